@@ -1,0 +1,87 @@
+#pragma once
+
+/// \file
+/// Where array buffers come from. Every allocation in format/ goes through a
+/// MemoryPool; nothing assumes the process heap, so a pool backed by a
+/// shared-memory segment can hand out the buffers a producer builds in place.
+
+#include <cstdint>
+#include <string>
+
+#include "alkaid/common/export.h"
+#include "alkaid/common/result.h"
+
+namespace alkaid::format {
+
+/// Alignment of every buffer allocated by Alkaid, and the multiple its
+/// capacity is padded to (the format's recommended 64 bytes).
+inline constexpr int64_t kBufferAlignment = 64;
+
+/// Rounds `n` up to a multiple of kBufferAlignment.
+constexpr int64_t PaddedLength(int64_t n) {
+  return (n + kBufferAlignment - 1) & ~(kBufferAlignment - 1);
+}
+
+/// Allocator interface for buffer memory.
+///
+/// Implementations must be thread-safe: builders on several threads may share
+/// one pool. Sizes are in bytes; the pool may round them up internally but the
+/// caller always passes back the size it asked for.
+class ALKAID_EXPORT MemoryPool {
+ public:
+  virtual ~MemoryPool() = default;
+
+  /// Allocates `size` bytes at an address that is a multiple of `alignment`
+  /// (a power of two, at least kBufferAlignment). The memory is uninitialised.
+  /// A zero-size request returns a valid, unique-per-pool sentinel pointer
+  /// that must still be passed to Free.
+  virtual Result<uint8_t*> Allocate(int64_t size, int64_t alignment) = 0;
+
+  /// Grows or shrinks an allocation, preserving min(old_size, new_size) bytes.
+  /// The default allocates, copies and frees.
+  virtual Result<uint8_t*> Reallocate(uint8_t* ptr, int64_t old_size, int64_t new_size,
+                                      int64_t alignment);
+
+  /// Returns memory obtained from Allocate/Reallocate with the same size and
+  /// alignment.
+  virtual void Free(uint8_t* ptr, int64_t size, int64_t alignment) = 0;
+
+  /// Bytes currently allocated through this pool.
+  virtual int64_t bytes_allocated() const = 0;
+  /// Highest value bytes_allocated() has had.
+  virtual int64_t max_memory() const = 0;
+  /// Short name of the backing store ("system", "shm:<segment>", ...).
+  virtual std::string backend_name() const = 0;
+
+  Result<uint8_t*> Allocate(int64_t size) { return Allocate(size, kBufferAlignment); }
+  void Free(uint8_t* ptr, int64_t size) { Free(ptr, size, kBufferAlignment); }
+};
+
+/// The process-wide pool backed by aligned heap allocation. Never null;
+/// lives for the whole process.
+ALKAID_EXPORT MemoryPool* default_memory_pool();
+
+/// A pool over the heap with its own statistics, optionally refusing to go
+/// past `limit_bytes` (-1: no limit). Useful for tests and for bounding a
+/// decoder's memory. Thread-safe.
+class ALKAID_EXPORT SystemMemoryPool : public MemoryPool {
+ public:
+  explicit SystemMemoryPool(int64_t limit_bytes = -1);
+  ~SystemMemoryPool() override;
+
+  Result<uint8_t*> Allocate(int64_t size, int64_t alignment) override;
+  Result<uint8_t*> Reallocate(uint8_t* ptr, int64_t old_size, int64_t new_size,
+                              int64_t alignment) override;
+  void Free(uint8_t* ptr, int64_t size, int64_t alignment) override;
+  int64_t bytes_allocated() const override;
+  int64_t max_memory() const override;
+  std::string backend_name() const override;
+  using MemoryPool::Allocate;
+  using MemoryPool::Free;
+
+ private:
+  struct Impl;
+  Impl* impl_;
+};
+
+}  // namespace alkaid::format

@@ -1,0 +1,57 @@
+#pragma once
+
+/// \file
+/// RecordBatch: equal-length columns under a schema, the unit of IPC.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "alkaid/common/export.h"
+#include "alkaid/common/result.h"
+#include "alkaid/format/array.h"
+#include "alkaid/format/type.h"
+
+namespace alkaid::format {
+
+/// Immutable; safe to share between threads.
+class ALKAID_EXPORT RecordBatch {
+ public:
+  /// Checks that there is one column per field, of the field's type and of
+  /// length `num_rows`. Does not validate the column data (see validate.h).
+  static Result<std::shared_ptr<RecordBatch>> Make(SchemaPtr schema, int64_t num_rows,
+                                                   std::vector<ArrayDataPtr> columns);
+  /// Same, taking typed arrays.
+  static Result<std::shared_ptr<RecordBatch>> Make(SchemaPtr schema, int64_t num_rows,
+                                                   const std::vector<ArrayPtr>& columns);
+
+  const SchemaPtr& schema() const { return schema_; }
+  int64_t num_rows() const { return num_rows_; }
+  int num_columns() const { return static_cast<int>(columns_.size()); }
+  const ArrayDataPtr& column_data(int i) const { return columns_[static_cast<size_t>(i)]; }
+  const std::vector<ArrayDataPtr>& columns() const { return columns_; }
+  ArrayPtr column(int i) const { return MakeArray(column_data(i)); }
+  /// First column named `name`, or null.
+  ArrayPtr GetColumnByName(std::string_view name) const;
+
+  /// Zero-copy slice of every column; `length` is clamped to the end.
+  std::shared_ptr<RecordBatch> Slice(int64_t offset, int64_t length) const;
+
+  /// Logical equality of schema (fields, optionally metadata) and columns.
+  bool Equals(const RecordBatch& other, bool check_metadata = false) const;
+  /// Schema followed by each column, pretty-printed.
+  std::string ToString() const;
+
+ private:
+  RecordBatch(SchemaPtr schema, int64_t num_rows, std::vector<ArrayDataPtr> columns)
+      : schema_(std::move(schema)), num_rows_(num_rows), columns_(std::move(columns)) {}
+
+  SchemaPtr schema_;
+  int64_t num_rows_;
+  std::vector<ArrayDataPtr> columns_;
+};
+
+using RecordBatchPtr = std::shared_ptr<RecordBatch>;
+
+}  // namespace alkaid::format

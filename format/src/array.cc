@@ -1,0 +1,195 @@
+#include "alkaid/format/array.h"
+
+#include <algorithm>
+
+#include "alkaid/format/compare.h"
+#include "alkaid/format/pretty_print.h"
+
+namespace alkaid::format {
+
+bool Array::IsNull(int64_t i) const {
+  switch (type_id()) {
+    case TypeId::kNull: return true;
+    case TypeId::kSparseUnion:
+    case TypeId::kDenseUnion: {
+      const auto& u = static_cast<const UnionArray&>(*this);
+      return u.field(u.child_id(i))->IsNull(u.value_offset(i));
+    }
+    case TypeId::kRunEndEncoded: {
+      const auto& r = static_cast<const RunEndEncodedArray&>(*this);
+      return r.values()->IsNull(r.FindPhysicalIndex(i));
+    }
+    case TypeId::kDictionary: {
+      if (data_->IsNull(i)) return true;
+      const auto& d = static_cast<const DictionaryArray&>(*this);
+      return d.dictionary() != nullptr && d.dictionary()->IsNull(d.GetIndex(i));
+    }
+    case TypeId::kExtension:
+      return static_cast<const ExtensionArray&>(*this).storage()->IsNull(i);
+    default: return data_->IsNull(i);
+  }
+}
+
+std::shared_ptr<Array> Array::Slice(int64_t offset, int64_t length) const {
+  offset = std::clamp<int64_t>(offset, 0, this->length());
+  length = std::clamp<int64_t>(length, 0, this->length() - offset);
+  return MakeArray(data_->Slice(offset, length));
+}
+
+bool Array::Equals(const Array& other) const { return ArrayEquals(*this, other); }
+
+std::string Array::ToString() const { return PrettyPrint(*this); }
+
+FixedSizeBinaryArray::FixedSizeBinaryArray(ArrayDataPtr data)
+    : Array(std::move(data)), byte_width_(BitWidth(StorageType(*data_->type)) / 8) {}
+
+std::string_view BinaryViewArray::GetView(int64_t i) const {
+  const BinaryViewHeader& v = raw_views()[i];
+  if (v.is_inline()) {
+    return {reinterpret_cast<const char*>(v.inlined.data), static_cast<size_t>(v.size())};
+  }
+  const auto& buf = data_->buffers[static_cast<size_t>(v.ref.buffer_index) + 2];
+  return {reinterpret_cast<const char*>(buf->data()) + v.ref.offset, static_cast<size_t>(v.size())};
+}
+
+MapArray::MapArray(ArrayDataPtr data) : ListArray(std::move(data)) {
+  const auto& entries = values_->data();
+  keys_ = MakeArray(entries->child_data[0]);
+  items_ = MakeArray(entries->child_data[1]);
+}
+
+FixedSizeListArray::FixedSizeListArray(ArrayDataPtr data)
+    : Array(std::move(data)),
+      list_size_(static_cast<const FixedSizeListType&>(StorageType(*data_->type)).list_size()),
+      values_(MakeArray(data_->child_data[0])) {}
+
+StructArray::StructArray(ArrayDataPtr data) : Array(std::move(data)) {
+  for (const auto& child : data_->child_data) fields_.push_back(MakeArray(child));
+}
+
+ArrayPtr StructArray::GetFlattenedField(int i) const {
+  return MakeArray(fields_[static_cast<size_t>(i)]->data()->Slice(data_->offset, data_->length));
+}
+
+ArrayPtr StructArray::GetFieldByName(std::string_view name) const {
+  const int i = static_cast<const StructType&>(StorageType(*type())).GetFieldIndex(name);
+  return i < 0 ? nullptr : fields_[static_cast<size_t>(i)];
+}
+
+UnionArray::UnionArray(ArrayDataPtr data) : Array(std::move(data)) {
+  for (const auto& child : data_->child_data) fields_.push_back(MakeArray(child));
+}
+
+DictionaryArray::DictionaryArray(ArrayDataPtr data) : Array(std::move(data)) {
+  auto idx = std::make_shared<ArrayData>(*data_);
+  idx->type = dict_type().index_type();
+  idx->dictionary = nullptr;
+  indices_ = MakeArray(std::move(idx));
+  if (data_->dictionary != nullptr) dictionary_ = MakeArray(data_->dictionary);
+}
+
+int64_t DictionaryArray::GetIndex(int64_t i) const {
+  const int64_t j = data_->offset + i;
+  const uint8_t* p = data_->buffers[1]->data();
+  switch (dict_type().index_type()->id()) {
+    case TypeId::kInt8: return reinterpret_cast<const int8_t*>(p)[j];
+    case TypeId::kUInt8: return p[j];
+    case TypeId::kInt16: return reinterpret_cast<const int16_t*>(p)[j];
+    case TypeId::kUInt16: return reinterpret_cast<const uint16_t*>(p)[j];
+    case TypeId::kInt32: return reinterpret_cast<const int32_t*>(p)[j];
+    case TypeId::kUInt32: return reinterpret_cast<const uint32_t*>(p)[j];
+    case TypeId::kInt64: return reinterpret_cast<const int64_t*>(p)[j];
+    case TypeId::kUInt64:
+      return static_cast<int64_t>(reinterpret_cast<const uint64_t*>(p)[j]);
+    default: return -1;
+  }
+}
+
+RunEndEncodedArray::RunEndEncodedArray(ArrayDataPtr data)
+    : Array(std::move(data)),
+      run_ends_(MakeArray(data_->child_data[0])),
+      values_(MakeArray(data_->child_data[1])) {}
+
+int64_t RunEndEncodedArray::RunEnd(int64_t i) const {
+  const auto& re = *run_ends_->data();
+  switch (re.type->id()) {
+    case TypeId::kInt16: return re.GetValues<int16_t>(1)[i];
+    case TypeId::kInt32: return re.GetValues<int32_t>(1)[i];
+    default: return re.GetValues<int64_t>(1)[i];
+  }
+}
+
+int64_t RunEndEncodedArray::FindPhysicalIndex(int64_t i) const {
+  // First run whose end is greater than the logical position.
+  const int64_t logical = data_->offset + i;
+  int64_t lo = 0;
+  int64_t hi = run_ends_->length();
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (RunEnd(mid) <= logical) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+ExtensionArray::ExtensionArray(ArrayDataPtr data) : Array(std::move(data)) {
+  auto storage = std::make_shared<ArrayData>(*data_);
+  storage->type = extension_type().storage_type();
+  storage_ = MakeArray(std::move(storage));
+}
+
+ArrayPtr MakeArray(ArrayDataPtr data) {
+  switch (data->type->id()) {
+    case TypeId::kNull: return std::make_shared<NullArray>(std::move(data));
+    case TypeId::kBool: return std::make_shared<BooleanArray>(std::move(data));
+    case TypeId::kInt8: return std::make_shared<Int8Array>(std::move(data));
+    case TypeId::kUInt8: return std::make_shared<UInt8Array>(std::move(data));
+    case TypeId::kInt16: return std::make_shared<Int16Array>(std::move(data));
+    case TypeId::kUInt16:
+    case TypeId::kHalfFloat: return std::make_shared<UInt16Array>(std::move(data));
+    case TypeId::kInt32:
+    case TypeId::kDate32:
+    case TypeId::kTime32:
+    case TypeId::kIntervalMonths: return std::make_shared<Int32Array>(std::move(data));
+    case TypeId::kUInt32: return std::make_shared<UInt32Array>(std::move(data));
+    case TypeId::kInt64:
+    case TypeId::kDate64:
+    case TypeId::kTime64:
+    case TypeId::kTimestamp:
+    case TypeId::kDuration: return std::make_shared<Int64Array>(std::move(data));
+    case TypeId::kUInt64: return std::make_shared<UInt64Array>(std::move(data));
+    case TypeId::kFloat: return std::make_shared<FloatArray>(std::move(data));
+    case TypeId::kDouble: return std::make_shared<DoubleArray>(std::move(data));
+    case TypeId::kDecimal32:
+    case TypeId::kDecimal64:
+    case TypeId::kDecimal128:
+    case TypeId::kDecimal256:
+    case TypeId::kIntervalDayTime:
+    case TypeId::kIntervalMonthDayNano:
+    case TypeId::kFixedSizeBinary: return std::make_shared<FixedSizeBinaryArray>(std::move(data));
+    case TypeId::kBinary:
+    case TypeId::kString: return std::make_shared<BinaryArray>(std::move(data));
+    case TypeId::kLargeBinary:
+    case TypeId::kLargeString: return std::make_shared<LargeBinaryArray>(std::move(data));
+    case TypeId::kBinaryView:
+    case TypeId::kStringView: return std::make_shared<BinaryViewArray>(std::move(data));
+    case TypeId::kFixedSizeList: return std::make_shared<FixedSizeListArray>(std::move(data));
+    case TypeId::kList: return std::make_shared<ListArray>(std::move(data));
+    case TypeId::kLargeList: return std::make_shared<LargeListArray>(std::move(data));
+    case TypeId::kListView: return std::make_shared<ListViewArray>(std::move(data));
+    case TypeId::kLargeListView: return std::make_shared<LargeListViewArray>(std::move(data));
+    case TypeId::kStruct: return std::make_shared<StructArray>(std::move(data));
+    case TypeId::kMap: return std::make_shared<MapArray>(std::move(data));
+    case TypeId::kSparseUnion:
+    case TypeId::kDenseUnion: return std::make_shared<UnionArray>(std::move(data));
+    case TypeId::kDictionary: return std::make_shared<DictionaryArray>(std::move(data));
+    case TypeId::kRunEndEncoded: return std::make_shared<RunEndEncodedArray>(std::move(data));
+    case TypeId::kExtension: return std::make_shared<ExtensionArray>(std::move(data));
+  }
+  return std::make_shared<Array>(std::move(data));
+}
+
+}  // namespace alkaid::format

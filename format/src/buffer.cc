@@ -1,0 +1,96 @@
+#include "alkaid/format/buffer.h"
+
+#include <algorithm>
+
+namespace alkaid::format {
+
+Buffer::Buffer(std::shared_ptr<Buffer> parent, int64_t offset, int64_t size)
+    : data_(parent->data_ + offset),
+      size_(size),
+      capacity_(size),
+      is_mutable_(parent->is_mutable_),
+      parent_(std::move(parent)) {}
+
+Result<std::shared_ptr<Buffer>> Buffer::CopyOf(std::string_view bytes, MemoryPool* pool) {
+  ALKAID_ASSIGN_OR_RAISE(auto buf, AllocateBuffer(static_cast<int64_t>(bytes.size()), pool));
+  if (!bytes.empty()) std::memcpy(buf->mutable_data(), bytes.data(), bytes.size());
+  return std::shared_ptr<Buffer>(std::move(buf));
+}
+
+std::shared_ptr<Buffer> Buffer::FromString(std::string s) {
+  auto holder = std::make_shared<std::string>(std::move(s));
+  auto* data = reinterpret_cast<const uint8_t*>(holder->data());
+  auto size = static_cast<int64_t>(holder->size());
+  return std::make_shared<Buffer>(data, size, std::move(holder));
+}
+
+ResizableBuffer::ResizableBuffer(MemoryPool* pool) : pool_(pool) { is_mutable_ = true; }
+
+ResizableBuffer::~ResizableBuffer() {
+  if (data_ != nullptr) pool_->Free(data_, capacity_, kBufferAlignment);
+}
+
+std::unique_ptr<ResizableBuffer> ResizableBuffer::Make(MemoryPool* pool) {
+  return std::unique_ptr<ResizableBuffer>(new ResizableBuffer(pool));
+}
+
+Status ResizableBuffer::Reallocate(int64_t new_capacity) {
+  if (data_ == nullptr) {
+    ALKAID_ASSIGN_OR_RAISE(data_, pool_->Allocate(new_capacity, kBufferAlignment));
+  } else {
+    ALKAID_ASSIGN_OR_RAISE(
+        data_, pool_->Reallocate(data_, capacity_, new_capacity, kBufferAlignment));
+  }
+  // Bytes past size() are kept zero (see class comment).
+  if (new_capacity > size_) {
+    std::memset(data_ + size_, 0, static_cast<size_t>(new_capacity - size_));
+  }
+  capacity_ = new_capacity;
+  return Status::OK();
+}
+
+Status ResizableBuffer::Reserve(int64_t capacity) {
+  if (capacity < 0) return Status::Invalid("negative buffer capacity ", capacity);
+  if (capacity <= capacity_ && data_ != nullptr) return Status::OK();
+  // Grow geometrically so appending stays amortised O(1).
+  int64_t target = std::max(PaddedLength(capacity), std::min<int64_t>(capacity_ * 2, INT64_MAX / 2));
+  return Reallocate(PaddedLength(target));
+}
+
+Status ResizableBuffer::Resize(int64_t new_size, bool shrink_to_fit) {
+  if (new_size < 0) return Status::Invalid("negative buffer size ", new_size);
+  if (new_size > capacity_ || data_ == nullptr) {
+    ALKAID_RETURN_NOT_OK(Reserve(new_size));
+  } else if (new_size < size_) {
+    std::memset(data_ + new_size, 0, static_cast<size_t>(size_ - new_size));
+  }
+  if (shrink_to_fit && PaddedLength(new_size) < capacity_) {
+    size_ = std::min(size_, new_size);
+    ALKAID_RETURN_NOT_OK(Reallocate(PaddedLength(new_size)));
+  }
+  size_ = new_size;
+  return Status::OK();
+}
+
+Result<std::shared_ptr<ResizableBuffer>> AllocateBuffer(int64_t size, MemoryPool* pool) {
+  std::shared_ptr<ResizableBuffer> buf = ResizableBuffer::Make(pool);
+  ALKAID_RETURN_NOT_OK(buf->Resize(size));
+  return buf;
+}
+
+std::shared_ptr<Buffer> SliceBuffer(std::shared_ptr<Buffer> buffer, int64_t offset,
+                                    int64_t length) {
+  return std::make_shared<Buffer>(std::move(buffer), offset, length);
+}
+
+Result<std::shared_ptr<Buffer>> SliceBufferChecked(std::shared_ptr<Buffer> buffer,
+                                                   int64_t offset, int64_t length) {
+  if (buffer == nullptr) return Status::Invalid("slicing a null buffer");
+  if (offset < 0 || length < 0 || offset > buffer->size() || length > buffer->size() - offset) {
+    return Status::IndexError("slice [", offset, ", ", offset, " + ", length,
+                              ") is outside a buffer of ", buffer->size(), " bytes");
+  }
+  return SliceBuffer(std::move(buffer), offset, length);
+}
+
+}  // namespace alkaid::format

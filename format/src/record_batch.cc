@@ -1,0 +1,69 @@
+#include "alkaid/format/record_batch.h"
+
+#include <algorithm>
+
+#include "alkaid/format/compare.h"
+#include "alkaid/format/pretty_print.h"
+
+namespace alkaid::format {
+
+Result<std::shared_ptr<RecordBatch>> RecordBatch::Make(SchemaPtr schema, int64_t num_rows,
+                                                       std::vector<ArrayDataPtr> columns) {
+  if (schema == nullptr) return Status::Invalid("record batch schema is null");
+  if (num_rows < 0) return Status::Invalid("record batch length ", num_rows, " is negative");
+  if (columns.size() != static_cast<size_t>(schema->num_fields())) {
+    return Status::Invalid("record batch has ", columns.size(), " columns but the schema has ",
+                           schema->num_fields(), " fields");
+  }
+  for (size_t i = 0; i < columns.size(); ++i) {
+    const auto& f = schema->fields()[i];
+    if (columns[i] == nullptr) return Status::Invalid("column ", i, " ('", f->name(), "') is null");
+    if (columns[i]->length != num_rows) {
+      return Status::Invalid("column ", i, " ('", f->name(), "') has ", columns[i]->length,
+                             " rows, the batch ", num_rows);
+    }
+    if (!columns[i]->type->Equals(*f->type())) {
+      return Status::TypeError("column ", i, " ('", f->name(), "') is ",
+                               columns[i]->type->ToString(), " but the schema says ",
+                               f->type()->ToString());
+    }
+  }
+  return std::shared_ptr<RecordBatch>(
+      new RecordBatch(std::move(schema), num_rows, std::move(columns)));
+}
+
+Result<std::shared_ptr<RecordBatch>> RecordBatch::Make(SchemaPtr schema, int64_t num_rows,
+                                                       const std::vector<ArrayPtr>& columns) {
+  std::vector<ArrayDataPtr> data;
+  data.reserve(columns.size());
+  for (const auto& c : columns) data.push_back(c == nullptr ? nullptr : c->data());
+  return Make(std::move(schema), num_rows, std::move(data));
+}
+
+ArrayPtr RecordBatch::GetColumnByName(std::string_view name) const {
+  const int i = schema_->GetFieldIndex(name);
+  return i < 0 ? nullptr : column(i);
+}
+
+std::shared_ptr<RecordBatch> RecordBatch::Slice(int64_t offset, int64_t length) const {
+  offset = std::clamp<int64_t>(offset, 0, num_rows_);
+  length = std::clamp<int64_t>(length, 0, num_rows_ - offset);
+  std::vector<ArrayDataPtr> cols;
+  cols.reserve(columns_.size());
+  for (const auto& c : columns_) cols.push_back(c->Slice(offset, length));
+  return std::shared_ptr<RecordBatch>(new RecordBatch(schema_, length, std::move(cols)));
+}
+
+bool RecordBatch::Equals(const RecordBatch& other, bool check_metadata) const {
+  if (num_rows_ != other.num_rows_ || !schema_->Equals(*other.schema_, check_metadata)) {
+    return false;
+  }
+  for (size_t i = 0; i < columns_.size(); ++i) {
+    if (!ArrayEquals(*MakeArray(columns_[i]), *MakeArray(other.columns_[i]))) return false;
+  }
+  return true;
+}
+
+std::string RecordBatch::ToString() const { return PrettyPrint(*this); }
+
+}  // namespace alkaid::format

@@ -1,0 +1,1 @@
+// owned by a helper; being written
