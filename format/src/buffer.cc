@@ -35,15 +35,18 @@ std::unique_ptr<ResizableBuffer> ResizableBuffer::Make(MemoryPool* pool) {
 }
 
 Status ResizableBuffer::Reallocate(int64_t new_capacity) {
-  if (data_ == nullptr) {
+  const bool fresh = data_ == nullptr;
+  if (fresh) {
     ALKAID_ASSIGN_OR_RAISE(data_, pool_->Allocate(new_capacity, kBufferAlignment));
   } else {
     ALKAID_ASSIGN_OR_RAISE(
         data_, pool_->Reallocate(data_, capacity_, new_capacity, kBufferAlignment));
   }
-  // Bytes past size() are kept zero (see class comment).
-  if (new_capacity > size_) {
-    std::memset(data_ + size_, 0, static_cast<size_t>(new_capacity - size_));
+  // Only memory this call acquired is zeroed: bytes a writer put past size()
+  // within the old capacity survive growth.
+  const int64_t kept = fresh ? 0 : std::min(capacity_, new_capacity);
+  if (new_capacity > kept) {
+    std::memset(data_ + kept, 0, static_cast<size_t>(new_capacity - kept));
   }
   capacity_ = new_capacity;
   return Status::OK();
@@ -65,7 +68,6 @@ Status ResizableBuffer::Resize(int64_t new_size, bool shrink_to_fit) {
     std::memset(data_ + new_size, 0, static_cast<size_t>(size_ - new_size));
   }
   if (shrink_to_fit && PaddedLength(new_size) < capacity_) {
-    size_ = std::min(size_, new_size);
     ALKAID_RETURN_NOT_OK(Reallocate(PaddedLength(new_size)));
   }
   size_ = new_size;

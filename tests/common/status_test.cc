@@ -79,6 +79,24 @@ TEST(ResultTest, OkStatusIsNotAValue) {
   EXPECT_EQ(r.status().code(), StatusCode::kUnknown);
 }
 
+Status ReturnStored(const Status& stored) {
+  ALKAID_RETURN_NOT_OK(stored);
+  return Status::OK();
+}
+
+TEST(MacrosTest, LvalueStatusIsCopiedNotMovedFrom) {
+  Status stored = Status::IOError("disk gone");
+  EXPECT_EQ(ReturnStored(stored).message(), "disk gone");
+  Status again = stored;
+  auto f = [&]() -> Status {
+    ALKAID_RETURN_NOT_OK(stored);
+    return Status::OK();
+  };
+  EXPECT_FALSE(f().ok());
+  EXPECT_EQ(stored.message(), "disk gone");  // still holds its error
+  EXPECT_EQ(again, stored);
+}
+
 TEST(MacrosTest, ContextAndInputChecks) {
   EXPECT_OK(Chain(4));
   ASSERT_RAISES_WITH_MESSAGE(kInvalid, "checking argument 1: value -1 is not positive", Chain(-1));

@@ -54,6 +54,16 @@ TEST(BufferTest, ResizableBufferPadsTo64AndZeroesPadding) {
   EXPECT_EQ(pool.bytes_allocated(), 0);
 }
 
+TEST(BufferTest, BytesWrittenPastSizeSurviveGrowth) {
+  auto buf = ResizableBuffer::Make();
+  ASSERT_OK(buf->Reserve(64));
+  buf->mutable_data()[10] = 7;  // written before Resize, as builders do
+  ASSERT_OK(buf->Reserve(4096));
+  ASSERT_OK(buf->Resize(11));
+  EXPECT_EQ(buf->data()[10], 7);
+  for (int64_t i = 11; i < buf->capacity(); ++i) ASSERT_EQ(buf->data()[i], 0) << i;
+}
+
 TEST(BufferTest, SlicesShareMemoryAndKeepParentAlive) {
   ASSERT_OK_AND_ASSIGN(auto parent, Buffer::CopyOf("hello world"));
   const uint8_t* base = parent->data();

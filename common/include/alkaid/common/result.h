@@ -93,12 +93,14 @@ Status GenericToStatus(Result<T>&& r) {
 #define ALKAID_CONCAT(a, b) ALKAID_CONCAT_IMPL(a, b)
 
 /// Evaluates `expr` (a Status or Result); returns its error from the
-/// enclosing function if it failed.
+/// enclosing function if it failed. An lvalue `expr` is copied, never moved
+/// from, so a stored Status keeps its error.
 #define ALKAID_RETURN_NOT_OK(expr)                                            \
   do {                                                                        \
     auto&& _alkaid_s = (expr);                                                \
     if (!_alkaid_s.ok()) {                                                    \
-      return ::alkaid::internal::GenericToStatus(std::move(_alkaid_s));       \
+      return ::alkaid::internal::GenericToStatus(                            \
+          std::forward<decltype(_alkaid_s)>(_alkaid_s));                      \
     }                                                                         \
   } while (false)
 
@@ -110,7 +112,8 @@ Status GenericToStatus(Result<T>&& r) {
     if (!_alkaid_s.ok()) {                                                    \
       std::ostringstream _alkaid_ctx;                                         \
       _alkaid_ctx << __VA_ARGS__;                                             \
-      return ::alkaid::internal::GenericToStatus(std::move(_alkaid_s))        \
+      return ::alkaid::internal::GenericToStatus(                            \
+                 std::forward<decltype(_alkaid_s)>(_alkaid_s))                \
           .WithContext(_alkaid_ctx.str());                                    \
     }                                                                         \
   } while (false)

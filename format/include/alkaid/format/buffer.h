@@ -95,9 +95,11 @@ class ALKAID_EXPORT Buffer {
 };
 
 /// A writable buffer allocated from a MemoryPool that can grow. Capacity is
-/// always padded to a multiple of 64 bytes and bytes past size() up to
-/// capacity() are kept zeroed, so the padding of a finished buffer is zero.
-/// Not thread-safe while being resized.
+/// always padded to a multiple of 64 bytes. Memory the buffer acquires is
+/// zeroed and shrinking zeroes the bytes cut off, so a buffer whose bytes past
+/// size() were never written has zero padding. Bytes a writer puts past
+/// size() (within capacity) are kept when the buffer grows. Not thread-safe
+/// while being resized.
 class ALKAID_EXPORT ResizableBuffer : public Buffer {
  public:
   ~ResizableBuffer() override;
