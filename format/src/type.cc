@@ -106,6 +106,16 @@ MetadataPtr KeyValueMetadata::Without(const std::vector<std::string_view>& keys)
   return out;
 }
 
+bool KeyValueMetadata::Equals(const KeyValueMetadata& other) const {
+  if (pairs_.size() != other.pairs_.size()) return false;
+  if (pairs_ == other.pairs_) return true;
+  auto a = pairs_;
+  auto b = other.pairs_;
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  return a == b;
+}
+
 std::string KeyValueMetadata::ToString() const {
   std::ostringstream ss;
   ss << "{";
@@ -139,6 +149,16 @@ bool DataType::Equals(const DataType& other, bool check_metadata) const {
   if (this == &other) return true;
   if (id_ != other.id_ || children_.size() != other.children_.size()) return false;
   if (!ParamsEqual(other)) return false;
+  if (id_ == TypeId::kMap) {
+    // The names of a map's entries, key and value fields are conventional
+    // (writers differ: "entries"/"key"/"value" or their own); only the key
+    // and item types and the item's nullability carry meaning.
+    const auto& a = static_cast<const MapType&>(*this);
+    const auto& b = static_cast<const MapType&>(other);
+    return a.key_field()->type()->Equals(*b.key_field()->type(), check_metadata) &&
+           a.item_field()->type()->Equals(*b.item_field()->type(), check_metadata) &&
+           a.item_field()->nullable() == b.item_field()->nullable();
+  }
   for (size_t i = 0; i < children_.size(); ++i) {
     if (!children_[i]->Equals(*other.children_[i], check_metadata)) return false;
   }

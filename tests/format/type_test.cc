@@ -30,6 +30,13 @@ TEST(TypeTest, EqualityComparesParametersAndChildren) {
   EXPECT_FALSE(dictionary(int8(), utf8())->Equals(dictionary(int16(), utf8())));
   EXPECT_FALSE(dictionary(int8(), utf8(), true)->Equals(dictionary(int8(), utf8(), false)));
   EXPECT_FALSE(extension("a", "", int8())->Equals(extension("a", "x", int8())));
+  // Map child names are conventional and do not take part in equality.
+  auto renamed = MapType::Make(
+      field("some_entries",
+            struct_({field("some_key", utf8(), false), field("some_value", int8())}), false));
+  ASSERT_TRUE(renamed.ok());
+  EXPECT_TRUE(map(utf8(), int8())->Equals(*renamed));
+  EXPECT_FALSE(map(utf8(), int16())->Equals(*renamed));
   auto md = std::make_shared<KeyValueMetadata>();
   md->Append("k", "v");
   auto with = struct_({field("a", int8(), true, md)});
@@ -79,6 +86,10 @@ TEST(SchemaTest, LookupAndMetadata) {
   EXPECT_FALSE(s->metadata()->Get("c").has_value());
   EXPECT_EQ(s->metadata()->Without({"a"})->size(), 1u);
   EXPECT_TRUE(s->Equals(*schema(s->fields())));
+  auto reordered = std::make_shared<KeyValueMetadata>(
+      std::vector<std::pair<std::string, std::string>>{{"b", "2"}, {"a", "1"}});
+  EXPECT_TRUE(md->Equals(*reordered));
+  EXPECT_FALSE(md->Equals(KeyValueMetadata({{"a", "1"}, {"b", "3"}})));
   EXPECT_FALSE(s->Equals(*schema(s->fields()), /*check_metadata=*/true));
   EXPECT_NE(s->ToString().find("x: int32 not null"), std::string::npos);
 }

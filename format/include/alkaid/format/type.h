@@ -108,7 +108,8 @@ class ALKAID_EXPORT KeyValueMetadata {
   std::shared_ptr<const KeyValueMetadata> Without(
       const std::vector<std::string_view>& keys) const;
 
-  bool Equals(const KeyValueMetadata& other) const { return pairs_ == other.pairs_; }
+  /// Same pairs, in any order (order carries no meaning in the format).
+  bool Equals(const KeyValueMetadata& other) const;
   std::string ToString() const;
 
  private:
