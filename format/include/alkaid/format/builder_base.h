@@ -1,0 +1,254 @@
+#pragma once
+
+/// \file
+/// ArrayBuilder, the base of every array builder, and the two growable
+/// buffers builders write into.
+///
+/// A builder accumulates values slot by slot and hands them out as an
+/// ArrayData or typed Array with Finish(). All memory, every buffer of the
+/// finished array included, comes from the MemoryPool given at
+/// construction; buffers are 64-byte aligned and their padding is zero.
+/// Finished arrays have offset 0, offsets that start at 0, and no validity
+/// bitmap when they have no nulls (buffers[0] == nullptr).
+///
+/// Builders are not thread-safe; use one per thread. The pool must outlive
+/// the builder and every array it produced.
+///
+/// Error behaviour: an append that fails (OutOfMemory, CapacityError,
+/// Invalid) on a scalar builder leaves it unchanged. On nested builders the
+/// parent slot is not added, but values already appended to child builders
+/// stay; call Reset() to start over. Finish() leaves the builder empty
+/// whether it succeeds or fails.
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "alkaid/common/export.h"
+#include "alkaid/common/result.h"
+#include "alkaid/common/status.h"
+#include "alkaid/format/array.h"
+#include "alkaid/format/array_data.h"
+#include "alkaid/format/buffer.h"
+#include "alkaid/format/memory_pool.h"
+#include "alkaid/format/type.h"
+
+namespace alkaid::format {
+
+namespace internal {
+
+/// A byte buffer that grows geometrically inside a pool allocation.
+///
+/// Reserve() is the only call that allocates; the Unsafe* calls write into
+/// reserved space and cannot fail. Bytes past length() are zero, so the
+/// finished buffer's padding is zero. Not API: builders use it.
+class ALKAID_EXPORT BufferBuilder {
+ public:
+  explicit BufferBuilder(MemoryPool* pool) : pool_(pool) {}
+
+  /// Ensures `additional` more bytes can be appended without allocating.
+  Status Reserve(int64_t additional);
+  Status Append(const void* data, int64_t n) {
+    ALKAID_RETURN_NOT_OK(Reserve(n));
+    UnsafeAppend(data, n);
+    return Status::OK();
+  }
+  template <typename T>
+  Status AppendValue(const T& value) {
+    return Append(&value, static_cast<int64_t>(sizeof(T)));
+  }
+  Status AppendZeros(int64_t n) {
+    ALKAID_RETURN_NOT_OK(Reserve(n));
+    UnsafeAppendZeros(n);
+    return Status::OK();
+  }
+
+  void UnsafeAppend(const void* data, int64_t n) {
+    if (n > 0) std::memcpy(mutable_data() + size_, data, static_cast<size_t>(n));
+    size_ += n;
+  }
+  template <typename T>
+  void UnsafeAppendValue(const T& value) {
+    UnsafeAppend(&value, static_cast<int64_t>(sizeof(T)));
+  }
+  void UnsafeAppendZeros(int64_t n) { UnsafeAppendFill(0, n); }
+  void UnsafeAppendFill(uint8_t byte, int64_t n) {
+    if (n > 0) std::memset(mutable_data() + size_, byte, static_cast<size_t>(n));
+    size_ += n;
+  }
+
+  /// Start of the bytes; null before the first Reserve.
+  uint8_t* mutable_data() { return buffer_ == nullptr ? nullptr : buffer_->mutable_data(); }
+  const uint8_t* data() const { return buffer_ == nullptr ? nullptr : buffer_->data(); }
+  template <typename T>
+  T* mutable_data_as() {
+    return reinterpret_cast<T*>(mutable_data());
+  }
+  template <typename T>
+  const T* data_as() const {
+    return reinterpret_cast<const T*>(data());
+  }
+  int64_t length() const { return size_; }
+  int64_t capacity() const { return buffer_ == nullptr ? 0 : buffer_->capacity(); }
+
+  /// Hands out the bytes as a buffer of length() bytes (capacity padded to
+  /// 64, padding zero) and leaves the builder empty. A builder that never
+  /// allocated yields a zero-length buffer. With `shrink_to_fit`, spare
+  /// capacity beyond the padded length is returned to the pool.
+  Result<std::shared_ptr<Buffer>> Finish(bool shrink_to_fit = true);
+  /// Drops the contents and the allocation.
+  void Reset() {
+    buffer_.reset();
+    size_ = 0;
+  }
+
+ private:
+  MemoryPool* pool_;
+  std::shared_ptr<ResizableBuffer> buffer_;
+  int64_t size_ = 0;
+};
+
+/// A growable bitmap (LSB bit order) on top of BufferBuilder.
+class ALKAID_EXPORT BitmapBuilder {
+ public:
+  explicit BitmapBuilder(MemoryPool* pool) : bytes_(pool) {}
+
+  /// Ensures `additional_bits` more bits can be appended without allocating.
+  Status Reserve(int64_t additional_bits);
+  void UnsafeAppend(bool bit) {
+    if ((length_ & 7) == 0) bytes_.UnsafeAppendZeros(1);
+    if (bit) {
+      bytes_.mutable_data()[length_ >> 3] |= static_cast<uint8_t>(1u << (length_ & 7));
+    } else {
+      ++false_count_;
+    }
+    ++length_;
+  }
+  void UnsafeAppend(int64_t n, bool bit);
+  Status Append(bool bit) {
+    ALKAID_RETURN_NOT_OK(Reserve(1));
+    UnsafeAppend(bit);
+    return Status::OK();
+  }
+
+  int64_t length() const { return length_; }
+  int64_t false_count() const { return false_count_; }
+  const uint8_t* data() const { return bytes_.data(); }
+  uint8_t* mutable_data() { return bytes_.mutable_data(); }
+
+  /// The bitmap (BytesForBits(length()) bytes); leaves the builder empty.
+  Result<std::shared_ptr<Buffer>> Finish();
+  void Reset() {
+    bytes_.Reset();
+    length_ = 0;
+    false_count_ = 0;
+  }
+
+ private:
+  BufferBuilder bytes_;
+  int64_t length_ = 0;
+  int64_t false_count_ = 0;
+};
+
+}  // namespace internal
+
+/// Base of all array builders.
+///
+/// The slot-level calls every builder supports are AppendNull(s),
+/// AppendEmptyValue(s), Reserve, Finish and Reset; typed subclasses add
+/// Append calls for their values. Nested builders own their child builders
+/// and expose them (value_builder(), field_builder(i), child_builder(i)...);
+/// children are also reachable generically through child(i).
+class ALKAID_EXPORT ArrayBuilder {
+ public:
+  /// `type` is the type of the arrays this builder produces; `pool` supplies
+  /// every buffer and must outlive the builder and its arrays.
+  ArrayBuilder(TypePtr type, MemoryPool* pool);
+  virtual ~ArrayBuilder();
+  ArrayBuilder(const ArrayBuilder&) = delete;
+  ArrayBuilder& operator=(const ArrayBuilder&) = delete;
+
+  const TypePtr& type() const { return type_; }
+  MemoryPool* memory_pool() const { return pool_; }
+  /// Number of slots appended since construction or the last Finish/Reset.
+  virtual int64_t length() const { return length_; }
+  /// Number of null slots among them (0 for types without a validity
+  /// bitmap: unions and run-end encoded arrays; length() for null).
+  virtual int64_t null_count() const { return null_count_; }
+
+  /// Appends one null slot. For nested types this also appends what the
+  /// layout needs below it (see each builder).
+  Status AppendNull() { return AppendNulls(1); }
+  virtual Status AppendNulls(int64_t n) = 0;
+  /// Appends one valid slot holding the type's empty value: 0, false, "",
+  /// [], a struct of empty values, the first union child's empty value, the
+  /// dictionary's empty value... For the null type this is a null.
+  Status AppendEmptyValue() { return AppendEmptyValues(1); }
+  virtual Status AppendEmptyValues(int64_t n) = 0;
+
+  /// Ensures room for `additional` more slots without reallocating (for
+  /// variable-size types: room for the offsets, not the bytes).
+  virtual Status Reserve(int64_t additional);
+
+  /// The built array data (offset 0); the builder is empty afterwards.
+  Result<ArrayDataPtr> FinishData();
+  /// FinishData() wrapped in the typed Array class for type().
+  Result<ArrayPtr> Finish();
+  /// Discards everything appended (children included).
+  virtual void Reset();
+
+  /// Child builders of nested types (none for flat types).
+  int num_children() const { return static_cast<int>(children_.size()); }
+  ArrayBuilder* child(int i) const { return children_[static_cast<size_t>(i)].get(); }
+
+ protected:
+  /// Builds the array data from the current contents. FinishData() calls it
+  /// and then Reset().
+  virtual Result<ArrayDataPtr> FinishInternal() = 0;
+
+  /// Makes room for `additional` validity bits. With `any_null`, also
+  /// materialises the bitmap (lazily created at the first null: until then
+  /// all slots are valid and no bitmap exists).
+  Status ReserveValidity(int64_t additional, bool any_null);
+  /// Records validity for one or `n` new slots and adds them to length();
+  /// requires a prior ReserveValidity (with any_null if !valid).
+  void UnsafeAppendValidity(bool valid) {
+    if (has_bitmap_) validity_.UnsafeAppend(valid);
+    if (!valid) ++null_count_;
+    ++length_;
+  }
+  void UnsafeAppendValidity(int64_t n, bool valid) {
+    if (has_bitmap_) validity_.UnsafeAppend(n, valid);
+    if (!valid) null_count_ += n;
+    length_ += n;
+  }
+  /// Validity from a byte-per-slot array (nullptr: all valid).
+  void UnsafeAppendValidityBytes(const uint8_t* valid_bytes, int64_t n);
+  /// True if `valid_bytes` (may be null) marks any of its `n` slots null.
+  static bool AnyNull(const uint8_t* valid_bytes, int64_t n);
+  /// Validity of slot i appended so far.
+  bool IsValidSlot(int64_t i) const {
+    return !has_bitmap_ || bit_util::GetBit(validity_.data(), i);
+  }
+  /// The validity bitmap to put in buffers[0]: nullptr when there are no
+  /// nulls. Empties the bitmap.
+  Result<std::shared_ptr<Buffer>> FinishValidity();
+  /// Checks that a count passed by the caller is non-negative.
+  static Status CheckCount(int64_t n, const char* what);
+  /// Prefix for error messages: the builder's type.
+  std::string Where() const;
+
+  TypePtr type_;
+  MemoryPool* pool_;
+  int64_t length_ = 0;
+  int64_t null_count_ = 0;
+  std::vector<std::unique_ptr<ArrayBuilder>> children_;
+
+ private:
+  internal::BitmapBuilder validity_;
+  bool has_bitmap_ = false;
+};
+
+}  // namespace alkaid::format
