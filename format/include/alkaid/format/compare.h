@@ -29,10 +29,17 @@ ALKAID_EXPORT bool ArrayEquals(const Array& a, const Array& b, const EqualOption
 
 /// OK if equal; otherwise Invalid naming the first difference, e.g.
 /// "slot 3: expected 5, got null" or "type: expected int32, got int64".
+/// Differences inside nested values carry a path below the slot: a child
+/// field is ".name", a list element ".name[k]" (the list's value field name),
+/// so "slot 2.item[1]: expected 7, got 8" or
+/// "slot 0.entries[1].key: expected \"k2\", got \"kX\"". Values are written
+/// as FormatValue writes them (pretty_print.h).
 ALKAID_EXPORT Status CheckArrayEquals(const Array& expected, const Array& actual,
                                       const EqualOptions& options = {});
 
-/// Like CheckArrayEquals over all columns, naming the column.
+/// Like CheckArrayEquals over all columns, naming the column
+/// ("column 'b' (1): slot 3: ..."), after checking num_rows and the schema
+/// fields (schema and field metadata only with `check_metadata`).
 ALKAID_EXPORT Status CheckRecordBatchEquals(const RecordBatch& expected,
                                             const RecordBatch& actual,
                                             const EqualOptions& options = {});
