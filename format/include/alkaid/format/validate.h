@@ -16,7 +16,25 @@
 ///
 /// Data that passed ValidateFull may be read with the unchecked accessors of
 /// array.h. Errors are Invalid and name the field path and the position, e.g.
-/// "field 'col1.b': offset 4 (slot 3) is 17, past the 12-byte data buffer".
+/// "field 'col1.b': slot 3: end offset 17 is past the end of the 12-byte data
+/// buffer". Paths join child field names with '.'; a dictionary appears as
+/// "<dictionary>" ("field 'col1.<dictionary>'").
+///
+/// Details of the contract:
+/// - Both depths recurse into children and dictionaries. Type trees and
+///   arrays nested deeper than 64 levels are rejected (the validator
+///   recurses, and hostile input must not exhaust the stack).
+/// - Slots are logical (0 is the first slot after `offset`); buffer sizes
+///   are checked against offset + length.
+/// - Null slots: offsets, list-view offsets/sizes, union type codes and dense
+///   offsets are checked for every slot; values (UTF-8, decimals, dictionary
+///   indices) and binary views only for valid slots, because the spec leaves
+///   the contents of null slots unspecified. Do not read a null slot of a
+///   binary view array.
+/// - Null arrays may carry zero buffers or one null buffer.
+/// - Validate reads at most O(1) values per array (the first and last
+///   offset, the last run end); ValidateFull is linear in the data.
+/// - Thread-safe: validation only reads.
 
 #include <string_view>
 
