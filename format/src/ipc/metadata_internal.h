@@ -1,0 +1,104 @@
+#pragma once
+
+// Private: translation between Alkaid's types and the Flatbuffers metadata.
+// metadata_internal.cc is the ONLY file that includes the generated
+// Flatbuffers code; everything here is plain C++.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "alkaid/common/result.h"
+#include "alkaid/format/buffer.h"
+#include "alkaid/format/ipc/dictionary.h"
+#include "alkaid/format/ipc/message.h"
+#include "alkaid/format/ipc/options.h"
+#include "alkaid/format/type.h"
+
+namespace alkaid::format::ipc::internal {
+
+struct FieldNodeMeta {
+  int64_t length;
+  int64_t null_count;
+};
+
+struct BufferMeta {
+  int64_t offset;
+  int64_t length;
+};
+
+struct RecordBatchMeta {
+  int64_t length = 0;
+  std::vector<FieldNodeMeta> nodes;
+  std::vector<BufferMeta> buffers;
+  CompressionType compression = CompressionType::kNone;
+  std::vector<int64_t> variadic_counts;
+};
+
+struct DictionaryBatchMeta {
+  int64_t id = 0;
+  bool is_delta = false;
+  RecordBatchMeta data;
+};
+
+/// What the Message table says besides its header.
+struct MessageInfo {
+  MessageType type = MessageType::kSchema;
+  MetadataVersion version = MetadataVersion::kV5;
+  int64_t body_length = 0;
+  MetadataPtr custom_metadata;
+};
+
+struct BlockMeta {
+  int64_t offset;
+  int32_t metadata_length;
+  int64_t body_length;
+};
+
+struct FooterMeta {
+  MetadataVersion version = MetadataVersion::kV5;
+  SchemaPtr schema;
+  std::vector<BlockMeta> dictionaries;
+  std::vector<BlockMeta> record_batches;
+  MetadataPtr custom_metadata;
+};
+
+// --- reading (all inputs untrusted) ---
+
+/// Runs the Flatbuffers verifier over a Message and reads its fixed part.
+Result<MessageInfo> VerifyMessage(const uint8_t* data, int64_t size, int max_depth);
+
+/// The following take a buffer VerifyMessage accepted.
+Result<SchemaPtr> GetSchema(const uint8_t* message, DictionaryMemo* memo, int max_depth);
+Result<RecordBatchMeta> GetRecordBatch(const uint8_t* message);
+Result<DictionaryBatchMeta> GetDictionaryBatch(const uint8_t* message);
+
+/// Verifies and reads a Footer; its schema's dictionary fields go to `memo`.
+Result<FooterMeta> ReadFooter(const uint8_t* data, int64_t size, DictionaryMemo* memo,
+                              int max_depth);
+
+// --- writing ---
+
+Result<std::shared_ptr<Buffer>> WriteSchemaMessage(const Schema& schema, const DictionaryMemo& ids,
+                                                   const IpcWriteOptions& options);
+
+Result<std::shared_ptr<Buffer>> WriteRecordBatchMessage(const RecordBatchMeta& batch,
+                                                        int64_t body_length,
+                                                        const IpcWriteOptions& options);
+
+Result<std::shared_ptr<Buffer>> WriteDictionaryMessage(int64_t id, bool is_delta,
+                                                       const RecordBatchMeta& batch,
+                                                       int64_t body_length,
+                                                       const IpcWriteOptions& options);
+
+Result<std::shared_ptr<Buffer>> WriteFooter(const Schema& schema, const DictionaryMemo& ids,
+                                            const std::vector<BlockMeta>& dictionaries,
+                                            const std::vector<BlockMeta>& record_batches,
+                                            const MetadataPtr& custom_metadata,
+                                            const IpcWriteOptions& options);
+
+/// Extension metadata keys (`<ns>:extension:name`, `<ns>:extension:metadata`).
+std::string ExtensionNameKey(std::string_view ns);
+std::string ExtensionMetadataKey(std::string_view ns);
+
+}  // namespace alkaid::format::ipc::internal

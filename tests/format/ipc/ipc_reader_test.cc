@@ -1,0 +1,274 @@
+// Readers on hand-made and damaged input: framings, end-of-stream forms, the
+// incremental decoder, hostile lengths, nesting limits, files and streams I/O.
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "alkaid/format/compare.h"
+#include "alkaid/format/validate.h"
+#include "ipc_test_util.h"
+#include "test_util.h"
+
+namespace alkaid::format::ipc {
+namespace {
+
+using testing::Buf;
+using testing::DictColumn;
+using testing::Int32s;
+using testing::ReadFileBuffer;
+using testing::ReadStreamBuffer;
+using testing::Strings;
+using testing::WriteBatches;
+
+SchemaPtr TwoColumns() {
+  return schema({field("x", int32()), field("d", dictionary(int32(), utf8()))});
+}
+
+std::vector<RecordBatchPtr> SampleBatches() {
+  auto d1 = Strings({"a", "b"});
+  auto d2 = Strings({"a", "b", "c"});
+  return {*RecordBatch::Make(TwoColumns(), 2, std::vector<ArrayDataPtr>{Int32s({1, 2}), DictColumn({0, 1}, d1)}),
+          *RecordBatch::Make(TwoColumns(), 3, std::vector<ArrayDataPtr>{Int32s({3, 4, 5}), DictColumn({2, 2, 0}, d2)})};
+}
+
+Status CheckSame(const std::vector<RecordBatchPtr>& expected,
+                 const std::vector<RecordBatchPtr>& actual) {
+  if (expected.size() != actual.size()) {
+    return Status::Invalid("expected ", expected.size(), " batches, got ", actual.size());
+  }
+  for (size_t i = 0; i < expected.size(); ++i) {
+    ALKAID_RETURN_NOT_OK(CheckRecordBatchEquals(*expected[i], *actual[i]));
+  }
+  return Status::OK();
+}
+
+TEST(StreamDecoderTest, ByteByByteAndWholeBuffers) {
+  auto batches = SampleBatches();
+  for (bool legacy : {false, true}) {
+    IpcWriteOptions o;
+    o.write_legacy_format = legacy;
+    ASSERT_OK_AND_ASSIGN(auto bytes, WriteBatches(TwoColumns(), batches, o, false));
+    auto listener = std::make_shared<CollectListener>();
+    StreamDecoder decoder(listener);
+    EXPECT_EQ(decoder.next_required_size(), 4);
+    int64_t fed = 0;
+    while (fed < bytes->size()) {
+      // Feed exactly what is asked for, or one byte, alternately.
+      int64_t n = (fed % 2 == 0) ? std::max<int64_t>(decoder.next_required_size(), 1) : 1;
+      n = std::min(n, bytes->size() - fed);
+      ASSERT_OK(decoder.Consume(bytes->data() + fed, n));
+      fed += n;
+    }
+    ASSERT_OK(decoder.Finish());
+    EXPECT_TRUE(listener->ended());
+    EXPECT_EQ(decoder.next_required_size(), 0);
+    ASSERT_NE(decoder.schema(), nullptr);
+    EXPECT_EQ(decoder.stats().num_dictionary_deltas, 1);
+    ASSERT_OK(CheckSame(batches, listener->batches()));
+    ASSERT_RAISES_WITH_MESSAGE(kInvalid, "after the end-of-stream", decoder.Consume(bytes->data(), 1));
+  }
+}
+
+TEST(StreamDecoderTest, WholeBufferIsZeroCopy) {
+  auto batches = SampleBatches();
+  ASSERT_OK_AND_ASSIGN(auto bytes, WriteBatches(TwoColumns(), batches, {}, false));
+  auto listener = std::make_shared<CollectListener>();
+  StreamDecoder decoder(listener);
+  ASSERT_OK(decoder.Consume(bytes));
+  ASSERT_EQ(listener->batches().size(), 2u);
+  const auto& values = listener->batches()[1]->column_data(0)->buffers[1];
+  EXPECT_TRUE(bytes->Contains(values->data(), values->size()));
+}
+
+TEST(StreamDecoderTest, TruncationAndErrorsAreSticky) {
+  ASSERT_OK_AND_ASSIGN(auto bytes, WriteBatches(TwoColumns(), SampleBatches(), {}, false));
+  auto listener = std::make_shared<CollectListener>();
+  StreamDecoder decoder(listener);
+  ASSERT_OK(decoder.Consume(SliceBuffer(bytes, 0, bytes->size() - 20)));
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "truncated", decoder.Finish());
+
+  // A record batch before any schema.
+  std::string garbage = std::string("\xFF\xFF\xFF\xFF", 4) + std::string("\x08\x00\x00\x00", 4) +
+                        std::string(8, '\x01');
+  StreamDecoder bad(std::make_shared<CollectListener>());
+  Status st = bad.Consume(reinterpret_cast<const uint8_t*>(garbage.data()),
+                          static_cast<int64_t>(garbage.size()));
+  ASSERT_FALSE(st.ok());
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "stopped after an error", bad.Consume(bytes));
+}
+
+TEST(StreamReaderTest, EndOfStreamForms) {
+  auto batches = SampleBatches();
+  ASSERT_OK_AND_ASSIGN(auto bytes, WriteBatches(TwoColumns(), batches, {}, false));
+  SchemaPtr s;
+  // Without any EOS marker (end of input).
+  ASSERT_OK_AND_ASSIGN(auto r, ReadStreamBuffer(SliceBuffer(bytes, 0, bytes->size() - 8), &s));
+  ASSERT_OK(CheckSame(batches, r));
+  // With the legacy 4-byte 0 EOS marker.
+  std::string legacy_eos(bytes->view().substr(0, static_cast<size_t>(bytes->size() - 8)));
+  legacy_eos.append(4, '\0');
+  ASSERT_OK_AND_ASSIGN(r, ReadStreamBuffer(Buffer::FromString(legacy_eos), &s));
+  ASSERT_OK(CheckSame(batches, r));
+}
+
+TEST(StreamReaderTest, HostileLengthsNeverAllocate) {
+  auto batches = SampleBatches();
+  ASSERT_OK_AND_ASSIGN(auto bytes, WriteBatches(TwoColumns(), batches, {}, false));
+  SchemaPtr s;
+  // Metadata length prefixes: negative and huge.
+  for (uint32_t len : {0x80000000u, 0x7FFFFFF0u}) {
+    std::string data(bytes->view());
+    std::memcpy(data.data() + 4, &len, 4);
+    auto r = ReadStreamBuffer(Buffer::FromString(data), &s);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalid) << r.status().ToString();
+  }
+  // The same from a file descriptor with a small memory budget: the reader
+  // must report truncation, not try to allocate 2 GiB.
+  char path[] = "/tmp/alkaid_ipc_hostileXXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  std::string data(bytes->view());
+  const uint32_t huge = 0x7FFFFFF0u;
+  std::memcpy(data.data() + 4, &huge, 4);
+  ASSERT_EQ(write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  close(fd);
+  SystemMemoryPool small(1 << 20);
+  IpcReadOptions ro;
+  ro.pool = &small;
+  ASSERT_OK_AND_ASSIGN(auto in, FileInputStream::Open(path, &small));
+  auto reader = RecordBatchStreamReader::Open(in.get(), ro);
+  ASSERT_FALSE(reader.ok());
+  EXPECT_EQ(reader.status().code(), StatusCode::kInvalid) << reader.status().ToString();
+  EXPECT_NE(reader.status().message().find("truncated"), std::string::npos);
+  unlink(path);
+
+  // A body length of 2^60 declared in the metadata.
+  ASSERT_OK_AND_ASSIGN(auto payload, GetRecordBatchPayload(*batches[0]));
+  const int64_t body_len = payload.body_length;
+  std::string meta(payload.metadata->view());
+  const size_t at = meta.find(std::string(reinterpret_cast<const char*>(&body_len), 8));
+  ASSERT_NE(at, std::string::npos);
+  const int64_t evil = int64_t{1} << 60;
+  std::memcpy(meta.data() + at, &evil, 8);
+  payload.metadata = Buffer::FromString(meta);
+  ASSERT_OK_AND_ASSIGN(auto sink, BufferOutputStream::Create());
+  ASSERT_OK(WriteIpcPayload(payload, {}, sink.get()));
+  ASSERT_OK_AND_ASSIGN(auto framed, sink->Finish());
+  BufferReader br(framed);
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "truncated", ReadMessage(&br));
+  auto listener = std::make_shared<CollectListener>();
+  StreamDecoder decoder(listener);
+  ASSERT_OK(decoder.Consume(framed));
+  // Waiting for the rest of the declared body, having allocated nothing.
+  EXPECT_EQ(decoder.next_required_size(), evil - body_len);
+  ASSERT_RAISES(kInvalid, decoder.Finish());
+}
+
+TEST(StreamReaderTest, MessageBlockChecks) {
+  ASSERT_OK_AND_ASSIGN(auto bytes, WriteBatches(TwoColumns(), SampleBatches(), {}, true));
+  BufferReader file(bytes);
+  ASSERT_RAISES(kInvalid, ReadMessage(&file, 8, 1 << 30, 0));            // past the end
+  ASSERT_RAISES(kInvalid, ReadMessage(&file, -8, 16, 0));                // negative offset
+  ASSERT_RAISES(kInvalid, ReadMessage(&file, 8, 16, INT64_MAX - 4));     // overflow
+}
+
+TEST(StreamReaderTest, NestingDepthLimit) {
+  TypePtr t = int32();
+  for (int i = 0; i < 80; ++i) t = list(t);
+  auto s = schema({field("deep", t)});
+  ASSERT_OK_AND_ASSIGN(auto sink, BufferOutputStream::Create());
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "max_recursion_depth", MakeStreamWriter(sink.get(), s));
+  IpcWriteOptions o;
+  o.max_recursion_depth = 200;
+  ASSERT_OK_AND_ASSIGN(auto writer, MakeStreamWriter(sink.get(), s, o));
+  ASSERT_OK(writer->Close());
+  ASSERT_OK_AND_ASSIGN(auto bytes, sink->Finish());
+  SchemaPtr back;
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "max_recursion_depth", ReadStreamBuffer(bytes, &back));
+  IpcReadOptions ro;
+  ro.max_recursion_depth = 200;
+  ASSERT_OK(ReadStreamBuffer(bytes, &back, ro));
+  EXPECT_TRUE(back->Equals(*s));
+}
+
+TEST(FileReaderTest, MagicAndRandomAccess) {
+  auto batches = SampleBatches();
+  ASSERT_OK_AND_ASSIGN(auto bytes, WriteBatches(TwoColumns(), batches, {}, true));
+  EXPECT_EQ(bytes->view().substr(0, 8), std::string_view("ALKAID1\0", 8));
+  EXPECT_EQ(bytes->view().substr(static_cast<size_t>(bytes->size() - 7)), "ALKAID1");
+  ASSERT_OK_AND_ASSIGN(auto reader,
+                       RecordBatchFileReader::Open(std::make_shared<BufferReader>(bytes)));
+  EXPECT_EQ(reader->magic(), FileMagic::kAlkaid);
+  EXPECT_EQ(reader->version(), MetadataVersion::kV5);
+  ASSERT_EQ(reader->num_record_batches(), 2);
+  ASSERT_OK_AND_ASSIGN(auto second, reader->ReadRecordBatch(1));
+  ASSERT_OK(CheckRecordBatchEquals(*batches[1], *second));
+  ASSERT_RAISES(kIndexError, reader->ReadRecordBatch(2));
+  EXPECT_EQ(reader->dictionary_memo().field_ids().at({1}), 0);
+
+  // A stream is not a file.
+  ASSERT_OK_AND_ASSIGN(auto stream, WriteBatches(TwoColumns(), batches, {}, false));
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "magic",
+                             RecordBatchFileReader::Open(std::make_shared<BufferReader>(stream)));
+  // Mismatched leading magic.
+  std::string mixed(bytes->view());
+  std::memcpy(mixed.data(), "ARROW1\0\0", 8);
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "leading magic",
+                             RecordBatchFileReader::Open(std::make_shared<BufferReader>(
+                                 Buffer::FromString(mixed))));
+  // Footer metadata round trip.
+  ASSERT_OK_AND_ASSIGN(auto sink, BufferOutputStream::Create());
+  auto md = std::make_shared<KeyValueMetadata>(
+      std::vector<std::pair<std::string, std::string>>{{"origin", "test"}});
+  ASSERT_OK_AND_ASSIGN(auto writer, MakeFileWriter(sink.get(), TwoColumns(), {}, nullptr, md));
+  ASSERT_OK(writer->Close());
+  ASSERT_OK_AND_ASSIGN(auto with_md, sink->Finish());
+  ASSERT_OK_AND_ASSIGN(reader, RecordBatchFileReader::Open(std::make_shared<BufferReader>(with_md)));
+  ASSERT_NE(reader->footer_metadata(), nullptr);
+  EXPECT_EQ(reader->footer_metadata()->Get("origin"), "test");
+}
+
+TEST(IoTest, FilesPipesAndErrors) {
+  char path[] = "/tmp/alkaid_ipc_ioXXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  auto batches = SampleBatches();
+  {
+    ASSERT_OK_AND_ASSIGN(auto out, FileOutputStream::Open(path));
+    ASSERT_OK_AND_ASSIGN(auto writer, MakeFileWriter(out.get(), TwoColumns()));
+    for (const auto& b : batches) ASSERT_OK(writer->WriteRecordBatch(*b));
+    ASSERT_OK(writer->Close());
+    ASSERT_OK(out->Close());
+    ASSERT_RAISES(kIOError, out->Write("x", 1));
+  }
+  ASSERT_OK_AND_ASSIGN(auto mapped, MemoryMappedFile::Open(path));
+  ASSERT_OK_AND_ASSIGN(auto reader, RecordBatchFileReader::Open(mapped));
+  ASSERT_OK_AND_ASSIGN(auto b0, reader->ReadRecordBatch(0));
+  ASSERT_OK(CheckRecordBatchEquals(*batches[0], *b0));
+  EXPECT_TRUE(mapped->buffer()->Contains(b0->column_data(0)->buffers[1]->data(), 8));
+  ASSERT_RAISES(kIndexError, mapped->ReadAt(-1, 4));
+  unlink(path);
+
+  // A pipe: the stream format needs no seeking.
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  ASSERT_OK_AND_ASSIGN(auto bytes, WriteBatches(TwoColumns(), batches, {}, false));
+  ASSERT_LT(bytes->size(), 60000);  // fits the pipe buffer
+  ASSERT_EQ(write(fds[1], bytes->data(), static_cast<size_t>(bytes->size())), bytes->size());
+  close(fds[1]);
+  ASSERT_OK_AND_ASSIGN(auto in, FileInputStream::FromDescriptor(fds[0], /*owns_fd=*/true));
+  ASSERT_OK_AND_ASSIGN(auto stream_reader, RecordBatchStreamReader::Open(in.get()));
+  ASSERT_OK_AND_ASSIGN(auto back, stream_reader->ReadAll());
+  ASSERT_OK(CheckSame(batches, back));
+
+  ASSERT_RAISES_WITH_MESSAGE(kIOError, "/nonexistent/alkaid", FileInputStream::Open("/nonexistent/alkaid"));
+  ASSERT_RAISES_WITH_MESSAGE(kIOError, "No such file", MemoryMappedFile::Open("/nonexistent/alkaid"));
+  ASSERT_RAISES(kIOError, FileOutputStream::Open("/nonexistent/dir/file"));
+}
+
+}  // namespace
+}  // namespace alkaid::format::ipc
