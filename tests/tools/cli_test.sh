@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The alkaid tool's contract with scripts: exit codes, --help, errors on stderr.
+#   cli_test.sh <alkaid> <gold-dir>
+set -uo pipefail
+alkaid=$1
+dir=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail=0
+
+expect() {  # expect <code> <description> <command...>
+  local want=$1 what=$2
+  shift 2
+  "$@" >"$work/out" 2>"$work/err"
+  local got=$?
+  if [ "$got" -ne "$want" ]; then
+    echo "FAILED: $what: exit $got, expected $want" >&2
+    cat "$work/err" >&2
+    fail=1
+  fi
+}
+
+expect 0 "--help" "$alkaid" --help
+for sub in cat schema validate convert "integration validate" "integration json-to-ipc" "integration ipc-to-json"; do
+  # shellcheck disable=SC2086
+  expect 0 "$sub --help" "$alkaid" $sub --help
+done
+expect 2 "no subcommand" "$alkaid"
+expect 2 "unknown subcommand" "$alkaid" frobnicate
+expect 2 "bad option value" "$alkaid" convert a b --compression brotli
+expect 2 "missing file" "$alkaid" validate "$work/does-not-exist"
+expect 0 "valid file" "$alkaid" validate "$dir/generated_primitive.arrow_file"
+
+# A truncated file and a corrupted stream are invalid (1), with one line on stderr.
+head -c 500 "$dir/generated_primitive.arrow_file" > "$work/truncated"
+expect 1 "truncated file" "$alkaid" validate "$work/truncated"
+[ "$(wc -l < "$work/err")" -eq 1 ] || { echo "FAILED: expected one stderr line" >&2; cat "$work/err" >&2; fail=1; }
+cp "$dir/generated_primitive.stream" "$work/flipped"
+printf '\x7f\x7f\x7f\x7f' | dd of="$work/flipped" bs=1 seek=200 conv=notrunc status=none
+"$alkaid" validate "$work/flipped" >/dev/null 2>&1
+code=$?
+if [ "$code" -ne 0 ] && [ "$code" -ne 1 ]; then echo "FAILED: corrupted stream exit $code" >&2; fail=1; fi
+printf 'not arrow at all' > "$work/garbage"
+expect 1 "garbage input" "$alkaid" validate "$work/garbage"
+: > "$work/empty"
+expect 1 "empty input" "$alkaid" validate "$work/empty"
+expect 1 "integration validate of different data" "$alkaid" integration validate \
+  --json "$dir/generated_primitive.json.gz" --ipc "$dir/generated_datetime.stream"
+expect 0 "schema from stdin" sh -c "\"$alkaid\" schema - < \"$dir/generated_custom_metadata.stream\""
+grep -q "metadata" "$work/out" || { echo "FAILED: schema shows no metadata" >&2; fail=1; }
+expect 0 "cat --limit" "$alkaid" cat "$dir/generated_primitive.stream" --limit 2
+[ "$(grep -c '^{' "$work/out")" -eq 2 ] || { echo "FAILED: --limit 2 printed other than 2 rows" >&2; fail=1; }
+exit $fail

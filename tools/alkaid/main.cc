@@ -1,0 +1,98 @@
+// alkaid: inspect, validate and convert Alkaid/Arrow IPC data.
+
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "commands.h"
+
+namespace {
+
+using alkaid::tools::WriteChoice;
+
+void AddWriteChoice(CLI::App* cmd, WriteChoice* choice, bool with_to) {
+  if (with_to) {
+    cmd->add_option("--to", choice->to, "Output format")
+        ->check(CLI::IsMember({"stream", "file"}))
+        ->capture_default_str();
+  }
+  cmd->add_option("--compression", choice->compression, "Body buffer compression")
+      ->check(CLI::IsMember({"none", "lz4", "zstd"}))
+      ->capture_default_str();
+  cmd->add_option("--magic", choice->magic,
+                  "File magic: alkaid (ALKAID1) or arrow (ARROW1, opens in Arrow tools)")
+      ->check(CLI::IsMember({"alkaid", "arrow"}))
+      ->capture_default_str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  namespace tools = alkaid::tools;
+  CLI::App app{"alkaid: inspect, validate and convert Alkaid and Apache Arrow IPC data"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "alkaid 0.1.0");
+
+  int code = tools::kExitOk;
+
+  tools::CatOptions cat;
+  auto* cat_cmd = app.add_subcommand("cat", "Print the schema, then the batches as readable rows");
+  cat_cmd->add_option("input", cat.input, "IPC stream or file, or - for stdin")->required();
+  cat_cmd->add_option("--limit", cat.limit, "Print at most N rows")->check(CLI::NonNegativeNumber);
+  cat_cmd->callback([&] { code = tools::RunCat(cat); });
+
+  std::string schema_input;
+  auto* schema_cmd =
+      app.add_subcommand("schema", "Print the schema, with metadata and dictionary ids");
+  schema_cmd->add_option("input", schema_input, "IPC stream or file, or - for stdin")->required();
+  schema_cmd->callback([&] { code = tools::RunSchema(schema_input); });
+
+  std::string validate_input;
+  auto* validate_cmd = app.add_subcommand(
+      "validate", "Fully validate every batch and dictionary: exit 0 valid, 1 invalid, 2 error");
+  validate_cmd->add_option("input", validate_input, "IPC stream or file, or - for stdin")
+      ->required();
+  validate_cmd->callback([&] { code = tools::RunValidate(validate_input); });
+
+  tools::ConvertOptions convert;
+  auto* convert_cmd = app.add_subcommand(
+      "convert", "Convert between the stream and file formats (input kind auto-detected)");
+  convert_cmd->add_option("input", convert.input, "IPC stream (current or legacy) or file, or -")
+      ->required();
+  convert_cmd->add_option("output", convert.output, "Output path, or - for stdout")->required();
+  AddWriteChoice(convert_cmd, &convert.write, true);
+  convert_cmd->callback([&] { code = tools::RunConvert(convert); });
+
+  auto* integration =
+      app.add_subcommand("integration", "Arrow integration-test commands (JSON format)");
+  integration->require_subcommand(1);
+
+  tools::IntegrationOptions ivalidate;
+  auto* iv = integration->add_subcommand("validate", "Exit 0 iff the IPC input holds exactly J's data");
+  iv->add_option("--json", ivalidate.json, "JSON integration file (.json or .json.gz)")->required();
+  iv->add_option("--ipc", ivalidate.ipc, "IPC stream or file")->required();
+  iv->callback([&] { code = tools::RunIntegrationValidate(ivalidate); });
+
+  tools::IntegrationOptions j2i;
+  auto* j2i_cmd = integration->add_subcommand("json-to-ipc", "Write J's data as IPC");
+  j2i_cmd->add_option("--json", j2i.json, "JSON integration file (.json or .json.gz)")->required();
+  j2i_cmd->add_option("--out", j2i.ipc, "Output path, or - for stdout")->required();
+  AddWriteChoice(j2i_cmd, &j2i.write, true);
+  j2i_cmd->callback([&] { code = tools::RunJsonToIpc(j2i); });
+
+  tools::IntegrationOptions i2j;
+  auto* i2j_cmd = integration->add_subcommand("ipc-to-json", "Write an IPC input as J");
+  i2j_cmd->add_option("--ipc", i2j.ipc, "IPC stream or file, or -")->required();
+  i2j_cmd->add_option("--out", i2j.json, "Output path (.gz: gzip-compressed), or - for stdout")
+      ->required();
+  i2j_cmd->callback([&] { code = tools::RunIpcToJson(i2j); });
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // Help and version print and exit 0; every other parse error is usage (2).
+    const int parse_code = app.exit(e);
+    return parse_code == 0 ? tools::kExitOk : tools::kExitUsage;
+  }
+  return code;
+}
