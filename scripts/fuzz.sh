@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Builds the fuzz preset and runs every libFuzzer target for a bounded time,
+# starting from the corpus kept in fuzz/corpus/<target> plus Arrow's gold files.
+#   scripts/fuzz.sh [seconds-per-target]      (default 60)
+# New inputs that increase coverage are written to build/fuzz/corpus/<target>;
+# a crash leaves its input in build/fuzz/ and makes this script fail.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds="${1:-60}"
+
+scripts/build.sh fuzz
+gold=tests/data/arrow-gold/cpp-21.0.0
+status=0
+for target in ipc_stream_fuzz ipc_file_fuzz ipc_message_fuzz; do
+  work="build/fuzz/corpus/$target"
+  mkdir -p "$work"
+  seeds=()
+  [ -d "fuzz/corpus/$target" ] && seeds+=("fuzz/corpus/$target")
+  case $target in
+    ipc_file_fuzz) cp -n "$gold"/*.arrow_file "$work"/ ;;
+    *) cp -n "$gold"/*.stream "$work"/ ;;
+  esac
+  echo "== $target for ${seconds}s"
+  if ! (cd build/fuzz && "./fuzz/$target" -max_total_time="$seconds" -rss_limit_mb=2048 \
+        -max_len=1048576 -print_final_stats=1 "corpus/$target" "${seeds[@]/#/../../}"); then
+    echo "$target found a failure" >&2
+    status=1
+  fi
+done
+exit $status
