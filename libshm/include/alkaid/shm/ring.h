@@ -1,0 +1,256 @@
+#pragma once
+
+/// \file
+/// A broadcast ring in shared memory: one producer, up to `max_consumers`
+/// consumers, every consumer sees every message once, in order.
+///
+/// Each slot holds a sequence word, an inline payload of up to
+/// RingOptions::inline_capacity bytes (the broker puts a flatbuffer Message
+/// there) and an optional BlockHandle naming a body in the producer's body
+/// segment. Publish and receive use atomics only: no lock and, in busy-poll
+/// mode, no system call. A slot being written is never visible: the slot's
+/// sequence word works as a seqlock (see docs/SHM_LAYOUT.md).
+///
+/// Slow consumers: with SlowConsumerPolicy::kBlockProducer the producer
+/// waits (up to a timeout) until the slowest active consumer frees the slot
+/// it needs; with kDropOldest it overwrites, and the slow consumer alone
+/// loses the oldest messages and is told how many (RingMessage::lost_before()).
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "alkaid/common/export.h"
+#include "alkaid/common/result.h"
+#include "alkaid/common/status.h"
+#include "alkaid/shm/body_allocator.h"
+#include "alkaid/shm/segment.h"
+
+namespace alkaid::shm {
+
+/// Most consumers a ring can be created for.
+inline constexpr uint32_t kMaxRingConsumers = 256;
+/// Most slots a ring can be created with.
+inline constexpr uint32_t kMaxRingSlots = uint32_t{1} << 24;
+/// Largest inline payload per slot.
+inline constexpr uint32_t kMaxInlinePayload = uint32_t{1} << 20;
+
+/// What the producer does when the slot it needs still holds a message that
+/// an active consumer has not read.
+enum class SlowConsumerPolicy : uint32_t {
+  kBlockProducer = 1,  ///< wait for the slowest active consumer, up to publish_timeout
+  kDropOldest = 2,     ///< overwrite; the slow consumer sees a gap count
+};
+
+/// Options for RingProducer::Create().
+struct RingOptions {
+  /// Number of slots; a power of two, at least 2. Default 1024.
+  uint32_t slot_count = 1024;
+  /// Bytes of inline payload per slot (rounded up to 64). Default 512.
+  uint32_t inline_capacity = 512;
+  /// Consumer registrations in the header, 1..kMaxRingConsumers. Default 64.
+  uint32_t max_consumers = 64;
+  /// Default: block the producer.
+  SlowConsumerPolicy policy = SlowConsumerPolicy::kBlockProducer;
+  /// kBlockProducer: longest wait for a free slot before Publish gives
+  /// TimedOut. Default 1 s.
+  std::chrono::nanoseconds publish_timeout = std::chrono::seconds(1);
+  /// Permissions of the ring segment.
+  SegmentOptions segment;
+};
+
+/// How a consumer waits in Receive().
+enum class WaitMode : uint8_t {
+  kBusyPoll,      ///< spin on the slot: lowest latency, one core busy, no syscalls
+  kBlock,         ///< sleep on a futex in shared memory until the producer wakes us
+  kSpinThenBlock, ///< spin `spin_iterations` times, then block (default)
+};
+
+/// Options for RingConsumer::Open().
+struct ConsumerOptions {
+  WaitMode wait_mode = WaitMode::kSpinThenBlock;
+  /// Spins before blocking in kSpinThenBlock. Default 4096 (a few µs).
+  uint32_t spin_iterations = 4096;
+  /// When set, Receive() takes a reference on each message's body through
+  /// this reader (RingMessage::body()), so the body outlives the slot. Must
+  /// outlive the consumer and the messages it fills. Without it, a body is
+  /// only guaranteed alive until the consumer receives its next message.
+  const BodyReader* bodies = nullptr;
+};
+
+/// One received message, owned by the consumer that filled it. Reuse one
+/// object across Receive() calls to avoid allocations.
+class ALKAID_EXPORT RingMessage {
+ public:
+  RingMessage() = default;
+  RingMessage(RingMessage&&) noexcept = default;
+  RingMessage& operator=(RingMessage&&) noexcept = default;
+
+  /// The message's sequence number (0 for the first message of the ring).
+  uint64_t sequence() const { return sequence_; }
+  /// The inline payload, copied out of the slot.
+  std::span<const std::byte> payload() const {
+    return {reinterpret_cast<const std::byte*>(words_.data()), size_};
+  }
+  /// Where the body is, or an invalid handle for a message without body.
+  const BlockHandle& body_handle() const { return body_handle_; }
+  /// The body, if the consumer has a BodyReader and the message has a body.
+  const BlockRef& body() const { return body_; }
+  /// Moves the body reference out (to keep it beyond the next Receive).
+  BlockRef TakeBody() { return std::move(body_); }
+  /// Messages this consumer lost just before this one (kDropOldest only).
+  uint64_t lost_before() const { return lost_before_; }
+
+ private:
+  friend class RingConsumer;
+  std::vector<uint64_t> words_;
+  uint32_t size_ = 0;
+  uint64_t sequence_ = 0;
+  uint64_t lost_before_ = 0;
+  BlockHandle body_handle_;
+  BlockRef body_;
+};
+
+/// Snapshot of one consumer registration, for monitoring and for finding
+/// dead consumers. Fields are read separately and may be mutually stale.
+struct ConsumerInfoGuess {
+  uint32_t id = 0;
+  bool active = false;
+  uint32_t pid = 0;
+  uint64_t cursor = 0;  ///< next sequence it will read
+  uint64_t lost = 0;    ///< messages it lost so far
+};
+
+/// The single producer of a ring; creates the ring segment.
+///
+/// Thread safety: Publish, Close and ReleaseConsumedBodies must be called
+/// from one thread at a time (the producer thread). DetachConsumer and the
+/// Guess accessors may be called from any thread.
+class ALKAID_EXPORT RingProducer {
+ public:
+  ~RingProducer();
+  RingProducer(const RingProducer&) = delete;
+  RingProducer& operator=(const RingProducer&) = delete;
+
+  /// Creates ring segment `name`. If `bodies` is given, the ring manages the
+  /// producer references of published bodies (Publish(payload, block)) and
+  /// installs a reclaim callback on `bodies` so that a full body segment
+  /// first drops references to messages every consumer has passed. `bodies`
+  /// must outlive the producer.
+  static Result<std::unique_ptr<RingProducer>> Create(std::string_view name,
+                                                      const RingOptions& options,
+                                                      BodyAllocator* bodies = nullptr);
+
+  /// Bytes of shared memory a ring with `options` uses (segment payload).
+  static Result<uint64_t> PayloadSizeFor(const RingOptions& options);
+
+  /// Publishes a message without body. Invalid if the payload exceeds
+  /// inline_capacity; TimedOut if (kBlockProducer) a slow active consumer
+  /// held the slot for longer than publish_timeout; Invalid after Close().
+  Status Publish(std::span<const std::byte> payload);
+
+  /// Publishes a message whose body is `body`. The ring takes over the
+  /// producer's reference and drops it once every active consumer has
+  /// passed the message (or the slot is overwritten). Needs `bodies` at
+  /// creation. On error the block is left with the caller.
+  Status Publish(std::span<const std::byte> payload, WritableBlock& body);
+
+  /// Publishes a message carrying `body` as a plain descriptor; the ring
+  /// does not manage its lifetime.
+  Status PublishDescriptor(std::span<const std::byte> payload, const BlockHandle& body);
+
+  /// Drops the producer references of bodies of messages that every active
+  /// consumer has passed. Called automatically when the body segment is full.
+  void ReleaseConsumedBodies();
+
+  /// Marks the end of the stream: consumers get EndOfStream once they have
+  /// read every message. Wakes blocked consumers.
+  void Close();
+
+  /// Deactivates consumer `id` (e.g. one whose process died), so it no
+  /// longer holds the producer back. A live consumer notices on its next call
+  /// (Cancelled). IndexError for an id out of range, KeyError if inactive.
+  Status DetachConsumer(uint32_t id);
+
+  /// Sequence number the next Publish will use (= messages published).
+  uint64_t next_sequence() const { return next_sequence_; }
+  /// Registrations, active or not. Racy snapshot.
+  std::vector<ConsumerInfoGuess> ConsumersGuess() const;
+  const std::string& name() const;
+  /// The ring's segment, as mapped by the producer.
+  const std::shared_ptr<Segment>& segment() const;
+  const RingOptions& options() const { return options_; }
+
+ private:
+  struct Impl;
+  RingProducer(std::unique_ptr<Impl> impl, const RingOptions& options);
+  Status PublishImpl(std::span<const std::byte> payload, const BlockHandle* body, bool owned);
+
+  std::unique_ptr<Impl> impl_;
+  RingOptions options_;
+  uint64_t next_sequence_ = 0;
+};
+
+/// A consumer of a ring, in any process; registers itself at Open().
+///
+/// Thread safety: one thread at a time per RingConsumer (each consumer has
+/// its own cursor; use one RingConsumer per consuming thread).
+class ALKAID_EXPORT RingConsumer {
+ public:
+  ~RingConsumer();  ///< detaches
+  RingConsumer(const RingConsumer&) = delete;
+  RingConsumer& operator=(const RingConsumer&) = delete;
+
+  /// Opens ring `name` and registers a consumer. It receives every message
+  /// published after Open() returns (and possibly a few published during
+  /// it). CapacityError if all registrations are taken.
+  static Result<std::unique_ptr<RingConsumer>> Open(std::string_view name,
+                                                    const ConsumerOptions& options = {});
+
+  /// Same, through an existing mapping of the ring (e.g.
+  /// RingProducer::segment() for a consumer thread in the producer's
+  /// process).
+  static Result<std::unique_ptr<RingConsumer>> Open(std::shared_ptr<Segment> segment,
+                                                    const ConsumerOptions& options = {});
+
+  /// Receives the next message if one is committed. Returns false when none
+  /// is available yet; EndOfStream once the producer closed the ring and
+  /// everything was read; Cancelled if this consumer was detached.
+  Result<bool> TryReceive(RingMessage* out);
+
+  /// Receives the next message, waiting per WaitMode up to `timeout`
+  /// (TimedOut). Same errors as TryReceive.
+  Status Receive(RingMessage* out, std::chrono::nanoseconds timeout);
+
+  /// Stops holding the producer back; further receives give Cancelled.
+  void Detach();
+
+  uint32_t id() const { return id_; }
+  /// Sequence of the next message this consumer will read.
+  uint64_t next_sequence() const { return cursor_; }
+  /// Messages lost so far (kDropOldest).
+  uint64_t lost_count() const { return lost_; }
+  uint32_t inline_capacity() const;
+  const std::string& name() const;
+
+ private:
+  struct Impl;
+  RingConsumer(std::unique_ptr<Impl> impl, uint32_t id, uint32_t tag, uint64_t cursor,
+               const ConsumerOptions& options);
+  Status WaitForData(std::chrono::steady_clock::time_point deadline);
+
+  std::unique_ptr<Impl> impl_;
+  uint32_t id_;
+  uint32_t tag_;
+  uint64_t cursor_;
+  uint64_t lost_ = 0;
+  uint64_t pending_lost_ = 0;
+  bool detached_ = false;
+  ConsumerOptions options_;
+};
+
+}  // namespace alkaid::shm

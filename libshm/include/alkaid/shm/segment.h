@@ -1,0 +1,123 @@
+#pragma once
+
+/// \file
+/// Named POSIX shared-memory segments.
+///
+/// A Segment is a named object under /dev/shm, mapped read-write into the
+/// calling process. Every segment starts with a 128-byte header (magic number,
+/// layout version, kind, total size) followed by the payload area that the
+/// allocator or the ring lays out. Nothing in shared memory is a pointer: the
+/// payload may be mapped at a different address in every process.
+///
+/// The space of a segment is reserved when it is created, so a full /dev/shm
+/// is reported by Create() as OutOfMemory instead of a SIGBUS on first touch.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "alkaid/common/export.h"
+#include "alkaid/common/result.h"
+#include "alkaid/common/status.h"
+
+namespace alkaid::shm {
+
+/// What a segment's payload holds; recorded in the header at creation and
+/// checked by Open() so that a ring is never mistaken for a body segment.
+enum class SegmentKind : uint32_t {
+  kRaw = 1,     ///< payload laid out by the caller
+  kBodies = 2,  ///< a BodyAllocator arena (body_allocator.h)
+  kRing = 3,    ///< a broadcast ring (ring.h)
+};
+
+/// Human-readable name of a kind ("raw", "bodies", "ring").
+ALKAID_EXPORT std::string_view SegmentKindName(SegmentKind kind);
+
+/// Who may open a segment, applied with fchmod after creation so the umask
+/// does not weaken or strengthen it.
+enum class SegmentAccess : uint32_t {
+  kOwnerOnly = 0600,      ///< read-write for the creating user only (default)
+  kOwnerAndGroup = 0660,  ///< read-write for the creating user and its group
+};
+
+/// Options for Segment::Create().
+struct SegmentOptions {
+  /// File mode of the shared-memory object. Default: owner only (0600).
+  SegmentAccess access = SegmentAccess::kOwnerOnly;
+};
+
+/// Longest segment name accepted (POSIX allows NAME_MAX, 255, including the
+/// leading slash Boost adds; we keep a margin).
+inline constexpr std::size_t kMaxSegmentNameLength = 200;
+
+/// Largest segment Create() accepts (1 TiB): a sanity bound, not a promise.
+inline constexpr uint64_t kMaxSegmentSize = uint64_t{1} << 40;
+
+/// A named shared-memory segment mapped into this process.
+///
+/// Lifetime: the mapping lives as long as the Segment object; the name lives
+/// until Remove() is called (by anyone), independently of any mapping.
+/// Destroying a Segment never unlinks the name.
+///
+/// Thread safety: a Segment is immutable after Create/Open; its accessors may
+/// be called from any thread. What lives in the payload defines its own rules.
+class ALKAID_EXPORT Segment {
+ public:
+  ~Segment();
+  Segment(const Segment&) = delete;
+  Segment& operator=(const Segment&) = delete;
+
+  /// Creates segment `name` with room for `payload_size` bytes after the
+  /// header, reserves its space (posix_fallocate) and maps it. Fails with
+  /// AlreadyExists if the name is taken, OutOfMemory if /dev/shm cannot hold
+  /// it (nothing is left behind), Invalid for a bad name or size.
+  ///
+  /// The payload is zero-filled. The header's magic number is published last,
+  /// so a concurrent Open() sees either no segment, an "initialising"
+  /// segment (error), or a complete header.
+  static Result<std::shared_ptr<Segment>> Create(std::string_view name, uint64_t payload_size,
+                                                 SegmentKind kind,
+                                                 const SegmentOptions& options = {});
+
+  /// Opens and maps existing segment `name` and checks its header against
+  /// the mapping: magic number, layout version, recorded size equal to the
+  /// real size, and `expected_kind`. Garbage or a foreign object is refused
+  /// with Invalid; a missing name gives KeyError.
+  static Result<std::shared_ptr<Segment>> Open(std::string_view name, SegmentKind expected_kind);
+
+  /// Unlinks segment `name`. Existing mappings stay valid until dropped.
+  /// KeyError if there is no such segment.
+  static Status Remove(std::string_view name);
+
+  /// Checks `name`: 1 to kMaxSegmentNameLength characters from
+  /// [A-Za-z0-9._-], not starting with '.', no slash.
+  static Status ValidateName(std::string_view name);
+
+  /// Total size of a segment created with `payload_size` payload bytes.
+  static uint64_t TotalSizeFor(uint64_t payload_size);
+
+  /// The segment's name, without the leading slash.
+  const std::string& name() const { return name_; }
+  SegmentKind kind() const { return kind_; }
+  /// First payload byte; 64-byte aligned. Valid while this object lives.
+  std::byte* payload() const { return payload_; }
+  /// Bytes available from payload().
+  uint64_t payload_size() const { return payload_size_; }
+  /// Bytes mapped, header included.
+  uint64_t mapped_size() const { return mapped_size_; }
+
+ private:
+  struct Mapping;
+  Segment(std::string name, SegmentKind kind, std::unique_ptr<Mapping> mapping);
+
+  std::string name_;
+  SegmentKind kind_;
+  std::unique_ptr<Mapping> mapping_;
+  std::byte* payload_ = nullptr;
+  uint64_t payload_size_ = 0;
+  uint64_t mapped_size_ = 0;
+};
+
+}  // namespace alkaid::shm

@@ -1,0 +1,82 @@
+#pragma once
+
+// Private: shared-memory layout of a body segment (see docs/SHM_LAYOUT.md).
+//
+//   segment payload offset 0    BodyArenaHeaderData (128 bytes)
+//   offset 128 (arena start)    blocks: [BlockHeaderData 64 B][data, multiple of 64 B] ...
+//
+// Offsets in BlockHandle are counted from the segment payload start; the
+// header of the block whose data starts at `offset` is at `offset - 64`.
+
+#include <atomic>
+#include <cstdint>
+
+#include "layout_internal.h"
+
+namespace alkaid::shm::internal {
+
+/// "ALKBODY1" as a little-endian 64-bit integer.
+inline constexpr uint64_t kBodyArenaMagic = 0x3159444f424b4c41ULL;
+inline constexpr uint32_t kBodyArenaLayoutVersion = 1;
+inline constexpr uint64_t kBodyArenaHeaderSize = 128;
+
+/// Header of the arena. Written once by the producer at creation; then
+/// read-only.
+///
+/// Publication: `magic` is stored last with memory_order_release; BodyReader
+/// loads it with memory_order_acquire (partner) before trusting the rest.
+struct alignas(kCacheLineSize) BodyArenaHeaderData {
+  std::atomic<uint64_t> magic;
+  uint32_t layout_version;
+  uint32_t block_alignment;  ///< kBlockAlignment
+  uint64_t arena_offset;     ///< from the payload start; kBodyArenaHeaderSize
+  uint64_t arena_size;       ///< bytes of block space
+  uint32_t producer_pid;     ///< diagnostics only
+  uint32_t reserved0;
+  uint8_t reserved[kBodyArenaHeaderSize - 40];
+};
+ALKAID_SHM_PLAIN_DATA(BodyArenaHeaderData, kBodyArenaHeaderSize);
+
+/// "BLK1": marks a header the producer wrote; a cheap first filter for
+/// handles that point at data rather than at a header.
+inline constexpr uint32_t kBlockTag = 0x314b4c42U;
+
+/// Per-block header, immediately before the block's data.
+///
+/// `state` packs (generation << 32) | reference_count so that a consumer's
+/// Acquire can check "same generation and still referenced" and increment in
+/// one compare-and-swap: a count that reached zero can never be raised again,
+/// and a reused block (new generation) can never be acquired through an old
+/// handle.
+///
+/// Ordering:
+/// - Producer allocation: writes tag/capacity/length relaxed, then stores
+///   `state` = (gen, 1) with release. Partner: the acquire CAS in
+///   BodyReader::Acquire (and, transitively, the ring slot publication).
+/// - Release (consumer or producer): compare-and-swap decrement with release
+///   (acq_rel for the producer). Partner: the acquire load of `state` in
+///   BodyAllocator::Reclaim, so every read of the data by a consumer happens
+///   before the producer reuses the space.
+struct alignas(kCacheLineSize) BlockHeaderData {
+  std::atomic<uint64_t> state;
+  std::atomic<uint64_t> capacity;  ///< data bytes, multiple of 64
+  std::atomic<uint64_t> length;    ///< bytes requested
+  std::atomic<uint32_t> tag;       ///< kBlockTag
+  uint32_t reserved0;
+  uint8_t reserved[64 - 32];
+};
+ALKAID_SHM_PLAIN_DATA(BlockHeaderData, 64);
+
+inline constexpr uint64_t kBlockHeaderSize = sizeof(BlockHeaderData);
+
+constexpr uint64_t PackBlockState(uint32_t generation, uint32_t count) {
+  return (static_cast<uint64_t>(generation) << 32) | count;
+}
+constexpr uint32_t BlockGeneration(uint64_t state) { return static_cast<uint32_t>(state >> 32); }
+constexpr uint32_t BlockCount(uint64_t state) { return static_cast<uint32_t>(state); }
+
+/// Counts above this are treated as corruption (no process holds 2^30
+/// references to one block).
+inline constexpr uint32_t kMaxBlockRefs = uint32_t{1} << 30;
+
+}  // namespace alkaid::shm::internal

@@ -1,0 +1,697 @@
+#include "alkaid/shm/ring.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+#include <utility>
+
+#include "futex_internal.h"
+#include "ring_layout_internal.h"
+#include "wait_internal.h"
+
+namespace alkaid::shm {
+
+using internal::ConsumerData;
+using internal::ConsumerWord;
+using internal::kCacheLineSize;
+using internal::kConsumerActive;
+using internal::kConsumerClaimed;
+using internal::kConsumerStateMask;
+using internal::kRingLayoutVersion;
+using internal::kRingMagic;
+using internal::kSlotHasBody;
+using internal::RingHeaderData;
+using internal::RoundUp;
+using internal::SlotCommitted;
+using internal::SlotHeaderData;
+using internal::SlotWriting;
+
+namespace {
+
+// Validated geometry of a ring; computed from RingOptions by the producer
+// and from the (untrusted) header by consumers, then kept in private memory
+// so later corruption of the header cannot move any access out of bounds.
+struct Geometry {
+  uint32_t slot_count = 0;
+  uint32_t slot_size = 0;
+  uint32_t inline_capacity = 0;
+  uint32_t max_consumers = 0;
+  uint64_t consumers_offset = 0;
+  uint64_t slots_offset = 0;
+  uint64_t payload_size = 0;
+};
+
+Result<Geometry> ComputeGeometry(uint32_t slot_count, uint32_t inline_capacity,
+                                 uint32_t max_consumers, std::string_view name) {
+  if (slot_count < 2 || slot_count > kMaxRingSlots || !internal::IsPowerOfTwo(slot_count)) {
+    return Status::Invalid("ring '", name, "': slot count ", slot_count,
+                           " must be a power of two between 2 and ", kMaxRingSlots);
+  }
+  if (inline_capacity > kMaxInlinePayload) {
+    return Status::Invalid("ring '", name, "': inline capacity ", inline_capacity,
+                           " exceeds the limit of ", kMaxInlinePayload, " bytes");
+  }
+  if (max_consumers < 1 || max_consumers > kMaxRingConsumers) {
+    return Status::Invalid("ring '", name, "': max_consumers ", max_consumers,
+                           " must be between 1 and ", kMaxRingConsumers);
+  }
+  Geometry g;
+  g.slot_count = slot_count;
+  g.inline_capacity = static_cast<uint32_t>(RoundUp(inline_capacity, kCacheLineSize));
+  g.slot_size = static_cast<uint32_t>(sizeof(SlotHeaderData)) + g.inline_capacity;
+  g.max_consumers = max_consumers;
+  g.consumers_offset = sizeof(RingHeaderData);
+  g.slots_offset = g.consumers_offset + uint64_t{max_consumers} * sizeof(ConsumerData);
+  g.payload_size = g.slots_offset + uint64_t{slot_count} * g.slot_size;
+  return g;
+}
+
+// Pointers into one process's mapping of a ring, plus its geometry.
+struct RingView {
+  std::shared_ptr<Segment> segment;
+  Geometry g;
+  uint64_t mask = 0;
+  RingHeaderData* header = nullptr;
+  ConsumerData* consumers = nullptr;
+  std::byte* slots = nullptr;
+
+  void Init(std::shared_ptr<Segment> seg, const Geometry& geometry) {
+    segment = std::move(seg);
+    g = geometry;
+    mask = g.slot_count - 1;
+    header = reinterpret_cast<RingHeaderData*>(segment->payload());
+    consumers = reinterpret_cast<ConsumerData*>(segment->payload() + g.consumers_offset);
+    slots = segment->payload() + g.slots_offset;
+  }
+  // Index is masked: always inside the slot array.
+  SlotHeaderData* Slot(uint64_t sequence) const {
+    return reinterpret_cast<SlotHeaderData*>(slots + (sequence & mask) * g.slot_size);
+  }
+  static std::atomic<uint64_t>* Words(SlotHeaderData* slot) {
+    return reinterpret_cast<std::atomic<uint64_t>*>(reinterpret_cast<std::byte*>(slot) +
+                                                    sizeof(SlotHeaderData));
+  }
+};
+
+uint32_t StateOf(uint32_t word) { return word & kConsumerStateMask; }
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// RingProducer
+
+struct RingProducer::Impl {
+  RingView v;
+  SlowConsumerPolicy policy = SlowConsumerPolicy::kBlockProducer;
+  BodyAllocator* bodies = nullptr;
+  // Producer reference held for the body of the message in each slot
+  // (invalid handle: none). Producer-private.
+  std::vector<BlockHandle> held;
+  // Bodies of messages below this sequence have been released.
+  uint64_t release_cursor = 0;
+  // Lower bound of every active consumer's cursor, from the last scan.
+  // Consumers attached since then start at or above the write sequence the
+  // scan saw (see Attach), so it stays a lower bound.
+  uint64_t cached_min = 0;
+  bool closed = false;
+
+  // Smallest cursor among active consumers, or `next` if none. Cursors above
+  // `next` (impossible unless corrupt) are ignored.
+  uint64_t ScanMinCursor(uint64_t next, uint32_t* slowest = nullptr) const {
+    // seq_cst fence: pairs with the seq_cst store+fence in Attach (Dekker):
+    // either we see the new consumer as active, or it sees the write sequence
+    // we stored before this fence and starts at or above it.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    uint64_t min = next;
+    for (uint32_t i = 0; i < v.g.max_consumers; ++i) {
+      // Acquire: partner of the seq_cst store of kConsumerActive in Attach
+      // (makes its initial cursor visible) and of the release CAS in Detach.
+      if (StateOf(v.consumers[i].state.load(std::memory_order_acquire)) != kConsumerActive) {
+        continue;
+      }
+      // Acquire: partner of the consumer's release store of its cursor, so
+      // its reads of the slots below happen before we overwrite them.
+      const uint64_t c = v.consumers[i].cursor.load(std::memory_order_acquire);
+      if (c < min) {
+        min = c;
+        if (slowest != nullptr) *slowest = i;
+      }
+    }
+    return min;
+  }
+
+  void ReleaseHeld(uint64_t sequence) {
+    BlockHandle& h = held[sequence & v.mask];
+    if (h.valid()) {
+      // Only fails on corrupted shared state, which the allocator reports
+      // by quarantining the block; the ring has nothing to add.
+      (void)bodies->Release(h);
+      h = {};
+    }
+  }
+
+  void ReleaseBodiesBelow(uint64_t limit, uint64_t next) {
+    if (bodies == nullptr) return;
+    uint64_t m = std::max(release_cursor, next > v.g.slot_count ? next - v.g.slot_count : 0);
+    for (; m < limit; ++m) ReleaseHeld(m);
+    release_cursor = std::max(release_cursor, limit);
+  }
+};
+
+RingProducer::RingProducer(std::unique_ptr<Impl> impl, const RingOptions& options)
+    : impl_(std::move(impl)), options_(options) {}
+
+RingProducer::~RingProducer() {
+  Close();
+  if (impl_->bodies != nullptr) {
+    impl_->bodies->SetReclaimCallback(nullptr);
+    for (uint64_t m = 0; m < impl_->v.g.slot_count; ++m) impl_->ReleaseHeld(m);
+  }
+}
+
+Result<uint64_t> RingProducer::PayloadSizeFor(const RingOptions& options) {
+  ALKAID_ASSIGN_OR_RAISE(Geometry g, ComputeGeometry(options.slot_count, options.inline_capacity,
+                                                     options.max_consumers, "(options)"));
+  return g.payload_size;
+}
+
+Result<std::unique_ptr<RingProducer>> RingProducer::Create(std::string_view name,
+                                                           const RingOptions& options,
+                                                           BodyAllocator* bodies) {
+  ALKAID_ASSIGN_OR_RAISE(Geometry g, ComputeGeometry(options.slot_count, options.inline_capacity,
+                                                     options.max_consumers, name));
+  if (options.policy != SlowConsumerPolicy::kBlockProducer &&
+      options.policy != SlowConsumerPolicy::kDropOldest) {
+    return Status::Invalid("ring '", name, "': unknown slow-consumer policy ",
+                           static_cast<uint32_t>(options.policy));
+  }
+  if (options.publish_timeout.count() < 0) {
+    return Status::Invalid("ring '", name, "': negative publish_timeout");
+  }
+  ALKAID_ASSIGN_OR_RAISE(auto segment, Segment::Create(name, g.payload_size, SegmentKind::kRing,
+                                                       options.segment));
+  auto impl = std::make_unique<Impl>();
+  impl->v.Init(segment, g);
+  impl->policy = options.policy;
+  impl->bodies = bodies;
+  impl->held.assign(g.slot_count, BlockHandle{});
+
+  // The segment is zero-filled: every consumer entry is free, every slot
+  // has sequence 0 (never written). Fill in the immutable line and publish.
+  auto* h = new (segment->payload()) RingHeaderData();
+  h->layout_version = kRingLayoutVersion;
+  h->policy = static_cast<uint32_t>(options.policy);
+  h->slot_count = g.slot_count;
+  h->slot_size = g.slot_size;
+  h->inline_capacity = g.inline_capacity;
+  h->max_consumers = g.max_consumers;
+  h->consumers_offset = g.consumers_offset;
+  h->slots_offset = g.slots_offset;
+  h->producer_pid = static_cast<uint32_t>(::getpid());
+  // Release: publishes the header; partner of the acquire load of `magic`
+  // in RingConsumer::Open.
+  h->magic.store(kRingMagic, std::memory_order_release);
+
+  RingOptions stored = options;
+  stored.inline_capacity = g.inline_capacity;
+  std::unique_ptr<RingProducer> producer(new RingProducer(std::move(impl), stored));
+  if (bodies != nullptr) {
+    RingProducer* self = producer.get();
+    bodies->SetReclaimCallback([self] { self->ReleaseConsumedBodies(); });
+  }
+  return producer;
+}
+
+Status RingProducer::Publish(std::span<const std::byte> payload) {
+  return PublishImpl(payload, nullptr, false);
+}
+
+Status RingProducer::Publish(std::span<const std::byte> payload, WritableBlock& body) {
+  if (impl_->bodies == nullptr) {
+    return Status::Invalid("ring '", name(),
+                           "': Publish with a WritableBlock needs the BodyAllocator at Create");
+  }
+  if (!body.valid()) return Status::Invalid("ring '", name(), "': Publish of an empty block");
+  const BlockHandle handle = body.handle();
+  ALKAID_RETURN_NOT_OK(PublishImpl(payload, &handle, true));
+  (void)body.Detach();  // the ring holds the producer's reference now
+  return Status::OK();
+}
+
+Status RingProducer::PublishDescriptor(std::span<const std::byte> payload,
+                                       const BlockHandle& body) {
+  return PublishImpl(payload, &body, false);
+}
+
+Status RingProducer::PublishImpl(std::span<const std::byte> payload, const BlockHandle* body,
+                                 bool owned) {
+  Impl& d = *impl_;
+  const RingView& v = d.v;
+  if (d.closed) return Status::Invalid("ring '", name(), "': Publish after Close");
+  if (payload.size() > v.g.inline_capacity) {
+    return Status::Invalid("ring '", name(), "': payload of ", payload.size(),
+                           " bytes exceeds the inline capacity of ", v.g.inline_capacity,
+                           " bytes");
+  }
+  const uint64_t n = next_sequence_;
+  const uint64_t slot_count = v.g.slot_count;
+  SlotHeaderData* slot = v.Slot(n);
+
+  if (n >= slot_count && d.policy == SlowConsumerPolicy::kBlockProducer) {
+    // The slot still holds message n - slot_count; every active consumer
+    // must have passed it.
+    const uint64_t previous = n - slot_count;
+    if (d.cached_min <= previous) {
+      d.cached_min = d.ScanMinCursor(n);
+      if (d.cached_min <= previous) {
+        const auto deadline = internal::DeadlineAfter(options_.publish_timeout);
+        internal::Backoff backoff;
+        uint32_t slowest = 0;
+        while (true) {
+          backoff.Pause();
+          d.cached_min = d.ScanMinCursor(n, &slowest);
+          if (d.cached_min > previous) break;
+          if (internal::SteadyClock::now() >= deadline) {
+            const ConsumerData& c = v.consumers[slowest];
+            return Status::TimedOut(
+                "ring '", name(), "': publish of sequence ", n, " timed out after ",
+                std::chrono::duration_cast<std::chrono::milliseconds>(options_.publish_timeout)
+                    .count(),
+                " ms: consumer ", slowest, " (pid ", c.pid.load(std::memory_order_relaxed),
+                ") is still at sequence ", d.cached_min, ", ", n - d.cached_min,
+                " messages behind in a ", slot_count, "-slot ring");
+          }
+        }
+      }
+    }
+  }
+
+  // Seqlock write. Relaxed store of the odd value, then a release fence:
+  // partner of the reader's acquire fence, so a reader that sees any of the
+  // writes below also sees the odd value when it re-checks.
+  slot->sequence.store(SlotWriting(n), std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+
+  if (n >= slot_count && d.bodies != nullptr) {
+    // The previous occupant is gone from the ring now; drop our reference
+    // to its body. Done after the fence on purpose: a consumer whose
+    // Acquire fails because of this release is guaranteed (release fence
+    // here, acquire fence in the reader) to see the changed sequence and
+    // count the message as lost rather than report corruption.
+    d.ReleaseHeld(n - slot_count);
+    d.release_cursor = std::max(d.release_cursor, n - slot_count + 1);
+  }
+
+  slot->payload_size.store(static_cast<uint32_t>(payload.size()), std::memory_order_relaxed);
+  if (body != nullptr) {
+    slot->flags.store(kSlotHasBody, std::memory_order_relaxed);
+    slot->body_offset.store(body->offset, std::memory_order_relaxed);
+    slot->body_length.store(body->length, std::memory_order_relaxed);
+    slot->body_generation.store(body->generation, std::memory_order_relaxed);
+  } else {
+    slot->flags.store(0, std::memory_order_relaxed);
+    slot->body_offset.store(0, std::memory_order_relaxed);
+    slot->body_length.store(0, std::memory_order_relaxed);
+    slot->body_generation.store(0, std::memory_order_relaxed);
+  }
+  // Payload as 64-bit relaxed atomic words: a reader may copy the slot while
+  // we overwrite it (kDropOldest); atomic words make that a detected retry
+  // instead of a data race.
+  std::atomic<uint64_t>* words = RingView::Words(slot);
+  const std::size_t full = payload.size() / 8;
+  const std::byte* src = payload.data();
+  for (std::size_t i = 0; i < full; ++i) {
+    uint64_t w;
+    std::memcpy(&w, src + 8 * i, 8);
+    words[i].store(w, std::memory_order_relaxed);
+  }
+  if (const std::size_t rest = payload.size() % 8; rest != 0) {
+    uint64_t w = 0;
+    std::memcpy(&w, src + 8 * full, rest);
+    words[full].store(w, std::memory_order_relaxed);
+  }
+  // Release: commits the slot; partner of the consumer's acquire load of
+  // the slot sequence.
+  slot->sequence.store(SlotCommitted(n), std::memory_order_release);
+  if (owned) d.held[n & v.mask] = *body;
+  next_sequence_ = n + 1;
+
+  // seq_cst store, then seq_cst load of data_waiters: Dekker pairing with
+  // the consumer's seq_cst increment of data_waiters followed by its seq_cst
+  // load of write_sequence. Either we see its announcement and wake it, or
+  // it sees this sequence and does not sleep. No syscall unless a consumer
+  // announced itself.
+  v.header->write_sequence.store(n + 1, std::memory_order_seq_cst);
+  if (v.header->data_waiters.load(std::memory_order_seq_cst) != 0) {
+    // Release: partner of the consumer's load of the futex word before it
+    // re-checks write_sequence.
+    v.header->data_futex.fetch_add(1, std::memory_order_release);
+    internal::FutexWakeAll(&v.header->data_futex);
+  }
+  return Status::OK();
+}
+
+void RingProducer::ReleaseConsumedBodies() {
+  Impl& d = *impl_;
+  if (d.bodies == nullptr) return;
+  const uint64_t min = d.ScanMinCursor(next_sequence_);
+  d.cached_min = std::max(d.cached_min, min);
+  d.ReleaseBodiesBelow(min, next_sequence_);
+}
+
+void RingProducer::Close() {
+  Impl& d = *impl_;
+  if (d.closed) return;
+  d.closed = true;
+  // seq_cst: same Dekker pairing as write_sequence in Publish; consumers
+  // load `closed` with seq_cst after announcing themselves as waiters.
+  d.v.header->closed.store(1, std::memory_order_seq_cst);
+  if (d.v.header->data_waiters.load(std::memory_order_seq_cst) != 0) {
+    d.v.header->data_futex.fetch_add(1, std::memory_order_release);
+    internal::FutexWakeAll(&d.v.header->data_futex);
+  }
+}
+
+Status RingProducer::DetachConsumer(uint32_t id) {
+  const RingView& v = impl_->v;
+  if (id >= v.g.max_consumers) {
+    return Status::IndexError("ring '", name(), "': consumer id ", id, " is out of range [0, ",
+                              v.g.max_consumers, ")");
+  }
+  ConsumerData& c = v.consumers[id];
+  uint32_t word = c.state.load(std::memory_order_relaxed);
+  do {
+    if (StateOf(word) != kConsumerActive) {
+      return Status::KeyError("ring '", name(), "': consumer ", id, " is not active");
+    }
+    // Release: partner of the acquire load of the state in ScanMinCursor.
+  } while (!c.state.compare_exchange_weak(word, 0, std::memory_order_release,
+                                          std::memory_order_relaxed));
+  // A detached consumer blocked in Receive should find out now.
+  v.header->data_futex.fetch_add(1, std::memory_order_release);
+  internal::FutexWakeAll(&v.header->data_futex);
+  return Status::OK();
+}
+
+std::vector<ConsumerInfoGuess> RingProducer::ConsumersGuess() const {
+  const RingView& v = impl_->v;
+  std::vector<ConsumerInfoGuess> out;
+  out.reserve(v.g.max_consumers);
+  for (uint32_t i = 0; i < v.g.max_consumers; ++i) {
+    const ConsumerData& c = v.consumers[i];
+    ConsumerInfoGuess info;
+    info.id = i;
+    // Relaxed: a monitoring snapshot, no ordering promised (hence "Guess").
+    info.active = StateOf(c.state.load(std::memory_order_relaxed)) == kConsumerActive;
+    info.pid = c.pid.load(std::memory_order_relaxed);
+    info.cursor = c.cursor.load(std::memory_order_relaxed);
+    info.lost = c.lost.load(std::memory_order_relaxed);
+    out.push_back(info);
+  }
+  return out;
+}
+
+const std::string& RingProducer::name() const { return impl_->v.segment->name(); }
+const std::shared_ptr<Segment>& RingProducer::segment() const { return impl_->v.segment; }
+
+// ---------------------------------------------------------------------------
+// RingConsumer
+
+struct RingConsumer::Impl {
+  RingView v;
+  SlowConsumerPolicy policy = SlowConsumerPolicy::kBlockProducer;
+  uint32_t my_word = 0;  // ConsumerWord(tag, kConsumerActive)
+
+  ConsumerData& me(uint32_t id) const { return v.consumers[id]; }
+};
+
+RingConsumer::RingConsumer(std::unique_ptr<Impl> impl, uint32_t id, uint32_t tag,
+                           uint64_t cursor, const ConsumerOptions& options)
+    : impl_(std::move(impl)), id_(id), tag_(tag), cursor_(cursor), options_(options) {}
+
+RingConsumer::~RingConsumer() { Detach(); }
+
+Result<std::unique_ptr<RingConsumer>> RingConsumer::Open(std::string_view name,
+                                                         const ConsumerOptions& options) {
+  ALKAID_ASSIGN_OR_RAISE(auto segment, Segment::Open(name, SegmentKind::kRing));
+  return Open(std::move(segment), options);
+}
+
+Result<std::unique_ptr<RingConsumer>> RingConsumer::Open(std::shared_ptr<Segment> segment,
+                                                         const ConsumerOptions& options) {
+  if (segment == nullptr) return Status::Invalid("RingConsumer::Open: null segment");
+  const std::string name = segment->name();
+  if (segment->kind() != SegmentKind::kRing) {
+    return Status::Invalid("segment '", name, "' is a ", SegmentKindName(segment->kind()),
+                           " segment, not a ring");
+  }
+  if (segment->payload_size() < sizeof(RingHeaderData)) {
+    return Status::Invalid("ring '", name, "': payload of ", segment->payload_size(),
+                           " bytes cannot hold the ring header");
+  }
+  const auto* h = reinterpret_cast<const RingHeaderData*>(segment->payload());
+  // Acquire: partner of the release store of `magic` in RingProducer::Create.
+  const uint64_t magic = h->magic.load(std::memory_order_acquire);
+  if (magic != kRingMagic) {
+    return Status::Invalid("ring '", name, "': ring magic 0x", std::hex, magic,
+                           " at payload offset 0, expected 0x", kRingMagic,
+                           " (not initialised yet, or not a ring)");
+  }
+  if (h->layout_version != kRingLayoutVersion) {
+    return Status::Invalid("ring '", name, "': layout version ", h->layout_version,
+                           ", this build reads ", kRingLayoutVersion);
+  }
+  // Recompute the geometry from the header's counts and insist that every
+  // derived field matches and fits: from here on only the private copy is
+  // used.
+  auto geometry = ComputeGeometry(h->slot_count, h->inline_capacity, h->max_consumers, name);
+  if (!geometry.ok()) {
+    return geometry.status().WithContext("ring header is corrupt");
+  }
+  const Geometry g = *geometry;
+  if (h->inline_capacity != g.inline_capacity || h->slot_size != g.slot_size ||
+      h->consumers_offset != g.consumers_offset || h->slots_offset != g.slots_offset ||
+      g.payload_size > segment->payload_size()) {
+    return Status::Invalid("ring '", name, "': header geometry (slot size ", h->slot_size,
+                           ", consumers at ", h->consumers_offset, ", slots at ",
+                           h->slots_offset, ", ", g.payload_size,
+                           " bytes needed) does not match a ", segment->payload_size(),
+                           "-byte segment");
+  }
+  if (h->policy != static_cast<uint32_t>(SlowConsumerPolicy::kBlockProducer) &&
+      h->policy != static_cast<uint32_t>(SlowConsumerPolicy::kDropOldest)) {
+    return Status::Invalid("ring '", name, "': unknown slow-consumer policy ", h->policy);
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->policy = static_cast<SlowConsumerPolicy>(h->policy);
+  impl->v.Init(std::move(segment), g);
+  const RingView& v = impl->v;
+  RingHeaderData* header = v.header;
+
+  // Claim a free registration.
+  const uint32_t tag =
+      (header->attach_counter.fetch_add(1, std::memory_order_relaxed) + 1) & 0x3fffffffU;
+  uint32_t id = v.g.max_consumers;
+  for (uint32_t i = 0; i < v.g.max_consumers; ++i) {
+    uint32_t expected = 0;
+    // acq_rel: acquire pairs with the release CAS of a previous Detach of
+    // this entry; release orders our claim before our later stores.
+    if (v.consumers[i].state.compare_exchange_strong(expected, ConsumerWord(tag, kConsumerClaimed),
+                                                     std::memory_order_acq_rel,
+                                                     std::memory_order_relaxed)) {
+      id = i;
+      break;
+    }
+  }
+  if (id == v.g.max_consumers) {
+    return Status::CapacityError("ring '", name, "': all ", v.g.max_consumers,
+                                 " consumer registrations are taken");
+  }
+  ConsumerData& me = v.consumers[id];
+  me.pid.store(static_cast<uint32_t>(::getpid()), std::memory_order_relaxed);
+  me.lost.store(0, std::memory_order_relaxed);
+  // Acquire: partner of the producer's seq_cst store of write_sequence.
+  const uint64_t w0 = header->write_sequence.load(std::memory_order_acquire);
+  me.cursor.store(w0, std::memory_order_relaxed);
+  const uint32_t active = ConsumerWord(tag, kConsumerActive);
+  // seq_cst store then seq_cst fence, paired with the seq_cst fence in the
+  // producer's ScanMinCursor (Dekker): if the producer's scan misses us, the
+  // load below sees the write sequence that scan was made at, and we start
+  // there, above every slot the producer may overwrite on the basis of that
+  // scan. The store also releases the cursor stored above.
+  me.state.store(active, std::memory_order_seq_cst);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const uint64_t w1 = header->write_sequence.load(std::memory_order_seq_cst);
+  // Release: partner of the acquire load of the cursor in ScanMinCursor.
+  me.cursor.store(w1, std::memory_order_release);
+  impl->my_word = active;
+  return std::unique_ptr<RingConsumer>(new RingConsumer(std::move(impl), id, tag, w1, options));
+}
+
+void RingConsumer::Detach() {
+  if (detached_) return;
+  detached_ = true;
+  uint32_t expected = impl_->my_word;
+  // Release: partner of the acquire load of the state in ScanMinCursor and
+  // of the acquire CAS of the next Attach. Fails harmlessly if the producer
+  // already detached us (and perhaps gave the entry to someone else).
+  impl_->me(id_).state.compare_exchange_strong(expected, 0, std::memory_order_release,
+                                               std::memory_order_relaxed);
+}
+
+uint32_t RingConsumer::inline_capacity() const { return impl_->v.g.inline_capacity; }
+const std::string& RingConsumer::name() const { return impl_->v.segment->name(); }
+
+Result<bool> RingConsumer::TryReceive(RingMessage* out) {
+  Impl& d = *impl_;
+  const RingView& v = d.v;
+  ConsumerData& me = d.me(id_);
+  if (detached_ || me.state.load(std::memory_order_relaxed) != d.my_word) {
+    // Relaxed: best-effort check of our own registration, no partner; the
+    // producer never waits for a consumer it detached.
+    detached_ = true;
+    return Status::Cancelled("ring '", name(), "': consumer ", id_, " was detached");
+  }
+  if (out->words_.size() * 8 < v.g.inline_capacity) out->words_.resize(v.g.inline_capacity / 8);
+
+  while (true) {
+    const uint64_t c = cursor_;
+    SlotHeaderData* slot = v.Slot(c);
+    // Acquire: partner of the producer's release store of SlotCommitted(c).
+    const uint64_t s1 = slot->sequence.load(std::memory_order_acquire);
+    if (s1 < SlotCommitted(c)) {
+      // Not committed yet (or being written).
+      // Acquire: partner of the seq_cst store in Close.
+      if (v.header->closed.load(std::memory_order_acquire) != 0 &&
+          c >= v.header->write_sequence.load(std::memory_order_acquire)) {
+        return Status::EndOfStream("ring '", name(), "' was closed after ", c, " messages");
+      }
+      return false;
+    }
+    bool overwritten = s1 != SlotCommitted(c);
+    Status problem;
+    BlockRef ref;
+    BlockHandle handle;
+    uint32_t size = 0;
+    if (!overwritten) {
+      // Relaxed reads inside the seqlock; validated by the re-check below.
+      size = slot->payload_size.load(std::memory_order_relaxed);
+      const uint32_t flags = slot->flags.load(std::memory_order_relaxed);
+      if ((flags & kSlotHasBody) != 0) {
+        handle.offset = slot->body_offset.load(std::memory_order_relaxed);
+        handle.length = slot->body_length.load(std::memory_order_relaxed);
+        handle.generation = slot->body_generation.load(std::memory_order_relaxed);
+      }
+      if (size > v.g.inline_capacity) {
+        problem = Status::Invalid("ring '", name(), "': slot ", c & v.mask, " (sequence ", c,
+                                  ") records a payload of ", size,
+                                  " bytes, more than the inline capacity ",
+                                  v.g.inline_capacity);
+      } else {
+        std::atomic<uint64_t>* words = RingView::Words(slot);
+        const uint32_t nwords = (size + 7) / 8;
+        for (uint32_t i = 0; i < nwords; ++i) {
+          out->words_[i] = words[i].load(std::memory_order_relaxed);
+        }
+        if (handle.valid() && options_.bodies != nullptr) {
+          auto acquired = options_.bodies->Acquire(handle);
+          if (acquired.ok()) {
+            ref = std::move(acquired).ValueOrDie();
+          } else {
+            problem = acquired.status().WithContext("ring '" + name() + "': sequence " +
+                                                    std::to_string(c) + ": body");
+          }
+        }
+      }
+      // Acquire fence: partner of the producer's release fence after it
+      // stored an odd sequence; if anything we read above came from a newer
+      // write, the re-check sees the change.
+      std::atomic_thread_fence(std::memory_order_acquire);
+      overwritten = slot->sequence.load(std::memory_order_relaxed) != s1;
+    }
+    if (overwritten) {
+      // Only with kDropOldest (or a detached consumer): the producer lapped
+      // us. Skip to the oldest message that may still be intact (w - slots:
+      // if the producer is overwriting it right now, the next attempt sees
+      // that and skips again) and count everything skipped.
+      ref.Release();
+      // Acquire: partner of the producer's seq_cst store of write_sequence.
+      const uint64_t w = v.header->write_sequence.load(std::memory_order_acquire);
+      uint64_t next = w > v.g.slot_count ? w - v.g.slot_count : 0;
+      next = std::max(next, c + 1);
+      lost_ += next - c;
+      pending_lost_ += next - c;
+      cursor_ = next;
+      me.lost.store(lost_, std::memory_order_relaxed);  // diagnostics, no partner
+      // Release: partner of the acquire load of the cursor in ScanMinCursor.
+      me.cursor.store(next, std::memory_order_release);
+      continue;
+    }
+    // The slot was stable while we read it: consume the message.
+    cursor_ = c + 1;
+    // Release: our reads of the slot happen before the producer, having
+    // loaded this cursor with acquire in ScanMinCursor, overwrites it.
+    me.cursor.store(cursor_, std::memory_order_release);
+    if (!problem.ok()) {
+      // Corrupt slot or unusable body: report it once and move past it, so
+      // one bad message cannot wedge the consumer.
+      return problem;
+    }
+    out->size_ = size;
+    out->sequence_ = c;
+    out->lost_before_ = pending_lost_;
+    pending_lost_ = 0;
+    out->body_handle_ = handle;
+    out->body_ = std::move(ref);  // drops the previous message's body reference
+    return true;
+  }
+}
+
+Status RingConsumer::WaitForData(std::chrono::steady_clock::time_point deadline) {
+  RingHeaderData* h = impl_->v.header;
+  // Announce ourselves. seq_cst increment, then seq_cst loads: Dekker
+  // pairing with the producer's seq_cst store of write_sequence (or closed)
+  // followed by its seq_cst load of data_waiters.
+  h->data_waiters.fetch_add(1, std::memory_order_seq_cst);
+  // seq_cst load (acquire semantics): partner of the producer's release
+  // increment of the futex word before FUTEX_WAKE.
+  const uint32_t word = h->data_futex.load(std::memory_order_seq_cst);
+  const bool ready = h->write_sequence.load(std::memory_order_seq_cst) > cursor_ ||
+                     h->closed.load(std::memory_order_seq_cst) != 0 ||
+                     impl_->me(id_).state.load(std::memory_order_relaxed) != impl_->my_word;
+  if (!ready) {
+    const auto now = internal::SteadyClock::now();
+    if (now < deadline) internal::FutexWait(&h->data_futex, word, deadline - now);
+  }
+  // Relaxed: only a hint for the producer; no data is published by it.
+  h->data_waiters.fetch_sub(1, std::memory_order_relaxed);
+  return Status::OK();
+}
+
+Status RingConsumer::Receive(RingMessage* out, std::chrono::nanoseconds timeout) {
+  const auto deadline = internal::DeadlineAfter(timeout);
+  uint32_t spins = 0;
+  while (true) {
+    ALKAID_ASSIGN_OR_RAISE(bool got, TryReceive(out));
+    if (got) return Status::OK();
+    const bool spin = options_.wait_mode == WaitMode::kBusyPoll ||
+                      (options_.wait_mode == WaitMode::kSpinThenBlock &&
+                       spins < options_.spin_iterations);
+    if (spin) {
+      internal::CpuRelax();
+      ++spins;
+      // Read the clock only now and then: it is not free.
+      if ((spins & 255) == 0 && internal::SteadyClock::now() >= deadline) break;
+      continue;
+    }
+    if (internal::SteadyClock::now() >= deadline) break;
+    ALKAID_RETURN_NOT_OK(WaitForData(deadline));
+  }
+  return Status::TimedOut("ring '", name(), "': no message for consumer ", id_, " within ",
+                          std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count(),
+                          " ms (waiting for sequence ", cursor_, ")");
+}
+
+}  // namespace alkaid::shm

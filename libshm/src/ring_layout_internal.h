@@ -1,0 +1,128 @@
+#pragma once
+
+// Private: shared-memory layout of a broadcast ring (see docs/SHM_LAYOUT.md).
+//
+//   payload offset 0                      RingHeaderData (256 bytes)
+//   consumers_offset = 256                ConsumerData[max_consumers] (64 bytes each)
+//   slots_offset                          slot_count slots of slot_size bytes:
+//                                           SlotHeaderData (64 bytes)
+//                                           inline payload (inline_capacity bytes,
+//                                           multiple of 64, as 64-bit atomic words)
+
+#include <atomic>
+#include <cstdint>
+
+#include "layout_internal.h"
+
+namespace alkaid::shm::internal {
+
+/// "ALKRING1" as a little-endian 64-bit integer.
+inline constexpr uint64_t kRingMagic = 0x31474e49524b4c41ULL;
+inline constexpr uint32_t kRingLayoutVersion = 1;
+
+/// Ring header: four cache lines so that fields written by different parties
+/// never share a line.
+struct alignas(kCacheLineSize) RingHeaderData {
+  // --- line 0: immutable after creation. `magic` is stored last with
+  // memory_order_release by RingProducer::Create; RingConsumer::Open loads it
+  // with memory_order_acquire (partner) before reading the rest.
+  std::atomic<uint64_t> magic;
+  uint32_t layout_version;
+  uint32_t policy;           ///< SlowConsumerPolicy
+  uint32_t slot_count;       ///< power of two
+  uint32_t slot_size;        ///< bytes per slot, multiple of 64
+  uint32_t inline_capacity;  ///< bytes of payload per slot, multiple of 64
+  uint32_t max_consumers;
+  uint64_t consumers_offset;  ///< from the payload start
+  uint64_t slots_offset;      ///< from the payload start
+  uint32_t producer_pid;      ///< diagnostics only
+  uint8_t pad0[kCacheLineSize - 52];
+
+  // --- line 1: written by the producer on every publish.
+  /// Number of messages committed (= sequence of the next one). Stored by
+  /// the producer with memory_order_seq_cst after the slot is committed; its
+  /// partners are the seq_cst load in the consumer's blocking wait (Dekker
+  /// pairing with `data_waiters`), the acquire load in the consumer's
+  /// resynchronisation after a gap, and the seq_cst load in Attach.
+  std::atomic<uint64_t> write_sequence;
+  uint8_t pad1[kCacheLineSize - 8];
+
+  // --- line 2: the consumers' futex.
+  /// Bumped (release) by the producer before FUTEX_WAKE; blocked consumers
+  /// FUTEX_WAIT on it.
+  std::atomic<uint32_t> data_futex;
+  /// Number of consumers announcing that they are about to block. The
+  /// producer only makes the wake system call when it is non-zero.
+  std::atomic<uint32_t> data_waiters;
+  uint8_t pad2[kCacheLineSize - 8];
+
+  // --- line 3: rarely written.
+  /// 1 once the producer closed the stream. Release store in Close;
+  /// acquire load in the consumer when it finds nothing to read.
+  std::atomic<uint32_t> closed;
+  /// Incremented (relaxed: only uniqueness matters) at every consumer
+  /// attach; tags a registration so that a consumer can tell that it was
+  /// detached and its entry reused.
+  std::atomic<uint32_t> attach_counter;
+  uint8_t pad3[kCacheLineSize - 8];
+};
+ALKAID_SHM_PLAIN_DATA(RingHeaderData, 4 * kCacheLineSize);
+
+enum ConsumerState : uint32_t {
+  kConsumerFree = 0,     ///< entry unused
+  kConsumerClaimed = 1,  ///< being registered; not yet counted by the producer
+  kConsumerActive = 2,   ///< counted: its cursor holds the producer back (kBlockProducer)
+};
+inline constexpr uint32_t kConsumerStateMask = 3;
+constexpr uint32_t ConsumerWord(uint32_t tag, ConsumerState state) {
+  return (tag << 2) | state;
+}
+
+/// One consumer registration: one cache line, written by its consumer
+/// (cursor, lost) and, rarely, by whoever attaches or detaches it.
+struct alignas(kCacheLineSize) ConsumerData {
+  /// (tag << 2) | ConsumerState, so that "is this still my registration"
+  /// and "detach it if it is still mine" are single atomic operations; the
+  /// tag comes from RingHeaderData::attach_counter. Attach claims a free
+  /// entry by CAS (acq_rel) and makes it active with a seq_cst store followed
+  /// by a seq_cst fence, paired with the seq_cst fence in the producer's
+  /// cursor scan. Detach CASes it to 0 with release; the producer's scan
+  /// loads it with acquire (partner).
+  std::atomic<uint32_t> state;
+  /// Process id of the consumer (diagnostics; relaxed, no partner).
+  std::atomic<uint32_t> pid;
+  /// Next sequence this consumer will read. Stored with release after the
+  /// consumer is done with the slot; the producer's scan loads it with
+  /// acquire (partner) before reusing slots below it.
+  std::atomic<uint64_t> cursor;
+  /// Messages lost so far (diagnostics; relaxed, no partner).
+  std::atomic<uint64_t> lost;
+  uint8_t pad[kCacheLineSize - 24];
+};
+ALKAID_SHM_PLAIN_DATA(ConsumerData, kCacheLineSize);
+
+/// Slot header; the payload words follow it.
+///
+/// `sequence` is a seqlock word: 0 = never written; 2n+1 = message n being
+/// written; 2n+2 = message n committed. Writer: store 2n+1 (relaxed), release
+/// fence, write the fields and payload words (relaxed atomics), store 2n+2
+/// (release). Reader: load (acquire; partner of the 2n+2 store), read the
+/// fields and words (relaxed), acquire fence (partner of the writer's
+/// release fence), load again (relaxed) and accept only if unchanged.
+struct alignas(kCacheLineSize) SlotHeaderData {
+  std::atomic<uint64_t> sequence;
+  std::atomic<uint32_t> payload_size;
+  std::atomic<uint32_t> flags;  ///< kSlotHasBody
+  std::atomic<uint64_t> body_offset;
+  std::atomic<uint64_t> body_length;
+  std::atomic<uint32_t> body_generation;
+  uint8_t pad[kCacheLineSize - 36];
+};
+ALKAID_SHM_PLAIN_DATA(SlotHeaderData, kCacheLineSize);
+
+inline constexpr uint32_t kSlotHasBody = 1;
+
+constexpr uint64_t SlotWriting(uint64_t n) { return 2 * n + 1; }
+constexpr uint64_t SlotCommitted(uint64_t n) { return 2 * n + 2; }
+
+}  // namespace alkaid::shm::internal

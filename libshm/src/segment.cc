@@ -1,0 +1,278 @@
+#include "alkaid/shm/segment.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <new>
+#include <utility>
+
+#include <boost/interprocess/exceptions.hpp>
+#include <boost/interprocess/mapped_region.hpp>
+#include <boost/interprocess/permissions.hpp>
+#include <boost/interprocess/shared_memory_object.hpp>
+
+#include "segment_internal.h"
+
+namespace bip = boost::interprocess;
+
+namespace alkaid::shm {
+
+using internal::kSegmentLayoutVersion;
+using internal::kSegmentMagic;
+using internal::kSegmentPayloadOffset;
+using internal::SegmentHeaderData;
+
+std::string_view SegmentKindName(SegmentKind kind) {
+  switch (kind) {
+    case SegmentKind::kRaw:
+      return "raw";
+    case SegmentKind::kBodies:
+      return "bodies";
+    case SegmentKind::kRing:
+      return "ring";
+  }
+  return "unknown";
+}
+
+// Owns the mapping; Boost stays out of the public header.
+struct Segment::Mapping {
+  bip::mapped_region region;
+};
+
+namespace {
+
+// Translates a Boost.Interprocess exception into a Status naming the
+// operation and the segment.
+Status FromBoostError(const bip::interprocess_exception& e, std::string_view what,
+                      std::string_view name) {
+  std::string msg = std::string(what) + " shared-memory segment '" + std::string(name) +
+                    "': " + e.what();
+  switch (e.get_error_code()) {
+    case bip::already_exists_error:
+      return Status(StatusCode::kAlreadyExists, std::move(msg));
+    case bip::not_found_error:
+    case bip::not_such_file_or_directory:
+      return Status(StatusCode::kKeyError, std::move(msg));
+    case bip::security_error:
+      return Status(StatusCode::kPermissionDenied, std::move(msg));
+    case bip::out_of_space_error:
+    case bip::out_of_memory_error:
+    case bip::out_of_resource_error:
+      return Status(StatusCode::kOutOfMemory, std::move(msg));
+    default:
+      return Status(StatusCode::kIOError, std::move(msg));
+  }
+}
+
+bool IsNameChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         c == '_' || c == '-' || c == '.';
+}
+
+// Unlinks a half-created segment; used on every failure path of Create.
+void UnlinkQuietly(const std::string& name) { bip::shared_memory_object::remove(name.c_str()); }
+
+}  // namespace
+
+Segment::Segment(std::string name, SegmentKind kind, std::unique_ptr<Mapping> mapping)
+    : name_(std::move(name)), kind_(kind), mapping_(std::move(mapping)) {
+  auto* base = static_cast<std::byte*>(mapping_->region.get_address());
+  mapped_size_ = mapping_->region.get_size();
+  payload_ = base + kSegmentPayloadOffset;
+  payload_size_ = mapped_size_ - kSegmentPayloadOffset;
+}
+
+Segment::~Segment() = default;
+
+uint64_t Segment::TotalSizeFor(uint64_t payload_size) {
+  return kSegmentPayloadOffset + payload_size;
+}
+
+Status Segment::ValidateName(std::string_view name) {
+  if (name.empty()) return Status::Invalid("shared-memory segment name is empty");
+  if (name.size() > kMaxSegmentNameLength) {
+    return Status::Invalid("shared-memory segment name '", name.substr(0, 32), "...' is ",
+                           name.size(), " characters long; the limit is ",
+                           kMaxSegmentNameLength);
+  }
+  if (name.front() == '.') {
+    return Status::Invalid("shared-memory segment name '", name, "' starts with '.'");
+  }
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    if (!IsNameChar(name[i])) {
+      return Status::Invalid("shared-memory segment name '", name, "': character ", i,
+                             " (code ", static_cast<int>(static_cast<unsigned char>(name[i])),
+                             ") is not one of [A-Za-z0-9._-]");
+    }
+  }
+  return Status::OK();
+}
+
+Result<std::shared_ptr<Segment>> Segment::Create(std::string_view name, uint64_t payload_size,
+                                                 SegmentKind kind,
+                                                 const SegmentOptions& options) {
+  ALKAID_RETURN_NOT_OK(ValidateName(name));
+  if (payload_size == 0) {
+    return Status::Invalid("shared-memory segment '", name, "': payload size must be positive");
+  }
+  if (payload_size > kMaxSegmentSize) {
+    return Status::Invalid("shared-memory segment '", name, "': payload size ", payload_size,
+                           " exceeds the limit of ", kMaxSegmentSize, " bytes");
+  }
+  const std::string sname(name);
+  const uint64_t total = TotalSizeFor(payload_size);
+  const auto mode = static_cast<mode_t>(options.access);
+
+  // Step 1: create the object exclusively. From here on every failure must
+  // unlink it: nobody else knows it exists yet.
+  bip::shared_memory_object object;
+  try {
+    bip::permissions perms(static_cast<unsigned>(mode));
+    object = bip::shared_memory_object(bip::create_only, sname.c_str(), bip::read_write, perms);
+  } catch (const bip::interprocess_exception& e) {
+    return FromBoostError(e, "cannot create", name);
+  }
+
+  auto fail = [&](Status st) -> Status {
+    UnlinkQuietly(sname);
+    return st;
+  };
+
+  const int fd = object.get_mapping_handle().handle;
+  // Boost applies the mode with fchmod already, but ignores its result; the
+  // requested mode is a security property, so we check it.
+  if (::fchmod(fd, mode) != 0) {
+    return fail(Status::FromErrno(errno, "fchmod of shared-memory segment '" + sname + "'"));
+  }
+  try {
+    object.truncate(static_cast<bip::offset_t>(total));
+  } catch (const bip::interprocess_exception& e) {
+    return fail(FromBoostError(e, "cannot size", name));
+  }
+  // Reserve every page now. tmpfs allocates lazily; without this, a full
+  // /dev/shm shows up as SIGBUS the first time a page is touched.
+  int rc;
+  do {
+    rc = ::posix_fallocate(fd, 0, static_cast<off_t>(total));
+  } while (rc == EINTR);
+  if (rc != 0) {
+    if (rc == ENOSPC || rc == ENOMEM || rc == EFBIG) {
+      return fail(Status::OutOfMemory("cannot reserve ", total,
+                                      " bytes for shared-memory segment '", sname,
+                                      "': /dev/shm is full (", std::strerror(rc), ")"));
+    }
+    return fail(Status::FromErrno(rc, "posix_fallocate of shared-memory segment '" + sname +
+                                          "' (" + std::to_string(total) + " bytes)"));
+  }
+
+  auto mapping = std::make_unique<Mapping>();
+  try {
+    mapping->region = bip::mapped_region(object, bip::read_write, 0, total);
+  } catch (const bip::interprocess_exception& e) {
+    return fail(FromBoostError(e, "cannot map", name));
+  } catch (const std::bad_alloc&) {
+    return fail(Status::OutOfMemory("cannot map shared-memory segment '", sname, "'"));
+  }
+
+  // Fresh tmpfs pages are zero; build the header in place and publish it.
+  auto* header = new (mapping->region.get_address()) SegmentHeaderData();
+  header->layout_version = kSegmentLayoutVersion;
+  header->kind = static_cast<uint32_t>(kind);
+  header->total_size = total;
+  header->payload_offset = kSegmentPayloadOffset;
+  header->creator_pid = static_cast<uint32_t>(::getpid());
+  // Release: publishes the fields above; partner of the acquire load of
+  // `magic` in Segment::Open.
+  header->magic.store(kSegmentMagic, std::memory_order_release);
+
+  try {
+    return std::shared_ptr<Segment>(new Segment(sname, kind, std::move(mapping)));
+  } catch (const std::bad_alloc&) {
+    return fail(Status::OutOfMemory("cannot allocate a Segment object for '", sname, "'"));
+  }
+}
+
+Result<std::shared_ptr<Segment>> Segment::Open(std::string_view name,
+                                               SegmentKind expected_kind) {
+  ALKAID_RETURN_NOT_OK(ValidateName(name));
+  const std::string sname(name);
+  auto mapping = std::make_unique<Mapping>();
+  bip::offset_t actual_size = 0;
+  try {
+    bip::shared_memory_object object(bip::open_only, sname.c_str(), bip::read_write);
+    if (!object.get_size(actual_size)) {
+      return Status::IOError("cannot stat shared-memory segment '", sname, "'");
+    }
+    if (actual_size < static_cast<bip::offset_t>(kSegmentPayloadOffset)) {
+      return Status::Invalid("shared-memory segment '", sname, "' is ", actual_size,
+                             " bytes long, too small for the ", kSegmentPayloadOffset,
+                             "-byte Alkaid segment header");
+    }
+    if (static_cast<uint64_t>(actual_size) > TotalSizeFor(kMaxSegmentSize)) {
+      return Status::Invalid("shared-memory segment '", sname, "' is ", actual_size,
+                             " bytes long, larger than any Alkaid segment");
+    }
+    mapping->region = bip::mapped_region(object, bip::read_write, 0,
+                                         static_cast<std::size_t>(actual_size));
+  } catch (const bip::interprocess_exception& e) {
+    return FromBoostError(e, "cannot open", name);
+  } catch (const std::bad_alloc&) {
+    return Status::OutOfMemory("cannot map shared-memory segment '", sname, "'");
+  }
+
+  const auto* header = static_cast<const SegmentHeaderData*>(mapping->region.get_address());
+  // Acquire: partner of the release store of `magic` in Create; makes the
+  // other header fields visible.
+  const uint64_t magic = header->magic.load(std::memory_order_acquire);
+  if (magic == 0) {
+    return Status::Invalid("shared-memory segment '", sname,
+                           "' has no header yet: it is still being created, or it is not an "
+                           "Alkaid segment");
+  }
+  if (magic != kSegmentMagic) {
+    return Status::Invalid("shared-memory segment '", sname, "' is not an Alkaid segment: magic 0x",
+                           std::hex, magic, " at offset 0, expected 0x", kSegmentMagic);
+  }
+  if (header->layout_version != kSegmentLayoutVersion) {
+    return Status::Invalid("shared-memory segment '", sname, "' has layout version ",
+                           header->layout_version, "; this build reads version ",
+                           kSegmentLayoutVersion);
+  }
+  if (header->total_size != static_cast<uint64_t>(actual_size)) {
+    return Status::Invalid("shared-memory segment '", sname, "': header records ",
+                           header->total_size, " bytes but the object is ", actual_size,
+                           " bytes long");
+  }
+  if (header->payload_offset != kSegmentPayloadOffset) {
+    return Status::Invalid("shared-memory segment '", sname, "': payload offset ",
+                           header->payload_offset, " in the header, expected ",
+                           kSegmentPayloadOffset);
+  }
+  if (header->kind != static_cast<uint32_t>(expected_kind)) {
+    return Status::Invalid("shared-memory segment '", sname, "' holds kind ", header->kind,
+                           ", expected ", static_cast<uint32_t>(expected_kind), " (",
+                           SegmentKindName(expected_kind), ")");
+  }
+  try {
+    return std::shared_ptr<Segment>(new Segment(sname, expected_kind, std::move(mapping)));
+  } catch (const std::bad_alloc&) {
+    return Status::OutOfMemory("cannot allocate a Segment object for '", sname, "'");
+  }
+}
+
+Status Segment::Remove(std::string_view name) {
+  ALKAID_RETURN_NOT_OK(ValidateName(name));
+  const std::string sname(name);
+  errno = 0;
+  if (bip::shared_memory_object::remove(sname.c_str())) return Status::OK();
+  const int err = errno;
+  if (err == ENOENT) {
+    return Status::KeyError("no shared-memory segment named '", sname, "'");
+  }
+  return Status::FromErrno(err, "cannot remove shared-memory segment '" + sname + "'");
+}
+
+}  // namespace alkaid::shm

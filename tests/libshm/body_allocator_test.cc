@@ -1,0 +1,215 @@
+#include "alkaid/shm/body_allocator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "shm_test_util.h"
+#include "test_util.h"
+
+namespace alkaid::shm {
+namespace {
+
+using testing::CheckPattern;
+using testing::FillPattern;
+using testing::ShmTest;
+
+class BodyAllocatorTest : public ShmTest {
+ protected:
+  void Make(uint64_t arena, FullPolicy policy = FullPolicy::kError,
+            std::chrono::milliseconds timeout = std::chrono::milliseconds(50)) {
+    name_ = NewName("bodies");
+    BodyAllocatorOptions options;
+    options.full_policy = policy;
+    options.wait_timeout = timeout;
+    ASSERT_OK_AND_ASSIGN(alloc_, BodyAllocator::Create(name_, arena, options));
+    ASSERT_OK_AND_ASSIGN(reader_, BodyReader::Open(name_));
+  }
+
+  std::string name_;
+  std::unique_ptr<BodyAllocator> alloc_;
+  std::unique_ptr<BodyReader> reader_;
+};
+
+TEST_F(BodyAllocatorTest, BlocksAreAlignedAndReadableFromAnotherMapping) {
+  Make(64 * 1024);
+  for (uint64_t len : {0, 1, 63, 64, 65, 1000}) {
+    ASSERT_OK_AND_ASSIGN(auto block, alloc_->Allocate(len));
+    ASSERT_EQ(block.data().size(), len);
+    EXPECT_EQ(block.handle().offset % kBlockAlignment, 0u);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(block.data().data()) % kBlockAlignment, 0u);
+    EXPECT_NE(block.handle().generation, 0u);
+    FillPattern(len, block.data());
+    ASSERT_OK_AND_ASSIGN(auto ref, reader_->Acquire(block.handle()));
+    ASSERT_EQ(ref.data().size(), len);
+    EXPECT_TRUE(CheckPattern(len, ref.data()));
+    EXPECT_NE(ref.data().data(), block.data().data());  // the reader's own mapping
+  }
+}
+
+TEST_F(BodyAllocatorTest, ABlockStaysAliveWhileAConsumerHoldsIt) {
+  Make(4096);
+  ASSERT_OK_AND_ASSIGN(auto block, alloc_->Allocate(100));
+  FillPattern(5, block.data());
+  ASSERT_OK_AND_ASSIGN(auto ref, reader_->Acquire(block.handle()));
+  const BlockHandle handle = block.handle();
+  block.Release();  // the producer lets go first
+  EXPECT_EQ(alloc_->Reclaim(), 0u);
+  EXPECT_EQ(alloc_->stats().in_use_blocks, 1u);
+  EXPECT_TRUE(CheckPattern(5, ref.data()));
+  ref.Release();
+  EXPECT_EQ(alloc_->Reclaim(), 1u);
+  EXPECT_EQ(alloc_->stats().in_use_blocks, 0u);
+  // The count reached zero: nobody can resurrect the block.
+  ASSERT_RAISES_WITH_MESSAGE(kKeyError, "already released", reader_->Acquire(handle));
+}
+
+TEST_F(BodyAllocatorTest, OutOfOrderReleaseFreesEverythingAndCoalesces) {
+  Make(64 * 1024);
+  std::vector<BlockRef> refs;
+  std::mt19937 rng(7);
+  uint64_t i = 0;
+  while (true) {
+    auto block = alloc_->TryAllocate(std::uniform_int_distribution<uint64_t>(1, 900)(rng));
+    if (!block.ok()) {
+      ASSERT_TRUE(block.status().IsOutOfMemory()) << block.status();
+      break;
+    }
+    FillPattern(i++, block->data());
+    ASSERT_OK_AND_ASSIGN(auto ref, reader_->Acquire(block->handle()));
+    refs.push_back(std::move(ref));
+  }  // the producer's references are dropped as the blocks go out of scope
+  ASSERT_GT(refs.size(), 40u);
+  std::shuffle(refs.begin(), refs.end(), rng);
+  for (std::size_t k = 0; k < refs.size(); ++k) {
+    refs[k].Release();
+    if (k % 7 == 0) alloc_->Reclaim();
+  }
+  alloc_->Reclaim();
+  const auto stats = alloc_->stats();
+  EXPECT_EQ(stats.in_use_blocks, 0u);
+  EXPECT_EQ(stats.in_use_bytes, 0u);
+  EXPECT_EQ(stats.largest_free_bytes, stats.capacity_bytes);  // fully coalesced
+  // The whole arena is one block again.
+  ASSERT_OK(alloc_->TryAllocate(stats.capacity_bytes - 64));
+}
+
+TEST_F(BodyAllocatorTest, FullArenaInErrorModeIsOutOfMemory) {
+  Make(4096, FullPolicy::kError);
+  ASSERT_OK_AND_ASSIGN(auto a, alloc_->Allocate(2000));
+  ASSERT_OK_AND_ASSIGN(auto b, alloc_->Allocate(1500));
+  ASSERT_RAISES_WITH_MESSAGE(kOutOfMemory, "is full", alloc_->Allocate(1000));
+  ASSERT_RAISES_WITH_MESSAGE(kCapacityError, "cannot fit", alloc_->Allocate(5000));
+  a.Release();
+  ASSERT_OK(alloc_->Allocate(1000));
+}
+
+TEST_F(BodyAllocatorTest, FullArenaInWaitModeTimesOutThenProceedsWhenReleased) {
+  Make(4096, FullPolicy::kWait, std::chrono::milliseconds(50));
+  ASSERT_OK_AND_ASSIGN(auto a, alloc_->Allocate(3000));
+  ASSERT_OK_AND_ASSIGN(auto ref, reader_->Acquire(a.handle()));
+  a.Release();
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_RAISES_WITH_MESSAGE(kTimedOut, "after waiting", alloc_->Allocate(3000));
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(50));
+
+  // A consumer thread releases while the producer waits.
+  std::thread consumer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ref.Release();
+  });
+  auto result = alloc_->Allocate(3000);
+  consumer.join();
+  ASSERT_OK(result);
+}
+
+TEST_F(BodyAllocatorTest, ReclaimCallbackRunsBeforeGivingUp) {
+  Make(4096, FullPolicy::kError);
+  ASSERT_OK_AND_ASSIGN(auto a, alloc_->Allocate(3000));
+  const BlockHandle held = a.Detach();  // e.g. a ring holding the producer reference
+  int calls = 0;
+  alloc_->SetReclaimCallback([&] {
+    ++calls;
+    ASSERT_OK(alloc_->Release(held));
+  });
+  ASSERT_OK(alloc_->Allocate(3000));
+  EXPECT_EQ(calls, 1);
+}
+
+TEST_F(BodyAllocatorTest, StaleHandlesAreDetectedAfterReuse) {
+  Make(4096);
+  BlockHandle old;
+  {
+    ASSERT_OK_AND_ASSIGN(auto a, alloc_->Allocate(100));
+    old = a.handle();
+  }
+  ASSERT_OK_AND_ASSIGN(auto b, alloc_->Allocate(100));  // same space, new generation
+  ASSERT_EQ(b.handle().offset, old.offset);
+  ASSERT_NE(b.handle().generation, old.generation);
+  ASSERT_RAISES_WITH_MESSAGE(kKeyError, "stale", reader_->Acquire(old));
+  ASSERT_RAISES(kInvalid, reader_->Release(old));
+  ASSERT_OK(reader_->Acquire(b.handle()));
+}
+
+TEST_F(BodyAllocatorTest, HostileHandlesNeverReachOutsideTheArena) {
+  Make(4096);
+  ASSERT_OK_AND_ASSIGN(auto a, alloc_->Allocate(256));
+  const BlockHandle good = a.handle();
+  auto with = [&](uint64_t offset, uint64_t length, uint32_t gen) {
+    return BlockHandle{offset, length, gen};
+  };
+  ASSERT_RAISES(kInvalid, reader_->Acquire(with(good.offset, good.length, 0)));
+  ASSERT_RAISES(kInvalid, reader_->Acquire(with(good.offset + 8, good.length, good.generation)));
+  ASSERT_RAISES(kInvalid, reader_->Acquire(with(0, 10, good.generation)));
+  ASSERT_RAISES(kInvalid, reader_->Acquire(with(1ULL << 40, 10, good.generation)));
+  ASSERT_RAISES(kInvalid, reader_->Acquire(with(UINT64_MAX - 63, 10, good.generation)));
+  ASSERT_RAISES(kInvalid, reader_->Acquire(with(good.offset, UINT64_MAX, good.generation)));
+  ASSERT_RAISES(kInvalid, reader_->Acquire(with(good.offset, 4096, good.generation)));
+  // Inside the arena but a longer length than the block: refused, and the
+  // count is left as it was.
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "inconsistent",
+                             reader_->Acquire(with(good.offset, 300, good.generation)));
+  // Pointing into the middle of the data (where no header is).
+  ASSERT_RAISES(kKeyError, reader_->Acquire(with(good.offset + 64, 10, good.generation)));
+  a.Release();
+  EXPECT_EQ(alloc_->stats().in_use_blocks, 0u);
+}
+
+TEST_F(BodyAllocatorTest, CorruptSharedCountQuarantinesTheBlock) {
+  Make(4096);
+  ASSERT_OK_AND_ASSIGN(auto a, alloc_->Allocate(100));
+  const BlockHandle h = a.Detach();
+  // Scribble over the header's state word (first 8 bytes of the header).
+  std::byte* header = alloc_->segment()->payload() + h.offset - 64;
+  const uint64_t garbage = 0xDEADBEEF00000000ULL;
+  std::memcpy(header, &garbage, 8);
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "quarantined", alloc_->Release(h));
+  EXPECT_EQ(alloc_->stats().quarantined_blocks, 1u);
+  EXPECT_EQ(alloc_->Reclaim(), 0u);
+}
+
+TEST_F(BodyAllocatorTest, AddRefCountsExtraHolders) {
+  Make(4096);
+  ASSERT_OK_AND_ASSIGN(auto a, alloc_->Allocate(64));
+  ASSERT_OK(alloc_->AddRef(a.handle(), 2));
+  const BlockHandle h = a.handle();
+  a.Release();
+  ASSERT_OK(reader_->Release(h));
+  EXPECT_EQ(alloc_->Reclaim(), 0u);
+  ASSERT_OK(reader_->Release(h));
+  EXPECT_EQ(alloc_->Reclaim(), 1u);
+  ASSERT_RAISES(kInvalid, reader_->Release(h));
+}
+
+TEST_F(BodyAllocatorTest, ReaderRefusesAForeignSegment) {
+  const std::string name = NewName();
+  ASSERT_OK_AND_ASSIGN(auto seg, Segment::Create(name, 4096, SegmentKind::kBodies));
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "arena magic", BodyReader::Open(name));
+  ASSERT_RAISES(kInvalid, BodyAllocator::Create(NewName(), 0));
+}
+
+}  // namespace
+}  // namespace alkaid::shm

@@ -1,0 +1,210 @@
+// Threaded stress tests of the ring (consumers as threads of one process),
+// sized to run under ThreadSanitizer and AddressSanitizer on two cores.
+
+#include <atomic>
+#include <chrono>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "alkaid/shm/body_allocator.h"
+#include "alkaid/shm/ring.h"
+#include "shm_test_util.h"
+#include "test_util.h"
+
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define ALKAID_SHM_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define ALKAID_SHM_SANITIZED 1
+#endif
+#endif
+
+namespace alkaid::shm {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::CheckPattern;
+using testing::FillPattern;
+using testing::MakePayload;
+using testing::ShmTest;
+using testing::VerifyPayload;
+
+#ifdef ALKAID_SHM_SANITIZED
+constexpr uint64_t kScale = 2;
+#else
+constexpr uint64_t kScale = 1;
+#endif
+
+std::span<const std::byte> Bytes(const std::vector<std::byte>& v) { return {v.data(), v.size()}; }
+
+class RingStressTest : public ShmTest {};
+
+TEST_F(RingStressTest, BlockPolicyFourConsumerThreadsWithBodies) {
+  const uint64_t kMessages = 200'000 / kScale;
+  const std::string ring = NewName("ring");
+  const std::string body_name = NewName("bodies");
+  BodyAllocatorOptions bo;
+  bo.wait_timeout = 30s;
+  ASSERT_OK_AND_ASSIGN(auto bodies, BodyAllocator::Create(body_name, 1 << 20, bo));
+  // Consumer threads share the producer's mappings: ThreadSanitizer tracks
+  // memory by address, so a second mapping of the same pages would hide the
+  // happens-before edges it has to check (cross-mapping behaviour is covered
+  // by ring_multiprocess_test).
+  ASSERT_OK_AND_ASSIGN(auto reader, BodyReader::Open(bodies->segment()));
+  RingOptions options;
+  options.slot_count = 256;
+  options.publish_timeout = 30s;
+  ASSERT_OK_AND_ASSIGN(auto producer, RingProducer::Create(ring, options, bodies.get()));
+
+  const WaitMode modes[] = {WaitMode::kBusyPoll, WaitMode::kBlock, WaitMode::kSpinThenBlock,
+                            WaitMode::kSpinThenBlock};
+  std::vector<std::unique_ptr<RingConsumer>> consumers;
+  for (WaitMode mode : modes) {
+    ConsumerOptions co;
+    co.wait_mode = mode;
+    co.spin_iterations = 64;
+    co.bodies = reader.get();
+    ASSERT_OK_AND_ASSIGN(auto c, RingConsumer::Open(producer->segment(), co));
+    consumers.push_back(std::move(c));
+  }
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (auto& c : consumers) {
+    threads.emplace_back([&, consumer = c.get()] {
+      RingMessage msg;
+      uint64_t next = 0;
+      while (true) {
+        Status st = consumer->Receive(&msg, 30s);
+        if (st.IsEndOfStream()) break;
+        if (!st.ok() || msg.sequence() != next || VerifyPayload(msg.payload()) != next ||
+            (next % 4 == 0 && !(msg.body().valid() && CheckPattern(next, msg.body().data())))) {
+          ADD_FAILURE() << "consumer " << consumer->id() << " at " << next << ": " << st;
+          failures.fetch_add(1);
+          return;
+        }
+        ++next;
+      }
+      if (next != kMessages) {
+        ADD_FAILURE() << "consumer " << consumer->id() << " received " << next;
+        failures.fetch_add(1);
+      }
+    });
+  }
+  for (uint64_t i = 0; i < kMessages && failures.load() == 0; ++i) {
+    if (i % 4 == 0) {
+      ASSERT_OK_AND_ASSIGN(auto block, bodies->Allocate(64 + (i * 31) % 3000));
+      FillPattern(i, block.data());
+      ASSERT_OK(producer->Publish(Bytes(MakePayload(i)), block));
+    } else {
+      ASSERT_OK(producer->Publish(Bytes(MakePayload(i))));
+    }
+  }
+  producer->Close();
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+TEST_F(RingStressTest, DropPolicyConsumersWithRandomStallsAccountForEveryMessage) {
+  // Inline payloads only: see docs/SHM_LAYOUT.md on stale body handles.
+  const uint64_t kMessages = 300'000 / kScale;
+  const std::string ring = NewName("ring");
+  RingOptions options;
+  options.slot_count = 64;
+  options.policy = SlowConsumerPolicy::kDropOldest;
+  ASSERT_OK_AND_ASSIGN(auto producer, RingProducer::Create(ring, options));
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  std::vector<std::unique_ptr<RingConsumer>> consumers;
+  for (int k = 0; k < 3; ++k) {
+    ASSERT_OK_AND_ASSIGN(auto c, RingConsumer::Open(producer->segment()));
+    consumers.push_back(std::move(c));
+  }
+  for (int k = 0; k < 3; ++k) {
+    threads.emplace_back([&, k, consumer = consumers[k].get()] {
+      std::mt19937 rng(k);
+      RingMessage msg;
+      uint64_t received = 0, lost = 0, expected = 0;
+      while (true) {
+        Status st = consumer->Receive(&msg, 30s);
+        if (st.IsEndOfStream()) break;
+        expected += msg.lost_before();
+        if (!st.ok() || msg.sequence() != expected || VerifyPayload(msg.payload()) != expected) {
+          ADD_FAILURE() << "consumer " << k << ": sequence " << msg.sequence() << " expected "
+                        << expected << ": " << st;
+          failures.fetch_add(1);
+          return;
+        }
+        ++expected;
+        lost += msg.lost_before();
+        ++received;
+        if (std::uniform_int_distribution<int>(0, 999)(rng) == 0) std::this_thread::sleep_for(1ms);
+      }
+      if (received + lost != kMessages || consumer->lost_count() != lost) {
+        ADD_FAILURE() << "consumer " << k << ": received " << received << " + lost " << lost
+                      << " != " << kMessages;
+        failures.fetch_add(1);
+      }
+    });
+  }
+  for (uint64_t i = 0; i < kMessages; ++i) ASSERT_OK(producer->Publish(Bytes(MakePayload(i, 200))));
+  producer->Close();
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+TEST_F(RingStressTest, ConsumersAttachAndDetachWhileTheProducerRuns) {
+  // Each consumer that attaches must see an unbroken run of messages from
+  // its starting point (block policy: no loss), however attach races with
+  // the producer's wrap-around.
+  const std::string ring = NewName("ring");
+  RingOptions options;
+  options.slot_count = 16;
+  options.max_consumers = 4;
+  options.publish_timeout = 30s;
+  ASSERT_OK_AND_ASSIGN(auto producer, RingProducer::Create(ring, options));
+  std::atomic<bool> stop{false};
+  std::atomic<int> failures{0};
+  std::atomic<uint64_t> sessions{0};
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 3; ++k) {
+    threads.emplace_back([&, k] {
+      std::mt19937 rng(k + 100);
+      RingMessage msg;
+      while (!stop.load(std::memory_order_relaxed)) {
+        auto opened = RingConsumer::Open(producer->segment());
+        if (!opened.ok()) continue;
+        auto c = std::move(opened).ValueOrDie();
+        const uint64_t start = c->next_sequence();
+        const int count = std::uniform_int_distribution<int>(1, 200)(rng);
+        for (int i = 0; i < count; ++i) {
+          Status st = c->Receive(&msg, 100ms);
+          if (st.IsTimedOut() && stop.load()) break;
+          if (!st.ok() || msg.sequence() != start + static_cast<uint64_t>(i) ||
+              msg.lost_before() != 0 || VerifyPayload(msg.payload()) != msg.sequence()) {
+            ADD_FAILURE() << "session from " << start << " broke at " << i << ": " << st;
+            failures.fetch_add(1);
+            stop.store(true);
+            return;
+          }
+        }
+        sessions.fetch_add(1);
+      }  // detaches when c goes out of scope
+    });
+  }
+  // Bounded by count and by time: every session maps the segment anew,
+  // which is slow under sanitizers.
+  const uint64_t kMessages = 30'000 / kScale;
+  const auto until = std::chrono::steady_clock::now() + 8s;
+  for (uint64_t i = 0; i < kMessages && !stop.load() && std::chrono::steady_clock::now() < until;
+       ++i) {
+    ASSERT_OK(producer->Publish(Bytes(MakePayload(i, 16))));
+  }
+  stop.store(true);
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_GT(sessions.load(), 10u);
+}
+
+}  // namespace
+}  // namespace alkaid::shm

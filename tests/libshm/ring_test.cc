@@ -1,0 +1,291 @@
+#include "alkaid/shm/ring.h"
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "shm_test_util.h"
+#include "test_util.h"
+
+namespace alkaid::shm {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::MakePayload;
+using testing::ShmTest;
+using testing::VerifyPayload;
+
+std::span<const std::byte> Bytes(const std::vector<std::byte>& v) { return {v.data(), v.size()}; }
+
+class RingTest : public ShmTest {
+ protected:
+  std::unique_ptr<RingProducer> MakeRing(RingOptions options, BodyAllocator* bodies = nullptr) {
+    name_ = NewName("ring");
+    auto r = RingProducer::Create(name_, options, bodies);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? std::move(r).ValueOrDie() : nullptr;
+  }
+  std::unique_ptr<RingConsumer> Attach(ConsumerOptions options = {}) {
+    auto r = RingConsumer::Open(name_, options);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? std::move(r).ValueOrDie() : nullptr;
+  }
+  std::string name_;
+};
+
+TEST_F(RingTest, MessagesArriveInOrderWithTheirPayload) {
+  RingOptions options;
+  options.slot_count = 8;
+  options.inline_capacity = 200;
+  auto producer = MakeRing(options);
+  auto c1 = Attach();
+  auto c2 = Attach();
+  ASSERT_NE(c1->id(), c2->id());
+  RingMessage msg;
+  ASSERT_OK_AND_ASSIGN(bool got, c1->TryReceive(&msg));
+  EXPECT_FALSE(got);
+  for (uint64_t i = 0; i < 20; ++i) {
+    ASSERT_OK(producer->Publish(Bytes(MakePayload(i, 150))));
+    for (auto* c : {c1.get(), c2.get()}) {
+      ASSERT_OK(c->Receive(&msg, 1s));
+      EXPECT_EQ(msg.sequence(), i);
+      EXPECT_EQ(VerifyPayload(msg.payload()), i);
+      EXPECT_EQ(msg.lost_before(), 0u);
+      EXPECT_FALSE(msg.body_handle().valid());
+    }
+  }
+  EXPECT_EQ(producer->next_sequence(), 20u);
+}
+
+TEST_F(RingTest, EmptyAndMaximalPayloads) {
+  RingOptions options;
+  options.slot_count = 4;
+  options.inline_capacity = 100;  // rounded up to 128
+  auto producer = MakeRing(options);
+  EXPECT_EQ(producer->options().inline_capacity, 128u);
+  auto c = Attach();
+  std::vector<std::byte> big(128, std::byte{0x5A});
+  ASSERT_OK(producer->Publish({}));
+  ASSERT_OK(producer->Publish(Bytes(big)));
+  std::vector<std::byte> too_big(129);
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "inline capacity", producer->Publish(Bytes(too_big)));
+  RingMessage msg;
+  ASSERT_OK(c->Receive(&msg, 1s));
+  EXPECT_EQ(msg.payload().size(), 0u);
+  ASSERT_OK(c->Receive(&msg, 1s));
+  ASSERT_EQ(msg.payload().size(), 128u);
+  EXPECT_EQ(std::memcmp(msg.payload().data(), big.data(), 128), 0);
+}
+
+TEST_F(RingTest, OptionsAreValidated) {
+  RingOptions bad;
+  bad.slot_count = 6;
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "power of two", RingProducer::Create(NewName(), bad));
+  bad = {};
+  bad.max_consumers = 0;
+  ASSERT_RAISES(kInvalid, RingProducer::Create(NewName(), bad));
+  bad = {};
+  bad.max_consumers = kMaxRingConsumers + 1;
+  ASSERT_RAISES(kInvalid, RingProducer::Create(NewName(), bad));
+  bad = {};
+  bad.inline_capacity = kMaxInlinePayload + 1;
+  ASSERT_RAISES(kInvalid, RingProducer::Create(NewName(), bad));
+  bad = {};
+  bad.policy = static_cast<SlowConsumerPolicy>(9);
+  ASSERT_RAISES(kInvalid, RingProducer::Create(NewName(), bad));
+}
+
+TEST_F(RingTest, CloseGivesEndOfStreamAfterTheLastMessage) {
+  auto producer = MakeRing({});
+  auto c = Attach();
+  ASSERT_OK(producer->Publish(Bytes(MakePayload(0))));
+  producer->Close();
+  ASSERT_RAISES(kInvalid, producer->Publish(Bytes(MakePayload(1))));
+  RingMessage msg;
+  ASSERT_OK(c->Receive(&msg, 1s));
+  ASSERT_RAISES(kEndOfStream, c->Receive(&msg, 1s));
+}
+
+TEST_F(RingTest, ReceiveTimesOutInEveryWaitMode) {
+  auto producer = MakeRing({});
+  for (WaitMode mode : {WaitMode::kBusyPoll, WaitMode::kBlock, WaitMode::kSpinThenBlock}) {
+    ConsumerOptions co;
+    co.wait_mode = mode;
+    auto c = Attach(co);
+    RingMessage msg;
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_RAISES_WITH_MESSAGE(kTimedOut, "no message", c->Receive(&msg, 20ms));
+    EXPECT_GE(std::chrono::steady_clock::now() - t0, 20ms);
+  }
+}
+
+TEST_F(RingTest, BlockedConsumerIsWokenByThePublisher) {
+  auto producer = MakeRing({});
+  for (WaitMode mode : {WaitMode::kBlock, WaitMode::kSpinThenBlock, WaitMode::kBusyPoll}) {
+    ConsumerOptions co;
+    co.wait_mode = mode;
+    co.spin_iterations = 16;
+    auto c = Attach(co);
+    Status received;
+    RingMessage msg;
+    std::thread t([&] { received = c->Receive(&msg, 5s); });
+    std::this_thread::sleep_for(30ms);  // let it go to sleep
+    const uint64_t seq = producer->next_sequence();
+    ASSERT_OK(producer->Publish(Bytes(MakePayload(seq))));
+    t.join();
+    ASSERT_OK(received);
+    EXPECT_EQ(VerifyPayload(msg.payload()), seq);
+  }
+}
+
+TEST_F(RingTest, BlockPolicyTimesOutOnASlowConsumerAndResumesWhenItReads) {
+  RingOptions options;
+  options.slot_count = 4;
+  options.publish_timeout = 30ms;
+  auto producer = MakeRing(options);
+  auto slow = Attach();
+  for (uint64_t i = 0; i < 4; ++i) ASSERT_OK(producer->Publish(Bytes(MakePayload(i))));
+  ASSERT_RAISES_WITH_MESSAGE(kTimedOut, "consumer " + std::to_string(slow->id()),
+                             producer->Publish(Bytes(MakePayload(4))));
+  RingMessage msg;
+  ASSERT_OK(slow->Receive(&msg, 1s));
+  EXPECT_EQ(msg.sequence(), 0u);
+  ASSERT_OK(producer->Publish(Bytes(MakePayload(4))));
+  for (uint64_t i = 1; i <= 4; ++i) {
+    ASSERT_OK(slow->Receive(&msg, 1s));
+    EXPECT_EQ(VerifyPayload(msg.payload()), i);
+  }
+}
+
+TEST_F(RingTest, DetachedConsumerNoLongerHoldsTheProducer) {
+  RingOptions options;
+  options.slot_count = 4;
+  options.publish_timeout = 20ms;
+  auto producer = MakeRing(options);
+  auto fast = Attach();
+  auto stuck = Attach();
+  RingMessage msg;
+  for (uint64_t i = 0; i < 4; ++i) {
+    ASSERT_OK(producer->Publish(Bytes(MakePayload(i))));
+    ASSERT_OK(fast->Receive(&msg, 1s));
+  }
+  ASSERT_RAISES(kTimedOut, producer->Publish(Bytes(MakePayload(4))));
+  ASSERT_RAISES(kIndexError, producer->DetachConsumer(options.max_consumers));
+  ASSERT_OK(producer->DetachConsumer(stuck->id()));
+  ASSERT_RAISES(kKeyError, producer->DetachConsumer(stuck->id()));
+  for (uint64_t i = 4; i < 20; ++i) {
+    ASSERT_OK(producer->Publish(Bytes(MakePayload(i))));
+    ASSERT_OK(fast->Receive(&msg, 1s));
+    EXPECT_EQ(VerifyPayload(msg.payload()), i);
+  }
+  ASSERT_RAISES_WITH_MESSAGE(kCancelled, "detached", stuck->TryReceive(&msg));
+  // Its registration can be reused; the old consumer must not free it.
+  auto newcomer = Attach();
+  EXPECT_EQ(newcomer->id(), stuck->id());
+  stuck.reset();
+  auto infos = producer->ConsumersGuess();
+  EXPECT_TRUE(infos[newcomer->id()].active);
+}
+
+TEST_F(RingTest, DropPolicyCountsExactlyWhatASlowConsumerLost) {
+  RingOptions options;
+  options.slot_count = 8;
+  options.policy = SlowConsumerPolicy::kDropOldest;
+  auto producer = MakeRing(options);
+  auto slow = Attach();
+  for (uint64_t i = 0; i < 30; ++i) ASSERT_OK(producer->Publish(Bytes(MakePayload(i))));
+  RingMessage msg;
+  ASSERT_OK(slow->Receive(&msg, 1s));
+  // Messages 0..21 were overwritten; 22..29 are in the ring.
+  EXPECT_EQ(msg.lost_before(), 22u);
+  EXPECT_EQ(msg.sequence(), 22u);
+  EXPECT_EQ(VerifyPayload(msg.payload()), 22u);
+  for (uint64_t i = 23; i < 30; ++i) {
+    ASSERT_OK(slow->Receive(&msg, 1s));
+    EXPECT_EQ(msg.sequence(), i);
+    EXPECT_EQ(msg.lost_before(), 0u);
+  }
+  EXPECT_EQ(slow->lost_count(), 22u);
+  EXPECT_EQ(producer->ConsumersGuess()[slow->id()].lost, 22u);
+}
+
+TEST_F(RingTest, RegistrationsAreLimited) {
+  RingOptions options;
+  options.max_consumers = 2;
+  auto producer = MakeRing(options);
+  auto a = Attach();
+  auto b = Attach();
+  ASSERT_RAISES_WITH_MESSAGE(kCapacityError, "registrations", RingConsumer::Open(name_));
+  a.reset();  // detaches
+  ASSERT_OK(RingConsumer::Open(name_));
+}
+
+TEST_F(RingTest, BodiesTravelWithMessagesAndAreReleasedWhenConsumed) {
+  const std::string body_name = NewName("bodies");
+  BodyAllocatorOptions bo;
+  bo.full_policy = FullPolicy::kError;
+  ASSERT_OK_AND_ASSIGN(auto bodies, BodyAllocator::Create(body_name, 16 * 1024, bo));
+  ASSERT_OK_AND_ASSIGN(auto reader, BodyReader::Open(body_name));
+  RingOptions options;
+  options.slot_count = 64;
+  auto producer = MakeRing(options, bodies.get());
+  ConsumerOptions co;
+  co.bodies = reader.get();
+  auto c = Attach(co);
+  RingMessage msg;
+  // Many more bodies than fit at once: space must come back as the consumer
+  // moves on (through the reclaim callback the ring installed).
+  for (uint64_t i = 0; i < 500; ++i) {
+    ASSERT_OK_AND_ASSIGN(auto block, bodies->Allocate(1000));
+    testing::FillPattern(i, block.data());
+    ASSERT_OK(producer->Publish(Bytes(MakePayload(i)), block));
+    EXPECT_FALSE(block.valid());
+    ASSERT_OK(c->Receive(&msg, 1s));
+    ASSERT_TRUE(msg.body().valid());
+    EXPECT_TRUE(testing::CheckPattern(i, msg.body().data()));
+  }
+  BlockRef kept = msg.TakeBody();
+  c.reset();
+  producer->ReleaseConsumedBodies();
+  bodies->Reclaim();
+  EXPECT_EQ(bodies->stats().in_use_blocks, 1u);  // only `kept`
+  kept.Release();
+  bodies->Reclaim();
+  EXPECT_EQ(bodies->stats().in_use_blocks, 0u);
+}
+
+TEST_F(RingTest, CorruptHeaderIsRefusedAtOpen) {
+  auto producer = MakeRing({});
+  ASSERT_OK_AND_ASSIGN(auto seg, Segment::Open(name_, SegmentKind::kRing));
+  // slot_count lives at byte 16 of the ring header.
+  const uint32_t garbage = 12345;
+  std::memcpy(seg->payload() + 16, &garbage, 4);
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "ring header is corrupt", RingConsumer::Open(name_));
+  const uint32_t huge = 1u << 23;  // a valid count that does not fit the segment
+  std::memcpy(seg->payload() + 16, &huge, 4);
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "does not match", RingConsumer::Open(name_));
+}
+
+TEST_F(RingTest, CorruptSlotIsReportedAndSkipped) {
+  RingOptions options;
+  options.slot_count = 4;
+  options.inline_capacity = 64;
+  ASSERT_OK_AND_ASSIGN(uint64_t payload_size, RingProducer::PayloadSizeFor(options));
+  auto producer = MakeRing(options);
+  auto c = Attach();
+  ASSERT_OK(producer->Publish(Bytes(MakePayload(0, 8))));
+  ASSERT_OK(producer->Publish(Bytes(MakePayload(1, 8))));
+  ASSERT_OK_AND_ASSIGN(auto seg, Segment::Open(name_, SegmentKind::kRing));
+  // Slot 0's payload_size (offset 8 of the slot header) claims a huge payload.
+  const uint64_t slots_offset = payload_size - 4 * (64 + 64);
+  const uint32_t garbage = 1u << 30;
+  std::memcpy(seg->payload() + slots_offset + 8, &garbage, 4);
+  RingMessage msg;
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "records a payload", c->Receive(&msg, 1s));
+  ASSERT_OK(c->Receive(&msg, 1s));
+  EXPECT_EQ(msg.sequence(), 1u);
+}
+
+}  // namespace
+}  // namespace alkaid::shm

@@ -1,0 +1,165 @@
+#include "alkaid/shm/segment.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "shm_test_util.h"
+#include "test_util.h"
+
+namespace alkaid::shm {
+namespace {
+
+using testing::ShmTest;
+
+class SegmentTest : public ShmTest {};
+
+mode_t ModeOf(const std::string& name) {
+  struct stat st {};
+  if (::stat(("/dev/shm/" + name).c_str(), &st) != 0) return 0;
+  return st.st_mode & 0777;
+}
+
+TEST_F(SegmentTest, CreateThenOpenSeesTheSameBytesAtAnotherAddress) {
+  const std::string name = NewName();
+  ASSERT_OK_AND_ASSIGN(auto created, Segment::Create(name, 4096, SegmentKind::kRaw));
+  EXPECT_EQ(created->name(), name);
+  EXPECT_EQ(created->kind(), SegmentKind::kRaw);
+  EXPECT_EQ(created->payload_size(), 4096u);
+  EXPECT_EQ(created->mapped_size(), Segment::TotalSizeFor(4096));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(created->payload()) % 64, 0u);
+  for (uint64_t i = 0; i < 4096; ++i) ASSERT_EQ(created->payload()[i], std::byte{0});
+  std::memcpy(created->payload(), "hello", 5);
+
+  ASSERT_OK_AND_ASSIGN(auto opened, Segment::Open(name, SegmentKind::kRaw));
+  EXPECT_NE(opened->payload(), created->payload());  // a second mapping
+  EXPECT_EQ(opened->payload_size(), 4096u);
+  EXPECT_EQ(std::memcmp(opened->payload(), "hello", 5), 0);
+  opened->payload()[100] = std::byte{42};
+  EXPECT_EQ(created->payload()[100], std::byte{42});
+}
+
+TEST_F(SegmentTest, PermissionsDefaultToOwnerOnlyAndGroupOnRequest) {
+  const std::string a = NewName();
+  const std::string b = NewName();
+  const mode_t old_umask = ::umask(0077);  // must not affect the requested modes
+  ASSERT_OK_AND_ASSIGN(auto sa, Segment::Create(a, 64, SegmentKind::kRaw));
+  SegmentOptions group;
+  group.access = SegmentAccess::kOwnerAndGroup;
+  ASSERT_OK_AND_ASSIGN(auto sb, Segment::Create(b, 64, SegmentKind::kRaw, group));
+  ::umask(old_umask);
+  EXPECT_EQ(ModeOf(a), 0600u);
+  EXPECT_EQ(ModeOf(b), 0660u);
+}
+
+TEST_F(SegmentTest, CreateOfAnExistingNameFailsAndKeepsTheOriginal) {
+  const std::string name = NewName();
+  ASSERT_OK_AND_ASSIGN(auto first, Segment::Create(name, 128, SegmentKind::kRaw));
+  first->payload()[0] = std::byte{7};
+  ASSERT_RAISES(kAlreadyExists, Segment::Create(name, 256, SegmentKind::kRaw));
+  ASSERT_OK_AND_ASSIGN(auto again, Segment::Open(name, SegmentKind::kRaw));
+  EXPECT_EQ(again->payload()[0], std::byte{7});
+  EXPECT_EQ(again->payload_size(), 128u);
+}
+
+TEST_F(SegmentTest, OpenAndRemoveOfAMissingNameGiveKeyError) {
+  const std::string name = NewName();
+  ASSERT_RAISES(kKeyError, Segment::Open(name, SegmentKind::kRaw));
+  ASSERT_RAISES(kKeyError, Segment::Remove(name));
+}
+
+TEST_F(SegmentTest, RemoveUnlinksButMappingsStayValid) {
+  const std::string name = NewName();
+  ASSERT_OK_AND_ASSIGN(auto seg, Segment::Create(name, 64, SegmentKind::kRaw));
+  ASSERT_OK(Segment::Remove(name));
+  ASSERT_RAISES(kKeyError, Segment::Open(name, SegmentKind::kRaw));
+  seg->payload()[63] = std::byte{1};  // still mapped
+  EXPECT_EQ(seg->payload()[63], std::byte{1});
+}
+
+TEST_F(SegmentTest, NamesAreValidated) {
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "empty", Segment::Create("", 64, SegmentKind::kRaw));
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "character 1", Segment::Create("a/b", 64, SegmentKind::kRaw));
+  ASSERT_RAISES(kInvalid, Segment::Create(".hidden", 64, SegmentKind::kRaw));
+  ASSERT_RAISES(kInvalid, Segment::Create("with space", 64, SegmentKind::kRaw));
+  ASSERT_RAISES(kInvalid, Segment::Create(std::string(kMaxSegmentNameLength + 1, 'a'), 64,
+                                          SegmentKind::kRaw));
+  ASSERT_RAISES(kInvalid, Segment::Open("../etc", SegmentKind::kRaw));
+  ASSERT_RAISES(kInvalid, Segment::Remove("x y"));
+  ASSERT_OK(Segment::ValidateName("Alkaid-ring_0.v1"));
+}
+
+TEST_F(SegmentTest, SizesAreValidated) {
+  ASSERT_RAISES(kInvalid, Segment::Create(NewName(), 0, SegmentKind::kRaw));
+  ASSERT_RAISES(kInvalid, Segment::Create(NewName(), kMaxSegmentSize + 1, SegmentKind::kRaw));
+}
+
+TEST_F(SegmentTest, OpenChecksTheKind) {
+  const std::string name = NewName();
+  ASSERT_OK_AND_ASSIGN(auto seg, Segment::Create(name, 64, SegmentKind::kBodies));
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "expected 3 (ring)", Segment::Open(name, SegmentKind::kRing));
+}
+
+// Writes `bytes` into a fresh POSIX shm object, bypassing Segment.
+void MakeForeignObject(const std::string& name, const std::vector<uint8_t>& bytes) {
+  const int fd = ::shm_open(("/" + name).c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+  ::close(fd);
+}
+
+TEST_F(SegmentTest, OpenRefusesGarbage) {
+  const std::string tiny = NewName();
+  MakeForeignObject(tiny, std::vector<uint8_t>(10, 0xAB));
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "too small", Segment::Open(tiny, SegmentKind::kRaw));
+
+  const std::string junk = NewName();
+  MakeForeignObject(junk, std::vector<uint8_t>(4096, 0xAB));
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "not an Alkaid segment", Segment::Open(junk, SegmentKind::kRaw));
+
+  const std::string zeros = NewName();
+  MakeForeignObject(zeros, std::vector<uint8_t>(4096, 0));
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "still being created", Segment::Open(zeros, SegmentKind::kRaw));
+}
+
+TEST_F(SegmentTest, OpenChecksRecordedSizeAndVersionAgainstTheMapping) {
+  const std::string name = NewName();
+  ASSERT_OK_AND_ASSIGN(auto seg, Segment::Create(name, 4096, SegmentKind::kRaw));
+  // Grow the object behind the header's back.
+  const int fd = ::shm_open(("/" + name).c_str(), O_RDWR, 0);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(seg->mapped_size() + 4096)), 0);
+  ::close(fd);
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "header records", Segment::Open(name, SegmentKind::kRaw));
+
+  const std::string other = NewName();
+  ASSERT_OK_AND_ASSIGN(auto seg2, Segment::Create(other, 4096, SegmentKind::kRaw));
+  // The layout version follows the 8-byte magic at offset 0 of the header.
+  uint32_t bad_version = 99;
+  std::memcpy(seg2->payload() - 128 + 8, &bad_version, 4);
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "layout version 99", Segment::Open(other, SegmentKind::kRaw));
+}
+
+TEST_F(SegmentTest, FullDevShmIsAnOutOfMemoryErrorAtCreationWithNothingLeft) {
+  struct statvfs vfs {};
+  ASSERT_EQ(::statvfs("/dev/shm", &vfs), 0);
+  const uint64_t total = static_cast<uint64_t>(vfs.f_blocks) * vfs.f_frsize;
+  const uint64_t avail = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+  // More than the whole file system: the kernel refuses the reservation up
+  // front, without first filling memory.
+  const uint64_t size = std::max(total, avail) + (uint64_t{1} << 30);
+  if (size > kMaxSegmentSize) GTEST_SKIP() << "/dev/shm is larger than kMaxSegmentSize";
+  const std::string name = NewName();
+  ASSERT_RAISES_WITH_MESSAGE(kOutOfMemory, "/dev/shm is full",
+                             Segment::Create(name, size, SegmentKind::kRaw));
+  struct stat st {};
+  EXPECT_NE(::stat(("/dev/shm/" + name).c_str(), &st), 0) << "half-created segment left behind";
+  ASSERT_RAISES(kKeyError, Segment::Open(name, SegmentKind::kRaw));
+}
+
+}  // namespace
+}  // namespace alkaid::shm

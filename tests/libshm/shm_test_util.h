@@ -1,0 +1,119 @@
+#pragma once
+
+// Helpers for libshm tests: unique segment names, cleanup, payload patterns.
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "alkaid/shm/segment.h"
+
+namespace alkaid::shm::testing {
+
+/// Prefix of every segment a test creates: "alkaid_t<pid>_".
+inline std::string TestPrefix() { return "alkaid_t" + std::to_string(::getpid()) + "_"; }
+
+/// Segments in /dev/shm whose name starts with `prefix`.
+inline std::vector<std::string> SegmentsWithPrefix(const std::string& prefix) {
+  std::vector<std::string> out;
+  if (DIR* dir = ::opendir("/dev/shm")) {
+    while (dirent* e = ::readdir(dir)) {
+      if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0) out.emplace_back(e->d_name);
+    }
+    ::closedir(dir);
+  }
+  return out;
+}
+
+/// Fixture: hands out unique names, removes them in TearDown and checks that
+/// nothing with this process's prefix is left in /dev/shm.
+class ShmTest : public ::testing::Test {
+ protected:
+  std::string NewName(const std::string& what = "seg") {
+    static std::atomic<int> counter{0};
+    std::string name = TestPrefix() + what + "_" + std::to_string(counter.fetch_add(1));
+    names_.push_back(name);
+    return name;
+  }
+
+  void TearDown() override {
+    for (const auto& n : names_) (void)Segment::Remove(n);
+    EXPECT_TRUE(SegmentsWithPrefix(TestPrefix()).empty())
+        << "segments left in /dev/shm: " << SegmentsWithPrefix(TestPrefix()).front();
+  }
+
+  std::vector<std::string> names_;
+};
+
+/// Fills `out` with a pattern derived from `seed` (xorshift).
+inline void FillPattern(uint64_t seed, std::span<std::byte> out) {
+  uint64_t x = seed * 0x9E3779B97F4A7C15ULL + 1;
+  for (auto& b : out) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    b = static_cast<std::byte>(x);
+  }
+}
+
+/// True if `data` holds FillPattern(seed).
+inline bool CheckPattern(uint64_t seed, std::span<const std::byte> data) {
+  uint64_t x = seed * 0x9E3779B97F4A7C15ULL + 1;
+  for (auto b : data) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    if (b != static_cast<std::byte>(x)) return false;
+  }
+  return true;
+}
+
+/// FNV-1a over bytes.
+inline uint64_t Checksum(std::span<const std::byte> data) {
+  uint64_t h = 1469598103934665603ULL;
+  for (auto b : data) {
+    h ^= static_cast<uint8_t>(b);
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+/// A message payload: [sequence u64][length u32][pad u32][pattern bytes][checksum u64].
+/// Length varies with the sequence between 24 and 24 + max_extra bytes.
+inline std::vector<std::byte> MakePayload(uint64_t seq, uint32_t max_extra = 96) {
+  const uint32_t extra = static_cast<uint32_t>((seq * 7) % (max_extra + 1));
+  std::vector<std::byte> p(16 + extra + 8);
+  std::memcpy(p.data(), &seq, 8);
+  const uint32_t len = static_cast<uint32_t>(p.size());
+  std::memcpy(p.data() + 8, &len, 4);
+  FillPattern(seq, std::span(p).subspan(16, extra));
+  const uint64_t sum = Checksum(std::span(p).first(16 + extra));
+  std::memcpy(p.data() + 16 + extra, &sum, 8);
+  return p;
+}
+
+/// Checks a payload made by MakePayload; returns the sequence it encodes or
+/// UINT64_MAX if it is damaged.
+inline uint64_t VerifyPayload(std::span<const std::byte> p) {
+  if (p.size() < 24) return UINT64_MAX;
+  uint64_t seq;
+  uint32_t len;
+  std::memcpy(&seq, p.data(), 8);
+  std::memcpy(&len, p.data() + 8, 4);
+  if (len != p.size()) return UINT64_MAX;
+  uint64_t sum;
+  std::memcpy(&sum, p.data() + p.size() - 8, 8);
+  if (sum != Checksum(p.first(p.size() - 8))) return UINT64_MAX;
+  if (!CheckPattern(seq, p.subspan(16, p.size() - 24))) return UINT64_MAX;
+  return seq;
+}
+
+}  // namespace alkaid::shm::testing
