@@ -2,8 +2,8 @@
 
 #include <cstring>
 #include <limits>
-#include <type_traits>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "alkaid/format/record_batch.h"
@@ -80,8 +80,8 @@ Status CheckType(const DataType& type, const std::string& path, int depth) {
     case TypeId::kDecimal128:
     case TypeId::kDecimal256: {
       const auto& d = static_cast<const DecimalType&>(type);
-      const int expected_width = type.id() == TypeId::kDecimal32   ? 32
-                                 : type.id() == TypeId::kDecimal64 ? 64
+      const int expected_width = type.id() == TypeId::kDecimal32    ? 32
+                                 : type.id() == TypeId::kDecimal64  ? 64
                                  : type.id() == TypeId::kDecimal128 ? 128
                                                                     : 256;
       if (d.bit_width() != expected_width) {
@@ -107,12 +107,14 @@ Status CheckType(const DataType& type, const std::string& path, int depth) {
     case TypeId::kListView:
     case TypeId::kLargeListView:
       if (type.num_fields() != 1) {
-        return Invalid(path, type.name(), " type has ", type.num_fields(), " child fields, expected 1");
+        return Invalid(path, type.name(), " type has ", type.num_fields(),
+                       " child fields, expected 1");
       }
       return Status::OK();
     case TypeId::kFixedSizeList: {
       if (type.num_fields() != 1) {
-        return Invalid(path, type.name(), " type has ", type.num_fields(), " child fields, expected 1");
+        return Invalid(path, type.name(), " type has ", type.num_fields(),
+                       " child fields, expected 1");
       }
       const int32_t n = static_cast<const FixedSizeListType&>(type).list_size();
       if (n < 0) return Invalid(path, "fixed_size_list size ", n, " is negative");
@@ -140,8 +142,8 @@ Status CheckType(const DataType& type, const std::string& path, int depth) {
         return Invalid(path, "union has ", u.num_fields(), " children; at most 128 allowed");
       }
       if (u.type_codes().size() != static_cast<size_t>(u.num_fields())) {
-        return Invalid(path, "union has ", u.num_fields(), " children but ",
-                       u.type_codes().size(), " type codes");
+        return Invalid(path, "union has ", u.num_fields(), " children but ", u.type_codes().size(),
+                       " type codes");
       }
       if (u.child_ids().size() != static_cast<size_t>(UnionType::kMaxTypeCode) + 1) {
         return Invalid(path, "union type has a malformed type code table");
@@ -332,8 +334,8 @@ class ArrayValidator {
   }
 
   std::string OffsetPlusLength(int extra = 0) const {
-    std::string s = "(offset " + std::to_string(data_.offset) + " + length " +
-                    std::to_string(data_.length);
+    std::string s =
+        "(offset " + std::to_string(data_.offset) + " + length " + std::to_string(data_.length);
     if (extra != 0) s += " + " + std::to_string(extra);
     return s + ")";
   }
@@ -371,8 +373,8 @@ class ArrayValidator {
     const int64_t nulls =
         data_.length - bit_util::CountSetBits(buffer(0)->data(), data_.offset, data_.length);
     if (nulls != data_.null_count) {
-      return Invalid("null_count ", data_.null_count, " does not match the validity bitmap, which has ",
-                     nulls, " nulls");
+      return Invalid("null_count ", data_.null_count,
+                     " does not match the validity bitmap, which has ", nulls, " nulls");
     }
     return Status::OK();
   }
@@ -386,30 +388,46 @@ class ArrayValidator {
 
   Status CheckLayout() const {
     switch (type_->id()) {
-      case TypeId::kNull: return Status::OK();
-      case TypeId::kBool: return CheckBitBuffer(1);
+      case TypeId::kNull:
+        return Status::OK();
+      case TypeId::kBool:
+        return CheckBitBuffer(1);
       case TypeId::kDecimal32:
       case TypeId::kDecimal64:
       case TypeId::kDecimal128:
-      case TypeId::kDecimal256: return CheckDecimal();
+      case TypeId::kDecimal256:
+        return CheckDecimal();
       case TypeId::kBinary:
-      case TypeId::kString: return CheckBinary<int32_t>();
+      case TypeId::kString:
+        return CheckBinary<int32_t>();
       case TypeId::kLargeBinary:
-      case TypeId::kLargeString: return CheckBinary<int64_t>();
+      case TypeId::kLargeString:
+        return CheckBinary<int64_t>();
       case TypeId::kBinaryView:
-      case TypeId::kStringView: return CheckBinaryView();
+      case TypeId::kStringView:
+        return CheckBinaryView();
       case TypeId::kList:
-      case TypeId::kMap: return CheckList<int32_t>();
-      case TypeId::kLargeList: return CheckList<int64_t>();
-      case TypeId::kListView: return CheckListView<int32_t>();
-      case TypeId::kLargeListView: return CheckListView<int64_t>();
-      case TypeId::kFixedSizeList: return CheckFixedSizeList();
-      case TypeId::kStruct: return CheckStruct();
+      case TypeId::kMap:
+        return CheckList<int32_t>();
+      case TypeId::kLargeList:
+        return CheckList<int64_t>();
+      case TypeId::kListView:
+        return CheckListView<int32_t>();
+      case TypeId::kLargeListView:
+        return CheckListView<int64_t>();
+      case TypeId::kFixedSizeList:
+        return CheckFixedSizeList();
+      case TypeId::kStruct:
+        return CheckStruct();
       case TypeId::kSparseUnion:
-      case TypeId::kDenseUnion: return CheckUnion();
-      case TypeId::kDictionary: return CheckDictionary();
-      case TypeId::kRunEndEncoded: return CheckRunEndEncoded();
-      case TypeId::kExtension: break;  // StorageType never returns an extension
+      case TypeId::kDenseUnion:
+        return CheckUnion();
+      case TypeId::kDictionary:
+        return CheckDictionary();
+      case TypeId::kRunEndEncoded:
+        return CheckRunEndEncoded();
+      case TypeId::kExtension:
+        break;  // StorageType never returns an extension
       default:
         if (IsFixedWidth(type_->id())) {
           return CheckFixedWidthBuffer(1, layout_.buffers[1].byte_width);
@@ -439,8 +457,8 @@ class ArrayValidator {
   Status CheckUtf8(int64_t j, const uint8_t* p, int64_t size) const {
     const internal::Utf8Error e = internal::FindInvalidUtf8(p, size);
     if (e.position < 0) return Status::OK();
-    return Invalid("slot ", j, ": invalid UTF-8 at byte ", e.position, " of the value (",
-                   e.reason, ")");
+    return Invalid("slot ", j, ": invalid UTF-8 at byte ", e.position, " of the value (", e.reason,
+                   ")");
   }
 
   /// binary, string, large_binary, large_string.
@@ -495,8 +513,8 @@ class ArrayValidator {
                        BoundText(bound, kind));
       }
       if (next < prev) {
-        return Invalid("slot ", j, ": end offset ", next, " is less than its start offset ",
-                       prev, " (offsets must not decrease)");
+        return Invalid("slot ", j, ": end offset ", next, " is less than its start offset ", prev,
+                       " (offsets must not decrease)");
       }
       prev = next;
     }
@@ -562,7 +580,8 @@ class ArrayValidator {
     const ArrayData& child = *data_.child_data[0];
     if (data_.length > 0) {
       ALKAID_RETURN_NOT_OK(CheckFirstLastOffsets<OffsetT>(child.length, OffsetBound::kChildArray));
-      if (full_) ALKAID_RETURN_NOT_OK(CheckAllOffsets<OffsetT>(child.length, OffsetBound::kChildArray));
+      if (full_)
+        ALKAID_RETURN_NOT_OK(CheckAllOffsets<OffsetT>(child.length, OffsetBound::kChildArray));
     }
     if (type_->id() == TypeId::kMap) return CheckMapKeys(child);
     return Status::OK();
@@ -657,8 +676,9 @@ class ArrayValidator {
         for (int8_t c : u.type_codes()) {
           declared += (declared.empty() ? "" : ", ") + std::to_string(int{c});
         }
-        return Invalid("slot ", j, ": type code ", code, " is not declared by the union (declared: ",
-                       declared.empty() ? "none" : declared, ")");
+        return Invalid(
+            "slot ", j, ": type code ", code,
+            " is not declared by the union (declared: ", declared.empty() ? "none" : declared, ")");
       }
       if (!dense) continue;
       const int64_t off = Load<int32_t>(*buffer(1), data_.offset + j);
@@ -689,15 +709,24 @@ class ArrayValidator {
     ALKAID_RETURN_NOT_OK(dict_validator.Run(/*type_checked=*/true));
     if (!full_ || data_.length == 0) return Status::OK();
     switch (dict_type.index_type()->id()) {
-      case TypeId::kInt8: return CheckIndices<int8_t>(dict->length);
-      case TypeId::kUInt8: return CheckIndices<uint8_t>(dict->length);
-      case TypeId::kInt16: return CheckIndices<int16_t>(dict->length);
-      case TypeId::kUInt16: return CheckIndices<uint16_t>(dict->length);
-      case TypeId::kInt32: return CheckIndices<int32_t>(dict->length);
-      case TypeId::kUInt32: return CheckIndices<uint32_t>(dict->length);
-      case TypeId::kInt64: return CheckIndices<int64_t>(dict->length);
-      case TypeId::kUInt64: return CheckIndices<uint64_t>(dict->length);
-      default: return Invalid("dictionary index type must be an integer type");
+      case TypeId::kInt8:
+        return CheckIndices<int8_t>(dict->length);
+      case TypeId::kUInt8:
+        return CheckIndices<uint8_t>(dict->length);
+      case TypeId::kInt16:
+        return CheckIndices<int16_t>(dict->length);
+      case TypeId::kUInt16:
+        return CheckIndices<uint16_t>(dict->length);
+      case TypeId::kInt32:
+        return CheckIndices<int32_t>(dict->length);
+      case TypeId::kUInt32:
+        return CheckIndices<uint32_t>(dict->length);
+      case TypeId::kInt64:
+        return CheckIndices<int64_t>(dict->length);
+      case TypeId::kUInt64:
+        return CheckIndices<uint64_t>(dict->length);
+      default:
+        return Invalid("dictionary index type must be an integer type");
     }
   }
 
@@ -716,8 +745,8 @@ class ArrayValidator {
         in_range = static_cast<uint64_t>(index) < static_cast<uint64_t>(dict_length);
       }
       if (!in_range) {
-        return Invalid("slot ", j, ": dictionary index ", +index, " is outside [0, ",
-                       dict_length, ")");
+        return Invalid("slot ", j, ": dictionary index ", +index, " is outside [0, ", dict_length,
+                       ")");
       }
     }
     return Status::OK();
@@ -752,9 +781,12 @@ class ArrayValidator {
     const Buffer& values = *run_ends.buffers[1];
     const int64_t at = run_ends.offset + k;
     switch (run_ends.type->id()) {
-      case TypeId::kInt16: return Load<int16_t>(values, at);
-      case TypeId::kInt32: return Load<int32_t>(values, at);
-      default: return Load<int64_t>(values, at);
+      case TypeId::kInt16:
+        return Load<int16_t>(values, at);
+      case TypeId::kInt32:
+        return Load<int32_t>(values, at);
+      default:
+        return Load<int64_t>(values, at);
     }
   }
 

@@ -16,7 +16,7 @@ namespace alkaid::format::internal {
 
 /// Where and why a byte string is not UTF-8.
 struct Utf8Error {
-  int64_t position = -1;       ///< first byte of the offending sequence; -1 if valid
+  int64_t position = -1;         ///< first byte of the offending sequence; -1 if valid
   const char* reason = nullptr;  ///< static string, e.g. "overlong encoding"
 };
 
@@ -39,8 +39,8 @@ inline Utf8Error FindInvalidUtf8(const uint8_t* data, int64_t size) {
       continue;
     }
     const uint8_t lead = data[i];
-    int trail;              // number of continuation bytes
-    uint8_t lo = 0x80;      // allowed range of the first continuation byte
+    int trail;          // number of continuation bytes
+    uint8_t lo = 0x80;  // allowed range of the first continuation byte
     uint8_t hi = 0xBF;
     const char* narrow_reason = nullptr;  // why a byte outside [lo, hi] but in 80..BF fails
     if (lead < 0xC0) return {i, "unexpected continuation byte"};

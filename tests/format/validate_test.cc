@@ -144,8 +144,7 @@ ArrayDataPtr ListView(const std::vector<int32_t>& offsets, const std::vector<int
                          {child}, CountNulls(valid));
 }
 
-ArrayDataPtr Ree(TypePtr run_end_type, ArrayDataPtr run_ends, ArrayDataPtr values,
-                 int64_t length) {
+ArrayDataPtr Ree(TypePtr run_end_type, ArrayDataPtr run_ends, ArrayDataPtr values, int64_t length) {
   return ArrayData::Make(run_end_encoded(std::move(run_end_type), values->type), length, {},
                          {std::move(run_ends), values}, 0);
 }
@@ -158,16 +157,16 @@ ArrayDataPtr Dict(ArrayDataPtr indices, ArrayDataPtr dictionary) {
 }
 
 // Both depths fail with `msg`.
-#define EXPECT_BOTH_FAIL(msg, data)                                 \
-  do {                                                              \
+#define EXPECT_BOTH_FAIL(msg, data)                                   \
+  do {                                                                \
     ASSERT_RAISES_WITH_MESSAGE(kInvalid, msg, Validate(*(data)));     \
     ASSERT_RAISES_WITH_MESSAGE(kInvalid, msg, ValidateFull(*(data))); \
   } while (false)
 
 // Only the full depth notices.
-#define EXPECT_FULL_FAILS(msg, data)                                \
-  do {                                                              \
-    ASSERT_OK(Validate(*(data)));                                   \
+#define EXPECT_FULL_FAILS(msg, data)                                  \
+  do {                                                                \
+    ASSERT_OK(Validate(*(data)));                                     \
     ASSERT_RAISES_WITH_MESSAGE(kInvalid, msg, ValidateFull(*(data))); \
   } while (false)
 
@@ -225,8 +224,9 @@ TEST(Validate, OffsetPlusLengthOverflows) {
 
 TEST(Validate, BufferTooSmall) {
   auto data = ArrayData::Make(int32(), 5, {nullptr, Values<int32_t>({1, 2, 3, 4})}, 0);
-  EXPECT_BOTH_FAIL("buffer 1 (values) is 16 bytes, too small for 4 bytes x (offset 0 + length 5) = 20 bytes",
-                   data);
+  EXPECT_BOTH_FAIL(
+      "buffer 1 (values) is 16 bytes, too small for 4 bytes x (offset 0 + length 5) = 20 bytes",
+      data);
 
   // Bitmaps are measured in bits.
   data = ArrayData::Make(int32(), 9, {Bits({true}), Values<int32_t>({1, 2, 3, 4, 5, 6, 7, 8, 9})},
@@ -245,11 +245,12 @@ TEST(Validate, BufferTooSmall) {
 
   // Offsets: length + 1 entries.
   data = ArrayData::Make(utf8(), 4, {nullptr, Values<int32_t>({0, 1, 2, 3}), Text("abcd")}, 0);
-  EXPECT_BOTH_FAIL("buffer 1 (offsets) is 16 bytes, too small for 4 bytes x (offset 0 + length 4 + 1)",
-                   data);
+  EXPECT_BOTH_FAIL(
+      "buffer 1 (offsets) is 16 bytes, too small for 4 bytes x (offset 0 + length 4 + 1)", data);
 
   // Intervals and decimals have their own widths.
-  data = ArrayData::Make(month_day_nano_interval(), 2, {nullptr, Bytes(std::string(24, 0).data(), 24)}, 0);
+  data = ArrayData::Make(month_day_nano_interval(), 2,
+                         {nullptr, Bytes(std::string(24, 0).data(), 24)}, 0);
   EXPECT_BOTH_FAIL("too small for 16 bytes", data);
   data = ArrayData::Make(decimal256(10, 2), 1, {nullptr, Bytes(std::string(16, 0).data(), 16)}, 0);
   EXPECT_BOTH_FAIL("too small for 32 bytes", data);
@@ -391,7 +392,8 @@ TEST(Validate, MapTypeMustHaveNonNullableKeys) {
 
   auto bad_entries = field("entries", struct_({field("key", utf8())}), false);
   type = std::make_shared<MapType>(bad_entries, false);
-  data = List(type, {0, 0}, ArrayData::Make(bad_entries->type(), 0, {nullptr}, {Strings(utf8(), {})}, 0));
+  data = List(type, {0, 0},
+              ArrayData::Make(bad_entries->type(), 0, {nullptr}, {Strings(utf8(), {})}, 0));
   EXPECT_BOTH_FAIL("map entries must be a struct with two fields", data);
 }
 
@@ -405,8 +407,8 @@ TEST(Validate, MapKeysMustNotBeNull) {
 
   // An unknown null count is only counted by the full check.
   keys->null_count = kUnknownNullCount;
-  EXPECT_FULL_FAILS("field 'array': map keys must not be null, but child 'array.entries.key' has 1 nulls",
-                    data);
+  EXPECT_FULL_FAILS(
+      "field 'array': map keys must not be null, but child 'array.entries.key' has 1 nulls", data);
 
   keys = Strings(utf8(), {"a", "b"});
   entries = ArrayData::Make(entries_type, 2, {nullptr}, {keys, Int32s({1, 2}, {true, false})}, 0);
@@ -439,8 +441,8 @@ TEST(Validate, NonMonotonicOffsets) {
 TEST(Validate, OffsetPastDataEnd) {
   // The last offset is checked structurally (O(1)).
   auto data = RawBinary(utf8(), {0, 3, 8, 12, 17}, std::string(12, 'x'));
-  EXPECT_BOTH_FAIL("field 'array': slot 3: end offset 17 is past the end of the 12-byte data buffer",
-                   data);
+  EXPECT_BOTH_FAIL(
+      "field 'array': slot 3: end offset 17 is past the end of the 12-byte data buffer", data);
   // An inner one only by the full check, null slot or not.
   data = RawBinary(utf8(), {0, 17, 12}, std::string(12, 'x'), {false, true});
   EXPECT_FULL_FAILS("slot 0: end offset 17 is past the end of the 12-byte data buffer", data);
@@ -472,8 +474,8 @@ TEST(Validate, ListOffsets) {
   EXPECT_FULL_FAILS("slot 0: end offset 5 is past the end of the child array (length 3)",
                     List(list(int8()), {0, 5, 3}, child, {false, true}));
 
-  auto large = ArrayData::Make(large_list(int8()), 2,
-                               {nullptr, Values<int64_t>({0, 3, 2})}, {child}, 0);
+  auto large =
+      ArrayData::Make(large_list(int8()), 2, {nullptr, Values<int64_t>({0, 3, 2})}, {child}, 0);
   EXPECT_FULL_FAILS("slot 1: end offset 2 is less than its start offset 3", large);
 }
 
@@ -531,9 +533,10 @@ TEST(Validate, BinaryViewBadOffset) {
   EXPECT_FULL_FAILS("slot 0: view range [20, 40) is past the end of the 32-byte data buffer 0",
                     data);
   // offset + size must not wrap in 32 bits.
-  data = Views(binary_view(), {Ref(std::numeric_limits<int32_t>::max(), "aaaa", 0,
-                                   std::numeric_limits<int32_t>::max())},
-               {std::string(32, 'a')});
+  data = Views(
+      binary_view(),
+      {Ref(std::numeric_limits<int32_t>::max(), "aaaa", 0, std::numeric_limits<int32_t>::max())},
+      {std::string(32, 'a')});
   EXPECT_FULL_FAILS("is past the end of the 32-byte data buffer 0", data);
 }
 
@@ -587,12 +590,14 @@ const std::vector<Utf8Case>& InvalidUtf8Cases() {
 
 TEST(Validate, Utf8ValidStringsPass) {
   const std::vector<std::optional<std::string>> values = {
-      "", "plain ascii that is longer than sixteen bytes", "h\xC3\xA9llo",  // é
-      "\xE2\x82\xAC",                                                       // €
-      "\xF0\x9D\x84\x9E",                                                   // 𝄞
-      "\xED\x9F\xBF",                                                       // U+D7FF
-      "\xEE\x80\x80",                                                       // U+E000
-      "\xF4\x8F\xBF\xBF",                                                   // U+10FFFF
+      "",
+      "plain ascii that is longer than sixteen bytes",
+      "h\xC3\xA9llo",      // é
+      "\xE2\x82\xAC",      // €
+      "\xF0\x9D\x84\x9E",  // 𝄞
+      "\xED\x9F\xBF",      // U+D7FF
+      "\xEE\x80\x80",      // U+E000
+      "\xF4\x8F\xBF\xBF",  // U+10FFFF
       std::nullopt};
   EXPECT_BOTH_PASS(Strings(utf8(), values));
   EXPECT_BOTH_PASS(Strings<int64_t>(large_utf8(), values));
@@ -630,9 +635,8 @@ TEST(Validate, InvalidUtf8InStringView) {
                       {long_value});
     EXPECT_FULL_FAILS("slot 1: invalid UTF-8", data);
     EXPECT_FULL_FAILS(c.reason, data);
-    EXPECT_BOTH_PASS(Views(binary_view(),
-                           {Ref(static_cast<int32_t>(long_value.size()), "long", 0, 0)},
-                           {long_value}));
+    EXPECT_BOTH_PASS(Views(
+        binary_view(), {Ref(static_cast<int32_t>(long_value.size()), "long", 0, 0)}, {long_value}));
   }
 }
 
@@ -707,8 +711,8 @@ TEST(Validate, Utf8MatchesReferenceDecoder) {
     const bool ok = ValidateFull(*all->Slice(static_cast<int64_t>(i), 1)).ok();
     valid += ok ? 1 : 0;
     if (ok != ReferenceIsUtf8(*values[i]) && ++mismatches <= 10) {
-      ADD_FAILURE() << "bytes " << ::testing::PrintToString(candidates[i])
-                    << ": validator says " << ok;
+      ADD_FAILURE() << "bytes " << ::testing::PrintToString(candidates[i]) << ": validator says "
+                    << ok;
     }
   }
   EXPECT_EQ(mismatches, 0);
@@ -922,14 +926,16 @@ TEST(Validate, Decimal64Precision) {
                     Decimals(type, {PowerOfTen(18)}));
   EXPECT_FULL_FAILS("unscaled value -9223372036854775808 has more digits",
                     Decimals(type, {"-9223372036854775808"}));
-  EXPECT_FULL_FAILS("has more digits than precision 10", Decimals(decimal64(10, 3), {PowerOfTen(10)}));
+  EXPECT_FULL_FAILS("has more digits than precision 10",
+                    Decimals(decimal64(10, 3), {PowerOfTen(10)}));
 }
 
 TEST(Validate, Decimal128Precision) {
   auto type = decimal128(38, 10);
   EXPECT_BOTH_PASS(Decimals(type, {Nines(38), "-" + Nines(38), "0", "-1"}));
-  EXPECT_FULL_FAILS("slot 1: unscaled value " + PowerOfTen(38) + " has more digits than precision 38",
-                    Decimals(type, {"5", PowerOfTen(38)}));
+  EXPECT_FULL_FAILS(
+      "slot 1: unscaled value " + PowerOfTen(38) + " has more digits than precision 38",
+      Decimals(type, {"5", PowerOfTen(38)}));
   EXPECT_FULL_FAILS("unscaled value -" + PowerOfTen(38), Decimals(type, {"-" + PowerOfTen(38)}));
   // Precision 20 crosses the 64-bit word boundary.
   EXPECT_BOTH_PASS(Decimals(decimal128(20, 0), {Nines(20), "-" + Nines(20)}));
@@ -970,8 +976,8 @@ TEST(Validate, FixedSizeListChildTooShort) {
 
 TEST(Validate, StructChildTooShort) {
   auto type = struct_({field("a", int32()), field("b", utf8())});
-  auto data = ArrayData::Make(type, 3, {nullptr}, {Int32s({1, 2, 3}), Strings(utf8(), {"x", "y"})},
-                              0);
+  auto data =
+      ArrayData::Make(type, 3, {nullptr}, {Int32s({1, 2, 3}), Strings(utf8(), {"x", "y"})}, 0);
   EXPECT_BOTH_FAIL("field 'array': child 'array.b' has length 2, too short for offset + length 3",
                    data);
 }
@@ -1009,8 +1015,8 @@ TEST(Validate, SlicedArraysPass) {
   auto dict = Dict(Int32s({0, 1, 2, 1}), Strings(utf8(), {"a", "b", "c"}));
   EXPECT_BOTH_PASS(dict->Slice(1, 3));
 
-  auto bv = Views(utf8_view(), {Inline("a"), Ref(13, "0123", 0, 0), Inline("c")},
-                  {"0123456789abc"});
+  auto bv =
+      Views(utf8_view(), {Inline("a"), Ref(13, "0123", 0, 0), Inline("c")}, {"0123456789abc"});
   EXPECT_BOTH_PASS(bv->Slice(1, 2));
 }
 
@@ -1035,15 +1041,18 @@ TEST(Validate, SliceBeyondBuffers) {
   auto data = Int32s({1, 2, 3, 4, 5});
   data->offset = 3;
   data->length = 3;
-  EXPECT_BOTH_FAIL("buffer 1 (values) is 20 bytes, too small for 4 bytes x (offset 3 + length 3) = 24 bytes",
-                   data);
-  auto bits = Int32s({1, 2, 3, 4, 5, 6, 7, 8, 9}, {true, true, true, true, true, true, true, true, true});
+  EXPECT_BOTH_FAIL(
+      "buffer 1 (values) is 20 bytes, too small for 4 bytes x (offset 3 + length 3) = 24 bytes",
+      data);
+  auto bits =
+      Int32s({1, 2, 3, 4, 5, 6, 7, 8, 9}, {true, true, true, true, true, true, true, true, true});
   bits->offset = 7;
   bits->length = 2;
   bits->null_count = kUnknownNullCount;
   EXPECT_BOTH_PASS(bits);
   bits->buffers[0] = Bits({true});
-  EXPECT_BOTH_FAIL("buffer 0 (validity) is 1 bytes, too small for (offset 7 + length 2) bits", bits);
+  EXPECT_BOTH_FAIL("buffer 0 (validity) is 1 bytes, too small for (offset 7 + length 2) bits",
+                   bits);
   // Struct children must cover the parent's offset too.
   auto type = struct_({field("a", int32())});
   auto st = ArrayData::Make(type, 2, {nullptr}, {Int32s({1, 2, 3})}, 0);
@@ -1094,8 +1103,9 @@ TEST(Validate, RecordBatchNamesColumns) {
   auto bad = Strings(utf8(), {"x", "\xC3"});
   ASSERT_OK_AND_ASSIGN(batch, RecordBatch::Make(s, 2, {Int32s({1, 2}), bad}));
   EXPECT_OK(Validate(*batch));
-  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "field 'b': slot 1: invalid UTF-8 at byte 0 of the value (truncated sequence)",
-                             ValidateFull(*batch));
+  ASSERT_RAISES_WITH_MESSAGE(
+      kInvalid, "field 'b': slot 1: invalid UTF-8 at byte 0 of the value (truncated sequence)",
+      ValidateFull(*batch));
 }
 
 // ---------------------------------------------------------------------------
@@ -1208,7 +1218,8 @@ std::vector<ArrayDataPtr> CorruptionSeeds() {
                                {Values<int8_t>({0, 1, 0, 1}), Values<int32_t>({0, 0, 1, 1})},
                                {Strings(utf8(), {"a", "bc"}), Int32s({7, 8})}, 0);
   auto ree = Ree(int32(), Int32s({2, 3, 6}), Strings(utf8(), {"x", std::nullopt, "zz"}), 6);
-  auto dict = Dict(Int32s({2, 0, 1, 0}, {true, true, false, true}), Strings(utf8(), {"a", "b", "c"}));
+  auto dict =
+      Dict(Int32s({2, 0, 1, 0}, {true, true, false, true}), Strings(utf8(), {"a", "b", "c"}));
   auto st = ArrayData::Make(struct_({field("l", list(int8())), field("s", utf8())}), 3, {nullptr},
                             {lists, Strings(utf8(), {"p", "q", "r"})}, 0);
   return {strings, lists, views, bv, dense, ree, dict, st};

@@ -88,9 +88,9 @@ TEST(WorkedExamples, Int32WithNulls) {
 }
 
 TEST(WorkedExamples, NonNullInt32WithBitmap) {
-  auto data = ArrayData::Make(int32(), 5,
-                              {Bitmap("00011111"), PaddedValues<int32_t>({1, 2, 3, 4, 8})},
-                              /*null_count=*/0);
+  auto data =
+      ArrayData::Make(int32(), 5, {Bitmap("00011111"), PaddedValues<int32_t>({1, 2, 3, 4, 8})},
+                      /*null_count=*/0);
   ExpectValid(data);
   Int32Array a(data);
   EXPECT_EQ(a.null_count(), 0);
@@ -120,10 +120,10 @@ TEST(WorkedExamples, NonNullInt32WithoutBitmap) {
 TEST(WorkedExamples, VarBinary) {
   // ['joe', null, null, 'mark']
   for (const TypePtr& type : {binary(), utf8()}) {
-    auto data = ArrayData::Make(type, 4,
-                                {Bitmap("00001001"), PaddedValues<int32_t>({0, 3, 3, 3, 7}),
-                                 PaddedText("joemark")},
-                                /*null_count=*/2);
+    auto data = ArrayData::Make(
+        type, 4,
+        {Bitmap("00001001"), PaddedValues<int32_t>({0, 3, 3, 3, 7}), PaddedText("joemark")},
+        /*null_count=*/2);
     ExpectValid(data);
     BinaryArray a(data);
     EXPECT_EQ(a.null_count(), 2);
@@ -152,9 +152,9 @@ std::vector<int8_t> Int8Values(const ArrayPtr& slice) {
 
 TEST(WorkedExamples, ListOfInt8) {
   // [[12, -7, 25], null, [0, -127, 127, 50], []]
-  auto data = ArrayData::Make(list(int8()), 4,
-                              {Bitmap("00001101"), PaddedValues<int32_t>({0, 3, 3, 7, 7})},
-                              {Int8Child({12, -7, 25, 0, -127, 127, 50})}, /*null_count=*/1);
+  auto data =
+      ArrayData::Make(list(int8()), 4, {Bitmap("00001101"), PaddedValues<int32_t>({0, 3, 3, 7, 7})},
+                      {Int8Child({12, -7, 25, 0, -127, 127, 50})}, /*null_count=*/1);
   ExpectValid(data);
   ListArray a(data);
   EXPECT_EQ(Int8Values(a.value_slice(0)), (std::vector<int8_t>{12, -7, 25}));
@@ -254,13 +254,13 @@ TEST(WorkedExamples, FixedSizeListOfByte) {
 TEST(WorkedExamples, StructWithHiddenChildValue) {
   // [{'joe', 1}, {null, 2}, null, {'mark', 4}] over children
   // ['joe', null, 'alice', 'mark'] and [1, 2, null, 4].
-  auto names = ArrayData::Make(binary(), 4,
-                               {Bitmap("00001101"), PaddedValues<int32_t>({0, 3, 3, 8, 12}),
-                                PaddedText("joealicemark")},
-                               /*null_count=*/1);
-  auto ages = ArrayData::Make(int32(), 4,
-                              {Bitmap("00001011"), PaddedValues<int32_t>({1, 2, kJunk32, 4})},
-                              /*null_count=*/1);
+  auto names = ArrayData::Make(
+      binary(), 4,
+      {Bitmap("00001101"), PaddedValues<int32_t>({0, 3, 3, 8, 12}), PaddedText("joealicemark")},
+      /*null_count=*/1);
+  auto ages =
+      ArrayData::Make(int32(), 4, {Bitmap("00001011"), PaddedValues<int32_t>({1, 2, kJunk32, 4})},
+                      /*null_count=*/1);
   auto type = struct_({field("name", binary()), field("age", int32())});
   auto data = ArrayData::Make(type, 4, {Bitmap("00001011")}, {names, ages}, /*null_count=*/1);
   ExpectValid(data);
@@ -291,14 +291,13 @@ TEST(WorkedExamples, StructWithHiddenChildValue) {
 
 TEST(WorkedExamples, DenseUnion) {
   // [{f=1.2}, null, {f=3.4}, {i=5}]
-  auto f = ArrayData::Make(float32(), 3,
-                           {Padded({0x05}), Padded(LE<float>({1.2f, -99.0f, 3.4f}))},
+  auto f = ArrayData::Make(float32(), 3, {Padded({0x05}), Padded(LE<float>({1.2f, -99.0f, 3.4f}))},
                            /*null_count=*/1);
   auto i = ArrayData::Make(int32(), 1, {nullptr, PaddedValues<int32_t>({5})}, /*null_count=*/0);
   auto type = dense_union({field("f", float32()), field("i", int32())});
-  auto data = ArrayData::Make(type, 4,
-                              {Padded({0, 0, 0, 1}), PaddedValues<int32_t>({0, 1, 2, 0})}, {f, i},
-                              /*null_count=*/0);
+  auto data =
+      ArrayData::Make(type, 4, {Padded({0, 0, 0, 1}), PaddedValues<int32_t>({0, 1, 2, 0})}, {f, i},
+                      /*null_count=*/0);
   ExpectValid(data);
 
   UnionArray u(data);
@@ -319,18 +318,18 @@ TEST(WorkedExamples, DenseUnion) {
 
 TEST(WorkedExamples, SparseUnion) {
   // [{i=5}, {f=1.2}, {s='joe'}, {f=3.4}, {i=4}, {s='mark'}]
-  auto i = ArrayData::Make(int32(), 6,
-                           {Bitmap("00010001"),
-                            PaddedValues<int32_t>({5, kJunk32, kJunk32, kJunk32, 4, kJunk32})},
-                           /*null_count=*/4);
-  auto f = ArrayData::Make(float32(), 6,
-                           {Bitmap("00001010"),
-                            Padded(LE<float>({-1.0f, 1.2f, -1.0f, 3.4f, -1.0f, -1.0f}))},
-                           /*null_count=*/4);
-  auto s = ArrayData::Make(binary(), 6,
-                           {Bitmap("00100100"), PaddedValues<int32_t>({0, 0, 0, 3, 3, 3, 7}),
-                            PaddedText("joemark")},
-                           /*null_count=*/4);
+  auto i = ArrayData::Make(
+      int32(), 6,
+      {Bitmap("00010001"), PaddedValues<int32_t>({5, kJunk32, kJunk32, kJunk32, 4, kJunk32})},
+      /*null_count=*/4);
+  auto f = ArrayData::Make(
+      float32(), 6,
+      {Bitmap("00001010"), Padded(LE<float>({-1.0f, 1.2f, -1.0f, 3.4f, -1.0f, -1.0f}))},
+      /*null_count=*/4);
+  auto s = ArrayData::Make(
+      binary(), 6,
+      {Bitmap("00100100"), PaddedValues<int32_t>({0, 0, 0, 3, 3, 3, 7}), PaddedText("joemark")},
+      /*null_count=*/4);
   auto type = sparse_union({field("i", int32()), field("f", float32()), field("s", binary())});
   auto data = ArrayData::Make(type, 6, {Padded({0, 1, 2, 1, 0, 2})}, {i, f, s}, /*null_count=*/0);
   ExpectValid(data);
@@ -355,9 +354,9 @@ TEST(WorkedExamples, SparseUnion) {
 
 TEST(WorkedExamples, DictionaryEncoded) {
   // ['foo', 'bar', 'foo', 'bar', null, 'baz']
-  auto dict = ArrayData::Make(binary(), 3,
-                              {nullptr, PaddedValues<int32_t>({0, 3, 6, 9}), PaddedText("foobarbaz")},
-                              /*null_count=*/0);
+  auto dict = ArrayData::Make(
+      binary(), 3, {nullptr, PaddedValues<int32_t>({0, 3, 6, 9}), PaddedText("foobarbaz")},
+      /*null_count=*/0);
   auto data = ArrayData::Make(dictionary(int32(), binary()), 6,
                               {Bitmap("00101111"), PaddedValues<int32_t>({0, 1, 0, 1, kJunk32, 2})},
                               /*null_count=*/1);
@@ -378,10 +377,10 @@ TEST(WorkedExamples, DictionaryEncoded) {
 
 TEST(WorkedExamples, DictionaryWithDuplicatesAndNulls) {
   // Indices [0, 1, 3, 1, 4, 2] into ['foo', 'bar', 'baz', 'foo', null].
-  auto dict = ArrayData::Make(binary(), 5,
-                              {Bitmap("00001111"), PaddedValues<int32_t>({0, 3, 6, 9, 12, 12}),
-                               PaddedText("foobarbazfoo")},
-                              /*null_count=*/1);
+  auto dict = ArrayData::Make(
+      binary(), 5,
+      {Bitmap("00001111"), PaddedValues<int32_t>({0, 3, 6, 9, 12, 12}), PaddedText("foobarbazfoo")},
+      /*null_count=*/1);
   auto data = ArrayData::Make(dictionary(int32(), binary()), 6,
                               {nullptr, PaddedValues<int32_t>({0, 1, 3, 1, 4, 2})},
                               /*null_count=*/0);
@@ -409,9 +408,9 @@ TEST(WorkedExamples, RunEndEncodedFloat32) {
   // [1.0, 1.0, 1.0, 1.0, null, null, 2.0]
   auto run_ends = ArrayData::Make(int32(), 3, {nullptr, PaddedValues<int32_t>({4, 6, 7})},
                                   /*null_count=*/0);
-  auto values = ArrayData::Make(float32(), 3,
-                                {Padded({0x05}), Padded(LE<float>({1.0f, -5.0f, 2.0f}))},
-                                /*null_count=*/1);
+  auto values =
+      ArrayData::Make(float32(), 3, {Padded({0x05}), Padded(LE<float>({1.0f, -5.0f, 2.0f}))},
+                      /*null_count=*/1);
   auto data = ArrayData::Make(run_end_encoded(int32(), float32()), 7, {}, {run_ends, values},
                               /*null_count=*/0);
   ExpectValid(data);
@@ -470,10 +469,9 @@ TEST(WorkedExamples, BinaryViewShortAndLongStrings) {
   append(RefView(long1, 1, 3));
 
   for (const TypePtr& type : {binary_view(), utf8_view()}) {
-    auto data = ArrayData::Make(type, 6,
-                                {Bitmap("00111101"), Padded(views), PaddedText(long0),
-                                 PaddedText("xyz" + long1)},
-                                /*null_count=*/1);
+    auto data = ArrayData::Make(
+        type, 6, {Bitmap("00111101"), Padded(views), PaddedText(long0), PaddedText("xyz" + long1)},
+        /*null_count=*/1);
     ExpectValid(data);
     BinaryViewArray a(data);
     EXPECT_EQ(a.num_data_buffers(), 2);
