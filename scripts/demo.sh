@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/build.sh release
-bin=build/release/tools/alkaid
+bin=build/release/tools/alkaid/alkaid
 data=tests/data/arrow-gold/cpp-21.0.0
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
