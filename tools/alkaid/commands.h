@@ -44,4 +44,15 @@ int RunIntegrationValidate(const IntegrationOptions& options);
 int RunJsonToIpc(const IntegrationOptions& options);
 int RunIpcToJson(const IntegrationOptions& options);
 
+struct RowsOptions {
+  std::string input;
+  std::string output;
+  std::string schema_from;      ///< decode: IPC input whose schema the rows have
+  int64_t batch_rows = 65536;   ///< decode: rows per output record batch
+};
+/// IPC stream/file -> one UnsafeRow batch file (every batch's rows in order).
+int RunRowsEncode(const RowsOptions& options);
+/// UnsafeRow batch file + schema -> IPC stream.
+int RunRowsDecode(const RowsOptions& options);
+
 }  // namespace alkaid::tools

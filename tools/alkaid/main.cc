@@ -87,6 +87,29 @@ int main(int argc, char** argv) {
       ->required();
   i2j_cmd->callback([&] { code = tools::RunIpcToJson(i2j); });
 
+  auto* rows = app.add_subcommand(
+      "rows", "Spark UnsafeRow batches (docs/UNSAFE_ROW.md): encode from / decode to IPC");
+  rows->require_subcommand(1);
+
+  tools::RowsOptions rows_encode;
+  auto* re = rows->add_subcommand(
+      "encode", "Write every row of an IPC input as one UnsafeRow batch (4-byte BE sizes)");
+  re->add_option("input", rows_encode.input, "IPC stream or file, or - for stdin")->required();
+  re->add_option("output", rows_encode.output, "Row batch file, or - for stdout")->required();
+  re->callback([&] { code = tools::RunRowsEncode(rows_encode); });
+
+  tools::RowsOptions rows_decode;
+  auto* rd = rows->add_subcommand("decode", "Read an UnsafeRow batch file back as an IPC stream");
+  rd->add_option("--schema-from", rows_decode.schema_from,
+                 "IPC stream or file whose schema the rows have")
+      ->required();
+  rd->add_option("--batch-rows", rows_decode.batch_rows, "Rows per output record batch")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  rd->add_option("input", rows_decode.input, "Row batch file, or - for stdin")->required();
+  rd->add_option("output", rows_decode.output, "IPC stream path, or - for stdout")->required();
+  rd->callback([&] { code = tools::RunRowsDecode(rows_decode); });
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
