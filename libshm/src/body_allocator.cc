@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
 #include <new>
 #include <set>
@@ -9,6 +10,7 @@
 #include <utility>
 
 #include "body_layout_internal.h"
+#include "futex_internal.h"
 #include "wait_internal.h"
 
 namespace alkaid::shm {
@@ -263,13 +265,48 @@ Result<WritableBlock> BodyAllocator::Allocate(uint64_t length) {
       impl_->options.full_policy == FullPolicy::kError) {
     return result;
   }
-  // Backpressure: the producer waits for consumers to release blocks. This
-  // is the slow path, so it polls with an escalating backoff rather than
-  // asking every consumer release to make a wake-up system call.
-  const auto deadline = internal::DeadlineAfter(impl_->options.wait_timeout);
-  internal::Backoff backoff;
-  while (internal::SteadyClock::now() < deadline) {
-    backoff.Pause();
+  // Backpressure: the producer waits for consumers to release blocks. It
+  // spins briefly (space often comes back within microseconds), then sleeps
+  // on the arena's futex. Consumers wake it when they drop a block to one
+  // reference or none and see the announcement; their releases make no
+  // system call otherwise. The sleep is cut into slices of at most
+  // kReclaimSlice so that references only the ring holds (dropped by the
+  // reclaim callback once consumers that hold no BlockRef have moved on,
+  // which no shared release signals) are retried too.
+  constexpr auto kSpin = std::chrono::microseconds(50);
+  constexpr auto kReclaimSlice = std::chrono::milliseconds(1);
+  Impl& d = *impl_;
+  const auto start = internal::SteadyClock::now();
+  const auto deadline = internal::DeadlineAfter(d.options.wait_timeout);
+  const auto spin_until = std::min(deadline, start + kSpin);
+  for (uint32_t round = 1;; ++round) {
+    internal::CpuRelax();
+    if ((round & 63) != 0) continue;
+    result = TryAllocate(length);
+    if (result.ok() || !result.status().IsOutOfMemory()) return result;
+    if (internal::SteadyClock::now() >= spin_until) break;
+  }
+  BodyArenaHeaderData* h = d.header;
+  while (true) {
+    const auto now = internal::SteadyClock::now();
+    if (now >= deadline) break;
+    // Read the futex word before announcing: a wake after this load
+    // changes it, so FUTEX_WAIT returns at once instead of missing it.
+    const uint32_t word = h->space_futex.load(std::memory_order_seq_cst);
+    // seq_cst increment and fence, then the acquire loads of Reclaim: Dekker
+    // pair with the consumer's seq_cst decrement followed by its seq_cst
+    // load of space_waiters (BodyReader::Release).
+    h->space_waiters.fetch_add(1, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    result = TryAllocate(length);
+    if (result.ok() || !result.status().IsOutOfMemory()) {
+      h->space_waiters.fetch_sub(1, std::memory_order_relaxed);
+      return result;
+    }
+    internal::FutexWait(&h->space_futex, word,
+                        std::min<std::chrono::nanoseconds>(deadline - now, kReclaimSlice));
+    // Relaxed: only a hint for the consumers; no data is published by it.
+    h->space_waiters.fetch_sub(1, std::memory_order_relaxed);
     result = TryAllocate(length);
     if (result.ok() || !result.status().IsOutOfMemory()) return result;
   }
@@ -419,6 +456,7 @@ void BlockRef::Release() {
 
 struct BodyReader::Impl {
   std::shared_ptr<Segment> segment;
+  BodyArenaHeaderData* header = nullptr;
   std::byte* payload = nullptr;
   uint64_t arena_size = 0;
 
@@ -473,6 +511,7 @@ Result<std::unique_ptr<BodyReader>> BodyReader::Open(std::shared_ptr<Segment> se
   auto impl = std::make_unique<Impl>();
   impl->segment = std::move(segment);
   impl->payload = impl->segment->payload();
+  impl->header = reinterpret_cast<BodyArenaHeaderData*>(impl->payload);
   impl->arena_size = arena_size;
   return std::unique_ptr<BodyReader>(new BodyReader(std::move(impl)));
 }
@@ -531,11 +570,23 @@ Status BodyReader::Release(const BlockHandle& handle) const {
                              ") that holds no reference (shared state: generation ",
                              BlockGeneration(cur), ", count ", BlockCount(cur), ")");
     }
-    // Release: partner of the acquire load in BodyAllocator::Reclaim (and of
-    // the acq_rel decrement in BodyAllocator::Release): our reads of the data
-    // happen before the producer reuses the space.
-  } while (!h->state.compare_exchange_weak(cur, cur - 1, std::memory_order_release,
+    // seq_cst (release semantics): partner of the acquire load in
+    // BodyAllocator::Reclaim (and of the acq_rel decrement in
+    // BodyAllocator::Release): our reads of the data happen before the
+    // producer reuses the space. seq_cst because it is also the first half
+    // of the Dekker pair with a waiting producer (see Allocate).
+  } while (!h->state.compare_exchange_weak(cur, cur - 1, std::memory_order_seq_cst,
                                            std::memory_order_relaxed));
+  // A producer waiting for space can use this block once no reference (or
+  // only its own, which the ring drops once consumers moved on) is left.
+  // seq_cst load: the second half of the pair; zero unless the producer
+  // waits, so a release makes no system call otherwise.
+  if (BlockCount(cur) <= 2 && d.header->space_waiters.load(std::memory_order_seq_cst) != 0) {
+    // Release increment: partner of the producer's load of the futex word
+    // (it reclaims after waking).
+    d.header->space_futex.fetch_add(1, std::memory_order_release);
+    internal::FutexWakeAll(&d.header->space_futex);
+  }
   return Status::OK();
 }
 

@@ -17,7 +17,7 @@ namespace alkaid::shm::internal {
 
 /// "ALKBODY1" as a little-endian 64-bit integer.
 inline constexpr uint64_t kBodyArenaMagic = 0x3159444f424b4c41ULL;
-inline constexpr uint32_t kBodyArenaLayoutVersion = 1;
+inline constexpr uint32_t kBodyArenaLayoutVersion = 2;
 inline constexpr uint64_t kBodyArenaHeaderSize = 128;
 
 /// Header of the arena. Written once by the producer at creation; then
@@ -33,7 +33,19 @@ struct alignas(kCacheLineSize) BodyArenaHeaderData {
   uint64_t arena_size;       ///< bytes of block space
   uint32_t producer_pid;     ///< diagnostics only
   uint32_t reserved0;
-  uint8_t reserved[kBodyArenaHeaderSize - 40];
+  uint8_t reserved[kCacheLineSize - 40];
+
+  // --- line 1: the producer's wait for space (FullPolicy::kWait).
+  /// Bumped (release) by a consumer before FUTEX_WAKE; the producer
+  /// FUTEX_WAITs on it while the arena is full.
+  std::atomic<uint32_t> space_futex;
+  /// Non-zero while the producer announces that it may block. Incremented
+  /// by the producer with seq_cst, followed by a seq_cst fence and a reclaim
+  /// pass; a consumer loads it with seq_cst right after its seq_cst release
+  /// of a block (Dekker pair), so either the reclaim sees the release or the
+  /// consumer sees the announcement and wakes the producer.
+  std::atomic<uint32_t> space_waiters;
+  uint8_t reserved1[kCacheLineSize - 8];
 };
 ALKAID_SHM_PLAIN_DATA(BodyArenaHeaderData, kBodyArenaHeaderSize);
 

@@ -97,6 +97,28 @@ struct RingView {
 
 uint32_t StateOf(uint32_t word) { return word & kConsumerStateMask; }
 
+// Wakes the consumers blocked in WaitForData, if any announced itself. The
+// plain load keeps the publish path free of read-modify-writes; the
+// exchange makes one wake-up system call per sleeping episode rather than
+// one per message while the sleepers are being scheduled.
+void WakeConsumers(RingHeaderData* h) {
+  // seq_cst load: second half of the Dekker pair (see Publish / Close).
+  if (h->data_waiters.load(std::memory_order_seq_cst) == 0) return;
+  if (h->data_waiters.exchange(0, std::memory_order_seq_cst) == 0) return;
+  // Release: partner of the consumer's load of the futex word before it
+  // announced itself; a wake after that load changes the word, so its
+  // FUTEX_WAIT returns at once.
+  h->data_futex.fetch_add(1, std::memory_order_release);
+  internal::FutexWakeAll(&h->data_futex);
+}
+
+// Wakes a producer blocked in WaitForRoom. Release increment: partner of the
+// producer's load of the futex word before it sleeps (it re-scans after).
+void WakeProducer(RingHeaderData* h) {
+  h->space_futex.fetch_add(1, std::memory_order_release);
+  internal::FutexWakeAll(&h->space_futex);
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -265,26 +287,7 @@ Status RingProducer::PublishImpl(std::span<const std::byte> payload, const Block
     const uint64_t previous = n - slot_count;
     if (d.cached_min <= previous) {
       d.cached_min = d.ScanMinCursor(n);
-      if (d.cached_min <= previous) {
-        const auto deadline = internal::DeadlineAfter(options_.publish_timeout);
-        internal::Backoff backoff;
-        uint32_t slowest = 0;
-        while (true) {
-          backoff.Pause();
-          d.cached_min = d.ScanMinCursor(n, &slowest);
-          if (d.cached_min > previous) break;
-          if (internal::SteadyClock::now() >= deadline) {
-            const ConsumerData& c = v.consumers[slowest];
-            return Status::TimedOut(
-                "ring '", name(), "': publish of sequence ", n, " timed out after ",
-                std::chrono::duration_cast<std::chrono::milliseconds>(options_.publish_timeout)
-                    .count(),
-                " ms: consumer ", slowest, " (pid ", c.pid.load(std::memory_order_relaxed),
-                ") is still at sequence ", d.cached_min, ", ", n - d.cached_min,
-                " messages behind in a ", slot_count, "-slot ring");
-          }
-        }
-      }
+      if (d.cached_min <= previous) ALKAID_RETURN_NOT_OK(WaitForRoom(n));
     }
   }
 
@@ -339,18 +342,78 @@ Status RingProducer::PublishImpl(std::span<const std::byte> payload, const Block
   next_sequence_ = n + 1;
 
   // seq_cst store, then seq_cst load of data_waiters: Dekker pairing with
-  // the consumer's seq_cst increment of data_waiters followed by its seq_cst
+  // the consumer's seq_cst store of data_waiters followed by its seq_cst
   // load of write_sequence. Either we see its announcement and wake it, or
   // it sees this sequence and does not sleep. No syscall unless a consumer
   // announced itself.
   v.header->write_sequence.store(n + 1, std::memory_order_seq_cst);
-  if (v.header->data_waiters.load(std::memory_order_seq_cst) != 0) {
-    // Release: partner of the consumer's load of the futex word before it
-    // re-checks write_sequence.
-    v.header->data_futex.fetch_add(1, std::memory_order_release);
-    internal::FutexWakeAll(&v.header->data_futex);
-  }
+  WakeConsumers(v.header);
   return Status::OK();
+}
+
+Status RingProducer::WaitForRoom(uint64_t n) {
+  Impl& d = *impl_;
+  const RingView& v = d.v;
+  const uint64_t slot_count = v.g.slot_count;
+  const uint64_t previous = n - slot_count;
+  // Hysteresis: wait until every active consumer has freed `resume` slots,
+  // not just one, so that a full ring does not degenerate into the producer
+  // and the consumer trading one slot (and its cache lines) at a time.
+  // target <= n: a consumer can always get there by reading what is already
+  // in the ring.
+  const uint64_t resume = std::clamp<uint64_t>(
+      options_.resume_slots == 0 ? slot_count / 8 : options_.resume_slots, 1, slot_count);
+  const uint64_t target = previous + resume;
+  const auto start = internal::SteadyClock::now();
+  const auto deadline = internal::DeadlineAfter(options_.publish_timeout);
+  const auto spin_until =
+      options_.publish_spin >= options_.publish_timeout ? deadline : start + options_.publish_spin;
+  uint32_t slowest = 0;
+  d.cached_min = d.ScanMinCursor(n, &slowest);
+
+  // Phase 1: spin. Watch only the slowest consumer's cursor (one cache
+  // line); rescan everybody when it reaches the target.
+  uint32_t spins = 0;
+  while (d.cached_min < target) {
+    internal::CpuRelax();
+    // Acquire: partner of the consumer's cursor store, as in ScanMinCursor.
+    if (v.consumers[slowest].cursor.load(std::memory_order_acquire) >= target ||
+        (++spins & 63) == 0) {
+      d.cached_min = d.ScanMinCursor(n, &slowest);
+      if ((spins & 63) == 0 && internal::SteadyClock::now() >= spin_until) break;
+    }
+  }
+
+  // Phase 2: block on the space futex until a consumer crossing the target
+  // wakes us (or a detach does).
+  RingHeaderData* h = v.header;
+  while (d.cached_min < target) {
+    const auto now = internal::SteadyClock::now();
+    if (now >= deadline) break;
+    // seq_cst: the target must be visible to any consumer that sees the
+    // announcement below (its seq_cst loads come later in the total order).
+    h->space_target.store(target, std::memory_order_seq_cst);
+    // Read the futex word before announcing: a wake after this load
+    // changes it, so FUTEX_WAIT returns at once instead of missing it.
+    const uint32_t word = h->space_futex.load(std::memory_order_seq_cst);
+    // seq_cst increment, then the seq_cst fence at the start of the scan:
+    // Dekker pair with the consumer's seq_cst cursor store followed by its
+    // seq_cst load of space_waiters.
+    h->space_waiters.fetch_add(1, std::memory_order_seq_cst);
+    d.cached_min = d.ScanMinCursor(n, &slowest);
+    if (d.cached_min < target) internal::FutexWait(&h->space_futex, word, deadline - now);
+    // Relaxed: only a hint for the consumers; no data is published by it.
+    h->space_waiters.fetch_sub(1, std::memory_order_relaxed);
+    d.cached_min = d.ScanMinCursor(n, &slowest);
+  }
+  if (d.cached_min > previous) return Status::OK();
+  const ConsumerData& c = v.consumers[slowest];
+  return Status::TimedOut(
+      "ring '", name(), "': publish of sequence ", n, " timed out after ",
+      std::chrono::duration_cast<std::chrono::milliseconds>(options_.publish_timeout).count(),
+      " ms: consumer ", slowest, " (pid ", c.pid.load(std::memory_order_relaxed),
+      ") is still at sequence ", d.cached_min, ", ", n - d.cached_min, " messages behind in a ",
+      slot_count, "-slot ring");
 }
 
 void RingProducer::ReleaseConsumedBodies() {
@@ -368,10 +431,7 @@ void RingProducer::Close() {
   // seq_cst: same Dekker pairing as write_sequence in Publish; consumers
   // load `closed` with seq_cst after announcing themselves as waiters.
   d.v.header->closed.store(1, std::memory_order_seq_cst);
-  if (d.v.header->data_waiters.load(std::memory_order_seq_cst) != 0) {
-    d.v.header->data_futex.fetch_add(1, std::memory_order_release);
-    internal::FutexWakeAll(&d.v.header->data_futex);
-  }
+  WakeConsumers(d.v.header);
 }
 
 Status RingProducer::DetachConsumer(uint32_t id) {
@@ -387,11 +447,15 @@ Status RingProducer::DetachConsumer(uint32_t id) {
       return Status::KeyError("ring '", name(), "': consumer ", id, " is not active");
     }
     // Release: partner of the acquire load of the state in ScanMinCursor.
-  } while (!c.state.compare_exchange_weak(word, 0, std::memory_order_release,
+    // (seq_cst, also pairing with WaitForRoom's announcement like a cursor
+    // store, for the wake below.)
+  } while (!c.state.compare_exchange_weak(word, 0, std::memory_order_seq_cst,
                                           std::memory_order_relaxed));
-  // A detached consumer blocked in Receive should find out now.
+  // A detached consumer blocked in Receive should find out now, and a
+  // producer thread blocked for room may have been waiting for it.
   v.header->data_futex.fetch_add(1, std::memory_order_release);
   internal::FutexWakeAll(&v.header->data_futex);
+  if (v.header->space_waiters.load(std::memory_order_seq_cst) != 0) WakeProducer(v.header);
   return Status::OK();
 }
 
@@ -427,9 +491,9 @@ struct RingConsumer::Impl {
   ConsumerData& me(uint32_t id) const { return v.consumers[id]; }
 };
 
-RingConsumer::RingConsumer(std::unique_ptr<Impl> impl, uint32_t id, uint32_t tag,
-                           uint64_t cursor, const ConsumerOptions& options)
-    : impl_(std::move(impl)), id_(id), tag_(tag), cursor_(cursor), options_(options) {}
+RingConsumer::RingConsumer(std::unique_ptr<Impl> impl, uint32_t id, uint64_t cursor,
+                           const ConsumerOptions& options)
+    : impl_(std::move(impl)), id_(id), cursor_(cursor), options_(options) {}
 
 RingConsumer::~RingConsumer() { Detach(); }
 
@@ -527,7 +591,7 @@ Result<std::unique_ptr<RingConsumer>> RingConsumer::Open(std::shared_ptr<Segment
   // Release: partner of the acquire load of the cursor in ScanMinCursor.
   me.cursor.store(w1, std::memory_order_release);
   impl->my_word = active;
-  return std::unique_ptr<RingConsumer>(new RingConsumer(std::move(impl), id, tag, w1, options));
+  return std::unique_ptr<RingConsumer>(new RingConsumer(std::move(impl), id, w1, options));
 }
 
 void RingConsumer::Detach() {
@@ -537,8 +601,14 @@ void RingConsumer::Detach() {
   // Release: partner of the acquire load of the state in ScanMinCursor and
   // of the acquire CAS of the next Attach. Fails harmlessly if the producer
   // already detached us (and perhaps gave the entry to someone else).
-  impl_->me(id_).state.compare_exchange_strong(expected, 0, std::memory_order_release,
+  impl_->me(id_).state.compare_exchange_strong(expected, 0, std::memory_order_seq_cst,
                                                std::memory_order_relaxed);
+  // A producer blocked for room may have been waiting for us alone. The
+  // seq_cst CAS above and this seq_cst load pair with the producer's
+  // announcement like a cursor store does (see TryReceive).
+  if (impl_->v.header->space_waiters.load(std::memory_order_seq_cst) != 0) {
+    WakeProducer(impl_->v.header);
+  }
 }
 
 uint32_t RingConsumer::inline_capacity() const { return impl_->v.g.inline_capacity; }
@@ -631,9 +701,19 @@ Result<bool> RingConsumer::TryReceive(RingMessage* out) {
     }
     // The slot was stable while we read it: consume the message.
     cursor_ = c + 1;
-    // Release: our reads of the slot happen before the producer, having
-    // loaded this cursor with acquire in ScanMinCursor, overwrites it.
-    me.cursor.store(cursor_, std::memory_order_release);
+    // seq_cst (release semantics): our reads of the slot happen before the
+    // producer, having loaded this cursor with acquire in ScanMinCursor,
+    // overwrites it. seq_cst because it is also the store half of the Dekker
+    // pair with the producer's announcement in WaitForRoom.
+    me.cursor.store(cursor_, std::memory_order_seq_cst);
+    // seq_cst load: the other half. Zero unless the producer waits for room,
+    // so the fast path makes no system call.
+    if (v.header->space_waiters.load(std::memory_order_seq_cst) != 0) {
+      const uint64_t target = v.header->space_target.load(std::memory_order_seq_cst);
+      // Wake only when crossing the target: one wake-up per consumer and
+      // waiting episode, not one per message.
+      if (c < target && cursor_ >= target) WakeProducer(v.header);
+    }
     if (!problem.ok()) {
       // Corrupt slot or unusable body: report it once and move past it, so
       // one bad message cannot wedge the consumer.
@@ -651,13 +731,15 @@ Result<bool> RingConsumer::TryReceive(RingMessage* out) {
 
 Status RingConsumer::WaitForData(std::chrono::steady_clock::time_point deadline) {
   RingHeaderData* h = impl_->v.header;
-  // Announce ourselves. seq_cst increment, then seq_cst loads: Dekker
-  // pairing with the producer's seq_cst store of write_sequence (or closed)
-  // followed by its seq_cst load of data_waiters.
-  h->data_waiters.fetch_add(1, std::memory_order_seq_cst);
-  // seq_cst load (acquire semantics): partner of the producer's release
-  // increment of the futex word before FUTEX_WAKE.
+  // Read the futex word first (acquire semantics: partner of the
+  // producer's release increment before FUTEX_WAKE), so that any wake after
+  // our announcement changes it.
   const uint32_t word = h->data_futex.load(std::memory_order_seq_cst);
+  // Announce ourselves. seq_cst store, then seq_cst loads: Dekker pairing
+  // with the producer's seq_cst store of write_sequence (or closed) followed
+  // by its seq_cst load of data_waiters. The producer clears the flag when
+  // it wakes the sleepers; a consumer that goes back to sleep sets it again.
+  h->data_waiters.store(1, std::memory_order_seq_cst);
   const bool ready = h->write_sequence.load(std::memory_order_seq_cst) > cursor_ ||
                      h->closed.load(std::memory_order_seq_cst) != 0 ||
                      impl_->me(id_).state.load(std::memory_order_relaxed) != impl_->my_word;
@@ -665,12 +747,15 @@ Status RingConsumer::WaitForData(std::chrono::steady_clock::time_point deadline)
     const auto now = internal::SteadyClock::now();
     if (now < deadline) internal::FutexWait(&h->data_futex, word, deadline - now);
   }
-  // Relaxed: only a hint for the producer; no data is published by it.
-  h->data_waiters.fetch_sub(1, std::memory_order_relaxed);
   return Status::OK();
 }
 
 Status RingConsumer::Receive(RingMessage* out, std::chrono::nanoseconds timeout) {
+  // Fast path first: a message that is already there costs no clock read.
+  {
+    ALKAID_ASSIGN_OR_RAISE(bool got, TryReceive(out));
+    if (got) return Status::OK();
+  }
   const auto deadline = internal::DeadlineAfter(timeout);
   uint32_t spins = 0;
   while (true) {

@@ -18,7 +18,7 @@ namespace alkaid::shm::internal {
 
 /// "ALKRING1" as a little-endian 64-bit integer.
 inline constexpr uint64_t kRingMagic = 0x31474e49524b4c41ULL;
-inline constexpr uint32_t kRingLayoutVersion = 1;
+inline constexpr uint32_t kRingLayoutVersion = 2;
 
 /// Ring header: four cache lines so that fields written by different parties
 /// never share a line.
@@ -51,12 +51,14 @@ struct alignas(kCacheLineSize) RingHeaderData {
   /// Bumped (release) by the producer before FUTEX_WAKE; blocked consumers
   /// FUTEX_WAIT on it.
   std::atomic<uint32_t> data_futex;
-  /// Number of consumers announcing that they are about to block. The
-  /// producer only makes the wake system call when it is non-zero.
+  /// 1 when some consumer announced that it is about to block (seq_cst
+  /// store, after loading `data_futex`). The producer only makes the wake
+  /// system call when it is non-zero, and clears it (exchange) when it does,
+  /// so one sleeping episode costs one wake-up.
   std::atomic<uint32_t> data_waiters;
   uint8_t pad2[kCacheLineSize - 8];
 
-  // --- line 3: rarely written.
+  // --- line 3: rarely written (read by consumers on every receive).
   /// 1 once the producer closed the stream. Release store in Close;
   /// acquire load in the consumer when it finds nothing to read.
   std::atomic<uint32_t> closed;
@@ -64,7 +66,23 @@ struct alignas(kCacheLineSize) RingHeaderData {
   /// attach; tags a registration so that a consumer can tell that it was
   /// detached and its entry reused.
   std::atomic<uint32_t> attach_counter;
-  uint8_t pad3[kCacheLineSize - 8];
+  /// The producer's futex while it waits for room (kBlockProducer, ring
+  /// full). Bumped (release) by a consumer before FUTEX_WAKE; the producer
+  /// FUTEX_WAITs on it.
+  std::atomic<uint32_t> space_futex;
+  /// 1 while the producer announces that it may block for room. Incremented
+  /// by the producer with seq_cst, then a seq_cst fence and a cursor scan;
+  /// consumers load it with seq_cst right after their seq_cst cursor store
+  /// (Dekker pair): either the producer's scan sees the new cursor, or the
+  /// consumer sees the announcement and wakes it. Consumers only read it on
+  /// their fast path, so this line stays shared-clean while nobody waits.
+  std::atomic<uint32_t> space_waiters;
+  /// The cursor the waiting producer needs every active consumer to reach.
+  /// Stored (seq_cst) before `space_waiters` is incremented; a consumer wakes
+  /// the producer only when its cursor crosses it, so one waiting episode
+  /// costs at most one wake-up per consumer.
+  std::atomic<uint64_t> space_target;
+  uint8_t pad3[kCacheLineSize - 24];
 };
 ALKAID_SHM_PLAIN_DATA(RingHeaderData, 4 * kCacheLineSize);
 

@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <thread>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -22,32 +21,6 @@ inline void CpuRelax() {
 }
 
 using SteadyClock = std::chrono::steady_clock;
-
-/// Escalating pause for slow paths (backpressure, allocator full): spins a
-/// little, then yields, then sleeps with a growing interval capped at
-/// `max_sleep`. Never used on the data path of the ring.
-class Backoff {
- public:
-  explicit Backoff(std::chrono::microseconds max_sleep = std::chrono::microseconds(200))
-      : max_sleep_(max_sleep) {}
-
-  void Pause() {
-    if (round_ < 64) {
-      CpuRelax();
-    } else if (round_ < 80) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(sleep_);
-      if (sleep_ < max_sleep_) sleep_ *= 2;
-    }
-    ++round_;
-  }
-
- private:
-  std::chrono::microseconds max_sleep_;
-  std::chrono::microseconds sleep_{1};
-  uint32_t round_ = 0;
-};
 
 /// Deadline `timeout` from now; saturates instead of overflowing for huge
 /// timeouts.

@@ -59,6 +59,17 @@ struct RingOptions {
   /// kBlockProducer: longest wait for a free slot before Publish gives
   /// TimedOut. Default 1 s.
   std::chrono::nanoseconds publish_timeout = std::chrono::seconds(1);
+  /// kBlockProducer: how long a producer that finds the ring full spins
+  /// before it sleeps on a futex (which a consumer then has to wake with a
+  /// system call). Default 50 µs.
+  std::chrono::nanoseconds publish_spin = std::chrono::microseconds(50);
+  /// kBlockProducer: once the ring is full, the producer waits until every
+  /// active consumer has freed this many slots (at least one, at most the
+  /// ring) rather than one, so that producer and consumers work in batches
+  /// instead of handing each slot back and forth. 0 (default) means
+  /// slot_count / 8. Publish still succeeds at the timeout if at least one
+  /// slot was freed.
+  uint32_t resume_slots = 0;
   /// Permissions of the ring segment.
   SegmentOptions segment;
 };
@@ -189,6 +200,7 @@ class ALKAID_EXPORT RingProducer {
   struct Impl;
   RingProducer(std::unique_ptr<Impl> impl, const RingOptions& options);
   Status PublishImpl(std::span<const std::byte> payload, const BlockHandle* body, bool owned);
+  Status WaitForRoom(uint64_t sequence);
 
   std::unique_ptr<Impl> impl_;
   RingOptions options_;
@@ -239,13 +251,12 @@ class ALKAID_EXPORT RingConsumer {
 
  private:
   struct Impl;
-  RingConsumer(std::unique_ptr<Impl> impl, uint32_t id, uint32_t tag, uint64_t cursor,
+  RingConsumer(std::unique_ptr<Impl> impl, uint32_t id, uint64_t cursor,
                const ConsumerOptions& options);
   Status WaitForData(std::chrono::steady_clock::time_point deadline);
 
   std::unique_ptr<Impl> impl_;
   uint32_t id_;
-  uint32_t tag_;
   uint64_t cursor_;
   uint64_t lost_ = 0;
   uint64_t pending_lost_ = 0;

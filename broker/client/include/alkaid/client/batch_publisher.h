@@ -1,0 +1,86 @@
+#pragma once
+
+/// \file
+/// Publishing record batches through a shared-memory ring: only the Message
+/// flatbuffer (and the body region's handle) goes through the ring; the
+/// body stays where it was built, in the producer's body segment.
+
+#include <cstdint>
+#include <memory>
+
+#include "alkaid/client/shm_batch_pool.h"
+#include "alkaid/common/export.h"
+#include "alkaid/common/result.h"
+#include "alkaid/common/status.h"
+#include "alkaid/format/ipc/options.h"
+#include "alkaid/format/record_batch.h"
+#include "alkaid/shm/body_allocator.h"
+#include "alkaid/shm/ring.h"
+
+namespace alkaid::client {
+
+/// Counters of a publisher.
+struct PublishStats {
+  uint64_t batches = 0;            ///< batches published
+  uint64_t copied_batches = 0;     ///< of which through PublishCopy
+  uint64_t copied_bytes = 0;       ///< body bytes PublishCopy copied
+  uint64_t metadata_in_region = 0; ///< batches whose metadata exceeded the slot
+};
+
+/// Publishes batches of one schema through a ring whose bodies live in a
+/// BodyAllocator's segment.
+///
+/// Build in place: take a pool with NewPool(), build the columns with
+/// format builders on that pool, make the RecordBatch, Publish(batch, pool).
+/// Nothing is copied: the ring slot receives the Message flatbuffer (its
+/// buffer offsets relative to the region start) and the region's handle.
+/// An existing heap batch goes through PublishCopy(), which copies its body
+/// into a fresh region once.
+///
+/// Dictionary-encoded fields are refused (NotImplemented): dictionaries
+/// are exchanged by the broker.
+///
+/// Thread safety: one producer thread, like the ring and the allocator.
+class ALKAID_EXPORT BatchPublisher {
+ public:
+  /// `ring` must have been created with `bodies` (RingProducer::Create),
+  /// and both must outlive the publisher.
+  static Result<std::unique_ptr<BatchPublisher>> Create(shm::RingProducer* ring,
+                                                        shm::BodyAllocator* bodies,
+                                                        format::SchemaPtr schema);
+
+  /// A pool over a fresh region of `region_bytes` in the body segment
+  /// (waits for space per the allocator's FullPolicy).
+  Result<std::unique_ptr<ShmBatchPool>> NewPool(uint64_t region_bytes);
+
+  /// Publishes `batch`, all of whose buffers lie in `pool`'s region. The
+  /// pool is sealed (no more allocations); the region stays valid while the
+  /// pool lives and is reused once the pool is gone and every consumer has
+  /// released the batch. Invalid if a buffer lies outside the region (or
+  /// the batch is a slice needing re-basing), the schema differs, or the
+  /// pool was already published; CapacityError if the metadata fits neither
+  /// the slot nor the rest of the region; ring errors (TimedOut) otherwise,
+  /// after which Publish may be retried with the same pool.
+  Status Publish(const format::RecordBatch& batch, ShmBatchPool* pool);
+
+  /// Publishes a batch from anywhere (heap, file) by copying its body into
+  /// a new region once, laid out as the IPC writer would (slices re-based).
+  Status PublishCopy(const format::RecordBatch& batch);
+
+  const format::SchemaPtr& schema() const { return schema_; }
+  const PublishStats& stats() const { return stats_; }
+
+ private:
+  BatchPublisher(shm::RingProducer* ring, shm::BodyAllocator* bodies, format::SchemaPtr schema)
+      : ring_(ring), bodies_(bodies), schema_(std::move(schema)) {}
+  Status CheckSchema(const format::RecordBatch& batch) const;
+  Status PublishRegion(ShmBatchPool* pool, uint64_t body_length,
+                       const std::shared_ptr<format::Buffer>& metadata);
+
+  shm::RingProducer* ring_;
+  shm::BodyAllocator* bodies_;
+  format::SchemaPtr schema_;
+  PublishStats stats_;
+};
+
+}  // namespace alkaid::client

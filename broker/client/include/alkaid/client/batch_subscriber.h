@@ -1,0 +1,99 @@
+#pragma once
+
+/// \file
+/// Receiving record batches published by a BatchPublisher, zero-copy: the
+/// arrays' buffers point into the producer's body segment.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+#include "alkaid/common/export.h"
+#include "alkaid/common/result.h"
+#include "alkaid/common/status.h"
+#include "alkaid/format/buffer.h"
+#include "alkaid/format/ipc/options.h"
+#include "alkaid/format/record_batch.h"
+#include "alkaid/shm/body_allocator.h"
+#include "alkaid/shm/ring.h"
+
+namespace alkaid::client {
+
+/// One received batch.
+struct ReceivedBatch {
+  /// The batch; its buffers point into the shared body block, which stays
+  /// referenced (cross-process count) until the last buffer is dropped.
+  format::RecordBatchPtr batch;
+  /// The Message flatbuffer (a private copy) and the body (the shared
+  /// region): framed together they form a valid encapsulated IPC message,
+  /// e.g. to append to a stream file without re-encoding.
+  std::shared_ptr<format::Buffer> metadata;
+  std::shared_ptr<format::Buffer> body;
+  /// Ring sequence of the message.
+  uint64_t sequence = 0;
+  /// Messages lost just before this one (kDropOldest rings only).
+  uint64_t lost_before = 0;
+};
+
+/// Options for BatchSubscriber::Open().
+struct SubscriberOptions {
+  /// How Receive waits (the ring's WaitMode and spin count). The `bodies`
+  /// field is ignored: the subscriber supplies its own reader.
+  shm::ConsumerOptions consumer;
+  /// Decoding options (validation is always on).
+  format::ipc::IpcReadOptions read;
+};
+
+/// Consumes batches of a known schema from a ring and its body segment, in
+/// any process.
+///
+/// Every offset and length that comes from shared memory is checked: the
+/// slot descriptor against the ring's inline capacity and the body block,
+/// the Message by format::ipc::Message::Open and ReadRecordBatch (which
+/// validate every buffer against the body). A bad message is reported as
+/// an error for that message only.
+///
+/// Lifetime: batches keep the body segment mapping and their block alive on
+/// their own and may outlive the subscriber. Thread safety: Receive from one
+/// thread at a time; received batches may be used and dropped anywhere.
+class ALKAID_EXPORT BatchSubscriber {
+ public:
+  ~BatchSubscriber();
+  BatchSubscriber(const BatchSubscriber&) = delete;
+  BatchSubscriber& operator=(const BatchSubscriber&) = delete;
+
+  /// Opens body segment `bodies_name` and registers as a consumer of ring
+  /// `ring_name`. NotImplemented for a schema with dictionary-encoded fields.
+  static Result<std::unique_ptr<BatchSubscriber>> Open(std::string_view ring_name,
+                                                       std::string_view bodies_name,
+                                                       format::SchemaPtr schema,
+                                                       const SubscriberOptions& options = {});
+
+  /// Same, through existing mappings (e.g. a consumer thread in the
+  /// producer's process: RingProducer::segment(), BodyAllocator::segment()).
+  static Result<std::unique_ptr<BatchSubscriber>> Open(std::shared_ptr<shm::Segment> ring,
+                                                       std::shared_ptr<shm::Segment> bodies,
+                                                       format::SchemaPtr schema,
+                                                       const SubscriberOptions& options = {});
+
+  /// The next batch, waiting up to `timeout`. TimedOut, EndOfStream (the
+  /// producer closed the ring), Cancelled (detached), or the decoding error
+  /// of a bad message (which is then skipped).
+  Result<ReceivedBatch> Receive(std::chrono::nanoseconds timeout);
+
+  /// The next batch if one is there; a null `batch` otherwise.
+  Result<ReceivedBatch> TryReceive();
+
+  const format::SchemaPtr& schema() const;
+  /// The underlying ring consumer (id, sequence, lost count).
+  const shm::RingConsumer& consumer() const;
+
+ private:
+  struct Impl;
+  explicit BatchSubscriber(std::unique_ptr<Impl> impl);
+  Result<ReceivedBatch> Decode();
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace alkaid::client

@@ -1,0 +1,107 @@
+#pragma once
+
+/// \file
+/// A format::MemoryPool whose buffers lie in one block of a producer's body
+/// segment, so that format builders write a record batch directly into
+/// shared memory.
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+
+#include "alkaid/common/export.h"
+#include "alkaid/common/result.h"
+#include "alkaid/format/memory_pool.h"
+#include "alkaid/shm/body_allocator.h"
+
+namespace alkaid::client {
+
+/// Carves 64-byte aligned buffers out of ONE block (the batch "region") of a
+/// shm::BodyAllocator. Give it to format::MakeBuilder (or any code taking a
+/// MemoryPool) to build a batch in place; every buffer of that batch then
+/// lies in the region, which BatchPublisher::Publish sends without copying.
+///
+/// Allocation is a bump pointer: Free and shrinking only give space back
+/// when they concern the most recent allocation, and growing the most
+/// recent allocation happens in place. Size the region for the batch plus
+/// the builders' growth (a builder doubles its buffers as it appends, so
+/// reserving capacity up front keeps the waste low).
+///
+/// Lifetime: the pool holds one producer reference on the block until it
+/// is destroyed, so the region stays valid (and is never reused) while the
+/// pool lives, even after publishing. Every buffer allocated from the pool
+/// must be destroyed before the pool (format buffers keep a raw pool
+/// pointer). Once published (Seal()), the pool refuses further
+/// allocations.
+///
+/// Thread safety: Allocate/Reallocate/Free may be called from any thread
+/// (a mutex). Create and the destructor touch the BodyAllocator and must run
+/// on the producer thread.
+class ALKAID_EXPORT ShmBatchPool : public format::MemoryPool {
+ public:
+  ~ShmBatchPool() override;
+
+  /// Allocates a region of `region_bytes` (rounded up to 64) from
+  /// `allocator`, following its FullPolicy. `allocator` must outlive the
+  /// pool.
+  static Result<std::unique_ptr<ShmBatchPool>> Create(shm::BodyAllocator* allocator,
+                                                      uint64_t region_bytes);
+
+  Result<uint8_t*> Allocate(int64_t size, int64_t alignment) override;
+  Result<uint8_t*> Reallocate(uint8_t* ptr, int64_t old_size, int64_t new_size,
+                              int64_t alignment) override;
+  void Free(uint8_t* ptr, int64_t size, int64_t alignment) override;
+  int64_t bytes_allocated() const override;
+  int64_t max_memory() const override;
+  /// "shm:<segment name>".
+  std::string backend_name() const override;
+  using format::MemoryPool::Allocate;
+  using format::MemoryPool::Free;
+
+  /// First byte of the region.
+  uint8_t* region_data() const { return region_; }
+  /// Bytes of the region.
+  uint64_t region_size() const { return region_size_; }
+  /// Bytes from the region start up to the end of the highest allocation
+  /// (a multiple of 64): the body a published batch occupies.
+  uint64_t used_bytes() const;
+  /// Names the region's block for consumers.
+  const shm::BlockHandle& handle() const { return handle_; }
+  /// True if [p, p + n) lies inside the region.
+  bool Contains(const void* p, uint64_t n) const;
+
+  /// True once a BatchPublisher published the region: allocations fail.
+  bool sealed() const;
+
+ private:
+  friend class BatchPublisher;
+  ShmBatchPool(shm::BodyAllocator* allocator, shm::WritableBlock block);
+
+  // Stops further allocations; returns the used extent.
+  uint64_t Seal();
+  // Copies `bytes` into the region after everything allocated so far
+  // (64-aligned); returns their offset from the region start.
+  Result<uint64_t> AppendTail(std::span<const uint8_t> bytes);
+
+  shm::BodyAllocator* allocator_;
+  shm::WritableBlock block_;
+  shm::BlockHandle handle_;
+  uint8_t* region_ = nullptr;
+  uint64_t region_size_ = 0;
+
+  // Whether the pool still holds its own reference besides the one in
+  // block_ (which moves into the ring at publish).
+  bool holds_extra_ref_ = false;
+
+  mutable std::mutex mutex_;
+  uint64_t top_ = 0;        // bump pointer, offset from region_
+  uint64_t last_begin_ = 0; // offset of the most recent live allocation
+  bool has_last_ = false;
+  int64_t allocated_ = 0;
+  int64_t max_allocated_ = 0;
+  bool sealed_ = false;
+};
+
+}  // namespace alkaid::client

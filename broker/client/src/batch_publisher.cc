@@ -1,0 +1,156 @@
+#include "alkaid/client/batch_publisher.h"
+
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "alkaid/format/ipc/dictionary.h"
+#include "alkaid/format/ipc/writer.h"
+#include "batch_descriptor_internal.h"
+
+namespace alkaid::client {
+
+using internal::BatchDescriptor;
+
+namespace {
+
+Status RefuseDictionaries(const format::Schema& schema) {
+  format::ipc::DictionaryMemo memo;
+  ALKAID_RETURN_NOT_OK(memo.AssignIds(schema));
+  if (memo.num_fields() > 0) {
+    return Status::NotImplemented(
+        "batches with dictionary-encoded fields cannot be published through a ring yet: ",
+        memo.num_fields(), " field(s) need dictionary exchange, which the broker provides");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<BatchPublisher>> BatchPublisher::Create(shm::RingProducer* ring,
+                                                               shm::BodyAllocator* bodies,
+                                                               format::SchemaPtr schema) {
+  if (ring == nullptr || bodies == nullptr || schema == nullptr) {
+    return Status::Invalid("BatchPublisher: ring, body allocator and schema are required");
+  }
+  if (ring->options().inline_capacity < sizeof(BatchDescriptor)) {
+    return Status::Invalid("BatchPublisher: ring '", ring->name(), "' has ",
+                           ring->options().inline_capacity,
+                           " inline bytes per slot; a batch descriptor needs ",
+                           sizeof(BatchDescriptor));
+  }
+  ALKAID_RETURN_NOT_OK(RefuseDictionaries(*schema));
+  return std::unique_ptr<BatchPublisher>(new BatchPublisher(ring, bodies, std::move(schema)));
+}
+
+Result<std::unique_ptr<ShmBatchPool>> BatchPublisher::NewPool(uint64_t region_bytes) {
+  return ShmBatchPool::Create(bodies_, region_bytes);
+}
+
+Status BatchPublisher::CheckSchema(const format::RecordBatch& batch) const {
+  if (!batch.schema()->Equals(*schema_)) {
+    return Status::Invalid("BatchPublisher: batch schema ", batch.schema()->ToString(),
+                           " differs from the publisher's ", schema_->ToString());
+  }
+  return Status::OK();
+}
+
+Status BatchPublisher::Publish(const format::RecordBatch& batch, ShmBatchPool* pool) {
+  if (pool == nullptr) return Status::Invalid("BatchPublisher::Publish: null pool");
+  if (!pool->block_.valid()) {
+    return Status::Invalid("BatchPublisher::Publish: region ", pool->handle().offset,
+                           " of '", bodies_->name(), "' was already published");
+  }
+  if (pool->allocator_ != bodies_) {
+    return Status::Invalid("BatchPublisher::Publish: the pool belongs to body segment '",
+                           pool->allocator_->name(), "', the ring's bodies are in '",
+                           bodies_->name(), "'");
+  }
+  ALKAID_RETURN_NOT_OK(CheckSchema(batch));
+  const uint64_t body_length = pool->Seal();
+  ALKAID_ASSIGN_OR_RAISE(auto metadata,
+                         format::ipc::GetRecordBatchMetadataForRegion(
+                             batch, pool->region_data(), static_cast<int64_t>(body_length)));
+  return PublishRegion(pool, body_length, metadata);
+}
+
+Status BatchPublisher::PublishRegion(ShmBatchPool* pool, uint64_t body_length,
+                                     const std::shared_ptr<format::Buffer>& metadata) {
+  const uint64_t md_size = static_cast<uint64_t>(metadata->size());
+  if (md_size > UINT32_MAX) {
+    return Status::CapacityError("BatchPublisher: ", md_size, "-byte metadata");
+  }
+  BatchDescriptor desc;
+  desc.body_length = body_length;
+  desc.metadata_length = static_cast<uint32_t>(md_size);
+  const uint64_t capacity = ring_->options().inline_capacity;
+  const bool inline_md = sizeof(BatchDescriptor) + md_size <= capacity;
+  if (!inline_md) {
+    ALKAID_ASSIGN_OR_RAISE(desc.metadata_offset,
+                           pool->AppendTail({metadata->data(), md_size}));
+    desc.flags = internal::kMetadataInRegion;
+  }
+  // The slot payload: descriptor, then the metadata if it fits.
+  std::vector<std::byte> payload(sizeof(BatchDescriptor) + (inline_md ? md_size : 0));
+  std::memcpy(payload.data(), &desc, sizeof(desc));
+  if (inline_md && md_size > 0) {
+    std::memcpy(payload.data() + sizeof(desc), metadata->data(), md_size);
+  }
+
+  // The pool keeps a reference of its own (the region stays valid while it
+  // lives); the one in its WritableBlock moves into the ring.
+  ALKAID_RETURN_NOT_OK(bodies_->AddRef(pool->handle_));
+  Status st = ring_->Publish(payload, pool->block_);
+  if (!st.ok()) {
+    (void)bodies_->Release(pool->handle_);
+    return st;
+  }
+  pool->holds_extra_ref_ = true;
+  ++stats_.batches;
+  if (!inline_md) ++stats_.metadata_in_region;
+  return Status::OK();
+}
+
+Status BatchPublisher::PublishCopy(const format::RecordBatch& batch) {
+  ALKAID_RETURN_NOT_OK(CheckSchema(batch));
+  // The IPC writer's own layout: every buffer re-based and padded; its
+  // metadata's offsets are relative to the body start, i.e. the region.
+  format::ipc::IpcWriteOptions options;
+  options.alignment = 64;
+  ALKAID_ASSIGN_OR_RAISE(auto payload, format::ipc::GetRecordBatchPayload(batch, options));
+  const uint64_t body_length = static_cast<uint64_t>(payload.body_length);
+  const uint64_t md_size = static_cast<uint64_t>(payload.metadata->size());
+  uint64_t region = body_length;
+  if (sizeof(BatchDescriptor) + md_size > ring_->options().inline_capacity) {
+    region += (md_size + 63) & ~uint64_t{63};
+  }
+  ALKAID_ASSIGN_OR_RAISE(auto pool, NewPool(region == 0 ? 64 : region));
+  // One copy, straight into shared memory, padding zeroed.
+  uint8_t* dst = pool->region_data();
+  if (body_length > 0) {
+    ALKAID_ASSIGN_OR_RAISE(dst, pool->Allocate(static_cast<int64_t>(body_length)));
+  }
+  const uint64_t align = static_cast<uint64_t>(payload.alignment);
+  uint64_t pos = 0;
+  for (const auto& buffer : payload.body_buffers) {
+    const uint64_t size = buffer == nullptr ? 0 : static_cast<uint64_t>(buffer->size());
+    const uint64_t padded = (size + align - 1) / align * align;
+    if (pos + padded > body_length) {
+      return Status::Invalid("BatchPublisher::PublishCopy: body buffers (", pos + padded,
+                             " bytes so far) exceed the declared body length ", body_length);
+    }
+    if (size > 0) std::memcpy(dst + pos, buffer->data(), size);
+    std::memset(dst + pos + size, 0, padded - size);
+    pos += padded;
+  }
+  std::memset(dst + pos, 0, body_length - pos);
+  (void)pool->Seal();
+  ALKAID_RETURN_NOT_OK(PublishRegion(pool.get(), body_length, payload.metadata));
+  ++stats_.copied_batches;
+  stats_.copied_bytes += body_length;
+  // The pool (and its extra reference) goes now: the ring's reference and
+  // the consumers' keep the region alive.
+  return Status::OK();
+}
+
+}  // namespace alkaid::client
