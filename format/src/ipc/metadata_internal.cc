@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "alkaid/format/extension.h"
@@ -396,12 +397,35 @@ Result<SchemaPtr> SchemaFromFlatbuffer(const fbs::Schema* s, DictionaryMemo* mem
   return schema(std::move(fields), MetadataFromFlatbuffer(s->custom_metadata()));
 }
 
+namespace {
+
+// The Verifier checks a vector's length prefix but not that its elements sit
+// at their natural alignment; a hostile buffer can place a vector of 8-byte
+// structs (or int64 scalars) 4 bytes off. Flatbuffers writers never do, so
+// such metadata is refused rather than read misaligned.
+template <typename T>
+Status CheckVectorAlignment(const fb::Vector<T>* v, const char* what, const char* vector) {
+  if (v == nullptr) return Status::OK();
+  using Element = std::remove_cv_t<std::remove_pointer_t<T>>;
+  const auto address = reinterpret_cast<uintptr_t>(v->Data());
+  if (address % alignof(Element) != 0) {
+    return Status::Invalid(what, ": the ", vector, " vector is not ", alignof(Element),
+                           "-byte aligned in the metadata");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
 Result<RecordBatchMeta> RecordBatchFromFlatbuffer(const fbs::RecordBatch* rb,
                                                   const char* what) {
   if (rb == nullptr) return Status::Invalid(what, ": RecordBatch table is missing");
   RecordBatchMeta out;
   out.length = rb->length();
   if (out.length < 0) return Status::Invalid(what, ": negative length ", out.length);
+  ALKAID_RETURN_NOT_OK(CheckVectorAlignment(rb->nodes(), what, "nodes"));
+  ALKAID_RETURN_NOT_OK(CheckVectorAlignment(rb->buffers(), what, "buffers"));
+  ALKAID_RETURN_NOT_OK(CheckVectorAlignment(rb->variadicBufferCounts(), what, "variadicBufferCounts"));
   if (rb->nodes() != nullptr) {
     out.nodes.reserve(rb->nodes()->size());
     for (const fbs::FieldNode* n : *rb->nodes()) {
@@ -509,6 +533,8 @@ Result<FooterMeta> ReadFooter(const uint8_t* data, int64_t size, DictionaryMemo*
   auto schema_result = SchemaFromFlatbuffer(f->schema(), memo, max_depth);
   if (!schema_result.ok()) return schema_result.status().WithContext("file footer schema");
   out.schema = *std::move(schema_result);
+  ALKAID_RETURN_NOT_OK(CheckVectorAlignment(f->dictionaries(), "file footer", "dictionaries"));
+  ALKAID_RETURN_NOT_OK(CheckVectorAlignment(f->recordBatches(), "file footer", "recordBatches"));
   auto blocks = [](const fb::Vector<const fbs::Block*>* v, std::vector<BlockMeta>* dst) {
     if (v == nullptr) return;
     dst->reserve(v->size());
