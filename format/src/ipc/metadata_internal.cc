@@ -401,11 +401,12 @@ namespace {
 
 // The Verifier checks a vector's length prefix but not that its elements sit
 // at their natural alignment; a hostile buffer can place a vector of 8-byte
-// structs (or int64 scalars) 4 bytes off. Flatbuffers writers never do, so
-// such metadata is refused rather than read misaligned.
+// structs (or int64 scalars) 4 bytes off. Flatbuffers writers align every
+// non-empty vector (empty ones may sit anywhere: nothing is read from them),
+// so misaligned elements are refused rather than read.
 template <typename T>
 Status CheckVectorAlignment(const fb::Vector<T>* v, const char* what, const char* vector) {
-  if (v == nullptr) return Status::OK();
+  if (v == nullptr || v->size() == 0) return Status::OK();
   using Element = std::remove_cv_t<std::remove_pointer_t<T>>;
   const auto address = reinterpret_cast<uintptr_t>(v->Data());
   if (address % alignof(Element) != 0) {
