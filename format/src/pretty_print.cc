@@ -174,6 +174,10 @@ void AppendTimestamp(std::string* out, int64_t value, TimeUnit unit) {
   AppendTimeOfDay(out, static_cast<uint64_t>(within_day), unit);
 }
 
+// Largest |scale| written in plain notation: every decimal the format can
+// hold at a sensible scale (precision <= 76) fits; beyond it, an exponent.
+constexpr int32_t kMaxPlainScale = 100;
+
 /// Exact decimal text of a little-endian two's complement integer of
 /// `byte_width` bytes (4, 8, 16 or 32), with `scale` fractional digits.
 void AppendDecimal(std::string* out, const uint8_t* bytes, int byte_width, int32_t scale) {
@@ -215,6 +219,16 @@ void AppendDecimal(std::string* out, const uint8_t* bytes, int byte_width, int32
   while (digits.size() > 1 && digits.back() == '0') digits.pop_back();
   if (digits.empty()) digits = "0";
   std::string text(digits.rbegin(), digits.rend());
+  if (scale > kMaxPlainScale || scale < -kMaxPlainScale) {
+    // The scale comes from metadata and may be anything in int32: beyond what
+    // plain notation can show in reasonable space, write the unscaled
+    // integer with an exponent ("123E-2147483648").
+    if (negative) out->push_back('-');
+    out->append(text);
+    out->append("E");
+    out->append(std::to_string(-static_cast<int64_t>(scale)));
+    return;
+  }
   if (scale > 0) {
     const auto s = static_cast<size_t>(scale);
     if (text.size() <= s) text.insert(0, s + 1 - text.size(), '0');

@@ -1,6 +1,7 @@
 #include "alkaid/format/pretty_print.h"
 
 #include <array>
+#include <climits>
 #include <cmath>
 #include <limits>
 
@@ -74,6 +75,13 @@ TEST(FormatValueTest, DecimalsAreExact) {
   EXPECT_EQ(Values(Fixed<int64_t>(decimal64(18, 0), {-9, 123456789012345678})),
             "-9 | 123456789012345678");
   EXPECT_EQ(Values(Fixed<int32_t>(decimal32(5, -2), {123, 0, -7})), "12300 | 0 | -700");
+  // Scales from hostile metadata: an exponent instead of billions of zeros
+  // (found by ipc_message_fuzz).
+  EXPECT_EQ(Values(Fixed<int32_t>(decimal32(5, INT32_MIN), {123, -7})),
+            "123E2147483648 | -7E2147483648");
+  EXPECT_EQ(Values(Fixed<int32_t>(decimal32(5, INT32_MAX), {123})), "123E-2147483647");
+  EXPECT_EQ(Values(Fixed<int32_t>(decimal32(5, 100), {1})),
+            "0." + std::string(99, '0') + "1");
   static_assert(sizeof(D32) == 4 && sizeof(D64) == 8);
   using D128 = std::array<uint8_t, 16>;
   D128 max128 = LittleEndian<16>(~uint64_t{0}, 0xff);

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The alkaid tool's contract with scripts: exit codes, --help, errors on stderr.
-#   cli_test.sh <alkaid> <gold-dir>
+#   cli_test.sh <alkaid> <gold-dir> <fuzz-corpus-dir>
 set -uo pipefail
 alkaid=$1
 dir=$2
+corpus=${3:-}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail=0
@@ -50,4 +51,18 @@ expect 0 "schema from stdin" sh -c "\"$alkaid\" schema - < \"$dir/generated_cust
 grep -q "metadata" "$work/out" || { echo "FAILED: schema shows no metadata" >&2; fail=1; }
 expect 0 "cat --limit" "$alkaid" cat "$dir/generated_primitive.stream" --limit 2
 [ "$(grep -c '^{' "$work/out")" -eq 2 ] || { echo "FAILED: --limit 2 printed other than 2 rows" >&2; fail=1; }
+# Inputs the fuzzers found bugs with: validate and cat end quickly, with
+# exit 0 or 1 (never a crash, never a usage/I-O code).
+if [ -n "$corpus" ]; then
+  for f in "$corpus"/ipc_*/*; do
+    for sub in validate cat; do
+      timeout 20 "$alkaid" "$sub" "$f" >/dev/null 2>&1
+      code=$?
+      if [ "$code" -ne 0 ] && [ "$code" -ne 1 ]; then
+        echo "FAILED: alkaid $sub $f: exit $code" >&2
+        fail=1
+      fi
+    done
+  done
+fi
 exit $fail
