@@ -11,7 +11,7 @@ seconds="${1:-60}"
 scripts/build.sh fuzz
 gold=tests/data/arrow-gold/cpp-21.0.0
 status=0
-for target in ipc_stream_fuzz ipc_file_fuzz ipc_message_fuzz unsafe_row_fuzz; do
+for target in ipc_stream_fuzz ipc_file_fuzz ipc_message_fuzz unsafe_row_fuzz control_protocol_fuzz; do
   work="build/fuzz/corpus/$target"
   mkdir -p "$work"
   seeds=()
@@ -19,6 +19,7 @@ for target in ipc_stream_fuzz ipc_file_fuzz ipc_message_fuzz unsafe_row_fuzz; do
   case $target in
     ipc_file_fuzz) cp -n "$gold"/*.arrow_file "$work"/ ;;
     unsafe_row_fuzz) ;;  # row batches: only its own seeds in fuzz/corpus/unsafe_row_fuzz
+    control_protocol_fuzz) ;;  # control frames: only its own seeds in fuzz/corpus/control_protocol_fuzz
     *) cp -n "$gold"/*.stream "$work"/ ;;
   esac
   echo "== $target for ${seconds}s"

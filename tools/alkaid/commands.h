@@ -55,4 +55,31 @@ int RunRowsEncode(const RowsOptions& options);
 /// UnsafeRow batch file + schema -> IPC stream.
 int RunRowsDecode(const RowsOptions& options);
 
+struct BrokerToolOptions {
+  std::string socket;  ///< empty: the client's default (ALKAID_BROKER_SOCKET...)
+};
+/// Lists the broker's topics with producers, consumers, depth and drops.
+int RunTopics(const BrokerToolOptions& options);
+
+struct PublishOptions {
+  std::string socket;
+  std::string topic;
+  std::string input;
+  uint64_t segment_bytes = 0;  ///< topic option if this creates it; 0: broker default
+  uint32_t ring_slots = 0;
+};
+/// Streams an IPC stream or file into a topic, then detaches (end of stream).
+int RunPublish(const PublishOptions& options);
+
+struct SubscribeOptions {
+  std::string socket;
+  std::string topic;
+  std::string out = "-";
+  int64_t count = -1;            ///< stop after N batches; -1: no limit
+  double timeout_seconds = 0;    ///< stop after this long without data; 0: never
+  bool from_oldest = false;
+};
+/// Writes what arrives on a topic as an IPC stream.
+int RunSubscribe(const SubscribeOptions& options);
+
 }  // namespace alkaid::tools

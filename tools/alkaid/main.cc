@@ -110,6 +110,42 @@ int main(int argc, char** argv) {
   rd->add_option("output", rows_decode.output, "IPC stream path, or - for stdout")->required();
   rd->callback([&] { code = tools::RunRowsDecode(rows_decode); });
 
+  tools::BrokerToolOptions topics;
+  auto* topics_cmd = app.add_subcommand(
+      "topics", "List the broker's topics: producers, consumers, published, depth, drops");
+  topics_cmd->add_option("--socket", topics.socket, "Broker socket (default: the client's)");
+  topics_cmd->callback([&] { code = tools::RunTopics(topics); });
+
+  tools::PublishOptions publish;
+  auto* publish_cmd = app.add_subcommand(
+      "publish", "Stream an IPC stream or file into a topic, then end the stream");
+  publish_cmd->add_option("topic", publish.topic, "Topic name")->required();
+  publish_cmd->add_option("input", publish.input, "IPC stream or file, or - for stdin")
+      ->required();
+  publish_cmd->add_option("--socket", publish.socket, "Broker socket (default: the client's)");
+  publish_cmd->add_option("--segment-bytes", publish.segment_bytes,
+                          "Body segment size if this creates the topic (0: broker default)");
+  publish_cmd->add_option("--ring-slots", publish.ring_slots,
+                          "Ring slots if this creates the topic (0: broker default)");
+  publish_cmd->callback([&] { code = tools::RunPublish(publish); });
+
+  tools::SubscribeOptions subscribe;
+  auto* subscribe_cmd = app.add_subcommand(
+      "subscribe", "Write what arrives on a topic as an IPC stream; ends at end of stream, "
+                   "after --count batches or --timeout seconds without data");
+  subscribe_cmd->add_option("topic", subscribe.topic, "Topic name")->required();
+  subscribe_cmd->add_option("--out", subscribe.out, "Output path, or - for stdout")
+      ->capture_default_str();
+  subscribe_cmd->add_option("--count", subscribe.count, "Stop after N batches")
+      ->check(CLI::NonNegativeNumber);
+  subscribe_cmd->add_option("--timeout", subscribe.timeout_seconds,
+                            "Stop after SEC seconds without data")
+      ->check(CLI::PositiveNumber);
+  subscribe_cmd->add_flag("--from-oldest", subscribe.from_oldest,
+                          "Start at the oldest batch still held (not available yet)");
+  subscribe_cmd->add_option("--socket", subscribe.socket, "Broker socket (default: the client's)");
+  subscribe_cmd->callback([&] { code = tools::RunSubscribe(subscribe); });
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,100 @@
+#pragma once
+
+/// \file
+/// Publishing record batches to a topic of the broker.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "alkaid/client/broker_client.h"
+#include "alkaid/client/shm_batch_pool.h"
+#include "alkaid/common/export.h"
+#include "alkaid/common/result.h"
+#include "alkaid/common/status.h"
+#include "alkaid/format/record_batch.h"
+
+namespace alkaid::client {
+
+/// Options for Producer::Open().
+struct ProducerOptions {
+  /// Broker socket; empty: DefaultBrokerSocket().
+  std::string socket_path;
+  /// Used if this producer creates the topic.
+  TopicOptions topic;
+  /// Longest wait of Publish for ring room (kBlockProducer) or body space.
+  std::chrono::milliseconds publish_timeout{5000};
+  /// Consumers attached to the topic before this producer are given this
+  /// long to register on its ring, so that they see its first message.
+  std::chrono::milliseconds wait_for_consumers{2000};
+  /// Close() waits this long for the active consumers to read every
+  /// published batch before it drops the producer's references (a body
+  /// nobody has acquired yet would otherwise be gone). Dead consumers are
+  /// detached meanwhile and do not hold it up.
+  std::chrono::milliseconds drain_timeout{5000};
+};
+
+/// Counters of a producer.
+struct ProducerStats {
+  uint64_t published = 0;
+  uint64_t copied_bytes = 0;
+  /// Consumer registrations detached because their process died.
+  uint64_t dead_consumers_detached = 0;
+};
+
+/// One producer of a topic. Owns a ring and a body segment (named by the
+/// broker, created here) and publishes batches into them; the broker never
+/// sees the data.
+///
+/// A watchdog thread listens to the broker (a consumer's death) and checks
+/// the pids of the ring's consumers every 200 ms, detaching dead ones so
+/// that they never hold the producer back, also while the broker is down.
+///
+/// Thread safety: NewBatchPool, Publish, PublishCopy and Close from one
+/// thread at a time. Errors are Status values; nothing throws.
+class ALKAID_EXPORT Producer {
+ public:
+  ~Producer();  ///< Close()
+  Producer(const Producer&) = delete;
+  Producer& operator=(const Producer&) = delete;
+
+  /// Connects to the broker, creates topic `topic` with `schema` (or checks
+  /// that the existing topic has this schema: Invalid naming both
+  /// otherwise), attaches as a producer and creates the segments.
+  /// NotImplemented for dictionary-encoded fields (late joiners would need
+  /// the dictionary state; a later step). IOError if no broker answers.
+  static Result<std::unique_ptr<Producer>> Open(const std::string& topic,
+                                                format::SchemaPtr schema,
+                                                const ProducerOptions& options = {});
+
+  /// A memory pool over a fresh region of `region_bytes` in this producer's
+  /// body segment: build a batch there with format builders, then
+  /// Publish(batch, pool). See ShmBatchPool for the rules.
+  Result<std::unique_ptr<ShmBatchPool>> NewBatchPool(uint64_t region_bytes);
+
+  /// Publishes a batch built in `pool` without copying it.
+  Status Publish(const format::RecordBatch& batch, ShmBatchPool* pool);
+
+  /// Publishes a batch from anywhere by copying its body once.
+  Status PublishCopy(const format::RecordBatch& batch);
+
+  /// Ends the stream: consumers read what was published, then get
+  /// EndOfStream. Waits (up to ProducerOptions::drain_timeout) until every
+  /// active consumer has read everything, detaches from the broker and
+  /// removes the segment names. Idempotent; works when the broker is gone.
+  Status Close();
+
+  const std::string& topic() const;
+  const format::SchemaPtr& schema() const;
+  ProducerStats stats() const;
+  /// True once the broker connection was lost (the data path still works).
+  bool broker_lost() const;
+
+ private:
+  struct Impl;
+  explicit Producer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace alkaid::client

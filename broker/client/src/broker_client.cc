@@ -1,0 +1,78 @@
+#include "alkaid/client/broker_client.h"
+
+#include "connection_internal.h"
+
+namespace alkaid::client {
+
+namespace p = broker::protocol;
+
+struct BrokerClient::Impl {
+  std::unique_ptr<internal::BrokerConnection> connection;
+};
+
+BrokerClient::BrokerClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+BrokerClient::~BrokerClient() = default;
+
+Result<std::unique_ptr<BrokerClient>> BrokerClient::Connect(const std::string& socket_path) {
+  auto impl = std::make_unique<Impl>();
+  ALKAID_ASSIGN_OR_RAISE(impl->connection, internal::BrokerConnection::Connect(socket_path));
+  return std::unique_ptr<BrokerClient>(new BrokerClient(std::move(impl)));
+}
+
+Result<bool> BrokerClient::CreateTopic(const std::string& name, const format::SchemaPtr& schema,
+                                       const TopicOptions& options) {
+  ALKAID_RETURN_NOT_OK(p::ValidateTopicName(name));
+  ALKAID_ASSIGN_OR_RAISE(auto bytes, internal::SerializeSchema(schema));
+  p::Request request;
+  request.type = p::RequestType::kCreateTopic;
+  request.config = internal::MakeTopicConfig(name, std::move(bytes), options);
+  ALKAID_ASSIGN_OR_RAISE(auto reply, impl_->connection->Call(std::move(request)));
+  return reply.created;
+}
+
+Result<std::vector<TopicStatus>> BrokerClient::ListTopics() {
+  p::Request request;
+  request.type = p::RequestType::kListTopics;
+  ALKAID_ASSIGN_OR_RAISE(auto reply, impl_->connection->Call(std::move(request)));
+  std::vector<TopicStatus> out;
+  for (const auto& t : reply.topics) {
+    TopicStatus status;
+    status.name = t.config.name;
+    auto schema = internal::DeserializeSchema(t.config.schema);
+    if (schema.ok()) status.schema = *schema;
+    status.ring_slots = t.config.ring_slots;
+    status.segment_bytes = t.config.segment_bytes;
+    status.policy = t.config.policy == p::Policy::kDropOldest
+                        ? shm::SlowConsumerPolicy::kDropOldest
+                        : shm::SlowConsumerPolicy::kBlockProducer;
+    status.producers = t.producers;
+    status.consumers = t.consumers;
+    status.published = t.published;
+    status.depth = t.depth;
+    status.drops = t.drops;
+    out.push_back(std::move(status));
+  }
+  return out;
+}
+
+Result<BrokerStatus> BrokerClient::Stats() {
+  p::Request request;
+  request.type = p::RequestType::kGetStats;
+  ALKAID_ASSIGN_OR_RAISE(auto reply, impl_->connection->Call(std::move(request)));
+  const p::BrokerStats& s = reply.stats;
+  BrokerStatus out;
+  out.name = s.name;
+  out.pid = s.pid;
+  out.uptime_ms = s.uptime_ms;
+  out.connections = s.connections;
+  out.topics = s.topics;
+  out.producers = s.producers;
+  out.consumers = s.consumers;
+  out.segments = s.segments;
+  out.reserved_bytes = s.reserved_bytes;
+  out.shm_limit = s.shm_limit;
+  out.rejected_frames = s.rejected_frames;
+  return out;
+}
+
+}  // namespace alkaid::client

@@ -1,0 +1,158 @@
+#include "connection_internal.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <signal.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "alkaid/format/ipc/io.h"
+#include "alkaid/format/ipc/reader.h"
+#include "alkaid/format/ipc/writer.h"
+#include "protocol/paths.h"
+
+namespace alkaid::client {
+
+std::string DefaultBrokerSocket() { return broker::protocol::ClientSocketPath(); }
+
+namespace internal {
+
+namespace p = broker::protocol;
+
+BrokerConnection::~BrokerConnection() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Result<std::unique_ptr<BrokerConnection>> BrokerConnection::Connect(
+    const std::string& socket_path) {
+  const std::string path = socket_path.empty() ? DefaultBrokerSocket() : socket_path;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr.sun_path)) {
+    return Status::Invalid("broker socket path '", path, "' is too long");
+  }
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Status::FromErrno(errno, "socket");
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return Status::IOError("cannot reach the broker at ", path, ": ", std::strerror(err),
+                           " (is alkaid-broker running? set ", p::kSocketEnvVar,
+                           " or --socket to its socket)");
+  }
+  return std::unique_ptr<BrokerConnection>(new BrokerConnection(fd, path));
+}
+
+Result<p::ServerMessage> BrokerConnection::ReadMessage(std::chrono::milliseconds timeout) {
+  auto frame = p::ReadFrame(fd_, &in_, timeout);
+  if (!frame.ok()) {
+    if (frame.status().code() == StatusCode::kIOError) lost_ = true;
+    return frame.status();
+  }
+  return p::DecodeServerMessage(*frame);
+}
+
+Result<p::Reply> BrokerConnection::Call(p::Request request, std::chrono::milliseconds timeout) {
+  if (lost_) return Status::IOError("the broker at ", socket_path_, " hung up");
+  request.id = next_id_++;
+  const auto framed = p::Frame(p::EncodeRequest(request));
+  ALKAID_RETURN_NOT_OK(p::WriteAll(fd_, framed));
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      return Status::TimedOut("no reply from the broker at ", socket_path_, " to ",
+                              p::RequestTypeName(request.type));
+    }
+    ALKAID_ASSIGN_OR_RAISE(auto message, ReadMessage(left));
+    if (message.is_event) {
+      events_.push_back(std::move(message.event));
+      continue;
+    }
+    // id 0: the broker refused the connection or the frame itself.
+    if (message.reply.request_id != request.id && message.reply.request_id != 0) continue;
+    if (!message.reply.status.ok()) return message.reply.status;
+    return std::move(message.reply);
+  }
+}
+
+Status BrokerConnection::Send(p::Request request) {
+  if (lost_) return Status::IOError("the broker at ", socket_path_, " hung up");
+  request.id = next_id_++;
+  return p::WriteAll(fd_, p::Frame(p::EncodeRequest(request)));
+}
+
+Result<std::optional<p::Event>> BrokerConnection::NextEvent(std::chrono::milliseconds timeout) {
+  if (!events_.empty()) {
+    p::Event event = std::move(events_.front());
+    events_.pop_front();
+    return std::optional<p::Event>(std::move(event));
+  }
+  if (lost_) return Status::IOError("the broker at ", socket_path_, " hung up");
+  auto message = ReadMessage(timeout);
+  if (!message.ok()) {
+    if (message.status().code() == StatusCode::kTimedOut) return std::optional<p::Event>();
+    return message.status();
+  }
+  if (!message->is_event) return std::optional<p::Event>();  // a stray reply
+  return std::optional<p::Event>(std::move(message->event));
+}
+
+Result<std::vector<uint8_t>> SerializeSchema(const format::SchemaPtr& schema) {
+  ALKAID_ASSIGN_OR_RAISE(auto sink, format::ipc::BufferOutputStream::Create());
+  if (schema == nullptr) return Status::Invalid("the schema is null");
+  ALKAID_ASSIGN_OR_RAISE(auto writer, format::ipc::MakeStreamWriter(sink.get(), schema));
+  ALKAID_RETURN_NOT_OK(writer->Close());
+  ALKAID_ASSIGN_OR_RAISE(auto buffer, sink->Finish());
+  return std::vector<uint8_t>(buffer->data(), buffer->data() + buffer->size());
+}
+
+Result<format::SchemaPtr> DeserializeSchema(const std::vector<uint8_t>& bytes) {
+  auto buffer = std::make_shared<format::Buffer>(bytes.data(), static_cast<int64_t>(bytes.size()));
+  format::ipc::BufferReader input(buffer);
+  ALKAID_ASSIGN_OR_RAISE(auto reader, format::ipc::RecordBatchStreamReader::Open(&input));
+  if (reader->dictionary_memo().num_fields() > 0) {
+    return Status::NotImplemented("dictionary-encoded fields are not supported through the "
+                                  "broker yet");
+  }
+  return reader->schema();
+}
+
+bool ProcessIsGone(uint32_t pid) {
+  if (pid == 0) return false;
+  if (::kill(static_cast<pid_t>(pid), 0) == -1 && errno == ESRCH) return true;
+  // A killed child its parent has not reaped yet still answers kill(); its
+  // state in /proc/<pid>/stat (after the parenthesised command) is Z or X.
+  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  std::FILE* f = std::fopen(path.c_str(), "re");
+  if (f == nullptr) return false;
+  char line[512];
+  const std::size_t n = std::fread(line, 1, sizeof(line) - 1, f);
+  std::fclose(f);
+  line[n] = '\0';
+  const char* close = std::strrchr(line, ')');
+  if (close == nullptr || close[1] != ' ') return false;
+  return close[2] == 'Z' || close[2] == 'X';
+}
+
+p::TopicConfig MakeTopicConfig(const std::string& topic, std::vector<uint8_t> schema,
+                               const TopicOptions& options) {
+  p::TopicConfig config;
+  config.name = topic;
+  config.schema = std::move(schema);
+  config.ring_slots = options.ring_slots;
+  config.segment_bytes = options.segment_bytes;
+  config.policy = options.policy == shm::SlowConsumerPolicy::kDropOldest
+                      ? p::Policy::kDropOldest
+                      : p::Policy::kBlockProducer;
+  return config;
+}
+
+}  // namespace internal
+}  // namespace alkaid::client

@@ -1,0 +1,72 @@
+#pragma once
+
+// A client's connection to the broker: synchronous requests and replies,
+// with the events the broker pushes in between queued for the caller.
+// Internal to the client library.
+
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "alkaid/client/broker_client.h"
+#include "alkaid/common/result.h"
+#include "alkaid/common/status.h"
+#include "alkaid/format/type.h"
+#include "protocol/control.h"
+#include "protocol/frame.h"
+
+namespace alkaid::client::internal {
+
+/// Thread safety: one thread at a time.
+class BrokerConnection {
+ public:
+  ~BrokerConnection();
+
+  /// Connects to `socket_path` (empty: DefaultBrokerSocket()).
+  static Result<std::unique_ptr<BrokerConnection>> Connect(const std::string& socket_path);
+
+  /// Sends `request` (its id is assigned here) and waits up to `timeout`
+  /// for its reply; returns the reply's status as an error if not OK.
+  Result<broker::protocol::Reply> Call(broker::protocol::Request request,
+                                       std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+  /// Sends a request that has no reply.
+  Status Send(broker::protocol::Request request);
+
+  /// The next event: queued, or read within `timeout` (0: no wait).
+  /// nullopt if none; IOError once the broker hung up.
+  Result<std::optional<broker::protocol::Event>> NextEvent(std::chrono::milliseconds timeout);
+
+  const std::string& socket_path() const { return socket_path_; }
+  int fd() const { return fd_; }
+  bool lost() const { return lost_; }
+
+ private:
+  BrokerConnection(int fd, std::string path) : fd_(fd), socket_path_(std::move(path)) {}
+  Result<broker::protocol::ServerMessage> ReadMessage(std::chrono::milliseconds timeout);
+
+  int fd_;
+  std::string socket_path_;
+  broker::protocol::FrameAssembler in_;
+  std::deque<broker::protocol::Event> events_;
+  uint64_t next_id_ = 1;
+  bool lost_ = false;
+};
+
+/// The schema as one framed IPC Schema message plus end-of-stream.
+Result<std::vector<uint8_t>> SerializeSchema(const format::SchemaPtr& schema);
+/// The inverse; NotImplemented for dictionary-encoded fields.
+Result<format::SchemaPtr> DeserializeSchema(const std::vector<uint8_t>& bytes);
+
+/// True if process `pid` has exited (no such process, or a zombie waiting
+/// to be reaped). A process of another user that is alive counts as alive.
+bool ProcessIsGone(uint32_t pid);
+
+broker::protocol::TopicConfig MakeTopicConfig(const std::string& topic,
+                                              std::vector<uint8_t> schema,
+                                              const TopicOptions& options);
+
+}  // namespace alkaid::client::internal

@@ -1,0 +1,259 @@
+#include "alkaid/client/producer.h"
+
+#include <atomic>
+#include <thread>
+
+#include "alkaid/client/batch_publisher.h"
+#include "alkaid/shm/body_allocator.h"
+#include "alkaid/shm/ring.h"
+#include "alkaid/shm/segment.h"
+#include "connection_internal.h"
+
+namespace alkaid::client {
+
+namespace p = broker::protocol;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+constexpr auto kPidCheckInterval = std::chrono::milliseconds(200);
+constexpr auto kStatsInterval = std::chrono::milliseconds(500);
+}  // namespace
+
+struct Producer::Impl {
+  std::string topic;
+  format::SchemaPtr schema;
+  ProducerOptions options;
+  std::unique_ptr<internal::BrokerConnection> connection;
+  uint64_t producer_id = 0;
+  std::string ring_name;
+  std::string bodies_name;
+  std::unique_ptr<shm::BodyAllocator> bodies;
+  std::unique_ptr<shm::RingProducer> ring;
+  std::unique_ptr<BatchPublisher> publisher;
+
+  std::thread watchdog;
+  std::atomic<bool> stop{false};
+  std::atomic<bool> broker_lost{false};
+  std::atomic<uint64_t> published{0};
+  std::atomic<uint64_t> dead_detached{0};
+  bool closed = false;
+
+  ~Impl() {
+    StopWatchdog();
+    publisher.reset();
+    ring.reset();
+    bodies.reset();
+  }
+
+  void RemoveNames() {
+    if (!ring_name.empty()) (void)shm::Segment::Remove(ring_name);
+    if (!bodies_name.empty()) (void)shm::Segment::Remove(bodies_name);
+  }
+
+  // Detaches every ring registration of a process that is gone (all of
+  // them if `only_pid` is 0; those of `only_pid` otherwise).
+  void DetachDeadConsumers(uint32_t only_pid) {
+    for (const auto& c : ring->ConsumersGuess()) {
+      if (!c.active || c.pid == 0) continue;
+      if (only_pid != 0 && c.pid != only_pid) continue;
+      if (!internal::ProcessIsGone(c.pid)) continue;
+      if (ring->DetachConsumer(c.id).ok()) dead_detached.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+
+  void ReportStats() {
+    p::Request request;
+    request.type = p::RequestType::kProducerStats;
+    request.target_id = producer_id;
+    request.published = published.load(std::memory_order_relaxed);
+    uint64_t min_cursor = request.published;
+    for (const auto& c : ring->ConsumersGuess()) {
+      if (!c.active) continue;
+      min_cursor = std::min(min_cursor, c.cursor);
+      request.drops += c.lost;
+    }
+    request.depth = request.published - std::min(min_cursor, request.published);
+    if (!connection->Send(std::move(request)).ok()) broker_lost = true;
+  }
+
+  // The watchdog thread: the only user of `connection` while it runs.
+  void WatchdogLoop() {
+    auto next_pid_check = Clock::now();
+    auto next_stats = Clock::now() + kStatsInterval;
+    while (!stop.load(std::memory_order_acquire)) {
+      if (!broker_lost) {
+        auto event = connection->NextEvent(std::chrono::milliseconds(50));
+        if (!event.ok()) {
+          broker_lost = true;  // data keeps flowing; only the control plane is gone
+        } else if (event->has_value() && (*event)->type == p::EventType::kConsumerGone) {
+          DetachDeadConsumers((*event)->pid);
+        }
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      const auto now = Clock::now();
+      if (now >= next_pid_check) {
+        DetachDeadConsumers(0);
+        next_pid_check = now + kPidCheckInterval;
+      }
+      if (!broker_lost && now >= next_stats) {
+        ReportStats();
+        next_stats = now + kStatsInterval;
+      }
+    }
+  }
+
+  void StopWatchdog() {
+    stop.store(true, std::memory_order_release);
+    if (watchdog.joinable()) watchdog.join();
+  }
+};
+
+Producer::Producer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Producer::~Producer() { (void)Close(); }
+
+Result<std::unique_ptr<Producer>> Producer::Open(const std::string& topic,
+                                                 format::SchemaPtr schema,
+                                                 const ProducerOptions& options) {
+  ALKAID_RETURN_NOT_OK(p::ValidateTopicName(topic));
+  ALKAID_ASSIGN_OR_RAISE(auto schema_bytes, internal::SerializeSchema(schema));
+  auto impl = std::make_unique<Impl>();
+  impl->topic = topic;
+  impl->schema = schema;
+  impl->options = options;
+  ALKAID_ASSIGN_OR_RAISE(impl->connection,
+                         internal::BrokerConnection::Connect(options.socket_path));
+
+  p::Request create;
+  create.type = p::RequestType::kCreateTopic;
+  create.config = internal::MakeTopicConfig(topic, std::move(schema_bytes), options.topic);
+  ALKAID_RETURN_NOT_OK(impl->connection->Call(std::move(create)).status());
+
+  p::Request attach;
+  attach.type = p::RequestType::kAttachProducer;
+  attach.topic = topic;
+  ALKAID_ASSIGN_OR_RAISE(auto reply, impl->connection->Call(std::move(attach)));
+  impl->producer_id = reply.attached_id;
+  impl->ring_name = reply.ring;
+  impl->bodies_name = reply.bodies;
+
+  auto setup = [&]() -> Status {
+    shm::SegmentOptions access;
+    access.access = reply.segment_mode == 0660 ? shm::SegmentAccess::kOwnerAndGroup
+                                               : shm::SegmentAccess::kOwnerOnly;
+    shm::BodyAllocatorOptions body_options;
+    body_options.full_policy = shm::FullPolicy::kWait;
+    body_options.wait_timeout = options.publish_timeout;
+    body_options.segment = access;
+    ALKAID_ASSIGN_OR_RAISE(impl->bodies, shm::BodyAllocator::Create(
+                                             reply.bodies, reply.config.segment_bytes,
+                                             body_options));
+    shm::RingOptions ring_options;
+    ring_options.slot_count = reply.config.ring_slots;
+    ring_options.policy = reply.config.policy == p::Policy::kDropOldest
+                              ? shm::SlowConsumerPolicy::kDropOldest
+                              : shm::SlowConsumerPolicy::kBlockProducer;
+    ring_options.publish_timeout = options.publish_timeout;
+    ring_options.segment = access;
+    ALKAID_ASSIGN_OR_RAISE(impl->ring, shm::RingProducer::Create(reply.ring, ring_options,
+                                                                 impl->bodies.get()));
+    ALKAID_ASSIGN_OR_RAISE(impl->publisher, BatchPublisher::Create(
+                                                impl->ring.get(), impl->bodies.get(), schema));
+    p::Request ready;
+    ready.type = p::RequestType::kProducerReady;
+    ready.target_id = impl->producer_id;
+    return impl->connection->Call(std::move(ready)).status();
+  };
+  const Status st = setup();
+  if (!st.ok()) {
+    impl->publisher.reset();
+    impl->ring.reset();
+    impl->bodies.reset();
+    impl->RemoveNames();
+    return st;
+  }
+
+  // Consumers already subscribed learn of us through the broker and register
+  // on our ring; give them a moment so that they see our first batch.
+  const auto deadline = Clock::now() + options.wait_for_consumers;
+  while (reply.consumers > 0 && Clock::now() < deadline) {
+    uint32_t active = 0;
+    for (const auto& c : impl->ring->ConsumersGuess()) active += c.active ? 1 : 0;
+    if (active >= reply.consumers) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  Impl* raw = impl.get();
+  impl->watchdog = std::thread([raw] { raw->WatchdogLoop(); });
+  return std::unique_ptr<Producer>(new Producer(std::move(impl)));
+}
+
+Result<std::unique_ptr<ShmBatchPool>> Producer::NewBatchPool(uint64_t region_bytes) {
+  if (impl_->closed) return Status::Invalid("producer of '", impl_->topic, "' is closed");
+  return impl_->publisher->NewPool(region_bytes);
+}
+
+Status Producer::Publish(const format::RecordBatch& batch, ShmBatchPool* pool) {
+  if (impl_->closed) return Status::Invalid("producer of '", impl_->topic, "' is closed");
+  ALKAID_RETURN_NOT_OK_CTX(impl_->publisher->Publish(batch, pool),
+                           "topic '" << impl_->topic << "'");
+  impl_->published.fetch_add(1, std::memory_order_relaxed);
+  return Status::OK();
+}
+
+Status Producer::PublishCopy(const format::RecordBatch& batch) {
+  if (impl_->closed) return Status::Invalid("producer of '", impl_->topic, "' is closed");
+  ALKAID_RETURN_NOT_OK_CTX(impl_->publisher->PublishCopy(batch),
+                           "topic '" << impl_->topic << "'");
+  impl_->published.fetch_add(1, std::memory_order_relaxed);
+  return Status::OK();
+}
+
+Status Producer::Close() {
+  Impl& d = *impl_;
+  if (d.closed) return Status::OK();
+  d.closed = true;
+  if (d.ring) {
+    d.ring->Close();
+    // The watchdog still runs: a consumer dying now is detached and stops
+    // holding us up.
+    const uint64_t end = d.published.load(std::memory_order_relaxed);
+    const auto deadline = Clock::now() + d.options.drain_timeout;
+    while (Clock::now() < deadline) {
+      bool drained = true;
+      for (const auto& c : d.ring->ConsumersGuess()) {
+        if (c.active && c.cursor < end) drained = false;
+      }
+      if (drained) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  d.StopWatchdog();
+  Status status;
+  if (!d.broker_lost && !d.connection->lost()) {
+    d.ReportStats();  // the final count, for `alkaid topics`
+    p::Request detach;
+    detach.type = p::RequestType::kDetach;
+    detach.role = p::Role::kProducer;
+    detach.target_id = d.producer_id;
+    const Status st = d.connection->Call(std::move(detach), std::chrono::seconds(2)).status();
+    // A broker that went away meanwhile is not an error: we clean up alone.
+    if (!st.ok() && st.code() != StatusCode::kIOError) status = st;
+  }
+  d.RemoveNames();
+  return status;
+}
+
+const std::string& Producer::topic() const { return impl_->topic; }
+const format::SchemaPtr& Producer::schema() const { return impl_->schema; }
+bool Producer::broker_lost() const { return impl_->broker_lost.load(); }
+
+ProducerStats Producer::stats() const {
+  ProducerStats s;
+  s.published = impl_->published.load();
+  if (impl_->publisher) s.copied_bytes = impl_->publisher->stats().copied_bytes;
+  s.dead_consumers_detached = impl_->dead_detached.load();
+  return s;
+}
+
+}  // namespace alkaid::client

@@ -1,0 +1,82 @@
+#pragma once
+
+/// \file
+/// The alkaid-broker daemon as a library: the control plane of Alkaid
+/// (docs/BROKER.md). It names the segments of every producer, tracks who is
+/// attached to which topic, enforces who may connect, notices dead processes
+/// and removes what they leave behind. The data path (rings and body
+/// segments) never passes through it.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "alkaid/common/result.h"
+#include "alkaid/common/status.h"
+
+namespace alkaid::broker {
+
+enum class LogLevel : uint8_t { kError = 0, kWarn, kInfo, kDebug };
+
+/// Parses "error", "warn", "info" or "debug".
+Result<LogLevel> ParseLogLevel(const std::string& text);
+
+/// Options of a Broker; the defaults serve one user with no flags.
+struct BrokerOptions {
+  /// Unix socket path. Empty: protocol::DefaultSocketPath().
+  std::string socket_path;
+  /// Prefix of every segment name this broker hands out ("<name>."), so
+  /// that a later broker of the same name finds and removes leftovers.
+  /// [A-Za-z0-9_-], 1..64 characters.
+  std::string name = "alkaid";
+  /// Most bytes of shared memory the broker lets producers reserve; also
+  /// checked against the free space of /dev/shm at start. 0: no limit.
+  uint64_t shm_limit = uint64_t{256} << 20;
+  /// A group (name or number) whose members may connect besides the
+  /// broker's own user; segments then get mode 0660. Empty: owner only.
+  std::string group;
+  LogLevel log_level = LogLevel::kInfo;
+  /// How often the pids of connected processes are checked.
+  std::chrono::milliseconds liveness_interval{200};
+  /// Topic defaults for requests that leave them at 0.
+  uint32_t default_ring_slots = 1024;
+  uint64_t default_segment_bytes = uint64_t{64} << 20;
+  /// Directory holding the POSIX shared-memory objects (for the free-space
+  /// check and the leftover scan).
+  std::string shm_dir = "/dev/shm";
+};
+
+/// The daemon. Create() prepares everything (checks, cleanup, listening
+/// socket); Run() serves until RequestStop(); the destructor removes every
+/// segment name handed out and the socket.
+///
+/// Thread safety: Run() on one thread; RequestStop() from any thread or a
+/// signal handler (it only writes to a pipe).
+class Broker {
+ public:
+  ~Broker();
+  Broker(const Broker&) = delete;
+  Broker& operator=(const Broker&) = delete;
+
+  /// Validates the options, checks /dev/shm's free space against
+  /// shm_limit, refuses to start if another broker answers on the socket
+  /// (AlreadyExists), removes a stale socket file and the segments an
+  /// earlier broker of the same name left, and starts listening.
+  static Result<std::unique_ptr<Broker>> Create(const BrokerOptions& options);
+
+  /// Serves clients until RequestStop(). Returns the first fatal error.
+  Status Run();
+
+  /// Makes Run() return soon. Async-signal-safe.
+  void RequestStop();
+
+  const std::string& socket_path() const;
+
+ private:
+  struct Impl;
+  explicit Broker(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace alkaid::broker

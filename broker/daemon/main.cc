@@ -1,0 +1,76 @@
+// alkaid-broker: the Alkaid control-plane daemon (docs/BROKER.md).
+// Foreground, logs to stderr, stops cleanly on SIGINT/SIGTERM.
+
+#include <CLI/CLI.hpp>
+#include <signal.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "daemon/broker.h"
+
+namespace {
+
+alkaid::broker::Broker* g_broker = nullptr;
+
+void OnSignal(int) {
+  if (g_broker != nullptr) g_broker->RequestStop();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  alkaid::broker::BrokerOptions options;
+  std::string log_level = "info";
+  CLI::App app{"alkaid-broker: names shared-memory segments, tracks producers and consumers, "
+               "cleans up after crashes"};
+  app.set_version_flag("--version", "alkaid-broker 0.1.0");
+  app.set_config("--config", "", "Read options from an INI/TOML file (key = value)");
+  app.add_option("--socket", options.socket_path,
+                 "Unix socket path (default: $XDG_RUNTIME_DIR/alkaid/broker.sock or "
+                 "/tmp/alkaid-<uid>/broker.sock)");
+  app.add_option("--name", options.name, "Broker name: prefix of every segment it names")
+      ->capture_default_str();
+  app.add_option("--shm-limit", options.shm_limit,
+                 "Most bytes of shared memory producers may reserve (0: no limit)")
+      ->capture_default_str();
+  app.add_option("--group", options.group,
+                 "Group (name or gid) whose members may connect too; segments get mode 0660");
+  app.add_option("--log-level", log_level, "error, warn, info or debug")
+      ->check(CLI::IsMember({"error", "warn", "info", "debug"}))
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  auto level = alkaid::broker::ParseLogLevel(log_level);
+  if (!level.ok()) {
+    std::cerr << "alkaid-broker: " << level.status().ToString() << "\n";
+    return 2;
+  }
+  options.log_level = *level;
+
+  auto broker = alkaid::broker::Broker::Create(options);
+  if (!broker.ok()) {
+    std::cerr << "alkaid-broker: cannot start: " << broker.status().ToString() << "\n";
+    return 1;
+  }
+  g_broker = broker->get();
+  struct sigaction action {};
+  action.sa_handler = OnSignal;
+  sigemptyset(&action.sa_mask);
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  const alkaid::Status status = (*broker)->Run();
+  g_broker = nullptr;
+  broker->reset();  // removes the segments it named and the socket
+  if (!status.ok()) {
+    std::cerr << "alkaid-broker: " << status.ToString() << "\n";
+    return 1;
+  }
+  return 0;
+}

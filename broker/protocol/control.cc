@@ -1,0 +1,540 @@
+#include "protocol/control.h"
+
+#include <flatbuffers/flatbuffers.h>
+
+#include <string_view>
+
+#include "protocol/control_fbs_internal.h"
+
+namespace alkaid::broker::protocol {
+
+namespace fb = ::alkaid::broker::fbs;
+
+namespace {
+
+// Bounds applied to every decoded field.
+constexpr std::size_t kMaxSegmentNameLength = 200;
+constexpr std::size_t kMaxMessageLength = 64 * 1024;
+constexpr std::size_t kMaxListEntries = 100000;
+constexpr uint32_t kMaxRingSlots = uint32_t{1} << 24;
+constexpr uint64_t kMaxSegmentBytes = uint64_t{1} << 40;
+constexpr uint64_t kMinSegmentBytes = 4096;
+
+flatbuffers::Verifier::Options VerifierOptions() {
+  flatbuffers::Verifier::Options options;
+  options.max_depth = 16;
+  options.max_tables = 200000;
+  return options;
+}
+
+// ---- encoding -------------------------------------------------------------
+
+flatbuffers::Offset<fb::TopicConfig> EncodeConfig(flatbuffers::FlatBufferBuilder& fbb,
+                                                  const TopicConfig& c) {
+  auto name = fbb.CreateString(c.name);
+  auto schema = fbb.CreateVector(c.schema);
+  return fb::CreateTopicConfig(fbb, name, schema, static_cast<fb::PayloadKind>(c.payload_kind),
+                               c.ring_slots, c.segment_bytes,
+                               static_cast<fb::SlowConsumerPolicy>(c.policy));
+}
+
+flatbuffers::Offset<fb::ProducerInfo> EncodeProducer(flatbuffers::FlatBufferBuilder& fbb,
+                                                     const ProducerInfo& p) {
+  auto ring = fbb.CreateString(p.ring);
+  auto bodies = fbb.CreateString(p.bodies);
+  return fb::CreateProducerInfo(fbb, p.id, p.pid, ring, bodies);
+}
+
+std::vector<uint8_t> Finish(flatbuffers::FlatBufferBuilder& fbb) {
+  return std::vector<uint8_t>(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+}
+
+// ---- decoding -------------------------------------------------------------
+
+Result<std::string> GetString(const flatbuffers::String* s, std::string_view what,
+                              std::size_t max_length, bool required) {
+  if (s == nullptr) {
+    if (required) return Status::Invalid("control message: ", what, " is missing");
+    return std::string();
+  }
+  if (s->size() > max_length) {
+    return Status::Invalid("control message: ", what, " is ", s->size(),
+                           " bytes long, more than the maximum of ", max_length);
+  }
+  return s->str();
+}
+
+Status CheckSegmentName(const std::string& name, std::string_view what) {
+  if (name.empty()) return Status::Invalid("control message: ", what, " is empty");
+  for (char ch : name) {
+    const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                    (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-';
+    if (!ok) return Status::Invalid("control message: ", what, " '", name, "' has a bad character");
+  }
+  if (name[0] == '.') return Status::Invalid("control message: ", what, " starts with '.'");
+  return Status::OK();
+}
+
+Result<TopicConfig> DecodeConfig(const fb::TopicConfig* c, std::string_view where) {
+  if (c == nullptr) return Status::Invalid("control message: ", where, ".config is missing");
+  TopicConfig out;
+  ALKAID_ASSIGN_OR_RAISE(out.name, GetString(c->name(), "topic name", kMaxTopicNameLength, true));
+  ALKAID_RETURN_NOT_OK(ValidateTopicName(out.name));
+  if (c->schema() != nullptr) {
+    if (c->schema()->size() > kMaxSchemaBytes) {
+      return Status::Invalid("control message: schema of topic '", out.name, "' is ",
+                             c->schema()->size(), " bytes, more than the maximum of ",
+                             kMaxSchemaBytes);
+    }
+    out.schema.assign(c->schema()->begin(), c->schema()->end());
+  }
+  if (c->payload_kind() != fb::PayloadKind::RecordBatch) {
+    return Status::Invalid("control message: topic '", out.name, "': unknown payload kind ",
+                           static_cast<int>(c->payload_kind()));
+  }
+  const uint32_t slots = c->ring_slots();
+  if (slots != 0 && (slots < 2 || slots > kMaxRingSlots || (slots & (slots - 1)) != 0)) {
+    return Status::Invalid("control message: topic '", out.name, "': ring_slots ", slots,
+                           " is not a power of two in [2, ", kMaxRingSlots, "]");
+  }
+  out.ring_slots = slots;
+  const uint64_t bytes = c->segment_bytes();
+  if (bytes != 0 && (bytes < kMinSegmentBytes || bytes > kMaxSegmentBytes)) {
+    return Status::Invalid("control message: topic '", out.name, "': segment_bytes ", bytes,
+                           " is outside [", kMinSegmentBytes, ", ", kMaxSegmentBytes, "]");
+  }
+  out.segment_bytes = bytes;
+  switch (c->policy()) {
+    case fb::SlowConsumerPolicy::BlockProducer:
+      out.policy = Policy::kBlockProducer;
+      break;
+    case fb::SlowConsumerPolicy::DropOldest:
+      out.policy = Policy::kDropOldest;
+      break;
+    default:
+      return Status::Invalid("control message: topic '", out.name,
+                             "': unknown slow-consumer policy ", static_cast<int>(c->policy()));
+  }
+  return out;
+}
+
+Result<ProducerInfo> DecodeProducer(const fb::ProducerInfo* p) {
+  if (p == nullptr) return Status::Invalid("control message: producer entry is missing");
+  ProducerInfo out;
+  out.id = p->id();
+  out.pid = p->pid();
+  ALKAID_ASSIGN_OR_RAISE(out.ring, GetString(p->ring(), "ring name", kMaxSegmentNameLength, true));
+  ALKAID_ASSIGN_OR_RAISE(out.bodies,
+                         GetString(p->bodies(), "bodies name", kMaxSegmentNameLength, true));
+  ALKAID_RETURN_NOT_OK(CheckSegmentName(out.ring, "ring name"));
+  ALKAID_RETURN_NOT_OK(CheckSegmentName(out.bodies, "bodies name"));
+  return out;
+}
+
+Result<std::string> DecodeTopic(const flatbuffers::String* s) {
+  ALKAID_ASSIGN_OR_RAISE(std::string topic, GetString(s, "topic", kMaxTopicNameLength, true));
+  ALKAID_RETURN_NOT_OK(ValidateTopicName(topic));
+  return topic;
+}
+
+Result<Reply> DecodeReply(const fb::Reply* r) {
+  Reply out;
+  out.request_id = r->request_id();
+  if (r->code() > static_cast<uint8_t>(StatusCode::kUnknown)) {
+    return Status::Invalid("control reply: unknown status code ", static_cast<int>(r->code()));
+  }
+  ALKAID_ASSIGN_OR_RAISE(std::string message,
+                         GetString(r->message(), "reply message", kMaxMessageLength, false));
+  const auto code = static_cast<StatusCode>(r->code());
+  if (code != StatusCode::kOk) {
+    out.status = Status(code, message.empty() ? std::string("(no message)") : message);
+    return out;
+  }
+  if (r->body_type() != fb::ReplyBody::NONE && r->body() == nullptr) {
+    return Status::Invalid("control reply: the body is missing");
+  }
+  switch (r->body_type()) {
+    case fb::ReplyBody::NONE:
+      out.type = ReplyType::kNone;
+      break;
+    case fb::ReplyBody::TopicReply: {
+      const auto* b = r->body_as_TopicReply();
+      out.type = ReplyType::kTopic;
+      ALKAID_ASSIGN_OR_RAISE(out.config, DecodeConfig(b->config(), "TopicReply"));
+      out.created = b->created();
+      break;
+    }
+    case fb::ReplyBody::AttachProducerReply: {
+      const auto* b = r->body_as_AttachProducerReply();
+      out.type = ReplyType::kAttachProducer;
+      out.attached_id = b->producer_id();
+      ALKAID_ASSIGN_OR_RAISE(out.ring, GetString(b->ring(), "ring name", kMaxSegmentNameLength, true));
+      ALKAID_ASSIGN_OR_RAISE(out.bodies,
+                             GetString(b->bodies(), "bodies name", kMaxSegmentNameLength, true));
+      ALKAID_RETURN_NOT_OK(CheckSegmentName(out.ring, "ring name"));
+      ALKAID_RETURN_NOT_OK(CheckSegmentName(out.bodies, "bodies name"));
+      ALKAID_ASSIGN_OR_RAISE(out.config, DecodeConfig(b->config(), "AttachProducerReply"));
+      if (b->segment_mode() != 0600 && b->segment_mode() != 0660) {
+        return Status::Invalid("control reply: segment mode ", b->segment_mode(),
+                               " is neither 0600 nor 0660");
+      }
+      out.segment_mode = b->segment_mode();
+      out.consumers = b->consumers();
+      break;
+    }
+    case fb::ReplyBody::AttachConsumerReply: {
+      const auto* b = r->body_as_AttachConsumerReply();
+      out.type = ReplyType::kAttachConsumer;
+      out.attached_id = b->consumer_id();
+      ALKAID_ASSIGN_OR_RAISE(out.config, DecodeConfig(b->config(), "AttachConsumerReply"));
+      if (b->producers() != nullptr) {
+        if (b->producers()->size() > kMaxListEntries) {
+          return Status::Invalid("control reply: too many producers");
+        }
+        for (const auto* p : *b->producers()) {
+          ALKAID_ASSIGN_OR_RAISE(auto info, DecodeProducer(p));
+          out.producers.push_back(std::move(info));
+        }
+      }
+      break;
+    }
+    case fb::ReplyBody::TopicList: {
+      const auto* b = r->body_as_TopicList();
+      out.type = ReplyType::kTopicList;
+      if (b->topics() != nullptr) {
+        if (b->topics()->size() > kMaxListEntries) {
+          return Status::Invalid("control reply: too many topics");
+        }
+        for (const auto* t : *b->topics()) {
+          if (t == nullptr) return Status::Invalid("control reply: null topic entry");
+          TopicInfo info;
+          ALKAID_ASSIGN_OR_RAISE(info.config, DecodeConfig(t->config(), "TopicInfo"));
+          info.producers = t->producers();
+          info.consumers = t->consumers();
+          info.published = t->published();
+          info.depth = t->depth();
+          info.drops = t->drops();
+          out.topics.push_back(std::move(info));
+        }
+      }
+      break;
+    }
+    case fb::ReplyBody::BrokerStats: {
+      const auto* b = r->body_as_BrokerStats();
+      out.type = ReplyType::kStats;
+      ALKAID_ASSIGN_OR_RAISE(out.stats.name,
+                             GetString(b->name(), "broker name", kMaxSegmentNameLength, false));
+      out.stats.pid = b->pid();
+      out.stats.uptime_ms = b->uptime_ms();
+      out.stats.connections = b->connections();
+      out.stats.topics = b->topics();
+      out.stats.producers = b->producers();
+      out.stats.consumers = b->consumers();
+      out.stats.segments = b->segments();
+      out.stats.reserved_bytes = b->reserved_bytes();
+      out.stats.shm_limit = b->shm_limit();
+      out.stats.rejected_frames = b->rejected_frames();
+      break;
+    }
+    default:
+      return Status::Invalid("control reply: unknown body type ",
+                             static_cast<int>(r->body_type()));
+  }
+  return out;
+}
+
+Result<Event> DecodeEvent(const fb::Event* e) {
+  Event out;
+  if (e->body() == nullptr) return Status::Invalid("control event: the body is missing");
+  switch (e->body_type()) {
+    case fb::EventBody::ProducerJoined: {
+      const auto* b = e->body_as_ProducerJoined();
+      out.type = EventType::kProducerJoined;
+      ALKAID_ASSIGN_OR_RAISE(out.topic, DecodeTopic(b->topic()));
+      ALKAID_ASSIGN_OR_RAISE(out.producer, DecodeProducer(b->producer()));
+      break;
+    }
+    case fb::EventBody::ProducerGone: {
+      const auto* b = e->body_as_ProducerGone();
+      out.type = EventType::kProducerGone;
+      ALKAID_ASSIGN_OR_RAISE(out.topic, DecodeTopic(b->topic()));
+      out.producer.id = b->producer_id();
+      ALKAID_ASSIGN_OR_RAISE(out.reason,
+                             GetString(b->reason(), "reason", kMaxMessageLength, false));
+      break;
+    }
+    case fb::EventBody::ConsumerGone: {
+      const auto* b = e->body_as_ConsumerGone();
+      out.type = EventType::kConsumerGone;
+      ALKAID_ASSIGN_OR_RAISE(out.topic, DecodeTopic(b->topic()));
+      out.consumer_id = b->consumer_id();
+      out.pid = b->pid();
+      break;
+    }
+    default:
+      return Status::Invalid("control event: unknown body type ",
+                             static_cast<int>(e->body_type()));
+  }
+  return out;
+}
+
+}  // namespace
+
+const char* RequestTypeName(RequestType type) {
+  switch (type) {
+    case RequestType::kCreateTopic: return "CreateTopic";
+    case RequestType::kAttachProducer: return "AttachProducer";
+    case RequestType::kProducerReady: return "ProducerReady";
+    case RequestType::kAttachConsumer: return "AttachConsumer";
+    case RequestType::kDetach: return "Detach";
+    case RequestType::kListTopics: return "ListTopics";
+    case RequestType::kGetStats: return "GetStats";
+    case RequestType::kProducerStats: return "ProducerStats";
+  }
+  return "?";
+}
+
+Status ValidateTopicName(const std::string& name) {
+  if (name.empty()) return Status::Invalid("topic name is empty");
+  if (name.size() > kMaxTopicNameLength) {
+    return Status::Invalid("topic name is ", name.size(), " characters long, more than ",
+                           kMaxTopicNameLength);
+  }
+  if (name[0] == '.') return Status::Invalid("topic name '", name, "' starts with '.'");
+  for (char ch : name) {
+    const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                    (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-';
+    if (!ok) {
+      return Status::Invalid("topic name '", name,
+                             "' has a character outside [A-Za-z0-9._-]");
+    }
+  }
+  return Status::OK();
+}
+
+std::vector<uint8_t> EncodeRequest(const Request& r) {
+  flatbuffers::FlatBufferBuilder fbb(256);
+  fb::RequestBody type = fb::RequestBody::NONE;
+  flatbuffers::Offset<void> body;
+  switch (r.type) {
+    case RequestType::kCreateTopic:
+      type = fb::RequestBody::CreateTopic;
+      body = fb::CreateCreateTopic(fbb, EncodeConfig(fbb, r.config)).Union();
+      break;
+    case RequestType::kAttachProducer:
+      type = fb::RequestBody::AttachProducer;
+      body = fb::CreateAttachProducer(fbb, fbb.CreateString(r.topic)).Union();
+      break;
+    case RequestType::kProducerReady:
+      type = fb::RequestBody::ProducerReady;
+      body = fb::CreateProducerReady(fbb, r.target_id).Union();
+      break;
+    case RequestType::kAttachConsumer:
+      type = fb::RequestBody::AttachConsumer;
+      body = fb::CreateAttachConsumer(fbb, fbb.CreateString(r.topic), r.from_oldest).Union();
+      break;
+    case RequestType::kDetach:
+      type = fb::RequestBody::Detach;
+      body = fb::CreateDetach(fbb, static_cast<fb::DetachRole>(r.role), r.target_id).Union();
+      break;
+    case RequestType::kListTopics:
+      type = fb::RequestBody::ListTopics;
+      body = fb::CreateListTopics(fbb).Union();
+      break;
+    case RequestType::kGetStats:
+      type = fb::RequestBody::GetStats;
+      body = fb::CreateGetStats(fbb).Union();
+      break;
+    case RequestType::kProducerStats:
+      type = fb::RequestBody::ProducerStats;
+      body = fb::CreateProducerStats(fbb, r.target_id, r.published, r.depth, r.drops).Union();
+      break;
+  }
+  fbb.Finish(fb::CreateRequest(fbb, r.id, type, body));
+  return Finish(fbb);
+}
+
+Result<Request> DecodeRequest(std::span<const uint8_t> bytes) {
+  flatbuffers::Verifier verifier(bytes.data(), bytes.size(), VerifierOptions());
+  if (!fb::VerifyRequestBuffer(verifier)) {
+    return Status::Invalid("control request: ", bytes.size(),
+                           " bytes that are not a valid Request flatbuffer");
+  }
+  const fb::Request* r = fb::GetRequest(bytes.data());
+  Request out;
+  out.id = r->id();
+  // A union whose type is set but whose table is absent verifies; refuse it.
+  if (r->body() == nullptr) return Status::Invalid("control request: the body is missing");
+  switch (r->body_type()) {
+    case fb::RequestBody::CreateTopic: {
+      out.type = RequestType::kCreateTopic;
+      ALKAID_ASSIGN_OR_RAISE(out.config,
+                             DecodeConfig(r->body_as_CreateTopic()->config(), "CreateTopic"));
+      if (out.config.schema.empty()) {
+        return Status::Invalid("control request: CreateTopic '", out.config.name,
+                               "' has no schema");
+      }
+      break;
+    }
+    case fb::RequestBody::AttachProducer: {
+      out.type = RequestType::kAttachProducer;
+      ALKAID_ASSIGN_OR_RAISE(out.topic, DecodeTopic(r->body_as_AttachProducer()->topic()));
+      break;
+    }
+    case fb::RequestBody::ProducerReady:
+      out.type = RequestType::kProducerReady;
+      out.target_id = r->body_as_ProducerReady()->producer_id();
+      break;
+    case fb::RequestBody::AttachConsumer: {
+      out.type = RequestType::kAttachConsumer;
+      const auto* b = r->body_as_AttachConsumer();
+      ALKAID_ASSIGN_OR_RAISE(out.topic, DecodeTopic(b->topic()));
+      out.from_oldest = b->from_oldest();
+      break;
+    }
+    case fb::RequestBody::Detach: {
+      out.type = RequestType::kDetach;
+      const auto* b = r->body_as_Detach();
+      if (b->role() != fb::DetachRole::Producer && b->role() != fb::DetachRole::Consumer) {
+        return Status::Invalid("control request: Detach with unknown role ",
+                               static_cast<int>(b->role()));
+      }
+      out.role = static_cast<Role>(b->role());
+      out.target_id = b->id();
+      break;
+    }
+    case fb::RequestBody::ListTopics:
+      out.type = RequestType::kListTopics;
+      break;
+    case fb::RequestBody::GetStats:
+      out.type = RequestType::kGetStats;
+      break;
+    case fb::RequestBody::ProducerStats: {
+      out.type = RequestType::kProducerStats;
+      const auto* b = r->body_as_ProducerStats();
+      out.target_id = b->producer_id();
+      out.published = b->published();
+      out.depth = b->depth();
+      out.drops = b->drops();
+      break;
+    }
+    default:
+      return Status::Invalid("control request: unknown or missing request body (type ",
+                             static_cast<int>(r->body_type()), ")");
+  }
+  return out;
+}
+
+std::vector<uint8_t> EncodeServerMessage(const ServerMessage& m) {
+  flatbuffers::FlatBufferBuilder fbb(256);
+  if (m.is_event) {
+    const Event& e = m.event;
+    fb::EventBody type = fb::EventBody::NONE;
+    flatbuffers::Offset<void> body;
+    auto topic = fbb.CreateString(e.topic);
+    switch (e.type) {
+      case EventType::kProducerJoined:
+        type = fb::EventBody::ProducerJoined;
+        body = fb::CreateProducerJoined(fbb, topic, EncodeProducer(fbb, e.producer)).Union();
+        break;
+      case EventType::kProducerGone:
+        type = fb::EventBody::ProducerGone;
+        body = fb::CreateProducerGone(fbb, topic, e.producer.id, fbb.CreateString(e.reason))
+                   .Union();
+        break;
+      case EventType::kConsumerGone:
+        type = fb::EventBody::ConsumerGone;
+        body = fb::CreateConsumerGone(fbb, topic, e.consumer_id, e.pid).Union();
+        break;
+    }
+    auto event = fb::CreateEvent(fbb, type, body);
+    fbb.Finish(fb::CreateServerMessage(fbb, fb::ServerBody::Event, event.Union()));
+    return Finish(fbb);
+  }
+  const Reply& r = m.reply;
+  fb::ReplyBody type = fb::ReplyBody::NONE;
+  flatbuffers::Offset<void> body;
+  if (r.status.ok()) {
+    switch (r.type) {
+      case ReplyType::kNone:
+        break;
+      case ReplyType::kTopic:
+        type = fb::ReplyBody::TopicReply;
+        body = fb::CreateTopicReply(fbb, EncodeConfig(fbb, r.config), r.created).Union();
+        break;
+      case ReplyType::kAttachProducer: {
+        type = fb::ReplyBody::AttachProducerReply;
+        auto ring = fbb.CreateString(r.ring);
+        auto bodies = fbb.CreateString(r.bodies);
+        auto config = EncodeConfig(fbb, r.config);
+        body = fb::CreateAttachProducerReply(fbb, r.attached_id, ring, bodies, config,
+                                             r.segment_mode, r.consumers)
+                   .Union();
+        break;
+      }
+      case ReplyType::kAttachConsumer: {
+        type = fb::ReplyBody::AttachConsumerReply;
+        auto config = EncodeConfig(fbb, r.config);
+        std::vector<flatbuffers::Offset<fb::ProducerInfo>> producers;
+        for (const auto& p : r.producers) producers.push_back(EncodeProducer(fbb, p));
+        auto vec = fbb.CreateVector(producers);
+        body = fb::CreateAttachConsumerReply(fbb, r.attached_id, config, vec).Union();
+        break;
+      }
+      case ReplyType::kTopicList: {
+        type = fb::ReplyBody::TopicList;
+        std::vector<flatbuffers::Offset<fb::TopicInfo>> topics;
+        for (const auto& t : r.topics) {
+          auto config = EncodeConfig(fbb, t.config);
+          topics.push_back(fb::CreateTopicInfo(fbb, config, t.producers, t.consumers,
+                                               t.published, t.depth, t.drops));
+        }
+        body = fb::CreateTopicList(fbb, fbb.CreateVector(topics)).Union();
+        break;
+      }
+      case ReplyType::kStats: {
+        type = fb::ReplyBody::BrokerStats;
+        const BrokerStats& s = r.stats;
+        body = fb::CreateBrokerStats(fbb, fbb.CreateString(s.name), s.pid, s.uptime_ms,
+                                     s.connections, s.topics, s.producers, s.consumers,
+                                     s.segments, s.reserved_bytes, s.shm_limit,
+                                     s.rejected_frames)
+                   .Union();
+        break;
+      }
+    }
+  }
+  std::string message = r.status.ok() ? std::string() : r.status.message();
+  if (message.size() > kMaxMessageLength) message.resize(kMaxMessageLength);
+  auto msg = fbb.CreateString(message);
+  auto reply = fb::CreateReply(fbb, r.request_id, static_cast<uint8_t>(r.status.code()), msg,
+                               type, body);
+  fbb.Finish(fb::CreateServerMessage(fbb, fb::ServerBody::Reply, reply.Union()));
+  return Finish(fbb);
+}
+
+Result<ServerMessage> DecodeServerMessage(std::span<const uint8_t> bytes) {
+  flatbuffers::Verifier verifier(bytes.data(), bytes.size(), VerifierOptions());
+  if (!verifier.VerifyBuffer<fb::ServerMessage>(nullptr)) {
+    return Status::Invalid("control message from the broker: ", bytes.size(),
+                           " bytes that are not a valid ServerMessage flatbuffer");
+  }
+  const auto* m = flatbuffers::GetRoot<fb::ServerMessage>(bytes.data());
+  ServerMessage out;
+  if (m->body() == nullptr) {
+    return Status::Invalid("control message from the broker: the body is missing");
+  }
+  if (m->body_type() == fb::ServerBody::Reply) {
+    ALKAID_ASSIGN_OR_RAISE(out.reply, DecodeReply(m->body_as_Reply()));
+    return out;
+  }
+  if (m->body_type() == fb::ServerBody::Event) {
+    out.is_event = true;
+    ALKAID_ASSIGN_OR_RAISE(out.event, DecodeEvent(m->body_as_Event()));
+    return out;
+  }
+  return Status::Invalid("control message from the broker: unknown body type ",
+                         static_cast<int>(m->body_type()));
+}
+
+}  // namespace alkaid::broker::protocol

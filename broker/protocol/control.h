@@ -1,0 +1,156 @@
+#pragma once
+
+/// \file
+/// The broker's control protocol as plain C++ values (not installed; shared
+/// by the daemon and the client library). Encoding and decoding go through
+/// the flatbuffers schema broker/fbs/control.fbs, which only control.cc sees.
+///
+/// Decoding never trusts its input: the flatbuffer is verified (bounded
+/// depth and table count), every string is length-checked and every number
+/// range-checked, and any failure is an Invalid status naming the field.
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "alkaid/common/result.h"
+#include "alkaid/common/status.h"
+
+namespace alkaid::broker::protocol {
+
+/// Longest topic name (characters from [A-Za-z0-9._-]).
+inline constexpr std::size_t kMaxTopicNameLength = 128;
+/// Largest serialized schema accepted in a request.
+inline constexpr std::size_t kMaxSchemaBytes = 1 << 20;
+
+enum class PayloadKind : uint8_t { kRecordBatch = 0 };
+enum class Policy : uint8_t { kBlockProducer = 0, kDropOldest = 1 };
+enum class Role : uint8_t { kProducer = 0, kConsumer = 1 };
+
+struct TopicConfig {
+  std::string name;
+  std::vector<uint8_t> schema;  ///< framed IPC Schema message + end-of-stream
+  PayloadKind payload_kind = PayloadKind::kRecordBatch;
+  uint32_t ring_slots = 0;
+  uint64_t segment_bytes = 0;
+  Policy policy = Policy::kBlockProducer;
+};
+
+enum class RequestType : uint8_t {
+  kCreateTopic = 1,
+  kAttachProducer,
+  kProducerReady,
+  kAttachConsumer,
+  kDetach,
+  kListTopics,
+  kGetStats,
+  kProducerStats,
+};
+
+/// Name of a request type, for logs and errors.
+const char* RequestTypeName(RequestType type);
+
+/// One request. Which fields matter depends on `type`:
+/// kCreateTopic: config; kAttachProducer: topic; kProducerReady: target_id;
+/// kAttachConsumer: topic, from_oldest; kDetach: role, target_id;
+/// kProducerStats: target_id, published, depth, drops.
+struct Request {
+  RequestType type = RequestType::kListTopics;
+  uint64_t id = 0;
+  TopicConfig config;
+  std::string topic;
+  bool from_oldest = false;
+  Role role = Role::kProducer;
+  uint64_t target_id = 0;
+  uint64_t published = 0;
+  uint64_t depth = 0;
+  uint64_t drops = 0;
+};
+
+struct ProducerInfo {
+  uint64_t id = 0;
+  uint32_t pid = 0;
+  std::string ring;
+  std::string bodies;
+};
+
+struct TopicInfo {
+  TopicConfig config;
+  uint32_t producers = 0;
+  uint32_t consumers = 0;
+  uint64_t published = 0;
+  uint64_t depth = 0;
+  uint64_t drops = 0;
+};
+
+struct BrokerStats {
+  std::string name;
+  uint32_t pid = 0;
+  uint64_t uptime_ms = 0;
+  uint32_t connections = 0;
+  uint32_t topics = 0;
+  uint32_t producers = 0;
+  uint32_t consumers = 0;
+  uint32_t segments = 0;
+  uint64_t reserved_bytes = 0;
+  uint64_t shm_limit = 0;
+  uint64_t rejected_frames = 0;
+};
+
+enum class ReplyType : uint8_t {
+  kNone = 0,  ///< status only
+  kTopic,
+  kAttachProducer,
+  kAttachConsumer,
+  kTopicList,
+  kStats,
+};
+
+/// A reply: always a status; a body of `type` when the status is OK.
+struct Reply {
+  uint64_t request_id = 0;
+  Status status;
+  ReplyType type = ReplyType::kNone;
+  TopicConfig config;       ///< kTopic, kAttachProducer, kAttachConsumer
+  bool created = false;     ///< kTopic
+  uint64_t attached_id = 0; ///< kAttachProducer, kAttachConsumer
+  std::string ring;         ///< kAttachProducer
+  std::string bodies;       ///< kAttachProducer
+  uint32_t segment_mode = 0600;  ///< kAttachProducer
+  uint32_t consumers = 0;        ///< kAttachProducer
+  std::vector<ProducerInfo> producers;  ///< kAttachConsumer
+  std::vector<TopicInfo> topics;        ///< kTopicList
+  BrokerStats stats;                    ///< kStats
+};
+
+enum class EventType : uint8_t { kProducerJoined = 1, kProducerGone, kConsumerGone };
+
+/// Something the broker tells an attached client without being asked.
+struct Event {
+  EventType type = EventType::kProducerJoined;
+  std::string topic;
+  ProducerInfo producer;    ///< kProducerJoined; kProducerGone uses producer.id
+  std::string reason;       ///< kProducerGone
+  uint64_t consumer_id = 0; ///< kConsumerGone
+  uint32_t pid = 0;         ///< kConsumerGone
+};
+
+/// What the broker sends: a reply or an event.
+struct ServerMessage {
+  bool is_event = false;
+  Reply reply;
+  Event event;
+};
+
+/// Checks a topic name: 1..kMaxTopicNameLength characters of [A-Za-z0-9._-],
+/// not starting with '.'.
+Status ValidateTopicName(const std::string& name);
+
+std::vector<uint8_t> EncodeRequest(const Request& request);
+Result<Request> DecodeRequest(std::span<const uint8_t> bytes);
+
+std::vector<uint8_t> EncodeServerMessage(const ServerMessage& message);
+Result<ServerMessage> DecodeServerMessage(std::span<const uint8_t> bytes);
+
+}  // namespace alkaid::broker::protocol

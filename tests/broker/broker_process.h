@@ -1,0 +1,116 @@
+#pragma once
+
+// Starting a real alkaid-broker process for a test: unique socket and name,
+// killed (SIGTERM, then SIGKILL) at the end.
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "alkaid/client/broker_client.h"
+
+namespace alkaid::broker::testing {
+
+inline std::string UniqueSuffix() {
+  static int counter = 0;
+  return std::to_string(::getpid()) + "x" + std::to_string(counter++);
+}
+
+/// Names in /dev/shm starting with `prefix`.
+inline std::set<std::string> ShmNames(const std::string& prefix) {
+  std::set<std::string> out;
+  if (DIR* dir = ::opendir("/dev/shm")) {
+    while (const dirent* e = ::readdir(dir)) {
+      const std::string n = e->d_name;
+      if (n.rfind(prefix, 0) == 0) out.insert(n);
+    }
+    ::closedir(dir);
+  }
+  return out;
+}
+
+/// Runs `argv` (argv[0] a path) and returns its pid.
+inline pid_t Spawn(const std::vector<std::string>& args, const std::string& stdout_path = "") {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (!stdout_path.empty()) {
+      if (std::FILE* f = std::freopen(stdout_path.c_str(), "w", stdout)) (void)f;
+    }
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+/// Exit code of `pid` (waits), or -signal.
+inline int Wait(pid_t pid) {
+  int status = 0;
+  if (::waitpid(pid, &status, 0) != pid) return -1000;
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return -WTERMSIG(status);
+  return -1001;
+}
+
+class BrokerProcess {
+ public:
+  BrokerProcess() : BrokerProcess("bt" + UniqueSuffix()) {}
+  explicit BrokerProcess(std::string name, std::string socket = "")
+      : name_(std::move(name)),
+        socket_(socket.empty() ? "/tmp/alkaid-test-" + name_ + ".sock" : std::move(socket)) {}
+  ~BrokerProcess() { Stop(); }
+
+  /// Starts the broker and waits until it answers (up to 5 s).
+  bool Start(std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {ALKAID_BROKER_BIN, "--socket", socket_, "--name", name_,
+                                     "--log-level", "warn"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    pid_ = Spawn(args);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (client::BrokerClient::Connect(socket_).ok()) return true;
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return false;
+  }
+
+  /// SIGTERM; returns the exit code.
+  int Stop() {
+    if (pid_ <= 0) return -1;
+    ::kill(pid_, SIGTERM);
+    const int code = Wait(pid_);
+    pid_ = -1;
+    return code;
+  }
+  void Kill() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    Wait(pid_);
+    pid_ = -1;
+  }
+
+  const std::string& name() const { return name_; }
+  const std::string& socket() const { return socket_; }
+  pid_t pid() const { return pid_; }
+
+ private:
+  std::string name_;
+  std::string socket_;
+  pid_t pid_ = -1;
+};
+
+}  // namespace alkaid::broker::testing

@@ -1,0 +1,105 @@
+// alkaid topics / publish / subscribe: the broker from the command line.
+
+#include <cmath>
+#include <iomanip>
+#include <iostream>
+
+#include "alkaid/client/broker_client.h"
+#include "alkaid/client/consumer.h"
+#include "alkaid/client/producer.h"
+#include "alkaid/format/ipc/io.h"
+#include "alkaid/format/ipc/writer.h"
+#include "commands.h"
+#include "input.h"
+#include "output.h"
+
+namespace alkaid::tools {
+
+namespace ipc = format::ipc;
+
+int RunTopics(const BrokerToolOptions& options) {
+  auto client = client::BrokerClient::Connect(options.socket);
+  if (!client.ok()) return ReportError("topics", client.status());
+  auto topics = (*client)->ListTopics();
+  if (!topics.ok()) return ReportError("topics", topics.status());
+  std::cout << std::left << std::setw(24) << "TOPIC" << std::right << std::setw(10) << "PRODUCERS"
+            << std::setw(10) << "CONSUMERS" << std::setw(12) << "PUBLISHED" << std::setw(8)
+            << "DEPTH" << std::setw(8) << "DROPS" << std::setw(8) << "SLOTS" << "  POLICY\n";
+  for (const auto& t : *topics) {
+    std::cout << std::left << std::setw(24) << t.name << std::right << std::setw(10)
+              << t.producers << std::setw(10) << t.consumers << std::setw(12) << t.published
+              << std::setw(8) << t.depth << std::setw(8) << t.drops << std::setw(8)
+              << t.ring_slots << "  "
+              << (t.policy == shm::SlowConsumerPolicy::kDropOldest ? "drop-oldest"
+                                                                   : "block-producer")
+              << "\n";
+  }
+  return kExitOk;
+}
+
+int RunPublish(const PublishOptions& options) {
+  auto input = ReadIpcInput(options.input, {});
+  if (!input.ok()) return ReportError("publish", input.status());
+  if (input->memo.num_fields() > 0) {
+    return ReportError("publish",
+                       Status::NotImplemented("'", options.input,
+                                              "' has dictionary-encoded fields, which the broker "
+                                              "does not carry yet"));
+  }
+  client::ProducerOptions producer_options;
+  producer_options.socket_path = options.socket;
+  producer_options.topic.segment_bytes = options.segment_bytes;
+  producer_options.topic.ring_slots = options.ring_slots;
+  auto producer = client::Producer::Open(options.topic, input->schema, producer_options);
+  if (!producer.ok()) return ReportError("publish", producer.status());
+  for (std::size_t i = 0; i < input->batches.size(); ++i) {
+    const Status st = (*producer)->PublishCopy(*input->batches[i]);
+    if (!st.ok()) return ReportError("publish", st.WithContext("batch " + std::to_string(i)));
+  }
+  const Status st = (*producer)->Close();
+  if (!st.ok()) return ReportError("publish", st);
+  return kExitOk;
+}
+
+int RunSubscribe(const SubscribeOptions& options) {
+  client::ConsumerOptions consumer_options;
+  consumer_options.socket_path = options.socket;
+  consumer_options.from_oldest = options.from_oldest;
+  auto consumer = client::Consumer::Open(options.topic, consumer_options);
+  if (!consumer.ok()) return ReportError("subscribe", consumer.status());
+
+  std::shared_ptr<ipc::FileOutputStream> sink;
+  auto opened = options.out == "-" ? ipc::FileOutputStream::FromDescriptor(1)
+                                   : ipc::FileOutputStream::Open(options.out);
+  if (!opened.ok()) return ReportError("subscribe", opened.status());
+  sink = *opened;
+  auto writer = ipc::MakeStreamWriter(sink.get(), (*consumer)->schema());
+  if (!writer.ok()) return ReportError("subscribe", writer.status());
+
+  // Without --timeout, wait as long as it takes (in long slices).
+  const auto timeout = options.timeout_seconds > 0
+                           ? std::chrono::nanoseconds(static_cast<int64_t>(
+                                 std::llround(options.timeout_seconds * 1e9)))
+                           : std::chrono::nanoseconds(std::chrono::hours(1));
+  int64_t received = 0;
+  while (options.count < 0 || received < options.count) {
+    auto batch = (*consumer)->Next(timeout);
+    if (!batch.ok()) {
+      const StatusCode code = batch.status().code();
+      if (code == StatusCode::kEndOfStream) break;
+      if (code == StatusCode::kTimedOut && options.timeout_seconds > 0) break;
+      if (code == StatusCode::kTimedOut) continue;
+      return ReportError("subscribe", batch.status());
+    }
+    const Status st = (*writer)->WriteRecordBatch(**batch);
+    if (!st.ok()) return ReportError("subscribe", st);
+    ++received;
+  }
+  Status st = (*writer)->Close();
+  if (st.ok()) st = sink->Close();
+  if (!st.ok()) return ReportError("subscribe", st);
+  (void)(*consumer)->Close();
+  return kExitOk;
+}
+
+}  // namespace alkaid::tools
