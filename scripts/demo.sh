@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The main job: installs what is missing, builds Alkaid, then shows the
-# format library at work through the `alkaid` tool on real Arrow data.
+# The main job: installs what is missing, builds Alkaid, shows the format
+# library at work through the `alkaid` tool on real Arrow data, then starts a
+# real broker and runs the example producer and consumer through it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -8,7 +9,12 @@ scripts/build.sh release
 bin=build/release/tools/alkaid/alkaid
 data=tests/data/arrow-gold/cpp-21.0.0
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+broker_pid=
+cleanup() {
+  if [ -n "$broker_pid" ]; then kill "$broker_pid" 2>/dev/null || true; wait "$broker_pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
 
 echo "== alkaid schema: an Arrow IPC file written by Arrow C++ 21"
 "$bin" schema "$data/generated_nested_dictionary.arrow_file"
@@ -23,3 +29,18 @@ echo
 echo "== alkaid integration validate: our file holds exactly Arrow's JSON data"
 "$bin" integration validate --json "$data/generated_primitive.json.gz" --ipc "$work/primitive.alkaid" \
   && echo "conformant"
+
+echo
+echo "== alkaid-broker, then a consumer and a producer of topic 'readings' (separate processes)"
+export ALKAID_BROKER_SOCKET="$work/broker.sock"
+build/release/broker/daemon/alkaid-broker --socket "$ALKAID_BROKER_SOCKET" --name "alkaid-demo-$$" \
+  --log-level warn &
+broker_pid=$!
+for _ in $(seq 50); do [ -S "$ALKAID_BROKER_SOCKET" ] && break; sleep 0.1; done
+build/release/examples/consumer readings > "$work/consumer.log" 2>&1 &
+consumer_pid=$!
+sleep 0.5
+build/release/examples/producer readings 20 | tail -n 1
+wait "$consumer_pid"
+tail -n 3 "$work/consumer.log"
+build/release/tools/alkaid/alkaid topics --socket "$ALKAID_BROKER_SOCKET" || true
