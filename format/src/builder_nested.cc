@@ -41,25 +41,25 @@ Status CheckChild(const ArrayDataPtr& data, const DataType& parent, int i, const
 }  // namespace
 
 // ---------------------------------------------------------------------------
-// BaseListBuilder
+// SlotOffsetsBuilder: what list and list-view builders share
 
 template <typename OffsetT>
-BaseListBuilder<OffsetT>::BaseListBuilder(TypePtr type,
-                                          std::unique_ptr<ArrayBuilder> value_builder,
-                                          MemoryPool* pool)
+SlotOffsetsBuilder<OffsetT>::SlotOffsetsBuilder(TypePtr type,
+                                                std::unique_ptr<ArrayBuilder> value_builder,
+                                                MemoryPool* pool)
     : ArrayBuilder(std::move(type), pool), offsets_(pool) {
   children_.push_back(std::move(value_builder));
 }
 
 template <typename OffsetT>
-Status BaseListBuilder<OffsetT>::Reserve(int64_t additional) {
+Status SlotOffsetsBuilder<OffsetT>::Reserve(int64_t additional) {
   ALKAID_RETURN_NOT_OK(ArrayBuilder::Reserve(additional));
   ALKAID_RETURN_NOT_OK(CheckSlotReserve(additional, Where()));
   return offsets_.Reserve(additional * static_cast<int64_t>(sizeof(OffsetT)));
 }
 
 template <typename OffsetT>
-Status BaseListBuilder<OffsetT>::AppendSlots(int64_t n, bool is_valid) {
+Status SlotOffsetsBuilder<OffsetT>::AppendSlots(int64_t n, bool is_valid) {
   ALKAID_RETURN_NOT_OK(CheckCount(n, is_valid ? "value" : "null"));
   ALKAID_RETURN_NOT_OK(CheckValueBuilder(value_builder(), *type_, "value"));
   const int64_t child_length = value_builder()->length();
@@ -76,29 +76,27 @@ Status BaseListBuilder<OffsetT>::AppendSlots(int64_t n, bool is_valid) {
 }
 
 template <typename OffsetT>
-Status BaseListBuilder<OffsetT>::Append(bool is_valid) {
+Status SlotOffsetsBuilder<OffsetT>::Append(bool is_valid) {
   return AppendSlots(1, is_valid);
 }
 template <typename OffsetT>
-Status BaseListBuilder<OffsetT>::AppendNulls(int64_t n) {
+Status SlotOffsetsBuilder<OffsetT>::AppendNulls(int64_t n) {
   return AppendSlots(n, false);
 }
 template <typename OffsetT>
-Status BaseListBuilder<OffsetT>::AppendEmptyValues(int64_t n) {
+Status SlotOffsetsBuilder<OffsetT>::AppendEmptyValues(int64_t n) {
   return AppendSlots(n, true);
 }
 
 template <typename OffsetT>
-void BaseListBuilder<OffsetT>::Reset() {
+void SlotOffsetsBuilder<OffsetT>::Reset() {
   ArrayBuilder::Reset();
   offsets_.Reset();
 }
 
 template <typename OffsetT>
-Result<ArrayDataPtr> BaseListBuilder<OffsetT>::FinishInternal() {
-  const TypeId id = type_->id();
-  const TypeId want = sizeof(OffsetT) == 4 ? TypeId::kList : TypeId::kLargeList;
-  if (id != want) {
+Result<int64_t> SlotOffsetsBuilder<OffsetT>::CheckFinish(TypeId want) const {
+  if (type_->id() != want) {
     return Status::TypeError("a ", TypeIdName(want), " builder cannot build ", type_->ToString());
   }
   ALKAID_RETURN_NOT_OK(CheckValueBuilder(value_builder(), *type_, "value"));
@@ -108,13 +106,27 @@ Result<ArrayDataPtr> BaseListBuilder<OffsetT>::FinishInternal() {
                                  " elements, past what ", sizeof(OffsetT) * 8,
                                  "-bit offsets address");
   }
-  ALKAID_RETURN_NOT_OK(offsets_.AppendValue(static_cast<OffsetT>(child_length)));
-  ALKAID_ASSIGN_OR_RAISE(auto values, value_builder()->FinishData());
-  ALKAID_RETURN_NOT_OK(CheckChild(values, *type_, 0, "list value"));
-  ALKAID_ASSIGN_OR_RAISE(auto validity, FinishValidity());
-  ALKAID_ASSIGN_OR_RAISE(auto offsets, offsets_.Finish());
-  return ArrayData::Make(type_, length_, {std::move(validity), std::move(offsets)},
-                         {std::move(values)}, null_count_);
+  return child_length;
+}
+
+template class SlotOffsetsBuilder<int32_t>;
+template class SlotOffsetsBuilder<int64_t>;
+
+// ---------------------------------------------------------------------------
+// BaseListBuilder
+
+template <typename OffsetT>
+Result<ArrayDataPtr> BaseListBuilder<OffsetT>::FinishInternal() {
+  ALKAID_ASSIGN_OR_RAISE(
+      const int64_t child_length,
+      this->CheckFinish(sizeof(OffsetT) == 4 ? TypeId::kList : TypeId::kLargeList));
+  ALKAID_RETURN_NOT_OK(this->offsets_.AppendValue(static_cast<OffsetT>(child_length)));
+  ALKAID_ASSIGN_OR_RAISE(auto values, this->value_builder()->FinishData());
+  ALKAID_RETURN_NOT_OK(CheckChild(values, *this->type_, 0, "list value"));
+  ALKAID_ASSIGN_OR_RAISE(auto validity, this->FinishValidity());
+  ALKAID_ASSIGN_OR_RAISE(auto offsets, this->offsets_.Finish());
+  return ArrayData::Make(this->type_, this->length_, {std::move(validity), std::move(offsets)},
+                         {std::move(values)}, this->null_count_);
 }
 
 template class BaseListBuilder<int32_t>;
@@ -138,87 +150,29 @@ LargeListBuilder::LargeListBuilder(std::unique_ptr<ArrayBuilder> value_builder, 
 // BaseListViewBuilder
 
 template <typename OffsetT>
-BaseListViewBuilder<OffsetT>::BaseListViewBuilder(TypePtr type,
-                                                  std::unique_ptr<ArrayBuilder> value_builder,
-                                                  MemoryPool* pool)
-    : ArrayBuilder(std::move(type), pool), offsets_(pool) {
-  children_.push_back(std::move(value_builder));
-}
-
-template <typename OffsetT>
-Status BaseListViewBuilder<OffsetT>::Reserve(int64_t additional) {
-  ALKAID_RETURN_NOT_OK(ArrayBuilder::Reserve(additional));
-  ALKAID_RETURN_NOT_OK(CheckSlotReserve(additional, Where()));
-  return offsets_.Reserve(additional * static_cast<int64_t>(sizeof(OffsetT)));
-}
-
-template <typename OffsetT>
-Status BaseListViewBuilder<OffsetT>::AppendSlots(int64_t n, bool is_valid) {
-  ALKAID_RETURN_NOT_OK(CheckCount(n, is_valid ? "value" : "null"));
-  ALKAID_RETURN_NOT_OK(CheckValueBuilder(value_builder(), *type_, "value"));
-  const int64_t child_length = value_builder()->length();
-  if (child_length > std::numeric_limits<OffsetT>::max()) {
-    return Status::CapacityError(type_->ToString(), ": slot ", length_, " would start at child ",
-                                 "element ", child_length, ", past what ", sizeof(OffsetT) * 8,
-                                 "-bit offsets address");
-  }
-  ALKAID_RETURN_NOT_OK(ReserveValidity(n, !is_valid && n > 0));
-  ALKAID_RETURN_NOT_OK(Reserve(n));
-  for (int64_t i = 0; i < n; ++i) offsets_.UnsafeAppendValue(static_cast<OffsetT>(child_length));
-  UnsafeAppendValidity(n, is_valid);
-  return Status::OK();
-}
-
-template <typename OffsetT>
-Status BaseListViewBuilder<OffsetT>::Append(bool is_valid) {
-  return AppendSlots(1, is_valid);
-}
-template <typename OffsetT>
-Status BaseListViewBuilder<OffsetT>::AppendNulls(int64_t n) {
-  return AppendSlots(n, false);
-}
-template <typename OffsetT>
-Status BaseListViewBuilder<OffsetT>::AppendEmptyValues(int64_t n) {
-  return AppendSlots(n, true);
-}
-
-template <typename OffsetT>
-void BaseListViewBuilder<OffsetT>::Reset() {
-  ArrayBuilder::Reset();
-  offsets_.Reset();
-}
-
-template <typename OffsetT>
 Result<ArrayDataPtr> BaseListViewBuilder<OffsetT>::FinishInternal() {
-  const TypeId want = sizeof(OffsetT) == 4 ? TypeId::kListView : TypeId::kLargeListView;
-  if (type_->id() != want) {
-    return Status::TypeError("a ", TypeIdName(want), " builder cannot build ", type_->ToString());
-  }
-  ALKAID_RETURN_NOT_OK(CheckValueBuilder(value_builder(), *type_, "value"));
-  const int64_t child_length = value_builder()->length();
-  if (child_length > std::numeric_limits<OffsetT>::max()) {
-    return Status::CapacityError(type_->ToString(), ": the child holds ", child_length,
-                                 " elements, past what ", sizeof(OffsetT) * 8,
-                                 "-bit offsets address");
-  }
+  ALKAID_ASSIGN_OR_RAISE(
+      const int64_t child_length,
+      this->CheckFinish(sizeof(OffsetT) == 4 ? TypeId::kListView : TypeId::kLargeListView));
   // Slot i spans from its start to the next slot's start (the child's end
   // for the last slot); null slots get size 0.
-  internal::BufferBuilder sizes(pool_);
-  ALKAID_RETURN_NOT_OK(sizes.Reserve(length_ * static_cast<int64_t>(sizeof(OffsetT))));
-  const OffsetT* starts = offsets_.data_as<OffsetT>();
-  for (int64_t i = 0; i < length_; ++i) {
-    const int64_t end = i + 1 < length_ ? int64_t{starts[i + 1]} : child_length;
-    const OffsetT size = IsValidSlot(i) ? static_cast<OffsetT>(end - starts[i]) : OffsetT{0};
+  const int64_t length = this->length_;
+  internal::BufferBuilder sizes(this->pool_);
+  ALKAID_RETURN_NOT_OK(sizes.Reserve(length * static_cast<int64_t>(sizeof(OffsetT))));
+  const OffsetT* starts = this->offsets_.template data_as<OffsetT>();
+  for (int64_t i = 0; i < length; ++i) {
+    const int64_t end = i + 1 < length ? int64_t{starts[i + 1]} : child_length;
+    const OffsetT size = this->IsValidSlot(i) ? static_cast<OffsetT>(end - starts[i]) : OffsetT{0};
     sizes.UnsafeAppendValue(size);
   }
-  ALKAID_ASSIGN_OR_RAISE(auto values, value_builder()->FinishData());
-  ALKAID_RETURN_NOT_OK(CheckChild(values, *type_, 0, "list-view value"));
-  ALKAID_ASSIGN_OR_RAISE(auto validity, FinishValidity());
-  ALKAID_ASSIGN_OR_RAISE(auto offsets, offsets_.Finish());
+  ALKAID_ASSIGN_OR_RAISE(auto values, this->value_builder()->FinishData());
+  ALKAID_RETURN_NOT_OK(CheckChild(values, *this->type_, 0, "list-view value"));
+  ALKAID_ASSIGN_OR_RAISE(auto validity, this->FinishValidity());
+  ALKAID_ASSIGN_OR_RAISE(auto offsets, this->offsets_.Finish());
   ALKAID_ASSIGN_OR_RAISE(auto size_buffer, sizes.Finish());
-  return ArrayData::Make(type_, length_,
+  return ArrayData::Make(this->type_, length,
                          {std::move(validity), std::move(offsets), std::move(size_buffer)},
-                         {std::move(values)}, null_count_);
+                         {std::move(values)}, this->null_count_);
 }
 
 template class BaseListViewBuilder<int32_t>;

@@ -24,22 +24,18 @@
 
 namespace alkaid::format {
 
-/// list / large_list: each slot is a range of the child array given by
-/// offsets. Append() opens a slot; the elements appended to value_builder()
-/// until the next Append/Finish belong to it.
+/// What list and list-view builders share: one child array, and the start
+/// offset of each slot in it. Append() opens a slot; the elements appended to
+/// value_builder() until the next Append/Finish belong to it. Null slots are
+/// empty.
 template <typename OffsetT>
-class ALKAID_EXPORT BaseListBuilder : public ArrayBuilder {
+class ALKAID_EXPORT SlotOffsetsBuilder : public ArrayBuilder {
  public:
   using OffsetType = OffsetT;
-
-  /// `type` is a list (int32_t) or large_list (int64_t) type whose value
-  /// type is `value_builder`'s.
-  BaseListBuilder(TypePtr type, std::unique_ptr<ArrayBuilder> value_builder, MemoryPool* pool);
 
   /// Opens a slot (null if !is_valid). CapacityError if the child already
   /// holds more elements than OffsetT can address.
   Status Append(bool is_valid = true);
-  /// Null slots are empty lists.
   Status AppendNulls(int64_t n) override;
   Status AppendEmptyValues(int64_t n) override;
   Status Reserve(int64_t additional) override;
@@ -48,12 +44,34 @@ class ALKAID_EXPORT BaseListBuilder : public ArrayBuilder {
   ArrayBuilder* value_builder() const { return children_[0].get(); }
 
  protected:
-  Result<ArrayDataPtr> FinishInternal() override;
+  SlotOffsetsBuilder(TypePtr type, std::unique_ptr<ArrayBuilder> value_builder,
+                     MemoryPool* pool);
+  /// At Finish: checks that the builder builds a `want` type and that the
+  /// child's length fits OffsetT; returns that length.
+  Result<int64_t> CheckFinish(TypeId want) const;
+
+  /// Start offset of each slot.
+  internal::BufferBuilder offsets_;
 
  private:
   Status AppendSlots(int64_t n, bool is_valid);
-  /// Start offset of each slot; the final end offset is added at Finish.
-  internal::BufferBuilder offsets_;
+};
+
+extern template class SlotOffsetsBuilder<int32_t>;
+extern template class SlotOffsetsBuilder<int64_t>;
+
+/// list / large_list: each slot is a range of the child array given by
+/// offsets (the final end offset is added at Finish).
+template <typename OffsetT>
+class ALKAID_EXPORT BaseListBuilder : public SlotOffsetsBuilder<OffsetT> {
+ public:
+  /// `type` is a list (int32_t) or large_list (int64_t) type whose value
+  /// type is `value_builder`'s.
+  BaseListBuilder(TypePtr type, std::unique_ptr<ArrayBuilder> value_builder, MemoryPool* pool)
+      : SlotOffsetsBuilder<OffsetT>(std::move(type), std::move(value_builder), pool) {}
+
+ protected:
+  Result<ArrayDataPtr> FinishInternal() override;
 };
 
 extern template class BaseListBuilder<int32_t>;
@@ -83,27 +101,14 @@ class ALKAID_EXPORT LargeListBuilder : public BaseListBuilder<int64_t> {
 /// (offsets increasing, size of slot i = elements appended while it was
 /// open). Null slots get size 0.
 template <typename OffsetT>
-class ALKAID_EXPORT BaseListViewBuilder : public ArrayBuilder {
+class ALKAID_EXPORT BaseListViewBuilder : public SlotOffsetsBuilder<OffsetT> {
  public:
-  using OffsetType = OffsetT;
-
   BaseListViewBuilder(TypePtr type, std::unique_ptr<ArrayBuilder> value_builder,
-                      MemoryPool* pool);
-
-  Status Append(bool is_valid = true);
-  Status AppendNulls(int64_t n) override;
-  Status AppendEmptyValues(int64_t n) override;
-  Status Reserve(int64_t additional) override;
-  void Reset() override;
-
-  ArrayBuilder* value_builder() const { return children_[0].get(); }
+                      MemoryPool* pool)
+      : SlotOffsetsBuilder<OffsetT>(std::move(type), std::move(value_builder), pool) {}
 
  protected:
   Result<ArrayDataPtr> FinishInternal() override;
-
- private:
-  Status AppendSlots(int64_t n, bool is_valid);
-  internal::BufferBuilder offsets_;
 };
 
 extern template class BaseListViewBuilder<int32_t>;
