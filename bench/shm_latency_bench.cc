@@ -5,14 +5,25 @@
 // For each body size, the parent builds a batch (one int64 column) in place
 // in shared memory (not timed), then times: Publish -> the child (another
 // process, busy-polling) rebuilds the batch zero-copy and reads its first
-// and last value -> the child answers with a small ring message (no body)
-// -> the parent receives it. One-way = round trip / 2. Only the metadata
-// crosses the ring, so the latency must not grow with the body size.
+// and last value. The child stamps that moment with the
+// same monotonic clock, so one-way latency is measured directly; the round
+// trip (the child answers with a small ring message, no body) is reported
+// too, halved. Only the metadata crosses the ring and no page is faulted in
+// on the way (segments are prefaulted), so the latency must not grow with
+// the body size.
 //
-// Usage: alkaid_shm_latency_bench [iterations-scale, default 1]
+// "cold" rows time the publish right after building the batch: a batch
+// larger than the caches has evicted the code and data of the publish and
+// receive paths by then, which costs a few microseconds of cache misses
+// whatever the size (not a per-byte cost). "warm" rows first make an
+// untimed one-row round trip; "evicted" rows are the control: small
+// batches, with 64 MiB written after building them.
+//
+// Usage: alkaid_shm_latency_bench [iterations-scale, default 1] [--no-prefault]
 
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,6 +32,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -58,6 +70,20 @@ Figures Summarize(std::vector<double> one_way_ns) {
   return {one_way_ns[n / 2], one_way_ns[std::min(n - 1, n * 99 / 100)]};
 }
 
+int64_t NowNs() {
+  timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+// Per-iteration timestamps (CLOCK_MONOTONIC, shared by both processes).
+struct Stamps {
+  int64_t t0;      // parent: before Publish
+  int64_t t_pub;   // parent: Publish returned
+  int64_t t_recv;  // child: Receive returned (batch rebuilt)
+  int64_t t_vals;  // child: first and last values read
+};
+
 // The floor: one shared cache line, parent writes 2k+1, child answers 2k+2.
 Figures CacheLinePingPong(int iterations) {
   void* mem = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -84,8 +110,33 @@ Figures CacheLinePingPong(int iterations) {
   return Summarize(std::move(samples));
 }
 
-Figures BatchPingPong(uint64_t body_bytes, int iterations) {
-  const std::string tag = std::to_string(::getpid()) + "_" + std::to_string(body_bytes);
+struct BatchFigures {
+  Figures one_way;   // t_vals - t0, measured across the processes
+  Figures half_rtt;  // (pong received - t0) / 2
+  Figures publish;   // t_pub - t0
+  Figures receive;   // t_recv - t0
+};
+
+// Ping: a batch of `rows` int64 values i, i+1, ... built in place (not
+// timed), published (timed from here), rebuilt by the child, which reads
+// its first and last value and answers on a plain ring. With kWarm, a
+// one-row batch makes an untimed round trip between building and the timed
+// publish: it brings the publish and receive paths back into the caches
+// (building a batch larger than the caches evicts them) and makes sure the
+// child is running, not preempted while it spun alone during the build.
+// kEvicted is the control for "cold": after building, the parent writes a
+// buffer larger than the last-level cache (untimed), so that a small batch
+// is published with caches as cold as after building a large one.
+enum class Mode { kCold, kWarm, kEvicted };
+
+// Whether segments are prefaulted (the default); --no-prefault shows what
+// page faults on the data path cost.
+bool g_prefault = true;
+
+BatchFigures BatchPingPong(uint64_t body_bytes, int iterations, Mode mode) {
+  const bool warm = mode == Mode::kWarm;
+  const std::string tag = std::to_string(::getpid()) + "_" + std::to_string(body_bytes) +
+                          "_" + std::to_string(static_cast<int>(mode));
   const std::string bodies_name = "alkaid_lat_b" + tag;
   const std::string ping_name = "alkaid_lat_p" + tag;
   const std::string pong_name = "alkaid_lat_q" + tag;
@@ -98,32 +149,61 @@ Figures BatchPingPong(uint64_t body_bytes, int iterations) {
   bo.wait_timeout = 30s;
   auto schema = format::schema({format::field("v", format::int64(), false)});
 
-  auto bodies = shm::BodyAllocator::Create(bodies_name, 8 * region, bo).ValueOrDie();
+  const size_t stamps_bytes = sizeof(Stamps) * static_cast<size_t>(iterations);
+  void* stamps_mem =
+      ::mmap(nullptr, stamps_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (stamps_mem == MAP_FAILED) {
+    std::perror("mmap");
+    std::exit(1);
+  }
+  std::memset(stamps_mem, 0, stamps_bytes);
+  auto* stamps = static_cast<Stamps*>(stamps_mem);
+
+  // Segments are prefaulted at creation (SegmentOptions::prefault) and at
+  // open: neither side takes a page fault in the timed part.
+  bo.segment.prefault = g_prefault;
+  auto bodies = shm::BodyAllocator::Create(bodies_name, 8 * region + (1 << 20), bo).ValueOrDie();
   auto ping = shm::RingProducer::Create(ping_name, ro, bodies.get()).ValueOrDie();
   auto pong_ring = shm::RingProducer::Create(pong_name, ro).ValueOrDie();
   shm::ConsumerOptions busy;
   busy.wait_mode = shm::WaitMode::kBusyPoll;
-  // The child attaches before fork returns in the parent: open it here.
   auto pong = shm::RingConsumer::Open(pong_name, busy).ValueOrDie();
 
-  client::SubscriberOptions so;
-  so.consumer.wait_mode = shm::WaitMode::kBusyPoll;
-  auto sub = client::BatchSubscriber::Open(ping_name, bodies_name, schema, so).ValueOrDie();
   const pid_t child = ::fork();
   if (child == 0) {
-    // Registrations live in shared memory: the child leaves the parent's
-    // pong consumer alone and publishes pongs on the ring the parent
-    // created, as that ring's only producer from now on.
-    for (int i = 0; i < iterations; ++i) {
+    // The child maps the segments itself (a forked copy of a shared mapping
+    // has no page-table entries), then says it is ready on the pong ring,
+    // whose only producer it is from now on; the parent's pong consumer
+    // registration is left alone.
+    client::SubscriberOptions so;
+    so.consumer.wait_mode = shm::WaitMode::kBusyPoll;
+    shm::SegmentOpenOptions open_options;
+    open_options.prefault = g_prefault;
+    auto body_segment =
+        shm::Segment::Open(bodies_name, shm::SegmentKind::kBodies, open_options).ValueOrDie();
+    auto ring_segment =
+        shm::Segment::Open(ping_name, shm::SegmentKind::kRing, open_options).ValueOrDie();
+    auto sub = client::BatchSubscriber::Open(ring_segment, body_segment, schema, so).ValueOrDie();
+    const int64_t ready = -1;
+    CHECK_OK(pong_ring->Publish(
+        std::span<const std::byte>(reinterpret_cast<const std::byte*>(&ready), 8)));
+    for (int got_measured = 0; got_measured < iterations;) {
       auto got = sub->Receive(60s);
       if (!got.ok()) Die(got.status(), "child receive");
+      const int64_t t_recv = NowNs();
       auto values = std::static_pointer_cast<format::Int64Array>(got->batch->column(0));
       const int64_t first = values->Value(0);
       const int64_t last = values->Value(values->length() - 1);
-      if (first != i || last != i + static_cast<int64_t>(rows) - 1) {
-        std::fprintf(stderr, "child: batch %d has values %lld..%lld\n", i,
-                     static_cast<long long>(first), static_cast<long long>(last));
-        ::_exit(2);
+      const int64_t t_vals = NowNs();
+      if (first >= 0) {  // measured ping; warm-ups carry negative values
+        if (first != got_measured || last != first + static_cast<int64_t>(rows) - 1) {
+          std::fprintf(stderr, "child: batch %d has values %lld..%lld\n", got_measured,
+                       static_cast<long long>(first), static_cast<long long>(last));
+          ::_exit(2);
+        }
+        stamps[got_measured].t_recv = t_recv;
+        stamps[got_measured].t_vals = t_vals;
+        ++got_measured;
       }
       got->batch.reset();
       const int64_t reply = first + last;
@@ -132,12 +212,12 @@ Figures BatchPingPong(uint64_t body_bytes, int iterations) {
     }
     ::_exit(0);
   }
-  // The parent keeps `sub` (the child's registration) untouched until the
-  // child is done.
   auto publisher = client::BatchPublisher::Create(ping.get(), bodies.get(), schema).ValueOrDie();
-  std::vector<double> samples;
   shm::RingMessage msg;
+  CHECK_OK(pong->Receive(&msg, 60s));  // the child is ready
+  std::vector<double> half_rtt;
   std::vector<int64_t> values(rows);
+  std::vector<uint8_t> scratch(mode == Mode::kEvicted ? (64u << 20) : 0);
   for (int i = 0; i < iterations; ++i) {
     // Not timed: build the batch in place in shared memory.
     auto pool = publisher->NewPool(region).ValueOrDie();
@@ -147,12 +227,32 @@ Figures BatchPingPong(uint64_t body_bytes, int iterations) {
     auto array = builder.Finish().ValueOrDie();
     auto batch =
         format::RecordBatch::Make(schema, static_cast<int64_t>(rows), {array}).ValueOrDie();
+    if (mode == Mode::kEvicted) {
+      std::memset(scratch.data(), i & 0xff, scratch.size());
+      // Keep the stores: the buffer is read back below.
+      if (scratch[static_cast<size_t>(i) % scratch.size()] != (i & 0xff)) std::abort();
+    }
+    if (warm) {
+      auto warm_pool = publisher->NewPool(64).ValueOrDie();
+      format::Int64Builder warm_builder(warm_pool.get());
+      CHECK_OK(warm_builder.Append(-2));
+      auto warm_array = warm_builder.Finish().ValueOrDie();
+      auto warm_batch = format::RecordBatch::Make(schema, 1, {warm_array}).ValueOrDie();
+      CHECK_OK(publisher->Publish(*warm_batch, warm_pool.get()));
+      CHECK_OK(pong->Receive(&msg, 60s));
+    }
 
-    const auto t0 = Clock::now();
+    // Timed: from just before Publish to the child holding the rebuilt
+    // batch with its first and last values read (stamped by the child with
+    // the same clock), and on to the pong (round trip).
+    const int64_t t0 = NowNs();
     CHECK_OK(publisher->Publish(*batch, pool.get()));
+    const int64_t t_pub = NowNs();
     CHECK_OK(pong->Receive(&msg, 60s));
-    const auto t1 = Clock::now();
-    samples.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / 2);
+    const int64_t t1 = NowNs();
+    stamps[i].t0 = t0;
+    stamps[i].t_pub = t_pub;
+    half_rtt.push_back(static_cast<double>(t1 - t0) / 2);
     batch.reset();
     array.reset();
   }
@@ -162,8 +262,14 @@ Figures BatchPingPong(uint64_t body_bytes, int iterations) {
     std::fprintf(stderr, "child failed\n");
     std::exit(1);
   }
+  std::vector<double> one_way, publish, receive;
+  for (int i = 0; i < iterations; ++i) {
+    one_way.push_back(static_cast<double>(stamps[i].t_vals - stamps[i].t0));
+    publish.push_back(static_cast<double>(stamps[i].t_pub - stamps[i].t0));
+    receive.push_back(static_cast<double>(stamps[i].t_recv - stamps[i].t0));
+  }
+  ::munmap(stamps_mem, stamps_bytes);
   publisher.reset();
-  sub.reset();
   pong.reset();
   pong_ring.reset();
   ping.reset();
@@ -171,29 +277,59 @@ Figures BatchPingPong(uint64_t body_bytes, int iterations) {
   (void)shm::Segment::Remove(bodies_name);
   (void)shm::Segment::Remove(ping_name);
   (void)shm::Segment::Remove(pong_name);
-  return Summarize(std::move(samples));
+  return {Summarize(std::move(one_way)), Summarize(std::move(half_rtt)),
+          Summarize(std::move(publish)), Summarize(std::move(receive))};
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const double scale = argc > 1 ? std::atof(argv[1]) : 1.0;
+  double scale = 1.0;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--no-prefault") == 0) {
+      g_prefault = false;
+    } else {
+      scale = std::atof(argv[i]);
+    }
+  }
   auto iters = [&](int n) { return std::max(10, static_cast<int>(n * scale)); };
-  std::printf("%-28s %12s %12s %10s\n", "case (one-way, busy-poll)", "median ns", "p99 ns",
-              "samples");
-  const Figures floor = CacheLinePingPong(iters(20000));
-  std::printf("%-28s %12.0f %12.0f %10d\n", "floor: shared cache line", floor.median_ns,
-              floor.p99_ns, iters(20000));
+  double load[3] = {0, 0, 0};
+  (void)::getloadavg(load, 3);
+  std::printf("load average %.2f %.2f %.2f; segments %sprefaulted\n", load[0], load[1],
+              load[2], g_prefault ? "" : "NOT ");
+  std::printf(
+      "one-way: parent before Publish -> child read first and last value (same clock)\n"
+      "rtt/2: parent before Publish -> pong received, halved\n"
+      "publish: the Publish call; rebuilt: parent before Publish -> child holds the batch\n"
+      "cold: timed right after building the batch; warm: after an untimed 1-row round trip;\n"
+      "evicted: cold, plus 64 MiB written after building (control: caches as cold as\n"
+      "after building a batch larger than the last-level cache)\n");
+  std::printf("%-22s %9s %9s %9s %9s %9s %9s %7s\n", "case (busy-poll, ns)", "one-way", "p99",
+              "rtt/2", "p99", "publish", "rebuilt", "samples");
+  const int floor_n = iters(20000);
+  const Figures floor = CacheLinePingPong(floor_n);
+  std::printf("%-22s %9.0f %9.0f %9s %9s %9s %9s %7d\n", "floor: cache line", floor.median_ns,
+              floor.p99_ns, "", "", "", "", floor_n);
   const struct {
     const char* name;
     uint64_t bytes;
     int n;
-  } cases[] = {{"batch body 64 B", 64, 5000},       {"batch body 4 KiB", 4096, 5000},
-               {"batch body 64 KiB", 65536, 2000},  {"batch body 1 MiB", 1 << 20, 300},
-               {"batch body 16 MiB", 16 << 20, 40}};
-  for (const auto& c : cases) {
-    const Figures f = BatchPingPong(c.bytes, iters(c.n));
-    std::printf("%-28s %12.0f %12.0f %10d\n", c.name, f.median_ns, f.p99_ns, iters(c.n));
+  } cases[] = {{"64 B", 64, 5000},         {"4 KiB", 4096, 5000}, {"64 KiB", 65536, 2000},
+               {"1 MiB", 1 << 20, 500},    {"16 MiB", 16 << 20, 100}};
+  const struct {
+    Mode mode;
+    const char* label;
+  } modes[] = {{Mode::kCold, "cold "}, {Mode::kWarm, "warm "}, {Mode::kEvicted, "evicted "}};
+  for (const auto& m : modes) {
+    for (const auto& c : cases) {
+      // The control only needs the sizes whose build fits in the caches.
+      if (m.mode == Mode::kEvicted && c.bytes > 65536) continue;
+      const BatchFigures f = BatchPingPong(c.bytes, iters(c.n), m.mode);
+      const std::string name = std::string(m.label) + c.name;
+      std::printf("%-22s %9.0f %9.0f %9.0f %9.0f %9.0f %9.0f %7d\n", name.c_str(),
+                  f.one_way.median_ns, f.one_way.p99_ns, f.half_rtt.median_ns,
+                  f.half_rtt.p99_ns, f.publish.median_ns, f.receive.median_ns, iters(c.n));
+    }
   }
   return 0;
 }

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <new>
 #include <set>
@@ -16,11 +17,9 @@
 namespace alkaid::shm {
 
 using internal::BlockCount;
+using internal::BlockDescriptorData;
 using internal::BlockGeneration;
-using internal::BlockHeaderData;
 using internal::BodyArenaHeaderData;
-using internal::kBlockHeaderSize;
-using internal::kBlockTag;
 using internal::kBodyArenaHeaderSize;
 using internal::kBodyArenaLayoutVersion;
 using internal::kBodyArenaMagic;
@@ -29,33 +28,51 @@ using internal::PackBlockState;
 using internal::RoundUp;
 
 static_assert(kBlockAlignment == internal::kCacheLineSize);
-static_assert(kBlockHeaderSize == kBlockAlignment);
 
 namespace {
 
-// Checks that `handle` names a plausible block of an arena of `arena_size`
-// bytes starting at payload offset kBodyArenaHeaderSize, without touching
-// shared memory. Returns the header's offset from the payload start.
-Result<uint64_t> CheckHandleBounds(const BlockHandle& handle, uint64_t arena_size,
-                                   const std::string& name) {
-  const uint64_t arena_begin = kBodyArenaHeaderSize;
-  const uint64_t arena_end = arena_begin + arena_size;
+// Where the parts of a body segment are, from the payload start. Computed
+// by the producer from its options and by readers from the (untrusted)
+// header, then kept in private memory.
+struct ArenaGeometry {
+  uint64_t descriptors_offset = kBodyArenaHeaderSize;
+  uint32_t descriptor_count = 0;
+  uint64_t arena_offset = 0;
+  uint64_t arena_size = 0;
+};
+
+// Checks that `handle` names a plausible block of `g`, without touching
+// shared memory: descriptor index inside the table, data offset 64-byte
+// aligned inside the arena, length inside the arena.
+Status CheckHandleBounds(const BlockHandle& handle, const ArenaGeometry& g,
+                         const std::string& name) {
+  const uint64_t arena_begin = g.arena_offset;
+  const uint64_t arena_end = arena_begin + g.arena_size;
   if (handle.generation == 0) {
     return Status::Invalid("body segment '", name, "': block handle at offset ", handle.offset,
                            " has generation 0 (not a block)");
   }
-  if (handle.offset < arena_begin + kBlockHeaderSize || handle.offset > arena_end ||
+  if (handle.descriptor >= g.descriptor_count) {
+    return Status::Invalid("body segment '", name, "': block handle at offset ", handle.offset,
+                           " names descriptor ", handle.descriptor, ", past the table of ",
+                           g.descriptor_count);
+  }
+  if (handle.offset < arena_begin || handle.offset > arena_end ||
       (handle.offset - arena_begin) % kBlockAlignment != 0) {
     return Status::Invalid("body segment '", name, "': block offset ", handle.offset,
                            " is not a 64-byte-aligned data offset inside the arena [",
-                           arena_begin + kBlockHeaderSize, ", ", arena_end, "]");
+                           arena_begin, ", ", arena_end, "]");
   }
   if (handle.length > arena_end - handle.offset) {
     return Status::Invalid("body segment '", name, "': block at offset ", handle.offset,
                            " with length ", handle.length, " ends at ",
                            handle.offset + handle.length, ", past the arena end ", arena_end);
   }
-  return handle.offset - kBlockHeaderSize;
+  return Status::OK();
+}
+
+BlockDescriptorData* DescriptorAt(std::byte* payload, const ArenaGeometry& g, uint32_t index) {
+  return reinterpret_cast<BlockDescriptorData*>(payload + g.descriptors_offset) + index;
 }
 
 }  // namespace
@@ -103,21 +120,25 @@ BlockHandle WritableBlock::Detach() {
 
 struct BodyAllocator::Impl {
   struct Live {
-    uint64_t size;        // header + capacity
-    uint32_t generation;  // what the producer wrote into the header
+    uint64_t offset;      // data offset from the payload start
+    uint64_t size;        // arena bytes (capacity)
+    uint32_t generation;  // what the producer wrote into the descriptor
   };
 
   std::shared_ptr<Segment> segment;
   BodyAllocatorOptions options;
   BodyArenaHeaderData* header = nullptr;
   std::byte* payload = nullptr;  // segment payload start; offsets count from here
-  uint64_t arena_size = 0;
+  ArenaGeometry g;
 
   // Producer-private bookkeeping: consumers cannot reach it. Offsets are
-  // header offsets from the payload start.
+  // data offsets from the payload start.
   std::map<uint64_t, uint64_t> free_by_offset;            // offset -> size
   std::set<std::pair<uint64_t, uint64_t>> free_by_size;  // (size, offset)
-  std::unordered_map<uint64_t, Live> live;                // header offset -> block
+  std::unordered_map<uint32_t, Live> live;                // descriptor -> block
+  // Unused descriptors, oldest first: a descriptor is reused as late as
+  // possible, which keeps stale handles to it stale for longer.
+  std::deque<uint32_t> free_descriptors;
   uint64_t in_use_bytes = 0;
   uint32_t next_generation = 1;
   uint64_t allocations = 0;
@@ -125,8 +146,8 @@ struct BodyAllocator::Impl {
   uint64_t quarantined = 0;
   std::function<void()> reclaim_callback;
 
-  BlockHeaderData* HeaderAt(uint64_t header_offset) const {
-    return reinterpret_cast<BlockHeaderData*>(payload + header_offset);
+  BlockDescriptorData* DescriptorOf(uint32_t index) const {
+    return DescriptorAt(payload, g, index);
   }
 
   void AddFree(uint64_t offset, uint64_t size) {
@@ -151,26 +172,55 @@ struct BodyAllocator::Impl {
     free_by_size.emplace(size, offset);
   }
 
-  void FreeBlock(uint64_t header_offset) {
-    auto it = live.find(header_offset);
-    const uint64_t size = it->second.size;
+  void FreeBlock(uint32_t index) {
+    auto it = live.find(index);
+    const Live block = it->second;
     live.erase(it);
-    in_use_bytes -= size;
+    in_use_bytes -= block.size;
     ++reclaimed;
-    AddFree(header_offset, size);
+    AddFree(block.offset, block.size);
+    free_descriptors.push_back(index);
+  }
+
+  // Never reused: neither the space nor the descriptor. A consumer may
+  // still be reading the block, and the shared count cannot say when it
+  // stops.
+  void Quarantine(uint32_t index) {
+    live.erase(index);
+    ++quarantined;
   }
 
   uint64_t LargestFree() const {
     return free_by_size.empty() ? 0 : free_by_size.rbegin()->first;
   }
 
+  // Finds the live block `handle` names (producer-private bookkeeping).
+  Result<std::unordered_map<uint32_t, Live>::iterator> FindLive(const BlockHandle& handle) {
+    ALKAID_RETURN_NOT_OK(CheckHandleBounds(handle, g, segment->name()));
+    auto it = live.find(handle.descriptor);
+    if (it == live.end() || it->second.generation != handle.generation ||
+        it->second.offset != handle.offset) {
+      return Status::KeyError("body segment '", segment->name(), "': no live block at offset ",
+                              handle.offset, " with descriptor ", handle.descriptor,
+                              " and generation ", handle.generation);
+    }
+    return it;
+  }
+
   // One attempt, no reclaim, no waiting.
   Result<WritableBlock> AllocateOnce(BodyAllocator* self, uint64_t length, uint64_t need) {
+    if (free_descriptors.empty()) {
+      return Status::OutOfMemory("body segment '", segment->name(), "' is full: all ",
+                                 g.descriptor_count, " block descriptors are in use (",
+                                 in_use_bytes, " of ", g.arena_size,
+                                 " arena bytes still referenced; raise max_blocks for many "
+                                 "small blocks)");
+    }
     auto it = free_by_size.lower_bound({need, 0});
     if (it == free_by_size.end()) {
       return Status::OutOfMemory("body segment '", segment->name(), "' is full: a ", length,
                                  "-byte block needs ", need, " bytes, the largest free range is ",
-                                 LargestFree(), " of ", arena_size, " (", live.size(),
+                                 LargestFree(), " of ", g.arena_size, " (", live.size(),
                                  " blocks, ", in_use_bytes, " bytes still referenced)");
     }
     const uint64_t range_size = it->first;
@@ -181,25 +231,28 @@ struct BodyAllocator::Impl {
       free_by_offset.emplace(offset + need, range_size - need);
       free_by_size.emplace(range_size - need, offset + need);
     }
+    const uint32_t index = free_descriptors.front();
+    free_descriptors.pop_front();
     const uint32_t generation = next_generation;
     next_generation = next_generation == UINT32_MAX ? 1 : next_generation + 1;
-    live.emplace(offset, Live{need, generation});
+    live.emplace(index, Live{offset, need, generation});
     in_use_bytes += need;
     ++allocations;
 
-    // The header may lie over the data of an earlier block. It is written
-    // only through atomic stores (no placement-new, which would be a plain
-    // write racing with a stale consumer's atomic load of the old header).
-    BlockHeaderData* h = HeaderAt(offset);
-    h->capacity.store(need - kBlockHeaderSize, std::memory_order_relaxed);
-    h->length.store(length, std::memory_order_relaxed);
-    h->tag.store(kBlockTag, std::memory_order_relaxed);
+    // The descriptor's count is zero (free) or it was never used: no
+    // consumer can hold or take a reference, so these stores race with
+    // nothing but failing acquire attempts through stale handles, which
+    // only load `state`.
+    BlockDescriptorData* d = DescriptorOf(index);
+    d->offset.store(offset, std::memory_order_relaxed);
+    d->length.store(length, std::memory_order_relaxed);
+    d->capacity.store(need, std::memory_order_relaxed);
     // Release: publishes the fields above together with the new generation;
     // partner of the acquire CAS in BodyReader::Acquire.
-    h->state.store(PackBlockState(generation, 1), std::memory_order_release);
+    d->state.store(PackBlockState(generation, 1), std::memory_order_release);
 
-    BlockHandle handle{offset + kBlockHeaderSize, length, generation};
-    std::span<std::byte> data(payload + handle.offset, length);
+    BlockHandle handle{offset, length, generation, index};
+    std::span<std::byte> data(payload + offset, length);
     return WritableBlock(self, handle, data);
   }
 };
@@ -217,35 +270,54 @@ Result<std::unique_ptr<BodyAllocator>> BodyAllocator::Create(std::string_view na
   if (options.wait_timeout.count() < 0) {
     return Status::Invalid("body segment '", name, "': negative wait_timeout");
   }
-  const uint64_t arena = RoundUp(arena_bytes, kBlockAlignment);
-  ALKAID_ASSIGN_OR_RAISE(auto segment, Segment::Create(name, kBodyArenaHeaderSize + arena,
+  if (options.max_blocks > kMaxBlocks) {
+    return Status::Invalid("body segment '", name, "': max_blocks ", options.max_blocks,
+                           " exceeds the limit of ", kMaxBlocks);
+  }
+  ArenaGeometry g;
+  g.arena_size = RoundUp(arena_bytes, kBlockAlignment);
+  g.descriptor_count =
+      options.max_blocks != 0
+          ? options.max_blocks
+          : static_cast<uint32_t>(std::clamp<uint64_t>(g.arena_size / 4096,
+                                                       internal::kMinDefaultDescriptors,
+                                                       internal::kMaxDefaultDescriptors));
+  g.descriptors_offset = kBodyArenaHeaderSize;
+  g.arena_offset = g.descriptors_offset + uint64_t{g.descriptor_count} * sizeof(BlockDescriptorData);
+  ALKAID_ASSIGN_OR_RAISE(auto segment, Segment::Create(name, g.arena_offset + g.arena_size,
                                                        SegmentKind::kBodies, options.segment));
   auto impl = std::make_unique<Impl>();
   impl->segment = segment;
   impl->options = options;
   impl->payload = segment->payload();
-  impl->arena_size = arena;
+  impl->g = g;
+  // The segment is zero-filled: every descriptor has state (0, 0), which no
+  // handle can acquire (generations are never 0).
   auto* header = new (segment->payload()) BodyArenaHeaderData();
   header->layout_version = kBodyArenaLayoutVersion;
   header->block_alignment = static_cast<uint32_t>(kBlockAlignment);
-  header->arena_offset = kBodyArenaHeaderSize;
-  header->arena_size = arena;
+  header->arena_offset = g.arena_offset;
+  header->arena_size = g.arena_size;
   header->producer_pid = static_cast<uint32_t>(::getpid());
+  header->descriptor_count = g.descriptor_count;
+  header->descriptors_offset = g.descriptors_offset;
   // Release: publishes the header; partner of the acquire load in
   // BodyReader::Open.
   header->magic.store(kBodyArenaMagic, std::memory_order_release);
   impl->header = header;
-  impl->AddFree(kBodyArenaHeaderSize, arena);
+  impl->AddFree(g.arena_offset, g.arena_size);
+  for (uint32_t i = 0; i < g.descriptor_count; ++i) impl->free_descriptors.push_back(i);
   return std::unique_ptr<BodyAllocator>(new BodyAllocator(std::move(impl)));
 }
 
 Result<WritableBlock> BodyAllocator::TryAllocate(uint64_t length) {
   Impl& d = *impl_;
-  if (length > d.arena_size - kBlockHeaderSize) {
+  if (length > d.g.arena_size) {
     return Status::CapacityError("body segment '", d.segment->name(), "': a block of ", length,
-                                 " bytes cannot fit in a ", d.arena_size, "-byte arena");
+                                 " bytes cannot fit in a ", d.g.arena_size, "-byte arena");
   }
-  const uint64_t need = kBlockHeaderSize + RoundUp(length, kBlockAlignment);
+  // At least one alignment unit, so every block has a distinct offset.
+  const uint64_t need = std::max(kBlockAlignment, RoundUp(length, kBlockAlignment));
   auto first = d.AllocateOnce(this, length, need);
   if (first.ok() || !first.status().IsOutOfMemory()) return first;
   if (Reclaim() > 0) {
@@ -320,15 +392,10 @@ Result<WritableBlock> BodyAllocator::Allocate(uint64_t length) {
 
 Status BodyAllocator::AddRef(const BlockHandle& handle, uint32_t count) {
   Impl& d = *impl_;
-  ALKAID_ASSIGN_OR_RAISE(uint64_t header_offset,
-                         CheckHandleBounds(handle, d.arena_size, d.segment->name()));
-  auto it = d.live.find(header_offset);
-  if (it == d.live.end() || it->second.generation != handle.generation) {
-    return Status::KeyError("body segment '", d.segment->name(), "': no live block at offset ",
-                            handle.offset, " with generation ", handle.generation);
-  }
-  BlockHeaderData* h = d.HeaderAt(header_offset);
-  uint64_t cur = h->state.load(std::memory_order_relaxed);
+  ALKAID_ASSIGN_OR_RAISE(auto it, d.FindLive(handle));
+  (void)it;
+  BlockDescriptorData* desc = d.DescriptorOf(handle.descriptor);
+  uint64_t cur = desc->state.load(std::memory_order_relaxed);
   do {
     if (BlockGeneration(cur) != handle.generation || BlockCount(cur) == 0 ||
         BlockCount(cur) > kMaxBlockRefs - count) {
@@ -339,22 +406,16 @@ Status BodyAllocator::AddRef(const BlockHandle& handle, uint32_t count) {
     }
     // Relaxed: the producer already holds a reference, so the block cannot
     // be reclaimed concurrently; no data is published by this increment.
-  } while (!h->state.compare_exchange_weak(cur, cur + count, std::memory_order_relaxed,
-                                           std::memory_order_relaxed));
+  } while (!desc->state.compare_exchange_weak(cur, cur + count, std::memory_order_relaxed,
+                                              std::memory_order_relaxed));
   return Status::OK();
 }
 
 Status BodyAllocator::Release(const BlockHandle& handle) {
   Impl& d = *impl_;
-  ALKAID_ASSIGN_OR_RAISE(uint64_t header_offset,
-                         CheckHandleBounds(handle, d.arena_size, d.segment->name()));
-  auto it = d.live.find(header_offset);
-  if (it == d.live.end() || it->second.generation != handle.generation) {
-    return Status::KeyError("body segment '", d.segment->name(), "': no live block at offset ",
-                            handle.offset, " with generation ", handle.generation);
-  }
-  BlockHeaderData* h = d.HeaderAt(header_offset);
-  uint64_t cur = h->state.load(std::memory_order_relaxed);
+  ALKAID_ASSIGN_OR_RAISE(auto it, d.FindLive(handle));
+  BlockDescriptorData* desc = d.DescriptorOf(handle.descriptor);
+  uint64_t cur = desc->state.load(std::memory_order_relaxed);
   do {
     if (BlockGeneration(cur) != handle.generation || BlockCount(cur) == 0 ||
         BlockCount(cur) > kMaxBlockRefs) {
@@ -363,17 +424,17 @@ Status BodyAllocator::Release(const BlockHandle& handle) {
       d.live.erase(it);
       ++d.quarantined;
       return Status::Invalid("body segment '", d.segment->name(), "': block at offset ",
-                             handle.offset, " has a corrupt shared state (generation ",
-                             BlockGeneration(cur), ", count ", BlockCount(cur),
-                             "); block quarantined");
+                             handle.offset, " (descriptor ", handle.descriptor,
+                             ") has a corrupt shared state (generation ", BlockGeneration(cur),
+                             ", count ", BlockCount(cur), "); block quarantined");
     }
     // acq_rel: release pairs with the acquire load in Reclaim (producer
     // writes to the data happen before reuse, trivially here); acquire pairs
     // with the consumers' release decrements so that if this was the last
     // reference, their reads happen before we reuse the space below.
-  } while (!h->state.compare_exchange_weak(cur, cur - 1, std::memory_order_acq_rel,
-                                           std::memory_order_relaxed));
-  if (BlockCount(cur) == 1) d.FreeBlock(header_offset);
+  } while (!desc->state.compare_exchange_weak(cur, cur - 1, std::memory_order_acq_rel,
+                                              std::memory_order_relaxed));
+  if (BlockCount(cur) == 1) d.FreeBlock(handle.descriptor);
   return Status::OK();
 }
 
@@ -381,20 +442,19 @@ uint64_t BodyAllocator::Reclaim() {
   Impl& d = *impl_;
   uint64_t count = 0;
   for (auto it = d.live.begin(); it != d.live.end();) {
-    const uint64_t header_offset = it->first;
+    const uint32_t index = it->first;
     const Impl::Live live = it->second;
-    ++it;  // FreeBlock erases the current entry
+    ++it;  // FreeBlock and Quarantine erase the current entry
     // Acquire: partner of the release decrement in BodyReader::Release;
     // consumers' reads of the data happen before the space is reused.
-    const uint64_t state = d.HeaderAt(header_offset)->state.load(std::memory_order_acquire);
+    const uint64_t state = d.DescriptorOf(index)->state.load(std::memory_order_acquire);
     if (BlockGeneration(state) != live.generation || BlockCount(state) > kMaxBlockRefs) {
-      d.live.erase(header_offset);
-      ++d.quarantined;
+      d.Quarantine(index);
       continue;
     }
     if (BlockCount(state) == 0) {
       // A count of zero is final: Acquire refuses to raise it.
-      d.FreeBlock(header_offset);
+      d.FreeBlock(index);
       ++count;
     }
   }
@@ -408,13 +468,14 @@ void BodyAllocator::SetReclaimCallback(std::function<void()> callback) {
 BodyAllocatorStats BodyAllocator::stats() const {
   const Impl& d = *impl_;
   BodyAllocatorStats s;
-  s.capacity_bytes = d.arena_size;
+  s.capacity_bytes = d.g.arena_size;
   s.in_use_bytes = d.in_use_bytes;
   s.in_use_blocks = d.live.size();
   s.largest_free_bytes = d.LargestFree();
   s.allocations = d.allocations;
   s.reclaimed_blocks = d.reclaimed;
   s.quarantined_blocks = d.quarantined;
+  s.max_blocks = d.g.descriptor_count;
   return s;
 }
 
@@ -458,10 +519,10 @@ struct BodyReader::Impl {
   std::shared_ptr<Segment> segment;
   BodyArenaHeaderData* header = nullptr;
   std::byte* payload = nullptr;
-  uint64_t arena_size = 0;
+  ArenaGeometry g;  // private copy, checked against the segment at Open
 
-  BlockHeaderData* HeaderAt(uint64_t header_offset) const {
-    return reinterpret_cast<BlockHeaderData*>(payload + header_offset);
+  BlockDescriptorData* DescriptorOf(uint32_t index) const {
+    return DescriptorAt(payload, g, index);
   }
 };
 
@@ -498,35 +559,46 @@ Result<std::unique_ptr<BodyReader>> BodyReader::Open(std::shared_ptr<Segment> se
                            header->layout_version, ", this build reads ",
                            kBodyArenaLayoutVersion);
   }
-  const uint64_t arena_size = header->arena_size;
+  ArenaGeometry g;
+  g.descriptors_offset = header->descriptors_offset;
+  g.descriptor_count = header->descriptor_count;
+  g.arena_offset = header->arena_offset;
+  g.arena_size = header->arena_size;
+  const uint64_t payload_size = segment->payload_size();
+  const uint64_t table_end = kBodyArenaHeaderSize + uint64_t{g.descriptor_count} *
+                                                        sizeof(BlockDescriptorData);
   if (header->block_alignment != kBlockAlignment ||
-      header->arena_offset != kBodyArenaHeaderSize ||
-      arena_size > segment->payload_size() - kBodyArenaHeaderSize ||
-      arena_size % kBlockAlignment != 0) {
-    return Status::Invalid("body segment '", name, "': arena header (offset ",
-                           header->arena_offset, ", size ", arena_size, ", alignment ",
-                           header->block_alignment, ") does not fit the ",
-                           segment->payload_size(), "-byte payload");
+      g.descriptors_offset != kBodyArenaHeaderSize || g.descriptor_count == 0 ||
+      g.descriptor_count > kMaxBlocks || g.arena_offset != table_end ||
+      g.arena_offset > payload_size || g.arena_size > payload_size - g.arena_offset ||
+      g.arena_size % kBlockAlignment != 0) {
+    return Status::Invalid("body segment '", name, "': arena header (", g.descriptor_count,
+                           " descriptors at ", g.descriptors_offset, ", arena at ",
+                           g.arena_offset, " of ", g.arena_size, " bytes, alignment ",
+                           header->block_alignment, ") does not fit the ", payload_size,
+                           "-byte payload");
   }
   auto impl = std::make_unique<Impl>();
   impl->segment = std::move(segment);
   impl->payload = impl->segment->payload();
   impl->header = reinterpret_cast<BodyArenaHeaderData*>(impl->payload);
-  impl->arena_size = arena_size;
+  impl->g = g;
   return std::unique_ptr<BodyReader>(new BodyReader(std::move(impl)));
 }
 
 Result<BlockRef> BodyReader::Acquire(const BlockHandle& handle) const {
   const Impl& d = *impl_;
   const std::string& name = d.segment->name();
-  ALKAID_ASSIGN_OR_RAISE(uint64_t header_offset, CheckHandleBounds(handle, d.arena_size, name));
-  BlockHeaderData* h = d.HeaderAt(header_offset);
-  uint64_t cur = h->state.load(std::memory_order_relaxed);
+  ALKAID_RETURN_NOT_OK(CheckHandleBounds(handle, d.g, name));
+  // Only the descriptor is touched before a reference is held: a stale
+  // handle never reads or writes the arena.
+  BlockDescriptorData* desc = d.DescriptorOf(handle.descriptor);
+  uint64_t cur = desc->state.load(std::memory_order_relaxed);
   do {
     if (BlockGeneration(cur) != handle.generation) {
       return Status::KeyError("body segment '", name, "': block at offset ", handle.offset,
-                              " is stale: generation ", BlockGeneration(cur), ", handle has ",
-                              handle.generation);
+                              " is stale: descriptor ", handle.descriptor, " has generation ",
+                              BlockGeneration(cur), ", handle has ", handle.generation);
     }
     if (BlockCount(cur) == 0) {
       return Status::KeyError("body segment '", name, "': block at offset ", handle.offset,
@@ -537,21 +609,23 @@ Result<BlockRef> BodyReader::Acquire(const BlockHandle& handle) const {
                              " has an implausible reference count ", BlockCount(cur));
     }
     // Acquire on success: partner of the release store of `state` in
-    // BodyAllocator allocation, so capacity/length/data are visible.
-  } while (!h->state.compare_exchange_weak(cur, cur + 1, std::memory_order_acquire,
-                                           std::memory_order_relaxed));
-  // We hold a reference: the header cannot change under us now. Check it
-  // against the arena before handing out the data.
-  const uint64_t capacity = h->capacity.load(std::memory_order_relaxed);
-  const uint64_t arena_end = kBodyArenaHeaderSize + d.arena_size;
-  const bool ok = h->tag.load(std::memory_order_relaxed) == kBlockTag &&
-                  capacity <= arena_end - handle.offset && handle.length <= capacity &&
-                  h->length.load(std::memory_order_relaxed) == handle.length;
+    // BodyAllocator allocation, so offset/length/capacity/data are visible.
+  } while (!desc->state.compare_exchange_weak(cur, cur + 1, std::memory_order_acquire,
+                                              std::memory_order_relaxed));
+  // We hold a reference: the descriptor cannot be reused under us now.
+  // Check it against the handle and the arena before handing out the data.
+  const uint64_t offset = desc->offset.load(std::memory_order_relaxed);
+  const uint64_t capacity = desc->capacity.load(std::memory_order_relaxed);
+  const uint64_t length = desc->length.load(std::memory_order_relaxed);
+  const uint64_t arena_end = d.g.arena_offset + d.g.arena_size;
+  const bool ok = offset == handle.offset && length == handle.length &&
+                  capacity <= arena_end - handle.offset && handle.length <= capacity;
   if (!ok) {
     (void)Release(handle);
-    return Status::Invalid("body segment '", name, "': block at offset ", handle.offset,
-                           " has a header (capacity ", capacity, ") inconsistent with handle length ",
-                           handle.length);
+    return Status::Invalid("body segment '", name, "': block handle (offset ", handle.offset,
+                           ", length ", handle.length, ") is inconsistent with descriptor ",
+                           handle.descriptor, " (offset ", offset, ", length ", length,
+                           ", capacity ", capacity, ")");
   }
   return BlockRef(this, handle,
                   std::span<const std::byte>(d.payload + handle.offset, handle.length));
@@ -560,13 +634,14 @@ Result<BlockRef> BodyReader::Acquire(const BlockHandle& handle) const {
 Status BodyReader::Release(const BlockHandle& handle) const {
   const Impl& d = *impl_;
   const std::string& name = d.segment->name();
-  ALKAID_ASSIGN_OR_RAISE(uint64_t header_offset, CheckHandleBounds(handle, d.arena_size, name));
-  BlockHeaderData* h = d.HeaderAt(header_offset);
-  uint64_t cur = h->state.load(std::memory_order_relaxed);
+  ALKAID_RETURN_NOT_OK(CheckHandleBounds(handle, d.g, name));
+  BlockDescriptorData* desc = d.DescriptorOf(handle.descriptor);
+  uint64_t cur = desc->state.load(std::memory_order_relaxed);
   do {
     if (BlockGeneration(cur) != handle.generation || BlockCount(cur) == 0) {
       return Status::Invalid("body segment '", name, "': release of block at offset ",
-                             handle.offset, " (generation ", handle.generation,
+                             handle.offset, " (descriptor ", handle.descriptor, ", generation ",
+                             handle.generation,
                              ") that holds no reference (shared state: generation ",
                              BlockGeneration(cur), ", count ", BlockCount(cur), ")");
     }
@@ -575,8 +650,8 @@ Status BodyReader::Release(const BlockHandle& handle) const {
     // BodyAllocator::Release): our reads of the data happen before the
     // producer reuses the space. seq_cst because it is also the first half
     // of the Dekker pair with a waiting producer (see Allocate).
-  } while (!h->state.compare_exchange_weak(cur, cur - 1, std::memory_order_seq_cst,
-                                           std::memory_order_relaxed));
+  } while (!desc->state.compare_exchange_weak(cur, cur - 1, std::memory_order_seq_cst,
+                                              std::memory_order_relaxed));
   // A producer waiting for space can use this block once no reference (or
   // only its own, which the ring drops once consumers moved on) is left.
   // seq_cst load: the second half of the pair; zero unless the producer

@@ -1,8 +1,10 @@
 #include "alkaid/shm/ring.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <new>
 #include <utility>
@@ -18,6 +20,7 @@ using internal::ConsumerWord;
 using internal::kCacheLineSize;
 using internal::kConsumerActive;
 using internal::kConsumerClaimed;
+using internal::kConsumerDetached;
 using internal::kConsumerStateMask;
 using internal::kRingLayoutVersion;
 using internal::kRingMagic;
@@ -96,6 +99,28 @@ struct RingView {
 };
 
 uint32_t StateOf(uint32_t word) { return word & kConsumerStateMask; }
+uint32_t TagOf(uint32_t word) { return word >> 2; }
+
+// True only if no process with this pid exists (ESRCH). Unknown pids (0)
+// and processes we may not signal count as alive.
+bool ProcessIsGone(uint32_t pid) {
+  if (pid == 0) return false;
+  return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
+
+// Frees registration `c` if it is force-detached and its owner's process is
+// gone: nobody can store into it any more. Returns true if it was freed.
+bool FreeIfOwnerGone(internal::ConsumerData& c) {
+  uint32_t word = c.state.load(std::memory_order_acquire);
+  if (StateOf(word) != kConsumerDetached) return false;
+  // Relaxed: the pid was stored before the entry became active, which the
+  // acquire load above (partner: the seq_cst store in Attach, through the
+  // detach CAS's release sequence) makes visible.
+  if (!ProcessIsGone(c.pid.load(std::memory_order_relaxed))) return false;
+  // Release: partner of the acquire CAS of the next Attach.
+  return c.state.compare_exchange_strong(word, 0, std::memory_order_release,
+                                         std::memory_order_relaxed);
+}
 
 // Wakes the consumers blocked in WaitForData, if any announced itself. The
 // plain load keeps the publish path free of read-modify-writes; the
@@ -313,11 +338,13 @@ Status RingProducer::PublishImpl(std::span<const std::byte> payload, const Block
     slot->body_offset.store(body->offset, std::memory_order_relaxed);
     slot->body_length.store(body->length, std::memory_order_relaxed);
     slot->body_generation.store(body->generation, std::memory_order_relaxed);
+    slot->body_descriptor.store(body->descriptor, std::memory_order_relaxed);
   } else {
     slot->flags.store(0, std::memory_order_relaxed);
     slot->body_offset.store(0, std::memory_order_relaxed);
     slot->body_length.store(0, std::memory_order_relaxed);
     slot->body_generation.store(0, std::memory_order_relaxed);
+    slot->body_descriptor.store(0, std::memory_order_relaxed);
   }
   // Payload as 64-bit relaxed atomic words: a reader may copy the slot while
   // we overwrite it (kDropOldest); atomic words make that a detected retry
@@ -449,13 +476,18 @@ Status RingProducer::DetachConsumer(uint32_t id) {
     // Release: partner of the acquire load of the state in ScanMinCursor.
     // (seq_cst, also pairing with WaitForRoom's announcement like a cursor
     // store, for the wake below.)
-  } while (!c.state.compare_exchange_weak(word, 0, std::memory_order_seq_cst,
+    // The entry is not freed but marked detached (same tag): its owner may
+    // be alive and about to store its cursor; see kConsumerDetached.
+  } while (!c.state.compare_exchange_weak(word, ConsumerWord(TagOf(word), kConsumerDetached),
+                                          std::memory_order_seq_cst,
                                           std::memory_order_relaxed));
   // A detached consumer blocked in Receive should find out now, and a
   // producer thread blocked for room may have been waiting for it.
   v.header->data_futex.fetch_add(1, std::memory_order_release);
   internal::FutexWakeAll(&v.header->data_futex);
   if (v.header->space_waiters.load(std::memory_order_seq_cst) != 0) WakeProducer(v.header);
+  // A dead owner will never acknowledge: free the entry now.
+  (void)FreeIfOwnerGone(c);
   return Status::OK();
 }
 
@@ -468,7 +500,9 @@ std::vector<ConsumerInfoGuess> RingProducer::ConsumersGuess() const {
     ConsumerInfoGuess info;
     info.id = i;
     // Relaxed: a monitoring snapshot, no ordering promised (hence "Guess").
-    info.active = StateOf(c.state.load(std::memory_order_relaxed)) == kConsumerActive;
+    const uint32_t state = StateOf(c.state.load(std::memory_order_relaxed));
+    info.active = state == kConsumerActive;
+    info.detached = state == kConsumerDetached;
     info.pid = c.pid.load(std::memory_order_relaxed);
     info.cursor = c.cursor.load(std::memory_order_relaxed);
     info.lost = c.lost.load(std::memory_order_relaxed);
@@ -558,15 +592,20 @@ Result<std::unique_ptr<RingConsumer>> RingConsumer::Open(std::shared_ptr<Segment
   const uint32_t tag =
       (header->attach_counter.fetch_add(1, std::memory_order_relaxed) + 1) & 0x3fffffffU;
   uint32_t id = v.g.max_consumers;
-  for (uint32_t i = 0; i < v.g.max_consumers; ++i) {
-    uint32_t expected = 0;
-    // acq_rel: acquire pairs with the release CAS of a previous Detach of
-    // this entry; release orders our claim before our later stores.
-    if (v.consumers[i].state.compare_exchange_strong(expected, ConsumerWord(tag, kConsumerClaimed),
-                                                     std::memory_order_acq_rel,
-                                                     std::memory_order_relaxed)) {
-      id = i;
-      break;
+  // Second pass only if the first found nothing: free the registrations of
+  // force-detached consumers whose processes are gone, then retry.
+  for (int pass = 0; pass < 2 && id == v.g.max_consumers; ++pass) {
+    for (uint32_t i = 0; i < v.g.max_consumers; ++i) {
+      if (pass == 1 && !FreeIfOwnerGone(v.consumers[i])) continue;
+      uint32_t expected = 0;
+      // acq_rel: acquire pairs with the release CAS of a previous Detach of
+      // this entry; release orders our claim before our later stores.
+      if (v.consumers[i].state.compare_exchange_strong(
+              expected, ConsumerWord(tag, kConsumerClaimed), std::memory_order_acq_rel,
+              std::memory_order_relaxed)) {
+        id = i;
+        break;
+      }
     }
   }
   if (id == v.g.max_consumers) {
@@ -597,18 +636,31 @@ Result<std::unique_ptr<RingConsumer>> RingConsumer::Open(std::shared_ptr<Segment
 void RingConsumer::Detach() {
   if (detached_) return;
   detached_ = true;
-  uint32_t expected = impl_->my_word;
-  // Release: partner of the acquire load of the state in ScanMinCursor and
-  // of the acquire CAS of the next Attach. Fails harmlessly if the producer
-  // already detached us (and perhaps gave the entry to someone else).
-  impl_->me(id_).state.compare_exchange_strong(expected, 0, std::memory_order_seq_cst,
-                                               std::memory_order_relaxed);
+  ReleaseRegistration();
   // A producer blocked for room may have been waiting for us alone. The
   // seq_cst CAS above and this seq_cst load pair with the producer's
   // announcement like a cursor store does (see TryReceive).
   if (impl_->v.header->space_waiters.load(std::memory_order_seq_cst) != 0) {
     WakeProducer(impl_->v.header);
   }
+}
+
+void RingConsumer::ReleaseRegistration() {
+  std::atomic<uint32_t>& state = impl_->me(id_).state;
+  uint32_t expected = impl_->my_word;
+  // seq_cst (release semantics): partner of the acquire load of the state
+  // in ScanMinCursor and of the acquire CAS of the next Attach; seq_cst also
+  // for the Dekker pair with a waiting producer (see Detach).
+  if (state.compare_exchange_strong(expected, 0, std::memory_order_seq_cst,
+                                    std::memory_order_relaxed)) {
+    return;
+  }
+  // Force-detached: the entry waited for us to stop writing it. We are
+  // done with it now (this thread makes no more stores to it); free it.
+  // Fails harmlessly if it is no longer ours at all.
+  expected = ConsumerWord(TagOf(impl_->my_word), kConsumerDetached);
+  state.compare_exchange_strong(expected, 0, std::memory_order_release,
+                                std::memory_order_relaxed);
 }
 
 uint32_t RingConsumer::inline_capacity() const { return impl_->v.g.inline_capacity; }
@@ -620,8 +672,13 @@ Result<bool> RingConsumer::TryReceive(RingMessage* out) {
   ConsumerData& me = d.me(id_);
   if (detached_ || me.state.load(std::memory_order_relaxed) != d.my_word) {
     // Relaxed: best-effort check of our own registration, no partner; the
-    // producer never waits for a consumer it detached.
-    detached_ = true;
+    // producer never waits for a consumer it detached. A late cursor store
+    // after a force-detach that this check missed lands in our own entry,
+    // which stays reserved (kConsumerDetached) until we free it here.
+    if (!detached_) {
+      detached_ = true;
+      ReleaseRegistration();
+    }
     return Status::Cancelled("ring '", name(), "': consumer ", id_, " was detached");
   }
   if (out->words_.size() * 8 < v.g.inline_capacity) out->words_.resize(v.g.inline_capacity / 8);
@@ -653,6 +710,7 @@ Result<bool> RingConsumer::TryReceive(RingMessage* out) {
         handle.offset = slot->body_offset.load(std::memory_order_relaxed);
         handle.length = slot->body_length.load(std::memory_order_relaxed);
         handle.generation = slot->body_generation.load(std::memory_order_relaxed);
+        handle.descriptor = slot->body_descriptor.load(std::memory_order_relaxed);
       }
       if (size > v.g.inline_capacity) {
         problem = Status::Invalid("ring '", name(), "': slot ", c & v.mask, " (sequence ", c,

@@ -18,7 +18,7 @@ namespace alkaid::shm::internal {
 
 /// "ALKRING1" as a little-endian 64-bit integer.
 inline constexpr uint64_t kRingMagic = 0x31474e49524b4c41ULL;
-inline constexpr uint32_t kRingLayoutVersion = 2;
+inline constexpr uint32_t kRingLayoutVersion = 3;
 
 /// Ring header: four cache lines so that fields written by different parties
 /// never share a line.
@@ -90,6 +90,12 @@ enum ConsumerState : uint32_t {
   kConsumerFree = 0,     ///< entry unused
   kConsumerClaimed = 1,  ///< being registered; not yet counted by the producer
   kConsumerActive = 2,   ///< counted: its cursor holds the producer back (kBlockProducer)
+  /// Force-detached (RingProducer::DetachConsumer) while its owner may still
+  /// be running: no longer counted, but not reusable either, so a late cursor
+  /// store by the owner lands in its own dead entry, never in a new
+  /// consumer's. Only the owner (when it notices) or someone who saw the
+  /// owner's process gone turns it into kConsumerFree.
+  kConsumerDetached = 3,
 };
 inline constexpr uint32_t kConsumerStateMask = 3;
 constexpr uint32_t ConsumerWord(uint32_t tag, ConsumerState state) {
@@ -105,7 +111,8 @@ struct alignas(kCacheLineSize) ConsumerData {
   /// entry by CAS (acq_rel) and makes it active with a seq_cst store followed
   /// by a seq_cst fence, paired with the seq_cst fence in the producer's
   /// cursor scan. Detach CASes it to 0 with release; the producer's scan
-  /// loads it with acquire (partner).
+  /// loads it with acquire (partner). A force-detach CASes (tag, active) to
+  /// (tag, detached); the owner, noticing, CASes (tag, detached) to 0.
   std::atomic<uint32_t> state;
   /// Process id of the consumer (diagnostics; relaxed, no partner).
   std::atomic<uint32_t> pid;
@@ -134,7 +141,8 @@ struct alignas(kCacheLineSize) SlotHeaderData {
   std::atomic<uint64_t> body_offset;
   std::atomic<uint64_t> body_length;
   std::atomic<uint32_t> body_generation;
-  uint8_t pad[kCacheLineSize - 36];
+  std::atomic<uint32_t> body_descriptor;  ///< BlockHandle::descriptor
+  uint8_t pad[kCacheLineSize - 40];
 };
 ALKAID_SHM_PLAIN_DATA(SlotHeaderData, kCacheLineSize);
 

@@ -1,6 +1,7 @@
 #include "alkaid/shm/segment.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -70,6 +71,23 @@ Status FromBoostError(const bip::interprocess_exception& e, std::string_view wha
 bool IsNameChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
          c == '_' || c == '-' || c == '.';
+}
+
+// Enters every page of a mapping into the page tables now, so the data path
+// never faults on a first touch. Best effort: a failure only means later
+// accesses fault as usual. MADV_POPULATE_WRITE (Linux 5.14) maps the pages
+// writable without changing their contents; on older kernels, one read per
+// page (a read fault on a shared writable tmpfs mapping installs a writable
+// entry as well).
+void Prefault(void* address, std::size_t size) {
+#ifdef MADV_POPULATE_WRITE
+  if (::madvise(address, size, MADV_POPULATE_WRITE) == 0) return;
+  if (errno != EINVAL) return;  // e.g. EFAULT past a truncated object
+#endif
+  const long page = ::sysconf(_SC_PAGESIZE);
+  const std::size_t step = page > 0 ? static_cast<std::size_t>(page) : 4096;
+  const auto* p = static_cast<const volatile std::byte*>(address);
+  for (std::size_t off = 0; off < size; off += step) (void)p[off];
 }
 
 // Unlinks a half-created segment; used on every failure path of Create.
@@ -177,6 +195,8 @@ Result<std::shared_ptr<Segment>> Segment::Create(std::string_view name, uint64_t
     return fail(Status::OutOfMemory("cannot map shared-memory segment '", sname, "'"));
   }
 
+  if (options.prefault) Prefault(mapping->region.get_address(), mapping->region.get_size());
+
   // Fresh tmpfs pages are zero; build the header in place and publish it.
   auto* header = new (mapping->region.get_address()) SegmentHeaderData();
   header->layout_version = kSegmentLayoutVersion;
@@ -196,7 +216,8 @@ Result<std::shared_ptr<Segment>> Segment::Create(std::string_view name, uint64_t
 }
 
 Result<std::shared_ptr<Segment>> Segment::Open(std::string_view name,
-                                               SegmentKind expected_kind) {
+                                               SegmentKind expected_kind,
+                                               const SegmentOpenOptions& options) {
   ALKAID_RETURN_NOT_OK(ValidateName(name));
   const std::string sname(name);
   auto mapping = std::make_unique<Mapping>();
@@ -256,6 +277,7 @@ Result<std::shared_ptr<Segment>> Segment::Open(std::string_view name,
                            ", expected ", static_cast<uint32_t>(expected_kind), " (",
                            SegmentKindName(expected_kind), ")");
   }
+  if (options.prefault) Prefault(mapping->region.get_address(), mapping->region.get_size());
   try {
     return std::shared_ptr<Segment>(new Segment(sname, expected_kind, std::move(mapping)));
   } catch (const std::bad_alloc&) {

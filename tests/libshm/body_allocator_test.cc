@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "body_layout_internal.h"
 #include "shm_test_util.h"
 #include "test_util.h"
 
@@ -149,8 +150,14 @@ TEST_F(BodyAllocatorTest, StaleHandlesAreDetectedAfterReuse) {
   ASSERT_OK_AND_ASSIGN(auto b, alloc_->Allocate(100));  // same space, new generation
   ASSERT_EQ(b.handle().offset, old.offset);
   ASSERT_NE(b.handle().generation, old.generation);
-  ASSERT_RAISES_WITH_MESSAGE(kKeyError, "stale", reader_->Acquire(old));
+  // The old descriptor is free (count 0), the new block has another one.
+  ASSERT_NE(b.handle().descriptor, old.descriptor);
+  ASSERT_RAISES_WITH_MESSAGE(kKeyError, "already released", reader_->Acquire(old));
   ASSERT_RAISES(kInvalid, reader_->Release(old));
+  // A handle with the old generation but the new descriptor: stale.
+  BlockHandle mixed = b.handle();
+  mixed.generation = old.generation;
+  ASSERT_RAISES_WITH_MESSAGE(kKeyError, "stale", reader_->Acquire(mixed));
   ASSERT_OK(reader_->Acquire(b.handle()));
 }
 
@@ -159,7 +166,7 @@ TEST_F(BodyAllocatorTest, HostileHandlesNeverReachOutsideTheArena) {
   ASSERT_OK_AND_ASSIGN(auto a, alloc_->Allocate(256));
   const BlockHandle good = a.handle();
   auto with = [&](uint64_t offset, uint64_t length, uint32_t gen) {
-    return BlockHandle{offset, length, gen};
+    return BlockHandle{offset, length, gen, good.descriptor};
   };
   ASSERT_RAISES(kInvalid, reader_->Acquire(with(good.offset, good.length, 0)));
   ASSERT_RAISES(kInvalid, reader_->Acquire(with(good.offset + 8, good.length, good.generation)));
@@ -172,8 +179,19 @@ TEST_F(BodyAllocatorTest, HostileHandlesNeverReachOutsideTheArena) {
   // count is left as it was.
   ASSERT_RAISES_WITH_MESSAGE(kInvalid, "inconsistent",
                              reader_->Acquire(with(good.offset, 300, good.generation)));
-  // Pointing into the middle of the data (where no header is).
-  ASSERT_RAISES(kKeyError, reader_->Acquire(with(good.offset + 64, 10, good.generation)));
+  // Pointing into the middle of the data: the descriptor disagrees.
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "inconsistent with descriptor",
+                             reader_->Acquire(with(good.offset + 64, 10, good.generation)));
+  // A descriptor index past the table.
+  BlockHandle far = good;
+  far.descriptor = 1u << 30;
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "past the table", reader_->Acquire(far));
+  ASSERT_RAISES(kInvalid, reader_->Release(far));
+  // Another (unused) descriptor: its state is (0, 0).
+  BlockHandle other = good;
+  other.descriptor = good.descriptor + 1;
+  ASSERT_RAISES_WITH_MESSAGE(kKeyError, "stale", reader_->Acquire(other));
+  // None of these left a reference behind.
   a.Release();
   EXPECT_EQ(alloc_->stats().in_use_blocks, 0u);
 }
@@ -182,13 +200,62 @@ TEST_F(BodyAllocatorTest, CorruptSharedCountQuarantinesTheBlock) {
   Make(4096);
   ASSERT_OK_AND_ASSIGN(auto a, alloc_->Allocate(100));
   const BlockHandle h = a.Detach();
-  // Scribble over the header's state word (first 8 bytes of the header).
-  std::byte* header = alloc_->segment()->payload() + h.offset - 64;
-  const uint64_t garbage = 0xDEADBEEF00000000ULL;
-  std::memcpy(header, &garbage, 8);
+  // Scribble over the descriptor's state word.
+  auto* descriptors = reinterpret_cast<internal::BlockDescriptorData*>(
+      alloc_->segment()->payload() + internal::kBodyArenaHeaderSize);
+  descriptors[h.descriptor].state.store(0xDEADBEEF00000000ULL);
   ASSERT_RAISES_WITH_MESSAGE(kInvalid, "quarantined", alloc_->Release(h));
   EXPECT_EQ(alloc_->stats().quarantined_blocks, 1u);
   EXPECT_EQ(alloc_->Reclaim(), 0u);
+}
+
+TEST_F(BodyAllocatorTest, StaleHandlesOnlyTouchTheirDescriptor) {
+  // The race that a header inside the arena made possible: a consumer holds
+  // a handle whose block was reclaimed and whose space now holds another
+  // block's data, written with plain stores. Its acquire attempt must fail
+  // by looking at the descriptor alone, whatever the data bytes are, even
+  // data that imitates the old block's (generation, count) word.
+  Make(4096);
+  BlockHandle old;
+  {
+    ASSERT_OK_AND_ASSIGN(auto a, alloc_->Allocate(4096));
+    old = a.handle();
+  }
+  ASSERT_OK_AND_ASSIGN(auto b, alloc_->Allocate(4096));
+  ASSERT_EQ(b.handle().offset, old.offset);
+  ASSERT_NE(b.handle().descriptor, old.descriptor);
+  const uint64_t imitation = internal::PackBlockState(old.generation, 1);
+  for (std::size_t i = 0; i + 8 <= b.data().size(); i += 8) {
+    std::memcpy(b.data().data() + i, &imitation, 8);
+  }
+  ASSERT_RAISES_WITH_MESSAGE(kKeyError, "already released", reader_->Acquire(old));
+  ASSERT_RAISES(kInvalid, reader_->Release(old));
+  // The new block's bytes are untouched.
+  for (std::size_t i = 0; i + 8 <= b.data().size(); i += 8) {
+    uint64_t word;
+    std::memcpy(&word, b.data().data() + i, 8);
+    ASSERT_EQ(word, imitation) << "at byte " << i;
+  }
+  ASSERT_OK(reader_->Acquire(b.handle()));
+}
+
+TEST_F(BodyAllocatorTest, DescriptorTableBoundsLiveBlocks) {
+  name_ = NewName("bodies");
+  BodyAllocatorOptions options;
+  options.full_policy = FullPolicy::kError;
+  options.max_blocks = 3;
+  ASSERT_OK_AND_ASSIGN(alloc_, BodyAllocator::Create(name_, 64 * 1024, options));
+  EXPECT_EQ(alloc_->stats().max_blocks, 3u);
+  ASSERT_OK_AND_ASSIGN(auto a, alloc_->Allocate(10));
+  ASSERT_OK_AND_ASSIGN(auto b, alloc_->Allocate(10));
+  ASSERT_OK_AND_ASSIGN(auto c, alloc_->Allocate(10));
+  ASSERT_RAISES_WITH_MESSAGE(kOutOfMemory, "descriptors are in use", alloc_->Allocate(10));
+  const uint32_t freed = b.handle().descriptor;
+  b.Release();
+  ASSERT_OK_AND_ASSIGN(auto d, alloc_->Allocate(10));
+  EXPECT_EQ(d.handle().descriptor, freed);  // the only free descriptor
+  options.max_blocks = kMaxBlocks + 1;
+  ASSERT_RAISES(kInvalid, BodyAllocator::Create(NewName("bodies"), 4096, options));
 }
 
 TEST_F(BodyAllocatorTest, AddRefCountsExtraHolders) {

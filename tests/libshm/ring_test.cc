@@ -1,5 +1,8 @@
 #include "alkaid/shm/ring.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -186,6 +189,97 @@ TEST_F(RingTest, DetachedConsumerNoLongerHoldsTheProducer) {
   stuck.reset();
   auto infos = producer->ConsumersGuess();
   EXPECT_TRUE(infos[newcomer->id()].active);
+}
+
+TEST_F(RingTest, ForceDetachedLiveConsumerKeepsItsRegistrationUntilItNotices) {
+  // A live consumer may be between its registration check and its cursor
+  // store when it is force-detached; its entry must not be handed to a new
+  // consumer before it noticed, or that store would land in the newcomer's
+  // cursor.
+  RingOptions options;
+  options.slot_count = 4;
+  options.max_consumers = 1;
+  auto producer = MakeRing(options);
+  auto old = Attach();
+  const uint32_t id = old->id();
+  ASSERT_OK(producer->DetachConsumer(id));
+  auto infos = producer->ConsumersGuess();
+  EXPECT_FALSE(infos[id].active);
+  EXPECT_TRUE(infos[id].detached);
+  // Our own process is alive: the entry stays reserved.
+  ASSERT_RAISES_WITH_MESSAGE(kCapacityError, "registrations are taken",
+                             RingConsumer::Open(name_));
+  // Detached consumers do not hold the producer back.
+  for (uint64_t i = 0; i < 8; ++i) ASSERT_OK(producer->Publish(Bytes(MakePayload(i))));
+  RingMessage msg;
+  ASSERT_RAISES_WITH_MESSAGE(kCancelled, "detached", old->TryReceive(&msg));
+  infos = producer->ConsumersGuess();
+  EXPECT_FALSE(infos[id].detached);
+  auto newcomer = Attach();
+  ASSERT_NE(newcomer, nullptr);
+  EXPECT_EQ(newcomer->id(), id);
+  old.reset();  // must not touch the newcomer's entry
+  infos = producer->ConsumersGuess();
+  EXPECT_TRUE(infos[id].active);
+  ASSERT_OK(producer->Publish(Bytes(MakePayload(8))));
+  ASSERT_OK(newcomer->Receive(&msg, 1s));
+  EXPECT_EQ(VerifyPayload(msg.payload()), 8u);
+
+  // The destructor of a force-detached consumer frees its entry too.
+  ASSERT_OK(producer->DetachConsumer(id));
+  ASSERT_RAISES(kCapacityError, RingConsumer::Open(name_));
+  newcomer.reset();
+  EXPECT_NE(Attach(), nullptr);
+}
+
+TEST_F(RingTest, RegistrationsOfDeadConsumersAreFreed) {
+  RingOptions options;
+  options.slot_count = 4;
+  options.max_consumers = 1;
+  auto producer = MakeRing(options);
+  // A consumer process that dies without detaching; the producer detaches
+  // it after it is gone: freed at once.
+  auto run_child = [&](int ready_fd, int go_fd) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      auto c = RingConsumer::Open(name_);
+      char byte = c.ok() ? 'y' : 'n';
+      (void)!::write(ready_fd, &byte, 1);
+      (void)!::read(go_fd, &byte, 1);
+      ::_exit(0);  // no destructor: the registration stays behind
+    }
+    return pid;
+  };
+  int ready[2], go[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(go), 0);
+  pid_t pid = run_child(ready[1], go[0]);
+  char byte = 0;
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1);
+  ASSERT_EQ(byte, 'y');
+  ASSERT_EQ(::write(go[1], "x", 1), 1);
+  ASSERT_EQ(::waitpid(pid, nullptr, 0), pid);
+  ASSERT_OK(producer->DetachConsumer(0));
+  EXPECT_FALSE(producer->ConsumersGuess()[0].detached);
+  {
+    auto c = Attach();
+    EXPECT_NE(c, nullptr);
+  }
+
+  // Force-detached while alive, then dies without noticing: the next Open
+  // that finds no free entry frees it.
+  pid = run_child(ready[1], go[0]);
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1);
+  ASSERT_EQ(byte, 'y');
+  ASSERT_OK(producer->DetachConsumer(0));
+  EXPECT_TRUE(producer->ConsumersGuess()[0].detached);
+  ASSERT_EQ(::write(go[1], "x", 1), 1);
+  ASSERT_EQ(::waitpid(pid, nullptr, 0), pid);
+  EXPECT_TRUE(producer->ConsumersGuess()[0].detached);
+  auto c = Attach();
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->id(), 0u);
+  for (int fd : {ready[0], ready[1], go[0], go[1]}) ::close(fd);
 }
 
 TEST_F(RingTest, DropPolicyCountsExactlyWhatASlowConsumerLost) {

@@ -91,7 +91,8 @@ Status BatchPublisher::PublishRegion(ShmBatchPool* pool, uint64_t body_length,
     desc.flags = internal::kMetadataInRegion;
   }
   // The slot payload: descriptor, then the metadata if it fits.
-  std::vector<std::byte> payload(sizeof(BatchDescriptor) + (inline_md ? md_size : 0));
+  std::vector<std::byte>& payload = slot_payload_;
+  payload.resize(sizeof(BatchDescriptor) + (inline_md ? md_size : 0));
   std::memcpy(payload.data(), &desc, sizeof(desc));
   if (inline_md && md_size > 0) {
     std::memcpy(payload.data() + sizeof(desc), metadata->data(), md_size);

@@ -35,17 +35,22 @@ namespace alkaid::shm {
 
 /// Alignment of every block's data, and the granularity of allocation.
 inline constexpr uint64_t kBlockAlignment = 64;
+/// Largest BodyAllocatorOptions::max_blocks.
+inline constexpr uint32_t kMaxBlocks = uint32_t{1} << 24;
 
 /// Names a block for consumers. Plain data: safe to copy into a ring slot.
 ///
 /// `offset` is the position of the block's first data byte from the start
-/// of the segment payload; `generation` changes every time the space is
-/// reused, so a stale handle is detected instead of reading someone else's
-/// data.
+/// of the segment payload; `descriptor` is the entry of the segment's
+/// descriptor table that holds the block's reference count; `generation`
+/// changes with every allocation, so a stale handle is detected (and only
+/// ever touches its descriptor, never body bytes) instead of reading
+/// someone else's data.
 struct BlockHandle {
   uint64_t offset = 0;
   uint64_t length = 0;
   uint32_t generation = 0;  ///< never 0 for a real block
+  uint32_t descriptor = 0;  ///< index into the descriptor table
 
   bool valid() const { return generation != 0; }
   bool operator==(const BlockHandle&) const = default;
@@ -63,6 +68,11 @@ struct BodyAllocatorOptions {
   FullPolicy full_policy = FullPolicy::kWait;
   /// Longest wait for space under FullPolicy::kWait. Default: 1 s.
   std::chrono::nanoseconds wait_timeout = std::chrono::seconds(1);
+  /// Most blocks alive at once: the size of the descriptor table beside the
+  /// arena (64 bytes per entry, not taken from the arena). When every
+  /// descriptor is in use the arena counts as full. 0 (default): one per
+  /// 4 KiB of arena, at least 256 and at most 65536. At most kMaxBlocks.
+  uint32_t max_blocks = 0;
   /// Permissions of the segment.
   SegmentOptions segment;
 };
@@ -72,12 +82,13 @@ struct BodyAllocatorOptions {
 /// known at the next reclaim pass.
 struct BodyAllocatorStats {
   uint64_t capacity_bytes = 0;      ///< arena size
-  uint64_t in_use_bytes = 0;        ///< bytes of blocks not yet reclaimed (headers included)
+  uint64_t in_use_bytes = 0;        ///< arena bytes of blocks not yet reclaimed
   uint64_t in_use_blocks = 0;       ///< blocks not yet reclaimed
   uint64_t largest_free_bytes = 0;  ///< largest contiguous free range
   uint64_t allocations = 0;         ///< successful Allocate() calls
   uint64_t reclaimed_blocks = 0;    ///< blocks whose space was reused
   uint64_t quarantined_blocks = 0;  ///< blocks never reused: their shared count was corrupt
+  uint64_t max_blocks = 0;          ///< descriptor table entries
 };
 
 class BodyAllocator;
@@ -131,7 +142,8 @@ class ALKAID_EXPORT BodyAllocator {
   BodyAllocator& operator=(const BodyAllocator&) = delete;
 
   /// Creates body segment `name` with `arena_bytes` of block space (rounded
-  /// up to kBlockAlignment; each block also uses a 64-byte header).
+  /// up to kBlockAlignment; each block takes its length rounded up to 64,
+  /// at least 64), plus the descriptor table.
   static Result<std::unique_ptr<BodyAllocator>> Create(std::string_view name,
                                                        uint64_t arena_bytes,
                                                        const BodyAllocatorOptions& options = {});
@@ -222,9 +234,10 @@ class ALKAID_EXPORT BodyReader {
   static Result<std::unique_ptr<BodyReader>> Open(std::shared_ptr<Segment> segment);
 
   /// Takes a reference to the block named by `handle` (typically read from a
-  /// ring slot). Fails with Invalid if the handle points outside the arena or
-  /// at something that is not a block header, and with KeyError if the block
-  /// is gone or its space was reused (stale generation).
+  /// ring slot). Fails with Invalid if the handle points outside the arena
+  /// or the descriptor table, or disagrees with its descriptor, and with
+  /// KeyError if the block is gone or its descriptor was reused (stale
+  /// generation).
   Result<BlockRef> Acquire(const BlockHandle& handle) const;
 
   /// Drops a reference taken by Acquire() without a BlockRef (for callers

@@ -131,6 +131,9 @@ class ALKAID_EXPORT RingMessage {
 struct ConsumerInfoGuess {
   uint32_t id = 0;
   bool active = false;
+  /// Force-detached by DetachConsumer() while its process may still run:
+  /// not counted, not yet reusable (see DetachConsumer()).
+  bool detached = false;
   uint32_t pid = 0;
   uint64_t cursor = 0;  ///< next sequence it will read
   uint64_t lost = 0;    ///< messages it lost so far
@@ -183,8 +186,16 @@ class ALKAID_EXPORT RingProducer {
   void Close();
 
   /// Deactivates consumer `id` (e.g. one whose process died), so it no
-  /// longer holds the producer back. A live consumer notices on its next call
-  /// (Cancelled). IndexError for an id out of range, KeyError if inactive.
+  /// longer holds the producer back. IndexError for an id out of range,
+  /// KeyError if inactive.
+  ///
+  /// If the consumer's process is gone, its registration is freed at once.
+  /// Otherwise it is marked detached and stays reserved until the consumer
+  /// notices (Cancelled on its next call, or its destructor), so that a
+  /// cursor store it makes in the meantime can never land in a registration
+  /// given to a new consumer. A detached registration whose process has
+  /// died since is freed when an Open() finds no free one. Producer and
+  /// consumers must share a pid namespace (pids are compared).
   Status DetachConsumer(uint32_t id);
 
   /// Sequence number the next Publish will use (= messages published).
@@ -254,6 +265,8 @@ class ALKAID_EXPORT RingConsumer {
   RingConsumer(std::unique_ptr<Impl> impl, uint32_t id, uint64_t cursor,
                const ConsumerOptions& options);
   Status WaitForData(std::chrono::steady_clock::time_point deadline);
+  // Frees our registration (active, or force-detached and waiting for us).
+  void ReleaseRegistration();
 
   std::unique_ptr<Impl> impl_;
   uint32_t id_;

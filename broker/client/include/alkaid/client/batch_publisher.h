@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "alkaid/client/shm_batch_pool.h"
 #include "alkaid/common/export.h"
@@ -81,6 +82,9 @@ class ALKAID_EXPORT BatchPublisher {
   shm::BodyAllocator* bodies_;
   format::SchemaPtr schema_;
   PublishStats stats_;
+  // The slot payload being assembled; kept between publishes so that a
+  // publish allocates nothing here.
+  std::vector<std::byte> slot_payload_;
 };
 
 }  // namespace alkaid::client
