@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "alkaid/common/process.h"
 #include "alkaid/format/ipc/io.h"
 #include "alkaid/format/ipc/reader.h"
 #include "alkaid/shm/segment.h"
@@ -66,11 +67,6 @@ std::string FormatBytes(uint64_t bytes) {
   std::ostringstream out;
   out << bytes << " bytes (" << (bytes >> 20) << " MiB)";
   return out.str();
-}
-
-bool ProcessIsGone(uint32_t pid) {
-  if (pid == 0) return false;
-  return ::kill(static_cast<pid_t>(pid), 0) == -1 && errno == ESRCH;
 }
 
 Status MakeDirectories(const std::string& dir) {
@@ -725,7 +721,7 @@ struct Broker::Impl {
   void CheckLiveness() {
     std::vector<int> dead;
     for (const auto& [fd, c] : connections) {
-      if (ProcessIsGone(c.pid)) dead.push_back(fd);
+      if (::alkaid::ProcessIsGone(c.pid)) dead.push_back(fd);
     }
     for (int fd : dead) CloseConnection(fd, "process exited");
   }

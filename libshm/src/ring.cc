@@ -9,6 +9,7 @@
 #include <new>
 #include <utility>
 
+#include "alkaid/common/process.h"
 #include "futex_internal.h"
 #include "ring_layout_internal.h"
 #include "wait_internal.h"
@@ -101,13 +102,6 @@ struct RingView {
 uint32_t StateOf(uint32_t word) { return word & kConsumerStateMask; }
 uint32_t TagOf(uint32_t word) { return word >> 2; }
 
-// True only if no process with this pid exists (ESRCH). Unknown pids (0)
-// and processes we may not signal count as alive.
-bool ProcessIsGone(uint32_t pid) {
-  if (pid == 0) return false;
-  return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
-}
-
 // Frees registration `c` if it is force-detached and its owner's process is
 // gone: nobody can store into it any more. Returns true if it was freed.
 bool FreeIfOwnerGone(internal::ConsumerData& c) {
@@ -116,7 +110,7 @@ bool FreeIfOwnerGone(internal::ConsumerData& c) {
   // Relaxed: the pid was stored before the entry became active, which the
   // acquire load above (partner: the seq_cst store in Attach, through the
   // detach CAS's release sequence) makes visible.
-  if (!ProcessIsGone(c.pid.load(std::memory_order_relaxed))) return false;
+  if (!::alkaid::ProcessIsGone(c.pid.load(std::memory_order_relaxed))) return false;
   // Release: partner of the acquire CAS of the next Attach.
   return c.state.compare_exchange_strong(word, 0, std::memory_order_release,
                                          std::memory_order_relaxed);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "alkaid/client/broker_client.h"
+#include "alkaid/common/process.h"
 #include "alkaid/common/result.h"
 #include "alkaid/common/status.h"
 #include "alkaid/format/type.h"
@@ -61,9 +62,8 @@ Result<std::vector<uint8_t>> SerializeSchema(const format::SchemaPtr& schema);
 /// The inverse; NotImplemented for dictionary-encoded fields.
 Result<format::SchemaPtr> DeserializeSchema(const std::vector<uint8_t>& bytes);
 
-/// True if process `pid` has exited (no such process, or a zombie waiting
-/// to be reaped). A process of another user that is alive counts as alive.
-bool ProcessIsGone(uint32_t pid);
+/// Process liveness (alkaid/common/process.h), under its old name here.
+using ::alkaid::ProcessIsGone;
 
 broker::protocol::TopicConfig MakeTopicConfig(const std::string& topic,
                                               std::vector<uint8_t> schema,
