@@ -254,6 +254,14 @@ TEST(BrokerTest, SigkilledConsumerDoesNotBlockTheProducer) {
     ASSERT_OK(producer->PublishCopy(*batch));
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+  // The producer's watchdog detaches the dead consumer asynchronously (the
+  // publishes above may all fit before it runs); it must do so within a
+  // second or so, before the child is even reaped (it is a zombie here).
+  const auto deadline = std::chrono::steady_clock::now() + 3s;
+  while (producer->stats().dead_consumers_detached < 1u &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
   EXPECT_GE(producer->stats().dead_consumers_detached, 1u);
   EXPECT_EQ(testing::Wait(child), -SIGKILL);
   ASSERT_OK(producer->Close());
