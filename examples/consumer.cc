@@ -6,15 +6,24 @@
 #include <chrono>
 #include <iostream>
 #include <string>
+#include <thread>
 
 #include "alkaid/client/consumer.h"
 
 int main(int argc, char** argv) {
   const std::string topic = argc > 1 ? argv[1] : "readings";
 
-  // Subscribes; the broker supplies the topic's schema. KeyError if no
-  // producer created the topic yet.
+  // Subscribes; the broker supplies the topic's schema. Until a producer
+  // has created the topic, Open fails with KeyError: wait for it (up to 30 s)
+  // so the consumer can be started first.
   auto consumer = alkaid::client::Consumer::Open(topic);
+  for (int i = 0;
+       i < 300 && !consumer.ok() && consumer.status().code() == alkaid::StatusCode::kKeyError;
+       ++i) {
+    if (i == 0) std::cout << "waiting for a producer to create '" << topic << "'\n";
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    consumer = alkaid::client::Consumer::Open(topic);
+  }
   if (!consumer.ok()) {
     std::cerr << "consumer: " << consumer.status().ToString() << "\n";
     return 1;
