@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
   // so the consumer can be started first.
   auto consumer = alkaid::client::Consumer::Open(topic);
   for (int i = 0;
-       i < 300 && !consumer.ok() && consumer.status().code() == alkaid::StatusCode::kKeyError;
+       i < 1500 && !consumer.ok() && consumer.status().code() == alkaid::StatusCode::kKeyError;
        ++i) {
     if (i == 0) std::cout << "waiting for a producer to create '" << topic << "'\n";
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
