@@ -148,17 +148,10 @@ DataTypeLayout FixedLayout(int64_t byte_width) {
 bool DataType::Equals(const DataType& other, bool check_metadata) const {
   if (this == &other) return true;
   if (id_ != other.id_ || children_.size() != other.children_.size()) return false;
-  if (!ParamsEqual(other)) return false;
-  if (id_ == TypeId::kMap) {
-    // The names of a map's entries, key and value fields are conventional
-    // (writers differ: "entries"/"key"/"value" or their own); only the key
-    // and item types and the item's nullability carry meaning.
-    const auto& a = static_cast<const MapType&>(*this);
-    const auto& b = static_cast<const MapType&>(other);
-    return a.key_field()->type()->Equals(*b.key_field()->type(), check_metadata) &&
-           a.item_field()->type()->Equals(*b.item_field()->type(), check_metadata) &&
-           a.item_field()->nullable() == b.item_field()->nullable();
-  }
+  return ParamsEqual(other) && ChildrenEqual(other, check_metadata);
+}
+
+bool DataType::ChildrenEqual(const DataType& other, bool check_metadata) const {
   for (size_t i = 0; i < children_.size(); ++i) {
     if (!children_[i]->Equals(*other.children_[i], check_metadata)) return false;
   }
@@ -506,6 +499,12 @@ DataTypeLayout MapType::layout() const {
 }
 bool MapType::ParamsEqual(const DataType& other) const {
   return keys_sorted_ == static_cast<const MapType&>(other).keys_sorted_;
+}
+bool MapType::ChildrenEqual(const DataType& other, bool check_metadata) const {
+  const auto& o = static_cast<const MapType&>(other);
+  return key_field()->type()->Equals(*o.key_field()->type(), check_metadata) &&
+         item_field()->type()->Equals(*o.item_field()->type(), check_metadata) &&
+         item_field()->nullable() == o.item_field()->nullable();
 }
 
 StructType::StructType(FieldVector fields) : DataType(TypeId::kStruct) {

@@ -167,6 +167,9 @@ class ALKAID_EXPORT DataType : public std::enable_shared_from_this<DataType> {
   explicit DataType(TypeId id) : id_(id) {}
   /// Compares parameters (not children) of two types with the same id.
   virtual bool ParamsEqual(const DataType& other) const = 0;
+  /// Compares the child fields of two types with the same id and number of
+  /// children; by default names, nullability and types, one by one.
+  virtual bool ChildrenEqual(const DataType& other, bool check_metadata) const;
 
   TypeId id_;
   FieldVector children_;
@@ -418,6 +421,10 @@ class ALKAID_EXPORT MapType : public DataType {
 
  protected:
   bool ParamsEqual(const DataType& other) const override;
+  /// The names of the entries, key and value fields are conventional
+  /// (writers differ: "entries"/"key"/"value" or their own); only the key
+  /// and item types and the item's nullability carry meaning.
+  bool ChildrenEqual(const DataType& other, bool check_metadata) const override;
 
  private:
   bool keys_sorted_;
