@@ -474,6 +474,30 @@ void UnionBuilder::Reset() {
   types_.Reset();
 }
 
+Result<std::vector<ArrayDataPtr>> UnionBuilder::FinishChildren(
+    TypeId want, const std::function<int64_t(int)>& expected_length, std::string_view before,
+    std::string_view after) {
+  ALKAID_RETURN_NOT_OK(CheckChildTypes());
+  if (type_->id() != want) {
+    return Status::TypeError("a ", TypeIdName(want), " builder cannot build ", type_->ToString());
+  }
+  for (int i = 0; i < num_children(); ++i) {
+    const int64_t expected = expected_length(i);
+    if (child(i)->length() != expected) {
+      return Status::Invalid(type_->ToString(), ": child '", type_->field(i)->name(), "' (code ",
+                             int{union_type_->type_codes()[static_cast<size_t>(i)]}, ") has ",
+                             child(i)->length(), " values", before, expected, after);
+    }
+  }
+  std::vector<ArrayDataPtr> children;
+  for (int i = 0; i < num_children(); ++i) {
+    ALKAID_ASSIGN_OR_RAISE(auto c, child(i)->FinishData());
+    ALKAID_RETURN_NOT_OK(CheckChild(c, *type_, i, "union child"));
+    children.push_back(std::move(c));
+  }
+  return children;
+}
+
 Status UnionBuilder::CheckChildTypes() const {
   if (union_type_ == nullptr) {
     return Status::TypeError("a union builder cannot build ", type_->ToString());
@@ -516,24 +540,11 @@ Status SparseUnionBuilder::Append(int8_t type_code) {
 }
 
 Result<ArrayDataPtr> SparseUnionBuilder::FinishInternal() {
-  ALKAID_RETURN_NOT_OK(CheckChildTypes());
-  if (type_->id() != TypeId::kSparseUnion) {
-    return Status::TypeError("SparseUnionBuilder cannot build ", type_->ToString());
-  }
-  for (int i = 0; i < num_children(); ++i) {
-    if (child(i)->length() != length_) {
-      return Status::Invalid(type_->ToString(), ": child '", type_->field(i)->name(), "' (code ",
-                             int{union_type_->type_codes()[static_cast<size_t>(i)]}, ") has ",
-                             child(i)->length(), " values, expected ", length_,
-                             "; append exactly one value to the selected child per slot");
-    }
-  }
-  std::vector<ArrayDataPtr> children;
-  for (int i = 0; i < num_children(); ++i) {
-    ALKAID_ASSIGN_OR_RAISE(auto c, child(i)->FinishData());
-    ALKAID_RETURN_NOT_OK(CheckChild(c, *type_, i, "union child"));
-    children.push_back(std::move(c));
-  }
+  ALKAID_ASSIGN_OR_RAISE(
+      auto children,
+      FinishChildren(
+          TypeId::kSparseUnion, [this](int) { return length_; }, ", expected ",
+          "; append exactly one value to the selected child per slot"));
   ALKAID_ASSIGN_OR_RAISE(auto types, types_.Finish());
   return ArrayData::Make(type_, length_, {std::move(types)}, std::move(children), 0);
 }
@@ -577,25 +588,11 @@ void DenseUnionBuilder::Reset() {
 }
 
 Result<ArrayDataPtr> DenseUnionBuilder::FinishInternal() {
-  ALKAID_RETURN_NOT_OK(CheckChildTypes());
-  if (type_->id() != TypeId::kDenseUnion) {
-    return Status::TypeError("DenseUnionBuilder cannot build ", type_->ToString());
-  }
-  for (int i = 0; i < num_children(); ++i) {
-    const int64_t expected = counts_[static_cast<size_t>(i)];
-    if (child(i)->length() != expected) {
-      return Status::Invalid(type_->ToString(), ": child '", type_->field(i)->name(), "' (code ",
-                             int{union_type_->type_codes()[static_cast<size_t>(i)]}, ") has ",
-                             child(i)->length(), " values but ", expected,
-                             " slots select it; append exactly one value per slot");
-    }
-  }
-  std::vector<ArrayDataPtr> children;
-  for (int i = 0; i < num_children(); ++i) {
-    ALKAID_ASSIGN_OR_RAISE(auto c, child(i)->FinishData());
-    ALKAID_RETURN_NOT_OK(CheckChild(c, *type_, i, "union child"));
-    children.push_back(std::move(c));
-  }
+  ALKAID_ASSIGN_OR_RAISE(
+      auto children,
+      FinishChildren(
+          TypeId::kDenseUnion, [this](int i) { return counts_[static_cast<size_t>(i)]; }, " but ",
+          " slots select it; append exactly one value per slot"));
   ALKAID_ASSIGN_OR_RAISE(auto types, types_.Finish());
   ALKAID_ASSIGN_OR_RAISE(auto offsets, offsets_.Finish());
   return ArrayData::Make(type_, length_, {std::move(types), std::move(offsets)},

@@ -13,6 +13,7 @@
 /// when a hand-assembled builder violates it.
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
@@ -227,6 +228,12 @@ class ALKAID_EXPORT UnionBuilder : public ArrayBuilder {
   /// Checks the code and returns its child index.
   Result<int> ResolveCode(int8_t type_code) const;
   Status CheckChildTypes() const;
+  /// At Finish: checks the builder builds `want` and that child i holds
+  /// expected_length(i) values, then finishes every child. A mismatch reads
+  /// "... has <n> values<before><expected><after>".
+  Result<std::vector<ArrayDataPtr>> FinishChildren(
+      TypeId want, const std::function<int64_t(int)>& expected_length, std::string_view before,
+      std::string_view after);
 
   const UnionType* union_type_;
   internal::BufferBuilder types_;
