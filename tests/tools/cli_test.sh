@@ -5,21 +5,8 @@ set -uo pipefail
 alkaid=$1
 dir=$2
 corpus=${3:-}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fail=0
-
-expect() {  # expect <code> <description> <command...>
-  local want=$1 what=$2
-  shift 2
-  "$@" >"$work/out" 2>"$work/err"
-  local got=$?
-  if [ "$got" -ne "$want" ]; then
-    echo "FAILED: $what: exit $got, expected $want" >&2
-    cat "$work/err" >&2
-    fail=1
-  fi
-}
+# shellcheck source=cli_lib.sh
+source "$(dirname "$0")/cli_lib.sh"
 
 expect 0 "--help" "$alkaid" --help
 for sub in cat schema validate convert "integration validate" "integration json-to-ipc" "integration ipc-to-json"; do
@@ -35,7 +22,7 @@ expect 0 "valid file" "$alkaid" validate "$dir/generated_primitive.arrow_file"
 # A truncated file and a corrupted stream are invalid (1), with one line on stderr.
 head -c 500 "$dir/generated_primitive.arrow_file" > "$work/truncated"
 expect 1 "truncated file" "$alkaid" validate "$work/truncated"
-[ "$(wc -l < "$work/err")" -eq 1 ] || { echo "FAILED: expected one stderr line" >&2; cat "$work/err" >&2; fail=1; }
+one_stderr_line "truncated file"
 cp "$dir/generated_primitive.stream" "$work/flipped"
 printf '\x7f\x7f\x7f\x7f' | dd of="$work/flipped" bs=1 seek=200 conv=notrunc status=none
 "$alkaid" validate "$work/flipped" >/dev/null 2>&1

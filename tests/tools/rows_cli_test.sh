@@ -6,25 +6,8 @@
 set -uo pipefail
 alkaid=$1
 dir=$2
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fail=0
-
-expect() {  # expect <code> <description> <command...>
-  local want=$1 what=$2
-  shift 2
-  "$@" >"$work/out" 2>"$work/err"
-  local got=$?
-  if [ "$got" -ne "$want" ]; then
-    echo "FAILED: $what: exit $got, expected $want" >&2
-    cat "$work/err" >&2
-    fail=1
-  fi
-}
-
-one_stderr_line() {
-  [ "$(wc -l < "$work/err")" -eq 1 ] || { echo "FAILED: $1: expected one stderr line" >&2; cat "$work/err" >&2; fail=1; }
-}
+# shellcheck source=cli_lib.sh
+source "$(dirname "$0")/cli_lib.sh"
 
 for sub in "rows" "rows encode" "rows decode"; do
   # shellcheck disable=SC2086
