@@ -24,6 +24,7 @@
 #include "alkaid/common/process.h"
 #include "alkaid/format/ipc/io.h"
 #include "alkaid/format/ipc/reader.h"
+#include "alkaid/format/unsafe_row.h"
 #include "alkaid/shm/segment.h"
 #include "protocol/control.h"
 #include "protocol/frame.h"
@@ -61,6 +62,12 @@ Status ValidateBrokerName(const std::string& name) {
     if (!ok) return Status::Invalid("broker name '", name, "' has a character outside [A-Za-z0-9_-]");
   }
   return Status::OK();
+}
+
+// The text of an errno value (strerror_r: strerror is not thread-safe).
+std::string ErrnoText(int err) {
+  char buf[256];
+  return ::strerror_r(err, buf, sizeof(buf));  // GNU: returns the text, in buf or static
 }
 
 std::string FormatBytes(uint64_t bytes) {
@@ -133,6 +140,14 @@ struct Broker::Impl {
     int conn = -1;
     uint32_t pid = 0;
   };
+  // A producer's segments left by an earlier broker, kept while the pid in
+  // their names runs, for the producer to re-register with.
+  struct Leftover {
+    std::string ring;
+    std::string bodies;
+    uint32_t pid = 0;
+    Clock::time_point since;
+  };
   struct Topic {
     p::TopicConfig config;
     format::SchemaPtr schema;
@@ -154,6 +169,7 @@ struct Broker::Impl {
   std::map<uint64_t, Producer> producers;
   std::map<uint64_t, Consumer> consumers;
   std::map<std::string, Topic> topics;
+  std::map<std::string, Leftover> adoptable;  // by ring name
   uint64_t next_id = 1;
   uint64_t reserved_bytes = 0;
   uint64_t rejected_frames = 0;
@@ -167,14 +183,14 @@ struct Broker::Impl {
     std::tm tm{};
     ::localtime_r(&now, &tm);
     char stamp[32];
-    std::strftime(stamp, sizeof(stamp), "%H:%M:%S", &tm);
+    if (std::strftime(stamp, sizeof(stamp), "%H:%M:%S", &tm) == 0) stamp[0] = '\0';
     line << stamp << " alkaid-broker[" << options.name << "] " << kNames[static_cast<int>(level)]
          << ": ";
     (line << ... << args);
     line << '\n';
     const std::string text = line.str();
-    std::fwrite(text.data(), 1, text.size(), stderr);
-    std::fflush(stderr);
+    (void)std::fwrite(text.data(), 1, text.size(), stderr);  // nowhere to report a failure
+    (void)std::fflush(stderr);
   }
 
   // ---- startup ------------------------------------------------------------
@@ -186,7 +202,11 @@ struct Broker::Impl {
     if (end != nullptr && *end == '\0') {
       group_gid = static_cast<gid_t>(number);
     } else {
-      const struct group* g = ::getgrnam(options.group.c_str());
+      struct group entry {};
+      struct group* g = nullptr;
+      std::vector<char> buf(16384);
+      const int err = ::getgrnam_r(options.group.c_str(), &entry, buf.data(), buf.size(), &g);
+      if (err != 0) return Status::FromErrno(err, "looking up group '" + options.group + "'");
       if (g == nullptr) return Status::KeyError("group '", options.group, "' does not exist");
       group_gid = g->gr_gid;
     }
@@ -194,28 +214,104 @@ struct Broker::Impl {
     return Status::OK();
   }
 
-  // Removes every shared-memory object named "<name>.*" (left by an earlier
-  // broker of this name, or by its producers). Running processes that still
-  // map them are not affected; only the names go.
-  void RemoveLeftovers() {
+  // Looks at every shared-memory object named "<name>.*" (left by an
+  // earlier broker of this name, or by its producers). A producer's pair
+  // "<name>.<instance>.<pid>.p<id>.ring|.bodies" whose pid still runs is
+  // kept for re-adoption (the producer re-registers with it); everything
+  // else is removed. Running processes that still map removed objects are
+  // not affected; only the names go.
+  void ScanLeftovers() {
     DIR* dir = ::opendir(options.shm_dir.c_str());
     if (dir == nullptr) {
-      Log(LogLevel::kWarn, "cannot list ", options.shm_dir, ": ", std::strerror(errno));
+      Log(LogLevel::kWarn, "cannot list ", options.shm_dir, ": ", ErrnoText(errno));
       return;
     }
     const std::string prefix = options.name + ".";
     std::vector<std::string> names;
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): readdir on our own DIR stream is safe (glibc)
     while (const dirent* entry = ::readdir(dir)) {
       const std::string_view n(entry->d_name);
       if (n.size() > prefix.size() && n.substr(0, prefix.size()) == prefix) names.emplace_back(n);
     }
     ::closedir(dir);
+    std::map<std::string, Leftover> pairs;  // by stem
     for (const auto& n : names) {
-      const std::string path = options.shm_dir + "/" + n;
-      if (::unlink(path.c_str()) == 0) {
-        Log(LogLevel::kInfo, "removed leftover segment ", n);
+      uint32_t pid = 0;
+      std::string stem;
+      bool is_ring = false;
+      if (ParseSegmentName(n, &stem, &pid, &is_ring) && !::alkaid::ProcessIsGone(pid)) {
+        Leftover& l = pairs[stem];
+        l.pid = pid;
+        (is_ring ? l.ring : l.bodies) = n;
+        continue;
+      }
+      RemoveLeftover(n);
+    }
+    const auto now = Clock::now();
+    for (auto& [stem, l] : pairs) {
+      if (l.ring.empty() || l.bodies.empty()) {
+        RemoveLeftover(l.ring.empty() ? l.bodies : l.ring);  // half a pair is useless
+        continue;
+      }
+      l.since = now;
+      Log(LogLevel::kInfo, "keeping segments ", stem, ".* of live pid ", l.pid,
+          " for re-adoption");
+      std::string key = l.ring;
+      adoptable.emplace(std::move(key), std::move(l));
+    }
+  }
+
+  // "<name>.<instance>.<pid>.p<id>.ring|bodies" -> stem, pid, kind.
+  bool ParseSegmentName(const std::string& n, std::string* stem, uint32_t* pid, bool* is_ring) {
+    std::vector<std::string> parts;
+    std::size_t start = 0;
+    while (true) {
+      const std::size_t dot = n.find('.', start);
+      parts.push_back(n.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+      if (dot == std::string::npos) break;
+      start = dot + 1;
+    }
+    if (parts.size() != 5 || parts[0] != options.name) return false;
+    if (parts[4] != "ring" && parts[4] != "bodies") return false;
+    if (parts[3].size() < 2 || parts[3][0] != 'p') return false;
+    if (parts[2].empty() || parts[2].size() > 10) return false;
+    uint64_t value = 0;
+    for (char ch : parts[2]) {
+      if (ch < '0' || ch > '9') return false;
+      value = value * 10 + static_cast<uint64_t>(ch - '0');
+    }
+    if (value == 0 || value > 0x7fffffff) return false;
+    *pid = static_cast<uint32_t>(value);
+    *is_ring = parts[4] == "ring";
+    *stem = n.substr(0, n.rfind('.'));
+    return true;
+  }
+
+  void RemoveLeftover(const std::string& n) {
+    const std::string path = options.shm_dir + "/" + n;
+    if (::unlink(path.c_str()) == 0) {
+      Log(LogLevel::kInfo, "removed leftover segment ", n);
+    } else if (errno != ENOENT) {
+      Log(LogLevel::kWarn, "cannot remove leftover segment ", n, ": ", ErrnoText(errno));
+    }
+  }
+
+  // Segments kept for re-adoption whose producer died, or did not
+  // re-register within adopt_timeout, are removed.
+  void ExpireAdoptable(bool all) {
+    const auto now = Clock::now();
+    for (auto it = adoptable.begin(); it != adoptable.end();) {
+      const Leftover& l = it->second;
+      const bool gone = ::alkaid::ProcessIsGone(l.pid);
+      if (all || gone || now - l.since >= options.adopt_timeout) {
+        Log(LogLevel::kInfo, "segments of pid ", l.pid, " not re-adopted (",
+            all ? "broker stopping" : gone ? "process gone" : "no re-registration in time",
+            ")");
+        RemoveLeftover(l.ring);
+        RemoveLeftover(l.bodies);
+        it = adoptable.erase(it);
       } else {
-        Log(LogLevel::kWarn, "cannot remove leftover segment ", n, ": ", std::strerror(errno));
+        ++it;
       }
     }
   }
@@ -345,7 +441,16 @@ struct Broker::Impl {
     p::Reply reply;
     reply.type = p::ReplyType::kTopic;
     auto it = topics.find(config.name);
+    if (config.payload_kind == p::PayloadKind::kUnsafeRow) {
+      ALKAID_RETURN_NOT_OK_CTX(format::CheckRowSchema(*schema),
+                               "topic '" << config.name << "' (unsafe-row payloads)");
+    }
     if (it != topics.end()) {
+      if (it->second.config.payload_kind != config.payload_kind) {
+        return Status::Invalid("topic '", config.name, "' exists and carries ",
+                               p::PayloadKindName(it->second.config.payload_kind),
+                               " payloads, not ", p::PayloadKindName(config.payload_kind));
+      }
       if (!it->second.schema->Equals(*schema)) {
         return Status::Invalid("topic '", config.name,
                                "' exists with a different schema; existing: ",
@@ -361,7 +466,8 @@ struct Broker::Impl {
     topic.config = config;
     topic.schema = std::move(schema);
     topics.emplace(config.name, std::move(topic));
-    Log(LogLevel::kInfo, "topic '", config.name, "' created (", config.ring_slots, " slots, ",
+    Log(LogLevel::kInfo, "topic '", config.name, "' created (",
+        p::PayloadKindName(config.payload_kind), ", ", config.ring_slots, " slots, ",
         FormatBytes(config.segment_bytes), ")");
     reply.config = std::move(config);
     reply.created = true;
@@ -377,12 +483,38 @@ struct Broker::Impl {
     return &it->second;
   }
 
+  // `who` says what the client does with that kind: "this producer
+  // publishes", "this consumer expects".
+  static Status CheckPayloadKind(const Topic& topic, p::PayloadKind wanted, const char* who) {
+    if (topic.config.payload_kind == wanted) return Status::OK();
+    return Status::Invalid("topic '", topic.config.name, "' carries ",
+                           p::PayloadKindName(topic.config.payload_kind), " payloads; ", who, " ",
+                           p::PayloadKindName(wanted));
+  }
+
   Result<p::Reply> AttachProducer(Connection& c, int fd, const p::Request& request) {
     ALKAID_ASSIGN_OR_RAISE(Topic * topic, FindTopic(request.topic));
+    ALKAID_RETURN_NOT_OK(CheckPayloadKind(*topic, request.payload_kind, "this producer publishes"));
+    const bool readopt = !request.ring.empty();
+    auto left = adoptable.end();
+    if (readopt) {
+      // A producer that outlived a broker restart: it may claim only the
+      // segments that carry its own pid in their names.
+      left = adoptable.find(request.ring);
+      if (left == adoptable.end() || left->second.bodies != request.bodies) {
+        return Status::KeyError("segments '", request.ring, "' and '", request.bodies,
+                                "' were not left by an earlier broker named '", options.name,
+                                "' (or were removed since)");
+      }
+      if (left->second.pid != c.pid) {
+        return Status::PermissionDenied("segments '", request.ring, "' belong to pid ",
+                                        left->second.pid, ", not to pid ", c.pid);
+      }
+    }
     // Ring: slots of inline payload plus headers; a generous estimate.
     const uint64_t ring_estimate = uint64_t{topic->config.ring_slots} * 640 + (64u << 10);
     const uint64_t need = topic->config.segment_bytes + ring_estimate;
-    if (options.shm_limit != 0 && reserved_bytes + need > options.shm_limit) {
+    if (!readopt && options.shm_limit != 0 && reserved_bytes + need > options.shm_limit) {
       return Status::CapacityError("attaching a producer to topic '", request.topic, "' needs ",
                                    FormatBytes(need), " of shared memory; ",
                                    FormatBytes(reserved_bytes), " of the broker's limit of ",
@@ -393,8 +525,18 @@ struct Broker::Impl {
     producer.topic = request.topic;
     producer.conn = fd;
     producer.pid = c.pid;
-    producer.ring = instance + ".p" + std::to_string(producer.id) + ".ring";
-    producer.bodies = instance + ".p" + std::to_string(producer.id) + ".bodies";
+    if (readopt) {
+      // Already created and mapped by the producer; it keeps them.
+      producer.ring = request.ring;
+      producer.bodies = request.bodies;
+      adoptable.erase(left);
+    } else {
+      // The pid in the name lets a restarted broker tell whose they are.
+      const std::string stem =
+          instance + "." + std::to_string(c.pid) + ".p" + std::to_string(producer.id);
+      producer.ring = stem + ".ring";
+      producer.bodies = stem + ".bodies";
+    }
     producer.reserved = need;
     reserved_bytes += need;
     topic->producers.insert(producer.id);
@@ -407,7 +549,9 @@ struct Broker::Impl {
     reply.config = topic->config;
     reply.segment_mode = have_group ? 0660 : 0600;
     reply.consumers = static_cast<uint32_t>(topic->consumers.size());
-    Log(LogLevel::kInfo, "producer ", producer.id, " (pid ", c.pid, ") attached to '",
+    Log(LogLevel::kInfo, "producer ", producer.id, " (pid ", c.pid, ") ",
+        readopt ? "re-registered with its segments " + producer.ring + " on '"
+                : std::string("attached to '"),
         request.topic, "'");
     producers.emplace(producer.id, std::move(producer));
     return reply;
@@ -436,6 +580,7 @@ struct Broker::Impl {
 
   Result<p::Reply> AttachConsumer(Connection& c, int fd, const p::Request& request) {
     ALKAID_ASSIGN_OR_RAISE(Topic * topic, FindTopic(request.topic));
+    ALKAID_RETURN_NOT_OK(CheckPayloadKind(*topic, request.payload_kind, "this consumer expects"));
     Consumer consumer{next_id++, request.topic, fd, c.pid};
     p::Reply reply;
     reply.type = p::ReplyType::kAttachConsumer;
@@ -560,7 +705,7 @@ struct Broker::Impl {
     s.topics = static_cast<uint32_t>(topics.size());
     s.producers = static_cast<uint32_t>(producers.size());
     s.consumers = static_cast<uint32_t>(consumers.size());
-    s.segments = static_cast<uint32_t>(2 * producers.size());
+    s.segments = static_cast<uint32_t>(2 * (producers.size() + adoptable.size()));
     s.reserved_bytes = reserved_bytes;
     s.shm_limit = options.shm_limit;
     s.rejected_frames = rejected_frames;
@@ -626,14 +771,14 @@ struct Broker::Impl {
       if (fd < 0) {
         if (errno == EINTR) continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK) {
-          Log(LogLevel::kWarn, "accept: ", std::strerror(errno));
+          Log(LogLevel::kWarn, "accept: ", ErrnoText(errno));
         }
         return;
       }
       ucred cred{};
       socklen_t len = sizeof(cred);
       if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
-        Log(LogLevel::kWarn, "SO_PEERCRED: ", std::strerror(errno));
+        Log(LogLevel::kWarn, "SO_PEERCRED: ", ErrnoText(errno));
         ::close(fd);
         continue;
       }
@@ -724,10 +869,12 @@ struct Broker::Impl {
       if (::alkaid::ProcessIsGone(c.pid)) dead.push_back(fd);
     }
     for (int fd : dead) CloseConnection(fd, "process exited");
+    ExpireAdoptable(false);
   }
 
   void Shutdown() {
     while (!connections.empty()) CloseConnection(connections.begin()->first, "broker stopping");
+    ExpireAdoptable(true);
     if (listen_fd >= 0) {
       ::close(listen_fd);
       listen_fd = -1;
@@ -757,7 +904,7 @@ Result<std::unique_ptr<Broker>> Broker::Create(const BrokerOptions& options) {
   impl->options = options;
   impl->socket_path = options.socket_path.empty() ? p::DefaultSocketPath() : options.socket_path;
   char stamp[32];
-  std::snprintf(stamp, sizeof(stamp), "%llx",
+  (void)std::snprintf(stamp, sizeof(stamp), "%llx",
                 static_cast<unsigned long long>(
                     std::chrono::system_clock::now().time_since_epoch().count()));
   impl->instance = options.name + "." + stamp;
@@ -770,7 +917,7 @@ Result<std::unique_ptr<Broker>> Broker::Create(const BrokerOptions& options) {
   // The socket first: a second broker must not remove the first one's
   // segments.
   ALKAID_RETURN_NOT_OK(d.Listen());
-  d.RemoveLeftovers();
+  d.ScanLeftovers();
   ALKAID_RETURN_NOT_OK(d.CheckShmSpace());
   d.Log(LogLevel::kInfo, "listening on ", d.socket_path, " (segments named ", d.instance, ".*)");
   return broker;

@@ -42,6 +42,10 @@ struct BrokerOptions {
   /// Topic defaults for requests that leave them at 0.
   uint32_t default_ring_slots = 1024;
   uint64_t default_segment_bytes = uint64_t{64} << 20;
+  /// A restarted broker keeps the segments of producers that still run
+  /// for them to re-register with (docs/BROKER.md, "Broker restart");
+  /// those not re-registered within this time are removed.
+  std::chrono::milliseconds adopt_timeout{30000};
   /// Directory holding the POSIX shared-memory objects (for the free-space
   /// check and the leftover scan).
   std::string shm_dir = "/dev/shm";
@@ -62,7 +66,8 @@ class Broker {
   /// Validates the options, checks /dev/shm's free space against
   /// shm_limit, refuses to start if another broker answers on the socket
   /// (AlreadyExists), removes a stale socket file and the segments an
-  /// earlier broker of the same name left, and starts listening.
+  /// earlier broker of the same name left (keeping, for re-adoption, those
+  /// of producers that still run), and starts listening.
   static Result<std::unique_ptr<Broker>> Create(const BrokerOptions& options);
 
   /// Serves clients until RequestStop(). Returns the first fatal error.

@@ -19,7 +19,9 @@ void OnSignal(int) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+
+int Main(int argc, char** argv) {
   alkaid::broker::BrokerOptions options;
   std::string log_level = "info";
   CLI::App app{"alkaid-broker: names shared-memory segments, tracks producers and consumers, "
@@ -36,6 +38,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--group", options.group,
                  "Group (name or gid) whose members may connect too; segments get mode 0660");
+  double adopt_timeout_seconds = 30;
+  app.add_option("--adopt-timeout", adopt_timeout_seconds,
+                 "Seconds a restarted broker keeps the segments of live producers of its "
+                 "predecessor for them to re-register")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--log-level", log_level, "error, warn, info or debug")
       ->check(CLI::IsMember({"error", "warn", "info", "debug"}))
       ->capture_default_str();
@@ -51,6 +59,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.log_level = *level;
+  options.adopt_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(adopt_timeout_seconds * 1000));
 
   auto broker = alkaid::broker::Broker::Create(options);
   if (!broker.ok()) {
@@ -63,7 +73,7 @@ int main(int argc, char** argv) {
   sigemptyset(&action.sa_mask);
   ::sigaction(SIGINT, &action, nullptr);
   ::sigaction(SIGTERM, &action, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);
+  (void)::signal(SIGPIPE, SIG_IGN);  // SIG_ERR only for an invalid signal number
 
   const alkaid::Status status = (*broker)->Run();
   g_broker = nullptr;
@@ -73,4 +83,17 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // CLI11 and the standard library may throw (bad_alloc, a parser bug):
+  // report and exit instead of terminating.
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "alkaid-broker: " << e.what() << "\n";
+    return 1;
+  }
 }

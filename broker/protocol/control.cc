@@ -14,7 +14,7 @@ namespace {
 
 // Bounds applied to every decoded field.
 constexpr std::size_t kMaxSegmentNameLength = 200;
-constexpr std::size_t kMaxMessageLength = 64 * 1024;
+constexpr std::size_t kMaxMessageLength = std::size_t{64} * 1024;
 constexpr std::size_t kMaxListEntries = 100000;
 constexpr uint32_t kMaxRingSlots = uint32_t{1} << 24;
 constexpr uint64_t kMaxSegmentBytes = uint64_t{1} << 40;
@@ -75,6 +75,17 @@ Status CheckSegmentName(const std::string& name, std::string_view what) {
   return Status::OK();
 }
 
+Result<PayloadKind> DecodePayloadKind(fb::PayloadKind kind, const std::string& where) {
+  switch (kind) {
+    case fb::PayloadKind::RecordBatch:
+      return PayloadKind::kRecordBatch;
+    case fb::PayloadKind::UnsafeRow:
+      return PayloadKind::kUnsafeRow;
+  }
+  return Status::Invalid("control message: ", where, ": unknown payload kind ",
+                         static_cast<int>(kind));
+}
+
 Result<TopicConfig> DecodeConfig(const fb::TopicConfig* c, std::string_view where) {
   if (c == nullptr) return Status::Invalid("control message: ", where, ".config is missing");
   TopicConfig out;
@@ -88,10 +99,8 @@ Result<TopicConfig> DecodeConfig(const fb::TopicConfig* c, std::string_view wher
     }
     out.schema.assign(c->schema()->begin(), c->schema()->end());
   }
-  if (c->payload_kind() != fb::PayloadKind::RecordBatch) {
-    return Status::Invalid("control message: topic '", out.name, "': unknown payload kind ",
-                           static_cast<int>(c->payload_kind()));
-  }
+  ALKAID_ASSIGN_OR_RAISE(out.payload_kind,
+                         DecodePayloadKind(c->payload_kind(), "topic '" + out.name + "'"));
   const uint32_t slots = c->ring_slots();
   if (slots != 0 && (slots < 2 || slots > kMaxRingSlots || (slots & (slots - 1)) != 0)) {
     return Status::Invalid("control message: topic '", out.name, "': ring_slots ", slots,
@@ -280,6 +289,14 @@ Result<Event> DecodeEvent(const fb::Event* e) {
 
 }  // namespace
 
+const char* PayloadKindName(PayloadKind kind) {
+  switch (kind) {
+    case PayloadKind::kRecordBatch: return "record-batch";
+    case PayloadKind::kUnsafeRow: return "unsafe-row";
+  }
+  return "?";
+}
+
 const char* RequestTypeName(RequestType type) {
   switch (type) {
     case RequestType::kCreateTopic: return "CreateTopic";
@@ -323,7 +340,13 @@ std::vector<uint8_t> EncodeRequest(const Request& r) {
       break;
     case RequestType::kAttachProducer:
       type = fb::RequestBody::AttachProducer;
-      body = fb::CreateAttachProducer(fbb, fbb.CreateString(r.topic)).Union();
+      body = fb::CreateAttachProducer(fbb, fbb.CreateString(r.topic),
+                                      static_cast<fb::PayloadKind>(r.payload_kind),
+                                      r.ring.empty() ? flatbuffers::Offset<flatbuffers::String>()
+                                                     : fbb.CreateString(r.ring),
+                                      r.bodies.empty() ? flatbuffers::Offset<flatbuffers::String>()
+                                                       : fbb.CreateString(r.bodies))
+                 .Union();
       break;
     case RequestType::kProducerReady:
       type = fb::RequestBody::ProducerReady;
@@ -331,7 +354,9 @@ std::vector<uint8_t> EncodeRequest(const Request& r) {
       break;
     case RequestType::kAttachConsumer:
       type = fb::RequestBody::AttachConsumer;
-      body = fb::CreateAttachConsumer(fbb, fbb.CreateString(r.topic), r.from_oldest).Union();
+      body = fb::CreateAttachConsumer(fbb, fbb.CreateString(r.topic), r.from_oldest,
+                                      static_cast<fb::PayloadKind>(r.payload_kind))
+                 .Union();
       break;
     case RequestType::kDetach:
       type = fb::RequestBody::Detach;
@@ -378,7 +403,22 @@ Result<Request> DecodeRequest(std::span<const uint8_t> bytes) {
     }
     case fb::RequestBody::AttachProducer: {
       out.type = RequestType::kAttachProducer;
-      ALKAID_ASSIGN_OR_RAISE(out.topic, DecodeTopic(r->body_as_AttachProducer()->topic()));
+      const auto* b = r->body_as_AttachProducer();
+      ALKAID_ASSIGN_OR_RAISE(out.topic, DecodeTopic(b->topic()));
+      ALKAID_ASSIGN_OR_RAISE(out.payload_kind,
+                             DecodePayloadKind(b->payload_kind(), "AttachProducer"));
+      ALKAID_ASSIGN_OR_RAISE(out.ring,
+                             GetString(b->ring(), "ring name", kMaxSegmentNameLength, false));
+      ALKAID_ASSIGN_OR_RAISE(out.bodies,
+                             GetString(b->bodies(), "bodies name", kMaxSegmentNameLength, false));
+      if (out.ring.empty() != out.bodies.empty()) {
+        return Status::Invalid("control request: AttachProducer re-registration needs both the "
+                               "ring and the bodies name");
+      }
+      if (!out.ring.empty()) {
+        ALKAID_RETURN_NOT_OK(CheckSegmentName(out.ring, "ring name"));
+        ALKAID_RETURN_NOT_OK(CheckSegmentName(out.bodies, "bodies name"));
+      }
       break;
     }
     case fb::RequestBody::ProducerReady:
@@ -390,6 +430,8 @@ Result<Request> DecodeRequest(std::span<const uint8_t> bytes) {
       const auto* b = r->body_as_AttachConsumer();
       ALKAID_ASSIGN_OR_RAISE(out.topic, DecodeTopic(b->topic()));
       out.from_oldest = b->from_oldest();
+      ALKAID_ASSIGN_OR_RAISE(out.payload_kind,
+                             DecodePayloadKind(b->payload_kind(), "AttachConsumer"));
       break;
     }
     case fb::RequestBody::Detach: {

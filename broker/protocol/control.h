@@ -24,7 +24,14 @@ inline constexpr std::size_t kMaxTopicNameLength = 128;
 /// Largest serialized schema accepted in a request.
 inline constexpr std::size_t kMaxSchemaBytes = 1 << 20;
 
-enum class PayloadKind : uint8_t { kRecordBatch = 0 };
+/// What each message body of a topic is.
+enum class PayloadKind : uint8_t {
+  kRecordBatch = 0,  ///< an Arrow-format record batch (IPC Message + body)
+  kUnsafeRow = 1,    ///< an UnsafeRow row batch (docs/UNSAFE_ROW.md)
+};
+
+/// "record-batch" or "unsafe-row".
+const char* PayloadKindName(PayloadKind kind);
 enum class Policy : uint8_t { kBlockProducer = 0, kDropOldest = 1 };
 enum class Role : uint8_t { kProducer = 0, kConsumer = 1 };
 
@@ -52,8 +59,9 @@ enum class RequestType : uint8_t {
 const char* RequestTypeName(RequestType type);
 
 /// One request. Which fields matter depends on `type`:
-/// kCreateTopic: config; kAttachProducer: topic; kProducerReady: target_id;
-/// kAttachConsumer: topic, from_oldest; kDetach: role, target_id;
+/// kCreateTopic: config; kAttachProducer: topic, payload_kind, and ring +
+/// bodies when re-registering existing segments; kProducerReady: target_id;
+/// kAttachConsumer: topic, from_oldest, payload_kind; kDetach: role, target_id;
 /// kProducerStats: target_id, published, depth, drops.
 struct Request {
   RequestType type = RequestType::kListTopics;
@@ -61,6 +69,9 @@ struct Request {
   TopicConfig config;
   std::string topic;
   bool from_oldest = false;
+  PayloadKind payload_kind = PayloadKind::kRecordBatch;
+  std::string ring;    ///< kAttachProducer re-registration: the existing ring
+  std::string bodies;  ///< kAttachProducer re-registration: the existing bodies
   Role role = Role::kProducer;
   uint64_t target_id = 0;
   uint64_t published = 0;

@@ -1,8 +1,11 @@
 // alkaid topics / publish / subscribe: the broker from the command line.
+// Row topics: `publish --unsafe-row` encodes each batch as UnsafeRows;
+// `subscribe` converts received rows to record batches (Consumer::Next).
 
 #include <cmath>
 #include <iomanip>
 #include <iostream>
+#include <thread>
 
 #include "alkaid/client/broker_client.h"
 #include "alkaid/client/consumer.h"
@@ -24,15 +27,16 @@ int RunTopics(const BrokerToolOptions& options) {
   if (!topics.ok()) return ReportError("topics", topics.status());
   std::cout << std::left << std::setw(24) << "TOPIC" << std::right << std::setw(10) << "PRODUCERS"
             << std::setw(10) << "CONSUMERS" << std::setw(12) << "PUBLISHED" << std::setw(8)
-            << "DEPTH" << std::setw(8) << "DROPS" << std::setw(8) << "SLOTS" << "  POLICY\n";
+            << "DEPTH" << std::setw(8) << "DROPS" << std::setw(8) << "SLOTS" << "  "
+            << std::left << std::setw(15) << "POLICY" << "PAYLOAD\n";
   for (const auto& t : *topics) {
     std::cout << std::left << std::setw(24) << t.name << std::right << std::setw(10)
               << t.producers << std::setw(10) << t.consumers << std::setw(12) << t.published
               << std::setw(8) << t.depth << std::setw(8) << t.drops << std::setw(8)
-              << t.ring_slots << "  "
+              << t.ring_slots << "  " << std::left << std::setw(15)
               << (t.policy == shm::SlowConsumerPolicy::kDropOldest ? "drop-oldest"
                                                                    : "block-producer")
-              << "\n";
+              << client::PayloadKindName(t.payload_kind) << "\n";
   }
   return kExitOk;
 }
@@ -50,10 +54,12 @@ int RunPublish(const PublishOptions& options) {
   producer_options.socket_path = options.socket;
   producer_options.topic.segment_bytes = options.segment_bytes;
   producer_options.topic.ring_slots = options.ring_slots;
+  if (options.unsafe_row) producer_options.topic.payload_kind = client::PayloadKind::kUnsafeRow;
   auto producer = client::Producer::Open(options.topic, input->schema, producer_options);
   if (!producer.ok()) return ReportError("publish", producer.status());
   for (std::size_t i = 0; i < input->batches.size(); ++i) {
-    const Status st = (*producer)->PublishCopy(*input->batches[i]);
+    const Status st = options.unsafe_row ? (*producer)->PublishRows(*input->batches[i])
+                                         : (*producer)->PublishCopy(*input->batches[i]);
     if (!st.ok()) return ReportError("publish", st.WithContext("batch " + std::to_string(i)));
   }
   const Status st = (*producer)->Close();
@@ -61,10 +67,44 @@ int RunPublish(const PublishOptions& options) {
   return kExitOk;
 }
 
+namespace {
+
+// The topic's payload kind, waiting for a producer to create the topic
+// until `deadline` (KeyError then).
+Result<client::PayloadKind> AwaitTopic(const SubscribeOptions& options,
+                                       std::chrono::steady_clock::time_point deadline) {
+  ALKAID_ASSIGN_OR_RAISE(auto broker, client::BrokerClient::Connect(options.socket));
+  while (true) {
+    ALKAID_ASSIGN_OR_RAISE(auto topics, broker->ListTopics());
+    for (const auto& t : topics) {
+      if (t.name == options.topic) return t.payload_kind;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Status::KeyError("no topic '", options.topic, "' appeared within ",
+                              options.timeout_seconds, " s");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+}  // namespace
+
 int RunSubscribe(const SubscribeOptions& options) {
+  // Without --timeout, wait as long as it takes (in long slices).
+  const auto timeout = options.timeout_seconds > 0
+                           ? std::chrono::nanoseconds(static_cast<int64_t>(
+                                 std::llround(options.timeout_seconds * 1e9)))
+                           : std::chrono::nanoseconds(std::chrono::hours(1));
+  const auto topic_deadline = options.timeout_seconds > 0
+                                  ? std::chrono::steady_clock::now() + timeout
+                                  : std::chrono::steady_clock::time_point::max();
+  auto kind = AwaitTopic(options, topic_deadline);
+  if (!kind.ok()) return ReportError("subscribe", kind.status());
   client::ConsumerOptions consumer_options;
   consumer_options.socket_path = options.socket;
   consumer_options.from_oldest = options.from_oldest;
+  consumer_options.columns = options.columns;
+  consumer_options.payload_kind = *kind;
   auto consumer = client::Consumer::Open(options.topic, consumer_options);
   if (!consumer.ok()) return ReportError("subscribe", consumer.status());
 
@@ -76,11 +116,6 @@ int RunSubscribe(const SubscribeOptions& options) {
   auto writer = ipc::MakeStreamWriter(sink.get(), (*consumer)->schema());
   if (!writer.ok()) return ReportError("subscribe", writer.status());
 
-  // Without --timeout, wait as long as it takes (in long slices).
-  const auto timeout = options.timeout_seconds > 0
-                           ? std::chrono::nanoseconds(static_cast<int64_t>(
-                                 std::llround(options.timeout_seconds * 1e9)))
-                           : std::chrono::nanoseconds(std::chrono::hours(1));
   int64_t received = 0;
   while (options.count < 0 || received < options.count) {
     auto batch = (*consumer)->Next(timeout);

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace alkaid::tools {
 
@@ -67,6 +68,7 @@ struct PublishOptions {
   std::string input;
   uint64_t segment_bytes = 0;  ///< topic option if this creates it; 0: broker default
   uint32_t ring_slots = 0;
+  bool unsafe_row = false;     ///< publish each batch as UnsafeRows (an unsafe-row topic)
 };
 /// Streams an IPC stream or file into a topic, then detaches (end of stream).
 int RunPublish(const PublishOptions& options);
@@ -78,8 +80,11 @@ struct SubscribeOptions {
   int64_t count = -1;            ///< stop after N batches; -1: no limit
   double timeout_seconds = 0;    ///< stop after this long without data; 0: never
   bool from_oldest = false;
+  std::vector<std::string> columns;  ///< receive only these columns; empty: all
 };
-/// Writes what arrives on a topic as an IPC stream.
+/// Writes what arrives on a topic as an IPC stream (rows of an unsafe-row
+/// topic converted to record batches). Waits up to --timeout for the topic
+/// to be created.
 int RunSubscribe(const SubscribeOptions& options);
 
 }  // namespace alkaid::tools

@@ -127,12 +127,15 @@ int main(int argc, char** argv) {
                           "Body segment size if this creates the topic (0: broker default)");
   publish_cmd->add_option("--ring-slots", publish.ring_slots,
                           "Ring slots if this creates the topic (0: broker default)");
+  publish_cmd->add_flag("--unsafe-row", publish.unsafe_row,
+                        "Publish each batch as an UnsafeRow row batch (an unsafe-row topic)");
   publish_cmd->callback([&] { code = tools::RunPublish(publish); });
 
   tools::SubscribeOptions subscribe;
   auto* subscribe_cmd = app.add_subcommand(
       "subscribe", "Write what arrives on a topic as an IPC stream; ends at end of stream, "
-                   "after --count batches or --timeout seconds without data");
+                   "after --count batches or --timeout seconds without data (or without the "
+                   "topic being created)");
   subscribe_cmd->add_option("topic", subscribe.topic, "Topic name")->required();
   subscribe_cmd->add_option("--out", subscribe.out, "Output path, or - for stdout")
       ->capture_default_str();
@@ -143,8 +146,12 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   subscribe_cmd->add_flag("--from-oldest", subscribe.from_oldest,
                           "Start at the oldest batch still held (not available yet)");
+  subscribe_cmd->add_option("--columns", subscribe.columns,
+                            "Receive only these columns (comma-separated names)")
+      ->delimiter(',');
   subscribe_cmd->add_option("--socket", subscribe.socket, "Broker socket (default: the client's)");
   subscribe_cmd->callback([&] { code = tools::RunSubscribe(subscribe); });
+
 
   try {
     app.parse(argc, argv);

@@ -41,7 +41,7 @@ Result<std::unique_ptr<BrokerConnection>> BrokerConnection::Connect(
   if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
     const int err = errno;
     ::close(fd);
-    return Status::IOError("cannot reach the broker at ", path, ": ", std::strerror(err),
+    return Status::IOError(Status::FromErrno(err, "cannot reach the broker at " + path).message(),
                            " (is alkaid-broker running? set ", p::kSocketEnvVar,
                            " or --socket to its socket)");
   }
@@ -61,7 +61,18 @@ Result<p::Reply> BrokerConnection::Call(p::Request request, std::chrono::millise
   if (lost_) return Status::IOError("the broker at ", socket_path_, " hung up");
   request.id = next_id_++;
   const auto framed = p::Frame(p::EncodeRequest(request));
-  ALKAID_RETURN_NOT_OK(p::WriteAll(fd_, framed));
+  const Status sent = p::WriteAll(fd_, framed);
+  if (!sent.ok()) {
+    // A broker that refuses a connection (PermissionDenied, too many
+    // connections) replies at once and hangs up, so our write may fail:
+    // its reason is more useful than "broken pipe".
+    auto refusal = ReadMessage(std::chrono::milliseconds(200));
+    lost_ = true;
+    if (refusal.ok() && !refusal->is_event && !refusal->reply.status.ok()) {
+      return refusal->reply.status;
+    }
+    return sent;
+  }
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -129,6 +140,7 @@ p::TopicConfig MakeTopicConfig(const std::string& topic, std::vector<uint8_t> sc
   p::TopicConfig config;
   config.name = topic;
   config.schema = std::move(schema);
+  config.payload_kind = ToProtocol(options.payload_kind);
   config.ring_slots = options.ring_slots;
   config.segment_bytes = options.segment_bytes;
   config.policy = options.policy == shm::SlowConsumerPolicy::kDropOldest

@@ -65,6 +65,11 @@ Result<format::SchemaPtr> DeserializeSchema(const std::vector<uint8_t>& bytes);
 /// Process liveness (alkaid/common/process.h), under its old name here.
 using ::alkaid::ProcessIsGone;
 
+inline broker::protocol::PayloadKind ToProtocol(PayloadKind kind) {
+  return kind == PayloadKind::kUnsafeRow ? broker::protocol::PayloadKind::kUnsafeRow
+                                         : broker::protocol::PayloadKind::kRecordBatch;
+}
+
 broker::protocol::TopicConfig MakeTopicConfig(const std::string& topic,
                                               std::vector<uint8_t> schema,
                                               const TopicOptions& options);

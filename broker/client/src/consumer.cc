@@ -6,6 +6,7 @@
 #include <set>
 
 #include "alkaid/client/batch_subscriber.h"
+#include "alkaid/format/unsafe_row.h"
 #include "connection_internal.h"
 
 namespace alkaid::client {
@@ -15,54 +16,111 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 constexpr auto kPidCheckInterval = std::chrono::milliseconds(200);
+constexpr auto kReconnectInterval = std::chrono::milliseconds(200);
+constexpr auto kReconnectCallTimeout = std::chrono::milliseconds(2000);
 // Longest single wait on one ring, so that broker events and pid checks
 // are looked at several times a second.
 constexpr auto kWaitSlice = std::chrono::milliseconds(50);
+// Receive attempts in a row before broker events are looked at anyway.
+constexpr uint32_t kMaintainEvery = 1024;
+
+// What one receive attempt gave: a batch or a row batch (or nothing).
+struct Item {
+  format::RecordBatchPtr batch;
+  ReceivedRows rows;
+  bool empty() const { return batch == nullptr && rows.data == nullptr; }
+};
+
+Result<Item> ToItem(Result<ReceivedBatch> r) {
+  if (!r.ok()) return r.status();
+  Item item;
+  item.batch = std::move(r->batch);
+  if (item.batch != nullptr) item.rows.lost_before = r->lost_before;
+  return item;
+}
+
+Result<Item> ToItem(Result<ReceivedRows> r) {
+  if (!r.ok()) return r.status();
+  Item item;
+  item.rows = std::move(*r);
+  return item;
+}
+
 }  // namespace
 
 struct Consumer::Impl {
   struct Subscription {
-    uint64_t producer_id = 0;
+    uint64_t producer_id = 0;  // as the current broker knows it
     uint32_t pid = 0;
-    std::unique_ptr<BatchSubscriber> subscriber;
+    std::string ring;  // identifies the producer across broker restarts
+    std::unique_ptr<BatchSubscriber> batches;  // kRecordBatch
+    std::unique_ptr<RowSubscriber> rows;       // kUnsafeRow
     bool gone = false;  // the producer is known to be gone: drain, then drop
     std::string reason;
+
+    Result<Item> TryReceive() {
+      return batches ? ToItem(batches->TryReceive()) : ToItem(rows->TryReceive());
+    }
+    Result<Item> Receive(std::chrono::nanoseconds timeout) {
+      return batches ? ToItem(batches->Receive(timeout)) : ToItem(rows->Receive(timeout));
+    }
   };
 
   std::string topic;
-  format::SchemaPtr schema;
+  format::SchemaPtr topic_schema;
+  format::SchemaPtr schema;  // of what Next returns
+  std::vector<int> columns;  // projection; empty: all
+  PayloadKind kind = PayloadKind::kRecordBatch;
+  p::TopicConfig config;  // as the broker had it, for re-subscription
   ConsumerOptions options;
   std::unique_ptr<internal::BrokerConnection> connection;
   uint64_t consumer_id = 0;
   std::vector<Subscription> subs;
-  std::set<uint64_t> finished;  // producer ids seen and done
+  std::set<std::string> finished;  // rings of producers seen and done
   std::size_t round_robin = 0;
+  uint32_t since_maintain = 0;  // receive attempts since Maintain()
   bool seen_producer = false;
   std::string end_reason;
   uint64_t lost = 0;
+  uint64_t reregistrations = 0;
   Clock::time_point next_pid_check = Clock::now();
+  Clock::time_point next_reconnect = Clock::now();
   bool closed = false;
 
   void Subscribe(const p::ProducerInfo& info) {
-    if (finished.count(info.id) != 0) return;
-    for (const auto& s : subs) {
-      if (s.producer_id == info.id) return;
+    if (finished.count(info.ring) != 0) return;
+    for (auto& s : subs) {
+      if (s.ring == info.ring) {
+        s.producer_id = info.id;  // re-registered with a restarted broker
+        return;
+      }
     }
     seen_producer = true;
-    SubscriberOptions sub_options;
-    sub_options.consumer.wait_mode = options.wait_mode;
-    auto subscriber = BatchSubscriber::Open(info.ring, info.bodies, schema, sub_options);
-    if (!subscriber.ok()) {
-      // Its segments are gone already: the producer finished in between.
-      finished.insert(info.id);
-      end_reason = "producer " + std::to_string(info.id) + " finished before we could attach (" +
-                   subscriber.status().message() + ")";
-      return;
-    }
     Subscription s;
     s.producer_id = info.id;
     s.pid = info.pid;
-    s.subscriber = std::move(*subscriber);
+    s.ring = info.ring;
+    Status st;
+    if (kind == PayloadKind::kUnsafeRow) {
+      shm::ConsumerOptions ring_options;
+      ring_options.wait_mode = options.wait_mode;
+      auto r = RowSubscriber::Open(info.ring, info.bodies, topic_schema, columns, ring_options);
+      if (r.ok()) s.rows = std::move(*r);
+      st = r.status();
+    } else {
+      SubscriberOptions sub_options;
+      sub_options.consumer.wait_mode = options.wait_mode;
+      auto r = BatchSubscriber::Open(info.ring, info.bodies, topic_schema, sub_options);
+      if (r.ok()) s.batches = std::move(*r);
+      st = r.status();
+    }
+    if (!st.ok()) {
+      // Its segments are gone already: the producer finished in between.
+      finished.insert(info.ring);
+      end_reason = "producer " + std::to_string(info.id) + " finished before we could attach (" +
+                   st.message() + ")";
+      return;
+    }
     subs.push_back(std::move(s));
   }
 
@@ -75,8 +133,41 @@ struct Consumer::Impl {
     }
   }
 
+  Status Attach(internal::BrokerConnection* conn, std::chrono::milliseconds timeout,
+                p::Reply* reply) {
+    p::Request attach;
+    attach.type = p::RequestType::kAttachConsumer;
+    attach.topic = topic;
+    attach.from_oldest = options.from_oldest;
+    attach.payload_kind = internal::ToProtocol(kind);
+    ALKAID_ASSIGN_OR_RAISE(*reply, conn->Call(std::move(attach), timeout));
+    return Status::OK();
+  }
+
+  // After a broker outage: subscribe again with whichever broker now
+  // answers. The topic is re-created with the config we know, so that this
+  // works whether our producers re-registered already or not.
+  void TryReregister() {
+    const auto now = Clock::now();
+    if (now < next_reconnect) return;
+    next_reconnect = now + kReconnectInterval;
+    auto connected = internal::BrokerConnection::Connect(options.socket_path);
+    if (!connected.ok()) return;
+    p::Request create;
+    create.type = p::RequestType::kCreateTopic;
+    create.config = config;
+    if (!(*connected)->Call(std::move(create), kReconnectCallTimeout).ok()) return;
+    p::Reply reply;
+    if (!Attach(connected->get(), kReconnectCallTimeout, &reply).ok()) return;
+    connection = std::move(*connected);
+    consumer_id = reply.attached_id;
+    ++reregistrations;
+    for (const auto& producer : reply.producers) Subscribe(producer);
+  }
+
   void PumpEvents() {
-    while (connection && !connection->lost()) {
+    if (connection->lost()) TryReregister();
+    while (!connection->lost()) {
       auto event = connection->NextEvent(std::chrono::milliseconds(0));
       if (!event.ok() || !event->has_value()) return;
       const p::Event& e = **event;
@@ -100,56 +191,122 @@ struct Consumer::Impl {
   }
 
   void Finish(std::size_t index, std::string reason) {
-    finished.insert(subs[index].producer_id);
+    finished.insert(subs[index].ring);
     end_reason = std::move(reason);
     subs.erase(subs.begin() + static_cast<std::ptrdiff_t>(index));
     if (round_robin > index) --round_robin;
   }
 
-  // Interprets one receive attempt on subs[index]. Returns a batch, null
-  // (nothing there; the subscription may have been dropped), or an error
-  // for a bad message.
-  Result<format::RecordBatchPtr> Take(std::size_t index, Result<ReceivedBatch> result) {
+  // Interprets one receive attempt on subs[index]. Returns an item, an
+  // empty one (nothing there; the subscription may have been dropped), or
+  // an error for a bad message.
+  Result<Item> Take(std::size_t index, Result<Item> result) {
     if (result.ok()) {
-      if (result->batch != nullptr) {
-        lost += result->lost_before;
+      if (!result->empty()) {
+        lost += result->rows.lost_before;
         round_robin = index + 1;
-        return std::move(result->batch);
+        return std::move(*result);
       }
       if (subs[index].gone) Finish(index, subs[index].reason);  // drained
-      return format::RecordBatchPtr();
+      return Item{};
     }
     switch (result.status().code()) {
       case StatusCode::kTimedOut:
         if (subs[index].gone) Finish(index, subs[index].reason);
-        return format::RecordBatchPtr();
+        return Item{};
       case StatusCode::kEndOfStream:
         Finish(index, "every producer finished");
-        return format::RecordBatchPtr();
+        return Item{};
       case StatusCode::kCancelled:
         Finish(index, "detached from producer " + std::to_string(subs[index].producer_id) +
                           "'s ring (" + result.status().message() + ")");
-        return format::RecordBatchPtr();
+        return Item{};
       default:
         return result.status();  // that message is skipped; the next call goes on
     }
   }
 
-  Result<format::RecordBatchPtr> PollOnce() {
+  // Looks at broker events and producer pids.
+  void Maintain() {
     PumpEvents();
     CheckPids();
+    since_maintain = 0;
+  }
+
+  // One receive attempt on each ring, round robin from the last one served.
+  Result<Item> TryRings() {
     const std::size_t n = subs.size();
     for (std::size_t k = 0; k < n && !subs.empty(); ++k) {
       const std::size_t index = (round_robin + k) % subs.size();
       const std::size_t before = subs.size();
-      ALKAID_ASSIGN_OR_RAISE(auto batch, Take(index, subs[index].subscriber->TryReceive()));
-      if (batch != nullptr) return batch;
+      ALKAID_ASSIGN_OR_RAISE(auto item, Take(index, subs[index].TryReceive()));
+      if (!item.empty()) return item;
       if (subs.size() != before) --k;  // the entry at `index` is a new one now
     }
+    return Item{};
+  }
+
+  // The data path makes no system call while messages keep coming: broker
+  // events (a poll(2) on the socket) and producer pids are looked at when no
+  // message is waiting, and at least every kMaintainEvery messages under load
+  // so that a producer joining a busy topic is still picked up.
+  Result<Item> PollOnce() {
+    if (!subs.empty() && ++since_maintain < kMaintainEvery) {
+      ALKAID_ASSIGN_OR_RAISE(auto item, TryRings());
+      if (!item.empty()) return item;
+    }
+    Maintain();
+    ALKAID_ASSIGN_OR_RAISE(auto item, TryRings());
+    if (!item.empty()) return item;
     if (subs.empty() && seen_producer) {
       return Status::EndOfStream("topic '", topic, "': ", end_reason);
     }
-    return format::RecordBatchPtr();
+    return Item{};
+  }
+
+  Result<Item> NextItem(std::chrono::nanoseconds timeout) {
+    if (closed) return Status::Invalid("consumer of '", topic, "' is closed");
+    const auto deadline = Clock::now() + timeout;
+    while (true) {
+      ALKAID_ASSIGN_OR_RAISE(auto item, PollOnce());
+      if (!item.empty()) return item;
+      const auto now = Clock::now();
+      if (now >= deadline) {
+        return Status::TimedOut(
+            "topic '", topic, "': nothing within ",
+            std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count(), " ms");
+      }
+      const auto slice = std::min<Clock::duration>(deadline - now, kWaitSlice);
+      if (subs.size() == 1 && !subs[0].gone) {
+        // One ring: sleep on it (futex), so a message wakes us at once.
+        ALKAID_ASSIGN_OR_RAISE(item, Take(0, subs[0].Receive(slice)));
+        if (!item.empty()) return item;
+      } else {
+        // None or several rings: wake for broker events, look again soon.
+        const auto wait = subs.empty() ? slice
+                                       : std::min<Clock::duration>(slice,
+                                                                   std::chrono::milliseconds(1));
+        pollfd pfd{connection->lost() ? -1 : connection->fd(), POLLIN, 0};
+        (void)::poll(&pfd, 1,
+                     static_cast<int>(std::max<int64_t>(
+                         1, std::chrono::duration_cast<std::chrono::milliseconds>(wait).count())));
+      }
+    }
+  }
+
+  // A received record batch restricted to the chosen columns: the same
+  // column data (zero-copy), a narrower schema.
+  Result<format::RecordBatchPtr> Project(format::RecordBatchPtr batch) const {
+    if (columns.empty()) return batch;
+    std::vector<format::ArrayDataPtr> kept;
+    kept.reserve(columns.size());
+    for (int index : columns) kept.push_back(batch->column_data(index));
+    return format::RecordBatch::Make(schema, batch->num_rows(), std::move(kept));
+  }
+
+  Result<format::RecordBatchPtr> ToBatch(Item item) const {
+    if (item.batch != nullptr) return Project(std::move(item.batch));
+    return item.rows.ToRecordBatch();
   }
 };
 
@@ -165,62 +322,79 @@ Result<std::unique_ptr<Consumer>> Consumer::Open(const std::string& topic,
         "subscribing from the oldest held batch: libshm's RingConsumer registers at the current "
         "write position only");
   }
-  if (!options.columns.empty()) {
-    return Status::NotImplemented("subscribing to a subset of columns");
-  }
   auto impl = std::make_unique<Impl>();
   impl->topic = topic;
   impl->options = options;
+  impl->kind = options.payload_kind;
   ALKAID_ASSIGN_OR_RAISE(impl->connection,
                          internal::BrokerConnection::Connect(options.socket_path));
-  p::Request attach;
-  attach.type = p::RequestType::kAttachConsumer;
-  attach.topic = topic;
-  attach.from_oldest = options.from_oldest;
-  ALKAID_ASSIGN_OR_RAISE(auto reply, impl->connection->Call(std::move(attach)));
+  p::Reply reply;
+  ALKAID_RETURN_NOT_OK(impl->Attach(impl->connection.get(), std::chrono::seconds(10), &reply));
   impl->consumer_id = reply.attached_id;
+  impl->config = reply.config;
   auto schema = internal::DeserializeSchema(reply.config.schema);
   if (!schema.ok()) {
     return schema.status().WithContext("topic '" + topic + "': the broker's schema");
   }
-  impl->schema = *schema;
+  impl->topic_schema = *schema;
+  // What Next returns: rows decode to RowOutputSchema (no dictionaries).
+  format::SchemaPtr full = impl->topic_schema;
+  if (impl->kind == PayloadKind::kUnsafeRow) {
+    ALKAID_ASSIGN_OR_RAISE(full, format::RowOutputSchema(*impl->topic_schema));
+  }
+  impl->schema = full;
+  if (!options.columns.empty()) {
+    format::FieldVector fields;
+    std::set<std::string> seen;
+    for (const auto& name : options.columns) {
+      const int index = full->GetFieldIndex(name);
+      if (index < 0) {
+        std::string names;
+        for (const auto& f : full->fields()) names += (names.empty() ? "" : ", ") + f->name();
+        return Status::KeyError("topic '", topic, "' has no column '", name, "'; its columns are ",
+                                names);
+      }
+      if (!seen.insert(name).second) {
+        return Status::Invalid("topic '", topic, "': column '", name, "' is asked for twice");
+      }
+      impl->columns.push_back(index);
+      fields.push_back(full->field(index));
+    }
+    impl->schema = format::schema(std::move(fields), full->metadata());
+  }
   for (const auto& producer : reply.producers) impl->Subscribe(producer);
   return std::unique_ptr<Consumer>(new Consumer(std::move(impl)));
 }
 
 Result<format::RecordBatchPtr> Consumer::TryNext() {
   if (impl_->closed) return Status::Invalid("consumer of '", impl_->topic, "' is closed");
-  return impl_->PollOnce();
+  ALKAID_ASSIGN_OR_RAISE(auto item, impl_->PollOnce());
+  if (item.empty()) return format::RecordBatchPtr();
+  return impl_->ToBatch(std::move(item));
 }
 
 Result<format::RecordBatchPtr> Consumer::Next(std::chrono::nanoseconds timeout) {
-  Impl& d = *impl_;
-  if (d.closed) return Status::Invalid("consumer of '", d.topic, "' is closed");
-  const auto deadline = Clock::now() + timeout;
-  while (true) {
-    ALKAID_ASSIGN_OR_RAISE(auto batch, d.PollOnce());
-    if (batch != nullptr) return batch;
-    const auto now = Clock::now();
-    if (now >= deadline) {
-      return Status::TimedOut("topic '", d.topic, "': no batch within ",
-                              std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count(),
-                              " ms");
-    }
-    const auto slice = std::min<Clock::duration>(deadline - now, kWaitSlice);
-    if (d.subs.size() == 1 && !d.subs[0].gone) {
-      // One ring: sleep on it (futex), so a batch wakes us at once.
-      ALKAID_ASSIGN_OR_RAISE(batch, d.Take(0, d.subs[0].subscriber->Receive(slice)));
-      if (batch != nullptr) return batch;
-    } else {
-      // None or several rings: wake for broker events, look again soon.
-      const auto wait = d.subs.empty() ? slice : std::min<Clock::duration>(
-                                                     slice, std::chrono::milliseconds(1));
-      pollfd pfd{d.connection->lost() ? -1 : d.connection->fd(), POLLIN, 0};
-      (void)::poll(&pfd, 1,
-                   static_cast<int>(std::max<int64_t>(
-                       1, std::chrono::duration_cast<std::chrono::milliseconds>(wait).count())));
-    }
+  ALKAID_ASSIGN_OR_RAISE(auto item, impl_->NextItem(timeout));
+  return impl_->ToBatch(std::move(item));
+}
+
+Result<ReceivedRows> Consumer::NextRows(std::chrono::nanoseconds timeout) {
+  if (impl_->kind != PayloadKind::kUnsafeRow) {
+    return Status::Invalid("NextRows: topic '", impl_->topic, "' carries ",
+                           PayloadKindName(impl_->kind), " payloads");
   }
+  ALKAID_ASSIGN_OR_RAISE(auto item, impl_->NextItem(timeout));
+  return std::move(item.rows);
+}
+
+Result<ReceivedRows> Consumer::TryNextRows() {
+  if (impl_->kind != PayloadKind::kUnsafeRow) {
+    return Status::Invalid("TryNextRows: topic '", impl_->topic, "' carries ",
+                           PayloadKindName(impl_->kind), " payloads");
+  }
+  if (impl_->closed) return Status::Invalid("consumer of '", impl_->topic, "' is closed");
+  ALKAID_ASSIGN_OR_RAISE(auto item, impl_->PollOnce());
+  return std::move(item.rows);
 }
 
 Status Consumer::Close() {
@@ -233,7 +407,7 @@ Status Consumer::Close() {
     detach.type = p::RequestType::kDetach;
     detach.role = p::Role::kConsumer;
     detach.target_id = d.consumer_id;
-    const Status st = d.connection->Call(std::move(detach), std::chrono::seconds(2)).status();
+    Status st = d.connection->Call(std::move(detach), std::chrono::seconds(2)).status();
     if (!st.ok() && st.code() != StatusCode::kIOError) return st;
   }
   return Status::OK();
@@ -241,6 +415,9 @@ Status Consumer::Close() {
 
 const std::string& Consumer::topic() const { return impl_->topic; }
 const format::SchemaPtr& Consumer::schema() const { return impl_->schema; }
+const format::SchemaPtr& Consumer::topic_schema() const { return impl_->topic_schema; }
+PayloadKind Consumer::payload_kind() const { return impl_->kind; }
+uint64_t Consumer::reregistrations() const { return impl_->reregistrations; }
 std::size_t Consumer::producer_count() const { return impl_->subs.size(); }
 uint64_t Consumer::lost() const { return impl_->lost; }
 

@@ -4,8 +4,10 @@
 #include <thread>
 
 #include "alkaid/client/batch_publisher.h"
+#include "alkaid/client/row_channel.h"
 #include "alkaid/shm/body_allocator.h"
 #include "alkaid/shm/ring.h"
+#include "alkaid/format/unsafe_row.h"
 #include "alkaid/shm/segment.h"
 #include "connection_internal.h"
 
@@ -17,6 +19,8 @@ using Clock = std::chrono::steady_clock;
 namespace {
 constexpr auto kPidCheckInterval = std::chrono::milliseconds(200);
 constexpr auto kStatsInterval = std::chrono::milliseconds(500);
+constexpr auto kReconnectInterval = std::chrono::milliseconds(200);
+constexpr auto kReconnectCallTimeout = std::chrono::milliseconds(2000);
 }  // namespace
 
 struct Producer::Impl {
@@ -29,18 +33,24 @@ struct Producer::Impl {
   std::string bodies_name;
   std::unique_ptr<shm::BodyAllocator> bodies;
   std::unique_ptr<shm::RingProducer> ring;
-  std::unique_ptr<BatchPublisher> publisher;
+  std::unique_ptr<BatchPublisher> publisher;        // kRecordBatch topics
+  std::unique_ptr<RowPublisher> row_publisher;      // kUnsafeRow topics
+  PayloadKind kind = PayloadKind::kRecordBatch;
+  p::TopicConfig config;  // as the broker has it, for re-registration
 
   std::thread watchdog;
   std::atomic<bool> stop{false};
   std::atomic<bool> broker_lost{false};
   std::atomic<uint64_t> published{0};
   std::atomic<uint64_t> dead_detached{0};
+  std::atomic<uint64_t> reregistrations{0};
+  bool reregistration_refused = false;  // watchdog only
   bool closed = false;
 
   ~Impl() {
     StopWatchdog();
     publisher.reset();
+    row_publisher.reset();
     ring.reset();
     bodies.reset();
   }
@@ -76,8 +86,45 @@ struct Producer::Impl {
     if (!connection->Send(std::move(request)).ok()) broker_lost = true;
   }
 
+  // Watchdog only: after a broker outage, registers again with whichever
+  // broker now answers on the socket, keeping our segments.
+  void TryReregister() {
+    auto connected = internal::BrokerConnection::Connect(options.socket_path);
+    if (!connected.ok()) return;  // still down
+    auto& conn = *connected;
+    p::Request create;
+    create.type = p::RequestType::kCreateTopic;
+    create.config = config;
+    if (!conn->Call(std::move(create), kReconnectCallTimeout).ok()) return;
+    p::Request attach;
+    attach.type = p::RequestType::kAttachProducer;
+    attach.topic = topic;
+    attach.payload_kind = internal::ToProtocol(kind);
+    attach.ring = ring_name;
+    attach.bodies = bodies_name;
+    auto reply = conn->Call(std::move(attach), kReconnectCallTimeout);
+    if (!reply.ok()) {
+      // The broker does not have our segments (stopped cleanly, or we were
+      // too late): consumers that attach from now on cannot find us.
+      if (reply.status().code() == StatusCode::kKeyError ||
+          reply.status().code() == StatusCode::kPermissionDenied) {
+        reregistration_refused = true;
+      }
+      return;
+    }
+    p::Request ready;
+    ready.type = p::RequestType::kProducerReady;
+    ready.target_id = reply->attached_id;
+    if (!conn->Call(std::move(ready), kReconnectCallTimeout).ok()) return;
+    connection = std::move(conn);
+    producer_id = reply->attached_id;
+    reregistrations.fetch_add(1, std::memory_order_relaxed);
+    broker_lost = false;
+  }
+
   // The watchdog thread: the only user of `connection` while it runs.
   void WatchdogLoop() {
+    auto next_reconnect = Clock::now();
     auto next_pid_check = Clock::now();
     auto next_stats = Clock::now() + kStatsInterval;
     while (!stop.load(std::memory_order_acquire)) {
@@ -90,6 +137,10 @@ struct Producer::Impl {
         }
       } else {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        if (!reregistration_refused && Clock::now() >= next_reconnect) {
+          TryReregister();
+          next_reconnect = Clock::now() + kReconnectInterval;
+        }
       }
       const auto now = Clock::now();
       if (now >= next_pid_check) {
@@ -122,6 +173,11 @@ Result<std::unique_ptr<Producer>> Producer::Open(const std::string& topic,
   impl->topic = topic;
   impl->schema = schema;
   impl->options = options;
+  impl->kind = options.topic.payload_kind;
+  if (impl->kind == PayloadKind::kUnsafeRow) {
+    ALKAID_RETURN_NOT_OK_CTX(format::CheckRowSchema(*schema),
+                             "topic '" << topic << "' (unsafe-row payloads)");
+  }
   ALKAID_ASSIGN_OR_RAISE(impl->connection,
                          internal::BrokerConnection::Connect(options.socket_path));
 
@@ -133,8 +189,10 @@ Result<std::unique_ptr<Producer>> Producer::Open(const std::string& topic,
   p::Request attach;
   attach.type = p::RequestType::kAttachProducer;
   attach.topic = topic;
+  attach.payload_kind = internal::ToProtocol(impl->kind);
   ALKAID_ASSIGN_OR_RAISE(auto reply, impl->connection->Call(std::move(attach)));
   impl->producer_id = reply.attached_id;
+  impl->config = reply.config;
   impl->ring_name = reply.ring;
   impl->bodies_name = reply.bodies;
 
@@ -158,8 +216,13 @@ Result<std::unique_ptr<Producer>> Producer::Open(const std::string& topic,
     ring_options.segment = access;
     ALKAID_ASSIGN_OR_RAISE(impl->ring, shm::RingProducer::Create(reply.ring, ring_options,
                                                                  impl->bodies.get()));
-    ALKAID_ASSIGN_OR_RAISE(impl->publisher, BatchPublisher::Create(
-                                                impl->ring.get(), impl->bodies.get(), schema));
+    if (impl->kind == PayloadKind::kUnsafeRow) {
+      ALKAID_ASSIGN_OR_RAISE(impl->row_publisher, RowPublisher::Create(
+                                                      impl->ring.get(), impl->bodies.get(), schema));
+    } else {
+      ALKAID_ASSIGN_OR_RAISE(impl->publisher, BatchPublisher::Create(
+                                                  impl->ring.get(), impl->bodies.get(), schema));
+    }
     p::Request ready;
     ready.type = p::RequestType::kProducerReady;
     ready.target_id = impl->producer_id;
@@ -168,6 +231,7 @@ Result<std::unique_ptr<Producer>> Producer::Open(const std::string& topic,
   const Status st = setup();
   if (!st.ok()) {
     impl->publisher.reset();
+    impl->row_publisher.reset();
     impl->ring.reset();
     impl->bodies.reset();
     impl->RemoveNames();
@@ -188,13 +252,45 @@ Result<std::unique_ptr<Producer>> Producer::Open(const std::string& topic,
   return std::unique_ptr<Producer>(new Producer(std::move(impl)));
 }
 
+namespace {
+
+Status CheckUsable(const Producer& producer, bool closed, PayloadKind needed, const char* call) {
+  if (closed) return Status::Invalid("producer of '", producer.topic(), "' is closed");
+  if (producer.payload_kind() != needed) {
+    return Status::Invalid(call, ": topic '", producer.topic(), "' carries ",
+                           PayloadKindName(producer.payload_kind()), " payloads, not ",
+                           PayloadKindName(needed));
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
 Result<std::unique_ptr<ShmBatchPool>> Producer::NewBatchPool(uint64_t region_bytes) {
-  if (impl_->closed) return Status::Invalid("producer of '", impl_->topic, "' is closed");
+  ALKAID_RETURN_NOT_OK(
+      CheckUsable(*this, impl_->closed, PayloadKind::kRecordBatch, "NewBatchPool"));
   return impl_->publisher->NewPool(region_bytes);
 }
 
+Status Producer::PublishRows(const format::RecordBatch& batch) {
+  ALKAID_RETURN_NOT_OK(CheckUsable(*this, impl_->closed, PayloadKind::kUnsafeRow, "PublishRows"));
+  ALKAID_RETURN_NOT_OK_CTX(impl_->row_publisher->PublishRows(batch),
+                           "topic '" << impl_->topic << "'");
+  impl_->published.fetch_add(1, std::memory_order_relaxed);
+  return Status::OK();
+}
+
+Status Producer::PublishRowBatch(std::span<const uint8_t> row_batch) {
+  ALKAID_RETURN_NOT_OK(
+      CheckUsable(*this, impl_->closed, PayloadKind::kUnsafeRow, "PublishRowBatch"));
+  ALKAID_RETURN_NOT_OK_CTX(impl_->row_publisher->PublishRowBatch(row_batch),
+                           "topic '" << impl_->topic << "'");
+  impl_->published.fetch_add(1, std::memory_order_relaxed);
+  return Status::OK();
+}
+
 Status Producer::Publish(const format::RecordBatch& batch, ShmBatchPool* pool) {
-  if (impl_->closed) return Status::Invalid("producer of '", impl_->topic, "' is closed");
+  ALKAID_RETURN_NOT_OK(CheckUsable(*this, impl_->closed, PayloadKind::kRecordBatch, "Publish"));
   ALKAID_RETURN_NOT_OK_CTX(impl_->publisher->Publish(batch, pool),
                            "topic '" << impl_->topic << "'");
   impl_->published.fetch_add(1, std::memory_order_relaxed);
@@ -202,7 +298,8 @@ Status Producer::Publish(const format::RecordBatch& batch, ShmBatchPool* pool) {
 }
 
 Status Producer::PublishCopy(const format::RecordBatch& batch) {
-  if (impl_->closed) return Status::Invalid("producer of '", impl_->topic, "' is closed");
+  ALKAID_RETURN_NOT_OK(
+      CheckUsable(*this, impl_->closed, PayloadKind::kRecordBatch, "PublishCopy"));
   ALKAID_RETURN_NOT_OK_CTX(impl_->publisher->PublishCopy(batch),
                            "topic '" << impl_->topic << "'");
   impl_->published.fetch_add(1, std::memory_order_relaxed);
@@ -246,12 +343,15 @@ Status Producer::Close() {
 
 const std::string& Producer::topic() const { return impl_->topic; }
 const format::SchemaPtr& Producer::schema() const { return impl_->schema; }
+PayloadKind Producer::payload_kind() const { return impl_->kind; }
 bool Producer::broker_lost() const { return impl_->broker_lost.load(); }
 
 ProducerStats Producer::stats() const {
   ProducerStats s;
   s.published = impl_->published.load();
   if (impl_->publisher) s.copied_bytes = impl_->publisher->stats().copied_bytes;
+  if (impl_->row_publisher) s.copied_bytes = impl_->row_publisher->copied_bytes();
+  s.reregistrations = impl_->reregistrations.load();
   s.dead_consumers_detached = impl_->dead_detached.load();
   return s;
 }

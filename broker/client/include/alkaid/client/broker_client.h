@@ -25,6 +25,18 @@ namespace alkaid::client {
 /// /tmp/alkaid-<uid>/broker.sock (the daemon's default).
 ALKAID_EXPORT std::string DefaultBrokerSocket();
 
+/// What each message of a topic carries.
+enum class PayloadKind : uint8_t {
+  /// An Arrow-format record batch, received zero-copy as a RecordBatch.
+  kRecordBatch = 0,
+  /// An UnsafeRow row batch (format/unsafe_row.h), received zero-copy as
+  /// bytes (ReceivedRows) and convertible to a RecordBatch.
+  kUnsafeRow = 1,
+};
+
+/// "record-batch" or "unsafe-row".
+ALKAID_EXPORT const char* PayloadKindName(PayloadKind kind);
+
 /// Settings of a topic, used when the topic is created (the first
 /// producer's or CreateTopic's options win; later ones are ignored).
 struct TopicOptions {
@@ -36,6 +48,10 @@ struct TopicOptions {
   uint64_t segment_bytes = 0;
   /// What a producer does when a consumer lags a full ring behind.
   shm::SlowConsumerPolicy policy = shm::SlowConsumerPolicy::kBlockProducer;
+  /// What the messages carry. A producer publishes this kind (and is
+  /// refused, Invalid, by a topic of another kind); rows need a schema
+  /// format::CheckRowSchema accepts.
+  PayloadKind payload_kind = PayloadKind::kRecordBatch;
 };
 
 /// What `alkaid topics` shows about one topic.
@@ -45,6 +61,7 @@ struct TopicStatus {
   uint32_t ring_slots = 0;
   uint64_t segment_bytes = 0;
   shm::SlowConsumerPolicy policy = shm::SlowConsumerPolicy::kBlockProducer;
+  PayloadKind payload_kind = PayloadKind::kRecordBatch;
   uint32_t producers = 0;
   uint32_t consumers = 0;
   /// Messages published so far (as last reported by the producers).

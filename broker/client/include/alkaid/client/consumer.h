@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "alkaid/client/broker_client.h"
+#include "alkaid/client/row_channel.h"
 #include "alkaid/common/export.h"
 #include "alkaid/common/result.h"
 #include "alkaid/common/status.h"
@@ -26,9 +27,15 @@ struct ConsumerOptions {
   /// the next one published. Not available yet (NotImplemented): libshm's
   /// RingConsumer registers at the current write position only.
   bool from_oldest = false;
-  /// Receive only these columns. Not available yet (NotImplemented); empty
-  /// means every column.
+  /// Receive only these columns, by name, in this order (empty: every
+  /// column). Open fails with KeyError naming an unknown column and listing
+  /// the topic's, Invalid for a name given twice. Record batches are
+  /// projected zero-copy (the kept columns' buffers still point into shared
+  /// memory); for row topics, ReceivedRows::ToRecordBatch keeps only these.
   std::vector<std::string> columns;
+  /// The payload kind this consumer expects; attaching to a topic of
+  /// another kind is refused (Invalid, naming both).
+  PayloadKind payload_kind = PayloadKind::kRecordBatch;
   /// How the consumer waits for data (see shm::WaitMode).
   shm::WaitMode wait_mode = shm::WaitMode::kSpinThenBlock;
 };
@@ -42,6 +49,13 @@ struct ConsumerOptions {
 /// broker or the consumer's own pid check notices within a second) — and
 /// everything committed was read, Next gives EndOfStream. A consumer that
 /// has seen no producer yet waits for one.
+///
+/// Broker outages: receiving never involves the broker and goes on while
+/// it is down; producers that die meanwhile are still noticed (pid check).
+/// Once a broker answers on the socket again, the next Next/TryNext call
+/// (at most every 200 ms) re-creates the topic with the config it had and
+/// re-subscribes; producers it already reads are recognised by their ring
+/// and kept (nothing is received twice), new ones are added.
 ///
 /// Thread safety: one thread at a time. Returned batches may be used and
 /// dropped on any thread, and outlive the consumer.
@@ -66,11 +80,27 @@ class ALKAID_EXPORT Consumer {
   /// Next.
   Result<format::RecordBatchPtr> TryNext();
 
+  /// Unsafe-row topics: the next row batch, zero-copy (a view of the
+  /// producer's shared block, referenced while held), waiting up to
+  /// `timeout`; TimedOut, EndOfStream as Next. Invalid on a record-batch
+  /// topic. (Next on a row topic returns ToRecordBatch() of each.)
+  Result<ReceivedRows> NextRows(std::chrono::nanoseconds timeout);
+  /// The next row batch if one is there; null `data` if none.
+  Result<ReceivedRows> TryNextRows();
+
   /// Detaches from the broker and the rings. Idempotent.
   Status Close();
 
   const std::string& topic() const;
+  /// The schema of the batches Next returns: the topic's, restricted to
+  /// ConsumerOptions::columns (for row topics with dictionaries:
+  /// format::RowOutputSchema of it).
   const format::SchemaPtr& schema() const;
+  /// The topic's full schema, as the producer published it.
+  const format::SchemaPtr& topic_schema() const;
+  PayloadKind payload_kind() const;
+  /// Times this consumer re-subscribed after a broker restart.
+  uint64_t reregistrations() const;
   /// Producers this consumer currently reads from.
   std::size_t producer_count() const;
   /// Batches lost to ring overwrites (kDropOldest topics).

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "alkaid/client/broker_client.h"
@@ -21,7 +22,9 @@ namespace alkaid::client {
 struct ProducerOptions {
   /// Broker socket; empty: DefaultBrokerSocket().
   std::string socket_path;
-  /// Used if this producer creates the topic.
+  /// Used if this producer creates the topic. `topic.payload_kind` is also
+  /// what this producer publishes: kRecordBatch (Publish, PublishCopy) or
+  /// kUnsafeRow (PublishRows, PublishRowBatch).
   TopicOptions topic;
   /// Longest wait of Publish for ring room (kBlockProducer) or body space.
   std::chrono::milliseconds publish_timeout{5000};
@@ -41,6 +44,8 @@ struct ProducerStats {
   uint64_t copied_bytes = 0;
   /// Consumer registrations detached because their process died.
   uint64_t dead_consumers_detached = 0;
+  /// Times this producer re-registered with a restarted broker.
+  uint64_t reregistrations = 0;
 };
 
 /// One producer of a topic. Owns a ring and a body segment (named by the
@@ -51,8 +56,17 @@ struct ProducerStats {
 /// the pids of the ring's consumers every 200 ms, detaching dead ones so
 /// that they never hold the producer back, also while the broker is down.
 ///
-/// Thread safety: NewBatchPool, Publish, PublishCopy and Close from one
-/// thread at a time. Errors are Status values; nothing throws.
+/// Broker outages: publishing never involves the broker and goes on while
+/// it is down. The watchdog notices the lost connection and, every 200 ms,
+/// tries to reconnect; once a broker answers on the socket again it
+/// re-creates the topic (same config) and re-registers this producer with
+/// the segments it already has (the restarted broker kept them for it), so
+/// new consumers find it again. If the broker no longer has the segments
+/// (it was stopped cleanly, or the producer came back after its
+/// --adopt-timeout) the producer stops trying and goes on unregistered.
+///
+/// Thread safety: NewBatchPool, Publish*, and Close from one thread at a
+/// time. Errors are Status values; nothing throws.
 class ALKAID_EXPORT Producer {
  public:
   ~Producer();  ///< Close()
@@ -79,6 +93,16 @@ class ALKAID_EXPORT Producer {
   /// Publishes a batch from anywhere by copying its body once.
   Status PublishCopy(const format::RecordBatch& batch);
 
+  /// Unsafe-row topics: encodes every row of `batch` (the topic's schema)
+  /// as UnsafeRows and publishes them as one row batch in shared memory
+  /// (RowPublisher::PublishRows). Invalid on a record-batch topic.
+  Status PublishRows(const format::RecordBatch& batch);
+
+  /// Unsafe-row topics: publishes an encoded row batch (size-prefixed
+  /// UnsafeRows of the topic's schema), copied once into shared memory.
+  /// Invalid on a record-batch topic or for broken size prefixes.
+  Status PublishRowBatch(std::span<const uint8_t> row_batch);
+
   /// Ends the stream: consumers read what was published, then get
   /// EndOfStream. Waits (up to ProducerOptions::drain_timeout) until every
   /// active consumer has read everything, detaches from the broker and
@@ -87,8 +111,10 @@ class ALKAID_EXPORT Producer {
 
   const std::string& topic() const;
   const format::SchemaPtr& schema() const;
+  PayloadKind payload_kind() const;
   ProducerStats stats() const;
-  /// True once the broker connection was lost (the data path still works).
+  /// True while the producer is not registered with a broker (connection
+  /// lost and not re-registered yet); the data path works regardless.
   bool broker_lost() const;
 
  private:

@@ -1,0 +1,144 @@
+#pragma once
+
+/// \file
+/// UnsafeRow row batches through a ring and a body segment: the row path of
+/// unsafe-row topics (docs/CLIENT.md, "Row topics").
+///
+/// Each message body is one row batch exactly as format/unsafe_row.h writes
+/// it (every row behind its 4-byte big-endian size), placed in a block of
+/// the producer's body segment. The slot's inline payload is a 32-byte
+/// descriptor (src/row_descriptor_internal.h). Consumers get a view of the
+/// block: no byte of the rows is copied on the way, and the block stays
+/// referenced while the view is held.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "alkaid/common/export.h"
+#include "alkaid/common/result.h"
+#include "alkaid/common/status.h"
+#include "alkaid/format/buffer.h"
+#include "alkaid/format/memory_pool.h"
+#include "alkaid/format/record_batch.h"
+#include "alkaid/shm/body_allocator.h"
+#include "alkaid/shm/ring.h"
+
+namespace alkaid::client {
+
+/// One received row batch.
+///
+/// `data` is a view of the producer's shared block (its bytes are not
+/// copied); the block stays referenced (cross-process count) until `data`
+/// and every buffer sliced from it are dropped, on any thread, even after
+/// the consumer is gone. The row bytes are untrusted: Rows() checks the
+/// size prefixes, ToRecordBatch() checks everything.
+struct ALKAID_EXPORT ReceivedRows {
+  /// The row batch: size-prefixed UnsafeRows, in shared memory.
+  std::shared_ptr<format::Buffer> data;
+  /// Rows in the batch, as the producer announced and the size prefixes
+  /// confirm.
+  int64_t num_rows = 0;
+  /// The topic's full schema (what the rows encode).
+  format::SchemaPtr row_schema;
+  /// Indices of the columns ToRecordBatch() keeps (empty: all), in order.
+  std::vector<int> columns;
+  /// Ring sequence of the message, and messages lost just before it
+  /// (kDropOldest rings only).
+  uint64_t sequence = 0;
+  uint64_t lost_before = 0;
+
+  /// Views of each row (without size prefix) into `data`.
+  Result<std::vector<std::string_view>> Rows() const;
+
+  /// Decodes the rows into a record batch of format::RowOutputSchema(
+  /// row_schema), restricted to `columns` when set (rows interleave their
+  /// fields, so every field is decoded and the others are dropped).
+  /// Allocates from `pool`; the result does not refer to shared memory.
+  Result<format::RecordBatchPtr> ToRecordBatch(
+      format::MemoryPool* pool = format::default_memory_pool()) const;
+};
+
+/// Publishes row batches of one schema through a RingProducer created with
+/// its BodyAllocator.
+///
+/// Thread safety: the producer thread only (like the ring and allocator).
+class ALKAID_EXPORT RowPublisher {
+ public:
+  ~RowPublisher();
+  RowPublisher(const RowPublisher&) = delete;
+  RowPublisher& operator=(const RowPublisher&) = delete;
+
+  /// `ring` must have been created with `bodies`; both must outlive the
+  /// publisher. TypeError (naming the field) if `schema` has a type rows
+  /// cannot carry (format::CheckRowSchema).
+  static Result<std::unique_ptr<RowPublisher>> Create(shm::RingProducer* ring,
+                                                      shm::BodyAllocator* bodies,
+                                                      format::SchemaPtr schema);
+
+  /// Encodes every row of `batch` (schema equal to the publisher's) as
+  /// UnsafeRows (format::EncodeRowBatch, into private memory), copies the
+  /// row batch into a fresh block and publishes it.
+  Status PublishRows(const format::RecordBatch& batch);
+
+  /// Publishes an already encoded row batch (size-prefixed rows of the
+  /// publisher's schema), copied once into a block. The size prefixes are
+  /// checked (format::SplitRowBatch); the row contents are not.
+  Status PublishRowBatch(std::span<const uint8_t> row_batch);
+
+  /// Bytes copied into shared memory so far.
+  uint64_t copied_bytes() const { return copied_bytes_; }
+  const format::SchemaPtr& schema() const { return schema_; }
+
+ private:
+  RowPublisher(shm::RingProducer* ring, shm::BodyAllocator* bodies, format::SchemaPtr schema)
+      : ring_(ring), bodies_(bodies), schema_(std::move(schema)) {}
+  Status PublishEncoded(std::span<const uint8_t> row_batch, int64_t num_rows);
+
+  shm::RingProducer* ring_;
+  shm::BodyAllocator* bodies_;
+  format::SchemaPtr schema_;
+  uint64_t copied_bytes_ = 0;
+};
+
+/// Receives row batches published by a RowPublisher, in any process.
+///
+/// Every figure read from shared memory is checked: the descriptor against
+/// the slot, the body length against the block, the size prefixes against
+/// the body. A bad message is an error for that message only.
+///
+/// Thread safety: Receive/TryReceive from one thread at a time; received
+/// rows may be used and dropped anywhere.
+class ALKAID_EXPORT RowSubscriber {
+ public:
+  ~RowSubscriber();
+  RowSubscriber(const RowSubscriber&) = delete;
+  RowSubscriber& operator=(const RowSubscriber&) = delete;
+
+  /// Opens body segment `bodies_name` and registers on ring `ring_name`.
+  /// `columns`: indices kept by ReceivedRows::ToRecordBatch (empty: all).
+  static Result<std::unique_ptr<RowSubscriber>> Open(std::string_view ring_name,
+                                                     std::string_view bodies_name,
+                                                     format::SchemaPtr schema,
+                                                     std::vector<int> columns = {},
+                                                     const shm::ConsumerOptions& options = {});
+
+  /// The next row batch, waiting up to `timeout`: TimedOut, EndOfStream,
+  /// Cancelled (detached), or the error of a bad message (then skipped).
+  Result<ReceivedRows> Receive(std::chrono::nanoseconds timeout);
+  /// The next row batch if one is there; null `data` otherwise.
+  Result<ReceivedRows> TryReceive();
+
+  const shm::RingConsumer& consumer() const;
+
+ private:
+  struct Impl;
+  explicit RowSubscriber(std::unique_ptr<Impl> impl);
+  Result<ReceivedRows> Decode();
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace alkaid::client

@@ -1,0 +1,307 @@
+// Broker restart: a producer and a consumer (separate processes) keep
+// exchanging data while the broker is SIGKILLed, both re-register with the
+// restarted broker (which re-adopts the producer's segments and removes
+// those of a producer that died meanwhile), and a clean shutdown leaves
+// /dev/shm clean.
+
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "alkaid/client/broker_client.h"
+#include "alkaid/client/consumer.h"
+#include "alkaid/client/producer.h"
+#include "alkaid/format/array.h"
+#include "alkaid/format/builder_primitive.h"
+#include "broker_process.h"
+#include "protocol/control.h"
+#include "protocol/frame.h"
+#include "test_util.h"
+
+namespace alkaid::broker {
+namespace {
+
+using client::BrokerClient;
+using client::Consumer;
+using client::Producer;
+using testing::BrokerProcess;
+using testing::ShmNames;
+using namespace std::chrono_literals;
+
+format::SchemaPtr SeqSchema() { return format::schema({format::field("seq", format::int64())}); }
+
+Result<format::RecordBatchPtr> SeqBatch(int64_t seq) {
+  format::Int64Builder b;
+  ALKAID_RETURN_NOT_OK(b.Append(seq));
+  ALKAID_ASSIGN_OR_RAISE(auto a, b.Finish());
+  return format::RecordBatch::Make(SeqSchema(), 1, {a});
+}
+
+// Waits up to `ms` for one byte on `fd`.
+bool ReadByte(int fd, int ms) {
+  pollfd pfd{fd, POLLIN, 0};
+  if (::poll(&pfd, 1, ms) != 1) return false;
+  char c = 0;
+  return ::read(fd, &c, 1) == 1;
+}
+
+bool TopicShows(const std::string& socket, const std::string& topic, uint32_t producers,
+                uint32_t consumers, int ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto client = BrokerClient::Connect(socket);
+    if (client.ok()) {
+      auto topics = (*client)->ListTopics();
+      if (topics.ok()) {
+        for (const auto& t : *topics) {
+          if (t.name == topic && t.producers == producers && t.consumers == consumers) {
+            return true;
+          }
+        }
+      }
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  return false;
+}
+
+std::set<std::string> NamesOfPid(const std::string& broker_name, pid_t pid) {
+  std::set<std::string> out;
+  for (const auto& n : ShmNames(broker_name + ".")) {
+    if (n.find("." + std::to_string(pid) + ".p") != std::string::npos) out.insert(n);
+  }
+  return out;
+}
+
+TEST(BrokerRestartTest, DataFlowsThroughAnOutageAndClientsReRegister) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  {
+    ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
+    client::TopicOptions topic_options;
+    topic_options.ring_slots = 64;
+    topic_options.segment_bytes = 4 << 20;
+    ASSERT_OK(admin->CreateTopic("r", SeqSchema(), topic_options).status());
+    ASSERT_OK(admin->CreateTopic("r2", SeqSchema(), topic_options).status());
+  }
+  constexpr int64_t kMessages = 600;  // 6 s: outlasts the outage and the restart
+  int progress[2];
+  ASSERT_EQ(::pipe(progress), 0);
+
+  // Consumer: every message exactly once, in order; a byte on `progress`
+  // after 20 messages and after 150.
+  const pid_t consumer_pid = ::fork();
+  if (consumer_pid == 0) {
+    client::ConsumerOptions options;
+    options.socket_path = broker.socket();
+    auto consumer = Consumer::Open("r", options);
+    if (!consumer.ok()) ::_exit(10);
+    int64_t next = 0;
+    while (true) {
+      auto batch = (*consumer)->Next(20s);
+      if (!batch.ok()) {
+        if (batch.status().code() == StatusCode::kEndOfStream) break;
+        std::fprintf(stderr, "consumer: %s\n", batch.status().ToString().c_str());
+        ::_exit(11);
+      }
+      const int64_t seq =
+          std::static_pointer_cast<format::Int64Array>((*batch)->column(0))->Value(0);
+      if (seq != next) {
+        std::fprintf(stderr, "consumer: got %lld, expected %lld\n", static_cast<long long>(seq),
+                     static_cast<long long>(next));
+        ::_exit(12);
+      }
+      ++next;
+      if (next == 20 || next == 150) (void)!::write(progress[1], "c", 1);
+    }
+    if (next != kMessages) ::_exit(13);
+    if ((*consumer)->reregistrations() != 1) ::_exit(14);
+    ::_exit((*consumer)->Close().ok() ? 0 : 15);
+  }
+  // Producer: one message every 10 ms.
+  const pid_t producer_pid = ::fork();
+  if (producer_pid == 0) {
+    client::ProducerOptions options;
+    options.socket_path = broker.socket();
+    auto producer = Producer::Open("r", SeqSchema(), options);
+    if (!producer.ok()) ::_exit(20);
+    for (int64_t seq = 0; seq < kMessages; ++seq) {
+      auto batch = SeqBatch(seq);
+      if (!batch.ok() || !(*producer)->PublishCopy(**batch).ok()) ::_exit(21);
+      std::this_thread::sleep_for(10ms);
+    }
+    if ((*producer)->stats().reregistrations != 1) ::_exit(22);
+    ::_exit((*producer)->Close().ok() ? 0 : 23);
+  }
+  // A second producer that dies while the broker is down.
+  const pid_t doomed = ::fork();
+  if (doomed == 0) {
+    client::ProducerOptions options;
+    options.socket_path = broker.socket();
+    auto producer = Producer::Open("r2", SeqSchema(), options);
+    if (!producer.ok()) ::_exit(30);
+    while (true) std::this_thread::sleep_for(1s);
+  }
+  ASSERT_TRUE(TopicShows(broker.socket(), "r", 1, 1, 5000));
+  ASSERT_TRUE(TopicShows(broker.socket(), "r2", 1, 0, 5000));
+  ASSERT_TRUE(ReadByte(progress[0], 10000)) << "no data before the outage";
+
+  broker.Kill();
+  // Data keeps flowing: 130 more messages (> 1 s) arrive without a broker.
+  ASSERT_TRUE(ReadByte(progress[0], 10000)) << "no data during the outage";
+  EXPECT_EQ(NamesOfPid(broker.name(), doomed).size(), 2u);
+  ::kill(doomed, SIGKILL);
+  EXPECT_EQ(testing::Wait(doomed), -SIGKILL);
+
+  ASSERT_TRUE(broker.Start());
+  // Both re-register; the restarted broker knows the topic again with its
+  // producer and consumer.
+  ASSERT_TRUE(TopicShows(broker.socket(), "r", 1, 1, 5000));
+  const std::string out = "/tmp/alkaid-test-" + broker.name() + ".topics";
+  ASSERT_EQ(testing::Wait(testing::Spawn({ALKAID_TOOL_BIN, "topics", "--socket",
+                                          broker.socket()},
+                                         out)),
+            0);
+  std::ifstream in(out);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::filesystem::remove(out);
+  std::istringstream lines(text.str());
+  std::string line;
+  bool listed = false;
+  while (std::getline(lines, line)) {
+    std::istringstream fields(line);
+    std::string name;
+    uint32_t producers = 0, consumers = 0;
+    fields >> name >> producers >> consumers;
+    if (name == "r") listed = producers == 1 && consumers == 1;
+  }
+  EXPECT_TRUE(listed) << text.str();
+  // The dead producer's segments were not adopted but removed.
+  EXPECT_TRUE(NamesOfPid(broker.name(), doomed).empty());
+  EXPECT_EQ(NamesOfPid(broker.name(), producer_pid).size(), 2u);
+
+  EXPECT_EQ(testing::Wait(producer_pid), 0);
+  EXPECT_EQ(testing::Wait(consumer_pid), 0);
+  EXPECT_EQ(broker.Stop(), 0);
+  EXPECT_TRUE(ShmNames(broker.name() + ".").empty());
+  ::close(progress[0]);
+  ::close(progress[1]);
+}
+
+// One request on a fresh connection, as a client would send it.
+Result<protocol::Reply> RawCall(const std::string& socket, protocol::Request request) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, socket.c_str(), sizeof(addr.sun_path) - 1);
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return Status::IOError("connect ", socket);
+  }
+  request.id = 1;
+  Status st = protocol::WriteAll(fd, protocol::Frame(protocol::EncodeRequest(request)));
+  protocol::FrameAssembler in;
+  Result<protocol::Reply> out = Status::IOError("no reply");
+  if (st.ok()) {
+    auto frame = protocol::ReadFrame(fd, &in, std::chrono::milliseconds(5000));
+    if (frame.ok()) {
+      auto message = protocol::DecodeServerMessage(*frame);
+      if (message.ok()) {
+        out = message->reply.status.ok() ? Result<protocol::Reply>(message->reply)
+                                         : Result<protocol::Reply>(message->reply.status);
+      } else {
+        out = message.status();
+      }
+    } else {
+      out = frame.status();
+    }
+  }
+  ::close(fd);
+  return out;
+}
+
+// A restarted broker hands kept segments only to the process whose pid is
+// in their names, forgets names it does not know, and removes kept
+// segments nobody claims within --adopt-timeout.
+TEST(BrokerRestartTest, OnlyTheOwnerReadoptsItsSegments) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  const pid_t child = ::fork();
+  if (child == 0) {
+    client::ProducerOptions options;
+    options.socket_path = broker.socket();
+    options.topic.segment_bytes = 1 << 20;
+    auto producer = Producer::Open("o", SeqSchema(), options);
+    if (!producer.ok()) ::_exit(1);
+    while (true) std::this_thread::sleep_for(1s);
+  }
+  // Killed at the end whatever happens.
+  struct Reaper {
+    pid_t pid;
+    ~Reaper() {
+      if (pid <= 0) return;
+      ::kill(pid, SIGCONT);
+      if (::kill(pid, SIGKILL) == 0) testing::Wait(pid);
+    }
+  } reaper{child};
+  for (int i = 0; i < 500 && NamesOfPid(broker.name(), child).size() < 2; ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_TRUE(TopicShows(broker.socket(), "o", 1, 0, 5000));
+  const auto names = NamesOfPid(broker.name(), child);
+  ASSERT_EQ(names.size(), 2u);
+  const std::string bodies = *names.begin();  // "...bodies" sorts before "...ring"
+  const std::string ring = *names.rbegin();
+
+  // Stopped, the producer cannot re-register: its segments wait for it.
+  ::kill(child, SIGSTOP);
+  broker.Kill();
+  ASSERT_TRUE(broker.Start({"--adopt-timeout", "2"}));
+  EXPECT_EQ(NamesOfPid(broker.name(), child).size(), 2u);
+  {
+    ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
+    ASSERT_OK(admin->CreateTopic("o", SeqSchema()).status());
+  }
+  protocol::Request claim;
+  claim.type = protocol::RequestType::kAttachProducer;
+  claim.topic = "o";
+  claim.ring = ring;
+  claim.bodies = bodies;
+  ASSERT_RAISES_WITH_MESSAGE(kPermissionDenied, "belong to pid " + std::to_string(child),
+                             RawCall(broker.socket(), claim));
+  claim.ring = broker.name() + ".1.1.p1.ring";
+  claim.bodies = broker.name() + ".1.1.p1.bodies";
+  ASSERT_RAISES_WITH_MESSAGE(kKeyError, "were not left by an earlier broker",
+                             RawCall(broker.socket(), claim));
+
+  // Resumed, the owner re-registers with them.
+  ::kill(child, SIGCONT);
+  ASSERT_TRUE(TopicShows(broker.socket(), "o", 1, 0, 5000));
+  EXPECT_EQ(NamesOfPid(broker.name(), child).size(), 2u);
+
+  // Once more, but it stays stopped past --adopt-timeout: the names go.
+  ::kill(child, SIGSTOP);
+  broker.Kill();
+  ASSERT_TRUE(broker.Start({"--adopt-timeout", "0.5"}));
+  EXPECT_EQ(NamesOfPid(broker.name(), child).size(), 2u);
+  for (int i = 0; i < 300 && !NamesOfPid(broker.name(), child).empty(); ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_TRUE(NamesOfPid(broker.name(), child).empty());
+  ::kill(child, SIGCONT);
+  ::kill(child, SIGKILL);
+  EXPECT_EQ(testing::Wait(child), -SIGKILL);
+  reaper.pid = -1;
+  EXPECT_EQ(broker.Stop(), 0);
+  EXPECT_TRUE(ShmNames(broker.name() + ".").empty());
+}
+
+}  // namespace
+}  // namespace alkaid::broker

@@ -1,0 +1,358 @@
+// Unsafe-row topics and column subsets through a real alkaid-broker: row
+// batches published by another process and received zero-copy, payload
+// kinds checked at attach, `alkaid publish --unsafe-row` / `alkaid
+// subscribe` (started before the topic exists), `--columns`.
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "alkaid/client/broker_client.h"
+#include "alkaid/client/consumer.h"
+#include "alkaid/client/producer.h"
+#include "alkaid/format/array.h"
+#include "alkaid/format/builder_binary.h"
+#include "alkaid/format/builder_primitive.h"
+#include "alkaid/format/compare.h"
+#include "alkaid/format/ipc/io.h"
+#include "alkaid/format/ipc/reader.h"
+#include "alkaid/format/ipc/writer.h"
+#include "alkaid/format/unsafe_row.h"
+#include "broker_process.h"
+#include "test_util.h"
+
+namespace alkaid::broker {
+namespace {
+
+using client::BrokerClient;
+using client::Consumer;
+using client::PayloadKind;
+using client::Producer;
+using testing::BrokerProcess;
+using testing::ShmNames;
+using namespace std::chrono_literals;
+
+format::SchemaPtr RowSchema() {
+  return format::schema({format::field("id", format::int64(), false),
+                         format::field("name", format::utf8()),
+                         format::field("score", format::float64())});
+}
+
+// Rows first .. first+rows-1; every third name and every fifth score null.
+Result<format::RecordBatchPtr> MakeRows(int64_t first, int64_t rows) {
+  format::Int64Builder ids;
+  format::StringBuilder names;
+  format::DoubleBuilder scores;
+  for (int64_t i = first; i < first + rows; ++i) {
+    ALKAID_RETURN_NOT_OK(ids.Append(i));
+    if (i % 3 == 0) {
+      ALKAID_RETURN_NOT_OK(names.AppendNull());
+    } else {
+      ALKAID_RETURN_NOT_OK(names.Append("row-" + std::to_string(i) + std::string(i % 17, 'x')));
+    }
+    if (i % 5 == 0) {
+      ALKAID_RETURN_NOT_OK(scores.AppendNull());
+    } else {
+      ALKAID_RETURN_NOT_OK(scores.Append(static_cast<double>(i) * 0.5));
+    }
+  }
+  ALKAID_ASSIGN_OR_RAISE(auto a, ids.Finish());
+  ALKAID_ASSIGN_OR_RAISE(auto b, names.Finish());
+  ALKAID_ASSIGN_OR_RAISE(auto c, scores.Finish());
+  return format::RecordBatch::Make(RowSchema(), rows, {a, b, c});
+}
+
+client::ProducerOptions RowProducerOn(const BrokerProcess& broker) {
+  client::ProducerOptions options;
+  options.socket_path = broker.socket();
+  options.topic.segment_bytes = 4 << 20;
+  options.topic.ring_slots = 16;
+  options.topic.payload_kind = PayloadKind::kUnsafeRow;
+  return options;
+}
+
+client::ConsumerOptions RowConsumerOn(const BrokerProcess& broker) {
+  client::ConsumerOptions options;
+  options.socket_path = broker.socket();
+  options.payload_kind = PayloadKind::kUnsafeRow;
+  return options;
+}
+
+bool WaitForConsumers(const std::string& socket, const std::string& topic, uint32_t consumers) {
+  auto client = BrokerClient::Connect(socket);
+  if (!client.ok()) return false;
+  for (int i = 0; i < 500; ++i) {
+    auto topics = (*client)->ListTopics();
+    if (!topics.ok()) return false;
+    for (const auto& t : *topics) {
+      if (t.name == topic && t.consumers >= consumers) return true;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
+
+// True if `address` lies in a mapping of a /dev/shm object named
+// `prefix`* (from /proc/self/maps).
+bool InShm(const void* address, const std::string& prefix) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  const auto a = reinterpret_cast<uintptr_t>(address);
+  while (std::getline(maps, line)) {
+    if (line.find("/dev/shm/" + prefix) == std::string::npos) continue;
+    uintptr_t lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx", &lo, &hi) == 2 && a >= lo && a < hi) return true;
+  }
+  return false;
+}
+
+bool WaitNoSegments(const std::string& prefix) {
+  for (int i = 0; i < 300 && !ShmNames(prefix).empty(); ++i) std::this_thread::sleep_for(10ms);
+  return ShmNames(prefix).empty();
+}
+
+// A forked producer publishes 40 row batches (some through PublishRowBatch
+// with rows it encoded itself); this process receives each as a view of
+// the shared block and decodes it to exactly the source batch.
+TEST(BrokerRowsTest, RowBatchesFromAnotherProcessRoundTrip) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
+  client::TopicOptions topic_options;
+  topic_options.payload_kind = PayloadKind::kUnsafeRow;
+  topic_options.ring_slots = 16;
+  ASSERT_OK_AND_ASSIGN(bool created, admin->CreateTopic("rows", RowSchema(), topic_options));
+  EXPECT_TRUE(created);
+  ASSERT_OK_AND_ASSIGN(auto consumer, Consumer::Open("rows", RowConsumerOn(broker)));
+  EXPECT_EQ(consumer->payload_kind(), PayloadKind::kUnsafeRow);
+
+  constexpr int kBatches = 40;
+  const pid_t child = ::fork();
+  if (child == 0) {
+    auto producer = Producer::Open("rows", RowSchema(), RowProducerOn(broker));
+    if (!producer.ok()) ::_exit(1);
+    for (int b = 0; b < kBatches; ++b) {
+      auto batch = MakeRows(b * 100, 1 + b * 7);
+      if (!batch.ok()) ::_exit(2);
+      Status st;
+      if (b % 4 == 3) {
+        auto encoded = format::EncodeRowBatch(**batch);
+        if (!encoded.ok()) ::_exit(3);
+        st = (*producer)->PublishRowBatch(
+            {(*encoded)->data(), static_cast<std::size_t>((*encoded)->size())});
+      } else {
+        st = (*producer)->PublishRows(**batch);
+      }
+      if (!st.ok()) ::_exit(4);
+    }
+    // Record-batch calls on a row producer are refused.
+    auto batch = MakeRows(0, 1);
+    if ((*producer)->PublishCopy(**batch).code() != StatusCode::kInvalid) ::_exit(5);
+    ::_exit((*producer)->Close().ok() ? 0 : 6);
+  }
+  std::vector<client::ReceivedRows> held;
+  for (int b = 0; b < kBatches; ++b) {
+    SCOPED_TRACE(b);
+    ASSERT_OK_AND_ASSIGN(auto rows, consumer->NextRows(10s));
+    ASSERT_NE(rows.data, nullptr);
+    EXPECT_EQ(rows.num_rows, 1 + b * 7);
+    // Zero-copy: the rows are read where the producer wrote them.
+    EXPECT_TRUE(InShm(rows.data->data(), broker.name() + "."));
+    ASSERT_OK_AND_ASSIGN(auto expected, MakeRows(b * 100, 1 + b * 7));
+    ASSERT_OK_AND_ASSIGN(auto encoded, format::EncodeRowBatch(*expected));
+    // Byte for byte what the producer encoded.
+    ASSERT_EQ(rows.data->size(), encoded->size());
+    EXPECT_EQ(std::memcmp(rows.data->data(), encoded->data(), encoded->size()), 0);
+    ASSERT_OK_AND_ASSIGN(auto views, rows.Rows());
+    EXPECT_EQ(static_cast<int64_t>(views.size()), rows.num_rows);
+    ASSERT_OK_AND_ASSIGN(auto decoded, rows.ToRecordBatch());
+    ASSERT_OK(format::CheckRecordBatchEquals(*expected, *decoded));
+    if (b % 10 == 0) held.push_back(std::move(rows));  // kept beyond later receives
+  }
+  ASSERT_RAISES(kEndOfStream, consumer->NextRows(10s));
+  EXPECT_EQ(testing::Wait(child), 0);
+  // Views held past the end of the stream (and the producer's exit) are
+  // still readable: the mapping and the block reference live with them.
+  for (std::size_t i = 0; i < held.size(); ++i) {
+    ASSERT_OK_AND_ASSIGN(auto expected, MakeRows(static_cast<int64_t>(i) * 1000,
+                                                 1 + static_cast<int64_t>(i) * 70));
+    ASSERT_OK_AND_ASSIGN(auto decoded, held[i].ToRecordBatch());
+    ASSERT_OK(format::CheckRecordBatchEquals(*expected, *decoded));
+  }
+  held.clear();
+  ASSERT_OK(consumer->Close());
+  EXPECT_TRUE(WaitNoSegments(broker.name() + "."));
+}
+
+TEST(BrokerRowsTest, PayloadKindMismatchIsRefused) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("rows", RowSchema(), RowProducerOn(broker)));
+  // A record-batch consumer or producer on a row topic, and the reverse.
+  client::ConsumerOptions plain;
+  plain.socket_path = broker.socket();
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "carries unsafe-row payloads; this consumer expects "
+                                       "record-batch",
+                             Consumer::Open("rows", plain));
+  client::ProducerOptions plain_producer;
+  plain_producer.socket_path = broker.socket();
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "carries unsafe-row payloads, not record-batch",
+                             Producer::Open("rows", RowSchema(), plain_producer));
+  ASSERT_OK_AND_ASSIGN(auto batches, Producer::Open("plain", RowSchema(), plain_producer));
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "carries record-batch payloads; this consumer expects "
+                                       "unsafe-row",
+                             Consumer::Open("plain", RowConsumerOn(broker)));
+  ASSERT_OK_AND_ASSIGN(auto batch, MakeRows(0, 3));
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "carries record-batch payloads, not unsafe-row",
+                             batches->PublishRows(*batch));
+  // Types rows cannot carry are refused when the row topic is made.
+  auto unsigned_schema = format::schema({format::field("u", format::uint32())});
+  ASSERT_RAISES_WITH_MESSAGE(kTypeError, "'u'",
+                             Producer::Open("u", unsigned_schema, RowProducerOn(broker)));
+  // `alkaid topics` shows the payload kind.
+  const std::string out = "/tmp/alkaid-test-" + broker.name() + ".topics";
+  const pid_t topics = testing::Spawn({ALKAID_TOOL_BIN, "topics", "--socket", broker.socket()}, out);
+  ASSERT_EQ(testing::Wait(topics), 0);
+  std::ifstream in(out);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::filesystem::remove(out);
+  EXPECT_NE(text.str().find("PAYLOAD"), std::string::npos) << text.str();
+  bool rows_line = false, plain_line = false;
+  std::string line;
+  while (std::getline(text, line)) {
+    if (line.rfind("rows ", 0) == 0) rows_line = line.find("unsafe-row") != std::string::npos;
+    if (line.rfind("plain ", 0) == 0) plain_line = line.find("record-batch") != std::string::npos;
+  }
+  EXPECT_TRUE(rows_line && plain_line) << text.str();
+}
+
+Status WriteStream(const std::string& path, const std::vector<format::RecordBatchPtr>& batches) {
+  ALKAID_ASSIGN_OR_RAISE(auto sink, format::ipc::FileOutputStream::Open(path));
+  ALKAID_ASSIGN_OR_RAISE(auto writer, format::ipc::MakeStreamWriter(sink.get(), RowSchema()));
+  for (const auto& b : batches) ALKAID_RETURN_NOT_OK(writer->WriteRecordBatch(*b));
+  ALKAID_RETURN_NOT_OK(writer->Close());
+  return sink->Close();
+}
+
+Result<std::vector<format::RecordBatchPtr>> ReadStream(const std::string& path,
+                                                       format::SchemaPtr* schema) {
+  ALKAID_ASSIGN_OR_RAISE(auto input, format::ipc::FileInputStream::Open(path));
+  ALKAID_ASSIGN_OR_RAISE(auto reader, format::ipc::RecordBatchStreamReader::Open(input));
+  *schema = reader->schema();
+  return reader->ReadAll();
+}
+
+// `alkaid subscribe` started before the topic exists waits for it; `alkaid
+// publish --unsafe-row` creates it and publishes rows; the subscriber
+// writes them back as record batches. A second subscriber takes a subset
+// of the columns.
+TEST(BrokerRowsTest, ToolSubscribesToARowTopicBeforeItExists) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  const std::string dir = "/tmp/alkaid-test-" + broker.name();
+  std::filesystem::create_directories(dir);
+  std::vector<format::RecordBatchPtr> source;
+  for (int b = 0; b < 5; ++b) {
+    ASSERT_OK_AND_ASSIGN(auto batch, MakeRows(b * 50, 10 + b));
+    source.push_back(batch);
+  }
+  ASSERT_OK(WriteStream(dir + "/in.stream", source));
+  const pid_t all = testing::Spawn({ALKAID_TOOL_BIN, "subscribe", "late", "--out",
+                                    dir + "/all.stream", "--timeout", "10", "--socket",
+                                    broker.socket()});
+  const pid_t some = testing::Spawn({ALKAID_TOOL_BIN, "subscribe", "late", "--out",
+                                     dir + "/some.stream", "--timeout", "10", "--columns",
+                                     "score,id", "--socket", broker.socket()});
+  std::this_thread::sleep_for(300ms);  // both are waiting for the topic now
+  ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
+  client::TopicOptions topic_options;
+  topic_options.payload_kind = PayloadKind::kUnsafeRow;
+  ASSERT_OK(admin->CreateTopic("late", RowSchema(), topic_options).status());
+  ASSERT_TRUE(WaitForConsumers(broker.socket(), "late", 2));
+  const pid_t pub = testing::Spawn({ALKAID_TOOL_BIN, "publish", "late", dir + "/in.stream",
+                                    "--unsafe-row", "--socket", broker.socket()});
+  ASSERT_EQ(testing::Wait(pub), 0);
+  ASSERT_EQ(testing::Wait(all), 0);
+  ASSERT_EQ(testing::Wait(some), 0);
+
+  format::SchemaPtr schema;
+  ASSERT_OK_AND_ASSIGN(auto received, ReadStream(dir + "/all.stream", &schema));
+  EXPECT_TRUE(schema->Equals(*RowSchema()));
+  ASSERT_EQ(received.size(), source.size());
+  for (std::size_t i = 0; i < source.size(); ++i) {
+    ASSERT_OK(format::CheckRecordBatchEquals(*source[i], *received[i]));
+  }
+  ASSERT_OK_AND_ASSIGN(auto projected, ReadStream(dir + "/some.stream", &schema));
+  ASSERT_EQ(schema->num_fields(), 2);
+  EXPECT_EQ(schema->field(0)->name(), "score");
+  EXPECT_EQ(schema->field(1)->name(), "id");
+  ASSERT_EQ(projected.size(), source.size());
+  for (std::size_t i = 0; i < source.size(); ++i) {
+    EXPECT_TRUE(projected[i]->column(0)->Equals(*source[i]->column(2)));
+    EXPECT_TRUE(projected[i]->column(1)->Equals(*source[i]->column(0)));
+  }
+  // Without a producer, subscribe gives up after --timeout with a clear
+  // message.
+  const pid_t none = testing::Spawn({ALKAID_TOOL_BIN, "subscribe", "never", "--out",
+                                     dir + "/never.stream", "--timeout", "0.3", "--socket",
+                                     broker.socket()});
+  EXPECT_NE(testing::Wait(none), 0);
+  std::filesystem::remove_all(dir);
+}
+
+// Column subsets of a record-batch topic: projected zero-copy, unknown
+// names refused.
+TEST(BrokerRowsTest, ColumnSubsetOfRecordBatches) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  client::ProducerOptions producer_options;
+  producer_options.socket_path = broker.socket();
+  producer_options.topic.segment_bytes = 4 << 20;
+  ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("cols", RowSchema(), producer_options));
+  client::ConsumerOptions options;
+  options.socket_path = broker.socket();
+  options.columns = {"name", "zz"};
+  ASSERT_RAISES_WITH_MESSAGE(kKeyError, "no column 'zz'; its columns are id, name, score",
+                             Consumer::Open("cols", options));
+  options.columns = {"id", "id"};
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "'id' is asked for twice", Consumer::Open("cols", options));
+  options.columns = {"score", "name"};
+  ASSERT_OK_AND_ASSIGN(auto consumer, Consumer::Open("cols", options));
+  ASSERT_EQ(consumer->schema()->num_fields(), 2);
+  EXPECT_EQ(consumer->schema()->field(0)->name(), "score");
+  EXPECT_EQ(consumer->topic_schema()->num_fields(), 3);
+  client::ConsumerOptions everything;
+  everything.socket_path = broker.socket();
+  ASSERT_OK_AND_ASSIGN(auto full, Consumer::Open("cols", everything));
+  // Let both register on the producer's ring.
+  for (int i = 0; i < 100 && (consumer->producer_count() == 0 || full->producer_count() == 0);
+       ++i) {
+    ASSERT_OK(consumer->TryNext().status());
+    ASSERT_OK(full->TryNext().status());
+    std::this_thread::sleep_for(5ms);
+  }
+  for (int b = 0; b < 5; ++b) {
+    ASSERT_OK_AND_ASSIGN(auto batch, MakeRows(b * 10, 7));
+    ASSERT_OK(producer->PublishCopy(*batch));
+    ASSERT_OK_AND_ASSIGN(auto got, consumer->Next(5s));
+    ASSERT_OK_AND_ASSIGN(auto whole, full->Next(5s));
+    ASSERT_EQ(got->num_columns(), 2);
+    EXPECT_TRUE(got->column(0)->Equals(*batch->column(2)));
+    EXPECT_TRUE(got->column(1)->Equals(*batch->column(1)));
+    // Zero-copy: the projected columns' values lie in a mapping of the
+    // producer's body segment.
+    const auto& data = got->column_data(0);
+    ASSERT_GE(data->buffers.size(), 2u);
+    ASSERT_NE(data->buffers[1], nullptr);
+    EXPECT_TRUE(InShm(data->buffers[1]->data(), broker.name() + "."));
+    EXPECT_TRUE(whole->column(2)->Equals(*got->column(0)));
+  }
+}
+
+}  // namespace
+}  // namespace alkaid::broker
