@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "latency.h"
 
 namespace {
 
@@ -152,6 +153,7 @@ int main(int argc, char** argv) {
   subscribe_cmd->add_option("--socket", subscribe.socket, "Broker socket (default: the client's)");
   subscribe_cmd->callback([&] { code = tools::RunSubscribe(subscribe); });
 
+  tools::AddLatencyCommand(&app, &code);
 
   try {
     app.parse(argc, argv);

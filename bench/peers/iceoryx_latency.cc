@@ -1,0 +1,417 @@
+// The ping-pong of `alkaid latency` over Eclipse iceoryx 2.0, so that the
+// figures compare: process A loans a chunk of the payload size, fills it
+// with int64 values i, i+1, ... (not timed), then times publish -> process
+// B takes the chunk, reads its first and last value, answers with a small
+// chunk -> A holds the answer; one-way = round trip / 2. Before each timed
+// ping an untimed small round trip brings both paths back into the caches,
+// as alkaid latency does by default.
+//
+// Waiting: spin (busy-poll take()) or block (a WaitSet on the subscriber's
+// HAS_DATA state). Starts iox-roudi with roudi_config.toml (16 MiB chunks)
+// unless --no-roudi, and stops it at the end.
+//
+//   alkaid_iceoryx_latency [--sizes 64,4096,...] [--count N] [--duration SEC]
+//                          [--mode spin|block] [--json FILE|-] [--roudi-config FILE]
+//                          [--no-roudi]
+// Output: a table, and with --json the shape of `alkaid latency --json`
+// (transport "iceoryx").
+
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <new>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "iceoryx_hoofs/log/logmanager.hpp"
+#include "iceoryx_posh/popo/untyped_publisher.hpp"
+#include "iceoryx_posh/popo/untyped_subscriber.hpp"
+#include "iceoryx_posh/popo/wait_set.hpp"
+#include "iceoryx_posh/runtime/posh_runtime.hpp"
+#include "latency_histogram.h"
+
+namespace {
+
+using alkaid::tools::latency::Histogram;
+using alkaid::tools::latency::Summarize;
+using alkaid::tools::latency::Summary;
+
+constexpr int64_t kWarmValue = -2;
+
+int64_t NowNs() {
+  timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+struct Shared {
+  std::atomic<int> stop;
+  std::atomic<int> failed;
+  int64_t elapsed_ns;
+  char error[512];
+  Histogram histogram;
+};
+
+volatile std::sig_atomic_t g_interrupted = 0;
+void OnInterrupt(int) { g_interrupted = 1; }
+
+void Fail(Shared* shared, const std::string& message) {
+  if (shared->failed.exchange(1) == 0) {
+    std::snprintf(shared->error, sizeof(shared->error), "%s", message.c_str());
+  }
+  shared->stop.store(1);
+}
+
+bool Stopping(const Shared* shared) { return g_interrupted || shared->stop.load() != 0; }
+
+void Pin(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  (void)::sched_setaffinity(0, sizeof(set), &set);
+}
+
+struct Options {
+  std::vector<int64_t> sizes = {64, 4096, 65536, 1048576, 16777216};
+  int64_t count = 10000;
+  double duration = 10;
+  std::string mode = "spin";
+  std::string json;
+  std::string roudi_config = ALKAID_PEERS_DIR "/roudi_config.toml";
+  bool start_roudi = true;
+};
+
+// The endpoint of one process: a publisher on `out`, a subscriber on `in`.
+class Endpoint {
+ public:
+  Endpoint(const char* out, const char* in, bool block)
+      : publisher_(Service(out)),
+        subscriber_(Service(in), MakeSubscriberOptions()),
+        block_(block) {
+    if (block_) {
+      waitset_.emplace();
+      if (waitset_->attachState(subscriber_, iox::popo::SubscriberState::HAS_DATA).has_error()) {
+        std::fprintf(stderr, "iceoryx: attaching the subscriber to the WaitSet failed\n");
+        std::_Exit(1);
+      }
+    }
+  }
+
+  // Waits until the other side's subscriber is connected to our publisher.
+  bool WaitConnected(const Shared* shared) {
+    const int64_t deadline = NowNs() + 20'000'000'000;
+    while (!publisher_.hasSubscribers()) {
+      if (Stopping(shared) || NowNs() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return true;
+  }
+
+  void* Loan(uint64_t bytes) {
+    auto chunk = publisher_.loan(static_cast<uint32_t>(bytes), 64);
+    if (chunk.has_error()) return nullptr;
+    return chunk.value();
+  }
+  void Publish(void* chunk) { publisher_.publish(chunk); }
+
+  // Next received chunk (spinning, or sleeping on the WaitSet); null when
+  // stopped.
+  const void* Take(const Shared* shared) {
+    while (true) {
+      auto chunk = subscriber_.take();
+      if (!chunk.has_error()) return chunk.value();
+      if (Stopping(shared)) return nullptr;
+      if (block_) (void)waitset_->timedWait(iox::units::Duration::fromMilliseconds(50));
+    }
+  }
+  void Release(const void* chunk) { subscriber_.release(chunk); }
+
+  bool SendValue(int64_t value) {
+    void* chunk = Loan(8);
+    if (chunk == nullptr) return false;
+    *static_cast<int64_t*>(chunk) = value;
+    Publish(chunk);
+    return true;
+  }
+
+ private:
+  static iox::capro::ServiceDescription Service(const char* event) {
+    return iox::capro::ServiceDescription("alkaid", "latency",
+                                          iox::capro::IdString_t(iox::cxx::TruncateToCapacity, event));
+  }
+
+  static iox::popo::SubscriberOptions MakeSubscriberOptions() {
+    iox::popo::SubscriberOptions options;
+    options.queueCapacity = 16;
+    return options;
+  }
+
+  iox::popo::UntypedPublisher publisher_;
+  iox::popo::UntypedSubscriber subscriber_;
+  bool block_;
+  std::optional<iox::popo::WaitSet<>> waitset_;
+};
+
+int PingSide(const Options& options, int64_t size, Shared* shared) {
+  iox::runtime::PoshRuntime::initRuntime(
+      iox::RuntimeName_t(iox::cxx::TruncateToCapacity,
+                         ("alkaid-ping-" + std::to_string(::getpid())).c_str()));
+  Endpoint e("ping", "pong", options.mode == "block");
+  if (!e.WaitConnected(shared)) {
+    Fail(shared, "ping side: the pong side did not subscribe within 20 s");
+    return 1;
+  }
+  auto await = [&](int64_t expected) {
+    while (true) {
+      const void* chunk = e.Take(shared);
+      if (chunk == nullptr) return false;
+      const int64_t got = *static_cast<const int64_t*>(chunk);
+      e.Release(chunk);
+      if (got == expected) return true;
+    }
+  };
+  // Both sides are connected both ways before answering (WaitConnected),
+  // so the first warm-up ping is answered.
+  if (!e.SendValue(kWarmValue) || !await(kWarmValue)) return Stopping(shared) ? 3 : 1;
+  const int64_t rows = size < 8 ? 1 : size / 8;
+  const int64_t limit_ns = static_cast<int64_t>(options.duration * 1e9);
+  const int64_t start = NowNs();
+  for (int64_t i = 0; i < options.count; ++i) {
+    if (Stopping(shared)) return 3;
+    if (limit_ns > 0 && NowNs() - start > limit_ns) break;
+    auto* values = static_cast<int64_t*>(e.Loan(static_cast<uint64_t>(rows) * 8));
+    if (values == nullptr) {
+      Fail(shared, "ping side: no chunk of " + std::to_string(rows * 8) +
+                       " bytes (see roudi_config.toml)");
+      return 1;
+    }
+    for (int64_t r = 0; r < rows; ++r) values[r] = i + r;
+    if (!e.SendValue(kWarmValue) || !await(kWarmValue)) return Stopping(shared) ? 3 : 1;
+    const int64_t t0 = NowNs();
+    e.Publish(values);
+    if (!await(i)) return 3;
+    shared->histogram.Record((NowNs() - t0) / 2);
+  }
+  shared->elapsed_ns = NowNs() - start;
+  shared->stop.store(1);  // the pong side leaves
+  return 0;
+}
+
+int PongSide(const Options& options, int64_t size, Shared* shared) {
+  iox::runtime::PoshRuntime::initRuntime(
+      iox::RuntimeName_t(iox::cxx::TruncateToCapacity,
+                         ("alkaid-pong-" + std::to_string(::getpid())).c_str()));
+  Endpoint e("pong", "ping", options.mode == "block");
+  if (!e.WaitConnected(shared)) {
+    if (Stopping(shared)) return 0;
+    Fail(shared, "pong side: the ping side did not subscribe within 20 s");
+    return 1;
+  }
+  const int64_t rows = size < 8 ? 1 : size / 8;
+  int64_t next_id = 0;
+  while (true) {
+    const void* chunk = e.Take(shared);
+    if (chunk == nullptr) return 0;  // stopped: the ping side is done
+    const auto* values = static_cast<const int64_t*>(chunk);
+    const int64_t first = values[0];
+    int64_t answer = first;
+    if (first >= 0) {
+      const int64_t last = values[rows - 1];
+      if (first != next_id || last != first + rows - 1) {
+        Fail(shared, "pong side: ping " + std::to_string(next_id) + " holds " +
+                         std::to_string(first) + ".." + std::to_string(last));
+        e.Release(chunk);
+        return 1;
+      }
+      ++next_id;
+    }
+    e.Release(chunk);
+    if (!e.SendValue(answer)) {
+      Fail(shared, "pong side: loan failed");
+      return 1;
+    }
+  }
+}
+
+// Forks both sides for one size; returns false on failure.
+bool MeasureSize(const Options& options, int64_t size, Shared* shared, int cpus) {
+  std::memset(static_cast<void*>(shared), 0, sizeof(Shared));
+  pid_t pids[2];
+  for (int side = 0; side < 2; ++side) {
+    std::fflush(nullptr);
+    pids[side] = ::fork();
+    if (pids[side] == 0) {
+      if (cpus >= 2) Pin(side);
+      iox::log::LogManager::GetLogManager().SetDefaultLogLevel(iox::log::LogLevel::kWarn,
+                                                            iox::log::LogLevelOutput::kHideLogLevel);
+      // exit(), not _exit(): the runtime's destructor deregisters from RouDi.
+      std::exit(side == 0 ? PingSide(options, size, shared) : PongSide(options, size, shared));
+    }
+  }
+  bool ok = true;
+  for (pid_t pid : pids) {
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      shared->stop.store(1);
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ok = false;
+  }
+  return ok && shared->failed.load() == 0 && !g_interrupted;
+}
+
+bool ParseArgs(int argc, char** argv, Options* o) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::invalid_argument(arg + " needs a value");
+      return argv[++i];
+    };
+    if (arg == "--sizes") {
+      o->sizes.clear();
+      std::stringstream list(value());
+      for (std::string item; std::getline(list, item, ',');) {
+        const int64_t size = std::stoll(item);
+        if (size < 1 || size > (int64_t{16} << 20)) {
+          throw std::invalid_argument("size " + item + " outside 1 B .. 16 MiB");
+        }
+        o->sizes.push_back(size);
+      }
+    } else if (arg == "--count") {
+      o->count = std::stoll(value());
+    } else if (arg == "--duration") {
+      o->duration = std::stod(value());
+    } else if (arg == "--mode") {
+      o->mode = value();
+      if (o->mode != "spin" && o->mode != "block") throw std::invalid_argument("--mode spin|block");
+    } else if (arg == "--json") {
+      o->json = value();
+    } else if (arg == "--roudi-config") {
+      o->roudi_config = value();
+    } else if (arg == "--no-roudi") {
+      o->start_roudi = false;
+    } else if (arg == "--help" || arg == "-h") {
+      std::printf(
+          "alkaid_iceoryx_latency [--sizes 64,4096,...] [--count N] [--duration SEC]\n"
+          "                       [--mode spin|block] [--json FILE|-] [--roudi-config FILE]\n"
+          "                       [--no-roudi]\n");
+      std::exit(0);
+    } else {
+      throw std::invalid_argument("unknown argument " + arg);
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options;
+  try {
+    ParseArgs(argc, argv, &options);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "alkaid_iceoryx_latency: %s\n", e.what());
+    return 2;
+  }
+  struct sigaction action;
+  std::memset(&action, 0, sizeof(action));
+  action.sa_handler = OnInterrupt;
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
+
+  pid_t roudi = -1;
+  if (options.start_roudi) {
+    roudi = ::fork();
+    if (roudi == 0) {
+      ::setpgid(0, 0);
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      ::execlp("iox-roudi", "iox-roudi", "-c", options.roudi_config.c_str(), "-l", "error",
+               static_cast<char*>(nullptr));
+      std::fprintf(stderr, "alkaid_iceoryx_latency: exec iox-roudi: %s\n", std::strerror(errno));
+      ::_exit(127);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // RouDi maps its segments
+    int status = 0;
+    if (::waitpid(roudi, &status, WNOHANG) == roudi) {
+      std::fprintf(stderr, "alkaid_iceoryx_latency: iox-roudi exited at start\n");
+      return 1;
+    }
+  }
+
+  void* mem = ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                     -1, 0);
+  auto* shared = new (mem) Shared;
+  const int cpus = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
+  nlohmann::ordered_json results = nlohmann::ordered_json::array();
+  int code = 0;
+  std::printf("iceoryx ping-pong, mode %s; one-way latency = round trip / 2\n",
+              options.mode.c_str());
+  std::printf("%10s %10s %10s %10s %10s %10s %9s\n", "payload", "p50_ns", "p90_ns", "p99_ns",
+              "p99.9_ns", "max_ns", "samples");
+  for (const int64_t size : options.sizes) {
+    if (!MeasureSize(options, size, shared, cpus)) {
+      std::fprintf(stderr, "alkaid_iceoryx_latency: %lld B: %s\n", static_cast<long long>(size),
+                   shared->failed.load() != 0 ? shared->error
+                                              : (g_interrupted ? "interrupted" : "a side failed"));
+      code = g_interrupted ? 130 : 1;
+      break;
+    }
+    const Summary s = Summarize(shared->histogram);
+    std::printf("%10lld %10lld %10lld %10lld %10lld %10lld %9llu\n", static_cast<long long>(size),
+                static_cast<long long>(s.p50_ns), static_cast<long long>(s.p90_ns),
+                static_cast<long long>(s.p99_ns), static_cast<long long>(s.p999_ns),
+                static_cast<long long>(s.max_ns), static_cast<unsigned long long>(s.samples));
+    std::fflush(stdout);
+    nlohmann::ordered_json r;
+    r["transport"] = "iceoryx";
+    r["mode"] = options.mode;
+    r["wait"] = options.mode == "block" ? "waitset" : "busy-poll";
+    r["pattern"] = "pingpong";
+    r["payload_bytes"] = size;
+    r["consumers"] = 1;
+    r["samples"] = s.samples;
+    r["p50_ns"] = s.p50_ns;
+    r["p90_ns"] = s.p90_ns;
+    r["p99_ns"] = s.p99_ns;
+    r["p999_ns"] = s.p999_ns;
+    r["max_ns"] = s.max_ns;
+    r["mean_ns"] = s.mean_ns;
+    r["msgs_per_s"] = shared->elapsed_ns > 0 ? static_cast<double>(s.samples) * 1e9 /
+                                                   static_cast<double>(shared->elapsed_ns)
+                                             : 0.0;
+    results.push_back(std::move(r));
+  }
+  if (roudi > 0) {
+    ::kill(roudi, SIGTERM);
+    ::waitpid(roudi, nullptr, 0);
+  }
+  if (!options.json.empty() && code == 0) {
+    nlohmann::ordered_json doc;
+    doc["results"] = std::move(results);
+    const std::string text = doc.dump(2) + "\n";
+    if (options.json == "-") {
+      std::cout << text;
+    } else {
+      std::ofstream(options.json) << text;
+    }
+  }
+  ::munmap(mem, sizeof(Shared));
+  return code;
+}

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# `alkaid latency`: runs the real tool with tiny counts against a private
+# broker and checks the report's structure (not its figures), the .hgrm
+# files, the usage errors, and that nothing is left behind: no /dev/shm
+# segment, no process, also after Ctrl-C.
+#   latency_cli_test.sh <alkaid> <alkaid-broker>
+set -uo pipefail
+alkaid=$1
+export ALKAID_BROKER_BIN=$2
+# shellcheck source=cli_lib.sh
+source "$(dirname "$0")/cli_lib.sh"
+# No broker answers here, so the tool starts (and stops) its own.
+export ALKAID_BROKER_SOCKET=$work/no-broker.sock
+
+expect 0 "latency --help" "$alkaid" latency --help
+grep -q -- "--sizes" "$work/out" || { echo "FAILED: --help does not list --sizes" >&2; fail=1; }
+
+expect 2 "bad --mode" "$alkaid" latency --mode sometimes
+expect 2 "bad --pattern" "$alkaid" latency --pattern burst
+expect 2 "bad --sizes" "$alkaid" latency --sizes 64,lots
+one_stderr_line "bad --sizes"
+expect 2 "zero size" "$alkaid" latency --sizes 0
+expect 2 "bad --compare" "$alkaid" latency --compare floor,tcp
+one_stderr_line "bad --compare"
+expect 2 "--consumers with pingpong" "$alkaid" latency --consumers 2
+expect 2 "bad --count" "$alkaid" latency --count 0
+
+# Nothing of run $1 (the tool's pid) is left: its broker's segments, its
+# processes (the broker's name and the forked children's argv carry it).
+check_clean() {  # check_clean <tool pid> <description>
+  local pid=$1 what=$2 left
+  sleep 0.3
+  left=$(ls /dev/shm | grep -e "alkaid-latency$pid\." || true)
+  [ -z "$left" ] || { echo "FAILED: $what: segments left in /dev/shm: $left" >&2; fail=1; }
+  left=$(pgrep -f "alkaid-latency$pid|$work/")
+  [ -z "$left" ] || { echo "FAILED: $what: processes left: $(ps -o pid,args -p "${left//$'\n'/,}")" >&2; fail=1; }
+}
+
+# Ping-pong with both baselines.
+"$alkaid" latency --sizes 64,65536 --count 200 --compare floor,uds --json - --hgrm "$work/hgrm" \
+  --idle 0.1 >"$work/pp.json" 2>"$work/pp.err" &
+pid=$!
+wait $pid
+code=$?
+[ $code -eq 0 ] || { echo "FAILED: pingpong run: exit $code" >&2; cat "$work/pp.err" >&2; fail=1; }
+check_clean $pid "pingpong run"
+
+python3 - "$work/pp.json" "$work/hgrm" <<'PY' || fail=1
+import json, os, sys
+doc = json.load(open(sys.argv[1]))
+res = doc["results"]
+want = {(t, s) for t in ("alkaid", "floor", "uds") for s in (64, 65536)}
+got = {(r["transport"], r["payload_bytes"]) for r in res}
+errors = []
+if got != want:
+    errors.append(f"results for {sorted(got)}, expected {sorted(want)}")
+for r in res:
+    where = f'{r["transport"]} {r["payload_bytes"]}'
+    for key in ("mode", "pattern", "consumers", "samples", "p50_ns", "p90_ns", "p99_ns",
+                "p999_ns", "max_ns", "msgs_per_s"):
+        if key not in r:
+            errors.append(f"{where}: no {key}")
+    if r["pattern"] != "pingpong" or r["consumers"] != 1:
+        errors.append(f"{where}: pattern {r['pattern']}, consumers {r['consumers']}")
+    if r["samples"] != 200:
+        errors.append(f"{where}: {r['samples']} samples, expected 200")
+    if not (0 < r["p50_ns"] <= r["p90_ns"] <= r["p99_ns"] <= r["p999_ns"] <= r["max_ns"]):
+        errors.append(f"{where}: percentiles out of order: {r}")
+    if not r["msgs_per_s"] > 0:
+        errors.append(f"{where}: msgs_per_s {r['msgs_per_s']}")
+    if r["transport"] == "alkaid" and not (r.get("idle_wall_ns", 0) > 0 and r.get("idle_cpu_ns", -1) >= 0):
+        errors.append(f"{where}: no idle CPU figures")
+    # The HdrHistogram percentile distribution of this run.
+    path = os.path.join(sys.argv[2], f'{r["transport"]}_{r["payload_bytes"]}.hgrm')
+    if not os.path.exists(path):
+        errors.append(f"{where}: no {path}")
+        continue
+    lines = open(path).read().splitlines()
+    if lines[0].split() != ["Value", "Percentile", "TotalCount", "1/(1-Percentile)"]:
+        errors.append(f"{path}: header {lines[0]!r}")
+    rows = [l.split() for l in lines[1:] if l.strip() and not l.startswith("#")]
+    prev = (0.0, 0.0, 0)
+    for row in rows:
+        if len(row) not in (3, 4):
+            errors.append(f"{path}: bad row {row}")
+            break
+        v, p, c = float(row[0]), float(row[1]), int(row[2])
+        if v < prev[0] or p < prev[1] or c < prev[2] or not 0 <= p <= 1:
+            errors.append(f"{path}: row {row} goes back")
+            break
+        prev = (v, p, c)
+    if not rows or float(rows[-1][1]) != 1.0 or int(rows[-1][2]) != 200:
+        errors.append(f"{path}: last row {rows[-1] if rows else None}, expected 100% of 200")
+    elif abs(float(rows[-1][0]) * 1000 - r["max_ns"]) > 1:
+        errors.append(f"{path}: max {rows[-1][0]} us, JSON max {r['max_ns']} ns")
+    footer = [l for l in lines if l.startswith("#[")]
+    if len(footer) < 2 or not footer[0].startswith("#[Mean") or not footer[1].startswith("#[Max"):
+        errors.append(f"{path}: footer {footer}")
+for e in errors:
+    print("FAILED:", e, file=sys.stderr)
+sys.exit(1 if errors else 0)
+PY
+
+# Stream, two consumers, blocking waits; the table on stdout.
+"$alkaid" latency --pattern stream --consumers 2 --mode block --sizes 512 --count 300 \
+  --compare uds --json "$work/stream.json" >"$work/stream.out" 2>"$work/stream.err" &
+pid=$!
+wait $pid
+code=$?
+[ $code -eq 0 ] || { echo "FAILED: stream run: exit $code" >&2; cat "$work/stream.err" >&2; fail=1; }
+check_clean $pid "stream run"
+grep -q "p50" "$work/stream.out" || { echo "FAILED: stream run printed no table" >&2; fail=1; }
+python3 - "$work/stream.json" <<'PY' || fail=1
+import json, sys
+res = json.load(open(sys.argv[1]))["results"]
+ok = len(res) == 2 and {r["transport"] for r in res} == {"alkaid", "uds"}
+for r in res:
+    ok = ok and r["pattern"] == "stream" and r["consumers"] == 2 and r["samples"] == 600
+    ok = ok and r["payload_bytes"] == 512 and r["msgs_per_s"] > 0
+    ok = ok and 0 <= r["p50_ns"] <= r["p99_ns"] <= r["max_ns"]
+if not ok:
+    print("FAILED: stream results:", json.dumps(res), file=sys.stderr)
+sys.exit(0 if ok else 1)
+PY
+
+# Ctrl-C in the middle of a long run: exit 130, nothing left behind.
+"$alkaid" latency --sizes 4096 --count 100000000 --duration 60 --json "$work/int.json" \
+  >"$work/int.out" 2>"$work/int.err" &
+pid=$!
+sleep 3
+kill -INT $pid
+wait $pid
+code=$?
+[ $code -eq 130 ] || { echo "FAILED: interrupted run: exit $code, expected 130" >&2; cat "$work/int.err" >&2; fail=1; }
+check_clean $pid "interrupted run"
+
+exit $fail

@@ -1,0 +1,578 @@
+// `alkaid latency`: command line, broker start/stop, reports.
+
+#include "latency.h"
+
+#include <dirent.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "alkaid/client/broker_client.h"
+#include "commands.h"
+#include "latency_internal.h"
+
+namespace alkaid::tools {
+
+namespace {
+
+namespace lat = latency;
+constexpr int kExitInterrupted = 130;
+
+int Usage(const std::string& message) {
+  std::cerr << "alkaid latency: " << message << "\n";
+  return kExitUsage;
+}
+
+int Failure(const Status& status) {
+  std::cerr << "alkaid latency: " << status.ToString() << "\n";
+  return kExitFailure;
+}
+
+std::vector<std::string> SplitCommas(const std::string& text) {
+  std::vector<std::string> out;
+  std::string item;
+  std::istringstream in(text);
+  while (std::getline(in, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+// "64", "4096", "64K", "1M", "16M" (binary units).
+bool ParseSize(const std::string& text, int64_t* out) {
+  if (text.empty()) return false;
+  std::size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  if (digits == 0 || digits > 12) return false;
+  int64_t value = std::stoll(text.substr(0, digits));
+  const std::string unit = text.substr(digits);
+  if (unit == "K" || unit == "k" || unit == "KiB") {
+    value <<= 10;
+  } else if (unit == "M" || unit == "MiB") {
+    value <<= 20;
+  } else if (unit == "G" || unit == "GiB") {
+    value <<= 30;
+  } else if (!unit.empty() && unit != "B") {
+    return false;
+  }
+  *out = value;
+  return true;
+}
+
+std::string FormatNs(double ns) {
+  char text[32];
+  if (ns < 1e3) {
+    std::snprintf(text, sizeof(text), "%.0f ns", ns);
+  } else if (ns < 1e6) {
+    std::snprintf(text, sizeof(text), "%.2f us", ns / 1e3);
+  } else if (ns < 1e9) {
+    std::snprintf(text, sizeof(text), "%.2f ms", ns / 1e6);
+  } else {
+    std::snprintf(text, sizeof(text), "%.2f s", ns / 1e9);
+  }
+  return text;
+}
+
+std::string FormatBytes(int64_t bytes) {
+  if (bytes >= (1 << 20) && bytes % (1 << 20) == 0) return std::to_string(bytes >> 20) + " MiB";
+  if (bytes >= (1 << 10) && bytes % (1 << 10) == 0) return std::to_string(bytes >> 10) + " KiB";
+  return std::to_string(bytes) + " B";
+}
+
+// ---- the broker ---------------------------------------------------------
+
+std::string ExecutableDir() {
+  char path[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (n <= 0) return ".";
+  path[n] = '\0';
+  std::string s(path);
+  const auto slash = s.rfind('/');
+  return slash == std::string::npos ? "." : s.substr(0, slash);
+}
+
+bool IsExecutable(const std::string& path) { return ::access(path.c_str(), X_OK) == 0; }
+
+// alkaid-broker: $ALKAID_BROKER_BIN, next to this executable, in the build
+// tree beside it (tools/alkaid -> broker/daemon), then on PATH.
+std::string FindBrokerBinary() {
+  if (const char* env = std::getenv("ALKAID_BROKER_BIN"); env != nullptr && *env != '\0') {
+    return IsExecutable(env) ? env : "";
+  }
+  const std::string dir = ExecutableDir();
+  for (const std::string& candidate :
+       {dir + "/alkaid-broker", dir + "/../../broker/daemon/alkaid-broker"}) {
+    if (IsExecutable(candidate)) return candidate;
+  }
+  if (const char* path = std::getenv("PATH"); path != nullptr) {
+    std::istringstream entries(path);
+    for (std::string entry; std::getline(entries, entry, ':');) {
+      if (entry.empty()) continue;
+      const std::string candidate = entry + "/alkaid-broker";
+      if (IsExecutable(candidate)) return candidate;
+    }
+  }
+  return "";
+}
+
+// A broker this run started (on a private socket) and stops.
+class PrivateBroker {
+ public:
+  ~PrivateBroker() { Stop(); }
+
+  Status Start() {
+    const std::string binary = FindBrokerBinary();
+    if (binary.empty()) {
+      return Status::IOError(
+          "no broker is reachable and alkaid-broker was found neither next to alkaid nor on "
+          "PATH (set ALKAID_BROKER_BIN, or start one and pass --socket)");
+    }
+    char dir_template[] = "/tmp/alkaid-latency.XXXXXX";
+    if (::mkdtemp(dir_template) == nullptr) {
+      return Status::IOError("mkdtemp /tmp/alkaid-latency.XXXXXX: ", std::strerror(errno));
+    }
+    dir_ = dir_template;
+    socket_ = dir_ + "/broker.sock";
+    name_ = "alkaid-latency" + std::to_string(::getpid());
+    // The limit must fit in /dev/shm's free space (the broker checks).
+    uint64_t limit = uint64_t{1} << 30;
+    struct statvfs vfs;
+    if (::statvfs("/dev/shm", &vfs) == 0) {
+      const uint64_t free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+      limit = std::min(limit, free_bytes / 10 * 9);
+    }
+    const std::string limit_text = std::to_string(limit);
+    std::fflush(nullptr);
+    const pid_t parent = ::getpid();
+    pid_ = ::fork();
+    if (pid_ < 0) return Status::IOError("fork: ", std::strerror(errno));
+    if (pid_ == 0) {
+      // Its own process group: Ctrl-C reaches the measuring processes, and
+      // the broker is stopped after them. It dies with us regardless.
+      ::setpgid(0, 0);
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (::getppid() != parent) ::_exit(1);
+      sigset_t none;
+      sigemptyset(&none);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);
+      const char* argv[] = {binary.c_str(), "--socket", socket_.c_str(), "--name", name_.c_str(),
+                            "--shm-limit", limit_text.c_str(), "--log-level", "error", nullptr};
+      ::execv(binary.c_str(), const_cast<char* const*>(argv));
+      std::fprintf(stderr, "alkaid latency: exec %s: %s\n", binary.c_str(), std::strerror(errno));
+      ::_exit(127);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (true) {
+      if (client::BrokerClient::Connect(socket_).ok()) break;
+      int wstatus = 0;
+      if (::waitpid(pid_, &wstatus, WNOHANG) == pid_) {
+        pid_ = -1;
+        return Status::IOError("alkaid-broker (", binary, ") exited with code ",
+                               WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus),
+                               " before answering on ", socket_);
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        return Status::IOError("alkaid-broker (", binary, ") did not answer on ", socket_,
+                               " within 10 s");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    std::cerr << "alkaid latency: started " << binary << " (pid " << pid_ << ") on " << socket_
+              << "\n";
+    return Status::OK();
+  }
+
+  // Stops the broker (which unlinks its socket and every segment name it
+  // handed out), then removes whatever is left: the directory, and
+  // /dev/shm objects of its name.
+  void Stop() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (::waitpid(pid_, nullptr, WNOHANG) != pid_) {
+        if (std::chrono::steady_clock::now() > deadline) {
+          ::kill(pid_, SIGKILL);
+          ::waitpid(pid_, nullptr, 0);
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      pid_ = -1;
+    }
+    if (!name_.empty()) {
+      if (DIR* shm = ::opendir("/dev/shm"); shm != nullptr) {
+        const std::string prefix = name_ + ".";
+        while (dirent* entry = ::readdir(shm)) {
+          if (std::strncmp(entry->d_name, prefix.c_str(), prefix.size()) == 0) {
+            ::unlink(("/dev/shm/" + std::string(entry->d_name)).c_str());
+          }
+        }
+        ::closedir(shm);
+      }
+    }
+    if (!dir_.empty()) {
+      ::unlink(socket_.c_str());
+      ::rmdir(dir_.c_str());
+      dir_.clear();
+    }
+  }
+
+  const std::string& socket() const { return socket_; }
+  pid_t pid() const { return pid_; }
+  const std::string& name() const { return name_; }
+
+ private:
+  pid_t pid_ = -1;
+  std::string dir_;
+  std::string socket_;
+  std::string name_;
+};
+
+// ---- reports ------------------------------------------------------------
+
+const lat::Measurement* Find(const std::vector<lat::Measurement>& all, const std::string& transport,
+                             int64_t size) {
+  for (const auto& m : all) {
+    if (m.transport == transport && m.payload_bytes == size) return &m;
+  }
+  return nullptr;
+}
+
+void PrintTable(std::ostream& out, int64_t size, const std::vector<lat::Measurement>& all,
+                const std::vector<std::string>& baselines, const LatencyOptions& options) {
+  out << "\npayload " << FormatBytes(size) << " (" << lat::RowsFor(size) << " int64 rows), "
+      << options.pattern << ", mode " << options.mode;
+  if (options.pattern == "stream") {
+    out << ", " << options.consumers << " consumer" << (options.consumers > 1 ? "s" : "")
+        << "; latency = publish to receive";
+  } else {
+    out << "; one-way latency = round trip / 2";
+  }
+  out << "\n";
+  char line[512];
+  std::snprintf(line, sizeof(line), "%-9s %10s %10s %10s %10s %10s %9s %12s", "transport", "p50",
+                "p90", "p99", "p99.9", "max", "samples", "msgs/s");
+  out << line;
+  for (const auto& b : baselines) {
+    std::snprintf(line, sizeof(line), " %11s %11s", ("p50/" + b).c_str(), ("p99/" + b).c_str());
+    out << line;
+  }
+  out << "\n";
+  for (const auto& m : all) {
+    if (m.payload_bytes != size) continue;
+    const auto& s = m.summary;
+    std::snprintf(line, sizeof(line), "%-9s %10s %10s %10s %10s %10s %9llu %12.0f",
+                  m.transport.c_str(), FormatNs(static_cast<double>(s.p50_ns)).c_str(),
+                  FormatNs(static_cast<double>(s.p90_ns)).c_str(),
+                  FormatNs(static_cast<double>(s.p99_ns)).c_str(),
+                  FormatNs(static_cast<double>(s.p999_ns)).c_str(),
+                  FormatNs(static_cast<double>(s.max_ns)).c_str(),
+                  static_cast<unsigned long long>(s.samples), m.msgs_per_s);
+    out << line;
+    for (const auto& b : baselines) {
+      const lat::Measurement* base = Find(all, b, size);
+      if (base == nullptr || base->summary.p50_ns <= 0 || base->summary.p99_ns <= 0) {
+        std::snprintf(line, sizeof(line), " %11s %11s", "-", "-");
+      } else {
+        std::snprintf(line, sizeof(line), " %10.2fx %10.2fx",
+                      static_cast<double>(s.p50_ns) / static_cast<double>(base->summary.p50_ns),
+                      static_cast<double>(s.p99_ns) / static_cast<double>(base->summary.p99_ns));
+      }
+      out << line;
+    }
+    out << "\n";
+  }
+  for (const auto& m : all) {
+    if (m.payload_bytes != size) continue;
+    for (const auto& sample : m.memory) {
+      std::snprintf(line, sizeof(line),
+                    "memory after %lld batches: RSS producer %.1f MiB, consumer %.1f MiB, "
+                    "broker %.1f MiB; broker segments %.1f MiB in /dev/shm\n",
+                    static_cast<long long>(sample.messages),
+                    static_cast<double>(sample.producer_rss) / 1048576.0,
+                    static_cast<double>(sample.consumer_rss) / 1048576.0,
+                    static_cast<double>(sample.broker_rss) / 1048576.0,
+                    static_cast<double>(sample.segments_bytes) / 1048576.0);
+      out << line;
+    }
+  }
+  for (const auto& m : all) {
+    if (m.payload_bytes != size || !m.has_idle || m.idle_wall_ns <= 0) continue;
+    std::snprintf(line, sizeof(line),
+                  "idle: the %s consumer used %.3f ms of CPU over %.0f ms without data (%.2f%% of "
+                  "a core)\n",
+                  m.mode.c_str(), static_cast<double>(m.idle_cpu_ns) / 1e6,
+                  static_cast<double>(m.idle_wall_ns) / 1e6,
+                  100.0 * static_cast<double>(m.idle_cpu_ns) / static_cast<double>(m.idle_wall_ns));
+    out << line;
+  }
+  out.flush();
+}
+
+nlohmann::ordered_json ToJson(const std::vector<lat::Measurement>& all,
+                              const std::vector<int>& cpus) {
+  nlohmann::ordered_json results = nlohmann::ordered_json::array();
+  for (const auto& m : all) {
+    nlohmann::ordered_json r;
+    r["transport"] = m.transport;
+    r["mode"] = m.mode;
+    r["pattern"] = m.pattern;
+    r["payload_bytes"] = m.payload_bytes;
+    r["consumers"] = m.consumers;
+    r["samples"] = m.summary.samples;
+    r["p50_ns"] = m.summary.p50_ns;
+    r["p90_ns"] = m.summary.p90_ns;
+    r["p99_ns"] = m.summary.p99_ns;
+    r["p999_ns"] = m.summary.p999_ns;
+    r["max_ns"] = m.summary.max_ns;
+    r["mean_ns"] = m.summary.mean_ns;
+    r["msgs_per_s"] = m.msgs_per_s;
+    if (m.has_idle) {
+      r["idle_cpu_ns"] = m.idle_cpu_ns;
+      r["idle_wall_ns"] = m.idle_wall_ns;
+    }
+    if (!m.memory.empty()) {
+      nlohmann::ordered_json memory = nlohmann::ordered_json::array();
+      for (const auto& sample : m.memory) {
+        memory.push_back({{"after_messages", sample.messages},
+                          {"producer_rss_bytes", sample.producer_rss},
+                          {"consumer_rss_bytes", sample.consumer_rss},
+                          {"broker_rss_bytes", sample.broker_rss},
+                          {"segments_bytes", sample.segments_bytes}});
+      }
+      r["memory"] = std::move(memory);
+    }
+    results.push_back(std::move(r));
+  }
+  double load[3] = {0, 0, 0};
+  (void)::getloadavg(load, 3);
+  nlohmann::ordered_json doc;
+  doc["results"] = std::move(results);
+  doc["host"] = {{"cpus_online", ::sysconf(_SC_NPROCESSORS_ONLN)},
+                 {"pinned_cpus", cpus},
+                 {"loadavg", {load[0], load[1], load[2]}}};
+  return doc;
+}
+
+Status WriteHgrm(const std::string& dir, const std::vector<lat::Measurement>& all) {
+  for (const auto& m : all) {
+    const std::string path = dir + "/" + m.transport + "_" + std::to_string(m.payload_bytes) +
+                             ".hgrm";
+    std::ofstream file(path, std::ios::binary | std::ios::trunc);
+    if (!file) return Status::IOError("cannot write '", path, "': ", std::strerror(errno));
+    file << lat::FormatPercentileDistribution(*m.histogram);
+    if (!file.flush()) return Status::IOError("writing '", path, "' failed");
+  }
+  return Status::OK();
+}
+
+// CPUs this process may run on.
+std::vector<int> AllowedCpus() {
+  std::vector<int> cpus;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  return cpus;
+}
+
+}  // namespace
+
+int RunLatency(const LatencyOptions& options) {
+  std::vector<int64_t> sizes;
+  for (const auto& item : SplitCommas(options.sizes)) {
+    int64_t size = 0;
+    if (!ParseSize(item, &size) || size < 1 || size > (int64_t{1} << 30)) {
+      return Usage("--sizes: '" + item + "' is not a size between 1 B and 1 GiB (e.g. 64, 4K, 16M)");
+    }
+    sizes.push_back(size);
+  }
+  if (sizes.empty()) return Usage("--sizes: no size given");
+  std::vector<std::string> baselines;
+  for (const auto& item : SplitCommas(options.compare)) {
+    if (item != "floor" && item != "uds") {
+      return Usage("--compare: unknown baseline '" + item + "' (floor, uds)");
+    }
+    if (std::find(baselines.begin(), baselines.end(), item) == baselines.end()) {
+      baselines.push_back(item);
+    }
+  }
+  if (options.pattern == "pingpong" && options.consumers != 1) {
+    return Usage("--consumers applies to --pattern stream only");
+  }
+  if (options.consumers < 1 || options.consumers > lat::Shared::kMaxConsumers) {
+    return Usage("--consumers must be between 1 and " +
+                 std::to_string(lat::Shared::kMaxConsumers));
+  }
+  if (!options.hgrm.empty()) {
+    if (::mkdir(options.hgrm.c_str(), 0755) != 0 && errno != EEXIST) {
+      return Usage("--hgrm: cannot create directory '" + options.hgrm + "': " +
+                   std::strerror(errno));
+    }
+  }
+
+  lat::InstallInterruptHandler();
+  // The table goes to stdout, unless the JSON does.
+  std::ostream& table = options.json == "-" ? std::cerr : std::cout;
+  const bool show_progress = options.progress || ::isatty(2);
+
+  // A broker: the one at --socket (or the default socket) if it answers,
+  // else a private one.
+  PrivateBroker private_broker;
+  std::string socket = options.socket;
+  if (!client::BrokerClient::Connect(socket).ok()) {
+    const Status st = private_broker.Start();
+    if (!st.ok()) return Failure(st);
+    socket = private_broker.socket();
+  }
+
+  lat::RunSpec base;
+  base.mode = options.mode;
+  base.pattern = options.pattern;
+  base.consumers = options.consumers;
+  base.count = options.count;
+  base.duration_seconds = options.duration;
+  base.idle_seconds = options.idle;
+  base.warmup = !options.no_warmup;
+  base.socket = socket;
+  base.broker_pid = private_broker.pid() > 0 ? static_cast<int>(private_broker.pid()) : 0;
+  base.shm_prefix = private_broker.name().empty() ? "" : private_broker.name() + ".";
+  if (!options.no_pin) {
+    const auto allowed = AllowedCpus();
+    const std::size_t needed =
+        options.pattern == "stream" ? 1 + static_cast<std::size_t>(options.consumers) : 2;
+    if (allowed.size() >= needed) base.cpus.assign(allowed.begin(), allowed.begin() + needed);
+  }
+
+  std::vector<lat::Measurement> all;
+  int run = 0;
+  for (const int64_t size : sizes) {
+    std::vector<std::string> transports = {"alkaid"};
+    transports.insert(transports.end(), baselines.begin(), baselines.end());
+    for (const auto& transport : transports) {
+      lat::RunSpec spec = base;
+      spec.payload_bytes = size;
+      spec.topic_prefix = "alkaid-latency." + std::to_string(::getpid()) + "." +
+                          std::to_string(run++);
+      const std::string label = transport + " " + FormatBytes(size);
+      auto last_print = std::chrono::steady_clock::now();
+      lat::ProgressHook progress;
+      if (show_progress) {
+        progress = [&](const lat::Shared& shared) {
+          const auto now = std::chrono::steady_clock::now();
+          if (!::isatty(2) && now - last_print < std::chrono::seconds(1)) return;
+          last_print = now;
+          std::fprintf(stderr, "%s[%s] %lld/%lld%s", ::isatty(2) ? "\r\033[K" : "", label.c_str(),
+                       static_cast<long long>(shared.progress.load()),
+                       static_cast<long long>(spec.count), ::isatty(2) ? "" : "\n");
+        };
+      }
+      lat::Measurement m;
+      Status st;
+      if (transport == "alkaid") {
+        st = lat::MeasureAlkaid(spec, progress, &m);
+      } else if (transport == "floor") {
+        st = lat::MeasureFloor(spec, progress, &m);
+      } else {
+        st = lat::MeasureUds(spec, progress, &m);
+      }
+      if (show_progress && ::isatty(2)) std::fprintf(stderr, "\r\033[K");
+      if (lat::g_interrupted) {
+        std::cerr << "alkaid latency: interrupted\n";
+        return kExitInterrupted;
+      }
+      if (!st.ok()) return Failure(st.WithContext(label));
+      all.push_back(std::move(m));
+    }
+    PrintTable(table, size, all, baselines, options);
+  }
+
+  if (!options.json.empty()) {
+    const std::string text = ToJson(all, base.cpus).dump(2) + "\n";
+    if (options.json == "-") {
+      std::cout << text;
+      std::cout.flush();
+    } else {
+      std::ofstream file(options.json, std::ios::binary | std::ios::trunc);
+      if (!file || !(file << text) || !file.flush()) {
+        return Failure(Status::IOError("cannot write '", options.json, "'"));
+      }
+    }
+  }
+  if (!options.hgrm.empty()) {
+    const Status st = WriteHgrm(options.hgrm, all);
+    if (!st.ok()) return Failure(st);
+  }
+  return kExitOk;
+}
+
+void AddLatencyCommand(CLI::App* app, int* code) {
+  auto options = std::make_shared<LatencyOptions>();
+  auto* cmd = app->add_subcommand(
+      "latency",
+      "Measure publish-to-receive latency (and stream throughput) between processes through "
+      "the broker, beside baselines measured in the same run");
+  cmd->add_option("--sizes", options->sizes,
+                  "Body sizes in bytes, comma-separated (suffixes K, M: binary)")
+      ->capture_default_str();
+  cmd->add_option("--count", options->count, "Samples (pingpong) or batches (stream) per size")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--duration", options->duration,
+                  "At most SEC seconds per transport and size (0: no limit)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--mode", options->mode,
+                  "How consumers wait: spin (busy poll), block (futex), hybrid (spin then block)")
+      ->check(CLI::IsMember({"spin", "block", "hybrid"}))
+      ->capture_default_str();
+  cmd->add_option("--pattern", options->pattern,
+                  "pingpong: round trips, one-way = RTT/2; stream: publish as fast as possible, "
+                  "publish-to-receive time per batch and throughput")
+      ->check(CLI::IsMember({"pingpong", "stream"}))
+      ->capture_default_str();
+  cmd->add_option("--consumers", options->consumers, "Consumer processes (stream)")
+      ->capture_default_str();
+  cmd->add_option("--compare", options->compare,
+                  "Baselines in the same run: floor (one shared cache line), uds (IPC stream "
+                  "over a Unix socket)");
+  cmd->add_option("--json", options->json, "Write the results as JSON to FILE, or - for stdout");
+  cmd->add_option("--hgrm", options->hgrm,
+                  "Write HdrHistogram percentile distributions (microseconds) to DIR, one file "
+                  "per transport and size");
+  cmd->add_option("--socket", options->socket,
+                  "Broker socket; if nothing answers there, a private broker is started");
+  cmd->add_flag("--progress", options->progress,
+                "Progress on stderr even if it is not a terminal");
+  cmd->add_flag("--no-warmup", options->no_warmup,
+                "pingpong: no untimed one-row round trip between building a batch and timing it");
+  cmd->add_flag("--no-pin", options->no_pin, "Do not pin the processes to separate CPUs");
+  cmd->add_option("--idle", options->idle,
+                  "Seconds of the consumer's idle-CPU measurement (pingpong)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->callback([options, code] { *code = RunLatency(*options); });
+}
+
+}  // namespace alkaid::tools

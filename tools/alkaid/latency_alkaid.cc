@@ -1,0 +1,471 @@
+// `alkaid latency`, the broker transport: producer and consumers in
+// separate processes, through the client library (Producer, Consumer).
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "alkaid/client/broker_client.h"
+#include "alkaid/client/consumer.h"
+#include "alkaid/client/producer.h"
+#include "alkaid/format/array.h"
+#include "alkaid/format/array_data.h"
+#include "alkaid/format/buffer.h"
+#include "alkaid/format/record_batch.h"
+#include "latency_internal.h"
+
+namespace alkaid::tools::latency {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// Control values carried in the first value of small batches; measured
+// batches carry ids >= 0.
+constexpr int64_t kWarmValue = -2;  // untimed round trip before each ping
+constexpr int64_t kIdleValue = -3;  // consumer: measure an idle period now
+constexpr int64_t kHelloBase = -1000;  // hellos: kHelloBase - k
+
+constexpr auto kSlice = 50ms;          // waits are cut in slices to notice a stop
+constexpr int64_t kAnswerTimeoutNs = 30'000'000'000;
+
+bool Stopping(const Shared* shared) { return g_interrupted || shared->stop.load() != 0; }
+
+Status StopStatus() { return Status::Cancelled("stopped"); }
+
+uint64_t RoundUp64(uint64_t n) { return (n + 63) / 64 * 64; }
+
+format::SchemaPtr BatchSchema() {
+  return format::schema({format::field("v", format::int64(), false)});
+}
+
+shm::WaitMode WaitModeOf(const std::string& mode) {
+  if (mode == "spin") return shm::WaitMode::kBusyPoll;
+  if (mode == "block") return shm::WaitMode::kBlock;
+  return shm::WaitMode::kSpinThenBlock;
+}
+
+// A batch of `rows` int64 values allocated from `pool`; `*values` points at
+// them for the caller to fill (the batch is only built, not published).
+Result<format::RecordBatchPtr> NewBatch(format::MemoryPool* pool, const format::SchemaPtr& schema,
+                                        int64_t rows, int64_t** values) {
+  ALKAID_ASSIGN_OR_RAISE(auto buffer, format::AllocateBuffer(rows * 8, pool));
+  *values = reinterpret_cast<int64_t*>(buffer->mutable_data());
+  auto data = format::ArrayData::Make(format::int64(), rows, {nullptr, std::move(buffer)}, 0);
+  return format::RecordBatch::Make(schema, rows, {format::MakeArray(std::move(data))});
+}
+
+// A pool plus the batch built in it. The batch's buffers point into the
+// pool and must go first: assignment drops the old batch before the pool.
+struct PooledBatch {
+  PooledBatch() = default;
+  PooledBatch(PooledBatch&&) = default;
+  PooledBatch& operator=(PooledBatch&& other) noexcept {
+    batch.reset();
+    pool = std::move(other.pool);
+    batch = std::move(other.batch);
+    values = other.values;
+    return *this;
+  }
+  ~PooledBatch() { batch.reset(); }
+
+  std::unique_ptr<client::ShmBatchPool> pool;
+  format::RecordBatchPtr batch;
+  int64_t* values = nullptr;
+};
+
+Result<PooledBatch> BuildBatch(client::Producer* producer, const format::SchemaPtr& schema,
+                               int64_t rows, uint64_t region_bytes) {
+  PooledBatch out;
+  ALKAID_ASSIGN_OR_RAISE(out.pool, producer->NewBatchPool(region_bytes));
+  ALKAID_ASSIGN_OR_RAISE(out.batch, NewBatch(out.pool.get(), schema, rows, &out.values));
+  return out;
+}
+
+Status PublishValue(client::Producer* producer, const format::SchemaPtr& schema, int64_t value) {
+  ALKAID_ASSIGN_OR_RAISE(auto b, BuildBatch(producer, schema, 1, 1024));
+  b.values[0] = value;
+  return producer->Publish(*b.batch, b.pool.get());
+}
+
+// First and last values of a received batch (the topic's schema is one
+// non-nullable int64 column).
+Status FirstLast(const format::RecordBatch& batch, int64_t* first, int64_t* last) {
+  if (batch.num_columns() != 1 || batch.num_rows() < 1) {
+    return Status::Invalid("received a batch of ", batch.num_columns(), " columns and ",
+                           batch.num_rows(), " rows; expected 1 column and at least 1 row");
+  }
+  const auto& column = static_cast<const format::Int64Array&>(*batch.column(0));
+  *first = column.Value(0);
+  *last = column.Value(batch.num_rows() - 1);
+  return Status::OK();
+}
+
+// Waits for the answer carrying `expected`, skipping older answers (to
+// hellos the other side saw late).
+Status AwaitAnswer(client::Consumer* consumer, int64_t expected, const Shared* shared) {
+  const int64_t deadline = NowNs() + kAnswerTimeoutNs;
+  while (true) {
+    auto got = consumer->Next(kSlice);
+    if (!got.ok()) {
+      if (got.status().code() != StatusCode::kTimedOut) return got.status();
+      if (Stopping(shared)) return StopStatus();
+      if (NowNs() > deadline) {
+        return Status::TimedOut("no answer carrying ", expected, " within 30 s");
+      }
+      continue;
+    }
+    int64_t first = 0, last = 0;
+    ALKAID_RETURN_NOT_OK(FirstLast(**got, &first, &last));
+    if (first == expected) return Status::OK();
+  }
+}
+
+client::ProducerOptions MakeProducerOptions(const RunSpec& spec) {
+  client::ProducerOptions options;
+  options.socket_path = spec.socket;
+  options.publish_timeout = 30s;
+  // Ping-pong: each side opens its producer while the other side's
+  // consumer is not yet looking for new producers (it is in Producer::Open
+  // itself), so waiting for them would only delay; the hellos make sure
+  // nothing measured is missed. Stream consumers are in Next already.
+  options.wait_for_consumers = spec.pattern == "stream" ? 2000ms : 0ms;
+  options.drain_timeout = 2000ms;
+  return options;
+}
+
+client::ConsumerOptions MakeConsumerOptions(const RunSpec& spec) {
+  client::ConsumerOptions options;
+  options.socket_path = spec.socket;
+  options.wait_mode = WaitModeOf(spec.mode);
+  return options;
+}
+
+// ---- ping-pong ----------------------------------------------------------
+
+// Side A: publishes pings, times the round trips.
+Status PingSide(const RunSpec& spec, Shared* shared) {
+  const auto schema = BatchSchema();
+  ALKAID_ASSIGN_OR_RAISE(auto answers,
+                         client::Consumer::Open(spec.topic_prefix + ".pong",
+                                                MakeConsumerOptions(spec)));
+  ALKAID_ASSIGN_OR_RAISE(auto producer, client::Producer::Open(spec.topic_prefix + ".ping",
+                                                               schema, MakeProducerOptions(spec)));
+  shared->ready.fetch_add(1);
+
+  // Hellos until side B answers one: from then on both are registered on
+  // each other's rings and no message is missed.
+  const int64_t link_deadline = NowNs() + 20'000'000'000;
+  for (int64_t k = 0;; ++k) {
+    if (Stopping(shared)) return StopStatus();
+    if (NowNs() > link_deadline) {
+      return Status::TimedOut("the consumer process did not answer within 20 s");
+    }
+    const int64_t hello = kHelloBase - k;
+    ALKAID_RETURN_NOT_OK(PublishValue(producer.get(), schema, hello));
+    auto got = answers->Next(20ms);
+    if (!got.ok()) {
+      if (got.status().code() == StatusCode::kTimedOut) continue;
+      return got.status();
+    }
+    int64_t first = 0, last = 0;
+    ALKAID_RETURN_NOT_OK(FirstLast(**got, &first, &last));
+    if (first == hello) break;
+  }
+
+  const int64_t rows = RowsFor(spec.payload_bytes);
+  const uint64_t region = RoundUp64(static_cast<uint64_t>(rows) * 8) + 4096;
+  Histogram* histogram = &shared->histograms[0];
+  const int64_t start = NowNs();
+  const int64_t limit_ns = static_cast<int64_t>(spec.duration_seconds * 1e9);
+  for (int64_t i = 0; i < spec.count; ++i) {
+    if (Stopping(shared)) return StopStatus();
+    if (limit_ns > 0 && NowNs() - start > limit_ns) break;
+    // Not timed: build the batch in shared memory, then an untimed one-row
+    // round trip (brings the publish and receive paths back into the
+    // caches a large build evicted, and makes sure B is running).
+    ALKAID_ASSIGN_OR_RAISE(auto ping, BuildBatch(producer.get(), schema, rows, region));
+    for (int64_t r = 0; r < rows; ++r) ping.values[r] = i + r;
+    if (spec.warmup) {
+      ALKAID_RETURN_NOT_OK(PublishValue(producer.get(), schema, kWarmValue));
+      ALKAID_RETURN_NOT_OK(AwaitAnswer(answers.get(), kWarmValue, shared));
+    }
+
+    // Timed: publish -> B holds the validated batch, read first and last
+    // value, answers -> A holds the answer.
+    const int64_t t0 = NowNs();
+    ALKAID_RETURN_NOT_OK(producer->Publish(*ping.batch, ping.pool.get()));
+    ALKAID_RETURN_NOT_OK(AwaitAnswer(answers.get(), i, shared));
+    const int64_t t1 = NowNs();
+    histogram->Record((t1 - t0) / 2);
+    shared->progress.store(i + 1, std::memory_order_relaxed);
+  }
+  shared->elapsed_ns = NowNs() - start;
+
+  // The idle period: B sits in Next with nothing coming.
+  shared->phase.store(1);
+  ALKAID_RETURN_NOT_OK(PublishValue(producer.get(), schema, kIdleValue));
+  while (shared->phase.load() != 2) {
+    if (Stopping(shared)) return StopStatus();
+    std::this_thread::sleep_for(10ms);
+  }
+  ALKAID_RETURN_NOT_OK(producer->Close());
+  return answers->Close();
+}
+
+// Side B: answers each ping once it holds the batch and read its first and
+// last values.
+Status PongSide(const RunSpec& spec, Shared* shared) {
+  const auto schema = BatchSchema();
+  ALKAID_ASSIGN_OR_RAISE(auto pings, client::Consumer::Open(spec.topic_prefix + ".ping",
+                                                            MakeConsumerOptions(spec)));
+  ALKAID_ASSIGN_OR_RAISE(auto producer, client::Producer::Open(spec.topic_prefix + ".pong",
+                                                               schema, MakeProducerOptions(spec)));
+  shared->ready.fetch_add(1);
+  const int64_t rows = RowsFor(spec.payload_bytes);
+
+  // The answer to the next measured ping is built ahead, off the timed path.
+  int64_t next_id = 0;
+  ALKAID_ASSIGN_OR_RAISE(auto answer, BuildBatch(producer.get(), schema, 1, 1024));
+  answer.values[0] = next_id;
+  while (true) {
+    auto got = pings->Next(kSlice);
+    if (!got.ok()) {
+      if (got.status().code() == StatusCode::kEndOfStream) break;
+      if (got.status().code() != StatusCode::kTimedOut) return got.status();
+      if (Stopping(shared)) return StopStatus();
+      continue;
+    }
+    format::RecordBatchPtr batch = std::move(*got);
+    int64_t first = 0, last = 0;
+    ALKAID_RETURN_NOT_OK(FirstLast(*batch, &first, &last));
+    if (first >= 0) {
+      if (first != next_id || batch->num_rows() != rows || last != first + rows - 1) {
+        return Status::Invalid("ping ", next_id, ": got ", batch->num_rows(), " rows, values ",
+                               first, "..", last, "; expected ", rows, " rows, values ", next_id,
+                               "..", next_id + rows - 1);
+      }
+      batch.reset();
+      ALKAID_RETURN_NOT_OK(producer->Publish(*answer.batch, answer.pool.get()));
+      answer = PooledBatch();
+      ++next_id;
+      ALKAID_ASSIGN_OR_RAISE(answer, BuildBatch(producer.get(), schema, 1, 1024));
+      answer.values[0] = next_id;
+    } else if (first == kIdleValue) {
+      batch.reset();
+      const int64_t cpu0 = ProcessCpuNs();
+      const int64_t wall0 = NowNs();
+      auto idle = pings->Next(std::chrono::nanoseconds(
+          static_cast<int64_t>(spec.idle_seconds * 1e9)));
+      shared->idle_cpu_ns = ProcessCpuNs() - cpu0;
+      shared->idle_wall_ns = NowNs() - wall0;
+      if (idle.ok()) return Status::Invalid("a batch arrived during the idle period");
+      if (idle.status().code() != StatusCode::kTimedOut) return idle.status();
+      shared->phase.store(2);
+    } else {
+      batch.reset();
+      ALKAID_RETURN_NOT_OK(PublishValue(producer.get(), schema, first));
+    }
+  }
+  answer = PooledBatch();
+  ALKAID_RETURN_NOT_OK(producer->Close());
+  return pings->Close();
+}
+
+// ---- stream -------------------------------------------------------------
+
+Status StreamProducer(const RunSpec& spec, Shared* shared) {
+  const auto schema = BatchSchema();
+  auto options = MakeProducerOptions(spec);
+  options.drain_timeout = 30000ms;
+  ALKAID_ASSIGN_OR_RAISE(auto producer,
+                         client::Producer::Open(spec.topic_prefix + ".stream", schema, options));
+  shared->producer_pid.store(static_cast<int>(::getpid()));
+  shared->ready.fetch_add(1);
+  const int64_t link_deadline = NowNs() + 20'000'000'000;
+  while (shared->linked.load() < spec.consumers) {
+    if (Stopping(shared)) return StopStatus();
+    if (NowNs() > link_deadline) {
+      return Status::TimedOut("only ", shared->linked.load(), " of ", spec.consumers,
+                              " consumer processes saw the stream within 20 s");
+    }
+    ALKAID_RETURN_NOT_OK(PublishValue(producer.get(), schema, kHelloBase));
+    std::this_thread::sleep_for(2ms);
+  }
+
+  const int64_t rows = RowsFor(spec.payload_bytes);
+  const uint64_t region = RoundUp64(static_cast<uint64_t>(rows) * 8) + 1024;
+  const int64_t limit_ns = static_cast<int64_t>(spec.duration_seconds * 1e9);
+  const int64_t start = NowNs();
+  shared->start_ns.store(start);
+  for (int64_t i = 0; i < spec.count; ++i) {
+    if ((i & 1023) == 0) {
+      if (Stopping(shared)) return StopStatus();
+      if (limit_ns > 0 && NowNs() - start > limit_ns) break;
+    }
+    ALKAID_ASSIGN_OR_RAISE(auto b, BuildBatch(producer.get(), schema, rows, region));
+    // Value 0: publish time; the others: the sequence number.
+    for (int64_t r = 1; r < rows; ++r) b.values[r] = i;
+    b.values[0] = NowNs();
+    ALKAID_RETURN_NOT_OK(producer->Publish(*b.batch, b.pool.get()));
+    shared->published.store(i + 1, std::memory_order_relaxed);
+  }
+  return producer->Close();
+}
+
+Status StreamConsumer(const RunSpec& spec, Shared* shared, int index) {
+  ALKAID_ASSIGN_OR_RAISE(auto consumer, client::Consumer::Open(spec.topic_prefix + ".stream",
+                                                               MakeConsumerOptions(spec)));
+  shared->ready.fetch_add(1);
+  const int64_t rows = RowsFor(spec.payload_bytes);
+  Histogram* histogram = &shared->histograms[index];
+  bool linked = false;
+  int64_t expected = 0;
+  const int64_t checkpoint = std::min<int64_t>(1'000'000, std::max<int64_t>(1, spec.count / 2));
+  auto sample_memory = [&](int which) {
+    MemorySample& m = shared->memory[which];
+    m.messages = expected;
+    m.producer_rss = ResidentBytes(shared->producer_pid.load());
+    m.consumer_rss = ResidentBytes(static_cast<int>(::getpid()));
+    m.broker_rss = ResidentBytes(spec.broker_pid);
+    m.segments_bytes = SegmentBytes(spec.shm_prefix);
+    shared->memory_samples.store(which + 1);
+  };
+  while (true) {
+    auto got = consumer->Next(kSlice);
+    if (!got.ok()) {
+      if (got.status().code() == StatusCode::kEndOfStream) break;
+      if (got.status().code() != StatusCode::kTimedOut) return got.status();
+      if (Stopping(shared)) return StopStatus();
+      continue;
+    }
+    const int64_t now = NowNs();
+    int64_t first = 0, last = 0;
+    ALKAID_RETURN_NOT_OK(FirstLast(**got, &first, &last));
+    if (first < 0) {  // a hello
+      if (!linked) {
+        linked = true;
+        shared->linked.fetch_add(1);
+      }
+      continue;
+    }
+    if ((*got)->num_rows() != rows || (rows >= 2 && last != expected)) {
+      return Status::Invalid("consumer ", index, ": batch ", expected, " has ", (*got)->num_rows(),
+                             " rows and sequence number ", last, "; expected ", rows,
+                             " rows (lost or reordered batch)");
+    }
+    histogram->Record(now - first);
+    ++expected;
+    shared->received[index] = expected;
+    shared->end_ns[index] = now;
+    if (index == 0) {
+      shared->progress.store(expected, std::memory_order_relaxed);
+      if (expected == checkpoint) sample_memory(0);
+      // At the last batch the producer still runs (it drains in Close()).
+      if (expected == spec.count && expected > checkpoint) sample_memory(1);
+    }
+  }
+  if (index == 0 && expected > checkpoint && expected < spec.count) sample_memory(1);
+  return consumer->Close();
+}
+
+// Runs `body` in a child: exit 0, 3 when stopped, 1 on error (recorded).
+int ChildMain(Shared* shared, const std::string& who, const std::function<Status()>& body) {
+  const Status st = body();
+  if (st.ok()) return 0;
+  if (st.code() == StatusCode::kCancelled && Stopping(shared)) return 3;
+  ReportChildError(shared, who, st);
+  return 1;
+}
+
+}  // namespace
+
+Status MeasureAlkaid(const RunSpec& spec, const ProgressHook& progress, Measurement* out) {
+  SharedBlock shared;
+  ALKAID_RETURN_NOT_OK(shared.Map());
+  const bool stream = spec.pattern == "stream";
+  const int64_t rows = RowsFor(spec.payload_bytes);
+
+  {
+    // Topics are created through the broker, sized for the payload.
+    ALKAID_ASSIGN_OR_RAISE(auto admin, client::BrokerClient::Connect(spec.socket));
+    const auto schema = BatchSchema();
+    if (stream) {
+      const uint64_t region = RoundUp64(static_cast<uint64_t>(rows) * 8) + 1024;
+      client::TopicOptions topic;
+      topic.ring_slots = 1024;
+      topic.segment_bytes =
+          std::max<uint64_t>(4 * region + (1 << 20), std::min<uint64_t>(1024 * region, 64 << 20));
+      ALKAID_RETURN_NOT_OK(admin->CreateTopic(spec.topic_prefix + ".stream", schema, topic)
+                               .status()
+                               .WithContext("creating the stream topic"));
+    } else {
+      const uint64_t region = RoundUp64(static_cast<uint64_t>(rows) * 8) + 4096;
+      client::TopicOptions ping;
+      ping.ring_slots = 16;
+      ping.segment_bytes = 4 * region + (1 << 20);
+      client::TopicOptions pong;
+      pong.ring_slots = 16;
+      pong.segment_bytes = 1 << 20;
+      ALKAID_RETURN_NOT_OK(admin->CreateTopic(spec.topic_prefix + ".ping", schema, ping)
+                               .status()
+                               .WithContext("creating the ping topic"));
+      ALKAID_RETURN_NOT_OK(admin->CreateTopic(spec.topic_prefix + ".pong", schema, pong)
+                               .status()
+                               .WithContext("creating the pong topic"));
+    }
+  }
+
+  Shared* s = shared.get();
+  std::vector<std::function<int()>> bodies;
+  if (stream) {
+    bodies.push_back([&] { return ChildMain(s, "producer", [&] { return StreamProducer(spec, s); }); });
+    for (int k = 0; k < spec.consumers; ++k) {
+      bodies.push_back([&, k] {
+        return ChildMain(s, "consumer " + std::to_string(k),
+                         [&] { return StreamConsumer(spec, s, k); });
+      });
+    }
+  } else {
+    bodies.push_back([&] { return ChildMain(s, "ping side", [&] { return PingSide(spec, s); }); });
+    bodies.push_back([&] { return ChildMain(s, "pong side", [&] { return PongSide(spec, s); }); });
+  }
+  std::function<void()> on_wait;
+  if (progress) on_wait = [&] { progress(*s); };
+  ALKAID_RETURN_NOT_OK(RunChildren(bodies, spec.cpus, s, on_wait));
+
+  out->transport = "alkaid";
+  out->mode = spec.mode;
+  out->pattern = spec.pattern;
+  out->payload_bytes = spec.payload_bytes;
+  out->consumers = stream ? spec.consumers : 1;
+  out->histogram = std::make_shared<Histogram>();
+  out->histogram->Reset();
+  if (stream) {
+    double rate_sum = 0;
+    const int64_t start = s->start_ns.load();
+    for (int k = 0; k < spec.consumers; ++k) {
+      out->histogram->Merge(s->histograms[k]);
+      const int64_t span = s->end_ns[k] - start;
+      if (span > 0) rate_sum += static_cast<double>(s->received[k]) * 1e9 / static_cast<double>(span);
+    }
+    out->msgs_per_s = rate_sum / spec.consumers;
+    for (int k = 0; k < s->memory_samples.load() && k < 2; ++k) out->memory.push_back(s->memory[k]);
+  } else {
+    out->histogram->Merge(s->histograms[0]);
+    if (s->elapsed_ns > 0) {
+      out->msgs_per_s = static_cast<double>(s->histograms[0].total) * 1e9 /
+                        static_cast<double>(s->elapsed_ns);
+    }
+    out->has_idle = true;
+    out->idle_cpu_ns = s->idle_cpu_ns;
+    out->idle_wall_ns = s->idle_wall_ns;
+  }
+  out->summary = Summarize(*out->histogram);
+  return Status::OK();
+}
+
+}  // namespace alkaid::tools::latency

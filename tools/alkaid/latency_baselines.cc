@@ -1,0 +1,368 @@
+// `alkaid latency`, the baselines: the shared-cache-line floor and an IPC
+// stream over Unix domain sockets.
+
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <new>
+
+#include "alkaid/format/array.h"
+#include "alkaid/format/array_data.h"
+#include "alkaid/format/buffer.h"
+#include "alkaid/format/ipc/io.h"
+#include "alkaid/format/ipc/reader.h"
+#include "alkaid/format/ipc/writer.h"
+#include "alkaid/format/record_batch.h"
+#include "latency_internal.h"
+
+namespace alkaid::tools::latency {
+
+namespace {
+
+namespace ipc = format::ipc;
+
+bool Stopping(const Shared* shared) { return g_interrupted || shared->stop.load() != 0; }
+
+int ChildMain(Shared* shared, const std::string& who, const std::function<Status()>& body) {
+  const Status st = body();
+  if (st.ok()) return 0;
+  if (Stopping(shared)) return 3;
+  ReportChildError(shared, who, st);
+  return 1;
+}
+
+void Finish(const RunSpec& spec, const Shared& shared, const std::string& transport,
+            const std::string& mode, const std::string& pattern, Measurement* out) {
+  out->transport = transport;
+  out->mode = mode;
+  out->pattern = pattern;
+  out->payload_bytes = spec.payload_bytes;
+  out->consumers = pattern == "stream" ? spec.consumers : 1;
+  out->histogram = std::make_shared<Histogram>();
+  out->histogram->Reset();
+  if (pattern == "stream") {
+    double rate_sum = 0;
+    const int64_t start = shared.start_ns.load();
+    for (int k = 0; k < spec.consumers; ++k) {
+      out->histogram->Merge(shared.histograms[k]);
+      const int64_t span = shared.end_ns[k] - start;
+      if (span > 0) {
+        rate_sum += static_cast<double>(shared.received[k]) * 1e9 / static_cast<double>(span);
+      }
+    }
+    out->msgs_per_s = rate_sum / spec.consumers;
+  } else {
+    out->histogram->Merge(shared.histograms[0]);
+    if (shared.elapsed_ns > 0) {
+      out->msgs_per_s = static_cast<double>(shared.histograms[0].total) * 1e9 /
+                        static_cast<double>(shared.elapsed_ns);
+    }
+  }
+  out->summary = Summarize(*out->histogram);
+}
+
+// ---- floor --------------------------------------------------------------
+
+// One cache line in its own shared page: A writes 2k+1, B answers 2k+2.
+struct alignas(64) Line {
+  std::atomic<uint64_t> word;
+};
+
+}  // namespace
+
+Status MeasureFloor(const RunSpec& spec, const ProgressHook& progress, Measurement* out) {
+  SharedBlock shared;
+  ALKAID_RETURN_NOT_OK(shared.Map());
+  Shared* s = shared.get();
+  void* mem = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) return Status::IOError("mmap of the floor's page: ", std::strerror(errno));
+  auto* line = new (mem) Line;
+  const uint64_t iterations = static_cast<uint64_t>(spec.count);
+  const int64_t limit_ns = static_cast<int64_t>(spec.duration_seconds * 1e9);
+  // Sentinel for "stop": B leaves when it sees it.
+  constexpr uint64_t kQuit = ~uint64_t{0};
+
+  std::vector<std::function<int()>> bodies;
+  bodies.push_back([&] {
+    return ChildMain(s, "floor ping side", [&]() -> Status {
+      Histogram* h = &s->histograms[0];
+      // B is ready once it answered 0 -> 0 is implicit; wait for B's "1".
+      while (line->word.load(std::memory_order_acquire) != 1) {
+        if (Stopping(s)) break;
+      }
+      const int64_t start = NowNs();
+      uint64_t k = 1;
+      for (uint64_t i = 0; i < iterations; ++i, ++k) {
+        if (Stopping(s) || (limit_ns > 0 && (i & 255) == 0 && NowNs() - start > limit_ns)) break;
+        const int64_t t0 = NowNs();
+        line->word.store(2 * k, std::memory_order_release);
+        while (line->word.load(std::memory_order_acquire) != 2 * k + 1) {
+        }
+        const int64_t t1 = NowNs();
+        h->Record((t1 - t0) / 2);
+        s->progress.store(static_cast<int64_t>(i + 1), std::memory_order_relaxed);
+      }
+      s->elapsed_ns = NowNs() - start;
+      line->word.store(kQuit, std::memory_order_release);
+      return Status::OK();
+    });
+  });
+  bodies.push_back([&] {
+    return ChildMain(s, "floor pong side", [&]() -> Status {
+      line->word.store(1, std::memory_order_release);
+      uint64_t seen = 1;
+      while (true) {
+        uint64_t v;
+        while ((v = line->word.load(std::memory_order_acquire)) == seen) {
+          if (Stopping(s)) return Status::OK();
+        }
+        if (v == kQuit) return Status::OK();
+        seen = v + 1;
+        line->word.store(seen, std::memory_order_release);
+      }
+    });
+  });
+  std::function<void()> on_wait;
+  if (progress) on_wait = [&] { progress(*s); };
+  const Status st = RunChildren(bodies, spec.cpus, s, on_wait);
+  ::munmap(mem, 4096);
+  ALKAID_RETURN_NOT_OK(st);
+  Finish(spec, *s, "floor", "spin", "pingpong", out);
+  return Status::OK();
+}
+
+// ---- Unix domain socket -------------------------------------------------
+
+namespace {
+
+format::SchemaPtr BatchSchema() {
+  return format::schema({format::field("v", format::int64(), false)});
+}
+
+Result<format::RecordBatchPtr> HeapBatch(int64_t rows, int64_t** values) {
+  ALKAID_ASSIGN_OR_RAISE(auto buffer, format::AllocateBuffer(rows * 8));
+  *values = reinterpret_cast<int64_t*>(buffer->mutable_data());
+  auto data = format::ArrayData::Make(format::int64(), rows, {nullptr, std::move(buffer)}, 0);
+  return format::RecordBatch::Make(BatchSchema(), rows, {format::MakeArray(std::move(data))});
+}
+
+Result<format::RecordBatchPtr> ValueBatch(int64_t value) {
+  int64_t* values = nullptr;
+  ALKAID_ASSIGN_OR_RAISE(auto batch, HeapBatch(1, &values));
+  values[0] = value;
+  return batch;
+}
+
+Status FirstLast(const format::RecordBatch& batch, int64_t* first, int64_t* last) {
+  if (batch.num_columns() != 1 || batch.num_rows() < 1) {
+    return Status::Invalid("received a batch of ", batch.num_columns(), " columns and ",
+                           batch.num_rows(), " rows; expected 1 column and at least 1 row");
+  }
+  const auto& column = static_cast<const format::Int64Array&>(*batch.column(0));
+  *first = column.Value(0);
+  *last = column.Value(batch.num_rows() - 1);
+  return Status::OK();
+}
+
+// Reads the next batch; EndOfStream at the end of the stream.
+Result<format::RecordBatchPtr> ReadBatch(ipc::RecordBatchStreamReader* reader) {
+  ALKAID_ASSIGN_OR_RAISE(auto batch, reader->ReadNext());
+  if (batch == nullptr) return Status::EndOfStream("the peer ended its stream");
+  return batch;
+}
+
+struct Endpoint {
+  std::shared_ptr<ipc::FileOutputStream> out;
+  std::shared_ptr<ipc::FileInputStream> in;
+  std::unique_ptr<ipc::RecordBatchWriter> writer;
+  std::unique_ptr<ipc::RecordBatchStreamReader> reader;
+};
+
+// Writer first (the schema message fits the socket buffer), then reader.
+Status OpenEndpoint(int write_fd, int read_fd, Endpoint* e) {
+  if (write_fd >= 0) {
+    ALKAID_ASSIGN_OR_RAISE(e->out, ipc::FileOutputStream::FromDescriptor(write_fd));
+    ALKAID_ASSIGN_OR_RAISE(e->writer, ipc::MakeStreamWriter(e->out.get(), BatchSchema()));
+  }
+  if (read_fd >= 0) {
+    ALKAID_ASSIGN_OR_RAISE(e->in, ipc::FileInputStream::FromDescriptor(read_fd));
+    ALKAID_ASSIGN_OR_RAISE(e->reader, ipc::RecordBatchStreamReader::Open(e->in.get()));
+  }
+  return Status::OK();
+}
+
+Status CloseWriter(Endpoint* e) {
+  if (e->writer == nullptr) return Status::OK();
+  ALKAID_RETURN_NOT_OK(e->writer->Close());
+  return e->out->Flush();
+}
+
+}  // namespace
+
+Status MeasureUds(const RunSpec& spec, const ProgressHook& progress, Measurement* out) {
+  SharedBlock shared;
+  ALKAID_RETURN_NOT_OK(shared.Map());
+  Shared* s = shared.get();
+  const bool stream = spec.pattern == "stream";
+  const int consumers = stream ? spec.consumers : 1;
+  // One socket pair per consumer: [0] is A's end, [1] the consumer's.
+  std::vector<std::array<int, 2>> pairs(static_cast<std::size_t>(consumers), {-1, -1});
+  for (auto& p : pairs) {
+    int fds[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+      const std::string error = std::strerror(errno);
+      for (auto& q : pairs) {
+        if (q[0] >= 0) ::close(q[0]);
+        if (q[1] >= 0) ::close(q[1]);
+      }
+      return Status::IOError("socketpair: ", error);
+    }
+    p = {fds[0], fds[1]};
+  }
+  const int64_t rows = RowsFor(spec.payload_bytes);
+  const int64_t limit_ns = static_cast<int64_t>(spec.duration_seconds * 1e9);
+
+  std::vector<std::function<int()>> bodies;
+  if (!stream) {
+    bodies.push_back([&] {
+      return ChildMain(s, "uds ping side", [&]() -> Status {
+        ::close(pairs[0][1]);
+        Endpoint e;
+        ALKAID_RETURN_NOT_OK(OpenEndpoint(pairs[0][0], pairs[0][0], &e));
+        auto await = [&](int64_t expected) -> Status {
+          while (true) {
+            ALKAID_ASSIGN_OR_RAISE(auto answer, ReadBatch(e.reader.get()));
+            int64_t first = 0, last = 0;
+            ALKAID_RETURN_NOT_OK(FirstLast(*answer, &first, &last));
+            if (first == expected) return Status::OK();
+          }
+        };
+        Histogram* h = &s->histograms[0];
+        const int64_t start = NowNs();
+        for (int64_t i = 0; i < spec.count; ++i) {
+          if (Stopping(s)) return Status::Cancelled("stopped");
+          if (limit_ns > 0 && NowNs() - start > limit_ns) break;
+          int64_t* values = nullptr;
+          ALKAID_ASSIGN_OR_RAISE(auto batch, HeapBatch(rows, &values));
+          for (int64_t r = 0; r < rows; ++r) values[r] = i + r;
+          if (spec.warmup) {
+            ALKAID_ASSIGN_OR_RAISE(auto warm, ValueBatch(-2));
+            ALKAID_RETURN_NOT_OK(e.writer->WriteRecordBatch(*warm));
+            ALKAID_RETURN_NOT_OK(await(-2));
+          }
+          const int64_t t0 = NowNs();
+          ALKAID_RETURN_NOT_OK(e.writer->WriteRecordBatch(*batch));
+          ALKAID_RETURN_NOT_OK(e.out->Flush());
+          ALKAID_RETURN_NOT_OK(await(i));
+          const int64_t t1 = NowNs();
+          h->Record((t1 - t0) / 2);
+          s->progress.store(i + 1, std::memory_order_relaxed);
+        }
+        s->elapsed_ns = NowNs() - start;
+        return CloseWriter(&e);
+      });
+    });
+    bodies.push_back([&] {
+      return ChildMain(s, "uds pong side", [&]() -> Status {
+        ::close(pairs[0][0]);
+        Endpoint e;
+        ALKAID_RETURN_NOT_OK(OpenEndpoint(pairs[0][1], pairs[0][1], &e));
+        int64_t next_id = 0;
+        while (true) {
+          ALKAID_ASSIGN_OR_RAISE(auto batch, e.reader->ReadNext());
+          if (batch == nullptr) break;
+          int64_t first = 0, last = 0;
+          ALKAID_RETURN_NOT_OK(FirstLast(*batch, &first, &last));
+          if (first >= 0) {
+            if (first != next_id || batch->num_rows() != rows || last != first + rows - 1) {
+              return Status::Invalid("uds ping ", next_id, ": got ", batch->num_rows(),
+                                     " rows, values ", first, "..", last);
+            }
+            ++next_id;
+          }
+          batch.reset();
+          ALKAID_ASSIGN_OR_RAISE(auto answer, ValueBatch(first));
+          ALKAID_RETURN_NOT_OK(e.writer->WriteRecordBatch(*answer));
+          ALKAID_RETURN_NOT_OK(e.out->Flush());
+        }
+        return CloseWriter(&e);
+      });
+    });
+  } else {
+    bodies.push_back([&] {
+      return ChildMain(s, "uds producer", [&]() -> Status {
+        std::vector<Endpoint> ends(static_cast<std::size_t>(consumers));
+        for (int k = 0; k < consumers; ++k) {
+          ::close(pairs[k][1]);
+          ALKAID_RETURN_NOT_OK(OpenEndpoint(pairs[k][0], -1, &ends[k]));
+        }
+        const int64_t start = NowNs();
+        s->start_ns.store(start);
+        for (int64_t i = 0; i < spec.count; ++i) {
+          if ((i & 1023) == 0) {
+            if (Stopping(s)) return Status::Cancelled("stopped");
+            if (limit_ns > 0 && NowNs() - start > limit_ns) break;
+          }
+          int64_t* values = nullptr;
+          ALKAID_ASSIGN_OR_RAISE(auto batch, HeapBatch(rows, &values));
+          for (int64_t r = 1; r < rows; ++r) values[r] = i;
+          values[0] = NowNs();
+          for (auto& e : ends) {
+            ALKAID_RETURN_NOT_OK(e.writer->WriteRecordBatch(*batch));
+            ALKAID_RETURN_NOT_OK(e.out->Flush());
+          }
+          s->published.store(i + 1, std::memory_order_relaxed);
+        }
+        for (auto& e : ends) ALKAID_RETURN_NOT_OK(CloseWriter(&e));
+        return Status::OK();
+      });
+    });
+    for (int k = 0; k < consumers; ++k) {
+      bodies.push_back([&, k] {
+        return ChildMain(s, "uds consumer " + std::to_string(k), [&, k]() -> Status {
+          for (int j = 0; j < consumers; ++j) {
+            ::close(pairs[j][0]);
+            if (j != k) ::close(pairs[j][1]);
+          }
+          Endpoint e;
+          ALKAID_RETURN_NOT_OK(OpenEndpoint(-1, pairs[k][1], &e));
+          Histogram* h = &s->histograms[k];
+          int64_t expected = 0;
+          while (true) {
+            ALKAID_ASSIGN_OR_RAISE(auto batch, e.reader->ReadNext());
+            if (batch == nullptr) break;
+            const int64_t now = NowNs();
+            int64_t first = 0, last = 0;
+            ALKAID_RETURN_NOT_OK(FirstLast(*batch, &first, &last));
+            if (batch->num_rows() != rows || (rows >= 2 && last != expected)) {
+              return Status::Invalid("uds consumer ", k, ": batch ", expected, " has sequence ",
+                                     last);
+            }
+            h->Record(now - first);
+            ++expected;
+            s->received[k] = expected;
+            s->end_ns[k] = now;
+            if (k == 0) s->progress.store(expected, std::memory_order_relaxed);
+          }
+          return Status::OK();
+        });
+      });
+    }
+  }
+  std::function<void()> on_wait;
+  if (progress) on_wait = [&] { progress(*s); };
+  const Status st = RunChildren(bodies, spec.cpus, s, on_wait);
+  for (auto& p : pairs) {
+    ::close(p[0]);
+    ::close(p[1]);
+  }
+  ALKAID_RETURN_NOT_OK(st);
+  Finish(spec, *s, "uds", "block", spec.pattern, out);
+  return Status::OK();
+}
+
+}  // namespace alkaid::tools::latency

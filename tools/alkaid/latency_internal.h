@@ -1,0 +1,157 @@
+#pragma once
+
+// Private to `alkaid latency`: what the parent and the measuring child
+// processes share, and the transports' entry points.
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <csignal>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "alkaid/common/status.h"
+#include "latency_histogram.h"
+
+namespace alkaid::tools::latency {
+
+/// Set by SIGINT/SIGTERM in any process of the run.
+extern volatile std::sig_atomic_t g_interrupted;
+
+/// Installs the SIGINT/SIGTERM handler (no SA_RESTART, so that blocking
+/// reads return EINTR).
+void InstallInterruptHandler();
+
+/// How one (transport, size) measurement is run.
+struct RunSpec {
+  std::string mode = "spin";         ///< spin | block | hybrid
+  std::string pattern = "pingpong";  ///< pingpong | stream
+  int64_t payload_bytes = 64;        ///< body bytes: rows = max(1, payload / 8) int64 values
+  int consumers = 1;                 ///< stream: consumers
+  int64_t count = 10000;             ///< samples (pingpong) or batches (stream)
+  double duration_seconds = 0;       ///< stop early after this long; 0: no limit
+  double idle_seconds = 0.5;         ///< alkaid pingpong: idle period measured at the end
+  bool warmup = true;                ///< pingpong: untimed one-row round trip before each ping
+  std::string socket;                ///< alkaid: broker socket
+  std::string topic_prefix;          ///< alkaid: unique per run
+  std::vector<int> cpus;             ///< CPUs to pin the processes to (empty: no pinning)
+  int broker_pid = 0;                ///< stream memory samples: the broker (0: unknown)
+  std::string shm_prefix;            ///< stream memory samples: /dev/shm names of the broker
+};
+
+/// Memory figures taken by stream consumer 0 at a checkpoint.
+struct MemorySample {
+  int64_t messages = 0;        ///< batches received when taken
+  int64_t producer_rss = 0;    ///< bytes resident (VmRSS, shared pages included)
+  int64_t consumer_rss = 0;
+  int64_t broker_rss = 0;      ///< 0: not measured (a broker this run did not start)
+  int64_t segments_bytes = 0;  ///< /dev/shm bytes allocated to the broker's segments
+};
+
+/// Rows of int64 values a batch of `payload_bytes` has.
+inline int64_t RowsFor(int64_t payload_bytes) {
+  return payload_bytes < 8 ? 1 : payload_bytes / 8;
+}
+
+/// Shared between the parent and the children of one measurement (a
+/// MAP_SHARED anonymous mapping created before fork).
+struct Shared {
+  static constexpr int kMaxConsumers = 64;
+  std::atomic<int> stop;               ///< parent -> children: give up now
+  std::atomic<int64_t> progress;       ///< samples or batches so far
+  std::atomic<int> ready;              ///< children that finished setting up
+  std::atomic<int> linked;             ///< consumers that saw the producer's hello
+  std::atomic<int> phase;              ///< pingpong: 1 = idle period requested, 2 = done
+  std::atomic<int64_t> start_ns;       ///< stream: producer's first timed publish
+  std::atomic<int64_t> published;      ///< stream: batches published
+  int64_t end_ns[kMaxConsumers];       ///< stream: each consumer's last receive
+  int64_t received[kMaxConsumers];     ///< stream: each consumer's batches
+  int64_t elapsed_ns;                  ///< pingpong: time of the timed loop
+  int64_t idle_cpu_ns;                 ///< consumer CPU time over the idle period
+  int64_t idle_wall_ns;                ///< length of the idle period
+  std::atomic<int> producer_pid;       ///< stream: the producer process
+  MemorySample memory[2];              ///< stream: at min(1M, count/2) batches, at the end
+  std::atomic<int> memory_samples;
+  std::atomic<int> error_claimed;
+  char error[1024];                    ///< first child error
+  Histogram histograms[kMaxConsumers]; ///< one per consumer (pingpong: [0])
+};
+
+/// The mapping; released by the destructor.
+class SharedBlock {
+ public:
+  SharedBlock() = default;
+  ~SharedBlock();
+  SharedBlock(const SharedBlock&) = delete;
+  SharedBlock& operator=(const SharedBlock&) = delete;
+  Status Map();
+  Shared* get() const { return shared_; }
+  Shared* operator->() const { return shared_; }
+
+ private:
+  Shared* shared_ = nullptr;
+};
+
+/// Records a child's error in `shared` (the first one wins).
+void ReportChildError(Shared* shared, const std::string& who, const Status& status);
+
+/// Pins the calling process to `cpu` if cpu >= 0.
+void PinToCpu(int cpu);
+
+/// CLOCK_MONOTONIC in nanoseconds.
+int64_t NowNs();
+
+/// Resident bytes of process `pid` (0 if unknown).
+int64_t ResidentBytes(int pid);
+
+/// Bytes allocated to /dev/shm objects whose names start with `prefix`.
+int64_t SegmentBytes(const std::string& prefix);
+
+/// CPU time (user + system) of the calling process, in nanoseconds.
+int64_t ProcessCpuNs();
+
+/// Runs each function in a forked child (pinned to `cpus[i]` when given;
+/// the function's return value is the exit code), then waits for all of
+/// them. `on_wait` is called about every 200 ms while waiting (progress),
+/// or never if null. On interruption, sets shared->stop, gives the
+/// children 5 s, then kills what is left. Returns OK if every child exited
+/// 0, otherwise an error with the first child error recorded in `shared`.
+Status RunChildren(const std::vector<std::function<int()>>& bodies, const std::vector<int>& cpus,
+                   Shared* shared, const std::function<void()>& on_wait);
+
+/// What one measurement gives.
+struct Measurement {
+  std::string transport;  ///< alkaid | floor | uds
+  std::string mode;
+  std::string pattern;
+  int64_t payload_bytes = 0;
+  int consumers = 1;
+  double msgs_per_s = 0;
+  bool has_idle = false;
+  int64_t idle_cpu_ns = 0;
+  int64_t idle_wall_ns = 0;
+  Summary summary;
+  std::shared_ptr<Histogram> histogram;
+  std::vector<MemorySample> memory;
+};
+
+/// Hooks the parent gives a measurement (progress reporting).
+using ProgressHook = std::function<void(const Shared&)>;
+
+/// The broker transport, through the client library's Producer and
+/// Consumer; topics are created first through BrokerClient.
+Status MeasureAlkaid(const RunSpec& spec, const ProgressHook& progress, Measurement* out);
+
+/// Two processes ping-ponging one shared cache line (always spinning,
+/// always ping-pong).
+Status MeasureFloor(const RunSpec& spec, const ProgressHook& progress, Measurement* out);
+
+/// The same batches as an IPC stream over Unix domain sockets, decoded by
+/// the reader (blocking reads).
+Status MeasureUds(const RunSpec& spec, const ProgressHook& progress, Measurement* out);
+
+}  // namespace alkaid::tools::latency
