@@ -19,7 +19,11 @@
 // untimed one-row round trip; "evicted" rows are the control: small
 // batches, with 64 MiB written after building them.
 //
+// The run ends with a summary of the "warm" rows against the project's
+// targets: p50 <= 4x floor, p99 <= 10x floor, p50(16 MiB) <= 1.2x p50(64 B).
+//
 // Usage: alkaid_shm_latency_bench [iterations-scale, default 1] [--no-prefault]
+//                                 [--warm-only]
 
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -285,9 +289,12 @@ BatchFigures BatchPingPong(uint64_t body_bytes, int iterations, Mode mode) {
 
 int main(int argc, char** argv) {
   double scale = 1.0;
+  bool warm_only = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--no-prefault") == 0) {
       g_prefault = false;
+    } else if (std::strcmp(argv[i], "--warm-only") == 0) {
+      warm_only = true;
     } else {
       scale = std::atof(argv[i]);
     }
@@ -320,16 +327,33 @@ int main(int argc, char** argv) {
     Mode mode;
     const char* label;
   } modes[] = {{Mode::kCold, "cold "}, {Mode::kWarm, "warm "}, {Mode::kEvicted, "evicted "}};
+  std::vector<std::pair<const char*, Figures>> warm_rows;
   for (const auto& m : modes) {
+    if (warm_only && m.mode != Mode::kWarm) continue;
     for (const auto& c : cases) {
       // The control only needs the sizes whose build fits in the caches.
       if (m.mode == Mode::kEvicted && c.bytes > 65536) continue;
       const BatchFigures f = BatchPingPong(c.bytes, iters(c.n), m.mode);
+      if (m.mode == Mode::kWarm) warm_rows.emplace_back(c.name, f.one_way);
       const std::string name = std::string(m.label) + c.name;
       std::printf("%-22s %9.0f %9.0f %9.0f %9.0f %9.0f %9.0f %7d\n", name.c_str(),
                   f.one_way.median_ns, f.one_way.p99_ns, f.half_rtt.median_ns,
                   f.half_rtt.p99_ns, f.publish.median_ns, f.receive.median_ns, iters(c.n));
     }
   }
+  // Summary against the targets (warm one-way figures).
+  std::printf("\nsummary (warm one-way, ns; floor p50 %.0f)\n", floor.median_ns);
+  std::printf("%-8s %9s %9s %11s %11s\n", "size", "p50", "p99", "p50/floor", "p99/floor");
+  for (const auto& [name, f] : warm_rows) {
+    std::printf("%-8s %9.0f %9.0f %10.1fx %10.1fx\n", name, f.median_ns, f.p99_ns,
+                f.median_ns / floor.median_ns, f.p99_ns / floor.median_ns);
+  }
+  if (warm_rows.size() >= 2) {
+    std::printf("flatness: p50(%s) / p50(%s) = %.2f (target <= 1.2)\n", warm_rows.back().first,
+                warm_rows.front().first,
+                warm_rows.back().second.median_ns / warm_rows.front().second.median_ns);
+  }
+  (void)::getloadavg(load, 3);
+  std::printf("load average at the end %.2f %.2f %.2f\n", load[0], load[1], load[2]);
   return 0;
 }

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "alkaid/common/process.h"
 #include "body_layout_internal.h"
 #include "futex_internal.h"
 #include "wait_internal.h"
@@ -19,7 +20,14 @@ namespace alkaid::shm {
 using internal::BlockCount;
 using internal::BlockDescriptorData;
 using internal::BlockGeneration;
+using internal::BlockReclaiming;
 using internal::BodyArenaHeaderData;
+using internal::BodyHolderData;
+using internal::HolderPid;
+using internal::HolderStateOf;
+using internal::HolderWord;
+using internal::kBlockReclaiming;
+using internal::kHolderWords;
 using internal::kBodyArenaHeaderSize;
 using internal::kBodyArenaLayoutVersion;
 using internal::kBodyArenaMagic;
@@ -28,6 +36,7 @@ using internal::PackBlockState;
 using internal::RoundUp;
 
 static_assert(kBlockAlignment == internal::kCacheLineSize);
+static_assert(kMaxBodyHolders == internal::kBodyHolderCount);
 
 namespace {
 
@@ -37,6 +46,8 @@ namespace {
 struct ArenaGeometry {
   uint64_t descriptors_offset = kBodyArenaHeaderSize;
   uint32_t descriptor_count = 0;
+  uint64_t holders_offset = 0;
+  uint32_t holder_count = kMaxBodyHolders;
   uint64_t arena_offset = 0;
   uint64_t arena_size = 0;
 };
@@ -73,6 +84,30 @@ Status CheckHandleBounds(const BlockHandle& handle, const ArenaGeometry& g,
 
 BlockDescriptorData* DescriptorAt(std::byte* payload, const ArenaGeometry& g, uint32_t index) {
   return reinterpret_cast<BlockDescriptorData*>(payload + g.descriptors_offset) + index;
+}
+
+BodyHolderData* HolderAt(std::byte* payload, const ArenaGeometry& g, uint32_t index) {
+  return reinterpret_cast<BodyHolderData*>(payload + g.holders_offset) + index;
+}
+
+bool AnyHolder(const BlockDescriptorData* d) {
+  for (uint32_t w = 0; w < kHolderWords; ++w) {
+    // seq_cst: second half of the Dekker pair with a reader's seq_cst bit
+    // set followed by its seq_cst load of `state` (see BlockDescriptorData).
+    if (d->holders[w].load(std::memory_order_seq_cst) != 0) return true;
+  }
+  return false;
+}
+
+// Wakes a producer waiting for space (FullPolicy::kWait) if one announced
+// itself. Called after a release, whose seq_cst RMW this seq_cst load follows
+// (Dekker pair with the producer's announcement; see Allocate).
+void WakeSpaceWaiter(BodyArenaHeaderData* header) {
+  if (header->space_waiters.load(std::memory_order_seq_cst) == 0) return;
+  // Release increment: partner of the producer's load of the futex word (it
+  // reclaims after waking).
+  header->space_futex.fetch_add(1, std::memory_order_release);
+  internal::FutexWakeAll(&header->space_futex);
 }
 
 }  // namespace
@@ -190,6 +225,38 @@ struct BodyAllocator::Impl {
     ++quarantined;
   }
 
+  // The producer's decision to free descriptor `index` (generation `gen`),
+  // whose count it saw at 0: no holder bit, then CAS (gen, 0) to (gen,
+  // reclaiming), then no holder bit again (a reader that set its bit before
+  // the CAS is seen here; one after it sees the flag and backs off). Frees
+  // the block and returns true, or leaves it (flag cleared) and returns false.
+  bool TryFree(uint32_t index, uint32_t gen) {
+    BlockDescriptorData* desc = DescriptorOf(index);
+    if (AnyHolder(desc)) return false;
+    uint64_t expected = PackBlockState(gen, 0);
+    // seq_cst: first half of the Dekker pair with the readers (see above);
+    // acquire semantics also pair with the readers' release decrements.
+    if (!desc->state.compare_exchange_strong(expected, expected | kBlockReclaiming,
+                                             std::memory_order_seq_cst,
+                                             std::memory_order_relaxed)) {
+      return false;
+    }
+    if (!AnyHolder(desc)) {
+      // Free for good: no reader can take a reference any more (the flag
+      // stays until the next allocation stores a new state).
+      FreeBlock(index);
+      return true;
+    }
+    // A reader holds it after all: clear the flag (only the producer sets
+    // or clears it, readers' CASes fail while it is set).
+    uint64_t flagged = expected | kBlockReclaiming;
+    if (!desc->state.compare_exchange_strong(flagged, expected, std::memory_order_seq_cst,
+                                             std::memory_order_relaxed)) {
+      Quarantine(index);  // someone else wrote the word: corrupt
+    }
+    return false;
+  }
+
   uint64_t LargestFree() const {
     return free_by_size.empty() ? 0 : free_by_size.rbegin()->first;
   }
@@ -283,7 +350,10 @@ Result<std::unique_ptr<BodyAllocator>> BodyAllocator::Create(std::string_view na
                                                        internal::kMinDefaultDescriptors,
                                                        internal::kMaxDefaultDescriptors));
   g.descriptors_offset = kBodyArenaHeaderSize;
-  g.arena_offset = g.descriptors_offset + uint64_t{g.descriptor_count} * sizeof(BlockDescriptorData);
+  g.holders_offset =
+      g.descriptors_offset + uint64_t{g.descriptor_count} * sizeof(BlockDescriptorData);
+  g.holder_count = kMaxBodyHolders;
+  g.arena_offset = g.holders_offset + uint64_t{kMaxBodyHolders} * sizeof(BodyHolderData);
   ALKAID_ASSIGN_OR_RAISE(auto segment, Segment::Create(name, g.arena_offset + g.arena_size,
                                                        SegmentKind::kBodies, options.segment));
   auto impl = std::make_unique<Impl>();
@@ -301,6 +371,8 @@ Result<std::unique_ptr<BodyAllocator>> BodyAllocator::Create(std::string_view na
   header->producer_pid = static_cast<uint32_t>(::getpid());
   header->descriptor_count = g.descriptor_count;
   header->descriptors_offset = g.descriptors_offset;
+  header->holders_offset = g.holders_offset;
+  header->holder_count = kMaxBodyHolders;
   // Release: publishes the header; partner of the acquire load in
   // BodyReader::Open.
   header->magic.store(kBodyArenaMagic, std::memory_order_release);
@@ -398,7 +470,7 @@ Status BodyAllocator::AddRef(const BlockHandle& handle, uint32_t count) {
   uint64_t cur = desc->state.load(std::memory_order_relaxed);
   do {
     if (BlockGeneration(cur) != handle.generation || BlockCount(cur) == 0 ||
-        BlockCount(cur) > kMaxBlockRefs - count) {
+        BlockReclaiming(cur) || BlockCount(cur) > kMaxBlockRefs - count) {
       return Status::Invalid("body segment '", d.segment->name(), "': block at offset ",
                              handle.offset, " has state (generation ", BlockGeneration(cur),
                              ", count ", BlockCount(cur), "); cannot add ", count,
@@ -418,7 +490,7 @@ Status BodyAllocator::Release(const BlockHandle& handle) {
   uint64_t cur = desc->state.load(std::memory_order_relaxed);
   do {
     if (BlockGeneration(cur) != handle.generation || BlockCount(cur) == 0 ||
-        BlockCount(cur) > kMaxBlockRefs) {
+        BlockReclaiming(cur) || BlockCount(cur) > kMaxBlockRefs) {
       // Someone wrote garbage into the shared count: never reuse this space,
       // a consumer may still be reading it.
       d.live.erase(it);
@@ -434,7 +506,8 @@ Status BodyAllocator::Release(const BlockHandle& handle) {
     // reference, their reads happen before we reuse the space below.
   } while (!desc->state.compare_exchange_weak(cur, cur - 1, std::memory_order_acq_rel,
                                               std::memory_order_relaxed));
-  if (BlockCount(cur) == 1) d.FreeBlock(handle.descriptor);
+  // The last anonymous reference: free unless a reader holds it by its bit.
+  if (BlockCount(cur) == 1) (void)d.TryFree(handle.descriptor, handle.generation);
   return Status::OK();
 }
 
@@ -448,15 +521,12 @@ uint64_t BodyAllocator::Reclaim() {
     // Acquire: partner of the release decrement in BodyReader::Release;
     // consumers' reads of the data happen before the space is reused.
     const uint64_t state = d.DescriptorOf(index)->state.load(std::memory_order_acquire);
-    if (BlockGeneration(state) != live.generation || BlockCount(state) > kMaxBlockRefs) {
+    if (BlockGeneration(state) != live.generation || BlockReclaiming(state) ||
+        BlockCount(state) > kMaxBlockRefs) {
       d.Quarantine(index);
       continue;
     }
-    if (BlockCount(state) == 0) {
-      // A count of zero is final: Acquire refuses to raise it.
-      d.FreeBlock(index);
-      ++count;
-    }
+    if (BlockCount(state) == 0 && d.TryFree(index, live.generation)) ++count;
   }
   return count;
 }
@@ -488,7 +558,8 @@ const std::shared_ptr<Segment>& BodyAllocator::segment() const { return impl_->s
 BlockRef::BlockRef(BlockRef&& other) noexcept
     : reader_(std::exchange(other.reader_, nullptr)),
       handle_(std::exchange(other.handle_, {})),
-      data_(std::exchange(other.data_, {})) {}
+      data_(std::exchange(other.data_, {})),
+      holder_(std::exchange(other.holder_, kNoHolder)) {}
 
 BlockRef& BlockRef::operator=(BlockRef&& other) noexcept {
   if (this != &other) {
@@ -496,6 +567,7 @@ BlockRef& BlockRef::operator=(BlockRef&& other) noexcept {
     reader_ = std::exchange(other.reader_, nullptr);
     handle_ = std::exchange(other.handle_, {});
     data_ = std::exchange(other.data_, {});
+    holder_ = std::exchange(other.holder_, kNoHolder);
   }
   return *this;
 }
@@ -506,10 +578,11 @@ void BlockRef::Release() {
   if (reader_ == nullptr) return;
   // Only fails if another party corrupted the shared count; nothing more a
   // destructor can do about it.
-  (void)reader_->Release(handle_);
+  (void)reader_->ReleaseRef(handle_, holder_);
   reader_ = nullptr;
   handle_ = {};
   data_ = {};
+  holder_ = kNoHolder;
 }
 
 // ---------------------------------------------------------------------------
@@ -520,14 +593,89 @@ struct BodyReader::Impl {
   BodyArenaHeaderData* header = nullptr;
   std::byte* payload = nullptr;
   ArenaGeometry g;  // private copy, checked against the segment at Open
+  uint32_t holder = kNoHolder;
+  uint64_t holder_word = 0;  // HolderWord(pid, tag, kHolderActive)
 
   BlockDescriptorData* DescriptorOf(uint32_t index) const {
     return DescriptorAt(payload, g, index);
   }
+  BodyHolderData* HolderOf(uint32_t index) const { return HolderAt(payload, g, index); }
+
+  // Clears holder `h`'s bit in every descriptor; returns how many were set.
+  uint64_t ClearHolderBits(uint32_t h) const {
+    const uint64_t bit = uint64_t{1} << (h % 64);
+    uint64_t cleared = 0;
+    for (uint32_t i = 0; i < g.descriptor_count; ++i) {
+      std::atomic<uint64_t>& word = DescriptorOf(i)->holders[h / 64];
+      // Relaxed pre-check: a dead holder's bits change no more.
+      if ((word.load(std::memory_order_relaxed) & bit) == 0) continue;
+      // seq_cst (release semantics): like the holder's own release; partner
+      // of the producer's seq_cst re-read of the holder words in TryFree.
+      if ((word.fetch_and(~bit, std::memory_order_seq_cst) & bit) != 0) ++cleared;
+    }
+    return cleared;
+  }
+
+  // Frees holder entry `h` if its process is gone (and is `pid`, unless 0).
+  // Returns the references released, or -1 if the entry was not reclaimed.
+  int64_t ReclaimIfDead(uint32_t h, uint32_t pid) const {
+    std::atomic<uint64_t>& owner = HolderOf(h)->owner;
+    uint64_t word = owner.load(std::memory_order_acquire);
+    if (HolderStateOf(word) != internal::kHolderActive) return -1;
+    if (pid != 0 && HolderPid(word) != pid) return -1;
+    if (!::alkaid::ProcessIsGone(HolderPid(word))) return -1;
+    // Claim the cleanup (two reclaimers never sweep the same entry). The pid
+    // came with the claim in one word, so it is the owner's own: a dead
+    // process makes no more stores, and nobody else can own the entry
+    // before it is freed below.
+    const uint64_t reclaiming = (word & ~uint64_t{3}) | internal::kHolderReclaiming;
+    if (!owner.compare_exchange_strong(word, reclaiming, std::memory_order_acq_rel,
+                                       std::memory_order_relaxed)) {
+      return -1;
+    }
+    const uint64_t cleared = ClearHolderBits(h);
+    // Release: partner of the acquire CAS of the next claim; the bit clears
+    // above happen before the entry can be owned again.
+    owner.store(0, std::memory_order_release);
+    return static_cast<int64_t>(cleared);
+  }
+
+  // Claims a free holder entry; on failure frees entries of dead processes
+  // and tries once more. Leaves `holder` at kNoHolder if all are taken.
+  void ClaimHolder() {
+    const uint32_t pid = static_cast<uint32_t>(::getpid());
+    const uint32_t tag = header->holder_counter.fetch_add(1, std::memory_order_relaxed) + 1;
+    const uint64_t mine = HolderWord(pid, tag, internal::kHolderActive);
+    for (int pass = 0; pass < 2; ++pass) {
+      for (uint32_t h = 0; h < g.holder_count; ++h) {
+        if (pass == 1 && ReclaimIfDead(h, 0) < 0) continue;
+        uint64_t expected = 0;
+        // acq_rel: acquire pairs with the release store that freed the
+        // entry (its bits were cleared before); release orders the claim.
+        if (HolderOf(h)->owner.compare_exchange_strong(expected, mine, std::memory_order_acq_rel,
+                                                       std::memory_order_relaxed)) {
+          holder = h;
+          holder_word = mine;
+          return;
+        }
+      }
+    }
+  }
 };
 
 BodyReader::BodyReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-BodyReader::~BodyReader() = default;
+
+BodyReader::~BodyReader() {
+  if (impl_ == nullptr || impl_->holder == kNoHolder) return;
+  // Every BlockRef is gone (they must not outlive the reader), so no bit of
+  // ours is set unless a caller kept raw references (Acquire without
+  // BlockRef is not offered for holders). Release: partner of the next
+  // claim's acquire. Fails harmlessly if the entry was reclaimed.
+  uint64_t expected = impl_->holder_word;
+  impl_->HolderOf(impl_->holder)
+      ->owner.compare_exchange_strong(expected, 0, std::memory_order_release,
+                                      std::memory_order_relaxed);
+}
 
 Result<std::unique_ptr<BodyReader>> BodyReader::Open(std::string_view name) {
   ALKAID_ASSIGN_OR_RAISE(auto segment, Segment::Open(name, SegmentKind::kBodies));
@@ -562,14 +710,18 @@ Result<std::unique_ptr<BodyReader>> BodyReader::Open(std::shared_ptr<Segment> se
   ArenaGeometry g;
   g.descriptors_offset = header->descriptors_offset;
   g.descriptor_count = header->descriptor_count;
+  g.holders_offset = header->holders_offset;
+  g.holder_count = header->holder_count;
   g.arena_offset = header->arena_offset;
   g.arena_size = header->arena_size;
   const uint64_t payload_size = segment->payload_size();
   const uint64_t table_end = kBodyArenaHeaderSize + uint64_t{g.descriptor_count} *
                                                         sizeof(BlockDescriptorData);
+  const uint64_t holders_end = table_end + uint64_t{kMaxBodyHolders} * sizeof(BodyHolderData);
   if (header->block_alignment != kBlockAlignment ||
       g.descriptors_offset != kBodyArenaHeaderSize || g.descriptor_count == 0 ||
-      g.descriptor_count > kMaxBlocks || g.arena_offset != table_end ||
+      g.descriptor_count > kMaxBlocks || g.holders_offset != table_end ||
+      g.holder_count != kMaxBodyHolders || g.arena_offset != holders_end ||
       g.arena_offset > payload_size || g.arena_size > payload_size - g.arena_offset ||
       g.arena_size % kBlockAlignment != 0) {
     return Status::Invalid("body segment '", name, "': arena header (", g.descriptor_count,
@@ -583,6 +735,7 @@ Result<std::unique_ptr<BodyReader>> BodyReader::Open(std::shared_ptr<Segment> se
   impl->payload = impl->segment->payload();
   impl->header = reinterpret_cast<BodyArenaHeaderData*>(impl->payload);
   impl->g = g;
+  impl->ClaimHolder();
   return std::unique_ptr<BodyReader>(new BodyReader(std::move(impl)));
 }
 
@@ -594,24 +747,70 @@ Result<BlockRef> BodyReader::Acquire(const BlockHandle& handle) const {
   // handle never reads or writes the arena.
   BlockDescriptorData* desc = d.DescriptorOf(handle.descriptor);
   uint64_t cur = desc->state.load(std::memory_order_relaxed);
-  do {
-    if (BlockGeneration(cur) != handle.generation) {
+  auto refuse = [&](uint64_t state) -> Status {
+    if (BlockGeneration(state) != handle.generation) {
       return Status::KeyError("body segment '", name, "': block at offset ", handle.offset,
                               " is stale: descriptor ", handle.descriptor, " has generation ",
-                              BlockGeneration(cur), ", handle has ", handle.generation);
+                              BlockGeneration(state), ", handle has ", handle.generation);
     }
-    if (BlockCount(cur) == 0) {
-      return Status::KeyError("body segment '", name, "': block at offset ", handle.offset,
-                              " (generation ", handle.generation, ") was already released");
-    }
-    if (BlockCount(cur) >= kMaxBlockRefs) {
+    if (BlockCount(state) >= kMaxBlockRefs) {
       return Status::Invalid("body segment '", name, "': block at offset ", handle.offset,
-                             " has an implausible reference count ", BlockCount(cur));
+                             " has an implausible reference count ", BlockCount(state));
     }
-    // Acquire on success: partner of the release store of `state` in
-    // BodyAllocator allocation, so offset/length/capacity/data are visible.
-  } while (!desc->state.compare_exchange_weak(cur, cur + 1, std::memory_order_acquire,
-                                              std::memory_order_relaxed));
+    return Status::KeyError("body segment '", name, "': block at offset ", handle.offset,
+                            " (generation ", handle.generation, ") was already released");
+  };
+  // A new reference needs the block alive with an anonymous reference left
+  // (the producer's, while the message is in the ring): once the count is
+  // 0 the block is on its way out and nobody new may take it.
+  if (BlockGeneration(cur) != handle.generation || BlockCount(cur) == 0 ||
+      BlockReclaiming(cur) || BlockCount(cur) >= kMaxBlockRefs) {
+    return refuse(cur);
+  }
+  uint32_t holder = kNoHolder;
+  if (d.holder != kNoHolder) {
+    std::atomic<uint64_t>& word = desc->holders[d.holder / 64];
+    const uint64_t bit = uint64_t{1} << (d.holder % 64);
+    uint64_t bits = word.load(std::memory_order_relaxed);
+    while ((bits & bit) == 0) {
+      // seq_cst: first half of the Dekker pair with the producer's free
+      // decision (its seq_cst CAS to "reclaiming" then re-read of the
+      // holder words, in TryFree).
+      if (word.compare_exchange_weak(bits, bits | bit, std::memory_order_seq_cst,
+                                     std::memory_order_relaxed)) {
+        holder = d.holder;
+        break;
+      }
+    }
+    if (holder != kNoHolder) {
+      // seq_cst load (acquire semantics: partner of the allocation's release
+      // store, so offset/length/capacity/data are visible): the block is
+      // ours if it is still this generation and not being freed.
+      cur = desc->state.load(std::memory_order_seq_cst);
+      if (BlockGeneration(cur) != handle.generation || BlockReclaiming(cur)) {
+        // Release: nothing was read under the transient bit.
+        word.fetch_and(~bit, std::memory_order_release);
+        return refuse(cur);
+      }
+    }
+    // Otherwise our bit is already set: this reader holds the block (or
+    // another thread of it is trying to): take an anonymous reference.
+  }
+  if (holder == kNoHolder) {
+    do {
+      // An anonymous reference needs the generation and no free decision in
+      // progress; the count may be 0 only when our holder bit keeps the
+      // block alive (checked above for the others).
+      if (BlockGeneration(cur) != handle.generation || BlockReclaiming(cur) ||
+          BlockCount(cur) >= kMaxBlockRefs ||
+          (BlockCount(cur) == 0 && d.holder == kNoHolder)) {
+        return refuse(cur);
+      }
+      // Acquire on success: partner of the release store of `state` in
+      // BodyAllocator allocation, so offset/length/capacity/data are visible.
+    } while (!desc->state.compare_exchange_weak(cur, cur + 1, std::memory_order_seq_cst,
+                                                std::memory_order_relaxed));
+  }
   // We hold a reference: the descriptor cannot be reused under us now.
   // Check it against the handle and the arena before handing out the data.
   const uint64_t offset = desc->offset.load(std::memory_order_relaxed);
@@ -621,24 +820,45 @@ Result<BlockRef> BodyReader::Acquire(const BlockHandle& handle) const {
   const bool ok = offset == handle.offset && length == handle.length &&
                   capacity <= arena_end - handle.offset && handle.length <= capacity;
   if (!ok) {
-    (void)Release(handle);
+    (void)ReleaseRef(handle, holder);
     return Status::Invalid("body segment '", name, "': block handle (offset ", handle.offset,
                            ", length ", handle.length, ") is inconsistent with descriptor ",
                            handle.descriptor, " (offset ", offset, ", length ", length,
                            ", capacity ", capacity, ")");
   }
   return BlockRef(this, handle,
-                  std::span<const std::byte>(d.payload + handle.offset, handle.length));
+                  std::span<const std::byte>(d.payload + handle.offset, handle.length), holder);
 }
 
 Status BodyReader::Release(const BlockHandle& handle) const {
+  return ReleaseRef(handle, kNoHolder);
+}
+
+Status BodyReader::ReleaseRef(const BlockHandle& handle, uint32_t holder) const {
   const Impl& d = *impl_;
   const std::string& name = d.segment->name();
   ALKAID_RETURN_NOT_OK(CheckHandleBounds(handle, d.g, name));
   BlockDescriptorData* desc = d.DescriptorOf(handle.descriptor);
+  if (holder != kNoHolder) {
+    const uint64_t bit = uint64_t{1} << (holder % 64);
+    // seq_cst (release semantics): our reads of the data happen before the
+    // producer, whose seq_cst re-read of the holder words sees this, reuses
+    // the space; also the first half of the Dekker pair with a producer
+    // waiting for space (WakeSpaceWaiter).
+    const uint64_t before =
+        desc->holders[holder / 64].fetch_and(~bit, std::memory_order_seq_cst);
+    if ((before & bit) == 0) {
+      return Status::Invalid("body segment '", name, "': release of block at offset ",
+                             handle.offset, " (descriptor ", handle.descriptor,
+                             ") by holder ", holder, ", whose bit was not set");
+    }
+    WakeSpaceWaiter(d.header);
+    return Status::OK();
+  }
   uint64_t cur = desc->state.load(std::memory_order_relaxed);
   do {
-    if (BlockGeneration(cur) != handle.generation || BlockCount(cur) == 0) {
+    if (BlockGeneration(cur) != handle.generation || BlockCount(cur) == 0 ||
+        BlockReclaiming(cur)) {
       return Status::Invalid("body segment '", name, "': release of block at offset ",
                              handle.offset, " (descriptor ", handle.descriptor, ", generation ",
                              handle.generation,
@@ -654,15 +874,29 @@ Status BodyReader::Release(const BlockHandle& handle) const {
                                               std::memory_order_relaxed));
   // A producer waiting for space can use this block once no reference (or
   // only its own, which the ring drops once consumers moved on) is left.
-  // seq_cst load: the second half of the pair; zero unless the producer
-  // waits, so a release makes no system call otherwise.
-  if (BlockCount(cur) <= 2 && d.header->space_waiters.load(std::memory_order_seq_cst) != 0) {
-    // Release increment: partner of the producer's load of the futex word
-    // (it reclaims after waking).
+  // Zero unless the producer waits, so a release makes no system call
+  // otherwise.
+  if (BlockCount(cur) <= 2) WakeSpaceWaiter(d.header);
+  return Status::OK();
+}
+
+uint32_t BodyReader::holder() const { return impl_->holder; }
+
+DeadHolderReport BodyReader::ReclaimDeadHolders(uint32_t pid) const {
+  const Impl& d = *impl_;
+  DeadHolderReport report;
+  for (uint32_t h = 0; h < d.g.holder_count; ++h) {
+    const int64_t released = d.ReclaimIfDead(h, pid);
+    if (released < 0) continue;
+    ++report.holders_reclaimed;
+    report.references_released += static_cast<uint64_t>(released);
+  }
+  // The producer may be waiting for exactly this space.
+  if (report.references_released > 0) {
     d.header->space_futex.fetch_add(1, std::memory_order_release);
     internal::FutexWakeAll(&d.header->space_futex);
   }
-  return Status::OK();
+  return report;
 }
 
 const std::string& BodyReader::name() const { return impl_->segment->name(); }

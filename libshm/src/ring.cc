@@ -99,21 +99,66 @@ struct RingView {
   }
 };
 
-uint32_t StateOf(uint32_t word) { return word & kConsumerStateMask; }
-uint32_t TagOf(uint32_t word) { return word >> 2; }
+uint32_t StateOf(uint64_t word) { return static_cast<uint32_t>(word) & kConsumerStateMask; }
+uint32_t TagOf(uint64_t word) { return static_cast<uint32_t>(word) >> 2; }
+using internal::ConsumerPid;
 
 // Frees registration `c` if it is force-detached and its owner's process is
 // gone: nobody can store into it any more. Returns true if it was freed.
 bool FreeIfOwnerGone(internal::ConsumerData& c) {
-  uint32_t word = c.state.load(std::memory_order_acquire);
+  uint64_t word = c.state.load(std::memory_order_acquire);
   if (StateOf(word) != kConsumerDetached) return false;
-  // Relaxed: the pid was stored before the entry became active, which the
-  // acquire load above (partner: the seq_cst store in Attach, through the
-  // detach CAS's release sequence) makes visible.
-  if (!::alkaid::ProcessIsGone(c.pid.load(std::memory_order_relaxed))) return false;
+  // The pid is part of the word, written by the claim itself.
+  if (!::alkaid::ProcessIsGone(ConsumerPid(word))) return false;
   // Release: partner of the acquire CAS of the next Attach.
   return c.state.compare_exchange_strong(word, 0, std::memory_order_release,
                                          std::memory_order_relaxed);
+}
+
+// Checks a ring segment's header (written by a process we do not trust)
+// and returns the geometry it implies; from then on only this private copy
+// is used.
+Result<Geometry> CheckRingHeader(const Segment& seg) {
+  const std::string& name = seg.name();
+  const Segment* segment = &seg;
+  if (segment->payload_size() < sizeof(RingHeaderData)) {
+    return Status::Invalid("ring '", name, "': payload of ", segment->payload_size(),
+                           " bytes cannot hold the ring header");
+  }
+  const auto* h = reinterpret_cast<const RingHeaderData*>(segment->payload());
+  // Acquire: partner of the release store of `magic` in RingProducer::Create.
+  const uint64_t magic = h->magic.load(std::memory_order_acquire);
+  if (magic != kRingMagic) {
+    return Status::Invalid("ring '", name, "': ring magic 0x", std::hex, magic,
+                           " at payload offset 0, expected 0x", kRingMagic,
+                           " (not initialised yet, or not a ring)");
+  }
+  if (h->layout_version != kRingLayoutVersion) {
+    return Status::Invalid("ring '", name, "': layout version ", h->layout_version,
+                           ", this build reads ", kRingLayoutVersion);
+  }
+  // Recompute the geometry from the header's counts and insist that every
+  // derived field matches and fits: from here on only the private copy is
+  // used.
+  auto geometry = ComputeGeometry(h->slot_count, h->inline_capacity, h->max_consumers, name);
+  if (!geometry.ok()) {
+    return geometry.status().WithContext("ring header is corrupt");
+  }
+  const Geometry g = *geometry;
+  if (h->inline_capacity != g.inline_capacity || h->slot_size != g.slot_size ||
+      h->consumers_offset != g.consumers_offset || h->slots_offset != g.slots_offset ||
+      g.payload_size > segment->payload_size()) {
+    return Status::Invalid("ring '", name, "': header geometry (slot size ", h->slot_size,
+                           ", consumers at ", h->consumers_offset, ", slots at ",
+                           h->slots_offset, ", ", g.payload_size,
+                           " bytes needed) does not match a ", segment->payload_size(),
+                           "-byte segment");
+  }
+  if (h->policy != static_cast<uint32_t>(SlowConsumerPolicy::kBlockProducer) &&
+      h->policy != static_cast<uint32_t>(SlowConsumerPolicy::kDropOldest)) {
+    return Status::Invalid("ring '", name, "': unknown slow-consumer policy ", h->policy);
+  }
+  return g;
 }
 
 // Wakes the consumers blocked in WaitForData, if any announced itself. The
@@ -316,13 +361,17 @@ Status RingProducer::PublishImpl(std::span<const std::byte> payload, const Block
   slot->sequence.store(SlotWriting(n), std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
 
+  // The previous occupant is gone from the ring now; our reference to its
+  // body is dropped after the fence on purpose: a consumer whose Acquire
+  // fails because of this release is guaranteed (release fence here,
+  // acquire fence in the reader) to see the changed sequence and count the
+  // message as lost rather than report corruption. It is dropped after the
+  // commit and the announcement, too: giving the block back to the
+  // allocator (its free lists) is the slowest part of a publish and nobody
+  // waits for it.
+  BlockHandle previous_body;
   if (n >= slot_count && d.bodies != nullptr) {
-    // The previous occupant is gone from the ring now; drop our reference
-    // to its body. Done after the fence on purpose: a consumer whose
-    // Acquire fails because of this release is guaranteed (release fence
-    // here, acquire fence in the reader) to see the changed sequence and
-    // count the message as lost rather than report corruption.
-    d.ReleaseHeld(n - slot_count);
+    previous_body = std::exchange(d.held[(n - slot_count) & v.mask], BlockHandle{});
     d.release_cursor = std::max(d.release_cursor, n - slot_count + 1);
   }
 
@@ -369,6 +418,9 @@ Status RingProducer::PublishImpl(std::span<const std::byte> payload, const Block
   // announced itself.
   v.header->write_sequence.store(n + 1, std::memory_order_seq_cst);
   WakeConsumers(v.header);
+  // Only fails on corrupted shared state, which the allocator reports by
+  // quarantining the block; the ring has nothing to add.
+  if (previous_body.valid()) (void)d.bodies->Release(previous_body);
   return Status::OK();
 }
 
@@ -432,7 +484,7 @@ Status RingProducer::WaitForRoom(uint64_t n) {
   return Status::TimedOut(
       "ring '", name(), "': publish of sequence ", n, " timed out after ",
       std::chrono::duration_cast<std::chrono::milliseconds>(options_.publish_timeout).count(),
-      " ms: consumer ", slowest, " (pid ", c.pid.load(std::memory_order_relaxed),
+      " ms: consumer ", slowest, " (pid ", ConsumerPid(c.state.load(std::memory_order_relaxed)),
       ") is still at sequence ", d.cached_min, ", ", n - d.cached_min, " messages behind in a ",
       slot_count, "-slot ring");
 }
@@ -462,7 +514,7 @@ Status RingProducer::DetachConsumer(uint32_t id) {
                               v.g.max_consumers, ")");
   }
   ConsumerData& c = v.consumers[id];
-  uint32_t word = c.state.load(std::memory_order_relaxed);
+  uint64_t word = c.state.load(std::memory_order_relaxed);
   do {
     if (StateOf(word) != kConsumerActive) {
       return Status::KeyError("ring '", name(), "': consumer ", id, " is not active");
@@ -472,7 +524,9 @@ Status RingProducer::DetachConsumer(uint32_t id) {
     // store, for the wake below.)
     // The entry is not freed but marked detached (same tag): its owner may
     // be alive and about to store its cursor; see kConsumerDetached.
-  } while (!c.state.compare_exchange_weak(word, ConsumerWord(TagOf(word), kConsumerDetached),
+  } while (!c.state.compare_exchange_weak(word,
+                                          ConsumerWord(ConsumerPid(word), TagOf(word),
+                                                       kConsumerDetached),
                                           std::memory_order_seq_cst,
                                           std::memory_order_relaxed));
   // A detached consumer blocked in Receive should find out now, and a
@@ -494,10 +548,11 @@ std::vector<ConsumerInfoGuess> RingProducer::ConsumersGuess() const {
     ConsumerInfoGuess info;
     info.id = i;
     // Relaxed: a monitoring snapshot, no ordering promised (hence "Guess").
-    const uint32_t state = StateOf(c.state.load(std::memory_order_relaxed));
+    const uint64_t word = c.state.load(std::memory_order_relaxed);
+    const uint32_t state = StateOf(word);
     info.active = state == kConsumerActive;
     info.detached = state == kConsumerDetached;
-    info.pid = c.pid.load(std::memory_order_relaxed);
+    info.pid = ConsumerPid(word);
     info.cursor = c.cursor.load(std::memory_order_relaxed);
     info.lost = c.lost.load(std::memory_order_relaxed);
     out.push_back(info);
@@ -514,7 +569,10 @@ const std::shared_ptr<Segment>& RingProducer::segment() const { return impl_->v.
 struct RingConsumer::Impl {
   RingView v;
   SlowConsumerPolicy policy = SlowConsumerPolicy::kBlockProducer;
-  uint32_t my_word = 0;  // ConsumerWord(tag, kConsumerActive)
+  uint64_t my_word = 0;  // ConsumerWord(pid, tag, kConsumerActive)
+  // write_sequence at attach: messages below it were published before this
+  // consumer existed (read only with ConsumerOptions::from_oldest).
+  uint64_t attach_sequence = 0;
 
   ConsumerData& me(uint32_t id) const { return v.consumers[id]; }
 };
@@ -539,50 +597,16 @@ Result<std::unique_ptr<RingConsumer>> RingConsumer::Open(std::shared_ptr<Segment
     return Status::Invalid("segment '", name, "' is a ", SegmentKindName(segment->kind()),
                            " segment, not a ring");
   }
-  if (segment->payload_size() < sizeof(RingHeaderData)) {
-    return Status::Invalid("ring '", name, "': payload of ", segment->payload_size(),
-                           " bytes cannot hold the ring header");
-  }
+  ALKAID_ASSIGN_OR_RAISE(const Geometry g, CheckRingHeader(*segment));
   const auto* h = reinterpret_cast<const RingHeaderData*>(segment->payload());
-  // Acquire: partner of the release store of `magic` in RingProducer::Create.
-  const uint64_t magic = h->magic.load(std::memory_order_acquire);
-  if (magic != kRingMagic) {
-    return Status::Invalid("ring '", name, "': ring magic 0x", std::hex, magic,
-                           " at payload offset 0, expected 0x", kRingMagic,
-                           " (not initialised yet, or not a ring)");
-  }
-  if (h->layout_version != kRingLayoutVersion) {
-    return Status::Invalid("ring '", name, "': layout version ", h->layout_version,
-                           ", this build reads ", kRingLayoutVersion);
-  }
-  // Recompute the geometry from the header's counts and insist that every
-  // derived field matches and fits: from here on only the private copy is
-  // used.
-  auto geometry = ComputeGeometry(h->slot_count, h->inline_capacity, h->max_consumers, name);
-  if (!geometry.ok()) {
-    return geometry.status().WithContext("ring header is corrupt");
-  }
-  const Geometry g = *geometry;
-  if (h->inline_capacity != g.inline_capacity || h->slot_size != g.slot_size ||
-      h->consumers_offset != g.consumers_offset || h->slots_offset != g.slots_offset ||
-      g.payload_size > segment->payload_size()) {
-    return Status::Invalid("ring '", name, "': header geometry (slot size ", h->slot_size,
-                           ", consumers at ", h->consumers_offset, ", slots at ",
-                           h->slots_offset, ", ", g.payload_size,
-                           " bytes needed) does not match a ", segment->payload_size(),
-                           "-byte segment");
-  }
-  if (h->policy != static_cast<uint32_t>(SlowConsumerPolicy::kBlockProducer) &&
-      h->policy != static_cast<uint32_t>(SlowConsumerPolicy::kDropOldest)) {
-    return Status::Invalid("ring '", name, "': unknown slow-consumer policy ", h->policy);
-  }
   auto impl = std::make_unique<Impl>();
   impl->policy = static_cast<SlowConsumerPolicy>(h->policy);
   impl->v.Init(std::move(segment), g);
   const RingView& v = impl->v;
   RingHeaderData* header = v.header;
 
-  // Claim a free registration.
+  // Claim a free registration; the claim records our pid.
+  const uint32_t pid = static_cast<uint32_t>(::getpid());
   const uint32_t tag =
       (header->attach_counter.fetch_add(1, std::memory_order_relaxed) + 1) & 0x3fffffffU;
   uint32_t id = v.g.max_consumers;
@@ -591,11 +615,11 @@ Result<std::unique_ptr<RingConsumer>> RingConsumer::Open(std::shared_ptr<Segment
   for (int pass = 0; pass < 2 && id == v.g.max_consumers; ++pass) {
     for (uint32_t i = 0; i < v.g.max_consumers; ++i) {
       if (pass == 1 && !FreeIfOwnerGone(v.consumers[i])) continue;
-      uint32_t expected = 0;
+      uint64_t expected = 0;
       // acq_rel: acquire pairs with the release CAS of a previous Detach of
       // this entry; release orders our claim before our later stores.
       if (v.consumers[i].state.compare_exchange_strong(
-              expected, ConsumerWord(tag, kConsumerClaimed), std::memory_order_acq_rel,
+              expected, ConsumerWord(pid, tag, kConsumerClaimed), std::memory_order_acq_rel,
               std::memory_order_relaxed)) {
         id = i;
         break;
@@ -607,12 +631,11 @@ Result<std::unique_ptr<RingConsumer>> RingConsumer::Open(std::shared_ptr<Segment
                                  " consumer registrations are taken");
   }
   ConsumerData& me = v.consumers[id];
-  me.pid.store(static_cast<uint32_t>(::getpid()), std::memory_order_relaxed);
   me.lost.store(0, std::memory_order_relaxed);
   // Acquire: partner of the producer's seq_cst store of write_sequence.
   const uint64_t w0 = header->write_sequence.load(std::memory_order_acquire);
   me.cursor.store(w0, std::memory_order_relaxed);
-  const uint32_t active = ConsumerWord(tag, kConsumerActive);
+  const uint64_t active = ConsumerWord(pid, tag, kConsumerActive);
   // seq_cst store then seq_cst fence, paired with the seq_cst fence in the
   // producer's ScanMinCursor (Dekker): if the producer's scan misses us, the
   // load below sees the write sequence that scan was made at, and we start
@@ -621,10 +644,18 @@ Result<std::unique_ptr<RingConsumer>> RingConsumer::Open(std::shared_ptr<Segment
   me.state.store(active, std::memory_order_seq_cst);
   std::atomic_thread_fence(std::memory_order_seq_cst);
   const uint64_t w1 = header->write_sequence.load(std::memory_order_seq_cst);
+  // from_oldest: start at the oldest slot that may still hold a message.
+  // Messages from w1 on are guaranteed as above; older ones are delivered
+  // if still intact when read, else counted as lost (the producer's cached
+  // lower bound of the cursors is at most w1, so it may overwrite only
+  // slots below w1 before it rescans and sees this cursor).
+  const uint64_t start =
+      options.from_oldest ? (w1 > v.g.slot_count ? w1 - v.g.slot_count : 0) : w1;
   // Release: partner of the acquire load of the cursor in ScanMinCursor.
-  me.cursor.store(w1, std::memory_order_release);
+  me.cursor.store(start, std::memory_order_release);
   impl->my_word = active;
-  return std::unique_ptr<RingConsumer>(new RingConsumer(std::move(impl), id, w1, options));
+  impl->attach_sequence = w1;
+  return std::unique_ptr<RingConsumer>(new RingConsumer(std::move(impl), id, start, options));
 }
 
 void RingConsumer::Detach() {
@@ -640,8 +671,8 @@ void RingConsumer::Detach() {
 }
 
 void RingConsumer::ReleaseRegistration() {
-  std::atomic<uint32_t>& state = impl_->me(id_).state;
-  uint32_t expected = impl_->my_word;
+  std::atomic<uint64_t>& state = impl_->me(id_).state;
+  uint64_t expected = impl_->my_word;
   // seq_cst (release semantics): partner of the acquire load of the state
   // in ScanMinCursor and of the acquire CAS of the next Attach; seq_cst also
   // for the Dekker pair with a waiting producer (see Detach).
@@ -652,7 +683,7 @@ void RingConsumer::ReleaseRegistration() {
   // Force-detached: the entry waited for us to stop writing it. We are
   // done with it now (this thread makes no more stores to it); free it.
   // Fails harmlessly if it is no longer ours at all.
-  expected = ConsumerWord(TagOf(impl_->my_word), kConsumerDetached);
+  expected = ConsumerWord(ConsumerPid(impl_->my_word), TagOf(impl_->my_word), kConsumerDetached);
   state.compare_exchange_strong(expected, 0, std::memory_order_release,
                                 std::memory_order_relaxed);
 }
@@ -692,6 +723,7 @@ Result<bool> RingConsumer::TryReceive(RingMessage* out) {
       return false;
     }
     bool overwritten = s1 != SlotCommitted(c);
+    bool released_before_attach = false;
     Status problem;
     BlockRef ref;
     BlockHandle handle;
@@ -721,6 +753,11 @@ Result<bool> RingConsumer::TryReceive(RingMessage* out) {
           auto acquired = options_.bodies->Acquire(handle);
           if (acquired.ok()) {
             ref = std::move(acquired).ValueOrDie();
+          } else if (c < d.attach_sequence && acquired.status().code() == StatusCode::kKeyError) {
+            // A message older than our attach (from_oldest) whose body the
+            // producer already released because every consumer that existed
+            // had read it: gone, not corrupt. Counted as lost below.
+            released_before_attach = true;
           } else {
             problem = acquired.status().WithContext("ring '" + name() + "': sequence " +
                                                     std::to_string(c) + ": body");
@@ -732,6 +769,15 @@ Result<bool> RingConsumer::TryReceive(RingMessage* out) {
       // write, the re-check sees the change.
       std::atomic_thread_fence(std::memory_order_acquire);
       overwritten = slot->sequence.load(std::memory_order_relaxed) != s1;
+    }
+    if (!overwritten && released_before_attach) {
+      lost_ += 1;
+      pending_lost_ += 1;
+      cursor_ = c + 1;
+      me.lost.store(lost_, std::memory_order_relaxed);  // diagnostics, no partner
+      // seq_cst as for a delivered message (release semantics + Dekker half).
+      me.cursor.store(cursor_, std::memory_order_seq_cst);
+      continue;
     }
     if (overwritten) {
       // Only with kDropOldest (or a detached consumer): the producer lapped
@@ -829,6 +875,65 @@ Status RingConsumer::Receive(RingMessage* out, std::chrono::nanoseconds timeout)
   return Status::TimedOut("ring '", name(), "': no message for consumer ", id_, " within ",
                           std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count(),
                           " ms (waiting for sequence ", cursor_, ")");
+}
+
+// ---------------------------------------------------------------------------
+// Cleanup after a dead consumer
+
+Result<DeadConsumerReport> ReclaimDeadConsumer(const std::shared_ptr<Segment>& ring,
+                                               const std::shared_ptr<Segment>& bodies,
+                                               uint32_t consumer_id, uint32_t pid) {
+  if (ring == nullptr) return Status::Invalid("ReclaimDeadConsumer: null ring segment");
+  if (ring->kind() != SegmentKind::kRing) {
+    return Status::Invalid("segment '", ring->name(), "' is a ", SegmentKindName(ring->kind()),
+                           " segment, not a ring");
+  }
+  ALKAID_ASSIGN_OR_RAISE(const Geometry g, CheckRingHeader(*ring));
+  if (consumer_id != kAnyConsumer && consumer_id >= g.max_consumers) {
+    return Status::IndexError("ring '", ring->name(), "': consumer id ", consumer_id,
+                              " is out of range [0, ", g.max_consumers, ")");
+  }
+  if (pid == 0) return Status::Invalid("ReclaimDeadConsumer: pid 0");
+  if (!::alkaid::ProcessIsGone(pid)) {
+    return Status::Invalid("ring '", ring->name(), "': process ", pid,
+                           " is still running; only a dead consumer is reclaimed");
+  }
+  RingView v;
+  v.Init(ring, g);
+  DeadConsumerReport report;
+  const uint32_t first = consumer_id == kAnyConsumer ? 0 : consumer_id;
+  const uint32_t last = consumer_id == kAnyConsumer ? g.max_consumers : consumer_id + 1;
+  for (uint32_t id = first; id < last; ++id) {
+    ConsumerData& c = v.consumers[id];
+    // Acquire: partner of the claim CAS and of the seq_cst store that made
+    // the entry active; the pid is part of the word the claim wrote.
+    uint64_t word = c.state.load(std::memory_order_acquire);
+    if (StateOf(word) == 0) continue;
+    if (ConsumerPid(word) != pid) {
+      if (consumer_id == kAnyConsumer) continue;
+      return Status::Invalid("ring '", ring->name(), "': consumer ", id,
+                             " is registered by process ", ConsumerPid(word), ", not ", pid);
+    }
+    // The owner is dead, so it stores nothing more into the entry: free it
+    // at once whatever its state (claimed, active or detached). seq_cst
+    // (release semantics): partner of the acquire CAS of the next Attach;
+    // also pairs with a waiting producer's announcement like a detach.
+    if (c.state.compare_exchange_strong(word, 0, std::memory_order_seq_cst,
+                                        std::memory_order_relaxed)) {
+      ++report.registrations_freed;
+    }
+  }
+  if (report.registrations_freed > 0 &&
+      v.header->space_waiters.load(std::memory_order_seq_cst) != 0) {
+    WakeProducer(v.header);
+  }
+  if (bodies != nullptr) {
+    ALKAID_ASSIGN_OR_RAISE(auto reader, BodyReader::Open(bodies));
+    const DeadHolderReport held = reader->ReclaimDeadHolders(pid);
+    report.holders_reclaimed = held.holders_reclaimed;
+    report.references_released = held.references_released;
+  }
+  return report;
 }
 
 }  // namespace alkaid::shm

@@ -18,7 +18,7 @@ namespace alkaid::shm::internal {
 
 /// "ALKRING1" as a little-endian 64-bit integer.
 inline constexpr uint64_t kRingMagic = 0x31474e49524b4c41ULL;
-inline constexpr uint32_t kRingLayoutVersion = 3;
+inline constexpr uint32_t kRingLayoutVersion = 4;
 
 /// Ring header: four cache lines so that fields written by different parties
 /// never share a line.
@@ -98,24 +98,29 @@ enum ConsumerState : uint32_t {
   kConsumerDetached = 3,
 };
 inline constexpr uint32_t kConsumerStateMask = 3;
-constexpr uint32_t ConsumerWord(uint32_t tag, ConsumerState state) {
-  return (tag << 2) | state;
+/// (pid << 32) | (tag << 2) | state: the registration word.
+constexpr uint64_t ConsumerWord(uint32_t pid, uint32_t tag, ConsumerState state) {
+  return (static_cast<uint64_t>(pid) << 32) | (static_cast<uint64_t>(tag & 0x3fffffffU) << 2) |
+         state;
 }
+constexpr uint32_t ConsumerPid(uint64_t word) { return static_cast<uint32_t>(word >> 32); }
 
 /// One consumer registration: one cache line, written by its consumer
 /// (cursor, lost) and, rarely, by whoever attaches or detaches it.
 struct alignas(kCacheLineSize) ConsumerData {
-  /// (tag << 2) | ConsumerState, so that "is this still my registration"
-  /// and "detach it if it is still mine" are single atomic operations; the
-  /// tag comes from RingHeaderData::attach_counter. Attach claims a free
+  /// (pid << 32) | (tag << 2) | ConsumerState, so that "is this still my
+  /// registration" and "detach it if it is still mine" are single atomic
+  /// operations, and the owner's process id is recorded by the claim itself
+  /// (layout version 4; before, the pid was stored after the claim, so a
+  /// consumer that died in between left a `claimed` entry whose pid was a
+  /// previous owner's). The tag comes from RingHeaderData::attach_counter.
+  /// Transitions keep the pid. Attach claims a free
   /// entry by CAS (acq_rel) and makes it active with a seq_cst store followed
   /// by a seq_cst fence, paired with the seq_cst fence in the producer's
   /// cursor scan. Detach CASes it to 0 with release; the producer's scan
   /// loads it with acquire (partner). A force-detach CASes (tag, active) to
   /// (tag, detached); the owner, noticing, CASes (tag, detached) to 0.
-  std::atomic<uint32_t> state;
-  /// Process id of the consumer (diagnostics; relaxed, no partner).
-  std::atomic<uint32_t> pid;
+  std::atomic<uint64_t> state;
   /// Next sequence this consumer will read. Stored with release after the
   /// consumer is done with the slot; the producer's scan loads it with
   /// acquire (partner) before reusing slots below it.

@@ -3,9 +3,12 @@
 // Private: what a BatchPublisher puts in a ring slot's inline payload (see
 // docs/CLIENT.md). The body region travels as the slot's BlockHandle.
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <span>
+
+#include "alkaid/format/type.h"
 
 namespace alkaid::client::internal {
 
@@ -28,5 +31,29 @@ struct BatchDescriptor {
   uint32_t reserved = 0;
 };
 static_assert(sizeof(BatchDescriptor) == 32);
+
+/// Entries of the publisher's metadata cache and of the subscriber's decode
+/// cache (distinct batch shapes remembered per topic).
+inline constexpr size_t kShapeCacheEntries = 4;
+
+/// True if every buffer of an array of this type (and of its children) is
+/// fixed-width: its IPC metadata and the verdict of format::Validate depend
+/// only on the array's structure (length, null count, offset, buffer
+/// pointers and sizes, children), never on the values in its buffers. The
+/// publisher's metadata cache and the subscriber's decode cache are limited
+/// to such types; others (offsets, views, run ends, unions, dictionaries,
+/// extensions) are encoded, decoded and validated per message.
+inline bool IsStructuralLayout(const format::DataType& type) {
+  using format::TypeId;
+  const TypeId id = type.id();
+  if (id <= TypeId::kFixedSizeBinary) return true;  // null, bool, numbers, temporals, fsb
+  if (id == TypeId::kFixedSizeList || id == TypeId::kStruct) {
+    for (const auto& f : type.fields()) {
+      if (!IsStructuralLayout(*f->type())) return false;
+    }
+    return true;
+  }
+  return false;
+}
 
 }  // namespace alkaid::client::internal

@@ -25,6 +25,37 @@ Status RefuseDictionaries(const format::Schema& schema) {
   return Status::OK();
 }
 
+// Appends the shape of `data` to `out`: everything of an array that
+// GetRecordBatchMetadataForRegion encodes (length, null count, and each
+// buffer's position and size in the region), recursively. False if the
+// metadata could depend on anything else: a type whose buffers are not all
+// fixed-width (its encoding reads offsets), an unknown null count (counted
+// from the bitmap), a non-zero offset (re-basing), a dictionary.
+bool AppendShape(const format::ArrayData& data, const uint8_t* region,
+                 std::vector<int64_t>* out) {
+  if (data.null_count < 0 || data.offset != 0 || data.dictionary != nullptr ||
+      !internal::IsStructuralLayout(*data.type)) {
+    return false;
+  }
+  out->push_back(data.length);
+  out->push_back(data.null_count);
+  out->push_back(static_cast<int64_t>(data.buffers.size()));
+  for (const auto& b : data.buffers) {
+    if (b == nullptr) {
+      out->push_back(-1);
+      out->push_back(-1);
+    } else {
+      out->push_back(b->data() - region);
+      out->push_back(b->size());
+    }
+  }
+  out->push_back(static_cast<int64_t>(data.child_data.size()));
+  for (const auto& child : data.child_data) {
+    if (child == nullptr || !AppendShape(*child, region, out)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<BatchPublisher>> BatchPublisher::Create(shm::RingProducer* ring,
@@ -48,7 +79,7 @@ Result<std::unique_ptr<ShmBatchPool>> BatchPublisher::NewPool(uint64_t region_by
 }
 
 Status BatchPublisher::CheckSchema(const format::RecordBatch& batch) const {
-  if (!batch.schema()->Equals(*schema_)) {
+  if (batch.schema() != schema_ && !batch.schema()->Equals(*schema_)) {
     return Status::Invalid("BatchPublisher: batch schema ", batch.schema()->ToString(),
                            " differs from the publisher's ", schema_->ToString());
   }
@@ -68,9 +99,41 @@ Status BatchPublisher::Publish(const format::RecordBatch& batch, ShmBatchPool* p
   }
   ALKAID_RETURN_NOT_OK(CheckSchema(batch));
   const uint64_t body_length = pool->Seal();
+  // The metadata of a batch with the shape of the previous one is the same
+  // bytes: reuse them instead of encoding a flatbuffer per publish.
+  std::vector<int64_t>& shape = shape_scratch_;
+  shape.clear();
+  shape.push_back(batch.num_rows());
+  shape.push_back(static_cast<int64_t>(body_length));
+  bool cacheable = true;
+  for (int i = 0; i < batch.num_columns() && cacheable; ++i) {
+    cacheable = AppendShape(*batch.column_data(i), pool->region_data(), &shape);
+  }
+  if (cacheable) {
+    for (const CachedMetadata& c : metadata_cache_) {
+      if (c.shape == shape) {
+        ALKAID_RETURN_NOT_OK(PublishRegion(pool, body_length, c.metadata));
+        ++stats_.metadata_reused;
+        return Status::OK();
+      }
+    }
+  }
   ALKAID_ASSIGN_OR_RAISE(auto metadata,
                          format::ipc::GetRecordBatchMetadataForRegion(
                              batch, pool->region_data(), static_cast<int64_t>(body_length)));
+  if (cacheable) {
+    // A few shapes (a topic alternating between a handful of batch sizes)
+    // all stay cached; beyond that, round-robin replacement.
+    if (metadata_cache_.size() < internal::kShapeCacheEntries) {
+      metadata_cache_.push_back({std::move(shape), metadata});
+      shape = {};
+    } else {
+      CachedMetadata& victim = metadata_cache_[metadata_cache_next_];
+      metadata_cache_next_ = (metadata_cache_next_ + 1) % internal::kShapeCacheEntries;
+      victim.shape.swap(shape);
+      victim.metadata = metadata;
+    }
+  }
   return PublishRegion(pool, body_length, metadata);
 }
 

@@ -13,10 +13,12 @@
 /// use never exceeds the segment.
 ///
 /// Consumers never touch the allocator's bookkeeping (it lives in the
-/// producer's private heap); the only shared word they write is a block's
-/// reference count, so a crashed or hostile consumer can leak or shorten the
-/// life of blocks but cannot corrupt the allocator. Every handle coming from
-/// shared memory is checked against the segment before use.
+/// producer's private heap); the only shared words they write are a block's
+/// reference count and their own holder bit in it, so a hostile consumer can
+/// shorten or lengthen the life of blocks but cannot corrupt the allocator,
+/// and what a crashed one held by its holder bits is released exactly by
+/// BodyReader::ReclaimDeadHolders(). Every handle coming from shared memory
+/// is checked against the segment before use.
 
 #include <chrono>
 #include <cstddef>
@@ -37,6 +39,11 @@ namespace alkaid::shm {
 inline constexpr uint64_t kBlockAlignment = 64;
 /// Largest BodyAllocatorOptions::max_blocks.
 inline constexpr uint32_t kMaxBlocks = uint32_t{1} << 24;
+/// Readers of one body segment that hold blocks by holder bit at once (see
+/// BodyReader); further readers take anonymous references.
+inline constexpr uint32_t kMaxBodyHolders = 256;
+/// BodyReader::holder() of a reader without a holder entry.
+inline constexpr uint32_t kNoHolder = UINT32_MAX;
 
 /// Names a block for consumers. Plain data: safe to copy into a ring slot.
 ///
@@ -207,15 +214,36 @@ class ALKAID_EXPORT BlockRef {
 
  private:
   friend class BodyReader;
-  BlockRef(const BodyReader* reader, BlockHandle handle, std::span<const std::byte> data)
-      : reader_(reader), handle_(handle), data_(data) {}
+  BlockRef(const BodyReader* reader, BlockHandle handle, std::span<const std::byte> data,
+           uint32_t holder)
+      : reader_(reader), handle_(handle), data_(data), holder_(holder) {}
 
   const BodyReader* reader_ = nullptr;
   BlockHandle handle_;
   std::span<const std::byte> data_;
+  uint32_t holder_ = kNoHolder;  // kNoHolder: an anonymous (counted) reference
+};
+
+/// What BodyReader::ReclaimDeadHolders() did.
+struct DeadHolderReport {
+  uint32_t holders_reclaimed = 0;      ///< holder entries of dead processes freed
+  uint64_t references_released = 0;  ///< block references (holder bits) they still held
 };
 
 /// The consumer side of a body segment, in any process.
+///
+/// Holders: Open() claims one of the segment's kMaxBodyHolders holder
+/// entries (recording the process id) and frees it on destruction. A reader
+/// with an entry holds each block it acquires by setting its own bit in the
+/// block's descriptor, one atomic operation, so that if the process dies
+/// (even in the middle of Acquire or a release) a third party can release
+/// exactly the references it held: ReclaimDeadHolders(). A second
+/// reference to a block the reader already holds, and every reference of a
+/// reader that found no free entry (holder() == kNoHolder), is anonymous
+/// (counted in the descriptor): leaked if the process dies. The ring's
+/// consumers take one reference per message, so a BatchSubscriber only
+/// holds by bit. The entry names the process that opened the reader: a
+/// forked child must open its own reader rather than use an inherited one.
 ///
 /// Thread safety: Acquire() and the release of BlockRefs may be called from
 /// any thread concurrently; they only use atomic operations on shared memory.
@@ -244,10 +272,25 @@ class ALKAID_EXPORT BodyReader {
   /// that store handles). Invalid if the handle is not a live block.
   Status Release(const BlockHandle& handle) const;
 
+  /// This reader's holder entry, or kNoHolder.
+  uint32_t holder() const;
+
+  /// Releases everything held by readers of this segment whose processes
+  /// died: for each holder entry whose process is gone (kill(pid, 0) fails
+  /// with ESRCH) and, if `pid` is not 0, whose pid is `pid`, clears the
+  /// holder's bit in every descriptor and frees the entry. The producer
+  /// reuses those blocks once no other reference remains (its next
+  /// Reclaim; a producer waiting for space is woken). Safe against a reader
+  /// that died at any point of an acquire or release: a bit is set or not.
+  /// May be called from any process (e.g. the broker), any number of times.
+  /// Costs one pass over the descriptor table per dead holder.
+  DeadHolderReport ReclaimDeadHolders(uint32_t pid = 0) const;
+
   const std::string& name() const;
 
  private:
   friend class BlockRef;
+  Status ReleaseRef(const BlockHandle& handle, uint32_t holder) const;
   struct Impl;
   explicit BodyReader(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

@@ -91,6 +91,12 @@ struct ConsumerOptions {
   /// outlive the consumer and the messages it fills. Without it, a body is
   /// only guaranteed alive until the consumer receives its next message.
   const BodyReader* bodies = nullptr;
+  /// Start from the oldest message still in the ring instead of the next
+  /// one published. Every message published after Open() returns is
+  /// received as usual; older ones are received if still intact when read
+  /// (a slot the producer overwrote meanwhile, or one whose body it already
+  /// released, is skipped and counted in lost_before()). Default false.
+  bool from_oldest = false;
 };
 
 /// One received message, owned by the consumer that filled it. Reuse one
@@ -230,7 +236,8 @@ class ALKAID_EXPORT RingConsumer {
 
   /// Opens ring `name` and registers a consumer. It receives every message
   /// published after Open() returns (and possibly a few published during
-  /// it). CapacityError if all registrations are taken.
+  /// it; with ConsumerOptions::from_oldest, also the older ones still in
+  /// the ring). CapacityError if all registrations are taken.
   static Result<std::unique_ptr<RingConsumer>> Open(std::string_view name,
                                                     const ConsumerOptions& options = {});
 
@@ -276,5 +283,39 @@ class ALKAID_EXPORT RingConsumer {
   bool detached_ = false;
   ConsumerOptions options_;
 };
+
+/// ReclaimDeadConsumer(): every registration of the process.
+inline constexpr uint32_t kAnyConsumer = UINT32_MAX;
+
+/// What ReclaimDeadConsumer() did.
+struct DeadConsumerReport {
+  /// Ring registrations of the dead process that were freed (0 if already
+  /// free).
+  uint32_t registrations_freed = 0;
+  /// Body-segment holder entries of the dead process that were freed.
+  uint32_t holders_reclaimed = 0;
+  /// Block references (holder bits) they still held, now released.
+  uint64_t references_released = 0;
+};
+
+/// Releases everything a consumer whose process died held, from any process
+/// (the broker): frees its registration `consumer_id` of `ring` (active,
+/// force-detached, or left `claimed` by a death during RingConsumer::Open),
+/// so it no longer holds the producer back and can be reused, and, if
+/// `bodies` is given, releases exactly the block references its readers
+/// held (BodyReader::ReclaimDeadHolders(pid)), so the producer reuses that
+/// space. Safe whatever the consumer was doing when it died: every
+/// reference and the registration are single words, set or not.
+///
+/// `pid` is the dead consumer's process id: Invalid if the registration
+/// belongs to another pid or the process is still running (kill(pid, 0)
+/// does not fail with ESRCH); IndexError for an id out of range; an
+/// already free registration is left alone (the body references are still
+/// reclaimed). Pids must be in the caller's pid namespace. With
+/// `consumer_id` = kAnyConsumer, every registration of `pid` is freed (none
+/// is not an error).
+ALKAID_EXPORT Result<DeadConsumerReport> ReclaimDeadConsumer(
+    const std::shared_ptr<Segment>& ring, const std::shared_ptr<Segment>& bodies,
+    uint32_t consumer_id, uint32_t pid);
 
 }  // namespace alkaid::shm

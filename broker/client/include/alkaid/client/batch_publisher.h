@@ -26,6 +26,10 @@ struct PublishStats {
   uint64_t copied_batches = 0;     ///< of which through PublishCopy
   uint64_t copied_bytes = 0;       ///< body bytes PublishCopy copied
   uint64_t metadata_in_region = 0; ///< batches whose metadata exceeded the slot
+  /// Publish calls that reused an encoded Message of a recent batch of the
+  /// same shape (fixed-width types only; see
+  /// docs/SHM_LAYOUT.md, "Client fast paths").
+  uint64_t metadata_reused = 0;
 };
 
 /// Publishes batches of one schema through a ring whose bodies live in a
@@ -82,6 +86,17 @@ class ALKAID_EXPORT BatchPublisher {
   shm::BodyAllocator* bodies_;
   format::SchemaPtr schema_;
   PublishStats stats_;
+  // Metadata cache: the shapes (see AppendShape in batch_publisher.cc) of
+  // the last few distinct batches published through Publish, with their
+  // encoded Messages. A batch of the same shape has byte-identical
+  // metadata, so it is not encoded again.
+  struct CachedMetadata {
+    std::vector<int64_t> shape;
+    std::shared_ptr<format::Buffer> metadata;
+  };
+  std::vector<int64_t> shape_scratch_;
+  std::vector<CachedMetadata> metadata_cache_;
+  size_t metadata_cache_next_ = 0;  // round-robin victim
   // The slot payload being assembled; kept between publishes so that a
   // publish allocates nothing here.
   std::vector<std::byte> slot_payload_;

@@ -52,7 +52,16 @@ struct SubscriberOptions {
 /// slot descriptor against the ring's inline capacity and the body block,
 /// the Message by format::ipc::Message::Open and ReadRecordBatch (which
 /// validate every buffer against the body). A bad message is reported as
-/// an error for that message only.
+/// an error for that message only. Every batch is structurally validated
+/// (format::Validate; ValidateFull with IpcReadOptions::validate_full).
+///
+/// Decode cache: the subscriber keeps the shapes of the last four distinct
+/// batches it decoded in full (their verified metadata bytes, body length,
+/// and where each buffer lay). A message whose metadata is byte-identical to
+/// one of them (compared on a private copy) and whose body has the same
+/// length is rebuilt from that shape without verifying or parsing the flatbuffer; Validate is
+/// re-run on it unless its verdict cannot depend on the values (columns of
+/// fixed-width, struct and fixed-size-list types only).
 ///
 /// Lifetime: batches keep the body segment mapping and their block alive on
 /// their own and may outlive the subscriber. Thread safety: Receive from one
@@ -88,6 +97,12 @@ class ALKAID_EXPORT BatchSubscriber {
   const format::SchemaPtr& schema() const;
   /// The underlying ring consumer (id, sequence, lost count).
   const shm::RingConsumer& consumer() const;
+
+  /// Messages decoded through the decode cache: their metadata bytes (and
+  /// body length) equalled those of a message decoded in full before, so
+  /// its verified, validated shape was replayed over the new body
+  /// instead of verifying and parsing the flatbuffer again. Diagnostics.
+  uint64_t decode_cache_hits() const;
 
  private:
   struct Impl;

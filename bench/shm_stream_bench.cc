@@ -1,0 +1,227 @@
+// Stream throughput of the client glue: one producer process publishes
+// small record batches (one int64 column x 64 rows, built in place in shared
+// memory) as fast as it can through a kBlockProducer ring; 1 or 4 consumer
+// processes busy-poll, rebuild each batch (zero-copy, structurally
+// validated: Validate, not ValidateFull) and read its first and last value.
+// Reported: batches per second received and decoded by each consumer, from
+// its first to its last batch, beside the producer's publish rate and the
+// cost of a plain in-process publish + receive + decode loop (no second
+// process: the CPU cost of the path, which is what callgrind and perf
+// profile with --inproc).
+//
+// Usage:
+//   alkaid_shm_stream_bench [batches, default 1000000]
+//   alkaid_shm_stream_bench --inproc [iterations]   (single thread, for profilers)
+
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "alkaid/client/batch_publisher.h"
+#include "alkaid/client/batch_subscriber.h"
+#include "alkaid/format/array.h"
+#include "alkaid/format/builder_primitive.h"
+#include "alkaid/shm/segment.h"
+
+namespace {
+
+using namespace alkaid;
+using namespace std::chrono_literals;
+
+constexpr int64_t kRows = 64;
+
+void Die(const Status& st, const char* what) {
+  std::fprintf(stderr, "%s: %s\n", what, st.ToString().c_str());
+  std::exit(1);
+}
+
+#define CHECK_OK(expr)            \
+  do {                            \
+    ::alkaid::Status _s = (expr); \
+    if (!_s.ok()) Die(_s, #expr); \
+  } while (false)
+
+int64_t NowNs() {
+  timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+format::SchemaPtr Schema() { return format::schema({format::field("v", format::int64(), false)}); }
+
+// Builds batch `i` (values i, i+1, ..., i+63) in a fresh region and
+// publishes it.
+void PublishOne(client::BatchPublisher* publisher, const format::SchemaPtr& schema, int64_t i) {
+  auto pool = publisher->NewPool(kRows * 8).ValueOrDie();
+  format::Int64Builder builder(pool.get());
+  CHECK_OK(builder.Reserve(kRows));
+  for (int64_t r = 0; r < kRows; ++r) builder.UnsafeAppend(i + r);
+  auto array = builder.Finish().ValueOrDie();
+  auto batch = format::RecordBatch::Make(schema, kRows, {array}).ValueOrDie();
+  CHECK_OK(publisher->Publish(*batch, pool.get()));
+}
+
+// Reads the first and last value of a received batch; checks them.
+void CheckBatch(const client::ReceivedBatch& got, int64_t expected_first) {
+  const format::ArrayData& col = *got.batch->column_data(0);
+  const int64_t* v = col.buffers[1]->data_as<int64_t>() + col.offset;
+  const int64_t first = v[0];
+  const int64_t last = v[col.length - 1];
+  if (first != expected_first || last != first + kRows - 1) {
+    std::fprintf(stderr, "batch %lld has values %lld..%lld\n",
+                 static_cast<long long>(expected_first), static_cast<long long>(first),
+                 static_cast<long long>(last));
+    std::exit(2);
+  }
+}
+
+std::string Tag() { return std::to_string(::getpid()); }
+
+// Single thread: publish, receive, decode, read; the CPU cost per batch.
+double InProcess(int64_t iterations) {
+  const std::string tag = Tag();
+  const std::string bodies_name = "alkaid_stream_ib" + tag;
+  const std::string ring_name = "alkaid_stream_ir" + tag;
+  auto schema = Schema();
+  shm::RingOptions ro;
+  ro.slot_count = 1024;
+  auto bodies = shm::BodyAllocator::Create(bodies_name, 16 << 20).ValueOrDie();
+  auto ring = shm::RingProducer::Create(ring_name, ro, bodies.get()).ValueOrDie();
+  client::SubscriberOptions so;
+  so.consumer.wait_mode = shm::WaitMode::kBusyPoll;
+  auto sub =
+      client::BatchSubscriber::Open(ring->segment(), bodies->segment(), schema, so).ValueOrDie();
+  auto publisher = client::BatchPublisher::Create(ring.get(), bodies.get(), schema).ValueOrDie();
+  // Warm-up, then the timed loop.
+  for (int64_t i = 0; i < 1000; ++i) {
+    PublishOne(publisher.get(), schema, i);
+    auto got = sub->TryReceive().ValueOrDie();
+    CheckBatch(got, i);
+  }
+  const int64_t t0 = NowNs();
+  for (int64_t i = 0; i < iterations; ++i) {
+    PublishOne(publisher.get(), schema, i);
+    auto got = sub->TryReceive();
+    if (!got.ok()) Die(got.status(), "TryReceive");
+    CheckBatch(*got, i);
+  }
+  const double ns = static_cast<double>(NowNs() - t0) / static_cast<double>(iterations);
+  sub.reset();
+  publisher.reset();
+  ring.reset();
+  bodies.reset();
+  (void)shm::Segment::Remove(bodies_name);
+  (void)shm::Segment::Remove(ring_name);
+  return ns;
+}
+
+struct Shared {
+  std::atomic<int> ready;
+  std::atomic<int> go;
+  int64_t first_ns[8];
+  int64_t last_ns[8];
+};
+
+struct StreamFigures {
+  double per_consumer_rate[8];
+  double producer_rate;
+};
+
+StreamFigures Stream(int consumers, int64_t batches) {
+  const std::string tag = Tag() + "_" + std::to_string(consumers);
+  const std::string bodies_name = "alkaid_stream_b" + tag;
+  const std::string ring_name = "alkaid_stream_r" + tag;
+  auto schema = Schema();
+  shm::RingOptions ro;
+  ro.slot_count = 4096;
+  ro.publish_timeout = 60s;
+  shm::BodyAllocatorOptions bo;
+  bo.wait_timeout = 60s;
+  bo.max_blocks = 16384;
+  auto bodies = shm::BodyAllocator::Create(bodies_name, 16 << 20, bo).ValueOrDie();
+  auto ring = shm::RingProducer::Create(ring_name, ro, bodies.get()).ValueOrDie();
+  void* mem = ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                     -1, 0);
+  auto* shared = new (mem) Shared();
+  std::vector<pid_t> children;
+  for (int c = 0; c < consumers; ++c) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      client::SubscriberOptions so;
+      so.consumer.wait_mode = shm::WaitMode::kBusyPoll;
+      auto sub = client::BatchSubscriber::Open(ring_name, bodies_name, schema, so).ValueOrDie();
+      shared->ready.fetch_add(1);
+      for (int64_t i = 0; i < batches; ++i) {
+        auto got = sub->Receive(60s);
+        if (!got.ok()) Die(got.status(), "consumer receive");
+        if (i == 0) shared->first_ns[c] = NowNs();
+        CheckBatch(*got, i);
+      }
+      shared->last_ns[c] = NowNs();
+      ::_exit(0);
+    }
+    children.push_back(pid);
+  }
+  while (shared->ready.load() < consumers) ::usleep(1000);
+  auto publisher = client::BatchPublisher::Create(ring.get(), bodies.get(), schema).ValueOrDie();
+  const int64_t t0 = NowNs();
+  for (int64_t i = 0; i < batches; ++i) PublishOne(publisher.get(), schema, i);
+  const int64_t t1 = NowNs();
+  StreamFigures f{};
+  for (int c = 0; c < consumers; ++c) {
+    int status = 0;
+    ::waitpid(children[static_cast<size_t>(c)], &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      std::fprintf(stderr, "consumer %d failed\n", c);
+      std::exit(1);
+    }
+    const double secs =
+        static_cast<double>(shared->last_ns[c] - shared->first_ns[c]) / 1e9;
+    f.per_consumer_rate[c] = static_cast<double>(batches - 1) / secs;
+  }
+  f.producer_rate = static_cast<double>(batches) / (static_cast<double>(t1 - t0) / 1e9);
+  ::munmap(mem, sizeof(Shared));
+  publisher.reset();
+  ring.reset();
+  bodies.reset();
+  (void)shm::Segment::Remove(bodies_name);
+  (void)shm::Segment::Remove(ring_name);
+  return f;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 2 && std::strcmp(argv[1], "--inproc") == 0) {
+    const int64_t n = argc >= 3 ? std::atoll(argv[2]) : 1000000;
+    std::printf("in-process publish + receive + decode: %.0f ns per batch\n", InProcess(n));
+    return 0;
+  }
+  const int64_t batches = argc >= 2 ? std::atoll(argv[1]) : 1000000;
+  double load[3] = {0, 0, 0};
+  (void)::getloadavg(load, 3);
+  std::printf("load average %.2f %.2f %.2f; %lld batches of 1 int64 column x %lld rows\n",
+              load[0], load[1], load[2], static_cast<long long>(batches),
+              static_cast<long long>(kRows));
+  std::printf("in-process publish + receive + decode (one thread): %.0f ns per batch\n",
+              InProcess(std::min<int64_t>(batches, 200000)));
+  for (int consumers : {1, 4}) {
+    const StreamFigures f = Stream(consumers, batches);
+    std::printf("%d consumer(s): producer %.2f M batches/s; received+decoded per consumer:",
+                consumers, f.producer_rate / 1e6);
+    for (int c = 0; c < consumers; ++c) std::printf(" %.2f", f.per_consumer_rate[c] / 1e6);
+    std::printf(" M/s\n");
+  }
+  return 0;
+}

@@ -1,0 +1,219 @@
+// The client's fast paths: the publisher's metadata cache (a batch of the
+// shape of the previous one reuses its encoded Message) and the
+// subscriber's decode cache (a message whose metadata bytes and body length
+// equal those of the last one decoded in full is rebuilt from its shape).
+// Both must give exactly the batches the full paths give, fall back to the
+// full path whenever anything differs, and stay safe against a producer
+// that sends cached metadata with a body that does not fit it.
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "alkaid/client/batch_publisher.h"
+#include "alkaid/client/batch_subscriber.h"
+#include "alkaid/format/array.h"
+#include "alkaid/format/builder_binary.h"
+#include "alkaid/format/builder_primitive.h"
+#include "alkaid/format/validate.h"
+#include "batch_descriptor_internal.h"
+#include "client_test_util.h"
+
+namespace alkaid::client {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::Channel;
+
+format::SchemaPtr Int64Schema() {
+  return format::schema({format::field("v", format::int64(), true)});
+}
+
+// `rows` values start, start+1, ...; every 5th null when `nulls`.
+Result<format::RecordBatchPtr> BuildInts(ShmBatchPool* pool, const format::SchemaPtr& schema,
+                                         int64_t rows, int64_t start, bool nulls) {
+  format::Int64Builder b(pool);
+  ALKAID_RETURN_NOT_OK(b.Reserve(rows));
+  for (int64_t i = 0; i < rows; ++i) {
+    if (nulls && i % 5 == 2) {
+      ALKAID_RETURN_NOT_OK(b.AppendNull());
+    } else {
+      ALKAID_RETURN_NOT_OK(b.Append(start + i));
+    }
+  }
+  ALKAID_ASSIGN_OR_RAISE(auto a, b.Finish());
+  return format::RecordBatch::Make(schema, rows, {a});
+}
+
+::testing::AssertionResult CheckInts(const format::RecordBatch& batch, int64_t rows,
+                                     int64_t start, bool nulls) {
+  if (batch.num_rows() != rows) {
+    return ::testing::AssertionFailure() << batch.num_rows() << " rows, expected " << rows;
+  }
+  Status st = format::ValidateFull(batch);
+  if (!st.ok()) return ::testing::AssertionFailure() << st.ToString();
+  auto v = std::static_pointer_cast<format::Int64Array>(batch.column(0));
+  for (int64_t i = 0; i < rows; ++i) {
+    const bool null = nulls && i % 5 == 2;
+    if (v->IsNull(i) != null || (!null && v->Value(i) != start + i)) {
+      return ::testing::AssertionFailure() << "row " << i << " of the batch starting at "
+                                           << start;
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST(BatchFastPathTest, SameShapeReusesMetadataAndDecodeCache) {
+  Channel ch;
+  ASSERT_OK(ch.Create(1 << 20));
+  auto schema = Int64Schema();
+  ASSERT_OK_AND_ASSIGN(auto pub, BatchPublisher::Create(ch.ring.get(), ch.bodies.get(), schema));
+  ASSERT_OK_AND_ASSIGN(auto sub, BatchSubscriber::Open(ch.ring->segment(),
+                                                       ch.bodies->segment(), schema));
+  // Shapes: 64 rows without nulls (x3), 64 rows with nulls (x2), 10 rows,
+  // back to 64 without nulls. Only a shape not seen among the last four
+  // encodes and decodes in full.
+  struct Case {
+    int64_t rows;
+    bool nulls;
+  };
+  const std::vector<Case> cases = {{64, false}, {64, false}, {64, false}, {64, true},
+                                   {64, true},  {10, false}, {64, false}, {64, false}};
+  for (size_t i = 0; i < cases.size(); ++i) {
+    ASSERT_OK_AND_ASSIGN(auto pool, pub->NewPool(4096));
+    const int64_t start = static_cast<int64_t>(i) * 1000;
+    ASSERT_OK_AND_ASSIGN(auto batch,
+                         BuildInts(pool.get(), schema, cases[i].rows, start, cases[i].nulls));
+    ASSERT_OK(pub->Publish(*batch, pool.get()));
+    ASSERT_OK_AND_ASSIGN(auto got, sub->Receive(1s));
+    ASSERT_NE(got.batch, nullptr);
+    EXPECT_TRUE(CheckInts(*got.batch, cases[i].rows, start, cases[i].nulls)) << "message " << i;
+    // The metadata handed out is the verified Message of this batch.
+    ASSERT_NE(got.metadata, nullptr);
+    ASSERT_NE(got.body, nullptr);
+  }
+  EXPECT_EQ(pub->stats().batches, cases.size());
+  EXPECT_EQ(pub->stats().metadata_reused, 5u);  // messages 1, 2, 4, 6, 7
+  EXPECT_EQ(sub->decode_cache_hits(), 5u);
+  // Six new shapes (1..6 rows), then the last four again, then the first:
+  // the cache keeps the four most recent distinct shapes.
+  const uint64_t reused = pub->stats().metadata_reused;
+  const uint64_t hits = sub->decode_cache_hits();
+  std::vector<int64_t> sequence = {1, 2, 3, 4, 5, 6, 3, 4, 5, 6, 1};
+  for (int64_t rows : sequence) {
+    ASSERT_OK_AND_ASSIGN(auto pool, pub->NewPool(4096));
+    ASSERT_OK_AND_ASSIGN(auto batch, BuildInts(pool.get(), schema, rows, rows * 7, false));
+    ASSERT_OK(pub->Publish(*batch, pool.get()));
+    ASSERT_OK_AND_ASSIGN(auto got, sub->Receive(1s));
+    EXPECT_TRUE(CheckInts(*got.batch, rows, rows * 7, false));
+  }
+  EXPECT_EQ(pub->stats().metadata_reused - reused, 4u);
+  EXPECT_EQ(sub->decode_cache_hits() - hits, 4u);
+}
+
+TEST(BatchFastPathTest, VariableWidthColumnsAreRevalidatedAndStillCorrect) {
+  Channel ch;
+  ASSERT_OK(ch.Create(1 << 20));
+  auto schema = format::schema({format::field("s", format::utf8())});
+  ASSERT_OK_AND_ASSIGN(auto pub, BatchPublisher::Create(ch.ring.get(), ch.bodies.get(), schema));
+  ASSERT_OK_AND_ASSIGN(auto sub, BatchSubscriber::Open(ch.ring->segment(),
+                                                       ch.bodies->segment(), schema));
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_OK_AND_ASSIGN(auto pool, pub->NewPool(4096));
+    format::StringBuilder b(pool.get());
+    for (int r = 0; r < 8; ++r) ASSERT_OK(b.Append("v" + std::to_string(i * 10 + r)));
+    ASSERT_OK_AND_ASSIGN(auto a, b.Finish());
+    ASSERT_OK_AND_ASSIGN(auto batch, format::RecordBatch::Make(schema, 8, {a}));
+    ASSERT_OK(pub->Publish(*batch, pool.get()));
+    ASSERT_OK_AND_ASSIGN(auto got, sub->Receive(1s));
+    ASSERT_OK(format::ValidateFull(*got.batch));
+    auto s = std::static_pointer_cast<format::StringArray>(got.batch->column(0));
+    for (int r = 0; r < 8; ++r) EXPECT_EQ(s->GetView(r), "v" + std::to_string(i * 10 + r));
+  }
+  // Strings are never encoded from a cached shape (their metadata could
+  // depend on the offsets).
+  EXPECT_EQ(pub->stats().metadata_reused, 0u);
+}
+
+// A hostile producer replays the metadata of a cached message with bodies
+// that do not fit it: every such message must fail on its own, and a good
+// message afterwards must still decode.
+TEST(BatchFastPathTest, CachedMetadataWithAWrongBodyIsRefused) {
+  Channel ch;
+  ASSERT_OK(ch.Create(1 << 20));
+  auto schema = Int64Schema();
+  ASSERT_OK_AND_ASSIGN(auto pub, BatchPublisher::Create(ch.ring.get(), ch.bodies.get(), schema));
+  ASSERT_OK_AND_ASSIGN(auto sub, BatchSubscriber::Open(ch.ring->segment(),
+                                                       ch.bodies->segment(), schema));
+  ASSERT_OK_AND_ASSIGN(auto pool, pub->NewPool(4096));
+  ASSERT_OK_AND_ASSIGN(auto batch, BuildInts(pool.get(), schema, 64, 7, true));
+  ASSERT_OK(pub->Publish(*batch, pool.get()));
+  ASSERT_OK_AND_ASSIGN(auto good, sub->Receive(1s));
+  ASSERT_TRUE(CheckInts(*good.batch, 64, 7, true));
+  const uint64_t body_length = static_cast<uint64_t>(good.body->size());
+  const std::string metadata = good.metadata->ToString();
+
+  auto send = [&](uint64_t block_bytes, uint64_t declared_body, std::string md) -> Status {
+    internal::BatchDescriptor desc;
+    desc.body_length = declared_body;
+    desc.metadata_length = static_cast<uint32_t>(md.size());
+    std::vector<std::byte> payload(sizeof(desc) + md.size());
+    std::memcpy(payload.data(), &desc, sizeof(desc));
+    std::memcpy(payload.data() + sizeof(desc), md.data(), md.size());
+    ALKAID_ASSIGN_OR_RAISE(auto block, ch.bodies->Allocate(block_bytes));
+    std::memset(block.data().data(), 0xff, block.data().size());
+    return ch.ring->Publish(payload, block);
+  };
+  // Same metadata, body declared longer than its block.
+  ASSERT_OK(send(64, body_length, metadata));
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "exceeds its", sub->Receive(1s).status());
+  // Same metadata, shorter body (fits the block): not the cached shape, so
+  // it goes through Message::Open, which refuses the size mismatch.
+  ASSERT_OK(send(body_length, body_length - 64, metadata));
+  EXPECT_FALSE(sub->Receive(1s).ok());
+  // One metadata byte changed: verified again from scratch.
+  std::string flipped = metadata;
+  flipped[flipped.size() / 2] = static_cast<char>(flipped[flipped.size() / 2] ^ 0x5a);
+  ASSERT_OK(send(body_length, body_length, flipped));
+  auto r = sub->Receive(1s);
+  if (r.ok()) {
+    // A flip that still verifies must still give a valid batch.
+    ASSERT_OK(format::Validate(*r->batch));
+  }
+  // And the stream goes on.
+  ASSERT_OK_AND_ASSIGN(auto pool2, pub->NewPool(4096));
+  ASSERT_OK_AND_ASSIGN(auto batch2, BuildInts(pool2.get(), schema, 64, 99, true));
+  ASSERT_OK(pub->Publish(*batch2, pool2.get()));
+  ASSERT_OK_AND_ASSIGN(auto again, sub->Receive(1s));
+  EXPECT_TRUE(CheckInts(*again.batch, 64, 99, true));
+}
+
+TEST(BatchFastPathTest, SubscriberFromOldestGetsBatchesPublishedBeforeItOpened) {
+  Channel ch;
+  ASSERT_OK(ch.Create(1 << 20));
+  auto schema = Int64Schema();
+  ASSERT_OK_AND_ASSIGN(auto pub, BatchPublisher::Create(ch.ring.get(), ch.bodies.get(), schema));
+  for (int64_t i = 0; i < 3; ++i) {
+    ASSERT_OK_AND_ASSIGN(auto pool, pub->NewPool(4096));
+    ASSERT_OK_AND_ASSIGN(auto batch, BuildInts(pool.get(), schema, 16, i * 100, false));
+    ASSERT_OK(pub->Publish(*batch, pool.get()));
+  }
+  SubscriberOptions so;
+  so.consumer.from_oldest = true;
+  ASSERT_OK_AND_ASSIGN(auto sub, BatchSubscriber::Open(ch.ring->segment(),
+                                                       ch.bodies->segment(), schema, so));
+  ASSERT_OK_AND_ASSIGN(auto plain, BatchSubscriber::Open(ch.ring->segment(),
+                                                         ch.bodies->segment(), schema));
+  for (int64_t i = 0; i < 3; ++i) {
+    ASSERT_OK_AND_ASSIGN(auto got, sub->Receive(1s));
+    EXPECT_EQ(got.sequence, static_cast<uint64_t>(i));
+    EXPECT_TRUE(CheckInts(*got.batch, 16, i * 100, false));
+  }
+  ASSERT_OK_AND_ASSIGN(auto none, plain->TryReceive());
+  EXPECT_EQ(none.batch, nullptr);
+}
+
+}  // namespace
+}  // namespace alkaid::client
