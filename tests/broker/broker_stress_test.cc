@@ -13,14 +13,13 @@
 //   survivor re-registered after the broker's restarts);
 // - no /dev/shm object of the broker is left after its clean shutdown.
 //
-// Ring policy: kBlockProducer (no message may be dropped) with a body
-// segment far larger than what dead consumers can leak. A consumer killed
-// while holding a received batch leaks that block's reference (libshm
-// keeps one shared count per block; releasing exactly a dead consumer's
-// references is a pending libshm change), so each kill can leak at most
-// the one small block the consumer held: a few KiB over the whole run,
-// against 16 MiB per producer. Dead consumers' ring registrations are
-// detached by the producers' pid checks, so they never block a producer.
+// Ring policy: kBlockProducer (no message may be dropped). A consumer killed
+// while holding a received batch leaves that block's holder bit set; the
+// producers' pid checks (shm::ReclaimDeadConsumer) free its ring
+// registration and release exactly the references it held, so a dead
+// consumer never holds a producer back. (That the references are really
+// released is shown by tests/libshm/reclaim_test.cc; here each kill could
+// only ever pin one small block of the 16 MiB body segment anyway.)
 
 #include <gtest/gtest.h>
 #include <signal.h>

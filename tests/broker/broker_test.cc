@@ -139,12 +139,67 @@ TEST(BrokerTest, UnknownTopicAndNoBroker) {
   ASSERT_RAISES_WITH_MESSAGE(kKeyError, "no topic 'nope'",
                              Consumer::Open("nope", ConsumerOn(broker)));
   ASSERT_RAISES(kInvalid, Consumer::Open("bad/name", ConsumerOn(broker)));
-  client::ConsumerOptions oldest = ConsumerOn(broker);
-  oldest.from_oldest = true;
-  ASSERT_RAISES(kNotImplemented, Consumer::Open("nope", oldest));
   client::ConsumerOptions nowhere;
   nowhere.socket_path = "/tmp/alkaid-test-no-such-broker.sock";
   ASSERT_RAISES_WITH_MESSAGE(kIOError, "cannot reach the broker", Consumer::Open("x", nowhere));
+}
+
+// from_oldest: what the ring still holds is delivered, in order; a default
+// consumer starts with the next batch published.
+TEST(BrokerTest, FromOldestReadsWhatTheRingStillHolds) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  client::ProducerOptions po = ProducerOn(broker);
+  po.wait_for_consumers = 0ms;
+  ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("old", IdSchema(), po));
+  for (int64_t b = 0; b < 5; ++b) {
+    ASSERT_OK_AND_ASSIGN(auto batch, IdBatch(b * 10, 10));
+    ASSERT_OK(producer->PublishCopy(*batch));
+  }
+  client::ConsumerOptions oldest = ConsumerOn(broker);
+  oldest.from_oldest = true;
+  ASSERT_OK_AND_ASSIGN(auto from_oldest, Consumer::Open("old", oldest));
+  ASSERT_OK_AND_ASSIGN(auto from_now, Consumer::Open("old", ConsumerOn(broker)));
+  ASSERT_OK_AND_ASSIGN(auto last, IdBatch(50, 10));
+  ASSERT_OK(producer->PublishCopy(*last));
+  for (int64_t b = 0; b < 6; ++b) {
+    ASSERT_OK_AND_ASSIGN(auto got, from_oldest->Next(5s));
+    ASSERT_NE(got, nullptr);
+    EXPECT_EQ(FirstId(*got), b * 10);
+  }
+  EXPECT_EQ(from_oldest->lost(), 0u);
+  ASSERT_OK_AND_ASSIGN(auto got, from_now->Next(5s));
+  ASSERT_NE(got, nullptr);
+  EXPECT_EQ(FirstId(*got), 50);
+  ASSERT_OK(producer->Close());
+  ASSERT_RAISES(kEndOfStream, from_oldest->Next(5s));
+  ASSERT_RAISES(kEndOfStream, from_now->Next(5s));
+}
+
+// A producer that joins after the consumer attached is read from its first
+// batch, even when it publishes before the consumer saw it join.
+TEST(BrokerTest, ProducerJoiningLaterIsReadFromItsFirstBatch) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
+  ASSERT_OK_AND_ASSIGN(bool created, admin->CreateTopic("late", IdSchema()));
+  EXPECT_TRUE(created);
+  ASSERT_OK_AND_ASSIGN(auto consumer, Consumer::Open("late", ConsumerOn(broker)));
+  client::ProducerOptions po = ProducerOn(broker);
+  po.wait_for_consumers = 0ms;  // publish at once: the consumer has not registered yet
+  ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("late", IdSchema(), po));
+  for (int64_t b = 0; b < 3; ++b) {
+    ASSERT_OK_AND_ASSIGN(auto batch, IdBatch(b * 10, 10));
+    ASSERT_OK(producer->PublishCopy(*batch));
+  }
+  for (int64_t b = 0; b < 3; ++b) {
+    ASSERT_OK_AND_ASSIGN(auto got, consumer->Next(5s));
+    ASSERT_NE(got, nullptr);
+    EXPECT_EQ(FirstId(*got), b * 10);
+  }
+  EXPECT_EQ(consumer->lost(), 0u);
+  ASSERT_OK(producer->Close());
+  ASSERT_RAISES(kEndOfStream, consumer->Next(5s));
 }
 
 // The broker refuses a second instance on its socket, removes leftovers of

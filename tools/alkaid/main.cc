@@ -146,7 +146,7 @@ int main(int argc, char** argv) {
                             "Stop after SEC seconds without data")
       ->check(CLI::PositiveNumber);
   subscribe_cmd->add_flag("--from-oldest", subscribe.from_oldest,
-                          "Start at the oldest batch still held (not available yet)");
+                          "Start at the oldest batch the rings still hold");
   subscribe_cmd->add_option("--columns", subscribe.columns,
                             "Receive only these columns (comma-separated names)")
       ->delimiter(',');

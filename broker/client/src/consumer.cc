@@ -79,6 +79,7 @@ struct Consumer::Impl {
   std::set<std::string> finished;  // rings of producers seen and done
   std::size_t round_robin = 0;
   uint32_t since_maintain = 0;  // receive attempts since Maintain()
+  bool attached = false;        // the first attach's producers are subscribed
   bool seen_producer = false;
   std::string end_reason;
   uint64_t lost = 0;
@@ -100,16 +101,21 @@ struct Consumer::Impl {
     s.producer_id = info.id;
     s.pid = info.pid;
     s.ring = info.ring;
+    // A producer that joins after we attached published nothing before we
+    // were subscribed, so all it still holds is ours: read from its oldest.
+    const bool from_oldest = options.from_oldest || attached;
     Status st;
     if (kind == PayloadKind::kUnsafeRow) {
       shm::ConsumerOptions ring_options;
       ring_options.wait_mode = options.wait_mode;
+      ring_options.from_oldest = from_oldest;
       auto r = RowSubscriber::Open(info.ring, info.bodies, topic_schema, columns, ring_options);
       if (r.ok()) s.rows = std::move(*r);
       st = r.status();
     } else {
       SubscriberOptions sub_options;
       sub_options.consumer.wait_mode = options.wait_mode;
+      sub_options.consumer.from_oldest = from_oldest;
       auto r = BatchSubscriber::Open(info.ring, info.bodies, topic_schema, sub_options);
       if (r.ok()) s.batches = std::move(*r);
       st = r.status();
@@ -317,11 +323,6 @@ Consumer::~Consumer() { (void)Close(); }
 Result<std::unique_ptr<Consumer>> Consumer::Open(const std::string& topic,
                                                  const ConsumerOptions& options) {
   ALKAID_RETURN_NOT_OK(p::ValidateTopicName(topic));
-  if (options.from_oldest) {
-    return Status::NotImplemented(
-        "subscribing from the oldest held batch: libshm's RingConsumer registers at the current "
-        "write position only");
-  }
   auto impl = std::make_unique<Impl>();
   impl->topic = topic;
   impl->options = options;
@@ -363,6 +364,7 @@ Result<std::unique_ptr<Consumer>> Consumer::Open(const std::string& topic,
     impl->schema = format::schema(std::move(fields), full->metadata());
   }
   for (const auto& producer : reply.producers) impl->Subscribe(producer);
+  impl->attached = true;
   return std::unique_ptr<Consumer>(new Consumer(std::move(impl)));
 }
 

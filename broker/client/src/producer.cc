@@ -1,6 +1,7 @@
 #include "alkaid/client/producer.h"
 
 #include <atomic>
+#include <set>
 #include <thread>
 
 #include "alkaid/client/batch_publisher.h"
@@ -60,14 +61,32 @@ struct Producer::Impl {
     if (!bodies_name.empty()) (void)shm::Segment::Remove(bodies_name);
   }
 
-  // Detaches every ring registration of a process that is gone (all of
-  // them if `only_pid` is 0; those of `only_pid` otherwise).
-  void DetachDeadConsumers(uint32_t only_pid) {
+  // Releases what consumer processes that are gone held (all of them if
+  // `only_pid` is 0; `only_pid`'s otherwise): their ring registrations, so
+  // they no longer hold the ring back, and exactly the body references they
+  // held, so their blocks are reused (shm::ReclaimDeadConsumer).
+  void ReclaimDeadConsumers(uint32_t only_pid) {
+    std::set<uint32_t> pids;
+    if (only_pid != 0) pids.insert(only_pid);
     for (const auto& c : ring->ConsumersGuess()) {
-      if (!c.active || c.pid == 0) continue;
-      if (only_pid != 0 && c.pid != only_pid) continue;
-      if (!internal::ProcessIsGone(c.pid)) continue;
-      if (ring->DetachConsumer(c.id).ok()) dead_detached.fetch_add(1, std::memory_order_relaxed);
+      if (only_pid == 0 && (c.active || c.detached) && c.pid != 0) pids.insert(c.pid);
+    }
+    for (uint32_t pid : pids) {
+      if (!internal::ProcessIsGone(pid)) continue;
+      auto reclaimed = shm::ReclaimDeadConsumer(
+          ring->segment(), bodies != nullptr ? bodies->segment() : nullptr, shm::kAnyConsumer,
+          pid);
+      if (reclaimed.ok()) {
+        dead_detached.fetch_add(reclaimed->registrations_freed, std::memory_order_relaxed);
+        continue;
+      }
+      // Exited but not reaped yet (a zombie child of ours: kill(pid, 0)
+      // still succeeds): at least stop it holding the ring back now; its
+      // registration and references are freed (and counted) on a later
+      // pass, once it is reaped.
+      for (const auto& c : ring->ConsumersGuess()) {
+        if (c.active && c.pid == pid) (void)ring->DetachConsumer(c.id);
+      }
     }
   }
 
@@ -133,7 +152,7 @@ struct Producer::Impl {
         if (!event.ok()) {
           broker_lost = true;  // data keeps flowing; only the control plane is gone
         } else if (event->has_value() && (*event)->type == p::EventType::kConsumerGone) {
-          DetachDeadConsumers((*event)->pid);
+          ReclaimDeadConsumers((*event)->pid);
         }
       } else {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -144,7 +163,7 @@ struct Producer::Impl {
       }
       const auto now = Clock::now();
       if (now >= next_pid_check) {
-        DetachDeadConsumers(0);
+        ReclaimDeadConsumers(0);
         next_pid_check = now + kPidCheckInterval;
       }
       if (!broker_lost && now >= next_stats) {

@@ -23,9 +23,10 @@ namespace alkaid::client {
 struct ConsumerOptions {
   /// Broker socket; empty: DefaultBrokerSocket().
   std::string socket_path;
-  /// Start at the oldest batch the producers' rings still hold instead of
-  /// the next one published. Not available yet (NotImplemented): libshm's
-  /// RingConsumer registers at the current write position only.
+  /// Start at the oldest batch the rings of the topic's current producers
+  /// still hold instead of the next one published (what was overwritten
+  /// already is counted as lost, see lost()). Producers that join later are
+  /// always read from their first batch still held.
   bool from_oldest = false;
   /// Receive only these columns, by name, in this order (empty: every
   /// column). Open fails with KeyError naming an unknown column and listing

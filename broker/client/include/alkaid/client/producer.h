@@ -42,7 +42,8 @@ struct ProducerOptions {
 struct ProducerStats {
   uint64_t published = 0;
   uint64_t copied_bytes = 0;
-  /// Consumer registrations detached because their process died.
+  /// Consumer registrations freed because their process died (with the
+  /// body references they held: shm::ReclaimDeadConsumer).
   uint64_t dead_consumers_detached = 0;
   /// Times this producer re-registered with a restarted broker.
   uint64_t reregistrations = 0;
