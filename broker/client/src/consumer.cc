@@ -101,9 +101,12 @@ struct Consumer::Impl {
     s.producer_id = info.id;
     s.pid = info.pid;
     s.ring = info.ring;
-    // A producer that joins after we attached published nothing before we
-    // were subscribed, so all it still holds is ours: read from its oldest.
-    const bool from_oldest = options.from_oldest || attached;
+    // Only on request, and only for the producers there at attach: a ring's
+    // messages older than our registration are delivered only if still
+    // intact when read, so reading them could leave a gap after the first
+    // one delivered. Producers that join later wait for the consumers
+    // already attached (ProducerOptions::wait_for_consumers) instead.
+    const bool from_oldest = options.from_oldest && !attached;
     Status st;
     if (kind == PayloadKind::kUnsafeRow) {
       shm::ConsumerOptions ring_options;

@@ -24,9 +24,12 @@ struct ConsumerOptions {
   /// Broker socket; empty: DefaultBrokerSocket().
   std::string socket_path;
   /// Start at the oldest batch the rings of the topic's current producers
-  /// still hold instead of the next one published (what was overwritten
-  /// already is counted as lost, see lost()). Producers that join later are
-  /// always read from their first batch still held.
+  /// still hold instead of the next one published. Those older batches are
+  /// delivered if still intact when read: one the producer overwrites first
+  /// is skipped and counted in lost(). From the batch published after Open
+  /// on, nothing is lost (with kBlockProducer). Producers that join later
+  /// are read from the next batch they publish (they wait for attached
+  /// consumers first: ProducerOptions::wait_for_consumers).
   bool from_oldest = false;
   /// Receive only these columns, by name, in this order (empty: every
   /// column). Open fails with KeyError naming an unknown column and listing
