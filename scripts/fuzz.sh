@@ -3,7 +3,8 @@
 # starting from the corpus kept in fuzz/corpus/<target> plus Arrow's gold files.
 #   scripts/fuzz.sh [seconds-per-target]      (default 60)
 # New inputs that increase coverage are written to build/fuzz/corpus/<target>;
-# a crash leaves its input in build/fuzz/ and makes this script fail.
+# a crash, leak, UBSan finding or hang leaves its input in
+# build/fuzz/artifacts/<target>/ and makes this script fail.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
@@ -22,10 +23,13 @@ for target in ipc_stream_fuzz ipc_file_fuzz ipc_message_fuzz unsafe_row_fuzz con
     control_protocol_fuzz) ;;  # control frames: only its own seeds in fuzz/corpus/control_protocol_fuzz
     *) cp -n "$gold"/*.stream "$work"/ ;;
   esac
+  mkdir -p "build/fuzz/artifacts/$target"
   echo "== $target for ${seconds}s"
+  # -timeout: an input taking over 30 s is a hang and fails the run too.
   if ! (cd build/fuzz && "./fuzz/$target" -max_total_time="$seconds" -rss_limit_mb=2048 \
-        -max_len=1048576 -print_final_stats=1 "corpus/$target" "${seeds[@]/#/../../}"); then
-    echo "$target found a failure" >&2
+        -timeout=30 -max_len=1048576 -print_final_stats=1 \
+        -artifact_prefix="artifacts/$target/" "corpus/$target" "${seeds[@]/#/../../}"); then
+    echo "$target found a failure; its input is in build/fuzz/artifacts/$target/" >&2
     status=1
   fi
 done

@@ -12,6 +12,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev
   util-linux procps
+  clang-tidy ccache python3
 )
 
 missing=()

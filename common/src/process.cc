@@ -19,7 +19,7 @@ bool ProcessIsGone(uint32_t pid) {
   if (f == nullptr) return false;
   char line[512];
   const std::size_t n = std::fread(line, 1, sizeof(line) - 1, f);
-  std::fclose(f);
+  (void)std::fclose(f);  // read-only: nothing to flush, nothing to report
   line[n] = '\0';
   const char* close = std::strrchr(line, ')');
   if (close == nullptr || close[1] != ' ') return false;

@@ -81,7 +81,8 @@ Status Status::WithContext(std::string_view context) const {
 
 void Status::Abort(std::string_view what) const {
   if (ok()) return;
-  std::fprintf(stderr, "alkaid: fatal: %.*s%s%s\n", static_cast<int>(what.size()),
+  // Best effort: the process aborts next whether or not the message got out.
+  (void)std::fprintf(stderr, "alkaid: fatal: %.*s%s%s\n", static_cast<int>(what.size()),
                what.data(), what.empty() ? "" : ": ", ToString().c_str());
   std::abort();
 }

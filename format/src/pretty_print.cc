@@ -184,9 +184,9 @@ void AppendDecimal(std::string* out, const uint8_t* bytes, int byte_width, int32
   uint32_t limbs[8] = {};
   const int n = byte_width / 4;
   for (int k = 0; k < n; ++k) {
-    limbs[k] = static_cast<uint32_t>(bytes[4 * k]) | static_cast<uint32_t>(bytes[4 * k + 1]) << 8 |
-               static_cast<uint32_t>(bytes[4 * k + 2]) << 16 |
-               static_cast<uint32_t>(bytes[4 * k + 3]) << 24;
+    const uint8_t* limb = bytes + 4 * static_cast<ptrdiff_t>(k);
+    limbs[k] = static_cast<uint32_t>(limb[0]) | static_cast<uint32_t>(limb[1]) << 8 |
+               static_cast<uint32_t>(limb[2]) << 16 | static_cast<uint32_t>(limb[3]) << 24;
   }
   const bool negative = (limbs[n - 1] & 0x80000000u) != 0;
   if (negative) {  // magnitude = ~x + 1 (the most negative value maps to itself, unsigned)

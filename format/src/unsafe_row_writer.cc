@@ -80,7 +80,10 @@ class RowEncoder {
       const int64_t slot = a->offset + i;
       int64_t idx = 0;
       switch (dict_type.index_type()->id()) {
-        case TypeId::kInt8: idx = reinterpret_cast<const int8_t*>(p)[slot]; break;
+        case TypeId::kInt8:
+          // NOLINTNEXTLINE(bugprone-signed-char-misuse,cert-str34-c): an int8 index is signed
+          idx = reinterpret_cast<const int8_t*>(p)[slot];
+          break;
         case TypeId::kUInt8: idx = p[slot]; break;
         case TypeId::kInt16: idx = reinterpret_cast<const int16_t*>(p)[slot]; break;
         case TypeId::kUInt16: idx = reinterpret_cast<const uint16_t*>(p)[slot]; break;
@@ -169,7 +172,7 @@ class RowEncoder {
         int32_t buf, off;
         std::memcpy(&buf, view + 8, 4);
         std::memcpy(&off, view + 12, 4);
-        const auto& b = a.buffers[static_cast<size_t>(2 + buf)];
+        const auto& b = a.buffers[2 + static_cast<size_t>(buf)];
         return {reinterpret_cast<const char*>(b->data()) + off, static_cast<size_t>(len)};
       }
     }

@@ -12,7 +12,7 @@
 namespace alkaid::format {
 namespace {
 
-using namespace alkaid::format::testing;  // NOLINT
+using namespace alkaid::format::testing;  // NOLINT(google-build-using-namespace): test-only helpers, one file
 using std::nullopt;
 
 /// All slots of `array` through FormatValue, joined by " | ".

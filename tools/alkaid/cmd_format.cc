@@ -122,7 +122,11 @@ int RunSchema(const std::string& path) {
 }
 
 int RunCat(const CatOptions& options) {
-  auto input = ReadIpcInput(options.input, {});
+  // Printing reads every value with unchecked accessors: the batches must
+  // pass full validation first (a corrupted offset would read out of bounds).
+  ipc::IpcReadOptions read_options;
+  read_options.validate_full = true;
+  auto input = ReadIpcInput(options.input, read_options);
   if (!input.ok()) return ReportError("cat", input.status());
   std::cout << "-- " << DescribeInput(*input) << ", " << input->batches.size() << " batch"
             << (input->batches.size() == 1 ? "" : "es") << "\n"
@@ -133,6 +137,7 @@ int RunCat(const CatOptions& options) {
     std::cout << "-- batch " << b << ": " << batch.num_rows() << " row"
               << (batch.num_rows() == 1 ? "" : "s") << "\n";
     std::vector<format::ArrayPtr> columns;
+    columns.reserve(static_cast<size_t>(batch.num_columns()));
     for (int c = 0; c < batch.num_columns(); ++c) columns.push_back(batch.column(c));
     for (int64_t r = 0; r < batch.num_rows() && remaining != 0; ++r, --remaining) {
       std::cout << "{";

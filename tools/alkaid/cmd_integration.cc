@@ -103,7 +103,10 @@ int RunJsonToIpc(const IntegrationOptions& options) {
 }
 
 int RunIpcToJson(const IntegrationOptions& options) {
-  auto input = ReadIpcInput(options.ipc, {});
+  // Every value is read to write the JSON: full validation first.
+  ipc::IpcReadOptions read_options;
+  read_options.validate_full = true;
+  auto input = ReadIpcInput(options.ipc, read_options);
   if (!input.ok()) return ReportError("integration ipc-to-json", input.status().WithContext(options.ipc));
   if (input->num_replaced_dictionaries > 0) {
     return ReportError("integration ipc-to-json",

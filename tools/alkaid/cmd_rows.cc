@@ -49,7 +49,10 @@ Status WriteAll(const std::string& path, std::string_view bytes) {
 }  // namespace
 
 int RunRowsEncode(const RowsOptions& options) {
-  auto input = ReadIpcInput(options.input, {});
+  // Encoding reads every value: full validation first.
+  format::ipc::IpcReadOptions read_options;
+  read_options.validate_full = true;
+  auto input = ReadIpcInput(options.input, read_options);
   if (!input.ok()) return ReportError("rows encode", input.status());
   Status st = format::CheckRowSchema(*input->schema);
   if (!st.ok()) return ReportError("rows encode", st);
@@ -84,6 +87,7 @@ int RunRowsDecode(const RowsOptions& options) {
     std::vector<std::string_view> chunk(rows->begin() + static_cast<std::ptrdiff_t>(start),
                                         rows->begin() + static_cast<std::ptrdiff_t>(end));
     std::vector<int64_t> bases;
+    bases.reserve(chunk.size());
     for (const auto& r : chunk) bases.push_back(r.data() - bytes->data());
     auto batch = format::DecodeRows(chunk, schema, format::default_memory_pool(), &bases);
     if (!batch.ok()) {

@@ -14,7 +14,11 @@ namespace alkaid::format::ipc {
 namespace {
 
 Status ErrnoStatus(int err, const std::string& what, const std::string& name) {
-  return Status::IOError(what, " '", name, "': ", std::strerror(err));
+  // strerror_r (GNU: returns the message, in `buf` or static): strerror is
+  // not thread-safe.
+  char buf[256];
+  const char* message = strerror_r(err, buf, sizeof(buf));
+  return Status::IOError(what, " '", name, "': ", message);
 }
 
 Status CheckReadArgs(int64_t position, int64_t n) {

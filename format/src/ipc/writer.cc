@@ -339,6 +339,7 @@ Result<IpcPayload> GetSchemaPayload(const Schema& schema, const DictionaryMemo& 
 Result<IpcPayload> GetRecordBatchPayload(const RecordBatch& batch, const IpcWriteOptions& options) {
   ALKAID_RETURN_NOT_OK(CheckOptions(options));
   std::vector<std::pair<ArrayDataPtr, std::string>> cols;
+  cols.reserve(static_cast<size_t>(batch.num_columns()));
   for (int i = 0; i < batch.num_columns(); ++i) {
     cols.emplace_back(batch.column_data(i), batch.schema()->field(i)->name());
   }

@@ -118,10 +118,14 @@ Status GenericToStatus(Result<T>&& r) {
     }                                                                         \
   } while (false)
 
+// `lhs` may be a declaration ("auto x") and `result_name` is a declared
+// name: neither can be wrapped in parentheses.
+// NOLINTBEGIN(bugprone-macro-parentheses): see above
 #define ALKAID_ASSIGN_OR_RAISE_IMPL(result_name, lhs, rexpr)                  \
   auto&& result_name = (rexpr);                                               \
   if (!result_name.ok()) return std::move(result_name).status();              \
   lhs = result_name.MoveValueUnsafe()
+// NOLINTEND(bugprone-macro-parentheses)
 
 /// `lhs = value of rexpr`, or return its error. `lhs` may declare a
 /// variable: ALKAID_ASSIGN_OR_RAISE(auto buf, AllocateBuffer(n));

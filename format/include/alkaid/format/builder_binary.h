@@ -111,7 +111,7 @@ class ALKAID_EXPORT LargeStringBuilder : public LargeBinaryBuilder {
 class ALKAID_EXPORT BinaryViewBuilder : public ArrayBuilder {
  public:
   /// Default size of a data block.
-  static constexpr int64_t kDefaultBlockSize = 32 * 1024;
+  static constexpr int64_t kDefaultBlockSize = int64_t{32} * 1024;
 
   explicit BinaryViewBuilder(MemoryPool* pool = default_memory_pool())
       : BinaryViewBuilder(binary_view(), pool) {}

@@ -18,7 +18,8 @@ class KeyValueMetadata;
 struct ArrayData;
 class Array;
 class ArrayBuilder;
-class RecordBatch;
+// The generated flatbuffers code has an unrelated alkaid::fbs::RecordBatch table.
+class RecordBatch;  // NOLINT(bugprone-forward-declaration-namespace): not that fbs table
 
 using FieldPtr = std::shared_ptr<Field>;
 using FieldVector = std::vector<FieldPtr>;

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Alkaid's CI gates, in order (each a stage with a banner and its duration):
+#   1. test        the README's test command: scripts/test.sh (release preset,
+#                  warnings are errors, the whole ctest suite)
+#   2. asan-ubsan  the whole suite built with AddressSanitizer + UBSan (clang)
+#   3. tsan        the libshm, client and broker suites under ThreadSanitizer
+#   4. fuzz        every libFuzzer target for ALKAID_FUZZ_SECONDS (default 60)
+#                  from fuzz/corpus plus the gold files (scripts/fuzz.sh)
+#   5. tidy        clang-tidy over common/ format/ libshm/ broker/ tools/ fuzz/
+#                  (scripts/tidy.sh); any finding fails
+# Every stage runs even if an earlier one failed; the script fails if any
+# stage failed, after a summary. Runs on a clean clone, as root, with no
+# stdin: dependencies come from scripts/install-deps.sh only.
+#   scripts/ci.sh [stage...]     (default: all five, in the order above)
+# ALKAID_JOBS: build/test parallelism (default nproc). ccache is used when
+# installed (CCACHE_DIR may point at a cache the CI keeps between runs).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+exec </dev/null
+
+stages=("$@")
+[ ${#stages[@]} -eq 0 ] && stages=(test asan-ubsan tsan fuzz tidy)
+jobs="${ALKAID_JOBS:-$(nproc)}"
+export ALKAID_JOBS=$jobs
+fuzz_seconds="${ALKAID_FUZZ_SECONDS:-60}"
+
+if ! scripts/install-deps.sh; then
+  echo "ci: scripts/install-deps.sh failed" >&2
+  exit 1
+fi
+if command -v ccache >/dev/null 2>&1; then export ALKAID_CCACHE=ccache; fi
+
+# The libshm, client and broker suites: their test directories in the tsan
+# build (ninja's per-directory "all" targets build exactly what they need).
+tsan_dirs=(tests/libshm tests/client tests/broker)
+
+stage_test() { scripts/test.sh release; }
+
+stage_asan_ubsan() { scripts/test.sh asan-ubsan; }
+
+stage_tsan() {
+  cmake --preset tsan >/dev/null || return 1
+  local targets=() d
+  for d in "${tsan_dirs[@]}"; do targets+=("$d/all"); done
+  cmake --build --preset tsan --parallel "$jobs" --target "${targets[@]}" || return 1
+  local rc=0
+  for d in "${tsan_dirs[@]}"; do
+    echo "-- ctest in build/tsan/$d"
+    # The tsan test preset's settings (jobs, timeout, output on failure).
+    TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1${TSAN_OPTIONS:+:$TSAN_OPTIONS}" \
+      ctest --test-dir "build/tsan/$d" --no-tests=error --output-on-failure \
+            -j "$jobs" --timeout 900 || rc=1
+  done
+  return $rc
+}
+
+stage_fuzz() { scripts/fuzz.sh "$fuzz_seconds"; }
+
+stage_tidy() {
+  local dirs=(build/release)
+  [ -f build/fuzz/compile_commands.json ] && dirs+=(build/fuzz)
+  if [ ! -f build/release/compile_commands.json ]; then
+    scripts/build.sh release || return 1
+  fi
+  scripts/tidy.sh "${dirs[@]}"
+}
+
+names=()
+results=()
+durations=()
+overall=0
+ci_start=$(date +%s)
+for stage in "${stages[@]}"; do
+  fn="stage_${stage//-/_}"
+  if ! declare -F "$fn" >/dev/null; then
+    echo "ci: unknown stage '$stage' (test asan-ubsan tsan fuzz tidy)" >&2
+    exit 2
+  fi
+  echo
+  echo "================================================================"
+  echo "== ci stage: $stage   (started $(date -u +%H:%M:%S) UTC)"
+  echo "================================================================"
+  start=$(date +%s)
+  "$fn"
+  rc=$?
+  elapsed=$(( $(date +%s) - start ))
+  if [ $rc -eq 0 ]; then result=PASS; else result="FAIL (exit $rc)"; overall=1; fi
+  echo "== ci stage: $stage: $result in $((elapsed / 60))m$((elapsed % 60))s"
+  names+=("$stage")
+  results+=("$result")
+  durations+=("$elapsed")
+done
+
+total=$(( $(date +%s) - ci_start ))
+echo
+echo "================================================================"
+echo "== ci summary"
+for i in "${!names[@]}"; do
+  printf '==   %-12s %-16s %3dm%02ds\n' "${names[$i]}" "${results[$i]}" \
+    $((durations[i] / 60)) $((durations[i] % 60))
+done
+printf '==   %-12s %-16s %3dm%02ds\n' total "$([ $overall -eq 0 ] && echo PASS || echo FAIL)" \
+  $((total / 60)) $((total % 60))
+echo "================================================================"
+exit $overall

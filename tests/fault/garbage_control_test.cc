@@ -1,0 +1,255 @@
+// Fault injection on the control socket: a real alkaid-broker process is
+// sent random bytes, an oversized or zero length prefix, truncated frames
+// and well-framed payloads that are hostile flatbuffers. Each connection
+// must get an error reply or be closed, and the broker must keep serving
+// other clients afterwards (it is checked after every case).
+
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "alkaid/client/broker_client.h"
+#include "broker_process.h"
+#include "test_util.h"
+
+namespace alkaid::broker {
+namespace {
+
+using testing::BrokerProcess;
+
+// A connected Unix stream socket, closed on destruction.
+class RawConnection {
+ public:
+  explicit RawConnection(const std::string& path) {
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+    if (fd_ >= 0 &&
+        ::connect(fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+  }
+  ~RawConnection() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  RawConnection(const RawConnection&) = delete;
+  RawConnection& operator=(const RawConnection&) = delete;
+
+  bool ok() const { return fd_ >= 0; }
+
+  // Sends everything it can; a broker that already closed the connection
+  // makes send fail with EPIPE, which is an accepted outcome.
+  void Send(const std::vector<uint8_t>& bytes) {
+    std::size_t pos = 0;
+    while (pos < bytes.size()) {
+      const ssize_t n = ::send(fd_, bytes.data() + pos, bytes.size() - pos, MSG_NOSIGNAL);
+      if (n <= 0) return;
+      pos += static_cast<std::size_t>(n);
+    }
+  }
+
+  // Half-closes the write side, so that a truncated frame is followed by
+  // end-of-stream.
+  void ShutdownWrite() { ::shutdown(fd_, SHUT_WR); }
+
+  // What the broker does within `timeout`: "closed" when it closed the
+  // connection (after any reply bytes), "reply" when it answered and kept
+  // the connection open, "silent" when it did neither.
+  std::string Outcome(std::chrono::milliseconds timeout) {
+    bool replied = false;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (true) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return replied ? "reply" : "silent";
+      pollfd p{fd_, POLLIN, 0};
+      const int r = ::poll(&p, 1, static_cast<int>(left.count()));
+      if (r <= 0) return replied ? "reply" : "silent";
+      uint8_t buffer[4096];
+      const ssize_t n = ::recv(fd_, buffer, sizeof(buffer), 0);
+      if (n <= 0) return "closed";
+      replied = true;
+    }
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+std::vector<uint8_t> LengthPrefix(uint32_t length) {
+  return {static_cast<uint8_t>(length), static_cast<uint8_t>(length >> 8),
+          static_cast<uint8_t>(length >> 16), static_cast<uint8_t>(length >> 24)};
+}
+
+std::vector<uint8_t> Framed(const std::vector<uint8_t>& payload) {
+  auto out = LengthPrefix(static_cast<uint32_t>(payload.size()));
+  out.insert(out.end(), payload.begin(), payload.end());
+  return out;
+}
+
+void PutU32(std::vector<uint8_t>* bytes, std::size_t at, uint32_t value) {
+  if (bytes->size() < at + 4) bytes->resize(at + 4);
+  std::memcpy(bytes->data() + at, &value, 4);
+}
+
+class GarbageControlTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(broker_.Start()) << "alkaid-broker did not start"; }
+
+  // The broker still answers a well-behaved client, and is still running.
+  void ExpectStillServing(const std::string& what) {
+    auto client = client::BrokerClient::Connect(broker_.socket());
+    ASSERT_TRUE(client.ok()) << "after " << what << ": " << client.status().ToString();
+    auto topics = (*client)->ListTopics();
+    ASSERT_TRUE(topics.ok()) << "after " << what << ": " << topics.status().ToString();
+    ASSERT_EQ(::kill(broker_.pid(), 0), 0) << "broker gone after " << what;
+  }
+
+  // Sends `bytes` on a fresh connection (then ends the stream if
+  // `shutdown_write`); the broker must reply or close the connection, never
+  // stay silent, and then keep serving.
+  void Inject(const std::string& what, const std::vector<uint8_t>& bytes, bool shutdown_write) {
+    RawConnection conn(broker_.socket());
+    ASSERT_TRUE(conn.ok()) << what << ": cannot connect";
+    conn.Send(bytes);
+    if (shutdown_write) conn.ShutdownWrite();
+    const std::string outcome = conn.Outcome(std::chrono::milliseconds(2000));
+    EXPECT_NE(outcome, "silent") << what << ": the broker neither replied nor closed";
+    ExpectStillServing(what);
+  }
+
+  BrokerProcess broker_;
+};
+
+TEST_F(GarbageControlTest, RandomBytes) {
+  std::mt19937 rng(20261121);
+  for (int round = 0; round < 20; ++round) {
+    std::vector<uint8_t> bytes(1 + rng() % 300);
+    for (auto& b : bytes) b = static_cast<uint8_t>(rng());
+    // The stream ends after them, so that an incomplete frame is followed
+    // by end-of-stream and must be dropped.
+    Inject("random bytes, round " + std::to_string(round), bytes, true);
+  }
+}
+
+TEST_F(GarbageControlTest, OversizedLengthPrefix) {
+  for (uint32_t length : {0xFFFFFFFFu, 0x80000000u, (1u << 20) + (64u << 10) + 1u}) {
+    auto bytes = LengthPrefix(length);
+    bytes.resize(bytes.size() + 64, 0xAB);
+    Inject("length prefix " + std::to_string(length), bytes, false);
+  }
+}
+
+TEST_F(GarbageControlTest, ZeroLengthFrame) { Inject("zero-length frame", LengthPrefix(0), false); }
+
+TEST_F(GarbageControlTest, TruncatedFrames) {
+  // A prefix announcing 100 bytes, then fewer bytes and end-of-stream.
+  for (std::size_t sent : {0u, 1u, 50u, 99u}) {
+    auto bytes = LengthPrefix(100);
+    bytes.resize(bytes.size() + sent, 0x11);
+    Inject("frame truncated after " + std::to_string(sent) + " of 100 bytes", bytes, true);
+  }
+  // A length prefix cut in the middle.
+  Inject("truncated length prefix", {0x10, 0x00}, true);
+}
+
+TEST_F(GarbageControlTest, HostileFlatbuffers) {
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> cases;
+  {
+    std::vector<uint8_t> b(16, 0);
+    PutU32(&b, 0, 0xFFFFFF00u);  // root table offset far past the buffer
+    cases.emplace_back("root offset out of range", b);
+  }
+  {
+    std::vector<uint8_t> b(16, 0);
+    PutU32(&b, 0, 8);
+    PutU32(&b, 8, 0x7FFFFFF0u);  // vtable soffset pointing before the buffer
+    cases.emplace_back("vtable offset out of range", b);
+  }
+  {
+    // A vtable claiming a huge size and fields far outside the table.
+    std::vector<uint8_t> b(32, 0);
+    PutU32(&b, 0, 16);                       // root at 16
+    b[4] = 0xFF; b[5] = 0xFF;                // vtable size 65535
+    b[6] = 0xFF; b[7] = 0x7F;                // table size
+    b[8] = 0xF0; b[9] = 0xFF;                // field 0 at +65520
+    b[10] = 0x04; b[11] = 0x00;              // field 1 at +4
+    PutU32(&b, 16, 12);                      // vtable at 16 - 12 = 4
+    PutU32(&b, 20, 0xFFFFFFF0u);             // an offset field pointing backwards
+    cases.emplace_back("vtable with fields out of range", b);
+  }
+  {
+    // A table whose string/vector field claims 2^31 elements.
+    std::vector<uint8_t> b(40, 0);
+    PutU32(&b, 0, 16);
+    b[4] = 10; b[5] = 0;  // vtable size 10 (3 fields)
+    b[6] = 12; b[7] = 0;  // table size
+    b[8] = 4;  b[9] = 0;  // field 0 at +4
+    b[10] = 4; b[11] = 0; // field 1 at +4
+    b[12] = 4; b[13] = 0; // field 2 at +4
+    PutU32(&b, 16, 12);   // vtable at 4
+    PutU32(&b, 20, 8);    // field -> 28
+    PutU32(&b, 28, 0x80000000u);  // vector/string length
+    cases.emplace_back("vector length 2^31", b);
+  }
+  {
+    // A nested offset loop: a table whose field points back at itself.
+    std::vector<uint8_t> b(32, 0);
+    PutU32(&b, 0, 12);
+    b[4] = 6; b[5] = 0; b[6] = 8; b[7] = 0; b[8] = 4; b[9] = 0;
+    PutU32(&b, 12, 8);  // vtable at 4
+    PutU32(&b, 16, 0);  // field offset 0: points at itself
+    cases.emplace_back("self-referencing offset", b);
+  }
+  for (const auto& [what, payload] : cases) Inject(what, Framed(payload), false);
+}
+
+// The fuzzer's seeds (fuzz/corpus/control_protocol_fuzz) with their
+// payload bytes flipped: frames the broker's parser has seen in some form.
+TEST_F(GarbageControlTest, MutatedCorpusFrames) {
+  std::mt19937 rng(7);
+  int sent = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(ALKAID_CONTROL_CORPUS)) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::vector<uint8_t> seed((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (seed.empty()) continue;
+    for (int round = 0; round < 4; ++round) {
+      std::vector<uint8_t> payload = seed;
+      for (int flips = 0; flips < 3; ++flips) payload[rng() % payload.size()] ^= 1u << (rng() % 8);
+      Inject(entry.path().filename().string() + " mutation " + std::to_string(round),
+             Framed(payload), true);
+      ++sent;
+    }
+  }
+  EXPECT_GT(sent, 0) << "no seeds in " << ALKAID_CONTROL_CORPUS;
+}
+
+// Several bad connections open at once, then a good client.
+TEST_F(GarbageControlTest, ManyBadConnectionsAtOnce) {
+  std::vector<std::unique_ptr<RawConnection>> open;
+  for (int i = 0; i < 32; ++i) {
+    open.push_back(std::make_unique<RawConnection>(broker_.socket()));
+    ASSERT_TRUE(open.back()->ok());
+    open.back()->Send(LengthPrefix(1000));  // incomplete, left hanging
+  }
+  ExpectStillServing("32 connections with incomplete frames");
+  open.clear();
+  ExpectStillServing("closing 32 connections with incomplete frames");
+}
+
+}  // namespace
+}  // namespace alkaid::broker

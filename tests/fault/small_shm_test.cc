@@ -1,0 +1,152 @@
+// Fault injection: /dev/shm too small. Run by run_in_small_shm.sh, which
+// mounts a private 4 MiB tmpfs over /dev/shm (ctest test fault_small_shm).
+// Creating segments and topics bigger than that must fail with a clear
+// OutOfMemory ("/dev/shm is full") and never with SIGBUS; the broker must
+// refuse to start when --shm-limit exceeds the free space.
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "alkaid/client/producer.h"
+#include "alkaid/shm/body_allocator.h"
+#include "alkaid/shm/segment.h"
+#include "broker_process.h"
+#include "test_util.h"
+
+namespace alkaid::broker {
+namespace {
+
+using client::Producer;
+using testing::BrokerProcess;
+using testing::ShmNames;
+using testing::UniqueSuffix;
+using testing::Wait;
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+uint64_t ShmTotalBytes() {
+  struct statvfs vfs {};
+  if (::statvfs("/dev/shm", &vfs) != 0) return 0;
+  return static_cast<uint64_t>(vfs.f_blocks) * vfs.f_frsize;
+}
+
+class SmallShmTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const uint64_t total = ShmTotalBytes();
+    ASSERT_GT(total, 0u);
+    ASSERT_LE(total, 16 * kMiB) << "/dev/shm is " << total
+                                << " bytes: run this test through run_in_small_shm.sh";
+  }
+};
+
+TEST_F(SmallShmTest, SegmentBiggerThanShmIsOutOfMemory) {
+  const std::string name = "alkaid_fault_big" + UniqueSuffix();
+  auto segment = shm::Segment::Create(name, 16 * kMiB, shm::SegmentKind::kRaw);
+  ASSERT_FALSE(segment.ok());
+  EXPECT_TRUE(segment.status().IsOutOfMemory()) << segment.status().ToString();
+  EXPECT_NE(segment.status().message().find("/dev/shm is full"), std::string::npos)
+      << segment.status().ToString();
+  EXPECT_NE(segment.status().message().find(name), std::string::npos)
+      << "the error should name the segment: " << segment.status().ToString();
+  EXPECT_TRUE(ShmNames(name).empty()) << "a failed Create left its name behind";
+}
+
+TEST_F(SmallShmTest, SegmentThatFitsWorksAndTheNextOneDoesNot) {
+  const std::string first = "alkaid_fault_fit" + UniqueSuffix();
+  const std::string second = "alkaid_fault_over" + UniqueSuffix();
+  ASSERT_OK_AND_ASSIGN(auto segment, shm::Segment::Create(first, 3 * kMiB, shm::SegmentKind::kRaw));
+  // Every page is usable: no SIGBUS when touching all of it.
+  std::memset(segment->payload(), 0x5A, segment->payload_size());
+  auto over = shm::Segment::Create(second, 2 * kMiB, shm::SegmentKind::kRaw);
+  ASSERT_FALSE(over.ok());
+  EXPECT_TRUE(over.status().IsOutOfMemory()) << over.status().ToString();
+  EXPECT_TRUE(ShmNames(second).empty());
+  segment.reset();
+  ASSERT_OK(shm::Segment::Remove(first));
+}
+
+TEST_F(SmallShmTest, BodyAllocatorBiggerThanShmIsOutOfMemory) {
+  const std::string name = "alkaid_fault_bodies" + UniqueSuffix();
+  auto bodies = shm::BodyAllocator::Create(name, 32 * kMiB);
+  ASSERT_FALSE(bodies.ok());
+  EXPECT_TRUE(bodies.status().IsOutOfMemory()) << bodies.status().ToString();
+  EXPECT_TRUE(ShmNames(name).empty());
+}
+
+// alkaid-broker with a --shm-limit above the free space of /dev/shm: exit
+// code 1 and a message that names the limit and the free space.
+TEST_F(SmallShmTest, BrokerRefusesALimitAboveFreeSpace) {
+  const std::string suffix = UniqueSuffix();
+  const std::string socket = "/tmp/alkaid-fault-" + suffix + ".sock";
+  const std::string log = "/tmp/alkaid-fault-" + suffix + ".err";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd >= 0) ::dup2(fd, 2);
+    ::execl(ALKAID_BROKER_BIN, ALKAID_BROKER_BIN, "--socket", socket.c_str(), "--name",
+            ("fault" + suffix).c_str(), "--shm-limit", "67108864", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ASSERT_GT(pid, 0);
+  const int code = Wait(pid);
+  std::ifstream in(log);
+  const std::string err((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ::unlink(log.c_str());
+  EXPECT_EQ(code, 1) << "stderr: " << err;
+  EXPECT_NE(err.find("/dev/shm"), std::string::npos) << err;
+  EXPECT_NE(err.find("cannot start"), std::string::npos) << err;
+  EXPECT_EQ(::access(socket.c_str(), F_OK), -1) << "the refused broker left its socket";
+}
+
+// A broker that accepts the topic (no limit of its own), and a producer
+// whose body segment cannot fit: Producer::Open fails with OutOfMemory, no
+// segment is left behind, and the broker keeps serving.
+TEST_F(SmallShmTest, ProducerWithSegmentBiggerThanShmFailsCleanly) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start({"--shm-limit", "0"}));
+  client::ProducerOptions po;
+  po.socket_path = broker.socket();
+  po.topic.segment_bytes = 32 * kMiB;
+  auto schema = format::schema({format::field("x", format::int32())});
+  auto producer = Producer::Open("big", schema, po);
+  ASSERT_FALSE(producer.ok());
+  EXPECT_TRUE(producer.status().IsOutOfMemory()) << producer.status().ToString();
+  EXPECT_NE(producer.status().message().find("/dev/shm is full"), std::string::npos)
+      << producer.status().ToString();
+  EXPECT_TRUE(ShmNames(broker.name()).empty()) << "segments left after the failed Open";
+
+  // A topic that fits still works on the same broker.
+  po.topic.segment_bytes = 1 * kMiB;
+  po.topic.ring_slots = 16;
+  ASSERT_OK_AND_ASSIGN(auto small, Producer::Open("small", schema, po));
+  ASSERT_OK(small->Close());
+  EXPECT_EQ(::kill(broker.pid(), 0), 0);
+}
+
+// The broker's own accounting: --shm-limit below the free space, and a
+// topic above the limit is refused by the broker before any segment exists.
+TEST_F(SmallShmTest, BrokerLimitRefusesATopicAboveIt) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start({"--shm-limit", "2097152"}));
+  client::ProducerOptions po;
+  po.socket_path = broker.socket();
+  po.topic.segment_bytes = 3 * kMiB;
+  auto producer = Producer::Open("over", format::schema({format::field("x", format::int32())}), po);
+  ASSERT_FALSE(producer.ok());
+  EXPECT_NE(producer.status().message().find("limit"), std::string::npos)
+      << producer.status().ToString();
+  EXPECT_TRUE(ShmNames(broker.name()).empty());
+}
+
+}  // namespace
+}  // namespace alkaid::broker
