@@ -23,7 +23,8 @@
 // targets: p50 <= 4x floor, p99 <= 10x floor, p50(16 MiB) <= 1.2x p50(64 B).
 //
 // Usage: alkaid_shm_latency_bench [iterations-scale, default 1] [--no-prefault]
-//                                 [--warm-only]
+//                                 [--warm-only] [--huge-pages] [--size BYTES]...
+//                                 [--settle-us N]
 
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -136,6 +137,15 @@ enum class Mode { kCold, kWarm, kEvicted };
 // Whether segments are prefaulted (the default); --no-prefault shows what
 // page faults on the data path cost.
 bool g_prefault = true;
+// --huge-pages: the body segment is backed by transparent huge pages
+// (SegmentOptions::huge_pages = kRequire).
+bool g_huge_pages = false;
+// --settle-us N: after building each batch, spin N microseconds before the
+// warm-up and the timed publish (diagnostic: gives the memory system time
+// to write back the build's dirty lines).
+int64_t g_settle_ns = 0;
+// --size BYTES (repeatable): run only these cases.
+std::vector<uint64_t> g_only_sizes;
 
 BatchFigures BatchPingPong(uint64_t body_bytes, int iterations, Mode mode) {
   const bool warm = mode == Mode::kWarm;
@@ -166,6 +176,7 @@ BatchFigures BatchPingPong(uint64_t body_bytes, int iterations, Mode mode) {
   // Segments are prefaulted at creation (SegmentOptions::prefault) and at
   // open: neither side takes a page fault in the timed part.
   bo.segment.prefault = g_prefault;
+  if (g_huge_pages) bo.segment.huge_pages = shm::HugePages::kRequire;
   auto bodies = shm::BodyAllocator::Create(bodies_name, 8 * region + (1 << 20), bo).ValueOrDie();
   auto ping = shm::RingProducer::Create(ping_name, ro, bodies.get()).ValueOrDie();
   auto pong_ring = shm::RingProducer::Create(pong_name, ro).ValueOrDie();
@@ -236,6 +247,11 @@ BatchFigures BatchPingPong(uint64_t body_bytes, int iterations, Mode mode) {
       // Keep the stores: the buffer is read back below.
       if (scratch[static_cast<size_t>(i) % scratch.size()] != (i & 0xff)) std::abort();
     }
+    if (g_settle_ns > 0) {
+      const int64_t until = NowNs() + g_settle_ns;
+      while (NowNs() < until) {
+      }
+    }
     if (warm) {
       auto warm_pool = publisher->NewPool(64).ValueOrDie();
       format::Int64Builder warm_builder(warm_pool.get());
@@ -293,6 +309,12 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--no-prefault") == 0) {
       g_prefault = false;
+    } else if (std::strcmp(argv[i], "--settle-us") == 0 && i + 1 < argc) {
+      g_settle_ns = std::atoll(argv[++i]) * 1000;
+    } else if (std::strcmp(argv[i], "--size") == 0 && i + 1 < argc) {
+      g_only_sizes.push_back(std::strtoull(argv[++i], nullptr, 10));
+    } else if (std::strcmp(argv[i], "--huge-pages") == 0) {
+      g_huge_pages = true;
     } else if (std::strcmp(argv[i], "--warm-only") == 0) {
       warm_only = true;
     } else {
@@ -302,8 +324,8 @@ int main(int argc, char** argv) {
   auto iters = [&](int n) { return std::max(10, static_cast<int>(n * scale)); };
   double load[3] = {0, 0, 0};
   (void)::getloadavg(load, 3);
-  std::printf("load average %.2f %.2f %.2f; segments %sprefaulted\n", load[0], load[1],
-              load[2], g_prefault ? "" : "NOT ");
+  std::printf("load average %.2f %.2f %.2f; segments %sprefaulted; body pages %s\n", load[0],
+              load[1], load[2], g_prefault ? "" : "NOT ", g_huge_pages ? "2 MiB" : "4 KiB");
   std::printf(
       "one-way: parent before Publish -> child read first and last value (same clock)\n"
       "rtt/2: parent before Publish -> pong received, halved\n"
@@ -333,6 +355,10 @@ int main(int argc, char** argv) {
     for (const auto& c : cases) {
       // The control only needs the sizes whose build fits in the caches.
       if (m.mode == Mode::kEvicted && c.bytes > 65536) continue;
+      if (!g_only_sizes.empty() &&
+          std::find(g_only_sizes.begin(), g_only_sizes.end(), c.bytes) == g_only_sizes.end()) {
+        continue;
+      }
       const BatchFigures f = BatchPingPong(c.bytes, iters(c.n), m.mode);
       if (m.mode == Mode::kWarm) warm_rows.emplace_back(c.name, f.one_way);
       const std::string name = std::string(m.label) + c.name;

@@ -9,9 +9,14 @@
 // process: the CPU cost of the path, which is what callgrind and perf
 // profile with --inproc).
 //
+// Every figure is given twice: with batches built per batch (Int64Builder
+// on a ShmBatchPool, RecordBatch::Make, Publish) and with a
+// FixedShapeWriter (a copy of a prototype body, the 64 values written in
+// place, the prototype's metadata).
+//
 // Usage:
 //   alkaid_shm_stream_bench [batches, default 1000000]
-//   alkaid_shm_stream_bench --inproc [iterations]   (single thread, for profilers)
+//   alkaid_shm_stream_bench --inproc [iterations] [--fixed]   (single thread, for profilers)
 
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -72,6 +77,40 @@ void PublishOne(client::BatchPublisher* publisher, const format::SchemaPtr& sche
   CHECK_OK(publisher->Publish(*batch, pool.get()));
 }
 
+// The same batch through a FixedShapeWriter: values written in place.
+void PublishOneFixed(client::FixedShapeWriter* writer, int64_t i) {
+  CHECK_OK(writer->Begin());
+  auto* v = reinterpret_cast<int64_t*>(writer->buffer(1).data());
+  for (int64_t r = 0; r < kRows; ++r) v[r] = i + r;
+  CHECK_OK(writer->Publish());
+}
+
+// A writer for batches of kRows int64 values, from a prototype built once.
+std::unique_ptr<client::FixedShapeWriter> NewWriter(client::BatchPublisher* publisher,
+                                                    const format::SchemaPtr& schema) {
+  auto pool = publisher->NewPool(kRows * 8).ValueOrDie();
+  format::Int64Builder builder(pool.get());
+  CHECK_OK(builder.Reserve(kRows));
+  for (int64_t r = 0; r < kRows; ++r) builder.UnsafeAppend(r);
+  auto array = builder.Finish().ValueOrDie();
+  auto batch = format::RecordBatch::Make(schema, kRows, {array}).ValueOrDie();
+  return publisher->NewFixedShapeWriter(*batch, *pool).ValueOrDie();
+}
+
+// Publishes batch `i` one way or the other.
+struct Source {
+  client::BatchPublisher* publisher;
+  client::FixedShapeWriter* writer;  // null: build each batch
+  format::SchemaPtr schema;
+  void Publish(int64_t i) const {
+    if (writer != nullptr) {
+      PublishOneFixed(writer, i);
+    } else {
+      PublishOne(publisher, schema, i);
+    }
+  }
+};
+
 // Reads the first and last value of a received batch; checks them.
 void CheckBatch(const client::ReceivedBatch& got, int64_t expected_first) {
   const format::ArrayData& col = *got.batch->column_data(0);
@@ -89,7 +128,7 @@ void CheckBatch(const client::ReceivedBatch& got, int64_t expected_first) {
 std::string Tag() { return std::to_string(::getpid()); }
 
 // Single thread: publish, receive, decode, read; the CPU cost per batch.
-double InProcess(int64_t iterations) {
+double InProcess(int64_t iterations, bool fixed) {
   const std::string tag = Tag();
   const std::string bodies_name = "alkaid_stream_ib" + tag;
   const std::string ring_name = "alkaid_stream_ir" + tag;
@@ -103,21 +142,24 @@ double InProcess(int64_t iterations) {
   auto sub =
       client::BatchSubscriber::Open(ring->segment(), bodies->segment(), schema, so).ValueOrDie();
   auto publisher = client::BatchPublisher::Create(ring.get(), bodies.get(), schema).ValueOrDie();
+  auto writer = fixed ? NewWriter(publisher.get(), schema) : nullptr;
+  const Source source{publisher.get(), writer.get(), schema};
   // Warm-up, then the timed loop.
   for (int64_t i = 0; i < 1000; ++i) {
-    PublishOne(publisher.get(), schema, i);
+    source.Publish(i);
     auto got = sub->TryReceive().ValueOrDie();
     CheckBatch(got, i);
   }
   const int64_t t0 = NowNs();
   for (int64_t i = 0; i < iterations; ++i) {
-    PublishOne(publisher.get(), schema, i);
+    source.Publish(i);
     auto got = sub->TryReceive();
     if (!got.ok()) Die(got.status(), "TryReceive");
     CheckBatch(*got, i);
   }
   const double ns = static_cast<double>(NowNs() - t0) / static_cast<double>(iterations);
   sub.reset();
+  writer.reset();
   publisher.reset();
   ring.reset();
   bodies.reset();
@@ -138,8 +180,8 @@ struct StreamFigures {
   double producer_rate;
 };
 
-StreamFigures Stream(int consumers, int64_t batches) {
-  const std::string tag = Tag() + "_" + std::to_string(consumers);
+StreamFigures Stream(int consumers, int64_t batches, bool fixed) {
+  const std::string tag = Tag() + "_" + std::to_string(consumers) + (fixed ? "f" : "");
   const std::string bodies_name = "alkaid_stream_b" + tag;
   const std::string ring_name = "alkaid_stream_r" + tag;
   auto schema = Schema();
@@ -175,8 +217,10 @@ StreamFigures Stream(int consumers, int64_t batches) {
   }
   while (shared->ready.load() < consumers) ::usleep(1000);
   auto publisher = client::BatchPublisher::Create(ring.get(), bodies.get(), schema).ValueOrDie();
+  auto writer = fixed ? NewWriter(publisher.get(), schema) : nullptr;
+  const Source source{publisher.get(), writer.get(), schema};
   const int64_t t0 = NowNs();
-  for (int64_t i = 0; i < batches; ++i) PublishOne(publisher.get(), schema, i);
+  for (int64_t i = 0; i < batches; ++i) source.Publish(i);
   const int64_t t1 = NowNs();
   StreamFigures f{};
   for (int c = 0; c < consumers; ++c) {
@@ -192,6 +236,7 @@ StreamFigures Stream(int consumers, int64_t batches) {
   }
   f.producer_rate = static_cast<double>(batches) / (static_cast<double>(t1 - t0) / 1e9);
   ::munmap(mem, sizeof(Shared));
+  writer.reset();
   publisher.reset();
   ring.reset();
   bodies.reset();
@@ -205,7 +250,9 @@ StreamFigures Stream(int consumers, int64_t batches) {
 int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "--inproc") == 0) {
     const int64_t n = argc >= 3 ? std::atoll(argv[2]) : 1000000;
-    std::printf("in-process publish + receive + decode: %.0f ns per batch\n", InProcess(n));
+    const bool fixed = argc >= 4 && std::strcmp(argv[3], "--fixed") == 0;
+    std::printf("in-process publish%s + receive + decode: %.0f ns per batch\n",
+                fixed ? " (FixedShapeWriter)" : "", InProcess(n, fixed));
     return 0;
   }
   const int64_t batches = argc >= 2 ? std::atoll(argv[1]) : 1000000;
@@ -214,14 +261,18 @@ int main(int argc, char** argv) {
   std::printf("load average %.2f %.2f %.2f; %lld batches of 1 int64 column x %lld rows\n",
               load[0], load[1], load[2], static_cast<long long>(batches),
               static_cast<long long>(kRows));
-  std::printf("in-process publish + receive + decode (one thread): %.0f ns per batch\n",
-              InProcess(std::min<int64_t>(batches, 200000)));
-  for (int consumers : {1, 4}) {
-    const StreamFigures f = Stream(consumers, batches);
-    std::printf("%d consumer(s): producer %.2f M batches/s; received+decoded per consumer:",
-                consumers, f.producer_rate / 1e6);
-    for (int c = 0; c < consumers; ++c) std::printf(" %.2f", f.per_consumer_rate[c] / 1e6);
-    std::printf(" M/s\n");
+  for (bool fixed : {false, true}) {
+    const char* how = fixed ? "FixedShapeWriter" : "built per batch";
+    std::printf("[%s] in-process publish + receive + decode (one thread): %.0f ns per batch\n",
+                how, InProcess(std::min<int64_t>(batches, 200000), fixed));
+    for (int consumers : {1, 4}) {
+      const StreamFigures f = Stream(consumers, batches, fixed);
+      std::printf("[%s] %d consumer(s): producer %.2f M batches/s; received+decoded per "
+                  "consumer:",
+                  how, consumers, f.producer_rate / 1e6);
+      for (int c = 0; c < consumers; ++c) std::printf(" %.2f", f.per_consumer_rate[c] / 1e6);
+      std::printf(" M/s\n");
+    }
   }
   return 0;
 }

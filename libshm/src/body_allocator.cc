@@ -3,12 +3,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <deque>
 #include <map>
 #include <new>
 #include <set>
-#include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "alkaid/common/process.h"
 #include "body_layout_internal.h"
@@ -154,10 +153,16 @@ BlockHandle WritableBlock::Detach() {
 // BodyAllocator
 
 struct BodyAllocator::Impl {
+  static constexpr uint32_t kNoBlock = UINT32_MAX;
+
+  // One per descriptor. Live blocks are chained oldest first (Reclaim walks
+  // them in allocation order, which is release order for a stream).
   struct Live {
-    uint64_t offset;      // data offset from the payload start
-    uint64_t size;        // arena bytes (capacity)
-    uint32_t generation;  // what the producer wrote into the descriptor
+    uint64_t offset = 0;      // data offset from the payload start
+    uint64_t size = 0;        // arena bytes (capacity)
+    uint32_t generation = 0;  // what the producer wrote into the descriptor; 0: not live
+    uint32_t prev = kNoBlock;
+    uint32_t next = kNoBlock;
   };
 
   std::shared_ptr<Segment> segment;
@@ -167,13 +172,28 @@ struct BodyAllocator::Impl {
   ArenaGeometry g;
 
   // Producer-private bookkeeping: consumers cannot reach it. Offsets are
-  // data offsets from the payload start.
+  // data offsets from the payload start. The free ranges are kept in two
+  // trees whose nodes are re-keyed in place (extract / insert) when a range
+  // is split or grows, so the common pattern — allocate from one large
+  // range, free the oldest block next to the range freed before it — does
+  // no heap allocation at all.
   std::map<uint64_t, uint64_t> free_by_offset;            // offset -> size
   std::set<std::pair<uint64_t, uint64_t>> free_by_size;  // (size, offset)
-  std::unordered_map<uint32_t, Live> live;                // descriptor -> block
-  // Unused descriptors, oldest first: a descriptor is reused as late as
-  // possible, which keeps stale handles to it stale for longer.
-  std::deque<uint32_t> free_descriptors;
+  // Nodes of ranges used up exactly, kept for the next range: a block freed
+  // and reallocated at once (best fit reuses it) allocates nothing either.
+  std::vector<std::map<uint64_t, uint64_t>::node_type> spare_offset_nodes;
+  std::vector<std::set<std::pair<uint64_t, uint64_t>>::node_type> spare_size_nodes;
+  static constexpr size_t kMaxSpareNodes = 16;
+  std::vector<Live> blocks;                               // by descriptor
+  uint32_t live_head = kNoBlock;  // oldest live block
+  uint32_t live_tail = kNoBlock;  // newest live block
+  uint64_t live_count = 0;
+  // Unused descriptors, oldest first (a FIFO in a fixed ring): a descriptor
+  // is reused as late as possible, which keeps stale handles to it stale
+  // for longer.
+  std::vector<uint32_t> free_descriptors;
+  uint64_t free_descriptors_head = 0;
+  uint64_t free_descriptors_count = 0;
   uint64_t in_use_bytes = 0;
   uint32_t next_generation = 1;
   uint64_t allocations = 0;
@@ -189,39 +209,116 @@ struct BodyAllocator::Impl {
     // Coalesce with the neighbours so that freed space is reusable for
     // blocks larger than any single freed one.
     auto next = free_by_offset.lower_bound(offset);
-    if (next != free_by_offset.end() && offset + size == next->first) {
-      size += next->second;
-      free_by_size.erase({next->second, next->first});
-      next = free_by_offset.erase(next);
-    }
+    const bool join_next = next != free_by_offset.end() && offset + size == next->first;
     if (next != free_by_offset.begin()) {
       auto prev = std::prev(next);
       if (prev->first + prev->second == offset) {
-        offset = prev->first;
-        size += prev->second;
-        free_by_size.erase({prev->second, prev->first});
-        free_by_offset.erase(prev);
+        // Grow the previous range in place (its key stays).
+        auto size_node = free_by_size.extract({prev->second, prev->first});
+        prev->second += size;
+        if (join_next) {
+          prev->second += next->second;
+          free_by_size.erase({next->second, next->first});
+          free_by_offset.erase(next);
+        }
+        size_node.value() = {prev->second, prev->first};
+        free_by_size.insert(std::move(size_node));
+        return;
       }
+    }
+    if (join_next) {
+      // Grow the next range downwards: re-key its nodes.
+      auto offset_node = free_by_offset.extract(next);
+      auto size_node = free_by_size.extract({offset_node.mapped(), offset_node.key()});
+      offset_node.key() = offset;
+      offset_node.mapped() += size;
+      size_node.value() = {offset_node.mapped(), offset};
+      free_by_offset.insert(std::move(offset_node));
+      free_by_size.insert(std::move(size_node));
+      return;
+    }
+    if (!spare_offset_nodes.empty() && !spare_size_nodes.empty()) {
+      auto offset_node = std::move(spare_offset_nodes.back());
+      auto size_node = std::move(spare_size_nodes.back());
+      spare_offset_nodes.pop_back();
+      spare_size_nodes.pop_back();
+      offset_node.key() = offset;
+      offset_node.mapped() = size;
+      size_node.value() = {size, offset};
+      free_by_offset.insert(std::move(offset_node));
+      free_by_size.insert(std::move(size_node));
+      return;
     }
     free_by_offset.emplace(offset, size);
     free_by_size.emplace(size, offset);
   }
 
+  // The live block of descriptor `index`, or null.
+  Live* LiveBlock(uint32_t index) {
+    Live* b = &blocks[index];
+    return b->generation != 0 ? b : nullptr;
+  }
+
+  void LinkLive(uint32_t index, uint64_t offset, uint64_t size, uint32_t generation) {
+    Live& b = blocks[index];
+    b.offset = offset;
+    b.size = size;
+    b.generation = generation;
+    b.prev = live_tail;
+    b.next = kNoBlock;
+    if (live_tail != kNoBlock) {
+      blocks[live_tail].next = index;
+    } else {
+      live_head = index;
+    }
+    live_tail = index;
+    ++live_count;
+  }
+
+  void UnlinkLive(uint32_t index) {
+    Live& b = blocks[index];
+    if (b.prev != kNoBlock) {
+      blocks[b.prev].next = b.next;
+    } else {
+      live_head = b.next;
+    }
+    if (b.next != kNoBlock) {
+      blocks[b.next].prev = b.prev;
+    } else {
+      live_tail = b.prev;
+    }
+    b.generation = 0;
+    b.prev = b.next = kNoBlock;
+    --live_count;
+  }
+
+  void PushFreeDescriptor(uint32_t index) {
+    const uint64_t n = free_descriptors.size();
+    free_descriptors[(free_descriptors_head + free_descriptors_count) % n] = index;
+    ++free_descriptors_count;
+  }
+
+  uint32_t PopFreeDescriptor() {
+    const uint32_t index = free_descriptors[free_descriptors_head];
+    free_descriptors_head = (free_descriptors_head + 1) % free_descriptors.size();
+    --free_descriptors_count;
+    return index;
+  }
+
   void FreeBlock(uint32_t index) {
-    auto it = live.find(index);
-    const Live block = it->second;
-    live.erase(it);
+    const Live block = blocks[index];
+    UnlinkLive(index);
     in_use_bytes -= block.size;
     ++reclaimed;
     AddFree(block.offset, block.size);
-    free_descriptors.push_back(index);
+    PushFreeDescriptor(index);
   }
 
   // Never reused: neither the space nor the descriptor. A consumer may
   // still be reading the block, and the shared count cannot say when it
   // stops.
   void Quarantine(uint32_t index) {
-    live.erase(index);
+    UnlinkLive(index);
     ++quarantined;
   }
 
@@ -261,22 +358,21 @@ struct BodyAllocator::Impl {
     return free_by_size.empty() ? 0 : free_by_size.rbegin()->first;
   }
 
-  // Finds the live block `handle` names (producer-private bookkeeping).
-  Result<std::unordered_map<uint32_t, Live>::iterator> FindLive(const BlockHandle& handle) {
+  // Checks that `handle` names a live block (producer-private bookkeeping).
+  Status FindLive(const BlockHandle& handle) {
     ALKAID_RETURN_NOT_OK(CheckHandleBounds(handle, g, segment->name()));
-    auto it = live.find(handle.descriptor);
-    if (it == live.end() || it->second.generation != handle.generation ||
-        it->second.offset != handle.offset) {
+    const Live* b = LiveBlock(handle.descriptor);
+    if (b == nullptr || b->generation != handle.generation || b->offset != handle.offset) {
       return Status::KeyError("body segment '", segment->name(), "': no live block at offset ",
                               handle.offset, " with descriptor ", handle.descriptor,
                               " and generation ", handle.generation);
     }
-    return it;
+    return Status::OK();
   }
 
   // One attempt, no reclaim, no waiting.
   Result<WritableBlock> AllocateOnce(BodyAllocator* self, uint64_t length, uint64_t need) {
-    if (free_descriptors.empty()) {
+    if (free_descriptors_count == 0) {
       return Status::OutOfMemory("body segment '", segment->name(), "' is full: all ",
                                  g.descriptor_count, " block descriptors are in use (",
                                  in_use_bytes, " of ", g.arena_size,
@@ -287,22 +383,28 @@ struct BodyAllocator::Impl {
     if (it == free_by_size.end()) {
       return Status::OutOfMemory("body segment '", segment->name(), "' is full: a ", length,
                                  "-byte block needs ", need, " bytes, the largest free range is ",
-                                 LargestFree(), " of ", g.arena_size, " (", live.size(),
+                                 LargestFree(), " of ", g.arena_size, " (", live_count,
                                  " blocks, ", in_use_bytes, " bytes still referenced)");
     }
     const uint64_t range_size = it->first;
     const uint64_t offset = it->second;
-    free_by_size.erase(it);
-    free_by_offset.erase(offset);
+    // Split the range, re-keying its nodes rather than allocating new ones.
+    auto size_node = free_by_size.extract(it);
+    auto offset_node = free_by_offset.extract(offset);
     if (range_size > need) {
-      free_by_offset.emplace(offset + need, range_size - need);
-      free_by_size.emplace(range_size - need, offset + need);
+      size_node.value() = {range_size - need, offset + need};
+      offset_node.key() = offset + need;
+      offset_node.mapped() = range_size - need;
+      free_by_size.insert(std::move(size_node));
+      free_by_offset.insert(std::move(offset_node));
+    } else if (spare_offset_nodes.size() < kMaxSpareNodes) {
+      spare_offset_nodes.push_back(std::move(offset_node));
+      spare_size_nodes.push_back(std::move(size_node));
     }
-    const uint32_t index = free_descriptors.front();
-    free_descriptors.pop_front();
+    const uint32_t index = PopFreeDescriptor();
     const uint32_t generation = next_generation;
     next_generation = next_generation == UINT32_MAX ? 1 : next_generation + 1;
-    live.emplace(index, Live{offset, need, generation});
+    LinkLive(index, offset, need, generation);
     in_use_bytes += need;
     ++allocations;
 
@@ -378,7 +480,11 @@ Result<std::unique_ptr<BodyAllocator>> BodyAllocator::Create(std::string_view na
   header->magic.store(kBodyArenaMagic, std::memory_order_release);
   impl->header = header;
   impl->AddFree(g.arena_offset, g.arena_size);
-  for (uint32_t i = 0; i < g.descriptor_count; ++i) impl->free_descriptors.push_back(i);
+  impl->blocks.resize(g.descriptor_count);
+  impl->spare_offset_nodes.reserve(Impl::kMaxSpareNodes);
+  impl->spare_size_nodes.reserve(Impl::kMaxSpareNodes);
+  impl->free_descriptors.resize(g.descriptor_count);
+  for (uint32_t i = 0; i < g.descriptor_count; ++i) impl->PushFreeDescriptor(i);
   return std::unique_ptr<BodyAllocator>(new BodyAllocator(std::move(impl)));
 }
 
@@ -459,13 +565,12 @@ Result<WritableBlock> BodyAllocator::Allocate(uint64_t length) {
                           std::chrono::duration_cast<std::chrono::milliseconds>(
                               impl_->options.wait_timeout)
                               .count(),
-                          " ms (", impl_->live.size(), " blocks still referenced)");
+                          " ms (", impl_->live_count, " blocks still referenced)");
 }
 
 Status BodyAllocator::AddRef(const BlockHandle& handle, uint32_t count) {
   Impl& d = *impl_;
-  ALKAID_ASSIGN_OR_RAISE(auto it, d.FindLive(handle));
-  (void)it;
+  ALKAID_RETURN_NOT_OK(d.FindLive(handle));
   BlockDescriptorData* desc = d.DescriptorOf(handle.descriptor);
   uint64_t cur = desc->state.load(std::memory_order_relaxed);
   do {
@@ -485,7 +590,7 @@ Status BodyAllocator::AddRef(const BlockHandle& handle, uint32_t count) {
 
 Status BodyAllocator::Release(const BlockHandle& handle) {
   Impl& d = *impl_;
-  ALKAID_ASSIGN_OR_RAISE(auto it, d.FindLive(handle));
+  ALKAID_RETURN_NOT_OK(d.FindLive(handle));
   BlockDescriptorData* desc = d.DescriptorOf(handle.descriptor);
   uint64_t cur = desc->state.load(std::memory_order_relaxed);
   do {
@@ -493,8 +598,7 @@ Status BodyAllocator::Release(const BlockHandle& handle) {
         BlockReclaiming(cur) || BlockCount(cur) > kMaxBlockRefs) {
       // Someone wrote garbage into the shared count: never reuse this space,
       // a consumer may still be reading it.
-      d.live.erase(it);
-      ++d.quarantined;
+      d.Quarantine(handle.descriptor);
       return Status::Invalid("body segment '", d.segment->name(), "': block at offset ",
                              handle.offset, " (descriptor ", handle.descriptor,
                              ") has a corrupt shared state (generation ", BlockGeneration(cur),
@@ -514,19 +618,19 @@ Status BodyAllocator::Release(const BlockHandle& handle) {
 uint64_t BodyAllocator::Reclaim() {
   Impl& d = *impl_;
   uint64_t count = 0;
-  for (auto it = d.live.begin(); it != d.live.end();) {
-    const uint32_t index = it->first;
-    const Impl::Live live = it->second;
-    ++it;  // FreeBlock and Quarantine erase the current entry
+  for (uint32_t index = d.live_head; index != Impl::kNoBlock;) {
+    const Impl::Live live = d.blocks[index];
+    const uint32_t current = index;
+    index = live.next;  // FreeBlock and Quarantine unlink the current entry
     // Acquire: partner of the release decrement in BodyReader::Release;
     // consumers' reads of the data happen before the space is reused.
-    const uint64_t state = d.DescriptorOf(index)->state.load(std::memory_order_acquire);
+    const uint64_t state = d.DescriptorOf(current)->state.load(std::memory_order_acquire);
     if (BlockGeneration(state) != live.generation || BlockReclaiming(state) ||
         BlockCount(state) > kMaxBlockRefs) {
-      d.Quarantine(index);
+      d.Quarantine(current);
       continue;
     }
-    if (BlockCount(state) == 0 && d.TryFree(index, live.generation)) ++count;
+    if (BlockCount(state) == 0 && d.TryFree(current, live.generation)) ++count;
   }
   return count;
 }
@@ -540,7 +644,7 @@ BodyAllocatorStats BodyAllocator::stats() const {
   BodyAllocatorStats s;
   s.capacity_bytes = d.g.arena_size;
   s.in_use_bytes = d.in_use_bytes;
-  s.in_use_blocks = d.live.size();
+  s.in_use_blocks = d.live_count;
   s.largest_free_bytes = d.LargestFree();
   s.allocations = d.allocations;
   s.reclaimed_blocks = d.reclaimed;

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <new>
 #include <utility>
 
@@ -90,6 +91,75 @@ void Prefault(void* address, std::size_t size) {
   for (std::size_t off = 0; off < size; off += step) (void)p[off];
 }
 
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25  // Linux 6.1; older headers lack the name
+#endif
+
+// Size and alignment of a transparent huge page (PMD) on x86-64 and arm64
+// with 4 KiB base pages.
+constexpr uint64_t kHugePageSize = uint64_t{2} << 20;
+
+uint64_t RoundUp(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
+
+// Maps `size` bytes of `object` read-write. Mappings of at least one huge
+// page are placed at a 2 MiB-aligned address (inside a PROT_NONE
+// reservation, replaced with MAP_FIXED, whose ends are then unmapped): a
+// huge page of the object can only be mapped by one page-table entry where
+// the virtual and file offsets agree modulo 2 MiB, and the kernel aligns
+// tmpfs mappings only when the mount asks for huge pages. Costs nothing but
+// address space. Throws what bip::mapped_region throws.
+bip::mapped_region MapAligned(const bip::shared_memory_object& object, uint64_t size) {
+  if (size < kHugePageSize) return bip::mapped_region(object, bip::read_write, 0, size);
+  const std::size_t reserve_size = static_cast<std::size_t>(size + kHugePageSize);
+  void* reserve = ::mmap(nullptr, reserve_size, PROT_NONE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (reserve == MAP_FAILED) return bip::mapped_region(object, bip::read_write, 0, size);
+  const auto base = reinterpret_cast<uintptr_t>(reserve);
+  const uintptr_t aligned = static_cast<uintptr_t>(RoundUp(base, kHugePageSize));
+  try {
+    bip::mapped_region region(object, bip::read_write, 0, static_cast<std::size_t>(size),
+                              reinterpret_cast<void*>(aligned), MAP_FIXED);
+    const long page_size = ::sysconf(_SC_PAGESIZE);
+    const uintptr_t end = aligned + static_cast<uintptr_t>(
+                                        RoundUp(size, page_size > 0 ? page_size : 4096));
+    if (aligned > base) ::munmap(reserve, aligned - base);
+    if (base + reserve_size > end) ::munmap(reinterpret_cast<void*>(end), base + reserve_size - end);
+    return region;
+  } catch (...) {
+    ::munmap(reserve, reserve_size);
+    throw;
+  }
+}
+
+// The selected value of a sysfs multiple-choice file ("always [never]" ->
+// "never"), or "unknown".
+std::string SysfsChoice(const char* path) {
+  std::ifstream in(path);
+  std::string line;
+  if (!std::getline(in, line)) return "unknown";
+  const auto open = line.find('[');
+  const auto close = line.find(']', open);
+  if (open == std::string::npos || close == std::string::npos) return line;
+  return line.substr(open + 1, close - open - 1);
+}
+
+// Collapses the pages of a prefaulted mapping into transparent huge pages.
+// Empty on success, else why not, naming the kernel setting in the way.
+std::string CollapseIntoHugePages(void* address, uint64_t size) {
+  if (::madvise(address, static_cast<std::size_t>(size), MADV_COLLAPSE) == 0) return {};
+  const int err = errno;
+  std::string why = std::string("madvise(MADV_COLLAPSE) failed: ") + std::strerror(err);
+  if (err == EINVAL || err == EPERM) {
+    why += "; it needs Linux 6.1 or later with transparent huge pages, and "
+           "/sys/kernel/mm/transparent_hugepage/shmem_enabled not 'deny' (it is '" +
+           SysfsChoice("/sys/kernel/mm/transparent_hugepage/shmem_enabled") + "')";
+  } else if (err == ENOMEM || err == EAGAIN) {
+    why += "; no free 2 MiB pages (memory fragmented or short): writing 1 to "
+           "/proc/sys/vm/compact_memory may help";
+  }
+  return why;
+}
+
 // Unlinks a half-created segment; used on every failure path of Create.
 void UnlinkQuietly(const std::string& name) { bip::shared_memory_object::remove(name.c_str()); }
 
@@ -141,7 +211,10 @@ Result<std::shared_ptr<Segment>> Segment::Create(std::string_view name, uint64_t
                            " exceeds the limit of ", kMaxSegmentSize, " bytes");
   }
   const std::string sname(name);
-  const uint64_t total = TotalSizeFor(payload_size);
+  const bool huge = options.huge_pages != HugePages::kOff;
+  // A huge page must lie wholly inside the object: round its size up.
+  const uint64_t total =
+      huge ? RoundUp(TotalSizeFor(payload_size), kHugePageSize) : TotalSizeFor(payload_size);
   const auto mode = static_cast<mode_t>(options.access);
 
   // Step 1: create the object exclusively. From here on every failure must
@@ -188,14 +261,24 @@ Result<std::shared_ptr<Segment>> Segment::Create(std::string_view name, uint64_t
 
   auto mapping = std::make_unique<Mapping>();
   try {
-    mapping->region = bip::mapped_region(object, bip::read_write, 0, total);
+    mapping->region = MapAligned(object, total);
   } catch (const bip::interprocess_exception& e) {
     return fail(FromBoostError(e, "cannot map", name));
   } catch (const std::bad_alloc&) {
     return fail(Status::OutOfMemory("cannot map shared-memory segment '", sname, "'"));
   }
 
-  if (options.prefault) Prefault(mapping->region.get_address(), mapping->region.get_size());
+  if (options.prefault || huge) {
+    Prefault(mapping->region.get_address(), mapping->region.get_size());
+  }
+  std::string huge_error;
+  if (huge) {
+    huge_error = CollapseIntoHugePages(mapping->region.get_address(), total);
+    if (!huge_error.empty() && options.huge_pages == HugePages::kRequire) {
+      return fail(Status::NotImplemented("cannot back shared-memory segment '", sname,
+                                         "' with huge pages: ", huge_error));
+    }
+  }
 
   // Fresh tmpfs pages are zero; build the header in place and publish it.
   auto* header = new (mapping->region.get_address()) SegmentHeaderData();
@@ -209,7 +292,10 @@ Result<std::shared_ptr<Segment>> Segment::Create(std::string_view name, uint64_t
   header->magic.store(kSegmentMagic, std::memory_order_release);
 
   try {
-    return std::shared_ptr<Segment>(new Segment(sname, kind, std::move(mapping)));
+    std::shared_ptr<Segment> segment(new Segment(sname, kind, std::move(mapping)));
+    segment->huge_pages_ = huge && huge_error.empty();
+    segment->huge_pages_error_ = std::move(huge_error);
+    return segment;
   } catch (const std::bad_alloc&) {
     return fail(Status::OutOfMemory("cannot allocate a Segment object for '", sname, "'"));
   }
@@ -236,8 +322,7 @@ Result<std::shared_ptr<Segment>> Segment::Open(std::string_view name,
       return Status::Invalid("shared-memory segment '", sname, "' is ", actual_size,
                              " bytes long, larger than any Alkaid segment");
     }
-    mapping->region = bip::mapped_region(object, bip::read_write, 0,
-                                         static_cast<std::size_t>(actual_size));
+    mapping->region = MapAligned(object, static_cast<uint64_t>(actual_size));
   } catch (const bip::interprocess_exception& e) {
     return FromBoostError(e, "cannot open", name);
   } catch (const std::bad_alloc&) {

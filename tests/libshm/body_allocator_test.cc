@@ -98,6 +98,115 @@ TEST_F(BodyAllocatorTest, OutOfOrderReleaseFreesEverythingAndCoalesces) {
   ASSERT_OK(alloc_->TryAllocate(stats.capacity_bytes - 64));
 }
 
+// Interleaved allocations and releases, FIFO (a stream) and random (slow
+// consumers), checked against a model of the arena: live blocks never
+// overlap, and every free path of the bookkeeping (a range growing in place
+// at either end, two ranges joined, a range used up exactly and its nodes
+// reused) ends with the whole arena as one range again.
+TEST_F(BodyAllocatorTest, FreeRangesStayConsistentUnderStreamAndRandomRelease) {
+  Make(256 * 1024);
+  std::mt19937 rng(11);
+  struct Held {
+    BlockHandle handle;
+    uint64_t begin, end;
+    uint64_t seed;
+  };
+  std::vector<Held> held;  // allocation order
+  std::vector<WritableBlock> blocks;
+  auto overlaps_any = [&](uint64_t begin, uint64_t end) {
+    for (const Held& h : held) {
+      if (begin < h.end && h.begin < end) return true;
+    }
+    return false;
+  };
+  uint64_t allocated = 0;
+  for (int round = 0; round < 4000; ++round) {
+    const bool stream = (round / 500) % 2 == 0;  // phases: FIFO, then random
+    const uint64_t len =
+        stream ? 576 : std::uniform_int_distribution<uint64_t>(1, 3000)(rng);
+    auto block = alloc_->TryAllocate(len);
+    if (block.ok()) {
+      const BlockHandle h = block->handle();
+      const uint64_t begin = h.offset;
+      const uint64_t end = begin + std::max<uint64_t>(64, (len + 63) / 64 * 64);
+      ASSERT_FALSE(overlaps_any(begin, end)) << "round " << round << " offset " << begin;
+      FillPattern(round, block->data());
+      held.push_back({h, begin, end, static_cast<uint64_t>(round)});
+      blocks.push_back(std::move(*block));
+      ++allocated;
+    } else {
+      ASSERT_TRUE(block.status().IsOutOfMemory()) << block.status();
+    }
+    // Release one block: the oldest in a stream phase, any in a random one
+    // (more often when the arena is full).
+    const bool release = !held.empty() && (!block.ok() || rng() % 3 != 0 || held.size() > 100);
+    if (release) {
+      const std::size_t k =
+          stream ? 0 : std::uniform_int_distribution<std::size_t>(0, held.size() - 1)(rng);
+      // Nothing else was carved out of its space meanwhile.
+      ASSERT_TRUE(CheckPattern(held[k].seed, blocks[k].data())) << "round " << round;
+      blocks.erase(blocks.begin() + static_cast<std::ptrdiff_t>(k));
+      held.erase(held.begin() + static_cast<std::ptrdiff_t>(k));
+    }
+    const auto stats = alloc_->stats();
+    ASSERT_EQ(stats.in_use_blocks, held.size()) << "round " << round;
+  }
+  EXPECT_GT(allocated, 3000u);
+  blocks.clear();
+  held.clear();
+  const auto stats = alloc_->stats();
+  EXPECT_EQ(stats.in_use_blocks, 0u);
+  EXPECT_EQ(stats.in_use_bytes, 0u);
+  EXPECT_EQ(stats.largest_free_bytes, stats.capacity_bytes);
+  ASSERT_OK(alloc_->TryAllocate(stats.capacity_bytes));
+}
+
+// Reclaim walks the live blocks oldest first and frees exactly those whose
+// references are gone, leaving the others (and their order) intact.
+TEST_F(BodyAllocatorTest, ReclaimFreesOnlyUnreferencedBlocksAnywhereInTheLiveList) {
+  Make(64 * 1024);
+  std::vector<BlockRef> refs;
+  std::vector<BlockHandle> handles;
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_OK_AND_ASSIGN(auto block, alloc_->Allocate(1000));
+    handles.push_back(block.handle());
+    ASSERT_OK_AND_ASSIGN(auto ref, reader_->Acquire(block.handle()));
+    refs.push_back(std::move(ref));
+  }  // only the reader's references are left
+  for (int i : {0, 4, 9}) refs[static_cast<std::size_t>(i)].Release();  // head, middle, tail
+  EXPECT_EQ(alloc_->Reclaim(), 3u);
+  EXPECT_EQ(alloc_->stats().in_use_blocks, 7u);
+  EXPECT_EQ(alloc_->Reclaim(), 0u);
+  for (int i : {1, 8, 5}) refs[static_cast<std::size_t>(i)].Release();
+  EXPECT_EQ(alloc_->Reclaim(), 3u);
+  refs.clear();
+  EXPECT_EQ(alloc_->Reclaim(), 4u);
+  const auto stats = alloc_->stats();
+  EXPECT_EQ(stats.in_use_blocks, 0u);
+  EXPECT_EQ(stats.largest_free_bytes, stats.capacity_bytes);
+  // Every released handle is stale now.
+  for (const BlockHandle& h : handles) ASSERT_RAISES(kKeyError, reader_->Acquire(h));
+}
+
+// A body segment asked to use huge pages (rounded up to whole 2 MiB pages)
+// works like any other, whether or not the kernel gave them.
+TEST_F(BodyAllocatorTest, HugePageSegmentsWorkWithOrWithoutHugePages) {
+  name_ = NewName("bodies");
+  BodyAllocatorOptions options;
+  options.full_policy = FullPolicy::kError;
+  options.segment.huge_pages = HugePages::kTry;
+  ASSERT_OK_AND_ASSIGN(alloc_, BodyAllocator::Create(name_, 3 << 20, options));
+  EXPECT_EQ(alloc_->segment()->mapped_size() % (2u << 20), 0u);
+  EXPECT_EQ(alloc_->segment()->huge_pages(), alloc_->segment()->huge_pages_error().empty());
+  ASSERT_OK_AND_ASSIGN(reader_, BodyReader::Open(name_));
+  EXPECT_EQ(alloc_->stats().capacity_bytes, uint64_t{3} << 20);  // the arena asked for
+  ASSERT_OK_AND_ASSIGN(auto big, alloc_->Allocate((3 << 20) - 4096));
+  FillPattern(3, big.data());
+  ASSERT_OK_AND_ASSIGN(auto ref, reader_->Acquire(big.handle()));
+  EXPECT_TRUE(CheckPattern(3, ref.data()));
+  ASSERT_RAISES(kOutOfMemory, alloc_->TryAllocate(8192));
+}
+
 TEST_F(BodyAllocatorTest, FullArenaInErrorModeIsOutOfMemory) {
   Make(4096, FullPolicy::kError);
   ASSERT_OK_AND_ASSIGN(auto a, alloc_->Allocate(2000));

@@ -6,6 +6,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 
 #include "shm_test_util.h"
@@ -41,6 +42,87 @@ TEST_F(SegmentTest, CreateThenOpenSeesTheSameBytesAtAnotherAddress) {
   EXPECT_EQ(std::memcmp(opened->payload(), "hello", 5), 0);
   opened->payload()[100] = std::byte{42};
   EXPECT_EQ(created->payload()[100], std::byte{42});
+}
+
+// A mapping of at least one huge page is 2 MiB-aligned (so huge pages of the
+// object can be mapped by one page-table entry), in every process.
+TEST_F(SegmentTest, LargeMappingsAre2MiBAligned) {
+  const std::string name = NewName();
+  ASSERT_OK_AND_ASSIGN(auto created, Segment::Create(name, 3 << 20, SegmentKind::kRaw));
+  ASSERT_OK_AND_ASSIGN(auto opened, Segment::Open(name, SegmentKind::kRaw));
+  for (const auto* s : {created.get(), opened.get()}) {
+    const auto base = reinterpret_cast<uintptr_t>(s->payload()) - 128;
+    EXPECT_EQ(base % (2u << 20), 0u);
+  }
+  EXPECT_FALSE(created->huge_pages());  // not asked for
+  created->payload()[(3 << 20) - 1] = std::byte{7};
+  EXPECT_EQ(opened->payload()[(3 << 20) - 1], std::byte{7});
+}
+
+// Reads ShmemPmdMapped of the mapping that contains `address` from
+// /proc/self/smaps (kB), or -1.
+long ShmemPmdMappedKb(const void* address) {
+  FILE* f = std::fopen("/proc/self/smaps", "r");
+  if (f == nullptr) return -1;
+  char line[512];
+  bool in_mapping = false;
+  long kb = -1;
+  const auto a = reinterpret_cast<uintptr_t>(address);
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    unsigned long lo = 0, hi = 0;
+    if (std::sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {  // a mapping's first line
+      in_mapping = a >= lo && a < hi;
+      continue;
+    }
+    long value = 0;
+    if (in_mapping && std::sscanf(line, "ShmemPmdMapped: %ld kB", &value) == 1) {
+      kb = value;
+      break;
+    }
+  }
+  std::fclose(f);
+  return kb;
+}
+
+// kTry gives huge pages where the kernel can (Linux 6.1+, THP not denied)
+// and falls back to 4 KiB pages with the reason otherwise; either way the
+// segment works, its size is whole huge pages, and another process's
+// mapping shares the bytes. Where huge pages were obtained, both mappings
+// map them with PMD entries.
+TEST_F(SegmentTest, HugePagesAreUsedWhenAvailableOrTheReasonIsGiven) {
+  const std::string name = NewName();
+  SegmentOptions options;
+  options.huge_pages = HugePages::kTry;
+  ASSERT_OK_AND_ASSIGN(auto created, Segment::Create(name, 5 << 20, SegmentKind::kRaw, options));
+  EXPECT_EQ(created->mapped_size() % (2u << 20), 0u);
+  EXPECT_GE(created->payload_size(), uint64_t{5} << 20);
+  for (uint64_t i = 0; i < created->payload_size(); i += 4096) {
+    ASSERT_EQ(created->payload()[i], std::byte{0});
+  }
+  ASSERT_OK_AND_ASSIGN(auto opened, Segment::Open(name, SegmentKind::kRaw));
+  created->payload()[4 << 20] = std::byte{9};
+  EXPECT_EQ(opened->payload()[4 << 20], std::byte{9});
+  if (created->huge_pages()) {
+    EXPECT_TRUE(created->huge_pages_error().empty());
+    EXPECT_GE(ShmemPmdMappedKb(created->payload()), 4096);
+    EXPECT_GE(ShmemPmdMappedKb(opened->payload()), 4096);
+  } else {
+    EXPECT_NE(created->huge_pages_error().find("MADV_COLLAPSE"), std::string::npos)
+        << created->huge_pages_error();
+  }
+
+  // kRequire: the same outcome, or a failure naming the cause with nothing
+  // left behind.
+  const std::string name2 = NewName();
+  options.huge_pages = HugePages::kRequire;
+  auto required = Segment::Create(name2, 1 << 20, SegmentKind::kRaw, options);
+  if (created->huge_pages()) {
+    ASSERT_OK(required);
+    EXPECT_TRUE((*required)->huge_pages());
+  } else {
+    ASSERT_RAISES_WITH_MESSAGE(kNotImplemented, "huge pages", required);
+    ASSERT_RAISES(kKeyError, Segment::Open(name2, SegmentKind::kRaw));
+  }
 }
 
 TEST_F(SegmentTest, PermissionsDefaultToOwnerOnlyAndGroupOnRequest) {

@@ -56,6 +56,22 @@ bool AppendShape(const format::ArrayData& data, const uint8_t* region,
   return true;
 }
 
+// Appends every buffer of `data` (depth first) as (offset in the region,
+// size); an absent buffer as (0, 0). Only called on shapes AppendShape
+// accepted, whose buffers all lie in the region.
+void AppendBufferSpans(const format::ArrayData& data, const uint8_t* region,
+                       std::vector<std::pair<uint64_t, uint64_t>>* out) {
+  for (const auto& b : data.buffers) {
+    if (b == nullptr) {
+      out->emplace_back(0, 0);
+    } else {
+      out->emplace_back(static_cast<uint64_t>(b->data() - region),
+                        static_cast<uint64_t>(b->size()));
+    }
+  }
+  for (const auto& child : data.child_data) AppendBufferSpans(*child, region, out);
+}
+
 }  // namespace
 
 Result<std::unique_ptr<BatchPublisher>> BatchPublisher::Create(shm::RingProducer* ring,
@@ -214,6 +230,115 @@ Status BatchPublisher::PublishCopy(const format::RecordBatch& batch) {
   stats_.copied_bytes += body_length;
   // The pool (and its extra reference) goes now: the ring's reference and
   // the consumers' keep the region alive.
+  return Status::OK();
+}
+
+}  // namespace alkaid::client
+
+namespace alkaid::client {
+
+Result<std::unique_ptr<FixedShapeWriter>> BatchPublisher::NewFixedShapeWriter(
+    const format::RecordBatch& prototype, const ShmBatchPool& pool) {
+  if (pool.allocator_ != bodies_) {
+    return Status::Invalid("NewFixedShapeWriter: the pool belongs to body segment '",
+                           pool.allocator_->name(), "', the ring's bodies are in '",
+                           bodies_->name(), "'");
+  }
+  if (pool.sealed()) {
+    return Status::Invalid("NewFixedShapeWriter: the prototype's pool (region ",
+                           pool.handle().offset, " of '", bodies_->name(),
+                           "') was already published");
+  }
+  ALKAID_RETURN_NOT_OK(CheckSchema(prototype));
+  const uint8_t* region = pool.region_data();
+  const uint64_t body_length = pool.used_bytes();
+  std::vector<int64_t> shape;
+  std::vector<std::pair<uint64_t, uint64_t>> spans;
+  for (int i = 0; i < prototype.num_columns(); ++i) {
+    const format::ArrayData& column = *prototype.column_data(i);
+    if (!AppendShape(column, region, &shape)) {
+      return Status::NotImplemented(
+          "NewFixedShapeWriter: column ", i, " ('", prototype.schema()->field(i)->name(),
+          "', ", column.type->ToString(),
+          ") is not of a fixed shape: only fixed-width types with known null counts and "
+          "zero offsets are");
+    }
+    AppendBufferSpans(column, region, &spans);
+  }
+  for (size_t k = 0; k < spans.size(); ++k) {
+    const auto [offset, size] = spans[k];
+    if (size > 0 && !pool.Contains(region + offset, size)) {
+      return Status::Invalid("NewFixedShapeWriter: buffer ", k, " of the prototype (",
+                             size, " bytes) lies outside its pool's region");
+    }
+    if (offset + size > body_length) {
+      return Status::Invalid("NewFixedShapeWriter: buffer ", k, " of the prototype ends at ",
+                             offset + size, ", past the ", body_length,
+                             " bytes allocated from its pool");
+    }
+  }
+  ALKAID_ASSIGN_OR_RAISE(auto metadata,
+                         format::ipc::GetRecordBatchMetadataForRegion(
+                             prototype, region, static_cast<int64_t>(body_length)));
+  const uint64_t md_size = static_cast<uint64_t>(metadata->size());
+  if (md_size > UINT32_MAX) {
+    return Status::CapacityError("NewFixedShapeWriter: ", md_size, "-byte metadata");
+  }
+  std::unique_ptr<FixedShapeWriter> w(new FixedShapeWriter(this));
+  w->body_length_ = body_length;
+  for (const auto& [offset, size] : spans) w->buffers_.push_back({offset, size});
+  BatchDescriptor desc;
+  desc.body_length = body_length;
+  desc.metadata_length = static_cast<uint32_t>(md_size);
+  w->metadata_in_region_ = sizeof(BatchDescriptor) + md_size > ring_->options().inline_capacity;
+  // The region image: the prototype's body, then (if it does not fit in a
+  // slot) the metadata, padded like ShmBatchPool::AppendTail pads it.
+  const uint64_t tail = w->metadata_in_region_ ? (md_size + 63) / 64 * 64 : 0;
+  w->image_.assign(region, region + body_length);
+  if (w->metadata_in_region_) {
+    desc.metadata_offset = body_length;
+    desc.flags = internal::kMetadataInRegion;
+    w->image_.resize(body_length + tail, 0);
+    std::memcpy(w->image_.data() + body_length, metadata->data(), md_size);
+  }
+  if (w->image_.empty()) w->image_.resize(64, 0);  // a block always has a distinct offset
+  w->slot_payload_.resize(sizeof(BatchDescriptor) + (w->metadata_in_region_ ? 0 : md_size));
+  std::memcpy(w->slot_payload_.data(), &desc, sizeof(desc));
+  if (!w->metadata_in_region_ && md_size > 0) {
+    std::memcpy(w->slot_payload_.data() + sizeof(desc), metadata->data(), md_size);
+  }
+  return w;
+}
+
+FixedShapeWriter::~FixedShapeWriter() = default;  // an unpublished block is released
+
+Status FixedShapeWriter::Begin() {
+  if (pending_) {
+    return Status::Invalid("FixedShapeWriter::Begin: the region taken by the previous Begin (",
+                           block_.handle().offset, " of '", publisher_->bodies_->name(),
+                           "') was not published");
+  }
+  ALKAID_ASSIGN_OR_RAISE(block_, publisher_->bodies_->Allocate(image_.size()));
+  std::memcpy(block_.data().data(), image_.data(), image_.size());
+  pending_ = true;
+  return Status::OK();
+}
+
+std::span<uint8_t> FixedShapeWriter::buffer(size_t i) {
+  if (!pending_ || i >= buffers_.size()) return {};
+  auto* base = reinterpret_cast<uint8_t*>(block_.data().data());
+  return {base + buffers_[i].offset, static_cast<size_t>(buffers_[i].size)};
+}
+
+Status FixedShapeWriter::Publish() {
+  if (!pending_) return Status::Invalid("FixedShapeWriter::Publish: no region; call Begin first");
+  // The block's only reference moves into the ring: nothing else keeps the
+  // region, so no extra reference is taken and dropped per batch.
+  ALKAID_RETURN_NOT_OK(publisher_->ring_->Publish(slot_payload_, block_));
+  pending_ = false;
+  if (published_counter_ != nullptr) published_counter_->fetch_add(1, std::memory_order_relaxed);
+  ++publisher_->stats_.batches;
+  if (metadata_in_region_) ++publisher_->stats_.metadata_in_region;
   return Status::OK();
 }
 

@@ -223,6 +223,7 @@ Result<std::unique_ptr<Producer>> Producer::Open(const std::string& topic,
     body_options.full_policy = shm::FullPolicy::kWait;
     body_options.wait_timeout = options.publish_timeout;
     body_options.segment = access;
+    body_options.segment.huge_pages = options.huge_pages;
     ALKAID_ASSIGN_OR_RAISE(impl->bodies, shm::BodyAllocator::Create(
                                              reply.bodies, reply.config.segment_bytes,
                                              body_options));
@@ -289,6 +290,16 @@ Result<std::unique_ptr<ShmBatchPool>> Producer::NewBatchPool(uint64_t region_byt
   ALKAID_RETURN_NOT_OK(
       CheckUsable(*this, impl_->closed, PayloadKind::kRecordBatch, "NewBatchPool"));
   return impl_->publisher->NewPool(region_bytes);
+}
+
+Result<std::unique_ptr<FixedShapeWriter>> Producer::NewFixedShapeWriter(
+    const format::RecordBatch& prototype, const ShmBatchPool& pool) {
+  ALKAID_RETURN_NOT_OK(
+      CheckUsable(*this, impl_->closed, PayloadKind::kRecordBatch, "NewFixedShapeWriter"));
+  auto writer = impl_->publisher->NewFixedShapeWriter(prototype, pool);
+  if (!writer.ok()) return writer.status().WithContext("topic '" + impl_->topic + "'");
+  (*writer)->published_counter_ = &impl_->published;
+  return writer;
 }
 
 Status Producer::PublishRows(const format::RecordBatch& batch) {
@@ -364,6 +375,9 @@ const std::string& Producer::topic() const { return impl_->topic; }
 const format::SchemaPtr& Producer::schema() const { return impl_->schema; }
 PayloadKind Producer::payload_kind() const { return impl_->kind; }
 bool Producer::broker_lost() const { return impl_->broker_lost.load(); }
+bool Producer::body_segment_huge_pages() const {
+  return impl_->bodies != nullptr && impl_->bodies->segment()->huge_pages();
+}
 
 ProducerStats Producer::stats() const {
   ProducerStats s;

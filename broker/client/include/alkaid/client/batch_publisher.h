@@ -5,8 +5,10 @@
 /// flatbuffer (and the body region's handle) goes through the ring; the
 /// body stays where it was built, in the producer's body segment.
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "alkaid/client/shm_batch_pool.h"
@@ -31,6 +33,9 @@ struct PublishStats {
   /// docs/SHM_LAYOUT.md, "Client fast paths").
   uint64_t metadata_reused = 0;
 };
+
+class FixedShapeWriter;
+class Producer;
 
 /// Publishes batches of one schema through a ring whose bodies live in a
 /// BodyAllocator's segment.
@@ -72,10 +77,22 @@ class ALKAID_EXPORT BatchPublisher {
   /// a new region once, laid out as the IPC writer would (slices re-based).
   Status PublishCopy(const format::RecordBatch& batch);
 
+  /// A writer for many batches of the shape of `prototype` (see
+  /// FixedShapeWriter), which must be built in `pool` — a pool of this
+  /// publisher, not published yet — and have only fixed-width columns with
+  /// known null counts and zero offsets (the types the metadata cache
+  /// accepts, docs/SHM_LAYOUT.md "Client fast paths"); else Invalid /
+  /// NotImplemented. The prototype's body and its encoded metadata are
+  /// copied: `prototype` and `pool` may go afterwards. The writer uses this
+  /// publisher, which must outlive it.
+  Result<std::unique_ptr<FixedShapeWriter>> NewFixedShapeWriter(
+      const format::RecordBatch& prototype, const ShmBatchPool& pool);
+
   const format::SchemaPtr& schema() const { return schema_; }
   const PublishStats& stats() const { return stats_; }
 
  private:
+  friend class FixedShapeWriter;
   BatchPublisher(shm::RingProducer* ring, shm::BodyAllocator* bodies, format::SchemaPtr schema)
       : ring_(ring), bodies_(bodies), schema_(std::move(schema)) {}
   Status CheckSchema(const format::RecordBatch& batch) const;
@@ -100,6 +117,70 @@ class ALKAID_EXPORT BatchPublisher {
   // The slot payload being assembled; kept between publishes so that a
   // publish allocates nothing here.
   std::vector<std::byte> slot_payload_;
+};
+
+/// Publishes batches of one fixed shape — the row count, null counts and
+/// buffer layout of a prototype batch — without building a RecordBatch per
+/// batch: each Begin() takes a fresh region holding a copy of the
+/// prototype's body, the caller overwrites the buffers it wants through
+/// buffer(i), and Publish() hands the region to the ring with the
+/// prototype's encoded metadata. Per batch this is one block allocation, a
+/// copy of the body and a ring publish; no builder, no object graph, no
+/// flatbuffer, and no extra reference for a pool. Consumers see ordinary
+/// batches (the same metadata bytes every time, so their decode cache
+/// applies).
+///
+/// What the caller writes must keep the batch valid for its metadata: the
+/// null counts are the prototype's, so a validity bitmap may be rearranged
+/// but must keep its number of nulls (consumers validate the structure, not
+/// the counts, on their fast path; ValidateFull would report a mismatch).
+///
+/// Thread safety: the producer thread, like the BatchPublisher.
+class ALKAID_EXPORT FixedShapeWriter {
+ public:
+  ~FixedShapeWriter();
+  FixedShapeWriter(const FixedShapeWriter&) = delete;
+  FixedShapeWriter& operator=(const FixedShapeWriter&) = delete;
+
+  /// Takes a fresh region (waits for space per the allocator's FullPolicy)
+  /// and fills it with the prototype's body. Invalid if a region taken by
+  /// an earlier Begin() was not published yet.
+  Status Begin();
+  /// Number of buffers of the shape: every column's buffers, depth first
+  /// (for an int64 column: its validity bitmap, then its values). A buffer
+  /// the prototype did not have (an absent bitmap) is empty.
+  size_t num_buffers() const { return buffers_.size(); }
+  /// Buffer `i` of the region taken by Begin(): writable until Publish().
+  /// Empty if there is no such region or buffer.
+  std::span<uint8_t> buffer(size_t i);
+  /// Publishes the region taken by Begin(). Invalid without one; ring
+  /// errors (TimedOut) otherwise, after which Publish may be retried.
+  Status Publish();
+
+  /// Body bytes of one batch (the region also holds the metadata when it
+  /// does not fit in a ring slot).
+  uint64_t body_length() const { return body_length_; }
+
+ private:
+  friend class BatchPublisher;
+  friend class Producer;
+  struct BufferSpan {
+    uint64_t offset;
+    uint64_t size;
+  };
+  explicit FixedShapeWriter(BatchPublisher* publisher) : publisher_(publisher) {}
+
+  BatchPublisher* publisher_;
+  std::vector<uint8_t> image_;  // the region's bytes: prototype body, then metadata if in region
+  uint64_t body_length_ = 0;
+  std::vector<BufferSpan> buffers_;
+  std::vector<std::byte> slot_payload_;  // descriptor (+ metadata if inline), fixed
+  bool metadata_in_region_ = false;
+  shm::WritableBlock block_;
+  bool pending_ = false;
+  // Set by Producer::NewFixedShapeWriter: the producer's count of published
+  // batches (what its Close drains up to), kept exact.
+  std::atomic<uint64_t>* published_counter_ = nullptr;
 };
 
 }  // namespace alkaid::client

@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 
+#include "alkaid/client/batch_publisher.h"
 #include "alkaid/client/broker_client.h"
 #include "alkaid/client/shm_batch_pool.h"
 #include "alkaid/common/export.h"
@@ -36,6 +37,13 @@ struct ProducerOptions {
   /// nobody has acquired yet would otherwise be gone). Dead consumers are
   /// detached meanwhile and do not hold it up.
   std::chrono::milliseconds drain_timeout{5000};
+  /// Back this producer's body segment with transparent huge pages
+  /// (shm::SegmentOptions::huge_pages): consumers of large batches then take
+  /// one page-table walk per 2 MiB instead of per 4 KiB. kTry falls back to
+  /// 4 KiB pages (body_segment_huge_pages() says which); kRequire makes
+  /// Create fail with the reason (e.g. the kernel setting in the way).
+  /// Default: kOff.
+  shm::HugePages huge_pages = shm::HugePages::kOff;
 };
 
 /// Counters of a producer.
@@ -88,6 +96,15 @@ class ALKAID_EXPORT Producer {
   /// Publish(batch, pool). See ShmBatchPool for the rules.
   Result<std::unique_ptr<ShmBatchPool>> NewBatchPool(uint64_t region_bytes);
 
+  /// A writer that publishes many batches of the shape of `prototype`
+  /// (built in `pool`, a pool of this producer not yet published) without
+  /// building them: see FixedShapeWriter and
+  /// BatchPublisher::NewFixedShapeWriter for the rules. Its batches count
+  /// as published (stats, Close's drain). It must not outlive the producer;
+  /// after Close, its Publish fails. kRecordBatch topics only.
+  Result<std::unique_ptr<FixedShapeWriter>> NewFixedShapeWriter(
+      const format::RecordBatch& prototype, const ShmBatchPool& pool);
+
   /// Publishes a batch built in `pool` without copying it.
   Status Publish(const format::RecordBatch& batch, ShmBatchPool* pool);
 
@@ -117,6 +134,9 @@ class ALKAID_EXPORT Producer {
   /// True while the producer is not registered with a broker (connection
   /// lost and not re-registered yet); the data path works regardless.
   bool broker_lost() const;
+  /// Whether the body segment is backed by huge pages
+  /// (ProducerOptions::huge_pages obtained them).
+  bool body_segment_huge_pages() const;
 
  private:
   struct Impl;

@@ -1,0 +1,170 @@
+// FixedShapeWriter: batches of a prototype's shape published without
+// building them, received as ordinary batches.
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "alkaid/client/batch_publisher.h"
+#include "alkaid/client/batch_subscriber.h"
+#include "alkaid/format/array.h"
+#include "alkaid/format/builder_binary.h"
+#include "alkaid/format/builder_primitive.h"
+#include "alkaid/format/validate.h"
+#include "client_test_util.h"
+
+namespace alkaid::client {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::Channel;
+
+// Two columns: nullable int64 (every 3rd row null) and non-null double.
+format::SchemaPtr TwoColumns() {
+  return format::schema({format::field("i", format::int64(), true),
+                         format::field("d", format::float64(), false)});
+}
+
+Result<format::RecordBatchPtr> BuildPrototype(ShmBatchPool* pool,
+                                              const format::SchemaPtr& schema, int64_t rows) {
+  format::Int64Builder ib(pool);
+  format::DoubleBuilder db(pool);
+  for (int64_t r = 0; r < rows; ++r) {
+    if (r % 3 == 1) {
+      ALKAID_RETURN_NOT_OK(ib.AppendNull());
+    } else {
+      ALKAID_RETURN_NOT_OK(ib.Append(-1));
+    }
+    ALKAID_RETURN_NOT_OK(db.Append(-1.0));
+  }
+  ALKAID_ASSIGN_OR_RAISE(auto i, ib.Finish());
+  ALKAID_ASSIGN_OR_RAISE(auto d, db.Finish());
+  return format::RecordBatch::Make(schema, rows, {i, d});
+}
+
+void RunWriter(uint32_t inline_capacity, bool expect_metadata_in_region) {
+  Channel ch;
+  shm::RingOptions ro;
+  ro.inline_capacity = inline_capacity;
+  ro.slot_count = 8;
+  ASSERT_OK(ch.Create(1 << 20, ro));
+  auto schema = TwoColumns();
+  ASSERT_OK_AND_ASSIGN(auto pub, BatchPublisher::Create(ch.ring.get(), ch.bodies.get(), schema));
+  ASSERT_OK_AND_ASSIGN(auto sub, BatchSubscriber::Open(ch.ring->segment(),
+                                                       ch.bodies->segment(), schema));
+  constexpr int64_t kRows = 10;
+  std::unique_ptr<FixedShapeWriter> writer;
+  {
+    ASSERT_OK_AND_ASSIGN(auto pool, pub->NewPool(4096));
+    ASSERT_OK_AND_ASSIGN(auto prototype, BuildPrototype(pool.get(), schema, kRows));
+    ASSERT_OK_AND_ASSIGN(writer, pub->NewFixedShapeWriter(*prototype, *pool));
+  }  // the prototype and its pool are gone: the writer kept copies
+  // int64: validity, values; double: validity (absent), values.
+  ASSERT_EQ(writer->num_buffers(), 4u);
+  EXPECT_TRUE(writer->buffer(1).empty());  // no region before Begin
+  ASSERT_RAISES(kInvalid, writer->Publish());
+  for (int64_t n = 0; n < 50; ++n) {  // more batches than slots: blocks are reused
+    ASSERT_OK(writer->Begin());
+    ASSERT_RAISES_WITH_MESSAGE(kInvalid, "not published", writer->Begin());
+    ASSERT_EQ(writer->buffer(1).size(), kRows * sizeof(int64_t));
+    ASSERT_EQ(writer->buffer(3).size(), kRows * sizeof(double));
+    EXPECT_TRUE(writer->buffer(2).empty());
+    EXPECT_TRUE(writer->buffer(4).empty());  // out of range
+    auto* iv = reinterpret_cast<int64_t*>(writer->buffer(1).data());
+    auto* dv = reinterpret_cast<double*>(writer->buffer(3).data());
+    for (int64_t r = 0; r < kRows; ++r) {
+      iv[r] = n * 100 + r;
+      dv[r] = static_cast<double>(n) + 0.5 * static_cast<double>(r);
+    }
+    ASSERT_OK(writer->Publish());
+    ASSERT_OK_AND_ASSIGN(auto got, sub->Receive(1s));
+    ASSERT_OK(format::ValidateFull(*got.batch));
+    ASSERT_EQ(got.batch->num_rows(), kRows);
+    auto i = std::static_pointer_cast<format::Int64Array>(got.batch->column(0));
+    auto d = std::static_pointer_cast<format::DoubleArray>(got.batch->column(1));
+    EXPECT_EQ(i->null_count(), 3);
+    for (int64_t r = 0; r < kRows; ++r) {
+      ASSERT_EQ(i->IsNull(r), r % 3 == 1) << "batch " << n << " row " << r;
+      if (r % 3 != 1) {
+        ASSERT_EQ(i->Value(r), n * 100 + r);
+      }
+      ASSERT_EQ(d->Value(r), static_cast<double>(n) + 0.5 * static_cast<double>(r));
+    }
+  }
+  EXPECT_EQ(pub->stats().batches, 50u);
+  EXPECT_EQ(pub->stats().metadata_in_region, expect_metadata_in_region ? 50u : 0u);
+  // The same metadata bytes every time: all but the first decode are hits.
+  EXPECT_EQ(sub->decode_cache_hits(), 49u);
+  // Nothing leaks: once the ring lets go, every block is free again.
+  writer.reset();
+  sub.reset();
+  ch.ring.reset();
+  ch.bodies->Reclaim();
+  EXPECT_EQ(ch.bodies->stats().in_use_blocks, 0u);
+}
+
+TEST(BatchFixedShapeWriterTest, PublishesBatchesOfThePrototypesShapeWithMetadataInTheSlot) {
+  RunWriter(512, false);
+}
+
+TEST(BatchFixedShapeWriterTest, PublishesBatchesOfThePrototypesShapeWithMetadataInTheRegion) {
+  RunWriter(64, true);
+}
+
+TEST(BatchFixedShapeWriterTest, AnUnpublishedRegionIsReleasedWithTheWriter) {
+  Channel ch;
+  ASSERT_OK(ch.Create(1 << 20));
+  auto schema = TwoColumns();
+  ASSERT_OK_AND_ASSIGN(auto pub, BatchPublisher::Create(ch.ring.get(), ch.bodies.get(), schema));
+  ASSERT_OK_AND_ASSIGN(auto pool, pub->NewPool(4096));
+  ASSERT_OK_AND_ASSIGN(auto prototype, BuildPrototype(pool.get(), schema, 4));
+  ASSERT_OK_AND_ASSIGN(auto writer, pub->NewFixedShapeWriter(*prototype, *pool));
+  prototype.reset();
+  pool.reset();
+  ASSERT_OK(writer->Begin());
+  EXPECT_EQ(ch.bodies->stats().in_use_blocks, 1u);
+  writer.reset();
+  EXPECT_EQ(ch.bodies->stats().in_use_blocks, 0u);
+}
+
+TEST(BatchFixedShapeWriterTest, RefusesPrototypesItCannotRepeat) {
+  Channel ch;
+  ASSERT_OK(ch.Create(1 << 20));
+  Channel other;
+  ASSERT_OK(other.Create(1 << 20));
+  // Variable-width column: its metadata depends on the offsets.
+  auto strings = format::schema({format::field("s", format::utf8())});
+  ASSERT_OK_AND_ASSIGN(auto spub,
+                       BatchPublisher::Create(ch.ring.get(), ch.bodies.get(), strings));
+  ASSERT_OK_AND_ASSIGN(auto spool, spub->NewPool(4096));
+  format::StringBuilder sb(spool.get());
+  ASSERT_OK(sb.Append("x"));
+  ASSERT_OK_AND_ASSIGN(auto sa, sb.Finish());
+  ASSERT_OK_AND_ASSIGN(auto sbatch, format::RecordBatch::Make(strings, 1, {sa}));
+  ASSERT_RAISES_WITH_MESSAGE(kNotImplemented, "column 0 ('s'",
+                             spub->NewFixedShapeWriter(*sbatch, *spool));
+
+  auto schema = TwoColumns();
+  ASSERT_OK_AND_ASSIGN(auto pub, BatchPublisher::Create(ch.ring.get(), ch.bodies.get(), schema));
+  ASSERT_OK_AND_ASSIGN(auto other_pub,
+                       BatchPublisher::Create(other.ring.get(), other.bodies.get(), schema));
+  ASSERT_OK_AND_ASSIGN(auto pool, pub->NewPool(4096));
+  ASSERT_OK_AND_ASSIGN(auto prototype, BuildPrototype(pool.get(), schema, 4));
+  // A pool of another body segment.
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "belongs to body segment",
+                             other_pub->NewFixedShapeWriter(*prototype, *pool));
+  // A different schema.
+  auto narrower = format::schema({format::field("i", format::int64(), true)});
+  ASSERT_OK_AND_ASSIGN(auto narrow_batch,
+                       format::RecordBatch::Make(narrower, 4, {prototype->column_data(0)}));
+  ASSERT_RAISES(kInvalid, pub->NewFixedShapeWriter(*narrow_batch, *pool));
+  // A published pool.
+  ASSERT_OK(pub->Publish(*prototype, pool.get()));
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "already published",
+                             pub->NewFixedShapeWriter(*prototype, *pool));
+}
+
+}  // namespace
+}  // namespace alkaid::client
