@@ -72,7 +72,7 @@ class ALKAID_EXPORT BooleanArray : public Array {
 /// Fixed-width arrays whose values are C values of type T: integers, floats
 /// (uint16_t for float16), date/time/timestamp/duration, month intervals.
 template <typename T>
-class NumericArray : public Array {
+class ALKAID_EXPORT NumericArray : public Array {
  public:
   using CType = T;
   using Array::Array;
@@ -132,7 +132,7 @@ class ALKAID_EXPORT FixedSizeBinaryArray : public Array {
 
 /// binary/string (int32_t offsets) and large_binary/large_string (int64_t).
 template <typename OffsetT>
-class BaseBinaryArray : public Array {
+class ALKAID_EXPORT BaseBinaryArray : public Array {
  public:
   using OffsetType = OffsetT;
   using Array::Array;
@@ -187,7 +187,7 @@ using StringViewArray = BinaryViewArray;
 
 /// list/large_list/map: offsets into one child array.
 template <typename OffsetT>
-class BaseListArray : public Array {
+class ALKAID_EXPORT BaseListArray : public Array {
  public:
   using OffsetType = OffsetT;
   explicit BaseListArray(ArrayDataPtr data)
@@ -219,7 +219,7 @@ class ALKAID_EXPORT MapArray : public ListArray {
 
 /// list_view/large_list_view: offsets and sizes into one child array.
 template <typename OffsetT>
-class BaseListViewArray : public Array {
+class ALKAID_EXPORT BaseListViewArray : public Array {
  public:
   using OffsetType = OffsetT;
   explicit BaseListViewArray(ArrayDataPtr data)
