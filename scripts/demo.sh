@@ -44,3 +44,9 @@ build/release/examples/producer readings 20 | tail -n 1
 wait "$consumer_pid"
 tail -n 3 "$work/consumer.log"
 build/release/tools/alkaid/alkaid topics --socket "$ALKAID_BROKER_SOCKET" || true
+
+echo
+echo "== alkaid latency: one-way publish -> rebuilt batch in another process, through this broker"
+echo "   (spin mode, ping-pong; beside the floor: one shared cache line; and a Unix socket)"
+build/release/tools/alkaid/alkaid latency --socket "$ALKAID_BROKER_SOCKET" \
+  --sizes 64,65536,1048576,16777216 --count 2000 --duration 5 --compare floor,uds
