@@ -3,6 +3,7 @@
 #include <bit>
 #include <cstring>
 #include <limits>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -17,22 +18,47 @@ static_assert(std::endian::native == std::endian::little,
 namespace internal {
 namespace {
 
-/// Writes the values of one row (and everything nested in it) at the end of
-/// `out`. Positions are kept as indices into `out`, which reallocates.
+/// Writes the values of one row (and everything nested in it), or with
+/// kWrite false only measures them. Positions are byte offsets from the
+/// start of the output; every byte the row takes is inside some Grow()
+/// region, zeroed before the values are stored, so padding is always zero.
+///
+/// Measuring follows exactly the steps of writing, so a measured size is the
+/// size written; it skips only what sizes do not depend on (fixed-width
+/// values, with their dictionary indices and short-decimal range checks).
+/// Writing never trusts that: each
+/// Grow() checks the room left, and a row that does not fit stops with
+/// out_of_room() set and nothing stored past the end of the output.
+template <bool kWrite>
 class RowEncoder {
  public:
-  explicit RowEncoder(std::vector<uint8_t>* out) : out_(out) {}
+  /// Measures from position 0.
+  RowEncoder() = default;
+  /// Writes into `out`, from position 0.
+  explicit RowEncoder(std::span<uint8_t> out)
+      : data_(out.data()), capacity_(static_cast<int64_t>(out.size())) {}
+
+  /// Bytes taken so far.
+  int64_t size() const { return pos_; }
+  /// Whether writing stopped because the output was too small.
+  bool out_of_room() const { return out_of_room_; }
 
   /// A row of `fields` whose values are element `index` of each column.
+  /// `kinds`, if given, is RowKindOf of each field (computed once per batch
+  /// by the callers that encode many rows).
   Status WriteRow(const std::vector<ArrayDataPtr>& columns, const FieldVector& fields,
-                  int64_t index) {
+                  int64_t index, const RowKind* kinds = nullptr) {
     const int64_t n = static_cast<int64_t>(fields.size());
-    const int64_t begin = Grow(NullBitsetBytes(n) + 8 * n);
+    int64_t begin = 0;
+    if (!Grow(NullBitsetBytes(n) + 8 * n, &begin)) return OutOfRoom();
     const int64_t slots = begin + NullBitsetBytes(n);
     for (int64_t f = 0; f < n; ++f) {
+      const RowKind kind = kinds != nullptr ? kinds[f]
+                                            : RowKindOf(*fields[static_cast<size_t>(f)]->type());
+      // A fixed-width value, null or not, takes its slot only.
+      if (!kWrite && !IsVariableKind(kind)) continue;
       const ArrayData* a = columns[static_cast<size_t>(f)].get();
       int64_t i = index;
-      const RowKind kind = RowKindOf(*fields[static_cast<size_t>(f)]->type());
       ALKAID_ASSIGN_OR_RAISE(bool is_null, ResolveNull(a, i));
       const int64_t slot = slots + 8 * f;
       if (is_null) {
@@ -40,8 +66,9 @@ class RowEncoder {
         if (kind == RowKind::kLongDecimal) {
           // Spark reserves the 16 bytes of a null long decimal too, so that
           // it can be set in place later; the slot keeps the offset, size 0.
-          const int64_t at = Grow(16);
-          StoreU64(out_->data() + slot, static_cast<uint64_t>(at - begin) << 32);
+          int64_t at = 0;
+          if (!Grow(16, &at)) return OutOfRoom();
+          StoreWord(slot, static_cast<uint64_t>(at - begin) << 32);
         }
         continue;
       }
@@ -49,25 +76,40 @@ class RowEncoder {
         ALKAID_RETURN_NOT_OK(WriteFixed(kind, *a, i, slot));
         continue;
       }
-      const int64_t at = static_cast<int64_t>(out_->size());
+      const int64_t at = pos_;
       ALKAID_ASSIGN_OR_RAISE(uint64_t size, WriteVariable(kind, *a, i, /*in_array=*/false));
-      StoreU64(out_->data() + slot, (static_cast<uint64_t>(at - begin) << 32) | size);
+      StoreWord(slot, (static_cast<uint64_t>(at - begin) << 32) | size);
     }
     return Status::OK();
   }
 
  private:
-  /// Appends `n` zero bytes; returns where they start.
-  int64_t Grow(int64_t n) {
-    const size_t at = out_->size();
-    out_->resize(at + static_cast<size_t>(n));
-    return static_cast<int64_t>(at);
+  /// Takes `n` more bytes (zeroed when writing); `*at` is where they start.
+  /// False, with out_of_room() set, if they do not fit the output.
+  bool Grow(int64_t n, int64_t* at) {
+    *at = pos_;
+    if constexpr (kWrite) {
+      if (n > capacity_ - pos_) {
+        out_of_room_ = true;
+        return false;
+      }
+      if (n > 0) std::memset(data_ + pos_, 0, static_cast<size_t>(n));
+    }
+    pos_ += n;
+    return true;
+  }
+
+  /// Stops the row; the caller sees out_of_room() and says how much room
+  /// the row needed.
+  static Status OutOfRoom() { return Status::CapacityError("the output is too small"); }
+
+  void StoreWord(int64_t pos, uint64_t v) {
+    if constexpr (kWrite) StoreU64(data_ + pos, v);
   }
 
   void SetNullBit(int64_t bitset, int64_t i) {
-    out_->data()[bitset + (i >> 3)] |= static_cast<uint8_t>(1u << (i & 7));
+    if constexpr (kWrite) data_[bitset + (i >> 3)] |= static_cast<uint8_t>(1u << (i & 7));
   }
-
   /// Follows dictionaries to the value array and reports whether the value
   /// at `i` is null. On return `a`/`i` address the value itself.
   static Result<bool> ResolveNull(const ArrayData*& a, int64_t& i) {
@@ -112,9 +154,11 @@ class RowEncoder {
     return a.buffers[1]->data() + (a.offset + i) * *width;
   }
 
-  /// Writes a fixed-width value's natural-width bytes at out[pos].
+  /// Writes a fixed-width value's natural-width bytes at `pos` (its size
+  /// is its slot's, so measuring has nothing to do).
   Status WriteFixed(RowKind kind, const ArrayData& a, int64_t i, int64_t pos) {
-    uint8_t* dst = out_->data() + pos;
+    if constexpr (!kWrite) return Status::OK();
+    uint8_t* dst = data_ + pos;
     const int64_t slot = a.offset + i;
     switch (kind) {
       case RowKind::kBool:
@@ -184,8 +228,11 @@ class RowEncoder {
     switch (kind) {
       case RowKind::kBinary: {
         std::string_view v = BinaryValue(a, i);
-        const int64_t at = Grow(RoundUp8(static_cast<int64_t>(v.size())));
-        if (!v.empty()) std::memcpy(out_->data() + at, v.data(), v.size());
+        int64_t at = 0;
+        if (!Grow(RoundUp8(static_cast<int64_t>(v.size())), &at)) return OutOfRoom();
+        if constexpr (kWrite) {
+          if (!v.empty()) std::memcpy(data_ + at, v.data(), v.size());
+        }
         return static_cast<uint64_t>(v.size());
       }
       case RowKind::kLongDecimal: {
@@ -205,8 +252,9 @@ class RowEncoder {
                                  " bytes, more than the 16 of a 38-digit Spark decimal");
         }
         // Rows reserve a fixed 16 bytes; arrays round the bytes up to 8.
-        const int64_t at = Grow(in_array ? RoundUp8(n) : 16);
-        std::memcpy(out_->data() + at, be + start, static_cast<size_t>(n));
+        int64_t at = 0;
+        if (!Grow(in_array ? RoundUp8(n) : 16, &at)) return OutOfRoom();
+        if constexpr (kWrite) std::memcpy(data_ + at, be + start, static_cast<size_t>(n));
         return static_cast<uint64_t>(n);
       }
       case RowKind::kArray: {
@@ -240,20 +288,21 @@ class RowEncoder {
         const int64_t start = entries.offset + off[0];
         const int64_t count = off[1] - off[0];
         const auto& map_type = static_cast<const MapType&>(*a.type);
-        const int64_t begin = Grow(8);
+        int64_t begin = 0;
+        if (!Grow(8, &begin)) return OutOfRoom();
         ALKAID_ASSIGN_OR_RAISE(uint64_t key_size,
                                WriteArray(*entries.child_data[0], start, count,
                                           *map_type.key_field()));
-        StoreU64(out_->data() + begin, key_size);
+        StoreWord(begin, key_size);
         ALKAID_ASSIGN_OR_RAISE(uint64_t value_size,
                                WriteArray(*entries.child_data[1], start, count,
                                           *map_type.item_field()));
         return 8 + key_size + value_size;
       }
       case RowKind::kStruct: {
-        const int64_t begin = static_cast<int64_t>(out_->size());
+        const int64_t begin = pos_;
         ALKAID_RETURN_NOT_OK(WriteRow(a.child_data, a.type->fields(), a.offset + i));
-        return static_cast<uint64_t>(static_cast<int64_t>(out_->size()) - begin);
+        return static_cast<uint64_t>(pos_ - begin);
       }
       default: return Status::Invalid("internal: not a variable-width kind");
     }
@@ -266,9 +315,12 @@ class RowEncoder {
     const RowKind kind = RowKindOf(*elem.type());
     const int64_t width = ArrayElementWidth(kind);
     const int64_t bits = NullBitsetBytes(count);
-    const int64_t begin = Grow(8 + bits + RoundUp8(count * width));
-    StoreU64(out_->data() + begin, static_cast<uint64_t>(count));
+    int64_t begin = 0;
+    if (!Grow(8 + bits + RoundUp8(count * width), &begin)) return OutOfRoom();
+    StoreWord(begin, static_cast<uint64_t>(count));
     const int64_t elems = begin + 8 + bits;
+    // Fixed-width elements, null or not, take their slots only.
+    if (!kWrite && !IsVariableKind(kind)) return static_cast<uint64_t>(pos_ - begin);
     for (int64_t k = 0; k < count; ++k) {
       const ArrayData* a = &values;
       int64_t i = start + k;
@@ -281,18 +333,126 @@ class RowEncoder {
         ALKAID_RETURN_NOT_OK(WriteFixed(kind, *a, i, elems + k * width));
         continue;
       }
-      const int64_t at = static_cast<int64_t>(out_->size());
+      const int64_t at = pos_;
       ALKAID_ASSIGN_OR_RAISE(uint64_t size, WriteVariable(kind, *a, i, /*in_array=*/true));
-      StoreU64(out_->data() + elems + 8 * k, (static_cast<uint64_t>(at - begin) << 32) | size);
+      StoreWord(elems + 8 * k, (static_cast<uint64_t>(at - begin) << 32) | size);
     }
-    return static_cast<uint64_t>(static_cast<int64_t>(out_->size()) - begin);
+    return static_cast<uint64_t>(pos_ - begin);
   }
 
-  std::vector<uint8_t>* out_;
+  uint8_t* data_ = nullptr;  // null when measuring
+  int64_t capacity_ = 0;     // bytes at data_
+  int64_t pos_ = 0;          // bytes taken
+  bool out_of_room_ = false;
 };
 
 }  // namespace
 }  // namespace internal
+
+namespace {
+
+/// Spark's limit: a row's size is an int.
+constexpr int64_t kMaxRowBytes = std::numeric_limits<int32_t>::max();
+
+Status CheckRowNumber(const RecordBatch& batch, int64_t row) {
+  if (row < 0 || row >= batch.num_rows()) {
+    return Status::IndexError("row ", row, " is outside the ", batch.num_rows(), "-row batch");
+  }
+  return Status::OK();
+}
+
+Status RowTooLarge(int64_t row, int64_t size) {
+  return Status::CapacityError("row ", row, " takes ", size,
+                               " bytes; an UnsafeRow holds at most 2^31 - 1");
+}
+
+/// What encoding many rows of one schema computes once: each top-level
+/// field's kind, and whether every row has the same size.
+struct RowPlan {
+  explicit RowPlan(const Schema& schema) {
+    const int64_t n = schema.num_fields();
+    fixed_size = internal::NullBitsetBytes(n) + 8 * n;
+    for (const auto& f : schema.fields()) {
+      kinds.push_back(internal::RowKindOf(*f->type()));
+      if (internal::IsVariableKind(kinds.back())) all_fixed = false;
+    }
+  }
+  std::vector<internal::RowKind> kinds;
+  /// No variable-width field: every row takes fixed_size bytes.
+  bool all_fixed = true;
+  int64_t fixed_size = 0;
+};
+
+/// The size of row `row` (a valid row number) of a checked batch.
+Result<int64_t> MeasureRow(const RecordBatch& batch, int64_t row,
+                           const RowPlan* plan = nullptr) {
+  if (plan != nullptr && plan->all_fixed) return plan->fixed_size;
+  internal::RowEncoder<false> measure;
+  Status st = measure.WriteRow(batch.columns(), batch.schema()->fields(), row,
+                               plan != nullptr ? plan->kinds.data() : nullptr);
+  if (!st.ok()) return st.WithContext("row " + std::to_string(row));
+  if (measure.size() > kMaxRowBytes) return RowTooLarge(row, measure.size());
+  return measure.size();
+}
+
+/// Writes row `row` (a valid row number) of a checked batch at the start of
+/// `out`. If it does not fit, sets `*out_of_room` and returns an error the
+/// caller replaces with one naming the sizes.
+Result<int64_t> WriteRowInto(const RecordBatch& batch, int64_t row, std::span<uint8_t> out,
+                             bool* out_of_room, const RowPlan* plan = nullptr) {
+  internal::RowEncoder<true> encoder(out);
+  Status st = encoder.WriteRow(batch.columns(), batch.schema()->fields(), row,
+                               plan != nullptr ? plan->kinds.data() : nullptr);
+  *out_of_room = encoder.out_of_room();
+  if (!st.ok()) return st.WithContext("row " + std::to_string(row));
+  if (encoder.size() > kMaxRowBytes) return RowTooLarge(row, encoder.size());
+  return encoder.size();
+}
+
+/// EncodedRowBatchSize of a checked batch.
+Result<int64_t> MeasureBatch(const RecordBatch& batch) {
+  const RowPlan plan(*batch.schema());
+  if (plan.all_fixed) return batch.num_rows() * (4 + plan.fixed_size);
+  int64_t total = 0;
+  for (int64_t r = 0; r < batch.num_rows(); ++r) {
+    ALKAID_ASSIGN_OR_RAISE(int64_t size, MeasureRow(batch, r, &plan));
+    total += 4 + size;
+  }
+  return total;
+}
+
+/// EncodeRowBatchInto of a checked batch.
+Result<int64_t> WriteBatchInto(const RecordBatch& batch, std::span<uint8_t> out) {
+  const RowPlan plan(*batch.schema());
+  const int64_t capacity = static_cast<int64_t>(out.size());
+  int64_t pos = 0;
+  for (int64_t r = 0; r < batch.num_rows(); ++r) {
+    bool out_of_room = capacity - pos < 4;
+    Result<int64_t> size = 0;
+    if (!out_of_room) {
+      size = WriteRowInto(batch, r, out.subspan(static_cast<size_t>(pos) + 4), &out_of_room,
+                          &plan);
+    }
+    if (out_of_room) {
+      // Rare: measure the whole batch to say how much room it needed.
+      ALKAID_ASSIGN_OR_RAISE(int64_t needed, MeasureBatch(batch));
+      return Status::CapacityError("the row batch takes ", needed, " bytes, more than the ",
+                                   capacity, "-byte output (row ", r, ", at byte offset ", pos,
+                                   ", does not fit)");
+    }
+    ALKAID_RETURN_NOT_OK(size.status());
+    const auto u = static_cast<uint32_t>(*size);
+    uint8_t* p = out.data() + pos;
+    p[0] = static_cast<uint8_t>(u >> 24);
+    p[1] = static_cast<uint8_t>(u >> 16);
+    p[2] = static_cast<uint8_t>(u >> 8);
+    p[3] = static_cast<uint8_t>(u);
+    pos += 4 + *size;
+  }
+  return pos;
+}
+
+}  // namespace
 
 UnsafeRowWriter::UnsafeRowWriter(std::shared_ptr<const RecordBatch> batch)
     : batch_(std::move(batch)) {}
@@ -305,52 +465,60 @@ Result<std::unique_ptr<UnsafeRowWriter>> UnsafeRowWriter::Make(
   return std::unique_ptr<UnsafeRowWriter>(new UnsafeRowWriter(std::move(batch)));
 }
 
-Result<int64_t> UnsafeRowWriter::AppendRow(int64_t row, std::vector<uint8_t>* out) {
-  if (row < 0 || row >= batch_->num_rows()) {
-    return Status::IndexError("row ", row, " is outside the ", batch_->num_rows(), "-row batch");
-  }
-  const size_t begin = out->size();
-  internal::RowEncoder encoder(out);
-  Status st = encoder.WriteRow(batch_->columns(), batch_->schema()->fields(), row);
-  if (!st.ok()) {
-    out->resize(begin);
-    return st.WithContext("row " + std::to_string(row));
-  }
-  const int64_t size = static_cast<int64_t>(out->size() - begin);
-  if (size > std::numeric_limits<int32_t>::max()) {
-    out->resize(begin);
-    return Status::CapacityError("row ", row, " takes ", size,
-                                 " bytes; an UnsafeRow holds at most 2^31 - 1");
+Result<int64_t> UnsafeRowWriter::RowSize(int64_t row) const {
+  ALKAID_RETURN_NOT_OK(CheckRowNumber(*batch_, row));
+  return MeasureRow(*batch_, row);
+}
+
+Result<int64_t> UnsafeRowWriter::WriteRow(int64_t row, std::span<uint8_t> out) const {
+  ALKAID_RETURN_NOT_OK(CheckRowNumber(*batch_, row));
+  bool out_of_room = false;
+  Result<int64_t> size = WriteRowInto(*batch_, row, out, &out_of_room);
+  if (out_of_room) {
+    // Rare: measure the row to say how much room it needed.
+    ALKAID_ASSIGN_OR_RAISE(int64_t needed, MeasureRow(*batch_, row));
+    return Status::CapacityError("row ", row, " takes ", needed, " bytes, more than the ",
+                                 out.size(), "-byte output");
   }
   return size;
 }
 
+Result<int64_t> UnsafeRowWriter::AppendRow(int64_t row, std::vector<uint8_t>* out) {
+  ALKAID_ASSIGN_OR_RAISE(int64_t size, RowSize(row));
+  const size_t begin = out->size();
+  out->resize(begin + static_cast<size_t>(size));
+  Result<int64_t> written =
+      WriteRow(row, std::span<uint8_t>(out->data() + begin, static_cast<size_t>(size)));
+  if (!written.ok()) out->resize(begin);
+  return written;
+}
+
 Result<std::shared_ptr<Buffer>> UnsafeRowWriter::EncodeRow(int64_t row, MemoryPool* pool) {
-  std::vector<uint8_t> bytes;
-  ALKAID_ASSIGN_OR_RAISE(int64_t size, AppendRow(row, &bytes));
+  ALKAID_ASSIGN_OR_RAISE(int64_t size, RowSize(row));
   ALKAID_ASSIGN_OR_RAISE(auto buffer, AllocateBuffer(size, pool));
-  if (size > 0) std::memcpy(buffer->mutable_data(), bytes.data(), static_cast<size_t>(size));
+  ALKAID_RETURN_NOT_OK(
+      WriteRow(row, std::span<uint8_t>(buffer->mutable_data(), static_cast<size_t>(size)))
+          .status());
   return std::shared_ptr<Buffer>(std::move(buffer));
 }
 
+Result<int64_t> EncodedRowBatchSize(const RecordBatch& batch) {
+  ALKAID_RETURN_NOT_OK(CheckRowSchema(*batch.schema()));
+  return MeasureBatch(batch);
+}
+
+Result<int64_t> EncodeRowBatchInto(const RecordBatch& batch, std::span<uint8_t> out) {
+  ALKAID_RETURN_NOT_OK(CheckRowSchema(*batch.schema()));
+  return WriteBatchInto(batch, out);
+}
+
 Result<std::shared_ptr<Buffer>> EncodeRowBatch(const RecordBatch& batch, MemoryPool* pool) {
-  // The writer keeps a shared_ptr; alias the caller's batch without owning it.
-  std::shared_ptr<const RecordBatch> view(std::shared_ptr<const RecordBatch>(), &batch);
-  ALKAID_ASSIGN_OR_RAISE(auto writer, UnsafeRowWriter::Make(view));
-  std::vector<uint8_t> bytes;
-  for (int64_t r = 0; r < batch.num_rows(); ++r) {
-    const size_t prefix = bytes.size();
-    bytes.resize(prefix + 4);
-    ALKAID_ASSIGN_OR_RAISE(int64_t size, writer->AppendRow(r, &bytes));
-    const auto u = static_cast<uint32_t>(size);
-    uint8_t* p = bytes.data() + prefix;
-    p[0] = static_cast<uint8_t>(u >> 24);
-    p[1] = static_cast<uint8_t>(u >> 16);
-    p[2] = static_cast<uint8_t>(u >> 8);
-    p[3] = static_cast<uint8_t>(u);
-  }
-  ALKAID_ASSIGN_OR_RAISE(auto buffer, AllocateBuffer(static_cast<int64_t>(bytes.size()), pool));
-  if (!bytes.empty()) std::memcpy(buffer->mutable_data(), bytes.data(), bytes.size());
+  ALKAID_RETURN_NOT_OK(CheckRowSchema(*batch.schema()));
+  ALKAID_ASSIGN_OR_RAISE(int64_t size, MeasureBatch(batch));
+  ALKAID_ASSIGN_OR_RAISE(auto buffer, AllocateBuffer(size, pool));
+  ALKAID_RETURN_NOT_OK(
+      WriteBatchInto(batch, std::span<uint8_t>(buffer->mutable_data(), static_cast<size_t>(size)))
+          .status());
   return std::shared_ptr<Buffer>(std::move(buffer));
 }
 

@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "alkaid/client/broker_client.h"
 #include "alkaid/client/consumer.h"
@@ -186,6 +188,56 @@ TEST(BrokerRowsTest, RowBatchesFromAnotherProcessRoundTrip) {
   held.clear();
   ASSERT_OK(consumer->Close());
   EXPECT_TRUE(WaitNoSegments(broker.name() + "."));
+}
+
+// PublishRows encodes straight into the shared block (nothing counted as
+// copied); PublishRowBatch copies the caller's bytes once. Both bodies are
+// exactly the row batch EncodeRowBatch makes, in a block of exactly its
+// size.
+TEST(BrokerRowsTest, PublishRowsEncodesInPlace) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("rows", RowSchema(), RowProducerOn(broker)));
+  ASSERT_OK_AND_ASSIGN(auto consumer, Consumer::Open("rows", RowConsumerOn(broker)));
+  ASSERT_TRUE(WaitForConsumers(broker.socket(), "rows", 1));
+
+  ASSERT_OK_AND_ASSIGN(auto first, MakeRows(0, 257));
+  ASSERT_OK_AND_ASSIGN(auto first_encoded, format::EncodeRowBatch(*first));
+  ASSERT_OK_AND_ASSIGN(int64_t first_size, format::EncodedRowBatchSize(*first));
+  EXPECT_EQ(first_size, first_encoded->size());
+  ASSERT_OK(producer->PublishRows(*first));
+  EXPECT_EQ(producer->stats().copied_bytes, 0u);
+
+  ASSERT_OK_AND_ASSIGN(auto second, MakeRows(1000, 31));
+  ASSERT_OK_AND_ASSIGN(auto second_encoded, format::EncodeRowBatch(*second));
+  ASSERT_OK(producer->PublishRowBatch(
+      {second_encoded->data(), static_cast<std::size_t>(second_encoded->size())}));
+  EXPECT_EQ(producer->stats().copied_bytes, static_cast<uint64_t>(second_encoded->size()));
+
+  // An empty batch is an empty body.
+  ASSERT_OK_AND_ASSIGN(auto empty, MakeRows(0, 0));
+  ASSERT_OK(producer->PublishRows(*empty));
+
+  const std::vector<std::pair<format::RecordBatchPtr, std::shared_ptr<format::Buffer>>> sent = {
+      {first, first_encoded}, {second, second_encoded}, {empty, nullptr}};
+  for (const auto& [batch, encoded] : sent) {
+    ASSERT_OK_AND_ASSIGN(auto rows, consumer->NextRows(10s));
+    ASSERT_NE(rows.data, nullptr);
+    EXPECT_EQ(rows.num_rows, batch->num_rows());
+    if (encoded == nullptr) {
+      EXPECT_EQ(rows.data->size(), 0);
+      continue;
+    }
+    EXPECT_TRUE(InShm(rows.data->data(), broker.name() + "."));
+    ASSERT_EQ(rows.data->size(), encoded->size());
+    EXPECT_EQ(std::memcmp(rows.data->data(), encoded->data(), encoded->size()), 0);
+    ASSERT_OK_AND_ASSIGN(auto decoded, rows.ToRecordBatch());
+    ASSERT_OK(format::CheckRecordBatchEquals(*batch, *decoded));
+  }
+  EXPECT_EQ(producer->stats().copied_bytes, static_cast<uint64_t>(second_encoded->size()));
+  ASSERT_OK(producer->Close());
+  ASSERT_RAISES(kEndOfStream, consumer->NextRows(10s));
+  ASSERT_OK(consumer->Close());
 }
 
 TEST(BrokerRowsTest, PayloadKindMismatchIsRefused) {

@@ -1,6 +1,6 @@
 // UnsafeRow: the seed's worked examples byte for byte, Spark's encodings of
-// long decimals, strings and nested values, random round trips, and corrupt
-// input.
+// long decimals, strings and nested values, random round trips, encoding in
+// place (exact sizes, caller memory, spans too small), and corrupt input.
 
 #include "alkaid/format/unsafe_row.h"
 
@@ -9,7 +9,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -615,7 +617,7 @@ TEST(UnsafeRowRoundTrip, EmptyBatchAndNoColumns) {
 }
 
 // ---------------------------------------------------------------------------
-// Corrupt input.
+// A batch of every kind of value, nulls included.
 
 RecordBatchPtr RichBatch(uint32_t seed, int rows) {
   RandomRows gen(seed);
@@ -637,6 +639,157 @@ RecordBatchPtr RichBatch(uint32_t seed, int rows) {
   EXPECT_OK(batch.status());
   return *batch;
 }
+
+// ---------------------------------------------------------------------------
+// In place: exact sizes, writing into caller memory, spans too small.
+
+constexpr uint8_t kGarbage = 0xa5;
+
+// RowSize, WriteRow (into garbage-filled memory with a guard after it) and
+// AppendRow agree for every row of `batch`; EncodedRowBatchSize and
+// EncodeRowBatchInto agree with EncodeRowBatch.
+void CheckInPlace(const RecordBatchPtr& batch) {
+  ASSERT_OK_AND_ASSIGN(auto writer, UnsafeRowWriter::Make(batch));
+  for (int64_t r = 0; r < batch->num_rows(); ++r) {
+    SCOPED_TRACE("row " + std::to_string(r));
+    std::vector<uint8_t> appended = {1, 2, 3};
+    ASSERT_OK_AND_ASSIGN(int64_t appended_size, writer->AppendRow(r, &appended));
+    ASSERT_OK_AND_ASSIGN(int64_t size, writer->RowSize(r));
+    ASSERT_EQ(size, appended_size);
+    ASSERT_EQ(size % 8, 0);
+    std::vector<uint8_t> memory(static_cast<size_t>(size) + 16, kGarbage);
+    ASSERT_OK_AND_ASSIGN(int64_t written,
+                         writer->WriteRow(r, std::span<uint8_t>(memory.data(), static_cast<size_t>(size))));
+    ASSERT_EQ(written, size);
+    ASSERT_EQ(std::vector<uint8_t>(memory.begin(), memory.begin() + size),
+              std::vector<uint8_t>(appended.begin() + 3, appended.end()));
+    for (size_t k = static_cast<size_t>(size); k < memory.size(); ++k) ASSERT_EQ(memory[k], kGarbage);
+  }
+  ASSERT_OK_AND_ASSIGN(auto encoded, EncodeRowBatch(*batch));
+  ASSERT_OK_AND_ASSIGN(int64_t batch_size, EncodedRowBatchSize(*batch));
+  ASSERT_EQ(batch_size, encoded->size());
+  // A larger span: the row batch at its start, the rest untouched.
+  std::vector<uint8_t> memory(static_cast<size_t>(batch_size) + 24, kGarbage);
+  ASSERT_OK_AND_ASSIGN(int64_t written, EncodeRowBatchInto(*batch, memory));
+  ASSERT_EQ(written, batch_size);
+  ASSERT_EQ(std::vector<uint8_t>(memory.begin(), memory.begin() + batch_size), ToVector(*encoded));
+  for (size_t k = static_cast<size_t>(batch_size); k < memory.size(); ++k) ASSERT_EQ(memory[k], kGarbage);
+}
+
+TEST(UnsafeRowInPlace, SizesAndBytesMatchAppendRowForRandomSchemas) {
+  for (uint32_t seed = 1; seed <= 300; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    RandomRows gen(seed);
+    ASSERT_OK_AND_ASSIGN(auto batch, gen.Batch(/*max_depth=*/4, gen.Uniform(0, 12)));
+    CheckInPlace(batch);
+    if (batch->num_rows() >= 3) CheckInPlace(batch->Slice(1, batch->num_rows() - 2));
+  }
+  CheckInPlace(RichBatch(21, 9));
+}
+
+TEST(UnsafeRowInPlace, FixedWidthSchemasAndEmptyBatches) {
+  // Every row the same size (the sizing shortcut), nulls included.
+  auto ints = Build(int64(), [](ArrayBuilder* b) {
+    ALKAID_RETURN_NOT_OK(AppendNum<int64_t>(b, 7));
+    ALKAID_RETURN_NOT_OK(b->AppendNull());
+    return AppendNum<int64_t>(b, -1);
+  });
+  auto batch = OneColumn(int64(), ints);
+  ASSERT_OK_AND_ASSIGN(int64_t size, EncodedRowBatchSize(*batch));
+  EXPECT_EQ(size, 3 * (4 + 16));
+  CheckInPlace(batch);
+  // No rows, and rows of no fields.
+  CheckInPlace(batch->Slice(0, 0));
+  ASSERT_OK_AND_ASSIGN(auto no_fields, RecordBatch::Make(schema({}), 3, std::vector<ArrayPtr>{}));
+  ASSERT_OK_AND_ASSIGN(int64_t empty_rows, EncodedRowBatchSize(*no_fields));
+  EXPECT_EQ(empty_rows, 12);
+  CheckInPlace(no_fields);
+  std::vector<uint8_t> none;
+  ASSERT_OK_AND_ASSIGN(int64_t written, EncodeRowBatchInto(*batch->Slice(0, 0), none));
+  EXPECT_EQ(written, 0);
+}
+
+TEST(UnsafeRowInPlace, SpanTooSmallIsCapacityErrorAndNothingPastItIsWritten) {
+  auto batch = RichBatch(31, 4);
+  ASSERT_OK_AND_ASSIGN(auto encoded, EncodeRowBatch(*batch));
+  const int64_t size = encoded->size();
+  const std::string sizes = "the row batch takes " + std::to_string(size) + " bytes, more than the ";
+  for (int64_t capacity = 0; capacity < size; ++capacity) {
+    SCOPED_TRACE("capacity " + std::to_string(capacity));
+    std::vector<uint8_t> memory(static_cast<size_t>(size) + 8, kGarbage);
+    auto result = EncodeRowBatchInto(*batch, std::span<uint8_t>(memory.data(), static_cast<size_t>(capacity)));
+    ASSERT_FALSE(result.ok());
+    ASSERT_EQ(result.status().code(), StatusCode::kCapacityError) << result.status().ToString();
+    ASSERT_NE(result.status().message().find(sizes + std::to_string(capacity) + "-byte output"),
+              std::string::npos)
+        << result.status().ToString();
+    for (size_t k = static_cast<size_t>(capacity); k < memory.size(); ++k) ASSERT_EQ(memory[k], kGarbage);
+  }
+  // One row at a time.
+  ASSERT_OK_AND_ASSIGN(auto writer, UnsafeRowWriter::Make(batch));
+  for (int64_t r = 0; r < batch->num_rows(); ++r) {
+    ASSERT_OK_AND_ASSIGN(int64_t row_size, writer->RowSize(r));
+    for (int64_t capacity = 0; capacity < row_size; ++capacity) {
+      std::vector<uint8_t> memory(static_cast<size_t>(row_size) + 8, kGarbage);
+      ASSERT_RAISES_WITH_MESSAGE(
+          kCapacityError,
+          "row " + std::to_string(r) + " takes " + std::to_string(row_size) +
+              " bytes, more than the " + std::to_string(capacity) + "-byte output",
+          writer->WriteRow(r, std::span<uint8_t>(memory.data(), static_cast<size_t>(capacity))));
+      for (size_t k = static_cast<size_t>(capacity); k < memory.size(); ++k) ASSERT_EQ(memory[k], kGarbage);
+    }
+  }
+}
+
+TEST(UnsafeRowInPlace, BadRowsAndBadValues) {
+  auto batch = RichBatch(41, 3);
+  ASSERT_OK_AND_ASSIGN(auto writer, UnsafeRowWriter::Make(batch));
+  std::vector<uint8_t> memory(4096);
+  ASSERT_RAISES_WITH_MESSAGE(kIndexError, "row 3 is outside the 3-row batch", writer->RowSize(3));
+  ASSERT_RAISES_WITH_MESSAGE(kIndexError, "row -1 is outside", writer->WriteRow(-1, memory));
+
+  // A dictionary index past the dictionary: sizing a variable-width value
+  // needs the value, so RowSize sees it too; AppendRow leaves `out` alone.
+  auto make_bad = [](const TypePtr& value_type, auto fill) {
+    auto dict_type = dictionary(int8(), value_type);
+    auto array = Build(dict_type, fill);
+    auto data = std::make_shared<ArrayData>(*array->data());
+    data->buffers[1] = Buffer::FromString(std::string("\x00\x05", 2));
+    return OneColumn(dict_type, MakeArray(data), "d");
+  };
+  auto bad_strings = make_bad(utf8(), [](ArrayBuilder* b) {
+    auto* db = static_cast<DictionaryBuilder*>(b);
+    ALKAID_RETURN_NOT_OK(db->Append("x"));
+    return db->Append("yy");
+  });
+  ASSERT_OK_AND_ASSIGN(auto strings, UnsafeRowWriter::Make(bad_strings));
+  ASSERT_OK(strings->RowSize(0).status());
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "dictionary index 5", strings->RowSize(1));
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "dictionary index 5", strings->WriteRow(1, memory));
+  std::vector<uint8_t> appended = {9};
+  ASSERT_RAISES(kInvalid, strings->AppendRow(1, &appended));
+  EXPECT_EQ(appended, std::vector<uint8_t>{9});
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "row 1", EncodedRowBatchSize(*bad_strings));
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "row 1", EncodeRowBatchInto(*bad_strings, memory));
+  ASSERT_RAISES(kInvalid, EncodeRowBatch(*bad_strings));
+
+  // A fixed-width value takes its slot whatever it is: RowSize does not
+  // look at it, WriteRow does.
+  auto bad_ints = make_bad(int64(), [](ArrayBuilder* b) {
+    auto* db = static_cast<DictionaryBuilder*>(b);
+    ALKAID_RETURN_NOT_OK(db->Append(int64_t{1}));
+    return db->Append(int64_t{2});
+  });
+  ASSERT_OK_AND_ASSIGN(auto ints, UnsafeRowWriter::Make(bad_ints));
+  ASSERT_OK_AND_ASSIGN(int64_t int_row, ints->RowSize(1));
+  EXPECT_EQ(int_row, 16);
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "dictionary index 5", ints->WriteRow(1, memory));
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "row 1", EncodeRowBatchInto(*bad_ints, memory));
+}
+
+
+// ---------------------------------------------------------------------------
+// Corrupt input.
 
 TEST(UnsafeRowCorrupt, TruncationAtEveryByte) {
   auto batch = RichBatch(11, 6);

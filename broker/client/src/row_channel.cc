@@ -74,29 +74,42 @@ Status RowPublisher::PublishRows(const format::RecordBatch& batch) {
     return Status::Invalid("RowPublisher: the batch's schema ", batch.schema()->ToString(),
                            " is not the topic's ", schema_->ToString());
   }
-  ALKAID_ASSIGN_OR_RAISE(auto rows, format::EncodeRowBatch(batch));
-  return PublishEncoded({rows->data(), static_cast<std::size_t>(rows->size())}, batch.num_rows());
+  // Sized first, then encoded straight into the block: no private copy of
+  // the rows, no memcpy of the body.
+  ALKAID_ASSIGN_OR_RAISE(int64_t size, format::EncodedRowBatchSize(batch));
+  ALKAID_ASSIGN_OR_RAISE(shm::WritableBlock block, bodies_->Allocate(static_cast<uint64_t>(size)));
+  const std::span<std::byte> bytes = block.data();
+  ALKAID_ASSIGN_OR_RAISE(
+      int64_t written,
+      format::EncodeRowBatchInto(
+          batch, std::span<uint8_t>(reinterpret_cast<uint8_t*>(bytes.data()), bytes.size())));
+  if (written != size) {
+    return Status::Invalid("RowPublisher: the row batch was sized at ", size,
+                           " bytes but encoded into ", written);
+  }
+  return Publish(block, static_cast<uint64_t>(size), batch.num_rows());
 }
 
 Status RowPublisher::PublishRowBatch(std::span<const uint8_t> row_batch) {
   const std::string_view view(reinterpret_cast<const char*>(row_batch.data()), row_batch.size());
   ALKAID_ASSIGN_OR_RAISE(auto rows, format::SplitRowBatch(view));
-  return PublishEncoded(row_batch, static_cast<int64_t>(rows.size()));
-}
-
-Status RowPublisher::PublishEncoded(std::span<const uint8_t> row_batch, int64_t num_rows) {
+  // The caller's bytes live elsewhere: this is the one copy of the path.
   ALKAID_ASSIGN_OR_RAISE(shm::WritableBlock block, bodies_->Allocate(row_batch.size()));
   if (!row_batch.empty()) std::memcpy(block.data().data(), row_batch.data(), row_batch.size());
+  ALKAID_RETURN_NOT_OK(Publish(block, row_batch.size(), static_cast<int64_t>(rows.size())));
+  copied_bytes_ += row_batch.size();
+  return Status::OK();
+}
+
+Status RowPublisher::Publish(shm::WritableBlock& block, uint64_t body_length, int64_t num_rows) {
   RowDescriptor descriptor;
-  descriptor.body_length = row_batch.size();
+  descriptor.body_length = body_length;
   descriptor.num_rows = static_cast<uint64_t>(num_rows);
   std::byte payload[sizeof(RowDescriptor)];
   std::memcpy(payload, &descriptor, sizeof(descriptor));
   // On success the ring owns the producer reference; on error `block`
-  // still holds it and drops it here.
-  ALKAID_RETURN_NOT_OK(ring_->Publish(payload, block));
-  copied_bytes_ += row_batch.size();
-  return Status::OK();
+  // still holds it and the caller drops it.
+  return ring_->Publish(payload, block);
 }
 
 // ---- RowSubscriber ---------------------------------------------------------------

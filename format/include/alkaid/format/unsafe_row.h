@@ -41,6 +41,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -70,6 +71,10 @@ ALKAID_EXPORT Result<SchemaPtr> RowOutputSchema(const Schema& schema);
 
 /// Encodes rows of one record batch, one at a time. Holds a reference to the
 /// batch; not thread-safe (one writer per thread).
+///
+/// Rows can be written in place: RowSize() gives a row's exact size and
+/// WriteRow() writes it into memory the caller provides (a shared-memory
+/// block, a slice of a larger buffer), with no intermediate copy.
 class ALKAID_EXPORT UnsafeRowWriter {
  public:
   /// Checks the schema (CheckRowSchema) and keeps `batch`.
@@ -78,6 +83,24 @@ class ALKAID_EXPORT UnsafeRowWriter {
   ~UnsafeRowWriter();
   UnsafeRowWriter(const UnsafeRowWriter&) = delete;
   UnsafeRowWriter& operator=(const UnsafeRowWriter&) = delete;
+
+  /// The exact size in bytes of row `row` (0 <= row < num_rows) as one
+  /// UnsafeRow: what WriteRow() writes and AppendRow() appends, a multiple
+  /// of 8. Walks only the variable-width values. IndexError for a bad row
+  /// number; CapacityError for a row over 2 GiB; Invalid for what sizes
+  /// depend on (a dictionary index of a variable-width value out of range,
+  /// a long decimal over 16 bytes). Value checks sizes do not need (a short
+  /// decimal over 18 digits, a dictionary index of a fixed-width value) are
+  /// left to WriteRow().
+  Result<int64_t> RowSize(int64_t row) const;
+
+  /// Writes row `row` as one UnsafeRow at the start of `out` and returns its
+  /// size (bytes of `out` past it are not touched). The bytes are those
+  /// AppendRow() appends, padding zeroed: `out` need not be initialized.
+  /// Never writes outside `out`: CapacityError naming both sizes if the row
+  /// does not fit (size `out` with RowSize()). Other errors as AppendRow().
+  /// After an error the contents of `out` are unspecified.
+  Result<int64_t> WriteRow(int64_t row, std::span<uint8_t> out) const;
 
   /// Appends row `row` (0 <= row < num_rows) as one UnsafeRow to `out`
   /// (which grows; nothing before its current end is touched) and returns
@@ -97,8 +120,29 @@ class ALKAID_EXPORT UnsafeRowWriter {
   std::shared_ptr<const RecordBatch> batch_;
 };
 
+/// The exact size in bytes of the row batch of `batch` (what EncodeRowBatch
+/// returns and EncodeRowBatchInto writes): 4 + RowSize per row. Checks the
+/// schema (CheckRowSchema); other errors as UnsafeRowWriter::RowSize, with
+/// the row named.
+ALKAID_EXPORT Result<int64_t> EncodedRowBatchSize(const RecordBatch& batch);
+
+/// Writes the row batch of `batch` (every row preceded by its size as a
+/// 4-byte big-endian integer) at the start of `out`, in place, and returns
+/// the bytes written; bytes of `out` past them are not touched. `out` need
+/// not be initialized (padding is zeroed). Never writes outside `out`: a
+/// span smaller than EncodedRowBatchSize(batch) is a CapacityError naming
+/// both sizes and the first row that did not fit. Other errors as
+/// UnsafeRowWriter::WriteRow, with the row named. After an error the
+/// contents of `out` are unspecified.
+///
+/// EncodedRowBatchSize then EncodeRowBatchInto is how a row batch is
+/// written straight into a shared-memory block (client::RowPublisher).
+ALKAID_EXPORT Result<int64_t> EncodeRowBatchInto(const RecordBatch& batch,
+                                                 std::span<uint8_t> out);
+
 /// Every row of `batch`, each preceded by its size as a 4-byte big-endian
-/// integer, in one buffer allocated from `pool`.
+/// integer, in one buffer of exactly that size allocated from `pool`
+/// (EncodedRowBatchSize, then EncodeRowBatchInto the buffer).
 ALKAID_EXPORT Result<std::shared_ptr<Buffer>> EncodeRowBatch(
     const RecordBatch& batch, MemoryPool* pool = default_memory_pool());
 

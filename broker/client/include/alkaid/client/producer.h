@@ -49,6 +49,8 @@ struct ProducerOptions {
 /// Counters of a producer.
 struct ProducerStats {
   uint64_t published = 0;
+  /// Body bytes copied into shared memory: PublishCopy's, or on unsafe-row
+  /// topics PublishRowBatch's (PublishRows encodes in place).
   uint64_t copied_bytes = 0;
   /// Consumer registrations freed because their process died (with the
   /// body references they held: shm::ReclaimDeadConsumer).
@@ -112,7 +114,8 @@ class ALKAID_EXPORT Producer {
   Status PublishCopy(const format::RecordBatch& batch);
 
   /// Unsafe-row topics: encodes every row of `batch` (the topic's schema)
-  /// as UnsafeRows and publishes them as one row batch in shared memory
+  /// as UnsafeRows straight into a shared-memory block of exactly the row
+  /// batch's size and publishes it, copying nothing
   /// (RowPublisher::PublishRows). Invalid on a record-batch topic.
   Status PublishRows(const format::RecordBatch& batch);
 

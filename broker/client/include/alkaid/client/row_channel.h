@@ -80,23 +80,30 @@ class ALKAID_EXPORT RowPublisher {
                                                       format::SchemaPtr schema);
 
   /// Encodes every row of `batch` (schema equal to the publisher's) as
-  /// UnsafeRows (format::EncodeRowBatch, into private memory), copies the
-  /// row batch into a fresh block and publishes it.
+  /// UnsafeRows straight into a fresh block and publishes it: the batch is
+  /// sized (format::EncodedRowBatchSize), a block of exactly that size is
+  /// allocated and the rows are written in place
+  /// (format::EncodeRowBatchInto). Zero-copy like record-batch bodies: no
+  /// private buffer, no memcpy of the body; adds nothing to copied_bytes().
   Status PublishRows(const format::RecordBatch& batch);
 
   /// Publishes an already encoded row batch (size-prefixed rows of the
-  /// publisher's schema), copied once into a block. The size prefixes are
-  /// checked (format::SplitRowBatch); the row contents are not.
+  /// publisher's schema). The bytes live in the caller's memory, so they are
+  /// copied once into a block (counted in copied_bytes()). The size prefixes
+  /// are checked (format::SplitRowBatch); the row contents are not.
   Status PublishRowBatch(std::span<const uint8_t> row_batch);
 
-  /// Bytes copied into shared memory so far.
+  /// Body bytes copied into shared memory so far: PublishRowBatch's only
+  /// (PublishRows writes the rows in place).
   uint64_t copied_bytes() const { return copied_bytes_; }
   const format::SchemaPtr& schema() const { return schema_; }
 
  private:
   RowPublisher(shm::RingProducer* ring, shm::BodyAllocator* bodies, format::SchemaPtr schema)
       : ring_(ring), bodies_(bodies), schema_(std::move(schema)) {}
-  Status PublishEncoded(std::span<const uint8_t> row_batch, int64_t num_rows);
+  /// Publishes `block`, whose first `body_length` bytes are a row batch of
+  /// `num_rows` rows. On error `block` still holds the producer reference.
+  Status Publish(shm::WritableBlock& block, uint64_t body_length, int64_t num_rows);
 
   shm::RingProducer* ring_;
   shm::BodyAllocator* bodies_;
