@@ -46,23 +46,15 @@
 #include "alkaid/format/array.h"
 #include "alkaid/format/builder_primitive.h"
 #include "alkaid/shm/segment.h"
+#include "bench_util.h"
 
 namespace {
 
 using namespace alkaid;
+using bench::Die;
+using bench::NowNs;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
-
-void Die(const Status& st, const char* what) {
-  std::fprintf(stderr, "%s: %s\n", what, st.ToString().c_str());
-  std::exit(1);
-}
-
-#define CHECK_OK(expr)                   \
-  do {                                   \
-    ::alkaid::Status _s = (expr);        \
-    if (!_s.ok()) Die(_s, #expr);        \
-  } while (false)
 
 struct Figures {
   double median_ns;
@@ -73,12 +65,6 @@ Figures Summarize(std::vector<double> one_way_ns) {
   std::sort(one_way_ns.begin(), one_way_ns.end());
   const size_t n = one_way_ns.size();
   return {one_way_ns[n / 2], one_way_ns[std::min(n - 1, n * 99 / 100)]};
-}
-
-int64_t NowNs() {
-  timespec ts;
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
 }
 
 // Per-iteration timestamps (CLOCK_MONOTONIC, shared by both processes).

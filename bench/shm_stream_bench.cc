@@ -38,30 +38,16 @@
 #include "alkaid/format/array.h"
 #include "alkaid/format/builder_primitive.h"
 #include "alkaid/shm/segment.h"
+#include "bench_util.h"
 
 namespace {
 
 using namespace alkaid;
+using bench::Die;
+using bench::NowNs;
 using namespace std::chrono_literals;
 
 constexpr int64_t kRows = 64;
-
-void Die(const Status& st, const char* what) {
-  std::fprintf(stderr, "%s: %s\n", what, st.ToString().c_str());
-  std::exit(1);
-}
-
-#define CHECK_OK(expr)            \
-  do {                            \
-    ::alkaid::Status _s = (expr); \
-    if (!_s.ok()) Die(_s, #expr); \
-  } while (false)
-
-int64_t NowNs() {
-  timespec ts;
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
 
 format::SchemaPtr Schema() { return format::schema({format::field("v", format::int64(), false)}); }
 
@@ -127,6 +113,15 @@ void CheckBatch(const client::ReceivedBatch& got, int64_t expected_first) {
 
 std::string Tag() { return std::to_string(::getpid()); }
 
+// Ends a run: resets the owners in the order given (users before what they
+// map), then removes the run's two segments.
+template <typename... Owners>
+void EndRun(const std::string& bodies_name, const std::string& ring_name, Owners&... owners) {
+  (owners.reset(), ...);
+  (void)shm::Segment::Remove(bodies_name);
+  (void)shm::Segment::Remove(ring_name);
+}
+
 // Single thread: publish, receive, decode, read; the CPU cost per batch.
 double InProcess(int64_t iterations, bool fixed) {
   const std::string tag = Tag();
@@ -158,13 +153,7 @@ double InProcess(int64_t iterations, bool fixed) {
     CheckBatch(*got, i);
   }
   const double ns = static_cast<double>(NowNs() - t0) / static_cast<double>(iterations);
-  sub.reset();
-  writer.reset();
-  publisher.reset();
-  ring.reset();
-  bodies.reset();
-  (void)shm::Segment::Remove(bodies_name);
-  (void)shm::Segment::Remove(ring_name);
+  EndRun(bodies_name, ring_name, sub, writer, publisher, ring, bodies);
   return ns;
 }
 
@@ -236,12 +225,7 @@ StreamFigures Stream(int consumers, int64_t batches, bool fixed) {
   }
   f.producer_rate = static_cast<double>(batches) / (static_cast<double>(t1 - t0) / 1e9);
   ::munmap(mem, sizeof(Shared));
-  writer.reset();
-  publisher.reset();
-  ring.reset();
-  bodies.reset();
-  (void)shm::Segment::Remove(bodies_name);
-  (void)shm::Segment::Remove(ring_name);
+  EndRun(bodies_name, ring_name, writer, publisher, ring, bodies);
   return f;
 }
 

@@ -24,6 +24,7 @@
 #include "alkaid/format/ipc/io.h"
 #include "alkaid/format/ipc/writer.h"
 #include "broker_process.h"
+#include "broker_test_util.h"
 #include "test_util.h"
 
 namespace alkaid::broker {
@@ -31,6 +32,7 @@ namespace {
 
 using client::Consumer;
 using testing::BrokerProcess;
+using testing::ReadFile;
 using testing::ShmNames;
 using namespace std::chrono_literals;
 
@@ -41,7 +43,7 @@ constexpr gid_t kNogroup = 65534;
 // its pid.
 pid_t SpawnWith(const std::vector<std::string>& args, const std::string& stdin_path,
                 const std::string& stderr_path) {
-  const pid_t pid = ::fork();
+  const pid_t pid = testing::ForkTestChild();
   if (pid == 0) {
     const int in = ::open(stdin_path.empty() ? "/dev/null" : stdin_path.c_str(), O_RDONLY);
     const int err = ::open(stderr_path.empty() ? "/dev/null" : stderr_path.c_str(),
@@ -51,20 +53,9 @@ pid_t SpawnWith(const std::vector<std::string>& args, const std::string& stdin_p
     ::dup2(in, 0);
     ::dup2(out, 1);
     ::dup2(err, 2);
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
+    testing::ExecOrExit(args);
   }
   return pid;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 class BrokerPermissionTest : public ::testing::Test {

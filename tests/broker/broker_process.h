@@ -5,10 +5,12 @@
 
 #include <dirent.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <set>
 #include <string>
 #include <thread>
@@ -36,18 +38,40 @@ inline std::set<std::string> ShmNames(const std::string& prefix) {
   return out;
 }
 
+/// fork() for tests: the child gets SIGKILL when the test process exits, so
+/// the child of a failed test (an ASSERT returns before the test kills it)
+/// never outlives the test binary, where it would hold ctest's output pipe
+/// open until ctest's timeout. Must be called from the main thread (the
+/// signal follows the death of the forking thread).
+inline pid_t ForkTestChild() {
+  const pid_t parent = ::getpid();
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(97);  // the test exited before prctl
+  }
+  return pid;
+}
+
+/// In a forked child: replaces the process with `args` (args[0] a path);
+/// exits with 127 if that fails.
+[[noreturn]] inline void ExecOrExit(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  ::execv(argv[0], argv.data());
+  ::_exit(127);
+}
+
 /// Runs `argv` (argv[0] a path) and returns its pid.
 inline pid_t Spawn(const std::vector<std::string>& args, const std::string& stdout_path = "") {
-  const pid_t pid = ::fork();
+  const pid_t pid = ForkTestChild();
   if (pid == 0) {
     if (!stdout_path.empty()) {
       if (std::FILE* f = std::freopen(stdout_path.c_str(), "w", stdout)) (void)f;
     }
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
+    ExecOrExit(args);
   }
   return pid;
 }

@@ -20,6 +20,7 @@
 #include "alkaid/format/array.h"
 #include "alkaid/format/builder_primitive.h"
 #include "broker_process.h"
+#include "broker_test_util.h"
 #include "protocol/control.h"
 #include "protocol/frame.h"
 #include "test_util.h"
@@ -31,6 +32,7 @@ using client::BrokerClient;
 using client::Consumer;
 using client::Producer;
 using testing::BrokerProcess;
+using testing::ReadFile;
 using testing::ShmNames;
 using namespace std::chrono_literals;
 
@@ -96,7 +98,7 @@ TEST(BrokerRestartTest, DataFlowsThroughAnOutageAndClientsReRegister) {
 
   // Consumer: every message exactly once, in order; a byte on `progress`
   // after 20 messages and after 150.
-  const pid_t consumer_pid = ::fork();
+  const pid_t consumer_pid = testing::ForkTestChild();
   if (consumer_pid == 0) {
     client::ConsumerOptions options;
     options.socket_path = broker.socket();
@@ -124,8 +126,12 @@ TEST(BrokerRestartTest, DataFlowsThroughAnOutageAndClientsReRegister) {
     if ((*consumer)->reregistrations() != 1) ::_exit(14);
     ::_exit((*consumer)->Close().ok() ? 0 : 15);
   }
+  // The consumer attaches before the producer exists, so that the producer
+  // waits for it (wait_for_consumers) and it receives message 0 (a consumer
+  // attaching after the producer starts begins at its next message).
+  ASSERT_TRUE(TopicShows(broker.socket(), "r", 0, 1, 10000)) << "the consumer did not attach";
   // Producer: one message every 10 ms.
-  const pid_t producer_pid = ::fork();
+  const pid_t producer_pid = testing::ForkTestChild();
   if (producer_pid == 0) {
     client::ProducerOptions options;
     options.socket_path = broker.socket();
@@ -140,7 +146,7 @@ TEST(BrokerRestartTest, DataFlowsThroughAnOutageAndClientsReRegister) {
     ::_exit((*producer)->Close().ok() ? 0 : 23);
   }
   // A second producer that dies while the broker is down.
-  const pid_t doomed = ::fork();
+  const pid_t doomed = testing::ForkTestChild();
   if (doomed == 0) {
     client::ProducerOptions options;
     options.socket_path = broker.socket();
@@ -168,11 +174,9 @@ TEST(BrokerRestartTest, DataFlowsThroughAnOutageAndClientsReRegister) {
                                           broker.socket()},
                                          out)),
             0);
-  std::ifstream in(out);
-  std::stringstream text;
-  text << in.rdbuf();
+  const std::string text = ReadFile(out);
   std::filesystem::remove(out);
-  std::istringstream lines(text.str());
+  std::istringstream lines(text);
   std::string line;
   bool listed = false;
   while (std::getline(lines, line)) {
@@ -182,7 +186,7 @@ TEST(BrokerRestartTest, DataFlowsThroughAnOutageAndClientsReRegister) {
     fields >> name >> producers >> consumers;
     if (name == "r") listed = producers == 1 && consumers == 1;
   }
-  EXPECT_TRUE(listed) << text.str();
+  EXPECT_TRUE(listed) << text;
   // The dead producer's segments were not adopted but removed.
   EXPECT_TRUE(NamesOfPid(broker.name(), doomed).empty());
   EXPECT_EQ(NamesOfPid(broker.name(), producer_pid).size(), 2u);
@@ -233,7 +237,7 @@ Result<protocol::Reply> RawCall(const std::string& socket, protocol::Request req
 TEST(BrokerRestartTest, OnlyTheOwnerReadoptsItsSegments) {
   BrokerProcess broker;
   ASSERT_TRUE(broker.Start());
-  const pid_t child = ::fork();
+  const pid_t child = testing::ForkTestChild();
   if (child == 0) {
     client::ProducerOptions options;
     options.socket_path = broker.socket();

@@ -25,6 +25,7 @@
 #include "alkaid/format/ipc/writer.h"
 #include "alkaid/format/unsafe_row.h"
 #include "broker_process.h"
+#include "broker_test_util.h"
 #include "test_util.h"
 
 namespace alkaid::broker {
@@ -35,7 +36,10 @@ using client::Consumer;
 using client::PayloadKind;
 using client::Producer;
 using testing::BrokerProcess;
+using testing::ReadFile;
 using testing::ShmNames;
+using testing::WaitForConsumers;
+using testing::WaitNoSegments;
 using namespace std::chrono_literals;
 
 format::SchemaPtr RowSchema() {
@@ -84,20 +88,6 @@ client::ConsumerOptions RowConsumerOn(const BrokerProcess& broker) {
   return options;
 }
 
-bool WaitForConsumers(const std::string& socket, const std::string& topic, uint32_t consumers) {
-  auto client = BrokerClient::Connect(socket);
-  if (!client.ok()) return false;
-  for (int i = 0; i < 500; ++i) {
-    auto topics = (*client)->ListTopics();
-    if (!topics.ok()) return false;
-    for (const auto& t : *topics) {
-      if (t.name == topic && t.consumers >= consumers) return true;
-    }
-    std::this_thread::sleep_for(10ms);
-  }
-  return false;
-}
-
 // True if `address` lies in a mapping of a /dev/shm object named
 // `prefix`* (from /proc/self/maps).
 bool InShm(const void* address, const std::string& prefix) {
@@ -110,11 +100,6 @@ bool InShm(const void* address, const std::string& prefix) {
     if (std::sscanf(line.c_str(), "%lx-%lx", &lo, &hi) == 2 && a >= lo && a < hi) return true;
   }
   return false;
-}
-
-bool WaitNoSegments(const std::string& prefix) {
-  for (int i = 0; i < 300 && !ShmNames(prefix).empty(); ++i) std::this_thread::sleep_for(10ms);
-  return ShmNames(prefix).empty();
 }
 
 // A forked producer publishes 40 row batches (some through PublishRowBatch
@@ -133,7 +118,7 @@ TEST(BrokerRowsTest, RowBatchesFromAnotherProcessRoundTrip) {
   EXPECT_EQ(consumer->payload_kind(), PayloadKind::kUnsafeRow);
 
   constexpr int kBatches = 40;
-  const pid_t child = ::fork();
+  const pid_t child = testing::ForkTestChild();
   if (child == 0) {
     auto producer = Producer::Open("rows", RowSchema(), RowProducerOn(broker));
     if (!producer.ok()) ::_exit(1);
@@ -187,7 +172,7 @@ TEST(BrokerRowsTest, RowBatchesFromAnotherProcessRoundTrip) {
   }
   held.clear();
   ASSERT_OK(consumer->Close());
-  EXPECT_TRUE(WaitNoSegments(broker.name() + "."));
+  EXPECT_TRUE(WaitNoSegments(broker.name() + ".", 300));
 }
 
 // PublishRows encodes straight into the shared block (nothing counted as
@@ -269,18 +254,17 @@ TEST(BrokerRowsTest, PayloadKindMismatchIsRefused) {
   const std::string out = "/tmp/alkaid-test-" + broker.name() + ".topics";
   const pid_t topics = testing::Spawn({ALKAID_TOOL_BIN, "topics", "--socket", broker.socket()}, out);
   ASSERT_EQ(testing::Wait(topics), 0);
-  std::ifstream in(out);
-  std::stringstream text;
-  text << in.rdbuf();
+  const std::string text = ReadFile(out);
   std::filesystem::remove(out);
-  EXPECT_NE(text.str().find("PAYLOAD"), std::string::npos) << text.str();
+  EXPECT_NE(text.find("PAYLOAD"), std::string::npos) << text;
   bool rows_line = false, plain_line = false;
+  std::istringstream lines(text);
   std::string line;
-  while (std::getline(text, line)) {
+  while (std::getline(lines, line)) {
     if (line.rfind("rows ", 0) == 0) rows_line = line.find("unsafe-row") != std::string::npos;
     if (line.rfind("plain ", 0) == 0) plain_line = line.find("record-batch") != std::string::npos;
   }
-  EXPECT_TRUE(rows_line && plain_line) << text.str();
+  EXPECT_TRUE(rows_line && plain_line) << text;
 }
 
 Status WriteStream(const std::string& path, const std::vector<format::RecordBatchPtr>& batches) {

@@ -282,13 +282,13 @@ TEST(BrokerStressTest, RandomSigkillsKeepExactlyOnceInOrder) {
   } kill_leftovers{{&producers, &consumers}};
   auto spawn_producer = [&] {
     const int tag = next_tag++;
-    const pid_t pid = ::fork();
+    const pid_t pid = testing::ForkTestChild();
     if (pid == 0) RunProducer(broker.socket(), tag, shared, dir);
     producers[pid] = tag;
   };
   auto spawn_consumer = [&] {
     const int slot = next_slot++;
-    const pid_t pid = ::fork();
+    const pid_t pid = testing::ForkTestChild();
     if (pid == 0) RunConsumer(broker.socket(), slot, shared, dir);
     consumers[pid] = slot;
   };

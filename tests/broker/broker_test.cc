@@ -22,6 +22,7 @@
 #include "alkaid/format/ipc/reader.h"
 #include "alkaid/shm/segment.h"
 #include "broker_process.h"
+#include "broker_test_util.h"
 #include "test_util.h"
 
 namespace alkaid::broker {
@@ -32,6 +33,8 @@ using client::Consumer;
 using client::Producer;
 using testing::BrokerProcess;
 using testing::ShmNames;
+using testing::WaitForConsumers;
+using testing::WaitNoSegments;
 using namespace std::chrono_literals;
 
 format::SchemaPtr IdSchema() { return format::schema({format::field("id", format::int64())}); }
@@ -45,26 +48,6 @@ Result<format::RecordBatchPtr> IdBatch(int64_t first, int64_t rows) {
 
 int64_t FirstId(const format::RecordBatch& batch) {
   return std::static_pointer_cast<format::Int64Array>(batch.column(0))->Value(0);
-}
-
-// Waits until `topic` shows `consumers` consumers.
-bool WaitForConsumers(const std::string& socket, const std::string& topic, uint32_t consumers) {
-  auto client = BrokerClient::Connect(socket);
-  if (!client.ok()) return false;
-  for (int i = 0; i < 500; ++i) {
-    auto topics = (*client)->ListTopics();
-    if (!topics.ok()) return false;
-    for (const auto& t : *topics) {
-      if (t.name == topic && t.consumers >= consumers) return true;
-    }
-    std::this_thread::sleep_for(10ms);
-  }
-  return false;
-}
-
-bool WaitNoSegments(const std::string& prefix) {
-  for (int i = 0; i < 200 && !ShmNames(prefix).empty(); ++i) std::this_thread::sleep_for(10ms);
-  return ShmNames(prefix).empty();
 }
 
 client::ProducerOptions ProducerOn(const BrokerProcess& broker) {
@@ -255,7 +238,7 @@ TEST(BrokerTest, SigkilledProducerEndsTheStreamAfterDraining) {
   ASSERT_OK_AND_ASSIGN(auto consumer, Consumer::Open("t", ConsumerOn(broker)));
   int ready[2];
   ASSERT_EQ(::pipe(ready), 0);
-  const pid_t child = ::fork();
+  const pid_t child = testing::ForkTestChild();
   if (child == 0) {
     auto producer = Producer::Open("t", IdSchema(), ProducerOn(broker));
     if (!producer.ok()) ::_exit(1);
@@ -298,7 +281,7 @@ TEST(BrokerTest, SigkilledConsumerDoesNotBlockTheProducer) {
   ASSERT_OK(admin->CreateTopic("t", IdSchema(), small).status());
   int ready[2];
   ASSERT_EQ(::pipe(ready), 0);
-  const pid_t child = ::fork();
+  const pid_t child = testing::ForkTestChild();
   if (child == 0) {
     auto consumer = Consumer::Open("t", ConsumerOn(broker));
     if (!consumer.ok()) ::_exit(1);
@@ -349,7 +332,7 @@ TEST(BrokerTest, SurvivorsCarryOnWhenTheBrokerDies) {
   ASSERT_OK_AND_ASSIGN(auto consumer, Consumer::Open("t", ConsumerOn(broker)));
   int go[2];
   ASSERT_EQ(::pipe(go), 0);
-  const pid_t child = ::fork();
+  const pid_t child = testing::ForkTestChild();
   if (child == 0) {
     auto producer = Producer::Open("t", IdSchema(), ProducerOn(broker));
     if (!producer.ok()) ::_exit(1);

@@ -89,7 +89,7 @@ TEST_F(SmallShmTest, BrokerRefusesALimitAboveFreeSpace) {
   const std::string suffix = UniqueSuffix();
   const std::string socket = "/tmp/alkaid-fault-" + suffix + ".sock";
   const std::string log = "/tmp/alkaid-fault-" + suffix + ".err";
-  const pid_t pid = ::fork();
+  const pid_t pid = testing::ForkTestChild();
   if (pid == 0) {
     const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (fd >= 0) ::dup2(fd, 2);

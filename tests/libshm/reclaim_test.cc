@@ -34,41 +34,9 @@ namespace alkaid::shm {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::ForkChild;
 using testing::ShmTest;
-
-pid_t ForkChild(const std::function<int()>& body) {
-  std::fflush(nullptr);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    int rc = 99;
-    try {
-      rc = body();
-    } catch (...) {
-      rc = 98;
-    }
-    std::fflush(nullptr);
-    ::_exit(rc);
-  }
-  return pid;
-}
-
-int WaitChild(pid_t pid) {
-  int status = 0;
-  if (::waitpid(pid, &status, 0) != pid) return -1;
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return -1;
-}
-
-#define CHILD_CHECK(cond, code, ...)                  \
-  do {                                                \
-    if (!(cond)) {                                    \
-      std::fprintf(stderr, "child %d: ", ::getpid()); \
-      std::fprintf(stderr, __VA_ARGS__);              \
-      std::fprintf(stderr, "\n");                     \
-      return code;                                    \
-    }                                                 \
-  } while (false)
+using testing::WaitChild;
 
 class ReclaimTest : public ShmTest {};
 

@@ -24,47 +24,13 @@ namespace {
 using namespace std::chrono_literals;
 using testing::CheckPattern;
 using testing::FillPattern;
+using testing::ForkChild;
 using testing::MakePayload;
 using testing::ShmTest;
 using testing::VerifyPayload;
+using testing::WaitChild;
 
 std::span<const std::byte> Bytes(const std::vector<std::byte>& v) { return {v.data(), v.size()}; }
-
-// Runs `body` in a child process; its return value is the exit code.
-pid_t ForkChild(const std::function<int()>& body) {
-  std::fflush(nullptr);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    int rc = 99;
-    try {
-      rc = body();
-    } catch (...) {
-      rc = 98;
-    }
-    std::fflush(nullptr);
-    ::_exit(rc);
-  }
-  return pid;
-}
-
-// Exit code of `pid`, or 128 + signal number.
-int WaitChild(pid_t pid) {
-  int status = 0;
-  if (::waitpid(pid, &status, 0) != pid) return -1;
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return -1;
-}
-
-#define CHILD_CHECK(cond, code, ...)                 \
-  do {                                               \
-    if (!(cond)) {                                   \
-      std::fprintf(stderr, "child %d: ", ::getpid()); \
-      std::fprintf(stderr, __VA_ARGS__);             \
-      std::fprintf(stderr, "\n");                    \
-      return code;                                   \
-    }                                                \
-  } while (false)
 
 // Waits until `n` consumers are registered and active.
 bool WaitForActive(const RingProducer& producer, uint32_t n, std::chrono::seconds timeout = 10s) {

@@ -1,13 +1,19 @@
 #pragma once
 
-// Helpers for libshm tests: unique segment names, cleanup, payload patterns.
+// Helpers for libshm tests: unique segment names, cleanup, payload patterns,
+// child processes.
 
 #include <dirent.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -116,4 +122,49 @@ inline uint64_t VerifyPayload(std::span<const std::byte> p) {
   return seq;
 }
 
+/// Runs `body` in a child process made with fork(); its return value is the
+/// child's exit code (98 if it throws). Returns the child's pid to the parent.
+inline pid_t ForkChild(const std::function<int()>& body) {
+  const pid_t parent = ::getpid();
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    // Killed when the test process exits: a child of a failed test never
+    // outlives it (it would hold ctest's output pipe open).
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(97);
+    int rc = 99;
+    try {
+      rc = body();
+    } catch (...) {
+      rc = 98;
+    }
+    std::fflush(nullptr);
+    ::_exit(rc);
+  }
+  return pid;
+}
+
+/// Waits for `pid`: its exit code, 128 + signal number if a signal ended it,
+/// or -1 if it cannot be waited for.
+inline int WaitChild(pid_t pid) {
+  int status = 0;
+  if (::waitpid(pid, &status, 0) != pid) return -1;
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
 }  // namespace alkaid::shm::testing
+
+/// In a ForkChild body: if `cond` is false, prints the printf-style message
+/// with the child's pid to stderr and returns `code` (the exit code).
+#define CHILD_CHECK(cond, code, ...)                  \
+  do {                                                \
+    if (!(cond)) {                                    \
+      std::fprintf(stderr, "child %d: ", ::getpid()); \
+      std::fprintf(stderr, __VA_ARGS__);              \
+      std::fprintf(stderr, "\n");                     \
+      return code;                                    \
+    }                                                 \
+  } while (false)

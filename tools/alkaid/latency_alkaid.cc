@@ -91,19 +91,6 @@ Status PublishValue(client::Producer* producer, const format::SchemaPtr& schema,
   return producer->Publish(*b.batch, b.pool.get());
 }
 
-// First and last values of a received batch (the topic's schema is one
-// non-nullable int64 column).
-Status FirstLast(const format::RecordBatch& batch, int64_t* first, int64_t* last) {
-  if (batch.num_columns() != 1 || batch.num_rows() < 1) {
-    return Status::Invalid("received a batch of ", batch.num_columns(), " columns and ",
-                           batch.num_rows(), " rows; expected 1 column and at least 1 row");
-  }
-  const auto& column = static_cast<const format::Int64Array&>(*batch.column(0));
-  *first = column.Value(0);
-  *last = column.Value(batch.num_rows() - 1);
-  return Status::OK();
-}
-
 // Waits for the answer carrying `expected`, skipping older answers (to
 // hellos the other side saw late).
 Status AwaitAnswer(client::Consumer* consumer, int64_t expected, const Shared* shared) {

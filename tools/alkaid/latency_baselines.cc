@@ -157,17 +157,6 @@ Result<format::RecordBatchPtr> ValueBatch(int64_t value) {
   return batch;
 }
 
-Status FirstLast(const format::RecordBatch& batch, int64_t* first, int64_t* last) {
-  if (batch.num_columns() != 1 || batch.num_rows() < 1) {
-    return Status::Invalid("received a batch of ", batch.num_columns(), " columns and ",
-                           batch.num_rows(), " rows; expected 1 column and at least 1 row");
-  }
-  const auto& column = static_cast<const format::Int64Array&>(*batch.column(0));
-  *first = column.Value(0);
-  *last = column.Value(batch.num_rows() - 1);
-  return Status::OK();
-}
-
 // Reads the next batch; EndOfStream at the end of the stream.
 Result<format::RecordBatchPtr> ReadBatch(ipc::RecordBatchStreamReader* reader) {
   ALKAID_ASSIGN_OR_RAISE(auto batch, reader->ReadNext());

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "alkaid/common/status.h"
+#include "alkaid/format/record_batch.h"
 #include "latency_histogram.h"
 
 namespace alkaid::tools::latency {
@@ -104,6 +105,11 @@ void PinToCpu(int cpu);
 
 /// CLOCK_MONOTONIC in nanoseconds.
 int64_t NowNs();
+
+/// First and last values of a received batch, whose schema must be one
+/// int64 column (every transport's); Invalid if it has another number of
+/// columns or no row.
+Status FirstLast(const format::RecordBatch& batch, int64_t* first, int64_t* last);
 
 /// Resident bytes of process `pid` (0 if unknown).
 int64_t ResidentBytes(int pid);

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <new>
 
+#include "alkaid/format/array.h"
 #include "latency_internal.h"
 
 namespace alkaid::tools::latency {
@@ -75,6 +76,18 @@ int64_t NowNs() {
   timespec ts;
   ::clock_gettime(CLOCK_MONOTONIC, &ts);
   return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+Status FirstLast(const format::RecordBatch& batch, int64_t* first, int64_t* last) {
+  if (batch.num_columns() != 1 || batch.num_rows() < 1) {
+    return Status::Invalid("received a batch of ", batch.num_columns(), " columns and ",
+                           batch.num_rows(), " rows; expected 1 column and at least 1 row");
+  }
+  // column() makes a new Array object: keep it alive while it is read.
+  const auto column = std::static_pointer_cast<format::Int64Array>(batch.column(0));
+  *first = column->Value(0);
+  *last = column->Value(batch.num_rows() - 1);
+  return Status::OK();
 }
 
 int64_t ResidentBytes(int pid) {
