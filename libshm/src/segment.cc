@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <new>
+#include <system_error>
 #include <utility>
 
 #include <boost/interprocess/exceptions.hpp>
@@ -101,6 +102,9 @@ constexpr uint64_t kHugePageSize = uint64_t{2} << 20;
 
 uint64_t RoundUp(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
 
+// strerror's text for `err`, thread-safely.
+std::string ErrnoText(int err) { return std::system_category().message(err); }
+
 // Maps `size` bytes of `object` read-write. Mappings of at least one huge
 // page are placed at a 2 MiB-aligned address (inside a PROT_NONE
 // reservation, replaced with MAP_FIXED, whose ends are then unmapped): a
@@ -114,16 +118,22 @@ bip::mapped_region MapAligned(const bip::shared_memory_object& object, uint64_t 
   void* reserve = ::mmap(nullptr, reserve_size, PROT_NONE,
                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (reserve == MAP_FAILED) return bip::mapped_region(object, bip::read_write, 0, size);
-  const auto base = reinterpret_cast<uintptr_t>(reserve);
-  const uintptr_t aligned = static_cast<uintptr_t>(RoundUp(base, kHugePageSize));
+  // Pointer arithmetic on char*, not integer-to-pointer casts: the aligned
+  // address stays derived from `reserve`.
+  char* const base = static_cast<char*>(reserve);
+  const auto base_address = reinterpret_cast<uintptr_t>(reserve);
+  const std::size_t lead =
+      static_cast<std::size_t>(RoundUp(base_address, kHugePageSize) - base_address);
+  char* const aligned = base + lead;
   try {
     bip::mapped_region region(object, bip::read_write, 0, static_cast<std::size_t>(size),
-                              reinterpret_cast<void*>(aligned), MAP_FIXED);
+                              aligned, MAP_FIXED);
     const long page_size = ::sysconf(_SC_PAGESIZE);
-    const uintptr_t end = aligned + static_cast<uintptr_t>(
-                                        RoundUp(size, page_size > 0 ? page_size : 4096));
-    if (aligned > base) ::munmap(reserve, aligned - base);
-    if (base + reserve_size > end) ::munmap(reinterpret_cast<void*>(end), base + reserve_size - end);
+    char* const end =
+        aligned + static_cast<std::size_t>(RoundUp(size, page_size > 0 ? page_size : 4096));
+    char* const reserve_end = base + reserve_size;
+    if (lead > 0) ::munmap(reserve, lead);
+    if (reserve_end > end) ::munmap(end, static_cast<std::size_t>(reserve_end - end));
     return region;
   } catch (...) {
     ::munmap(reserve, reserve_size);
@@ -148,7 +158,7 @@ std::string SysfsChoice(const char* path) {
 std::string CollapseIntoHugePages(void* address, uint64_t size) {
   if (::madvise(address, static_cast<std::size_t>(size), MADV_COLLAPSE) == 0) return {};
   const int err = errno;
-  std::string why = std::string("madvise(MADV_COLLAPSE) failed: ") + std::strerror(err);
+  std::string why = std::string("madvise(MADV_COLLAPSE) failed: ") + ErrnoText(err);
   if (err == EINVAL || err == EPERM) {
     why += "; it needs Linux 6.1 or later with transparent huge pages, and "
            "/sys/kernel/mm/transparent_hugepage/shmem_enabled not 'deny' (it is '" +
@@ -253,7 +263,7 @@ Result<std::shared_ptr<Segment>> Segment::Create(std::string_view name, uint64_t
     if (rc == ENOSPC || rc == ENOMEM || rc == EFBIG) {
       return fail(Status::OutOfMemory("cannot reserve ", total,
                                       " bytes for shared-memory segment '", sname,
-                                      "': /dev/shm is full (", std::strerror(rc), ")"));
+                                      "': /dev/shm is full (", ErrnoText(rc), ")"));
     }
     return fail(Status::FromErrno(rc, "posix_fallocate of shared-memory segment '" + sname +
                                           "' (" + std::to_string(total) + " bytes)"));

@@ -81,13 +81,13 @@ bool ParseSize(const std::string& text, int64_t* out) {
 std::string FormatNs(double ns) {
   char text[32];
   if (ns < 1e3) {
-    std::snprintf(text, sizeof(text), "%.0f ns", ns);
+    (void)std::snprintf(text, sizeof(text), "%.0f ns", ns);
   } else if (ns < 1e6) {
-    std::snprintf(text, sizeof(text), "%.2f us", ns / 1e3);
+    (void)std::snprintf(text, sizeof(text), "%.2f us", ns / 1e3);
   } else if (ns < 1e9) {
-    std::snprintf(text, sizeof(text), "%.2f ms", ns / 1e6);
+    (void)std::snprintf(text, sizeof(text), "%.2f ms", ns / 1e6);
   } else {
-    std::snprintf(text, sizeof(text), "%.2f s", ns / 1e9);
+    (void)std::snprintf(text, sizeof(text), "%.2f s", ns / 1e9);
   }
   return text;
 }
@@ -115,6 +115,7 @@ bool IsExecutable(const std::string& path) { return ::access(path.c_str(), X_OK)
 // alkaid-broker: $ALKAID_BROKER_BIN, next to this executable, in the build
 // tree beside it (tools/alkaid -> broker/daemon), then on PATH.
 std::string FindBrokerBinary() {
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): read once at startup; nothing in alkaid calls setenv
   if (const char* env = std::getenv("ALKAID_BROKER_BIN"); env != nullptr && *env != '\0') {
     return IsExecutable(env) ? env : "";
   }
@@ -123,11 +124,12 @@ std::string FindBrokerBinary() {
        {dir + "/alkaid-broker", dir + "/../../broker/daemon/alkaid-broker"}) {
     if (IsExecutable(candidate)) return candidate;
   }
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): read once at startup; nothing in alkaid calls setenv
   if (const char* path = std::getenv("PATH"); path != nullptr) {
     std::istringstream entries(path);
     for (std::string entry; std::getline(entries, entry, ':');) {
       if (entry.empty()) continue;
-      const std::string candidate = entry + "/alkaid-broker";
+      std::string candidate = entry + "/alkaid-broker";
       if (IsExecutable(candidate)) return candidate;
     }
   }
@@ -148,7 +150,7 @@ class PrivateBroker {
     }
     char dir_template[] = "/tmp/alkaid-latency.XXXXXX";
     if (::mkdtemp(dir_template) == nullptr) {
-      return Status::IOError("mkdtemp /tmp/alkaid-latency.XXXXXX: ", std::strerror(errno));
+      return Status::IOError("mkdtemp /tmp/alkaid-latency.XXXXXX: ", latency::ErrnoText(errno));
     }
     dir_ = dir_template;
     socket_ = dir_ + "/broker.sock";
@@ -161,10 +163,10 @@ class PrivateBroker {
       limit = std::min(limit, free_bytes / 10 * 9);
     }
     const std::string limit_text = std::to_string(limit);
-    std::fflush(nullptr);
+    (void)std::fflush(nullptr);
     const pid_t parent = ::getpid();
     pid_ = ::fork();
-    if (pid_ < 0) return Status::IOError("fork: ", std::strerror(errno));
+    if (pid_ < 0) return Status::IOError("fork: ", latency::ErrnoText(errno));
     if (pid_ == 0) {
       // Its own process group: Ctrl-C reaches the measuring processes, and
       // the broker is stopped after them. It dies with us regardless.
@@ -173,11 +175,14 @@ class PrivateBroker {
       if (::getppid() != parent) ::_exit(1);
       sigset_t none;
       sigemptyset(&none);
-      ::sigprocmask(SIG_SETMASK, &none, nullptr);
+      ::pthread_sigmask(SIG_SETMASK, &none, nullptr);
       const char* argv[] = {binary.c_str(), "--socket", socket_.c_str(), "--name", name_.c_str(),
                             "--shm-limit", limit_text.c_str(), "--log-level", "error", nullptr};
       ::execv(binary.c_str(), const_cast<char* const*>(argv));
-      std::fprintf(stderr, "alkaid latency: exec %s: %s\n", binary.c_str(), std::strerror(errno));
+      // No allocation between fork and exit: GNU strerror_r into a stack buffer.
+      char reason[128];
+      (void)std::fprintf(stderr, "alkaid latency: exec %s: %s\n", binary.c_str(),
+                         ::strerror_r(errno, reason, sizeof(reason)));
       ::_exit(127);
     }
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -221,6 +226,7 @@ class PrivateBroker {
     if (!name_.empty()) {
       if (DIR* shm = ::opendir("/dev/shm"); shm != nullptr) {
         const std::string prefix = name_ + ".";
+        // NOLINTNEXTLINE(concurrency-mt-unsafe): readdir is thread-safe on a DIR stream private to this call
         while (dirent* entry = ::readdir(shm)) {
           if (std::strncmp(entry->d_name, prefix.c_str(), prefix.size()) == 0) {
             ::unlink(("/dev/shm/" + std::string(entry->d_name)).c_str());
@@ -269,18 +275,18 @@ void PrintTable(std::ostream& out, int64_t size, const std::vector<lat::Measurem
   }
   out << "\n";
   char line[512];
-  std::snprintf(line, sizeof(line), "%-9s %10s %10s %10s %10s %10s %9s %12s", "transport", "p50",
+  (void)std::snprintf(line, sizeof(line), "%-9s %10s %10s %10s %10s %10s %9s %12s", "transport", "p50",
                 "p90", "p99", "p99.9", "max", "samples", "msgs/s");
   out << line;
   for (const auto& b : baselines) {
-    std::snprintf(line, sizeof(line), " %11s %11s", ("p50/" + b).c_str(), ("p99/" + b).c_str());
+    (void)std::snprintf(line, sizeof(line), " %11s %11s", ("p50/" + b).c_str(), ("p99/" + b).c_str());
     out << line;
   }
   out << "\n";
   for (const auto& m : all) {
     if (m.payload_bytes != size) continue;
     const auto& s = m.summary;
-    std::snprintf(line, sizeof(line), "%-9s %10s %10s %10s %10s %10s %9llu %12.0f",
+    (void)std::snprintf(line, sizeof(line), "%-9s %10s %10s %10s %10s %10s %9llu %12.0f",
                   m.transport.c_str(), FormatNs(static_cast<double>(s.p50_ns)).c_str(),
                   FormatNs(static_cast<double>(s.p90_ns)).c_str(),
                   FormatNs(static_cast<double>(s.p99_ns)).c_str(),
@@ -291,9 +297,9 @@ void PrintTable(std::ostream& out, int64_t size, const std::vector<lat::Measurem
     for (const auto& b : baselines) {
       const lat::Measurement* base = Find(all, b, size);
       if (base == nullptr || base->summary.p50_ns <= 0 || base->summary.p99_ns <= 0) {
-        std::snprintf(line, sizeof(line), " %11s %11s", "-", "-");
+        (void)std::snprintf(line, sizeof(line), " %11s %11s", "-", "-");
       } else {
-        std::snprintf(line, sizeof(line), " %10.2fx %10.2fx",
+        (void)std::snprintf(line, sizeof(line), " %10.2fx %10.2fx",
                       static_cast<double>(s.p50_ns) / static_cast<double>(base->summary.p50_ns),
                       static_cast<double>(s.p99_ns) / static_cast<double>(base->summary.p99_ns));
       }
@@ -304,7 +310,7 @@ void PrintTable(std::ostream& out, int64_t size, const std::vector<lat::Measurem
   for (const auto& m : all) {
     if (m.payload_bytes != size) continue;
     for (const auto& sample : m.memory) {
-      std::snprintf(line, sizeof(line),
+      (void)std::snprintf(line, sizeof(line),
                     "memory after %lld batches: RSS producer %.1f MiB, consumer %.1f MiB, "
                     "broker %.1f MiB; broker segments %.1f MiB in /dev/shm\n",
                     static_cast<long long>(sample.messages),
@@ -317,7 +323,7 @@ void PrintTable(std::ostream& out, int64_t size, const std::vector<lat::Measurem
   }
   for (const auto& m : all) {
     if (m.payload_bytes != size || !m.has_idle || m.idle_wall_ns <= 0) continue;
-    std::snprintf(line, sizeof(line),
+    (void)std::snprintf(line, sizeof(line),
                   "idle: the %s consumer used %.3f ms of CPU over %.0f ms without data (%.2f%% of "
                   "a core)\n",
                   m.mode.c_str(), static_cast<double>(m.idle_cpu_ns) / 1e6,
@@ -378,7 +384,7 @@ Status WriteHgrm(const std::string& dir, const std::vector<lat::Measurement>& al
     const std::string path = dir + "/" + m.transport + "_" + std::to_string(m.payload_bytes) +
                              ".hgrm";
     std::ofstream file(path, std::ios::binary | std::ios::trunc);
-    if (!file) return Status::IOError("cannot write '", path, "': ", std::strerror(errno));
+    if (!file) return Status::IOError("cannot write '", path, "': ", latency::ErrnoText(errno));
     file << lat::FormatPercentileDistribution(*m.histogram);
     if (!file.flush()) return Status::IOError("writing '", path, "' failed");
   }
@@ -428,7 +434,7 @@ int RunLatency(const LatencyOptions& options) {
   if (!options.hgrm.empty()) {
     if (::mkdir(options.hgrm.c_str(), 0755) != 0 && errno != EEXIST) {
       return Usage("--hgrm: cannot create directory '" + options.hgrm + "': " +
-                   std::strerror(errno));
+                   latency::ErrnoText(errno));
     }
   }
 
@@ -483,7 +489,7 @@ int RunLatency(const LatencyOptions& options) {
           const auto now = std::chrono::steady_clock::now();
           if (!::isatty(2) && now - last_print < std::chrono::seconds(1)) return;
           last_print = now;
-          std::fprintf(stderr, "%s[%s] %lld/%lld%s", ::isatty(2) ? "\r\033[K" : "", label.c_str(),
+          (void)std::fprintf(stderr, "%s[%s] %lld/%lld%s", ::isatty(2) ? "\r\033[K" : "", label.c_str(),
                        static_cast<long long>(shared.progress.load()),
                        static_cast<long long>(spec.count), ::isatty(2) ? "" : "\n");
         };
@@ -497,7 +503,7 @@ int RunLatency(const LatencyOptions& options) {
       } else {
         st = lat::MeasureUds(spec, progress, &m);
       }
-      if (show_progress && ::isatty(2)) std::fprintf(stderr, "\r\033[K");
+      if (show_progress && ::isatty(2)) (void)std::fprintf(stderr, "\r\033[K");
       if (lat::g_interrupted) {
         std::cerr << "alkaid latency: interrupted\n";
         return kExitInterrupted;

@@ -79,7 +79,7 @@ Status MeasureFloor(const RunSpec& spec, const ProgressHook& progress, Measureme
   ALKAID_RETURN_NOT_OK(shared.Map());
   Shared* s = shared.get();
   void* mem = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED) return Status::IOError("mmap of the floor's page: ", std::strerror(errno));
+  if (mem == MAP_FAILED) return Status::IOError("mmap of the floor's page: ", ErrnoText(errno));
   auto* line = new (mem) Line;
   const uint64_t iterations = static_cast<uint64_t>(spec.count);
   const int64_t limit_ns = static_cast<int64_t>(spec.duration_seconds * 1e9);
@@ -203,7 +203,7 @@ Status MeasureUds(const RunSpec& spec, const ProgressHook& progress, Measurement
   for (auto& p : pairs) {
     int fds[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
-      const std::string error = std::strerror(errno);
+      const std::string error = ErrnoText(errno);
       for (auto& q : pairs) {
         if (q[0] >= 0) ::close(q[0]);
         if (q[1] >= 0) ::close(q[1]);

@@ -118,7 +118,7 @@ std::string FormatPercentileDistribution(const Histogram& h) {
   constexpr double kUs = 1000.0;
   std::string out;
   char line[160];
-  std::snprintf(line, sizeof(line), "%12s %14s %10s %14s\n\n", "Value", "Percentile",
+  (void)std::snprintf(line, sizeof(line), "%12s %14s %10s %14s\n\n", "Value", "Percentile",
                 "TotalCount", "1/(1-Percentile)");
   out += line;
   if (h.total > 0) {
@@ -129,7 +129,7 @@ std::string FormatPercentileDistribution(const Histogram& h) {
       uint64_t cumulative = 0;
       const int64_t bucket = BucketOfRank(h, rank, &cumulative);
       const double fraction = percentile / 100.0;
-      std::snprintf(line, sizeof(line), "%12.3f %2.12f %10llu %14.2f\n",
+      (void)std::snprintf(line, sizeof(line), "%12.3f %2.12f %10llu %14.2f\n",
                     static_cast<double>(ReportedValue(h, bucket)) / kUs, fraction,
                     static_cast<unsigned long long>(cumulative), 1.0 / (1.0 - fraction));
       out += line;
@@ -138,21 +138,21 @@ std::string FormatPercentileDistribution(const Histogram& h) {
       const double ticks = kTicksPerHalfDistance * std::pow(2.0, half_distances);
       percentile += 100.0 / ticks;
     }
-    std::snprintf(line, sizeof(line), "%12.3f %2.12f %10llu\n",
+    (void)std::snprintf(line, sizeof(line), "%12.3f %2.12f %10llu\n",
                   static_cast<double>(h.max_value) / kUs, 1.0,
                   static_cast<unsigned long long>(h.total));
     out += line;
   }
   int64_t used_buckets = 0;
   for (int64_t i = 0; i < Histogram::kBuckets; ++i) used_buckets += h.counts[i] != 0;
-  std::snprintf(line, sizeof(line), "#[Mean    = %12.3f, StdDeviation   = %12.3f]\n",
+  (void)std::snprintf(line, sizeof(line), "#[Mean    = %12.3f, StdDeviation   = %12.3f]\n",
                 h.Mean() / kUs, h.StdDeviation() / kUs);
   out += line;
-  std::snprintf(line, sizeof(line), "#[Max     = %12.3f, Total count    = %12llu]\n",
+  (void)std::snprintf(line, sizeof(line), "#[Max     = %12.3f, Total count    = %12llu]\n",
                 static_cast<double>(h.total == 0 ? 0 : h.max_value) / kUs,
                 static_cast<unsigned long long>(h.total));
   out += line;
-  std::snprintf(line, sizeof(line), "#[Buckets = %12lld, SubBuckets     = %12lld]\n",
+  (void)std::snprintf(line, sizeof(line), "#[Buckets = %12lld, SubBuckets     = %12lld]\n",
                 static_cast<long long>(used_buckets),
                 static_cast<long long>(Histogram::kSubBuckets));
   out += line;

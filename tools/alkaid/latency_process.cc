@@ -13,8 +13,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <new>
+#include <system_error>
 
 #include "alkaid/format/array.h"
 #include "latency_internal.h"
@@ -50,7 +52,7 @@ Status SharedBlock::Map() {
   void* mem = ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
                      -1, 0);
   if (mem == MAP_FAILED) {
-    return Status::IOError("mmap of ", sizeof(Shared), " shared bytes: ", std::strerror(errno));
+    return Status::IOError("mmap of ", sizeof(Shared), " shared bytes: ", ErrnoText(errno));
   }
   // Fresh anonymous memory is zero-filled: every counter and histogram is
   // empty already; the placement new only starts the objects' lifetimes.
@@ -61,7 +63,7 @@ Status SharedBlock::Map() {
 void ReportChildError(Shared* shared, const std::string& who, const Status& status) {
   if (shared->error_claimed.exchange(1) != 0) return;
   const std::string text = who + ": " + status.ToString();
-  std::snprintf(shared->error, sizeof(shared->error), "%s", text.c_str());
+  (void)std::snprintf(shared->error, sizeof(shared->error), "%s", text.c_str());
 }
 
 void PinToCpu(int cpu) {
@@ -94,10 +96,18 @@ int64_t ResidentBytes(int pid) {
   if (pid <= 0) return 0;
   std::FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/statm").c_str(), "r");
   if (f == nullptr) return 0;
-  long long size = 0, resident = 0;
-  const int got = std::fscanf(f, "%lld %lld", &size, &resident);
-  std::fclose(f);
-  return got == 2 ? resident * ::sysconf(_SC_PAGESIZE) : 0;
+  // statm: "size resident shared text lib data dt", in pages.
+  char text[256] = {};
+  const bool read = std::fgets(text, sizeof(text), f) != nullptr;
+  (void)std::fclose(f);  // read-only: nothing to lose on close
+  if (!read) return 0;
+  char* end = nullptr;
+  (void)std::strtoll(text, &end, 10);  // size: skipped
+  if (end == text) return 0;
+  const char* const second = end;
+  const long long resident = std::strtoll(second, &end, 10);
+  if (end == second) return 0;
+  return resident * ::sysconf(_SC_PAGESIZE);
 }
 
 int64_t SegmentBytes(const std::string& prefix) {
@@ -105,6 +115,7 @@ int64_t SegmentBytes(const std::string& prefix) {
   int64_t total = 0;
   DIR* dir = ::opendir("/dev/shm");
   if (dir == nullptr) return 0;
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): readdir is thread-safe on a DIR stream private to this call
   while (dirent* entry = ::readdir(dir)) {
     if (std::strncmp(entry->d_name, prefix.c_str(), prefix.size()) != 0) continue;
     struct stat st;
@@ -133,22 +144,22 @@ Status RunChildren(const std::vector<std::function<int()>>& bodies, const std::v
   sigaddset(&waited, SIGCHLD);
   sigaddset(&waited, SIGINT);
   sigaddset(&waited, SIGTERM);
-  ::sigprocmask(SIG_BLOCK, &waited, &old_mask);
+  ::pthread_sigmask(SIG_BLOCK, &waited, &old_mask);
 
   std::vector<pid_t> pids;
   Status status = Status::OK();
   for (std::size_t i = 0; i < bodies.size(); ++i) {
-    std::fflush(nullptr);
+    (void)std::fflush(nullptr);
     const pid_t pid = ::fork();
     if (pid == 0) {
-      ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+      ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
       PinToCpu(i < cpus.size() ? cpus[i] : -1);
       const int code = bodies[i]();
-      std::fflush(nullptr);
+      (void)std::fflush(nullptr);
       ::_exit(code);
     }
     if (pid < 0) {
-      status = Status::IOError("fork: ", std::strerror(errno));
+      status = Status::IOError("fork: ", ErrnoText(errno));
       shared->stop.store(1);
       break;
     }
@@ -211,7 +222,7 @@ Status RunChildren(const std::vector<std::function<int()>>& bodies, const std::v
     if (progress) on_wait();
   }
   // Signals that arrived while blocked were taken above; restore the mask.
-  ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+  ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
 
   if (!status.ok()) return status;
   if (g_interrupted) return Status::Cancelled("interrupted");
@@ -221,5 +232,7 @@ Status RunChildren(const std::vector<std::function<int()>>& bodies, const std::v
   }
   return Status::OK();
 }
+
+std::string ErrnoText(int err) { return std::system_category().message(err); }
 
 }  // namespace alkaid::tools::latency

@@ -26,9 +26,7 @@ void AddWriteChoice(CLI::App* cmd, WriteChoice* choice, bool with_to) {
       ->capture_default_str();
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Run(int argc, char** argv) {
   namespace tools = alkaid::tools;
   CLI::App app{"alkaid: inspect, validate and convert Alkaid and Apache Arrow IPC data"};
   app.require_subcommand(1);
@@ -163,4 +161,17 @@ int main(int argc, char** argv) {
     return parse_code == 0 ? tools::kExitOk : tools::kExitUsage;
   }
   return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "alkaid: " << e.what() << '\n';
+  } catch (...) {
+    std::cerr << "alkaid: unknown exception\n";
+  }
+  return 1;
 }
