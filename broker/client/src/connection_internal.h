@@ -62,6 +62,14 @@ Result<std::vector<uint8_t>> SerializeSchema(const format::SchemaPtr& schema);
 /// The inverse; NotImplemented for dictionary-encoded fields.
 Result<format::SchemaPtr> DeserializeSchema(const std::vector<uint8_t>& bytes);
 
+/// How often producers and consumers check their peers' pids, so that a
+/// dead peer is noticed within this long with or without a broker.
+inline constexpr auto kPidCheckInterval = std::chrono::milliseconds(200);
+/// How often a client whose broker went away tries to re-register, and how
+/// long each re-registration call may take.
+inline constexpr auto kReconnectInterval = std::chrono::milliseconds(200);
+inline constexpr auto kReconnectCallTimeout = std::chrono::milliseconds(2000);
+
 /// Process liveness (alkaid/common/process.h), under its old name here.
 using ::alkaid::ProcessIsGone;
 

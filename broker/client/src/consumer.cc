@@ -15,9 +15,9 @@ namespace p = broker::protocol;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-constexpr auto kPidCheckInterval = std::chrono::milliseconds(200);
-constexpr auto kReconnectInterval = std::chrono::milliseconds(200);
-constexpr auto kReconnectCallTimeout = std::chrono::milliseconds(2000);
+using internal::kPidCheckInterval;
+using internal::kReconnectCallTimeout;
+using internal::kReconnectInterval;
 // Longest single wait on one ring, so that broker events and pid checks
 // are looked at several times a second.
 constexpr auto kWaitSlice = std::chrono::milliseconds(50);
@@ -277,14 +277,10 @@ struct Consumer::Impl {
     if (closed) return Status::Invalid("consumer of '", topic, "' is closed");
     // The clock is read only once a first attempt found nothing: a stream
     // that keeps up pays no clock read per batch.
-    {
-      ALKAID_ASSIGN_OR_RAISE(auto item, PollOnce());
-      if (!item.empty()) return item;
-    }
+    ALKAID_ASSIGN_OR_RAISE(auto item, PollOnce());
+    if (!item.empty()) return item;
     const auto deadline = Clock::now() + timeout;
     while (true) {
-      ALKAID_ASSIGN_OR_RAISE(auto item, PollOnce());
-      if (!item.empty()) return item;
       const auto now = Clock::now();
       if (now >= deadline) {
         return Status::TimedOut(
@@ -306,6 +302,8 @@ struct Consumer::Impl {
                      static_cast<int>(std::max<int64_t>(
                          1, std::chrono::duration_cast<std::chrono::milliseconds>(wait).count())));
       }
+      ALKAID_ASSIGN_OR_RAISE(item, PollOnce());
+      if (!item.empty()) return item;
     }
   }
 

@@ -18,10 +18,10 @@ namespace p = broker::protocol;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-constexpr auto kPidCheckInterval = std::chrono::milliseconds(200);
+using internal::kPidCheckInterval;
+using internal::kReconnectCallTimeout;
+using internal::kReconnectInterval;
 constexpr auto kStatsInterval = std::chrono::milliseconds(500);
-constexpr auto kReconnectInterval = std::chrono::milliseconds(200);
-constexpr auto kReconnectCallTimeout = std::chrono::milliseconds(2000);
 }  // namespace
 
 struct Producer::Impl {
@@ -76,16 +76,9 @@ struct Producer::Impl {
       auto reclaimed = shm::ReclaimDeadConsumer(
           ring->segment(), bodies != nullptr ? bodies->segment() : nullptr, shm::kAnyConsumer,
           pid);
+      // Refused only if the pid runs again (reused) by now: nothing to free.
       if (reclaimed.ok()) {
         dead_detached.fetch_add(reclaimed->registrations_freed, std::memory_order_relaxed);
-        continue;
-      }
-      // Exited but not reaped yet (a zombie child of ours: kill(pid, 0)
-      // still succeeds): at least stop it holding the ring back now; its
-      // registration and references are freed (and counted) on a later
-      // pass, once it is reaped.
-      for (const auto& c : ring->ConsumersGuess()) {
-        if (c.active && c.pid == pid) (void)ring->DetachConsumer(c.id);
       }
     }
   }
