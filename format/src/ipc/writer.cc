@@ -1,10 +1,9 @@
 #include "alkaid/format/ipc/writer.h"
 
 #include <cstring>
-#include <map>
 #include <utility>
 
-#include "alkaid/format/compare.h"
+#include "alkaid/format/ipc/dictionary_tracker.h"
 #include "compression_internal.h"
 #include "concatenate_internal.h"
 #include "metadata_internal.h"
@@ -470,6 +469,10 @@ class IpcWriter : public RecordBatchWriter {
       }
     }
     ALKAID_RETURN_NOT_OK(memo_.AssignIds(*schema_));
+    DictionaryTrackerOptions tracking;
+    tracking.emit_deltas = options_.emit_dictionary_deltas;
+    tracking.allow_replacement = !is_file_;
+    tracker_ = std::make_unique<DictionaryTracker>(memo_, tracking);
     if (is_file_) {
       const std::string_view magic =
           options_.magic == FileMagic::kArrow ? kArrowMagic : kAlkaidMagic;
@@ -532,89 +535,26 @@ class IpcWriter : public RecordBatchWriter {
     return Status::OK();
   }
 
-  // Collects (id, dictionary) pairs, nested dictionaries before the
-  // dictionaries whose values contain them.
-  Status Collect(const ArrayDataPtr& data, FieldPath* path,
-                 std::vector<std::pair<int64_t, ArrayDataPtr>>* out) {
-    const DataType* storage = &StorageType(*data->type);
-    if (storage->id() == TypeId::kDictionary) {
-      if (data->dictionary == nullptr) {
-        return Status::Invalid("dictionary-encoded column without a dictionary at path size ",
-                               path->size());
-      }
-      ALKAID_ASSIGN_OR_RAISE(int64_t id, memo_.GetId(*path));
-      // The dictionary's own children map to paths under this field.
-      const ArrayData& values = *data->dictionary;
-      for (size_t i = 0; i < values.child_data.size(); ++i) {
-        path->push_back(static_cast<int>(i));
-        ALKAID_RETURN_NOT_OK(Collect(values.child_data[i], path, out));
-        path->pop_back();
-      }
-      out->emplace_back(id, data->dictionary);
-      return Status::OK();
-    }
-    for (size_t i = 0; i < data->child_data.size(); ++i) {
-      path->push_back(static_cast<int>(i));
-      ALKAID_RETURN_NOT_OK(Collect(data->child_data[i], path, out));
-      path->pop_back();
-    }
-    return Status::OK();
-  }
-
   Status WriteDictionaries(const RecordBatch& batch) {
     if (memo_.num_fields() == 0) return Status::OK();
-    std::vector<std::pair<int64_t, ArrayDataPtr>> dicts;
-    FieldPath path;
-    for (int i = 0; i < batch.num_columns(); ++i) {
-      path.assign(1, i);
-      ALKAID_RETURN_NOT_OK(Collect(batch.column_data(i), &path, &dicts));
-    }
-    std::map<int64_t, ArrayDataPtr> seen;
-    for (const auto& [id, dict] : dicts) {
-      auto [it, inserted] = seen.emplace(id, dict);
-      if (!inserted) {
-        if (it->second != dict && !ArrayEquals(*MakeArray(it->second), *MakeArray(dict))) {
-          return Status::Invalid("fields sharing dictionary id ", id,
-                                 " carry different dictionaries in one batch");
-        }
-        continue;
+    ALKAID_ASSIGN_OR_RAISE(auto changes, tracker_->Diff(batch));
+    for (const DictionaryChange& change : changes) {
+      if (change.values != nullptr) {
+        const bool replacement = !change.is_delta && HasSent(change.id);
+        ALKAID_RETURN_NOT_OK(EmitDictionary(change.id, change.is_delta, change.values));
+        if (change.is_delta) ++stats_.num_dictionary_deltas;
+        if (replacement) ++stats_.num_replaced_dictionaries;
       }
-      ALKAID_RETURN_NOT_OK(WriteDictionary(id, dict));
+      ALKAID_RETURN_NOT_OK(tracker_->Commit(change));
     }
     return Status::OK();
   }
 
-  Status WriteDictionary(int64_t id, const ArrayDataPtr& dict) {
-    auto last_it = last_written_.find(id);
-    if (last_it == last_written_.end()) {
-      ALKAID_RETURN_NOT_OK(EmitDictionary(id, false, dict));
-      last_written_[id] = dict;
-      return Status::OK();
+  bool HasSent(int64_t id) const {
+    for (const auto& [known, dict] : tracker_->current()) {
+      if (known == id) return true;
     }
-    const ArrayDataPtr& last = last_it->second;
-    if (last == dict) return Status::OK();
-    auto dict_array = MakeArray(dict);
-    if (ArrayEquals(*MakeArray(last), *dict_array)) {
-      last_it->second = dict;
-      return Status::OK();
-    }
-    if (options_.emit_dictionary_deltas && dict->length > last->length &&
-        ArrayEquals(*MakeArray(last), *dict_array->Slice(0, last->length))) {
-      ALKAID_RETURN_NOT_OK(
-          EmitDictionary(id, true, dict->Slice(last->length, dict->length - last->length)));
-      ++stats_.num_dictionary_deltas;
-      last_it->second = dict;
-      return Status::OK();
-    }
-    if (is_file_) {
-      return Status::Invalid("dictionary ", id,
-                             " changed other than by appending; the file format cannot replace "
-                             "dictionaries");
-    }
-    ALKAID_RETURN_NOT_OK(EmitDictionary(id, false, dict));
-    ++stats_.num_replaced_dictionaries;
-    last_it->second = dict;
-    return Status::OK();
+    return false;
   }
 
   Status EmitDictionary(int64_t id, bool is_delta, const ArrayDataPtr& values) {
@@ -630,7 +570,7 @@ class IpcWriter : public RecordBatchWriter {
   bool is_file_;
   MetadataPtr footer_metadata_;
   DictionaryMemo memo_;
-  std::map<int64_t, ArrayDataPtr> last_written_;
+  std::unique_ptr<DictionaryTracker> tracker_;  // set by Start
   std::vector<BlockMeta> dictionary_blocks_;
   std::vector<BlockMeta> record_blocks_;
   WriteStats stats_;
