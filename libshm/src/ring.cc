@@ -497,6 +497,24 @@ void RingProducer::ReleaseConsumedBodies() {
   d.ReleaseBodiesBelow(min, next_sequence_);
 }
 
+Status RingProducer::SetSideband(std::span<const uint64_t> words) {
+  if (words.size() > kRingSidebandWords) {
+    return Status::Invalid("ring '", name(), "': a sideband holds ", kRingSidebandWords,
+                           " words, not ", words.size());
+  }
+  RingHeaderData* h = impl_->v.header;
+  // Seqlock write (see RingHeaderData): odd version, release fence, words,
+  // even version with release. Only this thread writes the sideband.
+  const uint64_t version = h->sideband_version.load(std::memory_order_relaxed);
+  h->sideband_version.store(version + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  for (size_t i = 0; i < kRingSidebandWords; ++i) {
+    h->sideband[i].store(i < words.size() ? words[i] : 0, std::memory_order_relaxed);
+  }
+  h->sideband_version.store(version + 2, std::memory_order_release);
+  return Status::OK();
+}
+
 void RingProducer::Close() {
   Impl& d = *impl_;
   if (d.closed) return;
@@ -689,6 +707,29 @@ void RingConsumer::ReleaseRegistration() {
 }
 
 uint32_t RingConsumer::inline_capacity() const { return impl_->v.g.inline_capacity; }
+
+Result<std::array<uint64_t, kRingSidebandWords>> RingConsumer::ReadSideband() const {
+  const RingHeaderData* h = impl_->v.header;
+  std::array<uint64_t, kRingSidebandWords> words{};
+  // A write takes a few stores; a version that stays odd for this long
+  // belongs to a producer that stopped (or never finishes) writing.
+  constexpr int kAttempts = 1000;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    // Acquire: partner of the release store of the even version.
+    const uint64_t before = h->sideband_version.load(std::memory_order_acquire);
+    if ((before & 1) == 0) {
+      for (size_t i = 0; i < kRingSidebandWords; ++i) {
+        words[i] = h->sideband[i].load(std::memory_order_relaxed);
+      }
+      // Acquire fence: the word loads above happen before the re-check;
+      // partner of the producer's release fence after its odd store.
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (h->sideband_version.load(std::memory_order_relaxed) == before) return words;
+    }
+    if (attempt >= 16) ::usleep(1);
+  }
+  return Status::TimedOut("ring '", name(), "': the producer's sideband stayed mid-write");
+}
 const std::string& RingConsumer::name() const { return impl_->v.segment->name(); }
 
 Result<bool> RingConsumer::TryReceive(RingMessage* out) {

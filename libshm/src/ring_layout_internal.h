@@ -2,8 +2,8 @@
 
 // Private: shared-memory layout of a broadcast ring (see docs/SHM_LAYOUT.md).
 //
-//   payload offset 0                      RingHeaderData (256 bytes)
-//   consumers_offset = 256                ConsumerData[max_consumers] (64 bytes each)
+//   payload offset 0                      RingHeaderData (320 bytes)
+//   consumers_offset = 320                ConsumerData[max_consumers] (64 bytes each)
 //   slots_offset                          slot_count slots of slot_size bytes:
 //                                           SlotHeaderData (64 bytes)
 //                                           inline payload (inline_capacity bytes,
@@ -12,15 +12,16 @@
 #include <atomic>
 #include <cstdint>
 
+#include "alkaid/shm/ring.h"
 #include "layout_internal.h"
 
 namespace alkaid::shm::internal {
 
 /// "ALKRING1" as a little-endian 64-bit integer.
 inline constexpr uint64_t kRingMagic = 0x31474e49524b4c41ULL;
-inline constexpr uint32_t kRingLayoutVersion = 4;
+inline constexpr uint32_t kRingLayoutVersion = 5;
 
-/// Ring header: four cache lines so that fields written by different parties
+/// Ring header: five cache lines so that fields written by different parties
 /// never share a line.
 struct alignas(kCacheLineSize) RingHeaderData {
   // --- line 0: immutable after creation. `magic` is stored last with
@@ -83,8 +84,18 @@ struct alignas(kCacheLineSize) RingHeaderData {
   /// costs at most one wake-up per consumer.
   std::atomic<uint64_t> space_target;
   uint8_t pad3[kCacheLineSize - 24];
+
+  // --- line 4: the sideband (RingProducer::SetSideband), a seqlock written
+  // by the producer only, rarely. `sideband_version` is odd while a write
+  // is in progress: the producer stores version + 1 (relaxed), a release
+  // fence, the words (relaxed), then version + 2 (release). A reader loads
+  // the version (acquire), the words (relaxed), an acquire fence and the
+  // version again, and keeps the words if both versions are equal and even.
+  std::atomic<uint64_t> sideband_version;
+  std::atomic<uint64_t> sideband[kRingSidebandWords];
+  uint8_t pad4[kCacheLineSize - 8 - 8 * kRingSidebandWords];
 };
-ALKAID_SHM_PLAIN_DATA(RingHeaderData, 4 * kCacheLineSize);
+ALKAID_SHM_PLAIN_DATA(RingHeaderData, 5 * kCacheLineSize);
 
 enum ConsumerState : uint32_t {
   kConsumerFree = 0,     ///< entry unused

@@ -1,8 +1,11 @@
 #include "alkaid/shm/ring.h"
 
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -448,6 +451,67 @@ TEST_F(RingTest, FromOldestCountsReleasedBodiesAsLost) {
   EXPECT_EQ(msg.lost_before(), 4u);
   ASSERT_TRUE(msg.body().valid());
   EXPECT_EQ(msg.body().data()[99], std::byte{4});
+}
+
+TEST_F(RingTest, SidebandIsReadAsOneConsistentSet) {
+  auto producer = MakeRing({});
+  auto c = Attach();
+  ASSERT_OK_AND_ASSIGN(auto words, c->ReadSideband());
+  EXPECT_EQ(words, (std::array<uint64_t, kRingSidebandWords>{}));
+  const uint64_t two[] = {7, 9};
+  ASSERT_OK(producer->SetSideband(two));
+  ASSERT_OK_AND_ASSIGN(words, c->ReadSideband());
+  EXPECT_EQ(words, (std::array<uint64_t, kRingSidebandWords>{7, 9, 0, 0}));
+  const uint64_t too_many[kRingSidebandWords + 1] = {};
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "sideband holds", producer->SetSideband(too_many));
+
+  // A reader in another process, while the producer rewrites the words as
+  // fast as it can, never sees a mix of two writes: every set it reads has
+  // four equal words, and they never go backwards.
+  std::atomic<bool>* stop = static_cast<std::atomic<bool>*>(
+      ::mmap(nullptr, sizeof(std::atomic<bool>), PROT_READ | PROT_WRITE,
+             MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(stop, MAP_FAILED);
+  new (stop) std::atomic<bool>(false);
+  const std::string name = name_;
+  const pid_t reader = testing::ForkChild([&]() -> int {
+    auto consumer = RingConsumer::Open(name);
+    CHILD_CHECK(consumer.ok(), 2, "%s", consumer.status().ToString().c_str());
+    uint64_t last = 0;
+    uint64_t reads = 0;
+    while (!stop->load() || reads < 1000) {
+      auto got = (*consumer)->ReadSideband();
+      CHILD_CHECK(got.ok(), 3, "%s", got.status().ToString().c_str());
+      const auto& w = *got;
+      CHILD_CHECK(w[0] == w[1] && w[1] == w[2] && w[2] == w[3], 4,
+                  "torn read %llu %llu %llu %llu", static_cast<unsigned long long>(w[0]),
+                  static_cast<unsigned long long>(w[1]), static_cast<unsigned long long>(w[2]),
+                  static_cast<unsigned long long>(w[3]));
+      CHILD_CHECK(w[0] >= last, 5, "went back from %llu to %llu",
+                  static_cast<unsigned long long>(last), static_cast<unsigned long long>(w[0]));
+      last = w[0];
+      ++reads;
+    }
+    return 0;
+  });
+  for (uint64_t k = 1; k <= 2000000; ++k) {
+    const uint64_t same[] = {k, k, k, k};
+    ASSERT_OK(producer->SetSideband(same));
+  }
+  stop->store(true);
+  EXPECT_EQ(testing::WaitChild(reader), 0);
+  ::munmap(stop, sizeof(std::atomic<bool>));
+}
+
+TEST_F(RingTest, SidebandStuckMidWriteTimesOut) {
+  auto producer = MakeRing({});
+  auto c = Attach();
+  ASSERT_OK_AND_ASSIGN(auto seg, Segment::Open(name_, SegmentKind::kRing));
+  // sideband_version is the first word of header line 4 (byte 256): a
+  // producer that died mid-write leaves it odd.
+  const uint64_t odd = 3;
+  std::memcpy(seg->payload() + 256, &odd, 8);
+  ASSERT_RAISES_WITH_MESSAGE(kTimedOut, "mid-write", c->ReadSideband());
 }
 
 }  // namespace

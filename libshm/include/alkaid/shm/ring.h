@@ -16,6 +16,7 @@
 /// it needs; with kDropOldest it overwrites, and the slow consumer alone
 /// loses the oldest messages and is told how many (RingMessage::lost_before()).
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -38,6 +39,8 @@ inline constexpr uint32_t kMaxRingConsumers = 256;
 inline constexpr uint32_t kMaxRingSlots = uint32_t{1} << 24;
 /// Largest inline payload per slot.
 inline constexpr uint32_t kMaxInlinePayload = uint32_t{1} << 20;
+/// Words of a ring's sideband (RingProducer::SetSideband).
+inline constexpr size_t kRingSidebandWords = 4;
 
 /// What the producer does when the slot it needs still holds a message that
 /// an active consumer has not read.
@@ -204,6 +207,15 @@ class ALKAID_EXPORT RingProducer {
   /// consumers must share a pid namespace (pids are compared).
   Status DetachConsumer(uint32_t id);
 
+  /// Stores `words` (at most kRingSidebandWords; the rest become 0) in the
+  /// ring's sideband: a few words beside the message stream that consumers
+  /// read atomically as a whole (RingConsumer::ReadSideband), e.g. where
+  /// the state a late joiner needs is kept. Wait-free; not ordered with
+  /// messages except that a consumer that received a message published
+  /// after this call reads these words or newer ones. Invalid if `words`
+  /// is too long.
+  Status SetSideband(std::span<const uint64_t> words);
+
   /// Sequence number the next Publish will use (= messages published).
   uint64_t next_sequence() const { return next_sequence_; }
   /// Registrations, active or not. Racy snapshot.
@@ -255,6 +267,12 @@ class ALKAID_EXPORT RingConsumer {
   /// Receives the next message, waiting per WaitMode up to `timeout`
   /// (TimedOut). Same errors as TryReceive.
   Status Receive(RingMessage* out, std::chrono::nanoseconds timeout);
+
+  /// Reads the producer's sideband (RingProducer::SetSideband): the words
+  /// as one consistent set, all 0 if never set. Retries while a write is in
+  /// progress; TimedOut if the sideband stays mid-write for about a
+  /// millisecond (a producer that died while writing it, or a hostile one).
+  Result<std::array<uint64_t, kRingSidebandWords>> ReadSideband() const;
 
   /// Stops holding the producer back; further receives give Cancelled.
   void Detach();
