@@ -100,12 +100,6 @@ Result<format::SchemaPtr> DecodeSchema(const std::vector<uint8_t>& bytes,
     return Status::Invalid("topic '", topic, "': the schema is not a valid IPC schema message: ",
                            reader.status().message());
   }
-  if ((*reader)->dictionary_memo().num_fields() > 0) {
-    return Status::NotImplemented(
-        "topic '", topic,
-        "': dictionary-encoded fields are not supported by the broker yet (late joiners would "
-        "need the dictionary state)");
-  }
   return (*reader)->schema();
 }
 

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "alkaid/format/ipc/io.h"
 #include "alkaid/format/ipc/reader.h"
 #include "alkaid/format/ipc/writer.h"
+#include "batch_descriptor_internal.h"
 #include "client_test_util.h"
 
 namespace alkaid::client {
@@ -336,31 +338,28 @@ TEST(BatchChannelTest, RejectsMismatchesAndCorruptDescriptors) {
   // Nothing left: TryReceive gives an empty result.
   ASSERT_OK_AND_ASSIGN(ReceivedBatch none, subscriber->TryReceive());
   EXPECT_EQ(none.batch, nullptr);
-  // Dictionary-encoded schemas belong to the broker.
-  auto dict_schema = format::schema(
-      {format::field("d", format::dictionary(format::int32(), format::utf8()))});
-  ASSERT_RAISES(kNotImplemented,
-                BatchPublisher::Create(ch.ring.get(), ch.bodies.get(), dict_schema));
-  ASSERT_RAISES(kNotImplemented,
-                BatchSubscriber::Open(ch.ring_name, ch.bodies_name, dict_schema));
+  // A dictionary message on a topic whose schema has no dictionary.
+  internal::BatchDescriptor desc;
+  desc.flags = internal::kDictionaryMessage;
+  std::vector<std::byte> dict_slot(sizeof(desc));
+  std::memcpy(dict_slot.data(), &desc, sizeof(desc));
+  ASSERT_OK_AND_ASSIGN(auto block2, ch.bodies->Allocate(64));
+  ASSERT_OK(ch.ring->Publish(dict_slot, block2));
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "no dictionary-encoded field", subscriber->Receive(1s));
 }
 
 // Every batch of every gold file through the ring, compared with the
-// original. Files with dictionary-encoded fields are skipped on purpose:
-// dictionaries travel through the broker's schema/dictionary exchange,
-// which is not part of this library yet.
+// original; dictionary-encoded files (nested and shared dictionaries
+// included) with their dictionary messages.
 TEST(BatchChannelTest, GoldFilesRoundTripThroughTheRing) {
-  int files = 0, batches = 0, skipped = 0;
+  int files = 0, batches = 0, with_dictionaries = 0;
   for (const auto& entry : std::filesystem::directory_iterator(ALKAID_GOLD_DIR)) {
     const std::string path = entry.path().string();
     if (entry.path().extension() != ".arrow_file") continue;
     SCOPED_TRACE(path);
     ASSERT_OK_AND_ASSIGN(auto file, format::ipc::MemoryMappedFile::Open(path));
     ASSERT_OK_AND_ASSIGN(auto reader, format::ipc::RecordBatchFileReader::Open(file));
-    if (reader->dictionary_memo().num_fields() > 0) {
-      ++skipped;  // dictionary-encoded: needs the broker's dictionary exchange
-      continue;
-    }
+    if (reader->dictionary_memo().num_fields() > 0) ++with_dictionaries;
     Channel ch;
     shm::RingOptions ro;
     ro.inline_capacity = 256;  // larger metadata goes into the region
@@ -385,9 +384,9 @@ TEST(BatchChannelTest, GoldFilesRoundTripThroughTheRing) {
   }
   EXPECT_GE(files, 20);
   EXPECT_GT(batches, 50);
-  EXPECT_GE(skipped, 2);
+  EXPECT_GE(with_dictionaries, 3);
   std::cout << "[ gold     ] " << files << " files, " << batches << " batches through the ring, "
-            << skipped << " dictionary files skipped\n";
+            << with_dictionaries << " of them with dictionaries\n";
 }
 
 }  // namespace

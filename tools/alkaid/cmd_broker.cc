@@ -44,12 +44,6 @@ int RunTopics(const BrokerToolOptions& options) {
 int RunPublish(const PublishOptions& options) {
   auto input = ReadIpcInput(options.input, {});
   if (!input.ok()) return ReportError("publish", input.status());
-  if (input->memo.num_fields() > 0) {
-    return ReportError("publish",
-                       Status::NotImplemented("'", options.input,
-                                              "' has dictionary-encoded fields, which the broker "
-                                              "does not carry yet"));
-  }
   client::ProducerOptions producer_options;
   producer_options.socket_path = options.socket;
   producer_options.topic.segment_bytes = options.segment_bytes;

@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "alkaid/format/ipc/dictionary.h"
+#include "alkaid/format/ipc/dictionary_tracker.h"
+#include "alkaid/format/ipc/io.h"
 #include "alkaid/format/ipc/writer.h"
 #include "batch_descriptor_internal.h"
 
@@ -13,17 +15,6 @@ namespace alkaid::client {
 using internal::BatchDescriptor;
 
 namespace {
-
-Status RefuseDictionaries(const format::Schema& schema) {
-  format::ipc::DictionaryMemo memo;
-  ALKAID_RETURN_NOT_OK(memo.AssignIds(schema));
-  if (memo.num_fields() > 0) {
-    return Status::NotImplemented(
-        "batches with dictionary-encoded fields cannot be published through a ring yet: ",
-        memo.num_fields(), " field(s) need dictionary exchange, which the broker provides");
-  }
-  return Status::OK();
-}
 
 // Appends the shape of `data` to `out`: everything of an array that
 // GetRecordBatchMetadataForRegion encodes (length, null count, and each
@@ -86,8 +77,122 @@ Result<std::unique_ptr<BatchPublisher>> BatchPublisher::Create(shm::RingProducer
                            " inline bytes per slot; a batch descriptor needs ",
                            sizeof(BatchDescriptor));
   }
-  ALKAID_RETURN_NOT_OK(RefuseDictionaries(*schema));
-  return std::unique_ptr<BatchPublisher>(new BatchPublisher(ring, bodies, std::move(schema)));
+  format::ipc::DictionaryMemo ids;
+  ALKAID_RETURN_NOT_OK(ids.AssignIds(*schema));
+  std::unique_ptr<BatchPublisher> publisher(new BatchPublisher(ring, bodies, std::move(schema)));
+  if (ids.num_fields() > 0) {
+    // Deltas when a dictionary only grows; replacements otherwise (a ring
+    // is a stream: readers replace their dictionary).
+    // The batches' dictionaries may live in a pool's region, which goes
+    // with the pool: the tracker keeps its own copies.
+    format::ipc::DictionaryTrackerOptions tracking;
+    tracking.copy_to = format::default_memory_pool();
+    publisher->dictionaries_ =
+        std::make_unique<format::ipc::DictionaryTracker>(ids, tracking);
+  }
+  return publisher;
+}
+
+BatchPublisher::BatchPublisher(shm::RingProducer* ring, shm::BodyAllocator* bodies,
+                               format::SchemaPtr schema)
+    : ring_(ring), bodies_(bodies), schema_(std::move(schema)) {}
+
+BatchPublisher::~BatchPublisher() = default;
+
+namespace {
+
+format::ipc::IpcWriteOptions RegionWriteOptions() {
+  format::ipc::IpcWriteOptions options;
+  options.alignment = 64;
+  return options;
+}
+
+}  // namespace
+
+Status BatchPublisher::SendDictionaries(const format::RecordBatch& batch) {
+  if (dictionaries_ == nullptr) return Status::OK();
+  ALKAID_ASSIGN_OR_RAISE(auto changes, dictionaries_->Diff(batch));
+  for (const format::ipc::DictionaryChange& change : changes) {
+    if (change.values != nullptr) {
+      if (!snapshot_stale_) {
+        // From now until the new snapshot, a reader that attaches must not
+        // take the current snapshot for the whole state.
+        internal::DictionarySideband pending;
+        if (!snapshots_.empty()) {
+          pending.block = snapshots_.back().block.handle();
+          pending.epoch = snapshots_.back().epoch;
+        }
+        pending.pending = true;
+        const auto words = pending.ToWords();
+        ALKAID_RETURN_NOT_OK(ring_->SetSideband(words));
+        snapshot_stale_ = true;
+      }
+      ALKAID_ASSIGN_OR_RAISE(auto payload,
+                             format::ipc::GetDictionaryPayload(change.id, change.is_delta,
+                                                               change.values, RegionWriteOptions()));
+      ALKAID_RETURN_NOT_OK(PublishPayloadCopy(payload, internal::kDictionaryMessage));
+      ++stats_.dictionary_batches;
+      if (change.is_delta) ++stats_.dictionary_deltas;
+      // Batches from here on decode with the state that includes it.
+      dictionary_epoch_ = ring_->next_sequence();
+      snapshot_stale_ = true;
+    }
+    // Recorded once published: a failed publish is retried by the next call.
+    ALKAID_RETURN_NOT_OK(dictionaries_->Commit(change));
+  }
+  // No batch goes out with an epoch the snapshot does not describe: a
+  // failure here fails the publish, and the retry writes the snapshot.
+  if (snapshot_stale_) ALKAID_RETURN_NOT_OK(WriteDictionarySnapshot());
+  return Status::OK();
+}
+
+Status BatchPublisher::WriteDictionarySnapshot() {
+  // Every current dictionary, whole, framed like a stream's dictionary
+  // messages (nested ones first, as the tracker orders them).
+  ALKAID_ASSIGN_OR_RAISE(auto sink, format::ipc::BufferOutputStream::Create());
+  const format::ipc::IpcWriteOptions options = RegionWriteOptions();
+  for (const auto& [id, dictionary] : dictionaries_->current()) {
+    ALKAID_ASSIGN_OR_RAISE(auto payload,
+                           format::ipc::GetDictionaryPayload(id, false, dictionary, options));
+    ALKAID_RETURN_NOT_OK(format::ipc::WriteIpcPayload(payload, options, sink.get()).status());
+  }
+  ALKAID_ASSIGN_OR_RAISE(auto messages, sink->Finish());
+  internal::SnapshotHeader header;
+  header.epoch = dictionary_epoch_;
+  header.messages_length = static_cast<uint64_t>(messages->size());
+  if (!snapshots_.empty()) {
+    const Snapshot& previous = snapshots_.back();
+    const shm::BlockHandle& h = previous.block.handle();
+    header.previous_offset = h.offset;
+    header.previous_length = h.length;
+    header.previous_generation = h.generation;
+    header.previous_descriptor = h.descriptor;
+    header.previous_epoch = previous.epoch;
+  }
+  ALKAID_ASSIGN_OR_RAISE(shm::WritableBlock block,
+                         bodies_->Allocate(sizeof(header) + header.messages_length));
+  std::memcpy(block.data().data(), &header, sizeof(header));
+  if (header.messages_length > 0) {
+    std::memcpy(block.data().data() + sizeof(header), messages->data(), header.messages_length);
+  }
+  internal::DictionarySideband sideband;
+  sideband.block = block.handle();
+  sideband.epoch = dictionary_epoch_;
+  const auto words = sideband.ToWords();
+  ALKAID_RETURN_NOT_OK(ring_->SetSideband(words));
+  snapshots_.push_back({dictionary_epoch_, std::move(block)});
+  // An older snapshot goes (its producer reference dropped; readers that
+  // loaded it keep theirs) once no batch of its epoch can be left in the
+  // ring: such batches precede its successor's epoch, which is then a full
+  // ring behind the next sequence.
+  const uint64_t slots = ring_->options().slot_count;
+  while (snapshots_.size() > internal::kKeptSnapshots + 1 ||
+         (snapshots_.size() >= 2 && snapshots_[1].epoch + slots <= ring_->next_sequence())) {
+    snapshots_.pop_front();
+  }
+  snapshot_stale_ = false;
+  ++stats_.dictionary_snapshots;
+  return Status::OK();
 }
 
 Result<std::unique_ptr<ShmBatchPool>> BatchPublisher::NewPool(uint64_t region_bytes) {
@@ -114,6 +219,7 @@ Status BatchPublisher::Publish(const format::RecordBatch& batch, ShmBatchPool* p
                            bodies_->name(), "'");
   }
   ALKAID_RETURN_NOT_OK(CheckSchema(batch));
+  ALKAID_RETURN_NOT_OK(SendDictionaries(batch));
   const uint64_t body_length = pool->Seal();
   // The metadata of a batch with the shape of the previous one is the same
   // bytes: reuse them instead of encoding a flatbuffer per publish.
@@ -128,7 +234,7 @@ Status BatchPublisher::Publish(const format::RecordBatch& batch, ShmBatchPool* p
   if (cacheable) {
     for (const CachedMetadata& c : metadata_cache_) {
       if (c.shape == shape) {
-        ALKAID_RETURN_NOT_OK(PublishRegion(pool, body_length, c.metadata));
+        ALKAID_RETURN_NOT_OK(PublishRegion(pool, body_length, c.metadata, 0));
         ++stats_.metadata_reused;
         return Status::OK();
       }
@@ -150,11 +256,12 @@ Status BatchPublisher::Publish(const format::RecordBatch& batch, ShmBatchPool* p
       victim.metadata = metadata;
     }
   }
-  return PublishRegion(pool, body_length, metadata);
+  return PublishRegion(pool, body_length, metadata, 0);
 }
 
 Status BatchPublisher::PublishRegion(ShmBatchPool* pool, uint64_t body_length,
-                                     const std::shared_ptr<format::Buffer>& metadata) {
+                                     const std::shared_ptr<format::Buffer>& metadata,
+                                     uint16_t kind_flags) {
   const uint64_t md_size = static_cast<uint64_t>(metadata->size());
   if (md_size > UINT32_MAX) {
     return Status::CapacityError("BatchPublisher: ", md_size, "-byte metadata");
@@ -162,12 +269,15 @@ Status BatchPublisher::PublishRegion(ShmBatchPool* pool, uint64_t body_length,
   BatchDescriptor desc;
   desc.body_length = body_length;
   desc.metadata_length = static_cast<uint32_t>(md_size);
+  desc.flags = kind_flags;
+  const bool dictionary_message = (kind_flags & internal::kDictionaryMessage) != 0;
+  desc.dictionary_epoch = dictionary_message ? 0 : dictionary_epoch_;
   const uint64_t capacity = ring_->options().inline_capacity;
   const bool inline_md = sizeof(BatchDescriptor) + md_size <= capacity;
   if (!inline_md) {
     ALKAID_ASSIGN_OR_RAISE(desc.metadata_offset,
                            pool->AppendTail({metadata->data(), md_size}));
-    desc.flags = internal::kMetadataInRegion;
+    desc.flags |= internal::kMetadataInRegion;
   }
   // The slot payload: descriptor, then the metadata if it fits.
   std::vector<std::byte>& payload = slot_payload_;
@@ -186,18 +296,26 @@ Status BatchPublisher::PublishRegion(ShmBatchPool* pool, uint64_t body_length,
     return st;
   }
   pool->holds_extra_ref_ = true;
-  ++stats_.batches;
+  if (!dictionary_message) ++stats_.batches;
   if (!inline_md) ++stats_.metadata_in_region;
   return Status::OK();
 }
 
 Status BatchPublisher::PublishCopy(const format::RecordBatch& batch) {
   ALKAID_RETURN_NOT_OK(CheckSchema(batch));
+  ALKAID_RETURN_NOT_OK(SendDictionaries(batch));
   // The IPC writer's own layout: every buffer re-based and padded; its
   // metadata's offsets are relative to the body start, i.e. the region.
-  format::ipc::IpcWriteOptions options;
-  options.alignment = 64;
-  ALKAID_ASSIGN_OR_RAISE(auto payload, format::ipc::GetRecordBatchPayload(batch, options));
+  ALKAID_ASSIGN_OR_RAISE(auto payload,
+                         format::ipc::GetRecordBatchPayload(batch, RegionWriteOptions()));
+  ALKAID_RETURN_NOT_OK(PublishPayloadCopy(payload, 0));
+  ++stats_.copied_batches;
+  stats_.copied_bytes += static_cast<uint64_t>(payload.body_length);
+  return Status::OK();
+}
+
+Status BatchPublisher::PublishPayloadCopy(const format::ipc::IpcPayload& payload,
+                                          uint16_t kind_flags) {
   const uint64_t body_length = static_cast<uint64_t>(payload.body_length);
   const uint64_t md_size = static_cast<uint64_t>(payload.metadata->size());
   uint64_t region = body_length;
@@ -216,7 +334,7 @@ Status BatchPublisher::PublishCopy(const format::RecordBatch& batch) {
     const uint64_t size = buffer == nullptr ? 0 : static_cast<uint64_t>(buffer->size());
     const uint64_t padded = (size + align - 1) / align * align;
     if (pos + padded > body_length) {
-      return Status::Invalid("BatchPublisher::PublishCopy: body buffers (", pos + padded,
+      return Status::Invalid("BatchPublisher: body buffers (", pos + padded,
                              " bytes so far) exceed the declared body length ", body_length);
     }
     if (size > 0) std::memcpy(dst + pos, buffer->data(), size);
@@ -225,12 +343,9 @@ Status BatchPublisher::PublishCopy(const format::RecordBatch& batch) {
   }
   std::memset(dst + pos, 0, body_length - pos);
   (void)pool->Seal();
-  ALKAID_RETURN_NOT_OK(PublishRegion(pool.get(), body_length, payload.metadata));
-  ++stats_.copied_batches;
-  stats_.copied_bytes += body_length;
-  // The pool (and its extra reference) goes now: the ring's reference and
-  // the consumers' keep the region alive.
-  return Status::OK();
+  // The pool (and its extra reference) goes on return: the ring's reference
+  // and the consumers' keep the region alive.
+  return PublishRegion(pool.get(), body_length, payload.metadata, kind_flags);
 }
 
 }  // namespace alkaid::client

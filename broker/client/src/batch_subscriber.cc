@@ -1,12 +1,15 @@
 #include "alkaid/client/batch_subscriber.h"
 
+#include <algorithm>
 #include <cstring>
 #include <span>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "alkaid/format/ipc/dictionary.h"
+#include "alkaid/format/ipc/io.h"
 #include "alkaid/format/ipc/message.h"
 #include "alkaid/format/ipc/reader.h"
 #include "alkaid/format/validate.h"
@@ -131,7 +134,20 @@ struct DecodePlan {
 struct BatchSubscriber::Impl {
   format::SchemaPtr schema;
   SubscriberOptions options;
-  format::ipc::DictionaryMemo memo;  // no dictionaries: empty
+  // Dictionary-encoded fields' ids (no dictionaries), and the ids with the
+  // current dictionaries (docs/CLIENT.md, "Dictionaries").
+  format::ipc::DictionaryMemo ids;
+  format::ipc::DictionaryMemo memo;
+  bool has_dictionaries = false;
+  // `memo` holds the dictionary state of epoch `dictionary_epoch` and no
+  // message after it was missed: dictionary messages from the ring apply.
+  bool dictionaries_synced = false;
+  uint64_t dictionary_epoch = 0;
+  uint64_t undecodable = 0;          // batches skipped for want of dictionaries
+  uint64_t dictionary_messages = 0;  // dictionary messages applied from the ring
+  uint64_t snapshots_loaded = 0;
+  // Messages lost or skipped since the last batch returned.
+  uint64_t pending_lost = 0;
   // Declared before the consumer: the consumer's messages hold references
   // through the reader, so it must go last.
   std::shared_ptr<shm::BodyReader> reader;
@@ -147,7 +163,166 @@ struct BatchSubscriber::Impl {
   std::string Where() const {
     return "ring '" + consumer->name() + "' sequence " + std::to_string(message.sequence());
   }
+
+  Status ApplyDictionaryMessage(std::span<const std::byte> md,
+                                const std::shared_ptr<format::Buffer>& body);
+  Result<bool> LoadSnapshot(uint64_t epoch);
+  Status UseSnapshot(shm::BlockRef ref, const internal::SnapshotHeader& header);
+  void SyncAtAttach();
 };
+
+// A dictionary message from the ring, in order: applied to the state if the
+// state is that of every message before it.
+Status BatchSubscriber::Impl::ApplyDictionaryMessage(std::span<const std::byte> md,
+                                                     const std::shared_ptr<format::Buffer>& body) {
+  const uint64_t sequence = message.sequence();
+  if (!dictionaries_synced || sequence < dictionary_epoch) {
+    // Unknown state (a late start or a gap: the next batch loads the
+    // snapshot), or already part of the snapshot loaded.
+    return Status::OK();
+  }
+  ALKAID_ASSIGN_OR_RAISE(
+      auto metadata,
+      format::Buffer::CopyOf(std::string_view(reinterpret_cast<const char*>(md.data()),
+                                              md.size())));
+  auto decoded = format::ipc::Message::Open(std::move(metadata), body, options.read);
+  Status st = decoded.status();
+  if (st.ok() && (*decoded)->type() != format::ipc::MessageType::kDictionaryBatch) {
+    st = Status::Invalid("message flagged as a dictionary is a ",
+                         format::ipc::MessageTypeName((*decoded)->type()));
+  }
+  if (st.ok()) st = format::ipc::ReadDictionary(**decoded, &memo, options.read).status();
+  if (!st.ok()) {
+    // The state is unknown from here: the next batch reloads the snapshot.
+    dictionaries_synced = false;
+    return st.WithContext(Where());
+  }
+  dictionary_epoch = sequence + 1;
+  ++dictionary_messages;
+  return Status::OK();
+}
+
+// Loads the dictionary state of epoch `epoch` from the producer's
+// snapshots (the newest is announced in the ring's sideband; older ones
+// that batches in the ring may still need are chained behind it). True if
+// the state is now that of `epoch`; false if no snapshot of that epoch is
+// left (the producer changed its dictionaries since and released it, or
+// has not written one). Errors: a snapshot that is not one.
+Result<bool> BatchSubscriber::Impl::LoadSnapshot(uint64_t epoch) {
+  constexpr int kSidebandAttempts = 8;
+  for (int attempt = 0; attempt < kSidebandAttempts; ++attempt) {
+    ALKAID_ASSIGN_OR_RAISE(auto words, consumer->ReadSideband());
+    const auto sideband = internal::DictionarySideband::FromWords(words);
+    if (!sideband.block.valid() || sideband.epoch < epoch) return false;
+    shm::BlockHandle handle = sideband.block;
+    uint64_t handle_epoch = sideband.epoch;
+    // Newest first; epochs strictly decrease, so the walk ends.
+    for (size_t hop = 0; hop <= internal::kKeptSnapshots; ++hop) {
+      auto ref = reader->Acquire(handle);
+      if (!ref.ok()) {
+        if (ref.status().code() != StatusCode::kKeyError) {
+          return ref.status().WithContext(Where() + ": dictionary snapshot");
+        }
+        if (hop > 0) return false;  // an older snapshot, released
+        break;                      // the newest was replaced meanwhile: read again
+      }
+      const std::span<const std::byte> bytes = ref->data();
+      internal::SnapshotHeader header;
+      if (bytes.size() < sizeof(header)) {
+        return Status::Invalid(Where(), ": dictionary snapshot block of ", bytes.size(),
+                               " bytes is shorter than its header");
+      }
+      std::memcpy(&header, bytes.data(), sizeof(header));
+      if (header.magic != internal::kSnapshotMagic || header.epoch != handle_epoch ||
+          header.messages_length > bytes.size() - sizeof(header)) {
+        return Status::Invalid(Where(), ": dictionary snapshot at offset ", handle.offset,
+                               " is corrupt (magic 0x", std::hex, header.magic, std::dec,
+                               ", epoch ", header.epoch, " where ", handle_epoch,
+                               " was announced, ", header.messages_length,
+                               " bytes of messages in a ", bytes.size(), "-byte block)");
+      }
+      if (header.epoch == epoch) {
+        ALKAID_RETURN_NOT_OK(UseSnapshot(std::move(ref).ValueOrDie(), header));
+        return true;
+      }
+      if (header.epoch < epoch || header.previous_generation == 0 ||
+          header.previous_epoch >= header.epoch) {
+        return false;
+      }
+      handle = header.previous();
+      handle_epoch = header.previous_epoch;
+    }
+    if (attempt + 1 == kSidebandAttempts) break;
+  }
+  return false;
+}
+
+// Right after registering on the ring: the producer's newest snapshot is
+// the state of every message this reader will see, unless dictionary
+// messages are being published that it does not cover yet (`pending`).
+// Then, or if the snapshot cannot be used, the first batch loads one.
+void BatchSubscriber::Impl::SyncAtAttach() {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(2);
+  while (true) {
+    auto words = consumer->ReadSideband();
+    if (!words.ok()) return;
+    const auto sideband = internal::DictionarySideband::FromWords(*words);
+    if (!sideband.pending) {
+      if (!sideband.block.valid()) {
+        // No dictionary was ever published: the empty state is the state.
+        dictionaries_synced = true;
+        dictionary_epoch = 0;
+        return;
+      }
+      auto ref = reader->Acquire(sideband.block);
+      if (!ref.ok()) return;
+      internal::SnapshotHeader header;
+      if (ref->data().size() < sizeof(header)) return;
+      std::memcpy(&header, ref->data().data(), sizeof(header));
+      if (header.magic != internal::kSnapshotMagic || header.epoch != sideband.epoch ||
+          header.messages_length > ref->data().size() - sizeof(header)) {
+        return;
+      }
+      (void)UseSnapshot(std::move(ref).ValueOrDie(), header);
+      return;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return;
+    std::this_thread::yield();
+  }
+}
+
+// Replaces the dictionary state with the snapshot in `ref`.
+Status BatchSubscriber::Impl::UseSnapshot(shm::BlockRef ref,
+                                          const internal::SnapshotHeader& header) {
+  const uint64_t end = sizeof(header) + header.messages_length;
+  // The dictionaries point into the block (zero-copy), which stays
+  // referenced while any of them lives.
+  auto block = std::make_shared<BodyBuffer>(reader, std::move(ref), end);
+  format::ipc::BufferReader input(std::make_shared<format::Buffer>(
+      block, static_cast<int64_t>(sizeof(header)), static_cast<int64_t>(header.messages_length)));
+  format::ipc::DictionaryMemo loaded = ids;
+  int64_t count = 0;
+  while (true) {
+    auto next = format::ipc::ReadMessage(&input, options.read);
+    if (!next.ok()) return next.status().WithContext(Where() + ": dictionary snapshot");
+    if (*next == nullptr) break;
+    if ((*next)->type() != format::ipc::MessageType::kDictionaryBatch) {
+      return Status::Invalid(Where(), ": dictionary snapshot holds a ",
+                             format::ipc::MessageTypeName((*next)->type()), " message");
+    }
+    if (++count > ids.num_fields()) {
+      return Status::Invalid(Where(), ": dictionary snapshot holds more than ",
+                             ids.num_fields(), " dictionaries");
+    }
+    auto update = format::ipc::ReadDictionary(**next, &loaded, options.read);
+    if (!update.ok()) return update.status().WithContext(Where() + ": dictionary snapshot");
+  }
+  memo = std::move(loaded);
+  dictionary_epoch = header.epoch;
+  dictionaries_synced = true;
+  ++snapshots_loaded;
+  return Status::OK();
+}
 
 BatchSubscriber::BatchSubscriber(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 BatchSubscriber::~BatchSubscriber() = default;
@@ -168,12 +343,9 @@ Result<std::unique_ptr<BatchSubscriber>> BatchSubscriber::Open(
   auto impl = std::make_unique<Impl>();
   impl->schema = std::move(schema);
   impl->options = options;
-  ALKAID_RETURN_NOT_OK(impl->memo.AssignIds(*impl->schema));
-  if (impl->memo.num_fields() > 0) {
-    return Status::NotImplemented("BatchSubscriber: schema has ", impl->memo.num_fields(),
-                                  " dictionary-encoded field(s); dictionary exchange belongs "
-                                  "to the broker");
-  }
+  ALKAID_RETURN_NOT_OK(impl->ids.AssignIds(*impl->schema));
+  impl->memo = impl->ids;
+  impl->has_dictionaries = impl->ids.num_fields() > 0;
   ALKAID_ASSIGN_OR_RAISE(std::unique_ptr<shm::BodyReader> reader,
                          shm::BodyReader::Open(std::move(bodies)));
   impl->reader = std::move(reader);
@@ -185,6 +357,10 @@ Result<std::unique_ptr<BatchSubscriber>> BatchSubscriber::Open(
                            impl->consumer->inline_capacity(),
                            " inline bytes per slot, less than a batch descriptor");
   }
+  // Reading from the first message ever published, the empty state is the
+  // right one; otherwise the producer's snapshot is.
+  impl->dictionaries_synced = impl->consumer->next_sequence() == 0;
+  if (impl->has_dictionaries && !impl->dictionaries_synced) impl->SyncAtAttach();
   return std::unique_ptr<BatchSubscriber>(new BatchSubscriber(std::move(impl)));
 }
 
@@ -192,15 +368,35 @@ const format::SchemaPtr& BatchSubscriber::schema() const { return impl_->schema;
 const shm::RingConsumer& BatchSubscriber::consumer() const { return *impl_->consumer; }
 uint64_t BatchSubscriber::decode_cache_hits() const { return impl_->plan_hits; }
 
+DictionaryStats BatchSubscriber::dictionary_stats() const {
+  DictionaryStats s;
+  s.messages_applied = impl_->dictionary_messages;
+  s.snapshots_loaded = impl_->snapshots_loaded;
+  s.undecodable_batches = impl_->undecodable;
+  return s;
+}
+
 Result<ReceivedBatch> BatchSubscriber::Receive(std::chrono::nanoseconds timeout) {
-  ALKAID_RETURN_NOT_OK(impl_->consumer->Receive(&impl_->message, timeout));
-  return Decode();
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    const auto left = std::max(std::chrono::nanoseconds(0),
+                               std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   deadline - std::chrono::steady_clock::now()));
+    ALKAID_RETURN_NOT_OK(impl_->consumer->Receive(&impl_->message, left));
+    ALKAID_ASSIGN_OR_RAISE(auto out, Decode());
+    // A dictionary message, or a batch skipped for want of its
+    // dictionaries: not for the caller.
+    if (out.batch != nullptr) return out;
+  }
 }
 
 Result<ReceivedBatch> BatchSubscriber::TryReceive() {
-  ALKAID_ASSIGN_OR_RAISE(bool got, impl_->consumer->TryReceive(&impl_->message));
-  if (!got) return ReceivedBatch{};
-  return Decode();
+  while (true) {
+    ALKAID_ASSIGN_OR_RAISE(bool got, impl_->consumer->TryReceive(&impl_->message));
+    if (!got) return ReceivedBatch{};
+    ALKAID_ASSIGN_OR_RAISE(auto out, Decode());
+    if (out.batch != nullptr) return out;
+  }
 }
 
 Result<ReceivedBatch> BatchSubscriber::Decode() {
@@ -260,8 +456,33 @@ Result<ReceivedBatch> BatchSubscriber::Decode() {
   auto body = std::make_shared<BodyBuffer>(d.reader, std::move(ref), desc.body_length);
 
   ReceivedBatch out;
+  if (m.lost_before() > 0) {
+    // A dictionary message may have been among the lost.
+    d.dictionaries_synced = false;
+    d.pending_lost += m.lost_before();
+  }
+  if ((desc.flags & internal::kDictionaryMessage) != 0) {
+    if (!d.has_dictionaries) {
+      return Status::Invalid(d.Where(), ": a dictionary message, but the schema has no "
+                             "dictionary-encoded field");
+    }
+    ALKAID_RETURN_NOT_OK(d.ApplyDictionaryMessage(md, body));
+    return out;  // no batch
+  }
+  if (d.has_dictionaries &&
+      !(d.dictionaries_synced && desc.dictionary_epoch == d.dictionary_epoch)) {
+    ALKAID_ASSIGN_OR_RAISE(bool loaded, d.LoadSnapshot(desc.dictionary_epoch));
+    if (!loaded) {
+      // Its dictionaries are gone (replaced since): counted as lost, like
+      // a message the ring dropped.
+      ++d.undecodable;
+      ++d.pending_lost;
+      return out;
+    }
+  }
   out.sequence = m.sequence();
-  out.lost_before = m.lost_before();
+  out.lost_before = d.pending_lost;
+  d.pending_lost = 0;
   const DecodePlan* hit = nullptr;
   for (const DecodePlan& p : d.plans) {
     if (p.Matches(md, desc.body_length)) {

@@ -128,10 +128,6 @@ Result<format::SchemaPtr> DeserializeSchema(const std::vector<uint8_t>& bytes) {
   auto buffer = std::make_shared<format::Buffer>(bytes.data(), static_cast<int64_t>(bytes.size()));
   format::ipc::BufferReader input(buffer);
   ALKAID_ASSIGN_OR_RAISE(auto reader, format::ipc::RecordBatchStreamReader::Open(&input));
-  if (reader->dictionary_memo().num_fields() > 0) {
-    return Status::NotImplemented("dictionary-encoded fields are not supported through the "
-                                  "broker yet");
-  }
   return reader->schema();
 }
 

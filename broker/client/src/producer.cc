@@ -43,6 +43,8 @@ struct Producer::Impl {
   std::atomic<bool> stop{false};
   std::atomic<bool> broker_lost{false};
   std::atomic<uint64_t> published{0};
+  // Dictionary messages the publisher put in the ring (not batches).
+  std::atomic<uint64_t> dictionary_messages{0};
   std::atomic<uint64_t> dead_detached{0};
   std::atomic<uint64_t> reregistrations{0};
   bool reregistration_refused = false;  // watchdog only
@@ -88,13 +90,15 @@ struct Producer::Impl {
     request.type = p::RequestType::kProducerStats;
     request.target_id = producer_id;
     request.published = published.load(std::memory_order_relaxed);
-    uint64_t min_cursor = request.published;
+    // Ring sequences count dictionary messages too.
+    const uint64_t end = request.published + dictionary_messages.load(std::memory_order_relaxed);
+    uint64_t min_cursor = end;
     for (const auto& c : ring->ConsumersGuess()) {
       if (!c.active) continue;
       min_cursor = std::min(min_cursor, c.cursor);
       request.drops += c.lost;
     }
-    request.depth = request.published - std::min(min_cursor, request.published);
+    request.depth = end - std::min(min_cursor, end);
     if (!connection->Send(std::move(request)).ok()) broker_lost = true;
   }
 
@@ -314,8 +318,10 @@ Status Producer::PublishRowBatch(std::span<const uint8_t> row_batch) {
 
 Status Producer::Publish(const format::RecordBatch& batch, ShmBatchPool* pool) {
   ALKAID_RETURN_NOT_OK(CheckUsable(*this, impl_->closed, PayloadKind::kRecordBatch, "Publish"));
-  ALKAID_RETURN_NOT_OK_CTX(impl_->publisher->Publish(batch, pool),
-                           "topic '" << impl_->topic << "'");
+  const Status st = impl_->publisher->Publish(batch, pool);
+  impl_->dictionary_messages.store(impl_->publisher->stats().dictionary_batches,
+                                   std::memory_order_relaxed);
+  ALKAID_RETURN_NOT_OK_CTX(st, "topic '" << impl_->topic << "'");
   impl_->published.fetch_add(1, std::memory_order_relaxed);
   return Status::OK();
 }
@@ -323,8 +329,10 @@ Status Producer::Publish(const format::RecordBatch& batch, ShmBatchPool* pool) {
 Status Producer::PublishCopy(const format::RecordBatch& batch) {
   ALKAID_RETURN_NOT_OK(
       CheckUsable(*this, impl_->closed, PayloadKind::kRecordBatch, "PublishCopy"));
-  ALKAID_RETURN_NOT_OK_CTX(impl_->publisher->PublishCopy(batch),
-                           "topic '" << impl_->topic << "'");
+  const Status st = impl_->publisher->PublishCopy(batch);
+  impl_->dictionary_messages.store(impl_->publisher->stats().dictionary_batches,
+                                   std::memory_order_relaxed);
+  ALKAID_RETURN_NOT_OK_CTX(st, "topic '" << impl_->topic << "'");
   impl_->published.fetch_add(1, std::memory_order_relaxed);
   return Status::OK();
 }
@@ -337,7 +345,7 @@ Status Producer::Close() {
     d.ring->Close();
     // The watchdog still runs: a consumer dying now is detached and stops
     // holding us up.
-    const uint64_t end = d.published.load(std::memory_order_relaxed);
+    const uint64_t end = d.ring->next_sequence();  // batches and dictionary messages
     const auto deadline = Clock::now() + d.options.drain_timeout;
     while (Clock::now() < deadline) {
       bool drained = true;

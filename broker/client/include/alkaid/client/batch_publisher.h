@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <span>
 #include <vector>
@@ -32,10 +33,26 @@ struct PublishStats {
   /// same shape (fixed-width types only; see
   /// docs/SHM_LAYOUT.md, "Client fast paths").
   uint64_t metadata_reused = 0;
+  /// DictionaryBatch messages published (schemas with dictionary-encoded
+  /// fields), of which deltas.
+  uint64_t dictionary_batches = 0;
+  uint64_t dictionary_deltas = 0;
+  /// Dictionary snapshots written for late joiners (one per batch after
+  /// which some dictionary changed).
+  uint64_t dictionary_snapshots = 0;
 };
 
 class FixedShapeWriter;
 class Producer;
+
+}  // namespace alkaid::client
+
+namespace alkaid::format::ipc {
+class DictionaryTracker;
+struct IpcPayload;
+}  // namespace alkaid::format::ipc
+
+namespace alkaid::client {
 
 /// Publishes batches of one schema through a ring whose bodies live in a
 /// BodyAllocator's segment.
@@ -47,8 +64,14 @@ class Producer;
 /// An existing heap batch goes through PublishCopy(), which copies its body
 /// into a fresh region once.
 ///
-/// Dictionary-encoded fields are refused (NotImplemented): dictionaries
-/// are exchanged by the broker.
+/// Dictionary-encoded fields: before a batch whose dictionaries differ from
+/// those published before, each changed dictionary is published as a
+/// DictionaryBatch message of its own (a delta when the dictionary only
+/// grew at its end, else whole), copied once into the body segment: the
+/// dictionary values are not part of the batch's region. The publisher
+/// also keeps a snapshot of every current dictionary in the body segment
+/// and announces it in the ring's sideband, so that consumers joining late
+/// or after a gap decode the next batches (docs/CLIENT.md, "Dictionaries").
 ///
 /// Thread safety: one producer thread, like the ring and the allocator.
 class ALKAID_EXPORT BatchPublisher {
@@ -58,6 +81,9 @@ class ALKAID_EXPORT BatchPublisher {
   static Result<std::unique_ptr<BatchPublisher>> Create(shm::RingProducer* ring,
                                                         shm::BodyAllocator* bodies,
                                                         format::SchemaPtr schema);
+  ~BatchPublisher();
+  BatchPublisher(const BatchPublisher&) = delete;
+  BatchPublisher& operator=(const BatchPublisher&) = delete;
 
   /// A pool over a fresh region of `region_bytes` in the body segment
   /// (waits for space per the allocator's FullPolicy).
@@ -77,6 +103,9 @@ class ALKAID_EXPORT BatchPublisher {
   /// a new region once, laid out as the IPC writer would (slices re-based).
   Status PublishCopy(const format::RecordBatch& batch);
 
+  /// Ring messages published so far: batches and dictionary messages.
+  uint64_t messages() const { return stats_.batches + stats_.dictionary_batches; }
+
   /// A writer for many batches of the shape of `prototype` (see
   /// FixedShapeWriter), which must be built in `pool` — a pool of this
   /// publisher, not published yet — and have only fixed-width columns with
@@ -93,11 +122,16 @@ class ALKAID_EXPORT BatchPublisher {
 
  private:
   friend class FixedShapeWriter;
-  BatchPublisher(shm::RingProducer* ring, shm::BodyAllocator* bodies, format::SchemaPtr schema)
-      : ring_(ring), bodies_(bodies), schema_(std::move(schema)) {}
+  BatchPublisher(shm::RingProducer* ring, shm::BodyAllocator* bodies, format::SchemaPtr schema);
   Status CheckSchema(const format::RecordBatch& batch) const;
   Status PublishRegion(ShmBatchPool* pool, uint64_t body_length,
-                       const std::shared_ptr<format::Buffer>& metadata);
+                       const std::shared_ptr<format::Buffer>& metadata, uint16_t kind_flags);
+  // Copies an encoded message's body into a fresh region and publishes it.
+  Status PublishPayloadCopy(const format::ipc::IpcPayload& payload, uint16_t kind_flags);
+  // Publishes what a reader needs before `batch`: changed dictionaries,
+  // then a new snapshot if anything changed.
+  Status SendDictionaries(const format::RecordBatch& batch);
+  Status WriteDictionarySnapshot();
 
   shm::RingProducer* ring_;
   shm::BodyAllocator* bodies_;
@@ -117,6 +151,18 @@ class ALKAID_EXPORT BatchPublisher {
   // The slot payload being assembled; kept between publishes so that a
   // publish allocates nothing here.
   std::vector<std::byte> slot_payload_;
+  // Schemas with dictionary-encoded fields only: the dictionaries sent, the
+  // epoch of the current state (the ring sequence after the last dictionary
+  // message), and the snapshot blocks kept, oldest first (the newest is
+  // announced in the sideband).
+  std::unique_ptr<format::ipc::DictionaryTracker> dictionaries_;
+  uint64_t dictionary_epoch_ = 0;
+  bool snapshot_stale_ = false;
+  struct Snapshot {
+    uint64_t epoch;
+    shm::WritableBlock block;
+  };
+  std::deque<Snapshot> snapshots_;
 };
 
 /// Publishes batches of one fixed shape — the row count, null counts and

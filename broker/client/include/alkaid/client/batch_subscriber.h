@@ -32,8 +32,24 @@ struct ReceivedBatch {
   std::shared_ptr<format::Buffer> body;
   /// Ring sequence of the message.
   uint64_t sequence = 0;
-  /// Messages lost just before this one (kDropOldest rings only).
+  /// Batches lost just before this one: dropped by the ring (kDropOldest),
+  /// or undecodable for want of dictionaries (DictionaryStats).
   uint64_t lost_before = 0;
+};
+
+/// What a subscriber did about dictionaries (schemas with
+/// dictionary-encoded fields).
+struct DictionaryStats {
+  /// Dictionary messages received through the ring and applied.
+  uint64_t messages_applied = 0;
+  /// Producer snapshots loaded (at the first batch of a late joiner, and
+  /// after a gap).
+  uint64_t snapshots_loaded = 0;
+  /// Batches that could not be decoded because the dictionaries they use
+  /// were replaced before this subscriber could load them (a late joiner or
+  /// a gap, while the producer kept changing its dictionaries); each is
+  /// counted in the next batch's `lost_before`.
+  uint64_t undecodable_batches = 0;
 };
 
 /// Options for BatchSubscriber::Open().
@@ -63,6 +79,14 @@ struct SubscriberOptions {
 /// re-run on it unless its verdict cannot depend on the values (columns of
 /// fixed-width, struct and fixed-size-list types only).
 ///
+/// Dictionaries: dictionary messages travel through the ring before the
+/// batches that need them and are applied in order (zero-copy: the
+/// dictionaries point into the shared blocks, like batch bodies). A
+/// subscriber that starts after the first message, or loses messages, takes
+/// the producer's snapshot of every current dictionary at its next batch
+/// (docs/CLIENT.md, "Dictionaries"), so every batch it returns decodes with
+/// exactly the dictionaries it was published with.
+///
 /// Lifetime: batches keep the body segment mapping and their block alive on
 /// their own and may outlive the subscriber. Thread safety: Receive from one
 /// thread at a time; received batches may be used and dropped anywhere.
@@ -73,7 +97,7 @@ class ALKAID_EXPORT BatchSubscriber {
   BatchSubscriber& operator=(const BatchSubscriber&) = delete;
 
   /// Opens body segment `bodies_name` and registers as a consumer of ring
-  /// `ring_name`. NotImplemented for a schema with dictionary-encoded fields.
+  /// `ring_name`.
   static Result<std::unique_ptr<BatchSubscriber>> Open(std::string_view ring_name,
                                                        std::string_view bodies_name,
                                                        format::SchemaPtr schema,
@@ -103,6 +127,9 @@ class ALKAID_EXPORT BatchSubscriber {
   /// its verified, validated shape was replayed over the new body
   /// instead of verifying and parsing the flatbuffer again. Diagnostics.
   uint64_t decode_cache_hits() const;
+
+  /// Dictionary messages and snapshots used, batches skipped.
+  DictionaryStats dictionary_stats() const;
 
  private:
   struct Impl;
