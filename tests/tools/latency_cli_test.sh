@@ -36,20 +36,25 @@ check_clean() {  # check_clean <tool pid> <description>
   [ -z "$left" ] || { echo "FAILED: $what: processes left: $(ps -o pid,args -p "${left//$'\n'/,}")" >&2; fail=1; }
 }
 
-# Ping-pong with both baselines.
-"$alkaid" latency --sizes 64,65536 --count 200 --compare floor,uds --json - --hgrm "$work/hgrm" \
+# Ping-pong with every baseline.
+"$alkaid" latency --sizes 64,65536 --count 200 --compare floor,payload,uds --json - --hgrm "$work/hgrm" \
   --idle 0.1 >"$work/pp.json" 2>"$work/pp.err" &
 pid=$!
 wait $pid
 code=$?
 [ $code -eq 0 ] || { echo "FAILED: pingpong run: exit $code" >&2; cat "$work/pp.err" >&2; fail=1; }
 check_clean $pid "pingpong run"
+# The table (on stderr with --json -) compares with the size-matched floor.
+for want in "p50/payload" "overhead over payload floor:"; do
+  [ "$(grep -c -- "$want" "$work/pp.err")" -ge 2 ] ||
+    { echo "FAILED: pingpong table: '$want' not shown for both sizes" >&2; fail=1; }
+done
 
 python3 - "$work/pp.json" "$work/hgrm" <<'PY' || fail=1
 import json, os, sys
 doc = json.load(open(sys.argv[1]))
 res = doc["results"]
-want = {(t, s) for t in ("alkaid", "floor", "uds") for s in (64, 65536)}
+want = {(t, s) for t in ("alkaid", "floor", "payload", "uds") for s in (64, 65536)}
 got = {(r["transport"], r["payload_bytes"]) for r in res}
 errors = []
 if got != want:
@@ -68,6 +73,8 @@ for r in res:
         errors.append(f"{where}: percentiles out of order: {r}")
     if not r["msgs_per_s"] > 0:
         errors.append(f"{where}: msgs_per_s {r['msgs_per_s']}")
+    if r["transport"] == "payload" and r["mode"] != "spin":
+        errors.append(f"{where}: mode {r['mode']}, expected spin")
     if r["transport"] == "alkaid" and not (r.get("idle_wall_ns", 0) > 0 and r.get("idle_cpu_ns", -1) >= 0):
         errors.append(f"{where}: no idle CPU figures")
     # The HdrHistogram percentile distribution of this run.

@@ -92,6 +92,11 @@ std::string FormatNs(double ns) {
   return text;
 }
 
+// A difference: "+1.20 us", "-35 ns".
+std::string FormatSignedNs(int64_t ns) {
+  return (ns < 0 ? "-" : "+") + FormatNs(static_cast<double>(ns < 0 ? -ns : ns));
+}
+
 std::string FormatBytes(int64_t bytes) {
   if (bytes >= (1 << 20) && bytes % (1 << 20) == 0) return std::to_string(bytes >> 20) + " MiB";
   if (bytes >= (1 << 10) && bytes % (1 << 10) == 0) return std::to_string(bytes >> 10) + " KiB";
@@ -307,6 +312,14 @@ void PrintTable(std::ostream& out, int64_t size, const std::vector<lat::Measurem
     }
     out << "\n";
   }
+  // What alkaid adds to handing over the same body without it.
+  const lat::Measurement* alkaid = Find(all, "alkaid", size);
+  const lat::Measurement* payload = Find(all, "payload", size);
+  if (alkaid != nullptr && payload != nullptr && payload->summary.samples > 0) {
+    out << "overhead over payload floor: "
+        << FormatSignedNs(alkaid->summary.p50_ns - payload->summary.p50_ns) << " (p50), "
+        << FormatSignedNs(alkaid->summary.p99_ns - payload->summary.p99_ns) << " (p99)\n";
+  }
   for (const auto& m : all) {
     if (m.payload_bytes != size) continue;
     for (const auto& sample : m.memory) {
@@ -417,8 +430,8 @@ int RunLatency(const LatencyOptions& options) {
   if (sizes.empty()) return Usage("--sizes: no size given");
   std::vector<std::string> baselines;
   for (const auto& item : SplitCommas(options.compare)) {
-    if (item != "floor" && item != "uds") {
-      return Usage("--compare: unknown baseline '" + item + "' (floor, uds)");
+    if (item != "floor" && item != "payload" && item != "uds") {
+      return Usage("--compare: unknown baseline '" + item + "' (floor, payload, uds)");
     }
     if (std::find(baselines.begin(), baselines.end(), item) == baselines.end()) {
       baselines.push_back(item);
@@ -500,6 +513,8 @@ int RunLatency(const LatencyOptions& options) {
         st = lat::MeasureAlkaid(spec, progress, &m);
       } else if (transport == "floor") {
         st = lat::MeasureFloor(spec, progress, &m);
+      } else if (transport == "payload") {
+        st = lat::MeasurePayload(spec, progress, &m);
       } else {
         st = lat::MeasureUds(spec, progress, &m);
       }
@@ -561,8 +576,11 @@ void AddLatencyCommand(CLI::App* app, int* code) {
   cmd->add_option("--consumers", options->consumers, "Consumer processes (stream)")
       ->capture_default_str();
   cmd->add_option("--compare", options->compare,
-                  "Baselines in the same run: floor (one shared cache line), uds (IPC stream "
-                  "over a Unix socket)");
+                  "Baselines in the same run, comma-separated: floor (one shared cache line), "
+                  "payload (the same plus a body of the payload's size at the addresses alkaid's "
+                  "allocator gives it, written the same way before each ping, first and last "
+                  "value read by the other side: the size-matched floor), uds (IPC stream over "
+                  "a Unix socket)");
   cmd->add_option("--json", options->json, "Write the results as JSON to FILE, or - for stdout");
   cmd->add_option("--hgrm", options->hgrm,
                   "Write HdrHistogram percentile distributions (microseconds) to DIR, one file "

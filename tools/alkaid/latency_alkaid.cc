@@ -36,8 +36,6 @@ bool Stopping(const Shared* shared) { return g_interrupted || shared->stop.load(
 
 Status StopStatus() { return Status::Cancelled("stopped"); }
 
-uint64_t RoundUp64(uint64_t n) { return (n + 63) / 64 * 64; }
-
 format::SchemaPtr BatchSchema() {
   return format::schema({format::field("v", format::int64(), false)});
 }
@@ -86,7 +84,7 @@ Result<PooledBatch> BuildBatch(client::Producer* producer, const format::SchemaP
 }
 
 Status PublishValue(client::Producer* producer, const format::SchemaPtr& schema, int64_t value) {
-  ALKAID_ASSIGN_OR_RAISE(auto b, BuildBatch(producer, schema, 1, 1024));
+  ALKAID_ASSIGN_OR_RAISE(auto b, BuildBatch(producer, schema, 1, kSmallRegionBytes));
   b.values[0] = value;
   return producer->Publish(*b.batch, b.pool.get());
 }
@@ -164,7 +162,7 @@ Status PingSide(const RunSpec& spec, Shared* shared) {
   }
 
   const int64_t rows = RowsFor(spec.payload_bytes);
-  const uint64_t region = RoundUp64(static_cast<uint64_t>(rows) * 8) + 4096;
+  const uint64_t region = PingRegionBytes(rows);
   Histogram* histogram = &shared->histograms[0];
   const int64_t start = NowNs();
   const int64_t limit_ns = static_cast<int64_t>(spec.duration_seconds * 1e9);
@@ -216,7 +214,7 @@ Status PongSide(const RunSpec& spec, Shared* shared) {
 
   // The answer to the next measured ping is built ahead, off the timed path.
   int64_t next_id = 0;
-  ALKAID_ASSIGN_OR_RAISE(auto answer, BuildBatch(producer.get(), schema, 1, 1024));
+  ALKAID_ASSIGN_OR_RAISE(auto answer, BuildBatch(producer.get(), schema, 1, kSmallRegionBytes));
   answer.values[0] = next_id;
   while (true) {
     auto got = pings->Next(kSlice);
@@ -239,7 +237,7 @@ Status PongSide(const RunSpec& spec, Shared* shared) {
       ALKAID_RETURN_NOT_OK(producer->Publish(*answer.batch, answer.pool.get()));
       answer = PooledBatch();
       ++next_id;
-      ALKAID_ASSIGN_OR_RAISE(answer, BuildBatch(producer.get(), schema, 1, 1024));
+      ALKAID_ASSIGN_OR_RAISE(answer, BuildBatch(producer.get(), schema, 1, kSmallRegionBytes));
       answer.values[0] = next_id;
     } else if (first == kIdleValue) {
       batch.reset();
@@ -390,12 +388,11 @@ Status MeasureAlkaid(const RunSpec& spec, const ProgressHook& progress, Measurem
                                .status()
                                .WithContext("creating the stream topic"));
     } else {
-      const uint64_t region = RoundUp64(static_cast<uint64_t>(rows) * 8) + 4096;
       client::TopicOptions ping;
-      ping.ring_slots = 16;
-      ping.segment_bytes = 4 * region + (1 << 20);
+      ping.ring_slots = kPingRingSlots;
+      ping.segment_bytes = PingArenaBytes(rows);
       client::TopicOptions pong;
-      pong.ring_slots = 16;
+      pong.ring_slots = kPingRingSlots;
       pong.segment_bytes = 1 << 20;
       ALKAID_RETURN_NOT_OK(admin->CreateTopic(spec.topic_prefix + ".ping", schema, ping)
                                .status()

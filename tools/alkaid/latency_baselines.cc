@@ -1,5 +1,6 @@
-// `alkaid latency`, the baselines: the shared-cache-line floor and an IPC
-// stream over Unix domain sockets.
+// `alkaid latency`, the baselines: the shared-cache-line floor, the same
+// floor with a body of the payload's size (the size-matched floor), and an
+// IPC stream over Unix domain sockets.
 
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -7,7 +8,9 @@
 
 #include <array>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <deque>
 #include <new>
 
 #include "alkaid/format/array.h"
@@ -17,6 +20,8 @@
 #include "alkaid/format/ipc/reader.h"
 #include "alkaid/format/ipc/writer.h"
 #include "alkaid/format/record_batch.h"
+#include "alkaid/shm/body_allocator.h"
+#include "alkaid/shm/segment.h"
 #include "latency_internal.h"
 
 namespace alkaid::tools::latency {
@@ -67,6 +72,46 @@ void Finish(const RunSpec& spec, const Shared& shared, const std::string& transp
 
 // ---- floor --------------------------------------------------------------
 
+// A page of its own (MAP_SHARED anonymous, mapped before fork) for a
+// baseline's signalling line; unmapped by the destructor.
+class SignalPage {
+ public:
+  SignalPage() = default;
+  ~SignalPage() {
+    if (mem_ != nullptr) ::munmap(mem_, kBytes);
+  }
+  SignalPage(const SignalPage&) = delete;
+  SignalPage& operator=(const SignalPage&) = delete;
+
+  Status Map(const char* whose) {
+    void* mem = ::mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) {
+      return Status::IOError("mmap of the ", whose, " page: ", ErrnoText(errno));
+    }
+    mem_ = mem;
+    return Status::OK();
+  }
+  void* get() const { return mem_; }
+
+ private:
+  static constexpr std::size_t kBytes = 4096;
+  void* mem_ = nullptr;
+};
+
+// Spins until `word` no longer holds `seen` and stores what it holds in
+// `*value` (acquire: partner of the other side's release store); false if
+// the run is stopping first.
+bool AwaitChange(const std::atomic<uint64_t>& word, uint64_t seen, const Shared* shared,
+                 uint64_t* value) {
+  while ((*value = word.load(std::memory_order_acquire)) == seen) {
+    if (Stopping(shared)) return false;
+  }
+  return true;
+}
+
+// Sentinel of the payload floor's signal: B leaves when it sees it.
+constexpr uint64_t kPayloadQuit = ~uint64_t{0};
+
 // One cache line in its own shared page: A writes 2k+1, B answers 2k+2.
 struct alignas(64) Line {
   std::atomic<uint64_t> word;
@@ -78,9 +123,9 @@ Status MeasureFloor(const RunSpec& spec, const ProgressHook& progress, Measureme
   SharedBlock shared;
   ALKAID_RETURN_NOT_OK(shared.Map());
   Shared* s = shared.get();
-  void* mem = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED) return Status::IOError("mmap of the floor's page: ", ErrnoText(errno));
-  auto* line = new (mem) Line;
+  SignalPage page;
+  ALKAID_RETURN_NOT_OK(page.Map("floor's"));
+  auto* line = new (page.get()) Line;
   const uint64_t iterations = static_cast<uint64_t>(spec.count);
   const int64_t limit_ns = static_cast<int64_t>(spec.duration_seconds * 1e9);
   // Sentinel for "stop": B leaves when it sees it.
@@ -117,10 +162,7 @@ Status MeasureFloor(const RunSpec& spec, const ProgressHook& progress, Measureme
       uint64_t seen = 1;
       while (true) {
         uint64_t v;
-        while ((v = line->word.load(std::memory_order_acquire)) == seen) {
-          if (Stopping(s)) return Status::OK();
-        }
-        if (v == kQuit) return Status::OK();
+        if (!AwaitChange(line->word, seen, s, &v) || v == kQuit) return Status::OK();
         seen = v + 1;
         line->word.store(seen, std::memory_order_release);
       }
@@ -128,10 +170,185 @@ Status MeasureFloor(const RunSpec& spec, const ProgressHook& progress, Measureme
   });
   std::function<void()> on_wait;
   if (progress) on_wait = [&] { progress(*s); };
-  const Status st = RunChildren(bodies, spec.cpus, s, on_wait);
-  ::munmap(mem, 4096);
-  ALKAID_RETURN_NOT_OK(st);
+  ALKAID_RETURN_NOT_OK(RunChildren(bodies, spec.cpus, s, on_wait));
   Finish(spec, *s, "floor", "spin", "pingpong", out);
+  return Status::OK();
+}
+
+// ---- payload floor ------------------------------------------------------
+
+namespace {
+
+// The payload floor's signalling line, in its own page; it stands for the
+// ring slot of the alkaid path. A fills `body_offset` and `id`, then stores
+// the round trip's number into `ping`; B answers with it in `pong`.
+struct alignas(64) PayloadSignal {
+  std::atomic<uint64_t> ping;  // A -> B: round trip k >= 1, or kQuit
+  std::atomic<uint64_t> pong;  // B -> A: the last round trip answered
+  uint64_t body_offset;        // round trip k's body, from the segment payload
+  int64_t id;                  // its first value; < 0: a warm-up, the body is not read
+};
+static_assert(sizeof(PayloadSignal) == 64, "the signal is one cache line");
+
+// Where the bodies go. The alkaid ping side allocates a fresh region for
+// every ping (Producer::NewBatchPool) and, with the warm-up, a small one
+// after it; the ring holds each published block until its slot is reused
+// (kPingRingSlots messages later) or, when the arena is full, until the
+// allocator's reclaim callback drops every block B has answered for. The
+// allocator reuses freed space best-fit. So the bodies neither stay at one
+// address nor walk through the whole arena: with the warm-up they cycle
+// over nine blocks up to 64 KiB, and over the four that fit at 1 and
+// 16 MiB (traced for 64 B to 16 MiB; the payload floor's addresses were
+// the same, but for the first cycle, shifted by alkaid's hellos). To give
+// the caches and TLBs the same pattern, the payload floor takes its bodies
+// from a body segment of the ping topic's size through shm::BodyAllocator,
+// with the same allocations and releases (this class plays the ring's
+// part). None of it is timed, and B never touches the allocator's shared
+// words: it reads the two values, nothing else.
+class RingLikeHold {
+ public:
+  explicit RingLikeHold(shm::BodyAllocator* allocator) : allocator_(allocator) {
+    allocator_->SetReclaimCallback([this] { held_.clear(); });
+  }
+  ~RingLikeHold() { allocator_->SetReclaimCallback(nullptr); }
+  RingLikeHold(const RingLikeHold&) = delete;
+  RingLikeHold& operator=(const RingLikeHold&) = delete;
+
+  // As RingProducer::Publish does with a message's block: keeps it,
+  // dropping the block of the message published kPingRingSlots before.
+  void Publish(shm::WritableBlock block) {
+    held_.push_back(std::move(block));
+    if (held_.size() > kPingRingSlots) held_.pop_front();
+  }
+
+ private:
+  shm::BodyAllocator* allocator_;
+  std::deque<shm::WritableBlock> held_;
+};
+
+// Side A of the payload floor: builds the bodies, times the round trips.
+Status PayloadPingSide(const RunSpec& spec, const std::string& name, PayloadSignal* signal,
+                       Shared* s) {
+  const int64_t rows = RowsFor(spec.payload_bytes);
+  shm::BodyAllocatorOptions options;  // as the producer's: wait when full, 4 KiB pages, prefault
+  options.wait_timeout = std::chrono::seconds(30);
+  ALKAID_ASSIGN_OR_RAISE(auto allocator,
+                         shm::BodyAllocator::Create(name, PingArenaBytes(rows), options));
+  s->ready.fetch_add(1);  // B may open the segment
+  while (s->ready.load() < 2) {
+    if (Stopping(s)) return Status::Cancelled("stopped");
+  }
+  ALKAID_RETURN_NOT_OK(shm::Segment::Remove(name));  // both have it mapped: unlink now
+  RingLikeHold ring(allocator.get());
+  uint64_t k = 0;
+  // One round trip: the body's offset and id, then the number.
+  auto round_trip = [&](uint64_t body_offset, int64_t id) -> Status {
+    signal->body_offset = body_offset;
+    signal->id = id;
+    // Release: publishes the body and the two fields above; partner of B's
+    // acquire load of `ping`.
+    signal->ping.store(++k, std::memory_order_release);
+    // Acquire: partner of B's release store of `pong`.
+    for (uint32_t spins = 1; signal->pong.load(std::memory_order_acquire) != k; ++spins) {
+      if ((spins & 1023) == 0 && Stopping(s)) return Status::Cancelled("stopped");
+    }
+    return Status::OK();
+  };
+  Histogram* h = &s->histograms[0];
+  const int64_t limit_ns = static_cast<int64_t>(spec.duration_seconds * 1e9);
+  const int64_t start = NowNs();
+  for (int64_t i = 0; i < spec.count; ++i) {
+    if (Stopping(s)) return Status::Cancelled("stopped");
+    if (limit_ns > 0 && NowNs() - start > limit_ns) break;
+    // Not timed: allocate and write the body as PingSide builds its column,
+    // then (like PingSide) an untimed round trip that leaves the body alone.
+    ALKAID_ASSIGN_OR_RAISE(auto body, allocator->Allocate(PingRegionBytes(rows)));
+    const uint64_t at = body.handle().offset;
+    auto* values = reinterpret_cast<int64_t*>(body.data().data());
+    for (int64_t r = 0; r < rows; ++r) values[r] = i + r;
+    if (spec.warmup) {
+      ALKAID_ASSIGN_OR_RAISE(auto warm, allocator->Allocate(kSmallRegionBytes));
+      ring.Publish(std::move(warm));
+      ALKAID_RETURN_NOT_OK(round_trip(at, -1));
+    }
+
+    const int64_t t0 = NowNs();
+    ALKAID_RETURN_NOT_OK(round_trip(at, i));
+    const int64_t t1 = NowNs();
+    h->Record((t1 - t0) / 2);
+    s->progress.store(i + 1, std::memory_order_relaxed);
+    ring.Publish(std::move(body));
+  }
+  s->elapsed_ns = NowNs() - start;
+  signal->ping.store(kPayloadQuit, std::memory_order_release);
+  return Status::OK();
+}
+
+// Side B: reads each body's first and last value, checks them, answers.
+Status PayloadPongSide(const RunSpec& spec, const std::string& name, PayloadSignal* signal,
+                       Shared* s) {
+  const int64_t rows = RowsFor(spec.payload_bytes);
+  while (s->ready.load() < 1) {
+    if (Stopping(s)) return Status::OK();
+  }
+  ALKAID_ASSIGN_OR_RAISE(auto segment, shm::Segment::Open(name, shm::SegmentKind::kBodies));
+  s->ready.fetch_add(1);
+  const std::byte* payload = segment->payload();
+  const uint64_t limit = segment->payload_size() - static_cast<uint64_t>(rows) * 8;
+  uint64_t seen = 0;
+  while (true) {
+    uint64_t k;
+    // Acquire: partner of A's release store of `ping`; the body and the
+    // fields are written before it.
+    if (!AwaitChange(signal->ping, seen, s, &k) || k == kPayloadQuit) return Status::OK();
+    seen = k;
+    const int64_t id = signal->id;
+    if (id >= 0) {
+      const uint64_t at = signal->body_offset;
+      if (at > limit) {
+        return Status::Invalid("payload floor ping ", id, ": body offset ", at, " is past the ",
+                               segment->payload_size(), "-byte segment");
+      }
+      const auto* values = reinterpret_cast<const int64_t*>(payload + at);
+      const int64_t first = values[0];
+      const int64_t last = values[rows - 1];
+      if (first != id || last != id + rows - 1) {
+        return Status::Invalid("payload floor ping ", id, ": the body at offset ", at,
+                               " holds values ", first, "..", last, "; expected ", id, "..",
+                               id + rows - 1);
+      }
+    }
+    // Release: partner of A's acquire load of `pong`.
+    signal->pong.store(k, std::memory_order_release);
+  }
+}
+
+}  // namespace
+
+Status MeasurePayload(const RunSpec& spec, const ProgressHook& progress, Measurement* out) {
+  SharedBlock shared;
+  ALKAID_RETURN_NOT_OK(shared.Map());
+  Shared* s = shared.get();
+  SignalPage page;
+  ALKAID_RETURN_NOT_OK(page.Map("payload floor's signal"));
+  auto* signal = new (page.get()) PayloadSignal{};
+  const std::string name = spec.topic_prefix + ".payload";
+
+  std::vector<std::function<int()>> bodies;
+  bodies.push_back([&] {
+    return ChildMain(s, "payload ping side",
+                     [&] { return PayloadPingSide(spec, name, signal, s); });
+  });
+  bodies.push_back([&] {
+    return ChildMain(s, "payload pong side",
+                     [&] { return PayloadPongSide(spec, name, signal, s); });
+  });
+  std::function<void()> on_wait;
+  if (progress) on_wait = [&] { progress(*s); };
+  const Status st = RunChildren(bodies, spec.cpus, s, on_wait);
+  (void)shm::Segment::Remove(name);  // gone already unless side A failed early
+  ALKAID_RETURN_NOT_OK(st);
+  Finish(spec, *s, "payload", "spin", "pingpong", out);
   return Status::OK();
 }
 

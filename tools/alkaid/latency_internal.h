@@ -8,6 +8,7 @@
 #include <atomic>
 #include <csignal>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -57,6 +58,25 @@ struct MemorySample {
 inline int64_t RowsFor(int64_t payload_bytes) {
   return payload_bytes < 8 ? 1 : payload_bytes / 8;
 }
+
+/// `n` rounded up to a cache line (the body allocator's granularity).
+inline uint64_t RoundUp64(uint64_t n) { return (n + 63) / 64 * 64; }
+
+/// Region of shared memory a pingpong ping batch of `rows` values is built
+/// in: the body, then room for the metadata the publisher appends.
+inline uint64_t PingRegionBytes(int64_t rows) {
+  return RoundUp64(static_cast<uint64_t>(rows) * 8) + 4096;
+}
+
+/// Arena of the ping topic's body segment: four ping regions plus 1 MiB
+/// for the small batches (hellos, warm-ups).
+inline uint64_t PingArenaBytes(int64_t rows) { return 4 * PingRegionBytes(rows) + (1 << 20); }
+
+/// Region of each small batch: hellos, warm-ups, answers.
+inline constexpr uint64_t kSmallRegionBytes = 1024;
+
+/// Ring slots of the pingpong topics.
+inline constexpr std::size_t kPingRingSlots = 16;
 
 /// Shared between the parent and the children of one measurement (a
 /// MAP_SHARED anonymous mapping created before fork).
@@ -134,7 +154,7 @@ Status RunChildren(const std::vector<std::function<int()>>& bodies, const std::v
 
 /// What one measurement gives.
 struct Measurement {
-  std::string transport;  ///< alkaid | floor | uds
+  std::string transport;  ///< alkaid | floor | payload | uds
   std::string mode;
   std::string pattern;
   int64_t payload_bytes = 0;
@@ -158,6 +178,13 @@ Status MeasureAlkaid(const RunSpec& spec, const ProgressHook& progress, Measurem
 /// Two processes ping-ponging one shared cache line (always spinning,
 /// always ping-pong).
 Status MeasureFloor(const RunSpec& spec, const ProgressHook& progress, Measurement* out);
+
+/// The size-matched floor: the ping-pong of MeasureFloor, plus a body of
+/// the payload's size in a body segment (4 KiB pages) at the addresses the
+/// alkaid ping side's allocator would give it, written before each ping as
+/// the alkaid ping side fills its column, and read (first and last value)
+/// by the other side before it answers. Always spinning, always ping-pong.
+Status MeasurePayload(const RunSpec& spec, const ProgressHook& progress, Measurement* out);
 
 /// The same batches as an IPC stream over Unix domain sockets, decoded by
 /// the reader (blocking reads).
