@@ -215,10 +215,11 @@ TEST_F(DictionaryChannelTest, InPlaceBatchesKeepIndicesAndDictionariesInSharedMe
   auto in_segment = [&](const format::Buffer& b) {
     return b.data() >= seg_begin && b.data() + b.size() <= seg_end;
   };
-  format::ArrayPtr previous;
   // The previous batch's pool stays until the next batch continued its
-  // dictionary (its buffers live in that pool's region).
+  // dictionary (its buffers live in that pool's region, and go back to the
+  // pool: declared first, the pool goes last).
   std::unique_ptr<ShmBatchPool> previous_pool;
+  format::ArrayPtr previous;
   for (int64_t b = 0; b < 12; ++b) {
     ASSERT_OK_AND_ASSIGN(auto pool, publisher_->NewPool(64 << 10));
     ASSERT_OK_AND_ASSIGN(auto batch, Script::BuildIn(b, pool.get(), previous));

@@ -131,6 +131,9 @@ struct DecodePlan {
   }
 };
 
+// Longest wait in Open for a pending dictionary snapshot (SyncAtAttach).
+constexpr auto kAttachSnapshotWait = std::chrono::milliseconds(250);
+
 struct BatchSubscriber::Impl {
   format::SchemaPtr schema;
   SubscriberOptions options;
@@ -262,7 +265,11 @@ Result<bool> BatchSubscriber::Impl::LoadSnapshot(uint64_t epoch) {
 // messages are being published that it does not cover yet (`pending`).
 // Then, or if the snapshot cannot be used, the first batch loads one.
 void BatchSubscriber::Impl::SyncAtAttach() {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(2);
+  // The producer writes the snapshot right after its dictionary messages;
+  // only a producer descheduled (or dead) in between keeps it pending for
+  // long. Past the deadline the first batch loads a snapshot instead.
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + kAttachSnapshotWait;
   while (true) {
     auto words = consumer->ReadSideband();
     if (!words.ok()) return;
@@ -286,8 +293,13 @@ void BatchSubscriber::Impl::SyncAtAttach() {
       (void)UseSnapshot(std::move(ref).ValueOrDie(), header);
       return;
     }
-    if (std::chrono::steady_clock::now() >= deadline) return;
-    std::this_thread::yield();
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return;
+    if (now - start < std::chrono::milliseconds(1)) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
   }
 }
 

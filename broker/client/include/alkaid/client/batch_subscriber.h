@@ -27,7 +27,10 @@ struct ReceivedBatch {
   format::RecordBatchPtr batch;
   /// The Message flatbuffer (a private copy) and the body (the shared
   /// region): framed together they form a valid encapsulated IPC message,
-  /// e.g. to append to a stream file without re-encoding.
+  /// e.g. to append to a stream file without re-encoding. (With
+  /// dictionary-encoded fields a stream also needs the dictionary messages,
+  /// which are not returned: write such batches with an IPC writer, which
+  /// emits them, as `alkaid subscribe` does.)
   std::shared_ptr<format::Buffer> metadata;
   std::shared_ptr<format::Buffer> body;
   /// Ring sequence of the message.
