@@ -11,11 +11,15 @@
 #include "alkaid/shm/body_allocator.h"
 #include "alkaid/shm/ring.h"
 #include "alkaid/shm/segment.h"
+#include "dead_segments.h"
 #include "test_util.h"
 
 namespace alkaid::client::testing {
 
 inline std::string UniqueName(const std::string& what) {
+  // The first name of a process sweeps what crashed test processes left.
+  static const bool swept = (alkaid::testing::SweepDeadTestSegments("alkaid_ct"), true);
+  (void)swept;
   static int counter = 0;
   return "alkaid_ct" + std::to_string(::getpid()) + "_" + what + std::to_string(counter++);
 }

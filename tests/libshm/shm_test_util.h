@@ -3,7 +3,6 @@
 // Helpers for libshm tests: unique segment names, cleanup, payload patterns,
 // child processes.
 
-#include <dirent.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -21,6 +20,7 @@
 #include <gtest/gtest.h>
 
 #include "alkaid/shm/segment.h"
+#include "dead_segments.h"
 
 namespace alkaid::shm::testing {
 
@@ -29,21 +29,17 @@ inline std::string TestPrefix() { return "alkaid_t" + std::to_string(::getpid())
 
 /// Segments in /dev/shm whose name starts with `prefix`.
 inline std::vector<std::string> SegmentsWithPrefix(const std::string& prefix) {
-  std::vector<std::string> out;
-  if (DIR* dir = ::opendir("/dev/shm")) {
-    while (dirent* e = ::readdir(dir)) {
-      if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0) out.emplace_back(e->d_name);
-    }
-    ::closedir(dir);
-  }
-  return out;
+  return alkaid::testing::SegmentNames(prefix);
 }
 
 /// Fixture: hands out unique names, removes them in TearDown and checks that
-/// nothing with this process's prefix is left in /dev/shm.
+/// nothing with this process's prefix is left in /dev/shm. The first name
+/// handed out in a process sweeps what crashed test processes left.
 class ShmTest : public ::testing::Test {
  protected:
   std::string NewName(const std::string& what = "seg") {
+    static const bool swept = (alkaid::testing::SweepDeadTestSegments("alkaid_t"), true);
+    (void)swept;
     static std::atomic<int> counter{0};
     std::string name = TestPrefix() + what + "_" + std::to_string(counter.fetch_add(1));
     names_.push_back(name);
