@@ -414,6 +414,13 @@ Result<ReceivedBatch> BatchSubscriber::TryReceive() {
 Result<ReceivedBatch> BatchSubscriber::Decode() {
   Impl& d = *impl_;
   shm::RingMessage& m = d.message;
+  if (m.lost_before() > 0) {
+    // Counted before anything can fail, so that a bad message right after
+    // a gap does not hide it; a dictionary message may have been among the
+    // lost.
+    d.dictionaries_synced = false;
+    d.pending_lost += m.lost_before();
+  }
   // Error context is built only on the error paths (d.Where()).
   shm::BlockRef ref = m.TakeBody();
   if (!ref.valid()) {
@@ -468,11 +475,6 @@ Result<ReceivedBatch> BatchSubscriber::Decode() {
   auto body = std::make_shared<BodyBuffer>(d.reader, std::move(ref), desc.body_length);
 
   ReceivedBatch out;
-  if (m.lost_before() > 0) {
-    // A dictionary message may have been among the lost.
-    d.dictionaries_synced = false;
-    d.pending_lost += m.lost_before();
-  }
   if ((desc.flags & internal::kDictionaryMessage) != 0) {
     if (!d.has_dictionaries) {
       return Status::Invalid(d.Where(), ": a dictionary message, but the schema has no "
