@@ -5,9 +5,11 @@
 // with, lose nothing, and leave no segment behind.
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 #include <vector>
@@ -68,6 +70,14 @@ TEST(BrokerDictionaryTest, LateJoinersDecodeEveryBatchWithItsDictionaries) {
   ASSERT_OK(admin->CreateTopic("words", alkaid::testing::WordSchema()).status());
   ASSERT_OK_AND_ASSIGN(auto early, Consumer::Open("words", ConsumerOn(broker)));
 
+  // The producer publishes up to `allowed` batches and waits there, so that
+  // each late consumer joins at a known batch: 40 (mid-generation), 125 and
+  // 199 (just before a replacement).
+  auto* allowed = static_cast<std::atomic<int64_t>*>(::mmap(
+      nullptr, sizeof(std::atomic<int64_t>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+      -1, 0));
+  ASSERT_NE(allowed, MAP_FAILED);
+  new (allowed) std::atomic<int64_t>(40);
   const pid_t child = testing::ForkTestChild();
   if (child == 0) {
     client::ProducerOptions options;
@@ -77,26 +87,29 @@ TEST(BrokerDictionaryTest, LateJoinersDecodeEveryBatchWithItsDictionaries) {
     if (!producer.ok()) ::_exit(1);
     alkaid::testing::Script script;
     for (int64_t b = 0; b < kBatches; ++b) {
+      const auto give_up = std::chrono::steady_clock::now() + 60s;
+      while (b >= allowed->load()) {
+        if (std::chrono::steady_clock::now() > give_up) ::_exit(4);
+        std::this_thread::sleep_for(1ms);
+      }
       auto batch = script.Build(b);
       if (!batch.ok() || !(*producer)->PublishCopy(**batch).ok()) ::_exit(2);
-      // Slow enough for the consumers below to join mid-stream.
-      std::this_thread::sleep_for(1ms);
     }
     ::_exit((*producer)->Close().ok() ? 0 : 3);
   }
 
-  // The early consumer paces the joins: late consumers attach after it saw
-  // 40, 125 (mid-generation) and 200 batches (just before a replacement).
   std::vector<std::unique_ptr<Consumer>> late;
+  std::vector<int64_t> joins;
   int64_t next = 0;
   EXPECT_EQ(ReceiveChecked(early.get(), 40, &next), 0);
-  for (int64_t join_after : {125, 199}) {
+  for (int64_t join : {40, 125, 199}) {
+    if (join > 40) ReceiveChecked(early.get(), join, &next);
+    ASSERT_EQ(next, join);
     ASSERT_OK_AND_ASSIGN(auto c, Consumer::Open("words", ConsumerOn(broker)));
     late.push_back(std::move(c));
-    ReceiveChecked(early.get(), join_after, &next);
+    joins.push_back(join);
+    allowed->store(join == 199 ? kBatches : (join == 40 ? 125 : 199));
   }
-  ASSERT_OK_AND_ASSIGN(auto last_late, Consumer::Open("words", ConsumerOn(broker)));
-  late.push_back(std::move(last_late));
   ReceiveChecked(early.get(), kBatches, &next);
   EXPECT_EQ(next, kBatches);
   EXPECT_EQ(early->lost(), 0u);
@@ -105,8 +118,8 @@ TEST(BrokerDictionaryTest, LateJoinersDecodeEveryBatchWithItsDictionaries) {
     SCOPED_TRACE("late consumer " + std::to_string(i));
     int64_t late_next = 0;
     const int64_t first = ReceiveChecked(late[i].get(), kBatches, &late_next);
-    EXPECT_GT(first, 0) << "joined before the first batch";
-    EXPECT_EQ(late_next, kBatches);  // every batch from its first on
+    EXPECT_EQ(first, joins[i]);        // the first batch published after it joined
+    EXPECT_EQ(late_next, kBatches);  // and every one after it
     EXPECT_EQ(late[i]->lost(), 0u);
     auto end = late[i]->Next(5s);
     EXPECT_EQ(end.status().code(), StatusCode::kEndOfStream) << end.status();
@@ -116,6 +129,7 @@ TEST(BrokerDictionaryTest, LateJoinersDecodeEveryBatchWithItsDictionaries) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   early.reset();
   late.clear();
+  ::munmap(allowed, sizeof(std::atomic<int64_t>));
   EXPECT_TRUE(WaitNoSegments(broker.name() + "."));
 }
 
