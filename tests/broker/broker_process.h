@@ -93,7 +93,10 @@ class BrokerProcess {
         socket_(socket.empty() ? "/tmp/alkaid-test-" + name_ + ".sock" : std::move(socket)) {}
   ~BrokerProcess() { Stop(); }
 
-  /// Starts the broker and waits until it answers (up to 5 s).
+  /// Starts the broker and waits until it answers a request (up to 5 s):
+  /// its socket accepts connections as soon as it listens, before its
+  /// start-up work (the sweep of an earlier broker's segments) is done; a
+  /// reply comes only after it.
   bool Start(std::vector<std::string> extra = {}) {
     std::vector<std::string> args = {ALKAID_BROKER_BIN, "--socket", socket_, "--name", name_,
                                      "--log-level", "warn"};
@@ -101,7 +104,8 @@ class BrokerProcess {
     pid_ = Spawn(args);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     while (std::chrono::steady_clock::now() < deadline) {
-      if (client::BrokerClient::Connect(socket_).ok()) return true;
+      auto client = client::BrokerClient::Connect(socket_);
+      if (client.ok() && (*client)->Stats().ok()) return true;
       int status = 0;
       if (::waitpid(pid_, &status, WNOHANG) == pid_) {
         pid_ = -1;
