@@ -300,18 +300,23 @@ TEST_F(DictionaryChannelTest, HostileSnapshotIsAnErrorAndNothingElse) {
 
 TEST_F(DictionaryChannelTest, ReaderAttachingWhileDictionariesArePublishedWaitsForTheSnapshot) {
   Open();
-  PublishScript(0, 3);
-  // The producer announced dictionary messages it has not snapshotted yet
-  // (as between its dictionary messages and its snapshot): a reader that
-  // attaches then does not take the old snapshot for the whole state; its
-  // first batch loads the right one.
+  PublishScript(0, 4);  // the last change is batch 2's
   ASSERT_OK_AND_ASSIGN(auto words, Subscribe()->consumer().ReadSideband());
-  auto pending = internal::DictionarySideband::FromWords(words);
+  const auto before = internal::DictionarySideband::FromWords(words);
+  PublishScript(4, 5);  // a delta the old snapshot does not have
+  // As between a producer's dictionary messages and its snapshot: the
+  // sideband still names the old snapshot, marked pending. A reader that
+  // took it for the whole state would apply batch 6's delta on top of a
+  // dictionary lacking batch 4's word and decode batch 6 wrongly.
+  auto pending = before;
   pending.pending = true;
   ASSERT_OK(ch_.ring->SetSideband(pending.ToWords()));
   auto reader = Subscribe();
-  PublishScript(3, 8);
-  for (int64_t b = 3; b < 8; ++b) {
+  // Batch 5 (no change) is built but not sent, so the reader's first
+  // message is batch 6's delta.
+  ASSERT_OK(script_.Build(5).status());
+  PublishScript(6, 8);  // 6: a delta and a new snapshot; 7: no change
+  for (int64_t b : {6, 7}) {
     ASSERT_OK_AND_ASSIGN(ReceivedBatch got, reader->Receive(1s));
     EXPECT_TRUE(IsBatch(*got.batch, b));
     EXPECT_EQ(got.lost_before, 0u);

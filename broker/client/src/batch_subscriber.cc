@@ -171,6 +171,9 @@ struct BatchSubscriber::Impl {
                                 const std::shared_ptr<format::Buffer>& body);
   Result<bool> LoadSnapshot(uint64_t epoch);
   Status UseSnapshot(shm::BlockRef ref, const internal::SnapshotHeader& header);
+  Result<internal::SnapshotHeader> ReadSnapshotHeader(const shm::BlockRef& ref,
+                                                      const shm::BlockHandle& handle,
+                                                      uint64_t epoch) const;
   void SyncAtAttach();
 };
 
@@ -205,6 +208,28 @@ Status BatchSubscriber::Impl::ApplyDictionaryMessage(std::span<const std::byte> 
   return Status::OK();
 }
 
+// The header of the snapshot block `ref` (named by `handle`), checked
+// against the epoch it was announced with and the block's size.
+Result<internal::SnapshotHeader> BatchSubscriber::Impl::ReadSnapshotHeader(
+    const shm::BlockRef& ref, const shm::BlockHandle& handle, uint64_t epoch) const {
+  const std::span<const std::byte> bytes = ref.data();
+  internal::SnapshotHeader header;
+  if (bytes.size() < sizeof(header)) {
+    return Status::Invalid(Where(), ": dictionary snapshot block of ", bytes.size(),
+                           " bytes is shorter than its header");
+  }
+  std::memcpy(&header, bytes.data(), sizeof(header));
+  if (header.magic != internal::kSnapshotMagic || header.epoch != epoch ||
+      header.messages_length > bytes.size() - sizeof(header)) {
+    return Status::Invalid(Where(), ": dictionary snapshot at offset ", handle.offset,
+                           " is corrupt (magic 0x", std::hex, header.magic, std::dec,
+                           ", epoch ", header.epoch, " where ", epoch, " was announced, ",
+                           header.messages_length, " bytes of messages in a ", bytes.size(),
+                           "-byte block)");
+  }
+  return header;
+}
+
 // Loads the dictionary state of epoch `epoch` from the producer's
 // snapshots (the newest is announced in the ring's sideband; older ones
 // that batches in the ring may still need are chained behind it). True if
@@ -229,21 +254,8 @@ Result<bool> BatchSubscriber::Impl::LoadSnapshot(uint64_t epoch) {
         if (hop > 0) return false;  // an older snapshot, released
         break;                      // the newest was replaced meanwhile: read again
       }
-      const std::span<const std::byte> bytes = ref->data();
-      internal::SnapshotHeader header;
-      if (bytes.size() < sizeof(header)) {
-        return Status::Invalid(Where(), ": dictionary snapshot block of ", bytes.size(),
-                               " bytes is shorter than its header");
-      }
-      std::memcpy(&header, bytes.data(), sizeof(header));
-      if (header.magic != internal::kSnapshotMagic || header.epoch != handle_epoch ||
-          header.messages_length > bytes.size() - sizeof(header)) {
-        return Status::Invalid(Where(), ": dictionary snapshot at offset ", handle.offset,
-                               " is corrupt (magic 0x", std::hex, header.magic, std::dec,
-                               ", epoch ", header.epoch, " where ", handle_epoch,
-                               " was announced, ", header.messages_length,
-                               " bytes of messages in a ", bytes.size(), "-byte block)");
-      }
+      ALKAID_ASSIGN_OR_RAISE(const internal::SnapshotHeader header,
+                             ReadSnapshotHeader(*ref, handle, handle_epoch));
       if (header.epoch == epoch) {
         ALKAID_RETURN_NOT_OK(UseSnapshot(std::move(ref).ValueOrDie(), header));
         return true;
@@ -283,14 +295,8 @@ void BatchSubscriber::Impl::SyncAtAttach() {
       }
       auto ref = reader->Acquire(sideband.block);
       if (!ref.ok()) return;
-      internal::SnapshotHeader header;
-      if (ref->data().size() < sizeof(header)) return;
-      std::memcpy(&header, ref->data().data(), sizeof(header));
-      if (header.magic != internal::kSnapshotMagic || header.epoch != sideband.epoch ||
-          header.messages_length > ref->data().size() - sizeof(header)) {
-        return;
-      }
-      (void)UseSnapshot(std::move(ref).ValueOrDie(), header);
+      auto header = ReadSnapshotHeader(*ref, sideband.block, sideband.epoch);
+      if (header.ok()) (void)UseSnapshot(std::move(ref).ValueOrDie(), *header);
       return;
     }
     const auto now = std::chrono::steady_clock::now();
