@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <thread>
 
 #include "alkaid/client/broker_client.h"
@@ -109,6 +110,24 @@ Status AwaitAnswer(client::Consumer* consumer, int64_t expected, const Shared* s
   }
 }
 
+// Untimed: waits until side B, having answered `value`, is back waiting for
+// the next ping. B's own work after an answer (publishing it, dropping the
+// batch it answered, building the next answer) would otherwise be measured
+// as latency of the ping that arrives while B is still busy.
+Status AwaitOtherSideWaiting(const Shared* shared, int64_t value) {
+  const int64_t deadline = NowNs() + kAnswerTimeoutNs;
+  // Acquire: partner of B's release store before it waits.
+  for (uint32_t spins = 1; shared->answered.load(std::memory_order_acquire) != value; ++spins) {
+    if ((spins & 1023) == 0) {
+      if (Stopping(shared)) return StopStatus();
+      if (NowNs() > deadline) {
+        return Status::TimedOut("the consumer process did not wait again within 30 s");
+      }
+    }
+  }
+  return Status::OK();
+}
+
 client::ProducerOptions MakeProducerOptions(const RunSpec& spec) {
   client::ProducerOptions options;
   options.socket_path = spec.socket;
@@ -177,6 +196,9 @@ Status PingSide(const RunSpec& spec, Shared* shared) {
     if (spec.warmup) {
       ALKAID_RETURN_NOT_OK(PublishValue(producer.get(), schema, kWarmValue));
       ALKAID_RETURN_NOT_OK(AwaitAnswer(answers.get(), kWarmValue, shared));
+      ALKAID_RETURN_NOT_OK(AwaitOtherSideWaiting(shared, kWarmValue));
+    } else if (i > 0) {
+      ALKAID_RETURN_NOT_OK(AwaitOtherSideWaiting(shared, i - 1));
     }
 
     // Timed: publish -> B holds the validated batch, read first and last
@@ -216,7 +238,12 @@ Status PongSide(const RunSpec& spec, Shared* shared) {
   int64_t next_id = 0;
   ALKAID_ASSIGN_OR_RAISE(auto answer, BuildBatch(producer.get(), schema, 1, kSmallRegionBytes));
   answer.values[0] = next_id;
+  // What A waits for before a timed ping (AwaitOtherSideWaiting).
+  int64_t answered = std::numeric_limits<int64_t>::min();
   while (true) {
+    // Release: partner of A's acquire load; everything done since the
+    // answer is done before A times anything.
+    shared->answered.store(answered, std::memory_order_release);
     auto got = pings->Next(kSlice);
     if (!got.ok()) {
       if (got.status().code() == StatusCode::kEndOfStream) break;
@@ -239,6 +266,7 @@ Status PongSide(const RunSpec& spec, Shared* shared) {
       ++next_id;
       ALKAID_ASSIGN_OR_RAISE(answer, BuildBatch(producer.get(), schema, 1, kSmallRegionBytes));
       answer.values[0] = next_id;
+      answered = first;
     } else if (first == kIdleValue) {
       batch.reset();
       const int64_t cpu0 = ProcessCpuNs();
@@ -253,6 +281,7 @@ Status PongSide(const RunSpec& spec, Shared* shared) {
     } else {
       batch.reset();
       ALKAID_RETURN_NOT_OK(PublishValue(producer.get(), schema, first));
+      answered = first;
     }
   }
   answer = PooledBatch();

@@ -87,6 +87,9 @@ struct Shared {
   std::atomic<int> ready;              ///< children that finished setting up
   std::atomic<int> linked;             ///< consumers that saw the producer's hello
   std::atomic<int> phase;              ///< pingpong: 1 = idle period requested, 2 = done
+  /// Pingpong: the value side B answered last, stored when B waits again
+  /// (after the answer's publish and its own clean-up).
+  std::atomic<int64_t> answered;
   std::atomic<int64_t> start_ns;       ///< stream: producer's first timed publish
   std::atomic<int64_t> published;      ///< stream: batches published
   int64_t end_ns[kMaxConsumers];       ///< stream: each consumer's last receive
