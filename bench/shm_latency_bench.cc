@@ -28,7 +28,11 @@
 // receive paths by then, which costs a few microseconds of cache misses
 // whatever the size (not a per-byte cost). "warm" rows first make an
 // untimed one-row round trip; "evicted" rows are the control: small
-// batches, with 64 MiB written after building them.
+// batches, with 64 MiB written after building them. "warm evicted" rows
+// hold the cache state constant across sizes: every batch, whatever its
+// size, is built, then 64 MiB are written, then the untimed round trip is
+// made. Against each other they show what the size itself costs; against
+// the "warm" rows, what the caches that a large build leaves behind cost.
 //
 // The parent and the children are pinned to the first two CPUs the bench
 // may use (--no-pin: not): two spinning processes left on one CPU would
@@ -40,6 +44,7 @@
 //
 // Usage: alkaid_shm_latency_bench [iterations-scale, default 1] [--no-prefault]
 //                                 [--warm-only] [--huge-pages] [--size BYTES]...
+// (--warm-only: only the "warm" and "warm evicted" rows)
 //                                 [--settle-us N] [--no-pin]
 
 #include <sched.h>
@@ -201,7 +206,12 @@ void AwaitChild(pid_t child) {
 // kEvicted is the control for "cold": after building, the parent writes a
 // buffer larger than the last-level cache (untimed), so that a small batch
 // is published with caches as cold as after building a large one.
-enum class Mode { kCold, kWarm, kEvicted };
+// kWarmEvicted: the 64 MiB write, then the warm-up round trip, for every
+// size (the same cache state whatever the size).
+enum class Mode { kCold, kWarm, kEvicted, kWarmEvicted };
+
+bool Evicts(Mode mode) { return mode == Mode::kEvicted || mode == Mode::kWarmEvicted; }
+bool WarmsUp(Mode mode) { return mode == Mode::kWarm || mode == Mode::kWarmEvicted; }
 
 // Slots of BatchPingPong's ring, which holds each published block until
 // its slot is reused; PayloadPingPong holds its blocks as long.
@@ -223,7 +233,7 @@ std::vector<uint64_t> g_only_sizes;
 // Untimed, between building iteration i's batch and publishing it: the
 // "evicted" control's 64 MiB write, then --settle-us.
 void AfterBuild(Mode mode, std::vector<uint8_t>* scratch, int i) {
-  if (mode == Mode::kEvicted) {
+  if (Evicts(mode)) {
     std::memset(scratch->data(), i & 0xff, scratch->size());
     // Keep the stores: the buffer is read back below.
     if ((*scratch)[static_cast<size_t>(i) % scratch->size()] != (i & 0xff)) std::abort();
@@ -253,7 +263,7 @@ std::string RunTag(uint64_t body_bytes, Mode mode) {
 }
 
 BatchFigures BatchPingPong(uint64_t body_bytes, int iterations, Mode mode) {
-  const bool warm = mode == Mode::kWarm;
+  const bool warm = WarmsUp(mode);
   const std::string tag = RunTag(body_bytes, mode);
   const std::string bodies_name = "alkaid_lat_b" + tag;
   const std::string ping_name = "alkaid_lat_p" + tag;
@@ -316,7 +326,7 @@ BatchFigures BatchPingPong(uint64_t body_bytes, int iterations, Mode mode) {
   CHECK_OK(pong->Receive(&msg, 60s));  // the child is ready
   std::vector<double> half_rtt;
   std::vector<int64_t> values(rows);
-  std::vector<uint8_t> scratch(mode == Mode::kEvicted ? (64u << 20) : 0);
+  std::vector<uint8_t> scratch(Evicts(mode) ? (64u << 20) : 0);
   for (int i = 0; i < iterations; ++i) {
     // Not timed: build the batch in place in shared memory.
     auto pool = publisher->NewPool(region).ValueOrDie();
@@ -447,7 +457,7 @@ BatchFigures PayloadPingPong(uint64_t body_bytes, int iterations, Mode mode) {
   };
   std::vector<double> half_rtt;
   std::vector<int64_t> values(rows);
-  std::vector<uint8_t> scratch(mode == Mode::kEvicted ? (64u << 20) : 0);
+  std::vector<uint8_t> scratch(Evicts(mode) ? (64u << 20) : 0);
   for (int i = 0; i < iterations; ++i) {
     // Not timed: the body, as BatchPingPong builds it (values, then one
     // copy into the region), in a region of the same size.
@@ -456,7 +466,7 @@ BatchFigures PayloadPingPong(uint64_t body_bytes, int iterations, Mode mode) {
     std::memcpy(body.data().data(), values.data(), rows * 8);
     AfterBuild(mode, &scratch, i);
     const uint64_t offset = body.handle().offset;
-    if (mode == Mode::kWarm) {
+    if (WarmsUp(mode)) {
       publish(bodies->Allocate(64).ValueOrDie());
       round_trip(offset, -2);
       await_answer();
@@ -530,13 +540,15 @@ int main(int argc, char** argv) {
       "cold: timed right after building the batch; warm: after an untimed 1-row round trip;\n"
       "evicted: cold, plus 64 MiB written after building (control: caches as cold as\n"
       "after building a batch larger than the last-level cache)\n"
+      "warm evicted: 64 MiB written after building, then the warm-up round trip, at\n"
+      "every size (the same cache state whatever the size)\n"
       "payload: the size-matched floor of the row above: same body, same addresses, same\n"
       "build, handed over on a shared cache line instead of the ring (publish: the store)\n");
-  std::printf("%-22s %9s %9s %9s %9s %9s %9s %7s\n", "case (busy-poll, ns)", "one-way", "p99",
+  std::printf("%-28s %9s %9s %9s %9s %9s %9s %7s\n", "case (busy-poll, ns)", "one-way", "p99",
               "rtt/2", "p99", "publish", "rebuilt", "samples");
   const int floor_n = iters(20000);
   const Figures floor = CacheLinePingPong(floor_n);
-  std::printf("%-22s %9.0f %9.0f %9s %9s %9s %9s %7d\n", "floor: cache line", floor.median_ns,
+  std::printf("%-28s %9.0f %9.0f %9s %9s %9s %9s %7d\n", "floor: cache line", floor.median_ns,
               floor.p99_ns, "", "", "", "", floor_n);
   const struct {
     const char* name;
@@ -547,15 +559,19 @@ int main(int argc, char** argv) {
   const struct {
     Mode mode;
     const char* label;
-  } modes[] = {{Mode::kCold, "cold "}, {Mode::kWarm, "warm "}, {Mode::kEvicted, "evicted "}};
+  } modes[] = {{Mode::kCold, "cold "},
+               {Mode::kWarm, "warm "},
+               {Mode::kEvicted, "evicted "},
+               {Mode::kWarmEvicted, "warm evicted "}};
   struct WarmRow {
     const char* name;
     Figures alkaid;
     Figures payload;  // the size-matched floor
   };
   std::vector<WarmRow> warm_rows;
+  std::vector<WarmRow> warm_evicted_rows;
   for (const auto& m : modes) {
-    if (warm_only && m.mode != Mode::kWarm) continue;
+    if (warm_only && !WarmsUp(m.mode)) continue;
     for (const auto& c : cases) {
       // The control only needs the sizes whose build fits in the caches.
       if (m.mode == Mode::kEvicted && c.bytes > 65536) continue;
@@ -563,15 +579,20 @@ int main(int argc, char** argv) {
           std::find(g_only_sizes.begin(), g_only_sizes.end(), c.bytes) == g_only_sizes.end()) {
         continue;
       }
-      const BatchFigures f = BatchPingPong(c.bytes, iters(c.n), m.mode);
-      const BatchFigures p = PayloadPingPong(c.bytes, iters(c.n), m.mode);
+      // Writing 64 MiB takes milliseconds: 300 samples at most per evicting row.
+      const int n = Evicts(m.mode) ? std::min(iters(c.n), iters(300)) : iters(c.n);
+      const BatchFigures f = BatchPingPong(c.bytes, n, m.mode);
+      const BatchFigures p = PayloadPingPong(c.bytes, n, m.mode);
       if (m.mode == Mode::kWarm) warm_rows.push_back({c.name, f.one_way, p.one_way});
+      if (m.mode == Mode::kWarmEvicted) {
+        warm_evicted_rows.push_back({c.name, f.one_way, p.one_way});
+      }
       for (const auto& [prefix, figures] : {std::pair{"", &f}, std::pair{"payload ", &p}}) {
         const std::string name = prefix + std::string(m.label) + c.name;
-        std::printf("%-22s %9.0f %9.0f %9.0f %9.0f %9.0f %9.0f %7d\n", name.c_str(),
+        std::printf("%-28s %9.0f %9.0f %9.0f %9.0f %9.0f %9.0f %7d\n", name.c_str(),
                     figures->one_way.median_ns, figures->one_way.p99_ns,
                     figures->half_rtt.median_ns, figures->half_rtt.p99_ns,
-                    figures->publish.median_ns, figures->receive.median_ns, iters(c.n));
+                    figures->publish.median_ns, figures->receive.median_ns, n);
       }
     }
   }
@@ -586,15 +607,20 @@ int main(int argc, char** argv) {
                 f.median_ns, f.p99_ns, f.median_ns / floor.median_ns, f.p99_ns / floor.median_ns,
                 p.median_ns, p.p99_ns, f.median_ns - p.median_ns, f.p99_ns - p.p99_ns);
   }
-  if (warm_rows.size() >= 2) {
-    const WarmRow& small = warm_rows.front();
-    const WarmRow& large = warm_rows.back();
-    std::printf("flatness: p50(%s) / p50(%s) = %.2f (target <= 1.2)\n", large.name, small.name,
-                large.alkaid.median_ns / small.alkaid.median_ns);
-    std::printf("overhead over the payload floor (p50): %.0f ns at %s, %.0f ns at %s\n",
+  const auto flatness = [](const char* label, const std::vector<WarmRow>& rows) {
+    if (rows.size() < 2) return;
+    const WarmRow& small = rows.front();
+    const WarmRow& large = rows.back();
+    std::printf("%s flatness: p50(%s) / p50(%s) = %.2f (target <= 1.2); payload floor %.2f\n",
+                label, large.name, small.name, large.alkaid.median_ns / small.alkaid.median_ns,
+                large.payload.median_ns / small.payload.median_ns);
+    std::printf("%s overhead over the payload floor (p50): %.0f ns at %s, %.0f ns at %s\n", label,
                 small.alkaid.median_ns - small.payload.median_ns, small.name,
                 large.alkaid.median_ns - large.payload.median_ns, large.name);
-  }
+  };
+  flatness("warm", warm_rows);
+  // The same cache state for every size: what the size itself costs.
+  flatness("warm evicted", warm_evicted_rows);
   (void)::getloadavg(load, 3);
   std::printf("load average at the end %.2f %.2f %.2f\n", load[0], load[1], load[2]);
   return 0;
