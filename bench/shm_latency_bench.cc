@@ -105,19 +105,28 @@ struct Stamps {
 int g_parent_cpu = -1;
 int g_child_cpu = -1;
 
-void PinTo(int cpu) {
+void PinTo(int cpu, pid_t pid = 0) {
   if (cpu < 0) return;
   cpu_set_t set;
   CPU_ZERO(&set);
   CPU_SET(cpu, &set);
-  (void)::sched_setaffinity(0, sizeof(set), &set);
+  (void)::sched_setaffinity(pid, sizeof(set), &set);
+}
+
+// fork(), with the child moved to the child's CPU by the parent as well: a
+// child inherits the parent's CPU, and under a real-time policy (`chrt -f`)
+// the spinning parent never lets it run there to move itself.
+pid_t ForkPinned() {
+  const pid_t child = ::fork();
+  if (child > 0) PinTo(g_child_cpu, child);
+  return child;
 }
 
 // The floor: one shared cache line, parent writes 2k+1, child answers 2k+2.
 Figures CacheLinePingPong(int iterations) {
   void* mem = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   auto* word = new (mem) std::atomic<uint64_t>(0);
-  const pid_t child = ::fork();
+  const pid_t child = ForkPinned();
   if (child == 0) {
     PinTo(g_child_cpu);
     for (uint64_t k = 0; k < static_cast<uint64_t>(iterations); ++k) {
@@ -284,7 +293,7 @@ BatchFigures BatchPingPong(uint64_t body_bytes, int iterations, Mode mode) {
   busy.wait_mode = shm::WaitMode::kBusyPoll;
   auto pong = shm::RingConsumer::Open(pong_name, busy).ValueOrDie();
 
-  const pid_t child = ::fork();
+  const pid_t child = ForkPinned();
   if (child == 0) {
     PinTo(g_child_cpu);
     // The child maps the segments itself (a forked copy of a shared mapping
@@ -411,7 +420,7 @@ BatchFigures PayloadPingPong(uint64_t body_bytes, int iterations, Mode mode) {
   auto* signal = new (signal_mem) Signal{};
   Stamps* stamps = MapStamps(iterations);
 
-  const pid_t child = ::fork();
+  const pid_t child = ForkPinned();
   if (child == 0) {
     PinTo(g_child_cpu);
     shm::SegmentOpenOptions open_options;
