@@ -23,6 +23,8 @@ expect 2 "zero size" "$alkaid" latency --sizes 0
 expect 2 "bad --compare" "$alkaid" latency --compare floor,tcp
 one_stderr_line "bad --compare"
 expect 2 "--consumers with pingpong" "$alkaid" latency --consumers 2
+expect 2 "--writer with pingpong" "$alkaid" latency --writer fixed
+expect 2 "bad --writer" "$alkaid" latency --pattern stream --writer copy
 expect 2 "bad --count" "$alkaid" latency --count 0
 
 # Nothing of run $1 (the tool's pid) is left: its broker's segments, its
@@ -125,8 +127,30 @@ for r in res:
     ok = ok and r["pattern"] == "stream" and r["consumers"] == 2 and r["samples"] == 600
     ok = ok and r["payload_bytes"] == 512 and r["msgs_per_s"] > 0
     ok = ok and 0 <= r["p50_ns"] <= r["p99_ns"] <= r["max_ns"]
+    # The writer is the producer's: named for alkaid only.
+    ok = ok and r.get("writer") == ("build" if r["transport"] == "alkaid" else None)
 if not ok:
     print("FAILED: stream results:", json.dumps(res), file=sys.stderr)
+sys.exit(0 if ok else 1)
+PY
+
+# Stream through a FixedShapeWriter: every batch checked by the consumer
+# (its sequence in every value but the first), none lost.
+"$alkaid" latency --pattern stream --writer fixed --sizes 512 --count 3000 \
+  --json "$work/fixed.json" >"$work/fixed.out" 2>"$work/fixed.err" &
+pid=$!
+wait $pid
+code=$?
+[ $code -eq 0 ] || { echo "FAILED: fixed-writer stream: exit $code" >&2; cat "$work/fixed.err" >&2; fail=1; }
+check_clean $pid "fixed-writer stream"
+grep -q "writer fixed" "$work/fixed.out" || { echo "FAILED: fixed-writer table does not name the writer" >&2; fail=1; }
+python3 - "$work/fixed.json" <<'PY' || fail=1
+import json, sys
+res = json.load(open(sys.argv[1]))["results"]
+ok = len(res) == 1 and res[0]["transport"] == "alkaid" and res[0]["writer"] == "fixed"
+ok = ok and res[0]["samples"] == 3000 and res[0]["msgs_per_s"] > 0
+if not ok:
+    print("FAILED: fixed-writer results:", json.dumps(res), file=sys.stderr)
 sys.exit(0 if ok else 1)
 PY
 

@@ -274,7 +274,7 @@ void PrintTable(std::ostream& out, int64_t size, const std::vector<lat::Measurem
       << options.pattern << ", mode " << options.mode;
   if (options.pattern == "stream") {
     out << ", " << options.consumers << " consumer" << (options.consumers > 1 ? "s" : "")
-        << "; latency = publish to receive";
+        << ", writer " << options.writer << "; latency = publish to receive";
   } else {
     out << "; one-way latency = round trip / 2";
   }
@@ -355,6 +355,7 @@ nlohmann::ordered_json ToJson(const std::vector<lat::Measurement>& all,
     r["transport"] = m.transport;
     r["mode"] = m.mode;
     r["pattern"] = m.pattern;
+    if (!m.writer.empty()) r["writer"] = m.writer;
     r["payload_bytes"] = m.payload_bytes;
     r["consumers"] = m.consumers;
     r["samples"] = m.summary.samples;
@@ -440,6 +441,9 @@ int RunLatency(const LatencyOptions& options) {
   if (options.pattern == "pingpong" && options.consumers != 1) {
     return Usage("--consumers applies to --pattern stream only");
   }
+  if (options.pattern == "pingpong" && options.writer != "build") {
+    return Usage("--writer applies to --pattern stream only");
+  }
   if (options.consumers < 1 || options.consumers > lat::Shared::kMaxConsumers) {
     return Usage("--consumers must be between 1 and " +
                  std::to_string(lat::Shared::kMaxConsumers));
@@ -474,6 +478,7 @@ int RunLatency(const LatencyOptions& options) {
   base.duration_seconds = options.duration;
   base.idle_seconds = options.idle;
   base.warmup = !options.no_warmup;
+  base.writer = options.writer;
   base.socket = socket;
   base.broker_pid = private_broker.pid() > 0 ? static_cast<int>(private_broker.pid()) : 0;
   base.shm_prefix = private_broker.name().empty() ? "" : private_broker.name() + ".";
@@ -511,6 +516,7 @@ int RunLatency(const LatencyOptions& options) {
       Status st;
       if (transport == "alkaid") {
         st = lat::MeasureAlkaid(spec, progress, &m);
+        if (spec.pattern == "stream") m.writer = spec.writer;
       } else if (transport == "floor") {
         st = lat::MeasureFloor(spec, progress, &m);
       } else if (transport == "payload") {
@@ -591,6 +597,12 @@ void AddLatencyCommand(CLI::App* app, int* code) {
                 "Progress on stderr even if it is not a terminal");
   cmd->add_flag("--no-warmup", options->no_warmup,
                 "pingpong: no untimed one-row round trip between building a batch and timing it");
+  cmd->add_option("--writer", options->writer,
+                  "stream: how the producer makes each batch: build (a builder in a batch pool, "
+                  "then Publish) or fixed (a FixedShapeWriter: the prototype's body copied into "
+                  "a new region, the values written in place)")
+      ->check(CLI::IsMember({"build", "fixed"}))
+      ->capture_default_str();
   cmd->add_flag("--no-pin", options->no_pin, "Do not pin the processes to separate CPUs");
   cmd->add_option("--idle", options->idle,
                   "Seconds of the consumer's idle-CPU measurement (pingpong)")

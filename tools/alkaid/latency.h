@@ -26,6 +26,7 @@ struct LatencyOptions {
   std::string socket;          ///< broker socket; empty: the client's default
   bool progress = false;       ///< progress line even if stderr is not a terminal
   bool no_warmup = false;      ///< pingpong: no untimed round trip before each ping
+  std::string writer = "build";  ///< stream: how each batch is made: build | fixed
   bool no_pin = false;         ///< do not pin processes to CPUs
   double idle = 0.5;           ///< seconds of the idle-CPU measurement
 };

@@ -9,6 +9,7 @@
 #include <limits>
 #include <thread>
 
+#include "alkaid/client/batch_publisher.h"
 #include "alkaid/client/broker_client.h"
 #include "alkaid/client/consumer.h"
 #include "alkaid/client/producer.h"
@@ -315,10 +316,35 @@ Status StreamProducer(const RunSpec& spec, Shared* shared) {
   const int64_t limit_ns = static_cast<int64_t>(spec.duration_seconds * 1e9);
   const int64_t start = NowNs();
   shared->start_ns.store(start);
+  std::unique_ptr<client::FixedShapeWriter> writer;
+  if (spec.writer == "fixed") {
+    // The prototype's values do not matter: every batch overwrites them all.
+    ALKAID_ASSIGN_OR_RAISE(auto prototype, BuildBatch(producer.get(), schema, rows, region));
+    ALKAID_ASSIGN_OR_RAISE(writer,
+                           producer->NewFixedShapeWriter(*prototype.batch, *prototype.pool));
+    if (writer->num_buffers() != 2) {
+      return Status::Invalid("--writer fixed: ", writer->num_buffers(),
+                             " buffers in the shape, expected 2");
+    }
+  }
   for (int64_t i = 0; i < spec.count; ++i) {
     if ((i & 1023) == 0) {
       if (Stopping(shared)) return StopStatus();
       if (limit_ns > 0 && NowNs() - start > limit_ns) break;
+    }
+    if (writer != nullptr) {
+      ALKAID_RETURN_NOT_OK(writer->Begin());
+      // Buffer 1 of an int64 column: its values (buffer 0 is the absent bitmap).
+      const std::span<uint8_t> buffer = writer->buffer(1);
+      if (buffer.size() < static_cast<uint64_t>(rows) * 8) {
+        return Status::Invalid("--writer fixed: a values buffer of ", buffer.size(), " bytes");
+      }
+      auto* values = reinterpret_cast<int64_t*>(buffer.data());
+      for (int64_t r = 1; r < rows; ++r) values[r] = i;
+      values[0] = NowNs();
+      ALKAID_RETURN_NOT_OK(writer->Publish());
+      shared->published.store(i + 1, std::memory_order_relaxed);
+      continue;
     }
     ALKAID_ASSIGN_OR_RAISE(auto b, BuildBatch(producer.get(), schema, rows, region));
     // Value 0: publish time; the others: the sequence number.

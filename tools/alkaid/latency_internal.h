@@ -38,6 +38,7 @@ struct RunSpec {
   double duration_seconds = 0;       ///< stop early after this long; 0: no limit
   double idle_seconds = 0.5;         ///< alkaid pingpong: idle period measured at the end
   bool warmup = true;                ///< pingpong: untimed one-row round trip before each ping
+  std::string writer = "build";      ///< stream: build (builder + Publish) | fixed (FixedShapeWriter)
   std::string socket;                ///< alkaid: broker socket
   std::string topic_prefix;          ///< alkaid: unique per run
   std::vector<int> cpus;             ///< CPUs to pin the processes to (empty: no pinning)
@@ -160,6 +161,7 @@ struct Measurement {
   std::string transport;  ///< alkaid | floor | payload | uds
   std::string mode;
   std::string pattern;
+  std::string writer;  ///< alkaid stream runs: build | fixed; else empty
   int64_t payload_bytes = 0;
   int consumers = 1;
   double msgs_per_s = 0;
