@@ -266,7 +266,7 @@ struct Consumer::Impl {
   // most every kMaintainInterval, and at least every kMaintainEvery messages
   // under load so that a producer joining a busy topic is still picked up.
   // (Maintaining on every empty poll put two system calls exactly where a
-  // ping-pong's next message arrives: +1.5 us one way in `alkaid latency`.)
+  // ping-pong's next message arrives.)
   Result<Item> PollOnce() {
     if (!subs.empty() && ++since_maintain < kMaintainEvery) {
       ALKAID_ASSIGN_OR_RAISE(auto item, TryRings());
