@@ -28,8 +28,7 @@ Result<std::shared_ptr<RecordBatch>> RecordBatch::Make(SchemaPtr schema, int64_t
                                f->type()->ToString());
     }
   }
-  return std::shared_ptr<RecordBatch>(
-      new RecordBatch(std::move(schema), num_rows, std::move(columns)));
+  return std::make_shared<RecordBatch>(Key{}, std::move(schema), num_rows, std::move(columns));
 }
 
 Result<std::shared_ptr<RecordBatch>> RecordBatch::Make(SchemaPtr schema, int64_t num_rows,
@@ -51,7 +50,7 @@ std::shared_ptr<RecordBatch> RecordBatch::Slice(int64_t offset, int64_t length) 
   std::vector<ArrayDataPtr> cols;
   cols.reserve(columns_.size());
   for (const auto& c : columns_) cols.push_back(c->Slice(offset, length));
-  return std::shared_ptr<RecordBatch>(new RecordBatch(schema_, length, std::move(cols)));
+  return std::make_shared<RecordBatch>(Key{}, schema_, length, std::move(cols));
 }
 
 bool RecordBatch::Equals(const RecordBatch& other, bool check_metadata) const {

@@ -17,6 +17,12 @@ namespace alkaid::format {
 
 /// Immutable; safe to share between threads.
 class ALKAID_EXPORT RecordBatch {
+ private:
+  // Only RecordBatch can make one, so only Make and Slice construct batches.
+  struct Key {
+    explicit Key() = default;
+  };
+
  public:
   /// Checks that there is one column per field, of the field's type and of
   /// length `num_rows`. Does not validate the column data (see validate.h).
@@ -43,10 +49,13 @@ class ALKAID_EXPORT RecordBatch {
   /// Schema followed by each column, pretty-printed.
   std::string ToString() const;
 
- private:
-  RecordBatch(SchemaPtr schema, int64_t num_rows, std::vector<ArrayDataPtr> columns)
+  /// Not callable outside RecordBatch (Key is private): use Make. Public so
+  /// that std::make_shared can put a batch and its reference count in one
+  /// allocation.
+  RecordBatch(Key, SchemaPtr schema, int64_t num_rows, std::vector<ArrayDataPtr> columns)
       : schema_(std::move(schema)), num_rows_(num_rows), columns_(std::move(columns)) {}
 
+ private:
   SchemaPtr schema_;
   int64_t num_rows_;
   std::vector<ArrayDataPtr> columns_;
