@@ -19,7 +19,10 @@
 // holding of blocks played by a FIFO of its slot count), handed over with
 // the cache-line ping-pong instead of the ring: the child sees a signal
 // line change, reads the body's first and last value, answers on the line.
-// Nothing of Alkaid is on its timed path, so alkaid minus payload is what
+// Its warm-up round trip carries a one-value body that the parent writes and
+// the child reads, as the alkaid warm-up batch is (at 64 B that block can
+// share a page with the body, which warms the body's translation on both
+// paths alike). Nothing of Alkaid is on its timed path, so alkaid minus payload is what
 // the transport adds to the physics of the access pattern (at 16 MiB the
 // body's first line has left the builder's caches, at 64 B it is in its L1).
 //
@@ -443,6 +446,16 @@ BatchFigures PayloadPingPong(uint64_t body_bytes, int iterations, Mode mode) {
         const int64_t first = values[0];
         const int64_t last = values[rows - 1];
         StampMeasured(stamps, &got_measured, first, last, rows, t_recv, NowNs());
+      } else {
+        // A warm-up's one-value body, read as the alkaid child reads the
+        // warm-up batch's values.
+        int64_t value = 0;
+        std::memcpy(&value, payload + signal->offset, sizeof(value));
+        if (value != id) {
+          std::fprintf(stderr, "child: warm-up body holds %lld, expected %lld\n",
+                       static_cast<long long>(value), static_cast<long long>(id));
+          ::_exit(2);
+        }
       }
       // Release: partner of the parent's acquire load of `pong`.
       signal->pong.store(k, std::memory_order_release);
@@ -476,8 +489,14 @@ BatchFigures PayloadPingPong(uint64_t body_bytes, int iterations, Mode mode) {
     AfterBuild(mode, &scratch, i);
     const uint64_t offset = body.handle().offset;
     if (WarmsUp(mode)) {
-      publish(bodies->Allocate(64).ValueOrDie());
-      round_trip(offset, -2);
+      // As BatchPingPong's warm-up batch: one value, written here, read by
+      // the child (its block may share a page or a line with the body).
+      auto warm = bodies->Allocate(64).ValueOrDie();
+      const int64_t warm_value = -2;
+      std::memcpy(warm.data().data(), &warm_value, sizeof(warm_value));
+      const uint64_t warm_offset = warm.handle().offset;
+      publish(std::move(warm));
+      round_trip(warm_offset, warm_value);
       await_answer();
     }
 

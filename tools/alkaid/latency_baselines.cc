@@ -186,7 +186,7 @@ struct alignas(64) PayloadSignal {
   std::atomic<uint64_t> ping;  // A -> B: round trip k >= 1, or kQuit
   std::atomic<uint64_t> pong;  // B -> A: the last round trip answered
   uint64_t body_offset;        // round trip k's body, from the segment payload
-  int64_t id;                  // its first value; < 0: a warm-up, the body is not read
+  int64_t id;                  // its first value; < 0: a warm-up (a one-value body)
 };
 static_assert(sizeof(PayloadSignal) == 64, "the signal is one cache line");
 
@@ -261,15 +261,21 @@ Status PayloadPingSide(const RunSpec& spec, const std::string& name, PayloadSign
     if (Stopping(s)) return Status::Cancelled("stopped");
     if (limit_ns > 0 && NowNs() - start > limit_ns) break;
     // Not timed: allocate and write the body as PingSide builds its column,
-    // then (like PingSide) an untimed round trip that leaves the body alone.
+    // then (like PingSide) an untimed round trip with a one-value body of
+    // its own, which A writes and B reads as PingSide's warm-up batch is:
+    // its block may share a page or a line with the next body, and what
+    // that warms, it warms on both paths.
     ALKAID_ASSIGN_OR_RAISE(auto body, allocator->Allocate(PingRegionBytes(rows)));
     const uint64_t at = body.handle().offset;
     auto* values = reinterpret_cast<int64_t*>(body.data().data());
     for (int64_t r = 0; r < rows; ++r) values[r] = i + r;
     if (spec.warmup) {
       ALKAID_ASSIGN_OR_RAISE(auto warm, allocator->Allocate(kSmallRegionBytes));
+      const uint64_t warm_at = warm.handle().offset;
+      const int64_t warm_value = -1;
+      std::memcpy(warm.data().data(), &warm_value, sizeof(warm_value));
       ring.Publish(std::move(warm));
-      ALKAID_RETURN_NOT_OK(round_trip(at, -1));
+      ALKAID_RETURN_NOT_OK(round_trip(warm_at, warm_value));
     }
 
     const int64_t t0 = NowNs();
@@ -303,7 +309,19 @@ Status PayloadPongSide(const RunSpec& spec, const std::string& name, PayloadSign
     if (!AwaitChange(signal->ping, seen, s, &k) || k == kPayloadQuit) return Status::OK();
     seen = k;
     const int64_t id = signal->id;
-    if (id >= 0) {
+    if (id < 0) {  // a warm-up: one value, the id
+      const uint64_t at = signal->body_offset;
+      if (at > segment->payload_size() - sizeof(int64_t)) {
+        return Status::Invalid("payload floor warm-up: body offset ", at, " is past the ",
+                               segment->payload_size(), "-byte segment");
+      }
+      int64_t value = 0;
+      std::memcpy(&value, payload + at, sizeof(value));
+      if (value != id) {
+        return Status::Invalid("payload floor warm-up: the body at offset ", at, " holds ",
+                               value, ", expected ", id);
+      }
+    } else {
       const uint64_t at = signal->body_offset;
       if (at > limit) {
         return Status::Invalid("payload floor ping ", id, ": body offset ", at, " is past the ",
