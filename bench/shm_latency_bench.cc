@@ -19,12 +19,13 @@
 // holding of blocks played by a FIFO of its slot count), handed over with
 // the cache-line ping-pong instead of the ring: the child sees a signal
 // line change, reads the body's first and last value, answers on the line.
-// Its warm-up round trip carries a one-value body that the parent writes and
-// the child reads, as the alkaid warm-up batch is (at 64 B that block can
-// share a page with the body, which warms the body's translation on both
-// paths alike). Nothing of Alkaid is on its timed path, so alkaid minus payload is what
-// the transport adds to the physics of the access pattern (at 16 MiB the
-// body's first line has left the builder's caches, at 64 B it is in its L1).
+// Its warm-up round trip carries a one-value body that the parent writes
+// and the child reads, as the alkaid warm-up batch is (at 64 B that block
+// can share a page with the body, which warms the body's translation on
+// both paths alike). Nothing of Alkaid is on its timed path, so alkaid
+// minus payload is what the transport adds to the physics of the access
+// pattern (at 16 MiB the body's first line has left the builder's caches,
+// at 64 B it is in its L1).
 //
 // "cold" rows time the publish right after building the batch: a batch
 // larger than the caches has evicted the code and data of the publish and
@@ -47,8 +48,8 @@
 //
 // Usage: alkaid_shm_latency_bench [iterations-scale, default 1] [--no-prefault]
 //                                 [--warm-only] [--huge-pages] [--size BYTES]...
-// (--warm-only: only the "warm" and "warm evicted" rows)
 //                                 [--settle-us N] [--no-pin]
+// (--warm-only: only the "warm" and "warm evicted" rows)
 
 #include <sched.h>
 #include <sys/mman.h>
@@ -441,21 +442,18 @@ BatchFigures PayloadPingPong(uint64_t body_bytes, int iterations, Mode mode) {
       seen = k;
       const int64_t t_recv = NowNs();
       const int64_t id = signal->id;
-      if (id >= 0) {  // measured ping; warm-ups carry negative ids
-        const auto* values = reinterpret_cast<const int64_t*>(payload + signal->offset);
-        const int64_t first = values[0];
-        const int64_t last = values[rows - 1];
+      // A measured ping's body holds `rows` values; a warm-up's (id < 0)
+      // one, the id. Both are read, as the alkaid child reads every batch.
+      const uint64_t n = id < 0 ? 1 : rows;
+      const auto* values = reinterpret_cast<const int64_t*>(payload + signal->offset);
+      const int64_t first = values[0];
+      const int64_t last = values[n - 1];
+      if (id >= 0) {
         StampMeasured(stamps, &got_measured, first, last, rows, t_recv, NowNs());
-      } else {
-        // A warm-up's one-value body, read as the alkaid child reads the
-        // warm-up batch's values.
-        int64_t value = 0;
-        std::memcpy(&value, payload + signal->offset, sizeof(value));
-        if (value != id) {
-          std::fprintf(stderr, "child: warm-up body holds %lld, expected %lld\n",
-                       static_cast<long long>(value), static_cast<long long>(id));
-          ::_exit(2);
-        }
+      } else if (first != id) {
+        std::fprintf(stderr, "child: warm-up body holds %lld, expected %lld\n",
+                     static_cast<long long>(first), static_cast<long long>(id));
+        ::_exit(2);
       }
       // Release: partner of the parent's acquire load of `pong`.
       signal->pong.store(k, std::memory_order_release);

@@ -38,21 +38,29 @@ check_clean() {  # check_clean <tool pid> <description>
   [ -z "$left" ] || { echo "FAILED: $what: processes left: $(ps -o pid,args -p "${left//$'\n'/,}")" >&2; fail=1; }
 }
 
-# Ping-pong with every baseline.
-"$alkaid" latency --sizes 64,65536 --count 200 --compare floor,payload,uds --json - --hgrm "$work/hgrm" \
-  --idle 0.1 >"$work/pp.json" 2>"$work/pp.err" &
-pid=$!
-wait $pid
-code=$?
-[ $code -eq 0 ] || { echo "FAILED: pingpong run: exit $code" >&2; cat "$work/pp.err" >&2; fail=1; }
-check_clean $pid "pingpong run"
+# Runs `alkaid latency ARGS...` to the end, stdout to $work/TAG.out and
+# stderr to $work/TAG.err; fails unless it exits 0 and leaves nothing.
+run_latency() {  # run_latency <tag> <description> <args...>
+  local tag=$1 what=$2 pid code
+  shift 2
+  "$alkaid" latency "$@" >"$work/$tag.out" 2>"$work/$tag.err" &
+  pid=$!
+  wait $pid
+  code=$?
+  [ $code -eq 0 ] || { echo "FAILED: $what: exit $code" >&2; cat "$work/$tag.err" >&2; fail=1; }
+  check_clean $pid "$what"
+}
+
+# Ping-pong with every baseline (the JSON on stdout).
+run_latency pp "pingpong run" --sizes 64,65536 --count 200 --compare floor,payload,uds --json - \
+  --hgrm "$work/hgrm" --idle 0.1
 # The table (on stderr with --json -) compares with the size-matched floor.
 for want in "p50/payload" "overhead over payload floor:"; do
   [ "$(grep -c -- "$want" "$work/pp.err")" -ge 2 ] ||
     { echo "FAILED: pingpong table: '$want' not shown for both sizes" >&2; fail=1; }
 done
 
-python3 - "$work/pp.json" "$work/hgrm" <<'PY' || fail=1
+python3 - "$work/pp.out" "$work/hgrm" <<'PY' || fail=1
 import json, os, sys
 doc = json.load(open(sys.argv[1]))
 res = doc["results"]
@@ -111,13 +119,8 @@ sys.exit(1 if errors else 0)
 PY
 
 # Stream, two consumers, blocking waits; the table on stdout.
-"$alkaid" latency --pattern stream --consumers 2 --mode block --sizes 512 --count 300 \
-  --compare uds --json "$work/stream.json" >"$work/stream.out" 2>"$work/stream.err" &
-pid=$!
-wait $pid
-code=$?
-[ $code -eq 0 ] || { echo "FAILED: stream run: exit $code" >&2; cat "$work/stream.err" >&2; fail=1; }
-check_clean $pid "stream run"
+run_latency stream "stream run" --pattern stream --consumers 2 --mode block --sizes 512 \
+  --count 300 --compare uds --json "$work/stream.json"
 grep -q "p50" "$work/stream.out" || { echo "FAILED: stream run printed no table" >&2; fail=1; }
 python3 - "$work/stream.json" <<'PY' || fail=1
 import json, sys
@@ -136,13 +139,8 @@ PY
 
 # Stream through a FixedShapeWriter: every batch checked by the consumer
 # (its sequence in every value but the first), none lost.
-"$alkaid" latency --pattern stream --writer fixed --sizes 512 --count 3000 \
-  --json "$work/fixed.json" >"$work/fixed.out" 2>"$work/fixed.err" &
-pid=$!
-wait $pid
-code=$?
-[ $code -eq 0 ] || { echo "FAILED: fixed-writer stream: exit $code" >&2; cat "$work/fixed.err" >&2; fail=1; }
-check_clean $pid "fixed-writer stream"
+run_latency fixed "fixed-writer stream" --pattern stream --writer fixed --sizes 512 --count 3000 \
+  --json "$work/fixed.json"
 grep -q "writer fixed" "$work/fixed.out" || { echo "FAILED: fixed-writer table does not name the writer" >&2; fail=1; }
 python3 - "$work/fixed.json" <<'PY' || fail=1
 import json, sys

@@ -516,7 +516,6 @@ int RunLatency(const LatencyOptions& options) {
       Status st;
       if (transport == "alkaid") {
         st = lat::MeasureAlkaid(spec, progress, &m);
-        if (spec.pattern == "stream") m.writer = spec.writer;
       } else if (transport == "floor") {
         st = lat::MeasureFloor(spec, progress, &m);
       } else if (transport == "payload") {

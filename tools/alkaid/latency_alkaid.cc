@@ -332,25 +332,27 @@ Status StreamProducer(const RunSpec& spec, Shared* shared) {
       if (Stopping(shared)) return StopStatus();
       if (limit_ns > 0 && NowNs() - start > limit_ns) break;
     }
+    // The batch's values, in shared memory: the writer's fresh region's
+    // (buffer 1 of an int64 column; buffer 0 is the absent bitmap), or
+    // those of a batch built in a pool.
+    PooledBatch b;
+    int64_t* values = nullptr;
     if (writer != nullptr) {
       ALKAID_RETURN_NOT_OK(writer->Begin());
-      // Buffer 1 of an int64 column: its values (buffer 0 is the absent bitmap).
       const std::span<uint8_t> buffer = writer->buffer(1);
       if (buffer.size() < static_cast<uint64_t>(rows) * 8) {
         return Status::Invalid("--writer fixed: a values buffer of ", buffer.size(), " bytes");
       }
-      auto* values = reinterpret_cast<int64_t*>(buffer.data());
-      for (int64_t r = 1; r < rows; ++r) values[r] = i;
-      values[0] = NowNs();
-      ALKAID_RETURN_NOT_OK(writer->Publish());
-      shared->published.store(i + 1, std::memory_order_relaxed);
-      continue;
+      values = reinterpret_cast<int64_t*>(buffer.data());
+    } else {
+      ALKAID_ASSIGN_OR_RAISE(b, BuildBatch(producer.get(), schema, rows, region));
+      values = b.values;
     }
-    ALKAID_ASSIGN_OR_RAISE(auto b, BuildBatch(producer.get(), schema, rows, region));
     // Value 0: publish time; the others: the sequence number.
-    for (int64_t r = 1; r < rows; ++r) b.values[r] = i;
-    b.values[0] = NowNs();
-    ALKAID_RETURN_NOT_OK(producer->Publish(*b.batch, b.pool.get()));
+    for (int64_t r = 1; r < rows; ++r) values[r] = i;
+    values[0] = NowNs();
+    ALKAID_RETURN_NOT_OK(writer != nullptr ? writer->Publish()
+                                           : producer->Publish(*b.batch, b.pool.get()));
     shared->published.store(i + 1, std::memory_order_relaxed);
   }
   return producer->Close();
@@ -479,6 +481,7 @@ Status MeasureAlkaid(const RunSpec& spec, const ProgressHook& progress, Measurem
   out->transport = "alkaid";
   out->mode = spec.mode;
   out->pattern = spec.pattern;
+  if (stream) out->writer = spec.writer;
   out->payload_bytes = spec.payload_bytes;
   out->consumers = stream ? spec.consumers : 1;
   out->histogram = std::make_shared<Histogram>();

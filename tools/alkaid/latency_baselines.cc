@@ -300,7 +300,6 @@ Status PayloadPongSide(const RunSpec& spec, const std::string& name, PayloadSign
   ALKAID_ASSIGN_OR_RAISE(auto segment, shm::Segment::Open(name, shm::SegmentKind::kBodies));
   s->ready.fetch_add(1);
   const std::byte* payload = segment->payload();
-  const uint64_t limit = segment->payload_size() - static_cast<uint64_t>(rows) * 8;
   uint64_t seen = 0;
   while (true) {
     uint64_t k;
@@ -309,32 +308,21 @@ Status PayloadPongSide(const RunSpec& spec, const std::string& name, PayloadSign
     if (!AwaitChange(signal->ping, seen, s, &k) || k == kPayloadQuit) return Status::OK();
     seen = k;
     const int64_t id = signal->id;
-    if (id < 0) {  // a warm-up: one value, the id
-      const uint64_t at = signal->body_offset;
-      if (at > segment->payload_size() - sizeof(int64_t)) {
-        return Status::Invalid("payload floor warm-up: body offset ", at, " is past the ",
-                               segment->payload_size(), "-byte segment");
-      }
-      int64_t value = 0;
-      std::memcpy(&value, payload + at, sizeof(value));
-      if (value != id) {
-        return Status::Invalid("payload floor warm-up: the body at offset ", at, " holds ",
-                               value, ", expected ", id);
-      }
-    } else {
-      const uint64_t at = signal->body_offset;
-      if (at > limit) {
-        return Status::Invalid("payload floor ping ", id, ": body offset ", at, " is past the ",
-                               segment->payload_size(), "-byte segment");
-      }
-      const auto* values = reinterpret_cast<const int64_t*>(payload + at);
-      const int64_t first = values[0];
-      const int64_t last = values[rows - 1];
-      if (first != id || last != id + rows - 1) {
-        return Status::Invalid("payload floor ping ", id, ": the body at offset ", at,
-                               " holds values ", first, "..", last, "; expected ", id, "..",
-                               id + rows - 1);
-      }
+    // A ping's body holds `rows` values id, id+1, ...; a warm-up's (id < 0)
+    // one value, the id.
+    const int64_t n = id < 0 ? 1 : rows;
+    const uint64_t at = signal->body_offset;
+    if (at > segment->payload_size() - static_cast<uint64_t>(n) * 8) {
+      return Status::Invalid("payload floor ping ", id, ": body offset ", at, " is past the ",
+                             segment->payload_size(), "-byte segment");
+    }
+    const auto* values = reinterpret_cast<const int64_t*>(payload + at);
+    const int64_t first = values[0];
+    const int64_t last = values[n - 1];
+    if (first != id || last != id + n - 1) {
+      return Status::Invalid("payload floor ping ", id, ": the body at offset ", at,
+                             " holds values ", first, "..", last, "; expected ", id, "..",
+                             id + n - 1);
     }
     // Release: partner of A's acquire load of `pong`.
     signal->pong.store(k, std::memory_order_release);
