@@ -19,10 +19,9 @@
 // holding of blocks played by a FIFO of its slot count), handed over with
 // the cache-line ping-pong instead of the ring: the child sees a signal
 // line change, reads the body's first and last value, answers on the line.
-// Its warm-up round trip carries a one-value body that the parent writes
-// and the child reads, as the alkaid warm-up batch is (at 64 B that block
-// can share a page with the body, which warms the body's translation on
-// both paths alike). Nothing of Alkaid is on its timed path, so alkaid
+// Its warm-up round trip carries a body of the same size whose first and
+// last value the parent writes and the child reads, as the alkaid warm-up
+// batch is. Nothing of Alkaid is on its timed path, so alkaid
 // minus payload is what the transport adds to the physics of the access
 // pattern (at 16 MiB the body's first line has left the builder's caches,
 // at 64 B it is in its L1).
@@ -31,7 +30,12 @@
 // larger than the caches has evicted the code and data of the publish and
 // receive paths by then, which costs a few microseconds of cache misses
 // whatever the size (not a per-byte cost). "warm" rows first make an
-// untimed one-row round trip; "evicted" rows are the control: small
+// untimed round trip with a batch of the same shape of which only the
+// first and last value are written, as the previous message of a
+// one-shape stream would be (it brings back the code and the per-shape
+// state: the publisher's metadata cache entry, the subscriber's decode
+// plan; a one-row warm-up left a 16 MiB batch's entries cold and the 64 B
+// batch's warm, see docs/PERFORMANCE.md). "evicted" rows are the control: small
 // batches, with 64 MiB written after building them. "warm evicted" rows
 // hold the cache state constant across sizes: every batch, whatever its
 // size, is built, then 64 MiB are written, then the untimed round trip is
@@ -51,9 +55,6 @@
 //                                 [--settle-us N] [--no-pin]
 // (--warm-only: only the "warm" and "warm evicted" rows)
 
-#include <sched.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -73,12 +74,15 @@
 #include "alkaid/format/array.h"
 #include "alkaid/format/builder_primitive.h"
 #include "alkaid/shm/segment.h"
+#include "batch_ping.h"
 #include "bench_util.h"
 
 namespace {
 
 using namespace alkaid;
+using bench::AwaitChild;
 using bench::Die;
+using bench::MapShared;
 using bench::NowNs;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
@@ -102,37 +106,18 @@ struct Stamps {
   int64_t t_vals;  // child: first and last values read
 };
 
-// CPUs of the parent and of the child of every run (-1: not pinned). By
-// default the first two CPUs this process may use: two spinning processes
-// sharing one CPU measure the scheduler's time slice, not the transport
-// (--no-pin leaves the placement to the scheduler).
-int g_parent_cpu = -1;
-int g_child_cpu = -1;
+// CPUs of the parent and of the child of every run: by default the first
+// two CPUs this process may use (--no-pin leaves the placement to the
+// scheduler).
+bench::CpuPair g_cpus;
 
-void PinTo(int cpu, pid_t pid = 0) {
-  if (cpu < 0) return;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  (void)::sched_setaffinity(pid, sizeof(set), &set);
-}
-
-// fork(), with the child moved to the child's CPU by the parent as well: a
-// child inherits the parent's CPU, and under a real-time policy (`chrt -f`)
-// the spinning parent never lets it run there to move itself.
-pid_t ForkPinned() {
-  const pid_t child = ::fork();
-  if (child > 0) PinTo(g_child_cpu, child);
-  return child;
-}
+pid_t ForkPinned() { return bench::ForkPinned(g_cpus); }
 
 // The floor: one shared cache line, parent writes 2k+1, child answers 2k+2.
 Figures CacheLinePingPong(int iterations) {
-  void* mem = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  auto* word = new (mem) std::atomic<uint64_t>(0);
+  auto* word = new (MapShared<std::atomic<uint64_t>>(1)) std::atomic<uint64_t>(0);
   const pid_t child = ForkPinned();
   if (child == 0) {
-    PinTo(g_child_cpu);
     for (uint64_t k = 0; k < static_cast<uint64_t>(iterations); ++k) {
       while (word->load(std::memory_order_acquire) != 2 * k + 1) {
       }
@@ -148,8 +133,8 @@ Figures CacheLinePingPong(int iterations) {
     }
     samples.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / 2);
   }
-  ::waitpid(child, nullptr, 0);
-  ::munmap(mem, 4096);
+  AwaitChild(child);
+  bench::UnmapShared(word, 1);
   return Summarize(std::move(samples));
 }
 
@@ -161,16 +146,7 @@ struct BatchFigures {
 };
 
 // One Stamps per iteration in a shared mapping (made before fork), zeroed.
-Stamps* MapStamps(int iterations) {
-  const size_t bytes = sizeof(Stamps) * static_cast<size_t>(iterations);
-  void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED) {
-    std::perror("mmap");
-    std::exit(1);
-  }
-  std::memset(mem, 0, bytes);
-  return static_cast<Stamps*>(mem);
-}
+Stamps* MapStamps(int iterations) { return MapShared<Stamps>(static_cast<size_t>(iterations)); }
 
 // The figures of a run from its stamps; unmaps them.
 BatchFigures FiguresOf(Stamps* stamps, int iterations, std::vector<double> half_rtt) {
@@ -180,40 +156,39 @@ BatchFigures FiguresOf(Stamps* stamps, int iterations, std::vector<double> half_
     publish.push_back(static_cast<double>(stamps[i].t_pub - stamps[i].t0));
     receive.push_back(static_cast<double>(stamps[i].t_recv - stamps[i].t0));
   }
-  ::munmap(stamps, sizeof(Stamps) * static_cast<size_t>(iterations));
+  bench::UnmapShared(stamps, static_cast<size_t>(iterations));
   return {Summarize(std::move(one_way)), Summarize(std::move(half_rtt)),
           Summarize(std::move(publish)), Summarize(std::move(receive))};
 }
 
-// Child side: checks the values of measured ping `*got_measured` (exits 2
-// if they are not id .. id + rows - 1), stamps it, counts it.
-void StampMeasured(Stamps* stamps, int* got_measured, int64_t first, int64_t last, uint64_t rows,
-                   int64_t t_recv, int64_t t_vals) {
-  if (first != *got_measured || last != first + static_cast<int64_t>(rows) - 1) {
+// The values of a ping's body: those of measured ping k are k, k + 1,
+// ..., k + rows - 1; a warm-up's (alkaid and payload alike) start at
+// kWarmUpValue. Bodies are read at their first and last value only.
+constexpr int64_t kWarmUpValue = -2;
+
+// Child side: checks the first and last value of a ping (exits 2 unless
+// they are a warm-up's or measured ping `*got_measured`'s), then stamps
+// and counts a measured one.
+void OnPing(Stamps* stamps, int* got_measured, int64_t first, int64_t last, uint64_t rows,
+            int64_t t_recv, int64_t t_vals) {
+  const bool warm_up = first == kWarmUpValue;
+  if ((!warm_up && first != *got_measured) || last != first + static_cast<int64_t>(rows) - 1) {
     std::fprintf(stderr, "child: ping %d has values %lld..%lld\n", *got_measured,
                  static_cast<long long>(first), static_cast<long long>(last));
     ::_exit(2);
   }
+  if (warm_up) return;
   stamps[*got_measured].t_recv = t_recv;
   stamps[*got_measured].t_vals = t_vals;
   ++*got_measured;
 }
 
-// Waits for the child of a run; exits if it failed.
-void AwaitChild(pid_t child) {
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    std::fprintf(stderr, "child failed\n");
-    std::exit(1);
-  }
-}
-
 // Ping: a batch of `rows` int64 values i, i+1, ... built in place (not
 // timed), published (timed from here), rebuilt by the child, which reads
 // its first and last value and answers on a plain ring. With kWarm, a
-// one-row batch makes an untimed round trip between building and the timed
-// publish: it brings the publish and receive paths back into the caches
+// batch of the same shape (two values written) makes an untimed round trip
+// between building and the timed publish: it brings the publish and
+// receive paths and their per-shape state back into the caches
 // (building a batch larger than the caches evicts them) and makes sure the
 // child is running, not preempted while it spun alone during the build.
 // kEvicted is the control for "cold": after building, the parent writes a
@@ -277,45 +252,16 @@ std::string RunTag(uint64_t body_bytes, Mode mode) {
 
 BatchFigures BatchPingPong(uint64_t body_bytes, int iterations, Mode mode) {
   const bool warm = WarmsUp(mode);
-  const std::string tag = RunTag(body_bytes, mode);
-  const std::string bodies_name = "alkaid_lat_b" + tag;
-  const std::string ping_name = "alkaid_lat_p" + tag;
-  const std::string pong_name = "alkaid_lat_q" + tag;
   const uint64_t rows = std::max<uint64_t>(1, body_bytes / 8);
   const uint64_t region = rows * 8 + 4096;
-  shm::RingOptions ro;
-  ro.slot_count = kRingSlots;
-  ro.publish_timeout = 30s;
   auto schema = format::schema({format::field("v", format::int64(), false)});
 
   Stamps* stamps = MapStamps(iterations);
-  auto bodies =
-      shm::BodyAllocator::Create(bodies_name, 8 * region + (1 << 20), BodyOptions()).ValueOrDie();
-  auto ping = shm::RingProducer::Create(ping_name, ro, bodies.get()).ValueOrDie();
-  auto pong_ring = shm::RingProducer::Create(pong_name, ro).ValueOrDie();
-  shm::ConsumerOptions busy;
-  busy.wait_mode = shm::WaitMode::kBusyPoll;
-  auto pong = shm::RingConsumer::Open(pong_name, busy).ValueOrDie();
-
+  bench::BatchPingPongSegments segments(RunTag(body_bytes, mode), 8 * region + (1 << 20),
+                                        BodyOptions(), kRingSlots);
   const pid_t child = ForkPinned();
   if (child == 0) {
-    PinTo(g_child_cpu);
-    // The child maps the segments itself (a forked copy of a shared mapping
-    // has no page-table entries), then says it is ready on the pong ring,
-    // whose only producer it is from now on; the parent's pong consumer
-    // registration is left alone.
-    client::SubscriberOptions so;
-    so.consumer.wait_mode = shm::WaitMode::kBusyPoll;
-    shm::SegmentOpenOptions open_options;
-    open_options.prefault = g_prefault;
-    auto body_segment =
-        shm::Segment::Open(bodies_name, shm::SegmentKind::kBodies, open_options).ValueOrDie();
-    auto ring_segment =
-        shm::Segment::Open(ping_name, shm::SegmentKind::kRing, open_options).ValueOrDie();
-    auto sub = client::BatchSubscriber::Open(ring_segment, body_segment, schema, so).ValueOrDie();
-    const int64_t ready = -1;
-    CHECK_OK(pong_ring->Publish(
-        std::span<const std::byte>(reinterpret_cast<const std::byte*>(&ready), 8)));
+    auto sub = segments.OpenInChild(schema, g_prefault);
     for (int got_measured = 0; got_measured < iterations;) {
       auto got = sub->Receive(60s);
       if (!got.ok()) Die(got.status(), "child receive");
@@ -324,19 +270,15 @@ BatchFigures BatchPingPong(uint64_t body_bytes, int iterations, Mode mode) {
       const int64_t first = values->Value(0);
       const int64_t last = values->Value(values->length() - 1);
       const int64_t t_vals = NowNs();
-      if (first >= 0) {  // measured ping; warm-ups carry negative values
-        StampMeasured(stamps, &got_measured, first, last, rows, t_recv, t_vals);
-      }
+      OnPing(stamps, &got_measured, first, last, rows, t_recv, t_vals);
       got->batch.reset();
-      const int64_t reply = first + last;
-      CHECK_OK(pong_ring->Publish(
-          std::span<const std::byte>(reinterpret_cast<const std::byte*>(&reply), 8)));
+      segments.Answer(first + last);
     }
     ::_exit(0);
   }
-  auto publisher = client::BatchPublisher::Create(ping.get(), bodies.get(), schema).ValueOrDie();
-  shm::RingMessage msg;
-  CHECK_OK(pong->Receive(&msg, 60s));  // the child is ready
+  auto publisher =
+      client::BatchPublisher::Create(segments.ping(), segments.bodies(), schema).ValueOrDie();
+  segments.AwaitAnswer();  // the child is ready
   std::vector<double> half_rtt;
   std::vector<int64_t> values(rows);
   std::vector<uint8_t> scratch(Evicts(mode) ? (64u << 20) : 0);
@@ -351,13 +293,11 @@ BatchFigures BatchPingPong(uint64_t body_bytes, int iterations, Mode mode) {
         format::RecordBatch::Make(schema, static_cast<int64_t>(rows), {array}).ValueOrDie();
     AfterBuild(mode, &scratch, i);
     if (warm) {
-      auto warm_pool = publisher->NewPool(64).ValueOrDie();
-      format::Int64Builder warm_builder(warm_pool.get());
-      CHECK_OK(warm_builder.Append(-2));
-      auto warm_array = warm_builder.Finish().ValueOrDie();
-      auto warm_batch = format::RecordBatch::Make(schema, 1, {warm_array}).ValueOrDie();
+      // A batch of the same shape, only its first and last value written.
+      auto warm_pool = publisher->NewPool(region).ValueOrDie();
+      auto warm_batch = bench::LoanedInt64Batch(warm_pool.get(), schema, rows, kWarmUpValue);
       CHECK_OK(publisher->Publish(*warm_batch, warm_pool.get()));
-      CHECK_OK(pong->Receive(&msg, 60s));
+      segments.AwaitAnswer();
     }
 
     // Timed: from just before Publish to the child holding the rebuilt
@@ -366,7 +306,7 @@ BatchFigures BatchPingPong(uint64_t body_bytes, int iterations, Mode mode) {
     const int64_t t0 = NowNs();
     CHECK_OK(publisher->Publish(*batch, pool.get()));
     const int64_t t_pub = NowNs();
-    CHECK_OK(pong->Receive(&msg, 60s));
+    segments.AwaitAnswer();
     const int64_t t1 = NowNs();
     stamps[i].t0 = t0;
     stamps[i].t_pub = t_pub;
@@ -376,13 +316,6 @@ BatchFigures BatchPingPong(uint64_t body_bytes, int iterations, Mode mode) {
   }
   AwaitChild(child);
   publisher.reset();
-  pong.reset();
-  pong_ring.reset();
-  ping.reset();
-  bodies.reset();
-  (void)shm::Segment::Remove(bodies_name);
-  (void)shm::Segment::Remove(ping_name);
-  (void)shm::Segment::Remove(pong_name);
   return FiguresOf(stamps, iterations, std::move(half_rtt));
 }
 
@@ -393,7 +326,6 @@ struct alignas(64) Signal {
   std::atomic<uint64_t> ping;
   std::atomic<uint64_t> pong;
   uint64_t offset;  // the body, from the segment payload
-  int64_t id;       // its first value; < 0: a warm-up, the body is not read
 };
 static_assert(sizeof(Signal) == 64, "the signal is one cache line");
 
@@ -415,18 +347,11 @@ BatchFigures PayloadPingPong(uint64_t body_bytes, int iterations, Mode mode) {
     held.push_back(std::move(block));
     if (held.size() > kRingSlots) held.pop_front();
   };
-  void* signal_mem =
-      ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (signal_mem == MAP_FAILED) {
-    std::perror("mmap");
-    std::exit(1);
-  }
-  auto* signal = new (signal_mem) Signal{};
+  auto* signal = new (MapShared<Signal>(1)) Signal{};
   Stamps* stamps = MapStamps(iterations);
 
   const pid_t child = ForkPinned();
   if (child == 0) {
-    PinTo(g_child_cpu);
     shm::SegmentOpenOptions open_options;
     open_options.prefault = g_prefault;
     auto segment =
@@ -441,20 +366,12 @@ BatchFigures PayloadPingPong(uint64_t body_bytes, int iterations, Mode mode) {
       }
       seen = k;
       const int64_t t_recv = NowNs();
-      const int64_t id = signal->id;
-      // A measured ping's body holds `rows` values; a warm-up's (id < 0)
-      // one, the id. Both are read, as the alkaid child reads every batch.
-      const uint64_t n = id < 0 ? 1 : rows;
+      // Warm-ups and measured pings alike, as the alkaid child reads every
+      // batch.
       const auto* values = reinterpret_cast<const int64_t*>(payload + signal->offset);
       const int64_t first = values[0];
-      const int64_t last = values[n - 1];
-      if (id >= 0) {
-        StampMeasured(stamps, &got_measured, first, last, rows, t_recv, NowNs());
-      } else if (first != id) {
-        std::fprintf(stderr, "child: warm-up body holds %lld, expected %lld\n",
-                     static_cast<long long>(first), static_cast<long long>(id));
-        ::_exit(2);
-      }
+      const int64_t last = values[rows - 1];
+      OnPing(stamps, &got_measured, first, last, rows, t_recv, NowNs());
       // Release: partner of the parent's acquire load of `pong`.
       signal->pong.store(k, std::memory_order_release);
     }
@@ -463,9 +380,8 @@ BatchFigures PayloadPingPong(uint64_t body_bytes, int iterations, Mode mode) {
   while (signal->pong.load(std::memory_order_acquire) != ~uint64_t{0}) {
   }
   uint64_t k = 0;
-  auto round_trip = [&](uint64_t offset, int64_t id) {
+  auto round_trip = [&](uint64_t offset) {
     signal->offset = offset;
-    signal->id = id;
     // Release: publishes the body and the fields; partner of the child's
     // acquire load of `ping`.
     signal->ping.store(++k, std::memory_order_release);
@@ -487,19 +403,20 @@ BatchFigures PayloadPingPong(uint64_t body_bytes, int iterations, Mode mode) {
     AfterBuild(mode, &scratch, i);
     const uint64_t offset = body.handle().offset;
     if (WarmsUp(mode)) {
-      // As BatchPingPong's warm-up batch: one value, written here, read by
-      // the child (its block may share a page or a line with the body).
-      auto warm = bodies->Allocate(64).ValueOrDie();
-      const int64_t warm_value = -2;
-      std::memcpy(warm.data().data(), &warm_value, sizeof(warm_value));
+      // As BatchPingPong's warm-up batch: a region of the same size, its
+      // first and last value written here and read by the child.
+      auto warm = bodies->Allocate(region).ValueOrDie();
+      auto* warm_values = reinterpret_cast<int64_t*>(warm.data().data());
+      warm_values[0] = kWarmUpValue;
+      warm_values[rows - 1] = kWarmUpValue + static_cast<int64_t>(rows) - 1;
       const uint64_t warm_offset = warm.handle().offset;
       publish(std::move(warm));
-      round_trip(warm_offset, warm_value);
+      round_trip(warm_offset);
       await_answer();
     }
 
     const int64_t t0 = NowNs();
-    round_trip(offset, i);
+    round_trip(offset);
     const int64_t t_pub = NowNs();
     await_answer();
     const int64_t t1 = NowNs();
@@ -511,7 +428,7 @@ BatchFigures PayloadPingPong(uint64_t body_bytes, int iterations, Mode mode) {
   AwaitChild(child);
   bodies->SetReclaimCallback(nullptr);
   held.clear();
-  ::munmap(signal_mem, 4096);
+  bench::UnmapShared(signal, 1);
   bodies.reset();
   (void)shm::Segment::Remove(bodies_name);
   return FiguresOf(stamps, iterations, std::move(half_rtt));
@@ -543,19 +460,11 @@ int main(int argc, char** argv) {
   auto iters = [&](int n) { return std::max(10, static_cast<int>(n * scale)); };
   double load[3] = {0, 0, 0};
   (void)::getloadavg(load, 3);
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  if (pin && ::sched_getaffinity(0, sizeof(allowed), &allowed) == 0 && CPU_COUNT(&allowed) >= 2) {
-    for (int c = 0; c < CPU_SETSIZE && g_child_cpu < 0; ++c) {
-      if (!CPU_ISSET(c, &allowed)) continue;
-      (g_parent_cpu < 0 ? g_parent_cpu : g_child_cpu) = c;
-    }
-    PinTo(g_parent_cpu);
-  }
+  if (pin) g_cpus = bench::PinToFirstTwoCpus();
   std::printf("load average %.2f %.2f %.2f; segments %sprefaulted; body pages %s; ", load[0],
               load[1], load[2], g_prefault ? "" : "NOT ", g_huge_pages ? "2 MiB" : "4 KiB");
-  if (g_child_cpu >= 0) {
-    std::printf("parent on CPU %d, child on CPU %d\n", g_parent_cpu, g_child_cpu);
+  if (g_cpus.child >= 0) {
+    std::printf("parent on CPU %d, child on CPU %d\n", g_cpus.parent, g_cpus.child);
   } else {
     std::printf("not pinned\n");
   }
@@ -563,7 +472,8 @@ int main(int argc, char** argv) {
       "one-way: parent before Publish -> child read first and last value (same clock)\n"
       "rtt/2: parent before Publish -> pong received, halved\n"
       "publish: the Publish call; rebuilt: parent before Publish -> child holds the batch\n"
-      "cold: timed right after building the batch; warm: after an untimed 1-row round trip;\n"
+      "cold: timed right after building the batch; warm: after an untimed round trip\n"
+      "of a batch of the same shape (two values written);\n"
       "evicted: cold, plus 64 MiB written after building (control: caches as cold as\n"
       "after building a batch larger than the last-level cache)\n"
       "warm evicted: 64 MiB written after building, then the warm-up round trip, at\n"
@@ -580,8 +490,11 @@ int main(int argc, char** argv) {
     const char* name;
     uint64_t bytes;
     int n;
-  } cases[] = {{"64 B", 64, 5000},         {"4 KiB", 4096, 5000}, {"64 KiB", 65536, 2000},
-               {"1 MiB", 1 << 20, 500},    {"16 MiB", 16 << 20, 100}};
+  } cases[] = {{"64 B", 64, 5000},
+               {"4 KiB", 4096, 5000},
+               {"64 KiB", 65536, 2000},
+               {"1 MiB", 1 << 20, 500},
+               {"16 MiB", 16 << 20, 100}};
   const struct {
     Mode mode;
     const char* label;

@@ -1,0 +1,217 @@
+#pragma once
+
+// Pieces of the multi-process latency benches (shm_latency_bench.cc,
+// shm_flatness_bench.cc): pinning a parent and its forked child to two
+// CPUs, a zeroed shared mapping made before the fork, and the segments of
+// a batch ping-pong: record batches from the parent to the child through a
+// ring and a body segment, one int64 word back through a plain ring.
+
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "alkaid/client/batch_subscriber.h"
+#include "alkaid/client/shm_batch_pool.h"
+#include "alkaid/format/array.h"
+#include "alkaid/format/record_batch.h"
+#include "alkaid/shm/body_allocator.h"
+#include "alkaid/shm/ring.h"
+#include "alkaid/shm/segment.h"
+#include "bench_util.h"
+
+namespace alkaid::bench {
+
+/// The CPUs of a bench's parent and of the children it forks (-1: not
+/// pinned). Two spinning processes left on one CPU measure the scheduler's
+/// time slice (~4 ms), not the transport.
+struct CpuPair {
+  int parent = -1;
+  int child = -1;
+};
+
+/// Moves `pid` (0: the caller) to `cpu`; nothing if `cpu` < 0.
+inline void PinTo(int cpu, pid_t pid = 0) {
+  if (cpu < 0) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  (void)::sched_setaffinity(pid, sizeof(set), &set);
+}
+
+/// The first two CPUs this process may use, the caller moved to the first;
+/// {-1, -1} if it may use fewer than two.
+inline CpuPair PinToFirstTwoCpus() {
+  CpuPair cpus;
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (::sched_getaffinity(0, sizeof(allowed), &allowed) != 0 || CPU_COUNT(&allowed) < 2) {
+    return cpus;
+  }
+  for (int c = 0; c < CPU_SETSIZE && cpus.child < 0; ++c) {
+    if (!CPU_ISSET(c, &allowed)) continue;
+    (cpus.parent < 0 ? cpus.parent : cpus.child) = c;
+  }
+  PinTo(cpus.parent);
+  return cpus;
+}
+
+/// fork(), with the child moved to its CPU by the parent as well as by
+/// itself: a child inherits the parent's CPU, and under a real-time policy
+/// (`chrt -f`) the spinning parent never lets it run there to move itself.
+inline pid_t ForkPinned(const CpuPair& cpus) {
+  const pid_t child = ::fork();
+  if (child > 0) PinTo(cpus.child, child);
+  if (child == 0) PinTo(cpus.child);
+  if (child < 0) {
+    std::perror("fork");
+    std::exit(1);
+  }
+  return child;
+}
+
+/// Waits for a child of the bench; exits if it failed.
+inline void AwaitChild(pid_t child) {
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::fprintf(stderr, "child failed\n");
+    std::exit(1);
+  }
+}
+
+/// `count` zeroed objects in an anonymous shared mapping (made before a
+/// fork, so both processes see it); exits if it cannot be mapped.
+template <typename T>
+T* MapShared(size_t count) {
+  const size_t bytes = sizeof(T) * count;
+  void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) {
+    std::perror("mmap");
+    std::exit(1);
+  }
+  std::memset(mem, 0, bytes);
+  return static_cast<T*>(mem);
+}
+
+template <typename T>
+void UnmapShared(T* objects, size_t count) {
+  ::munmap(objects, sizeof(T) * count);
+}
+
+/// A batch of one int64 column of `rows` values in `pool`'s region, of
+/// which only the first (`first`) and the last (`first + rows - 1`) are
+/// written: a region loaned from the segment and partly updated. Used for
+/// warm-up batches of the same shape as a measured one (the same metadata
+/// cache entry and decode plan) that leave the caches as they are.
+inline format::RecordBatchPtr LoanedInt64Batch(client::ShmBatchPool* pool,
+                                               const format::SchemaPtr& schema, uint64_t rows,
+                                               int64_t first) {
+  const auto bytes = static_cast<int64_t>(rows * 8);
+  auto data = pool->Allocate(bytes, 64);
+  if (!data.ok()) Die(data.status(), "loaned batch");
+  auto* values = reinterpret_cast<int64_t*>(*data);
+  values[0] = first;
+  values[rows - 1] = first + static_cast<int64_t>(rows) - 1;
+  auto array = format::MakeArray(
+      format::ArrayData::Make(format::int64(), static_cast<int64_t>(rows),
+                              {nullptr, std::make_shared<format::Buffer>(*data, bytes)}, 0));
+  auto batch = format::RecordBatch::Make(schema, static_cast<int64_t>(rows), {array});
+  if (!batch.ok()) Die(batch.status(), "loaned batch");
+  return std::move(batch).ValueOrDie();
+}
+
+/// The segments of one batch ping-pong, created by the parent before the
+/// fork; removed when the parent drops them. `tag` makes the names unique
+/// per run.
+class BatchPingPongSegments {
+ public:
+  BatchPingPongSegments(const std::string& tag, uint64_t arena_bytes,
+                        const shm::BodyAllocatorOptions& body_options, uint32_t slots)
+      : bodies_name_("alkaid_lat_b" + tag),
+        ping_name_("alkaid_lat_p" + tag),
+        pong_name_("alkaid_lat_q" + tag) {
+    using namespace std::chrono_literals;
+    shm::RingOptions ro;
+    ro.slot_count = slots;
+    ro.publish_timeout = 30s;
+    bodies_ = Check(shm::BodyAllocator::Create(bodies_name_, arena_bytes, body_options), "bodies");
+    ping_ = Check(shm::RingProducer::Create(ping_name_, ro, bodies_.get()), "ping ring");
+    pong_ring_ = Check(shm::RingProducer::Create(pong_name_, ro), "pong ring");
+    shm::ConsumerOptions busy;
+    busy.wait_mode = shm::WaitMode::kBusyPoll;
+    pong_ = Check(shm::RingConsumer::Open(pong_name_, busy), "pong consumer");
+  }
+  ~BatchPingPongSegments() {
+    pong_.reset();
+    pong_ring_.reset();
+    ping_.reset();
+    bodies_.reset();
+    (void)shm::Segment::Remove(bodies_name_);
+    (void)shm::Segment::Remove(ping_name_);
+    (void)shm::Segment::Remove(pong_name_);
+  }
+  BatchPingPongSegments(const BatchPingPongSegments&) = delete;
+  BatchPingPongSegments& operator=(const BatchPingPongSegments&) = delete;
+
+  shm::BodyAllocator* bodies() const { return bodies_.get(); }
+  shm::RingProducer* ping() const { return ping_.get(); }
+
+  /// In the child: maps the segments itself (a forked copy of a shared
+  /// mapping has no page-table entries), opens a busy-polling subscriber
+  /// on the ping ring, and says it is ready on the pong ring, whose only
+  /// producer it is from then on (the parent's pong consumer registration
+  /// is left alone).
+  std::unique_ptr<client::BatchSubscriber> OpenInChild(const format::SchemaPtr& schema,
+                                                       bool prefault) const {
+    client::SubscriberOptions so;
+    so.consumer.wait_mode = shm::WaitMode::kBusyPoll;
+    shm::SegmentOpenOptions open_options;
+    open_options.prefault = prefault;
+    auto body_segment = Check(
+        shm::Segment::Open(bodies_name_, shm::SegmentKind::kBodies, open_options), "child bodies");
+    auto ring_segment =
+        Check(shm::Segment::Open(ping_name_, shm::SegmentKind::kRing, open_options), "child ring");
+    auto sub = Check(client::BatchSubscriber::Open(ring_segment, body_segment, schema, so),
+                     "child subscriber");
+    Answer(-1);
+    return sub;
+  }
+
+  /// Child: publishes `value` on the pong ring.
+  void Answer(int64_t value) const {
+    CHECK_OK(pong_ring_->Publish(
+        std::span<const std::byte>(reinterpret_cast<const std::byte*>(&value), sizeof(value))));
+  }
+
+  /// Parent: waits for the child's next answer.
+  void AwaitAnswer() const {
+    using namespace std::chrono_literals;
+    shm::RingMessage msg;
+    CHECK_OK(pong_->Receive(&msg, 60s));
+  }
+
+ private:
+  template <typename T>
+  static T Check(Result<T> result, const char* what) {
+    if (!result.ok()) Die(result.status(), what);
+    return std::move(result).ValueOrDie();
+  }
+
+  std::string bodies_name_, ping_name_, pong_name_;
+  std::unique_ptr<shm::BodyAllocator> bodies_;
+  std::unique_ptr<shm::RingProducer> ping_;
+  std::unique_ptr<shm::RingProducer> pong_ring_;
+  std::unique_ptr<shm::RingConsumer> pong_;
+};
+
+}  // namespace alkaid::bench
