@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Smoke test of the multi-process latency benches; it measures nothing.
+# Each bench runs every row for a few iterations. Its child checks the
+# first and last value of every batch against what was sent, and a wrong
+# value makes the bench exit non-zero. The flatness bench's JSON must carry
+# the paired counters of every row, and neither bench may leave a segment
+# in /dev/shm.
+#
+# Usage: bench_smoke_test.sh <alkaid_shm_flatness_bench> <alkaid_shm_latency_bench>
+set -euo pipefail
+flatness=$1
+latency=$2
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+fail() {
+  echo "FAIL: $*"
+  exit 1
+}
+
+# Runs a bench in the background (its pid names its segments), waits for
+# it, and checks its exit status and /dev/shm. $1: tag for the output file.
+run_bench() {
+  local tag=$1
+  shift
+  "$@" >"$out/$tag.txt" 2>&1 &
+  local pid=$! status=0
+  wait "$pid" || status=$?
+  if [ "$status" -ne 0 ]; then
+    cat "$out/$tag.txt"
+    fail "$tag exited with status $status"
+  fi
+  if compgen -G "/dev/shm/alkaid_lat_*${pid}_*" >/dev/null; then
+    ls /dev/shm
+    fail "$tag left segments named after its pid $pid"
+  fi
+}
+
+run_bench flatness "$flatness" --pairs-scale 0.002 \
+  --benchmark_out="$out/flatness.json" --benchmark_out_format=json
+[ -s "$out/flatness.json" ] || fail "flatness: no JSON written"
+rows=$(grep -c '"name": "one_way_vs_64B/' "$out/flatness.json" || true)
+[ "$rows" -eq 15 ] || fail "flatness: $rows rows in the JSON, expected 15 (3 fills x 5 sizes)"
+for counter in p50 p50_64B ratio d_p50 d_lo d_hi rebuilt rebuilt_64B dr_p50 dr_lo dr_hi; do
+  n=$(grep -c "\"$counter\": " "$out/flatness.json" || true)
+  [ "$n" -eq 15 ] || fail "flatness: counter $counter in $n rows, expected 15"
+done
+
+run_bench latency "$latency" 0.001
+grep -q '^warm evicted flatness: ' "$out/latency.txt" ||
+  fail "latency: no summary of the warm evicted rows"
+echo "PASS"
