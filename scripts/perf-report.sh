@@ -47,7 +47,7 @@ if [ $do_build -eq 1 ]; then
   if [ ! -f "$build/CMakeCache.txt" ]; then
     cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DALKAID_BUILD_BENCHMARKS=ON
   fi
-  targets="alkaid alkaid-broker"
+  targets="alkaid alkaid-broker alkaid_shm_flatness_bench"
   if grep -q "alkaid_iceoryx_latency" "$build/build.ninja" 2>/dev/null; then
     targets="$targets alkaid_iceoryx_latency"
   fi
@@ -56,6 +56,7 @@ if [ $do_build -eq 1 ]; then
 fi
 alkaid=$build/tools/alkaid/alkaid
 iceoryx=$build/bench/peers/alkaid_iceoryx_latency
+flatness=$build/bench/alkaid_shm_flatness_bench
 
 if [ $render_only -eq 0 ]; then
   mkdir -p "$results"
@@ -84,6 +85,16 @@ if [ $render_only -eq 0 ]; then
   run stream_4 --pattern stream --consumers 4 --sizes 512 --count "$STREAM_COUNT" \
     --duration 30 --mode hybrid
   run memory --pattern stream --sizes 512 --count "$MEMORY_COUNT" --duration 0 --mode spin
+  if [ -x "$flatness" ]; then
+    # The body size as the only variable: paired with 64 B in one run.
+    pairs_scale=1
+    [ $quick -eq 1 ] && pairs_scale=0.1
+    echo "== flatness" >&2
+    cut -d' ' -f1-3 /proc/loadavg > "$results/flatness.loadavg"
+    "$flatness" --pairs-scale "$pairs_scale" --benchmark_out="$results/flatness.json" \
+      --benchmark_out_format=json | tee "$results/flatness.txt"
+    echo "alkaid_shm_flatness_bench --pairs-scale $pairs_scale" > "$results/flatness.cmd"
+  fi
   if [ -x "$iceoryx" ] && command -v iox-roudi >/dev/null; then
     for mode in spin block; do
       echo "== iceoryx_$mode" >&2
@@ -152,6 +163,7 @@ runs = [("pingpong_spin", "Ping-pong, spin, with baselines"), ("pingpong_block",
         ("pingpong_hybrid", "Ping-pong, hybrid"), ("stream_1", "Stream, 1 consumer"),
         ("stream_1_fixed", "Stream, 1 consumer, FixedShapeWriter"),
         ("stream_4", "Stream, 4 consumers"), ("memory", "Memory"),
+        ("flatness", "Body size, paired with 64 B"),
         ("iceoryx_spin", "iceoryx, busy poll"), ("iceoryx_block", "iceoryx, WaitSet")]
 w("| run | command | load average |")
 w("|---|---|---|")
@@ -296,6 +308,34 @@ if mem:
             growth = max(last[k] - first[k] for k in keys)
             target(f"memory flat ({first['after_messages']:,} -> {last['after_messages']:,} batches)",
                    growth <= 1 << 20, f"largest growth {growth / 1024:.0f} KiB")
+
+flat_path = os.path.join(results, "flatness.json")
+flat = json.load(open(flat_path))["benchmarks"] if os.path.exists(flat_path) else []
+if flat:
+    w("### Body size: paired with a 64 B batch in the same processes (`alkaid_shm_flatness_bench`)")
+    w("")
+    w("Each row alternates batches of its size with 64 B batches through one ring, segment and "
+      "pair of pinned processes. One-way: Publish until the consumer has read the first and last "
+      "value; rebuilt: until it holds the batch. Differences are per pair (size - 64 B), median "
+      "and 95 % interval. loaned: only two values written (the transport alone); built: every "
+      "value written, warm-up with a batch of the same shape; built_evicted: built, then 64 MiB "
+      "written (the same cache state at both sizes).")
+    w("")
+    w("| fill | size | pairs | 64 B p50 | p50 | one-way difference | rebuilt difference | p50 / 64 B p50 |")
+    w("|---|---|---|---|---|---|---|---|")
+    ci = lambda r, k: f"{r[k + '_p50']:+.0f} ns [{r[k + '_lo']:+.0f}, {r[k + '_hi']:+.0f}]"
+    for r in flat:
+        parts = r["name"].split("/")
+        fill, size = parts[1], int(parts[2])
+        w(f"| {fill} | {size_name(size)} | {r['iterations']} | {us(r['p50_64B'])} | {us(r['p50'])} "
+          f"| {ci(r, 'd')} | {ci(r, 'dr')} | {fmt_ratio(r['ratio'])} |")
+        if fill == "loaned" and size == 16 << 20:
+            # Flat: the interval of the difference stays within 10 % of the
+            # 64 B latency.
+            bound = 0.1 * r["p50_64B"]
+            target("one-way latency does not grow with the body size (loaned, 16 MiB vs 64 B, paired)",
+                   r["d_hi"] <= bound, f"{ci(r, 'd')}, 64 B p50 {us(r['p50_64B'])} us")
+    w("")
 
 w("### Targets")
 w("")
