@@ -27,6 +27,12 @@ constexpr uint32_t kMaintainEvery = 1024;
 // a caller that polls (TryNext in a loop, Next right after the previous
 // batch) must not make system calls at the moment a message is due.
 constexpr auto kMaintainInterval = std::chrono::milliseconds(1);
+// A Next that finds nothing waits this long on its ring before it may
+// maintain: the next message is often due at once (the second message of a
+// burst, a ping right after its warm-up), and a consumer that was idle for
+// more than kMaintainInterval would otherwise make its system calls exactly
+// then. Only a consumer that stays idle pays for the checks, in its wait.
+constexpr auto kIdleBeforeMaintain = std::chrono::microseconds(100);
 
 // What one receive attempt gave: a batch or a row batch (or nothing).
 struct Item {
@@ -266,12 +272,14 @@ struct Consumer::Impl {
   // most every kMaintainInterval, and at least every kMaintainEvery messages
   // under load so that a producer joining a busy topic is still picked up.
   // (Maintaining on every empty poll put two system calls exactly where a
-  // ping-pong's next message arrives.)
-  Result<Item> PollOnce() {
+  // ping-pong's next message arrives.) Without `maintain_if_due`, an empty
+  // poll does not maintain for the interval either (Next's first attempt,
+  // see kIdleBeforeMaintain).
+  Result<Item> PollOnce(bool maintain_if_due = true) {
     if (!subs.empty() && ++since_maintain < kMaintainEvery) {
       ALKAID_ASSIGN_OR_RAISE(auto item, TryRings());
       if (!item.empty()) return item;
-      if (Clock::now() < next_maintain) return Item{};
+      if (!maintain_if_due || Clock::now() < next_maintain) return Item{};
     }
     Maintain();
     ALKAID_ASSIGN_OR_RAISE(auto item, TryRings());
@@ -286,17 +294,24 @@ struct Consumer::Impl {
     if (closed) return Status::Invalid("consumer of '", topic, "' is closed");
     // The clock is read only once a first attempt found nothing: a stream
     // that keeps up pays no clock read per batch.
-    ALKAID_ASSIGN_OR_RAISE(auto item, PollOnce());
+    ALKAID_ASSIGN_OR_RAISE(auto item, PollOnce(/*maintain_if_due=*/false));
     if (!item.empty()) return item;
     const auto deadline = Clock::now() + timeout;
+    Clock::duration longest_wait = kIdleBeforeMaintain;  // the first wait
     while (true) {
       const auto now = Clock::now();
       if (now >= deadline) {
+        // A last attempt, which maintains when due: a caller of Next with
+        // no time to wait (a TryNext loop by another name) still sees
+        // broker events and producers going away.
+        ALKAID_ASSIGN_OR_RAISE(item, PollOnce());
+        if (!item.empty()) return item;
         return Status::TimedOut(
             "topic '", topic, "': nothing within ",
             std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count(), " ms");
       }
-      const auto slice = std::min<Clock::duration>(deadline - now, kWaitSlice);
+      const auto slice = std::min<Clock::duration>(deadline - now, longest_wait);
+      longest_wait = kWaitSlice;
       if (subs.size() == 1 && !subs[0].gone) {
         // One ring: sleep on it (futex), so a message wakes us at once.
         ALKAID_ASSIGN_OR_RAISE(item, Take(0, subs[0].Receive(slice)));
