@@ -3,8 +3,9 @@
 // with int64 values i, i+1, ... (not timed), then times publish -> process
 // B takes the chunk, reads its first and last value, answers with a small
 // chunk -> A holds the answer; one-way = round trip / 2. Before each timed
-// ping an untimed small round trip brings both paths back into the caches,
-// as alkaid latency does by default.
+// ping an untimed round trip with a chunk of the same size (its first and
+// last value written and read) brings both paths back into the caches, as
+// alkaid latency does by default.
 //
 // Waiting: spin (busy-poll take()) or block (a WaitSet on the subscriber's
 // HAS_DATA state). Starts iox-roudi with roudi_config.toml (16 MiB chunks)
@@ -144,6 +145,17 @@ class Endpoint {
   }
   void Release(const void* chunk) { subscriber_.release(chunk); }
 
+  // The warm-up: a chunk of `rows` values of which only the first
+  // (kWarmValue) and the last (kWarmValue + rows - 1) are written.
+  bool SendWarmUp(int64_t rows) {
+    auto* values = static_cast<int64_t*>(Loan(static_cast<uint64_t>(rows) * 8));
+    if (values == nullptr) return false;
+    values[0] = kWarmValue;
+    values[rows - 1] = kWarmValue + rows - 1;
+    Publish(values);
+    return true;
+  }
+
   bool SendValue(int64_t value) {
     void* chunk = Loan(8);
     if (chunk == nullptr) return false;
@@ -190,8 +202,8 @@ int PingSide(const Options& options, int64_t size, Shared* shared) {
   };
   // Both sides are connected both ways before answering (WaitConnected),
   // so the first warm-up ping is answered.
-  if (!e.SendValue(kWarmValue) || !await(kWarmValue)) return Stopping(shared) ? 3 : 1;
   const int64_t rows = size < 8 ? 1 : size / 8;
+  if (!e.SendWarmUp(rows) || !await(kWarmValue)) return Stopping(shared) ? 3 : 1;
   const int64_t limit_ns = static_cast<int64_t>(options.duration * 1e9);
   const int64_t start = NowNs();
   for (int64_t i = 0; i < options.count; ++i) {
@@ -204,7 +216,7 @@ int PingSide(const Options& options, int64_t size, Shared* shared) {
       return 1;
     }
     for (int64_t r = 0; r < rows; ++r) values[r] = i + r;
-    if (!e.SendValue(kWarmValue) || !await(kWarmValue)) return Stopping(shared) ? 3 : 1;
+    if (!e.SendWarmUp(rows) || !await(kWarmValue)) return Stopping(shared) ? 3 : 1;
     const int64_t t0 = NowNs();
     e.Publish(values);
     if (!await(i)) return 3;
@@ -232,17 +244,17 @@ int PongSide(const Options& options, int64_t size, Shared* shared) {
     if (chunk == nullptr) return 0;  // stopped: the ping side is done
     const auto* values = static_cast<const int64_t*>(chunk);
     const int64_t first = values[0];
-    int64_t answer = first;
-    if (first >= 0) {
-      const int64_t last = values[rows - 1];
-      if (first != next_id || last != first + rows - 1) {
-        Fail(shared, "pong side: ping " + std::to_string(next_id) + " holds " +
-                         std::to_string(first) + ".." + std::to_string(last));
-        e.Release(chunk);
-        return 1;
-      }
-      ++next_id;
+    const int64_t answer = first;
+    // A ping (id >= 0) or a warm-up (kWarmValue), both of `rows` values.
+    const int64_t last = values[rows - 1];
+    if ((first >= 0 ? first != next_id : first != kWarmValue) || last != first + rows - 1) {
+      Fail(shared, "pong side: " +
+                       (first >= 0 ? "ping " + std::to_string(next_id) : std::string("warm-up")) +
+                       " holds " + std::to_string(first) + ".." + std::to_string(last));
+      e.Release(chunk);
+      return 1;
     }
+    if (first >= 0) ++next_id;
     e.Release(chunk);
     if (!e.SendValue(answer)) {
       Fail(shared, "pong side: loan failed");

@@ -189,13 +189,20 @@ Status PingSide(const RunSpec& spec, Shared* shared) {
   for (int64_t i = 0; i < spec.count; ++i) {
     if (Stopping(shared)) return StopStatus();
     if (limit_ns > 0 && NowNs() - start > limit_ns) break;
-    // Not timed: build the batch in shared memory, then an untimed one-row
-    // round trip (brings the publish and receive paths back into the
-    // caches a large build evicted, and makes sure B is running).
+    // Not timed: build the batch in shared memory, then an untimed round
+    // trip with a batch of the same shape of which only the first and last
+    // value are written, as the previous message of a one-shape stream
+    // would be: it brings the publish and receive paths and their
+    // per-shape state (the metadata cache entry, the decode plan) back
+    // into the caches a large build evicted, and makes sure B is running.
     ALKAID_ASSIGN_OR_RAISE(auto ping, BuildBatch(producer.get(), schema, rows, region));
     for (int64_t r = 0; r < rows; ++r) ping.values[r] = i + r;
     if (spec.warmup) {
-      ALKAID_RETURN_NOT_OK(PublishValue(producer.get(), schema, kWarmValue));
+      ALKAID_ASSIGN_OR_RAISE(auto warm, BuildBatch(producer.get(), schema, rows, region));
+      warm.values[0] = kWarmValue;
+      warm.values[rows - 1] = kWarmValue + rows - 1;
+      ALKAID_RETURN_NOT_OK(producer->Publish(*warm.batch, warm.pool.get()));
+      warm = PooledBatch();
       ALKAID_RETURN_NOT_OK(AwaitAnswer(answers.get(), kWarmValue, shared));
       ALKAID_RETURN_NOT_OK(AwaitOtherSideWaiting(shared, kWarmValue));
     } else if (i > 0) {
@@ -280,6 +287,12 @@ Status PongSide(const RunSpec& spec, Shared* shared) {
       if (idle.status().code() != StatusCode::kTimedOut) return idle.status();
       shared->phase.store(2);
     } else {
+      // A hello (one row) or a warm-up (the ping's shape).
+      if (first == kWarmValue && (batch->num_rows() != rows || last != first + rows - 1)) {
+        return Status::Invalid("warm-up: got ", batch->num_rows(), " rows, values ", first, "..",
+                               last, "; expected ", rows, " rows, values ", first, "..",
+                               first + rows - 1);
+      }
       batch.reset();
       ALKAID_RETURN_NOT_OK(PublishValue(producer.get(), schema, first));
       answered = first;

@@ -9,7 +9,6 @@
 #include <array>
 #include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <deque>
 #include <new>
 
@@ -186,20 +185,18 @@ struct alignas(64) PayloadSignal {
   std::atomic<uint64_t> ping;  // A -> B: round trip k >= 1, or kQuit
   std::atomic<uint64_t> pong;  // B -> A: the last round trip answered
   uint64_t body_offset;        // round trip k's body, from the segment payload
-  int64_t id;                  // its first value; < 0: a warm-up (a one-value body)
+  int64_t id;                  // its first value; < 0: a warm-up
 };
 static_assert(sizeof(PayloadSignal) == 64, "the signal is one cache line");
 
 // Where the bodies go. The alkaid ping side allocates a fresh region for
-// every ping (Producer::NewBatchPool) and, with the warm-up, a small one
-// after it; the ring holds each published block until its slot is reused
-// (kPingRingSlots messages later) or, when the arena is full, until the
-// allocator's reclaim callback drops every block B has answered for. The
-// allocator reuses freed space best-fit. So the bodies neither stay at one
-// address nor walk through the whole arena: with the warm-up they cycle
-// over nine blocks up to 64 KiB, and over the four that fit at 1 and
-// 16 MiB (traced for 64 B to 16 MiB; the payload floor's addresses were
-// the same, but for the first cycle, shifted by alkaid's hellos). To give
+// every ping (Producer::NewBatchPool) and, with the warm-up, a second one
+// of the same size after it; the ring holds each published block until its
+// slot is reused (kPingRingSlots messages later) or, when the arena is
+// full, until the allocator's reclaim callback drops every block B has
+// answered for. The allocator reuses freed space best-fit. So the bodies
+// neither stay at one address nor walk through the whole arena: they cycle
+// over the few regions the arena holds (PingArenaBytes). To give
 // the caches and TLBs the same pattern, the payload floor takes its bodies
 // from a body segment of the ping topic's size through shm::BodyAllocator,
 // with the same allocations and releases (this class plays the ring's
@@ -261,19 +258,20 @@ Status PayloadPingSide(const RunSpec& spec, const std::string& name, PayloadSign
     if (Stopping(s)) return Status::Cancelled("stopped");
     if (limit_ns > 0 && NowNs() - start > limit_ns) break;
     // Not timed: allocate and write the body as PingSide builds its column,
-    // then (like PingSide) an untimed round trip with a one-value body of
-    // its own, which A writes and B reads as PingSide's warm-up batch is:
-    // its block may share a page or a line with the next body, and what
-    // that warms, it warms on both paths.
+    // then (like PingSide) an untimed round trip with a body of the same
+    // size of its own, whose first and last value A writes and B reads as
+    // PingSide's warm-up batch is.
     ALKAID_ASSIGN_OR_RAISE(auto body, allocator->Allocate(PingRegionBytes(rows)));
     const uint64_t at = body.handle().offset;
     auto* values = reinterpret_cast<int64_t*>(body.data().data());
     for (int64_t r = 0; r < rows; ++r) values[r] = i + r;
     if (spec.warmup) {
-      ALKAID_ASSIGN_OR_RAISE(auto warm, allocator->Allocate(kSmallRegionBytes));
+      ALKAID_ASSIGN_OR_RAISE(auto warm, allocator->Allocate(PingRegionBytes(rows)));
       const uint64_t warm_at = warm.handle().offset;
       const int64_t warm_value = -1;
-      std::memcpy(warm.data().data(), &warm_value, sizeof(warm_value));
+      auto* warm_values = reinterpret_cast<int64_t*>(warm.data().data());
+      warm_values[0] = warm_value;
+      warm_values[rows - 1] = warm_value + rows - 1;
       ring.Publish(std::move(warm));
       ALKAID_RETURN_NOT_OK(round_trip(warm_at, warm_value));
     }
@@ -309,20 +307,19 @@ Status PayloadPongSide(const RunSpec& spec, const std::string& name, PayloadSign
     seen = k;
     const int64_t id = signal->id;
     // A ping's body holds `rows` values id, id+1, ...; a warm-up's (id < 0)
-    // one value, the id.
-    const int64_t n = id < 0 ? 1 : rows;
+    // starts at the id too, and only its first and last value are written.
     const uint64_t at = signal->body_offset;
-    if (at > segment->payload_size() - static_cast<uint64_t>(n) * 8) {
+    if (at > segment->payload_size() - static_cast<uint64_t>(rows) * 8) {
       return Status::Invalid("payload floor ping ", id, ": body offset ", at, " is past the ",
                              segment->payload_size(), "-byte segment");
     }
     const auto* values = reinterpret_cast<const int64_t*>(payload + at);
     const int64_t first = values[0];
-    const int64_t last = values[n - 1];
-    if (first != id || last != id + n - 1) {
+    const int64_t last = values[rows - 1];
+    if (first != id || last != id + rows - 1) {
       return Status::Invalid("payload floor ping ", id, ": the body at offset ", at,
                              " holds values ", first, "..", last, "; expected ", id, "..",
-                             id + n - 1);
+                             id + rows - 1);
     }
     // Release: partner of A's acquire load of `pong`.
     signal->pong.store(k, std::memory_order_release);
