@@ -111,12 +111,10 @@ struct Stamps {
 // scheduler).
 bench::CpuPair g_cpus;
 
-pid_t ForkPinned() { return bench::ForkPinned(g_cpus); }
-
 // The floor: one shared cache line, parent writes 2k+1, child answers 2k+2.
 Figures CacheLinePingPong(int iterations) {
   auto* word = new (MapShared<std::atomic<uint64_t>>(1)) std::atomic<uint64_t>(0);
-  const pid_t child = ForkPinned();
+  const pid_t child = bench::ForkPinned(g_cpus);
   if (child == 0) {
     for (uint64_t k = 0; k < static_cast<uint64_t>(iterations); ++k) {
       while (word->load(std::memory_order_acquire) != 2 * k + 1) {
@@ -144,9 +142,6 @@ struct BatchFigures {
   Figures publish;   // t_pub - t0
   Figures receive;   // t_recv - t0
 };
-
-// One Stamps per iteration in a shared mapping (made before fork), zeroed.
-Stamps* MapStamps(int iterations) { return MapShared<Stamps>(static_cast<size_t>(iterations)); }
 
 // The figures of a run from its stamps; unmaps them.
 BatchFigures FiguresOf(Stamps* stamps, int iterations, std::vector<double> half_rtt) {
@@ -256,10 +251,10 @@ BatchFigures BatchPingPong(uint64_t body_bytes, int iterations, Mode mode) {
   const uint64_t region = rows * 8 + 4096;
   auto schema = format::schema({format::field("v", format::int64(), false)});
 
-  Stamps* stamps = MapStamps(iterations);
+  Stamps* stamps = MapShared<Stamps>(static_cast<size_t>(iterations));
   bench::BatchPingPongSegments segments(RunTag(body_bytes, mode), 8 * region + (1 << 20),
                                         BodyOptions(), kRingSlots);
-  const pid_t child = ForkPinned();
+  const pid_t child = bench::ForkPinned(g_cpus);
   if (child == 0) {
     auto sub = segments.OpenInChild(schema, g_prefault);
     for (int got_measured = 0; got_measured < iterations;) {
@@ -348,9 +343,9 @@ BatchFigures PayloadPingPong(uint64_t body_bytes, int iterations, Mode mode) {
     if (held.size() > kRingSlots) held.pop_front();
   };
   auto* signal = new (MapShared<Signal>(1)) Signal{};
-  Stamps* stamps = MapStamps(iterations);
+  Stamps* stamps = MapShared<Stamps>(static_cast<size_t>(iterations));
 
-  const pid_t child = ForkPinned();
+  const pid_t child = bench::ForkPinned(g_cpus);
   if (child == 0) {
     shm::SegmentOpenOptions open_options;
     open_options.prefault = g_prefault;

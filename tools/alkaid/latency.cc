@@ -595,7 +595,8 @@ void AddLatencyCommand(CLI::App* app, int* code) {
   cmd->add_flag("--progress", options->progress,
                 "Progress on stderr even if it is not a terminal");
   cmd->add_flag("--no-warmup", options->no_warmup,
-                "pingpong: no untimed one-row round trip between building a batch and timing it");
+                "pingpong: no untimed warm-up round trip (a batch of the ping's shape) between "
+                "building a batch and timing it");
   cmd->add_option("--writer", options->writer,
                   "stream: how the producer makes each batch: build (a builder in a batch pool, "
                   "then Publish) or fixed (a FixedShapeWriter: the prototype's body copied into "

@@ -202,7 +202,6 @@ Status PingSide(const RunSpec& spec, Shared* shared) {
       warm.values[0] = kWarmValue;
       warm.values[rows - 1] = kWarmValue + rows - 1;
       ALKAID_RETURN_NOT_OK(producer->Publish(*warm.batch, warm.pool.get()));
-      warm = PooledBatch();
       ALKAID_RETURN_NOT_OK(AwaitAnswer(answers.get(), kWarmValue, shared));
       ALKAID_RETURN_NOT_OK(AwaitOtherSideWaiting(shared, kWarmValue));
     } else if (i > 0) {

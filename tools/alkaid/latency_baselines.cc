@@ -298,6 +298,7 @@ Status PayloadPongSide(const RunSpec& spec, const std::string& name, PayloadSign
   ALKAID_ASSIGN_OR_RAISE(auto segment, shm::Segment::Open(name, shm::SegmentKind::kBodies));
   s->ready.fetch_add(1);
   const std::byte* payload = segment->payload();
+  const uint64_t limit = segment->payload_size() - static_cast<uint64_t>(rows) * 8;
   uint64_t seen = 0;
   while (true) {
     uint64_t k;
@@ -309,7 +310,7 @@ Status PayloadPongSide(const RunSpec& spec, const std::string& name, PayloadSign
     // A ping's body holds `rows` values id, id+1, ...; a warm-up's (id < 0)
     // starts at the id too, and only its first and last value are written.
     const uint64_t at = signal->body_offset;
-    if (at > segment->payload_size() - static_cast<uint64_t>(rows) * 8) {
+    if (at > limit) {
       return Status::Invalid("payload floor ping ", id, ": body offset ", at, " is past the ",
                              segment->payload_size(), "-byte segment");
     }

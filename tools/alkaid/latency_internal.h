@@ -37,8 +37,8 @@ struct RunSpec {
   int64_t count = 10000;             ///< samples (pingpong) or batches (stream)
   double duration_seconds = 0;       ///< stop early after this long; 0: no limit
   double idle_seconds = 0.5;         ///< alkaid pingpong: idle period measured at the end
-  bool warmup = true;                ///< pingpong: untimed one-row round trip before each ping
-  std::string writer = "build";      ///< stream: build (builder + Publish) | fixed (FixedShapeWriter)
+  bool warmup = true;                ///< pingpong: untimed warm-up before each ping
+  std::string writer = "build";      ///< stream: build | fixed (FixedShapeWriter)
   std::string socket;                ///< alkaid: broker socket
   std::string topic_prefix;          ///< alkaid: unique per run
   std::vector<int> cpus;             ///< CPUs to pin the processes to (empty: no pinning)
@@ -69,11 +69,11 @@ inline uint64_t PingRegionBytes(int64_t rows) {
   return RoundUp64(static_cast<uint64_t>(rows) * 8) + 4096;
 }
 
-/// Arena of the ping topic's body segment: four ping regions plus 1 MiB
-/// for the small batches (hellos, warm-ups).
+/// Arena of the ping topic's body segment: four ping regions (pings and
+/// warm-ups) plus 1 MiB for the small batches (hellos, control values).
 inline uint64_t PingArenaBytes(int64_t rows) { return 4 * PingRegionBytes(rows) + (1 << 20); }
 
-/// Region of each small batch: hellos, warm-ups, answers.
+/// Region of each small batch: hellos, control values, answers.
 inline constexpr uint64_t kSmallRegionBytes = 1024;
 
 /// Ring slots of the pingpong topics.
