@@ -36,6 +36,12 @@ std::string_view SegmentKindName(SegmentKind kind) {
       return "bodies";
     case SegmentKind::kRing:
       return "ring";
+    case SegmentKind::kChannel:
+      return "channel";
+    case SegmentKind::kChannelRegistry:
+      return "channel registry";
+    case SegmentKind::kChannelConsumer:
+      return "channel consumer";
   }
   return "unknown";
 }
@@ -81,10 +87,16 @@ bool IsNameChar(char c) {
 // writable without changing their contents; on older kernels, one read per
 // page (a read fault on a shared writable tmpfs mapping installs a writable
 // entry as well).
-void Prefault(void* address, std::size_t size) {
-#ifdef MADV_POPULATE_WRITE
-  if (::madvise(address, size, MADV_POPULATE_WRITE) == 0) return;
+// A read-only mapping is populated with MADV_POPULATE_READ instead (the
+// write variant fails on it).
+void Prefault(void* address, std::size_t size, bool read_only = false) {
+#if defined(MADV_POPULATE_WRITE) && defined(MADV_POPULATE_READ)
+  if (::madvise(address, size, read_only ? MADV_POPULATE_READ : MADV_POPULATE_WRITE) == 0) {
+    return;
+  }
   if (errno != EINVAL) return;  // e.g. EFAULT past a truncated object
+#else
+  (void)read_only;
 #endif
   const long page = ::sysconf(_SC_PAGESIZE);
   const std::size_t step = page > 0 ? static_cast<std::size_t>(page) : 4096;
@@ -105,19 +117,21 @@ uint64_t RoundUp(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
 // strerror's text for `err`, thread-safely.
 std::string ErrnoText(int err) { return std::system_category().message(err); }
 
-// Maps `size` bytes of `object` read-write. Mappings of at least one huge
+// Maps `size` bytes of `object` with `mode` (read_write or read_only).
+// Mappings of at least one huge
 // page are placed at a 2 MiB-aligned address (inside a PROT_NONE
 // reservation, replaced with MAP_FIXED, whose ends are then unmapped): a
 // huge page of the object can only be mapped by one page-table entry where
 // the virtual and file offsets agree modulo 2 MiB, and the kernel aligns
 // tmpfs mappings only when the mount asks for huge pages. Costs nothing but
 // address space. Throws what bip::mapped_region throws.
-bip::mapped_region MapAligned(const bip::shared_memory_object& object, uint64_t size) {
-  if (size < kHugePageSize) return bip::mapped_region(object, bip::read_write, 0, size);
+bip::mapped_region MapAligned(const bip::shared_memory_object& object, uint64_t size,
+                              bip::mode_t mode = bip::read_write) {
+  if (size < kHugePageSize) return bip::mapped_region(object, mode, 0, size);
   const std::size_t reserve_size = static_cast<std::size_t>(size + kHugePageSize);
   void* reserve = ::mmap(nullptr, reserve_size, PROT_NONE,
                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (reserve == MAP_FAILED) return bip::mapped_region(object, bip::read_write, 0, size);
+  if (reserve == MAP_FAILED) return bip::mapped_region(object, mode, 0, size);
   // Pointer arithmetic on char*, not integer-to-pointer casts: the aligned
   // address stays derived from `reserve`.
   char* const base = static_cast<char*>(reserve);
@@ -126,8 +140,8 @@ bip::mapped_region MapAligned(const bip::shared_memory_object& object, uint64_t 
       static_cast<std::size_t>(RoundUp(base_address, kHugePageSize) - base_address);
   char* const aligned = base + lead;
   try {
-    bip::mapped_region region(object, bip::read_write, 0, static_cast<std::size_t>(size),
-                              aligned, MAP_FIXED);
+    bip::mapped_region region(object, mode, 0, static_cast<std::size_t>(size), aligned,
+                              MAP_FIXED);
     const long page_size = ::sysconf(_SC_PAGESIZE);
     char* const end =
         aligned + static_cast<std::size_t>(RoundUp(size, page_size > 0 ? page_size : 4096));
@@ -319,7 +333,8 @@ Result<std::shared_ptr<Segment>> Segment::Open(std::string_view name,
   auto mapping = std::make_unique<Mapping>();
   bip::offset_t actual_size = 0;
   try {
-    bip::shared_memory_object object(bip::open_only, sname.c_str(), bip::read_write);
+    const bip::mode_t mode = options.read_only ? bip::read_only : bip::read_write;
+    bip::shared_memory_object object(bip::open_only, sname.c_str(), mode);
     if (!object.get_size(actual_size)) {
       return Status::IOError("cannot stat shared-memory segment '", sname, "'");
     }
@@ -332,7 +347,7 @@ Result<std::shared_ptr<Segment>> Segment::Open(std::string_view name,
       return Status::Invalid("shared-memory segment '", sname, "' is ", actual_size,
                              " bytes long, larger than any Alkaid segment");
     }
-    mapping->region = MapAligned(object, static_cast<uint64_t>(actual_size));
+    mapping->region = MapAligned(object, static_cast<uint64_t>(actual_size), mode);
   } catch (const bip::interprocess_exception& e) {
     return FromBoostError(e, "cannot open", name);
   } catch (const std::bad_alloc&) {
@@ -372,9 +387,13 @@ Result<std::shared_ptr<Segment>> Segment::Open(std::string_view name,
                            ", expected ", static_cast<uint32_t>(expected_kind), " (",
                            SegmentKindName(expected_kind), ")");
   }
-  if (options.prefault) Prefault(mapping->region.get_address(), mapping->region.get_size());
+  if (options.prefault) {
+    Prefault(mapping->region.get_address(), mapping->region.get_size(), options.read_only);
+  }
   try {
-    return std::shared_ptr<Segment>(new Segment(sname, expected_kind, std::move(mapping)));
+    std::shared_ptr<Segment> segment(new Segment(sname, expected_kind, std::move(mapping)));
+    segment->read_only_ = options.read_only;
+    return segment;
   } catch (const std::bad_alloc&) {
     return Status::OutOfMemory("cannot allocate a Segment object for '", sname, "'");
   }

@@ -30,6 +30,9 @@ enum class SegmentKind : uint32_t {
   kRaw = 1,     ///< payload laid out by the caller
   kBodies = 2,  ///< a BodyAllocator arena (body_allocator.h)
   kRing = 3,    ///< a broadcast ring (ring.h)
+  kChannel = 4,          ///< a channel's slots and arena, written by its producer (channel.h)
+  kChannelRegistry = 5,  ///< a channel's consumer registrations (channel.h)
+  kChannelConsumer = 6,  ///< one channel consumer's cursor and returns (channel.h)
 };
 
 /// Human-readable name of a kind ("raw", "bodies", "ring").
@@ -40,6 +43,7 @@ ALKAID_EXPORT std::string_view SegmentKindName(SegmentKind kind);
 enum class SegmentAccess : uint32_t {
   kOwnerOnly = 0600,      ///< read-write for the creating user only (default)
   kOwnerAndGroup = 0660,  ///< read-write for the creating user and its group
+  kOwnerAndGroupRead = 0640,  ///< read-write for the creating user, read-only for its group
 };
 
 /// Whether a segment is backed by transparent huge pages (2 MiB on x86-64).
@@ -81,6 +85,10 @@ struct SegmentOpenOptions {
   /// header checks pass, every page is entered into the page tables, so a
   /// consumer never faults on the first touch of a body. Default: true.
   bool prefault = true;
+  /// Map the segment read-only (the object is opened O_RDONLY and mapped
+  /// PROT_READ): a store into it faults in this process instead of
+  /// corrupting what other processes read. Default: false.
+  bool read_only = false;
 };
 
 /// Longest segment name accepted (POSIX allows NAME_MAX, 255, including the
@@ -150,6 +158,9 @@ class ALKAID_EXPORT Segment {
   bool huge_pages() const { return huge_pages_; }
   /// Why huge pages were not obtained (kTry fell back), or empty.
   const std::string& huge_pages_error() const { return huge_pages_error_; }
+  /// True if this process mapped the segment read-only
+  /// (SegmentOpenOptions::read_only).
+  bool read_only() const { return read_only_; }
 
  private:
   struct Mapping;
@@ -163,6 +174,7 @@ class ALKAID_EXPORT Segment {
   uint64_t mapped_size_ = 0;
   bool huge_pages_ = false;
   std::string huge_pages_error_;
+  bool read_only_ = false;
 };
 
 }  // namespace alkaid::shm

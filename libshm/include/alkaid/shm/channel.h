@@ -1,0 +1,366 @@
+#pragma once
+
+/// \file
+/// A channel: one producer, up to `max_consumers` consumers in any
+/// processes, every consumer sees every message once, in order; each
+/// message may carry a body, a block of the producer's arena that consumers
+/// read in place.
+///
+/// What it costs and why (docs/SHM_LAYOUT.md, "Channel"):
+/// - A message is one slot line the producer alone writes: sequence, where
+///   the body is, its length, a shape id, and optionally inline bytes.
+/// - Nothing on the data path is written by two parties. Block lifetime is
+///   kept in the producer's private memory: each consumer returns the blocks
+///   it received through a queue in its own segment, which the producer
+///   drains when it needs space. No shared read-modify-write per message.
+/// - Consumers map the producer's segment read-only: a consumer that writes
+///   into a body faults in its own process, and the others go on intact.
+/// - Receiving allocates nothing: a ChannelMessage is caller-owned and
+///   reused; it holds its body until refilled or reset.
+///
+/// Slow consumers: kBlockProducer makes Publish wait for the slowest active
+/// consumer (up to publish_timeout); kDropOldest overwrites, and the slow
+/// consumer alone loses messages and is told how many.
+///
+/// Crashes: a consumer that dies is noticed by the producer (pid check at
+/// most every ChannelOptions::liveness_interval, and whenever the producer
+/// needs room or space), which releases exactly what it held and removes
+/// its segment. A producer that dies leaves its names for RemoveChannel().
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "alkaid/common/export.h"
+#include "alkaid/common/result.h"
+#include "alkaid/common/status.h"
+#include "alkaid/shm/ring.h"
+#include "alkaid/shm/segment.h"
+
+namespace alkaid::shm {
+
+/// Options for ChannelProducer::Create().
+struct ChannelOptions {
+  /// Slots; a power of two, at least 2. Default 1024.
+  uint32_t slot_count = 1024;
+  /// Inline bytes per slot (rounded up to 64; may be 0). Default 0: the
+  /// layer above puts its metadata in the shape table or the body.
+  uint32_t inline_capacity = 0;
+  /// Consumer registrations, 1..kMaxRingConsumers. Default 64.
+  uint32_t max_consumers = 64;
+  SlowConsumerPolicy policy = SlowConsumerPolicy::kBlockProducer;
+  /// kBlockProducer: longest wait of Publish for a free slot. Default 1 s.
+  std::chrono::nanoseconds publish_timeout = std::chrono::seconds(1);
+  /// kBlockProducer: spin this long before sleeping for room. Default 50 µs.
+  std::chrono::nanoseconds publish_spin = std::chrono::microseconds(50);
+  /// kBlockProducer: once full, wait until the slowest consumer freed this
+  /// many slots (0: slot_count / 8), so that the two sides work in batches.
+  uint32_t resume_slots = 0;
+  /// Bytes of the arena that holds bodies. Default 64 MiB.
+  uint64_t arena_bytes = uint64_t{64} << 20;
+  /// Most blocks alive at once (descriptor table size); 0: one per 4 KiB of
+  /// arena, between 256 and 65536. At most 2^24.
+  uint32_t max_blocks = 0;
+  /// Shape table entries (ChannelProducer::AddShape), at most 1024.
+  /// Default 16.
+  uint32_t shape_count = 16;
+  /// Largest shape (rounded up to 64). Default 4096.
+  uint32_t shape_bytes = 4096;
+  /// Longest wait of Loan for arena space or a free descriptor. Default 1 s.
+  std::chrono::nanoseconds space_timeout = std::chrono::seconds(1);
+  /// How often at most the producer checks its consumers' pids on the data
+  /// path (it always does when it waits). Default 200 ms.
+  std::chrono::milliseconds liveness_interval{200};
+  /// The channel segment's mode and pages. Consumers' segments use the same
+  /// access mode.
+  SegmentOptions segment;
+};
+
+/// Counters of a producer (exact; read on the producer thread).
+struct ChannelStats {
+  uint64_t published = 0;
+  uint64_t blocks_live = 0;         ///< blocks loaned, in flight or held
+  uint64_t arena_bytes_free = 0;    ///< arena bytes in no block
+  uint64_t returns = 0;             ///< returns drained from consumer queues
+  uint64_t bogus_returns = 0;       ///< returns naming no block the consumer held
+  uint64_t consumers_accepted = 0;
+  uint64_t consumers_finished = 0;  ///< closed, and returned everything
+  uint64_t consumers_reclaimed = 0; ///< died; what they held released
+  uint64_t dropped = 0;             ///< kDropOldest: messages overwritten unread by someone
+};
+
+/// One consumer as the producer sees it.
+struct ChannelConsumerInfo {
+  uint32_t index = 0;
+  uint32_t pid = 0;
+  bool closed = false;
+  uint64_t cursor = 0;
+  uint64_t held_blocks = 0;  ///< blocks received and not yet returned (or unread)
+};
+
+class ChannelProducer;
+
+/// A block of the arena lent to the producer thread to fill: a sink for
+/// ChannelProducer::Publish. Dropped unpublished, it goes back to the
+/// arena. It keeps the producer's state alive, so it can never point into
+/// freed memory; it must be used and dropped on the producer thread.
+class ALKAID_EXPORT ChannelLoan {
+ public:
+  ChannelLoan() = default;
+  ~ChannelLoan();
+  ChannelLoan(ChannelLoan&& other) noexcept;
+  ChannelLoan& operator=(ChannelLoan&& other) noexcept;
+  ChannelLoan(const ChannelLoan&) = delete;
+  ChannelLoan& operator=(const ChannelLoan&) = delete;
+
+  /// The block's bytes: `length` asked for, writable; 64-byte aligned.
+  std::span<std::byte> data() const { return data_; }
+  bool valid() const { return owner_ != nullptr; }
+  /// Offset of data() from the start of the channel segment's payload, as
+  /// consumers see it (ChannelMessage::body_offset()).
+  uint64_t offset() const { return offset_; }
+  /// Gives the block back unpublished.
+  void Reset();
+
+ private:
+  friend class ChannelProducer;
+  struct Owner;
+  std::shared_ptr<Owner> owner_;
+  std::span<std::byte> data_;
+  uint64_t offset_ = 0;
+  uint32_t descriptor_ = 0;
+  uint32_t generation_ = 0;
+};
+
+/// The single producer of a channel; creates its segments.
+///
+/// Thread safety: every call but the Guess accessors on one thread at a
+/// time (the producer thread). Loans must be used on that thread.
+class ALKAID_EXPORT ChannelProducer {
+ public:
+  ~ChannelProducer();  ///< Close(), then removes the channel's names
+  ChannelProducer(const ChannelProducer&) = delete;
+  ChannelProducer& operator=(const ChannelProducer&) = delete;
+
+  /// Creates channel `name` (segments `name` and `name.reg`; the name must
+  /// leave room for the consumer suffixes: at most kMaxSegmentNameLength -
+  /// 24 characters). AlreadyExists if taken.
+  static Result<std::unique_ptr<ChannelProducer>> Create(std::string_view name,
+                                                         const ChannelOptions& options = {});
+
+  /// Lends a block of `length` bytes (0 allowed) of the arena. Waits up to
+  /// space_timeout for space, draining consumers' returns and releasing
+  /// what dead consumers held: TimedOut naming who holds the arena.
+  /// CapacityError if `length` exceeds the arena. Allocates no heap memory
+  /// when a block of the same size was freed before.
+  Result<ChannelLoan> Loan(uint64_t length);
+
+  /// Publishes message `payload` (inline bytes, at most inline_capacity)
+  /// with body `body` (which it takes: the producer keeps the block until
+  /// every consumer that received it returned it). `user` and `shape` are
+  /// carried to consumers as they are (a shape id from AddShape, or 0).
+  /// kBlockProducer: TimedOut if the slowest consumer held the slot for
+  /// longer than publish_timeout (the loan is then left with the caller).
+  /// Invalid after Close, for a loan of another producer, or a payload too
+  /// large.
+  Status Publish(std::span<const std::byte> payload, ChannelLoan&& body, uint64_t user = 0,
+                 uint32_t shape = 0);
+  /// Publishes a message without body.
+  Status Publish(std::span<const std::byte> payload, uint64_t user = 0, uint32_t shape = 0);
+
+  /// Adds `bytes` to the shape table; returns its id (1..shape_count).
+  /// Entries never change. CapacityError when the table is full or `bytes`
+  /// exceeds shape_bytes.
+  Result<uint32_t> AddShape(std::span<const std::byte> bytes);
+
+  /// Stores `words` (at most kRingSidebandWords) for consumers to read as
+  /// one consistent set (ChannelConsumer::ReadSideband).
+  Status SetSideband(std::span<const uint64_t> words);
+
+  /// Accepts new consumers, drains returns, finishes closed consumers and
+  /// reclaims dead ones. Publish and Loan do this as needed; call it on an
+  /// idle producer so that consumers opened with from_oldest see what the
+  /// channel holds, and space held by finished consumers comes back.
+  void Poll();
+
+  /// Ends the stream: consumers read what was published, then get
+  /// EndOfStream. Idempotent.
+  void Close();
+
+  /// Sequence of the next message (= messages published).
+  uint64_t next_sequence() const;
+  ChannelStats stats() const;
+  /// The consumers accepted so far (producer thread).
+  std::vector<ChannelConsumerInfo> consumers() const;
+  const std::string& name() const;
+  const ChannelOptions& options() const;
+
+ private:
+  using Owner = ChannelLoan::Owner;
+  explicit ChannelProducer(std::shared_ptr<Owner> impl);
+  Status PublishImpl(std::span<const std::byte> payload, ChannelLoan* body, uint64_t user,
+                     uint32_t shape);
+  std::shared_ptr<Owner> impl_;
+};
+
+/// Options for ChannelConsumer::Open().
+struct ChannelConsumerOptions {
+  WaitMode wait_mode = WaitMode::kSpinThenBlock;
+  /// Spins before sleeping in kSpinThenBlock.
+  uint32_t spin_iterations = 4096;
+  /// Start at the oldest message whose body the producer still holds (the
+  /// producer decides when it accepts this consumer, at its next Publish or
+  /// Poll), instead of the next one published. Exact: no message from there
+  /// on is lost with kBlockProducer.
+  bool from_oldest = false;
+};
+
+class ChannelConsumer;
+
+/// A received body, held: the producer does not reuse its block until this
+/// object (and every copy of the view it gave out) is gone. Movable; may be
+/// dropped on any thread, also after the consumer is gone (it keeps the
+/// consumer's segments mapped).
+class ALKAID_EXPORT ChannelBlock {
+ public:
+  ChannelBlock() = default;
+  ~ChannelBlock() { Reset(); }
+  ChannelBlock(ChannelBlock&& other) noexcept;
+  ChannelBlock& operator=(ChannelBlock&& other) noexcept;
+  ChannelBlock(const ChannelBlock&) = delete;
+  ChannelBlock& operator=(const ChannelBlock&) = delete;
+
+  /// The body's bytes, read-only (the mapping is PROT_READ).
+  std::span<const std::byte> data() const { return data_; }
+  bool valid() const { return held_; }
+  /// Returns the block to the producer now.
+  void Reset();
+
+  struct Returns;  ///< internal: the consumer's return queue
+
+ private:
+  friend class ChannelConsumer;
+  friend class ChannelMessage;
+  std::shared_ptr<Returns> returns_;
+  std::span<const std::byte> data_;
+  uint32_t descriptor_ = 0;
+  uint32_t generation_ = 0;
+  bool held_ = false;
+};
+
+/// One received message, owned by the caller and meant to be reused: a
+/// receive into it returns the body it held before, and fills it without
+/// allocating (the inline payload buffer grows once to the largest
+/// payload). It keeps its consumer's return queue (and registration) alive
+/// until it is Reset() or destroyed, also after the consumer is closed.
+class ALKAID_EXPORT ChannelMessage {
+ public:
+  ChannelMessage() = default;
+  ChannelMessage(ChannelMessage&&) noexcept = default;
+  ChannelMessage& operator=(ChannelMessage&&) noexcept = default;
+
+  uint64_t sequence() const { return sequence_; }
+  /// Inline bytes, copied out of the slot.
+  std::span<const std::byte> payload() const {
+    return {reinterpret_cast<const std::byte*>(words_.data()), payload_size_};
+  }
+  /// The body (empty for a message without body).
+  std::span<const std::byte> body() const { return body_.data(); }
+  bool has_body() const { return body_.valid(); }
+  /// Offset of body() from the start of the channel segment's payload.
+  uint64_t body_offset() const { return body_offset_; }
+  uint64_t user() const { return user_; }
+  uint32_t shape() const { return shape_; }
+  /// Messages this consumer lost just before this one (kDropOldest).
+  uint64_t lost_before() const { return lost_before_; }
+  /// Moves the body out, to be held beyond the next receive.
+  ChannelBlock TakeBody() { return std::move(body_); }
+  /// Returns the body now and lets go of the consumer.
+  void Reset() { body_.Reset(); }
+
+ private:
+  friend class ChannelConsumer;
+  std::vector<uint64_t> words_;
+  uint32_t payload_size_ = 0;
+  uint32_t shape_ = 0;
+  uint64_t sequence_ = 0;
+  uint64_t lost_before_ = 0;
+  uint64_t user_ = 0;
+  uint64_t body_offset_ = 0;
+  ChannelBlock body_;
+};
+
+/// A consumer of a channel, in any process.
+///
+/// Thread safety: one thread at a time. Received blocks may be used and
+/// dropped on any thread and outlive the consumer.
+class ALKAID_EXPORT ChannelConsumer {
+ public:
+  ~ChannelConsumer();  ///< Close()
+  ChannelConsumer(const ChannelConsumer&) = delete;
+  ChannelConsumer& operator=(const ChannelConsumer&) = delete;
+
+  /// Maps channel `name` read-only and registers: it receives every message
+  /// published after Open returns (with from_oldest, from the oldest still
+  /// held). KeyError if there is no such channel, CapacityError if every
+  /// registration is taken.
+  static Result<std::unique_ptr<ChannelConsumer>> Open(std::string_view name,
+                                                       const ChannelConsumerOptions& options = {});
+
+  /// Receives the next message into `out` if one is committed (returning
+  /// the body `out` held). False if none yet; EndOfStream once the producer
+  /// closed and everything was read; Invalid for a slot that names a body
+  /// outside the arena (the message is skipped); IOError if the producer
+  /// died.
+  Result<bool> TryReceive(ChannelMessage* out);
+
+  /// As TryReceive, waiting per WaitMode up to `timeout` (TimedOut).
+  Status Receive(ChannelMessage* out, std::chrono::nanoseconds timeout);
+
+  /// Copies shape `id`'s bytes into `out`. Invalid for an id out of range
+  /// or not written.
+  Status ReadShape(uint32_t id, std::vector<std::byte>* out) const;
+
+  /// The producer's sideband words as one set (all 0 if never set).
+  Result<std::array<uint64_t, kRingSidebandWords>> ReadSideband() const;
+
+  /// Stops receiving. Blocks still held return when dropped; the producer
+  /// finishes the registration then. Idempotent.
+  void Close();
+
+  /// Registration entry index.
+  uint32_t index() const;
+  /// Sequence of the next message this consumer reads.
+  uint64_t next_sequence() const { return cursor_; }
+  /// Messages lost so far (kDropOldest).
+  uint64_t lost_count() const { return lost_; }
+  const std::string& name() const;
+
+  struct Impl;
+
+ private:
+  explicit ChannelConsumer(std::unique_ptr<Impl> impl);
+  Status WaitForData(std::chrono::steady_clock::time_point deadline);
+  Result<bool> Accepted();
+
+  std::unique_ptr<Impl> impl_;
+  uint64_t cursor_ = 0;
+  uint64_t lost_ = 0;
+  uint64_t pending_lost_ = 0;
+  bool accepted_ = false;
+  bool closed_ = false;
+};
+
+/// Removes every name of channel `name`: the channel, its registry and the
+/// consumer segments it lists. For a producer that died; a live producer
+/// removes its names itself. KeyError if the channel segment is not there.
+ALKAID_EXPORT Status RemoveChannel(std::string_view name);
+
+}  // namespace alkaid::shm

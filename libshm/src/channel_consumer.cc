@@ -1,0 +1,559 @@
+// The consumer side of a channel: reads the producer's segment through a
+// read-only mapping and writes only its own segment (cursor, wait
+// announcement, close state, returns) and, at open and close, its
+// registration entry.
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "alkaid/common/process.h"
+#include "alkaid/shm/channel.h"
+#include "channel_internal.h"
+#include "channel_layout_internal.h"
+#include "futex_internal.h"
+#include "wait_internal.h"
+
+namespace alkaid::shm {
+
+using internal::ChannelGeometry;
+using internal::ChannelHeaderData;
+using internal::ChannelSlotData;
+using internal::ConsumerControlData;
+using internal::ConsumerSegHeaderData;
+using internal::RegistrationData;
+using internal::RegistryHeaderData;
+using Clock = std::chrono::steady_clock;
+
+// The consumer's return queue and everything a held block needs: it keeps
+// the channel mapped (the block's bytes) and the consumer's own segment
+// (where returns go), so blocks may outlive the ChannelConsumer. When the
+// last holder goes (the consumer closed and every block came back), it
+// tells the producer the consumer is done.
+struct ChannelBlock::Returns {
+  std::shared_ptr<Segment> channel;
+  std::shared_ptr<Segment> registry;
+  std::shared_ptr<Segment> own;
+  ConsumerSegHeaderData* header = nullptr;
+  std::atomic<uint64_t>* cells = nullptr;
+  uint32_t capacity = 0;
+  const ConsumerControlData* control = nullptr;
+  RegistryHeaderData* reg_header = nullptr;
+  std::atomic<uint64_t> reserve{0};      // next queue position to fill (process-local)
+  std::atomic<uint64_t> read_guess{0};   // the producer's returns_read, as last seen
+
+  Returns() = default;
+  Returns(const Returns&) = delete;
+  Returns& operator=(const Returns&) = delete;
+
+  ~Returns() {
+    // Release: every return queued above is visible before `done`; partner
+    // of the producer's acquire load of the state.
+    header->state.store(internal::kConsumerDone, std::memory_order_release);
+    reg_header->changes.fetch_add(1, std::memory_order_release);
+  }
+
+  // Queues the return of a block; any thread.
+  void Push(uint32_t descriptor, uint32_t generation) {
+    const uint64_t pos = reserve.fetch_add(1, std::memory_order_relaxed);
+    uint64_t read = read_guess.load(std::memory_order_relaxed);
+    if (pos - read >= capacity) {
+      // Cannot happen with an honest producer (the queue holds twice the
+      // blocks that can be live); wait for it to drain, within reason.
+      const auto deadline = Clock::now() + std::chrono::seconds(10);
+      while (true) {
+        // Acquire: partner of the producer's release store after draining.
+        read = control->returns_read.load(std::memory_order_acquire);
+        read_guess.store(read, std::memory_order_relaxed);
+        if (pos - read < capacity || Clock::now() >= deadline) break;
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+      if (pos - read >= capacity) return;  // the producer is gone or broken: nothing to tell
+    }
+    // Release: the producer's acquire load of the entry sees it whole.
+    cells[pos & (capacity - 1)].store(
+        internal::ReturnWord(internal::ReturnLap(pos, capacity), descriptor, generation),
+        std::memory_order_release);
+  }
+};
+
+// ---------------------------------------------------------------------------
+// ChannelBlock
+
+ChannelBlock::ChannelBlock(ChannelBlock&& other) noexcept
+    : returns_(std::move(other.returns_)),
+      data_(std::exchange(other.data_, {})),
+      descriptor_(other.descriptor_),
+      generation_(other.generation_),
+      held_(std::exchange(other.held_, false)) {}
+
+ChannelBlock& ChannelBlock::operator=(ChannelBlock&& other) noexcept {
+  if (this != &other) {
+    Reset();
+    returns_ = std::move(other.returns_);
+    data_ = std::exchange(other.data_, {});
+    descriptor_ = other.descriptor_;
+    generation_ = other.generation_;
+    held_ = std::exchange(other.held_, false);
+  }
+  return *this;
+}
+
+void ChannelBlock::Reset() {
+  if (held_) returns_->Push(descriptor_, generation_);
+  held_ = false;
+  returns_.reset();
+  data_ = {};
+}
+
+// ---------------------------------------------------------------------------
+// ChannelConsumer
+
+struct ChannelConsumer::Impl {
+  std::string name;
+  ChannelGeometry g;
+  ChannelConsumerOptions options;
+  std::shared_ptr<Segment> channel;  // read-only
+  std::shared_ptr<Segment> registry;
+  const ChannelHeaderData* header = nullptr;
+  const ConsumerControlData* control = nullptr;
+  RegistrationData* registration = nullptr;
+  RegistryHeaderData* reg_header = nullptr;
+  ConsumerSegHeaderData* own = nullptr;
+  std::shared_ptr<ChannelBlock::Returns> returns;
+  uint32_t index = 0;
+  uint64_t word = 0;  // our registration word, requested state
+  uint32_t producer_pid = 0;
+  uint32_t episode = 0;  // waiting episodes: odd while announced
+  bool drop = false;
+
+  const ChannelSlotData* Slot(uint64_t sequence) const {
+    return reinterpret_cast<const ChannelSlotData*>(channel->payload() + g.slots_offset +
+                                                    (sequence & g.mask) * g.slot_size);
+  }
+
+  // Stores our cursor and wakes a producer waiting on it for room.
+  void StoreCursor(uint64_t cursor) {
+    // seq_cst: the Dekker pair with the producer's seq_cst store of
+    // space_waiting before its reload of this cursor (WaitForRoom); with
+    // kDropOldest also the pair with its seq_cst odd store when it laps.
+    own->cursor.store(cursor, std::memory_order_seq_cst);
+    if (header->space_waiting.load(std::memory_order_seq_cst) == index + 1 &&
+        cursor >= header->space_target.load(std::memory_order_relaxed)) {
+      internal::FutexWakeAll(reinterpret_cast<std::atomic<uint32_t>*>(&own->cursor));
+    }
+  }
+
+  bool RegistrationLost() const {
+    const uint64_t now = registration->word.load(std::memory_order_acquire);
+    return internal::RegPid(now) != internal::RegPid(word) ||
+           internal::RegTag(now) != internal::RegTag(word);
+  }
+};
+
+ChannelConsumer::ChannelConsumer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+ChannelConsumer::~ChannelConsumer() { Close(); }
+
+Result<std::unique_ptr<ChannelConsumer>> ChannelConsumer::Open(
+    std::string_view name, const ChannelConsumerOptions& options) {
+  ALKAID_RETURN_NOT_OK(Segment::ValidateName(name));
+  if (name.size() + internal::kChannelNameReserve > kMaxSegmentNameLength) {
+    return Status::Invalid("channel name '", name, "' is too long");
+  }
+  auto impl = std::make_unique<Impl>();
+  Impl& d = *impl;
+  d.name = std::string(name);
+  d.options = options;
+  SegmentOpenOptions ro;
+  ro.read_only = true;
+  ALKAID_ASSIGN_OR_RAISE(d.channel, Segment::Open(name, SegmentKind::kChannel, ro));
+  if (d.channel->payload_size() < sizeof(ChannelHeaderData)) {
+    return Status::Invalid("channel '", name, "' is too small for its header");
+  }
+  d.header = reinterpret_cast<const ChannelHeaderData*>(d.channel->payload());
+  ALKAID_ASSIGN_OR_RAISE(d.g, internal::ReadChannelHeader(*d.header, d.channel->payload_size(),
+                                                          name));
+  d.producer_pid = d.header->producer_pid;
+  d.drop = d.g.policy == static_cast<uint32_t>(SlowConsumerPolicy::kDropOldest);
+
+  ALKAID_ASSIGN_OR_RAISE(d.registry, Segment::Open(d.name + std::string(internal::kRegistrySuffix),
+                                                   SegmentKind::kChannelRegistry));
+  if (d.registry->payload_size() <
+      sizeof(RegistryHeaderData) + uint64_t{d.g.max_consumers} * sizeof(RegistrationData)) {
+    return Status::Invalid("channel '", name, "': its registry is too small");
+  }
+  d.reg_header = reinterpret_cast<RegistryHeaderData*>(d.registry->payload());
+  if (d.reg_header->magic.load(std::memory_order_acquire) != internal::kRegistryMagic ||
+      d.reg_header->layout_version != internal::kChannelLayoutVersion ||
+      d.reg_header->max_consumers != d.g.max_consumers) {
+    return Status::Invalid("channel '", name, "': its registry does not match the channel");
+  }
+  auto* regs =
+      reinterpret_cast<RegistrationData*>(d.registry->payload() + sizeof(RegistryHeaderData));
+
+  // Claim an entry: a free one, else (second pass) one whose process died.
+  const uint32_t pid = static_cast<uint32_t>(::getpid());
+  const uint32_t tag =
+      (d.reg_header->tag_counter.fetch_add(1, std::memory_order_relaxed) + 1) & 0x3fffffffU;
+  const uint64_t claimed = internal::RegWord(pid, tag, internal::kRegClaimed);
+  uint32_t index = d.g.max_consumers;
+  for (int pass = 0; pass < 2 && index == d.g.max_consumers; ++pass) {
+    for (uint32_t k = 0; k < d.g.max_consumers; ++k) {
+      uint64_t expected = regs[k].word.load(std::memory_order_relaxed);
+      if (pass == 0 ? expected != 0 : (expected == 0 || !ProcessIsGone(internal::RegPid(expected)))) {
+        continue;
+      }
+      // acq_rel: acquire pairs with the release store that freed the entry;
+      // release orders our claim before our later stores.
+      if (regs[k].word.compare_exchange_strong(expected, claimed, std::memory_order_acq_rel,
+                                               std::memory_order_relaxed)) {
+        index = k;
+        break;
+      }
+    }
+  }
+  if (index == d.g.max_consumers) {
+    return Status::CapacityError("channel '", name, "': all ", d.g.max_consumers,
+                                 " consumer registrations are taken");
+  }
+  d.index = index;
+  d.registration = &regs[index];
+  auto unclaim = [&] {
+    uint64_t expected = claimed;
+    d.registration->word.compare_exchange_strong(expected, 0, std::memory_order_release,
+                                                 std::memory_order_relaxed);
+  };
+
+  const std::string own_name = internal::ConsumerSegmentName(name, index, tag);
+  SegmentOptions own_options;
+  own_options.access = SegmentAccess::kOwnerAndGroupRead;
+  auto own = Segment::Create(own_name,
+                             sizeof(ConsumerSegHeaderData) + uint64_t{d.g.return_capacity} * 8,
+                             SegmentKind::kChannelConsumer, own_options);
+  if (!own.ok()) {
+    unclaim();
+    return own.status().WithContext("channel '" + d.name + "': consumer segment");
+  }
+  d.own = reinterpret_cast<ConsumerSegHeaderData*>((*own)->payload());
+  d.own->layout_version = internal::kChannelLayoutVersion;
+  d.own->index = index;
+  d.own->registration = claimed;
+  d.own->return_capacity = d.g.return_capacity;
+  d.own->from_oldest = options.from_oldest ? 1 : 0;
+  // Release: partner of the producer's acquire load of the magic.
+  d.own->magic.store(internal::kConsumerSegMagic, std::memory_order_release);
+
+  auto returns = std::make_shared<ChannelBlock::Returns>();
+  returns->channel = d.channel;
+  returns->registry = d.registry;
+  returns->own = std::move(*own);
+  returns->header = d.own;
+  returns->cells = reinterpret_cast<std::atomic<uint64_t>*>(returns->own->payload() +
+                                                           sizeof(ConsumerSegHeaderData));
+  returns->capacity = d.g.return_capacity;
+  d.control = reinterpret_cast<const ConsumerControlData*>(d.channel->payload() +
+                                                          d.g.controls_offset) +
+              index;
+  returns->control = d.control;
+  returns->reg_header = d.reg_header;
+  d.returns = std::move(returns);
+
+  d.word = internal::RegWord(pid, tag, internal::kRegRequested);
+  uint64_t expected = claimed;
+  // Release: our segment is complete before the producer sees the request.
+  if (!d.registration->word.compare_exchange_strong(expected, d.word, std::memory_order_release,
+                                                    std::memory_order_relaxed)) {
+    return Status::Invalid("channel '", name, "': registration ", index,
+                           " was taken over while opening");
+  }
+  d.reg_header->changes.fetch_add(1, std::memory_order_release);
+  return std::unique_ptr<ChannelConsumer>(new ChannelConsumer(std::move(impl)));
+}
+
+// Whether the producer accepted us yet; sets our cursor when it did.
+Result<bool> ChannelConsumer::Accepted() {
+  Impl& d = *impl_;
+  // Acquire: partner of the producer's release store, after `start`.
+  if (d.control->accepted.load(std::memory_order_acquire) == d.word) {
+    cursor_ = d.control->start.load(std::memory_order_relaxed);
+    d.StoreCursor(cursor_);
+    accepted_ = true;
+    return true;
+  }
+  if (d.RegistrationLost()) {
+    return Status::Invalid("channel '", d.name, "': the producer refused registration ",
+                           d.index, " (its segment did not check out) or reclaimed it");
+  }
+  if (d.header->closed.load(std::memory_order_acquire) != 0) {
+    return Status::EndOfStream("channel '", d.name, "' closed");
+  }
+  return false;
+}
+
+Result<bool> ChannelConsumer::TryReceive(ChannelMessage* out) {
+  Impl& d = *impl_;
+  if (closed_) return Status::Invalid("consumer of channel '", d.name, "' is closed");
+  if (!accepted_) {
+    ALKAID_ASSIGN_OR_RAISE(const bool ok, Accepted());
+    if (!ok) return false;
+  }
+  while (true) {
+    const uint64_t c = cursor_;
+    const ChannelSlotData* slot = d.Slot(c);
+    const uint64_t want = 2 * c + 2;
+    // Acquire: partner of the producer's release store of the sequence.
+    const uint64_t seq = slot->sequence.load(std::memory_order_acquire);
+    if (seq < want) {
+      if (d.header->closed.load(std::memory_order_acquire) != 0 &&
+          d.header->write_sequence.load(std::memory_order_acquire) <= c) {
+        return Status::EndOfStream("channel '", d.name, "' closed after ", c, " messages");
+      }
+      return false;
+    }
+    bool lapped = seq != want;
+    uint64_t offset = 0, length = 0, block = 0, user = 0;
+    uint32_t size = 0, shape = 0;
+    if (!lapped) {
+      offset = slot->body_offset.load(std::memory_order_relaxed);
+      length = slot->body_length.load(std::memory_order_relaxed);
+      block = slot->block.load(std::memory_order_relaxed);
+      size = slot->payload_size.load(std::memory_order_relaxed);
+      shape = slot->shape.load(std::memory_order_relaxed);
+      user = slot->user.load(std::memory_order_relaxed);
+      if (size <= d.g.inline_capacity && size > 0) {
+        const auto* words = reinterpret_cast<const std::atomic<uint64_t>*>(slot + 1);
+        const uint32_t nwords = (size + 7) / 8;
+        if (out->words_.size() < nwords) out->words_.resize(nwords);
+        for (uint32_t i = 0; i < nwords; ++i) {
+          out->words_[i] = words[i].load(std::memory_order_relaxed);
+        }
+      }
+      // Acquire fence: partner of the producer's release fence after its odd
+      // store; if anything above came from a newer write, the re-check sees
+      // the change (the seqlock reader's half).
+      std::atomic_thread_fence(std::memory_order_acquire);
+      lapped = slot->sequence.load(std::memory_order_relaxed) != seq;
+    }
+    const uint32_t descriptor = static_cast<uint32_t>(block);
+    const uint32_t generation = static_cast<uint32_t>(block >> 32);
+    if (!lapped) {
+      // Everything from shared memory is checked before use: a slot naming
+      // bytes outside the arena is skipped (and its block never returned).
+      Status problem;
+      if (size > d.g.inline_capacity) {
+        problem = Status::Invalid("channel '", d.name, "': message ", c, " has ", size,
+                                  " inline bytes, more than the capacity ", d.g.inline_capacity);
+      } else if (block != 0 &&
+                 (descriptor >= d.g.block_count || generation == 0 ||
+                  offset < d.g.arena_offset || offset > d.g.arena_offset + d.g.arena_size ||
+                  (offset - d.g.arena_offset) % 64 != 0 ||
+                  length > d.g.arena_offset + d.g.arena_size - offset)) {
+        problem = Status::Invalid("channel '", d.name, "': message ", c, " names a body of ",
+                                  length, " bytes at offset ", offset, " (descriptor ",
+                                  descriptor, "), outside the arena [", d.g.arena_offset, ", ",
+                                  d.g.arena_offset + d.g.arena_size, ")");
+      }
+      if (!problem.ok()) {
+        cursor_ = c + 1;
+        d.StoreCursor(cursor_);
+        return problem;
+      }
+      d.StoreCursor(c + 1);
+      if (d.drop && slot->sequence.load(std::memory_order_seq_cst) != seq) {
+        // Lapped after we read a consistent slot: the producer may count the
+        // block as ours (it saw our cursor) or not; returning it is right
+        // either way (a return it does not expect is ignored).
+        if (block != 0) d.returns->Push(descriptor, generation);
+        lapped = true;
+      }
+    }
+    if (lapped) {
+      // The producer overwrote messages we had not read (kDropOldest): go to
+      // the oldest that may still be intact and count what was skipped.
+      // Acquire: partner of the producer's store of write_sequence.
+      const uint64_t w = d.header->write_sequence.load(std::memory_order_acquire);
+      const uint64_t next = std::max(c + 1, w >= d.g.slot_count ? w - d.g.slot_count : 0);
+      lost_ += next - c;
+      pending_lost_ += next - c;
+      cursor_ = next;
+      d.StoreCursor(next);
+      continue;
+    }
+    cursor_ = c + 1;
+    // The body `out` held goes back; the new one takes its place. The
+    // message keeps its reference to our return queue across receives.
+    ChannelBlock& body = out->body_;
+    if (body.held_) {
+      body.returns_->Push(body.descriptor_, body.generation_);
+      body.held_ = false;
+    }
+    if (block != 0) {
+      if (body.returns_ != d.returns) body.returns_ = d.returns;
+      body.data_ = {d.channel->payload() + offset, static_cast<std::size_t>(length)};
+      body.descriptor_ = descriptor;
+      body.generation_ = generation;
+      body.held_ = true;
+    } else {
+      body.data_ = {};
+    }
+    out->sequence_ = c;
+    out->payload_size_ = size;
+    out->shape_ = shape;
+    out->user_ = user;
+    out->body_offset_ = offset;
+    out->lost_before_ = pending_lost_;
+    pending_lost_ = 0;
+    return true;
+  }
+}
+
+Status ChannelConsumer::Receive(ChannelMessage* out, std::chrono::nanoseconds timeout) {
+  ALKAID_ASSIGN_OR_RAISE(bool got, TryReceive(out));
+  if (got) return Status::OK();
+  const auto deadline = internal::DeadlineAfter(timeout);
+  ALKAID_RETURN_NOT_OK(WaitForData(deadline));
+  while (true) {
+    ALKAID_ASSIGN_OR_RAISE(got, TryReceive(out));
+    if (got) return Status::OK();
+    if (Clock::now() >= deadline) {
+      return Status::TimedOut("channel '", impl_->name, "': no message within ",
+                              std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count(),
+                              " ms");
+    }
+    ALKAID_RETURN_NOT_OK(WaitForData(deadline));
+  }
+}
+
+// Waits until a message may be there (or the deadline): spins, then sleeps
+// on the channel's futex after announcing it in our own segment.
+Status ChannelConsumer::WaitForData(Clock::time_point deadline) {
+  Impl& d = *impl_;
+  const WaitMode mode = d.options.wait_mode;
+  auto there = [&] {
+    return d.header->write_sequence.load(std::memory_order_seq_cst) > cursor_ ||
+           d.header->closed.load(std::memory_order_acquire) != 0;
+  };
+  if (mode != WaitMode::kBlock) {
+    const uint32_t spins = mode == WaitMode::kBusyPoll ? 4096 : d.options.spin_iterations;
+    for (uint32_t i = 0; i < spins; ++i) {
+      if (there()) return Status::OK();
+      internal::CpuRelax();
+    }
+    if (mode == WaitMode::kBusyPoll) return Status::OK();  // the caller looks again
+  }
+  const auto now = Clock::now();
+  if (now >= deadline) return Status::OK();
+  // Acquire: partner of the producer's release increment before waking.
+  const uint32_t seen = d.header->data_futex.load(std::memory_order_acquire);
+  d.episode += 2;
+  // seq_cst: the Dekker pair with the producer's seq_cst store of
+  // write_sequence before its seq_cst load of this word (WakeSleepers).
+  d.own->waiting.store(d.episode | 1, std::memory_order_seq_cst);
+  if (!there() && accepted_) {
+    // Sleep in slices, so that a producer that died is noticed.
+    const auto slice = std::min<Clock::duration>(deadline - now, std::chrono::milliseconds(100));
+    internal::FutexWait(const_cast<std::atomic<uint32_t>*>(&d.header->data_futex), seen, slice);
+  } else if (!accepted_) {
+    // Not accepted yet: the producer accepts us at its next publish and wakes
+    // us then only if it counts us, which it does from that publish on.
+    internal::FutexWait(const_cast<std::atomic<uint32_t>*>(&d.header->data_futex), seen,
+                        std::min<Clock::duration>(deadline - now, std::chrono::milliseconds(1)));
+  }
+  d.own->waiting.store(d.episode, std::memory_order_relaxed);
+  if (!there() && ProcessIsGone(d.producer_pid)) {
+    return Status::IOError("channel '", d.name, "': its producer (pid ", d.producer_pid,
+                           ") is gone");
+  }
+  return Status::OK();
+}
+
+Status ChannelConsumer::ReadShape(uint32_t id, std::vector<std::byte>* out) const {
+  const Impl& d = *impl_;
+  if (id == 0 || id > d.g.shape_count) {
+    return Status::Invalid("channel '", d.name, "': shape ", id, " is out of range 1..",
+                           d.g.shape_count);
+  }
+  const auto* entry = reinterpret_cast<const internal::ShapeEntryData*>(
+      d.channel->payload() + d.g.shapes_offset + uint64_t{id - 1} * d.g.shape_size);
+  // Acquire: partner of the producer's release store in AddShape.
+  const uint32_t n = entry->size_plus_one.load(std::memory_order_acquire);
+  const uint64_t room = d.g.shape_size - sizeof(internal::ShapeEntryData);
+  if (n == 0 || n - 1 > room) {
+    return Status::Invalid("channel '", d.name, "': shape ", id, " is not there");
+  }
+  const uint32_t size = n - 1;
+  out->resize(size);
+  const auto* words = reinterpret_cast<const std::atomic<uint64_t>*>(entry + 1);
+  for (uint32_t i = 0; i * 8 < size; ++i) {
+    const uint64_t w = words[i].load(std::memory_order_relaxed);
+    std::memcpy(out->data() + i * 8, &w, std::min<uint32_t>(8, size - i * 8));
+  }
+  return Status::OK();
+}
+
+Result<std::array<uint64_t, kRingSidebandWords>> ChannelConsumer::ReadSideband() const {
+  const ChannelHeaderData* h = impl_->header;
+  std::array<uint64_t, kRingSidebandWords> words{};
+  // A write takes a few stores; a version that stays odd this long belongs
+  // to a producer that stopped writing (or a hostile one).
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    // Acquire: partner of the release store of the even version.
+    const uint64_t before = h->sideband_version.load(std::memory_order_acquire);
+    if ((before & 1) == 0) {
+      for (std::size_t i = 0; i < kRingSidebandWords; ++i) {
+        words[i] = h->sideband[i].load(std::memory_order_relaxed);
+      }
+      // Acquire fence: partner of the writer's release fence after its odd
+      // store.
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (h->sideband_version.load(std::memory_order_relaxed) == before) return words;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(1));
+  }
+  return Status::TimedOut("channel '", impl_->name, "': the sideband stayed mid-write");
+}
+
+void ChannelConsumer::Close() {
+  if (closed_) return;
+  closed_ = true;
+  Impl& d = *impl_;
+  uint64_t expected = d.word;
+  // Release: our last cursor store is visible before the producer sees us
+  // closed (it releases what we did not read from there).
+  d.registration->word.compare_exchange_strong(
+      expected, internal::RegWithState(d.word, internal::kRegClosed), std::memory_order_release,
+      std::memory_order_relaxed);
+  d.reg_header->changes.fetch_add(1, std::memory_order_release);
+  d.returns.reset();  // the last held block's return finishes us
+}
+
+uint32_t ChannelConsumer::index() const { return impl_->index; }
+const std::string& ChannelConsumer::name() const { return impl_->name; }
+
+Status RemoveChannel(std::string_view name) {
+  ALKAID_RETURN_NOT_OK(Segment::ValidateName(name));
+  const std::string reg_name = std::string(name) + std::string(internal::kRegistrySuffix);
+  auto registry = Segment::Open(reg_name, SegmentKind::kChannelRegistry);
+  if (registry.ok() && (*registry)->payload_size() >= sizeof(RegistryHeaderData)) {
+    const auto* h = reinterpret_cast<const RegistryHeaderData*>((*registry)->payload());
+    const uint64_t room = ((*registry)->payload_size() - sizeof(RegistryHeaderData)) /
+                          sizeof(RegistrationData);
+    const uint32_t count = static_cast<uint32_t>(std::min<uint64_t>(h->max_consumers, room));
+    const auto* regs = reinterpret_cast<const RegistrationData*>((*registry)->payload() +
+                                                                 sizeof(RegistryHeaderData));
+    for (uint32_t k = 0; k < count; ++k) {
+      const uint64_t word = regs[k].word.load(std::memory_order_acquire);
+      if (word == 0) continue;
+      (void)Segment::Remove(internal::ConsumerSegmentName(name, k, internal::RegTag(word)));
+    }
+  }
+  (void)Segment::Remove(reg_name);
+  return Segment::Remove(name);
+}
+
+}  // namespace alkaid::shm

@@ -1,0 +1,58 @@
+#pragma once
+
+// Private: what the producer and consumer sides of a channel share besides
+// the layout structs: the geometry, its checks, and segment names.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "alkaid/common/result.h"
+#include "alkaid/shm/channel.h"
+#include "channel_layout_internal.h"
+
+namespace alkaid::shm::internal {
+
+/// Suffix of a channel's registry segment.
+inline constexpr std::string_view kRegistrySuffix = ".reg";
+/// Characters a channel name leaves for the longest suffix
+/// (".c<index>.<tag>": 2 + 3 + 1 + 10, with a margin).
+inline constexpr std::size_t kChannelNameReserve = 24;
+
+/// Where everything is in a channel segment's payload, and its counts.
+/// Computed by the producer from its options, and by each consumer from
+/// the (untrusted) header, checked, then kept in private memory.
+struct ChannelGeometry {
+  uint32_t policy = 0;
+  uint32_t slot_count = 0;
+  uint64_t mask = 0;
+  uint32_t inline_capacity = 0;
+  uint32_t slot_size = 0;
+  uint32_t max_consumers = 0;
+  uint32_t block_count = 0;
+  uint32_t return_capacity = 0;
+  uint32_t shape_count = 0;
+  uint32_t shape_size = 0;
+  uint64_t controls_offset = 0;
+  uint64_t slots_offset = 0;
+  uint64_t shapes_offset = 0;
+  uint64_t arena_offset = 0;
+  uint64_t arena_size = 0;
+  uint64_t total_size = 0;  ///< payload bytes
+};
+
+/// The geometry for `options`; Invalid for options out of range.
+Result<ChannelGeometry> ComputeChannelGeometry(const ChannelOptions& options);
+
+/// Writes every header field but the magic.
+void WriteChannelHeader(const ChannelGeometry& g, ChannelHeaderData* header);
+
+/// Reads and checks a mapped channel's header: the magic, version and every
+/// count and offset must be what the counts imply and fit `payload_size`.
+Result<ChannelGeometry> ReadChannelHeader(const ChannelHeaderData& header, uint64_t payload_size,
+                                          std::string_view name);
+
+/// "<channel>.c<index>.<tag>".
+std::string ConsumerSegmentName(std::string_view channel, uint32_t index, uint32_t tag);
+
+}  // namespace alkaid::shm::internal

@@ -1,0 +1,221 @@
+#pragma once
+
+// Private: shared-memory layout of a channel (see docs/SHM_LAYOUT.md,
+// "Channel"). Three kinds of segment, each written by one party:
+//
+//   <name>          the producer's: header, one control line per consumer,
+//                   slots, shape table, arena. Consumers map it read-only.
+//   <name>.reg      the registrations: a consumer claims an entry (one CAS)
+//                   when it opens and marks it when it closes; the producer
+//                   frees it. Touched only at open and close.
+//   <name>.c<k>.<t> consumer k's own: its cursor, its wait announcement, its
+//                   close state and its return queue. The producer maps it
+//                   read-only.
+//
+// Nothing on the data path is written by two parties: the producer writes
+// slots and its control lines, each consumer its own segment.
+
+#include <atomic>
+#include <cstdint>
+
+#include "alkaid/shm/channel.h"
+#include "layout_internal.h"
+
+namespace alkaid::shm::internal {
+
+/// "ALKCHAN1", "ALKCREG1", "ALKCCON1" as little-endian 64-bit integers.
+inline constexpr uint64_t kChannelMagic = 0x314e4148434b4c41ULL;
+inline constexpr uint64_t kRegistryMagic = 0x31474552434b4c41ULL;
+inline constexpr uint64_t kConsumerSegMagic = 0x314e4f43434b4c41ULL;
+inline constexpr uint32_t kChannelLayoutVersion = 1;
+
+/// Channel header: immutable geometry, then one line per writer role.
+struct alignas(kCacheLineSize) ChannelHeaderData {
+  // --- lines 0-1: immutable after creation. `magic` is stored last
+  // (release) by ChannelProducer::Create; ChannelConsumer::Open loads it
+  // (acquire, partner) before reading the rest.
+  std::atomic<uint64_t> magic;
+  uint32_t layout_version;
+  uint32_t policy;           ///< SlowConsumerPolicy
+  uint32_t slot_count;       ///< power of two
+  uint32_t slot_size;        ///< 64 + inline_capacity
+  uint32_t inline_capacity;  ///< multiple of 64
+  uint32_t max_consumers;
+  uint32_t block_count;      ///< block descriptors (live blocks at most)
+  uint32_t return_capacity;  ///< entries per consumer return queue, power of two
+  uint32_t shape_count;      ///< entries of the shape table
+  uint32_t shape_size;       ///< bytes per shape entry: 64-byte header + inline_capacity
+  uint32_t producer_pid;     ///< the producer; consumers check it is alive
+  uint32_t reserved0;
+  uint64_t controls_offset;  ///< from the payload start
+  uint64_t slots_offset;
+  uint64_t shapes_offset;
+  uint64_t arena_offset;
+  uint64_t arena_size;
+  uint8_t pad0[2 * kCacheLineSize - 96];
+
+  // --- line 2: the producer, per publish.
+  /// Messages committed. Stored (release) after each slot commit. Read by
+  /// consumers only when they find nothing (end of stream) or were lapped.
+  std::atomic<uint64_t> write_sequence;
+  /// 1 once the producer closed the stream (release; consumers acquire).
+  std::atomic<uint32_t> closed;
+  uint8_t pad2[kCacheLineSize - 12];
+
+  // --- line 3: the consumers' futex. The producer bumps it (release) and
+  // FUTEX_WAKEs when a consumer announced it sleeps (ConsumerSegHeaderData::
+  // waiting); consumers FUTEX_WAIT on it (read-only mapping: waiting needs
+  // read access only).
+  std::atomic<uint32_t> data_futex;
+  uint8_t pad3[kCacheLineSize - 4];
+
+  // --- line 4: the producer's wait for room (kBlockProducer). Non-zero while
+  // it waits: 1 + the index of the consumer whose cursor it waits on, and
+  // the sequence that cursor must reach. A consumer whose cursor crosses it
+  // FUTEX_WAKEs its own cursor word.
+  std::atomic<uint64_t> space_waiting;
+  std::atomic<uint64_t> space_target;
+  uint8_t pad4[kCacheLineSize - 16];
+
+  // --- line 5: the sideband, a seqlock (odd version while written).
+  std::atomic<uint64_t> sideband_version;
+  std::atomic<uint64_t> sideband[kRingSidebandWords];
+  uint8_t pad5[kCacheLineSize - 8 - 8 * kRingSidebandWords];
+};
+ALKAID_SHM_PLAIN_DATA(ChannelHeaderData, 6 * kCacheLineSize);
+
+/// The producer's line about consumer k (it alone writes it).
+struct alignas(kCacheLineSize) ConsumerControlData {
+  /// The registration word of the consumer the producer accepted in entry
+  /// k, or 0. Stored (release) after `start`; the consumer acquires it.
+  std::atomic<uint64_t> accepted;
+  /// The first sequence the consumer reads.
+  std::atomic<uint64_t> start;
+  /// Entries of the consumer's return queue the producer has consumed.
+  /// Stored (release) after draining; partner of the consumer's acquire
+  /// load when its queue looks full.
+  std::atomic<uint64_t> returns_read;
+  uint8_t pad[kCacheLineSize - 24];
+};
+ALKAID_SHM_PLAIN_DATA(ConsumerControlData, kCacheLineSize);
+
+/// Slot header: everything a consumer reads to learn of a message, in one
+/// line. The inline payload follows as 64-bit atomic words.
+struct alignas(kCacheLineSize) ChannelSlotData {
+  /// 2n+1 while message n is written, 2n+2 once committed (a seqlock).
+  std::atomic<uint64_t> sequence;
+  /// Payload offset of the body's first byte; its length.
+  std::atomic<uint64_t> body_offset;
+  std::atomic<uint64_t> body_length;
+  /// generation << 32 | descriptor of the body's block; 0 without body.
+  std::atomic<uint64_t> block;
+  /// Inline payload bytes; the shape id (0: none) the message refers to.
+  std::atomic<uint32_t> payload_size;
+  std::atomic<uint32_t> shape;
+  /// A word for the layer above (ChannelProducer::Publish's `user`).
+  std::atomic<uint64_t> user;
+  uint8_t pad[kCacheLineSize - 48];
+};
+ALKAID_SHM_PLAIN_DATA(ChannelSlotData, kCacheLineSize);
+
+/// Shape table entry header; the bytes follow as 64-bit words. Written once
+/// by the producer before any message refers to it (release store of
+/// `size_plus_one`), never changed after.
+struct alignas(kCacheLineSize) ShapeEntryData {
+  std::atomic<uint32_t> size_plus_one;  ///< 0: unused
+  uint8_t pad[kCacheLineSize - 4];
+};
+ALKAID_SHM_PLAIN_DATA(ShapeEntryData, kCacheLineSize);
+
+// --- registry segment ------------------------------------------------------
+
+/// Registration states (low two bits of a registration word).
+inline constexpr uint64_t kRegFree = 0;
+inline constexpr uint64_t kRegClaimed = 1;    ///< the consumer is creating its segment
+inline constexpr uint64_t kRegRequested = 2;  ///< its segment is ready; the producer accepts it
+inline constexpr uint64_t kRegClosed = 3;     ///< it stopped receiving; the producer finishes it
+
+constexpr uint64_t RegWord(uint32_t pid, uint32_t tag, uint64_t state) {
+  return (uint64_t{pid} << 32) | (uint64_t{tag & 0x3fffffffU} << 2) | state;
+}
+constexpr uint32_t RegPid(uint64_t word) { return static_cast<uint32_t>(word >> 32); }
+constexpr uint32_t RegTag(uint64_t word) { return static_cast<uint32_t>(word >> 2) & 0x3fffffffU; }
+constexpr uint64_t RegState(uint64_t word) { return word & 3; }
+constexpr uint64_t RegWithState(uint64_t word, uint64_t state) { return (word & ~uint64_t{3}) | state; }
+
+struct alignas(kCacheLineSize) RegistryHeaderData {
+  // line 0: immutable.
+  std::atomic<uint64_t> magic;
+  uint32_t layout_version;
+  uint32_t max_consumers;
+  uint8_t pad0[kCacheLineSize - 16];
+  // line 1: bumped by consumers (release) after a state change the producer
+  // must act on; the producer compares it with the value it last handled
+  // (acquire), one load per publish.
+  std::atomic<uint64_t> changes;
+  /// Tags for registration words, so a reused entry never shows an old word.
+  std::atomic<uint32_t> tag_counter;
+  uint8_t pad1[kCacheLineSize - 12];
+};
+ALKAID_SHM_PLAIN_DATA(RegistryHeaderData, 2 * kCacheLineSize);
+
+struct alignas(kCacheLineSize) RegistrationData {
+  /// RegWord(pid, tag, state). A consumer claims a free entry with a CAS
+  /// (acq_rel), moves it claimed -> requested -> closed; the producer (or
+  /// a reclaimer, for a dead consumer) stores 0 (release) when done.
+  std::atomic<uint64_t> word;
+  uint8_t pad[kCacheLineSize - 8];
+};
+ALKAID_SHM_PLAIN_DATA(RegistrationData, kCacheLineSize);
+
+// --- consumer segment ------------------------------------------------------
+
+/// Consumer close states (ConsumerSegHeaderData::state).
+inline constexpr uint32_t kConsumerOpen = 0;
+inline constexpr uint32_t kConsumerClosed = 1;  ///< receives no more; may still hold blocks
+inline constexpr uint32_t kConsumerDone = 2;    ///< holds nothing; every return is queued
+
+struct alignas(kCacheLineSize) ConsumerSegHeaderData {
+  // line 0: immutable.
+  std::atomic<uint64_t> magic;
+  uint32_t layout_version;
+  uint32_t index;            ///< its registration entry
+  uint64_t registration;     ///< RegWord(pid, tag, kRegClaimed)
+  uint32_t return_capacity;  ///< power of two
+  uint32_t from_oldest;      ///< 1: start at the oldest message still held
+  uint8_t pad0[kCacheLineSize - 32];
+  // line 1: the cursor, next sequence to read. Stored by the consumer
+  // (release; seq_cst with kDropOldest, see docs); the producer loads it
+  // when it needs room. Its low half is the futex word a producer waiting
+  // for room sleeps on.
+  std::atomic<uint64_t> cursor;
+  uint8_t pad1[kCacheLineSize - 8];
+  // line 2: 1 while the consumer is about to sleep on the channel's
+  // data_futex (seq_cst store; the producer's seq_cst load after its
+  // write_sequence store is the Dekker partner).
+  std::atomic<uint32_t> waiting;
+  uint8_t pad2[kCacheLineSize - 4];
+  // line 3: close state (kConsumerOpen/Closed/Done), stored with release.
+  std::atomic<uint32_t> state;
+  uint8_t pad3[kCacheLineSize - 4];
+  // then: std::atomic<uint64_t> returns[return_capacity], one per returned
+  // block: ReturnWord(lap, descriptor, generation).
+};
+ALKAID_SHM_PLAIN_DATA(ConsumerSegHeaderData, 4 * kCacheLineSize);
+
+/// A return queue entry: the block's generation and descriptor, and which
+/// lap of the queue it was written in (1..255, so a zero word, or one from
+/// the previous lap, is never taken for a new entry).
+constexpr uint64_t ReturnLap(uint64_t position, uint32_t capacity) {
+  return (position / capacity) % 255 + 1;
+}
+constexpr uint64_t ReturnWord(uint64_t lap, uint32_t descriptor, uint32_t generation) {
+  return (uint64_t{generation} << 32) | (uint64_t{descriptor & 0xffffffU} << 8) | lap;
+}
+
+/// Packs a block's identity for a slot: 0 means no body.
+constexpr uint64_t PackBlock(uint32_t descriptor, uint32_t generation) {
+  return (uint64_t{generation} << 32) | descriptor;
+}
+
+}  // namespace alkaid::shm::internal

@@ -1,0 +1,925 @@
+// The producer side of a channel: the only writer of the channel segment,
+// and the only keeper of block lifetimes (in its private memory).
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "alkaid/common/process.h"
+#include "alkaid/shm/channel.h"
+#include "channel_internal.h"
+#include "channel_layout_internal.h"
+#include "free_ranges_internal.h"
+#include "futex_internal.h"
+#include "wait_internal.h"
+
+namespace alkaid::shm {
+
+using internal::ChannelGeometry;
+using internal::ChannelHeaderData;
+using internal::ChannelSlotData;
+using internal::ConsumerControlData;
+using internal::ConsumerSegHeaderData;
+using internal::RegistrationData;
+using internal::RegistryHeaderData;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr uint32_t kNoBlock = UINT32_MAX;
+constexpr uint32_t kHolderWords = kMaxRingConsumers / 64;
+
+enum class BlockState : uint8_t { kFree, kCached, kLoaned, kLive };
+
+// A block descriptor, private to the producer. A block is live from its
+// publish until the ring's reference is dropped (its slot is overwritten,
+// or space is needed and every consumer passed it) and every consumer that
+// was given it returned it (or was finished or reclaimed).
+struct Block {
+  uint64_t offset = 0;    // payload offset of the first data byte
+  uint64_t capacity = 0;  // arena bytes, multiple of 64
+  uint32_t generation = 0;
+  BlockState state = BlockState::kFree;
+  bool ring_ref = false;
+  uint64_t holders[kHolderWords] = {};
+  uint32_t next_cached = kNoBlock;  // kCached: next block of its size class
+};
+
+bool AnyHolder(const Block& b) {
+  for (uint64_t w : b.holders) {
+    if (w != 0) return true;
+  }
+  return false;
+}
+
+bool TestBit(const uint64_t* words, uint32_t k) { return (words[k / 64] >> (k % 64)) & 1; }
+void SetBit(uint64_t* words, uint32_t k) { words[k / 64] |= uint64_t{1} << (k % 64); }
+void ClearBit(uint64_t* words, uint32_t k) { words[k / 64] &= ~(uint64_t{1} << (k % 64)); }
+
+// Freed blocks of one capacity, kept with their space (LIFO: the most
+// recently used, the warmest in the caches, first).
+struct SizeClass {
+  uint64_t capacity = 0;
+  uint32_t head = kNoBlock;
+};
+
+// What the producer knows of consumer k.
+struct ConsumerState {
+  bool accepted = false;
+  bool closed = false;     // stopped receiving: not counted for room or new messages
+  uint64_t word = 0;       // its registration word (requested state)
+  uint64_t start = 0;      // first sequence it reads
+  std::shared_ptr<Segment> segment;  // read-only
+  const ConsumerSegHeaderData* header = nullptr;
+  const std::atomic<uint64_t>* returns = nullptr;
+  uint32_t return_capacity = 0;
+  uint64_t returns_read = 0;
+  uint32_t last_woken = 0;  // the waiting episode last woken
+};
+
+}  // namespace
+
+struct ChannelLoan::Owner {
+  ChannelOptions options;
+  std::string name;
+  ChannelGeometry g;
+  std::shared_ptr<Segment> segment;
+  std::shared_ptr<Segment> registry;
+  ChannelHeaderData* header = nullptr;
+  ConsumerControlData* controls = nullptr;
+  RegistryHeaderData* reg_header = nullptr;
+  RegistrationData* regs = nullptr;
+
+  std::vector<Block> blocks;
+  std::vector<uint32_t> free_descriptors;  // LIFO
+  std::vector<SizeClass> classes;
+  internal::FreeRanges ranges;
+  uint32_t next_generation = 1;
+  uint64_t blocks_live = 0;
+
+  std::vector<uint32_t> slot_block;  // the block of the message in each slot
+  uint64_t next_sequence = 0;
+  uint32_t shapes_used = 0;
+  bool closed = false;
+
+  std::vector<ConsumerState> consumers;
+  uint64_t counted[kHolderWords] = {};  // accepted, not closed: room and new messages
+  uint32_t counted_count = 0;
+  uint64_t min_cursor = 0;              // lower bound of the counted consumers' cursors
+  uint64_t registry_seen = 0;
+  Clock::time_point next_liveness = Clock::now();
+  uint32_t publishes_since_clock = 0;
+  ChannelStats stats;
+
+  ChannelSlotData* Slot(uint64_t sequence) const {
+    return reinterpret_cast<ChannelSlotData*>(segment->payload() + g.slots_offset +
+                                              (sequence & g.mask) * g.slot_size);
+  }
+
+  // The cursor consumer k reads from next, as far as the producer can tell
+  // (its segment starts at 0 until it learns its start).
+  uint64_t Cursor(const ConsumerState& c, std::memory_order order) const {
+    return std::max(c.header->cursor.load(order), c.start);
+  }
+
+  std::string ConsumerSegmentName(uint32_t index, uint64_t word) const {
+    return internal::ConsumerSegmentName(name, index, internal::RegTag(word));
+  }
+
+  // --- blocks --------------------------------------------------------------
+
+  void FreeBlock(uint32_t d) {
+    Block& b = blocks[d];
+    --blocks_live;
+    for (SizeClass& c : classes) {
+      if (c.capacity == b.capacity) {
+        b.state = BlockState::kCached;
+        b.next_cached = c.head;
+        c.head = d;
+        return;
+      }
+    }
+    if (classes.size() < 16) {
+      classes.push_back({b.capacity, d});
+      b.state = BlockState::kCached;
+      b.next_cached = kNoBlock;
+      return;
+    }
+    ranges.Add(b.offset, b.capacity);
+    b.state = BlockState::kFree;
+    free_descriptors.push_back(d);
+  }
+
+  void MaybeFree(uint32_t d) {
+    Block& b = blocks[d];
+    if (b.state == BlockState::kLive && !b.ring_ref && !AnyHolder(b)) FreeBlock(d);
+  }
+
+  // Gives the cached blocks' space back to the free ranges (so that it can
+  // be carved into other sizes).
+  void FlushClasses() {
+    for (SizeClass& c : classes) {
+      for (uint32_t d = c.head; d != kNoBlock;) {
+        Block& b = blocks[d];
+        const uint32_t next = b.next_cached;
+        ranges.Add(b.offset, b.capacity);
+        b.state = BlockState::kFree;
+        b.next_cached = kNoBlock;
+        free_descriptors.push_back(d);
+        d = next;
+      }
+    }
+    classes.clear();
+  }
+
+  // One attempt: a cached block of this capacity, else carved space.
+  uint32_t TryTake(uint64_t capacity) {
+    for (SizeClass& c : classes) {
+      if (c.capacity == capacity && c.head != kNoBlock) {
+        const uint32_t d = c.head;
+        c.head = blocks[d].next_cached;
+        blocks[d].next_cached = kNoBlock;
+        return d;
+      }
+    }
+    if (free_descriptors.empty()) return kNoBlock;
+    auto offset = ranges.Take(capacity);
+    if (!offset) return kNoBlock;
+    const uint32_t d = free_descriptors.back();
+    free_descriptors.pop_back();
+    blocks[d].offset = *offset;
+    blocks[d].capacity = capacity;
+    return d;
+  }
+
+  // --- consumers -------------------------------------------------------------
+
+  void Return(uint32_t k, uint32_t d, uint32_t generation) {
+    if (d >= blocks.size() || blocks[d].state != BlockState::kLive ||
+        blocks[d].generation != generation || !TestBit(blocks[d].holders, k)) {
+      ++stats.bogus_returns;  // a duplicate after a lap (kDropOldest), or a buggy consumer
+      return;
+    }
+    ClearBit(blocks[d].holders, k);
+    ++stats.returns;
+    MaybeFree(d);
+  }
+
+  void DrainReturns(uint32_t k) {
+    ConsumerState& c = consumers[k];
+    if (!c.accepted) return;
+    uint64_t pos = c.returns_read;
+    const uint32_t cap = c.return_capacity;
+    while (true) {
+      // Acquire: partner of the consumer's release store of the entry.
+      const uint64_t v = c.returns[pos & (cap - 1)].load(std::memory_order_acquire);
+      if ((v & 0xff) != internal::ReturnLap(pos, cap)) break;
+      Return(k, static_cast<uint32_t>(v >> 8) & 0xffffffU, static_cast<uint32_t>(v >> 32));
+      ++pos;
+    }
+    if (pos != c.returns_read) {
+      c.returns_read = pos;
+      // Release: the consumer reuses the entries below `pos` after its
+      // acquire load of this word.
+      controls[k].returns_read.store(pos, std::memory_order_release);
+    }
+  }
+
+  void DrainAllReturns() {
+    for (uint32_t k = 0; k < g.max_consumers; ++k) DrainReturns(k);
+  }
+
+  // Forgets consumer k's bit on every block (it died, or finished and
+  // claims to hold nothing).
+  void ClearHolder(uint32_t k) {
+    for (uint32_t d = 0; d < blocks.size(); ++d) {
+      if (blocks[d].state == BlockState::kLive && TestBit(blocks[d].holders, k)) {
+        ClearBit(blocks[d].holders, k);
+        MaybeFree(d);
+      }
+    }
+  }
+
+  void StopCounting(uint32_t k) {
+    if (TestBit(counted, k)) {
+      ClearBit(counted, k);
+      --counted_count;
+    }
+  }
+
+  // Consumer k stops receiving at `cursor`: the messages it has not read
+  // are no longer its to return.
+  void ReleaseUnread(uint32_t k, uint64_t cursor) {
+    const uint64_t first = std::max(cursor, next_sequence > g.slot_count
+                                                ? next_sequence - g.slot_count
+                                                : uint64_t{0});
+    for (uint64_t m = first; m < next_sequence; ++m) {
+      const uint32_t d = slot_block[m & g.mask];
+      if (d != kNoBlock && blocks[d].state == BlockState::kLive && TestBit(blocks[d].holders, k)) {
+        ClearBit(blocks[d].holders, k);
+        MaybeFree(d);
+      }
+    }
+  }
+
+  void Forget(uint32_t k, uint64_t word) {
+    ConsumerState& c = consumers[k];
+    const std::string seg_name = ConsumerSegmentName(k, word);
+    c = ConsumerState{};
+    controls[k].accepted.store(0, std::memory_order_release);
+    (void)Segment::Remove(seg_name);  // KeyError if never created: fine
+    // Release: partner of the acquire CAS of the next claim of the entry.
+    uint64_t expected = regs[k].word.load(std::memory_order_relaxed);
+    if (internal::RegPid(expected) == internal::RegPid(word) &&
+        internal::RegTag(expected) == internal::RegTag(word)) {
+      regs[k].word.compare_exchange_strong(expected, 0, std::memory_order_release,
+                                           std::memory_order_relaxed);
+    }
+  }
+
+  // A consumer that died, or whose entry was taken over: releases exactly
+  // what it held.
+  void Reclaim(uint32_t k) {
+    ConsumerState& c = consumers[k];
+    const uint64_t word = c.word;
+    if (c.accepted) {
+      StopCounting(k);
+      ClearHolder(k);
+      ++stats.consumers_reclaimed;
+    }
+    Forget(k, word);
+  }
+
+  void Accept(uint32_t k, uint64_t word) {
+    const std::string seg_name = ConsumerSegmentName(k, word);
+    auto opened = Segment::Open(seg_name, SegmentKind::kChannelConsumer,
+                                SegmentOpenOptions{.prefault = true, .read_only = true});
+    const ConsumerSegHeaderData* h = nullptr;
+    bool ok = opened.ok() && (*opened)->payload_size() >= sizeof(ConsumerSegHeaderData);
+    if (ok) {
+      h = reinterpret_cast<const ConsumerSegHeaderData*>((*opened)->payload());
+      // Acquire: partner of the consumer's release store of its magic.
+      ok = h->magic.load(std::memory_order_acquire) == internal::kConsumerSegMagic &&
+           h->layout_version == internal::kChannelLayoutVersion && h->index == k &&
+           h->registration == internal::RegWithState(word, internal::kRegClaimed) &&
+           h->return_capacity == g.return_capacity &&
+           (*opened)->payload_size() >=
+               sizeof(ConsumerSegHeaderData) + uint64_t{g.return_capacity} * 8;
+    }
+    if (!ok) {
+      // Not a consumer we can serve (its segment is missing or malformed):
+      // free the entry; the consumer sees its registration gone.
+      Forget(k, word);
+      return;
+    }
+    ConsumerState& c = consumers[k];
+    c.accepted = true;
+    c.word = word;
+    c.segment = std::move(*opened);
+    c.header = h;
+    c.returns = reinterpret_cast<const std::atomic<uint64_t>*>(c.segment->payload() +
+                                                               sizeof(ConsumerSegHeaderData));
+    c.return_capacity = g.return_capacity;
+    c.returns_read = 0;
+    c.last_woken = 0;
+    uint64_t start = next_sequence;
+    if (h->from_oldest != 0) {
+      // The oldest message from which on every body is still held by the
+      // ring: exact, nothing from there on can be gone.
+      const uint64_t oldest = next_sequence > g.slot_count ? next_sequence - g.slot_count : 0;
+      while (start > oldest) {
+        const uint32_t d = slot_block[(start - 1) & g.mask];
+        const ChannelSlotData* slot = Slot(start - 1);
+        const bool has_body = slot->block.load(std::memory_order_relaxed) != 0;
+        if (has_body && (d == kNoBlock || !blocks[d].ring_ref)) break;
+        --start;
+      }
+      for (uint64_t m = start; m < next_sequence; ++m) {
+        const uint32_t d = slot_block[m & g.mask];
+        if (d != kNoBlock && blocks[d].ring_ref) SetBit(blocks[d].holders, k);
+      }
+    }
+    c.start = start;
+    controls[k].returns_read.store(0, std::memory_order_relaxed);
+    controls[k].start.store(start, std::memory_order_relaxed);
+    // Release: publishes `start`; partner of the consumer's acquire load.
+    controls[k].accepted.store(word, std::memory_order_release);
+    SetBit(counted, k);
+    ++counted_count;
+    min_cursor = std::min(min_cursor, start);
+    ++stats.consumers_accepted;
+  }
+
+  // Looks at every registration: new consumers, closed ones, finished ones,
+  // entries taken over.
+  void ProcessRegistry() {
+    for (uint32_t k = 0; k < g.max_consumers; ++k) {
+      // Acquire: partner of the consumer's release CAS of its entry.
+      const uint64_t word = regs[k].word.load(std::memory_order_acquire);
+      ConsumerState& c = consumers[k];
+      const uint64_t state = internal::RegState(word);
+      const bool same = c.accepted && internal::RegPid(word) == internal::RegPid(c.word) &&
+                        internal::RegTag(word) == internal::RegTag(c.word);
+      if (c.accepted && !same) Reclaim(k);  // its entry was freed and claimed again
+      if (!c.accepted) {
+        if (state == internal::kRegRequested) Accept(k, word);
+        if (state == internal::kRegClosed) Forget(k, word);  // closed before we saw it
+        continue;
+      }
+      if (state == internal::kRegClosed && !c.closed) {
+        c.closed = true;
+        StopCounting(k);
+        ReleaseUnread(k, Cursor(c, std::memory_order_acquire));
+      }
+      if (c.closed) {
+        // Acquire: partner of the release store of kConsumerDone, made after
+        // its last return was queued.
+        if (c.header->state.load(std::memory_order_acquire) == internal::kConsumerDone) {
+          DrainReturns(k);
+          ClearHolder(k);  // nothing, for a consumer that returned what it held
+          ++stats.consumers_finished;
+          Forget(k, c.word);
+        }
+      }
+    }
+  }
+
+  void PollRegistry() {
+    // Acquire: partner of the consumers' release increments.
+    const uint64_t changes = reg_header->changes.load(std::memory_order_acquire);
+    if (changes == registry_seen) return;
+    registry_seen = changes;
+    ProcessRegistry();
+  }
+
+  // Reclaims consumers whose process is gone (accepted or not).
+  void ReapDead() {
+    for (uint32_t k = 0; k < g.max_consumers; ++k) {
+      const uint64_t word = regs[k].word.load(std::memory_order_acquire);
+      if (word == 0 && !consumers[k].accepted) continue;
+      const uint32_t pid = consumers[k].accepted ? internal::RegPid(consumers[k].word)
+                                                 : internal::RegPid(word);
+      if (pid != 0 && ProcessIsGone(pid)) {
+        if (consumers[k].accepted) {
+          Reclaim(k);
+        } else {
+          Forget(k, word);
+        }
+      }
+    }
+    next_liveness = Clock::now() + options.liveness_interval;
+  }
+
+  // Everything that can give space back: returns, finished and dead
+  // consumers, then the ring's references on messages every counted
+  // consumer passed.
+  void CollectSpace() {
+    ProcessRegistry();
+    ReapDead();
+    DrainAllReturns();
+    const uint64_t passed = ScanMinCursor();
+    const uint64_t oldest = next_sequence > g.slot_count ? next_sequence - g.slot_count : 0;
+    for (uint64_t m = oldest; m < passed; ++m) {
+      const uint32_t d = slot_block[m & g.mask];
+      if (d == kNoBlock) continue;
+      slot_block[m & g.mask] = kNoBlock;
+      blocks[d].ring_ref = false;
+      MaybeFree(d);
+    }
+  }
+
+  // The smallest cursor of the counted consumers (next_sequence if none).
+  uint64_t ScanMinCursor() {
+    uint64_t m = next_sequence;
+    for (uint32_t k = 0; k < g.max_consumers; ++k) {
+      if (!TestBit(counted, k)) continue;
+      // Acquire: partner of the consumer's cursor store, made after it read
+      // the slots below it.
+      m = std::min(m, Cursor(consumers[k], std::memory_order_acquire));
+    }
+    min_cursor = m;
+    return m;
+  }
+
+  // The counted consumer with the smallest cursor, or max_consumers.
+  uint32_t Slowest() const {
+    uint32_t who = g.max_consumers;
+    uint64_t least = UINT64_MAX;
+    for (uint32_t k = 0; k < g.max_consumers; ++k) {
+      if (!TestBit(counted, k)) continue;
+      const uint64_t c = Cursor(consumers[k], std::memory_order_acquire);
+      if (c < least) {
+        least = c;
+        who = k;
+      }
+    }
+    return who;
+  }
+
+  Status WaitForRoom(uint64_t sequence);
+  void WakeSleepers();
+  void ReturnLoan(uint32_t d, uint32_t generation) {
+    if (d < blocks.size() && blocks[d].state == BlockState::kLoaned &&
+        blocks[d].generation == generation) {
+      blocks[d].state = BlockState::kLive;  // so FreeBlock's accounting holds
+      FreeBlock(d);
+    }
+  }
+};
+
+// Waits until message `sequence - slot_count` was passed by every counted
+// consumer (kBlockProducer): spins, then sleeps on the slowest consumer's
+// cursor word, which it wakes when its cursor crosses our target.
+Status ChannelLoan::Owner::WaitForRoom(uint64_t sequence) {
+  const uint64_t needed = sequence - g.slot_count + 1;  // every cursor must reach this
+  const uint32_t resume =
+      std::clamp<uint32_t>(options.resume_slots == 0 ? g.slot_count / 8 : options.resume_slots,
+                           1, g.slot_count);
+  const uint64_t target = needed + resume - 1;
+  const auto start = Clock::now();
+  const auto spin_until = start + options.publish_spin;
+  const auto deadline = internal::DeadlineAfter(options.publish_timeout);
+  while (true) {
+    PollRegistry();
+    if (ScanMinCursor() >= target) return Status::OK();
+    const auto now = Clock::now();
+    if (now >= deadline) {
+      if (min_cursor >= needed) return Status::OK();  // at least one slot freed
+      const uint32_t k = Slowest();
+      const uint32_t pid = k < g.max_consumers ? internal::RegPid(consumers[k].word) : 0;
+      return Status::TimedOut("channel '", name, "': consumer ", k, " (pid ", pid,
+                              ") has not read message ", needed - 1, " within ",
+                              std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  options.publish_timeout)
+                                  .count(),
+                              " ms (its cursor is at ", min_cursor, ")");
+    }
+    if (now < spin_until) {
+      internal::CpuRelax();
+      continue;
+    }
+    ReapDead();
+    const uint32_t k = Slowest();
+    if (k == g.max_consumers) continue;
+    const std::atomic<uint64_t>& cursor = consumers[k].header->cursor;
+    const uint64_t seen = cursor.load(std::memory_order_seq_cst);
+    header->space_target.store(target, std::memory_order_relaxed);
+    // seq_cst: the Dekker pair with the consumer's seq_cst cursor store
+    // followed by its seq_cst load of space_waiting: either it sees us
+    // waiting and wakes us, or our reload below sees its new cursor.
+    header->space_waiting.store(k + 1, std::memory_order_seq_cst);
+    if (std::max(cursor.load(std::memory_order_seq_cst), consumers[k].start) < target) {
+      // The futex word is the cursor's low half (little-endian).
+      auto* word = reinterpret_cast<std::atomic<uint32_t>*>(
+          const_cast<std::atomic<uint64_t>*>(&cursor));
+      internal::FutexWait(word, static_cast<uint32_t>(seen),
+                          std::min<Clock::duration>(deadline - Clock::now(),
+                                                    std::chrono::milliseconds(1)));
+    }
+    header->space_waiting.store(0, std::memory_order_relaxed);
+  }
+}
+
+void ChannelLoan::Owner::WakeSleepers() {
+  bool wake = false;
+  for (uint32_t k = 0; k < g.max_consumers; ++k) {
+    if (!TestBit(counted, k)) continue;
+    ConsumerState& c = consumers[k];
+    // seq_cst: second half of the Dekker pair with the consumer's seq_cst
+    // store of an odd episode before its seq_cst reload of write_sequence.
+    const uint32_t episode = c.header->waiting.load(std::memory_order_seq_cst);
+    if ((episode & 1) != 0 && episode != c.last_woken) {
+      c.last_woken = episode;
+      wake = true;
+    }
+  }
+  if (!wake) return;
+  // Release: partner of the waiter's acquire load of the futex word.
+  header->data_futex.fetch_add(1, std::memory_order_release);
+  internal::FutexWakeAll(&header->data_futex);
+}
+
+// ---------------------------------------------------------------------------
+// ChannelLoan
+
+ChannelLoan::~ChannelLoan() { Reset(); }
+
+ChannelLoan::ChannelLoan(ChannelLoan&& other) noexcept
+    : owner_(std::move(other.owner_)),
+      data_(std::exchange(other.data_, {})),
+      offset_(std::exchange(other.offset_, 0)),
+      descriptor_(other.descriptor_),
+      generation_(other.generation_) {}
+
+ChannelLoan& ChannelLoan::operator=(ChannelLoan&& other) noexcept {
+  if (this != &other) {
+    Reset();
+    owner_ = std::move(other.owner_);
+    data_ = std::exchange(other.data_, {});
+    offset_ = std::exchange(other.offset_, 0);
+    descriptor_ = other.descriptor_;
+    generation_ = other.generation_;
+  }
+  return *this;
+}
+
+void ChannelLoan::Reset() {
+  if (owner_ == nullptr) return;
+  owner_->ReturnLoan(descriptor_, generation_);
+  owner_.reset();
+  data_ = {};
+}
+
+// ---------------------------------------------------------------------------
+// ChannelProducer
+
+ChannelProducer::ChannelProducer(std::shared_ptr<ChannelLoan::Owner> impl)
+    : impl_(std::move(impl)) {}
+
+ChannelProducer::~ChannelProducer() {
+  Close();
+  Owner& d = *impl_;
+  for (uint32_t k = 0; k < d.g.max_consumers; ++k) {
+    const uint64_t word = d.regs[k].word.load(std::memory_order_acquire);
+    if (word != 0) (void)Segment::Remove(d.ConsumerSegmentName(k, word));
+  }
+  (void)Segment::Remove(d.name + std::string(internal::kRegistrySuffix));
+  (void)Segment::Remove(d.name);
+}
+
+Result<std::unique_ptr<ChannelProducer>> ChannelProducer::Create(std::string_view name,
+                                                                 const ChannelOptions& options) {
+  ALKAID_RETURN_NOT_OK(Segment::ValidateName(name));
+  if (name.size() + internal::kChannelNameReserve > kMaxSegmentNameLength) {
+    return Status::Invalid("channel name '", name, "' is ", name.size(),
+                           " characters long; at most ",
+                           kMaxSegmentNameLength - internal::kChannelNameReserve,
+                           " leave room for its consumers' segment names");
+  }
+  ALKAID_ASSIGN_OR_RAISE(ChannelGeometry g, internal::ComputeChannelGeometry(options));
+  auto owner = std::make_shared<ChannelLoan::Owner>();
+  Owner& d = *owner;
+  d.options = options;
+  d.name = std::string(name);
+  d.g = g;
+  ALKAID_ASSIGN_OR_RAISE(d.segment,
+                         Segment::Create(name, g.total_size, SegmentKind::kChannel, options.segment));
+  SegmentOptions reg_options;
+  reg_options.access = options.segment.access == SegmentAccess::kOwnerOnly
+                           ? SegmentAccess::kOwnerOnly
+                           : SegmentAccess::kOwnerAndGroup;
+  auto registry = Segment::Create(d.name + std::string(internal::kRegistrySuffix),
+                                  sizeof(RegistryHeaderData) +
+                                      uint64_t{g.max_consumers} * sizeof(RegistrationData),
+                                  SegmentKind::kChannelRegistry, reg_options);
+  if (!registry.ok()) {
+    (void)Segment::Remove(name);
+    return registry.status();
+  }
+  d.registry = std::move(*registry);
+
+  std::byte* base = d.segment->payload();
+  d.header = reinterpret_cast<ChannelHeaderData*>(base);
+  d.controls = reinterpret_cast<ConsumerControlData*>(base + g.controls_offset);
+  internal::WriteChannelHeader(g, d.header);
+  d.reg_header = reinterpret_cast<RegistryHeaderData*>(d.registry->payload());
+  d.regs = reinterpret_cast<RegistrationData*>(d.registry->payload() + sizeof(RegistryHeaderData));
+  d.reg_header->layout_version = internal::kChannelLayoutVersion;
+  d.reg_header->max_consumers = g.max_consumers;
+  // Release: publishes the fields above; partner of the consumers' acquire
+  // load of the magic.
+  d.reg_header->magic.store(internal::kRegistryMagic, std::memory_order_release);
+  d.header->magic.store(internal::kChannelMagic, std::memory_order_release);
+
+  d.blocks.resize(g.block_count);
+  d.free_descriptors.reserve(g.block_count);
+  for (uint32_t i = g.block_count; i > 0; --i) d.free_descriptors.push_back(i - 1);
+  d.classes.reserve(16);
+  d.ranges.Add(g.arena_offset, g.arena_size);
+  d.slot_block.assign(g.slot_count, kNoBlock);
+  d.consumers.resize(g.max_consumers);
+  return std::unique_ptr<ChannelProducer>(new ChannelProducer(std::move(owner)));
+}
+
+Result<ChannelLoan> ChannelProducer::Loan(uint64_t length) {
+  Owner& d = *impl_;
+  if (d.closed) return Status::Invalid("channel '", d.name, "' is closed");
+  if (length > d.g.arena_size) {
+    return Status::CapacityError("channel '", d.name, "': a block of ", length,
+                                 " bytes does not fit the ", d.g.arena_size, "-byte arena");
+  }
+  const uint64_t capacity = std::max<uint64_t>(internal::RoundUp(length, 64), 64);
+  uint32_t desc = d.TryTake(capacity);
+  if (desc == kNoBlock) {
+    d.DrainAllReturns();
+    desc = d.TryTake(capacity);
+  }
+  const auto deadline = internal::DeadlineAfter(d.options.space_timeout);
+  auto pause = std::chrono::microseconds(20);
+  while (desc == kNoBlock) {
+    d.CollectSpace();
+    desc = d.TryTake(capacity);
+    if (desc != kNoBlock) break;
+    d.FlushClasses();
+    desc = d.TryTake(capacity);
+    if (desc != kNoBlock) break;
+    if (Clock::now() >= deadline) {
+      std::string holders;
+      for (const ChannelConsumerInfo& c : consumers()) {
+        if (c.held_blocks == 0) continue;
+        holders += (holders.empty() ? "" : ", ") + std::string("consumer ") +
+                   std::to_string(c.index) + " (pid " + std::to_string(c.pid) + ") holds " +
+                   std::to_string(c.held_blocks);
+      }
+      return Status::TimedOut("channel '", d.name, "': no space for a ", length,
+                              "-byte block within ",
+                              std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  d.options.space_timeout)
+                                  .count(),
+                              " ms (", d.ranges.free_bytes(), " bytes free in pieces of at most ",
+                              d.ranges.largest(), ", ", d.blocks_live, " blocks live",
+                              holders.empty() ? "" : "; " + holders, ")");
+    }
+    // Consumers return blocks without telling us: look again shortly.
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+  }
+  Block& b = d.blocks[desc];
+  b.state = BlockState::kLoaned;
+  b.generation = d.next_generation++;
+  if (d.next_generation == 0) d.next_generation = 1;
+  b.ring_ref = false;
+  std::fill(std::begin(b.holders), std::end(b.holders), 0);
+  ++d.blocks_live;
+  ChannelLoan loan;
+  loan.owner_ = impl_;
+  loan.data_ = {d.segment->payload() + b.offset, static_cast<std::size_t>(length)};
+  loan.offset_ = b.offset;
+  loan.descriptor_ = desc;
+  loan.generation_ = b.generation;
+  return loan;
+}
+
+Status ChannelProducer::Publish(std::span<const std::byte> payload, ChannelLoan&& body,
+                                uint64_t user, uint32_t shape) {
+  if (body.owner_ != impl_) {
+    return Status::Invalid("channel '", impl_->name, "': the loan is ",
+                           body.valid() ? "from another channel" : "empty");
+  }
+  return PublishImpl(payload, &body, user, shape);
+}
+
+Status ChannelProducer::Publish(std::span<const std::byte> payload, uint64_t user,
+                                uint32_t shape) {
+  return PublishImpl(payload, nullptr, user, shape);
+}
+
+Status ChannelProducer::PublishImpl(std::span<const std::byte> payload, ChannelLoan* body,
+                                    uint64_t user, uint32_t shape) {
+  Owner& d = *impl_;
+  if (d.closed) return Status::Invalid("channel '", d.name, "' is closed");
+  if (payload.size() > d.g.inline_capacity) {
+    return Status::Invalid("channel '", d.name, "': inline payload of ", payload.size(),
+                           " bytes exceeds the capacity of ", d.g.inline_capacity);
+  }
+  if (shape > d.shapes_used) {
+    return Status::Invalid("channel '", d.name, "': shape ", shape, " was not added");
+  }
+  d.PollRegistry();
+  if (++d.publishes_since_clock >= 1024) {
+    d.publishes_since_clock = 0;
+    if (Clock::now() >= d.next_liveness) d.ReapDead();
+  }
+  const uint64_t n = d.next_sequence;
+  const uint64_t slots = d.g.slot_count;
+  const bool lapping = n >= slots && d.min_cursor <= n - slots && d.counted_count > 0;
+  const bool drop = d.options.policy == SlowConsumerPolicy::kDropOldest;
+  if (lapping && !drop && d.ScanMinCursor() <= n - slots) {
+    ALKAID_RETURN_NOT_OK(d.WaitForRoom(n));
+  }
+  ChannelSlotData* slot = d.Slot(n);
+  const uint32_t index = static_cast<uint32_t>(n & d.g.mask);
+  const uint32_t old = d.slot_block[index];
+  if (lapping && drop) {
+    // seq_cst: the Dekker pair with a consumer's seq_cst cursor store and
+    // seq_cst reload of this word: either it sees the overwrite begin (and
+    // treats message n - slots as lost, returning its block if it already
+    // claimed it), or our load of its cursor below sees it passed it.
+    slot->sequence.store(2 * n + 1, std::memory_order_seq_cst);
+    const uint64_t m0 = n - slots;
+    uint64_t least = n;
+    for (uint32_t k = 0; k < d.g.max_consumers; ++k) {
+      if (!TestBit(d.counted, k)) continue;
+      const uint64_t c = d.Cursor(d.consumers[k], std::memory_order_seq_cst);
+      if (c <= m0) {
+        ++d.stats.dropped;
+        if (old != kNoBlock && TestBit(d.blocks[old].holders, k)) {
+          ClearBit(d.blocks[old].holders, k);
+        }
+        least = std::min(least, m0 + 1);
+      } else {
+        least = std::min(least, c);
+      }
+    }
+    d.min_cursor = least;
+  } else {
+    slot->sequence.store(2 * n + 1, std::memory_order_relaxed);
+    // Release fence: the odd sequence is visible before any field below
+    // (the seqlock writer's half; a lapped reader's re-check sees it).
+    std::atomic_thread_fence(std::memory_order_release);
+  }
+  if (old != kNoBlock) {
+    d.slot_block[index] = kNoBlock;
+    d.blocks[old].ring_ref = false;
+    d.MaybeFree(old);
+  }
+  uint32_t desc = kNoBlock;
+  if (body != nullptr) {
+    desc = body->descriptor_;
+    Block& b = d.blocks[desc];
+    b.state = BlockState::kLive;
+    b.ring_ref = true;
+    std::copy(std::begin(d.counted), std::end(d.counted), std::begin(b.holders));
+    d.slot_block[index] = desc;
+    slot->body_offset.store(b.offset, std::memory_order_relaxed);
+    slot->body_length.store(body->data_.size(), std::memory_order_relaxed);
+    slot->block.store(internal::PackBlock(desc, b.generation), std::memory_order_relaxed);
+  } else {
+    slot->body_offset.store(0, std::memory_order_relaxed);
+    slot->body_length.store(0, std::memory_order_relaxed);
+    slot->block.store(0, std::memory_order_relaxed);
+  }
+  slot->payload_size.store(static_cast<uint32_t>(payload.size()), std::memory_order_relaxed);
+  slot->shape.store(shape, std::memory_order_relaxed);
+  slot->user.store(user, std::memory_order_relaxed);
+  if (!payload.empty()) {
+    auto* words = reinterpret_cast<std::atomic<uint64_t>*>(slot + 1);
+    const std::size_t full = payload.size() / 8;
+    for (std::size_t i = 0; i < full; ++i) {
+      uint64_t w;
+      std::memcpy(&w, payload.data() + i * 8, 8);
+      words[i].store(w, std::memory_order_relaxed);
+    }
+    if (payload.size() % 8 != 0) {
+      uint64_t w = 0;
+      std::memcpy(&w, payload.data() + full * 8, payload.size() % 8);
+      words[full].store(w, std::memory_order_relaxed);
+    }
+  }
+  // Release: publishes the fields; partner of the consumer's acquire load.
+  slot->sequence.store(2 * n + 2, std::memory_order_release);
+  if (body != nullptr) {
+    body->owner_.reset();
+    body->data_ = {};
+  }
+  d.next_sequence = n + 1;
+  ++d.stats.published;
+  // seq_cst: the Dekker pair with a consumer about to sleep (WakeSleepers).
+  d.header->write_sequence.store(n + 1, std::memory_order_seq_cst);
+  d.WakeSleepers();
+  return Status::OK();
+}
+
+Result<uint32_t> ChannelProducer::AddShape(std::span<const std::byte> bytes) {
+  Owner& d = *impl_;
+  if (d.shapes_used >= d.g.shape_count) {
+    return Status::CapacityError("channel '", d.name, "': all ", d.g.shape_count,
+                                 " shapes are taken");
+  }
+  if (bytes.size() > d.g.shape_size - sizeof(internal::ShapeEntryData)) {
+    return Status::CapacityError("channel '", d.name, "': a shape of ", bytes.size(),
+                                 " bytes exceeds the ",
+                                 d.g.shape_size - sizeof(internal::ShapeEntryData),
+                                 "-byte entries");
+  }
+  auto* entry = reinterpret_cast<internal::ShapeEntryData*>(
+      d.segment->payload() + d.g.shapes_offset + uint64_t{d.shapes_used} * d.g.shape_size);
+  auto* words = reinterpret_cast<std::atomic<uint64_t>*>(entry + 1);
+  for (std::size_t i = 0; i * 8 < bytes.size(); ++i) {
+    uint64_t w = 0;
+    std::memcpy(&w, bytes.data() + i * 8, std::min<std::size_t>(8, bytes.size() - i * 8));
+    words[i].store(w, std::memory_order_relaxed);
+  }
+  // Release: partner of the consumer's acquire load in ReadShape.
+  entry->size_plus_one.store(static_cast<uint32_t>(bytes.size()) + 1, std::memory_order_release);
+  return ++d.shapes_used;
+}
+
+Status ChannelProducer::SetSideband(std::span<const uint64_t> words) {
+  Owner& d = *impl_;
+  if (words.size() > kRingSidebandWords) {
+    return Status::Invalid("channel '", d.name, "': ", words.size(),
+                           " sideband words; at most ", kRingSidebandWords);
+  }
+  ChannelHeaderData* h = d.header;
+  const uint64_t v = h->sideband_version.load(std::memory_order_relaxed);
+  h->sideband_version.store(v + 1, std::memory_order_relaxed);
+  // Release fence: the odd version is visible before the words change
+  // (partner: the reader's acquire fence before its re-check).
+  std::atomic_thread_fence(std::memory_order_release);
+  for (std::size_t i = 0; i < kRingSidebandWords; ++i) {
+    h->sideband[i].store(i < words.size() ? words[i] : 0, std::memory_order_relaxed);
+  }
+  // Release: partner of the reader's acquire load of the even version.
+  h->sideband_version.store(v + 2, std::memory_order_release);
+  return Status::OK();
+}
+
+void ChannelProducer::Poll() {
+  Owner& d = *impl_;
+  d.ProcessRegistry();
+  if (Clock::now() >= d.next_liveness) d.ReapDead();
+  d.DrainAllReturns();
+}
+
+void ChannelProducer::Close() {
+  Owner& d = *impl_;
+  if (d.closed) return;
+  d.closed = true;
+  // Release: partner of the consumers' acquire load before EndOfStream.
+  d.header->closed.store(1, std::memory_order_release);
+  d.header->data_futex.fetch_add(1, std::memory_order_release);
+  internal::FutexWakeAll(&d.header->data_futex);
+}
+
+uint64_t ChannelProducer::next_sequence() const { return impl_->next_sequence; }
+
+ChannelStats ChannelProducer::stats() const {
+  ChannelStats s = impl_->stats;
+  s.blocks_live = impl_->blocks_live;
+  uint64_t cached = 0;
+  for (const SizeClass& c : impl_->classes) {
+    for (uint32_t d = c.head; d != kNoBlock; d = impl_->blocks[d].next_cached) {
+      cached += impl_->blocks[d].capacity;
+    }
+  }
+  s.arena_bytes_free = impl_->ranges.free_bytes() + cached;
+  return s;
+}
+
+std::vector<ChannelConsumerInfo> ChannelProducer::consumers() const {
+  const Owner& d = *impl_;
+  std::vector<ChannelConsumerInfo> out;
+  for (uint32_t k = 0; k < d.g.max_consumers; ++k) {
+    const ConsumerState& c = d.consumers[k];
+    if (!c.accepted) continue;
+    ChannelConsumerInfo info;
+    info.index = k;
+    info.pid = internal::RegPid(c.word);
+    info.closed = c.closed;
+    info.cursor = d.Cursor(c, std::memory_order_acquire);
+    for (const Block& b : d.blocks) {
+      if (b.state == BlockState::kLive && TestBit(b.holders, k)) ++info.held_blocks;
+    }
+    out.push_back(info);
+  }
+  return out;
+}
+
+const std::string& ChannelProducer::name() const { return impl_->name; }
+const ChannelOptions& ChannelProducer::options() const { return impl_->options; }
+
+}  // namespace alkaid::shm

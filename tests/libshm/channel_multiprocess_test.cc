@@ -1,0 +1,211 @@
+// Channel across real processes (fork): the stream, read-only mappings that
+// contain a faulting consumer, and exact reclaim of what a killed consumer
+// held.
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "alkaid/shm/channel.h"
+#include "shm_test_util.h"
+#include "test_util.h"
+
+namespace alkaid::shm {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::CheckPattern;
+using testing::FillPattern;
+using testing::ForkChild;
+using testing::ShmTest;
+using testing::WaitChild;
+
+// A pipe: one process notifies, the other waits (bounded by the read end
+// closing when the writer dies).
+struct Signal {
+  int fds[2] = {-1, -1};
+  Signal() { (void)!::pipe(fds); }
+  ~Signal() {
+    ::close(fds[0]);
+    ::close(fds[1]);
+  }
+  void Notify() { (void)!::write(fds[1], "x", 1); }
+  bool Wait() {
+    char c;
+    return ::read(fds[0], &c, 1) == 1;
+  }
+};
+
+Status PublishPattern(ChannelProducer* producer, uint64_t seed, uint64_t length) {
+  ALKAID_ASSIGN_OR_RAISE(ChannelLoan loan, producer->Loan(length));
+  FillPattern(seed, loan.data());
+  return producer->Publish({}, std::move(loan), seed);
+}
+
+ChannelOptions Options() {
+  ChannelOptions o;
+  o.slot_count = 64;
+  o.arena_bytes = 1 << 20;
+  o.max_consumers = 8;
+  o.publish_timeout = 20s;
+  o.space_timeout = 20s;
+  o.liveness_interval = 0ms;
+  return o;
+}
+
+// Reads `count` messages and checks order and contents; 0 on success.
+int VerifyingConsumer(const std::string& name, uint64_t count, WaitMode mode, Signal* ready) {
+  ChannelConsumerOptions co;
+  co.wait_mode = mode;
+  auto consumer = ChannelConsumer::Open(name, co);
+  CHILD_CHECK(consumer.ok(), 10, "%s", consumer.status().ToString().c_str());
+  ready->Notify();
+  ChannelMessage message;
+  for (uint64_t i = 0; i < count; ++i) {
+    const Status st = (*consumer)->Receive(&message, 20s);
+    CHILD_CHECK(st.ok(), 11, "at %llu: %s", static_cast<unsigned long long>(i),
+                st.ToString().c_str());
+    CHILD_CHECK(message.sequence() == i && message.user() == i, 12, "got %llu, expected %llu",
+                static_cast<unsigned long long>(message.sequence()),
+                static_cast<unsigned long long>(i));
+    CHILD_CHECK(CheckPattern(i, message.body()), 13, "body of %llu damaged",
+                static_cast<unsigned long long>(i));
+  }
+  const Status end = (*consumer)->Receive(&message, 20s);
+  CHILD_CHECK(end.IsEndOfStream(), 14, "after the last: %s", end.ToString().c_str());
+  return 0;
+}
+
+TEST_F(ShmTest, ChannelStreamsToConsumerProcessesInEveryWaitMode) {
+  const std::string name = NewName("ch");
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, Options()));
+  constexpr uint64_t kCount = 50000;
+  Signal ready;
+  std::vector<pid_t> children;
+  for (WaitMode mode : {WaitMode::kBusyPoll, WaitMode::kBlock, WaitMode::kSpinThenBlock}) {
+    children.push_back(ForkChild([&] { return VerifyingConsumer(name, kCount, mode, &ready); }));
+  }
+  for (std::size_t i = 0; i < children.size(); ++i) ASSERT_TRUE(ready.Wait());
+  for (uint64_t i = 0; i < kCount; ++i) {
+    ASSERT_OK(PublishPattern(producer.get(), i, 8 + (i * 37) % 3000));
+  }
+  producer->Close();
+  for (pid_t pid : children) EXPECT_EQ(WaitChild(pid), 0);
+  producer->Poll();
+  const ChannelStats stats = producer->stats();
+  EXPECT_EQ(stats.consumers_finished + stats.consumers_reclaimed, 3u);
+  EXPECT_EQ(stats.bogus_returns, 0u);
+}
+
+// A consumer that writes into a body dies of SIGSEGV in its own process;
+// the other consumer reads the same body intact, and the dead one's
+// registration and segment are reclaimed.
+TEST_F(ShmTest, ChannelConsumerWritingIntoABodyFaultsAlone) {
+  const std::string name = NewName("ch");
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, Options()));
+  Signal ready;
+  const pid_t rogue = ForkChild([&] {
+    auto consumer = ChannelConsumer::Open(name);
+    CHILD_CHECK(consumer.ok(), 10, "%s", consumer.status().ToString().c_str());
+    ready.Notify();
+    ChannelMessage message;
+    const Status st = (*consumer)->Receive(&message, 20s);
+    CHILD_CHECK(st.ok(), 11, "%s", st.ToString().c_str());
+    // The default action, not a sanitizer's report: the test checks how the
+    // process died.
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    ::sigaction(SIGSEGV, &dfl, nullptr);
+    std::memset(const_cast<std::byte*>(message.body().data()), 0, message.body().size());
+    return 12;  // not reached: the store faults
+  });
+  ASSERT_TRUE(ready.Wait());
+  ASSERT_OK_AND_ASSIGN(auto honest, ChannelConsumer::Open(name));
+  ASSERT_OK(PublishPattern(producer.get(), 7, 4096));
+  EXPECT_EQ(WaitChild(rogue), 128 + SIGSEGV);
+  ChannelMessage message;
+  ASSERT_OK(honest->Receive(&message, 5s));
+  EXPECT_TRUE(CheckPattern(7, message.body()));
+  producer->Poll();
+  EXPECT_EQ(producer->stats().consumers_reclaimed, 1u);
+  EXPECT_EQ(testing::SegmentsWithPrefix(name + ".c").size(), 1u);  // the honest one's
+}
+
+// What a SIGKILLed consumer held is released exactly, while the producer
+// goes on; its segment name is removed.
+TEST_F(ShmTest, ChannelReclaimsExactlyWhatAKilledConsumerHeld) {
+  const std::string name = NewName("ch");
+  ChannelOptions o = Options();
+  o.slot_count = 4;
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, o));
+  Signal ready, holding;
+  const pid_t victim = ForkChild([&] {
+    auto consumer = ChannelConsumer::Open(name);
+    CHILD_CHECK(consumer.ok(), 10, "%s", consumer.status().ToString().c_str());
+    ready.Notify();
+    ChannelMessage message;
+    std::vector<ChannelBlock> held;
+    for (int i = 0; i < 10; ++i) {
+      const Status st = (*consumer)->Receive(&message, 20s);
+      CHILD_CHECK(st.ok(), 11, "%s", st.ToString().c_str());
+      held.push_back(message.TakeBody());
+    }
+    holding.Notify();
+    ::pause();
+    return 0;
+  });
+  ASSERT_TRUE(ready.Wait());
+  for (uint64_t i = 0; i < 10; ++i) ASSERT_OK(PublishPattern(producer.get(), i, 10000));
+  ASSERT_TRUE(holding.Wait());
+  ASSERT_EQ(producer->consumers().size(), 1u);
+  EXPECT_EQ(producer->consumers()[0].held_blocks, 10u);
+  ::kill(victim, SIGKILL);
+  EXPECT_EQ(WaitChild(victim), 128 + SIGKILL);
+  producer->Poll();
+  EXPECT_EQ(producer->stats().consumers_reclaimed, 1u);
+  EXPECT_TRUE(producer->consumers().empty());
+  EXPECT_EQ(producer->stats().blocks_live, 4u);  // the ring's references only
+  EXPECT_TRUE(testing::SegmentsWithPrefix(name + ".c").empty());
+  // The space is usable again: the arena (1 MiB) takes 100 more.
+  for (uint64_t i = 10; i < 110; ++i) ASSERT_OK(PublishPattern(producer.get(), i, 10000));
+}
+
+// A producer that dies: its consumer reads what was committed, then gets a
+// clear error; RemoveChannel clears the names it left.
+TEST_F(ShmTest, ChannelConsumerOutlivesADeadProducer) {
+  const std::string name = NewName("ch");
+  Signal created, ready;
+  const pid_t producer = ForkChild([&] {
+    auto p = ChannelProducer::Create(name, Options());
+    CHILD_CHECK(p.ok(), 10, "%s", p.status().ToString().c_str());
+    created.Notify();
+    CHILD_CHECK(ready.Wait(), 11, "no consumer");
+    for (uint64_t i = 0; i < 3; ++i) {
+      const Status st = PublishPattern(p->get(), i, 100);
+      CHILD_CHECK(st.ok(), 12, "%s", st.ToString().c_str());
+    }
+    ::_exit(0);  // dies without closing or removing anything
+  });
+  ASSERT_TRUE(created.Wait());
+  ASSERT_OK_AND_ASSIGN(auto consumer, ChannelConsumer::Open(name));
+  ready.Notify();
+  ChannelMessage message;
+  for (uint64_t i = 0; i < 3; ++i) {
+    ASSERT_OK(consumer->Receive(&message, 10s));
+    EXPECT_TRUE(CheckPattern(i, message.body()));
+  }
+  EXPECT_EQ(WaitChild(producer), 0);
+  ASSERT_RAISES_WITH_MESSAGE(kIOError, "is gone", consumer->Receive(&message, 10s));
+  message.Reset();
+  consumer.reset();
+  ASSERT_OK(RemoveChannel(name));
+  EXPECT_TRUE(testing::SegmentsWithPrefix(name).empty());
+}
+
+}  // namespace
+}  // namespace alkaid::shm

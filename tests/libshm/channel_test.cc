@@ -1,0 +1,337 @@
+// Channel (libshm/channel.h): one producer, consumers in this process
+// (threads); the multi-process behaviour is in channel_multiprocess_test.cc.
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "alkaid/shm/channel.h"
+#include "channel_layout_internal.h"
+#include "shm_test_util.h"
+#include "test_util.h"
+
+namespace alkaid::shm {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::CheckPattern;
+using testing::FillPattern;
+using testing::ShmTest;
+
+class ChannelTest : public ShmTest {
+ protected:
+  ChannelOptions Small() {
+    ChannelOptions o;
+    o.slot_count = 8;
+    o.inline_capacity = 64;
+    o.arena_bytes = 64 << 10;
+    o.max_consumers = 4;
+    o.publish_timeout = 200ms;
+    o.space_timeout = 200ms;
+    return o;
+  }
+};
+
+// Lends a block of `length` bytes filled with the pattern of `seed` and
+// publishes it with `seed` as the user word.
+Status PublishPattern(ChannelProducer* producer, uint64_t seed, uint64_t length) {
+  ALKAID_ASSIGN_OR_RAISE(ChannelLoan loan, producer->Loan(length));
+  FillPattern(seed, loan.data());
+  return producer->Publish({}, std::move(loan), seed);
+}
+
+TEST_F(ChannelTest, DeliversBodiesInlineBytesUserWordAndShape) {
+  const std::string name = NewName("ch");
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, Small()));
+  ASSERT_OK_AND_ASSIGN(auto consumer, ChannelConsumer::Open(name));
+  const std::vector<std::byte> shape_bytes(100, std::byte{7});
+  ASSERT_OK_AND_ASSIGN(uint32_t shape, producer->AddShape(shape_bytes));
+  EXPECT_EQ(shape, 1u);
+
+  ASSERT_OK_AND_ASSIGN(ChannelLoan loan, producer->Loan(1000));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(loan.data().data()) % 64, 0u);
+  FillPattern(42, loan.data());
+  const std::byte inline_bytes[5] = {std::byte{1}, std::byte{2}, std::byte{3}, std::byte{4},
+                                     std::byte{5}};
+  ASSERT_OK(producer->Publish(inline_bytes, std::move(loan), 42, shape));
+  EXPECT_FALSE(loan.valid());  // the publish took it
+  ASSERT_OK(producer->Publish({}, 43));  // no body
+
+  ChannelMessage message;
+  ASSERT_OK(consumer->Receive(&message, 1s));
+  EXPECT_EQ(message.sequence(), 0u);
+  EXPECT_EQ(message.user(), 42u);
+  EXPECT_EQ(message.shape(), shape);
+  ASSERT_EQ(message.payload().size(), 5u);
+  EXPECT_EQ(std::memcmp(message.payload().data(), inline_bytes, 5), 0);
+  ASSERT_TRUE(message.has_body());
+  ASSERT_EQ(message.body().size(), 1000u);
+  EXPECT_TRUE(CheckPattern(42, message.body()));
+  std::vector<std::byte> got;
+  ASSERT_OK(consumer->ReadShape(shape, &got));
+  EXPECT_EQ(got, shape_bytes);
+  ASSERT_RAISES(kInvalid, consumer->ReadShape(2, &got));
+
+  ASSERT_OK(consumer->Receive(&message, 1s));
+  EXPECT_EQ(message.sequence(), 1u);
+  EXPECT_EQ(message.user(), 43u);
+  EXPECT_FALSE(message.has_body());
+
+  producer->Close();
+  ASSERT_RAISES(kEndOfStream, consumer->Receive(&message, 1s));
+}
+
+TEST_F(ChannelTest, ConsumerMapsTheChannelReadOnly) {
+  const std::string name = NewName("ch");
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, Small()));
+  ASSERT_OK_AND_ASSIGN(auto consumer, ChannelConsumer::Open(name));
+  ASSERT_OK(PublishPattern(producer.get(), 1, 128));
+  ChannelMessage message;
+  ASSERT_OK(consumer->Receive(&message, 1s));
+  // A store through the consumer's view of the body faults (in a child of
+  // this test, so the test survives it).
+  const std::byte* body = message.body().data();
+  EXPECT_DEATH({ *const_cast<volatile std::byte*>(body) = std::byte{0}; }, "");
+  EXPECT_TRUE(CheckPattern(1, message.body()));
+}
+
+TEST_F(ChannelTest, AConsumerReceivesWhatIsPublishedAfterOpen) {
+  const std::string name = NewName("ch");
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, Small()));
+  ASSERT_OK(PublishPattern(producer.get(), 100, 64));  // before: not for it
+  ASSERT_OK_AND_ASSIGN(auto consumer, ChannelConsumer::Open(name));
+  ChannelMessage message;
+  ASSERT_OK_AND_ASSIGN(bool got, consumer->TryReceive(&message));
+  EXPECT_FALSE(got);
+  ASSERT_OK(PublishPattern(producer.get(), 101, 64));
+  ASSERT_OK(consumer->Receive(&message, 1s));
+  EXPECT_EQ(message.user(), 101u);
+  EXPECT_EQ(message.sequence(), 1u);
+}
+
+TEST_F(ChannelTest, FromOldestStartsAtTheOldestBodyStillHeld) {
+  const std::string name = NewName("ch");
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, Small()));
+  for (uint64_t i = 0; i < 20; ++i) ASSERT_OK(PublishPattern(producer.get(), i, 256));
+  ChannelConsumerOptions options;
+  options.from_oldest = true;
+  ASSERT_OK_AND_ASSIGN(auto consumer, ChannelConsumer::Open(name, options));
+  producer->Poll();  // an idle producer accepts it here
+  ChannelMessage message;
+  // The ring holds the last 8 (its slot count); every one is intact.
+  for (uint64_t i = 12; i < 20; ++i) {
+    ASSERT_OK(consumer->Receive(&message, 1s));
+    EXPECT_EQ(message.sequence(), i);
+    EXPECT_TRUE(CheckPattern(i, message.body())) << i;
+  }
+  ASSERT_OK_AND_ASSIGN(bool got, consumer->TryReceive(&message));
+  EXPECT_FALSE(got);
+  EXPECT_EQ(consumer->lost_count(), 0u);
+}
+
+TEST_F(ChannelTest, BlockPolicyTimesOutNamingTheSlowConsumerAndResumes) {
+  const std::string name = NewName("ch");
+  ChannelOptions o = Small();
+  o.resume_slots = 1;
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, o));
+  ASSERT_OK_AND_ASSIGN(auto consumer, ChannelConsumer::Open(name));
+  for (uint64_t i = 0; i < 8; ++i) ASSERT_OK(PublishPattern(producer.get(), i, 64));
+  ChannelMessage message;
+  // The ring is full: the ninth waits for the consumer, which reads nothing.
+  ASSERT_OK_AND_ASSIGN(ChannelLoan loan, producer->Loan(64));
+  ASSERT_RAISES_WITH_MESSAGE(kTimedOut, "consumer 0 (pid " + std::to_string(::getpid()),
+                             producer->Publish({}, std::move(loan), 8));
+  EXPECT_TRUE(loan.valid());  // left with the caller
+  ASSERT_OK(consumer->Receive(&message, 1s));
+  EXPECT_EQ(message.user(), 0u);
+  ASSERT_OK(producer->Publish({}, std::move(loan), 8));
+  for (uint64_t i = 1; i <= 8; ++i) {
+    ASSERT_OK(consumer->Receive(&message, 1s));
+    EXPECT_EQ(message.user(), i);
+  }
+  EXPECT_EQ(consumer->lost_count(), 0u);
+}
+
+TEST_F(ChannelTest, DropOldestCountsEveryLostMessageAndReturnsEveryBlock) {
+  const std::string name = NewName("ch");
+  ChannelOptions o = Small();
+  o.policy = SlowConsumerPolicy::kDropOldest;
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, o));
+  ASSERT_OK_AND_ASSIGN(auto consumer, ChannelConsumer::Open(name));
+  ChannelMessage message;
+  uint64_t received = 0;
+  uint64_t lost = 0;
+  uint64_t expected_next = 0;
+  for (uint64_t i = 0; i < 200; ++i) {
+    ASSERT_OK(PublishPattern(producer.get(), i, 200 + i));
+    if (i % 13 != 12) continue;  // read in bursts, far behind
+    while (true) {
+      ASSERT_OK_AND_ASSIGN(bool got, consumer->TryReceive(&message));
+      if (!got) break;
+      lost += message.lost_before();
+      EXPECT_EQ(message.sequence(), expected_next + message.lost_before());
+      expected_next = message.sequence() + 1;
+      EXPECT_TRUE(CheckPattern(message.user(), message.body()));
+      EXPECT_EQ(message.user(), message.sequence());
+      ++received;
+    }
+  }
+  EXPECT_GT(lost, 0u);
+  EXPECT_EQ(lost, consumer->lost_count());
+  EXPECT_EQ(received + lost + (200 - expected_next), 200u);
+  message.Reset();
+  consumer->Close();
+  consumer.reset();
+  producer->Poll();
+  // Every block the consumer was given came back, or was taken back when
+  // overwritten unread; only the ring's own references remain (8 slots).
+  EXPECT_EQ(producer->stats().blocks_live, 8u);
+  EXPECT_EQ(producer->stats().consumers_finished, 1u);
+  EXPECT_GT(producer->stats().dropped, 0u);
+}
+
+TEST_F(ChannelTest, HeldBodiesKeepTheirBlocksAndOutliveTheConsumer) {
+  const std::string name = NewName("ch");
+  ChannelOptions o = Small();
+  o.slot_count = 2;
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, o));
+  ASSERT_OK_AND_ASSIGN(auto consumer, ChannelConsumer::Open(name));
+  ChannelMessage message;
+  std::vector<ChannelBlock> held;
+  for (uint64_t i = 0; i < 6; ++i) {
+    ASSERT_OK(PublishPattern(producer.get(), i, 4096));
+    ASSERT_OK(consumer->Receive(&message, 1s));
+    held.push_back(message.TakeBody());
+  }
+  message.Reset();
+  consumer->Close();
+  consumer.reset();
+  // Fill the arena with other blocks: none of the held ones may be reused.
+  std::vector<ChannelLoan> loans;
+  while (true) {
+    auto loan = producer->Loan(4096);
+    if (!loan.ok()) {
+      EXPECT_EQ(loan.status().code(), StatusCode::kTimedOut) << loan.status().ToString();
+      EXPECT_NE(loan.status().message().find("holds 6"), std::string::npos)
+          << loan.status().ToString();
+      break;
+    }
+    FillPattern(999, loan->data());
+    loans.push_back(std::move(*loan));
+  }
+  for (uint64_t i = 0; i < held.size(); ++i) EXPECT_TRUE(CheckPattern(i, held[i].data())) << i;
+  // Returned from another thread, after the consumer is gone.
+  std::thread([&] { held.clear(); }).join();
+  loans.clear();
+  producer->Poll();
+  EXPECT_EQ(producer->stats().consumers_finished, 1u);
+  // The ring's references went when space ran out (nobody was left to read).
+  EXPECT_EQ(producer->stats().blocks_live, 0u);
+  EXPECT_EQ(producer->stats().bogus_returns, 0u);
+}
+
+TEST_F(ChannelTest, RejectsSlotsNamingBytesOutsideTheArena) {
+  const std::string name = NewName("ch");
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, Small()));
+  ASSERT_OK_AND_ASSIGN(auto consumer, ChannelConsumer::Open(name));
+  ASSERT_OK(PublishPattern(producer.get(), 0, 64));
+  ASSERT_OK(PublishPattern(producer.get(), 1, 64));
+  // A rogue writer with the producer's access rewrites message 0's slot.
+  ASSERT_OK_AND_ASSIGN(auto rw, Segment::Open(name, SegmentKind::kChannel));
+  const auto* h = reinterpret_cast<internal::ChannelHeaderData*>(rw->payload());
+  auto* slot = reinterpret_cast<internal::ChannelSlotData*>(rw->payload() + h->slots_offset);
+  slot->body_length.store(h->arena_size + 1, std::memory_order_relaxed);
+  ChannelMessage message;
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "outside the arena", consumer->Receive(&message, 1s));
+  ASSERT_OK(consumer->Receive(&message, 1s));  // the next one is fine
+  EXPECT_EQ(message.user(), 1u);
+  EXPECT_TRUE(CheckPattern(1, message.body()));
+}
+
+TEST_F(ChannelTest, SidebandReadsAsOneSet) {
+  const std::string name = NewName("ch");
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, Small()));
+  ASSERT_OK_AND_ASSIGN(auto consumer, ChannelConsumer::Open(name));
+  ASSERT_OK_AND_ASSIGN(auto words, consumer->ReadSideband());
+  EXPECT_EQ(words, (std::array<uint64_t, kRingSidebandWords>{}));
+  const uint64_t set[] = {1, 2, 3};
+  ASSERT_OK(producer->SetSideband(set));
+  ASSERT_OK_AND_ASSIGN(words, consumer->ReadSideband());
+  EXPECT_EQ(words, (std::array<uint64_t, kRingSidebandWords>{1, 2, 3, 0}));
+}
+
+// Threads: one producer, three consumers waiting in each mode; every
+// message arrives once, in order, intact; every block comes back.
+TEST_F(ChannelTest, ThreadsInEveryWaitMode) {
+  const std::string name = NewName("ch");
+  ChannelOptions o = Small();
+  o.slot_count = 16;
+  o.publish_timeout = 10s;
+  o.space_timeout = 10s;
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, o));
+  constexpr uint64_t kCount = 20000;
+  const WaitMode modes[] = {WaitMode::kBusyPoll, WaitMode::kBlock, WaitMode::kSpinThenBlock};
+  std::vector<std::unique_ptr<ChannelConsumer>> consumers;
+  for (WaitMode mode : modes) {
+    ChannelConsumerOptions co;
+    co.wait_mode = mode;
+    ASSERT_OK_AND_ASSIGN(auto c, ChannelConsumer::Open(name, co));
+    consumers.push_back(std::move(c));
+  }
+  std::vector<std::string> errors(consumers.size());
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < consumers.size(); ++t) {
+    threads.emplace_back([&, t] {
+      ChannelMessage message;
+      for (uint64_t i = 0; i < kCount; ++i) {
+        const Status st = consumers[t]->Receive(&message, 20s);
+        if (!st.ok()) {
+          errors[t] = st.ToString();
+          return;
+        }
+        if (message.user() != i || !CheckPattern(i, message.body())) {
+          errors[t] = "message " + std::to_string(i) + " damaged or out of order";
+          return;
+        }
+      }
+    });
+  }
+  for (uint64_t i = 0; i < kCount; ++i) ASSERT_OK(PublishPattern(producer.get(), i, 64 + i % 512));
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors) EXPECT_EQ(e, "");
+  consumers.clear();
+  producer->Poll();
+  EXPECT_EQ(producer->stats().consumers_finished, 3u);
+  EXPECT_EQ(producer->stats().bogus_returns, 0u);
+  EXPECT_EQ(producer->stats().blocks_live, 16u);  // the ring's references only
+}
+
+TEST_F(ChannelTest, RegistrationsAreBoundedAndReused) {
+  const std::string name = NewName("ch");
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, Small()));
+  std::vector<std::unique_ptr<ChannelConsumer>> consumers;
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_OK_AND_ASSIGN(auto c, ChannelConsumer::Open(name));
+    consumers.push_back(std::move(c));
+  }
+  ASSERT_RAISES(kCapacityError, ChannelConsumer::Open(name));
+  producer->Poll();
+  consumers.pop_back();
+  producer->Poll();  // finishes the closed one: its entry is free again
+  ASSERT_OK_AND_ASSIGN(auto again, ChannelConsumer::Open(name));
+  EXPECT_EQ(again->index(), 3u);
+}
+
+TEST_F(ChannelTest, RemoveChannelRemovesEveryName) {
+  const std::string name = NewName("ch");
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, Small()));
+  ASSERT_OK_AND_ASSIGN(auto consumer, ChannelConsumer::Open(name));
+  EXPECT_EQ(testing::SegmentsWithPrefix(name).size(), 3u);  // channel, registry, consumer
+  ASSERT_OK(RemoveChannel(name));
+  EXPECT_TRUE(testing::SegmentsWithPrefix(name).empty());
+  ASSERT_RAISES(kKeyError, RemoveChannel(name));
+}
+
+}  // namespace
+}  // namespace alkaid::shm
