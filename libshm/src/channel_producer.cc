@@ -55,6 +55,16 @@ bool AnyHolder(const Block& b) {
   return false;
 }
 
+// Calls f(k) for every set bit k of `words` (kHolderWords of them).
+template <typename F>
+void ForEachBit(const uint64_t* words, F&& f) {
+  for (uint32_t w = 0; w < kHolderWords; ++w) {
+    for (uint64_t bits = words[w]; bits != 0; bits &= bits - 1) {
+      f(w * 64 + static_cast<uint32_t>(__builtin_ctzll(bits)));
+    }
+  }
+}
+
 bool TestBit(const uint64_t* words, uint32_t k) { return (words[k / 64] >> (k % 64)) & 1; }
 void SetBit(uint64_t* words, uint32_t k) { words[k / 64] |= uint64_t{1} << (k % 64); }
 void ClearBit(uint64_t* words, uint32_t k) { words[k / 64] &= ~(uint64_t{1} << (k % 64)); }
@@ -107,6 +117,7 @@ struct ChannelLoan::Owner {
 
   std::vector<ConsumerState> consumers;
   uint64_t counted[kHolderWords] = {};  // accepted, not closed: room and new messages
+  uint64_t accepted[kHolderWords] = {}; // accepted (closed or not): returns to drain
   uint32_t counted_count = 0;
   uint64_t min_cursor = 0;              // lower bound of the counted consumers' cursors
   uint64_t registry_seen = 0;
@@ -229,7 +240,7 @@ struct ChannelLoan::Owner {
   }
 
   void DrainAllReturns() {
-    for (uint32_t k = 0; k < g.max_consumers; ++k) DrainReturns(k);
+    ForEachBit(accepted, [this](uint32_t k) { DrainReturns(k); });
   }
 
   // Forgets consumer k's bit on every block (it died, or finished and
@@ -269,6 +280,7 @@ struct ChannelLoan::Owner {
     ConsumerState& c = consumers[k];
     const std::string seg_name = ConsumerSegmentName(k, word);
     c = ConsumerState{};
+    ClearBit(accepted, k);
     controls[k].accepted.store(0, std::memory_order_release);
     (void)Segment::Remove(seg_name);  // KeyError if never created: fine
     // Release: partner of the acquire CAS of the next claim of the entry.
@@ -348,6 +360,7 @@ struct ChannelLoan::Owner {
     // Release: publishes `start`; partner of the consumer's acquire load.
     controls[k].accepted.store(word, std::memory_order_release);
     SetBit(counted, k);
+    SetBit(accepted, k);
     ++counted_count;
     min_cursor = std::min(min_cursor, start);
     ++stats.consumers_accepted;
@@ -434,12 +447,11 @@ struct ChannelLoan::Owner {
   // The smallest cursor of the counted consumers (next_sequence if none).
   uint64_t ScanMinCursor() {
     uint64_t m = next_sequence;
-    for (uint32_t k = 0; k < g.max_consumers; ++k) {
-      if (!TestBit(counted, k)) continue;
+    ForEachBit(counted, [&](uint32_t k) {
       // Acquire: partner of the consumer's cursor store, made after it read
       // the slots below it.
       m = std::min(m, Cursor(consumers[k], std::memory_order_acquire));
-    }
+    });
     min_cursor = m;
     return m;
   }
@@ -525,8 +537,7 @@ Status ChannelLoan::Owner::WaitForRoom(uint64_t sequence) {
 
 void ChannelLoan::Owner::WakeSleepers() {
   bool wake = false;
-  for (uint32_t k = 0; k < g.max_consumers; ++k) {
-    if (!TestBit(counted, k)) continue;
+  ForEachBit(counted, [&](uint32_t k) {
     ConsumerState& c = consumers[k];
     // seq_cst: second half of the Dekker pair with the consumer's seq_cst
     // store of an odd episode before its seq_cst reload of write_sequence.
@@ -535,7 +546,7 @@ void ChannelLoan::Owner::WakeSleepers() {
       c.last_woken = episode;
       wake = true;
     }
-  }
+  });
   if (!wake) return;
   // Release: partner of the waiter's acquire load of the futex word.
   header->data_futex.fetch_add(1, std::memory_order_release);
@@ -751,8 +762,7 @@ Status ChannelProducer::PublishImpl(std::span<const std::byte> payload, ChannelL
     slot->sequence.store(2 * n + 1, std::memory_order_seq_cst);
     const uint64_t m0 = n - slots;
     uint64_t least = n;
-    for (uint32_t k = 0; k < d.g.max_consumers; ++k) {
-      if (!TestBit(d.counted, k)) continue;
+    ForEachBit(d.counted, [&](uint32_t k) {
       const uint64_t c = d.Cursor(d.consumers[k], std::memory_order_seq_cst);
       if (c <= m0) {
         ++d.stats.dropped;
@@ -763,7 +773,7 @@ Status ChannelProducer::PublishImpl(std::span<const std::byte> payload, ChannelL
       } else {
         least = std::min(least, c);
       }
-    }
+    });
     d.min_cursor = least;
   } else {
     slot->sequence.store(2 * n + 1, std::memory_order_relaxed);

@@ -1,0 +1,268 @@
+// The channel (libshm/channel.h), the data path v2 transport, measured
+// alone:
+//
+//   alkaid_shm_channel_bench [--sizes 64,4096,...] [--count N]
+//       Ping-pong between two pinned processes, spin waiting: A lends a
+//       block of the size, writes its first and last int64 (not timed),
+//       publishes it; B receives it, reads both values and checks them,
+//       answers with a message without body; A receives the answer.
+//       One-way = round trip / 2. Before each timed ping an untimed one of
+//       the same size. Printed beside the one-line floor of the same run:
+//       the same two processes handing a counter over through one shared
+//       cache line.
+//
+//   alkaid_shm_channel_bench --inproc N [--size B]
+//       One thread: lend a B-byte block (default 512), write its 64-bit
+//       words, publish, receive into a reused message, read the first and
+//       last word, return the previous body. For callgrind: the difference
+//       of two iteration counts is the cost per message.
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "alkaid/shm/channel.h"
+#include "batch_ping.h"
+#include "bench_util.h"
+
+namespace {
+
+using namespace alkaid;
+using bench::Die;
+using bench::NowNs;
+using namespace std::chrono_literals;
+
+int64_t ReadWord(std::span<const std::byte> body, std::size_t offset) {
+  int64_t v;
+  std::memcpy(&v, body.data() + offset, 8);
+  return v;
+}
+
+void WriteWord(std::span<std::byte> body, std::size_t offset, int64_t v) {
+  std::memcpy(body.data() + offset, &v, 8);
+}
+
+shm::ChannelOptions Options(uint64_t largest) {
+  shm::ChannelOptions o;
+  o.slot_count = 64;
+  o.arena_bytes = std::max<uint64_t>(4 * largest + (1 << 20), 16 << 20);
+  o.max_consumers = 4;
+  o.publish_timeout = 10s;
+  o.space_timeout = 10s;
+  return o;
+}
+
+void InProcess(int64_t iterations, uint64_t size) {
+  const std::string name = "alkaid_chbench_" + std::to_string(::getpid());
+  auto producer = shm::ChannelProducer::Create(name, Options(size)).ValueOrDie();
+  shm::ChannelConsumerOptions co;
+  co.wait_mode = shm::WaitMode::kBusyPoll;
+  auto consumer = shm::ChannelConsumer::Open(name, co).ValueOrDie();
+  shm::ChannelMessage message;
+  const std::size_t words = size / 8;
+  int64_t sum = 0;
+  for (int64_t i = 0; i < iterations; ++i) {
+    auto loan = producer->Loan(size);
+    if (!loan.ok()) Die(loan.status(), "Loan");
+    auto* v = reinterpret_cast<int64_t*>(loan->data().data());
+    for (std::size_t w = 0; w < words; ++w) v[w] = i + static_cast<int64_t>(w);
+    CHECK_OK(producer->Publish({}, std::move(*loan)));
+    auto got = consumer->TryReceive(&message);
+    if (!got.ok() || !*got) Die(got.status(), "TryReceive");
+    sum += ReadWord(message.body(), 0) + ReadWord(message.body(), size - 8);
+  }
+  message.Reset();
+  consumer.reset();
+  producer.reset();
+  std::printf("in-process: %lld messages of %llu bytes (checksum %lld)\n",
+              static_cast<long long>(iterations), static_cast<unsigned long long>(size),
+              static_cast<long long>(sum));
+}
+
+struct Flags {
+  alignas(64) std::atomic<uint64_t> ready;  // the child's channel exists
+  alignas(64) std::atomic<uint64_t> ping;
+  alignas(64) std::atomic<uint64_t> pong;
+};
+
+// The floor: a counter handed over through one cache line each way.
+std::vector<int64_t> Floor(const bench::CpuPair& cpus, int count) {
+  auto* f = bench::MapShared<Flags>(1);
+  auto* out = bench::MapShared<int64_t>(static_cast<size_t>(count));
+  const pid_t child = bench::ForkPinned(cpus);
+  if (child == 0) {
+    for (uint64_t i = 1; i <= static_cast<uint64_t>(count) + 100; ++i) {
+      while (f->ping.load(std::memory_order_acquire) != i) {
+      }
+      f->pong.store(i, std::memory_order_release);
+    }
+    ::_exit(0);
+  }
+  for (uint64_t i = 1; i <= static_cast<uint64_t>(count) + 100; ++i) {
+    const int64_t t0 = NowNs();
+    f->ping.store(i, std::memory_order_release);
+    while (f->pong.load(std::memory_order_acquire) != i) {
+    }
+    if (i > 100) out[i - 101] = (NowNs() - t0) / 2;
+  }
+  bench::AwaitChild(child);
+  std::vector<int64_t> result(out, out + count);
+  bench::UnmapShared(out, static_cast<size_t>(count));
+  bench::UnmapShared(f, 1);
+  return result;
+}
+
+// One ping: A publishes `value` in a block of `size`, B answers `value`.
+std::vector<int64_t> PingPong(const bench::CpuPair& cpus, uint64_t size, int count) {
+  const std::string stem = "alkaid_chbench_" + std::to_string(::getpid()) + "_" +
+                           std::to_string(size);
+  const std::string ab = stem + "_ab", ba = stem + "_ba";
+  auto* f = bench::MapShared<Flags>(1);
+  auto* out = bench::MapShared<int64_t>(static_cast<size_t>(count));
+  auto to_b = shm::ChannelProducer::Create(ab, Options(size));
+  if (!to_b.ok()) Die(to_b.status(), "create");
+  const pid_t child = bench::ForkPinned(cpus);
+  if (child == 0) {
+    shm::ChannelConsumerOptions co;
+    co.wait_mode = shm::WaitMode::kBusyPoll;
+    auto from_a = shm::ChannelConsumer::Open(ab, co);
+    if (!from_a.ok()) Die(from_a.status(), "open");
+    auto to_a = shm::ChannelProducer::Create(ba, Options(64));
+    if (!to_a.ok()) Die(to_a.status(), "create");
+    f->ready.store(1, std::memory_order_release);
+    shm::ChannelMessage m;
+    for (int i = 0; i < 2 * count; ++i) {
+      while (true) {
+        auto got = (*from_a)->TryReceive(&m);
+        if (!got.ok()) Die(got.status(), "receive");
+        if (*got) break;
+      }
+      const int64_t first = ReadWord(m.body(), 0), last = ReadWord(m.body(), size - 8);
+      if (first != last) {
+        std::fprintf(stderr, "child: first %lld != last %lld\n", static_cast<long long>(first),
+                     static_cast<long long>(last));
+        ::_exit(2);
+      }
+      CHECK_OK((*to_a)->Publish({}, static_cast<uint64_t>(first)));
+    }
+    m.Reset();
+    ::_exit(0);
+  }
+  while (f->ready.load(std::memory_order_acquire) == 0) {
+  }
+  shm::ChannelConsumerOptions co;
+  co.wait_mode = shm::WaitMode::kBusyPoll;
+  auto from_b = shm::ChannelConsumer::Open(ba, co);
+  if (!from_b.ok()) Die(from_b.status(), "open");
+  shm::ChannelMessage m;
+  auto round_trip = [&](int64_t value, bool timed) {
+    auto loan = (*to_b)->Loan(size);
+    if (!loan.ok()) Die(loan.status(), "loan");
+    WriteWord(loan->data(), 0, value);
+    WriteWord(loan->data(), size - 8, value);
+    const int64_t t0 = timed ? NowNs() : 0;
+    CHECK_OK((*to_b)->Publish({}, std::move(*loan)));
+    while (true) {
+      auto got = (*from_b)->TryReceive(&m);
+      if (!got.ok()) Die(got.status(), "receive");
+      if (*got) break;
+    }
+    if (m.user() != static_cast<uint64_t>(value)) {
+      std::fprintf(stderr, "answer %llu for %lld\n", static_cast<unsigned long long>(m.user()),
+                   static_cast<long long>(value));
+      std::exit(1);
+    }
+    return timed ? (NowNs() - t0) / 2 : 0;
+  };
+  for (int i = 0; i < count; ++i) {
+    (void)round_trip(-2 - i, false);  // warm-up of the same size
+    out[i] = round_trip(i, true);
+  }
+  bench::AwaitChild(child);
+  std::vector<int64_t> result(out, out + count);
+  bench::UnmapShared(out, static_cast<size_t>(count));
+  bench::UnmapShared(f, 1);
+  m.Reset();
+  from_b->reset();
+  return result;
+}
+
+int64_t Percentile(std::vector<int64_t> v, double p) {
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<uint64_t> sizes = {64, 4096, 65536, 1 << 20, 16 << 20};
+  int count = 5000;
+  int64_t inproc = -1;
+  uint64_t inproc_size = 512;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--inproc") {
+      inproc = std::atoll(next().c_str());
+    } else if (a == "--size") {
+      inproc_size = std::strtoull(next().c_str(), nullptr, 10);
+    } else if (a == "--count") {
+      count = std::atoi(next().c_str());
+    } else if (a == "--sizes") {
+      sizes.clear();
+      std::string list = next();
+      for (size_t pos = 0; pos <= list.size();) {
+        const size_t comma = std::min(list.find(',', pos), list.size());
+        sizes.push_back(std::strtoull(list.substr(pos, comma - pos).c_str(), nullptr, 10));
+        pos = comma + 1;
+      }
+    } else {
+      std::fprintf(stderr,
+                   "usage: alkaid_shm_channel_bench [--sizes a,b,...] [--count N] | --inproc N "
+                   "[--size B]\n");
+      return 2;
+    }
+  }
+  if (inproc >= 0) {
+    if (inproc_size < 8 || inproc_size % 8 != 0) {
+      std::fprintf(stderr, "--size must be a positive multiple of 8\n");
+      return 2;
+    }
+    InProcess(inproc, inproc_size);
+    return 0;
+  }
+  for (uint64_t s : sizes) {
+    if (s < 8) {
+      std::fprintf(stderr, "sizes must be at least 8 bytes\n");
+      return 2;
+    }
+  }
+  const bench::CpuPair cpus = bench::PinToFirstTwoCpus();
+  if (cpus.child < 0) std::fprintf(stderr, "warning: fewer than two CPUs; not pinned\n");
+  const std::vector<int64_t> floor = Floor(cpus, count);
+  const int64_t floor_p50 = Percentile(floor, 0.5);
+  std::printf("one-way latency, spin, %d pings per size (ns)\n", count);
+  std::printf("%10s %9s %9s %11s %13s\n", "size", "p50", "p99", "floor p50", "p50 / floor");
+  for (uint64_t s : sizes) {
+    const std::vector<int64_t> v = PingPong(cpus, s, count);
+    const int64_t p50 = Percentile(v, 0.5);
+    std::printf("%10llu %9lld %9lld %11lld %13.1f\n", static_cast<unsigned long long>(s),
+                static_cast<long long>(p50), static_cast<long long>(Percentile(v, 0.99)),
+                static_cast<long long>(floor_p50),
+                static_cast<double>(p50) / static_cast<double>(std::max<int64_t>(floor_p50, 1)));
+  }
+  return 0;
+}
