@@ -153,6 +153,8 @@ std::vector<int64_t> PingPong(const bench::CpuPair& cpus, uint64_t size, int cou
       CHECK_OK((*to_a)->Publish({}, static_cast<uint64_t>(first)));
     }
     m.Reset();
+    from_a->reset();
+    to_a->reset();  // removes its names
     ::_exit(0);
   }
   while (f->ready.load(std::memory_order_acquire) == 0) {

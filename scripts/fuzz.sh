@@ -12,7 +12,8 @@ seconds="${1:-60}"
 scripts/build.sh fuzz
 gold=tests/data/arrow-gold/cpp-21.0.0
 status=0
-for target in ipc_stream_fuzz ipc_file_fuzz ipc_message_fuzz unsafe_row_fuzz control_protocol_fuzz; do
+for target in ipc_stream_fuzz ipc_file_fuzz ipc_message_fuzz unsafe_row_fuzz control_protocol_fuzz \
+  channel_fuzz; do
   work="build/fuzz/corpus/$target"
   mkdir -p "$work"
   seeds=()
@@ -21,6 +22,7 @@ for target in ipc_stream_fuzz ipc_file_fuzz ipc_message_fuzz unsafe_row_fuzz con
     ipc_file_fuzz) cp -n "$gold"/*.arrow_file "$work"/ ;;
     unsafe_row_fuzz) ;;  # row batches: only its own seeds in fuzz/corpus/unsafe_row_fuzz
     control_protocol_fuzz) ;;  # control frames: only its own seeds in fuzz/corpus/control_protocol_fuzz
+    channel_fuzz) ;;  # shared-memory patches: only its own seeds in fuzz/corpus/channel_fuzz
     *) cp -n "$gold"/*.stream "$work"/ ;;
   esac
   mkdir -p "build/fuzz/artifacts/$target"

@@ -55,6 +55,9 @@ struct ChannelBlock::Returns {
     // of the producer's acquire load of the state.
     header->state.store(internal::kConsumerDone, std::memory_order_release);
     reg_header->changes.fetch_add(1, std::memory_order_release);
+    // We created the name, we remove it; a producer that accepted us keeps
+    // its mapping until it has drained our last returns.
+    (void)Segment::Remove(own->name());
   }
 
   // Queues the return of a block; any thread.
@@ -302,7 +305,9 @@ Result<bool> ChannelConsumer::TryReceive(ChannelMessage* out) {
     ALKAID_ASSIGN_OR_RAISE(const bool ok, Accepted());
     if (!ok) return false;
   }
-  while (true) {
+  // An honest producer laps us at most a few times in a row; a hostile one
+  // could show ever newer sequences in every slot.
+  for (uint32_t attempt = 0; attempt <= d.g.slot_count + 1; ++attempt) {
     const uint64_t c = cursor_;
     const ChannelSlotData* slot = d.Slot(c);
     const uint64_t want = 2 * c + 2;
@@ -410,6 +415,9 @@ Result<bool> ChannelConsumer::TryReceive(ChannelMessage* out) {
     pending_lost_ = 0;
     return true;
   }
+  return Status::Invalid("channel '", d.name, "': every slot shows a newer message than ",
+                         "the one this consumer skipped to (sequence ", cursor_,
+                         "): the channel segment is corrupt");
 }
 
 Status ChannelConsumer::Receive(ChannelMessage* out, std::chrono::nanoseconds timeout) {

@@ -594,6 +594,9 @@ ChannelProducer::~ChannelProducer() {
   Close();
   Owner& d = *impl_;
   for (uint32_t k = 0; k < d.g.max_consumers; ++k) {
+    // The consumers we accepted (their names as we opened them, whatever
+    // the registry says now), and those still waiting to be.
+    if (d.consumers[k].segment != nullptr) (void)Segment::Remove(d.consumers[k].segment->name());
     const uint64_t word = d.regs[k].word.load(std::memory_order_acquire);
     if (word != 0) (void)Segment::Remove(d.ConsumerSegmentName(k, word));
   }

@@ -1,0 +1,185 @@
+// libFuzzer target for the channel (libshm/channel.h) against a hostile
+// party on either side of the shared memory:
+//
+// - a hostile producer: after honest messages, the input's patches are
+//   written over the channel segment (header, control lines, slots, shape
+//   table; through a writable mapping of our own, since consumers map it
+//   read-only). A consumer then opens it, receives, reads the shapes and
+//   the sideband. Every span it hands out must lie inside the segment it
+//   mapped, and every byte of it is read.
+// - hostile consumers: the patches are also written over a consumer's own
+//   segment (cursor, return queue) and the registry; the producer then
+//   polls, lends and publishes. It must neither crash nor free a block it
+//   still lent out.
+//
+// Input: one byte choosing the targets, then patches of [u32 offset][u8
+// length][bytes], the offset taken modulo the target's size.
+
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "alkaid/shm/channel.h"
+#include "alkaid/shm/segment.h"
+
+namespace shm = alkaid::shm;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct Patches {
+  const uint8_t* data;
+  size_t size;
+  size_t pos = 0;
+
+  // Applies every patch to [base, base + n).
+  void ApplyTo(std::byte* base, uint64_t n) {
+    pos = 0;
+    while (pos + 5 <= size && n > 0) {
+      uint32_t offset;
+      std::memcpy(&offset, data + pos, 4);
+      const uint8_t length = data[pos + 4];
+      pos += 5;
+      const size_t take = std::min<size_t>(length, size - pos);
+      const uint64_t at = offset % n;
+      const size_t fit = static_cast<size_t>(std::min<uint64_t>(take, n - at));
+      std::memcpy(base + at, data + pos, fit);
+      pos += take;
+    }
+  }
+};
+
+// A received body lies inside the channel segment (`payload_size` bytes,
+// mapped at `*base` in the consumer: the same for all its messages), and
+// every byte of it can be read.
+void CheckBody(const shm::ChannelMessage& message, uint64_t payload_size,
+               const std::byte** base) {
+  const std::span<const std::byte> body = message.body();
+  if (body.empty()) return;
+  const std::byte* mapped = body.data() - message.body_offset();
+  if (*base == nullptr) *base = mapped;
+  if (mapped != *base || message.body_offset() > payload_size ||
+      body.size() > payload_size - message.body_offset()) {
+    std::abort();
+  }
+  volatile uint8_t sink = 0;
+  for (std::byte b : body) sink = sink + static_cast<uint8_t>(b);
+  (void)sink;
+}
+
+void CheckInside(std::span<const std::byte> span) {
+  volatile uint8_t sink = 0;
+  for (std::byte b : span) sink = sink + static_cast<uint8_t>(b);
+  (void)sink;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 1) return 0;
+  static int run = 0;
+  const std::string name =
+      "alkaid_fz" + std::to_string(::getpid()) + "_" + std::to_string(run++ % 4);
+  (void)shm::RemoveChannel(name);  // a previous run that aborted
+  shm::ChannelOptions o;
+  o.slot_count = 4;
+  o.inline_capacity = 64;
+  o.arena_bytes = 16 << 10;
+  o.max_blocks = 16;
+  o.max_consumers = 2;
+  o.shape_count = 2;
+  o.shape_bytes = 128;
+  o.publish_timeout = 1ms;
+  o.publish_spin = 0ms;
+  o.space_timeout = 1ms;
+  o.liveness_interval = 0ms;
+  auto producer = shm::ChannelProducer::Create(name, o);
+  if (!producer.ok()) std::abort();
+  auto& p = **producer;
+  const std::byte shape[40] = {};
+  (void)p.AddShape(shape);
+  shm::ChannelConsumerOptions co;
+  co.wait_mode = shm::WaitMode::kBusyPoll;
+  auto honest = shm::ChannelConsumer::Open(name, co);
+  if (!honest.ok()) std::abort();
+  for (uint64_t i = 0; i < 3; ++i) {
+    auto loan = p.Loan(100 * (i + 1));
+    if (!loan.ok()) std::abort();
+    std::memset(loan->data().data(), static_cast<int>(i), loan->data().size());
+    const std::byte inline_bytes[9] = {};
+    if (!p.Publish(inline_bytes, std::move(*loan), i, 1).ok()) std::abort();
+  }
+
+  const uint8_t targets = data[0];
+  Patches patches{data + 1, size - 1};
+  auto rw = shm::Segment::Open(name, shm::SegmentKind::kChannel);
+  if (!rw.ok()) std::abort();
+  if (targets & 1) patches.ApplyTo((*rw)->payload(), (*rw)->payload_size());
+
+  // The consumer side against the (possibly) hostile producer.
+  {
+    auto consumer = shm::ChannelConsumer::Open(name, co);
+    shm::ChannelMessage message;
+    for (auto* c : {honest->get(), consumer.ok() ? consumer->get() : nullptr}) {
+      if (c == nullptr) continue;
+      const std::byte* base = nullptr;
+      for (int i = 0; i < 8; ++i) {
+        auto got = c->TryReceive(&message);
+        if (!got.ok()) continue;
+        if (!*got) break;
+        CheckBody(message, (*rw)->payload_size(), &base);
+        CheckInside(message.payload());
+      }
+      std::vector<std::byte> bytes;
+      for (uint32_t id = 0; id <= 3; ++id) {
+        if (c->ReadShape(id, &bytes).ok()) CheckInside(bytes);
+      }
+      (void)c->ReadSideband();
+    }
+  }
+
+  // The producer side against hostile consumer memory and registrations.
+  if (targets & 6) {
+    if (targets & 2) {
+      // Every consumer's own segment (its cursor and return queue), found
+      // through the registration words (RegWord: pid << 32 | tag << 2 | state,
+      // 64-byte entries after a 128-byte header).
+      auto reg = shm::Segment::Open(name + ".reg", shm::SegmentKind::kChannelRegistry);
+      if (!reg.ok()) std::abort();
+      for (uint32_t k = 0; k < o.max_consumers; ++k) {
+        uint64_t word;
+        std::memcpy(&word, (*reg)->payload() + 128 + 64 * k, 8);
+        if (word == 0) continue;
+        const uint32_t tag = static_cast<uint32_t>(word >> 2) & 0x3fffffffU;
+        auto seg = shm::Segment::Open(name + ".c" + std::to_string(k) + "." + std::to_string(tag),
+                                      shm::SegmentKind::kChannelConsumer);
+        if (seg.ok()) patches.ApplyTo((*seg)->payload(), (*seg)->payload_size());
+      }
+    }
+    if (targets & 4) {
+      auto reg = shm::Segment::Open(name + ".reg", shm::SegmentKind::kChannelRegistry);
+      if (reg.ok()) patches.ApplyTo((*reg)->payload(), (*reg)->payload_size());
+    }
+    p.Poll();
+    for (uint64_t i = 0; i < 6; ++i) {
+      auto loan = p.Loan(64 + 500 * (i % 3));
+      if (!loan.ok()) continue;
+      // A block the producer lent out is never handed out twice.
+      std::memset(loan->data().data(), 0xA5, loan->data().size());
+      auto second = p.Loan(64);
+      if (second.ok() && second->offset() == loan->offset()) std::abort();
+      (void)p.Publish({}, std::move(*loan), i);
+    }
+    p.Poll();
+  }
+  honest->reset();
+  producer->reset();
+  (void)shm::RemoveChannel(name);
+  return 0;
+}
