@@ -122,7 +122,6 @@ struct ChannelLoan::Owner {
   uint64_t min_cursor = 0;              // lower bound of the counted consumers' cursors
   uint64_t registry_seen = 0;
   Clock::time_point next_liveness = Clock::now();
-  uint32_t publishes_since_clock = 0;
   ChannelStats stats;
 
   ChannelSlotData* Slot(uint64_t sequence) const {
@@ -743,10 +742,6 @@ Status ChannelProducer::PublishImpl(std::span<const std::byte> payload, ChannelL
     return Status::Invalid("channel '", d.name, "': shape ", shape, " was not added");
   }
   d.PollRegistry();
-  if (++d.publishes_since_clock >= 1024) {
-    d.publishes_since_clock = 0;
-    if (Clock::now() >= d.next_liveness) d.ReapDead();
-  }
   const uint64_t n = d.next_sequence;
   const uint64_t slots = d.g.slot_count;
   const bool lapping = n >= slots && d.min_cursor <= n - slots && d.counted_count > 0;

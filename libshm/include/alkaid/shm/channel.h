@@ -22,10 +22,13 @@
 /// consumer (up to publish_timeout); kDropOldest overwrites, and the slow
 /// consumer alone loses messages and is told how many.
 ///
-/// Crashes: a consumer that dies is noticed by the producer (pid check at
-/// most every ChannelOptions::liveness_interval, and whenever the producer
-/// needs room or space), which releases exactly what it held and removes
-/// its segment. A producer that dies leaves its names for RemoveChannel().
+/// Crashes: a consumer that dies is noticed by the producer whenever it
+/// needs room or space, and in Poll() (pid checks at most every
+/// ChannelOptions::liveness_interval), which releases exactly what it held
+/// and removes its segment; a consumer that opens may also take over a dead
+/// one's registration. Publishing itself makes no pid check (no system call
+/// on the data path). A producer that dies leaves its names for
+/// RemoveChannel().
 
 #include <array>
 #include <atomic>
@@ -75,8 +78,8 @@ struct ChannelOptions {
   uint32_t shape_bytes = 4096;
   /// Longest wait of Loan for arena space or a free descriptor. Default 1 s.
   std::chrono::nanoseconds space_timeout = std::chrono::seconds(1);
-  /// How often at most the producer checks its consumers' pids on the data
-  /// path (it always does when it waits). Default 200 ms.
+  /// How often at most Poll() checks the consumers' pids (waits for room
+  /// or space always do). Default 200 ms.
   std::chrono::milliseconds liveness_interval{200};
   /// The channel segment's mode and pages. Consumers' segments use the same
   /// access mode.
