@@ -1,15 +1,21 @@
 // The channel (libshm/channel.h), the data path v2 transport, measured
 // alone:
 //
-//   alkaid_shm_channel_bench [--sizes 64,4096,...] [--count N]
-//       Ping-pong between two pinned processes, spin waiting: A lends a
+//   alkaid_shm_channel_bench [--sizes 64,4096,...] [--count N] [--mode spin|block|hybrid]
+//       Ping-pong between two pinned processes: A lends a
 //       block of the size, writes its first and last int64 (not timed),
 //       publishes it; B receives it, reads both values and checks them,
 //       answers with a message without body; A receives the answer.
 //       One-way = round trip / 2. Before each timed ping an untimed one of
 //       the same size. Printed beside the one-line floor of the same run:
 //       the same two processes handing a counter over through one shared
-//       cache line.
+//       cache line. --mode: how both sides wait (busy poll, futex, or spin
+//       then futex).
+//
+//   alkaid_shm_channel_bench --stream N [--size B]
+//       Throughput: A publishes N messages of B bytes (default 512: 64
+//       int64 values written) as fast as it can; B receives each and reads
+//       its first and last value. Messages per second at B.
 //
 //   alkaid_shm_channel_bench --inproc N [--size B]
 //       One thread: lend a B-byte block (default 512), write its 64-bit
@@ -119,8 +125,28 @@ std::vector<int64_t> Floor(const bench::CpuPair& cpus, int count) {
   return result;
 }
 
+// Receives the next message into `m`, as `mode` says: busy-polling
+// TryReceive, or Receive (which sleeps on the futex in block and hybrid).
+void Next(shm::ChannelConsumer* consumer, shm::WaitMode mode, shm::ChannelMessage* m) {
+  if (mode == shm::WaitMode::kBusyPoll) {
+    while (true) {
+      auto got = consumer->TryReceive(m);
+      if (!got.ok()) Die(got.status(), "receive");
+      if (*got) return;
+    }
+  }
+  CHECK_OK(consumer->Receive(m, 10s));
+}
+
+shm::ChannelConsumerOptions ConsumerOptions(shm::WaitMode mode) {
+  shm::ChannelConsumerOptions co;
+  co.wait_mode = mode;
+  return co;
+}
+
 // One ping: A publishes `value` in a block of `size`, B answers `value`.
-std::vector<int64_t> PingPong(const bench::CpuPair& cpus, uint64_t size, int count) {
+std::vector<int64_t> PingPong(const bench::CpuPair& cpus, uint64_t size, int count,
+                              shm::WaitMode mode) {
   const std::string stem = "alkaid_chbench_" + std::to_string(::getpid()) + "_" +
                            std::to_string(size);
   const std::string ab = stem + "_ab", ba = stem + "_ba";
@@ -130,20 +156,14 @@ std::vector<int64_t> PingPong(const bench::CpuPair& cpus, uint64_t size, int cou
   if (!to_b.ok()) Die(to_b.status(), "create");
   const pid_t child = bench::ForkPinned(cpus);
   if (child == 0) {
-    shm::ChannelConsumerOptions co;
-    co.wait_mode = shm::WaitMode::kBusyPoll;
-    auto from_a = shm::ChannelConsumer::Open(ab, co);
+    auto from_a = shm::ChannelConsumer::Open(ab, ConsumerOptions(mode));
     if (!from_a.ok()) Die(from_a.status(), "open");
     auto to_a = shm::ChannelProducer::Create(ba, Options(64));
     if (!to_a.ok()) Die(to_a.status(), "create");
     f->ready.store(1, std::memory_order_release);
     shm::ChannelMessage m;
     for (int i = 0; i < 2 * count; ++i) {
-      while (true) {
-        auto got = (*from_a)->TryReceive(&m);
-        if (!got.ok()) Die(got.status(), "receive");
-        if (*got) break;
-      }
+      Next(from_a->get(), mode, &m);
       const int64_t first = ReadWord(m.body(), 0), last = ReadWord(m.body(), size - 8);
       if (first != last) {
         std::fprintf(stderr, "child: first %lld != last %lld\n", static_cast<long long>(first),
@@ -159,9 +179,7 @@ std::vector<int64_t> PingPong(const bench::CpuPair& cpus, uint64_t size, int cou
   }
   while (f->ready.load(std::memory_order_acquire) == 0) {
   }
-  shm::ChannelConsumerOptions co;
-  co.wait_mode = shm::WaitMode::kBusyPoll;
-  auto from_b = shm::ChannelConsumer::Open(ba, co);
+  auto from_b = shm::ChannelConsumer::Open(ba, ConsumerOptions(mode));
   if (!from_b.ok()) Die(from_b.status(), "open");
   shm::ChannelMessage m;
   auto round_trip = [&](int64_t value, bool timed) {
@@ -171,11 +189,7 @@ std::vector<int64_t> PingPong(const bench::CpuPair& cpus, uint64_t size, int cou
     WriteWord(loan->data(), size - 8, value);
     const int64_t t0 = timed ? NowNs() : 0;
     CHECK_OK((*to_b)->Publish({}, std::move(*loan)));
-    while (true) {
-      auto got = (*from_b)->TryReceive(&m);
-      if (!got.ok()) Die(got.status(), "receive");
-      if (*got) break;
-    }
+    Next(from_b->get(), mode, &m);
     if (m.user() != static_cast<uint64_t>(value)) {
       std::fprintf(stderr, "answer %llu for %lld\n", static_cast<unsigned long long>(m.user()),
                    static_cast<long long>(value));
@@ -196,6 +210,53 @@ std::vector<int64_t> PingPong(const bench::CpuPair& cpus, uint64_t size, int cou
   return result;
 }
 
+// Messages per second received by a consumer process.
+void Stream(const bench::CpuPair& cpus, int64_t count, uint64_t size) {
+  const std::string name = "alkaid_chbench_" + std::to_string(::getpid()) + "_stream";
+  auto* f = bench::MapShared<Flags>(1);
+  auto* rate = bench::MapShared<double>(1);
+  auto producer = shm::ChannelProducer::Create(name, Options(size));
+  if (!producer.ok()) Die(producer.status(), "create");
+  const pid_t child = bench::ForkPinned(cpus);
+  if (child == 0) {
+    auto consumer = shm::ChannelConsumer::Open(name, ConsumerOptions(shm::WaitMode::kBusyPoll));
+    if (!consumer.ok()) Die(consumer.status(), "open");
+    f->ready.store(1, std::memory_order_release);
+    shm::ChannelMessage m;
+    int64_t start = 0;
+    for (int64_t i = 0; i < count; ++i) {
+      Next(consumer->get(), shm::WaitMode::kBusyPoll, &m);
+      if (i == 0) start = NowNs();
+      if (ReadWord(m.body(), 0) != i || ReadWord(m.body(), size - 8) != i) {
+        std::fprintf(stderr, "message %lld damaged\n", static_cast<long long>(i));
+        ::_exit(2);
+      }
+    }
+    *rate = static_cast<double>(count - 1) * 1e9 / static_cast<double>(NowNs() - start);
+    m.Reset();
+    consumer->reset();
+    ::_exit(0);
+  }
+  while (f->ready.load(std::memory_order_acquire) == 0) {
+  }
+  const std::size_t words = size / 8;
+  const int64_t t0 = NowNs();
+  for (int64_t i = 0; i < count; ++i) {
+    auto loan = (*producer)->Loan(size);
+    if (!loan.ok()) Die(loan.status(), "loan");
+    auto* v = reinterpret_cast<int64_t*>(loan->data().data());
+    for (std::size_t w = 0; w < words; ++w) v[w] = i;
+    CHECK_OK((*producer)->Publish({}, std::move(*loan)));
+  }
+  const double publish_rate = static_cast<double>(count) * 1e9 / static_cast<double>(NowNs() - t0);
+  bench::AwaitChild(child);
+  std::printf("stream: %lld messages of %llu bytes: %.2f M/s received (%.2f M/s published)\n",
+              static_cast<long long>(count), static_cast<unsigned long long>(size), *rate / 1e6,
+              publish_rate / 1e6);
+  bench::UnmapShared(rate, 1);
+  bench::UnmapShared(f, 1);
+}
+
 int64_t Percentile(std::vector<int64_t> v, double p) {
   std::sort(v.begin(), v.end());
   return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
@@ -207,7 +268,10 @@ int main(int argc, char** argv) {
   std::vector<uint64_t> sizes = {64, 4096, 65536, 1 << 20, 16 << 20};
   int count = 5000;
   int64_t inproc = -1;
+  int64_t stream = -1;
   uint64_t inproc_size = 512;
+  shm::WaitMode mode = shm::WaitMode::kBusyPoll;
+  const char* mode_name = "spin";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -219,6 +283,21 @@ int main(int argc, char** argv) {
     };
     if (a == "--inproc") {
       inproc = std::atoll(next().c_str());
+    } else if (a == "--stream") {
+      stream = std::atoll(next().c_str());
+    } else if (a == "--mode") {
+      const std::string m = next();
+      if (m == "spin") {
+        mode = shm::WaitMode::kBusyPoll;
+      } else if (m == "block") {
+        mode = shm::WaitMode::kBlock;
+      } else if (m == "hybrid") {
+        mode = shm::WaitMode::kSpinThenBlock;
+      } else {
+        std::fprintf(stderr, "--mode spin|block|hybrid\n");
+        return 2;
+      }
+      mode_name = argv[i];
     } else if (a == "--size") {
       inproc_size = std::strtoull(next().c_str(), nullptr, 10);
     } else if (a == "--count") {
@@ -233,17 +312,22 @@ int main(int argc, char** argv) {
       }
     } else {
       std::fprintf(stderr,
-                   "usage: alkaid_shm_channel_bench [--sizes a,b,...] [--count N] | --inproc N "
+                   "usage: alkaid_shm_channel_bench [--sizes a,b,...] [--count N] "
+                   "[--mode spin|block|hybrid] | --inproc N [--size B] | --stream N "
                    "[--size B]\n");
       return 2;
     }
   }
-  if (inproc >= 0) {
+  if (inproc >= 0 || stream >= 0) {
     if (inproc_size < 8 || inproc_size % 8 != 0) {
       std::fprintf(stderr, "--size must be a positive multiple of 8\n");
       return 2;
     }
-    InProcess(inproc, inproc_size);
+    if (inproc >= 0) {
+      InProcess(inproc, inproc_size);
+    } else {
+      Stream(bench::PinToFirstTwoCpus(), std::max<int64_t>(stream, 2), inproc_size);
+    }
     return 0;
   }
   for (uint64_t s : sizes) {
@@ -256,10 +340,10 @@ int main(int argc, char** argv) {
   if (cpus.child < 0) std::fprintf(stderr, "warning: fewer than two CPUs; not pinned\n");
   const std::vector<int64_t> floor = Floor(cpus, count);
   const int64_t floor_p50 = Percentile(floor, 0.5);
-  std::printf("one-way latency, spin, %d pings per size (ns)\n", count);
+  std::printf("one-way latency, %s, %d pings per size (ns)\n", mode_name, count);
   std::printf("%10s %9s %9s %11s %13s\n", "size", "p50", "p99", "floor p50", "p50 / floor");
   for (uint64_t s : sizes) {
-    const std::vector<int64_t> v = PingPong(cpus, s, count);
+    const std::vector<int64_t> v = PingPong(cpus, s, count, mode);
     const int64_t p50 = Percentile(v, 0.5);
     std::printf("%10llu %9lld %9lld %11lld %13.1f\n", static_cast<unsigned long long>(s),
                 static_cast<long long>(p50), static_cast<long long>(Percentile(v, 0.99)),
