@@ -41,6 +41,7 @@ struct ChannelBlock::Returns {
   ConsumerSegHeaderData* header = nullptr;
   std::atomic<uint64_t>* cells = nullptr;
   uint32_t capacity = 0;
+  uint32_t capacity_log2 = 0;
   const ConsumerControlData* control = nullptr;
   RegistryHeaderData* reg_header = nullptr;
   std::atomic<uint64_t> reserve{0};      // next queue position to fill (process-local)
@@ -79,7 +80,7 @@ struct ChannelBlock::Returns {
     }
     // Release: the producer's acquire load of the entry sees it whole.
     cells[pos & (capacity - 1)].store(
-        internal::ReturnWord(internal::ReturnLap(pos, capacity), descriptor, generation),
+        internal::ReturnWord(internal::ReturnLap(pos, capacity_log2), descriptor, generation),
         std::memory_order_release);
   }
 };
@@ -259,6 +260,7 @@ Result<std::unique_ptr<ChannelConsumer>> ChannelConsumer::Open(
   returns->cells = reinterpret_cast<std::atomic<uint64_t>*>(returns->own->payload() +
                                                            sizeof(ConsumerSegHeaderData));
   returns->capacity = d.g.return_capacity;
+  returns->capacity_log2 = static_cast<uint32_t>(__builtin_ctz(d.g.return_capacity));
   d.control = reinterpret_cast<const ConsumerControlData*>(d.channel->payload() +
                                                           d.g.controls_offset) +
               index;

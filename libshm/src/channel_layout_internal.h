@@ -204,10 +204,12 @@ struct alignas(kCacheLineSize) ConsumerSegHeaderData {
 ALKAID_SHM_PLAIN_DATA(ConsumerSegHeaderData, 4 * kCacheLineSize);
 
 /// A return queue entry: the block's generation and descriptor, and which
-/// lap of the queue it was written in (1..255, so a zero word, or one from
-/// the previous lap, is never taken for a new entry).
-constexpr uint64_t ReturnLap(uint64_t position, uint32_t capacity) {
-  return (position / capacity) % 255 + 1;
+/// lap of the queue it was written in (1..128: never 0, so a zero word is
+/// never taken for an entry, and different in consecutive laps, so an
+/// entry of the previous lap is not either). `capacity_log2`: the queue
+/// holds 2^capacity_log2 entries.
+constexpr uint64_t ReturnLap(uint64_t position, uint32_t capacity_log2) {
+  return ((position >> capacity_log2) & 0x7f) + 1;
 }
 constexpr uint64_t ReturnWord(uint64_t lap, uint32_t descriptor, uint32_t generation) {
   return (uint64_t{generation} << 32) | (uint64_t{descriptor & 0xffffffU} << 8) | lap;

@@ -86,6 +86,7 @@ struct ConsumerState {
   const ConsumerSegHeaderData* header = nullptr;
   const std::atomic<uint64_t>* returns = nullptr;
   uint32_t return_capacity = 0;
+  uint32_t return_log2 = 0;
   uint64_t returns_read = 0;
   uint32_t last_woken = 0;  // the waiting episode last woken
 };
@@ -118,6 +119,15 @@ struct ChannelLoan::Owner {
   std::vector<ConsumerState> consumers;
   uint64_t counted[kHolderWords] = {};  // accepted, not closed: room and new messages
   uint64_t accepted[kHolderWords] = {}; // accepted (closed or not): returns to drain
+  // The same sets as index lists (capacity reserved: no allocation), for
+  // the loops of the data path.
+  std::vector<uint32_t> counted_list;
+  std::vector<uint32_t> accepted_list;
+
+  static void ListFrom(const uint64_t* words, std::vector<uint32_t>* list) {
+    list->clear();
+    ForEachBit(words, [list](uint32_t k) { list->push_back(k); });
+  }
   uint32_t counted_count = 0;
   uint64_t min_cursor = 0;              // lower bound of the counted consumers' cursors
   uint64_t registry_seen = 0;
@@ -185,8 +195,8 @@ struct ChannelLoan::Owner {
     classes.clear();
   }
 
-  // One attempt: a cached block of this capacity, else carved space.
-  uint32_t TryTake(uint64_t capacity) {
+  // A freed block of this capacity, or kNoBlock.
+  uint32_t TakeCached(uint64_t capacity) {
     for (SizeClass& c : classes) {
       if (c.capacity == capacity && c.head != kNoBlock) {
         const uint32_t d = c.head;
@@ -195,6 +205,13 @@ struct ChannelLoan::Owner {
         return d;
       }
     }
+    return kNoBlock;
+  }
+
+  // One attempt: a cached block of this capacity, else carved space.
+  uint32_t TryTake(uint64_t capacity) {
+    const uint32_t cached = TakeCached(capacity);
+    if (cached != kNoBlock) return cached;
     if (free_descriptors.empty()) return kNoBlock;
     auto offset = ranges.Take(capacity);
     if (!offset) return kNoBlock;
@@ -222,11 +239,11 @@ struct ChannelLoan::Owner {
     ConsumerState& c = consumers[k];
     if (!c.accepted) return;
     uint64_t pos = c.returns_read;
-    const uint32_t cap = c.return_capacity;
+    const uint64_t mask = c.return_capacity - 1;
     while (true) {
       // Acquire: partner of the consumer's release store of the entry.
-      const uint64_t v = c.returns[pos & (cap - 1)].load(std::memory_order_acquire);
-      if ((v & 0xff) != internal::ReturnLap(pos, cap)) break;
+      const uint64_t v = c.returns[pos & mask].load(std::memory_order_acquire);
+      if ((v & 0xff) != internal::ReturnLap(pos, c.return_log2)) break;
       Return(k, static_cast<uint32_t>(v >> 8) & 0xffffffU, static_cast<uint32_t>(v >> 32));
       ++pos;
     }
@@ -239,7 +256,7 @@ struct ChannelLoan::Owner {
   }
 
   void DrainAllReturns() {
-    ForEachBit(accepted, [this](uint32_t k) { DrainReturns(k); });
+    for (uint32_t k : accepted_list) DrainReturns(k);
   }
 
   // Forgets consumer k's bit on every block (it died, or finished and
@@ -256,6 +273,7 @@ struct ChannelLoan::Owner {
   void StopCounting(uint32_t k) {
     if (TestBit(counted, k)) {
       ClearBit(counted, k);
+      ListFrom(counted, &counted_list);
       --counted_count;
     }
   }
@@ -280,6 +298,7 @@ struct ChannelLoan::Owner {
     const std::string seg_name = ConsumerSegmentName(k, word);
     c = ConsumerState{};
     ClearBit(accepted, k);
+    ListFrom(accepted, &accepted_list);
     controls[k].accepted.store(0, std::memory_order_release);
     (void)Segment::Remove(seg_name);  // KeyError if never created: fine
     // Release: partner of the acquire CAS of the next claim of the entry.
@@ -334,6 +353,7 @@ struct ChannelLoan::Owner {
     c.returns = reinterpret_cast<const std::atomic<uint64_t>*>(c.segment->payload() +
                                                                sizeof(ConsumerSegHeaderData));
     c.return_capacity = g.return_capacity;
+    c.return_log2 = static_cast<uint32_t>(__builtin_ctz(g.return_capacity));
     c.returns_read = 0;
     c.last_woken = 0;
     uint64_t start = next_sequence;
@@ -360,6 +380,8 @@ struct ChannelLoan::Owner {
     controls[k].accepted.store(word, std::memory_order_release);
     SetBit(counted, k);
     SetBit(accepted, k);
+    ListFrom(counted, &counted_list);
+    ListFrom(accepted, &accepted_list);
     ++counted_count;
     min_cursor = std::min(min_cursor, start);
     ++stats.consumers_accepted;
@@ -446,11 +468,11 @@ struct ChannelLoan::Owner {
   // The smallest cursor of the counted consumers (next_sequence if none).
   uint64_t ScanMinCursor() {
     uint64_t m = next_sequence;
-    ForEachBit(counted, [&](uint32_t k) {
+    for (uint32_t k : counted_list) {
       // Acquire: partner of the consumer's cursor store, made after it read
       // the slots below it.
       m = std::min(m, Cursor(consumers[k], std::memory_order_acquire));
-    });
+    }
     min_cursor = m;
     return m;
   }
@@ -536,7 +558,7 @@ Status ChannelLoan::Owner::WaitForRoom(uint64_t sequence) {
 
 void ChannelLoan::Owner::WakeSleepers() {
   bool wake = false;
-  ForEachBit(counted, [&](uint32_t k) {
+  for (uint32_t k : counted_list) {
     ConsumerState& c = consumers[k];
     // seq_cst: second half of the Dekker pair with the consumer's seq_cst
     // store of an odd episode before its seq_cst reload of write_sequence.
@@ -545,7 +567,7 @@ void ChannelLoan::Owner::WakeSleepers() {
       c.last_woken = episode;
       wake = true;
     }
-  });
+  }
   if (!wake) return;
   // Release: partner of the waiter's acquire load of the futex word.
   header->data_futex.fetch_add(1, std::memory_order_release);
@@ -654,6 +676,8 @@ Result<std::unique_ptr<ChannelProducer>> ChannelProducer::Create(std::string_vie
   d.ranges.Add(g.arena_offset, g.arena_size);
   d.slot_block.assign(g.slot_count, kNoBlock);
   d.consumers.resize(g.max_consumers);
+  d.counted_list.reserve(g.max_consumers);
+  d.accepted_list.reserve(g.max_consumers);
   return std::unique_ptr<ChannelProducer>(new ChannelProducer(std::move(owner)));
 }
 
@@ -665,12 +689,16 @@ Result<ChannelLoan> ChannelProducer::Loan(uint64_t length) {
                                  " bytes does not fit the ", d.g.arena_size, "-byte arena");
   }
   const uint64_t capacity = std::max<uint64_t>(internal::RoundUp(length, 64), 64);
-  uint32_t desc = d.TryTake(capacity);
+  // A freed block of this size first (the warmest), then returned ones,
+  // then new space.
+  uint32_t desc = d.TakeCached(capacity);
   if (desc == kNoBlock) {
     d.DrainAllReturns();
-    desc = d.TryTake(capacity);
+    desc = d.TakeCached(capacity);
   }
-  const auto deadline = internal::DeadlineAfter(d.options.space_timeout);
+  if (desc == kNoBlock) desc = d.TryTake(capacity);
+  const auto deadline =
+      desc == kNoBlock ? internal::DeadlineAfter(d.options.space_timeout) : Clock::time_point();
   auto pause = std::chrono::microseconds(20);
   while (desc == kNoBlock) {
     d.CollectSpace();
@@ -760,7 +788,7 @@ Status ChannelProducer::PublishImpl(std::span<const std::byte> payload, ChannelL
     slot->sequence.store(2 * n + 1, std::memory_order_seq_cst);
     const uint64_t m0 = n - slots;
     uint64_t least = n;
-    ForEachBit(d.counted, [&](uint32_t k) {
+    for (uint32_t k : d.counted_list) {
       const uint64_t c = d.Cursor(d.consumers[k], std::memory_order_seq_cst);
       if (c <= m0) {
         ++d.stats.dropped;
@@ -771,7 +799,7 @@ Status ChannelProducer::PublishImpl(std::span<const std::byte> payload, ChannelL
       } else {
         least = std::min(least, c);
       }
-    });
+    }
     d.min_cursor = least;
   } else {
     slot->sequence.store(2 * n + 1, std::memory_order_relaxed);
