@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <utility>
@@ -36,14 +37,16 @@ enum class BlockState : uint8_t { kFree, kCached, kLoaned, kLive };
 
 // A block descriptor, private to the producer. A block is live from its
 // publish until the ring's reference is dropped (its slot is overwritten,
-// or space is needed and every consumer passed it) and every consumer that
-// was given it returned it (or was finished or reclaimed).
+// or space is needed and every consumer passed it), every consumer that
+// was given it returned it (or was finished or reclaimed), and a loan kept
+// across its publish was dropped.
 struct Block {
   uint64_t offset = 0;    // payload offset of the first data byte
   uint64_t capacity = 0;  // arena bytes, multiple of 64
   uint32_t generation = 0;
   BlockState state = BlockState::kFree;
   bool ring_ref = false;
+  bool loan_ref = false;  // a ChannelLoan still names it
   uint64_t holders[kHolderWords] = {};
   uint32_t next_cached = kNoBlock;  // kCached: next block of its size class
 };
@@ -175,7 +178,9 @@ struct ChannelLoan::Owner {
 
   void MaybeFree(uint32_t d) {
     Block& b = blocks[d];
-    if (b.state == BlockState::kLive && !b.ring_ref && !AnyHolder(b)) FreeBlock(d);
+    if (b.state == BlockState::kLive && !b.ring_ref && !b.loan_ref && !AnyHolder(b)) {
+      FreeBlock(d);
+    }
   }
 
   // Gives the cached blocks' space back to the free ranges (so that it can
@@ -451,6 +456,7 @@ struct ChannelLoan::Owner {
   // consumers, then the ring's references on messages every counted
   // consumer passed.
   void CollectSpace() {
+    TakeReleased();
     ProcessRegistry();
     ReapDead();
     DrainAllReturns();
@@ -494,11 +500,45 @@ struct ChannelLoan::Owner {
 
   Status WaitForRoom(uint64_t sequence);
   void WakeSleepers();
-  void ReturnLoan(uint32_t d, uint32_t generation) {
-    if (d < blocks.size() && blocks[d].state == BlockState::kLoaned &&
-        blocks[d].generation == generation) {
-      blocks[d].state = BlockState::kLive;  // so FreeBlock's accounting holds
-      FreeBlock(d);
+
+  // --- loans dropped on any thread -------------------------------------------
+  // A dropped loan is pushed onto a lock-free stack (links per descriptor:
+  // a block has one loan at a time, so it is on the stack once at most) in
+  // this process's memory; the producer thread takes the whole stack when
+  // it looks for blocks. Pushers never pop, so a stale head only ever makes
+  // a CAS fail.
+  std::atomic<uint64_t> released_head{0};  // descriptor + 1, 0: empty
+  std::unique_ptr<std::atomic<uint32_t>[]> released_next;
+  std::unique_ptr<std::atomic<uint32_t>[]> released_generation;
+
+  void PushReleased(uint32_t d, uint32_t generation) {
+    released_generation[d].store(generation, std::memory_order_relaxed);
+    uint64_t head = released_head.load(std::memory_order_relaxed);
+    do {
+      released_next[d].store(static_cast<uint32_t>(head), std::memory_order_relaxed);
+      // Release: the two stores above are visible to the producer's acquire
+      // exchange that takes the stack.
+    } while (!released_head.compare_exchange_weak(head, uint64_t{d} + 1, std::memory_order_release,
+                                                  std::memory_order_relaxed));
+  }
+
+  void TakeReleased() {
+    if (released_head.load(std::memory_order_relaxed) == 0) return;
+    // Acquire: partner of the pushers' release CAS.
+    uint64_t index = released_head.exchange(0, std::memory_order_acquire);
+    while (index != 0) {
+      const uint32_t d = static_cast<uint32_t>(index - 1);
+      const uint32_t generation = released_generation[d].load(std::memory_order_relaxed);
+      index = released_next[d].load(std::memory_order_relaxed);
+      Block& b = blocks[d];
+      if (b.generation != generation || !b.loan_ref) continue;
+      b.loan_ref = false;
+      if (b.state == BlockState::kLoaned) {
+        b.state = BlockState::kLive;  // so FreeBlock's accounting holds
+        FreeBlock(d);
+      } else {
+        MaybeFree(d);
+      }
     }
   }
 };
@@ -600,7 +640,7 @@ ChannelLoan& ChannelLoan::operator=(ChannelLoan&& other) noexcept {
 
 void ChannelLoan::Reset() {
   if (owner_ == nullptr) return;
-  owner_->ReturnLoan(descriptor_, generation_);
+  owner_->PushReleased(descriptor_, generation_);
   owner_.reset();
   data_ = {};
 }
@@ -670,6 +710,8 @@ Result<std::unique_ptr<ChannelProducer>> ChannelProducer::Create(std::string_vie
   d.header->magic.store(internal::kChannelMagic, std::memory_order_release);
 
   d.blocks.resize(g.block_count);
+  d.released_next = std::make_unique<std::atomic<uint32_t>[]>(g.block_count);
+  d.released_generation = std::make_unique<std::atomic<uint32_t>[]>(g.block_count);
   d.free_descriptors.reserve(g.block_count);
   for (uint32_t i = g.block_count; i > 0; --i) d.free_descriptors.push_back(i - 1);
   d.classes.reserve(16);
@@ -693,6 +735,7 @@ Result<ChannelLoan> ChannelProducer::Loan(uint64_t length) {
   // then new space.
   uint32_t desc = d.TakeCached(capacity);
   if (desc == kNoBlock) {
+    d.TakeReleased();
     d.DrainAllReturns();
     desc = d.TakeCached(capacity);
   }
@@ -733,6 +776,7 @@ Result<ChannelLoan> ChannelProducer::Loan(uint64_t length) {
   b.generation = d.next_generation++;
   if (d.next_generation == 0) d.next_generation = 1;
   b.ring_ref = false;
+  b.loan_ref = true;
   std::fill(std::begin(b.holders), std::end(b.holders), 0);
   ++d.blocks_live;
   ChannelLoan loan;
@@ -750,18 +794,30 @@ Status ChannelProducer::Publish(std::span<const std::byte> payload, ChannelLoan&
     return Status::Invalid("channel '", impl_->name, "': the loan is ",
                            body.valid() ? "from another channel" : "empty");
   }
-  return PublishImpl(payload, &body, user, shape);
+  return PublishImpl(payload, &body, /*keep=*/false, user, shape);
+}
+
+Status ChannelProducer::Publish(std::span<const std::byte> payload, const ChannelLoan& body,
+                                uint64_t user, uint32_t shape) {
+  if (body.owner_ != impl_) {
+    return Status::Invalid("channel '", impl_->name, "': the loan is ",
+                           body.valid() ? "from another channel" : "empty");
+  }
+  return PublishImpl(payload, const_cast<ChannelLoan*>(&body), /*keep=*/true, user, shape);
 }
 
 Status ChannelProducer::Publish(std::span<const std::byte> payload, uint64_t user,
                                 uint32_t shape) {
-  return PublishImpl(payload, nullptr, user, shape);
+  return PublishImpl(payload, nullptr, /*keep=*/false, user, shape);
 }
 
 Status ChannelProducer::PublishImpl(std::span<const std::byte> payload, ChannelLoan* body,
-                                    uint64_t user, uint32_t shape) {
+                                    bool keep, uint64_t user, uint32_t shape) {
   Owner& d = *impl_;
   if (d.closed) return Status::Invalid("channel '", d.name, "' is closed");
+  if (body != nullptr && d.blocks[body->descriptor_].state != BlockState::kLoaned) {
+    return Status::Invalid("channel '", d.name, "': the loan was published already");
+  }
   if (payload.size() > d.g.inline_capacity) {
     return Status::Invalid("channel '", d.name, "': inline payload of ", payload.size(),
                            " bytes exceeds the capacity of ", d.g.inline_capacity);
@@ -818,6 +874,7 @@ Status ChannelProducer::PublishImpl(std::span<const std::byte> payload, ChannelL
     Block& b = d.blocks[desc];
     b.state = BlockState::kLive;
     b.ring_ref = true;
+    b.loan_ref = keep;
     std::copy(std::begin(d.counted), std::end(d.counted), std::begin(b.holders));
     d.slot_block[index] = desc;
     slot->body_offset.store(b.offset, std::memory_order_relaxed);
@@ -847,7 +904,7 @@ Status ChannelProducer::PublishImpl(std::span<const std::byte> payload, ChannelL
   }
   // Release: publishes the fields; partner of the consumer's acquire load.
   slot->sequence.store(2 * n + 2, std::memory_order_release);
-  if (body != nullptr) {
+  if (body != nullptr && !keep) {
     body->owner_.reset();
     body->data_ = {};
   }
@@ -906,6 +963,7 @@ Status ChannelProducer::SetSideband(std::span<const uint64_t> words) {
 
 void ChannelProducer::Poll() {
   Owner& d = *impl_;
+  d.TakeReleased();
   d.ProcessRegistry();
   if (Clock::now() >= d.next_liveness) d.ReapDead();
   d.DrainAllReturns();

@@ -231,6 +231,46 @@ TEST_F(ChannelTest, HeldBodiesKeepTheirBlocksAndOutliveTheConsumer) {
   EXPECT_EQ(producer->stats().bogus_returns, 0u);
 }
 
+// A loan kept across its publish holds the block until it is dropped (on
+// any thread); consumers' returns alone do not free it.
+TEST_F(ChannelTest, AKeptLoanHoldsItsBlockUntilDropped) {
+  const std::string name = NewName("ch");
+  ChannelOptions o = Small();
+  o.slot_count = 2;
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, o));
+  ASSERT_OK_AND_ASSIGN(auto consumer, ChannelConsumer::Open(name));
+  ASSERT_OK_AND_ASSIGN(ChannelLoan kept, producer->Loan(4096));
+  FillPattern(5, kept.data());
+  ASSERT_OK(producer->Publish({}, kept, 5));  // an lvalue: kept
+  EXPECT_TRUE(kept.valid());
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "published already", producer->Publish({}, kept, 6));
+  ChannelMessage message;
+  ASSERT_OK(consumer->Receive(&message, 1s));
+  EXPECT_TRUE(CheckPattern(5, message.body()));
+  message.Reset();
+  // Two more messages push it out of the ring; the consumer returned it.
+  ASSERT_OK(PublishPattern(producer.get(), 6, 64));
+  ASSERT_OK(PublishPattern(producer.get(), 7, 64));
+  producer->Poll();
+  // Fill the arena: the kept block is never handed out.
+  std::vector<ChannelLoan> loans;
+  while (true) {
+    auto loan = producer->Loan(4096);
+    if (!loan.ok()) break;
+    EXPECT_NE(loan->offset(), kept.offset());
+    loans.push_back(std::move(*loan));
+  }
+  EXPECT_TRUE(CheckPattern(5, kept.data()));
+  const uint64_t offset = kept.offset();
+  std::thread([&] { kept.Reset(); }).join();
+  ASSERT_OK_AND_ASSIGN(ChannelLoan again, producer->Loan(4096));
+  EXPECT_EQ(again.offset(), offset);
+  // An unpublished loan dropped on another thread comes back too.
+  std::thread([&] { again.Reset(); }).join();
+  ASSERT_OK_AND_ASSIGN(ChannelLoan third, producer->Loan(4096));
+  EXPECT_EQ(third.offset(), offset);
+}
+
 TEST_F(ChannelTest, RejectsSlotsNamingBytesOutsideTheArena) {
   const std::string name = NewName("ch");
   ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, Small()));

@@ -110,10 +110,13 @@ struct ChannelConsumerInfo {
 
 class ChannelProducer;
 
-/// A block of the arena lent to the producer thread to fill: a sink for
-/// ChannelProducer::Publish. Dropped unpublished, it goes back to the
-/// arena. It keeps the producer's state alive, so it can never point into
-/// freed memory; it must be used and dropped on the producer thread.
+/// A block of the arena lent to the producer thread to fill, then published
+/// by ChannelProducer::Publish: moved in (a sink), or kept, in which case
+/// the loan goes on holding the block (read-only from then on) until it is
+/// dropped. Dropped unpublished, the block goes back to the arena. A loan
+/// keeps the producer's state alive, so it never points into freed memory;
+/// it is filled and published on the producer thread, and may be dropped on
+/// any thread (the producer takes the block back at its next Loan).
 class ALKAID_EXPORT ChannelLoan {
  public:
   ChannelLoan() = default;
@@ -129,7 +132,8 @@ class ALKAID_EXPORT ChannelLoan {
   /// Offset of data() from the start of the channel segment's payload, as
   /// consumers see it (ChannelMessage::body_offset()).
   uint64_t offset() const { return offset_; }
-  /// Gives the block back unpublished.
+  /// Lets go of the block: back to the arena if unpublished, else once
+  /// consumers returned it. Any thread.
   void Reset();
 
  private:
@@ -144,8 +148,8 @@ class ALKAID_EXPORT ChannelLoan {
 
 /// The single producer of a channel; creates its segments.
 ///
-/// Thread safety: every call but the Guess accessors on one thread at a
-/// time (the producer thread). Loans must be used on that thread.
+/// Thread safety: every call on one thread at a time (the producer thread);
+/// loans are filled and published there and may be dropped anywhere.
 class ALKAID_EXPORT ChannelProducer {
  public:
   ~ChannelProducer();  ///< Close(), then removes the channel's names
@@ -174,6 +178,11 @@ class ALKAID_EXPORT ChannelProducer {
   /// Invalid after Close, for a loan of another producer, or a payload too
   /// large.
   Status Publish(std::span<const std::byte> payload, ChannelLoan&& body, uint64_t user = 0,
+                 uint32_t shape = 0);
+  /// Publishes `body` and leaves it with the loan, which goes on holding the
+  /// block until dropped (for a caller whose objects still point into it;
+  /// nobody may write it any more). Invalid if the loan was published.
+  Status Publish(std::span<const std::byte> payload, const ChannelLoan& body, uint64_t user = 0,
                  uint32_t shape = 0);
   /// Publishes a message without body.
   Status Publish(std::span<const std::byte> payload, uint64_t user = 0, uint32_t shape = 0);
@@ -208,8 +217,8 @@ class ALKAID_EXPORT ChannelProducer {
  private:
   using Owner = ChannelLoan::Owner;
   explicit ChannelProducer(std::shared_ptr<Owner> impl);
-  Status PublishImpl(std::span<const std::byte> payload, ChannelLoan* body, uint64_t user,
-                     uint32_t shape);
+  Status PublishImpl(std::span<const std::byte> payload, ChannelLoan* body, bool keep,
+                     uint64_t user, uint32_t shape);
   std::shared_ptr<Owner> impl_;
 };
 
