@@ -320,6 +320,12 @@ Result<bool> ChannelConsumer::TryReceive(ChannelMessage* out) {
           d.header->write_sequence.load(std::memory_order_acquire) <= c) {
         return Status::EndOfStream("channel '", d.name, "' closed after ", c, " messages");
       }
+      // Looked at when idle only (one load of a line nobody writes while we
+      // are registered): another process rewrote our registration.
+      if (d.RegistrationLost()) {
+        return Status::Invalid("channel '", d.name, "': registration ", d.index,
+                               " is no longer ours (rewritten by another process)");
+      }
       return false;
     }
     bool lapped = seq != want;
