@@ -147,8 +147,8 @@ shm::ChannelConsumerOptions ConsumerOptions(shm::WaitMode mode) {
 // One ping: A publishes `value` in a block of `size`, B answers `value`.
 std::vector<int64_t> PingPong(const bench::CpuPair& cpus, uint64_t size, int count,
                               shm::WaitMode mode) {
-  const std::string stem = "alkaid_chbench_" + std::to_string(::getpid()) + "_" +
-                           std::to_string(size);
+  const std::string stem =
+      "alkaid_chbench_" + std::to_string(::getpid()) + "_" + std::to_string(size);
   const std::string ab = stem + "_ab", ba = stem + "_ba";
   auto* f = bench::MapShared<Flags>(1);
   auto* out = bench::MapShared<int64_t>(static_cast<size_t>(count));

@@ -58,8 +58,7 @@ struct Patches {
 // A received body lies inside the channel segment (`payload_size` bytes,
 // mapped at `*base` in the consumer: the same for all its messages), and
 // every byte of it can be read.
-void CheckBody(const shm::ChannelMessage& message, uint64_t payload_size,
-               const std::byte** base) {
+void CheckBody(const shm::ChannelMessage& message, uint64_t payload_size, const std::byte** base) {
   const std::span<const std::byte> body = message.body();
   if (body.empty()) return;
   const std::byte* mapped = body.data() - message.body_offset();
@@ -154,7 +153,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!reg.ok()) std::abort();
       for (uint32_t k = 0; k < o.max_consumers; ++k) {
         uint64_t word;
-        std::memcpy(&word, (*reg)->payload() + 128 + 64 * k, 8);
+        std::memcpy(&word, (*reg)->payload() + 128 + std::size_t{64} * k, 8);
         if (word == 0) continue;
         const uint32_t tag = static_cast<uint32_t>(word >> 2) & 0x3fffffffU;
         auto seg = shm::Segment::Open(name + ".c" + std::to_string(k) + "." + std::to_string(tag),

@@ -44,8 +44,8 @@ Result<ChannelGeometry> ComputeChannelGeometry(const ChannelOptions& options) {
                            " must be between 1 and ", kMaxRingConsumers);
   }
   if (options.arena_bytes < 64 || options.arena_bytes > kMaxSegmentSize / 2) {
-    return Status::Invalid("channel arena_bytes ", options.arena_bytes,
-                           " must be between 64 and ", kMaxSegmentSize / 2);
+    return Status::Invalid("channel arena_bytes ", options.arena_bytes, " must be between 64 and ",
+                           kMaxSegmentSize / 2);
   }
   if (options.shape_count > kMaxShapes || options.shape_bytes > kMaxInlinePayload) {
     return Status::Invalid("channel shapes: at most ", kMaxShapes, " of at most ",
@@ -64,10 +64,10 @@ Result<ChannelGeometry> ComputeChannelGeometry(const ChannelOptions& options) {
   g.inline_capacity = static_cast<uint32_t>(RoundUp(options.inline_capacity, 64));
   g.max_consumers = options.max_consumers;
   g.arena_size = RoundUp(options.arena_bytes, 64);
-  g.block_count = options.max_blocks != 0
-                      ? options.max_blocks
-                      : static_cast<uint32_t>(
-                            std::clamp<uint64_t>(g.arena_size / kPageSize, 256, 65536));
+  g.block_count =
+      options.max_blocks != 0
+          ? options.max_blocks
+          : static_cast<uint32_t>(std::clamp<uint64_t>(g.arena_size / kPageSize, 256, 65536));
   // A consumer's undrained returns name distinct live blocks, twice at most
   // (a duplicate after a lap): the queue never fills.
   g.return_capacity = NextPowerOfTwo(uint64_t{g.block_count} * 2);
@@ -138,8 +138,10 @@ Result<ChannelGeometry> ReadChannelHeader(const ChannelHeaderData& h, uint64_t p
   if (h.slot_size != g.slot_size || h.controls_offset != g.controls_offset ||
       h.slots_offset != g.slots_offset || h.shapes_offset != g.shapes_offset ||
       h.arena_offset != g.arena_offset || g.total_size > payload_size) {
-    return Status::Invalid("channel '", name, "': header offsets do not match its counts or "
-                           "the segment's ", payload_size, " bytes");
+    return Status::Invalid("channel '", name,
+                           "': header offsets do not match its counts or "
+                           "the segment's ",
+                           payload_size, " bytes");
   }
   return g;
 }

@@ -44,8 +44,8 @@ struct ChannelBlock::Returns {
   uint32_t capacity_log2 = 0;
   const ConsumerControlData* control = nullptr;
   RegistryHeaderData* reg_header = nullptr;
-  std::atomic<uint64_t> reserve{0};      // next queue position to fill (process-local)
-  std::atomic<uint64_t> read_guess{0};   // the producer's returns_read, as last seen
+  std::atomic<uint64_t> reserve{0};     // next queue position to fill (process-local)
+  std::atomic<uint64_t> read_guess{0};  // the producer's returns_read, as last seen
 
   Returns() = default;
   Returns(const Returns&) = delete;
@@ -180,8 +180,8 @@ Result<std::unique_ptr<ChannelConsumer>> ChannelConsumer::Open(
     return Status::Invalid("channel '", name, "' is too small for its header");
   }
   d.header = reinterpret_cast<const ChannelHeaderData*>(d.channel->payload());
-  ALKAID_ASSIGN_OR_RAISE(d.g, internal::ReadChannelHeader(*d.header, d.channel->payload_size(),
-                                                          name));
+  ALKAID_ASSIGN_OR_RAISE(d.g,
+                         internal::ReadChannelHeader(*d.header, d.channel->payload_size(), name));
   d.producer_pid = d.header->producer_pid;
   d.drop = d.g.policy == static_cast<uint32_t>(SlowConsumerPolicy::kDropOldest);
 
@@ -209,7 +209,8 @@ Result<std::unique_ptr<ChannelConsumer>> ChannelConsumer::Open(
   for (int pass = 0; pass < 2 && index == d.g.max_consumers; ++pass) {
     for (uint32_t k = 0; k < d.g.max_consumers; ++k) {
       uint64_t expected = regs[k].word.load(std::memory_order_relaxed);
-      if (pass == 0 ? expected != 0 : (expected == 0 || !ProcessIsGone(internal::RegPid(expected)))) {
+      if (pass == 0 ? expected != 0
+                    : (expected == 0 || !ProcessIsGone(internal::RegPid(expected)))) {
         continue;
       }
       // acq_rel: acquire pairs with the release store that freed the entry;
@@ -236,9 +237,9 @@ Result<std::unique_ptr<ChannelConsumer>> ChannelConsumer::Open(
   const std::string own_name = internal::ConsumerSegmentName(name, index, tag);
   SegmentOptions own_options;
   own_options.access = SegmentAccess::kOwnerAndGroupRead;
-  auto own = Segment::Create(own_name,
-                             sizeof(ConsumerSegHeaderData) + uint64_t{d.g.return_capacity} * 8,
-                             SegmentKind::kChannelConsumer, own_options);
+  auto own =
+      Segment::Create(own_name, sizeof(ConsumerSegHeaderData) + uint64_t{d.g.return_capacity} * 8,
+                      SegmentKind::kChannelConsumer, own_options);
   if (!own.ok()) {
     unclaim();
     return own.status().WithContext("channel '" + d.name + "': consumer segment");
@@ -258,12 +259,12 @@ Result<std::unique_ptr<ChannelConsumer>> ChannelConsumer::Open(
   returns->own = std::move(*own);
   returns->header = d.own;
   returns->cells = reinterpret_cast<std::atomic<uint64_t>*>(returns->own->payload() +
-                                                           sizeof(ConsumerSegHeaderData));
+                                                            sizeof(ConsumerSegHeaderData));
   returns->capacity = d.g.return_capacity;
   returns->capacity_log2 = static_cast<uint32_t>(__builtin_ctz(d.g.return_capacity));
-  d.control = reinterpret_cast<const ConsumerControlData*>(d.channel->payload() +
-                                                          d.g.controls_offset) +
-              index;
+  d.control =
+      reinterpret_cast<const ConsumerControlData*>(d.channel->payload() + d.g.controls_offset) +
+      index;
   returns->control = d.control;
   returns->reg_header = d.reg_header;
   d.returns = std::move(returns);
@@ -291,8 +292,8 @@ Result<bool> ChannelConsumer::Accepted() {
     return true;
   }
   if (d.RegistrationLost()) {
-    return Status::Invalid("channel '", d.name, "': the producer refused registration ",
-                           d.index, " (its segment did not check out) or reclaimed it");
+    return Status::Invalid("channel '", d.name, "': the producer refused registration ", d.index,
+                           " (its segment did not check out) or reclaimed it");
   }
   if (d.header->closed.load(std::memory_order_acquire) != 0) {
     return Status::EndOfStream("channel '", d.name, "' closed");
@@ -362,13 +363,13 @@ Result<bool> ChannelConsumer::TryReceive(ChannelMessage* out) {
         problem = Status::Invalid("channel '", d.name, "': message ", c, " has ", size,
                                   " inline bytes, more than the capacity ", d.g.inline_capacity);
       } else if (block != 0 &&
-                 (descriptor >= d.g.block_count || generation == 0 ||
-                  offset < d.g.arena_offset || offset > d.g.arena_offset + d.g.arena_size ||
+                 (descriptor >= d.g.block_count || generation == 0 || offset < d.g.arena_offset ||
+                  offset > d.g.arena_offset + d.g.arena_size ||
                   (offset - d.g.arena_offset) % 64 != 0 ||
                   length > d.g.arena_offset + d.g.arena_size - offset)) {
         problem = Status::Invalid("channel '", d.name, "': message ", c, " names a body of ",
-                                  length, " bytes at offset ", offset, " (descriptor ",
-                                  descriptor, "), outside the arena [", d.g.arena_offset, ", ",
+                                  length, " bytes at offset ", offset, " (descriptor ", descriptor,
+                                  "), outside the arena [", d.g.arena_offset, ", ",
                                   d.g.arena_offset + d.g.arena_size, ")");
       }
       if (!problem.ok()) {
@@ -437,9 +438,9 @@ Status ChannelConsumer::Receive(ChannelMessage* out, std::chrono::nanoseconds ti
     ALKAID_ASSIGN_OR_RAISE(got, TryReceive(out));
     if (got) return Status::OK();
     if (Clock::now() >= deadline) {
-      return Status::TimedOut("channel '", impl_->name, "': no message within ",
-                              std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count(),
-                              " ms");
+      return Status::TimedOut(
+          "channel '", impl_->name, "': no message within ",
+          std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count(), " ms");
     }
     ALKAID_RETURN_NOT_OK(WaitForData(deadline));
   }
@@ -507,7 +508,7 @@ Status ChannelConsumer::ReadShape(uint32_t id, std::vector<std::byte>* out) cons
   const auto* words = reinterpret_cast<const std::atomic<uint64_t>*>(entry + 1);
   for (uint32_t i = 0; i * 8 < size; ++i) {
     const uint64_t w = words[i].load(std::memory_order_relaxed);
-    std::memcpy(out->data() + i * 8, &w, std::min<uint32_t>(8, size - i * 8));
+    std::memcpy(out->data() + std::size_t{i} * 8, &w, std::min<uint32_t>(8, size - i * 8));
   }
   return Status::OK();
 }
@@ -557,8 +558,8 @@ Status RemoveChannel(std::string_view name) {
   auto registry = Segment::Open(reg_name, SegmentKind::kChannelRegistry);
   if (registry.ok() && (*registry)->payload_size() >= sizeof(RegistryHeaderData)) {
     const auto* h = reinterpret_cast<const RegistryHeaderData*>((*registry)->payload());
-    const uint64_t room = ((*registry)->payload_size() - sizeof(RegistryHeaderData)) /
-                          sizeof(RegistrationData);
+    const uint64_t room =
+        ((*registry)->payload_size() - sizeof(RegistryHeaderData)) / sizeof(RegistrationData);
     const uint32_t count = static_cast<uint32_t>(std::min<uint64_t>(h->max_consumers, room));
     const auto* regs = reinterpret_cast<const RegistrationData*>((*registry)->payload() +
                                                                  sizeof(RegistryHeaderData));

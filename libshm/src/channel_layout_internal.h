@@ -141,7 +141,9 @@ constexpr uint64_t RegWord(uint32_t pid, uint32_t tag, uint64_t state) {
 constexpr uint32_t RegPid(uint64_t word) { return static_cast<uint32_t>(word >> 32); }
 constexpr uint32_t RegTag(uint64_t word) { return static_cast<uint32_t>(word >> 2) & 0x3fffffffU; }
 constexpr uint64_t RegState(uint64_t word) { return word & 3; }
-constexpr uint64_t RegWithState(uint64_t word, uint64_t state) { return (word & ~uint64_t{3}) | state; }
+constexpr uint64_t RegWithState(uint64_t word, uint64_t state) {
+  return (word & ~uint64_t{3}) | state;
+}
 
 struct alignas(kCacheLineSize) RegistryHeaderData {
   // line 0: immutable.

@@ -82,9 +82,9 @@ struct SizeClass {
 // What the producer knows of consumer k.
 struct ConsumerState {
   bool accepted = false;
-  bool closed = false;     // stopped receiving: not counted for room or new messages
-  uint64_t word = 0;       // its registration word (requested state)
-  uint64_t start = 0;      // first sequence it reads
+  bool closed = false;               // stopped receiving: not counted for room or new messages
+  uint64_t word = 0;                 // its registration word (requested state)
+  uint64_t start = 0;                // first sequence it reads
   std::shared_ptr<Segment> segment;  // read-only
   const ConsumerSegHeaderData* header = nullptr;
   const std::atomic<uint64_t>* returns = nullptr;
@@ -120,8 +120,8 @@ struct ChannelLoan::Owner {
   bool closed = false;
 
   std::vector<ConsumerState> consumers;
-  uint64_t counted[kHolderWords] = {};  // accepted, not closed: room and new messages
-  uint64_t accepted[kHolderWords] = {}; // accepted (closed or not): returns to drain
+  uint64_t counted[kHolderWords] = {};   // accepted, not closed: room and new messages
+  uint64_t accepted[kHolderWords] = {};  // accepted (closed or not): returns to drain
   // The same sets as index lists (capacity reserved: no allocation), for
   // the loops of the data path.
   std::vector<uint32_t> counted_list;
@@ -132,7 +132,7 @@ struct ChannelLoan::Owner {
     ForEachBit(words, [list](uint32_t k) { list->push_back(k); });
   }
   uint32_t counted_count = 0;
-  uint64_t min_cursor = 0;              // lower bound of the counted consumers' cursors
+  uint64_t min_cursor = 0;  // lower bound of the counted consumers' cursors
   uint64_t registry_seen = 0;
   Clock::time_point next_liveness = Clock::now();
   ChannelStats stats;
@@ -286,9 +286,8 @@ struct ChannelLoan::Owner {
   // Consumer k stops receiving at `cursor`: the messages it has not read
   // are no longer its to return.
   void ReleaseUnread(uint32_t k, uint64_t cursor) {
-    const uint64_t first = std::max(cursor, next_sequence > g.slot_count
-                                                ? next_sequence - g.slot_count
-                                                : uint64_t{0});
+    const uint64_t first =
+        std::max(cursor, next_sequence > g.slot_count ? next_sequence - g.slot_count : uint64_t{0});
     for (uint64_t m = first; m < next_sequence; ++m) {
       const uint32_t d = slot_block[m & g.mask];
       if (d != kNoBlock && blocks[d].state == BlockState::kLive && TestBit(blocks[d].holders, k)) {
@@ -439,8 +438,8 @@ struct ChannelLoan::Owner {
     for (uint32_t k = 0; k < g.max_consumers; ++k) {
       const uint64_t word = regs[k].word.load(std::memory_order_acquire);
       if (word == 0 && !consumers[k].accepted) continue;
-      const uint32_t pid = consumers[k].accepted ? internal::RegPid(consumers[k].word)
-                                                 : internal::RegPid(word);
+      const uint32_t pid =
+          consumers[k].accepted ? internal::RegPid(consumers[k].word) : internal::RegPid(word);
       if (pid != 0 && ProcessIsGone(pid)) {
         if (consumers[k].accepted) {
           Reclaim(k);
@@ -548,9 +547,8 @@ struct ChannelLoan::Owner {
 // cursor word, which it wakes when its cursor crosses our target.
 Status ChannelLoan::Owner::WaitForRoom(uint64_t sequence) {
   const uint64_t needed = sequence - g.slot_count + 1;  // every cursor must reach this
-  const uint32_t resume =
-      std::clamp<uint32_t>(options.resume_slots == 0 ? g.slot_count / 8 : options.resume_slots,
-                           1, g.slot_count);
+  const uint32_t resume = std::clamp<uint32_t>(
+      options.resume_slots == 0 ? g.slot_count / 8 : options.resume_slots, 1, g.slot_count);
   const uint64_t target = needed + resume - 1;
   const auto start = Clock::now();
   const auto spin_until = start + options.publish_spin;
@@ -563,12 +561,11 @@ Status ChannelLoan::Owner::WaitForRoom(uint64_t sequence) {
       if (min_cursor >= needed) return Status::OK();  // at least one slot freed
       const uint32_t k = Slowest();
       const uint32_t pid = k < g.max_consumers ? internal::RegPid(consumers[k].word) : 0;
-      return Status::TimedOut("channel '", name, "': consumer ", k, " (pid ", pid,
-                              ") has not read message ", needed - 1, " within ",
-                              std::chrono::duration_cast<std::chrono::milliseconds>(
-                                  options.publish_timeout)
-                                  .count(),
-                              " ms (its cursor is at ", min_cursor, ")");
+      return Status::TimedOut(
+          "channel '", name, "': consumer ", k, " (pid ", pid, ") has not read message ",
+          needed - 1, " within ",
+          std::chrono::duration_cast<std::chrono::milliseconds>(options.publish_timeout).count(),
+          " ms (its cursor is at ", min_cursor, ")");
     }
     if (now < spin_until) {
       internal::CpuRelax();
@@ -586,11 +583,11 @@ Status ChannelLoan::Owner::WaitForRoom(uint64_t sequence) {
     header->space_waiting.store(k + 1, std::memory_order_seq_cst);
     if (std::max(cursor.load(std::memory_order_seq_cst), consumers[k].start) < target) {
       // The futex word is the cursor's low half (little-endian).
-      auto* word = reinterpret_cast<std::atomic<uint32_t>*>(
-          const_cast<std::atomic<uint64_t>*>(&cursor));
-      internal::FutexWait(word, static_cast<uint32_t>(seen),
-                          std::min<Clock::duration>(deadline - Clock::now(),
-                                                    std::chrono::milliseconds(1)));
+      auto* word =
+          reinterpret_cast<std::atomic<uint32_t>*>(const_cast<std::atomic<uint64_t>*>(&cursor));
+      internal::FutexWait(
+          word, static_cast<uint32_t>(seen),
+          std::min<Clock::duration>(deadline - Clock::now(), std::chrono::milliseconds(1)));
     }
     header->space_waiting.store(0, std::memory_order_relaxed);
   }
@@ -680,16 +677,16 @@ Result<std::unique_ptr<ChannelProducer>> ChannelProducer::Create(std::string_vie
   d.options = options;
   d.name = std::string(name);
   d.g = g;
-  ALKAID_ASSIGN_OR_RAISE(d.segment,
-                         Segment::Create(name, g.total_size, SegmentKind::kChannel, options.segment));
+  ALKAID_ASSIGN_OR_RAISE(
+      d.segment, Segment::Create(name, g.total_size, SegmentKind::kChannel, options.segment));
   SegmentOptions reg_options;
   reg_options.access = options.segment.access == SegmentAccess::kOwnerOnly
                            ? SegmentAccess::kOwnerOnly
                            : SegmentAccess::kOwnerAndGroup;
-  auto registry = Segment::Create(d.name + std::string(internal::kRegistrySuffix),
-                                  sizeof(RegistryHeaderData) +
-                                      uint64_t{g.max_consumers} * sizeof(RegistrationData),
-                                  SegmentKind::kChannelRegistry, reg_options);
+  auto registry = Segment::Create(
+      d.name + std::string(internal::kRegistrySuffix),
+      sizeof(RegistryHeaderData) + uint64_t{g.max_consumers} * sizeof(RegistrationData),
+      SegmentKind::kChannelRegistry, reg_options);
   if (!registry.ok()) {
     (void)Segment::Remove(name);
     return registry.status();
@@ -758,14 +755,11 @@ Result<ChannelLoan> ChannelProducer::Loan(uint64_t length) {
                    std::to_string(c.index) + " (pid " + std::to_string(c.pid) + ") holds " +
                    std::to_string(c.held_blocks);
       }
-      return Status::TimedOut("channel '", d.name, "': no space for a ", length,
-                              "-byte block within ",
-                              std::chrono::duration_cast<std::chrono::milliseconds>(
-                                  d.options.space_timeout)
-                                  .count(),
-                              " ms (", d.ranges.free_bytes(), " bytes free in pieces of at most ",
-                              d.ranges.largest(), ", ", d.blocks_live, " blocks live",
-                              holders.empty() ? "" : "; " + holders, ")");
+      return Status::TimedOut(
+          "channel '", d.name, "': no space for a ", length, "-byte block within ",
+          std::chrono::duration_cast<std::chrono::milliseconds>(d.options.space_timeout).count(),
+          " ms (", d.ranges.free_bytes(), " bytes free in pieces of at most ", d.ranges.largest(),
+          ", ", d.blocks_live, " blocks live", holders.empty() ? "" : "; " + holders, ")");
     }
     // Consumers return blocks without telling us: look again shortly.
     std::this_thread::sleep_for(pause);
@@ -806,8 +800,7 @@ Status ChannelProducer::Publish(std::span<const std::byte> payload, const Channe
   return PublishImpl(payload, const_cast<ChannelLoan*>(&body), /*keep=*/true, user, shape);
 }
 
-Status ChannelProducer::Publish(std::span<const std::byte> payload, uint64_t user,
-                                uint32_t shape) {
+Status ChannelProducer::Publish(std::span<const std::byte> payload, uint64_t user, uint32_t shape) {
   return PublishImpl(payload, nullptr, /*keep=*/false, user, shape);
 }
 
@@ -923,10 +916,9 @@ Result<uint32_t> ChannelProducer::AddShape(std::span<const std::byte> bytes) {
                                  " shapes are taken");
   }
   if (bytes.size() > d.g.shape_size - sizeof(internal::ShapeEntryData)) {
-    return Status::CapacityError("channel '", d.name, "': a shape of ", bytes.size(),
-                                 " bytes exceeds the ",
-                                 d.g.shape_size - sizeof(internal::ShapeEntryData),
-                                 "-byte entries");
+    return Status::CapacityError(
+        "channel '", d.name, "': a shape of ", bytes.size(), " bytes exceeds the ",
+        d.g.shape_size - sizeof(internal::ShapeEntryData), "-byte entries");
   }
   auto* entry = reinterpret_cast<internal::ShapeEntryData*>(
       d.segment->payload() + d.g.shapes_offset + uint64_t{d.shapes_used} * d.g.shape_size);
@@ -944,8 +936,8 @@ Result<uint32_t> ChannelProducer::AddShape(std::span<const std::byte> bytes) {
 Status ChannelProducer::SetSideband(std::span<const uint64_t> words) {
   Owner& d = *impl_;
   if (words.size() > kRingSidebandWords) {
-    return Status::Invalid("channel '", d.name, "': ", words.size(),
-                           " sideband words; at most ", kRingSidebandWords);
+    return Status::Invalid("channel '", d.name, "': ", words.size(), " sideband words; at most ",
+                           kRingSidebandWords);
   }
   ChannelHeaderData* h = d.header;
   const uint64_t v = h->sideband_version.load(std::memory_order_relaxed);

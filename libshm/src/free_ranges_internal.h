@@ -28,8 +28,8 @@ class FreeRanges {
   uint64_t largest() const { return by_size_.empty() ? 0 : by_size_.rbegin()->first; }
 
  private:
-  std::map<uint64_t, uint64_t> by_offset_;          // offset -> size
-  std::set<std::pair<uint64_t, uint64_t>> by_size_; // (size, offset)
+  std::map<uint64_t, uint64_t> by_offset_;           // offset -> size
+  std::set<std::pair<uint64_t, uint64_t>> by_size_;  // (size, offset)
   uint64_t free_bytes_ = 0;
 };
 

@@ -60,8 +60,8 @@ TEST_F(ShmTest, ChannelSteadyStateAllocatesNothing) {
     for (uint64_t i = 1000; i < 11000; ++i) {
       Round(producer.get(), consumer.get(), &message, i, size);
     }
-    EXPECT_EQ(g_allocations.load() - before, 0u) << "allocations in 10000 rounds of " << size
-                                                 << " bytes";
+    EXPECT_EQ(g_allocations.load() - before, 0u)
+        << "allocations in 10000 rounds of " << size << " bytes";
   }
   // The counter counts: a receive into a fresh message grows its buffer.
   const uint64_t before = g_allocations.load();

@@ -55,7 +55,7 @@ TEST_F(ChannelTest, DeliversBodiesInlineBytesUserWordAndShape) {
   const std::byte inline_bytes[5] = {std::byte{1}, std::byte{2}, std::byte{3}, std::byte{4},
                                      std::byte{5}};
   ASSERT_OK(producer->Publish(inline_bytes, std::move(loan), 42, shape));
-  EXPECT_FALSE(loan.valid());  // the publish took it
+  EXPECT_FALSE(loan.valid());            // the publish took it
   ASSERT_OK(producer->Publish({}, 43));  // no body
 
   ChannelMessage message;

@@ -89,14 +89,14 @@ struct ChannelOptions {
 /// Counters of a producer (exact; read on the producer thread).
 struct ChannelStats {
   uint64_t published = 0;
-  uint64_t blocks_live = 0;         ///< blocks loaned, in flight or held
-  uint64_t arena_bytes_free = 0;    ///< arena bytes in no block
-  uint64_t returns = 0;             ///< returns drained from consumer queues
-  uint64_t bogus_returns = 0;       ///< returns naming no block the consumer held
+  uint64_t blocks_live = 0;       ///< blocks loaned, in flight or held
+  uint64_t arena_bytes_free = 0;  ///< arena bytes in no block
+  uint64_t returns = 0;           ///< returns drained from consumer queues
+  uint64_t bogus_returns = 0;     ///< returns naming no block the consumer held
   uint64_t consumers_accepted = 0;
-  uint64_t consumers_finished = 0;  ///< closed, and returned everything
-  uint64_t consumers_reclaimed = 0; ///< died; what they held released
-  uint64_t dropped = 0;             ///< kDropOldest: messages overwritten unread by someone
+  uint64_t consumers_finished = 0;   ///< closed, and returned everything
+  uint64_t consumers_reclaimed = 0;  ///< died; what they held released
+  uint64_t dropped = 0;              ///< kDropOldest: messages overwritten unread by someone
 };
 
 /// One consumer as the producer sees it.
