@@ -529,7 +529,13 @@ Result<FooterMeta> ReadFooter(const uint8_t* data, int64_t size, DictionaryMemo*
   }
   const fbs::Footer* f = fbs::GetFooter(data);
   FooterMeta out;
-  ALKAID_ASSIGN_OR_RAISE(out.version, VersionFromFlatbuffer(f->version()));
+  // Writers before Arrow 0.15 left the footer's version out (it then reads
+  // as V1). Nothing in the footer depends on it: every message in the file
+  // carries its own version, which is what decoding checks. The file's
+  // version is then that of its messages (RecordBatchFileReader::version).
+  auto version = VersionFromFlatbuffer(f->version());
+  out.version_in_footer = version.ok();
+  if (version.ok()) out.version = *version;
   if (f->schema() == nullptr) return Status::Invalid("file footer has no schema");
   auto schema_result = SchemaFromFlatbuffer(f->schema(), memo, max_depth);
   if (!schema_result.ok()) return schema_result.status().WithContext("file footer schema");

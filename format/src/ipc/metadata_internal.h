@@ -57,6 +57,9 @@ struct BlockMeta {
 
 struct FooterMeta {
   MetadataVersion version = MetadataVersion::kV5;
+  /// False for a footer without a usable version (before Arrow 0.15):
+  /// `version` is then taken from the file's messages.
+  bool version_in_footer = true;
   SchemaPtr schema;
   std::vector<BlockMeta> dictionaries;
   std::vector<BlockMeta> record_batches;

@@ -35,7 +35,10 @@ class ArrayLoader {
       return Status::Invalid(FieldLabel(dotted), ": nesting deeper than max_recursion_depth (",
                              options_.max_recursion_depth, ")");
     }
-    ALKAID_ASSIGN_OR_RAISE(FieldNodeMeta node, NextNode(dotted));
+    // The null type's null count is its length, whatever the field node
+    // says: some writers put -1 there, which Arrow C++ reads too.
+    const bool null_type = StorageType(*field.type()).id() == TypeId::kNull;
+    ALKAID_ASSIGN_OR_RAISE(FieldNodeMeta node, NextNode(dotted, null_type));
     auto data = std::make_shared<ArrayData>();
     data->type = field.type();
     data->length = node.length;
@@ -138,12 +141,13 @@ class ArrayLoader {
   }
 
  private:
-  Result<FieldNodeMeta> NextNode(const std::string& dotted) {
+  Result<FieldNodeMeta> NextNode(const std::string& dotted, bool null_type) {
     if (node_index_ >= meta_.nodes.size()) {
       return Status::Invalid(FieldLabel(dotted), ": needs field node #", node_index_,
                              " but the message has only ", meta_.nodes.size());
     }
     FieldNodeMeta n = meta_.nodes[node_index_++];
+    if (null_type && n.length >= 0) n.null_count = n.length;
     if (n.length < 0 || n.null_count < 0 || n.null_count > n.length) {
       return Status::Invalid(FieldLabel(dotted), ": field node #", node_index_ - 1,
                              " has length ", n.length, " and null count ", n.null_count);
@@ -672,6 +676,18 @@ struct RecordBatchFileReader::Impl {
     for (size_t i = 0; i < footer.dictionaries.size(); ++i) {
       Status st = ReadDictionaryBlock(footer.dictionaries[i]);
       if (!st.ok()) return st.WithContext("dictionary block " + std::to_string(i));
+    }
+    if (!footer.version_in_footer) {
+      // An old writer's footer: the file's version is its messages' (each
+      // of which is checked when read).
+      const std::vector<internal::BlockMeta>& blocks =
+          footer.record_batches.empty() ? footer.dictionaries : footer.record_batches;
+      if (!blocks.empty()) {
+        ALKAID_ASSIGN_OR_RAISE(auto first, ReadBlock(blocks.front()));
+        footer.version = first->version();
+      } else {
+        footer.version = MetadataVersion::kV4;  // no message: the oldest we read
+      }
     }
     return Status::OK();
   }

@@ -270,5 +270,100 @@ TEST(IoTest, FilesPipesAndErrors) {
   ASSERT_RAISES(kIOError, FileOutputStream::Open("/nonexistent/dir/file"));
 }
 
+// --- Files older writers leave (issue #16), kept in tests/data/legacy ------
+
+// Writes `bytes` to $ALKAID_WRITE_TEST_DATA/<name> when that is set: how the
+// files in tests/data/legacy were made (tests/data/README.md).
+void MaybeKeep(const std::shared_ptr<Buffer>& bytes, const std::string& name) {
+  const char* dir = std::getenv("ALKAID_WRITE_TEST_DATA");  // NOLINT(concurrency-mt-unsafe): test setup, one thread
+  if (dir == nullptr) return;
+  ASSERT_OK_AND_ASSIGN(auto out, FileOutputStream::Open(std::string(dir) + "/" + name));
+  ASSERT_OK(out->Write(bytes->data(), bytes->size()));
+  ASSERT_OK(out->Close());
+}
+
+std::shared_ptr<Buffer> Legacy(const std::string& name) {
+  auto file = MemoryMappedFile::Open(std::string(ALKAID_LEGACY_DIR) + "/" + name);
+  EXPECT_TRUE(file.ok()) << file.status().ToString();
+  if (!file.ok()) return nullptr;
+  auto size = (*file)->GetSize();
+  auto bytes = (*file)->ReadAt(0, *size);
+  return bytes.ok() ? *bytes : nullptr;
+}
+
+// Arrow before 0.15 wrote no `version` in the file footer (it reads as V1).
+// Such a file's version is its messages'.
+TEST(LegacyFileTest, FooterWithoutVersionReadsAsItsMessages) {
+  auto batches = SampleBatches();
+  ASSERT_OK_AND_ASSIGN(auto written, WriteBatches(TwoColumns(), batches, {}, true));
+  std::string bytes(written->view());
+  // The footer ends 4 + 7 bytes before the end (its length, "ALKAID1").
+  int32_t footer_len;
+  std::memcpy(&footer_len, bytes.data() + bytes.size() - 11, 4);
+  const size_t footer = bytes.size() - 11 - static_cast<size_t>(footer_len);
+  uint32_t root;
+  std::memcpy(&root, bytes.data() + footer, 4);
+  const size_t table = footer + root;
+  int32_t to_vtable;
+  std::memcpy(&to_vtable, bytes.data() + table, 4);
+  const size_t vtable = table - static_cast<size_t>(to_vtable);
+  uint16_t version_field;
+  std::memcpy(&version_field, bytes.data() + vtable + 4, 2);
+  ASSERT_NE(version_field, 0) << "the footer we write carries its version";
+  const uint16_t absent = 0;
+  std::memcpy(bytes.data() + vtable + 4, &absent, 2);  // field 0 (version) absent
+  auto patched = Buffer::FromString(bytes);
+  MaybeKeep(patched, "footer-without-version.arrow_file");
+  for (const auto& data : {patched, Legacy("footer-without-version.arrow_file")}) {
+    ASSERT_NE(data, nullptr);
+    ASSERT_OK_AND_ASSIGN(auto reader,
+                         RecordBatchFileReader::Open(std::make_shared<BufferReader>(data)));
+    EXPECT_EQ(reader->version(), MetadataVersion::kV5);
+    ASSERT_EQ(reader->num_record_batches(), 2);
+    for (int i = 0; i < 2; ++i) {
+      ASSERT_OK_AND_ASSIGN(auto batch, reader->ReadRecordBatch(i));
+      ASSERT_OK(CheckRecordBatchEquals(*batches[static_cast<size_t>(i)], *batch));
+    }
+  }
+}
+
+// Some writers put -1 in the null count of a Null-typed field node; its
+// null count is its length.
+TEST(LegacyFileTest, NullTypeWithNullCountMinusOne) {
+  auto schema = format::schema({field("a", null()), field("b", int32())});
+  auto nulls = ArrayData::Make(null(), 56, {nullptr}, 56);
+  std::vector<int32_t> values(56);
+  for (int32_t i = 0; i < 56; ++i) values[static_cast<size_t>(i)] = i;
+  ASSERT_OK_AND_ASSIGN(auto batch,
+                       RecordBatch::Make(schema, 56, std::vector<ArrayDataPtr>{nulls, Int32s(values)}));
+  ASSERT_OK_AND_ASSIGN(auto written, WriteBatches(schema, {batch}, {}, false));
+  std::string bytes(written->view());
+  // The field nodes of `a` (length 56, null count 56) and `b` (56, 0): the
+  // vector of FieldNode structs, four int64.
+  const int64_t node[4] = {56, 56, 56, 0};
+  const std::string pattern(reinterpret_cast<const char*>(node), sizeof(node));
+  const size_t at = bytes.find(pattern);
+  ASSERT_NE(at, std::string::npos);
+  ASSERT_EQ(bytes.find(pattern, at + 1), std::string::npos);
+  const int64_t minus_one = -1;
+  std::memcpy(bytes.data() + at + 8, &minus_one, 8);
+  auto patched = Buffer::FromString(bytes);
+  MaybeKeep(patched, "null-count-minus-one.stream");
+  for (const auto& data : {patched, Legacy("null-count-minus-one.stream")}) {
+    ASSERT_NE(data, nullptr);
+    SchemaPtr read_schema;
+    ASSERT_OK_AND_ASSIGN(auto read, ReadStreamBuffer(data, &read_schema));
+    ASSERT_EQ(read.size(), 1u);
+    EXPECT_EQ(read[0]->column_data(0)->null_count, 56);
+    ASSERT_OK(CheckRecordBatchEquals(*batch, *read[0]));
+  }
+  // Only the null type: -1 elsewhere is still refused.
+  std::string other(written->view());
+  std::memcpy(other.data() + at + 24, &minus_one, 8);
+  SchemaPtr ignored;
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "null count -1",
+                             ReadStreamBuffer(Buffer::FromString(other), &ignored));
+}
+
 }  // namespace
 }  // namespace alkaid::format::ipc
