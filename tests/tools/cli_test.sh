@@ -38,6 +38,12 @@ expect 0 "schema from stdin" sh -c "\"$alkaid\" schema - < \"$dir/generated_cust
 grep -q "metadata" "$work/out" || { echo "FAILED: schema shows no metadata" >&2; fail=1; }
 expect 0 "cat --limit" "$alkaid" cat "$dir/generated_primitive.stream" --limit 2
 [ "$(grep -c '^{' "$work/out")" -eq 2 ] || { echo "FAILED: --limit 2 printed other than 2 rows" >&2; fail=1; }
+# Files older writers leave (tests/data/legacy): valid, and printable.
+legacy="$(dirname "$0")/../data/legacy"
+for f in "$legacy"/*; do
+  expect 0 "validate $(basename "$f")" "$alkaid" validate "$f"
+  expect 0 "cat $(basename "$f")" "$alkaid" cat "$f"
+done
 # Inputs the fuzzers found bugs with: validate and cat end quickly, with
 # exit 0 or 1 (never a crash, never a usage/I-O code).
 if [ -n "$corpus" ]; then
