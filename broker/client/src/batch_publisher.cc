@@ -328,18 +328,25 @@ Status BatchPublisher::PublishPayloadCopy(const format::ipc::IpcPayload& payload
   if (body_length > 0) {
     ALKAID_ASSIGN_OR_RAISE(dst, pool->Allocate(static_cast<int64_t>(body_length)));
   }
+  // Each buffer where the metadata says it is (payload.body_offsets; or one
+  // after the other, padded to the alignment), zeros in between.
   const uint64_t align = static_cast<uint64_t>(payload.alignment);
+  const bool placed = payload.body_offsets.size() == payload.body_buffers.size();
   uint64_t pos = 0;
-  for (const auto& buffer : payload.body_buffers) {
+  for (size_t i = 0; i < payload.body_buffers.size(); ++i) {
+    const auto& buffer = payload.body_buffers[i];
     const uint64_t size = buffer == nullptr ? 0 : static_cast<uint64_t>(buffer->size());
-    const uint64_t padded = (size + align - 1) / align * align;
-    if (pos + padded > body_length) {
-      return Status::Invalid("BatchPublisher: body buffers (", pos + padded,
-                             " bytes so far) exceed the declared body length ", body_length);
+    const uint64_t start = placed ? static_cast<uint64_t>(payload.body_offsets[i]) : pos;
+    const uint64_t end = placed ? start + size : start + (size + align - 1) / align * align;
+    if (start < pos || end > body_length) {
+      return Status::Invalid("BatchPublisher: body buffer ", i, " at [", start, ", ", end,
+                             ") does not fit after ", pos, " in the body of ", body_length,
+                             " bytes");
     }
-    if (size > 0) std::memcpy(dst + pos, buffer->data(), size);
-    std::memset(dst + pos + size, 0, padded - size);
-    pos += padded;
+    std::memset(dst + pos, 0, start - pos);
+    if (size > 0) std::memcpy(dst + start, buffer->data(), size);
+    std::memset(dst + start + size, 0, end - start - size);
+    pos = end;
   }
   std::memset(dst + pos, 0, body_length - pos);
   (void)pool->Seal();

@@ -172,14 +172,21 @@ class BodyAssembler {
         ALKAID_ASSIGN_OR_RAISE(b, CompressWithPrefix(*b));
       }
     }
+    // In a compressed body a buffer is an 8-byte length, then its bytes
+    // (compressed, or as they are for length -1): with 64-byte alignment
+    // the bytes, not the prefix, start on a multiple of 64 (the padding in
+    // between is ours to choose; offsets stay multiples of 8).
+    const bool prefixed = options_.compression != CompressionType::kNone;
+    const int64_t align = options_.alignment;
     int64_t pos = 0;
     meta_.buffers.clear();
     for (const auto& b : buffers_) {
       const int64_t size = b == nullptr ? 0 : b->size();
+      pos = prefixed && align > 8 && size > 0 ? PadTo(pos + 8, align) - 8 : PadTo(pos, align);
       meta_.buffers.push_back({pos, size});
-      pos += PadTo(size, options_.alignment);
+      pos += size;
     }
-    return pos;
+    return PadTo(pos, align);
   }
 
  private:
@@ -316,6 +323,8 @@ Result<IpcPayload> MakeBodyPayload(const std::vector<std::pair<ArrayDataPtr, std
   IpcPayload payload;
   ALKAID_ASSIGN_OR_RAISE(payload.body_length, assembler->Finish());
   payload.body_buffers = std::move(assembler->buffers());
+  payload.body_offsets.reserve(assembler->meta().buffers.size());
+  for (const auto& b : assembler->meta().buffers) payload.body_offsets.push_back(b.offset);
   payload.alignment = options.alignment;
   return payload;
 }
@@ -384,13 +393,41 @@ Result<int64_t> WriteIpcPayload(const IpcPayload& payload, const IpcWriteOptions
   ALKAID_RETURN_NOT_OK(sink->Write(&len32, 4));
   ALKAID_RETURN_NOT_OK(sink->Write(*payload.metadata));
   ALKAID_RETURN_NOT_OK(sink->Write(kPadding, padded - flat));
+  const bool placed = !payload.body_offsets.empty();
+  if (placed && payload.body_offsets.size() != payload.body_buffers.size()) {
+    return Status::Invalid("payload has ", payload.body_buffers.size(), " body buffers but ",
+                           payload.body_offsets.size(), " offsets");
+  }
+  // Zero padding of any length, in pieces of the padding block.
+  auto pad_with_zeros = [sink](int64_t n) -> Status {
+    for (; n > 0; n -= static_cast<int64_t>(sizeof(kPadding))) {
+      ALKAID_RETURN_NOT_OK(sink->Write(kPadding, std::min<int64_t>(n, sizeof(kPadding))));
+    }
+    return Status::OK();
+  };
   int64_t body = 0;
-  for (const auto& b : payload.body_buffers) {
+  for (size_t i = 0; i < payload.body_buffers.size(); ++i) {
+    const auto& b = payload.body_buffers[i];
     const int64_t size = b == nullptr ? 0 : b->size();
+    if (placed) {
+      if (payload.body_offsets[i] < body) {
+        return Status::Invalid("payload body buffer ", i, " at offset ", payload.body_offsets[i],
+                               " overlaps the one before (which ends at ", body, ")");
+      }
+      ALKAID_RETURN_NOT_OK(pad_with_zeros(payload.body_offsets[i] - body));
+      body = payload.body_offsets[i];
+    }
     if (size > 0) ALKAID_RETURN_NOT_OK(sink->Write(*b));
-    const int64_t pad = PadTo(size, payload.alignment) - size;
-    ALKAID_RETURN_NOT_OK(sink->Write(kPadding, pad));
-    body += size + pad;
+    body += size;
+    if (!placed) {
+      const int64_t pad = PadTo(size, payload.alignment) - size;
+      ALKAID_RETURN_NOT_OK(sink->Write(kPadding, pad));
+      body += pad;
+    }
+  }
+  if (placed && body <= payload.body_length) {
+    ALKAID_RETURN_NOT_OK(pad_with_zeros(payload.body_length - body));
+    body = payload.body_length;
   }
   if (body != payload.body_length) {
     return Status::Invalid("payload body is ", body, " bytes but declares ", payload.body_length);

@@ -226,6 +226,39 @@ TEST(IpcWriterTest, AlignmentIsHonoured) {
   ASSERT_RAISES(kInvalid, GetRecordBatchPayload(*batch, o));
 }
 
+// A buffer that does not compress is stored as it is (length -1) inside a
+// compressed body; its bytes start on a multiple of 64 from the stream's
+// start, so a reader can use 16-byte decimals in place (polars insists).
+TEST(IpcWriterTest, BuffersStoredRawInACompressedBodyAre64ByteAligned) {
+  // 40 decimal128 values of pseudo-random bytes: incompressible.
+  std::vector<uint64_t> words(80);
+  uint64_t x = 0x9E3779B97F4A7C15ULL;
+  for (auto& w : words) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    w = x;
+  }
+  auto values = ArrayData::Make(decimal128(38, 0), 40, {nullptr, Buf(words)}, 0);
+  auto s = schema({field("x", int32()), field("d", decimal128(38, 0))});
+  std::vector<int32_t> xs(40, 1);
+  ASSERT_OK_AND_ASSIGN(auto batch,
+                       RecordBatch::Make(s, 40, std::vector<ArrayDataPtr>{Int32s(xs), values}));
+  for (CompressionType codec : {CompressionType::kLz4Frame, CompressionType::kZstd}) {
+    IpcWriteOptions o;
+    o.compression = codec;
+    ASSERT_OK_AND_ASSIGN(auto bytes, WriteBatches(s, {batch}, o, false));
+    SchemaPtr back_schema;
+    ASSERT_OK_AND_ASSIGN(auto back, ReadStreamBuffer(bytes, &back_schema));
+    ASSERT_EQ(back.size(), 1u);
+    ASSERT_OK(CheckRecordBatchEquals(*batch, *back[0]));
+    // Read in place (not decompressed into new memory), and aligned.
+    const auto& data = back[0]->column_data(1)->buffers[1];
+    ASSERT_TRUE(bytes->Contains(data->data(), data->size())) << "stored raw, read in place";
+    EXPECT_EQ((data->data() - bytes->data()) % 64, 0);
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Dictionaries
 

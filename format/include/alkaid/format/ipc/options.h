@@ -34,9 +34,13 @@ struct ALKAID_EXPORT IpcWriteOptions {
   /// Pool for the metadata, compressed buffers and re-based copies of sliced
   /// arrays. Never null.
   MemoryPool* pool = default_memory_pool();
-  /// Alignment of each buffer in a body and of the body length: 8 (the
-  /// default) or 64.
-  int32_t alignment = 8;
+  /// Alignment of each buffer in a body and of the body length: 64 (the
+  /// default) or 8 (the format's minimum: smaller output). With 64, readers
+  /// that want more than 8 bytes of alignment (decimals, SIMD) can use every
+  /// buffer in place; in a compressed body each buffer's bytes after its
+  /// 8-byte length prefix start at a multiple of 64, so a buffer stored
+  /// uncompressed (length -1) is aligned too.
+  int32_t alignment = 64;
   /// Writes the pre-0.15 framing (a bare int32 length, no 0xFFFFFFFF
   /// continuation marker). Only for consumers that need it.
   bool write_legacy_format = false;

@@ -68,9 +68,13 @@ struct ALKAID_EXPORT IpcPayload {
   MessageType type = MessageType::kRecordBatch;
   /// The Message flatbuffer (unpadded; WriteIpcPayload frames and pads it).
   std::shared_ptr<Buffer> metadata;
-  /// The body buffers in order, unpadded; each is followed by zero padding
-  /// to `alignment` in the body. Null entries stand for empty buffers.
+  /// The body buffers in order, unpadded. Null entries stand for empty
+  /// buffers.
   std::vector<std::shared_ptr<Buffer>> body_buffers;
+  /// Where each body buffer starts in the body (what the metadata says),
+  /// zero padding before each and up to body_length. Empty: one after the
+  /// other, each padded to `alignment`.
+  std::vector<int64_t> body_offsets;
   /// Total body length, padding included.
   int64_t body_length = 0;
   int32_t alignment = 8;
