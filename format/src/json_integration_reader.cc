@@ -214,6 +214,7 @@ class Reader {
   Reader(const JsonReadOptions& options, int64_t input_size)
       : pool_(options.pool != nullptr ? options.pool : default_memory_pool()),
         validate_(options.validate),
+        decimal_precision_(options.validate_decimal_precision),
         input_size_(input_size) {}
 
   Result<JsonIntegrationData> Read(const json& doc);
@@ -271,6 +272,7 @@ class Reader {
 
   MemoryPool* pool_;
   bool validate_;
+  bool decimal_precision_;
   int64_t input_size_;
   std::map<int64_t, DictEntry> dicts_;
   JsonIntegrationData out_;
@@ -1085,11 +1087,13 @@ Result<JsonIntegrationData> Reader::Read(const json& doc) {
   }
 
   if (validate_) {
+    FullValidationOptions full;
+    full.decimal_precision = decimal_precision_;
     for (const auto& [id, values] : out_.dictionaries) {
-      ALKAID_RETURN_NOT_OK(ValidateFull(*values, "dictionary " + std::to_string(id)));
+      ALKAID_RETURN_NOT_OK(ValidateFull(*values, "dictionary " + std::to_string(id), full));
     }
     for (size_t b = 0; b < out_.batches.size(); ++b) {
-      ALKAID_RETURN_NOT_OK_CTX(ValidateFull(*out_.batches[b]), "batch " << b);
+      ALKAID_RETURN_NOT_OK_CTX(ValidateFull(*out_.batches[b], full), "batch " << b);
     }
   }
   return std::move(out_);

@@ -199,8 +199,13 @@ Status CheckType(const DataType& type, const std::string& path, int depth) {
 /// One instance per array; `path` names it in messages.
 class ArrayValidator {
  public:
-  ArrayValidator(const ArrayData& data, std::string path, int depth, bool full)
-      : data_(data), path_(std::move(path)), depth_(depth), full_(full) {}
+  ArrayValidator(const ArrayData& data, std::string path, int depth, bool full,
+                 bool decimal_precision = true)
+      : data_(data),
+        path_(std::move(path)),
+        depth_(depth),
+        full_(full),
+        decimal_precision_(decimal_precision) {}
 
   /// `type_checked`: the caller already ran CheckType on data.type.
   Status Run(bool type_checked) {
@@ -223,7 +228,8 @@ class ArrayValidator {
     ALKAID_RETURN_NOT_OK(CheckValidityBitmap());
 
     for (size_t i = 0; i < data_.child_data.size(); ++i) {
-      ArrayValidator child(*data_.child_data[i], ChildPath(i), depth_ + 1, full_);
+      ArrayValidator child(*data_.child_data[i], ChildPath(i), depth_ + 1, full_,
+                           decimal_precision_);
       ALKAID_RETURN_NOT_OK(child.Run(/*type_checked=*/true));
     }
     ALKAID_RETURN_NOT_OK(CheckLayout());
@@ -442,7 +448,7 @@ class ArrayValidator {
     const auto& d = static_cast<const DecimalType&>(*type_);
     const int width = d.byte_width();
     ALKAID_RETURN_NOT_OK(CheckFixedWidthBuffer(1, width));
-    if (!full_ || data_.length == 0) return Status::OK();
+    if (!full_ || !decimal_precision_ || data_.length == 0) return Status::OK();
     const uint8_t* values = buffer(1)->data();
     for (int64_t j = 0; j < data_.length; ++j) {
       if (!IsValidSlot(j)) continue;
@@ -707,7 +713,7 @@ class ArrayValidator {
       return Invalid("dictionary has type ", dict->type->ToString(), ", expected the value type ",
                      dict_type.value_type()->ToString());
     }
-    ArrayValidator dict_validator(*dict, dict_path, depth_ + 1, full_);
+    ArrayValidator dict_validator(*dict, dict_path, depth_ + 1, full_, decimal_precision_);
     ALKAID_RETURN_NOT_OK(dict_validator.Run(/*type_checked=*/true));
     if (!full_ || data_.length == 0) return Status::OK();
     switch (dict_type.index_type()->id()) {
@@ -817,18 +823,20 @@ class ArrayValidator {
   const std::string path_;
   const int depth_;
   const bool full_;
+  const bool decimal_precision_;
   const DataType* type_ = nullptr;  // storage type of data_.type
   DataTypeLayout layout_;
   int64_t end_ = 0;  // offset + length, checked for overflow
 };
 
-Status ValidateImpl(const ArrayData& data, std::string_view name, bool full) {
+Status ValidateImpl(const ArrayData& data, std::string_view name, bool full,
+                    bool decimal_precision = true) {
   const std::string path(name);
-  ArrayValidator validator(data, path, /*depth=*/0, full);
+  ArrayValidator validator(data, path, /*depth=*/0, full, decimal_precision);
   return validator.Run(/*type_checked=*/false);
 }
 
-Status ValidateBatch(const RecordBatch& batch, bool full) {
+Status ValidateBatch(const RecordBatch& batch, bool full, bool decimal_precision = true) {
   const Schema& schema = *batch.schema();
   if (batch.num_columns() != schema.num_fields()) {
     return Status::Invalid("record batch has ", batch.num_columns(), " columns but its schema ",
@@ -846,7 +854,7 @@ Status ValidateBatch(const RecordBatch& batch, bool full) {
       return Invalid(name, "column ", i, " has length ", column->length, ", expected ",
                      batch.num_rows(), " rows");
     }
-    ALKAID_RETURN_NOT_OK(ValidateImpl(*column, name, full));
+    ALKAID_RETURN_NOT_OK(ValidateImpl(*column, name, full, decimal_precision));
     if (!column->type->Equals(*schema.field(i)->type())) {
       return Invalid(name, "column ", i, " has type ", column->type->ToString(),
                      ", but the schema says ", schema.field(i)->type()->ToString());
@@ -868,5 +876,14 @@ Status ValidateFull(const ArrayData& data, std::string_view name) {
 Status Validate(const RecordBatch& batch) { return ValidateBatch(batch, /*full=*/false); }
 
 Status ValidateFull(const RecordBatch& batch) { return ValidateBatch(batch, /*full=*/true); }
+
+Status ValidateFull(const ArrayData& data, std::string_view name,
+                    const FullValidationOptions& options) {
+  return ValidateImpl(data, name, /*full=*/true, options.decimal_precision);
+}
+
+Status ValidateFull(const RecordBatch& batch, const FullValidationOptions& options) {
+  return ValidateBatch(batch, /*full=*/true, options.decimal_precision);
+}
 
 }  // namespace alkaid::format

@@ -114,9 +114,24 @@ std::string FormatSchema(const IpcInput& input) {
 
 }  // namespace
 
+// Data that reads safely but is not valid in full (decimal values beyond
+// their precision, which older Arrow versions wrote) is printed or
+// converted as it is, with a warning per batch on stderr; `alkaid validate`
+// reports it as invalid.
+void WarnUnlessFullyValid(const char* command, const IpcInput& input) {
+  for (size_t b = 0; b < input.batches.size(); ++b) {
+    const Status st = format::ValidateFull(*input.batches[b]);
+    if (!st.ok()) {
+      std::cerr << "alkaid " << command << ": warning: batch " << b << ": " << st.message()
+                << " (used as it is; alkaid validate reports it)\n";
+    }
+  }
+}
+
 int RunSchema(const std::string& path) {
   auto input = ReadIpcInput(path, {});
   if (!input.ok()) return ReportError("schema", input.status());
+  WarnUnlessFullyValid("schema", *input);
   std::cout << FormatSchema(*input);
   return kExitOk;
 }
@@ -124,10 +139,13 @@ int RunSchema(const std::string& path) {
 int RunCat(const CatOptions& options) {
   // Printing reads every value with unchecked accessors: the batches must
   // pass full validation first (a corrupted offset would read out of bounds).
+  // Decimal values beyond their precision are safe to print: warned about.
   ipc::IpcReadOptions read_options;
   read_options.validate_full = true;
+  read_options.validate_decimal_precision = false;
   auto input = ReadIpcInput(options.input, read_options);
   if (!input.ok()) return ReportError("cat", input.status());
+  WarnUnlessFullyValid("cat", *input);
   std::cout << "-- " << DescribeInput(*input) << ", " << input->batches.size() << " batch"
             << (input->batches.size() == 1 ? "" : "es") << "\n"
             << FormatSchema(*input);
@@ -179,6 +197,7 @@ int RunValidate(const std::string& path) {
 int RunConvert(const ConvertOptions& options) {
   auto input = ReadIpcInput(options.input, {});
   if (!input.ok()) return ReportError("convert", input.status());
+  WarnUnlessFullyValid("convert", *input);
   Status st = WriteIpc(options.output, options.write, input->schema, input->batches, &input->memo);
   if (!st.ok()) return ReportError("convert", st);
   return kExitOk;

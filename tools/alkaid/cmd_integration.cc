@@ -77,10 +77,14 @@ bool EndsWith(const std::string& s, std::string_view suffix) {
 }  // namespace
 
 int RunIntegrationValidate(const IntegrationOptions& options) {
-  auto json = format::ReadJsonIntegrationFile(options.json);
+  const bool decimal_precision = !options.HasQuirk("no_decimal_validate");
+  format::JsonReadOptions json_options;
+  json_options.validate_decimal_precision = decimal_precision;
+  auto json = format::ReadJsonIntegrationFile(options.json, json_options);
   if (!json.ok()) return ReportError("integration validate", json.status().WithContext(options.json));
   ipc::IpcReadOptions read_options;
   read_options.validate_full = true;
+  read_options.validate_decimal_precision = decimal_precision;
   auto input = ReadIpcInput(options.ipc, read_options);
   if (!input.ok()) return ReportError("integration validate", input.status().WithContext(options.ipc));
   Status st = Compare(*json, *input);
@@ -93,7 +97,9 @@ int RunIntegrationValidate(const IntegrationOptions& options) {
 }
 
 int RunJsonToIpc(const IntegrationOptions& options) {
-  auto json = format::ReadJsonIntegrationFile(options.json);
+  format::JsonReadOptions json_options;
+  json_options.validate_decimal_precision = !options.HasQuirk("no_decimal_validate");
+  auto json = format::ReadJsonIntegrationFile(options.json, json_options);
   if (!json.ok()) return ReportError("integration json-to-ipc", json.status().WithContext(options.json));
   auto ids = IdsFromJson(*json);
   if (!ids.ok()) return ReportError("integration json-to-ipc", ids.status().WithContext(options.json));

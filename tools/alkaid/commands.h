@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace alkaid::tools {
@@ -40,6 +41,15 @@ struct IntegrationOptions {
   std::string json;
   std::string ipc;
   WriteChoice write;
+  /// Arrow integration-runner quirks to apply (`no_decimal_validate`: accept
+  /// decimal values beyond their precision, as older Arrow wrote them).
+  std::vector<std::string> quirks;
+  bool HasQuirk(std::string_view name) const {
+    for (const auto& q : quirks) {
+      if (q == name) return true;
+    }
+    return false;
+  }
 };
 int RunIntegrationValidate(const IntegrationOptions& options);
 int RunJsonToIpc(const IntegrationOptions& options);

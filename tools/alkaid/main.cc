@@ -70,6 +70,12 @@ int Run(int argc, char** argv) {
   auto* iv = integration->add_subcommand("validate", "Exit 0 iff the IPC input holds exactly J's data");
   iv->add_option("--json", ivalidate.json, "JSON integration file (.json or .json.gz)")->required();
   iv->add_option("--ipc", ivalidate.ipc, "IPC stream or file")->required();
+  const char* quirks_help =
+      "Arrow integration-runner quirks, comma-separated: no_decimal_validate (accept decimal "
+      "values beyond their precision, as older Arrow versions wrote them)";
+  iv->add_option("--quirks", ivalidate.quirks, quirks_help)
+      ->delimiter(',')
+      ->check(CLI::IsMember({"no_decimal_validate"}));
   iv->callback([&] { code = tools::RunIntegrationValidate(ivalidate); });
 
   tools::IntegrationOptions j2i;
@@ -77,6 +83,9 @@ int Run(int argc, char** argv) {
   j2i_cmd->add_option("--json", j2i.json, "JSON integration file (.json or .json.gz)")->required();
   j2i_cmd->add_option("--out", j2i.ipc, "Output path, or - for stdout")->required();
   AddWriteChoice(j2i_cmd, &j2i.write, true);
+  j2i_cmd->add_option("--quirks", j2i.quirks, quirks_help)
+      ->delimiter(',')
+      ->check(CLI::IsMember({"no_decimal_validate"}));
   j2i_cmd->callback([&] { code = tools::RunJsonToIpc(j2i); });
 
   tools::IntegrationOptions i2j;

@@ -252,7 +252,9 @@ Result<RecordBatchPtr> ReadRecordBatch(const Message& message, const SchemaPtr& 
   }
   ALKAID_RETURN_NOT_OK(loader.CheckAllConsumed("record batch"));
   ALKAID_ASSIGN_OR_RAISE(auto batch, RecordBatch::Make(schema, meta.length, std::move(columns)));
-  ALKAID_RETURN_NOT_OK(options.validate_full ? ValidateFull(*batch) : Validate(*batch));
+  FullValidationOptions full;
+  full.decimal_precision = options.validate_decimal_precision;
+  ALKAID_RETURN_NOT_OK(options.validate_full ? ValidateFull(*batch, full) : Validate(*batch));
   return batch;
 }
 
@@ -279,7 +281,9 @@ Result<DictionaryUpdate> ReadDictionary(const Message& message, DictionaryMemo* 
   ALKAID_RETURN_NOT_OK(loader.CheckAllConsumed("dictionary batch"));
   // Dictionaries are always fully validated: deltas concatenate them, which
   // reads their offsets, and every batch's indices point into them.
-  ALKAID_RETURN_NOT_OK(ValidateFull(*values, label));
+  FullValidationOptions full;
+  full.decimal_precision = options.validate_decimal_precision;
+  ALKAID_RETURN_NOT_OK(ValidateFull(*values, label, full));
   return memo->AddDictionary(meta.id, std::move(values), meta.is_delta, allow_replacement,
                              options.pool);
 }

@@ -365,5 +365,33 @@ TEST(LegacyFileTest, NullTypeWithNullCountMinusOne) {
                              ReadStreamBuffer(Buffer::FromString(other), &ignored));
 }
 
+// Older Arrow versions wrote decimal values with more digits than their
+// precision: they read safely; full validation reports them unless told not
+// to check the precision (Arrow's integration quirk no_decimal_validate).
+TEST(LegacyFileTest, DecimalsBeyondTheirPrecision) {
+  auto schema = format::schema({field("d", decimal128(5, 0))});
+  const std::vector<uint64_t> words = {123456, 0, 42, 0};  // 123456 has 6 digits
+  auto values = ArrayData::Make(decimal128(5, 0), 2, {nullptr, Buf(words)}, 0);
+  ASSERT_OK_AND_ASSIGN(auto batch, RecordBatch::Make(schema, 2, std::vector<ArrayDataPtr>{values}));
+  ASSERT_OK_AND_ASSIGN(auto written, WriteBatches(schema, {batch}, {}, false));
+  MaybeKeep(written, "decimal-beyond-precision.stream");
+  for (const auto& data : {written, Legacy("decimal-beyond-precision.stream")}) {
+    ASSERT_NE(data, nullptr);
+    SchemaPtr read_schema;
+    ASSERT_OK(ReadStreamBuffer(data, &read_schema).status());  // structural: fine
+    IpcReadOptions full;
+    full.validate_full = true;
+    ASSERT_RAISES_WITH_MESSAGE(kInvalid, "more digits than precision 5",
+                               ReadStreamBuffer(data, &read_schema, full));
+    full.validate_decimal_precision = false;
+    ASSERT_OK_AND_ASSIGN(auto read, ReadStreamBuffer(data, &read_schema, full));
+    ASSERT_OK(CheckRecordBatchEquals(*batch, *read[0]));
+  }
+  FullValidationOptions lenient;
+  lenient.decimal_precision = false;
+  ASSERT_OK(ValidateFull(*batch, lenient));
+  ASSERT_RAISES(kInvalid, ValidateFull(*batch));
+}
+
 }  // namespace
 }  // namespace alkaid::format::ipc

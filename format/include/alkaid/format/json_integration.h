@@ -65,6 +65,10 @@ struct ALKAID_EXPORT JsonReadOptions {
   /// returned is safe to read with the unchecked accessors of array.h.
   /// Turn off only to inspect deliberately invalid data.
   bool validate = true;
+  /// With `validate`: decimal values must fit their type's precision (Arrow's
+  /// integration quirk `no_decimal_validate` turns this off for data older
+  /// Arrow versions wrote). Default: true.
+  bool validate_decimal_precision = true;
   /// Largest decompressed size accepted from a gzip file (guards against
   /// decompression bombs).
   int64_t max_decompressed_bytes = int64_t{1} << 31;

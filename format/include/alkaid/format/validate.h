@@ -60,4 +60,19 @@ inline Status ValidateFull(const Array& a, std::string_view name = "array") {
 ALKAID_EXPORT Status Validate(const RecordBatch& batch);
 ALKAID_EXPORT Status ValidateFull(const RecordBatch& batch);
 
+/// What ValidateFull may leave out.
+struct ALKAID_EXPORT FullValidationOptions {
+  /// Check that every decimal value fits its type's precision. Older Arrow
+  /// versions wrote values that do not; reading such data is safe (the
+  /// check guards the declared precision, not memory), so a reader may
+  /// accept it, as Arrow's integration runner does with its
+  /// `no_decimal_validate` quirk. Default: true.
+  bool decimal_precision = true;
+};
+
+/// ValidateFull, leaving out what `options` says.
+ALKAID_EXPORT Status ValidateFull(const ArrayData& data, std::string_view name,
+                                  const FullValidationOptions& options);
+ALKAID_EXPORT Status ValidateFull(const RecordBatch& batch, const FullValidationOptions& options);
+
 }  // namespace alkaid::format

@@ -69,6 +69,10 @@ struct ALKAID_EXPORT IpcReadOptions {
   /// decode (and ValidateFull on every dictionary); with this set they run
   /// ValidateFull on record batches too.
   bool validate_full = false;
+  /// With validate_full: decimal values must fit their type's precision
+  /// (FullValidationOptions::decimal_precision). Turn off to read files of
+  /// older Arrow versions whose decimals exceed it. Default: true.
+  bool validate_decimal_precision = true;
   /// Largest uncompressed length a compressed buffer may declare; a hostile
   /// length above it is refused before anything is allocated.
   int64_t max_decompressed_size = int64_t{1} << 32;
