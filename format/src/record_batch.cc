@@ -50,12 +50,25 @@ std::shared_ptr<RecordBatch> RecordBatch::Slice(int64_t offset, int64_t length) 
   std::vector<ArrayDataPtr> cols;
   cols.reserve(columns_.size());
   for (const auto& c : columns_) cols.push_back(c->Slice(offset, length));
-  return std::make_shared<RecordBatch>(Key{}, schema_, length, std::move(cols));
+  auto sliced = std::make_shared<RecordBatch>(Key{}, schema_, length, std::move(cols));
+  sliced->metadata_ = metadata_;
+  return sliced;
+}
+
+std::shared_ptr<RecordBatch> RecordBatch::WithMetadata(MetadataPtr metadata) const {
+  auto batch = std::make_shared<RecordBatch>(Key{}, schema_, num_rows_, columns_);
+  batch->metadata_ = std::move(metadata);
+  return batch;
 }
 
 bool RecordBatch::Equals(const RecordBatch& other, bool check_metadata) const {
   if (num_rows_ != other.num_rows_ || !schema_->Equals(*other.schema_, check_metadata)) {
     return false;
+  }
+  if (check_metadata) {
+    const bool empty = metadata_ == nullptr || metadata_->empty();
+    const bool other_empty = other.metadata_ == nullptr || other.metadata_->empty();
+    if (empty != other_empty || (!empty && !metadata_->Equals(*other.metadata_))) return false;
   }
   for (size_t i = 0; i < columns_.size(); ++i) {
     if (!ArrayEquals(*MakeArray(columns_[i]), *MakeArray(other.columns_[i]))) return false;

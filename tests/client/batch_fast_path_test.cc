@@ -113,6 +113,44 @@ TEST(BatchFastPathTest, SameShapeReusesMetadataAndDecodeCache) {
   EXPECT_EQ(sub->decode_cache_hits() - hits, 4u);
 }
 
+TEST(BatchFastPathTest, BatchCustomMetadataIsNeverTakenFromACache) {
+  Channel ch;
+  ASSERT_OK(ch.Create(1 << 20));
+  auto schema = Int64Schema();
+  ASSERT_OK_AND_ASSIGN(auto pub, BatchPublisher::Create(ch.ring.get(), ch.bodies.get(), schema));
+  ASSERT_OK_AND_ASSIGN(auto sub, BatchSubscriber::Open(ch.ring->segment(),
+                                                       ch.bodies->segment(), schema));
+  auto md = std::make_shared<format::KeyValueMetadata>();
+  md->Append("frame", "42");
+  // One shape throughout: tagged and plain batches alternate, built in
+  // place and copied, twice (the second round meets warm caches).
+  int64_t start = 0;
+  for (int round = 0; round < 2; ++round) {
+    for (bool copy : {false, true}) {
+      for (bool tagged : {true, false, true}) {
+        SCOPED_TRACE(::testing::Message() << "round " << round << (copy ? " copy" : " in place")
+                                          << (tagged ? " tagged" : " plain"));
+        ASSERT_OK_AND_ASSIGN(auto pool, pub->NewPool(4096));
+        ASSERT_OK_AND_ASSIGN(auto batch, BuildInts(pool.get(), schema, 64, start, true));
+        if (tagged) batch = batch->WithMetadata(md);
+        ASSERT_OK(copy ? pub->PublishCopy(*batch) : pub->Publish(*batch, pool.get()));
+        ASSERT_OK_AND_ASSIGN(auto got, sub->Receive(1s));
+        EXPECT_TRUE(CheckInts(*got.batch, 64, start, true));
+        if (tagged) {
+          ASSERT_NE(got.batch->metadata(), nullptr);
+          EXPECT_TRUE(got.batch->metadata()->Equals(*md));
+        } else {
+          EXPECT_EQ(got.batch->metadata(), nullptr);
+        }
+        start += 1000;
+      }
+    }
+  }
+  // The plain in-place batches of the second round reused the first's Message.
+  EXPECT_GT(pub->stats().metadata_reused, 0u);
+  EXPECT_GT(sub->decode_cache_hits(), 0u);
+}
+
 TEST(BatchFastPathTest, VariableWidthColumnsAreRevalidatedAndStillCorrect) {
   Channel ch;
   ASSERT_OK(ch.Create(1 << 20));

@@ -44,6 +44,19 @@ for f in "$legacy"/footer-without-version.arrow_file "$legacy"/null-count-minus-
   expect 0 "validate $(basename "$f")" "$alkaid" validate "$f"
   expect 0 "cat $(basename "$f")" "$alkaid" cat "$f"
 done
+# A batch's own custom metadata survives convert (both framings, both
+# magics, both codecs) and cat prints it under the batch.
+bmd="$legacy/batch-metadata.stream"
+for args in "--to stream" "--to file" "--to file --magic arrow --compression lz4" \
+            "--to stream --compression zstd"; do
+  # shellcheck disable=SC2086 # the options are split on purpose
+  expect 0 "convert batch metadata $args" "$alkaid" convert "$bmd" "$work/bmd.out" $args
+  expect 0 "cat converted batch metadata ($args)" "$alkaid" cat "$work/bmd.out"
+  [ "$(grep -c "^  metadata: 'frame' = '42'" "$work/out")" -eq 1 ] ||
+    { echo "FAILED: $args: batch metadata not carried (once) by convert" >&2; fail=1; }
+  grep -A1 '^-- batch 0' "$work/out" | grep -q "'frame'" ||
+    { echo "FAILED: $args: batch metadata not under batch 0" >&2; fail=1; }
+done
 # Decimals beyond their precision (older Arrow): validate reports them; cat,
 # schema and convert use them with a warning; the integration commands take
 # Arrow's quirk to accept them.

@@ -154,6 +154,7 @@ int RunCat(const CatOptions& options) {
     const auto& batch = *input->batches[b];
     std::cout << "-- batch " << b << ": " << batch.num_rows() << " row"
               << (batch.num_rows() == 1 ? "" : "s") << "\n";
+    PrintMetadata(std::cout, batch.metadata(), 2);
     std::vector<format::ArrayPtr> columns;
     columns.reserve(static_cast<size_t>(batch.num_columns()));
     for (int c = 0; c < batch.num_columns(); ++c) columns.push_back(batch.column(c));

@@ -227,7 +227,9 @@ Status BatchPublisher::Publish(const format::RecordBatch& batch, ShmBatchPool* p
   shape.clear();
   shape.push_back(batch.num_rows());
   shape.push_back(static_cast<int64_t>(body_length));
-  bool cacheable = true;
+  // A batch's own custom metadata is part of its Message: such batches are
+  // encoded each time (the shape does not cover it).
+  bool cacheable = batch.metadata() == nullptr;
   for (int i = 0; i < batch.num_columns() && cacheable; ++i) {
     cacheable = AppendShape(*batch.column_data(i), pool->region_data(), &shape);
   }

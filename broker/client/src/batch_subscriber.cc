@@ -69,6 +69,8 @@ struct DecodePlan {
   std::shared_ptr<format::Buffer> metadata;  // verified private copy
   uint64_t body_length = 0;
   int64_t num_rows = 0;
+  // The batch's own custom metadata (part of the metadata bytes compared).
+  format::MetadataPtr batch_metadata;
   std::vector<Node> nodes;
   std::vector<size_t> columns;  // root node per column
   // Validate must run on every rebuilt batch (its verdict reads values).
@@ -518,6 +520,7 @@ Result<ReceivedBatch> BatchSubscriber::Decode() {
     for (size_t root : hit->columns) columns.push_back(hit->Build(root, body));
     auto batch = format::RecordBatch::Make(d.schema, hit->num_rows, std::move(columns));
     if (!batch.ok()) return batch.status().WithContext(d.Where());
+    if (hit->batch_metadata != nullptr) *batch = (*batch)->WithMetadata(hit->batch_metadata);
     if (hit->validate_each) {
       Status st = d.options.read.validate_full ? format::ValidateFull(**batch)
                                                : format::Validate(**batch);
@@ -548,6 +551,7 @@ Result<ReceivedBatch> BatchSubscriber::Decode() {
   plan.metadata = metadata;
   plan.body_length = desc.body_length;
   plan.num_rows = (*batch)->num_rows();
+  plan.batch_metadata = (*batch)->metadata();
   plan.validate_each = d.options.read.validate_full;
   bool replayable = true;
   for (int i = 0; i < (*batch)->num_columns() && replayable; ++i) {

@@ -835,12 +835,14 @@ Result<std::shared_ptr<Buffer>> WriteSchemaMessage(const Schema& schema, const D
 
 Result<std::shared_ptr<Buffer>> WriteRecordBatchMessage(const RecordBatchMeta& batch,
                                                         int64_t body_length,
-                                                        const IpcWriteOptions& options) {
+                                                        const IpcWriteOptions& options,
+                                                        const MetadataPtr& custom_metadata) {
   ALKAID_RETURN_NOT_OK(CheckRecordBatchMetaSize(batch));
   fb::FlatBufferBuilder fbb(256 + 32 * batch.nodes.size());
   auto rb = RecordBatchToFlatbuffer(&fbb, batch);
+  auto md = MetadataToFlatbuffer(&fbb, custom_metadata.get());
   auto m = fbs::CreateMessage(fbb, fbs::MetadataVersion::V5, fbs::MessageHeader::RecordBatch,
-                              rb.Union(), body_length);
+                              rb.Union(), body_length, md);
   fbb.Finish(m);
   return FinishBuffer(&fbb, options.pool);
 }

@@ -85,9 +85,11 @@ Result<FooterMeta> ReadFooter(const uint8_t* data, int64_t size, DictionaryMemo*
 Result<std::shared_ptr<Buffer>> WriteSchemaMessage(const Schema& schema, const DictionaryMemo& ids,
                                                    const IpcWriteOptions& options);
 
+/// `custom_metadata`: the batch's own (RecordBatch::metadata()), or null.
 Result<std::shared_ptr<Buffer>> WriteRecordBatchMessage(const RecordBatchMeta& batch,
                                                         int64_t body_length,
-                                                        const IpcWriteOptions& options);
+                                                        const IpcWriteOptions& options,
+                                                        const MetadataPtr& custom_metadata = nullptr);
 
 Result<std::shared_ptr<Buffer>> WriteDictionaryMessage(int64_t id, bool is_delta,
                                                        const RecordBatchMeta& batch,

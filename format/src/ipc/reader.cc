@@ -252,6 +252,7 @@ Result<RecordBatchPtr> ReadRecordBatch(const Message& message, const SchemaPtr& 
   }
   ALKAID_RETURN_NOT_OK(loader.CheckAllConsumed("record batch"));
   ALKAID_ASSIGN_OR_RAISE(auto batch, RecordBatch::Make(schema, meta.length, std::move(columns)));
+  if (message.custom_metadata() != nullptr) batch = batch->WithMetadata(message.custom_metadata());
   FullValidationOptions full;
   full.decimal_precision = options.validate_decimal_precision;
   ALKAID_RETURN_NOT_OK(options.validate_full ? ValidateFull(*batch, full) : Validate(*batch));

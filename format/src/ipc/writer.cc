@@ -354,8 +354,9 @@ Result<IpcPayload> GetRecordBatchPayload(const RecordBatch& batch, const IpcWrit
   BodyAssembler assembler(options, /*no_copy=*/false);
   ALKAID_ASSIGN_OR_RAISE(auto payload, MakeBodyPayload(cols, batch.num_rows(), options, &assembler));
   payload.type = MessageType::kRecordBatch;
-  ALKAID_ASSIGN_OR_RAISE(payload.metadata, internal::WriteRecordBatchMessage(
-                                               assembler.meta(), payload.body_length, options));
+  ALKAID_ASSIGN_OR_RAISE(payload.metadata,
+                         internal::WriteRecordBatchMessage(assembler.meta(), payload.body_length,
+                                                           options, batch.metadata()));
   return payload;
 }
 
@@ -476,7 +477,7 @@ Result<std::shared_ptr<Buffer>> GetRecordBatchMetadataForRegion(const RecordBatc
     }
     meta.buffers.push_back({offset, b->size()});
   }
-  return internal::WriteRecordBatchMessage(meta, region_size, options);
+  return internal::WriteRecordBatchMessage(meta, region_size, options, batch.metadata());
 }
 
 // ---------------------------------------------------------------------------

@@ -393,5 +393,27 @@ TEST(LegacyFileTest, DecimalsBeyondTheirPrecision) {
   ASSERT_RAISES(kInvalid, ValidateFull(*batch));
 }
 
+// A RecordBatch message's own custom_metadata (distinct from the schema's):
+// read, and kept for the tools' tests (alkaid convert must carry it).
+TEST(LegacyFileTest, RecordBatchCustomMetadata) {
+  auto schema = format::schema({field("x", int32())});
+  auto md = std::make_shared<KeyValueMetadata>();
+  md->Append("frame", "42");
+  ASSERT_OK_AND_ASSIGN(auto plain,
+                       RecordBatch::Make(schema, 3, std::vector<ArrayDataPtr>{Int32s({7, 8, 9})}));
+  ASSERT_OK_AND_ASSIGN(auto written, WriteBatches(schema, {plain->WithMetadata(md), plain}, {},
+                                                  false));
+  MaybeKeep(written, "batch-metadata.stream");
+  for (const auto& data : {written, Legacy("batch-metadata.stream")}) {
+    ASSERT_NE(data, nullptr);
+    SchemaPtr read_schema;
+    ASSERT_OK_AND_ASSIGN(auto read, ReadStreamBuffer(data, &read_schema));
+    ASSERT_EQ(read.size(), 2u);
+    ASSERT_NE(read[0]->metadata(), nullptr);
+    EXPECT_EQ(read[0]->metadata()->Get("frame"), "42");
+    EXPECT_EQ(read[1]->metadata(), nullptr);
+  }
+}
+
 }  // namespace
 }  // namespace alkaid::format::ipc

@@ -41,10 +41,19 @@ class ALKAID_EXPORT RecordBatch {
   /// First column named `name`, or null.
   ArrayPtr GetColumnByName(std::string_view name) const;
 
-  /// Zero-copy slice of every column; `length` is clamped to the end.
+  /// Zero-copy slice of every column (and the batch's metadata); `length`
+  /// is clamped to the end.
   std::shared_ptr<RecordBatch> Slice(int64_t offset, int64_t length) const;
 
-  /// Logical equality of schema (fields, optionally metadata) and columns.
+  /// The batch's own custom metadata (in IPC: the RecordBatch message's
+  /// `custom_metadata`), or null. Distinct from the schema's.
+  const MetadataPtr& metadata() const { return metadata_; }
+  /// The same columns (shared, nothing copied) with `metadata` as the
+  /// batch's custom metadata (null: none).
+  std::shared_ptr<RecordBatch> WithMetadata(MetadataPtr metadata) const;
+
+  /// Logical equality of schema (fields) and columns; with `check_metadata`,
+  /// also of the schema's and the batch's custom metadata.
   bool Equals(const RecordBatch& other, bool check_metadata = false) const;
   /// Schema followed by each column, pretty-printed.
   std::string ToString() const;
@@ -59,6 +68,7 @@ class ALKAID_EXPORT RecordBatch {
   SchemaPtr schema_;
   int64_t num_rows_;
   std::vector<ArrayDataPtr> columns_;
+  MetadataPtr metadata_;
 };
 
 using RecordBatchPtr = std::shared_ptr<RecordBatch>;
