@@ -133,6 +133,11 @@ struct Broker::Impl {
     std::string topic;
     int conn = -1;
     uint32_t pid = 0;
+    // Waiting for its topic to be created (listed in `awaited`, not yet in
+    // the topic's consumers).
+    bool pending = false;
+    p::PayloadKind kind = p::PayloadKind::kRecordBatch;  // what it expects...
+    bool any_kind = false;                               // ...unless any will do
   };
   // A producer's segments left by an earlier broker, kept while the pid in
   // their names runs, for the producer to re-register with.
@@ -163,6 +168,8 @@ struct Broker::Impl {
   std::map<uint64_t, Producer> producers;
   std::map<uint64_t, Consumer> consumers;
   std::map<std::string, Topic> topics;
+  // Consumers waiting for a topic that does not exist yet, by topic name.
+  std::map<std::string, std::set<uint64_t>> awaited;
   std::map<std::string, Leftover> adoptable;  // by ring name
   uint64_t next_id = 1;
   uint64_t reserved_bytes = 0;
@@ -459,13 +466,48 @@ struct Broker::Impl {
     Topic topic;
     topic.config = config;
     topic.schema = std::move(schema);
-    topics.emplace(config.name, std::move(topic));
+    Topic& created = topics.emplace(config.name, std::move(topic)).first->second;
     Log(LogLevel::kInfo, "topic '", config.name, "' created (",
         p::PayloadKindName(config.payload_kind), ", ", config.ring_slots, " slots, ",
         FormatBytes(config.segment_bytes), ")");
+    WelcomeWaitingConsumers(created);
     reply.config = std::move(config);
     reply.created = true;
     return reply;
+  }
+
+  // The consumers that waited for `topic` become its consumers before any
+  // producer attaches, so that producers count them and wait for them to
+  // register on their rings (ProducerReady's reply), and each learns the
+  // topic's config (TopicCreated). One that expects another payload kind is
+  // told too (its Open fails) but not kept.
+  void WelcomeWaitingConsumers(Topic& topic) {
+    auto it = awaited.find(topic.config.name);
+    if (it == awaited.end()) return;
+    const std::set<uint64_t> ids = std::move(it->second);
+    awaited.erase(it);
+    for (uint64_t id : ids) {
+      Consumer& consumer = consumers.at(id);
+      consumer.pending = false;
+      p::Event event;
+      event.type = p::EventType::kTopicCreated;
+      event.topic = topic.config.name;
+      event.consumer_id = id;
+      event.config = topic.config;
+      SendEvent(consumer.conn, event);
+      if (!consumer.any_kind && consumer.kind != topic.config.payload_kind) {
+        Log(LogLevel::kInfo, "consumer ", id, " (pid ", consumer.pid, ") waited for '",
+            topic.config.name, "' but expects ", p::PayloadKindName(consumer.kind),
+            " payloads; dropped");
+        auto conn = connections.find(consumer.conn);
+        if (conn != connections.end()) conn->second.consumers.erase(id);
+        consumers.erase(id);
+        continue;
+      }
+      topic.consumers.insert(id);
+      Log(LogLevel::kInfo, "consumer ", id, " (pid ", consumer.pid, ") attached to '",
+          topic.config.name, "', which it waited for");
+    }
   }
 
   Result<Topic*> FindTopic(const std::string& name) {
@@ -559,23 +601,50 @@ struct Broker::Impl {
     return &it->second;
   }
 
-  Status ProducerReady(int fd, const p::Request& request) {
+  // Announces the producer to the topic's consumers (ProducerJoined) and
+  // replies with exactly those consumers: the producer waits until each has
+  // registered on its ring or left (ConsumerGone). Consumers attaching later
+  // find the producer in their AttachConsumer reply instead.
+  Result<p::Reply> ProducerReady(int fd, const p::Request& request) {
     ALKAID_ASSIGN_OR_RAISE(Producer * producer, OwnProducer(fd, request.target_id));
-    if (producer->ready) return Status::OK();
-    producer->ready = true;
     const Topic& topic = topics.at(producer->topic);
+    p::Reply reply;
+    reply.type = p::ReplyType::kProducerReady;
+    for (uint64_t cid : topic.consumers) reply.consumer_list.push_back({cid, consumers.at(cid).pid});
+    if (producer->ready) return reply;
+    producer->ready = true;
     p::Event event;
     event.type = p::EventType::kProducerJoined;
     event.topic = producer->topic;
     event.producer = {producer->id, producer->pid, producer->ring, producer->bodies};
     for (uint64_t cid : topic.consumers) SendEvent(consumers.at(cid).conn, event);
-    return Status::OK();
+    return reply;
   }
 
   Result<p::Reply> AttachConsumer(Connection& c, int fd, const p::Request& request) {
+    if (request.wait_for_topic && topics.find(request.topic) == topics.end()) {
+      // Attached before the topic exists: it becomes one of the topic's
+      // consumers when the topic is created (WelcomeWaitingConsumers).
+      Consumer consumer{next_id++, request.topic, fd, c.pid, true, request.payload_kind,
+                        request.any_payload_kind};
+      p::Reply reply;
+      reply.type = p::ReplyType::kAttachConsumer;
+      reply.attached_id = consumer.id;
+      reply.pending = true;
+      awaited[request.topic].insert(consumer.id);
+      c.consumers.insert(consumer.id);
+      Log(LogLevel::kInfo, "consumer ", consumer.id, " (pid ", c.pid, ") waits for topic '",
+          request.topic, "' to be created");
+      consumers.emplace(consumer.id, std::move(consumer));
+      return reply;
+    }
     ALKAID_ASSIGN_OR_RAISE(Topic * topic, FindTopic(request.topic));
-    ALKAID_RETURN_NOT_OK(CheckPayloadKind(*topic, request.payload_kind, "this consumer expects"));
-    Consumer consumer{next_id++, request.topic, fd, c.pid};
+    if (!request.any_payload_kind) {
+      ALKAID_RETURN_NOT_OK(
+          CheckPayloadKind(*topic, request.payload_kind, "this consumer expects"));
+    }
+    Consumer consumer{next_id++, request.topic, fd, c.pid, false, request.payload_kind,
+                      request.any_payload_kind};
     p::Reply reply;
     reply.type = p::ReplyType::kAttachConsumer;
     reply.attached_id = consumer.id;
@@ -634,21 +703,29 @@ struct Broker::Impl {
     consumers.erase(it);
     auto conn = connections.find(consumer.conn);
     if (conn != connections.end()) conn->second.consumers.erase(id);
+    const char* how = died ? "gone (process exited or connection lost)" : "detached";
+    if (consumer.pending) {
+      auto waiting = awaited.find(consumer.topic);
+      if (waiting != awaited.end()) {
+        waiting->second.erase(id);
+        if (waiting->second.empty()) awaited.erase(waiting);
+      }
+      Log(LogLevel::kInfo, "consumer ", id, " waiting for '", consumer.topic, "' ", how);
+      return;
+    }
     auto topic_it = topics.find(consumer.topic);
     if (topic_it == topics.end()) return;
     topic_it->second.consumers.erase(id);
-    if (died) {
-      // The producers detach its ring registrations (by pid) so that it
-      // holds none of them back.
-      p::Event event;
-      event.type = p::EventType::kConsumerGone;
-      event.topic = consumer.topic;
-      event.consumer_id = id;
-      event.pid = consumer.pid;
-      for (uint64_t pid : topic_it->second.producers) SendEvent(producers.at(pid).conn, event);
-    }
-    Log(LogLevel::kInfo, "consumer ", id, " of '", consumer.topic, "' ",
-        died ? "gone (process exited or connection lost)" : "detached");
+    // Dead: the producers detach its ring registrations (by pid) so that it
+    // holds none of them back. Dead or detached: a producer waiting for it
+    // to register on its ring (ProducerReady's reply) stops waiting for it.
+    p::Event event;
+    event.type = p::EventType::kConsumerGone;
+    event.topic = consumer.topic;
+    event.consumer_id = id;
+    event.pid = consumer.pid;
+    for (uint64_t pid : topic_it->second.producers) SendEvent(producers.at(pid).conn, event);
+    Log(LogLevel::kInfo, "consumer ", id, " of '", consumer.topic, "' ", how);
   }
 
   Status Detach(int fd, const p::Request& request) {
@@ -684,6 +761,9 @@ struct Broker::Impl {
       }
       reply.topics.push_back(std::move(info));
     }
+    for (const auto& [name, ids] : awaited) {
+      reply.awaited.push_back({name, static_cast<uint32_t>(ids.size())});
+    }
     return reply;
   }
 
@@ -717,11 +797,9 @@ struct Broker::Impl {
       case p::RequestType::kAttachProducer:
         reply = AttachProducer(c, fd, request);
         break;
-      case p::RequestType::kProducerReady: {
-        const Status st = ProducerReady(fd, request);
-        if (!st.ok()) reply = st;
+      case p::RequestType::kProducerReady:
+        reply = ProducerReady(fd, request);
         break;
-      }
       case p::RequestType::kAttachConsumer:
         reply = AttachConsumer(c, fd, request);
         break;

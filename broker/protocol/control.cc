@@ -195,6 +195,10 @@ Result<Reply> DecodeReply(const fb::Reply* r) {
       const auto* b = r->body_as_AttachConsumerReply();
       out.type = ReplyType::kAttachConsumer;
       out.attached_id = b->consumer_id();
+      out.pending = b->pending();
+      // A pending consumer's topic does not exist yet: no config, no
+      // producers (whatever the message says there is ignored).
+      if (out.pending) break;
       ALKAID_ASSIGN_OR_RAISE(out.config, DecodeConfig(b->config(), "AttachConsumerReply"));
       if (b->producers() != nullptr) {
         if (b->producers()->size() > kMaxListEntries) {
@@ -224,6 +228,32 @@ Result<Reply> DecodeReply(const fb::Reply* r) {
           info.depth = t->depth();
           info.drops = t->drops();
           out.topics.push_back(std::move(info));
+        }
+      }
+      if (b->awaited() != nullptr) {
+        if (b->awaited()->size() > kMaxListEntries) {
+          return Status::Invalid("control reply: too many awaited topics");
+        }
+        for (const auto* a : *b->awaited()) {
+          if (a == nullptr) return Status::Invalid("control reply: null awaited topic entry");
+          AwaitedTopic awaited;
+          ALKAID_ASSIGN_OR_RAISE(awaited.name, DecodeTopic(a->name()));
+          awaited.consumers = a->consumers();
+          out.awaited.push_back(std::move(awaited));
+        }
+      }
+      break;
+    }
+    case fb::ReplyBody::ProducerReadyReply: {
+      const auto* b = r->body_as_ProducerReadyReply();
+      out.type = ReplyType::kProducerReady;
+      if (b->consumers() != nullptr) {
+        if (b->consumers()->size() > kMaxListEntries) {
+          return Status::Invalid("control reply: too many consumers");
+        }
+        for (const auto* c : *b->consumers()) {
+          if (c == nullptr) return Status::Invalid("control reply: null consumer entry");
+          out.consumer_list.push_back({c->id(), c->pid()});
         }
       }
       break;
@@ -278,6 +308,18 @@ Result<Event> DecodeEvent(const fb::Event* e) {
       ALKAID_ASSIGN_OR_RAISE(out.topic, DecodeTopic(b->topic()));
       out.consumer_id = b->consumer_id();
       out.pid = b->pid();
+      break;
+    }
+    case fb::EventBody::TopicCreated: {
+      const auto* b = e->body_as_TopicCreated();
+      out.type = EventType::kTopicCreated;
+      ALKAID_ASSIGN_OR_RAISE(out.topic, DecodeTopic(b->topic()));
+      out.consumer_id = b->consumer_id();
+      ALKAID_ASSIGN_OR_RAISE(out.config, DecodeConfig(b->config(), "TopicCreated"));
+      if (out.config.name != out.topic) {
+        return Status::Invalid("control event: TopicCreated for '", out.topic,
+                               "' carries the config of '", out.config.name, "'");
+      }
       break;
     }
     default:
@@ -355,7 +397,8 @@ std::vector<uint8_t> EncodeRequest(const Request& r) {
     case RequestType::kAttachConsumer:
       type = fb::RequestBody::AttachConsumer;
       body = fb::CreateAttachConsumer(fbb, fbb.CreateString(r.topic), r.from_oldest,
-                                      static_cast<fb::PayloadKind>(r.payload_kind))
+                                      static_cast<fb::PayloadKind>(r.payload_kind),
+                                      r.wait_for_topic, r.any_payload_kind)
                  .Union();
       break;
     case RequestType::kDetach:
@@ -432,6 +475,8 @@ Result<Request> DecodeRequest(std::span<const uint8_t> bytes) {
       out.from_oldest = b->from_oldest();
       ALKAID_ASSIGN_OR_RAISE(out.payload_kind,
                              DecodePayloadKind(b->payload_kind(), "AttachConsumer"));
+      out.wait_for_topic = b->wait_for_topic();
+      out.any_payload_kind = b->any_payload_kind();
       break;
     }
     case fb::RequestBody::Detach: {
@@ -488,6 +533,11 @@ std::vector<uint8_t> EncodeServerMessage(const ServerMessage& m) {
         type = fb::EventBody::ConsumerGone;
         body = fb::CreateConsumerGone(fbb, topic, e.consumer_id, e.pid).Union();
         break;
+      case EventType::kTopicCreated:
+        type = fb::EventBody::TopicCreated;
+        body = fb::CreateTopicCreated(fbb, topic, e.consumer_id, EncodeConfig(fbb, e.config))
+                   .Union();
+        break;
     }
     auto event = fb::CreateEvent(fbb, type, body);
     fbb.Finish(fb::CreateServerMessage(fbb, fb::ServerBody::Event, event.Union()));
@@ -516,6 +566,10 @@ std::vector<uint8_t> EncodeServerMessage(const ServerMessage& m) {
       }
       case ReplyType::kAttachConsumer: {
         type = fb::ReplyBody::AttachConsumerReply;
+        if (r.pending) {
+          body = fb::CreateAttachConsumerReply(fbb, r.attached_id, 0, 0, true).Union();
+          break;
+        }
         auto config = EncodeConfig(fbb, r.config);
         std::vector<flatbuffers::Offset<fb::ProducerInfo>> producers;
         for (const auto& p : r.producers) producers.push_back(EncodeProducer(fbb, p));
@@ -531,7 +585,21 @@ std::vector<uint8_t> EncodeServerMessage(const ServerMessage& m) {
           topics.push_back(fb::CreateTopicInfo(fbb, config, t.producers, t.consumers,
                                                t.published, t.depth, t.drops));
         }
-        body = fb::CreateTopicList(fbb, fbb.CreateVector(topics)).Union();
+        auto topic_vec = fbb.CreateVector(topics);
+        std::vector<flatbuffers::Offset<fb::AwaitedTopic>> awaited;
+        for (const auto& a : r.awaited) {
+          awaited.push_back(fb::CreateAwaitedTopic(fbb, fbb.CreateString(a.name), a.consumers));
+        }
+        body = fb::CreateTopicList(fbb, topic_vec, fbb.CreateVector(awaited)).Union();
+        break;
+      }
+      case ReplyType::kProducerReady: {
+        type = fb::ReplyBody::ProducerReadyReply;
+        std::vector<flatbuffers::Offset<fb::ConsumerInfo>> consumers;
+        for (const auto& c : r.consumer_list) {
+          consumers.push_back(fb::CreateConsumerInfo(fbb, c.id, c.pid));
+        }
+        body = fb::CreateProducerReadyReply(fbb, fbb.CreateVector(consumers)).Union();
         break;
       }
       case ReplyType::kStats: {

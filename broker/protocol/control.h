@@ -61,8 +61,9 @@ const char* RequestTypeName(RequestType type);
 /// One request. Which fields matter depends on `type`:
 /// kCreateTopic: config; kAttachProducer: topic, payload_kind, and ring +
 /// bodies when re-registering existing segments; kProducerReady: target_id;
-/// kAttachConsumer: topic, from_oldest, payload_kind; kDetach: role, target_id;
-/// kProducerStats: target_id, published, depth, drops.
+/// kAttachConsumer: topic, from_oldest, payload_kind, wait_for_topic,
+/// any_payload_kind; kDetach: role, target_id; kProducerStats: target_id,
+/// published, depth, drops.
 struct Request {
   RequestType type = RequestType::kListTopics;
   uint64_t id = 0;
@@ -70,6 +71,11 @@ struct Request {
   std::string topic;
   bool from_oldest = false;
   PayloadKind payload_kind = PayloadKind::kRecordBatch;
+  /// kAttachConsumer: wait for a topic that does not exist yet (the reply
+  /// is `pending`, a kTopicCreated event follows) instead of KeyError.
+  bool wait_for_topic = false;
+  /// kAttachConsumer: accept the topic's payload kind, whichever it is.
+  bool any_payload_kind = false;
   std::string ring;    ///< kAttachProducer re-registration: the existing ring
   std::string bodies;  ///< kAttachProducer re-registration: the existing bodies
   Role role = Role::kProducer;
@@ -84,6 +90,18 @@ struct ProducerInfo {
   uint32_t pid = 0;
   std::string ring;
   std::string bodies;
+};
+
+/// A consumer attached to a topic (kProducerReady's reply).
+struct ConsumerInfo {
+  uint64_t id = 0;
+  uint32_t pid = 0;
+};
+
+/// Consumers waiting for a topic that does not exist yet.
+struct AwaitedTopic {
+  std::string name;
+  uint32_t consumers = 0;
 };
 
 struct TopicInfo {
@@ -116,6 +134,7 @@ enum class ReplyType : uint8_t {
   kAttachConsumer,
   kTopicList,
   kStats,
+  kProducerReady,
 };
 
 /// A reply: always a status; a body of `type` when the status is OK.
@@ -123,7 +142,7 @@ struct Reply {
   uint64_t request_id = 0;
   Status status;
   ReplyType type = ReplyType::kNone;
-  TopicConfig config;       ///< kTopic, kAttachProducer, kAttachConsumer
+  TopicConfig config;       ///< kTopic, kAttachProducer, kAttachConsumer (not pending)
   bool created = false;     ///< kTopic
   uint64_t attached_id = 0; ///< kAttachProducer, kAttachConsumer
   std::string ring;         ///< kAttachProducer
@@ -131,11 +150,16 @@ struct Reply {
   uint32_t segment_mode = 0600;  ///< kAttachProducer
   uint32_t consumers = 0;        ///< kAttachProducer
   std::vector<ProducerInfo> producers;  ///< kAttachConsumer
+  /// kAttachConsumer: the topic does not exist yet; the consumer waits for
+  /// it (no config, no producers).
+  bool pending = false;
+  std::vector<ConsumerInfo> consumer_list;  ///< kProducerReady
   std::vector<TopicInfo> topics;        ///< kTopicList
+  std::vector<AwaitedTopic> awaited;    ///< kTopicList
   BrokerStats stats;                    ///< kStats
 };
 
-enum class EventType : uint8_t { kProducerJoined = 1, kProducerGone, kConsumerGone };
+enum class EventType : uint8_t { kProducerJoined = 1, kProducerGone, kConsumerGone, kTopicCreated };
 
 /// Something the broker tells an attached client without being asked.
 struct Event {
@@ -143,8 +167,9 @@ struct Event {
   std::string topic;
   ProducerInfo producer;    ///< kProducerJoined; kProducerGone uses producer.id
   std::string reason;       ///< kProducerGone
-  uint64_t consumer_id = 0; ///< kConsumerGone
+  uint64_t consumer_id = 0; ///< kConsumerGone, kTopicCreated
   uint32_t pid = 0;         ///< kConsumerGone
+  TopicConfig config;       ///< kTopicCreated
 };
 
 /// What the broker sends: a reply or an event.

@@ -1,5 +1,6 @@
-// The control protocol's new fields: payload kinds and producer
-// re-registration (encode/decode round trips and refusals of bad values).
+// The control protocol's new fields: payload kinds, producer
+// re-registration, consumers waiting for a topic (encode/decode round trips
+// and refusals of bad values).
 
 #include <gtest/gtest.h>
 
@@ -71,6 +72,75 @@ TEST(ControlProtocolTest, ProducerReRegistration) {
   ASSERT_RAISES_WITH_MESSAGE(kInvalid, "ring name", DecodeRequest(EncodeRequest(bad)));
   bad.ring = ".hidden";
   ASSERT_RAISES_WITH_MESSAGE(kInvalid, "starts with '.'", DecodeRequest(EncodeRequest(bad)));
+}
+
+// A consumer waiting for a topic: the request's flags, the pending reply
+// (no config), the TopicCreated event, ProducerReady's list of consumers
+// and the awaited topics of a TopicList.
+TEST(ControlProtocolTest, WaitingForATopic) {
+  Request attach;
+  attach.type = RequestType::kAttachConsumer;
+  attach.topic = "later";
+  ASSERT_OK_AND_ASSIGN(auto decoded, DecodeRequest(EncodeRequest(attach)));
+  EXPECT_FALSE(decoded.wait_for_topic);
+  EXPECT_FALSE(decoded.any_payload_kind);
+  attach.wait_for_topic = true;
+  attach.any_payload_kind = true;
+  ASSERT_OK_AND_ASSIGN(decoded, DecodeRequest(EncodeRequest(attach)));
+  EXPECT_TRUE(decoded.wait_for_topic);
+  EXPECT_TRUE(decoded.any_payload_kind);
+
+  ServerMessage pending;
+  pending.reply.type = ReplyType::kAttachConsumer;
+  pending.reply.attached_id = 7;
+  pending.reply.pending = true;
+  ASSERT_OK_AND_ASSIGN(auto message, DecodeServerMessage(EncodeServerMessage(pending)));
+  EXPECT_TRUE(message.reply.pending);
+  EXPECT_EQ(message.reply.attached_id, 7u);
+  // Not pending, a config is required.
+  ServerMessage attached = pending;
+  attached.reply.pending = false;
+  attached.reply.config.name = "later";
+  ASSERT_OK_AND_ASSIGN(message, DecodeServerMessage(EncodeServerMessage(attached)));
+  EXPECT_FALSE(message.reply.pending);
+  EXPECT_EQ(message.reply.config.name, "later");
+
+  ServerMessage created;
+  created.is_event = true;
+  created.event.type = EventType::kTopicCreated;
+  created.event.topic = "later";
+  created.event.consumer_id = 7;
+  created.event.config.name = "later";
+  created.event.config.schema = {1, 2};
+  created.event.config.payload_kind = PayloadKind::kUnsafeRow;
+  ASSERT_OK_AND_ASSIGN(message, DecodeServerMessage(EncodeServerMessage(created)));
+  ASSERT_TRUE(message.is_event);
+  EXPECT_EQ(message.event.type, EventType::kTopicCreated);
+  EXPECT_EQ(message.event.consumer_id, 7u);
+  EXPECT_EQ(message.event.config.schema, (std::vector<uint8_t>{1, 2}));
+  EXPECT_EQ(message.event.config.payload_kind, PayloadKind::kUnsafeRow);
+  created.event.config.name = "other";
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "TopicCreated for 'later' carries the config of 'other'",
+                             DecodeServerMessage(EncodeServerMessage(created)));
+
+  ServerMessage ready;
+  ready.reply.type = ReplyType::kProducerReady;
+  ready.reply.consumer_list = {{3, 100}, {9, 200}};
+  ASSERT_OK_AND_ASSIGN(message, DecodeServerMessage(EncodeServerMessage(ready)));
+  EXPECT_EQ(message.reply.type, ReplyType::kProducerReady);
+  ASSERT_EQ(message.reply.consumer_list.size(), 2u);
+  EXPECT_EQ(message.reply.consumer_list[1].id, 9u);
+  EXPECT_EQ(message.reply.consumer_list[1].pid, 200u);
+
+  ServerMessage list;
+  list.reply.type = ReplyType::kTopicList;
+  list.reply.awaited = {{"later", 4}};
+  ASSERT_OK_AND_ASSIGN(message, DecodeServerMessage(EncodeServerMessage(list)));
+  ASSERT_EQ(message.reply.awaited.size(), 1u);
+  EXPECT_EQ(message.reply.awaited[0].name, "later");
+  EXPECT_EQ(message.reply.awaited[0].consumers, 4u);
+  list.reply.awaited[0].name = "bad/name";
+  ASSERT_RAISES(kInvalid, DecodeServerMessage(EncodeServerMessage(list)));
 }
 
 }  // namespace
