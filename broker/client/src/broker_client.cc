@@ -62,6 +62,15 @@ Result<std::vector<TopicStatus>> BrokerClient::ListTopics() {
   return out;
 }
 
+Result<std::vector<AwaitedTopic>> BrokerClient::ListAwaitedTopics() {
+  p::Request request;
+  request.type = p::RequestType::kListTopics;
+  ALKAID_ASSIGN_OR_RAISE(auto reply, impl_->connection->Call(std::move(request)));
+  std::vector<AwaitedTopic> out;
+  for (const auto& a : reply.awaited) out.push_back({a.name, a.consumers});
+  return out;
+}
+
 Result<BrokerStatus> BrokerClient::Stats() {
   p::Request request;
   request.type = p::RequestType::kGetStats;

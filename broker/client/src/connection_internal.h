@@ -78,6 +78,23 @@ inline broker::protocol::PayloadKind ToProtocol(PayloadKind kind) {
                                          : broker::protocol::PayloadKind::kRecordBatch;
 }
 
+inline PayloadKind FromProtocol(broker::protocol::PayloadKind kind) {
+  return kind == broker::protocol::PayloadKind::kUnsafeRow ? PayloadKind::kUnsafeRow
+                                                           : PayloadKind::kRecordBatch;
+}
+
+/// Now plus `wait`, saturating: a wait of milliseconds::max() never ends.
+inline std::chrono::steady_clock::time_point DeadlineAfter(std::chrono::milliseconds wait) {
+  using Clock = std::chrono::steady_clock;
+  const auto now = Clock::now();
+  if (wait.count() <= 0) return now;
+  if (wait >= std::chrono::duration_cast<std::chrono::milliseconds>(Clock::time_point::max() -
+                                                                     now)) {
+    return Clock::time_point::max();
+  }
+  return now + wait;
+}
+
 broker::protocol::TopicConfig MakeTopicConfig(const std::string& topic,
                                               std::vector<uint8_t> schema,
                                               const TopicOptions& options);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <set>
+#include <thread>
 
 #include "alkaid/client/batch_subscriber.h"
 #include "alkaid/format/unsafe_row.h"
@@ -153,6 +154,9 @@ struct Consumer::Impl {
     }
   }
 
+  // Before the first attach completed (Open), the request may wait for the
+  // topic and take any payload kind, as the options say; a re-subscription
+  // names the topic's kind.
   Status Attach(internal::BrokerConnection* conn, std::chrono::milliseconds timeout,
                 p::Reply* reply) {
     p::Request attach;
@@ -160,8 +164,57 @@ struct Consumer::Impl {
     attach.topic = topic;
     attach.from_oldest = options.from_oldest;
     attach.payload_kind = internal::ToProtocol(kind);
+    if (!attached) {
+      attach.wait_for_topic = options.wait_for_topic.count() > 0;
+      attach.any_payload_kind = !options.payload_kind.has_value();
+    }
     ALKAID_ASSIGN_OR_RAISE(*reply, conn->Call(std::move(attach), timeout));
     return Status::OK();
+  }
+
+  // Open, after a `pending` attach reply: we are registered as waiting for
+  // the topic, and the broker tells us (TopicCreated) when it exists. If the
+  // broker goes away meanwhile, we reconnect (every kReconnectInterval) and
+  // attach again; a topic created in between is then joined as it is.
+  // Fills `reply` as a non-pending attach reply would be.
+  Status AwaitTopic(Clock::time_point deadline, p::Reply* reply) {
+    while (true) {
+      const auto now = Clock::now();
+      if (now >= deadline) {
+        return Status::TimedOut(
+            "topic '", topic, "' was not created within ",
+            std::chrono::duration_cast<std::chrono::milliseconds>(options.wait_for_topic).count(),
+            " ms (broker at ", connection->socket_path(), ")");
+      }
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+      if (connection->lost()) {
+        std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(kReconnectInterval, left));
+        auto connected = internal::BrokerConnection::Connect(options.socket_path);
+        if (!connected.ok()) continue;  // still down
+        p::Reply again;
+        const Status st = Attach(connected->get(), kReconnectCallTimeout, &again);
+        if (st.IsIOError() || st.IsTimedOut()) continue;  // not serving yet
+        ALKAID_RETURN_NOT_OK(st);  // e.g. the topic exists now, with another payload kind
+        connection = std::move(*connected);
+        *reply = std::move(again);
+        if (!reply->pending) return Status::OK();
+        continue;
+      }
+      auto event = connection->NextEvent(std::min<std::chrono::milliseconds>(left, kWaitSlice));
+      if (!event.ok()) {
+        if (connection->lost()) continue;
+        return event.status().WithContext("topic '" + topic + "': waiting for it to be created");
+      }
+      if (!event->has_value()) continue;
+      const p::Event& e = **event;
+      if (e.type == p::EventType::kTopicCreated && e.topic == topic &&
+          e.consumer_id == reply->attached_id) {
+        reply->pending = false;
+        reply->config = e.config;
+        reply->producers.clear();  // it has none yet: they attach after creating it
+        return Status::OK();
+      }
+    }
   }
 
   // After a broker outage: subscribe again with whichever broker now
@@ -357,11 +410,22 @@ Result<std::unique_ptr<Consumer>> Consumer::Open(const std::string& topic,
   auto impl = std::make_unique<Impl>();
   impl->topic = topic;
   impl->options = options;
-  impl->kind = options.payload_kind;
+  impl->kind = options.payload_kind.value_or(PayloadKind::kRecordBatch);
+  const auto topic_deadline = internal::DeadlineAfter(options.wait_for_topic);
   ALKAID_ASSIGN_OR_RAISE(impl->connection,
                          internal::BrokerConnection::Connect(options.socket_path));
   p::Reply reply;
   ALKAID_RETURN_NOT_OK(impl->Attach(impl->connection.get(), std::chrono::seconds(10), &reply));
+  if (reply.pending) ALKAID_RETURN_NOT_OK(impl->AwaitTopic(topic_deadline, &reply));
+  // The broker refuses another kind at attach, but a topic we waited for is
+  // announced whatever its kind.
+  const PayloadKind topic_kind = internal::FromProtocol(reply.config.payload_kind);
+  if (options.payload_kind.has_value() && *options.payload_kind != topic_kind) {
+    return Status::Invalid("topic '", topic, "' carries ", PayloadKindName(topic_kind),
+                           " payloads; this consumer expects ",
+                           PayloadKindName(*options.payload_kind));
+  }
+  impl->kind = topic_kind;
   impl->consumer_id = reply.attached_id;
   impl->config = reply.config;
   auto schema = internal::DeserializeSchema(reply.config.schema);

@@ -1,6 +1,9 @@
 #include "alkaid/client/producer.h"
 
+#include <poll.h>
+
 #include <atomic>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -22,6 +25,25 @@ using internal::kPidCheckInterval;
 using internal::kReconnectCallTimeout;
 using internal::kReconnectInterval;
 constexpr auto kStatsInterval = std::chrono::milliseconds(500);
+// Once the broker is lost, consumers that were not told of us yet cannot
+// be: Open waits at most this much longer for the others to register.
+constexpr auto kWaitAfterBrokerLoss = std::chrono::milliseconds(2000);
+
+// True if every process in `awaited` (consumer id -> pid) has at least as
+// many active registrations on the ring as it has awaited consumers.
+bool AllRegistered(const std::map<uint64_t, uint32_t>& awaited,
+                   const std::vector<shm::ConsumerInfoGuess>& registered) {
+  std::map<uint32_t, uint32_t> needed;  // pid -> consumers
+  for (const auto& [id, pid] : awaited) ++needed[pid];
+  for (const auto& c : registered) {
+    auto it = needed.find(c.pid);
+    if (c.active && it != needed.end() && it->second > 0) --it->second;
+  }
+  for (const auto& [pid, left] : needed) {
+    if (left > 0) return false;
+  }
+  return true;
+}
 }  // namespace
 
 struct Producer::Impl {
@@ -170,6 +192,57 @@ struct Producer::Impl {
     }
   }
 
+  // Open, before the watchdog starts: the consumers the broker announced us
+  // to (ProducerReady's reply) register on our ring when they next look for
+  // data. Waits until each has registered or left the topic (ConsumerGone,
+  // or its process is gone), so that they see our first message; at most
+  // `timeout`. A broker that predates the list gave only a count
+  // (AttachProducer's reply): then until that many are registered.
+  void WaitForConsumers(const p::Reply& ready, uint32_t attached_count,
+                        std::chrono::milliseconds timeout) {
+    std::map<uint64_t, uint32_t> awaited;  // consumer id -> pid
+    for (const auto& c : ready.consumer_list) awaited.emplace(c.id, c.pid);
+    const bool by_count = ready.type != p::ReplyType::kProducerReady;
+    auto deadline = internal::DeadlineAfter(timeout);
+    bool lost = false;
+    auto next_pid_check = Clock::now() + kPidCheckInterval;
+    while (true) {
+      if (!connection->lost()) {
+        while (true) {
+          auto event = connection->NextEvent(std::chrono::milliseconds(0));
+          if (!event.ok() || !event->has_value()) break;
+          if ((*event)->type == p::EventType::kConsumerGone) {
+            awaited.erase((*event)->consumer_id);
+            ReclaimDeadConsumers((*event)->pid);
+          }
+        }
+      }
+      const auto now = Clock::now();
+      if (connection->lost() && !lost) {
+        lost = true;
+        deadline = std::min(deadline, now + kWaitAfterBrokerLoss);
+      }
+      if (now >= next_pid_check) {
+        std::erase_if(awaited, [](const auto& entry) {
+          return internal::ProcessIsGone(entry.second);
+        });
+        next_pid_check = now + kPidCheckInterval;
+      }
+      const auto registered = ring->ConsumersGuess();
+      if (by_count) {
+        uint32_t active = 0;
+        for (const auto& c : registered) active += c.active ? 1 : 0;
+        if (active >= attached_count) return;
+      } else if (AllRegistered(awaited, registered)) {
+        return;
+      }
+      if (now >= deadline) return;
+      // A ConsumerGone wakes us at once; registrations are looked at every ms.
+      pollfd pfd{connection->lost() ? -1 : connection->fd(), POLLIN, 0};
+      (void)::poll(&pfd, 1, 1);
+    }
+  }
+
   void StopWatchdog() {
     stop.store(true, std::memory_order_release);
     if (watchdog.joinable()) watchdog.join();
@@ -212,6 +285,7 @@ Result<std::unique_ptr<Producer>> Producer::Open(const std::string& topic,
   impl->ring_name = reply.ring;
   impl->bodies_name = reply.bodies;
 
+  p::Reply ready_reply;
   auto setup = [&]() -> Status {
     shm::SegmentOptions access;
     access.access = reply.segment_mode == 0660 ? shm::SegmentAccess::kOwnerAndGroup
@@ -243,7 +317,8 @@ Result<std::unique_ptr<Producer>> Producer::Open(const std::string& topic,
     p::Request ready;
     ready.type = p::RequestType::kProducerReady;
     ready.target_id = impl->producer_id;
-    return impl->connection->Call(std::move(ready)).status();
+    ALKAID_ASSIGN_OR_RAISE(ready_reply, impl->connection->Call(std::move(ready)));
+    return Status::OK();
   };
   const Status st = setup();
   if (!st.ok()) {
@@ -256,14 +331,8 @@ Result<std::unique_ptr<Producer>> Producer::Open(const std::string& topic,
   }
 
   // Consumers already subscribed learn of us through the broker and register
-  // on our ring; give them a moment so that they see our first batch.
-  const auto deadline = Clock::now() + options.wait_for_consumers;
-  while (reply.consumers > 0 && Clock::now() < deadline) {
-    uint32_t active = 0;
-    for (const auto& c : impl->ring->ConsumersGuess()) active += c.active ? 1 : 0;
-    if (active >= reply.consumers) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  // on our ring: wait for them, so that they see our first batch.
+  impl->WaitForConsumers(ready_reply, reply.consumers, options.wait_for_consumers);
   Impl* raw = impl.get();
   impl->watchdog = std::thread([raw] { raw->WatchdogLoop(); });
   return std::unique_ptr<Producer>(new Producer(std::move(impl)));

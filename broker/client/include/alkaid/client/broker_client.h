@@ -72,6 +72,14 @@ struct TopicStatus {
   uint64_t drops = 0;
 };
 
+/// A topic that does not exist yet but has consumers waiting for it
+/// (ConsumerOptions::wait_for_topic).
+struct AwaitedTopic {
+  std::string name;
+  /// Consumers waiting for it to be created.
+  uint32_t consumers = 0;
+};
+
 /// The broker's own figures.
 struct BrokerStatus {
   std::string name;
@@ -109,6 +117,9 @@ class ALKAID_EXPORT BrokerClient {
 
   /// Every topic the broker knows.
   Result<std::vector<TopicStatus>> ListTopics();
+
+  /// Every topic that does not exist yet and has consumers waiting for it.
+  Result<std::vector<AwaitedTopic>> ListAwaitedTopics();
 
   Result<BrokerStatus> Stats();
 

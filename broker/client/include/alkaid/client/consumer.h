@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,19 @@ namespace alkaid::client {
 struct ConsumerOptions {
   /// Broker socket; empty: DefaultBrokerSocket().
   std::string socket_path;
+  /// How long Open waits for the topic to be created if the broker does not
+  /// have it yet. 0 (the default): Open fails at once with KeyError.
+  /// Otherwise the consumer registers with the broker as waiting for the
+  /// topic, and the broker makes it one of the topic's consumers the moment
+  /// the topic is created, before any producer attaches: every producer
+  /// then waits for it to register on its ring (bounded by
+  /// ProducerOptions::wait_for_consumers), so it receives every batch from
+  /// the first one, whoever started first. Open returns as soon as the topic
+  /// exists; TimedOut naming the topic if it was not created in time. The
+  /// broker must be running when Open starts (IOError otherwise); a broker
+  /// restart during the wait is survived (Open reconnects and waits again).
+  /// std::chrono::milliseconds::max(): no limit.
+  std::chrono::milliseconds wait_for_topic{0};
   /// Start at the oldest batch the rings of the topic's current producers
   /// still hold instead of the next one published. Those older batches are
   /// delivered if still intact when read: one the producer overwrites first
@@ -38,15 +52,22 @@ struct ConsumerOptions {
   /// memory); for row topics, ReceivedRows::ToRecordBatch keeps only these.
   std::vector<std::string> columns;
   /// The payload kind this consumer expects; attaching to a topic of
-  /// another kind is refused (Invalid, naming both).
-  PayloadKind payload_kind = PayloadKind::kRecordBatch;
+  /// another kind is refused (Invalid, naming both; after waiting for the
+  /// topic, too). std::nullopt: whatever kind the topic carries
+  /// (Consumer::payload_kind() says which; Next works on both).
+  std::optional<PayloadKind> payload_kind = PayloadKind::kRecordBatch;
   /// How the consumer waits for data (see shm::WaitMode).
   shm::WaitMode wait_mode = shm::WaitMode::kSpinThenBlock;
 };
 
-/// One subscription to a topic: receives every batch every producer of the
-/// topic publishes after the subscription (per producer in order),
-/// zero-copy.
+/// One subscription to a topic: receives the batches of every producer of
+/// the topic, per producer in publish order, zero-copy. Which ones
+/// (docs/CLIENT.md, "Which batches a consumer gets"): of a producer that
+/// attached after this consumer (or after it started waiting for the
+/// topic, see ConsumerOptions::wait_for_topic), every batch from its first;
+/// of a producer already publishing at Open, every batch published after
+/// Open (or, with ConsumerOptions::from_oldest, from the oldest its ring
+/// still holds).
 ///
 /// End of stream: once this consumer has seen at least one producer and
 /// every producer it saw has finished — closed its stream, or died (the
@@ -69,8 +90,9 @@ class ALKAID_EXPORT Consumer {
   Consumer(const Consumer&) = delete;
   Consumer& operator=(const Consumer&) = delete;
 
-  /// Connects to the broker and subscribes to `topic` (KeyError if the
-  /// broker has no such topic). The schema comes from the broker.
+  /// Connects to the broker and subscribes to `topic`. If the broker has no
+  /// such topic: KeyError, or with ConsumerOptions::wait_for_topic waits
+  /// for it to be created (TimedOut). The schema comes from the broker.
   static Result<std::unique_ptr<Consumer>> Open(const std::string& topic,
                                                 const ConsumerOptions& options = {});
 

@@ -29,9 +29,13 @@ struct ProducerOptions {
   TopicOptions topic;
   /// Longest wait of Publish for ring room (kBlockProducer) or body space.
   std::chrono::milliseconds publish_timeout{5000};
-  /// Consumers attached to the topic before this producer are given this
-  /// long to register on its ring, so that they see its first message.
-  std::chrono::milliseconds wait_for_consumers{2000};
+  /// Open waits for the consumers attached to the topic before this
+  /// producer was ready (those waiting for the topic included: they are
+  /// attached when it is created) to register on its ring, so that they see
+  /// its first message. The wait ends as soon as each of them has
+  /// registered, detached or died; this bounds it, for a consumer that does
+  /// not look for data (a consumer registers in Next/TryNext). 0: no wait.
+  std::chrono::milliseconds wait_for_consumers{10000};
   /// Close() waits this long for the active consumers to read every
   /// published batch before it drops the producer's references (a body
   /// nobody has acquired yet would otherwise be gone). Dead consumers are
