@@ -6,24 +6,19 @@
 #include <chrono>
 #include <iostream>
 #include <string>
-#include <thread>
 
 #include "alkaid/client/consumer.h"
 
 int main(int argc, char** argv) {
   const std::string topic = argc > 1 ? argv[1] : "readings";
 
-  // Subscribes; the broker supplies the topic's schema. Until a producer
-  // has created the topic, Open fails with KeyError: wait for it (up to 30 s)
-  // so the consumer can be started first.
-  auto consumer = alkaid::client::Consumer::Open(topic);
-  for (int i = 0;
-       i < 1500 && !consumer.ok() && consumer.status().code() == alkaid::StatusCode::kKeyError;
-       ++i) {
-    if (i == 0) std::cout << "waiting for a producer to create '" << topic << "'\n";
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    consumer = alkaid::client::Consumer::Open(topic);
-  }
+  // Subscribes; the broker supplies the topic's schema. If no producer has
+  // created the topic yet, wait for it (up to 30 s) with the broker: this
+  // consumer then receives every batch from the first one, so it may be
+  // started before the producer.
+  alkaid::client::ConsumerOptions options;
+  options.wait_for_topic = std::chrono::seconds(30);
+  auto consumer = alkaid::client::Consumer::Open(topic, options);
   if (!consumer.ok()) {
     std::cerr << "consumer: " << consumer.status().ToString() << "\n";
     return 1;

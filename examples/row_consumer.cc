@@ -9,7 +9,6 @@
 #include <chrono>
 #include <iostream>
 #include <string>
-#include <thread>
 
 #include "alkaid/client/consumer.h"
 
@@ -23,14 +22,10 @@ int main(int argc, char** argv) {
   // Decode only these columns (an unknown name fails Open with KeyError).
   options.columns = {"sensor", "value"};
 
-  // Until a producer has created the topic, Open fails with KeyError: wait.
+  // Waits (up to 30 s) for a producer to create the topic; from then on
+  // every row batch arrives, from the first one.
+  options.wait_for_topic = 30s;
   auto consumer = alkaid::client::Consumer::Open(topic, options);
-  for (int i = 0; i < 1500 && !consumer.ok() &&
-                  consumer.status().code() == alkaid::StatusCode::kKeyError;
-       ++i) {
-    std::this_thread::sleep_for(20ms);
-    consumer = alkaid::client::Consumer::Open(topic, options);
-  }
   if (!consumer.ok()) {
     std::cerr << "row_consumer: " << consumer.status().ToString() << "\n";
     return 1;

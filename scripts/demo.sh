@@ -39,7 +39,13 @@ broker_pid=$!
 for _ in $(seq 50); do [ -S "$ALKAID_BROKER_SOCKET" ] && break; sleep 0.1; done
 build/release/examples/consumer readings > "$work/consumer.log" 2>&1 &
 consumer_pid=$!
-sleep 0.5
+# The consumer registers with the broker as waiting for 'readings' (it does
+# not exist yet); once it does, it receives every batch from the first one.
+for _ in $(seq 100); do
+  build/release/tools/alkaid/alkaid topics --socket "$ALKAID_BROKER_SOCKET" 2>/dev/null \
+    | grep -q '^readings .*not created yet' && break
+  sleep 0.1
+done
 build/release/examples/producer readings 20 | tail -n 1
 wait "$consumer_pid"
 tail -n 3 "$work/consumer.log"

@@ -2,10 +2,10 @@
 // Row topics: `publish --unsafe-row` encodes each batch as UnsafeRows;
 // `subscribe` converts received rows to record batches (Consumer::Next).
 
+#include <algorithm>
 #include <cmath>
 #include <iomanip>
 #include <iostream>
-#include <thread>
 
 #include "alkaid/client/broker_client.h"
 #include "alkaid/client/consumer.h"
@@ -38,6 +38,15 @@ int RunTopics(const BrokerToolOptions& options) {
                                                                    : "block-producer")
               << client::PayloadKindName(t.payload_kind) << "\n";
   }
+  // Topics not created yet, with consumers waiting for them.
+  auto awaited = (*client)->ListAwaitedTopics();
+  if (!awaited.ok()) return ReportError("topics", awaited.status());
+  for (const auto& a : *awaited) {
+    std::cout << std::left << std::setw(24) << a.name << std::right << std::setw(10) << 0
+              << std::setw(10) << a.consumers << std::setw(12) << "-" << std::setw(8) << "-"
+              << std::setw(8) << "-" << std::setw(8) << "-" << "  " << std::left << std::setw(15)
+              << "-" << "(not created yet)\n";
+  }
   return kExitOk;
 }
 
@@ -61,44 +70,25 @@ int RunPublish(const PublishOptions& options) {
   return kExitOk;
 }
 
-namespace {
-
-// The topic's payload kind, waiting for a producer to create the topic
-// until `deadline` (KeyError then).
-Result<client::PayloadKind> AwaitTopic(const SubscribeOptions& options,
-                                       std::chrono::steady_clock::time_point deadline) {
-  ALKAID_ASSIGN_OR_RAISE(auto broker, client::BrokerClient::Connect(options.socket));
-  while (true) {
-    ALKAID_ASSIGN_OR_RAISE(auto topics, broker->ListTopics());
-    for (const auto& t : topics) {
-      if (t.name == options.topic) return t.payload_kind;
-    }
-    if (std::chrono::steady_clock::now() >= deadline) {
-      return Status::KeyError("no topic '", options.topic, "' appeared within ",
-                              options.timeout_seconds, " s");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-}
-
-}  // namespace
-
 int RunSubscribe(const SubscribeOptions& options) {
   // Without --timeout, wait as long as it takes (in long slices).
   const auto timeout = options.timeout_seconds > 0
                            ? std::chrono::nanoseconds(static_cast<int64_t>(
                                  std::llround(options.timeout_seconds * 1e9)))
                            : std::chrono::nanoseconds(std::chrono::hours(1));
-  const auto topic_deadline = options.timeout_seconds > 0
-                                  ? std::chrono::steady_clock::now() + timeout
-                                  : std::chrono::steady_clock::time_point::max();
-  auto kind = AwaitTopic(options, topic_deadline);
-  if (!kind.ok()) return ReportError("subscribe", kind.status());
   client::ConsumerOptions consumer_options;
   consumer_options.socket_path = options.socket;
   consumer_options.from_oldest = options.from_oldest;
   consumer_options.columns = options.columns;
-  consumer_options.payload_kind = *kind;
+  // Whatever the topic carries: rows arrive as record batches too.
+  consumer_options.payload_kind = std::nullopt;
+  // Waiting with the broker for a topic that does not exist yet: every
+  // batch from the first one arrives, whoever starts first.
+  consumer_options.wait_for_topic =
+      options.timeout_seconds > 0
+          ? std::max(std::chrono::milliseconds(1),
+                     std::chrono::duration_cast<std::chrono::milliseconds>(timeout))
+          : std::chrono::milliseconds::max();
   auto consumer = client::Consumer::Open(options.topic, consumer_options);
   if (!consumer.ok()) return ReportError("subscribe", consumer.status());
 
