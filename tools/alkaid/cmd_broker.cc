@@ -12,8 +12,8 @@
 #include "alkaid/client/producer.h"
 #include "alkaid/format/ipc/io.h"
 #include "alkaid/format/ipc/writer.h"
+#include "batch_source.h"
 #include "commands.h"
-#include "input.h"
 #include "output.h"
 
 namespace alkaid::tools {
@@ -50,20 +50,40 @@ int RunTopics(const BrokerToolOptions& options) {
   return kExitOk;
 }
 
+// The schema creates the topic at once; each batch (with the dictionaries
+// it needs) is published as soon as it is read, so a live feed on stdin is
+// published as it arrives; end of stream when the input ends. An input
+// that ends inside a message: what was complete is published, the stream
+// is ended, and the error is reported.
 int RunPublish(const PublishOptions& options) {
-  auto input = ReadIpcInput(options.input, {});
-  if (!input.ok()) return ReportError("publish", input.status());
+  auto source = BatchSource::Open(options.input);
+  if (!source.ok()) return ReportError("publish", source.status());
+  BatchSource& input = **source;
   client::ProducerOptions producer_options;
   producer_options.socket_path = options.socket;
   producer_options.topic.segment_bytes = options.segment_bytes;
   producer_options.topic.ring_slots = options.ring_slots;
   if (options.unsafe_row) producer_options.topic.payload_kind = client::PayloadKind::kUnsafeRow;
-  auto producer = client::Producer::Open(options.topic, input->schema, producer_options);
+  auto producer = client::Producer::Open(options.topic, input.schema(), producer_options);
   if (!producer.ok()) return ReportError("publish", producer.status());
-  for (std::size_t i = 0; i < input->batches.size(); ++i) {
-    const Status st = options.unsafe_row ? (*producer)->PublishRows(*input->batches[i])
-                                         : (*producer)->PublishCopy(*input->batches[i]);
-    if (!st.ok()) return ReportError("publish", st.WithContext("batch " + std::to_string(i)));
+  while (true) {
+    auto batch = input.Next();
+    if (!batch.ok()) {
+      (void)(*producer)->Close();  // subscribers get what was complete, then end of stream
+      return ReportError(
+          "publish", Status(batch.status().code(),
+                            batch.status().message() + "; the " +
+                                std::to_string(input.batches_read()) +
+                                " complete batches before it were published to '" +
+                                options.topic + "', then its stream was ended"));
+    }
+    if (*batch == nullptr) break;
+    const Status st = options.unsafe_row ? (*producer)->PublishRows(**batch)
+                                         : (*producer)->PublishCopy(**batch);
+    if (!st.ok()) {
+      return ReportError("publish",
+                         st.WithContext("batch " + std::to_string(input.batches_read() - 1)));
+    }
   }
   const Status st = (*producer)->Close();
   if (!st.ok()) return ReportError("publish", st);

@@ -126,7 +126,8 @@ int Run(int argc, char** argv) {
 
   tools::PublishOptions publish;
   auto* publish_cmd = app.add_subcommand(
-      "publish", "Stream an IPC stream or file into a topic, then end the stream");
+      "publish", "Publish an IPC stream or file to a topic, each batch as soon as it is read "
+                 "(stdin: as it arrives), then end the stream");
   publish_cmd->add_option("topic", publish.topic, "Topic name")->required();
   publish_cmd->add_option("input", publish.input, "IPC stream or file, or - for stdin")
       ->required();
