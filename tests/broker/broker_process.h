@@ -77,9 +77,27 @@ inline pid_t Spawn(const std::vector<std::string>& args, const std::string& stdo
 }
 
 /// Exit code of `pid` (waits), or -signal.
-inline int Wait(pid_t pid) {
+/// What Wait returns for a child that was still running at its deadline
+/// (it is then killed): a test fails instead of hanging when the mechanism
+/// it checks is broken.
+constexpr int kStillRunning = -999;
+
+/// The exit code of child `pid` (-signal if killed by one); kStillRunning
+/// if it had not ended after `deadline`.
+inline int Wait(pid_t pid, std::chrono::milliseconds deadline = std::chrono::seconds(60)) {
+  const auto until = std::chrono::steady_clock::now() + deadline;
   int status = 0;
-  if (::waitpid(pid, &status, 0) != pid) return -1000;
+  for (;;) {
+    const pid_t got = ::waitpid(pid, &status, WNOHANG);
+    if (got == pid) break;
+    if (got != 0) return -1000;
+    if (std::chrono::steady_clock::now() >= until) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return kStillRunning;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return -WTERMSIG(status);
   return -1001;
