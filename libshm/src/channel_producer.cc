@@ -134,6 +134,9 @@ struct ChannelLoan::Owner {
   uint32_t counted_count = 0;
   uint64_t min_cursor = 0;  // lower bound of the counted consumers' cursors
   uint64_t registry_seen = 0;
+  // A registration request was seen and left for the next accepting poll
+  // (options.accept_on_publish false).
+  bool requests_waiting = false;
   Clock::time_point next_liveness = Clock::now();
   ChannelStats stats;
 
@@ -393,7 +396,7 @@ struct ChannelLoan::Owner {
 
   // Looks at every registration: new consumers, closed ones, finished ones,
   // entries taken over.
-  void ProcessRegistry() {
+  void ProcessRegistry(bool accepting) {
     for (uint32_t k = 0; k < g.max_consumers; ++k) {
       // Acquire: partner of the consumer's release CAS of its entry.
       const uint64_t word = regs[k].word.load(std::memory_order_acquire);
@@ -403,7 +406,13 @@ struct ChannelLoan::Owner {
                         internal::RegTag(word) == internal::RegTag(c.word);
       if (c.accepted && !same) Reclaim(k);  // its entry was freed and claimed again
       if (!c.accepted) {
-        if (state == internal::kRegRequested) Accept(k, word);
+        if (state == internal::kRegRequested) {
+          if (accepting) {
+            Accept(k, word);
+          } else {
+            requests_waiting = true;  // for the next Poll / AcceptConsumers
+          }
+        }
         if (state == internal::kRegClosed) Forget(k, word);  // closed before we saw it
         continue;
       }
@@ -425,12 +434,28 @@ struct ChannelLoan::Owner {
     }
   }
 
+  // On the data path (Publish, Loan, waits): accepts new consumers only if
+  // options.accept_on_publish.
   void PollRegistry() {
     // Acquire: partner of the consumers' release increments.
     const uint64_t changes = reg_header->changes.load(std::memory_order_acquire);
     if (changes == registry_seen) return;
     registry_seen = changes;
-    ProcessRegistry();
+    ProcessRegistry(options.accept_on_publish);
+  }
+
+  // Poll and AcceptConsumers: accepts every consumer waiting. Returns how
+  // many it accepted.
+  uint64_t PollRegistryAccepting() {
+    const uint64_t before = stats.consumers_accepted;
+    // Acquire: partner of the consumers' release increments.
+    const uint64_t changes = reg_header->changes.load(std::memory_order_acquire);
+    if (changes != registry_seen || requests_waiting) {
+      registry_seen = changes;
+      requests_waiting = false;
+      ProcessRegistry(true);
+    }
+    return stats.consumers_accepted - before;
   }
 
   // Reclaims consumers whose process is gone (accepted or not).
@@ -456,7 +481,7 @@ struct ChannelLoan::Owner {
   // consumer passed.
   void CollectSpace() {
     TakeReleased();
-    ProcessRegistry();
+    ProcessRegistry(options.accept_on_publish);
     ReapDead();
     DrainAllReturns();
     const uint64_t passed = ScanMinCursor();
@@ -956,10 +981,13 @@ Status ChannelProducer::SetSideband(std::span<const uint64_t> words) {
 void ChannelProducer::Poll() {
   Owner& d = *impl_;
   d.TakeReleased();
-  d.ProcessRegistry();
+  d.requests_waiting = true;  // a full pass over the registry
+  (void)d.PollRegistryAccepting();
   if (Clock::now() >= d.next_liveness) d.ReapDead();
   d.DrainAllReturns();
 }
+
+uint64_t ChannelProducer::AcceptConsumers() { return impl_->PollRegistryAccepting(); }
 
 void ChannelProducer::Close() {
   Owner& d = *impl_;
@@ -991,7 +1019,17 @@ std::vector<ChannelConsumerInfo> ChannelProducer::consumers() const {
   std::vector<ChannelConsumerInfo> out;
   for (uint32_t k = 0; k < d.g.max_consumers; ++k) {
     const ConsumerState& c = d.consumers[k];
-    if (!c.accepted) continue;
+    if (!c.accepted) {
+      // Acquire: partner of the consumer's release CAS of its entry.
+      const uint64_t word = d.regs[k].word.load(std::memory_order_acquire);
+      if (internal::RegState(word) != internal::kRegRequested) continue;
+      ChannelConsumerInfo waiting;
+      waiting.index = k;
+      waiting.pid = internal::RegPid(word);
+      waiting.accepted = false;
+      out.push_back(waiting);
+      continue;
+    }
     ChannelConsumerInfo info;
     info.index = k;
     info.pid = internal::RegPid(c.word);

@@ -82,6 +82,43 @@ TEST_F(ChannelTest, DeliversBodiesInlineBytesUserWordAndShape) {
   ASSERT_RAISES(kEndOfStream, consumer->Receive(&message, 1s));
 }
 
+// accept_on_publish false: a consumer that registered is accepted only by
+// AcceptConsumers or Poll, and starts at the message published after that.
+TEST_F(ChannelTest, DeferredAcceptanceStartsAtTheNextMessageAfterAccepting) {
+  const std::string name = NewName("ch");
+  ChannelOptions o = Small();
+  o.accept_on_publish = false;
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, o));
+  EXPECT_EQ(producer->AcceptConsumers(), 0u);
+  ASSERT_OK_AND_ASSIGN(auto consumer, ChannelConsumer::Open(name));
+  ASSERT_OK(producer->Publish({}, 1));  // not for the consumer: not accepted yet
+  ASSERT_OK(producer->Publish({}, 2));
+  auto listed = producer->consumers();
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_FALSE(listed[0].accepted);
+  EXPECT_EQ(listed[0].pid, static_cast<uint32_t>(::getpid()));
+  ChannelMessage message;
+  ASSERT_OK_AND_ASSIGN(bool got, consumer->TryReceive(&message));
+  EXPECT_FALSE(got);
+  EXPECT_EQ(producer->AcceptConsumers(), 1u);
+  EXPECT_EQ(producer->AcceptConsumers(), 0u);
+  EXPECT_TRUE(producer->consumers()[0].accepted);
+  ASSERT_OK(producer->Publish({}, 3));
+  ASSERT_OK(consumer->Receive(&message, 1s));
+  EXPECT_EQ(message.user(), 3u);
+  EXPECT_EQ(message.sequence(), 2u);
+  // A second consumer, accepted by Poll.
+  ASSERT_OK_AND_ASSIGN(auto second, ChannelConsumer::Open(name));
+  ASSERT_OK(producer->Publish({}, 4));
+  producer->Poll();
+  EXPECT_EQ(producer->stats().consumers_accepted, 2u);
+  ASSERT_OK(producer->Publish({}, 5));
+  ASSERT_OK(second->Receive(&message, 1s));
+  EXPECT_EQ(message.user(), 5u);
+  ASSERT_OK(consumer->Receive(&message, 1s));
+  EXPECT_EQ(message.user(), 4u);
+}
+
 TEST_F(ChannelTest, ConsumerMapsTheChannelReadOnly) {
   const std::string name = NewName("ch");
   ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, Small()));

@@ -81,6 +81,12 @@ struct ChannelOptions {
   /// How often at most Poll() checks the consumers' pids (waits for room
   /// or space always do). Default 200 ms.
   std::chrono::milliseconds liveness_interval{200};
+  /// Whether Publish and Loan accept consumers that registered since
+  /// (true), or only Poll() and AcceptConsumers() do (false): for a layer
+  /// above that must send each new consumer something before its first
+  /// message (BatchPublisher replays the current dictionaries). A consumer
+  /// starts at the message published after it was accepted.
+  bool accept_on_publish = true;
   /// The channel segment's mode and pages. Consumers' segments use the same
   /// access mode.
   SegmentOptions segment;
@@ -103,6 +109,8 @@ struct ChannelStats {
 struct ChannelConsumerInfo {
   uint32_t index = 0;
   uint32_t pid = 0;
+  /// False: registered, waiting to be accepted (the rest is 0).
+  bool accepted = true;
   bool closed = false;
   uint64_t cursor = 0;
   uint64_t held_blocks = 0;  ///< blocks received and not yet returned (or unread)
@@ -202,6 +210,12 @@ class ALKAID_EXPORT ChannelProducer {
   /// channel holds, and space held by finished consumers comes back.
   void Poll();
 
+  /// Accepts the consumers that registered since the last look (one load
+  /// of a shared word when none did): each receives from the next message
+  /// published (from_oldest: from the oldest still held). Returns how many
+  /// were accepted. No liveness checks, no draining.
+  uint64_t AcceptConsumers();
+
   /// Ends the stream: consumers read what was published, then get
   /// EndOfStream. Idempotent.
   void Close();
@@ -209,7 +223,8 @@ class ALKAID_EXPORT ChannelProducer {
   /// Sequence of the next message (= messages published).
   uint64_t next_sequence() const;
   ChannelStats stats() const;
-  /// The consumers accepted so far (producer thread).
+  /// The consumers accepted so far, and those registered and waiting to
+  /// be accepted (producer thread).
   std::vector<ChannelConsumerInfo> consumers() const;
   const std::string& name() const;
   const ChannelOptions& options() const;
