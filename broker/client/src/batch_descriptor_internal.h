@@ -1,7 +1,7 @@
 #pragma once
 
-// Private: what a BatchPublisher puts in a ring slot's inline payload (see
-// docs/CLIENT.md). The body region travels as the slot's BlockHandle.
+// Private: how a BatchPublisher lays a batch out in a channel message (see
+// docs/SHM_LAYOUT.md, "Batches on a channel").
 
 #include <array>
 #include <cstddef>
@@ -10,103 +10,79 @@
 #include <span>
 
 #include "alkaid/format/type.h"
-#include "alkaid/shm/body_allocator.h"
 
 namespace alkaid::client::internal {
 
-/// "ALKB" little-endian.
-inline constexpr uint32_t kBatchDescriptorMagic = 0x424b4c41U;
-inline constexpr uint16_t kBatchDescriptorVersion = 2;
-/// The Message flatbuffer follows the body in the region instead of the
-/// descriptor.
-inline constexpr uint16_t kMetadataInRegion = 1;
-/// The message is a DictionaryBatch (else a RecordBatch).
-inline constexpr uint16_t kDictionaryMessage = 2;
+// How a BatchPublisher uses a channel message (shm::ChannelProducer):
+// - body: the region (a loan of the channel's arena) holding the message
+//   body from its start, and after it the Message flatbuffer when that is
+//   in the region;
+// - shape: the id of the shape-table entry holding the Message flatbuffer
+//   (a batch of a shape published before), or 0;
+// - inline payload: the Message flatbuffer when shape is 0 and it fits, or
+//   a RegionMetadata record when it is in the region, or nothing;
+// - user: the UserWord below.
+// A message of a cached shape is then one slot line: nothing inline.
 
-/// Fixed part of the slot payload; the metadata follows it when inline.
-/// Copied in and out with memcpy: the slot bytes carry no alignment promise.
-struct BatchDescriptor {
-  uint32_t magic = kBatchDescriptorMagic;
-  uint16_t version = kBatchDescriptorVersion;
-  uint16_t flags = 0;
-  uint64_t body_length = 0;      ///< bytes of the region that form the body
-  uint64_t metadata_offset = 0;  ///< kMetadataInRegion: from the region start
-  uint32_t metadata_length = 0;  ///< bytes of the Message flatbuffer
-  uint32_t reserved = 0;
-  /// Record batches of a schema with dictionary-encoded fields: the ring
-  /// sequence that follows the last dictionary message published before
-  /// this batch, naming the dictionary state the batch decodes with (see
-  /// docs/CLIENT.md, "Dictionaries"). 0 otherwise.
-  uint64_t dictionary_epoch = 0;
+/// The kinds of message.
+enum class MessageKind : uint8_t {
+  kRecordBatch = 0,
+  /// A DictionaryBatch (delta or replacement) that batches after it use.
+  kDictionary = 1,
+  /// A whole current dictionary, for consumers that do not know the state:
+  /// consumers accepted since the last batch, or after a gap. Consumers
+  /// that know the state skip it.
+  kReplay = 2,
+  /// After the replay messages (none if no dictionary was sent yet): the
+  /// state is complete.
+  kReplayEnd = 3,
 };
-static_assert(sizeof(BatchDescriptor) == 40);
+inline constexpr uint8_t kMaxMessageKind = 3;
 
-/// A block handle as four words' worth of fields.
-inline std::array<uint64_t, 2> PackHandle(const shm::BlockHandle& h) {
-  return {h.offset, (static_cast<uint64_t>(h.generation) << 32) | h.descriptor};
-}
+/// The channel message's user word.
+struct UserWord {
+  static constexpr int kLengthBits = 40;  // bodies up to 1 TiB
+  static constexpr uint64_t kLengthMask = (uint64_t{1} << kLengthBits) - 1;
+  static constexpr int kKindShift = 40;    // 8 bits
+  static constexpr int kInRegionShift = 48;
+  static constexpr int kGenerationShift = 49;  // 15 bits
+  static constexpr uint64_t kGenerationMask = (uint64_t{1} << 15) - 1;
 
-/// The ring sideband of a topic with dictionaries (RingProducer::SetSideband):
-/// the newest dictionary snapshot block of the producer's body segment and
-/// the epoch it describes. `pending` is set while the producer publishes
-/// dictionary messages the snapshot does not describe yet; when it is clear,
-/// the snapshot covers every dictionary message published so far.
-struct DictionarySideband {
-  shm::BlockHandle block;  ///< generation 0: no snapshot yet
-  uint64_t epoch = 0;
-  bool pending = false;
+  uint64_t body_length = 0;  ///< bytes of the region that form the body
+  uint8_t kind = 0;          ///< a MessageKind (checked by the reader)
+  /// The Message flatbuffer lies in the region (a RegionMetadata inline).
+  bool metadata_in_region = false;
+  /// Schemas with dictionary-encoded fields: how many dictionary messages
+  /// (kDictionary) the publisher sent before this message, modulo 2^15.
+  /// A consumer that lost fewer than 2^15 messages and finds the same
+  /// generation as before the gap missed no dictionary change.
+  uint16_t dictionary_generation = 0;
 
-  static constexpr uint64_t kPendingBit = uint64_t{1} << 63;
-
-  std::array<uint64_t, 4> ToWords() const {
-    const auto h = PackHandle(block);
-    return {h[0], h[1], block.length | (pending ? kPendingBit : 0), epoch};
+  uint64_t Pack() const {
+    return (body_length & kLengthMask) | (uint64_t{kind} << kKindShift) |
+           (uint64_t{metadata_in_region} << kInRegionShift) |
+           ((uint64_t{dictionary_generation} & kGenerationMask) << kGenerationShift);
   }
-  static DictionarySideband FromWords(const std::array<uint64_t, 4>& w) {
-    DictionarySideband s;
-    s.block.offset = w[0];
-    s.block.generation = static_cast<uint32_t>(w[1] >> 32);
-    s.block.descriptor = static_cast<uint32_t>(w[1]);
-    s.block.length = w[2] & ~kPendingBit;
-    s.pending = (w[2] & kPendingBit) != 0;
-    s.epoch = w[3];
-    return s;
-  }
-};
-
-/// "ALKDSNAP" little-endian.
-inline constexpr uint64_t kSnapshotMagic = 0x50414e53444b4c41ULL;
-
-/// Head of a dictionary snapshot block: the state of every dictionary at
-/// `epoch` (one whole DictionaryBatch message per id, framed like an IPC
-/// stream without schema, nested dictionaries first) follows it. Snapshots
-/// of earlier epochs that batches still in the ring may carry are chained
-/// through `previous` (generation 0: none kept), newest first, epochs
-/// strictly decreasing.
-struct SnapshotHeader {
-  uint64_t magic = kSnapshotMagic;
-  uint64_t epoch = 0;
-  uint64_t messages_length = 0;  ///< bytes of messages after the header
-  uint64_t previous_offset = 0;
-  uint64_t previous_length = 0;
-  uint32_t previous_generation = 0;
-  uint32_t previous_descriptor = 0;
-  uint64_t previous_epoch = 0;
-  uint64_t reserved = 0;
-
-  shm::BlockHandle previous() const {
-    return {previous_offset, previous_length, previous_generation, previous_descriptor};
+  static UserWord Unpack(uint64_t w) {
+    UserWord u;
+    u.body_length = w & kLengthMask;
+    u.kind = static_cast<uint8_t>(w >> kKindShift);
+    u.metadata_in_region = ((w >> kInRegionShift) & 1) != 0;
+    u.dictionary_generation = static_cast<uint16_t>((w >> kGenerationShift) & kGenerationMask);
+    return u;
   }
 };
-static_assert(sizeof(SnapshotHeader) == 64);
 
-/// Snapshots a producer keeps besides the newest (older ones are released
-/// once no batch of their epoch can be left in the ring, or beyond this
-/// count).
-inline constexpr size_t kKeptSnapshots = 8;
+/// Inline payload of a message whose Message flatbuffer is in the region.
+/// Copied in and out with memcpy.
+struct RegionMetadata {
+  uint64_t offset = 0;  ///< from the region start, at or after the body
+  uint64_t length = 0;
+};
+static_assert(sizeof(RegionMetadata) == 16);
 
-/// Entries of the publisher's metadata cache and of the subscriber's decode
-/// cache (distinct batch shapes remembered per topic).
+/// Entries of the subscriber's decode cache for messages without a shape
+/// id (distinct metadata bytes remembered per producer).
 inline constexpr size_t kShapeCacheEntries = 4;
 
 /// True if every buffer of an array of this type (and of its children) is

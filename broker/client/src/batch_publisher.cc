@@ -12,7 +12,9 @@
 
 namespace alkaid::client {
 
-using internal::BatchDescriptor;
+using internal::MessageKind;
+using internal::RegionMetadata;
+using internal::UserWord;
 
 namespace {
 
@@ -65,24 +67,29 @@ void AppendBufferSpans(const format::ArrayData& data, const uint8_t* region,
 
 }  // namespace
 
-Result<std::unique_ptr<BatchPublisher>> BatchPublisher::Create(shm::RingProducer* ring,
-                                                               shm::BodyAllocator* bodies,
+Result<std::unique_ptr<BatchPublisher>> BatchPublisher::Create(shm::ChannelProducer* channel,
                                                                format::SchemaPtr schema) {
-  if (ring == nullptr || bodies == nullptr || schema == nullptr) {
-    return Status::Invalid("BatchPublisher: ring, body allocator and schema are required");
+  if (channel == nullptr || schema == nullptr) {
+    return Status::Invalid("BatchPublisher: a channel and a schema are required");
   }
-  if (ring->options().inline_capacity < sizeof(BatchDescriptor)) {
-    return Status::Invalid("BatchPublisher: ring '", ring->name(), "' has ",
-                           ring->options().inline_capacity,
-                           " inline bytes per slot; a batch descriptor needs ",
-                           sizeof(BatchDescriptor));
+  if (channel->options().inline_capacity < sizeof(RegionMetadata)) {
+    return Status::Invalid("BatchPublisher: channel '", channel->name(), "' has ",
+                           channel->options().inline_capacity,
+                           " inline bytes per slot; at least ", sizeof(RegionMetadata),
+                           " are needed");
   }
   format::ipc::DictionaryMemo ids;
   ALKAID_RETURN_NOT_OK(ids.AssignIds(*schema));
-  std::unique_ptr<BatchPublisher> publisher(new BatchPublisher(ring, bodies, std::move(schema)));
+  if (ids.num_fields() > 0 && channel->options().accept_on_publish) {
+    return Status::Invalid("BatchPublisher: channel '", channel->name(),
+                           "' accepts consumers on publish; a schema with dictionary-encoded "
+                           "fields needs accept_on_publish false (new consumers get a replay "
+                           "of the dictionaries first)");
+  }
+  std::unique_ptr<BatchPublisher> publisher(new BatchPublisher(channel, std::move(schema)));
   if (ids.num_fields() > 0) {
-    // Deltas when a dictionary only grows; replacements otherwise (a ring
-    // is a stream: readers replace their dictionary).
+    // Deltas when a dictionary only grows; replacements otherwise (a
+    // channel is a stream: readers replace their dictionary).
     // The batches' dictionaries may live in a pool's region, which goes
     // with the pool: the tracker keeps its own copies.
     format::ipc::DictionaryTrackerOptions tracking;
@@ -93,9 +100,8 @@ Result<std::unique_ptr<BatchPublisher>> BatchPublisher::Create(shm::RingProducer
   return publisher;
 }
 
-BatchPublisher::BatchPublisher(shm::RingProducer* ring, shm::BodyAllocator* bodies,
-                               format::SchemaPtr schema)
-    : ring_(ring), bodies_(bodies), schema_(std::move(schema)) {}
+BatchPublisher::BatchPublisher(shm::ChannelProducer* channel, format::SchemaPtr schema)
+    : channel_(channel), schema_(std::move(schema)) {}
 
 BatchPublisher::~BatchPublisher() = default;
 
@@ -109,94 +115,60 @@ format::ipc::IpcWriteOptions RegionWriteOptions() {
 
 }  // namespace
 
+uint64_t BatchPublisher::UserWordFor(uint64_t body_length, MessageKind kind,
+                                     bool in_region) const {
+  UserWord u;
+  u.body_length = body_length;
+  u.kind = static_cast<uint8_t>(kind);
+  u.metadata_in_region = in_region;
+  u.dictionary_generation = static_cast<uint16_t>(dictionary_generation_);
+  return u.Pack();
+}
+
 Status BatchPublisher::SendDictionaries(const format::RecordBatch& batch) {
   if (dictionaries_ == nullptr) return Status::OK();
+  // Consumers accepted now start at the next message: the replay below, at
+  // the latest, reaches them before the batch.
+  (void)channel_->AcceptConsumers();
   ALKAID_ASSIGN_OR_RAISE(auto changes, dictionaries_->Diff(batch));
   for (const format::ipc::DictionaryChange& change : changes) {
     if (change.values != nullptr) {
-      if (!snapshot_stale_) {
-        // From now until the new snapshot, a reader that attaches must not
-        // take the current snapshot for the whole state.
-        internal::DictionarySideband pending;
-        if (!snapshots_.empty()) {
-          pending.block = snapshots_.back().block.handle();
-          pending.epoch = snapshots_.back().epoch;
-        }
-        pending.pending = true;
-        const auto words = pending.ToWords();
-        ALKAID_RETURN_NOT_OK(ring_->SetSideband(words));
-        snapshot_stale_ = true;
-      }
       ALKAID_ASSIGN_OR_RAISE(auto payload,
                              format::ipc::GetDictionaryPayload(change.id, change.is_delta,
                                                                change.values, RegionWriteOptions()));
-      ALKAID_RETURN_NOT_OK(PublishPayloadCopy(payload, internal::kDictionaryMessage));
+      ALKAID_RETURN_NOT_OK(PublishPayloadCopy(payload, MessageKind::kDictionary));
       ++stats_.dictionary_batches;
       if (change.is_delta) ++stats_.dictionary_deltas;
-      // Batches from here on decode with the state that includes it.
-      dictionary_epoch_ = ring_->next_sequence();
-      snapshot_stale_ = true;
+      // Messages from here on are of the state that includes it.
+      ++dictionary_generation_;
     }
     // Recorded once published: a failed publish is retried by the next call.
     ALKAID_RETURN_NOT_OK(dictionaries_->Commit(change));
   }
-  // No batch goes out with an epoch the snapshot does not describe: a
-  // failure here fails the publish, and the retry writes the snapshot.
-  if (snapshot_stale_) ALKAID_RETURN_NOT_OK(WriteDictionarySnapshot());
-  return Status::OK();
-}
-
-Status BatchPublisher::WriteDictionarySnapshot() {
-  // Every current dictionary, whole, framed like a stream's dictionary
-  // messages (nested ones first, as the tracker orders them).
-  ALKAID_ASSIGN_OR_RAISE(auto sink, format::ipc::BufferOutputStream::Create());
-  const format::ipc::IpcWriteOptions options = RegionWriteOptions();
+  const shm::ChannelStats counters = channel_->stats();
+  if (counters.consumers_accepted == accepted_seen_ && counters.dropped == dropped_seen_) {
+    return Status::OK();
+  }
+  // Someone does not know the state: every current dictionary, whole,
+  // nested ones first (as the tracker orders them), then the end marker.
+  // Consumers that know the state skip them.
   for (const auto& [id, dictionary] : dictionaries_->current()) {
-    ALKAID_ASSIGN_OR_RAISE(auto payload,
-                           format::ipc::GetDictionaryPayload(id, false, dictionary, options));
-    ALKAID_RETURN_NOT_OK(format::ipc::WriteIpcPayload(payload, options, sink.get()).status());
+    ALKAID_ASSIGN_OR_RAISE(auto payload, format::ipc::GetDictionaryPayload(
+                                             id, false, dictionary, RegionWriteOptions()));
+    ALKAID_RETURN_NOT_OK(PublishPayloadCopy(payload, MessageKind::kReplay));
   }
-  ALKAID_ASSIGN_OR_RAISE(auto messages, sink->Finish());
-  internal::SnapshotHeader header;
-  header.epoch = dictionary_epoch_;
-  header.messages_length = static_cast<uint64_t>(messages->size());
-  if (!snapshots_.empty()) {
-    const Snapshot& previous = snapshots_.back();
-    const shm::BlockHandle& h = previous.block.handle();
-    header.previous_offset = h.offset;
-    header.previous_length = h.length;
-    header.previous_generation = h.generation;
-    header.previous_descriptor = h.descriptor;
-    header.previous_epoch = previous.epoch;
-  }
-  ALKAID_ASSIGN_OR_RAISE(shm::WritableBlock block,
-                         bodies_->Allocate(sizeof(header) + header.messages_length));
-  std::memcpy(block.data().data(), &header, sizeof(header));
-  if (header.messages_length > 0) {
-    std::memcpy(block.data().data() + sizeof(header), messages->data(), header.messages_length);
-  }
-  internal::DictionarySideband sideband;
-  sideband.block = block.handle();
-  sideband.epoch = dictionary_epoch_;
-  const auto words = sideband.ToWords();
-  ALKAID_RETURN_NOT_OK(ring_->SetSideband(words));
-  snapshots_.push_back({dictionary_epoch_, std::move(block)});
-  // An older snapshot goes (its producer reference dropped; readers that
-  // loaded it keep theirs) once no batch of its epoch can be left in the
-  // ring: such batches precede its successor's epoch, which is then a full
-  // ring behind the next sequence.
-  const uint64_t slots = ring_->options().slot_count;
-  while (snapshots_.size() > internal::kKeptSnapshots + 1 ||
-         (snapshots_.size() >= 2 && snapshots_[1].epoch + slots <= ring_->next_sequence())) {
-    snapshots_.pop_front();
-  }
-  snapshot_stale_ = false;
-  ++stats_.dictionary_snapshots;
+  ALKAID_RETURN_NOT_OK(
+      channel_->Publish({}, UserWordFor(0, MessageKind::kReplayEnd, false)));
+  ++messages_;
+  ++stats_.dictionary_replays;
+  // Recorded once sent: a failure above replays again at the next batch.
+  accepted_seen_ = counters.consumers_accepted;
+  dropped_seen_ = counters.dropped;
   return Status::OK();
 }
 
 Result<std::unique_ptr<ShmBatchPool>> BatchPublisher::NewPool(uint64_t region_bytes) {
-  return ShmBatchPool::Create(bodies_, region_bytes);
+  return ShmBatchPool::Create(channel_, region_bytes);
 }
 
 Status BatchPublisher::CheckSchema(const format::RecordBatch& batch) const {
@@ -209,20 +181,19 @@ Status BatchPublisher::CheckSchema(const format::RecordBatch& batch) const {
 
 Status BatchPublisher::Publish(const format::RecordBatch& batch, ShmBatchPool* pool) {
   if (pool == nullptr) return Status::Invalid("BatchPublisher::Publish: null pool");
-  if (!pool->block_.valid()) {
-    return Status::Invalid("BatchPublisher::Publish: region ", pool->handle().offset,
-                           " of '", bodies_->name(), "' was already published");
+  if (pool->published_) {
+    return Status::Invalid("BatchPublisher::Publish: region ", pool->region_offset(), " of '",
+                           channel_->name(), "' was already published");
   }
-  if (pool->allocator_ != bodies_) {
-    return Status::Invalid("BatchPublisher::Publish: the pool belongs to body segment '",
-                           pool->allocator_->name(), "', the ring's bodies are in '",
-                           bodies_->name(), "'");
+  if (pool->channel_ != channel_) {
+    return Status::Invalid("BatchPublisher::Publish: the pool belongs to channel '",
+                           pool->channel_name_, "', not to '", channel_->name(), "'");
   }
   ALKAID_RETURN_NOT_OK(CheckSchema(batch));
   ALKAID_RETURN_NOT_OK(SendDictionaries(batch));
   const uint64_t body_length = pool->Seal();
-  // The metadata of a batch with the shape of the previous one is the same
-  // bytes: reuse them instead of encoding a flatbuffer per publish.
+  // The metadata of a batch with the shape of one published before is the
+  // same bytes, already in the channel's shape table: send its id.
   std::vector<int64_t>& shape = shape_scratch_;
   shape.clear();
   shape.push_back(batch.num_rows());
@@ -234,9 +205,10 @@ Status BatchPublisher::Publish(const format::RecordBatch& batch, ShmBatchPool* p
     cacheable = AppendShape(*batch.column_data(i), pool->region_data(), &shape);
   }
   if (cacheable) {
-    for (const CachedMetadata& c : metadata_cache_) {
+    for (const CachedShape& c : shapes_) {
       if (c.shape == shape) {
-        ALKAID_RETURN_NOT_OK(PublishRegion(pool, body_length, c.metadata, 0));
+        ALKAID_RETURN_NOT_OK(
+            PublishRegion(pool, body_length, {}, c.id, MessageKind::kRecordBatch));
         ++stats_.metadata_reused;
         return Status::OK();
       }
@@ -245,61 +217,50 @@ Status BatchPublisher::Publish(const format::RecordBatch& batch, ShmBatchPool* p
   ALKAID_ASSIGN_OR_RAISE(auto metadata,
                          format::ipc::GetRecordBatchMetadataForRegion(
                              batch, pool->region_data(), static_cast<int64_t>(body_length)));
-  if (cacheable) {
-    // A few shapes (a topic alternating between a handful of batch sizes)
-    // all stay cached; beyond that, round-robin replacement.
-    if (metadata_cache_.size() < internal::kShapeCacheEntries) {
-      metadata_cache_.push_back({std::move(shape), metadata});
+  const std::span<const uint8_t> md(metadata->data(), static_cast<size_t>(metadata->size()));
+  uint32_t id = 0;
+  if (cacheable && !shape_table_full_) {
+    auto added = channel_->AddShape(std::as_bytes(md));
+    if (added.ok()) {
+      id = *added;
+      shapes_.push_back({std::move(shape), id});
       shape = {};
+    } else if (added.status().code() == StatusCode::kCapacityError) {
+      shape_table_full_ = true;  // from now on, new shapes travel inline
     } else {
-      CachedMetadata& victim = metadata_cache_[metadata_cache_next_];
-      metadata_cache_next_ = (metadata_cache_next_ + 1) % internal::kShapeCacheEntries;
-      victim.shape.swap(shape);
-      victim.metadata = metadata;
+      return added.status();
     }
   }
-  return PublishRegion(pool, body_length, metadata, 0);
+  return PublishRegion(pool, body_length, id != 0 ? std::span<const uint8_t>{} : md, id,
+                       MessageKind::kRecordBatch);
 }
 
 Status BatchPublisher::PublishRegion(ShmBatchPool* pool, uint64_t body_length,
-                                     const std::shared_ptr<format::Buffer>& metadata,
-                                     uint16_t kind_flags) {
-  const uint64_t md_size = static_cast<uint64_t>(metadata->size());
-  if (md_size > UINT32_MAX) {
-    return Status::CapacityError("BatchPublisher: ", md_size, "-byte metadata");
+                                     std::span<const uint8_t> metadata, uint32_t shape,
+                                     MessageKind kind) {
+  const uint64_t capacity = channel_->options().inline_capacity;
+  bool in_region = false;
+  std::span<const std::byte> payload;
+  if (shape == 0) {
+    if (metadata.size() <= capacity) {
+      payload = std::as_bytes(metadata);
+    } else {
+      RegionMetadata where;
+      ALKAID_ASSIGN_OR_RAISE(where.offset, pool->AppendTail(metadata));
+      where.length = metadata.size();
+      slot_payload_.resize(sizeof(where));
+      std::memcpy(slot_payload_.data(), &where, sizeof(where));
+      payload = slot_payload_;
+      in_region = true;
+    }
   }
-  BatchDescriptor desc;
-  desc.body_length = body_length;
-  desc.metadata_length = static_cast<uint32_t>(md_size);
-  desc.flags = kind_flags;
-  const bool dictionary_message = (kind_flags & internal::kDictionaryMessage) != 0;
-  desc.dictionary_epoch = dictionary_message ? 0 : dictionary_epoch_;
-  const uint64_t capacity = ring_->options().inline_capacity;
-  const bool inline_md = sizeof(BatchDescriptor) + md_size <= capacity;
-  if (!inline_md) {
-    ALKAID_ASSIGN_OR_RAISE(desc.metadata_offset,
-                           pool->AppendTail({metadata->data(), md_size}));
-    desc.flags |= internal::kMetadataInRegion;
-  }
-  // The slot payload: descriptor, then the metadata if it fits.
-  std::vector<std::byte>& payload = slot_payload_;
-  payload.resize(sizeof(BatchDescriptor) + (inline_md ? md_size : 0));
-  std::memcpy(payload.data(), &desc, sizeof(desc));
-  if (inline_md && md_size > 0) {
-    std::memcpy(payload.data() + sizeof(desc), metadata->data(), md_size);
-  }
-
-  // The pool keeps a reference of its own (the region stays valid while it
-  // lives); the one in its WritableBlock moves into the ring.
-  ALKAID_RETURN_NOT_OK(bodies_->AddRef(pool->handle_));
-  Status st = ring_->Publish(payload, pool->block_);
-  if (!st.ok()) {
-    (void)bodies_->Release(pool->handle_);
-    return st;
-  }
-  pool->holds_extra_ref_ = true;
-  if (!dictionary_message) ++stats_.batches;
-  if (!inline_md) ++stats_.metadata_in_region;
+  // The pool keeps the loan: the region stays valid while it lives.
+  ALKAID_RETURN_NOT_OK(channel_->Publish(payload, pool->loan_,
+                                         UserWordFor(body_length, kind, in_region), shape));
+  pool->published_ = true;
+  ++messages_;
+  if (kind == MessageKind::kRecordBatch) ++stats_.batches;
+  if (in_region) ++stats_.metadata_in_region;
   return Status::OK();
 }
 
@@ -310,20 +271,18 @@ Status BatchPublisher::PublishCopy(const format::RecordBatch& batch) {
   // metadata's offsets are relative to the body start, i.e. the region.
   ALKAID_ASSIGN_OR_RAISE(auto payload,
                          format::ipc::GetRecordBatchPayload(batch, RegionWriteOptions()));
-  ALKAID_RETURN_NOT_OK(PublishPayloadCopy(payload, 0));
+  ALKAID_RETURN_NOT_OK(PublishPayloadCopy(payload, MessageKind::kRecordBatch));
   ++stats_.copied_batches;
   stats_.copied_bytes += static_cast<uint64_t>(payload.body_length);
   return Status::OK();
 }
 
 Status BatchPublisher::PublishPayloadCopy(const format::ipc::IpcPayload& payload,
-                                          uint16_t kind_flags) {
+                                          MessageKind kind) {
   const uint64_t body_length = static_cast<uint64_t>(payload.body_length);
   const uint64_t md_size = static_cast<uint64_t>(payload.metadata->size());
   uint64_t region = body_length;
-  if (sizeof(BatchDescriptor) + md_size > ring_->options().inline_capacity) {
-    region += (md_size + 63) & ~uint64_t{63};
-  }
+  if (md_size > channel_->options().inline_capacity) region += (md_size + 63) & ~uint64_t{63};
   ALKAID_ASSIGN_OR_RAISE(auto pool, NewPool(region == 0 ? 64 : region));
   // One copy, straight into shared memory, padding zeroed.
   uint8_t* dst = pool->region_data();
@@ -352,9 +311,11 @@ Status BatchPublisher::PublishPayloadCopy(const format::ipc::IpcPayload& payload
   }
   std::memset(dst + pos, 0, body_length - pos);
   (void)pool->Seal();
-  // The pool (and its extra reference) goes on return: the ring's reference
-  // and the consumers' keep the region alive.
-  return PublishRegion(pool.get(), body_length, payload.metadata, kind_flags);
+  // The pool (and its loan) goes on return: the channel keeps the region
+  // until every consumer returned it.
+  return PublishRegion(pool.get(), body_length,
+                       {payload.metadata->data(), static_cast<size_t>(payload.metadata->size())},
+                       0, kind);
 }
 
 }  // namespace alkaid::client
@@ -363,14 +324,13 @@ namespace alkaid::client {
 
 Result<std::unique_ptr<FixedShapeWriter>> BatchPublisher::NewFixedShapeWriter(
     const format::RecordBatch& prototype, const ShmBatchPool& pool) {
-  if (pool.allocator_ != bodies_) {
-    return Status::Invalid("NewFixedShapeWriter: the pool belongs to body segment '",
-                           pool.allocator_->name(), "', the ring's bodies are in '",
-                           bodies_->name(), "'");
+  if (pool.channel_ != channel_) {
+    return Status::Invalid("NewFixedShapeWriter: the pool belongs to channel '",
+                           pool.channel_name_, "', not to '", channel_->name(), "'");
   }
   if (pool.sealed()) {
     return Status::Invalid("NewFixedShapeWriter: the prototype's pool (region ",
-                           pool.handle().offset, " of '", bodies_->name(),
+                           pool.region_offset(), " of '", channel_->name(),
                            "') was already published");
   }
   ALKAID_RETURN_NOT_OK(CheckSchema(prototype));
@@ -405,32 +365,40 @@ Result<std::unique_ptr<FixedShapeWriter>> BatchPublisher::NewFixedShapeWriter(
                          format::ipc::GetRecordBatchMetadataForRegion(
                              prototype, region, static_cast<int64_t>(body_length)));
   const uint64_t md_size = static_cast<uint64_t>(metadata->size());
-  if (md_size > UINT32_MAX) {
-    return Status::CapacityError("NewFixedShapeWriter: ", md_size, "-byte metadata");
-  }
   std::unique_ptr<FixedShapeWriter> w(new FixedShapeWriter(this));
   w->body_length_ = body_length;
   for (const auto& [offset, size] : spans) w->buffers_.push_back({offset, size});
-  BatchDescriptor desc;
-  desc.body_length = body_length;
-  desc.metadata_length = static_cast<uint32_t>(md_size);
-  w->metadata_in_region_ = sizeof(BatchDescriptor) + md_size > ring_->options().inline_capacity;
+  // The prototype's Message goes into the shape table: each batch is then
+  // one slot line. With the table full, it travels inline or in the region.
+  const std::span<const uint8_t> md(metadata->data(), static_cast<size_t>(md_size));
+  if (!shape_table_full_) {
+    auto added = channel_->AddShape(std::as_bytes(md));
+    if (added.ok()) {
+      w->shape_ = *added;
+    } else if (added.status().code() == StatusCode::kCapacityError) {
+      shape_table_full_ = true;
+    } else {
+      return added.status();
+    }
+  }
+  const uint64_t capacity = channel_->options().inline_capacity;
+  w->metadata_in_region_ = w->shape_ == 0 && md_size > capacity;
   // The region image: the prototype's body, then (if it does not fit in a
   // slot) the metadata, padded like ShmBatchPool::AppendTail pads it.
-  const uint64_t tail = w->metadata_in_region_ ? (md_size + 63) / 64 * 64 : 0;
   w->image_.assign(region, region + body_length);
   if (w->metadata_in_region_) {
-    desc.metadata_offset = body_length;
-    desc.flags = internal::kMetadataInRegion;
+    const uint64_t tail = (md_size + 63) / 64 * 64;
     w->image_.resize(body_length + tail, 0);
     std::memcpy(w->image_.data() + body_length, metadata->data(), md_size);
+    RegionMetadata where{body_length, md_size};
+    w->slot_payload_.resize(sizeof(where));
+    std::memcpy(w->slot_payload_.data(), &where, sizeof(where));
+  } else if (w->shape_ == 0) {
+    const auto bytes = std::as_bytes(md);
+    w->slot_payload_.assign(bytes.begin(), bytes.end());
   }
   if (w->image_.empty()) w->image_.resize(64, 0);  // a block always has a distinct offset
-  w->slot_payload_.resize(sizeof(BatchDescriptor) + (w->metadata_in_region_ ? 0 : md_size));
-  std::memcpy(w->slot_payload_.data(), &desc, sizeof(desc));
-  if (!w->metadata_in_region_ && md_size > 0) {
-    std::memcpy(w->slot_payload_.data() + sizeof(desc), metadata->data(), md_size);
-  }
+  w->user_ = UserWordFor(body_length, MessageKind::kRecordBatch, w->metadata_in_region_);
   return w;
 }
 
@@ -439,29 +407,29 @@ FixedShapeWriter::~FixedShapeWriter() = default;  // an unpublished block is rel
 Status FixedShapeWriter::Begin() {
   if (pending_) {
     return Status::Invalid("FixedShapeWriter::Begin: the region taken by the previous Begin (",
-                           block_.handle().offset, " of '", publisher_->bodies_->name(),
+                           loan_.offset(), " of '", publisher_->channel_->name(),
                            "') was not published");
   }
-  ALKAID_ASSIGN_OR_RAISE(block_, publisher_->bodies_->Allocate(image_.size()));
-  std::memcpy(block_.data().data(), image_.data(), image_.size());
+  ALKAID_ASSIGN_OR_RAISE(loan_, publisher_->channel_->Loan(image_.size()));
+  std::memcpy(loan_.data().data(), image_.data(), image_.size());
   pending_ = true;
   return Status::OK();
 }
 
 std::span<uint8_t> FixedShapeWriter::buffer(size_t i) {
   if (!pending_ || i >= buffers_.size()) return {};
-  auto* base = reinterpret_cast<uint8_t*>(block_.data().data());
+  auto* base = reinterpret_cast<uint8_t*>(loan_.data().data());
   return {base + buffers_[i].offset, static_cast<size_t>(buffers_[i].size)};
 }
 
 Status FixedShapeWriter::Publish() {
   if (!pending_) return Status::Invalid("FixedShapeWriter::Publish: no region; call Begin first");
-  // The block's only reference moves into the ring: nothing else keeps the
-  // region, so no extra reference is taken and dropped per batch.
-  ALKAID_RETURN_NOT_OK(publisher_->ring_->Publish(slot_payload_, block_));
+  // The loan moves into the channel: nothing else keeps the region.
+  ALKAID_RETURN_NOT_OK(publisher_->channel_->Publish(slot_payload_, std::move(loan_), user_, shape_));
   pending_ = false;
   if (published_counter_ != nullptr) published_counter_->fetch_add(1, std::memory_order_relaxed);
   ++publisher_->stats_.batches;
+  ++publisher_->messages_;
   if (metadata_in_region_) ++publisher_->stats_.metadata_in_region;
   return Status::OK();
 }

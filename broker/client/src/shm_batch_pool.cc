@@ -14,25 +14,22 @@ uint64_t Padded(uint64_t n) { return (n + kAlign - 1) & ~(kAlign - 1); }
 
 }  // namespace
 
-ShmBatchPool::ShmBatchPool(shm::BodyAllocator* allocator, shm::WritableBlock block)
-    : allocator_(allocator), block_(std::move(block)) {
-  handle_ = block_.handle();
-  region_ = reinterpret_cast<uint8_t*>(block_.data().data());
-  region_size_ = block_.data().size();
+ShmBatchPool::ShmBatchPool(shm::ChannelProducer* channel, shm::ChannelLoan loan)
+    : channel_(channel), channel_name_(channel->name()), loan_(std::move(loan)) {
+  region_ = reinterpret_cast<uint8_t*>(loan_.data().data());
+  region_size_ = loan_.data().size();
 }
 
-ShmBatchPool::~ShmBatchPool() {
-  // block_ still holds the producer reference unless it moved into the
-  // ring; the extra reference taken at publish is ours to drop.
-  if (holds_extra_ref_) (void)allocator_->Release(handle_);
-}
+// The loan goes with the pool: back to the arena if never published, else
+// once every consumer returned the region.
+ShmBatchPool::~ShmBatchPool() = default;
 
-Result<std::unique_ptr<ShmBatchPool>> ShmBatchPool::Create(shm::BodyAllocator* allocator,
+Result<std::unique_ptr<ShmBatchPool>> ShmBatchPool::Create(shm::ChannelProducer* channel,
                                                            uint64_t region_bytes) {
-  if (allocator == nullptr) return Status::Invalid("ShmBatchPool: null BodyAllocator");
+  if (channel == nullptr) return Status::Invalid("ShmBatchPool: null channel");
   if (region_bytes == 0) return Status::Invalid("ShmBatchPool: empty region requested");
-  ALKAID_ASSIGN_OR_RAISE(shm::WritableBlock block, allocator->Allocate(Padded(region_bytes)));
-  return std::unique_ptr<ShmBatchPool>(new ShmBatchPool(allocator, std::move(block)));
+  ALKAID_ASSIGN_OR_RAISE(shm::ChannelLoan loan, channel->Loan(Padded(region_bytes)));
+  return std::unique_ptr<ShmBatchPool>(new ShmBatchPool(channel, std::move(loan)));
 }
 
 Result<uint8_t*> ShmBatchPool::Allocate(int64_t size, int64_t alignment) {
@@ -115,7 +112,7 @@ int64_t ShmBatchPool::max_memory() const {
   return max_allocated_;
 }
 
-std::string ShmBatchPool::backend_name() const { return "shm:" + allocator_->name(); }
+std::string ShmBatchPool::backend_name() const { return "shm:" + channel_name_; }
 
 uint64_t ShmBatchPool::used_bytes() const {
   std::lock_guard lock(mutex_);

@@ -1,9 +1,10 @@
 #pragma once
 
 /// \file
-/// Publishing record batches through a shared-memory ring: only the Message
-/// flatbuffer (and the body region's handle) goes through the ring; the
-/// body stays where it was built, in the producer's body segment.
+/// Publishing record batches through a shared-memory channel: only the
+/// Message flatbuffer (or the id of a shape published before) and the body
+/// region's place go through the channel's slot; the body stays where it
+/// was built, in the producer's arena.
 
 #include <atomic>
 #include <cstdint>
@@ -18,8 +19,7 @@
 #include "alkaid/common/status.h"
 #include "alkaid/format/ipc/options.h"
 #include "alkaid/format/record_batch.h"
-#include "alkaid/shm/body_allocator.h"
-#include "alkaid/shm/ring.h"
+#include "alkaid/shm/channel.h"
 
 namespace alkaid::client {
 
@@ -29,21 +29,24 @@ struct PublishStats {
   uint64_t copied_batches = 0;     ///< of which through PublishCopy
   uint64_t copied_bytes = 0;       ///< body bytes PublishCopy copied
   uint64_t metadata_in_region = 0; ///< batches whose metadata exceeded the slot
-  /// Publish calls that reused an encoded Message of a recent batch of the
-  /// same shape (fixed-width types only; see
-  /// docs/SHM_LAYOUT.md, "Client fast paths").
+  /// Publish calls that sent the id of a shape published before instead of
+  /// an encoded Message (fixed-width types only; see docs/SHM_LAYOUT.md,
+  /// "Batches on a channel").
   uint64_t metadata_reused = 0;
   /// DictionaryBatch messages published (schemas with dictionary-encoded
   /// fields), of which deltas.
   uint64_t dictionary_batches = 0;
   uint64_t dictionary_deltas = 0;
-  /// Dictionary snapshots written for late joiners (one per batch after
-  /// which some dictionary changed).
-  uint64_t dictionary_snapshots = 0;
+  /// Replays of every current dictionary, for consumers accepted since
+  /// the previous batch or after the channel dropped messages.
+  uint64_t dictionary_replays = 0;
 };
 
 class FixedShapeWriter;
 class Producer;
+namespace internal {
+enum class MessageKind : uint8_t;  // batch_descriptor_internal.h
+}  // namespace internal
 
 }  // namespace alkaid::client
 
@@ -54,39 +57,39 @@ struct IpcPayload;
 
 namespace alkaid::client {
 
-/// Publishes batches of one schema through a ring whose bodies live in a
-/// BodyAllocator's segment.
+/// Publishes batches of one schema through a channel (shm::ChannelProducer).
 ///
 /// Build in place: take a pool with NewPool(), build the columns with
 /// format builders on that pool, make the RecordBatch, Publish(batch, pool).
-/// Nothing is copied: the ring slot receives the Message flatbuffer (its
-/// buffer offsets relative to the region start) and the region's handle.
+/// Nothing is copied: the slot receives the Message flatbuffer (its buffer
+/// offsets relative to the region start), or the id of the channel's shape
+/// entry holding it when a batch of the same shape was published before.
 /// An existing heap batch goes through PublishCopy(), which copies its body
 /// into a fresh region once.
 ///
 /// Dictionary-encoded fields: before a batch whose dictionaries differ from
 /// those published before, each changed dictionary is published as a
 /// DictionaryBatch message of its own (a delta when the dictionary only
-/// grew at its end, else whole), copied once into the body segment: the
-/// dictionary values are not part of the batch's region. The publisher
-/// also keeps a snapshot of every current dictionary in the body segment
-/// and announces it in the ring's sideband, so that consumers joining late
-/// or after a gap decode the next batches (docs/CLIENT.md, "Dictionaries").
+/// grew at its end, else whole), copied once into the arena. Consumers the
+/// channel accepted since the previous batch (the channel must be created
+/// with accept_on_publish false, so that this publisher accepts them), and
+/// consumers after the channel dropped messages, first get a replay of
+/// every current dictionary (docs/CLIENT.md, "Dictionaries").
 ///
-/// Thread safety: one producer thread, like the ring and the allocator.
+/// Thread safety: the producer thread, like the channel.
 class ALKAID_EXPORT BatchPublisher {
  public:
-  /// `ring` must have been created with `bodies` (RingProducer::Create),
-  /// and both must outlive the publisher.
-  static Result<std::unique_ptr<BatchPublisher>> Create(shm::RingProducer* ring,
-                                                        shm::BodyAllocator* bodies,
+  /// `channel` must outlive the publisher. For a schema with
+  /// dictionary-encoded fields it must have been created with
+  /// accept_on_publish false (Invalid otherwise).
+  static Result<std::unique_ptr<BatchPublisher>> Create(shm::ChannelProducer* channel,
                                                         format::SchemaPtr schema);
   ~BatchPublisher();
   BatchPublisher(const BatchPublisher&) = delete;
   BatchPublisher& operator=(const BatchPublisher&) = delete;
 
-  /// A pool over a fresh region of `region_bytes` in the body segment
-  /// (waits for space per the allocator's FullPolicy).
+  /// A pool over a fresh region of `region_bytes` of the arena (waits for
+  /// space up to the channel's space_timeout).
   Result<std::unique_ptr<ShmBatchPool>> NewPool(uint64_t region_bytes);
 
   /// Publishes `batch`, all of whose buffers lie in `pool`'s region. The
@@ -95,7 +98,7 @@ class ALKAID_EXPORT BatchPublisher {
   /// released the batch. Invalid if a buffer lies outside the region (or
   /// the batch is a slice needing re-basing), the schema differs, or the
   /// pool was already published; CapacityError if the metadata fits neither
-  /// the slot nor the rest of the region; ring errors (TimedOut) otherwise,
+  /// the slot nor the rest of the region; channel errors (TimedOut) otherwise,
   /// after which Publish may be retried with the same pool.
   Status Publish(const format::RecordBatch& batch, ShmBatchPool* pool);
 
@@ -103,8 +106,9 @@ class ALKAID_EXPORT BatchPublisher {
   /// a new region once, laid out as the IPC writer would (slices re-based).
   Status PublishCopy(const format::RecordBatch& batch);
 
-  /// Ring messages published so far: batches and dictionary messages.
-  uint64_t messages() const { return stats_.batches + stats_.dictionary_batches; }
+  /// Channel messages published so far: batches, dictionary messages and
+  /// replays.
+  uint64_t messages() const { return messages_; }
 
   /// A writer for many batches of the shape of `prototype` (see
   /// FixedShapeWriter), which must be built in `pool` — a pool of this
@@ -122,47 +126,44 @@ class ALKAID_EXPORT BatchPublisher {
 
  private:
   friend class FixedShapeWriter;
-  BatchPublisher(shm::RingProducer* ring, shm::BodyAllocator* bodies, format::SchemaPtr schema);
+  BatchPublisher(shm::ChannelProducer* channel, format::SchemaPtr schema);
   Status CheckSchema(const format::RecordBatch& batch) const;
+  // Publishes `pool`'s region (kept by the pool) with `metadata` as its
+  // Message: by shape id if `shape` is not 0, else inline if it fits, else
+  // appended to the region.
   Status PublishRegion(ShmBatchPool* pool, uint64_t body_length,
-                       const std::shared_ptr<format::Buffer>& metadata, uint16_t kind_flags);
+                       std::span<const uint8_t> metadata, uint32_t shape,
+                       internal::MessageKind kind);
   // Copies an encoded message's body into a fresh region and publishes it.
-  Status PublishPayloadCopy(const format::ipc::IpcPayload& payload, uint16_t kind_flags);
+  Status PublishPayloadCopy(const format::ipc::IpcPayload& payload, internal::MessageKind kind);
   // Publishes what a reader needs before `batch`: changed dictionaries,
-  // then a new snapshot if anything changed.
+  // then a replay if some consumer needs one.
   Status SendDictionaries(const format::RecordBatch& batch);
-  Status WriteDictionarySnapshot();
+  uint64_t UserWordFor(uint64_t body_length, internal::MessageKind kind, bool in_region) const;
 
-  shm::RingProducer* ring_;
-  shm::BodyAllocator* bodies_;
+  shm::ChannelProducer* channel_;
   format::SchemaPtr schema_;
   PublishStats stats_;
-  // Metadata cache: the shapes (see AppendShape in batch_publisher.cc) of
-  // the last few distinct batches published through Publish, with their
-  // encoded Messages. A batch of the same shape has byte-identical
-  // metadata, so it is not encoded again.
-  struct CachedMetadata {
+  uint64_t messages_ = 0;
+  // Shapes (see AppendShape in batch_publisher.cc) of batches published
+  // through Publish, with the id of the channel's shape entry holding their
+  // encoded Message. A batch of the same shape has byte-identical metadata.
+  struct CachedShape {
     std::vector<int64_t> shape;
-    std::shared_ptr<format::Buffer> metadata;
+    uint32_t id;
   };
   std::vector<int64_t> shape_scratch_;
-  std::vector<CachedMetadata> metadata_cache_;
-  size_t metadata_cache_next_ = 0;  // round-robin victim
-  // The slot payload being assembled; kept between publishes so that a
-  // publish allocates nothing here.
+  std::vector<CachedShape> shapes_;
+  bool shape_table_full_ = false;
+  // The region-metadata record sent inline, kept between publishes.
   std::vector<std::byte> slot_payload_;
-  // Schemas with dictionary-encoded fields only: the dictionaries sent, the
-  // epoch of the current state (the ring sequence after the last dictionary
-  // message), and the snapshot blocks kept, oldest first (the newest is
-  // announced in the sideband).
+  // Schemas with dictionary-encoded fields only: the dictionaries sent,
+  // how many dictionary messages went out (UserWord::dictionary_generation),
+  // and what the channel had accepted and dropped at the last batch.
   std::unique_ptr<format::ipc::DictionaryTracker> dictionaries_;
-  uint64_t dictionary_epoch_ = 0;
-  bool snapshot_stale_ = false;
-  struct Snapshot {
-    uint64_t epoch;
-    shm::WritableBlock block;
-  };
-  std::deque<Snapshot> snapshots_;
+  uint64_t dictionary_generation_ = 0;
+  uint64_t accepted_seen_ = 0;
+  uint64_t dropped_seen_ = 0;
 };
 
 /// Publishes batches of one fixed shape — the row count, null counts and
@@ -188,8 +189,8 @@ class ALKAID_EXPORT FixedShapeWriter {
   FixedShapeWriter(const FixedShapeWriter&) = delete;
   FixedShapeWriter& operator=(const FixedShapeWriter&) = delete;
 
-  /// Takes a fresh region (waits for space per the allocator's FullPolicy)
-  /// and fills it with the prototype's body. Invalid if a region taken by
+  /// Takes a fresh region (waits for space up to the channel's
+  /// space_timeout) and fills it with the prototype's body. Invalid if a region taken by
   /// an earlier Begin() was not published yet.
   Status Begin();
   /// Number of buffers of the shape: every column's buffers, depth first
@@ -199,7 +200,7 @@ class ALKAID_EXPORT FixedShapeWriter {
   /// Buffer `i` of the region taken by Begin(): writable until Publish().
   /// Empty if there is no such region or buffer.
   std::span<uint8_t> buffer(size_t i);
-  /// Publishes the region taken by Begin(). Invalid without one; ring
+  /// Publishes the region taken by Begin(). Invalid without one; channel
   /// errors (TimedOut) otherwise, after which Publish may be retried.
   Status Publish();
 
@@ -220,9 +221,11 @@ class ALKAID_EXPORT FixedShapeWriter {
   std::vector<uint8_t> image_;  // the region's bytes: prototype body, then metadata if in region
   uint64_t body_length_ = 0;
   std::vector<BufferSpan> buffers_;
-  std::vector<std::byte> slot_payload_;  // descriptor (+ metadata if inline), fixed
+  std::vector<std::byte> slot_payload_;  // inline: metadata, or its RegionMetadata, or nothing
+  uint32_t shape_ = 0;                   // the prototype's shape id (0: none left)
+  uint64_t user_ = 0;                    // the channel user word, fixed
   bool metadata_in_region_ = false;
-  shm::WritableBlock block_;
+  shm::ChannelLoan loan_;
   bool pending_ = false;
   // Set by Producer::NewFixedShapeWriter: the producer's count of published
   // batches (what its Close drains up to), kept exact.

@@ -1,9 +1,9 @@
 #pragma once
 
 /// \file
-/// A format::MemoryPool whose buffers lie in one block of a producer's body
-/// segment, so that format builders write a record batch directly into
-/// shared memory.
+/// A format::MemoryPool whose buffers lie in one block of a producer's
+/// channel arena, so that format builders write a record batch directly
+/// into shared memory.
 
 #include <cstdint>
 #include <memory>
@@ -14,12 +14,12 @@
 #include "alkaid/common/export.h"
 #include "alkaid/common/result.h"
 #include "alkaid/format/memory_pool.h"
-#include "alkaid/shm/body_allocator.h"
+#include "alkaid/shm/channel.h"
 
 namespace alkaid::client {
 
-/// Carves 64-byte aligned buffers out of ONE block (the batch "region") of a
-/// shm::BodyAllocator. Give it to format::MakeBuilder (or any code taking a
+/// Carves 64-byte aligned buffers out of ONE block (the batch "region"), a
+/// loan of a shm::ChannelProducer's arena. Give it to format::MakeBuilder (or any code taking a
 /// MemoryPool) to build a batch in place; every buffer of that batch then
 /// lies in the region, which BatchPublisher::Publish sends without copying.
 ///
@@ -29,24 +29,24 @@ namespace alkaid::client {
 /// the builders' growth (a builder doubles its buffers as it appends, so
 /// reserving capacity up front keeps the waste low).
 ///
-/// Lifetime: the pool holds one producer reference on the block until it
-/// is destroyed, so the region stays valid (and is never reused) while the
-/// pool lives, even after publishing. Every buffer allocated from the pool
-/// must be destroyed before the pool (format buffers keep a raw pool
-/// pointer). Once published (Seal()), the pool refuses further
-/// allocations.
+/// Lifetime: the pool holds the loan until it is destroyed, so the region
+/// stays valid (and is never reused) while the pool lives, even after
+/// publishing (the channel then also waits for every consumer to return
+/// it). Every buffer allocated from the pool must be destroyed before the
+/// pool (format buffers keep a raw pool pointer). Once published (Seal()),
+/// the pool refuses further allocations.
 ///
 /// Thread safety: Allocate/Reallocate/Free may be called from any thread
-/// (a mutex). Create and the destructor touch the BodyAllocator and must run
-/// on the producer thread.
+/// (a mutex). Create must run on the producer thread; the pool may be
+/// destroyed on any thread.
 class ALKAID_EXPORT ShmBatchPool : public format::MemoryPool {
  public:
   ~ShmBatchPool() override;
 
-  /// Allocates a region of `region_bytes` (rounded up to 64) from
-  /// `allocator`, following its FullPolicy. `allocator` must outlive the
-  /// pool.
-  static Result<std::unique_ptr<ShmBatchPool>> Create(shm::BodyAllocator* allocator,
+  /// Loans a region of `region_bytes` (rounded up to 64) from `channel`
+  /// (waiting for space up to its space_timeout). The pool keeps the
+  /// channel's state alive on its own.
+  static Result<std::unique_ptr<ShmBatchPool>> Create(shm::ChannelProducer* channel,
                                                       uint64_t region_bytes);
 
   Result<uint8_t*> Allocate(int64_t size, int64_t alignment) override;
@@ -67,8 +67,8 @@ class ALKAID_EXPORT ShmBatchPool : public format::MemoryPool {
   /// Bytes from the region start up to the end of the highest allocation
   /// (a multiple of 64): the body a published batch occupies.
   uint64_t used_bytes() const;
-  /// Names the region's block for consumers.
-  const shm::BlockHandle& handle() const { return handle_; }
+  /// Offset of the region in the channel's payload (as consumers see it).
+  uint64_t region_offset() const { return loan_.offset(); }
   /// True if [p, p + n) lies inside the region.
   bool Contains(const void* p, uint64_t n) const;
 
@@ -77,7 +77,7 @@ class ALKAID_EXPORT ShmBatchPool : public format::MemoryPool {
 
  private:
   friend class BatchPublisher;
-  ShmBatchPool(shm::BodyAllocator* allocator, shm::WritableBlock block);
+  ShmBatchPool(shm::ChannelProducer* channel, shm::ChannelLoan loan);
 
   // Stops further allocations; returns the used extent.
   uint64_t Seal();
@@ -85,15 +85,12 @@ class ALKAID_EXPORT ShmBatchPool : public format::MemoryPool {
   // (64-aligned); returns their offset from the region start.
   Result<uint64_t> AppendTail(std::span<const uint8_t> bytes);
 
-  shm::BodyAllocator* allocator_;
-  shm::WritableBlock block_;
-  shm::BlockHandle handle_;
+  shm::ChannelProducer* channel_;  // identifies the channel; not used after Create
+  std::string channel_name_;
+  shm::ChannelLoan loan_;
   uint8_t* region_ = nullptr;
   uint64_t region_size_ = 0;
-
-  // Whether the pool still holds its own reference besides the one in
-  // block_ (which moves into the ring at publish).
-  bool holds_extra_ref_ = false;
+  bool published_ = false;  // the channel published the loan (kept by us)
 
   mutable std::mutex mutex_;
   uint64_t top_ = 0;        // bump pointer, offset from region_
