@@ -12,11 +12,9 @@ using internal::RowDescriptor;
 
 namespace {
 
-// Owner of a received block: the reference, and the reader (hence the
-// mapping) it must not outlive. Destroyed in reverse order: reference first.
+// Owner of a received block (which keeps the consumer's mappings).
 struct RowBodyOwner {
-  std::shared_ptr<shm::BodyReader> reader;
-  shm::BlockRef ref;
+  shm::ChannelBlock block;
 };
 
 std::string_view AsView(const format::Buffer& buffer) {
@@ -54,19 +52,18 @@ Result<format::RecordBatchPtr> ReceivedRows::ToRecordBatch(format::MemoryPool* p
 
 RowPublisher::~RowPublisher() = default;
 
-Result<std::unique_ptr<RowPublisher>> RowPublisher::Create(shm::RingProducer* ring,
-                                                           shm::BodyAllocator* bodies,
+Result<std::unique_ptr<RowPublisher>> RowPublisher::Create(shm::ChannelProducer* channel,
                                                            format::SchemaPtr schema) {
-  if (ring == nullptr || bodies == nullptr || schema == nullptr) {
-    return Status::Invalid("RowPublisher: null ring, body allocator or schema");
+  if (channel == nullptr || schema == nullptr) {
+    return Status::Invalid("RowPublisher: null channel or schema");
   }
   ALKAID_RETURN_NOT_OK(format::CheckRowSchema(*schema));
-  if (ring->options().inline_capacity < sizeof(RowDescriptor)) {
-    return Status::Invalid("RowPublisher: ring '", ring->name(), "' has ",
-                           ring->options().inline_capacity,
+  if (channel->options().inline_capacity < sizeof(RowDescriptor)) {
+    return Status::Invalid("RowPublisher: channel '", channel->name(), "' has ",
+                           channel->options().inline_capacity,
                            " inline bytes per slot, less than a row descriptor");
   }
-  return std::unique_ptr<RowPublisher>(new RowPublisher(ring, bodies, std::move(schema)));
+  return std::unique_ptr<RowPublisher>(new RowPublisher(channel, std::move(schema)));
 }
 
 Status RowPublisher::PublishRows(const format::RecordBatch& batch) {
@@ -77,8 +74,8 @@ Status RowPublisher::PublishRows(const format::RecordBatch& batch) {
   // Sized first, then encoded straight into the block: no private copy of
   // the rows, no memcpy of the body.
   ALKAID_ASSIGN_OR_RAISE(int64_t size, format::EncodedRowBatchSize(batch));
-  ALKAID_ASSIGN_OR_RAISE(shm::WritableBlock block, bodies_->Allocate(static_cast<uint64_t>(size)));
-  const std::span<std::byte> bytes = block.data();
+  ALKAID_ASSIGN_OR_RAISE(shm::ChannelLoan loan, channel_->Loan(static_cast<uint64_t>(size)));
+  const std::span<std::byte> bytes = loan.data();
   ALKAID_ASSIGN_OR_RAISE(
       int64_t written,
       format::EncodeRowBatchInto(
@@ -87,29 +84,29 @@ Status RowPublisher::PublishRows(const format::RecordBatch& batch) {
     return Status::Invalid("RowPublisher: the row batch was sized at ", size,
                            " bytes but encoded into ", written);
   }
-  return Publish(block, static_cast<uint64_t>(size), batch.num_rows());
+  return Publish(&loan, static_cast<uint64_t>(size), batch.num_rows());
 }
 
 Status RowPublisher::PublishRowBatch(std::span<const uint8_t> row_batch) {
   const std::string_view view(reinterpret_cast<const char*>(row_batch.data()), row_batch.size());
   ALKAID_ASSIGN_OR_RAISE(auto rows, format::SplitRowBatch(view));
   // The caller's bytes live elsewhere: this is the one copy of the path.
-  ALKAID_ASSIGN_OR_RAISE(shm::WritableBlock block, bodies_->Allocate(row_batch.size()));
-  if (!row_batch.empty()) std::memcpy(block.data().data(), row_batch.data(), row_batch.size());
-  ALKAID_RETURN_NOT_OK(Publish(block, row_batch.size(), static_cast<int64_t>(rows.size())));
+  ALKAID_ASSIGN_OR_RAISE(shm::ChannelLoan loan, channel_->Loan(row_batch.size()));
+  if (!row_batch.empty()) std::memcpy(loan.data().data(), row_batch.data(), row_batch.size());
+  ALKAID_RETURN_NOT_OK(Publish(&loan, row_batch.size(), static_cast<int64_t>(rows.size())));
   copied_bytes_ += row_batch.size();
   return Status::OK();
 }
 
-Status RowPublisher::Publish(shm::WritableBlock& block, uint64_t body_length, int64_t num_rows) {
+Status RowPublisher::Publish(shm::ChannelLoan* loan, uint64_t body_length, int64_t num_rows) {
   RowDescriptor descriptor;
   descriptor.body_length = body_length;
   descriptor.num_rows = static_cast<uint64_t>(num_rows);
   std::byte payload[sizeof(RowDescriptor)];
   std::memcpy(payload, &descriptor, sizeof(descriptor));
-  // On success the ring owns the producer reference; on error `block`
-  // still holds it and the caller drops it.
-  return ring_->Publish(payload, block);
+  // On success the channel takes the loan; on error the caller drops it
+  // (back to the arena).
+  return channel_->Publish(payload, std::move(*loan));
 }
 
 // ---- RowSubscriber ---------------------------------------------------------------
@@ -117,35 +114,26 @@ Status RowPublisher::Publish(shm::WritableBlock& block, uint64_t body_length, in
 struct RowSubscriber::Impl {
   format::SchemaPtr schema;
   std::vector<int> columns;
-  // Before the consumer: its messages hold references through the reader.
-  std::shared_ptr<shm::BodyReader> reader;
-  std::unique_ptr<shm::RingConsumer> consumer;
-  shm::RingMessage message;
+  std::unique_ptr<shm::ChannelConsumer> consumer;
+  shm::ChannelMessage message;
 };
 
 RowSubscriber::RowSubscriber(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 RowSubscriber::~RowSubscriber() = default;
 
-Result<std::unique_ptr<RowSubscriber>> RowSubscriber::Open(std::string_view ring_name,
-                                                           std::string_view bodies_name,
-                                                           format::SchemaPtr schema,
-                                                           std::vector<int> columns,
-                                                           const shm::ConsumerOptions& options) {
+Result<std::unique_ptr<RowSubscriber>> RowSubscriber::Open(
+    std::string_view channel_name, format::SchemaPtr schema, std::vector<int> columns,
+    const shm::ChannelConsumerOptions& options) {
   if (schema == nullptr) return Status::Invalid("RowSubscriber: null schema");
   ALKAID_RETURN_NOT_OK(format::CheckRowSchema(*schema));
   auto impl = std::make_unique<Impl>();
   impl->schema = std::move(schema);
   impl->columns = std::move(columns);
-  ALKAID_ASSIGN_OR_RAISE(std::unique_ptr<shm::BodyReader> reader,
-                         shm::BodyReader::Open(bodies_name));
-  impl->reader = std::move(reader);
-  shm::ConsumerOptions co = options;
-  co.bodies = impl->reader.get();
-  ALKAID_ASSIGN_OR_RAISE(impl->consumer, shm::RingConsumer::Open(ring_name, co));
+  ALKAID_ASSIGN_OR_RAISE(impl->consumer, shm::ChannelConsumer::Open(channel_name, options));
   return std::unique_ptr<RowSubscriber>(new RowSubscriber(std::move(impl)));
 }
 
-const shm::RingConsumer& RowSubscriber::consumer() const { return *impl_->consumer; }
+const shm::ChannelConsumer& RowSubscriber::consumer() const { return *impl_->consumer; }
 
 Result<ReceivedRows> RowSubscriber::Receive(std::chrono::nanoseconds timeout) {
   ALKAID_RETURN_NOT_OK(impl_->consumer->Receive(&impl_->message, timeout));
@@ -160,8 +148,8 @@ Result<ReceivedRows> RowSubscriber::TryReceive() {
 
 Result<ReceivedRows> RowSubscriber::Decode() {
   Impl& d = *impl_;
-  shm::RingMessage& m = d.message;
-  const auto where = [&] { return "ring '" + d.consumer->name() + "' message " +
+  shm::ChannelMessage& m = d.message;
+  const auto where = [&] { return "channel '" + d.consumer->name() + "' message " +
                                   std::to_string(m.sequence()); };
   const auto payload = m.payload();
   if (payload.size() < sizeof(RowDescriptor)) {
@@ -175,16 +163,15 @@ Result<ReceivedRows> RowSubscriber::Decode() {
     return Status::Invalid(where(), ": not a row batch descriptor (magic ", descriptor.magic,
                            ", version ", descriptor.version, ", flags ", descriptor.flags, ")");
   }
-  if (!m.body().valid()) return Status::Invalid(where(), ": row batch message without a body");
-  const uint64_t block_length = m.body().data().size();
+  if (!m.has_body()) return Status::Invalid(where(), ": row batch message without a body");
+  const uint64_t block_length = m.body().size();
   if (descriptor.body_length > block_length) {
     return Status::Invalid(where(), ": row batch of ", descriptor.body_length,
                            " bytes does not fit its ", block_length, "-byte block");
   }
   auto owner = std::make_shared<RowBodyOwner>();
-  owner->reader = d.reader;
-  owner->ref = m.TakeBody();
-  const auto* bytes = reinterpret_cast<const uint8_t*>(owner->ref.data().data());
+  owner->block = m.TakeBody();
+  const auto* bytes = reinterpret_cast<const uint8_t*>(owner->block.data().data());
   ReceivedRows out;
   out.data = std::make_shared<format::Buffer>(bytes, static_cast<int64_t>(descriptor.body_length),
                                               owner);

@@ -1,6 +1,6 @@
 #pragma once
 
-// The inline payload of a ring slot carrying an UnsafeRow row batch
+// The inline payload of a channel slot carrying an UnsafeRow row batch
 // (docs/CLIENT.md, "Row topics"). Host byte order: producer and consumers
 // share a machine.
 

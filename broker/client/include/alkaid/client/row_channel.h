@@ -1,15 +1,15 @@
 #pragma once
 
 /// \file
-/// UnsafeRow row batches through a ring and a body segment: the row path of
+/// UnsafeRow row batches through a channel: the row path of
 /// unsafe-row topics (docs/CLIENT.md, "Row topics").
 ///
 /// Each message body is one row batch exactly as format/unsafe_row.h writes
 /// it (every row behind its 4-byte big-endian size), placed in a block of
-/// the producer's body segment. The slot's inline payload is a 32-byte
+/// the producer's channel arena. The slot's inline payload is a 32-byte
 /// descriptor (src/row_descriptor_internal.h). Consumers get a view of the
 /// block: no byte of the rows is copied on the way, and the block stays
-/// referenced while the view is held.
+/// held while the view is.
 
 #include <chrono>
 #include <cstdint>
@@ -24,8 +24,7 @@
 #include "alkaid/format/buffer.h"
 #include "alkaid/format/memory_pool.h"
 #include "alkaid/format/record_batch.h"
-#include "alkaid/shm/body_allocator.h"
-#include "alkaid/shm/ring.h"
+#include "alkaid/shm/channel.h"
 
 namespace alkaid::client {
 
@@ -46,8 +45,8 @@ struct ALKAID_EXPORT ReceivedRows {
   format::SchemaPtr row_schema;
   /// Indices of the columns ToRecordBatch() keeps (empty: all), in order.
   std::vector<int> columns;
-  /// Ring sequence of the message, and messages lost just before it
-  /// (kDropOldest rings only).
+  /// Channel sequence of the message, and messages lost just before it
+  /// (kDropOldest channels only).
   uint64_t sequence = 0;
   uint64_t lost_before = 0;
 
@@ -62,21 +61,18 @@ struct ALKAID_EXPORT ReceivedRows {
       format::MemoryPool* pool = format::default_memory_pool()) const;
 };
 
-/// Publishes row batches of one schema through a RingProducer created with
-/// its BodyAllocator.
+/// Publishes row batches of one schema through a channel.
 ///
-/// Thread safety: the producer thread only (like the ring and allocator).
+/// Thread safety: the producer thread only (like the channel).
 class ALKAID_EXPORT RowPublisher {
  public:
   ~RowPublisher();
   RowPublisher(const RowPublisher&) = delete;
   RowPublisher& operator=(const RowPublisher&) = delete;
 
-  /// `ring` must have been created with `bodies`; both must outlive the
-  /// publisher. TypeError (naming the field) if `schema` has a type rows
+  /// `channel` must outlive the publisher. TypeError (naming the field) if `schema` has a type rows
   /// cannot carry (format::CheckRowSchema).
-  static Result<std::unique_ptr<RowPublisher>> Create(shm::RingProducer* ring,
-                                                      shm::BodyAllocator* bodies,
+  static Result<std::unique_ptr<RowPublisher>> Create(shm::ChannelProducer* channel,
                                                       format::SchemaPtr schema);
 
   /// Encodes every row of `batch` (schema equal to the publisher's) as
@@ -99,14 +95,13 @@ class ALKAID_EXPORT RowPublisher {
   const format::SchemaPtr& schema() const { return schema_; }
 
  private:
-  RowPublisher(shm::RingProducer* ring, shm::BodyAllocator* bodies, format::SchemaPtr schema)
-      : ring_(ring), bodies_(bodies), schema_(std::move(schema)) {}
-  /// Publishes `block`, whose first `body_length` bytes are a row batch of
-  /// `num_rows` rows. On error `block` still holds the producer reference.
-  Status Publish(shm::WritableBlock& block, uint64_t body_length, int64_t num_rows);
+  RowPublisher(shm::ChannelProducer* channel, format::SchemaPtr schema)
+      : channel_(channel), schema_(std::move(schema)) {}
+  /// Publishes `loan`, whose first `body_length` bytes are a row batch of
+  /// `num_rows` rows. On error the loan stays with the caller.
+  Status Publish(shm::ChannelLoan* loan, uint64_t body_length, int64_t num_rows);
 
-  shm::RingProducer* ring_;
-  shm::BodyAllocator* bodies_;
+  shm::ChannelProducer* channel_;
   format::SchemaPtr schema_;
   uint64_t copied_bytes_ = 0;
 };
@@ -125,21 +120,20 @@ class ALKAID_EXPORT RowSubscriber {
   RowSubscriber(const RowSubscriber&) = delete;
   RowSubscriber& operator=(const RowSubscriber&) = delete;
 
-  /// Opens body segment `bodies_name` and registers on ring `ring_name`.
+  /// Maps channel `channel_name` read-only and registers as its consumer.
   /// `columns`: indices kept by ReceivedRows::ToRecordBatch (empty: all).
-  static Result<std::unique_ptr<RowSubscriber>> Open(std::string_view ring_name,
-                                                     std::string_view bodies_name,
-                                                     format::SchemaPtr schema,
-                                                     std::vector<int> columns = {},
-                                                     const shm::ConsumerOptions& options = {});
+  static Result<std::unique_ptr<RowSubscriber>> Open(
+      std::string_view channel_name, format::SchemaPtr schema, std::vector<int> columns = {},
+      const shm::ChannelConsumerOptions& options = {});
 
   /// The next row batch, waiting up to `timeout`: TimedOut, EndOfStream,
-  /// Cancelled (detached), or the error of a bad message (then skipped).
+  /// IOError (the producer died), or the error of a bad message (then
+  /// skipped).
   Result<ReceivedRows> Receive(std::chrono::nanoseconds timeout);
   /// The next row batch if one is there; null `data` otherwise.
   Result<ReceivedRows> TryReceive();
 
-  const shm::RingConsumer& consumer() const;
+  const shm::ChannelConsumer& consumer() const;
 
  private:
   struct Impl;
