@@ -1045,5 +1045,6 @@ std::vector<ChannelConsumerInfo> ChannelProducer::consumers() const {
 
 const std::string& ChannelProducer::name() const { return impl_->name; }
 const ChannelOptions& ChannelProducer::options() const { return impl_->options; }
+bool ChannelProducer::huge_pages() const { return impl_->segment->huge_pages(); }
 
 }  // namespace alkaid::shm

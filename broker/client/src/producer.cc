@@ -9,9 +9,9 @@
 
 #include "alkaid/client/batch_publisher.h"
 #include "alkaid/client/row_channel.h"
-#include "alkaid/shm/body_allocator.h"
-#include "alkaid/shm/ring.h"
+#include "alkaid/format/ipc/dictionary.h"
 #include "alkaid/format/unsafe_row.h"
+#include "alkaid/shm/channel.h"
 #include "alkaid/shm/segment.h"
 #include "connection_internal.h"
 
@@ -30,14 +30,15 @@ constexpr auto kStatsInterval = std::chrono::milliseconds(500);
 constexpr auto kWaitAfterBrokerLoss = std::chrono::milliseconds(2000);
 
 // True if every process in `awaited` (consumer id -> pid) has at least as
-// many active registrations on the ring as it has awaited consumers.
+// many registrations on the channel (accepted or waiting) as it has
+// awaited consumers.
 bool AllRegistered(const std::map<uint64_t, uint32_t>& awaited,
-                   const std::vector<shm::ConsumerInfoGuess>& registered) {
+                   const std::vector<shm::ChannelConsumerInfo>& registered) {
   std::map<uint32_t, uint32_t> needed;  // pid -> consumers
   for (const auto& [id, pid] : awaited) ++needed[pid];
   for (const auto& c : registered) {
     auto it = needed.find(c.pid);
-    if (c.active && it != needed.end() && it->second > 0) --it->second;
+    if (!c.closed && it != needed.end() && it->second > 0) --it->second;
   }
   for (const auto& [pid, left] : needed) {
     if (left > 0) return false;
@@ -52,10 +53,12 @@ struct Producer::Impl {
   ProducerOptions options;
   std::unique_ptr<internal::BrokerConnection> connection;
   uint64_t producer_id = 0;
+  // The channel's name (the broker calls it the topic's ring), and the
+  // body segment name the broker also assigns (unused: the channel holds
+  // the bodies; sent back when re-registering).
   std::string ring_name;
   std::string bodies_name;
-  std::unique_ptr<shm::BodyAllocator> bodies;
-  std::unique_ptr<shm::RingProducer> ring;
+  std::unique_ptr<shm::ChannelProducer> channel;
   std::unique_ptr<BatchPublisher> publisher;        // kRecordBatch topics
   std::unique_ptr<RowPublisher> row_publisher;      // kUnsafeRow topics
   PayloadKind kind = PayloadKind::kRecordBatch;
@@ -65,9 +68,12 @@ struct Producer::Impl {
   std::atomic<bool> stop{false};
   std::atomic<bool> broker_lost{false};
   std::atomic<uint64_t> published{0};
-  // Dictionary messages the publisher put in the ring (not batches).
-  std::atomic<uint64_t> dictionary_messages{0};
   std::atomic<uint64_t> dead_detached{0};
+  // The watchdog asks (stats_wanted), the producer thread answers at its
+  // next publish (the channel is the producer thread's alone).
+  std::atomic<bool> stats_wanted{false};
+  std::atomic<uint64_t> depth{0};
+  std::atomic<uint64_t> drops{0};
   std::atomic<uint64_t> reregistrations{0};
   bool reregistration_refused = false;  // watchdog only
   bool closed = false;
@@ -76,35 +82,27 @@ struct Producer::Impl {
     StopWatchdog();
     publisher.reset();
     row_publisher.reset();
-    ring.reset();
-    bodies.reset();
+    channel.reset();
   }
 
   void RemoveNames() {
-    if (!ring_name.empty()) (void)shm::Segment::Remove(ring_name);
-    if (!bodies_name.empty()) (void)shm::Segment::Remove(bodies_name);
+    channel.reset();  // removes the channel's names
+    if (!ring_name.empty()) (void)shm::RemoveChannel(ring_name);
   }
 
-  // Releases what consumer processes that are gone held (all of them if
-  // `only_pid` is 0; `only_pid`'s otherwise): their ring registrations, so
-  // they no longer hold the ring back, and exactly the body references they
-  // held, so their blocks are reused (shm::ReclaimDeadConsumer).
-  void ReclaimDeadConsumers(uint32_t only_pid) {
-    std::set<uint32_t> pids;
-    if (only_pid != 0) pids.insert(only_pid);
-    for (const auto& c : ring->ConsumersGuess()) {
-      if (only_pid == 0 && (c.active || c.detached) && c.pid != 0) pids.insert(c.pid);
+  // Producer thread: the figures the watchdog reports, when it asked.
+  void UpdateStats() {
+    if (!stats_wanted.load(std::memory_order_relaxed)) return;
+    stats_wanted.store(false, std::memory_order_relaxed);
+    const uint64_t end = channel->next_sequence();
+    uint64_t min_cursor = end;
+    for (const auto& c : channel->consumers()) {
+      if (c.accepted && !c.closed) min_cursor = std::min(min_cursor, c.cursor);
     }
-    for (uint32_t pid : pids) {
-      if (!internal::ProcessIsGone(pid)) continue;
-      auto reclaimed = shm::ReclaimDeadConsumer(
-          ring->segment(), bodies != nullptr ? bodies->segment() : nullptr, shm::kAnyConsumer,
-          pid);
-      // Refused only if the pid runs again (reused) by now: nothing to free.
-      if (reclaimed.ok()) {
-        dead_detached.fetch_add(reclaimed->registrations_freed, std::memory_order_relaxed);
-      }
-    }
+    depth.store(end - std::min(min_cursor, end), std::memory_order_relaxed);
+    const shm::ChannelStats counters = channel->stats();
+    drops.store(counters.dropped, std::memory_order_relaxed);
+    dead_detached.store(counters.consumers_reclaimed, std::memory_order_relaxed);
   }
 
   void ReportStats() {
@@ -112,15 +110,9 @@ struct Producer::Impl {
     request.type = p::RequestType::kProducerStats;
     request.target_id = producer_id;
     request.published = published.load(std::memory_order_relaxed);
-    // Ring sequences count dictionary messages too.
-    const uint64_t end = request.published + dictionary_messages.load(std::memory_order_relaxed);
-    uint64_t min_cursor = end;
-    for (const auto& c : ring->ConsumersGuess()) {
-      if (!c.active) continue;
-      min_cursor = std::min(min_cursor, c.cursor);
-      request.drops += c.lost;
-    }
-    request.depth = end - std::min(min_cursor, end);
+    request.depth = depth.load(std::memory_order_relaxed);
+    request.drops = drops.load(std::memory_order_relaxed);
+    stats_wanted.store(true, std::memory_order_relaxed);
     if (!connection->Send(std::move(request)).ok()) broker_lost = true;
   }
 
@@ -163,16 +155,15 @@ struct Producer::Impl {
   // The watchdog thread: the only user of `connection` while it runs.
   void WatchdogLoop() {
     auto next_reconnect = Clock::now();
-    auto next_pid_check = Clock::now();
     auto next_stats = Clock::now() + kStatsInterval;
     while (!stop.load(std::memory_order_acquire)) {
       if (!broker_lost) {
         auto event = connection->NextEvent(std::chrono::milliseconds(50));
         if (!event.ok()) {
           broker_lost = true;  // data keeps flowing; only the control plane is gone
-        } else if (event->has_value() && (*event)->type == p::EventType::kConsumerGone) {
-          ReclaimDeadConsumers((*event)->pid);
         }
+        // A consumer gone (ConsumerGone) is reclaimed by the channel on the
+        // producer thread: when it needs room or space, and in Poll.
       } else {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
         if (!reregistration_refused && Clock::now() >= next_reconnect) {
@@ -181,10 +172,6 @@ struct Producer::Impl {
         }
       }
       const auto now = Clock::now();
-      if (now >= next_pid_check) {
-        ReclaimDeadConsumers(0);
-        next_pid_check = now + kPidCheckInterval;
-      }
       if (!broker_lost && now >= next_stats) {
         ReportStats();
         next_stats = now + kStatsInterval;
@@ -213,7 +200,6 @@ struct Producer::Impl {
           if (!event.ok() || !event->has_value()) break;
           if ((*event)->type == p::EventType::kConsumerGone) {
             awaited.erase((*event)->consumer_id);
-            ReclaimDeadConsumers((*event)->pid);
           }
         }
       }
@@ -228,10 +214,10 @@ struct Producer::Impl {
         });
         next_pid_check = now + kPidCheckInterval;
       }
-      const auto registered = ring->ConsumersGuess();
+      const auto registered = channel->consumers();
       if (by_count) {
         uint32_t active = 0;
-        for (const auto& c : registered) active += c.active ? 1 : 0;
+        for (const auto& c : registered) active += c.closed ? 0 : 1;
         if (active >= attached_count) return;
       } else if (AllRegistered(awaited, registered)) {
         return;
@@ -287,32 +273,34 @@ Result<std::unique_ptr<Producer>> Producer::Open(const std::string& topic,
 
   p::Reply ready_reply;
   auto setup = [&]() -> Status {
-    shm::SegmentOptions access;
-    access.access = reply.segment_mode == 0660 ? shm::SegmentAccess::kOwnerAndGroup
-                                               : shm::SegmentAccess::kOwnerOnly;
-    shm::BodyAllocatorOptions body_options;
-    body_options.full_policy = shm::FullPolicy::kWait;
-    body_options.wait_timeout = options.publish_timeout;
-    body_options.segment = access;
-    body_options.segment.huge_pages = options.huge_pages;
-    ALKAID_ASSIGN_OR_RAISE(impl->bodies, shm::BodyAllocator::Create(
-                                             reply.bodies, reply.config.segment_bytes,
-                                             body_options));
-    shm::RingOptions ring_options;
-    ring_options.slot_count = reply.config.ring_slots;
-    ring_options.policy = reply.config.policy == p::Policy::kDropOldest
-                              ? shm::SlowConsumerPolicy::kDropOldest
-                              : shm::SlowConsumerPolicy::kBlockProducer;
-    ring_options.publish_timeout = options.publish_timeout;
-    ring_options.segment = access;
-    ALKAID_ASSIGN_OR_RAISE(impl->ring, shm::RingProducer::Create(reply.ring, ring_options,
-                                                                 impl->bodies.get()));
+    shm::ChannelOptions channel_options;
+    channel_options.segment.access = reply.segment_mode == 0660
+                                         ? shm::SegmentAccess::kOwnerAndGroupRead
+                                         : shm::SegmentAccess::kOwnerOnly;
+    channel_options.segment.huge_pages = options.huge_pages;
+    channel_options.arena_bytes = reply.config.segment_bytes;
+    channel_options.slot_count = reply.config.ring_slots;
+    channel_options.policy = reply.config.policy == p::Policy::kDropOldest
+                                 ? shm::SlowConsumerPolicy::kDropOldest
+                                 : shm::SlowConsumerPolicy::kBlockProducer;
+    channel_options.publish_timeout = options.publish_timeout;
+    channel_options.space_timeout = options.publish_timeout;
+    // Room inline for the Message of a batch of a new shape (most fit);
+    // batches of a shape seen before send a shape id and nothing inline.
+    channel_options.inline_capacity = 448;
+    channel_options.shape_count = 64;
+    // Dictionary replays reach each new consumer before its first batch.
+    format::ipc::DictionaryMemo ids;
+    ALKAID_RETURN_NOT_OK(ids.AssignIds(*schema));
+    channel_options.accept_on_publish = ids.num_fields() == 0;
+    ALKAID_ASSIGN_OR_RAISE(impl->channel,
+                           shm::ChannelProducer::Create(reply.ring, channel_options));
     if (impl->kind == PayloadKind::kUnsafeRow) {
-      ALKAID_ASSIGN_OR_RAISE(impl->row_publisher, RowPublisher::Create(
-                                                      impl->ring.get(), impl->bodies.get(), schema));
+      ALKAID_ASSIGN_OR_RAISE(impl->row_publisher,
+                             RowPublisher::Create(impl->channel.get(), schema));
     } else {
-      ALKAID_ASSIGN_OR_RAISE(impl->publisher, BatchPublisher::Create(
-                                                  impl->ring.get(), impl->bodies.get(), schema));
+      ALKAID_ASSIGN_OR_RAISE(impl->publisher,
+                             BatchPublisher::Create(impl->channel.get(), schema));
     }
     p::Request ready;
     ready.type = p::RequestType::kProducerReady;
@@ -324,8 +312,6 @@ Result<std::unique_ptr<Producer>> Producer::Open(const std::string& topic,
   if (!st.ok()) {
     impl->publisher.reset();
     impl->row_publisher.reset();
-    impl->ring.reset();
-    impl->bodies.reset();
     impl->RemoveNames();
     return st;
   }
@@ -370,6 +356,7 @@ Result<std::unique_ptr<FixedShapeWriter>> Producer::NewFixedShapeWriter(
 
 Status Producer::PublishRows(const format::RecordBatch& batch) {
   ALKAID_RETURN_NOT_OK(CheckUsable(*this, impl_->closed, PayloadKind::kUnsafeRow, "PublishRows"));
+  impl_->UpdateStats();
   ALKAID_RETURN_NOT_OK_CTX(impl_->row_publisher->PublishRows(batch),
                            "topic '" << impl_->topic << "'");
   impl_->published.fetch_add(1, std::memory_order_relaxed);
@@ -379,6 +366,7 @@ Status Producer::PublishRows(const format::RecordBatch& batch) {
 Status Producer::PublishRowBatch(std::span<const uint8_t> row_batch) {
   ALKAID_RETURN_NOT_OK(
       CheckUsable(*this, impl_->closed, PayloadKind::kUnsafeRow, "PublishRowBatch"));
+  impl_->UpdateStats();
   ALKAID_RETURN_NOT_OK_CTX(impl_->row_publisher->PublishRowBatch(row_batch),
                            "topic '" << impl_->topic << "'");
   impl_->published.fetch_add(1, std::memory_order_relaxed);
@@ -388,8 +376,7 @@ Status Producer::PublishRowBatch(std::span<const uint8_t> row_batch) {
 Status Producer::Publish(const format::RecordBatch& batch, ShmBatchPool* pool) {
   ALKAID_RETURN_NOT_OK(CheckUsable(*this, impl_->closed, PayloadKind::kRecordBatch, "Publish"));
   const Status st = impl_->publisher->Publish(batch, pool);
-  impl_->dictionary_messages.store(impl_->publisher->stats().dictionary_batches,
-                                   std::memory_order_relaxed);
+  impl_->UpdateStats();
   ALKAID_RETURN_NOT_OK_CTX(st, "topic '" << impl_->topic << "'");
   impl_->published.fetch_add(1, std::memory_order_relaxed);
   return Status::OK();
@@ -399,8 +386,7 @@ Status Producer::PublishCopy(const format::RecordBatch& batch) {
   ALKAID_RETURN_NOT_OK(
       CheckUsable(*this, impl_->closed, PayloadKind::kRecordBatch, "PublishCopy"));
   const Status st = impl_->publisher->PublishCopy(batch);
-  impl_->dictionary_messages.store(impl_->publisher->stats().dictionary_batches,
-                                   std::memory_order_relaxed);
+  impl_->UpdateStats();
   ALKAID_RETURN_NOT_OK_CTX(st, "topic '" << impl_->topic << "'");
   impl_->published.fetch_add(1, std::memory_order_relaxed);
   return Status::OK();
@@ -410,20 +396,23 @@ Status Producer::Close() {
   Impl& d = *impl_;
   if (d.closed) return Status::OK();
   d.closed = true;
-  if (d.ring) {
-    d.ring->Close();
-    // The watchdog still runs: a consumer dying now is detached and stops
-    // holding us up.
-    const uint64_t end = d.ring->next_sequence();  // batches and dictionary messages
+  if (d.channel) {
+    d.channel->Close();
+    // Consumers read what was published; one that dies meanwhile is
+    // reclaimed by Poll and stops holding us up.
+    const uint64_t end = d.channel->next_sequence();  // batches and dictionary messages
     const auto deadline = Clock::now() + d.options.drain_timeout;
     while (Clock::now() < deadline) {
+      d.channel->Poll();
       bool drained = true;
-      for (const auto& c : d.ring->ConsumersGuess()) {
-        if (c.active && c.cursor < end) drained = false;
+      for (const auto& c : d.channel->consumers()) {
+        if (c.accepted && !c.closed && c.cursor < end) drained = false;
       }
       if (drained) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
+    d.stats_wanted.store(true, std::memory_order_relaxed);
+    d.UpdateStats();
   }
   d.StopWatchdog();
   Status status;
@@ -446,7 +435,7 @@ const format::SchemaPtr& Producer::schema() const { return impl_->schema; }
 PayloadKind Producer::payload_kind() const { return impl_->kind; }
 bool Producer::broker_lost() const { return impl_->broker_lost.load(); }
 bool Producer::body_segment_huge_pages() const {
-  return impl_->bodies != nullptr && impl_->bodies->segment()->huge_pages();
+  return impl_->channel != nullptr && impl_->channel->huge_pages();
 }
 
 ProducerStats Producer::stats() const {

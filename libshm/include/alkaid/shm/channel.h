@@ -228,6 +228,8 @@ class ALKAID_EXPORT ChannelProducer {
   std::vector<ChannelConsumerInfo> consumers() const;
   const std::string& name() const;
   const ChannelOptions& options() const;
+  /// Whether the channel segment got huge pages (SegmentOptions::huge_pages).
+  bool huge_pages() const;
 
  private:
   using Owner = ChannelLoan::Owner;
