@@ -25,6 +25,7 @@
 #include "alkaid/format/ipc/io.h"
 #include "alkaid/format/ipc/reader.h"
 #include "alkaid/format/unsafe_row.h"
+#include "alkaid/shm/channel.h"
 #include "alkaid/shm/segment.h"
 #include "protocol/control.h"
 #include "protocol/frame.h"
@@ -243,15 +244,23 @@ struct Broker::Impl {
       if (ParseSegmentName(n, &stem, &pid, &is_ring) && !::alkaid::ProcessIsGone(pid)) {
         Leftover& l = pairs[stem];
         l.pid = pid;
-        (is_ring ? l.ring : l.bodies) = n;
+        if (is_ring) {
+          l.ring = n;
+        } else if (n.size() > stem.size() + 7 && n.compare(stem.size(), 7, ".bodies") == 0) {
+          l.bodies = n;
+        }
         continue;
       }
       RemoveLeftover(n);
     }
     const auto now = Clock::now();
     for (auto& [stem, l] : pairs) {
-      if (l.ring.empty() || l.bodies.empty()) {
-        RemoveLeftover(l.ring.empty() ? l.bodies : l.ring);  // half a pair is useless
+      if (l.ring.empty()) {
+        // Without its channel the rest is useless (a registry, consumer
+        // segments, a body segment of an older version).
+        for (const auto& n : names) {
+          if (n.compare(0, stem.size() + 1, stem + ".") == 0) RemoveLeftover(n);
+        }
         continue;
       }
       l.since = now;
@@ -272,8 +281,12 @@ struct Broker::Impl {
       if (dot == std::string::npos) break;
       start = dot + 1;
     }
-    if (parts.size() != 5 || parts[0] != options.name) return false;
-    if (parts[4] != "ring" && parts[4] != "bodies") return false;
+    // A producer's channel is "<stem>.ring", with its registry
+    // "<stem>.ring.reg" and its consumers' segments "<stem>.ring.c<k>.<tag>"
+    // (shm::ChannelProducer); "<stem>.bodies" is the name the protocol
+    // still reserves for a body segment.
+    if (parts.size() < 5 || parts[0] != options.name) return false;
+    if (parts[4] != "ring" && !(parts[4] == "bodies" && parts.size() == 5)) return false;
     if (parts[3].size() < 2 || parts[3][0] != 'p') return false;
     if (parts[2].empty() || parts[2].size() > 10) return false;
     uint64_t value = 0;
@@ -283,9 +296,20 @@ struct Broker::Impl {
     }
     if (value == 0 || value > 0x7fffffff) return false;
     *pid = static_cast<uint32_t>(value);
-    *is_ring = parts[4] == "ring";
-    *stem = n.substr(0, n.rfind('.'));
+    *is_ring = parts[4] == "ring" && parts.size() == 5;
+    *stem = parts[0] + "." + parts[1] + "." + parts[2] + "." + parts[3];
     return true;
+  }
+
+  // A channel's names: the channel, its registry, the consumer segments the
+  // registry lists (shm::RemoveChannel).
+  void RemoveChannelNames(const std::string& channel) {
+    const Status st = shm::RemoveChannel(channel);
+    if (st.ok()) {
+      Log(LogLevel::kInfo, "removed channel ", channel, " and its registry");
+    } else if (st.code() != StatusCode::kKeyError) {
+      Log(LogLevel::kWarn, "removing channel ", channel, ": ", st.message());
+    }
   }
 
   void RemoveLeftover(const std::string& n) {
@@ -308,8 +332,8 @@ struct Broker::Impl {
         Log(LogLevel::kInfo, "segments of pid ", l.pid, " not re-adopted (",
             all ? "broker stopping" : gone ? "process gone" : "no re-registration in time",
             ")");
-        RemoveLeftover(l.ring);
-        RemoveLeftover(l.bodies);
+        RemoveChannelNames(l.ring);
+        if (!l.bodies.empty()) RemoveLeftover(l.bodies);
         it = adoptable.erase(it);
       } else {
         ++it;
@@ -537,7 +561,8 @@ struct Broker::Impl {
       // A producer that outlived a broker restart: it may claim only the
       // segments that carry its own pid in their names.
       left = adoptable.find(request.ring);
-      if (left == adoptable.end() || left->second.bodies != request.bodies) {
+      if (left == adoptable.end() ||
+          (!left->second.bodies.empty() && left->second.bodies != request.bodies)) {
         return Status::KeyError("segments '", request.ring, "' and '", request.bodies,
                                 "' were not left by an earlier broker named '", options.name,
                                 "' (or were removed since)");
@@ -671,11 +696,10 @@ struct Broker::Impl {
     Producer producer = std::move(it->second);
     producers.erase(it);
     reserved_bytes -= producer.reserved;
-    for (const std::string& name : {producer.ring, producer.bodies}) {
-      const Status st = shm::Segment::Remove(name);
-      if (!st.ok() && st.code() != StatusCode::kKeyError) {
-        Log(LogLevel::kWarn, "removing segment ", name, ": ", st.message());
-      }
+    RemoveChannelNames(producer.ring);
+    const Status st = shm::Segment::Remove(producer.bodies);  // none since the channel
+    if (!st.ok() && st.code() != StatusCode::kKeyError) {
+      Log(LogLevel::kWarn, "removing segment ", producer.bodies, ": ", st.message());
     }
     auto conn = connections.find(producer.conn);
     if (conn != connections.end()) conn->second.producers.erase(id);

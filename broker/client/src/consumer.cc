@@ -121,17 +121,17 @@ struct Consumer::Impl {
     const bool from_oldest = options.from_oldest && !attached;
     Status st;
     if (kind == PayloadKind::kUnsafeRow) {
-      shm::ConsumerOptions ring_options;
-      ring_options.wait_mode = options.wait_mode;
-      ring_options.from_oldest = from_oldest;
-      auto r = RowSubscriber::Open(info.ring, info.bodies, topic_schema, columns, ring_options);
+      shm::ChannelConsumerOptions channel_options;
+      channel_options.wait_mode = options.wait_mode;
+      channel_options.from_oldest = from_oldest;
+      auto r = RowSubscriber::Open(info.ring, topic_schema, columns, channel_options);
       if (r.ok()) s.rows = std::move(*r);
       st = r.status();
     } else {
       SubscriberOptions sub_options;
       sub_options.consumer.wait_mode = options.wait_mode;
       sub_options.consumer.from_oldest = from_oldest;
-      auto r = BatchSubscriber::Open(info.ring, info.bodies, topic_schema, sub_options);
+      auto r = BatchSubscriber::Open(info.ring, topic_schema, sub_options);
       if (r.ok()) s.batches = std::move(*r);
       st = r.status();
     }
@@ -290,9 +290,10 @@ struct Consumer::Impl {
       case StatusCode::kEndOfStream:
         Finish(index, "every producer finished");
         return Item{};
-      case StatusCode::kCancelled:
-        Finish(index, "detached from producer " + std::to_string(subs[index].producer_id) +
-                          "'s ring (" + result.status().message() + ")");
+      case StatusCode::kIOError:
+        // The channel saw its producer die.
+        Finish(index, "producer " + std::to_string(subs[index].producer_id) + " gone (" +
+                          result.status().message() + ")");
         return Item{};
       default:
         return result.status();  // that message is skipped; the next call goes on
@@ -498,7 +499,7 @@ Status Consumer::Close() {
   Impl& d = *impl_;
   if (d.closed) return Status::OK();
   d.closed = true;
-  d.subs.clear();  // each RingConsumer detaches from its ring
+  d.subs.clear();  // each ChannelConsumer closes its registration
   if (d.connection && !d.connection->lost()) {
     p::Request detach;
     detach.type = p::RequestType::kDetach;
