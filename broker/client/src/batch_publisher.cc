@@ -136,11 +136,16 @@ Status BatchPublisher::SendDictionaries(const format::RecordBatch& batch) {
       ALKAID_ASSIGN_OR_RAISE(auto payload,
                              format::ipc::GetDictionaryPayload(change.id, change.is_delta,
                                                                change.values, RegionWriteOptions()));
-      ALKAID_RETURN_NOT_OK(PublishPayloadCopy(payload, MessageKind::kDictionary));
+      // The message, and every one after it, carries the generation of
+      // the state that includes it.
+      ++dictionary_generation_;
+      const Status st = PublishPayloadCopy(payload, MessageKind::kDictionary);
+      if (!st.ok()) {
+        --dictionary_generation_;  // nothing went out
+        return st;
+      }
       ++stats_.dictionary_batches;
       if (change.is_delta) ++stats_.dictionary_deltas;
-      // Messages from here on are of the state that includes it.
-      ++dictionary_generation_;
     }
     // Recorded once published: a failed publish is retried by the next call.
     ALKAID_RETURN_NOT_OK(dictionaries_->Commit(change));

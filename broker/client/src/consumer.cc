@@ -292,7 +292,7 @@ struct Consumer::Impl {
         return Item{};
       case StatusCode::kIOError:
         // The channel saw its producer die.
-        Finish(index, "producer " + std::to_string(subs[index].producer_id) + " gone (" +
+        Finish(index, "producer gone: producer " + std::to_string(subs[index].producer_id) + " (" +
                           result.status().message() + ")");
         return Item{};
       default:

@@ -438,6 +438,13 @@ bool Producer::body_segment_huge_pages() const {
   return impl_->channel != nullptr && impl_->channel->huge_pages();
 }
 
+void Producer::Poll() {
+  if (impl_->closed || impl_->channel == nullptr) return;
+  impl_->channel->Poll();
+  impl_->stats_wanted.store(true, std::memory_order_relaxed);
+  impl_->UpdateStats();
+}
+
 ProducerStats Producer::stats() const {
   ProducerStats s;
   s.published = impl_->published.load();

@@ -56,20 +56,22 @@ struct ProducerStats {
   /// Body bytes copied into shared memory: PublishCopy's, or on unsafe-row
   /// topics PublishRowBatch's (PublishRows encodes in place).
   uint64_t copied_bytes = 0;
-  /// Consumer registrations freed because their process died (with the
-  /// body references they held: shm::ReclaimDeadConsumer).
+  /// Consumers whose process died, and whose registration and blocks the
+  /// channel released (as of the last publish or Poll).
   uint64_t dead_consumers_detached = 0;
   /// Times this producer re-registered with a restarted broker.
   uint64_t reregistrations = 0;
 };
 
-/// One producer of a topic. Owns a ring and a body segment (named by the
-/// broker, created here) and publishes batches into them; the broker never
+/// One producer of a topic. Owns a channel (shm::ChannelProducer, named by
+/// the broker, created here) and publishes batches into it; the broker never
 /// sees the data.
 ///
-/// A watchdog thread listens to the broker (a consumer's death) and checks
-/// the pids of the ring's consumers every 200 ms, detaching dead ones so
-/// that they never hold the producer back, also while the broker is down.
+/// Dead consumers never hold the producer back: the channel releases what
+/// they held whenever it needs room or space (pid checks in its waits), also
+/// while the broker is down. An idle producer does so in Poll().
+///
+/// A watchdog thread listens to the broker and reports the topic's figures.
 ///
 /// Broker outages: publishing never involves the broker and goes on while
 /// it is down. The watchdog notices the lost connection and, every 200 ms,
@@ -138,6 +140,12 @@ class ALKAID_EXPORT Producer {
   const format::SchemaPtr& schema() const;
   PayloadKind payload_kind() const;
   ProducerStats stats() const;
+
+  /// Producer thread, for an idle producer: accepts consumers that
+  /// registered (they get the next batch, after a dictionary replay where
+  /// needed), releases what dead and finished consumers held, and updates
+  /// stats(). Publishing does this as needed.
+  void Poll();
   /// True while the producer is not registered with a broker (connection
   /// lost and not re-registered yet); the data path works regardless.
   bool broker_lost() const;
