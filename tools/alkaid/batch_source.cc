@@ -1,5 +1,8 @@
 #include "batch_source.h"
 
+#include <poll.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <string_view>
@@ -82,6 +85,39 @@ class PrefixedInputStream : public ipc::InputStream {
   int64_t position_ = 0;
 };
 
+// Standard input that, while no byte is there to read, calls `idle` about
+// every 100 ms.
+class IdleAwareStdin : public ipc::InputStream {
+ public:
+  IdleAwareStdin(std::shared_ptr<ipc::InputStream> in,
+                 std::shared_ptr<std::function<void()>> idle)
+      : in_(std::move(in)), idle_(std::move(idle)) {}
+
+  Result<int64_t> Read(int64_t n, void* out) override {
+    WaitReadable();
+    return in_->Read(n, out);
+  }
+  Result<std::shared_ptr<format::Buffer>> Read(int64_t n) override {
+    WaitReadable();
+    return in_->Read(n);
+  }
+  Result<int64_t> Tell() const override { return in_->Tell(); }
+  Status Close() override { return in_->Close(); }
+
+ private:
+  void WaitReadable() {
+    while (true) {
+      pollfd pfd{STDIN_FILENO, POLLIN, 0};
+      const int ready = ::poll(&pfd, 1, 100);
+      if (ready != 0) return;  // data, end of input or an error: the read says which
+      if (*idle_) (*idle_)();
+    }
+  }
+
+  std::shared_ptr<ipc::InputStream> in_;
+  std::shared_ptr<std::function<void()>> idle_;
+};
+
 // All of `in`, after `prefix`.
 Result<std::shared_ptr<format::Buffer>> ReadAll(const std::vector<uint8_t>& prefix,
                                                 ipc::InputStream* in) {
@@ -116,7 +152,8 @@ Result<std::unique_ptr<BatchSource>> BatchSource::Open(const std::string& path) 
       ALKAID_ASSIGN_OR_RAISE(auto bytes, ReadAll(prefix, in.get()));
       whole = std::make_shared<ipc::BufferReader>(std::move(bytes));
     } else {
-      auto stream = std::make_shared<PrefixedInputStream>(std::move(prefix), std::move(in));
+      auto waiting = std::make_shared<IdleAwareStdin>(std::move(in), source->idle_);
+      auto stream = std::make_shared<PrefixedInputStream>(std::move(prefix), std::move(waiting));
       auto reader = ipc::RecordBatchStreamReader::Open(std::move(stream));
       if (!reader.ok()) return reader.status().WithContext("stdin");
       source->stream_ = std::move(*reader);

@@ -4,6 +4,7 @@
 // publish` can publish each batch as soon as it is complete.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -43,6 +44,11 @@ class BatchSource {
   /// "stdin" or the path.
   const std::string& name() const { return name_; }
 
+  /// Called about every 100 ms while Next waits for standard input to
+  /// have data (a producer polls its channel meanwhile, so that consumers
+  /// that register while the input is idle are accepted).
+  void set_idle(std::function<void()> idle) { *idle_ = std::move(idle); }
+
  private:
   BatchSource() = default;
 
@@ -51,6 +57,8 @@ class BatchSource {
   std::unique_ptr<format::ipc::RecordBatchStreamReader> stream_;
   std::shared_ptr<format::ipc::RecordBatchFileReader> file_;
   int64_t batches_read_ = 0;
+  // Shared with the stdin wrapper, which may outlive nothing but us.
+  std::shared_ptr<std::function<void()>> idle_ = std::make_shared<std::function<void()>>();
 };
 
 }  // namespace alkaid::tools

@@ -66,6 +66,10 @@ int RunPublish(const PublishOptions& options) {
   if (options.unsafe_row) producer_options.topic.payload_kind = client::PayloadKind::kUnsafeRow;
   auto producer = client::Producer::Open(options.topic, input.schema(), producer_options);
   if (!producer.ok()) return ReportError("publish", producer.status());
+  // While stdin is idle, consumers that register are still accepted (and
+  // with --from-oldest get what the channel holds).
+  client::Producer* idle_producer = producer->get();
+  input.set_idle([idle_producer] { idle_producer->Poll(); });
   while (true) {
     auto batch = input.Next();
     if (!batch.ok()) {
