@@ -106,10 +106,8 @@ TEST(BatchChannelTest, BuiltInPlaceAndReceivedZeroCopy) {
   Channel ch;
   ASSERT_OK(ch.Create(4 << 20));
   ASSERT_OK_AND_ASSIGN(auto publisher,
-                       BatchPublisher::Create(ch.ring.get(), ch.bodies.get(), TestSchema()));
-  // Through the producer's own mappings, so that addresses compare.
-  ASSERT_OK_AND_ASSIGN(auto subscriber, BatchSubscriber::Open(ch.ring->segment(),
-                                                              ch.bodies->segment(), TestSchema()));
+                       BatchPublisher::Create(ch.producer.get(), TestSchema()));
+  ASSERT_OK_AND_ASSIGN(auto subscriber, BatchSubscriber::Open(ch.name, TestSchema()));
   for (int64_t b = 0; b < 5; ++b) {
     ASSERT_OK_AND_ASSIGN(auto pool, publisher->NewPool(64 << 10));
     ASSERT_OK_AND_ASSIGN(auto batch, BuildInPlace(pool.get(), b));
@@ -124,9 +122,12 @@ TEST(BatchChannelTest, BuiltInPlaceAndReceivedZeroCopy) {
     ASSERT_NE(got.batch, nullptr);
     EXPECT_EQ(got.sequence, static_cast<uint64_t>(b));
     EXPECT_TRUE(VerifyBatch(*got.batch, b));
-    // Zero-copy: the consumer's buffers are the producer's region.
-    EXPECT_EQ(got.body->data(), pool->region_data());
+    // Zero-copy: the consumer's buffers lie in the shared block, which
+    // holds the bytes the producer built (its own mapping of them).
     EXPECT_TRUE(AllBuffersIn(*got.batch, *got.body));
+    EXPECT_EQ(std::memcmp(got.body->data(), pool->region_data(),
+                          static_cast<size_t>(got.body->size())),
+              0);
     batch.reset();
   }
   EXPECT_EQ(publisher->stats().batches, 5u);
@@ -137,9 +138,8 @@ TEST(BatchChannelTest, ReceivedBatchKeepsItsBlockUntilDropped) {
   Channel ch;
   ASSERT_OK(ch.Create(1 << 20));
   ASSERT_OK_AND_ASSIGN(auto publisher,
-                       BatchPublisher::Create(ch.ring.get(), ch.bodies.get(), TestSchema()));
-  ASSERT_OK_AND_ASSIGN(auto subscriber, BatchSubscriber::Open(ch.ring_name, ch.bodies_name,
-                                                              TestSchema()));
+                       BatchPublisher::Create(ch.producer.get(), TestSchema()));
+  ASSERT_OK_AND_ASSIGN(auto subscriber, BatchSubscriber::Open(ch.name, TestSchema()));
   std::vector<ReceivedBatch> held;
   for (int64_t b = 0; b < 6; ++b) {
     ASSERT_OK_AND_ASSIGN(auto pool, publisher->NewPool(16 << 10));
@@ -150,20 +150,12 @@ TEST(BatchChannelTest, ReceivedBatchKeepsItsBlockUntilDropped) {
     ASSERT_OK_AND_ASSIGN(ReceivedBatch got, subscriber->Receive(1s));
     held.push_back(std::move(got));
   }
-  // The ring drops its references once the consumer has passed: only the
-  // received batches keep the blocks now.
-  ch.ring->ReleaseConsumedBodies();
-  ch.bodies->Reclaim();
-  EXPECT_EQ(ch.bodies->stats().in_use_blocks, 6u);
-  // Release out of order; every other batch stays intact.
-  for (int64_t b : {3, 0, 5}) {
-    held[static_cast<size_t>(b)] = ReceivedBatch{};
-    ch.bodies->Reclaim();
-  }
-  EXPECT_EQ(ch.bodies->stats().in_use_blocks, 3u);
-  // Reuse the freed space; the survivors must not change.
-  for (int64_t b = 10; b < 13; ++b) {
-    ASSERT_OK_AND_ASSIGN(auto pool, publisher->NewPool(16 << 10));
+  // Release out of order; every other batch stays intact while the
+  // producer goes on publishing far more than the arena holds (freed
+  // blocks are reused).
+  for (int64_t b : {3, 0, 5}) held[static_cast<size_t>(b)] = ReceivedBatch{};
+  for (int64_t b = 10; b < 200; ++b) {
+    ASSERT_OK_AND_ASSIGN(auto pool, publisher->NewPool(64 << 10));
     ASSERT_OK_AND_ASSIGN(auto batch, BuildInPlace(pool.get(), b));
     ASSERT_OK(publisher->Publish(*batch, pool.get()));
     ASSERT_OK_AND_ASSIGN(ReceivedBatch got, subscriber->Receive(1s));
@@ -172,23 +164,36 @@ TEST(BatchChannelTest, ReceivedBatchKeepsItsBlockUntilDropped) {
   for (int64_t b : {1, 2, 4}) EXPECT_TRUE(VerifyBatch(*held[static_cast<size_t>(b)].batch, b));
   // A column kept alone still keeps the block.
   auto column = held[1].batch->column_data(1);
+  const format::Buffer* values = column->buffers[2].get();
+  const std::string before(reinterpret_cast<const char*>(values->data()),
+                           static_cast<size_t>(values->size()));
   held.clear();
-  ch.ring->ReleaseConsumedBodies();
-  ch.bodies->Reclaim();
-  EXPECT_EQ(ch.bodies->stats().in_use_blocks, 1u);
+  for (int64_t b = 200; b < 300; ++b) {
+    ASSERT_OK_AND_ASSIGN(auto pool, publisher->NewPool(64 << 10));
+    ASSERT_OK_AND_ASSIGN(auto batch, BuildInPlace(pool.get(), b));
+    ASSERT_OK(publisher->Publish(*batch, pool.get()));
+    ASSERT_OK(subscriber->Receive(1s).status());
+  }
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(values->data()),
+                        static_cast<size_t>(values->size())),
+            before);
+  // What the consumer holds, as the producer counts it: the column's block.
+  ch.producer->Poll();
+  ASSERT_EQ(ch.producer->consumers().size(), 1u);
+  EXPECT_EQ(ch.producer->consumers()[0].held_blocks, 1u);
   column.reset();
-  ch.bodies->Reclaim();
-  EXPECT_EQ(ch.bodies->stats().in_use_blocks, 0u);
+  ch.producer->Poll();
+  EXPECT_EQ(ch.producer->consumers()[0].held_blocks, 0u);
 }
 
 TEST(BatchChannelTest, ForkedConsumerVerifiesEveryValueZeroCopy) {
   Channel ch;
-  shm::RingOptions ro;
+  shm::ChannelOptions ro;
   ro.slot_count = 8;  // smaller than the run: exercises backpressure
   ro.publish_timeout = 20s;
   ASSERT_OK(ch.Create(1 << 20, ro));
   ASSERT_OK_AND_ASSIGN(auto publisher,
-                       BatchPublisher::Create(ch.ring.get(), ch.bodies.get(), TestSchema()));
+                       BatchPublisher::Create(ch.producer.get(), TestSchema()));
   constexpr int64_t kBatches = 200;
   int ready[2];
   ASSERT_EQ(::pipe(ready), 0);
@@ -197,7 +202,7 @@ TEST(BatchChannelTest, ForkedConsumerVerifiesEveryValueZeroCopy) {
   if (child == 0) {
     ::close(ready[0]);
     int code = 0;
-    auto sub = BatchSubscriber::Open(ch.ring_name, ch.bodies_name, TestSchema());
+    auto sub = BatchSubscriber::Open(ch.name, TestSchema());
     char byte = sub.ok() ? 1 : 0;
     if (::write(ready[1], &byte, 1) != 1 || !sub.ok()) ::_exit(10);
     for (int64_t b = 0; b < kBatches && code == 0; ++b) {
@@ -220,7 +225,7 @@ TEST(BatchChannelTest, ForkedConsumerVerifiesEveryValueZeroCopy) {
     ASSERT_OK_AND_ASSIGN(auto batch, BuildInPlace(pool.get(), b));
     ASSERT_OK(publisher->Publish(*batch, pool.get()));
   }
-  ch.ring->Close();
+  ch.producer->Close();
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status));
@@ -229,13 +234,12 @@ TEST(BatchChannelTest, ForkedConsumerVerifiesEveryValueZeroCopy) {
 
 TEST(BatchChannelTest, HeapBatchIsCopiedOnce) {
   Channel ch;
-  shm::RingOptions ro;
+  shm::ChannelOptions ro;
   ro.inline_capacity = 64;  // forces the metadata into the region
   ASSERT_OK(ch.Create(1 << 20, ro));
   ASSERT_OK_AND_ASSIGN(auto publisher,
-                       BatchPublisher::Create(ch.ring.get(), ch.bodies.get(), TestSchema()));
-  ASSERT_OK_AND_ASSIGN(auto subscriber, BatchSubscriber::Open(ch.ring_name, ch.bodies_name,
-                                                              TestSchema()));
+                       BatchPublisher::Create(ch.producer.get(), TestSchema()));
+  ASSERT_OK_AND_ASSIGN(auto subscriber, BatchSubscriber::Open(ch.name, TestSchema()));
   format::SystemMemoryPool heap;
   ASSERT_OK_AND_ASSIGN(auto pool, publisher->NewPool(64 << 10));
   ASSERT_OK_AND_ASSIGN(auto in_shm, BuildInPlace(pool.get(), 3));
@@ -262,9 +266,8 @@ TEST(BatchChannelTest, MessageAndRegionFormAnIpcStream) {
   Channel ch;
   ASSERT_OK(ch.Create(1 << 20));
   ASSERT_OK_AND_ASSIGN(auto publisher,
-                       BatchPublisher::Create(ch.ring.get(), ch.bodies.get(), TestSchema()));
-  ASSERT_OK_AND_ASSIGN(auto subscriber, BatchSubscriber::Open(ch.ring_name, ch.bodies_name,
-                                                              TestSchema()));
+                       BatchPublisher::Create(ch.producer.get(), TestSchema()));
+  ASSERT_OK_AND_ASSIGN(auto subscriber, BatchSubscriber::Open(ch.name, TestSchema()));
   std::vector<ReceivedBatch> got;
   for (int64_t b = 0; b < 3; ++b) {
     ASSERT_OK_AND_ASSIGN(auto pool, publisher->NewPool(16 << 10));
@@ -306,9 +309,8 @@ TEST(BatchChannelTest, RejectsMismatchesAndCorruptDescriptors) {
   Channel ch;
   ASSERT_OK(ch.Create(1 << 20));
   ASSERT_OK_AND_ASSIGN(auto publisher,
-                       BatchPublisher::Create(ch.ring.get(), ch.bodies.get(), TestSchema()));
-  ASSERT_OK_AND_ASSIGN(auto subscriber, BatchSubscriber::Open(ch.ring_name, ch.bodies_name,
-                                                              TestSchema()));
+                       BatchPublisher::Create(ch.producer.get(), TestSchema()));
+  ASSERT_OK_AND_ASSIGN(auto subscriber, BatchSubscriber::Open(ch.name, TestSchema()));
   // Wrong schema.
   format::Int64Builder ints;
   ASSERT_OK(ints.Append(1));
@@ -327,31 +329,72 @@ TEST(BatchChannelTest, RejectsMismatchesAndCorruptDescriptors) {
   ASSERT_OK_AND_ASSIGN(auto n, heap_names.Finish());
   ASSERT_OK_AND_ASSIGN(auto heap, format::RecordBatch::Make(TestSchema(), 1, {a, n}));
   ASSERT_RAISES(kInvalid, publisher->Publish(*heap, pool.get()));
-  // Garbage descriptors straight through the ring: each is reported, then
+  // Garbage straight through the channel: each message is reported, then
   // skipped.
+  auto user = [](uint8_t kind, uint64_t body_length, bool in_region) {
+    internal::UserWord u;
+    u.kind = kind;
+    u.body_length = body_length;
+    u.metadata_in_region = in_region;
+    return u.Pack();
+  };
   std::vector<std::byte> junk(40, std::byte{0x5a});
-  ASSERT_OK_AND_ASSIGN(auto block, ch.bodies->Allocate(128));
-  ASSERT_OK(ch.ring->Publish(junk, block));
-  ASSERT_RAISES(kInvalid, subscriber->Receive(1s));
-  ASSERT_OK(ch.ring->Publish(std::span<const std::byte>(junk.data(), 8)));
-  ASSERT_RAISES(kInvalid, subscriber->Receive(1s));
+  {
+    ASSERT_OK_AND_ASSIGN(auto loan, ch.producer->Loan(128));
+    ASSERT_OK(ch.producer->Publish(junk, std::move(loan), user(0, 64, false)));
+  }
+  ASSERT_RAISES(kInvalid, subscriber->Receive(1s));  // junk metadata
+  ASSERT_OK(ch.producer->Publish(junk, user(0, 0, false)));
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "no body block", subscriber->Receive(1s));
+  {
+    ASSERT_OK_AND_ASSIGN(auto loan, ch.producer->Loan(128));
+    ASSERT_OK(ch.producer->Publish({}, std::move(loan), user(9, 64, false)));
+  }
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "unknown message kind", subscriber->Receive(1s));
+  {
+    ASSERT_OK_AND_ASSIGN(auto loan, ch.producer->Loan(128));
+    ASSERT_OK(ch.producer->Publish({}, std::move(loan), user(0, 4096, false)));
+  }
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "exceeds its", subscriber->Receive(1s));
+  {
+    // Metadata "in the region", but placed outside the block.
+    internal::RegionMetadata where{64, 1 << 20};
+    std::vector<std::byte> record(sizeof(where));
+    std::memcpy(record.data(), &where, sizeof(where));
+    ASSERT_OK_AND_ASSIGN(auto loan, ch.producer->Loan(128));
+    ASSERT_OK(ch.producer->Publish(record, std::move(loan), user(0, 64, true)));
+  }
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "is not inside", subscriber->Receive(1s));
+  {
+    // A shape id never added.
+    ASSERT_OK_AND_ASSIGN(uint32_t shape, ch.producer->AddShape(junk));
+    ASSERT_OK_AND_ASSIGN(auto loan, ch.producer->Loan(128));
+    ASSERT_OK(ch.producer->Publish({}, std::move(loan), user(0, 64, false), shape));
+  }
+  ASSERT_RAISES(kInvalid, subscriber->Receive(1s));  // the shape's bytes are junk
   // Nothing left: TryReceive gives an empty result.
   ASSERT_OK_AND_ASSIGN(ReceivedBatch none, subscriber->TryReceive());
   EXPECT_EQ(none.batch, nullptr);
   // A dictionary message on a topic whose schema has no dictionary.
-  internal::BatchDescriptor desc;
-  desc.flags = internal::kDictionaryMessage;
-  std::vector<std::byte> dict_slot(sizeof(desc));
-  std::memcpy(dict_slot.data(), &desc, sizeof(desc));
-  ASSERT_OK_AND_ASSIGN(auto block2, ch.bodies->Allocate(64));
-  ASSERT_OK(ch.ring->Publish(dict_slot, block2));
+  {
+    ASSERT_OK_AND_ASSIGN(auto loan, ch.producer->Loan(64));
+    ASSERT_OK(ch.producer->Publish(junk, std::move(loan),
+                                   user(static_cast<uint8_t>(internal::MessageKind::kDictionary),
+                                        0, false)));
+  }
   ASSERT_RAISES_WITH_MESSAGE(kInvalid, "no dictionary-encoded field", subscriber->Receive(1s));
+  // And after all that, a good batch still arrives.
+  ASSERT_OK_AND_ASSIGN(auto good_pool, publisher->NewPool(16 << 10));
+  ASSERT_OK_AND_ASSIGN(auto good, BuildInPlace(good_pool.get(), 4));
+  ASSERT_OK(publisher->Publish(*good, good_pool.get()));
+  ASSERT_OK_AND_ASSIGN(ReceivedBatch fine, subscriber->Receive(1s));
+  EXPECT_TRUE(VerifyBatch(*fine.batch, 4));
 }
 
-// Every batch of every gold file through the ring, compared with the
+// Every batch of every gold file through the channel, compared with the
 // original; dictionary-encoded files (nested and shared dictionaries
 // included) with their dictionary messages.
-TEST(BatchChannelTest, GoldFilesRoundTripThroughTheRing) {
+TEST(BatchChannelTest, GoldFilesRoundTripThroughTheChannel) {
   int files = 0, batches = 0, with_dictionaries = 0;
   for (const auto& entry : std::filesystem::directory_iterator(ALKAID_GOLD_DIR)) {
     const std::string path = entry.path().string();
@@ -361,13 +404,13 @@ TEST(BatchChannelTest, GoldFilesRoundTripThroughTheRing) {
     ASSERT_OK_AND_ASSIGN(auto reader, format::ipc::RecordBatchFileReader::Open(file));
     if (reader->dictionary_memo().num_fields() > 0) ++with_dictionaries;
     Channel ch;
-    shm::RingOptions ro;
+    shm::ChannelOptions ro;
     ro.inline_capacity = 256;  // larger metadata goes into the region
+    ro.accept_on_publish = false;  // the publisher accepts (dictionary replays)
     ASSERT_OK(ch.Create(8 << 20, ro));
     ASSERT_OK_AND_ASSIGN(auto publisher,
-                         BatchPublisher::Create(ch.ring.get(), ch.bodies.get(), reader->schema()));
-    ASSERT_OK_AND_ASSIGN(auto subscriber, BatchSubscriber::Open(ch.ring_name, ch.bodies_name,
-                                                                reader->schema()));
+                         BatchPublisher::Create(ch.producer.get(), reader->schema()));
+    ASSERT_OK_AND_ASSIGN(auto subscriber, BatchSubscriber::Open(ch.name, reader->schema()));
     for (int i = 0; i < reader->num_record_batches(); ++i) {
       ASSERT_OK_AND_ASSIGN(auto original, reader->ReadRecordBatch(i));
       ASSERT_OK(publisher->PublishCopy(*original));
@@ -385,7 +428,7 @@ TEST(BatchChannelTest, GoldFilesRoundTripThroughTheRing) {
   EXPECT_GE(files, 20);
   EXPECT_GT(batches, 50);
   EXPECT_GE(with_dictionaries, 3);
-  std::cout << "[ gold     ] " << files << " files, " << batches << " batches through the ring, "
+  std::cout << "[ gold     ] " << files << " files, " << batches << " batches through the channel, "
             << with_dictionaries << " of them with dictionaries\n";
 }
 

@@ -1,15 +1,14 @@
 #pragma once
 
 // Helpers shared by the client tests: unique segment names and a
-// producer-side fixture (body allocator + ring) that removes its segments.
+// producer-side fixture (a channel) that removes its names.
 
 #include <unistd.h>
 
 #include <memory>
 #include <string>
 
-#include "alkaid/shm/body_allocator.h"
-#include "alkaid/shm/ring.h"
+#include "alkaid/shm/channel.h"
 #include "alkaid/shm/segment.h"
 #include "dead_segments.h"
 #include "test_util.h"
@@ -24,25 +23,23 @@ inline std::string UniqueName(const std::string& what) {
   return "alkaid_ct" + std::to_string(::getpid()) + "_" + what + std::to_string(counter++);
 }
 
-/// A body segment and a ring over it, removed on destruction.
+/// A channel (the producer side), removed on destruction.
 struct Channel {
-  std::string bodies_name = UniqueName("b");
-  std::string ring_name = UniqueName("r");
-  std::unique_ptr<shm::BodyAllocator> bodies;
-  std::unique_ptr<shm::RingProducer> ring;
+  std::string name = UniqueName("ch");
+  std::unique_ptr<shm::ChannelProducer> producer;
 
-  Status Create(uint64_t arena_bytes, shm::RingOptions options = {}) {
-    shm::BodyAllocatorOptions bo;
-    bo.wait_timeout = std::chrono::seconds(10);
-    ALKAID_ASSIGN_OR_RAISE(bodies, shm::BodyAllocator::Create(bodies_name, arena_bytes, bo));
-    ALKAID_ASSIGN_OR_RAISE(ring, shm::RingProducer::Create(ring_name, options, bodies.get()));
+  /// `options.arena_bytes` becomes `arena_bytes`; an unset inline capacity
+  /// becomes 448 (what Producer uses); waits for space up to 10 s.
+  Status Create(uint64_t arena_bytes, shm::ChannelOptions options = {}) {
+    options.arena_bytes = arena_bytes;
+    if (options.inline_capacity == 0) options.inline_capacity = 448;
+    options.space_timeout = std::chrono::seconds(10);
+    ALKAID_ASSIGN_OR_RAISE(producer, shm::ChannelProducer::Create(name, options));
     return Status::OK();
   }
   ~Channel() {
-    ring.reset();
-    bodies.reset();
-    (void)shm::Segment::Remove(ring_name);
-    (void)shm::Segment::Remove(bodies_name);
+    producer.reset();
+    (void)shm::RemoveChannel(name);
   }
 };
 

@@ -14,9 +14,9 @@ using testing::Channel;
 TEST(ShmBatchPoolTest, BuffersAreAlignedAndInsideTheRegion) {
   Channel ch;
   ASSERT_OK(ch.Create(1 << 20));
-  ASSERT_OK_AND_ASSIGN(auto pool, ShmBatchPool::Create(ch.bodies.get(), 4096));
+  ASSERT_OK_AND_ASSIGN(auto pool, ShmBatchPool::Create(ch.producer.get(), 4096));
   EXPECT_EQ(pool->region_size(), 4096u);
-  EXPECT_EQ(pool->backend_name(), "shm:" + ch.bodies_name);
+  EXPECT_EQ(pool->backend_name(), "shm:" + ch.name);
   ASSERT_OK_AND_ASSIGN(uint8_t * a, pool->Allocate(10));
   ASSERT_OK_AND_ASSIGN(uint8_t * b, pool->Allocate(0));
   ASSERT_OK_AND_ASSIGN(uint8_t * c, pool->Allocate(100, 8));
@@ -40,7 +40,7 @@ TEST(ShmBatchPoolTest, BuffersAreAlignedAndInsideTheRegion) {
 TEST(ShmBatchPoolTest, LastAllocationGrowsInPlace) {
   Channel ch;
   ASSERT_OK(ch.Create(1 << 20));
-  ASSERT_OK_AND_ASSIGN(auto pool, ShmBatchPool::Create(ch.bodies.get(), 1024));
+  ASSERT_OK_AND_ASSIGN(auto pool, ShmBatchPool::Create(ch.producer.get(), 1024));
   ASSERT_OK_AND_ASSIGN(uint8_t * a, pool->Allocate(64));
   a[0] = 42;
   ASSERT_OK_AND_ASSIGN(uint8_t * grown, pool->Reallocate(a, 64, 512, 64));
@@ -61,7 +61,7 @@ TEST(ShmBatchPoolTest, LastAllocationGrowsInPlace) {
 TEST(ShmBatchPoolTest, BuildersWriteIntoTheRegion) {
   Channel ch;
   ASSERT_OK(ch.Create(1 << 20));
-  ASSERT_OK_AND_ASSIGN(auto pool, ShmBatchPool::Create(ch.bodies.get(), 64 << 10));
+  ASSERT_OK_AND_ASSIGN(auto pool, ShmBatchPool::Create(ch.producer.get(), 64 << 10));
   {
     format::Int64Builder builder(pool.get());
     ASSERT_OK(builder.Reserve(1000));
@@ -79,11 +79,12 @@ TEST(ShmBatchPoolTest, BuildersWriteIntoTheRegion) {
 TEST(ShmBatchPoolTest, RegionIsReleasedWithThePool) {
   Channel ch;
   ASSERT_OK(ch.Create(4096));
-  ASSERT_OK_AND_ASSIGN(auto pool, ShmBatchPool::Create(ch.bodies.get(), 2048));
-  EXPECT_EQ(ch.bodies->stats().in_use_blocks, 1u);
+  ASSERT_OK_AND_ASSIGN(auto pool, ShmBatchPool::Create(ch.producer.get(), 2048));
+  EXPECT_EQ(ch.producer->stats().blocks_live, 1u);
   pool.reset();
-  EXPECT_EQ(ch.bodies->stats().in_use_blocks, 0u);
-  ASSERT_RAISES(kInvalid, ShmBatchPool::Create(ch.bodies.get(), 0));
+  ch.producer->Poll();  // takes back loans dropped (on any thread)
+  EXPECT_EQ(ch.producer->stats().blocks_live, 0u);
+  ASSERT_RAISES(kInvalid, ShmBatchPool::Create(ch.producer.get(), 0));
   ASSERT_RAISES(kInvalid, ShmBatchPool::Create(nullptr, 64));
 }
 

@@ -126,10 +126,11 @@ uint64_t BatchPublisher::UserWordFor(uint64_t body_length, MessageKind kind,
 }
 
 Status BatchPublisher::SendDictionaries(const format::RecordBatch& batch) {
-  if (dictionaries_ == nullptr) return Status::OK();
+  // A channel that does not accept consumers on publish leaves it to us.
   // Consumers accepted now start at the next message: the replay below, at
   // the latest, reaches them before the batch.
-  (void)channel_->AcceptConsumers();
+  if (!channel_->options().accept_on_publish) (void)channel_->AcceptConsumers();
+  if (dictionaries_ == nullptr) return Status::OK();
   ALKAID_ASSIGN_OR_RAISE(auto changes, dictionaries_->Diff(batch));
   for (const format::ipc::DictionaryChange& change : changes) {
     if (change.values != nullptr) {
@@ -429,6 +430,9 @@ std::span<uint8_t> FixedShapeWriter::buffer(size_t i) {
 
 Status FixedShapeWriter::Publish() {
   if (!pending_) return Status::Invalid("FixedShapeWriter::Publish: no region; call Begin first");
+  if (!publisher_->channel_->options().accept_on_publish) {
+    (void)publisher_->channel_->AcceptConsumers();
+  }
   // The loan moves into the channel: nothing else keeps the region.
   ALKAID_RETURN_NOT_OK(publisher_->channel_->Publish(slot_payload_, std::move(loan_), user_, shape_));
   pending_ = false;
