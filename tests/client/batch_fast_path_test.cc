@@ -69,9 +69,8 @@ TEST(BatchFastPathTest, SameShapeReusesMetadataAndDecodeCache) {
   Channel ch;
   ASSERT_OK(ch.Create(1 << 20));
   auto schema = Int64Schema();
-  ASSERT_OK_AND_ASSIGN(auto pub, BatchPublisher::Create(ch.ring.get(), ch.bodies.get(), schema));
-  ASSERT_OK_AND_ASSIGN(auto sub, BatchSubscriber::Open(ch.ring->segment(),
-                                                       ch.bodies->segment(), schema));
+  ASSERT_OK_AND_ASSIGN(auto pub, BatchPublisher::Create(ch.producer.get(), schema));
+  ASSERT_OK_AND_ASSIGN(auto sub, BatchSubscriber::Open(ch.name, schema));
   // Shapes: 64 rows without nulls (x3), 64 rows with nulls (x2), 10 rows,
   // back to 64 without nulls. Only a shape not seen among the last four
   // encodes and decodes in full.
@@ -97,8 +96,9 @@ TEST(BatchFastPathTest, SameShapeReusesMetadataAndDecodeCache) {
   EXPECT_EQ(pub->stats().batches, cases.size());
   EXPECT_EQ(pub->stats().metadata_reused, 5u);  // messages 1, 2, 4, 6, 7
   EXPECT_EQ(sub->decode_cache_hits(), 5u);
-  // Six new shapes (1..6 rows), then the last four again, then the first:
-  // the cache keeps the four most recent distinct shapes.
+  // Six new shapes (1..6 rows), then four of them again, then the first:
+  // the channel's shape table keeps every distinct shape (up to its
+  // shape_count), so each repeat is sent and decoded by id.
   const uint64_t reused = pub->stats().metadata_reused;
   const uint64_t hits = sub->decode_cache_hits();
   std::vector<int64_t> sequence = {1, 2, 3, 4, 5, 6, 3, 4, 5, 6, 1};
@@ -109,17 +109,40 @@ TEST(BatchFastPathTest, SameShapeReusesMetadataAndDecodeCache) {
     ASSERT_OK_AND_ASSIGN(auto got, sub->Receive(1s));
     EXPECT_TRUE(CheckInts(*got.batch, rows, rows * 7, false));
   }
-  EXPECT_EQ(pub->stats().metadata_reused - reused, 4u);
-  EXPECT_EQ(sub->decode_cache_hits() - hits, 4u);
+  EXPECT_EQ(pub->stats().metadata_reused - reused, 5u);
+  EXPECT_EQ(sub->decode_cache_hits() - hits, 5u);
+}
+
+// With the shape table full, new shapes travel inline; the subscriber
+// still recognises repeats of the last four by their bytes.
+TEST(BatchFastPathTest, FullShapeTableFallsBackToInlineMetadata) {
+  Channel ch;
+  shm::ChannelOptions o;
+  o.shape_count = 2;
+  ASSERT_OK(ch.Create(1 << 20, o));
+  auto schema = Int64Schema();
+  ASSERT_OK_AND_ASSIGN(auto pub, BatchPublisher::Create(ch.producer.get(), schema));
+  ASSERT_OK_AND_ASSIGN(auto sub, BatchSubscriber::Open(ch.name, schema));
+  const std::vector<int64_t> sequence = {1, 2, 3, 4, 3, 4, 1, 2};
+  for (int64_t rows : sequence) {
+    ASSERT_OK_AND_ASSIGN(auto pool, pub->NewPool(4096));
+    ASSERT_OK_AND_ASSIGN(auto batch, BuildInts(pool.get(), schema, rows, rows * 7, false));
+    ASSERT_OK(pub->Publish(*batch, pool.get()));
+    ASSERT_OK_AND_ASSIGN(auto got, sub->Receive(1s));
+    EXPECT_TRUE(CheckInts(*got.batch, rows, rows * 7, false));
+  }
+  // 1 and 2 took the table's two entries: their repeats go by id; 3 and 4
+  // go inline each time, and their repeats hit the byte-compared cache.
+  EXPECT_EQ(pub->stats().metadata_reused, 2u);
+  EXPECT_EQ(sub->decode_cache_hits(), 4u);
 }
 
 TEST(BatchFastPathTest, BatchCustomMetadataIsNeverTakenFromACache) {
   Channel ch;
   ASSERT_OK(ch.Create(1 << 20));
   auto schema = Int64Schema();
-  ASSERT_OK_AND_ASSIGN(auto pub, BatchPublisher::Create(ch.ring.get(), ch.bodies.get(), schema));
-  ASSERT_OK_AND_ASSIGN(auto sub, BatchSubscriber::Open(ch.ring->segment(),
-                                                       ch.bodies->segment(), schema));
+  ASSERT_OK_AND_ASSIGN(auto pub, BatchPublisher::Create(ch.producer.get(), schema));
+  ASSERT_OK_AND_ASSIGN(auto sub, BatchSubscriber::Open(ch.name, schema));
   auto md = std::make_shared<format::KeyValueMetadata>();
   md->Append("frame", "42");
   // One shape throughout: tagged and plain batches alternate, built in
@@ -155,9 +178,8 @@ TEST(BatchFastPathTest, VariableWidthColumnsAreRevalidatedAndStillCorrect) {
   Channel ch;
   ASSERT_OK(ch.Create(1 << 20));
   auto schema = format::schema({format::field("s", format::utf8())});
-  ASSERT_OK_AND_ASSIGN(auto pub, BatchPublisher::Create(ch.ring.get(), ch.bodies.get(), schema));
-  ASSERT_OK_AND_ASSIGN(auto sub, BatchSubscriber::Open(ch.ring->segment(),
-                                                       ch.bodies->segment(), schema));
+  ASSERT_OK_AND_ASSIGN(auto pub, BatchPublisher::Create(ch.producer.get(), schema));
+  ASSERT_OK_AND_ASSIGN(auto sub, BatchSubscriber::Open(ch.name, schema));
   for (int i = 0; i < 4; ++i) {
     ASSERT_OK_AND_ASSIGN(auto pool, pub->NewPool(4096));
     format::StringBuilder b(pool.get());
@@ -182,9 +204,8 @@ TEST(BatchFastPathTest, CachedMetadataWithAWrongBodyIsRefused) {
   Channel ch;
   ASSERT_OK(ch.Create(1 << 20));
   auto schema = Int64Schema();
-  ASSERT_OK_AND_ASSIGN(auto pub, BatchPublisher::Create(ch.ring.get(), ch.bodies.get(), schema));
-  ASSERT_OK_AND_ASSIGN(auto sub, BatchSubscriber::Open(ch.ring->segment(),
-                                                       ch.bodies->segment(), schema));
+  ASSERT_OK_AND_ASSIGN(auto pub, BatchPublisher::Create(ch.producer.get(), schema));
+  ASSERT_OK_AND_ASSIGN(auto sub, BatchSubscriber::Open(ch.name, schema));
   ASSERT_OK_AND_ASSIGN(auto pool, pub->NewPool(4096));
   ASSERT_OK_AND_ASSIGN(auto batch, BuildInts(pool.get(), schema, 64, 7, true));
   ASSERT_OK(pub->Publish(*batch, pool.get()));
@@ -193,28 +214,32 @@ TEST(BatchFastPathTest, CachedMetadataWithAWrongBodyIsRefused) {
   const uint64_t body_length = static_cast<uint64_t>(good.body->size());
   const std::string metadata = good.metadata->ToString();
 
-  auto send = [&](uint64_t block_bytes, uint64_t declared_body, std::string md) -> Status {
-    internal::BatchDescriptor desc;
-    desc.body_length = declared_body;
-    desc.metadata_length = static_cast<uint32_t>(md.size());
-    std::vector<std::byte> payload(sizeof(desc) + md.size());
-    std::memcpy(payload.data(), &desc, sizeof(desc));
-    std::memcpy(payload.data() + sizeof(desc), md.data(), md.size());
-    ALKAID_ASSIGN_OR_RAISE(auto block, ch.bodies->Allocate(block_bytes));
-    std::memset(block.data().data(), 0xff, block.data().size());
-    return ch.ring->Publish(payload, block);
+  // Messages as a hostile producer could write them: `md` inline, or the
+  // id of the good batch's shape, over a block of 0xff bytes.
+  auto send = [&](uint64_t block_bytes, uint64_t declared_body, const std::string& md,
+                  uint32_t shape) -> Status {
+    internal::UserWord user;
+    user.body_length = declared_body;
+    ALKAID_ASSIGN_OR_RAISE(auto loan, ch.producer->Loan(block_bytes));
+    std::memset(loan.data().data(), 0xff, loan.data().size());
+    return ch.producer->Publish(std::as_bytes(std::span(md.data(), md.size())), std::move(loan),
+                                user.Pack(), shape);
   };
-  // Same metadata, body declared longer than its block.
-  ASSERT_OK(send(64, body_length, metadata));
+  // The shape, body declared longer than its block.
+  ASSERT_OK(send(64, body_length, "", 1));
   ASSERT_RAISES_WITH_MESSAGE(kInvalid, "exceeds its", sub->Receive(1s).status());
-  // Same metadata, shorter body (fits the block): not the cached shape, so
-  // it goes through Message::Open, which refuses the size mismatch.
-  ASSERT_OK(send(body_length, body_length - 64, metadata));
+  // The shape, with a shorter body (fits the block): refused by the plan.
+  ASSERT_OK(send(body_length, body_length - 64, "", 1));
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "has a body of", sub->Receive(1s).status());
+  // The same metadata inline with a shorter body: not a cached plan (the
+  // body length differs), so it goes through Message::Open, which refuses
+  // the size mismatch.
+  ASSERT_OK(send(body_length, body_length - 64, metadata, 0));
   EXPECT_FALSE(sub->Receive(1s).ok());
   // One metadata byte changed: verified again from scratch.
   std::string flipped = metadata;
   flipped[flipped.size() / 2] = static_cast<char>(flipped[flipped.size() / 2] ^ 0x5a);
-  ASSERT_OK(send(body_length, body_length, flipped));
+  ASSERT_OK(send(body_length, body_length, flipped, 0));
   auto r = sub->Receive(1s);
   if (r.ok()) {
     // A flip that still verifies must still give a valid batch.
@@ -232,7 +257,7 @@ TEST(BatchFastPathTest, SubscriberFromOldestGetsBatchesPublishedBeforeItOpened) 
   Channel ch;
   ASSERT_OK(ch.Create(1 << 20));
   auto schema = Int64Schema();
-  ASSERT_OK_AND_ASSIGN(auto pub, BatchPublisher::Create(ch.ring.get(), ch.bodies.get(), schema));
+  ASSERT_OK_AND_ASSIGN(auto pub, BatchPublisher::Create(ch.producer.get(), schema));
   for (int64_t i = 0; i < 3; ++i) {
     ASSERT_OK_AND_ASSIGN(auto pool, pub->NewPool(4096));
     ASSERT_OK_AND_ASSIGN(auto batch, BuildInts(pool.get(), schema, 16, i * 100, false));
@@ -240,10 +265,10 @@ TEST(BatchFastPathTest, SubscriberFromOldestGetsBatchesPublishedBeforeItOpened) 
   }
   SubscriberOptions so;
   so.consumer.from_oldest = true;
-  ASSERT_OK_AND_ASSIGN(auto sub, BatchSubscriber::Open(ch.ring->segment(),
-                                                       ch.bodies->segment(), schema, so));
-  ASSERT_OK_AND_ASSIGN(auto plain, BatchSubscriber::Open(ch.ring->segment(),
-                                                         ch.bodies->segment(), schema));
+  ASSERT_OK_AND_ASSIGN(auto sub, BatchSubscriber::Open(ch.name, schema, so));
+  ASSERT_OK_AND_ASSIGN(auto plain, BatchSubscriber::Open(ch.name, schema));
+  // An idle producer accepts consumers when it polls (or publishes next).
+  ch.producer->Poll();
   for (int64_t i = 0; i < 3; ++i) {
     ASSERT_OK_AND_ASSIGN(auto got, sub->Receive(1s));
     EXPECT_EQ(got.sequence, static_cast<uint64_t>(i));
