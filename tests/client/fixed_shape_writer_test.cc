@@ -44,16 +44,24 @@ Result<format::RecordBatchPtr> BuildPrototype(ShmBatchPool* pool,
   return format::RecordBatch::Make(schema, rows, {i, d});
 }
 
-void RunWriter(uint32_t inline_capacity, bool expect_metadata_in_region) {
+// Where the prototype's Message travels: as a shape id (the table has
+// room), or, with the table full, inline or in the region.
+enum class Where { kShape, kInline, kRegion };
+
+void RunWriter(uint32_t inline_capacity, Where where) {
   Channel ch;
-  shm::RingOptions ro;
+  shm::ChannelOptions ro;
   ro.inline_capacity = inline_capacity;
   ro.slot_count = 8;
+  ro.shape_count = 1;
   ASSERT_OK(ch.Create(1 << 20, ro));
+  if (where != Where::kShape) {
+    const std::vector<std::byte> other(16, std::byte{1});
+    ASSERT_OK(ch.producer->AddShape(other).status());  // the table is full
+  }
   auto schema = TwoColumns();
-  ASSERT_OK_AND_ASSIGN(auto pub, BatchPublisher::Create(ch.ring.get(), ch.bodies.get(), schema));
-  ASSERT_OK_AND_ASSIGN(auto sub, BatchSubscriber::Open(ch.ring->segment(),
-                                                       ch.bodies->segment(), schema));
+  ASSERT_OK_AND_ASSIGN(auto pub, BatchPublisher::Create(ch.producer.get(), schema));
+  ASSERT_OK_AND_ASSIGN(auto sub, BatchSubscriber::Open(ch.name, schema));
   constexpr int64_t kRows = 10;
   std::unique_ptr<FixedShapeWriter> writer;
   {
@@ -94,39 +102,43 @@ void RunWriter(uint32_t inline_capacity, bool expect_metadata_in_region) {
     }
   }
   EXPECT_EQ(pub->stats().batches, 50u);
-  EXPECT_EQ(pub->stats().metadata_in_region, expect_metadata_in_region ? 50u : 0u);
-  // The same metadata bytes every time: all but the first decode are hits.
+  EXPECT_EQ(pub->stats().metadata_in_region, where == Where::kRegion ? 50u : 0u);
+  // The same metadata every time: all but the first decode are hits.
   EXPECT_EQ(sub->decode_cache_hits(), 49u);
-  // Nothing leaks: once the ring lets go, every block is free again.
-  writer.reset();
-  sub.reset();
-  ch.ring.reset();
-  ch.bodies->Reclaim();
-  EXPECT_EQ(ch.bodies->stats().in_use_blocks, 0u);
+  // Nothing accumulates: what the consumer returned went back; only the
+  // blocks of messages still in the 8 slots are held.
+  ch.producer->Poll();
+  EXPECT_LE(ch.producer->stats().blocks_live, 8u);
+}
+
+TEST(BatchFixedShapeWriterTest, PublishesBatchesOfThePrototypesShapeAsAShapeId) {
+  RunWriter(64, Where::kShape);
 }
 
 TEST(BatchFixedShapeWriterTest, PublishesBatchesOfThePrototypesShapeWithMetadataInTheSlot) {
-  RunWriter(512, false);
+  RunWriter(512, Where::kInline);
 }
 
 TEST(BatchFixedShapeWriterTest, PublishesBatchesOfThePrototypesShapeWithMetadataInTheRegion) {
-  RunWriter(64, true);
+  RunWriter(64, Where::kRegion);
 }
 
 TEST(BatchFixedShapeWriterTest, AnUnpublishedRegionIsReleasedWithTheWriter) {
   Channel ch;
   ASSERT_OK(ch.Create(1 << 20));
   auto schema = TwoColumns();
-  ASSERT_OK_AND_ASSIGN(auto pub, BatchPublisher::Create(ch.ring.get(), ch.bodies.get(), schema));
+  ASSERT_OK_AND_ASSIGN(auto pub, BatchPublisher::Create(ch.producer.get(), schema));
   ASSERT_OK_AND_ASSIGN(auto pool, pub->NewPool(4096));
   ASSERT_OK_AND_ASSIGN(auto prototype, BuildPrototype(pool.get(), schema, 4));
   ASSERT_OK_AND_ASSIGN(auto writer, pub->NewFixedShapeWriter(*prototype, *pool));
   prototype.reset();
   pool.reset();
   ASSERT_OK(writer->Begin());
-  EXPECT_EQ(ch.bodies->stats().in_use_blocks, 1u);
+  ch.producer->Poll();
+  EXPECT_EQ(ch.producer->stats().blocks_live, 1u);
   writer.reset();
-  EXPECT_EQ(ch.bodies->stats().in_use_blocks, 0u);
+  ch.producer->Poll();  // takes back loans dropped (on any thread)
+  EXPECT_EQ(ch.producer->stats().blocks_live, 0u);
 }
 
 TEST(BatchFixedShapeWriterTest, RefusesPrototypesItCannotRepeat) {
@@ -137,7 +149,7 @@ TEST(BatchFixedShapeWriterTest, RefusesPrototypesItCannotRepeat) {
   // Variable-width column: its metadata depends on the offsets.
   auto strings = format::schema({format::field("s", format::utf8())});
   ASSERT_OK_AND_ASSIGN(auto spub,
-                       BatchPublisher::Create(ch.ring.get(), ch.bodies.get(), strings));
+                       BatchPublisher::Create(ch.producer.get(), strings));
   ASSERT_OK_AND_ASSIGN(auto spool, spub->NewPool(4096));
   format::StringBuilder sb(spool.get());
   ASSERT_OK(sb.Append("x"));
@@ -147,13 +159,13 @@ TEST(BatchFixedShapeWriterTest, RefusesPrototypesItCannotRepeat) {
                              spub->NewFixedShapeWriter(*sbatch, *spool));
 
   auto schema = TwoColumns();
-  ASSERT_OK_AND_ASSIGN(auto pub, BatchPublisher::Create(ch.ring.get(), ch.bodies.get(), schema));
+  ASSERT_OK_AND_ASSIGN(auto pub, BatchPublisher::Create(ch.producer.get(), schema));
   ASSERT_OK_AND_ASSIGN(auto other_pub,
-                       BatchPublisher::Create(other.ring.get(), other.bodies.get(), schema));
+                       BatchPublisher::Create(other.producer.get(), schema));
   ASSERT_OK_AND_ASSIGN(auto pool, pub->NewPool(4096));
   ASSERT_OK_AND_ASSIGN(auto prototype, BuildPrototype(pool.get(), schema, 4));
-  // A pool of another body segment.
-  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "belongs to body segment",
+  // A pool of another channel.
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "belongs to channel",
                              other_pub->NewFixedShapeWriter(*prototype, *pool));
   // A different schema.
   auto narrower = format::schema({format::field("i", format::int64(), true)});
