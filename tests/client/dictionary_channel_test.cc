@@ -1,12 +1,15 @@
-// Dictionary-encoded columns through a ring: dictionary messages (whole,
+// Dictionary-encoded columns through a channel: dictionary messages (whole,
 // deltas, replacements) travel before the batches that need them; a late
-// joiner, a from-oldest reader and a reader that lost messages load the
-// producer's snapshot and decode every batch they return with the
-// dictionaries it was published with; a hostile snapshot is an error.
+// joiner and a reader that lost messages take the producer's replay of the
+// current dictionaries and decode every batch they return with the
+// dictionaries it was published with; batches before the replay a reader
+// could not decode are counted as lost; a hostile replay is an error.
 
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -32,15 +35,15 @@ using alkaid::testing::WordSchema;
 
 class DictionaryChannelTest : public ::testing::Test {
  protected:
-  void Open(shm::RingOptions options = {}) {
+  void Open(shm::ChannelOptions options = {}) {
+    options.accept_on_publish = false;  // the publisher accepts, then replays
     ASSERT_OK(ch_.Create(8 << 20, options));
-    ASSERT_OK_AND_ASSIGN(publisher_,
-                         BatchPublisher::Create(ch_.ring.get(), ch_.bodies.get(), WordSchema()));
+    ASSERT_OK_AND_ASSIGN(publisher_, BatchPublisher::Create(ch_.producer.get(), WordSchema()));
   }
   std::unique_ptr<BatchSubscriber> Subscribe(bool from_oldest = false) {
     SubscriberOptions options;
     options.consumer.from_oldest = from_oldest;
-    auto s = BatchSubscriber::Open(ch_.ring_name, ch_.bodies_name, WordSchema(), options);
+    auto s = BatchSubscriber::Open(ch_.name, WordSchema(), options);
     EXPECT_TRUE(s.ok()) << s.status();
     return s.ok() ? std::move(s).ValueOrDie() : nullptr;
   }
@@ -74,20 +77,23 @@ TEST_F(DictionaryChannelTest, WholeDeltaAndReplacementDictionariesArriveInOrder)
   }
   EXPECT_EQ(publisher_->stats().dictionary_batches, changes);
   EXPECT_EQ(publisher_->stats().dictionary_deltas, deltas);
-  EXPECT_EQ(publisher_->stats().dictionary_snapshots, changes);
-  EXPECT_EQ(publisher_->messages(), 30 + changes);
-  // Everything came through the ring; nothing from the snapshot.
+  // One replay, for the subscriber accepted at the first batch: the
+  // dictionary and the end marker.
+  EXPECT_EQ(publisher_->stats().dictionary_replays, 1u);
+  EXPECT_EQ(publisher_->messages(), 30 + changes + 2);
+  // It read from the channel's first message: it knew the state, applied
+  // every dictionary message and skipped the replay.
   EXPECT_EQ(subscriber->dictionary_stats().messages_applied, changes);
-  EXPECT_EQ(subscriber->dictionary_stats().snapshots_loaded, 0u);
+  EXPECT_EQ(subscriber->dictionary_stats().replays_loaded, 0u);
   EXPECT_EQ(subscriber->dictionary_stats().undecodable_batches, 0u);
 }
 
-TEST_F(DictionaryChannelTest, LateJoinersLoadTheSnapshotThenFollowTheRing) {
+TEST_F(DictionaryChannelTest, LateJoinersTakeTheReplayThenFollowTheChannel) {
   Open();
   PublishScript(0, 15);
   auto mid_generation = Subscribe();  // joins before batch 15 (no change)
   PublishScript(15, 20);
-  auto at_replacement = Subscribe();  // its first message replaces the dictionary
+  auto at_replacement = Subscribe();  // its first batch replaces the dictionary
   PublishScript(20, 30);
   for (int64_t b = 15; b < 30; ++b) {
     ASSERT_OK_AND_ASSIGN(ReceivedBatch got, mid_generation->Receive(1s));
@@ -99,14 +105,16 @@ TEST_F(DictionaryChannelTest, LateJoinersLoadTheSnapshotThenFollowTheRing) {
     EXPECT_TRUE(IsBatch(*got.batch, b));
     EXPECT_EQ(got.lost_before, 0u);
   }
-  EXPECT_EQ(mid_generation->dictionary_stats().snapshots_loaded, 1u);
+  EXPECT_EQ(mid_generation->dictionary_stats().replays_loaded, 1u);
   EXPECT_GT(mid_generation->dictionary_stats().messages_applied, 0u);
-  EXPECT_EQ(at_replacement->dictionary_stats().snapshots_loaded, 1u);
+  EXPECT_EQ(at_replacement->dictionary_stats().replays_loaded, 1u);
   EXPECT_EQ(mid_generation->dictionary_stats().undecodable_batches, 0u);
   EXPECT_EQ(at_replacement->dictionary_stats().undecodable_batches, 0u);
+  // A replay per joiner (the first batch had no consumer).
+  EXPECT_EQ(publisher_->stats().dictionary_replays, 2u);
 }
 
-// Reads everything left in the ring: every batch returned is checked;
+// Reads everything left in the channel: every batch returned is checked;
 // returns (batches returned, lost_before summed, last batch id).
 struct Drained {
   uint64_t returned = 0;
@@ -130,47 +138,33 @@ Drained DrainChecked(BatchSubscriber* subscriber) {
   return d;
 }
 
-TEST_F(DictionaryChannelTest, FromOldestDecodesEveryBatchLeftInTheRing) {
-  shm::RingOptions options;
-  options.slot_count = 8;
+// A from-oldest reader starts at the oldest message the channel holds,
+// before the replay that reaches it: those older batches cannot be decoded
+// and are counted as lost (never returned wrong, never silent); from the
+// replay on it gets every batch.
+TEST_F(DictionaryChannelTest, FromOldestCountsBatchesBeforeItsReplayAsLost) {
+  shm::ChannelOptions options;
+  options.slot_count = 32;
   options.policy = shm::SlowConsumerPolicy::kDropOldest;
   Open(options);
-  // Batches 0..24: the ring keeps the last 8 messages (batches 20..24 and
-  // the dictionary messages of 20, 22 and 24), whose dictionaries changed
-  // three times: the kept snapshots cover each batch's epoch.
-  PublishScript(0, 25);
+  PublishScript(0, 25);  // 25 batches and 12 dictionary messages: 5 dropped out
   auto subscriber = Subscribe(/*from_oldest=*/true);
-  ch_.ring->Close();
+  ch_.producer->Poll();   // accepted: from the oldest message held
+  PublishScript(25, 27);  // the replay, then batches 25 and 26
+  ch_.producer->Close();
   const Drained d = DrainChecked(subscriber.get());
-  EXPECT_EQ(d.last, 24);
-  EXPECT_EQ(d.returned, 5u);
-  EXPECT_EQ(d.lost, 0u);
-  // The newest snapshot at attach, then the one of the oldest batch left.
-  EXPECT_EQ(subscriber->dictionary_stats().snapshots_loaded, 2u);
-  EXPECT_EQ(subscriber->dictionary_stats().undecodable_batches, 0u);
-}
-
-TEST_F(DictionaryChannelTest, BatchesOlderThanTheKeptSnapshotsAreCountedAsLost) {
-  shm::RingOptions options;
-  options.slot_count = 64;
-  options.policy = shm::SlowConsumerPolicy::kDropOldest;
-  Open(options);
-  // 80 batches and 48 dictionary messages: the ring keeps the last 64
-  // messages, in which the dictionaries changed more often than the
-  // producer keeps snapshots for.
-  PublishScript(0, 80);
-  auto subscriber = Subscribe(/*from_oldest=*/true);
-  ch_.ring->Close();
-  const Drained d = DrainChecked(subscriber.get());
-  EXPECT_EQ(d.last, 79);
+  EXPECT_EQ(d.last, 26);
+  EXPECT_EQ(d.returned, 2u);
   const DictionaryStats stats = subscriber->dictionary_stats();
-  EXPECT_GT(stats.undecodable_batches, 0u);
-  EXPECT_EQ(d.lost, stats.undecodable_batches);  // reported, never silent
-  EXPECT_GT(d.returned, 10u);
+  EXPECT_GT(stats.undecodable_batches, 10u);
+  EXPECT_EQ(stats.replays_loaded, 1u);
+  // Reported, never silent: the batches it could not decode, and what the
+  // channel overwrote before it read it (the publishes after it joined).
+  EXPECT_EQ(d.lost, stats.undecodable_batches + subscriber->consumer().lost_count());
 }
 
 TEST_F(DictionaryChannelTest, ReaderThatLostMessagesResynchronises) {
-  shm::RingOptions options;
+  shm::ChannelOptions options;
   options.slot_count = 8;
   options.policy = shm::SlowConsumerPolicy::kDropOldest;
   Open(options);
@@ -181,7 +175,8 @@ TEST_F(DictionaryChannelTest, ReaderThatLostMessagesResynchronises) {
     EXPECT_TRUE(IsBatch(*got.batch, b));
   }
   // Overrun: batches 3..36 and their dictionary messages (a replacement at
-  // 10, 20 and 30) mostly drop out of the ring before the reader looks.
+  // 10, 20 and 30) mostly drop out of the channel before the reader looks;
+  // the publisher replays now and then since the channel drops.
   PublishScript(3, 37);
   int64_t last = 2;
   uint64_t lost = 0;
@@ -194,8 +189,8 @@ TEST_F(DictionaryChannelTest, ReaderThatLostMessagesResynchronises) {
     last = b;
   }
   EXPECT_GT(lost, 0u);
-  EXPECT_GE(subscriber->dictionary_stats().snapshots_loaded, 1u);
-  // In step again: the next batches come through the ring, none lost.
+  EXPECT_GE(subscriber->dictionary_stats().replays_loaded, 1u);
+  // In step again: the next batches come through the channel, none lost.
   for (int64_t b = 37; b < 45; ++b) {
     PublishScript(b, b + 1);
     ASSERT_OK_AND_ASSIGN(ReceivedBatch got, subscriber->Receive(1s));
@@ -204,17 +199,28 @@ TEST_F(DictionaryChannelTest, ReaderThatLostMessagesResynchronises) {
   }
 }
 
+// True if [p, p + n) lies in a mapping of a file whose name contains
+// `name` (/proc/self/maps): shared memory of that channel.
+bool InMappingOf(const void* p, int64_t n, const std::string& name) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  while (std::getline(maps, line)) {
+    if (line.find(name) == std::string::npos) continue;
+    std::istringstream fields(line);
+    std::string range;
+    fields >> range;
+    const auto dash = range.find('-');
+    const uintptr_t begin = std::stoull(range.substr(0, dash), nullptr, 16);
+    const uintptr_t end = std::stoull(range.substr(dash + 1), nullptr, 16);
+    if (at >= begin && at + static_cast<uintptr_t>(n) <= end) return true;
+  }
+  return false;
+}
+
 TEST_F(DictionaryChannelTest, InPlaceBatchesKeepIndicesAndDictionariesInSharedMemory) {
   Open();
-  // Through the producer's own mappings, so that addresses compare.
-  ASSERT_OK_AND_ASSIGN(auto subscriber,
-                       BatchSubscriber::Open(ch_.ring->segment(), ch_.bodies->segment(),
-                                             WordSchema()));
-  const auto* seg_begin = reinterpret_cast<const uint8_t*>(ch_.bodies->segment()->payload());
-  const auto* seg_end = seg_begin + ch_.bodies->segment()->payload_size();
-  auto in_segment = [&](const format::Buffer& b) {
-    return b.data() >= seg_begin && b.data() + b.size() <= seg_end;
-  };
+  auto subscriber = Subscribe();
   // The previous batch's pool stays until the next batch continued its
   // dictionary (its buffers live in that pool's region, and go back to the
   // pool: declared first, the pool goes last).
@@ -232,13 +238,14 @@ TEST_F(DictionaryChannelTest, InPlaceBatchesKeepIndicesAndDictionariesInSharedMe
     EXPECT_TRUE(IsBatch(*got.batch, b));
     const auto& words = got.batch->column_data(1);
     EXPECT_TRUE(got.body->Contains(words->buffers[1]->data(), words->buffers[1]->size()));
+    EXPECT_TRUE(InMappingOf(words->buffers[1]->data(), words->buffers[1]->size(), ch_.name));
     // A dictionary sent whole stays in its shared block; one extended by
     // deltas is concatenated into the reader's memory.
     if (b % 10 <= 1) {
       for (const auto& buffer : words->dictionary->buffers) {
         if (buffer != nullptr && buffer->size() > 0) {
-          EXPECT_TRUE(in_segment(*buffer)) << "batch " << b << ": a dictionary buffer outside "
-                                           << "the body segment";
+          EXPECT_TRUE(InMappingOf(buffer->data(), buffer->size(), ch_.name))
+              << "batch " << b << ": a dictionary buffer outside the channel";
         }
       }
     }
@@ -246,82 +253,31 @@ TEST_F(DictionaryChannelTest, InPlaceBatchesKeepIndicesAndDictionariesInSharedMe
   EXPECT_EQ(publisher_->stats().copied_bytes, 0u);
 }
 
-TEST_F(DictionaryChannelTest, HostileSnapshotIsAnErrorAndNothingElse) {
+// A rogue producer's replay: garbage dictionary bytes are an error for that
+// message, and nothing else; the honest replay that follows restores the
+// state.
+TEST_F(DictionaryChannelTest, HostileReplayIsAnErrorAndNothingElse) {
   Open();
   PublishScript(0, 6);
-  ASSERT_OK_AND_ASSIGN(auto words, Subscribe()->consumer().ReadSideband());
-  const auto real = internal::DictionarySideband::FromWords(words);
-  // Batch 5 again changes no dictionary: the producer leaves the sideband
-  // as the rogue below sets it.
-  ASSERT_OK_AND_ASSIGN(auto again, script_.Build(5));
-  // A reader that attaches while the sideband is the rogue's cannot use it
-  // at attach, and reports it at its first batch.
-  auto first_batch_with = [&](const internal::DictionarySideband& rogue) {
-    EXPECT_OK(ch_.ring->SetSideband(rogue.ToWords()));
-    auto reader = Subscribe();
-    EXPECT_OK(publisher_->PublishCopy(*again));
-    return reader->Receive(1s).status();
-  };
-  // A block that does not exist...
-  internal::DictionarySideband bogus = real;
-  bogus.block.offset += 1 << 20;
-  Status st = first_batch_with(bogus);
-  EXPECT_NE(st.ToString().find("dictionary snapshot"), std::string::npos) << st;
-  // ... a real block full of garbage...
-  ASSERT_OK_AND_ASSIGN(auto junk, ch_.bodies->Allocate(256));
-  std::memset(junk.data().data(), 0x5a, 256);
-  internal::DictionarySideband garbage;
-  garbage.block = junk.handle();
-  garbage.epoch = real.epoch;
-  st = first_batch_with(garbage);
-  EXPECT_EQ(st.code(), StatusCode::kInvalid) << st;
-  EXPECT_NE(st.ToString().find("is corrupt"), std::string::npos) << st;
-  // ... a snapshot header that claims more bytes than the block has...
-  internal::SnapshotHeader header;
-  header.epoch = real.epoch;
-  header.messages_length = 1 << 20;
-  std::memcpy(junk.data().data(), &header, sizeof(header));
-  st = first_batch_with(garbage);
-  EXPECT_NE(st.ToString().find("is corrupt"), std::string::npos) << st;
-  // ... and messages that are garbage.
-  header.messages_length = 192;
-  std::memcpy(junk.data().data(), &header, sizeof(header));
-  st = first_batch_with(garbage);
-  EXPECT_FALSE(st.ok());
-  EXPECT_NE(st.ToString().find("dictionary snapshot"), std::string::npos) << st;
-  // The honest snapshot again: readers decode.
-  ASSERT_OK(ch_.ring->SetSideband(real.ToWords()));
   auto reader = Subscribe();
-  ASSERT_OK(publisher_->PublishCopy(*again));
-  ASSERT_OK_AND_ASSIGN(ReceivedBatch ok, reader->Receive(1s));
-  EXPECT_TRUE(IsBatch(*ok.batch, 5));
-  EXPECT_EQ(reader->dictionary_stats().snapshots_loaded, 1u);
-}
-
-TEST_F(DictionaryChannelTest, ReaderAttachingWhileDictionariesArePublishedWaitsForTheSnapshot) {
-  Open();
-  PublishScript(0, 4);  // the last change is batch 2's
-  ASSERT_OK_AND_ASSIGN(auto words, Subscribe()->consumer().ReadSideband());
-  const auto before = internal::DictionarySideband::FromWords(words);
-  PublishScript(4, 5);  // a delta the old snapshot does not have
-  // As between a producer's dictionary messages and its snapshot: the
-  // sideband still names the old snapshot, marked pending. A reader that
-  // took it for the whole state would apply batch 6's delta on top of a
-  // dictionary lacking batch 4's word and decode batch 6 wrongly.
-  auto pending = before;
-  pending.pending = true;
-  ASSERT_OK(ch_.ring->SetSideband(pending.ToWords()));
-  auto reader = Subscribe();
-  // Batch 5 (no change) is built but not sent, so the reader's first
-  // message is batch 6's delta.
-  ASSERT_OK(script_.Build(5).status());
-  PublishScript(6, 8);  // 6: a delta and a new snapshot; 7: no change
-  for (int64_t b : {6, 7}) {
-    ASSERT_OK_AND_ASSIGN(ReceivedBatch got, reader->Receive(1s));
-    EXPECT_TRUE(IsBatch(*got.batch, b));
-    EXPECT_EQ(got.lost_before, 0u);
+  ch_.producer->Poll();  // accepted now; the publisher replays at its next batch
+  internal::UserWord user;
+  user.kind = static_cast<uint8_t>(internal::MessageKind::kReplay);
+  user.body_length = 64;
+  {
+    std::vector<std::byte> junk(48, std::byte{0x5a});
+    ASSERT_OK_AND_ASSIGN(auto loan, ch_.producer->Loan(64));
+    std::memset(loan.data().data(), 0x5a, 64);
+    ASSERT_OK(ch_.producer->Publish(junk, std::move(loan), user.Pack()));
   }
-  EXPECT_EQ(reader->dictionary_stats().snapshots_loaded, 1u);
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "dictionary replay", reader->Receive(1s));
+  // The honest replay comes before batch 6 (the publisher saw the reader
+  // accepted): batch 6 decodes.
+  PublishScript(6, 7);
+  ASSERT_OK_AND_ASSIGN(ReceivedBatch got, reader->Receive(1s));
+  EXPECT_TRUE(IsBatch(*got.batch, 6));
+  EXPECT_EQ(got.lost_before, 0u);
+  EXPECT_EQ(reader->dictionary_stats().replays_loaded, 1u);
 }
 
 }  // namespace

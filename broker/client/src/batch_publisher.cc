@@ -1,5 +1,6 @@
 #include "alkaid/client/batch_publisher.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -152,9 +153,16 @@ Status BatchPublisher::SendDictionaries(const format::RecordBatch& batch) {
     ALKAID_RETURN_NOT_OK(dictionaries_->Commit(change));
   }
   const shm::ChannelStats counters = channel_->stats();
-  if (counters.consumers_accepted == accepted_seen_ && counters.dropped == dropped_seen_) {
-    return Status::OK();
-  }
+  // A consumer accepted since the last batch needs the state now. After
+  // drops, one that lost a dictionary message needs it too (one that did
+  // not sees the same generation and goes on): replayed at most once per
+  // quarter of the slots, since a stalled consumer makes the channel drop
+  // at every publish.
+  const bool joined = counters.consumers_accepted != accepted_seen_;
+  const uint64_t now = channel_->next_sequence();
+  const bool gap = counters.dropped != dropped_seen_ &&
+                   now - last_replay_ >= std::max<uint64_t>(1, channel_->options().slot_count / 4);
+  if (!joined && !gap) return Status::OK();
   // Someone does not know the state: every current dictionary, whole,
   // nested ones first (as the tracker orders them), then the end marker.
   // Consumers that know the state skip them.
@@ -170,6 +178,7 @@ Status BatchPublisher::SendDictionaries(const format::RecordBatch& batch) {
   // Recorded once sent: a failure above replays again at the next batch.
   accepted_seen_ = counters.consumers_accepted;
   dropped_seen_ = counters.dropped;
+  last_replay_ = now;
   return Status::OK();
 }
 

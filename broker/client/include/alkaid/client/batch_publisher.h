@@ -164,6 +164,7 @@ class ALKAID_EXPORT BatchPublisher {
   uint64_t dictionary_generation_ = 0;
   uint64_t accepted_seen_ = 0;
   uint64_t dropped_seen_ = 0;
+  uint64_t last_replay_ = 0;  // channel sequence of the last replay
 };
 
 /// Publishes batches of one fixed shape — the row count, null counts and
