@@ -1,6 +1,6 @@
 // Stream throughput of the client glue: one producer process publishes
 // small record batches (one int64 column x 64 rows, built in place in shared
-// memory) as fast as it can through a kBlockProducer ring; 1 or 4 consumer
+// memory) as fast as it can through a kBlockProducer channel; 1 or 4 consumer
 // processes busy-poll, rebuild each batch (zero-copy, structurally
 // validated: Validate, not ValidateFull) and read its first and last value.
 // Reported: batches per second received and decoded by each consumer, from
@@ -37,7 +37,7 @@
 #include "alkaid/client/batch_subscriber.h"
 #include "alkaid/format/array.h"
 #include "alkaid/format/builder_primitive.h"
-#include "alkaid/shm/segment.h"
+#include "alkaid/shm/channel.h"
 #include "bench_util.h"
 
 namespace {
@@ -114,29 +114,35 @@ void CheckBatch(const client::ReceivedBatch& got, int64_t expected_first) {
 std::string Tag() { return std::to_string(::getpid()); }
 
 // Ends a run: resets the owners in the order given (users before what they
-// map), then removes the run's two segments.
+// map), then removes the run's channel names.
 template <typename... Owners>
-void EndRun(const std::string& bodies_name, const std::string& ring_name, Owners&... owners) {
+void EndRun(const std::string& name, Owners&... owners) {
   (owners.reset(), ...);
-  (void)shm::Segment::Remove(bodies_name);
-  (void)shm::Segment::Remove(ring_name);
+  (void)shm::RemoveChannel(name);
+}
+
+// The channel of a run: `slots` slots, a 16 MiB arena, Message bytes
+// inline when a shape is new.
+std::unique_ptr<shm::ChannelProducer> NewChannel(const std::string& name, uint32_t slots) {
+  shm::ChannelOptions o;
+  o.slot_count = slots;
+  o.inline_capacity = 448;
+  o.arena_bytes = 16 << 20;
+  o.max_blocks = 16384;
+  o.publish_timeout = 60s;
+  o.space_timeout = 60s;
+  return shm::ChannelProducer::Create(name, o).ValueOrDie();
 }
 
 // Single thread: publish, receive, decode, read; the CPU cost per batch.
 double InProcess(int64_t iterations, bool fixed) {
-  const std::string tag = Tag();
-  const std::string bodies_name = "alkaid_stream_ib" + tag;
-  const std::string ring_name = "alkaid_stream_ir" + tag;
+  const std::string name = "alkaid_stream_i" + Tag();
   auto schema = Schema();
-  shm::RingOptions ro;
-  ro.slot_count = 1024;
-  auto bodies = shm::BodyAllocator::Create(bodies_name, 16 << 20).ValueOrDie();
-  auto ring = shm::RingProducer::Create(ring_name, ro, bodies.get()).ValueOrDie();
+  auto channel = NewChannel(name, 1024);
   client::SubscriberOptions so;
   so.consumer.wait_mode = shm::WaitMode::kBusyPoll;
-  auto sub =
-      client::BatchSubscriber::Open(ring->segment(), bodies->segment(), schema, so).ValueOrDie();
-  auto publisher = client::BatchPublisher::Create(ring.get(), bodies.get(), schema).ValueOrDie();
+  auto sub = client::BatchSubscriber::Open(name, schema, so).ValueOrDie();
+  auto publisher = client::BatchPublisher::Create(channel.get(), schema).ValueOrDie();
   auto writer = fixed ? NewWriter(publisher.get(), schema) : nullptr;
   const Source source{publisher.get(), writer.get(), schema};
   // Warm-up, then the timed loop.
@@ -153,7 +159,7 @@ double InProcess(int64_t iterations, bool fixed) {
     CheckBatch(*got, i);
   }
   const double ns = static_cast<double>(NowNs() - t0) / static_cast<double>(iterations);
-  EndRun(bodies_name, ring_name, sub, writer, publisher, ring, bodies);
+  EndRun(name, sub, writer, publisher, channel);
   return ns;
 }
 
@@ -170,18 +176,10 @@ struct StreamFigures {
 };
 
 StreamFigures Stream(int consumers, int64_t batches, bool fixed) {
-  const std::string tag = Tag() + "_" + std::to_string(consumers) + (fixed ? "f" : "");
-  const std::string bodies_name = "alkaid_stream_b" + tag;
-  const std::string ring_name = "alkaid_stream_r" + tag;
+  const std::string name =
+      "alkaid_stream_" + Tag() + "_" + std::to_string(consumers) + (fixed ? "f" : "");
   auto schema = Schema();
-  shm::RingOptions ro;
-  ro.slot_count = 4096;
-  ro.publish_timeout = 60s;
-  shm::BodyAllocatorOptions bo;
-  bo.wait_timeout = 60s;
-  bo.max_blocks = 16384;
-  auto bodies = shm::BodyAllocator::Create(bodies_name, 16 << 20, bo).ValueOrDie();
-  auto ring = shm::RingProducer::Create(ring_name, ro, bodies.get()).ValueOrDie();
+  auto channel = NewChannel(name, 4096);
   void* mem = ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
                      -1, 0);
   auto* shared = new (mem) Shared();
@@ -191,7 +189,7 @@ StreamFigures Stream(int consumers, int64_t batches, bool fixed) {
     if (pid == 0) {
       client::SubscriberOptions so;
       so.consumer.wait_mode = shm::WaitMode::kBusyPoll;
-      auto sub = client::BatchSubscriber::Open(ring_name, bodies_name, schema, so).ValueOrDie();
+      auto sub = client::BatchSubscriber::Open(name, schema, so).ValueOrDie();
       shared->ready.fetch_add(1);
       for (int64_t i = 0; i < batches; ++i) {
         auto got = sub->Receive(60s);
@@ -205,7 +203,7 @@ StreamFigures Stream(int consumers, int64_t batches, bool fixed) {
     children.push_back(pid);
   }
   while (shared->ready.load() < consumers) ::usleep(1000);
-  auto publisher = client::BatchPublisher::Create(ring.get(), bodies.get(), schema).ValueOrDie();
+  auto publisher = client::BatchPublisher::Create(channel.get(), schema).ValueOrDie();
   auto writer = fixed ? NewWriter(publisher.get(), schema) : nullptr;
   const Source source{publisher.get(), writer.get(), schema};
   const int64_t t0 = NowNs();
@@ -225,7 +223,7 @@ StreamFigures Stream(int consumers, int64_t batches, bool fixed) {
   }
   f.producer_rate = static_cast<double>(batches) / (static_cast<double>(t1 - t0) / 1e9);
   ::munmap(mem, sizeof(Shared));
-  EndRun(bodies_name, ring_name, writer, publisher, ring, bodies);
+  EndRun(name, writer, publisher, channel);
   return f;
 }
 
