@@ -24,7 +24,7 @@
 #include "alkaid/client/shm_batch_pool.h"
 #include "alkaid/format/array.h"
 #include "alkaid/format/record_batch.h"
-#include "alkaid/shm/body_allocator.h"
+#include "alkaid/shm/channel.h"
 #include "alkaid/shm/ring.h"
 #include "alkaid/shm/segment.h"
 #include "bench_util.h"
@@ -131,21 +131,25 @@ inline format::RecordBatchPtr LoanedInt64Batch(client::ShmBatchPool* pool,
 }
 
 /// The segments of one batch ping-pong, created by the parent before the
-/// fork; removed when the parent drops them. `tag` makes the names unique
-/// per run.
+/// fork: the ping channel (batches) and the pong ring (answers); removed
+/// when the parent drops them. `tag` makes the names unique per run.
 class BatchPingPongSegments {
  public:
   BatchPingPongSegments(const std::string& tag, uint64_t arena_bytes,
-                        const shm::BodyAllocatorOptions& body_options, uint32_t slots)
-      : bodies_name_("alkaid_lat_b" + tag),
-        ping_name_("alkaid_lat_p" + tag),
-        pong_name_("alkaid_lat_q" + tag) {
+                        const shm::SegmentOptions& segment, uint32_t slots)
+      : ping_name_("alkaid_lat_p" + tag), pong_name_("alkaid_lat_q" + tag) {
     using namespace std::chrono_literals;
+    shm::ChannelOptions co;
+    co.slot_count = slots;
+    co.inline_capacity = 448;
+    co.arena_bytes = arena_bytes;
+    co.publish_timeout = 30s;
+    co.space_timeout = 30s;
+    co.segment = segment;  // prefault: no page fault on the timed path
+    ping_ = Check(shm::ChannelProducer::Create(ping_name_, co), "ping channel");
     shm::RingOptions ro;
     ro.slot_count = slots;
     ro.publish_timeout = 30s;
-    bodies_ = Check(shm::BodyAllocator::Create(bodies_name_, arena_bytes, body_options), "bodies");
-    ping_ = Check(shm::RingProducer::Create(ping_name_, ro, bodies_.get()), "ping ring");
     pong_ring_ = Check(shm::RingProducer::Create(pong_name_, ro), "pong ring");
     shm::ConsumerOptions busy;
     busy.wait_mode = shm::WaitMode::kBusyPoll;
@@ -155,34 +159,22 @@ class BatchPingPongSegments {
     pong_.reset();
     pong_ring_.reset();
     ping_.reset();
-    bodies_.reset();
-    (void)shm::Segment::Remove(bodies_name_);
-    (void)shm::Segment::Remove(ping_name_);
+    (void)shm::RemoveChannel(ping_name_);
     (void)shm::Segment::Remove(pong_name_);
   }
   BatchPingPongSegments(const BatchPingPongSegments&) = delete;
   BatchPingPongSegments& operator=(const BatchPingPongSegments&) = delete;
 
-  shm::BodyAllocator* bodies() const { return bodies_.get(); }
-  shm::RingProducer* ping() const { return ping_.get(); }
+  shm::ChannelProducer* ping() const { return ping_.get(); }
 
-  /// In the child: maps the segments itself (a forked copy of a shared
-  /// mapping has no page-table entries), opens a busy-polling subscriber
-  /// on the ping ring, and says it is ready on the pong ring, whose only
-  /// producer it is from then on (the parent's pong consumer registration
-  /// is left alone).
-  std::unique_ptr<client::BatchSubscriber> OpenInChild(const format::SchemaPtr& schema,
-                                                       bool prefault) const {
+  /// In the child: maps the ping channel itself (read-only) with a
+  /// busy-polling subscriber, and says it is ready on the pong ring, whose
+  /// only producer it is from then on (the parent's pong consumer
+  /// registration is left alone).
+  std::unique_ptr<client::BatchSubscriber> OpenInChild(const format::SchemaPtr& schema) const {
     client::SubscriberOptions so;
     so.consumer.wait_mode = shm::WaitMode::kBusyPoll;
-    shm::SegmentOpenOptions open_options;
-    open_options.prefault = prefault;
-    auto body_segment = Check(
-        shm::Segment::Open(bodies_name_, shm::SegmentKind::kBodies, open_options), "child bodies");
-    auto ring_segment =
-        Check(shm::Segment::Open(ping_name_, shm::SegmentKind::kRing, open_options), "child ring");
-    auto sub = Check(client::BatchSubscriber::Open(ring_segment, body_segment, schema, so),
-                     "child subscriber");
+    auto sub = Check(client::BatchSubscriber::Open(ping_name_, schema, so), "child subscriber");
     Answer(-1);
     return sub;
   }
@@ -207,9 +199,8 @@ class BatchPingPongSegments {
     return std::move(result).ValueOrDie();
   }
 
-  std::string bodies_name_, ping_name_, pong_name_;
-  std::unique_ptr<shm::BodyAllocator> bodies_;
-  std::unique_ptr<shm::RingProducer> ping_;
+  std::string ping_name_, pong_name_;
+  std::unique_ptr<shm::ChannelProducer> ping_;
   std::unique_ptr<shm::RingProducer> pong_ring_;
   std::unique_ptr<shm::RingConsumer> pong_;
 };

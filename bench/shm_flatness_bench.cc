@@ -130,7 +130,7 @@ format::RecordBatchPtr BuildBatch(client::ShmBatchPool* pool, const format::Sche
 [[noreturn]] void ChildLoop(const bench::BatchPingPongSegments& segments,
                             const format::SchemaPtr& schema, uint64_t large_bytes, Stamp* stamps,
                             uint64_t pings) {
-  auto sub = segments.OpenInChild(schema, /*prefault=*/true);
+  auto sub = segments.OpenInChild(schema);
   for (uint64_t i = 0; i < pings;) {
     auto got = sub->Receive(60s);
     if (!got.ok()) bench::Die(got.status(), "child receive");
@@ -187,19 +187,18 @@ void BM_OneWayPaired(benchmark::State& state, Fill fill) {
   const uint64_t large_region = RowsOf(large_bytes) * 8 + 4096;
   auto schema = format::schema({format::field("v", format::int64(), false)});
 
-  shm::BodyAllocatorOptions body_options;
-  body_options.wait_timeout = 30s;
-  body_options.segment.prefault = true;  // no page fault on the timed path
+  shm::SegmentOptions segment_options;
+  segment_options.prefault = true;  // no page fault on the timed path
   const std::string tag = std::to_string(::getpid()) + "_f" + std::to_string(large_bytes) + "_" +
                           std::to_string(static_cast<int>(fill));
-  bench::BatchPingPongSegments segments(tag, 8 * large_region + (1 << 20), body_options,
+  bench::BatchPingPongSegments segments(tag, 8 * large_region + (1 << 20), segment_options,
                                         kRingSlots);
   Stamp* stamps = bench::MapShared<Stamp>(pings);
   const pid_t child = bench::ForkPinned(g_cpus);
   if (child == 0) ChildLoop(segments, schema, large_bytes, stamps, pings);
 
   auto publisher =
-      client::BatchPublisher::Create(segments.ping(), segments.bodies(), schema).ValueOrDie();
+      client::BatchPublisher::Create(segments.ping(), schema).ValueOrDie();
   segments.AwaitAnswer();  // the child is ready
   std::vector<int64_t> values;
   std::vector<uint8_t> scratch(fill == Fill::kBuiltEvicted ? (64u << 20) : 0);

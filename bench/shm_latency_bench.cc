@@ -228,7 +228,8 @@ void AfterBuild(Mode mode, std::vector<uint8_t>* scratch, int i) {
   }
 }
 
-// Body segment options of both runs of a size: prefault, huge pages.
+// Segment options of both runs of a size (the channel's, and the floor's
+// body segment): prefault, huge pages.
 shm::BodyAllocatorOptions BodyOptions() {
   shm::BodyAllocatorOptions bo;
   bo.wait_timeout = 30s;
@@ -253,10 +254,10 @@ BatchFigures BatchPingPong(uint64_t body_bytes, int iterations, Mode mode) {
 
   Stamps* stamps = MapShared<Stamps>(static_cast<size_t>(iterations));
   bench::BatchPingPongSegments segments(RunTag(body_bytes, mode), 8 * region + (1 << 20),
-                                        BodyOptions(), kRingSlots);
+                                        BodyOptions().segment, kRingSlots);
   const pid_t child = bench::ForkPinned(g_cpus);
   if (child == 0) {
-    auto sub = segments.OpenInChild(schema, g_prefault);
+    auto sub = segments.OpenInChild(schema);
     for (int got_measured = 0; got_measured < iterations;) {
       auto got = sub->Receive(60s);
       if (!got.ok()) Die(got.status(), "child receive");
@@ -272,7 +273,7 @@ BatchFigures BatchPingPong(uint64_t body_bytes, int iterations, Mode mode) {
     ::_exit(0);
   }
   auto publisher =
-      client::BatchPublisher::Create(segments.ping(), segments.bodies(), schema).ValueOrDie();
+      client::BatchPublisher::Create(segments.ping(), schema).ValueOrDie();
   segments.AwaitAnswer();  // the child is ready
   std::vector<double> half_rtt;
   std::vector<int64_t> values(rows);
