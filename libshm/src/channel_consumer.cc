@@ -237,6 +237,9 @@ Result<std::unique_ptr<ChannelConsumer>> ChannelConsumer::Open(
   const std::string own_name = internal::ConsumerSegmentName(name, index, tag);
   SegmentOptions own_options;
   own_options.access = SegmentAccess::kOwnerAndGroupRead;
+  // Readable by the producer: the channel's group (a consumer granted
+  // access through that group belongs to it).
+  own_options.group = d.channel->group();
   auto own =
       Segment::Create(own_name, sizeof(ConsumerSegHeaderData) + uint64_t{d.g.return_capacity} * 8,
                       SegmentKind::kChannelConsumer, own_options);

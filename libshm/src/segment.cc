@@ -262,6 +262,15 @@ Result<std::shared_ptr<Segment>> Segment::Create(std::string_view name, uint64_t
   if (::fchmod(fd, mode) != 0) {
     return fail(Status::FromErrno(errno, "fchmod of shared-memory segment '" + sname + "'"));
   }
+  if (options.group >= 0 && ::fchown(fd, static_cast<uid_t>(-1),
+                                     static_cast<gid_t>(options.group)) != 0) {
+    return fail(Status::FromErrno(errno, "giving shared-memory segment '" + sname +
+                                             "' to group " + std::to_string(options.group)));
+  }
+  struct stat created {};
+  if (::fstat(fd, &created) != 0) {
+    return fail(Status::FromErrno(errno, "fstat of shared-memory segment '" + sname + "'"));
+  }
   try {
     object.truncate(static_cast<bip::offset_t>(total));
   } catch (const bip::interprocess_exception& e) {
@@ -318,6 +327,7 @@ Result<std::shared_ptr<Segment>> Segment::Create(std::string_view name, uint64_t
   try {
     std::shared_ptr<Segment> segment(new Segment(sname, kind, std::move(mapping)));
     segment->huge_pages_ = huge && huge_error.empty();
+    segment->group_ = static_cast<uint32_t>(created.st_gid);
     segment->huge_pages_error_ = std::move(huge_error);
     return segment;
   } catch (const std::bad_alloc&) {
@@ -332,11 +342,16 @@ Result<std::shared_ptr<Segment>> Segment::Open(std::string_view name,
   const std::string sname(name);
   auto mapping = std::make_unique<Mapping>();
   bip::offset_t actual_size = 0;
+  uint32_t group = 0;
   try {
     const bip::mode_t mode = options.read_only ? bip::read_only : bip::read_write;
     bip::shared_memory_object object(bip::open_only, sname.c_str(), mode);
     if (!object.get_size(actual_size)) {
       return Status::IOError("cannot stat shared-memory segment '", sname, "'");
+    }
+    struct stat st {};
+    if (::fstat(object.get_mapping_handle().handle, &st) == 0) {
+      group = static_cast<uint32_t>(st.st_gid);
     }
     if (actual_size < static_cast<bip::offset_t>(kSegmentPayloadOffset)) {
       return Status::Invalid("shared-memory segment '", sname, "' is ", actual_size,
@@ -393,6 +408,7 @@ Result<std::shared_ptr<Segment>> Segment::Open(std::string_view name,
   try {
     std::shared_ptr<Segment> segment(new Segment(sname, expected_kind, std::move(mapping)));
     segment->read_only_ = options.read_only;
+    segment->group_ = group;
     return segment;
   } catch (const std::bad_alloc&) {
     return Status::OutOfMemory("cannot allocate a Segment object for '", sname, "'");

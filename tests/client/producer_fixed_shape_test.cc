@@ -73,8 +73,8 @@ TEST(BatchProducerFixedShapeTest, WriterBatchesArriveAndCountForCloseOnHugePages
     ASSERT_EQ(ids->Value(kRows - 1), n * 1000 + kRows - 1);
   }
   ASSERT_RAISES(kEndOfStream, consumer->Next(5s));
-  // After Close the writer cannot publish.
-  ASSERT_OK(writer->Begin());
+  // After Close the writer cannot take a region (the channel is closed).
+  ASSERT_RAISES(kInvalid, writer->Begin());
   ASSERT_RAISES(kInvalid, writer->Publish());
   writer.reset();
   // Huge pages were asked with kTry: either obtained or, with the reason,

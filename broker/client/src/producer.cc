@@ -85,8 +85,9 @@ struct Producer::Impl {
     channel.reset();
   }
 
+  // The channel object stays (pools, loans and writers may still refer to
+  // it; they fail cleanly on a closed channel) until the producer goes.
   void RemoveNames() {
-    channel.reset();  // removes the channel's names
     if (!ring_name.empty()) (void)shm::RemoveChannel(ring_name);
   }
 

@@ -77,6 +77,11 @@ struct SegmentOptions {
   /// map it 2 MiB-aligned, so they map the same huge pages. Implies
   /// prefault. Default: kOff.
   HugePages huge_pages = HugePages::kOff;
+  /// If set (>= 0): the object's group (fchown after creation), e.g. the
+  /// group of the channel a consumer's segment must be readable by. The
+  /// creating user must belong to it (PermissionDenied otherwise). Default:
+  /// -1, the creating process's group.
+  int64_t group = -1;
 };
 
 /// Options for Segment::Open().
@@ -156,6 +161,8 @@ class ALKAID_EXPORT Segment {
   /// Create() with huge pages that succeeded in collapsing them. False for
   /// Open() (the creator decides) and when kTry fell back to 4 KiB pages.
   bool huge_pages() const { return huge_pages_; }
+  /// The object's group (as created or opened).
+  uint32_t group() const { return group_; }
   /// Why huge pages were not obtained (kTry fell back), or empty.
   const std::string& huge_pages_error() const { return huge_pages_error_; }
   /// True if this process mapped the segment read-only
@@ -175,6 +182,7 @@ class ALKAID_EXPORT Segment {
   bool huge_pages_ = false;
   std::string huge_pages_error_;
   bool read_only_ = false;
+  uint32_t group_ = 0;
 };
 
 }  // namespace alkaid::shm
