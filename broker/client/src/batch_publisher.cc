@@ -141,7 +141,7 @@ Status BatchPublisher::SendDictionaries(const format::RecordBatch& batch) {
       // The message, and every one after it, carries the generation of
       // the state that includes it.
       ++dictionary_generation_;
-      const Status st = PublishPayloadCopy(payload, MessageKind::kDictionary);
+      Status st = PublishPayloadCopy(payload, MessageKind::kDictionary);
       if (!st.ok()) {
         --dictionary_generation_;  // nothing went out
         return st;
