@@ -476,13 +476,13 @@ struct ChannelLoan::Owner {
     next_liveness = Clock::now() + options.liveness_interval;
   }
 
-  // Everything that can give space back: returns, finished and dead
-  // consumers, then the ring's references on messages every counted
-  // consumer passed.
+  // Everything that can give space back without a system call: returns,
+  // finished consumers, then the ring's references on messages every
+  // counted consumer passed. (Dead consumers: ReapDead, when this was not
+  // enough.)
   void CollectSpace() {
     TakeReleased();
     ProcessRegistry(options.accept_on_publish);
-    ReapDead();
     DrainAllReturns();
     const uint64_t passed = ScanMinCursor();
     const uint64_t oldest = next_sequence > g.slot_count ? next_sequence - g.slot_count : 0;
@@ -770,6 +770,11 @@ Result<ChannelLoan> ChannelProducer::Loan(uint64_t length) {
     desc = d.TryTake(capacity);
     if (desc != kNoBlock) break;
     d.FlushClasses();
+    desc = d.TryTake(capacity);
+    if (desc != kNoBlock) break;
+    // Still nothing: consumers that died may hold it (pid checks).
+    d.ReapDead();
+    d.CollectSpace();
     desc = d.TryTake(capacity);
     if (desc != kNoBlock) break;
     if (Clock::now() >= deadline) {

@@ -1,6 +1,7 @@
 #include "alkaid/client/batch_subscriber.h"
 
 #include <algorithm>
+#include <atomic>
 #include <optional>
 #include <cstring>
 #include <span>
@@ -52,6 +53,10 @@ class BodyBuffer : public format::Buffer {
 // metadata is copied out of shared memory first), and the plan's buffers
 // were checked to lie inside the body when it was built.
 struct DecodePlan {
+  static uint64_t NextSerial() {
+    static std::atomic<uint64_t> counter{1};
+    return counter.fetch_add(1, std::memory_order_relaxed);
+  }
   struct Buffer {
     bool present = false;
     int64_t offset = 0;  // from the body start
@@ -67,6 +72,9 @@ struct DecodePlan {
   };
 
   std::shared_ptr<format::Buffer> metadata;  // verified private copy
+  // Unique among all plans of the process: a BatchView filled from this
+  // plan before only needs its buffer addresses moved.
+  uint64_t serial = NextSerial();
   uint64_t body_length = 0;
   int64_t num_rows = 0;
   // The batch's own custom metadata (part of the metadata bytes compared).
@@ -172,9 +180,17 @@ struct BatchSubscriber::Impl {
   Status ApplyDictionaryMessage(std::span<const std::byte> md,
                                 const std::shared_ptr<format::Buffer>& body,
                                 format::ipc::DictionaryMemo* into);
-  Result<ReceivedBatch> Decode();
+  // Decodes the message received. With `view`, a batch goes into it
+  // (`*filled` says one did) instead of the result.
+  Result<ReceivedBatch> Decode(BatchView* view = nullptr, bool* filled = nullptr);
   Result<ReceivedBatch> DecodeBatch(const UserWord& user, std::span<const std::byte> md,
-                                    std::shared_ptr<format::Buffer> body);
+                                    shm::ChannelBlock block, BatchView* view, bool* filled);
+  // Fills `view` from `plan` over `block` (no allocation once the view's
+  // tables are large enough).
+  void FillFromPlan(const DecodePlan& plan, shm::ChannelBlock block, uint64_t body_length,
+                    BatchView* view, uint64_t lost_before) const;
+  // Fills `view` from a decoded batch, which it keeps.
+  void FillFromBatch(format::RecordBatchPtr batch, BatchView* view, uint64_t lost_before) const;
 };
 
 // Decodes DictionaryBatch message `md` over `body` into `into`.
@@ -247,7 +263,7 @@ Result<ReceivedBatch> BatchSubscriber::TryReceive() {
   }
 }
 
-Result<ReceivedBatch> BatchSubscriber::Impl::Decode() {
+Result<ReceivedBatch> BatchSubscriber::Impl::Decode(BatchView* view, bool* filled) {
   shm::ChannelMessage& m = message;
   const UserWord user = UserWord::Unpack(m.user());
   if (has_dictionaries) {
@@ -322,55 +338,56 @@ Result<ReceivedBatch> BatchSubscriber::Impl::Decode() {
   } else {
     md = payload;
   }
-  auto body = std::make_shared<BodyBuffer>(std::move(block), user.body_length);
-
-  if (kind == MessageKind::kDictionary || kind == MessageKind::kReplay) {
-    if (!has_dictionaries) {
-      return Status::Invalid(Where(), ": a dictionary message, but the schema has no "
-                             "dictionary-encoded field");
-    }
-    if (kind == MessageKind::kDictionary) {
-      if (!dictionaries_synced) return ReceivedBatch{};  // a replay follows
-      Status st = ApplyDictionaryMessage(md, body, &memo);
-      if (!st.ok()) {
-        // The state is unknown from here: the next replay restores it.
-        dictionaries_synced = false;
-        return st.WithContext(Where());
-      }
-      generation = user.dictionary_generation;
-      ++dictionary_messages;
+  if (kind == MessageKind::kRecordBatch) {
+    if (has_dictionaries &&
+        !(dictionaries_synced && user.dictionary_generation == generation)) {
+      // Its dictionaries are not known here (a replay will come): counted
+      // as lost, like a message the channel dropped.
+      ++undecodable;
+      ++pending_lost;
       return ReceivedBatch{};
     }
-    if (dictionaries_synced) return ReceivedBatch{};  // not for us
-    if (!replaying) {
-      replay = ids;
-      replaying = true;
-    }
-    Status st = ApplyDictionaryMessage(md, body, &replay);
+    return DecodeBatch(user, md, std::move(block), view, filled);
+  }
+  // A dictionary message or a replayed dictionary.
+  auto body = std::make_shared<BodyBuffer>(std::move(block), user.body_length);
+  if (!has_dictionaries) {
+    return Status::Invalid(Where(), ": a dictionary message, but the schema has no "
+                           "dictionary-encoded field");
+  }
+  if (kind == MessageKind::kDictionary) {
+    if (!dictionaries_synced) return ReceivedBatch{};  // a replay follows
+    Status st = ApplyDictionaryMessage(md, body, &memo);
     if (!st.ok()) {
-      replaying = false;
-      return st.WithContext(Where() + ": dictionary replay");
+      // The state is unknown from here: the next replay restores it.
+      dictionaries_synced = false;
+      return st.WithContext(Where());
     }
+    generation = user.dictionary_generation;
+    ++dictionary_messages;
     return ReceivedBatch{};
   }
-  if (has_dictionaries &&
-      !(dictionaries_synced && user.dictionary_generation == generation)) {
-    // Its dictionaries are not known here (a replay will come): counted as
-    // lost, like a message the channel dropped.
-    ++undecodable;
-    ++pending_lost;
-    return ReceivedBatch{};
+  if (dictionaries_synced) return ReceivedBatch{};  // not for us
+  if (!replaying) {
+    replay = ids;
+    replaying = true;
   }
-  return DecodeBatch(user, md, std::move(body));
+  Status st = ApplyDictionaryMessage(md, body, &replay);
+  if (!st.ok()) {
+    replaying = false;
+    return st.WithContext(Where() + ": dictionary replay");
+  }
+  return ReceivedBatch{};
 }
 
 Result<ReceivedBatch> BatchSubscriber::Impl::DecodeBatch(const UserWord& user,
                                                          std::span<const std::byte> md,
-                                                         std::shared_ptr<format::Buffer> body) {
+                                                         shm::ChannelBlock block,
+                                                         BatchView* view, bool* filled) {
   ReceivedBatch out;
   out.sequence = message.sequence();
-  out.lost_before = pending_lost;
-  pending_lost = 0;
+  const uint64_t lost_before = pending_lost;
+  out.lost_before = lost_before;
   const uint32_t shape = message.shape();
   const DecodePlan* hit = nullptr;
   if (shape != 0) {
@@ -394,6 +411,17 @@ Result<ReceivedBatch> BatchSubscriber::Impl::DecodeBatch(const UserWord& user,
       }
     }
   }
+  if (hit != nullptr && view != nullptr && !hit->validate_each) {
+    // Into the caller's view: nothing allocated.
+    pending_lost = 0;
+    ++plan_hits;
+    FillFromPlan(*hit, std::move(block), user.body_length, view, lost_before);
+    *filled = true;
+    return out;
+  }
+  std::shared_ptr<format::Buffer> body =
+      std::make_shared<BodyBuffer>(std::move(block), user.body_length);
+  pending_lost = 0;
   if (hit != nullptr) {
     // Same metadata as a message already verified, decoded and validated:
     // replay its shape over this body.
@@ -412,6 +440,11 @@ Result<ReceivedBatch> BatchSubscriber::Impl::DecodeBatch(const UserWord& user,
     out.batch = std::move(batch).ValueOrDie();
     out.metadata = hit->metadata;
     out.body = std::move(body);
+    if (view != nullptr) {
+      FillFromBatch(std::move(out.batch), view, lost_before);
+      *filled = true;
+      return ReceivedBatch{};
+    }
     return out;
   }
 
@@ -462,7 +495,194 @@ Result<ReceivedBatch> BatchSubscriber::Impl::DecodeBatch(const UserWord& user,
   out.batch = std::move(batch).ValueOrDie();
   out.metadata = std::move(metadata);
   out.body = std::move(body);
+  if (view != nullptr) {
+    FillFromBatch(std::move(out.batch), view, lost_before);
+    *filled = true;
+    return ReceivedBatch{};
+  }
   return out;
+}
+
+void BatchSubscriber::Impl::FillFromPlan(const DecodePlan& plan, shm::ChannelBlock block,
+                                         uint64_t body_length, BatchView* view,
+                                         uint64_t lost_before) const {
+  BatchView& v = *view;
+  v.Reset();
+  v.block_ = std::move(block);
+  v.body_length_ = body_length;
+  const auto* base = reinterpret_cast<const uint8_t*>(v.block_.data().data());
+  v.valid_ = true;
+  v.num_rows_ = plan.num_rows;
+  v.num_columns_ = static_cast<uint32_t>(plan.columns.size());
+  v.sequence_ = message.sequence();
+  v.lost_before_ = lost_before;
+  if (v.plan_serial_ == plan.serial) {
+    // The same plan as last time: only the buffers' addresses move.
+    for (size_t i = 0; i < v.buffers_.size(); ++i) {
+      const int64_t at = v.buffer_offsets_[i];
+      if (at >= 0) v.buffers_[i] = {base + at, v.buffers_[i].size()};
+    }
+    return;
+  }
+  v.plan_serial_ = plan.serial;
+  if (v.schema_ != schema) v.schema_ = schema;
+  v.batch_metadata_ = plan.batch_metadata;
+  // The plan's node indexes are the view's (same order).
+  v.nodes_.resize(plan.nodes.size());
+  v.types_.resize(plan.nodes.size());
+  v.buffers_.clear();
+  v.buffer_offsets_.clear();
+  v.children_.clear();
+  for (size_t i = 0; i < plan.nodes.size(); ++i) {
+    const DecodePlan::Node& n = plan.nodes[i];
+    ArrayView& a = v.nodes_[i];
+    if (v.types_[i] != n.type) v.types_[i] = n.type;
+    a.type = n.type.get();
+    a.length = n.length;
+    a.null_count = n.null_count;
+    a.offset = n.offset;
+    a.first_buffer = static_cast<uint32_t>(v.buffers_.size());
+    a.num_buffers = static_cast<uint32_t>(n.buffers.size());
+    for (const DecodePlan::Buffer& b : n.buffers) {
+      if (b.present) {
+        v.buffers_.emplace_back(base + b.offset, static_cast<size_t>(b.size));
+        v.buffer_offsets_.push_back(b.offset);
+      } else {
+        v.buffers_.emplace_back();
+        v.buffer_offsets_.push_back(-1);
+      }
+    }
+    a.first_child = static_cast<uint32_t>(v.children_.size());
+    a.num_children = static_cast<uint32_t>(n.children.size());
+    for (size_t c : n.children) v.children_.push_back(static_cast<uint32_t>(c));
+  }
+  v.columns_.resize(plan.columns.size());
+  for (size_t c = 0; c < plan.columns.size(); ++c) {
+    v.columns_[c] = static_cast<uint32_t>(plan.columns[c]);
+  }
+}
+
+void BatchSubscriber::Impl::FillFromBatch(format::RecordBatchPtr batch, BatchView* view,
+                                          uint64_t lost_before) const {
+  BatchView& v = *view;
+  v.Reset();
+  v.plan_serial_ = 0;
+  v.valid_ = true;
+  v.num_rows_ = batch->num_rows();
+  v.num_columns_ = static_cast<uint32_t>(batch->num_columns());
+  v.sequence_ = message.sequence();
+  v.lost_before_ = lost_before;
+  if (v.schema_ != schema) v.schema_ = schema;
+  v.batch_metadata_ = batch->metadata();
+  v.nodes_.clear();
+  v.types_.clear();
+  v.buffers_.clear();
+  v.buffer_offsets_.clear();
+  v.children_.clear();
+  v.columns_.clear();
+  // Depth first, children before their parent (as the plans record them).
+  struct Walk {
+    BatchView& v;
+    uint32_t Add(const format::ArrayData& d) {
+      std::vector<uint32_t> kids;
+      kids.reserve(d.child_data.size());
+      for (const auto& child : d.child_data) kids.push_back(Add(*child));
+      ArrayView a;
+      a.type = d.type.get();
+      a.length = d.length;
+      a.null_count = d.null_count;
+      a.offset = d.offset;
+      a.first_buffer = static_cast<uint32_t>(v.buffers_.size());
+      a.num_buffers = static_cast<uint32_t>(d.buffers.size());
+      for (const auto& b : d.buffers) {
+        if (b != nullptr) {
+          v.buffers_.emplace_back(b->data(), static_cast<size_t>(b->size()));
+        } else {
+          v.buffers_.emplace_back();
+        }
+        v.buffer_offsets_.push_back(-1);
+      }
+      a.first_child = static_cast<uint32_t>(v.children_.size());
+      a.num_children = static_cast<uint32_t>(kids.size());
+      v.children_.insert(v.children_.end(), kids.begin(), kids.end());
+      v.nodes_.push_back(a);
+      v.types_.push_back(d.type);
+      return static_cast<uint32_t>(v.nodes_.size() - 1);
+    }
+  } walk{v};
+  for (int c = 0; c < batch->num_columns(); ++c) {
+    v.columns_.push_back(walk.Add(*batch->column_data(c)));
+  }
+  v.batch_ = std::move(batch);
+}
+
+Status BatchSubscriber::ReceiveInto(BatchView* view, std::chrono::nanoseconds timeout) {
+  if (view == nullptr) return Status::Invalid("BatchSubscriber::ReceiveInto: null view");
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    const auto left = std::max(std::chrono::nanoseconds(0),
+                               std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   deadline - std::chrono::steady_clock::now()));
+    ALKAID_RETURN_NOT_OK(impl_->consumer->Receive(&impl_->message, left));
+    bool filled = false;
+    ALKAID_RETURN_NOT_OK(impl_->Decode(view, &filled).status());
+    if (filled) return Status::OK();
+  }
+}
+
+Result<bool> BatchSubscriber::TryReceiveInto(BatchView* view) {
+  if (view == nullptr) return Status::Invalid("BatchSubscriber::TryReceiveInto: null view");
+  while (true) {
+    ALKAID_ASSIGN_OR_RAISE(bool got, impl_->consumer->TryReceive(&impl_->message));
+    if (!got) return false;
+    bool filled = false;
+    ALKAID_RETURN_NOT_OK(impl_->Decode(view, &filled).status());
+    if (filled) return true;
+  }
+}
+
+// ---- BatchView ---------------------------------------------------------------
+
+void BatchView::Reset() {
+  valid_ = false;
+  block_.Reset();
+  body_.reset();
+  batch_.reset();
+}
+
+Result<format::RecordBatchPtr> BatchView::ToRecordBatch() {
+  if (!valid_) return Status::Invalid("BatchView::ToRecordBatch: the view holds no batch");
+  if (batch_ != nullptr) return batch_;
+  if (body_ == nullptr) body_ = std::make_shared<BodyBuffer>(std::move(block_), body_length_);
+  // Nodes are depth first, children before parents: build in order.
+  std::vector<format::ArrayDataPtr> built(nodes_.size());
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const ArrayView& a = nodes_[i];
+    auto d = std::make_shared<format::ArrayData>();
+    d->type = types_[i];
+    d->length = a.length;
+    d->null_count = a.null_count;
+    d->offset = a.offset;
+    for (uint32_t b = 0; b < a.num_buffers; ++b) {
+      const int64_t at = buffer_offsets_[a.first_buffer + b];
+      const auto span = buffers_[a.first_buffer + b];
+      d->buffers.push_back(at < 0 ? nullptr
+                                  : std::make_shared<format::Buffer>(
+                                        body_, at, static_cast<int64_t>(span.size())));
+    }
+    for (uint32_t c = 0; c < a.num_children; ++c) {
+      d->child_data.push_back(built[children_[a.first_child + c]]);
+    }
+    built[i] = std::move(d);
+  }
+  std::vector<format::ArrayDataPtr> columns;
+  columns.reserve(columns_.size());
+  for (uint32_t root : columns_) columns.push_back(built[root]);
+  ALKAID_ASSIGN_OR_RAISE(auto batch, format::RecordBatch::Make(schema_, num_rows_,
+                                                               std::move(columns)));
+  if (batch_metadata_ != nullptr) batch = batch->WithMetadata(batch_metadata_);
+  batch_ = batch;
+  return batch;
 }
 
 }  // namespace alkaid::client

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string_view>
 
+#include "alkaid/client/batch_view.h"
 #include "alkaid/common/export.h"
 #include "alkaid/common/result.h"
 #include "alkaid/common/status.h"
@@ -114,6 +115,14 @@ class ALKAID_EXPORT BatchSubscriber {
 
   /// The next batch if one is there; a null `batch` otherwise.
   Result<ReceivedBatch> TryReceive();
+
+  /// The next batch into `view` (which lets go of the batch it held),
+  /// waiting up to `timeout`; errors as Receive. Allocates nothing for a
+  /// batch rebuilt from a decode plan without per-batch validation once the
+  /// view has held one of the shape (see BatchView).
+  Status ReceiveInto(BatchView* view, std::chrono::nanoseconds timeout);
+  /// As ReceiveInto if a batch is there: true, else false.
+  Result<bool> TryReceiveInto(BatchView* view);
 
   const format::SchemaPtr& schema() const;
   /// The underlying channel consumer (index, sequence, lost count).
