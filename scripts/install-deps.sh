@@ -1,7 +1,18 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages Alkaid builds and tests with, if any is missing.
 # Run as root (or with sudo available). Idempotent: does nothing when all are present.
+#   scripts/install-deps.sh            what the build and the test suite need
+#   scripts/install-deps.sh --peers    also the latency peers from Debian (iceoryx 2.0:
+#                                      iox-roudi and its headers; bench/peers builds
+#                                      alkaid_iceoryx_latency when they are there)
 set -euo pipefail
+peers=0
+for arg in "$@"; do
+  case $arg in
+    --peers) peers=1 ;;
+    *) echo "install-deps: unknown option '$arg' (--peers)" >&2; exit 2 ;;
+  esac
+done
 
 packages=(
   build-essential cmake ninja-build pkg-config git
@@ -14,6 +25,9 @@ packages=(
   util-linux procps
   clang-tidy ccache python3
 )
+if [ "$peers" -eq 1 ]; then
+  packages+=(iceoryx libiceoryx-posh-dev)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
