@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "alkaid/common/status.h"
+#include "alkaid/client/batch_view.h"
 #include "alkaid/format/record_batch.h"
 #include "latency_histogram.h"
 
@@ -134,6 +135,8 @@ int64_t NowNs();
 /// int64 column (every transport's); Invalid if it has another number of
 /// columns or no row.
 Status FirstLast(const format::RecordBatch& batch, int64_t* first, int64_t* last);
+/// The same, for a batch received into a view (Consumer::NextInto).
+Status FirstLast(const client::BatchView& batch, int64_t* first, int64_t* last);
 
 /// Resident bytes of process `pid` (0 if unknown).
 int64_t ResidentBytes(int pid);

@@ -92,6 +92,18 @@ Status FirstLast(const format::RecordBatch& batch, int64_t* first, int64_t* last
   return Status::OK();
 }
 
+Status FirstLast(const client::BatchView& batch, int64_t* first, int64_t* last) {
+  if (batch.num_columns() != 1 || batch.num_rows() < 1 ||
+      batch.column(0).type->id() != format::TypeId::kInt64) {
+    return Status::Invalid("received a batch of ", batch.num_columns(), " columns and ",
+                           batch.num_rows(), " rows; expected 1 int64 column and at least 1 row");
+  }
+  const auto values = batch.Values<int64_t>(0);
+  *first = values.front();
+  *last = values.back();
+  return Status::OK();
+}
+
 int64_t ResidentBytes(int pid) {
   if (pid <= 0) return 0;
   std::FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/statm").c_str(), "r");

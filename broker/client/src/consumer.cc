@@ -39,7 +39,9 @@ constexpr auto kIdleBeforeMaintain = std::chrono::microseconds(100);
 struct Item {
   format::RecordBatchPtr batch;
   ReceivedRows rows;
-  bool empty() const { return batch == nullptr && rows.data == nullptr; }
+  bool in_view = false;  // the batch went into the caller's BatchView
+  uint64_t view_lost = 0;
+  bool empty() const { return batch == nullptr && rows.data == nullptr && !in_view; }
 };
 
 Result<Item> ToItem(Result<ReceivedBatch> r) {
@@ -69,11 +71,27 @@ struct Consumer::Impl {
     bool gone = false;  // the producer is known to be gone: drain, then drop
     std::string reason;
 
-    Result<Item> TryReceive() {
+    // With `view` (NextInto, record-batch topics), a batch goes into it.
+    Result<Item> TryReceive(BatchView* view) {
+      if (view != nullptr && batches) {
+        ALKAID_ASSIGN_OR_RAISE(bool got, batches->TryReceiveInto(view));
+        return ViewItem(got, *view);
+      }
       return batches ? ToItem(batches->TryReceive()) : ToItem(rows->TryReceive());
     }
-    Result<Item> Receive(std::chrono::nanoseconds timeout) {
+    Result<Item> Receive(std::chrono::nanoseconds timeout, BatchView* view) {
+      if (view != nullptr && batches) {
+        const Status st = batches->ReceiveInto(view, timeout);
+        if (!st.ok()) return st;
+        return ViewItem(true, *view);
+      }
       return batches ? ToItem(batches->Receive(timeout)) : ToItem(rows->Receive(timeout));
+    }
+    static Item ViewItem(bool got, const BatchView& view) {
+      Item item;
+      item.in_view = got;
+      if (got) item.view_lost = view.lost_before();
+      return item;
     }
   };
 
@@ -99,6 +117,8 @@ struct Consumer::Impl {
   Clock::time_point next_pid_check = Clock::now();
   Clock::time_point next_reconnect = Clock::now();
   bool closed = false;
+  // Set for the duration of a NextInto call: where batches go.
+  BatchView* target = nullptr;
 
   void Subscribe(const p::ProducerInfo& info) {
     if (finished.count(info.ring) != 0) return;
@@ -276,7 +296,7 @@ struct Consumer::Impl {
   Result<Item> Take(std::size_t index, Result<Item> result) {
     if (result.ok()) {
       if (!result->empty()) {
-        lost += result->rows.lost_before;
+        lost += result->in_view ? result->view_lost : result->rows.lost_before;
         round_robin = index + 1;
         return std::move(*result);
       }
@@ -314,7 +334,7 @@ struct Consumer::Impl {
     for (std::size_t k = 0; k < n && !subs.empty(); ++k) {
       const std::size_t index = (round_robin + k) % subs.size();
       const std::size_t before = subs.size();
-      ALKAID_ASSIGN_OR_RAISE(auto item, Take(index, subs[index].TryReceive()));
+      ALKAID_ASSIGN_OR_RAISE(auto item, Take(index, subs[index].TryReceive(target)));
       if (!item.empty()) return item;
       if (subs.size() != before) --k;  // the entry at `index` is a new one now
     }
@@ -368,7 +388,7 @@ struct Consumer::Impl {
       longest_wait = kWaitSlice;
       if (subs.size() == 1 && !subs[0].gone) {
         // One ring: sleep on it (futex), so a message wakes us at once.
-        ALKAID_ASSIGN_OR_RAISE(item, Take(0, subs[0].Receive(slice)));
+        ALKAID_ASSIGN_OR_RAISE(item, Take(0, subs[0].Receive(slice, target)));
         if (!item.empty()) return item;
       } else {
         // None or several rings: wake for broker events, look again soon.
@@ -462,6 +482,21 @@ Result<std::unique_ptr<Consumer>> Consumer::Open(const std::string& topic,
   for (const auto& producer : reply.producers) impl->Subscribe(producer);
   impl->attached = true;
   return std::unique_ptr<Consumer>(new Consumer(std::move(impl)));
+}
+
+Status Consumer::NextInto(BatchView* view, std::chrono::nanoseconds timeout) {
+  if (view == nullptr) return Status::Invalid("Consumer::NextInto: null view");
+  if (impl_->kind != PayloadKind::kRecordBatch) {
+    return Status::Invalid("Consumer::NextInto: topic '", impl_->topic,
+                           "' carries unsafe-row payloads (NextRows)");
+  }
+  if (!impl_->columns.empty()) {
+    return Status::Invalid("Consumer::NextInto: a column subset is given (Next projects it)");
+  }
+  impl_->target = view;
+  auto item = impl_->NextItem(timeout);
+  impl_->target = nullptr;
+  return item.status();
 }
 
 Result<format::RecordBatchPtr> Consumer::TryNext() {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "alkaid/client/batch_view.h"
 #include "alkaid/client/broker_client.h"
 #include "alkaid/client/row_channel.h"
 #include "alkaid/common/export.h"
@@ -105,6 +106,13 @@ class ALKAID_EXPORT Consumer {
   /// The next batch if one is there; null if none (yet); EndOfStream as
   /// Next.
   Result<format::RecordBatchPtr> TryNext();
+
+  /// As Next, into a caller-owned view that is reused from call to call
+  /// (BatchView: it lets go of the batch it held). Batches of fixed-width
+  /// columns are filled from the decode plan without allocating; others
+  /// are decoded into a batch the view keeps. Record-batch topics without a
+  /// column subset (Invalid otherwise).
+  Status NextInto(BatchView* view, std::chrono::nanoseconds timeout);
 
   /// Unsafe-row topics: the next row batch, zero-copy (a view of the
   /// producer's shared block, referenced while held), waiting up to
