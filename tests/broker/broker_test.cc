@@ -102,6 +102,37 @@ TEST(BrokerTest, InPlaceBatchesThenEndOfStream) {
   producer.reset();
 }
 
+// Consumer::NextInto: the same batches into one reused view, then end of
+// stream; refused with a column subset.
+TEST(BrokerTest, NextIntoAReusedViewThenEndOfStream) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("ids", IdSchema(), ProducerOn(broker)));
+  ASSERT_OK_AND_ASSIGN(auto consumer, Consumer::Open("ids", ConsumerOn(broker)));
+  for (int64_t b = 0; b < 10; ++b) {
+    ASSERT_OK_AND_ASSIGN(auto pool, producer->NewBatchPool(64 * 1024));
+    format::Int64Builder ids(pool.get());
+    for (int64_t i = 0; i < 100; ++i) ASSERT_OK(ids.Append(b * 100 + i));
+    ASSERT_OK_AND_ASSIGN(auto array, ids.Finish());
+    ASSERT_OK_AND_ASSIGN(auto batch, format::RecordBatch::Make(IdSchema(), 100, {array}));
+    ASSERT_OK(producer->Publish(*batch, pool.get()));
+  }
+  client::BatchView view;
+  for (int64_t b = 0; b < 10; ++b) {
+    ASSERT_OK(consumer->NextInto(&view, 5s));
+    ASSERT_EQ(view.num_rows(), 100);
+    const auto values = view.Values<int64_t>(0);
+    for (int64_t i = 0; i < 100; ++i) ASSERT_EQ(values[static_cast<size_t>(i)], b * 100 + i);
+  }
+  ASSERT_OK(producer->Close());
+  ASSERT_RAISES(kEndOfStream, consumer->NextInto(&view, 5s));
+  ASSERT_RAISES(kInvalid, consumer->NextInto(nullptr, 5s));
+  client::ConsumerOptions subset = ConsumerOn(broker);
+  subset.columns = {"id"};
+  ASSERT_OK_AND_ASSIGN(auto narrow, Consumer::Open("ids", subset));
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "column subset", narrow->NextInto(&view, 5s));
+}
+
 TEST(BrokerTest, SchemaMismatchIsRefused) {
   BrokerProcess broker;
   ASSERT_TRUE(broker.Start());
