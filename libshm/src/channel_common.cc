@@ -68,6 +68,9 @@ Result<ChannelGeometry> ComputeChannelGeometry(const ChannelOptions& options) {
       options.max_blocks != 0
           ? options.max_blocks
           : static_cast<uint32_t>(std::clamp<uint64_t>(g.arena_size / kPageSize, 256, 65536));
+  // More blocks than 64-byte pieces of the arena could never be live.
+  g.block_count = static_cast<uint32_t>(
+      std::min<uint64_t>(g.block_count, std::max<uint64_t>(1, g.arena_size / 64)));
   // A consumer's undrained returns name distinct live blocks, twice at most
   // (a duplicate after a lap): the queue never fills.
   g.return_capacity = NextPowerOfTwo(uint64_t{g.block_count} * 2);
@@ -122,8 +125,13 @@ Result<ChannelGeometry> ReadChannelHeader(const ChannelHeaderData& h, uint64_t p
       g.slot_count >= 2 && IsPowerOfTwo(g.slot_count) && g.slot_count <= kMaxRingSlots &&
       g.inline_capacity % 64 == 0 && g.inline_capacity <= kMaxInlinePayload &&
       g.max_consumers >= 1 && g.max_consumers <= kMaxRingConsumers && g.block_count >= 1 &&
-      g.block_count <= (uint32_t{1} << 24) && IsPowerOfTwo(g.return_capacity) &&
-      g.return_capacity >= 2 * uint64_t{g.block_count} && g.shape_count <= kMaxShapes &&
+      g.block_count <= (uint32_t{1} << 24) &&
+      // Consumers size their own segment by the return queue: it is what the
+      // producer's geometry implies, no larger (a hostile header cannot make
+      // a consumer create more than a fraction of the arena it maps).
+      g.block_count <= std::max<uint64_t>(1, g.arena_size / 64) &&
+      g.return_capacity == NextPowerOfTwo(uint64_t{g.block_count} * 2) &&
+      g.shape_count <= kMaxShapes &&
       g.shape_size >= sizeof(ShapeEntryData) && g.shape_size % 64 == 0 &&
       g.shape_size <= sizeof(ShapeEntryData) + kMaxInlinePayload && g.arena_size % 64 == 0 &&
       g.arena_size <= payload_size;

@@ -308,6 +308,27 @@ TEST_F(ChannelTest, AKeptLoanHoldsItsBlockUntilDropped) {
   EXPECT_EQ(third.offset(), offset);
 }
 
+// A hostile header cannot make a consumer create a large segment of its own
+// (its return queue is sized by the header): counts beyond what the arena
+// implies are refused at open. (Found by channel_fuzz: 4 GiB segments.)
+TEST_F(ChannelTest, ConsumerRefusesAHeaderThatInflatesItsReturnQueue) {
+  const std::string name = NewName("ch");
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, Small()));
+  ASSERT_OK_AND_ASSIGN(auto rw, Segment::Open(name, SegmentKind::kChannel));
+  auto* header = reinterpret_cast<internal::ChannelHeaderData*>(rw->payload());
+  const uint32_t blocks = header->block_count;
+  const uint32_t returns = header->return_capacity;
+  header->return_capacity = 1u << 29;  // a 4 GiB queue
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "header counts out of range", ChannelConsumer::Open(name));
+  header->return_capacity = returns;
+  header->block_count = 1u << 24;  // far more blocks than the arena has room for
+  header->return_capacity = 1u << 25;
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "header counts out of range", ChannelConsumer::Open(name));
+  header->block_count = blocks;
+  header->return_capacity = returns;
+  ASSERT_OK(ChannelConsumer::Open(name).status());
+}
+
 TEST_F(ChannelTest, RejectsSlotsNamingBytesOutsideTheArena) {
   const std::string name = NewName("ch");
   ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, Small()));
