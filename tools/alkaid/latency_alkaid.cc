@@ -98,7 +98,7 @@ Status AwaitAnswer(client::Consumer* consumer, int64_t expected, const Shared* s
   // Answers arrive in a reused view (Consumer::NextInto): no allocation.
   thread_local client::BatchView answer;
   while (true) {
-    const Status got = consumer->NextInto(&answer, kSlice);
+    Status got = consumer->NextInto(&answer, kSlice);
     if (!got.ok()) {
       if (got.code() != StatusCode::kTimedOut) return got;
       if (Stopping(shared)) return StopStatus();
@@ -257,7 +257,7 @@ Status PongSide(const RunSpec& spec, Shared* shared) {
     // Release: partner of A's acquire load; everything done since the
     // answer is done before A times anything.
     shared->answered.store(answered, std::memory_order_release);
-    const Status got = pings->NextInto(&batch, kSlice);
+    Status got = pings->NextInto(&batch, kSlice);
     if (!got.ok()) {
       if (got.code() == StatusCode::kEndOfStream) break;
       if (got.code() != StatusCode::kTimedOut) return got;
@@ -395,7 +395,7 @@ Status StreamConsumer(const RunSpec& spec, Shared* shared, int index) {
   };
   client::BatchView got;  // reused: NextInto allocates nothing
   while (true) {
-    const Status st = consumer->NextInto(&got, kSlice);
+    Status st = consumer->NextInto(&got, kSlice);
     if (!st.ok()) {
       if (st.code() == StatusCode::kEndOfStream) break;
       if (st.code() != StatusCode::kTimedOut) return st;
