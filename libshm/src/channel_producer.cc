@@ -646,7 +646,9 @@ ChannelLoan::ChannelLoan(ChannelLoan&& other) noexcept
       data_(std::exchange(other.data_, {})),
       offset_(std::exchange(other.offset_, 0)),
       descriptor_(other.descriptor_),
-      generation_(other.generation_) {}
+      generation_(other.generation_),
+      held_(std::exchange(other.held_, false)),
+      reused_(std::exchange(other.reused_, false)) {}
 
 ChannelLoan& ChannelLoan::operator=(ChannelLoan&& other) noexcept {
   if (this != &other) {
@@ -656,13 +658,16 @@ ChannelLoan& ChannelLoan::operator=(ChannelLoan&& other) noexcept {
     offset_ = std::exchange(other.offset_, 0);
     descriptor_ = other.descriptor_;
     generation_ = other.generation_;
+    held_ = std::exchange(other.held_, false);
+    reused_ = std::exchange(other.reused_, false);
   }
   return *this;
 }
 
 void ChannelLoan::Reset() {
-  if (owner_ == nullptr) return;
-  owner_->PushReleased(descriptor_, generation_);
+  if (held_) owner_->PushReleased(descriptor_, generation_);
+  held_ = false;
+  reused_ = false;
   owner_.reset();
   data_ = {};
 }
@@ -746,6 +751,28 @@ Result<std::unique_ptr<ChannelProducer>> ChannelProducer::Create(std::string_vie
 }
 
 Result<ChannelLoan> ChannelProducer::Loan(uint64_t length) {
+  ChannelLoan loan;
+  ALKAID_RETURN_NOT_OK(LoanImpl(length, &loan));
+  return loan;
+}
+
+Status ChannelProducer::LoanInto(uint64_t length, ChannelLoan* loan) {
+  if (loan == nullptr) return Status::Invalid("channel '", impl_->name, "': null loan");
+  if (loan->held_) {
+    if (loan->owner_ == impl_) {
+      impl_->PushReleased(loan->descriptor_, loan->generation_);
+      loan->held_ = false;
+      loan->data_ = {};
+    } else {
+      loan->Reset();
+    }
+  }
+  ALKAID_RETURN_NOT_OK(LoanImpl(length, loan));
+  loan->reused_ = true;
+  return Status::OK();
+}
+
+Status ChannelProducer::LoanImpl(uint64_t length, ChannelLoan* into) {
   Owner& d = *impl_;
   if (d.closed) return Status::Invalid("channel '", d.name, "' is closed");
   if (length > d.g.arena_size) {
@@ -803,18 +830,19 @@ Result<ChannelLoan> ChannelProducer::Loan(uint64_t length) {
   b.loan_ref = true;
   std::fill(std::begin(b.holders), std::end(b.holders), 0);
   ++d.blocks_live;
-  ChannelLoan loan;
-  loan.owner_ = impl_;
+  ChannelLoan& loan = *into;
+  if (loan.owner_ != impl_) loan.owner_ = impl_;
   loan.data_ = {d.segment->payload() + b.offset, static_cast<std::size_t>(length)};
   loan.offset_ = b.offset;
   loan.descriptor_ = desc;
   loan.generation_ = b.generation;
-  return loan;
+  loan.held_ = true;
+  return Status::OK();
 }
 
 Status ChannelProducer::Publish(std::span<const std::byte> payload, ChannelLoan&& body,
                                 uint64_t user, uint32_t shape) {
-  if (body.owner_ != impl_) {
+  if (!body.held_ || body.owner_ != impl_) {
     return Status::Invalid("channel '", impl_->name, "': the loan is ",
                            body.valid() ? "from another channel" : "empty");
   }
@@ -823,7 +851,7 @@ Status ChannelProducer::Publish(std::span<const std::byte> payload, ChannelLoan&
 
 Status ChannelProducer::Publish(std::span<const std::byte> payload, const ChannelLoan& body,
                                 uint64_t user, uint32_t shape) {
-  if (body.owner_ != impl_) {
+  if (!body.held_ || body.owner_ != impl_) {
     return Status::Invalid("channel '", impl_->name, "': the loan is ",
                            body.valid() ? "from another channel" : "empty");
   }
@@ -928,8 +956,9 @@ Status ChannelProducer::PublishImpl(std::span<const std::byte> payload, ChannelL
   // Release: publishes the fields; partner of the consumer's acquire load.
   slot->sequence.store(2 * n + 2, std::memory_order_release);
   if (body != nullptr && !keep) {
-    body->owner_.reset();
+    body->held_ = false;
     body->data_ = {};
+    if (!body->reused_) body->owner_.reset();
   }
   d.next_sequence = n + 1;
   ++d.stats.published;

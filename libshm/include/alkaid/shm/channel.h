@@ -136,7 +136,7 @@ class ALKAID_EXPORT ChannelLoan {
 
   /// The block's bytes: `length` asked for, writable; 64-byte aligned.
   std::span<std::byte> data() const { return data_; }
-  bool valid() const { return owner_ != nullptr; }
+  bool valid() const { return held_; }
   /// Offset of data() from the start of the channel segment's payload, as
   /// consumers see it (ChannelMessage::body_offset()).
   uint64_t offset() const { return offset_; }
@@ -152,6 +152,9 @@ class ALKAID_EXPORT ChannelLoan {
   uint64_t offset_ = 0;
   uint32_t descriptor_ = 0;
   uint32_t generation_ = 0;
+  bool held_ = false;
+  // Filled by LoanInto: keeps owner_ when published or refilled.
+  bool reused_ = false;
 };
 
 /// The single producer of a channel; creates its segments.
@@ -176,6 +179,12 @@ class ALKAID_EXPORT ChannelProducer {
   /// CapacityError if `length` exceeds the arena. Allocates no heap memory
   /// when a block of the same size was freed before.
   Result<ChannelLoan> Loan(uint64_t length);
+  /// As Loan, into `loan`, which first lets go of the block it held. For a
+  /// publish loop that reuses one loan object: such an object keeps its
+  /// reference to the producer across loans and publishes (while empty,
+  /// too, until it is destroyed or Reset), so the loop touches no reference
+  /// count.
+  Status LoanInto(uint64_t length, ChannelLoan* loan);
 
   /// Publishes message `payload` (inline bytes, at most inline_capacity)
   /// with body `body` (which it takes: the producer keeps the block until
@@ -234,6 +243,7 @@ class ALKAID_EXPORT ChannelProducer {
  private:
   using Owner = ChannelLoan::Owner;
   explicit ChannelProducer(std::shared_ptr<Owner> impl);
+  Status LoanImpl(uint64_t length, ChannelLoan* into);
   Status PublishImpl(std::span<const std::byte> payload, ChannelLoan* body, bool keep,
                      uint64_t user, uint32_t shape);
   std::shared_ptr<Owner> impl_;
@@ -311,6 +321,12 @@ class ALKAID_EXPORT ChannelMessage {
   uint64_t lost_before() const { return lost_before_; }
   /// Moves the body out, to be held beyond the next receive.
   ChannelBlock TakeBody() { return std::move(body_); }
+  /// Moves the body into `into`, which first returns the block it held.
+  /// Unlike `*into = TakeBody()`, the message keeps its reference to the
+  /// consumer's return queue, and `into` keeps its own when it is the same
+  /// queue, so a receive loop that hands each body to the same holder
+  /// touches no reference count.
+  void TakeBodyInto(ChannelBlock* into);
   /// Returns the body now and lets go of the consumer.
   void Reset() { body_.Reset(); }
 
