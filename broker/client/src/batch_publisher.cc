@@ -269,8 +269,9 @@ Status BatchPublisher::PublishRegion(ShmBatchPool* pool, uint64_t body_length,
       in_region = true;
     }
   }
-  // The pool keeps the loan: the region stays valid while it lives.
-  ALKAID_RETURN_NOT_OK(channel_->Publish(payload, pool->loan_,
+  // The region keeps the loan: it stays valid while the pool or any of
+  // its buffers lives.
+  ALKAID_RETURN_NOT_OK(channel_->Publish(payload, pool->loan(),
                                          UserWordFor(body_length, kind, in_region), shape));
   pool->published_ = true;
   ++messages_;
@@ -425,7 +426,7 @@ Status FixedShapeWriter::Begin() {
                            loan_.offset(), " of '", publisher_->channel_->name(),
                            "') was not published");
   }
-  ALKAID_ASSIGN_OR_RAISE(loan_, publisher_->channel_->Loan(image_.size()));
+  ALKAID_RETURN_NOT_OK(publisher_->channel_->LoanInto(image_.size(), &loan_));
   std::memcpy(loan_.data().data(), image_.data(), image_.size());
   pending_ = true;
   return Status::OK();
