@@ -24,7 +24,10 @@ std::shared_ptr<Buffer> Buffer::FromString(std::string s) {
   return std::make_shared<Buffer>(data, size, std::move(holder));
 }
 
-ResizableBuffer::ResizableBuffer(MemoryPool* pool) : pool_(pool) { is_mutable_ = true; }
+ResizableBuffer::ResizableBuffer(MemoryPool* pool)
+    : owner_(pool->shared_owner()), pool_(owner_ != nullptr ? owner_.get() : pool) {
+  is_mutable_ = true;
+}
 
 ResizableBuffer::~ResizableBuffer() {
   if (data_ != nullptr) pool_->Free(data_, capacity_, kBufferAlignment);

@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
 #include "alkaid/format/builder.h"
 #include "alkaid/format/builder_primitive.h"
 #include "client_test_util.h"
@@ -86,6 +91,37 @@ TEST(ShmBatchPoolTest, RegionIsReleasedWithThePool) {
   EXPECT_EQ(ch.producer->stats().blocks_live, 0u);
   ASSERT_RAISES(kInvalid, ShmBatchPool::Create(ch.producer.get(), 0));
   ASSERT_RAISES(kInvalid, ShmBatchPool::Create(nullptr, 64));
+}
+
+// A batch may outlive its pool: its buffers hold the region, which keeps
+// the block until the last of them goes (also on another thread), after
+// the consumers returned it if it was published.
+TEST(ShmBatchPoolTest, ABatchOutlivesItsPoolAndHoldsTheRegion) {
+  Channel ch;
+  ASSERT_OK(ch.Create(1 << 20));
+  std::shared_ptr<format::Array> array;
+  {
+    ASSERT_OK_AND_ASSIGN(auto pool, ShmBatchPool::Create(ch.producer.get(), 64 << 10));
+    format::Int64Builder builder(pool.get());
+    ASSERT_OK(builder.Reserve(1000));
+    for (int64_t i = 0; i < 1000; ++i) builder.UnsafeAppend(i * 3);
+    ASSERT_OK_AND_ASSIGN(array, builder.Finish());
+  }  // the pool goes first
+  ch.producer->Poll();
+  EXPECT_EQ(ch.producer->stats().blocks_live, 1u);  // held by the array's buffers
+  // Fill the rest of the 1 MiB arena: the region is never handed out again.
+  std::vector<shm::ChannelLoan> loans;
+  for (int i = 0; i < 15; ++i) {
+    ASSERT_OK_AND_ASSIGN(shm::ChannelLoan loan, ch.producer->Loan(64 << 10));
+    std::memset(loan.data().data(), 0xff, loan.data().size());
+    loans.push_back(std::move(loan));
+  }
+  const auto* values = array->data()->GetValues<int64_t>(1);
+  for (int64_t i = 0; i < 1000; ++i) ASSERT_EQ(values[i], i * 3) << i;
+  loans.clear();
+  std::thread([&] { array.reset(); }).join();
+  ch.producer->Poll();
+  EXPECT_EQ(ch.producer->stats().blocks_live, 0u);
 }
 
 }  // namespace

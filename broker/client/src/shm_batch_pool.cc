@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <utility>
 
 namespace alkaid::client {
@@ -14,72 +15,94 @@ uint64_t Padded(uint64_t n) { return (n + kAlign - 1) & ~(kAlign - 1); }
 
 }  // namespace
 
-ShmBatchPool::ShmBatchPool(shm::ChannelProducer* channel, shm::ChannelLoan loan)
-    : channel_(channel), channel_name_(channel->name()), loan_(std::move(loan)) {
-  region_ = reinterpret_cast<uint8_t*>(loan_.data().data());
-  region_size_ = loan_.data().size();
-}
+// The region: the loan and a bump allocator over its bytes. Shared by the
+// pool and every buffer allocated from it (MemoryPool::shared_owner), so
+// the loan goes (back to the arena if never published, else once every
+// consumer returned it) when the last of them does.
+struct ShmBatchPool::Region final : format::MemoryPool {
+  Region(std::string name, shm::ChannelLoan l)
+      : backend("shm:" + std::move(name)),
+        loan(std::move(l)),
+        data(reinterpret_cast<uint8_t*>(loan.data().data())),
+        size(loan.data().size()) {}
 
-// The loan goes with the pool: back to the arena if never published, else
-// once every consumer returned the region.
-ShmBatchPool::~ShmBatchPool() = default;
+  Result<uint8_t*> Allocate(int64_t n, int64_t alignment) override;
+  Result<uint8_t*> Reallocate(uint8_t* ptr, int64_t old_size, int64_t new_size,
+                              int64_t alignment) override;
+  void Free(uint8_t* ptr, int64_t n, int64_t alignment) override;
+  int64_t bytes_allocated() const override {
+    std::lock_guard lock(mutex);
+    return allocated;
+  }
+  int64_t max_memory() const override {
+    std::lock_guard lock(mutex);
+    return max_allocated;
+  }
+  std::string backend_name() const override { return backend; }
+  using format::MemoryPool::Allocate;
+  using format::MemoryPool::Free;
 
-Result<std::unique_ptr<ShmBatchPool>> ShmBatchPool::Create(shm::ChannelProducer* channel,
-                                                           uint64_t region_bytes) {
-  if (channel == nullptr) return Status::Invalid("ShmBatchPool: null channel");
-  if (region_bytes == 0) return Status::Invalid("ShmBatchPool: empty region requested");
-  ALKAID_ASSIGN_OR_RAISE(shm::ChannelLoan loan, channel->Loan(Padded(region_bytes)));
-  return std::unique_ptr<ShmBatchPool>(new ShmBatchPool(channel, std::move(loan)));
-}
+  const std::string backend;
+  const shm::ChannelLoan loan;
+  uint8_t* const data;
+  const uint64_t size;
 
-Result<uint8_t*> ShmBatchPool::Allocate(int64_t size, int64_t alignment) {
-  if (size < 0) return Status::Invalid("ShmBatchPool: negative allocation size ", size);
+  mutable std::mutex mutex;
+  uint64_t top = 0;         // bump pointer, offset from data
+  uint64_t last_begin = 0;  // offset of the most recent live allocation
+  bool has_last = false;
+  int64_t allocated = 0;
+  int64_t max_allocated = 0;
+  bool sealed = false;
+};
+
+Result<uint8_t*> ShmBatchPool::Region::Allocate(int64_t n, int64_t alignment) {
+  if (n < 0) return Status::Invalid("ShmBatchPool: negative allocation size ", n);
   if (alignment <= 0 || alignment > static_cast<int64_t>(kAlign) ||
       (alignment & (alignment - 1)) != 0) {
     return Status::Invalid("ShmBatchPool: alignment ", alignment,
                            " is not a power of two up to 64");
   }
-  std::lock_guard lock(mutex_);
-  if (sealed_) {
-    return Status::Invalid("ShmBatchPool '", backend_name(),
+  std::lock_guard lock(mutex);
+  if (sealed) {
+    return Status::Invalid("ShmBatchPool '", backend,
                            "': the region was published; no more allocations");
   }
   // Zero-size requests still get a distinct address: 64 bytes, like the
   // padding any buffer gets.
-  const uint64_t need = Padded(std::max<uint64_t>(static_cast<uint64_t>(size), 1));
-  if (need > region_size_ - top_) {
-    return Status::OutOfMemory("ShmBatchPool '", backend_name(), "': ", size,
-                               " bytes requested, ", region_size_ - top_, " of ", region_size_,
-                               " region bytes left");
+  const uint64_t need = Padded(std::max<uint64_t>(static_cast<uint64_t>(n), 1));
+  if (need > size - top) {
+    return Status::OutOfMemory("ShmBatchPool '", backend, "': ", n, " bytes requested, ",
+                               size - top, " of ", size, " region bytes left");
   }
-  last_begin_ = top_;
-  has_last_ = true;
-  top_ += need;
-  allocated_ += size;
-  max_allocated_ = std::max(max_allocated_, allocated_);
-  return region_ + last_begin_;
+  last_begin = top;
+  has_last = true;
+  top += need;
+  allocated += n;
+  max_allocated = std::max(max_allocated, allocated);
+  return data + last_begin;
 }
 
-Result<uint8_t*> ShmBatchPool::Reallocate(uint8_t* ptr, int64_t old_size, int64_t new_size,
-                                          int64_t alignment) {
+Result<uint8_t*> ShmBatchPool::Region::Reallocate(uint8_t* ptr, int64_t old_size,
+                                                  int64_t new_size, int64_t alignment) {
   if (new_size < 0) return Status::Invalid("ShmBatchPool: negative allocation size ", new_size);
   {
-    std::lock_guard lock(mutex_);
-    if (sealed_) {
-      return Status::Invalid("ShmBatchPool '", backend_name(),
+    std::lock_guard lock(mutex);
+    if (sealed) {
+      return Status::Invalid("ShmBatchPool '", backend,
                              "': the region was published; no more allocations");
     }
     // The most recent allocation grows or shrinks in place.
-    if (has_last_ && ptr == region_ + last_begin_) {
+    if (has_last && ptr == data + last_begin) {
       const uint64_t need = Padded(std::max<uint64_t>(static_cast<uint64_t>(new_size), 1));
-      if (need > region_size_ - last_begin_) {
-        return Status::OutOfMemory("ShmBatchPool '", backend_name(), "': growing a buffer to ",
-                                   new_size, " bytes needs ", need, ", ",
-                                   region_size_ - last_begin_, " region bytes left");
+      if (need > size - last_begin) {
+        return Status::OutOfMemory("ShmBatchPool '", backend, "': growing a buffer to ",
+                                   new_size, " bytes needs ", need, ", ", size - last_begin,
+                                   " region bytes left");
       }
-      top_ = last_begin_ + need;
-      allocated_ += new_size - old_size;
-      max_allocated_ = std::max(max_allocated_, allocated_);
+      top = last_begin + need;
+      allocated += new_size - old_size;
+      max_allocated = std::max(max_allocated, allocated);
       return ptr;
     }
   }
@@ -91,37 +114,63 @@ Result<uint8_t*> ShmBatchPool::Reallocate(uint8_t* ptr, int64_t old_size, int64_
   return fresh;
 }
 
-void ShmBatchPool::Free(uint8_t* ptr, int64_t size, int64_t /*alignment*/) {
-  std::lock_guard lock(mutex_);
-  allocated_ -= size;
+void ShmBatchPool::Region::Free(uint8_t* ptr, int64_t n, int64_t /*alignment*/) {
+  std::lock_guard lock(mutex);
+  allocated -= n;
   // Only the most recent allocation of an unpublished region gives its
   // space back; anything else stays until the region is released.
-  if (!sealed_ && has_last_ && ptr == region_ + last_begin_) {
-    top_ = last_begin_;
-    has_last_ = false;
+  if (!sealed && has_last && ptr == data + last_begin) {
+    top = last_begin;
+    has_last = false;
   }
 }
 
-int64_t ShmBatchPool::bytes_allocated() const {
-  std::lock_guard lock(mutex_);
-  return allocated_;
+ShmBatchPool::ShmBatchPool(shm::ChannelProducer* channel, std::shared_ptr<Region> region)
+    : channel_(channel),
+      channel_name_(channel->name()),
+      shared_(std::move(region)),
+      region_(shared_->data),
+      region_size_(shared_->size) {}
+
+ShmBatchPool::~ShmBatchPool() = default;
+
+Result<std::unique_ptr<ShmBatchPool>> ShmBatchPool::Create(shm::ChannelProducer* channel,
+                                                           uint64_t region_bytes) {
+  if (channel == nullptr) return Status::Invalid("ShmBatchPool: null channel");
+  if (region_bytes == 0) return Status::Invalid("ShmBatchPool: empty region requested");
+  ALKAID_ASSIGN_OR_RAISE(shm::ChannelLoan loan, channel->Loan(Padded(region_bytes)));
+  auto region = std::make_shared<Region>(channel->name(), std::move(loan));
+  return std::unique_ptr<ShmBatchPool>(new ShmBatchPool(channel, std::move(region)));
 }
 
-int64_t ShmBatchPool::max_memory() const {
-  std::lock_guard lock(mutex_);
-  return max_allocated_;
+Result<uint8_t*> ShmBatchPool::Allocate(int64_t size, int64_t alignment) {
+  return shared_->Allocate(size, alignment);
 }
 
-std::string ShmBatchPool::backend_name() const { return "shm:" + channel_name_; }
+Result<uint8_t*> ShmBatchPool::Reallocate(uint8_t* ptr, int64_t old_size, int64_t new_size,
+                                          int64_t alignment) {
+  return shared_->Reallocate(ptr, old_size, new_size, alignment);
+}
+
+void ShmBatchPool::Free(uint8_t* ptr, int64_t size, int64_t alignment) {
+  shared_->Free(ptr, size, alignment);
+}
+
+int64_t ShmBatchPool::bytes_allocated() const { return shared_->bytes_allocated(); }
+int64_t ShmBatchPool::max_memory() const { return shared_->max_memory(); }
+std::string ShmBatchPool::backend_name() const { return shared_->backend; }
+std::shared_ptr<format::MemoryPool> ShmBatchPool::shared_owner() { return shared_; }
+uint64_t ShmBatchPool::region_offset() const { return shared_->loan.offset(); }
+const shm::ChannelLoan& ShmBatchPool::loan() const { return shared_->loan; }
 
 uint64_t ShmBatchPool::used_bytes() const {
-  std::lock_guard lock(mutex_);
-  return top_;
+  std::lock_guard lock(shared_->mutex);
+  return shared_->top;
 }
 
 bool ShmBatchPool::sealed() const {
-  std::lock_guard lock(mutex_);
-  return sealed_;
+  std::lock_guard lock(shared_->mutex);
+  return shared_->sealed;
 }
 
 bool ShmBatchPool::Contains(const void* p, uint64_t n) const {
@@ -131,24 +180,25 @@ bool ShmBatchPool::Contains(const void* p, uint64_t n) const {
 }
 
 uint64_t ShmBatchPool::Seal() {
-  std::lock_guard lock(mutex_);
-  sealed_ = true;
-  return top_;
+  std::lock_guard lock(shared_->mutex);
+  shared_->sealed = true;
+  return shared_->top;
 }
 
 Result<uint64_t> ShmBatchPool::AppendTail(std::span<const uint8_t> bytes) {
-  std::lock_guard lock(mutex_);
+  Region& r = *shared_;
+  std::lock_guard lock(r.mutex);
   const uint64_t need = Padded(bytes.size());
-  if (need > region_size_ - top_) {
-    return Status::CapacityError("ShmBatchPool '", backend_name(), "': ", bytes.size(),
-                                 " bytes of metadata do not fit after the ", top_,
-                                 "-byte body in a ", region_size_,
+  if (need > r.size - r.top) {
+    return Status::CapacityError("ShmBatchPool '", r.backend, "': ", bytes.size(),
+                                 " bytes of metadata do not fit after the ", r.top,
+                                 "-byte body in a ", r.size,
                                  "-byte region (make the region larger)");
   }
-  const uint64_t at = top_;
-  std::memcpy(region_ + at, bytes.data(), bytes.size());
-  top_ += need;
-  has_last_ = false;
+  const uint64_t at = r.top;
+  std::memcpy(r.data + at, bytes.data(), bytes.size());
+  r.top += need;
+  r.has_last = false;
   return at;
 }
 

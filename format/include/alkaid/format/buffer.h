@@ -118,6 +118,9 @@ class ALKAID_EXPORT ResizableBuffer : public Buffer {
  private:
   explicit ResizableBuffer(MemoryPool* pool);
   Status Reallocate(int64_t new_capacity);
+  // The pool's shared owner, if it has one (MemoryPool::shared_owner):
+  // then pool_ is that owner, and the buffer keeps it alive.
+  std::shared_ptr<MemoryPool> owner_;
   MemoryPool* pool_;
 };
 

@@ -6,6 +6,7 @@
 /// shared-memory segment can hand out the buffers a producer builds in place.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "alkaid/common/export.h"
@@ -52,6 +53,13 @@ class ALKAID_EXPORT MemoryPool {
   virtual int64_t max_memory() const = 0;
   /// Short name of the backing store ("system", "shm:<segment>", ...).
   virtual std::string backend_name() const = 0;
+
+  /// For a pool whose handle may go before the buffers allocated from it
+  /// (a pool over one shared-memory region): the pool those buffers use
+  /// and hold, which lives until the last of them and the handle are gone.
+  /// Null (the default) for pools that outlive their buffers by contract
+  /// (default_memory_pool(), a SystemMemoryPool kept by its user).
+  virtual std::shared_ptr<MemoryPool> shared_owner() { return nullptr; }
 
   Result<uint8_t*> Allocate(int64_t size) { return Allocate(size, kBufferAlignment); }
   void Free(uint8_t* ptr, int64_t size) { Free(ptr, size, kBufferAlignment); }

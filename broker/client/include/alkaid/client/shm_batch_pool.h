@@ -7,7 +7,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 
@@ -29,12 +28,12 @@ namespace alkaid::client {
 /// the builders' growth (a builder doubles its buffers as it appends, so
 /// reserving capacity up front keeps the waste low).
 ///
-/// Lifetime: the pool holds the loan until it is destroyed, so the region
-/// stays valid (and is never reused) while the pool lives, even after
-/// publishing (the channel then also waits for every consumer to return
-/// it). Every buffer allocated from the pool must be destroyed before the
-/// pool (format buffers keep a raw pool pointer). Once published (Seal()),
-/// the pool refuses further allocations.
+/// Lifetime: the region and its allocator are shared by the pool and every
+/// buffer allocated from it, and hold the loan: the region stays valid (and
+/// is never reused) until the pool and the last of those buffers are gone,
+/// on whichever thread that happens, and after publishing also until every
+/// consumer returned it. A batch may outlive its pool. Once published
+/// (Seal()), the pool refuses further allocations.
 ///
 /// Thread safety: Allocate/Reallocate/Free may be called from any thread
 /// (a mutex). Create must run on the producer thread; the pool may be
@@ -57,6 +56,8 @@ class ALKAID_EXPORT ShmBatchPool : public format::MemoryPool {
   int64_t max_memory() const override;
   /// "shm:<segment name>".
   std::string backend_name() const override;
+  /// The shared region: what buffers allocated from this pool hold.
+  std::shared_ptr<format::MemoryPool> shared_owner() override;
   using format::MemoryPool::Allocate;
   using format::MemoryPool::Free;
 
@@ -68,7 +69,7 @@ class ALKAID_EXPORT ShmBatchPool : public format::MemoryPool {
   /// (a multiple of 64): the body a published batch occupies.
   uint64_t used_bytes() const;
   /// Offset of the region in the channel's payload (as consumers see it).
-  uint64_t region_offset() const { return loan_.offset(); }
+  uint64_t region_offset() const;
   /// True if [p, p + n) lies inside the region.
   bool Contains(const void* p, uint64_t n) const;
 
@@ -77,28 +78,23 @@ class ALKAID_EXPORT ShmBatchPool : public format::MemoryPool {
 
  private:
   friend class BatchPublisher;
-  ShmBatchPool(shm::ChannelProducer* channel, shm::ChannelLoan loan);
+  struct Region;  // the loan and its bump allocator (shm_batch_pool.cc)
+  ShmBatchPool(shm::ChannelProducer* channel, std::shared_ptr<Region> region);
 
   // Stops further allocations; returns the used extent.
   uint64_t Seal();
   // Copies `bytes` into the region after everything allocated so far
   // (64-aligned); returns their offset from the region start.
   Result<uint64_t> AppendTail(std::span<const uint8_t> bytes);
+  // The loan, for BatchPublisher to publish (and keep held by the region).
+  const shm::ChannelLoan& loan() const;
 
   shm::ChannelProducer* channel_;  // identifies the channel; not used after Create
   std::string channel_name_;
-  shm::ChannelLoan loan_;
+  std::shared_ptr<Region> shared_;
   uint8_t* region_ = nullptr;
   uint64_t region_size_ = 0;
-  bool published_ = false;  // the channel published the loan (kept by us)
-
-  mutable std::mutex mutex_;
-  uint64_t top_ = 0;        // bump pointer, offset from region_
-  uint64_t last_begin_ = 0; // offset of the most recent live allocation
-  bool has_last_ = false;
-  int64_t allocated_ = 0;
-  int64_t max_allocated_ = 0;
-  bool sealed_ = false;
+  bool published_ = false;  // the channel published the loan (kept by the region)
 };
 
 }  // namespace alkaid::client
