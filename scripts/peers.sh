@@ -158,12 +158,14 @@ for name in {r[1] for r in rows}:
             found[(name, r["transport"], r["payload_bytes"])] = r
 
 
-def ns(v):
-    if v < 1e4:
-        return "%d ns" % v
-    if v < 1e7:
+def ns(v):  # as alkaid latency prints it (FormatNs in tools/alkaid/latency.cc)
+    if v < 1e3:
+        return "%.0f ns" % v
+    if v < 1e6:
         return "%.2f us" % (v / 1e3)
-    return "%.2f ms" % (v / 1e6)
+    if v < 1e9:
+        return "%.2f ms" % (v / 1e6)
+    return "%.2f s" % (v / 1e9)
 
 
 def size_text(b):
