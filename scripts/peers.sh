@@ -108,6 +108,10 @@ rm -f "$results"/*.json "$results"/*.log
 # alkaid latency start a private one.
 export ALKAID_BROKER_SOCKET=$results/no-broker.sock
 failed=0
+# Ctrl-C stops the whole comparison, not only the run it lands in (bash
+# would go on when a tool exits 130 instead of dying by the signal). Each
+# tool cleans up after itself first: the trap runs once it has exited.
+trap 'echo "peers.sh: interrupted" >&2; exit 130' INT TERM
 run() {  # run <name> <command...>: JSON to $results/<name>.json, output to <name>.log
   local name=$1
   shift

@@ -82,7 +82,9 @@ fn main() -> ExitCode {
             if options.role == Role::Ping {
                 eprintln!("alkaid_iceoryx2_latency: interrupted");
             }
-            ExitCode::from(130)
+            // Every iceoryx2 resource is gone by now (dropped on the way
+            // out, the domain removed).
+            process::die_by_interrupt()
         }
         Err(Failure::Error(message)) => {
             eprintln!("alkaid_iceoryx2_latency: {message}");

@@ -2,13 +2,14 @@
 //! and the pong process's life tied to the ping process's.
 
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicI32, Ordering};
 
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+/// The signal that asked us to stop, 0 while none has.
+static INTERRUPT: AtomicI32 = AtomicI32::new(0);
 
-extern "C" fn on_interrupt(_: libc::c_int) {
+extern "C" fn on_interrupt(signal: libc::c_int) {
     // Relaxed: the flag carries no data; the loops only need to see it soon.
-    INTERRUPTED.store(true, Ordering::Relaxed);
+    INTERRUPT.store(signal, Ordering::Relaxed);
 }
 
 /// SIGINT and SIGTERM set a flag that every wait loop polls, so that both
@@ -28,7 +29,23 @@ pub fn install_interrupt_handler() {
 }
 
 pub fn interrupted() -> bool {
-    INTERRUPTED.load(Ordering::Relaxed)
+    INTERRUPT.load(Ordering::Relaxed) != 0
+}
+
+/// Ends the process by the signal that interrupted it, once everything is
+/// cleaned up: a shell running us then sees a death by SIGINT and stops its
+/// script too, where an exit status of 130 would let it go on. Exits with
+/// 130 if that does not happen.
+pub fn die_by_interrupt() -> ! {
+    let signal = INTERRUPT.load(Ordering::Relaxed);
+    if signal != 0 {
+        // SAFETY: restoring the default action and raising a signal.
+        unsafe {
+            libc::signal(signal, libc::SIG_DFL);
+            libc::raise(signal);
+        }
+    }
+    std::process::exit(130)
 }
 
 /// Pins the calling process to `cpu`; a failure only costs steadiness, so it
