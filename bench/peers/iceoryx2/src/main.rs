@@ -45,7 +45,8 @@ fn main() -> ExitCode {
         }
     };
     process::install_interrupt_handler();
-    // iceoryx2 logs at info level by default; errors are reported by us.
+    // iceoryx2 logs at info level by default; only its errors belong beside
+    // ours.
     set_log_level(LogLevel::Error);
     let pin = options.pin && process::cpus_online() >= 2;
 

@@ -121,7 +121,8 @@ fn parse_sizes(list: &str) -> Result<Vec<i64>, String> {
     Ok(sizes)
 }
 
-/// The arguments that make this binary the pong side of `o`'s run.
+/// The arguments that make this binary the pong side of `o`'s run. No
+/// count or duration: the ping side ends each size with a marker.
 pub fn pong_args(o: &Options) -> Vec<String> {
     let sizes: Vec<String> = o.sizes.iter().map(i64::to_string).collect();
     let mut args = vec![
@@ -131,8 +132,6 @@ pub fn pong_args(o: &Options) -> Vec<String> {
         o.run_id.to_string(),
         "--sizes".to_string(),
         sizes.join(","),
-        "--count".to_string(),
-        o.count.to_string(),
         "--mode".to_string(),
         if o.block { "block" } else { "spin" }.to_string(),
     ];
