@@ -664,6 +664,11 @@ ChannelLoan& ChannelLoan::operator=(ChannelLoan&& other) noexcept {
   return *this;
 }
 
+const std::string& ChannelLoan::channel_name() const {
+  static const std::string kNone;
+  return owner_ != nullptr ? owner_->name : kNone;
+}
+
 void ChannelLoan::Reset() {
   if (held_) owner_->PushReleased(descriptor_, generation_);
   held_ = false;

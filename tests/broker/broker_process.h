@@ -109,7 +109,12 @@ class BrokerProcess {
   explicit BrokerProcess(std::string name, std::string socket = "")
       : name_(std::move(name)),
         socket_(socket.empty() ? "/tmp/alkaid-test-" + name_ + ".sock" : std::move(socket)) {}
-  ~BrokerProcess() { Stop(); }
+  // A broker killed by SIGKILL could not remove its socket: the last
+  // object that ran it does.
+  ~BrokerProcess() {
+    Stop();
+    if (killed_) ::unlink(socket_.c_str());
+  }
 
   /// Starts the broker and waits until it answers a request (up to 5 s):
   /// its socket accepts connections as soon as it listens, before its
@@ -120,6 +125,7 @@ class BrokerProcess {
                                      "--log-level", "warn"};
     args.insert(args.end(), extra.begin(), extra.end());
     pid_ = Spawn(args);
+    killed_ = false;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     while (std::chrono::steady_clock::now() < deadline) {
       auto client = client::BrokerClient::Connect(socket_);
@@ -147,6 +153,7 @@ class BrokerProcess {
     ::kill(pid_, SIGKILL);
     Wait(pid_);
     pid_ = -1;
+    killed_ = true;
   }
 
   const std::string& name() const { return name_; }
@@ -157,6 +164,7 @@ class BrokerProcess {
   std::string name_;
   std::string socket_;
   pid_t pid_ = -1;
+  bool killed_ = false;
 };
 
 }  // namespace alkaid::broker::testing

@@ -202,7 +202,7 @@ Status BatchPublisher::Publish(const format::RecordBatch& batch, ShmBatchPool* p
   }
   if (pool->channel_ != channel_) {
     return Status::Invalid("BatchPublisher::Publish: the pool belongs to channel '",
-                           pool->channel_name_, "', not to '", channel_->name(), "'");
+                           pool->channel_name(), "', not to '", channel_->name(), "'");
   }
   ALKAID_RETURN_NOT_OK(CheckSchema(batch));
   ALKAID_RETURN_NOT_OK(SendDictionaries(batch));
@@ -342,7 +342,7 @@ Result<std::unique_ptr<FixedShapeWriter>> BatchPublisher::NewFixedShapeWriter(
     const format::RecordBatch& prototype, const ShmBatchPool& pool) {
   if (pool.channel_ != channel_) {
     return Status::Invalid("NewFixedShapeWriter: the pool belongs to channel '",
-                           pool.channel_name_, "', not to '", channel_->name(), "'");
+                           pool.channel_name(), "', not to '", channel_->name(), "'");
   }
   if (pool.sealed()) {
     return Status::Invalid("NewFixedShapeWriter: the prototype's pool (region ",

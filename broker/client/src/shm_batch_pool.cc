@@ -20,9 +20,8 @@ uint64_t Padded(uint64_t n) { return (n + kAlign - 1) & ~(kAlign - 1); }
 // the loan goes (back to the arena if never published, else once every
 // consumer returned it) when the last of them does.
 struct ShmBatchPool::Region final : format::MemoryPool {
-  Region(std::string name, shm::ChannelLoan l)
-      : backend("shm:" + std::move(name)),
-        loan(std::move(l)),
+  explicit Region(shm::ChannelLoan l)
+      : loan(std::move(l)),
         data(reinterpret_cast<uint8_t*>(loan.data().data())),
         size(loan.data().size()) {}
 
@@ -38,11 +37,10 @@ struct ShmBatchPool::Region final : format::MemoryPool {
     std::lock_guard lock(mutex);
     return max_allocated;
   }
-  std::string backend_name() const override { return backend; }
+  std::string backend_name() const override { return "shm:" + loan.channel_name(); }
   using format::MemoryPool::Allocate;
   using format::MemoryPool::Free;
 
-  const std::string backend;
   const shm::ChannelLoan loan;
   uint8_t* const data;
   const uint64_t size;
@@ -65,14 +63,14 @@ Result<uint8_t*> ShmBatchPool::Region::Allocate(int64_t n, int64_t alignment) {
   }
   std::lock_guard lock(mutex);
   if (sealed) {
-    return Status::Invalid("ShmBatchPool '", backend,
+    return Status::Invalid("ShmBatchPool '", backend_name(),
                            "': the region was published; no more allocations");
   }
   // Zero-size requests still get a distinct address: 64 bytes, like the
   // padding any buffer gets.
   const uint64_t need = Padded(std::max<uint64_t>(static_cast<uint64_t>(n), 1));
   if (need > size - top) {
-    return Status::OutOfMemory("ShmBatchPool '", backend, "': ", n, " bytes requested, ",
+    return Status::OutOfMemory("ShmBatchPool '", backend_name(), "': ", n, " bytes requested, ",
                                size - top, " of ", size, " region bytes left");
   }
   last_begin = top;
@@ -89,14 +87,14 @@ Result<uint8_t*> ShmBatchPool::Region::Reallocate(uint8_t* ptr, int64_t old_size
   {
     std::lock_guard lock(mutex);
     if (sealed) {
-      return Status::Invalid("ShmBatchPool '", backend,
+      return Status::Invalid("ShmBatchPool '", backend_name(),
                              "': the region was published; no more allocations");
     }
     // The most recent allocation grows or shrinks in place.
     if (has_last && ptr == data + last_begin) {
       const uint64_t need = Padded(std::max<uint64_t>(static_cast<uint64_t>(new_size), 1));
       if (need > size - last_begin) {
-        return Status::OutOfMemory("ShmBatchPool '", backend, "': growing a buffer to ",
+        return Status::OutOfMemory("ShmBatchPool '", backend_name(), "': growing a buffer to ",
                                    new_size, " bytes needs ", need, ", ", size - last_begin,
                                    " region bytes left");
       }
@@ -127,7 +125,6 @@ void ShmBatchPool::Region::Free(uint8_t* ptr, int64_t n, int64_t /*alignment*/) 
 
 ShmBatchPool::ShmBatchPool(shm::ChannelProducer* channel, std::shared_ptr<Region> region)
     : channel_(channel),
-      channel_name_(channel->name()),
       shared_(std::move(region)),
       region_(shared_->data),
       region_size_(shared_->size) {}
@@ -139,7 +136,7 @@ Result<std::unique_ptr<ShmBatchPool>> ShmBatchPool::Create(shm::ChannelProducer*
   if (channel == nullptr) return Status::Invalid("ShmBatchPool: null channel");
   if (region_bytes == 0) return Status::Invalid("ShmBatchPool: empty region requested");
   ALKAID_ASSIGN_OR_RAISE(shm::ChannelLoan loan, channel->Loan(Padded(region_bytes)));
-  auto region = std::make_shared<Region>(channel->name(), std::move(loan));
+  auto region = std::make_shared<Region>(std::move(loan));
   return std::unique_ptr<ShmBatchPool>(new ShmBatchPool(channel, std::move(region)));
 }
 
@@ -158,7 +155,7 @@ void ShmBatchPool::Free(uint8_t* ptr, int64_t size, int64_t alignment) {
 
 int64_t ShmBatchPool::bytes_allocated() const { return shared_->bytes_allocated(); }
 int64_t ShmBatchPool::max_memory() const { return shared_->max_memory(); }
-std::string ShmBatchPool::backend_name() const { return shared_->backend; }
+std::string ShmBatchPool::backend_name() const { return shared_->backend_name(); }
 std::shared_ptr<format::MemoryPool> ShmBatchPool::shared_owner() { return shared_; }
 uint64_t ShmBatchPool::region_offset() const { return shared_->loan.offset(); }
 const shm::ChannelLoan& ShmBatchPool::loan() const { return shared_->loan; }
@@ -190,7 +187,7 @@ Result<uint64_t> ShmBatchPool::AppendTail(std::span<const uint8_t> bytes) {
   std::lock_guard lock(r.mutex);
   const uint64_t need = Padded(bytes.size());
   if (need > r.size - r.top) {
-    return Status::CapacityError("ShmBatchPool '", r.backend, "': ", bytes.size(),
+    return Status::CapacityError("ShmBatchPool '", r.backend_name(), "': ", bytes.size(),
                                  " bytes of metadata do not fit after the ", r.top,
                                  "-byte body in a ", r.size,
                                  "-byte region (make the region larger)");

@@ -140,6 +140,8 @@ class ALKAID_EXPORT ChannelLoan {
   /// Offset of data() from the start of the channel segment's payload, as
   /// consumers see it (ChannelMessage::body_offset()).
   uint64_t offset() const { return offset_; }
+  /// Name of the channel the loan is of (empty for a loan that never was).
+  const std::string& channel_name() const;
   /// Lets go of the block: back to the arena if unpublished, else once
   /// consumers returned it. Any thread.
   void Reset();

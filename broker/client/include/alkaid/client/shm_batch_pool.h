@@ -88,9 +88,9 @@ class ALKAID_EXPORT ShmBatchPool : public format::MemoryPool {
   Result<uint64_t> AppendTail(std::span<const uint8_t> bytes);
   // The loan, for BatchPublisher to publish (and keep held by the region).
   const shm::ChannelLoan& loan() const;
+  const std::string& channel_name() const { return loan().channel_name(); }
 
   shm::ChannelProducer* channel_;  // identifies the channel; not used after Create
-  std::string channel_name_;
   std::shared_ptr<Region> shared_;
   uint8_t* region_ = nullptr;
   uint64_t region_size_ = 0;
