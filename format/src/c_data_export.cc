@@ -255,7 +255,9 @@ void ReleaseExportedArray(ArrowArray* array) {
 }
 
 Status FillArray(const ArrayDataPtr& data, ArrowArray* out, int depth) {
-  if (data == nullptr || data->type == nullptr) return Status::Invalid("array data or type is null");
+  if (data == nullptr || data->type == nullptr) {
+    return Status::Invalid("array data or type is null");
+  }
   if (depth > kCDataMaxDepth) {
     return Status::Invalid("array nests deeper than ", kCDataMaxDepth, " levels");
   }
@@ -318,11 +320,9 @@ Status FillArray(const ArrayDataPtr& data, ArrowArray* out, int depth) {
                                   ? static_cast<const void*>(kZeroBytes)
                                   : priv->variadic_sizes.data());
     }
-    if (!layout.has_validity) {
-      null_count = 0;  // unions and run-end encoded arrays carry no nulls
-    } else if (data->buffers[0] == nullptr) {
-      null_count = 0;
-    }
+    // Unions and run-end encoded arrays carry no nulls of their own; an
+    // absent bitmap means none.
+    if (!layout.has_validity || data->buffers[0] == nullptr) null_count = 0;
   }
 
   priv->children.resize(n_children);

@@ -421,7 +421,8 @@ class ArrayImporter {
     const DataTypeLayout layout = physical->layout();
 
     // Counts and pointers, before anything is read.
-    int64_t expected_buffers = id == TypeId::kNull ? 0 : static_cast<int64_t>(layout.buffers.size());
+    int64_t expected_buffers =
+        id == TypeId::kNull ? 0 : static_cast<int64_t>(layout.buffers.size());
     if (layout.variadic) {
       if (c->n_buffers < expected_buffers + 1) {
         return Status::Invalid(where, ": ", physical->name(), " array has ", c->n_buffers,
@@ -499,7 +500,9 @@ class ArrayImporter {
         ALKAID_ASSIGN_OR_RAISE(auto b, Wrap(ptr, size, i, where));
         data->buffers.push_back(std::move(b));
       }
-      if (layout.variadic) ALKAID_RETURN_NOT_OK(ImportVariadic(c, layout.buffers.size(), data.get(), where));
+      if (layout.variadic) {
+        ALKAID_RETURN_NOT_OK(ImportVariadic(c, layout.buffers.size(), data.get(), where));
+      }
     }
 
     // Children and dictionary.
@@ -608,10 +611,12 @@ Result<SchemaPtr> ImportSchema(ArrowSchema* c_schema) {
   TakenSchema taken;
   ALKAID_RETURN_NOT_OK(taken.Take(c_schema));
   const ArrowSchema* s = taken.get();
-  if (s->format == nullptr || std::strncmp(s->format, "+s", 3) != 0) {
+  const std::string_view format =
+      s->format == nullptr ? std::string_view("(null)")
+                           : std::string_view(s->format, strnlen(s->format, 64));
+  if (format != "+s") {
     return Status::Invalid("ImportSchema: a schema must have the struct format '+s', got '",
-                           s->format == nullptr ? "(null)" : std::string(s->format, strnlen(s->format, 64)),
-                           "'");
+                           format, "'");
   }
   ALKAID_ASSIGN_OR_RAISE(FieldPtr root, ImportSchemaNode(s, "schema", 0));
   return schema(root->type()->fields(), root->metadata());
@@ -656,7 +661,8 @@ Result<RecordBatchPtr> ImportRecordBatch(ArrowArray* array, const SchemaPtr& sch
   for (size_t i = 0; i < data->child_data.size(); ++i) {
     const ArrayDataPtr& child = data->child_data[i];
     if (child->length < end) {
-      return Status::Invalid("ImportRecordBatch: column ", i, " ('", schema->field(static_cast<int>(i))->name(),
+      return Status::Invalid("ImportRecordBatch: column ", i, " ('",
+                             schema->field(static_cast<int>(i))->name(),
                              "') has ", child->length, " rows, the batch needs ", end);
     }
     columns.push_back(data->offset == 0 && child->length == data->length

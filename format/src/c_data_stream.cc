@@ -106,9 +106,9 @@ Status ExportRecordBatchStream(SchemaPtr schema, std::vector<RecordBatchPtr> bat
 namespace {
 
 Status StreamError(ArrowArrayStream* stream, int code, const char* what) {
-  const char* message = stream->get_last_error != nullptr ? stream->get_last_error(stream) : nullptr;
-  return Status::IOError("ArrowArrayStream ", what, " failed with code ", code, " (",
-                         std::strerror(code), ")",
+  const char* message =
+      stream->get_last_error != nullptr ? stream->get_last_error(stream) : nullptr;
+  return Status::IOError("ArrowArrayStream ", what, " failed with errno ", code,
                          message != nullptr ? std::string(": ") + message : std::string());
 }
 

@@ -290,7 +290,8 @@ void RoundTripBatch(const RecordBatch& batch) {
 class CDataGoldTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CDataGoldTest, ExportImportEqual) {
-  ASSERT_OK_AND_ASSIGN(auto bytes, ipc::ReadWholeFile(ipc::testing::GoldPath(GetParam(), ".stream")));
+  ASSERT_OK_AND_ASSIGN(auto bytes,
+                       ipc::ReadWholeFile(ipc::testing::GoldPath(GetParam(), ".stream")));
   SchemaPtr schema;
   ASSERT_OK_AND_ASSIGN(auto batches, ipc::testing::ReadStreamBuffer(bytes, &schema));
   ArrowSchema c_schema;
@@ -351,7 +352,8 @@ TEST(CDataLifetimeTest, ExportKeepsDataAliveAfterTheSourceIsGone) {
 }
 
 ArrayPtr SampleStruct() {
-  auto st = struct_({field("a", int32()), field("b", utf8()), field("d", dictionary(int8(), utf8()))});
+  auto st = struct_(
+      {field("a", int32()), field("b", utf8()), field("d", dictionary(int8(), utf8()))});
   return Nested(st, {true, false, true},
                 {Ints({1, 2, 3}), Strs({"x", "y", "z"}), Dict(Strs({"p", "q"}), {0, 1, 1})});
 }
@@ -602,9 +604,11 @@ TEST(CDataHostileTest, BadArrays) {
   // Lists: child problems.
   ExpectRefused(&H::ListOfInt32, list(int32()), [](ArrowArray& c, H&) { c.children = nullptr; },
                 "children is null");
-  ExpectRefused(&H::ListOfInt32, list(int32()), [](ArrowArray&, H& h) { h.child_ptrs[0] = nullptr; },
+  ExpectRefused(&H::ListOfInt32, list(int32()),
+                [](ArrowArray&, H& h) { h.child_ptrs[0] = nullptr; },
                 "ArrowArray is null");
-  ExpectRefused(&H::ListOfInt32, list(int32()), [](ArrowArray&, H& h) { h.child.release = nullptr; },
+  ExpectRefused(&H::ListOfInt32, list(int32()),
+                [](ArrowArray&, H& h) { h.child.release = nullptr; },
                 "released");
   ExpectRefused(&H::ListOfInt32, list(int32()), [](ArrowArray&, H& h) { h.child.length = 2; },
                 "");

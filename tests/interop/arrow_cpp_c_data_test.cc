@@ -57,7 +57,8 @@ std::vector<std::string> GoldCases() {
   while (dirent* e = readdir(dir)) {
     const std::string n = e->d_name;
     const std::string suffix = ".arrow_file";
-    if (n.size() > suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    if (n.size() > suffix.size() &&
+        n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0) {
       names.push_back(n.substr(0, n.size() - suffix.size()));
     }
   }
