@@ -5,7 +5,13 @@
 #   scripts/install-deps.sh --peers    also the latency peers from Debian (iceoryx 2.0:
 #                                      iox-roudi and its headers; bench/peers builds
 #                                      alkaid_iceoryx_latency when they are there)
+# Then makes the project's Python virtual environment .venv with the pinned
+# packages of python/requirements-dev.txt (pyarrow: the Arrow C++ headers and
+# libraries the interop tests build against; cmake/AlkaidInterop.cmake). It is
+# remade only when that file changes. ALKAID_NO_VENV=1 skips this step (the
+# interop tests are then not built).
 set -euo pipefail
+cd "$(dirname "$0")/.."
 peers=0
 for arg in "$@"; do
   case $arg in
@@ -23,7 +29,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev
   util-linux procps
-  clang-tidy ccache python3
+  clang-tidy ccache python3 python3-venv
 )
 if [ "$peers" -eq 1 ]; then
   packages+=(iceoryx libiceoryx-posh-dev)
@@ -36,18 +42,36 @@ for p in "${packages[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}" >&2
+  sudo_cmd=()
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then sudo_cmd=(sudo); else
+      echo "install-deps: missing packages (${missing[*]}) and not root; install them and retry" >&2
+      exit 2
+    fi
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -q </dev/null
+  "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null
 fi
 
-echo "install-deps: installing ${missing[*]}" >&2
-sudo_cmd=()
-if [ "$(id -u)" -ne 0 ]; then
-  if command -v sudo >/dev/null 2>&1; then sudo_cmd=(sudo); else
-    echo "install-deps: missing packages (${missing[*]}) and not root; install them and retry" >&2
-    exit 2
-  fi
+# --- The project's virtual environment ----------------------------------------
+if [ "${ALKAID_NO_VENV:-0}" = 1 ]; then
+  exit 0
 fi
-export DEBIAN_FRONTEND=noninteractive
-"${sudo_cmd[@]}" apt-get update -q </dev/null
-"${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null
+requirements=python/requirements-dev.txt
+stamp=.venv/.alkaid-requirements
+if [ -x .venv/bin/python ] && cmp -s "$requirements" "$stamp"; then
+  exit 0
+fi
+# Debian's Python (its python3-venv is installed above), not whichever
+# python3 comes first on PATH.
+python=/usr/bin/python3
+[ -x "$python" ] || python=python3
+echo "install-deps: making .venv with $requirements" >&2
+rm -rf .venv
+"$python" -m venv .venv
+.venv/bin/python -m pip install -q --disable-pip-version-check -r "$requirements" </dev/null
+.venv/bin/python -c "import pyarrow"
+cp "$requirements" "$stamp"

@@ -325,17 +325,20 @@ class ArrayValidator {
   /// Buffer i must hold `required` bytes; `need` says why ("4 bytes x
   /// (offset 0 + length 5)"). A missing buffer is accepted only when nothing
   /// is required.
-  Status CheckBufferSize(size_t i, int64_t required, const std::string& need) const {
+  /// `need()` describes the requirement; it is called only to report an
+  /// error, so that a valid array costs no string formatting.
+  template <typename Need>
+  Status CheckBufferSize(size_t i, int64_t required, const Need& need) const {
     const Buffer* b = buffer(i);
     if (b == nullptr) {
       if (required == 0) return Status::OK();
-      return Invalid("buffer ", i, " (", BufferName(*type_, i), ") is missing; ", need, " = ",
+      return Invalid("buffer ", i, " (", BufferName(*type_, i), ") is missing; ", need(), " = ",
                      required, " bytes are needed");
     }
     if (b->size() < 0) return Invalid("buffer ", i, " has negative size ", b->size());
     if (b->size() < required) {
       return Invalid("buffer ", i, " (", BufferName(*type_, i), ") is ", b->size(),
-                     " bytes, too small for ", need, " = ", required, " bytes");
+                     " bytes, too small for ", need(), " = ", required, " bytes");
     }
     return Status::OK();
   }
@@ -349,7 +352,8 @@ class ArrayValidator {
 
   /// Buffer i holds one bit per slot.
   Status CheckBitBuffer(size_t i) const {
-    return CheckBufferSize(i, bit_util::BytesForBits(end_), OffsetPlusLength() + " bits");
+    return CheckBufferSize(i, bit_util::BytesForBits(end_),
+                           [this] { return OffsetPlusLength() + " bits"; });
   }
 
   /// Buffer i holds one `width`-byte value per slot.
@@ -358,7 +362,9 @@ class ArrayValidator {
     if (MulOverflows(end_, width, &required)) {
       return Invalid("offset + length ", end_, " overflows at ", width, " bytes per value");
     }
-    return CheckBufferSize(i, required, std::to_string(width) + " bytes x " + OffsetPlusLength());
+    return CheckBufferSize(i, required, [this, width] {
+      return std::to_string(width) + " bytes x " + OffsetPlusLength();
+    });
   }
 
   /// Buffer i holds offset + length + 1 offsets when length > 0.
@@ -369,7 +375,9 @@ class ArrayValidator {
     if (AddOverflows(end_, 1, &count) || MulOverflows(count, width, &required)) {
       return Invalid("offset + length ", end_, " overflows at ", width, " bytes per offset");
     }
-    return CheckBufferSize(i, required, std::to_string(width) + " bytes x " + OffsetPlusLength(1));
+    return CheckBufferSize(i, required, [this, width] {
+      return std::to_string(width) + " bytes x " + OffsetPlusLength(1);
+    });
   }
 
   Status CheckNullCountAgainstBitmap() const {

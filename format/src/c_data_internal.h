@@ -1,0 +1,22 @@
+#pragma once
+
+// Shared by the C Data Interface export and import (c_data_*.cc).
+
+#include <cstdint>
+
+namespace alkaid::format::internal {
+
+/// Field metadata keys carrying an extension type through the interface.
+inline constexpr const char* kExtensionNameKey = "ARROW:extension:name";
+inline constexpr const char* kExtensionMetadataKey = "ARROW:extension:metadata";
+
+/// Deepest type or array tree exported or imported (as validate.h's limit):
+/// a hostile producer's cyclic or absurdly deep tree must not exhaust the
+/// stack.
+inline constexpr int kCDataMaxDepth = 64;
+
+/// 64 zero bytes on a 64-byte boundary: the address given for a buffer that
+/// holds no bytes, so that no consumer ever dereferences NULL.
+alignas(64) inline constexpr uint8_t kZeroBytes[64] = {};
+
+}  // namespace alkaid::format::internal
