@@ -275,8 +275,10 @@ TEST_F(StartOrderTest, ExampleConsumerStartedFirstCountsEveryBatch) {
 #endif
 }
 
-// Four `alkaid subscribe` started before the topic exists, then `alkaid
-// publish FILE` of a multi-batch stream: each writes every batch.
+// Four `alkaid subscribe` started before the topic exists (with each
+// verification: the default, --validate structure and full, --private-copy),
+// then `alkaid publish FILE` of a multi-batch stream: each writes every
+// batch.
 TEST_F(StartOrderTest, SubscribersStartedBeforeTheTopicGetEveryBatch) {
   ASSERT_OK_AND_ASSIGN(auto stream, EncodeStream(8));
   const std::string input = dir_ + "/in.stream";
@@ -289,8 +291,13 @@ TEST_F(StartOrderTest, SubscribersStartedBeforeTheTopicGetEveryBatch) {
   std::vector<pid_t> subscribers;
   for (int i = 0; i < 4; ++i) {
     outs.push_back(dir_ + "/out" + std::to_string(i) + ".stream");
-    subscribers.push_back(testing::Spawn({ALKAID_TOOL_BIN, "subscribe", "T", "--out", outs[i],
-                                          "--timeout", "20", "--socket", broker_.socket()}));
+    std::vector<std::string> args = {ALKAID_TOOL_BIN, "subscribe", "T",       "--out",
+                                     outs[i],         "--timeout", "20", "--socket",
+                                     broker_.socket()};
+    if (i == 1) args.insert(args.end(), {"--validate", "structure"});
+    if (i == 2) args.insert(args.end(), {"--validate", "full"});
+    if (i == 3) args.emplace_back("--private-copy");
+    subscribers.push_back(testing::Spawn(args));
   }
   ASSERT_TRUE(WaitUntil([&] { return Awaiting(broker_.socket(), "T") == 4; }));
   // `alkaid topics` shows them waiting.

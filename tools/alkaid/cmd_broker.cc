@@ -103,6 +103,9 @@ int RunSubscribe(const SubscribeOptions& options) {
   client::ConsumerOptions consumer_options;
   consumer_options.socket_path = options.socket;
   consumer_options.from_oldest = options.from_oldest;
+  consumer_options.verification = options.private_copy        ? client::Verification::kPrivateCopy
+                                  : options.validate == "full" ? client::Verification::kFull
+                                                               : client::Verification::kStructure;
   consumer_options.columns = options.columns;
   // Whatever the topic carries: rows arrive as record batches too.
   consumer_options.payload_kind = std::nullopt;

@@ -91,6 +91,8 @@ struct SubscribeOptions {
   double timeout_seconds = 0;    ///< stop after this long without data; 0: never
   bool from_oldest = false;
   std::vector<std::string> columns;  ///< receive only these columns; empty: all
+  std::string validate = "structure";  ///< structure | full
+  bool private_copy = false;           ///< copy each body, then validate it in full
 };
 /// Writes what arrives on a topic as an IPC stream (rows of an unsafe-row
 /// topic converted to record batches). Waits up to --timeout for the topic

@@ -158,6 +158,16 @@ int Run(int argc, char** argv) {
   subscribe_cmd->add_option("--columns", subscribe.columns,
                             "Receive only these columns (comma-separated names)")
       ->delimiter(',');
+  subscribe_cmd->add_option("--validate", subscribe.validate,
+                            "What to check of each batch: structure (buffer sizes and the "
+                            "first and last offsets; for producers you trust) or full (every "
+                            "offset, index and run end, still zero-copy)")
+      ->check(CLI::IsMember({"structure", "full"}))
+      ->capture_default_str();
+  subscribe_cmd->add_flag("--private-copy", subscribe.private_copy,
+                          "Copy each batch out of shared memory and validate the copy in full "
+                          "(for producers you do not trust: what is written out cannot change "
+                          "after it was checked)");
   subscribe_cmd->add_option("--socket", subscribe.socket, "Broker socket (default: the client's)");
   subscribe_cmd->callback([&] { code = tools::RunSubscribe(subscribe); });
 

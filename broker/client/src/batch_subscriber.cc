@@ -42,6 +42,18 @@ class BodyBuffer : public format::Buffer {
 
 }  // namespace
 
+const char* VerificationName(Verification v) {
+  switch (v) {
+    case Verification::kStructure:
+      return "structure";
+    case Verification::kFull:
+      return "full";
+    case Verification::kPrivateCopy:
+      return "private-copy";
+  }
+  return "?";
+}
+
 // What decoding one Message flatbuffer produced, kept so that the next
 // message with byte-identical metadata (and the same body length) is
 // rebuilt without verifying, parsing or validating its metadata again: the
@@ -177,6 +189,10 @@ struct BatchSubscriber::Impl {
     return "channel '" + consumer->name() + "' sequence " + std::to_string(message.sequence());
   }
 
+  // The body of a message for decoding: a view that holds the shared
+  // block, or with Verification::kPrivateCopy a private copy (the block is
+  // returned at once).
+  Result<std::shared_ptr<format::Buffer>> BodyOf(shm::ChannelBlock block, uint64_t length) const;
   Status ApplyDictionaryMessage(std::span<const std::byte> md,
                                 const std::shared_ptr<format::Buffer>& body,
                                 format::ipc::DictionaryMemo* into);
@@ -197,6 +213,19 @@ struct BatchSubscriber::Impl {
   // Fills `view` from a decoded batch, which it keeps.
   void FillFromBatch(format::RecordBatchPtr batch, BatchView* view, uint64_t lost_before) const;
 };
+
+Result<std::shared_ptr<format::Buffer>> BatchSubscriber::Impl::BodyOf(shm::ChannelBlock block,
+                                                                     uint64_t length) const {
+  if (options.verification != Verification::kPrivateCopy) {
+    return std::make_shared<BodyBuffer>(std::move(block), length);
+  }
+  // A producer that rewrites the block while we copy only changes what the
+  // copy holds; the copy is what gets validated and read.
+  ALKAID_ASSIGN_OR_RAISE(auto copy, format::AllocateBuffer(static_cast<int64_t>(length)));
+  if (length > 0) std::memcpy(copy->mutable_data(), block.data().data(), length);
+  block.Reset();
+  return std::shared_ptr<format::Buffer>(std::move(copy));
+}
 
 // Decodes DictionaryBatch message `md` over `body` into `into`.
 Status BatchSubscriber::Impl::ApplyDictionaryMessage(std::span<const std::byte> md,
@@ -226,6 +255,7 @@ Result<std::unique_ptr<BatchSubscriber>> BatchSubscriber::Open(std::string_view 
   auto impl = std::make_unique<Impl>();
   impl->schema = std::move(schema);
   impl->options = options;
+  if (options.verification != Verification::kStructure) impl->options.read.validate_full = true;
   ALKAID_RETURN_NOT_OK(impl->ids.AssignIds(*impl->schema));
   impl->memo = impl->ids;
   impl->has_dictionaries = impl->ids.num_fields() > 0;
@@ -355,7 +385,7 @@ Result<ReceivedBatch> BatchSubscriber::Impl::Decode(BatchView* view, bool* fille
     return DecodeBatch(user, md, std::move(block), view, filled);
   }
   // A dictionary message or a replayed dictionary.
-  auto body = std::make_shared<BodyBuffer>(std::move(block), user.body_length);
+  ALKAID_ASSIGN_OR_RAISE(auto body, BodyOf(std::move(block), user.body_length));
   if (!has_dictionaries) {
     return Status::Invalid(Where(), ": a dictionary message, but the schema has no "
                            "dictionary-encoded field");
@@ -457,8 +487,8 @@ Result<ReceivedBatch> BatchSubscriber::Impl::DecodeBatch(const UserWord& user,
     *filled = true;
     return out;
   }
-  std::shared_ptr<format::Buffer> body =
-      std::make_shared<BodyBuffer>(std::move(block), user.body_length);
+  ALKAID_ASSIGN_OR_RAISE(std::shared_ptr<format::Buffer> body,
+                         BodyOf(std::move(block), user.body_length));
   pending_lost = 0;
   if (hit != nullptr) {
     // Same metadata as a message already verified, decoded and validated:

@@ -151,6 +151,7 @@ struct Consumer::Impl {
       SubscriberOptions sub_options;
       sub_options.consumer.wait_mode = options.wait_mode;
       sub_options.consumer.from_oldest = from_oldest;
+      sub_options.verification = options.verification;
       auto r = BatchSubscriber::Open(info.ring, topic_schema, sub_options);
       if (r.ok()) s.batches = std::move(*r);
       st = r.status();

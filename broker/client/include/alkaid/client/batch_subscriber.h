@@ -59,12 +59,40 @@ struct DictionaryStats {
   uint64_t undecodable_batches = 0;
 };
 
+/// How much a consumer checks of what a producer sends (docs/RELIABILITY.md,
+/// "Trust between processes").
+enum class Verification : uint8_t {
+  /// Every offset and length read from the slot and the Message, and every
+  /// buffer's place in the body, checked; each batch structurally validated
+  /// (format::Validate: buffer sizes, the first and last offset). Zero-copy
+  /// and cheap. Values are not read: an inner offset, a dictionary index, a
+  /// view's buffer index or offset, a run end or a list view's offset may
+  /// point anywhere, and code that reads the values follows it. For
+  /// producers you trust (the same program, the same team).
+  kStructure,
+  /// As kStructure, plus format::ValidateFull on every batch (every offset,
+  /// index and run end read and checked), still zero-copy. Protects against
+  /// a buggy producer; not against a hostile one, which can rewrite the body
+  /// after the check (nothing can check against that in shared memory).
+  kFull,
+  /// Each body (and dictionary body) copied into private memory, its block
+  /// returned at once, and the copy validated in full before use: what the
+  /// consumer then reads cannot change and has been checked. For producers
+  /// you do not trust. One copy per batch (docs/PERFORMANCE.md has its cost).
+  kPrivateCopy,
+};
+
+/// "structure", "full", "private-copy".
+ALKAID_EXPORT const char* VerificationName(Verification v);
+
 /// Options for BatchSubscriber::Open().
 struct SubscriberOptions {
   /// How Receive waits, and where the subscriber starts.
   shm::ChannelConsumerOptions consumer;
-  /// Decoding options (validation is always on).
+  /// Decoding options (validation is always on; validate_full is implied
+  /// by Verification::kFull and kPrivateCopy).
   format::ipc::IpcReadOptions read;
+  Verification verification = Verification::kStructure;
 };
 
 /// Consumes batches of a known schema from a channel, in any process.

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "alkaid/client/batch_subscriber.h"
 #include "alkaid/client/batch_view.h"
 #include "alkaid/client/broker_client.h"
 #include "alkaid/client/row_channel.h"
@@ -59,6 +60,11 @@ struct ConsumerOptions {
   std::optional<PayloadKind> payload_kind = PayloadKind::kRecordBatch;
   /// How the consumer waits for data (see shm::WaitMode).
   shm::WaitMode wait_mode = shm::WaitMode::kSpinThenBlock;
+  /// What the consumer checks of record batches before returning them
+  /// (Verification; docs/RELIABILITY.md, "Trust between processes"). The
+  /// default trusts the topic's producers with the values; kPrivateCopy is
+  /// for producers you do not trust.
+  Verification verification = Verification::kStructure;
 };
 
 /// One subscription to a topic: receives the batches of every producer of
