@@ -2,7 +2,8 @@
 // another process sends whole, delta and replacement dictionaries; a
 // consumer attached from the start and consumers that join mid-stream each
 // decode every batch they receive with the dictionaries it was published
-// with, lose nothing, and leave no segment behind.
+// with, lose nothing, and leave no segment behind; the same across a broker
+// restart, with a consumer that joins after it.
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>
@@ -130,6 +131,80 @@ TEST(BrokerDictionaryTest, LateJoinersDecodeEveryBatchWithItsDictionaries) {
   early.reset();
   late.clear();
   ::munmap(allowed, sizeof(std::atomic<int64_t>));
+  EXPECT_TRUE(WaitNoSegments(broker.name() + "."));
+}
+
+// The broker is SIGKILLed and restarted while a dictionary topic's producer
+// (another process) waits mid-stream: the producer re-registers with the new
+// broker, a consumer that joins after the restart decodes every batch from
+// the first one published after it joined, with its dictionaries (the
+// producer's replay), and the consumer attached before the outage loses
+// nothing. Every step waits for a condition (the producer's
+// reregistrations, the consumer's registration), not for a duration.
+TEST(BrokerDictionaryTest, ConsumerJoiningAfterABrokerRestartDecodesEveryBatch) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  {
+    ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
+    ASSERT_OK(admin->CreateTopic("words", alkaid::testing::WordSchema()).status());
+  }
+  ASSERT_OK_AND_ASSIGN(auto early, Consumer::Open("words", ConsumerOn(broker)));
+  struct Shared {
+    std::atomic<int64_t> allowed;
+    std::atomic<uint64_t> reregistrations;
+  };
+  auto* shared = static_cast<Shared*>(::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE,
+                                             MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(shared, MAP_FAILED);
+  new (shared) Shared{{60}, {0}};
+  const pid_t child = testing::ForkTestChild();
+  if (child == 0) {
+    client::ProducerOptions options;
+    options.socket_path = broker.socket();
+    auto producer = Producer::Open("words", alkaid::testing::WordSchema(), options);
+    if (!producer.ok()) ::_exit(1);
+    alkaid::testing::Script script;
+    for (int64_t b = 0; b < kBatches; ++b) {
+      const auto give_up = std::chrono::steady_clock::now() + 120s;
+      while (b >= shared->allowed.load()) {
+        if (std::chrono::steady_clock::now() > give_up) ::_exit(4);
+        shared->reregistrations.store((*producer)->stats().reregistrations);
+        std::this_thread::sleep_for(1ms);
+      }
+      auto batch = script.Build(b);
+      if (!batch.ok() || !(*producer)->PublishCopy(**batch).ok()) ::_exit(2);
+    }
+    ::_exit((*producer)->Close().ok() ? 0 : 3);
+  }
+  int64_t next = 0;
+  EXPECT_EQ(ReceiveChecked(early.get(), 60, &next), 0);
+  ASSERT_EQ(next, 60);
+  broker.Kill();
+  ASSERT_TRUE(broker.Start());
+  // The producer's watchdog re-registers with the new broker.
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (shared->reregistrations.load() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(2ms);
+  }
+  ASSERT_GE(shared->reregistrations.load(), 1u) << "the producer never re-registered";
+  ASSERT_OK_AND_ASSIGN(auto late, Consumer::Open("words", ConsumerOn(broker)));
+  ASSERT_EQ(late->producer_count(), 1u);
+  shared->allowed.store(kBatches);
+  int64_t late_next = 0;
+  EXPECT_EQ(ReceiveChecked(late.get(), kBatches, &late_next), 60);
+  EXPECT_EQ(late_next, kBatches);
+  EXPECT_EQ(late->lost(), 0u);
+  ReceiveChecked(early.get(), kBatches, &next);
+  EXPECT_EQ(next, kBatches);
+  EXPECT_EQ(early->lost(), 0u);
+  for (Consumer* c : {early.get(), late.get()}) {
+    auto end = c->Next(10s);
+    EXPECT_EQ(end.status().code(), StatusCode::kEndOfStream) << end.status();
+  }
+  EXPECT_EQ(testing::Wait(child), 0);
+  early.reset();
+  late.reset();
+  ::munmap(shared, sizeof(Shared));
   EXPECT_TRUE(WaitNoSegments(broker.name() + "."));
 }
 

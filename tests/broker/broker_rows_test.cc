@@ -304,8 +304,16 @@ TEST(BrokerRowsTest, ToolSubscribesToARowTopicBeforeItExists) {
   const pid_t some = testing::Spawn({ALKAID_TOOL_BIN, "subscribe", "late", "--out",
                                      dir + "/some.stream", "--timeout", "10", "--columns",
                                      "score,id", "--socket", broker.socket()});
-  std::this_thread::sleep_for(300ms);  // both are waiting for the topic now
   ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
+  // Both are waiting for the topic now: the broker says so (a condition,
+  // not a guessed delay).
+  bool waiting = false;
+  for (int i = 0; i < 5000 && !waiting; ++i) {
+    ASSERT_OK_AND_ASSIGN(auto awaited, admin->ListAwaitedTopics());
+    for (const auto& t : awaited) waiting = waiting || (t.name == "late" && t.consumers == 2);
+    if (!waiting) std::this_thread::sleep_for(2ms);
+  }
+  ASSERT_TRUE(waiting) << "the two subscribers never waited for 'late'";
   client::TopicOptions topic_options;
   topic_options.payload_kind = PayloadKind::kUnsafeRow;
   ASSERT_OK(admin->CreateTopic("late", RowSchema(), topic_options).status());

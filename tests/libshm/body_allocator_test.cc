@@ -205,6 +205,19 @@ TEST_F(BodyAllocatorTest, HugePageSegmentsWorkWithOrWithoutHugePages) {
   ASSERT_OK_AND_ASSIGN(auto ref, reader_->Acquire(big.handle()));
   EXPECT_TRUE(CheckPattern(3, ref.data()));
   ASSERT_RAISES(kOutOfMemory, alloc_->TryAllocate(8192));
+  // The huge pages themselves: where obtained, the arena is mapped by PMD
+  // entries (ShmemPmdMapped in /proc/self/smaps covers it) in the
+  // producer's mapping and the reader's; where not, the reason is given
+  // and the test says it did not see huge pages.
+  if (alloc_->segment()->huge_pages()) {
+    EXPECT_GE(testing::ShmemPmdMappedKb(big.data().data()), 2048);
+    EXPECT_GE(testing::ShmemPmdMappedKb(ref.data().data()), 2048);
+  } else {
+    const std::string why = alloc_->segment()->huge_pages_error();
+    EXPECT_NE(why.find("MADV_COLLAPSE"), std::string::npos) << why;
+    GTEST_SKIP() << "no huge pages on this machine (the fallback to 4 KiB pages was checked): "
+                 << why;
+  }
 }
 
 TEST_F(BodyAllocatorTest, FullArenaInErrorModeIsOutOfMemory) {
@@ -226,10 +239,17 @@ TEST_F(BodyAllocatorTest, FullArenaInWaitModeTimesOutThenProceedsWhenReleased) {
   ASSERT_RAISES_WITH_MESSAGE(kTimedOut, "after waiting", alloc_->Allocate(3000));
   EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(50));
 
-  // A consumer thread releases while the producer waits.
+  // A consumer thread releases while the producer waits: an allocator
+  // that waits up to 60 s, so that the verdict does not depend on how soon
+  // the thread runs (the 10 ms only make the wait likely to have begun).
+  ref.Release();
+  Make(4096, FullPolicy::kWait, std::chrono::seconds(60));
+  ASSERT_OK_AND_ASSIGN(auto b, alloc_->Allocate(3000));
+  ASSERT_OK_AND_ASSIGN(auto held, reader_->Acquire(b.handle()));
+  b.Release();
   std::thread consumer([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    ref.Release();
+    held.Release();
   });
   auto result = alloc_->Allocate(3000);
   consumer.join();

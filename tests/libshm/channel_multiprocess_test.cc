@@ -177,6 +177,50 @@ TEST_F(ShmTest, ChannelReclaimsExactlyWhatAKilledConsumerHeld) {
   for (uint64_t i = 10; i < 110; ++i) ASSERT_OK(PublishPattern(producer.get(), i, 10000));
 }
 
+// A consumer that Close()s while holding bodies is no longer counted, but
+// its blocks stay its own until it returns them; SIGKILLed then, it never
+// will: the producer's pid checks release exactly what it held, as for a
+// consumer killed without closing.
+TEST_F(ShmTest, ChannelReclaimsWhatAClosedThenKilledConsumerHeld) {
+  const std::string name = NewName("ch");
+  ChannelOptions o = Options();
+  o.slot_count = 4;
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, o));
+  Signal ready, holding;
+  const pid_t victim = ForkChild([&] {
+    auto consumer = ChannelConsumer::Open(name);
+    CHILD_CHECK(consumer.ok(), 10, "%s", consumer.status().ToString().c_str());
+    ready.Notify();
+    ChannelMessage message;
+    std::vector<ChannelBlock> held;
+    for (int i = 0; i < 10; ++i) {
+      const Status st = (*consumer)->Receive(&message, 20s);
+      CHILD_CHECK(st.ok(), 11, "%s", st.ToString().c_str());
+      held.push_back(message.TakeBody());
+    }
+    (*consumer)->Close();
+    holding.Notify();
+    ::pause();
+    return 0;
+  });
+  ASSERT_TRUE(ready.Wait());
+  for (uint64_t i = 0; i < 10; ++i) ASSERT_OK(PublishPattern(producer.get(), i, 10000));
+  ASSERT_TRUE(holding.Wait());
+  producer->Poll();
+  ASSERT_EQ(producer->consumers().size(), 1u);
+  EXPECT_TRUE(producer->consumers()[0].closed);
+  EXPECT_EQ(producer->consumers()[0].held_blocks, 10u);
+  EXPECT_EQ(producer->stats().blocks_live, 10u);
+  ::kill(victim, SIGKILL);
+  EXPECT_EQ(WaitChild(victim), 128 + SIGKILL);
+  producer->Poll();
+  EXPECT_EQ(producer->stats().consumers_reclaimed, 1u);
+  EXPECT_EQ(producer->stats().consumers_finished, 0u);
+  EXPECT_TRUE(producer->consumers().empty());
+  EXPECT_EQ(producer->stats().blocks_live, 4u);  // the ring's references only
+  EXPECT_TRUE(testing::SegmentsWithPrefix(name + ".c").empty());
+}
+
 // A producer that dies: its consumer reads what was committed, then gets a
 // clear error; RemoveChannel clears the names it left.
 TEST_F(ShmTest, ChannelConsumerOutlivesADeadProducer) {

@@ -491,6 +491,44 @@ TEST_F(ChannelTest, ThreadsInEveryWaitMode) {
   EXPECT_EQ(producer->stats().blocks_live, 16u);  // the ring's references only
 }
 
+// A kBlock consumer asleep on the futex is woken by the publish itself (the
+// producer sees its odd `waiting` episode and bumps data_futex), not by the
+// end of its 100 ms sleep slice: the delivery tests above would pass, only
+// slower, without the wake, so this one looks at the futex word. Each round
+// waits until the consumer is asleep (a condition), then publishes.
+TEST_F(ChannelTest, PublishWakesABlockedConsumer) {
+  const std::string name = NewName("ch");
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, Small()));
+  ChannelConsumerOptions co;
+  co.wait_mode = WaitMode::kBlock;
+  ASSERT_OK_AND_ASSIGN(auto consumer, ChannelConsumer::Open(name, co));
+  ChannelMessage message;
+  ASSERT_OK(PublishPattern(producer.get(), 0, 64));  // accepted from here on
+  ASSERT_OK(consumer->Receive(&message, 5s));
+  ASSERT_OK_AND_ASSIGN(auto channel, Segment::Open(name, SegmentKind::kChannel,
+                                                   SegmentOpenOptions{.read_only = true}));
+  const auto* header = reinterpret_cast<const internal::ChannelHeaderData*>(channel->payload());
+  const auto names = testing::SegmentsWithPrefix(name + ".c");
+  ASSERT_EQ(names.size(), 1u);
+  ASSERT_OK_AND_ASSIGN(auto own, Segment::Open(names[0], SegmentKind::kChannelConsumer,
+                                               SegmentOpenOptions{.read_only = true}));
+  const auto* waiting =
+      &reinterpret_cast<const internal::ConsumerSegHeaderData*>(own->payload())->waiting;
+  const uint32_t futex_before = header->data_futex.load();
+  for (uint64_t round = 1; round <= 5; ++round) {
+    Status received;
+    std::thread reader([&] { received = consumer->Receive(&message, 30s); });
+    while ((waiting->load() & 1) == 0) std::this_thread::yield();  // asleep
+    ASSERT_OK(PublishPattern(producer.get(), round, 64));
+    reader.join();
+    ASSERT_OK(received);
+    EXPECT_EQ(message.user(), round);
+  }
+  // Each round's publish found the consumer asleep and woke it (a round
+  // whose consumer woke from a slice just then may not need to).
+  EXPECT_GE(header->data_futex.load() - futex_before, 1u);
+}
+
 TEST_F(ChannelTest, RegistrationsAreBoundedAndReused) {
   const std::string name = NewName("ch");
   ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, Small()));

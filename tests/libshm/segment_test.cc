@@ -16,6 +16,7 @@ namespace alkaid::shm {
 namespace {
 
 using testing::ShmTest;
+using testing::ShmemPmdMappedKb;
 
 class SegmentTest : public ShmTest {};
 
@@ -57,31 +58,6 @@ TEST_F(SegmentTest, LargeMappingsAre2MiBAligned) {
   EXPECT_FALSE(created->huge_pages());  // not asked for
   created->payload()[(3 << 20) - 1] = std::byte{7};
   EXPECT_EQ(opened->payload()[(3 << 20) - 1], std::byte{7});
-}
-
-// Reads ShmemPmdMapped of the mapping that contains `address` from
-// /proc/self/smaps (kB), or -1.
-long ShmemPmdMappedKb(const void* address) {
-  FILE* f = std::fopen("/proc/self/smaps", "r");
-  if (f == nullptr) return -1;
-  char line[512];
-  bool in_mapping = false;
-  long kb = -1;
-  const auto a = reinterpret_cast<uintptr_t>(address);
-  while (std::fgets(line, sizeof line, f) != nullptr) {
-    unsigned long lo = 0, hi = 0;
-    if (std::sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {  // a mapping's first line
-      in_mapping = a >= lo && a < hi;
-      continue;
-    }
-    long value = 0;
-    if (in_mapping && std::sscanf(line, "ShmemPmdMapped: %ld kB", &value) == 1) {
-      kb = value;
-      break;
-    }
-  }
-  std::fclose(f);
-  return kb;
 }
 
 // kTry gives huge pages where the kernel can (Linux 6.1+, THP not denied)

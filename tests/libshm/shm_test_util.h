@@ -151,6 +151,31 @@ inline int WaitChild(pid_t pid) {
   return -1;
 }
 
+// Reads ShmemPmdMapped of the mapping that contains `address` from
+// /proc/self/smaps (kB), or -1.
+inline long ShmemPmdMappedKb(const void* address) {
+  FILE* f = std::fopen("/proc/self/smaps", "r");
+  if (f == nullptr) return -1;
+  char line[512];
+  bool in_mapping = false;
+  long kb = -1;
+  const auto a = reinterpret_cast<uintptr_t>(address);
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    unsigned long lo = 0, hi = 0;
+    if (std::sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {  // a mapping's first line
+      in_mapping = a >= lo && a < hi;
+      continue;
+    }
+    long value = 0;
+    if (in_mapping && std::sscanf(line, "ShmemPmdMapped: %ld kB", &value) == 1) {
+      kb = value;
+      break;
+    }
+  }
+  std::fclose(f);
+  return kb;
+}
+
 }  // namespace alkaid::shm::testing
 
 /// In a ForkChild body: if `cond` is false, prints the printf-style message

@@ -40,7 +40,11 @@ expect 0 "exact round trip" "$alkaid" integration validate \
 expect 0 "decode dictionary rows" "$alkaid" rows decode --schema-from "$dir/generated_dictionary.stream" \
   "$work/dict.rows" "$work/dict.stream"
 expect 0 "decoded dictionary rows are valid" "$alkaid" validate "$work/dict.stream"
-if grep -q 'dictionary' <("$alkaid" schema "$work/dict.stream"); then
+expect 0 "schema of the decoded dictionary rows" "$alkaid" schema "$work/dict.stream"
+if [ ! -s "$work/out" ]; then
+  echo "FAILED: alkaid schema printed nothing" >&2
+  fail=1
+elif grep -q 'dictionary' "$work/out"; then
   echo "FAILED: decoded schema still has dictionaries" >&2
   fail=1
 fi

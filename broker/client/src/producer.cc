@@ -69,6 +69,8 @@ struct Producer::Impl {
   std::atomic<bool> broker_lost{false};
   std::atomic<uint64_t> published{0};
   std::atomic<uint64_t> dead_detached{0};
+  std::atomic<uint64_t> blocks_live{0};
+  std::atomic<uint64_t> arena_bytes_free{0};
   // The watchdog asks (stats_wanted), the producer thread answers at its
   // next publish (the channel is the producer thread's alone).
   std::atomic<bool> stats_wanted{false};
@@ -104,6 +106,8 @@ struct Producer::Impl {
     const shm::ChannelStats counters = channel->stats();
     drops.store(counters.dropped, std::memory_order_relaxed);
     dead_detached.store(counters.consumers_reclaimed, std::memory_order_relaxed);
+    blocks_live.store(counters.blocks_live, std::memory_order_relaxed);
+    arena_bytes_free.store(counters.arena_bytes_free, std::memory_order_relaxed);
   }
 
   void ReportStats() {
@@ -453,6 +457,8 @@ ProducerStats Producer::stats() const {
   if (impl_->row_publisher) s.copied_bytes = impl_->row_publisher->copied_bytes();
   s.reregistrations = impl_->reregistrations.load();
   s.dead_consumers_detached = impl_->dead_detached.load();
+  s.blocks_live = impl_->blocks_live.load();
+  s.arena_bytes_free = impl_->arena_bytes_free.load();
   return s;
 }
 

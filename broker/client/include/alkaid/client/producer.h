@@ -59,6 +59,12 @@ struct ProducerStats {
   /// Consumers whose process died, and whose registration and blocks the
   /// channel released (as of the last publish or Poll).
   uint64_t dead_consumers_detached = 0;
+  /// Blocks of the producer's arena not free (lent to a writer, published
+  /// and still held by the ring or by a consumer), and the arena's free
+  /// bytes, as of the last publish or Poll: a dead consumer's blocks come
+  /// back here once the channel reclaimed it.
+  uint64_t blocks_live = 0;
+  uint64_t arena_bytes_free = 0;
   /// Times this producer re-registered with a restarted broker.
   uint64_t reregistrations = 0;
 };

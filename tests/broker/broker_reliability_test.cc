@@ -1,0 +1,470 @@
+// The promises of docs/RELIABILITY.md through the public client API and a
+// real broker, each decided by a condition, not by how long something took:
+//
+// - a consumer that dies (SIGKILL) while holding batches, or that closes
+//   while holding them and then dies, gives the producer its blocks back
+//   (ProducerStats::blocks_live); one that closes while holding them and
+//   lives on returns them when it drops them, and never holds the producer;
+// - kDropOldest through Producer/Consumer: Consumer::lost() is exactly the
+//   number of batches overwritten unread, from_oldest included;
+// - Producer::Close() waits until a slow consumer has read everything;
+// - the kBlockProducer timeout names the slow consumer, and the producer
+//   publishes again once the consumer reads;
+// - four producers at full speed on one topic: Next's round robin starves
+//   none of them;
+// - 0-row batches, built in place, copied, and through a FixedShapeWriter.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "alkaid/client/batch_publisher.h"
+#include "alkaid/client/broker_client.h"
+#include "alkaid/client/consumer.h"
+#include "alkaid/client/producer.h"
+#include "alkaid/format/array.h"
+#include "alkaid/format/builder_primitive.h"
+#include "broker_process.h"
+#include "broker_test_util.h"
+#include "test_util.h"
+
+namespace alkaid::broker {
+namespace {
+
+using client::BrokerClient;
+using client::Consumer;
+using client::Producer;
+using testing::BrokerProcess;
+using testing::WaitForConsumers;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+format::SchemaPtr PairSchema() {
+  return format::schema(
+      {format::field("tag", format::int64(), false), format::field("seq", format::int64(), false)});
+}
+
+Result<format::RecordBatchPtr> Pair(int64_t tag, int64_t seq, int64_t rows = 1) {
+  format::Int64Builder a, b;
+  for (int64_t r = 0; r < rows; ++r) {
+    ALKAID_RETURN_NOT_OK(a.Append(tag));
+    ALKAID_RETURN_NOT_OK(b.Append(seq));
+  }
+  ALKAID_ASSIGN_OR_RAISE(auto x, a.Finish());
+  ALKAID_ASSIGN_OR_RAISE(auto y, b.Finish());
+  return format::RecordBatch::Make(PairSchema(), rows, {x, y});
+}
+
+int64_t Col(const format::RecordBatch& batch, int column) {
+  return std::static_pointer_cast<format::Int64Array>(batch.column(column))->Value(0);
+}
+
+client::ProducerOptions ProducerOn(const BrokerProcess& broker, client::TopicOptions topic) {
+  client::ProducerOptions options;
+  options.socket_path = broker.socket();
+  options.topic = topic;
+  return options;
+}
+
+client::ConsumerOptions ConsumerOn(const BrokerProcess& broker) {
+  client::ConsumerOptions options;
+  options.socket_path = broker.socket();
+  return options;
+}
+
+// Polls `done` until it holds or `limit` passed (a bound for a hang, not
+// part of the verdict: the caller asserts on the condition).
+bool WaitUntil(const std::function<bool()>& done, std::chrono::milliseconds limit = 20s) {
+  const auto deadline = Clock::now() + limit;
+  while (!done()) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(2ms);
+  }
+  return true;
+}
+
+// A pipe between the test and a child: one byte per event.
+struct Pipe {
+  int fds[2] = {-1, -1};
+  Pipe() { (void)!::pipe(fds); }
+  ~Pipe() {
+    ::close(fds[0]);
+    ::close(fds[1]);
+  }
+  void Put(char c) { (void)!::write(fds[1], &c, 1); }
+  char Get() {
+    char c = 0;
+    return ::read(fds[0], &c, 1) == 1 ? c : 0;
+  }
+};
+
+enum class Ending { kKilled, kClosedThenKilled, kClosedThenDropped };
+
+std::string EndingName(const ::testing::TestParamInfo<Ending>& info) {
+  switch (info.param) {
+    case Ending::kKilled:
+      return "Killed";
+    case Ending::kClosedThenKilled:
+      return "ClosedThenKilled";
+    case Ending::kClosedThenDropped:
+      return "ClosedThenDropped";
+  }
+  return "?";
+}
+
+class HeldBatchesTest : public ::testing::TestWithParam<Ending> {};
+
+// A consumer process reads 20 batches and holds every one of them; then,
+// per the parameter, it is SIGKILLed, or it Close()s and is SIGKILLed, or
+// it Close()s, lives on and drops them. The producer (ring of 8) gets back
+// every block the consumer held, seen through ProducerStats::blocks_live,
+// on its own (Poll: the channel's pid checks), with the broker up.
+TEST_P(HeldBatchesTest, TheProducerGetsTheConsumersBlocksBack) {
+  const Ending ending = GetParam();
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  client::TopicOptions topic;
+  topic.ring_slots = 8;
+  topic.segment_bytes = 1 << 20;
+  ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
+  ASSERT_OK(admin->CreateTopic("held", PairSchema(), topic).status());
+  constexpr int kHeld = 20;
+  Pipe to_parent, to_child;
+  const pid_t child = testing::ForkTestChild();
+  if (child == 0) {
+    auto consumer = Consumer::Open("held", ConsumerOn(broker));
+    if (!consumer.ok()) ::_exit(1);
+    std::vector<format::RecordBatchPtr> held;
+    for (int i = 0; i < kHeld; ++i) {
+      auto batch = (*consumer)->Next(30s);
+      if (!batch.ok() || Col(**batch, 1) != i) ::_exit(2);
+      held.push_back(*batch);
+    }
+    if (ending != Ending::kKilled && !(*consumer)->Close().ok()) ::_exit(3);
+    to_parent.Put('h');
+    if (ending == Ending::kClosedThenDropped) {
+      if (to_child.Get() != 'd') ::_exit(4);
+      held.clear();
+      consumer->reset();
+      to_parent.Put('d');
+    }
+    while (true) ::pause();
+  }
+  ASSERT_TRUE(WaitForConsumers(broker.socket(), "held", 1));
+  ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("held", PairSchema(), ProducerOn(broker, topic)));
+  for (int i = 0; i < kHeld; ++i) {
+    ASSERT_OK_AND_ASSIGN(auto batch, Pair(0, i));
+    ASSERT_OK(producer->PublishCopy(*batch));
+  }
+  ASSERT_EQ(to_parent.Get(), 'h');
+  producer->Poll();
+  const uint64_t live_while_held = producer->stats().blocks_live;
+  // The ring holds at most its 8 slots' blocks; the consumer the other 12.
+  EXPECT_GE(live_while_held, static_cast<uint64_t>(kHeld));
+  if (ending == Ending::kClosedThenDropped) {
+    // Closed: it no longer counts for room, so a full ring's worth more
+    // goes through although it reads nothing.
+    for (int i = kHeld; i < kHeld + 16; ++i) {
+      ASSERT_OK_AND_ASSIGN(auto batch, Pair(0, i));
+      ASSERT_OK(producer->PublishCopy(*batch));
+    }
+    to_child.Put('d');
+    ASSERT_EQ(to_parent.Get(), 'd');
+  } else {
+    ASSERT_EQ(::kill(child, SIGKILL), 0);
+  }
+  // Released by the producer's own Poll (pid checks at most every 200 ms),
+  // before the child is even reaped (a zombie is dead to the check).
+  EXPECT_TRUE(WaitUntil([&] {
+    producer->Poll();
+    return producer->stats().blocks_live <= topic.ring_slots;
+  })) << "blocks live: " << producer->stats().blocks_live << " (with the consumer holding "
+      << live_while_held << ")";
+  EXPECT_EQ(producer->stats().dead_consumers_detached, ending == Ending::kClosedThenDropped ? 0u : 1u);
+  if (ending == Ending::kClosedThenDropped) {
+    ASSERT_EQ(::kill(child, SIGKILL), 0);
+  }
+  EXPECT_EQ(testing::Wait(child), -SIGKILL);
+  ASSERT_OK(producer->Close());
+}
+
+INSTANTIATE_TEST_SUITE_P(Endings, HeldBatchesTest,
+                         ::testing::Values(Ending::kKilled, Ending::kClosedThenKilled,
+                                           Ending::kClosedThenDropped),
+                         EndingName);
+
+// kDropOldest through the client: a consumer that reads nothing while 20
+// batches go through a ring of 8 loses exactly the 12 overwritten, and is
+// told so by lost(); a from_oldest consumer that joined when 5 were held
+// loses the same 12 and reads the same last 8.
+TEST(BrokerReliabilityTest, DropOldestLostCountsExactlyWhatWasOverwritten) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  client::TopicOptions topic;
+  topic.ring_slots = 8;
+  topic.segment_bytes = 1 << 20;
+  topic.policy = shm::SlowConsumerPolicy::kDropOldest;
+  client::ProducerOptions po = ProducerOn(broker, topic);
+  po.wait_for_consumers = 0ms;
+  po.drain_timeout = 0ms;
+  ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("drop", PairSchema(), po));
+  ASSERT_OK_AND_ASSIGN(auto now, Consumer::Open("drop", ConsumerOn(broker)));
+  ASSERT_EQ(now->producer_count(), 1u);
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_OK_AND_ASSIGN(auto batch, Pair(0, i));
+    ASSERT_OK(producer->PublishCopy(*batch));
+  }
+  client::ConsumerOptions co = ConsumerOn(broker);
+  co.from_oldest = true;
+  ASSERT_OK_AND_ASSIGN(auto oldest, Consumer::Open("drop", co));
+  ASSERT_EQ(oldest->producer_count(), 1u);
+  for (int i = 5; i < 20; ++i) {
+    ASSERT_OK_AND_ASSIGN(auto batch, Pair(0, i));
+    ASSERT_OK(producer->PublishCopy(*batch));
+  }
+  for (Consumer* consumer : {now.get(), oldest.get()}) {
+    SCOPED_TRACE(consumer == now.get() ? "from now" : "from oldest");
+    for (int i = 12; i < 20; ++i) {
+      ASSERT_OK_AND_ASSIGN(auto batch, consumer->Next(5s));
+      ASSERT_NE(batch, nullptr);
+      EXPECT_EQ(Col(*batch, 1), i);
+    }
+    EXPECT_EQ(consumer->lost(), 12u);
+    ASSERT_OK_AND_ASSIGN(auto none, consumer->TryNext());
+    EXPECT_EQ(none, nullptr);
+  }
+  ASSERT_OK(producer->Close());
+  ASSERT_RAISES(kEndOfStream, now->Next(5s));
+}
+
+// Close() returns only once a slow consumer (a thread reading one batch
+// every 2 ms) has read all 50 batches; then it sees EndOfStream.
+TEST(BrokerReliabilityTest, CloseWaitsUntilASlowConsumerReadEverything) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  client::TopicOptions topic;
+  topic.ring_slots = 64;  // the producer never waits for room
+  topic.segment_bytes = 1 << 20;
+  client::ProducerOptions po = ProducerOn(broker, topic);
+  po.drain_timeout = 60s;  // a bound for a hang only
+  ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("drain", PairSchema(), po));
+  ASSERT_OK_AND_ASSIGN(auto consumer, Consumer::Open("drain", ConsumerOn(broker)));
+  constexpr int kBatches = 50;
+  std::atomic<int> read{0};
+  std::atomic<bool> go{false};
+  Status reader_status;
+  std::thread reader([&] {
+    while (!go.load()) std::this_thread::yield();
+    for (int i = 0; i < kBatches; ++i) {
+      auto batch = consumer->Next(30s);
+      if (!batch.ok() || Col(**batch, 1) != i) {
+        reader_status = batch.ok() ? Status::Invalid("batch ", i, " out of order") : batch.status();
+        return;
+      }
+      std::this_thread::sleep_for(2ms);  // slow, so Close has to wait
+      read.store(i + 1);
+    }
+    auto end = consumer->Next(30s);
+    reader_status = end.ok() ? Status::Invalid("no EndOfStream") : Status::OK();
+    if (!end.ok() && !end.status().IsEndOfStream()) reader_status = end.status();
+  });
+  for (int i = 0; i < kBatches; ++i) {
+    ASSERT_OK_AND_ASSIGN(auto batch, Pair(0, i));
+    ASSERT_OK(producer->PublishCopy(*batch));
+  }
+  go.store(true);
+  ASSERT_OK(producer->Close());
+  // Close waits for the consumer's cursor to pass the last batch: it has at
+  // least received batch 49 (read counts after the pause that follows).
+  EXPECT_GE(read.load(), kBatches - 1);
+  reader.join();
+  ASSERT_OK(reader_status);
+  EXPECT_EQ(read.load(), kBatches);
+}
+
+// kBlockProducer through the client: with the ring full and the consumer
+// reading nothing, PublishCopy times out naming the consumer (its pid);
+// once the consumer reads, the same producer publishes again and nothing
+// is lost.
+TEST(BrokerReliabilityTest, BlockPolicyTimeoutNamesTheSlowConsumerAndTheProducerGoesOn) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  client::TopicOptions topic;
+  topic.ring_slots = 8;
+  topic.segment_bytes = 1 << 20;
+  client::ProducerOptions po = ProducerOn(broker, topic);
+  po.publish_timeout = 200ms;
+  po.wait_for_consumers = 0ms;
+  ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("block", PairSchema(), po));
+  ASSERT_OK_AND_ASSIGN(auto consumer, Consumer::Open("block", ConsumerOn(broker)));
+  int published = 0;
+  Status refused;
+  for (; published < 64; ++published) {
+    ASSERT_OK_AND_ASSIGN(auto batch, Pair(0, published));
+    refused = producer->PublishCopy(*batch);
+    if (!refused.ok()) break;
+  }
+  EXPECT_EQ(published, 8);
+  ASSERT_RAISES_WITH_MESSAGE(kTimedOut, "(pid " + std::to_string(::getpid()) + ")", refused);
+  EXPECT_NE(refused.message().find("topic 'block'"), std::string::npos) << refused.ToString();
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_OK_AND_ASSIGN(auto batch, consumer->Next(5s));
+    EXPECT_EQ(Col(*batch, 1), i);
+  }
+  for (int i = published; i < published + 4; ++i) {
+    ASSERT_OK_AND_ASSIGN(auto batch, Pair(0, i));
+    ASSERT_OK(producer->PublishCopy(*batch));
+  }
+  for (int i = 4; i < published + 4; ++i) {
+    ASSERT_OK_AND_ASSIGN(auto batch, consumer->Next(5s));
+    EXPECT_EQ(Col(*batch, 1), i);
+  }
+  EXPECT_EQ(consumer->lost(), 0u);
+  ASSERT_OK(producer->Close());
+  ASSERT_RAISES(kEndOfStream, consumer->Next(5s));
+}
+
+// Four producer processes publish as fast as they can into one topic
+// (rings of 16, kBlockProducer) while one consumer reads: every batch of
+// each arrives once, in order, and while all four are running none is
+// starved by Next's round robin (each gets at least half its fair share,
+// an eighth, of what is read before the first one finishes).
+TEST(BrokerReliabilityTest, FourProducersAtFullSpeedAreServedInTurn) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  client::TopicOptions topic;
+  topic.ring_slots = 16;
+  topic.segment_bytes = 1 << 20;
+  ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
+  ASSERT_OK(admin->CreateTopic("four", PairSchema(), topic).status());
+  ASSERT_OK_AND_ASSIGN(auto consumer, Consumer::Open("four", ConsumerOn(broker)));
+  constexpr int kProducers = 4;
+  constexpr int64_t kEach = 5000;
+  Pipe ready, go;
+  std::vector<pid_t> children;
+  for (int tag = 0; tag < kProducers; ++tag) {
+    const pid_t pid = testing::ForkTestChild();
+    if (pid == 0) {
+      client::ProducerOptions po = ProducerOn(broker, topic);
+      po.publish_timeout = 60s;
+      auto producer = Producer::Open("four", PairSchema(), po);
+      if (!producer.ok()) ::_exit(1);
+      ready.Put('r');
+      if (go.Get() != 'g') ::_exit(2);
+      for (int64_t seq = 0; seq < kEach; ++seq) {
+        auto batch = Pair(tag, seq);
+        if (!batch.ok() || !(*producer)->PublishCopy(**batch).ok()) ::_exit(3);
+      }
+      ::_exit((*producer)->Close().ok() ? 0 : 4);
+    }
+    children.push_back(pid);
+  }
+  // Each child's Open waits for this consumer to register on its ring,
+  // which it does while looking for data.
+  ASSERT_TRUE(WaitUntil([&] {
+    auto none = consumer->TryNext();
+    return none.ok() && consumer->producer_count() == kProducers;
+  }));
+  for (int i = 0; i < kProducers; ++i) ASSERT_EQ(ready.Get(), 'r');
+  for (int i = 0; i < kProducers; ++i) go.Put('g');
+  std::vector<int64_t> next(kProducers, 0);
+  std::vector<int64_t> while_all_ran(kProducers, 0);
+  int64_t total = 0;
+  bool all_running = true;
+  while (total < kProducers * kEach) {
+    ASSERT_OK_AND_ASSIGN(auto batch, consumer->Next(30s));
+    ASSERT_NE(batch, nullptr);
+    const int64_t tag = Col(*batch, 0);
+    ASSERT_TRUE(tag >= 0 && tag < kProducers) << tag;
+    ASSERT_EQ(Col(*batch, 1), next[static_cast<size_t>(tag)]) << "producer " << tag;
+    ++next[static_cast<size_t>(tag)];
+    ++total;
+    if (all_running) {
+      ++while_all_ran[static_cast<size_t>(tag)];
+      if (next[static_cast<size_t>(tag)] == kEach) all_running = false;
+    }
+  }
+  int64_t first_phase = 0;
+  for (int64_t n : while_all_ran) first_phase += n;
+  for (int tag = 0; tag < kProducers; ++tag) {
+    EXPECT_EQ(next[static_cast<size_t>(tag)], kEach);
+    EXPECT_GE(while_all_ran[static_cast<size_t>(tag)] * 8, first_phase)
+        << "producer " << tag << " got " << while_all_ran[static_cast<size_t>(tag)] << " of "
+        << first_phase << " while all four ran";
+  }
+  std::printf("[ fairness ] while all ran: %lld %lld %lld %lld of %lld\n",
+              static_cast<long long>(while_all_ran[0]), static_cast<long long>(while_all_ran[1]),
+              static_cast<long long>(while_all_ran[2]), static_cast<long long>(while_all_ran[3]),
+              static_cast<long long>(first_phase));
+  for (pid_t pid : children) EXPECT_EQ(testing::Wait(pid), 0);
+  ASSERT_RAISES(kEndOfStream, consumer->Next(10s));
+}
+
+// 0-row batches: built in place in a pool, copied, and through a
+// FixedShapeWriter of a 0-row prototype, each arrives as a 0-row batch
+// between 1-row ones.
+TEST(BrokerReliabilityTest, ZeroRowBatchesInPlaceCopiedAndFromAFixedShapeWriter) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  client::TopicOptions topic;
+  topic.segment_bytes = 1 << 20;
+  client::ProducerOptions po = ProducerOn(broker, topic);
+  po.wait_for_consumers = 0ms;
+  ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("zero", PairSchema(), po));
+  ASSERT_OK_AND_ASSIGN(auto consumer, Consumer::Open("zero", ConsumerOn(broker)));
+  auto in_place = [&](int64_t rows) -> Status {
+    ALKAID_ASSIGN_OR_RAISE(auto pool, producer->NewBatchPool(4096));
+    format::Int64Builder a(pool.get()), b(pool.get());
+    for (int64_t r = 0; r < rows; ++r) {
+      ALKAID_RETURN_NOT_OK(a.Append(7));
+      ALKAID_RETURN_NOT_OK(b.Append(r));
+    }
+    ALKAID_ASSIGN_OR_RAISE(auto x, a.Finish());
+    ALKAID_ASSIGN_OR_RAISE(auto y, b.Finish());
+    ALKAID_ASSIGN_OR_RAISE(auto batch, format::RecordBatch::Make(PairSchema(), rows, {x, y}));
+    return producer->Publish(*batch, pool.get());
+  };
+  ASSERT_OK(in_place(0));
+  ASSERT_OK(in_place(1));
+  ASSERT_OK_AND_ASSIGN(auto empty_copy, Pair(1, 0, 0));
+  ASSERT_OK(producer->PublishCopy(*empty_copy));
+  std::unique_ptr<client::FixedShapeWriter> writer;
+  {
+    ASSERT_OK_AND_ASSIGN(auto pool, producer->NewBatchPool(4096));
+    format::Int64Builder a(pool.get()), b(pool.get());
+    ASSERT_OK_AND_ASSIGN(auto x, a.Finish());
+    ASSERT_OK_AND_ASSIGN(auto y, b.Finish());
+    ASSERT_OK_AND_ASSIGN(auto prototype, format::RecordBatch::Make(PairSchema(), 0, {x, y}));
+    ASSERT_OK_AND_ASSIGN(writer, producer->NewFixedShapeWriter(*prototype, *pool));
+  }
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_OK(writer->Begin());
+    ASSERT_OK(writer->Publish());
+  }
+  ASSERT_OK_AND_ASSIGN(auto last, Pair(2, 0, 1));
+  ASSERT_OK(producer->PublishCopy(*last));
+  const std::vector<int64_t> rows = {0, 1, 0, 0, 0, 0, 1};
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    SCOPED_TRACE("batch " + std::to_string(i));
+    ASSERT_OK_AND_ASSIGN(auto batch, consumer->Next(5s));
+    ASSERT_NE(batch, nullptr);
+    EXPECT_EQ(batch->num_rows(), rows[i]);
+    EXPECT_EQ(batch->num_columns(), 2);
+    EXPECT_EQ(batch->column(0)->length(), rows[i]);
+    EXPECT_EQ(batch->column(1)->length(), rows[i]);
+  }
+  EXPECT_EQ(producer->stats().published, 7u);
+  writer.reset();
+  ASSERT_OK(producer->Close());
+  ASSERT_RAISES(kEndOfStream, consumer->Next(5s));
+}
+
+}  // namespace
+}  // namespace alkaid::broker
