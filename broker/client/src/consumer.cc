@@ -576,12 +576,12 @@ Status Consumer::ExportBatch(const format::RecordBatch& batch, ArrowArray* out,
                              ArrowSchema* out_schema) {
   if (out == nullptr) return Status::Invalid("Consumer::ExportBatch: null ArrowArray");
   ALKAID_RETURN_NOT_OK(impl_->exports->Reserve("Consumer::ExportBatch"));
-  const Status st = format::ExportRecordBatch(batch, out, out_schema);
+  Status st = format::ExportRecordBatch(batch, out, out_schema);
   if (!st.ok()) {
     impl_->exports->Unreserve();
     return st;
   }
-  const Status counted = internal::CountRelease(out, impl_->exports);
+  Status counted = internal::CountRelease(out, impl_->exports);
   if (!counted.ok() && out_schema != nullptr) out_schema->release(out_schema);
   return counted;
 }

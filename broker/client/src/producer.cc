@@ -431,7 +431,7 @@ bool LiesIn(const format::RecordBatch& batch, const ShmBatchPool& pool) {
 // before publishing anything); one copy otherwise.
 Status Producer::PublishImported(const format::RecordBatch& batch, ShmBatchPool* pool) {
   if (pool != nullptr && !pool->sealed() && LiesIn(batch, *pool)) {
-    const Status st = Publish(batch, pool);
+    Status st = Publish(batch, pool);
     if (st.ok()) {
       impl_->arrow_zero_copy.fetch_add(1, std::memory_order_relaxed);
       return st;
