@@ -7,8 +7,9 @@
 // callgrind run gives them side by side:
 //
 //   alkaid_consumer_export_bench BROKER_BIN ROWS N
-//   valgrind --tool=callgrind --toggle-collect='*CallgrindTarget*' \
+//   valgrind --tool=callgrind --toggle-collect='*CallgrindTarget*'
 //     --callgrind-out-file=cg.out alkaid_consumer_export_bench BROKER_BIN 1000 100
+//   (one command line)
 //   callgrind_annotate --inclusive=yes cg.out | grep CallgrindTarget
 //
 // CallgrindTargetNext: Consumer::Next (the receive, decode-cache hit);
