@@ -427,8 +427,9 @@ bool LiesIn(const format::RecordBatch& batch, const ShmBatchPool& pool) {
 }  // namespace
 
 // In place when the buffers lie in an unpublished pool and Publish can send
-// them from there (it refuses, Invalid, e.g. a slice needing re-basing,
-// before publishing anything); one copy otherwise.
+// them from there; one copy otherwise. Publish refuses a layout it cannot
+// send in place (a slice needing re-basing) with Invalid before the batch
+// goes out, leaving the pool sealed and unpublished.
 Status Producer::PublishImported(const format::RecordBatch& batch, ShmBatchPool* pool) {
   if (pool != nullptr && !pool->sealed() && LiesIn(batch, *pool)) {
     Status st = Publish(batch, pool);

@@ -145,8 +145,9 @@ class ALKAID_EXPORT Producer {
   /// this producer not yet published (the batch was built there, e.g. by
   /// Alkaid builders, exported to Arrow C++, and handed back): then as
   /// Publish(batch, pool). Otherwise (no pool, a buffer elsewhere, or a
-  /// layout Publish cannot send in place such as a slice) exactly one copy
-  /// into the segment, as PublishCopy. stats() counts which happened.
+  /// layout Publish cannot send in place such as a slice, after which
+  /// `pool` is sealed and unpublished) exactly one copy into the segment, as
+  /// PublishCopy. stats() counts which happened.
   Status PublishArrowArray(ArrowArray* array, ArrowSchema* schema, ShmBatchPool* pool = nullptr,
                            const format::CImportOptions& options = {});
 
