@@ -10,7 +10,10 @@
 #                          OFF: never.
 #   ALKAID_INTEROP_PYTHON  the Python to ask (default: <source>/.venv/bin/python)
 #
-# Defines the imported target alkaid_arrow_cpp and sets ALKAID_INTEROP_ENABLED.
+# Defines the imported target alkaid_arrow_cpp and sets ALKAID_INTEROP_ENABLED;
+# also alkaid_arrow_compute (Arrow's compute kernels, libarrow_compute, a
+# library of its own since Arrow 21) when the wheel ships it, and then sets
+# ALKAID_ARROW_COMPUTE_ENABLED.
 set(ALKAID_INTEROP AUTO CACHE STRING "Build the Arrow C++ interop tests: AUTO, ON or OFF")
 set_property(CACHE ALKAID_INTEROP PROPERTY STRINGS AUTO ON OFF)
 set(ALKAID_INTEROP_PYTHON "${PROJECT_SOURCE_DIR}/.venv/bin/python" CACHE FILEPATH
@@ -60,6 +63,17 @@ if(_why STREQUAL "")
     INTERFACE_SYSTEM_INCLUDE_DIRECTORIES "${_pa_include}"
     INTERFACE_COMPILE_DEFINITIONS "_GLIBCXX_USE_CXX11_ABI=1")
   set(ALKAID_INTEROP_ENABLED ON)
+  set(ALKAID_ARROW_COMPUTE_ENABLED OFF)
+  file(GLOB _pa_compute "${_pa_libdir}/libarrow_compute.so.[0-9]*")
+  list(FILTER _pa_compute EXCLUDE REGEX "\\.so\\.[0-9]+\\.[0-9]")
+  if(_pa_compute AND EXISTS "${_pa_include}/arrow/compute/api.h")
+    list(GET _pa_compute 0 _pa_compute)
+    add_library(alkaid_arrow_compute SHARED IMPORTED GLOBAL)
+    set_target_properties(alkaid_arrow_compute PROPERTIES
+      IMPORTED_LOCATION "${_pa_compute}"
+      INTERFACE_LINK_LIBRARIES alkaid_arrow_cpp)
+    set(ALKAID_ARROW_COMPUTE_ENABLED ON)
+  endif()
   message(STATUS "Arrow C++ interop tests: built, against pyarrow ${_pa_version} (${_pa_lib})")
 elseif(ALKAID_INTEROP STREQUAL "ON")
   message(FATAL_ERROR "ALKAID_INTEROP=ON but Arrow C++ is not usable: ${_why}")

@@ -13,7 +13,7 @@ scripts/build.sh fuzz
 gold=tests/data/arrow-gold/cpp-21.0.0
 status=0
 for target in ipc_stream_fuzz ipc_file_fuzz ipc_message_fuzz unsafe_row_fuzz control_protocol_fuzz \
-  channel_fuzz batch_channel_fuzz; do
+  channel_fuzz batch_channel_fuzz c_data_import_fuzz; do
   work="build/fuzz/corpus/$target"
   mkdir -p "$work"
   seeds=()
@@ -24,6 +24,7 @@ for target in ipc_stream_fuzz ipc_file_fuzz ipc_message_fuzz unsafe_row_fuzz con
     control_protocol_fuzz) ;;  # control frames: only its own seeds in fuzz/corpus/control_protocol_fuzz
     channel_fuzz) ;;  # shared-memory patches: only its own seeds in fuzz/corpus/channel_fuzz
     batch_channel_fuzz) ;;  # hostile messages: only its own seeds in fuzz/corpus/batch_channel_fuzz
+    c_data_import_fuzz) ;;  # struct trees: only its own seeds in fuzz/corpus/c_data_import_fuzz
     *) cp -n "$gold"/*.stream "$work"/ ;;
   esac
   mkdir -p "build/fuzz/artifacts/$target"

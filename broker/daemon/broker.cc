@@ -127,7 +127,7 @@ struct Broker::Impl {
     std::string bodies;
     uint64_t reserved = 0;
     bool ready = false;
-    uint64_t published = 0, depth = 0, drops = 0;
+    uint64_t published = 0, depth = 0, drops = 0, held = 0;
   };
   struct Consumer {
     uint64_t id = 0;
@@ -781,6 +781,7 @@ struct Broker::Impl {
         const Producer& producer = producers.at(id);
         info.published += producer.published;
         info.drops += producer.drops;
+        info.held += producer.held;
         info.depth = std::max(info.depth, producer.depth);
       }
       reply.topics.push_back(std::move(info));
@@ -845,6 +846,7 @@ struct Broker::Impl {
           (*producer)->published = request.published;
           (*producer)->depth = request.depth;
           (*producer)->drops = request.drops;
+          (*producer)->held = request.held;
         }
         return;
       }

@@ -227,6 +227,7 @@ Result<Reply> DecodeReply(const fb::Reply* r) {
           info.published = t->published();
           info.depth = t->depth();
           info.drops = t->drops();
+          info.held = t->held();
           out.topics.push_back(std::move(info));
         }
       }
@@ -415,7 +416,9 @@ std::vector<uint8_t> EncodeRequest(const Request& r) {
       break;
     case RequestType::kProducerStats:
       type = fb::RequestBody::ProducerStats;
-      body = fb::CreateProducerStats(fbb, r.target_id, r.published, r.depth, r.drops).Union();
+      body = fb::CreateProducerStats(fbb, r.target_id, r.published, r.depth, r.drops,
+                                     r.held)
+                 .Union();
       break;
   }
   fbb.Finish(fb::CreateRequest(fbb, r.id, type, body));
@@ -503,6 +506,7 @@ Result<Request> DecodeRequest(std::span<const uint8_t> bytes) {
       out.published = b->published();
       out.depth = b->depth();
       out.drops = b->drops();
+      out.held = b->held();
       break;
     }
     default:
@@ -583,7 +587,7 @@ std::vector<uint8_t> EncodeServerMessage(const ServerMessage& m) {
         for (const auto& t : r.topics) {
           auto config = EncodeConfig(fbb, t.config);
           topics.push_back(fb::CreateTopicInfo(fbb, config, t.producers, t.consumers,
-                                               t.published, t.depth, t.drops));
+                                               t.published, t.depth, t.drops, t.held));
         }
         auto topic_vec = fbb.CreateVector(topics);
         std::vector<flatbuffers::Offset<fb::AwaitedTopic>> awaited;

@@ -63,7 +63,7 @@ const char* RequestTypeName(RequestType type);
 /// bodies when re-registering existing segments; kProducerReady: target_id;
 /// kAttachConsumer: topic, from_oldest, payload_kind, wait_for_topic,
 /// any_payload_kind; kDetach: role, target_id; kProducerStats: target_id,
-/// published, depth, drops.
+/// published, depth, drops, held.
 struct Request {
   RequestType type = RequestType::kListTopics;
   uint64_t id = 0;
@@ -83,6 +83,7 @@ struct Request {
   uint64_t published = 0;
   uint64_t depth = 0;
   uint64_t drops = 0;
+  uint64_t held = 0;
 };
 
 struct ProducerInfo {
@@ -111,6 +112,7 @@ struct TopicInfo {
   uint64_t published = 0;
   uint64_t depth = 0;
   uint64_t drops = 0;
+  uint64_t held = 0;
 };
 
 struct BrokerStats {

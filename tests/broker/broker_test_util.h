@@ -42,6 +42,25 @@ inline bool WaitNoSegments(const std::string& prefix, int tries = 200) {
   return ShmNames(prefix).empty();
 }
 
+/// The file mapped at `address` in this process (/proc/self/maps), e.g.
+/// "/dev/shm/<broker>.<segment>"; "" if the address is not in a file mapping.
+inline std::string MappingOf(const void* address) {
+  const auto a = reinterpret_cast<uintptr_t>(address);
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    std::istringstream fields(line);
+    std::string range, perms, offset, dev, inode, path;
+    fields >> range >> perms >> offset >> dev >> inode >> path;
+    const auto dash = range.find('-');
+    if (dash == std::string::npos) continue;
+    const uintptr_t lo = std::stoull(range.substr(0, dash), nullptr, 16);
+    const uintptr_t hi = std::stoull(range.substr(dash + 1), nullptr, 16);
+    if (a >= lo && a < hi) return path;
+  }
+  return "";
+}
+
 /// The whole text of the file at `path` ("" if it cannot be read).
 inline std::string ReadFile(const std::string& path) {
   std::ifstream in(path);

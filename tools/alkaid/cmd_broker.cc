@@ -27,13 +27,13 @@ int RunTopics(const BrokerToolOptions& options) {
   if (!topics.ok()) return ReportError("topics", topics.status());
   std::cout << std::left << std::setw(24) << "TOPIC" << std::right << std::setw(10) << "PRODUCERS"
             << std::setw(10) << "CONSUMERS" << std::setw(12) << "PUBLISHED" << std::setw(8)
-            << "DEPTH" << std::setw(8) << "DROPS" << std::setw(8) << "SLOTS" << "  "
+            << "DEPTH" << std::setw(8) << "DROPS" << std::setw(8) << "HELD" << std::setw(8) << "SLOTS" << "  "
             << std::left << std::setw(15) << "POLICY" << "PAYLOAD\n";
   for (const auto& t : *topics) {
     std::cout << std::left << std::setw(24) << t.name << std::right << std::setw(10)
               << t.producers << std::setw(10) << t.consumers << std::setw(12) << t.published
               << std::setw(8) << t.depth << std::setw(8) << t.drops << std::setw(8)
-              << t.ring_slots << "  " << std::left << std::setw(15)
+              << t.held << std::setw(8) << t.ring_slots << "  " << std::left << std::setw(15)
               << (t.policy == shm::SlowConsumerPolicy::kDropOldest ? "drop-oldest"
                                                                    : "block-producer")
               << client::PayloadKindName(t.payload_kind) << "\n";
@@ -44,7 +44,7 @@ int RunTopics(const BrokerToolOptions& options) {
   for (const auto& a : *awaited) {
     std::cout << std::left << std::setw(24) << a.name << std::right << std::setw(10) << 0
               << std::setw(10) << a.consumers << std::setw(12) << "-" << std::setw(8) << "-"
-              << std::setw(8) << "-" << std::setw(8) << "-" << "  " << std::left << std::setw(15)
+              << std::setw(8) << "-" << std::setw(8) << "-" << std::setw(8) << "-" << "  " << std::left << std::setw(15)
               << "-" << "(not created yet)\n";
   }
   return kExitOk;

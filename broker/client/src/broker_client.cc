@@ -57,6 +57,7 @@ Result<std::vector<TopicStatus>> BrokerClient::ListTopics() {
     status.published = t.published;
     status.depth = t.depth;
     status.drops = t.drops;
+    status.held = t.held;
     out.push_back(std::move(status));
   }
   return out;

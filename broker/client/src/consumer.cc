@@ -3,11 +3,14 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <set>
 #include <thread>
 
 #include "alkaid/client/batch_subscriber.h"
+#include "alkaid/format/c_data.h"
 #include "alkaid/format/unsafe_row.h"
+#include "arrow_export_internal.h"
 #include "connection_internal.h"
 
 namespace alkaid::client {
@@ -119,6 +122,9 @@ struct Consumer::Impl {
   bool closed = false;
   // Set for the duration of a NextInto call: where batches go.
   BatchView* target = nullptr;
+  // Batches exported to foreign code (ExportBatch, ExportStream); shared
+  // with their release callbacks.
+  std::shared_ptr<internal::ExportCounter> exports;
 
   void Subscribe(const p::ProducerInfo& info) {
     if (finished.count(info.ring) != 0) return;
@@ -432,6 +438,7 @@ Result<std::unique_ptr<Consumer>> Consumer::Open(const std::string& topic,
   auto impl = std::make_unique<Impl>();
   impl->topic = topic;
   impl->options = options;
+  impl->exports = std::make_shared<internal::ExportCounter>(options.max_exported_batches);
   impl->kind = options.payload_kind.value_or(PayloadKind::kRecordBatch);
   const auto topic_deadline = internal::DeadlineAfter(options.wait_for_topic);
   ALKAID_ASSIGN_OR_RAISE(impl->connection,
@@ -554,5 +561,131 @@ PayloadKind Consumer::payload_kind() const { return impl_->kind; }
 uint64_t Consumer::reregistrations() const { return impl_->reregistrations; }
 std::size_t Consumer::producer_count() const { return impl_->subs.size(); }
 uint64_t Consumer::lost() const { return impl_->lost; }
+
+ConsumerStats Consumer::stats() const {
+  ConsumerStats s;
+  s.lost = impl_->lost;
+  s.reregistrations = impl_->reregistrations;
+  const internal::ExportCounter& e = *impl_->exports;
+  s.exported_held = e.held.load(std::memory_order_relaxed);
+  s.exported_total = e.total.load(std::memory_order_relaxed);
+  s.exports_refused = e.refused.load(std::memory_order_relaxed);
+  return s;
+}
+
+Status Consumer::ExportBatch(const format::RecordBatch& batch, ArrowArray* out,
+                             ArrowSchema* out_schema) {
+  if (out == nullptr) return Status::Invalid("Consumer::ExportBatch: null ArrowArray");
+  ALKAID_RETURN_NOT_OK(impl_->exports->Reserve("Consumer::ExportBatch"));
+  Status st = format::ExportRecordBatch(batch, out, out_schema);
+  if (!st.ok()) {
+    impl_->exports->Unreserve();
+    return st;
+  }
+  Status counted = internal::CountRelease(out, impl_->exports);
+  if (!counted.ok() && out_schema != nullptr) out_schema->release(out_schema);
+  return counted;
+}
+
+namespace {
+
+// The stream Consumer::ExportStream hands out: the format library's stream
+// over Consumer::Next (`inner`), with each array's release counted.
+struct ConsumerStream {
+  ArrowArrayStream inner{};
+  std::shared_ptr<internal::ExportCounter> exports;
+  std::unique_ptr<Consumer> owned;  // the static overload's
+  // Set by the next function when it took a place for the batch it returns.
+  bool reserved = false;
+
+  static ConsumerStream* Of(ArrowArrayStream* stream) {
+    return static_cast<ConsumerStream*>(stream->private_data);
+  }
+  static int GetSchema(ArrowArrayStream* stream, ArrowSchema* out) {
+    ConsumerStream* s = Of(stream);
+    return s->inner.get_schema(&s->inner, out);
+  }
+  static int GetNext(ArrowArrayStream* stream, ArrowArray* out) {
+    ConsumerStream* s = Of(stream);
+    int rc = s->inner.get_next(&s->inner, out);
+    if (!s->reserved) return rc;
+    s->reserved = false;
+    if (rc != 0 || out->release == nullptr) {
+      s->exports->Unreserve();  // the batch was refused (schema) and dropped
+      return rc;
+    }
+    if (!internal::CountRelease(out, s->exports).ok()) rc = ENOMEM;
+    return rc;
+  }
+  static const char* GetLastError(ArrowArrayStream* stream) {
+    ConsumerStream* s = Of(stream);
+    return s->inner.get_last_error(&s->inner);
+  }
+  static void Release(ArrowArrayStream* stream) {
+    ConsumerStream* s = Of(stream);
+    s->inner.release(&s->inner);  // drops the next function first: it refers to the consumer
+    delete s;
+    stream->release = nullptr;
+  }
+};
+
+// The next batch for the stream: waits per `timeout` in slices, so that a
+// wait without limit needs no deadline arithmetic.
+Result<format::RecordBatchPtr> NextForStream(Consumer* consumer, ConsumerStream* stream,
+                                             std::chrono::nanoseconds timeout) {
+  ALKAID_RETURN_NOT_OK(stream->exports->Reserve("Consumer stream get_next"));
+  const bool forever = timeout == std::chrono::nanoseconds::max();
+  const auto deadline = forever ? Clock::time_point::max() : Clock::now() + timeout;
+  while (true) {
+    const auto slice = forever ? std::chrono::nanoseconds(std::chrono::seconds(1))
+                               : std::max(std::chrono::nanoseconds(0),
+                                          std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                              deadline - Clock::now()));
+    auto batch = consumer->Next(slice);
+    if (batch.ok()) {
+      stream->reserved = true;
+      return batch;
+    }
+    if (batch.status().IsTimedOut() && (forever || Clock::now() < deadline)) continue;
+    stream->exports->Unreserve();
+    if (batch.status().code() == StatusCode::kEndOfStream) return format::RecordBatchPtr();
+    return batch.status();
+  }
+}
+
+Status MakeConsumerStream(Consumer* consumer, std::unique_ptr<Consumer> owned,
+                          std::shared_ptr<internal::ExportCounter> exports,
+                          const StreamExportOptions& options, ArrowArrayStream* out) {
+  if (out == nullptr) return Status::Invalid("Consumer::ExportStream: null ArrowArrayStream");
+  auto state = std::make_unique<ConsumerStream>();
+  state->exports = std::move(exports);
+  ConsumerStream* raw = state.get();
+  const auto timeout = options.batch_timeout;
+  ALKAID_RETURN_NOT_OK(format::ExportRecordBatchStream(
+      consumer->schema(),
+      [consumer, raw, timeout]() { return NextForStream(consumer, raw, timeout); },
+      &state->inner));
+  state->owned = std::move(owned);
+  out->get_schema = ConsumerStream::GetSchema;
+  out->get_next = ConsumerStream::GetNext;
+  out->get_last_error = ConsumerStream::GetLastError;
+  out->release = ConsumerStream::Release;
+  out->private_data = state.release();
+  return Status::OK();
+}
+
+}  // namespace
+
+Status Consumer::ExportStream(ArrowArrayStream* out, const StreamExportOptions& options) {
+  return MakeConsumerStream(this, nullptr, impl_->exports, options, out);
+}
+
+Status Consumer::ExportStream(std::unique_ptr<Consumer> consumer, ArrowArrayStream* out,
+                              const StreamExportOptions& options) {
+  if (consumer == nullptr) return Status::Invalid("Consumer::ExportStream: null consumer");
+  Consumer* raw = consumer.get();
+  auto exports = raw->impl_->exports;
+  return MakeConsumerStream(raw, std::move(consumer), std::move(exports), options, out);
+}
 
 }  // namespace alkaid::client

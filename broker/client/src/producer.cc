@@ -77,6 +77,9 @@ struct Producer::Impl {
   std::atomic<uint64_t> depth{0};
   std::atomic<uint64_t> drops{0};
   std::atomic<uint64_t> reregistrations{0};
+  std::atomic<uint64_t> held{0};  // bodies consumers hold (UpdateStats)
+  std::atomic<uint64_t> arrow_zero_copy{0};
+  std::atomic<uint64_t> arrow_copied{0};
   bool reregistration_refused = false;  // watchdog only
   bool closed = false;
 
@@ -99,9 +102,12 @@ struct Producer::Impl {
     stats_wanted.store(false, std::memory_order_relaxed);
     const uint64_t end = channel->next_sequence();
     uint64_t min_cursor = end;
+    uint64_t held_blocks = 0;
     for (const auto& c : channel->consumers()) {
       if (c.accepted && !c.closed) min_cursor = std::min(min_cursor, c.cursor);
+      held_blocks += c.held_blocks;
     }
+    held.store(held_blocks, std::memory_order_relaxed);
     depth.store(end - std::min(min_cursor, end), std::memory_order_relaxed);
     const shm::ChannelStats counters = channel->stats();
     drops.store(counters.dropped, std::memory_order_relaxed);
@@ -117,6 +123,7 @@ struct Producer::Impl {
     request.published = published.load(std::memory_order_relaxed);
     request.depth = depth.load(std::memory_order_relaxed);
     request.drops = drops.load(std::memory_order_relaxed);
+    request.held = held.load(std::memory_order_relaxed);
     stats_wanted.store(true, std::memory_order_relaxed);
     if (!connection->Send(std::move(request)).ok()) broker_lost = true;
   }
@@ -397,6 +404,87 @@ Status Producer::PublishCopy(const format::RecordBatch& batch) {
   return Status::OK();
 }
 
+namespace {
+
+// True if every buffer of `data` (children and dictionary included) lies in
+// `pool`'s region.
+bool LiesIn(const format::ArrayData& data, const ShmBatchPool& pool) {
+  for (const auto& b : data.buffers) {
+    if (b != nullptr && b->size() > 0 &&
+        !pool.Contains(b->data(), static_cast<uint64_t>(b->size()))) {
+      return false;
+    }
+  }
+  for (const auto& child : data.child_data) {
+    if (child != nullptr && !LiesIn(*child, pool)) return false;
+  }
+  return data.dictionary == nullptr || LiesIn(*data.dictionary, pool);
+}
+
+bool LiesIn(const format::RecordBatch& batch, const ShmBatchPool& pool) {
+  for (int i = 0; i < batch.num_columns(); ++i) {
+    if (!LiesIn(*batch.column_data(i), pool)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+// In place when the buffers lie in an unpublished pool and Publish can send
+// them from there; one copy otherwise. Publish refuses a layout it cannot
+// send in place (a slice needing re-basing) with Invalid before the batch
+// goes out, leaving the pool sealed and unpublished.
+Status Producer::PublishImported(const format::RecordBatch& batch, ShmBatchPool* pool) {
+  if (pool != nullptr && !pool->sealed() && LiesIn(batch, *pool)) {
+    Status st = Publish(batch, pool);
+    if (st.ok()) {
+      impl_->arrow_zero_copy.fetch_add(1, std::memory_order_relaxed);
+      return st;
+    }
+    if (!st.IsInvalid()) return st;  // e.g. TimedOut: the caller may retry
+  }
+  ALKAID_RETURN_NOT_OK(PublishCopy(batch));
+  impl_->arrow_copied.fetch_add(1, std::memory_order_relaxed);
+  return Status::OK();
+}
+
+Status Producer::PublishArrowArray(ArrowArray* array, ArrowSchema* schema, ShmBatchPool* pool,
+                                   const format::CImportOptions& options) {
+  Result<format::RecordBatchPtr> batch =
+      schema != nullptr ? format::ImportRecordBatch(array, schema, options)
+                        : format::ImportRecordBatch(array, impl_->schema, options);
+  if (!batch.ok()) {
+    return batch.status().WithContext("topic '" + impl_->topic + "': importing an ArrowArray");
+  }
+  return PublishImported(**batch, pool);
+}
+
+Result<uint64_t> Producer::PublishArrowStream(ArrowArrayStream* stream,
+                                              std::span<ShmBatchPool* const> pools,
+                                              const format::CImportOptions& options) {
+  ALKAID_ASSIGN_OR_RAISE(auto reader, format::CStreamReader::Import(stream, options));
+  std::vector<ShmBatchPool*> unused(pools.begin(), pools.end());
+  uint64_t published = 0;
+  while (true) {
+    auto batch = reader->Next();
+    if (!batch.ok()) {
+      return batch.status().WithContext("topic '" + impl_->topic + "': the stream's batch " +
+                                        std::to_string(published));
+    }
+    if (*batch == nullptr) return published;
+    ShmBatchPool* pool = nullptr;
+    for (auto& candidate : unused) {
+      if (candidate != nullptr && !candidate->sealed() && LiesIn(**batch, *candidate)) {
+        pool = candidate;
+        candidate = nullptr;
+        break;
+      }
+    }
+    ALKAID_RETURN_NOT_OK(PublishImported(**batch, pool));
+    ++published;
+  }
+}
+
 Status Producer::Close() {
   Impl& d = *impl_;
   if (d.closed) return Status::OK();
@@ -459,6 +547,9 @@ ProducerStats Producer::stats() const {
   s.dead_consumers_detached = impl_->dead_detached.load();
   s.blocks_live = impl_->blocks_live.load();
   s.arena_bytes_free = impl_->arena_bytes_free.load();
+  s.arrow_zero_copy = impl_->arrow_zero_copy.load(std::memory_order_relaxed);
+  s.arrow_copied = impl_->arrow_copied.load(std::memory_order_relaxed);
+  s.held_by_consumers = impl_->held.load(std::memory_order_relaxed);
   return s;
 }
 

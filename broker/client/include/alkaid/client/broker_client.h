@@ -70,6 +70,10 @@ struct TopicStatus {
   uint64_t depth = 0;
   /// Messages lost by slow consumers (kDropOldest topics).
   uint64_t drops = 0;
+  /// Bodies the consumers hold, read or not (ProducerStats::held_by_consumers,
+  /// summed over the producers, as last reported): batches a consumer still
+  /// references, or exported to foreign code that has not released them.
+  uint64_t held = 0;
 };
 
 /// A topic that does not exist yet but has consumers waiting for it

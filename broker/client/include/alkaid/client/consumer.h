@@ -20,6 +20,11 @@
 #include "alkaid/format/record_batch.h"
 #include "alkaid/shm/ring.h"
 
+// The Arrow C Data / C Stream Interface structs (alkaid/format/c_data.h).
+struct ArrowArray;
+struct ArrowSchema;
+struct ArrowArrayStream;
+
 namespace alkaid::client {
 
 /// Options for Consumer::Open().
@@ -65,6 +70,39 @@ struct ConsumerOptions {
   /// default trusts the topic's producers with the values; kPrivateCopy is
   /// for producers you do not trust.
   Verification verification = Verification::kStructure;
+  /// How many batches exported through the Arrow C Data Interface
+  /// (ExportBatch, ExportStream) foreign code may hold at once, i.e. not yet
+  /// released. Each holds its producer's block, so this bounds how much of
+  /// the producers' arenas foreign code can pin. Beyond it ExportBatch, and
+  /// the exported stream's get_next, fail at once with CapacityError (the
+  /// stream: before receiving, so no batch is lost): waiting could never
+  /// end when the thread that would release them is the one asking.
+  /// 0 (the default): no limit.
+  uint64_t max_exported_batches = 0;
+};
+
+/// Counters of a consumer (read on the consumer's thread; the export figures
+/// are exact at the moment of reading, as releases happen on any thread).
+struct ConsumerStats {
+  /// Batches lost to ring overwrites (kDropOldest topics), as lost().
+  uint64_t lost = 0;
+  /// Times this consumer re-subscribed after a broker restart.
+  uint64_t reregistrations = 0;
+  /// Batches exported (ExportBatch, ExportStream) and not yet released by
+  /// the foreign side.
+  uint64_t exported_held = 0;
+  /// Batches exported so far.
+  uint64_t exported_total = 0;
+  /// Exports refused by ConsumerOptions::max_exported_batches.
+  uint64_t exports_refused = 0;
+};
+
+/// Options for Consumer::ExportStream().
+struct StreamExportOptions {
+  /// How long each get_next waits for the next batch; after that it fails
+  /// with ETIMEDOUT (get_last_error says so). max(): until a batch comes or
+  /// the stream ends (the default).
+  std::chrono::nanoseconds batch_timeout = std::chrono::nanoseconds::max();
 };
 
 /// One subscription to a topic: receives the batches of every producer of
@@ -128,6 +166,36 @@ class ALKAID_EXPORT Consumer {
   /// The next row batch if one is there; null `data` if none.
   Result<ReceivedRows> TryNextRows();
 
+  /// Exports `batch`, received from this consumer (Next, TryNext, or
+  /// BatchView::ToRecordBatch of NextInto's view), through the Arrow C Data
+  /// Interface (format::ExportRecordBatch; its schema too if `out_schema`
+  /// is not null), zero-copy: the exported buffers point into the
+  /// producer's shared memory. The exported struct holds the batch's block
+  /// until its `release` is called, on any thread, also after this consumer
+  /// is gone; the release returns the block through the channel's queue
+  /// without touching this object (no lock). Counted against
+  /// ConsumerOptions::max_exported_batches (CapacityError beyond; `*out` is
+  /// then untouched): the count covers the top-level struct, so a child a
+  /// consumer moves out and keeps after releasing its parent is no longer
+  /// counted (it still holds the block). Other batches may be exported the
+  /// same way (they are counted too).
+  Status ExportBatch(const format::RecordBatch& batch, ArrowArray* out,
+                     ArrowSchema* out_schema = nullptr);
+
+  /// Exports this consumer as an ArrowArrayStream: its schema is schema();
+  /// each get_next is the next batch (Next, waiting per `options`), exported
+  /// as ExportBatch does and counted the same way; end of stream
+  /// (EndOfStream) ends it (a released `out` array); errors are errno codes
+  /// with the Status text from get_last_error. get_next must be called from
+  /// one thread at a time, and not while another thread uses the consumer.
+  /// The stream borrows the consumer: release the stream before the
+  /// consumer is destroyed (batches it gave out may outlive both). The
+  /// static overload below owns it instead.
+  Status ExportStream(ArrowArrayStream* out, const StreamExportOptions& options = {});
+  /// As above; the stream owns `consumer` and closes it when released.
+  static Status ExportStream(std::unique_ptr<Consumer> consumer, ArrowArrayStream* out,
+                             const StreamExportOptions& options = {});
+
   /// Detaches from the broker and the rings. Idempotent.
   Status Close();
 
@@ -145,6 +213,8 @@ class ALKAID_EXPORT Consumer {
   std::size_t producer_count() const;
   /// Batches lost to ring overwrites (kDropOldest topics).
   uint64_t lost() const;
+  /// Every counter at once.
+  ConsumerStats stats() const;
 
  private:
   struct Impl;

@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "alkaid/client/batch_publisher.h"
 #include "alkaid/client/broker_client.h"
@@ -15,6 +16,7 @@
 #include "alkaid/common/export.h"
 #include "alkaid/common/result.h"
 #include "alkaid/common/status.h"
+#include "alkaid/format/c_data.h"
 #include "alkaid/format/record_batch.h"
 
 namespace alkaid::client {
@@ -67,6 +69,17 @@ struct ProducerStats {
   uint64_t arena_bytes_free = 0;
   /// Times this producer re-registered with a restarted broker.
   uint64_t reregistrations = 0;
+  /// Batches published from the Arrow C Data / C Stream Interface
+  /// (PublishArrowArray, PublishArrowStream) without a copy (their buffers
+  /// lay in a pool of this producer) and with one copy.
+  uint64_t arrow_zero_copy = 0;
+  uint64_t arrow_copied = 0;
+  /// Bodies the consumers have not returned yet, read or not (summed over
+  /// consumers: a batch two consumers hold counts twice), as of the last
+  /// publish or Poll. A body a consumer exported to foreign code counts
+  /// until the foreign side releases it. Reported to the broker (`alkaid
+  /// topics`, column HELD).
+  uint64_t held_by_consumers = 0;
 };
 
 /// One producer of a topic. Owns a channel (shm::ChannelProducer, named by
@@ -125,6 +138,36 @@ class ALKAID_EXPORT Producer {
   /// Publishes a batch from anywhere by copying its body once.
   Status PublishCopy(const format::RecordBatch& batch);
 
+  /// Publishes a record batch handed over through the Arrow C Data
+  /// Interface: `array` (a struct array without nulls, as
+  /// format::ImportRecordBatch takes it) and its `schema` (null: this
+  /// producer's schema describes it). Both are taken, as every import takes
+  /// them (released on return on error; otherwise once the batch is
+  /// published or copied and no longer referenced). Imported with
+  /// `options` (default: ValidateFull, since the bytes become what the
+  /// consumers read); the schema must equal the producer's.
+  ///
+  /// Zero copies when every buffer lies in the region of `pool`, a pool of
+  /// this producer not yet published (the batch was built there, e.g. by
+  /// Alkaid builders, exported to Arrow C++, and handed back): then as
+  /// Publish(batch, pool). Otherwise (no pool, a buffer elsewhere, or a
+  /// layout Publish cannot send in place such as a slice, after which
+  /// `pool` is sealed and unpublished) exactly one copy into the segment, as
+  /// PublishCopy. stats() counts which happened.
+  Status PublishArrowArray(ArrowArray* array, ArrowSchema* schema, ShmBatchPool* pool = nullptr,
+                           const format::CImportOptions& options = {});
+
+  /// Publishes every batch of an Arrow C stream, in order, until its end;
+  /// takes `stream` (released on return, also on error). Each batch as
+  /// PublishArrowArray does: zero copies when its buffers lie in one of
+  /// `pools` (each used at most once), one copy otherwise. Stops at the
+  /// first error (the stream's, named with its get_last_error text, or the
+  /// publish's); the batches before it stay published. Returns how many
+  /// were published.
+  Result<uint64_t> PublishArrowStream(ArrowArrayStream* stream,
+                                      std::span<ShmBatchPool* const> pools = {},
+                                      const format::CImportOptions& options = {});
+
   /// Unsafe-row topics: encodes every row of `batch` (the topic's schema)
   /// as UnsafeRows straight into a shared-memory block of exactly the row
   /// batch's size and publishes it, copying nothing
@@ -162,6 +205,8 @@ class ALKAID_EXPORT Producer {
  private:
   struct Impl;
   explicit Producer(std::unique_ptr<Impl> impl);
+  // PublishArrowArray/Stream after the import: in place or one copy.
+  Status PublishImported(const format::RecordBatch& batch, ShmBatchPool* pool);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -1,0 +1,46 @@
+#pragma once
+
+// Counting the batches a consumer hands to foreign code through the Arrow C
+// Data / C Stream Interface (Consumer::ExportBatch, Consumer::ExportStream):
+// the exported struct's release callback is wrapped so that it also gives
+// the batch back to the count. Private to the client library.
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "alkaid/common/status.h"
+#include "alkaid/format/c_data.h"
+
+namespace alkaid::client::internal {
+
+/// Batches exported by one consumer and not yet released by the foreign
+/// side. Shared by the consumer and every exported struct it counted, so a
+/// release after the consumer is gone still finds it. Every counter is a
+/// plain tally that publishes no other memory, so each access is relaxed:
+/// the buffers themselves are kept alive by shared ownership (the block's
+/// return goes through the channel's own queue), not by this count.
+struct ExportCounter {
+  explicit ExportCounter(uint64_t cap) : max_held(cap) {}
+
+  /// Takes one place under max_held (0: no limit). CapacityError naming the
+  /// limit if every place is taken (counted in `refused`).
+  Status Reserve(const char* what);
+  /// Gives back a place Reserve took for a batch that was not exported.
+  void Unreserve() { held.fetch_sub(1, std::memory_order_relaxed); }
+
+  const uint64_t max_held;
+  std::atomic<uint64_t> held{0};
+  std::atomic<uint64_t> total{0};  ///< exported (CountRelease), ever
+  std::atomic<uint64_t> refused{0};
+};
+
+/// Wraps the release callback of the live top-level struct `array`, for
+/// which `counter` holds a place (Reserve), so that releasing it, on any
+/// thread, first runs the original release and then gives the place back.
+/// The struct may be moved (bitwise) before it is released, as the
+/// interface allows. Fails only out of memory (the struct is then released
+/// and the place given back).
+Status CountRelease(ArrowArray* array, std::shared_ptr<ExportCounter> counter);
+
+}  // namespace alkaid::client::internal

@@ -1,0 +1,321 @@
+// Batches received from a topic handed out through the Arrow C Data and C
+// Stream Interfaces (Consumer::ExportBatch, Consumer::ExportStream), and
+// published from them (Producer::PublishArrowArray, PublishArrowStream),
+// with a real alkaid-broker. Alkaid's own importer plays the foreign side
+// here; tests/interop does the same against Arrow C++.
+
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+#include "alkaid/client/broker_client.h"
+#include "alkaid/client/consumer.h"
+#include "alkaid/client/producer.h"
+#include "alkaid/format/builder_binary.h"
+#include "alkaid/format/builder_primitive.h"
+#include "alkaid/format/c_data.h"
+#include "alkaid/format/compare.h"
+#include "broker_process.h"
+#include "broker_test_util.h"
+#include "test_util.h"
+
+namespace alkaid::broker {
+namespace {
+
+using client::Consumer;
+using client::Producer;
+using testing::BrokerProcess;
+using namespace std::chrono_literals;
+
+format::SchemaPtr TwoColumns() {
+  return format::schema(
+      {format::field("id", format::int64()), format::field("name", format::utf8())});
+}
+
+// Rows [first, first + rows) built in `pool` (null: the heap).
+Result<format::RecordBatchPtr> MakeBatch(int64_t first, int64_t rows,
+                                         format::MemoryPool* pool = nullptr) {
+  if (pool == nullptr) pool = format::default_memory_pool();
+  format::Int64Builder ids(pool);
+  format::StringBuilder names(pool);
+  for (int64_t i = first; i < first + rows; ++i) {
+    ALKAID_RETURN_NOT_OK(ids.Append(i));
+    ALKAID_RETURN_NOT_OK(names.Append("row " + std::to_string(i)));
+  }
+  ALKAID_ASSIGN_OR_RAISE(auto a, ids.Finish());
+  ALKAID_ASSIGN_OR_RAISE(auto b, names.Finish());
+  return format::RecordBatch::Make(TwoColumns(), rows, {a, b});
+}
+
+client::ProducerOptions ProducerOn(const BrokerProcess& broker) {
+  client::ProducerOptions options;
+  options.socket_path = broker.socket();
+  options.topic.segment_bytes = 4 << 20;
+  return options;
+}
+
+client::ConsumerOptions ConsumerOn(const BrokerProcess& broker) {
+  client::ConsumerOptions options;
+  options.socket_path = broker.socket();
+  return options;
+}
+
+Status PublishInPlace(Producer* producer, int64_t first, int64_t rows) {
+  ALKAID_ASSIGN_OR_RAISE(auto pool, producer->NewBatchPool(64 * 1024));
+  ALKAID_ASSIGN_OR_RAISE(auto batch, MakeBatch(first, rows, pool.get()));
+  return producer->Publish(*batch, pool.get());
+}
+
+// Polls the producer until its consumers hold `held` bodies (about 5 s).
+bool WaitHeld(Producer* producer, uint64_t held) {
+  for (int i = 0; i < 500; ++i) {
+    producer->Poll();
+    if (producer->stats().held_by_consumers == held) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
+
+// Every buffer address of an exported array tree lies in a mapping of
+// /dev/shm/<prefix>*.
+void ExpectInShm(const ArrowArray& array, const std::string& prefix) {
+  for (int64_t i = 0; i < array.n_buffers; ++i) {
+    if (array.buffers[i] == nullptr) continue;
+    EXPECT_EQ(testing::MappingOf(array.buffers[i]).rfind("/dev/shm/" + prefix, 0), 0u)
+        << "buffer " << i << " at " << array.buffers[i] << " is in '"
+        << testing::MappingOf(array.buffers[i]) << "'";
+  }
+  for (int64_t i = 0; i < array.n_children; ++i) ExpectInShm(*array.children[i], prefix);
+}
+
+TEST(BrokerArrowExportTest, ExportedBatchPointsIntoTheSegmentAndReleasesAnywhere) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("t", TwoColumns(), ProducerOn(broker)));
+  ASSERT_OK_AND_ASSIGN(auto consumer, Consumer::Open("t", ConsumerOn(broker)));
+  for (int64_t b = 0; b < 3; ++b) ASSERT_OK(PublishInPlace(producer.get(), b * 10, 10));
+
+  std::vector<ArrowArray> arrays(3);
+  ArrowSchema schema;
+  for (int b = 0; b < 3; ++b) {
+    ASSERT_OK_AND_ASSIGN(auto batch, consumer->Next(5s));
+    ASSERT_OK(consumer->ExportBatch(*batch, &arrays[b], b == 0 ? &schema : nullptr));
+    ASSERT_EQ(arrays[b].n_children, 2);
+    ExpectInShm(arrays[b], broker.name() + ".");
+    // Zero-copy: the exported values are the received batch's.
+    EXPECT_EQ(arrays[b].children[0]->buffers[1], batch->column_data(0)->buffers[1]->data());
+  }
+  // Only the exported structs hold the blocks now.
+  EXPECT_EQ(consumer->stats().exported_held, 3u);
+  EXPECT_EQ(consumer->stats().exported_total, 3u);
+  ASSERT_TRUE(WaitHeld(producer.get(), 3));
+
+  // Imported back (the foreign side): the values are right.
+  ArrowArray first = arrays[0];  // moved (bitwise), as the interface allows
+  arrays[0].release = nullptr;
+  ASSERT_OK_AND_ASSIGN(auto back, format::ImportRecordBatch(&first, &schema));
+  ASSERT_OK_AND_ASSIGN(auto expected, MakeBatch(0, 10));
+  EXPECT_TRUE(back->Equals(*expected));
+  back.reset();  // released: one block back
+  EXPECT_EQ(consumer->stats().exported_held, 2u);
+  ASSERT_TRUE(WaitHeld(producer.get(), 2));
+
+  // The consumer goes; the last two are released on another thread.
+  consumer.reset();
+  std::thread other([&] {
+    arrays[1].release(&arrays[1]);
+    arrays[2].release(&arrays[2]);
+  });
+  other.join();
+  EXPECT_EQ(arrays[2].release, nullptr);
+  ASSERT_TRUE(WaitHeld(producer.get(), 0));
+  ASSERT_OK(producer->Close());
+}
+
+TEST(BrokerArrowExportTest, CapOnExportedBatches) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("t", TwoColumns(), ProducerOn(broker)));
+  client::ConsumerOptions options = ConsumerOn(broker);
+  options.max_exported_batches = 2;
+  ASSERT_OK_AND_ASSIGN(auto consumer, Consumer::Open("t", options));
+  for (int64_t b = 0; b < 3; ++b) ASSERT_OK(PublishInPlace(producer.get(), b * 10, 10));
+  ArrowArray held[3];
+  format::RecordBatchPtr batches[3];
+  for (int b = 0; b < 3; ++b) {
+    ASSERT_OK_AND_ASSIGN(batches[b], consumer->Next(5s));
+  }
+  ASSERT_OK(consumer->ExportBatch(*batches[0], &held[0]));
+  ASSERT_OK(consumer->ExportBatch(*batches[1], &held[1]));
+  held[2].release = nullptr;
+  ASSERT_RAISES_WITH_MESSAGE(kCapacityError, "max_exported_batches",
+                             consumer->ExportBatch(*batches[2], &held[2]));
+  EXPECT_EQ(held[2].release, nullptr);  // untouched
+  EXPECT_EQ(consumer->stats().exports_refused, 1u);
+  held[0].release(&held[0]);
+  ASSERT_OK(consumer->ExportBatch(*batches[2], &held[2]));
+  EXPECT_EQ(consumer->stats().exported_held, 2u);
+  EXPECT_EQ(consumer->stats().exported_total, 3u);
+  held[1].release(&held[1]);
+  held[2].release(&held[2]);
+  EXPECT_EQ(consumer->stats().exported_held, 0u);
+}
+
+TEST(BrokerArrowExportTest, StreamOfTheTopicUntilEndOfStream) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("t", TwoColumns(), ProducerOn(broker)));
+  ASSERT_OK_AND_ASSIGN(auto consumer, Consumer::Open("t", ConsumerOn(broker)));
+  // Nothing published yet: a bounded get_next times out with the message.
+  {
+    ArrowArrayStream stream;
+    client::StreamExportOptions options;
+    options.batch_timeout = 20ms;
+    ASSERT_OK(consumer->ExportStream(&stream, options));
+    ArrowArray array;
+    EXPECT_NE(stream.get_next(&stream, &array), 0);
+    EXPECT_NE(std::string(stream.get_last_error(&stream)).find("nothing within"),
+              std::string::npos)
+        << stream.get_last_error(&stream);
+    stream.release(&stream);
+    EXPECT_EQ(stream.release, nullptr);
+    EXPECT_EQ(consumer->stats().exported_held, 0u);
+  }
+  for (int64_t b = 0; b < 4; ++b) ASSERT_OK(PublishInPlace(producer.get(), b * 10, 10));
+  // Close waits for the consumer to read everything: on another thread.
+  Status closed;
+  std::thread closer([&] { closed = producer->Close(); });
+  // The stream owns the consumer from here.
+  ArrowArrayStream stream;
+  ASSERT_OK(Consumer::ExportStream(std::move(consumer), &stream));
+  ASSERT_OK_AND_ASSIGN(auto reader, format::CStreamReader::Import(&stream));
+  EXPECT_TRUE(reader->schema()->Equals(*TwoColumns()));
+  auto all = reader->ReadAll();  // up to the end of stream
+  closer.join();
+  ASSERT_OK(closed);
+  ASSERT_OK_AND_ASSIGN(auto batches, std::move(all));
+  ASSERT_EQ(batches.size(), 4u);
+  for (int64_t b = 0; b < 4; ++b) {
+    ASSERT_OK_AND_ASSIGN(auto expected, MakeBatch(b * 10, 10));
+    EXPECT_TRUE(batches[static_cast<size_t>(b)]->Equals(*expected)) << b;
+  }
+  reader.reset();  // releases the stream and closes the consumer
+  batches.clear();
+}
+
+TEST(BrokerArrowExportTest, PublishFromTheCDataInterface) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("t", TwoColumns(), ProducerOn(broker)));
+  ASSERT_OK_AND_ASSIGN(auto consumer, Consumer::Open("t", ConsumerOn(broker)));
+  // Built in a pool of the producer, handed over as C structs: no copy.
+  {
+    ASSERT_OK_AND_ASSIGN(auto pool, producer->NewBatchPool(64 * 1024));
+    ASSERT_OK_AND_ASSIGN(auto batch, MakeBatch(0, 10, pool.get()));
+    ArrowArray array;
+    ArrowSchema schema;
+    ASSERT_OK(format::ExportRecordBatch(*batch, &array, &schema));
+    batch.reset();
+    ASSERT_OK(producer->PublishArrowArray(&array, &schema, pool.get()));
+    EXPECT_EQ(array.release, nullptr);
+  }
+  EXPECT_EQ(producer->stats().arrow_zero_copy, 1u);
+  EXPECT_EQ(producer->stats().copied_bytes, 0u);
+  // From the heap, without a schema: one copy.
+  {
+    ASSERT_OK_AND_ASSIGN(auto batch, MakeBatch(10, 10));
+    ArrowArray array;
+    ASSERT_OK(format::ExportRecordBatch(*batch, &array));
+    ASSERT_OK(producer->PublishArrowArray(&array, nullptr));
+  }
+  EXPECT_EQ(producer->stats().arrow_copied, 1u);
+  EXPECT_GT(producer->stats().copied_bytes, 0u);
+  // In the pool but sliced: Publish cannot send it in place; one copy.
+  {
+    ASSERT_OK_AND_ASSIGN(auto pool, producer->NewBatchPool(64 * 1024));
+    ASSERT_OK_AND_ASSIGN(auto batch, MakeBatch(9, 11, pool.get()));
+    ArrowArray array;
+    ASSERT_OK(format::ExportRecordBatch(*batch->Slice(1, 10), &array));
+    ASSERT_OK(producer->PublishArrowArray(&array, nullptr, pool.get()));
+  }
+  EXPECT_EQ(producer->stats().arrow_zero_copy, 1u);
+  EXPECT_EQ(producer->stats().arrow_copied, 2u);
+  // A stream: the batch built in a pool goes in place, the others copied.
+  {
+    ASSERT_OK_AND_ASSIGN(auto pool, producer->NewBatchPool(64 * 1024));
+    ASSERT_OK_AND_ASSIGN(auto heap1, MakeBatch(20, 10));
+    ASSERT_OK_AND_ASSIGN(auto in_pool, MakeBatch(30, 10, pool.get()));
+    ASSERT_OK_AND_ASSIGN(auto heap2, MakeBatch(40, 10));
+    ArrowArrayStream stream;
+    ASSERT_OK(format::ExportRecordBatchStream(TwoColumns(), {heap1, in_pool, heap2}, &stream));
+    client::ShmBatchPool* pools[] = {pool.get()};
+    ASSERT_OK_AND_ASSIGN(uint64_t n, producer->PublishArrowStream(&stream, pools));
+    EXPECT_EQ(n, 3u);
+  }
+  EXPECT_EQ(producer->stats().arrow_zero_copy, 2u);
+  EXPECT_EQ(producer->stats().arrow_copied, 4u);
+  // A schema that is not the topic's is refused, the structs released.
+  {
+    auto other = format::schema({format::field("x", format::int32())});
+    format::Int32Builder xs;
+    ASSERT_OK(xs.Append(1));
+    ASSERT_OK_AND_ASSIGN(auto col, xs.Finish());
+    ASSERT_OK_AND_ASSIGN(auto batch, format::RecordBatch::Make(other, 1, {col}));
+    ArrowArray array;
+    ArrowSchema schema;
+    ASSERT_OK(format::ExportRecordBatch(*batch, &array, &schema));
+    ASSERT_RAISES(kInvalid, producer->PublishArrowArray(&array, &schema));
+    EXPECT_EQ(array.release, nullptr);
+    EXPECT_EQ(schema.release, nullptr);
+  }
+  for (int64_t b = 0; b < 6; ++b) {
+    ASSERT_OK_AND_ASSIGN(auto got, consumer->Next(5s));
+    // The sliced batch went out third: rows 10..19 again.
+    ASSERT_OK_AND_ASSIGN(auto expected, MakeBatch(b < 2 ? b * 10 : b == 2 ? 10 : (b - 1) * 10, 10));
+    EXPECT_TRUE(got->Equals(*expected)) << b;
+  }
+  ASSERT_OK(producer->Close());
+}
+
+// `alkaid topics` (ListTopics) shows the bodies consumers hold, exported
+// ones included, as the producers report them.
+TEST(BrokerArrowExportTest, TopicsShowHeldBatches) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  ASSERT_OK_AND_ASSIGN(auto admin, client::BrokerClient::Connect(broker.socket()));
+  ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("t", TwoColumns(), ProducerOn(broker)));
+  ASSERT_OK_AND_ASSIGN(auto consumer, Consumer::Open("t", ConsumerOn(broker)));
+  ASSERT_OK(PublishInPlace(producer.get(), 0, 10));
+  ASSERT_OK(PublishInPlace(producer.get(), 10, 10));
+  ArrowArray a, b;
+  {
+    ASSERT_OK_AND_ASSIGN(auto first, consumer->Next(5s));
+    ASSERT_OK(consumer->ExportBatch(*first, &a));
+    ASSERT_OK_AND_ASSIGN(auto second, consumer->Next(5s));
+    ASSERT_OK(consumer->ExportBatch(*second, &b));
+  }
+  auto listed_held = [&](uint64_t want) {
+    for (int i = 0; i < 300; ++i) {
+      producer->Poll();
+      auto topics = admin->ListTopics();
+      if (topics.ok() && topics->size() == 1 && (*topics)[0].held == want) return true;
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  };
+  EXPECT_TRUE(listed_held(2));
+  const std::string out = "/tmp/alkaid-topics-" + broker.name() + ".txt";
+  const pid_t tool = testing::Spawn({ALKAID_TOOL_BIN, "topics", "--socket", broker.socket()}, out);
+  ASSERT_EQ(testing::Wait(tool), 0);
+  const std::string text = testing::ReadFile(out);
+  ::unlink(out.c_str());
+  EXPECT_NE(text.find("HELD"), std::string::npos) << text;
+  a.release(&a);
+  b.release(&b);
+  EXPECT_TRUE(listed_held(0));
+  ASSERT_OK(producer->Close());
+}
+
+}  // namespace
+}  // namespace alkaid::broker
