@@ -49,7 +49,7 @@
 #include "alkaid/format/type.h"
 #include "alkaid/format/validate.h"
 
-// NOLINTBEGIN: the interface's ABI, spelled as its specification spells it.
+// The interface's ABI, spelled as its specification spells it.
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -117,7 +117,7 @@ struct ArrowArrayStream {
 #ifdef __cplusplus
 }
 #endif
-// NOLINTEND
+// End of the interface's ABI.
 
 namespace alkaid::format {
 
