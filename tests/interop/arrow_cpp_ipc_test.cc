@@ -34,6 +34,7 @@
 #include "alkaid/format/ipc/io.h"
 #include "alkaid/format/ipc/reader.h"
 #include "alkaid/format/ipc/writer.h"
+#include "arrow_test_util.h"
 #include "test_util.h"
 
 namespace {
@@ -41,17 +42,6 @@ namespace {
 namespace af = alkaid::format;
 namespace aipc = alkaid::format::ipc;
 
-#define ASSERT_ARROW_OK(expr)                                                  \
-  do {                                                                         \
-    ::arrow::Status _ast = (expr);                                            \
-    ASSERT_TRUE(_ast.ok()) << "'" #expr "' failed: " << _ast.ToString();       \
-  } while (false)
-#define ASSERT_ARROW_OK_AND_ASSIGN_IMPL(res, lhs, rexpr)                        \
-  auto res = (rexpr);                                                          \
-  ASSERT_TRUE(res.ok()) << "'" #rexpr "' failed: " << res.status().ToString(); \
-  lhs = std::move(res).ValueOrDie()
-#define ASSERT_ARROW_OK_AND_ASSIGN(lhs, rexpr) \
-  ASSERT_ARROW_OK_AND_ASSIGN_IMPL(ALKAID_TEST_CONCAT(_ares_, __COUNTER__), lhs, rexpr)
 
 using ArrowBatches = std::vector<std::shared_ptr<arrow::RecordBatch>>;
 struct ArrowReading {
@@ -59,26 +49,8 @@ struct ArrowReading {
   ArrowBatches batches;
 };
 
-std::vector<std::string> GoldCases() {
-  std::vector<std::string> names;
-  DIR* dir = opendir(ALKAID_GOLD_DIR);
-  if (dir == nullptr) return names;
-  while (dirent* e = readdir(dir)) {
-    const std::string n = e->d_name;
-    const std::string suffix = ".arrow_file";
-    if (n.size() > suffix.size() &&
-        n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0) {
-      names.push_back(n.substr(0, n.size() - suffix.size()));
-    }
-  }
-  closedir(dir);
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
-std::string GoldFile(const std::string& name) {
-  return std::string(ALKAID_GOLD_DIR) + "/" + name + ".arrow_file";
-}
+using alkaid::interop_testing::GoldCases;
+using alkaid::interop_testing::GoldFile;
 
 arrow::Result<ArrowReading> ArrowReadFile(std::shared_ptr<arrow::io::RandomAccessFile> file) {
   ARROW_ASSIGN_OR_RAISE(auto reader, arrow::ipc::RecordBatchFileReader::Open(file));

@@ -28,6 +28,7 @@
 #include "alkaid/format/builder_primitive.h"
 #include "broker_process.h"
 #include "broker_test_util.h"
+#include "arrow_test_util.h"
 #include "test_util.h"
 
 namespace {
@@ -37,17 +38,6 @@ namespace ac = alkaid::client;
 using alkaid::broker::testing::BrokerProcess;
 using namespace std::chrono_literals;
 
-#define ASSERT_ARROW_OK(expr)                                                  \
-  do {                                                                         \
-    ::arrow::Status _ast = (expr);                                            \
-    ASSERT_TRUE(_ast.ok()) << "'" #expr "' failed: " << _ast.ToString();       \
-  } while (false)
-#define ASSERT_ARROW_OK_AND_ASSIGN_IMPL(res, lhs, rexpr)                        \
-  auto res = (rexpr);                                                          \
-  ASSERT_TRUE(res.ok()) << "'" #rexpr "' failed: " << res.status().ToString(); \
-  lhs = std::move(res).ValueOrDie()
-#define ASSERT_ARROW_OK_AND_ASSIGN(lhs, rexpr) \
-  ASSERT_ARROW_OK_AND_ASSIGN_IMPL(ALKAID_TEST_CONCAT(_ares_, __COUNTER__), lhs, rexpr)
 
 constexpr int64_t kRows = 1000;
 
