@@ -63,6 +63,13 @@ struct UserWord {
            (uint64_t{metadata_in_region} << kInRegionShift) |
            ((uint64_t{dictionary_generation} & kGenerationMask) << kGenerationShift);
   }
+  /// Whether `w` is a record batch with its metadata not in the region and
+  /// dictionary generation 0: everything above the body length as Pack
+  /// writes it for such a batch. One compare (the consumer's fast path).
+  static constexpr bool IsPlainRecordBatch(uint64_t w) {
+    return (w >> kLengthBits) ==
+           (uint64_t{static_cast<uint8_t>(MessageKind::kRecordBatch)} << (kKindShift - kLengthBits));
+  }
   static UserWord Unpack(uint64_t w) {
     UserWord u;
     u.body_length = w & kLengthMask;

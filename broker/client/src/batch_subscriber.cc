@@ -419,13 +419,8 @@ bool BatchSubscriber::Impl::TryFillFast(BatchView* view) {
   const shm::ChannelMessage& m = message;
   const uint64_t word = m.user();
   const uint32_t shape = m.shape();
-  // Everything above the body length zero: a record batch, metadata not in
-  // the region, dictionary generation 0 (no dictionaries here anyway).
   if (has_dictionaries || shape == 0 || shape >= shape_plans.size() ||
-      (word >> UserWord::kLengthBits) !=
-          (uint64_t{static_cast<uint8_t>(MessageKind::kRecordBatch)} << (UserWord::kKindShift -
-                                                                         UserWord::kLengthBits)) ||
-      !m.payload().empty() || !m.has_body()) {
+      !UserWord::IsPlainRecordBatch(word) || !m.payload().empty() || !m.has_body()) {
     return false;
   }
   const std::optional<DecodePlan>& plan = shape_plans[shape];
