@@ -122,9 +122,9 @@ struct alignas(kCacheLineSize) ConsumerData {
   /// (pid << 32) | (tag << 2) | ConsumerState, so that "is this still my
   /// registration" and "detach it if it is still mine" are single atomic
   /// operations, and the owner's process id is recorded by the claim itself
-  /// (layout version 4; before, the pid was stored after the claim, so a
-  /// consumer that died in between left a `claimed` entry whose pid was a
-  /// previous owner's). The tag comes from RingHeaderData::attach_counter.
+  /// (a consumer that dies right after claiming leaves an entry that names
+  /// it, never a previous owner). The tag comes from
+  /// RingHeaderData::attach_counter.
   /// Transitions keep the pid. Attach claims a free
   /// entry by CAS (acq_rel) and makes it active with a seq_cst store followed
   /// by a seq_cst fence, paired with the seq_cst fence in the producer's

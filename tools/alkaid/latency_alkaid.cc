@@ -58,20 +58,9 @@ Result<format::RecordBatchPtr> NewBatch(format::MemoryPool* pool, const format::
   return format::RecordBatch::Make(schema, rows, {format::MakeArray(std::move(data))});
 }
 
-// A pool plus the batch built in it. The batch's buffers point into the
-// pool and must go first: assignment drops the old batch before the pool.
+// A pool plus the batch built in it (the batch's buffers share the pool's
+// region, so either may go first).
 struct PooledBatch {
-  PooledBatch() = default;
-  PooledBatch(PooledBatch&&) = default;
-  PooledBatch& operator=(PooledBatch&& other) noexcept {
-    batch.reset();
-    pool = std::move(other.pool);
-    batch = std::move(other.batch);
-    values = other.values;
-    return *this;
-  }
-  ~PooledBatch() { batch.reset(); }
-
   std::unique_ptr<client::ShmBatchPool> pool;
   format::RecordBatchPtr batch;
   int64_t* values = nullptr;

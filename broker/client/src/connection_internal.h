@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "alkaid/client/broker_client.h"
-#include "alkaid/common/process.h"
 #include "alkaid/common/result.h"
 #include "alkaid/common/status.h"
 #include "alkaid/format/type.h"
@@ -59,7 +58,7 @@ class BrokerConnection {
 
 /// The schema as one framed IPC Schema message plus end-of-stream.
 Result<std::vector<uint8_t>> SerializeSchema(const format::SchemaPtr& schema);
-/// The inverse; NotImplemented for dictionary-encoded fields.
+/// The inverse (dictionary-encoded fields keep their ids and index types).
 Result<format::SchemaPtr> DeserializeSchema(const std::vector<uint8_t>& bytes);
 
 /// How often producers and consumers check their peers' pids, so that a
@@ -70,8 +69,6 @@ inline constexpr auto kPidCheckInterval = std::chrono::milliseconds(200);
 inline constexpr auto kReconnectInterval = std::chrono::milliseconds(200);
 inline constexpr auto kReconnectCallTimeout = std::chrono::milliseconds(2000);
 
-/// Process liveness (alkaid/common/process.h), under its old name here.
-using ::alkaid::ProcessIsGone;
 
 inline broker::protocol::PayloadKind ToProtocol(PayloadKind kind) {
   return kind == PayloadKind::kUnsafeRow ? broker::protocol::PayloadKind::kUnsafeRow

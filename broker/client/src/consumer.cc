@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "alkaid/client/batch_subscriber.h"
+#include "alkaid/common/process.h"
 #include "alkaid/format/c_data.h"
 #include "alkaid/format/unsafe_row.h"
 #include "arrow_export_internal.h"
@@ -22,7 +23,7 @@ namespace {
 using internal::kPidCheckInterval;
 using internal::kReconnectCallTimeout;
 using internal::kReconnectInterval;
-// Longest single wait on one ring, so that broker events and pid checks
+// Longest single wait on one channel, so that broker events and pid checks
 // are looked at several times a second.
 constexpr auto kWaitSlice = std::chrono::milliseconds(50);
 // Receive attempts in a row before broker events are looked at anyway.
@@ -31,7 +32,7 @@ constexpr uint32_t kMaintainEvery = 1024;
 // a caller that polls (TryNext in a loop, Next right after the previous
 // batch) must not make system calls at the moment a message is due.
 constexpr auto kMaintainInterval = std::chrono::milliseconds(1);
-// A Next that finds nothing waits this long on its ring before it may
+// A Next that finds nothing waits this long on its channel before it may
 // maintain: the next message is often due at once (the second message of a
 // burst, a ping right after its warm-up), and a consumer that was idle for
 // more than kMaintainInterval would otherwise make its system calls exactly
@@ -283,7 +284,7 @@ struct Consumer::Impl {
     if (now < next_pid_check) return;
     next_pid_check = now + kPidCheckInterval;
     for (auto& s : subs) {
-      if (!s.gone && internal::ProcessIsGone(s.pid)) {
+      if (!s.gone && ProcessIsGone(s.pid)) {
         s.gone = true;
         s.reason = "producer gone (pid " + std::to_string(s.pid) + " exited)";
       }

@@ -9,6 +9,7 @@
 
 #include "alkaid/client/batch_publisher.h"
 #include "alkaid/client/row_channel.h"
+#include "alkaid/common/process.h"
 #include "alkaid/format/ipc/dictionary.h"
 #include "alkaid/format/unsafe_row.h"
 #include "alkaid/shm/channel.h"
@@ -222,7 +223,7 @@ struct Producer::Impl {
       }
       if (now >= next_pid_check) {
         std::erase_if(awaited, [](const auto& entry) {
-          return internal::ProcessIsGone(entry.second);
+          return ProcessIsGone(entry.second);
         });
         next_pid_check = now + kPidCheckInterval;
       }

@@ -171,9 +171,9 @@ class ALKAID_EXPORT BatchPublisher {
 /// buffer layout of a prototype batch — without building a RecordBatch per
 /// batch: each Begin() takes a fresh region holding a copy of the
 /// prototype's body, the caller overwrites the buffers it wants through
-/// buffer(i), and Publish() hands the region to the ring with the
+/// buffer(i), and Publish() hands the region to the channel with the
 /// prototype's encoded metadata. Per batch this is one block allocation, a
-/// copy of the body and a ring publish; no builder, no object graph, no
+/// copy of the body and a channel publish; no builder, no object graph, no
 /// flatbuffer, and no extra reference for a pool. Consumers see ordinary
 /// batches (the same metadata bytes every time, so their decode cache
 /// applies).
@@ -206,7 +206,7 @@ class ALKAID_EXPORT FixedShapeWriter {
   Status Publish();
 
   /// Body bytes of one batch (the region also holds the metadata when it
-  /// does not fit in a ring slot).
+  /// does not fit in a slot).
   uint64_t body_length() const { return body_length_; }
 
  private:

@@ -40,13 +40,13 @@ ALKAID_EXPORT const char* PayloadKindName(PayloadKind kind);
 /// Settings of a topic, used when the topic is created (the first
 /// producer's or CreateTopic's options win; later ones are ignored).
 struct TopicOptions {
-  /// Ring slots per producer: a power of two >= 2, or 0 for the broker's
+  /// Slots of each producer's channel: a power of two >= 2, or 0 for the broker's
   /// default (1024).
   uint32_t ring_slots = 0;
   /// Bytes of each producer's body segment, or 0 for the broker's default
   /// (64 MiB). A batch larger than this cannot be published.
   uint64_t segment_bytes = 0;
-  /// What a producer does when a consumer lags a full ring behind.
+  /// What a producer does when a consumer lags every slot behind.
   shm::SlowConsumerPolicy policy = shm::SlowConsumerPolicy::kBlockProducer;
   /// What the messages carry. A producer publishes this kind (and is
   /// refused, Invalid, by a topic of another kind); rows need a schema
@@ -115,7 +115,6 @@ class ALKAID_EXPORT BrokerClient {
 
   /// Creates topic `name` with `schema`, or checks that an existing topic
   /// has that schema (Invalid otherwise). Returns true if it was created.
-  /// NotImplemented for dictionary-encoded fields.
   Result<bool> CreateTopic(const std::string& name, const format::SchemaPtr& schema,
                            const TopicOptions& options = {});
 

@@ -36,7 +36,7 @@ struct ConsumerOptions {
   /// Otherwise the consumer registers with the broker as waiting for the
   /// topic, and the broker makes it one of the topic's consumers the moment
   /// the topic is created, before any producer attaches: every producer
-  /// then waits for it to register on its ring (bounded by
+  /// then waits for it to register on its channel (bounded by
   /// ProducerOptions::wait_for_consumers), so it receives every batch from
   /// the first one, whoever started first. Open returns as soon as the topic
   /// exists; TimedOut naming the topic if it was not created in time. The
@@ -84,7 +84,7 @@ struct ConsumerOptions {
 /// Counters of a consumer (read on the consumer's thread; the export figures
 /// are exact at the moment of reading, as releases happen on any thread).
 struct ConsumerStats {
-  /// Batches lost to ring overwrites (kDropOldest topics), as lost().
+  /// Batches lost to slot overwrites (kDropOldest topics), as lost().
   uint64_t lost = 0;
   /// Times this consumer re-subscribed after a broker restart.
   uint64_t reregistrations = 0;
@@ -211,7 +211,7 @@ class ALKAID_EXPORT Consumer {
   uint64_t reregistrations() const;
   /// Producers this consumer currently reads from.
   std::size_t producer_count() const;
-  /// Batches lost to ring overwrites (kDropOldest topics).
+  /// Batches lost to slot overwrites (kDropOldest topics).
   uint64_t lost() const;
   /// Every counter at once.
   ConsumerStats stats() const;

@@ -29,7 +29,7 @@ struct ProducerOptions {
   /// what this producer publishes: kRecordBatch (Publish, PublishCopy) or
   /// kUnsafeRow (PublishRows, PublishRowBatch).
   TopicOptions topic;
-  /// Longest wait of Publish for ring room (kBlockProducer) or body space.
+  /// Longest wait of Publish for a free slot (kBlockProducer) or arena space.
   std::chrono::milliseconds publish_timeout{5000};
   /// Open waits for the consumers attached to the topic before this
   /// producer was ready (those waiting for the topic included: they are
@@ -62,7 +62,7 @@ struct ProducerStats {
   /// channel released (as of the last publish or Poll).
   uint64_t dead_consumers_detached = 0;
   /// Blocks of the producer's arena not free (lent to a writer, published
-  /// and still held by the ring or by a consumer), and the arena's free
+  /// and still held by the producer or by a consumer), and the arena's free
   /// bytes, as of the last publish or Poll: a dead consumer's blocks come
   /// back here once the channel reclaimed it.
   uint64_t blocks_live = 0;
@@ -112,8 +112,8 @@ class ALKAID_EXPORT Producer {
   /// Connects to the broker, creates topic `topic` with `schema` (or checks
   /// that the existing topic has this schema: Invalid naming both
   /// otherwise), attaches as a producer and creates the segments.
-  /// NotImplemented for dictionary-encoded fields (late joiners would need
-  /// the dictionary state; a later step). IOError if no broker answers.
+  /// Dictionary-encoded fields are published with their dictionaries
+  /// (docs/CLIENT.md, "Dictionaries"). IOError if no broker answers.
   static Result<std::unique_ptr<Producer>> Open(const std::string& topic,
                                                 format::SchemaPtr schema,
                                                 const ProducerOptions& options = {});
