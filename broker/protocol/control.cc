@@ -16,7 +16,7 @@ namespace {
 constexpr std::size_t kMaxSegmentNameLength = 200;
 constexpr std::size_t kMaxMessageLength = std::size_t{64} * 1024;
 constexpr std::size_t kMaxListEntries = 100000;
-constexpr uint32_t kMaxRingSlots = uint32_t{1} << 24;
+constexpr uint32_t kMaxSlots = uint32_t{1} << 24;
 constexpr uint64_t kMaxSegmentBytes = uint64_t{1} << 40;
 constexpr uint64_t kMinSegmentBytes = 4096;
 
@@ -102,9 +102,9 @@ Result<TopicConfig> DecodeConfig(const fb::TopicConfig* c, std::string_view wher
   ALKAID_ASSIGN_OR_RAISE(out.payload_kind,
                          DecodePayloadKind(c->payload_kind(), "topic '" + out.name + "'"));
   const uint32_t slots = c->ring_slots();
-  if (slots != 0 && (slots < 2 || slots > kMaxRingSlots || (slots & (slots - 1)) != 0)) {
+  if (slots != 0 && (slots < 2 || slots > kMaxSlots || (slots & (slots - 1)) != 0)) {
     return Status::Invalid("control message: topic '", out.name, "': ring_slots ", slots,
-                           " is not a power of two in [2, ", kMaxRingSlots, "]");
+                           " is not a power of two in [2, ", kMaxSlots, "]");
   }
   out.ring_slots = slots;
   const uint64_t bytes = c->segment_bytes();

@@ -31,17 +31,17 @@ void Lay(ChannelGeometry* g) {
 
 Result<ChannelGeometry> ComputeChannelGeometry(const ChannelOptions& options) {
   if (options.slot_count < 2 || !IsPowerOfTwo(options.slot_count) ||
-      options.slot_count > kMaxRingSlots) {
+      options.slot_count > kMaxSlots) {
     return Status::Invalid("channel slot_count ", options.slot_count,
-                           " must be a power of two between 2 and ", kMaxRingSlots);
+                           " must be a power of two between 2 and ", kMaxSlots);
   }
   if (options.inline_capacity > kMaxInlinePayload) {
     return Status::Invalid("channel inline_capacity ", options.inline_capacity, " exceeds ",
                            kMaxInlinePayload);
   }
-  if (options.max_consumers < 1 || options.max_consumers > kMaxRingConsumers) {
+  if (options.max_consumers < 1 || options.max_consumers > kMaxConsumers) {
     return Status::Invalid("channel max_consumers ", options.max_consumers,
-                           " must be between 1 and ", kMaxRingConsumers);
+                           " must be between 1 and ", kMaxConsumers);
   }
   if (options.arena_bytes < 64 || options.arena_bytes > kMaxSegmentSize / 2) {
     return Status::Invalid("channel arena_bytes ", options.arena_bytes, " must be between 64 and ",
@@ -122,9 +122,9 @@ Result<ChannelGeometry> ReadChannelHeader(const ChannelHeaderData& h, uint64_t p
   const bool counts_ok =
       (g.policy == static_cast<uint32_t>(SlowConsumerPolicy::kBlockProducer) ||
        g.policy == static_cast<uint32_t>(SlowConsumerPolicy::kDropOldest)) &&
-      g.slot_count >= 2 && IsPowerOfTwo(g.slot_count) && g.slot_count <= kMaxRingSlots &&
+      g.slot_count >= 2 && IsPowerOfTwo(g.slot_count) && g.slot_count <= kMaxSlots &&
       g.inline_capacity % 64 == 0 && g.inline_capacity <= kMaxInlinePayload &&
-      g.max_consumers >= 1 && g.max_consumers <= kMaxRingConsumers && g.block_count >= 1 &&
+      g.max_consumers >= 1 && g.max_consumers <= kMaxConsumers && g.block_count >= 1 &&
       g.block_count <= (uint32_t{1} << 24) &&
       // Consumers size their own segment by the return queue: it is what the
       // producer's geometry implies, no larger (a hostile header cannot make

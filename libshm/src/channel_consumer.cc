@@ -539,16 +539,16 @@ Status ChannelConsumer::ReadShape(uint32_t id, std::vector<std::byte>* out) cons
   return Status::OK();
 }
 
-Result<std::array<uint64_t, kRingSidebandWords>> ChannelConsumer::ReadSideband() const {
+Result<std::array<uint64_t, kSidebandWords>> ChannelConsumer::ReadSideband() const {
   const ChannelHeaderData* h = impl_->header;
-  std::array<uint64_t, kRingSidebandWords> words{};
+  std::array<uint64_t, kSidebandWords> words{};
   // A write takes a few stores; a version that stays odd this long belongs
   // to a producer that stopped writing (or a hostile one).
   for (int attempt = 0; attempt < 1000; ++attempt) {
     // Acquire: partner of the release store of the even version.
     const uint64_t before = h->sideband_version.load(std::memory_order_acquire);
     if ((before & 1) == 0) {
-      for (std::size_t i = 0; i < kRingSidebandWords; ++i) {
+      for (std::size_t i = 0; i < kSidebandWords; ++i) {
         words[i] = h->sideband[i].load(std::memory_order_relaxed);
       }
       // Acquire fence: partner of the writer's release fence after its odd

@@ -79,8 +79,8 @@ struct alignas(kCacheLineSize) ChannelHeaderData {
 
   // --- line 5: the sideband, a seqlock (odd version while written).
   std::atomic<uint64_t> sideband_version;
-  std::atomic<uint64_t> sideband[kRingSidebandWords];
-  uint8_t pad5[kCacheLineSize - 8 - 8 * kRingSidebandWords];
+  std::atomic<uint64_t> sideband[kSidebandWords];
+  uint8_t pad5[kCacheLineSize - 8 - 8 * kSidebandWords];
 };
 ALKAID_SHM_PLAIN_DATA(ChannelHeaderData, 6 * kCacheLineSize);
 

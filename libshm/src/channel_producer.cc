@@ -31,7 +31,7 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 constexpr uint32_t kNoBlock = UINT32_MAX;
-constexpr uint32_t kHolderWords = kMaxRingConsumers / 64;
+constexpr uint32_t kHolderWords = kMaxConsumers / 64;
 
 enum class BlockState : uint8_t { kFree, kCached, kLoaned, kLive };
 
@@ -999,9 +999,9 @@ Result<uint32_t> ChannelProducer::AddShape(std::span<const std::byte> bytes) {
 
 Status ChannelProducer::SetSideband(std::span<const uint64_t> words) {
   Owner& d = *impl_;
-  if (words.size() > kRingSidebandWords) {
+  if (words.size() > kSidebandWords) {
     return Status::Invalid("channel '", d.name, "': ", words.size(), " sideband words; at most ",
-                           kRingSidebandWords);
+                           kSidebandWords);
   }
   ChannelHeaderData* h = d.header;
   const uint64_t v = h->sideband_version.load(std::memory_order_relaxed);
@@ -1009,7 +1009,7 @@ Status ChannelProducer::SetSideband(std::span<const uint64_t> words) {
   // Release fence: the odd version is visible before the words change
   // (partner: the reader's acquire fence before its re-check).
   std::atomic_thread_fence(std::memory_order_release);
-  for (std::size_t i = 0; i < kRingSidebandWords; ++i) {
+  for (std::size_t i = 0; i < kSidebandWords; ++i) {
     h->sideband[i].store(i < words.size() ? words[i] : 0, std::memory_order_relaxed);
   }
   // Release: partner of the reader's acquire load of the even version.

@@ -49,17 +49,17 @@ struct Geometry {
 
 Result<Geometry> ComputeGeometry(uint32_t slot_count, uint32_t inline_capacity,
                                  uint32_t max_consumers, std::string_view name) {
-  if (slot_count < 2 || slot_count > kMaxRingSlots || !internal::IsPowerOfTwo(slot_count)) {
+  if (slot_count < 2 || slot_count > kMaxSlots || !internal::IsPowerOfTwo(slot_count)) {
     return Status::Invalid("ring '", name, "': slot count ", slot_count,
-                           " must be a power of two between 2 and ", kMaxRingSlots);
+                           " must be a power of two between 2 and ", kMaxSlots);
   }
   if (inline_capacity > kMaxInlinePayload) {
     return Status::Invalid("ring '", name, "': inline capacity ", inline_capacity,
                            " exceeds the limit of ", kMaxInlinePayload, " bytes");
   }
-  if (max_consumers < 1 || max_consumers > kMaxRingConsumers) {
+  if (max_consumers < 1 || max_consumers > kMaxConsumers) {
     return Status::Invalid("ring '", name, "': max_consumers ", max_consumers,
-                           " must be between 1 and ", kMaxRingConsumers);
+                           " must be between 1 and ", kMaxConsumers);
   }
   Geometry g;
   g.slot_count = slot_count;
@@ -498,8 +498,8 @@ void RingProducer::ReleaseConsumedBodies() {
 }
 
 Status RingProducer::SetSideband(std::span<const uint64_t> words) {
-  if (words.size() > kRingSidebandWords) {
-    return Status::Invalid("ring '", name(), "': a sideband holds ", kRingSidebandWords,
+  if (words.size() > kSidebandWords) {
+    return Status::Invalid("ring '", name(), "': a sideband holds ", kSidebandWords,
                            " words, not ", words.size());
   }
   RingHeaderData* h = impl_->v.header;
@@ -508,7 +508,7 @@ Status RingProducer::SetSideband(std::span<const uint64_t> words) {
   const uint64_t version = h->sideband_version.load(std::memory_order_relaxed);
   h->sideband_version.store(version + 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
-  for (size_t i = 0; i < kRingSidebandWords; ++i) {
+  for (size_t i = 0; i < kSidebandWords; ++i) {
     h->sideband[i].store(i < words.size() ? words[i] : 0, std::memory_order_relaxed);
   }
   h->sideband_version.store(version + 2, std::memory_order_release);
@@ -708,9 +708,9 @@ void RingConsumer::ReleaseRegistration() {
 
 uint32_t RingConsumer::inline_capacity() const { return impl_->v.g.inline_capacity; }
 
-Result<std::array<uint64_t, kRingSidebandWords>> RingConsumer::ReadSideband() const {
+Result<std::array<uint64_t, kSidebandWords>> RingConsumer::ReadSideband() const {
   const RingHeaderData* h = impl_->v.header;
-  std::array<uint64_t, kRingSidebandWords> words{};
+  std::array<uint64_t, kSidebandWords> words{};
   // A write takes a few stores; a version that stays odd for this long
   // belongs to a producer that stopped (or never finishes) writing.
   constexpr int kAttempts = 1000;
@@ -718,7 +718,7 @@ Result<std::array<uint64_t, kRingSidebandWords>> RingConsumer::ReadSideband() co
     // Acquire: partner of the release store of the even version.
     const uint64_t before = h->sideband_version.load(std::memory_order_acquire);
     if ((before & 1) == 0) {
-      for (size_t i = 0; i < kRingSidebandWords; ++i) {
+      for (size_t i = 0; i < kSidebandWords; ++i) {
         words[i] = h->sideband[i].load(std::memory_order_relaxed);
       }
       // Acquire fence: the word loads above happen before the re-check;

@@ -92,8 +92,8 @@ struct alignas(kCacheLineSize) RingHeaderData {
   // the version (acquire), the words (relaxed), an acquire fence and the
   // version again, and keeps the words if both versions are equal and even.
   std::atomic<uint64_t> sideband_version;
-  std::atomic<uint64_t> sideband[kRingSidebandWords];
-  uint8_t pad4[kCacheLineSize - 8 - 8 * kRingSidebandWords];
+  std::atomic<uint64_t> sideband[kSidebandWords];
+  uint8_t pad4[kCacheLineSize - 8 - 8 * kSidebandWords];
 };
 ALKAID_SHM_PLAIN_DATA(RingHeaderData, 5 * kCacheLineSize);
 

@@ -438,11 +438,11 @@ TEST_F(ChannelTest, SidebandReadsAsOneSet) {
   ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, Small()));
   ASSERT_OK_AND_ASSIGN(auto consumer, ChannelConsumer::Open(name));
   ASSERT_OK_AND_ASSIGN(auto words, consumer->ReadSideband());
-  EXPECT_EQ(words, (std::array<uint64_t, kRingSidebandWords>{}));
+  EXPECT_EQ(words, (std::array<uint64_t, kSidebandWords>{}));
   const uint64_t set[] = {1, 2, 3};
   ASSERT_OK(producer->SetSideband(set));
   ASSERT_OK_AND_ASSIGN(words, consumer->ReadSideband());
-  EXPECT_EQ(words, (std::array<uint64_t, kRingSidebandWords>{1, 2, 3, 0}));
+  EXPECT_EQ(words, (std::array<uint64_t, kSidebandWords>{1, 2, 3, 0}));
 }
 
 // Threads: one producer, three consumers waiting in each mode; every

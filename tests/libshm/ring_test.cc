@@ -92,7 +92,7 @@ TEST_F(RingTest, OptionsAreValidated) {
   bad.max_consumers = 0;
   ASSERT_RAISES(kInvalid, RingProducer::Create(NewName(), bad));
   bad = {};
-  bad.max_consumers = kMaxRingConsumers + 1;
+  bad.max_consumers = kMaxConsumers + 1;
   ASSERT_RAISES(kInvalid, RingProducer::Create(NewName(), bad));
   bad = {};
   bad.inline_capacity = kMaxInlinePayload + 1;
@@ -457,15 +457,15 @@ TEST_F(RingTest, SidebandIsReadAsOneConsistentSet) {
   auto producer = MakeRing({});
   auto c = Attach();
   ASSERT_OK_AND_ASSIGN(auto words, c->ReadSideband());
-  EXPECT_EQ(words, (std::array<uint64_t, kRingSidebandWords>{}));
+  EXPECT_EQ(words, (std::array<uint64_t, kSidebandWords>{}));
   const uint64_t two[] = {7, 9};
   ASSERT_OK(producer->SetSideband(two));
   ASSERT_OK_AND_ASSIGN(words, c->ReadSideband());
-  EXPECT_EQ(words, (std::array<uint64_t, kRingSidebandWords>{7, 9, 0, 0}));
-  const uint64_t too_many[kRingSidebandWords + 1] = {};
+  EXPECT_EQ(words, (std::array<uint64_t, kSidebandWords>{7, 9, 0, 0}));
+  const uint64_t too_many[kSidebandWords + 1] = {};
   ASSERT_RAISES_WITH_MESSAGE(kInvalid, "sideband holds", producer->SetSideband(too_many));
   // Four equal words before the reader starts: it may read this first.
-  const uint64_t zeros[kRingSidebandWords] = {};
+  const uint64_t zeros[kSidebandWords] = {};
   ASSERT_OK(producer->SetSideband(zeros));
 
   // A reader in another process, while the producer rewrites the words as

@@ -44,7 +44,7 @@
 #include "alkaid/common/export.h"
 #include "alkaid/common/result.h"
 #include "alkaid/common/status.h"
-#include "alkaid/shm/ring.h"
+#include "alkaid/shm/delivery.h"
 #include "alkaid/shm/segment.h"
 
 namespace alkaid::shm {
@@ -56,7 +56,7 @@ struct ChannelOptions {
   /// Inline bytes per slot (rounded up to 64; may be 0). Default 0: the
   /// layer above puts its metadata in the shape table or the body.
   uint32_t inline_capacity = 0;
-  /// Consumer registrations, 1..kMaxRingConsumers. Default 64.
+  /// Consumer registrations, 1..kMaxConsumers. Default 64.
   uint32_t max_consumers = 64;
   SlowConsumerPolicy policy = SlowConsumerPolicy::kBlockProducer;
   /// kBlockProducer: longest wait of Publish for a free slot. Default 1 s.
@@ -211,7 +211,7 @@ class ALKAID_EXPORT ChannelProducer {
   /// exceeds shape_bytes.
   Result<uint32_t> AddShape(std::span<const std::byte> bytes);
 
-  /// Stores `words` (at most kRingSidebandWords) for consumers to read as
+  /// Stores `words` (at most kSidebandWords) for consumers to read as
   /// one consistent set (ChannelConsumer::ReadSideband).
   Status SetSideband(std::span<const uint64_t> words);
 
@@ -376,7 +376,7 @@ class ALKAID_EXPORT ChannelConsumer {
   Status ReadShape(uint32_t id, std::vector<std::byte>* out) const;
 
   /// The producer's sideband words as one set (all 0 if never set).
-  Result<std::array<uint64_t, kRingSidebandWords>> ReadSideband() const;
+  Result<std::array<uint64_t, kSidebandWords>> ReadSideband() const;
 
   /// Stops receiving. Blocks still held return when dropped; the producer
   /// finishes the registration then. Idempotent.

@@ -29,25 +29,10 @@
 #include "alkaid/common/result.h"
 #include "alkaid/common/status.h"
 #include "alkaid/shm/body_allocator.h"
+#include "alkaid/shm/delivery.h"
 #include "alkaid/shm/segment.h"
 
 namespace alkaid::shm {
-
-/// Most consumers a ring can be created for.
-inline constexpr uint32_t kMaxRingConsumers = 256;
-/// Most slots a ring can be created with.
-inline constexpr uint32_t kMaxRingSlots = uint32_t{1} << 24;
-/// Largest inline payload per slot.
-inline constexpr uint32_t kMaxInlinePayload = uint32_t{1} << 20;
-/// Words of a ring's sideband (RingProducer::SetSideband).
-inline constexpr size_t kRingSidebandWords = 4;
-
-/// What the producer does when the slot it needs still holds a message that
-/// an active consumer has not read.
-enum class SlowConsumerPolicy : uint32_t {
-  kBlockProducer = 1,  ///< wait for the slowest active consumer, up to publish_timeout
-  kDropOldest = 2,     ///< overwrite; the slow consumer sees a gap count
-};
 
 /// Options for RingProducer::Create().
 struct RingOptions {
@@ -55,7 +40,7 @@ struct RingOptions {
   uint32_t slot_count = 1024;
   /// Bytes of inline payload per slot (rounded up to 64). Default 512.
   uint32_t inline_capacity = 512;
-  /// Consumer registrations in the header, 1..kMaxRingConsumers. Default 64.
+  /// Consumer registrations in the header, 1..kMaxConsumers. Default 64.
   uint32_t max_consumers = 64;
   /// Default: block the producer.
   SlowConsumerPolicy policy = SlowConsumerPolicy::kBlockProducer;
@@ -75,13 +60,6 @@ struct RingOptions {
   uint32_t resume_slots = 0;
   /// Permissions of the ring segment.
   SegmentOptions segment;
-};
-
-/// How a consumer waits in Receive().
-enum class WaitMode : uint8_t {
-  kBusyPoll,      ///< spin on the slot: lowest latency, one core busy, no syscalls
-  kBlock,         ///< sleep on a futex in shared memory until the producer wakes us
-  kSpinThenBlock, ///< spin `spin_iterations` times, then block (default)
 };
 
 /// Options for RingConsumer::Open().
@@ -207,7 +185,7 @@ class ALKAID_EXPORT RingProducer {
   /// consumers must share a pid namespace (pids are compared).
   Status DetachConsumer(uint32_t id);
 
-  /// Stores `words` (at most kRingSidebandWords; the rest become 0) in the
+  /// Stores `words` (at most kSidebandWords; the rest become 0) in the
   /// ring's sideband: a few words beside the message stream that consumers
   /// read atomically as a whole (RingConsumer::ReadSideband), e.g. where
   /// the state a late joiner needs is kept. Wait-free; not ordered with
@@ -272,7 +250,7 @@ class ALKAID_EXPORT RingConsumer {
   /// as one consistent set, all 0 if never set. Retries while a write is in
   /// progress; TimedOut if the sideband stays mid-write for about a
   /// millisecond (a producer that died while writing it, or a hostile one).
-  Result<std::array<uint64_t, kRingSidebandWords>> ReadSideband() const;
+  Result<std::array<uint64_t, kSidebandWords>> ReadSideband() const;
 
   /// Stops holding the producer back; further receives give Cancelled.
   void Detach();

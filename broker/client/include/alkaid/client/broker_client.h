@@ -1,58 +1,23 @@
 #pragma once
 
 /// \file
-/// Talking to the alkaid-broker daemon: where it listens, topic options,
-/// and a small client for administration (create a topic, list topics,
-/// broker statistics). Producer and Consumer (producer.h, consumer.h) use
-/// the same connection machinery.
+/// A small client for administering the alkaid-broker daemon: create a
+/// topic, list topics, the broker's statistics. Producer and Consumer
+/// (producer.h, consumer.h) use the same connection machinery.
 
-#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "alkaid/client/topic.h"
 #include "alkaid/common/export.h"
 #include "alkaid/common/result.h"
 #include "alkaid/common/status.h"
 #include "alkaid/format/type.h"
-#include "alkaid/shm/ring.h"
+#include "alkaid/shm/delivery.h"
 
 namespace alkaid::client {
-
-/// The socket a client connects to when none is given: $ALKAID_BROKER_SOCKET
-/// if set, else $XDG_RUNTIME_DIR/alkaid/broker.sock, else
-/// /tmp/alkaid-<uid>/broker.sock (the daemon's default).
-ALKAID_EXPORT std::string DefaultBrokerSocket();
-
-/// What each message of a topic carries.
-enum class PayloadKind : uint8_t {
-  /// An Arrow-format record batch, received zero-copy as a RecordBatch.
-  kRecordBatch = 0,
-  /// An UnsafeRow row batch (format/unsafe_row.h), received zero-copy as
-  /// bytes (ReceivedRows) and convertible to a RecordBatch.
-  kUnsafeRow = 1,
-};
-
-/// "record-batch" or "unsafe-row".
-ALKAID_EXPORT const char* PayloadKindName(PayloadKind kind);
-
-/// Settings of a topic, used when the topic is created (the first
-/// producer's or CreateTopic's options win; later ones are ignored).
-struct TopicOptions {
-  /// Slots of each producer's channel: a power of two >= 2, or 0 for the broker's
-  /// default (1024).
-  uint32_t ring_slots = 0;
-  /// Bytes of each producer's body segment, or 0 for the broker's default
-  /// (64 MiB). A batch larger than this cannot be published.
-  uint64_t segment_bytes = 0;
-  /// What a producer does when a consumer lags every slot behind.
-  shm::SlowConsumerPolicy policy = shm::SlowConsumerPolicy::kBlockProducer;
-  /// What the messages carry. A producer publishes this kind (and is
-  /// refused, Invalid, by a topic of another kind); rows need a schema
-  /// format::CheckRowSchema accepts.
-  PayloadKind payload_kind = PayloadKind::kRecordBatch;
-};
 
 /// What `alkaid topics` shows about one topic.
 struct TopicStatus {

@@ -12,13 +12,13 @@
 
 #include "alkaid/client/batch_subscriber.h"
 #include "alkaid/client/batch_view.h"
-#include "alkaid/client/broker_client.h"
 #include "alkaid/client/row_channel.h"
+#include "alkaid/client/topic.h"
 #include "alkaid/common/export.h"
 #include "alkaid/common/result.h"
 #include "alkaid/common/status.h"
 #include "alkaid/format/record_batch.h"
-#include "alkaid/shm/ring.h"
+#include "alkaid/shm/delivery.h"
 
 // The Arrow C Data / C Stream Interface structs (alkaid/format/c_data.h).
 struct ArrowArray;

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "alkaid/client/batch_publisher.h"
-#include "alkaid/client/broker_client.h"
 #include "alkaid/client/shm_batch_pool.h"
+#include "alkaid/client/topic.h"
 #include "alkaid/common/export.h"
 #include "alkaid/common/result.h"
 #include "alkaid/common/status.h"

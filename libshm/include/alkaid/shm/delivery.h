@@ -1,0 +1,36 @@
+#pragma once
+
+/// \file
+/// How messages reach consumers, for the channel (channel.h) and the older
+/// broadcast ring (ring.h) alike: what a producer does about a consumer
+/// that falls behind, how a consumer waits, and the limits both share.
+
+#include <cstddef>
+#include <cstdint>
+
+namespace alkaid::shm {
+
+/// Most consumers a channel (or ring) can be created for.
+inline constexpr uint32_t kMaxConsumers = 256;
+/// Most slots a channel (or ring) can be created with.
+inline constexpr uint32_t kMaxSlots = uint32_t{1} << 24;
+/// Largest inline payload per slot.
+inline constexpr uint32_t kMaxInlinePayload = uint32_t{1} << 20;
+/// Words of a producer's sideband (ChannelProducer::SetSideband).
+inline constexpr size_t kSidebandWords = 4;
+
+/// What the producer does when the slot it needs still holds a message that
+/// an active consumer has not read.
+enum class SlowConsumerPolicy : uint32_t {
+  kBlockProducer = 1,  ///< wait for the slowest active consumer, up to publish_timeout
+  kDropOldest = 2,     ///< overwrite; the slow consumer sees a gap count
+};
+
+/// How a consumer waits for the next message.
+enum class WaitMode : uint8_t {
+  kBusyPoll,      ///< spin on the slot: lowest latency, one core busy, no system calls
+  kBlock,         ///< sleep on a futex in shared memory until the producer wakes it
+  kSpinThenBlock, ///< spin `spin_iterations` times, then block (default)
+};
+
+}  // namespace alkaid::shm
