@@ -78,7 +78,8 @@ enum class Verification : uint8_t {
   /// Each body (and dictionary body) copied into private memory, its block
   /// returned at once, and the copy validated in full before use: what the
   /// consumer then reads cannot change and has been checked. For producers
-  /// you do not trust. One copy per batch (docs/PERFORMANCE.md has its cost).
+  /// you do not trust. One copy per batch (its cost: docs/RELIABILITY.md,
+  /// "Trust between processes").
   kPrivateCopy,
 };
 
