@@ -29,7 +29,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev
   util-linux procps
-  clang-tidy ccache python3 python3-venv
+  clang-tidy clang-format ccache python3 python3-venv
 )
 if [ "$peers" -eq 1 ]; then
   packages+=(iceoryx libiceoryx-posh-dev)
