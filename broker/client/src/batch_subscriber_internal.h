@@ -1,0 +1,207 @@
+#pragma once
+
+// The pieces of BatchSubscriber, each in its own file:
+// - batch_subscriber.cc: receiving, and the framing of a message (where its
+//   metadata is: a shape id, the slot, or the region after the body);
+// - decode_plan.cc: the decode cache (a batch's shape, replayed over the
+//   next bodies with the same metadata);
+// - dictionary_sync.cc: the dictionaries a subscriber holds, kept in step
+//   with the producer's through dictionary messages and replays;
+// - batch_view.cc: filling a caller's BatchView, and BatchView itself.
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "alkaid/client/batch_subscriber.h"
+#include "alkaid/format/ipc/dictionary.h"
+#include "alkaid/format/ipc/options.h"
+#include "alkaid/shm/channel.h"
+#include "batch_descriptor_internal.h"
+
+namespace alkaid::client::internal {
+
+// The body of a received batch: a view of its shared block that holds the
+// block (the producer does not reuse it while this lives; the block keeps
+// the consumer's mappings). One allocation per message.
+class BodyBuffer : public format::Buffer {
+ public:
+  BodyBuffer(shm::ChannelBlock block, uint64_t length) : block_(std::move(block)) {
+    data_ = const_cast<uint8_t*>(reinterpret_cast<const uint8_t*>(block_.data().data()));
+    size_ = static_cast<int64_t>(length);
+    capacity_ = size_;
+  }
+
+ private:
+  shm::ChannelBlock block_;
+};
+
+// What decoding one Message flatbuffer produced, kept so that the next
+// message with byte-identical metadata (and the same body length) is
+// rebuilt without verifying, parsing or validating its metadata again: the
+// shape of the batch (types, lengths, null counts, offsets, and where each
+// buffer lies in the body) is a function of those bytes, the body length,
+// the schema and the read options, all unchanged.
+//
+// Safety: the bytes compared are the subscriber's private copy (the region
+// metadata is copied out of shared memory first), and the plan's buffers
+// were checked to lie inside the body when it was built.
+struct DecodePlan {
+  static uint64_t NextSerial();
+  struct Buffer {
+    bool present = false;
+    int64_t offset = 0;  // from the body start
+    int64_t size = 0;
+  };
+  struct Node {
+    format::TypePtr type;
+    int64_t length = 0;
+    int64_t null_count = 0;
+    int64_t offset = 0;
+    std::vector<Buffer> buffers;
+    std::vector<size_t> children;  // indexes into nodes
+  };
+
+  std::shared_ptr<format::Buffer> metadata;  // verified private copy
+  // Unique among all plans of the process: a BatchView filled from this
+  // plan before only needs its buffer addresses moved.
+  uint64_t serial = NextSerial();
+  uint64_t body_length = 0;
+  int64_t num_rows = 0;
+  // The batch's own custom metadata (part of the metadata bytes compared).
+  format::MetadataPtr batch_metadata;
+  std::vector<Node> nodes;
+  std::vector<size_t> columns;  // root node per column
+  // Validate must run on every rebuilt batch (its verdict reads values).
+  bool validate_each = true;
+
+  bool Matches(std::span<const std::byte> md, uint64_t body) const {
+    return metadata != nullptr && body == body_length &&
+           static_cast<int64_t>(md.size()) == metadata->size() &&
+           (md.empty() || std::memcmp(md.data(), metadata->data(), md.size()) == 0);
+  }
+
+  // Records `data` (a node of a batch decoded from `body`); false if it
+  // cannot be replayed (a buffer outside the body: decompressed or
+  // re-aligned copies; dictionaries).
+  bool Record(const format::ArrayData& data, const format::Buffer& body, size_t* index);
+
+  // Node `index` rebuilt over `body`.
+  format::ArrayDataPtr Build(size_t index, const std::shared_ptr<format::Buffer>& body) const;
+};
+
+// The dictionaries of a subscriber whose schema has dictionary-encoded
+// fields (docs/CLIENT.md, "Dictionaries"). The producer numbers its
+// dictionary state by a generation that every message carries; the state
+// held here is good ("synced") while no dictionary message was missed, and
+// a replay of every current dictionary restores it after a late start or a
+// gap. Batches of a generation not held are skipped and counted as lost.
+class DictionarySync {
+ public:
+  // The schema's dictionary-encoded fields' ids.
+  Status Init(const format::Schema& schema);
+  // Whether the schema has dictionary-encoded fields at all.
+  bool active() const { return active_; }
+
+  // Every message, first: whether the state held survives what came
+  // before it (the channel's first message, or a gap with no dictionary
+  // message in it).
+  void Observe(bool first_message, uint64_t sequence, uint64_t lost_before, uint16_t generation);
+  // A replay ended: the replayed dictionaries (or none) are the state of
+  // `generation` from now on, unless the state held was good already.
+  void EndReplay(uint16_t generation);
+  // A record batch of `generation`: whether its dictionaries are the ones
+  // held. False counts it as undecodable.
+  bool Admit(uint16_t generation);
+  // A dictionary message of `generation`: applied when the state is good
+  // (an error leaves it unknown until the next replay).
+  Status ApplyDictionary(std::span<const std::byte> md, const std::shared_ptr<format::Buffer>& body,
+                         uint16_t generation, const format::ipc::IpcReadOptions& options);
+  // One replayed dictionary: collected when the state is not good.
+  Status ApplyReplay(std::span<const std::byte> md, const std::shared_ptr<format::Buffer>& body,
+                     const format::ipc::IpcReadOptions& options);
+
+  // The dictionaries to decode batches with.
+  const format::ipc::DictionaryMemo* memo() const { return &memo_; }
+  DictionaryStats stats() const;
+
+ private:
+  // Decodes DictionaryBatch message `md` over `body` into `into`.
+  static Status Apply(std::span<const std::byte> md, const std::shared_ptr<format::Buffer>& body,
+                      const format::ipc::IpcReadOptions& options,
+                      format::ipc::DictionaryMemo* into);
+
+  // Dictionary-encoded fields' ids (no dictionaries), and the ids with the
+  // current dictionaries.
+  format::ipc::DictionaryMemo ids_;
+  format::ipc::DictionaryMemo memo_;
+  bool active_ = false;
+  // `memo_` holds the state of generation `generation_` and no dictionary
+  // message after it was missed: dictionary messages apply.
+  bool synced_ = false;
+  uint16_t generation_ = 0;
+  // A replay being received (kReplay messages until kReplayEnd).
+  bool replaying_ = false;
+  format::ipc::DictionaryMemo replay_;
+  uint64_t undecodable_ = 0;  // batches skipped for want of dictionaries
+  uint64_t applied_ = 0;      // dictionary messages applied
+  uint64_t replays_loaded_ = 0;
+};
+
+}  // namespace alkaid::client::internal
+
+namespace alkaid::client {
+
+struct BatchSubscriber::Impl {
+  using DecodePlan = internal::DecodePlan;
+
+  format::SchemaPtr schema;
+  SubscriberOptions options;
+  internal::DictionarySync dictionaries;
+  // Messages lost or skipped since the last batch returned.
+  uint64_t pending_lost = 0;
+  bool first_message = true;
+  std::unique_ptr<shm::ChannelConsumer> consumer;
+  shm::ChannelMessage message;
+  // Private copy of shape or region metadata, reused across messages.
+  std::vector<std::byte> metadata_scratch;
+  // Plans by shape id (index 0 unused), and for messages without a shape
+  // id the last few distinct ones decoded in full.
+  std::vector<std::optional<DecodePlan>> shape_plans;
+  std::vector<DecodePlan> plans;
+  size_t next_victim = 0;  // round-robin replacement once full
+  uint64_t plan_hits = 0;
+
+  std::string Where() const {
+    return "channel '" + consumer->name() + "' sequence " + std::to_string(message.sequence());
+  }
+
+  // The body of a message for decoding: a view that holds the shared
+  // block, or with Verification::kPrivateCopy a private copy (the block is
+  // returned at once).
+  Result<std::shared_ptr<format::Buffer>> BodyOf(shm::ChannelBlock block, uint64_t length) const;
+  // Decodes the message received. With `view`, a batch goes into it
+  // (`*filled` says one did) instead of the result.
+  Result<ReceivedBatch> Decode(BatchView* view = nullptr, bool* filled = nullptr);
+  Result<ReceivedBatch> DecodeBatch(const internal::UserWord& user, std::span<const std::byte> md,
+                                    shm::ChannelBlock block, BatchView* view, bool* filled);
+  // The common case in a few loads: the message received is a record
+  // batch of a cached shape whose plan needs no validation per batch, in a
+  // schema without dictionaries. Fills `view` and returns true; false
+  // leaves everything to Decode (which also reports what is wrong).
+  bool TryFillFast(BatchView* view);
+  // Fills `view` from `plan` over the block the view already holds (no
+  // allocation once the view's tables are large enough).
+  void FillFromPlan(const DecodePlan& plan, uint64_t body_length, BatchView* view,
+                    uint64_t lost_before) const;
+  // Fills `view` from a decoded batch, which it keeps.
+  void FillFromBatch(format::RecordBatchPtr batch, BatchView* view, uint64_t lost_before) const;
+};
+
+}  // namespace alkaid::client
