@@ -1,0 +1,419 @@
+// The registry of topics, producers and consumers, and the request
+// handlers (broker_internal.h).
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "alkaid/format/ipc/io.h"
+#include "alkaid/format/ipc/reader.h"
+#include "alkaid/format/unsafe_row.h"
+#include "alkaid/shm/segment.h"
+#include "daemon/broker_internal.h"
+#include "daemon/segment_names.h"
+
+namespace alkaid::broker {
+
+using internal::FormatBytes;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+Result<format::SchemaPtr> DecodeSchema(const std::vector<uint8_t>& bytes,
+                                       const std::string& topic) {
+  auto buffer = std::make_shared<format::Buffer>(bytes.data(), static_cast<int64_t>(bytes.size()));
+  format::ipc::BufferReader input(buffer);
+  auto reader = format::ipc::RecordBatchStreamReader::Open(&input);
+  if (!reader.ok()) {
+    return Status::Invalid("topic '", topic, "': the schema is not a valid IPC schema message: ",
+                           reader.status().message());
+  }
+  return (*reader)->schema();
+}
+
+}  // namespace
+
+Result<p::Reply> Broker::Impl::CreateTopic(const p::Request& request) {
+  p::TopicConfig config = request.config;
+  ALKAID_ASSIGN_OR_RAISE(auto schema, DecodeSchema(config.schema, config.name));
+  p::Reply reply;
+  reply.type = p::ReplyType::kTopic;
+  auto it = topics.find(config.name);
+  if (config.payload_kind == p::PayloadKind::kUnsafeRow) {
+    ALKAID_RETURN_NOT_OK_CTX(format::CheckRowSchema(*schema),
+                             "topic '" << config.name << "' (unsafe-row payloads)");
+  }
+  if (it != topics.end()) {
+    if (it->second.config.payload_kind != config.payload_kind) {
+      return Status::Invalid("topic '", config.name, "' exists and carries ",
+                             p::PayloadKindName(it->second.config.payload_kind), " payloads, not ",
+                             p::PayloadKindName(config.payload_kind));
+    }
+    if (!it->second.schema->Equals(*schema)) {
+      return Status::Invalid("topic '", config.name, "' exists with a different schema; existing: ",
+                             it->second.schema->ToString(), "; requested: ", schema->ToString());
+    }
+    reply.config = it->second.config;
+    reply.created = false;
+    return reply;
+  }
+  if (config.ring_slots == 0) config.ring_slots = options.default_ring_slots;
+  if (config.segment_bytes == 0) config.segment_bytes = options.default_segment_bytes;
+  Topic topic;
+  topic.config = config;
+  topic.schema = std::move(schema);
+  Topic& created = topics.emplace(config.name, std::move(topic)).first->second;
+  Log(LogLevel::kInfo, "topic '", config.name, "' created (",
+      p::PayloadKindName(config.payload_kind), ", ", config.ring_slots, " slots, ",
+      FormatBytes(config.segment_bytes), ")");
+  WelcomeWaitingConsumers(created);
+  reply.config = std::move(config);
+  reply.created = true;
+  return reply;
+}
+
+void Broker::Impl::WelcomeWaitingConsumers(Topic& topic) {
+  auto it = awaited.find(topic.config.name);
+  if (it == awaited.end()) return;
+  const std::set<uint64_t> ids = std::move(it->second);
+  awaited.erase(it);
+  for (uint64_t id : ids) {
+    Consumer& consumer = consumers.at(id);
+    consumer.pending = false;
+    p::Event event;
+    event.type = p::EventType::kTopicCreated;
+    event.topic = topic.config.name;
+    event.consumer_id = id;
+    event.config = topic.config;
+    SendEvent(consumer.conn, event);
+    if (!consumer.any_kind && consumer.kind != topic.config.payload_kind) {
+      Log(LogLevel::kInfo, "consumer ", id, " (pid ", consumer.pid, ") waited for '",
+          topic.config.name, "' but expects ", p::PayloadKindName(consumer.kind),
+          " payloads; dropped");
+      auto conn = connections.find(consumer.conn);
+      if (conn != connections.end()) conn->second.consumers.erase(id);
+      consumers.erase(id);
+      continue;
+    }
+    topic.consumers.insert(id);
+    Log(LogLevel::kInfo, "consumer ", id, " (pid ", consumer.pid, ") attached to '",
+        topic.config.name, "', which it waited for");
+  }
+}
+
+Result<Broker::Impl::Topic*> Broker::Impl::FindTopic(const std::string& name) {
+  auto it = topics.find(name);
+  if (it == topics.end()) {
+    return Status::KeyError("no topic '", name, "' on broker '", options.name, "' (", socket_path,
+                            "); a producer creates it");
+  }
+  return &it->second;
+}
+
+Status Broker::Impl::CheckPayloadKind(const Topic& topic, p::PayloadKind wanted, const char* who) {
+  if (topic.config.payload_kind == wanted) return Status::OK();
+  return Status::Invalid("topic '", topic.config.name, "' carries ",
+                         p::PayloadKindName(topic.config.payload_kind), " payloads; ", who, " ",
+                         p::PayloadKindName(wanted));
+}
+
+Result<p::Reply> Broker::Impl::AttachProducer(Connection& c, int fd, const p::Request& request) {
+  ALKAID_ASSIGN_OR_RAISE(Topic * topic, FindTopic(request.topic));
+  ALKAID_RETURN_NOT_OK(CheckPayloadKind(*topic, request.payload_kind, "this producer publishes"));
+  const bool readopt = !request.ring.empty();
+  auto left = adoptable.end();
+  if (readopt) {
+    // A producer that outlived a broker restart: it may claim only the
+    // segments that carry its own pid in their names.
+    left = adoptable.find(request.ring);
+    if (left == adoptable.end() ||
+        (!left->second.bodies.empty() && left->second.bodies != request.bodies)) {
+      return Status::KeyError("segments '", request.ring, "' and '", request.bodies,
+                              "' were not left by an earlier broker named '", options.name,
+                              "' (or were removed since)");
+    }
+    if (left->second.pid != c.pid) {
+      return Status::PermissionDenied("segments '", request.ring, "' belong to pid ",
+                                      left->second.pid, ", not to pid ", c.pid);
+    }
+  }
+  // Ring: slots of inline payload plus headers; a generous estimate.
+  const uint64_t ring_estimate = uint64_t{topic->config.ring_slots} * 640 + (64u << 10);
+  const uint64_t need = topic->config.segment_bytes + ring_estimate;
+  if (!readopt && options.shm_limit != 0 && reserved_bytes + need > options.shm_limit) {
+    return Status::CapacityError("attaching a producer to topic '", request.topic, "' needs ",
+                                 FormatBytes(need), " of shared memory; ",
+                                 FormatBytes(reserved_bytes), " of the broker's limit of ",
+                                 FormatBytes(options.shm_limit), " are in use");
+  }
+  Producer producer;
+  producer.id = next_id++;
+  producer.topic = request.topic;
+  producer.conn = fd;
+  producer.pid = c.pid;
+  if (readopt) {
+    // Already created and mapped by the producer; it keeps them.
+    producer.ring = request.ring;
+    producer.bodies = request.bodies;
+    adoptable.erase(left);
+  } else {
+    // The pid in the name lets a restarted broker tell whose they are.
+    const std::string stem = internal::ProducerSegmentStem(instance, c.pid, producer.id);
+    producer.ring = stem + ".ring";
+    producer.bodies = stem + ".bodies";
+  }
+  producer.reserved = need;
+  reserved_bytes += need;
+  topic->producers.insert(producer.id);
+  c.producers.insert(producer.id);
+  p::Reply reply;
+  reply.type = p::ReplyType::kAttachProducer;
+  reply.attached_id = producer.id;
+  reply.ring = producer.ring;
+  reply.bodies = producer.bodies;
+  reply.config = topic->config;
+  reply.segment_mode = have_group ? 0660 : 0600;
+  reply.consumers = static_cast<uint32_t>(topic->consumers.size());
+  Log(LogLevel::kInfo, "producer ", producer.id, " (pid ", c.pid, ") ",
+      readopt ? "re-registered with its segments " + producer.ring + " on '"
+              : std::string("attached to '"),
+      request.topic, "'");
+  producers.emplace(producer.id, std::move(producer));
+  return reply;
+}
+
+Result<Broker::Impl::Producer*> Broker::Impl::OwnProducer(int fd, uint64_t id) {
+  auto it = producers.find(id);
+  if (it == producers.end() || it->second.conn != fd) {
+    return Status::KeyError("no producer ", id, " attached through this connection");
+  }
+  return &it->second;
+}
+
+Result<p::Reply> Broker::Impl::ProducerReady(int fd, const p::Request& request) {
+  ALKAID_ASSIGN_OR_RAISE(Producer * producer, OwnProducer(fd, request.target_id));
+  const Topic& topic = topics.at(producer->topic);
+  p::Reply reply;
+  reply.type = p::ReplyType::kProducerReady;
+  for (uint64_t cid : topic.consumers) reply.consumer_list.push_back({cid, consumers.at(cid).pid});
+  if (producer->ready) return reply;
+  producer->ready = true;
+  p::Event event;
+  event.type = p::EventType::kProducerJoined;
+  event.topic = producer->topic;
+  event.producer = {producer->id, producer->pid, producer->ring, producer->bodies};
+  for (uint64_t cid : topic.consumers) SendEvent(consumers.at(cid).conn, event);
+  return reply;
+}
+
+Result<p::Reply> Broker::Impl::AttachConsumer(Connection& c, int fd, const p::Request& request) {
+  if (request.wait_for_topic && topics.find(request.topic) == topics.end()) {
+    // Attached before the topic exists: it becomes one of the topic's
+    // consumers when the topic is created (WelcomeWaitingConsumers).
+    Consumer consumer{
+        next_id++, request.topic, fd, c.pid, true, request.payload_kind, request.any_payload_kind};
+    p::Reply reply;
+    reply.type = p::ReplyType::kAttachConsumer;
+    reply.attached_id = consumer.id;
+    reply.pending = true;
+    awaited[request.topic].insert(consumer.id);
+    c.consumers.insert(consumer.id);
+    Log(LogLevel::kInfo, "consumer ", consumer.id, " (pid ", c.pid, ") waits for topic '",
+        request.topic, "' to be created");
+    consumers.emplace(consumer.id, std::move(consumer));
+    return reply;
+  }
+  ALKAID_ASSIGN_OR_RAISE(Topic * topic, FindTopic(request.topic));
+  if (!request.any_payload_kind) {
+    ALKAID_RETURN_NOT_OK(CheckPayloadKind(*topic, request.payload_kind, "this consumer expects"));
+  }
+  Consumer consumer{
+      next_id++, request.topic, fd, c.pid, false, request.payload_kind, request.any_payload_kind};
+  p::Reply reply;
+  reply.type = p::ReplyType::kAttachConsumer;
+  reply.attached_id = consumer.id;
+  reply.config = topic->config;
+  for (uint64_t pid : topic->producers) {
+    const Producer& producer = producers.at(pid);
+    if (producer.ready) {
+      reply.producers.push_back({producer.id, producer.pid, producer.ring, producer.bodies});
+    }
+  }
+  topic->consumers.insert(consumer.id);
+  c.consumers.insert(consumer.id);
+  Log(LogLevel::kInfo, "consumer ", consumer.id, " (pid ", c.pid, ") attached to '", request.topic,
+      "'", request.from_oldest ? " from the oldest message" : "");
+  consumers.emplace(consumer.id, std::move(consumer));
+  return reply;
+}
+
+void Broker::Impl::RemoveProducer(uint64_t id, const std::string& reason) {
+  auto it = producers.find(id);
+  if (it == producers.end()) return;
+  Producer producer = std::move(it->second);
+  producers.erase(it);
+  reserved_bytes -= producer.reserved;
+  RemoveChannelNames(producer.ring);
+  const Status st = shm::Segment::Remove(producer.bodies);  // none since the channel
+  if (!st.ok() && st.code() != StatusCode::kKeyError) {
+    Log(LogLevel::kWarn, "removing segment ", producer.bodies, ": ", st.message());
+  }
+  auto conn = connections.find(producer.conn);
+  if (conn != connections.end()) conn->second.producers.erase(id);
+  auto topic_it = topics.find(producer.topic);
+  if (topic_it == topics.end()) return;
+  Topic& topic = topic_it->second;
+  topic.producers.erase(id);
+  topic.finished_published += producer.published;
+  topic.finished_drops += producer.drops;
+  if (producer.ready) {
+    p::Event event;
+    event.type = p::EventType::kProducerGone;
+    event.topic = producer.topic;
+    event.producer.id = id;
+    event.reason = reason;
+    for (uint64_t cid : topic.consumers) SendEvent(consumers.at(cid).conn, event);
+  }
+  Log(LogLevel::kInfo, "producer ", id, " of '", producer.topic, "' removed: ", reason);
+}
+
+void Broker::Impl::RemoveConsumer(uint64_t id, bool died) {
+  auto it = consumers.find(id);
+  if (it == consumers.end()) return;
+  Consumer consumer = std::move(it->second);
+  consumers.erase(it);
+  auto conn = connections.find(consumer.conn);
+  if (conn != connections.end()) conn->second.consumers.erase(id);
+  const char* how = died ? "gone (process exited or connection lost)" : "detached";
+  if (consumer.pending) {
+    auto waiting = awaited.find(consumer.topic);
+    if (waiting != awaited.end()) {
+      waiting->second.erase(id);
+      if (waiting->second.empty()) awaited.erase(waiting);
+    }
+    Log(LogLevel::kInfo, "consumer ", id, " waiting for '", consumer.topic, "' ", how);
+    return;
+  }
+  auto topic_it = topics.find(consumer.topic);
+  if (topic_it == topics.end()) return;
+  topic_it->second.consumers.erase(id);
+  // Dead: the producers detach its ring registrations (by pid) so that it
+  // holds none of them back. Dead or detached: a producer waiting for it
+  // to register on its ring (ProducerReady's reply) stops waiting for it.
+  p::Event event;
+  event.type = p::EventType::kConsumerGone;
+  event.topic = consumer.topic;
+  event.consumer_id = id;
+  event.pid = consumer.pid;
+  for (uint64_t pid : topic_it->second.producers) SendEvent(producers.at(pid).conn, event);
+  Log(LogLevel::kInfo, "consumer ", id, " of '", consumer.topic, "' ", how);
+}
+
+Status Broker::Impl::Detach(int fd, const p::Request& request) {
+  if (request.role == p::Role::kProducer) {
+    ALKAID_RETURN_NOT_OK(OwnProducer(fd, request.target_id).status());
+    RemoveProducer(request.target_id, "producer finished");
+    return Status::OK();
+  }
+  auto it = consumers.find(request.target_id);
+  if (it == consumers.end() || it->second.conn != fd) {
+    return Status::KeyError("no consumer ", request.target_id, " attached through this connection");
+  }
+  RemoveConsumer(request.target_id, false);
+  return Status::OK();
+}
+
+p::Reply Broker::Impl::ListTopics() {
+  p::Reply reply;
+  reply.type = p::ReplyType::kTopicList;
+  for (const auto& [name, topic] : topics) {
+    p::TopicInfo info;
+    info.config = topic.config;
+    info.producers = static_cast<uint32_t>(topic.producers.size());
+    info.consumers = static_cast<uint32_t>(topic.consumers.size());
+    info.published = topic.finished_published;
+    info.drops = topic.finished_drops;
+    for (uint64_t id : topic.producers) {
+      const Producer& producer = producers.at(id);
+      info.published += producer.published;
+      info.drops += producer.drops;
+      info.held += producer.held;
+      info.depth = std::max(info.depth, producer.depth);
+    }
+    reply.topics.push_back(std::move(info));
+  }
+  for (const auto& [name, ids] : awaited) {
+    reply.awaited.push_back({name, static_cast<uint32_t>(ids.size())});
+  }
+  return reply;
+}
+
+p::Reply Broker::Impl::Stats() {
+  p::Reply reply;
+  reply.type = p::ReplyType::kStats;
+  p::BrokerStats& s = reply.stats;
+  s.name = options.name;
+  s.pid = static_cast<uint32_t>(::getpid());
+  s.uptime_ms = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count());
+  s.connections = static_cast<uint32_t>(connections.size());
+  s.topics = static_cast<uint32_t>(topics.size());
+  s.producers = static_cast<uint32_t>(producers.size());
+  s.consumers = static_cast<uint32_t>(consumers.size());
+  s.segments = static_cast<uint32_t>(2 * (producers.size() + adoptable.size()));
+  s.reserved_bytes = reserved_bytes;
+  s.shm_limit = options.shm_limit;
+  s.rejected_frames = rejected_frames;
+  return reply;
+}
+
+void Broker::Impl::Handle(int fd, Connection& c, const p::Request& request) {
+  Log(LogLevel::kDebug, "pid ", c.pid, ": ", p::RequestTypeName(request.type), " #", request.id);
+  Result<p::Reply> reply = p::Reply{};
+  switch (request.type) {
+    case p::RequestType::kCreateTopic:
+      reply = CreateTopic(request);
+      break;
+    case p::RequestType::kAttachProducer:
+      reply = AttachProducer(c, fd, request);
+      break;
+    case p::RequestType::kProducerReady:
+      reply = ProducerReady(fd, request);
+      break;
+    case p::RequestType::kAttachConsumer:
+      reply = AttachConsumer(c, fd, request);
+      break;
+    case p::RequestType::kDetach: {
+      const Status st = Detach(fd, request);
+      if (!st.ok()) reply = st;
+      break;
+    }
+    case p::RequestType::kListTopics:
+      reply = ListTopics();
+      break;
+    case p::RequestType::kGetStats:
+      reply = Stats();
+      break;
+    case p::RequestType::kProducerStats: {
+      // A report, not a question: no reply.
+      auto producer = OwnProducer(fd, request.target_id);
+      if (producer.ok()) {
+        (*producer)->published = request.published;
+        (*producer)->depth = request.depth;
+        (*producer)->drops = request.drops;
+        (*producer)->held = request.held;
+      }
+      return;
+    }
+  }
+  if (!reply.ok()) {
+    Log(LogLevel::kInfo, "pid ", c.pid, ": ", p::RequestTypeName(request.type),
+        " refused: ", reply.status().ToString());
+    SendError(c, request.id, reply.status());
+    return;
+  }
+  reply->request_id = request.id;
+  SendReply(c, std::move(*reply));
+}
+
+}  // namespace alkaid::broker

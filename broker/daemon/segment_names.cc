@@ -1,0 +1,37 @@
+#include "daemon/segment_names.h"
+
+#include <vector>
+
+namespace alkaid::broker::internal {
+
+std::string ProducerSegmentStem(const std::string& instance, uint32_t pid, uint64_t id) {
+  return instance + "." + std::to_string(pid) + ".p" + std::to_string(id);
+}
+
+bool ParseSegmentName(const std::string& broker_name, const std::string& name, std::string* stem,
+                      uint32_t* pid, bool* is_ring) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t dot = name.find('.', start);
+    parts.push_back(name.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  if (parts.size() < 5 || parts[0] != broker_name) return false;
+  if (parts[4] != "ring" && !(parts[4] == "bodies" && parts.size() == 5)) return false;
+  if (parts[3].size() < 2 || parts[3][0] != 'p') return false;
+  if (parts[2].empty() || parts[2].size() > 10) return false;
+  uint64_t value = 0;
+  for (char ch : parts[2]) {
+    if (ch < '0' || ch > '9') return false;
+    value = value * 10 + static_cast<uint64_t>(ch - '0');
+  }
+  if (value == 0 || value > 0x7fffffff) return false;
+  *pid = static_cast<uint32_t>(value);
+  *is_ring = parts[4] == "ring" && parts.size() == 5;
+  *stem = parts[0] + "." + parts[1] + "." + parts[2] + "." + parts[3];
+  return true;
+}
+
+}  // namespace alkaid::broker::internal
