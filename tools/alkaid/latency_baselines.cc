@@ -19,7 +19,7 @@
 #include "alkaid/format/ipc/reader.h"
 #include "alkaid/format/ipc/writer.h"
 #include "alkaid/format/record_batch.h"
-#include "alkaid/shm/body_allocator.h"
+#include "alkaid/shm/channel.h"
 #include "alkaid/shm/segment.h"
 #include "latency_internal.h"
 
@@ -189,54 +189,41 @@ struct alignas(64) PayloadSignal {
 };
 static_assert(sizeof(PayloadSignal) == 64, "the signal is one cache line");
 
-// Where the bodies go. The alkaid ping side allocates a fresh region for
-// every ping (Producer::NewBatchPool) and, with the warm-up, a second one
-// of the same size after it; the ring holds each published block until its
-// slot is reused (kPingRingSlots messages later) or, when the arena is
-// full, until the allocator's reclaim callback drops every block B has
-// answered for. The allocator reuses freed space best-fit. So the bodies
-// neither stay at one address nor walk through the whole arena: they cycle
-// over the few regions the arena holds (PingArenaBytes). To give
-// the caches and TLBs the same pattern, the payload floor takes its bodies
-// from a body segment of the ping topic's size through shm::BodyAllocator,
-// with the same allocations and releases (this class plays the ring's
-// part). None of it is timed, and B never touches the allocator's shared
-// words: it reads the two values, nothing else.
-class RingLikeHold {
- public:
-  explicit RingLikeHold(shm::BodyAllocator* allocator) : allocator_(allocator) {
-    allocator_->SetReclaimCallback([this] { held_.clear(); });
-  }
-  ~RingLikeHold() { allocator_->SetReclaimCallback(nullptr); }
-  RingLikeHold(const RingLikeHold&) = delete;
-  RingLikeHold& operator=(const RingLikeHold&) = delete;
-
-  // As RingProducer::Publish does with a message's block: keeps it,
-  // dropping the block of the message published kPingRingSlots before.
-  void Publish(shm::WritableBlock block) {
-    held_.push_back(std::move(block));
-    if (held_.size() > kPingRingSlots) held_.pop_front();
-  }
-
- private:
-  shm::BodyAllocator* allocator_;
-  std::deque<shm::WritableBlock> held_;
-};
+// Where the bodies go. The alkaid ping side loans a fresh region of its
+// channel's arena for every ping (Producer::NewBatchPool) and, with the
+// warm-up, a second one of the same size before it; B holds each batch
+// until its next receive, and A gets a block back when B has returned it.
+// So the bodies neither stay at one address nor walk through the whole
+// arena: they cycle over a few regions of the arena (PingArenaBytes). To
+// give the caches and TLBs the same pattern, the payload floor loans its
+// bodies from a channel of the ping topic's arena size (ChannelProducer,
+// never published through) and keeps the last kHeldLoans of them, as B's
+// view keeps the last batch. None of it is timed, and B reads the two
+// values from the mapped segment, nothing else.
+constexpr std::size_t kHeldLoans = 2;
 
 // Side A of the payload floor: builds the bodies, times the round trips.
 Status PayloadPingSide(const RunSpec& spec, const std::string& name, PayloadSignal* signal,
                        Shared* s) {
   const int64_t rows = RowsFor(spec.payload_bytes);
-  shm::BodyAllocatorOptions options;  // as the producer's: wait when full, 4 KiB pages, prefault
-  options.wait_timeout = std::chrono::seconds(30);
-  ALKAID_ASSIGN_OR_RAISE(auto allocator,
-                         shm::BodyAllocator::Create(name, PingArenaBytes(rows), options));
+  shm::ChannelOptions options;  // as the producer's: 4 KiB pages, prefaulted
+  options.slot_count = kPingRingSlots;
+  options.max_consumers = 1;
+  options.arena_bytes = PingArenaBytes(rows);
+  options.space_timeout = std::chrono::seconds(30);
+  ALKAID_ASSIGN_OR_RAISE(auto channel, shm::ChannelProducer::Create(name, options));
   s->ready.fetch_add(1);  // B may open the segment
   while (s->ready.load() < 2) {
     if (Stopping(s)) return Status::Cancelled("stopped");
   }
-  ALKAID_RETURN_NOT_OK(shm::Segment::Remove(name));  // both have it mapped: unlink now
-  RingLikeHold ring(allocator.get());
+  // Both have it mapped: the names go now (the producer's own removal at
+  // the end then finds nothing).
+  ALKAID_RETURN_NOT_OK(shm::RemoveChannel(name));
+  std::deque<shm::ChannelLoan> held;
+  auto hold = [&](shm::ChannelLoan loan) {
+    held.push_back(std::move(loan));
+    if (held.size() > kHeldLoans) held.pop_front();
+  };
   uint64_t k = 0;
   // One round trip: the body's offset and id, then the number.
   auto round_trip = [&](uint64_t body_offset, int64_t id) -> Status {
@@ -257,23 +244,23 @@ Status PayloadPingSide(const RunSpec& spec, const std::string& name, PayloadSign
   for (int64_t i = 0; i < spec.count; ++i) {
     if (Stopping(s)) return Status::Cancelled("stopped");
     if (limit_ns > 0 && NowNs() - start > limit_ns) break;
-    // Not timed: allocate and write the body as PingSide builds its column,
+    // Not timed: loan and write the body as PingSide builds its column,
     // then (like PingSide) an untimed round trip with a body of the same
     // size of its own, whose first and last value A writes and B reads as
     // PingSide's warm-up batch is.
-    ALKAID_ASSIGN_OR_RAISE(auto body, allocator->Allocate(PingRegionBytes(rows)));
-    const uint64_t at = body.handle().offset;
+    ALKAID_ASSIGN_OR_RAISE(auto body, channel->Loan(PingRegionBytes(rows)));
+    const uint64_t at = body.offset();
     auto* values = reinterpret_cast<int64_t*>(body.data().data());
     for (int64_t r = 0; r < rows; ++r) values[r] = i + r;
     if (spec.warmup) {
-      ALKAID_ASSIGN_OR_RAISE(auto warm, allocator->Allocate(PingRegionBytes(rows)));
-      const uint64_t warm_at = warm.handle().offset;
+      ALKAID_ASSIGN_OR_RAISE(auto warm, channel->Loan(PingRegionBytes(rows)));
+      const uint64_t warm_at = warm.offset();
       const int64_t warm_value = -1;
       auto* warm_values = reinterpret_cast<int64_t*>(warm.data().data());
       warm_values[0] = warm_value;
       warm_values[rows - 1] = warm_value + rows - 1;
-      ring.Publish(std::move(warm));
       ALKAID_RETURN_NOT_OK(round_trip(warm_at, warm_value));
+      hold(std::move(warm));
     }
 
     const int64_t t0 = NowNs();
@@ -281,7 +268,7 @@ Status PayloadPingSide(const RunSpec& spec, const std::string& name, PayloadSign
     const int64_t t1 = NowNs();
     h->Record((t1 - t0) / 2);
     s->progress.store(i + 1, std::memory_order_relaxed);
-    ring.Publish(std::move(body));
+    hold(std::move(body));
   }
   s->elapsed_ns = NowNs() - start;
   signal->ping.store(kPayloadQuit, std::memory_order_release);
@@ -295,7 +282,7 @@ Status PayloadPongSide(const RunSpec& spec, const std::string& name, PayloadSign
   while (s->ready.load() < 1) {
     if (Stopping(s)) return Status::OK();
   }
-  ALKAID_ASSIGN_OR_RAISE(auto segment, shm::Segment::Open(name, shm::SegmentKind::kBodies));
+  ALKAID_ASSIGN_OR_RAISE(auto segment, shm::Segment::Open(name, shm::SegmentKind::kChannel));
   s->ready.fetch_add(1);
   const std::byte* payload = segment->payload();
   const uint64_t limit = segment->payload_size() - static_cast<uint64_t>(rows) * 8;
