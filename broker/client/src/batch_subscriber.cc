@@ -35,7 +35,7 @@ const char* VerificationName(Verification v) {
 }
 
 Result<std::shared_ptr<format::Buffer>> BatchSubscriber::Impl::BodyOf(shm::ChannelBlock block,
-                                                                     uint64_t length) const {
+                                                                      uint64_t length) const {
   if (options.verification != Verification::kPrivateCopy) {
     return std::make_shared<internal::BodyBuffer>(std::move(block), length);
   }
@@ -59,7 +59,8 @@ Result<std::unique_ptr<BatchSubscriber>> BatchSubscriber::Open(std::string_view 
   impl->options = options;
   if (options.verification != Verification::kStructure) impl->options.read.validate_full = true;
   ALKAID_RETURN_NOT_OK(impl->dictionaries.Init(*impl->schema));
-  ALKAID_ASSIGN_OR_RAISE(impl->consumer, shm::ChannelConsumer::Open(channel_name, options.consumer));
+  ALKAID_ASSIGN_OR_RAISE(impl->consumer,
+                         shm::ChannelConsumer::Open(channel_name, options.consumer));
   return std::unique_ptr<BatchSubscriber>(new BatchSubscriber(std::move(impl)));
 }
 
@@ -72,9 +73,9 @@ DictionaryStats BatchSubscriber::dictionary_stats() const { return impl_->dictio
 Result<ReceivedBatch> BatchSubscriber::Receive(std::chrono::nanoseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
-    const auto left = std::max(std::chrono::nanoseconds(0),
-                               std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   deadline - std::chrono::steady_clock::now()));
+    const auto left =
+        std::max(std::chrono::nanoseconds(0), std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                  deadline - std::chrono::steady_clock::now()));
     ALKAID_RETURN_NOT_OK(impl_->consumer->Receive(&impl_->message, left));
     ALKAID_ASSIGN_OR_RAISE(auto out, impl_->Decode());
     // A dictionary message, or a batch skipped for want of its
@@ -130,16 +131,15 @@ Result<ReceivedBatch> BatchSubscriber::Impl::Decode(BatchView* view, bool* fille
   } else if (user.metadata_in_region) {
     RegionMetadata where;
     if (payload.size() != sizeof(where)) {
-      return Status::Invalid(Where(), ": region metadata record of ", payload.size(),
-                             " bytes (", sizeof(where), " expected)");
+      return Status::Invalid(Where(), ": region metadata record of ", payload.size(), " bytes (",
+                             sizeof(where), " expected)");
     }
     std::memcpy(&where, payload.data(), sizeof(where));
     if (where.offset > region.size() || where.length > region.size() - where.offset ||
         where.offset < user.body_length) {
-      return Status::Invalid(Where(), ": metadata at region offset ", where.offset,
-                             " with length ", where.length, " is not inside the ",
-                             region.size(), "-byte block after the ", user.body_length,
-                             "-byte body");
+      return Status::Invalid(Where(), ": metadata at region offset ", where.offset, " with length ",
+                             where.length, " is not inside the ", region.size(),
+                             "-byte block after the ", user.body_length, "-byte body");
     }
     metadata_scratch.resize(where.length);
     if (where.length > 0) {
@@ -161,12 +161,12 @@ Result<ReceivedBatch> BatchSubscriber::Impl::Decode(BatchView* view, bool* fille
   // A dictionary message or a replayed dictionary.
   ALKAID_ASSIGN_OR_RAISE(auto body, BodyOf(std::move(block), user.body_length));
   if (!dictionaries.active()) {
-    return Status::Invalid(Where(), ": a dictionary message, but the schema has no "
+    return Status::Invalid(Where(),
+                           ": a dictionary message, but the schema has no "
                            "dictionary-encoded field");
   }
   if (kind == MessageKind::kDictionary) {
-    Status st =
-        dictionaries.ApplyDictionary(md, body, user.dictionary_generation, options.read);
+    Status st = dictionaries.ApplyDictionary(md, body, user.dictionary_generation, options.read);
     if (!st.ok()) return st.WithContext(Where());
     return ReceivedBatch{};
   }
@@ -203,8 +203,8 @@ bool BatchSubscriber::Impl::TryFillFast(BatchView* view) {
 
 Result<ReceivedBatch> BatchSubscriber::Impl::DecodeBatch(const UserWord& user,
                                                          std::span<const std::byte> md,
-                                                         shm::ChannelBlock block,
-                                                         BatchView* view, bool* filled) {
+                                                         shm::ChannelBlock block, BatchView* view,
+                                                         bool* filled) {
   ReceivedBatch out;
   out.sequence = message.sequence();
   const uint64_t lost_before = pending_lost;
@@ -255,8 +255,8 @@ Result<ReceivedBatch> BatchSubscriber::Impl::DecodeBatch(const UserWord& user,
     if (!batch.ok()) return batch.status().WithContext(Where());
     if (hit->batch_metadata != nullptr) *batch = (*batch)->WithMetadata(hit->batch_metadata);
     if (hit->validate_each) {
-      Status st = options.read.validate_full ? format::ValidateFull(**batch)
-                                             : format::Validate(**batch);
+      Status st =
+          options.read.validate_full ? format::ValidateFull(**batch) : format::Validate(**batch);
       if (!st.ok()) return st.WithContext(Where());
     }
     ++plan_hits;
@@ -271,10 +271,8 @@ Result<ReceivedBatch> BatchSubscriber::Impl::DecodeBatch(const UserWord& user,
     return out;
   }
 
-  ALKAID_ASSIGN_OR_RAISE(
-      auto metadata,
-      format::Buffer::CopyOf(std::string_view(reinterpret_cast<const char*>(md.data()),
-                                              md.size())));
+  ALKAID_ASSIGN_OR_RAISE(auto metadata, format::Buffer::CopyOf(std::string_view(
+                                            reinterpret_cast<const char*>(md.data()), md.size())));
   auto decoded = format::ipc::Message::Open(metadata, body);
   if (!decoded.ok()) return decoded.status().WithContext(Where());
   if ((*decoded)->type() != format::ipc::MessageType::kRecordBatch) {
@@ -330,9 +328,9 @@ Status BatchSubscriber::ReceiveInto(BatchView* view, std::chrono::nanoseconds ti
   if (view == nullptr) return Status::Invalid("BatchSubscriber::ReceiveInto: null view");
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
-    const auto left = std::max(std::chrono::nanoseconds(0),
-                               std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   deadline - std::chrono::steady_clock::now()));
+    const auto left =
+        std::max(std::chrono::nanoseconds(0), std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                  deadline - std::chrono::steady_clock::now()));
     ALKAID_RETURN_NOT_OK(impl_->consumer->Receive(&impl_->message, left));
     if (impl_->TryFillFast(view)) return Status::OK();
     bool filled = false;

@@ -131,7 +131,8 @@ void BatchView::Reset() {
 Result<format::RecordBatchPtr> BatchView::ToRecordBatch() {
   if (!valid_) return Status::Invalid("BatchView::ToRecordBatch: the view holds no batch");
   if (batch_ != nullptr) return batch_;
-  if (body_ == nullptr) body_ = std::make_shared<internal::BodyBuffer>(std::move(block_), body_length_);
+  if (body_ == nullptr)
+    body_ = std::make_shared<internal::BodyBuffer>(std::move(block_), body_length_);
   // Nodes are depth first, children before parents: build in order.
   std::vector<format::ArrayDataPtr> built(nodes_.size());
   for (size_t i = 0; i < nodes_.size(); ++i) {
@@ -144,9 +145,9 @@ Result<format::RecordBatchPtr> BatchView::ToRecordBatch() {
     for (uint32_t b = 0; b < a.num_buffers; ++b) {
       const int64_t at = buffer_offsets_[a.first_buffer + b];
       const auto span = buffers_[a.first_buffer + b];
-      d->buffers.push_back(at < 0 ? nullptr
-                                  : std::make_shared<format::Buffer>(
-                                        body_, at, static_cast<int64_t>(span.size())));
+      d->buffers.push_back(
+          at < 0 ? nullptr
+                 : std::make_shared<format::Buffer>(body_, at, static_cast<int64_t>(span.size())));
     }
     for (uint32_t c = 0; c < a.num_children; ++c) {
       d->child_data.push_back(built[children_[a.first_child + c]]);
@@ -156,8 +157,8 @@ Result<format::RecordBatchPtr> BatchView::ToRecordBatch() {
   std::vector<format::ArrayDataPtr> columns;
   columns.reserve(columns_.size());
   for (uint32_t root : columns_) columns.push_back(built[root]);
-  ALKAID_ASSIGN_OR_RAISE(auto batch, format::RecordBatch::Make(schema_, num_rows_,
-                                                               std::move(columns)));
+  ALKAID_ASSIGN_OR_RAISE(auto batch,
+                         format::RecordBatch::Make(schema_, num_rows_, std::move(columns)));
   if (batch_metadata_ != nullptr) batch = batch->WithMetadata(batch_metadata_);
   batch_ = batch;
   return batch;

@@ -13,8 +13,7 @@ uint64_t DecodePlan::NextSerial() {
   return counter.fetch_add(1, std::memory_order_relaxed);
 }
 
-bool DecodePlan::Record(const format::ArrayData& data, const format::Buffer& body,
-                        size_t* index) {
+bool DecodePlan::Record(const format::ArrayData& data, const format::Buffer& body, size_t* index) {
   if (data.dictionary != nullptr || data.null_count < 0) return false;
   Node node;
   node.type = data.type;

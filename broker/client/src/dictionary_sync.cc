@@ -87,10 +87,8 @@ Status DictionarySync::Apply(std::span<const std::byte> md,
                              const std::shared_ptr<format::Buffer>& body,
                              const format::ipc::IpcReadOptions& options,
                              format::ipc::DictionaryMemo* into) {
-  ALKAID_ASSIGN_OR_RAISE(
-      auto metadata,
-      format::Buffer::CopyOf(std::string_view(reinterpret_cast<const char*>(md.data()),
-                                              md.size())));
+  ALKAID_ASSIGN_OR_RAISE(auto metadata, format::Buffer::CopyOf(std::string_view(
+                                            reinterpret_cast<const char*>(md.data()), md.size())));
   auto decoded = format::ipc::Message::Open(std::move(metadata), body, options);
   Status st = decoded.status();
   if (st.ok() && (*decoded)->type() != format::ipc::MessageType::kDictionaryBatch) {
