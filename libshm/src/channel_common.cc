@@ -18,14 +18,17 @@ uint32_t NextPowerOfTwo(uint64_t n) {
 }
 
 // Fills the offsets from the counts.
-void Lay(ChannelGeometry* g) {
-  g->mask = g->slot_count - 1;
-  g->slot_size = static_cast<uint32_t>(sizeof(ChannelSlotData)) + g->inline_capacity;
-  g->controls_offset = sizeof(ChannelHeaderData);
-  g->slots_offset = g->controls_offset + uint64_t{g->max_consumers} * sizeof(ConsumerControlData);
-  g->shapes_offset = g->slots_offset + uint64_t{g->slot_count} * g->slot_size;
-  g->arena_offset = RoundUp(g->shapes_offset + uint64_t{g->shape_count} * g->shape_size, kPageSize);
-  g->total_size = g->arena_offset + g->arena_size;
+void Lay(ChannelGeometry* geometry) {
+  geometry->mask = geometry->slot_count - 1;
+  geometry->slot_size = static_cast<uint32_t>(sizeof(ChannelSlotData)) + geometry->inline_capacity;
+  geometry->controls_offset = sizeof(ChannelHeaderData);
+  geometry->slots_offset =
+      geometry->controls_offset + uint64_t{geometry->max_consumers} * sizeof(ConsumerControlData);
+  geometry->shapes_offset =
+      geometry->slots_offset + uint64_t{geometry->slot_count} * geometry->slot_size;
+  geometry->arena_offset = RoundUp(
+      geometry->shapes_offset + uint64_t{geometry->shape_count} * geometry->shape_size, kPageSize);
+  geometry->total_size = geometry->arena_offset + geometry->arena_size;
 }
 }  // namespace
 
@@ -54,49 +57,50 @@ Result<ChannelGeometry> ComputeChannelGeometry(const ChannelOptions& options) {
   if (options.max_blocks > (uint32_t{1} << 24)) {
     return Status::Invalid("channel max_blocks ", options.max_blocks, " exceeds 2^24");
   }
-  ChannelGeometry g;
-  g.policy = static_cast<uint32_t>(options.policy);
+  ChannelGeometry geometry;
+  geometry.policy = static_cast<uint32_t>(options.policy);
   if (options.policy != SlowConsumerPolicy::kBlockProducer &&
       options.policy != SlowConsumerPolicy::kDropOldest) {
-    return Status::Invalid("channel policy ", g.policy, " is not a SlowConsumerPolicy");
+    return Status::Invalid("channel policy ", geometry.policy, " is not a SlowConsumerPolicy");
   }
-  g.slot_count = options.slot_count;
-  g.inline_capacity = static_cast<uint32_t>(RoundUp(options.inline_capacity, 64));
-  g.max_consumers = options.max_consumers;
-  g.arena_size = RoundUp(options.arena_bytes, 64);
-  g.block_count =
-      options.max_blocks != 0
-          ? options.max_blocks
-          : static_cast<uint32_t>(std::clamp<uint64_t>(g.arena_size / kPageSize, 256, 65536));
+  geometry.slot_count = options.slot_count;
+  geometry.inline_capacity = static_cast<uint32_t>(RoundUp(options.inline_capacity, 64));
+  geometry.max_consumers = options.max_consumers;
+  geometry.arena_size = RoundUp(options.arena_bytes, 64);
+  geometry.block_count = options.max_blocks != 0
+                             ? options.max_blocks
+                             : static_cast<uint32_t>(std::clamp<uint64_t>(
+                                   geometry.arena_size / kPageSize, 256, 65536));
   // More blocks than 64-byte pieces of the arena could never be live.
-  g.block_count = static_cast<uint32_t>(
-      std::min<uint64_t>(g.block_count, std::max<uint64_t>(1, g.arena_size / 64)));
+  geometry.block_count = static_cast<uint32_t>(
+      std::min<uint64_t>(geometry.block_count, std::max<uint64_t>(1, geometry.arena_size / 64)));
   // A consumer's undrained returns name distinct live blocks, twice at most
   // (a duplicate after a lap): the queue never fills.
-  g.return_capacity = NextPowerOfTwo(uint64_t{g.block_count} * 2);
-  g.shape_count = options.shape_count;
-  g.shape_size = static_cast<uint32_t>(sizeof(ShapeEntryData) + RoundUp(options.shape_bytes, 64));
-  Lay(&g);
-  return g;
+  geometry.return_capacity = NextPowerOfTwo(uint64_t{geometry.block_count} * 2);
+  geometry.shape_count = options.shape_count;
+  geometry.shape_size =
+      static_cast<uint32_t>(sizeof(ShapeEntryData) + RoundUp(options.shape_bytes, 64));
+  Lay(&geometry);
+  return geometry;
 }
 
-void WriteChannelHeader(const ChannelGeometry& g, ChannelHeaderData* h) {
+void WriteChannelHeader(const ChannelGeometry& geometry, ChannelHeaderData* h) {
   h->layout_version = kChannelLayoutVersion;
-  h->policy = g.policy;
-  h->slot_count = g.slot_count;
-  h->slot_size = g.slot_size;
-  h->inline_capacity = g.inline_capacity;
-  h->max_consumers = g.max_consumers;
-  h->block_count = g.block_count;
-  h->return_capacity = g.return_capacity;
-  h->shape_count = g.shape_count;
-  h->shape_size = g.shape_size;
+  h->policy = geometry.policy;
+  h->slot_count = geometry.slot_count;
+  h->slot_size = geometry.slot_size;
+  h->inline_capacity = geometry.inline_capacity;
+  h->max_consumers = geometry.max_consumers;
+  h->block_count = geometry.block_count;
+  h->return_capacity = geometry.return_capacity;
+  h->shape_count = geometry.shape_count;
+  h->shape_size = geometry.shape_size;
   h->producer_pid = static_cast<uint32_t>(::getpid());
-  h->controls_offset = g.controls_offset;
-  h->slots_offset = g.slots_offset;
-  h->shapes_offset = g.shapes_offset;
-  h->arena_offset = g.arena_offset;
-  h->arena_size = g.arena_size;
+  h->controls_offset = geometry.controls_offset;
+  h->slots_offset = geometry.slots_offset;
+  h->shapes_offset = geometry.shapes_offset;
+  h->arena_offset = geometry.arena_offset;
+  h->arena_size = geometry.arena_size;
 }
 
 Result<ChannelGeometry> ReadChannelHeader(const ChannelHeaderData& h, uint64_t payload_size,
@@ -109,49 +113,51 @@ Result<ChannelGeometry> ReadChannelHeader(const ChannelHeaderData& h, uint64_t p
     return Status::Invalid("channel '", name, "' has layout version ", h.layout_version,
                            "; this build reads ", kChannelLayoutVersion);
   }
-  ChannelGeometry g;
-  g.policy = h.policy;
-  g.slot_count = h.slot_count;
-  g.inline_capacity = h.inline_capacity;
-  g.max_consumers = h.max_consumers;
-  g.block_count = h.block_count;
-  g.return_capacity = h.return_capacity;
-  g.shape_count = h.shape_count;
-  g.shape_size = h.shape_size;
-  g.arena_size = h.arena_size;
+  ChannelGeometry geometry;
+  geometry.policy = h.policy;
+  geometry.slot_count = h.slot_count;
+  geometry.inline_capacity = h.inline_capacity;
+  geometry.max_consumers = h.max_consumers;
+  geometry.block_count = h.block_count;
+  geometry.return_capacity = h.return_capacity;
+  geometry.shape_count = h.shape_count;
+  geometry.shape_size = h.shape_size;
+  geometry.arena_size = h.arena_size;
   const bool counts_ok =
-      (g.policy == static_cast<uint32_t>(SlowConsumerPolicy::kBlockProducer) ||
-       g.policy == static_cast<uint32_t>(SlowConsumerPolicy::kDropOldest)) &&
-      g.slot_count >= 2 && IsPowerOfTwo(g.slot_count) && g.slot_count <= kMaxSlots &&
-      g.inline_capacity % 64 == 0 && g.inline_capacity <= kMaxInlinePayload &&
-      g.max_consumers >= 1 && g.max_consumers <= kMaxConsumers && g.block_count >= 1 &&
-      g.block_count <= (uint32_t{1} << 24) &&
+      (geometry.policy == static_cast<uint32_t>(SlowConsumerPolicy::kBlockProducer) ||
+       geometry.policy == static_cast<uint32_t>(SlowConsumerPolicy::kDropOldest)) &&
+      geometry.slot_count >= 2 && IsPowerOfTwo(geometry.slot_count) &&
+      geometry.slot_count <= kMaxSlots && geometry.inline_capacity % 64 == 0 &&
+      geometry.inline_capacity <= kMaxInlinePayload && geometry.max_consumers >= 1 &&
+      geometry.max_consumers <= kMaxConsumers && geometry.block_count >= 1 &&
+      geometry.block_count <= (uint32_t{1} << 24) &&
       // Consumers size their own segment by the return queue: it is what the
       // producer's geometry implies, no larger (a hostile header cannot make
       // a consumer create more than a fraction of the arena it maps).
-      g.block_count <= std::max<uint64_t>(1, g.arena_size / 64) &&
-      g.return_capacity == NextPowerOfTwo(uint64_t{g.block_count} * 2) &&
-      g.shape_count <= kMaxShapes &&
-      g.shape_size >= sizeof(ShapeEntryData) && g.shape_size % 64 == 0 &&
-      g.shape_size <= sizeof(ShapeEntryData) + kMaxInlinePayload && g.arena_size % 64 == 0 &&
-      g.arena_size <= payload_size;
+      geometry.block_count <= std::max<uint64_t>(1, geometry.arena_size / 64) &&
+      geometry.return_capacity == NextPowerOfTwo(uint64_t{geometry.block_count} * 2) &&
+      geometry.shape_count <= kMaxShapes && geometry.shape_size >= sizeof(ShapeEntryData) &&
+      geometry.shape_size % 64 == 0 &&
+      geometry.shape_size <= sizeof(ShapeEntryData) + kMaxInlinePayload &&
+      geometry.arena_size % 64 == 0 && geometry.arena_size <= payload_size;
   if (!counts_ok) {
-    return Status::Invalid("channel '", name, "': header counts out of range (", g.slot_count,
-                           " slots, ", g.inline_capacity, " inline bytes, ", g.max_consumers,
-                           " consumers, ", g.block_count, " blocks, ", g.return_capacity,
-                           " return entries, ", g.shape_count, " shapes of ", g.shape_size,
-                           " bytes, arena of ", g.arena_size, ")");
+    return Status::Invalid("channel '", name, "': header counts out of range (",
+                           geometry.slot_count, " slots, ", geometry.inline_capacity,
+                           " inline bytes, ", geometry.max_consumers, " consumers, ",
+                           geometry.block_count, " blocks, ", geometry.return_capacity,
+                           " return entries, ", geometry.shape_count, " shapes of ",
+                           geometry.shape_size, " bytes, arena of ", geometry.arena_size, ")");
   }
-  Lay(&g);
-  if (h.slot_size != g.slot_size || h.controls_offset != g.controls_offset ||
-      h.slots_offset != g.slots_offset || h.shapes_offset != g.shapes_offset ||
-      h.arena_offset != g.arena_offset || g.total_size > payload_size) {
+  Lay(&geometry);
+  if (h.slot_size != geometry.slot_size || h.controls_offset != geometry.controls_offset ||
+      h.slots_offset != geometry.slots_offset || h.shapes_offset != geometry.shapes_offset ||
+      h.arena_offset != geometry.arena_offset || geometry.total_size > payload_size) {
     return Status::Invalid("channel '", name,
                            "': header offsets do not match its counts or "
                            "the segment's ",
                            payload_size, " bytes");
   }
-  return g;
+  return geometry;
 }
 
 std::string ConsumerSegmentName(std::string_view channel, uint32_t index, uint32_t tag) {

@@ -142,7 +142,7 @@ void ChannelMessage::TakeBodyInto(ChannelBlock* into) {
 
 struct ChannelConsumer::Impl {
   std::string name;
-  ChannelGeometry g;
+  ChannelGeometry geometry;
   ChannelConsumerOptions options;
   std::shared_ptr<Segment> channel;  // read-only
   std::shared_ptr<Segment> registry;
@@ -159,8 +159,9 @@ struct ChannelConsumer::Impl {
   bool drop = false;
 
   const ChannelSlotData* Slot(uint64_t sequence) const {
-    return reinterpret_cast<const ChannelSlotData*>(channel->payload() + g.slots_offset +
-                                                    (sequence & g.mask) * g.slot_size);
+    return reinterpret_cast<const ChannelSlotData*>(channel->payload() + geometry.slots_offset +
+                                                    (sequence & geometry.mask) *
+                                                        geometry.slot_size);
   }
 
   // Stores our cursor and wakes a producer waiting on it for room.
@@ -193,44 +194,46 @@ Result<std::unique_ptr<ChannelConsumer>> ChannelConsumer::Open(
     return Status::Invalid("channel name '", name, "' is too long");
   }
   auto impl = std::make_unique<Impl>();
-  Impl& d = *impl;
-  d.name = std::string(name);
-  d.options = options;
+  Impl& state = *impl;
+  state.name = std::string(name);
+  state.options = options;
   SegmentOpenOptions ro;
   ro.read_only = true;
-  ALKAID_ASSIGN_OR_RAISE(d.channel, Segment::Open(name, SegmentKind::kChannel, ro));
-  if (d.channel->payload_size() < sizeof(ChannelHeaderData)) {
+  ALKAID_ASSIGN_OR_RAISE(state.channel, Segment::Open(name, SegmentKind::kChannel, ro));
+  if (state.channel->payload_size() < sizeof(ChannelHeaderData)) {
     return Status::Invalid("channel '", name, "' is too small for its header");
   }
-  d.header = reinterpret_cast<const ChannelHeaderData*>(d.channel->payload());
-  ALKAID_ASSIGN_OR_RAISE(d.g,
-                         internal::ReadChannelHeader(*d.header, d.channel->payload_size(), name));
-  d.producer_pid = d.header->producer_pid;
-  d.drop = d.g.policy == static_cast<uint32_t>(SlowConsumerPolicy::kDropOldest);
+  state.header = reinterpret_cast<const ChannelHeaderData*>(state.channel->payload());
+  ALKAID_ASSIGN_OR_RAISE(state.geometry, internal::ReadChannelHeader(
+                                             *state.header, state.channel->payload_size(), name));
+  state.producer_pid = state.header->producer_pid;
+  state.drop = state.geometry.policy == static_cast<uint32_t>(SlowConsumerPolicy::kDropOldest);
 
-  ALKAID_ASSIGN_OR_RAISE(d.registry, Segment::Open(d.name + std::string(internal::kRegistrySuffix),
-                                                   SegmentKind::kChannelRegistry));
-  if (d.registry->payload_size() <
-      sizeof(RegistryHeaderData) + uint64_t{d.g.max_consumers} * sizeof(RegistrationData)) {
+  ALKAID_ASSIGN_OR_RAISE(state.registry,
+                         Segment::Open(state.name + std::string(internal::kRegistrySuffix),
+                                       SegmentKind::kChannelRegistry));
+  if (state.registry->payload_size() <
+      sizeof(RegistryHeaderData) +
+          uint64_t{state.geometry.max_consumers} * sizeof(RegistrationData)) {
     return Status::Invalid("channel '", name, "': its registry is too small");
   }
-  d.reg_header = reinterpret_cast<RegistryHeaderData*>(d.registry->payload());
-  if (d.reg_header->magic.load(std::memory_order_acquire) != internal::kRegistryMagic ||
-      d.reg_header->layout_version != internal::kChannelLayoutVersion ||
-      d.reg_header->max_consumers != d.g.max_consumers) {
+  state.reg_header = reinterpret_cast<RegistryHeaderData*>(state.registry->payload());
+  if (state.reg_header->magic.load(std::memory_order_acquire) != internal::kRegistryMagic ||
+      state.reg_header->layout_version != internal::kChannelLayoutVersion ||
+      state.reg_header->max_consumers != state.geometry.max_consumers) {
     return Status::Invalid("channel '", name, "': its registry does not match the channel");
   }
   auto* regs =
-      reinterpret_cast<RegistrationData*>(d.registry->payload() + sizeof(RegistryHeaderData));
+      reinterpret_cast<RegistrationData*>(state.registry->payload() + sizeof(RegistryHeaderData));
 
   // Claim an entry: a free one, else (second pass) one whose process died.
   const uint32_t pid = static_cast<uint32_t>(::getpid());
   const uint32_t tag =
-      (d.reg_header->tag_counter.fetch_add(1, std::memory_order_relaxed) + 1) & 0x3fffffffU;
+      (state.reg_header->tag_counter.fetch_add(1, std::memory_order_relaxed) + 1) & 0x3fffffffU;
   const uint64_t claimed = internal::RegWord(pid, tag, internal::kRegClaimed);
-  uint32_t index = d.g.max_consumers;
-  for (int pass = 0; pass < 2 && index == d.g.max_consumers; ++pass) {
-    for (uint32_t k = 0; k < d.g.max_consumers; ++k) {
+  uint32_t index = state.geometry.max_consumers;
+  for (int pass = 0; pass < 2 && index == state.geometry.max_consumers; ++pass) {
+    for (uint32_t k = 0; k < state.geometry.max_consumers; ++k) {
       uint64_t expected = regs[k].word.load(std::memory_order_relaxed);
       if (pass == 0 ? expected != 0
                     : (expected == 0 || !ProcessIsGone(internal::RegPid(expected)))) {
@@ -245,16 +248,16 @@ Result<std::unique_ptr<ChannelConsumer>> ChannelConsumer::Open(
       }
     }
   }
-  if (index == d.g.max_consumers) {
-    return Status::CapacityError("channel '", name, "': all ", d.g.max_consumers,
+  if (index == state.geometry.max_consumers) {
+    return Status::CapacityError("channel '", name, "': all ", state.geometry.max_consumers,
                                  " consumer registrations are taken");
   }
-  d.index = index;
-  d.registration = &regs[index];
+  state.index = index;
+  state.registration = &regs[index];
   auto unclaim = [&] {
     uint64_t expected = claimed;
-    d.registration->word.compare_exchange_strong(expected, 0, std::memory_order_release,
-                                                 std::memory_order_relaxed);
+    state.registration->word.compare_exchange_strong(expected, 0, std::memory_order_release,
+                                                     std::memory_order_relaxed);
   };
 
   const std::string own_name = internal::ConsumerSegmentName(name, index, tag);
@@ -262,95 +265,95 @@ Result<std::unique_ptr<ChannelConsumer>> ChannelConsumer::Open(
   own_options.access = SegmentAccess::kOwnerAndGroupRead;
   // Readable by the producer: the channel's group (a consumer granted
   // access through that group belongs to it).
-  own_options.group = d.channel->group();
-  auto own =
-      Segment::Create(own_name, sizeof(ConsumerSegHeaderData) + uint64_t{d.g.return_capacity} * 8,
-                      SegmentKind::kChannelConsumer, own_options);
+  own_options.group = state.channel->group();
+  auto own = Segment::Create(
+      own_name, sizeof(ConsumerSegHeaderData) + uint64_t{state.geometry.return_capacity} * 8,
+      SegmentKind::kChannelConsumer, own_options);
   if (!own.ok()) {
     unclaim();
-    return own.status().WithContext("channel '" + d.name + "': consumer segment");
+    return own.status().WithContext("channel '" + state.name + "': consumer segment");
   }
-  d.own = reinterpret_cast<ConsumerSegHeaderData*>((*own)->payload());
-  d.own->layout_version = internal::kChannelLayoutVersion;
-  d.own->index = index;
-  d.own->registration = claimed;
-  d.own->return_capacity = d.g.return_capacity;
-  d.own->from_oldest = options.from_oldest ? 1 : 0;
+  state.own = reinterpret_cast<ConsumerSegHeaderData*>((*own)->payload());
+  state.own->layout_version = internal::kChannelLayoutVersion;
+  state.own->index = index;
+  state.own->registration = claimed;
+  state.own->return_capacity = state.geometry.return_capacity;
+  state.own->from_oldest = options.from_oldest ? 1 : 0;
   // Release: partner of the producer's acquire load of the magic.
-  d.own->magic.store(internal::kConsumerSegMagic, std::memory_order_release);
+  state.own->magic.store(internal::kConsumerSegMagic, std::memory_order_release);
 
   auto returns = std::make_shared<ChannelBlock::Returns>();
-  returns->channel = d.channel;
-  returns->registry = d.registry;
+  returns->channel = state.channel;
+  returns->registry = state.registry;
   returns->own = std::move(*own);
-  returns->header = d.own;
+  returns->header = state.own;
   returns->cells = reinterpret_cast<std::atomic<uint64_t>*>(returns->own->payload() +
                                                             sizeof(ConsumerSegHeaderData));
-  returns->capacity = d.g.return_capacity;
-  returns->capacity_log2 = static_cast<uint32_t>(__builtin_ctz(d.g.return_capacity));
-  d.control =
-      reinterpret_cast<const ConsumerControlData*>(d.channel->payload() + d.g.controls_offset) +
-      index;
-  returns->control = d.control;
-  returns->reg_header = d.reg_header;
-  d.returns = std::move(returns);
+  returns->capacity = state.geometry.return_capacity;
+  returns->capacity_log2 = static_cast<uint32_t>(__builtin_ctz(state.geometry.return_capacity));
+  state.control = reinterpret_cast<const ConsumerControlData*>(state.channel->payload() +
+                                                               state.geometry.controls_offset) +
+                  index;
+  returns->control = state.control;
+  returns->reg_header = state.reg_header;
+  state.returns = std::move(returns);
 
-  d.word = internal::RegWord(pid, tag, internal::kRegRequested);
+  state.word = internal::RegWord(pid, tag, internal::kRegRequested);
   uint64_t expected = claimed;
   // Release: our segment is complete before the producer sees the request.
-  if (!d.registration->word.compare_exchange_strong(expected, d.word, std::memory_order_release,
-                                                    std::memory_order_relaxed)) {
+  if (!state.registration->word.compare_exchange_strong(
+          expected, state.word, std::memory_order_release, std::memory_order_relaxed)) {
     return Status::Invalid("channel '", name, "': registration ", index,
                            " was taken over while opening");
   }
-  d.reg_header->changes.fetch_add(1, std::memory_order_release);
+  state.reg_header->changes.fetch_add(1, std::memory_order_release);
   return std::unique_ptr<ChannelConsumer>(new ChannelConsumer(std::move(impl)));
 }
 
 // Whether the producer accepted us yet; sets our cursor when it did.
 Result<bool> ChannelConsumer::Accepted() {
-  Impl& d = *impl_;
+  Impl& state = *impl_;
   // Acquire: partner of the producer's release store, after `start`.
-  if (d.control->accepted.load(std::memory_order_acquire) == d.word) {
-    cursor_ = d.control->start.load(std::memory_order_relaxed);
-    d.StoreCursor(cursor_);
+  if (state.control->accepted.load(std::memory_order_acquire) == state.word) {
+    cursor_ = state.control->start.load(std::memory_order_relaxed);
+    state.StoreCursor(cursor_);
     accepted_ = true;
     return true;
   }
-  if (d.RegistrationLost()) {
-    return Status::Invalid("channel '", d.name, "': the producer refused registration ", d.index,
-                           " (its segment did not check out) or reclaimed it");
+  if (state.RegistrationLost()) {
+    return Status::Invalid("channel '", state.name, "': the producer refused registration ",
+                           state.index, " (its segment did not check out) or reclaimed it");
   }
-  if (d.header->closed.load(std::memory_order_acquire) != 0) {
-    return Status::EndOfStream("channel '", d.name, "' closed");
+  if (state.header->closed.load(std::memory_order_acquire) != 0) {
+    return Status::EndOfStream("channel '", state.name, "' closed");
   }
   return false;
 }
 
 Result<bool> ChannelConsumer::TryReceive(ChannelMessage* out) {
-  Impl& d = *impl_;
-  if (closed_) return Status::Invalid("consumer of channel '", d.name, "' is closed");
+  Impl& state = *impl_;
+  if (closed_) return Status::Invalid("consumer of channel '", state.name, "' is closed");
   if (!accepted_) {
     ALKAID_ASSIGN_OR_RAISE(const bool ok, Accepted());
     if (!ok) return false;
   }
   // An honest producer laps us at most a few times in a row; a hostile one
   // could show ever newer sequences in every slot.
-  for (uint32_t attempt = 0; attempt <= d.g.slot_count + 1; ++attempt) {
+  for (uint32_t attempt = 0; attempt <= state.geometry.slot_count + 1; ++attempt) {
     const uint64_t c = cursor_;
-    const ChannelSlotData* slot = d.Slot(c);
+    const ChannelSlotData* slot = state.Slot(c);
     const uint64_t want = 2 * c + 2;
     // Acquire: partner of the producer's release store of the sequence.
     const uint64_t seq = slot->sequence.load(std::memory_order_acquire);
     if (seq < want) {
-      if (d.header->closed.load(std::memory_order_acquire) != 0 &&
-          d.header->write_sequence.load(std::memory_order_acquire) <= c) {
-        return Status::EndOfStream("channel '", d.name, "' closed after ", c, " messages");
+      if (state.header->closed.load(std::memory_order_acquire) != 0 &&
+          state.header->write_sequence.load(std::memory_order_acquire) <= c) {
+        return Status::EndOfStream("channel '", state.name, "' closed after ", c, " messages");
       }
       // Looked at when idle only (one load of a line nobody writes while we
       // are registered): another process rewrote our registration.
-      if (d.RegistrationLost()) {
-        return Status::Invalid("channel '", d.name, "': registration ", d.index,
+      if (state.RegistrationLost()) {
+        return Status::Invalid("channel '", state.name, "': registration ", state.index,
                                " is no longer ours (rewritten by another process)");
       }
       return false;
@@ -365,7 +368,7 @@ Result<bool> ChannelConsumer::TryReceive(ChannelMessage* out) {
       size = slot->payload_size.load(std::memory_order_relaxed);
       shape = slot->shape.load(std::memory_order_relaxed);
       user = slot->user.load(std::memory_order_relaxed);
-      if (size <= d.g.inline_capacity && size > 0) {
+      if (size <= state.geometry.inline_capacity && size > 0) {
         const auto* words = reinterpret_cast<const std::atomic<uint64_t>*>(slot + 1);
         const uint32_t nwords = (size + 7) / 8;
         if (out->words_.size() < nwords) out->words_.resize(nwords);
@@ -385,30 +388,32 @@ Result<bool> ChannelConsumer::TryReceive(ChannelMessage* out) {
       // Everything from shared memory is checked before use: a slot naming
       // bytes outside the arena is skipped (and its block never returned).
       Status problem;
-      if (size > d.g.inline_capacity) {
-        problem = Status::Invalid("channel '", d.name, "': message ", c, " has ", size,
-                                  " inline bytes, more than the capacity ", d.g.inline_capacity);
+      if (size > state.geometry.inline_capacity) {
+        problem = Status::Invalid("channel '", state.name, "': message ", c, " has ", size,
+                                  " inline bytes, more than the capacity ",
+                                  state.geometry.inline_capacity);
       } else if (block != 0 &&
-                 (descriptor >= d.g.block_count || generation == 0 || offset < d.g.arena_offset ||
-                  offset > d.g.arena_offset + d.g.arena_size ||
-                  (offset - d.g.arena_offset) % 64 != 0 ||
-                  length > d.g.arena_offset + d.g.arena_size - offset)) {
-        problem = Status::Invalid("channel '", d.name, "': message ", c, " names a body of ",
+                 (descriptor >= state.geometry.block_count || generation == 0 ||
+                  offset < state.geometry.arena_offset ||
+                  offset > state.geometry.arena_offset + state.geometry.arena_size ||
+                  (offset - state.geometry.arena_offset) % 64 != 0 ||
+                  length > state.geometry.arena_offset + state.geometry.arena_size - offset)) {
+        problem = Status::Invalid("channel '", state.name, "': message ", c, " names a body of ",
                                   length, " bytes at offset ", offset, " (descriptor ", descriptor,
-                                  "), outside the arena [", d.g.arena_offset, ", ",
-                                  d.g.arena_offset + d.g.arena_size, ")");
+                                  "), outside the arena [", state.geometry.arena_offset, ", ",
+                                  state.geometry.arena_offset + state.geometry.arena_size, ")");
       }
       if (!problem.ok()) {
         cursor_ = c + 1;
-        d.StoreCursor(cursor_);
+        state.StoreCursor(cursor_);
         return problem;
       }
-      d.StoreCursor(c + 1);
-      if (d.drop && slot->sequence.load(std::memory_order_seq_cst) != seq) {
+      state.StoreCursor(c + 1);
+      if (state.drop && slot->sequence.load(std::memory_order_seq_cst) != seq) {
         // Lapped after we read a consistent slot: the producer may count the
         // block as ours (it saw our cursor) or not; returning it is right
         // either way (a return it does not expect is ignored).
-        if (block != 0) d.returns->Push(descriptor, generation);
+        if (block != 0) state.returns->Push(descriptor, generation);
         lapped = true;
       }
     }
@@ -416,12 +421,13 @@ Result<bool> ChannelConsumer::TryReceive(ChannelMessage* out) {
       // The producer overwrote messages we had not read (kDropOldest): go to
       // the oldest that may still be intact and count what was skipped.
       // Acquire: partner of the producer's store of write_sequence.
-      const uint64_t w = d.header->write_sequence.load(std::memory_order_acquire);
-      const uint64_t next = std::max(c + 1, w >= d.g.slot_count ? w - d.g.slot_count : 0);
+      const uint64_t w = state.header->write_sequence.load(std::memory_order_acquire);
+      const uint64_t next =
+          std::max(c + 1, w >= state.geometry.slot_count ? w - state.geometry.slot_count : 0);
       lost_ += next - c;
       pending_lost_ += next - c;
       cursor_ = next;
-      d.StoreCursor(next);
+      state.StoreCursor(next);
       continue;
     }
     cursor_ = c + 1;
@@ -433,8 +439,8 @@ Result<bool> ChannelConsumer::TryReceive(ChannelMessage* out) {
       body.held_ = false;
     }
     if (block != 0) {
-      if (body.returns_ != d.returns) body.returns_ = d.returns;
-      body.data_ = {d.channel->payload() + offset, static_cast<std::size_t>(length)};
+      if (body.returns_ != state.returns) body.returns_ = state.returns;
+      body.data_ = {state.channel->payload() + offset, static_cast<std::size_t>(length)};
       body.descriptor_ = descriptor;
       body.generation_ = generation;
       body.held_ = true;
@@ -450,7 +456,7 @@ Result<bool> ChannelConsumer::TryReceive(ChannelMessage* out) {
     pending_lost_ = 0;
     return true;
   }
-  return Status::Invalid("channel '", d.name, "': every slot shows a newer message than ",
+  return Status::Invalid("channel '", state.name, "': every slot shows a newer message than ",
                          "the one this consumer skipped to (sequence ", cursor_,
                          "): the channel segment is corrupt");
 }
@@ -475,14 +481,14 @@ Status ChannelConsumer::Receive(ChannelMessage* out, std::chrono::nanoseconds ti
 // Waits until a message may be there (or the deadline): spins, then sleeps
 // on the channel's futex after announcing it in our own segment.
 Status ChannelConsumer::WaitForData(Clock::time_point deadline) {
-  Impl& d = *impl_;
-  const WaitMode mode = d.options.wait_mode;
+  Impl& state = *impl_;
+  const WaitMode mode = state.options.wait_mode;
   auto there = [&] {
-    return d.header->write_sequence.load(std::memory_order_seq_cst) > cursor_ ||
-           d.header->closed.load(std::memory_order_acquire) != 0;
+    return state.header->write_sequence.load(std::memory_order_seq_cst) > cursor_ ||
+           state.header->closed.load(std::memory_order_acquire) != 0;
   };
   if (mode != WaitMode::kBlock) {
-    const uint32_t spins = mode == WaitMode::kBusyPoll ? 4096 : d.options.spin_iterations;
+    const uint32_t spins = mode == WaitMode::kBusyPoll ? 4096 : state.options.spin_iterations;
     for (uint32_t i = 0; i < spins; ++i) {
       if (there()) return Status::OK();
       internal::CpuRelax();
@@ -492,42 +498,43 @@ Status ChannelConsumer::WaitForData(Clock::time_point deadline) {
   const auto now = Clock::now();
   if (now >= deadline) return Status::OK();
   // Acquire: partner of the producer's release increment before waking.
-  const uint32_t seen = d.header->data_futex.load(std::memory_order_acquire);
-  d.episode += 2;
+  const uint32_t seen = state.header->data_futex.load(std::memory_order_acquire);
+  state.episode += 2;
   // seq_cst: the Dekker pair with the producer's seq_cst store of
   // write_sequence before its seq_cst load of this word (WakeSleepers).
-  d.own->waiting.store(d.episode | 1, std::memory_order_seq_cst);
+  state.own->waiting.store(state.episode | 1, std::memory_order_seq_cst);
   if (!there() && accepted_) {
     // Sleep in slices, so that a producer that died is noticed.
     const auto slice = std::min<Clock::duration>(deadline - now, std::chrono::milliseconds(100));
-    internal::FutexWait(const_cast<std::atomic<uint32_t>*>(&d.header->data_futex), seen, slice);
+    internal::FutexWait(const_cast<std::atomic<uint32_t>*>(&state.header->data_futex), seen, slice);
   } else if (!accepted_) {
     // Not accepted yet: the producer accepts us at its next publish and wakes
     // us then only if it counts us, which it does from that publish on.
-    internal::FutexWait(const_cast<std::atomic<uint32_t>*>(&d.header->data_futex), seen,
+    internal::FutexWait(const_cast<std::atomic<uint32_t>*>(&state.header->data_futex), seen,
                         std::min<Clock::duration>(deadline - now, std::chrono::milliseconds(1)));
   }
-  d.own->waiting.store(d.episode, std::memory_order_relaxed);
-  if (!there() && ProcessIsGone(d.producer_pid)) {
-    return Status::IOError("channel '", d.name, "': its producer (pid ", d.producer_pid,
+  state.own->waiting.store(state.episode, std::memory_order_relaxed);
+  if (!there() && ProcessIsGone(state.producer_pid)) {
+    return Status::IOError("channel '", state.name, "': its producer (pid ", state.producer_pid,
                            ") is gone");
   }
   return Status::OK();
 }
 
 Status ChannelConsumer::ReadShape(uint32_t id, std::vector<std::byte>* out) const {
-  const Impl& d = *impl_;
-  if (id == 0 || id > d.g.shape_count) {
-    return Status::Invalid("channel '", d.name, "': shape ", id, " is out of range 1..",
-                           d.g.shape_count);
+  const Impl& state = *impl_;
+  if (id == 0 || id > state.geometry.shape_count) {
+    return Status::Invalid("channel '", state.name, "': shape ", id, " is out of range 1..",
+                           state.geometry.shape_count);
   }
   const auto* entry = reinterpret_cast<const internal::ShapeEntryData*>(
-      d.channel->payload() + d.g.shapes_offset + uint64_t{id - 1} * d.g.shape_size);
+      state.channel->payload() + state.geometry.shapes_offset +
+      uint64_t{id - 1} * state.geometry.shape_size);
   // Acquire: partner of the producer's release store in AddShape.
   const uint32_t n = entry->size_plus_one.load(std::memory_order_acquire);
-  const uint64_t room = d.g.shape_size - sizeof(internal::ShapeEntryData);
+  const uint64_t room = state.geometry.shape_size - sizeof(internal::ShapeEntryData);
   if (n == 0 || n - 1 > room) {
-    return Status::Invalid("channel '", d.name, "': shape ", id, " is not there");
+    return Status::Invalid("channel '", state.name, "': shape ", id, " is not there");
   }
   const uint32_t size = n - 1;
   out->resize(size);
@@ -564,15 +571,15 @@ Result<std::array<uint64_t, kSidebandWords>> ChannelConsumer::ReadSideband() con
 void ChannelConsumer::Close() {
   if (closed_) return;
   closed_ = true;
-  Impl& d = *impl_;
-  uint64_t expected = d.word;
+  Impl& state = *impl_;
+  uint64_t expected = state.word;
   // Release: our last cursor store is visible before the producer sees us
   // closed (it releases what we did not read from there).
-  d.registration->word.compare_exchange_strong(
-      expected, internal::RegWithState(d.word, internal::kRegClosed), std::memory_order_release,
+  state.registration->word.compare_exchange_strong(
+      expected, internal::RegWithState(state.word, internal::kRegClosed), std::memory_order_release,
       std::memory_order_relaxed);
-  d.reg_header->changes.fetch_add(1, std::memory_order_release);
-  d.returns.reset();  // the last held block's return finishes us
+  state.reg_header->changes.fetch_add(1, std::memory_order_release);
+  state.returns.reset();  // the last held block's return finishes us
 }
 
 uint32_t ChannelConsumer::index() const { return impl_->index; }

@@ -45,7 +45,7 @@ struct ChannelGeometry {
 Result<ChannelGeometry> ComputeChannelGeometry(const ChannelOptions& options);
 
 /// Writes every header field but the magic.
-void WriteChannelHeader(const ChannelGeometry& g, ChannelHeaderData* header);
+void WriteChannelHeader(const ChannelGeometry& geometry, ChannelHeaderData* header);
 
 /// Reads and checks a mapped channel's header: the magic, version and every
 /// count and offset must be what the counts imply and fit `payload_size`.

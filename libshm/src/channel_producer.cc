@@ -99,7 +99,7 @@ struct ConsumerState {
 struct ChannelLoan::Owner {
   ChannelOptions options;
   std::string name;
-  ChannelGeometry g;
+  ChannelGeometry geometry;
   std::shared_ptr<Segment> segment;
   std::shared_ptr<Segment> registry;
   ChannelHeaderData* header = nullptr;
@@ -141,8 +141,8 @@ struct ChannelLoan::Owner {
   ChannelStats stats;
 
   ChannelSlotData* Slot(uint64_t sequence) const {
-    return reinterpret_cast<ChannelSlotData*>(segment->payload() + g.slots_offset +
-                                              (sequence & g.mask) * g.slot_size);
+    return reinterpret_cast<ChannelSlotData*>(segment->payload() + geometry.slots_offset +
+                                              (sequence & geometry.mask) * geometry.slot_size);
   }
 
   // The cursor consumer k reads from next, as far as the producer can tell
@@ -290,9 +290,10 @@ struct ChannelLoan::Owner {
   // are no longer its to return.
   void ReleaseUnread(uint32_t k, uint64_t cursor) {
     const uint64_t first =
-        std::max(cursor, next_sequence > g.slot_count ? next_sequence - g.slot_count : uint64_t{0});
+        std::max(cursor, next_sequence > geometry.slot_count ? next_sequence - geometry.slot_count
+                                                             : uint64_t{0});
     for (uint64_t m = first; m < next_sequence; ++m) {
-      const uint32_t d = slot_block[m & g.mask];
+      const uint32_t d = slot_block[m & geometry.mask];
       if (d != kNoBlock && blocks[d].state == BlockState::kLive && TestBit(blocks[d].holders, k)) {
         ClearBit(blocks[d].holders, k);
         MaybeFree(d);
@@ -342,9 +343,9 @@ struct ChannelLoan::Owner {
       ok = h->magic.load(std::memory_order_acquire) == internal::kConsumerSegMagic &&
            h->layout_version == internal::kChannelLayoutVersion && h->index == k &&
            h->registration == internal::RegWithState(word, internal::kRegClaimed) &&
-           h->return_capacity == g.return_capacity &&
+           h->return_capacity == geometry.return_capacity &&
            (*opened)->payload_size() >=
-               sizeof(ConsumerSegHeaderData) + uint64_t{g.return_capacity} * 8;
+               sizeof(ConsumerSegHeaderData) + uint64_t{geometry.return_capacity} * 8;
     }
     if (!ok) {
       // Not a consumer we can serve (its segment is missing or malformed):
@@ -359,24 +360,25 @@ struct ChannelLoan::Owner {
     c.header = h;
     c.returns = reinterpret_cast<const std::atomic<uint64_t>*>(c.segment->payload() +
                                                                sizeof(ConsumerSegHeaderData));
-    c.return_capacity = g.return_capacity;
-    c.return_log2 = static_cast<uint32_t>(__builtin_ctz(g.return_capacity));
+    c.return_capacity = geometry.return_capacity;
+    c.return_log2 = static_cast<uint32_t>(__builtin_ctz(geometry.return_capacity));
     c.returns_read = 0;
     c.last_woken = 0;
     uint64_t start = next_sequence;
     if (h->from_oldest != 0) {
       // The oldest message from which on every body is still held by the
       // ring: exact, nothing from there on can be gone.
-      const uint64_t oldest = next_sequence > g.slot_count ? next_sequence - g.slot_count : 0;
+      const uint64_t oldest =
+          next_sequence > geometry.slot_count ? next_sequence - geometry.slot_count : 0;
       while (start > oldest) {
-        const uint32_t d = slot_block[(start - 1) & g.mask];
+        const uint32_t d = slot_block[(start - 1) & geometry.mask];
         const ChannelSlotData* slot = Slot(start - 1);
         const bool has_body = slot->block.load(std::memory_order_relaxed) != 0;
         if (has_body && (d == kNoBlock || !blocks[d].ring_ref)) break;
         --start;
       }
       for (uint64_t m = start; m < next_sequence; ++m) {
-        const uint32_t d = slot_block[m & g.mask];
+        const uint32_t d = slot_block[m & geometry.mask];
         if (d != kNoBlock && blocks[d].ring_ref) SetBit(blocks[d].holders, k);
       }
     }
@@ -397,7 +399,7 @@ struct ChannelLoan::Owner {
   // Looks at every registration: new consumers, closed ones, finished ones,
   // entries taken over.
   void ProcessRegistry(bool accepting) {
-    for (uint32_t k = 0; k < g.max_consumers; ++k) {
+    for (uint32_t k = 0; k < geometry.max_consumers; ++k) {
       // Acquire: partner of the consumer's release CAS of its entry.
       const uint64_t word = regs[k].word.load(std::memory_order_acquire);
       ConsumerState& c = consumers[k];
@@ -460,7 +462,7 @@ struct ChannelLoan::Owner {
 
   // Reclaims consumers whose process is gone (accepted or not).
   void ReapDead() {
-    for (uint32_t k = 0; k < g.max_consumers; ++k) {
+    for (uint32_t k = 0; k < geometry.max_consumers; ++k) {
       const uint64_t word = regs[k].word.load(std::memory_order_acquire);
       if (word == 0 && !consumers[k].accepted) continue;
       const uint32_t pid =
@@ -485,11 +487,12 @@ struct ChannelLoan::Owner {
     ProcessRegistry(options.accept_on_publish);
     DrainAllReturns();
     const uint64_t passed = ScanMinCursor();
-    const uint64_t oldest = next_sequence > g.slot_count ? next_sequence - g.slot_count : 0;
+    const uint64_t oldest =
+        next_sequence > geometry.slot_count ? next_sequence - geometry.slot_count : 0;
     for (uint64_t m = oldest; m < passed; ++m) {
-      const uint32_t d = slot_block[m & g.mask];
+      const uint32_t d = slot_block[m & geometry.mask];
       if (d == kNoBlock) continue;
-      slot_block[m & g.mask] = kNoBlock;
+      slot_block[m & geometry.mask] = kNoBlock;
       blocks[d].ring_ref = false;
       MaybeFree(d);
     }
@@ -509,9 +512,9 @@ struct ChannelLoan::Owner {
 
   // The counted consumer with the smallest cursor, or max_consumers.
   uint32_t Slowest() const {
-    uint32_t who = g.max_consumers;
+    uint32_t who = geometry.max_consumers;
     uint64_t least = UINT64_MAX;
-    for (uint32_t k = 0; k < g.max_consumers; ++k) {
+    for (uint32_t k = 0; k < geometry.max_consumers; ++k) {
       if (!TestBit(counted, k)) continue;
       const uint64_t c = Cursor(consumers[k], std::memory_order_acquire);
       if (c < least) {
@@ -571,9 +574,10 @@ struct ChannelLoan::Owner {
 // consumer (kBlockProducer): spins, then sleeps on the slowest consumer's
 // cursor word, which it wakes when its cursor crosses our target.
 Status ChannelLoan::Owner::WaitForRoom(uint64_t sequence) {
-  const uint64_t needed = sequence - g.slot_count + 1;  // every cursor must reach this
+  const uint64_t needed = sequence - geometry.slot_count + 1;  // every cursor must reach this
   const uint32_t resume = std::clamp<uint32_t>(
-      options.resume_slots == 0 ? g.slot_count / 8 : options.resume_slots, 1, g.slot_count);
+      options.resume_slots == 0 ? geometry.slot_count / 8 : options.resume_slots, 1,
+      geometry.slot_count);
   const uint64_t target = needed + resume - 1;
   const auto start = Clock::now();
   const auto spin_until = start + options.publish_spin;
@@ -585,7 +589,7 @@ Status ChannelLoan::Owner::WaitForRoom(uint64_t sequence) {
     if (now >= deadline) {
       if (min_cursor >= needed) return Status::OK();  // at least one slot freed
       const uint32_t k = Slowest();
-      const uint32_t pid = k < g.max_consumers ? internal::RegPid(consumers[k].word) : 0;
+      const uint32_t pid = k < geometry.max_consumers ? internal::RegPid(consumers[k].word) : 0;
       return Status::TimedOut(
           "channel '", name, "': consumer ", k, " (pid ", pid, ") has not read message ",
           needed - 1, " within ",
@@ -598,7 +602,7 @@ Status ChannelLoan::Owner::WaitForRoom(uint64_t sequence) {
     }
     ReapDead();
     const uint32_t k = Slowest();
-    if (k == g.max_consumers) continue;
+    if (k == geometry.max_consumers) continue;
     const std::atomic<uint64_t>& cursor = consumers[k].header->cursor;
     const uint64_t seen = cursor.load(std::memory_order_seq_cst);
     header->space_target.store(target, std::memory_order_relaxed);
@@ -685,16 +689,17 @@ ChannelProducer::ChannelProducer(std::shared_ptr<ChannelLoan::Owner> impl)
 
 ChannelProducer::~ChannelProducer() {
   Close();
-  Owner& d = *impl_;
-  for (uint32_t k = 0; k < d.g.max_consumers; ++k) {
+  Owner& state = *impl_;
+  for (uint32_t k = 0; k < state.geometry.max_consumers; ++k) {
     // The consumers we accepted (their names as we opened them, whatever
     // the registry says now), and those still waiting to be.
-    if (d.consumers[k].segment != nullptr) (void)Segment::Remove(d.consumers[k].segment->name());
-    const uint64_t word = d.regs[k].word.load(std::memory_order_acquire);
-    if (word != 0) (void)Segment::Remove(d.ConsumerSegmentName(k, word));
+    if (state.consumers[k].segment != nullptr)
+      (void)Segment::Remove(state.consumers[k].segment->name());
+    const uint64_t word = state.regs[k].word.load(std::memory_order_acquire);
+    if (word != 0) (void)Segment::Remove(state.ConsumerSegmentName(k, word));
   }
-  (void)Segment::Remove(d.name + std::string(internal::kRegistrySuffix));
-  (void)Segment::Remove(d.name);
+  (void)Segment::Remove(state.name + std::string(internal::kRegistrySuffix));
+  (void)Segment::Remove(state.name);
 }
 
 Result<std::unique_ptr<ChannelProducer>> ChannelProducer::Create(std::string_view name,
@@ -706,52 +711,53 @@ Result<std::unique_ptr<ChannelProducer>> ChannelProducer::Create(std::string_vie
                            kMaxSegmentNameLength - internal::kChannelNameReserve,
                            " leave room for its consumers' segment names");
   }
-  ALKAID_ASSIGN_OR_RAISE(ChannelGeometry g, internal::ComputeChannelGeometry(options));
+  ALKAID_ASSIGN_OR_RAISE(ChannelGeometry geometry, internal::ComputeChannelGeometry(options));
   auto owner = std::make_shared<ChannelLoan::Owner>();
-  Owner& d = *owner;
-  d.options = options;
-  d.name = std::string(name);
-  d.g = g;
-  ALKAID_ASSIGN_OR_RAISE(
-      d.segment, Segment::Create(name, g.total_size, SegmentKind::kChannel, options.segment));
+  Owner& state = *owner;
+  state.options = options;
+  state.name = std::string(name);
+  state.geometry = geometry;
+  ALKAID_ASSIGN_OR_RAISE(state.segment, Segment::Create(name, geometry.total_size,
+                                                        SegmentKind::kChannel, options.segment));
   SegmentOptions reg_options;
   reg_options.access = options.segment.access == SegmentAccess::kOwnerOnly
                            ? SegmentAccess::kOwnerOnly
                            : SegmentAccess::kOwnerAndGroup;
   auto registry = Segment::Create(
-      d.name + std::string(internal::kRegistrySuffix),
-      sizeof(RegistryHeaderData) + uint64_t{g.max_consumers} * sizeof(RegistrationData),
+      state.name + std::string(internal::kRegistrySuffix),
+      sizeof(RegistryHeaderData) + uint64_t{geometry.max_consumers} * sizeof(RegistrationData),
       SegmentKind::kChannelRegistry, reg_options);
   if (!registry.ok()) {
     (void)Segment::Remove(name);
     return registry.status();
   }
-  d.registry = std::move(*registry);
+  state.registry = std::move(*registry);
 
-  std::byte* base = d.segment->payload();
-  d.header = reinterpret_cast<ChannelHeaderData*>(base);
-  d.controls = reinterpret_cast<ConsumerControlData*>(base + g.controls_offset);
-  internal::WriteChannelHeader(g, d.header);
-  d.reg_header = reinterpret_cast<RegistryHeaderData*>(d.registry->payload());
-  d.regs = reinterpret_cast<RegistrationData*>(d.registry->payload() + sizeof(RegistryHeaderData));
-  d.reg_header->layout_version = internal::kChannelLayoutVersion;
-  d.reg_header->max_consumers = g.max_consumers;
+  std::byte* base = state.segment->payload();
+  state.header = reinterpret_cast<ChannelHeaderData*>(base);
+  state.controls = reinterpret_cast<ConsumerControlData*>(base + geometry.controls_offset);
+  internal::WriteChannelHeader(geometry, state.header);
+  state.reg_header = reinterpret_cast<RegistryHeaderData*>(state.registry->payload());
+  state.regs =
+      reinterpret_cast<RegistrationData*>(state.registry->payload() + sizeof(RegistryHeaderData));
+  state.reg_header->layout_version = internal::kChannelLayoutVersion;
+  state.reg_header->max_consumers = geometry.max_consumers;
   // Release: publishes the fields above; partner of the consumers' acquire
   // load of the magic.
-  d.reg_header->magic.store(internal::kRegistryMagic, std::memory_order_release);
-  d.header->magic.store(internal::kChannelMagic, std::memory_order_release);
+  state.reg_header->magic.store(internal::kRegistryMagic, std::memory_order_release);
+  state.header->magic.store(internal::kChannelMagic, std::memory_order_release);
 
-  d.blocks.resize(g.block_count);
-  d.released_next = std::make_unique<std::atomic<uint32_t>[]>(g.block_count);
-  d.released_generation = std::make_unique<std::atomic<uint32_t>[]>(g.block_count);
-  d.free_descriptors.reserve(g.block_count);
-  for (uint32_t i = g.block_count; i > 0; --i) d.free_descriptors.push_back(i - 1);
-  d.classes.reserve(16);
-  d.ranges.Add(g.arena_offset, g.arena_size);
-  d.slot_block.assign(g.slot_count, kNoBlock);
-  d.consumers.resize(g.max_consumers);
-  d.counted_list.reserve(g.max_consumers);
-  d.accepted_list.reserve(g.max_consumers);
+  state.blocks.resize(geometry.block_count);
+  state.released_next = std::make_unique<std::atomic<uint32_t>[]>(geometry.block_count);
+  state.released_generation = std::make_unique<std::atomic<uint32_t>[]>(geometry.block_count);
+  state.free_descriptors.reserve(geometry.block_count);
+  for (uint32_t i = geometry.block_count; i > 0; --i) state.free_descriptors.push_back(i - 1);
+  state.classes.reserve(16);
+  state.ranges.Add(geometry.arena_offset, geometry.arena_size);
+  state.slot_block.assign(geometry.slot_count, kNoBlock);
+  state.consumers.resize(geometry.max_consumers);
+  state.counted_list.reserve(geometry.max_consumers);
+  state.accepted_list.reserve(geometry.max_consumers);
   return std::unique_ptr<ChannelProducer>(new ChannelProducer(std::move(owner)));
 }
 
@@ -778,36 +784,37 @@ Status ChannelProducer::LoanInto(uint64_t length, ChannelLoan* loan) {
 }
 
 Status ChannelProducer::LoanImpl(uint64_t length, ChannelLoan* into) {
-  Owner& d = *impl_;
-  if (d.closed) return Status::Invalid("channel '", d.name, "' is closed");
-  if (length > d.g.arena_size) {
-    return Status::CapacityError("channel '", d.name, "': a block of ", length,
-                                 " bytes does not fit the ", d.g.arena_size, "-byte arena");
+  Owner& state = *impl_;
+  if (state.closed) return Status::Invalid("channel '", state.name, "' is closed");
+  if (length > state.geometry.arena_size) {
+    return Status::CapacityError("channel '", state.name, "': a block of ", length,
+                                 " bytes does not fit the ", state.geometry.arena_size,
+                                 "-byte arena");
   }
   const uint64_t capacity = std::max<uint64_t>(internal::RoundUp(length, 64), 64);
   // A freed block of this size first (the warmest), then returned ones,
   // then new space.
-  uint32_t desc = d.TakeCached(capacity);
+  uint32_t desc = state.TakeCached(capacity);
   if (desc == kNoBlock) {
-    d.TakeReleased();
-    d.DrainAllReturns();
-    desc = d.TakeCached(capacity);
+    state.TakeReleased();
+    state.DrainAllReturns();
+    desc = state.TakeCached(capacity);
   }
-  if (desc == kNoBlock) desc = d.TryTake(capacity);
+  if (desc == kNoBlock) desc = state.TryTake(capacity);
   const auto deadline =
-      desc == kNoBlock ? internal::DeadlineAfter(d.options.space_timeout) : Clock::time_point();
+      desc == kNoBlock ? internal::DeadlineAfter(state.options.space_timeout) : Clock::time_point();
   auto pause = std::chrono::microseconds(20);
   while (desc == kNoBlock) {
-    d.CollectSpace();
-    desc = d.TryTake(capacity);
+    state.CollectSpace();
+    desc = state.TryTake(capacity);
     if (desc != kNoBlock) break;
-    d.FlushClasses();
-    desc = d.TryTake(capacity);
+    state.FlushClasses();
+    desc = state.TryTake(capacity);
     if (desc != kNoBlock) break;
     // Still nothing: consumers that died may hold it (pid checks).
-    d.ReapDead();
-    d.CollectSpace();
-    desc = d.TryTake(capacity);
+    state.ReapDead();
+    state.CollectSpace();
+    desc = state.TryTake(capacity);
     if (desc != kNoBlock) break;
     if (Clock::now() >= deadline) {
       std::string holders;
@@ -818,26 +825,28 @@ Status ChannelProducer::LoanImpl(uint64_t length, ChannelLoan* into) {
                    std::to_string(c.held_blocks);
       }
       return Status::TimedOut(
-          "channel '", d.name, "': no space for a ", length, "-byte block within ",
-          std::chrono::duration_cast<std::chrono::milliseconds>(d.options.space_timeout).count(),
-          " ms (", d.ranges.free_bytes(), " bytes free in pieces of at most ", d.ranges.largest(),
-          ", ", d.blocks_live, " blocks live", holders.empty() ? "" : "; " + holders, ")");
+          "channel '", state.name, "': no space for a ", length, "-byte block within ",
+          std::chrono::duration_cast<std::chrono::milliseconds>(state.options.space_timeout)
+              .count(),
+          " ms (", state.ranges.free_bytes(), " bytes free in pieces of at most ",
+          state.ranges.largest(), ", ", state.blocks_live, " blocks live",
+          holders.empty() ? "" : "; " + holders, ")");
     }
     // Consumers return blocks without telling us: look again shortly.
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::microseconds(1000));
   }
-  Block& b = d.blocks[desc];
+  Block& b = state.blocks[desc];
   b.state = BlockState::kLoaned;
-  b.generation = d.next_generation++;
-  if (d.next_generation == 0) d.next_generation = 1;
+  b.generation = state.next_generation++;
+  if (state.next_generation == 0) state.next_generation = 1;
   b.ring_ref = false;
   b.loan_ref = true;
   std::fill(std::begin(b.holders), std::end(b.holders), 0);
-  ++d.blocks_live;
+  ++state.blocks_live;
   ChannelLoan& loan = *into;
   if (loan.owner_ != impl_) loan.owner_ = impl_;
-  loan.data_ = {d.segment->payload() + b.offset, static_cast<std::size_t>(length)};
+  loan.data_ = {state.segment->payload() + b.offset, static_cast<std::size_t>(length)};
   loan.offset_ = b.offset;
   loan.descriptor_ = desc;
   loan.generation_ = b.generation;
@@ -869,29 +878,29 @@ Status ChannelProducer::Publish(std::span<const std::byte> payload, uint64_t use
 
 Status ChannelProducer::PublishImpl(std::span<const std::byte> payload, ChannelLoan* body,
                                     bool keep, uint64_t user, uint32_t shape) {
-  Owner& d = *impl_;
-  if (d.closed) return Status::Invalid("channel '", d.name, "' is closed");
-  if (body != nullptr && d.blocks[body->descriptor_].state != BlockState::kLoaned) {
-    return Status::Invalid("channel '", d.name, "': the loan was published already");
+  Owner& state = *impl_;
+  if (state.closed) return Status::Invalid("channel '", state.name, "' is closed");
+  if (body != nullptr && state.blocks[body->descriptor_].state != BlockState::kLoaned) {
+    return Status::Invalid("channel '", state.name, "': the loan was published already");
   }
-  if (payload.size() > d.g.inline_capacity) {
-    return Status::Invalid("channel '", d.name, "': inline payload of ", payload.size(),
-                           " bytes exceeds the capacity of ", d.g.inline_capacity);
+  if (payload.size() > state.geometry.inline_capacity) {
+    return Status::Invalid("channel '", state.name, "': inline payload of ", payload.size(),
+                           " bytes exceeds the capacity of ", state.geometry.inline_capacity);
   }
-  if (shape > d.shapes_used) {
-    return Status::Invalid("channel '", d.name, "': shape ", shape, " was not added");
+  if (shape > state.shapes_used) {
+    return Status::Invalid("channel '", state.name, "': shape ", shape, " was not added");
   }
-  d.PollRegistry();
-  const uint64_t n = d.next_sequence;
-  const uint64_t slots = d.g.slot_count;
-  const bool lapping = n >= slots && d.min_cursor <= n - slots && d.counted_count > 0;
-  const bool drop = d.options.policy == SlowConsumerPolicy::kDropOldest;
-  if (lapping && !drop && d.ScanMinCursor() <= n - slots) {
-    ALKAID_RETURN_NOT_OK(d.WaitForRoom(n));
+  state.PollRegistry();
+  const uint64_t n = state.next_sequence;
+  const uint64_t slots = state.geometry.slot_count;
+  const bool lapping = n >= slots && state.min_cursor <= n - slots && state.counted_count > 0;
+  const bool drop = state.options.policy == SlowConsumerPolicy::kDropOldest;
+  if (lapping && !drop && state.ScanMinCursor() <= n - slots) {
+    ALKAID_RETURN_NOT_OK(state.WaitForRoom(n));
   }
-  ChannelSlotData* slot = d.Slot(n);
-  const uint32_t index = static_cast<uint32_t>(n & d.g.mask);
-  const uint32_t old = d.slot_block[index];
+  ChannelSlotData* slot = state.Slot(n);
+  const uint32_t index = static_cast<uint32_t>(n & state.geometry.mask);
+  const uint32_t old = state.slot_block[index];
   if (lapping && drop) {
     // seq_cst: the Dekker pair with a consumer's seq_cst cursor store and
     // seq_cst reload of this word: either it sees the overwrite begin (and
@@ -900,19 +909,19 @@ Status ChannelProducer::PublishImpl(std::span<const std::byte> payload, ChannelL
     slot->sequence.store(2 * n + 1, std::memory_order_seq_cst);
     const uint64_t m0 = n - slots;
     uint64_t least = n;
-    for (uint32_t k : d.counted_list) {
-      const uint64_t c = d.Cursor(d.consumers[k], std::memory_order_seq_cst);
+    for (uint32_t k : state.counted_list) {
+      const uint64_t c = state.Cursor(state.consumers[k], std::memory_order_seq_cst);
       if (c <= m0) {
-        ++d.stats.dropped;
-        if (old != kNoBlock && TestBit(d.blocks[old].holders, k)) {
-          ClearBit(d.blocks[old].holders, k);
+        ++state.stats.dropped;
+        if (old != kNoBlock && TestBit(state.blocks[old].holders, k)) {
+          ClearBit(state.blocks[old].holders, k);
         }
         least = std::min(least, m0 + 1);
       } else {
         least = std::min(least, c);
       }
     }
-    d.min_cursor = least;
+    state.min_cursor = least;
   } else {
     slot->sequence.store(2 * n + 1, std::memory_order_relaxed);
     // Release fence: the odd sequence is visible before any field below
@@ -920,19 +929,19 @@ Status ChannelProducer::PublishImpl(std::span<const std::byte> payload, ChannelL
     std::atomic_thread_fence(std::memory_order_release);
   }
   if (old != kNoBlock) {
-    d.slot_block[index] = kNoBlock;
-    d.blocks[old].ring_ref = false;
-    d.MaybeFree(old);
+    state.slot_block[index] = kNoBlock;
+    state.blocks[old].ring_ref = false;
+    state.MaybeFree(old);
   }
   uint32_t desc = kNoBlock;
   if (body != nullptr) {
     desc = body->descriptor_;
-    Block& b = d.blocks[desc];
+    Block& b = state.blocks[desc];
     b.state = BlockState::kLive;
     b.ring_ref = true;
     b.loan_ref = keep;
-    std::copy(std::begin(d.counted), std::end(d.counted), std::begin(b.holders));
-    d.slot_block[index] = desc;
+    std::copy(std::begin(state.counted), std::end(state.counted), std::begin(b.holders));
+    state.slot_block[index] = desc;
     slot->body_offset.store(b.offset, std::memory_order_relaxed);
     slot->body_length.store(body->data_.size(), std::memory_order_relaxed);
     slot->block.store(internal::PackBlock(desc, b.generation), std::memory_order_relaxed);
@@ -965,27 +974,28 @@ Status ChannelProducer::PublishImpl(std::span<const std::byte> payload, ChannelL
     body->data_ = {};
     if (!body->reused_) body->owner_.reset();
   }
-  d.next_sequence = n + 1;
-  ++d.stats.published;
+  state.next_sequence = n + 1;
+  ++state.stats.published;
   // seq_cst: the Dekker pair with a consumer about to sleep (WakeSleepers).
-  d.header->write_sequence.store(n + 1, std::memory_order_seq_cst);
-  d.WakeSleepers();
+  state.header->write_sequence.store(n + 1, std::memory_order_seq_cst);
+  state.WakeSleepers();
   return Status::OK();
 }
 
 Result<uint32_t> ChannelProducer::AddShape(std::span<const std::byte> bytes) {
-  Owner& d = *impl_;
-  if (d.shapes_used >= d.g.shape_count) {
-    return Status::CapacityError("channel '", d.name, "': all ", d.g.shape_count,
+  Owner& state = *impl_;
+  if (state.shapes_used >= state.geometry.shape_count) {
+    return Status::CapacityError("channel '", state.name, "': all ", state.geometry.shape_count,
                                  " shapes are taken");
   }
-  if (bytes.size() > d.g.shape_size - sizeof(internal::ShapeEntryData)) {
+  if (bytes.size() > state.geometry.shape_size - sizeof(internal::ShapeEntryData)) {
     return Status::CapacityError(
-        "channel '", d.name, "': a shape of ", bytes.size(), " bytes exceeds the ",
-        d.g.shape_size - sizeof(internal::ShapeEntryData), "-byte entries");
+        "channel '", state.name, "': a shape of ", bytes.size(), " bytes exceeds the ",
+        state.geometry.shape_size - sizeof(internal::ShapeEntryData), "-byte entries");
   }
   auto* entry = reinterpret_cast<internal::ShapeEntryData*>(
-      d.segment->payload() + d.g.shapes_offset + uint64_t{d.shapes_used} * d.g.shape_size);
+      state.segment->payload() + state.geometry.shapes_offset +
+      uint64_t{state.shapes_used} * state.geometry.shape_size);
   auto* words = reinterpret_cast<std::atomic<uint64_t>*>(entry + 1);
   for (std::size_t i = 0; i * 8 < bytes.size(); ++i) {
     uint64_t w = 0;
@@ -994,16 +1004,16 @@ Result<uint32_t> ChannelProducer::AddShape(std::span<const std::byte> bytes) {
   }
   // Release: partner of the consumer's acquire load in ReadShape.
   entry->size_plus_one.store(static_cast<uint32_t>(bytes.size()) + 1, std::memory_order_release);
-  return ++d.shapes_used;
+  return ++state.shapes_used;
 }
 
 Status ChannelProducer::SetSideband(std::span<const uint64_t> words) {
-  Owner& d = *impl_;
+  Owner& state = *impl_;
   if (words.size() > kSidebandWords) {
-    return Status::Invalid("channel '", d.name, "': ", words.size(), " sideband words; at most ",
-                           kSidebandWords);
+    return Status::Invalid("channel '", state.name, "': ", words.size(),
+                           " sideband words; at most ", kSidebandWords);
   }
-  ChannelHeaderData* h = d.header;
+  ChannelHeaderData* h = state.header;
   const uint64_t v = h->sideband_version.load(std::memory_order_relaxed);
   h->sideband_version.store(v + 1, std::memory_order_relaxed);
   // Release fence: the odd version is visible before the words change
@@ -1018,24 +1028,24 @@ Status ChannelProducer::SetSideband(std::span<const uint64_t> words) {
 }
 
 void ChannelProducer::Poll() {
-  Owner& d = *impl_;
-  d.TakeReleased();
-  d.requests_waiting = true;  // a full pass over the registry
-  (void)d.PollRegistryAccepting();
-  if (Clock::now() >= d.next_liveness) d.ReapDead();
-  d.DrainAllReturns();
+  Owner& state = *impl_;
+  state.TakeReleased();
+  state.requests_waiting = true;  // a full pass over the registry
+  (void)state.PollRegistryAccepting();
+  if (Clock::now() >= state.next_liveness) state.ReapDead();
+  state.DrainAllReturns();
 }
 
 uint64_t ChannelProducer::AcceptConsumers() { return impl_->PollRegistryAccepting(); }
 
 void ChannelProducer::Close() {
-  Owner& d = *impl_;
-  if (d.closed) return;
-  d.closed = true;
+  Owner& state = *impl_;
+  if (state.closed) return;
+  state.closed = true;
   // Release: partner of the consumers' acquire load before EndOfStream.
-  d.header->closed.store(1, std::memory_order_release);
-  d.header->data_futex.fetch_add(1, std::memory_order_release);
-  internal::FutexWakeAll(&d.header->data_futex);
+  state.header->closed.store(1, std::memory_order_release);
+  state.header->data_futex.fetch_add(1, std::memory_order_release);
+  internal::FutexWakeAll(&state.header->data_futex);
 }
 
 uint64_t ChannelProducer::next_sequence() const { return impl_->next_sequence; }
@@ -1054,13 +1064,13 @@ ChannelStats ChannelProducer::stats() const {
 }
 
 std::vector<ChannelConsumerInfo> ChannelProducer::consumers() const {
-  const Owner& d = *impl_;
+  const Owner& state = *impl_;
   std::vector<ChannelConsumerInfo> out;
-  for (uint32_t k = 0; k < d.g.max_consumers; ++k) {
-    const ConsumerState& c = d.consumers[k];
+  for (uint32_t k = 0; k < state.geometry.max_consumers; ++k) {
+    const ConsumerState& c = state.consumers[k];
     if (!c.accepted) {
       // Acquire: partner of the consumer's release CAS of its entry.
-      const uint64_t word = d.regs[k].word.load(std::memory_order_acquire);
+      const uint64_t word = state.regs[k].word.load(std::memory_order_acquire);
       if (internal::RegState(word) != internal::kRegRequested) continue;
       ChannelConsumerInfo waiting;
       waiting.index = k;
@@ -1073,8 +1083,8 @@ std::vector<ChannelConsumerInfo> ChannelProducer::consumers() const {
     info.index = k;
     info.pid = internal::RegPid(c.word);
     info.closed = c.closed;
-    info.cursor = d.Cursor(c, std::memory_order_acquire);
-    for (const Block& b : d.blocks) {
+    info.cursor = state.Cursor(c, std::memory_order_acquire);
+    for (const Block& b : state.blocks) {
       if (b.state == BlockState::kLive && TestBit(b.holders, k)) ++info.held_blocks;
     }
     out.push_back(info);
