@@ -348,13 +348,14 @@ Result<std::unique_ptr<Broker>> Broker::Create(const BrokerOptions& options) {
     return Status::FromErrno(errno, "pipe2");
   }
   std::unique_ptr<Broker> broker(new Broker(std::move(impl)));
-  Impl& d = *broker->impl_;
+  Impl& state = *broker->impl_;
   // The socket first: a second broker must not remove the first one's
   // segments.
-  ALKAID_RETURN_NOT_OK(d.Listen());
-  d.ScanLeftovers();
-  ALKAID_RETURN_NOT_OK(d.CheckShmSpace());
-  d.Log(LogLevel::kInfo, "listening on ", d.socket_path, " (segments named ", d.instance, ".*)");
+  ALKAID_RETURN_NOT_OK(state.Listen());
+  state.ScanLeftovers();
+  ALKAID_RETURN_NOT_OK(state.CheckShmSpace());
+  state.Log(LogLevel::kInfo, "listening on ", state.socket_path, " (segments named ",
+            state.instance, ".*)");
   return broker;
 }
 
@@ -365,15 +366,15 @@ void Broker::RequestStop() {
 }
 
 Status Broker::Run() {
-  Impl& d = *impl_;
-  auto next_check = Clock::now() + d.options.liveness_interval;
+  Impl& impl = *impl_;
+  auto next_check = Clock::now() + impl.options.liveness_interval;
   std::vector<pollfd> fds;
   std::vector<int> order;
   while (true) {
     fds.clear();
-    fds.push_back({d.stop_pipe[0], POLLIN, 0});
-    fds.push_back({d.listen_fd, POLLIN, 0});
-    for (const auto& [fd, c] : d.connections) {
+    fds.push_back({impl.stop_pipe[0], POLLIN, 0});
+    fds.push_back({impl.listen_fd, POLLIN, 0});
+    for (const auto& [fd, c] : impl.connections) {
       short events = POLLIN;
       if (!c.out.empty()) events |= POLLOUT;
       fds.push_back({fd, events, 0});
@@ -385,33 +386,33 @@ Status Broker::Run() {
     if (r < 0 && errno != EINTR) return Status::FromErrno(errno, "poll");
     if (r > 0) {
       if (fds[0].revents != 0) {
-        d.Log(LogLevel::kInfo, "stopping");
+        impl.Log(LogLevel::kInfo, "stopping");
         return Status::OK();
       }
-      if (fds[1].revents & POLLIN) d.Accept();
+      if (fds[1].revents & POLLIN) impl.Accept();
       for (std::size_t i = 2; i < fds.size(); ++i) {
         const int fd = fds[i].fd;
-        auto it = d.connections.find(fd);
-        if (it == d.connections.end()) continue;
-        if (fds[i].revents & POLLIN) d.ReadFrom(fd);
-        if (fds[i].revents & POLLOUT) d.Flush(it->second);
+        auto it = impl.connections.find(fd);
+        if (it == impl.connections.end()) continue;
+        if (fds[i].revents & POLLIN) impl.ReadFrom(fd);
+        if (fds[i].revents & POLLOUT) impl.Flush(it->second);
         if (fds[i].revents & (POLLHUP | POLLERR | POLLNVAL)) it->second.closing = true;
       }
     }
     // Tear down what ended: hang-ups, bad requests, unwritable peers.
     order.clear();
-    for (const auto& [fd, c] : d.connections) {
+    for (const auto& [fd, c] : impl.connections) {
       if (c.closing) order.push_back(fd);
     }
     for (int fd : order) {
-      auto it = d.connections.find(fd);
-      if (it == d.connections.end()) continue;
-      d.Flush(it->second);  // best effort: the error reply of a bad request
-      d.CloseConnection(fd, "connection closed");
+      auto it = impl.connections.find(fd);
+      if (it == impl.connections.end()) continue;
+      impl.Flush(it->second);  // best effort: the error reply of a bad request
+      impl.CloseConnection(fd, "connection closed");
     }
     if (Clock::now() >= next_check) {
-      d.CheckLiveness();
-      next_check = Clock::now() + d.options.liveness_interval;
+      impl.CheckLiveness();
+      next_check = Clock::now() + impl.options.liveness_interval;
     }
   }
 }

@@ -11,81 +11,81 @@ namespace alkaid::client {
 
 void BatchSubscriber::Impl::FillFromPlan(const DecodePlan& plan, uint64_t body_length,
                                          BatchView* view, uint64_t lost_before) const {
-  BatchView& v = *view;
-  v.body_length_ = body_length;
-  const auto* base = reinterpret_cast<const uint8_t*>(v.block_.data().data());
-  v.valid_ = true;
-  v.num_rows_ = plan.num_rows;
-  v.num_columns_ = static_cast<uint32_t>(plan.columns.size());
-  v.sequence_ = message.sequence();
-  v.lost_before_ = lost_before;
-  if (v.plan_serial_ == plan.serial) {
+  BatchView& out = *view;
+  out.body_length_ = body_length;
+  const auto* base = reinterpret_cast<const uint8_t*>(out.block_.data().data());
+  out.valid_ = true;
+  out.num_rows_ = plan.num_rows;
+  out.num_columns_ = static_cast<uint32_t>(plan.columns.size());
+  out.sequence_ = message.sequence();
+  out.lost_before_ = lost_before;
+  if (out.plan_serial_ == plan.serial) {
     // The same plan as last time: only the buffers' addresses move.
-    for (size_t i = 0; i < v.buffers_.size(); ++i) {
-      const int64_t at = v.buffer_offsets_[i];
-      if (at >= 0) v.buffers_[i] = {base + at, v.buffers_[i].size()};
+    for (size_t i = 0; i < out.buffers_.size(); ++i) {
+      const int64_t at = out.buffer_offsets_[i];
+      if (at >= 0) out.buffers_[i] = {base + at, out.buffers_[i].size()};
     }
     return;
   }
-  v.plan_serial_ = plan.serial;
-  if (v.schema_ != schema) v.schema_ = schema;
-  v.batch_metadata_ = plan.batch_metadata;
+  out.plan_serial_ = plan.serial;
+  if (out.schema_ != schema) out.schema_ = schema;
+  out.batch_metadata_ = plan.batch_metadata;
   // The plan's node indexes are the view's (same order).
-  v.nodes_.resize(plan.nodes.size());
-  v.types_.resize(plan.nodes.size());
-  v.buffers_.clear();
-  v.buffer_offsets_.clear();
-  v.children_.clear();
+  out.nodes_.resize(plan.nodes.size());
+  out.types_.resize(plan.nodes.size());
+  out.buffers_.clear();
+  out.buffer_offsets_.clear();
+  out.children_.clear();
   for (size_t i = 0; i < plan.nodes.size(); ++i) {
     const DecodePlan::Node& n = plan.nodes[i];
-    ArrayView& a = v.nodes_[i];
-    if (v.types_[i] != n.type) v.types_[i] = n.type;
+    ArrayView& a = out.nodes_[i];
+    if (out.types_[i] != n.type) out.types_[i] = n.type;
     a.type = n.type.get();
     a.length = n.length;
     a.null_count = n.null_count;
     a.offset = n.offset;
-    a.first_buffer = static_cast<uint32_t>(v.buffers_.size());
+    a.first_buffer = static_cast<uint32_t>(out.buffers_.size());
     a.num_buffers = static_cast<uint32_t>(n.buffers.size());
     for (const DecodePlan::Buffer& b : n.buffers) {
       if (b.present) {
-        v.buffers_.emplace_back(base + b.offset, static_cast<size_t>(b.size));
-        v.buffer_offsets_.push_back(b.offset);
+        out.buffers_.emplace_back(base + b.offset, static_cast<size_t>(b.size));
+        out.buffer_offsets_.push_back(b.offset);
       } else {
-        v.buffers_.emplace_back();
-        v.buffer_offsets_.push_back(-1);
+        out.buffers_.emplace_back();
+        out.buffer_offsets_.push_back(-1);
       }
     }
-    a.first_child = static_cast<uint32_t>(v.children_.size());
+    a.first_child = static_cast<uint32_t>(out.children_.size());
     a.num_children = static_cast<uint32_t>(n.children.size());
-    for (size_t c : n.children) v.children_.push_back(static_cast<uint32_t>(c));
+    for (size_t c : n.children) out.children_.push_back(static_cast<uint32_t>(c));
   }
-  v.columns_.resize(plan.columns.size());
+  out.columns_.resize(plan.columns.size());
   for (size_t c = 0; c < plan.columns.size(); ++c) {
-    v.columns_[c] = static_cast<uint32_t>(plan.columns[c]);
+    out.columns_[c] = static_cast<uint32_t>(plan.columns[c]);
   }
 }
 
 void BatchSubscriber::Impl::FillFromBatch(format::RecordBatchPtr batch, BatchView* view,
                                           uint64_t lost_before) const {
-  BatchView& v = *view;
-  v.Reset();
-  v.plan_serial_ = 0;
-  v.valid_ = true;
-  v.num_rows_ = batch->num_rows();
-  v.num_columns_ = static_cast<uint32_t>(batch->num_columns());
-  v.sequence_ = message.sequence();
-  v.lost_before_ = lost_before;
-  if (v.schema_ != schema) v.schema_ = schema;
-  v.batch_metadata_ = batch->metadata();
-  v.nodes_.clear();
-  v.types_.clear();
-  v.buffers_.clear();
-  v.buffer_offsets_.clear();
-  v.children_.clear();
-  v.columns_.clear();
+  BatchView& out = *view;
+  out.Reset();
+  out.plan_serial_ = 0;
+  out.valid_ = true;
+  out.num_rows_ = batch->num_rows();
+  out.num_columns_ = static_cast<uint32_t>(batch->num_columns());
+  out.sequence_ = message.sequence();
+  out.lost_before_ = lost_before;
+  if (out.schema_ != schema) out.schema_ = schema;
+  out.batch_metadata_ = batch->metadata();
+  out.nodes_.clear();
+  out.types_.clear();
+  out.buffers_.clear();
+  out.buffer_offsets_.clear();
+  out.children_.clear();
+  out.columns_.clear();
   // Depth first, children before their parent (as the plans record them).
   struct Walk {
-    BatchView& v;
+    BatchView& out;
     uint32_t Add(const format::ArrayData& d) {
       std::vector<uint32_t> kids;
       kids.reserve(d.child_data.size());
@@ -95,28 +95,28 @@ void BatchSubscriber::Impl::FillFromBatch(format::RecordBatchPtr batch, BatchVie
       a.length = d.length;
       a.null_count = d.null_count;
       a.offset = d.offset;
-      a.first_buffer = static_cast<uint32_t>(v.buffers_.size());
+      a.first_buffer = static_cast<uint32_t>(out.buffers_.size());
       a.num_buffers = static_cast<uint32_t>(d.buffers.size());
       for (const auto& b : d.buffers) {
         if (b != nullptr) {
-          v.buffers_.emplace_back(b->data(), static_cast<size_t>(b->size()));
+          out.buffers_.emplace_back(b->data(), static_cast<size_t>(b->size()));
         } else {
-          v.buffers_.emplace_back();
+          out.buffers_.emplace_back();
         }
-        v.buffer_offsets_.push_back(-1);
+        out.buffer_offsets_.push_back(-1);
       }
-      a.first_child = static_cast<uint32_t>(v.children_.size());
+      a.first_child = static_cast<uint32_t>(out.children_.size());
       a.num_children = static_cast<uint32_t>(kids.size());
-      v.children_.insert(v.children_.end(), kids.begin(), kids.end());
-      v.nodes_.push_back(a);
-      v.types_.push_back(d.type);
-      return static_cast<uint32_t>(v.nodes_.size() - 1);
+      out.children_.insert(out.children_.end(), kids.begin(), kids.end());
+      out.nodes_.push_back(a);
+      out.types_.push_back(d.type);
+      return static_cast<uint32_t>(out.nodes_.size() - 1);
     }
-  } walk{v};
+  } walk{out};
   for (int c = 0; c < batch->num_columns(); ++c) {
-    v.columns_.push_back(walk.Add(*batch->column_data(c)));
+    out.columns_.push_back(walk.Add(*batch->column_data(c)));
   }
-  v.batch_ = std::move(batch);
+  out.batch_ = std::move(batch);
 }
 
 // ---- BatchView ---------------------------------------------------------------
