@@ -411,7 +411,21 @@ struct Broker::Impl {
 
   void Send(Connection& c, const p::ServerMessage& message) {
     if (c.closing) return;
-    const auto payload = p::EncodeServerMessage(message);
+    auto payload = p::EncodeServerMessage(message);
+    if (payload.size() > p::kMaxFrameSize) {
+      // The client would refuse the frame and could not resynchronise: a
+      // reply becomes a refusal that says why; an event (its schema is at
+      // most kMaxSchemaBytes, so it fits) would be dropped, logged.
+      Log(LogLevel::kWarn, "pid ", c.pid, ": a ", payload.size(),
+          "-byte message exceeds the control frame maximum of ", p::kMaxFrameSize, " bytes");
+      if (message.is_event) return;
+      p::ServerMessage refusal;
+      refusal.reply.request_id = message.reply.request_id;
+      refusal.reply.status = Status::CapacityError(
+          "the reply is ", payload.size(), " bytes, more than the control frame maximum of ",
+          p::kMaxFrameSize, " bytes");
+      payload = p::EncodeServerMessage(refusal);
+    }
     const auto framed = p::Frame(payload);
     if (c.out.size() + framed.size() > kMaxQueuedOutput) {
       Log(LogLevel::kWarn, "pid ", c.pid, " does not read its replies; disconnecting");
@@ -770,9 +784,18 @@ struct Broker::Impl {
   p::Reply ListTopics() {
     p::Reply reply;
     reply.type = p::ReplyType::kTopicList;
+    // Schemas are listed while their sum stays within kMaxSchemaBytes, so
+    // that the reply fits one frame; later topics go without theirs
+    // (docs/BROKER.md, "Control protocol").
+    std::size_t schema_budget = p::kMaxSchemaBytes;
     for (const auto& [name, topic] : topics) {
       p::TopicInfo info;
       info.config = topic.config;
+      if (info.config.schema.size() <= schema_budget) {
+        schema_budget -= info.config.schema.size();
+      } else {
+        info.config.schema.clear();
+      }
       info.producers = static_cast<uint32_t>(topic.producers.size());
       info.consumers = static_cast<uint32_t>(topic.consumers.size());
       info.published = topic.finished_published;
