@@ -326,9 +326,18 @@ Status Broker::Impl::Detach(int fd, const p::Request& request) {
 p::Reply Broker::Impl::ListTopics() {
   p::Reply reply;
   reply.type = p::ReplyType::kTopicList;
+  // Schemas are listed while their sum stays within kMaxSchemaBytes, so
+  // that the reply fits one frame; later topics go without theirs
+  // (docs/BROKER.md, "Control protocol").
+  std::size_t schema_budget = p::kMaxSchemaBytes;
   for (const auto& [name, topic] : topics) {
     p::TopicInfo info;
     info.config = topic.config;
+    if (info.config.schema.size() <= schema_budget) {
+      schema_budget -= info.config.schema.size();
+    } else {
+      info.config.schema.clear();
+    }
     info.producers = static_cast<uint32_t>(topic.producers.size());
     info.consumers = static_cast<uint32_t>(topic.consumers.size());
     info.published = topic.finished_published;

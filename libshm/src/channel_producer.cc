@@ -723,6 +723,7 @@ Result<std::unique_ptr<ChannelProducer>> ChannelProducer::Create(std::string_vie
   reg_options.access = options.segment.access == SegmentAccess::kOwnerOnly
                            ? SegmentAccess::kOwnerOnly
                            : SegmentAccess::kOwnerAndGroup;
+  reg_options.group = options.segment.group;  // consumers of that group register in it
   auto registry = Segment::Create(
       state.name + std::string(internal::kRegistrySuffix),
       sizeof(RegistryHeaderData) + uint64_t{geometry.max_consumers} * sizeof(RegistrationData),

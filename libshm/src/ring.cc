@@ -765,6 +765,7 @@ Result<bool> RingConsumer::TryReceive(RingMessage* out) {
     }
     bool overwritten = s1 != SlotCommitted(c);
     bool released_before_attach = false;
+    bool acquire_failed = false;
     Status problem;
     BlockRef ref;
     BlockHandle handle;
@@ -800,6 +801,7 @@ Result<bool> RingConsumer::TryReceive(RingMessage* out) {
             // had read it: gone, not corrupt. Counted as lost below.
             released_before_attach = true;
           } else {
+            acquire_failed = true;
             problem = acquired.status().WithContext("ring '" + name() + "': sequence " +
                                                     std::to_string(c) + ": body");
           }
@@ -825,6 +827,7 @@ Result<bool> RingConsumer::TryReceive(RingMessage* out) {
       // us. Skip to the oldest message that may still be intact (w - slots:
       // if the producer is overwriting it right now, the next attempt sees
       // that and skips again) and count everything skipped.
+      if (acquire_failed) ++stale_acquires_;  // the handle was stale: a lap under us
       ref.Release();
       // Acquire: partner of the producer's seq_cst store of write_sequence.
       const uint64_t w = v.header->write_sequence.load(std::memory_order_acquire);

@@ -12,12 +12,15 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "alkaid/client/broker_client.h"
 #include "alkaid/client/consumer.h"
 #include "alkaid/client/producer.h"
+#include "alkaid/format/builder_dict.h"
 #include "broker_process.h"
 #include "broker_test_util.h"
 #include "dictionary_script.h"
@@ -205,6 +208,181 @@ TEST(BrokerDictionaryTest, ConsumerJoiningAfterABrokerRestartDecodesEveryBatch) 
   early.reset();
   late.reset();
   ::munmap(shared, sizeof(Shared));
+  EXPECT_TRUE(WaitNoSegments(broker.name() + "."));
+}
+
+// A third column, dictionary-encoded too, with a life of its own: a
+// vocabulary replaced every 7 batches and grown by one word every 3, so its
+// whole, delta and replacement dictionaries fall on other batches than
+// the word column's.
+format::TypePtr SizeType() { return format::dictionary(format::int8(), format::utf8()); }
+
+format::SchemaPtr ThreeColumnSchema() {
+  return format::schema({format::field("batch", format::int64()),
+                         format::field("word", alkaid::testing::WordType()),
+                         format::field("size", SizeType(), false)});
+}
+
+std::string Size(int64_t b, int64_t i) {
+  return "s" + std::to_string(b / 7) + "-" + std::to_string(i % (2 + (b % 7) / 3));
+}
+
+class ThreeColumnScript {
+ public:
+  Result<format::RecordBatchPtr> Build(int64_t b) {
+    ALKAID_ASSIGN_OR_RAISE(auto two, words_.Build(b));
+    if (sizes_ == nullptr || b % 7 == 0) sizes_ = std::make_unique<format::DictionaryBuilder>(SizeType());
+    for (int64_t i = 0; i < alkaid::testing::kRows; ++i) {
+      ALKAID_RETURN_NOT_OK(sizes_->Append(Size(b, i)));
+    }
+    ALKAID_ASSIGN_OR_RAISE(auto sizes, sizes_->Finish());
+    return format::RecordBatch::Make(ThreeColumnSchema(), alkaid::testing::kRows,
+                                     {two->column(0), two->column(1), sizes});
+  }
+
+ private:
+  alkaid::testing::Script words_;
+  std::unique_ptr<format::DictionaryBuilder> sizes_;
+};
+
+// Checks that `batch` holds exactly `names` of batch b of ThreeColumnScript,
+// in that order, each value read through its own column's dictionary.
+::testing::AssertionResult IsProjection(const format::RecordBatch& batch,
+                                        const std::vector<std::string>& names, int64_t b) {
+  using alkaid::testing::kRows;
+  if (batch.num_columns() != static_cast<int>(names.size()) || batch.num_rows() != kRows) {
+    return ::testing::AssertionFailure() << batch.num_columns() << " columns, " << batch.num_rows()
+                                         << " rows";
+  }
+  for (int c = 0; c < batch.num_columns(); ++c) {
+    const std::string& name = names[static_cast<std::size_t>(c)];
+    if (batch.schema()->field(c)->name() != name) {
+      return ::testing::AssertionFailure() << "column " << c << " is '"
+                                           << batch.schema()->field(c)->name() << "', not '"
+                                           << name << "'";
+    }
+    if (name == "batch") {
+      auto ids = std::static_pointer_cast<format::Int64Array>(batch.column(c));
+      for (int64_t i = 0; i < kRows; ++i) {
+        if (ids->Value(i) != b) return ::testing::AssertionFailure() << "batch id " << ids->Value(i);
+      }
+      continue;
+    }
+    auto dict_array = std::static_pointer_cast<format::DictionaryArray>(batch.column(c));
+    if (dict_array->dictionary() == nullptr) {
+      return ::testing::AssertionFailure() << name << ": no dictionary";
+    }
+    auto dict = std::static_pointer_cast<format::StringArray>(dict_array->dictionary());
+    for (int64_t i = 0; i < kRows; ++i) {
+      const bool null = name == "word" && alkaid::testing::IsNull(i);
+      if (dict_array->IsNull(i) != null) {
+        return ::testing::AssertionFailure() << name << " row " << i << " nullness";
+      }
+      if (null) continue;
+      const int64_t index = dict_array->GetIndex(i);
+      const std::string want = name == "word" ? alkaid::testing::Word(b, i) : Size(b, i);
+      if (index < 0 || index >= dict->length() || dict->GetView(index) != want) {
+        return ::testing::AssertionFailure()
+               << "batch " << b << " " << name << " row " << i << ": index " << index << " of "
+               << dict->length() << ", expected '" << want << "'";
+      }
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Column subsets of a topic with two dictionary-encoded columns (whole,
+// delta and replacement dictionaries): consumers that keep a dictionary
+// column (reordered), only the plain column, only the other dictionary
+// column, and a late joiner (at batch 45, mid-generation of both) keeping
+// both dictionary columns and not the plain one: each gets exactly its
+// columns, in its order, every value decoded through the right dictionary,
+// every batch from its join on, nothing lost.
+TEST(BrokerDictionaryTest, ColumnSubsetsGetExactlyTheirColumnsAndDictionaries) {
+  constexpr int64_t kSubsetBatches = 120;
+  constexpr int64_t kJoin = 45;
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  {
+    ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
+    ASSERT_OK(admin->CreateTopic("sizes", ThreeColumnSchema()).status());
+  }
+  const std::vector<std::vector<std::string>> subsets = {
+      {"word", "batch"}, {"batch"}, {"size"}, {"size", "word"}};
+  std::vector<std::unique_ptr<Consumer>> consumers;
+  for (std::size_t k = 0; k + 1 < subsets.size(); ++k) {
+    auto options = ConsumerOn(broker);
+    options.columns = subsets[k];
+    ASSERT_OK_AND_ASSIGN(auto c, Consumer::Open("sizes", options));
+    ASSERT_EQ(c->schema()->num_fields(), static_cast<int>(subsets[k].size()));
+    EXPECT_EQ(c->topic_schema()->num_fields(), 3);
+    consumers.push_back(std::move(c));
+  }
+  auto* allowed = static_cast<std::atomic<int64_t>*>(::mmap(
+      nullptr, sizeof(std::atomic<int64_t>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+      -1, 0));
+  ASSERT_NE(allowed, MAP_FAILED);
+  new (allowed) std::atomic<int64_t>(0);
+  const pid_t child = testing::ForkTestChild();
+  if (child == 0) {
+    client::ProducerOptions options;
+    options.socket_path = broker.socket();
+    options.wait_for_consumers = 30s;
+    auto producer = Producer::Open("sizes", ThreeColumnSchema(), options);
+    if (!producer.ok()) ::_exit(1);
+    ThreeColumnScript script;
+    for (int64_t b = 0; b < kSubsetBatches; ++b) {
+      const auto give_up = std::chrono::steady_clock::now() + 60s;
+      while (b >= allowed->load()) {
+        if (std::chrono::steady_clock::now() > give_up) ::_exit(4);
+        std::this_thread::sleep_for(1ms);
+      }
+      auto batch = script.Build(b);
+      if (!batch.ok() || !(*producer)->PublishCopy(**batch).ok()) ::_exit(2);
+    }
+    ::_exit((*producer)->Close().ok() ? 0 : 3);
+  }
+  // Each early consumer registers on the producer's channel when it looks
+  // for data (it learns of the producer then): all three before the first
+  // batch, so that each gets every batch (the producer waits for them).
+  for (auto& c : consumers) {
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (c->producer_count() == 0 && std::chrono::steady_clock::now() < deadline) {
+      ASSERT_OK_AND_ASSIGN(auto none, c->TryNext());
+      ASSERT_EQ(none, nullptr);  // nothing is published before `allowed` moves
+      std::this_thread::sleep_for(1ms);
+    }
+    ASSERT_EQ(c->producer_count(), 1u);
+  }
+  allowed->store(kJoin);
+  std::vector<int64_t> next(subsets.size(), 0);
+  auto receive = [&](std::size_t k, int64_t until) {
+    SCOPED_TRACE("subset " + std::to_string(k));
+    while (next[k] < until) {
+      auto got = consumers[k]->Next(20s);
+      ASSERT_TRUE(got.ok()) << got.status() << " at batch " << next[k];
+      ASSERT_TRUE(IsProjection(**got, subsets[k], next[k]));
+      ++next[k];
+    }
+  };
+  for (std::size_t k = 0; k < consumers.size(); ++k) receive(k, kJoin);
+  {
+    auto options = ConsumerOn(broker);
+    options.columns = subsets.back();
+    ASSERT_OK_AND_ASSIGN(auto late, Consumer::Open("sizes", options));
+    consumers.push_back(std::move(late));
+    next.back() = kJoin;  // its first batch is the first published after it joined
+  }
+  allowed->store(kSubsetBatches);
+  for (std::size_t k = 0; k < consumers.size(); ++k) {
+    receive(k, kSubsetBatches);
+    EXPECT_EQ(consumers[k]->lost(), 0u) << "subset " << k;
+    auto end = consumers[k]->Next(10s);
+    EXPECT_EQ(end.status().code(), StatusCode::kEndOfStream) << end.status();
+  }
+  EXPECT_EQ(testing::Wait(child), 0);
+  consumers.clear();
+  ::munmap(allowed, sizeof(std::atomic<int64_t>));
   EXPECT_TRUE(WaitNoSegments(broker.name() + "."));
 }
 

@@ -2,13 +2,20 @@
 // refused by a broker started by root with the default policy (by the
 // socket's file mode, and, if the file mode lets it through, by the
 // broker's SO_PEERCRED check), and accepted when the broker's config file
-// grants its group; the segments it then creates have mode 0660.
+// grants its group; the segments it then creates have mode 0660. In group
+// mode with throwaway accounts: a member that is neither root nor the
+// producer maps a root producer's segments and receives; an outsider is
+// refused and can open none of them.
 //
 // Needs root and setpriv or runuser; otherwise every test is skipped with
 // the reason printed, and the program exits 77 (ctest SKIP_RETURN_CODE).
 
 #include <fcntl.h>
+#include <grp.h>
 #include <gtest/gtest.h>
+#include <pwd.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 
 #include <atomic>
@@ -22,6 +29,7 @@
 
 #include "alkaid/client/broker_client.h"
 #include "alkaid/client/consumer.h"
+#include "alkaid/client/producer.h"
 #include "alkaid/format/builder_primitive.h"
 #include "alkaid/format/ipc/io.h"
 #include "alkaid/format/ipc/writer.h"
@@ -34,6 +42,7 @@ namespace {
 
 using client::Consumer;
 using testing::BrokerProcess;
+using testing::MappingOf;
 using testing::ReadFile;
 using testing::ShmNames;
 using namespace std::chrono_literals;
@@ -218,6 +227,184 @@ TEST_F(BrokerPermissionTest, GroupGrantedByConfigIsAccepted) {
   ASSERT_OK(consumer->Close());
   EXPECT_EQ(broker.Stop(), 0);
   EXPECT_TRUE(ShmNames(broker.name() + ".").empty());
+}
+
+// Runs `args` (a path, then arguments) to completion; its exit code.
+int Run(const std::vector<std::string>& args) { return testing::Wait(SpawnWith(args, "", "")); }
+
+// A throwaway group and two throwaway users, removed at the end: `member`
+// (primary group the new group) and `outsider` (primary group nogroup).
+class ThrowawayAccounts {
+ public:
+  ThrowawayAccounts() {
+    const std::string tag = std::to_string(::getpid() % 100000);
+    group_name = "alkg" + tag;
+    member_name = "alkm" + tag;
+    outsider_name = "alko" + tag;
+    // useradd/groupadd lock /etc/passwd and /etc/group: another test doing
+    // the same may hold the lock for a moment, so each is tried a few times.
+    ok = Retry({"/usr/sbin/groupadd", group_name}) &&
+         Retry({"/usr/sbin/useradd", "-M", "-N", "-g", group_name, "-s", "/usr/sbin/nologin",
+                member_name}) &&
+         Retry({"/usr/sbin/useradd", "-M", "-N", "-g", "nogroup", "-s", "/usr/sbin/nologin",
+                outsider_name});
+    if (const group* g = ::getgrnam(group_name.c_str())) gid = g->gr_gid;
+    if (const passwd* m = ::getpwnam(member_name.c_str())) member = m->pw_uid;
+    if (const passwd* o = ::getpwnam(outsider_name.c_str())) outsider = o->pw_uid;
+    ok = ok && gid != 0 && member != 0 && outsider != 0;
+  }
+  ~ThrowawayAccounts() {
+    (void)Retry({"/usr/sbin/userdel", member_name});
+    (void)Retry({"/usr/sbin/userdel", outsider_name});
+    (void)Retry({"/usr/sbin/groupdel", group_name});
+  }
+  ThrowawayAccounts(const ThrowawayAccounts&) = delete;
+  ThrowawayAccounts& operator=(const ThrowawayAccounts&) = delete;
+
+  static bool Retry(const std::vector<std::string>& args) {
+    for (int i = 0; i < 20; ++i) {
+      if (Run(args) == 0) return true;
+      std::this_thread::sleep_for(100ms);  // a lock held by another useradd
+    }
+    return false;
+  }
+
+  bool ok = false;
+  std::string group_name, member_name, outsider_name;
+  gid_t gid = 0;
+  uid_t member = 0, outsider = 0;
+};
+
+// In a forked child: becomes uid:gid with no supplementary groups (and
+// keeps dying with the test: a credential change clears PDEATHSIG).
+bool BecomeUser(uid_t uid, gid_t gid) {
+  if (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0) return false;
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  return ::getuid() == uid && ::geteuid() == uid && ::getegid() == gid;
+}
+
+// How many of this process's mappings are /dev/shm objects named `prefix`*.
+int ShmMappings(const std::string& prefix) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  int count = 0;
+  while (std::getline(maps, line)) {
+    if (line.find("/dev/shm/" + prefix) != std::string::npos) ++count;
+  }
+  return count;
+}
+
+// Group mode with a member that is neither root nor the producer: a broker
+// started by root with `--group <new group>`, a producer run by root, a
+// consumer process that has become the new member user (setgid/setuid after
+// fork): it connects, maps the producer's segments (seen in its
+// /proc/self/maps) and receives every batch with its values. A process
+// that has become the outsider (not in the group) is refused with a clear
+// error (the socket's mode: EACCES, "Permission denied"), cannot open any
+// of the topic's segments by name either (shm_open: EACCES), and maps
+// nothing of the broker's.
+TEST_F(BrokerPermissionTest, GroupMemberMapsTheSegmentsAndAnOutsiderMapsNothing) {
+  for (const char* tool : {"/usr/sbin/useradd", "/usr/sbin/groupadd"}) {
+    if (::access(tool, X_OK) != 0) {
+      GTEST_SKIP() << "no " << tool << " (Debian package passwd): cannot make throwaway accounts";
+    }
+  }
+  ThrowawayAccounts accounts;
+  ASSERT_TRUE(accounts.ok) << "cannot create the throwaway group and users";
+  BrokerProcess broker("bp" + testing::UniqueSuffix(), dir_ + "/broker.sock");
+  ASSERT_TRUE(broker.Start({"--group", accounts.group_name}));
+  const auto schema = format::schema({format::field("v", format::int64())});
+  {
+    ASSERT_OK_AND_ASSIGN(auto admin, client::BrokerClient::Connect(broker.socket()));
+    client::TopicOptions topic_options;
+    topic_options.segment_bytes = 1 << 20;
+    ASSERT_OK(admin->CreateTopic("grp", schema, topic_options).status());
+  }
+  constexpr int kBatches = 10;
+  client::ConsumerOptions options;
+  options.socket_path = broker.socket();
+  const std::string prefix = broker.name() + ".";
+  const pid_t member = testing::ForkTestChild();
+  if (member == 0) {
+    if (!BecomeUser(accounts.member, accounts.gid)) ::_exit(10);
+    auto consumer = Consumer::Open("grp", options);
+    if (!consumer.ok()) {
+      std::fprintf(stderr, "member: %s\n", consumer.status().ToString().c_str());
+      ::_exit(11);
+    }
+    for (int64_t b = 0; b < kBatches; ++b) {
+      auto batch = (*consumer)->Next(30s);
+      if (!batch.ok()) {
+        std::fprintf(stderr, "member: %s\n", batch.status().ToString().c_str());
+        ::_exit(12);
+      }
+      auto column = std::static_pointer_cast<format::Int64Array>((*batch)->column(0));
+      if ((*batch)->num_rows() != 3) ::_exit(13);
+      for (int64_t r = 0; r < 3; ++r) {
+        if (column->Value(r) != b * 100 + r) ::_exit(14);
+      }
+      // The batch points into the producer's channel, mapped here.
+      if (MappingOf(column->raw_values()).rfind("/dev/shm/" + prefix, 0) != 0) ::_exit(15);
+    }
+    if (ShmMappings(prefix) == 0) ::_exit(16);
+    auto end = (*consumer)->Next(30s);
+    ::_exit(end.status().code() == StatusCode::kEndOfStream ? 0 : 17);
+  }
+  // The outsider, forked before this process runs client threads: it is
+  // refused at once, then (told by a byte on `go`) tries the segments while
+  // they exist.
+  int go[2];
+  ASSERT_EQ(::pipe(go), 0);
+  const std::string err_path = dir_ + "/outsider.err";
+  const pid_t outsider = testing::ForkTestChild();
+  if (outsider == 0) {
+    const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (err < 0) ::_exit(20);
+    ::dup2(err, 2);
+    if (!BecomeUser(accounts.outsider, kNogroup)) ::_exit(21);
+    {
+      auto consumer = Consumer::Open("grp", options);
+      if (consumer.ok()) ::_exit(22);
+      std::fprintf(stderr, "%s\n", consumer.status().ToString().c_str());
+    }
+    char byte = 0;
+    if (::read(go[0], &byte, 1) != 1) ::_exit(25);
+    const auto names = ShmNames(prefix);
+    if (names.empty()) ::_exit(26);
+    for (const auto& n : names) {
+      const int fd = ::shm_open(("/" + n).c_str(), O_RDONLY, 0);
+      if (fd >= 0 || errno != EACCES) {
+        std::fprintf(stderr, "opened %s\n", n.c_str());
+        ::_exit(23);
+      }
+    }
+    ::_exit(ShmMappings(prefix) == 0 ? 0 : 24);
+  }
+  ASSERT_TRUE(testing::WaitForConsumers(broker.socket(), "grp", 1));
+  client::ProducerOptions producer_options;
+  producer_options.socket_path = broker.socket();
+  ASSERT_OK_AND_ASSIGN(auto producer, client::Producer::Open("grp", schema, producer_options));
+  ASSERT_FALSE(ShmNames(prefix).empty());
+  ASSERT_EQ(::write(go[1], "g", 1), 1);
+  EXPECT_EQ(testing::Wait(outsider), 0)
+      << "21: setuid, 22: connected, 23: opened a segment, 24: mapped one, 26: no segment; "
+      << ReadFile(err_path);
+  EXPECT_NE(ReadFile(err_path).find("Permission denied"), std::string::npos)
+      << ReadFile(err_path);
+  for (int64_t b = 0; b < kBatches; ++b) {
+    format::Int64Builder values;
+    for (int64_t r = 0; r < 3; ++r) ASSERT_OK(values.Append(b * 100 + r));
+    ASSERT_OK_AND_ASSIGN(auto array, values.Finish());
+    ASSERT_OK_AND_ASSIGN(auto batch, format::RecordBatch::Make(schema, 3, {array}));
+    ASSERT_OK(producer->PublishCopy(*batch));
+  }
+  ASSERT_OK(producer->Close());
+  EXPECT_EQ(testing::Wait(member), 0)
+      << "10: setuid, 11: open, 12: receive, 13-14: values, 15-16: not mapped, 17: no end";
+  ::close(go[0]);
+  ::close(go[1]);
+  EXPECT_EQ(broker.Stop(), 0);
+  EXPECT_TRUE(ShmNames(prefix).empty());
 }
 
 }  // namespace

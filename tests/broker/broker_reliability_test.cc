@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <functional>
 #include <string>
 #include <thread>
@@ -31,6 +32,8 @@
 #include "alkaid/client/producer.h"
 #include "alkaid/format/array.h"
 #include "alkaid/format/builder_primitive.h"
+#include "alkaid/format/ipc/io.h"
+#include "alkaid/format/ipc/writer.h"
 #include "broker_process.h"
 #include "broker_test_util.h"
 #include "test_util.h"
@@ -464,6 +467,159 @@ TEST(BrokerReliabilityTest, ZeroRowBatchesInPlaceCopiedAndFromAFixedShapeWriter)
   writer.reset();
   ASSERT_OK(producer->Close());
   ASSERT_RAISES(kEndOfStream, consumer->Next(5s));
+}
+
+// A schema of `columns` int32 fields named "c<i>" padded to `name_length`
+// characters.
+format::SchemaPtr WideSchema(int columns, std::size_t name_length = 6) {
+  std::vector<format::FieldPtr> fields;
+  fields.reserve(static_cast<std::size_t>(columns));
+  for (int i = 0; i < columns; ++i) {
+    std::string name = "c" + std::to_string(i);
+    if (name.size() < name_length) name.append(name_length - name.size(), '_');
+    fields.push_back(format::field(name, format::int32(), false));
+  }
+  return format::schema(std::move(fields));
+}
+
+// Batch `b` of WideSchema: column c, row r holds b * 1'000'000 + c * 10 + r.
+Result<format::RecordBatchPtr> WideBatch(const format::SchemaPtr& schema, int32_t b,
+                                         int64_t rows) {
+  std::vector<format::ArrayPtr> columns;
+  for (int c = 0; c < schema->num_fields(); ++c) {
+    format::Int32Builder builder;
+    for (int64_t r = 0; r < rows; ++r) {
+      ALKAID_RETURN_NOT_OK(builder.Append(b * 1'000'000 + c * 10 + static_cast<int32_t>(r)));
+    }
+    ALKAID_ASSIGN_OR_RAISE(auto array, builder.Finish());
+    columns.push_back(std::move(array));
+  }
+  return format::RecordBatch::Make(schema, rows, std::move(columns));
+}
+
+// The size of `schema`'s IPC Schema message as a topic carries it.
+std::size_t SchemaBytes(const format::SchemaPtr& schema) {
+  auto sink = format::ipc::BufferOutputStream::Create();
+  if (!sink.ok()) return 0;
+  auto writer = format::ipc::MakeStreamWriter(sink->get(), schema);
+  if (!writer.ok() || !(*writer)->Close().ok()) return 0;
+  auto buffer = (*sink)->Finish();
+  return buffer.ok() ? static_cast<std::size_t>((*buffer)->size()) : 0;
+}
+
+// A topic of 5,000 columns through the broker: a consumer process receives
+// every batch with every value of every column, then EndOfStream; the
+// broker lists the topic with its 5,000-field schema.
+TEST(BrokerSchemaSizeTest, FiveThousandColumnsEndToEnd) {
+  constexpr int kColumns = 5000;
+  constexpr int kBatches = 3;
+  constexpr int64_t kRows = 4;
+  const auto schema = WideSchema(kColumns);
+  std::printf("a schema of %d int32 columns is %zu bytes as an IPC Schema message\n", kColumns,
+              SchemaBytes(schema));
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  client::TopicOptions topic;
+  topic.segment_bytes = 16 << 20;
+  ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
+  ASSERT_OK(admin->CreateTopic("wide", schema, topic).status());
+  const pid_t child = testing::ForkTestChild();
+  if (child == 0) {
+    auto consumer = Consumer::Open("wide", ConsumerOn(broker));
+    if (!consumer.ok() || (*consumer)->schema()->num_fields() != kColumns) ::_exit(1);
+    for (int32_t b = 0; b < kBatches; ++b) {
+      auto batch = (*consumer)->Next(30s);
+      if (!batch.ok() || (*batch)->num_columns() != kColumns || (*batch)->num_rows() != kRows) {
+        ::_exit(2);
+      }
+      for (int c = 0; c < kColumns; ++c) {
+        auto column = std::static_pointer_cast<format::Int32Array>((*batch)->column(c));
+        for (int64_t r = 0; r < kRows; ++r) {
+          if (column->Value(r) != b * 1'000'000 + c * 10 + r) ::_exit(3);
+        }
+      }
+    }
+    auto end = (*consumer)->Next(30s);
+    ::_exit(end.status().code() == StatusCode::kEndOfStream ? 0 : 4);
+  }
+  ASSERT_TRUE(WaitForConsumers(broker.socket(), "wide", 1));
+  ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("wide", schema, ProducerOn(broker, topic)));
+  for (int32_t b = 0; b < kBatches; ++b) {
+    ASSERT_OK_AND_ASSIGN(auto batch, WideBatch(schema, b, kRows));
+    ASSERT_OK(producer->PublishCopy(*batch));
+  }
+  ASSERT_OK(producer->Close());
+  EXPECT_EQ(testing::Wait(child), 0) << "1: open, 2: batch, 3: a value, 4: no EndOfStream";
+  ASSERT_OK_AND_ASSIGN(auto topics, admin->ListTopics());
+  ASSERT_EQ(topics.size(), 1u);
+  ASSERT_NE(topics[0].schema, nullptr);
+  EXPECT_TRUE(topics[0].schema->Equals(*schema));
+}
+
+// A schema over the broker's 1 MiB maximum is refused by the client with
+// Invalid naming the limit, before anything is sent, by Producer::Open and
+// BrokerClient::CreateTopic alike; nothing is created and the broker goes
+// on serving (a topic with a schema of 1 MiB less a little works).
+TEST(BrokerSchemaSizeTest, ASchemaOverTheLimitIsRefusedNamingIt) {
+  // ~40-byte names: 20,000 fields are about 1.3 MiB.
+  const auto too_big = WideSchema(20000, 40);
+  ASSERT_GT(SchemaBytes(too_big), std::size_t{1} << 20);
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  auto producer = Producer::Open("wide", too_big, ProducerOn(broker, {}));
+  ASSERT_EQ(producer.status().code(), StatusCode::kInvalid) << producer.status();
+  EXPECT_NE(producer.status().message().find("maximum of 1048576 bytes"), std::string::npos)
+      << producer.status();
+  ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
+  auto created = admin->CreateTopic("wide", too_big);
+  ASSERT_EQ(created.status().code(), StatusCode::kInvalid) << created.status();
+  EXPECT_NE(created.status().message().find("maximum of 1048576 bytes"), std::string::npos)
+      << created.status();
+  // The same connection and the broker go on.
+  ASSERT_OK_AND_ASSIGN(auto topics, admin->ListTopics());
+  EXPECT_TRUE(topics.empty());
+  int columns = 15000;  // as many as fit
+  while (SchemaBytes(WideSchema(columns, 40)) > (std::size_t{1} << 20)) columns -= 500;
+  std::printf("%d columns of 40-character names: %zu bytes; 20,000: %zu bytes\n", columns,
+              SchemaBytes(WideSchema(columns, 40)), SchemaBytes(too_big));
+  ASSERT_OK(admin->CreateTopic("almost", WideSchema(columns, 40)).status());
+  ASSERT_OK_AND_ASSIGN(topics, admin->ListTopics());
+  ASSERT_EQ(topics.size(), 1u);
+  ASSERT_NE(topics[0].schema, nullptr);
+  EXPECT_EQ(topics[0].schema->num_fields(), columns);
+}
+
+// Two topics whose schemas are each under the limit but together over the
+// control frame: ListTopics still answers (a reply over the frame maximum
+// would be refused by the client), every topic is listed, the schemas up
+// to 1 MiB in all with it and the rest without (null).
+TEST(BrokerSchemaSizeTest, ListTopicsFitsAFrameWithTwoLargeSchemas) {
+  const auto schema = WideSchema(9000, 40);
+  const std::size_t bytes = SchemaBytes(schema);
+  ASSERT_LT(bytes, std::size_t{1} << 20);
+  ASSERT_GT(2 * bytes, std::size_t{(1u << 20) + (64u << 10)});
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
+  ASSERT_OK(admin->CreateTopic("a-wide", schema).status());
+  ASSERT_OK(admin->CreateTopic("b-wide", schema).status());
+  ASSERT_OK_AND_ASSIGN(auto topics, admin->ListTopics());
+  ASSERT_EQ(topics.size(), 2u);
+  int with_schema = 0;
+  for (const auto& t : topics) {
+    if (t.schema != nullptr) {
+      EXPECT_TRUE(t.schema->Equals(*schema)) << t.name;
+      ++with_schema;
+    }
+  }
+  EXPECT_EQ(with_schema, 1);
+  // Consumers still get the schema of each (their attach reply carries one).
+  for (const char* name : {"a-wide", "b-wide"}) {
+    ASSERT_OK_AND_ASSIGN(auto consumer, Consumer::Open(name, ConsumerOn(broker)));
+    EXPECT_TRUE(consumer->schema()->Equals(*schema)) << name;
+  }
+  ASSERT_OK_AND_ASSIGN(auto stats, admin->Stats());
+  EXPECT_EQ(stats.rejected_frames, 0u);
 }
 
 }  // namespace

@@ -11,6 +11,8 @@
 
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <vector>
 #include <fstream>
 #include <sstream>
 
@@ -311,6 +313,138 @@ TEST(BrokerRestartTest, OnlyTheOwnerReadoptsItsSegments) {
   reaper.pid = -1;
   EXPECT_EQ(broker.Stop(), 0);
   EXPECT_TRUE(ShmNames(broker.name() + ".").empty());
+}
+
+// Polls `done` until it holds or `limit` passed (a bound for a hang; the
+// caller asserts on the condition).
+bool WaitUntil(const std::function<bool()>& done, std::chrono::milliseconds limit = 20s) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(2ms);
+  }
+  return true;
+}
+
+// Dead peers are detected while the broker is down (docs/BROKER.md, "Broker
+// outage and restart"): with the broker SIGKILLed, a producer process of
+// topic "a" and a consumer process of topic "b" (holding 20 batches) are
+// SIGKILLed. The consumer of "a" (this process) drains what was committed,
+// then gets EndOfStream, "producer gone" (its own pid check); the
+// producer of "b" (this process) gets back every block the dead consumer
+// held and its registration (its channel's pid check) and publishes on.
+// Then the broker restarts: the dead producer's segments are gone once it
+// answers, the live producer re-registers, and once it closes nothing of
+// the broker's name is left in /dev/shm while the broker is still up.
+TEST(BrokerRestartTest, DeadPeersAreDetectedWhileTheBrokerIsDown) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  client::TopicOptions topic_options;
+  topic_options.ring_slots = 8;
+  topic_options.segment_bytes = 1 << 20;
+  {
+    ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
+    ASSERT_OK(admin->CreateTopic("a", SeqSchema(), topic_options).status());
+    ASSERT_OK(admin->CreateTopic("b", SeqSchema(), topic_options).status());
+  }
+  client::ConsumerOptions consumer_options;
+  consumer_options.socket_path = broker.socket();
+  ASSERT_OK_AND_ASSIGN(auto consumer_a, Consumer::Open("a", consumer_options));
+  int events[2];
+  ASSERT_EQ(::pipe(events), 0);
+  constexpr int64_t kPublishedA = 6;  // within the ring: the producer never waits
+  const pid_t producer_a = testing::ForkTestChild();
+  if (producer_a == 0) {
+    client::ProducerOptions options;
+    options.socket_path = broker.socket();
+    options.topic = topic_options;
+    auto producer = Producer::Open("a", SeqSchema(), options);
+    if (!producer.ok()) ::_exit(1);
+    for (int64_t i = 0; i < kPublishedA; ++i) {
+      auto batch = SeqBatch(i);
+      if (!batch.ok() || !(*producer)->PublishCopy(**batch).ok()) ::_exit(2);
+    }
+    if (::write(events[1], "p", 1) != 1) ::_exit(3);
+    while (true) ::pause();
+  }
+  constexpr int64_t kHeld = 20;
+  const pid_t consumer_b = testing::ForkTestChild();
+  if (consumer_b == 0) {
+    auto consumer = Consumer::Open("b", consumer_options);
+    if (!consumer.ok()) ::_exit(1);
+    std::vector<format::RecordBatchPtr> held;
+    for (int64_t i = 0; i < kHeld; ++i) {
+      auto batch = (*consumer)->Next(30s);
+      if (!batch.ok()) ::_exit(2);
+      held.push_back(*batch);
+    }
+    if (::write(events[1], "h", 1) != 1) ::_exit(3);
+    while (true) ::pause();
+  }
+  // The first batch of "a" before the outage: looking for it, the consumer
+  // learns of the producer and registers (the producer waits for that in
+  // Open), so it gets every batch.
+  ASSERT_OK_AND_ASSIGN(auto first, consumer_a->Next(30s));
+  EXPECT_EQ(std::static_pointer_cast<format::Int64Array>(first->column(0))->Value(0), 0);
+  ASSERT_TRUE(ReadByte(events[0], 30000)) << "producer of 'a' did not publish";
+  ASSERT_TRUE(testing::WaitForConsumers(broker.socket(), "b", 1));
+  client::ProducerOptions producer_options;
+  producer_options.socket_path = broker.socket();
+  producer_options.topic = topic_options;
+  ASSERT_OK_AND_ASSIGN(auto producer_b, Producer::Open("b", SeqSchema(), producer_options));
+  for (int64_t i = 0; i < kHeld; ++i) {
+    ASSERT_OK_AND_ASSIGN(auto batch, SeqBatch(i));
+    ASSERT_OK(producer_b->PublishCopy(*batch));
+  }
+  ASSERT_TRUE(ReadByte(events[0], 30000)) << "consumer of 'b' did not read";
+  producer_b->Poll();
+  const uint64_t live_while_held = producer_b->stats().blocks_live;
+  EXPECT_GE(live_while_held, static_cast<uint64_t>(kHeld));
+
+  broker.Kill();
+  ASSERT_EQ(::kill(producer_a, SIGKILL), 0);
+  ASSERT_EQ(::kill(consumer_b, SIGKILL), 0);
+  EXPECT_EQ(testing::Wait(producer_a), -SIGKILL);
+  EXPECT_EQ(testing::Wait(consumer_b), -SIGKILL);
+  ASSERT_FALSE(BrokerClient::Connect(broker.socket()).ok());  // still down
+
+  // The consumer drains what was committed, then learns the producer died.
+  for (int64_t i = 1; i < kPublishedA; ++i) {
+    ASSERT_OK_AND_ASSIGN(auto batch, consumer_a->Next(10s));
+    EXPECT_EQ(std::static_pointer_cast<format::Int64Array>(batch->column(0))->Value(0), i);
+  }
+  auto end = consumer_a->Next(10s);
+  EXPECT_EQ(end.status().code(), StatusCode::kEndOfStream) << end.status();
+  EXPECT_NE(end.status().message().find("producer gone"), std::string::npos) << end.status();
+  // The producer releases exactly what the dead consumer held, and its
+  // registration: it publishes a ring's worth and more with nobody reading.
+  EXPECT_TRUE(WaitUntil([&] {
+    producer_b->Poll();
+    return producer_b->stats().blocks_live <= topic_options.ring_slots;
+  })) << "blocks live: " << producer_b->stats().blocks_live << " (held: " << live_while_held << ")";
+  EXPECT_EQ(producer_b->stats().dead_consumers_detached, 1u);
+  for (int64_t i = kHeld; i < kHeld + 2 * topic_options.ring_slots; ++i) {
+    ASSERT_OK_AND_ASSIGN(auto batch, SeqBatch(i));
+    ASSERT_OK(producer_b->PublishCopy(*batch));
+  }
+
+  // The broker comes back: the dead producer's names are gone when it
+  // answers (its start-up sweep), the live producer re-registers.
+  ASSERT_TRUE(broker.Start());
+  EXPECT_TRUE(NamesOfPid(broker.name(), producer_a).empty());
+  EXPECT_TRUE(WaitUntil([&] { return producer_b->stats().reregistrations >= 1; }));
+  EXPECT_TRUE(TopicShows(broker.socket(), "b", 1, 0, 20000));
+  ASSERT_OK(consumer_a->Close());
+  ASSERT_OK(producer_b->Close());
+  consumer_a.reset();
+  producer_b.reset();
+  // Nothing left, checked while the broker is up (its SIGTERM sweep would
+  // hide a leak).
+  EXPECT_TRUE(testing::WaitNoSegments(broker.name() + "."))
+      << "left: " << ShmNames(broker.name() + ".").size() << " names";
+  EXPECT_EQ(broker.Stop(), 0);
+  ::close(events[0]);
+  ::close(events[1]);
 }
 
 }  // namespace

@@ -589,5 +589,24 @@ TEST_F(StartOrderTest, WaitingSurvivesABrokerRestart) {
   EXPECT_EQ(firsts, (std::vector<int64_t>{0, 1000, 2000}));
 }
 
+// `alkaid publish T -` fed a stream whose Schema says Endianness::Big
+// (tests/data/legacy/big-endian.stream): exit 1 with the reason, before
+// any topic is created; the broker goes on serving.
+TEST_F(StartOrderTest, PublishFromStdinRefusesABigEndianStream) {
+  const int in = ::open(ALKAID_LEGACY_DIR "/big-endian.stream", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(in, 0);
+  const std::string err = dir_ + "/publish.err";
+  const pid_t publish = SpawnWith({ALKAID_TOOL_BIN, "publish", "T", "-", "--socket",
+                                   broker_.socket()},
+                                  in, "", err);
+  ::close(in);
+  EXPECT_EQ(testing::Wait(publish), 1);
+  EXPECT_NE(testing::ReadFile(err).find("big-endian data is not supported"), std::string::npos)
+      << testing::ReadFile(err);
+  ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker_.socket()));
+  ASSERT_OK_AND_ASSIGN(auto topics, admin->ListTopics());
+  EXPECT_TRUE(topics.empty());
+}
+
 }  // namespace
 }  // namespace alkaid::broker

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -15,6 +16,8 @@
 
 #include "alkaid/shm/body_allocator.h"
 #include "alkaid/shm/ring.h"
+#include "alkaid/shm/segment.h"
+#include "ring_layout_internal.h"
 #include "shm_test_util.h"
 #include "test_util.h"
 
@@ -274,20 +277,22 @@ TEST_F(RingMultiProcessTest, FullBodySegmentGivesBackpressureOrAnError) {
 
 TEST_F(RingMultiProcessTest, BlockPolicyProducerWaitsForASlowConsumerThenProceeds) {
   constexpr uint64_t kMessages = 2000;
+  constexpr uint32_t kSlots = 64;
   const std::string ring = NewName("ring");
   RingOptions options;
-  options.slot_count = 64;
-  options.publish_timeout = 20s;
+  options.slot_count = kSlots;
+  options.publish_timeout = 30s;
   ASSERT_OK_AND_ASSIGN(auto producer, RingProducer::Create(ring, options));
+  Signal go;
   const pid_t consumer = ForkChild([&]() -> int {
-    // Attach, then dawdle before reading: the producer must wait for us.
+    // Attach, then read nothing until told: the producer must wait for us.
     std::unique_ptr<RingConsumer> c;
     {
       auto r = RingConsumer::Open(ring);
       CHILD_CHECK(r.ok(), 11, "%s", r.status().ToString().c_str());
       c = std::move(r).ValueOrDie();
     }
-    std::this_thread::sleep_for(300ms);
+    CHILD_CHECK(go.Wait(), 12, "pipe");
     RingMessage msg;
     for (uint64_t i = 0; i < kMessages; ++i) {
       Status st = c->Receive(&msg, 20s);
@@ -298,11 +303,31 @@ TEST_F(RingMultiProcessTest, BlockPolicyProducerWaitsForASlowConsumerThenProceed
     return 0;
   });
   ASSERT_TRUE(WaitForActive(*producer, 1));
-  const auto t0 = std::chrono::steady_clock::now();
-  for (uint64_t i = 0; i < kMessages; ++i) ASSERT_OK(producer->Publish(Bytes(MakePayload(i))));
-  // The ring holds 64 messages: the producer cannot have finished before the
-  // consumer woke up and made room.
-  EXPECT_GE(std::chrono::steady_clock::now() - t0, 200ms);
+  const auto* header =
+      reinterpret_cast<const internal::RingHeaderData*>(producer->segment()->payload());
+  std::atomic<uint64_t> published{0};
+  Status publishing;
+  std::thread writer([&] {
+    for (uint64_t i = 0; i < kMessages; ++i) {
+      publishing = producer->Publish(Bytes(MakePayload(i)));
+      if (!publishing.ok()) return;
+      published.store(i + 1);
+    }
+  });
+  // The ring holds 64 messages: the producer announces that it waits for
+  // room, with exactly the ring's worth published, the consumer at 0.
+  // (Bounded, should a broken producer never announce: then the check
+  // below fails instead of the test hanging.)
+  const auto guard = std::chrono::steady_clock::now() + 60s;
+  while (header->space_waiters.load() == 0 && published.load() < kMessages &&
+         std::chrono::steady_clock::now() < guard) {
+    std::this_thread::yield();
+  }
+  EXPECT_EQ(published.load(), kSlots);
+  go.Notify();
+  writer.join();
+  ASSERT_OK(publishing);
+  EXPECT_EQ(published.load(), kMessages);
   EXPECT_EQ(WaitChild(consumer), 0);
 }
 
@@ -421,7 +446,12 @@ TEST_F(RingMultiProcessTest, KilledProducerLeavesEverythingCommittedReadable) {
   ASSERT_OK_AND_ASSIGN(auto consumer, RingConsumer::Open(ring));
   attached.Notify();
   ASSERT_TRUE(published.Wait());
-  std::this_thread::sleep_for(20ms);
+  // Killed while it still publishes (past what it reported committed): the
+  // ring's write sequence says so, no guessed duration.
+  ASSERT_OK_AND_ASSIGN(auto mapping, Segment::Open(ring, SegmentKind::kRing,
+                                                   SegmentOpenOptions{.read_only = true}));
+  const auto* header = reinterpret_cast<const internal::RingHeaderData*>(mapping->payload());
+  while (header->write_sequence.load() < kCommitted + 10) std::this_thread::yield();
   ::kill(producer, SIGKILL);
   EXPECT_EQ(WaitChild(producer), 128 + SIGKILL);
 

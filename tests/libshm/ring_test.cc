@@ -1,4 +1,6 @@
 #include "alkaid/shm/ring.h"
+#include "alkaid/shm/segment.h"
+#include "ring_layout_internal.h"
 
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -135,13 +137,25 @@ TEST_F(RingTest, BlockedConsumerIsWokenByThePublisher) {
     auto c = Attach(co);
     Status received;
     RingMessage msg;
-    std::thread t([&] { received = c->Receive(&msg, 5s); });
-    std::this_thread::sleep_for(30ms);  // let it go to sleep
+    const auto* header =
+        reinterpret_cast<const internal::RingHeaderData*>(producer->segment()->payload());
+    const uint32_t futex_before = header->data_futex.load();
+    std::thread t([&] { received = c->Receive(&msg, 30s); });
+    if (mode != WaitMode::kBusyPoll) {
+      // Until it announced that it goes to sleep (a condition, no guessed
+      // duration); a busy-polling consumer never sleeps.
+      while (header->data_waiters.load() == 0) std::this_thread::yield();
+    }
     const uint64_t seq = producer->next_sequence();
     ASSERT_OK(producer->Publish(Bytes(MakePayload(seq))));
     t.join();
     ASSERT_OK(received);
     EXPECT_EQ(VerifyPayload(msg.payload()), seq);
+    // The publish woke the sleeper (it bumps the futex word only for a
+    // consumer that announced itself).
+    if (mode != WaitMode::kBusyPoll) {
+      EXPECT_GT(header->data_futex.load(), futex_before);
+    }
   }
 }
 

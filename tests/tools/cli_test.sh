@@ -44,6 +44,23 @@ for f in "$legacy"/footer-without-version.arrow_file "$legacy"/null-count-minus-
   expect 0 "validate $(basename "$f")" "$alkaid" validate "$f"
   expect 0 "cat $(basename "$f")" "$alkaid" cat "$f"
 done
+# Big-endian input (a Schema declaring Endianness::Big, made by
+# BigEndianTest in ipc_reader_test.cc): refused (exit 1), saying why, from a
+# file and from stdin.
+for f in "$legacy"/big-endian.stream "$legacy"/big-endian.arrow_file; do
+  for sub in validate cat schema convert; do
+    if [ "$sub" = convert ]; then
+      expect 1 "$sub $(basename "$f")" "$alkaid" convert "$f" "$work/be.out"
+    else
+      expect 1 "$sub $(basename "$f")" "$alkaid" "$sub" "$f"
+    fi
+    grep -q "big-endian data is not supported" "$work/err" ||
+      { echo "FAILED: $sub $(basename "$f"): no big-endian message" >&2; cat "$work/err" >&2; fail=1; }
+  done
+done
+expect 1 "cat - of a big-endian stream" sh -c "\"$alkaid\" cat - < \"$legacy/big-endian.stream\""
+grep -q "big-endian data is not supported" "$work/err" ||
+  { echo "FAILED: cat -: no big-endian message" >&2; fail=1; }
 # A batch's own custom metadata survives convert (both framings, both
 # magics, both codecs) and cat prints it under the batch.
 bmd="$legacy/batch-metadata.stream"

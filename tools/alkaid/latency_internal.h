@@ -100,6 +100,8 @@ struct Shared {
   int64_t idle_cpu_ns;                 ///< consumer CPU time over the idle period
   int64_t idle_wall_ns;                ///< length of the idle period
   std::atomic<int> producer_pid;       ///< stream: the producer process
+  std::atomic<int> pong_pid;           ///< pingpong: side B's process
+  std::atomic<int64_t> hellos_seen;    ///< pingpong: hellos side B received
   MemorySample memory[2];              ///< stream: at min(1M, count/2) batches, at the end
   std::atomic<int> memory_samples;
   std::atomic<int> error_claimed;

@@ -121,6 +121,13 @@ Result<std::vector<uint8_t>> SerializeSchema(const format::SchemaPtr& schema) {
   ALKAID_ASSIGN_OR_RAISE(auto writer, format::ipc::MakeStreamWriter(sink.get(), schema));
   ALKAID_RETURN_NOT_OK(writer->Close());
   ALKAID_ASSIGN_OR_RAISE(auto buffer, sink->Finish());
+  // Refused here, before a frame the broker would refuse (and hang up on)
+  // is sent: the broker's limit, named (docs/BROKER.md, "Untrusted input").
+  if (static_cast<std::size_t>(buffer->size()) > p::kMaxSchemaBytes) {
+    return Status::Invalid("the schema (", schema->num_fields(), " fields) serializes to ",
+                           buffer->size(), " bytes, more than the broker's maximum of ",
+                           p::kMaxSchemaBytes, " bytes (kMaxSchemaBytes)");
+  }
   return std::vector<uint8_t>(buffer->data(), buffer->data() + buffer->size());
 }
 

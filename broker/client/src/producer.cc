@@ -1,6 +1,7 @@
 #include "alkaid/client/producer.h"
 
 #include <poll.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <map>
@@ -290,6 +291,15 @@ Result<std::unique_ptr<Producer>> Producer::Open(const std::string& topic,
     channel_options.segment.access = reply.segment_mode == 0660
                                          ? shm::SegmentAccess::kOwnerAndGroupRead
                                          : shm::SegmentAccess::kOwnerOnly;
+    if (reply.segment_mode == 0660) {
+      // The broker grants a group (--group) and gave its socket to it: so
+      // are the segments, or members other than this user could not map
+      // them (a root producer's would be root's group).
+      struct stat socket_stat {};
+      if (::stat(impl->connection->socket_path().c_str(), &socket_stat) == 0) {
+        channel_options.segment.group = socket_stat.st_gid;
+      }
+    }
     channel_options.segment.huge_pages = options.huge_pages;
     channel_options.arena_bytes = reply.config.segment_bytes;
     channel_options.slot_count = reply.config.ring_slots;

@@ -260,6 +260,11 @@ class ALKAID_EXPORT RingConsumer {
   uint64_t next_sequence() const { return cursor_; }
   /// Messages lost so far (kDropOldest).
   uint64_t lost_count() const { return lost_; }
+  /// Of those, messages whose body handle this consumer copied from a slot
+  /// the producer overwrote before the body was acquired, and whose acquire
+  /// failed (the block was released or reused): the lapped-mid-read race,
+  /// handled by skipping. Diagnostics (the stress tests assert it happened).
+  uint64_t stale_acquires() const { return stale_acquires_; }
   uint32_t inline_capacity() const;
   const std::string& name() const;
 
@@ -276,6 +281,7 @@ class ALKAID_EXPORT RingConsumer {
   uint64_t cursor_;
   uint64_t lost_ = 0;
   uint64_t pending_lost_ = 0;
+  uint64_t stale_acquires_ = 0;
   bool detached_ = false;
   ConsumerOptions options_;
 };

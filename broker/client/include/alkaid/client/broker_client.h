@@ -22,6 +22,9 @@ namespace alkaid::client {
 /// What `alkaid topics` shows about one topic.
 struct TopicStatus {
   std::string name;
+  /// The topic's schema; null for the topics a list leaves it out of (the
+  /// broker lists schemas while their serialized sizes sum to at most 1 MiB,
+  /// so that the reply fits one control frame).
   format::SchemaPtr schema;
   uint32_t ring_slots = 0;
   uint64_t segment_bytes = 0;
@@ -80,6 +83,8 @@ class ALKAID_EXPORT BrokerClient {
 
   /// Creates topic `name` with `schema`, or checks that an existing topic
   /// has that schema (Invalid otherwise). Returns true if it was created.
+  /// Invalid, naming the limit, for a schema whose IPC Schema message
+  /// exceeds 1 MiB.
   Result<bool> CreateTopic(const std::string& name, const format::SchemaPtr& schema,
                            const TopicOptions& options = {});
 
