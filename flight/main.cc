@@ -1,0 +1,51 @@
+// alkaid-flight: serves the broker's topics over Arrow Flight (docs/FLIGHT.md).
+
+#include <signal.h>
+
+#include <cstdio>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "alkaid/flight/server.h"
+
+int main(int argc, char** argv) {
+  alkaid::flight::FlightServerOptions options;
+  CLI::App app{"alkaid-flight: the broker's topics as Arrow Flight streams (gRPC)"};
+  app.add_option("--socket", options.broker_socket, "the broker's socket (default: the broker's)");
+  app.add_option("--listen", options.listen,
+                 "HOST:PORT to listen on (port 0: any; non-loopback needs --tokens)")
+      ->required();
+  app.add_option("--tls-cert", options.tls_cert_file, "PEM certificate chain (TLS)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--tls-key", options.tls_key_file, "PEM private key (TLS)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--tokens", options.tokens_file,
+                 "JSON token file: bearer tokens and the topics each may read and write")
+      ->check(CLI::ExistingFile);
+  CLI11_PARSE(app, argc, argv);
+
+  // SIGINT/SIGTERM are taken by sigwait below; blocked before gRPC starts
+  // its threads, which inherit the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // A client that goes away while a reply is written must not kill us.
+  signal(SIGPIPE, SIG_IGN);
+
+  auto server = alkaid::flight::FlightServer::Start(options);
+  if (!server.ok()) {
+    std::fprintf(stderr, "alkaid-flight: %s\n", server.status().ToString().c_str());
+    return 1;
+  }
+  // Tests and scripts read the port from this line.
+  std::printf("alkaid-flight: listening on port %d\n", (*server)->port());
+  std::fflush(stdout);
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  (*server)->Shutdown();
+  (*server)->Wait();
+  return 0;
+}
