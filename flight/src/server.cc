@@ -13,7 +13,10 @@
 #include <utility>
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/rpc_service_method.h>
+#include <grpcpp/impl/service_type.h>
 #include <grpcpp/security/server_credentials.h>
+#include <grpcpp/support/method_handler.h>
 
 #include "alkaid/client/broker_client.h"
 #include "alkaid/client/consumer.h"
@@ -23,6 +26,7 @@
 #include "alkaid/format/ipc/writer.h"
 #include "auth_internal.h"
 #include "flight_data_internal.h"
+#include "payload_serialization_internal.h"
 
 namespace alkaid::flight {
 
@@ -68,15 +72,67 @@ enum class Access : uint8_t { kList, kRead, kWrite };
 constexpr auto kPollInterval = std::chrono::milliseconds(100);
 constexpr auto kTopicWaitSlice = std::chrono::milliseconds(2000);
 
-class Service final : public internal::pb::FlightService::Service {
+using internal::FlightPayload;
+namespace pb = internal::pb;
+
+// The FlightService, registered method by method as the generated
+// FlightService::Service would, except that DoGet sends FlightPayload
+// (payload_serialization_internal.h: bodies by reference) instead of the
+// generated FlightData. DoExchange, DoAction and ListActions are not
+// offered: gRPC answers UNIMPLEMENTED.
+class Service final : public grpc::Service {
  public:
   Service(std::string socket, std::optional<internal::TokenTable> tokens)
-      : socket_(std::move(socket)), tokens_(std::move(tokens)) {}
+      : socket_(std::move(socket)), tokens_(std::move(tokens)) {
+    using grpc::internal::RpcMethod;
+    using grpc::internal::RpcServiceMethod;
+    AddMethod(new RpcServiceMethod(
+        "/arrow.flight.protocol.FlightService/Handshake", RpcMethod::BIDI_STREAMING,
+        new grpc::internal::BidiStreamingHandler<Service, pb::HandshakeRequest,
+                                                 pb::HandshakeResponse>(
+            [](Service* s, grpc::ServerContext* c,
+               grpc::ServerReaderWriter<pb::HandshakeResponse, pb::HandshakeRequest>* stream) {
+              return s->Handshake(c, stream);
+            },
+            this)));
+    AddMethod(new RpcServiceMethod(
+        "/arrow.flight.protocol.FlightService/ListFlights", RpcMethod::SERVER_STREAMING,
+        new grpc::internal::ServerStreamingHandler<Service, pb::Criteria, pb::FlightInfo>(
+            [](Service* s, grpc::ServerContext* c, const pb::Criteria* r,
+               grpc::ServerWriter<pb::FlightInfo>* w) { return s->ListFlights(c, r, w); },
+            this)));
+    AddMethod(new RpcServiceMethod(
+        "/arrow.flight.protocol.FlightService/GetFlightInfo", RpcMethod::NORMAL_RPC,
+        new grpc::internal::RpcMethodHandler<Service, pb::FlightDescriptor, pb::FlightInfo>(
+            [](Service* s, grpc::ServerContext* c, const pb::FlightDescriptor* r,
+               pb::FlightInfo* out) { return s->GetFlightInfo(c, r, out); },
+            this)));
+    AddMethod(new RpcServiceMethod(
+        "/arrow.flight.protocol.FlightService/GetSchema", RpcMethod::NORMAL_RPC,
+        new grpc::internal::RpcMethodHandler<Service, pb::FlightDescriptor, pb::SchemaResult>(
+            [](Service* s, grpc::ServerContext* c, const pb::FlightDescriptor* r,
+               pb::SchemaResult* out) { return s->GetSchema(c, r, out); },
+            this)));
+    AddMethod(new RpcServiceMethod(
+        "/arrow.flight.protocol.FlightService/DoGet", RpcMethod::SERVER_STREAMING,
+        new grpc::internal::ServerStreamingHandler<Service, pb::Ticket, FlightPayload>(
+            [](Service* s, grpc::ServerContext* c, const pb::Ticket* r,
+               grpc::ServerWriter<FlightPayload>* w) { return s->DoGet(c, r, w); },
+            this)));
+    AddMethod(new RpcServiceMethod(
+        "/arrow.flight.protocol.FlightService/DoPut", RpcMethod::BIDI_STREAMING,
+        new grpc::internal::BidiStreamingHandler<Service, pb::FlightData, pb::PutResult>(
+            [](Service* s, grpc::ServerContext* c,
+               grpc::ServerReaderWriter<pb::PutResult, pb::FlightData>* stream) {
+              return s->DoPut(c, stream);
+            },
+            this)));
+  }
 
   grpc::Status Handshake(
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<internal::pb::HandshakeResponse, internal::pb::HandshakeRequest>*
-          stream) override {
+          stream) {
     // Tokens travel in the authorization header of every call; the
     // handshake only checks it, so a client that starts with one learns
     // early that its token is refused.
@@ -92,7 +148,7 @@ class Service final : public internal::pb::FlightService::Service {
   }
 
   grpc::Status ListFlights(grpc::ServerContext* context, const internal::pb::Criteria* /*criteria*/,
-                           grpc::ServerWriter<internal::pb::FlightInfo>* writer) override {
+                           grpc::ServerWriter<internal::pb::FlightInfo>* writer) {
     const internal::TokenGrant* grant = nullptr;
     if (auto status = Authenticate(*context, &grant); !status.ok()) return status;
     auto topics = ListTopics();
@@ -108,7 +164,7 @@ class Service final : public internal::pb::FlightService::Service {
 
   grpc::Status GetFlightInfo(grpc::ServerContext* context,
                              const internal::pb::FlightDescriptor* descriptor,
-                             internal::pb::FlightInfo* info) override {
+                             internal::pb::FlightInfo* info) {
     auto topic = internal::DescriptorTopic(*descriptor);
     if (!topic.ok()) return internal::ToGrpc(topic.status());
     if (auto status = Authorize(*context, *topic, Access::kRead); !status.ok()) return status;
@@ -119,7 +175,7 @@ class Service final : public internal::pb::FlightService::Service {
 
   grpc::Status GetSchema(grpc::ServerContext* context,
                          const internal::pb::FlightDescriptor* descriptor,
-                         internal::pb::SchemaResult* result) override {
+                         internal::pb::SchemaResult* result) {
     auto topic = internal::DescriptorTopic(*descriptor);
     if (!topic.ok()) return internal::ToGrpc(topic.status());
     if (auto status = Authorize(*context, *topic, Access::kRead); !status.ok()) return status;
@@ -132,7 +188,7 @@ class Service final : public internal::pb::FlightService::Service {
   }
 
   grpc::Status DoGet(grpc::ServerContext* context, const internal::pb::Ticket* ticket,
-                     grpc::ServerWriter<FlightData>* writer) override {
+                     grpc::ServerWriter<FlightPayload>* writer) {
     auto parsed = internal::ParseTicket(ticket->ticket());
     if (!parsed.ok()) return internal::ToGrpc(parsed.status());
     if (auto status = Authorize(*context, parsed->topic, Access::kRead); !status.ok()) {
@@ -142,7 +198,7 @@ class Service final : public internal::pb::FlightService::Service {
   }
 
   grpc::Status DoPut(grpc::ServerContext* context,
-                     grpc::ServerReaderWriter<internal::pb::PutResult, FlightData>* stream) override {
+                     grpc::ServerReaderWriter<internal::pb::PutResult, FlightData>* stream) {
     auto first = std::make_shared<FlightData>();
     if (!stream->Read(first.get())) {
       return {grpc::StatusCode::INVALID_ARGUMENT, "DoPut: the stream carried no message"};
@@ -221,7 +277,7 @@ class Service final : public internal::pb::FlightService::Service {
   // DoGet: a Consumer for the call's lifetime; the schema, then per batch
   // the dictionary messages it needs and the batch.
   Status Stream(grpc::ServerContext& context, const internal::ParsedTicket& ticket,
-                grpc::ServerWriter<FlightData>* writer) const {
+                grpc::ServerWriter<FlightPayload>* writer) const {
     client::ConsumerOptions options;
     options.socket_path = socket_;
     options.from_oldest = ticket.from_oldest;
@@ -246,9 +302,8 @@ class Service final : public internal::pb::FlightService::Service {
     ipc::DictionaryMemo ids;
     ALKAID_RETURN_NOT_OK(ids.AssignIds(*schema));
     {
-      ALKAID_ASSIGN_OR_RAISE(auto payload, ipc::GetSchemaPayload(*schema, ids, write_options));
-      FlightData data;
-      ALKAID_RETURN_NOT_OK(internal::PayloadToFlightData(payload, &data));
+      FlightPayload data;
+      ALKAID_ASSIGN_OR_RAISE(data.ipc, ipc::GetSchemaPayload(*schema, ids, write_options));
       if (!writer->Write(data)) return Status::Cancelled("DoGet: the client went away");
     }
     ipc::DictionaryTracker tracker(ids, {});
@@ -266,21 +321,22 @@ class Service final : public internal::pb::FlightService::Service {
       ALKAID_ASSIGN_OR_RAISE(auto changes, tracker.Diff(*batch));
       for (const auto& change : changes) {
         if (change.values != nullptr) {
-          ALKAID_ASSIGN_OR_RAISE(auto payload, ipc::GetDictionaryPayload(
-                                                   change.id, change.is_delta, change.values,
-                                                   write_options));
-          FlightData data;
-          ALKAID_RETURN_NOT_OK(internal::PayloadToFlightData(payload, &data));
+          FlightPayload data;
+          ALKAID_ASSIGN_OR_RAISE(data.ipc, ipc::GetDictionaryPayload(change.id, change.is_delta,
+                                                                     change.values,
+                                                                     write_options));
           if (!writer->Write(data)) return Status::Cancelled("DoGet: the client went away");
         }
         ALKAID_RETURN_NOT_OK(tracker.Commit(change));
       }
-      ALKAID_ASSIGN_OR_RAISE(auto payload, ipc::GetRecordBatchPayload(*batch, write_options));
-      FlightData data;
-      ALKAID_RETURN_NOT_OK(internal::PayloadToFlightData(payload, &data));
+      // The payload's body buffers are slices of the batch's: they point
+      // into the producer's shared memory and hold its block until gRPC has
+      // written them.
+      FlightPayload data;
+      ALKAID_ASSIGN_OR_RAISE(data.ipc, ipc::GetRecordBatchPayload(*batch, write_options));
       const uint64_t lost = consumer->lost();
       if (lost != lost_seen) {
-        data.set_app_metadata(internal::LostMetadata(lost - lost_seen));
+        data.app_metadata = internal::LostMetadata(lost - lost_seen);
         lost_seen = lost;
       }
       if (!writer->Write(data)) return Status::Cancelled("DoGet: the client went away");

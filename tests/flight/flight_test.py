@@ -157,6 +157,7 @@ class DoGetThread(threading.Thread):
         self.batches, self.error, self.schema = [], None, None
 
     def run(self):
+        reader = None
         try:
             reader = self.client.do_get(fl.Ticket(self.ticket), self.options)
             self.schema = reader.schema
@@ -164,6 +165,10 @@ class DoGetThread(threading.Thread):
                 self.batches.append(chunk.data)
         except Exception as e:  # the test looks at it
             self.error = e
+            # Let the server go at once (a reader kept open by the
+            # traceback would hold the producer back).
+            if reader is not None:
+                reader.cancel()
 
     def result(self):
         self.join(HANG)
