@@ -3,13 +3,16 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <exception>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
 #include "alkaid/flight/server.h"
 
-int main(int argc, char** argv) {
+namespace {
+
+int Main(int argc, char** argv) {
   alkaid::flight::FlightServerOptions options;
   CLI::App app{"alkaid-flight: the broker's topics as Arrow Flight streams (gRPC)"};
   app.add_option("--socket", options.broker_socket, "the broker's socket (default: the broker's)");
@@ -23,7 +26,12 @@ int main(int argc, char** argv) {
   app.add_option("--tokens", options.tokens_file,
                  "JSON token file: bearer tokens and the topics each may read and write")
       ->check(CLI::ExistingFile);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
 
   // SIGINT/SIGTERM are taken by sigwait below; blocked before gRPC starts
   // its threads, which inherit the mask.
@@ -31,21 +39,34 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  (void)pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   // A client that goes away while a reply is written must not kill us.
-  signal(SIGPIPE, SIG_IGN);
+  (void)signal(SIGPIPE, SIG_IGN);
 
   auto server = alkaid::flight::FlightServer::Start(options);
   if (!server.ok()) {
-    std::fprintf(stderr, "alkaid-flight: %s\n", server.status().ToString().c_str());
+    (void)std::fprintf(stderr, "alkaid-flight: %s\n", server.status().ToString().c_str());
     return 1;
   }
   // Tests and scripts read the port from this line.
-  std::printf("alkaid-flight: listening on port %d\n", (*server)->port());
-  std::fflush(stdout);
+  (void)std::printf("alkaid-flight: listening on port %d\n", (*server)->port());
+  (void)std::fflush(stdout);
   int signal_number = 0;
   sigwait(&signals, &signal_number);
   (*server)->Shutdown();
   (*server)->Wait();
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // CLI11, gRPC and the standard library may throw (bad_alloc, a parser
+  // bug): report and exit instead of terminating.
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    (void)std::fprintf(stderr, "alkaid-flight: %s\n", e.what());
+    return 1;
+  }
 }

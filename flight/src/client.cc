@@ -68,7 +68,7 @@ class Reader final : public FlightReader {
   Status Start() {
     auto data = std::make_shared<pb::FlightData>();
     if (!reader_->Read(data.get())) return Finish("DoGet ended before the schema");
-    ALKAID_ASSIGN_OR_RAISE(auto message, internal::FlightDataToMessage(std::move(data)));
+    ALKAID_ASSIGN_OR_RAISE(auto message, internal::FlightDataToMessage(data));
     if (message->type() != ipc::MessageType::kSchema) {
       return Status::Invalid("DoGet: the first message is not the schema");
     }
@@ -87,7 +87,7 @@ class Reader final : public FlightReader {
         return format::RecordBatchPtr{};
       }
       const uint64_t lost = internal::ParseLostMetadata(data->app_metadata());
-      ALKAID_ASSIGN_OR_RAISE(auto message, internal::FlightDataToMessage(std::move(data)));
+      ALKAID_ASSIGN_OR_RAISE(auto message, internal::FlightDataToMessage(data));
       switch (message->type()) {
         case ipc::MessageType::kDictionaryBatch:
           ALKAID_RETURN_NOT_OK(ipc::ReadDictionary(*message, &memo_).status());
@@ -122,7 +122,7 @@ class Writer final : public FlightWriter {
  public:
   Writer(std::unique_ptr<grpc::ClientContext> context,
          std::unique_ptr<grpc::ClientReaderWriter<pb::FlightData, pb::PutResult>> stream,
-         format::SchemaPtr schema, ipc::DictionaryMemo ids)
+         format::SchemaPtr schema, const ipc::DictionaryMemo& ids)
       : context_(std::move(context)),
         stream_(std::move(stream)),
         schema_(std::move(schema)),
@@ -274,8 +274,7 @@ Result<std::unique_ptr<FlightWriter>> FlightClient::Publish(const std::string& t
   first.mutable_flight_descriptor()->set_type(pb::FlightDescriptor::PATH);
   first.mutable_flight_descriptor()->add_path(topic);
   ALKAID_RETURN_NOT_OK(internal::PayloadToFlightData(payload, &first));
-  auto writer = std::make_unique<Writer>(std::move(context), std::move(stream), schema,
-                                         std::move(ids));
+  auto writer = std::make_unique<Writer>(std::move(context), std::move(stream), schema, ids);
   ALKAID_RETURN_NOT_OK(writer->Send(&first));
   return std::unique_ptr<FlightWriter>(std::move(writer));
 }

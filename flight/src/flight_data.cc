@@ -63,7 +63,8 @@ Status PayloadToFlightData(const ipc::IpcPayload& payload, pb::FlightData* out) 
   return Status::OK();
 }
 
-Result<std::unique_ptr<ipc::Message>> FlightDataToMessage(std::shared_ptr<pb::FlightData> data) {
+Result<std::unique_ptr<ipc::Message>> FlightDataToMessage(
+    const std::shared_ptr<pb::FlightData>& data) {
   if (data->data_header().empty()) {
     return Status::Invalid("FlightData without data_header (no IPC message)");
   }

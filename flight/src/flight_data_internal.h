@@ -37,10 +37,10 @@ Result<format::SchemaPtr> DeserializeSchema(const std::string& bytes);
 /// padding). The body is copied once into the protobuf message.
 Status PayloadToFlightData(const format::ipc::IpcPayload& payload, pb::FlightData* out);
 
-/// The IPC Message a FlightData carries. Takes `data` (its body becomes the
+/// The IPC Message a FlightData carries. Shares `data` (its body becomes the
 /// message's body without a copy).
 Result<std::unique_ptr<format::ipc::Message>> FlightDataToMessage(
-    std::shared_ptr<pb::FlightData> data);
+    const std::shared_ptr<pb::FlightData>& data);
 
 /// Tickets: "oldest/TOPIC" (from the oldest held batch, then live) and
 /// "live/TOPIC".

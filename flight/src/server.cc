@@ -210,7 +210,7 @@ class Service final : public grpc::Service {
     auto topic = internal::DescriptorTopic(first->flight_descriptor());
     if (!topic.ok()) return internal::ToGrpc(topic.status());
     if (auto status = Authorize(*context, *topic, Access::kWrite); !status.ok()) return status;
-    return internal::ToGrpc(Ingest(*context, *topic, std::move(first), stream));
+    return internal::ToGrpc(Ingest(*context, *topic, first, stream));
   }
 
  private:
@@ -347,9 +347,9 @@ class Service final : public grpc::Service {
   // record batch is decoded (dictionaries applied) and published, copied
   // once into the producer's shared memory.
   Status Ingest(grpc::ServerContext& context, const std::string& topic,
-                std::shared_ptr<FlightData> first,
+                const std::shared_ptr<FlightData>& first,
                 grpc::ServerReaderWriter<internal::pb::PutResult, FlightData>* stream) const {
-    ALKAID_ASSIGN_OR_RAISE(auto schema_message, internal::FlightDataToMessage(std::move(first)));
+    ALKAID_ASSIGN_OR_RAISE(auto schema_message, internal::FlightDataToMessage(first));
     if (schema_message->type() != ipc::MessageType::kSchema) {
       return Status::Invalid("DoPut: the first message is a ",
                              ipc::MessageTypeName(schema_message->type()),
@@ -364,7 +364,7 @@ class Service final : public grpc::Service {
       auto data = std::make_shared<FlightData>();
       if (!stream->Read(data.get())) break;
       if (context.IsCancelled()) break;
-      ALKAID_ASSIGN_OR_RAISE(auto message, internal::FlightDataToMessage(std::move(data)));
+      ALKAID_ASSIGN_OR_RAISE(auto message, internal::FlightDataToMessage(data));
       switch (message->type()) {
         case ipc::MessageType::kDictionaryBatch:
           ALKAID_RETURN_NOT_OK_CTX(ipc::ReadDictionary(*message, &memo).status(),
