@@ -16,6 +16,8 @@
    in its hands. Paced one batch per 2 ms; p50 / p99 / max.
 
 Usage: flight_bench.py BUILD_DIR [--quick]   (BUILD_DIR: e.g. build/release)
+--quick (64 MiB per run, 50 latency samples) is what ctest runs
+(flight_bench_smoke_test): it fails if any byte or batch is missing.
 """
 
 import os
@@ -117,6 +119,12 @@ def finish_client(proc):
     return int(nbytes), float(seconds), float(cpu)
 
 
+def check_received(side, nbytes, expected):
+    # Every batch after the first (which starts the clock) arrived.
+    if nbytes != expected:
+        sys.exit(f"{side}: the client received {nbytes} bytes, not {expected}")
+
+
 def report(side, size, nbytes, seconds, server_cpu, client_cpu, producer_cpu=None):
     gb = nbytes / 1e9
     line = (f"{side:6} {size:>7}  {nbytes / seconds / 1e9:6.2f} GB/s   "
@@ -145,6 +153,9 @@ def throughput(alkaid, tmp, size_name, rows):
     # The producer's CPU: its whole life (reading the file, one copy per batch).
     _, status, usage = os.wait4(publisher.pid, 0)
     publisher.returncode = os.waitstatus_to_exitcode(status)
+    if publisher.returncode != 0:
+        sys.exit(f"alkaid publish exited with {publisher.returncode}")
+    check_received("alkaid", nbytes, (count - 1) * batch.nbytes)
     report("alkaid", size_name, nbytes, seconds, s1 - s0, client_cpu,
            usage.ru_utime + usage.ru_stime)
     # Arrow C++'s server (pyarrow FlightServerBase), the same batches in memory.
@@ -155,6 +166,7 @@ def throughput(alkaid, tmp, size_name, rows):
     client = start_client(f"grpc://127.0.0.1:{port}", "x")
     nbytes, seconds, client_cpu = finish_client(client)
     s1 = cpu_seconds(server.pid)
+    check_received("arrow", nbytes, (count - 1) * batch.nbytes)
     report("arrow", size_name, nbytes, seconds, s1 - s0, client_cpu)
     server.send_signal(signal.SIGTERM)
     server.wait()
@@ -198,6 +210,8 @@ def latency(alkaid):
     publisher.stdin.close()
     publisher.wait()
     done.wait(60)
+    if len(got) != LAT_SAMPLES:
+        sys.exit(f"latency: {len(got)} of {LAT_SAMPLES} batches arrived")
     got_us = sorted(g / 1000 for g in got[10:])  # the first ones warm up
     q = statistics.quantiles(got_us, n=100, method="inclusive")
     print(f"latency  1-row batch, local publish -> remote do_get (n={len(got_us)}): "
