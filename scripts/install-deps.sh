@@ -28,6 +28,7 @@ packages=(
   liblz4-dev libzstd-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc openssl
   util-linux procps passwd
   clang-tidy clang-format ccache python3 python3-venv
 )

@@ -56,6 +56,9 @@ int RunTopics(const BrokerToolOptions& options) {
 // that ends inside a message: what was complete is published, the stream
 // is ended, and the error is reported.
 int RunPublish(const PublishOptions& options) {
+#ifdef ALKAID_HAVE_FLIGHT
+  if (IsFlightTarget(options.topic)) return RunFlightPublish(options);
+#endif
   auto source = BatchSource::Open(options.input);
   if (!source.ok()) return ReportError("publish", source.status());
   BatchSource& input = **source;
@@ -95,6 +98,9 @@ int RunPublish(const PublishOptions& options) {
 }
 
 int RunSubscribe(const SubscribeOptions& options) {
+#ifdef ALKAID_HAVE_FLIGHT
+  if (IsFlightTarget(options.topic)) return RunFlightSubscribe(options);
+#endif
   // Without --timeout, wait as long as it takes (in long slices).
   const auto timeout = options.timeout_seconds > 0
                            ? std::chrono::nanoseconds(static_cast<int64_t>(

@@ -99,4 +99,12 @@ struct SubscribeOptions {
 /// to be created.
 int RunSubscribe(const SubscribeOptions& options);
 
+#ifdef ALKAID_HAVE_FLIGHT
+/// `topic` is grpc://HOST:PORT/TOPIC or grpc+tls://... (cmd_flight.cc).
+bool IsFlightTarget(const std::string& topic);
+/// publish / subscribe through an alkaid-flight server.
+int RunFlightPublish(const PublishOptions& options);
+int RunFlightSubscribe(const SubscribeOptions& options);
+#endif
+
 }  // namespace alkaid::tools

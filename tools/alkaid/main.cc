@@ -128,7 +128,9 @@ int Run(int argc, char** argv) {
   auto* publish_cmd = app.add_subcommand(
       "publish", "Publish an IPC stream or file to a topic, each batch as soon as it is read "
                  "(stdin: as it arrives), then end the stream");
-  publish_cmd->add_option("topic", publish.topic, "Topic name")->required();
+  publish_cmd->add_option("topic", publish.topic,
+                          "Topic name, or grpc://HOST:PORT/TOPIC (an alkaid-flight server)")
+      ->required();
   publish_cmd->add_option("input", publish.input, "IPC stream or file, or - for stdin")
       ->required();
   publish_cmd->add_option("--socket", publish.socket, "Broker socket (default: the client's)");
@@ -145,7 +147,9 @@ int Run(int argc, char** argv) {
       "subscribe", "Write what arrives on a topic as an IPC stream; ends at end of stream, "
                    "after --count batches or --timeout seconds without data (or without the "
                    "topic being created)");
-  subscribe_cmd->add_option("topic", subscribe.topic, "Topic name")->required();
+  subscribe_cmd->add_option("topic", subscribe.topic,
+                            "Topic name, or grpc://HOST:PORT/TOPIC (an alkaid-flight server)")
+      ->required();
   subscribe_cmd->add_option("--out", subscribe.out, "Output path, or - for stdout")
       ->capture_default_str();
   subscribe_cmd->add_option("--count", subscribe.count, "Stop after N batches")
