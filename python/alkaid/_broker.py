@@ -38,6 +38,15 @@ def topics(socket: str | None = None) -> list[TopicInfo]:
     return [TopicInfo(t) for t in _alkaid._list_topics(socket)]
 
 
+def _die_with_parent() -> None:
+    """In the forked child, before exec: SIGKILL when the parent dies, so a
+    crashed test or notebook leaves no broker behind (Linux prctl)."""
+    import ctypes
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
 class Broker:
     """Starts ``alkaid-broker`` on a private socket and stops it on exit.
 
@@ -48,6 +57,9 @@ class Broker:
     binary: the alkaid-broker to run (default: the one installed with this
     package, or $ALKAID_BIN_DIR/alkaid-broker). args: more command-line
     options. ready_timeout: how long start() waits for the broker to answer.
+    die_with_parent: the broker gets SIGKILL when the thread that started it
+    ends (prctl PR_SET_PDEATHSIG; start it from the main thread), so a crashed
+    process leaves no broker running.
     """
 
     def __init__(
@@ -58,12 +70,14 @@ class Broker:
         binary: str | None = None,
         args: list[str] | tuple[str, ...] = (),
         ready_timeout: float = 10.0,
+        die_with_parent: bool = True,
     ) -> None:
         self.name = name or f"alkaid-py-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.socket = socket or os.path.join(tempfile.gettempdir(), f"{self.name}.sock")
         self.binary = binary or binary_path("alkaid-broker")
         self.args = list(args)
         self.ready_timeout = ready_timeout
+        self.die_with_parent = die_with_parent
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -80,7 +94,9 @@ class Broker:
             return self
         command = [self.binary, "--socket", self.socket, "--name", self.name,
                    "--log-level", "warn", *self.args]
-        self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL)
+        self._process = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent if self.die_with_parent else None)
         deadline = time.monotonic() + self.ready_timeout
         while True:
             try:

@@ -132,12 +132,14 @@ def test_ctrl_c_interrupts_a_wait(broker, what):
             with alkaid.Producer("e", SCHEMA, socket=broker.socket), \
                     alkaid.Consumer("e", socket=broker.socket) as consumer:
                 ready.set()
+                # Nothing is published: only the signal ends the wait (a
+                # broken check ends it with TimedOutError, failing the test).
                 with pytest.raises(KeyboardInterrupt):
-                    consumer.next()  # no timeout: only the signal ends it
+                    consumer.next(timeout=60)
         else:
             ready.set()
             with pytest.raises(KeyboardInterrupt):
-                alkaid.Consumer("later", socket=broker.socket, wait_for_topic=None)
+                alkaid.Consumer("later", socket=broker.socket, wait_for_topic=60)
     finally:
         t.join()
 
