@@ -116,32 +116,56 @@ def test_missing_topic_and_timeouts(broker):
         alkaid.Consumer("e", socket=broker.socket, wait_mode="fast")
 
 
-def _interrupt_when_waiting(thread_ready: threading.Event) -> None:
-    thread_ready.wait()
-    time.sleep(0.05)  # not a correctness bound: any delay shows the wait is interruptible
-    signal.raise_signal(signal.SIGINT)
-
-
 @pytest.mark.parametrize("what", ["next", "wait_for_topic"])
 def test_ctrl_c_interrupts_a_wait(broker, what):
-    ready = threading.Event()
-    t = threading.Thread(target=_interrupt_when_waiting, args=(ready,))
-    t.start()
-    try:
-        if what == "next":
-            with alkaid.Producer("e", SCHEMA, socket=broker.socket), \
-                    alkaid.Consumer("e", socket=broker.socket) as consumer:
-                ready.set()
-                # Nothing is published: only the signal ends the wait (a
-                # broken check ends it with TimedOutError, failing the test).
-                with pytest.raises(KeyboardInterrupt):
-                    consumer.next(timeout=60)
-        else:
-            ready.set()
-            with pytest.raises(KeyboardInterrupt):
-                alkaid.Consumer("later", socket=broker.socket, wait_for_topic=60)
-    finally:
-        t.join()
+    """SIGINT during a wait that nothing else would end raises KeyboardInterrupt
+    from inside the wait. If the wait did not check for signals, a helper
+    ends it the ordinary way after 20 s (publishing, creating the topic),
+    which the test sees as `rescued`: it fails instead of hanging."""
+    waiting = threading.Event()
+    done = threading.Event()
+    rescued = []
+
+    def interrupter(rescue) -> None:
+        waiting.wait()
+        time.sleep(0.05)  # let the main thread enter the wait; any delay works
+        signal.raise_signal(signal.SIGINT)
+        if not done.wait(20):
+            rescued.append(True)
+            rescue()
+
+    interrupted = False
+    if what == "next":
+        with alkaid.Producer("e", SCHEMA, socket=broker.socket) as producer, \
+                alkaid.Consumer("e", socket=broker.socket) as consumer:
+            t = threading.Thread(target=interrupter, args=(
+                lambda: producer.publish(pa.record_batch([pa.array([1])], schema=SCHEMA)),))
+            t.start()
+            try:
+                waiting.set()
+                consumer.next(timeout=None)
+            except KeyboardInterrupt:
+                interrupted = True
+            finally:
+                done.set()
+                t.join()
+    else:
+        made = []
+        t = threading.Thread(target=interrupter, args=(lambda: made.append(alkaid.Producer(
+            "later", SCHEMA, socket=broker.socket, wait_for_consumers=0)),))
+        t.start()
+        try:
+            waiting.set()
+            alkaid.Consumer("later", socket=broker.socket, wait_for_topic=None).close()
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            done.set()
+            t.join()
+            for p in made:
+                p.close()
+    assert not rescued, "the wait ignored SIGINT and ended only when the helper ended it"
+    assert interrupted
 
 
 def test_gil_is_released_while_waiting(broker):
