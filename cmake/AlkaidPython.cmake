@@ -1,10 +1,12 @@
 # The Python module alkaid._alkaid (python/, built with nanobind).
 #
 #   ALKAID_PYTHON   AUTO (default): build it in the build tree when the Python
-#                   below has nanobind and the build is not a sanitizer one
-#                   (an instrumented extension would need the sanitizer
-#                   runtime preloaded into the interpreter); ON: the same,
-#                   failing if it cannot; OFF: never.
+#                   below has nanobind and the build is neither a sanitizer
+#                   nor a fuzzing one (an instrumented extension would need
+#                   the sanitizer runtime preloaded into the interpreter, so
+#                   the asan-ubsan and tsan stages of CI do not build or run
+#                   the Python tests); ON: the same, failing if it cannot;
+#                   OFF: never.
 #   ALKAID_PYTHON_EXECUTABLE  the Python to build for (default:
 #                   <source>/.venv/bin/python, made by scripts/install-deps.sh)
 #
@@ -27,8 +29,8 @@ if(SKBUILD)
   endif()
 elseif(ALKAID_PYTHON STREQUAL "OFF")
   set(_why "ALKAID_PYTHON=OFF")
-elseif(ALKAID_SANITIZE)
-  set(_why "a sanitizer build (${ALKAID_SANITIZE}): the interpreter is not instrumented")
+elseif(ALKAID_SANITIZE OR ALKAID_BUILD_FUZZERS)
+  set(_why "a sanitizer or fuzzing build: the interpreter is not instrumented")
 elseif(NOT EXISTS "${ALKAID_PYTHON_EXECUTABLE}")
   set(_why "no ${ALKAID_PYTHON_EXECUTABLE}; scripts/install-deps.sh makes it")
 endif()

@@ -123,17 +123,15 @@ PyConsumer::PyConsumer(const std::string& topic, std::optional<double> wait_for_
     : impl_(std::make_shared<Impl>()) {
   client::ConsumerOptions options;
   if (socket.has_value()) options.socket_path = *socket;
-  if (wait_for_topic.has_value()) {
-    const Deadline deadline(wait_for_topic);
-    options.wait_for_topic =
-        deadline.forever
-            ? std::chrono::milliseconds::max()
-            : std::max(std::chrono::milliseconds(1),
-                       std::chrono::duration_cast<std::chrono::milliseconds>(
-                           std::chrono::duration<double>(*wait_for_topic)));
-    if (*wait_for_topic == 0) options.wait_for_topic = std::chrono::milliseconds(0);
-  } else {
+  // None (or beyond a year): no limit; 0: fail at once; otherwise at least
+  // 1 ms, so that a tiny positive wait still registers as waiting.
+  const Deadline deadline(wait_for_topic);  // validates the number
+  if (deadline.forever) {
     options.wait_for_topic = std::chrono::milliseconds::max();
+  } else if (*wait_for_topic > 0) {
+    options.wait_for_topic = std::max(std::chrono::milliseconds(1),
+                                      std::chrono::duration_cast<std::chrono::milliseconds>(
+                                          std::chrono::duration<double>(*wait_for_topic)));
   }
   if (columns.has_value()) options.columns = *columns;
   options.from_oldest = from_oldest;
