@@ -93,6 +93,13 @@ std::unique_ptr<Consumer> OpenInterruptibly(const std::string& topic,
   }
 }
 
+// The thread id of Python's main thread (threading.main_thread()), where
+// signal handlers run. Needs the GIL.
+unsigned long MainThreadId() {
+  return nb::cast<unsigned long>(
+      nb::module_::import_("threading").attr("main_thread")().attr("ident"));
+}
+
 shm::WaitMode ParseWaitMode(const std::string& mode) {
   if (mode == "spin-then-block") return shm::WaitMode::kSpinThenBlock;
   if (mode == "spin") return shm::WaitMode::kBusyPoll;
@@ -208,20 +215,40 @@ nb::dict PyConsumer::Stats() const {
 nb::object PyConsumer::ExportStream() {
   if (closed()) ThrowStatus(ClosedStatus(topic()));
   std::shared_ptr<ConsumerState> state = impl_->state;
-  // Runs on whichever thread the foreign reader calls get_next on, usually
-  // with the GIL released: waits in slices, taking the GIL between them only
-  // to let Ctrl-C end the wait.
-  format::NextBatchFunction next = [state]() -> Result<format::RecordBatchPtr> {
+  // Runs on whichever thread the foreign reader calls get_next on, holding
+  // the GIL or not (pyarrow releases it; polars may keep it). Waits in
+  // slices with the GIL released, so that Python threads, a producer in this
+  // process among them, run meanwhile. Between slices, on Python's main
+  // thread only (the only one where signal handlers run), Ctrl-C is checked;
+  // other threads never take the GIL here: their caller may hold it while
+  // waiting for them.
+  const unsigned long main_thread = MainThreadId();
+  format::NextBatchFunction next = [state, main_thread]() -> Result<format::RecordBatchPtr> {
     for (;;) {
       if (state->closed.load(std::memory_order_acquire)) return ClosedStatus(state->topic);
-      auto result = NextSlice(state.get(), kSlice);
+      if (!Py_IsInitialized()) return Status(StatusCode::kCancelled, "interpreter finalizing");
+      const bool holds_gil = PyGILState_Check() != 0;
+      Result<format::RecordBatchPtr> result = Status::Unknown("not run");
+      if (holds_gil) {
+        nb::gil_scoped_release release;
+        result = NextSlice(state.get(), kSlice);
+      } else {
+        result = NextSlice(state.get(), kSlice);
+      }
       if (result.ok()) return result;
       if (result.status().IsEndOfStream()) return format::RecordBatchPtr{};
       if (!result.status().IsTimedOut()) return result.status();
-      if (!Py_IsInitialized()) return Status(StatusCode::kCancelled, "interpreter finalizing");
-      nb::gil_scoped_acquire acquire;
-      if (PyErr_CheckSignals() != 0) {
-        PyErr_Clear();
+      if (PyThread_get_thread_ident() != main_thread) continue;
+      int interrupted = 0;
+      if (holds_gil) {
+        interrupted = PyErr_CheckSignals();
+        if (interrupted != 0) PyErr_Clear();
+      } else {
+        nb::gil_scoped_acquire acquire;
+        interrupted = PyErr_CheckSignals();
+        if (interrupted != 0) PyErr_Clear();
+      }
+      if (interrupted != 0) {
         return Status(StatusCode::kCancelled, "reading topic '" + state->topic +
                                                   "' was interrupted (KeyboardInterrupt)");
       }

@@ -145,3 +145,49 @@ def test_loan_refuses_columns_without_a_numpy_view(topic):
     broker, producer, consumer = topic
     with pytest.raises(alkaid.InvalidError, match="column 'name' has type string"):
         producer.loan(10)
+
+
+LIVE_READER = r'''
+import sys, threading, time
+import pyarrow as pa
+import alkaid
+reader, socket = sys.argv[1], sys.argv[2]
+schema = pa.schema([("x", pa.int64())])
+with alkaid.Producer("live", schema, socket=socket) as producer:
+    consumer = alkaid.Consumer("live", socket=socket)
+
+    def feed():
+        for i in range(5):
+            time.sleep(0.06)  # the reader waits for each batch (more than one 50 ms slice)
+            producer.publish(pa.record_batch([pa.array([i])], schema=schema))
+        producer.close()
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    if reader == "pyarrow":
+        got = pa.RecordBatchReader.from_stream(consumer).read_all().column("x").to_pylist()
+    elif reader == "polars":
+        import polars as pl
+        got = pl.DataFrame(consumer)["x"].to_list()
+    else:
+        import duckdb
+        got = [r[0] for r in duckdb.sql("SELECT x FROM consumer ORDER BY x").fetchall()]
+    feeder.join()
+    consumer.close()
+print(got)
+'''
+
+
+@pytest.mark.parametrize("reader", ["pyarrow", "polars", "duckdb"])
+def test_consumer_stream_while_this_process_publishes(broker, reader):
+    """A reader that holds the GIL while it pulls the consumer's stream
+    (polars does) must not starve a producer thread of the same process: the
+    stream waits with the GIL released. Run in a child so that a deadlock is
+    a failure, not a hang."""
+    import subprocess
+    import sys
+
+    child = subprocess.run([sys.executable, "-c", LIVE_READER, reader, broker.socket],
+                           capture_output=True, text=True, timeout=120)
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.strip() == "[0, 1, 2, 3, 4]"
