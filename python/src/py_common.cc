@@ -3,7 +3,7 @@
 #include <nanobind/stl/string.h>
 
 #include <cmath>
-#include <cstdio>
+#include <sstream>
 #include <memory>
 
 namespace alkaid::python {
@@ -159,9 +159,9 @@ void CheckSignals() {
 
 std::string SecondsText(std::optional<double> seconds) {
   if (!seconds.has_value()) return "forever";
-  char text[64];
-  std::snprintf(text, sizeof(text), "%g s", *seconds);
-  return text;
+  std::ostringstream text;
+  text << *seconds << " s";
+  return text.str();
 }
 
 }  // namespace alkaid::python

@@ -46,8 +46,8 @@ std::optional<nb::dlpack::dtype> LoanDtype(const format::DataType& type) {
     case TypeId::kInt16: return make(nb::dlpack::dtype_code::Int, 16);
     case TypeId::kInt32:
     case TypeId::kDate32:
+    case TypeId::kTime32:
       return make(nb::dlpack::dtype_code::Int, 32);
-    case TypeId::kTime32: return make(nb::dlpack::dtype_code::Int, 32);
     case TypeId::kInt64:
     case TypeId::kDate64:
     case TypeId::kTime64:
@@ -256,6 +256,7 @@ class PyLoan {
   void Publish() {
     if (published_) ThrowStatus(Status::Invalid("this loan was already published"));
     std::vector<format::ArrayDataPtr> columns;
+    columns.reserve(buffers_.size());
     for (int i = 0; i < schema_->num_fields(); ++i) {
       columns.push_back(format::ArrayData::Make(schema_->field(i)->type(), num_rows_,
                                                 {nullptr, buffers_[static_cast<size_t>(i)]}, 0));
