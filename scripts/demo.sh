@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job: installs what is missing, builds Alkaid, shows the format
 # library at work through the `alkaid` tool on real Arrow data, then starts a
-# real broker and runs the example producer and consumer through it.
+# real broker and runs the example producer and consumer through it, and a
+# Python consumer (examples/python/consumer.py) too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -50,6 +51,25 @@ build/release/examples/producer readings 20 | tail -n 1
 wait "$consumer_pid"
 tail -n 3 "$work/consumer.log"
 build/release/tools/alkaid/alkaid topics --socket "$ALKAID_BROKER_SOCKET" || true
+
+echo
+echo "== the same from Python: a Python consumer of topic 'readings-py' (pyarrow, then DuckDB),"
+echo "   fed by the C++ example producer (the module of the build tree, .venv's interpreter)"
+if [ -d build/release/python/alkaid ]; then
+  PYTHONPATH=build/release/python .venv/bin/python examples/python/consumer.py readings-py \
+    > "$work/python-consumer.log" 2>&1 &
+  py_consumer_pid=$!
+  for _ in $(seq 100); do
+    build/release/tools/alkaid/alkaid topics --socket "$ALKAID_BROKER_SOCKET" 2>/dev/null \
+      | grep -q '^readings-py .*not created yet' && break
+    sleep 0.1
+  done
+  build/release/examples/producer readings-py 20 | tail -n 1
+  wait "$py_consumer_pid"
+  tail -n 2 "$work/python-consumer.log"
+else
+  echo "(no Python module: .venv has no nanobind; scripts/install-deps.sh installs it)"
+fi
 
 echo
 echo "== alkaid latency: one-way publish -> rebuilt batch in another process, through this broker"

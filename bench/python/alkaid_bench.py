@@ -1,0 +1,202 @@
+"""Python figures of Alkaid, beside the C++ ones of the same run.
+
+    bench/python/run.sh                      # everything below, with the build tree's module
+    python alkaid_bench.py pingpong --mode spin|block [--count N] [--rows 64]
+    python alkaid_bench.py rate [--count N] [--rows 64]
+    python alkaid_bench.py handoff [--rows 1000,1000000]
+
+pingpong: two processes, Python to Python: A publishes a batch of `rows` rows
+(int64 + float64: 16 bytes a row) on topic ping, B receives it and answers
+with a batch of the same shape on pong; one-way latency = round trip / 2.
+Both sides write their batch into a loan (numpy views over shared memory:
+no copy) and receive zero-copy. Waits as --mode says (consumer wait_mode).
+
+rate: A publishes `count` batches as fast as it can, B receives them;
+batches per second at B, for Producer.publish(pyarrow batch) (one copy) and
+for loans.
+
+handoff: the cost of handing a received batch to pyarrow
+(pa.record_batch(batch)) and to polars (pl.DataFrame(batch)) by row count:
+neither copies, so it must not grow with the rows.
+
+Everything runs against a private broker (alkaid.Broker) unless --socket is
+given. Figures are medians and 99th percentiles of per-sample times
+(time.perf_counter_ns)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pyarrow as pa
+
+import alkaid
+
+SCHEMA = pa.schema([("seq", pa.int64()), ("value", pa.float64())])
+
+
+def percentile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def send_loan(producer: alkaid.Producer, rows: int, seq: int) -> None:
+    with producer.loan(rows) as loan:
+        loan["seq"][0] = seq
+        loan["value"][:rows] = 0.5
+
+
+# --- pingpong ---------------------------------------------------------------
+
+def echo(args: argparse.Namespace) -> None:
+    """Side B: receives on ping, answers on pong, `count + warmup` times."""
+    with alkaid.Consumer("ping", socket=args.socket, wait_for_topic=60,
+                         wait_mode=args.mode) as ping, \
+            alkaid.Producer("pong", SCHEMA, socket=args.socket) as pong:
+        for _ in range(args.count + args.warmup):
+            batch = ping.next(timeout=60)
+            seq = int(batch.to_pyarrow().column(0)[0].as_py()) if args.check else 0
+            del batch
+            send_loan(pong, args.rows, seq)
+
+
+def pingpong(args: argparse.Namespace) -> dict:
+    child = subprocess.Popen([sys.executable, __file__, "echo", "--socket", args.socket,
+                              "--mode", args.mode, "--count", str(args.count),
+                              "--warmup", str(args.warmup), "--rows", str(args.rows)])
+    try:
+        with alkaid.Producer("ping", SCHEMA, socket=args.socket) as ping, \
+                alkaid.Consumer("pong", socket=args.socket, wait_for_topic=60,
+                                wait_mode=args.mode) as pong:
+            samples = []
+            for i in range(args.count + args.warmup):
+                start = time.perf_counter_ns()
+                send_loan(ping, args.rows, i)
+                reply = pong.next(timeout=60)
+                end = time.perf_counter_ns()
+                del reply
+                if i >= args.warmup:
+                    samples.append((end - start) / 2 / 1000.0)
+        if child.wait(timeout=60) != 0:
+            raise RuntimeError("echo process failed")
+    finally:
+        if child.poll() is None:
+            child.kill()
+    return {"what": f"alkaid python pingpong {args.mode}", "rows": args.rows,
+            "bytes": args.rows * 16, "samples": len(samples),
+            "one_way_us_p50": statistics.median(samples),
+            "one_way_us_p99": percentile(samples, 0.99)}
+
+
+# --- rate -------------------------------------------------------------------
+
+def sink(args: argparse.Namespace) -> None:
+    """Side B of rate: receives count batches, then reports on topic done."""
+    with alkaid.Consumer("bulk", socket=args.socket, wait_for_topic=60) as bulk:
+        first = bulk.next(timeout=60)
+        start = time.perf_counter_ns()
+        del first
+        for _ in range(args.count - 1):
+            bulk.next(timeout=60)
+        elapsed = time.perf_counter_ns() - start
+    print(json.dumps({"batches_per_s": (args.count - 1) / (elapsed / 1e9)}), flush=True)
+
+
+def rate(args: argparse.Namespace, how: str) -> dict:
+    child = subprocess.Popen([sys.executable, __file__, "sink", "--socket", args.socket,
+                              "--count", str(args.count)], stdout=subprocess.PIPE, text=True)
+    try:
+        # Waits (wait_for_consumers) for the sink, which waits for the topic.
+        deadline = time.monotonic() + 60
+        while "bulk" not in alkaid.awaited_topics(args.socket):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the sink never subscribed")
+            time.sleep(0.001)
+        ids = np.arange(args.rows, dtype=np.int64)
+        batch = pa.record_batch([pa.array(ids), pa.array(ids * 0.5)], schema=SCHEMA)
+        with alkaid.Producer("bulk", SCHEMA, socket=args.socket) as producer:
+            start = time.perf_counter_ns()
+            for i in range(args.count):
+                if how == "publish":
+                    producer.publish(batch)
+                else:
+                    send_loan(producer, args.rows, i)
+            publish_s = (time.perf_counter_ns() - start) / 1e9
+        out, _ = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    received = json.loads(out.strip().splitlines()[-1])
+    return {"what": f"alkaid python rate ({how})", "rows": args.rows, "batches": args.count,
+            "published_per_s": args.count / publish_s,
+            "received_per_s": received["batches_per_s"]}
+
+
+# --- handoff ----------------------------------------------------------------
+
+def handoff(args: argparse.Namespace) -> list[dict]:
+    import polars as pl
+
+    results = []
+    for rows in (int(r) for r in args.rows_list.split(",")):
+        with alkaid.Producer(f"h{rows}", SCHEMA, socket=args.socket,
+                             segment_bytes=max(64 << 20, rows * 64)) as producer, \
+                alkaid.Consumer(f"h{rows}", socket=args.socket) as consumer:
+            ids = np.arange(rows, dtype=np.int64)
+            producer.publish(pa.record_batch([pa.array(ids), pa.array(ids * 0.5)], schema=SCHEMA))
+            batch = consumer.next(timeout=60)
+            for name, convert in (("pyarrow", pa.record_batch), ("polars", pl.DataFrame)):
+                samples = []
+                for _ in range(args.count):
+                    start = time.perf_counter_ns()
+                    converted = convert(batch)
+                    end = time.perf_counter_ns()
+                    del converted
+                    samples.append((end - start) / 1000.0)
+                results.append({"what": f"handoff to {name}", "rows": rows,
+                                "us_p50": statistics.median(samples),
+                                "us_p99": percentile(samples, 0.99)})
+            del batch
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("command", choices=["pingpong", "rate", "handoff", "echo", "sink"])
+    parser.add_argument("--socket", default=None)
+    parser.add_argument("--mode", default="spin", choices=["spin", "block", "spin-then-block"])
+    parser.add_argument("--count", type=int, default=20000)
+    parser.add_argument("--warmup", type=int, default=1000)
+    parser.add_argument("--rows", type=int, default=64)
+    parser.add_argument("--rows-list", default="1000,1000000")
+    parser.add_argument("--how", default="publish", choices=["publish", "loan"])
+    parser.add_argument("--check", action="store_true", help="echo: read the sequence number")
+    args = parser.parse_args()
+    if args.command == "echo":
+        return echo(args)
+    if args.command == "sink":
+        return sink(args)
+    broker = None
+    if args.socket is None:
+        broker = alkaid.Broker().start()
+        args.socket = broker.socket
+    try:
+        if args.command == "pingpong":
+            print(json.dumps(pingpong(args)))
+        elif args.command == "rate":
+            print(json.dumps(rate(args, args.how)))
+        elif args.command == "handoff":
+            for r in handoff(args):
+                print(json.dumps(r))
+    finally:
+        if broker is not None:
+            broker.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "alkaid/format/record_batch.h"
+
+namespace alkaid::python {
+
+namespace nb = nanobind;
+
+/// alkaid.Consumer (py_consumer.cc has the docstrings).
+class PyConsumer {
+ public:
+  PyConsumer(const std::string& topic, std::optional<double> wait_for_topic,
+             const std::optional<std::string>& socket,
+             const std::optional<std::vector<std::string>>& columns, bool from_oldest,
+             const std::string& wait_mode, const std::string& verification);
+  ~PyConsumer();
+  PyConsumer(const PyConsumer&) = delete;
+  PyConsumer& operator=(const PyConsumer&) = delete;
+
+  nb::object Next(std::optional<double> timeout);
+  void Close();
+  bool closed() const;
+  const std::string& topic() const;
+  format::SchemaPtr schema() const;
+  nb::dict Stats() const;
+  nb::object ExportStream();
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+void BindConsumer(nb::module_& m);
+
+}  // namespace alkaid::python

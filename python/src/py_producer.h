@@ -1,0 +1,53 @@
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "alkaid/client/producer.h"
+
+namespace alkaid::python {
+
+namespace nb = nanobind;
+
+/// alkaid.Producer (py_producer.cc has the docstrings). Used from one
+/// thread at a time (the C++ producer's rule); a mutex taken with the GIL
+/// released enforces it.
+class PyProducer {
+ public:
+  PyProducer(const std::string& topic, nb::handle schema, const std::optional<std::string>& socket,
+             uint32_t ring_slots, uint64_t segment_bytes, const std::string& policy,
+             double publish_timeout, double wait_for_consumers, double drain_timeout);
+  PyProducer(const PyProducer&) = delete;
+  PyProducer& operator=(const PyProducer&) = delete;
+
+  /// Publishes an object of the Arrow PyCapsule protocol; returns how many
+  /// batches were published.
+  uint64_t Publish(nb::handle obj);
+  void Close();
+  bool closed() const { return closed_.load(std::memory_order_acquire); }
+  const std::string& topic() const { return topic_; }
+  format::SchemaPtr schema() const { return schema_; }
+  nb::dict Stats();
+
+  /// For Loan, with `mutex()` held: the producer, null once closed.
+  client::Producer* Get() { return producer_.get(); }
+  /// InvalidError "the producer of topic ... is closed".
+  Status ClosedStatus() const;
+  std::mutex& mutex() { return mutex_; }
+
+ private:
+  std::mutex mutex_;
+  std::atomic<bool> closed_{false};  // set by Close before it takes mutex_
+  std::unique_ptr<client::Producer> producer_;
+  std::string topic_;
+  format::SchemaPtr schema_;
+};
+
+void BindProducer(nb::module_& m);
+
+}  // namespace alkaid::python

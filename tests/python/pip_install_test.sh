@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# `pip install ./python` into a fresh virtual environment, then: the module
+# imports from there (not from the build tree), the alkaid and alkaid-broker
+# commands run the bundled programs, and a batch goes through a broker the
+# package starts. Offline: the build backend (scikit-build-core, nanobind)
+# and pyarrow come from the project's .venv through a .pth file, and pip runs
+# with --no-build-isolation --no-deps. The CMake build folder is kept in the
+# build tree, so a second run rebuilds only what changed.
+#   pip_install_test.sh SOURCE_DIR BUILD_DIR VENV_PYTHON
+set -euo pipefail
+src=$1 build=$2 project_python=$3
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+/usr/bin/python3 -m venv "$work/venv"
+site=$("$work/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+"$project_python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > "$site/project-venv.pth"
+export CMAKE_CXX_COMPILER_LAUNCHER="${ALKAID_CCACHE:-$(command -v ccache || true)}"
+unset PYTHONPATH
+"$work/venv/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation \
+  --no-deps --config-settings=build-dir="$build/pip-install-test" "$src/python"
+cd "$work"
+"$work/venv/bin/python" - <<'PY'
+import os, sys
+import alkaid, pyarrow as pa
+where = os.path.dirname(alkaid.__file__)
+assert where.startswith(sys.prefix), f"alkaid imported from {where}, not the new venv"
+print("alkaid from", where)
+schema = pa.schema([("x", pa.int64())])
+with alkaid.Broker() as broker:
+    assert broker.binary.startswith(sys.prefix), broker.binary
+    with alkaid.Producer("t", schema, socket=broker.socket) as p, \
+            alkaid.Consumer("t", socket=broker.socket) as c:
+        p.publish(pa.record_batch([pa.array([1, 2, 3])], schema=schema))
+        assert pa.record_batch(c.next(timeout=10)).column(0).to_pylist() == [1, 2, 3]
+print("round trip through the installed package: ok")
+PY
+"$work/venv/bin/alkaid" --help | head -n 1
+"$work/venv/bin/alkaid-broker" --help | head -n 1
+test -f "$("$work/venv/bin/python" -c 'import alkaid, os; print(os.path.dirname(alkaid.__file__))')/py.typed"
+echo "pip install ./python: ok"

@@ -1,0 +1,53 @@
+"""Every gold case's data through a topic, Python to Python, and the
+received batches' buffers in shared memory."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.ipc
+import pytest
+
+import alkaid
+from conftest import GOLD_DIR, in_mappings, shm_mappings
+
+
+def gold_cases() -> list[str]:
+    return sorted(p.name[len("generated_"):-len(".stream")] for p in GOLD_DIR.glob("generated_*.stream"))
+
+
+@pytest.mark.parametrize("case", gold_cases())
+def test_gold_case_round_trips(broker, case):
+    with pa.ipc.open_stream(GOLD_DIR / f"generated_{case}.stream") as reader:
+        schema = reader.schema
+        batches = list(reader)
+    with alkaid.Producer(case, schema, socket=broker.socket) as producer:
+        with alkaid.Consumer(case, socket=broker.socket) as consumer:
+            assert consumer.schema.to_pyarrow().equals(schema)
+            for batch in batches:
+                assert producer.publish(batch) == 1
+            received = [consumer.next(timeout=10) for _ in batches]
+            mappings = shm_mappings(broker.name + ".")
+            for sent, got in zip(batches, received):
+                assert got.num_rows == sent.num_rows
+                as_arrow = got.to_pyarrow()
+                assert as_arrow.equals(sent), f"{case}: {as_arrow} != {sent}"
+                for address, size in got.buffer_addresses():
+                    assert in_mappings(address, size, mappings), (
+                        f"{case}: buffer at {address:#x} ({size} bytes) outside /dev/shm mappings")
+            producer.close()
+            with pytest.raises(StopIteration):
+                consumer.next(timeout=10)
+
+
+def test_table_and_reader_publish_every_batch(broker):
+    table = pa.table({"x": pa.array(range(100), pa.int64())}).to_batches(max_chunksize=30)
+    table = pa.Table.from_batches(table)
+    with alkaid.Producer("t", table.schema, socket=broker.socket) as producer, \
+            alkaid.Consumer("t", socket=broker.socket) as consumer:
+        assert producer.publish(table) == 4
+        assert producer.publish(pa.RecordBatchReader.from_batches(table.schema, table.to_batches())) == 4
+        got = [consumer.next(timeout=10) for _ in range(8)]
+        assert [b.num_rows for b in got] == [30, 30, 30, 10] * 2
+        assert pa.Table.from_batches([b.to_pyarrow() for b in got[:4]]).equals(table)
+        stats = producer.stats()
+        assert stats["published"] == 8 and stats["arrow_copied"] == 8
