@@ -22,8 +22,8 @@
 
 #include "alkaid/format/buffer.h"
 #include "alkaid/format/c_data.h"
-#include "ten_column_batch.h"
 #include "alkaid/format/record_batch.h"
+#include "ten_column_batch.h"
 
 namespace af = alkaid::format;
 

@@ -197,8 +197,7 @@ void BM_OneWayPaired(benchmark::State& state, Fill fill) {
   const pid_t child = bench::ForkPinned(g_cpus);
   if (child == 0) ChildLoop(segments, schema, large_bytes, stamps, pings);
 
-  auto publisher =
-      client::BatchPublisher::Create(segments.ping(), schema).ValueOrDie();
+  auto publisher = client::BatchPublisher::Create(segments.ping(), schema).ValueOrDie();
   segments.AwaitAnswer();  // the child is ready
   std::vector<int64_t> values;
   std::vector<uint8_t> scratch(fill == Fill::kBuiltEvicted ? (64u << 20) : 0);

@@ -272,8 +272,7 @@ BatchFigures BatchPingPong(uint64_t body_bytes, int iterations, Mode mode) {
     }
     ::_exit(0);
   }
-  auto publisher =
-      client::BatchPublisher::Create(segments.ping(), schema).ValueOrDie();
+  auto publisher = client::BatchPublisher::Create(segments.ping(), schema).ValueOrDie();
   segments.AwaitAnswer();  // the child is ready
   std::vector<double> half_rtt;
   std::vector<int64_t> values(rows);

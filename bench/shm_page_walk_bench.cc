@@ -92,8 +92,8 @@ void Run(shm::HugePages huge, int samples) {
   if (scratch[static_cast<size_t>(rng() % scratch.size())] != ((samples - 1) & 0xff)) std::abort();
   const double c = Median(cold);
   const double l = Median(line);
-  std::printf("%-12s cold page+line %5.0f ns   line only %5.0f ns   page walk %5.0f ns\n", label,
-              c, l, c - l);
+  std::printf("%-12s cold page+line %5.0f ns   line only %5.0f ns   page walk %5.0f ns\n", label, c,
+              l, c - l);
   segment.reset();
   (void)shm::Segment::Remove(name);
 }
@@ -104,8 +104,8 @@ int main(int argc, char** argv) {
   const int samples = argc >= 2 ? std::max(10, std::atoi(argv[1])) : 400;
   double load[3] = {0, 0, 0};
   (void)::getloadavg(load, 3);
-  std::printf("load average %.2f %.2f %.2f; %d samples; medians, clock cost subtracted\n",
-              load[0], load[1], load[2], samples);
+  std::printf("load average %.2f %.2f %.2f; %d samples; medians, clock cost subtracted\n", load[0],
+              load[1], load[2], samples);
   Run(shm::HugePages::kOff, samples);
   Run(shm::HugePages::kTry, samples);
   return 0;

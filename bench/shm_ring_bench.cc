@@ -79,8 +79,9 @@ void BM_ShmRing(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * kMessageSize);
 }
 BENCHMARK(BM_ShmRing)
-    ->ArgsProduct({{1, 4}, {static_cast<int>(alkaid::shm::WaitMode::kBusyPoll),
-                            static_cast<int>(alkaid::shm::WaitMode::kSpinThenBlock)}})
+    ->ArgsProduct({{1, 4},
+                   {static_cast<int>(alkaid::shm::WaitMode::kBusyPoll),
+                    static_cast<int>(alkaid::shm::WaitMode::kSpinThenBlock)}})
     ->UseRealTime();
 
 // Baseline: one mutex-protected std::queue per consumer (broadcast by

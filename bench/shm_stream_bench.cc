@@ -183,8 +183,8 @@ StreamFigures Stream(int consumers, int64_t batches, bool fixed) {
       "alkaid_stream_" + Tag() + "_" + std::to_string(consumers) + (fixed ? "f" : "");
   auto schema = Schema();
   auto channel = NewChannel(name, 4096);
-  void* mem = ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                     -1, 0);
+  void* mem =
+      ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   auto* shared = new (mem) Shared();
   std::vector<pid_t> children;
   for (int c = 0; c < consumers; ++c) {
@@ -221,8 +221,7 @@ StreamFigures Stream(int consumers, int64_t batches, bool fixed) {
       std::fprintf(stderr, "consumer %d failed\n", c);
       std::exit(1);
     }
-    const double secs =
-        static_cast<double>(shared->last_ns[c] - shared->first_ns[c]) / 1e9;
+    const double secs = static_cast<double>(shared->last_ns[c] - shared->first_ns[c]) / 1e9;
     f.per_consumer_rate[c] = static_cast<double>(batches - 1) / secs;
   }
   f.producer_rate = static_cast<double>(batches) / (static_cast<double>(t1 - t0) / 1e9);
@@ -244,18 +243,18 @@ int main(int argc, char** argv) {
   const int64_t batches = argc >= 2 ? std::atoll(argv[1]) : 1000000;
   double load[3] = {0, 0, 0};
   (void)::getloadavg(load, 3);
-  std::printf("load average %.2f %.2f %.2f; %lld batches of 1 int64 column x %lld rows\n",
-              load[0], load[1], load[2], static_cast<long long>(batches),
-              static_cast<long long>(kRows));
+  std::printf("load average %.2f %.2f %.2f; %lld batches of 1 int64 column x %lld rows\n", load[0],
+              load[1], load[2], static_cast<long long>(batches), static_cast<long long>(kRows));
   for (bool fixed : {false, true}) {
     const char* how = fixed ? "FixedShapeWriter" : "built per batch";
-    std::printf("[%s] in-process publish + receive + decode (one thread): %.0f ns per batch\n",
-                how, InProcess(std::min<int64_t>(batches, 200000), fixed));
+    std::printf("[%s] in-process publish + receive + decode (one thread): %.0f ns per batch\n", how,
+                InProcess(std::min<int64_t>(batches, 200000), fixed));
     for (int consumers : {1, 4}) {
       const StreamFigures f = Stream(consumers, batches, fixed);
-      std::printf("[%s] %d consumer(s): producer %.2f M batches/s; received+decoded per "
-                  "consumer:",
-                  how, consumers, f.producer_rate / 1e6);
+      std::printf(
+          "[%s] %d consumer(s): producer %.2f M batches/s; received+decoded per "
+          "consumer:",
+          how, consumers, f.producer_rate / 1e6);
       for (int c = 0; c < consumers; ++c) std::printf(" %.2f", f.per_consumer_rate[c] / 1e6);
       std::printf(" M/s\n");
     }

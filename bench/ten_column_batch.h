@@ -54,8 +54,8 @@ inline af::RecordBatchPtr TenColumnBatch(int64_t rows) {
     auto* o = offsets->mutable_data_as<int32_t>();
     for (int64_t i = 0; i <= rows; ++i) o[i] = static_cast<int32_t>(2 * i);
     auto values = FixedColumn(af::int32(), 2 * rows, 4, 9);
-    cols.push_back(af::ArrayData::Make(af::list(af::int32()), rows, {nullptr, offsets},
-                                       {values}, 0));
+    cols.push_back(
+        af::ArrayData::Make(af::list(af::int32()), rows, {nullptr, offsets}, {values}, 0));
   }
   af::FieldVector fields;
   for (size_t i = 0; i < cols.size(); ++i) {

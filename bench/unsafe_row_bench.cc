@@ -45,7 +45,8 @@ fmt::RecordBatchPtr MakeBatch() {
     for (int64_t k = 0; k < i % 5; ++k) tag_values->Append(i + k).Abort("tag");
   }
   std::vector<fmt::ArrayPtr> columns;
-  for (fmt::ArrayBuilder* b : std::initializer_list<fmt::ArrayBuilder*>{&id, &n, &x, &name, &tags}) {
+  for (fmt::ArrayBuilder* b :
+       std::initializer_list<fmt::ArrayBuilder*>{&id, &n, &x, &name, &tags}) {
     auto a = b->Finish();
     a.status().Abort("finish");
     columns.push_back(*a);
@@ -73,8 +74,8 @@ std::shared_ptr<fmt::Buffer> WriteStream(const fmt::RecordBatch& batch) {
 }
 
 void SetCounters(benchmark::State& state, int64_t bytes) {
-  state.counters["rows/s"] = benchmark::Counter(static_cast<double>(kRows),
-                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["rows/s"] =
+      benchmark::Counter(static_cast<double>(kRows), benchmark::Counter::kIsIterationInvariantRate);
   state.SetBytesProcessed(state.iterations() * bytes);
 }
 

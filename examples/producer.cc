@@ -37,8 +37,8 @@ alkaid::Status PublishOne(alkaid::client::Producer& producer, int b) {
   }
   ALKAID_ASSIGN_OR_RAISE(auto sensor_array, sensors.Finish());
   ALKAID_ASSIGN_OR_RAISE(auto value_array, values.Finish());
-  ALKAID_ASSIGN_OR_RAISE(auto batch, format::RecordBatch::Make(producer.schema(), kRows,
-                                                               {sensor_array, value_array}));
+  ALKAID_ASSIGN_OR_RAISE(
+      auto batch, format::RecordBatch::Make(producer.schema(), kRows, {sensor_array, value_array}));
   // Zero copy: only the batch's metadata goes through the channel.
   return producer.Publish(*batch, pool.get());
 }
@@ -46,8 +46,8 @@ alkaid::Status PublishOne(alkaid::client::Producer& producer, int b) {
 alkaid::Status Run(const std::string& topic, int batches) {
   // The schema is fixed when the topic is created; a producer with another
   // schema is refused by the broker.
-  auto schema = format::schema({format::field("sensor", format::int32(), false),
-                                format::field("value", format::float64())});
+  auto schema = format::schema(
+      {format::field("sensor", format::int32(), false), format::field("value", format::float64())});
   // Connects to the broker (ALKAID_BROKER_SOCKET or the default socket),
   // creates or opens the topic and attaches.
   ALKAID_ASSIGN_OR_RAISE(auto producer, alkaid::client::Producer::Open(topic, schema));

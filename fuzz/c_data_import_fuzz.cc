@@ -30,12 +30,69 @@ namespace {
 alignas(64) const uint8_t kZeros[1 << 20] = {};
 
 constexpr const char* kFormats[] = {
-    "n", "b", "c", "C", "s", "S", "i", "I", "l", "L", "e", "f", "g", "z", "Z", "u", "U", "vz",
-    "vu", "w:4", "w:0", "d:5,2", "d:38,10", "d:9,2,32", "d:18,3,64", "d:40,2,256", "tdD",
-    "tdm", "tts", "ttm", "ttu", "ttn", "tss:", "tsu:UTC", "tDs", "tiM", "tiD", "tin", "+l",
-    "+L", "+vl", "+vL", "+w:2", "+w:0", "+s", "+m", "+us:0,1", "+ud:0,1", "+ud:5", "+r",
+    "n",
+    "b",
+    "c",
+    "C",
+    "s",
+    "S",
+    "i",
+    "I",
+    "l",
+    "L",
+    "e",
+    "f",
+    "g",
+    "z",
+    "Z",
+    "u",
+    "U",
+    "vz",
+    "vu",
+    "w:4",
+    "w:0",
+    "d:5,2",
+    "d:38,10",
+    "d:9,2,32",
+    "d:18,3,64",
+    "d:40,2,256",
+    "tdD",
+    "tdm",
+    "tts",
+    "ttm",
+    "ttu",
+    "ttn",
+    "tss:",
+    "tsu:UTC",
+    "tDs",
+    "tiM",
+    "tiD",
+    "tin",
+    "+l",
+    "+L",
+    "+vl",
+    "+vL",
+    "+w:2",
+    "+w:0",
+    "+s",
+    "+m",
+    "+us:0,1",
+    "+ud:0,1",
+    "+ud:5",
+    "+r",
     // Malformed ones.
-    "", "w:", "w:-1", "d:", "d:1,2,3,4", "+w:", "+us:x", "+ud:1,1", "tsu", "q", "+", "t",
+    "",
+    "w:",
+    "w:-1",
+    "d:",
+    "d:1,2,3,4",
+    "+w:",
+    "+us:x",
+    "+ud:1,1",
+    "tsu",
+    "q",
+    "+",
+    "t",
 };
 
 // Metadata as the interface encodes it (int32 count, then int32-length
@@ -215,9 +272,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     default: {
       // The array against a fixed, valid type.
-      static const fmt::SchemaPtr kSchema = fmt::schema(
-          {fmt::field("a", fmt::int32()), fmt::field("b", fmt::utf8()),
-           fmt::field("c", fmt::list(fmt::int64()))});
+      static const fmt::SchemaPtr kSchema =
+          fmt::schema({fmt::field("a", fmt::int32()), fmt::field("b", fmt::utf8()),
+                       fmt::field("c", fmt::list(fmt::int64()))});
       {
         auto r = fmt::ImportRecordBatch(&tree->arrays[0], kSchema, options);
         if (r.ok()) alkaid::fuzz::Exercise(**r);

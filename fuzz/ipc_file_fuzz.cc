@@ -11,7 +11,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (buffer == nullptr) return 0;
   ipc::IpcReadOptions options;
   options.max_decompressed_size = int64_t{1} << 24;
-  auto reader = ipc::RecordBatchFileReader::Open(std::make_shared<ipc::BufferReader>(buffer), options);
+  auto reader =
+      ipc::RecordBatchFileReader::Open(std::make_shared<ipc::BufferReader>(buffer), options);
   if (!reader.ok()) return 0;
   for (int i = 0; i < (*reader)->num_record_batches(); ++i) {
     auto batch = (*reader)->ReadRecordBatch(i);

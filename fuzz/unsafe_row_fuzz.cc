@@ -14,7 +14,9 @@ fmt::SchemaPtr RichSchema() {
   using fmt::field;
   // The schema of the corpus seeds (RichBatch in unsafe_row_test.cc) ...
   return fmt::schema({
-      field("i", fmt::int32()), field("s", fmt::utf8()), field("l", fmt::list(fmt::utf8())),
+      field("i", fmt::int32()),
+      field("s", fmt::utf8()),
+      field("l", fmt::list(fmt::utf8())),
       field("m", fmt::map(fmt::int64(), fmt::list(fmt::decimal128(30, 2)))),
       field("st", fmt::struct_({field("d", fmt::float64()), field("b", fmt::binary()),
                                 field("n", fmt::struct_({field("x", fmt::int16())}))})),
@@ -26,11 +28,15 @@ fmt::SchemaPtr NarrowSchema() {
   using fmt::field;
   // ... and one with the narrow, unknown and non-nullable cases.
   return fmt::schema({
-      field("b", fmt::boolean()), field("t", fmt::int8(), false), field("u", fmt::null()),
+      field("b", fmt::boolean()),
+      field("t", fmt::int8(), false),
+      field("u", fmt::null()),
       field("a", fmt::list(fmt::list(fmt::int16()))),
       field("f", fmt::fixed_size_list(fmt::float32(), 2)),
-      field("k", fmt::map(fmt::utf8(), fmt::null())), field("d", fmt::decimal64(18, 3)),
-      field("ts", fmt::timestamp(fmt::TimeUnit::kMicro)), field("v", fmt::large_binary()),
+      field("k", fmt::map(fmt::utf8(), fmt::null())),
+      field("d", fmt::decimal64(18, 3)),
+      field("ts", fmt::timestamp(fmt::TimeUnit::kMicro)),
+      field("v", fmt::large_binary()),
   });
 }
 

@@ -26,8 +26,8 @@
 
 #include <atomic>
 #include <cerrno>
-#include <csignal>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -104,9 +104,7 @@ struct Options {
 class Endpoint {
  public:
   Endpoint(const char* out, const char* in, bool block)
-      : publisher_(Service(out)),
-        subscriber_(Service(in), MakeSubscriberOptions()),
-        block_(block) {
+      : publisher_(Service(out)), subscriber_(Service(in), MakeSubscriberOptions()), block_(block) {
     if (block_) {
       waitset_.emplace();
       if (waitset_->attachState(subscriber_, iox::popo::SubscriberState::HAS_DATA).has_error()) {
@@ -166,8 +164,8 @@ class Endpoint {
 
  private:
   static iox::capro::ServiceDescription Service(const char* event) {
-    return iox::capro::ServiceDescription("alkaid", "latency",
-                                          iox::capro::IdString_t(iox::cxx::TruncateToCapacity, event));
+    return iox::capro::ServiceDescription(
+        "alkaid", "latency", iox::capro::IdString_t(iox::cxx::TruncateToCapacity, event));
   }
 
   static iox::popo::SubscriberOptions MakeSubscriberOptions() {
@@ -183,9 +181,8 @@ class Endpoint {
 };
 
 int PingSide(const Options& options, int64_t size, Shared* shared) {
-  iox::runtime::PoshRuntime::initRuntime(
-      iox::RuntimeName_t(iox::cxx::TruncateToCapacity,
-                         ("alkaid-ping-" + std::to_string(::getpid())).c_str()));
+  iox::runtime::PoshRuntime::initRuntime(iox::RuntimeName_t(
+      iox::cxx::TruncateToCapacity, ("alkaid-ping-" + std::to_string(::getpid())).c_str()));
   Endpoint e("ping", "pong", options.mode == "block");
   if (!e.WaitConnected(shared)) {
     Fail(shared, "ping side: the pong side did not subscribe within 20 s");
@@ -211,8 +208,8 @@ int PingSide(const Options& options, int64_t size, Shared* shared) {
     if (limit_ns > 0 && NowNs() - start > limit_ns) break;
     auto* values = static_cast<int64_t*>(e.Loan(static_cast<uint64_t>(rows) * 8));
     if (values == nullptr) {
-      Fail(shared, "ping side: no chunk of " + std::to_string(rows * 8) +
-                       " bytes (see roudi_config.toml)");
+      Fail(shared,
+           "ping side: no chunk of " + std::to_string(rows * 8) + " bytes (see roudi_config.toml)");
       return 1;
     }
     for (int64_t r = 0; r < rows; ++r) values[r] = i + r;
@@ -228,9 +225,8 @@ int PingSide(const Options& options, int64_t size, Shared* shared) {
 }
 
 int PongSide(const Options& options, int64_t size, Shared* shared) {
-  iox::runtime::PoshRuntime::initRuntime(
-      iox::RuntimeName_t(iox::cxx::TruncateToCapacity,
-                         ("alkaid-pong-" + std::to_string(::getpid())).c_str()));
+  iox::runtime::PoshRuntime::initRuntime(iox::RuntimeName_t(
+      iox::cxx::TruncateToCapacity, ("alkaid-pong-" + std::to_string(::getpid())).c_str()));
   Endpoint e("pong", "ping", options.mode == "block");
   if (!e.WaitConnected(shared)) {
     if (Stopping(shared)) return 0;
@@ -272,8 +268,8 @@ bool MeasureSize(const Options& options, int64_t size, Shared* shared, int cpus)
     pids[side] = ::fork();
     if (pids[side] == 0) {
       if (cpus >= 2) Pin(side);
-      iox::log::LogManager::GetLogManager().SetDefaultLogLevel(iox::log::LogLevel::kWarn,
-                                                            iox::log::LogLevelOutput::kHideLogLevel);
+      iox::log::LogManager::GetLogManager().SetDefaultLogLevel(
+          iox::log::LogLevel::kWarn, iox::log::LogLevelOutput::kHideLogLevel);
       // exit(), not _exit(): the runtime's destructor deregisters from RouDi.
       std::exit(side == 0 ? PingSide(options, size, shared) : PongSide(options, size, shared));
     }
@@ -367,8 +363,8 @@ int main(int argc, char** argv) {
     }
   }
 
-  void* mem = ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                     -1, 0);
+  void* mem =
+      ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   auto* shared = new (mem) Shared;
   const int cpus = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
   nlohmann::ordered_json results = nlohmann::ordered_json::array();

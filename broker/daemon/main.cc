@@ -1,8 +1,8 @@
 // alkaid-broker: the Alkaid control-plane daemon (docs/BROKER.md).
 // Foreground, logs to stderr, stops cleanly on SIGINT/SIGTERM.
 
-#include <CLI/CLI.hpp>
 #include <signal.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <iostream>
@@ -24,8 +24,9 @@ namespace {
 int Main(int argc, char** argv) {
   alkaid::broker::BrokerOptions options;
   std::string log_level = "info";
-  CLI::App app{"alkaid-broker: names shared-memory segments, tracks producers and consumers, "
-               "cleans up after crashes"};
+  CLI::App app{
+      "alkaid-broker: names shared-memory segments, tracks producers and consumers, "
+      "cleans up after crashes"};
   app.set_version_flag("--version", "alkaid-broker 0.1.0");
   app.set_config("--config", "", "Read options from an INI/TOML file (key = value)");
   app.add_option("--socket", options.socket_path,

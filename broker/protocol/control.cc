@@ -177,7 +177,8 @@ Result<Reply> DecodeReply(const fb::Reply* r) {
       const auto* b = r->body_as_AttachProducerReply();
       out.type = ReplyType::kAttachProducer;
       out.attached_id = b->producer_id();
-      ALKAID_ASSIGN_OR_RAISE(out.ring, GetString(b->ring(), "ring name", kMaxSegmentNameLength, true));
+      ALKAID_ASSIGN_OR_RAISE(out.ring,
+                             GetString(b->ring(), "ring name", kMaxSegmentNameLength, true));
       ALKAID_ASSIGN_OR_RAISE(out.bodies,
                              GetString(b->bodies(), "bodies name", kMaxSegmentNameLength, true));
       ALKAID_RETURN_NOT_OK(CheckSegmentName(out.ring, "ring name"));
@@ -277,8 +278,7 @@ Result<Reply> DecodeReply(const fb::Reply* r) {
       break;
     }
     default:
-      return Status::Invalid("control reply: unknown body type ",
-                             static_cast<int>(r->body_type()));
+      return Status::Invalid("control reply: unknown body type ", static_cast<int>(r->body_type()));
   }
   return out;
 }
@@ -324,8 +324,7 @@ Result<Event> DecodeEvent(const fb::Event* e) {
       break;
     }
     default:
-      return Status::Invalid("control event: unknown body type ",
-                             static_cast<int>(e->body_type()));
+      return Status::Invalid("control event: unknown body type ", static_cast<int>(e->body_type()));
   }
   return out;
 }
@@ -334,22 +333,32 @@ Result<Event> DecodeEvent(const fb::Event* e) {
 
 const char* PayloadKindName(PayloadKind kind) {
   switch (kind) {
-    case PayloadKind::kRecordBatch: return "record-batch";
-    case PayloadKind::kUnsafeRow: return "unsafe-row";
+    case PayloadKind::kRecordBatch:
+      return "record-batch";
+    case PayloadKind::kUnsafeRow:
+      return "unsafe-row";
   }
   return "?";
 }
 
 const char* RequestTypeName(RequestType type) {
   switch (type) {
-    case RequestType::kCreateTopic: return "CreateTopic";
-    case RequestType::kAttachProducer: return "AttachProducer";
-    case RequestType::kProducerReady: return "ProducerReady";
-    case RequestType::kAttachConsumer: return "AttachConsumer";
-    case RequestType::kDetach: return "Detach";
-    case RequestType::kListTopics: return "ListTopics";
-    case RequestType::kGetStats: return "GetStats";
-    case RequestType::kProducerStats: return "ProducerStats";
+    case RequestType::kCreateTopic:
+      return "CreateTopic";
+    case RequestType::kAttachProducer:
+      return "AttachProducer";
+    case RequestType::kProducerReady:
+      return "ProducerReady";
+    case RequestType::kAttachConsumer:
+      return "AttachConsumer";
+    case RequestType::kDetach:
+      return "Detach";
+    case RequestType::kListTopics:
+      return "ListTopics";
+    case RequestType::kGetStats:
+      return "GetStats";
+    case RequestType::kProducerStats:
+      return "ProducerStats";
   }
   return "?";
 }
@@ -365,8 +374,7 @@ Status ValidateTopicName(const std::string& name) {
     const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
                     (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-';
     if (!ok) {
-      return Status::Invalid("topic name '", name,
-                             "' has a character outside [A-Za-z0-9._-]");
+      return Status::Invalid("topic name '", name, "' has a character outside [A-Za-z0-9._-]");
     }
   }
   return Status::OK();
@@ -416,9 +424,8 @@ std::vector<uint8_t> EncodeRequest(const Request& r) {
       break;
     case RequestType::kProducerStats:
       type = fb::RequestBody::ProducerStats;
-      body = fb::CreateProducerStats(fbb, r.target_id, r.published, r.depth, r.drops,
-                                     r.held)
-                 .Union();
+      body =
+          fb::CreateProducerStats(fbb, r.target_id, r.published, r.depth, r.drops, r.held).Union();
       break;
   }
   fbb.Finish(fb::CreateRequest(fbb, r.id, type, body));
@@ -458,8 +465,9 @@ Result<Request> DecodeRequest(std::span<const uint8_t> bytes) {
       ALKAID_ASSIGN_OR_RAISE(out.bodies,
                              GetString(b->bodies(), "bodies name", kMaxSegmentNameLength, false));
       if (out.ring.empty() != out.bodies.empty()) {
-        return Status::Invalid("control request: AttachProducer re-registration needs both the "
-                               "ring and the bodies name");
+        return Status::Invalid(
+            "control request: AttachProducer re-registration needs both the "
+            "ring and the bodies name");
       }
       if (!out.ring.empty()) {
         ALKAID_RETURN_NOT_OK(CheckSegmentName(out.ring, "ring name"));
@@ -530,8 +538,8 @@ std::vector<uint8_t> EncodeServerMessage(const ServerMessage& m) {
         break;
       case EventType::kProducerGone:
         type = fb::EventBody::ProducerGone;
-        body = fb::CreateProducerGone(fbb, topic, e.producer.id, fbb.CreateString(e.reason))
-                   .Union();
+        body =
+            fb::CreateProducerGone(fbb, topic, e.producer.id, fbb.CreateString(e.reason)).Union();
         break;
       case EventType::kConsumerGone:
         type = fb::EventBody::ConsumerGone;
@@ -539,8 +547,8 @@ std::vector<uint8_t> EncodeServerMessage(const ServerMessage& m) {
         break;
       case EventType::kTopicCreated:
         type = fb::EventBody::TopicCreated;
-        body = fb::CreateTopicCreated(fbb, topic, e.consumer_id, EncodeConfig(fbb, e.config))
-                   .Union();
+        body =
+            fb::CreateTopicCreated(fbb, topic, e.consumer_id, EncodeConfig(fbb, e.config)).Union();
         break;
     }
     auto event = fb::CreateEvent(fbb, type, body);
@@ -586,8 +594,8 @@ std::vector<uint8_t> EncodeServerMessage(const ServerMessage& m) {
         std::vector<flatbuffers::Offset<fb::TopicInfo>> topics;
         for (const auto& t : r.topics) {
           auto config = EncodeConfig(fbb, t.config);
-          topics.push_back(fb::CreateTopicInfo(fbb, config, t.producers, t.consumers,
-                                               t.published, t.depth, t.drops, t.held));
+          topics.push_back(fb::CreateTopicInfo(fbb, config, t.producers, t.consumers, t.published,
+                                               t.depth, t.drops, t.held));
         }
         auto topic_vec = fbb.CreateVector(topics);
         std::vector<flatbuffers::Offset<fb::AwaitedTopic>> awaited;
@@ -610,9 +618,8 @@ std::vector<uint8_t> EncodeServerMessage(const ServerMessage& m) {
         type = fb::ReplyBody::BrokerStats;
         const BrokerStats& s = r.stats;
         body = fb::CreateBrokerStats(fbb, fbb.CreateString(s.name), s.pid, s.uptime_ms,
-                                     s.connections, s.topics, s.producers, s.consumers,
-                                     s.segments, s.reserved_bytes, s.shm_limit,
-                                     s.rejected_frames)
+                                     s.connections, s.topics, s.producers, s.consumers, s.segments,
+                                     s.reserved_bytes, s.shm_limit, s.rejected_frames)
                    .Union();
         break;
       }
@@ -621,8 +628,8 @@ std::vector<uint8_t> EncodeServerMessage(const ServerMessage& m) {
   std::string message = r.status.ok() ? std::string() : r.status.message();
   if (message.size() > kMaxMessageLength) message.resize(kMaxMessageLength);
   auto msg = fbb.CreateString(message);
-  auto reply = fb::CreateReply(fbb, r.request_id, static_cast<uint8_t>(r.status.code()), msg,
-                               type, body);
+  auto reply =
+      fb::CreateReply(fbb, r.request_id, static_cast<uint8_t>(r.status.code()), msg, type, body);
   fbb.Finish(fb::CreateServerMessage(fbb, fb::ServerBody::Reply, reply.Union()));
   return Finish(fbb);
 }

@@ -144,21 +144,21 @@ struct Reply {
   uint64_t request_id = 0;
   Status status;
   ReplyType type = ReplyType::kNone;
-  TopicConfig config;       ///< kTopic, kAttachProducer, kAttachConsumer (not pending)
-  bool created = false;     ///< kTopic
-  uint64_t attached_id = 0; ///< kAttachProducer, kAttachConsumer
-  std::string ring;         ///< kAttachProducer
-  std::string bodies;       ///< kAttachProducer
-  uint32_t segment_mode = 0600;  ///< kAttachProducer
-  uint32_t consumers = 0;        ///< kAttachProducer
+  TopicConfig config;                   ///< kTopic, kAttachProducer, kAttachConsumer (not pending)
+  bool created = false;                 ///< kTopic
+  uint64_t attached_id = 0;             ///< kAttachProducer, kAttachConsumer
+  std::string ring;                     ///< kAttachProducer
+  std::string bodies;                   ///< kAttachProducer
+  uint32_t segment_mode = 0600;         ///< kAttachProducer
+  uint32_t consumers = 0;               ///< kAttachProducer
   std::vector<ProducerInfo> producers;  ///< kAttachConsumer
   /// kAttachConsumer: the topic does not exist yet; the consumer waits for
   /// it (no config, no producers).
   bool pending = false;
   std::vector<ConsumerInfo> consumer_list;  ///< kProducerReady
-  std::vector<TopicInfo> topics;        ///< kTopicList
-  std::vector<AwaitedTopic> awaited;    ///< kTopicList
-  BrokerStats stats;                    ///< kStats
+  std::vector<TopicInfo> topics;            ///< kTopicList
+  std::vector<AwaitedTopic> awaited;        ///< kTopicList
+  BrokerStats stats;                        ///< kStats
 };
 
 enum class EventType : uint8_t { kProducerJoined = 1, kProducerGone, kConsumerGone, kTopicCreated };
@@ -167,11 +167,11 @@ enum class EventType : uint8_t { kProducerJoined = 1, kProducerGone, kConsumerGo
 struct Event {
   EventType type = EventType::kProducerJoined;
   std::string topic;
-  ProducerInfo producer;    ///< kProducerJoined; kProducerGone uses producer.id
-  std::string reason;       ///< kProducerGone
-  uint64_t consumer_id = 0; ///< kConsumerGone, kTopicCreated
-  uint32_t pid = 0;         ///< kConsumerGone
-  TopicConfig config;       ///< kTopicCreated
+  ProducerInfo producer;     ///< kProducerJoined; kProducerGone uses producer.id
+  std::string reason;        ///< kProducerGone
+  uint64_t consumer_id = 0;  ///< kConsumerGone, kTopicCreated
+  uint32_t pid = 0;          ///< kConsumerGone
+  TopicConfig config;        ///< kTopicCreated
 };
 
 /// What the broker sends: a reply or an event.

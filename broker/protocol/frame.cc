@@ -23,8 +23,8 @@ Result<std::optional<std::vector<uint8_t>>> FrameAssembler::Next() {
   const std::size_t have = data_.size() - start_;
   if (have < 4) return std::optional<std::vector<uint8_t>>();
   const uint8_t* p = data_.data() + start_;
-  const uint32_t length = uint32_t{p[0]} | (uint32_t{p[1]} << 8) | (uint32_t{p[2]} << 16) |
-                          (uint32_t{p[3]} << 24);
+  const uint32_t length =
+      uint32_t{p[0]} | (uint32_t{p[1]} << 8) | (uint32_t{p[2]} << 16) | (uint32_t{p[3]} << 24);
   if (length == 0) return Status::Invalid("control frame: zero length prefix");
   if (length > max_frame_) {
     return Status::Invalid("control frame: length prefix ", length, " exceeds the maximum of ",

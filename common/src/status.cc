@@ -10,22 +10,38 @@ namespace alkaid {
 
 std::string_view StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kInvalid: return "Invalid";
-    case StatusCode::kTypeError: return "TypeError";
-    case StatusCode::kIndexError: return "IndexError";
-    case StatusCode::kKeyError: return "KeyError";
-    case StatusCode::kCapacityError: return "CapacityError";
-    case StatusCode::kOutOfMemory: return "OutOfMemory";
-    case StatusCode::kIOError: return "IOError";
-    case StatusCode::kNotImplemented: return "NotImplemented";
-    case StatusCode::kSerializationError: return "SerializationError";
-    case StatusCode::kAlreadyExists: return "AlreadyExists";
-    case StatusCode::kTimedOut: return "TimedOut";
-    case StatusCode::kPermissionDenied: return "PermissionDenied";
-    case StatusCode::kEndOfStream: return "EndOfStream";
-    case StatusCode::kCancelled: return "Cancelled";
-    case StatusCode::kUnknown: return "Unknown";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kInvalid:
+      return "Invalid";
+    case StatusCode::kTypeError:
+      return "TypeError";
+    case StatusCode::kIndexError:
+      return "IndexError";
+    case StatusCode::kKeyError:
+      return "KeyError";
+    case StatusCode::kCapacityError:
+      return "CapacityError";
+    case StatusCode::kOutOfMemory:
+      return "OutOfMemory";
+    case StatusCode::kIOError:
+      return "IOError";
+    case StatusCode::kNotImplemented:
+      return "NotImplemented";
+    case StatusCode::kSerializationError:
+      return "SerializationError";
+    case StatusCode::kAlreadyExists:
+      return "AlreadyExists";
+    case StatusCode::kTimedOut:
+      return "TimedOut";
+    case StatusCode::kPermissionDenied:
+      return "PermissionDenied";
+    case StatusCode::kEndOfStream:
+      return "EndOfStream";
+    case StatusCode::kCancelled:
+      return "Cancelled";
+    case StatusCode::kUnknown:
+      return "Unknown";
   }
   return "Unknown";
 }
@@ -83,7 +99,7 @@ void Status::Abort(std::string_view what) const {
   if (ok()) return;
   // Best effort: the process aborts next whether or not the message got out.
   (void)std::fprintf(stderr, "alkaid: fatal: %.*s%s%s\n", static_cast<int>(what.size()),
-               what.data(), what.empty() ? "" : ": ", ToString().c_str());
+                     what.data(), what.empty() ? "" : ": ", ToString().c_str());
   std::abort();
 }
 

@@ -71,10 +71,10 @@ Result<std::unique_ptr<ipc::Message>> FlightDataToMessage(
   const std::string& header = data->data_header();
   const std::string& body = data->data_body();
   // Both views keep the whole FlightData alive: no byte is copied.
-  auto metadata = std::make_shared<format::Buffer>(
-      reinterpret_cast<const uint8_t*>(header.data()), static_cast<int64_t>(header.size()), data);
-  auto body_buffer = std::make_shared<format::Buffer>(
-      reinterpret_cast<const uint8_t*>(body.data()), static_cast<int64_t>(body.size()), data);
+  auto metadata = std::make_shared<format::Buffer>(reinterpret_cast<const uint8_t*>(header.data()),
+                                                   static_cast<int64_t>(header.size()), data);
+  auto body_buffer = std::make_shared<format::Buffer>(reinterpret_cast<const uint8_t*>(body.data()),
+                                                      static_cast<int64_t>(body.size()), data);
   return ipc::Message::Open(std::move(metadata), std::move(body_buffer));
 }
 
@@ -117,20 +117,39 @@ grpc::Status ToGrpc(const Status& status) {
   if (status.ok()) return grpc::Status::OK;
   grpc::StatusCode code = grpc::StatusCode::INTERNAL;
   switch (status.code()) {
-    case StatusCode::kKeyError: code = grpc::StatusCode::NOT_FOUND; break;
+    case StatusCode::kKeyError:
+      code = grpc::StatusCode::NOT_FOUND;
+      break;
     case StatusCode::kInvalid:
     case StatusCode::kTypeError:
     case StatusCode::kIndexError:
-    case StatusCode::kSerializationError: code = grpc::StatusCode::INVALID_ARGUMENT; break;
-    case StatusCode::kPermissionDenied: code = grpc::StatusCode::PERMISSION_DENIED; break;
-    case StatusCode::kAlreadyExists: code = grpc::StatusCode::ALREADY_EXISTS; break;
-    case StatusCode::kTimedOut: code = grpc::StatusCode::DEADLINE_EXCEEDED; break;
-    case StatusCode::kIOError: code = grpc::StatusCode::UNAVAILABLE; break;
-    case StatusCode::kCancelled: code = grpc::StatusCode::CANCELLED; break;
-    case StatusCode::kNotImplemented: code = grpc::StatusCode::UNIMPLEMENTED; break;
+    case StatusCode::kSerializationError:
+      code = grpc::StatusCode::INVALID_ARGUMENT;
+      break;
+    case StatusCode::kPermissionDenied:
+      code = grpc::StatusCode::PERMISSION_DENIED;
+      break;
+    case StatusCode::kAlreadyExists:
+      code = grpc::StatusCode::ALREADY_EXISTS;
+      break;
+    case StatusCode::kTimedOut:
+      code = grpc::StatusCode::DEADLINE_EXCEEDED;
+      break;
+    case StatusCode::kIOError:
+      code = grpc::StatusCode::UNAVAILABLE;
+      break;
+    case StatusCode::kCancelled:
+      code = grpc::StatusCode::CANCELLED;
+      break;
+    case StatusCode::kNotImplemented:
+      code = grpc::StatusCode::UNIMPLEMENTED;
+      break;
     case StatusCode::kCapacityError:
-    case StatusCode::kOutOfMemory: code = grpc::StatusCode::RESOURCE_EXHAUSTED; break;
-    default: break;
+    case StatusCode::kOutOfMemory:
+      code = grpc::StatusCode::RESOURCE_EXHAUSTED;
+      break;
+    default:
+      break;
   }
   return {code, status.ToString()};
 }
@@ -140,18 +159,41 @@ Status FromGrpc(const grpc::Status& status, const char* call) {
   const auto code = status.error_code();
   StatusCode ours = StatusCode::kIOError;
   switch (code) {
-    case grpc::StatusCode::NOT_FOUND: ours = StatusCode::kKeyError; break;
-    case grpc::StatusCode::INVALID_ARGUMENT: ours = StatusCode::kInvalid; break;
+    case grpc::StatusCode::NOT_FOUND:
+      ours = StatusCode::kKeyError;
+      break;
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      ours = StatusCode::kInvalid;
+      break;
     case grpc::StatusCode::UNAUTHENTICATED:
-    case grpc::StatusCode::PERMISSION_DENIED: ours = StatusCode::kPermissionDenied; break;
-    case grpc::StatusCode::CANCELLED: ours = StatusCode::kCancelled; break;
-    case grpc::StatusCode::DEADLINE_EXCEEDED: ours = StatusCode::kTimedOut; break;
-    default: break;
+    case grpc::StatusCode::PERMISSION_DENIED:
+      ours = StatusCode::kPermissionDenied;
+      break;
+    case grpc::StatusCode::CANCELLED:
+      ours = StatusCode::kCancelled;
+      break;
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      ours = StatusCode::kTimedOut;
+      break;
+    default:
+      break;
   }
-  const char* names[] = {"OK",      "CANCELLED",          "UNKNOWN",          "INVALID_ARGUMENT",
-                         "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED",
-                         "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
-                         "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
+  const char* names[] = {"OK",
+                         "CANCELLED",
+                         "UNKNOWN",
+                         "INVALID_ARGUMENT",
+                         "DEADLINE_EXCEEDED",
+                         "NOT_FOUND",
+                         "ALREADY_EXISTS",
+                         "PERMISSION_DENIED",
+                         "RESOURCE_EXHAUSTED",
+                         "FAILED_PRECONDITION",
+                         "ABORTED",
+                         "OUT_OF_RANGE",
+                         "UNIMPLEMENTED",
+                         "INTERNAL",
+                         "UNAVAILABLE",
+                         "DATA_LOSS",
                          "UNAUTHENTICATED"};
   const int index = static_cast<int>(code);
   const char* name = index >= 0 && index <= 16 ? names[index] : "UNKNOWN";

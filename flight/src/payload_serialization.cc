@@ -54,7 +54,8 @@ grpc::Status SerializePayload(const FlightPayload& payload, grpc::ByteBuffer* ou
                               int64_t* bytes_referenced) {
   const format::ipc::IpcPayload& ipc = payload.ipc;
   std::string head;
-  const size_t header_size = ipc.metadata == nullptr ? 0 : static_cast<size_t>(ipc.metadata->size());
+  const size_t header_size =
+      ipc.metadata == nullptr ? 0 : static_cast<size_t>(ipc.metadata->size());
   head.reserve(header_size + payload.app_metadata.size() + 32);
   if (header_size > 0) {
     PutKeyAndLength(kDataHeaderField, header_size, &head);
@@ -83,7 +84,8 @@ grpc::Status SerializePayload(const FlightPayload& payload, grpc::ByteBuffer* ou
     }
     if (size < kReferenceThreshold && head_open) {
       head.append(static_cast<size_t>(offset - position), '\0');
-      if (size > 0) head.append(reinterpret_cast<const char*>(buffer->data()), static_cast<size_t>(size));
+      if (size > 0)
+        head.append(reinterpret_cast<const char*>(buffer->data()), static_cast<size_t>(size));
     } else {
       if (head_open) {
         slices.emplace_back(head);

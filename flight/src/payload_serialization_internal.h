@@ -17,8 +17,8 @@
 
 #include <string>
 
-#include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/impl/codegen/serialization_traits.h>
+#include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/status.h>
 
 #include "alkaid/format/ipc/writer.h"

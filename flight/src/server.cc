@@ -129,10 +129,9 @@ class Service final : public grpc::Service {
             this)));
   }
 
-  grpc::Status Handshake(
-      grpc::ServerContext* context,
-      grpc::ServerReaderWriter<internal::pb::HandshakeResponse, internal::pb::HandshakeRequest>*
-          stream) {
+  grpc::Status Handshake(grpc::ServerContext* context,
+                         grpc::ServerReaderWriter<internal::pb::HandshakeResponse,
+                                                  internal::pb::HandshakeRequest>* stream) {
     // Tokens travel in the authorization header of every call; the
     // handshake only checks it, so a client that starts with one learns
     // early that its token is refused.
@@ -323,8 +322,7 @@ class Service final : public grpc::Service {
         if (change.values != nullptr) {
           FlightPayload data;
           ALKAID_ASSIGN_OR_RAISE(data.ipc, ipc::GetDictionaryPayload(change.id, change.is_delta,
-                                                                     change.values,
-                                                                     write_options));
+                                                                     change.values, write_options));
           if (!writer->Write(data)) return Status::Cancelled("DoGet: the client went away");
         }
         ALKAID_RETURN_NOT_OK(tracker.Commit(change));
@@ -432,8 +430,8 @@ Result<std::unique_ptr<FlightServer>> FlightServer::Start(const FlightServerOpti
     credentials = grpc::InsecureServerCredentials();
   }
   auto impl = std::make_unique<Impl>();
-  std::string socket = options.broker_socket.empty() ? client::DefaultBrokerSocket()
-                                                     : options.broker_socket;
+  std::string socket =
+      options.broker_socket.empty() ? client::DefaultBrokerSocket() : options.broker_socket;
   impl->service = std::make_unique<Service>(std::move(socket), std::move(tokens));
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, credentials, &impl->port);

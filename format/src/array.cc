@@ -9,7 +9,8 @@ namespace alkaid::format {
 
 bool Array::IsNull(int64_t i) const {
   switch (type_id()) {
-    case TypeId::kNull: return true;
+    case TypeId::kNull:
+      return true;
     case TypeId::kSparseUnion:
     case TypeId::kDenseUnion: {
       const auto& u = static_cast<const UnionArray&>(*this);
@@ -26,7 +27,8 @@ bool Array::IsNull(int64_t i) const {
     }
     case TypeId::kExtension:
       return static_cast<const ExtensionArray&>(*this).storage()->IsNull(i);
-    default: return data_->IsNull(i);
+    default:
+      return data_->IsNull(i);
   }
 }
 
@@ -92,16 +94,24 @@ int64_t DictionaryArray::GetIndex(int64_t i) const {
   const int64_t j = data_->offset + i;
   const uint8_t* p = data_->buffers[1]->data();
   switch (dict_type().index_type()->id()) {
-    case TypeId::kInt8: return reinterpret_cast<const int8_t*>(p)[j];
-    case TypeId::kUInt8: return p[j];
-    case TypeId::kInt16: return reinterpret_cast<const int16_t*>(p)[j];
-    case TypeId::kUInt16: return reinterpret_cast<const uint16_t*>(p)[j];
-    case TypeId::kInt32: return reinterpret_cast<const int32_t*>(p)[j];
-    case TypeId::kUInt32: return reinterpret_cast<const uint32_t*>(p)[j];
-    case TypeId::kInt64: return reinterpret_cast<const int64_t*>(p)[j];
+    case TypeId::kInt8:
+      return reinterpret_cast<const int8_t*>(p)[j];
+    case TypeId::kUInt8:
+      return p[j];
+    case TypeId::kInt16:
+      return reinterpret_cast<const int16_t*>(p)[j];
+    case TypeId::kUInt16:
+      return reinterpret_cast<const uint16_t*>(p)[j];
+    case TypeId::kInt32:
+      return reinterpret_cast<const int32_t*>(p)[j];
+    case TypeId::kUInt32:
+      return reinterpret_cast<const uint32_t*>(p)[j];
+    case TypeId::kInt64:
+      return reinterpret_cast<const int64_t*>(p)[j];
     case TypeId::kUInt64:
       return static_cast<int64_t>(reinterpret_cast<const uint64_t*>(p)[j]);
-    default: return -1;
+    default:
+      return -1;
   }
 }
 
@@ -113,9 +123,12 @@ RunEndEncodedArray::RunEndEncodedArray(ArrayDataPtr data)
 int64_t RunEndEncodedArray::RunEnd(int64_t i) const {
   const auto& re = *run_ends_->data();
   switch (re.type->id()) {
-    case TypeId::kInt16: return re.GetValues<int16_t>(1)[i];
-    case TypeId::kInt32: return re.GetValues<int32_t>(1)[i];
-    default: return re.GetValues<int64_t>(1)[i];
+    case TypeId::kInt16:
+      return re.GetValues<int16_t>(1)[i];
+    case TypeId::kInt32:
+      return re.GetValues<int32_t>(1)[i];
+    default:
+      return re.GetValues<int64_t>(1)[i];
   }
 }
 
@@ -143,51 +156,78 @@ ExtensionArray::ExtensionArray(ArrayDataPtr data) : Array(std::move(data)) {
 
 ArrayPtr MakeArray(ArrayDataPtr data) {
   switch (data->type->id()) {
-    case TypeId::kNull: return std::make_shared<NullArray>(std::move(data));
-    case TypeId::kBool: return std::make_shared<BooleanArray>(std::move(data));
-    case TypeId::kInt8: return std::make_shared<Int8Array>(std::move(data));
-    case TypeId::kUInt8: return std::make_shared<UInt8Array>(std::move(data));
-    case TypeId::kInt16: return std::make_shared<Int16Array>(std::move(data));
+    case TypeId::kNull:
+      return std::make_shared<NullArray>(std::move(data));
+    case TypeId::kBool:
+      return std::make_shared<BooleanArray>(std::move(data));
+    case TypeId::kInt8:
+      return std::make_shared<Int8Array>(std::move(data));
+    case TypeId::kUInt8:
+      return std::make_shared<UInt8Array>(std::move(data));
+    case TypeId::kInt16:
+      return std::make_shared<Int16Array>(std::move(data));
     case TypeId::kUInt16:
-    case TypeId::kHalfFloat: return std::make_shared<UInt16Array>(std::move(data));
+    case TypeId::kHalfFloat:
+      return std::make_shared<UInt16Array>(std::move(data));
     case TypeId::kInt32:
     case TypeId::kDate32:
     case TypeId::kTime32:
-    case TypeId::kIntervalMonths: return std::make_shared<Int32Array>(std::move(data));
-    case TypeId::kUInt32: return std::make_shared<UInt32Array>(std::move(data));
+    case TypeId::kIntervalMonths:
+      return std::make_shared<Int32Array>(std::move(data));
+    case TypeId::kUInt32:
+      return std::make_shared<UInt32Array>(std::move(data));
     case TypeId::kInt64:
     case TypeId::kDate64:
     case TypeId::kTime64:
     case TypeId::kTimestamp:
-    case TypeId::kDuration: return std::make_shared<Int64Array>(std::move(data));
-    case TypeId::kUInt64: return std::make_shared<UInt64Array>(std::move(data));
-    case TypeId::kFloat: return std::make_shared<FloatArray>(std::move(data));
-    case TypeId::kDouble: return std::make_shared<DoubleArray>(std::move(data));
+    case TypeId::kDuration:
+      return std::make_shared<Int64Array>(std::move(data));
+    case TypeId::kUInt64:
+      return std::make_shared<UInt64Array>(std::move(data));
+    case TypeId::kFloat:
+      return std::make_shared<FloatArray>(std::move(data));
+    case TypeId::kDouble:
+      return std::make_shared<DoubleArray>(std::move(data));
     case TypeId::kDecimal32:
     case TypeId::kDecimal64:
     case TypeId::kDecimal128:
     case TypeId::kDecimal256:
     case TypeId::kIntervalDayTime:
     case TypeId::kIntervalMonthDayNano:
-    case TypeId::kFixedSizeBinary: return std::make_shared<FixedSizeBinaryArray>(std::move(data));
+    case TypeId::kFixedSizeBinary:
+      return std::make_shared<FixedSizeBinaryArray>(std::move(data));
     case TypeId::kBinary:
-    case TypeId::kString: return std::make_shared<BinaryArray>(std::move(data));
+    case TypeId::kString:
+      return std::make_shared<BinaryArray>(std::move(data));
     case TypeId::kLargeBinary:
-    case TypeId::kLargeString: return std::make_shared<LargeBinaryArray>(std::move(data));
+    case TypeId::kLargeString:
+      return std::make_shared<LargeBinaryArray>(std::move(data));
     case TypeId::kBinaryView:
-    case TypeId::kStringView: return std::make_shared<BinaryViewArray>(std::move(data));
-    case TypeId::kFixedSizeList: return std::make_shared<FixedSizeListArray>(std::move(data));
-    case TypeId::kList: return std::make_shared<ListArray>(std::move(data));
-    case TypeId::kLargeList: return std::make_shared<LargeListArray>(std::move(data));
-    case TypeId::kListView: return std::make_shared<ListViewArray>(std::move(data));
-    case TypeId::kLargeListView: return std::make_shared<LargeListViewArray>(std::move(data));
-    case TypeId::kStruct: return std::make_shared<StructArray>(std::move(data));
-    case TypeId::kMap: return std::make_shared<MapArray>(std::move(data));
+    case TypeId::kStringView:
+      return std::make_shared<BinaryViewArray>(std::move(data));
+    case TypeId::kFixedSizeList:
+      return std::make_shared<FixedSizeListArray>(std::move(data));
+    case TypeId::kList:
+      return std::make_shared<ListArray>(std::move(data));
+    case TypeId::kLargeList:
+      return std::make_shared<LargeListArray>(std::move(data));
+    case TypeId::kListView:
+      return std::make_shared<ListViewArray>(std::move(data));
+    case TypeId::kLargeListView:
+      return std::make_shared<LargeListViewArray>(std::move(data));
+    case TypeId::kStruct:
+      return std::make_shared<StructArray>(std::move(data));
+    case TypeId::kMap:
+      return std::make_shared<MapArray>(std::move(data));
     case TypeId::kSparseUnion:
-    case TypeId::kDenseUnion: return std::make_shared<UnionArray>(std::move(data));
-    case TypeId::kDictionary: return std::make_shared<DictionaryArray>(std::move(data));
-    case TypeId::kRunEndEncoded: return std::make_shared<RunEndEncodedArray>(std::move(data));
-    case TypeId::kExtension: return std::make_shared<ExtensionArray>(std::move(data));
+    case TypeId::kDenseUnion:
+      return std::make_shared<UnionArray>(std::move(data));
+    case TypeId::kDictionary:
+      return std::make_shared<DictionaryArray>(std::move(data));
+    case TypeId::kRunEndEncoded:
+      return std::make_shared<RunEndEncodedArray>(std::move(data));
+    case TypeId::kExtension:
+      return std::make_shared<ExtensionArray>(std::move(data));
   }
   return std::make_shared<Array>(std::move(data));
 }

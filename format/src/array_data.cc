@@ -21,11 +21,14 @@ ArrayDataPtr ArrayData::Slice(int64_t off, int64_t len) const {
 int64_t ArrayData::GetNullCount() const {
   if (null_count != kUnknownNullCount) return null_count;
   switch (type->id()) {
-    case TypeId::kNull: return length;
+    case TypeId::kNull:
+      return length;
     case TypeId::kSparseUnion:
     case TypeId::kDenseUnion:
-    case TypeId::kRunEndEncoded: return 0;
-    default: break;
+    case TypeId::kRunEndEncoded:
+      return 0;
+    default:
+      break;
   }
   if (!HasValidityBitmap()) return 0;
   return length - bit_util::CountSetBits(buffers[0]->data(), offset, length);

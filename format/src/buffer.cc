@@ -42,8 +42,8 @@ Status ResizableBuffer::Reallocate(int64_t new_capacity) {
   if (fresh) {
     ALKAID_ASSIGN_OR_RAISE(data_, pool_->Allocate(new_capacity, kBufferAlignment));
   } else {
-    ALKAID_ASSIGN_OR_RAISE(
-        data_, pool_->Reallocate(data_, capacity_, new_capacity, kBufferAlignment));
+    ALKAID_ASSIGN_OR_RAISE(data_,
+                           pool_->Reallocate(data_, capacity_, new_capacity, kBufferAlignment));
   }
   // Only memory this call acquired is zeroed: bytes a writer put past size()
   // within the old capacity survive growth.
@@ -59,7 +59,8 @@ Status ResizableBuffer::Reserve(int64_t capacity) {
   if (capacity < 0) return Status::Invalid("negative buffer capacity ", capacity);
   if (capacity <= capacity_ && data_ != nullptr) return Status::OK();
   // Grow geometrically so appending stays amortised O(1).
-  int64_t target = std::max(PaddedLength(capacity), std::min<int64_t>(capacity_ * 2, INT64_MAX / 2));
+  int64_t target =
+      std::max(PaddedLength(capacity), std::min<int64_t>(capacity_ * 2, INT64_MAX / 2));
   return Reallocate(PaddedLength(target));
 }
 
@@ -88,8 +89,8 @@ std::shared_ptr<Buffer> SliceBuffer(std::shared_ptr<Buffer> buffer, int64_t offs
   return std::make_shared<Buffer>(std::move(buffer), offset, length);
 }
 
-Result<std::shared_ptr<Buffer>> SliceBufferChecked(std::shared_ptr<Buffer> buffer,
-                                                   int64_t offset, int64_t length) {
+Result<std::shared_ptr<Buffer>> SliceBufferChecked(std::shared_ptr<Buffer> buffer, int64_t offset,
+                                                   int64_t length) {
   if (buffer == nullptr) return Status::Invalid("slicing a null buffer");
   if (offset < 0 || length < 0 || offset > buffer->size() || length > buffer->size() - offset) {
     return Status::IndexError("slice [", offset, ", ", offset, " + ", length,

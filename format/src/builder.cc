@@ -173,8 +173,8 @@ namespace internal {
 
 bool SupportsRawValues(const DataType& type) {
   const TypeId id = type.id();
-  return (IsFixedWidth(id) && id != TypeId::kNull) || IsBinaryLike(id) ||
-         IsLargeBinaryLike(id) || IsBinaryView(id);
+  return (IsFixedWidth(id) && id != TypeId::kNull) || IsBinaryLike(id) || IsLargeBinaryLike(id) ||
+         IsBinaryView(id);
 }
 
 Status AppendRawValue(ArrayBuilder* builder, std::string_view bytes) {
@@ -213,13 +213,12 @@ Status AppendRawValue(ArrayBuilder* builder, std::string_view bytes) {
       return Status::TypeError(type.ToString(), " values need a fixed-width builder");
     }
     if (static_cast<int64_t>(bytes.size()) != b->byte_width()) {
-      return Status::Invalid("a ", type.ToString(), " value is ", b->byte_width(),
-                             " bytes, got ", bytes.size());
+      return Status::Invalid("a ", type.ToString(), " value is ", b->byte_width(), " bytes, got ",
+                             bytes.size());
     }
     return b->AppendRaw(reinterpret_cast<const uint8_t*>(bytes.data()));
   }
-  return Status::TypeError("values of type ", type.ToString(),
-                           " cannot be appended from bytes");
+  return Status::TypeError("values of type ", type.ToString(), " cannot be appended from bytes");
 }
 
 std::string EmptyRawValue(const DataType& type) {
@@ -279,44 +278,65 @@ Result<std::unique_ptr<ArrayBuilder>> MakeBuilder(const TypePtr& type, MemoryPoo
   if (type == nullptr) return Status::Invalid("MakeBuilder: type is null");
   if (pool == nullptr) return Status::Invalid("MakeBuilder: memory pool is null");
   switch (type->id()) {
-    case TypeId::kNull: return std::make_unique<NullBuilder>(type, pool);
-    case TypeId::kBool: return std::make_unique<BooleanBuilder>(type, pool);
-    case TypeId::kInt8: return Numeric<int8_t>(type, pool);
-    case TypeId::kUInt8: return Numeric<uint8_t>(type, pool);
-    case TypeId::kInt16: return Numeric<int16_t>(type, pool);
+    case TypeId::kNull:
+      return std::make_unique<NullBuilder>(type, pool);
+    case TypeId::kBool:
+      return std::make_unique<BooleanBuilder>(type, pool);
+    case TypeId::kInt8:
+      return Numeric<int8_t>(type, pool);
+    case TypeId::kUInt8:
+      return Numeric<uint8_t>(type, pool);
+    case TypeId::kInt16:
+      return Numeric<int16_t>(type, pool);
     case TypeId::kUInt16:
-    case TypeId::kHalfFloat: return Numeric<uint16_t>(type, pool);
+    case TypeId::kHalfFloat:
+      return Numeric<uint16_t>(type, pool);
     case TypeId::kInt32:
     case TypeId::kDate32:
     case TypeId::kTime32:
-    case TypeId::kIntervalMonths: return Numeric<int32_t>(type, pool);
-    case TypeId::kUInt32: return Numeric<uint32_t>(type, pool);
+    case TypeId::kIntervalMonths:
+      return Numeric<int32_t>(type, pool);
+    case TypeId::kUInt32:
+      return Numeric<uint32_t>(type, pool);
     case TypeId::kInt64:
     case TypeId::kDate64:
     case TypeId::kTime64:
     case TypeId::kTimestamp:
-    case TypeId::kDuration: return Numeric<int64_t>(type, pool);
-    case TypeId::kUInt64: return Numeric<uint64_t>(type, pool);
-    case TypeId::kFloat: return Numeric<float>(type, pool);
-    case TypeId::kDouble: return Numeric<double>(type, pool);
-    case TypeId::kIntervalDayTime: return Numeric<DayTimeInterval>(type, pool);
-    case TypeId::kIntervalMonthDayNano: return Numeric<MonthDayNanoInterval>(type, pool);
+    case TypeId::kDuration:
+      return Numeric<int64_t>(type, pool);
+    case TypeId::kUInt64:
+      return Numeric<uint64_t>(type, pool);
+    case TypeId::kFloat:
+      return Numeric<float>(type, pool);
+    case TypeId::kDouble:
+      return Numeric<double>(type, pool);
+    case TypeId::kIntervalDayTime:
+      return Numeric<DayTimeInterval>(type, pool);
+    case TypeId::kIntervalMonthDayNano:
+      return Numeric<MonthDayNanoInterval>(type, pool);
     case TypeId::kDecimal32:
     case TypeId::kDecimal64:
     case TypeId::kDecimal128:
-    case TypeId::kDecimal256: return std::make_unique<DecimalBuilder>(type, pool);
+    case TypeId::kDecimal256:
+      return std::make_unique<DecimalBuilder>(type, pool);
     case TypeId::kFixedSizeBinary: {
       if (static_cast<const FixedSizeBinaryType&>(*type).byte_width() < 0) {
         return Status::Invalid(type->ToString(), ": negative byte width");
       }
       return std::make_unique<FixedSizeBinaryBuilder>(type, pool);
     }
-    case TypeId::kBinary: return std::make_unique<BinaryBuilder>(type, pool);
-    case TypeId::kString: return std::make_unique<StringBuilder>(type, pool);
-    case TypeId::kLargeBinary: return std::make_unique<LargeBinaryBuilder>(type, pool);
-    case TypeId::kLargeString: return std::make_unique<LargeStringBuilder>(type, pool);
-    case TypeId::kBinaryView: return std::make_unique<BinaryViewBuilder>(type, pool);
-    case TypeId::kStringView: return std::make_unique<StringViewBuilder>(type, pool);
+    case TypeId::kBinary:
+      return std::make_unique<BinaryBuilder>(type, pool);
+    case TypeId::kString:
+      return std::make_unique<StringBuilder>(type, pool);
+    case TypeId::kLargeBinary:
+      return std::make_unique<LargeBinaryBuilder>(type, pool);
+    case TypeId::kLargeString:
+      return std::make_unique<LargeStringBuilder>(type, pool);
+    case TypeId::kBinaryView:
+      return std::make_unique<BinaryViewBuilder>(type, pool);
+    case TypeId::kStringView:
+      return std::make_unique<StringViewBuilder>(type, pool);
     case TypeId::kList: {
       ALKAID_ASSIGN_OR_RAISE(auto child, MakeOneChild(*type, pool));
       return std::make_unique<ListBuilder>(type, std::move(child), pool);
@@ -347,8 +367,7 @@ Result<std::unique_ptr<ArrayBuilder>> MakeBuilder(const TypePtr& type, MemoryPoo
           map_type.entries_field()->type()->num_fields() != 2) {
         return Status::Invalid(type->ToString(), ": entries must be a struct of key and item");
       }
-      ALKAID_ASSIGN_OR_RAISE(auto children,
-                             MakeChildren(*map_type.entries_field()->type(), pool));
+      ALKAID_ASSIGN_OR_RAISE(auto children, MakeChildren(*map_type.entries_field()->type(), pool));
       return std::make_unique<MapBuilder>(type, std::move(children[0]), std::move(children[1]),
                                           pool);
     }

@@ -29,8 +29,8 @@ BaseBinaryBuilder<OffsetT>::BaseBinaryBuilder(TypePtr type, MemoryPool* pool)
 template <typename OffsetT>
 Status BaseBinaryBuilder<OffsetT>::CheckDataCapacity(int64_t additional) const {
   if (additional > kMaxDataLength - data_.length()) {
-    return Status::CapacityError(type_->ToString(), ": appending ", additional,
-                                 " bytes at slot ", length_, " to the ", data_.length(),
+    return Status::CapacityError(type_->ToString(), ": appending ", additional, " bytes at slot ",
+                                 length_, " to the ", data_.length(),
                                  " bytes already held would exceed the ", kMaxDataLength,
                                  "-byte limit of its ", sizeof(OffsetT) * 8, "-bit offsets");
   }
@@ -117,8 +117,8 @@ Result<ArrayDataPtr> BaseBinaryBuilder<OffsetT>::FinishInternal() {
   const TypeId id = StorageType(*type_).id();
   const bool ok = sizeof(OffsetT) == 4 ? IsBinaryLike(id) : IsLargeBinaryLike(id);
   if (!ok) {
-    return Status::TypeError("a builder with ", sizeof(OffsetT) * 8,
-                             "-bit offsets cannot build ", type_->ToString());
+    return Status::TypeError("a builder with ", sizeof(OffsetT) * 8, "-bit offsets cannot build ",
+                             type_->ToString());
   }
   ALKAID_RETURN_NOT_OK(offsets_.AppendValue(static_cast<OffsetT>(data_.length())));
   ALKAID_ASSIGN_OR_RAISE(auto validity, FinishValidity());

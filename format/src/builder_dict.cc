@@ -51,8 +51,9 @@ DictionaryBuilder::DictionaryBuilder(TypePtr type, MemoryPool* pool)
   }
   if (value_type_ == nullptr || value_type_->id() == TypeId::kBool ||
       !internal::SupportsRawValues(*value_type_)) {
-    init_status_ = Status::TypeError("DictionaryBuilder does not support dictionary values of type ",
-                                     value_type_ ? value_type_->ToString() : "null");
+    init_status_ =
+        Status::TypeError("DictionaryBuilder does not support dictionary values of type ",
+                          value_type_ ? value_type_->ToString() : "null");
     return;
   }
   const int bits = BitWidth(*index_type_);
@@ -69,8 +70,7 @@ Status DictionaryBuilder::CheckNumber(size_t size, bool is_float) const {
   ALKAID_RETURN_NOT_OK(Status(init_status_));
   if (value_width_ < 0 || static_cast<size_t>(value_width_) != size) {
     return Status::TypeError(type_->ToString(), ": cannot append a ", size,
-                             "-byte number to dictionary values of type ",
-                             value_type_->ToString());
+                             "-byte number to dictionary values of type ", value_type_->ToString());
   }
   const TypeId id = value_type_->id();
   const bool float_values = IsFloating(id) && id != TypeId::kHalfFloat;
@@ -106,10 +106,18 @@ Result<int64_t> DictionaryBuilder::GetOrInsert(std::string_view value) {
 
 void DictionaryBuilder::UnsafeAppendIndex(int64_t index) {
   switch (index_width_) {
-    case 1: indices_.UnsafeAppendValue(static_cast<uint8_t>(index)); break;
-    case 2: indices_.UnsafeAppendValue(static_cast<uint16_t>(index)); break;
-    case 4: indices_.UnsafeAppendValue(static_cast<uint32_t>(index)); break;
-    default: indices_.UnsafeAppendValue(static_cast<uint64_t>(index)); break;
+    case 1:
+      indices_.UnsafeAppendValue(static_cast<uint8_t>(index));
+      break;
+    case 2:
+      indices_.UnsafeAppendValue(static_cast<uint16_t>(index));
+      break;
+    case 4:
+      indices_.UnsafeAppendValue(static_cast<uint32_t>(index));
+      break;
+    default:
+      indices_.UnsafeAppendValue(static_cast<uint64_t>(index));
+      break;
   }
 }
 
@@ -125,8 +133,8 @@ Status DictionaryBuilder::Reserve(int64_t additional) {
 Status DictionaryBuilder::Append(std::string_view value) {
   ALKAID_RETURN_NOT_OK(Status(init_status_));
   if (value_width_ >= 0 && static_cast<int64_t>(value.size()) != value_width_) {
-    return Status::Invalid(type_->ToString(), ": value for slot ", length_, " has ",
-                           value.size(), " bytes, expected ", value_width_);
+    return Status::Invalid(type_->ToString(), ": value for slot ", length_, " has ", value.size(),
+                           " bytes, expected ", value_width_);
   }
   ALKAID_RETURN_NOT_OK(Reserve(1));
   ALKAID_ASSIGN_OR_RAISE(const int64_t index, GetOrInsert(value));
@@ -190,8 +198,8 @@ Result<ArrayDataPtr> DictionaryBuilder::FinishInternal() {
   ALKAID_ASSIGN_OR_RAISE(auto dictionary, BuildDictionary(0));
   ALKAID_ASSIGN_OR_RAISE(auto validity, FinishValidity());
   ALKAID_ASSIGN_OR_RAISE(auto indices, indices_.Finish());
-  auto out = ArrayData::Make(type_, length_, {std::move(validity), std::move(indices)},
-                             null_count_);
+  auto out =
+      ArrayData::Make(type_, length_, {std::move(validity), std::move(indices)}, null_count_);
   out->dictionary = std::move(dictionary);
   delta_start_ = dictionary_length();
   return out;

@@ -201,8 +201,8 @@ Status FixedSizeListBuilder::CheckChildLength(int64_t slots) const {
                            " values but no slot was appended");
   }
   return Status::Invalid(type_->ToString(), ": slot ", slots - 1, " has ",
-                         actual - (slots - 1) * list_size_, " child values, expected ",
-                         list_size_, " (child length ", actual, ", expected ", expected, ")");
+                         actual - (slots - 1) * list_size_, " child values, expected ", list_size_,
+                         " (child length ", actual, ", expected ", expected, ")");
 }
 
 Status FixedSizeListBuilder::Reserve(int64_t additional) {
@@ -263,9 +263,8 @@ Status MapBuilder::CheckEntries() const {
   const int64_t keys = key_builder()->length();
   const int64_t items = item_builder()->length();
   if (keys != items) {
-    return Status::Invalid(type_->ToString(), ": ", keys, " keys but ", items,
-                           " items after slot ", length_ - 1,
-                           "; append one item per key");
+    return Status::Invalid(type_->ToString(), ": ", keys, " keys but ", items, " items after slot ",
+                           length_ - 1, "; append one item per key");
   }
   return Status::OK();
 }
@@ -325,8 +324,8 @@ Result<ArrayDataPtr> MapBuilder::FinishInternal() {
     for (int64_t j = 0; j < keys->length; ++j) {
       if (!key_array->IsNull(j)) continue;
       const int32_t* starts = offsets_.data_as<int32_t>();
-      const int64_t slot = std::upper_bound(starts, starts + length_, static_cast<int32_t>(j)) -
-                           starts - 1;
+      const int64_t slot =
+          std::upper_bound(starts, starts + length_, static_cast<int32_t>(j)) - starts - 1;
       return Status::Invalid(type_->ToString(), ": key of entry ", j, " (slot ", slot,
                              ") is null; map keys must not be null");
     }
@@ -540,11 +539,10 @@ Status SparseUnionBuilder::Append(int8_t type_code) {
 }
 
 Result<ArrayDataPtr> SparseUnionBuilder::FinishInternal() {
-  ALKAID_ASSIGN_OR_RAISE(
-      auto children,
-      FinishChildren(
-          TypeId::kSparseUnion, [this](int) { return length_; }, ", expected ",
-          "; append exactly one value to the selected child per slot"));
+  ALKAID_ASSIGN_OR_RAISE(auto children,
+                         FinishChildren(
+                             TypeId::kSparseUnion, [this](int) { return length_; }, ", expected ",
+                             "; append exactly one value to the selected child per slot"));
   ALKAID_ASSIGN_OR_RAISE(auto types, types_.Finish());
   return ArrayData::Make(type_, length_, {std::move(types)}, std::move(children), 0);
 }
@@ -606,10 +604,14 @@ namespace {
 int RunEndWidth(const DataType& type) {
   if (type.id() != TypeId::kRunEndEncoded || type.num_fields() != 2) return 0;
   switch (type.field(0)->type()->id()) {
-    case TypeId::kInt16: return 2;
-    case TypeId::kInt32: return 4;
-    case TypeId::kInt64: return 8;
-    default: return 0;
+    case TypeId::kInt16:
+      return 2;
+    case TypeId::kInt32:
+      return 4;
+    case TypeId::kInt64:
+      return 8;
+    default:
+      return 0;
   }
 }
 }  // namespace
@@ -639,7 +641,9 @@ void RunEndEncodedBuilder::SetLastRunEnd(int64_t end) {
       std::memcpy(p, &v, 4);
       break;
     }
-    default: std::memcpy(p, &end, 8); break;
+    default:
+      std::memcpy(p, &end, 8);
+      break;
   }
 }
 
@@ -658,16 +662,14 @@ Status RunEndEncodedBuilder::AddRun(int64_t run_length, bool extend) {
 }
 
 namespace {
-Status CheckRun(const ArrayBuilder& b, int run_end_width, int64_t max_run_end,
-                int64_t run_length) {
+Status CheckRun(const ArrayBuilder& b, int run_end_width, int64_t max_run_end, int64_t run_length) {
   if (run_end_width == 0) {
     return Status::TypeError("RunEndEncodedBuilder cannot build ", b.type()->ToString());
   }
   if (run_length < 0) return Status::Invalid("negative run length ", run_length);
   if (run_length > max_run_end - b.length()) {
-    return Status::CapacityError(b.type()->ToString(), ": run end ", b.length(), " + ",
-                                 run_length, " does not fit the run-end type (max ",
-                                 max_run_end, ")");
+    return Status::CapacityError(b.type()->ToString(), ": run end ", b.length(), " + ", run_length,
+                                 " does not fit the run-end type (max ", max_run_end, ")");
   }
   return Status::OK();
 }
@@ -695,13 +697,15 @@ Status RunEndEncodedBuilder::AppendRun(int64_t run_length) {
   ALKAID_RETURN_NOT_OK(CheckRun(*this, run_end_width_, max_run_end_, run_length));
   ALKAID_RETURN_NOT_OK(CheckValueBuilder(value_builder(), *type_, "value"));
   if (run_length == 0) {
-    return Status::Invalid(type_->ToString(), ": a run closed with AppendRun needs at least one "
+    return Status::Invalid(type_->ToString(),
+                           ": a run closed with AppendRun needs at least one "
                            "slot");
   }
   if (value_builder()->length() != num_runs_ + 1) {
-    return Status::Invalid(type_->ToString(), ": AppendRun expects exactly one new value in "
-                           "value_builder(), which holds ", value_builder()->length(),
-                           " values for ", num_runs_, " runs");
+    return Status::Invalid(type_->ToString(),
+                           ": AppendRun expects exactly one new value in "
+                           "value_builder(), which holds ",
+                           value_builder()->length(), " values for ", num_runs_, " runs");
   }
   ALKAID_RETURN_NOT_OK(run_ends_.Reserve(run_end_width_));
   last_kind_ = LastRun::kOpaque;
@@ -752,9 +756,8 @@ Result<ArrayDataPtr> RunEndEncodedBuilder::FinishInternal() {
   }
   ALKAID_RETURN_NOT_OK(CheckValueBuilder(value_builder(), *type_, "value"));
   if (value_builder()->length() != num_runs_) {
-    return Status::Invalid(type_->ToString(), ": value_builder() holds ",
-                           value_builder()->length(), " values for ", num_runs_,
-                           " runs; close each value with AppendRun");
+    return Status::Invalid(type_->ToString(), ": value_builder() holds ", value_builder()->length(),
+                           " values for ", num_runs_, " runs; close each value with AppendRun");
   }
   ALKAID_ASSIGN_OR_RAISE(auto values, value_builder()->FinishData());
   ALKAID_RETURN_NOT_OK(CheckChild(values, *type_, 1, "run-end encoded value"));
@@ -780,8 +783,8 @@ Result<ArrayDataPtr> ExtensionBuilder::FinishInternal() {
   ALKAID_RETURN_NOT_OK(CheckValueBuilder(storage_builder(), *type_, "storage"));
   ALKAID_ASSIGN_OR_RAISE(auto storage, storage_builder()->FinishData());
   const auto& ext = static_cast<const ExtensionType&>(*type_);
-  ALKAID_RETURN_NOT_OK(internal::CheckChildType(*storage, *ext.storage_type(), "extension storage",
-                                                *type_));
+  ALKAID_RETURN_NOT_OK(
+      internal::CheckChildType(*storage, *ext.storage_type(), "extension storage", *type_));
   storage->type = type_;
   return storage;
 }

@@ -60,8 +60,7 @@ Status BooleanBuilder::Append(bool value) {
   return Status::OK();
 }
 
-Status BooleanBuilder::AppendValues(const uint8_t* values, int64_t n,
-                                    const uint8_t* valid_bytes) {
+Status BooleanBuilder::AppendValues(const uint8_t* values, int64_t n, const uint8_t* valid_bytes) {
   ALKAID_RETURN_NOT_OK(CheckCount(n, "value"));
   ALKAID_RETURN_NOT_OK(ReserveValidity(n, AnyNull(valid_bytes, n)));
   ALKAID_RETURN_NOT_OK(data_.Reserve(n));
@@ -188,8 +187,8 @@ FixedSizeBinaryBuilder::FixedSizeBinaryBuilder(TypePtr type, MemoryPool* pool)
 
 Status FixedSizeBinaryBuilder::Append(std::string_view value) {
   if (static_cast<int64_t>(value.size()) != byte_width_) {
-    return Status::Invalid(type_->ToString(), ": value for slot ", length_, " has ",
-                           value.size(), " bytes, expected ", byte_width_);
+    return Status::Invalid(type_->ToString(), ": value for slot ", length_, " has ", value.size(),
+                           " bytes, expected ", byte_width_);
   }
   return AppendRaw(reinterpret_cast<const uint8_t*>(value.data()));
 }
@@ -328,15 +327,15 @@ Status DecimalBuilder::AppendDecimal(std::string_view text) {
       digits.resize(keep);
     } else {
       if (static_cast<int64_t>(digits.size()) + shift > precision_) {
-        return bad("needs ", static_cast<int64_t>(digits.size()) + shift,
-                   " digits at scale ", scale_, ", more than the precision ", precision_);
+        return bad("needs ", static_cast<int64_t>(digits.size()) + shift, " digits at scale ",
+                   scale_, ", more than the precision ", precision_);
       }
       digits.append(static_cast<size_t>(shift), '0');
     }
   }
   if (static_cast<int64_t>(digits.size()) > precision_) {
-    return bad("needs ", digits.size(), " digits at scale ", scale_,
-               ", more than the precision ", precision_);
+    return bad("needs ", digits.size(), " digits at scale ", scale_, ", more than the precision ",
+               precision_);
   }
   // At most 76 digits: fits a signed 256-bit integer.
   Word256 w{};

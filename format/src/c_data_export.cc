@@ -26,10 +26,14 @@ using internal::kZeroBytes;
 
 char UnitChar(TimeUnit unit) {
   switch (unit) {
-    case TimeUnit::kSecond: return 's';
-    case TimeUnit::kMilli: return 'm';
-    case TimeUnit::kMicro: return 'u';
-    case TimeUnit::kNano: return 'n';
+    case TimeUnit::kSecond:
+      return 's';
+    case TimeUnit::kMilli:
+      return 'm';
+    case TimeUnit::kMicro:
+      return 'u';
+    case TimeUnit::kNano:
+      return 'n';
   }
   return '?';
 }
@@ -37,19 +41,32 @@ char UnitChar(TimeUnit unit) {
 // The format string of a type that is neither an extension nor a dictionary.
 Result<std::string> FormatOf(const DataType& type) {
   switch (type.id()) {
-    case TypeId::kNull: return std::string("n");
-    case TypeId::kBool: return std::string("b");
-    case TypeId::kInt8: return std::string("c");
-    case TypeId::kUInt8: return std::string("C");
-    case TypeId::kInt16: return std::string("s");
-    case TypeId::kUInt16: return std::string("S");
-    case TypeId::kInt32: return std::string("i");
-    case TypeId::kUInt32: return std::string("I");
-    case TypeId::kInt64: return std::string("l");
-    case TypeId::kUInt64: return std::string("L");
-    case TypeId::kHalfFloat: return std::string("e");
-    case TypeId::kFloat: return std::string("f");
-    case TypeId::kDouble: return std::string("g");
+    case TypeId::kNull:
+      return std::string("n");
+    case TypeId::kBool:
+      return std::string("b");
+    case TypeId::kInt8:
+      return std::string("c");
+    case TypeId::kUInt8:
+      return std::string("C");
+    case TypeId::kInt16:
+      return std::string("s");
+    case TypeId::kUInt16:
+      return std::string("S");
+    case TypeId::kInt32:
+      return std::string("i");
+    case TypeId::kUInt32:
+      return std::string("I");
+    case TypeId::kInt64:
+      return std::string("l");
+    case TypeId::kUInt64:
+      return std::string("L");
+    case TypeId::kHalfFloat:
+      return std::string("e");
+    case TypeId::kFloat:
+      return std::string("f");
+    case TypeId::kDouble:
+      return std::string("g");
     case TypeId::kDecimal32:
     case TypeId::kDecimal64:
     case TypeId::kDecimal128:
@@ -61,8 +78,10 @@ Result<std::string> FormatOf(const DataType& type) {
       if (d.bit_width() != 128) f += "," + std::to_string(d.bit_width());
       return f;
     }
-    case TypeId::kDate32: return std::string("tdD");
-    case TypeId::kDate64: return std::string("tdm");
+    case TypeId::kDate32:
+      return std::string("tdD");
+    case TypeId::kDate64:
+      return std::string("tdm");
     case TypeId::kTime32:
     case TypeId::kTime64:
       return std::string("tt") + UnitChar(static_cast<const TimeType&>(type).unit());
@@ -72,25 +91,40 @@ Result<std::string> FormatOf(const DataType& type) {
     }
     case TypeId::kDuration:
       return std::string("tD") + UnitChar(static_cast<const DurationType&>(type).unit());
-    case TypeId::kIntervalMonths: return std::string("tiM");
-    case TypeId::kIntervalDayTime: return std::string("tiD");
-    case TypeId::kIntervalMonthDayNano: return std::string("tin");
+    case TypeId::kIntervalMonths:
+      return std::string("tiM");
+    case TypeId::kIntervalDayTime:
+      return std::string("tiD");
+    case TypeId::kIntervalMonthDayNano:
+      return std::string("tin");
     case TypeId::kFixedSizeBinary:
       return "w:" + std::to_string(static_cast<const FixedSizeBinaryType&>(type).byte_width());
-    case TypeId::kBinary: return std::string("z");
-    case TypeId::kString: return std::string("u");
-    case TypeId::kLargeBinary: return std::string("Z");
-    case TypeId::kLargeString: return std::string("U");
-    case TypeId::kBinaryView: return std::string("vz");
-    case TypeId::kStringView: return std::string("vu");
+    case TypeId::kBinary:
+      return std::string("z");
+    case TypeId::kString:
+      return std::string("u");
+    case TypeId::kLargeBinary:
+      return std::string("Z");
+    case TypeId::kLargeString:
+      return std::string("U");
+    case TypeId::kBinaryView:
+      return std::string("vz");
+    case TypeId::kStringView:
+      return std::string("vu");
     case TypeId::kFixedSizeList:
       return "+w:" + std::to_string(static_cast<const FixedSizeListType&>(type).list_size());
-    case TypeId::kList: return std::string("+l");
-    case TypeId::kLargeList: return std::string("+L");
-    case TypeId::kListView: return std::string("+vl");
-    case TypeId::kLargeListView: return std::string("+vL");
-    case TypeId::kStruct: return std::string("+s");
-    case TypeId::kMap: return std::string("+m");
+    case TypeId::kList:
+      return std::string("+l");
+    case TypeId::kLargeList:
+      return std::string("+L");
+    case TypeId::kListView:
+      return std::string("+vl");
+    case TypeId::kLargeListView:
+      return std::string("+vL");
+    case TypeId::kStruct:
+      return std::string("+s");
+    case TypeId::kMap:
+      return std::string("+m");
     case TypeId::kSparseUnion:
     case TypeId::kDenseUnion: {
       const auto& u = static_cast<const UnionType&>(type);
@@ -101,7 +135,8 @@ Result<std::string> FormatOf(const DataType& type) {
       }
       return f;
     }
-    case TypeId::kRunEndEncoded: return std::string("+r");
+    case TypeId::kRunEndEncoded:
+      return std::string("+r");
     case TypeId::kDictionary:
     case TypeId::kExtension:
       break;
@@ -184,7 +219,8 @@ Status FillSchema(const std::string& name, const DataType& type, bool nullable,
     merged->Set(kExtensionMetadataKey, ext.serialized());
     t = ext.storage_type().get();
     if (t->id() == TypeId::kExtension) {
-      return fail(Status::NotImplemented("field '", name, "': an extension type stored as "
+      return fail(Status::NotImplemented("field '", name,
+                                         "': an extension type stored as "
                                          "another extension type"));
     }
     field_metadata = merged.get();
@@ -316,9 +352,8 @@ Status FillArray(const ArrayDataPtr& data, ArrowArray* out, int depth) {
         const Buffer* b = data->buffers[i].get();
         priv->variadic_sizes.push_back(b == nullptr ? 0 : b->size());
       }
-      priv->buffers.push_back(priv->variadic_sizes.empty()
-                                  ? static_cast<const void*>(kZeroBytes)
-                                  : priv->variadic_sizes.data());
+      priv->buffers.push_back(priv->variadic_sizes.empty() ? static_cast<const void*>(kZeroBytes)
+                                                           : priv->variadic_sizes.data());
     }
     // Unions and run-end encoded arrays carry no nulls of their own; an
     // absent bitmap means none.

@@ -131,11 +131,16 @@ std::vector<std::string_view> Split(std::string_view s, char sep) {
 
 Result<TimeUnit> ParseUnit(char c, const std::string& where) {
   switch (c) {
-    case 's': return TimeUnit::kSecond;
-    case 'm': return TimeUnit::kMilli;
-    case 'u': return TimeUnit::kMicro;
-    case 'n': return TimeUnit::kNano;
-    default: return Status::Invalid(where, ": unknown time unit '", std::string(1, c), "'");
+    case 's':
+      return TimeUnit::kSecond;
+    case 'm':
+      return TimeUnit::kMilli;
+    case 'u':
+      return TimeUnit::kMicro;
+    case 'n':
+      return TimeUnit::kNano;
+    default:
+      return Status::Invalid(where, ": unknown time unit '", std::string(1, c), "'");
   }
 }
 
@@ -188,24 +193,42 @@ Result<TypePtr> ParseFormat(std::string_view f, FieldVector children, int64_t fl
   auto bad = [&]() { return Status::Invalid(where, ": unknown format string '", f, "'"); };
   if (f.size() == 1) {
     switch (f[0]) {
-      case 'n': return leaf(null());
-      case 'b': return leaf(boolean());
-      case 'c': return leaf(int8());
-      case 'C': return leaf(uint8());
-      case 's': return leaf(int16());
-      case 'S': return leaf(uint16());
-      case 'i': return leaf(int32());
-      case 'I': return leaf(uint32());
-      case 'l': return leaf(int64());
-      case 'L': return leaf(uint64());
-      case 'e': return leaf(float16());
-      case 'f': return leaf(float32());
-      case 'g': return leaf(float64());
-      case 'z': return leaf(binary());
-      case 'Z': return leaf(large_binary());
-      case 'u': return leaf(utf8());
-      case 'U': return leaf(large_utf8());
-      default: return bad();
+      case 'n':
+        return leaf(null());
+      case 'b':
+        return leaf(boolean());
+      case 'c':
+        return leaf(int8());
+      case 'C':
+        return leaf(uint8());
+      case 's':
+        return leaf(int16());
+      case 'S':
+        return leaf(uint16());
+      case 'i':
+        return leaf(int32());
+      case 'I':
+        return leaf(uint32());
+      case 'l':
+        return leaf(int64());
+      case 'L':
+        return leaf(uint64());
+      case 'e':
+        return leaf(float16());
+      case 'f':
+        return leaf(float32());
+      case 'g':
+        return leaf(float64());
+      case 'z':
+        return leaf(binary());
+      case 'Z':
+        return leaf(large_binary());
+      case 'u':
+        return leaf(utf8());
+      case 'U':
+        return leaf(large_utf8());
+      default:
+        return bad();
     }
   }
   if (f == "vz") return leaf(binary_view());
@@ -215,8 +238,8 @@ Result<TypePtr> ParseFormat(std::string_view f, FieldVector children, int64_t fl
     if (parts.size() != 2 && parts.size() != 3) return bad();
     ALKAID_ASSIGN_OR_RAISE(int64_t precision,
                            ParseInt(parts[0], 1, 76, where + ": decimal precision"));
-    ALKAID_ASSIGN_OR_RAISE(int64_t scale, ParseInt(parts[1], -1000000, 1000000,
-                                                   where + ": decimal scale"));
+    ALKAID_ASSIGN_OR_RAISE(int64_t scale,
+                           ParseInt(parts[1], -1000000, 1000000, where + ": decimal scale"));
     int64_t bits = 128;
     if (parts.size() == 3) {
       ALKAID_ASSIGN_OR_RAISE(bits, ParseInt(parts[2], 0, 256, where + ": decimal bit width"));
@@ -231,8 +254,8 @@ Result<TypePtr> ParseFormat(std::string_view f, FieldVector children, int64_t fl
     return t;
   }
   if (f.starts_with("w:")) {
-    ALKAID_ASSIGN_OR_RAISE(int64_t width, ParseInt(f.substr(2), 0, INT32_MAX,
-                                                   where + ": fixed-size binary width"));
+    ALKAID_ASSIGN_OR_RAISE(
+        int64_t width, ParseInt(f.substr(2), 0, INT32_MAX, where + ": fixed-size binary width"));
     return leaf(fixed_size_binary(static_cast<int32_t>(width)));
   }
   if (f[0] == 't') {
@@ -244,7 +267,7 @@ Result<TypePtr> ParseFormat(std::string_view f, FieldVector children, int64_t fl
     if (f.size() == 3 && f[1] == 't') {
       ALKAID_ASSIGN_OR_RAISE(TimeUnit unit, ParseUnit(f[2], where));
       return leaf(unit == TimeUnit::kSecond || unit == TimeUnit::kMilli ? time32(unit)
-                                                                         : time64(unit));
+                                                                        : time64(unit));
     }
     if (f.size() == 3 && f[1] == 'D') {
       ALKAID_ASSIGN_OR_RAISE(TimeUnit unit, ParseUnit(f[2], where));
@@ -265,8 +288,8 @@ Result<TypePtr> ParseFormat(std::string_view f, FieldVector children, int64_t fl
     return large_list_view(children[0]);
   }
   if (f.starts_with("+w:")) {
-    ALKAID_ASSIGN_OR_RAISE(int64_t size, ParseInt(f.substr(3), 0, INT32_MAX,
-                                                  where + ": fixed-size list size"));
+    ALKAID_ASSIGN_OR_RAISE(int64_t size,
+                           ParseInt(f.substr(3), 0, INT32_MAX, where + ": fixed-size list size"));
     ALKAID_RETURN_NOT_OK(ExpectChildren(children, 1, f, where));
     return fixed_size_list(children[0], static_cast<int32_t>(size));
   }
@@ -282,8 +305,8 @@ Result<TypePtr> ParseFormat(std::string_view f, FieldVector children, int64_t fl
     const std::string_view list = f.substr(4);
     if (!list.empty()) {
       for (std::string_view part : Split(list, ',')) {
-        ALKAID_ASSIGN_OR_RAISE(int64_t code, ParseInt(part, 0, UnionType::kMaxTypeCode,
-                                                      where + ": union type code"));
+        ALKAID_ASSIGN_OR_RAISE(
+            int64_t code, ParseInt(part, 0, UnionType::kMaxTypeCode, where + ": union type code"));
         codes.push_back(static_cast<int8_t>(code));
       }
     }
@@ -335,8 +358,7 @@ Result<FieldPtr> ImportSchemaNode(const ArrowSchema* s, const std::string& path,
   if (s->format == nullptr) return Status::Invalid(where, ": format string is null");
   const size_t format_length = strnlen(s->format, kMaxFormatLength + 1);
   if (format_length > kMaxFormatLength) {
-    return Status::Invalid(where, ": format string is longer than ", kMaxFormatLength,
-                           " bytes");
+    return Status::Invalid(where, ": format string is longer than ", kMaxFormatLength, " bytes");
   }
   const std::string_view format(s->format, format_length);
   if (format.empty()) return Status::Invalid(where, ": format string is empty");
@@ -354,8 +376,9 @@ Result<FieldPtr> ImportSchemaNode(const ArrowSchema* s, const std::string& path,
   for (int64_t i = 0; i < s->n_children; ++i) {
     const ArrowSchema* c = s->children[i];
     const std::string child_path =
-        path + "." + (c != nullptr && c->name != nullptr ? std::string(c->name)
-                                                         : "<child " + std::to_string(i) + ">");
+        path + "." +
+        (c != nullptr && c->name != nullptr ? std::string(c->name)
+                                            : "<child " + std::to_string(i) + ">");
     ALKAID_ASSIGN_OR_RAISE(FieldPtr child, ImportSchemaNode(c, child_path, depth + 1));
     children.push_back(std::move(child));
   }
@@ -371,8 +394,8 @@ Result<FieldPtr> ImportSchemaNode(const ArrowSchema* s, const std::string& path,
       return Status::Invalid(where, ": dictionary index format '", format,
                              "' is not an integer type");
     }
-    auto dict = DictionaryType::Make(type, value_type,
-                                     (s->flags & ARROW_FLAG_DICTIONARY_ORDERED) != 0);
+    auto dict =
+        DictionaryType::Make(type, value_type, (s->flags & ARROW_FLAG_DICTIONARY_ORDERED) != 0);
     if (!dict.ok()) return Status::Invalid(where, ": ", dict.status().message());
     type = *dict;
   }
@@ -406,8 +429,7 @@ class ArrayImporter {
     }
     int64_t end;
     if (__builtin_add_overflow(c->offset, c->length, &end)) {
-      return Status::Invalid(where, ": offset ", c->offset, " + length ", c->length,
-                             " overflows");
+      return Status::Invalid(where, ": offset ", c->offset, " + length ", c->length, " overflows");
     }
 
     const DataType& storage = StorageType(*type);
@@ -611,12 +633,12 @@ Result<SchemaPtr> ImportSchema(ArrowSchema* c_schema) {
   TakenSchema taken;
   ALKAID_RETURN_NOT_OK(taken.Take(c_schema));
   const ArrowSchema* s = taken.get();
-  const std::string_view format =
-      s->format == nullptr ? std::string_view("(null)")
-                           : std::string_view(s->format, strnlen(s->format, 64));
+  const std::string_view format = s->format == nullptr
+                                      ? std::string_view("(null)")
+                                      : std::string_view(s->format, strnlen(s->format, 64));
   if (format != "+s") {
-    return Status::Invalid("ImportSchema: a schema must have the struct format '+s', got '",
-                           format, "'");
+    return Status::Invalid("ImportSchema: a schema must have the struct format '+s', got '", format,
+                           "'");
   }
   ALKAID_ASSIGN_OR_RAISE(FieldPtr root, ImportSchemaNode(s, "schema", 0));
   return schema(root->type()->fields(), root->metadata());
@@ -662,8 +684,8 @@ Result<RecordBatchPtr> ImportRecordBatch(ArrowArray* array, const SchemaPtr& sch
     const ArrayDataPtr& child = data->child_data[i];
     if (child->length < end) {
       return Status::Invalid("ImportRecordBatch: column ", i, " ('",
-                             schema->field(static_cast<int>(i))->name(),
-                             "') has ", child->length, " rows, the batch needs ", end);
+                             schema->field(static_cast<int>(i))->name(), "') has ", child->length,
+                             " rows, the batch needs ", end);
     }
     columns.push_back(data->offset == 0 && child->length == data->length
                           ? child

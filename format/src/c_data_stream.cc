@@ -24,13 +24,17 @@ ExportedStream* PrivateOf(ArrowArrayStream* stream) {
 // errno-style code the interface asks for.
 int ErrnoOf(const Status& st) {
   switch (st.code()) {
-    case StatusCode::kOutOfMemory: return ENOMEM;
+    case StatusCode::kOutOfMemory:
+      return ENOMEM;
     case StatusCode::kInvalid:
     case StatusCode::kTypeError:
     case StatusCode::kIndexError:
-    case StatusCode::kCapacityError: return EINVAL;
-    case StatusCode::kNotImplemented: return ENOSYS;
-    default: return EIO;
+    case StatusCode::kCapacityError:
+      return EINVAL;
+    case StatusCode::kNotImplemented:
+      return ENOSYS;
+    default:
+      return EIO;
   }
 }
 
@@ -49,7 +53,7 @@ int StreamGetNext(ArrowArrayStream* stream, ArrowArray* out) {
   Result<RecordBatchPtr> next = priv->next ? priv->next() : Result<RecordBatchPtr>(nullptr);
   if (!next.ok()) return Fail(stream, next.status());
   if (*next == nullptr) {
-    *out = ArrowArray{};  // release == NULL: the end of the stream
+    *out = ArrowArray{};   // release == NULL: the end of the stream
     priv->next = nullptr;  // let go of what the function captured
     return 0;
   }
@@ -91,8 +95,8 @@ Status ExportRecordBatchStream(SchemaPtr schema, NextBatchFunction next, ArrowAr
 
 Status ExportRecordBatchStream(SchemaPtr schema, std::vector<RecordBatchPtr> batches,
                                ArrowArrayStream* out) {
-  auto state = std::make_shared<std::pair<std::vector<RecordBatchPtr>, size_t>>(
-      std::move(batches), 0);
+  auto state =
+      std::make_shared<std::pair<std::vector<RecordBatchPtr>, size_t>>(std::move(batches), 0);
   NextBatchFunction next = [state]() -> Result<RecordBatchPtr> {
     auto& [list, pos] = *state;
     if (pos == list.size()) return RecordBatchPtr();

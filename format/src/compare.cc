@@ -70,8 +70,10 @@ bool IsBytewiseFixedWidth(TypeId id) {
     case TypeId::kDecimal64:
     case TypeId::kDecimal128:
     case TypeId::kDecimal256:
-    case TypeId::kFixedSizeBinary: return true;
-    default: return false;
+    case TypeId::kFixedSizeBinary:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -96,15 +98,20 @@ class SlotComparer {
   /// Slot i of `a` against slot j of `b`; the types are known to be equal.
   bool Equal(const Array& a, int64_t i, const Array& b, int64_t j) {
     switch (a.type_id()) {
-      case TypeId::kNull: return true;
+      case TypeId::kNull:
+        return true;
       case TypeId::kSparseUnion:
-      case TypeId::kDenseUnion: return UnionEqual(a, i, b, j);
-      case TypeId::kDictionary: return DictionaryEqual(a, i, b, j);
-      case TypeId::kRunEndEncoded: return RunEndEncodedEqual(a, i, b, j);
+      case TypeId::kDenseUnion:
+        return UnionEqual(a, i, b, j);
+      case TypeId::kDictionary:
+        return DictionaryEqual(a, i, b, j);
+      case TypeId::kRunEndEncoded:
+        return RunEndEncodedEqual(a, i, b, j);
       case TypeId::kExtension:
         return Equal(*static_cast<const ExtensionArray&>(a).storage(), i,
                      *static_cast<const ExtensionArray&>(b).storage(), j);
-      default: break;
+      default:
+        break;
     }
     const bool a_null = a.data()->IsNull(i);
     const bool b_null = b.data()->IsNull(j);
@@ -151,13 +158,20 @@ class SlotComparer {
                    static_cast<const BinaryViewArray&>(b).GetView(j) ||
                Fail(a, i, b, j);
       case TypeId::kList:
-      case TypeId::kMap: return ListEqual<ListArray>(a, i, b, j);
-      case TypeId::kLargeList: return ListEqual<LargeListArray>(a, i, b, j);
-      case TypeId::kListView: return ListEqual<ListViewArray>(a, i, b, j);
-      case TypeId::kLargeListView: return ListEqual<LargeListViewArray>(a, i, b, j);
-      case TypeId::kFixedSizeList: return ListEqual<FixedSizeListArray>(a, i, b, j);
-      case TypeId::kStruct: return StructEqual(a, i, b, j);
-      default: return Fail(a, i, b, j);
+      case TypeId::kMap:
+        return ListEqual<ListArray>(a, i, b, j);
+      case TypeId::kLargeList:
+        return ListEqual<LargeListArray>(a, i, b, j);
+      case TypeId::kListView:
+        return ListEqual<ListViewArray>(a, i, b, j);
+      case TypeId::kLargeListView:
+        return ListEqual<LargeListViewArray>(a, i, b, j);
+      case TypeId::kFixedSizeList:
+        return ListEqual<FixedSizeListArray>(a, i, b, j);
+      case TypeId::kStruct:
+        return StructEqual(a, i, b, j);
+      default:
+        return Fail(a, i, b, j);
     }
   }
 
@@ -242,8 +256,7 @@ class SlotComparer {
     const Array& b_child = *ub.field(child);
     const int64_t a_index = ua.value_offset(i);
     const int64_t b_index = ub.value_offset(j);
-    if (a_index < 0 || a_index >= a_child.length() || b_index < 0 ||
-        b_index >= b_child.length()) {
+    if (a_index < 0 || a_index >= a_child.length() || b_index < 0 || b_index >= b_child.length()) {
       return FailWith("a union offset inside the child", "an offset out of range");
     }
     return Equal(a_child, a_index, b_child, b_index) || Prefix(".", a.type()->field(child)->name());
@@ -304,9 +317,8 @@ bool KnownEqual(const Array& a, const Array& b, const EqualOptions& options) {
   if (id == TypeId::kNull) return true;
   if (IsBytewiseFixedWidth(id) && a.null_count() == 0 && b.null_count() == 0) {
     const int64_t w = ByteWidth(*a.type());
-    return a.length() == 0 ||
-           std::memcmp(FixedWidthSlot(a, w, 0), FixedWidthSlot(b, w, 0),
-                       static_cast<size_t>(w * a.length())) == 0;
+    return a.length() == 0 || std::memcmp(FixedWidthSlot(a, w, 0), FixedWidthSlot(b, w, 0),
+                                          static_cast<size_t>(w * a.length())) == 0;
   }
   return false;
 }
@@ -335,8 +347,8 @@ bool CompareArrays(const Array& expected, const Array& actual, const EqualOption
                    std::string* message) {
   if (!expected.type()->Equals(*actual.type(), options.check_metadata)) {
     if (message != nullptr) {
-      *message = "type: expected " + expected.type()->ToString() + ", got " +
-                 actual.type()->ToString();
+      *message =
+          "type: expected " + expected.type()->ToString() + ", got " + actual.type()->ToString();
       if (expected.type()->Equals(*actual.type(), false)) *message += " (field metadata differs)";
     }
     return false;
@@ -370,24 +382,21 @@ Status CheckArrayEquals(const Array& expected, const Array& actual, const EqualO
 Status CheckRecordBatchEquals(const RecordBatch& expected, const RecordBatch& actual,
                               const EqualOptions& options) {
   if (expected.num_rows() != actual.num_rows()) {
-    return Status::Invalid("num_rows: expected ", expected.num_rows(), ", got ",
-                           actual.num_rows());
+    return Status::Invalid("num_rows: expected ", expected.num_rows(), ", got ", actual.num_rows());
   }
   const Schema& es = *expected.schema();
   const Schema& as = *actual.schema();
   if (es.num_fields() != as.num_fields()) {
-    return Status::Invalid("schema: expected ", es.num_fields(), " fields, got ",
-                           as.num_fields());
+    return Status::Invalid("schema: expected ", es.num_fields(), " fields, got ", as.num_fields());
   }
   for (int c = 0; c < es.num_fields(); ++c) {
     const Field& ef = *es.field(c);
     const Field& af = *as.field(c);
     if (!ef.Equals(af, options.check_metadata)) {
-      std::string detail = ef.Equals(af, false)
-                               ? std::string(" (metadata: expected ") +
-                                     MetadataText(ef.metadata()) + ", got " +
-                                     MetadataText(af.metadata()) + ")"
-                               : std::string();
+      std::string detail = ef.Equals(af, false) ? std::string(" (metadata: expected ") +
+                                                      MetadataText(ef.metadata()) + ", got " +
+                                                      MetadataText(af.metadata()) + ")"
+                                                : std::string();
       return Status::Invalid("schema field ", c, ": expected ", ef.ToString(), ", got ",
                              af.ToString(), detail);
     }

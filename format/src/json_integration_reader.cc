@@ -137,9 +137,7 @@ struct Loc {
   std::string scope;   // "batch 2", "dictionary 0", "schema"
   std::string column;  // dotted column path, may be empty
 
-  std::string str() const {
-    return column.empty() ? scope : scope + ", column '" + column + "'";
-  }
+  std::string str() const { return column.empty() ? scope : scope + ", column '" + column + "'"; }
   Loc Child(const std::string& name) const {
     return {scope, column.empty() ? name : column + "." + name};
   }
@@ -260,13 +258,10 @@ class Reader {
   Result<BufferPtr> ReadDecimals(const json& col, int64_t n, int bit_width, const Loc& loc);
   Result<BufferPtr> ReadDayTime(const json& col, int64_t n, const Loc& loc);
   Result<BufferPtr> ReadMonthDayNano(const json& col, int64_t n, const Loc& loc);
-  Result<BufferPtr> ReadFixedSizeBinary(const json& col, int64_t n, int32_t width,
-                                        const Loc& loc);
+  Result<BufferPtr> ReadFixedSizeBinary(const json& col, int64_t n, int32_t width, const Loc& loc);
   template <typename OffsetT>
-  Result<std::vector<BufferPtr>> ReadBinary(const json& col, int64_t n, bool utf8,
-                                            const Loc& loc);
-  Result<std::vector<BufferPtr>> ReadViews(const json& col, int64_t n, bool utf8,
-                                           const Loc& loc);
+  Result<std::vector<BufferPtr>> ReadBinary(const json& col, int64_t n, bool utf8, const Loc& loc);
+  Result<std::vector<BufferPtr>> ReadViews(const json& col, int64_t n, bool utf8, const Loc& loc);
   /// The bytes of one DATA/INLINED value: hex for binary, text for UTF-8.
   Status ValueBytes(const json& v, bool utf8, std::string* scratch, std::string_view* out);
 
@@ -312,11 +307,16 @@ Result<TypePtr> Reader::ReadIntType(const json& t, const Loc& loc) {
   ALKAID_ASSIGN_OR_RAISE(int bits, RequireInteger<int>(t, "bitWidth", loc));
   ALKAID_ASSIGN_OR_RAISE(bool is_signed, OptionalBool(t, "isSigned", true, loc));
   switch (bits) {
-    case 8: return is_signed ? int8() : uint8();
-    case 16: return is_signed ? int16() : uint16();
-    case 32: return is_signed ? int32() : uint32();
-    case 64: return is_signed ? int64() : uint64();
-    default: return Status::Invalid(loc, ": int bitWidth must be 8, 16, 32 or 64, got ", bits);
+    case 8:
+      return is_signed ? int8() : uint8();
+    case 16:
+      return is_signed ? int16() : uint16();
+    case 32:
+      return is_signed ? int32() : uint32();
+    case 64:
+      return is_signed ? int64() : uint64();
+    default:
+      return Status::Invalid(loc, ": int bitWidth must be 8, 16, 32 or 64, got ", bits);
   }
 }
 
@@ -340,7 +340,7 @@ Result<TypePtr> Reader::ReadType(const json& t, FieldVector children, const Loc&
   if (name == "struct") return std::make_shared<StructType>(std::move(children));
   if (name == "list" || name == "largelist" || name == "listview" || name == "largelistview") {
     ALKAID_RETURN_NOT_OK(want_children(1));
-    const TypeId id = name == "list"       ? TypeId::kList
+    const TypeId id = name == "list"        ? TypeId::kList
                       : name == "largelist" ? TypeId::kLargeList
                       : name == "listview"  ? TypeId::kListView
                                             : TypeId::kLargeListView;
@@ -612,8 +612,7 @@ Result<BufferPtr> Reader::ReadBooleans(const json& col, int64_t n, const Loc& lo
   return buf;
 }
 
-Result<BufferPtr> Reader::ReadDecimals(const json& col, int64_t n, int bit_width,
-                                       const Loc& loc) {
+Result<BufferPtr> Reader::ReadDecimals(const json& col, int64_t n, int bit_width, const Loc& loc) {
   ALKAID_ASSIGN_OR_RAISE(const json* arr, RequireArray(col, "DATA", n, loc));
   const int64_t width = bit_width / 8;
   ALKAID_ASSIGN_OR_RAISE(BufferPtr buf, Allocate(n * width));
@@ -629,7 +628,8 @@ Result<BufferPtr> Reader::ReadDecimals(const json& col, int64_t n, int bit_width
     } else {
       return AtValue(Status::Invalid("expected a decimal string, got ", Kind(v)), loc, "DATA", i);
     }
-    Status st = internal::ParseDecimalInteger(text, bit_width, out + static_cast<int64_t>(i) * width);
+    Status st =
+        internal::ParseDecimalInteger(text, bit_width, out + static_cast<int64_t>(i) * width);
     if (!st.ok()) return AtValue(st, loc, "DATA", i);
   }
   return buf;
@@ -803,8 +803,7 @@ Result<std::vector<BufferPtr>> Reader::ReadViews(const json& col, int64_t n, boo
 // Columns
 
 Result<std::vector<ArrayDataPtr>> Reader::ReadChildren(const json& col, const DataType& type,
-                                                       FieldPath* path, const Loc& loc,
-                                                       int depth) {
+                                                       FieldPath* path, const Loc& loc, int depth) {
   const auto n = static_cast<size_t>(type.num_fields());
   ALKAID_ASSIGN_OR_RAISE(const json* arr, RequireMember(col, "children", loc));
   if (!arr->is_array()) return Status::Invalid(loc, ": \"children\" must be an array");
@@ -878,8 +877,7 @@ Result<ArrayDataPtr> Reader::ReadArray(const json& col, const TypePtr& type, int
       ALKAID_ASSIGN_OR_RAISE(BufferPtr type_ids, ReadIntegers<int8_t>(col, "TYPE_ID", count, loc));
       buffers.push_back(std::move(type_ids));
       if (id == TypeId::kDenseUnion) {
-        ALKAID_ASSIGN_OR_RAISE(BufferPtr offsets,
-                               ReadIntegers<int32_t>(col, "OFFSET", count, loc));
+        ALKAID_ASSIGN_OR_RAISE(BufferPtr offsets, ReadIntegers<int32_t>(col, "OFFSET", count, loc));
         buffers.push_back(std::move(offsets));
       }
       ALKAID_ASSIGN_OR_RAISE(auto children, ReadChildren(col, *type, path, loc, depth));
@@ -903,40 +901,53 @@ Result<ArrayDataPtr> Reader::ReadArray(const json& col, const TypePtr& type, int
   };
 
   switch (id) {
-    case TypeId::kBool: return one(ReadBooleans(col, count, loc));
-    case TypeId::kInt8: return one(ReadIntegers<int8_t>(col, "DATA", count, loc));
-    case TypeId::kUInt8: return one(ReadIntegers<uint8_t>(col, "DATA", count, loc));
-    case TypeId::kInt16: return one(ReadIntegers<int16_t>(col, "DATA", count, loc));
-    case TypeId::kUInt16: return one(ReadIntegers<uint16_t>(col, "DATA", count, loc));
+    case TypeId::kBool:
+      return one(ReadBooleans(col, count, loc));
+    case TypeId::kInt8:
+      return one(ReadIntegers<int8_t>(col, "DATA", count, loc));
+    case TypeId::kUInt8:
+      return one(ReadIntegers<uint8_t>(col, "DATA", count, loc));
+    case TypeId::kInt16:
+      return one(ReadIntegers<int16_t>(col, "DATA", count, loc));
+    case TypeId::kUInt16:
+      return one(ReadIntegers<uint16_t>(col, "DATA", count, loc));
     case TypeId::kInt32:
     case TypeId::kDate32:
     case TypeId::kTime32:
     case TypeId::kIntervalMonths:
       return one(ReadIntegers<int32_t>(col, "DATA", count, loc));
-    case TypeId::kUInt32: return one(ReadIntegers<uint32_t>(col, "DATA", count, loc));
+    case TypeId::kUInt32:
+      return one(ReadIntegers<uint32_t>(col, "DATA", count, loc));
     case TypeId::kInt64:
     case TypeId::kDate64:
     case TypeId::kTime64:
     case TypeId::kTimestamp:
     case TypeId::kDuration:
       return one(ReadIntegers<int64_t>(col, "DATA", count, loc));
-    case TypeId::kUInt64: return one(ReadIntegers<uint64_t>(col, "DATA", count, loc));
-    case TypeId::kHalfFloat: return one(ReadHalfFloats(col, count, loc));
-    case TypeId::kFloat: return one(ReadFloats<float>(col, count, loc));
-    case TypeId::kDouble: return one(ReadFloats<double>(col, count, loc));
+    case TypeId::kUInt64:
+      return one(ReadIntegers<uint64_t>(col, "DATA", count, loc));
+    case TypeId::kHalfFloat:
+      return one(ReadHalfFloats(col, count, loc));
+    case TypeId::kFloat:
+      return one(ReadFloats<float>(col, count, loc));
+    case TypeId::kDouble:
+      return one(ReadFloats<double>(col, count, loc));
     case TypeId::kDecimal32:
     case TypeId::kDecimal64:
     case TypeId::kDecimal128:
     case TypeId::kDecimal256:
       return one(ReadDecimals(col, count, static_cast<const DecimalType&>(*type).bit_width(), loc));
-    case TypeId::kIntervalDayTime: return one(ReadDayTime(col, count, loc));
-    case TypeId::kIntervalMonthDayNano: return one(ReadMonthDayNano(col, count, loc));
+    case TypeId::kIntervalDayTime:
+      return one(ReadDayTime(col, count, loc));
+    case TypeId::kIntervalMonthDayNano:
+      return one(ReadMonthDayNano(col, count, loc));
     case TypeId::kFixedSizeBinary:
       return one(ReadFixedSizeBinary(
           col, count, static_cast<const FixedSizeBinaryType&>(*type).byte_width(), loc));
     case TypeId::kBinary:
     case TypeId::kString: {
-      ALKAID_ASSIGN_OR_RAISE(auto bufs, ReadBinary<int32_t>(col, count, id == TypeId::kString, loc));
+      ALKAID_ASSIGN_OR_RAISE(auto bufs,
+                             ReadBinary<int32_t>(col, count, id == TypeId::kString, loc));
       return make(std::move(bufs));
     }
     case TypeId::kLargeBinary:
@@ -1007,8 +1018,8 @@ Result<ArrayDataPtr> Reader::GetDictionary(int64_t id, const Loc& loc) {
   ALKAID_ASSIGN_OR_RAISE(int64_t count, RequireInteger<int64_t>(data, "count", dloc));
   ALKAID_ASSIGN_OR_RAISE(const json* columns, RequireArray(data, "columns", 1, dloc));
   FieldPath path = entry.path;
-  auto values = ReadColumn((*columns)[0], *entry.field, &path,
-                           dloc.Child(entry.field->name()), 0, false);
+  auto values =
+      ReadColumn((*columns)[0], *entry.field, &path, dloc.Child(entry.field->name()), 0, false);
   ALKAID_RETURN_NOT_OK(values);
   if ((*values)->length != count) {
     return Status::Invalid(dloc, ": data count is ", count, " but its column has count ",
@@ -1025,7 +1036,8 @@ Result<JsonIntegrationData> Reader::Read(const json& doc) {
     return Status::Invalid("JSON integration document must be an object, got ", Kind(doc));
   }
   const Loc sloc{"schema", ""};
-  ALKAID_ASSIGN_OR_RAISE(const json* schema_json, RequireMember(doc, "schema", Loc{"document", ""}));
+  ALKAID_ASSIGN_OR_RAISE(const json* schema_json,
+                         RequireMember(doc, "schema", Loc{"document", ""}));
   ALKAID_ASSIGN_OR_RAISE(const json* fields_json, RequireMember(*schema_json, "fields", sloc));
   if (!fields_json->is_array()) return Status::Invalid("schema: \"fields\" must be an array");
   FieldVector fields;
@@ -1034,7 +1046,8 @@ Result<JsonIntegrationData> Reader::Read(const json& doc) {
     ALKAID_ASSIGN_OR_RAISE(FieldPtr f, ReadField((*fields_json)[i], &path, sloc, 0));
     fields.push_back(std::move(f));
   }
-  ALKAID_ASSIGN_OR_RAISE(MetadataPtr metadata, ReadMetadata(Member(*schema_json, "metadata"), sloc));
+  ALKAID_ASSIGN_OR_RAISE(MetadataPtr metadata,
+                         ReadMetadata(Member(*schema_json, "metadata"), sloc));
   out_.schema = schema(std::move(fields), std::move(metadata));
 
   if (const json* dicts = Member(doc, "dictionaries"); dicts != nullptr && !dicts->is_null()) {

@@ -320,8 +320,8 @@ Result<std::string> GzipDecompress(std::string_view data, int64_t max_output) {
 Result<std::string> GzipCompress(std::string_view data) {
   z_stream zs;
   std::memset(&zs, 0, sizeof(zs));
-  if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8,
-                   Z_DEFAULT_STRATEGY) != Z_OK) {
+  if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) !=
+      Z_OK) {
     return Status::OutOfMemory("cannot initialise zlib deflate");
   }
   std::string out;

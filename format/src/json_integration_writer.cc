@@ -81,7 +81,8 @@ double ShortestHalf(uint16_t h) {
   if (!std::isfinite(exact)) return exact;
   for (int digits = 1; digits <= 17; ++digits) {
     char buf[64];
-    auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), exact, std::chars_format::general, digits);
+    auto [end, ec] =
+        std::to_chars(buf, buf + sizeof(buf), exact, std::chars_format::general, digits);
     if (ec != std::errc()) break;
     double d = 0;
     auto [p, ec2] = std::from_chars(buf, end, d);
@@ -92,10 +93,14 @@ double ShortestHalf(uint16_t h) {
 
 std::string_view TimeUnitJson(TimeUnit unit) {
   switch (unit) {
-    case TimeUnit::kSecond: return "SECOND";
-    case TimeUnit::kMilli: return "MILLISECOND";
-    case TimeUnit::kMicro: return "MICROSECOND";
-    case TimeUnit::kNano: return "NANOSECOND";
+    case TimeUnit::kSecond:
+      return "SECOND";
+    case TimeUnit::kMilli:
+      return "MILLISECOND";
+    case TimeUnit::kMicro:
+      return "MICROSECOND";
+    case TimeUnit::kNano:
+      return "NANOSECOND";
   }
   return "SECOND";
 }
@@ -194,8 +199,8 @@ Status Writer::AddDictionary(int64_t id, const ArrayDataPtr& values, const DataT
   dictionaries_[id] = values;
   dictionary_paths_[id] = *path;
   // The values may hold dictionary-encoded children of their own.
-  return CollectDictionaries(*values, value_type, path, where + " (dictionary " +
-                                                          std::to_string(id) + ")");
+  return CollectDictionaries(*values, value_type, path,
+                             where + " (dictionary " + std::to_string(id) + ")");
 }
 
 Status Writer::CollectDictionaries(const ArrayData& a, const DataType& type, FieldPath* path,
@@ -227,8 +232,12 @@ Status Writer::CollectDictionaries(const ArrayData& a, const DataType& type, Fie
 Result<ojson> Writer::WriteType(const DataType& type) {
   ojson j;
   switch (type.id()) {
-    case TypeId::kNull: j["name"] = "null"; break;
-    case TypeId::kBool: j["name"] = "bool"; break;
+    case TypeId::kNull:
+      j["name"] = "null";
+      break;
+    case TypeId::kBool:
+      j["name"] = "bool";
+      break;
     case TypeId::kInt8:
     case TypeId::kUInt8:
     case TypeId::kInt16:
@@ -292,25 +301,47 @@ Result<ojson> Writer::WriteType(const DataType& type) {
                   : type.id() == TypeId::kIntervalDayTime ? "DAY_TIME"
                                                           : "MONTH_DAY_NANO";
       break;
-    case TypeId::kBinary: j["name"] = "binary"; break;
-    case TypeId::kString: j["name"] = "utf8"; break;
-    case TypeId::kLargeBinary: j["name"] = "largebinary"; break;
-    case TypeId::kLargeString: j["name"] = "largeutf8"; break;
-    case TypeId::kBinaryView: j["name"] = "binaryview"; break;
-    case TypeId::kStringView: j["name"] = "utf8view"; break;
+    case TypeId::kBinary:
+      j["name"] = "binary";
+      break;
+    case TypeId::kString:
+      j["name"] = "utf8";
+      break;
+    case TypeId::kLargeBinary:
+      j["name"] = "largebinary";
+      break;
+    case TypeId::kLargeString:
+      j["name"] = "largeutf8";
+      break;
+    case TypeId::kBinaryView:
+      j["name"] = "binaryview";
+      break;
+    case TypeId::kStringView:
+      j["name"] = "utf8view";
+      break;
     case TypeId::kFixedSizeBinary:
       j["name"] = "fixedsizebinary";
       j["byteWidth"] = static_cast<const FixedSizeBinaryType&>(type).byte_width();
       break;
-    case TypeId::kList: j["name"] = "list"; break;
-    case TypeId::kLargeList: j["name"] = "largelist"; break;
-    case TypeId::kListView: j["name"] = "listview"; break;
-    case TypeId::kLargeListView: j["name"] = "largelistview"; break;
+    case TypeId::kList:
+      j["name"] = "list";
+      break;
+    case TypeId::kLargeList:
+      j["name"] = "largelist";
+      break;
+    case TypeId::kListView:
+      j["name"] = "listview";
+      break;
+    case TypeId::kLargeListView:
+      j["name"] = "largelistview";
+      break;
     case TypeId::kFixedSizeList:
       j["name"] = "fixedsizelist";
       j["listSize"] = static_cast<const FixedSizeListType&>(type).list_size();
       break;
-    case TypeId::kStruct: j["name"] = "struct"; break;
+    case TypeId::kStruct:
+      j["name"] = "struct";
+      break;
     case TypeId::kMap:
       j["name"] = "map";
       j["keysSorted"] = static_cast<const MapType&>(type).keys_sorted();
@@ -325,7 +356,9 @@ Result<ojson> Writer::WriteType(const DataType& type) {
       j["typeIds"] = std::move(codes);
       break;
     }
-    case TypeId::kRunEndEncoded: j["name"] = "runendencoded"; break;
+    case TypeId::kRunEndEncoded:
+      j["name"] = "runendencoded";
+      break;
     case TypeId::kDictionary:
     case TypeId::kExtension:
       return Status::NotImplemented("type ", type.ToString(),
@@ -386,9 +419,8 @@ Result<ojson> Writer::WriteField(const Field& field, FieldPath* path) {
 // ---------------------------------------------------------------------------
 // Columns
 
-Result<ojson> Writer::WriteColumn(const ArrayData& a, const DataType& type,
-                                  const std::string& name, FieldPath* path,
-                                  const std::string& where) {
+Result<ojson> Writer::WriteColumn(const ArrayData& a, const DataType& type, const std::string& name,
+                                  FieldPath* path, const std::string& where) {
   ojson j;
   j["name"] = name;
   j["count"] = a.length;
@@ -450,12 +482,15 @@ Status Writer::WriteBody(const ArrayData& a, const DataType& type, FieldPath* pa
   if (id == TypeId::kNull) return Status::OK();
   if (id == TypeId::kRunEndEncoded) {
     const auto& ree = static_cast<const RunEndEncodedType&>(t);
-    if (a.child_data.size() != 2) return Status::Invalid(where, ": run-end encoded needs 2 children");
+    if (a.child_data.size() != 2)
+      return Status::Invalid(where, ": run-end encoded needs 2 children");
     const ArrayData& run_ends = *a.child_data[0];
     const int width = BitWidth(ree.run_end_type()->id()) / 8;
     auto run_end = [&](int64_t p) -> int64_t {
       const uint8_t* base = run_ends.buffers[1]->data() + (run_ends.offset + p) * width;
-      return width == 2 ? Load<int16_t>(base) : width == 4 ? Load<int32_t>(base) : Load<int64_t>(base);
+      return width == 2   ? Load<int16_t>(base)
+             : width == 4 ? Load<int32_t>(base)
+                          : Load<int64_t>(base);
     };
     // The physical runs covering [off, off + len), re-based to start at 0.
     int64_t first = 0;
@@ -467,16 +502,23 @@ Status Writer::WriteBody(const ArrayData& a, const DataType& type, FieldPath* pa
       int64_t lo = 0, hi = run_ends.length;  // first run with end > off
       while (lo < hi) {
         const int64_t mid = lo + (hi - lo) / 2;
-        if (run_end(mid) > off) hi = mid; else lo = mid + 1;
+        if (run_end(mid) > off)
+          hi = mid;
+        else
+          lo = mid + 1;
       }
       first = lo;
       lo = first, hi = run_ends.length;  // first run with end >= off + len
       while (lo < hi) {
         const int64_t mid = lo + (hi - lo) / 2;
-        if (run_end(mid) >= off + len) hi = mid; else lo = mid + 1;
+        if (run_end(mid) >= off + len)
+          hi = mid;
+        else
+          lo = mid + 1;
       }
       last = lo;
-      if (last >= run_ends.length) return Status::Invalid(where, ": run ends do not cover the array");
+      if (last >= run_ends.length)
+        return Status::Invalid(where, ": run ends do not cover the array");
     }
     ojson ends = {{"name", ree.field(0)->name()}, {"count", last - first + 1}};
     ojson validity = ojson::array();
@@ -504,7 +546,8 @@ Status Writer::WriteBody(const ArrayData& a, const DataType& type, FieldPath* pa
     const bool dense = id == TypeId::kDenseUnion;
     ALKAID_RETURN_NOT_OK(need(0));
     ojson type_ids = ojson::array();
-    for (int64_t i = 0; i < len; ++i) type_ids.push_back(static_cast<int>(Load<int8_t>(values(0) + off + i)));
+    for (int64_t i = 0; i < len; ++i)
+      type_ids.push_back(static_cast<int>(Load<int8_t>(values(0) + off + i)));
     j["TYPE_ID"] = std::move(type_ids);
     if (dense) {
       ALKAID_RETURN_NOT_OK(need(1));
@@ -547,16 +590,21 @@ Status Writer::WriteBody(const ArrayData& a, const DataType& type, FieldPath* pa
       j["DATA"] = std::move(data);
       return Status::OK();
     }
-    case TypeId::kInt8: return fixed(1, [](const uint8_t* p) { return ojson(Load<int8_t>(p)); });
-    case TypeId::kUInt8: return fixed(1, [](const uint8_t* p) { return ojson(Load<uint8_t>(p)); });
-    case TypeId::kInt16: return fixed(2, [](const uint8_t* p) { return ojson(Load<int16_t>(p)); });
-    case TypeId::kUInt16: return fixed(2, [](const uint8_t* p) { return ojson(Load<uint16_t>(p)); });
+    case TypeId::kInt8:
+      return fixed(1, [](const uint8_t* p) { return ojson(Load<int8_t>(p)); });
+    case TypeId::kUInt8:
+      return fixed(1, [](const uint8_t* p) { return ojson(Load<uint8_t>(p)); });
+    case TypeId::kInt16:
+      return fixed(2, [](const uint8_t* p) { return ojson(Load<int16_t>(p)); });
+    case TypeId::kUInt16:
+      return fixed(2, [](const uint8_t* p) { return ojson(Load<uint16_t>(p)); });
     case TypeId::kInt32:
     case TypeId::kDate32:
     case TypeId::kTime32:
     case TypeId::kIntervalMonths:
       return fixed(4, [](const uint8_t* p) { return ojson(Load<int32_t>(p)); });
-    case TypeId::kUInt32: return fixed(4, [](const uint8_t* p) { return ojson(Load<uint32_t>(p)); });
+    case TypeId::kUInt32:
+      return fixed(4, [](const uint8_t* p) { return ojson(Load<uint32_t>(p)); });
     case TypeId::kInt64:
     case TypeId::kDate64:
     case TypeId::kTime64:
@@ -566,9 +614,7 @@ Status Writer::WriteBody(const ArrayData& a, const DataType& type, FieldPath* pa
     case TypeId::kUInt64:
       return fixed(8, [](const uint8_t* p) { return ojson(std::to_string(Load<uint64_t>(p))); });
     case TypeId::kHalfFloat:
-      return fixed(2, [](const uint8_t* p) {
-        return FloatJson(ShortestHalf(Load<uint16_t>(p)));
-      });
+      return fixed(2, [](const uint8_t* p) { return FloatJson(ShortestHalf(Load<uint16_t>(p))); });
     case TypeId::kFloat:
       return fixed(4, [](const uint8_t* p) { return FloatJson(ShortestFloat(Load<float>(p))); });
     case TypeId::kDouble:
@@ -625,7 +671,8 @@ Status Writer::WriteBody(const ArrayData& a, const DataType& type, FieldPath* pa
       for (int64_t i = 0; i < len; ++i) {
         const int64_t begin = offset_at(i);
         const int64_t n = offset_at(i + 1) - begin;
-        std::string_view bytes = n == 0 ? std::string_view() : std::string_view(chars + begin, static_cast<size_t>(n));
+        std::string_view bytes =
+            n == 0 ? std::string_view() : std::string_view(chars + begin, static_cast<size_t>(n));
         if (utf8) {
           ojson s;
           Status st = Utf8Json(bytes, where, i, &s);
@@ -671,8 +718,8 @@ Status Writer::WriteBody(const ArrayData& a, const DataType& type, FieldPath* pa
             v["INLINED"] = internal::HexEncode(bytes);
           }
         } else {
-          v["PREFIX_HEX"] = internal::HexEncode(
-              std::string_view(reinterpret_cast<const char*>(h.ref.prefix), 4));
+          v["PREFIX_HEX"] =
+              internal::HexEncode(std::string_view(reinterpret_cast<const char*>(h.ref.prefix), 4));
           v["BUFFER_INDEX"] = h.ref.buffer_index;
           v["OFFSET"] = h.ref.offset;
         }
@@ -840,9 +887,8 @@ Result<std::string> Writer::Write(const JsonWriteOptions& options) {
     for (const auto& [id, values] : dictionaries_) {
       FieldPath path = dictionary_paths_.at(id);
       const std::string name = "DICT" + std::to_string(id);
-      ALKAID_ASSIGN_OR_RAISE(ojson col,
-                             WriteColumn(*values, *values->type, name, &path, "dictionary " +
-                                                                                 std::to_string(id)));
+      ALKAID_ASSIGN_OR_RAISE(ojson col, WriteColumn(*values, *values->type, name, &path,
+                                                    "dictionary " + std::to_string(id)));
       ojson d;
       d["id"] = id;
       d["data"]["count"] = values->length;
@@ -899,8 +945,8 @@ Result<std::string> WriteJsonIntegration(const Schema& schema,
   return WriteJsonIntegration(data, options);
 }
 
-Status WriteJsonIntegrationFile(const std::string& path, const JsonIntegrationData& data,
-                                bool gzip, const JsonWriteOptions& options) {
+Status WriteJsonIntegrationFile(const std::string& path, const JsonIntegrationData& data, bool gzip,
+                                const JsonWriteOptions& options) {
   ALKAID_ASSIGN_OR_RAISE(std::string text, WriteJsonIntegration(data, options));
   if (gzip) {
     ALKAID_ASSIGN_OR_RAISE(text, internal::GzipCompress(text));

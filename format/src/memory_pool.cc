@@ -21,7 +21,7 @@ bool ValidAlignment(int64_t alignment) {
 
 Result<uint8_t*> MemoryPool::Reallocate(uint8_t* ptr, int64_t old_size, int64_t new_size,
                                         int64_t alignment) {
-  ALKAID_ASSIGN_OR_RAISE(uint8_t* out, Allocate(new_size, alignment));
+  ALKAID_ASSIGN_OR_RAISE(uint8_t * out, Allocate(new_size, alignment));
   const int64_t keep = old_size < new_size ? old_size : new_size;
   if (keep > 0) std::memcpy(out, ptr, static_cast<size_t>(keep));
   Free(ptr, old_size, alignment);
@@ -60,8 +60,7 @@ Result<uint8_t*> SystemMemoryPool::Allocate(int64_t size, int64_t alignment) {
   }
   if (!impl_->Reserve(size)) {
     return Status::OutOfMemory("allocating ", size, " bytes would exceed the pool limit of ",
-                               impl_->limit, " bytes (", impl_->allocated.load(),
-                               " in use)");
+                               impl_->limit, " bytes (", impl_->allocated.load(), " in use)");
   }
   void* p = nullptr;
   if (posix_memalign(&p, static_cast<size_t>(alignment), static_cast<size_t>(size)) != 0) {
@@ -71,8 +70,8 @@ Result<uint8_t*> SystemMemoryPool::Allocate(int64_t size, int64_t alignment) {
   return static_cast<uint8_t*>(p);
 }
 
-Result<uint8_t*> SystemMemoryPool::Reallocate(uint8_t* ptr, int64_t old_size,
-                                              int64_t new_size, int64_t alignment) {
+Result<uint8_t*> SystemMemoryPool::Reallocate(uint8_t* ptr, int64_t old_size, int64_t new_size,
+                                              int64_t alignment) {
   if (ptr == zero_size_area) return Allocate(new_size, alignment);
   if (new_size == 0) {
     Free(ptr, old_size, alignment);
@@ -90,9 +89,7 @@ void SystemMemoryPool::Free(uint8_t* ptr, int64_t size, int64_t /*alignment*/) {
 int64_t SystemMemoryPool::bytes_allocated() const {
   return impl_->allocated.load(std::memory_order_relaxed);
 }
-int64_t SystemMemoryPool::max_memory() const {
-  return impl_->max.load(std::memory_order_relaxed);
-}
+int64_t SystemMemoryPool::max_memory() const { return impl_->max.load(std::memory_order_relaxed); }
 std::string SystemMemoryPool::backend_name() const { return "system"; }
 
 MemoryPool* default_memory_pool() {

@@ -100,7 +100,8 @@ void AppendDate(std::string* out, int64_t days) {
   FloorDivMod(z, 146097, &era, &day_of_era);
   const int64_t year_of_era =
       (day_of_era - day_of_era / 1460 + day_of_era / 36524 - day_of_era / 146096) / 365;
-  const int64_t day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+  const int64_t day_of_year =
+      day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
   const int64_t month_from_march = (5 * day_of_year + 2) / 153;
   const int64_t day = day_of_year - (153 * month_from_march + 2) / 5 + 1;
   const int64_t month = month_from_march < 10 ? month_from_march + 3 : month_from_march - 9;
@@ -119,20 +120,28 @@ void AppendDate(std::string* out, int64_t days) {
 
 int64_t UnitsPerSecond(TimeUnit unit) {
   switch (unit) {
-    case TimeUnit::kSecond: return 1;
-    case TimeUnit::kMilli: return 1000;
-    case TimeUnit::kMicro: return 1000000;
-    case TimeUnit::kNano: return 1000000000;
+    case TimeUnit::kSecond:
+      return 1;
+    case TimeUnit::kMilli:
+      return 1000;
+    case TimeUnit::kMicro:
+      return 1000000;
+    case TimeUnit::kNano:
+      return 1000000000;
   }
   return 1;
 }
 
 int FractionDigits(TimeUnit unit) {
   switch (unit) {
-    case TimeUnit::kSecond: return 0;
-    case TimeUnit::kMilli: return 3;
-    case TimeUnit::kMicro: return 6;
-    case TimeUnit::kNano: return 9;
+    case TimeUnit::kSecond:
+      return 0;
+    case TimeUnit::kMilli:
+      return 3;
+    case TimeUnit::kMicro:
+      return 6;
+    case TimeUnit::kNano:
+      return 9;
   }
   return 0;
 }
@@ -255,11 +264,21 @@ void AppendQuoted(std::string* out, std::string_view s) {
   for (char c : s) {
     const auto b = static_cast<unsigned char>(c);
     switch (c) {
-      case '"': out->append("\\\""); break;
-      case '\\': out->append("\\\\"); break;
-      case '\n': out->append("\\n"); break;
-      case '\r': out->append("\\r"); break;
-      case '\t': out->append("\\t"); break;
+      case '"':
+        out->append("\\\"");
+        break;
+      case '\\':
+        out->append("\\\\");
+        break;
+      case '\n':
+        out->append("\\n");
+        break;
+      case '\r':
+        out->append("\\r");
+        break;
+      case '\t':
+        out->append("\\t");
+        break;
       default:
         if (b < 0x20 || b == 0x7f) {
           out->append("\\x");
@@ -320,7 +339,9 @@ void AppendValue(std::string* out, const Array& array, int64_t i, std::string_vi
   // checks so that malformed indices print a marker instead of reading
   // out of bounds.
   switch (type.id()) {
-    case TypeId::kNull: out->append(null_repr); return;
+    case TypeId::kNull:
+      out->append(null_repr);
+      return;
     case TypeId::kSparseUnion:
     case TypeId::kDenseUnion: {
       const auto& u = static_cast<const UnionArray&>(array);
@@ -368,7 +389,8 @@ void AppendValue(std::string* out, const Array& array, int64_t i, std::string_vi
     case TypeId::kExtension:
       AppendValue(out, *static_cast<const ExtensionArray&>(array).storage(), i, null_repr);
       return;
-    default: break;
+    default:
+      break;
   }
   if (array.data()->IsNull(i)) {
     out->append(null_repr);
@@ -378,21 +400,39 @@ void AppendValue(std::string* out, const Array& array, int64_t i, std::string_vi
     case TypeId::kBool:
       out->append(static_cast<const BooleanArray&>(array).Value(i) ? "true" : "false");
       return;
-    case TypeId::kInt8: AppendNumber(out, static_cast<int>(LoadValue<int8_t>(array, i))); return;
+    case TypeId::kInt8:
+      AppendNumber(out, static_cast<int>(LoadValue<int8_t>(array, i)));
+      return;
     case TypeId::kUInt8:
       AppendNumber(out, static_cast<unsigned>(LoadValue<uint8_t>(array, i)));
       return;
-    case TypeId::kInt16: AppendNumber(out, LoadValue<int16_t>(array, i)); return;
-    case TypeId::kUInt16: AppendNumber(out, LoadValue<uint16_t>(array, i)); return;
-    case TypeId::kInt32: AppendNumber(out, LoadValue<int32_t>(array, i)); return;
-    case TypeId::kUInt32: AppendNumber(out, LoadValue<uint32_t>(array, i)); return;
-    case TypeId::kInt64: AppendNumber(out, LoadValue<int64_t>(array, i)); return;
-    case TypeId::kUInt64: AppendNumber(out, LoadValue<uint64_t>(array, i)); return;
+    case TypeId::kInt16:
+      AppendNumber(out, LoadValue<int16_t>(array, i));
+      return;
+    case TypeId::kUInt16:
+      AppendNumber(out, LoadValue<uint16_t>(array, i));
+      return;
+    case TypeId::kInt32:
+      AppendNumber(out, LoadValue<int32_t>(array, i));
+      return;
+    case TypeId::kUInt32:
+      AppendNumber(out, LoadValue<uint32_t>(array, i));
+      return;
+    case TypeId::kInt64:
+      AppendNumber(out, LoadValue<int64_t>(array, i));
+      return;
+    case TypeId::kUInt64:
+      AppendNumber(out, LoadValue<uint64_t>(array, i));
+      return;
     case TypeId::kHalfFloat:
       AppendNumber(out, internal::HalfToFloat(LoadValue<uint16_t>(array, i)));
       return;
-    case TypeId::kFloat: AppendNumber(out, LoadValue<float>(array, i)); return;
-    case TypeId::kDouble: AppendNumber(out, LoadValue<double>(array, i)); return;
+    case TypeId::kFloat:
+      AppendNumber(out, LoadValue<float>(array, i));
+      return;
+    case TypeId::kDouble:
+      AppendNumber(out, LoadValue<double>(array, i));
+      return;
     case TypeId::kDecimal32:
     case TypeId::kDecimal64:
     case TypeId::kDecimal128:
@@ -402,7 +442,9 @@ void AppendValue(std::string* out, const Array& array, int64_t i, std::string_vi
       AppendDecimal(out, fsb.GetValue(i), dt.byte_width(), dt.scale());
       return;
     }
-    case TypeId::kDate32: AppendDate(out, LoadValue<int32_t>(array, i)); return;
+    case TypeId::kDate32:
+      AppendDate(out, LoadValue<int32_t>(array, i));
+      return;
     case TypeId::kDate64: {
       int64_t days;
       int64_t ms;
@@ -466,8 +508,7 @@ void AppendValue(std::string* out, const Array& array, int64_t i, std::string_vi
       return;
     case TypeId::kLargeBinary:
     case TypeId::kLargeString:
-      AppendBytes(out, static_cast<const LargeBinaryArray&>(array).GetView(i),
-                  IsUtf8(type.id()));
+      AppendBytes(out, static_cast<const LargeBinaryArray&>(array).GetView(i), IsUtf8(type.id()));
       return;
     case TypeId::kBinaryView:
     case TypeId::kStringView:
@@ -528,20 +569,26 @@ bool PrintsNested(TypeId id) {
     case TypeId::kLargeList:
     case TypeId::kListView:
     case TypeId::kLargeListView:
-    case TypeId::kFixedSizeList: return true;
-    default: return false;
+    case TypeId::kFixedSizeList:
+      return true;
+    default:
+      return false;
   }
 }
 
 /// The child values of list-like slot i, as a slice.
 ArrayPtr ListSlot(const Array& array, int64_t i) {
   switch (array.type_id()) {
-    case TypeId::kList: return static_cast<const ListArray&>(array).value_slice(i);
-    case TypeId::kLargeList: return static_cast<const LargeListArray&>(array).value_slice(i);
-    case TypeId::kListView: return static_cast<const ListViewArray&>(array).value_slice(i);
+    case TypeId::kList:
+      return static_cast<const ListArray&>(array).value_slice(i);
+    case TypeId::kLargeList:
+      return static_cast<const LargeListArray&>(array).value_slice(i);
+    case TypeId::kListView:
+      return static_cast<const ListViewArray&>(array).value_slice(i);
     case TypeId::kLargeListView:
       return static_cast<const LargeListViewArray&>(array).value_slice(i);
-    default: return static_cast<const FixedSizeListArray&>(array).value_slice(i);
+    default:
+      return static_cast<const FixedSizeListArray&>(array).value_slice(i);
   }
 }
 

@@ -10,61 +10,110 @@ using BufferKind = DataTypeLayout::BufferKind;
 
 std::string_view TypeIdName(TypeId id) {
   switch (id) {
-    case TypeId::kNull: return "null";
-    case TypeId::kBool: return "bool";
-    case TypeId::kInt8: return "int8";
-    case TypeId::kUInt8: return "uint8";
-    case TypeId::kInt16: return "int16";
-    case TypeId::kUInt16: return "uint16";
-    case TypeId::kInt32: return "int32";
-    case TypeId::kUInt32: return "uint32";
-    case TypeId::kInt64: return "int64";
-    case TypeId::kUInt64: return "uint64";
-    case TypeId::kHalfFloat: return "halffloat";
-    case TypeId::kFloat: return "float";
-    case TypeId::kDouble: return "double";
-    case TypeId::kDecimal32: return "decimal32";
-    case TypeId::kDecimal64: return "decimal64";
-    case TypeId::kDecimal128: return "decimal128";
-    case TypeId::kDecimal256: return "decimal256";
-    case TypeId::kDate32: return "date32";
-    case TypeId::kDate64: return "date64";
-    case TypeId::kTime32: return "time32";
-    case TypeId::kTime64: return "time64";
-    case TypeId::kTimestamp: return "timestamp";
-    case TypeId::kIntervalMonths: return "month_interval";
-    case TypeId::kIntervalDayTime: return "day_time_interval";
-    case TypeId::kIntervalMonthDayNano: return "month_day_nano_interval";
-    case TypeId::kDuration: return "duration";
-    case TypeId::kFixedSizeBinary: return "fixed_size_binary";
-    case TypeId::kBinary: return "binary";
-    case TypeId::kString: return "string";
-    case TypeId::kLargeBinary: return "large_binary";
-    case TypeId::kLargeString: return "large_string";
-    case TypeId::kBinaryView: return "binary_view";
-    case TypeId::kStringView: return "string_view";
-    case TypeId::kFixedSizeList: return "fixed_size_list";
-    case TypeId::kList: return "list";
-    case TypeId::kLargeList: return "large_list";
-    case TypeId::kListView: return "list_view";
-    case TypeId::kLargeListView: return "large_list_view";
-    case TypeId::kStruct: return "struct";
-    case TypeId::kMap: return "map";
-    case TypeId::kSparseUnion: return "sparse_union";
-    case TypeId::kDenseUnion: return "dense_union";
-    case TypeId::kDictionary: return "dictionary";
-    case TypeId::kRunEndEncoded: return "run_end_encoded";
-    case TypeId::kExtension: return "extension";
+    case TypeId::kNull:
+      return "null";
+    case TypeId::kBool:
+      return "bool";
+    case TypeId::kInt8:
+      return "int8";
+    case TypeId::kUInt8:
+      return "uint8";
+    case TypeId::kInt16:
+      return "int16";
+    case TypeId::kUInt16:
+      return "uint16";
+    case TypeId::kInt32:
+      return "int32";
+    case TypeId::kUInt32:
+      return "uint32";
+    case TypeId::kInt64:
+      return "int64";
+    case TypeId::kUInt64:
+      return "uint64";
+    case TypeId::kHalfFloat:
+      return "halffloat";
+    case TypeId::kFloat:
+      return "float";
+    case TypeId::kDouble:
+      return "double";
+    case TypeId::kDecimal32:
+      return "decimal32";
+    case TypeId::kDecimal64:
+      return "decimal64";
+    case TypeId::kDecimal128:
+      return "decimal128";
+    case TypeId::kDecimal256:
+      return "decimal256";
+    case TypeId::kDate32:
+      return "date32";
+    case TypeId::kDate64:
+      return "date64";
+    case TypeId::kTime32:
+      return "time32";
+    case TypeId::kTime64:
+      return "time64";
+    case TypeId::kTimestamp:
+      return "timestamp";
+    case TypeId::kIntervalMonths:
+      return "month_interval";
+    case TypeId::kIntervalDayTime:
+      return "day_time_interval";
+    case TypeId::kIntervalMonthDayNano:
+      return "month_day_nano_interval";
+    case TypeId::kDuration:
+      return "duration";
+    case TypeId::kFixedSizeBinary:
+      return "fixed_size_binary";
+    case TypeId::kBinary:
+      return "binary";
+    case TypeId::kString:
+      return "string";
+    case TypeId::kLargeBinary:
+      return "large_binary";
+    case TypeId::kLargeString:
+      return "large_string";
+    case TypeId::kBinaryView:
+      return "binary_view";
+    case TypeId::kStringView:
+      return "string_view";
+    case TypeId::kFixedSizeList:
+      return "fixed_size_list";
+    case TypeId::kList:
+      return "list";
+    case TypeId::kLargeList:
+      return "large_list";
+    case TypeId::kListView:
+      return "list_view";
+    case TypeId::kLargeListView:
+      return "large_list_view";
+    case TypeId::kStruct:
+      return "struct";
+    case TypeId::kMap:
+      return "map";
+    case TypeId::kSparseUnion:
+      return "sparse_union";
+    case TypeId::kDenseUnion:
+      return "dense_union";
+    case TypeId::kDictionary:
+      return "dictionary";
+    case TypeId::kRunEndEncoded:
+      return "run_end_encoded";
+    case TypeId::kExtension:
+      return "extension";
   }
   return "unknown";
 }
 
 std::string_view TimeUnitName(TimeUnit unit) {
   switch (unit) {
-    case TimeUnit::kSecond: return "s";
-    case TimeUnit::kMilli: return "ms";
-    case TimeUnit::kMicro: return "us";
-    case TimeUnit::kNano: return "ns";
+    case TimeUnit::kSecond:
+      return "s";
+    case TimeUnit::kMilli:
+      return "ms";
+    case TimeUnit::kMicro:
+      return "us";
+    case TimeUnit::kNano:
+      return "ns";
   }
   return "?";
 }
@@ -220,8 +269,8 @@ namespace {
 void PrintFieldTree(std::ostringstream& ss, const Field& f, int indent, bool show_metadata) {
   ss << std::string(static_cast<size_t>(indent), ' ') << f.ToString() << "\n";
   if (show_metadata && f.metadata() != nullptr && !f.metadata()->empty()) {
-    ss << std::string(static_cast<size_t>(indent) + 2, ' ') << "-- metadata: "
-       << f.metadata()->ToString() << "\n";
+    ss << std::string(static_cast<size_t>(indent) + 2, ' ')
+       << "-- metadata: " << f.metadata()->ToString() << "\n";
   }
   for (const auto& child : f.type()->fields()) {
     if (show_metadata && child->metadata() != nullptr && !child->metadata()->empty()) {
@@ -249,19 +298,23 @@ SchemaPtr schema(FieldVector fields, MetadataPtr metadata) {
 
 int BitWidth(TypeId id) {
   switch (id) {
-    case TypeId::kBool: return 1;
+    case TypeId::kBool:
+      return 1;
     case TypeId::kInt8:
-    case TypeId::kUInt8: return 8;
+    case TypeId::kUInt8:
+      return 8;
     case TypeId::kInt16:
     case TypeId::kUInt16:
-    case TypeId::kHalfFloat: return 16;
+    case TypeId::kHalfFloat:
+      return 16;
     case TypeId::kInt32:
     case TypeId::kUInt32:
     case TypeId::kFloat:
     case TypeId::kDate32:
     case TypeId::kTime32:
     case TypeId::kIntervalMonths:
-    case TypeId::kDecimal32: return 32;
+    case TypeId::kDecimal32:
+      return 32;
     case TypeId::kInt64:
     case TypeId::kUInt64:
     case TypeId::kDouble:
@@ -270,11 +323,15 @@ int BitWidth(TypeId id) {
     case TypeId::kTimestamp:
     case TypeId::kDuration:
     case TypeId::kIntervalDayTime:
-    case TypeId::kDecimal64: return 64;
+    case TypeId::kDecimal64:
+      return 64;
     case TypeId::kDecimal128:
-    case TypeId::kIntervalMonthDayNano: return 128;
-    case TypeId::kDecimal256: return 256;
-    default: return 0;
+    case TypeId::kIntervalMonthDayNano:
+      return 128;
+    case TypeId::kDecimal256:
+      return 256;
+    default:
+      return 0;
   }
 }
 
@@ -292,9 +349,7 @@ bool IsSignedInteger(TypeId id) {
 }
 bool IsFloating(TypeId id) { return id >= TypeId::kHalfFloat && id <= TypeId::kDouble; }
 bool IsDecimal(TypeId id) { return id >= TypeId::kDecimal32 && id <= TypeId::kDecimal256; }
-bool IsFixedWidth(TypeId id) {
-  return (id >= TypeId::kBool && id <= TypeId::kFixedSizeBinary);
-}
+bool IsFixedWidth(TypeId id) { return (id >= TypeId::kBool && id <= TypeId::kFixedSizeBinary); }
 bool IsBinaryLike(TypeId id) { return id == TypeId::kBinary || id == TypeId::kString; }
 bool IsLargeBinaryLike(TypeId id) {
   return id == TypeId::kLargeBinary || id == TypeId::kLargeString;
@@ -315,9 +370,12 @@ bool IsNested(TypeId id) {
 
 IntervalUnit IntervalUnitOf(TypeId id) {
   switch (id) {
-    case TypeId::kIntervalDayTime: return IntervalUnit::kDayTime;
-    case TypeId::kIntervalMonthDayNano: return IntervalUnit::kMonthDayNano;
-    default: return IntervalUnit::kYearMonth;
+    case TypeId::kIntervalDayTime:
+      return IntervalUnit::kDayTime;
+    case TypeId::kIntervalMonthDayNano:
+      return IntervalUnit::kMonthDayNano;
+    default:
+      return IntervalUnit::kYearMonth;
   }
 }
 
@@ -334,12 +392,16 @@ DataTypeLayout SimpleType::layout() const {
       return {{{BufferKind::kValidity, 0}, {BufferKind::kBitmap, 0}}, false, true};
     case TypeId::kBinary:
     case TypeId::kString:
-      return {{{BufferKind::kValidity, 0}, {BufferKind::kFixedWidth, 4}, {BufferKind::kFixedWidth, 1}},
-              false, true};
+      return {
+          {{BufferKind::kValidity, 0}, {BufferKind::kFixedWidth, 4}, {BufferKind::kFixedWidth, 1}},
+          false,
+          true};
     case TypeId::kLargeBinary:
     case TypeId::kLargeString:
-      return {{{BufferKind::kValidity, 0}, {BufferKind::kFixedWidth, 8}, {BufferKind::kFixedWidth, 1}},
-              false, true};
+      return {
+          {{BufferKind::kValidity, 0}, {BufferKind::kFixedWidth, 8}, {BufferKind::kFixedWidth, 1}},
+          false,
+          true};
     case TypeId::kBinaryView:
     case TypeId::kStringView:
       return {{{BufferKind::kValidity, 0}, {BufferKind::kFixedWidth, 16}}, true, true};
@@ -353,11 +415,16 @@ DataTypeLayout SimpleType::layout() const {
 
 int32_t DecimalType::MaxPrecision(int bit_width) {
   switch (bit_width) {
-    case 32: return 9;
-    case 64: return 18;
-    case 128: return 38;
-    case 256: return 76;
-    default: return 0;
+    case 32:
+      return 9;
+    case 64:
+      return 18;
+    case 128:
+      return 38;
+    case 256:
+      return 76;
+    default:
+      return 0;
   }
 }
 
@@ -372,7 +439,8 @@ DecimalType::DecimalType(int bit_width, int32_t precision, int32_t scale)
 
 Result<TypePtr> DecimalType::Make(int bit_width, int32_t precision, int32_t scale) {
   const int32_t max = MaxPrecision(bit_width);
-  if (max == 0) return Status::Invalid("decimal bit width must be 32, 64, 128 or 256, got ", bit_width);
+  if (max == 0)
+    return Status::Invalid("decimal bit width must be 32, 64, 128 or 256, got ", bit_width);
   if (precision < 1 || precision > max) {
     return Status::Invalid("decimal", bit_width, " precision must be in [1, ", max, "], got ",
                            precision);
@@ -448,8 +516,10 @@ std::string ListType::ToString() const {
 DataTypeLayout ListType::layout() const {
   const int64_t w = offset_bit_width() / 8;
   if (IsListView(id_)) {
-    return {{{BufferKind::kValidity, 0}, {BufferKind::kFixedWidth, w}, {BufferKind::kFixedWidth, w}},
-            false, true};
+    return {
+        {{BufferKind::kValidity, 0}, {BufferKind::kFixedWidth, w}, {BufferKind::kFixedWidth, w}},
+        false,
+        true};
   }
   return {{{BufferKind::kValidity, 0}, {BufferKind::kFixedWidth, w}}, false, true};
 }
@@ -489,8 +559,8 @@ Result<TypePtr> MapType::Make(FieldPtr entries, bool keys_sorted) {
 const FieldPtr& MapType::key_field() const { return children_[0]->type()->field(0); }
 const FieldPtr& MapType::item_field() const { return children_[0]->type()->field(1); }
 std::string MapType::ToString() const {
-  std::string out = "map<" + key_field()->type()->ToString() + ", " +
-                    item_field()->type()->ToString();
+  std::string out =
+      "map<" + key_field()->type()->ToString() + ", " + item_field()->type()->ToString();
   if (keys_sorted_) out += ", keys_sorted";
   return out + ">";
 }
@@ -653,7 +723,7 @@ const DataType& StorageType(const DataType& type) {
 // ---------------------------------------------------------------------------
 // Factories
 
-#define ALKAID_SINGLETON_TYPE(fn, ID, Class)                    \
+#define ALKAID_SINGLETON_TYPE(fn, ID, Class)                     \
   TypePtr fn() {                                                 \
     static const TypePtr instance = std::make_shared<Class>(ID); \
     return instance;                                             \
@@ -742,13 +812,15 @@ TypePtr large_list_view(TypePtr t) { return large_list_view(field("item", std::m
 TypePtr fixed_size_list(FieldPtr f, int32_t n) {
   return std::make_shared<FixedSizeListType>(std::move(f), n);
 }
-TypePtr fixed_size_list(TypePtr t, int32_t n) { return fixed_size_list(field("item", std::move(t)), n); }
+TypePtr fixed_size_list(TypePtr t, int32_t n) {
+  return fixed_size_list(field("item", std::move(t)), n);
+}
 
 TypePtr map(TypePtr key_type, TypePtr item_type, bool keys_sorted) {
-  auto entries = field("entries",
-                       struct_({field("key", std::move(key_type), false),
-                                field("value", std::move(item_type))}),
-                       false);
+  auto entries = field(
+      "entries",
+      struct_({field("key", std::move(key_type), false), field("value", std::move(item_type))}),
+      false);
   return std::make_shared<MapType>(std::move(entries), keys_sorted);
 }
 TypePtr struct_(FieldVector fields) { return std::make_shared<StructType>(std::move(fields)); }

@@ -36,13 +36,18 @@ RowKind RowKindOf(const DataType& type);
 /// Bytes one array element of `kind` takes in the elements region.
 inline int64_t ArrayElementWidth(RowKind kind) {
   switch (kind) {
-    case RowKind::kUnknown: return 0;
+    case RowKind::kUnknown:
+      return 0;
     case RowKind::kBool:
-    case RowKind::kInt8: return 1;
-    case RowKind::kInt16: return 2;
+    case RowKind::kInt8:
+      return 1;
+    case RowKind::kInt16:
+      return 2;
     case RowKind::kInt32:
-    case RowKind::kFloat: return 4;
-    default: return 8;
+    case RowKind::kFloat:
+      return 4;
+    default:
+      return 8;
   }
 }
 

@@ -131,7 +131,8 @@ class RowDecoder {
       case RowKind::kInt32:
       case RowKind::kInt64:
       case RowKind::kFloat:
-      case RowKind::kDouble: return static_cast<FixedWidthBuilder*>(b)->AppendRaw(p);
+      case RowKind::kDouble:
+        return static_cast<FixedWidthBuilder*>(b)->AppendRaw(p);
       case RowKind::kShortDecimal: {
         int64_t v;
         std::memcpy(&v, p, 8);
@@ -139,29 +140,35 @@ class RowDecoder {
         if (!st.ok()) return Fail(r, at, st.message());
         return Status::OK();
       }
-      default: break;
+      default:
+        break;
     }
     const uint64_t word = LoadU64(p);
     const int64_t offset = static_cast<int64_t>(word >> 32);
     const int64_t size = static_cast<int64_t>(word & 0xffffffffu);
     if (offset < fixed_end || offset % 8 != 0 || offset + size > r.size) {
       return Fail(r, at, "variable-width value at offset ", offset, " with size ", size,
-                  " is not an 8-aligned range inside bytes [", fixed_end, ", ", r.size,
-                  ") of its ", in_array ? "array" : "row");
+                  " is not an 8-aligned range inside bytes [", fixed_end, ", ", r.size, ") of its ",
+                  in_array ? "array" : "row");
     }
     const Region v{r.data + offset, size, r.at + offset};
     switch (kind) {
-      case RowKind::kBinary: return AppendBinary(type, b, v);
-      case RowKind::kLongDecimal: return AppendLongDecimal(type, b, v);
-      case RowKind::kArray: return DecodeList(type, b, v);
-      case RowKind::kMap: return DecodeMap(static_cast<const MapType&>(type), b, v);
+      case RowKind::kBinary:
+        return AppendBinary(type, b, v);
+      case RowKind::kLongDecimal:
+        return AppendLongDecimal(type, b, v);
+      case RowKind::kArray:
+        return DecodeList(type, b, v);
+      case RowKind::kMap:
+        return DecodeMap(static_cast<const MapType&>(type), b, v);
       case RowKind::kStruct: {
         if (v.size % 8 != 0) return Fail(v, 0, "struct size ", v.size, " is not a multiple of 8");
         auto* sb = static_cast<StructBuilder*>(b);
         ALKAID_RETURN_NOT_OK(sb->Append(true));
         return DecodeFields(v, type.fields(), [sb](int k) { return sb->field_builder(k); });
       }
-      default: return Fail(r, at, "internal: unexpected kind");
+      default:
+        return Fail(r, at, "internal: unexpected kind");
     }
   }
 
@@ -173,10 +180,13 @@ class RowDecoder {
     std::string_view s(reinterpret_cast<const char*>(v.data), static_cast<size_t>(v.size));
     switch (type.id()) {
       case TypeId::kBinary:
-      case TypeId::kString: return static_cast<BaseBinaryBuilder<int32_t>*>(b)->Append(s);
+      case TypeId::kString:
+        return static_cast<BaseBinaryBuilder<int32_t>*>(b)->Append(s);
       case TypeId::kLargeBinary:
-      case TypeId::kLargeString: return static_cast<BaseBinaryBuilder<int64_t>*>(b)->Append(s);
-      default: return static_cast<BinaryViewBuilder*>(b)->Append(s);
+      case TypeId::kLargeString:
+        return static_cast<BaseBinaryBuilder<int64_t>*>(b)->Append(s);
+      default:
+        return static_cast<BinaryViewBuilder*>(b)->Append(s);
     }
   }
 
@@ -222,8 +232,9 @@ class RowDecoder {
     for (int64_t k = 0; k < layout.count; ++k) {
       path_.push_back({step_name, k});
       if (bit_util::GetBit(a.data + 8, k)) {
-        if (!elem.nullable()) return Fail(a, 8 + (k >> 3), "null in a non-nullable ",
-                                          step_name.empty() ? "element" : step_name);
+        if (!elem.nullable())
+          return Fail(a, 8 + (k >> 3), "null in a non-nullable ",
+                      step_name.empty() ? "element" : step_name);
         ALKAID_RETURN_NOT_OK(eb->AppendNull());
       } else {
         const int64_t at = layout.elements + (variable ? 8 : width) * k;
@@ -271,8 +282,7 @@ class RowDecoder {
     int64_t key_size;
     std::memcpy(&key_size, m.data, 8);
     if (key_size < 0 || key_size > m.size - 8 || key_size % 8 != 0) {
-      return Fail(m, 0, "map key array size ", key_size, " does not fit the ", m.size,
-                  "-byte map");
+      return Fail(m, 0, "map key array size ", key_size, " does not fit the ", m.size, "-byte map");
     }
     const Region keys{m.data + 8, key_size, m.at + 8};
     const Region values{m.data + 8 + key_size, m.size - 8 - key_size, m.at + 8 + key_size};

@@ -10,16 +10,24 @@ namespace internal {
 
 RowKind RowKindOf(const DataType& type) {
   switch (type.id()) {
-    case TypeId::kNull: return RowKind::kUnknown;
-    case TypeId::kBool: return RowKind::kBool;
-    case TypeId::kInt8: return RowKind::kInt8;
-    case TypeId::kInt16: return RowKind::kInt16;
+    case TypeId::kNull:
+      return RowKind::kUnknown;
+    case TypeId::kBool:
+      return RowKind::kBool;
+    case TypeId::kInt8:
+      return RowKind::kInt8;
+    case TypeId::kInt16:
+      return RowKind::kInt16;
     case TypeId::kInt32:
-    case TypeId::kDate32: return RowKind::kInt32;
+    case TypeId::kDate32:
+      return RowKind::kInt32;
     case TypeId::kInt64:
-    case TypeId::kTimestamp: return RowKind::kInt64;
-    case TypeId::kFloat: return RowKind::kFloat;
-    case TypeId::kDouble: return RowKind::kDouble;
+    case TypeId::kTimestamp:
+      return RowKind::kInt64;
+    case TypeId::kFloat:
+      return RowKind::kFloat;
+    case TypeId::kDouble:
+      return RowKind::kDouble;
     case TypeId::kDecimal32:
     case TypeId::kDecimal64:
     case TypeId::kDecimal128:
@@ -29,12 +37,16 @@ RowKind RowKindOf(const DataType& type) {
                  : RowKind::kLongDecimal;
     case TypeId::kList:
     case TypeId::kLargeList:
-    case TypeId::kFixedSizeList: return RowKind::kArray;
-    case TypeId::kMap: return RowKind::kMap;
-    case TypeId::kStruct: return RowKind::kStruct;
+    case TypeId::kFixedSizeList:
+      return RowKind::kArray;
+    case TypeId::kMap:
+      return RowKind::kMap;
+    case TypeId::kStruct:
+      return RowKind::kStruct;
     case TypeId::kDictionary:
       return RowKindOf(*static_cast<const DictionaryType&>(type).value_type());
-    default: return RowKind::kBinary;  // binary-like (CheckRowSchema admits no other)
+    default:
+      return RowKind::kBinary;  // binary-like (CheckRowSchema admits no other)
   }
 }
 
@@ -62,7 +74,8 @@ Status CheckType(const DataType& type, const std::string& path, int depth) {
     case TypeId::kLargeBinary:
     case TypeId::kLargeString:
     case TypeId::kBinaryView:
-    case TypeId::kStringView: return Status::OK();
+    case TypeId::kStringView:
+      return Status::OK();
     case TypeId::kTimestamp:
       if (static_cast<const TimestampType&>(type).unit() != TimeUnit::kMicro) {
         return reject("Spark timestamps are microseconds (timestamp[us])");
@@ -108,15 +121,18 @@ Status CheckType(const DataType& type, const std::string& path, int depth) {
     case TypeId::kUInt8:
     case TypeId::kUInt16:
     case TypeId::kUInt32:
-    case TypeId::kUInt64: return reject("Spark has no unsigned integers");
+    case TypeId::kUInt64:
+      return reject("Spark has no unsigned integers");
     case TypeId::kSparseUnion:
-    case TypeId::kDenseUnion: return reject("Spark has no union type");
+    case TypeId::kDenseUnion:
+      return reject("Spark has no union type");
     case TypeId::kDuration:
     case TypeId::kIntervalMonths:
     case TypeId::kIntervalDayTime:
     case TypeId::kIntervalMonthDayNano:
       return reject("durations and intervals have no UnsafeRow layout here");
-    default: return reject("");
+    default:
+      return reject("");
   }
 }
 
@@ -144,18 +160,22 @@ TypePtr WithoutDictionaries(const TypePtr& type) {
       }
       if (!changed) return type;
       switch (type->id()) {
-        case TypeId::kList: return list(children[0]);
-        case TypeId::kLargeList: return large_list(children[0]);
+        case TypeId::kList:
+          return list(children[0]);
+        case TypeId::kLargeList:
+          return large_list(children[0]);
         case TypeId::kFixedSizeList:
           return fixed_size_list(children[0],
                                  static_cast<const FixedSizeListType&>(*type).list_size());
         case TypeId::kMap:
           return std::make_shared<MapType>(children[0],
                                            static_cast<const MapType&>(*type).keys_sorted());
-        default: return struct_(std::move(children));
+        default:
+          return struct_(std::move(children));
       }
     }
-    default: return type;
+    default:
+      return type;
   }
 }
 

@@ -53,8 +53,8 @@ class RowEncoder {
     if (!Grow(NullBitsetBytes(n) + 8 * n, &begin)) return OutOfRoom();
     const int64_t slots = begin + NullBitsetBytes(n);
     for (int64_t f = 0; f < n; ++f) {
-      const RowKind kind = kinds != nullptr ? kinds[f]
-                                            : RowKindOf(*fields[static_cast<size_t>(f)]->type());
+      const RowKind kind =
+          kinds != nullptr ? kinds[f] : RowKindOf(*fields[static_cast<size_t>(f)]->type());
       // A fixed-width value, null or not, takes its slot only.
       if (!kWrite && !IsVariableKind(kind)) continue;
       const ArrayData* a = columns[static_cast<size_t>(f)].get();
@@ -126,16 +126,29 @@ class RowEncoder {
           // NOLINTNEXTLINE(bugprone-signed-char-misuse,cert-str34-c): an int8 index is signed
           idx = reinterpret_cast<const int8_t*>(p)[slot];
           break;
-        case TypeId::kUInt8: idx = p[slot]; break;
-        case TypeId::kInt16: idx = reinterpret_cast<const int16_t*>(p)[slot]; break;
-        case TypeId::kUInt16: idx = reinterpret_cast<const uint16_t*>(p)[slot]; break;
-        case TypeId::kInt32: idx = reinterpret_cast<const int32_t*>(p)[slot]; break;
-        case TypeId::kUInt32: idx = reinterpret_cast<const uint32_t*>(p)[slot]; break;
-        case TypeId::kInt64: idx = reinterpret_cast<const int64_t*>(p)[slot]; break;
+        case TypeId::kUInt8:
+          idx = p[slot];
+          break;
+        case TypeId::kInt16:
+          idx = reinterpret_cast<const int16_t*>(p)[slot];
+          break;
+        case TypeId::kUInt16:
+          idx = reinterpret_cast<const uint16_t*>(p)[slot];
+          break;
+        case TypeId::kInt32:
+          idx = reinterpret_cast<const int32_t*>(p)[slot];
+          break;
+        case TypeId::kUInt32:
+          idx = reinterpret_cast<const uint32_t*>(p)[slot];
+          break;
+        case TypeId::kInt64:
+          idx = reinterpret_cast<const int64_t*>(p)[slot];
+          break;
         default: {
           uint64_t u = reinterpret_cast<const uint64_t*>(p)[slot];
-          idx = u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ? -1
-                                                                                : static_cast<int64_t>(u);
+          idx = u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
+                    ? -1
+                    : static_cast<int64_t>(u);
         }
       }
       if (a->dictionary == nullptr || idx < 0 || idx >= a->dictionary->length) {
@@ -290,13 +303,11 @@ class RowEncoder {
         const auto& map_type = static_cast<const MapType&>(*a.type);
         int64_t begin = 0;
         if (!Grow(8, &begin)) return OutOfRoom();
-        ALKAID_ASSIGN_OR_RAISE(uint64_t key_size,
-                               WriteArray(*entries.child_data[0], start, count,
-                                          *map_type.key_field()));
+        ALKAID_ASSIGN_OR_RAISE(uint64_t key_size, WriteArray(*entries.child_data[0], start, count,
+                                                             *map_type.key_field()));
         StoreWord(begin, key_size);
-        ALKAID_ASSIGN_OR_RAISE(uint64_t value_size,
-                               WriteArray(*entries.child_data[1], start, count,
-                                          *map_type.item_field()));
+        ALKAID_ASSIGN_OR_RAISE(uint64_t value_size, WriteArray(*entries.child_data[1], start, count,
+                                                               *map_type.item_field()));
         return 8 + key_size + value_size;
       }
       case RowKind::kStruct: {
@@ -304,7 +315,8 @@ class RowEncoder {
         ALKAID_RETURN_NOT_OK(WriteRow(a.child_data, a.type->fields(), a.offset + i));
         return static_cast<uint64_t>(pos_ - begin);
       }
-      default: return Status::Invalid("internal: not a variable-width kind");
+      default:
+        return Status::Invalid("internal: not a variable-width kind");
     }
   }
 
@@ -384,8 +396,7 @@ struct RowPlan {
 };
 
 /// The size of row `row` (a valid row number) of a checked batch.
-Result<int64_t> MeasureRow(const RecordBatch& batch, int64_t row,
-                           const RowPlan* plan = nullptr) {
+Result<int64_t> MeasureRow(const RecordBatch& batch, int64_t row, const RowPlan* plan = nullptr) {
   if (plan != nullptr && plan->all_fixed) return plan->fixed_size;
   internal::RowEncoder<false> measure;
   Status st = measure.WriteRow(batch.columns(), batch.schema()->fields(), row,
@@ -430,8 +441,7 @@ Result<int64_t> WriteBatchInto(const RecordBatch& batch, std::span<uint8_t> out)
     bool out_of_room = capacity - pos < 4;
     Result<int64_t> size = 0;
     if (!out_of_room) {
-      size = WriteRowInto(batch, r, out.subspan(static_cast<size_t>(pos) + 4), &out_of_room,
-                          &plan);
+      size = WriteRowInto(batch, r, out.subspan(static_cast<size_t>(pos) + 4), &out_of_room, &plan);
     }
     if (out_of_room) {
       // Rare: measure the whole batch to say how much room it needed.

@@ -26,10 +26,10 @@ using internal::HolderPid;
 using internal::HolderStateOf;
 using internal::HolderWord;
 using internal::kBlockReclaiming;
-using internal::kHolderWords;
 using internal::kBodyArenaHeaderSize;
 using internal::kBodyArenaLayoutVersion;
 using internal::kBodyArenaMagic;
+using internal::kHolderWords;
 using internal::kMaxBlockRefs;
 using internal::PackBlockState;
 using internal::RoundUp;
@@ -70,8 +70,8 @@ Status CheckHandleBounds(const BlockHandle& handle, const ArenaGeometry& g,
   if (handle.offset < arena_begin || handle.offset > arena_end ||
       (handle.offset - arena_begin) % kBlockAlignment != 0) {
     return Status::Invalid("body segment '", name, "': block offset ", handle.offset,
-                           " is not a 64-byte-aligned data offset inside the arena [",
-                           arena_begin, ", ", arena_end, "]");
+                           " is not a 64-byte-aligned data offset inside the arena [", arena_begin,
+                           ", ", arena_end, "]");
   }
   if (handle.length > arena_end - handle.offset) {
     return Status::Invalid("body segment '", name, "': block at offset ", handle.offset,
@@ -177,14 +177,14 @@ struct BodyAllocator::Impl {
   // is split or grows, so the common pattern — allocate from one large
   // range, free the oldest block next to the range freed before it — does
   // no heap allocation at all.
-  std::map<uint64_t, uint64_t> free_by_offset;            // offset -> size
+  std::map<uint64_t, uint64_t> free_by_offset;           // offset -> size
   std::set<std::pair<uint64_t, uint64_t>> free_by_size;  // (size, offset)
   // Nodes of ranges used up exactly, kept for the next range: a block freed
   // and reallocated at once (best fit reuses it) allocates nothing either.
   std::vector<std::map<uint64_t, uint64_t>::node_type> spare_offset_nodes;
   std::vector<std::set<std::pair<uint64_t, uint64_t>>::node_type> spare_size_nodes;
   static constexpr size_t kMaxSpareNodes = 16;
-  std::vector<Live> blocks;                               // by descriptor
+  std::vector<Live> blocks;       // by descriptor
   uint32_t live_head = kNoBlock;  // oldest live block
   uint32_t live_tail = kNoBlock;  // newest live block
   uint64_t live_count = 0;
@@ -354,9 +354,7 @@ struct BodyAllocator::Impl {
     return false;
   }
 
-  uint64_t LargestFree() const {
-    return free_by_size.empty() ? 0 : free_by_size.rbegin()->first;
-  }
+  uint64_t LargestFree() const { return free_by_size.empty() ? 0 : free_by_size.rbegin()->first; }
 
   // Checks that `handle` names a live block (producer-private bookkeeping).
   Status FindLive(const BlockHandle& handle) {
@@ -383,8 +381,8 @@ struct BodyAllocator::Impl {
     if (it == free_by_size.end()) {
       return Status::OutOfMemory("body segment '", segment->name(), "' is full: a ", length,
                                  "-byte block needs ", need, " bytes, the largest free range is ",
-                                 LargestFree(), " of ", g.arena_size, " (", live_count,
-                                 " blocks, ", in_use_bytes, " bytes still referenced)");
+                                 LargestFree(), " of ", g.arena_size, " (", live_count, " blocks, ",
+                                 in_use_bytes, " bytes still referenced)");
     }
     const uint64_t range_size = it->first;
     const uint64_t offset = it->second;
@@ -445,12 +443,11 @@ Result<std::unique_ptr<BodyAllocator>> BodyAllocator::Create(std::string_view na
   }
   ArenaGeometry g;
   g.arena_size = RoundUp(arena_bytes, kBlockAlignment);
-  g.descriptor_count =
-      options.max_blocks != 0
-          ? options.max_blocks
-          : static_cast<uint32_t>(std::clamp<uint64_t>(g.arena_size / 4096,
-                                                       internal::kMinDefaultDescriptors,
-                                                       internal::kMaxDefaultDescriptors));
+  g.descriptor_count = options.max_blocks != 0
+                           ? options.max_blocks
+                           : static_cast<uint32_t>(std::clamp<uint64_t>(
+                                 g.arena_size / 4096, internal::kMinDefaultDescriptors,
+                                 internal::kMaxDefaultDescriptors));
   g.descriptors_offset = kBodyArenaHeaderSize;
   g.holders_offset =
       g.descriptors_offset + uint64_t{g.descriptor_count} * sizeof(BlockDescriptorData);
@@ -560,12 +557,11 @@ Result<WritableBlock> BodyAllocator::Allocate(uint64_t length) {
     result = TryAllocate(length);
     if (result.ok() || !result.status().IsOutOfMemory()) return result;
   }
-  return Status::TimedOut("body segment '", impl_->segment->name(), "': no room for a ", length,
-                          "-byte block after waiting ",
-                          std::chrono::duration_cast<std::chrono::milliseconds>(
-                              impl_->options.wait_timeout)
-                              .count(),
-                          " ms (", impl_->live_count, " blocks still referenced)");
+  return Status::TimedOut(
+      "body segment '", impl_->segment->name(), "': no room for a ", length,
+      "-byte block after waiting ",
+      std::chrono::duration_cast<std::chrono::milliseconds>(impl_->options.wait_timeout).count(),
+      " ms (", impl_->live_count, " blocks still referenced)");
 }
 
 Status BodyAllocator::AddRef(const BlockHandle& handle, uint32_t count) {
@@ -574,12 +570,11 @@ Status BodyAllocator::AddRef(const BlockHandle& handle, uint32_t count) {
   BlockDescriptorData* desc = d.DescriptorOf(handle.descriptor);
   uint64_t cur = desc->state.load(std::memory_order_relaxed);
   do {
-    if (BlockGeneration(cur) != handle.generation || BlockCount(cur) == 0 ||
-        BlockReclaiming(cur) || BlockCount(cur) > kMaxBlockRefs - count) {
+    if (BlockGeneration(cur) != handle.generation || BlockCount(cur) == 0 || BlockReclaiming(cur) ||
+        BlockCount(cur) > kMaxBlockRefs - count) {
       return Status::Invalid("body segment '", d.segment->name(), "': block at offset ",
                              handle.offset, " has state (generation ", BlockGeneration(cur),
-                             ", count ", BlockCount(cur), "); cannot add ", count,
-                             " references");
+                             ", count ", BlockCount(cur), "); cannot add ", count, " references");
     }
     // Relaxed: the producer already holds a reference, so the block cannot
     // be reclaimed concurrently; no data is published by this increment.
@@ -594,8 +589,8 @@ Status BodyAllocator::Release(const BlockHandle& handle) {
   BlockDescriptorData* desc = d.DescriptorOf(handle.descriptor);
   uint64_t cur = desc->state.load(std::memory_order_relaxed);
   do {
-    if (BlockGeneration(cur) != handle.generation || BlockCount(cur) == 0 ||
-        BlockReclaiming(cur) || BlockCount(cur) > kMaxBlockRefs) {
+    if (BlockGeneration(cur) != handle.generation || BlockCount(cur) == 0 || BlockReclaiming(cur) ||
+        BlockCount(cur) > kMaxBlockRefs) {
       // Someone wrote garbage into the shared count: never reuse this space,
       // a consumer may still be reading it.
       d.Quarantine(handle.descriptor);
@@ -795,8 +790,7 @@ Result<std::unique_ptr<BodyReader>> BodyReader::Open(std::shared_ptr<Segment> se
   }
   if (segment->payload_size() < kBodyArenaHeaderSize) {
     return Status::Invalid("body segment '", name, "': payload of ", segment->payload_size(),
-                           " bytes cannot hold the ", kBodyArenaHeaderSize,
-                           "-byte arena header");
+                           " bytes cannot hold the ", kBodyArenaHeaderSize, "-byte arena header");
   }
   const auto* header = reinterpret_cast<const BodyArenaHeaderData*>(segment->payload());
   // Acquire: partner of the release store of `magic` in BodyAllocator::Create.
@@ -808,8 +802,7 @@ Result<std::unique_ptr<BodyReader>> BodyReader::Open(std::shared_ptr<Segment> se
   }
   if (header->layout_version != kBodyArenaLayoutVersion) {
     return Status::Invalid("body segment '", name, "': arena layout version ",
-                           header->layout_version, ", this build reads ",
-                           kBodyArenaLayoutVersion);
+                           header->layout_version, ", this build reads ", kBodyArenaLayoutVersion);
   }
   ArenaGeometry g;
   g.descriptors_offset = header->descriptors_offset;
@@ -819,20 +812,18 @@ Result<std::unique_ptr<BodyReader>> BodyReader::Open(std::shared_ptr<Segment> se
   g.arena_offset = header->arena_offset;
   g.arena_size = header->arena_size;
   const uint64_t payload_size = segment->payload_size();
-  const uint64_t table_end = kBodyArenaHeaderSize + uint64_t{g.descriptor_count} *
-                                                        sizeof(BlockDescriptorData);
+  const uint64_t table_end =
+      kBodyArenaHeaderSize + uint64_t{g.descriptor_count} * sizeof(BlockDescriptorData);
   const uint64_t holders_end = table_end + uint64_t{kMaxBodyHolders} * sizeof(BodyHolderData);
-  if (header->block_alignment != kBlockAlignment ||
-      g.descriptors_offset != kBodyArenaHeaderSize || g.descriptor_count == 0 ||
-      g.descriptor_count > kMaxBlocks || g.holders_offset != table_end ||
+  if (header->block_alignment != kBlockAlignment || g.descriptors_offset != kBodyArenaHeaderSize ||
+      g.descriptor_count == 0 || g.descriptor_count > kMaxBlocks || g.holders_offset != table_end ||
       g.holder_count != kMaxBodyHolders || g.arena_offset != holders_end ||
       g.arena_offset > payload_size || g.arena_size > payload_size - g.arena_offset ||
       g.arena_size % kBlockAlignment != 0) {
     return Status::Invalid("body segment '", name, "': arena header (", g.descriptor_count,
-                           " descriptors at ", g.descriptors_offset, ", arena at ",
-                           g.arena_offset, " of ", g.arena_size, " bytes, alignment ",
-                           header->block_alignment, ") does not fit the ", payload_size,
-                           "-byte payload");
+                           " descriptors at ", g.descriptors_offset, ", arena at ", g.arena_offset,
+                           " of ", g.arena_size, " bytes, alignment ", header->block_alignment,
+                           ") does not fit the ", payload_size, "-byte payload");
   }
   auto impl = std::make_unique<Impl>();
   impl->segment = std::move(segment);
@@ -867,8 +858,8 @@ Result<BlockRef> BodyReader::Acquire(const BlockHandle& handle) const {
   // A new reference needs the block alive with an anonymous reference left
   // (the producer's, while the message is in the ring): once the count is
   // 0 the block is on its way out and nobody new may take it.
-  if (BlockGeneration(cur) != handle.generation || BlockCount(cur) == 0 ||
-      BlockReclaiming(cur) || BlockCount(cur) >= kMaxBlockRefs) {
+  if (BlockGeneration(cur) != handle.generation || BlockCount(cur) == 0 || BlockReclaiming(cur) ||
+      BlockCount(cur) >= kMaxBlockRefs) {
     return refuse(cur);
   }
   uint32_t holder = kNoHolder;
@@ -906,8 +897,7 @@ Result<BlockRef> BodyReader::Acquire(const BlockHandle& handle) const {
       // progress; the count may be 0 only when our holder bit keeps the
       // block alive (checked above for the others).
       if (BlockGeneration(cur) != handle.generation || BlockReclaiming(cur) ||
-          BlockCount(cur) >= kMaxBlockRefs ||
-          (BlockCount(cur) == 0 && d.holder == kNoHolder)) {
+          BlockCount(cur) >= kMaxBlockRefs || (BlockCount(cur) == 0 && d.holder == kNoHolder)) {
         return refuse(cur);
       }
       // Acquire on success: partner of the release store of `state` in
@@ -949,20 +939,18 @@ Status BodyReader::ReleaseRef(const BlockHandle& handle, uint32_t holder) const 
     // producer, whose seq_cst re-read of the holder words sees this, reuses
     // the space; also the first half of the Dekker pair with a producer
     // waiting for space (WakeSpaceWaiter).
-    const uint64_t before =
-        desc->holders[holder / 64].fetch_and(~bit, std::memory_order_seq_cst);
+    const uint64_t before = desc->holders[holder / 64].fetch_and(~bit, std::memory_order_seq_cst);
     if ((before & bit) == 0) {
       return Status::Invalid("body segment '", name, "': release of block at offset ",
-                             handle.offset, " (descriptor ", handle.descriptor,
-                             ") by holder ", holder, ", whose bit was not set");
+                             handle.offset, " (descriptor ", handle.descriptor, ") by holder ",
+                             holder, ", whose bit was not set");
     }
     WakeSpaceWaiter(d.header);
     return Status::OK();
   }
   uint64_t cur = desc->state.load(std::memory_order_relaxed);
   do {
-    if (BlockGeneration(cur) != handle.generation || BlockCount(cur) == 0 ||
-        BlockReclaiming(cur)) {
+    if (BlockGeneration(cur) != handle.generation || BlockCount(cur) == 0 || BlockReclaiming(cur)) {
       return Status::Invalid("body segment '", name, "': release of block at offset ",
                              handle.offset, " (descriptor ", handle.descriptor, ", generation ",
                              handle.generation,

@@ -104,9 +104,9 @@ inline constexpr uint32_t kHolderWords = kBodyHolderCount / 64;
 ///   them, and every reader checks them.
 struct alignas(kCacheLineSize) BlockDescriptorData {
   std::atomic<uint64_t> state;
-  std::atomic<uint64_t> offset;    ///< payload offset of the block's first data byte
-  std::atomic<uint64_t> length;    ///< bytes requested
-  std::atomic<uint64_t> capacity;  ///< bytes reserved in the arena, multiple of 64
+  std::atomic<uint64_t> offset;                 ///< payload offset of the block's first data byte
+  std::atomic<uint64_t> length;                 ///< bytes requested
+  std::atomic<uint64_t> capacity;               ///< bytes reserved in the arena, multiple of 64
   std::atomic<uint64_t> holders[kHolderWords];  ///< one bit per holder entry
 };
 ALKAID_SHM_PLAIN_DATA(BlockDescriptorData, kCacheLineSize);

@@ -22,8 +22,7 @@ void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::nano
 }
 
 void FutexWakeAll(std::atomic<uint32_t>* word) {
-  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr,
-            0);
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
 }  // namespace alkaid::shm::internal

@@ -9,8 +9,7 @@
 
 namespace alkaid::shm::internal {
 
-static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t),
-              "futex needs a plain 32-bit word");
+static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "futex needs a plain 32-bit word");
 
 /// Sleeps while `*word == expected`, at most `timeout`. Returns on wake-up,
 /// value change, timeout or signal; the caller re-checks its condition.

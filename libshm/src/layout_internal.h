@@ -32,12 +32,12 @@ static_assert(sizeof(std::atomic<uint64_t>) == 8 && alignof(std::atomic<uint64_t
 static_assert(std::is_standard_layout_v<std::atomic<uint64_t>>);
 
 /// Asserts what every shared-memory struct must be.
-#define ALKAID_SHM_PLAIN_DATA(T, expected_size)                                     \
-  static_assert(std::is_standard_layout_v<T>, #T " must be standard-layout");       \
-  static_assert(sizeof(T) == (expected_size), #T " has an unexpected size");        \
-  static_assert(alignof(T) <= ::alkaid::shm::internal::kCacheLineSize,             \
-                #T " is over-aligned for a shared segment");                       \
-  static_assert(sizeof(T) % ::alkaid::shm::internal::kCacheLineSize == 0,          \
+#define ALKAID_SHM_PLAIN_DATA(T, expected_size)                               \
+  static_assert(std::is_standard_layout_v<T>, #T " must be standard-layout"); \
+  static_assert(sizeof(T) == (expected_size), #T " has an unexpected size");  \
+  static_assert(alignof(T) <= ::alkaid::shm::internal::kCacheLineSize,        \
+                #T " is over-aligned for a shared segment");                  \
+  static_assert(sizeof(T) % ::alkaid::shm::internal::kCacheLineSize == 0,     \
                 #T " must be padded to whole cache lines")
 
 }  // namespace alkaid::shm::internal

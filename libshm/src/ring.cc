@@ -149,10 +149,9 @@ Result<Geometry> CheckRingHeader(const Segment& seg) {
       h->consumers_offset != g.consumers_offset || h->slots_offset != g.slots_offset ||
       g.payload_size > segment->payload_size()) {
     return Status::Invalid("ring '", name, "': header geometry (slot size ", h->slot_size,
-                           ", consumers at ", h->consumers_offset, ", slots at ",
-                           h->slots_offset, ", ", g.payload_size,
-                           " bytes needed) does not match a ", segment->payload_size(),
-                           "-byte segment");
+                           ", consumers at ", h->consumers_offset, ", slots at ", h->slots_offset,
+                           ", ", g.payload_size, " bytes needed) does not match a ",
+                           segment->payload_size(), "-byte segment");
   }
   if (h->policy != static_cast<uint32_t>(SlowConsumerPolicy::kBlockProducer) &&
       h->policy != static_cast<uint32_t>(SlowConsumerPolicy::kDropOldest)) {
@@ -276,8 +275,8 @@ Result<std::unique_ptr<RingProducer>> RingProducer::Create(std::string_view name
   if (options.publish_timeout.count() < 0) {
     return Status::Invalid("ring '", name, "': negative publish_timeout");
   }
-  ALKAID_ASSIGN_OR_RAISE(auto segment, Segment::Create(name, g.payload_size, SegmentKind::kRing,
-                                                       options.segment));
+  ALKAID_ASSIGN_OR_RAISE(
+      auto segment, Segment::Create(name, g.payload_size, SegmentKind::kRing, options.segment));
   auto impl = std::make_unique<Impl>();
   impl->v.Init(segment, g);
   impl->policy = options.policy;
@@ -338,8 +337,7 @@ Status RingProducer::PublishImpl(std::span<const std::byte> payload, const Block
   if (d.closed) return Status::Invalid("ring '", name(), "': Publish after Close");
   if (payload.size() > v.g.inline_capacity) {
     return Status::Invalid("ring '", name(), "': payload of ", payload.size(),
-                           " bytes exceeds the inline capacity of ", v.g.inline_capacity,
-                           " bytes");
+                           " bytes exceeds the inline capacity of ", v.g.inline_capacity, " bytes");
   }
   const uint64_t n = next_sequence_;
   const uint64_t slot_count = v.g.slot_count;
@@ -499,8 +497,8 @@ void RingProducer::ReleaseConsumedBodies() {
 
 Status RingProducer::SetSideband(std::span<const uint64_t> words) {
   if (words.size() > kSidebandWords) {
-    return Status::Invalid("ring '", name(), "': a sideband holds ", kSidebandWords,
-                           " words, not ", words.size());
+    return Status::Invalid("ring '", name(), "': a sideband holds ", kSidebandWords, " words, not ",
+                           words.size());
   }
   RingHeaderData* h = impl_->v.header;
   // Seqlock write (see RingHeaderData): odd version, release fence, words,
@@ -542,11 +540,9 @@ Status RingProducer::DetachConsumer(uint32_t id) {
     // store, for the wake below.)
     // The entry is not freed but marked detached (same tag): its owner may
     // be alive and about to store its cursor; see kConsumerDetached.
-  } while (!c.state.compare_exchange_weak(word,
-                                          ConsumerWord(ConsumerPid(word), TagOf(word),
-                                                       kConsumerDetached),
-                                          std::memory_order_seq_cst,
-                                          std::memory_order_relaxed));
+  } while (!c.state.compare_exchange_weak(
+      word, ConsumerWord(ConsumerPid(word), TagOf(word), kConsumerDetached),
+      std::memory_order_seq_cst, std::memory_order_relaxed));
   // A detached consumer blocked in Receive should find out now, and a
   // producer thread blocked for room may have been waiting for it.
   v.header->data_futex.fetch_add(1, std::memory_order_release);
@@ -667,8 +663,7 @@ Result<std::unique_ptr<RingConsumer>> RingConsumer::Open(std::shared_ptr<Segment
   // if still intact when read, else counted as lost (the producer's cached
   // lower bound of the cursors is at most w1, so it may overwrite only
   // slots below w1 before it rescans and sees this cursor).
-  const uint64_t start =
-      options.from_oldest ? (w1 > v.g.slot_count ? w1 - v.g.slot_count : 0) : w1;
+  const uint64_t start = options.from_oldest ? (w1 > v.g.slot_count ? w1 - v.g.slot_count : 0) : w1;
   // Release: partner of the acquire load of the cursor in ScanMinCursor.
   me.cursor.store(start, std::memory_order_release);
   impl->my_word = active;
@@ -702,8 +697,7 @@ void RingConsumer::ReleaseRegistration() {
   // done with it now (this thread makes no more stores to it); free it.
   // Fails harmlessly if it is no longer ours at all.
   expected = ConsumerWord(ConsumerPid(impl_->my_word), TagOf(impl_->my_word), kConsumerDetached);
-  state.compare_exchange_strong(expected, 0, std::memory_order_release,
-                                std::memory_order_relaxed);
+  state.compare_exchange_strong(expected, 0, std::memory_order_release, std::memory_order_relaxed);
 }
 
 uint32_t RingConsumer::inline_capacity() const { return impl_->v.g.inline_capacity; }
@@ -783,8 +777,7 @@ Result<bool> RingConsumer::TryReceive(RingMessage* out) {
       if (size > v.g.inline_capacity) {
         problem = Status::Invalid("ring '", name(), "': slot ", c & v.mask, " (sequence ", c,
                                   ") records a payload of ", size,
-                                  " bytes, more than the inline capacity ",
-                                  v.g.inline_capacity);
+                                  " bytes, more than the inline capacity ", v.g.inline_capacity);
       } else {
         std::atomic<uint64_t>* words = RingView::Words(slot);
         const uint32_t nwords = (size + 7) / 8;
@@ -903,9 +896,9 @@ Status RingConsumer::Receive(RingMessage* out, std::chrono::nanoseconds timeout)
   while (true) {
     ALKAID_ASSIGN_OR_RAISE(bool got, TryReceive(out));
     if (got) return Status::OK();
-    const bool spin = options_.wait_mode == WaitMode::kBusyPoll ||
-                      (options_.wait_mode == WaitMode::kSpinThenBlock &&
-                       spins < options_.spin_iterations);
+    const bool spin =
+        options_.wait_mode == WaitMode::kBusyPoll ||
+        (options_.wait_mode == WaitMode::kSpinThenBlock && spins < options_.spin_iterations);
     if (spin) {
       internal::CpuRelax();
       ++spins;

@@ -57,8 +57,8 @@ namespace {
 // operation and the segment.
 Status FromBoostError(const bip::interprocess_exception& e, std::string_view what,
                       std::string_view name) {
-  std::string msg = std::string(what) + " shared-memory segment '" + std::string(name) +
-                    "': " + e.what();
+  std::string msg =
+      std::string(what) + " shared-memory segment '" + std::string(name) + "': " + e.what();
   switch (e.get_error_code()) {
     case bip::already_exists_error:
       return Status(StatusCode::kAlreadyExists, std::move(msg));
@@ -77,8 +77,8 @@ Status FromBoostError(const bip::interprocess_exception& e, std::string_view wha
 }
 
 bool IsNameChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         c == '_' || c == '-' || c == '.';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '-' || c == '.';
 }
 
 // Enters every page of a mapping into the page tables now, so the data path
@@ -129,8 +129,8 @@ bip::mapped_region MapAligned(const bip::shared_memory_object& object, uint64_t 
                               bip::mode_t mode = bip::read_write) {
   if (size < kHugePageSize) return bip::mapped_region(object, mode, 0, size);
   const std::size_t reserve_size = static_cast<std::size_t>(size + kHugePageSize);
-  void* reserve = ::mmap(nullptr, reserve_size, PROT_NONE,
-                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void* reserve =
+      ::mmap(nullptr, reserve_size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (reserve == MAP_FAILED) return bip::mapped_region(object, mode, 0, size);
   // Pointer arithmetic on char*, not integer-to-pointer casts: the aligned
   // address stays derived from `reserve`.
@@ -140,8 +140,7 @@ bip::mapped_region MapAligned(const bip::shared_memory_object& object, uint64_t 
       static_cast<std::size_t>(RoundUp(base_address, kHugePageSize) - base_address);
   char* const aligned = base + lead;
   try {
-    bip::mapped_region region(object, mode, 0, static_cast<std::size_t>(size), aligned,
-                              MAP_FIXED);
+    bip::mapped_region region(object, mode, 0, static_cast<std::size_t>(size), aligned, MAP_FIXED);
     const long page_size = ::sysconf(_SC_PAGESIZE);
     char* const end =
         aligned + static_cast<std::size_t>(RoundUp(size, page_size > 0 ? page_size : 4096));
@@ -174,12 +173,14 @@ std::string CollapseIntoHugePages(void* address, uint64_t size) {
   const int err = errno;
   std::string why = std::string("madvise(MADV_COLLAPSE) failed: ") + ErrnoText(err);
   if (err == EINVAL || err == EPERM) {
-    why += "; it needs Linux 6.1 or later with transparent huge pages, and "
-           "/sys/kernel/mm/transparent_hugepage/shmem_enabled not 'deny' (it is '" +
-           SysfsChoice("/sys/kernel/mm/transparent_hugepage/shmem_enabled") + "')";
+    why +=
+        "; it needs Linux 6.1 or later with transparent huge pages, and "
+        "/sys/kernel/mm/transparent_hugepage/shmem_enabled not 'deny' (it is '" +
+        SysfsChoice("/sys/kernel/mm/transparent_hugepage/shmem_enabled") + "')";
   } else if (err == ENOMEM || err == EAGAIN) {
-    why += "; no free 2 MiB pages (memory fragmented or short): writing 1 to "
-           "/proc/sys/vm/compact_memory may help";
+    why +=
+        "; no free 2 MiB pages (memory fragmented or short): writing 1 to "
+        "/proc/sys/vm/compact_memory may help";
   }
   return why;
 }
@@ -207,16 +208,15 @@ Status Segment::ValidateName(std::string_view name) {
   if (name.empty()) return Status::Invalid("shared-memory segment name is empty");
   if (name.size() > kMaxSegmentNameLength) {
     return Status::Invalid("shared-memory segment name '", name.substr(0, 32), "...' is ",
-                           name.size(), " characters long; the limit is ",
-                           kMaxSegmentNameLength);
+                           name.size(), " characters long; the limit is ", kMaxSegmentNameLength);
   }
   if (name.front() == '.') {
     return Status::Invalid("shared-memory segment name '", name, "' starts with '.'");
   }
   for (std::size_t i = 0; i < name.size(); ++i) {
     if (!IsNameChar(name[i])) {
-      return Status::Invalid("shared-memory segment name '", name, "': character ", i,
-                             " (code ", static_cast<int>(static_cast<unsigned char>(name[i])),
+      return Status::Invalid("shared-memory segment name '", name, "': character ", i, " (code ",
+                             static_cast<int>(static_cast<unsigned char>(name[i])),
                              ") is not one of [A-Za-z0-9._-]");
     }
   }
@@ -224,8 +224,7 @@ Status Segment::ValidateName(std::string_view name) {
 }
 
 Result<std::shared_ptr<Segment>> Segment::Create(std::string_view name, uint64_t payload_size,
-                                                 SegmentKind kind,
-                                                 const SegmentOptions& options) {
+                                                 SegmentKind kind, const SegmentOptions& options) {
   ALKAID_RETURN_NOT_OK(ValidateName(name));
   if (payload_size == 0) {
     return Status::Invalid("shared-memory segment '", name, "': payload size must be positive");
@@ -262,10 +261,10 @@ Result<std::shared_ptr<Segment>> Segment::Create(std::string_view name, uint64_t
   if (::fchmod(fd, mode) != 0) {
     return fail(Status::FromErrno(errno, "fchmod of shared-memory segment '" + sname + "'"));
   }
-  if (options.group >= 0 && ::fchown(fd, static_cast<uid_t>(-1),
-                                     static_cast<gid_t>(options.group)) != 0) {
-    return fail(Status::FromErrno(errno, "giving shared-memory segment '" + sname +
-                                             "' to group " + std::to_string(options.group)));
+  if (options.group >= 0 &&
+      ::fchown(fd, static_cast<uid_t>(-1), static_cast<gid_t>(options.group)) != 0) {
+    return fail(Status::FromErrno(errno, "giving shared-memory segment '" + sname + "' to group " +
+                                             std::to_string(options.group)));
   }
   struct stat created {};
   if (::fstat(fd, &created) != 0) {
@@ -288,8 +287,8 @@ Result<std::shared_ptr<Segment>> Segment::Create(std::string_view name, uint64_t
                                       " bytes for shared-memory segment '", sname,
                                       "': /dev/shm is full (", ErrnoText(rc), ")"));
     }
-    return fail(Status::FromErrno(rc, "posix_fallocate of shared-memory segment '" + sname +
-                                          "' (" + std::to_string(total) + " bytes)"));
+    return fail(Status::FromErrno(rc, "posix_fallocate of shared-memory segment '" + sname + "' (" +
+                                          std::to_string(total) + " bytes)"));
   }
 
   auto mapping = std::make_unique<Mapping>();
@@ -335,8 +334,7 @@ Result<std::shared_ptr<Segment>> Segment::Create(std::string_view name, uint64_t
   }
 }
 
-Result<std::shared_ptr<Segment>> Segment::Open(std::string_view name,
-                                               SegmentKind expected_kind,
+Result<std::shared_ptr<Segment>> Segment::Open(std::string_view name, SegmentKind expected_kind,
                                                const SegmentOpenOptions& options) {
   ALKAID_RETURN_NOT_OK(ValidateName(name));
   const std::string sname(name);

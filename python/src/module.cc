@@ -38,8 +38,7 @@ nb::list ListTopics(const std::optional<std::string>& socket) {
     d["payload_kind"] = client::PayloadKindName(t.payload_kind);
     d["ring_slots"] = t.ring_slots;
     d["segment_bytes"] = t.segment_bytes;
-    d["policy"] =
-        t.policy == shm::SlowConsumerPolicy::kDropOldest ? "drop-oldest" : "block";
+    d["policy"] = t.policy == shm::SlowConsumerPolicy::kDropOldest ? "drop-oldest" : "block";
     d["producers"] = t.producers;
     d["consumers"] = t.consumers;
     d["published"] = t.published;
@@ -78,8 +77,7 @@ NB_MODULE(_alkaid, m) {
   py::BindConsumer(m);
   m.def("_list_topics", &py::ListTopics, nanobind::arg("socket").none() = nanobind::none(),
         "Every topic of the broker at `socket` as a list of dicts (see alkaid.topics).");
-  m.def("awaited_topics", &py::ListAwaitedTopics,
-        nanobind::arg("socket").none() = nanobind::none(),
+  m.def("awaited_topics", &py::ListAwaitedTopics, nanobind::arg("socket").none() = nanobind::none(),
         "Topics that do not exist yet but have consumers waiting for them (Consumer's "
         "wait_for_topic), as {name: waiting consumers}, on the broker at `socket`.");
   m.def("default_socket", &alkaid::client::DefaultBrokerSocket,

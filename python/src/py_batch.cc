@@ -14,7 +14,8 @@ namespace alkaid::python {
 namespace {
 
 // Every buffer of `data` and its children and dictionary: (address, size).
-void CollectBuffers(const format::ArrayData& data, std::vector<std::pair<uintptr_t, int64_t>>* out) {
+void CollectBuffers(const format::ArrayData& data,
+                    std::vector<std::pair<uintptr_t, int64_t>>* out) {
   for (const auto& buffer : data.buffers) {
     if (buffer != nullptr && buffer->size() > 0) {
       out->emplace_back(reinterpret_cast<uintptr_t>(buffer->data()), buffer->size());
@@ -46,9 +47,9 @@ void BindTypes(nb::module_& m) {
                        "The schema of a topic: field names, types, nullability and metadata.\n\n"
                        "Implements ``__arrow_c_schema__``: ``pyarrow.schema(s)`` and other Arrow "
                        "libraries read it without a copy.")
-      .def("__arrow_c_schema__",
-           [](const PySchema& self) { return SchemaCapsule(*self.schema); },
-           "Exports the schema as an ``arrow_schema`` PyCapsule (Arrow PyCapsule protocol).")
+      .def(
+          "__arrow_c_schema__", [](const PySchema& self) { return SchemaCapsule(*self.schema); },
+          "Exports the schema as an ``arrow_schema`` PyCapsule (Arrow PyCapsule protocol).")
       .def_prop_ro(
           "names",
           [](const PySchema& self) {
@@ -57,22 +58,25 @@ void BindTypes(nb::module_& m) {
             return names;
           },
           "The field names, in order.")
-      .def("__len__", [](const PySchema& self) { return self.schema->num_fields(); },
-           "The number of fields.")
-      .def("__eq__",
-           [](const PySchema& self, nb::handle other) {
-             if (!nb::hasattr(other, "__arrow_c_schema__")) return false;
-             return self.schema->Equals(*SchemaFromObject(other));
-           },
-           nb::arg("other").none(),
-           "True if `other` (any object with ``__arrow_c_schema__``) has the same fields.")
+      .def(
+          "__len__", [](const PySchema& self) { return self.schema->num_fields(); },
+          "The number of fields.")
+      .def(
+          "__eq__",
+          [](const PySchema& self, nb::handle other) {
+            if (!nb::hasattr(other, "__arrow_c_schema__")) return false;
+            return self.schema->Equals(*SchemaFromObject(other));
+          },
+          nb::arg("other").none(),
+          "True if `other` (any object with ``__arrow_c_schema__``) has the same fields.")
       .def(
           "to_pyarrow",
           [](nb::handle self) { return nb::module_::import_("pyarrow").attr("schema")(self); },
           "The schema as a pyarrow.Schema (needs pyarrow).")
       .def("__str__", [](const PySchema& self) { return self.schema->ToString(); })
-      .def("__repr__",
-           [](const PySchema& self) { return "alkaid.Schema(" + self.schema->ToString(false) + ")"; });
+      .def("__repr__", [](const PySchema& self) {
+        return "alkaid.Schema(" + self.schema->ToString(false) + ")";
+      });
 
   nb::class_<PyBatch>(
       m, "Batch",
@@ -83,14 +87,18 @@ void BindTypes(nb::module_& m) {
       "copy. The producer's block stays held while this object, or anything that imported it, "
       "is alive; it returns to the producer when the last of them is gone, on any thread, also "
       "after the consumer was closed.")
-      .def_prop_ro("num_rows", [](const PyBatch& self) { return self.Get().num_rows(); },
-                   "The number of rows.")
-      .def_prop_ro("num_columns", [](const PyBatch& self) { return self.Get().num_columns(); },
-                   "The number of columns.")
-      .def_prop_ro("schema", [](const PyBatch& self) { return PySchema{self.Get().schema()}; },
-                   "The batch's schema.")
-      .def("__len__", [](const PyBatch& self) { return self.Get().num_rows(); },
-           "The number of rows.")
+      .def_prop_ro(
+          "num_rows", [](const PyBatch& self) { return self.Get().num_rows(); },
+          "The number of rows.")
+      .def_prop_ro(
+          "num_columns", [](const PyBatch& self) { return self.Get().num_columns(); },
+          "The number of columns.")
+      .def_prop_ro(
+          "schema", [](const PyBatch& self) { return PySchema{self.Get().schema()}; },
+          "The batch's schema.")
+      .def(
+          "__len__", [](const PyBatch& self) { return self.Get().num_rows(); },
+          "The number of rows.")
       .def(
           "__arrow_c_array__",
           [](const PyBatch& self, nb::handle /*requested_schema*/) {
@@ -100,9 +108,10 @@ void BindTypes(nb::module_& m) {
           "Exports the batch as an (``arrow_schema``, ``arrow_array``) pair of PyCapsules: a "
           "struct array whose children are the columns, pointing into shared memory. "
           "`requested_schema` is ignored (the batch has one representation).")
-      .def("__arrow_c_schema__",
-           [](const PyBatch& self) { return SchemaCapsule(*self.Get().schema()); },
-           "Exports the batch's schema as an ``arrow_schema`` PyCapsule.")
+      .def(
+          "__arrow_c_schema__",
+          [](const PyBatch& self) { return SchemaCapsule(*self.Get().schema()); },
+          "Exports the batch's schema as an ``arrow_schema`` PyCapsule.")
       .def(
           "__arrow_c_stream__",
           [](const PyBatch& self, nb::handle /*requested_schema*/) {
@@ -123,8 +132,9 @@ void BindTypes(nb::module_& m) {
           "Drops this object's reference to the shared memory now instead of when it is "
           "garbage-collected. Arrays imported from it stay valid (they hold their own "
           "reference); any later use of this object raises InvalidError.")
-      .def_prop_ro("released", [](const PyBatch& self) { return self.batch == nullptr; },
-                   "True after release().")
+      .def_prop_ro(
+          "released", [](const PyBatch& self) { return self.batch == nullptr; },
+          "True after release().")
       .def(
           "buffer_addresses",
           [](const PyBatch& self) {

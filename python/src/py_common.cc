@@ -3,8 +3,8 @@
 #include <nanobind/stl/string.h>
 
 #include <cmath>
-#include <sstream>
 #include <memory>
+#include <sstream>
 
 namespace alkaid::python {
 
@@ -130,16 +130,16 @@ format::SchemaPtr SchemaFromObject(nb::handle obj) {
 Deadline::Deadline(std::optional<double> seconds) : forever(!seconds.has_value()) {
   if (seconds.has_value()) {
     if (std::isnan(*seconds) || *seconds < 0) {
-      ThrowStatus(Status::Invalid("timeout must be a number of seconds >= 0 or None, got ",
-                                  *seconds));
+      ThrowStatus(
+          Status::Invalid("timeout must be a number of seconds >= 0 or None, got ", *seconds));
     }
     // Beyond a year is forever (and would overflow the clock).
     if (*seconds > 365.0 * 24 * 3600) {
       forever = true;
     } else {
-      until = std::chrono::steady_clock::now() +
-              std::chrono::duration_cast<std::chrono::nanoseconds>(
-                  std::chrono::duration<double>(*seconds));
+      until =
+          std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                 std::chrono::duration<double>(*seconds));
     }
   }
 }

@@ -104,16 +104,16 @@ shm::WaitMode ParseWaitMode(const std::string& mode) {
   if (mode == "spin-then-block") return shm::WaitMode::kSpinThenBlock;
   if (mode == "spin") return shm::WaitMode::kBusyPoll;
   if (mode == "block") return shm::WaitMode::kBlock;
-  ThrowStatus(Status::Invalid("wait_mode must be 'spin-then-block', 'spin' or 'block', got '",
-                              mode, "'"));
+  ThrowStatus(
+      Status::Invalid("wait_mode must be 'spin-then-block', 'spin' or 'block', got '", mode, "'"));
 }
 
 client::Verification ParseVerification(const std::string& v) {
   if (v == "structure") return client::Verification::kStructure;
   if (v == "full") return client::Verification::kFull;
   if (v == "private-copy") return client::Verification::kPrivateCopy;
-  ThrowStatus(Status::Invalid(
-      "verification must be 'structure', 'full' or 'private-copy', got '", v, "'"));
+  ThrowStatus(
+      Status::Invalid("verification must be 'structure', 'full' or 'private-copy', got '", v, "'"));
 }
 
 }  // namespace
@@ -164,8 +164,8 @@ nb::object PyConsumer::Next(std::optional<double> timeout) {
     if (result.ok()) return nb::cast(PyBatch{std::move(result).ValueOrDie()});
     if (!result.status().IsTimedOut()) ThrowStatus(result.status());
     if (deadline.Expired()) {
-      ThrowStatus(Status(StatusCode::kTimedOut, "no batch on topic '" + state->topic +
-                                                    "' within " + SecondsText(timeout)));
+      ThrowStatus(Status(StatusCode::kTimedOut, "no batch on topic '" + state->topic + "' within " +
+                                                    SecondsText(timeout)));
     }
     CheckSignals();
   }
@@ -249,8 +249,8 @@ nb::object PyConsumer::ExportStream() {
         if (interrupted != 0) PyErr_Clear();
       }
       if (interrupted != 0) {
-        return Status(StatusCode::kCancelled, "reading topic '" + state->topic +
-                                                  "' was interrupted (KeyboardInterrupt)");
+        return Status(StatusCode::kCancelled,
+                      "reading topic '" + state->topic + "' was interrupted (KeyboardInterrupt)");
       }
     }
   };
@@ -291,24 +291,27 @@ void BindConsumer(nb::module_& m) {
            "TimedOutError if none came in time, StopIteration at the end of the stream, "
            "InvalidError if the consumer is closed.")
       .def("__iter__", [](nb::handle self) { return nb::borrow(self); })
-      .def("__next__", [](PyConsumer& self) { return self.Next(std::nullopt); },
-           "next(timeout=None).")
+      .def(
+          "__next__", [](PyConsumer& self) { return self.Next(std::nullopt); },
+          "next(timeout=None).")
       .def("close", &PyConsumer::Close,
            "Detaches from the broker and the rings. Idempotent. Batches already received stay "
            "valid.")
       .def_prop_ro("closed", &PyConsumer::closed, "True after close().")
       .def_prop_ro("topic", &PyConsumer::topic, "The topic's name.")
-      .def_prop_ro("schema", [](const PyConsumer& self) { return PySchema{self.schema()}; },
-                   "The schema of the batches it returns (the topic's, restricted to `columns`).")
+      .def_prop_ro(
+          "schema", [](const PyConsumer& self) { return PySchema{self.schema()}; },
+          "The schema of the batches it returns (the topic's, restricted to `columns`).")
       .def("stats", &PyConsumer::Stats,
            "Counters: 'lost' (batches lost to ring overwrites), 'reregistrations' (broker "
            "restarts survived), 'producers' (producers read from now).")
-      .def("__arrow_c_stream__",
-           [](PyConsumer& self, nb::handle /*requested_schema*/) { return self.ExportStream(); },
-           nb::arg("requested_schema").none() = nb::none(),
-           "Exports the consumer as an ``arrow_array_stream`` PyCapsule: each get_next is the "
-           "next batch (zero-copy), the end of the topic's stream ends it. The stream keeps the "
-           "subscription alive until released; once the consumer is closed it fails.")
+      .def(
+          "__arrow_c_stream__",
+          [](PyConsumer& self, nb::handle /*requested_schema*/) { return self.ExportStream(); },
+          nb::arg("requested_schema").none() = nb::none(),
+          "Exports the consumer as an ``arrow_array_stream`` PyCapsule: each get_next is the "
+          "next batch (zero-copy), the end of the topic's stream ends it. The stream keeps the "
+          "subscription alive until released; once the consumer is closed it fails.")
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
       .def(
           "__exit__",

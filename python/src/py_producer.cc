@@ -24,8 +24,8 @@ namespace {
 
 std::chrono::milliseconds Millis(double seconds, const char* what) {
   if (std::isnan(seconds) || seconds < 0 || seconds > 365.0 * 24 * 3600) {
-    ThrowStatus(Status::Invalid(what, " must be a number of seconds in [0, 1 year], got ",
-                                seconds));
+    ThrowStatus(
+        Status::Invalid(what, " must be a number of seconds in [0, 1 year], got ", seconds));
   }
   return std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::duration<double>(seconds));
@@ -42,8 +42,10 @@ std::optional<nb::dlpack::dtype> LoanDtype(const format::DataType& type) {
     return nb::dlpack::dtype{static_cast<uint8_t>(code), static_cast<uint8_t>(bits), 1};
   };
   switch (type.id()) {
-    case TypeId::kInt8: return make(nb::dlpack::dtype_code::Int, 8);
-    case TypeId::kInt16: return make(nb::dlpack::dtype_code::Int, 16);
+    case TypeId::kInt8:
+      return make(nb::dlpack::dtype_code::Int, 8);
+    case TypeId::kInt16:
+      return make(nb::dlpack::dtype_code::Int, 16);
     case TypeId::kInt32:
     case TypeId::kDate32:
     case TypeId::kTime32:
@@ -54,14 +56,22 @@ std::optional<nb::dlpack::dtype> LoanDtype(const format::DataType& type) {
     case TypeId::kTimestamp:
     case TypeId::kDuration:
       return make(nb::dlpack::dtype_code::Int, 64);
-    case TypeId::kUInt8: return make(nb::dlpack::dtype_code::UInt, 8);
-    case TypeId::kUInt16: return make(nb::dlpack::dtype_code::UInt, 16);
-    case TypeId::kUInt32: return make(nb::dlpack::dtype_code::UInt, 32);
-    case TypeId::kUInt64: return make(nb::dlpack::dtype_code::UInt, 64);
-    case TypeId::kHalfFloat: return make(nb::dlpack::dtype_code::Float, 16);
-    case TypeId::kFloat: return make(nb::dlpack::dtype_code::Float, 32);
-    case TypeId::kDouble: return make(nb::dlpack::dtype_code::Float, 64);
-    default: return std::nullopt;
+    case TypeId::kUInt8:
+      return make(nb::dlpack::dtype_code::UInt, 8);
+    case TypeId::kUInt16:
+      return make(nb::dlpack::dtype_code::UInt, 16);
+    case TypeId::kUInt32:
+      return make(nb::dlpack::dtype_code::UInt, 32);
+    case TypeId::kUInt64:
+      return make(nb::dlpack::dtype_code::UInt, 64);
+    case TypeId::kHalfFloat:
+      return make(nb::dlpack::dtype_code::Float, 16);
+    case TypeId::kFloat:
+      return make(nb::dlpack::dtype_code::Float, 32);
+    case TypeId::kDouble:
+      return make(nb::dlpack::dtype_code::Float, 64);
+    default:
+      return std::nullopt;
   }
 }
 
@@ -213,8 +223,9 @@ class PyLoan {
             ": a loan lends numpy views of numeric and temporal columns only; publish "
             "other schemas with Producer.publish"));
       }
-      bytes += (static_cast<uint64_t>(num_rows) * field->type()->layout().buffers[1].byte_width +
-                63) / 64 * 64;
+      bytes +=
+          (static_cast<uint64_t>(num_rows) * field->type()->layout().buffers[1].byte_width + 63) /
+          64 * 64;
     }
     num_rows_ = num_rows;
     Status status;
@@ -267,8 +278,8 @@ class PyLoan {
     {
       nb::gil_scoped_release release;
       std::lock_guard lock(owner.mutex());
-      status = owner.Get() == nullptr ? owner.ClosedStatus()
-                                      : owner.Get()->Publish(*batch, pool_.get());
+      status =
+          owner.Get() == nullptr ? owner.ClosedStatus() : owner.Get()->Publish(*batch, pool_.get());
     }
     published_ = true;
     // The views now show what consumers read: no more writes through them.
@@ -356,8 +367,9 @@ void BindProducer(nb::module_& m) {
            "detaches and removes the shared memory names. Idempotent.")
       .def_prop_ro("closed", &PyProducer::closed, "True after close().")
       .def_prop_ro("topic", &PyProducer::topic, "The topic's name.")
-      .def_prop_ro("schema", [](const PyProducer& self) { return PySchema{self.schema()}; },
-                   "The topic's schema.")
+      .def_prop_ro(
+          "schema", [](const PyProducer& self) { return PySchema{self.schema()}; },
+          "The topic's schema.")
       .def("stats", &PyProducer::Stats,
            "Counters, as of now: 'published', 'copied_bytes', 'blocks_live' (blocks of the "
            "arena not free: lent, in the ring or held by consumers), 'arena_bytes_free', "
@@ -386,7 +398,7 @@ void BindProducer(nb::module_& m) {
           "__getitem__",
           [](nb::handle self, nb::handle key) { return nb::cast<PyLoan&>(self).Column(self, key); },
           nb::arg("column"),
-           "The column's values as a writable numpy array over the shared buffer.")
+          "The column's values as a writable numpy array over the shared buffer.")
       .def("publish", &PyLoan::Publish, "Publishes the batch (zero copies). Once only.")
       .def_prop_ro("published", &PyLoan::published, "True after publish().")
       .def_prop_ro("num_rows", &PyLoan::num_rows, "The batch's row count.")

@@ -175,8 +175,7 @@ TEST(BrokerArrowExportTest, StreamOfTheTopicUntilEndOfStream) {
     ASSERT_OK(consumer->ExportStream(&stream, options));
     ArrowArray array;
     EXPECT_NE(stream.get_next(&stream, &array), 0);
-    EXPECT_NE(std::string(stream.get_last_error(&stream)).find("nothing within"),
-              std::string::npos)
+    EXPECT_NE(std::string(stream.get_last_error(&stream)).find("nothing within"), std::string::npos)
         << stream.get_last_error(&stream);
     stream.release(&stream);
     EXPECT_EQ(stream.release, nullptr);

@@ -77,9 +77,9 @@ TEST(BrokerDictionaryTest, LateJoinersDecodeEveryBatchWithItsDictionaries) {
   // The producer publishes up to `allowed` batches and waits there, so that
   // each late consumer joins at a known batch: 40 (mid-generation), 125 and
   // 199 (just before a replacement).
-  auto* allowed = static_cast<std::atomic<int64_t>*>(::mmap(
-      nullptr, sizeof(std::atomic<int64_t>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-      -1, 0));
+  auto* allowed = static_cast<std::atomic<int64_t>*>(::mmap(nullptr, sizeof(std::atomic<int64_t>),
+                                                            PROT_READ | PROT_WRITE,
+                                                            MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   ASSERT_NE(allowed, MAP_FAILED);
   new (allowed) std::atomic<int64_t>(40);
   const pid_t child = testing::ForkTestChild();
@@ -122,7 +122,7 @@ TEST(BrokerDictionaryTest, LateJoinersDecodeEveryBatchWithItsDictionaries) {
     SCOPED_TRACE("late consumer " + std::to_string(i));
     int64_t late_next = 0;
     const int64_t first = ReceiveChecked(late[i].get(), kBatches, &late_next);
-    EXPECT_EQ(first, joins[i]);        // the first batch published after it joined
+    EXPECT_EQ(first, joins[i]);      // the first batch published after it joined
     EXPECT_EQ(late_next, kBatches);  // and every one after it
     EXPECT_EQ(late[i]->lost(), 0u);
     auto end = late[i]->Next(5s);
@@ -156,8 +156,8 @@ TEST(BrokerDictionaryTest, ConsumerJoiningAfterABrokerRestartDecodesEveryBatch) 
     std::atomic<int64_t> allowed;
     std::atomic<uint64_t> reregistrations;
   };
-  auto* shared = static_cast<Shared*>(::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE,
-                                             MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  auto* shared = static_cast<Shared*>(
+      ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   ASSERT_NE(shared, MAP_FAILED);
   new (shared) Shared{{60}, {0}};
   const pid_t child = testing::ForkTestChild();
@@ -231,7 +231,8 @@ class ThreeColumnScript {
  public:
   Result<format::RecordBatchPtr> Build(int64_t b) {
     ALKAID_ASSIGN_OR_RAISE(auto two, words_.Build(b));
-    if (sizes_ == nullptr || b % 7 == 0) sizes_ = std::make_unique<format::DictionaryBuilder>(SizeType());
+    if (sizes_ == nullptr || b % 7 == 0)
+      sizes_ = std::make_unique<format::DictionaryBuilder>(SizeType());
     for (int64_t i = 0; i < alkaid::testing::kRows; ++i) {
       ALKAID_RETURN_NOT_OK(sizes_->Append(Size(b, i)));
     }
@@ -251,20 +252,21 @@ class ThreeColumnScript {
                                         const std::vector<std::string>& names, int64_t b) {
   using alkaid::testing::kRows;
   if (batch.num_columns() != static_cast<int>(names.size()) || batch.num_rows() != kRows) {
-    return ::testing::AssertionFailure() << batch.num_columns() << " columns, " << batch.num_rows()
-                                         << " rows";
+    return ::testing::AssertionFailure()
+           << batch.num_columns() << " columns, " << batch.num_rows() << " rows";
   }
   for (int c = 0; c < batch.num_columns(); ++c) {
     const std::string& name = names[static_cast<std::size_t>(c)];
     if (batch.schema()->field(c)->name() != name) {
-      return ::testing::AssertionFailure() << "column " << c << " is '"
-                                           << batch.schema()->field(c)->name() << "', not '"
-                                           << name << "'";
+      return ::testing::AssertionFailure()
+             << "column " << c << " is '" << batch.schema()->field(c)->name() << "', not '" << name
+             << "'";
     }
     if (name == "batch") {
       auto ids = std::static_pointer_cast<format::Int64Array>(batch.column(c));
       for (int64_t i = 0; i < kRows; ++i) {
-        if (ids->Value(i) != b) return ::testing::AssertionFailure() << "batch id " << ids->Value(i);
+        if (ids->Value(i) != b)
+          return ::testing::AssertionFailure() << "batch id " << ids->Value(i);
       }
       continue;
     }
@@ -318,9 +320,9 @@ TEST(BrokerDictionaryTest, ColumnSubsetsGetExactlyTheirColumnsAndDictionaries) {
     EXPECT_EQ(c->topic_schema()->num_fields(), 3);
     consumers.push_back(std::move(c));
   }
-  auto* allowed = static_cast<std::atomic<int64_t>*>(::mmap(
-      nullptr, sizeof(std::atomic<int64_t>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-      -1, 0));
+  auto* allowed = static_cast<std::atomic<int64_t>*>(::mmap(nullptr, sizeof(std::atomic<int64_t>),
+                                                            PROT_READ | PROT_WRITE,
+                                                            MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   ASSERT_NE(allowed, MAP_FAILED);
   new (allowed) std::atomic<int64_t>(0);
   const pid_t child = testing::ForkTestChild();

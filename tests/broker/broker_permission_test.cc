@@ -21,11 +21,11 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
-#include <map>
-#include <thread>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string_view>
+#include <thread>
 
 #include "alkaid/client/broker_client.h"
 #include "alkaid/client/consumer.h"
@@ -73,8 +73,7 @@ class BrokerPermissionTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (::geteuid() != 0) {
-      GTEST_SKIP() << "not root (euid " << ::geteuid()
-                   << "): cannot run a client as another user";
+      GTEST_SKIP() << "not root (euid " << ::geteuid() << "): cannot run a client as another user";
     }
     // Which tool switches users here? Probe with the alkaid tool itself
     // (which nobody must also be able to execute).
@@ -140,8 +139,8 @@ TEST_F(BrokerPermissionTest, OtherUserRefusedByDefault) {
   EXPECT_NE(RunAsNobody({"topics", "--socket", broker.socket()}, "", &err), 0);
   EXPECT_NE(err.find("uid 65534 (gid 65534) may not use broker"), std::string::npos) << err;
   // Root (the broker's uid) still gets in.
-  const int root = testing::Wait(SpawnWith(
-      {ALKAID_TOOL_BIN, "topics", "--socket", broker.socket()}, "", dir_ + "/root.err"));
+  const int root = testing::Wait(
+      SpawnWith({ALKAID_TOOL_BIN, "topics", "--socket", broker.socket()}, "", dir_ + "/root.err"));
   EXPECT_EQ(root, 0) << ReadFile(dir_ + "/root.err");
 }
 
@@ -188,8 +187,7 @@ TEST_F(BrokerPermissionTest, GroupGrantedByConfigIsAccepted) {
   options.socket_path = broker.socket();
   ASSERT_OK_AND_ASSIGN(auto consumer, Consumer::Open("perm", options));
   auto args = as_nobody_;
-  args.insert(args.end(), {ALKAID_TOOL_BIN, "publish", "perm", input, "--socket",
-                           broker.socket()});
+  args.insert(args.end(), {ALKAID_TOOL_BIN, "publish", "perm", input, "--socket", broker.socket()});
   // Segments live from the producer's Open to its Close, and its Close
   // waits for us to read the batch: so the modes and owners are read once
   // we are registered on its ring (our consumer segment exists) and before
@@ -389,8 +387,7 @@ TEST_F(BrokerPermissionTest, GroupMemberMapsTheSegmentsAndAnOutsiderMapsNothing)
   EXPECT_EQ(testing::Wait(outsider), 0)
       << "21: setuid, 22: connected, 23: opened a segment, 24: mapped one, 26: no segment; "
       << ReadFile(err_path);
-  EXPECT_NE(ReadFile(err_path).find("Permission denied"), std::string::npos)
-      << ReadFile(err_path);
+  EXPECT_NE(ReadFile(err_path).find("Permission denied"), std::string::npos) << ReadFile(err_path);
   for (int64_t b = 0; b < kBatches; ++b) {
     format::Int64Builder values;
     for (int64_t r = 0; r < 3; ++r) ASSERT_OK(values.Append(b * 100 + r));

@@ -122,7 +122,7 @@ class BrokerProcess {
   /// reply comes only after it.
   bool Start(std::vector<std::string> extra = {}) {
     std::vector<std::string> args = {ALKAID_BROKER_BIN, "--socket", socket_, "--name", name_,
-                                     "--log-level", "warn"};
+                                     "--log-level",     "warn"};
     args.insert(args.end(), extra.begin(), extra.end());
     pid_ = Spawn(args);
     killed_ = false;

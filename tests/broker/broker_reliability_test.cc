@@ -161,7 +161,8 @@ TEST_P(HeldBatchesTest, TheProducerGetsTheConsumersBlocksBack) {
     while (true) ::pause();
   }
   ASSERT_TRUE(WaitForConsumers(broker.socket(), "held", 1));
-  ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("held", PairSchema(), ProducerOn(broker, topic)));
+  ASSERT_OK_AND_ASSIGN(auto producer,
+                       Producer::Open("held", PairSchema(), ProducerOn(broker, topic)));
   for (int i = 0; i < kHeld; ++i) {
     ASSERT_OK_AND_ASSIGN(auto batch, Pair(0, i));
     ASSERT_OK(producer->PublishCopy(*batch));
@@ -188,9 +189,10 @@ TEST_P(HeldBatchesTest, TheProducerGetsTheConsumersBlocksBack) {
   EXPECT_TRUE(WaitUntil([&] {
     producer->Poll();
     return producer->stats().blocks_live <= topic.ring_slots;
-  })) << "blocks live: " << producer->stats().blocks_live << " (with the consumer holding "
-      << live_while_held << ")";
-  EXPECT_EQ(producer->stats().dead_consumers_detached, ending == Ending::kClosedThenDropped ? 0u : 1u);
+  })) << "blocks live: "
+      << producer->stats().blocks_live << " (with the consumer holding " << live_while_held << ")";
+  EXPECT_EQ(producer->stats().dead_consumers_detached,
+            ending == Ending::kClosedThenDropped ? 0u : 1u);
   if (ending == Ending::kClosedThenDropped) {
     ASSERT_EQ(::kill(child, SIGKILL), 0);
   }
@@ -483,8 +485,7 @@ format::SchemaPtr WideSchema(int columns, std::size_t name_length = 6) {
 }
 
 // Batch `b` of WideSchema: column c, row r holds b * 1'000'000 + c * 10 + r.
-Result<format::RecordBatchPtr> WideBatch(const format::SchemaPtr& schema, int32_t b,
-                                         int64_t rows) {
+Result<format::RecordBatchPtr> WideBatch(const format::SchemaPtr& schema, int32_t b, int64_t rows) {
   std::vector<format::ArrayPtr> columns;
   for (int c = 0; c < schema->num_fields(); ++c) {
     format::Int32Builder builder;

@@ -11,10 +11,10 @@
 
 #include <cstring>
 #include <filesystem>
-#include <functional>
-#include <vector>
 #include <fstream>
+#include <functional>
 #include <sstream>
+#include <vector>
 
 #include "alkaid/client/broker_client.h"
 #include "alkaid/client/consumer.h"
@@ -172,10 +172,9 @@ TEST(BrokerRestartTest, DataFlowsThroughAnOutageAndClientsReRegister) {
   // producer and consumer.
   ASSERT_TRUE(TopicShows(broker.socket(), "r", 1, 1, 5000));
   const std::string out = "/tmp/alkaid-test-" + broker.name() + ".topics";
-  ASSERT_EQ(testing::Wait(testing::Spawn({ALKAID_TOOL_BIN, "topics", "--socket",
-                                          broker.socket()},
-                                         out)),
-            0);
+  ASSERT_EQ(
+      testing::Wait(testing::Spawn({ALKAID_TOOL_BIN, "topics", "--socket", broker.socket()}, out)),
+      0);
   const std::string text = ReadFile(out);
   std::filesystem::remove(out);
   std::istringstream lines(text);
@@ -421,7 +420,8 @@ TEST(BrokerRestartTest, DeadPeersAreDetectedWhileTheBrokerIsDown) {
   EXPECT_TRUE(WaitUntil([&] {
     producer_b->Poll();
     return producer_b->stats().blocks_live <= topic_options.ring_slots;
-  })) << "blocks live: " << producer_b->stats().blocks_live << " (held: " << live_while_held << ")";
+  })) << "blocks live: "
+      << producer_b->stats().blocks_live << " (held: " << live_while_held << ")";
   EXPECT_EQ(producer_b->stats().dead_consumers_detached, 1u);
   for (int64_t i = kHeld; i < kHeld + 2 * topic_options.ring_slots; ++i) {
     ASSERT_OK_AND_ASSIGN(auto batch, SeqBatch(i));

@@ -165,8 +165,8 @@ TEST(BrokerRowsTest, RowBatchesFromAnotherProcessRoundTrip) {
   // Views held past the end of the stream (and the producer's exit) are
   // still readable: the mapping and the block reference live with them.
   for (std::size_t i = 0; i < held.size(); ++i) {
-    ASSERT_OK_AND_ASSIGN(auto expected, MakeRows(static_cast<int64_t>(i) * 1000,
-                                                 1 + static_cast<int64_t>(i) * 70));
+    ASSERT_OK_AND_ASSIGN(
+        auto expected, MakeRows(static_cast<int64_t>(i) * 1000, 1 + static_cast<int64_t>(i) * 70));
     ASSERT_OK_AND_ASSIGN(auto decoded, held[i].ToRecordBatch());
     ASSERT_OK(format::CheckRecordBatchEquals(*expected, *decoded));
   }
@@ -232,16 +232,18 @@ TEST(BrokerRowsTest, PayloadKindMismatchIsRefused) {
   // A record-batch consumer or producer on a row topic, and the reverse.
   client::ConsumerOptions plain;
   plain.socket_path = broker.socket();
-  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "carries unsafe-row payloads; this consumer expects "
-                                       "record-batch",
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid,
+                             "carries unsafe-row payloads; this consumer expects "
+                             "record-batch",
                              Consumer::Open("rows", plain));
   client::ProducerOptions plain_producer;
   plain_producer.socket_path = broker.socket();
   ASSERT_RAISES_WITH_MESSAGE(kInvalid, "carries unsafe-row payloads, not record-batch",
                              Producer::Open("rows", RowSchema(), plain_producer));
   ASSERT_OK_AND_ASSIGN(auto batches, Producer::Open("plain", RowSchema(), plain_producer));
-  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "carries record-batch payloads; this consumer expects "
-                                       "unsafe-row",
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid,
+                             "carries record-batch payloads; this consumer expects "
+                             "unsafe-row",
                              Consumer::Open("plain", RowConsumerOn(broker)));
   ASSERT_OK_AND_ASSIGN(auto batch, MakeRows(0, 3));
   ASSERT_RAISES_WITH_MESSAGE(kInvalid, "carries record-batch payloads, not unsafe-row",
@@ -252,7 +254,8 @@ TEST(BrokerRowsTest, PayloadKindMismatchIsRefused) {
                              Producer::Open("u", unsigned_schema, RowProducerOn(broker)));
   // `alkaid topics` shows the payload kind.
   const std::string out = "/tmp/alkaid-test-" + broker.name() + ".topics";
-  const pid_t topics = testing::Spawn({ALKAID_TOOL_BIN, "topics", "--socket", broker.socket()}, out);
+  const pid_t topics =
+      testing::Spawn({ALKAID_TOOL_BIN, "topics", "--socket", broker.socket()}, out);
   ASSERT_EQ(testing::Wait(topics), 0);
   const std::string text = ReadFile(out);
   std::filesystem::remove(out);
@@ -298,12 +301,12 @@ TEST(BrokerRowsTest, ToolSubscribesToARowTopicBeforeItExists) {
     source.push_back(batch);
   }
   ASSERT_OK(WriteStream(dir + "/in.stream", source));
-  const pid_t all = testing::Spawn({ALKAID_TOOL_BIN, "subscribe", "late", "--out",
-                                    dir + "/all.stream", "--timeout", "10", "--socket",
-                                    broker.socket()});
-  const pid_t some = testing::Spawn({ALKAID_TOOL_BIN, "subscribe", "late", "--out",
-                                     dir + "/some.stream", "--timeout", "10", "--columns",
-                                     "score,id", "--socket", broker.socket()});
+  const pid_t all =
+      testing::Spawn({ALKAID_TOOL_BIN, "subscribe", "late", "--out", dir + "/all.stream",
+                      "--timeout", "10", "--socket", broker.socket()});
+  const pid_t some =
+      testing::Spawn({ALKAID_TOOL_BIN, "subscribe", "late", "--out", dir + "/some.stream",
+                      "--timeout", "10", "--columns", "score,id", "--socket", broker.socket()});
   ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
   // Both are waiting for the topic now: the broker says so (a condition,
   // not a guessed delay).
@@ -342,9 +345,9 @@ TEST(BrokerRowsTest, ToolSubscribesToARowTopicBeforeItExists) {
   }
   // Without a producer, subscribe gives up after --timeout with a clear
   // message.
-  const pid_t none = testing::Spawn({ALKAID_TOOL_BIN, "subscribe", "never", "--out",
-                                     dir + "/never.stream", "--timeout", "0.3", "--socket",
-                                     broker.socket()});
+  const pid_t none =
+      testing::Spawn({ALKAID_TOOL_BIN, "subscribe", "never", "--out", dir + "/never.stream",
+                      "--timeout", "0.3", "--socket", broker.socket()});
   EXPECT_NE(testing::Wait(none), 0);
   std::filesystem::remove_all(dir);
 }

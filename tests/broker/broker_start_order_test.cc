@@ -251,12 +251,12 @@ TEST_F(StartOrderTest, ExampleConsumerStartedFirstCountsEveryBatch) {
 #else
   const std::string consumer_out = dir_ + "/consumer.out";
   const std::string producer_out = dir_ + "/producer.out";
-  const pid_t consumer = SpawnWith({ALKAID_EXAMPLE_CONSUMER, "readings"}, -1, consumer_out, "",
-                                   broker_.socket());
+  const pid_t consumer =
+      SpawnWith({ALKAID_EXAMPLE_CONSUMER, "readings"}, -1, consumer_out, "", broker_.socket());
   ASSERT_TRUE(WaitUntil([&] { return Awaiting(broker_.socket(), "readings") == 1; }))
       << "the example consumer does not wait for the topic with the broker";
-  const pid_t producer = SpawnWith({ALKAID_EXAMPLE_PRODUCER, "readings", "12"}, -1,
-                                   producer_out, "", broker_.socket());
+  const pid_t producer = SpawnWith({ALKAID_EXAMPLE_PRODUCER, "readings", "12"}, -1, producer_out,
+                                   "", broker_.socket());
   ASSERT_EQ(testing::Wait(producer), 0);
   ASSERT_EQ(testing::Wait(consumer), 0);
 
@@ -291,7 +291,7 @@ TEST_F(StartOrderTest, SubscribersStartedBeforeTheTopicGetEveryBatch) {
   std::vector<pid_t> subscribers;
   for (int i = 0; i < 4; ++i) {
     outs.push_back(dir_ + "/out" + std::to_string(i) + ".stream");
-    std::vector<std::string> args = {ALKAID_TOOL_BIN, "subscribe", "T",       "--out",
+    std::vector<std::string> args = {ALKAID_TOOL_BIN, "subscribe", "T",  "--out",
                                      outs[i],         "--timeout", "20", "--socket",
                                      broker_.socket()};
     if (i == 1) args.insert(args.end(), {"--validate", "structure"});
@@ -302,8 +302,8 @@ TEST_F(StartOrderTest, SubscribersStartedBeforeTheTopicGetEveryBatch) {
   ASSERT_TRUE(WaitUntil([&] { return Awaiting(broker_.socket(), "T") == 4; }));
   // `alkaid topics` shows them waiting.
   const std::string listing = dir_ + "/topics.out";
-  ASSERT_EQ(testing::Wait(testing::Spawn(
-                {ALKAID_TOOL_BIN, "topics", "--socket", broker_.socket()}, listing)),
+  ASSERT_EQ(testing::Wait(
+                testing::Spawn({ALKAID_TOOL_BIN, "topics", "--socket", broker_.socket()}, listing)),
             0);
   std::istringstream lines(ReadFile(listing));
   bool listed = false;
@@ -313,14 +313,14 @@ TEST_F(StartOrderTest, SubscribersStartedBeforeTheTopicGetEveryBatch) {
     uint32_t producers = 9, consumers = 0;
     fields >> name >> producers >> consumers;
     if (name == "T") {
-      listed = producers == 0 && consumers == 4 &&
-               line.find("(not created yet)") != std::string::npos;
+      listed =
+          producers == 0 && consumers == 4 && line.find("(not created yet)") != std::string::npos;
     }
   }
   EXPECT_TRUE(listed) << ReadFile(listing);
 
-  const pid_t publish = testing::Spawn(
-      {ALKAID_TOOL_BIN, "publish", "T", input, "--socket", broker_.socket()});
+  const pid_t publish =
+      testing::Spawn({ALKAID_TOOL_BIN, "publish", "T", input, "--socket", broker_.socket()});
   ASSERT_EQ(testing::Wait(publish), 0);
   for (pid_t pid : subscribers) EXPECT_EQ(testing::Wait(pid), 0);
   ExpectStreams(outs, stream);
@@ -336,9 +336,8 @@ TEST_F(StartOrderTest, SubscribersFromOldestJoiningAProducerGetEveryBatch) {
   ASSERT_OK_AND_ASSIGN(auto stream, EncodeStream(8));
   int pipe_fds[2];
   ASSERT_EQ(::pipe2(pipe_fds, O_CLOEXEC), 0);
-  const pid_t publish = SpawnWith({ALKAID_TOOL_BIN, "publish", "T", "-", "--socket",
-                                   broker_.socket()},
-                                  pipe_fds[0], "", "");
+  const pid_t publish = SpawnWith(
+      {ALKAID_TOOL_BIN, "publish", "T", "-", "--socket", broker_.socket()}, pipe_fds[0], "", "");
   ::close(pipe_fds[0]);
   // Everything but the end-of-stream marker: the producer stays.
   const int64_t before_eos = stream.ends[stream.ends.size() - 2];
@@ -352,9 +351,9 @@ TEST_F(StartOrderTest, SubscribersFromOldestJoiningAProducerGetEveryBatch) {
   std::vector<pid_t> subscribers;
   for (int i = 0; i < 4; ++i) {
     outs.push_back(dir_ + "/out" + std::to_string(i) + ".stream");
-    subscribers.push_back(testing::Spawn({ALKAID_TOOL_BIN, "subscribe", "T", "--out", outs[i],
-                                          "--from-oldest", "--timeout", "20", "--socket",
-                                          broker_.socket()}));
+    subscribers.push_back(
+        testing::Spawn({ALKAID_TOOL_BIN, "subscribe", "T", "--out", outs[i], "--from-oldest",
+                        "--timeout", "20", "--socket", broker_.socket()}));
   }
   for (const auto& out : outs) {
     ASSERT_TRUE(WaitUntil([&] { return BatchesSoFar(out) == 8; })) << out;
@@ -374,9 +373,8 @@ TEST_F(StartOrderTest, PipedPublishPublishesEachBatchBeforeStdinEnds) {
   ASSERT_OK_AND_ASSIGN(auto stream, EncodeStream(5));
   int pipe_fds[2];
   ASSERT_EQ(::pipe2(pipe_fds, O_CLOEXEC), 0);
-  const pid_t publish = SpawnWith({ALKAID_TOOL_BIN, "publish", "T", "-", "--socket",
-                                   broker_.socket()},
-                                  pipe_fds[0], "", "");
+  const pid_t publish = SpawnWith(
+      {ALKAID_TOOL_BIN, "publish", "T", "-", "--socket", broker_.socket()}, pipe_fds[0], "", "");
   ::close(pipe_fds[0]);
 
   std::promise<int64_t> first;
@@ -426,9 +424,8 @@ TEST_F(StartOrderTest, TruncatedStdinEndsTheTopicAfterTheCompleteBatches) {
   int pipe_fds[2];
   ASSERT_EQ(::pipe2(pipe_fds, O_CLOEXEC), 0);
   const std::string err = dir_ + "/publish.err";
-  const pid_t publish = SpawnWith({ALKAID_TOOL_BIN, "publish", "T", "-", "--socket",
-                                   broker_.socket()},
-                                  pipe_fds[0], "", err);
+  const pid_t publish = SpawnWith(
+      {ALKAID_TOOL_BIN, "publish", "T", "-", "--socket", broker_.socket()}, pipe_fds[0], "", err);
   ::close(pipe_fds[0]);
   std::vector<format::RecordBatchPtr> received;
   Status ended;
@@ -513,7 +510,8 @@ TEST_F(StartOrderTest, ProducerStopsWaitingForConsumersThatLeave) {
       client::ConsumerOptions options = Waiting();
       if (bad_column) options.columns = {"nope"};
       auto consumer = Consumer::Open("T", options);
-      if (bad_column) ::_exit(!consumer.ok() && consumer.status().code() == StatusCode::kKeyError ? 0 : 1);
+      if (bad_column)
+        ::_exit(!consumer.ok() && consumer.status().code() == StatusCode::kKeyError ? 0 : 1);
       if (!consumer.ok()) ::_exit(2);
       ::_exit((*consumer)->Close().ok() ? 0 : 3);
     }
@@ -596,9 +594,8 @@ TEST_F(StartOrderTest, PublishFromStdinRefusesABigEndianStream) {
   const int in = ::open(ALKAID_LEGACY_DIR "/big-endian.stream", O_RDONLY | O_CLOEXEC);
   ASSERT_GE(in, 0);
   const std::string err = dir_ + "/publish.err";
-  const pid_t publish = SpawnWith({ALKAID_TOOL_BIN, "publish", "T", "-", "--socket",
-                                   broker_.socket()},
-                                  in, "", err);
+  const pid_t publish =
+      SpawnWith({ALKAID_TOOL_BIN, "publish", "T", "-", "--socket", broker_.socket()}, in, "", err);
   ::close(in);
   EXPECT_EQ(testing::Wait(publish), 1);
   EXPECT_NE(testing::ReadFile(err).find("big-endian data is not supported"), std::string::npos)

@@ -238,8 +238,8 @@ std::optional<int> WaitFor(pid_t pid, std::chrono::milliseconds limit) {
 
 TEST(BrokerStressTest, RandomSigkillsKeepExactlyOnceInOrder) {
   const uint64_t seed = static_cast<uint64_t>(
-      EnvInt("ALKAID_STRESS_SEED", static_cast<int64_t>(
-                                       Clock::now().time_since_epoch().count() & 0x7fffffff)));
+      EnvInt("ALKAID_STRESS_SEED",
+             static_cast<int64_t>(Clock::now().time_since_epoch().count() & 0x7fffffff)));
   const int64_t kills = EnvInt("ALKAID_STRESS_KILLS", 200);
   std::printf("[ stress   ] seed %llu, %lld kills (replay: ALKAID_STRESS_SEED=%llu)\n",
               static_cast<unsigned long long>(seed), static_cast<long long>(kills),
@@ -247,8 +247,8 @@ TEST(BrokerStressTest, RandomSigkillsKeepExactlyOnceInOrder) {
   std::fflush(stdout);
   std::mt19937_64 rng(seed);
 
-  void* memory = ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE,
-                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  void* memory =
+      ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(memory, MAP_FAILED);
   auto* shared = new (memory) Shared();
   BrokerProcess broker("bs" + testing::UniqueSuffix());

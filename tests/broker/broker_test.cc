@@ -146,10 +146,10 @@ TEST(BrokerTest, SchemaMismatchIsRefused) {
   EXPECT_FALSE(created);
   // Dictionary types are part of the schema: another index type is another
   // schema.
-  auto dict = format::schema(
-      {format::field("d", format::dictionary(format::int32(), format::utf8()))});
-  auto dict16 = format::schema(
-      {format::field("d", format::dictionary(format::int16(), format::utf8()))});
+  auto dict =
+      format::schema({format::field("d", format::dictionary(format::int32(), format::utf8()))});
+  auto dict16 =
+      format::schema({format::field("d", format::dictionary(format::int16(), format::utf8()))});
   ASSERT_OK_AND_ASSIGN(auto dict_producer, Producer::Open("d", dict, ProducerOn(broker)));
   ASSERT_RAISES_WITH_MESSAGE(kInvalid, "exists with a different schema",
                              Producer::Open("d", dict16, ProducerOn(broker)));
@@ -247,13 +247,12 @@ TEST(BrokerTest, StartupChecksAndCleanShutdown) {
   ASSERT_TRUE(broker.Start());
   EXPECT_TRUE(ShmNames(name + ".old").empty());
 
-  const pid_t second = testing::Spawn(
-      {ALKAID_BROKER_BIN, "--socket", broker.socket(), "--name", name + "b"});
+  const pid_t second =
+      testing::Spawn({ALKAID_BROKER_BIN, "--socket", broker.socket(), "--name", name + "b"});
   EXPECT_EQ(testing::Wait(second), 1);
 
   const pid_t too_big = testing::Spawn({ALKAID_BROKER_BIN, "--socket", broker.socket() + "2",
-                                        "--name", name + "c", "--shm-limit",
-                                        "1000000000000000"});
+                                        "--name", name + "c", "--shm-limit", "1000000000000000"});
   EXPECT_EQ(testing::Wait(too_big), 1);
 
   ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("t", IdSchema(), ProducerOn(broker)));
@@ -436,7 +435,8 @@ TEST(BrokerTest, MalformedRequestsCloseOnlyThatConnection) {
   const int a = RawConnect(broker.socket());
   ASSERT_GE(a, 0);
   const uint8_t garbage[] = {12, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
-  ASSERT_EQ(::send(a, garbage, sizeof(garbage), MSG_NOSIGNAL), static_cast<ssize_t>(sizeof(garbage)));
+  ASSERT_EQ(::send(a, garbage, sizeof(garbage), MSG_NOSIGNAL),
+            static_cast<ssize_t>(sizeof(garbage)));
   const std::size_t replied = DrainUntilClosed(a);
   EXPECT_GT(replied, 4u);
   EXPECT_NE(replied, static_cast<std::size_t>(-1));
@@ -483,8 +483,8 @@ TEST(BrokerTest, GoldFilesThroughPublishAndSubscribe) {
     const pid_t sub = testing::Spawn({ALKAID_TOOL_BIN, "subscribe", topic, "--out", out,
                                       "--timeout", "10", "--socket", broker.socket()});
     ASSERT_TRUE(WaitForConsumers(broker.socket(), topic, 1));
-    const pid_t pub = testing::Spawn(
-        {ALKAID_TOOL_BIN, "publish", topic, path, "--socket", broker.socket()});
+    const pid_t pub =
+        testing::Spawn({ALKAID_TOOL_BIN, "publish", topic, path, "--socket", broker.socket()});
     ASSERT_EQ(testing::Wait(pub), 0);
     ASSERT_EQ(testing::Wait(sub), 0);
 

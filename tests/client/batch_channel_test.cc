@@ -34,8 +34,8 @@ using format::RecordBatchPtr;
 using testing::Channel;
 
 format::SchemaPtr TestSchema() {
-  return format::schema({format::field("id", format::int64()),
-                         format::field("name", format::utf8())});
+  return format::schema(
+      {format::field("id", format::int64()), format::field("name", format::utf8())});
 }
 
 std::string NameOf(int64_t row, int64_t batch) {
@@ -65,8 +65,8 @@ Result<RecordBatchPtr> BuildInPlace(ShmBatchPool* pool, int64_t b) {
 ::testing::AssertionResult VerifyBatch(const format::RecordBatch& batch, int64_t b) {
   const int64_t rows = 100 + b;
   if (batch.num_rows() != rows) {
-    return ::testing::AssertionFailure() << "batch " << b << " has " << batch.num_rows()
-                                         << " rows, expected " << rows;
+    return ::testing::AssertionFailure()
+           << "batch " << b << " has " << batch.num_rows() << " rows, expected " << rows;
   }
   auto ids = std::static_pointer_cast<format::Int64Array>(batch.column(0));
   auto names = std::static_pointer_cast<format::StringArray>(batch.column(1));
@@ -105,14 +105,13 @@ bool AllBuffersIn(const format::RecordBatch& batch, const format::Buffer& body) 
 TEST(BatchChannelTest, BuiltInPlaceAndReceivedZeroCopy) {
   Channel ch;
   ASSERT_OK(ch.Create(4 << 20));
-  ASSERT_OK_AND_ASSIGN(auto publisher,
-                       BatchPublisher::Create(ch.producer.get(), TestSchema()));
+  ASSERT_OK_AND_ASSIGN(auto publisher, BatchPublisher::Create(ch.producer.get(), TestSchema()));
   ASSERT_OK_AND_ASSIGN(auto subscriber, BatchSubscriber::Open(ch.name, TestSchema()));
   for (int64_t b = 0; b < 5; ++b) {
     ASSERT_OK_AND_ASSIGN(auto pool, publisher->NewPool(64 << 10));
     ASSERT_OK_AND_ASSIGN(auto batch, BuildInPlace(pool.get(), b));
-    ASSERT_TRUE(AllBuffersIn(*batch, format::Buffer(pool->region_data(),
-                                                    static_cast<int64_t>(pool->region_size()))));
+    ASSERT_TRUE(AllBuffersIn(
+        *batch, format::Buffer(pool->region_data(), static_cast<int64_t>(pool->region_size()))));
     ASSERT_OK(publisher->Publish(*batch, pool.get()));
     EXPECT_TRUE(pool->sealed());
     ASSERT_RAISES(kInvalid, pool->Allocate(64));
@@ -125,9 +124,9 @@ TEST(BatchChannelTest, BuiltInPlaceAndReceivedZeroCopy) {
     // Zero-copy: the consumer's buffers lie in the shared block, which
     // holds the bytes the producer built (its own mapping of them).
     EXPECT_TRUE(AllBuffersIn(*got.batch, *got.body));
-    EXPECT_EQ(std::memcmp(got.body->data(), pool->region_data(),
-                          static_cast<size_t>(got.body->size())),
-              0);
+    EXPECT_EQ(
+        std::memcmp(got.body->data(), pool->region_data(), static_cast<size_t>(got.body->size())),
+        0);
     batch.reset();
   }
   EXPECT_EQ(publisher->stats().batches, 5u);
@@ -137,8 +136,7 @@ TEST(BatchChannelTest, BuiltInPlaceAndReceivedZeroCopy) {
 TEST(BatchChannelTest, ReceivedBatchKeepsItsBlockUntilDropped) {
   Channel ch;
   ASSERT_OK(ch.Create(1 << 20));
-  ASSERT_OK_AND_ASSIGN(auto publisher,
-                       BatchPublisher::Create(ch.producer.get(), TestSchema()));
+  ASSERT_OK_AND_ASSIGN(auto publisher, BatchPublisher::Create(ch.producer.get(), TestSchema()));
   ASSERT_OK_AND_ASSIGN(auto subscriber, BatchSubscriber::Open(ch.name, TestSchema()));
   std::vector<ReceivedBatch> held;
   for (int64_t b = 0; b < 6; ++b) {
@@ -192,8 +190,7 @@ TEST(BatchChannelTest, ForkedConsumerVerifiesEveryValueZeroCopy) {
   ro.slot_count = 8;  // smaller than the run: exercises backpressure
   ro.publish_timeout = 20s;
   ASSERT_OK(ch.Create(1 << 20, ro));
-  ASSERT_OK_AND_ASSIGN(auto publisher,
-                       BatchPublisher::Create(ch.producer.get(), TestSchema()));
+  ASSERT_OK_AND_ASSIGN(auto publisher, BatchPublisher::Create(ch.producer.get(), TestSchema()));
   constexpr int64_t kBatches = 200;
   int ready[2];
   ASSERT_EQ(::pipe(ready), 0);
@@ -207,10 +204,14 @@ TEST(BatchChannelTest, ForkedConsumerVerifiesEveryValueZeroCopy) {
     if (::write(ready[1], &byte, 1) != 1 || !sub.ok()) ::_exit(10);
     for (int64_t b = 0; b < kBatches && code == 0; ++b) {
       auto got = (*sub)->Receive(20s);
-      if (!got.ok()) code = 11;
-      else if (!VerifyBatch(*got->batch, b)) code = 12;
-      else if (!AllBuffersIn(*got->batch, *got->body)) code = 13;
-      else if (got->sequence != static_cast<uint64_t>(b)) code = 14;
+      if (!got.ok())
+        code = 11;
+      else if (!VerifyBatch(*got->batch, b))
+        code = 12;
+      else if (!AllBuffersIn(*got->batch, *got->body))
+        code = 13;
+      else if (got->sequence != static_cast<uint64_t>(b))
+        code = 14;
     }
     if (code == 0 && !(*sub)->Receive(20s).status().IsEndOfStream()) code = 15;
     ::_exit(code);
@@ -237,8 +238,7 @@ TEST(BatchChannelTest, HeapBatchIsCopiedOnce) {
   shm::ChannelOptions ro;
   ro.inline_capacity = 64;  // forces the metadata into the region
   ASSERT_OK(ch.Create(1 << 20, ro));
-  ASSERT_OK_AND_ASSIGN(auto publisher,
-                       BatchPublisher::Create(ch.producer.get(), TestSchema()));
+  ASSERT_OK_AND_ASSIGN(auto publisher, BatchPublisher::Create(ch.producer.get(), TestSchema()));
   ASSERT_OK_AND_ASSIGN(auto subscriber, BatchSubscriber::Open(ch.name, TestSchema()));
   format::SystemMemoryPool heap;
   ASSERT_OK_AND_ASSIGN(auto pool, publisher->NewPool(64 << 10));
@@ -265,8 +265,7 @@ TEST(BatchChannelTest, HeapBatchIsCopiedOnce) {
 TEST(BatchChannelTest, MessageAndRegionFormAnIpcStream) {
   Channel ch;
   ASSERT_OK(ch.Create(1 << 20));
-  ASSERT_OK_AND_ASSIGN(auto publisher,
-                       BatchPublisher::Create(ch.producer.get(), TestSchema()));
+  ASSERT_OK_AND_ASSIGN(auto publisher, BatchPublisher::Create(ch.producer.get(), TestSchema()));
   ASSERT_OK_AND_ASSIGN(auto subscriber, BatchSubscriber::Open(ch.name, TestSchema()));
   std::vector<ReceivedBatch> got;
   for (int64_t b = 0; b < 3; ++b) {
@@ -278,8 +277,8 @@ TEST(BatchChannelTest, MessageAndRegionFormAnIpcStream) {
   }
   // Schema message, then each (metadata, region) framed as is, then EOS:
   // written to a file, no re-encoding.
-  const std::string path = ::testing::TempDir() + "/alkaid_client_stream_" +
-                           std::to_string(::getpid()) + ".stream";
+  const std::string path =
+      ::testing::TempDir() + "/alkaid_client_stream_" + std::to_string(::getpid()) + ".stream";
   {
     ASSERT_OK_AND_ASSIGN(auto sink, format::ipc::FileOutputStream::Open(path));
     format::ipc::IpcWriteOptions options;
@@ -308,16 +307,15 @@ TEST(BatchChannelTest, MessageAndRegionFormAnIpcStream) {
 TEST(BatchChannelTest, RejectsMismatchesAndCorruptDescriptors) {
   Channel ch;
   ASSERT_OK(ch.Create(1 << 20));
-  ASSERT_OK_AND_ASSIGN(auto publisher,
-                       BatchPublisher::Create(ch.producer.get(), TestSchema()));
+  ASSERT_OK_AND_ASSIGN(auto publisher, BatchPublisher::Create(ch.producer.get(), TestSchema()));
   ASSERT_OK_AND_ASSIGN(auto subscriber, BatchSubscriber::Open(ch.name, TestSchema()));
   // Wrong schema.
   format::Int64Builder ints;
   ASSERT_OK(ints.Append(1));
   ASSERT_OK_AND_ASSIGN(auto one, ints.Finish());
-  ASSERT_OK_AND_ASSIGN(auto other, format::RecordBatch::Make(
-                                       format::schema({format::field("x", format::int64())}),
-                                       1, {one}));
+  ASSERT_OK_AND_ASSIGN(
+      auto other,
+      format::RecordBatch::Make(format::schema({format::field("x", format::int64())}), 1, {one}));
   ASSERT_RAISES(kInvalid, publisher->PublishCopy(*other));
   // A heap batch handed to Publish: its buffers are outside the region.
   ASSERT_OK_AND_ASSIGN(auto pool, publisher->NewPool(4096));
@@ -378,9 +376,9 @@ TEST(BatchChannelTest, RejectsMismatchesAndCorruptDescriptors) {
   // A dictionary message on a topic whose schema has no dictionary.
   {
     ASSERT_OK_AND_ASSIGN(auto loan, ch.producer->Loan(64));
-    ASSERT_OK(ch.producer->Publish(junk, std::move(loan),
-                                   user(static_cast<uint8_t>(internal::MessageKind::kDictionary),
-                                        0, false)));
+    ASSERT_OK(ch.producer->Publish(
+        junk, std::move(loan),
+        user(static_cast<uint8_t>(internal::MessageKind::kDictionary), 0, false)));
   }
   ASSERT_RAISES_WITH_MESSAGE(kInvalid, "no dictionary-encoded field", subscriber->Receive(1s));
   // And after all that, a good batch still arrives.
@@ -405,7 +403,7 @@ TEST(BatchChannelTest, GoldFilesRoundTripThroughTheChannel) {
     if (reader->dictionary_memo().num_fields() > 0) ++with_dictionaries;
     Channel ch;
     shm::ChannelOptions ro;
-    ro.inline_capacity = 256;  // larger metadata goes into the region
+    ro.inline_capacity = 256;      // larger metadata goes into the region
     ro.accept_on_publish = false;  // the publisher accepts (dictionary replays)
     ASSERT_OK(ch.Create(8 << 20, ro));
     ASSERT_OK_AND_ASSIGN(auto publisher,

@@ -47,8 +47,8 @@ Result<format::RecordBatchPtr> BuildInts(ShmBatchPool* pool, const format::Schem
   return format::RecordBatch::Make(schema, rows, {a});
 }
 
-::testing::AssertionResult CheckInts(const format::RecordBatch& batch, int64_t rows,
-                                     int64_t start, bool nulls) {
+::testing::AssertionResult CheckInts(const format::RecordBatch& batch, int64_t rows, int64_t start,
+                                     bool nulls) {
   if (batch.num_rows() != rows) {
     return ::testing::AssertionFailure() << batch.num_rows() << " rows, expected " << rows;
   }
@@ -58,8 +58,7 @@ Result<format::RecordBatchPtr> BuildInts(ShmBatchPool* pool, const format::Schem
   for (int64_t i = 0; i < rows; ++i) {
     const bool null = nulls && i % 5 == 2;
     if (v->IsNull(i) != null || (!null && v->Value(i) != start + i)) {
-      return ::testing::AssertionFailure() << "row " << i << " of the batch starting at "
-                                           << start;
+      return ::testing::AssertionFailure() << "row " << i << " of the batch starting at " << start;
     }
   }
   return ::testing::AssertionSuccess();

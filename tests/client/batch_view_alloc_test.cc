@@ -114,9 +114,10 @@ TEST(BatchViewAllocTest, PublishingAndReceivingABuiltBatchAddNothing) {
   before = g_allocations.load();
   for (int64_t i = 12000; i < 22000; ++i) round(i, true);
   const uint64_t all = g_allocations.load() - before;
-  std::printf("[ built    ] %.2f heap allocations per batch to build it, %.2f with publish and "
-              "receive\n",
-              static_cast<double>(building) / 10000.0, static_cast<double>(all) / 10000.0);
+  std::printf(
+      "[ built    ] %.2f heap allocations per batch to build it, %.2f with publish and "
+      "receive\n",
+      static_cast<double>(building) / 10000.0, static_cast<double>(all) / 10000.0);
   EXPECT_EQ(all, building);
 }
 

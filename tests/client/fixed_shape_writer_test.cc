@@ -23,12 +23,12 @@ using testing::Channel;
 
 // Two columns: nullable int64 (every 3rd row null) and non-null double.
 format::SchemaPtr TwoColumns() {
-  return format::schema({format::field("i", format::int64(), true),
-                         format::field("d", format::float64(), false)});
+  return format::schema(
+      {format::field("i", format::int64(), true), format::field("d", format::float64(), false)});
 }
 
-Result<format::RecordBatchPtr> BuildPrototype(ShmBatchPool* pool,
-                                              const format::SchemaPtr& schema, int64_t rows) {
+Result<format::RecordBatchPtr> BuildPrototype(ShmBatchPool* pool, const format::SchemaPtr& schema,
+                                              int64_t rows) {
   format::Int64Builder ib(pool);
   format::DoubleBuilder db(pool);
   for (int64_t r = 0; r < rows; ++r) {
@@ -148,8 +148,7 @@ TEST(BatchFixedShapeWriterTest, RefusesPrototypesItCannotRepeat) {
   ASSERT_OK(other.Create(1 << 20));
   // Variable-width column: its metadata depends on the offsets.
   auto strings = format::schema({format::field("s", format::utf8())});
-  ASSERT_OK_AND_ASSIGN(auto spub,
-                       BatchPublisher::Create(ch.producer.get(), strings));
+  ASSERT_OK_AND_ASSIGN(auto spub, BatchPublisher::Create(ch.producer.get(), strings));
   ASSERT_OK_AND_ASSIGN(auto spool, spub->NewPool(4096));
   format::StringBuilder sb(spool.get());
   ASSERT_OK(sb.Append("x"));
@@ -160,8 +159,7 @@ TEST(BatchFixedShapeWriterTest, RefusesPrototypesItCannotRepeat) {
 
   auto schema = TwoColumns();
   ASSERT_OK_AND_ASSIGN(auto pub, BatchPublisher::Create(ch.producer.get(), schema));
-  ASSERT_OK_AND_ASSIGN(auto other_pub,
-                       BatchPublisher::Create(other.producer.get(), schema));
+  ASSERT_OK_AND_ASSIGN(auto other_pub, BatchPublisher::Create(other.producer.get(), schema));
   ASSERT_OK_AND_ASSIGN(auto pool, pub->NewPool(4096));
   ASSERT_OK_AND_ASSIGN(auto prototype, BuildPrototype(pool.get(), schema, 4));
   // A pool of another channel.

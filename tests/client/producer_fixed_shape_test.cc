@@ -22,7 +22,9 @@ namespace {
 using namespace std::chrono_literals;
 using broker::testing::BrokerProcess;
 
-format::SchemaPtr IdSchema() { return format::schema({format::field("id", format::int64(), false)}); }
+format::SchemaPtr IdSchema() {
+  return format::schema({format::field("id", format::int64(), false)});
+}
 
 TEST(BatchProducerFixedShapeTest, WriterBatchesArriveAndCountForCloseOnHugePages) {
   BrokerProcess broker;

@@ -21,8 +21,8 @@
 #include "alkaid/format/array.h"
 #include "alkaid/format/builder.h"
 #include "alkaid/format/builder_primitive.h"
-#include "alkaid/format/validate.h"
 #include "alkaid/format/record_batch.h"
+#include "alkaid/format/validate.h"
 #include "client_test_util.h"
 
 namespace alkaid::client {
@@ -63,10 +63,9 @@ std::vector<Case> HostileCases() {
   std::vector<Case> cases;
   cases.push_back({"utf8 inner offset", format::utf8(), [] {
                      // First (0) and last (6) offsets fit the 6 data bytes.
-                     return ArrayData::Make(format::utf8(), 3,
-                                            {nullptr, Buf<int32_t>({0, 1 << 30, 5, 6}),
-                                             Bytes("aabbbc")},
-                                            0);
+                     return ArrayData::Make(
+                         format::utf8(), 3,
+                         {nullptr, Buf<int32_t>({0, 1 << 30, 5, 6}), Bytes("aabbbc")}, 0);
                    }});
   const auto dict_type = format::dictionary(format::int32(), format::utf8());
   cases.push_back({"dictionary index", dict_type, [dict_type] {
@@ -76,10 +75,10 @@ std::vector<Case> HostileCases() {
                      return d;
                    }});
   cases.push_back({"view buffer index", format::binary_view(), [] {
-                     return ArrayData::Make(format::binary_view(), 1,
-                                            {nullptr, Buf<int32_t>(LongView(20, 3, 0)),
-                                             Bytes("abcdefghijklmnopqrst")},
-                                            0);
+                     return ArrayData::Make(
+                         format::binary_view(), 1,
+                         {nullptr, Buf<int32_t>(LongView(20, 3, 0)), Bytes("abcdefghijklmnopqrst")},
+                         0);
                    }});
   cases.push_back({"view offset", format::binary_view(), [] {
                      return ArrayData::Make(format::binary_view(), 1,
@@ -88,27 +87,27 @@ std::vector<Case> HostileCases() {
                                             0);
                    }});
   const auto ree_type = format::run_end_encoded(format::int32(), format::int64());
-  cases.push_back({"run end", ree_type, [ree_type] {
-                     // The last run end (5) matches the length; the inner
-                     // ones are out of order.
-                     auto ends = ArrayData::Make(format::int32(), 3,
-                                                 {nullptr, Buf<int32_t>({4, 2, 5})}, 0);
-                     auto values = ArrayData::Make(format::int64(), 3,
-                                                   {nullptr, Buf<int64_t>({10, 20, 30})}, 0);
-                     return ArrayData::Make(ree_type, 5, {}, {ends, values}, 0);
-                   }});
+  cases.push_back(
+      {"run end", ree_type, [ree_type] {
+         // The last run end (5) matches the length; the inner
+         // ones are out of order.
+         auto ends = ArrayData::Make(format::int32(), 3, {nullptr, Buf<int32_t>({4, 2, 5})}, 0);
+         auto values =
+             ArrayData::Make(format::int64(), 3, {nullptr, Buf<int64_t>({10, 20, 30})}, 0);
+         return ArrayData::Make(ree_type, 5, {}, {ends, values}, 0);
+       }});
   const auto lv_type = format::list_view(format::int64());
-  cases.push_back({"list view offset", lv_type, [lv_type] {
-                     auto values = ArrayData::Make(format::int64(), 3,
-                                                   {nullptr, Buf<int64_t>({1, 2, 3})}, 0);
-                     return ArrayData::Make(lv_type, 2,
-                                            {nullptr, Buf<int32_t>({0, 1}), Buf<int32_t>({2, 1})},
-                                            {values}, 0);
-                   },
-                   [](const ArrayData& d) {
-                     // Published with offsets 0 and 1; the second becomes 2^30.
-                     const_cast<int32_t*>(d.GetValues<int32_t>(1))[1] = 1 << 30;
-                   }});
+  cases.push_back(
+      {"list view offset", lv_type,
+       [lv_type] {
+         auto values = ArrayData::Make(format::int64(), 3, {nullptr, Buf<int64_t>({1, 2, 3})}, 0);
+         return ArrayData::Make(lv_type, 2, {nullptr, Buf<int32_t>({0, 1}), Buf<int32_t>({2, 1})},
+                                {values}, 0);
+       },
+       [](const ArrayData& d) {
+         // Published with offsets 0 and 1; the second becomes 2^30.
+         const_cast<int32_t*>(d.GetValues<int32_t>(1))[1] = 1 << 30;
+       }});
   return cases;
 }
 
@@ -137,9 +136,9 @@ struct Readers {
 
 Readers OpenReaders(const std::string& channel, const format::SchemaPtr& schema) {
   Readers r;
-  for (auto [mode, out] : {std::pair{Verification::kStructure, &r.structure},
-                           std::pair{Verification::kFull, &r.full},
-                           std::pair{Verification::kPrivateCopy, &r.copy}}) {
+  for (auto [mode, out] :
+       {std::pair{Verification::kStructure, &r.structure}, std::pair{Verification::kFull, &r.full},
+        std::pair{Verification::kPrivateCopy, &r.copy}}) {
     SubscriberOptions options;
     options.verification = mode;
     auto s = BatchSubscriber::Open(channel, schema, options);

@@ -1,5 +1,5 @@
-#include "alkaid/common/result.h"
 #include "alkaid/common/status.h"
+#include "alkaid/common/result.h"
 
 #include <cerrno>
 #include <memory>

@@ -42,8 +42,7 @@ class RawConnection {
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-    if (fd_ >= 0 &&
-        ::connect(fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+    if (fd_ >= 0 && ::connect(fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
       ::close(fd_);
       fd_ = -1;
     }
@@ -132,9 +131,9 @@ class GarbageControlTest : public ::testing::Test {
 
   // What a case may get back.
   enum class Want {
-    kInvalidThenClosed,         // a complete bad frame
-    kClosedMaybeInvalidFirst,   // cut short by end-of-stream: closed, any reply Invalid
-    kDecodableReplyOrClosed,    // a mutated real request: it may be valid
+    kInvalidThenClosed,        // a complete bad frame
+    kClosedMaybeInvalidFirst,  // cut short by end-of-stream: closed, any reply Invalid
+    kDecodableReplyOrClosed,   // a mutated real request: it may be valid
   };
 
   // Sends `bytes` on a fresh connection (then ends the stream if
@@ -285,26 +284,35 @@ TEST_F(GarbageControlTest, HostileFlatbuffers) {
   {
     // A vtable claiming a huge size and fields far outside the table.
     std::vector<uint8_t> b(32, 0);
-    PutU32(&b, 0, 16);                       // root at 16
-    b[4] = 0xFF; b[5] = 0xFF;                // vtable size 65535
-    b[6] = 0xFF; b[7] = 0x7F;                // table size
-    b[8] = 0xF0; b[9] = 0xFF;                // field 0 at +65520
-    b[10] = 0x04; b[11] = 0x00;              // field 1 at +4
-    PutU32(&b, 16, 12);                      // vtable at 16 - 12 = 4
-    PutU32(&b, 20, 0xFFFFFFF0u);             // an offset field pointing backwards
+    PutU32(&b, 0, 16);  // root at 16
+    b[4] = 0xFF;
+    b[5] = 0xFF;  // vtable size 65535
+    b[6] = 0xFF;
+    b[7] = 0x7F;  // table size
+    b[8] = 0xF0;
+    b[9] = 0xFF;  // field 0 at +65520
+    b[10] = 0x04;
+    b[11] = 0x00;                 // field 1 at +4
+    PutU32(&b, 16, 12);           // vtable at 16 - 12 = 4
+    PutU32(&b, 20, 0xFFFFFFF0u);  // an offset field pointing backwards
     cases.emplace_back("vtable with fields out of range", b);
   }
   {
     // A table whose string/vector field claims 2^31 elements.
     std::vector<uint8_t> b(40, 0);
     PutU32(&b, 0, 16);
-    b[4] = 10; b[5] = 0;  // vtable size 10 (3 fields)
-    b[6] = 12; b[7] = 0;  // table size
-    b[8] = 4;  b[9] = 0;  // field 0 at +4
-    b[10] = 4; b[11] = 0; // field 1 at +4
-    b[12] = 4; b[13] = 0; // field 2 at +4
-    PutU32(&b, 16, 12);   // vtable at 4
-    PutU32(&b, 20, 8);    // field -> 28
+    b[4] = 10;
+    b[5] = 0;  // vtable size 10 (3 fields)
+    b[6] = 12;
+    b[7] = 0;  // table size
+    b[8] = 4;
+    b[9] = 0;  // field 0 at +4
+    b[10] = 4;
+    b[11] = 0;  // field 1 at +4
+    b[12] = 4;
+    b[13] = 0;                    // field 2 at +4
+    PutU32(&b, 16, 12);           // vtable at 4
+    PutU32(&b, 20, 8);            // field -> 28
     PutU32(&b, 28, 0x80000000u);  // vector/string length
     cases.emplace_back("vector length 2^31", b);
   }
@@ -312,7 +320,12 @@ TEST_F(GarbageControlTest, HostileFlatbuffers) {
     // A nested offset loop: a table whose field points back at itself.
     std::vector<uint8_t> b(32, 0);
     PutU32(&b, 0, 12);
-    b[4] = 6; b[5] = 0; b[6] = 8; b[7] = 0; b[8] = 4; b[9] = 0;
+    b[4] = 6;
+    b[5] = 0;
+    b[6] = 8;
+    b[7] = 0;
+    b[8] = 4;
+    b[9] = 0;
     PutU32(&b, 12, 8);  // vtable at 4
     PutU32(&b, 16, 0);  // field offset 0: points at itself
     cases.emplace_back("self-referencing offset", b);
@@ -327,7 +340,8 @@ TEST_F(GarbageControlTest, MutatedCorpusFrames) {
   int sent = 0;
   for (const auto& entry : std::filesystem::directory_iterator(ALKAID_CONTROL_CORPUS)) {
     std::ifstream in(entry.path(), std::ios::binary);
-    std::vector<uint8_t> seed((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::vector<uint8_t> seed((std::istreambuf_iterator<char>(in)),
+                              std::istreambuf_iterator<char>());
     if (seed.empty()) continue;
     for (int round = 0; round < 4; ++round) {
       std::vector<uint8_t> payload = seed;

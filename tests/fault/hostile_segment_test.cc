@@ -104,11 +104,10 @@ TEST_P(HostileSegmentTest, ConsumerRejectsOnlyTheCorruptedMessage) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, HostileSegmentTest,
-                         ::testing::Values("slot-payload-size", "slot-no-body",
-                                           "slot-body-offset", "slot-body-length", "slot-shape",
-                                           "user-kind", "user-body-length",
-                                           "user-metadata-in-region", "metadata-garbage",
-                                           "metadata-offsets", "body-garbage"),
+                         ::testing::Values("slot-payload-size", "slot-no-body", "slot-body-offset",
+                                           "slot-body-length", "slot-shape", "user-kind",
+                                           "user-body-length", "user-metadata-in-region",
+                                           "metadata-garbage", "metadata-offsets", "body-garbage"),
                          [](const ::testing::TestParamInfo<std::string>& param) {
                            std::string name = param.param;
                            for (char& c : name) {

@@ -39,8 +39,8 @@ int main(int argc, char** argv) {
 
   alkaid::shm::SegmentOpenOptions open_options;
   open_options.prefault = false;
-  auto channel = alkaid::shm::Segment::Open(channel_name, alkaid::shm::SegmentKind::kChannel,
-                                            open_options);
+  auto channel =
+      alkaid::shm::Segment::Open(channel_name, alkaid::shm::SegmentKind::kChannel, open_options);
   if (!channel.ok()) return Fail(channel.status().ToString());
 
   std::byte* payload = (*channel)->payload();
@@ -57,7 +57,8 @@ int main(int argc, char** argv) {
       inline_capacity + sizeof(ChannelSlotData) > slot_size) {
     return Fail("unexpected channel geometry");
   }
-  std::byte* slot_bytes = payload + header->slots_offset + (sequence & (slot_count - 1)) * slot_size;
+  std::byte* slot_bytes =
+      payload + header->slots_offset + (sequence & (slot_count - 1)) * slot_size;
   auto* slot = reinterpret_cast<ChannelSlotData*>(slot_bytes);
   std::byte* inline_payload = slot_bytes + sizeof(ChannelSlotData);
   if (slot->sequence.load() != 2 * sequence + 2) {

@@ -37,7 +37,8 @@ format::RecordBatchPtr MakeBatch(int64_t rows) {
   }
   auto a = ints.FinishData();
   auto b = strings.FinishData();
-  auto schema = format::schema({format::field("i", format::int64()), format::field("s", format::utf8())});
+  auto schema =
+      format::schema({format::field("i", format::int64()), format::field("s", format::utf8())});
   return format::RecordBatch::Make(schema, rows, std::vector<format::ArrayDataPtr>{*a, *b})
       .ValueOrDie();
 }
@@ -106,7 +107,8 @@ TEST(PayloadSerialization, LargeBodyBuffersAreReferencedAndReleasedWithTheSlices
 TEST(TokenTable, ParsesChecksAndGrants) {
   ASSERT_OK_AND_ASSIGN(auto table, internal::TokenTable::Parse(R"({"tokens": [
       {"token": "r", "read": ["a"]},
-      {"token": "w", "read": ["*"], "write": ["b"]}]})", "t"));
+      {"token": "w", "read": ["*"], "write": ["b"]}]})",
+                                                               "t"));
   EXPECT_EQ(table.Find("r"), nullptr);  // no "Bearer "
   EXPECT_EQ(table.Find("Bearer x"), nullptr);
   EXPECT_EQ(table.Find("Bearer r "), nullptr);
@@ -121,11 +123,11 @@ TEST(TokenTable, ParsesChecksAndGrants) {
   EXPECT_TRUE(internal::TokenTable::MayWrite(*w, "b"));
   EXPECT_FALSE(internal::TokenTable::MayWrite(*w, "a"));
 
-  for (const char* bad : {"", "[]", R"({"tokens": []})", R"({"tokens": [{"read": ["a"]}]})",
-                          R"({"tokens": [{"token": "a b"}]})",
-                          R"({"tokens": [{"token": "a"}, {"token": "a"}]})",
-                          R"({"tokens": [{"token": "a", "read": "x"}]})",
-                          R"({"tokens": [{"token": "a", "write": [1]}]})"}) {
+  for (const char* bad :
+       {"", "[]", R"({"tokens": []})", R"({"tokens": [{"read": ["a"]}]})",
+        R"({"tokens": [{"token": "a b"}]})", R"({"tokens": [{"token": "a"}, {"token": "a"}]})",
+        R"({"tokens": [{"token": "a", "read": "x"}]})",
+        R"({"tokens": [{"token": "a", "write": [1]}]})"}) {
     SCOPED_TRACE(bad);
     EXPECT_TRUE(internal::TokenTable::Parse(bad, "t").status().IsInvalid());
   }

@@ -226,8 +226,8 @@ TEST(BuilderSpecExample, FixedSizeListOfBytes) {
   const ArrayData& c = *d.child_data[0];
   EXPECT_EQ(c.length, 16);
   EXPECT_EQ(c.buffers[0], nullptr);
-  EXPECT_EQ(BytesOf(c.buffers[1]), (std::vector<uint8_t>{192, 168, 0, 12, 0, 0, 0, 0, 192, 168,
-                                                          0, 25, 192, 168, 0, 1}));
+  EXPECT_EQ(BytesOf(c.buffers[1]),
+            (std::vector<uint8_t>{192, 168, 0, 12, 0, 0, 0, 0, 192, 168, 0, 25, 192, 168, 0, 1}));
   ExpectAllWellFormed(d);
   EXPECT_TRUE(a->IsNull(1));
 }
@@ -372,8 +372,8 @@ TEST(BuilderSpecExample, DictionaryOfStrings) {
   EXPECT_EQ(BytesOf(d.buffers[0]), std::vector<uint8_t>{0b00101111});
   EXPECT_EQ(ValuesOf<int32_t>(d.buffers[1]), (std::vector<int32_t>{0, 1, 0, 1, 0, 2}));
   ASSERT_NE(d.dictionary, nullptr);
-  const auto& dict = static_cast<const StringArray&>(
-      *static_cast<const DictionaryArray&>(*a).dictionary());
+  const auto& dict =
+      static_cast<const StringArray&>(*static_cast<const DictionaryArray&>(*a).dictionary());
   ASSERT_EQ(dict.length(), 3);
   EXPECT_EQ(dict.GetView(0), "foo");
   EXPECT_EQ(dict.GetView(1), "bar");
@@ -410,7 +410,7 @@ TEST(BuilderSpecExample, RunEndEncodedFloat32) {
 
 TEST(BuilderSpecExample, BinaryViewInlineAndReferenced) {
   BinaryViewBuilder b;
-  const std::string long1 = "this is a long string!";   // 22 bytes
+  const std::string long1 = "this is a long string!";     // 22 bytes
   const std::string long2 = "another value of 25 bytes";  // 25 bytes
   ASSERT_OK(b.Append("hello"));
   ASSERT_OK(b.Append(long1));
@@ -423,8 +423,8 @@ TEST(BuilderSpecExample, BinaryViewInlineAndReferenced) {
   EXPECT_EQ(BytesOf(d.buffers[0]), std::vector<uint8_t>{0b00011011});
   const std::vector<uint8_t> views = BytesOf(d.buffers[1]);
   ASSERT_EQ(views.size(), 5u * 16);
-  const std::vector<uint8_t> inline_hello = {5, 0, 0, 0, 'h', 'e', 'l', 'l',
-                                             'o', 0, 0, 0, 0, 0, 0, 0};
+  const std::vector<uint8_t> inline_hello = {5,   0, 0, 0, 'h', 'e', 'l', 'l',
+                                             'o', 0, 0, 0, 0,   0,   0,   0};
   EXPECT_EQ(std::vector<uint8_t>(views.begin(), views.begin() + 16), inline_hello);
   const std::vector<uint8_t> ref1 = {22, 0, 0, 0, 't', 'h', 'i', 's', 0, 0, 0, 0, 0, 0, 0, 0};
   EXPECT_EQ(std::vector<uint8_t>(views.begin() + 16, views.begin() + 32), ref1);
@@ -476,11 +476,24 @@ TEST(BuilderTest, BinaryViewBlocks) {
 }
 
 TEST(BuilderTest, AllNumericTypesThroughMakeBuilder) {
-  const std::vector<TypePtr> types = {
-      int8(), int16(), int32(), int64(), uint8(), uint16(), uint32(), uint64(), float16(),
-      float32(), float64(), date32(), date64(), time32(TimeUnit::kMilli),
-      time64(TimeUnit::kNano), timestamp(TimeUnit::kMicro, "UTC"), duration(TimeUnit::kSecond),
-      month_interval()};
+  const std::vector<TypePtr> types = {int8(),
+                                      int16(),
+                                      int32(),
+                                      int64(),
+                                      uint8(),
+                                      uint16(),
+                                      uint32(),
+                                      uint64(),
+                                      float16(),
+                                      float32(),
+                                      float64(),
+                                      date32(),
+                                      date64(),
+                                      time32(TimeUnit::kMilli),
+                                      time64(TimeUnit::kNano),
+                                      timestamp(TimeUnit::kMicro, "UTC"),
+                                      duration(TimeUnit::kSecond),
+                                      month_interval()};
   for (const auto& t : types) {
     SCOPED_TRACE(t->ToString());
     ASSERT_OK_AND_ASSIGN(auto b, MakeBuilder(t));
@@ -884,8 +897,8 @@ TEST(BuilderTest, UnionChildCountMismatch) {
 
 TEST(BuilderTest, NestedCombination) {
   // list<struct<tag: dictionary<int8, utf8>, runs: run_end_encoded<int16, int32>>>
-  auto inner = struct_({field("tag", dictionary(int8(), utf8())),
-                        field("runs", run_end_encoded(int16(), int32()))});
+  auto inner = struct_(
+      {field("tag", dictionary(int8(), utf8())), field("runs", run_end_encoded(int16(), int32()))});
   ASSERT_OK_AND_ASSIGN(auto b, MakeBuilder(list(inner)));
   auto* lb = As<ListBuilder>(b);
   auto* sb = As<StructBuilder>(lb->value_builder());
@@ -931,8 +944,7 @@ TEST(BuilderTest, RunEndEncodedDetails) {
   EXPECT_EQ(rb->length(), 12);
   EXPECT_EQ(rb->num_runs(), 4);
   ASSERT_OK_AND_ASSIGN(ArrayDataPtr d, b->FinishData());
-  EXPECT_EQ(ValuesOf<int16_t>(d->child_data[0]->buffers[1]),
-            (std::vector<int16_t>{5, 6, 9, 12}));
+  EXPECT_EQ(ValuesOf<int16_t>(d->child_data[0]->buffers[1]), (std::vector<int16_t>{5, 6, 9, 12}));
   const ArrayData& v = *d->child_data[1];
   EXPECT_EQ(v.length, 4);
   EXPECT_EQ(v.buffers[2]->ToString(), "ab");
@@ -981,10 +993,19 @@ TEST(BuilderTest, DictionaryIndexOverflow) {
 }
 
 TEST(BuilderTest, DictionaryValueTypes) {
-  const std::vector<TypePtr> value_types = {
-      int8(), uint64(), float32(), float64(), float16(), date32(), timestamp(TimeUnit::kMilli),
-      fixed_size_binary(2), decimal128(10, 2), binary(), large_utf8(), binary_view(),
-      utf8_view()};
+  const std::vector<TypePtr> value_types = {int8(),
+                                            uint64(),
+                                            float32(),
+                                            float64(),
+                                            float16(),
+                                            date32(),
+                                            timestamp(TimeUnit::kMilli),
+                                            fixed_size_binary(2),
+                                            decimal128(10, 2),
+                                            binary(),
+                                            large_utf8(),
+                                            binary_view(),
+                                            utf8_view()};
   for (const auto& vt : value_types) {
     SCOPED_TRACE(vt->ToString());
     ASSERT_OK_AND_ASSIGN(auto b, MakeBuilder(dictionary(int16(), vt)));
@@ -1158,8 +1179,7 @@ TEST(BuilderErrors, StructChildLengthMismatch) {
   auto* sb = As<StructBuilder>(b);
   ASSERT_OK(sb->Append());
   ASSERT_OK(As<Int8Builder>(sb->field_builder(0))->Append(1));
-  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "field 'b' (index 1) has 0 values, expected 1",
-                             b->Finish());
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "field 'b' (index 1) has 0 values, expected 1", b->Finish());
 }
 
 TEST(BuilderErrors, HandAssembledBuilderWithWrongChildType) {
@@ -1202,9 +1222,9 @@ TEST(BuilderMemory, EverythingReturnsToThePool) {
         auto* u = As<SparseUnionBuilder>(sb->field_builder(3));
         ASSERT_OK(u->Append(0));
         ASSERT_OK(As<DoubleBuilder>(u->child_builder(0))->Append(k * 0.5));
-        ASSERT_OK(As<DecimalBuilder>(As<RunEndEncodedBuilder>(sb->field_builder(4))
-                                         ->value_builder())
-                      ->AppendUnscaled(k));
+        ASSERT_OK(
+            As<DecimalBuilder>(As<RunEndEncodedBuilder>(sb->field_builder(4))->value_builder())
+                ->AppendUnscaled(k));
         ASSERT_OK(As<RunEndEncodedBuilder>(sb->field_builder(4))->AppendRun(1));
       }
       ASSERT_OK_AND_ASSIGN(ArrayPtr a, b->Finish());

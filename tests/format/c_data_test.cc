@@ -125,9 +125,12 @@ TEST(CDataTest, BinaryLike) {
   RoundTripWithSlices(Binaries<int64_t>(large_binary(), {"abc", "", "de"}));
   RoundTripWithSlices(Strs({"", ""}));  // empty data buffer
   RoundTripWithSlices(Fixed<uint32_t>(fixed_size_binary(4), {1, std::nullopt, 3}));
-  const std::vector<std::optional<std::string>> values{
-      "short", std::nullopt, "a value longer than twelve bytes", "another long value here",
-      "x", "and the third long one"};
+  const std::vector<std::optional<std::string>> values{"short",
+                                                       std::nullopt,
+                                                       "a value longer than twelve bytes",
+                                                       "another long value here",
+                                                       "x",
+                                                       "and the third long one"};
   RoundTripWithSlices(Views(utf8_view(), values, 2, "lead"));
   RoundTripWithSlices(Views(binary_view(), values, 1));
   RoundTripWithSlices(Views(utf8_view(), {"tiny", "all", "inline"}, 0));
@@ -147,16 +150,15 @@ TEST(CDataTest, BinaryViewExportsVariadicSizes) {
 TEST(CDataTest, Nested) {
   auto child = Ints({1, 2, 3, 4, 5, 6});
   RoundTripWithSlices(ListOf<int32_t>(list(int32()), {0, 2, 2, 6}, {true, false, true}, child));
-  RoundTripWithSlices(ListOf<int64_t>(large_list(field("x", int32(), false)), {1, 3, 6},
-                                      {true, true}, child));
-  RoundTripWithSlices(ListViewOf<int32_t>(list_view(int32()), {4, 0, 1}, {2, 0, 3},
-                                          {true, false, true}, child));
+  RoundTripWithSlices(
+      ListOf<int64_t>(large_list(field("x", int32(), false)), {1, 3, 6}, {true, true}, child));
+  RoundTripWithSlices(
+      ListViewOf<int32_t>(list_view(int32()), {4, 0, 1}, {2, 0, 3}, {true, false, true}, child));
   RoundTripWithSlices(ListViewOf<int64_t>(large_list_view(int32()), {4, 0, 1}, {2, 6, 3},
                                           {true, true, true}, child));
   RoundTripWithSlices(Nested(fixed_size_list(int32(), 2), {true, false, true}, {child}));
   auto st = struct_({field("a", int32()), field("b", utf8(), false)});
-  RoundTripWithSlices(Nested(st, {true, false, true},
-                             {Ints({1, 2, 3}), Strs({"x", "y", "z"})}));
+  RoundTripWithSlices(Nested(st, {true, false, true}, {Ints({1, 2, 3}), Strs({"x", "y", "z"})}));
   RoundTripWithSlices(Nested(struct_({}), {true, true}, {}));
   // map<utf8, int32>, keys sorted.
   auto keys = Strs({"k1", "k2", "k3"});
@@ -239,18 +241,18 @@ TEST(CDataTest, ExtensionTypes) {
   ASSERT_OK(CheckArrayEquals(*storage_array, *plain));
 
   // Registered: the extension type comes back.
-  ASSERT_OK(RegisterExtensionType(name, [name](const TypePtr& storage,
-                                               const std::string& serialized) -> Result<TypePtr> {
-    return extension(name, serialized, storage);
-  }));
+  ASSERT_OK(RegisterExtensionType(
+      name, [name](const TypePtr& storage, const std::string& serialized) -> Result<TypePtr> {
+        return extension(name, serialized, storage);
+      }));
   RoundTripWithSlices(ext_array);
   // With field metadata beside the extension keys, on a dictionary storage.
   auto dict_array = Dict(Strs({"a", "b"}), {0, 1, 0});
   auto dict_ext = Retype(dict_array, extension(name, "", dict_array->type()));
   RoundTripWithSlices(dict_ext);
-  auto sch = schema({field("e", ext, true, std::make_shared<KeyValueMetadata>(
-                                                std::vector<std::pair<std::string, std::string>>{
-                                                    {"k", "v"}}))});
+  auto sch = schema({field("e", ext, true,
+                           std::make_shared<KeyValueMetadata>(
+                               std::vector<std::pair<std::string, std::string>>{{"k", "v"}}))});
   ArrowSchema cs;
   ASSERT_OK(ExportSchema(*sch, &cs));
   ASSERT_OK_AND_ASSIGN(auto back, ImportSchema(&cs));
@@ -352,8 +354,8 @@ TEST(CDataLifetimeTest, ExportKeepsDataAliveAfterTheSourceIsGone) {
 }
 
 ArrayPtr SampleStruct() {
-  auto st = struct_(
-      {field("a", int32()), field("b", utf8()), field("d", dictionary(int8(), utf8()))});
+  auto st =
+      struct_({field("a", int32()), field("b", utf8()), field("d", dictionary(int8(), utf8()))});
   return Nested(st, {true, false, true},
                 {Ints({1, 2, 3}), Strs({"x", "y", "z"}), Dict(Strs({"p", "q"}), {0, 1, 1})});
 }
@@ -529,7 +531,6 @@ struct Hostile {
     a.private_data = this;
     return a;
   }
-
 };
 
 // Every case: an error (never a crash), and the struct released exactly once.
@@ -562,61 +563,69 @@ TEST(CDataHostileTest, ValidStructsAreAccepted) {
 
 TEST(CDataHostileTest, BadArrays) {
   using H = Hostile;
-  ExpectRefused(&H::Int32Array, int32(), [](ArrowArray& c, H&) { c.length = -1; }, "negative");
-  ExpectRefused(&H::Int32Array, int32(), [](ArrowArray& c, H&) { c.offset = -3; }, "negative");
-  ExpectRefused(&H::Int32Array, int32(), [](ArrowArray& c, H&) { c.null_count = -2; },
-                "null_count");
-  ExpectRefused(&H::Int32Array, int32(), [](ArrowArray& c, H&) { c.null_count = 5; },
-                "null_count");
-  ExpectRefused(&H::Int32Array, int32(),
-                [](ArrowArray& c, H&) { c.offset = std::numeric_limits<int64_t>::max(); },
-                "overflows");
-  ExpectRefused(&H::Int32Array, int32(),
-                [](ArrowArray& c, H&) { c.length = std::numeric_limits<int64_t>::max() / 2; },
-                "overflows");
-  ExpectRefused(&H::Int32Array, int32(), [](ArrowArray& c, H&) { c.n_buffers = 1; },
-                "expected 2");
-  ExpectRefused(&H::Int32Array, int32(), [](ArrowArray& c, H&) { c.n_buffers = 1 << 30; },
-                "expected 2");
-  ExpectRefused(&H::Int32Array, int32(), [](ArrowArray& c, H&) { c.buffers = nullptr; },
-                "buffers is null");
-  ExpectRefused(&H::Int32Array, int32(), [](ArrowArray& c, H& h) {
-    h.buffers[1] = nullptr;
-    (void)c;
-  }, "buffer 1 is null");
-  ExpectRefused(&H::Int32Array, int32(), [](ArrowArray& c, H&) { c.null_count = 1; },
-                "validity bitmap is null");
-  ExpectRefused(&H::Int32Array, int32(), [](ArrowArray& c, H&) { c.n_children = 2; },
-                "children");
-  ExpectRefused(&H::Int32Array, dictionary(int32(), utf8()), [](ArrowArray&, H&) {},
-                "no dictionary");
-  ExpectRefused(&H::Int32Array, int32(),
-                [](ArrowArray& c, H&) { c.dictionary = &c; }, "has a dictionary");
+  ExpectRefused(
+      &H::Int32Array, int32(), [](ArrowArray& c, H&) { c.length = -1; }, "negative");
+  ExpectRefused(
+      &H::Int32Array, int32(), [](ArrowArray& c, H&) { c.offset = -3; }, "negative");
+  ExpectRefused(
+      &H::Int32Array, int32(), [](ArrowArray& c, H&) { c.null_count = -2; }, "null_count");
+  ExpectRefused(
+      &H::Int32Array, int32(), [](ArrowArray& c, H&) { c.null_count = 5; }, "null_count");
+  ExpectRefused(
+      &H::Int32Array, int32(),
+      [](ArrowArray& c, H&) { c.offset = std::numeric_limits<int64_t>::max(); }, "overflows");
+  ExpectRefused(
+      &H::Int32Array, int32(),
+      [](ArrowArray& c, H&) { c.length = std::numeric_limits<int64_t>::max() / 2; }, "overflows");
+  ExpectRefused(
+      &H::Int32Array, int32(), [](ArrowArray& c, H&) { c.n_buffers = 1; }, "expected 2");
+  ExpectRefused(
+      &H::Int32Array, int32(), [](ArrowArray& c, H&) { c.n_buffers = 1 << 30; }, "expected 2");
+  ExpectRefused(
+      &H::Int32Array, int32(), [](ArrowArray& c, H&) { c.buffers = nullptr; }, "buffers is null");
+  ExpectRefused(
+      &H::Int32Array, int32(),
+      [](ArrowArray& c, H& h) {
+        h.buffers[1] = nullptr;
+        (void)c;
+      },
+      "buffer 1 is null");
+  ExpectRefused(
+      &H::Int32Array, int32(), [](ArrowArray& c, H&) { c.null_count = 1; },
+      "validity bitmap is null");
+  ExpectRefused(
+      &H::Int32Array, int32(), [](ArrowArray& c, H&) { c.n_children = 2; }, "children");
+  ExpectRefused(
+      &H::Int32Array, dictionary(int32(), utf8()), [](ArrowArray&, H&) {}, "no dictionary");
+  ExpectRefused(
+      &H::Int32Array, int32(), [](ArrowArray& c, H&) { c.dictionary = &c; }, "has a dictionary");
   // Strings: offsets beyond the data, non-monotonic offsets, wrong null count.
-  ExpectRefused(&H::StringArray, utf8(), [](ArrowArray&, H& h) { h.offsets[2] = 100; },
-                "offset");
-  ExpectRefused(&H::StringArray, utf8(), [](ArrowArray&, H& h) { h.offsets[4] = -6; },
-                "negative");
-  ExpectRefused(&H::StringArray, utf8(), [](ArrowArray& c, H&) { c.null_count = 0; },
-                "null");
-  ExpectRefused(&H::StringArray, utf8(), [](ArrowArray&, H& h) { h.chars[1] = '\xff'; },
-                "UTF-8");
+  ExpectRefused(
+      &H::StringArray, utf8(), [](ArrowArray&, H& h) { h.offsets[2] = 100; }, "offset");
+  ExpectRefused(
+      &H::StringArray, utf8(), [](ArrowArray&, H& h) { h.offsets[4] = -6; }, "negative");
+  ExpectRefused(
+      &H::StringArray, utf8(), [](ArrowArray& c, H&) { c.null_count = 0; }, "null");
+  ExpectRefused(
+      &H::StringArray, utf8(), [](ArrowArray&, H& h) { h.chars[1] = '\xff'; }, "UTF-8");
   // Lists: child problems.
-  ExpectRefused(&H::ListOfInt32, list(int32()), [](ArrowArray& c, H&) { c.children = nullptr; },
-                "children is null");
-  ExpectRefused(&H::ListOfInt32, list(int32()),
-                [](ArrowArray&, H& h) { h.child_ptrs[0] = nullptr; },
-                "ArrowArray is null");
-  ExpectRefused(&H::ListOfInt32, list(int32()),
-                [](ArrowArray&, H& h) { h.child.release = nullptr; },
-                "released");
-  ExpectRefused(&H::ListOfInt32, list(int32()), [](ArrowArray&, H& h) { h.child.length = 2; },
-                "");
-  ExpectRefused(&H::ListOfInt32, list(int32()), [](ArrowArray& c, H&) { c.n_children = 0; },
-                "children");
+  ExpectRefused(
+      &H::ListOfInt32, list(int32()), [](ArrowArray& c, H&) { c.children = nullptr; },
+      "children is null");
+  ExpectRefused(
+      &H::ListOfInt32, list(int32()), [](ArrowArray&, H& h) { h.child_ptrs[0] = nullptr; },
+      "ArrowArray is null");
+  ExpectRefused(
+      &H::ListOfInt32, list(int32()), [](ArrowArray&, H& h) { h.child.release = nullptr; },
+      "released");
+  ExpectRefused(
+      &H::ListOfInt32, list(int32()), [](ArrowArray&, H& h) { h.child.length = 2; }, "");
+  ExpectRefused(
+      &H::ListOfInt32, list(int32()), [](ArrowArray& c, H&) { c.n_children = 0; }, "children");
   // A cycle: the child is the list itself.
-  ExpectRefused(&H::ListOfInt32, list(list(list(int32()))),
-                [](ArrowArray& c, H& h) { h.child_ptrs[0] = &c; }, "");
+  ExpectRefused(
+      &H::ListOfInt32, list(list(list(int32()))), [](ArrowArray& c, H& h) { h.child_ptrs[0] = &c; },
+      "");
 }
 
 TEST(CDataHostileTest, BadBinaryViews) {

@@ -11,7 +11,8 @@
 namespace alkaid::format {
 namespace {
 
-using namespace alkaid::format::testing;  // NOLINT(google-build-using-namespace): test-only helpers, one file
+using namespace alkaid::format::testing;  // NOLINT(google-build-using-namespace): test-only
+                                          // helpers, one file
 using std::nullopt;
 
 void ExpectEqual(const ArrayPtr& a, const ArrayPtr& b, const EqualOptions& options = {}) {
@@ -81,7 +82,7 @@ TEST(CompareTest, BitmapPresentOrAbsentAndGarbageInNullSlots) {
 TEST(CompareTest, BooleansAtBitOffsets) {
   auto a = Bools({true, false, true, nullopt, false, true, true, false, true, false});
   auto b = Bools({false, false, false, true, false, true, nullopt, false, true, true, true});
-  ExpectEqual(a->Slice(4, 2), b->Slice(4, 2));  // false, true
+  ExpectEqual(a->Slice(4, 2), b->Slice(4, 2));     // false, true
   ExpectNotEqual(a->Slice(5, 2), b->Slice(5, 2));  // true,true vs true,null
   ExpectEqual(a->Slice(7, 3)->Slice(1), Bools({true, false}));
   EXPECT_EQ(Diff(Bools({true, false}), Bools({true, true})), "slot 1: expected false, got true");
@@ -161,10 +162,12 @@ TEST(CompareTest, StringsWithOffsetsNotStartingAtZero) {
   ExpectNotEqual(Strings({""}), Strings({nullopt}));
   EXPECT_EQ(Diff(Strings({"ab", "c"}), Strings({"ab", "cd"})),
             "slot 1: expected \"c\", got \"cd\"");
-  ExpectEqual(Strings({"q", "ab", "c"})->Slice(1), Strings({"zz", "ab", "c", "w"}, "jj")->Slice(1, 2));
+  ExpectEqual(Strings({"q", "ab", "c"})->Slice(1),
+              Strings({"zz", "ab", "c", "w"}, "jj")->Slice(1, 2));
   ExpectEqual(Binaries<int64_t>(large_utf8(), {"x", nullopt}, "lead"),
               Binaries<int64_t>(large_utf8(), {"x", nullopt}));
-  ExpectNotEqual(Binaries<int64_t>(large_binary(), {"x"}), Binaries<int64_t>(large_binary(), {"y"}));
+  ExpectNotEqual(Binaries<int64_t>(large_binary(), {"x"}),
+                 Binaries<int64_t>(large_binary(), {"y"}));
   ExpectNotEqual(Binaries(binary(), {"x"}), Strings({"x"}));  // types differ
   EXPECT_EQ(Diff(Binaries(binary(), {std::string("\x0a\xff", 2)}), Binaries(binary(), {"a"})),
             "slot 0: expected x'0aff', got x'61'");
@@ -192,8 +195,8 @@ TEST(CompareTest, BinaryViewsSplitDifferently) {
 
 TEST(CompareTest, ListsWithDifferentOffsets) {
   // [[1, 2], null, [], [3]]
-  auto a = ListOf<int32_t>(list(int32()), {0, 2, 2, 2, 3}, {true, false, true, true},
-                           Int32s({1, 2, 3}));
+  auto a =
+      ListOf<int32_t>(list(int32()), {0, 2, 2, 2, 3}, {true, false, true, true}, Int32s({1, 2, 3}));
   // Same values; the child has junk around the ranges and the null slot
   // covers a non-empty range.
   auto b = ListOf<int32_t>(list(int32()), {1, 3, 6, 6, 7}, {true, false, true, true},
@@ -219,8 +222,8 @@ TEST(CompareTest, ListDifferencesNameTheElement) {
   auto c = ListOf<int32_t>(list(int32()), {0, 1, 1, 2}, {true, true, true}, Int32s({4, 6}));
   EXPECT_EQ(Diff(a, c), "slot 2: expected [6, 7], got [6]");
   // Null element inside a list.
-  auto d = ListOf<int32_t>(list(int32()), {0, 1, 1, 3}, {true, true, true},
-                           Int32s({4, nullopt, 7}));
+  auto d =
+      ListOf<int32_t>(list(int32()), {0, 1, 1, 3}, {true, true, true}, Int32s({4, nullopt, 7}));
   EXPECT_EQ(Diff(a, d), "slot 2.item[0]: expected 6, got null");
   // Large lists.
   auto la = ListOf<int64_t>(large_list(utf8()), {0, 2}, {true}, Strings({"a", "b"}));
@@ -232,15 +235,15 @@ TEST(CompareTest, ListDifferencesNameTheElement) {
 
 TEST(CompareTest, NestedListsRecurseWithTheRightIndices) {
   // [[[1], [2, 3]], [[4]]] built twice with different inner layouts.
-  auto inner_a = ListOf<int32_t>(list(int32()), {0, 1, 3, 4}, {true, true, true},
-                                 Int32s({1, 2, 3, 4}));
+  auto inner_a =
+      ListOf<int32_t>(list(int32()), {0, 1, 3, 4}, {true, true, true}, Int32s({1, 2, 3, 4}));
   auto a = ListOf<int32_t>(list(list(int32())), {0, 2, 3}, {true, true}, inner_a);
   auto inner_b = ListOf<int32_t>(list(int32()), {5, 5, 6, 8, 9}, {true, true, true, true},
                                  Int32s({0, 0, 0, 0, 0, 1, 2, 3, 4}));
   auto b = ListOf<int32_t>(list(list(int32())), {1, 3, 4}, {true, true}, inner_b);
   ExpectEqual(a, b);
-  auto inner_c = ListOf<int32_t>(list(int32()), {0, 1, 3, 4}, {true, true, true},
-                                 Int32s({1, 2, 30, 4}));
+  auto inner_c =
+      ListOf<int32_t>(list(int32()), {0, 1, 3, 4}, {true, true, true}, Int32s({1, 2, 30, 4}));
   auto c = ListOf<int32_t>(list(list(int32())), {0, 2, 3}, {true, true}, inner_c);
   EXPECT_EQ(Diff(a, c), "slot 0.item[1].item[1]: expected 3, got 30");
 }
@@ -260,8 +263,8 @@ TEST(CompareTest, ListViewsWithDifferentChildOrderAndSharing) {
   auto la = ListViewOf<int64_t>(large_list_view(int32()), {1}, {1}, {true}, Int32s({0, 5}));
   auto lb = ListViewOf<int64_t>(large_list_view(int32()), {0}, {1}, {true}, Int32s({5}));
   ExpectEqual(la, lb);
-  ExpectNotEqual(la, ListViewOf<int64_t>(large_list_view(int32()), {0}, {2}, {true},
-                                         Int32s({5, 6})));
+  ExpectNotEqual(la,
+                 ListViewOf<int64_t>(large_list_view(int32()), {0}, {2}, {true}, Int32s({5, 6})));
 }
 
 TEST(CompareTest, FixedSizeLists) {
@@ -285,8 +288,9 @@ TEST(CompareTest, Structs) {
                   {Int32s({0, 0, 1, 99, 3})->Slice(1), Strings({"_", "x", "q", "z"})})
                ->Slice(1);
   ExpectEqual(a, b);
-  EXPECT_EQ(Diff(a, Nested(type, {true, true, true}, {Int32s({1, 2, 3}), Strings({"x", "y", "z"})})),
-            "slot 1: expected null, got {a: 2, b: \"y\"}");
+  EXPECT_EQ(
+      Diff(a, Nested(type, {true, true, true}, {Int32s({1, 2, 3}), Strings({"x", "y", "z"})})),
+      "slot 1: expected null, got {a: 2, b: \"y\"}");
   auto c = Nested(type, {true, false, true}, {Int32s({1, 2, 3}), Strings({"x", "y", "w"})});
   EXPECT_EQ(Diff(a, c), "slot 2.b: expected \"z\", got \"w\"");
   auto d = Nested(type, {true, false, true}, {Int32s({1, 2, nullopt}), Strings({"x", "y", "z"})});
@@ -312,22 +316,22 @@ TEST(CompareTest, DeeplyNestedPath) {
 TEST(CompareTest, Maps) {
   auto type = map(utf8(), int32());
   const auto& entries_type = type->field(0)->type();
-  auto entries_a = Nested(entries_type, {true, true, true}, {Strings({"k1", "k2", "k3"}),
-                                                             Int32s({1, nullopt, 3})});
+  auto entries_a = Nested(entries_type, {true, true, true},
+                          {Strings({"k1", "k2", "k3"}), Int32s({1, nullopt, 3})});
   auto a = ListOf<int32_t>(type, {0, 2, 2, 3}, {true, false, true}, entries_a);
   // Entries sliced, a junk entry, and the null map slot covering one entry.
-  auto entries_b = Nested(entries_type, {true, true, true, true, true, true},
-                          {Strings({"", "zz", "k1", "k2", "k0", "k3"}),
-                           Int32s({0, 0, 1, nullopt, 4, 3})})
-                       ->Slice(1);
+  auto entries_b =
+      Nested(entries_type, {true, true, true, true, true, true},
+             {Strings({"", "zz", "k1", "k2", "k0", "k3"}), Int32s({0, 0, 1, nullopt, 4, 3})})
+          ->Slice(1);
   auto b = ListOf<int32_t>(type, {1, 3, 4, 5}, {true, false, true}, entries_b);
   ExpectEqual(a, b);
-  auto entries_c = Nested(entries_type, {true, true, true}, {Strings({"k1", "kX", "k3"}),
-                                                             Int32s({1, nullopt, 3})});
+  auto entries_c = Nested(entries_type, {true, true, true},
+                          {Strings({"k1", "kX", "k3"}), Int32s({1, nullopt, 3})});
   auto c = ListOf<int32_t>(type, {0, 2, 2, 3}, {true, false, true}, entries_c);
   EXPECT_EQ(Diff(a, c), "slot 0.entries[1].key: expected \"k2\", got \"kX\"");
-  auto entries_d = Nested(entries_type, {true, true, true}, {Strings({"k1", "k2", "k3"}),
-                                                             Int32s({1, 5, 3})});
+  auto entries_d =
+      Nested(entries_type, {true, true, true}, {Strings({"k1", "k2", "k3"}), Int32s({1, 5, 3})});
   auto d = ListOf<int32_t>(type, {0, 2, 2, 3}, {true, false, true}, entries_d);
   EXPECT_EQ(Diff(a, d), "slot 0.entries[1].value: expected null, got 5");
 }
@@ -340,8 +344,8 @@ TEST(CompareTest, SparseUnions) {
   auto a = SparseUnion(type, {3, 7, 3}, {Int32s({1, 0, nullopt}), Strings({"", "x", ""})});
   auto b = SparseUnion(type, {3, 7, 3}, {Int32s({1, 5, nullopt}), Strings({"q", "x", "r"})});
   ExpectEqual(a, b);
-  auto big = SparseUnion(type, {7, 3, 7, 3}, {Int32s({0, 1, 0, nullopt}),
-                                              Strings({"w", "", "x", ""})});
+  auto big =
+      SparseUnion(type, {7, 3, 7, 3}, {Int32s({0, 1, 0, nullopt}), Strings({"w", "", "x", ""})});
   ExpectEqual(a, big->Slice(1));
   auto c = SparseUnion(type, {3, 7, 3}, {Int32s({1, 0, nullopt}), Strings({"", "y", ""})});
   EXPECT_EQ(Diff(a, c), "slot 1.s: expected \"x\", got \"y\"");
@@ -357,7 +361,8 @@ TEST(CompareTest, DenseUnions) {
   auto a = DenseUnion(type, {0, 1, 0, 1}, {0, 0, 1, 1}, {Int32s({5, 6}), Strings({"a", "b"})});
   auto b = DenseUnion(type, {0, 1, 0, 1}, {3, 0, 1, 0}, {Int32s({0, 6, 0, 5}), Strings({"b"})});
   ExpectNotEqual(a, b);  // slot 1 of b selects "b"
-  auto c = DenseUnion(type, {0, 1, 0, 1}, {3, 1, 1, 0}, {Int32s({0, 6, 0, 5}), Strings({"b", "a"})});
+  auto c =
+      DenseUnion(type, {0, 1, 0, 1}, {3, 1, 1, 0}, {Int32s({0, 6, 0, 5}), Strings({"b", "a"})});
   ExpectEqual(a, c);
   ExpectEqual(a->Slice(2), c->Slice(2));
   EXPECT_EQ(Diff(a, b), "slot 1.s: expected \"a\", got \"b\"");
@@ -426,17 +431,20 @@ TEST(CompareTest, FieldMetadataOnlyWithCheckMetadata) {
 
 TEST(CompareTest, RecordBatches) {
   auto s = schema({field("a", int32()), field("b", utf8())});
-  ASSERT_OK_AND_ASSIGN(auto x, RecordBatch::Make(s, 4, std::vector<ArrayPtr>{
-                                                           Int32s({1, 2, 3, 4}),
-                                                           Strings({"p", "q", "r", "s"})}));
-  ASSERT_OK_AND_ASSIGN(auto y, RecordBatch::Make(s, 4, std::vector<ArrayPtr>{
-                                                           Int32s({0, 1, 2, 3, 4})->Slice(1),
-                                                           Strings({"p", "q", "r", "s"}, "zz")}));
+  ASSERT_OK_AND_ASSIGN(
+      auto x,
+      RecordBatch::Make(
+          s, 4, std::vector<ArrayPtr>{Int32s({1, 2, 3, 4}), Strings({"p", "q", "r", "s"})}));
+  ASSERT_OK_AND_ASSIGN(
+      auto y, RecordBatch::Make(s, 4,
+                                std::vector<ArrayPtr>{Int32s({0, 1, 2, 3, 4})->Slice(1),
+                                                      Strings({"p", "q", "r", "s"}, "zz")}));
   EXPECT_OK(CheckRecordBatchEquals(*x, *y));
   EXPECT_TRUE(x->Equals(*y));
-  ASSERT_OK_AND_ASSIGN(auto z, RecordBatch::Make(s, 4, std::vector<ArrayPtr>{
-                                                           Int32s({1, 2, 3, 4}),
-                                                           Strings({"p", "q", "r", nullopt})}));
+  ASSERT_OK_AND_ASSIGN(
+      auto z,
+      RecordBatch::Make(
+          s, 4, std::vector<ArrayPtr>{Int32s({1, 2, 3, 4}), Strings({"p", "q", "r", nullopt})}));
   ASSERT_RAISES_WITH_MESSAGE(kInvalid, "column 'b' (1): slot 3: expected \"s\", got null",
                              CheckRecordBatchEquals(*x, *z));
   ASSERT_RAISES_WITH_MESSAGE(kInvalid, "num_rows: expected 4, got 2",

@@ -29,14 +29,38 @@ namespace {
 namespace fs = std::filesystem;
 
 const char* kGoldCases[] = {
-    "binary",          "binary_no_batches", "binary_view",         "binary_zerolength",
-    "custom_metadata", "datetime",          "decimal",             "decimal256",
-    "decimal32",       "decimal64",         "dictionary",          "dictionary_unsigned",
-    "duplicate_fieldnames", "duration",     "extension",           "interval",
-    "interval_mdn",    "large_binary",      "list_view",           "map",
-    "map_non_canonical", "nested",          "nested_dictionary",   "nested_large_offsets",
-    "null",            "null_trivial",      "primitive",           "primitive_no_batches",
-    "primitive_zerolength", "recursive_nested", "run_end_encoded", "union",
+    "binary",
+    "binary_no_batches",
+    "binary_view",
+    "binary_zerolength",
+    "custom_metadata",
+    "datetime",
+    "decimal",
+    "decimal256",
+    "decimal32",
+    "decimal64",
+    "dictionary",
+    "dictionary_unsigned",
+    "duplicate_fieldnames",
+    "duration",
+    "extension",
+    "interval",
+    "interval_mdn",
+    "large_binary",
+    "list_view",
+    "map",
+    "map_non_canonical",
+    "nested",
+    "nested_dictionary",
+    "nested_large_offsets",
+    "null",
+    "null_trivial",
+    "primitive",
+    "primitive_no_batches",
+    "primitive_zerolength",
+    "recursive_nested",
+    "run_end_encoded",
+    "union",
 };
 
 std::string GoldPath(const std::string& name) {
@@ -49,7 +73,8 @@ Result<JsonIntegrationData> ReadGold(const std::string& name) {
 
 void ExpectSameBatches(const JsonIntegrationData& a, const JsonIntegrationData& b) {
   ASSERT_TRUE(a.schema->Equals(*b.schema, /*check_metadata=*/true))
-      << a.schema->ToString() << "\nvs\n" << b.schema->ToString();
+      << a.schema->ToString() << "\nvs\n"
+      << b.schema->ToString();
   ASSERT_EQ(a.batches.size(), b.batches.size());
   for (size_t i = 0; i < a.batches.size(); ++i) {
     EXPECT_OK(CheckRecordBatchEquals(*a.batches[i], *b.batches[i]));
@@ -273,8 +298,8 @@ TEST(JsonGold, RegisteredExtensionBecomesExtensionType) {
   ASSERT_OK(result);
   const Field& f = *result->schema->field(0);
   ASSERT_EQ(f.type()->id(), TypeId::kExtension);
-  EXPECT_TRUE(static_cast<const ExtensionType&>(*f.type()).storage_type()->Equals(
-      fixed_size_binary(16)));
+  EXPECT_TRUE(
+      static_cast<const ExtensionType&>(*f.type()).storage_type()->Equals(fixed_size_binary(16)));
   // The extension keys are consumed; the writer puts them back.
   EXPECT_TRUE(f.metadata() == nullptr || !f.metadata()->Contains("ARROW:extension:name"));
   ASSERT_OK_AND_ASSIGN(std::string text, WriteJsonIntegration(*result));
@@ -286,7 +311,8 @@ TEST(JsonGold, RegisteredExtensionBecomesExtensionType) {
 }
 
 TEST(JsonGold, PlainAndGzipFilesReadTheSame) {
-  const fs::path dir = fs::temp_directory_path() / ("alkaid_json_test_" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("alkaid_json_test_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   ASSERT_OK_AND_ASSIGN(auto data, ReadGold("nested"));
   const std::string plain = (dir / "nested.json.gz").string();  // name says gz, content is not
@@ -314,8 +340,8 @@ TEST(JsonWriter, SlicesAreWrittenAsTheyRead) {
   ASSERT_EQ(back.batches.size(), 1u);
   EXPECT_OK(CheckRecordBatchEquals(*sliced, *back.batches[0]));
 
-  for (const char* name : {"run_end_encoded", "binary", "union", "map", "binary_view",
-                           "list_view", "dictionary", "decimal256", "interval"}) {
+  for (const char* name : {"run_end_encoded", "binary", "union", "map", "binary_view", "list_view",
+                           "dictionary", "decimal256", "interval"}) {
     ASSERT_OK_AND_ASSIGN(auto d, ReadGold(name));
     for (const auto& batch : d.batches) {
       if (batch->num_rows() < 3) continue;
@@ -376,10 +402,8 @@ TEST(JsonWriter, RefusesDifferentDictionariesForOneId) {
   ASSERT_EQ(data.dictionaries.at(0)->length, 10);
   std::string offsets;
   for (int32_t i = 0; i <= 10; ++i) offsets.append(reinterpret_cast<const char*>(&i), 4);
-  auto other = ArrayData::Make(utf8(), 10,
-                               {nullptr, Buffer::FromString(offsets),
-                                Buffer::FromString("abcdefghij")},
-                               0);
+  auto other = ArrayData::Make(
+      utf8(), 10, {nullptr, Buffer::FromString(offsets), Buffer::FromString("abcdefghij")}, 0);
   auto col = std::make_shared<ArrayData>(*data.batches[1]->column_data(0));
   col->dictionary = other;
   std::vector<ArrayDataPtr> cols = data.batches[1]->columns();
@@ -418,7 +442,7 @@ TEST(Float16, ExactConversions) {
   EXPECT_EQ(HalfFromFloat(-0.0f), 0x8000);
   EXPECT_EQ(HalfFromFloat(1.0f), 0x3c00);
   EXPECT_EQ(HalfFromFloat(-2.0f), 0xc000);
-  EXPECT_EQ(HalfFromFloat(65504.0f), 0x7bff);  // max finite
+  EXPECT_EQ(HalfFromFloat(65504.0f), 0x7bff);   // max finite
   EXPECT_EQ(HalfFromFloat(65519.99f), 0x7bff);  // just below the rounding boundary
   EXPECT_EQ(HalfFromFloat(65520.0f), 0x7c00);   // ties to even -> overflow to inf
   EXPECT_EQ(HalfFromFloat(1e10f), 0x7c00);
@@ -426,17 +450,17 @@ TEST(Float16, ExactConversions) {
   const uint16_t nan = HalfFromFloat(std::numeric_limits<float>::quiet_NaN());
   EXPECT_EQ(nan & 0x7c00, 0x7c00);
   EXPECT_NE(nan & 0x03ff, 0);
-  EXPECT_EQ(HalfFromFloat(6.103515625e-05f), 0x0400);      // smallest normal
-  EXPECT_EQ(HalfFromFloat(5.9604644775390625e-08f), 0x0001);  // smallest subnormal
+  EXPECT_EQ(HalfFromFloat(6.103515625e-05f), 0x0400);          // smallest normal
+  EXPECT_EQ(HalfFromFloat(5.9604644775390625e-08f), 0x0001);   // smallest subnormal
   EXPECT_EQ(HalfFromFloat(2.98023223876953125e-08f), 0x0000);  // half of it: tie -> even (0)
   EXPECT_EQ(HalfFromDouble(2.98023223876953125e-08 * 1.0000001), 0x0001);  // just above the tie
   EXPECT_EQ(HalfFromFloat(8.940696716308594e-08f), 0x0002);  // 1.5 ulp: tie -> even (2)
   EXPECT_EQ(HalfFromFloat(6.097555160522461e-05f), 0x03ff);  // largest subnormal
   EXPECT_EQ(HalfFromDouble(1e-300), 0x0000);
   EXPECT_EQ(HalfFromDouble(-1e-300), 0x8000);
-  EXPECT_EQ(HalfFromDouble(1.0 + 1.0 / 2048), 0x3c00);            // tie -> even
-  EXPECT_EQ(HalfFromDouble(1.0 + 3.0 / 2048), 0x3c02);            // tie -> even (up)
-  EXPECT_EQ(HalfFromDouble(1.0 + 1.0 / 2048 + 1e-12), 0x3c01);    // above the tie
+  EXPECT_EQ(HalfFromDouble(1.0 + 1.0 / 2048), 0x3c00);          // tie -> even
+  EXPECT_EQ(HalfFromDouble(1.0 + 3.0 / 2048), 0x3c02);          // tie -> even (up)
+  EXPECT_EQ(HalfFromDouble(1.0 + 1.0 / 2048 + 1e-12), 0x3c01);  // above the tie
   EXPECT_EQ(HalfToDouble(0x3555), 0.333251953125);
   EXPECT_EQ(HalfToDouble(0x0001), std::ldexp(1.0, -24));
   EXPECT_EQ(HalfToDouble(0x8001), -std::ldexp(1.0, -24));
@@ -483,17 +507,16 @@ TEST(BigDecimal, ParseAndFormat) {
             "-170141183460469231731687303715884105728");
   EXPECT_EQ(RoundTripDecimal("-2147483648", 32), "-2147483648");
   EXPECT_EQ(RoundTripDecimal("1000000000", 64), "1000000000");  // chunk boundary zeros
-  EXPECT_EQ(RoundTripDecimal("1000000000000000000000000001", 128),
-            "1000000000000000000000000001");
+  EXPECT_EQ(RoundTripDecimal("1000000000000000000000000001", 128), "1000000000000000000000000001");
 
   // Out of range by one, and malformed.
   EXPECT_NE(RoundTripDecimal("2147483648", 32).find("does not fit"), std::string::npos);
   EXPECT_NE(RoundTripDecimal("-2147483649", 32).find("does not fit"), std::string::npos);
-  EXPECT_NE(RoundTripDecimal(
-                "57896044618658097711785492504343953926634992332820282019728792003956564819968",
-                256)
-                .find("does not fit"),
-            std::string::npos);
+  EXPECT_NE(
+      RoundTripDecimal(
+          "57896044618658097711785492504343953926634992332820282019728792003956564819968", 256)
+          .find("does not fit"),
+      std::string::npos);
   EXPECT_NE(RoundTripDecimal(std::string(100, '9'), 256).find("does not fit"), std::string::npos);
   EXPECT_NE(RoundTripDecimal("", 128).find("not a decimal"), std::string::npos);
   EXPECT_NE(RoundTripDecimal("-", 128).find("not a decimal"), std::string::npos);
@@ -548,8 +571,8 @@ TEST(Codecs, HexUtf8Gzip) {
 
 std::string OneColumn(const std::string& type, const std::string& column, int64_t count = 3,
                       const std::string& extra_field = "") {
-  return R"({"schema": {"fields": [{"name": "x", "nullable": true, "type": )" + type +
-         extra_field + R"(, "children": []}]}, "batches": [{"count": )" + std::to_string(count) +
+  return R"({"schema": {"fields": [{"name": "x", "nullable": true, "type": )" + type + extra_field +
+         R"(, "children": []}]}, "batches": [{"count": )" + std::to_string(count) +
          R"(, "columns": [)" + column + "]}]}";
 }
 
@@ -570,15 +593,14 @@ TEST(JsonHostile, MalformedDocuments) {
   ASSERT_RAISES_WITH_MESSAGE(
       kInvalid, "schema, column 'x': missing \"type\"",
       ReadJsonIntegration(R"({"schema": {"fields": [{"name": "x"}]}, "batches": []})"));
-  ASSERT_RAISES_WITH_MESSAGE(
-      kInvalid, "takes 1 children, got 0",
-      ReadJsonIntegration(OneColumn(R"({"name": "list"})", "{}")));
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "takes 1 children, got 0",
+                             ReadJsonIntegration(OneColumn(R"({"name": "list"})", "{}")));
   ASSERT_RAISES(kInvalid, ReadJsonIntegration(R"({"schema": {"fields": [{"name": 5,
       "type": {"name": "null"}}]}, "batches": []})"));
   // Decimal precision that does not fit the width.
-  ASSERT_RAISES(kInvalid, ReadJsonIntegration(OneColumn(
-                              R"({"name": "decimal", "precision": 40, "scale": 0, "bitWidth": 128})",
-                              "{}")));
+  ASSERT_RAISES(kInvalid,
+                ReadJsonIntegration(OneColumn(
+                    R"({"name": "decimal", "precision": 40, "scale": 0, "bitWidth": 128})", "{}")));
 }
 
 TEST(JsonHostile, CountsThatDoNotMatch) {
@@ -589,8 +611,8 @@ TEST(JsonHostile, CountsThatDoNotMatch) {
           int32, R"({"name": "x", "count": 5, "VALIDITY": [1,1,1,1,1], "DATA": [1, 2, 3]})", 5)));
   ASSERT_RAISES_WITH_MESSAGE(
       kInvalid, "VALIDITY has 2 values, count is 3",
-      ReadJsonIntegration(OneColumn(
-          int32, R"({"name": "x", "count": 3, "VALIDITY": [1,1], "DATA": [1, 2, 3]})")));
+      ReadJsonIntegration(
+          OneColumn(int32, R"({"name": "x", "count": 3, "VALIDITY": [1,1], "DATA": [1, 2, 3]})")));
   ASSERT_RAISES_WITH_MESSAGE(
       kInvalid, "batch's count is 4",
       ReadJsonIntegration(OneColumn(
@@ -601,10 +623,10 @@ TEST(JsonHostile, CountsThatDoNotMatch) {
   options.pool = &pool;
   ASSERT_RAISES_WITH_MESSAGE(
       kInvalid, "DATA has 1 values, count is 1000000000000000",
-      ReadJsonIntegration(OneColumn(int32,
-                                    R"({"name": "x", "count": 1000000000000000, "DATA": [1]})",
-                                    1000000000000000),
-                          options));
+      ReadJsonIntegration(
+          OneColumn(int32, R"({"name": "x", "count": 1000000000000000, "DATA": [1]})",
+                    1000000000000000),
+          options));
   ASSERT_RAISES_WITH_MESSAGE(
       kInvalid, "OFFSET has 2 values, count is 1000000001",
       ReadJsonIntegration(OneColumn(R"({"name": "utf8"})",
@@ -651,9 +673,9 @@ TEST(JsonHostile, WrongValueTypes) {
           OneColumn(int32, R"({"name": "x", "count": 1, "VALIDITY": [2], "DATA": [1]})", 1)));
   ASSERT_RAISES_WITH_MESSAGE(
       kInvalid, "DATA[0] has 2 bytes but OFFSET says 3",
-      ReadJsonIntegration(OneColumn(R"({"name": "binary"})",
-                                    R"({"name": "x", "count": 1, "OFFSET": [0, 3], "DATA": ["ABCD"]})",
-                                    1)));
+      ReadJsonIntegration(
+          OneColumn(R"({"name": "binary"})",
+                    R"({"name": "x", "count": 1, "OFFSET": [0, 3], "DATA": ["ABCD"]})", 1)));
   ASSERT_RAISES_WITH_MESSAGE(
       kInvalid, "OFFSET[2] (1) is less than OFFSET[1] (2)",
       ReadJsonIntegration(OneColumn(R"({"name": "utf8"})",
@@ -662,9 +684,9 @@ TEST(JsonHostile, WrongValueTypes) {
                                     2)));
   ASSERT_RAISES_WITH_MESSAGE(
       kInvalid, "invalid hex character",
-      ReadJsonIntegration(OneColumn(R"({"name": "binary"})",
-                                    R"({"name": "x", "count": 1, "OFFSET": [0, 1], "DATA": ["GG"]})",
-                                    1)));
+      ReadJsonIntegration(
+          OneColumn(R"({"name": "binary"})",
+                    R"({"name": "x", "count": 1, "OFFSET": [0, 1], "DATA": ["GG"]})", 1)));
   ASSERT_RAISES_WITH_MESSAGE(
       kInvalid, "does not fit in 32 bits",
       ReadJsonIntegration(
@@ -672,10 +694,11 @@ TEST(JsonHostile, WrongValueTypes) {
                     R"({"name": "x", "count": 1, "DATA": ["99999999999"]})", 1)));
   ASSERT_RAISES_WITH_MESSAGE(
       kInvalid, "VIEWS[0]: INLINED has 2 bytes, SIZE is 3",
-      ReadJsonIntegration(OneColumn(R"({"name": "binaryview"})",
-                                    R"({"name": "x", "count": 1, "VIEWS": [{"SIZE": 3, "INLINED": "ABCD"}],
+      ReadJsonIntegration(
+          OneColumn(R"({"name": "binaryview"})",
+                    R"({"name": "x", "count": 1, "VIEWS": [{"SIZE": 3, "INLINED": "ABCD"}],
                                         "VARIADIC_DATA_BUFFERS": []})",
-                                    1)));
+                    1)));
   ASSERT_RAISES_WITH_MESSAGE(
       kInvalid, "column is named \"y\", the field 'x'",
       ReadJsonIntegration(OneColumn(int32, R"({"name": "y", "count": 1, "DATA": [1]})", 1)));
@@ -714,14 +737,14 @@ TEST(JsonHostile, Dictionaries) {
   const std::string dict =
       R"({"id": 7, "data": {"count": 1, "columns": [{"name": "DICT7", "count": 1,
           "OFFSET": [0, 1], "DATA": ["a"]}]}})";
-  ASSERT_OK_AND_ASSIGN(auto ok, ReadJsonIntegration(R"({"schema": {"fields": [)" + field +
-                                                    R"(]}, "dictionaries": [)" + dict + "], " +
-                                                    batch + "}"));
+  ASSERT_OK_AND_ASSIGN(
+      auto ok, ReadJsonIntegration(R"({"schema": {"fields": [)" + field +
+                                   R"(]}, "dictionaries": [)" + dict + "], " + batch + "}"));
   EXPECT_EQ(ok.batches[0]->column_data(0)->dictionary, ok.dictionaries.at(7));
   ASSERT_RAISES_WITH_MESSAGE(
       kInvalid, "appears more than once",
-      ReadJsonIntegration(R"({"schema": {"fields": [)" + field + R"(]}, "dictionaries": [)" +
-                          dict + "," + dict + "], " + batch + "}"));
+      ReadJsonIntegration(R"({"schema": {"fields": [)" + field + R"(]}, "dictionaries": [)" + dict +
+                          "," + dict + "], " + batch + "}"));
   ASSERT_RAISES_WITH_MESSAGE(
       kKeyError, "dictionary id 3 is not used by any field",
       ReadJsonIntegration(R"({"schema": {"fields": [)" + field +

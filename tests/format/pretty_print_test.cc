@@ -12,7 +12,8 @@
 namespace alkaid::format {
 namespace {
 
-using namespace alkaid::format::testing;  // NOLINT(google-build-using-namespace): test-only helpers, one file
+using namespace alkaid::format::testing;  // NOLINT(google-build-using-namespace): test-only
+                                          // helpers, one file
 using std::nullopt;
 
 /// All slots of `array` through FormatValue, joined by " | ".
@@ -62,9 +63,9 @@ TEST(FormatValueTest, FloatsUseShortestRoundTripForm) {
   EXPECT_EQ(Values(Fixed<float>(float32(), {0.1f, 16777216.0f})), "0.1 | 16777216");
   // float16: 1, -2, 1/3 rounded to half, smallest subnormal, 65504, inf, NaN
   // (decoded to float, then printed in the shortest form for a float).
-  EXPECT_EQ(Values(Fixed<uint16_t>(float16(), {0x3c00, 0xc000, 0x3555, 0x0001, 0x7bff, 0x7c00,
-                                               0x7e00})),
-            "1 | -2 | 0.33325195 | 5.9604645e-08 | 65504 | inf | nan");
+  EXPECT_EQ(
+      Values(Fixed<uint16_t>(float16(), {0x3c00, 0xc000, 0x3555, 0x0001, 0x7bff, 0x7c00, 0x7e00})),
+      "1 | -2 | 0.33325195 | 5.9604645e-08 | 65504 | inf | nan");
 }
 
 TEST(FormatValueTest, DecimalsAreExact) {
@@ -80,8 +81,7 @@ TEST(FormatValueTest, DecimalsAreExact) {
   EXPECT_EQ(Values(Fixed<int32_t>(decimal32(5, INT32_MIN), {123, -7})),
             "123E2147483648 | -7E2147483648");
   EXPECT_EQ(Values(Fixed<int32_t>(decimal32(5, INT32_MAX), {123})), "123E-2147483647");
-  EXPECT_EQ(Values(Fixed<int32_t>(decimal32(5, 100), {1})),
-            "0." + std::string(99, '0') + "1");
+  EXPECT_EQ(Values(Fixed<int32_t>(decimal32(5, 100), {1})), "0." + std::string(99, '0') + "1");
   static_assert(sizeof(D32) == 4 && sizeof(D64) == 8);
   using D128 = std::array<uint8_t, 16>;
   D128 max128 = LittleEndian<16>(~uint64_t{0}, 0xff);
@@ -101,9 +101,9 @@ TEST(FormatValueTest, DecimalsAreExact) {
   EXPECT_EQ(Values(Fixed<D256>(decimal256(76, 0), {max256, min256})),
             "57896044618658097711785492504343953926634992332820282019728792003956564819967 | "
             "-57896044618658097711785492504343953926634992332820282019728792003956564819968");
-  EXPECT_EQ(Values(Fixed<D256>(decimal256(76, 4), {LittleEndian<32>(1234567, 0),
-                                                   LittleEndian<32>(~uint64_t{0} - 1234566, 0xff),
-                                                   nullopt})),
+  EXPECT_EQ(Values(Fixed<D256>(decimal256(76, 4),
+                               {LittleEndian<32>(1234567, 0),
+                                LittleEndian<32>(~uint64_t{0} - 1234566, 0xff), nullopt})),
             "123.4567 | -123.4567 | null");
   // 2^64 exercises the carry between words.
   D256 two64{};
@@ -138,10 +138,10 @@ TEST(FormatValueTest, Timestamps) {
   EXPECT_EQ(Values(Fixed<int64_t>(timestamp(TimeUnit::kMilli, "Europe/Paris"), {-1})),
             "1969-12-31 23:59:59.999 Europe/Paris");
   // The extremes of a nanosecond timestamp.
-  EXPECT_EQ(Values(Fixed<int64_t>(timestamp(TimeUnit::kNano),
-                                  {std::numeric_limits<int64_t>::max(),
-                                   std::numeric_limits<int64_t>::min()})),
-            "2262-04-11 23:47:16.854775807 | 1677-09-21 00:12:43.145224192");
+  EXPECT_EQ(
+      Values(Fixed<int64_t>(timestamp(TimeUnit::kNano), {std::numeric_limits<int64_t>::max(),
+                                                         std::numeric_limits<int64_t>::min()})),
+      "2262-04-11 23:47:16.854775807 | 1677-09-21 00:12:43.145224192");
   // Seconds far before the common era.
   EXPECT_EQ(Values(Fixed<int64_t>(timestamp(TimeUnit::kSecond), {-62167219200LL - 1})),
             "-0001-12-31 23:59:59");
@@ -170,8 +170,7 @@ TEST(FormatValueTest, BinaryAndStrings) {
   EXPECT_EQ(Values(Binaries<int64_t>(large_utf8(), {"big"}, "junk")), "\"big\"");
   EXPECT_EQ(Values(Binaries<int64_t>(large_binary(), {"AB"})), "x'4142'");
   using B3 = std::array<uint8_t, 3>;
-  EXPECT_EQ(Values(Fixed<B3>(fixed_size_binary(3), {B3{0, 1, 0xab}, nullopt})),
-            "x'0001ab' | null");
+  EXPECT_EQ(Values(Fixed<B3>(fixed_size_binary(3), {B3{0, 1, 0xab}, nullopt})), "x'0001ab' | null");
   EXPECT_EQ(Values(Views(utf8_view(), {"short", "a string longer than twelve bytes", nullopt}, 2)),
             "\"short\" | \"a string longer than twelve bytes\" | null");
   EXPECT_EQ(Values(Views(binary_view(), {"\x01", "0123456789abcdef"})),
@@ -179,13 +178,14 @@ TEST(FormatValueTest, BinaryAndStrings) {
 }
 
 TEST(FormatValueTest, ListsMapsStructs) {
-  auto l = ListOf<int32_t>(list(int32()), {1, 4, 4, 4}, {true, true, false},
-                           Int32s({9, 1, 2, nullopt}));
+  auto l =
+      ListOf<int32_t>(list(int32()), {1, 4, 4, 4}, {true, true, false}, Int32s({9, 1, 2, nullopt}));
   EXPECT_EQ(Values(l), "[1, 2, null] | [] | null");
   EXPECT_EQ(Values(l->Slice(1)), "[] | null");
   auto ll = ListOf<int64_t>(large_list(utf8()), {0, 2}, {true}, Strings({"a", "b"}));
   EXPECT_EQ(Values(ll), "[\"a\", \"b\"]");
-  auto lv = ListViewOf<int32_t>(list_view(int32()), {2, 0}, {1, 3}, {true, true}, Int32s({1, 2, 3}));
+  auto lv =
+      ListViewOf<int32_t>(list_view(int32()), {2, 0}, {1, 3}, {true, true}, Int32s({1, 2, 3}));
   EXPECT_EQ(Values(lv), "[3] | [1, 2, 3]");
   auto fsl = Nested(fixed_size_list(int32(), 2), {true, false, true}, {Int32s({1, 2, 0, 0, 3, 4})});
   EXPECT_EQ(Values(fsl->Slice(1)), "null | [3, 4]");
@@ -205,12 +205,12 @@ TEST(FormatValueTest, ListsMapsStructs) {
 }
 
 TEST(FormatValueTest, UnionsDictionariesRunEndsExtensions) {
-  auto su = SparseUnion(sparse_union({field("i", int32()), field("s", utf8())}, {3, 7}),
-                        {3, 7, 3}, {Int32s({5, 0, nullopt}), Strings({"", "x", ""})});
+  auto su = SparseUnion(sparse_union({field("i", int32()), field("s", utf8())}, {3, 7}), {3, 7, 3},
+                        {Int32s({5, 0, nullopt}), Strings({"", "x", ""})});
   EXPECT_EQ(Values(su), "5 | \"x\" | null");
   EXPECT_EQ(Values(su->Slice(1)), "\"x\" | null");
-  auto du = DenseUnion(dense_union({field("i", int32()), field("s", utf8())}), {1, 0, 1},
-                       {1, 0, 0}, {Int32s({42}), Strings({"a", "b"})});
+  auto du = DenseUnion(dense_union({field("i", int32()), field("s", utf8())}), {1, 0, 1}, {1, 0, 0},
+                       {Int32s({42}), Strings({"a", "b"})});
   EXPECT_EQ(Values(du), "\"b\" | 42 | \"a\"");
   auto d = Dict(Strings({"x", "y", nullopt}), {1, nullopt, 0, 2});
   EXPECT_EQ(Values(d), "\"y\" | null | \"x\" | null");
@@ -240,8 +240,8 @@ TEST(PrettyPrintTest, FlatArray) {
 }
 
 TEST(PrettyPrintTest, NestedListsAreIndented) {
-  auto inner = ListOf<int32_t>(list(int32()), {0, 2, 2, 3}, {true, false, true},
-                               Int32s({1, 2, nullopt}));
+  auto inner =
+      ListOf<int32_t>(list(int32()), {0, 2, 2, 3}, {true, false, true}, Int32s({1, 2, nullopt}));
   EXPECT_EQ(PrettyPrint(*inner),
             "[\n"
             "  [\n"
@@ -299,9 +299,9 @@ TEST(PrettyPrintTest, WindowElidesTheMiddle) {
 
 TEST(PrettyPrintTest, RecordBatch) {
   auto s = schema({field("a", int32()), field("b", utf8())});
-  ASSERT_OK_AND_ASSIGN(auto batch, RecordBatch::Make(s, 2, std::vector<ArrayPtr>{
-                                                               Int32s({1, nullopt}),
-                                                               Strings({"x", "y"})}));
+  ASSERT_OK_AND_ASSIGN(
+      auto batch,
+      RecordBatch::Make(s, 2, std::vector<ArrayPtr>{Int32s({1, nullopt}), Strings({"x", "y"})}));
   const std::string expected_columns =
       "2 rows\n"
       "a: [\n"
@@ -315,8 +315,8 @@ TEST(PrettyPrintTest, RecordBatch) {
   const std::string text = PrettyPrint(*batch);
   EXPECT_EQ(text, s->ToString() + expected_columns);
   EXPECT_EQ(batch->ToString(), text);
-  ASSERT_OK_AND_ASSIGN(auto one, RecordBatch::Make(s, 1, std::vector<ArrayPtr>{
-                                                             Int32s({1}), Strings({"x"})}));
+  ASSERT_OK_AND_ASSIGN(auto one,
+                       RecordBatch::Make(s, 1, std::vector<ArrayPtr>{Int32s({1}), Strings({"x"})}));
   EXPECT_NE(PrettyPrint(*one).find("\n1 row\n"), std::string::npos);
   const std::string indented = PrettyPrint(*one, {.indent = 2});
   EXPECT_NE(indented.find("\n  1 row\n  a: [\n    1\n  ]\n  b: [\n"), std::string::npos)

@@ -46,8 +46,8 @@ inline int64_t CountNulls(const std::vector<bool>& valid) {
 /// Validity for `values`; null (no bitmap) when all are valid unless
 /// `force_bitmap`.
 template <typename T>
-std::shared_ptr<Buffer> ValidityOf(const std::vector<std::optional<T>>& values,
-                                   bool force_bitmap, int64_t* null_count) {
+std::shared_ptr<Buffer> ValidityOf(const std::vector<std::optional<T>>& values, bool force_bitmap,
+                                   int64_t* null_count) {
   std::vector<bool> valid;
   for (const auto& v : values) valid.push_back(v.has_value());
   *null_count = CountNulls(valid);
@@ -187,7 +187,8 @@ inline ArrayPtr DenseUnion(TypePtr type, const std::vector<int8_t>& codes,
 }
 
 /// Dictionary array with int8 indices (null index slots hold garbage 99).
-inline ArrayPtr Dict(const ArrayPtr& dictionary, const std::vector<std::optional<int8_t>>& indices) {
+inline ArrayPtr Dict(const ArrayPtr& dictionary,
+                     const std::vector<std::optional<int8_t>>& indices) {
   auto idx = Fixed<int8_t>(int8(), indices, 99);
   auto data = std::make_shared<ArrayData>(*idx->data());
   data->type = format::dictionary(int8(), dictionary->type());
@@ -197,8 +198,8 @@ inline ArrayPtr Dict(const ArrayPtr& dictionary, const std::vector<std::optional
 
 /// Run-end encoded array with int32 run ends.
 inline ArrayPtr Ree(const std::vector<int32_t>& run_ends, const ArrayPtr& values) {
-  auto ends = Fixed<int32_t>(int32(), std::vector<std::optional<int32_t>>(run_ends.begin(),
-                                                                           run_ends.end()));
+  auto ends = Fixed<int32_t>(int32(),
+                             std::vector<std::optional<int32_t>>(run_ends.begin(), run_ends.end()));
   const int64_t length = run_ends.empty() ? 0 : run_ends.back();
   return MakeArray(ArrayData::Make(run_end_encoded(int32(), values->type()), length, {},
                                    {ends->data(), values->data()}, 0));

@@ -25,7 +25,8 @@ TEST(TypeTest, EqualityComparesParametersAndChildren) {
   EXPECT_FALSE(list(field("a", int8()))->Equals(list(field("b", int8()))));
   EXPECT_FALSE(timestamp(TimeUnit::kMicro)->Equals(timestamp(TimeUnit::kMicro, "UTC")));
   EXPECT_FALSE(decimal128(10, 2)->Equals(decimal128(10, 3)));
-  EXPECT_FALSE(sparse_union({field("a", int8())}, {1})->Equals(sparse_union({field("a", int8())}, {2})));
+  EXPECT_FALSE(
+      sparse_union({field("a", int8())}, {1})->Equals(sparse_union({field("a", int8())}, {2})));
   EXPECT_FALSE(map(utf8(), int8(), true)->Equals(map(utf8(), int8(), false)));
   EXPECT_FALSE(dictionary(int8(), utf8())->Equals(dictionary(int16(), utf8())));
   EXPECT_FALSE(dictionary(int8(), utf8(), true)->Equals(dictionary(int8(), utf8(), false)));

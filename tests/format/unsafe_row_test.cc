@@ -91,7 +91,8 @@ ArrayPtr Build(const TypePtr& type, Fn&& fill) {
 }
 
 RecordBatchPtr OneColumn(const TypePtr& type, const ArrayPtr& column, std::string name = "c") {
-  auto batch = RecordBatch::Make(schema({field(std::move(name), type)}), column->length(), {column});
+  auto batch =
+      RecordBatch::Make(schema({field(std::move(name), type)}), column->length(), {column});
   EXPECT_OK(batch.status());
   return *batch;
 }
@@ -116,8 +117,8 @@ ArrayPtr Int64List(const std::vector<int64_t>& values) {
 TEST(UnsafeRowSeed, IntegerAndBigint24Bytes) {
   auto a = Build(int32(), [](ArrayBuilder* b) { return AppendNum<int32_t>(b, -2); });
   auto c = Build(int64(), [](ArrayBuilder* b) { return AppendNum<int64_t>(b, 300); });
-  ASSERT_OK_AND_ASSIGN(auto batch, RecordBatch::Make(schema({field("a", int32()), field("b", int64())}),
-                                                     1, {a, c}));
+  ASSERT_OK_AND_ASSIGN(
+      auto batch, RecordBatch::Make(schema({field("a", int32()), field("b", int64())}), 1, {a, c}));
   // An int is written in the low 4 bytes of a zeroed slot (not sign-extended).
   Bytes expected;
   expected.W(0).B({0xfe, 0xff, 0xff, 0xff, 0, 0, 0, 0}).W(300);
@@ -193,8 +194,12 @@ TEST(UnsafeRowSpark, LongDecimalIsBigIntegerToByteArray) {
     std::vector<int> bytes;
   };
   const std::vector<Case> cases = {
-      {"0", {0x00}},         {"1.27", {0x7f}},        {"1.28", {0x00, 0x80}},
-      {"-0.01", {0xff}},     {"-1.29", {0xff, 0x7f}}, {"-1.28", {0x80}},
+      {"0", {0x00}},
+      {"1.27", {0x7f}},
+      {"1.28", {0x00, 0x80}},
+      {"-0.01", {0xff}},
+      {"-1.29", {0xff, 0x7f}},
+      {"-1.28", {0x80}},
       {"655.35", {0x00, 0xff, 0xff}},
       // 10^38 - 1 (unscaled 38 nines): 16 bytes
       {"999999999999999999999999999999999999.99",
@@ -260,12 +265,15 @@ TEST(UnsafeRowSpark, ShortDecimalIsUnscaledLong) {
 }
 
 TEST(UnsafeRowSpark, StringsAreOffsetAndSize) {
-  auto s = schema({field("a", utf8()), field("b", utf8()), field("c", binary()),
-                   field("d", utf8())});
-  auto a = Build(utf8(), [](ArrayBuilder* b) { return static_cast<StringBuilder*>(b)->Append("hello"); });
-  auto e = Build(utf8(), [](ArrayBuilder* b) { return static_cast<StringBuilder*>(b)->Append(""); });
+  auto s =
+      schema({field("a", utf8()), field("b", utf8()), field("c", binary()), field("d", utf8())});
+  auto a = Build(utf8(),
+                 [](ArrayBuilder* b) { return static_cast<StringBuilder*>(b)->Append("hello"); });
+  auto e =
+      Build(utf8(), [](ArrayBuilder* b) { return static_cast<StringBuilder*>(b)->Append(""); });
   auto c = Build(binary(), [](ArrayBuilder* b) {
-    return static_cast<BinaryBuilder*>(b)->Append(std::string("\x00\x01\x02\x03\x04\x05\x06\x07\x08", 9));
+    return static_cast<BinaryBuilder*>(b)->Append(
+        std::string("\x00\x01\x02\x03\x04\x05\x06\x07\x08", 9));
   });
   auto n = Build(utf8(), [](ArrayBuilder* b) { return b->AppendNull(); });
   ASSERT_OK_AND_ASSIGN(auto batch, RecordBatch::Make(s, 1, {a, e, c, n}));
@@ -313,23 +321,26 @@ TEST(UnsafeRowSpark, MapOfArrays) {
   });
   Bytes expected;
   expected.W(0).OS(16, 96);
-  expected.W(32);                                   // key array size
-  expected.W(1).W(0).OS(24, 1).B({'k'}).Pad();      // keys
-  expected.W(1).W(0).OS(24, 32);                    // values
+  expected.W(32);                               // key array size
+  expected.W(1).W(0).OS(24, 1).B({'k'}).Pad();  // keys
+  expected.W(1).W(0).OS(24, 32);                // values
   expected.W(3).W(0).B({1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0}).Pad();
   EXPECT_EQ(EncodeOnlyRow(OneColumn(type, array)), expected.bytes());
 }
 
 TEST(UnsafeRowSpark, NarrowTypesAndUnknown) {
-  auto s = schema({field("b", boolean()), field("t", int8()), field("s", int16()),
-                   field("f", float32()), field("d", date32()), field("ts", timestamp(TimeUnit::kMicro)),
-                   field("u", null()), field("lu", list(null()))});
-  auto b = Build(boolean(), [](ArrayBuilder* x) { return static_cast<BooleanBuilder*>(x)->Append(true); });
+  auto s =
+      schema({field("b", boolean()), field("t", int8()), field("s", int16()), field("f", float32()),
+              field("d", date32()), field("ts", timestamp(TimeUnit::kMicro)), field("u", null()),
+              field("lu", list(null()))});
+  auto b = Build(boolean(),
+                 [](ArrayBuilder* x) { return static_cast<BooleanBuilder*>(x)->Append(true); });
   auto t = Build(int8(), [](ArrayBuilder* x) { return AppendNum<int8_t>(x, -1); });
   auto sh = Build(int16(), [](ArrayBuilder* x) { return AppendNum<int16_t>(x, 0x1234); });
   auto f = Build(float32(), [](ArrayBuilder* x) { return AppendNum<float>(x, 1.0f); });
   auto d = Build(date32(), [](ArrayBuilder* x) { return AppendNum<int32_t>(x, 19000); });
-  auto ts = Build(timestamp(TimeUnit::kMicro), [](ArrayBuilder* x) { return AppendNum<int64_t>(x, -5); });
+  auto ts =
+      Build(timestamp(TimeUnit::kMicro), [](ArrayBuilder* x) { return AppendNum<int64_t>(x, -5); });
   auto u = Build(null(), [](ArrayBuilder* x) { return x->AppendNull(); });
   auto lu = Build(list(null()), [](ArrayBuilder* x) {
     auto* lb = static_cast<ListBuilder*>(x);
@@ -339,7 +350,9 @@ TEST(UnsafeRowSpark, NarrowTypesAndUnknown) {
   ASSERT_OK_AND_ASSIGN(auto batch, RecordBatch::Make(s, 1, {b, t, sh, f, d, ts, u, lu}));
   Bytes expected;
   expected.W(1u << 6);
-  expected.B({1, 0, 0, 0, 0, 0, 0, 0}).B({0xff, 0, 0, 0, 0, 0, 0, 0}).B({0x34, 0x12, 0, 0, 0, 0, 0, 0});
+  expected.B({1, 0, 0, 0, 0, 0, 0, 0})
+      .B({0xff, 0, 0, 0, 0, 0, 0, 0})
+      .B({0x34, 0x12, 0, 0, 0, 0, 0, 0});
   expected.B({0, 0, 0x80, 0x3f, 0, 0, 0, 0}).W(19000).W(static_cast<uint64_t>(int64_t{-5}));
   expected.W(0).OS(72, 16);
   // UNKNOWN elements: null bits only, zero bytes each.
@@ -348,8 +361,8 @@ TEST(UnsafeRowSpark, NarrowTypesAndUnknown) {
 }
 
 TEST(UnsafeRowSpark, NullsAndEmptyValues) {
-  auto type = struct_({field("l", list(int32())), field("m", map(int32(), utf8())),
-                       field("s", utf8())});
+  auto type =
+      struct_({field("l", list(int32())), field("m", map(int32(), utf8())), field("s", utf8())});
   auto array = Build(type, [](ArrayBuilder* b) {
     auto* sb = static_cast<StructBuilder*>(b);
     ALKAID_RETURN_NOT_OK(sb->Append());
@@ -370,11 +383,15 @@ TEST(UnsafeRowSpark, NullsAndEmptyValues) {
 // Schemas.
 
 TEST(UnsafeRowSchema, RejectsWhatRowsCannotCarry) {
-  EXPECT_OK(CheckRowSchema(*schema({field("a", list(struct_({field("x", map(utf8(), decimal128(38, 2)))})))})));
-  ASSERT_RAISES_WITH_MESSAGE(kTypeError, "field 'u'", CheckRowSchema(*schema({field("u", uint32())})));
-  ASSERT_RAISES_WITH_MESSAGE(kTypeError, "field 'a.item'",
-                             CheckRowSchema(*schema({field("a", list(duration(TimeUnit::kSecond)))})));
-  ASSERT_RAISES(kTypeError, CheckRowSchema(*schema({field("x", sparse_union({field("i", int32())}))})));
+  EXPECT_OK(CheckRowSchema(
+      *schema({field("a", list(struct_({field("x", map(utf8(), decimal128(38, 2)))})))})));
+  ASSERT_RAISES_WITH_MESSAGE(kTypeError, "field 'u'",
+                             CheckRowSchema(*schema({field("u", uint32())})));
+  ASSERT_RAISES_WITH_MESSAGE(
+      kTypeError, "field 'a.item'",
+      CheckRowSchema(*schema({field("a", list(duration(TimeUnit::kSecond)))})));
+  ASSERT_RAISES(kTypeError,
+                CheckRowSchema(*schema({field("x", sparse_union({field("i", int32())}))})));
   ASSERT_RAISES(kTypeError, CheckRowSchema(*schema({field("t", timestamp(TimeUnit::kNano))})));
   ASSERT_RAISES(kTypeError, CheckRowSchema(*schema({field("d", decimal256(40, 0))})));
   ASSERT_RAISES(kTypeError, CheckRowSchema(*schema({field("i", month_interval())})));
@@ -422,43 +439,69 @@ class RandomRows {
 
   TypePtr Primitive() {
     switch (Uniform(0, 17)) {
-      case 0: return null();
-      case 1: return boolean();
-      case 2: return int8();
-      case 3: return int16();
-      case 4: return int32();
-      case 5: return int64();
-      case 6: return float32();
-      case 7: return float64();
-      case 8: return date32();
-      case 9: return timestamp(TimeUnit::kMicro, "UTC");
-      case 10: return decimal128(Uniform(1, 18), 2);
-      case 11: return decimal128(Uniform(19, 38), Uniform(0, 5));
-      case 12: return decimal64(Uniform(1, 18), 0);
-      case 13: return decimal32(Uniform(1, 9), 1);
-      case 14: return binary();
-      case 15: return large_utf8();
-      case 16: return utf8_view();
-      default: return utf8();
+      case 0:
+        return null();
+      case 1:
+        return boolean();
+      case 2:
+        return int8();
+      case 3:
+        return int16();
+      case 4:
+        return int32();
+      case 5:
+        return int64();
+      case 6:
+        return float32();
+      case 7:
+        return float64();
+      case 8:
+        return date32();
+      case 9:
+        return timestamp(TimeUnit::kMicro, "UTC");
+      case 10:
+        return decimal128(Uniform(1, 18), 2);
+      case 11:
+        return decimal128(Uniform(19, 38), Uniform(0, 5));
+      case 12:
+        return decimal64(Uniform(1, 18), 0);
+      case 13:
+        return decimal32(Uniform(1, 9), 1);
+      case 14:
+        return binary();
+      case 15:
+        return large_utf8();
+      case 16:
+        return utf8_view();
+      default:
+        return utf8();
     }
   }
 
   TypePtr Key() {
     switch (Uniform(0, 3)) {
-      case 0: return int32();
-      case 1: return int64();
-      case 2: return decimal128(25, 0);
-      default: return utf8();
+      case 0:
+        return int32();
+      case 1:
+        return int64();
+      case 2:
+        return decimal128(25, 0);
+      default:
+        return utf8();
     }
   }
 
   TypePtr Type(int depth) {
     if (depth <= 0 || Chance(0.4)) return Primitive();
     switch (Uniform(0, 4)) {
-      case 0: return list(Field("item", depth - 1));
-      case 1: return large_list(Field("item", depth - 1));
-      case 2: return fixed_size_list(Field("item", depth - 1), Uniform(0, 3));
-      case 3: return map(Key(), Type(depth - 1));
+      case 0:
+        return list(Field("item", depth - 1));
+      case 1:
+        return large_list(Field("item", depth - 1));
+      case 2:
+        return fixed_size_list(Field("item", depth - 1), Uniform(0, 3));
+      case 3:
+        return map(Key(), Type(depth - 1));
       default: {
         FieldVector fields;
         const int n = Uniform(1, 3);
@@ -476,22 +519,29 @@ class RandomRows {
   Status Append(ArrayBuilder* b, const DataType& type, bool nullable) {
     if (type.id() == TypeId::kNull || (nullable && Chance(0.15))) return b->AppendNull();
     switch (type.id()) {
-      case TypeId::kBool: return static_cast<BooleanBuilder*>(b)->Append(Chance(0.5));
-      case TypeId::kInt8: return AppendNum<int8_t>(b, static_cast<int8_t>(Uniform(-128, 127)));
-      case TypeId::kInt16: return AppendNum<int16_t>(b, static_cast<int16_t>(Uniform(-30000, 30000)));
+      case TypeId::kBool:
+        return static_cast<BooleanBuilder*>(b)->Append(Chance(0.5));
+      case TypeId::kInt8:
+        return AppendNum<int8_t>(b, static_cast<int8_t>(Uniform(-128, 127)));
+      case TypeId::kInt16:
+        return AppendNum<int16_t>(b, static_cast<int16_t>(Uniform(-30000, 30000)));
       case TypeId::kInt32:
-      case TypeId::kDate32: return AppendNum<int32_t>(b, static_cast<int32_t>(rng_()));
+      case TypeId::kDate32:
+        return AppendNum<int32_t>(b, static_cast<int32_t>(rng_()));
       case TypeId::kInt64:
       case TypeId::kTimestamp:
         return AppendNum<int64_t>(b, static_cast<int64_t>((uint64_t{rng_()} << 32) | rng_()));
-      case TypeId::kFloat: return AppendNum<float>(b, static_cast<float>(Uniform(-1000, 1000)) / 8);
-      case TypeId::kDouble: return AppendNum<double>(b, static_cast<double>(rng_()) / 3);
+      case TypeId::kFloat:
+        return AppendNum<float>(b, static_cast<float>(Uniform(-1000, 1000)) / 8);
+      case TypeId::kDouble:
+        return AppendNum<double>(b, static_cast<double>(rng_()) / 3);
       case TypeId::kDecimal32:
       case TypeId::kDecimal64:
       case TypeId::kDecimal128: {
         const int digits = Uniform(1, static_cast<const DecimalType&>(type).precision());
         std::string text = Chance(0.5) ? "-" : "";
-        for (int k = 0; k < digits; ++k) text += static_cast<char>('0' + Uniform(k == 0 ? 1 : 0, 9));
+        for (int k = 0; k < digits; ++k)
+          text += static_cast<char>('0' + Uniform(k == 0 ? 1 : 0, 9));
         if (Chance(0.2)) text = "0";
         const int scale = static_cast<const DecimalType&>(type).scale();
         if (scale > 0) text += "e-" + std::to_string(scale);
@@ -509,7 +559,8 @@ class RandomRows {
         }
         if (type.id() == TypeId::kBinary) return static_cast<BinaryBuilder*>(b)->Append(s);
         if (type.id() == TypeId::kString) return static_cast<StringBuilder*>(b)->Append(s);
-        if (type.id() == TypeId::kLargeString) return static_cast<LargeStringBuilder*>(b)->Append(s);
+        if (type.id() == TypeId::kLargeString)
+          return static_cast<LargeStringBuilder*>(b)->Append(s);
         return static_cast<BinaryViewBuilder*>(b)->Append(s);
       }
       case TypeId::kList:
@@ -532,7 +583,8 @@ class RandomRows {
         auto* fb = static_cast<FixedSizeListBuilder*>(b);
         ALKAID_RETURN_NOT_OK(fb->Append());
         for (int k = 0; k < fb->list_size(); ++k) {
-          ALKAID_RETURN_NOT_OK(Append(fb->value_builder(), *type.field(0)->type(), type.field(0)->nullable()));
+          ALKAID_RETURN_NOT_OK(
+              Append(fb->value_builder(), *type.field(0)->type(), type.field(0)->nullable()));
         }
         return Status::OK();
       }
@@ -543,7 +595,8 @@ class RandomRows {
         const int n = Chance(0.2) ? 0 : Uniform(0, 4);
         for (int k = 0; k < n; ++k) {
           ALKAID_RETURN_NOT_OK(Append(mb->key_builder(), *mt.key_field()->type(), false));
-          ALKAID_RETURN_NOT_OK(Append(mb->item_builder(), *mt.item_field()->type(), mt.item_field()->nullable()));
+          ALKAID_RETURN_NOT_OK(
+              Append(mb->item_builder(), *mt.item_field()->type(), mt.item_field()->nullable()));
         }
         return Status::OK();
       }
@@ -551,11 +604,13 @@ class RandomRows {
         auto* sb = static_cast<StructBuilder*>(b);
         ALKAID_RETURN_NOT_OK(sb->Append());
         for (int k = 0; k < type.num_fields(); ++k) {
-          ALKAID_RETURN_NOT_OK(Append(sb->field_builder(k), *type.field(k)->type(), type.field(k)->nullable()));
+          ALKAID_RETURN_NOT_OK(
+              Append(sb->field_builder(k), *type.field(k)->type(), type.field(k)->nullable()));
         }
         return Status::OK();
       }
-      default: return Status::NotImplemented("random ", type.ToString());
+      default:
+        return Status::NotImplemented("random ", type.ToString());
     }
   }
 
@@ -566,7 +621,8 @@ class RandomRows {
     std::vector<ArrayPtr> columns;
     for (const auto& f : fields) {
       ALKAID_ASSIGN_OR_RAISE(auto b, MakeBuilder(f->type()));
-      for (int r = 0; r < num_rows; ++r) ALKAID_RETURN_NOT_OK(Append(b.get(), *f->type(), f->nullable()));
+      for (int r = 0; r < num_rows; ++r)
+        ALKAID_RETURN_NOT_OK(Append(b.get(), *f->type(), f->nullable()));
       ALKAID_ASSIGN_OR_RAISE(auto a, b->Finish());
       columns.push_back(a);
     }
@@ -612,7 +668,8 @@ TEST(UnsafeRowRoundTrip, EmptyBatchAndNoColumns) {
   ASSERT_OK_AND_ASSIGN(auto decoded, DecodeRowBatch(*encoded, batch->schema()));
   EXPECT_EQ(decoded->num_rows(), 0);
   // A row of no fields is empty (size 0).
-  ASSERT_OK_AND_ASSIGN(auto none, DecodeRowBatch(std::string_view("\0\0\0\0\0\0\0\0", 8), schema({})));
+  ASSERT_OK_AND_ASSIGN(auto none,
+                       DecodeRowBatch(std::string_view("\0\0\0\0\0\0\0\0", 8), schema({})));
   EXPECT_EQ(none->num_rows(), 2);
 }
 
@@ -658,12 +715,14 @@ void CheckInPlace(const RecordBatchPtr& batch) {
     ASSERT_EQ(size, appended_size);
     ASSERT_EQ(size % 8, 0);
     std::vector<uint8_t> memory(static_cast<size_t>(size) + 16, kGarbage);
-    ASSERT_OK_AND_ASSIGN(int64_t written,
-                         writer->WriteRow(r, std::span<uint8_t>(memory.data(), static_cast<size_t>(size))));
+    ASSERT_OK_AND_ASSIGN(
+        int64_t written,
+        writer->WriteRow(r, std::span<uint8_t>(memory.data(), static_cast<size_t>(size))));
     ASSERT_EQ(written, size);
     ASSERT_EQ(std::vector<uint8_t>(memory.begin(), memory.begin() + size),
               std::vector<uint8_t>(appended.begin() + 3, appended.end()));
-    for (size_t k = static_cast<size_t>(size); k < memory.size(); ++k) ASSERT_EQ(memory[k], kGarbage);
+    for (size_t k = static_cast<size_t>(size); k < memory.size(); ++k)
+      ASSERT_EQ(memory[k], kGarbage);
   }
   ASSERT_OK_AND_ASSIGN(auto encoded, EncodeRowBatch(*batch));
   ASSERT_OK_AND_ASSIGN(int64_t batch_size, EncodedRowBatchSize(*batch));
@@ -673,7 +732,8 @@ void CheckInPlace(const RecordBatchPtr& batch) {
   ASSERT_OK_AND_ASSIGN(int64_t written, EncodeRowBatchInto(*batch, memory));
   ASSERT_EQ(written, batch_size);
   ASSERT_EQ(std::vector<uint8_t>(memory.begin(), memory.begin() + batch_size), ToVector(*encoded));
-  for (size_t k = static_cast<size_t>(batch_size); k < memory.size(); ++k) ASSERT_EQ(memory[k], kGarbage);
+  for (size_t k = static_cast<size_t>(batch_size); k < memory.size(); ++k)
+    ASSERT_EQ(memory[k], kGarbage);
 }
 
 TEST(UnsafeRowInPlace, SizesAndBytesMatchAppendRowForRandomSchemas) {
@@ -713,17 +773,20 @@ TEST(UnsafeRowInPlace, SpanTooSmallIsCapacityErrorAndNothingPastItIsWritten) {
   auto batch = RichBatch(31, 4);
   ASSERT_OK_AND_ASSIGN(auto encoded, EncodeRowBatch(*batch));
   const int64_t size = encoded->size();
-  const std::string sizes = "the row batch takes " + std::to_string(size) + " bytes, more than the ";
+  const std::string sizes =
+      "the row batch takes " + std::to_string(size) + " bytes, more than the ";
   for (int64_t capacity = 0; capacity < size; ++capacity) {
     SCOPED_TRACE("capacity " + std::to_string(capacity));
     std::vector<uint8_t> memory(static_cast<size_t>(size) + 8, kGarbage);
-    auto result = EncodeRowBatchInto(*batch, std::span<uint8_t>(memory.data(), static_cast<size_t>(capacity)));
+    auto result = EncodeRowBatchInto(
+        *batch, std::span<uint8_t>(memory.data(), static_cast<size_t>(capacity)));
     ASSERT_FALSE(result.ok());
     ASSERT_EQ(result.status().code(), StatusCode::kCapacityError) << result.status().ToString();
     ASSERT_NE(result.status().message().find(sizes + std::to_string(capacity) + "-byte output"),
               std::string::npos)
         << result.status().ToString();
-    for (size_t k = static_cast<size_t>(capacity); k < memory.size(); ++k) ASSERT_EQ(memory[k], kGarbage);
+    for (size_t k = static_cast<size_t>(capacity); k < memory.size(); ++k)
+      ASSERT_EQ(memory[k], kGarbage);
   }
   // One row at a time.
   ASSERT_OK_AND_ASSIGN(auto writer, UnsafeRowWriter::Make(batch));
@@ -736,7 +799,8 @@ TEST(UnsafeRowInPlace, SpanTooSmallIsCapacityErrorAndNothingPastItIsWritten) {
           "row " + std::to_string(r) + " takes " + std::to_string(row_size) +
               " bytes, more than the " + std::to_string(capacity) + "-byte output",
           writer->WriteRow(r, std::span<uint8_t>(memory.data(), static_cast<size_t>(capacity))));
-      for (size_t k = static_cast<size_t>(capacity); k < memory.size(); ++k) ASSERT_EQ(memory[k], kGarbage);
+      for (size_t k = static_cast<size_t>(capacity); k < memory.size(); ++k)
+        ASSERT_EQ(memory[k], kGarbage);
     }
   }
 }
@@ -787,7 +851,6 @@ TEST(UnsafeRowInPlace, BadRowsAndBadValues) {
   ASSERT_RAISES_WITH_MESSAGE(kInvalid, "row 1", EncodeRowBatchInto(*bad_ints, memory));
 }
 
-
 // ---------------------------------------------------------------------------
 // Corrupt input.
 
@@ -796,7 +859,8 @@ TEST(UnsafeRowCorrupt, TruncationAtEveryByte) {
   ASSERT_OK_AND_ASSIGN(auto encoded, EncodeRowBatch(*batch));
   ASSERT_OK_AND_ASSIGN(auto rows, SplitRowBatch(encoded->view()));
   std::vector<size_t> boundaries = {0};
-  for (const auto& r : rows) boundaries.push_back(static_cast<size_t>(r.data() + r.size() - encoded->view().data()));
+  for (const auto& r : rows)
+    boundaries.push_back(static_cast<size_t>(r.data() + r.size() - encoded->view().data()));
   size_t next_boundary = 0;
   for (size_t len = 0; len < static_cast<size_t>(encoded->size()); ++len) {
     auto result = DecodeRowBatch(encoded->view().substr(0, len), batch->schema());
@@ -857,9 +921,11 @@ TEST(UnsafeRowCorrupt, SizesPointingOutside) {
     return b;
   };
   const size_t slot = 4 + 8;
-  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "row 0, field 'xs', byte 12",
-                             DecodeRowBatch(patch(slot, (uint64_t{16} << 32) | 4096), batch->schema()));
-  ASSERT_RAISES(kInvalid, DecodeRowBatch(patch(slot, (uint64_t{0xfffffff8} << 32) | 16), batch->schema()));
+  ASSERT_RAISES_WITH_MESSAGE(
+      kInvalid, "row 0, field 'xs', byte 12",
+      DecodeRowBatch(patch(slot, (uint64_t{16} << 32) | 4096), batch->schema()));
+  ASSERT_RAISES(kInvalid,
+                DecodeRowBatch(patch(slot, (uint64_t{0xfffffff8} << 32) | 16), batch->schema()));
   ASSERT_RAISES(kInvalid, DecodeRowBatch(patch(slot, (uint64_t{8} << 32) | 16), batch->schema()));
   ASSERT_RAISES(kInvalid, DecodeRowBatch(patch(slot, (uint64_t{17} << 32) | 8), batch->schema()));
   // Element count far larger than the array.
@@ -876,12 +942,14 @@ TEST(UnsafeRowCorrupt, SizesPointingOutside) {
   odd[3] = static_cast<char>(odd[3] + 1);
   ASSERT_RAISES(kInvalid, DecodeRowBatch(odd, batch->schema()));
   // A non-null value for the null type, a null in a non-nullable field.
-  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "UNKNOWN",
-                             DecodeRowBatch(std::string_view("\0\0\0\x10\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 20),
-                                            schema({field("u", null())})));
-  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "non-nullable",
-                             DecodeRowBatch(std::string_view("\0\0\0\x10\x01\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 20),
-                                            schema({field("i", int32(), false)})));
+  ASSERT_RAISES_WITH_MESSAGE(
+      kInvalid, "UNKNOWN",
+      DecodeRowBatch(std::string_view("\0\0\0\x10\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 20),
+                     schema({field("u", null())})));
+  ASSERT_RAISES_WITH_MESSAGE(
+      kInvalid, "non-nullable",
+      DecodeRowBatch(std::string_view("\0\0\0\x10\x01\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 20),
+                     schema({field("i", int32(), false)})));
 }
 
 TEST(UnsafeRowCorrupt, ErrorsNameTheNestedPath) {
@@ -913,7 +981,8 @@ TEST(UnsafeRowFuzzSeeds, WriteCorpusWhenAsked) {
   for (uint32_t seed = 1; seed <= 4; ++seed) {
     auto batch = RichBatch(seed, static_cast<int>(seed));
     ASSERT_OK_AND_ASSIGN(auto encoded, EncodeRowBatch(*batch));
-    std::ofstream out(std::string(dir) + "/seed" + std::to_string(seed) + ".rows", std::ios::binary);
+    std::ofstream out(std::string(dir) + "/seed" + std::to_string(seed) + ".rows",
+                      std::ios::binary);
     out.write(reinterpret_cast<const char*>(encoded->data()), encoded->size());
     ASSERT_TRUE(out.good());
   }

@@ -38,7 +38,6 @@ namespace {
 
 namespace af = alkaid::format;
 
-
 using alkaid::interop_testing::GoldCases;
 using alkaid::interop_testing::GoldFile;
 
@@ -79,7 +78,8 @@ TEST_P(GoldInteropTest, AlkaidExportsArrowImports) {
   ASSERT_OK(af::ExportSchema(*ours.first, &c_schema));
   ASSERT_ARROW_OK_AND_ASSIGN(auto schema, arrow::ImportSchema(&c_schema));
   EXPECT_TRUE(schema->Equals(*expected.first, /*check_metadata=*/true))
-      << schema->ToString() << "\nvs Arrow's\n" << expected.first->ToString();
+      << schema->ToString() << "\nvs Arrow's\n"
+      << expected.first->ToString();
 
   for (size_t i = 0; i < ours.second.size(); ++i) {
     SCOPED_TRACE("batch " + std::to_string(i));
@@ -88,7 +88,8 @@ TEST_P(GoldInteropTest, AlkaidExportsArrowImports) {
     ASSERT_ARROW_OK_AND_ASSIGN(auto batch, arrow::ImportRecordBatch(&c_array, &c_schema));
     ASSERT_ARROW_OK(batch->ValidateFull());
     EXPECT_TRUE(batch->Equals(*expected.second[i], /*check_metadata=*/true))
-        << batch->ToString() << "\nvs Arrow's\n" << expected.second[i]->ToString();
+        << batch->ToString() << "\nvs Arrow's\n"
+        << expected.second[i]->ToString();
     // Zero copy: Arrow's first column buffer is Alkaid's.
     if (batch->num_columns() > 0 && ours.second[i]->num_columns() > 0) {
       const auto& theirs = batch->column_data(0)->buffers;
@@ -120,7 +121,8 @@ TEST_P(GoldInteropTest, ArrowExportsAlkaidImports) {
   ASSERT_ARROW_OK(arrow::ExportSchema(*theirs.first, &c_schema));
   ASSERT_OK_AND_ASSIGN(auto schema, af::ImportSchema(&c_schema));
   EXPECT_TRUE(schema->Equals(*expected.first, /*check_metadata=*/true))
-      << schema->ToString() << "\nvs Alkaid's\n" << expected.first->ToString();
+      << schema->ToString() << "\nvs Alkaid's\n"
+      << expected.first->ToString();
 
   for (size_t i = 0; i < theirs.second.size(); ++i) {
     SCOPED_TRACE("batch " + std::to_string(i));
@@ -132,8 +134,8 @@ TEST_P(GoldInteropTest, ArrowExportsAlkaidImports) {
     ASSERT_OK(af::CheckRecordBatchEquals(*expected.second[i], *batch));
     const int64_t n = theirs.second[i]->num_rows();
     if (n >= 2) {
-      ASSERT_ARROW_OK(arrow::ExportRecordBatch(*theirs.second[i]->Slice(1, n - 1), &c_array,
-                                               &c_schema));
+      ASSERT_ARROW_OK(
+          arrow::ExportRecordBatch(*theirs.second[i]->Slice(1, n - 1), &c_array, &c_schema));
       ASSERT_OK_AND_ASSIGN(auto sliced, af::ImportRecordBatch(&c_array, &c_schema));
       ASSERT_OK(af::ValidateFull(*sliced));
       ASSERT_OK(af::CheckRecordBatchEquals(*expected.second[i]->Slice(1, n - 1), *sliced));
@@ -187,8 +189,8 @@ arrow::Result<std::shared_ptr<arrow::Array>> MakeArrowArray(const Case& c) {
     return arrow::json::ArrayFromJSONString(c.type, c.json);
   }
   const auto& ree = static_cast<const arrow::RunEndEncodedType&>(*c.type);
-  ARROW_ASSIGN_OR_RAISE(auto ends, arrow::json::ArrayFromJSONString(ree.run_end_type(),
-                                                                    c.run_ends_json));
+  ARROW_ASSIGN_OR_RAISE(auto ends,
+                        arrow::json::ArrayFromJSONString(ree.run_end_type(), c.run_ends_json));
   ARROW_ASSIGN_OR_RAISE(auto values, arrow::json::ArrayFromJSONString(ree.value_type(), c.json));
   ARROW_ASSIGN_OR_RAISE(auto last, ends->GetScalar(ends->length() - 1));
   ARROW_ASSIGN_OR_RAISE(auto length64, last->CastTo(arrow::int64()));
@@ -238,10 +240,11 @@ void ThereAndBack(const std::shared_ptr<arrow::RecordBatch>& original) {
   ASSERT_OK(af::ExportRecordBatch(*ours, &c_array, &c_schema));
   ASSERT_ARROW_OK_AND_ASSIGN(auto back, arrow::ImportRecordBatch(&c_array, &c_schema));
   ASSERT_ARROW_OK(back->ValidateFull());
-  EXPECT_TRUE(back->Equals(*original, /*check_metadata=*/true))
-      << back->ToString() << "\nvs\n" << original->ToString();
+  EXPECT_TRUE(back->Equals(*original, /*check_metadata=*/true)) << back->ToString() << "\nvs\n"
+                                                                << original->ToString();
   EXPECT_TRUE(back->schema()->Equals(*original->schema(), /*check_metadata=*/true))
-      << back->schema()->ToString() << "\nvs\n" << original->schema()->ToString();
+      << back->schema()->ToString() << "\nvs\n"
+      << original->schema()->ToString();
   for (int c = 0; c < original->num_columns(); ++c) {
     const auto& a = original->column_data(c)->buffers;
     const auto& b = back->column_data(c)->buffers;
@@ -276,8 +279,8 @@ TEST(ArrowMadeTest, DictionariesAndCanonicalExtension) {
   auto uuid = arrow::ExtensionType::WrapArray(arrow::extension::uuid(), uuid_storage);
   auto md = arrow::key_value_metadata({"origin"}, {"arrow"});
   auto batch = arrow::RecordBatch::Make(
-      arrow::schema({arrow::field("d", dict_type, false), arrow::field("u", uuid->type())}, md),
-      5, {dict, uuid});
+      arrow::schema({arrow::field("d", dict_type, false), arrow::field("u", uuid->type())}, md), 5,
+      {dict, uuid});
   ThereAndBack(batch);
   ThereAndBack(batch->Slice(2));
 

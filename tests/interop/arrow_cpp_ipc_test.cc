@@ -42,7 +42,6 @@ namespace {
 namespace af = alkaid::format;
 namespace aipc = alkaid::format::ipc;
 
-
 using ArrowBatches = std::vector<std::shared_ptr<arrow::RecordBatch>>;
 struct ArrowReading {
   std::shared_ptr<arrow::Schema> schema;
@@ -91,11 +90,13 @@ std::shared_ptr<af::Buffer> ToAlkaid(const arrow::Buffer& bytes) {
 
 void ExpectSameReading(const ArrowReading& got, const ArrowReading& expected) {
   EXPECT_TRUE(got.schema->Equals(*expected.schema, /*check_metadata=*/true))
-      << got.schema->ToString(true) << "\nvs\n" << expected.schema->ToString(true);
+      << got.schema->ToString(true) << "\nvs\n"
+      << expected.schema->ToString(true);
   ASSERT_EQ(got.batches.size(), expected.batches.size());
   for (size_t i = 0; i < got.batches.size(); ++i) {
     EXPECT_TRUE(got.batches[i]->Equals(*expected.batches[i], /*check_metadata=*/true))
-        << "batch " << i << ":\n" << got.batches[i]->ToString() << "\nvs\n"
+        << "batch " << i << ":\n"
+        << got.batches[i]->ToString() << "\nvs\n"
         << expected.batches[i]->ToString();
   }
 }
@@ -112,9 +113,9 @@ constexpr Codec kCodecs[] = {
 };
 
 // What Alkaid's writers produce from `batches`.
-alkaid::Result<std::shared_ptr<af::Buffer>> AlkaidWrite(const af::SchemaPtr& schema,
-                                                        const std::vector<af::RecordBatchPtr>& batches,
-                                                        bool file, aipc::IpcWriteOptions options) {
+alkaid::Result<std::shared_ptr<af::Buffer>> AlkaidWrite(
+    const af::SchemaPtr& schema, const std::vector<af::RecordBatchPtr>& batches, bool file,
+    aipc::IpcWriteOptions options) {
   // Extension types as Arrow spells their metadata keys.
   options.extension_metadata_namespace = "ARROW";
   ALKAID_ASSIGN_OR_RAISE(auto sink, aipc::BufferOutputStream::Create());
@@ -179,9 +180,8 @@ TEST_P(GoldIpcTest, AlkaidWritesArrowReads) {
         text = SwapMagic(std::move(text));
         ASSERT_FALSE(text.empty());
       }
-      ASSERT_ARROW_OK_AND_ASSIGN(
-          auto got, ArrowReadFile(std::make_shared<arrow::io::BufferReader>(
-                        arrow::Buffer::FromString(std::move(text)))));
+      ASSERT_ARROW_OK_AND_ASSIGN(auto got, ArrowReadFile(std::make_shared<arrow::io::BufferReader>(
+                                               arrow::Buffer::FromString(std::move(text)))));
       ExpectSameReading(got, expected);
     }
   }
@@ -250,17 +250,21 @@ arrow::Result<std::pair<std::shared_ptr<arrow::Schema>, ArrowBatches>> ArrowMade
     columns[0].push_back(std::move(first));
     columns[1].push_back(std::move(second));
   };
-  ARROW_ASSIGN_OR_RAISE(auto sv1, Json(arrow::utf8_view(), R"(["short", null, ")" + long_a + R"("])"));
+  ARROW_ASSIGN_OR_RAISE(auto sv1,
+                        Json(arrow::utf8_view(), R"(["short", null, ")" + long_a + R"("])"));
   ARROW_ASSIGN_OR_RAISE(auto sv2, Json(arrow::utf8_view(), R"(["", ")" + long_a + R"(b", "x"])"));
   add("string_view", sv1, sv2);
-  ARROW_ASSIGN_OR_RAISE(auto bv1, Json(arrow::binary_view(), R"([")" + long_a + R"(", "b", null])"));
+  ARROW_ASSIGN_OR_RAISE(auto bv1,
+                        Json(arrow::binary_view(), R"([")" + long_a + R"(", "b", null])"));
   ARROW_ASSIGN_OR_RAISE(auto bv2, Json(arrow::binary_view(), R"([null, null, "tiny"])"));
   add("binary_view", bv1, bv2);
   ARROW_ASSIGN_OR_RAISE(auto lv1, Json(arrow::list_view(arrow::int32()), "[[1, 2], null, []]"));
   ARROW_ASSIGN_OR_RAISE(auto lv2, Json(arrow::list_view(arrow::int32()), "[[3], [4, 5, 6], null]"));
   add("list_view", lv1, lv2);
-  ARROW_ASSIGN_OR_RAISE(auto llv1, Json(arrow::large_list_view(arrow::utf8()), R"([["a"], null, ["bb", "c"]])"));
-  ARROW_ASSIGN_OR_RAISE(auto llv2, Json(arrow::large_list_view(arrow::utf8()), R"([[], ["d"], ["e"]])"));
+  ARROW_ASSIGN_OR_RAISE(
+      auto llv1, Json(arrow::large_list_view(arrow::utf8()), R"([["a"], null, ["bb", "c"]])"));
+  ARROW_ASSIGN_OR_RAISE(auto llv2,
+                        Json(arrow::large_list_view(arrow::utf8()), R"([[], ["d"], ["e"]])"));
   add("large_list_view", llv1, llv2);
   ARROW_ASSIGN_OR_RAISE(auto ends1, Json(arrow::int32(), "[2, 3]"));
   ARROW_ASSIGN_OR_RAISE(auto vals1, Json(arrow::utf8(), R"(["x", null])"));
@@ -271,8 +275,8 @@ arrow::Result<std::pair<std::shared_ptr<arrow::Schema>, ArrowBatches>> ArrowMade
   add("ree", ree1, ree2);
   // The second dictionary extends the first: a delta.
   auto dict_type = arrow::dictionary(arrow::int8(), arrow::utf8());
-  ARROW_ASSIGN_OR_RAISE(auto d1, arrow::json::DictArrayFromJSONString(dict_type, "[0, 1, 0]",
-                                                                      R"(["red", "green"])"));
+  ARROW_ASSIGN_OR_RAISE(
+      auto d1, arrow::json::DictArrayFromJSONString(dict_type, "[0, 1, 0]", R"(["red", "green"])"));
   ARROW_ASSIGN_OR_RAISE(auto d2, arrow::json::DictArrayFromJSONString(
                                      dict_type, "[2, null, 1]", R"(["red", "green", "blue"])"));
   add("dict", d1, d2);

@@ -26,9 +26,9 @@
 #include "alkaid/client/producer.h"
 #include "alkaid/format/builder_binary.h"
 #include "alkaid/format/builder_primitive.h"
+#include "arrow_test_util.h"
 #include "broker_process.h"
 #include "broker_test_util.h"
-#include "arrow_test_util.h"
 #include "test_util.h"
 
 namespace {
@@ -37,7 +37,6 @@ namespace af = alkaid::format;
 namespace ac = alkaid::client;
 using alkaid::broker::testing::BrokerProcess;
 using namespace std::chrono_literals;
-
 
 constexpr int64_t kRows = 1000;
 
@@ -86,8 +85,8 @@ void ExpectInShm(const arrow::ArrayData& data, const std::string& prefix) {
     if (b == nullptr || b->size() == 0) continue;
     const std::string where = alkaid::broker::testing::MappingOf(b->data());
     EXPECT_EQ(where.rfind("/dev/shm/" + prefix, 0), 0u)
-        << "buffer " << i << " at " << static_cast<const void*>(b->data()) << " is in '"
-        << where << "'";
+        << "buffer " << i << " at " << static_cast<const void*>(b->data()) << " is in '" << where
+        << "'";
   }
   for (const auto& child : data.child_data) ExpectInShm(*child, prefix);
 }
@@ -162,8 +161,8 @@ TEST(ArrowCppShmTest, ReceivedBatchesComputedOnByArrowThenBlocksFree) {
     ASSERT_ARROW_OK_AND_ASSIGN(auto total, arrow::compute::Sum(imported->column(1)));
     EXPECT_DOUBLE_EQ(total.scalar_as<arrow::DoubleScalar>().value,
                      static_cast<double>(IdSum(b)) / 2);
-    ASSERT_ARROW_OK_AND_ASSIGN(
-        auto lengths, arrow::compute::CallFunction("utf8_length", {imported->column(2)}));
+    ASSERT_ARROW_OK_AND_ASSIGN(auto lengths,
+                               arrow::compute::CallFunction("utf8_length", {imported->column(2)}));
     ASSERT_ARROW_OK_AND_ASSIGN(auto longest, arrow::compute::MinMax(lengths));
     EXPECT_GE(longest.scalar_as<arrow::StructScalar>().value[1]->ToString().size(), 1u);
     theirs.push_back(std::move(imported));

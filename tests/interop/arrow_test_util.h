@@ -15,12 +15,12 @@
 
 #include "test_util.h"
 
-#define ASSERT_ARROW_OK(expr)                                                  \
-  do {                                                                         \
-    ::arrow::Status _ast = (expr);                                             \
-    ASSERT_TRUE(_ast.ok()) << "'" #expr "' failed: " << _ast.ToString();       \
+#define ASSERT_ARROW_OK(expr)                                            \
+  do {                                                                   \
+    ::arrow::Status _ast = (expr);                                       \
+    ASSERT_TRUE(_ast.ok()) << "'" #expr "' failed: " << _ast.ToString(); \
   } while (false)
-#define ASSERT_ARROW_OK_AND_ASSIGN_IMPL(res, lhs, rexpr)                        \
+#define ASSERT_ARROW_OK_AND_ASSIGN_IMPL(res, lhs, rexpr)                       \
   auto res = (rexpr);                                                          \
   ASSERT_TRUE(res.ok()) << "'" #rexpr "' failed: " << res.status().ToString(); \
   lhs = std::move(res).ValueOrDie()

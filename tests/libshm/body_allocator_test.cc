@@ -122,8 +122,7 @@ TEST_F(BodyAllocatorTest, FreeRangesStayConsistentUnderStreamAndRandomRelease) {
   uint64_t allocated = 0;
   for (int round = 0; round < 4000; ++round) {
     const bool stream = (round / 500) % 2 == 0;  // phases: FIFO, then random
-    const uint64_t len =
-        stream ? 576 : std::uniform_int_distribution<uint64_t>(1, 3000)(rng);
+    const uint64_t len = stream ? 576 : std::uniform_int_distribution<uint64_t>(1, 3000)(rng);
     auto block = alloc_->TryAllocate(len);
     if (block.ok()) {
       const BlockHandle h = block->handle();

@@ -294,7 +294,7 @@ TEST_F(ShmTest, ChannelProducerKilledMidWriteLeavesNoHalfMessage) {
   }
   EXPECT_EQ(WaitChild(producer), 128 + SIGKILL);
   ASSERT_OK_AND_ASSIGN(bool got, consumer->TryReceive(&message));
-  EXPECT_FALSE(got);  // the half-written slot is not a message
+  EXPECT_FALSE(got);                         // the half-written slot is not a message
   EXPECT_EQ(consumer->next_sequence(), 2u);  // nor a lost one: still the next to read
   EXPECT_EQ(consumer->lost_count(), 0u);
   ASSERT_RAISES_WITH_MESSAGE(kIOError, "is gone", consumer->Receive(&message, 10s));

@@ -101,21 +101,19 @@ TEST_F(ReclaimTest, ReclaimRefusesLiveProcessesAndOtherOwners) {
   ASSERT_OK_AND_ASSIGN(auto ring, RingProducer::Create(ring_name, {}, alloc.get()));
   ASSERT_OK_AND_ASSIGN(auto consumer, RingConsumer::Open(ring_name));
   const uint32_t me = static_cast<uint32_t>(::getpid());
-  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "still running",
-                             ReclaimDeadConsumer(ring->segment(), alloc->segment(),
-                                                 consumer->id(), me));
-  ASSERT_RAISES(kIndexError,
-                ReclaimDeadConsumer(ring->segment(), nullptr, 1000, me));
+  ASSERT_RAISES_WITH_MESSAGE(
+      kInvalid, "still running",
+      ReclaimDeadConsumer(ring->segment(), alloc->segment(), consumer->id(), me));
+  ASSERT_RAISES(kIndexError, ReclaimDeadConsumer(ring->segment(), nullptr, 1000, me));
   // A dead pid that does not own the registration.
   const pid_t gone = ForkChild([] { return 0; });
   ASSERT_EQ(WaitChild(gone), 0);
   ASSERT_RAISES_WITH_MESSAGE(kInvalid, "is registered by process",
-                             ReclaimDeadConsumer(ring->segment(), alloc->segment(),
-                                                 consumer->id(), static_cast<uint32_t>(gone)));
+                             ReclaimDeadConsumer(ring->segment(), alloc->segment(), consumer->id(),
+                                                 static_cast<uint32_t>(gone)));
   // kAnyConsumer with a pid that owns nothing: nothing to do.
   ASSERT_OK_AND_ASSIGN(auto report, ReclaimDeadConsumer(ring->segment(), alloc->segment(),
-                                                        kAnyConsumer,
-                                                        static_cast<uint32_t>(gone)));
+                                                        kAnyConsumer, static_cast<uint32_t>(gone)));
   EXPECT_EQ(report.registrations_freed, 0u);
   EXPECT_EQ(report.references_released, 0u);
 }
@@ -131,8 +129,8 @@ TEST_F(ReclaimTest, AClaimedRegistrationOfADeadProcessIsFreed) {
   const pid_t gone = ForkChild([] { return 0; });
   ASSERT_EQ(WaitChild(gone), 0);
   // Forge what the dead consumer's claim CAS left in entry 1.
-  auto* consumers = reinterpret_cast<internal::ConsumerData*>(
-      ring->segment()->payload() + sizeof(internal::RingHeaderData));
+  auto* consumers = reinterpret_cast<internal::ConsumerData*>(ring->segment()->payload() +
+                                                              sizeof(internal::RingHeaderData));
   consumers[1].state.store(
       internal::ConsumerWord(static_cast<uint32_t>(gone), 7, internal::kConsumerClaimed));
   ASSERT_OK_AND_ASSIGN(auto first, RingConsumer::Open(ring_name));
@@ -229,8 +227,8 @@ TEST_F(ReclaimTest, KilledConsumersAreReclaimedAndSurvivorsSeeEverythingOnce) {
     std::atomic<int> victim_registered;
     std::atomic<int> victim_held;
   };
-  void* mem = ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                     -1, 0);
+  void* mem =
+      ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(mem, MAP_FAILED);
   auto* shared = new (mem) Shared();
 
@@ -373,9 +371,8 @@ TEST_F(ReclaimTest, KilledConsumersAreReclaimedAndSurvivorsSeeEverythingOnce) {
     ++killed;
     const bool was_registered = shared->victim_registered.load() == 1;
     const int held = shared->victim_held.load();
-    ASSERT_OK_AND_ASSIGN(auto report,
-                         ReclaimDeadConsumer(ring_segment, body_segment, kAnyConsumer,
-                                             static_cast<uint32_t>(victim)));
+    ASSERT_OK_AND_ASSIGN(auto report, ReclaimDeadConsumer(ring_segment, body_segment, kAnyConsumer,
+                                                          static_cast<uint32_t>(victim)));
     if (was_registered) {
       ++killed_registered;
       EXPECT_EQ(report.registrations_freed, 1u) << "victim " << v;
@@ -387,9 +384,10 @@ TEST_F(ReclaimTest, KilledConsumersAreReclaimedAndSurvivorsSeeEverythingOnce) {
   }
   shared->victims_done.store(1);
   victims_done.armed = false;  // `shared` is unmapped before the guard goes
-  std::printf("victims: %d killed (%d registered); reclaimed %u registrations, %llu body "
-              "references\n",
-              killed, killed_registered, registrations, static_cast<unsigned long long>(released));
+  std::printf(
+      "victims: %d killed (%d registered); reclaimed %u registrations, %llu body "
+      "references\n",
+      killed, killed_registered, registrations, static_cast<unsigned long long>(released));
   EXPECT_EQ(killed, kVictims);
   EXPECT_GE(killed_registered, kVictims / 2);
   EXPECT_GE(registrations, static_cast<uint32_t>(killed_registered));

@@ -89,7 +89,8 @@ int VerifyingConsumer(const std::string& ring, const std::string& bodies, uint64
     CHILD_CHECK(msg.sequence() == next, 13, "sequence %llu, expected %llu",
                 static_cast<unsigned long long>(msg.sequence()),
                 static_cast<unsigned long long>(next));
-    CHILD_CHECK(msg.lost_before() == 0, 14, "lost %llu", static_cast<unsigned long long>(msg.lost_before()));
+    CHILD_CHECK(msg.lost_before() == 0, 14, "lost %llu",
+                static_cast<unsigned long long>(msg.lost_before()));
     CHILD_CHECK(VerifyPayload(msg.payload()) == next, 15, "payload of %llu is damaged",
                 static_cast<unsigned long long>(next));
     if (body_every != 0) {
@@ -126,8 +127,8 @@ TEST_F(RingMultiProcessTest, OneProducerFourConsumersAMillionMessages) {
 
   std::vector<pid_t> children;
   for (int i = 0; i < 4; ++i) {
-    children.push_back(ForkChild(
-        [&] { return VerifyingConsumer(ring, body_name, kMessages, kBodyEvery); }));
+    children.push_back(
+        ForkChild([&] { return VerifyingConsumer(ring, body_name, kMessages, kBodyEvery); }));
   }
   ASSERT_TRUE(WaitForActive(*producer, 4));
   for (uint64_t i = 0; i < kMessages; ++i) {
@@ -298,7 +299,8 @@ TEST_F(RingMultiProcessTest, BlockPolicyProducerWaitsForASlowConsumerThenProceed
       Status st = c->Receive(&msg, 20s);
       CHILD_CHECK(st.ok() && msg.sequence() == i && msg.lost_before() == 0 &&
                       VerifyPayload(msg.payload()) == i,
-                  13, "message %llu: %s", static_cast<unsigned long long>(i), st.ToString().c_str());
+                  13, "message %llu: %s", static_cast<unsigned long long>(i),
+                  st.ToString().c_str());
     }
     return 0;
   });
@@ -448,8 +450,8 @@ TEST_F(RingMultiProcessTest, KilledProducerLeavesEverythingCommittedReadable) {
   ASSERT_TRUE(published.Wait());
   // Killed while it still publishes (past what it reported committed): the
   // ring's write sequence says so, no guessed duration.
-  ASSERT_OK_AND_ASSIGN(auto mapping, Segment::Open(ring, SegmentKind::kRing,
-                                                   SegmentOpenOptions{.read_only = true}));
+  ASSERT_OK_AND_ASSIGN(
+      auto mapping, Segment::Open(ring, SegmentKind::kRing, SegmentOpenOptions{.read_only = true}));
   const auto* header = reinterpret_cast<const internal::RingHeaderData*>(mapping->payload());
   while (header->write_sequence.load() < kCommitted + 10) std::this_thread::yield();
   ::kill(producer, SIGKILL);

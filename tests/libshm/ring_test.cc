@@ -224,8 +224,7 @@ TEST_F(RingTest, ForceDetachedLiveConsumerKeepsItsRegistrationUntilItNotices) {
   EXPECT_FALSE(infos[id].active);
   EXPECT_TRUE(infos[id].detached);
   // Our own process is alive: the entry stays reserved.
-  ASSERT_RAISES_WITH_MESSAGE(kCapacityError, "registrations are taken",
-                             RingConsumer::Open(name_));
+  ASSERT_RAISES_WITH_MESSAGE(kCapacityError, "registrations are taken", RingConsumer::Open(name_));
   // Detached consumers do not hold the producer back.
   for (uint64_t i = 0; i < 8; ++i) ASSERT_OK(producer->Publish(Bytes(MakePayload(i))));
   RingMessage msg;
@@ -486,8 +485,8 @@ TEST_F(RingTest, SidebandIsReadAsOneConsistentSet) {
   // fast as it can, never sees a mix of two writes: every set it reads has
   // four equal words, and they never go backwards.
   std::atomic<bool>* stop = static_cast<std::atomic<bool>*>(
-      ::mmap(nullptr, sizeof(std::atomic<bool>), PROT_READ | PROT_WRITE,
-             MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+      ::mmap(nullptr, sizeof(std::atomic<bool>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+             -1, 0));
   ASSERT_NE(stop, MAP_FAILED);
   new (stop) std::atomic<bool>(false);
   const std::string name = name_;
@@ -500,10 +499,9 @@ TEST_F(RingTest, SidebandIsReadAsOneConsistentSet) {
       auto got = (*consumer)->ReadSideband();
       CHILD_CHECK(got.ok(), 3, "%s", got.status().ToString().c_str());
       const auto& w = *got;
-      CHILD_CHECK(w[0] == w[1] && w[1] == w[2] && w[2] == w[3], 4,
-                  "torn read %llu %llu %llu %llu", static_cast<unsigned long long>(w[0]),
-                  static_cast<unsigned long long>(w[1]), static_cast<unsigned long long>(w[2]),
-                  static_cast<unsigned long long>(w[3]));
+      CHILD_CHECK(w[0] == w[1] && w[1] == w[2] && w[2] == w[3], 4, "torn read %llu %llu %llu %llu",
+                  static_cast<unsigned long long>(w[0]), static_cast<unsigned long long>(w[1]),
+                  static_cast<unsigned long long>(w[2]), static_cast<unsigned long long>(w[3]));
       CHILD_CHECK(w[0] >= last, 5, "went back from %llu to %llu",
                   static_cast<unsigned long long>(last), static_cast<unsigned long long>(w[0]));
       last = w[0];

@@ -15,8 +15,8 @@
 namespace alkaid::shm {
 namespace {
 
-using testing::ShmTest;
 using testing::ShmemPmdMappedKb;
+using testing::ShmTest;
 
 class SegmentTest : public ShmTest {};
 
@@ -141,7 +141,8 @@ TEST_F(SegmentTest, RemoveUnlinksButMappingsStayValid) {
 
 TEST_F(SegmentTest, NamesAreValidated) {
   ASSERT_RAISES_WITH_MESSAGE(kInvalid, "empty", Segment::Create("", 64, SegmentKind::kRaw));
-  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "character 1", Segment::Create("a/b", 64, SegmentKind::kRaw));
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "character 1",
+                             Segment::Create("a/b", 64, SegmentKind::kRaw));
   ASSERT_RAISES(kInvalid, Segment::Create(".hidden", 64, SegmentKind::kRaw));
   ASSERT_RAISES(kInvalid, Segment::Create("with space", 64, SegmentKind::kRaw));
   ASSERT_RAISES(kInvalid, Segment::Create(std::string(kMaxSegmentNameLength + 1, 'a'), 64,
@@ -159,7 +160,8 @@ TEST_F(SegmentTest, SizesAreValidated) {
 TEST_F(SegmentTest, OpenChecksTheKind) {
   const std::string name = NewName();
   ASSERT_OK_AND_ASSIGN(auto seg, Segment::Create(name, 64, SegmentKind::kBodies));
-  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "expected 3 (ring)", Segment::Open(name, SegmentKind::kRing));
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "expected 3 (ring)",
+                             Segment::Open(name, SegmentKind::kRing));
 }
 
 // Writes `bytes` into a fresh POSIX shm object, bypassing Segment.
@@ -177,11 +179,13 @@ TEST_F(SegmentTest, OpenRefusesGarbage) {
 
   const std::string junk = NewName();
   MakeForeignObject(junk, std::vector<uint8_t>(4096, 0xAB));
-  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "not an Alkaid segment", Segment::Open(junk, SegmentKind::kRaw));
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "not an Alkaid segment",
+                             Segment::Open(junk, SegmentKind::kRaw));
 
   const std::string zeros = NewName();
   MakeForeignObject(zeros, std::vector<uint8_t>(4096, 0));
-  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "still being created", Segment::Open(zeros, SegmentKind::kRaw));
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "still being created",
+                             Segment::Open(zeros, SegmentKind::kRaw));
 }
 
 TEST_F(SegmentTest, OpenChecksRecordedSizeAndVersionAgainstTheMapping) {
@@ -199,7 +203,8 @@ TEST_F(SegmentTest, OpenChecksRecordedSizeAndVersionAgainstTheMapping) {
   // The layout version follows the 8-byte magic at offset 0 of the header.
   uint32_t bad_version = 99;
   std::memcpy(seg2->payload() - 128 + 8, &bad_version, 4);
-  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "layout version 99", Segment::Open(other, SegmentKind::kRaw));
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "layout version 99",
+                             Segment::Open(other, SegmentKind::kRaw));
 }
 
 TEST_F(SegmentTest, FullDevShmIsAnOutOfMemoryErrorAtCreationWithNothingLeft) {

@@ -26,8 +26,8 @@ using format::RecordBatchPtr;
 inline format::TypePtr WordType() { return format::dictionary(format::int16(), format::utf8()); }
 
 inline format::SchemaPtr WordSchema() {
-  return format::schema({format::field("batch", format::int64()),
-                         format::field("word", WordType())});
+  return format::schema(
+      {format::field("batch", format::int64()), format::field("word", WordType())});
 }
 
 inline constexpr int64_t kRows = 20;
@@ -98,8 +98,8 @@ inline ::testing::AssertionResult IsBatch(const format::RecordBatch& batch, int6
   auto dict = std::static_pointer_cast<format::StringArray>(words->dictionary());
   for (int64_t i = 0; i < kRows; ++i) {
     if (ids->Value(i) != b) {
-      return ::testing::AssertionFailure() << "row " << i << " is of batch " << ids->Value(i)
-                                           << ", expected " << b;
+      return ::testing::AssertionFailure()
+             << "row " << i << " is of batch " << ids->Value(i) << ", expected " << b;
     }
     if (words->IsNull(i) != IsNull(i)) {
       return ::testing::AssertionFailure() << "batch " << b << " row " << i << " nullness";
@@ -107,14 +107,13 @@ inline ::testing::AssertionResult IsBatch(const format::RecordBatch& batch, int6
     if (IsNull(i)) continue;
     const int64_t index = words->GetIndex(i);
     if (index < 0 || index >= dict->length()) {
-      return ::testing::AssertionFailure() << "batch " << b << " row " << i << ": index "
-                                           << index << " outside a dictionary of "
-                                           << dict->length();
+      return ::testing::AssertionFailure() << "batch " << b << " row " << i << ": index " << index
+                                           << " outside a dictionary of " << dict->length();
     }
     if (dict->GetView(index) != Word(b, i)) {
-      return ::testing::AssertionFailure() << "batch " << b << " row " << i << ": '"
-                                           << dict->GetView(index) << "', expected '"
-                                           << Word(b, i) << "'";
+      return ::testing::AssertionFailure()
+             << "batch " << b << " row " << i << ": '" << dict->GetView(index) << "', expected '"
+             << Word(b, i) << "'";
     }
   }
   return ::testing::AssertionSuccess();

@@ -89,8 +89,7 @@ class PrefixedInputStream : public ipc::InputStream {
 // every 100 ms.
 class IdleAwareStdin : public ipc::InputStream {
  public:
-  IdleAwareStdin(std::shared_ptr<ipc::InputStream> in,
-                 std::shared_ptr<std::function<void()>> idle)
+  IdleAwareStdin(std::shared_ptr<ipc::InputStream> in, std::shared_ptr<std::function<void()>> idle)
       : in_(std::move(in)), idle_(std::move(idle)) {}
 
   Result<int64_t> Read(int64_t n, void* out) override {
@@ -144,8 +143,8 @@ Result<std::unique_ptr<BatchSource>> BatchSource::Open(const std::string& path) 
     ALKAID_ASSIGN_OR_RAISE(auto in, ipc::FileInputStream::Stdin());
     // Enough to see either file magic; a stream's first message is longer.
     std::vector<uint8_t> prefix(8);
-    ALKAID_ASSIGN_OR_RAISE(int64_t got, in->Read(static_cast<int64_t>(prefix.size()),
-                                                 prefix.data()));
+    ALKAID_ASSIGN_OR_RAISE(int64_t got,
+                           in->Read(static_cast<int64_t>(prefix.size()), prefix.data()));
     prefix.resize(static_cast<std::size_t>(got));
     if (prefix.empty()) return Status::Invalid("stdin: the input is empty");
     if (IsFileMagic(prefix.data(), prefix.size())) {
@@ -165,8 +164,7 @@ Result<std::unique_ptr<BatchSource>> BatchSource::Open(const std::string& path) 
     if (IsFileMagic(bytes->data(), static_cast<std::size_t>(bytes->size()))) {
       whole = std::move(mapped);
     } else {
-      auto reader =
-          ipc::RecordBatchStreamReader::Open(std::make_shared<ipc::BufferReader>(bytes));
+      auto reader = ipc::RecordBatchStreamReader::Open(std::make_shared<ipc::BufferReader>(bytes));
       if (!reader.ok()) return reader.status().WithContext(path);
       source->stream_ = std::move(*reader);
     }

@@ -27,13 +27,15 @@ int RunTopics(const BrokerToolOptions& options) {
   if (!topics.ok()) return ReportError("topics", topics.status());
   std::cout << std::left << std::setw(24) << "TOPIC" << std::right << std::setw(10) << "PRODUCERS"
             << std::setw(10) << "CONSUMERS" << std::setw(12) << "PUBLISHED" << std::setw(8)
-            << "DEPTH" << std::setw(8) << "DROPS" << std::setw(8) << "HELD" << std::setw(8) << "SLOTS" << "  "
-            << std::left << std::setw(15) << "POLICY" << "PAYLOAD\n";
+            << "DEPTH" << std::setw(8) << "DROPS" << std::setw(8) << "HELD" << std::setw(8)
+            << "SLOTS"
+            << "  " << std::left << std::setw(15) << "POLICY"
+            << "PAYLOAD\n";
   for (const auto& t : *topics) {
-    std::cout << std::left << std::setw(24) << t.name << std::right << std::setw(10)
-              << t.producers << std::setw(10) << t.consumers << std::setw(12) << t.published
-              << std::setw(8) << t.depth << std::setw(8) << t.drops << std::setw(8)
-              << t.held << std::setw(8) << t.ring_slots << "  " << std::left << std::setw(15)
+    std::cout << std::left << std::setw(24) << t.name << std::right << std::setw(10) << t.producers
+              << std::setw(10) << t.consumers << std::setw(12) << t.published << std::setw(8)
+              << t.depth << std::setw(8) << t.drops << std::setw(8) << t.held << std::setw(8)
+              << t.ring_slots << "  " << std::left << std::setw(15)
               << (t.policy == shm::SlowConsumerPolicy::kDropOldest ? "drop-oldest"
                                                                    : "block-producer")
               << client::PayloadKindName(t.payload_kind) << "\n";
@@ -44,8 +46,9 @@ int RunTopics(const BrokerToolOptions& options) {
   for (const auto& a : *awaited) {
     std::cout << std::left << std::setw(24) << a.name << std::right << std::setw(10) << 0
               << std::setw(10) << a.consumers << std::setw(12) << "-" << std::setw(8) << "-"
-              << std::setw(8) << "-" << std::setw(8) << "-" << std::setw(8) << "-" << "  " << std::left << std::setw(15)
-              << "-" << "(not created yet)\n";
+              << std::setw(8) << "-" << std::setw(8) << "-" << std::setw(8) << "-"
+              << "  " << std::left << std::setw(15) << "-"
+              << "(not created yet)\n";
   }
   return kExitOk;
 }
@@ -77,16 +80,15 @@ int RunPublish(const PublishOptions& options) {
     auto batch = input.Next();
     if (!batch.ok()) {
       (void)(*producer)->Close();  // subscribers get what was complete, then end of stream
-      return ReportError(
-          "publish", Status(batch.status().code(),
-                            batch.status().message() + "; the " +
-                                std::to_string(input.batches_read()) +
-                                " complete batches before it were published to '" +
-                                options.topic + "', then its stream was ended"));
+      return ReportError("publish", Status(batch.status().code(),
+                                           batch.status().message() + "; the " +
+                                               std::to_string(input.batches_read()) +
+                                               " complete batches before it were published to '" +
+                                               options.topic + "', then its stream was ended"));
     }
     if (*batch == nullptr) break;
-    const Status st = options.unsafe_row ? (*producer)->PublishRows(**batch)
-                                         : (*producer)->PublishCopy(**batch);
+    const Status st =
+        options.unsafe_row ? (*producer)->PublishRows(**batch) : (*producer)->PublishCopy(**batch);
     if (!st.ok()) {
       return ReportError("publish",
                          st.WithContext("batch " + std::to_string(input.batches_read() - 1)));
@@ -103,13 +105,13 @@ int RunSubscribe(const SubscribeOptions& options) {
 #endif
   // Without --timeout, wait as long as it takes (in long slices).
   const auto timeout = options.timeout_seconds > 0
-                           ? std::chrono::nanoseconds(static_cast<int64_t>(
-                                 std::llround(options.timeout_seconds * 1e9)))
+                           ? std::chrono::nanoseconds(
+                                 static_cast<int64_t>(std::llround(options.timeout_seconds * 1e9)))
                            : std::chrono::nanoseconds(std::chrono::hours(1));
   client::ConsumerOptions consumer_options;
   consumer_options.socket_path = options.socket;
   consumer_options.from_oldest = options.from_oldest;
-  consumer_options.verification = options.private_copy        ? client::Verification::kPrivateCopy
+  consumer_options.verification = options.private_copy         ? client::Verification::kPrivateCopy
                                   : options.validate == "full" ? client::Verification::kFull
                                                                : client::Verification::kStructure;
   consumer_options.columns = options.columns;

@@ -22,7 +22,8 @@ namespace ipc = format::ipc;
 namespace {
 
 std::string Env(const char* name) {
-  const char* value = std::getenv(name);  // NOLINT(concurrency-mt-unsafe): read before any thread starts
+  const char* value =
+      std::getenv(name);  // NOLINT(concurrency-mt-unsafe): read before any thread starts
   return value == nullptr ? std::string() : std::string(value);
 }
 
@@ -94,8 +95,8 @@ int RunFlightPublish(const PublishOptions& options) {
     }
     if (*batch == nullptr) break;
     if (const Status st = (*writer)->Write(**batch); !st.ok()) {
-      return ReportError("publish", st.WithContext("batch " + std::to_string(
-                                                                  (*source)->batches_read() - 1)));
+      return ReportError("publish",
+                         st.WithContext("batch " + std::to_string((*source)->batches_read() - 1)));
     }
   }
   const Status st = (*writer)->Close();

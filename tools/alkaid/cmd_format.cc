@@ -42,8 +42,7 @@ ipc::IpcWriteOptions MakeWriteOptions(const WriteChoice& choice) {
   return options;
 }
 
-Status WriteIpc(const std::string& path, const WriteChoice& choice,
-                const format::SchemaPtr& schema,
+Status WriteIpc(const std::string& path, const WriteChoice& choice, const format::SchemaPtr& schema,
                 const std::vector<format::RecordBatchPtr>& batches,
                 const ipc::DictionaryMemo* ids) {
   std::shared_ptr<ipc::FileOutputStream> sink;
@@ -71,8 +70,8 @@ namespace {
 void PrintMetadata(std::ostream& os, const format::MetadataPtr& md, int indent) {
   if (md == nullptr || md->empty()) return;
   for (size_t i = 0; i < md->size(); ++i) {
-    os << std::string(static_cast<size_t>(indent), ' ') << "metadata: '" << md->key(i)
-       << "' = '" << md->value(i) << "'\n";
+    os << std::string(static_cast<size_t>(indent), ' ') << "metadata: '" << md->key(i) << "' = '"
+       << md->value(i) << "'\n";
   }
 }
 

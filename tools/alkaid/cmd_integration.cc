@@ -53,8 +53,8 @@ Result<ipc::DictionaryMemo> IdsFromJson(const format::JsonIntegrationData& data)
 
 Status Compare(const format::JsonIntegrationData& expected, const IpcInput& actual) {
   if (!expected.schema->Equals(*actual.schema, /*check_metadata=*/true)) {
-    return Status::Invalid("schemas differ:\n-- JSON:\n", expected.schema->ToString(),
-                           "-- IPC:\n", actual.schema->ToString());
+    return Status::Invalid("schemas differ:\n-- JSON:\n", expected.schema->ToString(), "-- IPC:\n",
+                           actual.schema->ToString());
   }
   if (expected.batches.size() != actual.batches.size()) {
     return Status::Invalid("the JSON has ", expected.batches.size(), " batches, the IPC input ",
@@ -71,7 +71,8 @@ Status Compare(const format::JsonIntegrationData& expected, const IpcInput& actu
 }
 
 bool EndsWith(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 }  // namespace
@@ -81,12 +82,14 @@ int RunIntegrationValidate(const IntegrationOptions& options) {
   format::JsonReadOptions json_options;
   json_options.validate_decimal_precision = decimal_precision;
   auto json = format::ReadJsonIntegrationFile(options.json, json_options);
-  if (!json.ok()) return ReportError("integration validate", json.status().WithContext(options.json));
+  if (!json.ok())
+    return ReportError("integration validate", json.status().WithContext(options.json));
   ipc::IpcReadOptions read_options;
   read_options.validate_full = true;
   read_options.validate_decimal_precision = decimal_precision;
   auto input = ReadIpcInput(options.ipc, read_options);
-  if (!input.ok()) return ReportError("integration validate", input.status().WithContext(options.ipc));
+  if (!input.ok())
+    return ReportError("integration validate", input.status().WithContext(options.ipc));
   Status st = Compare(*json, *input);
   if (!st.ok()) {
     std::cerr << "alkaid integration validate: " << options.ipc << " does not hold the data of "
@@ -100,9 +103,11 @@ int RunJsonToIpc(const IntegrationOptions& options) {
   format::JsonReadOptions json_options;
   json_options.validate_decimal_precision = !options.HasQuirk("no_decimal_validate");
   auto json = format::ReadJsonIntegrationFile(options.json, json_options);
-  if (!json.ok()) return ReportError("integration json-to-ipc", json.status().WithContext(options.json));
+  if (!json.ok())
+    return ReportError("integration json-to-ipc", json.status().WithContext(options.json));
   auto ids = IdsFromJson(*json);
-  if (!ids.ok()) return ReportError("integration json-to-ipc", ids.status().WithContext(options.json));
+  if (!ids.ok())
+    return ReportError("integration json-to-ipc", ids.status().WithContext(options.json));
   Status st = WriteIpc(options.ipc, options.write, json->schema, json->batches, &*ids);
   if (!st.ok()) return ReportError("integration json-to-ipc", st);
   return kExitOk;
@@ -113,12 +118,14 @@ int RunIpcToJson(const IntegrationOptions& options) {
   ipc::IpcReadOptions read_options;
   read_options.validate_full = true;
   auto input = ReadIpcInput(options.ipc, read_options);
-  if (!input.ok()) return ReportError("integration ipc-to-json", input.status().WithContext(options.ipc));
+  if (!input.ok())
+    return ReportError("integration ipc-to-json", input.status().WithContext(options.ipc));
   if (input->num_replaced_dictionaries > 0) {
-    return ReportError("integration ipc-to-json",
-                       Status::NotImplemented(
-                           options.ipc, " replaces a dictionary mid-stream; the JSON integration "
-                                        "format holds one dictionary per id"));
+    return ReportError(
+        "integration ipc-to-json",
+        Status::NotImplemented(options.ipc,
+                               " replaces a dictionary mid-stream; the JSON integration "
+                               "format holds one dictionary per id"));
   }
   format::JsonIntegrationData data;
   data.schema = input->schema;

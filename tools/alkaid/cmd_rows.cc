@@ -92,8 +92,8 @@ int RunRowsDecode(const RowsOptions& options) {
     auto batch = format::DecodeRows(chunk, schema, format::default_memory_pool(), &bases);
     if (!batch.ok()) {
       // Rows are numbered within the chunk; say where the chunk starts.
-      return ReportError("rows decode", batch.status().WithContext(
-                                            "rows from " + std::to_string(start)));
+      return ReportError("rows decode",
+                         batch.status().WithContext("rows from " + std::to_string(start)));
     }
     batches.push_back(*batch);
   }

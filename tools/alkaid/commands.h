@@ -25,7 +25,7 @@ int RunSchema(const std::string& input);
 int RunValidate(const std::string& input);
 
 struct WriteChoice {
-  std::string to = "stream";        ///< stream | file
+  std::string to = "stream";         ///< stream | file
   std::string compression = "none";  ///< none | lz4 | zstd
   std::string magic = "alkaid";      ///< alkaid | arrow
 };
@@ -58,8 +58,8 @@ int RunIpcToJson(const IntegrationOptions& options);
 struct RowsOptions {
   std::string input;
   std::string output;
-  std::string schema_from;      ///< decode: IPC input whose schema the rows have
-  int64_t batch_rows = 65536;   ///< decode: rows per output record batch
+  std::string schema_from;     ///< decode: IPC input whose schema the rows have
+  int64_t batch_rows = 65536;  ///< decode: rows per output record batch
 };
 /// IPC stream/file -> one UnsafeRow batch file (every batch's rows in order).
 int RunRowsEncode(const RowsOptions& options);
@@ -78,7 +78,7 @@ struct PublishOptions {
   std::string input;
   uint64_t segment_bytes = 0;  ///< topic option if this creates it; 0: broker default
   uint32_t ring_slots = 0;
-  bool unsafe_row = false;     ///< publish each batch as UnsafeRows (an unsafe-row topic)
+  bool unsafe_row = false;  ///< publish each batch as UnsafeRows (an unsafe-row topic)
 };
 /// Streams an IPC stream or file into a topic, then detaches (end of stream).
 int RunPublish(const PublishOptions& options);
@@ -87,10 +87,10 @@ struct SubscribeOptions {
   std::string socket;
   std::string topic;
   std::string out = "-";
-  int64_t count = -1;            ///< stop after N batches; -1: no limit
-  double timeout_seconds = 0;    ///< stop after this long without data; 0: never
+  int64_t count = -1;          ///< stop after N batches; -1: no limit
+  double timeout_seconds = 0;  ///< stop after this long without data; 0: never
   bool from_oldest = false;
-  std::vector<std::string> columns;  ///< receive only these columns; empty: all
+  std::vector<std::string> columns;    ///< receive only these columns; empty: all
   std::string validate = "structure";  ///< structure | full
   bool private_copy = false;           ///< copy each body, then validate it in full
 };

@@ -82,8 +82,10 @@ Result<IpcInput> ReadIpcInput(const std::string& path, const ipc::IpcReadOptions
 
 std::string DescribeInput(const IpcInput& input) {
   switch (input.kind) {
-    case InputKind::kStream: return "stream";
-    case InputKind::kLegacyStream: return "legacy stream";
+    case InputKind::kStream:
+      return "stream";
+    case InputKind::kLegacyStream:
+      return "legacy stream";
     case InputKind::kFile:
       return input.magic == ipc::FileMagic::kArrow ? "file (ARROW1)" : "file (ALKAID1)";
   }

@@ -181,8 +181,9 @@ class PrivateBroker {
       sigset_t none;
       sigemptyset(&none);
       ::pthread_sigmask(SIG_SETMASK, &none, nullptr);
-      const char* argv[] = {binary.c_str(), "--socket", socket_.c_str(), "--name", name_.c_str(),
-                            "--shm-limit", limit_text.c_str(), "--log-level", "error", nullptr};
+      const char* argv[] = {binary.c_str(), "--socket",    socket_.c_str(),    "--name",
+                            name_.c_str(),  "--shm-limit", limit_text.c_str(), "--log-level",
+                            "error",        nullptr};
       ::execv(binary.c_str(), const_cast<char* const*>(argv));
       // No allocation between fork and exit: GNU strerror_r into a stack buffer.
       char reason[128];
@@ -231,7 +232,8 @@ class PrivateBroker {
     if (!name_.empty()) {
       if (DIR* shm = ::opendir("/dev/shm"); shm != nullptr) {
         const std::string prefix = name_ + ".";
-        // NOLINTNEXTLINE(concurrency-mt-unsafe): readdir is thread-safe on a DIR stream private to this call
+        // NOLINTNEXTLINE(concurrency-mt-unsafe): readdir is thread-safe on a DIR stream private to
+        // this call
         while (dirent* entry = ::readdir(shm)) {
           if (std::strncmp(entry->d_name, prefix.c_str(), prefix.size()) == 0) {
             ::unlink(("/dev/shm/" + std::string(entry->d_name)).c_str());
@@ -280,11 +282,12 @@ void PrintTable(std::ostream& out, int64_t size, const std::vector<lat::Measurem
   }
   out << "\n";
   char line[512];
-  (void)std::snprintf(line, sizeof(line), "%-9s %10s %10s %10s %10s %10s %9s %12s", "transport", "p50",
-                "p90", "p99", "p99.9", "max", "samples", "msgs/s");
+  (void)std::snprintf(line, sizeof(line), "%-9s %10s %10s %10s %10s %10s %9s %12s", "transport",
+                      "p50", "p90", "p99", "p99.9", "max", "samples", "msgs/s");
   out << line;
   for (const auto& b : baselines) {
-    (void)std::snprintf(line, sizeof(line), " %11s %11s", ("p50/" + b).c_str(), ("p99/" + b).c_str());
+    (void)std::snprintf(line, sizeof(line), " %11s %11s", ("p50/" + b).c_str(),
+                        ("p99/" + b).c_str());
     out << line;
   }
   out << "\n";
@@ -292,21 +295,22 @@ void PrintTable(std::ostream& out, int64_t size, const std::vector<lat::Measurem
     if (m.payload_bytes != size) continue;
     const auto& s = m.summary;
     (void)std::snprintf(line, sizeof(line), "%-9s %10s %10s %10s %10s %10s %9llu %12.0f",
-                  m.transport.c_str(), FormatNs(static_cast<double>(s.p50_ns)).c_str(),
-                  FormatNs(static_cast<double>(s.p90_ns)).c_str(),
-                  FormatNs(static_cast<double>(s.p99_ns)).c_str(),
-                  FormatNs(static_cast<double>(s.p999_ns)).c_str(),
-                  FormatNs(static_cast<double>(s.max_ns)).c_str(),
-                  static_cast<unsigned long long>(s.samples), m.msgs_per_s);
+                        m.transport.c_str(), FormatNs(static_cast<double>(s.p50_ns)).c_str(),
+                        FormatNs(static_cast<double>(s.p90_ns)).c_str(),
+                        FormatNs(static_cast<double>(s.p99_ns)).c_str(),
+                        FormatNs(static_cast<double>(s.p999_ns)).c_str(),
+                        FormatNs(static_cast<double>(s.max_ns)).c_str(),
+                        static_cast<unsigned long long>(s.samples), m.msgs_per_s);
     out << line;
     for (const auto& b : baselines) {
       const lat::Measurement* base = Find(all, b, size);
       if (base == nullptr || base->summary.p50_ns <= 0 || base->summary.p99_ns <= 0) {
         (void)std::snprintf(line, sizeof(line), " %11s %11s", "-", "-");
       } else {
-        (void)std::snprintf(line, sizeof(line), " %10.2fx %10.2fx",
-                      static_cast<double>(s.p50_ns) / static_cast<double>(base->summary.p50_ns),
-                      static_cast<double>(s.p99_ns) / static_cast<double>(base->summary.p99_ns));
+        (void)std::snprintf(
+            line, sizeof(line), " %10.2fx %10.2fx",
+            static_cast<double>(s.p50_ns) / static_cast<double>(base->summary.p50_ns),
+            static_cast<double>(s.p99_ns) / static_cast<double>(base->summary.p99_ns));
       }
       out << line;
     }
@@ -324,24 +328,25 @@ void PrintTable(std::ostream& out, int64_t size, const std::vector<lat::Measurem
     if (m.payload_bytes != size) continue;
     for (const auto& sample : m.memory) {
       (void)std::snprintf(line, sizeof(line),
-                    "memory after %lld batches: RSS producer %.1f MiB, consumer %.1f MiB, "
-                    "broker %.1f MiB; broker segments %.1f MiB in /dev/shm\n",
-                    static_cast<long long>(sample.messages),
-                    static_cast<double>(sample.producer_rss) / 1048576.0,
-                    static_cast<double>(sample.consumer_rss) / 1048576.0,
-                    static_cast<double>(sample.broker_rss) / 1048576.0,
-                    static_cast<double>(sample.segments_bytes) / 1048576.0);
+                          "memory after %lld batches: RSS producer %.1f MiB, consumer %.1f MiB, "
+                          "broker %.1f MiB; broker segments %.1f MiB in /dev/shm\n",
+                          static_cast<long long>(sample.messages),
+                          static_cast<double>(sample.producer_rss) / 1048576.0,
+                          static_cast<double>(sample.consumer_rss) / 1048576.0,
+                          static_cast<double>(sample.broker_rss) / 1048576.0,
+                          static_cast<double>(sample.segments_bytes) / 1048576.0);
       out << line;
     }
   }
   for (const auto& m : all) {
     if (m.payload_bytes != size || !m.has_idle || m.idle_wall_ns <= 0) continue;
-    (void)std::snprintf(line, sizeof(line),
-                  "idle: the %s consumer used %.3f ms of CPU over %.0f ms without data (%.2f%% of "
-                  "a core)\n",
-                  m.mode.c_str(), static_cast<double>(m.idle_cpu_ns) / 1e6,
-                  static_cast<double>(m.idle_wall_ns) / 1e6,
-                  100.0 * static_cast<double>(m.idle_cpu_ns) / static_cast<double>(m.idle_wall_ns));
+    (void)std::snprintf(
+        line, sizeof(line),
+        "idle: the %s consumer used %.3f ms of CPU over %.0f ms without data (%.2f%% of "
+        "a core)\n",
+        m.mode.c_str(), static_cast<double>(m.idle_cpu_ns) / 1e6,
+        static_cast<double>(m.idle_wall_ns) / 1e6,
+        100.0 * static_cast<double>(m.idle_cpu_ns) / static_cast<double>(m.idle_wall_ns));
     out << line;
   }
   out.flush();
@@ -395,8 +400,8 @@ nlohmann::ordered_json ToJson(const std::vector<lat::Measurement>& all,
 
 Status WriteHgrm(const std::string& dir, const std::vector<lat::Measurement>& all) {
   for (const auto& m : all) {
-    const std::string path = dir + "/" + m.transport + "_" + std::to_string(m.payload_bytes) +
-                             ".hgrm";
+    const std::string path =
+        dir + "/" + m.transport + "_" + std::to_string(m.payload_bytes) + ".hgrm";
     std::ofstream file(path, std::ios::binary | std::ios::trunc);
     if (!file) return Status::IOError("cannot write '", path, "': ", latency::ErrnoText(errno));
     file << lat::FormatPercentileDistribution(*m.histogram);
@@ -424,7 +429,8 @@ int RunLatency(const LatencyOptions& options) {
   for (const auto& item : SplitCommas(options.sizes)) {
     int64_t size = 0;
     if (!ParseSize(item, &size) || size < 1 || size > (int64_t{1} << 30)) {
-      return Usage("--sizes: '" + item + "' is not a size between 1 B and 1 GiB (e.g. 64, 4K, 16M)");
+      return Usage("--sizes: '" + item +
+                   "' is not a size between 1 B and 1 GiB (e.g. 64, 4K, 16M)");
     }
     sizes.push_back(size);
   }
@@ -445,13 +451,12 @@ int RunLatency(const LatencyOptions& options) {
     return Usage("--writer applies to --pattern stream only");
   }
   if (options.consumers < 1 || options.consumers > lat::Shared::kMaxConsumers) {
-    return Usage("--consumers must be between 1 and " +
-                 std::to_string(lat::Shared::kMaxConsumers));
+    return Usage("--consumers must be between 1 and " + std::to_string(lat::Shared::kMaxConsumers));
   }
   if (!options.hgrm.empty()) {
     if (::mkdir(options.hgrm.c_str(), 0755) != 0 && errno != EEXIST) {
-      return Usage("--hgrm: cannot create directory '" + options.hgrm + "': " +
-                   latency::ErrnoText(errno));
+      return Usage("--hgrm: cannot create directory '" + options.hgrm +
+                   "': " + latency::ErrnoText(errno));
     }
   }
 
@@ -497,8 +502,8 @@ int RunLatency(const LatencyOptions& options) {
     for (const auto& transport : transports) {
       lat::RunSpec spec = base;
       spec.payload_bytes = size;
-      spec.topic_prefix = "alkaid-latency." + std::to_string(::getpid()) + "." +
-                          std::to_string(run++);
+      spec.topic_prefix =
+          "alkaid-latency." + std::to_string(::getpid()) + "." + std::to_string(run++);
       const std::string label = transport + " " + FormatBytes(size);
       auto last_print = std::chrono::steady_clock::now();
       lat::ProgressHook progress;
@@ -507,9 +512,9 @@ int RunLatency(const LatencyOptions& options) {
           const auto now = std::chrono::steady_clock::now();
           if (!::isatty(2) && now - last_print < std::chrono::seconds(1)) return;
           last_print = now;
-          (void)std::fprintf(stderr, "%s[%s] %lld/%lld%s", ::isatty(2) ? "\r\033[K" : "", label.c_str(),
-                       static_cast<long long>(shared.progress.load()),
-                       static_cast<long long>(spec.count), ::isatty(2) ? "" : "\n");
+          (void)std::fprintf(stderr, "%s[%s] %lld/%lld%s", ::isatty(2) ? "\r\033[K" : "",
+                             label.c_str(), static_cast<long long>(shared.progress.load()),
+                             static_cast<long long>(spec.count), ::isatty(2) ? "" : "\n");
         };
       }
       lat::Measurement m;
@@ -592,8 +597,7 @@ void AddLatencyCommand(CLI::App* app, int* code) {
                   "per transport and size");
   cmd->add_option("--socket", options->socket,
                   "Broker socket; if nothing answers there, a private broker is started");
-  cmd->add_flag("--progress", options->progress,
-                "Progress on stderr even if it is not a terminal");
+  cmd->add_flag("--progress", options->progress, "Progress on stderr even if it is not a terminal");
   cmd->add_flag("--no-warmup", options->no_warmup,
                 "pingpong: no untimed warm-up round trip (a batch of the ping's shape) between "
                 "building a batch and timing it");

@@ -27,11 +27,11 @@ using namespace std::chrono_literals;
 
 // Control values carried in the first value of small batches; measured
 // batches carry ids >= 0.
-constexpr int64_t kWarmValue = -2;  // untimed round trip before each ping
-constexpr int64_t kIdleValue = -3;  // consumer: measure an idle period now
+constexpr int64_t kWarmValue = -2;     // untimed round trip before each ping
+constexpr int64_t kIdleValue = -3;     // consumer: measure an idle period now
 constexpr int64_t kHelloBase = -1000;  // hellos: kHelloBase - k
 
-constexpr auto kSlice = 50ms;          // waits are cut in slices to notice a stop
+constexpr auto kSlice = 50ms;  // waits are cut in slices to notice a stop
 constexpr int64_t kAnswerTimeoutNs = 30'000'000'000;
 
 bool Stopping(const Shared* shared) { return g_interrupted || shared->stop.load() != 0; }
@@ -146,11 +146,10 @@ client::ConsumerOptions MakeConsumerOptions(const RunSpec& spec) {
 // Side A: publishes pings, times the round trips.
 Status PingSide(const RunSpec& spec, Shared* shared) {
   const auto schema = BatchSchema();
-  ALKAID_ASSIGN_OR_RAISE(auto answers,
-                         client::Consumer::Open(spec.topic_prefix + ".pong",
-                                                MakeConsumerOptions(spec)));
-  ALKAID_ASSIGN_OR_RAISE(auto producer, client::Producer::Open(spec.topic_prefix + ".ping",
-                                                               schema, MakeProducerOptions(spec)));
+  ALKAID_ASSIGN_OR_RAISE(
+      auto answers, client::Consumer::Open(spec.topic_prefix + ".pong", MakeConsumerOptions(spec)));
+  ALKAID_ASSIGN_OR_RAISE(auto producer, client::Producer::Open(spec.topic_prefix + ".ping", schema,
+                                                               MakeProducerOptions(spec)));
   shared->ready.fetch_add(1);
 
   // Hellos until side B answers one, whichever: from then on both are
@@ -235,10 +234,10 @@ Status PingSide(const RunSpec& spec, Shared* shared) {
 // last values.
 Status PongSide(const RunSpec& spec, Shared* shared) {
   const auto schema = BatchSchema();
-  ALKAID_ASSIGN_OR_RAISE(auto pings, client::Consumer::Open(spec.topic_prefix + ".ping",
-                                                            MakeConsumerOptions(spec)));
-  ALKAID_ASSIGN_OR_RAISE(auto producer, client::Producer::Open(spec.topic_prefix + ".pong",
-                                                               schema, MakeProducerOptions(spec)));
+  ALKAID_ASSIGN_OR_RAISE(
+      auto pings, client::Consumer::Open(spec.topic_prefix + ".ping", MakeConsumerOptions(spec)));
+  ALKAID_ASSIGN_OR_RAISE(auto producer, client::Producer::Open(spec.topic_prefix + ".pong", schema,
+                                                               MakeProducerOptions(spec)));
   shared->pong_pid.store(static_cast<int>(::getpid()));
   shared->ready.fetch_add(1);
   const int64_t rows = RowsFor(spec.payload_bytes);
@@ -282,8 +281,8 @@ Status PongSide(const RunSpec& spec, Shared* shared) {
       batch.Reset();
       const int64_t cpu0 = ProcessCpuNs();
       const int64_t wall0 = NowNs();
-      auto idle = pings->Next(std::chrono::nanoseconds(
-          static_cast<int64_t>(spec.idle_seconds * 1e9)));
+      auto idle =
+          pings->Next(std::chrono::nanoseconds(static_cast<int64_t>(spec.idle_seconds * 1e9)));
       shared->idle_cpu_ns = ProcessCpuNs() - cpu0;
       shared->idle_wall_ns = NowNs() - wall0;
       if (idle.ok()) return Status::Invalid("a batch arrived during the idle period");
@@ -481,7 +480,8 @@ Status MeasureAlkaid(const RunSpec& spec, const ProgressHook& progress, Measurem
   Shared* s = shared.get();
   std::vector<std::function<int()>> bodies;
   if (stream) {
-    bodies.push_back([&] { return ChildMain(s, "producer", [&] { return StreamProducer(spec, s); }); });
+    bodies.push_back(
+        [&] { return ChildMain(s, "producer", [&] { return StreamProducer(spec, s); }); });
     for (int k = 0; k < spec.consumers; ++k) {
       bodies.push_back([&, k] {
         return ChildMain(s, "consumer " + std::to_string(k),
@@ -510,15 +510,16 @@ Status MeasureAlkaid(const RunSpec& spec, const ProgressHook& progress, Measurem
     for (int k = 0; k < spec.consumers; ++k) {
       out->histogram->Merge(s->histograms[k]);
       const int64_t span = s->end_ns[k] - start;
-      if (span > 0) rate_sum += static_cast<double>(s->received[k]) * 1e9 / static_cast<double>(span);
+      if (span > 0)
+        rate_sum += static_cast<double>(s->received[k]) * 1e9 / static_cast<double>(span);
     }
     out->msgs_per_s = rate_sum / spec.consumers;
     for (int k = 0; k < s->memory_samples.load() && k < 2; ++k) out->memory.push_back(s->memory[k]);
   } else {
     out->histogram->Merge(s->histograms[0]);
     if (s->elapsed_ns > 0) {
-      out->msgs_per_s = static_cast<double>(s->histograms[0].total) * 1e9 /
-                        static_cast<double>(s->elapsed_ns);
+      out->msgs_per_s =
+          static_cast<double>(s->histograms[0].total) * 1e9 / static_cast<double>(s->elapsed_ns);
     }
     out->has_idle = true;
     out->idle_cpu_ns = s->idle_cpu_ns;

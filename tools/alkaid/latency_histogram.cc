@@ -21,8 +21,7 @@ int64_t Histogram::BucketOf(int64_t value_ns) {
     shift = kMaxShift;
     sub = 2 * kSubBuckets - 1;
   }
-  return 2 * kSubBuckets + (shift - 1) * kSubBuckets +
-         (static_cast<int64_t>(sub) - kSubBuckets);
+  return 2 * kSubBuckets + (shift - 1) * kSubBuckets + (static_cast<int64_t>(sub) - kSubBuckets);
 }
 
 int64_t Histogram::BucketValue(int64_t bucket) {
@@ -119,7 +118,7 @@ std::string FormatPercentileDistribution(const Histogram& h) {
   std::string out;
   char line[160];
   (void)std::snprintf(line, sizeof(line), "%12s %14s %10s %14s\n\n", "Value", "Percentile",
-                "TotalCount", "1/(1-Percentile)");
+                      "TotalCount", "1/(1-Percentile)");
   out += line;
   if (h.total > 0) {
     double percentile = 0;
@@ -130,8 +129,8 @@ std::string FormatPercentileDistribution(const Histogram& h) {
       const int64_t bucket = BucketOfRank(h, rank, &cumulative);
       const double fraction = percentile / 100.0;
       (void)std::snprintf(line, sizeof(line), "%12.3f %2.12f %10llu %14.2f\n",
-                    static_cast<double>(ReportedValue(h, bucket)) / kUs, fraction,
-                    static_cast<unsigned long long>(cumulative), 1.0 / (1.0 - fraction));
+                          static_cast<double>(ReportedValue(h, bucket)) / kUs, fraction,
+                          static_cast<unsigned long long>(cumulative), 1.0 / (1.0 - fraction));
       out += line;
       // Ticks get finer by halves of the remaining distance to 100%.
       const double half_distances = std::floor(std::log2(100.0 / (100.0 - percentile))) + 1;
@@ -139,22 +138,22 @@ std::string FormatPercentileDistribution(const Histogram& h) {
       percentile += 100.0 / ticks;
     }
     (void)std::snprintf(line, sizeof(line), "%12.3f %2.12f %10llu\n",
-                  static_cast<double>(h.max_value) / kUs, 1.0,
-                  static_cast<unsigned long long>(h.total));
+                        static_cast<double>(h.max_value) / kUs, 1.0,
+                        static_cast<unsigned long long>(h.total));
     out += line;
   }
   int64_t used_buckets = 0;
   for (int64_t i = 0; i < Histogram::kBuckets; ++i) used_buckets += h.counts[i] != 0;
   (void)std::snprintf(line, sizeof(line), "#[Mean    = %12.3f, StdDeviation   = %12.3f]\n",
-                h.Mean() / kUs, h.StdDeviation() / kUs);
+                      h.Mean() / kUs, h.StdDeviation() / kUs);
   out += line;
   (void)std::snprintf(line, sizeof(line), "#[Max     = %12.3f, Total count    = %12llu]\n",
-                static_cast<double>(h.total == 0 ? 0 : h.max_value) / kUs,
-                static_cast<unsigned long long>(h.total));
+                      static_cast<double>(h.total == 0 ? 0 : h.max_value) / kUs,
+                      static_cast<unsigned long long>(h.total));
   out += line;
   (void)std::snprintf(line, sizeof(line), "#[Buckets = %12lld, SubBuckets     = %12lld]\n",
-                static_cast<long long>(used_buckets),
-                static_cast<long long>(Histogram::kSubBuckets));
+                      static_cast<long long>(used_buckets),
+                      static_cast<long long>(Histogram::kSubBuckets));
   out += line;
   return out;
 }

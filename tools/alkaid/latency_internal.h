@@ -6,8 +6,8 @@
 #include <sys/types.h>
 
 #include <atomic>
-#include <csignal>
 #include <chrono>
+#include <csignal>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "alkaid/common/status.h"
 #include "alkaid/client/batch_view.h"
+#include "alkaid/common/status.h"
 #include "alkaid/format/record_batch.h"
 #include "latency_histogram.h"
 
@@ -49,17 +49,15 @@ struct RunSpec {
 
 /// Memory figures taken by stream consumer 0 at a checkpoint.
 struct MemorySample {
-  int64_t messages = 0;        ///< batches received when taken
-  int64_t producer_rss = 0;    ///< bytes resident (VmRSS, shared pages included)
+  int64_t messages = 0;      ///< batches received when taken
+  int64_t producer_rss = 0;  ///< bytes resident (VmRSS, shared pages included)
   int64_t consumer_rss = 0;
   int64_t broker_rss = 0;      ///< 0: not measured (a broker this run did not start)
   int64_t segments_bytes = 0;  ///< /dev/shm bytes allocated to the broker's segments
 };
 
 /// Rows of int64 values a batch of `payload_bytes` has.
-inline int64_t RowsFor(int64_t payload_bytes) {
-  return payload_bytes < 8 ? 1 : payload_bytes / 8;
-}
+inline int64_t RowsFor(int64_t payload_bytes) { return payload_bytes < 8 ? 1 : payload_bytes / 8; }
 
 /// `n` rounded up to a cache line (the body allocator's granularity).
 inline uint64_t RoundUp64(uint64_t n) { return (n + 63) / 64 * 64; }
@@ -84,29 +82,29 @@ inline constexpr std::size_t kPingRingSlots = 16;
 /// MAP_SHARED anonymous mapping created before fork).
 struct Shared {
   static constexpr int kMaxConsumers = 64;
-  std::atomic<int> stop;               ///< parent -> children: give up now
-  std::atomic<int64_t> progress;       ///< samples or batches so far
-  std::atomic<int> ready;              ///< children that finished setting up
-  std::atomic<int> linked;             ///< consumers that saw the producer's hello
-  std::atomic<int> phase;              ///< pingpong: 1 = idle period requested, 2 = done
+  std::atomic<int> stop;          ///< parent -> children: give up now
+  std::atomic<int64_t> progress;  ///< samples or batches so far
+  std::atomic<int> ready;         ///< children that finished setting up
+  std::atomic<int> linked;        ///< consumers that saw the producer's hello
+  std::atomic<int> phase;         ///< pingpong: 1 = idle period requested, 2 = done
   /// Pingpong: the value side B answered last, stored when B waits again
   /// (after the answer's publish and its own clean-up).
   std::atomic<int64_t> answered;
-  std::atomic<int64_t> start_ns;       ///< stream: producer's first timed publish
-  std::atomic<int64_t> published;      ///< stream: batches published
-  int64_t end_ns[kMaxConsumers];       ///< stream: each consumer's last receive
-  int64_t received[kMaxConsumers];     ///< stream: each consumer's batches
-  int64_t elapsed_ns;                  ///< pingpong: time of the timed loop
-  int64_t idle_cpu_ns;                 ///< consumer CPU time over the idle period
-  int64_t idle_wall_ns;                ///< length of the idle period
-  std::atomic<int> producer_pid;       ///< stream: the producer process
-  std::atomic<int> pong_pid;           ///< pingpong: side B's process
-  std::atomic<int64_t> hellos_seen;    ///< pingpong: hellos side B received
-  MemorySample memory[2];              ///< stream: at min(1M, count/2) batches, at the end
+  std::atomic<int64_t> start_ns;     ///< stream: producer's first timed publish
+  std::atomic<int64_t> published;    ///< stream: batches published
+  int64_t end_ns[kMaxConsumers];     ///< stream: each consumer's last receive
+  int64_t received[kMaxConsumers];   ///< stream: each consumer's batches
+  int64_t elapsed_ns;                ///< pingpong: time of the timed loop
+  int64_t idle_cpu_ns;               ///< consumer CPU time over the idle period
+  int64_t idle_wall_ns;              ///< length of the idle period
+  std::atomic<int> producer_pid;     ///< stream: the producer process
+  std::atomic<int> pong_pid;         ///< pingpong: side B's process
+  std::atomic<int64_t> hellos_seen;  ///< pingpong: hellos side B received
+  MemorySample memory[2];            ///< stream: at min(1M, count/2) batches, at the end
   std::atomic<int> memory_samples;
   std::atomic<int> error_claimed;
-  char error[1024];                    ///< first child error
-  Histogram histograms[kMaxConsumers]; ///< one per consumer (pingpong: [0])
+  char error[1024];                     ///< first child error
+  Histogram histograms[kMaxConsumers];  ///< one per consumer (pingpong: [0])
 };
 
 /// The mapping; released by the destructor.

@@ -49,8 +49,8 @@ SharedBlock::~SharedBlock() {
 }
 
 Status SharedBlock::Map() {
-  void* mem = ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                     -1, 0);
+  void* mem =
+      ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) {
     return Status::IOError("mmap of ", sizeof(Shared), " shared bytes: ", ErrnoText(errno));
   }
@@ -127,7 +127,8 @@ int64_t SegmentBytes(const std::string& prefix) {
   int64_t total = 0;
   DIR* dir = ::opendir("/dev/shm");
   if (dir == nullptr) return 0;
-  // NOLINTNEXTLINE(concurrency-mt-unsafe): readdir is thread-safe on a DIR stream private to this call
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): readdir is thread-safe on a DIR stream private to this
+  // call
   while (dirent* entry = ::readdir(dir)) {
     if (std::strncmp(entry->d_name, prefix.c_str(), prefix.size()) != 0) continue;
     struct stat st;

@@ -67,7 +67,8 @@ int Run(int argc, char** argv) {
   integration->require_subcommand(1);
 
   tools::IntegrationOptions ivalidate;
-  auto* iv = integration->add_subcommand("validate", "Exit 0 iff the IPC input holds exactly J's data");
+  auto* iv =
+      integration->add_subcommand("validate", "Exit 0 iff the IPC input holds exactly J's data");
   iv->add_option("--json", ivalidate.json, "JSON integration file (.json or .json.gz)")->required();
   iv->add_option("--ipc", ivalidate.ipc, "IPC stream or file")->required();
   const char* quirks_help =
@@ -126,13 +127,14 @@ int Run(int argc, char** argv) {
 
   tools::PublishOptions publish;
   auto* publish_cmd = app.add_subcommand(
-      "publish", "Publish an IPC stream or file to a topic, each batch as soon as it is read "
-                 "(stdin: as it arrives), then end the stream");
-  publish_cmd->add_option("topic", publish.topic,
-                          "Topic name, or grpc://HOST:PORT/TOPIC (an alkaid-flight server)")
+      "publish",
+      "Publish an IPC stream or file to a topic, each batch as soon as it is read "
+      "(stdin: as it arrives), then end the stream");
+  publish_cmd
+      ->add_option("topic", publish.topic,
+                   "Topic name, or grpc://HOST:PORT/TOPIC (an alkaid-flight server)")
       ->required();
-  publish_cmd->add_option("input", publish.input, "IPC stream or file, or - for stdin")
-      ->required();
+  publish_cmd->add_option("input", publish.input, "IPC stream or file, or - for stdin")->required();
   publish_cmd->add_option("--socket", publish.socket, "Broker socket (default: the client's)");
   publish_cmd->add_option("--segment-bytes", publish.segment_bytes,
                           "Body segment size if this creates the topic (0: broker default)");
@@ -143,29 +145,33 @@ int Run(int argc, char** argv) {
   publish_cmd->callback([&] { code = tools::RunPublish(publish); });
 
   tools::SubscribeOptions subscribe;
-  auto* subscribe_cmd = app.add_subcommand(
-      "subscribe", "Write what arrives on a topic as an IPC stream; ends at end of stream, "
-                   "after --count batches or --timeout seconds without data (or without the "
-                   "topic being created)");
-  subscribe_cmd->add_option("topic", subscribe.topic,
-                            "Topic name, or grpc://HOST:PORT/TOPIC (an alkaid-flight server)")
+  auto* subscribe_cmd =
+      app.add_subcommand("subscribe",
+                         "Write what arrives on a topic as an IPC stream; ends at end of stream, "
+                         "after --count batches or --timeout seconds without data (or without the "
+                         "topic being created)");
+  subscribe_cmd
+      ->add_option("topic", subscribe.topic,
+                   "Topic name, or grpc://HOST:PORT/TOPIC (an alkaid-flight server)")
       ->required();
   subscribe_cmd->add_option("--out", subscribe.out, "Output path, or - for stdout")
       ->capture_default_str();
   subscribe_cmd->add_option("--count", subscribe.count, "Stop after N batches")
       ->check(CLI::NonNegativeNumber);
-  subscribe_cmd->add_option("--timeout", subscribe.timeout_seconds,
-                            "Stop after SEC seconds without data")
+  subscribe_cmd
+      ->add_option("--timeout", subscribe.timeout_seconds, "Stop after SEC seconds without data")
       ->check(CLI::PositiveNumber);
   subscribe_cmd->add_flag("--from-oldest", subscribe.from_oldest,
                           "Start at the oldest batch the rings still hold");
-  subscribe_cmd->add_option("--columns", subscribe.columns,
-                            "Receive only these columns (comma-separated names)")
+  subscribe_cmd
+      ->add_option("--columns", subscribe.columns,
+                   "Receive only these columns (comma-separated names)")
       ->delimiter(',');
-  subscribe_cmd->add_option("--validate", subscribe.validate,
-                            "What to check of each batch: structure (buffer sizes and the "
-                            "first and last offsets; for producers you trust) or full (every "
-                            "offset, index and run end, still zero-copy)")
+  subscribe_cmd
+      ->add_option("--validate", subscribe.validate,
+                   "What to check of each batch: structure (buffer sizes and the "
+                   "first and last offsets; for producers you trust) or full (every "
+                   "offset, index and run end, still zero-copy)")
       ->check(CLI::IsMember({"structure", "full"}))
       ->capture_default_str();
   subscribe_cmd->add_flag("--private-copy", subscribe.private_copy,

@@ -25,8 +25,7 @@ format::ipc::IpcWriteOptions MakeWriteOptions(const WriteChoice& choice);
 
 /// Writes `batches` to `path` ("-": stdout) as a stream or a file, keeping the
 /// dictionary ids of `ids`.
-Status WriteIpc(const std::string& path, const WriteChoice& choice,
-                const format::SchemaPtr& schema,
+Status WriteIpc(const std::string& path, const WriteChoice& choice, const format::SchemaPtr& schema,
                 const std::vector<format::RecordBatchPtr>& batches,
                 const format::ipc::DictionaryMemo* ids);
 

@@ -43,7 +43,7 @@ inline constexpr uint8_t kMaxMessageKind = 3;
 struct UserWord {
   static constexpr int kLengthBits = 40;  // bodies up to 1 TiB
   static constexpr uint64_t kLengthMask = (uint64_t{1} << kLengthBits) - 1;
-  static constexpr int kKindShift = 40;    // 8 bits
+  static constexpr int kKindShift = 40;  // 8 bits
   static constexpr int kInRegionShift = 48;
   static constexpr int kGenerationShift = 49;  // 15 bits
   static constexpr uint64_t kGenerationMask = (uint64_t{1} << 15) - 1;
@@ -67,8 +67,8 @@ struct UserWord {
   /// dictionary generation 0: everything above the body length as Pack
   /// writes it for such a batch. One compare (the consumer's fast path).
   static constexpr bool IsPlainRecordBatch(uint64_t w) {
-    return (w >> kLengthBits) ==
-           (uint64_t{static_cast<uint8_t>(MessageKind::kRecordBatch)} << (kKindShift - kLengthBits));
+    return (w >> kLengthBits) == (uint64_t{static_cast<uint8_t>(MessageKind::kRecordBatch)}
+                                  << (kKindShift - kLengthBits));
   }
   static UserWord Unpack(uint64_t w) {
     UserWord u;

@@ -25,8 +25,7 @@ namespace {
 // metadata could depend on anything else: a type whose buffers are not all
 // fixed-width (its encoding reads offsets), an unknown null count (counted
 // from the bitmap), a non-zero offset (re-basing), a dictionary.
-bool AppendShape(const format::ArrayData& data, const uint8_t* region,
-                 std::vector<int64_t>* out) {
+bool AppendShape(const format::ArrayData& data, const uint8_t* region, std::vector<int64_t>* out) {
   if (data.null_count < 0 || data.offset != 0 || data.dictionary != nullptr ||
       !internal::IsStructuralLayout(*data.type)) {
     return false;
@@ -75,9 +74,8 @@ Result<std::unique_ptr<BatchPublisher>> BatchPublisher::Create(shm::ChannelProdu
   }
   if (channel->options().inline_capacity < sizeof(RegionMetadata)) {
     return Status::Invalid("BatchPublisher: channel '", channel->name(), "' has ",
-                           channel->options().inline_capacity,
-                           " inline bytes per slot; at least ", sizeof(RegionMetadata),
-                           " are needed");
+                           channel->options().inline_capacity, " inline bytes per slot; at least ",
+                           sizeof(RegionMetadata), " are needed");
   }
   format::ipc::DictionaryMemo ids;
   ALKAID_RETURN_NOT_OK(ids.AssignIds(*schema));
@@ -95,8 +93,7 @@ Result<std::unique_ptr<BatchPublisher>> BatchPublisher::Create(shm::ChannelProdu
     // with the pool: the tracker keeps its own copies.
     format::ipc::DictionaryTrackerOptions tracking;
     tracking.copy_to = format::default_memory_pool();
-    publisher->dictionaries_ =
-        std::make_unique<format::ipc::DictionaryTracker>(ids, tracking);
+    publisher->dictionaries_ = std::make_unique<format::ipc::DictionaryTracker>(ids, tracking);
   }
   return publisher;
 }
@@ -116,8 +113,7 @@ format::ipc::IpcWriteOptions RegionWriteOptions() {
 
 }  // namespace
 
-uint64_t BatchPublisher::UserWordFor(uint64_t body_length, MessageKind kind,
-                                     bool in_region) const {
+uint64_t BatchPublisher::UserWordFor(uint64_t body_length, MessageKind kind, bool in_region) const {
   UserWord u;
   u.body_length = body_length;
   u.kind = static_cast<uint8_t>(kind);
@@ -135,9 +131,9 @@ Status BatchPublisher::SendDictionaries(const format::RecordBatch& batch) {
   ALKAID_ASSIGN_OR_RAISE(auto changes, dictionaries_->Diff(batch));
   for (const format::ipc::DictionaryChange& change : changes) {
     if (change.values != nullptr) {
-      ALKAID_ASSIGN_OR_RAISE(auto payload,
-                             format::ipc::GetDictionaryPayload(change.id, change.is_delta,
-                                                               change.values, RegionWriteOptions()));
+      ALKAID_ASSIGN_OR_RAISE(
+          auto payload, format::ipc::GetDictionaryPayload(change.id, change.is_delta, change.values,
+                                                          RegionWriteOptions()));
       // The message, and every one after it, carries the generation of
       // the state that includes it.
       ++dictionary_generation_;
@@ -167,12 +163,11 @@ Status BatchPublisher::SendDictionaries(const format::RecordBatch& batch) {
   // nested ones first (as the tracker orders them), then the end marker.
   // Consumers that know the state skip them.
   for (const auto& [id, dictionary] : dictionaries_->current()) {
-    ALKAID_ASSIGN_OR_RAISE(auto payload, format::ipc::GetDictionaryPayload(
-                                             id, false, dictionary, RegionWriteOptions()));
+    ALKAID_ASSIGN_OR_RAISE(auto payload, format::ipc::GetDictionaryPayload(id, false, dictionary,
+                                                                           RegionWriteOptions()));
     ALKAID_RETURN_NOT_OK(PublishPayloadCopy(payload, MessageKind::kReplay));
   }
-  ALKAID_RETURN_NOT_OK(
-      channel_->Publish({}, UserWordFor(0, MessageKind::kReplayEnd, false)));
+  ALKAID_RETURN_NOT_OK(channel_->Publish({}, UserWordFor(0, MessageKind::kReplayEnd, false)));
   ++messages_;
   ++stats_.dictionary_replays;
   // Recorded once sent: a failure above replays again at the next batch.
@@ -222,8 +217,7 @@ Status BatchPublisher::Publish(const format::RecordBatch& batch, ShmBatchPool* p
   if (cacheable) {
     for (const CachedShape& c : shapes_) {
       if (c.shape == shape) {
-        ALKAID_RETURN_NOT_OK(
-            PublishRegion(pool, body_length, {}, c.id, MessageKind::kRecordBatch));
+        ALKAID_RETURN_NOT_OK(PublishRegion(pool, body_length, {}, c.id, MessageKind::kRecordBatch));
         ++stats_.metadata_reused;
         return Status::OK();
       }
@@ -271,8 +265,8 @@ Status BatchPublisher::PublishRegion(ShmBatchPool* pool, uint64_t body_length,
   }
   // The region keeps the loan: it stays valid while the pool or any of
   // its buffers lives.
-  ALKAID_RETURN_NOT_OK(channel_->Publish(payload, pool->loan(),
-                                         UserWordFor(body_length, kind, in_region), shape));
+  ALKAID_RETURN_NOT_OK(
+      channel_->Publish(payload, pool->loan(), UserWordFor(body_length, kind, in_region), shape));
   pool->published_ = true;
   ++messages_;
   if (kind == MessageKind::kRecordBatch) ++stats_.batches;
@@ -330,8 +324,8 @@ Status BatchPublisher::PublishPayloadCopy(const format::ipc::IpcPayload& payload
   // The pool (and its loan) goes on return: the channel keeps the region
   // until every consumer returned it.
   return PublishRegion(pool.get(), body_length,
-                       {payload.metadata->data(), static_cast<size_t>(payload.metadata->size())},
-                       0, kind);
+                       {payload.metadata->data(), static_cast<size_t>(payload.metadata->size())}, 0,
+                       kind);
 }
 
 }  // namespace alkaid::client
@@ -358,8 +352,8 @@ Result<std::unique_ptr<FixedShapeWriter>> BatchPublisher::NewFixedShapeWriter(
     const format::ArrayData& column = *prototype.column_data(i);
     if (!AppendShape(column, region, &shape)) {
       return Status::NotImplemented(
-          "NewFixedShapeWriter: column ", i, " ('", prototype.schema()->field(i)->name(),
-          "', ", column.type->ToString(),
+          "NewFixedShapeWriter: column ", i, " ('", prototype.schema()->field(i)->name(), "', ",
+          column.type->ToString(),
           ") is not of a fixed shape: only fixed-width types with known null counts and "
           "zero offsets are");
     }
@@ -368,8 +362,8 @@ Result<std::unique_ptr<FixedShapeWriter>> BatchPublisher::NewFixedShapeWriter(
   for (size_t k = 0; k < spans.size(); ++k) {
     const auto [offset, size] = spans[k];
     if (size > 0 && !pool.Contains(region + offset, size)) {
-      return Status::Invalid("NewFixedShapeWriter: buffer ", k, " of the prototype (",
-                             size, " bytes) lies outside its pool's region");
+      return Status::Invalid("NewFixedShapeWriter: buffer ", k, " of the prototype (", size,
+                             " bytes) lies outside its pool's region");
     }
     if (offset + size > body_length) {
       return Status::Invalid("NewFixedShapeWriter: buffer ", k, " of the prototype ends at ",
@@ -377,9 +371,8 @@ Result<std::unique_ptr<FixedShapeWriter>> BatchPublisher::NewFixedShapeWriter(
                              " bytes allocated from its pool");
     }
   }
-  ALKAID_ASSIGN_OR_RAISE(auto metadata,
-                         format::ipc::GetRecordBatchMetadataForRegion(
-                             prototype, region, static_cast<int64_t>(body_length)));
+  ALKAID_ASSIGN_OR_RAISE(auto metadata, format::ipc::GetRecordBatchMetadataForRegion(
+                                            prototype, region, static_cast<int64_t>(body_length)));
   const uint64_t md_size = static_cast<uint64_t>(metadata->size());
   std::unique_ptr<FixedShapeWriter> w(new FixedShapeWriter(this));
   w->body_length_ = body_length;
@@ -444,7 +437,8 @@ Status FixedShapeWriter::Publish() {
     (void)publisher_->channel_->AcceptConsumers();
   }
   // The loan moves into the channel: nothing else keeps the region.
-  ALKAID_RETURN_NOT_OK(publisher_->channel_->Publish(slot_payload_, std::move(loan_), user_, shape_));
+  ALKAID_RETURN_NOT_OK(
+      publisher_->channel_->Publish(slot_payload_, std::move(loan_), user_, shape_));
   pending_ = false;
   if (published_counter_ != nullptr) published_counter_->fetch_add(1, std::memory_order_relaxed);
   ++publisher_->stats_.batches;

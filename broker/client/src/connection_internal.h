@@ -30,8 +30,9 @@ class BrokerConnection {
 
   /// Sends `request` (its id is assigned here) and waits up to `timeout`
   /// for its reply; returns the reply's status as an error if not OK.
-  Result<broker::protocol::Reply> Call(broker::protocol::Request request,
-                                       std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  Result<broker::protocol::Reply> Call(
+      broker::protocol::Request request,
+      std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
   /// Sends a request that has no reply.
   Status Send(broker::protocol::Request request);
@@ -69,7 +70,6 @@ inline constexpr auto kPidCheckInterval = std::chrono::milliseconds(200);
 inline constexpr auto kReconnectInterval = std::chrono::milliseconds(200);
 inline constexpr auto kReconnectCallTimeout = std::chrono::milliseconds(2000);
 
-
 inline broker::protocol::PayloadKind ToProtocol(PayloadKind kind) {
   return kind == PayloadKind::kUnsafeRow ? broker::protocol::PayloadKind::kUnsafeRow
                                          : broker::protocol::PayloadKind::kRecordBatch;
@@ -85,15 +85,14 @@ inline std::chrono::steady_clock::time_point DeadlineAfter(std::chrono::millisec
   using Clock = std::chrono::steady_clock;
   const auto now = Clock::now();
   if (wait.count() <= 0) return now;
-  if (wait >= std::chrono::duration_cast<std::chrono::milliseconds>(Clock::time_point::max() -
-                                                                     now)) {
+  if (wait >=
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::time_point::max() - now)) {
     return Clock::time_point::max();
   }
   return now + wait;
 }
 
-broker::protocol::TopicConfig MakeTopicConfig(const std::string& topic,
-                                              std::vector<uint8_t> schema,
+broker::protocol::TopicConfig MakeTopicConfig(const std::string& topic, std::vector<uint8_t> schema,
                                               const TopicOptions& options);
 
 }  // namespace alkaid::client::internal

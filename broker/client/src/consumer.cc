@@ -69,10 +69,10 @@ struct Consumer::Impl {
   struct Subscription {
     uint64_t producer_id = 0;  // as the current broker knows it
     uint32_t pid = 0;
-    std::string ring;  // identifies the producer across broker restarts
+    std::string ring;                          // identifies the producer across broker restarts
     std::unique_ptr<BatchSubscriber> batches;  // kRecordBatch
     std::unique_ptr<RowSubscriber> rows;       // kUnsafeRow
-    bool gone = false;  // the producer is known to be gone: drain, then drop
+    bool gone = false;                         // the producer is known to be gone: drain, then drop
     std::string reason;
 
     // With `view` (NextInto, record-batch topics), a batch goes into it.
@@ -111,9 +111,9 @@ struct Consumer::Impl {
   std::vector<Subscription> subs;
   std::set<std::string> finished;  // rings of producers seen and done
   std::size_t round_robin = 0;
-  uint32_t since_maintain = 0;  // receive attempts since Maintain()
+  uint32_t since_maintain = 0;                     // receive attempts since Maintain()
   Clock::time_point next_maintain = Clock::now();  // when an empty poll maintains
-  bool attached = false;        // the first attach's producers are subscribed
+  bool attached = false;                           // the first attach's producers are subscribed
   bool seen_producer = false;
   std::string end_reason;
   uint64_t lost = 0;
@@ -400,9 +400,8 @@ struct Consumer::Impl {
         if (!item.empty()) return item;
       } else {
         // None or several rings: wake for broker events, look again soon.
-        const auto wait = subs.empty() ? slice
-                                       : std::min<Clock::duration>(slice,
-                                                                   std::chrono::milliseconds(1));
+        const auto wait =
+            subs.empty() ? slice : std::min<Clock::duration>(slice, std::chrono::milliseconds(1));
         pollfd pfd{connection->lost() ? -1 : connection->fd(), POLLIN, 0};
         (void)::poll(&pfd, 1,
                      static_cast<int>(std::max<int64_t>(
@@ -664,8 +663,7 @@ Status MakeConsumerStream(Consumer* consumer, std::unique_ptr<Consumer> owned,
   const auto timeout = options.batch_timeout;
   ALKAID_RETURN_NOT_OK(format::ExportRecordBatchStream(
       consumer->schema(),
-      [consumer, raw, timeout]() { return NextForStream(consumer, raw, timeout); },
-      &state->inner));
+      [consumer, raw, timeout]() { return NextForStream(consumer, raw, timeout); }, &state->inner));
   state->owned = std::move(owned);
   out->get_schema = ConsumerStream::GetSchema;
   out->get_next = ConsumerStream::GetNext;

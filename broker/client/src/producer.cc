@@ -61,8 +61,8 @@ struct Producer::Impl {
   std::string ring_name;
   std::string bodies_name;
   std::unique_ptr<shm::ChannelProducer> channel;
-  std::unique_ptr<BatchPublisher> publisher;        // kRecordBatch topics
-  std::unique_ptr<RowPublisher> row_publisher;      // kUnsafeRow topics
+  std::unique_ptr<BatchPublisher> publisher;    // kRecordBatch topics
+  std::unique_ptr<RowPublisher> row_publisher;  // kUnsafeRow topics
   PayloadKind kind = PayloadKind::kRecordBatch;
   p::TopicConfig config;  // as the broker has it, for re-registration
 
@@ -223,9 +223,7 @@ struct Producer::Impl {
         deadline = std::min(deadline, now + kWaitAfterBrokerLoss);
       }
       if (now >= next_pid_check) {
-        std::erase_if(awaited, [](const auto& entry) {
-          return ProcessIsGone(entry.second);
-        });
+        std::erase_if(awaited, [](const auto& entry) { return ProcessIsGone(entry.second); });
         next_pid_check = now + kPidCheckInterval;
       }
       const auto registered = channel->consumers();
@@ -253,8 +251,7 @@ Producer::Producer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Producer::~Producer() { (void)Close(); }
 
-Result<std::unique_ptr<Producer>> Producer::Open(const std::string& topic,
-                                                 format::SchemaPtr schema,
+Result<std::unique_ptr<Producer>> Producer::Open(const std::string& topic, format::SchemaPtr schema,
                                                  const ProducerOptions& options) {
   ALKAID_RETURN_NOT_OK(p::ValidateTopicName(topic));
   ALKAID_ASSIGN_OR_RAISE(auto schema_bytes, internal::SerializeSchema(schema));
@@ -322,8 +319,7 @@ Result<std::unique_ptr<Producer>> Producer::Open(const std::string& topic,
       ALKAID_ASSIGN_OR_RAISE(impl->row_publisher,
                              RowPublisher::Create(impl->channel.get(), schema));
     } else {
-      ALKAID_ASSIGN_OR_RAISE(impl->publisher,
-                             BatchPublisher::Create(impl->channel.get(), schema));
+      ALKAID_ASSIGN_OR_RAISE(impl->publisher, BatchPublisher::Create(impl->channel.get(), schema));
     }
     p::Request ready;
     ready.type = p::RequestType::kProducerReady;
@@ -406,8 +402,7 @@ Status Producer::Publish(const format::RecordBatch& batch, ShmBatchPool* pool) {
 }
 
 Status Producer::PublishCopy(const format::RecordBatch& batch) {
-  ALKAID_RETURN_NOT_OK(
-      CheckUsable(*this, impl_->closed, PayloadKind::kRecordBatch, "PublishCopy"));
+  ALKAID_RETURN_NOT_OK(CheckUsable(*this, impl_->closed, PayloadKind::kRecordBatch, "PublishCopy"));
   const Status st = impl_->publisher->PublishCopy(batch);
   impl_->UpdateStats();
   ALKAID_RETURN_NOT_OK_CTX(st, "topic '" << impl_->topic << "'");

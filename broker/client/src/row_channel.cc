@@ -149,8 +149,9 @@ Result<ReceivedRows> RowSubscriber::TryReceive() {
 Result<ReceivedRows> RowSubscriber::Decode() {
   Impl& d = *impl_;
   shm::ChannelMessage& m = d.message;
-  const auto where = [&] { return "channel '" + d.consumer->name() + "' message " +
-                                  std::to_string(m.sequence()); };
+  const auto where = [&] {
+    return "channel '" + d.consumer->name() + "' message " + std::to_string(m.sequence());
+  };
   const auto payload = m.payload();
   if (payload.size() < sizeof(RowDescriptor)) {
     return Status::Invalid(where(), ": inline payload of ", payload.size(),
@@ -173,8 +174,8 @@ Result<ReceivedRows> RowSubscriber::Decode() {
   owner->block = m.TakeBody();
   const auto* bytes = reinterpret_cast<const uint8_t*>(owner->block.data().data());
   ReceivedRows out;
-  out.data = std::make_shared<format::Buffer>(bytes, static_cast<int64_t>(descriptor.body_length),
-                                              owner);
+  out.data =
+      std::make_shared<format::Buffer>(bytes, static_cast<int64_t>(descriptor.body_length), owner);
   // The size prefixes are read once here; the producer could still change
   // the bytes later, which is why every decode checks them again.
   ALKAID_ASSIGN_OR_RAISE(auto rows, out.Rows());

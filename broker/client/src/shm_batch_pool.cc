@@ -81,8 +81,8 @@ Result<uint8_t*> ShmBatchPool::Region::Allocate(int64_t n, int64_t alignment) {
   return data + last_begin;
 }
 
-Result<uint8_t*> ShmBatchPool::Region::Reallocate(uint8_t* ptr, int64_t old_size,
-                                                  int64_t new_size, int64_t alignment) {
+Result<uint8_t*> ShmBatchPool::Region::Reallocate(uint8_t* ptr, int64_t old_size, int64_t new_size,
+                                                  int64_t alignment) {
   if (new_size < 0) return Status::Invalid("ShmBatchPool: negative allocation size ", new_size);
   {
     std::lock_guard lock(mutex);

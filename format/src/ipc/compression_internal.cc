@@ -9,9 +9,12 @@ namespace alkaid::format::ipc::internal {
 
 std::string_view CompressionName(CompressionType codec) {
   switch (codec) {
-    case CompressionType::kNone: return "none";
-    case CompressionType::kLz4Frame: return "lz4_frame";
-    case CompressionType::kZstd: return "zstd";
+    case CompressionType::kNone:
+      return "none";
+    case CompressionType::kLz4Frame:
+      return "lz4_frame";
+    case CompressionType::kZstd:
+      return "zstd";
   }
   return "unknown";
 }
@@ -26,8 +29,8 @@ Result<std::shared_ptr<Buffer>> CompressLz4(int level, const uint8_t* data, int6
   prefs.frameInfo.contentSize = static_cast<unsigned long long>(size);
   const size_t bound = LZ4F_compressFrameBound(static_cast<size_t>(size), &prefs);
   ALKAID_ASSIGN_OR_RAISE(auto out, AllocateBuffer(static_cast<int64_t>(bound), pool));
-  const size_t n = LZ4F_compressFrame(out->mutable_data(), bound, data, static_cast<size_t>(size),
-                                      &prefs);
+  const size_t n =
+      LZ4F_compressFrame(out->mutable_data(), bound, data, static_cast<size_t>(size), &prefs);
   if (LZ4F_isError(n)) {
     return Status::IOError("LZ4 frame compression failed: ", LZ4F_getErrorName(n));
   }
@@ -86,8 +89,8 @@ Status DecompressLz4(const uint8_t* in, int64_t in_size, uint8_t* out, int64_t o
 }
 
 Status DecompressZstd(const uint8_t* in, int64_t in_size, uint8_t* out, int64_t out_size) {
-  const size_t n = ZSTD_decompress(out, static_cast<size_t>(out_size), in,
-                                   static_cast<size_t>(in_size));
+  const size_t n =
+      ZSTD_decompress(out, static_cast<size_t>(out_size), in, static_cast<size_t>(in_size));
   if (ZSTD_isError(n)) return Status::Invalid("corrupt ZSTD data: ", ZSTD_getErrorName(n));
   if (static_cast<int64_t>(n) != out_size) {
     return Status::Invalid("ZSTD data decompressed to ", n, " bytes, declared ", out_size);
@@ -100,9 +103,12 @@ Status DecompressZstd(const uint8_t* in, int64_t in_size, uint8_t* out, int64_t 
 Result<std::shared_ptr<Buffer>> Compress(CompressionType codec, int level, const uint8_t* data,
                                          int64_t size, MemoryPool* pool) {
   switch (codec) {
-    case CompressionType::kLz4Frame: return CompressLz4(level, data, size, pool);
-    case CompressionType::kZstd: return CompressZstd(level, data, size, pool);
-    case CompressionType::kNone: break;
+    case CompressionType::kLz4Frame:
+      return CompressLz4(level, data, size, pool);
+    case CompressionType::kZstd:
+      return CompressZstd(level, data, size, pool);
+    case CompressionType::kNone:
+      break;
   }
   return Status::Invalid("no codec to compress with");
 }
@@ -110,9 +116,12 @@ Result<std::shared_ptr<Buffer>> Compress(CompressionType codec, int level, const
 Status Decompress(CompressionType codec, const uint8_t* in, int64_t in_size, uint8_t* out,
                   int64_t out_size) {
   switch (codec) {
-    case CompressionType::kLz4Frame: return DecompressLz4(in, in_size, out, out_size);
-    case CompressionType::kZstd: return DecompressZstd(in, in_size, out, out_size);
-    case CompressionType::kNone: break;
+    case CompressionType::kLz4Frame:
+      return DecompressLz4(in, in_size, out, out_size);
+    case CompressionType::kZstd:
+      return DecompressZstd(in, in_size, out, out_size);
+    case CompressionType::kNone:
+      break;
   }
   return Status::Invalid("no codec to decompress with");
 }

@@ -71,7 +71,8 @@ class Concatenator {
       case TypeId::kFixedSizeList: {
         const int64_t n = static_cast<const FixedSizeListType&>(storage).list_size();
         std::vector<ArrayDataPtr> kids;
-        for (const auto& a : in_) kids.push_back(a->child_data[0]->Slice(a->offset * n, a->length * n));
+        for (const auto& a : in_)
+          kids.push_back(a->child_data[0]->Slice(a->offset * n, a->length * n));
         ALKAID_ASSIGN_OR_RAISE(auto child, Concatenate(kids, pool_));
         out_->child_data = {child};
         break;
@@ -151,7 +152,8 @@ class Concatenator {
     uint8_t* dst = values->mutable_data();
     for (const auto& a : in_) {
       const int64_t n = a->length * width;
-      if (n > 0) std::memcpy(dst, a->buffers[1]->data() + a->offset * width, static_cast<size_t>(n));
+      if (n > 0)
+        std::memcpy(dst, a->buffers[1]->data() + a->offset * width, static_cast<size_t>(n));
       dst += n;
     }
     out_->buffers.push_back(std::move(values));
@@ -195,7 +197,8 @@ class Concatenator {
     uint8_t* dst = data->mutable_data();
     for (size_t i = 0; i < in_.size(); ++i) {
       const int64_t n = ranges[i].second - ranges[i].first;
-      if (n > 0) std::memcpy(dst, in_[i]->buffers[2]->data() + ranges[i].first, static_cast<size_t>(n));
+      if (n > 0)
+        std::memcpy(dst, in_[i]->buffers[2]->data() + ranges[i].first, static_cast<size_t>(n));
       dst += n;
     }
     out_->buffers.push_back(std::move(data));
@@ -208,7 +211,8 @@ class Concatenator {
     ALKAID_RETURN_NOT_OK(ConcatOffsets<O>(&ranges));
     std::vector<ArrayDataPtr> kids;
     for (size_t i = 0; i < in_.size(); ++i) {
-      kids.push_back(in_[i]->child_data[0]->Slice(ranges[i].first, ranges[i].second - ranges[i].first));
+      kids.push_back(
+          in_[i]->child_data[0]->Slice(ranges[i].first, ranges[i].second - ranges[i].first));
     }
     ALKAID_ASSIGN_OR_RAISE(auto child, Concatenate(kids, pool_));
     out_->child_data = {child};
@@ -302,7 +306,8 @@ class Concatenator {
         od[pos + i] = static_cast<int32_t>(os[i] + base[static_cast<size_t>(child)]);
       }
       pos += a->length;
-      for (int c = 0; c < num_children; ++c) base[static_cast<size_t>(c)] += a->child_data[c]->length;
+      for (int c = 0; c < num_children; ++c)
+        base[static_cast<size_t>(c)] += a->child_data[c]->length;
     }
     out_->buffers.push_back(std::move(offsets));
     for (int c = 0; c < num_children; ++c) {
@@ -358,7 +363,8 @@ class Concatenator {
                             : w == 4 ? std::numeric_limits<int32_t>::max()
                                      : std::numeric_limits<int64_t>::max();
     if (base > max_end) {
-      return Status::CapacityError("concatenated run ends overflow ", ree.run_end_type()->ToString());
+      return Status::CapacityError("concatenated run ends overflow ",
+                                   ree.run_end_type()->ToString());
     }
     ALKAID_ASSIGN_OR_RAISE(auto buf, Allocate(static_cast<int64_t>(ends.size()) * w, pool_));
     for (size_t i = 0; i < ends.size(); ++i) {

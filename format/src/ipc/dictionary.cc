@@ -17,7 +17,8 @@ std::string PathString(const FieldPath& path) {
   return ss.str();
 }
 
-void AssignIdsIn(const Field& field, FieldPath* path, std::vector<std::pair<FieldPath, TypePtr>>* out) {
+void AssignIdsIn(const Field& field, FieldPath* path,
+                 std::vector<std::pair<FieldPath, TypePtr>>* out) {
   const DataType* type = field.type().get();
   if (type->id() == TypeId::kExtension) {
     type = static_cast<const ExtensionType*>(type)->storage_type().get();
@@ -119,8 +120,7 @@ Result<DictionaryUpdate> DictionaryMemo::AddDictionary(int64_t id, ArrayDataPtr 
     return DictionaryUpdate::kDelta;
   }
   if (!allow_replacement) {
-    return Status::Invalid("dictionary ", id,
-                           " is replaced, which the file format does not allow");
+    return Status::Invalid("dictionary ", id, " is replaced, which the file format does not allow");
   }
   it->second = std::move(values);
   return DictionaryUpdate::kReplacement;

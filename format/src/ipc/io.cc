@@ -33,7 +33,7 @@ Status CheckReadArgs(int64_t position, int64_t n) {
 // BufferOutputStream
 
 Result<std::shared_ptr<BufferOutputStream>> BufferOutputStream::Create(int64_t initial_capacity,
-                                                                      MemoryPool* pool) {
+                                                                       MemoryPool* pool) {
   std::shared_ptr<BufferOutputStream> out(new BufferOutputStream());
   out->buffer_ = ResizableBuffer::Make(pool);
   ALKAID_RETURN_NOT_OK(out->buffer_->Reserve(std::max<int64_t>(initial_capacity, 0)));
@@ -73,7 +73,7 @@ Result<std::shared_ptr<Buffer>> BufferOutputStream::Finish() {
 // FileOutputStream
 
 Result<std::shared_ptr<FileOutputStream>> FileOutputStream::Open(const std::string& path,
-                                                                  bool append) {
+                                                                 bool append) {
   int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC);
   int fd;
   do {
@@ -131,7 +131,7 @@ Status FileOutputStream::Close() {
 // FileInputStream
 
 Result<std::shared_ptr<FileInputStream>> FileInputStream::Open(const std::string& path,
-                                                                MemoryPool* pool) {
+                                                               MemoryPool* pool) {
   int fd;
   do {
     fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -141,7 +141,7 @@ Result<std::shared_ptr<FileInputStream>> FileInputStream::Open(const std::string
 }
 
 Result<std::shared_ptr<FileInputStream>> FileInputStream::FromDescriptor(int fd, bool owns_fd,
-                                                                          MemoryPool* pool) {
+                                                                         MemoryPool* pool) {
   if (fd < 0) return Status::Invalid("invalid file descriptor ", fd);
   return std::shared_ptr<FileInputStream>(
       new FileInputStream(fd, owns_fd, "fd " + std::to_string(fd), pool));

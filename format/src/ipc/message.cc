@@ -9,9 +9,12 @@ using internal::EnsureAligned;
 
 std::string_view MessageTypeName(MessageType type) {
   switch (type) {
-    case MessageType::kSchema: return "schema";
-    case MessageType::kDictionaryBatch: return "dictionary batch";
-    case MessageType::kRecordBatch: return "record batch";
+    case MessageType::kSchema:
+      return "schema";
+    case MessageType::kDictionaryBatch:
+      return "dictionary batch";
+    case MessageType::kRecordBatch:
+      return "record batch";
   }
   return "unknown";
 }
@@ -94,8 +97,8 @@ Result<std::unique_ptr<Message>> ReadMessage(RandomAccessFile* file, int64_t off
       internal::AddOverflows(offset, metadata_length, &end) ||
       internal::AddOverflows(end, body_length, &end) || end > file_size) {
     return Status::Invalid("message block at offset ", offset, " (metadata ", metadata_length,
-                           " bytes, body ", body_length, " bytes) does not fit in the ",
-                           file_size, "-byte file");
+                           " bytes, body ", body_length, " bytes) does not fit in the ", file_size,
+                           "-byte file");
   }
   ALKAID_ASSIGN_OR_RAISE(auto framed, file->ReadAt(offset, metadata_length));
   if (framed->size() < metadata_length) {

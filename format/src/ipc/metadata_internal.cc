@@ -33,9 +33,7 @@ namespace fbs = ::alkaid::fbs;
 
 using KeyValueVector = fb::Vector<fb::Offset<fbs::KeyValue>>;
 
-std::string ExtensionNameKey(std::string_view ns) {
-  return std::string(ns) + ":extension:name";
-}
+std::string ExtensionNameKey(std::string_view ns) { return std::string(ns) + ":extension:name"; }
 std::string ExtensionMetadataKey(std::string_view ns) {
   return std::string(ns) + ":extension:metadata";
 }
@@ -82,10 +80,14 @@ Result<TypePtr> IntFromFlatbuffer(const fbs::Int* t, const std::string& where) {
   if (t == nullptr) return Status::Invalid(where, ": Int type table is missing");
   const bool s = t->is_signed();
   switch (t->bitWidth()) {
-    case 8: return s ? int8() : uint8();
-    case 16: return s ? int16() : uint16();
-    case 32: return s ? int32() : uint32();
-    case 64: return s ? int64() : uint64();
+    case 8:
+      return s ? int8() : uint8();
+    case 16:
+      return s ? int16() : uint16();
+    case 32:
+      return s ? int32() : uint32();
+    case 64:
+      return s ? int64() : uint64();
     default:
       return Status::Invalid(where, ": integer bit width ", t->bitWidth(),
                              " is not 8, 16, 32 or 64");
@@ -94,20 +96,28 @@ Result<TypePtr> IntFromFlatbuffer(const fbs::Int* t, const std::string& where) {
 
 Result<TimeUnit> UnitFromFlatbuffer(fbs::TimeUnit u, const std::string& where) {
   switch (u) {
-    case fbs::TimeUnit::SECOND: return TimeUnit::kSecond;
-    case fbs::TimeUnit::MILLISECOND: return TimeUnit::kMilli;
-    case fbs::TimeUnit::MICROSECOND: return TimeUnit::kMicro;
-    case fbs::TimeUnit::NANOSECOND: return TimeUnit::kNano;
+    case fbs::TimeUnit::SECOND:
+      return TimeUnit::kSecond;
+    case fbs::TimeUnit::MILLISECOND:
+      return TimeUnit::kMilli;
+    case fbs::TimeUnit::MICROSECOND:
+      return TimeUnit::kMicro;
+    case fbs::TimeUnit::NANOSECOND:
+      return TimeUnit::kNano;
   }
   return Status::Invalid(where, ": unknown time unit ", static_cast<int>(u));
 }
 
 fbs::TimeUnit UnitToFlatbuffer(TimeUnit u) {
   switch (u) {
-    case TimeUnit::kSecond: return fbs::TimeUnit::SECOND;
-    case TimeUnit::kMilli: return fbs::TimeUnit::MILLISECOND;
-    case TimeUnit::kMicro: return fbs::TimeUnit::MICROSECOND;
-    case TimeUnit::kNano: return fbs::TimeUnit::NANOSECOND;
+    case TimeUnit::kSecond:
+      return fbs::TimeUnit::SECOND;
+    case TimeUnit::kMilli:
+      return fbs::TimeUnit::MILLISECOND;
+    case TimeUnit::kMicro:
+      return fbs::TimeUnit::MICROSECOND;
+    case TimeUnit::kNano:
+      return fbs::TimeUnit::NANOSECOND;
   }
   return fbs::TimeUnit::SECOND;
 }
@@ -141,9 +151,12 @@ Result<TypePtr> TypeFromFlatbuffer(const fbs::Field* f, FieldVector children,
       const auto* t = f->type_as_FloatingPoint();
       if (t == nullptr) return missing("FloatingPoint");
       switch (t->precision()) {
-        case fbs::Precision::HALF: return float16();
-        case fbs::Precision::SINGLE: return float32();
-        case fbs::Precision::DOUBLE: return float64();
+        case fbs::Precision::HALF:
+          return float16();
+        case fbs::Precision::SINGLE:
+          return float32();
+        case fbs::Precision::DOUBLE:
+          return float64();
       }
       return Status::Invalid(where, ": unknown floating point precision ",
                              static_cast<int>(t->precision()));
@@ -213,9 +226,12 @@ Result<TypePtr> TypeFromFlatbuffer(const fbs::Field* f, FieldVector children,
       const auto* t = f->type_as_Interval();
       if (t == nullptr) return missing("Interval");
       switch (t->unit()) {
-        case fbs::IntervalUnit::YEAR_MONTH: return month_interval();
-        case fbs::IntervalUnit::DAY_TIME: return day_time_interval();
-        case fbs::IntervalUnit::MONTH_DAY_NANO: return month_day_nano_interval();
+        case fbs::IntervalUnit::YEAR_MONTH:
+          return month_interval();
+        case fbs::IntervalUnit::DAY_TIME:
+          return day_time_interval();
+        case fbs::IntervalUnit::MONTH_DAY_NANO:
+          return month_day_nano_interval();
       }
       return Status::Invalid(where, ": unknown interval unit ", static_cast<int>(t->unit()));
     }
@@ -284,8 +300,12 @@ Result<TypePtr> TypeFromFlatbuffer(const fbs::Field* f, FieldVector children,
       }
       UnionMode mode;
       switch (t->mode()) {
-        case fbs::UnionMode::Sparse: mode = UnionMode::kSparse; break;
-        case fbs::UnionMode::Dense: mode = UnionMode::kDense; break;
+        case fbs::UnionMode::Sparse:
+          mode = UnionMode::kSparse;
+          break;
+        case fbs::UnionMode::Dense:
+          mode = UnionMode::kDense;
+          break;
         default:
           return Status::Invalid(where, ": unknown union mode ", static_cast<int>(t->mode()));
       }
@@ -332,8 +352,7 @@ struct SchemaReadContext {
 };
 
 Result<FieldPtr> FieldFromFlatbuffer(const fbs::Field* f, FieldPath* path,
-                                     const std::string& parent, SchemaReadContext* ctx,
-                                     int depth) {
+                                     const std::string& parent, SchemaReadContext* ctx, int depth) {
   if (f == nullptr) return Status::Invalid("null field at path ", parent);
   std::string name = f->name() ? f->name()->str() : std::string();
   const std::string dotted = parent.empty() ? name : parent + "." + name;
@@ -365,16 +384,15 @@ Result<FieldPtr> FieldFromFlatbuffer(const fbs::Field* f, FieldPath* path,
       Status st = ctx->memo->AddField(enc->id(), *path, type);
       if (!st.ok()) return st.WithContext(where);
     }
-    type = std::make_shared<DictionaryType>(std::move(index_type), std::move(type),
-                                            enc->isOrdered());
+    type =
+        std::make_shared<DictionaryType>(std::move(index_type), std::move(type), enc->isOrdered());
   }
   ALKAID_RETURN_NOT_OK(ApplyExtension(&type, &metadata, where));
   return std::make_shared<Field>(std::move(name), std::move(type), f->nullable(),
                                  std::move(metadata));
 }
 
-Result<SchemaPtr> SchemaFromFlatbuffer(const fbs::Schema* s, DictionaryMemo* memo,
-                                       int max_depth) {
+Result<SchemaPtr> SchemaFromFlatbuffer(const fbs::Schema* s, DictionaryMemo* memo, int max_depth) {
   if (s == nullptr) return Status::Invalid("schema table is missing");
   if (s->endianness() == fbs::Endianness::Big) {
     return Status::NotImplemented("big-endian data is not supported");
@@ -418,15 +436,15 @@ Status CheckVectorAlignment(const fb::Vector<T>* v, const char* what, const char
 
 }  // namespace
 
-Result<RecordBatchMeta> RecordBatchFromFlatbuffer(const fbs::RecordBatch* rb,
-                                                  const char* what) {
+Result<RecordBatchMeta> RecordBatchFromFlatbuffer(const fbs::RecordBatch* rb, const char* what) {
   if (rb == nullptr) return Status::Invalid(what, ": RecordBatch table is missing");
   RecordBatchMeta out;
   out.length = rb->length();
   if (out.length < 0) return Status::Invalid(what, ": negative length ", out.length);
   ALKAID_RETURN_NOT_OK(CheckVectorAlignment(rb->nodes(), what, "nodes"));
   ALKAID_RETURN_NOT_OK(CheckVectorAlignment(rb->buffers(), what, "buffers"));
-  ALKAID_RETURN_NOT_OK(CheckVectorAlignment(rb->variadicBufferCounts(), what, "variadicBufferCounts"));
+  ALKAID_RETURN_NOT_OK(
+      CheckVectorAlignment(rb->variadicBufferCounts(), what, "variadicBufferCounts"));
   if (rb->nodes() != nullptr) {
     out.nodes.reserve(rb->nodes()->size());
     for (const fbs::FieldNode* n : *rb->nodes()) {
@@ -443,11 +461,14 @@ Result<RecordBatchMeta> RecordBatchFromFlatbuffer(const fbs::RecordBatch* rb,
                                     static_cast<int>(c->method()), " is not supported");
     }
     switch (c->codec()) {
-      case fbs::CompressionType::LZ4_FRAME: out.compression = CompressionType::kLz4Frame; break;
-      case fbs::CompressionType::ZSTD: out.compression = CompressionType::kZstd; break;
+      case fbs::CompressionType::LZ4_FRAME:
+        out.compression = CompressionType::kLz4Frame;
+        break;
+      case fbs::CompressionType::ZSTD:
+        out.compression = CompressionType::kZstd;
+        break;
       default:
-        return Status::Invalid(what, ": unknown compression codec ",
-                               static_cast<int>(c->codec()));
+        return Status::Invalid(what, ": unknown compression codec ", static_cast<int>(c->codec()));
     }
   }
   if (rb->variadicBufferCounts() != nullptr) {
@@ -469,16 +490,21 @@ Result<MessageInfo> VerifyMessage(const uint8_t* data, int64_t size, int max_dep
   }
   fb::Verifier verifier(data, static_cast<size_t>(size), VerifierDepth(max_depth), kMaxTables);
   if (!fbs::VerifyMessageBuffer(verifier)) {
-    return Status::Invalid("message metadata (", size,
-                           " bytes) is not a valid Message flatbuffer");
+    return Status::Invalid("message metadata (", size, " bytes) is not a valid Message flatbuffer");
   }
   const fbs::Message* m = RootMessage(data);
   MessageInfo info;
   ALKAID_ASSIGN_OR_RAISE(info.version, VersionFromFlatbuffer(m->version()));
   switch (m->header_type()) {
-    case fbs::MessageHeader::Schema: info.type = MessageType::kSchema; break;
-    case fbs::MessageHeader::DictionaryBatch: info.type = MessageType::kDictionaryBatch; break;
-    case fbs::MessageHeader::RecordBatch: info.type = MessageType::kRecordBatch; break;
+    case fbs::MessageHeader::Schema:
+      info.type = MessageType::kSchema;
+      break;
+    case fbs::MessageHeader::DictionaryBatch:
+      info.type = MessageType::kDictionaryBatch;
+      break;
+    case fbs::MessageHeader::RecordBatch:
+      info.type = MessageType::kRecordBatch;
+      break;
     case fbs::MessageHeader::Tensor:
     case fbs::MessageHeader::SparseTensor:
       return Status::NotImplemented("tensor messages are not supported");
@@ -545,7 +571,8 @@ Result<FooterMeta> ReadFooter(const uint8_t* data, int64_t size, DictionaryMemo*
   auto blocks = [](const fb::Vector<const fbs::Block*>* v, std::vector<BlockMeta>* dst) {
     if (v == nullptr) return;
     dst->reserve(v->size());
-    for (const fbs::Block* b : *v) dst->push_back({b->offset(), b->metaDataLength(), b->bodyLength()});
+    for (const fbs::Block* b : *v)
+      dst->push_back({b->offset(), b->metaDataLength(), b->bodyLength()});
   };
   blocks(f->dictionaries(), &out.dictionaries);
   blocks(f->recordBatches(), &out.record_batches);
@@ -654,8 +681,10 @@ class SchemaWriter {
     fb::FlatBufferBuilder& b = *fbb_;
     auto u = [](auto offset) { return offset.Union(); };
     switch (type.id()) {
-      case TypeId::kNull: return std::make_pair(fbs::Type::Null, u(fbs::CreateNull(b)));
-      case TypeId::kBool: return std::make_pair(fbs::Type::Bool, u(fbs::CreateBool(b)));
+      case TypeId::kNull:
+        return std::make_pair(fbs::Type::Null, u(fbs::CreateNull(b)));
+      case TypeId::kBool:
+        return std::make_pair(fbs::Type::Bool, u(fbs::CreateBool(b)));
       case TypeId::kInt8:
       case TypeId::kInt16:
       case TypeId::kInt32:
@@ -718,8 +747,10 @@ class SchemaWriter {
         return std::make_pair(fbs::Type::FixedSizeBinary,
                               u(fbs::CreateFixedSizeBinary(b, t.byte_width())));
       }
-      case TypeId::kBinary: return std::make_pair(fbs::Type::Binary, u(fbs::CreateBinary(b)));
-      case TypeId::kString: return std::make_pair(fbs::Type::Utf8, u(fbs::CreateUtf8(b)));
+      case TypeId::kBinary:
+        return std::make_pair(fbs::Type::Binary, u(fbs::CreateBinary(b)));
+      case TypeId::kString:
+        return std::make_pair(fbs::Type::Utf8, u(fbs::CreateUtf8(b)));
       case TypeId::kLargeBinary:
         return std::make_pair(fbs::Type::LargeBinary, u(fbs::CreateLargeBinary(b)));
       case TypeId::kLargeString:
@@ -728,7 +759,8 @@ class SchemaWriter {
         return std::make_pair(fbs::Type::BinaryView, u(fbs::CreateBinaryView(b)));
       case TypeId::kStringView:
         return std::make_pair(fbs::Type::Utf8View, u(fbs::CreateUtf8View(b)));
-      case TypeId::kList: return std::make_pair(fbs::Type::List, u(fbs::CreateList(b)));
+      case TypeId::kList:
+        return std::make_pair(fbs::Type::List, u(fbs::CreateList(b)));
       case TypeId::kLargeList:
         return std::make_pair(fbs::Type::LargeList, u(fbs::CreateLargeList(b)));
       case TypeId::kListView:
@@ -744,7 +776,8 @@ class SchemaWriter {
         const auto& t = static_cast<const MapType&>(type);
         return std::make_pair(fbs::Type::Map, u(fbs::CreateMap(b, t.keys_sorted())));
       }
-      case TypeId::kStruct: return std::make_pair(fbs::Type::Struct_, u(fbs::CreateStruct_(b)));
+      case TypeId::kStruct:
+        return std::make_pair(fbs::Type::Struct_, u(fbs::CreateStruct_(b)));
       case TypeId::kSparseUnion:
       case TypeId::kDenseUnion: {
         const auto& t = static_cast<const UnionType&>(type);
@@ -752,9 +785,9 @@ class SchemaWriter {
         auto cv = b.CreateVector(codes);
         return std::make_pair(
             fbs::Type::Union,
-            u(fbs::CreateUnion(b, t.mode() == UnionMode::kSparse ? fbs::UnionMode::Sparse
-                                                                 : fbs::UnionMode::Dense,
-                               cv)));
+            u(fbs::CreateUnion(
+                b, t.mode() == UnionMode::kSparse ? fbs::UnionMode::Sparse : fbs::UnionMode::Dense,
+                cv)));
       }
       case TypeId::kRunEndEncoded:
         return std::make_pair(fbs::Type::RunEndEncoded, u(fbs::CreateRunEndEncoded(b)));
@@ -776,10 +809,9 @@ Result<std::shared_ptr<Buffer>> FinishBuffer(fb::FlatBufferBuilder* fbb, MemoryP
     return Status::CapacityError("metadata flatbuffer of ", size,
                                  " bytes exceeds the 2^31-1 limit");
   }
-  return Buffer::CopyOf(
-      std::string_view(reinterpret_cast<const char*>(fbb->GetBufferPointer()),
-                       static_cast<size_t>(size)),
-      pool);
+  return Buffer::CopyOf(std::string_view(reinterpret_cast<const char*>(fbb->GetBufferPointer()),
+                                         static_cast<size_t>(size)),
+                        pool);
 }
 
 // Rough upper bound of a record batch's metadata size, checked before
@@ -827,8 +859,8 @@ Result<std::shared_ptr<Buffer>> WriteSchemaMessage(const Schema& schema, const D
   fb::FlatBufferBuilder fbb(1024);
   SchemaWriter writer(&fbb, ids, options);
   ALKAID_ASSIGN_OR_RAISE(auto s, writer.Write(schema));
-  auto m = fbs::CreateMessage(fbb, fbs::MetadataVersion::V5, fbs::MessageHeader::Schema, s.Union(),
-                              0);
+  auto m =
+      fbs::CreateMessage(fbb, fbs::MetadataVersion::V5, fbs::MessageHeader::Schema, s.Union(), 0);
   fbb.Finish(m);
   return FinishBuffer(&fbb, options.pool);
 }

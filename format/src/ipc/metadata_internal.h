@@ -86,10 +86,9 @@ Result<std::shared_ptr<Buffer>> WriteSchemaMessage(const Schema& schema, const D
                                                    const IpcWriteOptions& options);
 
 /// `custom_metadata`: the batch's own (RecordBatch::metadata()), or null.
-Result<std::shared_ptr<Buffer>> WriteRecordBatchMessage(const RecordBatchMeta& batch,
-                                                        int64_t body_length,
-                                                        const IpcWriteOptions& options,
-                                                        const MetadataPtr& custom_metadata = nullptr);
+Result<std::shared_ptr<Buffer>> WriteRecordBatchMessage(
+    const RecordBatchMeta& batch, int64_t body_length, const IpcWriteOptions& options,
+    const MetadataPtr& custom_metadata = nullptr);
 
 Result<std::shared_ptr<Buffer>> WriteDictionaryMessage(int64_t id, bool is_delta,
                                                        const RecordBatchMeta& batch,

@@ -91,8 +91,7 @@ class ArrayLoader {
         }
         if (layout.variadic) {
           if (variadic_index_ >= meta_.variadic_counts.size()) {
-            return Status::Invalid(FieldLabel(dotted),
-                                   ": view type but the message lists only ",
+            return Status::Invalid(FieldLabel(dotted), ": view type but the message lists only ",
                                    meta_.variadic_counts.size(), " variadic buffer counts");
           }
           const int64_t count = meta_.variadic_counts[variadic_index_++];
@@ -149,8 +148,8 @@ class ArrayLoader {
     FieldNodeMeta n = meta_.nodes[node_index_++];
     if (null_type && n.length >= 0) n.null_count = n.length;
     if (n.length < 0 || n.null_count < 0 || n.null_count > n.length) {
-      return Status::Invalid(FieldLabel(dotted), ": field node #", node_index_ - 1,
-                             " has length ", n.length, " and null count ", n.null_count);
+      return Status::Invalid(FieldLabel(dotted), ": field node #", node_index_ - 1, " has length ",
+                             n.length, " and null count ", n.null_count);
     }
     return n;
   }
@@ -166,9 +165,9 @@ class ArrayLoader {
     int64_t end;
     if (b.offset < 0 || b.length < 0 || internal::AddOverflows(b.offset, b.length, &end) ||
         end > body_->size()) {
-      return Status::Invalid("buffer ", index, " (", kind, ") of ", FieldLabel(dotted),
-                             " spans [", b.offset, ", +", b.length, "), outside the ",
-                             body_->size(), "-byte body");
+      return Status::Invalid("buffer ", index, " (", kind, ") of ", FieldLabel(dotted), " spans [",
+                             b.offset, ", +", b.length, "), outside the ", body_->size(),
+                             "-byte body");
     }
     if (b.length == 0) return SliceBuffer(body_, b.offset, 0);
     if (meta_.compression == CompressionType::kNone) {
@@ -185,13 +184,13 @@ class ArrayLoader {
                                      options_.pool);
     }
     if (uncompressed < 0 || uncompressed > options_.max_decompressed_size) {
-      return Status::Invalid("compressed buffer ", index, " (", kind, ") of ",
-                             FieldLabel(dotted), " declares ", uncompressed,
-                             " uncompressed bytes (limit ", options_.max_decompressed_size, ")");
+      return Status::Invalid("compressed buffer ", index, " (", kind, ") of ", FieldLabel(dotted),
+                             " declares ", uncompressed, " uncompressed bytes (limit ",
+                             options_.max_decompressed_size, ")");
     }
     ALKAID_ASSIGN_OR_RAISE(auto out, AllocateBuffer(uncompressed, options_.pool));
-    Status st = internal::Decompress(meta_.compression, p + 8, b.length - 8,
-                                     out->mutable_data(), uncompressed);
+    Status st = internal::Decompress(meta_.compression, p + 8, b.length - 8, out->mutable_data(),
+                                     uncompressed);
     if (!st.ok()) {
       return st.WithContext("buffer " + std::to_string(index) + " of " + FieldLabel(dotted));
     }
@@ -234,7 +233,8 @@ Result<RecordBatchPtr> ReadRecordBatch(const Message& message, const SchemaPtr& 
                                        const DictionaryMemo* memo, const IpcReadOptions& options) {
   ALKAID_RETURN_NOT_OK(CheckType(message, MessageType::kRecordBatch));
   if (schema == nullptr) return Status::Invalid("ReadRecordBatch: schema is null");
-  ALKAID_ASSIGN_OR_RAISE(RecordBatchMeta meta, internal::GetRecordBatch(message.metadata()->data()));
+  ALKAID_ASSIGN_OR_RAISE(RecordBatchMeta meta,
+                         internal::GetRecordBatch(message.metadata()->data()));
   ALKAID_ASSIGN_OR_RAISE(auto body, AlignedBody(message, options));
   ArrayLoader loader(meta, std::move(body), message.version(), memo, options);
   std::vector<ArrayDataPtr> columns;
@@ -400,8 +400,8 @@ class StreamDecoder::Impl {
     if (!error_.ok()) return error_;
     if (phase_ == Phase::kEnded) return Status::OK();
     if (phase_ == Phase::kPrefix && available_ == 0) return Status::OK();
-    return Status::Invalid("stream truncated: input ended inside a message (", available_,
-                           " of ", need_, " bytes present)");
+    return Status::Invalid("stream truncated: input ended inside a message (", available_, " of ",
+                           need_, " bytes present)");
   }
 
   const StreamState& state() const { return state_; }
@@ -427,8 +427,8 @@ class StreamDecoder::Impl {
       return listener_->OnEndOfStream();
     }
     if (length < 0) {
-      return Status::Invalid("message #", state_.stats().num_messages, ": metadata length ",
-                             length, " is negative");
+      return Status::Invalid("message #", state_.stats().num_messages, ": metadata length ", length,
+                             " is negative");
     }
     phase_ = Phase::kMetadata;
     need_ = length;
@@ -448,8 +448,8 @@ class StreamDecoder::Impl {
       case Phase::kLength:
         return OnLength(internal::LoadInt32LE(bytes->data()));
       case Phase::kMetadata: {
-        ALKAID_ASSIGN_OR_RAISE(metadata_, internal::EnsureAligned(std::move(bytes), 8,
-                                                                  options_.pool));
+        ALKAID_ASSIGN_OR_RAISE(metadata_,
+                               internal::EnsureAligned(std::move(bytes), 8, options_.pool));
         auto info = internal::VerifyMessage(metadata_->data(), metadata_->size(),
                                             options_.max_recursion_depth);
         if (!info.ok()) {
@@ -472,8 +472,8 @@ class StreamDecoder::Impl {
   Status Deliver(std::shared_ptr<Buffer> body) {
     phase_ = Phase::kPrefix;
     need_ = 4;
-    ALKAID_ASSIGN_OR_RAISE(auto message, Message::Open(std::move(metadata_), std::move(body),
-                                                       options_));
+    ALKAID_ASSIGN_OR_RAISE(auto message,
+                           Message::Open(std::move(metadata_), std::move(body), options_));
     const bool had_schema = state_.schema() != nullptr;
     ALKAID_ASSIGN_OR_RAISE(auto batch, state_.Process(*message));
     if (!had_schema && state_.schema() != nullptr) {
@@ -535,8 +535,8 @@ StreamDecoder::~StreamDecoder() = default;
 Status StreamDecoder::Consume(const uint8_t* data, int64_t size) {
   if (size < 0) return Status::Invalid("Consume: negative size ", size);
   if (size == 0) return Status::OK();
-  ALKAID_ASSIGN_OR_RAISE(auto copy, Buffer::CopyOf(
-                                        std::string_view(reinterpret_cast<const char*>(data),
+  ALKAID_ASSIGN_OR_RAISE(auto copy,
+                         Buffer::CopyOf(std::string_view(reinterpret_cast<const char*>(data),
                                                          static_cast<size_t>(size))));
   return impl_->Consume(std::move(copy));
 }
@@ -666,8 +666,8 @@ struct RecordBatchFileReader::Impl {
     if (head->size() != 8 || head->view().substr(0, expected.size()) != expected) {
       return Status::Invalid("not an IPC file: the leading magic is not '", expected, "'");
     }
-    const int32_t footer_len = internal::LoadInt32LE(
-        reinterpret_cast<const uint8_t*>(tv.data()) + 11 - magic_len - 4);
+    const int32_t footer_len =
+        internal::LoadInt32LE(reinterpret_cast<const uint8_t*>(tv.data()) + 11 - magic_len - 4);
     const int64_t footer_end = size - magic_len - 4;
     if (footer_len <= 0 || footer_len > footer_end - 8) {
       return Status::Invalid("file footer length ", footer_len, " does not fit the ", size,
@@ -698,8 +698,7 @@ struct RecordBatchFileReader::Impl {
   }
 
   Result<std::unique_ptr<Message>> ReadBlock(const internal::BlockMeta& block) const {
-    return ReadMessage(file.get(), block.offset, block.metadata_length, block.body_length,
-                       options);
+    return ReadMessage(file.get(), block.offset, block.metadata_length, block.body_length, options);
   }
 
   Status ReadDictionaryBlock(const internal::BlockMeta& block) {

@@ -86,13 +86,13 @@ class BodyAssembler {
       case TypeId::kList:
       case TypeId::kMap: {
         ALKAID_ASSIGN_OR_RAISE(auto range, AddOffsets<int32_t>(a, dotted));
-        return Visit(a.child_data[0]->Slice(range.first, range.second - range.first),
-                     child_name(0), depth + 1);
+        return Visit(a.child_data[0]->Slice(range.first, range.second - range.first), child_name(0),
+                     depth + 1);
       }
       case TypeId::kLargeList: {
         ALKAID_ASSIGN_OR_RAISE(auto range, AddOffsets<int64_t>(a, dotted));
-        return Visit(a.child_data[0]->Slice(range.first, range.second - range.first),
-                     child_name(0), depth + 1);
+        return Visit(a.child_data[0]->Slice(range.first, range.second - range.first), child_name(0),
+                     depth + 1);
       }
       case TypeId::kListView:
         return AddListView<int32_t>(a, dotted, child_name(0), depth);
@@ -100,27 +100,29 @@ class BodyAssembler {
         return AddListView<int64_t>(a, dotted, child_name(0), depth);
       case TypeId::kFixedSizeList: {
         const int64_t n = static_cast<const FixedSizeListType*>(storage)->list_size();
-        return Visit(a.child_data[0]->Slice(a.offset * n, a.length * n), child_name(0),
-                     depth + 1);
+        return Visit(a.child_data[0]->Slice(a.offset * n, a.length * n), child_name(0), depth + 1);
       }
       case TypeId::kStruct:
         for (int i = 0; i < storage->num_fields(); ++i) {
-          ALKAID_RETURN_NOT_OK(Visit(a.child_data[static_cast<size_t>(i)]->Slice(a.offset, a.length),
-                                     child_name(i), depth + 1));
+          ALKAID_RETURN_NOT_OK(
+              Visit(a.child_data[static_cast<size_t>(i)]->Slice(a.offset, a.length), child_name(i),
+                    depth + 1));
         }
         return Status::OK();
       case TypeId::kSparseUnion:
         Add(SafeSlice(a.buffers[0], a.offset, a.length));
         for (int i = 0; i < storage->num_fields(); ++i) {
-          ALKAID_RETURN_NOT_OK(Visit(a.child_data[static_cast<size_t>(i)]->Slice(a.offset, a.length),
-                                     child_name(i), depth + 1));
+          ALKAID_RETURN_NOT_OK(
+              Visit(a.child_data[static_cast<size_t>(i)]->Slice(a.offset, a.length), child_name(i),
+                    depth + 1));
         }
         return Status::OK();
       case TypeId::kDenseUnion:
         Add(SafeSlice(a.buffers[0], a.offset, a.length));
         Add(SafeSlice(a.buffers[1], a.offset * 4, a.length * 4));
         for (int i = 0; i < storage->num_fields(); ++i) {
-          ALKAID_RETURN_NOT_OK(Visit(a.child_data[static_cast<size_t>(i)], child_name(i), depth + 1));
+          ALKAID_RETURN_NOT_OK(
+              Visit(a.child_data[static_cast<size_t>(i)], child_name(i), depth + 1));
         }
         return Status::OK();
       case TypeId::kRunEndEncoded: {
@@ -149,8 +151,7 @@ class BodyAssembler {
         const DataTypeLayout layout = storage->layout();
         if (layout.buffers.size() != 2 ||
             layout.buffers[1].kind != DataTypeLayout::BufferKind::kFixedWidth) {
-          return Status::NotImplemented("field '", dotted, "': cannot write ",
-                                        storage->ToString());
+          return Status::NotImplemented("field '", dotted, "': cannot write ", storage->ToString());
         }
         const int64_t w = layout.buffers[1].byte_width;
         Add(a.buffers[1] == nullptr ? nullptr
@@ -352,7 +353,8 @@ Result<IpcPayload> GetRecordBatchPayload(const RecordBatch& batch, const IpcWrit
     cols.emplace_back(batch.column_data(i), batch.schema()->field(i)->name());
   }
   BodyAssembler assembler(options, /*no_copy=*/false);
-  ALKAID_ASSIGN_OR_RAISE(auto payload, MakeBodyPayload(cols, batch.num_rows(), options, &assembler));
+  ALKAID_ASSIGN_OR_RAISE(auto payload,
+                         MakeBodyPayload(cols, batch.num_rows(), options, &assembler));
   payload.type = MessageType::kRecordBatch;
   ALKAID_ASSIGN_OR_RAISE(payload.metadata,
                          internal::WriteRecordBatchMessage(assembler.meta(), payload.body_length,
@@ -365,9 +367,9 @@ Result<IpcPayload> GetDictionaryPayload(int64_t id, bool is_delta, const ArrayDa
   ALKAID_RETURN_NOT_OK(CheckOptions(options));
   if (values == nullptr) return Status::Invalid("dictionary ", id, " has no values");
   BodyAssembler assembler(options, /*no_copy=*/false);
-  ALKAID_ASSIGN_OR_RAISE(auto payload,
-                         MakeBodyPayload({{values, "dictionary " + std::to_string(id)}},
-                                         values->length, options, &assembler));
+  ALKAID_ASSIGN_OR_RAISE(
+      auto payload, MakeBodyPayload({{values, "dictionary " + std::to_string(id)}}, values->length,
+                                    options, &assembler));
   payload.type = MessageType::kDictionaryBatch;
   ALKAID_ASSIGN_OR_RAISE(payload.metadata,
                          internal::WriteDictionaryMessage(id, is_delta, assembler.meta(),
@@ -453,7 +455,8 @@ Result<std::shared_ptr<Buffer>> GetRecordBatchMetadataForRegion(const RecordBatc
   if (region == nullptr || region_size < 0) return Status::Invalid("invalid region");
   BodyAssembler assembler(options, /*no_copy=*/true);
   for (int i = 0; i < batch.num_columns(); ++i) {
-    ALKAID_RETURN_NOT_OK(assembler.Visit(batch.column_data(i), batch.schema()->field(i)->name(), 1));
+    ALKAID_RETURN_NOT_OK(
+        assembler.Visit(batch.column_data(i), batch.schema()->field(i)->name(), 1));
   }
   RecordBatchMeta& meta = assembler.meta();
   meta.length = batch.num_rows();
@@ -540,14 +543,13 @@ class IpcWriter : public RecordBatchWriter {
     ALKAID_RETURN_NOT_OK(WriteEndOfStream(options_, sink_));
     stats_.total_bytes += options_.write_legacy_format ? 4 : 8;
     if (!is_file_) return sink_->Flush();
-    ALKAID_ASSIGN_OR_RAISE(auto footer,
-                           internal::WriteFooter(*schema_, memo_, dictionary_blocks_,
-                                                 record_blocks_, footer_metadata_, options_));
+    ALKAID_ASSIGN_OR_RAISE(
+        auto footer, internal::WriteFooter(*schema_, memo_, dictionary_blocks_, record_blocks_,
+                                           footer_metadata_, options_));
     ALKAID_RETURN_NOT_OK(Write(footer->data(), footer->size()));
     const int32_t footer_len = static_cast<int32_t>(footer->size());
     ALKAID_RETURN_NOT_OK(Write(&footer_len, 4));
-    const std::string_view magic =
-        options_.magic == FileMagic::kArrow ? kArrowMagic : kAlkaidMagic;
+    const std::string_view magic = options_.magic == FileMagic::kArrow ? kArrowMagic : kAlkaidMagic;
     ALKAID_RETURN_NOT_OK(Write(magic.data(), static_cast<int64_t>(magic.size())));
     return sink_->Flush();
   }

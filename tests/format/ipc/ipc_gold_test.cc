@@ -30,7 +30,8 @@ Result<std::vector<RecordBatchPtr>> ReadStream(std::shared_ptr<Buffer> data, Sch
 }
 
 Result<std::vector<RecordBatchPtr>> ReadFile(std::shared_ptr<RandomAccessFile> file,
-                                             SchemaPtr* schema, const IpcReadOptions& options = {}) {
+                                             SchemaPtr* schema,
+                                             const IpcReadOptions& options = {}) {
   ALKAID_ASSIGN_OR_RAISE(auto r, RecordBatchFileReader::Open(std::move(file), options));
   *schema = r->schema();
   std::vector<RecordBatchPtr> out;
@@ -65,7 +66,8 @@ TEST_P(GoldTest, StreamAndFileDecodeAndAgree) {
   // footer of generated_map_non_canonical; map child names do not take part
   // in type equality, so both still compare equal.
   ASSERT_TRUE(stream_schema->Equals(*file_schema, /*check_metadata=*/true))
-      << stream_schema->ToString() << "\nvs\n" << file_schema->ToString();
+      << stream_schema->ToString() << "\nvs\n"
+      << file_schema->ToString();
   // The values: what Arrow's JSON gold file says (the readers above
   // validated fully already; this reads every value).
   ASSERT_OK_AND_ASSIGN(auto json, ReadJsonIntegrationFile(GoldPath(name, ".json.gz")));
@@ -168,9 +170,7 @@ TEST_P(GoldTest, BitFlipsFailCleanly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Arrow21, GoldTest, ::testing::ValuesIn(GoldCases()),
-                         [](const ::testing::TestParamInfo<std::string>& p) {
-                           return p.param;
-                         });
+                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
 }  // namespace
 }  // namespace alkaid::format::ipc

@@ -33,8 +33,11 @@ SchemaPtr TwoColumns() {
 std::vector<RecordBatchPtr> SampleBatches() {
   auto d1 = Strings({"a", "b"});
   auto d2 = Strings({"a", "b", "c"});
-  return {*RecordBatch::Make(TwoColumns(), 2, std::vector<ArrayDataPtr>{Int32s({1, 2}), DictColumn({0, 1}, d1)}),
-          *RecordBatch::Make(TwoColumns(), 3, std::vector<ArrayDataPtr>{Int32s({3, 4, 5}), DictColumn({2, 2, 0}, d2)})};
+  return {
+      *RecordBatch::Make(TwoColumns(), 2,
+                         std::vector<ArrayDataPtr>{Int32s({1, 2}), DictColumn({0, 1}, d1)}),
+      *RecordBatch::Make(TwoColumns(), 3,
+                         std::vector<ArrayDataPtr>{Int32s({3, 4, 5}), DictColumn({2, 2, 0}, d2)})};
 }
 
 Status CheckSame(const std::vector<RecordBatchPtr>& expected,
@@ -71,7 +74,8 @@ TEST(StreamDecoderTest, ByteByByteAndWholeBuffers) {
     ASSERT_NE(decoder.schema(), nullptr);
     EXPECT_EQ(decoder.stats().num_dictionary_deltas, 1);
     ASSERT_OK(CheckSame(batches, listener->batches()));
-    ASSERT_RAISES_WITH_MESSAGE(kInvalid, "after the end-of-stream", decoder.Consume(bytes->data(), 1));
+    ASSERT_RAISES_WITH_MESSAGE(kInvalid, "after the end-of-stream",
+                               decoder.Consume(bytes->data(), 1));
   }
 }
 
@@ -174,9 +178,9 @@ TEST(StreamReaderTest, HostileLengthsNeverAllocate) {
 TEST(StreamReaderTest, MessageBlockChecks) {
   ASSERT_OK_AND_ASSIGN(auto bytes, WriteBatches(TwoColumns(), SampleBatches(), {}, true));
   BufferReader file(bytes);
-  ASSERT_RAISES(kInvalid, ReadMessage(&file, 8, 1 << 30, 0));            // past the end
-  ASSERT_RAISES(kInvalid, ReadMessage(&file, -8, 16, 0));                // negative offset
-  ASSERT_RAISES(kInvalid, ReadMessage(&file, 8, 16, INT64_MAX - 4));     // overflow
+  ASSERT_RAISES(kInvalid, ReadMessage(&file, 8, 1 << 30, 0));         // past the end
+  ASSERT_RAISES(kInvalid, ReadMessage(&file, -8, 16, 0));             // negative offset
+  ASSERT_RAISES(kInvalid, ReadMessage(&file, 8, 16, INT64_MAX - 4));  // overflow
 }
 
 TEST(StreamReaderTest, NestingDepthLimit) {
@@ -220,9 +224,9 @@ TEST(FileReaderTest, MagicAndRandomAccess) {
   // Mismatched leading magic.
   std::string mixed(bytes->view());
   std::memcpy(mixed.data(), "ARROW1\0\0", 8);
-  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "leading magic",
-                             RecordBatchFileReader::Open(std::make_shared<BufferReader>(
-                                 Buffer::FromString(mixed))));
+  ASSERT_RAISES_WITH_MESSAGE(
+      kInvalid, "leading magic",
+      RecordBatchFileReader::Open(std::make_shared<BufferReader>(Buffer::FromString(mixed))));
   // Footer metadata round trip.
   ASSERT_OK_AND_ASSIGN(auto sink, BufferOutputStream::Create());
   auto md = std::make_shared<KeyValueMetadata>(
@@ -230,7 +234,8 @@ TEST(FileReaderTest, MagicAndRandomAccess) {
   ASSERT_OK_AND_ASSIGN(auto writer, MakeFileWriter(sink.get(), TwoColumns(), {}, nullptr, md));
   ASSERT_OK(writer->Close());
   ASSERT_OK_AND_ASSIGN(auto with_md, sink->Finish());
-  ASSERT_OK_AND_ASSIGN(reader, RecordBatchFileReader::Open(std::make_shared<BufferReader>(with_md)));
+  ASSERT_OK_AND_ASSIGN(reader,
+                       RecordBatchFileReader::Open(std::make_shared<BufferReader>(with_md)));
   ASSERT_NE(reader->footer_metadata(), nullptr);
   EXPECT_EQ(reader->footer_metadata()->Get("origin"), "test");
 }
@@ -269,8 +274,10 @@ TEST(IoTest, FilesPipesAndErrors) {
   ASSERT_OK_AND_ASSIGN(auto back, stream_reader->ReadAll());
   ASSERT_OK(CheckSame(batches, back));
 
-  ASSERT_RAISES_WITH_MESSAGE(kIOError, "/nonexistent/alkaid", FileInputStream::Open("/nonexistent/alkaid"));
-  ASSERT_RAISES_WITH_MESSAGE(kIOError, "No such file", MemoryMappedFile::Open("/nonexistent/alkaid"));
+  ASSERT_RAISES_WITH_MESSAGE(kIOError, "/nonexistent/alkaid",
+                             FileInputStream::Open("/nonexistent/alkaid"));
+  ASSERT_RAISES_WITH_MESSAGE(kIOError, "No such file",
+                             MemoryMappedFile::Open("/nonexistent/alkaid"));
   ASSERT_RAISES(kIOError, FileOutputStream::Open("/nonexistent/dir/file"));
 }
 
@@ -279,7 +286,8 @@ TEST(IoTest, FilesPipesAndErrors) {
 // Writes `bytes` to $ALKAID_WRITE_TEST_DATA/<name> when that is set: how the
 // files in tests/data/legacy were made (tests/data/README.md).
 void MaybeKeep(const std::shared_ptr<Buffer>& bytes, const std::string& name) {
-  const char* dir = std::getenv("ALKAID_WRITE_TEST_DATA");  // NOLINT(concurrency-mt-unsafe): test setup, one thread
+  const char* dir = std::getenv(
+      "ALKAID_WRITE_TEST_DATA");  // NOLINT(concurrency-mt-unsafe): test setup, one thread
   if (dir == nullptr) return;
   ASSERT_OK_AND_ASSIGN(auto out, FileOutputStream::Open(std::string(dir) + "/" + name));
   ASSERT_OK(out->Write(bytes->data(), bytes->size()));
@@ -338,8 +346,8 @@ TEST(LegacyFileTest, NullTypeWithNullCountMinusOne) {
   auto nulls = ArrayData::Make(null(), 56, {nullptr}, 56);
   std::vector<int32_t> values(56);
   for (int32_t i = 0; i < 56; ++i) values[static_cast<size_t>(i)] = i;
-  ASSERT_OK_AND_ASSIGN(auto batch,
-                       RecordBatch::Make(schema, 56, std::vector<ArrayDataPtr>{nulls, Int32s(values)}));
+  ASSERT_OK_AND_ASSIGN(
+      auto batch, RecordBatch::Make(schema, 56, std::vector<ArrayDataPtr>{nulls, Int32s(values)}));
   ASSERT_OK_AND_ASSIGN(auto written, WriteBatches(schema, {batch}, {}, false));
   std::string bytes(written->view());
   // The field nodes of `a` (length 56, null count 56) and `b` (56, 0): the
@@ -405,8 +413,8 @@ TEST(LegacyFileTest, RecordBatchCustomMetadata) {
   md->Append("frame", "42");
   ASSERT_OK_AND_ASSIGN(auto plain,
                        RecordBatch::Make(schema, 3, std::vector<ArrayDataPtr>{Int32s({7, 8, 9})}));
-  ASSERT_OK_AND_ASSIGN(auto written, WriteBatches(schema, {plain->WithMetadata(md), plain}, {},
-                                                  false));
+  ASSERT_OK_AND_ASSIGN(auto written,
+                       WriteBatches(schema, {plain->WithMetadata(md), plain}, {}, false));
   MaybeKeep(written, "batch-metadata.stream");
   for (const auto& data : {written, Legacy("batch-metadata.stream")}) {
     ASSERT_NE(data, nullptr);
@@ -428,20 +436,20 @@ flatbuffers::uoffset_t BuildSchemaTable(flatbuffers::FlatBufferBuilder* fbb, int
   const auto name = fbb->CreateString("x");
   const auto children = fbb->CreateVector(std::vector<flatbuffers::Offset<void>>{});
   auto start = fbb->StartTable();
-  fbb->AddElement<int32_t>(4, 32, 0);        // Int.bitWidth
-  fbb->AddElement<uint8_t>(6, 1, 0);         // Int.is_signed
+  fbb->AddElement<int32_t>(4, 32, 0);  // Int.bitWidth
+  fbb->AddElement<uint8_t>(6, 1, 0);   // Int.is_signed
   const flatbuffers::Offset<void> int_type(fbb->EndTable(start));
   start = fbb->StartTable();
-  fbb->AddOffset(4, name);                   // Field.name
-  fbb->AddElement<uint8_t>(6, 1, 0);         // Field.nullable
-  fbb->AddElement<uint8_t>(8, 2, 0);         // Field.type_type = Int
-  fbb->AddOffset(10, int_type);              // Field.type
-  fbb->AddOffset(14, children);              // Field.children
+  fbb->AddOffset(4, name);            // Field.name
+  fbb->AddElement<uint8_t>(6, 1, 0);  // Field.nullable
+  fbb->AddElement<uint8_t>(8, 2, 0);  // Field.type_type = Int
+  fbb->AddOffset(10, int_type);       // Field.type
+  fbb->AddOffset(14, children);       // Field.children
   const flatbuffers::Offset<void> field(fbb->EndTable(start));
   const auto fields = fbb->CreateVector(std::vector<flatbuffers::Offset<void>>{field});
   start = fbb->StartTable();
   fbb->AddElement<int16_t>(4, endianness, 0);  // Schema.endianness (Little by default)
-  fbb->AddOffset(6, fields);                 // Schema.fields
+  fbb->AddOffset(6, fields);                   // Schema.fields
   return fbb->EndTable(start);
 }
 
@@ -478,10 +486,10 @@ std::string SchemaOnlyFile(int16_t endianness) {
   const flatbuffers::Offset<void> schema(BuildSchemaTable(&fbb, endianness));
   const auto none = fbb.CreateVector(std::vector<int64_t>{});  // empty [Block]
   const auto start = fbb.StartTable();
-  fbb.AddOffset(6, schema);           // Footer.schema
-  fbb.AddOffset(8, none);             // Footer.dictionaries
-  fbb.AddOffset(10, none);            // Footer.recordBatches
-  fbb.AddElement<int16_t>(4, 4, 0);   // Footer.version = V5
+  fbb.AddOffset(6, schema);          // Footer.schema
+  fbb.AddOffset(8, none);            // Footer.dictionaries
+  fbb.AddOffset(10, none);           // Footer.recordBatches
+  fbb.AddElement<int16_t>(4, 4, 0);  // Footer.version = V5
   fbb.Finish(flatbuffers::Offset<void>(fbb.EndTable(start)));
   std::string out("ARROW1\0\0", 8);
   out += SchemaOnlyStream(endianness);

@@ -18,8 +18,8 @@ namespace alkaid::format::ipc::testing {
 
 template <typename T>
 std::shared_ptr<Buffer> Buf(const std::vector<T>& v) {
-  auto r = Buffer::CopyOf(std::string_view(reinterpret_cast<const char*>(v.data()),
-                                           v.size() * sizeof(T)));
+  auto r = Buffer::CopyOf(
+      std::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T)));
   return *r;
 }
 

@@ -86,7 +86,8 @@ TEST_P(GoldRoundTrip, EveryVariantReadsBackEqual) {
                        : ReadStreamBuffer(bytes, &back_schema, ro);
     ASSERT_OK(back);
     ASSERT_TRUE(schema->Equals(*back_schema, /*check_metadata=*/true))
-        << schema->ToString() << "\nvs\n" << back_schema->ToString();
+        << schema->ToString() << "\nvs\n"
+        << back_schema->ToString();
     ASSERT_OK(CheckSame(batches, *back));
     if (v.file) {
       ASSERT_OK_AND_ASSIGN(auto reader,
@@ -128,10 +129,15 @@ SchemaPtr IntSchema() { return schema({field("x", int32())}); }
 
 TEST(IpcWriterTest, EmptyBatchesAndZeroBatches) {
   auto s = schema({field("x", int32()), field("s", utf8()), field("l", list(int64()))});
-  ASSERT_OK_AND_ASSIGN(auto empty_list, RecordBatch::Make(s, 0, std::vector<ArrayDataPtr>{
-      Int32s({}), Strings({}),
-      ArrayData::Make(list(int64()), 0, {nullptr, Buf(std::vector<int32_t>{0})},
-                      {ArrayData::Make(int64(), 0, {nullptr, Buf(std::vector<int64_t>{})}, 0)}, 0)}));
+  ASSERT_OK_AND_ASSIGN(
+      auto empty_list,
+      RecordBatch::Make(
+          s, 0,
+          std::vector<ArrayDataPtr>{
+              Int32s({}), Strings({}),
+              ArrayData::Make(
+                  list(int64()), 0, {nullptr, Buf(std::vector<int32_t>{0})},
+                  {ArrayData::Make(int64(), 0, {nullptr, Buf(std::vector<int64_t>{})}, 0)}, 0)}));
   for (bool file : {false, true}) {
     ASSERT_OK_AND_ASSIGN(auto none, WriteBatches(s, {}, {}, file));
     SchemaPtr back;
@@ -149,9 +155,10 @@ TEST(IpcWriterTest, EmptyBatchesAndZeroBatches) {
 }
 
 TEST(IpcWriterTest, ReadingFromBufferIsZeroCopy) {
-  ASSERT_OK_AND_ASSIGN(auto batch, RecordBatch::Make(
-      schema({field("x", int32()), field("s", utf8())}), 3,
-      std::vector<ArrayDataPtr>{Int32s({1, 2, 3}), Strings({"a", "bc", "def"})}));
+  ASSERT_OK_AND_ASSIGN(
+      auto batch,
+      RecordBatch::Make(schema({field("x", int32()), field("s", utf8())}), 3,
+                        std::vector<ArrayDataPtr>{Int32s({1, 2, 3}), Strings({"a", "bc", "def"})}));
   ASSERT_OK_AND_ASSIGN(auto bytes, WriteBatches(batch->schema(), {batch}, {}, false));
   SchemaPtr s;
   ASSERT_OK_AND_ASSIGN(auto back, ReadStreamBuffer(bytes, &s));
@@ -167,8 +174,8 @@ TEST(IpcWriterTest, ReadingFromBufferIsZeroCopy) {
   IpcWriteOptions o;
   o.compression = CompressionType::kLz4Frame;
   std::vector<int32_t> many(10000, 42);
-  ASSERT_OK_AND_ASSIGN(auto big, RecordBatch::Make(IntSchema(), 10000,
-                                                   std::vector<ArrayDataPtr>{Int32s(many)}));
+  ASSERT_OK_AND_ASSIGN(
+      auto big, RecordBatch::Make(IntSchema(), 10000, std::vector<ArrayDataPtr>{Int32s(many)}));
   ASSERT_OK_AND_ASSIGN(auto compressed, WriteBatches(IntSchema(), {big}, o, false));
   ASSERT_OK_AND_ASSIGN(auto plain, WriteBatches(IntSchema(), {big}, {}, false));
   EXPECT_LT(compressed->size(), plain->size() / 10);
@@ -182,8 +189,8 @@ TEST(IpcWriterTest, IncompressibleBuffersAreStoredWithMinusOne) {
   std::mt19937 rng(7);
   std::vector<int32_t> noise(4096);
   for (auto& x : noise) x = static_cast<int32_t>(rng());
-  ASSERT_OK_AND_ASSIGN(auto batch, RecordBatch::Make(IntSchema(), 4096,
-                                                     std::vector<ArrayDataPtr>{Int32s(noise)}));
+  ASSERT_OK_AND_ASSIGN(
+      auto batch, RecordBatch::Make(IntSchema(), 4096, std::vector<ArrayDataPtr>{Int32s(noise)}));
   for (auto codec : {CompressionType::kLz4Frame, CompressionType::kZstd}) {
     IpcWriteOptions o;
     o.compression = codec;
@@ -200,8 +207,8 @@ TEST(IpcWriterTest, IncompressibleBuffersAreStoredWithMinusOne) {
 
 TEST(IpcWriterTest, DecompressedSizeLimit) {
   std::vector<int32_t> many(1000, 1);
-  ASSERT_OK_AND_ASSIGN(auto batch, RecordBatch::Make(IntSchema(), 1000,
-                                                     std::vector<ArrayDataPtr>{Int32s(many)}));
+  ASSERT_OK_AND_ASSIGN(
+      auto batch, RecordBatch::Make(IntSchema(), 1000, std::vector<ArrayDataPtr>{Int32s(many)}));
   IpcWriteOptions o;
   o.compression = CompressionType::kZstd;
   ASSERT_OK_AND_ASSIGN(auto bytes, WriteBatches(IntSchema(), {batch}, o, false));
@@ -213,9 +220,10 @@ TEST(IpcWriterTest, DecompressedSizeLimit) {
 }
 
 TEST(IpcWriterTest, AlignmentIsHonoured) {
-  ASSERT_OK_AND_ASSIGN(auto batch, RecordBatch::Make(
-      schema({field("x", int32()), field("s", utf8())}), 3,
-      std::vector<ArrayDataPtr>{Int32s({1, 2, 3}), Strings({"a", "bc", "def"})}));
+  ASSERT_OK_AND_ASSIGN(
+      auto batch,
+      RecordBatch::Make(schema({field("x", int32()), field("s", utf8())}), 3,
+                        std::vector<ArrayDataPtr>{Int32s({1, 2, 3}), Strings({"a", "bc", "def"})}));
   IpcWriteOptions o;
   o.alignment = 64;
   ASSERT_OK_AND_ASSIGN(auto payload, GetRecordBatchPayload(*batch, o));
@@ -264,9 +272,10 @@ TEST(IpcWriterTest, RecordBatchCustomMetadataSurvivesEveryVariant) {
   auto md = std::make_shared<KeyValueMetadata>();
   md->Append("origin", "sensor-7");
   md->Append("", "empty key");
-  ASSERT_OK_AND_ASSIGN(auto plain, RecordBatch::Make(s, 3, std::vector<ArrayDataPtr>{
-                                                               Int32s({1, 2, 3}),
-                                                               Strings({"a", "bc", ""})}));
+  ASSERT_OK_AND_ASSIGN(
+      auto plain,
+      RecordBatch::Make(s, 3,
+                        std::vector<ArrayDataPtr>{Int32s({1, 2, 3}), Strings({"a", "bc", ""})}));
   auto tagged = plain->WithMetadata(md);
   EXPECT_TRUE(tagged->Equals(*plain));
   EXPECT_FALSE(tagged->Equals(*plain, /*check_metadata=*/true));
@@ -300,7 +309,7 @@ RecordBatchPtr DictBatch(const std::vector<int32_t>& idx, ArrayDataPtr dict) {
 
 TEST(IpcDictionaryTest, DeltasAndReplacementsInStreams) {
   auto d1 = Strings({"a", "b"});
-  auto d2 = Strings({"a", "b", "c"});      // grows: delta
+  auto d2 = Strings({"a", "b", "c"});       // grows: delta
   auto d3 = Strings({"x", "y", "z", "w"});  // differs: replacement
   std::vector<RecordBatchPtr> batches{DictBatch({0, 1, 1}, d1), DictBatch({2, 0}, d2),
                                       DictBatch({2, 0}, d2), DictBatch({3, 1}, d3)};
@@ -348,8 +357,7 @@ TEST(IpcDictionaryTest, FilesAllowDeltasButNotReplacements) {
   ASSERT_OK(ValidateFull(*b0));
   EXPECT_TRUE(ArrayEquals(*growing[0]->column(0), *b0->column(0)));
 
-  std::vector<RecordBatchPtr> replacing{DictBatch({0, 1}, d1),
-                                        DictBatch({0}, Strings({"z", "y"}))};
+  std::vector<RecordBatchPtr> replacing{DictBatch({0, 1}, d1), DictBatch({0}, Strings({"z", "y"}))};
   ASSERT_RAISES_WITH_MESSAGE(kInvalid, "cannot replace dictionaries",
                              WriteBatches(DictSchema(), replacing, {}, true));
   // A file whose footer lists a replacement is refused by the reader: build
@@ -367,8 +375,11 @@ TEST(IpcDictionaryTest, SharedIdsAndStableIds) {
   ASSERT_OK(ids.AddField(7, {1}, utf8()));  // shared with a
   auto dict = Strings({"p", "q"});
   auto other = Strings({"r"});
-  ASSERT_OK_AND_ASSIGN(auto batch, RecordBatch::Make(s, 2, std::vector<ArrayDataPtr>{
-      DictColumn({0, 1}, dict), DictColumn({1, 1}, dict), DictColumn({0, 0}, other)}));
+  ASSERT_OK_AND_ASSIGN(
+      auto batch, RecordBatch::Make(
+                      s, 2,
+                      std::vector<ArrayDataPtr>{DictColumn({0, 1}, dict), DictColumn({1, 1}, dict),
+                                                DictColumn({0, 0}, other)}));
   for (bool file : {false, true}) {
     WriteStats stats;
     ASSERT_OK_AND_ASSIGN(auto bytes, WriteBatches(s, {batch}, {}, file, &stats, &ids));
@@ -388,8 +399,11 @@ TEST(IpcDictionaryTest, SharedIdsAndStableIds) {
     }
   }
   // Fields sharing an id must carry the same dictionary.
-  ASSERT_OK_AND_ASSIGN(auto bad, RecordBatch::Make(s, 2, std::vector<ArrayDataPtr>{
-      DictColumn({0, 1}, dict), DictColumn({0, 0}, other), DictColumn({0, 0}, other)}));
+  ASSERT_OK_AND_ASSIGN(
+      auto bad, RecordBatch::Make(
+                    s, 2,
+                    std::vector<ArrayDataPtr>{DictColumn({0, 1}, dict), DictColumn({0, 0}, other),
+                                              DictColumn({0, 0}, other)}));
   ASSERT_RAISES_WITH_MESSAGE(kInvalid, "sharing dictionary id 7",
                              WriteBatches(s, {bad}, {}, false, nullptr, &ids));
 }
@@ -401,9 +415,10 @@ TEST(IpcDictionaryTest, NestedDictionaryRoundTrip) {
   auto s = schema({field("nested", dictionary(int32(), value_type))});
   auto inner_dict = Strings({"x", "y", "z"});
   auto inner = DictColumn({2, 0, 1, 1}, inner_dict);
-  auto outer_values = ArrayData::Make(value_type, 2, {nullptr, Buf(std::vector<int32_t>{0, 1, 4})},
-                                      {inner}, 0);
-  auto col = ArrayData::Make(s->field(0)->type(), 3, {nullptr, Buf(std::vector<int32_t>{1, 0, 1})}, 0);
+  auto outer_values =
+      ArrayData::Make(value_type, 2, {nullptr, Buf(std::vector<int32_t>{0, 1, 4})}, {inner}, 0);
+  auto col =
+      ArrayData::Make(s->field(0)->type(), 3, {nullptr, Buf(std::vector<int32_t>{1, 0, 1})}, 0);
   col->dictionary = outer_values;
   ASSERT_OK_AND_ASSIGN(auto batch, RecordBatch::Make(s, 3, std::vector<ArrayDataPtr>{col}));
   ASSERT_OK(ValidateFull(*batch));
@@ -437,18 +452,19 @@ TEST(IpcExtensionTest, UnregisteredKeepsStorageAndMetadata) {
 }
 
 TEST(IpcExtensionTest, RegisteredComesBackAsExtensionBothNamespaces) {
-  ASSERT_OK(RegisterExtensionType("test.point", [](const TypePtr& storage, const std::string& s)
-                                                    -> Result<TypePtr> {
-    if (storage->id() != TypeId::kInt32) return Status::TypeError("point needs int32 storage");
-    return extension("test.point", s, storage);
-  }));
-  ASSERT_RAISES(kAlreadyExists,
-                RegisterExtensionType("test.point", [](const TypePtr& t, const std::string&)
-                                                        -> Result<TypePtr> { return t; }));
+  ASSERT_OK(RegisterExtensionType(
+      "test.point", [](const TypePtr& storage, const std::string& s) -> Result<TypePtr> {
+        if (storage->id() != TypeId::kInt32) return Status::TypeError("point needs int32 storage");
+        return extension("test.point", s, storage);
+      }));
+  ASSERT_RAISES(
+      kAlreadyExists,
+      RegisterExtensionType(
+          "test.point", [](const TypePtr& t, const std::string&) -> Result<TypePtr> { return t; }));
   auto ext = extension("test.point", "meta", int32());
-  auto s = schema({field("p", ext, true, std::make_shared<KeyValueMetadata>(
-                                              std::vector<std::pair<std::string, std::string>>{
-                                                  {"user", "kept"}}))});
+  auto s = schema({field("p", ext, true,
+                         std::make_shared<KeyValueMetadata>(
+                             std::vector<std::pair<std::string, std::string>>{{"user", "kept"}}))});
   auto col = ArrayData::Make(ext, 2, {nullptr, Buf(std::vector<int32_t>{3, 4})}, 0);
   ASSERT_OK_AND_ASSIGN(auto batch, RecordBatch::Make(s, 2, std::vector<ArrayDataPtr>{col}));
   for (const char* ns : {"ALKAID", "ARROW"}) {
@@ -482,7 +498,8 @@ TEST(IpcRegionTest, MetadataForBuffersInOneRegion) {
   std::memcpy(base + 192, "hello", 5);
   std::shared_ptr<Buffer> r = region;
   auto x = ArrayData::Make(int32(), 3, {SliceBuffer(r, 0, 1), SliceBuffer(r, 64, 12)}, 1);
-  auto str = ArrayData::Make(utf8(), 3, {nullptr, SliceBuffer(r, 128, 16), SliceBuffer(r, 192, 5)}, 0);
+  auto str =
+      ArrayData::Make(utf8(), 3, {nullptr, SliceBuffer(r, 128, 16), SliceBuffer(r, 192, 5)}, 0);
   auto s = schema({field("x", int32()), field("s", utf8())});
   ASSERT_OK_AND_ASSIGN(auto batch, RecordBatch::Make(s, 3, std::vector<ArrayDataPtr>{x, str}));
   ASSERT_OK_AND_ASSIGN(auto metadata, GetRecordBatchMetadataForRegion(*batch, base, 256));
@@ -506,7 +523,8 @@ TEST(IpcRegionTest, MetadataForBuffersInOneRegion) {
   ASSERT_OK(CheckRecordBatchEquals(*batch, *back));
 
   // Buffers outside the region, or a slice needing re-basing, are refused.
-  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "outside", GetRecordBatchMetadataForRegion(*batch, base, 100));
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "outside",
+                             GetRecordBatchMetadataForRegion(*batch, base, 100));
   ASSERT_RAISES_WITH_MESSAGE(kInvalid, "re-basing",
                              GetRecordBatchMetadataForRegion(*batch->Slice(1, 2), base, 256));
 }

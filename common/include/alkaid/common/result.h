@@ -29,10 +29,9 @@ class [[nodiscard]] Result {
                              : std::move(status)) {}
 
   /// A value result.
-  template <typename U = T,
-            typename = std::enable_if_t<std::is_constructible_v<T, U&&> &&
-                                        !std::is_same_v<std::decay_t<U>, Status> &&
-                                        !std::is_same_v<std::decay_t<U>, Result>>>
+  template <typename U = T, typename = std::enable_if_t<std::is_constructible_v<T, U&&> &&
+                                                        !std::is_same_v<std::decay_t<U>, Status> &&
+                                                        !std::is_same_v<std::decay_t<U>, Result>>>
   Result(U&& value)  // NOLINT(google-explicit-constructor): implicit by design
       : storage_(std::in_place_index<1>, std::forward<U>(value)) {}
 
@@ -95,35 +94,33 @@ Status GenericToStatus(Result<T>&& r) {
 /// Evaluates `expr` (a Status or Result); returns its error from the
 /// enclosing function if it failed. An lvalue `expr` is copied, never moved
 /// from, so a stored Status keeps its error.
-#define ALKAID_RETURN_NOT_OK(expr)                                            \
-  do {                                                                        \
-    auto&& _alkaid_s = (expr);                                                \
-    if (!_alkaid_s.ok()) {                                                    \
-      return ::alkaid::internal::GenericToStatus(                            \
-          std::forward<decltype(_alkaid_s)>(_alkaid_s));                      \
-    }                                                                         \
+#define ALKAID_RETURN_NOT_OK(expr)                                                              \
+  do {                                                                                          \
+    auto&& _alkaid_s = (expr);                                                                  \
+    if (!_alkaid_s.ok()) {                                                                      \
+      return ::alkaid::internal::GenericToStatus(std::forward<decltype(_alkaid_s)>(_alkaid_s)); \
+    }                                                                                           \
   } while (false)
 
 /// Like ALKAID_RETURN_NOT_OK, prefixing the error message with `context`
 /// (anything streamable, evaluated only on error).
-#define ALKAID_RETURN_NOT_OK_CTX(expr, ...)                                   \
-  do {                                                                        \
-    auto&& _alkaid_s = (expr);                                                \
-    if (!_alkaid_s.ok()) {                                                    \
-      std::ostringstream _alkaid_ctx;                                         \
-      _alkaid_ctx << __VA_ARGS__;                                             \
-      return ::alkaid::internal::GenericToStatus(                            \
-                 std::forward<decltype(_alkaid_s)>(_alkaid_s))                \
-          .WithContext(_alkaid_ctx.str());                                    \
-    }                                                                         \
+#define ALKAID_RETURN_NOT_OK_CTX(expr, ...)                                                    \
+  do {                                                                                         \
+    auto&& _alkaid_s = (expr);                                                                 \
+    if (!_alkaid_s.ok()) {                                                                     \
+      std::ostringstream _alkaid_ctx;                                                          \
+      _alkaid_ctx << __VA_ARGS__;                                                              \
+      return ::alkaid::internal::GenericToStatus(std::forward<decltype(_alkaid_s)>(_alkaid_s)) \
+          .WithContext(_alkaid_ctx.str());                                                     \
+    }                                                                                          \
   } while (false)
 
 // `lhs` may be a declaration ("auto x") and `result_name` is a declared
 // name: neither can be wrapped in parentheses.
 // NOLINTBEGIN(bugprone-macro-parentheses): see above
-#define ALKAID_ASSIGN_OR_RAISE_IMPL(result_name, lhs, rexpr)                  \
-  auto&& result_name = (rexpr);                                               \
-  if (!result_name.ok()) return std::move(result_name).status();              \
+#define ALKAID_ASSIGN_OR_RAISE_IMPL(result_name, lhs, rexpr)     \
+  auto&& result_name = (rexpr);                                  \
+  if (!result_name.ok()) return std::move(result_name).status(); \
   lhs = result_name.MoveValueUnsafe()
 // NOLINTEND(bugprone-macro-parentheses)
 
@@ -133,7 +130,7 @@ Status GenericToStatus(Result<T>&& r) {
   ALKAID_ASSIGN_OR_RAISE_IMPL(ALKAID_CONCAT(_alkaid_r_, __COUNTER__), lhs, rexpr)
 
 /// Returns Status::Invalid(...) from the enclosing function unless `cond`.
-#define ALKAID_CHECK_INPUT(cond, ...)                 \
-  do {                                                \
+#define ALKAID_CHECK_INPUT(cond, ...)                           \
+  do {                                                          \
     if (!(cond)) return ::alkaid::Status::Invalid(__VA_ARGS__); \
   } while (false)

@@ -323,9 +323,7 @@ class ALKAID_EXPORT RunEndEncodedArray : public Array {
 class ALKAID_EXPORT ExtensionArray : public Array {
  public:
   explicit ExtensionArray(ArrayDataPtr data);
-  const ExtensionType& extension_type() const {
-    return static_cast<const ExtensionType&>(*type());
-  }
+  const ExtensionType& extension_type() const { return static_cast<const ExtensionType&>(*type()); }
   /// The same data typed as the storage type.
   const ArrayPtr& storage() const { return storage_; }
 

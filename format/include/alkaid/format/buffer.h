@@ -129,12 +129,12 @@ ALKAID_EXPORT Result<std::shared_ptr<ResizableBuffer>> AllocateBuffer(
     int64_t size, MemoryPool* pool = default_memory_pool());
 
 /// Zero-copy slice without bounds checks (see Buffer's slice constructor).
-ALKAID_EXPORT std::shared_ptr<Buffer> SliceBuffer(std::shared_ptr<Buffer> buffer,
-                                                  int64_t offset, int64_t length);
+ALKAID_EXPORT std::shared_ptr<Buffer> SliceBuffer(std::shared_ptr<Buffer> buffer, int64_t offset,
+                                                  int64_t length);
 
 /// Zero-copy slice that fails with IndexError if [offset, offset + length) is
 /// not inside `buffer`.
-ALKAID_EXPORT Result<std::shared_ptr<Buffer>> SliceBufferChecked(
-    std::shared_ptr<Buffer> buffer, int64_t offset, int64_t length);
+ALKAID_EXPORT Result<std::shared_ptr<Buffer>> SliceBufferChecked(std::shared_ptr<Buffer> buffer,
+                                                                 int64_t offset, int64_t length);
 
 }  // namespace alkaid::format

@@ -32,13 +32,12 @@ class ALKAID_EXPORT BaseBinaryBuilder : public ArrayBuilder {
 
   Status Append(std::string_view value);
   Status Append(const uint8_t* value, int64_t length) {
-    return Append(std::string_view(reinterpret_cast<const char*>(value),
-                                   static_cast<size_t>(length)));
+    return Append(
+        std::string_view(reinterpret_cast<const char*>(value), static_cast<size_t>(length)));
   }
   /// Appends every string; slot i is null where `valid_bytes` (if given) is
   /// 0 (its string is then ignored).
-  Status AppendValues(const std::vector<std::string>& values,
-                      const uint8_t* valid_bytes = nullptr);
+  Status AppendValues(const std::vector<std::string>& values, const uint8_t* valid_bytes = nullptr);
   /// Null slots are empty (their end offset equals their start).
   Status AppendNulls(int64_t n) override;
   /// Appends empty strings.
@@ -119,8 +118,7 @@ class ALKAID_EXPORT BinaryViewBuilder : public ArrayBuilder {
 
   /// Values longer than INT32_MAX bytes fail with CapacityError.
   Status Append(std::string_view value);
-  Status AppendValues(const std::vector<std::string>& values,
-                      const uint8_t* valid_bytes = nullptr);
+  Status AppendValues(const std::vector<std::string>& values, const uint8_t* valid_bytes = nullptr);
   /// Null slots have all-zero views.
   Status AppendNulls(int64_t n) override;
   Status AppendEmptyValues(int64_t n) override;
@@ -154,8 +152,7 @@ class ALKAID_EXPORT StringViewBuilder : public BinaryViewBuilder {
  public:
   explicit StringViewBuilder(MemoryPool* pool = default_memory_pool())
       : BinaryViewBuilder(utf8_view(), pool) {}
-  StringViewBuilder(TypePtr type, MemoryPool* pool,
-                    int64_t block_size = kDefaultBlockSize)
+  StringViewBuilder(TypePtr type, MemoryPool* pool, int64_t block_size = kDefaultBlockSize)
       : BinaryViewBuilder(std::move(type), pool, block_size) {}
 };
 

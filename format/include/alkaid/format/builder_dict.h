@@ -62,8 +62,7 @@ class ALKAID_EXPORT DictionaryBuilder : public ArrayBuilder {
   /// floating-point number needs a floating-point value type (and vice
   /// versa).
   template <typename T>
-    requires std::is_arithmetic_v<T>
-  Status Append(T value) {
+  requires std::is_arithmetic_v<T> Status Append(T value) {
     ALKAID_RETURN_NOT_OK(CheckNumber(sizeof(T), std::is_floating_point_v<T>));
     return Append(std::string_view(reinterpret_cast<const char*>(&value), sizeof(T)));
   }

@@ -45,8 +45,7 @@ class ALKAID_EXPORT SlotOffsetsBuilder : public ArrayBuilder {
   ArrayBuilder* value_builder() const { return children_[0].get(); }
 
  protected:
-  SlotOffsetsBuilder(TypePtr type, std::unique_ptr<ArrayBuilder> value_builder,
-                     MemoryPool* pool);
+  SlotOffsetsBuilder(TypePtr type, std::unique_ptr<ArrayBuilder> value_builder, MemoryPool* pool);
   /// At Finish: checks that the builder builds a `want` type and that the
   /// child's length fits OffsetT; returns that length.
   Result<int64_t> CheckFinish(TypeId want) const;
@@ -104,8 +103,7 @@ class ALKAID_EXPORT LargeListBuilder : public BaseListBuilder<int64_t> {
 template <typename OffsetT>
 class ALKAID_EXPORT BaseListViewBuilder : public SlotOffsetsBuilder<OffsetT> {
  public:
-  BaseListViewBuilder(TypePtr type, std::unique_ptr<ArrayBuilder> value_builder,
-                      MemoryPool* pool)
+  BaseListViewBuilder(TypePtr type, std::unique_ptr<ArrayBuilder> value_builder, MemoryPool* pool)
       : SlotOffsetsBuilder<OffsetT>(std::move(type), std::move(value_builder), pool) {}
 
  protected:
@@ -223,8 +221,7 @@ class ALKAID_EXPORT UnionBuilder : public ArrayBuilder {
   void Reset() override;
 
  protected:
-  UnionBuilder(TypePtr type, std::vector<std::unique_ptr<ArrayBuilder>> children,
-               MemoryPool* pool);
+  UnionBuilder(TypePtr type, std::vector<std::unique_ptr<ArrayBuilder>> children, MemoryPool* pool);
   /// Checks the code and returns its child index.
   Result<int> ResolveCode(int8_t type_code) const;
   Status CheckChildTypes() const;
@@ -301,8 +298,7 @@ class ALKAID_EXPORT RunEndEncodedBuilder : public ArrayBuilder {
     return AppendValue(std::string_view(value), run_length);
   }
   template <typename T>
-    requires std::is_arithmetic_v<T>
-  Status Append(T value, int64_t run_length = 1) {
+  requires std::is_arithmetic_v<T> Status Append(T value, int64_t run_length = 1) {
     if constexpr (std::is_same_v<T, bool>) {
       const char b = value ? 1 : 0;
       return AppendValue(std::string_view(&b, 1), run_length);
@@ -356,9 +352,7 @@ class ALKAID_EXPORT ExtensionBuilder : public ArrayBuilder {
   int64_t length() const override { return storage_builder()->length(); }
   int64_t null_count() const override { return storage_builder()->null_count(); }
   Status AppendNulls(int64_t n) override { return storage_builder()->AppendNulls(n); }
-  Status AppendEmptyValues(int64_t n) override {
-    return storage_builder()->AppendEmptyValues(n);
-  }
+  Status AppendEmptyValues(int64_t n) override { return storage_builder()->AppendEmptyValues(n); }
   Status Reserve(int64_t additional) override { return storage_builder()->Reserve(additional); }
 
  protected:

@@ -90,19 +90,32 @@ namespace internal {
 /// The type a NumericBuilder<T> gets when none is given.
 template <typename T>
 TypePtr DefaultNumericType() {
-  if constexpr (std::is_same_v<T, int8_t>) return int8();
-  else if constexpr (std::is_same_v<T, int16_t>) return int16();
-  else if constexpr (std::is_same_v<T, int32_t>) return int32();
-  else if constexpr (std::is_same_v<T, int64_t>) return int64();
-  else if constexpr (std::is_same_v<T, uint8_t>) return uint8();
-  else if constexpr (std::is_same_v<T, uint16_t>) return uint16();
-  else if constexpr (std::is_same_v<T, uint32_t>) return uint32();
-  else if constexpr (std::is_same_v<T, uint64_t>) return uint64();
-  else if constexpr (std::is_same_v<T, float>) return float32();
-  else if constexpr (std::is_same_v<T, double>) return float64();
-  else if constexpr (std::is_same_v<T, DayTimeInterval>) return day_time_interval();
-  else if constexpr (std::is_same_v<T, MonthDayNanoInterval>) return month_day_nano_interval();
-  else static_assert(sizeof(T) == 0, "no default type for this C type");
+  if constexpr (std::is_same_v<T, int8_t>)
+    return int8();
+  else if constexpr (std::is_same_v<T, int16_t>)
+    return int16();
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return int32();
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return int64();
+  else if constexpr (std::is_same_v<T, uint8_t>)
+    return uint8();
+  else if constexpr (std::is_same_v<T, uint16_t>)
+    return uint16();
+  else if constexpr (std::is_same_v<T, uint32_t>)
+    return uint32();
+  else if constexpr (std::is_same_v<T, uint64_t>)
+    return uint64();
+  else if constexpr (std::is_same_v<T, float>)
+    return float32();
+  else if constexpr (std::is_same_v<T, double>)
+    return float64();
+  else if constexpr (std::is_same_v<T, DayTimeInterval>)
+    return day_time_interval();
+  else if constexpr (std::is_same_v<T, MonthDayNanoInterval>)
+    return month_day_nano_interval();
+  else
+    static_assert(sizeof(T) == 0, "no default type for this C type");
 }
 }  // namespace internal
 

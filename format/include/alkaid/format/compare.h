@@ -40,8 +40,7 @@ ALKAID_EXPORT Status CheckArrayEquals(const Array& expected, const Array& actual
 /// Like CheckArrayEquals over all columns, naming the column
 /// ("column 'b' (1): slot 3: ..."), after checking num_rows and the schema
 /// fields (schema and field metadata only with `check_metadata`).
-ALKAID_EXPORT Status CheckRecordBatchEquals(const RecordBatch& expected,
-                                            const RecordBatch& actual,
+ALKAID_EXPORT Status CheckRecordBatchEquals(const RecordBatch& expected, const RecordBatch& actual,
                                             const EqualOptions& options = {});
 
 }  // namespace alkaid::format

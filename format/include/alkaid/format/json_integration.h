@@ -83,8 +83,8 @@ struct ALKAID_EXPORT JsonWriteOptions {
 /// Parses JSON integration text. Errors are Invalid (or KeyError for an
 /// unknown dictionary id) and say where, e.g.
 /// "batch 0, column 'x': DATA has 3 values, count is 5".
-ALKAID_EXPORT Result<JsonIntegrationData> ReadJsonIntegration(
-    std::string_view json_text, const JsonReadOptions& options = {});
+ALKAID_EXPORT Result<JsonIntegrationData> ReadJsonIntegration(std::string_view json_text,
+                                                              const JsonReadOptions& options = {});
 
 /// Reads a file holding JSON integration text, plain or gzip-compressed
 /// (recognised by its 1f 8b magic, not by its name).

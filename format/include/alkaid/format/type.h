@@ -105,8 +105,7 @@ class ALKAID_EXPORT KeyValueMetadata {
   /// Replaces the value of `key`, appending if absent.
   void Set(std::string key, std::string value);
   /// A copy without the pairs whose key is in `keys`.
-  std::shared_ptr<const KeyValueMetadata> Without(
-      const std::vector<std::string_view>& keys) const;
+  std::shared_ptr<const KeyValueMetadata> Without(const std::vector<std::string_view>& keys) const;
 
   /// Same pairs, in any order (order carries no meaning in the format).
   bool Equals(const KeyValueMetadata& other) const;
@@ -121,10 +120,10 @@ using MetadataPtr = std::shared_ptr<const KeyValueMetadata>;
 /// One kind of buffer in a type's physical layout.
 struct DataTypeLayout {
   enum class BufferKind : uint8_t {
-    kValidity,      ///< bitmap, one bit per slot
-    kFixedWidth,    ///< `byte_width` bytes per slot
-    kBitmap,        ///< packed booleans
-    kAlwaysNull,    ///< no buffer (the slot exists in IPC but carries nothing)
+    kValidity,    ///< bitmap, one bit per slot
+    kFixedWidth,  ///< `byte_width` bytes per slot
+    kBitmap,      ///< packed booleans
+    kAlwaysNull,  ///< no buffer (the slot exists in IPC but carries nothing)
   };
   struct BufferSpec {
     BufferKind kind;
@@ -446,10 +445,11 @@ class ALKAID_EXPORT UnionType : public DataType {
   static constexpr int kMaxTypeCode = 127;
   /// `type_codes[i]` is the code of child i; empty means 0..n-1. Codes must be
   /// distinct and in [0, 127].
-  static Result<TypePtr> Make(FieldVector fields, std::vector<int8_t> type_codes,
-                              UnionMode mode);
+  static Result<TypePtr> Make(FieldVector fields, std::vector<int8_t> type_codes, UnionMode mode);
   UnionType(FieldVector fields, std::vector<int8_t> type_codes, UnionMode mode);
-  UnionMode mode() const { return id_ == TypeId::kSparseUnion ? UnionMode::kSparse : UnionMode::kDense; }
+  UnionMode mode() const {
+    return id_ == TypeId::kSparseUnion ? UnionMode::kSparse : UnionMode::kDense;
+  }
   const std::vector<int8_t>& type_codes() const { return type_codes_; }
   /// Child index of each type code (-1 where undeclared); 128 entries.
   const std::vector<int>& child_ids() const { return child_ids_; }

@@ -137,8 +137,7 @@ ALKAID_EXPORT Result<int64_t> EncodedRowBatchSize(const RecordBatch& batch);
 ///
 /// EncodedRowBatchSize then EncodeRowBatchInto is how a row batch is
 /// written straight into a shared-memory block (client::RowPublisher).
-ALKAID_EXPORT Result<int64_t> EncodeRowBatchInto(const RecordBatch& batch,
-                                                 std::span<uint8_t> out);
+ALKAID_EXPORT Result<int64_t> EncodeRowBatchInto(const RecordBatch& batch, std::span<uint8_t> out);
 
 /// Every row of `batch`, each preceded by its size as a 4-byte big-endian
 /// integer, in one buffer of exactly that size allocated from `pool`
@@ -157,15 +156,14 @@ ALKAID_EXPORT Result<std::vector<std::string_view>> SplitRowBatch(std::string_vi
 /// row, the field path ("a.b[3].key") and the byte offset; with
 /// `row_base_offsets` (one per row, e.g. the rows' offsets in a row batch)
 /// offsets are reported relative to those, otherwise within the row.
-ALKAID_EXPORT Result<RecordBatchPtr> DecodeRows(const std::vector<std::string_view>& rows,
-                                                const SchemaPtr& schema,
-                                                MemoryPool* pool = default_memory_pool(),
-                                                const std::vector<int64_t>* row_base_offsets = nullptr);
+ALKAID_EXPORT Result<RecordBatchPtr> DecodeRows(
+    const std::vector<std::string_view>& rows, const SchemaPtr& schema,
+    MemoryPool* pool = default_memory_pool(),
+    const std::vector<int64_t>* row_base_offsets = nullptr);
 
 /// SplitRowBatch then DecodeRows; byte offsets in errors are offsets in
 /// `batch`.
-ALKAID_EXPORT Result<RecordBatchPtr> DecodeRowBatch(std::string_view batch,
-                                                    const SchemaPtr& schema,
+ALKAID_EXPORT Result<RecordBatchPtr> DecodeRowBatch(std::string_view batch, const SchemaPtr& schema,
                                                     MemoryPool* pool = default_memory_pool());
 ALKAID_EXPORT Result<RecordBatchPtr> DecodeRowBatch(const Buffer& batch, const SchemaPtr& schema,
                                                     MemoryPool* pool = default_memory_pool());

@@ -151,8 +151,7 @@ class ALKAID_EXPORT BodyAllocator {
   /// Creates body segment `name` with `arena_bytes` of block space (rounded
   /// up to kBlockAlignment; each block takes its length rounded up to 64,
   /// at least 64), plus the descriptor table.
-  static Result<std::unique_ptr<BodyAllocator>> Create(std::string_view name,
-                                                       uint64_t arena_bytes,
+  static Result<std::unique_ptr<BodyAllocator>> Create(std::string_view name, uint64_t arena_bytes,
                                                        const BodyAllocatorOptions& options = {});
 
   /// Allocates a block of `length` bytes (0 is allowed and still gets a
@@ -226,7 +225,7 @@ class ALKAID_EXPORT BlockRef {
 
 /// What BodyReader::ReclaimDeadHolders() did.
 struct DeadHolderReport {
-  uint32_t holders_reclaimed = 0;      ///< holder entries of dead processes freed
+  uint32_t holders_reclaimed = 0;    ///< holder entries of dead processes freed
   uint64_t references_released = 0;  ///< block references (holder bits) they still held
 };
 

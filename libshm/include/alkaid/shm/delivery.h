@@ -28,9 +28,9 @@ enum class SlowConsumerPolicy : uint32_t {
 
 /// How a consumer waits for the next message.
 enum class WaitMode : uint8_t {
-  kBusyPoll,      ///< spin on the slot: lowest latency, one core busy, no system calls
-  kBlock,         ///< sleep on a futex in shared memory until the producer wakes it
-  kSpinThenBlock, ///< spin `spin_iterations` times, then block (default)
+  kBusyPoll,       ///< spin on the slot: lowest latency, one core busy, no system calls
+  kBlock,          ///< sleep on a futex in shared memory until the producer wakes it
+  kSpinThenBlock,  ///< spin `spin_iterations` times, then block (default)
 };
 
 }  // namespace alkaid::shm

@@ -316,8 +316,8 @@ struct DeadConsumerReport {
 /// reclaimed). Pids must be in the caller's pid namespace. With
 /// `consumer_id` = kAnyConsumer, every registration of `pid` is freed (none
 /// is not an error).
-ALKAID_EXPORT Result<DeadConsumerReport> ReclaimDeadConsumer(
-    const std::shared_ptr<Segment>& ring, const std::shared_ptr<Segment>& bodies,
-    uint32_t consumer_id, uint32_t pid);
+ALKAID_EXPORT Result<DeadConsumerReport> ReclaimDeadConsumer(const std::shared_ptr<Segment>& ring,
+                                                             const std::shared_ptr<Segment>& bodies,
+                                                             uint32_t consumer_id, uint32_t pid);
 
 }  // namespace alkaid::shm

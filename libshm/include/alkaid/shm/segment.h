@@ -27,9 +27,9 @@ namespace alkaid::shm {
 /// What a segment's payload holds; recorded in the header at creation and
 /// checked by Open() so that a ring is never mistaken for a body segment.
 enum class SegmentKind : uint32_t {
-  kRaw = 1,     ///< payload laid out by the caller
-  kBodies = 2,  ///< a BodyAllocator arena (body_allocator.h)
-  kRing = 3,    ///< a broadcast ring (ring.h)
+  kRaw = 1,              ///< payload laid out by the caller
+  kBodies = 2,           ///< a BodyAllocator arena (body_allocator.h)
+  kRing = 3,             ///< a broadcast ring (ring.h)
   kChannel = 4,          ///< a channel's slots and arena, written by its producer (channel.h)
   kChannelRegistry = 5,  ///< a channel's consumer registrations (channel.h)
   kChannelConsumer = 6,  ///< one channel consumer's cursor and returns (channel.h)
@@ -41,8 +41,8 @@ ALKAID_EXPORT std::string_view SegmentKindName(SegmentKind kind);
 /// Who may open a segment, applied with fchmod after creation so the umask
 /// does not weaken or strengthen it.
 enum class SegmentAccess : uint32_t {
-  kOwnerOnly = 0600,      ///< read-write for the creating user only (default)
-  kOwnerAndGroup = 0660,  ///< read-write for the creating user and its group
+  kOwnerOnly = 0600,          ///< read-write for the creating user only (default)
+  kOwnerAndGroup = 0660,      ///< read-write for the creating user and its group
   kOwnerAndGroupRead = 0640,  ///< read-write for the creating user, read-only for its group
 };
 

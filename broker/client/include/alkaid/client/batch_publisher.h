@@ -25,10 +25,10 @@ namespace alkaid::client {
 
 /// Counters of a publisher.
 struct PublishStats {
-  uint64_t batches = 0;            ///< batches published
-  uint64_t copied_batches = 0;     ///< of which through PublishCopy
-  uint64_t copied_bytes = 0;       ///< body bytes PublishCopy copied
-  uint64_t metadata_in_region = 0; ///< batches whose metadata exceeded the slot
+  uint64_t batches = 0;             ///< batches published
+  uint64_t copied_batches = 0;      ///< of which through PublishCopy
+  uint64_t copied_bytes = 0;        ///< body bytes PublishCopy copied
+  uint64_t metadata_in_region = 0;  ///< batches whose metadata exceeded the slot
   /// Publish calls that sent the id of a shape published before instead of
   /// an encoded Message (fixed-width types only; see docs/SHM_LAYOUT.md,
   /// "Batches on a channel").
@@ -131,9 +131,8 @@ class ALKAID_EXPORT BatchPublisher {
   // Publishes `pool`'s region (kept by the pool) with `metadata` as its
   // Message: by shape id if `shape` is not 0, else inline if it fits, else
   // appended to the region.
-  Status PublishRegion(ShmBatchPool* pool, uint64_t body_length,
-                       std::span<const uint8_t> metadata, uint32_t shape,
-                       internal::MessageKind kind);
+  Status PublishRegion(ShmBatchPool* pool, uint64_t body_length, std::span<const uint8_t> metadata,
+                       uint32_t shape, internal::MessageKind kind);
   // Copies an encoded message's body into a fresh region and publishes it.
   Status PublishPayloadCopy(const format::ipc::IpcPayload& payload, internal::MessageKind kind);
   // Publishes what a reader needs before `batch`: changed dictionaries,

@@ -118,7 +118,7 @@ class ALKAID_EXPORT BatchView {
   // offset, or -1 for an absent buffer.
   std::vector<int64_t> buffer_offsets_;
   std::vector<format::TypePtr> types_;  // owners of the nodes' type pointers
-  uint64_t plan_serial_ = 0;             // the decode plan the tables are of (0: none)
+  uint64_t plan_serial_ = 0;            // the decode plan the tables are of (0: none)
 };
 
 }  // namespace alkaid::client

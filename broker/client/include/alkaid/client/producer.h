@@ -114,8 +114,7 @@ class ALKAID_EXPORT Producer {
   /// otherwise), attaches as a producer and creates the segments.
   /// Dictionary-encoded fields are published with their dictionaries
   /// (docs/CLIENT.md, "Dictionaries"). IOError if no broker answers.
-  static Result<std::unique_ptr<Producer>> Open(const std::string& topic,
-                                                format::SchemaPtr schema,
+  static Result<std::unique_ptr<Producer>> Open(const std::string& topic, format::SchemaPtr schema,
                                                 const ProducerOptions& options = {});
 
   /// A memory pool over a fresh region of `region_bytes` in this producer's

@@ -43,8 +43,7 @@ ALKAID_EXPORT Result<RecordBatchPtr> ReadRecordBatch(const Message& message,
 
 /// Decodes a DictionaryBatch message into `memo` (new, replacement or delta;
 /// replacement is refused unless `allow_replacement`).
-ALKAID_EXPORT Result<DictionaryUpdate> ReadDictionary(const Message& message,
-                                                      DictionaryMemo* memo,
+ALKAID_EXPORT Result<DictionaryUpdate> ReadDictionary(const Message& message, DictionaryMemo* memo,
                                                       const IpcReadOptions& options = {},
                                                       bool allow_replacement = true);
 
@@ -120,11 +119,11 @@ class ALKAID_EXPORT RecordBatchStreamReader {
  public:
   virtual ~RecordBatchStreamReader() = default;
   /// Reads the schema message. `stream` must outlive the reader.
-  static Result<std::unique_ptr<RecordBatchStreamReader>> Open(
-      InputStream* stream, const IpcReadOptions& options = {});
+  static Result<std::unique_ptr<RecordBatchStreamReader>> Open(InputStream* stream,
+                                                               const IpcReadOptions& options = {});
   /// Same, sharing ownership of the stream.
-  static Result<std::unique_ptr<RecordBatchStreamReader>> Open(
-      std::shared_ptr<InputStream> stream, const IpcReadOptions& options = {});
+  static Result<std::unique_ptr<RecordBatchStreamReader>> Open(std::shared_ptr<InputStream> stream,
+                                                               const IpcReadOptions& options = {});
 
   virtual const SchemaPtr& schema() const = 0;
   /// The next batch (applying the dictionary batches before it), or null at
@@ -147,8 +146,8 @@ class ALKAID_EXPORT RecordBatchStreamReader {
 /// reader are safe.
 class ALKAID_EXPORT RecordBatchFileReader {
  public:
-  static Result<std::shared_ptr<RecordBatchFileReader>> Open(
-      std::shared_ptr<RandomAccessFile> file, const IpcReadOptions& options = {});
+  static Result<std::shared_ptr<RecordBatchFileReader>> Open(std::shared_ptr<RandomAccessFile> file,
+                                                             const IpcReadOptions& options = {});
   ~RecordBatchFileReader();
 
   const SchemaPtr& schema() const;

@@ -98,8 +98,7 @@ ALKAID_EXPORT Result<IpcPayload> GetDictionaryPayload(int64_t id, bool is_delta,
 /// Frames and writes `payload` (continuation marker unless legacy format,
 /// length, padded metadata, padded body buffers). Returns the bytes written.
 ALKAID_EXPORT Result<int64_t> WriteIpcPayload(const IpcPayload& payload,
-                                              const IpcWriteOptions& options,
-                                              OutputStream* sink);
+                                              const IpcWriteOptions& options, OutputStream* sink);
 
 /// Writes the end-of-stream marker (8 bytes, or 4 in legacy format).
 ALKAID_EXPORT Status WriteEndOfStream(const IpcWriteOptions& options, OutputStream* sink);
