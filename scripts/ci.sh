@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Alkaid's CI gates, in order (each a stage with a banner and its duration):
+#   0. format      every tracked .h/.cc as .clang-format has it (scripts/format.sh
+#                  --check); a difference fails
 #   1. test        the README's test command: scripts/test.sh (release preset,
 #                  warnings are errors, the whole ctest suite)
 #   2. asan-ubsan  the whole suite built with AddressSanitizer + UBSan (clang)
@@ -8,12 +10,13 @@
 #                  broker's multi-process SIGKILL loop)
 #   4. fuzz        every libFuzzer target for ALKAID_FUZZ_SECONDS (default 60)
 #                  from fuzz/corpus plus the gold files (scripts/fuzz.sh)
-#   5. tidy        clang-tidy over common/ format/ libshm/ broker/ tools/ fuzz/
+#   5. tidy        clang-tidy over common/ format/ libshm/ broker/ flight/ tools/
+#                  fuzz/ python/src/
 #                  (scripts/tidy.sh); any finding fails
 # Every stage runs even if an earlier one failed; the script fails if any
 # stage failed, after a summary. Runs on a clean clone, as root, with no
 # stdin: dependencies come from scripts/install-deps.sh only.
-#   scripts/ci.sh [stage...]     (default: all five, in the order above)
+#   scripts/ci.sh [stage...]     (default: all six, in the order above)
 # ALKAID_JOBS: build/test parallelism (default nproc). ccache is used when
 # installed (CCACHE_DIR may point at a cache the CI keeps between runs).
 set -uo pipefail
@@ -21,7 +24,7 @@ cd "$(dirname "$0")/.."
 exec </dev/null
 
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(test asan-ubsan tsan fuzz tidy)
+[ ${#stages[@]} -eq 0 ] && stages=(format test asan-ubsan tsan fuzz tidy)
 jobs="${ALKAID_JOBS:-$(nproc)}"
 export ALKAID_JOBS=$jobs
 fuzz_seconds="${ALKAID_FUZZ_SECONDS:-60}"
@@ -35,6 +38,8 @@ if command -v ccache >/dev/null 2>&1; then export ALKAID_CCACHE=ccache; fi
 # The libshm, client and broker suites: their test directories in the tsan
 # build (ninja's per-directory "all" targets build exactly what they need).
 tsan_dirs=(tests/libshm tests/client tests/broker)
+
+stage_format() { scripts/format.sh --check; }
 
 stage_test() { scripts/test.sh release; }
 
@@ -80,7 +85,7 @@ ci_start=$(date +%s)
 for stage in "${stages[@]}"; do
   fn="stage_${stage//-/_}"
   if ! declare -F "$fn" >/dev/null; then
-    echo "ci: unknown stage '$stage' (test asan-ubsan tsan fuzz tidy)" >&2
+    echo "ci: unknown stage '$stage' (format test asan-ubsan tsan fuzz tidy)" >&2
     exit 2
   fi
   echo
