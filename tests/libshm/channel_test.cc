@@ -268,6 +268,49 @@ TEST_F(ChannelTest, HeldBodiesKeepTheirBlocksAndOutliveTheConsumer) {
   EXPECT_EQ(producer->stats().bogus_returns, 0u);
 }
 
+// A full arena is backpressure, never corruption: a loan waits up to
+// space_timeout, then fails with TimedOut naming the consumer that holds
+// the space; once that consumer returns its blocks the next loan succeeds,
+// and the bodies it held were intact all along. A block larger than the
+// arena is a CapacityError at once.
+TEST_F(ChannelTest, AFullArenaTimesOutNamingItsHolderThenLoansOnceReturned) {
+  const std::string name = NewName("ch");
+  ChannelOptions o = Small();  // 64 KiB arena, 8 slots
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, o));
+  ASSERT_OK_AND_ASSIGN(auto consumer, ChannelConsumer::Open(name));
+  ChannelMessage message;
+  std::vector<ChannelBlock> held;
+  // 16 KiB bodies: the consumer takes and keeps every one it receives.
+  uint64_t published = 0;
+  Status full;
+  while (true) {
+    auto loan = producer->Loan(16 << 10);
+    if (!loan.ok()) {
+      full = loan.status();
+      break;
+    }
+    FillPattern(published, loan->data());
+    ASSERT_OK(producer->Publish({}, std::move(*loan), published));
+    ++published;
+    ASSERT_OK(consumer->Receive(&message, 1s));
+    held.push_back(message.TakeBody());
+  }
+  EXPECT_EQ(full.code(), StatusCode::kTimedOut) << full.ToString();
+  EXPECT_NE(full.message().find("consumer 0 (pid " + std::to_string(::getpid()) + ") holds " +
+                                std::to_string(held.size())),
+            std::string::npos)
+      << full.ToString();
+  ASSERT_GE(held.size(), 3u);
+  for (uint64_t i = 0; i < held.size(); ++i) EXPECT_TRUE(CheckPattern(i, held[i].data())) << i;
+  auto too_large = producer->Loan(o.arena_bytes + 64);
+  EXPECT_EQ(too_large.status().code(), StatusCode::kCapacityError) << too_large.status().ToString();
+  // Returned (from another thread): the producer takes the space back at
+  // its next loan.
+  std::thread([&] { held.clear(); }).join();
+  ASSERT_OK_AND_ASSIGN(ChannelLoan again, producer->Loan(16 << 10));
+  EXPECT_EQ(producer->stats().bogus_returns, 0u);
+}
+
 // A loan kept across its publish holds the block until it is dropped (on
 // any thread); consumers' returns alone do not free it.
 TEST_F(ChannelTest, AKeptLoanHoldsItsBlockUntilDropped) {
