@@ -107,6 +107,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, HostileSegmentTest,
                          ::testing::Values("slot-payload-size", "slot-no-body", "slot-body-offset",
                                            "slot-body-length", "slot-shape", "user-kind",
                                            "user-body-length", "user-metadata-in-region",
+                                           "region-metadata-outside", "region-metadata-in-body",
                                            "metadata-garbage", "metadata-offsets", "body-garbage"),
                          [](const ::testing::TestParamInfo<std::string>& param) {
                            std::string name = param.param;

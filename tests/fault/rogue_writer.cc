@@ -20,6 +20,7 @@
 
 namespace {
 
+using alkaid::client::internal::RegionMetadata;
 using alkaid::client::internal::UserWord;
 using alkaid::shm::internal::ChannelHeaderData;
 using alkaid::shm::internal::ChannelSlotData;
@@ -87,6 +88,17 @@ int main(int argc, char** argv) {
     write_user();
   } else if (what == "user-metadata-in-region") {
     // The flag set over an inline Message: its bytes are not a record.
+    user.metadata_in_region = true;
+    write_user();
+  } else if (what == "region-metadata-outside" || what == "region-metadata-in-body") {
+    // A well-formed region-metadata record whose place is not after the
+    // body inside the block: far past its end, or over the body itself.
+    if (inline_capacity < sizeof(RegionMetadata)) return Fail("no room for a record");
+    RegionMetadata where;
+    where.offset = what == "region-metadata-outside" ? uint64_t{1} << 40 : 0;
+    where.length = 200;
+    std::memcpy(inline_payload, &where, sizeof(where));
+    slot->payload_size.store(sizeof(where));
     user.metadata_in_region = true;
     write_user();
   } else if (what == "metadata-garbage") {
