@@ -295,6 +295,11 @@ class Service final : public grpc::Service {
       }
       if (!opened.status().IsTimedOut()) return opened.status();
       if (context.IsCancelled()) return Status::Cancelled("DoGet: the client went away");
+      // The topic did not exist when this call began, so whatever it holds
+      // by the next Open was published after the client asked: read from
+      // the oldest batch held, so that a topic created (and published to)
+      // between two slices of the wait loses nothing.
+      options.from_oldest = true;
     }
     const format::SchemaPtr& schema = consumer->schema();
     const ipc::IpcWriteOptions write_options = internal::FlightWriteOptions();
