@@ -175,6 +175,44 @@ TEST(StreamReaderTest, HostileLengthsNeverAllocate) {
   ASSERT_RAISES(kInvalid, decoder.Finish());
 }
 
+// Every buffer a Message names must lie inside its body: an offset past
+// the end, a length past it, a negative offset and an offset + length that
+// overflows are each refused before any byte is read.
+TEST(StreamReaderTest, BuffersOutsideTheBodyAreRefused) {
+  auto one = schema({field("x", int32(), false)});
+  ASSERT_OK_AND_ASSIGN(
+      auto batch, RecordBatch::Make(one, 5, std::vector<ArrayDataPtr>{Int32s({1, 2, 3, 4, 5})}));
+  ASSERT_OK_AND_ASSIGN(auto payload, GetRecordBatchPayload(*batch));
+  const int64_t body_length = payload.body_length;
+  ASSERT_OK_AND_ASSIGN(auto sink, BufferOutputStream::Create());
+  ASSERT_OK(WriteIpcPayload(payload, {}, sink.get()));
+  ASSERT_OK_AND_ASSIGN(auto framed, sink->Finish());
+  // The data buffer's Buffer struct in the metadata: offset 0, length 20
+  // (padding is not part of a buffer's length).
+  const int64_t data_buffer[2] = {0, 20};
+  const std::string pattern(reinterpret_cast<const char*>(data_buffer), sizeof(data_buffer));
+  const std::string bytes(framed->view());
+  const size_t at = bytes.find(pattern);
+  ASSERT_NE(at, std::string::npos);
+  ASSERT_EQ(bytes.find(pattern, at + 1), std::string::npos);
+  auto read = [&](const std::string& data) -> Result<RecordBatchPtr> {
+    BufferReader input(Buffer::FromString(data));
+    ALKAID_ASSIGN_OR_RAISE(auto message, ReadMessage(&input));
+    if (message == nullptr) return Status::Invalid("no message");
+    return ReadRecordBatch(*message, one, nullptr);
+  };
+  ASSERT_OK_AND_ASSIGN(auto back, read(bytes));
+  ASSERT_TRUE(back->Equals(*batch));
+  const int64_t cases[][2] = {
+      {body_length, 20}, {0, body_length + 1}, {-8, 20}, {INT64_MAX - 4, 20}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(std::to_string(c[0]) + ", +" + std::to_string(c[1]));
+    std::string evil = bytes;
+    std::memcpy(evil.data() + at, c, sizeof(data_buffer));
+    ASSERT_RAISES_WITH_MESSAGE(kInvalid, "outside the", read(evil));
+  }
+}
+
 TEST(StreamReaderTest, MessageBlockChecks) {
   ASSERT_OK_AND_ASSIGN(auto bytes, WriteBatches(TwoColumns(), SampleBatches(), {}, true));
   BufferReader file(bytes);
