@@ -149,8 +149,7 @@ Status CheckType(const DataType& type, const std::string& path, int depth) {
         return Invalid(path, "union type has a malformed type code table");
       }
       for (size_t i = 0; i < u.type_codes().size(); ++i) {
-        // NOLINTNEXTLINE(bugprone-signed-char-misuse,cert-str34-c): type codes are signed int8 by
-        // the spec
+        // NOLINTNEXTLINE(bugprone-signed-char-misuse,cert-str34-c): type codes are int8
         const int code = u.type_codes()[i];
         if (code < 0 || code > UnionType::kMaxTypeCode) {
           return Invalid(path, "union type code ", code, " is outside [0, 127]");
@@ -685,8 +684,7 @@ class ArrayValidator {
     // type code and offset are read to find out.
     const uint8_t* codes = buffer(0)->data() + data_.offset;
     for (int64_t j = 0; j < data_.length; ++j) {
-      // NOLINTNEXTLINE(bugprone-signed-char-misuse,cert-str34-c): type codes are signed int8 by the
-      // spec
+      // NOLINTNEXTLINE(bugprone-signed-char-misuse,cert-str34-c): type codes are int8
       const int code = static_cast<int8_t>(codes[j]);
       const int child = code < 0 ? -1 : u.child_ids()[static_cast<size_t>(code)];
       if (child < 0) {

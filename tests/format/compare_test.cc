@@ -11,8 +11,7 @@
 namespace alkaid::format {
 namespace {
 
-using namespace alkaid::format::testing;  // NOLINT(google-build-using-namespace): test-only
-                                          // helpers, one file
+using namespace alkaid::format::testing;  // NOLINT(google-build-using-namespace): test helpers
 using std::nullopt;
 
 void ExpectEqual(const ArrayPtr& a, const ArrayPtr& b, const EqualOptions& options = {}) {

@@ -12,8 +12,7 @@
 namespace alkaid::format {
 namespace {
 
-using namespace alkaid::format::testing;  // NOLINT(google-build-using-namespace): test-only
-                                          // helpers, one file
+using namespace alkaid::format::testing;  // NOLINT(google-build-using-namespace): test helpers
 using std::nullopt;
 
 /// All slots of `array` through FormatValue, joined by " | ".

@@ -232,8 +232,7 @@ class PrivateBroker {
     if (!name_.empty()) {
       if (DIR* shm = ::opendir("/dev/shm"); shm != nullptr) {
         const std::string prefix = name_ + ".";
-        // NOLINTNEXTLINE(concurrency-mt-unsafe): readdir is thread-safe on a DIR stream private to
-        // this call
+        // NOLINTNEXTLINE(concurrency-mt-unsafe): readdir on a DIR stream of our own
         while (dirent* entry = ::readdir(shm)) {
           if (std::strncmp(entry->d_name, prefix.c_str(), prefix.size()) == 0) {
             ::unlink(("/dev/shm/" + std::string(entry->d_name)).c_str());

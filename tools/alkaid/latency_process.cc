@@ -127,8 +127,7 @@ int64_t SegmentBytes(const std::string& prefix) {
   int64_t total = 0;
   DIR* dir = ::opendir("/dev/shm");
   if (dir == nullptr) return 0;
-  // NOLINTNEXTLINE(concurrency-mt-unsafe): readdir is thread-safe on a DIR stream private to this
-  // call
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): readdir on a DIR stream of our own
   while (dirent* entry = ::readdir(dir)) {
     if (std::strncmp(entry->d_name, prefix.c_str(), prefix.size()) != 0) continue;
     struct stat st;
