@@ -164,10 +164,15 @@ struct Consumer::Impl {
       st = r.status();
     }
     if (!st.ok()) {
-      // Its segments are gone already: the producer finished in between.
+      // KeyError: its segments are gone already, the producer finished in
+      // between. Anything else (permissions, a damaged header) is said as
+      // it is: the producer may well be running.
       finished.insert(info.ring);
-      end_reason = "producer " + std::to_string(info.id) + " finished before we could attach (" +
-                   st.message() + ")";
+      end_reason = st.code() == StatusCode::kKeyError
+                       ? "producer " + std::to_string(info.id) +
+                             " finished before we could attach (" + st.message() + ")"
+                       : "cannot attach to producer " + std::to_string(info.id) + " (pid " +
+                             std::to_string(info.pid) + "): " + st.ToString();
       return;
     }
     subs.push_back(std::move(s));
