@@ -21,7 +21,6 @@
 
 namespace alkaid::broker {
 
-using internal::ErrnoText;
 using Clock = std::chrono::steady_clock;
 
 Result<LogLevel> ParseLogLevel(const std::string& text) {
@@ -33,11 +32,6 @@ Result<LogLevel> ParseLogLevel(const std::string& text) {
 }
 
 namespace internal {
-
-std::string ErrnoText(int err) {
-  char buf[256];
-  return ::strerror_r(err, buf, sizeof(buf));  // GNU: returns the text, in buf or static
-}
 
 std::string FormatBytes(uint64_t bytes) {
   std::ostringstream out;
@@ -221,14 +215,14 @@ void Broker::Impl::Accept() {
     if (fd < 0) {
       if (errno == EINTR) continue;
       if (errno != EAGAIN && errno != EWOULDBLOCK) {
-        Log(LogLevel::kWarn, "accept: ", ErrnoText(errno));
+        Log(LogLevel::kWarn, "accept: ", ErrnoMessage(errno));
       }
       return;
     }
     ucred cred{};
     socklen_t len = sizeof(cred);
     if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
-      Log(LogLevel::kWarn, "SO_PEERCRED: ", ErrnoText(errno));
+      Log(LogLevel::kWarn, "SO_PEERCRED: ", ErrnoMessage(errno));
       ::close(fd);
       continue;
     }

@@ -34,8 +34,6 @@ namespace p = protocol;
 
 namespace internal {
 
-// The text of an errno value (strerror_r: strerror is not thread-safe).
-std::string ErrnoText(int err);
 // "<n> bytes (<n / 2^20> MiB)".
 std::string FormatBytes(uint64_t bytes);
 

@@ -17,15 +17,13 @@
 
 namespace alkaid::broker {
 
-using internal::ErrnoText;
 using internal::FormatBytes;
 using internal::ParseSegmentName;
-using Clock = std::chrono::steady_clock;
 
 void Broker::Impl::ScanLeftovers() {
   DIR* dir = ::opendir(options.shm_dir.c_str());
   if (dir == nullptr) {
-    Log(LogLevel::kWarn, "cannot list ", options.shm_dir, ": ", ErrnoText(errno));
+    Log(LogLevel::kWarn, "cannot list ", options.shm_dir, ": ", ErrnoMessage(errno));
     return;
   }
   const std::string prefix = options.name + ".";
@@ -84,7 +82,7 @@ void Broker::Impl::RemoveLeftover(const std::string& n) {
   if (::unlink(path.c_str()) == 0) {
     Log(LogLevel::kInfo, "removed leftover segment ", n);
   } else if (errno != ENOENT) {
-    Log(LogLevel::kWarn, "cannot remove leftover segment ", n, ": ", ErrnoText(errno));
+    Log(LogLevel::kWarn, "cannot remove leftover segment ", n, ": ", ErrnoMessage(errno));
   }
 }
 

@@ -15,7 +15,6 @@
 namespace alkaid::broker {
 
 using internal::FormatBytes;
-using Clock = std::chrono::steady_clock;
 
 namespace {
 

@@ -62,10 +62,14 @@ Status& Status::operator=(const Status& other) {
   return *this;
 }
 
-Status Status::FromErrno(int errnum, std::string_view context) {
+std::string ErrnoMessage(int errnum) {
   char buf[256];
   // GNU strerror_r returns a pointer that may or may not be `buf`.
-  const char* msg = strerror_r(errnum, buf, sizeof(buf));
+  return strerror_r(errnum, buf, sizeof(buf));
+}
+
+Status Status::FromErrno(int errnum, std::string_view context) {
+  const std::string msg = ErrnoMessage(errnum);
   StatusCode code = StatusCode::kIOError;
   if (errnum == ENOMEM || errnum == ENOSPC) code = StatusCode::kOutOfMemory;
   if (errnum == EACCES || errnum == EPERM) code = StatusCode::kPermissionDenied;

@@ -115,7 +115,6 @@ constexpr uint64_t kHugePageSize = uint64_t{2} << 20;
 uint64_t RoundUp(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
 
 // strerror's text for `err`, thread-safely.
-std::string ErrnoText(int err) { return std::system_category().message(err); }
 
 // Maps `size` bytes of `object` with `mode` (read_write or read_only).
 // Mappings of at least one huge
@@ -171,7 +170,7 @@ std::string SysfsChoice(const char* path) {
 std::string CollapseIntoHugePages(void* address, uint64_t size) {
   if (::madvise(address, static_cast<std::size_t>(size), MADV_COLLAPSE) == 0) return {};
   const int err = errno;
-  std::string why = std::string("madvise(MADV_COLLAPSE) failed: ") + ErrnoText(err);
+  std::string why = std::string("madvise(MADV_COLLAPSE) failed: ") + ErrnoMessage(err);
   if (err == EINVAL || err == EPERM) {
     why +=
         "; it needs Linux 6.1 or later with transparent huge pages, and "
@@ -285,7 +284,7 @@ Result<std::shared_ptr<Segment>> Segment::Create(std::string_view name, uint64_t
     if (rc == ENOSPC || rc == ENOMEM || rc == EFBIG) {
       return fail(Status::OutOfMemory("cannot reserve ", total,
                                       " bytes for shared-memory segment '", sname,
-                                      "': /dev/shm is full (", ErrnoText(rc), ")"));
+                                      "': /dev/shm is full (", ErrnoMessage(rc), ")"));
     }
     return fail(Status::FromErrno(rc, "posix_fallocate of shared-memory segment '" + sname + "' (" +
                                           std::to_string(total) + " bytes)"));

@@ -155,7 +155,7 @@ class PrivateBroker {
     }
     char dir_template[] = "/tmp/alkaid-latency.XXXXXX";
     if (::mkdtemp(dir_template) == nullptr) {
-      return Status::IOError("mkdtemp /tmp/alkaid-latency.XXXXXX: ", latency::ErrnoText(errno));
+      return Status::IOError("mkdtemp /tmp/alkaid-latency.XXXXXX: ", ErrnoMessage(errno));
     }
     dir_ = dir_template;
     socket_ = dir_ + "/broker.sock";
@@ -171,7 +171,7 @@ class PrivateBroker {
     (void)std::fflush(nullptr);
     const pid_t parent = ::getpid();
     pid_ = ::fork();
-    if (pid_ < 0) return Status::IOError("fork: ", latency::ErrnoText(errno));
+    if (pid_ < 0) return Status::IOError("fork: ", ErrnoMessage(errno));
     if (pid_ == 0) {
       // Its own process group: Ctrl-C reaches the measuring processes, and
       // the broker is stopped after them. It dies with us regardless.
@@ -402,7 +402,7 @@ Status WriteHgrm(const std::string& dir, const std::vector<lat::Measurement>& al
     const std::string path =
         dir + "/" + m.transport + "_" + std::to_string(m.payload_bytes) + ".hgrm";
     std::ofstream file(path, std::ios::binary | std::ios::trunc);
-    if (!file) return Status::IOError("cannot write '", path, "': ", latency::ErrnoText(errno));
+    if (!file) return Status::IOError("cannot write '", path, "': ", ErrnoMessage(errno));
     file << lat::FormatPercentileDistribution(*m.histogram);
     if (!file.flush()) return Status::IOError("writing '", path, "' failed");
   }
@@ -455,7 +455,7 @@ int RunLatency(const LatencyOptions& options) {
   if (!options.hgrm.empty()) {
     if (::mkdir(options.hgrm.c_str(), 0755) != 0 && errno != EEXIST) {
       return Usage("--hgrm: cannot create directory '" + options.hgrm +
-                   "': " + latency::ErrnoText(errno));
+                   "': " + ErrnoMessage(errno));
     }
   }
 

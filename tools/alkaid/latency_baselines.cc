@@ -85,7 +85,7 @@ class SignalPage {
   Status Map(const char* whose) {
     void* mem = ::mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) {
-      return Status::IOError("mmap of the ", whose, " page: ", ErrnoText(errno));
+      return Status::IOError("mmap of the ", whose, " page: ", ErrnoMessage(errno));
     }
     mem_ = mem;
     return Status::OK();
@@ -411,7 +411,7 @@ Status MeasureUds(const RunSpec& spec, const ProgressHook& progress, Measurement
   for (auto& p : pairs) {
     int fds[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
-      const std::string error = ErrnoText(errno);
+      const std::string error = ErrnoMessage(errno);
       for (auto& q : pairs) {
         if (q[0] >= 0) ::close(q[0]);
         if (q[1] >= 0) ::close(q[1]);

@@ -144,9 +144,6 @@ int64_t ResidentBytes(int pid);
 /// Bytes allocated to /dev/shm objects whose names start with `prefix`.
 int64_t SegmentBytes(const std::string& prefix);
 
-/// strerror's text for `err`, thread-safely (std::strerror is not).
-std::string ErrnoText(int err);
-
 /// CPU time (user + system) of the calling process, in nanoseconds.
 int64_t ProcessCpuNs();
 

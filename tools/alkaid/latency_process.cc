@@ -52,7 +52,7 @@ Status SharedBlock::Map() {
   void* mem =
       ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) {
-    return Status::IOError("mmap of ", sizeof(Shared), " shared bytes: ", ErrnoText(errno));
+    return Status::IOError("mmap of ", sizeof(Shared), " shared bytes: ", ErrnoMessage(errno));
   }
   // Fresh anonymous memory is zero-filled: every counter and histogram is
   // empty already; the placement new only starts the objects' lifetimes.
@@ -171,7 +171,7 @@ Status RunChildren(const std::vector<std::function<int()>>& bodies, const std::v
       ::_exit(code);
     }
     if (pid < 0) {
-      status = Status::IOError("fork: ", ErrnoText(errno));
+      status = Status::IOError("fork: ", ErrnoMessage(errno));
       shared->stop.store(1);
       break;
     }
@@ -244,7 +244,5 @@ Status RunChildren(const std::vector<std::function<int()>>& bodies, const std::v
   }
   return Status::OK();
 }
-
-std::string ErrnoText(int err) { return std::system_category().message(err); }
 
 }  // namespace alkaid::tools::latency

@@ -14,11 +14,7 @@ namespace alkaid::format::ipc {
 namespace {
 
 Status ErrnoStatus(int err, const std::string& what, const std::string& name) {
-  // strerror_r (GNU: returns the message, in `buf` or static): strerror is
-  // not thread-safe.
-  char buf[256];
-  const char* message = strerror_r(err, buf, sizeof(buf));
-  return Status::IOError(what, " '", name, "': ", message);
+  return Status::IOError(what, " '", name, "': ", ErrnoMessage(err));
 }
 
 Status CheckReadArgs(int64_t position, int64_t n) {

@@ -127,7 +127,7 @@ class [[nodiscard]] ALKAID_EXPORT Status {
     return FromArgs(StatusCode::kUnknown, std::forward<Args>(args)...);
   }
 
-  /// Builds an IOError from an errno value: "<context>: <strerror(errnum)>".
+  /// Builds an IOError from an errno value: "<context>: <ErrnoMessage(errnum)>".
   static Status FromErrno(int errnum, std::string_view context);
 
   bool ok() const noexcept { return state_ == nullptr; }
@@ -163,5 +163,8 @@ class [[nodiscard]] ALKAID_EXPORT Status {
 };
 
 ALKAID_EXPORT std::ostream& operator<<(std::ostream& os, const Status& s);
+
+/// The text of errno value `errnum` (thread-safe, unlike strerror).
+ALKAID_EXPORT std::string ErrnoMessage(int errnum);
 
 }  // namespace alkaid
