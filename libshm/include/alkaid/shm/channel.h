@@ -235,7 +235,9 @@ class ALKAID_EXPORT ChannelProducer {
   uint64_t next_sequence() const;
   ChannelStats stats() const;
   /// The consumers accepted so far, and those registered and waiting to
-  /// be accepted (producer thread).
+  /// be accepted (producer thread). A waiting consumer listed here is
+  /// accepted by the next Publish or Loan (accept_on_publish) or
+  /// AcceptConsumers, and receives from that message on.
   std::vector<ChannelConsumerInfo> consumers() const;
   const std::string& name() const;
   const ChannelOptions& options() const;
