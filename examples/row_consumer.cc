@@ -17,8 +17,8 @@ int main(int argc, char** argv) {
   using namespace std::chrono_literals;
 
   alkaid::client::ConsumerOptions options;
-  // The broker refuses a consumer whose payload kind differs from the topic's.
-  options.payload_kind = alkaid::client::PayloadKind::kUnsafeRow;
+  // The broker refuses a consumer whose topic kind differs from the topic's.
+  options.kind = alkaid::client::TopicKind::kUnsafeRow;
   // Decode only these columns (an unknown name fails Open with KeyError).
   options.columns = {"sensor", "value"};
 

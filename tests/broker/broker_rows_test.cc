@@ -33,8 +33,8 @@ namespace {
 
 using client::BrokerClient;
 using client::Consumer;
-using client::PayloadKind;
 using client::Producer;
+using client::TopicKind;
 using testing::BrokerProcess;
 using testing::ReadFile;
 using testing::ShmNames;
@@ -77,14 +77,14 @@ client::ProducerOptions RowProducerOn(const BrokerProcess& broker) {
   options.socket_path = broker.socket();
   options.topic.segment_bytes = 4 << 20;
   options.topic.ring_slots = 16;
-  options.topic.payload_kind = PayloadKind::kUnsafeRow;
+  options.topic.kind = TopicKind::kUnsafeRow;
   return options;
 }
 
 client::ConsumerOptions RowConsumerOn(const BrokerProcess& broker) {
   client::ConsumerOptions options;
   options.socket_path = broker.socket();
-  options.payload_kind = PayloadKind::kUnsafeRow;
+  options.kind = TopicKind::kUnsafeRow;
   return options;
 }
 
@@ -110,12 +110,12 @@ TEST(BrokerRowsTest, RowBatchesFromAnotherProcessRoundTrip) {
   ASSERT_TRUE(broker.Start());
   ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
   client::TopicOptions topic_options;
-  topic_options.payload_kind = PayloadKind::kUnsafeRow;
+  topic_options.kind = TopicKind::kUnsafeRow;
   topic_options.ring_slots = 16;
   ASSERT_OK_AND_ASSIGN(bool created, admin->CreateTopic("rows", RowSchema(), topic_options));
   EXPECT_TRUE(created);
   ASSERT_OK_AND_ASSIGN(auto consumer, Consumer::Open("rows", RowConsumerOn(broker)));
-  EXPECT_EQ(consumer->payload_kind(), PayloadKind::kUnsafeRow);
+  EXPECT_EQ(consumer->kind(), TopicKind::kUnsafeRow);
 
   constexpr int kBatches = 40;
   const pid_t child = testing::ForkTestChild();
@@ -225,7 +225,7 @@ TEST(BrokerRowsTest, PublishRowsEncodesInPlace) {
   ASSERT_OK(consumer->Close());
 }
 
-TEST(BrokerRowsTest, PayloadKindMismatchIsRefused) {
+TEST(BrokerRowsTest, TopicKindMismatchIsRefused) {
   BrokerProcess broker;
   ASSERT_TRUE(broker.Start());
   ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("rows", RowSchema(), RowProducerOn(broker)));
@@ -252,7 +252,7 @@ TEST(BrokerRowsTest, PayloadKindMismatchIsRefused) {
   auto unsigned_schema = format::schema({format::field("u", format::uint32())});
   ASSERT_RAISES_WITH_MESSAGE(kTypeError, "'u'",
                              Producer::Open("u", unsigned_schema, RowProducerOn(broker)));
-  // `alkaid topics` shows the payload kind.
+  // `alkaid topics` shows the topic kind.
   const std::string out = "/tmp/alkaid-test-" + broker.name() + ".topics";
   const pid_t topics =
       testing::Spawn({ALKAID_TOOL_BIN, "topics", "--socket", broker.socket()}, out);
@@ -318,7 +318,7 @@ TEST(BrokerRowsTest, ToolSubscribesToARowTopicBeforeItExists) {
   }
   ASSERT_TRUE(waiting) << "the two subscribers never waited for 'late'";
   client::TopicOptions topic_options;
-  topic_options.payload_kind = PayloadKind::kUnsafeRow;
+  topic_options.kind = TopicKind::kUnsafeRow;
   ASSERT_OK(admin->CreateTopic("late", RowSchema(), topic_options).status());
   ASSERT_TRUE(WaitForConsumers(broker.socket(), "late", 2));
   const pid_t pub = testing::Spawn({ALKAID_TOOL_BIN, "publish", "late", dir + "/in.stream",

@@ -464,9 +464,9 @@ TEST_F(StartOrderTest, TruncatedStdinEndsTheTopicAfterTheCompleteBatches) {
 }
 
 // Open gives up after wait_for_topic, naming the topic, and the broker
-// forgets the waiting consumer; a consumer expecting another payload kind
+// forgets the waiting consumer; a consumer expecting another topic kind
 // is refused once the topic is created.
-TEST_F(StartOrderTest, WaitingEndsWithTimedOutOrAPayloadKindMismatch) {
+TEST_F(StartOrderTest, WaitingEndsWithTimedOutOrATopicKindMismatch) {
   client::ConsumerOptions brief = Waiting();
   brief.wait_for_topic = 50ms;
   ASSERT_RAISES_WITH_MESSAGE(kTimedOut, "topic 'never' was not created within 50 ms",
@@ -481,7 +481,7 @@ TEST_F(StartOrderTest, WaitingEndsWithTimedOutOrAPayloadKindMismatch) {
   Status refused;
   std::thread rows([&] {
     client::ConsumerOptions options = Waiting();
-    options.payload_kind = client::PayloadKind::kUnsafeRow;
+    options.kind = client::TopicKind::kUnsafeRow;
     refused = Consumer::Open("batches", options).status();
   });
   ASSERT_TRUE(WaitUntil([&] { return Awaiting(broker_.socket(), "batches") == 1; }));

@@ -91,7 +91,7 @@ TEST(BatchProducerFixedShapeTest, RowTopicsRefuseAWriter) {
   ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
   ProducerOptions po;
   po.socket_path = broker.socket();
-  po.topic.payload_kind = PayloadKind::kUnsafeRow;
+  po.topic.kind = TopicKind::kUnsafeRow;
   ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("rows", IdSchema(), po));
   ProducerOptions bo;
   bo.socket_path = broker.socket();

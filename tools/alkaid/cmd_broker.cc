@@ -38,7 +38,7 @@ int RunTopics(const BrokerToolOptions& options) {
               << t.ring_slots << "  " << std::left << std::setw(15)
               << (t.policy == shm::SlowConsumerPolicy::kDropOldest ? "drop-oldest"
                                                                    : "block-producer")
-              << client::PayloadKindName(t.payload_kind) << "\n";
+              << client::TopicKindName(t.kind) << "\n";
   }
   // Topics not created yet, with consumers waiting for them.
   auto awaited = (*client)->ListAwaitedTopics();
@@ -69,7 +69,7 @@ int RunPublish(const PublishOptions& options) {
   producer_options.socket_path = options.socket;
   producer_options.topic.segment_bytes = options.segment_bytes;
   producer_options.topic.ring_slots = options.ring_slots;
-  if (options.unsafe_row) producer_options.topic.payload_kind = client::PayloadKind::kUnsafeRow;
+  if (options.unsafe_row) producer_options.topic.kind = client::TopicKind::kUnsafeRow;
   auto producer = client::Producer::Open(options.topic, input.schema(), producer_options);
   if (!producer.ok()) return ReportError("publish", producer.status());
   // While stdin is idle, consumers that register are still accepted (and
@@ -116,7 +116,7 @@ int RunSubscribe(const SubscribeOptions& options) {
                                                                : client::Verification::kStructure;
   consumer_options.columns = options.columns;
   // Whatever the topic carries: rows arrive as record batches too.
-  consumer_options.payload_kind = std::nullopt;
+  consumer_options.kind = std::nullopt;
   // Waiting with the broker for a topic that does not exist yet: every
   // batch from the first one arrives, whoever starts first.
   consumer_options.wait_for_topic =

@@ -103,7 +103,7 @@ struct Consumer::Impl {
   format::SchemaPtr topic_schema;
   format::SchemaPtr schema;  // of what Next returns
   std::vector<int> columns;  // projection; empty: all
-  PayloadKind kind = PayloadKind::kRecordBatch;
+  TopicKind kind = TopicKind::kRecordBatch;
   p::TopicConfig config;  // as the broker had it, for re-subscription
   ConsumerOptions options;
   std::unique_ptr<internal::BrokerConnection> connection;
@@ -147,7 +147,7 @@ struct Consumer::Impl {
     // already attached (ProducerOptions::wait_for_consumers) instead.
     const bool from_oldest = options.from_oldest && !attached;
     Status st;
-    if (kind == PayloadKind::kUnsafeRow) {
+    if (kind == TopicKind::kUnsafeRow) {
       shm::ChannelConsumerOptions channel_options;
       channel_options.wait_mode = options.wait_mode;
       channel_options.from_oldest = from_oldest;
@@ -188,7 +188,7 @@ struct Consumer::Impl {
   }
 
   // Before the first attach completed (Open), the request may wait for the
-  // topic and take any payload kind, as the options say; a re-subscription
+  // topic and take any topic kind, as the options say; a re-subscription
   // names the topic's kind.
   Status Attach(internal::BrokerConnection* conn, std::chrono::milliseconds timeout,
                 p::Reply* reply) {
@@ -196,10 +196,10 @@ struct Consumer::Impl {
     attach.type = p::RequestType::kAttachConsumer;
     attach.topic = topic;
     attach.from_oldest = options.from_oldest;
-    attach.payload_kind = internal::ToProtocol(kind);
+    attach.kind = internal::ToProtocol(kind);
     if (!attached) {
       attach.wait_for_topic = options.wait_for_topic.count() > 0;
-      attach.any_payload_kind = !options.payload_kind.has_value();
+      attach.any_kind = !options.kind.has_value();
     }
     ALKAID_ASSIGN_OR_RAISE(*reply, conn->Call(std::move(attach), timeout));
     return Status::OK();
@@ -227,7 +227,7 @@ struct Consumer::Impl {
         p::Reply again;
         const Status st = Attach(connected->get(), kReconnectCallTimeout, &again);
         if (st.IsIOError() || st.IsTimedOut()) continue;  // not serving yet
-        ALKAID_RETURN_NOT_OK(st);  // e.g. the topic exists now, with another payload kind
+        ALKAID_RETURN_NOT_OK(st);  // e.g. the topic exists now, with another topic kind
         connection = std::move(*connected);
         *reply = std::move(again);
         if (!reply->pending) return Status::OK();
@@ -444,7 +444,7 @@ Result<std::unique_ptr<Consumer>> Consumer::Open(const std::string& topic,
   impl->topic = topic;
   impl->options = options;
   impl->exports = std::make_shared<internal::ExportCounter>(options.max_exported_batches);
-  impl->kind = options.payload_kind.value_or(PayloadKind::kRecordBatch);
+  impl->kind = options.kind.value_or(TopicKind::kRecordBatch);
   const auto topic_deadline = internal::DeadlineAfter(options.wait_for_topic);
   ALKAID_ASSIGN_OR_RAISE(impl->connection,
                          internal::BrokerConnection::Connect(options.socket_path));
@@ -453,11 +453,10 @@ Result<std::unique_ptr<Consumer>> Consumer::Open(const std::string& topic,
   if (reply.pending) ALKAID_RETURN_NOT_OK(impl->AwaitTopic(topic_deadline, &reply));
   // The broker refuses another kind at attach, but a topic we waited for is
   // announced whatever its kind.
-  const PayloadKind topic_kind = internal::FromProtocol(reply.config.payload_kind);
-  if (options.payload_kind.has_value() && *options.payload_kind != topic_kind) {
-    return Status::Invalid("topic '", topic, "' carries ", PayloadKindName(topic_kind),
-                           " payloads; this consumer expects ",
-                           PayloadKindName(*options.payload_kind));
+  const TopicKind topic_kind = internal::FromProtocol(reply.config.kind);
+  if (options.kind.has_value() && *options.kind != topic_kind) {
+    return Status::Invalid("topic '", topic, "' carries ", TopicKindName(topic_kind),
+                           " payloads; this consumer expects ", TopicKindName(*options.kind));
   }
   impl->kind = topic_kind;
   impl->consumer_id = reply.attached_id;
@@ -469,7 +468,7 @@ Result<std::unique_ptr<Consumer>> Consumer::Open(const std::string& topic,
   impl->topic_schema = *schema;
   // What Next returns: rows decode to RowOutputSchema (no dictionaries).
   format::SchemaPtr full = impl->topic_schema;
-  if (impl->kind == PayloadKind::kUnsafeRow) {
+  if (impl->kind == TopicKind::kUnsafeRow) {
     ALKAID_ASSIGN_OR_RAISE(full, format::RowOutputSchema(*impl->topic_schema));
   }
   impl->schema = full;
@@ -499,7 +498,7 @@ Result<std::unique_ptr<Consumer>> Consumer::Open(const std::string& topic,
 
 Status Consumer::NextInto(BatchView* view, std::chrono::nanoseconds timeout) {
   if (view == nullptr) return Status::Invalid("Consumer::NextInto: null view");
-  if (impl_->kind != PayloadKind::kRecordBatch) {
+  if (impl_->kind != TopicKind::kRecordBatch) {
     return Status::Invalid("Consumer::NextInto: topic '", impl_->topic,
                            "' carries unsafe-row payloads (NextRows)");
   }
@@ -525,18 +524,18 @@ Result<format::RecordBatchPtr> Consumer::Next(std::chrono::nanoseconds timeout) 
 }
 
 Result<ReceivedRows> Consumer::NextRows(std::chrono::nanoseconds timeout) {
-  if (impl_->kind != PayloadKind::kUnsafeRow) {
+  if (impl_->kind != TopicKind::kUnsafeRow) {
     return Status::Invalid("NextRows: topic '", impl_->topic, "' carries ",
-                           PayloadKindName(impl_->kind), " payloads");
+                           TopicKindName(impl_->kind), " payloads");
   }
   ALKAID_ASSIGN_OR_RAISE(auto item, impl_->NextItem(timeout));
   return std::move(item.rows);
 }
 
 Result<ReceivedRows> Consumer::TryNextRows() {
-  if (impl_->kind != PayloadKind::kUnsafeRow) {
+  if (impl_->kind != TopicKind::kUnsafeRow) {
     return Status::Invalid("TryNextRows: topic '", impl_->topic, "' carries ",
-                           PayloadKindName(impl_->kind), " payloads");
+                           TopicKindName(impl_->kind), " payloads");
   }
   if (impl_->closed) return Status::Invalid("consumer of '", impl_->topic, "' is closed");
   ALKAID_ASSIGN_OR_RAISE(auto item, impl_->PollOnce());
@@ -562,7 +561,7 @@ Status Consumer::Close() {
 const std::string& Consumer::topic() const { return impl_->topic; }
 const format::SchemaPtr& Consumer::schema() const { return impl_->schema; }
 const format::SchemaPtr& Consumer::topic_schema() const { return impl_->topic_schema; }
-PayloadKind Consumer::payload_kind() const { return impl_->kind; }
+TopicKind Consumer::kind() const { return impl_->kind; }
 uint64_t Consumer::reregistrations() const { return impl_->reregistrations; }
 std::size_t Consumer::producer_count() const { return impl_->subs.size(); }
 uint64_t Consumer::lost() const { return impl_->lost; }

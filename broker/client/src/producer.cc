@@ -63,7 +63,7 @@ struct Producer::Impl {
   std::unique_ptr<shm::ChannelProducer> channel;
   std::unique_ptr<BatchPublisher> publisher;    // kRecordBatch topics
   std::unique_ptr<RowPublisher> row_publisher;  // kUnsafeRow topics
-  PayloadKind kind = PayloadKind::kRecordBatch;
+  TopicKind kind = TopicKind::kRecordBatch;
   p::TopicConfig config;  // as the broker has it, for re-registration
 
   std::thread watchdog;
@@ -143,7 +143,7 @@ struct Producer::Impl {
     p::Request attach;
     attach.type = p::RequestType::kAttachProducer;
     attach.topic = topic;
-    attach.payload_kind = internal::ToProtocol(kind);
+    attach.kind = internal::ToProtocol(kind);
     attach.ring = ring_name;
     attach.bodies = bodies_name;
     auto reply = conn->Call(std::move(attach), kReconnectCallTimeout);
@@ -259,8 +259,8 @@ Result<std::unique_ptr<Producer>> Producer::Open(const std::string& topic, forma
   impl->topic = topic;
   impl->schema = schema;
   impl->options = options;
-  impl->kind = options.topic.payload_kind;
-  if (impl->kind == PayloadKind::kUnsafeRow) {
+  impl->kind = options.topic.kind;
+  if (impl->kind == TopicKind::kUnsafeRow) {
     ALKAID_RETURN_NOT_OK_CTX(format::CheckRowSchema(*schema),
                              "topic '" << topic << "' (unsafe-row payloads)");
   }
@@ -275,7 +275,7 @@ Result<std::unique_ptr<Producer>> Producer::Open(const std::string& topic, forma
   p::Request attach;
   attach.type = p::RequestType::kAttachProducer;
   attach.topic = topic;
-  attach.payload_kind = internal::ToProtocol(impl->kind);
+  attach.kind = internal::ToProtocol(impl->kind);
   ALKAID_ASSIGN_OR_RAISE(auto reply, impl->connection->Call(std::move(attach)));
   impl->producer_id = reply.attached_id;
   impl->config = reply.config;
@@ -315,7 +315,7 @@ Result<std::unique_ptr<Producer>> Producer::Open(const std::string& topic, forma
     channel_options.accept_on_publish = ids.num_fields() == 0;
     ALKAID_ASSIGN_OR_RAISE(impl->channel,
                            shm::ChannelProducer::Create(reply.ring, channel_options));
-    if (impl->kind == PayloadKind::kUnsafeRow) {
+    if (impl->kind == TopicKind::kUnsafeRow) {
       ALKAID_ASSIGN_OR_RAISE(impl->row_publisher,
                              RowPublisher::Create(impl->channel.get(), schema));
     } else {
@@ -345,12 +345,12 @@ Result<std::unique_ptr<Producer>> Producer::Open(const std::string& topic, forma
 
 namespace {
 
-Status CheckUsable(const Producer& producer, bool closed, PayloadKind needed, const char* call) {
+Status CheckUsable(const Producer& producer, bool closed, TopicKind needed, const char* call) {
   if (closed) return Status::Invalid("producer of '", producer.topic(), "' is closed");
-  if (producer.payload_kind() != needed) {
+  if (producer.kind() != needed) {
     return Status::Invalid(call, ": topic '", producer.topic(), "' carries ",
-                           PayloadKindName(producer.payload_kind()), " payloads, not ",
-                           PayloadKindName(needed));
+                           TopicKindName(producer.kind()), " payloads, not ",
+                           TopicKindName(needed));
   }
   return Status::OK();
 }
@@ -358,15 +358,14 @@ Status CheckUsable(const Producer& producer, bool closed, PayloadKind needed, co
 }  // namespace
 
 Result<std::unique_ptr<ShmBatchPool>> Producer::NewBatchPool(uint64_t region_bytes) {
-  ALKAID_RETURN_NOT_OK(
-      CheckUsable(*this, impl_->closed, PayloadKind::kRecordBatch, "NewBatchPool"));
+  ALKAID_RETURN_NOT_OK(CheckUsable(*this, impl_->closed, TopicKind::kRecordBatch, "NewBatchPool"));
   return impl_->publisher->NewPool(region_bytes);
 }
 
 Result<std::unique_ptr<FixedShapeWriter>> Producer::NewFixedShapeWriter(
     const format::RecordBatch& prototype, const ShmBatchPool& pool) {
   ALKAID_RETURN_NOT_OK(
-      CheckUsable(*this, impl_->closed, PayloadKind::kRecordBatch, "NewFixedShapeWriter"));
+      CheckUsable(*this, impl_->closed, TopicKind::kRecordBatch, "NewFixedShapeWriter"));
   auto writer = impl_->publisher->NewFixedShapeWriter(prototype, pool);
   if (!writer.ok()) return writer.status().WithContext("topic '" + impl_->topic + "'");
   (*writer)->published_counter_ = &impl_->published;
@@ -374,7 +373,7 @@ Result<std::unique_ptr<FixedShapeWriter>> Producer::NewFixedShapeWriter(
 }
 
 Status Producer::PublishRows(const format::RecordBatch& batch) {
-  ALKAID_RETURN_NOT_OK(CheckUsable(*this, impl_->closed, PayloadKind::kUnsafeRow, "PublishRows"));
+  ALKAID_RETURN_NOT_OK(CheckUsable(*this, impl_->closed, TopicKind::kUnsafeRow, "PublishRows"));
   impl_->UpdateStats();
   ALKAID_RETURN_NOT_OK_CTX(impl_->row_publisher->PublishRows(batch),
                            "topic '" << impl_->topic << "'");
@@ -383,8 +382,7 @@ Status Producer::PublishRows(const format::RecordBatch& batch) {
 }
 
 Status Producer::PublishRowBatch(std::span<const uint8_t> row_batch) {
-  ALKAID_RETURN_NOT_OK(
-      CheckUsable(*this, impl_->closed, PayloadKind::kUnsafeRow, "PublishRowBatch"));
+  ALKAID_RETURN_NOT_OK(CheckUsable(*this, impl_->closed, TopicKind::kUnsafeRow, "PublishRowBatch"));
   impl_->UpdateStats();
   ALKAID_RETURN_NOT_OK_CTX(impl_->row_publisher->PublishRowBatch(row_batch),
                            "topic '" << impl_->topic << "'");
@@ -393,7 +391,7 @@ Status Producer::PublishRowBatch(std::span<const uint8_t> row_batch) {
 }
 
 Status Producer::Publish(const format::RecordBatch& batch, ShmBatchPool* pool) {
-  ALKAID_RETURN_NOT_OK(CheckUsable(*this, impl_->closed, PayloadKind::kRecordBatch, "Publish"));
+  ALKAID_RETURN_NOT_OK(CheckUsable(*this, impl_->closed, TopicKind::kRecordBatch, "Publish"));
   const Status st = impl_->publisher->Publish(batch, pool);
   impl_->UpdateStats();
   ALKAID_RETURN_NOT_OK_CTX(st, "topic '" << impl_->topic << "'");
@@ -402,7 +400,7 @@ Status Producer::Publish(const format::RecordBatch& batch, ShmBatchPool* pool) {
 }
 
 Status Producer::PublishCopy(const format::RecordBatch& batch) {
-  ALKAID_RETURN_NOT_OK(CheckUsable(*this, impl_->closed, PayloadKind::kRecordBatch, "PublishCopy"));
+  ALKAID_RETURN_NOT_OK(CheckUsable(*this, impl_->closed, TopicKind::kRecordBatch, "PublishCopy"));
   const Status st = impl_->publisher->PublishCopy(batch);
   impl_->UpdateStats();
   ALKAID_RETURN_NOT_OK_CTX(st, "topic '" << impl_->topic << "'");
@@ -531,7 +529,7 @@ Status Producer::Close() {
 
 const std::string& Producer::topic() const { return impl_->topic; }
 const format::SchemaPtr& Producer::schema() const { return impl_->schema; }
-PayloadKind Producer::payload_kind() const { return impl_->kind; }
+TopicKind Producer::kind() const { return impl_->kind; }
 bool Producer::broker_lost() const { return impl_->broker_lost.load(); }
 bool Producer::body_segment_huge_pages() const {
   return impl_->channel != nullptr && impl_->channel->huge_pages();

@@ -58,11 +58,11 @@ struct ConsumerOptions {
   /// projected zero-copy (the kept columns' buffers still point into shared
   /// memory); for row topics, ReceivedRows::ToRecordBatch keeps only these.
   std::vector<std::string> columns;
-  /// The payload kind this consumer expects; attaching to a topic of
+  /// The topic kind this consumer expects; attaching to a topic of
   /// another kind is refused (Invalid, naming both; after waiting for the
   /// topic, too). std::nullopt: whatever kind the topic carries
-  /// (Consumer::payload_kind() says which; Next works on both).
-  std::optional<PayloadKind> payload_kind = PayloadKind::kRecordBatch;
+  /// (Consumer::kind() says which; Next works on both).
+  std::optional<TopicKind> kind = TopicKind::kRecordBatch;
   /// How the consumer waits for data (see shm::WaitMode).
   shm::WaitMode wait_mode = shm::WaitMode::kSpinThenBlock;
   /// What the consumer checks of record batches before returning them
@@ -206,7 +206,7 @@ class ALKAID_EXPORT Consumer {
   const format::SchemaPtr& schema() const;
   /// The topic's full schema, as the producer published it.
   const format::SchemaPtr& topic_schema() const;
-  PayloadKind payload_kind() const;
+  TopicKind kind() const;
   /// Times this consumer re-subscribed after a broker restart.
   uint64_t reregistrations() const;
   /// Producers this consumer currently reads from.

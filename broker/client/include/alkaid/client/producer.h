@@ -25,7 +25,7 @@ namespace alkaid::client {
 struct ProducerOptions {
   /// Broker socket; empty: DefaultBrokerSocket().
   std::string socket_path;
-  /// Used if this producer creates the topic. `topic.payload_kind` is also
+  /// Used if this producer creates the topic. `topic.kind` is also
   /// what this producer publishes: kRecordBatch (Publish, PublishCopy) or
   /// kUnsafeRow (PublishRows, PublishRowBatch).
   TopicOptions topic;
@@ -186,7 +186,7 @@ class ALKAID_EXPORT Producer {
 
   const std::string& topic() const;
   const format::SchemaPtr& schema() const;
-  PayloadKind payload_kind() const;
+  TopicKind kind() const;
   ProducerStats stats() const;
 
   /// Producer thread, for an idle producer: accepts consumers that

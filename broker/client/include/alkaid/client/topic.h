@@ -18,7 +18,7 @@ namespace alkaid::client {
 ALKAID_EXPORT std::string DefaultBrokerSocket();
 
 /// What each message of a topic carries.
-enum class PayloadKind : uint8_t {
+enum class TopicKind : uint8_t {
   /// An Arrow-format record batch, received zero-copy as a RecordBatch.
   kRecordBatch = 0,
   /// An UnsafeRow row batch (format/unsafe_row.h), received zero-copy as
@@ -27,7 +27,7 @@ enum class PayloadKind : uint8_t {
 };
 
 /// "record-batch" or "unsafe-row".
-ALKAID_EXPORT const char* PayloadKindName(PayloadKind kind);
+ALKAID_EXPORT const char* TopicKindName(TopicKind kind);
 
 /// Settings of a topic, used when the topic is created (the first
 /// producer's or CreateTopic's options win; later ones are ignored).
@@ -43,7 +43,7 @@ struct TopicOptions {
   /// What the messages carry. A producer publishes this kind (and is
   /// refused, Invalid, by a topic of another kind); rows need a schema
   /// format::CheckRowSchema accepts.
-  PayloadKind payload_kind = PayloadKind::kRecordBatch;
+  TopicKind kind = TopicKind::kRecordBatch;
 };
 
 }  // namespace alkaid::client
