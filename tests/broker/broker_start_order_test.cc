@@ -25,6 +25,7 @@
 #include "alkaid/client/broker_client.h"
 #include "alkaid/client/consumer.h"
 #include "alkaid/client/producer.h"
+#include "alkaid/client/row_consumer.h"
 #include "alkaid/format/array.h"
 #include "alkaid/format/builder_binary.h"
 #include "alkaid/format/builder_primitive.h"
@@ -479,11 +480,7 @@ TEST_F(StartOrderTest, WaitingEndsWithTimedOutOrATopicKindMismatch) {
   }));
 
   Status refused;
-  std::thread rows([&] {
-    client::ConsumerOptions options = Waiting();
-    options.kind = client::TopicKind::kUnsafeRow;
-    refused = Consumer::Open("batches", options).status();
-  });
+  std::thread rows([&] { refused = client::RowConsumer::Open("batches", Waiting()).status(); });
   ASSERT_TRUE(WaitUntil([&] { return Awaiting(broker_.socket(), "batches") == 1; }));
   client::ProducerOptions po;
   po.socket_path = broker_.socket();

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "alkaid/client/batch_subscriber.h"
+#include "alkaid/client/row_consumer.h"
 #include "alkaid/common/process.h"
 #include "alkaid/format/c_data.h"
 #include "alkaid/format/unsafe_row.h"
@@ -65,7 +66,9 @@ Result<Item> ToItem(Result<ReceivedRows> r) {
 
 }  // namespace
 
-struct Consumer::Impl {
+// Everything of a consumer but what it returns: Consumer takes record
+// batches from it (rows converted), RowConsumer row batches.
+struct internal::ConsumerImpl {
   struct Subscription {
     uint64_t producer_id = 0;  // as the current broker knows it
     uint32_t pid = 0;
@@ -433,14 +436,17 @@ struct Consumer::Impl {
   }
 };
 
-Consumer::Consumer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+namespace {
 
-Consumer::~Consumer() { (void)Close(); }
-
-Result<std::unique_ptr<Consumer>> Consumer::Open(const std::string& topic,
-                                                 const ConsumerOptions& options) {
+// Consumer::Open and RowConsumer::Open: a consumer that expects `kind`
+// (std::nullopt: any).
+Result<std::unique_ptr<internal::ConsumerImpl>> OpenConsumer(const std::string& topic,
+                                                             const ConsumerOptions& given,
+                                                             std::optional<TopicKind> kind) {
   ALKAID_RETURN_NOT_OK(p::ValidateTopicName(topic));
-  auto impl = std::make_unique<Impl>();
+  ConsumerOptions options = given;
+  options.kind = kind;
+  auto impl = std::make_unique<internal::ConsumerImpl>();
   impl->topic = topic;
   impl->options = options;
   impl->exports = std::make_shared<internal::ExportCounter>(options.max_exported_batches);
@@ -493,6 +499,44 @@ Result<std::unique_ptr<Consumer>> Consumer::Open(const std::string& topic,
   }
   for (const auto& producer : reply.producers) impl->Subscribe(producer);
   impl->attached = true;
+  return impl;
+}
+
+Status CloseConsumer(internal::ConsumerImpl& impl) {
+  if (impl.closed) return Status::OK();
+  impl.closed = true;
+  impl.subs.clear();  // each ChannelConsumer closes its registration
+  if (impl.connection && !impl.connection->lost()) {
+    p::Request detach;
+    detach.type = p::RequestType::kDetach;
+    detach.role = p::Role::kConsumer;
+    detach.target_id = impl.consumer_id;
+    Status st = impl.connection->Call(std::move(detach), std::chrono::seconds(2)).status();
+    if (!st.ok() && st.code() != StatusCode::kIOError) return st;
+  }
+  return Status::OK();
+}
+
+ConsumerStats StatsOf(const internal::ConsumerImpl& impl) {
+  ConsumerStats s;
+  s.lost = impl.lost;
+  s.reregistrations = impl.reregistrations;
+  const internal::ExportCounter& e = *impl.exports;
+  s.exported_held = e.held.load(std::memory_order_relaxed);
+  s.exported_total = e.total.load(std::memory_order_relaxed);
+  s.exports_refused = e.refused.load(std::memory_order_relaxed);
+  return s;
+}
+
+}  // namespace
+
+Consumer::Consumer(std::unique_ptr<internal::ConsumerImpl> impl) : impl_(std::move(impl)) {}
+
+Consumer::~Consumer() { (void)Close(); }
+
+Result<std::unique_ptr<Consumer>> Consumer::Open(const std::string& topic,
+                                                 const ConsumerOptions& options) {
+  ALKAID_ASSIGN_OR_RAISE(auto impl, OpenConsumer(topic, options, options.kind));
   return std::unique_ptr<Consumer>(new Consumer(std::move(impl)));
 }
 
@@ -500,7 +544,7 @@ Status Consumer::NextInto(BatchView* view, std::chrono::nanoseconds timeout) {
   if (view == nullptr) return Status::Invalid("Consumer::NextInto: null view");
   if (impl_->kind != TopicKind::kRecordBatch) {
     return Status::Invalid("Consumer::NextInto: topic '", impl_->topic,
-                           "' carries unsafe-row payloads (NextRows)");
+                           "' carries unsafe-row payloads (RowConsumer::NextRows reads them)");
   }
   if (!impl_->columns.empty()) {
     return Status::Invalid("Consumer::NextInto: a column subset is given (Next projects it)");
@@ -523,40 +567,7 @@ Result<format::RecordBatchPtr> Consumer::Next(std::chrono::nanoseconds timeout) 
   return impl_->ToBatch(std::move(item));
 }
 
-Result<ReceivedRows> Consumer::NextRows(std::chrono::nanoseconds timeout) {
-  if (impl_->kind != TopicKind::kUnsafeRow) {
-    return Status::Invalid("NextRows: topic '", impl_->topic, "' carries ",
-                           TopicKindName(impl_->kind), " payloads");
-  }
-  ALKAID_ASSIGN_OR_RAISE(auto item, impl_->NextItem(timeout));
-  return std::move(item.rows);
-}
-
-Result<ReceivedRows> Consumer::TryNextRows() {
-  if (impl_->kind != TopicKind::kUnsafeRow) {
-    return Status::Invalid("TryNextRows: topic '", impl_->topic, "' carries ",
-                           TopicKindName(impl_->kind), " payloads");
-  }
-  if (impl_->closed) return Status::Invalid("consumer of '", impl_->topic, "' is closed");
-  ALKAID_ASSIGN_OR_RAISE(auto item, impl_->PollOnce());
-  return std::move(item.rows);
-}
-
-Status Consumer::Close() {
-  Impl& d = *impl_;
-  if (d.closed) return Status::OK();
-  d.closed = true;
-  d.subs.clear();  // each ChannelConsumer closes its registration
-  if (d.connection && !d.connection->lost()) {
-    p::Request detach;
-    detach.type = p::RequestType::kDetach;
-    detach.role = p::Role::kConsumer;
-    detach.target_id = d.consumer_id;
-    Status st = d.connection->Call(std::move(detach), std::chrono::seconds(2)).status();
-    if (!st.ok() && st.code() != StatusCode::kIOError) return st;
-  }
-  return Status::OK();
-}
+Status Consumer::Close() { return CloseConsumer(*impl_); }
 
 const std::string& Consumer::topic() const { return impl_->topic; }
 const format::SchemaPtr& Consumer::schema() const { return impl_->schema; }
@@ -566,16 +577,7 @@ uint64_t Consumer::reregistrations() const { return impl_->reregistrations; }
 std::size_t Consumer::producer_count() const { return impl_->subs.size(); }
 uint64_t Consumer::lost() const { return impl_->lost; }
 
-ConsumerStats Consumer::stats() const {
-  ConsumerStats s;
-  s.lost = impl_->lost;
-  s.reregistrations = impl_->reregistrations;
-  const internal::ExportCounter& e = *impl_->exports;
-  s.exported_held = e.held.load(std::memory_order_relaxed);
-  s.exported_total = e.total.load(std::memory_order_relaxed);
-  s.exports_refused = e.refused.load(std::memory_order_relaxed);
-  return s;
-}
+ConsumerStats Consumer::stats() const { return StatsOf(*impl_); }
 
 Status Consumer::ExportBatch(const format::RecordBatch& batch, ArrowArray* out,
                              ArrowSchema* out_schema) {
@@ -690,5 +692,37 @@ Status Consumer::ExportStream(std::unique_ptr<Consumer> consumer, ArrowArrayStre
   auto exports = raw->impl_->exports;
   return MakeConsumerStream(raw, std::move(consumer), std::move(exports), options, out);
 }
+
+// ---- RowConsumer -----------------------------------------------------------------
+
+RowConsumer::RowConsumer(std::unique_ptr<internal::ConsumerImpl> impl) : impl_(std::move(impl)) {}
+
+RowConsumer::~RowConsumer() { (void)Close(); }
+
+Result<std::unique_ptr<RowConsumer>> RowConsumer::Open(const std::string& topic,
+                                                       const ConsumerOptions& options) {
+  ALKAID_ASSIGN_OR_RAISE(auto impl, OpenConsumer(topic, options, TopicKind::kUnsafeRow));
+  return std::unique_ptr<RowConsumer>(new RowConsumer(std::move(impl)));
+}
+
+Result<ReceivedRows> RowConsumer::NextRows(std::chrono::nanoseconds timeout) {
+  ALKAID_ASSIGN_OR_RAISE(auto item, impl_->NextItem(timeout));
+  return std::move(item.rows);
+}
+
+Result<ReceivedRows> RowConsumer::TryNextRows() {
+  if (impl_->closed) return Status::Invalid("consumer of '", impl_->topic, "' is closed");
+  ALKAID_ASSIGN_OR_RAISE(auto item, impl_->PollOnce());
+  return std::move(item.rows);
+}
+
+Status RowConsumer::Close() { return CloseConsumer(*impl_); }
+const std::string& RowConsumer::topic() const { return impl_->topic; }
+const format::SchemaPtr& RowConsumer::schema() const { return impl_->schema; }
+const format::SchemaPtr& RowConsumer::topic_schema() const { return impl_->topic_schema; }
+uint64_t RowConsumer::reregistrations() const { return impl_->reregistrations; }
+std::size_t RowConsumer::producer_count() const { return impl_->subs.size(); }
+uint64_t RowConsumer::lost() const { return impl_->lost; }
+ConsumerStats RowConsumer::stats() const { return StatsOf(*impl_); }
 
 }  // namespace alkaid::client

@@ -1,7 +1,8 @@
 #pragma once
 
 /// \file
-/// Subscribing to a topic of the broker.
+/// Subscribing to a topic of the broker as record batches (Consumer), and the
+/// options and counters it shares with RowConsumer (row_consumer.h).
 
 #include <chrono>
 #include <cstdint>
@@ -27,7 +28,11 @@ struct ArrowArrayStream;
 
 namespace alkaid::client {
 
-/// Options for Consumer::Open().
+namespace internal {
+struct ConsumerImpl;  // the state and broker protocol Consumer and RowConsumer share
+}  // namespace internal
+
+/// Options for Consumer::Open() and RowConsumer::Open().
 struct ConsumerOptions {
   /// Broker socket; empty: DefaultBrokerSocket().
   std::string socket_path;
@@ -58,10 +63,11 @@ struct ConsumerOptions {
   /// projected zero-copy (the kept columns' buffers still point into shared
   /// memory); for row topics, ReceivedRows::ToRecordBatch keeps only these.
   std::vector<std::string> columns;
-  /// The topic kind this consumer expects; attaching to a topic of
-  /// another kind is refused (Invalid, naming both; after waiting for the
-  /// topic, too). std::nullopt: whatever kind the topic carries
-  /// (Consumer::kind() says which; Next works on both).
+  /// The topic kind a Consumer expects; attaching to a topic of another
+  /// kind is refused (Invalid, naming both; after waiting for the topic,
+  /// too). std::nullopt: whatever kind the topic carries (Consumer::kind()
+  /// says which; Next returns record batches from both, converting row
+  /// batches). RowConsumer does not read it: it expects kUnsafeRow.
   std::optional<TopicKind> kind = TopicKind::kRecordBatch;
   /// How the consumer waits for data (see shm::WaitMode).
   shm::WaitMode wait_mode = shm::WaitMode::kSpinThenBlock;
@@ -105,7 +111,9 @@ struct StreamExportOptions {
   std::chrono::nanoseconds batch_timeout = std::chrono::nanoseconds::max();
 };
 
-/// One subscription to a topic: receives the batches of every producer of
+/// One subscription to a topic, as record batches (a row topic's row batches
+/// too, converted, if ConsumerOptions::kind allows it; RowConsumer receives
+/// them zero-copy as rows): receives the batches of every producer of
 /// the topic, per producer in publish order, zero-copy. Which ones
 /// (docs/CLIENT.md, "Which batches a consumer gets"): of a producer that
 /// attached after this consumer (or after it started waiting for the
@@ -158,14 +166,6 @@ class ALKAID_EXPORT Consumer {
   /// column subset (Invalid otherwise).
   Status NextInto(BatchView* view, std::chrono::nanoseconds timeout);
 
-  /// Unsafe-row topics: the next row batch, zero-copy (a view of the
-  /// producer's shared block, referenced while held), waiting up to
-  /// `timeout`; TimedOut, EndOfStream as Next. Invalid on a record-batch
-  /// topic. (Next on a row topic returns ToRecordBatch() of each.)
-  Result<ReceivedRows> NextRows(std::chrono::nanoseconds timeout);
-  /// The next row batch if one is there; null `data` if none.
-  Result<ReceivedRows> TryNextRows();
-
   /// Exports `batch`, received from this consumer (Next, TryNext, or
   /// BatchView::ToRecordBatch of NextInto's view), through the Arrow C Data
   /// Interface (format::ExportRecordBatch; its schema too if `out_schema`
@@ -217,9 +217,8 @@ class ALKAID_EXPORT Consumer {
   ConsumerStats stats() const;
 
  private:
-  struct Impl;
-  explicit Consumer(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  explicit Consumer(std::unique_ptr<internal::ConsumerImpl> impl);
+  std::unique_ptr<internal::ConsumerImpl> impl_;
 };
 
 }  // namespace alkaid::client
