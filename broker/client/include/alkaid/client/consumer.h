@@ -49,7 +49,7 @@ struct ConsumerOptions {
   /// restart during the wait is survived (Open reconnects and waits again).
   /// std::chrono::milliseconds::max(): no limit.
   std::chrono::milliseconds wait_for_topic{0};
-  /// Start at the oldest batch the rings of the topic's current producers
+  /// Start at the oldest batch the channels of the topic's current producers
   /// still hold instead of the next one published. Those older batches are
   /// delivered if still intact when read: one the producer overwrites first
   /// is skipped and counted in lost(). From the batch published after Open
@@ -119,7 +119,7 @@ struct StreamExportOptions {
 /// attached after this consumer (or after it started waiting for the
 /// topic, see ConsumerOptions::wait_for_topic), every batch from its first;
 /// of a producer already publishing at Open, every batch published after
-/// Open (or, with ConsumerOptions::from_oldest, from the oldest its ring
+/// Open (or, with ConsumerOptions::from_oldest, from the oldest its channel
 /// still holds).
 ///
 /// End of stream: once this consumer has seen at least one producer and
@@ -132,7 +132,7 @@ struct StreamExportOptions {
 /// it is down; producers that die meanwhile are still noticed (pid check).
 /// Once a broker answers on the socket again, the next Next/TryNext call
 /// (at most every 200 ms) re-creates the topic with the config it had and
-/// re-subscribes; producers it already reads are recognised by their ring
+/// re-subscribes; producers it already reads are recognised by their channel
 /// and kept (nothing is received twice), new ones are added.
 ///
 /// Thread safety: one thread at a time. Returned batches may be used and
@@ -196,7 +196,7 @@ class ALKAID_EXPORT Consumer {
   static Status ExportStream(std::unique_ptr<Consumer> consumer, ArrowArrayStream* out,
                              const StreamExportOptions& options = {});
 
-  /// Detaches from the broker and the rings. Idempotent.
+  /// Detaches from the broker and the channels. Idempotent.
   Status Close();
 
   const std::string& topic() const;

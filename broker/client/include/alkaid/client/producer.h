@@ -39,7 +39,7 @@ struct ProducerOptions {
   std::chrono::milliseconds publish_timeout{5000};
   /// Open waits for the consumers attached to the topic before this
   /// producer was ready (those waiting for the topic included: they are
-  /// attached when it is created) to register on its ring, so that they see
+  /// attached when it is created) to register on its channel, so that they see
   /// its first message. The wait ends as soon as each of them has
   /// registered, detached or died; this bounds it, for a consumer that does
   /// not look for data (a consumer registers in Next/TryNext). 0: no wait.
@@ -49,11 +49,11 @@ struct ProducerOptions {
   /// nobody has acquired yet would otherwise be gone). Dead consumers are
   /// detached meanwhile and do not hold it up.
   std::chrono::milliseconds drain_timeout{5000};
-  /// Back this producer's body segment with transparent huge pages
+  /// Back this producer's channel segment (its arena) with transparent huge pages
   /// (shm::SegmentOptions::huge_pages): consumers of large batches then take
   /// one page-table walk per 2 MiB instead of per 4 KiB. kTry falls back to
   /// 4 KiB pages (body_segment_huge_pages() says which); kRequire makes
-  /// Create fail with the reason (e.g. the kernel setting in the way).
+  /// Open fail with the reason (e.g. the kernel setting in the way).
   /// Default: kOff.
   shm::HugePages huge_pages = shm::HugePages::kOff;
 };
@@ -124,7 +124,7 @@ class ALKAID_EXPORT Producer {
                                                 const ProducerOptions& options = {});
 
   /// A memory pool over a fresh region of `region_bytes` in this producer's
-  /// body segment: build a batch there with format builders, then
+  /// arena: build a batch there with format builders, then
   /// Publish(batch, pool). See ShmBatchPool for the rules.
   Result<std::unique_ptr<ShmBatchPool>> NewBatchPool(uint64_t region_bytes);
 
@@ -191,7 +191,7 @@ class ALKAID_EXPORT Producer {
   /// True while the producer is not registered with a broker (connection
   /// lost and not re-registered yet); the data path works regardless.
   bool broker_lost() const;
-  /// Whether the body segment is backed by huge pages
+  /// Whether the channel segment is backed by huge pages
   /// (ProducerOptions::huge_pages obtained them).
   bool body_segment_huge_pages() const;
 

@@ -52,7 +52,7 @@ class ALKAID_EXPORT RowConsumer {
   /// EndOfStream as NextRows.
   Result<ReceivedRows> TryNextRows();
 
-  /// Detaches from the broker and the rings. Idempotent.
+  /// Detaches from the broker and the channels. Idempotent.
   Status Close();
 
   const std::string& topic() const;

@@ -63,7 +63,7 @@ class ALKAID_EXPORT RowProducer {
   /// True while the producer is not registered with a broker; the data
   /// path works regardless.
   bool broker_lost() const;
-  /// Whether the body segment is backed by huge pages
+  /// Whether the channel segment is backed by huge pages
   /// (ProducerOptions::huge_pages obtained them).
   bool body_segment_huge_pages() const;
 

@@ -35,14 +35,15 @@ struct TopicOptions {
   /// Slots of each producer's channel: a power of two >= 2, or 0 for the broker's
   /// default (1024).
   uint32_t ring_slots = 0;
-  /// Bytes of each producer's body segment, or 0 for the broker's default
+  /// Bytes of each producer's arena, or 0 for the broker's default
   /// (64 MiB). A batch larger than this cannot be published.
   uint64_t segment_bytes = 0;
   /// What a producer does when a consumer lags every slot behind.
   shm::SlowConsumerPolicy policy = shm::SlowConsumerPolicy::kBlockProducer;
-  /// What the messages carry. A producer publishes this kind (and is
-  /// refused, Invalid, by a topic of another kind); rows need a schema
-  /// format::CheckRowSchema accepts.
+  /// What the messages carry, for BrokerClient::CreateTopic; rows need a
+  /// schema format::CheckRowSchema accepts. Producer::Open and
+  /// RowProducer::Open do not read it: their type says the kind
+  /// (kRecordBatch, kUnsafeRow), and a topic of the other kind refuses them.
   TopicKind kind = TopicKind::kRecordBatch;
 };
 
