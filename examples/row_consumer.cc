@@ -10,22 +10,22 @@
 #include <iostream>
 #include <string>
 
-#include "alkaid/client/consumer.h"
+#include "alkaid/client/row_consumer.h"
 
 int main(int argc, char** argv) {
   const std::string topic = argc > 1 ? argv[1] : "rows";
   using namespace std::chrono_literals;
 
+  // A RowConsumer expects a row topic: the broker refuses it on a
+  // record-batch topic (Invalid, naming both kinds).
   alkaid::client::ConsumerOptions options;
-  // The broker refuses a consumer whose payload kind differs from the topic's.
-  options.payload_kind = alkaid::client::PayloadKind::kUnsafeRow;
   // Decode only these columns (an unknown name fails Open with KeyError).
   options.columns = {"sensor", "value"};
 
   // Waits (up to 30 s) for a producer to create the topic; from then on
   // every row batch arrives, from the first one.
   options.wait_for_topic = 30s;
-  auto consumer = alkaid::client::Consumer::Open(topic, options);
+  auto consumer = alkaid::client::RowConsumer::Open(topic, options);
   if (!consumer.ok()) {
     std::cerr << "row_consumer: " << consumer.status().ToString() << "\n";
     return 1;

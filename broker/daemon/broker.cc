@@ -148,22 +148,22 @@ Status Broker::Impl::Listen() {
 
 void Broker::Impl::Send(Connection& c, const p::ServerMessage& message) {
   if (c.closing) return;
-  auto payload = p::EncodeServerMessage(message);
-  if (payload.size() > p::kMaxFrameSize) {
+  auto encoded = p::EncodeServerMessage(message);
+  if (encoded.size() > p::kMaxFrameSize) {
     // The client would refuse the frame and could not resynchronise: a
     // reply becomes a refusal that says why; an event (its schema is at
     // most kMaxSchemaBytes, so it fits) would be dropped, logged.
-    Log(LogLevel::kWarn, "pid ", c.pid, ": a ", payload.size(),
+    Log(LogLevel::kWarn, "pid ", c.pid, ": a ", encoded.size(),
         "-byte message exceeds the control frame maximum of ", p::kMaxFrameSize, " bytes");
     if (message.is_event) return;
     p::ServerMessage refusal;
     refusal.reply.request_id = message.reply.request_id;
-    refusal.reply.status = Status::CapacityError("the reply is ", payload.size(),
+    refusal.reply.status = Status::CapacityError("the reply is ", encoded.size(),
                                                  " bytes, more than the control frame maximum of ",
                                                  p::kMaxFrameSize, " bytes");
-    payload = p::EncodeServerMessage(refusal);
+    encoded = p::EncodeServerMessage(refusal);
   }
-  const auto framed = p::Frame(payload);
+  const auto framed = p::Frame(encoded);
   if (c.out.size() + framed.size() > kMaxQueuedOutput) {
     Log(LogLevel::kWarn, "pid ", c.pid, " does not read its replies; disconnecting");
     c.closing = true;

@@ -72,8 +72,8 @@ struct Broker::Impl {
     // Waiting for its topic to be created (listed in `awaited`, not yet in
     // the topic's consumers).
     bool pending = false;
-    p::PayloadKind kind = p::PayloadKind::kRecordBatch;  // what it expects...
-    bool any_kind = false;                               // ...unless any will do
+    p::TopicKind kind = p::TopicKind::kRecordBatch;  // what it expects...
+    bool any_kind = false;                           // ...unless any will do
   };
   // A producer's segments left by an earlier broker, kept while the pid in
   // their names runs, for the producer to re-register with.
@@ -185,7 +185,7 @@ struct Broker::Impl {
   // The consumers that waited for `topic` become its consumers before any
   // producer attaches, so that producers count them and wait for them to
   // register on their rings (ProducerReady's reply), and each learns the
-  // topic's config (TopicCreated). One that expects another payload kind is
+  // topic's config (TopicCreated). One that expects another topic kind is
   // told too (its Open fails) but not kept.
   void WelcomeWaitingConsumers(Topic& topic);
 
@@ -193,7 +193,7 @@ struct Broker::Impl {
 
   // `who` says what the client does with that kind: "this producer
   // publishes", "this consumer expects".
-  static Status CheckPayloadKind(const Topic& topic, p::PayloadKind wanted, const char* who);
+  static Status CheckTopicKind(const Topic& topic, p::TopicKind wanted, const char* who);
 
   Result<p::Reply> AttachProducer(Connection& c, int fd, const p::Request& request);
 

@@ -38,15 +38,15 @@ Result<p::Reply> Broker::Impl::CreateTopic(const p::Request& request) {
   p::Reply reply;
   reply.type = p::ReplyType::kTopic;
   auto it = topics.find(config.name);
-  if (config.payload_kind == p::PayloadKind::kUnsafeRow) {
+  if (config.kind == p::TopicKind::kUnsafeRow) {
     ALKAID_RETURN_NOT_OK_CTX(format::CheckRowSchema(*schema),
                              "topic '" << config.name << "' (unsafe-row payloads)");
   }
   if (it != topics.end()) {
-    if (it->second.config.payload_kind != config.payload_kind) {
+    if (it->second.config.kind != config.kind) {
       return Status::Invalid("topic '", config.name, "' exists and carries ",
-                             p::PayloadKindName(it->second.config.payload_kind), " payloads, not ",
-                             p::PayloadKindName(config.payload_kind));
+                             p::TopicKindName(it->second.config.kind), " payloads, not ",
+                             p::TopicKindName(config.kind));
     }
     if (!it->second.schema->Equals(*schema)) {
       return Status::Invalid("topic '", config.name, "' exists with a different schema; existing: ",
@@ -62,9 +62,8 @@ Result<p::Reply> Broker::Impl::CreateTopic(const p::Request& request) {
   topic.config = config;
   topic.schema = std::move(schema);
   Topic& created = topics.emplace(config.name, std::move(topic)).first->second;
-  Log(LogLevel::kInfo, "topic '", config.name, "' created (",
-      p::PayloadKindName(config.payload_kind), ", ", config.ring_slots, " slots, ",
-      FormatBytes(config.segment_bytes), ")");
+  Log(LogLevel::kInfo, "topic '", config.name, "' created (", p::TopicKindName(config.kind), ", ",
+      config.ring_slots, " slots, ", FormatBytes(config.segment_bytes), ")");
   WelcomeWaitingConsumers(created);
   reply.config = std::move(config);
   reply.created = true;
@@ -85,9 +84,9 @@ void Broker::Impl::WelcomeWaitingConsumers(Topic& topic) {
     event.consumer_id = id;
     event.config = topic.config;
     SendEvent(consumer.conn, event);
-    if (!consumer.any_kind && consumer.kind != topic.config.payload_kind) {
+    if (!consumer.any_kind && consumer.kind != topic.config.kind) {
       Log(LogLevel::kInfo, "consumer ", id, " (pid ", consumer.pid, ") waited for '",
-          topic.config.name, "' but expects ", p::PayloadKindName(consumer.kind),
+          topic.config.name, "' but expects ", p::TopicKindName(consumer.kind),
           " payloads; dropped");
       auto conn = connections.find(consumer.conn);
       if (conn != connections.end()) conn->second.consumers.erase(id);
@@ -109,16 +108,16 @@ Result<Broker::Impl::Topic*> Broker::Impl::FindTopic(const std::string& name) {
   return &it->second;
 }
 
-Status Broker::Impl::CheckPayloadKind(const Topic& topic, p::PayloadKind wanted, const char* who) {
-  if (topic.config.payload_kind == wanted) return Status::OK();
+Status Broker::Impl::CheckTopicKind(const Topic& topic, p::TopicKind wanted, const char* who) {
+  if (topic.config.kind == wanted) return Status::OK();
   return Status::Invalid("topic '", topic.config.name, "' carries ",
-                         p::PayloadKindName(topic.config.payload_kind), " payloads; ", who, " ",
-                         p::PayloadKindName(wanted));
+                         p::TopicKindName(topic.config.kind), " payloads; ", who, " ",
+                         p::TopicKindName(wanted));
 }
 
 Result<p::Reply> Broker::Impl::AttachProducer(Connection& c, int fd, const p::Request& request) {
   ALKAID_ASSIGN_OR_RAISE(Topic * topic, FindTopic(request.topic));
-  ALKAID_RETURN_NOT_OK(CheckPayloadKind(*topic, request.payload_kind, "this producer publishes"));
+  ALKAID_RETURN_NOT_OK(CheckTopicKind(*topic, request.kind, "this producer publishes"));
   const bool readopt = !request.ring.empty();
   auto left = adoptable.end();
   if (readopt) {
@@ -209,8 +208,7 @@ Result<p::Reply> Broker::Impl::AttachConsumer(Connection& c, int fd, const p::Re
   if (request.wait_for_topic && topics.find(request.topic) == topics.end()) {
     // Attached before the topic exists: it becomes one of the topic's
     // consumers when the topic is created (WelcomeWaitingConsumers).
-    Consumer consumer{
-        next_id++, request.topic, fd, c.pid, true, request.payload_kind, request.any_payload_kind};
+    Consumer consumer{next_id++, request.topic, fd, c.pid, true, request.kind, request.any_kind};
     p::Reply reply;
     reply.type = p::ReplyType::kAttachConsumer;
     reply.attached_id = consumer.id;
@@ -223,11 +221,10 @@ Result<p::Reply> Broker::Impl::AttachConsumer(Connection& c, int fd, const p::Re
     return reply;
   }
   ALKAID_ASSIGN_OR_RAISE(Topic * topic, FindTopic(request.topic));
-  if (!request.any_payload_kind) {
-    ALKAID_RETURN_NOT_OK(CheckPayloadKind(*topic, request.payload_kind, "this consumer expects"));
+  if (!request.any_kind) {
+    ALKAID_RETURN_NOT_OK(CheckTopicKind(*topic, request.kind, "this consumer expects"));
   }
-  Consumer consumer{
-      next_id++, request.topic, fd, c.pid, false, request.payload_kind, request.any_payload_kind};
+  Consumer consumer{next_id++, request.topic, fd, c.pid, false, request.kind, request.any_kind};
   p::Reply reply;
   reply.type = p::ReplyType::kAttachConsumer;
   reply.attached_id = consumer.id;

@@ -33,7 +33,7 @@ flatbuffers::Offset<fb::TopicConfig> EncodeConfig(flatbuffers::FlatBufferBuilder
                                                   const TopicConfig& c) {
   auto name = fbb.CreateString(c.name);
   auto schema = fbb.CreateVector(c.schema);
-  return fb::CreateTopicConfig(fbb, name, schema, static_cast<fb::PayloadKind>(c.payload_kind),
+  return fb::CreateTopicConfig(fbb, name, schema, static_cast<fb::PayloadKind>(c.kind),
                                c.ring_slots, c.segment_bytes,
                                static_cast<fb::SlowConsumerPolicy>(c.policy));
 }
@@ -75,12 +75,12 @@ Status CheckSegmentName(const std::string& name, std::string_view what) {
   return Status::OK();
 }
 
-Result<PayloadKind> DecodePayloadKind(fb::PayloadKind kind, const std::string& where) {
+Result<TopicKind> DecodeTopicKind(fb::PayloadKind kind, const std::string& where) {
   switch (kind) {
     case fb::PayloadKind::RecordBatch:
-      return PayloadKind::kRecordBatch;
+      return TopicKind::kRecordBatch;
     case fb::PayloadKind::UnsafeRow:
-      return PayloadKind::kUnsafeRow;
+      return TopicKind::kUnsafeRow;
   }
   return Status::Invalid("control message: ", where, ": unknown payload kind ",
                          static_cast<int>(kind));
@@ -99,8 +99,7 @@ Result<TopicConfig> DecodeConfig(const fb::TopicConfig* c, std::string_view wher
     }
     out.schema.assign(c->schema()->begin(), c->schema()->end());
   }
-  ALKAID_ASSIGN_OR_RAISE(out.payload_kind,
-                         DecodePayloadKind(c->payload_kind(), "topic '" + out.name + "'"));
+  ALKAID_ASSIGN_OR_RAISE(out.kind, DecodeTopicKind(c->payload_kind(), "topic '" + out.name + "'"));
   const uint32_t slots = c->ring_slots();
   if (slots != 0 && (slots < 2 || slots > kMaxSlots || (slots & (slots - 1)) != 0)) {
     return Status::Invalid("control message: topic '", out.name, "': ring_slots ", slots,
@@ -331,11 +330,11 @@ Result<Event> DecodeEvent(const fb::Event* e) {
 
 }  // namespace
 
-const char* PayloadKindName(PayloadKind kind) {
+const char* TopicKindName(TopicKind kind) {
   switch (kind) {
-    case PayloadKind::kRecordBatch:
+    case TopicKind::kRecordBatch:
       return "record-batch";
-    case PayloadKind::kUnsafeRow:
+    case TopicKind::kUnsafeRow:
       return "unsafe-row";
   }
   return "?";
@@ -392,7 +391,7 @@ std::vector<uint8_t> EncodeRequest(const Request& r) {
     case RequestType::kAttachProducer:
       type = fb::RequestBody::AttachProducer;
       body = fb::CreateAttachProducer(fbb, fbb.CreateString(r.topic),
-                                      static_cast<fb::PayloadKind>(r.payload_kind),
+                                      static_cast<fb::PayloadKind>(r.kind),
                                       r.ring.empty() ? flatbuffers::Offset<flatbuffers::String>()
                                                      : fbb.CreateString(r.ring),
                                       r.bodies.empty() ? flatbuffers::Offset<flatbuffers::String>()
@@ -406,8 +405,8 @@ std::vector<uint8_t> EncodeRequest(const Request& r) {
     case RequestType::kAttachConsumer:
       type = fb::RequestBody::AttachConsumer;
       body = fb::CreateAttachConsumer(fbb, fbb.CreateString(r.topic), r.from_oldest,
-                                      static_cast<fb::PayloadKind>(r.payload_kind),
-                                      r.wait_for_topic, r.any_payload_kind)
+                                      static_cast<fb::PayloadKind>(r.kind), r.wait_for_topic,
+                                      r.any_kind)
                  .Union();
       break;
     case RequestType::kDetach:
@@ -458,8 +457,7 @@ Result<Request> DecodeRequest(std::span<const uint8_t> bytes) {
       out.type = RequestType::kAttachProducer;
       const auto* b = r->body_as_AttachProducer();
       ALKAID_ASSIGN_OR_RAISE(out.topic, DecodeTopic(b->topic()));
-      ALKAID_ASSIGN_OR_RAISE(out.payload_kind,
-                             DecodePayloadKind(b->payload_kind(), "AttachProducer"));
+      ALKAID_ASSIGN_OR_RAISE(out.kind, DecodeTopicKind(b->payload_kind(), "AttachProducer"));
       ALKAID_ASSIGN_OR_RAISE(out.ring,
                              GetString(b->ring(), "ring name", kMaxSegmentNameLength, false));
       ALKAID_ASSIGN_OR_RAISE(out.bodies,
@@ -484,10 +482,9 @@ Result<Request> DecodeRequest(std::span<const uint8_t> bytes) {
       const auto* b = r->body_as_AttachConsumer();
       ALKAID_ASSIGN_OR_RAISE(out.topic, DecodeTopic(b->topic()));
       out.from_oldest = b->from_oldest();
-      ALKAID_ASSIGN_OR_RAISE(out.payload_kind,
-                             DecodePayloadKind(b->payload_kind(), "AttachConsumer"));
+      ALKAID_ASSIGN_OR_RAISE(out.kind, DecodeTopicKind(b->payload_kind(), "AttachConsumer"));
       out.wait_for_topic = b->wait_for_topic();
-      out.any_payload_kind = b->any_payload_kind();
+      out.any_kind = b->any_payload_kind();
       break;
     }
     case fb::RequestBody::Detach: {

@@ -25,20 +25,20 @@ inline constexpr std::size_t kMaxTopicNameLength = 128;
 inline constexpr std::size_t kMaxSchemaBytes = 1 << 20;
 
 /// What each message body of a topic is.
-enum class PayloadKind : uint8_t {
+enum class TopicKind : uint8_t {
   kRecordBatch = 0,  ///< an Arrow-format record batch (IPC Message + body)
   kUnsafeRow = 1,    ///< an UnsafeRow row batch (docs/UNSAFE_ROW.md)
 };
 
 /// "record-batch" or "unsafe-row".
-const char* PayloadKindName(PayloadKind kind);
+const char* TopicKindName(TopicKind kind);
 enum class Policy : uint8_t { kBlockProducer = 0, kDropOldest = 1 };
 enum class Role : uint8_t { kProducer = 0, kConsumer = 1 };
 
 struct TopicConfig {
   std::string name;
   std::vector<uint8_t> schema;  ///< framed IPC Schema message + end-of-stream
-  PayloadKind payload_kind = PayloadKind::kRecordBatch;
+  TopicKind kind = TopicKind::kRecordBatch;
   uint32_t ring_slots = 0;
   uint64_t segment_bytes = 0;
   Policy policy = Policy::kBlockProducer;
@@ -59,10 +59,10 @@ enum class RequestType : uint8_t {
 const char* RequestTypeName(RequestType type);
 
 /// One request. Which fields matter depends on `type`:
-/// kCreateTopic: config; kAttachProducer: topic, payload_kind, and ring +
+/// kCreateTopic: config; kAttachProducer: topic, kind, and ring +
 /// bodies when re-registering existing segments; kProducerReady: target_id;
-/// kAttachConsumer: topic, from_oldest, payload_kind, wait_for_topic,
-/// any_payload_kind; kDetach: role, target_id; kProducerStats: target_id,
+/// kAttachConsumer: topic, from_oldest, kind, wait_for_topic,
+/// any_kind; kDetach: role, target_id; kProducerStats: target_id,
 /// published, depth, drops, held.
 struct Request {
   RequestType type = RequestType::kListTopics;
@@ -70,12 +70,12 @@ struct Request {
   TopicConfig config;
   std::string topic;
   bool from_oldest = false;
-  PayloadKind payload_kind = PayloadKind::kRecordBatch;
+  TopicKind kind = TopicKind::kRecordBatch;
   /// kAttachConsumer: wait for a topic that does not exist yet (the reply
   /// is `pending`, a kTopicCreated event follows) instead of KeyError.
   bool wait_for_topic = false;
-  /// kAttachConsumer: accept the topic's payload kind, whichever it is.
-  bool any_payload_kind = false;
+  /// kAttachConsumer: accept the topic's topic kind, whichever it is.
+  bool any_kind = false;
   std::string ring;    ///< kAttachProducer re-registration: the existing ring
   std::string bodies;  ///< kAttachProducer re-registration: the existing bodies
   Role role = Role::kProducer;

@@ -40,14 +40,14 @@ Result<std::optional<std::vector<uint8_t>>> FrameAssembler::Next() {
   return std::optional<std::vector<uint8_t>>(std::move(frame));
 }
 
-std::vector<uint8_t> Frame(std::span<const uint8_t> payload) {
-  std::vector<uint8_t> out(4 + payload.size());
-  const auto n = static_cast<uint32_t>(payload.size());
+std::vector<uint8_t> Frame(std::span<const uint8_t> message) {
+  std::vector<uint8_t> out(4 + message.size());
+  const auto n = static_cast<uint32_t>(message.size());
   out[0] = static_cast<uint8_t>(n);
   out[1] = static_cast<uint8_t>(n >> 8);
   out[2] = static_cast<uint8_t>(n >> 16);
   out[3] = static_cast<uint8_t>(n >> 24);
-  if (!payload.empty()) std::memcpy(out.data() + 4, payload.data(), payload.size());
+  if (!message.empty()) std::memcpy(out.data() + 4, message.data(), message.size());
   return out;
 }
 

@@ -27,9 +27,10 @@ class FrameAssembler {
   /// Appends bytes as they arrived.
   void Append(std::span<const uint8_t> bytes);
 
-  /// The next complete frame's payload (moved out), nullopt if incomplete,
-  /// Invalid if the announced length is 0 or exceeds the maximum (the
-  /// stream cannot be resynchronised: close the connection).
+  /// The next complete frame's message (moved out, without its length
+  /// prefix), nullopt if incomplete, Invalid if the announced length is 0
+  /// or exceeds the maximum (the stream cannot be resynchronised: close the
+  /// connection).
   Result<std::optional<std::vector<uint8_t>>> Next();
 
   /// Bytes buffered and not yet returned.
@@ -41,8 +42,8 @@ class FrameAssembler {
   std::size_t start_ = 0;
 };
 
-/// Prepends the length prefix to `payload`.
-std::vector<uint8_t> Frame(std::span<const uint8_t> payload);
+/// Prepends the length prefix to `message`.
+std::vector<uint8_t> Frame(std::span<const uint8_t> message);
 
 /// Writes all of `bytes` to blocking or non-blocking socket `fd` (waiting
 /// with poll for room), without SIGPIPE. IOError on failure.

@@ -280,7 +280,7 @@ class Service final : public grpc::Service {
     client::ConsumerOptions options;
     options.socket_path = socket_;
     options.from_oldest = ticket.from_oldest;
-    options.payload_kind = std::nullopt;
+    options.kind = std::nullopt;
     // A topic that does not exist yet is waited for, as `alkaid subscribe`
     // does: the broker makes this consumer one of the topic's when it is
     // created, so it gets every batch from the first. The wait is taken in

@@ -19,9 +19,9 @@ __all__ = ["Broker", "topics", "TopicInfo"]
 
 class TopicInfo(dict):
     """One topic as the broker reports it (what ``alkaid topics`` prints): a
-    dict with the keys name, schema (an :class:`alkaid.Schema`),
-    payload_kind, ring_slots, segment_bytes, policy, producers, consumers,
-    published, depth, drops and held (bodies the consumers still hold), also
+    dict with the keys name, schema (an :class:`alkaid.Schema`), kind
+    ("record-batch" or "unsafe-row"; also under the key payload_kind),
+    ring_slots, segment_bytes, policy, producers, consumers, published, depth, drops and held (bodies the consumers still hold), also
     readable as attributes."""
 
     def __getattr__(self, key: str) -> object:

@@ -35,7 +35,9 @@ nb::list ListTopics(const std::optional<std::string>& socket) {
     nb::dict d;
     d["name"] = t.name;
     d["schema"] = PySchema{t.schema};
-    d["payload_kind"] = client::PayloadKindName(t.payload_kind);
+    d["kind"] = client::TopicKindName(t.kind);
+    d["payload_kind"] =
+        client::TopicKindName(t.kind);  // the same, under the key scripts read before
     d["ring_slots"] = t.ring_slots;
     d["segment_bytes"] = t.segment_bytes;
     d["policy"] = t.policy == shm::SlowConsumerPolicy::kDropOldest ? "drop-oldest" : "block";

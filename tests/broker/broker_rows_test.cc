@@ -1,6 +1,7 @@
 // Unsafe-row topics and column subsets through a real alkaid-broker: row
-// batches published by another process and received zero-copy, payload
-// kinds checked at attach, `alkaid publish --unsafe-row` / `alkaid
+// batches published by another process and received zero-copy, topic
+// kinds checked at attach (and, for what a producer can call, at compile
+// time), `alkaid publish --unsafe-row` / `alkaid
 // subscribe` (started before the topic exists), `--columns`.
 
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <span>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -16,6 +18,8 @@
 #include "alkaid/client/broker_client.h"
 #include "alkaid/client/consumer.h"
 #include "alkaid/client/producer.h"
+#include "alkaid/client/row_consumer.h"
+#include "alkaid/client/row_producer.h"
 #include "alkaid/format/array.h"
 #include "alkaid/format/builder_binary.h"
 #include "alkaid/format/builder_primitive.h"
@@ -33,8 +37,10 @@ namespace {
 
 using client::BrokerClient;
 using client::Consumer;
-using client::PayloadKind;
 using client::Producer;
+using client::RowConsumer;
+using client::RowProducer;
+using client::TopicKind;
 using testing::BrokerProcess;
 using testing::ReadFile;
 using testing::ShmNames;
@@ -77,14 +83,12 @@ client::ProducerOptions RowProducerOn(const BrokerProcess& broker) {
   options.socket_path = broker.socket();
   options.topic.segment_bytes = 4 << 20;
   options.topic.ring_slots = 16;
-  options.topic.payload_kind = PayloadKind::kUnsafeRow;
   return options;
 }
 
 client::ConsumerOptions RowConsumerOn(const BrokerProcess& broker) {
   client::ConsumerOptions options;
   options.socket_path = broker.socket();
-  options.payload_kind = PayloadKind::kUnsafeRow;
   return options;
 }
 
@@ -102,6 +106,31 @@ bool InShm(const void* address, const std::string& prefix) {
   return false;
 }
 
+// Each producer type has only the calls that fit its topic's kind: what used
+// to be refused at run time (Invalid) does not compile.
+template <typename P>
+concept CanPublishRows = requires(P& producer, const format::RecordBatch& batch) {
+  producer.PublishRows(batch);
+  producer.PublishRowBatch(std::span<const uint8_t>());
+};
+template <typename P>
+concept CanPublishBatches = requires(P& producer, const format::RecordBatch& batch,
+                                     client::ShmBatchPool* pool) {
+  producer.Publish(batch, pool);
+  producer.PublishCopy(batch);
+  producer.NewBatchPool(uint64_t{1});
+};
+template <typename C>
+concept CanReceiveRows = requires(C& consumer) {
+  consumer.NextRows(std::chrono::nanoseconds(0));
+  consumer.TryNextRows();
+};
+// The same for consumers (a Consumer still reads a row topic as record
+// batches if its options allow it, docs/CLIENT.md).
+static_assert(CanPublishBatches<Producer> && !CanPublishRows<Producer>);
+static_assert(CanPublishRows<RowProducer> && !CanPublishBatches<RowProducer>);
+static_assert(CanReceiveRows<RowConsumer> && !CanReceiveRows<Consumer>);
+
 // A forked producer publishes 40 row batches (some through PublishRowBatch
 // with rows it encoded itself); this process receives each as a view of
 // the shared block and decodes it to exactly the source batch.
@@ -110,17 +139,17 @@ TEST(BrokerRowsTest, RowBatchesFromAnotherProcessRoundTrip) {
   ASSERT_TRUE(broker.Start());
   ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
   client::TopicOptions topic_options;
-  topic_options.payload_kind = PayloadKind::kUnsafeRow;
+  topic_options.kind = TopicKind::kUnsafeRow;
   topic_options.ring_slots = 16;
   ASSERT_OK_AND_ASSIGN(bool created, admin->CreateTopic("rows", RowSchema(), topic_options));
   EXPECT_TRUE(created);
-  ASSERT_OK_AND_ASSIGN(auto consumer, Consumer::Open("rows", RowConsumerOn(broker)));
-  EXPECT_EQ(consumer->payload_kind(), PayloadKind::kUnsafeRow);
+  // A RowConsumer: it attaches only to a row topic.
+  ASSERT_OK_AND_ASSIGN(auto consumer, RowConsumer::Open("rows", RowConsumerOn(broker)));
 
   constexpr int kBatches = 40;
   const pid_t child = testing::ForkTestChild();
   if (child == 0) {
-    auto producer = Producer::Open("rows", RowSchema(), RowProducerOn(broker));
+    auto producer = RowProducer::Open("rows", RowSchema(), RowProducerOn(broker));
     if (!producer.ok()) ::_exit(1);
     for (int b = 0; b < kBatches; ++b) {
       auto batch = MakeRows(b * 100, 1 + b * 7);
@@ -136,9 +165,7 @@ TEST(BrokerRowsTest, RowBatchesFromAnotherProcessRoundTrip) {
       }
       if (!st.ok()) ::_exit(4);
     }
-    // Record-batch calls on a row producer are refused.
-    auto batch = MakeRows(0, 1);
-    if ((*producer)->PublishCopy(**batch).code() != StatusCode::kInvalid) ::_exit(5);
+    // (A row producer has no record-batch calls: the static_asserts above.)
     ::_exit((*producer)->Close().ok() ? 0 : 6);
   }
   std::vector<client::ReceivedRows> held;
@@ -182,8 +209,9 @@ TEST(BrokerRowsTest, RowBatchesFromAnotherProcessRoundTrip) {
 TEST(BrokerRowsTest, PublishRowsEncodesInPlace) {
   BrokerProcess broker;
   ASSERT_TRUE(broker.Start());
-  ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("rows", RowSchema(), RowProducerOn(broker)));
-  ASSERT_OK_AND_ASSIGN(auto consumer, Consumer::Open("rows", RowConsumerOn(broker)));
+  ASSERT_OK_AND_ASSIGN(auto producer,
+                       RowProducer::Open("rows", RowSchema(), RowProducerOn(broker)));
+  ASSERT_OK_AND_ASSIGN(auto consumer, RowConsumer::Open("rows", RowConsumerOn(broker)));
   ASSERT_TRUE(WaitForConsumers(broker.socket(), "rows", 1));
 
   ASSERT_OK_AND_ASSIGN(auto first, MakeRows(0, 257));
@@ -225,10 +253,11 @@ TEST(BrokerRowsTest, PublishRowsEncodesInPlace) {
   ASSERT_OK(consumer->Close());
 }
 
-TEST(BrokerRowsTest, PayloadKindMismatchIsRefused) {
+TEST(BrokerRowsTest, TopicKindMismatchIsRefused) {
   BrokerProcess broker;
   ASSERT_TRUE(broker.Start());
-  ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("rows", RowSchema(), RowProducerOn(broker)));
+  ASSERT_OK_AND_ASSIGN(auto producer,
+                       RowProducer::Open("rows", RowSchema(), RowProducerOn(broker)));
   // A record-batch consumer or producer on a row topic, and the reverse.
   client::ConsumerOptions plain;
   plain.socket_path = broker.socket();
@@ -244,15 +273,16 @@ TEST(BrokerRowsTest, PayloadKindMismatchIsRefused) {
   ASSERT_RAISES_WITH_MESSAGE(kInvalid,
                              "carries record-batch payloads; this consumer expects "
                              "unsafe-row",
-                             Consumer::Open("plain", RowConsumerOn(broker)));
-  ASSERT_OK_AND_ASSIGN(auto batch, MakeRows(0, 3));
+                             RowConsumer::Open("plain", RowConsumerOn(broker)));
+  // A record-batch producer cannot publish rows (the static_asserts above); a
+  // row producer on its topic is refused.
   ASSERT_RAISES_WITH_MESSAGE(kInvalid, "carries record-batch payloads, not unsafe-row",
-                             batches->PublishRows(*batch));
+                             RowProducer::Open("plain", RowSchema(), RowProducerOn(broker)));
   // Types rows cannot carry are refused when the row topic is made.
   auto unsigned_schema = format::schema({format::field("u", format::uint32())});
   ASSERT_RAISES_WITH_MESSAGE(kTypeError, "'u'",
-                             Producer::Open("u", unsigned_schema, RowProducerOn(broker)));
-  // `alkaid topics` shows the payload kind.
+                             RowProducer::Open("u", unsigned_schema, RowProducerOn(broker)));
+  // `alkaid topics` shows the topic kind.
   const std::string out = "/tmp/alkaid-test-" + broker.name() + ".topics";
   const pid_t topics =
       testing::Spawn({ALKAID_TOOL_BIN, "topics", "--socket", broker.socket()}, out);
@@ -318,7 +348,7 @@ TEST(BrokerRowsTest, ToolSubscribesToARowTopicBeforeItExists) {
   }
   ASSERT_TRUE(waiting) << "the two subscribers never waited for 'late'";
   client::TopicOptions topic_options;
-  topic_options.payload_kind = PayloadKind::kUnsafeRow;
+  topic_options.kind = TopicKind::kUnsafeRow;
   ASSERT_OK(admin->CreateTopic("late", RowSchema(), topic_options).status());
   ASSERT_TRUE(WaitForConsumers(broker.socket(), "late", 2));
   const pid_t pub = testing::Spawn({ALKAID_TOOL_BIN, "publish", "late", dir + "/in.stream",

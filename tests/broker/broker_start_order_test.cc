@@ -25,6 +25,7 @@
 #include "alkaid/client/broker_client.h"
 #include "alkaid/client/consumer.h"
 #include "alkaid/client/producer.h"
+#include "alkaid/client/row_consumer.h"
 #include "alkaid/format/array.h"
 #include "alkaid/format/builder_binary.h"
 #include "alkaid/format/builder_primitive.h"
@@ -464,9 +465,9 @@ TEST_F(StartOrderTest, TruncatedStdinEndsTheTopicAfterTheCompleteBatches) {
 }
 
 // Open gives up after wait_for_topic, naming the topic, and the broker
-// forgets the waiting consumer; a consumer expecting another payload kind
+// forgets the waiting consumer; a consumer expecting another topic kind
 // is refused once the topic is created.
-TEST_F(StartOrderTest, WaitingEndsWithTimedOutOrAPayloadKindMismatch) {
+TEST_F(StartOrderTest, WaitingEndsWithTimedOutOrATopicKindMismatch) {
   client::ConsumerOptions brief = Waiting();
   brief.wait_for_topic = 50ms;
   ASSERT_RAISES_WITH_MESSAGE(kTimedOut, "topic 'never' was not created within 50 ms",
@@ -479,11 +480,7 @@ TEST_F(StartOrderTest, WaitingEndsWithTimedOutOrAPayloadKindMismatch) {
   }));
 
   Status refused;
-  std::thread rows([&] {
-    client::ConsumerOptions options = Waiting();
-    options.payload_kind = client::PayloadKind::kUnsafeRow;
-    refused = Consumer::Open("batches", options).status();
-  });
+  std::thread rows([&] { refused = client::RowConsumer::Open("batches", Waiting()).status(); });
   ASSERT_TRUE(WaitUntil([&] { return Awaiting(broker_.socket(), "batches") == 1; }));
   client::ProducerOptions po;
   po.socket_path = broker_.socket();

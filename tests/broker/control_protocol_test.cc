@@ -1,4 +1,4 @@
-// The control protocol's new fields: payload kinds, producer
+// The control protocol's new fields: topic kinds, producer
 // re-registration, consumers waiting for a topic (encode/decode round trips
 // and refusals of bad values).
 
@@ -10,41 +10,41 @@
 namespace alkaid::broker::protocol {
 namespace {
 
-TEST(ControlProtocolTest, PayloadKindsRoundTrip) {
+TEST(ControlProtocolTest, TopicKindsRoundTrip) {
   Request create;
   create.type = RequestType::kCreateTopic;
   create.config.name = "rows";
   create.config.schema = {1, 2, 3};
-  create.config.payload_kind = PayloadKind::kUnsafeRow;
+  create.config.kind = TopicKind::kUnsafeRow;
   ASSERT_OK_AND_ASSIGN(auto decoded, DecodeRequest(EncodeRequest(create)));
-  EXPECT_EQ(decoded.config.payload_kind, PayloadKind::kUnsafeRow);
+  EXPECT_EQ(decoded.config.kind, TopicKind::kUnsafeRow);
 
   Request attach;
   attach.type = RequestType::kAttachConsumer;
   attach.topic = "rows";
-  attach.payload_kind = PayloadKind::kUnsafeRow;
+  attach.kind = TopicKind::kUnsafeRow;
   ASSERT_OK_AND_ASSIGN(decoded, DecodeRequest(EncodeRequest(attach)));
-  EXPECT_EQ(decoded.payload_kind, PayloadKind::kUnsafeRow);
-  attach.payload_kind = PayloadKind::kRecordBatch;
+  EXPECT_EQ(decoded.kind, TopicKind::kUnsafeRow);
+  attach.kind = TopicKind::kRecordBatch;
   ASSERT_OK_AND_ASSIGN(decoded, DecodeRequest(EncodeRequest(attach)));
-  EXPECT_EQ(decoded.payload_kind, PayloadKind::kRecordBatch);
+  EXPECT_EQ(decoded.kind, TopicKind::kRecordBatch);
 
-  EXPECT_STREQ(PayloadKindName(PayloadKind::kRecordBatch), "record-batch");
-  EXPECT_STREQ(PayloadKindName(PayloadKind::kUnsafeRow), "unsafe-row");
+  EXPECT_STREQ(TopicKindName(TopicKind::kRecordBatch), "record-batch");
+  EXPECT_STREQ(TopicKindName(TopicKind::kUnsafeRow), "unsafe-row");
 }
 
-TEST(ControlProtocolTest, UnknownPayloadKindsAreRefused) {
+TEST(ControlProtocolTest, UnknownTopicKindsAreRefused) {
   Request attach;
   attach.type = RequestType::kAttachProducer;
   attach.topic = "t";
-  attach.payload_kind = static_cast<PayloadKind>(7);
+  attach.kind = static_cast<TopicKind>(7);
   ASSERT_RAISES_WITH_MESSAGE(kInvalid, "AttachProducer: unknown payload kind 7",
                              DecodeRequest(EncodeRequest(attach)));
   Request create;
   create.type = RequestType::kCreateTopic;
   create.config.name = "t";
   create.config.schema = {1};
-  create.config.payload_kind = static_cast<PayloadKind>(200);
+  create.config.kind = static_cast<TopicKind>(200);
   ASSERT_RAISES_WITH_MESSAGE(kInvalid, "topic 't': unknown payload kind 200",
                              DecodeRequest(EncodeRequest(create)));
 }
@@ -83,12 +83,12 @@ TEST(ControlProtocolTest, WaitingForATopic) {
   attach.topic = "later";
   ASSERT_OK_AND_ASSIGN(auto decoded, DecodeRequest(EncodeRequest(attach)));
   EXPECT_FALSE(decoded.wait_for_topic);
-  EXPECT_FALSE(decoded.any_payload_kind);
+  EXPECT_FALSE(decoded.any_kind);
   attach.wait_for_topic = true;
-  attach.any_payload_kind = true;
+  attach.any_kind = true;
   ASSERT_OK_AND_ASSIGN(decoded, DecodeRequest(EncodeRequest(attach)));
   EXPECT_TRUE(decoded.wait_for_topic);
-  EXPECT_TRUE(decoded.any_payload_kind);
+  EXPECT_TRUE(decoded.any_kind);
 
   ServerMessage pending;
   pending.reply.type = ReplyType::kAttachConsumer;
@@ -112,13 +112,13 @@ TEST(ControlProtocolTest, WaitingForATopic) {
   created.event.consumer_id = 7;
   created.event.config.name = "later";
   created.event.config.schema = {1, 2};
-  created.event.config.payload_kind = PayloadKind::kUnsafeRow;
+  created.event.config.kind = TopicKind::kUnsafeRow;
   ASSERT_OK_AND_ASSIGN(message, DecodeServerMessage(EncodeServerMessage(created)));
   ASSERT_TRUE(message.is_event);
   EXPECT_EQ(message.event.type, EventType::kTopicCreated);
   EXPECT_EQ(message.event.consumer_id, 7u);
   EXPECT_EQ(message.event.config.schema, (std::vector<uint8_t>{1, 2}));
-  EXPECT_EQ(message.event.config.payload_kind, PayloadKind::kUnsafeRow);
+  EXPECT_EQ(message.event.config.kind, TopicKind::kUnsafeRow);
   created.event.config.name = "other";
   ASSERT_RAISES_WITH_MESSAGE(kInvalid, "TopicCreated for 'later' carries the config of 'other'",
                              DecodeServerMessage(EncodeServerMessage(created)));

@@ -23,7 +23,7 @@
 #include "alkaid/format/ipc/io.h"
 #include "alkaid/format/ipc/reader.h"
 #include "alkaid/format/ipc/writer.h"
-#include "batch_descriptor_internal.h"
+#include "batch_layout_internal.h"
 #include "client_test_util.h"
 
 namespace alkaid::client {

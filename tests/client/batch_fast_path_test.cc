@@ -18,7 +18,7 @@
 #include "alkaid/format/builder_binary.h"
 #include "alkaid/format/builder_primitive.h"
 #include "alkaid/format/validate.h"
-#include "batch_descriptor_internal.h"
+#include "batch_layout_internal.h"
 #include "client_test_util.h"
 
 namespace alkaid::client {

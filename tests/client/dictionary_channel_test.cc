@@ -16,7 +16,7 @@
 #include "alkaid/client/batch_publisher.h"
 #include "alkaid/client/batch_subscriber.h"
 #include "alkaid/format/array.h"
-#include "batch_descriptor_internal.h"
+#include "batch_layout_internal.h"
 #include "client_test_util.h"
 #include "dictionary_script.h"
 

@@ -1,6 +1,6 @@
 // Fault injection on the control socket: a real alkaid-broker process is
 // sent random bytes, an oversized or zero length prefix, truncated frames
-// and well-framed payloads that are hostile flatbuffers. The replies are
+// and well-framed messages that are hostile flatbuffers. The replies are
 // decoded: a bad frame gets an Invalid reply and a closed connection
 // (docs/BROKER.md, "Untrusted input"); a frame cut short by end-of-stream
 // gets at most that; a mutated real request may decode as a request and get

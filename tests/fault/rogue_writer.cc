@@ -15,7 +15,7 @@
 #include <string_view>
 
 #include "alkaid/shm/segment.h"
-#include "batch_descriptor_internal.h"
+#include "batch_layout_internal.h"
 #include "channel_layout_internal.h"
 
 namespace {

@@ -51,3 +51,11 @@ def test_table_and_reader_publish_every_batch(broker):
         assert pa.Table.from_batches([b.to_pyarrow() for b in got[:4]]).equals(table)
         stats = producer.stats()
         assert stats["published"] == 8 and stats["arrow_copied"] == 8
+
+
+def test_topics_name_the_kind_under_both_keys(broker):
+    schema = pa.schema([("x", pa.int64())])
+    with alkaid.Producer("kinds", schema, socket=broker.socket):
+        (info,) = [t for t in alkaid.topics(broker.socket) if t.name == "kinds"]
+        assert info.kind == "record-batch"
+        assert info["payload_kind"] == info.kind

@@ -1,6 +1,7 @@
 // alkaid topics / publish / subscribe: the broker from the command line.
-// Row topics: `publish --unsafe-row` encodes each batch as UnsafeRows;
-// `subscribe` converts received rows to record batches (Consumer::Next).
+// Row topics: `publish --unsafe-row` encodes each batch as UnsafeRows
+// (RowProducer); `subscribe` converts received rows to record batches
+// (Consumer::Next).
 
 #include <algorithm>
 #include <cmath>
@@ -10,6 +11,7 @@
 #include "alkaid/client/broker_client.h"
 #include "alkaid/client/consumer.h"
 #include "alkaid/client/producer.h"
+#include "alkaid/client/row_producer.h"
 #include "alkaid/format/ipc/io.h"
 #include "alkaid/format/ipc/writer.h"
 #include "batch_source.h"
@@ -38,7 +40,7 @@ int RunTopics(const BrokerToolOptions& options) {
               << t.ring_slots << "  " << std::left << std::setw(15)
               << (t.policy == shm::SlowConsumerPolicy::kDropOldest ? "drop-oldest"
                                                                    : "block-producer")
-              << client::PayloadKindName(t.payload_kind) << "\n";
+              << client::TopicKindName(t.kind) << "\n";
   }
   // Topics not created yet, with consumers waiting for them.
   auto awaited = (*client)->ListAwaitedTopics();
@@ -50,6 +52,39 @@ int RunTopics(const BrokerToolOptions& options) {
               << "  " << std::left << std::setw(15) << "-"
               << "(not created yet)\n";
   }
+  return kExitOk;
+}
+
+// Publishes every batch of `input` through `producer` (a Producer or a
+// RowProducer) with `publish`, then ends the stream.
+template <typename ProducerType, typename PublishFn>
+int PublishAll(BatchSource& input, ProducerType& producer, const std::string& topic,
+               PublishFn publish) {
+  // While stdin is idle, consumers that register are still accepted (and
+  // with --from-oldest get what the channel holds).
+  input.set_idle([&producer] { producer.Poll(); });
+  while (true) {
+    auto batch = input.Next();
+    if (!batch.ok()) {
+      const Status closed =
+          producer.Close();  // subscribers get what was complete, then end of stream
+      return ReportError(
+          "publish",
+          Status(batch.status().code(), batch.status().message() + "; the " +
+                                            std::to_string(input.batches_read()) +
+                                            " complete batches before it were published to '" +
+                                            topic + "', then its stream was ended" +
+                                            (closed.ok() ? "" : " (" + closed.ToString() + ")")));
+    }
+    if (*batch == nullptr) break;
+    const Status st = publish(producer, **batch);
+    if (!st.ok()) {
+      return ReportError("publish",
+                         st.WithContext("batch " + std::to_string(input.batches_read() - 1)));
+    }
+  }
+  const Status st = producer.Close();
+  if (!st.ok()) return ReportError("publish", st);
   return kExitOk;
 }
 
@@ -69,34 +104,20 @@ int RunPublish(const PublishOptions& options) {
   producer_options.socket_path = options.socket;
   producer_options.topic.segment_bytes = options.segment_bytes;
   producer_options.topic.ring_slots = options.ring_slots;
-  if (options.unsafe_row) producer_options.topic.payload_kind = client::PayloadKind::kUnsafeRow;
+  if (options.unsafe_row) {
+    auto producer = client::RowProducer::Open(options.topic, input.schema(), producer_options);
+    if (!producer.ok()) return ReportError("publish", producer.status());
+    return PublishAll(input, **producer, options.topic,
+                      [](client::RowProducer& rows, const format::RecordBatch& batch) {
+                        return rows.PublishRows(batch);
+                      });
+  }
   auto producer = client::Producer::Open(options.topic, input.schema(), producer_options);
   if (!producer.ok()) return ReportError("publish", producer.status());
-  // While stdin is idle, consumers that register are still accepted (and
-  // with --from-oldest get what the channel holds).
-  client::Producer* idle_producer = producer->get();
-  input.set_idle([idle_producer] { idle_producer->Poll(); });
-  while (true) {
-    auto batch = input.Next();
-    if (!batch.ok()) {
-      (void)(*producer)->Close();  // subscribers get what was complete, then end of stream
-      return ReportError("publish", Status(batch.status().code(),
-                                           batch.status().message() + "; the " +
-                                               std::to_string(input.batches_read()) +
-                                               " complete batches before it were published to '" +
-                                               options.topic + "', then its stream was ended"));
-    }
-    if (*batch == nullptr) break;
-    const Status st =
-        options.unsafe_row ? (*producer)->PublishRows(**batch) : (*producer)->PublishCopy(**batch);
-    if (!st.ok()) {
-      return ReportError("publish",
-                         st.WithContext("batch " + std::to_string(input.batches_read() - 1)));
-    }
-  }
-  const Status st = (*producer)->Close();
-  if (!st.ok()) return ReportError("publish", st);
-  return kExitOk;
+  return PublishAll(input, **producer, options.topic,
+                    [](client::Producer& batches, const format::RecordBatch& batch) {
+                      return batches.PublishCopy(batch);
+                    });
 }
 
 int RunSubscribe(const SubscribeOptions& options) {
@@ -116,7 +137,7 @@ int RunSubscribe(const SubscribeOptions& options) {
                                                                : client::Verification::kStructure;
   consumer_options.columns = options.columns;
   // Whatever the topic carries: rows arrive as record batches too.
-  consumer_options.payload_kind = std::nullopt;
+  consumer_options.kind = std::nullopt;
   // Waiting with the broker for a topic that does not exist yet: every
   // batch from the first one arrives, whoever starts first.
   consumer_options.wait_for_topic =

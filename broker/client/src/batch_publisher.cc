@@ -9,7 +9,7 @@
 #include "alkaid/format/ipc/dictionary_tracker.h"
 #include "alkaid/format/ipc/io.h"
 #include "alkaid/format/ipc/writer.h"
-#include "batch_descriptor_internal.h"
+#include "batch_layout_internal.h"
 
 namespace alkaid::client {
 

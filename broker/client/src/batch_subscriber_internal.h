@@ -23,7 +23,7 @@
 #include "alkaid/format/ipc/dictionary.h"
 #include "alkaid/format/ipc/options.h"
 #include "alkaid/shm/channel.h"
-#include "batch_descriptor_internal.h"
+#include "batch_layout_internal.h"
 
 namespace alkaid::client::internal {
 

@@ -6,9 +6,7 @@ namespace alkaid::client {
 
 namespace p = broker::protocol;
 
-const char* PayloadKindName(PayloadKind kind) {
-  return p::PayloadKindName(internal::ToProtocol(kind));
-}
+const char* TopicKindName(TopicKind kind) { return p::TopicKindName(internal::ToProtocol(kind)); }
 
 struct BrokerClient::Impl {
   std::unique_ptr<internal::BrokerConnection> connection;
@@ -49,9 +47,8 @@ Result<std::vector<TopicStatus>> BrokerClient::ListTopics() {
     status.policy = t.config.policy == p::Policy::kDropOldest
                         ? shm::SlowConsumerPolicy::kDropOldest
                         : shm::SlowConsumerPolicy::kBlockProducer;
-    status.payload_kind = t.config.payload_kind == p::PayloadKind::kUnsafeRow
-                              ? PayloadKind::kUnsafeRow
-                              : PayloadKind::kRecordBatch;
+    status.kind =
+        t.config.kind == p::TopicKind::kUnsafeRow ? TopicKind::kUnsafeRow : TopicKind::kRecordBatch;
     status.producers = t.producers;
     status.consumers = t.consumers;
     status.published = t.published;

@@ -143,7 +143,7 @@ p::TopicConfig MakeTopicConfig(const std::string& topic, std::vector<uint8_t> sc
   p::TopicConfig config;
   config.name = topic;
   config.schema = std::move(schema);
-  config.payload_kind = ToProtocol(options.payload_kind);
+  config.kind = ToProtocol(options.kind);
   config.ring_slots = options.ring_slots;
   config.segment_bytes = options.segment_bytes;
   config.policy = options.policy == shm::SlowConsumerPolicy::kDropOldest

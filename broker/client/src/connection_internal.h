@@ -70,14 +70,14 @@ inline constexpr auto kPidCheckInterval = std::chrono::milliseconds(200);
 inline constexpr auto kReconnectInterval = std::chrono::milliseconds(200);
 inline constexpr auto kReconnectCallTimeout = std::chrono::milliseconds(2000);
 
-inline broker::protocol::PayloadKind ToProtocol(PayloadKind kind) {
-  return kind == PayloadKind::kUnsafeRow ? broker::protocol::PayloadKind::kUnsafeRow
-                                         : broker::protocol::PayloadKind::kRecordBatch;
+inline broker::protocol::TopicKind ToProtocol(TopicKind kind) {
+  return kind == TopicKind::kUnsafeRow ? broker::protocol::TopicKind::kUnsafeRow
+                                       : broker::protocol::TopicKind::kRecordBatch;
 }
 
-inline PayloadKind FromProtocol(broker::protocol::PayloadKind kind) {
-  return kind == broker::protocol::PayloadKind::kUnsafeRow ? PayloadKind::kUnsafeRow
-                                                           : PayloadKind::kRecordBatch;
+inline TopicKind FromProtocol(broker::protocol::TopicKind kind) {
+  return kind == broker::protocol::TopicKind::kUnsafeRow ? TopicKind::kUnsafeRow
+                                                         : TopicKind::kRecordBatch;
 }
 
 /// Now plus `wait`, saturating: a wait of milliseconds::max() never ends.

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "alkaid/client/batch_subscriber.h"
+#include "alkaid/client/row_consumer.h"
 #include "alkaid/common/process.h"
 #include "alkaid/format/c_data.h"
 #include "alkaid/format/unsafe_row.h"
@@ -65,7 +66,9 @@ Result<Item> ToItem(Result<ReceivedRows> r) {
 
 }  // namespace
 
-struct Consumer::Impl {
+// Everything of a consumer but what it returns: Consumer takes record
+// batches from it (rows converted), RowConsumer row batches.
+struct internal::ConsumerImpl {
   struct Subscription {
     uint64_t producer_id = 0;  // as the current broker knows it
     uint32_t pid = 0;
@@ -103,7 +106,7 @@ struct Consumer::Impl {
   format::SchemaPtr topic_schema;
   format::SchemaPtr schema;  // of what Next returns
   std::vector<int> columns;  // projection; empty: all
-  PayloadKind kind = PayloadKind::kRecordBatch;
+  TopicKind kind = TopicKind::kRecordBatch;
   p::TopicConfig config;  // as the broker had it, for re-subscription
   ConsumerOptions options;
   std::unique_ptr<internal::BrokerConnection> connection;
@@ -147,7 +150,7 @@ struct Consumer::Impl {
     // already attached (ProducerOptions::wait_for_consumers) instead.
     const bool from_oldest = options.from_oldest && !attached;
     Status st;
-    if (kind == PayloadKind::kUnsafeRow) {
+    if (kind == TopicKind::kUnsafeRow) {
       shm::ChannelConsumerOptions channel_options;
       channel_options.wait_mode = options.wait_mode;
       channel_options.from_oldest = from_oldest;
@@ -188,7 +191,7 @@ struct Consumer::Impl {
   }
 
   // Before the first attach completed (Open), the request may wait for the
-  // topic and take any payload kind, as the options say; a re-subscription
+  // topic and take any topic kind, as the options say; a re-subscription
   // names the topic's kind.
   Status Attach(internal::BrokerConnection* conn, std::chrono::milliseconds timeout,
                 p::Reply* reply) {
@@ -196,10 +199,10 @@ struct Consumer::Impl {
     attach.type = p::RequestType::kAttachConsumer;
     attach.topic = topic;
     attach.from_oldest = options.from_oldest;
-    attach.payload_kind = internal::ToProtocol(kind);
+    attach.kind = internal::ToProtocol(kind);
     if (!attached) {
       attach.wait_for_topic = options.wait_for_topic.count() > 0;
-      attach.any_payload_kind = !options.payload_kind.has_value();
+      attach.any_kind = !options.kind.has_value();
     }
     ALKAID_ASSIGN_OR_RAISE(*reply, conn->Call(std::move(attach), timeout));
     return Status::OK();
@@ -227,7 +230,7 @@ struct Consumer::Impl {
         p::Reply again;
         const Status st = Attach(connected->get(), kReconnectCallTimeout, &again);
         if (st.IsIOError() || st.IsTimedOut()) continue;  // not serving yet
-        ALKAID_RETURN_NOT_OK(st);  // e.g. the topic exists now, with another payload kind
+        ALKAID_RETURN_NOT_OK(st);  // e.g. the topic exists now, with another topic kind
         connection = std::move(*connected);
         *reply = std::move(again);
         if (!reply->pending) return Status::OK();
@@ -433,18 +436,21 @@ struct Consumer::Impl {
   }
 };
 
-Consumer::Consumer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+namespace {
 
-Consumer::~Consumer() { (void)Close(); }
-
-Result<std::unique_ptr<Consumer>> Consumer::Open(const std::string& topic,
-                                                 const ConsumerOptions& options) {
+// Consumer::Open and RowConsumer::Open: a consumer that expects `kind`
+// (std::nullopt: any).
+Result<std::unique_ptr<internal::ConsumerImpl>> OpenConsumer(const std::string& topic,
+                                                             const ConsumerOptions& given,
+                                                             std::optional<TopicKind> kind) {
   ALKAID_RETURN_NOT_OK(p::ValidateTopicName(topic));
-  auto impl = std::make_unique<Impl>();
+  ConsumerOptions options = given;
+  options.kind = kind;
+  auto impl = std::make_unique<internal::ConsumerImpl>();
   impl->topic = topic;
   impl->options = options;
   impl->exports = std::make_shared<internal::ExportCounter>(options.max_exported_batches);
-  impl->kind = options.payload_kind.value_or(PayloadKind::kRecordBatch);
+  impl->kind = options.kind.value_or(TopicKind::kRecordBatch);
   const auto topic_deadline = internal::DeadlineAfter(options.wait_for_topic);
   ALKAID_ASSIGN_OR_RAISE(impl->connection,
                          internal::BrokerConnection::Connect(options.socket_path));
@@ -453,11 +459,10 @@ Result<std::unique_ptr<Consumer>> Consumer::Open(const std::string& topic,
   if (reply.pending) ALKAID_RETURN_NOT_OK(impl->AwaitTopic(topic_deadline, &reply));
   // The broker refuses another kind at attach, but a topic we waited for is
   // announced whatever its kind.
-  const PayloadKind topic_kind = internal::FromProtocol(reply.config.payload_kind);
-  if (options.payload_kind.has_value() && *options.payload_kind != topic_kind) {
-    return Status::Invalid("topic '", topic, "' carries ", PayloadKindName(topic_kind),
-                           " payloads; this consumer expects ",
-                           PayloadKindName(*options.payload_kind));
+  const TopicKind topic_kind = internal::FromProtocol(reply.config.kind);
+  if (options.kind.has_value() && *options.kind != topic_kind) {
+    return Status::Invalid("topic '", topic, "' carries ", TopicKindName(topic_kind),
+                           " payloads; this consumer expects ", TopicKindName(*options.kind));
   }
   impl->kind = topic_kind;
   impl->consumer_id = reply.attached_id;
@@ -469,7 +474,7 @@ Result<std::unique_ptr<Consumer>> Consumer::Open(const std::string& topic,
   impl->topic_schema = *schema;
   // What Next returns: rows decode to RowOutputSchema (no dictionaries).
   format::SchemaPtr full = impl->topic_schema;
-  if (impl->kind == PayloadKind::kUnsafeRow) {
+  if (impl->kind == TopicKind::kUnsafeRow) {
     ALKAID_ASSIGN_OR_RAISE(full, format::RowOutputSchema(*impl->topic_schema));
   }
   impl->schema = full;
@@ -494,14 +499,52 @@ Result<std::unique_ptr<Consumer>> Consumer::Open(const std::string& topic,
   }
   for (const auto& producer : reply.producers) impl->Subscribe(producer);
   impl->attached = true;
+  return impl;
+}
+
+Status CloseConsumer(internal::ConsumerImpl& impl) {
+  if (impl.closed) return Status::OK();
+  impl.closed = true;
+  impl.subs.clear();  // each ChannelConsumer closes its registration
+  if (impl.connection && !impl.connection->lost()) {
+    p::Request detach;
+    detach.type = p::RequestType::kDetach;
+    detach.role = p::Role::kConsumer;
+    detach.target_id = impl.consumer_id;
+    Status st = impl.connection->Call(std::move(detach), std::chrono::seconds(2)).status();
+    if (!st.ok() && st.code() != StatusCode::kIOError) return st;
+  }
+  return Status::OK();
+}
+
+ConsumerStats StatsOf(const internal::ConsumerImpl& impl) {
+  ConsumerStats s;
+  s.lost = impl.lost;
+  s.reregistrations = impl.reregistrations;
+  const internal::ExportCounter& e = *impl.exports;
+  s.exported_held = e.held.load(std::memory_order_relaxed);
+  s.exported_total = e.total.load(std::memory_order_relaxed);
+  s.exports_refused = e.refused.load(std::memory_order_relaxed);
+  return s;
+}
+
+}  // namespace
+
+Consumer::Consumer(std::unique_ptr<internal::ConsumerImpl> impl) : impl_(std::move(impl)) {}
+
+Consumer::~Consumer() { (void)Close(); }
+
+Result<std::unique_ptr<Consumer>> Consumer::Open(const std::string& topic,
+                                                 const ConsumerOptions& options) {
+  ALKAID_ASSIGN_OR_RAISE(auto impl, OpenConsumer(topic, options, options.kind));
   return std::unique_ptr<Consumer>(new Consumer(std::move(impl)));
 }
 
 Status Consumer::NextInto(BatchView* view, std::chrono::nanoseconds timeout) {
   if (view == nullptr) return Status::Invalid("Consumer::NextInto: null view");
-  if (impl_->kind != PayloadKind::kRecordBatch) {
+  if (impl_->kind != TopicKind::kRecordBatch) {
     return Status::Invalid("Consumer::NextInto: topic '", impl_->topic,
-                           "' carries unsafe-row payloads (NextRows)");
+                           "' carries unsafe-row payloads (RowConsumer::NextRows reads them)");
   }
   if (!impl_->columns.empty()) {
     return Status::Invalid("Consumer::NextInto: a column subset is given (Next projects it)");
@@ -524,59 +567,17 @@ Result<format::RecordBatchPtr> Consumer::Next(std::chrono::nanoseconds timeout) 
   return impl_->ToBatch(std::move(item));
 }
 
-Result<ReceivedRows> Consumer::NextRows(std::chrono::nanoseconds timeout) {
-  if (impl_->kind != PayloadKind::kUnsafeRow) {
-    return Status::Invalid("NextRows: topic '", impl_->topic, "' carries ",
-                           PayloadKindName(impl_->kind), " payloads");
-  }
-  ALKAID_ASSIGN_OR_RAISE(auto item, impl_->NextItem(timeout));
-  return std::move(item.rows);
-}
-
-Result<ReceivedRows> Consumer::TryNextRows() {
-  if (impl_->kind != PayloadKind::kUnsafeRow) {
-    return Status::Invalid("TryNextRows: topic '", impl_->topic, "' carries ",
-                           PayloadKindName(impl_->kind), " payloads");
-  }
-  if (impl_->closed) return Status::Invalid("consumer of '", impl_->topic, "' is closed");
-  ALKAID_ASSIGN_OR_RAISE(auto item, impl_->PollOnce());
-  return std::move(item.rows);
-}
-
-Status Consumer::Close() {
-  Impl& d = *impl_;
-  if (d.closed) return Status::OK();
-  d.closed = true;
-  d.subs.clear();  // each ChannelConsumer closes its registration
-  if (d.connection && !d.connection->lost()) {
-    p::Request detach;
-    detach.type = p::RequestType::kDetach;
-    detach.role = p::Role::kConsumer;
-    detach.target_id = d.consumer_id;
-    Status st = d.connection->Call(std::move(detach), std::chrono::seconds(2)).status();
-    if (!st.ok() && st.code() != StatusCode::kIOError) return st;
-  }
-  return Status::OK();
-}
+Status Consumer::Close() { return CloseConsumer(*impl_); }
 
 const std::string& Consumer::topic() const { return impl_->topic; }
 const format::SchemaPtr& Consumer::schema() const { return impl_->schema; }
 const format::SchemaPtr& Consumer::topic_schema() const { return impl_->topic_schema; }
-PayloadKind Consumer::payload_kind() const { return impl_->kind; }
+TopicKind Consumer::kind() const { return impl_->kind; }
 uint64_t Consumer::reregistrations() const { return impl_->reregistrations; }
 std::size_t Consumer::producer_count() const { return impl_->subs.size(); }
 uint64_t Consumer::lost() const { return impl_->lost; }
 
-ConsumerStats Consumer::stats() const {
-  ConsumerStats s;
-  s.lost = impl_->lost;
-  s.reregistrations = impl_->reregistrations;
-  const internal::ExportCounter& e = *impl_->exports;
-  s.exported_held = e.held.load(std::memory_order_relaxed);
-  s.exported_total = e.total.load(std::memory_order_relaxed);
-  s.exports_refused = e.refused.load(std::memory_order_relaxed);
-  return s;
-}
+ConsumerStats Consumer::stats() const { return StatsOf(*impl_); }
 
 Status Consumer::ExportBatch(const format::RecordBatch& batch, ArrowArray* out,
                              ArrowSchema* out_schema) {
@@ -691,5 +692,37 @@ Status Consumer::ExportStream(std::unique_ptr<Consumer> consumer, ArrowArrayStre
   auto exports = raw->impl_->exports;
   return MakeConsumerStream(raw, std::move(consumer), std::move(exports), options, out);
 }
+
+// ---- RowConsumer -----------------------------------------------------------------
+
+RowConsumer::RowConsumer(std::unique_ptr<internal::ConsumerImpl> impl) : impl_(std::move(impl)) {}
+
+RowConsumer::~RowConsumer() { (void)Close(); }
+
+Result<std::unique_ptr<RowConsumer>> RowConsumer::Open(const std::string& topic,
+                                                       const ConsumerOptions& options) {
+  ALKAID_ASSIGN_OR_RAISE(auto impl, OpenConsumer(topic, options, TopicKind::kUnsafeRow));
+  return std::unique_ptr<RowConsumer>(new RowConsumer(std::move(impl)));
+}
+
+Result<ReceivedRows> RowConsumer::NextRows(std::chrono::nanoseconds timeout) {
+  ALKAID_ASSIGN_OR_RAISE(auto item, impl_->NextItem(timeout));
+  return std::move(item.rows);
+}
+
+Result<ReceivedRows> RowConsumer::TryNextRows() {
+  if (impl_->closed) return Status::Invalid("consumer of '", impl_->topic, "' is closed");
+  ALKAID_ASSIGN_OR_RAISE(auto item, impl_->PollOnce());
+  return std::move(item.rows);
+}
+
+Status RowConsumer::Close() { return CloseConsumer(*impl_); }
+const std::string& RowConsumer::topic() const { return impl_->topic; }
+const format::SchemaPtr& RowConsumer::schema() const { return impl_->schema; }
+const format::SchemaPtr& RowConsumer::topic_schema() const { return impl_->topic_schema; }
+uint64_t RowConsumer::reregistrations() const { return impl_->reregistrations; }
+std::size_t RowConsumer::producer_count() const { return impl_->subs.size(); }
+uint64_t RowConsumer::lost() const { return impl_->lost; }
+ConsumerStats RowConsumer::stats() const { return StatsOf(*impl_); }
 
 }  // namespace alkaid::client

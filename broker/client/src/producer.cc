@@ -10,6 +10,7 @@
 
 #include "alkaid/client/batch_publisher.h"
 #include "alkaid/client/row_channel.h"
+#include "alkaid/client/row_producer.h"
 #include "alkaid/common/process.h"
 #include "alkaid/format/ipc/dictionary.h"
 #include "alkaid/format/unsafe_row.h"
@@ -49,7 +50,9 @@ bool AllRegistered(const std::map<uint64_t, uint32_t>& awaited,
 }
 }  // namespace
 
-struct Producer::Impl {
+// Everything of a producer but what it publishes: Producer uses
+// `publisher` (record batches), RowProducer `row_publisher` (row batches).
+struct internal::ProducerImpl {
   std::string topic;
   format::SchemaPtr schema;
   ProducerOptions options;
@@ -61,9 +64,9 @@ struct Producer::Impl {
   std::string ring_name;
   std::string bodies_name;
   std::unique_ptr<shm::ChannelProducer> channel;
-  std::unique_ptr<BatchPublisher> publisher;    // kRecordBatch topics
-  std::unique_ptr<RowPublisher> row_publisher;  // kUnsafeRow topics
-  PayloadKind kind = PayloadKind::kRecordBatch;
+  std::unique_ptr<BatchPublisher> publisher;    // Producer's
+  std::unique_ptr<RowPublisher> row_publisher;  // RowProducer's
+  TopicKind kind = TopicKind::kRecordBatch;
   p::TopicConfig config;  // as the broker has it, for re-registration
 
   std::thread watchdog;
@@ -85,7 +88,7 @@ struct Producer::Impl {
   bool reregistration_refused = false;  // watchdog only
   bool closed = false;
 
-  ~Impl() {
+  ~ProducerImpl() {
     StopWatchdog();
     publisher.reset();
     row_publisher.reset();
@@ -143,7 +146,7 @@ struct Producer::Impl {
     p::Request attach;
     attach.type = p::RequestType::kAttachProducer;
     attach.topic = topic;
-    attach.payload_kind = internal::ToProtocol(kind);
+    attach.kind = internal::ToProtocol(kind);
     attach.ring = ring_name;
     attach.bodies = bodies_name;
     auto reply = conn->Call(std::move(attach), kReconnectCallTimeout);
@@ -247,20 +250,23 @@ struct Producer::Impl {
   }
 };
 
-Producer::Producer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+namespace {
 
-Producer::~Producer() { (void)Close(); }
-
-Result<std::unique_ptr<Producer>> Producer::Open(const std::string& topic, format::SchemaPtr schema,
-                                                 const ProducerOptions& options) {
+// Producer::Open and RowProducer::Open: a producer of `kind` (whatever
+// options.topic.kind says).
+Result<std::unique_ptr<internal::ProducerImpl>> OpenProducer(const std::string& topic,
+                                                             format::SchemaPtr schema,
+                                                             const ProducerOptions& options,
+                                                             TopicKind kind) {
   ALKAID_RETURN_NOT_OK(p::ValidateTopicName(topic));
   ALKAID_ASSIGN_OR_RAISE(auto schema_bytes, internal::SerializeSchema(schema));
-  auto impl = std::make_unique<Impl>();
+  auto impl = std::make_unique<internal::ProducerImpl>();
   impl->topic = topic;
   impl->schema = schema;
   impl->options = options;
-  impl->kind = options.topic.payload_kind;
-  if (impl->kind == PayloadKind::kUnsafeRow) {
+  impl->options.topic.kind = kind;
+  impl->kind = kind;
+  if (impl->kind == TopicKind::kUnsafeRow) {
     ALKAID_RETURN_NOT_OK_CTX(format::CheckRowSchema(*schema),
                              "topic '" << topic << "' (unsafe-row payloads)");
   }
@@ -269,13 +275,13 @@ Result<std::unique_ptr<Producer>> Producer::Open(const std::string& topic, forma
 
   p::Request create;
   create.type = p::RequestType::kCreateTopic;
-  create.config = internal::MakeTopicConfig(topic, std::move(schema_bytes), options.topic);
+  create.config = internal::MakeTopicConfig(topic, std::move(schema_bytes), impl->options.topic);
   ALKAID_RETURN_NOT_OK(impl->connection->Call(std::move(create)).status());
 
   p::Request attach;
   attach.type = p::RequestType::kAttachProducer;
   attach.topic = topic;
-  attach.payload_kind = internal::ToProtocol(impl->kind);
+  attach.kind = internal::ToProtocol(impl->kind);
   ALKAID_ASSIGN_OR_RAISE(auto reply, impl->connection->Call(std::move(attach)));
   impl->producer_id = reply.attached_id;
   impl->config = reply.config;
@@ -315,7 +321,7 @@ Result<std::unique_ptr<Producer>> Producer::Open(const std::string& topic, forma
     channel_options.accept_on_publish = ids.num_fields() == 0;
     ALKAID_ASSIGN_OR_RAISE(impl->channel,
                            shm::ChannelProducer::Create(reply.ring, channel_options));
-    if (impl->kind == PayloadKind::kUnsafeRow) {
+    if (impl->kind == TopicKind::kUnsafeRow) {
       ALKAID_ASSIGN_OR_RAISE(impl->row_publisher,
                              RowPublisher::Create(impl->channel.get(), schema));
     } else {
@@ -338,62 +344,45 @@ Result<std::unique_ptr<Producer>> Producer::Open(const std::string& topic, forma
   // Consumers already subscribed learn of us through the broker and register
   // on our ring: wait for them, so that they see our first batch.
   impl->WaitForConsumers(ready_reply, reply.consumers, options.wait_for_consumers);
-  Impl* raw = impl.get();
+  internal::ProducerImpl* raw = impl.get();
   impl->watchdog = std::thread([raw] { raw->WatchdogLoop(); });
-  return std::unique_ptr<Producer>(new Producer(std::move(impl)));
+  return impl;
 }
 
-namespace {
-
-Status CheckUsable(const Producer& producer, bool closed, PayloadKind needed, const char* call) {
-  if (closed) return Status::Invalid("producer of '", producer.topic(), "' is closed");
-  if (producer.payload_kind() != needed) {
-    return Status::Invalid(call, ": topic '", producer.topic(), "' carries ",
-                           PayloadKindName(producer.payload_kind()), " payloads, not ",
-                           PayloadKindName(needed));
-  }
+Status CheckOpen(const internal::ProducerImpl& impl) {
+  if (impl.closed) return Status::Invalid("producer of '", impl.topic, "' is closed");
   return Status::OK();
 }
 
 }  // namespace
 
+Producer::Producer(std::unique_ptr<internal::ProducerImpl> impl) : impl_(std::move(impl)) {}
+
+Producer::~Producer() { (void)Close(); }
+
+Result<std::unique_ptr<Producer>> Producer::Open(const std::string& topic, format::SchemaPtr schema,
+                                                 const ProducerOptions& options) {
+  ALKAID_ASSIGN_OR_RAISE(auto impl,
+                         OpenProducer(topic, std::move(schema), options, TopicKind::kRecordBatch));
+  return std::unique_ptr<Producer>(new Producer(std::move(impl)));
+}
+
 Result<std::unique_ptr<ShmBatchPool>> Producer::NewBatchPool(uint64_t region_bytes) {
-  ALKAID_RETURN_NOT_OK(
-      CheckUsable(*this, impl_->closed, PayloadKind::kRecordBatch, "NewBatchPool"));
+  ALKAID_RETURN_NOT_OK(CheckOpen(*impl_));
   return impl_->publisher->NewPool(region_bytes);
 }
 
 Result<std::unique_ptr<FixedShapeWriter>> Producer::NewFixedShapeWriter(
     const format::RecordBatch& prototype, const ShmBatchPool& pool) {
-  ALKAID_RETURN_NOT_OK(
-      CheckUsable(*this, impl_->closed, PayloadKind::kRecordBatch, "NewFixedShapeWriter"));
+  ALKAID_RETURN_NOT_OK(CheckOpen(*impl_));
   auto writer = impl_->publisher->NewFixedShapeWriter(prototype, pool);
   if (!writer.ok()) return writer.status().WithContext("topic '" + impl_->topic + "'");
   (*writer)->published_counter_ = &impl_->published;
   return writer;
 }
 
-Status Producer::PublishRows(const format::RecordBatch& batch) {
-  ALKAID_RETURN_NOT_OK(CheckUsable(*this, impl_->closed, PayloadKind::kUnsafeRow, "PublishRows"));
-  impl_->UpdateStats();
-  ALKAID_RETURN_NOT_OK_CTX(impl_->row_publisher->PublishRows(batch),
-                           "topic '" << impl_->topic << "'");
-  impl_->published.fetch_add(1, std::memory_order_relaxed);
-  return Status::OK();
-}
-
-Status Producer::PublishRowBatch(std::span<const uint8_t> row_batch) {
-  ALKAID_RETURN_NOT_OK(
-      CheckUsable(*this, impl_->closed, PayloadKind::kUnsafeRow, "PublishRowBatch"));
-  impl_->UpdateStats();
-  ALKAID_RETURN_NOT_OK_CTX(impl_->row_publisher->PublishRowBatch(row_batch),
-                           "topic '" << impl_->topic << "'");
-  impl_->published.fetch_add(1, std::memory_order_relaxed);
-  return Status::OK();
-}
-
 Status Producer::Publish(const format::RecordBatch& batch, ShmBatchPool* pool) {
-  ALKAID_RETURN_NOT_OK(CheckUsable(*this, impl_->closed, PayloadKind::kRecordBatch, "Publish"));
+  ALKAID_RETURN_NOT_OK(CheckOpen(*impl_));
   const Status st = impl_->publisher->Publish(batch, pool);
   impl_->UpdateStats();
   ALKAID_RETURN_NOT_OK_CTX(st, "topic '" << impl_->topic << "'");
@@ -402,7 +391,7 @@ Status Producer::Publish(const format::RecordBatch& batch, ShmBatchPool* pool) {
 }
 
 Status Producer::PublishCopy(const format::RecordBatch& batch) {
-  ALKAID_RETURN_NOT_OK(CheckUsable(*this, impl_->closed, PayloadKind::kRecordBatch, "PublishCopy"));
+  ALKAID_RETURN_NOT_OK(CheckOpen(*impl_));
   const Status st = impl_->publisher->PublishCopy(batch);
   impl_->UpdateStats();
   ALKAID_RETURN_NOT_OK_CTX(st, "topic '" << impl_->topic << "'");
@@ -491,72 +480,121 @@ Result<uint64_t> Producer::PublishArrowStream(ArrowArrayStream* stream,
   }
 }
 
-Status Producer::Close() {
-  Impl& d = *impl_;
-  if (d.closed) return Status::OK();
-  d.closed = true;
-  if (d.channel) {
-    d.channel->Close();
+// ---- what Producer and RowProducer share ----------------------------------
+
+namespace {
+
+Status CloseProducer(internal::ProducerImpl& impl) {
+  if (impl.closed) return Status::OK();
+  impl.closed = true;
+  if (impl.channel) {
+    impl.channel->Close();
     // Consumers read what was published; one that dies meanwhile is
     // reclaimed by Poll and stops holding us up.
-    const uint64_t end = d.channel->next_sequence();  // batches and dictionary messages
-    const auto deadline = Clock::now() + d.options.drain_timeout;
+    const uint64_t end = impl.channel->next_sequence();  // batches and dictionary messages
+    const auto deadline = Clock::now() + impl.options.drain_timeout;
     while (Clock::now() < deadline) {
-      d.channel->Poll();
+      impl.channel->Poll();
       bool drained = true;
-      for (const auto& c : d.channel->consumers()) {
+      for (const auto& c : impl.channel->consumers()) {
         if (c.accepted && !c.closed && c.cursor < end) drained = false;
       }
       if (drained) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    d.stats_wanted.store(true, std::memory_order_relaxed);
-    d.UpdateStats();
+    impl.stats_wanted.store(true, std::memory_order_relaxed);
+    impl.UpdateStats();
   }
-  d.StopWatchdog();
+  impl.StopWatchdog();
   Status status;
-  if (!d.broker_lost && !d.connection->lost()) {
-    d.ReportStats();  // the final count, for `alkaid topics`
+  if (!impl.broker_lost && !impl.connection->lost()) {
+    impl.ReportStats();  // the final count, for `alkaid topics`
     p::Request detach;
     detach.type = p::RequestType::kDetach;
     detach.role = p::Role::kProducer;
-    detach.target_id = d.producer_id;
-    const Status st = d.connection->Call(std::move(detach), std::chrono::seconds(2)).status();
+    detach.target_id = impl.producer_id;
+    const Status st = impl.connection->Call(std::move(detach), std::chrono::seconds(2)).status();
     // A broker that went away meanwhile is not an error: we clean up alone.
     if (!st.ok() && st.code() != StatusCode::kIOError) status = st;
   }
-  d.RemoveNames();
+  impl.RemoveNames();
   return status;
 }
 
-const std::string& Producer::topic() const { return impl_->topic; }
-const format::SchemaPtr& Producer::schema() const { return impl_->schema; }
-PayloadKind Producer::payload_kind() const { return impl_->kind; }
-bool Producer::broker_lost() const { return impl_->broker_lost.load(); }
-bool Producer::body_segment_huge_pages() const {
-  return impl_->channel != nullptr && impl_->channel->huge_pages();
+void PollProducer(internal::ProducerImpl& impl) {
+  if (impl.closed || impl.channel == nullptr) return;
+  impl.channel->Poll();
+  impl.stats_wanted.store(true, std::memory_order_relaxed);
+  impl.UpdateStats();
 }
 
-void Producer::Poll() {
-  if (impl_->closed || impl_->channel == nullptr) return;
-  impl_->channel->Poll();
-  impl_->stats_wanted.store(true, std::memory_order_relaxed);
-  impl_->UpdateStats();
-}
-
-ProducerStats Producer::stats() const {
+ProducerStats StatsOf(const internal::ProducerImpl& impl) {
   ProducerStats s;
-  s.published = impl_->published.load();
-  if (impl_->publisher) s.copied_bytes = impl_->publisher->stats().copied_bytes;
-  if (impl_->row_publisher) s.copied_bytes = impl_->row_publisher->copied_bytes();
-  s.reregistrations = impl_->reregistrations.load();
-  s.dead_consumers_detached = impl_->dead_detached.load();
-  s.blocks_live = impl_->blocks_live.load();
-  s.arena_bytes_free = impl_->arena_bytes_free.load();
-  s.arrow_zero_copy = impl_->arrow_zero_copy.load(std::memory_order_relaxed);
-  s.arrow_copied = impl_->arrow_copied.load(std::memory_order_relaxed);
-  s.held_by_consumers = impl_->held.load(std::memory_order_relaxed);
+  s.published = impl.published.load();
+  if (impl.publisher) s.copied_bytes = impl.publisher->stats().copied_bytes;
+  if (impl.row_publisher) s.copied_bytes = impl.row_publisher->copied_bytes();
+  s.reregistrations = impl.reregistrations.load();
+  s.dead_consumers_detached = impl.dead_detached.load();
+  s.blocks_live = impl.blocks_live.load();
+  s.arena_bytes_free = impl.arena_bytes_free.load();
+  s.arrow_zero_copy = impl.arrow_zero_copy.load(std::memory_order_relaxed);
+  s.arrow_copied = impl.arrow_copied.load(std::memory_order_relaxed);
+  s.held_by_consumers = impl.held.load(std::memory_order_relaxed);
   return s;
 }
+
+bool HugePages(const internal::ProducerImpl& impl) {
+  return impl.channel != nullptr && impl.channel->huge_pages();
+}
+
+}  // namespace
+
+Status Producer::Close() { return CloseProducer(*impl_); }
+const std::string& Producer::topic() const { return impl_->topic; }
+const format::SchemaPtr& Producer::schema() const { return impl_->schema; }
+bool Producer::broker_lost() const { return impl_->broker_lost.load(); }
+bool Producer::body_segment_huge_pages() const { return HugePages(*impl_); }
+void Producer::Poll() { PollProducer(*impl_); }
+ProducerStats Producer::stats() const { return StatsOf(*impl_); }
+
+// ---- RowProducer --------------------------------------------------------------
+
+RowProducer::RowProducer(std::unique_ptr<internal::ProducerImpl> impl) : impl_(std::move(impl)) {}
+
+RowProducer::~RowProducer() { (void)Close(); }
+
+Result<std::unique_ptr<RowProducer>> RowProducer::Open(const std::string& topic,
+                                                       format::SchemaPtr schema,
+                                                       const ProducerOptions& options) {
+  ALKAID_ASSIGN_OR_RAISE(auto impl,
+                         OpenProducer(topic, std::move(schema), options, TopicKind::kUnsafeRow));
+  return std::unique_ptr<RowProducer>(new RowProducer(std::move(impl)));
+}
+
+Status RowProducer::PublishRows(const format::RecordBatch& batch) {
+  ALKAID_RETURN_NOT_OK(CheckOpen(*impl_));
+  impl_->UpdateStats();
+  ALKAID_RETURN_NOT_OK_CTX(impl_->row_publisher->PublishRows(batch),
+                           "topic '" << impl_->topic << "'");
+  impl_->published.fetch_add(1, std::memory_order_relaxed);
+  return Status::OK();
+}
+
+Status RowProducer::PublishRowBatch(std::span<const uint8_t> row_batch) {
+  ALKAID_RETURN_NOT_OK(CheckOpen(*impl_));
+  impl_->UpdateStats();
+  ALKAID_RETURN_NOT_OK_CTX(impl_->row_publisher->PublishRowBatch(row_batch),
+                           "topic '" << impl_->topic << "'");
+  impl_->published.fetch_add(1, std::memory_order_relaxed);
+  return Status::OK();
+}
+
+Status RowProducer::Close() { return CloseProducer(*impl_); }
+const std::string& RowProducer::topic() const { return impl_->topic; }
+const format::SchemaPtr& RowProducer::schema() const { return impl_->schema; }
+bool RowProducer::broker_lost() const { return impl_->broker_lost.load(); }
+bool RowProducer::body_segment_huge_pages() const { return HugePages(*impl_); }
+void RowProducer::Poll() { PollProducer(*impl_); }
+ProducerStats RowProducer::stats() const { return StatsOf(*impl_); }
 
 }  // namespace alkaid::client

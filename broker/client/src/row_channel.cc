@@ -4,11 +4,11 @@
 #include <utility>
 
 #include "alkaid/format/unsafe_row.h"
-#include "row_descriptor_internal.h"
+#include "row_record_internal.h"
 
 namespace alkaid::client {
 
-using internal::RowDescriptor;
+using internal::RowBatchRecord;
 
 namespace {
 
@@ -58,10 +58,10 @@ Result<std::unique_ptr<RowPublisher>> RowPublisher::Create(shm::ChannelProducer*
     return Status::Invalid("RowPublisher: null channel or schema");
   }
   ALKAID_RETURN_NOT_OK(format::CheckRowSchema(*schema));
-  if (channel->options().inline_capacity < sizeof(RowDescriptor)) {
+  if (channel->options().inline_capacity < sizeof(RowBatchRecord)) {
     return Status::Invalid("RowPublisher: channel '", channel->name(), "' has ",
                            channel->options().inline_capacity,
-                           " inline bytes per slot, less than a row descriptor");
+                           " inline bytes per slot, less than a row batch record");
   }
   return std::unique_ptr<RowPublisher>(new RowPublisher(channel, std::move(schema)));
 }
@@ -99,11 +99,11 @@ Status RowPublisher::PublishRowBatch(std::span<const uint8_t> row_batch) {
 }
 
 Status RowPublisher::Publish(shm::ChannelLoan* loan, uint64_t body_length, int64_t num_rows) {
-  RowDescriptor descriptor;
-  descriptor.body_length = body_length;
-  descriptor.num_rows = static_cast<uint64_t>(num_rows);
-  std::byte payload[sizeof(RowDescriptor)];
-  std::memcpy(payload, &descriptor, sizeof(descriptor));
+  RowBatchRecord record;
+  record.body_length = body_length;
+  record.num_rows = static_cast<uint64_t>(num_rows);
+  std::byte payload[sizeof(RowBatchRecord)];
+  std::memcpy(payload, &record, sizeof(record));
   // On success the channel takes the loan; on error the caller drops it
   // (back to the arena).
   return channel_->Publish(payload, std::move(*loan));
@@ -153,21 +153,21 @@ Result<ReceivedRows> RowSubscriber::Decode() {
     return "channel '" + d.consumer->name() + "' message " + std::to_string(m.sequence());
   };
   const auto payload = m.payload();
-  if (payload.size() < sizeof(RowDescriptor)) {
+  if (payload.size() < sizeof(RowBatchRecord)) {
     return Status::Invalid(where(), ": inline payload of ", payload.size(),
-                           " bytes is shorter than a row descriptor (32)");
+                           " bytes is shorter than a row batch record (32)");
   }
-  RowDescriptor descriptor;
-  std::memcpy(&descriptor, payload.data(), sizeof(descriptor));
-  if (descriptor.magic != internal::kRowDescriptorMagic ||
-      descriptor.version != internal::kRowDescriptorVersion || descriptor.flags != 0) {
-    return Status::Invalid(where(), ": not a row batch descriptor (magic ", descriptor.magic,
-                           ", version ", descriptor.version, ", flags ", descriptor.flags, ")");
+  RowBatchRecord record;
+  std::memcpy(&record, payload.data(), sizeof(record));
+  if (record.magic != internal::kRowRecordMagic || record.version != internal::kRowRecordVersion ||
+      record.flags != 0) {
+    return Status::Invalid(where(), ": not a row batch record (magic ", record.magic, ", version ",
+                           record.version, ", flags ", record.flags, ")");
   }
   if (!m.has_body()) return Status::Invalid(where(), ": row batch message without a body");
   const uint64_t block_length = m.body().size();
-  if (descriptor.body_length > block_length) {
-    return Status::Invalid(where(), ": row batch of ", descriptor.body_length,
+  if (record.body_length > block_length) {
+    return Status::Invalid(where(), ": row batch of ", record.body_length,
                            " bytes does not fit its ", block_length, "-byte block");
   }
   auto owner = std::make_shared<RowBodyOwner>();
@@ -175,12 +175,12 @@ Result<ReceivedRows> RowSubscriber::Decode() {
   const auto* bytes = reinterpret_cast<const uint8_t*>(owner->block.data().data());
   ReceivedRows out;
   out.data =
-      std::make_shared<format::Buffer>(bytes, static_cast<int64_t>(descriptor.body_length), owner);
+      std::make_shared<format::Buffer>(bytes, static_cast<int64_t>(record.body_length), owner);
   // The size prefixes are read once here; the producer could still change
   // the bytes later, which is why every decode checks them again.
   ALKAID_ASSIGN_OR_RAISE(auto rows, out.Rows());
-  if (rows.size() != descriptor.num_rows) {
-    return Status::Invalid(where(), ": the descriptor announces ", descriptor.num_rows,
+  if (rows.size() != record.num_rows) {
+    return Status::Invalid(where(), ": the record announces ", record.num_rows,
                            " rows, the row batch holds ", rows.size());
   }
   out.num_rows = static_cast<int64_t>(rows.size());

@@ -45,7 +45,7 @@ struct PublishStats {
 class FixedShapeWriter;
 class Producer;
 namespace internal {
-enum class MessageKind : uint8_t;  // batch_descriptor_internal.h
+enum class MessageKind : uint8_t;  // batch_layout_internal.h
 }  // namespace internal
 
 }  // namespace alkaid::client

@@ -138,7 +138,7 @@ class ALKAID_EXPORT BatchSubscriber {
                                                        const SubscriberOptions& options = {});
 
   /// The next batch, waiting up to `timeout`. TimedOut, EndOfStream (the
-  /// producer closed the ring), Cancelled (detached), or the decoding error
+  /// producer closed the channel), Cancelled (detached), or the decoding error
   /// of a bad message (which is then skipped).
   Result<ReceivedBatch> Receive(std::chrono::nanoseconds timeout);
 

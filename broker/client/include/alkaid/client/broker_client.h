@@ -29,7 +29,7 @@ struct TopicStatus {
   uint32_t ring_slots = 0;
   uint64_t segment_bytes = 0;
   shm::SlowConsumerPolicy policy = shm::SlowConsumerPolicy::kBlockProducer;
-  PayloadKind payload_kind = PayloadKind::kRecordBatch;
+  TopicKind kind = TopicKind::kRecordBatch;
   uint32_t producers = 0;
   uint32_t consumers = 0;
   /// Messages published so far (as last reported by the producers).

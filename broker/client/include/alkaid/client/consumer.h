@@ -1,7 +1,8 @@
 #pragma once
 
 /// \file
-/// Subscribing to a topic of the broker.
+/// Subscribing to a topic of the broker as record batches (Consumer), and the
+/// options and counters it shares with RowConsumer (row_consumer.h).
 
 #include <chrono>
 #include <cstdint>
@@ -27,7 +28,11 @@ struct ArrowArrayStream;
 
 namespace alkaid::client {
 
-/// Options for Consumer::Open().
+namespace internal {
+struct ConsumerImpl;  // the state and broker protocol Consumer and RowConsumer share
+}  // namespace internal
+
+/// Options for Consumer::Open() and RowConsumer::Open().
 struct ConsumerOptions {
   /// Broker socket; empty: DefaultBrokerSocket().
   std::string socket_path;
@@ -44,7 +49,7 @@ struct ConsumerOptions {
   /// restart during the wait is survived (Open reconnects and waits again).
   /// std::chrono::milliseconds::max(): no limit.
   std::chrono::milliseconds wait_for_topic{0};
-  /// Start at the oldest batch the rings of the topic's current producers
+  /// Start at the oldest batch the channels of the topic's current producers
   /// still hold instead of the next one published. Those older batches are
   /// delivered if still intact when read: one the producer overwrites first
   /// is skipped and counted in lost(). From the batch published after Open
@@ -58,11 +63,12 @@ struct ConsumerOptions {
   /// projected zero-copy (the kept columns' buffers still point into shared
   /// memory); for row topics, ReceivedRows::ToRecordBatch keeps only these.
   std::vector<std::string> columns;
-  /// The payload kind this consumer expects; attaching to a topic of
-  /// another kind is refused (Invalid, naming both; after waiting for the
-  /// topic, too). std::nullopt: whatever kind the topic carries
-  /// (Consumer::payload_kind() says which; Next works on both).
-  std::optional<PayloadKind> payload_kind = PayloadKind::kRecordBatch;
+  /// The topic kind a Consumer expects; attaching to a topic of another
+  /// kind is refused (Invalid, naming both; after waiting for the topic,
+  /// too). std::nullopt: whatever kind the topic carries (Consumer::kind()
+  /// says which; Next returns record batches from both, converting row
+  /// batches). RowConsumer does not read it: it expects kUnsafeRow.
+  std::optional<TopicKind> kind = TopicKind::kRecordBatch;
   /// How the consumer waits for data (see shm::WaitMode).
   shm::WaitMode wait_mode = shm::WaitMode::kSpinThenBlock;
   /// What the consumer checks of record batches before returning them
@@ -105,13 +111,15 @@ struct StreamExportOptions {
   std::chrono::nanoseconds batch_timeout = std::chrono::nanoseconds::max();
 };
 
-/// One subscription to a topic: receives the batches of every producer of
+/// One subscription to a topic, as record batches (a row topic's row batches
+/// too, converted, if ConsumerOptions::kind allows it; RowConsumer receives
+/// them zero-copy as rows): receives the batches of every producer of
 /// the topic, per producer in publish order, zero-copy. Which ones
 /// (docs/CLIENT.md, "Which batches a consumer gets"): of a producer that
 /// attached after this consumer (or after it started waiting for the
 /// topic, see ConsumerOptions::wait_for_topic), every batch from its first;
 /// of a producer already publishing at Open, every batch published after
-/// Open (or, with ConsumerOptions::from_oldest, from the oldest its ring
+/// Open (or, with ConsumerOptions::from_oldest, from the oldest its channel
 /// still holds).
 ///
 /// End of stream: once this consumer has seen at least one producer and
@@ -124,7 +132,7 @@ struct StreamExportOptions {
 /// it is down; producers that die meanwhile are still noticed (pid check).
 /// Once a broker answers on the socket again, the next Next/TryNext call
 /// (at most every 200 ms) re-creates the topic with the config it had and
-/// re-subscribes; producers it already reads are recognised by their ring
+/// re-subscribes; producers it already reads are recognised by their channel
 /// and kept (nothing is received twice), new ones are added.
 ///
 /// Thread safety: one thread at a time. Returned batches may be used and
@@ -158,14 +166,6 @@ class ALKAID_EXPORT Consumer {
   /// column subset (Invalid otherwise).
   Status NextInto(BatchView* view, std::chrono::nanoseconds timeout);
 
-  /// Unsafe-row topics: the next row batch, zero-copy (a view of the
-  /// producer's shared block, referenced while held), waiting up to
-  /// `timeout`; TimedOut, EndOfStream as Next. Invalid on a record-batch
-  /// topic. (Next on a row topic returns ToRecordBatch() of each.)
-  Result<ReceivedRows> NextRows(std::chrono::nanoseconds timeout);
-  /// The next row batch if one is there; null `data` if none.
-  Result<ReceivedRows> TryNextRows();
-
   /// Exports `batch`, received from this consumer (Next, TryNext, or
   /// BatchView::ToRecordBatch of NextInto's view), through the Arrow C Data
   /// Interface (format::ExportRecordBatch; its schema too if `out_schema`
@@ -196,7 +196,7 @@ class ALKAID_EXPORT Consumer {
   static Status ExportStream(std::unique_ptr<Consumer> consumer, ArrowArrayStream* out,
                              const StreamExportOptions& options = {});
 
-  /// Detaches from the broker and the rings. Idempotent.
+  /// Detaches from the broker and the channels. Idempotent.
   Status Close();
 
   const std::string& topic() const;
@@ -206,7 +206,7 @@ class ALKAID_EXPORT Consumer {
   const format::SchemaPtr& schema() const;
   /// The topic's full schema, as the producer published it.
   const format::SchemaPtr& topic_schema() const;
-  PayloadKind payload_kind() const;
+  TopicKind kind() const;
   /// Times this consumer re-subscribed after a broker restart.
   uint64_t reregistrations() const;
   /// Producers this consumer currently reads from.
@@ -217,9 +217,8 @@ class ALKAID_EXPORT Consumer {
   ConsumerStats stats() const;
 
  private:
-  struct Impl;
-  explicit Consumer(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  explicit Consumer(std::unique_ptr<internal::ConsumerImpl> impl);
+  std::unique_ptr<internal::ConsumerImpl> impl_;
 };
 
 }  // namespace alkaid::client

@@ -1,7 +1,8 @@
 #pragma once
 
 /// \file
-/// Publishing record batches to a topic of the broker.
+/// Publishing record batches to a topic of the broker (Producer), and the
+/// options and counters it shares with RowProducer (row_producer.h).
 
 #include <chrono>
 #include <cstdint>
@@ -21,19 +22,24 @@
 
 namespace alkaid::client {
 
-/// Options for Producer::Open().
+namespace internal {
+struct ProducerImpl;  // the state and broker protocol Producer and RowProducer share
+}  // namespace internal
+
+/// Options for Producer::Open() and RowProducer::Open().
 struct ProducerOptions {
   /// Broker socket; empty: DefaultBrokerSocket().
   std::string socket_path;
-  /// Used if this producer creates the topic. `topic.payload_kind` is also
-  /// what this producer publishes: kRecordBatch (Publish, PublishCopy) or
-  /// kUnsafeRow (PublishRows, PublishRowBatch).
+  /// Used if this producer creates the topic; `topic.kind` is not read:
+  /// the producer's type says what it publishes (Producer: kRecordBatch,
+  /// RowProducer: kUnsafeRow), and a topic of the other kind refuses it
+  /// (Invalid, naming both).
   TopicOptions topic;
   /// Longest wait of Publish for a free slot (kBlockProducer) or arena space.
   std::chrono::milliseconds publish_timeout{5000};
   /// Open waits for the consumers attached to the topic before this
   /// producer was ready (those waiting for the topic included: they are
-  /// attached when it is created) to register on its ring, so that they see
+  /// attached when it is created) to register on its channel, so that they see
   /// its first message. The wait ends as soon as each of them has
   /// registered, detached or died; this bounds it, for a consumer that does
   /// not look for data (a consumer registers in Next/TryNext). 0: no wait.
@@ -43,11 +49,11 @@ struct ProducerOptions {
   /// nobody has acquired yet would otherwise be gone). Dead consumers are
   /// detached meanwhile and do not hold it up.
   std::chrono::milliseconds drain_timeout{5000};
-  /// Back this producer's body segment with transparent huge pages
+  /// Back this producer's channel segment (its arena) with transparent huge pages
   /// (shm::SegmentOptions::huge_pages): consumers of large batches then take
   /// one page-table walk per 2 MiB instead of per 4 KiB. kTry falls back to
   /// 4 KiB pages (body_segment_huge_pages() says which); kRequire makes
-  /// Create fail with the reason (e.g. the kernel setting in the way).
+  /// Open fail with the reason (e.g. the kernel setting in the way).
   /// Default: kOff.
   shm::HugePages huge_pages = shm::HugePages::kOff;
 };
@@ -55,8 +61,8 @@ struct ProducerOptions {
 /// Counters of a producer.
 struct ProducerStats {
   uint64_t published = 0;
-  /// Body bytes copied into shared memory: PublishCopy's, or on unsafe-row
-  /// topics PublishRowBatch's (PublishRows encodes in place).
+  /// Body bytes copied into shared memory: PublishCopy's, or a
+  /// RowProducer's PublishRowBatch's (PublishRows encodes in place).
   uint64_t copied_bytes = 0;
   /// Consumers whose process died, and whose registration and blocks the
   /// channel released (as of the last publish or Poll).
@@ -71,7 +77,7 @@ struct ProducerStats {
   uint64_t reregistrations = 0;
   /// Batches published from the Arrow C Data / C Stream Interface
   /// (PublishArrowArray, PublishArrowStream) without a copy (their buffers
-  /// lay in a pool of this producer) and with one copy.
+  /// lay in a pool of this producer) and with one copy. 0 for a RowProducer.
   uint64_t arrow_zero_copy = 0;
   uint64_t arrow_copied = 0;
   /// Bodies the consumers have not returned yet, read or not (summed over
@@ -82,9 +88,9 @@ struct ProducerStats {
   uint64_t held_by_consumers = 0;
 };
 
-/// One producer of a topic. Owns a channel (shm::ChannelProducer, named by
-/// the broker, created here) and publishes batches into it; the broker never
-/// sees the data.
+/// One producer of a record-batch topic (TopicKind::kRecordBatch; rows go
+/// through RowProducer, which has the same lifecycle). Owns a channel (shm::ChannelProducer, named
+/// by the broker, created here) and publishes batches into it; the broker never sees the data.
 ///
 /// Dead consumers never hold the producer back: the channel releases what
 /// they held whenever it needs room or space (pid checks in its waits), also
@@ -118,7 +124,7 @@ class ALKAID_EXPORT Producer {
                                                 const ProducerOptions& options = {});
 
   /// A memory pool over a fresh region of `region_bytes` in this producer's
-  /// body segment: build a batch there with format builders, then
+  /// arena: build a batch there with format builders, then
   /// Publish(batch, pool). See ShmBatchPool for the rules.
   Result<std::unique_ptr<ShmBatchPool>> NewBatchPool(uint64_t region_bytes);
 
@@ -127,7 +133,7 @@ class ALKAID_EXPORT Producer {
   /// building them: see FixedShapeWriter and
   /// BatchPublisher::NewFixedShapeWriter for the rules. Its batches count
   /// as published (stats, Close's drain). It must not outlive the producer;
-  /// after Close, its Publish fails. kRecordBatch topics only.
+  /// after Close, its Publish fails.
   Result<std::unique_ptr<FixedShapeWriter>> NewFixedShapeWriter(
       const format::RecordBatch& prototype, const ShmBatchPool& pool);
 
@@ -167,17 +173,6 @@ class ALKAID_EXPORT Producer {
                                       std::span<ShmBatchPool* const> pools = {},
                                       const format::CImportOptions& options = {});
 
-  /// Unsafe-row topics: encodes every row of `batch` (the topic's schema)
-  /// as UnsafeRows straight into a shared-memory block of exactly the row
-  /// batch's size and publishes it, copying nothing
-  /// (RowPublisher::PublishRows). Invalid on a record-batch topic.
-  Status PublishRows(const format::RecordBatch& batch);
-
-  /// Unsafe-row topics: publishes an encoded row batch (size-prefixed
-  /// UnsafeRows of the topic's schema), copied once into shared memory.
-  /// Invalid on a record-batch topic or for broken size prefixes.
-  Status PublishRowBatch(std::span<const uint8_t> row_batch);
-
   /// Ends the stream: consumers read what was published, then get
   /// EndOfStream. Waits (up to ProducerOptions::drain_timeout) until every
   /// active consumer has read everything, detaches from the broker and
@@ -186,7 +181,6 @@ class ALKAID_EXPORT Producer {
 
   const std::string& topic() const;
   const format::SchemaPtr& schema() const;
-  PayloadKind payload_kind() const;
   ProducerStats stats() const;
 
   /// Producer thread, for an idle producer: accepts consumers that
@@ -197,16 +191,15 @@ class ALKAID_EXPORT Producer {
   /// True while the producer is not registered with a broker (connection
   /// lost and not re-registered yet); the data path works regardless.
   bool broker_lost() const;
-  /// Whether the body segment is backed by huge pages
+  /// Whether the channel segment is backed by huge pages
   /// (ProducerOptions::huge_pages obtained them).
   bool body_segment_huge_pages() const;
 
  private:
-  struct Impl;
-  explicit Producer(std::unique_ptr<Impl> impl);
+  explicit Producer(std::unique_ptr<internal::ProducerImpl> impl);
   // PublishArrowArray/Stream after the import: in place or one copy.
   Status PublishImported(const format::RecordBatch& batch, ShmBatchPool* pool);
-  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<internal::ProducerImpl> impl_;
 };
 
 }  // namespace alkaid::client

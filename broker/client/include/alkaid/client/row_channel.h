@@ -7,7 +7,7 @@
 /// Each message body is one row batch exactly as format/unsafe_row.h writes
 /// it (every row behind its 4-byte big-endian size), placed in a block of
 /// the producer's channel arena. The slot's inline payload is a 32-byte
-/// descriptor (src/row_descriptor_internal.h). Consumers get a view of the
+/// record (src/row_record_internal.h). Consumers get a view of the
 /// block: no byte of the rows is copied on the way, and the block stays
 /// held while the view is.
 
@@ -108,7 +108,7 @@ class ALKAID_EXPORT RowPublisher {
 
 /// Receives row batches published by a RowPublisher, in any process.
 ///
-/// Every figure read from shared memory is checked: the descriptor against
+/// Every figure read from shared memory is checked: the record against
 /// the slot, the body length against the block, the size prefixes against
 /// the body. A bad message is an error for that message only.
 ///

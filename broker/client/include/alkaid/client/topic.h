@@ -18,7 +18,7 @@ namespace alkaid::client {
 ALKAID_EXPORT std::string DefaultBrokerSocket();
 
 /// What each message of a topic carries.
-enum class PayloadKind : uint8_t {
+enum class TopicKind : uint8_t {
   /// An Arrow-format record batch, received zero-copy as a RecordBatch.
   kRecordBatch = 0,
   /// An UnsafeRow row batch (format/unsafe_row.h), received zero-copy as
@@ -27,7 +27,7 @@ enum class PayloadKind : uint8_t {
 };
 
 /// "record-batch" or "unsafe-row".
-ALKAID_EXPORT const char* PayloadKindName(PayloadKind kind);
+ALKAID_EXPORT const char* TopicKindName(TopicKind kind);
 
 /// Settings of a topic, used when the topic is created (the first
 /// producer's or CreateTopic's options win; later ones are ignored).
@@ -35,15 +35,16 @@ struct TopicOptions {
   /// Slots of each producer's channel: a power of two >= 2, or 0 for the broker's
   /// default (1024).
   uint32_t ring_slots = 0;
-  /// Bytes of each producer's body segment, or 0 for the broker's default
+  /// Bytes of each producer's arena, or 0 for the broker's default
   /// (64 MiB). A batch larger than this cannot be published.
   uint64_t segment_bytes = 0;
   /// What a producer does when a consumer lags every slot behind.
   shm::SlowConsumerPolicy policy = shm::SlowConsumerPolicy::kBlockProducer;
-  /// What the messages carry. A producer publishes this kind (and is
-  /// refused, Invalid, by a topic of another kind); rows need a schema
-  /// format::CheckRowSchema accepts.
-  PayloadKind payload_kind = PayloadKind::kRecordBatch;
+  /// What the messages carry, for BrokerClient::CreateTopic; rows need a
+  /// schema format::CheckRowSchema accepts. Producer::Open and
+  /// RowProducer::Open do not read it: their type says the kind
+  /// (kRecordBatch, kUnsafeRow), and a topic of the other kind refuses them.
+  TopicKind kind = TopicKind::kRecordBatch;
 };
 
 }  // namespace alkaid::client
