@@ -4,7 +4,7 @@
 // shm_flatness_bench.cc): pinning a parent and its forked child to two
 // CPUs, a zeroed shared mapping made before the fork, and the segments of
 // a batch ping-pong: record batches from the parent to the child through a
-// ring and a body segment, one int64 word back through a plain ring.
+// channel, one int64 word back through a second channel (no body).
 
 #include <sched.h>
 #include <sys/mman.h>
@@ -25,7 +25,6 @@
 #include "alkaid/format/array.h"
 #include "alkaid/format/record_batch.h"
 #include "alkaid/shm/channel.h"
-#include "alkaid/shm/ring.h"
 #include "alkaid/shm/segment.h"
 #include "bench_util.h"
 
@@ -131,7 +130,7 @@ inline format::RecordBatchPtr LoanedInt64Batch(client::ShmBatchPool* pool,
 }
 
 /// The segments of one batch ping-pong, created by the parent before the
-/// fork: the ping channel (batches) and the pong ring (answers); removed
+/// fork: the ping channel (batches) and the pong channel (answers); removed
 /// when the parent drops them. `tag` makes the names unique per run.
 class BatchPingPongSegments {
  public:
@@ -147,20 +146,24 @@ class BatchPingPongSegments {
     co.space_timeout = 30s;
     co.segment = segment;  // prefault: no page fault on the timed path
     ping_ = Check(shm::ChannelProducer::Create(ping_name_, co), "ping channel");
-    shm::RingOptions ro;
-    ro.slot_count = slots;
-    ro.publish_timeout = 30s;
-    pong_ring_ = Check(shm::RingProducer::Create(pong_name_, ro), "pong ring");
-    shm::ConsumerOptions busy;
+    shm::ChannelOptions po;
+    po.slot_count = slots;
+    po.inline_capacity = sizeof(int64_t);
+    po.max_consumers = 1;
+    po.arena_bytes = 4096;  // answers carry no body
+    po.publish_timeout = 30s;
+    pong_channel_ = Check(shm::ChannelProducer::Create(pong_name_, po), "pong channel");
+    shm::ChannelConsumerOptions busy;
     busy.wait_mode = shm::WaitMode::kBusyPoll;
-    pong_ = Check(shm::RingConsumer::Open(pong_name_, busy), "pong consumer");
+    // Registered before the fork: the child's first answer accepts it.
+    pong_ = Check(shm::ChannelConsumer::Open(pong_name_, busy), "pong consumer");
   }
   ~BatchPingPongSegments() {
     pong_.reset();
-    pong_ring_.reset();
+    pong_channel_.reset();
     ping_.reset();
     (void)shm::RemoveChannel(ping_name_);
-    (void)shm::Segment::Remove(pong_name_);
+    (void)shm::RemoveChannel(pong_name_);
   }
   BatchPingPongSegments(const BatchPingPongSegments&) = delete;
   BatchPingPongSegments& operator=(const BatchPingPongSegments&) = delete;
@@ -168,9 +171,9 @@ class BatchPingPongSegments {
   shm::ChannelProducer* ping() const { return ping_.get(); }
 
   /// In the child: maps the ping channel itself (read-only) with a
-  /// busy-polling subscriber, and says it is ready on the pong ring, whose
-  /// only producer it is from then on (the parent's pong consumer
-  /// registration is left alone).
+  /// busy-polling subscriber, and says it is ready on the pong channel,
+  /// whose only producer it is from then on (the parent's copy of the
+  /// producer is not used again until it is dropped after the child ended).
   std::unique_ptr<client::BatchSubscriber> OpenInChild(const format::SchemaPtr& schema) const {
     client::SubscriberOptions so;
     so.consumer.wait_mode = shm::WaitMode::kBusyPoll;
@@ -179,17 +182,16 @@ class BatchPingPongSegments {
     return sub;
   }
 
-  /// Child: publishes `value` on the pong ring.
+  /// Child: publishes `value` on the pong channel.
   void Answer(int64_t value) const {
-    CHECK_OK(pong_ring_->Publish(
+    CHECK_OK(pong_channel_->Publish(
         std::span<const std::byte>(reinterpret_cast<const std::byte*>(&value), sizeof(value))));
   }
 
   /// Parent: waits for the child's next answer.
-  void AwaitAnswer() const {
+  void AwaitAnswer() {
     using namespace std::chrono_literals;
-    shm::RingMessage msg;
-    CHECK_OK(pong_->Receive(&msg, 60s));
+    CHECK_OK(pong_->Receive(&answer_, 60s));
   }
 
  private:
@@ -201,8 +203,9 @@ class BatchPingPongSegments {
 
   std::string ping_name_, pong_name_;
   std::unique_ptr<shm::ChannelProducer> ping_;
-  std::unique_ptr<shm::RingProducer> pong_ring_;
-  std::unique_ptr<shm::RingConsumer> pong_;
+  std::unique_ptr<shm::ChannelProducer> pong_channel_;
+  std::unique_ptr<shm::ChannelConsumer> pong_;
+  shm::ChannelMessage answer_;  // reused: receiving allocates nothing
 };
 
 }  // namespace alkaid::bench

@@ -5,25 +5,25 @@
 // For each body size, the parent builds a batch (one int64 column) in place
 // in shared memory (not timed), then times: Publish -> the child (another
 // process, busy-polling) rebuilds the batch zero-copy and reads its first
-// and last value. The child stamps that moment with the
-// same monotonic clock, so one-way latency is measured directly; the round
-// trip (the child answers with a small ring message, no body) is reported
-// too, halved. Only the metadata crosses the ring and no page is faulted in
-// on the way (segments are prefaulted), so the latency must not grow with
-// the body size.
+// and last value. The child stamps that moment with the same monotonic
+// clock, so one-way latency is measured directly; the round trip (the child
+// answers with a small message on a second channel, no body) is reported
+// too, halved. Only the metadata crosses the channel and no page is faulted
+// in on the way (segments are prefaulted), so the latency must not grow
+// with the body size.
 //
 // "payload" rows are the size-matched floor, measured in the same run: the
 // same body, built the same way (the values written to a private vector,
-// then copied into a body segment) at the addresses the alkaid run's
-// allocator gives them (same allocator, same allocations, the ring's
-// holding of blocks played by a FIFO of its slot count), handed over with
-// the cache-line ping-pong instead of the ring: the child sees a signal
-// line change, reads the body's first and last value, answers on the line.
-// Its warm-up round trip carries a body of the same size whose first and
-// last value the parent writes and the child reads, as the alkaid warm-up
-// batch is. Nothing of Alkaid is on its timed path, so alkaid
-// minus payload is what the transport adds to the physics of the access
-// pattern (at 16 MiB the body's first line has left the builder's caches,
+// then copied into a loaned block) at the addresses the alkaid run's
+// allocator gives them (loans of a channel of the same options, never
+// published through; the channel's holding of blocks played by a FIFO of
+// its slot count), handed over with the cache-line ping-pong instead of
+// the channel: the child sees a signal line change, reads the body's first
+// and last value, answers on the line. Its warm-up round trip carries a
+// body of the same size whose first and last value the parent writes and
+// the child reads, as the alkaid warm-up batch is. Nothing of Alkaid is on
+// its timed path, so alkaid minus payload is what the transport adds to the
+// physics of the access pattern (at 16 MiB the body's first line has left the builder's caches,
 // at 64 B it is in its L1).
 //
 // "cold" rows time the publish right after building the batch: a batch
@@ -180,7 +180,7 @@ void OnPing(Stamps* stamps, int* got_measured, int64_t first, int64_t last, uint
 
 // Ping: a batch of `rows` int64 values i, i+1, ... built in place (not
 // timed), published (timed from here), rebuilt by the child, which reads
-// its first and last value and answers on a plain ring. With kWarm, a
+// its first and last value and answers on the pong channel. With kWarm, a
 // batch of the same shape (two values written) makes an untimed round trip
 // between building and the timed publish: it brings the publish and
 // receive paths and their per-shape state back into the caches
@@ -196,9 +196,9 @@ enum class Mode { kCold, kWarm, kEvicted, kWarmEvicted };
 bool Evicts(Mode mode) { return mode == Mode::kEvicted || mode == Mode::kWarmEvicted; }
 bool WarmsUp(Mode mode) { return mode == Mode::kWarm || mode == Mode::kWarmEvicted; }
 
-// Slots of BatchPingPong's ring, which holds each published block until
-// its slot is reused; PayloadPingPong holds its blocks as long.
-constexpr uint32_t kRingSlots = 4;
+// Slots of BatchPingPong's channels; PayloadPingPong holds its last
+// blocks in a FIFO of this length.
+constexpr uint32_t kChannelSlots = 4;
 
 // Whether segments are prefaulted (the default); --no-prefault shows what
 // page faults on the data path cost.
@@ -228,16 +228,15 @@ void AfterBuild(Mode mode, std::vector<uint8_t>* scratch, int i) {
   }
 }
 
-// Segment options of both runs of a size (the channel's, and the floor's
-// body segment): prefault, huge pages.
-shm::BodyAllocatorOptions BodyOptions() {
-  shm::BodyAllocatorOptions bo;
-  bo.wait_timeout = 30s;
+// Segment options of both runs of a size (the ping channel's, and the
+// floor's): prefault, huge pages.
+shm::SegmentOptions BodySegmentOptions() {
+  shm::SegmentOptions so;
   // Segments are prefaulted at creation (SegmentOptions::prefault) and at
   // open: neither side takes a page fault in the timed part.
-  bo.segment.prefault = g_prefault;
-  if (g_huge_pages) bo.segment.huge_pages = shm::HugePages::kRequire;
-  return bo;
+  so.prefault = g_prefault;
+  if (g_huge_pages) so.huge_pages = shm::HugePages::kRequire;
+  return so;
 }
 
 // The name tag of a run: pid, body size, mode.
@@ -254,7 +253,7 @@ BatchFigures BatchPingPong(uint64_t body_bytes, int iterations, Mode mode) {
 
   Stamps* stamps = MapShared<Stamps>(static_cast<size_t>(iterations));
   bench::BatchPingPongSegments segments(RunTag(body_bytes, mode), 8 * region + (1 << 20),
-                                        BodyOptions().segment, kRingSlots);
+                                        BodySegmentOptions(), kChannelSlots);
   const pid_t child = bench::ForkPinned(g_cpus);
   if (child == 0) {
     auto sub = segments.OpenInChild(schema);
@@ -320,27 +319,31 @@ BatchFigures BatchPingPong(uint64_t body_bytes, int iterations, Mode mode) {
 struct alignas(64) Signal {
   std::atomic<uint64_t> ping;
   std::atomic<uint64_t> pong;
-  uint64_t offset;  // the body, from the segment payload
+  uint64_t offset;  // the body, from the channel segment's payload
 };
 static_assert(sizeof(Signal) == 64, "the signal is one cache line");
 
 // The size-matched floor of BatchPingPong(body_bytes, iterations, mode):
 // the same body at the same addresses, built the same way, handed over on
-// a signal line instead of the ring (see the file comment).
+// a signal line instead of the channel (see the file comment).
 BatchFigures PayloadPingPong(uint64_t body_bytes, int iterations, Mode mode) {
   const std::string bodies_name = "alkaid_lat_f" + RunTag(body_bytes, mode);
   const uint64_t rows = std::max<uint64_t>(1, body_bytes / 8);
   const uint64_t region = rows * 8 + 4096;
-  // As BatchPingPong's ring does, a block is held until its slot is
-  // reused, or until the arena is full (the reclaim callback then drops
-  // them all: the child has answered for every one).
-  auto bodies =
-      shm::BodyAllocator::Create(bodies_name, 8 * region + (1 << 20), BodyOptions()).ValueOrDie();
-  std::deque<shm::WritableBlock> held;
-  bodies->SetReclaimCallback([&held] { held.clear(); });
-  auto publish = [&held](shm::WritableBlock block) {
+  // The ping channel's options (BatchPingPongSegments); its loans are the
+  // bodies, never published. As the ping channel holds a block until its
+  // consumer returns it, the last kChannelSlots loans are held.
+  shm::ChannelOptions co;
+  co.slot_count = kChannelSlots;
+  co.inline_capacity = 448;
+  co.arena_bytes = 8 * region + (1 << 20);
+  co.space_timeout = 30s;
+  co.segment = BodySegmentOptions();
+  auto bodies = shm::ChannelProducer::Create(bodies_name, co).ValueOrDie();
+  std::deque<shm::ChannelLoan> held;
+  auto publish = [&held](shm::ChannelLoan block) {
     held.push_back(std::move(block));
-    if (held.size() > kRingSlots) held.pop_front();
+    if (held.size() > kChannelSlots) held.pop_front();
   };
   auto* signal = new (MapShared<Signal>(1)) Signal{};
   Stamps* stamps = MapShared<Stamps>(static_cast<size_t>(iterations));
@@ -350,7 +353,7 @@ BatchFigures PayloadPingPong(uint64_t body_bytes, int iterations, Mode mode) {
     shm::SegmentOpenOptions open_options;
     open_options.prefault = g_prefault;
     auto segment =
-        shm::Segment::Open(bodies_name, shm::SegmentKind::kBodies, open_options).ValueOrDie();
+        shm::Segment::Open(bodies_name, shm::SegmentKind::kChannel, open_options).ValueOrDie();
     const std::byte* payload = segment->payload();
     signal->pong.store(~uint64_t{0}, std::memory_order_release);  // ready
     uint64_t seen = 0;
@@ -392,19 +395,19 @@ BatchFigures PayloadPingPong(uint64_t body_bytes, int iterations, Mode mode) {
   for (int i = 0; i < iterations; ++i) {
     // Not timed: the body, as BatchPingPong builds it (values, then one
     // copy into the region), in a region of the same size.
-    auto body = bodies->Allocate(region).ValueOrDie();
+    auto body = bodies->Loan(region).ValueOrDie();
     for (uint64_t r = 0; r < rows; ++r) values[r] = i + static_cast<int64_t>(r);
     std::memcpy(body.data().data(), values.data(), rows * 8);
     AfterBuild(mode, &scratch, i);
-    const uint64_t offset = body.handle().offset;
+    const uint64_t offset = body.offset();
     if (WarmsUp(mode)) {
       // As BatchPingPong's warm-up batch: a region of the same size, its
       // first and last value written here and read by the child.
-      auto warm = bodies->Allocate(region).ValueOrDie();
+      auto warm = bodies->Loan(region).ValueOrDie();
       auto* warm_values = reinterpret_cast<int64_t*>(warm.data().data());
       warm_values[0] = kWarmUpValue;
       warm_values[rows - 1] = kWarmUpValue + static_cast<int64_t>(rows) - 1;
-      const uint64_t warm_offset = warm.handle().offset;
+      const uint64_t warm_offset = warm.offset();
       publish(std::move(warm));
       round_trip(warm_offset);
       await_answer();
@@ -421,11 +424,9 @@ BatchFigures PayloadPingPong(uint64_t body_bytes, int iterations, Mode mode) {
     publish(std::move(body));
   }
   AwaitChild(child);
-  bodies->SetReclaimCallback(nullptr);
   held.clear();
   bench::UnmapShared(signal, 1);
-  bodies.reset();
-  (void)shm::Segment::Remove(bodies_name);
+  bodies.reset();  // removes the channel's names
   return FiguresOf(stamps, iterations, std::move(half_rtt));
 }
 
@@ -474,7 +475,7 @@ int main(int argc, char** argv) {
       "warm evicted: 64 MiB written after building, then the warm-up round trip, at\n"
       "every size (the same cache state whatever the size)\n"
       "payload: the size-matched floor of the row above: same body, same addresses, same\n"
-      "build, handed over on a shared cache line instead of the ring (publish: the store)\n");
+      "build, handed over on a shared cache line instead of the channel (publish: the store)\n");
   std::printf("%-28s %9s %9s %9s %9s %9s %9s %7s\n", "case (busy-poll, ns)", "one-way", "p99",
               "rtt/2", "p99", "publish", "rebuilt", "samples");
   const int floor_n = iters(20000);
