@@ -59,7 +59,7 @@ struct MemorySample {
 /// Rows of int64 values a batch of `payload_bytes` has.
 inline int64_t RowsFor(int64_t payload_bytes) { return payload_bytes < 8 ? 1 : payload_bytes / 8; }
 
-/// `n` rounded up to a cache line (the body allocator's granularity).
+/// `n` rounded up to a cache line (the channel arena's granularity).
 inline uint64_t RoundUp64(uint64_t n) { return (n + 63) / 64 * 64; }
 
 /// Region of shared memory a pingpong ping batch of `rows` values is built
