@@ -34,6 +34,8 @@
 #include <string>
 #include <vector>
 
+#include "alkaid/measure/clock.h"
+#include "alkaid/measure/histogram.h"
 #include "alkaid/shm/channel.h"
 #include "batch_ping.h"
 #include "bench_util.h"
@@ -42,7 +44,7 @@ namespace {
 
 using namespace alkaid;
 using bench::Die;
-using bench::NowNs;
+using measure::NowNs;
 using namespace std::chrono_literals;
 
 int64_t ReadWord(std::span<const std::byte> body, std::size_t offset) {
@@ -257,11 +259,6 @@ void Stream(const bench::CpuPair& cpus, int64_t count, uint64_t size) {
   bench::UnmapShared(f, 1);
 }
 
-int64_t Percentile(std::vector<int64_t> v, double p) {
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -339,14 +336,14 @@ int main(int argc, char** argv) {
   const bench::CpuPair cpus = bench::PinToFirstTwoCpus();
   if (cpus.child < 0) std::fprintf(stderr, "warning: fewer than two CPUs; not pinned\n");
   const std::vector<int64_t> floor = Floor(cpus, count);
-  const int64_t floor_p50 = Percentile(floor, 0.5);
+  const int64_t floor_p50 = measure::Quantile(floor, 0.5);
   std::printf("one-way latency, %s, %d pings per size (ns)\n", mode_name, count);
   std::printf("%10s %9s %9s %11s %13s\n", "size", "p50", "p99", "floor p50", "p50 / floor");
   for (uint64_t s : sizes) {
     const std::vector<int64_t> v = PingPong(cpus, s, count, mode);
-    const int64_t p50 = Percentile(v, 0.5);
+    const int64_t p50 = measure::Quantile(v, 0.5);
     std::printf("%10llu %9lld %9lld %11lld %13.1f\n", static_cast<unsigned long long>(s),
-                static_cast<long long>(p50), static_cast<long long>(Percentile(v, 0.99)),
+                static_cast<long long>(p50), static_cast<long long>(measure::Quantile(v, 0.99)),
                 static_cast<long long>(floor_p50),
                 static_cast<double>(p50) / static_cast<double>(std::max<int64_t>(floor_p50, 1)));
   }

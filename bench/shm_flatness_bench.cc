@@ -70,6 +70,8 @@
 #include "alkaid/format/array.h"
 #include "alkaid/format/builder_primitive.h"
 #include "alkaid/format/record_batch.h"
+#include "alkaid/measure/clock.h"
+#include "alkaid/measure/histogram.h"
 #include "batch_ping.h"
 #include "bench_util.h"
 
@@ -77,7 +79,7 @@ namespace {
 
 using namespace alkaid;
 using namespace std::chrono_literals;
-using bench::NowNs;
+using measure::NowNs;
 
 constexpr uint64_t kSmallBytes = 64;
 constexpr uint32_t kRingSlots = 4;
@@ -176,11 +178,6 @@ MedianCi MedianWithCi(std::vector<double> d) {
   return {d[d.size() / 2], d[lo], d[hi]};
 }
 
-double Quantile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
-}
-
 void BM_OneWayPaired(benchmark::State& state, Fill fill) {
   const auto large_bytes = static_cast<uint64_t>(state.range(0));
   const uint64_t pings = 2 * static_cast<uint64_t>(state.max_iterations);
@@ -245,14 +242,14 @@ void BM_OneWayPaired(benchmark::State& state, Fill fill) {
     rebuilt_diff.push_back(rebuilt[1].back() - rebuilt[0].back());
   }
   bench::UnmapShared(stamps, pings);
-  const double p50 = Quantile(one_way[1], 0.5);
-  const double p50_small = Quantile(one_way[0], 0.5);
+  const double p50 = measure::Quantile(one_way[1], 0.5);
+  const double p50_small = measure::Quantile(one_way[0], 0.5);
   state.counters["p50"] = p50;
-  state.counters["p99"] = Quantile(one_way[1], 0.99);
+  state.counters["p99"] = measure::Quantile(one_way[1], 0.99);
   state.counters["p50_64B"] = p50_small;
   state.counters["ratio"] = p50 / p50_small;
-  state.counters["rebuilt"] = Quantile(rebuilt[1], 0.5);
-  state.counters["rebuilt_64B"] = Quantile(rebuilt[0], 0.5);
+  state.counters["rebuilt"] = measure::Quantile(rebuilt[1], 0.5);
+  state.counters["rebuilt_64B"] = measure::Quantile(rebuilt[0], 0.5);
   for (const auto& [prefix, diffs] :
        {std::pair{"d", &one_way_diff}, std::pair{"dr", &rebuilt_diff}}) {
     const MedianCi d = MedianWithCi(*diffs);

@@ -55,7 +55,6 @@
 //                                 [--settle-us N] [--no-pin]
 // (--warm-only: only the "warm" and "warm evicted" rows)
 
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -73,6 +72,8 @@
 #include "alkaid/client/batch_subscriber.h"
 #include "alkaid/format/array.h"
 #include "alkaid/format/builder_primitive.h"
+#include "alkaid/measure/clock.h"
+#include "alkaid/measure/histogram.h"
 #include "alkaid/shm/segment.h"
 #include "batch_ping.h"
 #include "bench_util.h"
@@ -83,7 +84,7 @@ using namespace alkaid;
 using bench::AwaitChild;
 using bench::Die;
 using bench::MapShared;
-using bench::NowNs;
+using measure::NowNs;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
@@ -92,10 +93,8 @@ struct Figures {
   double p99_ns;
 };
 
-Figures Summarize(std::vector<double> one_way_ns) {
-  std::sort(one_way_ns.begin(), one_way_ns.end());
-  const size_t n = one_way_ns.size();
-  return {one_way_ns[n / 2], one_way_ns[std::min(n - 1, n * 99 / 100)]};
+Figures Summarize(const std::vector<double>& one_way_ns) {
+  return {measure::Quantile(one_way_ns, 0.5), measure::Quantile(one_way_ns, 0.99)};
 }
 
 // Per-iteration timestamps (CLOCK_MONOTONIC, shared by both processes).

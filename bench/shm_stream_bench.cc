@@ -38,6 +38,8 @@
 #include "alkaid/client/batch_subscriber.h"
 #include "alkaid/format/array.h"
 #include "alkaid/format/builder_primitive.h"
+#include "alkaid/measure/clock.h"
+#include "alkaid/measure/histogram.h"
 #include "alkaid/shm/channel.h"
 #include "bench_util.h"
 
@@ -45,7 +47,7 @@ namespace {
 
 using namespace alkaid;
 using bench::Die;
-using bench::NowNs;
+using measure::NowNs;
 using namespace std::chrono_literals;
 
 constexpr int64_t kRows = 64;

@@ -42,26 +42,22 @@
 
 #include <nlohmann/json.hpp>
 
+#include "alkaid/measure/clock.h"
+#include "alkaid/measure/histogram.h"
 #include "iceoryx_hoofs/log/logmanager.hpp"
 #include "iceoryx_posh/popo/untyped_publisher.hpp"
 #include "iceoryx_posh/popo/untyped_subscriber.hpp"
 #include "iceoryx_posh/popo/wait_set.hpp"
 #include "iceoryx_posh/runtime/posh_runtime.hpp"
-#include "latency_histogram.h"
 
 namespace {
 
-using alkaid::tools::latency::Histogram;
-using alkaid::tools::latency::Summarize;
-using alkaid::tools::latency::Summary;
+using alkaid::measure::Histogram;
+using alkaid::measure::NowNs;
+using alkaid::measure::Summarize;
+using alkaid::measure::Summary;
 
 constexpr int64_t kWarmValue = -2;
-
-int64_t NowNs() {
-  timespec ts;
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
 
 struct Shared {
   std::atomic<int> stop;

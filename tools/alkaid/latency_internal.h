@@ -18,9 +18,17 @@
 #include "alkaid/client/batch_view.h"
 #include "alkaid/common/status.h"
 #include "alkaid/format/record_batch.h"
-#include "latency_histogram.h"
+#include "alkaid/measure/clock.h"
+#include "alkaid/measure/histogram.h"
 
 namespace alkaid::tools::latency {
+
+using measure::FormatPercentileDistribution;
+using measure::Histogram;
+using measure::NowNs;
+using measure::ProcessCpuNs;
+using measure::Summarize;
+using measure::Summary;
 
 /// Set by SIGINT/SIGTERM in any process of the run.
 extern volatile std::sig_atomic_t g_interrupted;
@@ -128,9 +136,6 @@ void ReportChildError(Shared* shared, const std::string& who, const Status& stat
 /// Pins the calling process to `cpu` if cpu >= 0.
 void PinToCpu(int cpu);
 
-/// CLOCK_MONOTONIC in nanoseconds.
-int64_t NowNs();
-
 /// First and last values of a received batch, whose schema must be one
 /// int64 column (every transport's); Invalid if it has another number of
 /// columns or no row.
@@ -143,9 +148,6 @@ int64_t ResidentBytes(int pid);
 
 /// Bytes allocated to /dev/shm objects whose names start with `prefix`.
 int64_t SegmentBytes(const std::string& prefix);
-
-/// CPU time (user + system) of the calling process, in nanoseconds.
-int64_t ProcessCpuNs();
 
 /// Runs each function in a forked child (pinned to `cpus[i]` when given;
 /// the function's return value is the exit code), then waits for all of

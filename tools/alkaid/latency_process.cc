@@ -4,10 +4,8 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -74,12 +72,6 @@ void PinToCpu(int cpu) {
   (void)::sched_setaffinity(0, sizeof(set), &set);
 }
 
-int64_t NowNs() {
-  timespec ts;
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
-
 Status FirstLast(const format::RecordBatch& batch, int64_t* first, int64_t* last) {
   if (batch.num_columns() != 1 || batch.num_rows() < 1) {
     return Status::Invalid("received a batch of ", batch.num_columns(), " columns and ",
@@ -137,13 +129,6 @@ int64_t SegmentBytes(const std::string& prefix) {
   }
   ::closedir(dir);
   return total;
-}
-
-int64_t ProcessCpuNs() {
-  rusage usage;
-  ::getrusage(RUSAGE_SELF, &usage);
-  auto ns = [](const timeval& tv) { return int64_t{tv.tv_sec} * 1000000000 + tv.tv_usec * 1000; };
-  return ns(usage.ru_utime) + ns(usage.ru_stime);
 }
 
 Status RunChildren(const std::vector<std::function<int()>>& bodies, const std::vector<int>& cpus,
