@@ -1,15 +1,12 @@
 #pragma once
 
 // Pieces of the multi-process latency benches (shm_latency_bench.cc,
-// shm_flatness_bench.cc): pinning a parent and its forked child to two
-// CPUs, a zeroed shared mapping made before the fork, and the segments of
-// a batch ping-pong: record batches from the parent to the child through a
+// shm_flatness_bench.cc) that alkaid/measure/ does not have: a zeroed
+// shared mapping made before the fork, and the segments of a batch
+// ping-pong: record batches from the parent to the child through a
 // channel, one int64 word back through a second channel (no body).
 
-#include <sched.h>
 #include <sys/mman.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
@@ -29,64 +26,6 @@
 #include "bench_util.h"
 
 namespace alkaid::bench {
-
-/// The CPUs of a bench's parent and of the children it forks (-1: not
-/// pinned). Two spinning processes left on one CPU measure the scheduler's
-/// time slice (~4 ms), not the transport.
-struct CpuPair {
-  int parent = -1;
-  int child = -1;
-};
-
-/// Moves `pid` (0: the caller) to `cpu`; nothing if `cpu` < 0.
-inline void PinTo(int cpu, pid_t pid = 0) {
-  if (cpu < 0) return;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  (void)::sched_setaffinity(pid, sizeof(set), &set);
-}
-
-/// The first two CPUs this process may use, the caller moved to the first;
-/// {-1, -1} if it may use fewer than two.
-inline CpuPair PinToFirstTwoCpus() {
-  CpuPair cpus;
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  if (::sched_getaffinity(0, sizeof(allowed), &allowed) != 0 || CPU_COUNT(&allowed) < 2) {
-    return cpus;
-  }
-  for (int c = 0; c < CPU_SETSIZE && cpus.child < 0; ++c) {
-    if (!CPU_ISSET(c, &allowed)) continue;
-    (cpus.parent < 0 ? cpus.parent : cpus.child) = c;
-  }
-  PinTo(cpus.parent);
-  return cpus;
-}
-
-/// fork(), with the child moved to its CPU by the parent as well as by
-/// itself: a child inherits the parent's CPU, and under a real-time policy
-/// (`chrt -f`) the spinning parent never lets it run there to move itself.
-inline pid_t ForkPinned(const CpuPair& cpus) {
-  const pid_t child = ::fork();
-  if (child > 0) PinTo(cpus.child, child);
-  if (child == 0) PinTo(cpus.child);
-  if (child < 0) {
-    std::perror("fork");
-    std::exit(1);
-  }
-  return child;
-}
-
-/// Waits for a child of the bench; exits if it failed.
-inline void AwaitChild(pid_t child) {
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    std::fprintf(stderr, "child failed\n");
-    std::exit(1);
-  }
-}
 
 /// `count` zeroed objects in an anonymous shared mapping (made before a
 /// fork, so both processes see it); exits if it cannot be mapped.

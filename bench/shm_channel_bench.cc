@@ -36,6 +36,7 @@
 
 #include "alkaid/measure/clock.h"
 #include "alkaid/measure/histogram.h"
+#include "alkaid/measure/process.h"
 #include "alkaid/shm/channel.h"
 #include "batch_ping.h"
 #include "bench_util.h"
@@ -101,10 +102,10 @@ struct Flags {
 };
 
 // The floor: a counter handed over through one cache line each way.
-std::vector<int64_t> Floor(const bench::CpuPair& cpus, int count) {
+std::vector<int64_t> Floor(const measure::CpuPair& cpus, int count) {
   auto* f = bench::MapShared<Flags>(1);
   auto* out = bench::MapShared<int64_t>(static_cast<size_t>(count));
-  const pid_t child = bench::ForkPinned(cpus);
+  const pid_t child = measure::ForkPinned(cpus);
   if (child == 0) {
     for (uint64_t i = 1; i <= static_cast<uint64_t>(count) + 100; ++i) {
       while (f->ping.load(std::memory_order_acquire) != i) {
@@ -120,7 +121,7 @@ std::vector<int64_t> Floor(const bench::CpuPair& cpus, int count) {
     }
     if (i > 100) out[i - 101] = (NowNs() - t0) / 2;
   }
-  bench::AwaitChild(child);
+  measure::AwaitChild(child);
   std::vector<int64_t> result(out, out + count);
   bench::UnmapShared(out, static_cast<size_t>(count));
   bench::UnmapShared(f, 1);
@@ -147,7 +148,7 @@ shm::ChannelConsumerOptions ConsumerOptions(shm::WaitMode mode) {
 }
 
 // One ping: A publishes `value` in a block of `size`, B answers `value`.
-std::vector<int64_t> PingPong(const bench::CpuPair& cpus, uint64_t size, int count,
+std::vector<int64_t> PingPong(const measure::CpuPair& cpus, uint64_t size, int count,
                               shm::WaitMode mode) {
   const std::string stem =
       "alkaid_chbench_" + std::to_string(::getpid()) + "_" + std::to_string(size);
@@ -156,7 +157,7 @@ std::vector<int64_t> PingPong(const bench::CpuPair& cpus, uint64_t size, int cou
   auto* out = bench::MapShared<int64_t>(static_cast<size_t>(count));
   auto to_b = shm::ChannelProducer::Create(ab, Options(size));
   if (!to_b.ok()) Die(to_b.status(), "create");
-  const pid_t child = bench::ForkPinned(cpus);
+  const pid_t child = measure::ForkPinned(cpus);
   if (child == 0) {
     auto from_a = shm::ChannelConsumer::Open(ab, ConsumerOptions(mode));
     if (!from_a.ok()) Die(from_a.status(), "open");
@@ -203,7 +204,7 @@ std::vector<int64_t> PingPong(const bench::CpuPair& cpus, uint64_t size, int cou
     (void)round_trip(-2 - i, false);  // warm-up of the same size
     out[i] = round_trip(i, true);
   }
-  bench::AwaitChild(child);
+  measure::AwaitChild(child);
   std::vector<int64_t> result(out, out + count);
   bench::UnmapShared(out, static_cast<size_t>(count));
   bench::UnmapShared(f, 1);
@@ -213,13 +214,13 @@ std::vector<int64_t> PingPong(const bench::CpuPair& cpus, uint64_t size, int cou
 }
 
 // Messages per second received by a consumer process.
-void Stream(const bench::CpuPair& cpus, int64_t count, uint64_t size) {
+void Stream(const measure::CpuPair& cpus, int64_t count, uint64_t size) {
   const std::string name = "alkaid_chbench_" + std::to_string(::getpid()) + "_stream";
   auto* f = bench::MapShared<Flags>(1);
   auto* rate = bench::MapShared<double>(1);
   auto producer = shm::ChannelProducer::Create(name, Options(size));
   if (!producer.ok()) Die(producer.status(), "create");
-  const pid_t child = bench::ForkPinned(cpus);
+  const pid_t child = measure::ForkPinned(cpus);
   if (child == 0) {
     auto consumer = shm::ChannelConsumer::Open(name, ConsumerOptions(shm::WaitMode::kBusyPoll));
     if (!consumer.ok()) Die(consumer.status(), "open");
@@ -251,7 +252,7 @@ void Stream(const bench::CpuPair& cpus, int64_t count, uint64_t size) {
     CHECK_OK((*producer)->Publish({}, std::move(*loan)));
   }
   const double publish_rate = static_cast<double>(count) * 1e9 / static_cast<double>(NowNs() - t0);
-  bench::AwaitChild(child);
+  measure::AwaitChild(child);
   std::printf("stream: %lld messages of %llu bytes: %.2f M/s received (%.2f M/s published)\n",
               static_cast<long long>(count), static_cast<unsigned long long>(size), *rate / 1e6,
               publish_rate / 1e6);
@@ -323,7 +324,7 @@ int main(int argc, char** argv) {
     if (inproc >= 0) {
       InProcess(inproc, inproc_size);
     } else {
-      Stream(bench::PinToFirstTwoCpus(), std::max<int64_t>(stream, 2), inproc_size);
+      Stream(measure::PinToFirstTwoCpus(), std::max<int64_t>(stream, 2), inproc_size);
     }
     return 0;
   }
@@ -333,7 +334,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const bench::CpuPair cpus = bench::PinToFirstTwoCpus();
+  const measure::CpuPair cpus = measure::PinToFirstTwoCpus();
   if (cpus.child < 0) std::fprintf(stderr, "warning: fewer than two CPUs; not pinned\n");
   const std::vector<int64_t> floor = Floor(cpus, count);
   const int64_t floor_p50 = measure::Quantile(floor, 0.5);

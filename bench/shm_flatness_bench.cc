@@ -72,6 +72,7 @@
 #include "alkaid/format/record_batch.h"
 #include "alkaid/measure/clock.h"
 #include "alkaid/measure/histogram.h"
+#include "alkaid/measure/process.h"
 #include "batch_ping.h"
 #include "bench_util.h"
 
@@ -87,7 +88,7 @@ constexpr int64_t kWarmUpValue = -2;
 
 enum class Fill { kLoaned, kBuilt, kBuiltEvicted };
 
-bench::CpuPair g_cpus;
+measure::CpuPair g_cpus;
 
 // Per ping, in a mapping shared with the child (CLOCK_MONOTONIC).
 struct Stamp {
@@ -191,7 +192,7 @@ void BM_OneWayPaired(benchmark::State& state, Fill fill) {
   bench::BatchPingPongSegments segments(tag, 8 * large_region + (1 << 20), segment_options,
                                         kRingSlots);
   Stamp* stamps = bench::MapShared<Stamp>(pings);
-  const pid_t child = bench::ForkPinned(g_cpus);
+  const pid_t child = measure::ForkPinned(g_cpus);
   if (child == 0) ChildLoop(segments, schema, large_bytes, stamps, pings);
 
   auto publisher = client::BatchPublisher::Create(segments.ping(), schema).ValueOrDie();
@@ -227,7 +228,7 @@ void BM_OneWayPaired(benchmark::State& state, Fill fill) {
     }
     state.SetIterationTime(large_seconds);
   }
-  bench::AwaitChild(child);
+  measure::AwaitChild(child);
   publisher.reset();
 
   // [0]: 64 B, [1]: the row's size; *_diff: per pair, size - 64 B.
@@ -283,7 +284,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "alkaid_shm_flatness_bench: --pairs-scale must be positive\n");
     return 2;
   }
-  if (pin) g_cpus = bench::PinToFirstTwoCpus();
+  if (pin) g_cpus = measure::PinToFirstTwoCpus();
   const struct {
     Fill fill;
     const char* name;

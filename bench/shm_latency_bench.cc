@@ -74,6 +74,7 @@
 #include "alkaid/format/builder_primitive.h"
 #include "alkaid/measure/clock.h"
 #include "alkaid/measure/histogram.h"
+#include "alkaid/measure/process.h"
 #include "alkaid/shm/segment.h"
 #include "batch_ping.h"
 #include "bench_util.h"
@@ -81,9 +82,9 @@
 namespace {
 
 using namespace alkaid;
-using bench::AwaitChild;
 using bench::Die;
 using bench::MapShared;
+using measure::AwaitChild;
 using measure::NowNs;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
@@ -108,12 +109,12 @@ struct Stamps {
 // CPUs of the parent and of the child of every run: by default the first
 // two CPUs this process may use (--no-pin leaves the placement to the
 // scheduler).
-bench::CpuPair g_cpus;
+measure::CpuPair g_cpus;
 
 // The floor: one shared cache line, parent writes 2k+1, child answers 2k+2.
 Figures CacheLinePingPong(int iterations) {
   auto* word = new (MapShared<std::atomic<uint64_t>>(1)) std::atomic<uint64_t>(0);
-  const pid_t child = bench::ForkPinned(g_cpus);
+  const pid_t child = measure::ForkPinned(g_cpus);
   if (child == 0) {
     for (uint64_t k = 0; k < static_cast<uint64_t>(iterations); ++k) {
       while (word->load(std::memory_order_acquire) != 2 * k + 1) {
@@ -253,7 +254,7 @@ BatchFigures BatchPingPong(uint64_t body_bytes, int iterations, Mode mode) {
   Stamps* stamps = MapShared<Stamps>(static_cast<size_t>(iterations));
   bench::BatchPingPongSegments segments(RunTag(body_bytes, mode), 8 * region + (1 << 20),
                                         BodySegmentOptions(), kChannelSlots);
-  const pid_t child = bench::ForkPinned(g_cpus);
+  const pid_t child = measure::ForkPinned(g_cpus);
   if (child == 0) {
     auto sub = segments.OpenInChild(schema);
     for (int got_measured = 0; got_measured < iterations;) {
@@ -347,7 +348,7 @@ BatchFigures PayloadPingPong(uint64_t body_bytes, int iterations, Mode mode) {
   auto* signal = new (MapShared<Signal>(1)) Signal{};
   Stamps* stamps = MapShared<Stamps>(static_cast<size_t>(iterations));
 
-  const pid_t child = bench::ForkPinned(g_cpus);
+  const pid_t child = measure::ForkPinned(g_cpus);
   if (child == 0) {
     shm::SegmentOpenOptions open_options;
     open_options.prefault = g_prefault;
@@ -455,7 +456,7 @@ int main(int argc, char** argv) {
   auto iters = [&](int n) { return std::max(10, static_cast<int>(n * scale)); };
   double load[3] = {0, 0, 0};
   (void)::getloadavg(load, 3);
-  if (pin) g_cpus = bench::PinToFirstTwoCpus();
+  if (pin) g_cpus = measure::PinToFirstTwoCpus();
   std::printf("load average %.2f %.2f %.2f; segments %sprefaulted; body pages %s; ", load[0],
               load[1], load[2], g_prefault ? "" : "NOT ", g_huge_pages ? "2 MiB" : "4 KiB");
   if (g_cpus.child >= 0) {

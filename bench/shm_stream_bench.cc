@@ -20,7 +20,6 @@
 //   alkaid_shm_stream_bench --inproc [iterations] [--fixed]   (single thread, for profilers)
 
 #include <sys/mman.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -40,6 +39,7 @@
 #include "alkaid/format/builder_primitive.h"
 #include "alkaid/measure/clock.h"
 #include "alkaid/measure/histogram.h"
+#include "alkaid/measure/process.h"
 #include "alkaid/shm/channel.h"
 #include "bench_util.h"
 
@@ -190,7 +190,7 @@ StreamFigures Stream(int consumers, int64_t batches, bool fixed) {
   auto* shared = new (mem) Shared();
   std::vector<pid_t> children;
   for (int c = 0; c < consumers; ++c) {
-    const pid_t pid = ::fork();
+    const pid_t pid = measure::ForkPinned(measure::CpuPair{});  // not pinned
     if (pid == 0) {
       client::SubscriberOptions so;
       so.consumer.wait_mode = shm::WaitMode::kBusyPoll;
@@ -217,12 +217,7 @@ StreamFigures Stream(int consumers, int64_t batches, bool fixed) {
   const int64_t t1 = NowNs();
   StreamFigures f{};
   for (int c = 0; c < consumers; ++c) {
-    int status = 0;
-    ::waitpid(children[static_cast<size_t>(c)], &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      std::fprintf(stderr, "consumer %d failed\n", c);
-      std::exit(1);
-    }
+    measure::AwaitChild(children[static_cast<size_t>(c)]);
     const double secs = static_cast<double>(shared->last_ns[c] - shared->first_ns[c]) / 1e9;
     f.per_consumer_rate[c] = static_cast<double>(batches - 1) / secs;
   }

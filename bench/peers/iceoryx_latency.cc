@@ -17,7 +17,6 @@
 // Output: a table, and with --json the shape of `alkaid latency --json`
 // (transport "iceoryx").
 
-#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -32,6 +31,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <new>
 #include <optional>
@@ -44,6 +44,7 @@
 
 #include "alkaid/measure/clock.h"
 #include "alkaid/measure/histogram.h"
+#include "alkaid/measure/process.h"
 #include "iceoryx_hoofs/log/logmanager.hpp"
 #include "iceoryx_posh/popo/untyped_publisher.hpp"
 #include "iceoryx_posh/popo/untyped_subscriber.hpp"
@@ -52,39 +53,28 @@
 
 namespace {
 
+using alkaid::Status;
+using alkaid::measure::ChildControl;
 using alkaid::measure::Histogram;
 using alkaid::measure::NowNs;
+using alkaid::measure::Stopping;
 using alkaid::measure::Summarize;
 using alkaid::measure::Summary;
 
 constexpr int64_t kWarmValue = -2;
 
 struct Shared {
-  std::atomic<int> stop;
-  std::atomic<int> failed;
+  ChildControl control;  // stop flag, first error
   int64_t elapsed_ns;
-  char error[512];
   Histogram histogram;
 };
 
-volatile std::sig_atomic_t g_interrupted = 0;
-void OnInterrupt(int) { g_interrupted = 1; }
-
 void Fail(Shared* shared, const std::string& message) {
-  if (shared->failed.exchange(1) == 0) {
-    std::snprintf(shared->error, sizeof(shared->error), "%s", message.c_str());
-  }
-  shared->stop.store(1);
+  alkaid::measure::ReportChildError(&shared->control, "iceoryx", Status::IOError(message));
+  shared->control.stop.store(1);
 }
 
-bool Stopping(const Shared* shared) { return g_interrupted || shared->stop.load() != 0; }
-
-void Pin(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  (void)::sched_setaffinity(0, sizeof(set), &set);
-}
+bool Stopping(const Shared* shared) { return Stopping(shared->control); }
 
 struct Options {
   std::vector<int64_t> sizes = {64, 4096, 65536, 1048576, 16777216};
@@ -216,7 +206,7 @@ int PingSide(const Options& options, int64_t size, Shared* shared) {
     shared->histogram.Record((NowNs() - t0) / 2);
   }
   shared->elapsed_ns = NowNs() - start;
-  shared->stop.store(1);  // the pong side leaves
+  shared->control.stop.store(1);  // the pong side leaves
   return 0;
 }
 
@@ -255,30 +245,22 @@ int PongSide(const Options& options, int64_t size, Shared* shared) {
   }
 }
 
-// Forks both sides for one size; returns false on failure.
-bool MeasureSize(const Options& options, int64_t size, Shared* shared, int cpus) {
+// Forks both sides for one size, pinned to the first two CPUs this
+// process may use (if it may use two).
+Status MeasureSize(const Options& options, int64_t size, Shared* shared) {
   std::memset(static_cast<void*>(shared), 0, sizeof(Shared));
-  pid_t pids[2];
+  std::vector<int> cpus = alkaid::measure::AllowedCpus();
+  cpus.resize(cpus.size() >= 2 ? 2 : 0);
+  std::vector<std::function<int()>> sides;
   for (int side = 0; side < 2; ++side) {
-    std::fflush(nullptr);
-    pids[side] = ::fork();
-    if (pids[side] == 0) {
-      if (cpus >= 2) Pin(side);
+    sides.push_back([&options, size, shared, side]() -> int {
       iox::log::LogManager::GetLogManager().SetDefaultLogLevel(
           iox::log::LogLevel::kWarn, iox::log::LogLevelOutput::kHideLogLevel);
       // exit(), not _exit(): the runtime's destructor deregisters from RouDi.
       std::exit(side == 0 ? PingSide(options, size, shared) : PongSide(options, size, shared));
-    }
+    });
   }
-  bool ok = true;
-  for (pid_t pid : pids) {
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-      shared->stop.store(1);
-    }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ok = false;
-  }
-  return ok && shared->failed.load() == 0 && !g_interrupted;
+  return alkaid::measure::RunChildren(sides, cpus, &shared->control, nullptr);
 }
 
 bool ParseArgs(int argc, char** argv, Options* o) {
@@ -334,11 +316,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "alkaid_iceoryx_latency: %s\n", e.what());
     return 2;
   }
-  struct sigaction action;
-  std::memset(&action, 0, sizeof(action));
-  action.sa_handler = OnInterrupt;
-  ::sigaction(SIGINT, &action, nullptr);
-  ::sigaction(SIGTERM, &action, nullptr);
+  alkaid::measure::InstallInterruptHandler();
 
   pid_t roudi = -1;
   if (options.start_roudi) {
@@ -362,7 +340,6 @@ int main(int argc, char** argv) {
   void* mem =
       ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   auto* shared = new (mem) Shared;
-  const int cpus = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
   nlohmann::ordered_json results = nlohmann::ordered_json::array();
   int code = 0;
   std::printf("iceoryx ping-pong, mode %s; one-way latency = round trip / 2\n",
@@ -370,11 +347,11 @@ int main(int argc, char** argv) {
   std::printf("%10s %10s %10s %10s %10s %10s %9s\n", "payload", "p50_ns", "p90_ns", "p99_ns",
               "p99.9_ns", "max_ns", "samples");
   for (const int64_t size : options.sizes) {
-    if (!MeasureSize(options, size, shared, cpus)) {
+    const Status measured = MeasureSize(options, size, shared);
+    if (!measured.ok()) {
       std::fprintf(stderr, "alkaid_iceoryx_latency: %lld B: %s\n", static_cast<long long>(size),
-                   shared->failed.load() != 0 ? shared->error
-                                              : (g_interrupted ? "interrupted" : "a side failed"));
-      code = g_interrupted ? 130 : 1;
+                   measured.message().c_str());
+      code = alkaid::measure::Interrupted() ? 130 : 1;
       break;
     }
     const Summary s = Summarize(shared->histogram);

@@ -34,8 +34,6 @@ constexpr int64_t kHelloBase = -1000;  // hellos: kHelloBase - k
 constexpr auto kSlice = 50ms;  // waits are cut in slices to notice a stop
 constexpr int64_t kAnswerTimeoutNs = 30'000'000'000;
 
-bool Stopping(const Shared* shared) { return g_interrupted || shared->stop.load() != 0; }
-
 Status StopStatus() { return Status::Cancelled("stopped"); }
 
 format::SchemaPtr BatchSchema() {
@@ -431,15 +429,6 @@ Status StreamConsumer(const RunSpec& spec, Shared* shared, int index) {
   return consumer->Close();
 }
 
-// Runs `body` in a child: exit 0, 3 when stopped, 1 on error (recorded).
-int ChildMain(Shared* shared, const std::string& who, const std::function<Status()>& body) {
-  const Status st = body();
-  if (st.ok()) return 0;
-  if (st.code() == StatusCode::kCancelled && Stopping(shared)) return 3;
-  ReportChildError(shared, who, st);
-  return 1;
-}
-
 }  // namespace
 
 Status MeasureAlkaid(const RunSpec& spec, const ProgressHook& progress, Measurement* out) {
@@ -494,7 +483,7 @@ Status MeasureAlkaid(const RunSpec& spec, const ProgressHook& progress, Measurem
   }
   std::function<void()> on_wait;
   if (progress) on_wait = [&] { progress(*s); };
-  ALKAID_RETURN_NOT_OK(RunChildren(bodies, spec.cpus, s, on_wait));
+  ALKAID_RETURN_NOT_OK(RunChildren(bodies, spec.cpus, &s->control, on_wait));
 
   out->transport = "alkaid";
   out->mode = spec.mode;

@@ -29,16 +29,6 @@ namespace {
 
 namespace ipc = format::ipc;
 
-bool Stopping(const Shared* shared) { return g_interrupted || shared->stop.load() != 0; }
-
-int ChildMain(Shared* shared, const std::string& who, const std::function<Status()>& body) {
-  const Status st = body();
-  if (st.ok()) return 0;
-  if (Stopping(shared)) return 3;
-  ReportChildError(shared, who, st);
-  return 1;
-}
-
 void Finish(const RunSpec& spec, const Shared& shared, const std::string& transport,
             const std::string& mode, const std::string& pattern, Measurement* out) {
   out->transport = transport;
@@ -169,7 +159,7 @@ Status MeasureFloor(const RunSpec& spec, const ProgressHook& progress, Measureme
   });
   std::function<void()> on_wait;
   if (progress) on_wait = [&] { progress(*s); };
-  ALKAID_RETURN_NOT_OK(RunChildren(bodies, spec.cpus, s, on_wait));
+  ALKAID_RETURN_NOT_OK(RunChildren(bodies, spec.cpus, &s->control, on_wait));
   Finish(spec, *s, "floor", "spin", "pingpong", out);
   return Status::OK();
 }
@@ -336,7 +326,7 @@ Status MeasurePayload(const RunSpec& spec, const ProgressHook& progress, Measure
   });
   std::function<void()> on_wait;
   if (progress) on_wait = [&] { progress(*s); };
-  const Status st = RunChildren(bodies, spec.cpus, s, on_wait);
+  const Status st = RunChildren(bodies, spec.cpus, &s->control, on_wait);
   (void)shm::Segment::Remove(name);  // gone already unless side A failed early
   ALKAID_RETURN_NOT_OK(st);
   Finish(spec, *s, "payload", "spin", "pingpong", out);
@@ -552,7 +542,7 @@ Status MeasureUds(const RunSpec& spec, const ProgressHook& progress, Measurement
   }
   std::function<void()> on_wait;
   if (progress) on_wait = [&] { progress(*s); };
-  const Status st = RunChildren(bodies, spec.cpus, s, on_wait);
+  const Status st = RunChildren(bodies, spec.cpus, &s->control, on_wait);
   for (auto& p : pairs) {
     ::close(p[0]);
     ::close(p[1]);

@@ -20,6 +20,7 @@
 #include "alkaid/format/record_batch.h"
 #include "alkaid/measure/clock.h"
 #include "alkaid/measure/histogram.h"
+#include "alkaid/measure/process.h"
 
 namespace alkaid::tools::latency {
 
@@ -27,15 +28,9 @@ using measure::FormatPercentileDistribution;
 using measure::Histogram;
 using measure::NowNs;
 using measure::ProcessCpuNs;
+using measure::RunChildren;
 using measure::Summarize;
 using measure::Summary;
-
-/// Set by SIGINT/SIGTERM in any process of the run.
-extern volatile std::sig_atomic_t g_interrupted;
-
-/// Installs the SIGINT/SIGTERM handler (no SA_RESTART, so that blocking
-/// reads return EINTR).
-void InstallInterruptHandler();
 
 /// How one (transport, size) measurement is run.
 struct RunSpec {
@@ -90,7 +85,7 @@ inline constexpr std::size_t kPingRingSlots = 16;
 /// MAP_SHARED anonymous mapping created before fork).
 struct Shared {
   static constexpr int kMaxConsumers = 64;
-  std::atomic<int> stop;          ///< parent -> children: give up now
+  measure::ChildControl control;  ///< stop flag, first child error
   std::atomic<int64_t> progress;  ///< samples or batches so far
   std::atomic<int> ready;         ///< children that finished setting up
   std::atomic<int> linked;        ///< consumers that saw the producer's hello
@@ -110,8 +105,6 @@ struct Shared {
   std::atomic<int64_t> hellos_seen;  ///< pingpong: hellos side B received
   MemorySample memory[2];            ///< stream: at min(1M, count/2) batches, at the end
   std::atomic<int> memory_samples;
-  std::atomic<int> error_claimed;
-  char error[1024];                     ///< first child error
   Histogram histograms[kMaxConsumers];  ///< one per consumer (pingpong: [0])
 };
 
@@ -130,11 +123,13 @@ class SharedBlock {
   Shared* shared_ = nullptr;
 };
 
-/// Records a child's error in `shared` (the first one wins).
-void ReportChildError(Shared* shared, const std::string& who, const Status& status);
+/// Whether the children should give up (interrupted, or told to stop).
+inline bool Stopping(const Shared* shared) { return measure::Stopping(shared->control); }
 
-/// Pins the calling process to `cpu` if cpu >= 0.
-void PinToCpu(int cpu);
+/// Runs `body` in a child: exit 0, 3 when stopped, 1 on error (recorded).
+inline int ChildMain(Shared* shared, const std::string& who, const std::function<Status()>& body) {
+  return measure::ChildExitCode(&shared->control, who, body());
+}
 
 /// First and last values of a received batch, whose schema must be one
 /// int64 column (every transport's); Invalid if it has another number of
@@ -148,15 +143,6 @@ int64_t ResidentBytes(int pid);
 
 /// Bytes allocated to /dev/shm objects whose names start with `prefix`.
 int64_t SegmentBytes(const std::string& prefix);
-
-/// Runs each function in a forked child (pinned to `cpus[i]` when given;
-/// the function's return value is the exit code), then waits for all of
-/// them. `on_wait` is called about every 200 ms while waiting (progress),
-/// or never if null. On interruption, sets shared->stop, gives the
-/// children 5 s, then kills what is left. Returns OK if every child exited
-/// 0, otherwise an error with the first child error recorded in `shared`.
-Status RunChildren(const std::vector<std::function<int()>>& bodies, const std::vector<int>& cpus,
-                   Shared* shared, const std::function<void()>& on_wait);
 
 /// What one measurement gives.
 struct Measurement {
