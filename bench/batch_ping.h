@@ -1,12 +1,9 @@
 #pragma once
 
 // Pieces of the multi-process latency benches (shm_latency_bench.cc,
-// shm_flatness_bench.cc) that alkaid/measure/ does not have: a zeroed
-// shared mapping made before the fork, and the segments of a batch
-// ping-pong: record batches from the parent to the child through a
+// shm_flatness_bench.cc) that alkaid/measure/ does not have: the segments
+// of a batch ping-pong: record batches from the parent to the child through a
 // channel, one int64 word back through a second channel (no body).
-
-#include <sys/mman.h>
 
 #include <chrono>
 #include <cstdint>
@@ -26,25 +23,6 @@
 #include "bench_util.h"
 
 namespace alkaid::bench {
-
-/// `count` zeroed objects in an anonymous shared mapping (made before a
-/// fork, so both processes see it); exits if it cannot be mapped.
-template <typename T>
-T* MapShared(size_t count) {
-  const size_t bytes = sizeof(T) * count;
-  void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED) {
-    std::perror("mmap");
-    std::exit(1);
-  }
-  std::memset(mem, 0, bytes);
-  return static_cast<T*>(mem);
-}
-
-template <typename T>
-void UnmapShared(T* objects, size_t count) {
-  ::munmap(objects, sizeof(T) * count);
-}
 
 /// A batch of one int64 column of `rows` values in `pool`'s region, of
 /// which only the first (`first`) and the last (`first + rows - 1`) are

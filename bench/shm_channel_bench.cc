@@ -37,6 +37,7 @@
 #include "alkaid/measure/clock.h"
 #include "alkaid/measure/histogram.h"
 #include "alkaid/measure/process.h"
+#include "alkaid/measure/shared_mapping.h"
 #include "alkaid/shm/channel.h"
 #include "batch_ping.h"
 #include "bench_util.h"
@@ -103,8 +104,8 @@ struct Flags {
 
 // The floor: a counter handed over through one cache line each way.
 std::vector<int64_t> Floor(const measure::CpuPair& cpus, int count) {
-  auto* f = bench::MapShared<Flags>(1);
-  auto* out = bench::MapShared<int64_t>(static_cast<size_t>(count));
+  auto f = measure::SharedMapping<Flags>::MapOrDie();
+  std::vector<int64_t> out(static_cast<size_t>(count));
   const pid_t child = measure::ForkPinned(cpus);
   if (child == 0) {
     for (uint64_t i = 1; i <= static_cast<uint64_t>(count) + 100; ++i) {
@@ -122,10 +123,7 @@ std::vector<int64_t> Floor(const measure::CpuPair& cpus, int count) {
     if (i > 100) out[i - 101] = (NowNs() - t0) / 2;
   }
   measure::AwaitChild(child);
-  std::vector<int64_t> result(out, out + count);
-  bench::UnmapShared(out, static_cast<size_t>(count));
-  bench::UnmapShared(f, 1);
-  return result;
+  return out;
 }
 
 // Receives the next message into `m`, as `mode` says: busy-polling
@@ -153,8 +151,8 @@ std::vector<int64_t> PingPong(const measure::CpuPair& cpus, uint64_t size, int c
   const std::string stem =
       "alkaid_chbench_" + std::to_string(::getpid()) + "_" + std::to_string(size);
   const std::string ab = stem + "_ab", ba = stem + "_ba";
-  auto* f = bench::MapShared<Flags>(1);
-  auto* out = bench::MapShared<int64_t>(static_cast<size_t>(count));
+  auto f = measure::SharedMapping<Flags>::MapOrDie();
+  std::vector<int64_t> out(static_cast<size_t>(count));
   auto to_b = shm::ChannelProducer::Create(ab, Options(size));
   if (!to_b.ok()) Die(to_b.status(), "create");
   const pid_t child = measure::ForkPinned(cpus);
@@ -205,19 +203,16 @@ std::vector<int64_t> PingPong(const measure::CpuPair& cpus, uint64_t size, int c
     out[i] = round_trip(i, true);
   }
   measure::AwaitChild(child);
-  std::vector<int64_t> result(out, out + count);
-  bench::UnmapShared(out, static_cast<size_t>(count));
-  bench::UnmapShared(f, 1);
   m.Reset();
   from_b->reset();
-  return result;
+  return out;
 }
 
 // Messages per second received by a consumer process.
 void Stream(const measure::CpuPair& cpus, int64_t count, uint64_t size) {
   const std::string name = "alkaid_chbench_" + std::to_string(::getpid()) + "_stream";
-  auto* f = bench::MapShared<Flags>(1);
-  auto* rate = bench::MapShared<double>(1);
+  auto f = measure::SharedMapping<Flags>::MapOrDie();
+  auto rate = measure::SharedMapping<double>::MapOrDie();
   auto producer = shm::ChannelProducer::Create(name, Options(size));
   if (!producer.ok()) Die(producer.status(), "create");
   const pid_t child = measure::ForkPinned(cpus);
@@ -235,7 +230,7 @@ void Stream(const measure::CpuPair& cpus, int64_t count, uint64_t size) {
         ::_exit(2);
       }
     }
-    *rate = static_cast<double>(count - 1) * 1e9 / static_cast<double>(NowNs() - start);
+    *rate.get() = static_cast<double>(count - 1) * 1e9 / static_cast<double>(NowNs() - start);
     m.Reset();
     consumer->reset();
     ::_exit(0);
@@ -254,10 +249,8 @@ void Stream(const measure::CpuPair& cpus, int64_t count, uint64_t size) {
   const double publish_rate = static_cast<double>(count) * 1e9 / static_cast<double>(NowNs() - t0);
   measure::AwaitChild(child);
   std::printf("stream: %lld messages of %llu bytes: %.2f M/s received (%.2f M/s published)\n",
-              static_cast<long long>(count), static_cast<unsigned long long>(size), *rate / 1e6,
-              publish_rate / 1e6);
-  bench::UnmapShared(rate, 1);
-  bench::UnmapShared(f, 1);
+              static_cast<long long>(count), static_cast<unsigned long long>(size),
+              *rate.get() / 1e6, publish_rate / 1e6);
 }
 
 }  // namespace

@@ -73,6 +73,7 @@
 #include "alkaid/measure/clock.h"
 #include "alkaid/measure/histogram.h"
 #include "alkaid/measure/process.h"
+#include "alkaid/measure/shared_mapping.h"
 #include "batch_ping.h"
 #include "bench_util.h"
 
@@ -191,7 +192,8 @@ void BM_OneWayPaired(benchmark::State& state, Fill fill) {
                           std::to_string(static_cast<int>(fill));
   bench::BatchPingPongSegments segments(tag, 8 * large_region + (1 << 20), segment_options,
                                         kRingSlots);
-  Stamp* stamps = bench::MapShared<Stamp>(pings);
+  auto stamps_mapping = measure::SharedMapping<Stamp>::MapOrDie(pings);
+  Stamp* stamps = stamps_mapping.get();
   const pid_t child = measure::ForkPinned(g_cpus);
   if (child == 0) ChildLoop(segments, schema, large_bytes, stamps, pings);
 
@@ -242,7 +244,6 @@ void BM_OneWayPaired(benchmark::State& state, Fill fill) {
     one_way_diff.push_back(one_way[1].back() - one_way[0].back());
     rebuilt_diff.push_back(rebuilt[1].back() - rebuilt[0].back());
   }
-  bench::UnmapShared(stamps, pings);
   const double p50 = measure::Quantile(one_way[1], 0.5);
   const double p50_small = measure::Quantile(one_way[0], 0.5);
   state.counters["p50"] = p50;

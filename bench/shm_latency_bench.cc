@@ -75,6 +75,7 @@
 #include "alkaid/measure/clock.h"
 #include "alkaid/measure/histogram.h"
 #include "alkaid/measure/process.h"
+#include "alkaid/measure/shared_mapping.h"
 #include "alkaid/shm/segment.h"
 #include "batch_ping.h"
 #include "bench_util.h"
@@ -83,7 +84,6 @@ namespace {
 
 using namespace alkaid;
 using bench::Die;
-using bench::MapShared;
 using measure::AwaitChild;
 using measure::NowNs;
 using Clock = std::chrono::steady_clock;
@@ -113,7 +113,8 @@ measure::CpuPair g_cpus;
 
 // The floor: one shared cache line, parent writes 2k+1, child answers 2k+2.
 Figures CacheLinePingPong(int iterations) {
-  auto* word = new (MapShared<std::atomic<uint64_t>>(1)) std::atomic<uint64_t>(0);
+  auto word_mapping = measure::SharedMapping<std::atomic<uint64_t>>::MapOrDie();
+  std::atomic<uint64_t>* word = word_mapping.get();
   const pid_t child = measure::ForkPinned(g_cpus);
   if (child == 0) {
     for (uint64_t k = 0; k < static_cast<uint64_t>(iterations); ++k) {
@@ -132,7 +133,6 @@ Figures CacheLinePingPong(int iterations) {
     samples.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / 2);
   }
   AwaitChild(child);
-  bench::UnmapShared(word, 1);
   return Summarize(std::move(samples));
 }
 
@@ -143,15 +143,14 @@ struct BatchFigures {
   Figures receive;   // t_recv - t0
 };
 
-// The figures of a run from its stamps; unmaps them.
-BatchFigures FiguresOf(Stamps* stamps, int iterations, std::vector<double> half_rtt) {
+// The figures of a run from its stamps.
+BatchFigures FiguresOf(const Stamps* stamps, int iterations, std::vector<double> half_rtt) {
   std::vector<double> one_way, publish, receive;
   for (int i = 0; i < iterations; ++i) {
     one_way.push_back(static_cast<double>(stamps[i].t_vals - stamps[i].t0));
     publish.push_back(static_cast<double>(stamps[i].t_pub - stamps[i].t0));
     receive.push_back(static_cast<double>(stamps[i].t_recv - stamps[i].t0));
   }
-  bench::UnmapShared(stamps, static_cast<size_t>(iterations));
   return {Summarize(std::move(one_way)), Summarize(std::move(half_rtt)),
           Summarize(std::move(publish)), Summarize(std::move(receive))};
 }
@@ -251,7 +250,8 @@ BatchFigures BatchPingPong(uint64_t body_bytes, int iterations, Mode mode) {
   const uint64_t region = rows * 8 + 4096;
   auto schema = format::schema({format::field("v", format::int64(), false)});
 
-  Stamps* stamps = MapShared<Stamps>(static_cast<size_t>(iterations));
+  auto stamps_mapping = measure::SharedMapping<Stamps>::MapOrDie(static_cast<size_t>(iterations));
+  Stamps* stamps = stamps_mapping.get();
   bench::BatchPingPongSegments segments(RunTag(body_bytes, mode), 8 * region + (1 << 20),
                                         BodySegmentOptions(), kChannelSlots);
   const pid_t child = measure::ForkPinned(g_cpus);
@@ -345,8 +345,10 @@ BatchFigures PayloadPingPong(uint64_t body_bytes, int iterations, Mode mode) {
     held.push_back(std::move(block));
     if (held.size() > kChannelSlots) held.pop_front();
   };
-  auto* signal = new (MapShared<Signal>(1)) Signal{};
-  Stamps* stamps = MapShared<Stamps>(static_cast<size_t>(iterations));
+  auto signal_mapping = measure::SharedMapping<Signal>::MapOrDie();
+  Signal* signal = signal_mapping.get();
+  auto stamps_mapping = measure::SharedMapping<Stamps>::MapOrDie(static_cast<size_t>(iterations));
+  Stamps* stamps = stamps_mapping.get();
 
   const pid_t child = measure::ForkPinned(g_cpus);
   if (child == 0) {
@@ -425,7 +427,6 @@ BatchFigures PayloadPingPong(uint64_t body_bytes, int iterations, Mode mode) {
   }
   AwaitChild(child);
   held.clear();
-  bench::UnmapShared(signal, 1);
   bodies.reset();  // removes the channel's names
   return FiguresOf(stamps, iterations, std::move(half_rtt));
 }

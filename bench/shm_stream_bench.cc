@@ -19,7 +19,6 @@
 //   alkaid_shm_stream_bench [batches, default 1000000]
 //   alkaid_shm_stream_bench --inproc [iterations] [--fixed]   (single thread, for profilers)
 
-#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -40,6 +39,7 @@
 #include "alkaid/measure/clock.h"
 #include "alkaid/measure/histogram.h"
 #include "alkaid/measure/process.h"
+#include "alkaid/measure/shared_mapping.h"
 #include "alkaid/shm/channel.h"
 #include "bench_util.h"
 
@@ -185,9 +185,7 @@ StreamFigures Stream(int consumers, int64_t batches, bool fixed) {
       "alkaid_stream_" + Tag() + "_" + std::to_string(consumers) + (fixed ? "f" : "");
   auto schema = Schema();
   auto channel = NewChannel(name, 4096);
-  void* mem =
-      ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  auto* shared = new (mem) Shared();
+  auto shared = measure::SharedMapping<Shared>::MapOrDie();
   std::vector<pid_t> children;
   for (int c = 0; c < consumers; ++c) {
     const pid_t pid = measure::ForkPinned(measure::CpuPair{});  // not pinned
@@ -222,7 +220,6 @@ StreamFigures Stream(int consumers, int64_t batches, bool fixed) {
     f.per_consumer_rate[c] = static_cast<double>(batches - 1) / secs;
   }
   f.producer_rate = static_cast<double>(batches) / (static_cast<double>(t1 - t0) / 1e9);
-  ::munmap(mem, sizeof(Shared));
   EndRun(name, writer, publisher, channel);
   return f;
 }

@@ -18,7 +18,6 @@
 // (transport "iceoryx").
 
 #include <signal.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -33,7 +32,6 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
-#include <new>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -45,6 +43,7 @@
 #include "alkaid/measure/clock.h"
 #include "alkaid/measure/histogram.h"
 #include "alkaid/measure/process.h"
+#include "alkaid/measure/shared_mapping.h"
 #include "iceoryx_hoofs/log/logmanager.hpp"
 #include "iceoryx_posh/popo/untyped_publisher.hpp"
 #include "iceoryx_posh/popo/untyped_subscriber.hpp"
@@ -337,9 +336,8 @@ int main(int argc, char** argv) {
     }
   }
 
-  void* mem =
-      ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  auto* shared = new (mem) Shared;
+  auto mapping = alkaid::measure::SharedMapping<Shared>::MapOrDie();
+  Shared* shared = mapping.get();
   nlohmann::ordered_json results = nlohmann::ordered_json::array();
   int code = 0;
   std::printf("iceoryx ping-pong, mode %s; one-way latency = round trip / 2\n",
@@ -393,6 +391,5 @@ int main(int argc, char** argv) {
       std::ofstream(options.json) << text;
     }
   }
-  ::munmap(mem, sizeof(Shared));
   return code;
 }

@@ -2,7 +2,6 @@
 // floor with a body of the payload's size (the size-matched floor), and an
 // IPC stream over Unix domain sockets.
 
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -10,7 +9,6 @@
 #include <cerrno>
 #include <chrono>
 #include <deque>
-#include <new>
 
 #include "alkaid/format/array.h"
 #include "alkaid/format/array_data.h"
@@ -61,32 +59,6 @@ void Finish(const RunSpec& spec, const Shared& shared, const std::string& transp
 
 // ---- floor --------------------------------------------------------------
 
-// A page of its own (MAP_SHARED anonymous, mapped before fork) for a
-// baseline's signalling line; unmapped by the destructor.
-class SignalPage {
- public:
-  SignalPage() = default;
-  ~SignalPage() {
-    if (mem_ != nullptr) ::munmap(mem_, kBytes);
-  }
-  SignalPage(const SignalPage&) = delete;
-  SignalPage& operator=(const SignalPage&) = delete;
-
-  Status Map(const char* whose) {
-    void* mem = ::mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (mem == MAP_FAILED) {
-      return Status::IOError("mmap of the ", whose, " page: ", ErrnoMessage(errno));
-    }
-    mem_ = mem;
-    return Status::OK();
-  }
-  void* get() const { return mem_; }
-
- private:
-  static constexpr std::size_t kBytes = 4096;
-  void* mem_ = nullptr;
-};
-
 // Spins until `word` no longer holds `seen` and stores what it holds in
 // `*value` (acquire: partner of the other side's release store); false if
 // the run is stopping first.
@@ -112,9 +84,10 @@ Status MeasureFloor(const RunSpec& spec, const ProgressHook& progress, Measureme
   SharedBlock shared;
   ALKAID_RETURN_NOT_OK(shared.Map());
   Shared* s = shared.get();
-  SignalPage page;
-  ALKAID_RETURN_NOT_OK(page.Map("floor's"));
-  auto* line = new (page.get()) Line;
+  // Its own page (a mapping is whole pages).
+  measure::SharedMapping<Line> page;
+  ALKAID_RETURN_NOT_OK(page.Map(1, "the floor's line"));
+  Line* line = page.get();
   const uint64_t iterations = static_cast<uint64_t>(spec.count);
   const int64_t limit_ns = static_cast<int64_t>(spec.duration_seconds * 1e9);
   // Sentinel for "stop": B leaves when it sees it.
@@ -310,9 +283,9 @@ Status MeasurePayload(const RunSpec& spec, const ProgressHook& progress, Measure
   SharedBlock shared;
   ALKAID_RETURN_NOT_OK(shared.Map());
   Shared* s = shared.get();
-  SignalPage page;
-  ALKAID_RETURN_NOT_OK(page.Map("payload floor's signal"));
-  auto* signal = new (page.get()) PayloadSignal{};
+  measure::SharedMapping<PayloadSignal> page;
+  ALKAID_RETURN_NOT_OK(page.Map(1, "the payload floor's signal"));
+  PayloadSignal* signal = page.get();
   const std::string name = spec.topic_prefix + ".payload";
 
   std::vector<std::function<int()>> bodies;

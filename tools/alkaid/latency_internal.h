@@ -21,6 +21,7 @@
 #include "alkaid/measure/clock.h"
 #include "alkaid/measure/histogram.h"
 #include "alkaid/measure/process.h"
+#include "alkaid/measure/shared_mapping.h"
 
 namespace alkaid::tools::latency {
 
@@ -108,20 +109,8 @@ struct Shared {
   Histogram histograms[kMaxConsumers];  ///< one per consumer (pingpong: [0])
 };
 
-/// The mapping; released by the destructor.
-class SharedBlock {
- public:
-  SharedBlock() = default;
-  ~SharedBlock();
-  SharedBlock(const SharedBlock&) = delete;
-  SharedBlock& operator=(const SharedBlock&) = delete;
-  Status Map();
-  Shared* get() const { return shared_; }
-  Shared* operator->() const { return shared_; }
-
- private:
-  Shared* shared_ = nullptr;
-};
+/// The mapping of one Shared; released by the destructor.
+using SharedBlock = measure::SharedMapping<Shared>;
 
 /// Whether the children should give up (interrupted, or told to stop).
 inline bool Stopping(const Shared* shared) { return measure::Stopping(shared->control); }

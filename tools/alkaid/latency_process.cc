@@ -1,11 +1,7 @@
 // `alkaid latency`: the shared block, batch values, memory figures.
 
 #include <dirent.h>
-#include <sched.h>
-#include <signal.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,32 +9,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <new>
-#include <system_error>
 
 #include "alkaid/format/array.h"
 #include "latency_internal.h"
 
 namespace alkaid::tools::latency {
-
-SharedBlock::~SharedBlock() {
-  if (shared_ != nullptr) {
-    shared_->~Shared();
-    ::munmap(shared_, sizeof(Shared));
-  }
-}
-
-Status SharedBlock::Map() {
-  void* mem =
-      ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED) {
-    return Status::IOError("mmap of ", sizeof(Shared), " shared bytes: ", ErrnoMessage(errno));
-  }
-  // Fresh anonymous memory is zero-filled: every counter and histogram is
-  // empty already; the placement new only starts the objects' lifetimes.
-  shared_ = new (mem) Shared;
-  return Status::OK();
-}
 
 Status FirstLast(const format::RecordBatch& batch, int64_t* first, int64_t* last) {
   if (batch.num_columns() != 1 || batch.num_rows() < 1) {
