@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "alkaid/measure/clock.h"
+#include "alkaid/measure/floor.h"
 #include "alkaid/measure/histogram.h"
 #include "alkaid/measure/process.h"
 #include "alkaid/measure/shared_mapping.h"
@@ -98,32 +99,12 @@ void InProcess(int64_t iterations, uint64_t size) {
 
 struct Flags {
   alignas(64) std::atomic<uint64_t> ready;  // the child's channel exists
-  alignas(64) std::atomic<uint64_t> ping;
-  alignas(64) std::atomic<uint64_t> pong;
 };
 
-// The floor: a counter handed over through one cache line each way.
+// The floor: a counter handed over through one cache line (100 untimed
+// round trips first).
 std::vector<int64_t> Floor(const measure::CpuPair& cpus, int count) {
-  auto f = measure::SharedMapping<Flags>::MapOrDie();
-  std::vector<int64_t> out(static_cast<size_t>(count));
-  const pid_t child = measure::ForkPinned(cpus);
-  if (child == 0) {
-    for (uint64_t i = 1; i <= static_cast<uint64_t>(count) + 100; ++i) {
-      while (f->ping.load(std::memory_order_acquire) != i) {
-      }
-      f->pong.store(i, std::memory_order_release);
-    }
-    ::_exit(0);
-  }
-  for (uint64_t i = 1; i <= static_cast<uint64_t>(count) + 100; ++i) {
-    const int64_t t0 = NowNs();
-    f->ping.store(i, std::memory_order_release);
-    while (f->pong.load(std::memory_order_acquire) != i) {
-    }
-    if (i > 100) out[i - 101] = (NowNs() - t0) / 2;
-  }
-  measure::AwaitChild(child);
-  return out;
+  return measure::FloorSamples(cpus, static_cast<uint64_t>(count), 100);
 }
 
 // Receives the next message into `m`, as `mode` says: busy-polling

@@ -63,7 +63,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <new>
 #include <string>
 #include <vector>
@@ -73,6 +72,7 @@
 #include "alkaid/format/array.h"
 #include "alkaid/format/builder_primitive.h"
 #include "alkaid/measure/clock.h"
+#include "alkaid/measure/floor.h"
 #include "alkaid/measure/histogram.h"
 #include "alkaid/measure/process.h"
 #include "alkaid/measure/shared_mapping.h"
@@ -86,7 +86,6 @@ using namespace alkaid;
 using bench::Die;
 using measure::AwaitChild;
 using measure::NowNs;
-using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
 struct Figures {
@@ -111,29 +110,13 @@ struct Stamps {
 // scheduler).
 measure::CpuPair g_cpus;
 
-// The floor: one shared cache line, parent writes 2k+1, child answers 2k+2.
+// The floor: one shared cache line handed back and forth.
 Figures CacheLinePingPong(int iterations) {
-  auto word_mapping = measure::SharedMapping<std::atomic<uint64_t>>::MapOrDie();
-  std::atomic<uint64_t>* word = word_mapping.get();
-  const pid_t child = measure::ForkPinned(g_cpus);
-  if (child == 0) {
-    for (uint64_t k = 0; k < static_cast<uint64_t>(iterations); ++k) {
-      while (word->load(std::memory_order_acquire) != 2 * k + 1) {
-      }
-      word->store(2 * k + 2, std::memory_order_release);
-    }
-    ::_exit(0);
-  }
   std::vector<double> samples;
-  for (uint64_t k = 0; k < static_cast<uint64_t>(iterations); ++k) {
-    const auto t0 = Clock::now();
-    word->store(2 * k + 1, std::memory_order_release);
-    while (word->load(std::memory_order_acquire) != 2 * k + 2) {
-    }
-    samples.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / 2);
+  for (const int64_t half : measure::FloorSamples(g_cpus, static_cast<uint64_t>(iterations))) {
+    samples.push_back(static_cast<double>(half));
   }
-  AwaitChild(child);
-  return Summarize(std::move(samples));
+  return Summarize(samples);
 }
 
 struct BatchFigures {
@@ -313,16 +296,6 @@ BatchFigures BatchPingPong(uint64_t body_bytes, int iterations, Mode mode) {
   return FiguresOf(stamps, iterations, std::move(half_rtt));
 }
 
-// The payload floor's signal line (its own page): the parent fills `id`
-// and `offset`, then stores the round trip's number into `ping`; the child
-// answers with it in `pong`.
-struct alignas(64) Signal {
-  std::atomic<uint64_t> ping;
-  std::atomic<uint64_t> pong;
-  uint64_t offset;  // the body, from the channel segment's payload
-};
-static_assert(sizeof(Signal) == 64, "the signal is one cache line");
-
 // The size-matched floor of BatchPingPong(body_bytes, iterations, mode):
 // the same body at the same addresses, built the same way, handed over on
 // a signal line instead of the channel (see the file comment).
@@ -339,14 +312,11 @@ BatchFigures PayloadPingPong(uint64_t body_bytes, int iterations, Mode mode) {
   co.arena_bytes = 8 * region + (1 << 20);
   co.space_timeout = 30s;
   co.segment = BodySegmentOptions();
-  auto bodies = shm::ChannelProducer::Create(bodies_name, co).ValueOrDie();
-  std::deque<shm::ChannelLoan> held;
-  auto publish = [&held](shm::ChannelLoan block) {
-    held.push_back(std::move(block));
-    if (held.size() > kChannelSlots) held.pop_front();
-  };
-  auto signal_mapping = measure::SharedMapping<Signal>::MapOrDie();
-  Signal* signal = signal_mapping.get();
+  auto bodies = measure::BodyLoans::Create(bodies_name, co, kChannelSlots).ValueOrDie();
+  // The signal line, in a page of its own.
+  auto signal_mapping = measure::SharedMapping<measure::PayloadLine>::MapOrDie();
+  measure::PayloadLine* signal = signal_mapping.get();
+  const auto never = [] { return false; };
   auto stamps_mapping = measure::SharedMapping<Stamps>::MapOrDie(static_cast<size_t>(iterations));
   Stamps* stamps = stamps_mapping.get();
 
@@ -357,47 +327,34 @@ BatchFigures PayloadPingPong(uint64_t body_bytes, int iterations, Mode mode) {
     auto segment =
         shm::Segment::Open(bodies_name, shm::SegmentKind::kChannel, open_options).ValueOrDie();
     const std::byte* payload = segment->payload();
-    signal->pong.store(~uint64_t{0}, std::memory_order_release);  // ready
+    signal->Ready();
     uint64_t seen = 0;
     for (int got_measured = 0; got_measured < iterations;) {
       uint64_t k;
-      // Acquire: partner of the parent's release store of `ping`.
-      while ((k = signal->ping.load(std::memory_order_acquire)) == seen) {
-      }
+      if (!signal->AwaitPing(seen, &k, never)) ::_exit(2);
       seen = k;
       const int64_t t_recv = NowNs();
       // Warm-ups and measured pings alike, as the alkaid child reads every
       // batch.
-      const auto* values = reinterpret_cast<const int64_t*>(payload + signal->offset);
+      const auto* values = reinterpret_cast<const int64_t*>(payload + signal->body_offset);
       const int64_t first = values[0];
       const int64_t last = values[rows - 1];
       OnPing(stamps, &got_measured, first, last, rows, t_recv, NowNs());
-      // Release: partner of the parent's acquire load of `pong`.
-      signal->pong.store(k, std::memory_order_release);
+      signal->Answer(k);
     }
     ::_exit(0);
   }
-  while (signal->pong.load(std::memory_order_acquire) != ~uint64_t{0}) {
-  }
+  (void)signal->AwaitReady(never);
   uint64_t k = 0;
-  auto round_trip = [&](uint64_t offset) {
-    signal->offset = offset;
-    // Release: publishes the body and the fields; partner of the child's
-    // acquire load of `ping`.
-    signal->ping.store(++k, std::memory_order_release);
-  };
-  auto await_answer = [&] {
-    // Acquire: partner of the child's release store of `pong`.
-    while (signal->pong.load(std::memory_order_acquire) != k) {
-    }
-  };
+  auto round_trip = [&](uint64_t offset, int64_t id) { signal->Send(++k, offset, id); };
+  auto await_answer = [&] { (void)signal->AwaitAnswer(k, never); };
   std::vector<double> half_rtt;
   std::vector<int64_t> values(rows);
   std::vector<uint8_t> scratch(Evicts(mode) ? (64u << 20) : 0);
   for (int i = 0; i < iterations; ++i) {
     // Not timed: the body, as BatchPingPong builds it (values, then one
     // copy into the region), in a region of the same size.
-    auto body = bodies->Loan(region).ValueOrDie();
+    auto body = bodies.Loan(region).ValueOrDie();
     for (uint64_t r = 0; r < rows; ++r) values[r] = i + static_cast<int64_t>(r);
     std::memcpy(body.data().data(), values.data(), rows * 8);
     AfterBuild(mode, &scratch, i);
@@ -405,29 +362,28 @@ BatchFigures PayloadPingPong(uint64_t body_bytes, int iterations, Mode mode) {
     if (WarmsUp(mode)) {
       // As BatchPingPong's warm-up batch: a region of the same size, its
       // first and last value written here and read by the child.
-      auto warm = bodies->Loan(region).ValueOrDie();
+      auto warm = bodies.Loan(region).ValueOrDie();
       auto* warm_values = reinterpret_cast<int64_t*>(warm.data().data());
       warm_values[0] = kWarmUpValue;
       warm_values[rows - 1] = kWarmUpValue + static_cast<int64_t>(rows) - 1;
       const uint64_t warm_offset = warm.offset();
-      publish(std::move(warm));
-      round_trip(warm_offset);
+      bodies.Hold(std::move(warm));
+      round_trip(warm_offset, kWarmUpValue);
       await_answer();
     }
 
     const int64_t t0 = NowNs();
-    round_trip(offset);
+    round_trip(offset, i);
     const int64_t t_pub = NowNs();
     await_answer();
     const int64_t t1 = NowNs();
     stamps[i].t0 = t0;
     stamps[i].t_pub = t_pub;
     half_rtt.push_back(static_cast<double>(t1 - t0) / 2);
-    publish(std::move(body));
+    bodies.Hold(std::move(body));
   }
   AwaitChild(child);
-  held.clear();
-  bodies.reset();  // removes the channel's names
+  bodies.Release();
   return FiguresOf(stamps, iterations, std::move(half_rtt));
 }
 

@@ -19,7 +19,9 @@
 #include "alkaid/common/status.h"
 #include "alkaid/format/record_batch.h"
 #include "alkaid/measure/clock.h"
+#include "alkaid/measure/floor.h"
 #include "alkaid/measure/histogram.h"
+#include "alkaid/measure/ping_pong.h"
 #include "alkaid/measure/process.h"
 #include "alkaid/measure/shared_mapping.h"
 
