@@ -42,6 +42,7 @@
 
 #include "alkaid/measure/clock.h"
 #include "alkaid/measure/histogram.h"
+#include "alkaid/measure/ping_pong.h"
 #include "alkaid/measure/process.h"
 #include "alkaid/measure/shared_mapping.h"
 #include "iceoryx_hoofs/log/logmanager.hpp"
@@ -186,25 +187,29 @@ int PingSide(const Options& options, int64_t size, Shared* shared) {
   // so the first warm-up ping is answered.
   const int64_t rows = size < 8 ? 1 : size / 8;
   if (!e.SendWarmUp(rows) || !await(kWarmValue)) return Stopping(shared) ? 3 : 1;
-  const int64_t limit_ns = static_cast<int64_t>(options.duration * 1e9);
-  const int64_t start = NowNs();
-  for (int64_t i = 0; i < options.count; ++i) {
+  const alkaid::measure::LoopBounds bounds{options.count,
+                                           static_cast<int64_t>(options.duration * 1e9)};
+  const Status looped = alkaid::measure::RunPingPongLoop(
+      bounds, &shared->histogram, nullptr, &shared->elapsed_ns,
+      [shared] { return Stopping(shared); },
+      [&](int64_t i, alkaid::measure::RoundTripTimer* timer) -> Status {
+        auto* values = static_cast<int64_t*>(e.Loan(static_cast<uint64_t>(rows) * 8));
+        if (values == nullptr) {
+          return Status::CapacityError("no chunk of ", rows * 8, " bytes (see roudi_config.toml)");
+        }
+        for (int64_t r = 0; r < rows; ++r) values[r] = i + r;
+        if (!e.SendWarmUp(rows) || !await(kWarmValue)) return Status::Cancelled("warm-up");
+        timer->Start();
+        e.Publish(values);
+        if (!await(i)) return Status::Cancelled("stopped");
+        timer->Stop();
+        return Status::OK();
+      });
+  if (!looped.ok()) {
     if (Stopping(shared)) return 3;
-    if (limit_ns > 0 && NowNs() - start > limit_ns) break;
-    auto* values = static_cast<int64_t*>(e.Loan(static_cast<uint64_t>(rows) * 8));
-    if (values == nullptr) {
-      Fail(shared,
-           "ping side: no chunk of " + std::to_string(rows * 8) + " bytes (see roudi_config.toml)");
-      return 1;
-    }
-    for (int64_t r = 0; r < rows; ++r) values[r] = i + r;
-    if (!e.SendWarmUp(rows) || !await(kWarmValue)) return Stopping(shared) ? 3 : 1;
-    const int64_t t0 = NowNs();
-    e.Publish(values);
-    if (!await(i)) return 3;
-    shared->histogram.Record((NowNs() - t0) / 2);
+    Fail(shared, "ping side: " + looped.message());
+    return 1;
   }
-  shared->elapsed_ns = NowNs() - start;
   shared->control.stop.store(1);  // the pong side leaves
   return 0;
 }

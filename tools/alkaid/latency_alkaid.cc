@@ -181,12 +181,9 @@ Status PingSide(const RunSpec& spec, Shared* shared) {
 
   const int64_t rows = RowsFor(spec.payload_bytes);
   const uint64_t region = PingRegionBytes(rows);
-  Histogram* histogram = &shared->histograms[0];
-  const int64_t start = NowNs();
-  const int64_t limit_ns = static_cast<int64_t>(spec.duration_seconds * 1e9);
-  for (int64_t i = 0; i < spec.count; ++i) {
-    if (Stopping(shared)) return StopStatus();
-    if (limit_ns > 0 && NowNs() - start > limit_ns) break;
+  const measure::LoopBounds bounds{spec.count, static_cast<int64_t>(spec.duration_seconds * 1e9)};
+  const auto stopping = [shared] { return Stopping(shared); };
+  auto step = [&](int64_t i, measure::RoundTripTimer* timer) -> Status {
     // Not timed: build the batch in shared memory, then an untimed round
     // trip with a batch of the same shape of which only the first and last
     // value are written, as the previous message of a one-shape stream
@@ -208,14 +205,14 @@ Status PingSide(const RunSpec& spec, Shared* shared) {
 
     // Timed: publish -> B holds the validated batch, read first and last
     // value, answers -> A holds the answer.
-    const int64_t t0 = NowNs();
+    timer->Start();
     ALKAID_RETURN_NOT_OK(producer->Publish(*ping.batch, ping.pool.get()));
     ALKAID_RETURN_NOT_OK(AwaitAnswer(answers.get(), i, shared));
-    const int64_t t1 = NowNs();
-    histogram->Record((t1 - t0) / 2);
-    shared->progress.store(i + 1, std::memory_order_relaxed);
-  }
-  shared->elapsed_ns = NowNs() - start;
+    timer->Stop();
+    return Status::OK();
+  };
+  ALKAID_RETURN_NOT_OK(measure::RunPingPongLoop(bounds, &shared->histograms[0], &shared->progress,
+                                                &shared->elapsed_ns, stopping, step));
 
   // The idle period: B sits in Next with nothing coming.
   shared->phase.store(1);

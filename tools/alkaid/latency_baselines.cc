@@ -334,11 +334,8 @@ Status MeasureUds(const RunSpec& spec, const ProgressHook& progress, Measurement
             if (first == expected) return Status::OK();
           }
         };
-        Histogram* h = &s->histograms[0];
-        const int64_t start = NowNs();
-        for (int64_t i = 0; i < spec.count; ++i) {
-          if (Stopping(s)) return Status::Cancelled("stopped");
-          if (limit_ns > 0 && NowNs() - start > limit_ns) break;
+        const measure::LoopBounds bounds{spec.count, limit_ns};
+        auto step = [&](int64_t i, measure::RoundTripTimer* timer) -> Status {
           int64_t* values = nullptr;
           ALKAID_ASSIGN_OR_RAISE(auto batch, HeapBatch(rows, &values));
           for (int64_t r = 0; r < rows; ++r) values[r] = i + r;
@@ -347,15 +344,16 @@ Status MeasureUds(const RunSpec& spec, const ProgressHook& progress, Measurement
             ALKAID_RETURN_NOT_OK(e.writer->WriteRecordBatch(*warm));
             ALKAID_RETURN_NOT_OK(await(-2));
           }
-          const int64_t t0 = NowNs();
+          timer->Start();
           ALKAID_RETURN_NOT_OK(e.writer->WriteRecordBatch(*batch));
           ALKAID_RETURN_NOT_OK(e.out->Flush());
           ALKAID_RETURN_NOT_OK(await(i));
-          const int64_t t1 = NowNs();
-          h->Record((t1 - t0) / 2);
-          s->progress.store(i + 1, std::memory_order_relaxed);
-        }
-        s->elapsed_ns = NowNs() - start;
+          timer->Stop();
+          return Status::OK();
+        };
+        ALKAID_RETURN_NOT_OK(measure::RunPingPongLoop(
+            bounds, &s->histograms[0], &s->progress, &s->elapsed_ns, [s] { return Stopping(s); },
+            step));
         return CloseWriter(&e);
       });
     });
