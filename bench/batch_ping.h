@@ -14,6 +14,7 @@
 #include <span>
 #include <string>
 
+#include "alkaid/client/batch_publisher.h"
 #include "alkaid/client/batch_subscriber.h"
 #include "alkaid/client/shm_batch_pool.h"
 #include "alkaid/format/array.h"
@@ -103,6 +104,20 @@ class BatchPingPongSegments {
   void Answer(int64_t value) const {
     CHECK_OK(pong_channel_->Publish(
         std::span<const std::byte>(reinterpret_cast<const std::byte*>(&value), sizeof(value))));
+  }
+
+  /// Parent: an untimed round trip with a batch of the shape of the next
+  /// ping (`rows` int64 values in a region of `region_bytes`) of which only
+  /// the first (`first`) and the last value are written: it brings the
+  /// publish and receive paths and their per-shape state back into the
+  /// caches, and makes sure the child is running.
+  void WarmUp(client::BatchPublisher* publisher, const format::SchemaPtr& schema, uint64_t rows,
+              uint64_t region_bytes, int64_t first) {
+    auto pool = publisher->NewPool(region_bytes);
+    if (!pool.ok()) Die(pool.status(), "warm-up pool");
+    auto batch = LoanedInt64Batch(pool->get(), schema, rows, first);
+    CHECK_OK(publisher->Publish(*batch, pool->get()));
+    AwaitAnswer();
   }
 
   /// Parent: waits for the child's next answer.

@@ -3,15 +3,15 @@
 //
 // Each row runs one parent and one forked child (pinned to two CPUs) for
 // the whole row and alternates two batches: one of the row's size and one
-// of 64 bytes. Both go through the same ring, body segment and processes,
+// of 64 bytes. Both go through the same channel (slots and arena) and processes,
 // so whatever one run shares (where the hypervisor placed the two vCPUs,
 // the machine's load, the arena's size) is the same for both, and the size
 // is the only variable. The order alternates so that neither size meets
-// one of the ring's slots more often (see IsLarge). A batch is one int64
+// one of the channel's slots more often (see IsLarge). A batch is one int64
 // column. Timed: from the parent's Publish until the child holds the
 // rebuilt batch and has read its first and last value (stamped by the
 // child with the same monotonic clock). The child checks both values of
-// every batch against the schedule and answers on a second ring.
+// every batch against the schedule and answers on a second channel.
 //
 // Counters, in nanoseconds (medians over the row's pairs):
 //   p50, p99      one-way latency of the row's size (Time: its mean)
@@ -215,16 +215,13 @@ void BM_OneWayPaired(benchmark::State& state, Fill fill) {
         benchmark::ClobberMemory();
       }
       if (fill != Fill::kLoaned) {
-        auto warm_pool = publisher->NewPool(rows * 8 + 4096).ValueOrDie();
-        auto warm = bench::LoanedInt64Batch(warm_pool.get(), schema, rows, kWarmUpValue);
-        CHECK_OK(publisher->Publish(*warm, warm_pool.get()));
-        segments.AwaitAnswer();
+        segments.WarmUp(publisher.get(), schema, rows, rows * 8 + 4096, kWarmUpValue);
       }
       const int64_t t0 = NowNs();
       CHECK_OK(publisher->Publish(*batch, pool.get()));
       segments.AwaitAnswer();
-      // The child stamped before answering; the ring's receive is the
-      // acquire partner of its publish.
+      // The child stamped before answering; the pong channel's receive is
+      // the acquire partner of its publish.
       stamps[i].t0 = t0;
       if (large) large_seconds = static_cast<double>(stamps[i].t_vals - t0) * 1e-9;
     }

@@ -269,13 +269,7 @@ BatchFigures BatchPingPong(uint64_t body_bytes, int iterations, Mode mode) {
     auto batch =
         format::RecordBatch::Make(schema, static_cast<int64_t>(rows), {array}).ValueOrDie();
     AfterBuild(mode, &scratch, i);
-    if (warm) {
-      // A batch of the same shape, only its first and last value written.
-      auto warm_pool = publisher->NewPool(region).ValueOrDie();
-      auto warm_batch = bench::LoanedInt64Batch(warm_pool.get(), schema, rows, kWarmUpValue);
-      CHECK_OK(publisher->Publish(*warm_batch, warm_pool.get()));
-      segments.AwaitAnswer();
-    }
+    if (warm) segments.WarmUp(publisher.get(), schema, rows, region, kWarmUpValue);
 
     // Timed: from just before Publish to the child holding the rebuilt
     // batch with its first and last values read (stamped by the child with
