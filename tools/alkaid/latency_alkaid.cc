@@ -482,36 +482,15 @@ Status MeasureAlkaid(const RunSpec& spec, const ProgressHook& progress, Measurem
   if (progress) on_wait = [&] { progress(*s); };
   ALKAID_RETURN_NOT_OK(RunChildren(bodies, spec.cpus, &s->control, on_wait));
 
-  out->transport = "alkaid";
-  out->mode = spec.mode;
-  out->pattern = spec.pattern;
-  if (stream) out->writer = spec.writer;
-  out->payload_bytes = spec.payload_bytes;
-  out->consumers = stream ? spec.consumers : 1;
-  out->histogram = std::make_shared<Histogram>();
-  out->histogram->Reset();
+  Finish(spec, *s, "alkaid", spec.mode, spec.pattern, out);
   if (stream) {
-    double rate_sum = 0;
-    const int64_t start = s->start_ns.load();
-    for (int k = 0; k < spec.consumers; ++k) {
-      out->histogram->Merge(s->histograms[k]);
-      const int64_t span = s->end_ns[k] - start;
-      if (span > 0)
-        rate_sum += static_cast<double>(s->received[k]) * 1e9 / static_cast<double>(span);
-    }
-    out->msgs_per_s = rate_sum / spec.consumers;
+    out->writer = spec.writer;
     for (int k = 0; k < s->memory_samples.load() && k < 2; ++k) out->memory.push_back(s->memory[k]);
   } else {
-    out->histogram->Merge(s->histograms[0]);
-    if (s->elapsed_ns > 0) {
-      out->msgs_per_s =
-          static_cast<double>(s->histograms[0].total) * 1e9 / static_cast<double>(s->elapsed_ns);
-    }
     out->has_idle = true;
     out->idle_cpu_ns = s->idle_cpu_ns;
     out->idle_wall_ns = s->idle_wall_ns;
   }
-  out->summary = Summarize(*out->histogram);
   return Status::OK();
 }
 

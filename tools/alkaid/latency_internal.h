@@ -152,6 +152,14 @@ struct Measurement {
   std::vector<MemorySample> memory;
 };
 
+/// Fills `out` from what the children of a measurement left in `shared`:
+/// the histograms merged (stream: every consumer's), the message rate
+/// (stream: the consumers' mean, from the producer's first publish to each
+/// one's last receive; pingpong: round trips over the loop's time), the
+/// summary.
+void Finish(const RunSpec& spec, const Shared& shared, const std::string& transport,
+            const std::string& mode, const std::string& pattern, Measurement* out);
+
 /// Hooks the parent gives a measurement (progress reporting).
 using ProgressHook = std::function<void(const Shared&)>;
 

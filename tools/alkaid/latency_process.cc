@@ -74,4 +74,34 @@ int64_t SegmentBytes(const std::string& prefix) {
   return total;
 }
 
+void Finish(const RunSpec& spec, const Shared& shared, const std::string& transport,
+            const std::string& mode, const std::string& pattern, Measurement* out) {
+  out->transport = transport;
+  out->mode = mode;
+  out->pattern = pattern;
+  out->payload_bytes = spec.payload_bytes;
+  out->consumers = pattern == "stream" ? spec.consumers : 1;
+  out->histogram = std::make_shared<Histogram>();
+  out->histogram->Reset();
+  if (pattern == "stream") {
+    double rate_sum = 0;
+    const int64_t start = shared.start_ns.load();
+    for (int k = 0; k < spec.consumers; ++k) {
+      out->histogram->Merge(shared.histograms[k]);
+      const int64_t span = shared.end_ns[k] - start;
+      if (span > 0) {
+        rate_sum += static_cast<double>(shared.received[k]) * 1e9 / static_cast<double>(span);
+      }
+    }
+    out->msgs_per_s = rate_sum / spec.consumers;
+  } else {
+    out->histogram->Merge(shared.histograms[0]);
+    if (shared.elapsed_ns > 0) {
+      out->msgs_per_s = static_cast<double>(shared.histograms[0].total) * 1e9 /
+                        static_cast<double>(shared.elapsed_ns);
+    }
+  }
+  out->summary = Summarize(*out->histogram);
+}
+
 }  // namespace alkaid::tools::latency
