@@ -67,6 +67,7 @@ pid_t ForkPinned(const CpuPair& cpus) {
   if (child == 0) PinTo(cpus.child);
   if (child < 0) {
     std::perror("fork");
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): the benches that fork are single-threaded
     std::exit(1);
   }
   return child;
@@ -76,7 +77,8 @@ void AwaitChild(pid_t pid) {
   int status = 0;
   ::waitpid(pid, &status, 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    std::fprintf(stderr, "child failed\n");
+    (void)std::fprintf(stderr, "child failed\n");
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): the benches that fork are single-threaded
     std::exit(1);
   }
 }

@@ -68,7 +68,8 @@ class SharedMapping {
     SharedMapping mapping;
     const Status st = mapping.Map(count);
     if (!st.ok()) {
-      std::fprintf(stderr, "%s\n", st.ToString().c_str());
+      (void)std::fprintf(stderr, "%s\n", st.ToString().c_str());
+      // NOLINTNEXTLINE(concurrency-mt-unsafe): for single-threaded benches, before they fork
       std::exit(1);
     }
     return mapping;
