@@ -185,7 +185,7 @@ constexpr uint32_t kChannelSlots = 4;
 // Whether segments are prefaulted (the default); --no-prefault shows what
 // page faults on the data path cost.
 bool g_prefault = true;
-// --huge-pages: the body segment is backed by transparent huge pages
+// --huge-pages: the channel segments (arenas) are backed by transparent huge pages
 // (SegmentOptions::huge_pages = kRequire).
 bool g_huge_pages = false;
 // --settle-us N: after building each batch, spin N microseconds before the

@@ -74,7 +74,7 @@ inline uint64_t PingRegionBytes(int64_t rows) {
   return RoundUp64(static_cast<uint64_t>(rows) * 8) + 4096;
 }
 
-/// Arena of the ping topic's body segment: four ping regions (pings and
+/// Arena of the ping topic's channel: four ping regions (pings and
 /// warm-ups) plus 1 MiB for the small batches (hellos, control values).
 inline uint64_t PingArenaBytes(int64_t rows) { return 4 * PingRegionBytes(rows) + (1 << 20); }
 
