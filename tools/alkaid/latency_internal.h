@@ -172,7 +172,7 @@ Status MeasureAlkaid(const RunSpec& spec, const ProgressHook& progress, Measurem
 Status MeasureFloor(const RunSpec& spec, const ProgressHook& progress, Measurement* out);
 
 /// The size-matched floor: the ping-pong of MeasureFloor, plus a body of
-/// the payload's size in a body segment (4 KiB pages) at the addresses the
+/// the payload's size in a channel arena (4 KiB pages) at the addresses the
 /// alkaid ping side's allocator would give it, written before each ping as
 /// the alkaid ping side fills its column, and read (first and last value)
 /// by the other side before it answers. Always spinning, always ping-pong.
