@@ -1,15 +1,9 @@
 #pragma once
 
 // Pieces of the multi-process latency benches (shm_latency_bench.cc,
-// shm_flatness_bench.cc): pinning a parent and its forked child to two
-// CPUs, a zeroed shared mapping made before the fork, and the segments of
-// a batch ping-pong: record batches from the parent to the child through a
-// ring and a body segment, one int64 word back through a plain ring.
-
-#include <sched.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
-#include <unistd.h>
+// shm_flatness_bench.cc) that alkaid/measure/ does not have: the segments
+// of a batch ping-pong: record batches from the parent to the child through a
+// channel, one int64 word back through a second channel (no body).
 
 #include <chrono>
 #include <cstdint>
@@ -20,93 +14,16 @@
 #include <span>
 #include <string>
 
+#include "alkaid/client/batch_publisher.h"
 #include "alkaid/client/batch_subscriber.h"
 #include "alkaid/client/shm_batch_pool.h"
 #include "alkaid/format/array.h"
 #include "alkaid/format/record_batch.h"
 #include "alkaid/shm/channel.h"
-#include "alkaid/shm/ring.h"
 #include "alkaid/shm/segment.h"
 #include "bench_util.h"
 
 namespace alkaid::bench {
-
-/// The CPUs of a bench's parent and of the children it forks (-1: not
-/// pinned). Two spinning processes left on one CPU measure the scheduler's
-/// time slice (~4 ms), not the transport.
-struct CpuPair {
-  int parent = -1;
-  int child = -1;
-};
-
-/// Moves `pid` (0: the caller) to `cpu`; nothing if `cpu` < 0.
-inline void PinTo(int cpu, pid_t pid = 0) {
-  if (cpu < 0) return;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  (void)::sched_setaffinity(pid, sizeof(set), &set);
-}
-
-/// The first two CPUs this process may use, the caller moved to the first;
-/// {-1, -1} if it may use fewer than two.
-inline CpuPair PinToFirstTwoCpus() {
-  CpuPair cpus;
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  if (::sched_getaffinity(0, sizeof(allowed), &allowed) != 0 || CPU_COUNT(&allowed) < 2) {
-    return cpus;
-  }
-  for (int c = 0; c < CPU_SETSIZE && cpus.child < 0; ++c) {
-    if (!CPU_ISSET(c, &allowed)) continue;
-    (cpus.parent < 0 ? cpus.parent : cpus.child) = c;
-  }
-  PinTo(cpus.parent);
-  return cpus;
-}
-
-/// fork(), with the child moved to its CPU by the parent as well as by
-/// itself: a child inherits the parent's CPU, and under a real-time policy
-/// (`chrt -f`) the spinning parent never lets it run there to move itself.
-inline pid_t ForkPinned(const CpuPair& cpus) {
-  const pid_t child = ::fork();
-  if (child > 0) PinTo(cpus.child, child);
-  if (child == 0) PinTo(cpus.child);
-  if (child < 0) {
-    std::perror("fork");
-    std::exit(1);
-  }
-  return child;
-}
-
-/// Waits for a child of the bench; exits if it failed.
-inline void AwaitChild(pid_t child) {
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    std::fprintf(stderr, "child failed\n");
-    std::exit(1);
-  }
-}
-
-/// `count` zeroed objects in an anonymous shared mapping (made before a
-/// fork, so both processes see it); exits if it cannot be mapped.
-template <typename T>
-T* MapShared(size_t count) {
-  const size_t bytes = sizeof(T) * count;
-  void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED) {
-    std::perror("mmap");
-    std::exit(1);
-  }
-  std::memset(mem, 0, bytes);
-  return static_cast<T*>(mem);
-}
-
-template <typename T>
-void UnmapShared(T* objects, size_t count) {
-  ::munmap(objects, sizeof(T) * count);
-}
 
 /// A batch of one int64 column of `rows` values in `pool`'s region, of
 /// which only the first (`first`) and the last (`first + rows - 1`) are
@@ -131,7 +48,7 @@ inline format::RecordBatchPtr LoanedInt64Batch(client::ShmBatchPool* pool,
 }
 
 /// The segments of one batch ping-pong, created by the parent before the
-/// fork: the ping channel (batches) and the pong ring (answers); removed
+/// fork: the ping channel (batches) and the pong channel (answers); removed
 /// when the parent drops them. `tag` makes the names unique per run.
 class BatchPingPongSegments {
  public:
@@ -147,20 +64,24 @@ class BatchPingPongSegments {
     co.space_timeout = 30s;
     co.segment = segment;  // prefault: no page fault on the timed path
     ping_ = Check(shm::ChannelProducer::Create(ping_name_, co), "ping channel");
-    shm::RingOptions ro;
-    ro.slot_count = slots;
-    ro.publish_timeout = 30s;
-    pong_ring_ = Check(shm::RingProducer::Create(pong_name_, ro), "pong ring");
-    shm::ConsumerOptions busy;
+    shm::ChannelOptions po;
+    po.slot_count = slots;
+    po.inline_capacity = sizeof(int64_t);
+    po.max_consumers = 1;
+    po.arena_bytes = 4096;  // answers carry no body
+    po.publish_timeout = 30s;
+    pong_channel_ = Check(shm::ChannelProducer::Create(pong_name_, po), "pong channel");
+    shm::ChannelConsumerOptions busy;
     busy.wait_mode = shm::WaitMode::kBusyPoll;
-    pong_ = Check(shm::RingConsumer::Open(pong_name_, busy), "pong consumer");
+    // Registered before the fork: the child's first answer accepts it.
+    pong_ = Check(shm::ChannelConsumer::Open(pong_name_, busy), "pong consumer");
   }
   ~BatchPingPongSegments() {
     pong_.reset();
-    pong_ring_.reset();
+    pong_channel_.reset();
     ping_.reset();
     (void)shm::RemoveChannel(ping_name_);
-    (void)shm::Segment::Remove(pong_name_);
+    (void)shm::RemoveChannel(pong_name_);
   }
   BatchPingPongSegments(const BatchPingPongSegments&) = delete;
   BatchPingPongSegments& operator=(const BatchPingPongSegments&) = delete;
@@ -168,9 +89,9 @@ class BatchPingPongSegments {
   shm::ChannelProducer* ping() const { return ping_.get(); }
 
   /// In the child: maps the ping channel itself (read-only) with a
-  /// busy-polling subscriber, and says it is ready on the pong ring, whose
-  /// only producer it is from then on (the parent's pong consumer
-  /// registration is left alone).
+  /// busy-polling subscriber, and says it is ready on the pong channel,
+  /// whose only producer it is from then on (the parent's copy of the
+  /// producer is not used again until it is dropped after the child ended).
   std::unique_ptr<client::BatchSubscriber> OpenInChild(const format::SchemaPtr& schema) const {
     client::SubscriberOptions so;
     so.consumer.wait_mode = shm::WaitMode::kBusyPoll;
@@ -179,17 +100,30 @@ class BatchPingPongSegments {
     return sub;
   }
 
-  /// Child: publishes `value` on the pong ring.
+  /// Child: publishes `value` on the pong channel.
   void Answer(int64_t value) const {
-    CHECK_OK(pong_ring_->Publish(
+    CHECK_OK(pong_channel_->Publish(
         std::span<const std::byte>(reinterpret_cast<const std::byte*>(&value), sizeof(value))));
   }
 
+  /// Parent: an untimed round trip with a batch of the shape of the next
+  /// ping (`rows` int64 values in a region of `region_bytes`) of which only
+  /// the first (`first`) and the last value are written: it brings the
+  /// publish and receive paths and their per-shape state back into the
+  /// caches, and makes sure the child is running.
+  void WarmUp(client::BatchPublisher* publisher, const format::SchemaPtr& schema, uint64_t rows,
+              uint64_t region_bytes, int64_t first) {
+    auto pool = publisher->NewPool(region_bytes);
+    if (!pool.ok()) Die(pool.status(), "warm-up pool");
+    auto batch = LoanedInt64Batch(pool->get(), schema, rows, first);
+    CHECK_OK(publisher->Publish(*batch, pool->get()));
+    AwaitAnswer();
+  }
+
   /// Parent: waits for the child's next answer.
-  void AwaitAnswer() const {
+  void AwaitAnswer() {
     using namespace std::chrono_literals;
-    shm::RingMessage msg;
-    CHECK_OK(pong_->Receive(&msg, 60s));
+    CHECK_OK(pong_->Receive(&answer_, 60s));
   }
 
  private:
@@ -201,8 +135,9 @@ class BatchPingPongSegments {
 
   std::string ping_name_, pong_name_;
   std::unique_ptr<shm::ChannelProducer> ping_;
-  std::unique_ptr<shm::RingProducer> pong_ring_;
-  std::unique_ptr<shm::RingConsumer> pong_;
+  std::unique_ptr<shm::ChannelProducer> pong_channel_;
+  std::unique_ptr<shm::ChannelConsumer> pong_;
+  shm::ChannelMessage answer_;  // reused: receiving allocates nothing
 };
 
 }  // namespace alkaid::bench

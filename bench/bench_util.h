@@ -1,11 +1,8 @@
 #pragma once
 
 // Helpers shared by the multi-process benches (not Google Benchmark): exit
-// on an error Status, and a clock both processes of a run can compare.
+// on an error Status. Clocks, processes and floors: alkaid/measure/.
 
-#include <time.h>
-
-#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
@@ -17,13 +14,6 @@ namespace alkaid::bench {
 [[noreturn]] inline void Die(const Status& st, const char* what) {
   std::fprintf(stderr, "%s: %s\n", what, st.ToString().c_str());
   std::exit(1);
-}
-
-/// CLOCK_MONOTONIC in nanoseconds: the same clock in every process.
-inline int64_t NowNs() {
-  timespec ts;
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
 }
 
 }  // namespace alkaid::bench

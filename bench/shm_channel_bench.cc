@@ -34,6 +34,11 @@
 #include <string>
 #include <vector>
 
+#include "alkaid/measure/clock.h"
+#include "alkaid/measure/floor.h"
+#include "alkaid/measure/histogram.h"
+#include "alkaid/measure/process.h"
+#include "alkaid/measure/shared_mapping.h"
 #include "alkaid/shm/channel.h"
 #include "batch_ping.h"
 #include "bench_util.h"
@@ -42,7 +47,7 @@ namespace {
 
 using namespace alkaid;
 using bench::Die;
-using bench::NowNs;
+using measure::NowNs;
 using namespace std::chrono_literals;
 
 int64_t ReadWord(std::span<const std::byte> body, std::size_t offset) {
@@ -94,35 +99,12 @@ void InProcess(int64_t iterations, uint64_t size) {
 
 struct Flags {
   alignas(64) std::atomic<uint64_t> ready;  // the child's channel exists
-  alignas(64) std::atomic<uint64_t> ping;
-  alignas(64) std::atomic<uint64_t> pong;
 };
 
-// The floor: a counter handed over through one cache line each way.
-std::vector<int64_t> Floor(const bench::CpuPair& cpus, int count) {
-  auto* f = bench::MapShared<Flags>(1);
-  auto* out = bench::MapShared<int64_t>(static_cast<size_t>(count));
-  const pid_t child = bench::ForkPinned(cpus);
-  if (child == 0) {
-    for (uint64_t i = 1; i <= static_cast<uint64_t>(count) + 100; ++i) {
-      while (f->ping.load(std::memory_order_acquire) != i) {
-      }
-      f->pong.store(i, std::memory_order_release);
-    }
-    ::_exit(0);
-  }
-  for (uint64_t i = 1; i <= static_cast<uint64_t>(count) + 100; ++i) {
-    const int64_t t0 = NowNs();
-    f->ping.store(i, std::memory_order_release);
-    while (f->pong.load(std::memory_order_acquire) != i) {
-    }
-    if (i > 100) out[i - 101] = (NowNs() - t0) / 2;
-  }
-  bench::AwaitChild(child);
-  std::vector<int64_t> result(out, out + count);
-  bench::UnmapShared(out, static_cast<size_t>(count));
-  bench::UnmapShared(f, 1);
-  return result;
+// The floor: a counter handed over through one cache line (100 untimed
+// round trips first).
+std::vector<int64_t> Floor(const measure::CpuPair& cpus, int count) {
+  return measure::FloorSamples(cpus, static_cast<uint64_t>(count), 100);
 }
 
 // Receives the next message into `m`, as `mode` says: busy-polling
@@ -145,16 +127,16 @@ shm::ChannelConsumerOptions ConsumerOptions(shm::WaitMode mode) {
 }
 
 // One ping: A publishes `value` in a block of `size`, B answers `value`.
-std::vector<int64_t> PingPong(const bench::CpuPair& cpus, uint64_t size, int count,
+std::vector<int64_t> PingPong(const measure::CpuPair& cpus, uint64_t size, int count,
                               shm::WaitMode mode) {
   const std::string stem =
       "alkaid_chbench_" + std::to_string(::getpid()) + "_" + std::to_string(size);
   const std::string ab = stem + "_ab", ba = stem + "_ba";
-  auto* f = bench::MapShared<Flags>(1);
-  auto* out = bench::MapShared<int64_t>(static_cast<size_t>(count));
+  auto f = measure::SharedMapping<Flags>::MapOrDie();
+  std::vector<int64_t> out(static_cast<size_t>(count));
   auto to_b = shm::ChannelProducer::Create(ab, Options(size));
   if (!to_b.ok()) Die(to_b.status(), "create");
-  const pid_t child = bench::ForkPinned(cpus);
+  const pid_t child = measure::ForkPinned(cpus);
   if (child == 0) {
     auto from_a = shm::ChannelConsumer::Open(ab, ConsumerOptions(mode));
     if (!from_a.ok()) Die(from_a.status(), "open");
@@ -201,23 +183,20 @@ std::vector<int64_t> PingPong(const bench::CpuPair& cpus, uint64_t size, int cou
     (void)round_trip(-2 - i, false);  // warm-up of the same size
     out[i] = round_trip(i, true);
   }
-  bench::AwaitChild(child);
-  std::vector<int64_t> result(out, out + count);
-  bench::UnmapShared(out, static_cast<size_t>(count));
-  bench::UnmapShared(f, 1);
+  measure::AwaitChild(child);
   m.Reset();
   from_b->reset();
-  return result;
+  return out;
 }
 
 // Messages per second received by a consumer process.
-void Stream(const bench::CpuPair& cpus, int64_t count, uint64_t size) {
+void Stream(const measure::CpuPair& cpus, int64_t count, uint64_t size) {
   const std::string name = "alkaid_chbench_" + std::to_string(::getpid()) + "_stream";
-  auto* f = bench::MapShared<Flags>(1);
-  auto* rate = bench::MapShared<double>(1);
+  auto f = measure::SharedMapping<Flags>::MapOrDie();
+  auto rate = measure::SharedMapping<double>::MapOrDie();
   auto producer = shm::ChannelProducer::Create(name, Options(size));
   if (!producer.ok()) Die(producer.status(), "create");
-  const pid_t child = bench::ForkPinned(cpus);
+  const pid_t child = measure::ForkPinned(cpus);
   if (child == 0) {
     auto consumer = shm::ChannelConsumer::Open(name, ConsumerOptions(shm::WaitMode::kBusyPoll));
     if (!consumer.ok()) Die(consumer.status(), "open");
@@ -232,7 +211,7 @@ void Stream(const bench::CpuPair& cpus, int64_t count, uint64_t size) {
         ::_exit(2);
       }
     }
-    *rate = static_cast<double>(count - 1) * 1e9 / static_cast<double>(NowNs() - start);
+    *rate.get() = static_cast<double>(count - 1) * 1e9 / static_cast<double>(NowNs() - start);
     m.Reset();
     consumer->reset();
     ::_exit(0);
@@ -249,17 +228,10 @@ void Stream(const bench::CpuPair& cpus, int64_t count, uint64_t size) {
     CHECK_OK((*producer)->Publish({}, std::move(*loan)));
   }
   const double publish_rate = static_cast<double>(count) * 1e9 / static_cast<double>(NowNs() - t0);
-  bench::AwaitChild(child);
+  measure::AwaitChild(child);
   std::printf("stream: %lld messages of %llu bytes: %.2f M/s received (%.2f M/s published)\n",
-              static_cast<long long>(count), static_cast<unsigned long long>(size), *rate / 1e6,
-              publish_rate / 1e6);
-  bench::UnmapShared(rate, 1);
-  bench::UnmapShared(f, 1);
-}
-
-int64_t Percentile(std::vector<int64_t> v, double p) {
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
+              static_cast<long long>(count), static_cast<unsigned long long>(size),
+              *rate.get() / 1e6, publish_rate / 1e6);
 }
 
 }  // namespace
@@ -326,7 +298,7 @@ int main(int argc, char** argv) {
     if (inproc >= 0) {
       InProcess(inproc, inproc_size);
     } else {
-      Stream(bench::PinToFirstTwoCpus(), std::max<int64_t>(stream, 2), inproc_size);
+      Stream(measure::PinToFirstTwoCpus(), std::max<int64_t>(stream, 2), inproc_size);
     }
     return 0;
   }
@@ -336,17 +308,17 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const bench::CpuPair cpus = bench::PinToFirstTwoCpus();
+  const measure::CpuPair cpus = measure::PinToFirstTwoCpus();
   if (cpus.child < 0) std::fprintf(stderr, "warning: fewer than two CPUs; not pinned\n");
   const std::vector<int64_t> floor = Floor(cpus, count);
-  const int64_t floor_p50 = Percentile(floor, 0.5);
+  const int64_t floor_p50 = measure::Quantile(floor, 0.5);
   std::printf("one-way latency, %s, %d pings per size (ns)\n", mode_name, count);
   std::printf("%10s %9s %9s %11s %13s\n", "size", "p50", "p99", "floor p50", "p50 / floor");
   for (uint64_t s : sizes) {
     const std::vector<int64_t> v = PingPong(cpus, s, count, mode);
-    const int64_t p50 = Percentile(v, 0.5);
+    const int64_t p50 = measure::Quantile(v, 0.5);
     std::printf("%10llu %9lld %9lld %11lld %13.1f\n", static_cast<unsigned long long>(s),
-                static_cast<long long>(p50), static_cast<long long>(Percentile(v, 0.99)),
+                static_cast<long long>(p50), static_cast<long long>(measure::Quantile(v, 0.99)),
                 static_cast<long long>(floor_p50),
                 static_cast<double>(p50) / static_cast<double>(std::max<int64_t>(floor_p50, 1)));
   }

@@ -3,15 +3,15 @@
 //
 // Each row runs one parent and one forked child (pinned to two CPUs) for
 // the whole row and alternates two batches: one of the row's size and one
-// of 64 bytes. Both go through the same ring, body segment and processes,
+// of 64 bytes. Both go through the same channel (slots and arena) and processes,
 // so whatever one run shares (where the hypervisor placed the two vCPUs,
 // the machine's load, the arena's size) is the same for both, and the size
 // is the only variable. The order alternates so that neither size meets
-// one of the ring's slots more often (see IsLarge). A batch is one int64
+// one of the channel's slots more often (see IsLarge). A batch is one int64
 // column. Timed: from the parent's Publish until the child holds the
 // rebuilt batch and has read its first and last value (stamped by the
 // child with the same monotonic clock). The child checks both values of
-// every batch against the schedule and answers on a second ring.
+// every batch against the schedule and answers on a second channel.
 //
 // Counters, in nanoseconds (medians over the row's pairs):
 //   p50, p99      one-way latency of the row's size (Time: its mean)
@@ -70,6 +70,10 @@
 #include "alkaid/format/array.h"
 #include "alkaid/format/builder_primitive.h"
 #include "alkaid/format/record_batch.h"
+#include "alkaid/measure/clock.h"
+#include "alkaid/measure/histogram.h"
+#include "alkaid/measure/process.h"
+#include "alkaid/measure/shared_mapping.h"
 #include "batch_ping.h"
 #include "bench_util.h"
 
@@ -77,7 +81,7 @@ namespace {
 
 using namespace alkaid;
 using namespace std::chrono_literals;
-using bench::NowNs;
+using measure::NowNs;
 
 constexpr uint64_t kSmallBytes = 64;
 constexpr uint32_t kRingSlots = 4;
@@ -85,7 +89,7 @@ constexpr int64_t kWarmUpValue = -2;
 
 enum class Fill { kLoaned, kBuilt, kBuiltEvicted };
 
-bench::CpuPair g_cpus;
+measure::CpuPair g_cpus;
 
 // Per ping, in a mapping shared with the child (CLOCK_MONOTONIC).
 struct Stamp {
@@ -176,11 +180,6 @@ MedianCi MedianWithCi(std::vector<double> d) {
   return {d[d.size() / 2], d[lo], d[hi]};
 }
 
-double Quantile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
-}
-
 void BM_OneWayPaired(benchmark::State& state, Fill fill) {
   const auto large_bytes = static_cast<uint64_t>(state.range(0));
   const uint64_t pings = 2 * static_cast<uint64_t>(state.max_iterations);
@@ -193,8 +192,9 @@ void BM_OneWayPaired(benchmark::State& state, Fill fill) {
                           std::to_string(static_cast<int>(fill));
   bench::BatchPingPongSegments segments(tag, 8 * large_region + (1 << 20), segment_options,
                                         kRingSlots);
-  Stamp* stamps = bench::MapShared<Stamp>(pings);
-  const pid_t child = bench::ForkPinned(g_cpus);
+  auto stamps_mapping = measure::SharedMapping<Stamp>::MapOrDie(pings);
+  Stamp* stamps = stamps_mapping.get();
+  const pid_t child = measure::ForkPinned(g_cpus);
   if (child == 0) ChildLoop(segments, schema, large_bytes, stamps, pings);
 
   auto publisher = client::BatchPublisher::Create(segments.ping(), schema).ValueOrDie();
@@ -215,22 +215,19 @@ void BM_OneWayPaired(benchmark::State& state, Fill fill) {
         benchmark::ClobberMemory();
       }
       if (fill != Fill::kLoaned) {
-        auto warm_pool = publisher->NewPool(rows * 8 + 4096).ValueOrDie();
-        auto warm = bench::LoanedInt64Batch(warm_pool.get(), schema, rows, kWarmUpValue);
-        CHECK_OK(publisher->Publish(*warm, warm_pool.get()));
-        segments.AwaitAnswer();
+        segments.WarmUp(publisher.get(), schema, rows, rows * 8 + 4096, kWarmUpValue);
       }
       const int64_t t0 = NowNs();
       CHECK_OK(publisher->Publish(*batch, pool.get()));
       segments.AwaitAnswer();
-      // The child stamped before answering; the ring's receive is the
-      // acquire partner of its publish.
+      // The child stamped before answering; the pong channel's receive is
+      // the acquire partner of its publish.
       stamps[i].t0 = t0;
       if (large) large_seconds = static_cast<double>(stamps[i].t_vals - t0) * 1e-9;
     }
     state.SetIterationTime(large_seconds);
   }
-  bench::AwaitChild(child);
+  measure::AwaitChild(child);
   publisher.reset();
 
   // [0]: 64 B, [1]: the row's size; *_diff: per pair, size - 64 B.
@@ -244,15 +241,14 @@ void BM_OneWayPaired(benchmark::State& state, Fill fill) {
     one_way_diff.push_back(one_way[1].back() - one_way[0].back());
     rebuilt_diff.push_back(rebuilt[1].back() - rebuilt[0].back());
   }
-  bench::UnmapShared(stamps, pings);
-  const double p50 = Quantile(one_way[1], 0.5);
-  const double p50_small = Quantile(one_way[0], 0.5);
+  const double p50 = measure::Quantile(one_way[1], 0.5);
+  const double p50_small = measure::Quantile(one_way[0], 0.5);
   state.counters["p50"] = p50;
-  state.counters["p99"] = Quantile(one_way[1], 0.99);
+  state.counters["p99"] = measure::Quantile(one_way[1], 0.99);
   state.counters["p50_64B"] = p50_small;
   state.counters["ratio"] = p50 / p50_small;
-  state.counters["rebuilt"] = Quantile(rebuilt[1], 0.5);
-  state.counters["rebuilt_64B"] = Quantile(rebuilt[0], 0.5);
+  state.counters["rebuilt"] = measure::Quantile(rebuilt[1], 0.5);
+  state.counters["rebuilt_64B"] = measure::Quantile(rebuilt[0], 0.5);
   for (const auto& [prefix, diffs] :
        {std::pair{"d", &one_way_diff}, std::pair{"dr", &rebuilt_diff}}) {
     const MedianCi d = MedianWithCi(*diffs);
@@ -286,7 +282,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "alkaid_shm_flatness_bench: --pairs-scale must be positive\n");
     return 2;
   }
-  if (pin) g_cpus = bench::PinToFirstTwoCpus();
+  if (pin) g_cpus = measure::PinToFirstTwoCpus();
   const struct {
     Fill fill;
     const char* name;

@@ -5,25 +5,25 @@
 // For each body size, the parent builds a batch (one int64 column) in place
 // in shared memory (not timed), then times: Publish -> the child (another
 // process, busy-polling) rebuilds the batch zero-copy and reads its first
-// and last value. The child stamps that moment with the
-// same monotonic clock, so one-way latency is measured directly; the round
-// trip (the child answers with a small ring message, no body) is reported
-// too, halved. Only the metadata crosses the ring and no page is faulted in
-// on the way (segments are prefaulted), so the latency must not grow with
-// the body size.
+// and last value. The child stamps that moment with the same monotonic
+// clock, so one-way latency is measured directly; the round trip (the child
+// answers with a small message on a second channel, no body) is reported
+// too, halved. Only the metadata crosses the channel and no page is faulted
+// in on the way (segments are prefaulted), so the latency must not grow
+// with the body size.
 //
 // "payload" rows are the size-matched floor, measured in the same run: the
 // same body, built the same way (the values written to a private vector,
-// then copied into a body segment) at the addresses the alkaid run's
-// allocator gives them (same allocator, same allocations, the ring's
-// holding of blocks played by a FIFO of its slot count), handed over with
-// the cache-line ping-pong instead of the ring: the child sees a signal
-// line change, reads the body's first and last value, answers on the line.
-// Its warm-up round trip carries a body of the same size whose first and
-// last value the parent writes and the child reads, as the alkaid warm-up
-// batch is. Nothing of Alkaid is on its timed path, so alkaid
-// minus payload is what the transport adds to the physics of the access
-// pattern (at 16 MiB the body's first line has left the builder's caches,
+// then copied into a loaned block) at the addresses the alkaid run's
+// allocator gives them (loans of a channel of the same options, never
+// published through; the channel's holding of blocks played by a FIFO of
+// its slot count), handed over with the cache-line ping-pong instead of
+// the channel: the child sees a signal line change, reads the body's first
+// and last value, answers on the line. Its warm-up round trip carries a
+// body of the same size whose first and last value the parent writes and
+// the child reads, as the alkaid warm-up batch is. Nothing of Alkaid is on
+// its timed path, so alkaid minus payload is what the transport adds to the
+// physics of the access pattern (at 16 MiB the body's first line has left the builder's caches,
 // at 64 B it is in its L1).
 //
 // "cold" rows time the publish right after building the batch: a batch
@@ -55,7 +55,6 @@
 //                                 [--settle-us N] [--no-pin]
 // (--warm-only: only the "warm" and "warm evicted" rows)
 
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -64,7 +63,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <new>
 #include <string>
 #include <vector>
@@ -73,6 +71,11 @@
 #include "alkaid/client/batch_subscriber.h"
 #include "alkaid/format/array.h"
 #include "alkaid/format/builder_primitive.h"
+#include "alkaid/measure/clock.h"
+#include "alkaid/measure/floor.h"
+#include "alkaid/measure/histogram.h"
+#include "alkaid/measure/process.h"
+#include "alkaid/measure/shared_mapping.h"
 #include "alkaid/shm/segment.h"
 #include "batch_ping.h"
 #include "bench_util.h"
@@ -80,11 +83,9 @@
 namespace {
 
 using namespace alkaid;
-using bench::AwaitChild;
 using bench::Die;
-using bench::MapShared;
-using bench::NowNs;
-using Clock = std::chrono::steady_clock;
+using measure::AwaitChild;
+using measure::NowNs;
 using namespace std::chrono_literals;
 
 struct Figures {
@@ -92,10 +93,8 @@ struct Figures {
   double p99_ns;
 };
 
-Figures Summarize(std::vector<double> one_way_ns) {
-  std::sort(one_way_ns.begin(), one_way_ns.end());
-  const size_t n = one_way_ns.size();
-  return {one_way_ns[n / 2], one_way_ns[std::min(n - 1, n * 99 / 100)]};
+Figures Summarize(const std::vector<double>& one_way_ns) {
+  return {measure::Quantile(one_way_ns, 0.5), measure::Quantile(one_way_ns, 0.99)};
 }
 
 // Per-iteration timestamps (CLOCK_MONOTONIC, shared by both processes).
@@ -109,31 +108,15 @@ struct Stamps {
 // CPUs of the parent and of the child of every run: by default the first
 // two CPUs this process may use (--no-pin leaves the placement to the
 // scheduler).
-bench::CpuPair g_cpus;
+measure::CpuPair g_cpus;
 
-// The floor: one shared cache line, parent writes 2k+1, child answers 2k+2.
+// The floor: one shared cache line handed back and forth.
 Figures CacheLinePingPong(int iterations) {
-  auto* word = new (MapShared<std::atomic<uint64_t>>(1)) std::atomic<uint64_t>(0);
-  const pid_t child = bench::ForkPinned(g_cpus);
-  if (child == 0) {
-    for (uint64_t k = 0; k < static_cast<uint64_t>(iterations); ++k) {
-      while (word->load(std::memory_order_acquire) != 2 * k + 1) {
-      }
-      word->store(2 * k + 2, std::memory_order_release);
-    }
-    ::_exit(0);
-  }
   std::vector<double> samples;
-  for (uint64_t k = 0; k < static_cast<uint64_t>(iterations); ++k) {
-    const auto t0 = Clock::now();
-    word->store(2 * k + 1, std::memory_order_release);
-    while (word->load(std::memory_order_acquire) != 2 * k + 2) {
-    }
-    samples.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / 2);
+  for (const int64_t half : measure::FloorSamples(g_cpus, static_cast<uint64_t>(iterations))) {
+    samples.push_back(static_cast<double>(half));
   }
-  AwaitChild(child);
-  bench::UnmapShared(word, 1);
-  return Summarize(std::move(samples));
+  return Summarize(samples);
 }
 
 struct BatchFigures {
@@ -143,15 +126,14 @@ struct BatchFigures {
   Figures receive;   // t_recv - t0
 };
 
-// The figures of a run from its stamps; unmaps them.
-BatchFigures FiguresOf(Stamps* stamps, int iterations, std::vector<double> half_rtt) {
+// The figures of a run from its stamps.
+BatchFigures FiguresOf(const Stamps* stamps, int iterations, std::vector<double> half_rtt) {
   std::vector<double> one_way, publish, receive;
   for (int i = 0; i < iterations; ++i) {
     one_way.push_back(static_cast<double>(stamps[i].t_vals - stamps[i].t0));
     publish.push_back(static_cast<double>(stamps[i].t_pub - stamps[i].t0));
     receive.push_back(static_cast<double>(stamps[i].t_recv - stamps[i].t0));
   }
-  bench::UnmapShared(stamps, static_cast<size_t>(iterations));
   return {Summarize(std::move(one_way)), Summarize(std::move(half_rtt)),
           Summarize(std::move(publish)), Summarize(std::move(receive))};
 }
@@ -180,7 +162,7 @@ void OnPing(Stamps* stamps, int* got_measured, int64_t first, int64_t last, uint
 
 // Ping: a batch of `rows` int64 values i, i+1, ... built in place (not
 // timed), published (timed from here), rebuilt by the child, which reads
-// its first and last value and answers on a plain ring. With kWarm, a
+// its first and last value and answers on the pong channel. With kWarm, a
 // batch of the same shape (two values written) makes an untimed round trip
 // between building and the timed publish: it brings the publish and
 // receive paths and their per-shape state back into the caches
@@ -196,14 +178,14 @@ enum class Mode { kCold, kWarm, kEvicted, kWarmEvicted };
 bool Evicts(Mode mode) { return mode == Mode::kEvicted || mode == Mode::kWarmEvicted; }
 bool WarmsUp(Mode mode) { return mode == Mode::kWarm || mode == Mode::kWarmEvicted; }
 
-// Slots of BatchPingPong's ring, which holds each published block until
-// its slot is reused; PayloadPingPong holds its blocks as long.
-constexpr uint32_t kRingSlots = 4;
+// Slots of BatchPingPong's channels; PayloadPingPong holds its last
+// blocks in a FIFO of this length.
+constexpr uint32_t kChannelSlots = 4;
 
 // Whether segments are prefaulted (the default); --no-prefault shows what
 // page faults on the data path cost.
 bool g_prefault = true;
-// --huge-pages: the body segment is backed by transparent huge pages
+// --huge-pages: the channel segments (arenas) are backed by transparent huge pages
 // (SegmentOptions::huge_pages = kRequire).
 bool g_huge_pages = false;
 // --settle-us N: after building each batch, spin N microseconds before the
@@ -228,16 +210,15 @@ void AfterBuild(Mode mode, std::vector<uint8_t>* scratch, int i) {
   }
 }
 
-// Segment options of both runs of a size (the channel's, and the floor's
-// body segment): prefault, huge pages.
-shm::BodyAllocatorOptions BodyOptions() {
-  shm::BodyAllocatorOptions bo;
-  bo.wait_timeout = 30s;
+// Segment options of both runs of a size (the ping channel's, and the
+// floor's): prefault, huge pages.
+shm::SegmentOptions BodySegmentOptions() {
+  shm::SegmentOptions so;
   // Segments are prefaulted at creation (SegmentOptions::prefault) and at
   // open: neither side takes a page fault in the timed part.
-  bo.segment.prefault = g_prefault;
-  if (g_huge_pages) bo.segment.huge_pages = shm::HugePages::kRequire;
-  return bo;
+  so.prefault = g_prefault;
+  if (g_huge_pages) so.huge_pages = shm::HugePages::kRequire;
+  return so;
 }
 
 // The name tag of a run: pid, body size, mode.
@@ -252,10 +233,11 @@ BatchFigures BatchPingPong(uint64_t body_bytes, int iterations, Mode mode) {
   const uint64_t region = rows * 8 + 4096;
   auto schema = format::schema({format::field("v", format::int64(), false)});
 
-  Stamps* stamps = MapShared<Stamps>(static_cast<size_t>(iterations));
+  auto stamps_mapping = measure::SharedMapping<Stamps>::MapOrDie(static_cast<size_t>(iterations));
+  Stamps* stamps = stamps_mapping.get();
   bench::BatchPingPongSegments segments(RunTag(body_bytes, mode), 8 * region + (1 << 20),
-                                        BodyOptions().segment, kRingSlots);
-  const pid_t child = bench::ForkPinned(g_cpus);
+                                        BodySegmentOptions(), kChannelSlots);
+  const pid_t child = measure::ForkPinned(g_cpus);
   if (child == 0) {
     auto sub = segments.OpenInChild(schema);
     for (int got_measured = 0; got_measured < iterations;) {
@@ -287,13 +269,7 @@ BatchFigures BatchPingPong(uint64_t body_bytes, int iterations, Mode mode) {
     auto batch =
         format::RecordBatch::Make(schema, static_cast<int64_t>(rows), {array}).ValueOrDie();
     AfterBuild(mode, &scratch, i);
-    if (warm) {
-      // A batch of the same shape, only its first and last value written.
-      auto warm_pool = publisher->NewPool(region).ValueOrDie();
-      auto warm_batch = bench::LoanedInt64Batch(warm_pool.get(), schema, rows, kWarmUpValue);
-      CHECK_OK(publisher->Publish(*warm_batch, warm_pool.get()));
-      segments.AwaitAnswer();
-    }
+    if (warm) segments.WarmUp(publisher.get(), schema, rows, region, kWarmUpValue);
 
     // Timed: from just before Publish to the child holding the rebuilt
     // batch with its first and last values read (stamped by the child with
@@ -314,118 +290,94 @@ BatchFigures BatchPingPong(uint64_t body_bytes, int iterations, Mode mode) {
   return FiguresOf(stamps, iterations, std::move(half_rtt));
 }
 
-// The payload floor's signal line (its own page): the parent fills `id`
-// and `offset`, then stores the round trip's number into `ping`; the child
-// answers with it in `pong`.
-struct alignas(64) Signal {
-  std::atomic<uint64_t> ping;
-  std::atomic<uint64_t> pong;
-  uint64_t offset;  // the body, from the segment payload
-};
-static_assert(sizeof(Signal) == 64, "the signal is one cache line");
-
 // The size-matched floor of BatchPingPong(body_bytes, iterations, mode):
 // the same body at the same addresses, built the same way, handed over on
-// a signal line instead of the ring (see the file comment).
+// a signal line instead of the channel (see the file comment).
 BatchFigures PayloadPingPong(uint64_t body_bytes, int iterations, Mode mode) {
   const std::string bodies_name = "alkaid_lat_f" + RunTag(body_bytes, mode);
   const uint64_t rows = std::max<uint64_t>(1, body_bytes / 8);
   const uint64_t region = rows * 8 + 4096;
-  // As BatchPingPong's ring does, a block is held until its slot is
-  // reused, or until the arena is full (the reclaim callback then drops
-  // them all: the child has answered for every one).
-  auto bodies =
-      shm::BodyAllocator::Create(bodies_name, 8 * region + (1 << 20), BodyOptions()).ValueOrDie();
-  std::deque<shm::WritableBlock> held;
-  bodies->SetReclaimCallback([&held] { held.clear(); });
-  auto publish = [&held](shm::WritableBlock block) {
-    held.push_back(std::move(block));
-    if (held.size() > kRingSlots) held.pop_front();
-  };
-  auto* signal = new (MapShared<Signal>(1)) Signal{};
-  Stamps* stamps = MapShared<Stamps>(static_cast<size_t>(iterations));
+  // The ping channel's options (BatchPingPongSegments); its loans are the
+  // bodies, never published. As the ping channel holds a block until its
+  // consumer returns it, the last kChannelSlots loans are held.
+  shm::ChannelOptions co;
+  co.slot_count = kChannelSlots;
+  co.inline_capacity = 448;
+  co.arena_bytes = 8 * region + (1 << 20);
+  co.space_timeout = 30s;
+  co.segment = BodySegmentOptions();
+  auto bodies = measure::BodyLoans::Create(bodies_name, co, kChannelSlots).ValueOrDie();
+  // The signal line, in a page of its own.
+  auto signal_mapping = measure::SharedMapping<measure::PayloadLine>::MapOrDie();
+  measure::PayloadLine* signal = signal_mapping.get();
+  const auto never = [] { return false; };
+  auto stamps_mapping = measure::SharedMapping<Stamps>::MapOrDie(static_cast<size_t>(iterations));
+  Stamps* stamps = stamps_mapping.get();
 
-  const pid_t child = bench::ForkPinned(g_cpus);
+  const pid_t child = measure::ForkPinned(g_cpus);
   if (child == 0) {
     shm::SegmentOpenOptions open_options;
     open_options.prefault = g_prefault;
     auto segment =
-        shm::Segment::Open(bodies_name, shm::SegmentKind::kBodies, open_options).ValueOrDie();
+        shm::Segment::Open(bodies_name, shm::SegmentKind::kChannel, open_options).ValueOrDie();
     const std::byte* payload = segment->payload();
-    signal->pong.store(~uint64_t{0}, std::memory_order_release);  // ready
+    signal->Ready();
     uint64_t seen = 0;
     for (int got_measured = 0; got_measured < iterations;) {
       uint64_t k;
-      // Acquire: partner of the parent's release store of `ping`.
-      while ((k = signal->ping.load(std::memory_order_acquire)) == seen) {
-      }
+      if (!signal->AwaitPing(seen, &k, never)) ::_exit(2);
       seen = k;
       const int64_t t_recv = NowNs();
       // Warm-ups and measured pings alike, as the alkaid child reads every
       // batch.
-      const auto* values = reinterpret_cast<const int64_t*>(payload + signal->offset);
+      const auto* values = reinterpret_cast<const int64_t*>(payload + signal->body_offset);
       const int64_t first = values[0];
       const int64_t last = values[rows - 1];
       OnPing(stamps, &got_measured, first, last, rows, t_recv, NowNs());
-      // Release: partner of the parent's acquire load of `pong`.
-      signal->pong.store(k, std::memory_order_release);
+      signal->Answer(k);
     }
     ::_exit(0);
   }
-  while (signal->pong.load(std::memory_order_acquire) != ~uint64_t{0}) {
-  }
+  (void)signal->AwaitReady(never);
   uint64_t k = 0;
-  auto round_trip = [&](uint64_t offset) {
-    signal->offset = offset;
-    // Release: publishes the body and the fields; partner of the child's
-    // acquire load of `ping`.
-    signal->ping.store(++k, std::memory_order_release);
-  };
-  auto await_answer = [&] {
-    // Acquire: partner of the child's release store of `pong`.
-    while (signal->pong.load(std::memory_order_acquire) != k) {
-    }
-  };
+  auto round_trip = [&](uint64_t offset, int64_t id) { signal->Send(++k, offset, id); };
+  auto await_answer = [&] { (void)signal->AwaitAnswer(k, never); };
   std::vector<double> half_rtt;
   std::vector<int64_t> values(rows);
   std::vector<uint8_t> scratch(Evicts(mode) ? (64u << 20) : 0);
   for (int i = 0; i < iterations; ++i) {
     // Not timed: the body, as BatchPingPong builds it (values, then one
     // copy into the region), in a region of the same size.
-    auto body = bodies->Allocate(region).ValueOrDie();
+    auto body = bodies.Loan(region).ValueOrDie();
     for (uint64_t r = 0; r < rows; ++r) values[r] = i + static_cast<int64_t>(r);
     std::memcpy(body.data().data(), values.data(), rows * 8);
     AfterBuild(mode, &scratch, i);
-    const uint64_t offset = body.handle().offset;
+    const uint64_t offset = body.offset();
     if (WarmsUp(mode)) {
       // As BatchPingPong's warm-up batch: a region of the same size, its
       // first and last value written here and read by the child.
-      auto warm = bodies->Allocate(region).ValueOrDie();
+      auto warm = bodies.Loan(region).ValueOrDie();
       auto* warm_values = reinterpret_cast<int64_t*>(warm.data().data());
       warm_values[0] = kWarmUpValue;
       warm_values[rows - 1] = kWarmUpValue + static_cast<int64_t>(rows) - 1;
-      const uint64_t warm_offset = warm.handle().offset;
-      publish(std::move(warm));
-      round_trip(warm_offset);
+      const uint64_t warm_offset = warm.offset();
+      bodies.Hold(std::move(warm));
+      round_trip(warm_offset, kWarmUpValue);
       await_answer();
     }
 
     const int64_t t0 = NowNs();
-    round_trip(offset);
+    round_trip(offset, i);
     const int64_t t_pub = NowNs();
     await_answer();
     const int64_t t1 = NowNs();
     stamps[i].t0 = t0;
     stamps[i].t_pub = t_pub;
     half_rtt.push_back(static_cast<double>(t1 - t0) / 2);
-    publish(std::move(body));
+    bodies.Hold(std::move(body));
   }
   AwaitChild(child);
-  bodies->SetReclaimCallback(nullptr);
-  held.clear();
-  bench::UnmapShared(signal, 1);
-  bodies.reset();
-  (void)shm::Segment::Remove(bodies_name);
+  bodies.Release();
   return FiguresOf(stamps, iterations, std::move(half_rtt));
 }
 
@@ -455,7 +407,7 @@ int main(int argc, char** argv) {
   auto iters = [&](int n) { return std::max(10, static_cast<int>(n * scale)); };
   double load[3] = {0, 0, 0};
   (void)::getloadavg(load, 3);
-  if (pin) g_cpus = bench::PinToFirstTwoCpus();
+  if (pin) g_cpus = measure::PinToFirstTwoCpus();
   std::printf("load average %.2f %.2f %.2f; segments %sprefaulted; body pages %s; ", load[0],
               load[1], load[2], g_prefault ? "" : "NOT ", g_huge_pages ? "2 MiB" : "4 KiB");
   if (g_cpus.child >= 0) {
@@ -474,7 +426,7 @@ int main(int argc, char** argv) {
       "warm evicted: 64 MiB written after building, then the warm-up round trip, at\n"
       "every size (the same cache state whatever the size)\n"
       "payload: the size-matched floor of the row above: same body, same addresses, same\n"
-      "build, handed over on a shared cache line instead of the ring (publish: the store)\n");
+      "build, handed over on a shared cache line instead of the channel (publish: the store)\n");
   std::printf("%-28s %9s %9s %9s %9s %9s %9s %7s\n", "case (busy-poll, ns)", "one-way", "p99",
               "rtt/2", "p99", "publish", "rebuilt", "samples");
   const int floor_n = iters(20000);

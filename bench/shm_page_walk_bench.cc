@@ -16,7 +16,6 @@
 //
 // Usage: alkaid_shm_page_walk_bench [samples, default 400]
 
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,22 +28,17 @@
 #include <string>
 #include <vector>
 
+#include "alkaid/measure/clock.h"
+#include "alkaid/measure/histogram.h"
 #include "alkaid/shm/segment.h"
 
 namespace {
 
 using namespace alkaid;
 
-int64_t NowNs() {
-  timespec ts;
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
+using measure::NowNs;
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+double Median(const std::vector<double>& v) { return measure::Quantile(v, 0.5); }
 
 // Times one load; the clock's own cost is subtracted by the caller.
 inline double TimedLoad(const volatile std::byte* p) {

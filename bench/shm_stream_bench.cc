@@ -19,8 +19,6 @@
 //   alkaid_shm_stream_bench [batches, default 1000000]
 //   alkaid_shm_stream_bench --inproc [iterations] [--fixed]   (single thread, for profilers)
 
-#include <sys/mman.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,6 +36,10 @@
 #include "alkaid/client/batch_subscriber.h"
 #include "alkaid/format/array.h"
 #include "alkaid/format/builder_primitive.h"
+#include "alkaid/measure/clock.h"
+#include "alkaid/measure/histogram.h"
+#include "alkaid/measure/process.h"
+#include "alkaid/measure/shared_mapping.h"
 #include "alkaid/shm/channel.h"
 #include "bench_util.h"
 
@@ -45,7 +47,7 @@ namespace {
 
 using namespace alkaid;
 using bench::Die;
-using bench::NowNs;
+using measure::NowNs;
 using namespace std::chrono_literals;
 
 constexpr int64_t kRows = 64;
@@ -183,12 +185,10 @@ StreamFigures Stream(int consumers, int64_t batches, bool fixed) {
       "alkaid_stream_" + Tag() + "_" + std::to_string(consumers) + (fixed ? "f" : "");
   auto schema = Schema();
   auto channel = NewChannel(name, 4096);
-  void* mem =
-      ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  auto* shared = new (mem) Shared();
+  auto shared = measure::SharedMapping<Shared>::MapOrDie();
   std::vector<pid_t> children;
   for (int c = 0; c < consumers; ++c) {
-    const pid_t pid = ::fork();
+    const pid_t pid = measure::ForkPinned(measure::CpuPair{});  // not pinned
     if (pid == 0) {
       client::SubscriberOptions so;
       so.consumer.wait_mode = shm::WaitMode::kBusyPoll;
@@ -215,17 +215,11 @@ StreamFigures Stream(int consumers, int64_t batches, bool fixed) {
   const int64_t t1 = NowNs();
   StreamFigures f{};
   for (int c = 0; c < consumers; ++c) {
-    int status = 0;
-    ::waitpid(children[static_cast<size_t>(c)], &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      std::fprintf(stderr, "consumer %d failed\n", c);
-      std::exit(1);
-    }
+    measure::AwaitChild(children[static_cast<size_t>(c)]);
     const double secs = static_cast<double>(shared->last_ns[c] - shared->first_ns[c]) / 1e9;
     f.per_consumer_rate[c] = static_cast<double>(batches - 1) / secs;
   }
   f.producer_rate = static_cast<double>(batches) / (static_cast<double>(t1 - t0) / 1e9);
-  ::munmap(mem, sizeof(Shared));
   EndRun(name, writer, publisher, channel);
   return f;
 }

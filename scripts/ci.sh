@@ -10,7 +10,7 @@
 #                  broker's multi-process SIGKILL loop)
 #   4. fuzz        every libFuzzer target for ALKAID_FUZZ_SECONDS (default 60)
 #                  from fuzz/corpus plus the gold files (scripts/fuzz.sh)
-#   5. tidy        clang-tidy over common/ format/ libshm/ broker/ flight/ tools/
+#   5. tidy        clang-tidy over common/ format/ libshm/ broker/ flight/ measure/ tools/
 #                  fuzz/ python/src/
 #                  (scripts/tidy.sh); any finding fails
 # Every stage runs even if an earlier one failed; the script fails if any

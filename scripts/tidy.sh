@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs clang-tidy (clang-tidy-14, config: .clang-tidy) over Alkaid's own
-# sources: common/, format/, libshm/, broker/, flight/, tools/, fuzz/ and python/src/, using the
+# sources: common/, format/, libshm/, broker/, flight/, measure/, tools/, fuzz/ and python/src/, using the
 # compile_commands.json of existing builds, and fails on any finding.
 #   scripts/tidy.sh [BUILD_DIR...]
 # Default build dirs: build/release, plus build/fuzz when it exists (the
@@ -31,7 +31,7 @@ trap 'rm -rf "$work"' EXIT
 python3 - "$root" "$work" "${dirs[@]}" <<'PY'
 import json, os, re, sys
 root, work, dirs = sys.argv[1], sys.argv[2], sys.argv[3:]
-wanted = re.compile(r'^(common|format|libshm|broker|flight|tools|fuzz|python/src)/.*\.cc$')
+wanted = re.compile(r'^(common|format|libshm|broker|flight|measure|tools|fuzz|python/src)/.*\.cc$')
 seen = set()
 for i, d in enumerate(dirs):
     db = os.path.join(root, d, 'compile_commands.json')
@@ -48,7 +48,7 @@ for i, d in enumerate(dirs):
         out.write('\n'.join(sorted(files)))
 PY
 
-header_filter="^$root/((common|format|libshm|flight)/(include|src)|broker/(client|daemon|protocol)|tools/alkaid|fuzz|python/src)/"
+header_filter="^$root/((common|format|libshm|flight|measure)/(include|src)|broker/(client|daemon|protocol)|tools/alkaid|fuzz|python/src)/"
 status=0
 total=0
 : > "$work/log"

@@ -17,9 +17,7 @@
 // Output: a table, and with --json the shape of `alkaid latency --json`
 // (transport "iceoryx").
 
-#include <sched.h>
 #include <signal.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,8 +30,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iostream>
-#include <new>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -42,53 +40,41 @@
 
 #include <nlohmann/json.hpp>
 
+#include "alkaid/measure/clock.h"
+#include "alkaid/measure/histogram.h"
+#include "alkaid/measure/ping_pong.h"
+#include "alkaid/measure/process.h"
+#include "alkaid/measure/shared_mapping.h"
 #include "iceoryx_hoofs/log/logmanager.hpp"
 #include "iceoryx_posh/popo/untyped_publisher.hpp"
 #include "iceoryx_posh/popo/untyped_subscriber.hpp"
 #include "iceoryx_posh/popo/wait_set.hpp"
 #include "iceoryx_posh/runtime/posh_runtime.hpp"
-#include "latency_histogram.h"
 
 namespace {
 
-using alkaid::tools::latency::Histogram;
-using alkaid::tools::latency::Summarize;
-using alkaid::tools::latency::Summary;
+using alkaid::Status;
+using alkaid::measure::ChildControl;
+using alkaid::measure::Histogram;
+using alkaid::measure::NowNs;
+using alkaid::measure::Stopping;
+using alkaid::measure::Summarize;
+using alkaid::measure::Summary;
 
 constexpr int64_t kWarmValue = -2;
 
-int64_t NowNs() {
-  timespec ts;
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
-
 struct Shared {
-  std::atomic<int> stop;
-  std::atomic<int> failed;
+  ChildControl control;  // stop flag, first error
   int64_t elapsed_ns;
-  char error[512];
   Histogram histogram;
 };
 
-volatile std::sig_atomic_t g_interrupted = 0;
-void OnInterrupt(int) { g_interrupted = 1; }
-
 void Fail(Shared* shared, const std::string& message) {
-  if (shared->failed.exchange(1) == 0) {
-    std::snprintf(shared->error, sizeof(shared->error), "%s", message.c_str());
-  }
-  shared->stop.store(1);
+  alkaid::measure::ReportChildError(&shared->control, "iceoryx", Status::IOError(message));
+  shared->control.stop.store(1);
 }
 
-bool Stopping(const Shared* shared) { return g_interrupted || shared->stop.load() != 0; }
-
-void Pin(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  (void)::sched_setaffinity(0, sizeof(set), &set);
-}
+bool Stopping(const Shared* shared) { return Stopping(shared->control); }
 
 struct Options {
   std::vector<int64_t> sizes = {64, 4096, 65536, 1048576, 16777216};
@@ -201,26 +187,30 @@ int PingSide(const Options& options, int64_t size, Shared* shared) {
   // so the first warm-up ping is answered.
   const int64_t rows = size < 8 ? 1 : size / 8;
   if (!e.SendWarmUp(rows) || !await(kWarmValue)) return Stopping(shared) ? 3 : 1;
-  const int64_t limit_ns = static_cast<int64_t>(options.duration * 1e9);
-  const int64_t start = NowNs();
-  for (int64_t i = 0; i < options.count; ++i) {
+  const alkaid::measure::LoopBounds bounds{options.count,
+                                           static_cast<int64_t>(options.duration * 1e9)};
+  const Status looped = alkaid::measure::RunPingPongLoop(
+      bounds, &shared->histogram, nullptr, &shared->elapsed_ns,
+      [shared] { return Stopping(shared); },
+      [&](int64_t i, alkaid::measure::RoundTripTimer* timer) -> Status {
+        auto* values = static_cast<int64_t*>(e.Loan(static_cast<uint64_t>(rows) * 8));
+        if (values == nullptr) {
+          return Status::CapacityError("no chunk of ", rows * 8, " bytes (see roudi_config.toml)");
+        }
+        for (int64_t r = 0; r < rows; ++r) values[r] = i + r;
+        if (!e.SendWarmUp(rows) || !await(kWarmValue)) return Status::Cancelled("warm-up");
+        timer->Start();
+        e.Publish(values);
+        if (!await(i)) return Status::Cancelled("stopped");
+        timer->Stop();
+        return Status::OK();
+      });
+  if (!looped.ok()) {
     if (Stopping(shared)) return 3;
-    if (limit_ns > 0 && NowNs() - start > limit_ns) break;
-    auto* values = static_cast<int64_t*>(e.Loan(static_cast<uint64_t>(rows) * 8));
-    if (values == nullptr) {
-      Fail(shared,
-           "ping side: no chunk of " + std::to_string(rows * 8) + " bytes (see roudi_config.toml)");
-      return 1;
-    }
-    for (int64_t r = 0; r < rows; ++r) values[r] = i + r;
-    if (!e.SendWarmUp(rows) || !await(kWarmValue)) return Stopping(shared) ? 3 : 1;
-    const int64_t t0 = NowNs();
-    e.Publish(values);
-    if (!await(i)) return 3;
-    shared->histogram.Record((NowNs() - t0) / 2);
+    Fail(shared, "ping side: " + looped.message());
+    return 1;
   }
-  shared->elapsed_ns = NowNs() - start;
-  shared->stop.store(1);  // the pong side leaves
+  shared->control.stop.store(1);  // the pong side leaves
   return 0;
 }
 
@@ -259,30 +249,22 @@ int PongSide(const Options& options, int64_t size, Shared* shared) {
   }
 }
 
-// Forks both sides for one size; returns false on failure.
-bool MeasureSize(const Options& options, int64_t size, Shared* shared, int cpus) {
+// Forks both sides for one size, pinned to the first two CPUs this
+// process may use (if it may use two).
+Status MeasureSize(const Options& options, int64_t size, Shared* shared) {
   std::memset(static_cast<void*>(shared), 0, sizeof(Shared));
-  pid_t pids[2];
+  std::vector<int> cpus = alkaid::measure::AllowedCpus();
+  cpus.resize(cpus.size() >= 2 ? 2 : 0);
+  std::vector<std::function<int()>> sides;
   for (int side = 0; side < 2; ++side) {
-    std::fflush(nullptr);
-    pids[side] = ::fork();
-    if (pids[side] == 0) {
-      if (cpus >= 2) Pin(side);
+    sides.push_back([&options, size, shared, side]() -> int {
       iox::log::LogManager::GetLogManager().SetDefaultLogLevel(
           iox::log::LogLevel::kWarn, iox::log::LogLevelOutput::kHideLogLevel);
       // exit(), not _exit(): the runtime's destructor deregisters from RouDi.
       std::exit(side == 0 ? PingSide(options, size, shared) : PongSide(options, size, shared));
-    }
+    });
   }
-  bool ok = true;
-  for (pid_t pid : pids) {
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-      shared->stop.store(1);
-    }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ok = false;
-  }
-  return ok && shared->failed.load() == 0 && !g_interrupted;
+  return alkaid::measure::RunChildren(sides, cpus, &shared->control, nullptr);
 }
 
 bool ParseArgs(int argc, char** argv, Options* o) {
@@ -338,11 +320,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "alkaid_iceoryx_latency: %s\n", e.what());
     return 2;
   }
-  struct sigaction action;
-  std::memset(&action, 0, sizeof(action));
-  action.sa_handler = OnInterrupt;
-  ::sigaction(SIGINT, &action, nullptr);
-  ::sigaction(SIGTERM, &action, nullptr);
+  alkaid::measure::InstallInterruptHandler();
 
   pid_t roudi = -1;
   if (options.start_roudi) {
@@ -363,10 +341,8 @@ int main(int argc, char** argv) {
     }
   }
 
-  void* mem =
-      ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  auto* shared = new (mem) Shared;
-  const int cpus = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
+  auto mapping = alkaid::measure::SharedMapping<Shared>::MapOrDie();
+  Shared* shared = mapping.get();
   nlohmann::ordered_json results = nlohmann::ordered_json::array();
   int code = 0;
   std::printf("iceoryx ping-pong, mode %s; one-way latency = round trip / 2\n",
@@ -374,11 +350,11 @@ int main(int argc, char** argv) {
   std::printf("%10s %10s %10s %10s %10s %10s %9s\n", "payload", "p50_ns", "p90_ns", "p99_ns",
               "p99.9_ns", "max_ns", "samples");
   for (const int64_t size : options.sizes) {
-    if (!MeasureSize(options, size, shared, cpus)) {
+    const Status measured = MeasureSize(options, size, shared);
+    if (!measured.ok()) {
       std::fprintf(stderr, "alkaid_iceoryx_latency: %lld B: %s\n", static_cast<long long>(size),
-                   shared->failed.load() != 0 ? shared->error
-                                              : (g_interrupted ? "interrupted" : "a side failed"));
-      code = g_interrupted ? 130 : 1;
+                   measured.message().c_str());
+      code = alkaid::measure::Interrupted() ? 130 : 1;
       break;
     }
     const Summary s = Summarize(shared->histogram);
@@ -420,6 +396,5 @@ int main(int argc, char** argv) {
       std::ofstream(options.json) << text;
     }
   }
-  ::munmap(mem, sizeof(Shared));
   return code;
 }

@@ -32,10 +32,6 @@ std::string_view SegmentKindName(SegmentKind kind) {
   switch (kind) {
     case SegmentKind::kRaw:
       return "raw";
-    case SegmentKind::kBodies:
-      return "bodies";
-    case SegmentKind::kRing:
-      return "ring";
     case SegmentKind::kChannel:
       return "channel";
     case SegmentKind::kChannelRegistry:

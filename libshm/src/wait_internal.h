@@ -1,6 +1,6 @@
 #pragma once
 
-// Private: waiting helpers shared by the allocator and the ring.
+// Private: waiting helpers shared by the channel's producer and consumer.
 
 #include <chrono>
 #include <cstdint>

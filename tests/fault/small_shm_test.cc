@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "alkaid/client/producer.h"
-#include "alkaid/shm/body_allocator.h"
+#include "alkaid/shm/channel.h"
 #include "alkaid/shm/segment.h"
 #include "broker_process.h"
 #include "test_util.h"
@@ -75,12 +75,14 @@ TEST_F(SmallShmTest, SegmentThatFitsWorksAndTheNextOneDoesNot) {
   ASSERT_OK(shm::Segment::Remove(first));
 }
 
-TEST_F(SmallShmTest, BodyAllocatorBiggerThanShmIsOutOfMemory) {
-  const std::string name = "alkaid_fault_bodies" + UniqueSuffix();
-  auto bodies = shm::BodyAllocator::Create(name, 32 * kMiB);
-  ASSERT_FALSE(bodies.ok());
-  EXPECT_TRUE(bodies.status().IsOutOfMemory()) << bodies.status().ToString();
-  EXPECT_TRUE(ShmNames(name).empty());
+TEST_F(SmallShmTest, ChannelBiggerThanShmIsOutOfMemory) {
+  const std::string name = "alkaid_fault_channel" + UniqueSuffix();
+  shm::ChannelOptions options;
+  options.arena_bytes = 32 * kMiB;
+  auto channel = shm::ChannelProducer::Create(name, options);
+  ASSERT_FALSE(channel.ok());
+  EXPECT_TRUE(channel.status().IsOutOfMemory()) << channel.status().ToString();
+  EXPECT_TRUE(ShmNames(name).empty()) << "a failed Create left a name of the channel behind";
 }
 
 // alkaid-broker with a --shm-limit above the free space of /dev/shm: exit

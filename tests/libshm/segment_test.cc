@@ -159,9 +159,9 @@ TEST_F(SegmentTest, SizesAreValidated) {
 
 TEST_F(SegmentTest, OpenChecksTheKind) {
   const std::string name = NewName();
-  ASSERT_OK_AND_ASSIGN(auto seg, Segment::Create(name, 64, SegmentKind::kBodies));
-  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "expected 3 (ring)",
-                             Segment::Open(name, SegmentKind::kRing));
+  ASSERT_OK_AND_ASSIGN(auto seg, Segment::Create(name, 64, SegmentKind::kRaw));
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "expected 4 (channel)",
+                             Segment::Open(name, SegmentKind::kChannel));
 }
 
 // Writes `bytes` into a fresh POSIX shm object, bypassing Segment.

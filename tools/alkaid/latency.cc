@@ -409,18 +409,6 @@ Status WriteHgrm(const std::string& dir, const std::vector<lat::Measurement>& al
   return Status::OK();
 }
 
-// CPUs this process may run on.
-std::vector<int> AllowedCpus() {
-  std::vector<int> cpus;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (CPU_ISSET(c, &set)) cpus.push_back(c);
-  }
-  return cpus;
-}
-
 }  // namespace
 
 int RunLatency(const LatencyOptions& options) {
@@ -459,7 +447,7 @@ int RunLatency(const LatencyOptions& options) {
     }
   }
 
-  lat::InstallInterruptHandler();
+  measure::InstallInterruptHandler();
   // The table goes to stdout, unless the JSON does.
   std::ostream& table = options.json == "-" ? std::cerr : std::cout;
   const bool show_progress = options.progress || ::isatty(2);
@@ -487,7 +475,7 @@ int RunLatency(const LatencyOptions& options) {
   base.broker_pid = private_broker.pid() > 0 ? static_cast<int>(private_broker.pid()) : 0;
   base.shm_prefix = private_broker.name().empty() ? "" : private_broker.name() + ".";
   if (!options.no_pin) {
-    const auto allowed = AllowedCpus();
+    const auto allowed = measure::AllowedCpus();
     const std::size_t needed =
         options.pattern == "stream" ? 1 + static_cast<std::size_t>(options.consumers) : 2;
     if (allowed.size() >= needed) base.cpus.assign(allowed.begin(), allowed.begin() + needed);
@@ -528,7 +516,7 @@ int RunLatency(const LatencyOptions& options) {
         st = lat::MeasureUds(spec, progress, &m);
       }
       if (show_progress && ::isatty(2)) (void)std::fprintf(stderr, "\r\033[K");
-      if (lat::g_interrupted) {
+      if (measure::Interrupted()) {
         std::cerr << "alkaid latency: interrupted\n";
         return kExitInterrupted;
       }

@@ -34,8 +34,6 @@ constexpr int64_t kHelloBase = -1000;  // hellos: kHelloBase - k
 constexpr auto kSlice = 50ms;  // waits are cut in slices to notice a stop
 constexpr int64_t kAnswerTimeoutNs = 30'000'000'000;
 
-bool Stopping(const Shared* shared) { return g_interrupted || shared->stop.load() != 0; }
-
 Status StopStatus() { return Status::Cancelled("stopped"); }
 
 format::SchemaPtr BatchSchema() {
@@ -183,12 +181,9 @@ Status PingSide(const RunSpec& spec, Shared* shared) {
 
   const int64_t rows = RowsFor(spec.payload_bytes);
   const uint64_t region = PingRegionBytes(rows);
-  Histogram* histogram = &shared->histograms[0];
-  const int64_t start = NowNs();
-  const int64_t limit_ns = static_cast<int64_t>(spec.duration_seconds * 1e9);
-  for (int64_t i = 0; i < spec.count; ++i) {
-    if (Stopping(shared)) return StopStatus();
-    if (limit_ns > 0 && NowNs() - start > limit_ns) break;
+  const measure::LoopBounds bounds{spec.count, static_cast<int64_t>(spec.duration_seconds * 1e9)};
+  const auto stopping = [shared] { return Stopping(shared); };
+  auto step = [&](int64_t i, measure::RoundTripTimer* timer) -> Status {
     // Not timed: build the batch in shared memory, then an untimed round
     // trip with a batch of the same shape of which only the first and last
     // value are written, as the previous message of a one-shape stream
@@ -210,14 +205,14 @@ Status PingSide(const RunSpec& spec, Shared* shared) {
 
     // Timed: publish -> B holds the validated batch, read first and last
     // value, answers -> A holds the answer.
-    const int64_t t0 = NowNs();
+    timer->Start();
     ALKAID_RETURN_NOT_OK(producer->Publish(*ping.batch, ping.pool.get()));
     ALKAID_RETURN_NOT_OK(AwaitAnswer(answers.get(), i, shared));
-    const int64_t t1 = NowNs();
-    histogram->Record((t1 - t0) / 2);
-    shared->progress.store(i + 1, std::memory_order_relaxed);
-  }
-  shared->elapsed_ns = NowNs() - start;
+    timer->Stop();
+    return Status::OK();
+  };
+  ALKAID_RETURN_NOT_OK(measure::RunPingPongLoop(bounds, &shared->histograms[0], &shared->progress,
+                                                &shared->elapsed_ns, stopping, step));
 
   // The idle period: B sits in Next with nothing coming.
   shared->phase.store(1);
@@ -431,15 +426,6 @@ Status StreamConsumer(const RunSpec& spec, Shared* shared, int index) {
   return consumer->Close();
 }
 
-// Runs `body` in a child: exit 0, 3 when stopped, 1 on error (recorded).
-int ChildMain(Shared* shared, const std::string& who, const std::function<Status()>& body) {
-  const Status st = body();
-  if (st.ok()) return 0;
-  if (st.code() == StatusCode::kCancelled && Stopping(shared)) return 3;
-  ReportChildError(shared, who, st);
-  return 1;
-}
-
 }  // namespace
 
 Status MeasureAlkaid(const RunSpec& spec, const ProgressHook& progress, Measurement* out) {
@@ -494,38 +480,17 @@ Status MeasureAlkaid(const RunSpec& spec, const ProgressHook& progress, Measurem
   }
   std::function<void()> on_wait;
   if (progress) on_wait = [&] { progress(*s); };
-  ALKAID_RETURN_NOT_OK(RunChildren(bodies, spec.cpus, s, on_wait));
+  ALKAID_RETURN_NOT_OK(RunChildren(bodies, spec.cpus, &s->control, on_wait));
 
-  out->transport = "alkaid";
-  out->mode = spec.mode;
-  out->pattern = spec.pattern;
-  if (stream) out->writer = spec.writer;
-  out->payload_bytes = spec.payload_bytes;
-  out->consumers = stream ? spec.consumers : 1;
-  out->histogram = std::make_shared<Histogram>();
-  out->histogram->Reset();
+  Finish(spec, *s, "alkaid", spec.mode, spec.pattern, out);
   if (stream) {
-    double rate_sum = 0;
-    const int64_t start = s->start_ns.load();
-    for (int k = 0; k < spec.consumers; ++k) {
-      out->histogram->Merge(s->histograms[k]);
-      const int64_t span = s->end_ns[k] - start;
-      if (span > 0)
-        rate_sum += static_cast<double>(s->received[k]) * 1e9 / static_cast<double>(span);
-    }
-    out->msgs_per_s = rate_sum / spec.consumers;
+    out->writer = spec.writer;
     for (int k = 0; k < s->memory_samples.load() && k < 2; ++k) out->memory.push_back(s->memory[k]);
   } else {
-    out->histogram->Merge(s->histograms[0]);
-    if (s->elapsed_ns > 0) {
-      out->msgs_per_s =
-          static_cast<double>(s->histograms[0].total) * 1e9 / static_cast<double>(s->elapsed_ns);
-    }
     out->has_idle = true;
     out->idle_cpu_ns = s->idle_cpu_ns;
     out->idle_wall_ns = s->idle_wall_ns;
   }
-  out->summary = Summarize(*out->histogram);
   return Status::OK();
 }
 

@@ -2,15 +2,12 @@
 // floor with a body of the payload's size (the size-matched floor), and an
 // IPC stream over Unix domain sockets.
 
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <array>
 #include <cerrno>
 #include <chrono>
-#include <deque>
-#include <new>
 
 #include "alkaid/format/array.h"
 #include "alkaid/format/array_data.h"
@@ -29,92 +26,7 @@ namespace {
 
 namespace ipc = format::ipc;
 
-bool Stopping(const Shared* shared) { return g_interrupted || shared->stop.load() != 0; }
-
-int ChildMain(Shared* shared, const std::string& who, const std::function<Status()>& body) {
-  const Status st = body();
-  if (st.ok()) return 0;
-  if (Stopping(shared)) return 3;
-  ReportChildError(shared, who, st);
-  return 1;
-}
-
-void Finish(const RunSpec& spec, const Shared& shared, const std::string& transport,
-            const std::string& mode, const std::string& pattern, Measurement* out) {
-  out->transport = transport;
-  out->mode = mode;
-  out->pattern = pattern;
-  out->payload_bytes = spec.payload_bytes;
-  out->consumers = pattern == "stream" ? spec.consumers : 1;
-  out->histogram = std::make_shared<Histogram>();
-  out->histogram->Reset();
-  if (pattern == "stream") {
-    double rate_sum = 0;
-    const int64_t start = shared.start_ns.load();
-    for (int k = 0; k < spec.consumers; ++k) {
-      out->histogram->Merge(shared.histograms[k]);
-      const int64_t span = shared.end_ns[k] - start;
-      if (span > 0) {
-        rate_sum += static_cast<double>(shared.received[k]) * 1e9 / static_cast<double>(span);
-      }
-    }
-    out->msgs_per_s = rate_sum / spec.consumers;
-  } else {
-    out->histogram->Merge(shared.histograms[0]);
-    if (shared.elapsed_ns > 0) {
-      out->msgs_per_s = static_cast<double>(shared.histograms[0].total) * 1e9 /
-                        static_cast<double>(shared.elapsed_ns);
-    }
-  }
-  out->summary = Summarize(*out->histogram);
-}
-
 // ---- floor --------------------------------------------------------------
-
-// A page of its own (MAP_SHARED anonymous, mapped before fork) for a
-// baseline's signalling line; unmapped by the destructor.
-class SignalPage {
- public:
-  SignalPage() = default;
-  ~SignalPage() {
-    if (mem_ != nullptr) ::munmap(mem_, kBytes);
-  }
-  SignalPage(const SignalPage&) = delete;
-  SignalPage& operator=(const SignalPage&) = delete;
-
-  Status Map(const char* whose) {
-    void* mem = ::mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (mem == MAP_FAILED) {
-      return Status::IOError("mmap of the ", whose, " page: ", ErrnoMessage(errno));
-    }
-    mem_ = mem;
-    return Status::OK();
-  }
-  void* get() const { return mem_; }
-
- private:
-  static constexpr std::size_t kBytes = 4096;
-  void* mem_ = nullptr;
-};
-
-// Spins until `word` no longer holds `seen` and stores what it holds in
-// `*value` (acquire: partner of the other side's release store); false if
-// the run is stopping first.
-bool AwaitChange(const std::atomic<uint64_t>& word, uint64_t seen, const Shared* shared,
-                 uint64_t* value) {
-  while ((*value = word.load(std::memory_order_acquire)) == seen) {
-    if (Stopping(shared)) return false;
-  }
-  return true;
-}
-
-// Sentinel of the payload floor's signal: B leaves when it sees it.
-constexpr uint64_t kPayloadQuit = ~uint64_t{0};
-
-// One cache line in its own shared page: A writes 2k+1, B answers 2k+2.
-struct alignas(64) Line {
-  std::atomic<uint64_t> word;
-};
 
 }  // namespace
 
@@ -122,54 +34,37 @@ Status MeasureFloor(const RunSpec& spec, const ProgressHook& progress, Measureme
   SharedBlock shared;
   ALKAID_RETURN_NOT_OK(shared.Map());
   Shared* s = shared.get();
-  SignalPage page;
-  ALKAID_RETURN_NOT_OK(page.Map("floor's"));
-  auto* line = new (page.get()) Line;
-  const uint64_t iterations = static_cast<uint64_t>(spec.count);
-  const int64_t limit_ns = static_cast<int64_t>(spec.duration_seconds * 1e9);
-  // Sentinel for "stop": B leaves when it sees it.
-  constexpr uint64_t kQuit = ~uint64_t{0};
+  measure::SharedMapping<measure::FloorLine> page;  // a page of its own
+  ALKAID_RETURN_NOT_OK(page.Map(1, "the floor's line"));
+  measure::FloorLine* line = page.get();
+  const auto stopping = [s] { return Stopping(s); };
+  const measure::LoopBounds bounds{spec.count, static_cast<int64_t>(spec.duration_seconds * 1e9)};
 
   std::vector<std::function<int()>> bodies;
   bodies.push_back([&] {
     return ChildMain(s, "floor ping side", [&]() -> Status {
-      Histogram* h = &s->histograms[0];
-      // B is ready once it answered 0 -> 0 is implicit; wait for B's "1".
-      while (line->word.load(std::memory_order_acquire) != 1) {
-        if (Stopping(s)) break;
-      }
-      const int64_t start = NowNs();
-      uint64_t k = 1;
-      for (uint64_t i = 0; i < iterations; ++i, ++k) {
-        if (Stopping(s) || (limit_ns > 0 && (i & 255) == 0 && NowNs() - start > limit_ns)) break;
-        const int64_t t0 = NowNs();
-        line->word.store(2 * k, std::memory_order_release);
-        while (line->word.load(std::memory_order_acquire) != 2 * k + 1) {
-        }
-        const int64_t t1 = NowNs();
-        h->Record((t1 - t0) / 2);
-        s->progress.store(static_cast<int64_t>(i + 1), std::memory_order_relaxed);
-      }
-      s->elapsed_ns = NowNs() - start;
-      line->word.store(kQuit, std::memory_order_release);
+      if (!line->AwaitReady(stopping)) return Status::Cancelled("stopped");
+      ALKAID_RETURN_NOT_OK(
+          measure::RunPingPongLoop(bounds, &s->histograms[0], &s->progress, &s->elapsed_ns,
+                                   stopping, [line](int64_t i, measure::RoundTripTimer* timer) {
+                                     timer->Start();
+                                     (void)line->RoundTrip(static_cast<uint64_t>(i) + 1);
+                                     timer->Stop();
+                                     return Status::OK();
+                                   }));
+      line->Quit();
       return Status::OK();
     });
   });
   bodies.push_back([&] {
     return ChildMain(s, "floor pong side", [&]() -> Status {
-      line->word.store(1, std::memory_order_release);
-      uint64_t seen = 1;
-      while (true) {
-        uint64_t v;
-        if (!AwaitChange(line->word, seen, s, &v) || v == kQuit) return Status::OK();
-        seen = v + 1;
-        line->word.store(seen, std::memory_order_release);
-      }
+      line->Serve(stopping);
+      return Status::OK();
     });
   });
   std::function<void()> on_wait;
   if (progress) on_wait = [&] { progress(*s); };
-  ALKAID_RETURN_NOT_OK(RunChildren(bodies, spec.cpus, s, on_wait));
+  ALKAID_RETURN_NOT_OK(RunChildren(bodies, spec.cpus, &s->control, on_wait));
   Finish(spec, *s, "floor", "spin", "pingpong", out);
   return Status::OK();
 }
@@ -177,17 +72,6 @@ Status MeasureFloor(const RunSpec& spec, const ProgressHook& progress, Measureme
 // ---- payload floor ------------------------------------------------------
 
 namespace {
-
-// The payload floor's signalling line, in its own page; it stands for the
-// ring slot of the alkaid path. A fills `body_offset` and `id`, then stores
-// the round trip's number into `ping`; B answers with it in `pong`.
-struct alignas(64) PayloadSignal {
-  std::atomic<uint64_t> ping;  // A -> B: round trip k >= 1, or kQuit
-  std::atomic<uint64_t> pong;  // B -> A: the last round trip answered
-  uint64_t body_offset;        // round trip k's body, from the segment payload
-  int64_t id;                  // its first value; < 0: a warm-up
-};
-static_assert(sizeof(PayloadSignal) == 64, "the signal is one cache line");
 
 // Where the bodies go. The alkaid ping side loans a fresh region of its
 // channel's arena for every ping (Producer::NewBatchPool) and, with the
@@ -197,86 +81,70 @@ static_assert(sizeof(PayloadSignal) == 64, "the signal is one cache line");
 // arena: they cycle over a few regions of the arena (PingArenaBytes). To
 // give the caches and TLBs the same pattern, the payload floor loans its
 // bodies from a channel of the ping topic's arena size (ChannelProducer,
-// never published through) and keeps the last kHeldLoans of them, as B's
-// view keeps the last batch. None of it is timed, and B reads the two
+// never published through: BodyLoans) and keeps the last kHeldLoans of
+// them, as B's view keeps the last batch. None of it is timed, and B reads the two
 // values from the mapped segment, nothing else.
 constexpr std::size_t kHeldLoans = 2;
 
 // Side A of the payload floor: builds the bodies, times the round trips.
-Status PayloadPingSide(const RunSpec& spec, const std::string& name, PayloadSignal* signal,
+Status PayloadPingSide(const RunSpec& spec, const std::string& name, measure::PayloadLine* signal,
                        Shared* s) {
   const int64_t rows = RowsFor(spec.payload_bytes);
+  const auto stopping = [s] { return Stopping(s); };
   shm::ChannelOptions options;  // as the producer's: 4 KiB pages, prefaulted
   options.slot_count = kPingRingSlots;
   options.max_consumers = 1;
   options.arena_bytes = PingArenaBytes(rows);
   options.space_timeout = std::chrono::seconds(30);
-  ALKAID_ASSIGN_OR_RAISE(auto channel, shm::ChannelProducer::Create(name, options));
+  ALKAID_ASSIGN_OR_RAISE(auto bodies, measure::BodyLoans::Create(name, options, kHeldLoans));
   s->ready.fetch_add(1);  // B may open the segment
   while (s->ready.load() < 2) {
-    if (Stopping(s)) return Status::Cancelled("stopped");
+    if (stopping()) return Status::Cancelled("stopped");
   }
   // Both have it mapped: the names go now (the producer's own removal at
   // the end then finds nothing).
   ALKAID_RETURN_NOT_OK(shm::RemoveChannel(name));
-  std::deque<shm::ChannelLoan> held;
-  auto hold = [&](shm::ChannelLoan loan) {
-    held.push_back(std::move(loan));
-    if (held.size() > kHeldLoans) held.pop_front();
-  };
   uint64_t k = 0;
   // One round trip: the body's offset and id, then the number.
   auto round_trip = [&](uint64_t body_offset, int64_t id) -> Status {
-    signal->body_offset = body_offset;
-    signal->id = id;
-    // Release: publishes the body and the two fields above; partner of B's
-    // acquire load of `ping`.
-    signal->ping.store(++k, std::memory_order_release);
-    // Acquire: partner of B's release store of `pong`.
-    for (uint32_t spins = 1; signal->pong.load(std::memory_order_acquire) != k; ++spins) {
-      if ((spins & 1023) == 0 && Stopping(s)) return Status::Cancelled("stopped");
-    }
+    signal->Send(++k, body_offset, id);
+    if (!signal->AwaitAnswer(k, stopping)) return Status::Cancelled("stopped");
     return Status::OK();
   };
-  Histogram* h = &s->histograms[0];
-  const int64_t limit_ns = static_cast<int64_t>(spec.duration_seconds * 1e9);
-  const int64_t start = NowNs();
-  for (int64_t i = 0; i < spec.count; ++i) {
-    if (Stopping(s)) return Status::Cancelled("stopped");
-    if (limit_ns > 0 && NowNs() - start > limit_ns) break;
+  const measure::LoopBounds bounds{spec.count, static_cast<int64_t>(spec.duration_seconds * 1e9)};
+  auto step = [&](int64_t i, measure::RoundTripTimer* timer) -> Status {
     // Not timed: loan and write the body as PingSide builds its column,
     // then (like PingSide) an untimed round trip with a body of the same
-    // size of its own, whose first and last value A writes and B reads as
-    // PingSide's warm-up batch is.
-    ALKAID_ASSIGN_OR_RAISE(auto body, channel->Loan(PingRegionBytes(rows)));
+    // size of its own, whose first and last value A writes and B reads
+    // as PingSide's warm-up batch is.
+    ALKAID_ASSIGN_OR_RAISE(auto body, bodies.Loan(PingRegionBytes(rows)));
     const uint64_t at = body.offset();
     auto* values = reinterpret_cast<int64_t*>(body.data().data());
     for (int64_t r = 0; r < rows; ++r) values[r] = i + r;
     if (spec.warmup) {
-      ALKAID_ASSIGN_OR_RAISE(auto warm, channel->Loan(PingRegionBytes(rows)));
+      ALKAID_ASSIGN_OR_RAISE(auto warm, bodies.Loan(PingRegionBytes(rows)));
       const uint64_t warm_at = warm.offset();
       const int64_t warm_value = -1;
       auto* warm_values = reinterpret_cast<int64_t*>(warm.data().data());
       warm_values[0] = warm_value;
       warm_values[rows - 1] = warm_value + rows - 1;
       ALKAID_RETURN_NOT_OK(round_trip(warm_at, warm_value));
-      hold(std::move(warm));
+      bodies.Hold(std::move(warm));
     }
-
-    const int64_t t0 = NowNs();
+    timer->Start();
     ALKAID_RETURN_NOT_OK(round_trip(at, i));
-    const int64_t t1 = NowNs();
-    h->Record((t1 - t0) / 2);
-    s->progress.store(i + 1, std::memory_order_relaxed);
-    hold(std::move(body));
-  }
-  s->elapsed_ns = NowNs() - start;
-  signal->ping.store(kPayloadQuit, std::memory_order_release);
+    timer->Stop();
+    bodies.Hold(std::move(body));
+    return Status::OK();
+  };
+  ALKAID_RETURN_NOT_OK(measure::RunPingPongLoop(bounds, &s->histograms[0], &s->progress,
+                                                &s->elapsed_ns, stopping, step));
+  signal->Quit();
   return Status::OK();
 }
 
 // Side B: reads each body's first and last value, checks them, answers.
-Status PayloadPongSide(const RunSpec& spec, const std::string& name, PayloadSignal* signal,
+Status PayloadPongSide(const RunSpec& spec, const std::string& name, measure::PayloadLine* signal,
                        Shared* s) {
   const int64_t rows = RowsFor(spec.payload_bytes);
   while (s->ready.load() < 1) {
@@ -289,9 +157,8 @@ Status PayloadPongSide(const RunSpec& spec, const std::string& name, PayloadSign
   uint64_t seen = 0;
   while (true) {
     uint64_t k;
-    // Acquire: partner of A's release store of `ping`; the body and the
-    // fields are written before it.
-    if (!AwaitChange(signal->ping, seen, s, &k) || k == kPayloadQuit) return Status::OK();
+    // The body and the fields are written before `ping` (PayloadLine).
+    if (!signal->AwaitPing(seen, &k, [s] { return Stopping(s); })) return Status::OK();
     seen = k;
     const int64_t id = signal->id;
     // A ping's body holds `rows` values id, id+1, ...; a warm-up's (id < 0)
@@ -309,8 +176,7 @@ Status PayloadPongSide(const RunSpec& spec, const std::string& name, PayloadSign
                              " holds values ", first, "..", last, "; expected ", id, "..",
                              id + rows - 1);
     }
-    // Release: partner of A's acquire load of `pong`.
-    signal->pong.store(k, std::memory_order_release);
+    signal->Answer(k);
   }
 }
 
@@ -320,9 +186,9 @@ Status MeasurePayload(const RunSpec& spec, const ProgressHook& progress, Measure
   SharedBlock shared;
   ALKAID_RETURN_NOT_OK(shared.Map());
   Shared* s = shared.get();
-  SignalPage page;
-  ALKAID_RETURN_NOT_OK(page.Map("payload floor's signal"));
-  auto* signal = new (page.get()) PayloadSignal{};
+  measure::SharedMapping<measure::PayloadLine> page;  // a page of its own
+  ALKAID_RETURN_NOT_OK(page.Map(1, "the payload floor's signal"));
+  measure::PayloadLine* signal = page.get();
   const std::string name = spec.topic_prefix + ".payload";
 
   std::vector<std::function<int()>> bodies;
@@ -336,7 +202,7 @@ Status MeasurePayload(const RunSpec& spec, const ProgressHook& progress, Measure
   });
   std::function<void()> on_wait;
   if (progress) on_wait = [&] { progress(*s); };
-  const Status st = RunChildren(bodies, spec.cpus, s, on_wait);
+  const Status st = RunChildren(bodies, spec.cpus, &s->control, on_wait);
   (void)shm::Segment::Remove(name);  // gone already unless side A failed early
   ALKAID_RETURN_NOT_OK(st);
   Finish(spec, *s, "payload", "spin", "pingpong", out);
@@ -438,11 +304,8 @@ Status MeasureUds(const RunSpec& spec, const ProgressHook& progress, Measurement
             if (first == expected) return Status::OK();
           }
         };
-        Histogram* h = &s->histograms[0];
-        const int64_t start = NowNs();
-        for (int64_t i = 0; i < spec.count; ++i) {
-          if (Stopping(s)) return Status::Cancelled("stopped");
-          if (limit_ns > 0 && NowNs() - start > limit_ns) break;
+        const measure::LoopBounds bounds{spec.count, limit_ns};
+        auto step = [&](int64_t i, measure::RoundTripTimer* timer) -> Status {
           int64_t* values = nullptr;
           ALKAID_ASSIGN_OR_RAISE(auto batch, HeapBatch(rows, &values));
           for (int64_t r = 0; r < rows; ++r) values[r] = i + r;
@@ -451,15 +314,16 @@ Status MeasureUds(const RunSpec& spec, const ProgressHook& progress, Measurement
             ALKAID_RETURN_NOT_OK(e.writer->WriteRecordBatch(*warm));
             ALKAID_RETURN_NOT_OK(await(-2));
           }
-          const int64_t t0 = NowNs();
+          timer->Start();
           ALKAID_RETURN_NOT_OK(e.writer->WriteRecordBatch(*batch));
           ALKAID_RETURN_NOT_OK(e.out->Flush());
           ALKAID_RETURN_NOT_OK(await(i));
-          const int64_t t1 = NowNs();
-          h->Record((t1 - t0) / 2);
-          s->progress.store(i + 1, std::memory_order_relaxed);
-        }
-        s->elapsed_ns = NowNs() - start;
+          timer->Stop();
+          return Status::OK();
+        };
+        ALKAID_RETURN_NOT_OK(measure::RunPingPongLoop(
+            bounds, &s->histograms[0], &s->progress, &s->elapsed_ns, [s] { return Stopping(s); },
+            step));
         return CloseWriter(&e);
       });
     });
@@ -552,7 +416,7 @@ Status MeasureUds(const RunSpec& spec, const ProgressHook& progress, Measurement
   }
   std::function<void()> on_wait;
   if (progress) on_wait = [&] { progress(*s); };
-  const Status st = RunChildren(bodies, spec.cpus, s, on_wait);
+  const Status st = RunChildren(bodies, spec.cpus, &s->control, on_wait);
   for (auto& p : pairs) {
     ::close(p[0]);
     ::close(p[1]);

@@ -18,16 +18,22 @@
 #include "alkaid/client/batch_view.h"
 #include "alkaid/common/status.h"
 #include "alkaid/format/record_batch.h"
-#include "latency_histogram.h"
+#include "alkaid/measure/clock.h"
+#include "alkaid/measure/floor.h"
+#include "alkaid/measure/histogram.h"
+#include "alkaid/measure/ping_pong.h"
+#include "alkaid/measure/process.h"
+#include "alkaid/measure/shared_mapping.h"
 
 namespace alkaid::tools::latency {
 
-/// Set by SIGINT/SIGTERM in any process of the run.
-extern volatile std::sig_atomic_t g_interrupted;
-
-/// Installs the SIGINT/SIGTERM handler (no SA_RESTART, so that blocking
-/// reads return EINTR).
-void InstallInterruptHandler();
+using measure::FormatPercentileDistribution;
+using measure::Histogram;
+using measure::NowNs;
+using measure::ProcessCpuNs;
+using measure::RunChildren;
+using measure::Summarize;
+using measure::Summary;
 
 /// How one (transport, size) measurement is run.
 struct RunSpec {
@@ -59,7 +65,7 @@ struct MemorySample {
 /// Rows of int64 values a batch of `payload_bytes` has.
 inline int64_t RowsFor(int64_t payload_bytes) { return payload_bytes < 8 ? 1 : payload_bytes / 8; }
 
-/// `n` rounded up to a cache line (the body allocator's granularity).
+/// `n` rounded up to a cache line (the channel arena's granularity).
 inline uint64_t RoundUp64(uint64_t n) { return (n + 63) / 64 * 64; }
 
 /// Region of shared memory a pingpong ping batch of `rows` values is built
@@ -68,7 +74,7 @@ inline uint64_t PingRegionBytes(int64_t rows) {
   return RoundUp64(static_cast<uint64_t>(rows) * 8) + 4096;
 }
 
-/// Arena of the ping topic's body segment: four ping regions (pings and
+/// Arena of the ping topic's channel: four ping regions (pings and
 /// warm-ups) plus 1 MiB for the small batches (hellos, control values).
 inline uint64_t PingArenaBytes(int64_t rows) { return 4 * PingRegionBytes(rows) + (1 << 20); }
 
@@ -82,7 +88,7 @@ inline constexpr std::size_t kPingRingSlots = 16;
 /// MAP_SHARED anonymous mapping created before fork).
 struct Shared {
   static constexpr int kMaxConsumers = 64;
-  std::atomic<int> stop;          ///< parent -> children: give up now
+  measure::ChildControl control;  ///< stop flag, first child error
   std::atomic<int64_t> progress;  ///< samples or batches so far
   std::atomic<int> ready;         ///< children that finished setting up
   std::atomic<int> linked;        ///< consumers that saw the producer's hello
@@ -102,34 +108,19 @@ struct Shared {
   std::atomic<int64_t> hellos_seen;  ///< pingpong: hellos side B received
   MemorySample memory[2];            ///< stream: at min(1M, count/2) batches, at the end
   std::atomic<int> memory_samples;
-  std::atomic<int> error_claimed;
-  char error[1024];                     ///< first child error
   Histogram histograms[kMaxConsumers];  ///< one per consumer (pingpong: [0])
 };
 
-/// The mapping; released by the destructor.
-class SharedBlock {
- public:
-  SharedBlock() = default;
-  ~SharedBlock();
-  SharedBlock(const SharedBlock&) = delete;
-  SharedBlock& operator=(const SharedBlock&) = delete;
-  Status Map();
-  Shared* get() const { return shared_; }
-  Shared* operator->() const { return shared_; }
+/// The mapping of one Shared; released by the destructor.
+using SharedBlock = measure::SharedMapping<Shared>;
 
- private:
-  Shared* shared_ = nullptr;
-};
+/// Whether the children should give up (interrupted, or told to stop).
+inline bool Stopping(const Shared* shared) { return measure::Stopping(shared->control); }
 
-/// Records a child's error in `shared` (the first one wins).
-void ReportChildError(Shared* shared, const std::string& who, const Status& status);
-
-/// Pins the calling process to `cpu` if cpu >= 0.
-void PinToCpu(int cpu);
-
-/// CLOCK_MONOTONIC in nanoseconds.
-int64_t NowNs();
+/// Runs `body` in a child: exit 0, 3 when stopped, 1 on error (recorded).
+inline int ChildMain(Shared* shared, const std::string& who, const std::function<Status()>& body) {
+  return measure::ChildExitCode(&shared->control, who, body());
+}
 
 /// First and last values of a received batch, whose schema must be one
 /// int64 column (every transport's); Invalid if it has another number of
@@ -143,18 +134,6 @@ int64_t ResidentBytes(int pid);
 
 /// Bytes allocated to /dev/shm objects whose names start with `prefix`.
 int64_t SegmentBytes(const std::string& prefix);
-
-/// CPU time (user + system) of the calling process, in nanoseconds.
-int64_t ProcessCpuNs();
-
-/// Runs each function in a forked child (pinned to `cpus[i]` when given;
-/// the function's return value is the exit code), then waits for all of
-/// them. `on_wait` is called about every 200 ms while waiting (progress),
-/// or never if null. On interruption, sets shared->stop, gives the
-/// children 5 s, then kills what is left. Returns OK if every child exited
-/// 0, otherwise an error with the first child error recorded in `shared`.
-Status RunChildren(const std::vector<std::function<int()>>& bodies, const std::vector<int>& cpus,
-                   Shared* shared, const std::function<void()>& on_wait);
 
 /// What one measurement gives.
 struct Measurement {
@@ -173,6 +152,14 @@ struct Measurement {
   std::vector<MemorySample> memory;
 };
 
+/// Fills `out` from what the children of a measurement left in `shared`:
+/// the histograms merged (stream: every consumer's), the message rate
+/// (stream: the consumers' mean, from the producer's first publish to each
+/// one's last receive; pingpong: round trips over the loop's time), the
+/// summary.
+void Finish(const RunSpec& spec, const Shared& shared, const std::string& transport,
+            const std::string& mode, const std::string& pattern, Measurement* out);
+
 /// Hooks the parent gives a measurement (progress reporting).
 using ProgressHook = std::function<void(const Shared&)>;
 
@@ -185,7 +172,7 @@ Status MeasureAlkaid(const RunSpec& spec, const ProgressHook& progress, Measurem
 Status MeasureFloor(const RunSpec& spec, const ProgressHook& progress, Measurement* out);
 
 /// The size-matched floor: the ping-pong of MeasureFloor, plus a body of
-/// the payload's size in a body segment (4 KiB pages) at the addresses the
+/// the payload's size in a channel arena (4 KiB pages) at the addresses the
 /// alkaid ping side's allocator would give it, written before each ping as
 /// the alkaid ping side fills its column, and read (first and last value)
 /// by the other side before it answers. Always spinning, always ping-pong.

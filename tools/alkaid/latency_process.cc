@@ -1,13 +1,7 @@
-// `alkaid latency`: child processes, shared memory, signals.
+// `alkaid latency`: the shared block, batch values, memory figures.
 
 #include <dirent.h>
-#include <sched.h>
-#include <signal.h>
-#include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,70 +9,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <new>
-#include <system_error>
 
 #include "alkaid/format/array.h"
 #include "latency_internal.h"
 
 namespace alkaid::tools::latency {
-
-volatile std::sig_atomic_t g_interrupted = 0;
-
-namespace {
-
-void OnInterrupt(int) { g_interrupted = 1; }
-
-}  // namespace
-
-void InstallInterruptHandler() {
-  struct sigaction action;
-  std::memset(&action, 0, sizeof(action));
-  action.sa_handler = OnInterrupt;
-  sigemptyset(&action.sa_mask);
-  action.sa_flags = 0;  // no SA_RESTART: blocking calls return EINTR
-  ::sigaction(SIGINT, &action, nullptr);
-  ::sigaction(SIGTERM, &action, nullptr);
-}
-
-SharedBlock::~SharedBlock() {
-  if (shared_ != nullptr) {
-    shared_->~Shared();
-    ::munmap(shared_, sizeof(Shared));
-  }
-}
-
-Status SharedBlock::Map() {
-  void* mem =
-      ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED) {
-    return Status::IOError("mmap of ", sizeof(Shared), " shared bytes: ", ErrnoMessage(errno));
-  }
-  // Fresh anonymous memory is zero-filled: every counter and histogram is
-  // empty already; the placement new only starts the objects' lifetimes.
-  shared_ = new (mem) Shared;
-  return Status::OK();
-}
-
-void ReportChildError(Shared* shared, const std::string& who, const Status& status) {
-  if (shared->error_claimed.exchange(1) != 0) return;
-  const std::string text = who + ": " + status.ToString();
-  (void)std::snprintf(shared->error, sizeof(shared->error), "%s", text.c_str());
-}
-
-void PinToCpu(int cpu) {
-  if (cpu < 0) return;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  (void)::sched_setaffinity(0, sizeof(set), &set);
-}
-
-int64_t NowNs() {
-  timespec ts;
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
 
 Status FirstLast(const format::RecordBatch& batch, int64_t* first, int64_t* last) {
   if (batch.num_columns() != 1 || batch.num_rows() < 1) {
@@ -139,110 +74,34 @@ int64_t SegmentBytes(const std::string& prefix) {
   return total;
 }
 
-int64_t ProcessCpuNs() {
-  rusage usage;
-  ::getrusage(RUSAGE_SELF, &usage);
-  auto ns = [](const timeval& tv) { return int64_t{tv.tv_sec} * 1000000000 + tv.tv_usec * 1000; };
-  return ns(usage.ru_utime) + ns(usage.ru_stime);
-}
-
-Status RunChildren(const std::vector<std::function<int()>>& bodies, const std::vector<int>& cpus,
-                   Shared* shared, const std::function<void()>& on_wait) {
-  // SIGCHLD, SIGINT and SIGTERM are taken with sigtimedwait while waiting,
-  // so that the parent sleeps until something happens (no polling next to
-  // the spinning children).
-  sigset_t waited, old_mask;
-  sigemptyset(&waited);
-  sigaddset(&waited, SIGCHLD);
-  sigaddset(&waited, SIGINT);
-  sigaddset(&waited, SIGTERM);
-  ::pthread_sigmask(SIG_BLOCK, &waited, &old_mask);
-
-  std::vector<pid_t> pids;
-  Status status = Status::OK();
-  for (std::size_t i = 0; i < bodies.size(); ++i) {
-    (void)std::fflush(nullptr);
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
-      PinToCpu(i < cpus.size() ? cpus[i] : -1);
-      const int code = bodies[i]();
-      (void)std::fflush(nullptr);
-      ::_exit(code);
-    }
-    if (pid < 0) {
-      status = Status::IOError("fork: ", ErrnoMessage(errno));
-      shared->stop.store(1);
-      break;
-    }
-    pids.push_back(pid);
-  }
-
-  bool stopping = !status.ok();
-  int64_t kill_deadline = stopping ? NowNs() + 5'000'000'000 : 0;
-  std::string failure;
-  std::vector<bool> done(pids.size(), false);
-  std::size_t remaining = pids.size();
-  while (remaining > 0) {
-    for (std::size_t i = 0; i < pids.size(); ++i) {
-      if (done[i]) continue;
-      int wstatus = 0;
-      const pid_t got = ::waitpid(pids[i], &wstatus, WNOHANG);
-      if (got != pids[i]) continue;
-      done[i] = true;
-      --remaining;
-      const bool clean = WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0;
-      if (!clean) {
-        if (failure.empty()) {
-          failure = WIFSIGNALED(wstatus)
-                        ? "child process " + std::to_string(pids[i]) + " killed by signal " +
-                              std::to_string(WTERMSIG(wstatus))
-                        : "child process " + std::to_string(pids[i]) + " exited with code " +
-                              std::to_string(WEXITSTATUS(wstatus));
-        }
-        if (!stopping) {
-          stopping = true;
-          shared->stop.store(1);
-          kill_deadline = NowNs() + 5'000'000'000;
-        }
+void Finish(const RunSpec& spec, const Shared& shared, const std::string& transport,
+            const std::string& mode, const std::string& pattern, Measurement* out) {
+  out->transport = transport;
+  out->mode = mode;
+  out->pattern = pattern;
+  out->payload_bytes = spec.payload_bytes;
+  out->consumers = pattern == "stream" ? spec.consumers : 1;
+  out->histogram = std::make_shared<Histogram>();
+  out->histogram->Reset();
+  if (pattern == "stream") {
+    double rate_sum = 0;
+    const int64_t start = shared.start_ns.load();
+    for (int k = 0; k < spec.consumers; ++k) {
+      out->histogram->Merge(shared.histograms[k]);
+      const int64_t span = shared.end_ns[k] - start;
+      if (span > 0) {
+        rate_sum += static_cast<double>(shared.received[k]) * 1e9 / static_cast<double>(span);
       }
     }
-    if (remaining == 0) break;
-    if (g_interrupted && !stopping) {
-      stopping = true;
-      shared->stop.store(1);
-      for (std::size_t i = 0; i < pids.size(); ++i) {
-        if (!done[i]) ::kill(pids[i], SIGTERM);
-      }
-      kill_deadline = NowNs() + 5'000'000'000;
+    out->msgs_per_s = rate_sum / spec.consumers;
+  } else {
+    out->histogram->Merge(shared.histograms[0]);
+    if (shared.elapsed_ns > 0) {
+      out->msgs_per_s = static_cast<double>(shared.histograms[0].total) * 1e9 /
+                        static_cast<double>(shared.elapsed_ns);
     }
-    if (stopping && NowNs() > kill_deadline) {
-      for (std::size_t i = 0; i < pids.size(); ++i) {
-        if (!done[i]) ::kill(pids[i], SIGKILL);
-      }
-      kill_deadline = NowNs() + 60'000'000'000;
-    }
-    const bool progress = on_wait != nullptr;
-    timespec timeout{0, 0};
-    if (stopping || progress) {
-      timeout.tv_nsec = 200'000'000;
-    } else {
-      timeout.tv_sec = 1;
-    }
-    const int sig = ::sigtimedwait(&waited, nullptr, &timeout);
-    if (sig == SIGINT || sig == SIGTERM) g_interrupted = 1;
-    if (progress) on_wait();
   }
-  // Signals that arrived while blocked were taken above; restore the mask.
-  ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
-
-  if (!status.ok()) return status;
-  if (g_interrupted) return Status::Cancelled("interrupted");
-  if (!failure.empty()) {
-    if (shared->error_claimed.load() != 0) return Status::IOError(shared->error);
-    return Status::IOError(failure);
-  }
-  return Status::OK();
+  out->summary = Summarize(*out->histogram);
 }
 
 }  // namespace alkaid::tools::latency

@@ -13,7 +13,7 @@ pub struct Summary {
 }
 
 /// Percentiles by nearest rank, the definition of Histogram::ValueAtPercentile
-/// (tools/alkaid/latency_histogram.cc): the value of 1-based rank
+/// (measure/src/histogram.cc): the value of 1-based rank
 /// ceil(p / 100 * n), clamped to 1..n, in the sorted samples; p >= 100 is the
 /// maximum. The C++ histogram reports the midpoint of the sample's bucket
 /// (within 0.05% above 2048 ns, exact below); here the sample itself, since the

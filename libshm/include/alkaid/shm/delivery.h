@@ -1,18 +1,18 @@
 #pragma once
 
 /// \file
-/// How messages reach consumers, for the channel (channel.h) and the older
-/// broadcast ring (ring.h) alike: what a producer does about a consumer
-/// that falls behind, how a consumer waits, and the limits both share.
+/// How messages reach a channel's consumers (channel.h): what a producer
+/// does about a consumer that falls behind, how a consumer waits, and the
+/// channel's limits.
 
 #include <cstddef>
 #include <cstdint>
 
 namespace alkaid::shm {
 
-/// Most consumers a channel (or ring) can be created for.
+/// Most consumers a channel can be created for.
 inline constexpr uint32_t kMaxConsumers = 256;
-/// Most slots a channel (or ring) can be created with.
+/// Most slots a channel can be created with.
 inline constexpr uint32_t kMaxSlots = uint32_t{1} << 24;
 /// Largest inline payload per slot.
 inline constexpr uint32_t kMaxInlinePayload = uint32_t{1} << 20;

@@ -6,8 +6,9 @@
 /// A Segment is a named object under /dev/shm, mapped read-write into the
 /// calling process. Every segment starts with a 128-byte header (magic number,
 /// layout version, kind, total size) followed by the payload area that the
-/// allocator or the ring lays out. Nothing in shared memory is a pointer: the
-/// payload may be mapped at a different address in every process.
+/// channel (or the caller, for kRaw) lays out. Nothing in shared memory is a
+/// pointer: the payload may be mapped at a different address in every
+/// process.
 ///
 /// The space of a segment is reserved when it is created, so a full /dev/shm
 /// is reported by Create() as OutOfMemory instead of a SIGBUS on first touch.
@@ -25,17 +26,17 @@
 namespace alkaid::shm {
 
 /// What a segment's payload holds; recorded in the header at creation and
-/// checked by Open() so that a ring is never mistaken for a body segment.
+/// checked by Open() so that a channel's segment is never mistaken for a
+/// consumer's. Values 2 and 3 belonged to two removed segment kinds and are
+/// not reused.
 enum class SegmentKind : uint32_t {
   kRaw = 1,              ///< payload laid out by the caller
-  kBodies = 2,           ///< a BodyAllocator arena (body_allocator.h)
-  kRing = 3,             ///< a broadcast ring (ring.h)
   kChannel = 4,          ///< a channel's slots and arena, written by its producer (channel.h)
   kChannelRegistry = 5,  ///< a channel's consumer registrations (channel.h)
   kChannelConsumer = 6,  ///< one channel consumer's cursor and returns (channel.h)
 };
 
-/// Human-readable name of a kind ("raw", "bodies", "ring").
+/// Human-readable name of a kind ("raw", "channel", ...).
 ALKAID_EXPORT std::string_view SegmentKindName(SegmentKind kind);
 
 /// Who may open a segment, applied with fchmod after creation so the umask

@@ -1,13 +1,18 @@
 #pragma once
 
-// The latency tool's sample store: a log-bucketed histogram with a fixed
-// size, so that it can live in shared memory written by a child process and
-// read by the parent, and percentile and HdrHistogram-style reports of it.
+/// \file
+/// Sample stores of the measurements: a log-bucketed histogram of a fixed
+/// size, so that it can live in shared memory written by a child process and
+/// read by the parent, with percentile and HdrHistogram-style reports of it;
+/// and exact order statistics of a vector of samples.
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
-namespace alkaid::tools::latency {
+namespace alkaid::measure {
 
 /// Nanosecond samples in buckets of relative width at most 1/1024: values
 /// below 2048 ns are exact, larger ones share a bucket with values within
@@ -46,7 +51,7 @@ struct Histogram {
   double StdDeviation() const;
 };
 
-/// The summary the tool prints and writes to JSON.
+/// The summary `alkaid latency` prints and writes to JSON.
 struct Summary {
   uint64_t samples = 0;
   int64_t p50_ns = 0;
@@ -65,4 +70,14 @@ Summary Summarize(const Histogram& histogram);
 /// as HdrHistogram's plotters read it.
 std::string FormatPercentileDistribution(const Histogram& histogram);
 
-}  // namespace alkaid::tools::latency
+/// The element of rank floor(q * n) (clamped to the last) of `samples`
+/// sorted ascending: Quantile(v, 0.5) is the median v[n / 2]. `samples`
+/// must not be empty; it is taken by value and sorted.
+template <typename T>
+T Quantile(std::vector<T> samples, double q) {
+  std::sort(samples.begin(), samples.end());
+  const auto rank = static_cast<std::size_t>(q * static_cast<double>(samples.size()));
+  return samples[std::min(samples.size() - 1, rank)];
+}
+
+}  // namespace alkaid::measure

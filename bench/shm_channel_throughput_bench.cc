@@ -1,5 +1,5 @@
-// Publish+receive throughput of small messages through the shared-memory
-// ring, with one and four consumer threads, beside a mutex-protected
+// Publish+receive throughput of small inline messages through a channel
+// (libshm/channel.h), with one and four consumer threads, beside a mutex-protected
 // std::queue baseline measured in the same run. Inter-process latency is
 // measured by the broker's latency tool, not here.
 
@@ -17,15 +17,15 @@
 #include <thread>
 #include <vector>
 
-#include "alkaid/shm/ring.h"
-#include "alkaid/shm/segment.h"
+#include "alkaid/shm/channel.h"
 
 namespace {
 
-using alkaid::shm::RingConsumer;
-using alkaid::shm::RingMessage;
-using alkaid::shm::RingOptions;
-using alkaid::shm::RingProducer;
+using alkaid::shm::ChannelConsumer;
+using alkaid::shm::ChannelConsumerOptions;
+using alkaid::shm::ChannelMessage;
+using alkaid::shm::ChannelOptions;
+using alkaid::shm::ChannelProducer;
 
 constexpr std::size_t kMessageSize = 64;
 
@@ -34,17 +34,19 @@ std::string BenchName() {
   return "alkaid_bench_" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
 }
 
-// Each iteration publishes one 64-byte message that every consumer thread
-// receives (block policy). Second argument: consumer wait mode (0 busy-poll,
-// 2 spin-then-block).
-void BM_ShmRing(benchmark::State& state) {
+// Each iteration publishes one 64-byte inline message (no body) that every
+// consumer thread receives (block policy). Second argument: consumer wait
+// mode (0 busy-poll, 2 spin-then-block).
+void BM_ShmChannel(benchmark::State& state) {
   const int consumers = static_cast<int>(state.range(0));
   const std::string name = BenchName();
-  RingOptions options;
+  ChannelOptions options;
   options.slot_count = 4096;
   options.inline_capacity = 128;
+  options.max_consumers = 4;
+  options.arena_bytes = 4096;  // the messages carry no body
   options.publish_timeout = std::chrono::seconds(30);
-  auto producer_r = RingProducer::Create(name, options);
+  auto producer_r = ChannelProducer::Create(name, options);
   if (!producer_r.ok()) {
     state.SkipWithError(producer_r.status().ToString().c_str());
     return;
@@ -54,11 +56,11 @@ void BM_ShmRing(benchmark::State& state) {
   std::atomic<int> ready{0};
   for (int i = 0; i < consumers; ++i) {
     threads.emplace_back([&] {
-      alkaid::shm::ConsumerOptions co;
+      ChannelConsumerOptions co;
       co.wait_mode = static_cast<alkaid::shm::WaitMode>(state.range(1));
-      auto c = RingConsumer::Open(producer->segment(), co).ValueOrDie();
+      auto c = ChannelConsumer::Open(name, co).ValueOrDie();
       ready.fetch_add(1);
-      RingMessage msg;
+      ChannelMessage msg;
       uint64_t sum = 0;
       while (c->Receive(&msg, std::chrono::seconds(30)).ok()) sum += msg.payload().size();
       benchmark::DoNotOptimize(sum);
@@ -74,11 +76,11 @@ void BM_ShmRing(benchmark::State& state) {
   }
   producer->Close();
   for (auto& t : threads) t.join();
-  (void)alkaid::shm::Segment::Remove(name);
+  producer.reset();  // removes the channel's names
   state.SetItemsProcessed(state.iterations());
   state.SetBytesProcessed(state.iterations() * kMessageSize);
 }
-BENCHMARK(BM_ShmRing)
+BENCHMARK(BM_ShmChannel)
     ->ArgsProduct({{1, 4},
                    {static_cast<int>(alkaid::shm::WaitMode::kBusyPoll),
                     static_cast<int>(alkaid::shm::WaitMode::kSpinThenBlock)}})
@@ -112,7 +114,7 @@ void BM_MutexQueue(benchmark::State& state) {
     });
   }
   Msg payload{};
-  constexpr std::size_t kBound = 4096;  // same capacity as the ring
+  constexpr std::size_t kBound = 4096;  // same capacity as the channel
   for (auto _ : state) {
     for (auto& q : queues) {
       while (true) {

@@ -1,6 +1,6 @@
 // Log-bucketed latency histogram and its reports.
 
-#include "latency_histogram.h"
+#include "alkaid/measure/histogram.h"
 
 #include <algorithm>
 #include <bit>
@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
-namespace alkaid::tools::latency {
+namespace alkaid::measure {
 
 void Histogram::Reset() { std::memset(this, 0, sizeof(*this)); }
 
@@ -158,4 +158,4 @@ std::string FormatPercentileDistribution(const Histogram& h) {
   return out;
 }
 
-}  // namespace alkaid::tools::latency
+}  // namespace alkaid::measure

@@ -1,0 +1,178 @@
+#pragma once
+
+/// \file
+/// The floors a transport is measured against in the same run, with
+/// nothing of Alkaid on their timed path:
+/// - the cache-line floor: two processes handing a counter over through one
+///   shared cache line (FloorLine), what any shared-memory transport pays
+///   at least for a round trip;
+/// - the payload floor: the same hand-over on a signal line that stands for
+///   the transport's slot, carrying the offset of a body of the payload's
+///   size that the other side reads (PayloadLine), loaned where the
+///   transport's allocator would put it (BodyLoans).
+/// Each line lives alone in a page of its own (SharedMapping), mapped
+/// before the fork.
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "alkaid/common/result.h"
+#include "alkaid/common/status.h"
+#include "alkaid/measure/clock.h"
+#include "alkaid/measure/process.h"
+#include "alkaid/shm/channel.h"
+
+namespace alkaid::measure {
+
+/// The cache-line floor's line. Side B says it is ready by storing 1; in
+/// round trip k (k >= 1) side A stores 2k and B answers 2k + 1; kQuit
+/// tells B to leave. Every store is a release and every load an acquire:
+/// each side's store is the partner of the other side's load.
+struct alignas(64) FloorLine {
+  static constexpr uint64_t kQuit = ~uint64_t{0};
+
+  std::atomic<uint64_t> word;
+
+  /// B: says it is ready.
+  void Ready() { word.store(1, std::memory_order_release); }
+
+  /// A: waits for B's Ready; false if `stopping()` turned true first.
+  template <typename Stop>
+  bool AwaitReady(Stop&& stopping) const {
+    while (word.load(std::memory_order_acquire) != 1) {
+      if (stopping()) return false;
+    }
+    return true;
+  }
+
+  /// A: round trip k (k >= 1, one more each time); returns half of it in
+  /// nanoseconds. Spins on the answer without a stop check: B answers at
+  /// once unless it died, and a dead B ends the run anyway.
+  int64_t RoundTrip(uint64_t k) {
+    const int64_t t0 = NowNs();
+    word.store(2 * k, std::memory_order_release);
+    while (word.load(std::memory_order_acquire) != 2 * k + 1) {
+    }
+    return (NowNs() - t0) / 2;
+  }
+
+  /// A: B leaves.
+  void Quit() { word.store(kQuit, std::memory_order_release); }
+
+  /// B: Ready, then answers every round trip until Quit, or until
+  /// `stopping()` turns true while it waits.
+  template <typename Stop>
+  void Serve(Stop&& stopping) {
+    Ready();
+    uint64_t seen = 1;
+    while (true) {
+      uint64_t v;
+      while ((v = word.load(std::memory_order_acquire)) == seen) {
+        if (stopping()) return;
+      }
+      if (v == kQuit) return;
+      seen = v + 1;
+      word.store(seen, std::memory_order_release);
+    }
+  }
+};
+static_assert(sizeof(FloorLine) == 64, "the floor is one cache line");
+
+/// The cache-line floor between the caller and a child forked per `cpus`
+/// (ForkPinned): `warm_up` untimed round trips, then `count` timed ones;
+/// returns their halves in nanoseconds. Exits the process if the child
+/// fails (for benches).
+std::vector<int64_t> FloorSamples(const CpuPair& cpus, uint64_t count, uint64_t warm_up = 0);
+
+/// The payload floor's signal line. A writes the body's place and its id,
+/// then stores round trip k (k >= 1) into `ping` (release: publishes the
+/// body and the fields; partner of B's acquire load of `ping`); B reads
+/// the body and answers with k in `pong` (release; partner of A's acquire
+/// load). kQuit in `ping` tells B to leave; kReady in `pong` says B is
+/// ready.
+struct alignas(64) PayloadLine {
+  static constexpr uint64_t kQuit = ~uint64_t{0};
+  static constexpr uint64_t kReady = ~uint64_t{0};
+
+  std::atomic<uint64_t> ping;  ///< A -> B: round trip k >= 1, or kQuit
+  std::atomic<uint64_t> pong;  ///< B -> A: the last round trip answered, or kReady
+  uint64_t body_offset;        ///< round trip k's body, from the channel segment's payload
+  int64_t id;                  ///< what the body holds, for B's check (< 0: a warm-up)
+
+  /// A: hands round trip k over.
+  void Send(uint64_t k, uint64_t offset, int64_t body_id) {
+    body_offset = offset;
+    id = body_id;
+    ping.store(k, std::memory_order_release);
+  }
+
+  /// A: waits for B's answer to round trip k; false if `stopping()` turned
+  /// true first (checked every 1024 spins).
+  template <typename Stop>
+  bool AwaitAnswer(uint64_t k, Stop&& stopping) const {
+    for (uint32_t spins = 1; pong.load(std::memory_order_acquire) != k; ++spins) {
+      if ((spins & 1023) == 0 && stopping()) return false;
+    }
+    return true;
+  }
+
+  /// A: B leaves.
+  void Quit() { ping.store(kQuit, std::memory_order_release); }
+
+  /// B: says it is ready; A: waits for it (false if stopping first).
+  void Ready() { pong.store(kReady, std::memory_order_release); }
+  template <typename Stop>
+  bool AwaitReady(Stop&& stopping) const {
+    while (pong.load(std::memory_order_acquire) != kReady) {
+      if (stopping()) return false;
+    }
+    return true;
+  }
+
+  /// B: waits for the round trip after `seen`; false on kQuit, or if
+  /// `stopping()` turned true first.
+  template <typename Stop>
+  bool AwaitPing(uint64_t seen, uint64_t* k, Stop&& stopping) const {
+    while ((*k = ping.load(std::memory_order_acquire)) == seen) {
+      if (stopping()) return false;
+    }
+    return *k != kQuit;
+  }
+
+  /// B: answers round trip k.
+  void Answer(uint64_t k) { pong.store(k, std::memory_order_release); }
+};
+static_assert(sizeof(PayloadLine) == 64, "the signal is one cache line");
+
+/// Where the payload floor's bodies come from: loans of a channel that is
+/// never published through, made with the transport's arena options, so
+/// that they land where the transport's allocator puts its blocks. The
+/// last `held` loans are kept, as the transport keeps the blocks that its
+/// consumer has not returned yet. Producer thread only.
+class BodyLoans {
+ public:
+  /// Creates channel `name` (removed when this is dropped).
+  static Result<BodyLoans> Create(const std::string& name, const shm::ChannelOptions& options,
+                                  std::size_t held);
+
+  /// A block of `bytes` (not held until Hold).
+  Result<shm::ChannelLoan> Loan(uint64_t bytes) { return channel_->Loan(bytes); }
+  /// Keeps `loan`, dropping the oldest one kept beyond `held`.
+  void Hold(shm::ChannelLoan loan);
+  /// Drops every loan kept.
+  void Release() { held_loans_.clear(); }
+
+  shm::ChannelProducer* channel() const { return channel_.get(); }
+
+ private:
+  std::unique_ptr<shm::ChannelProducer> channel_;
+  std::deque<shm::ChannelLoan> held_loans_;
+  std::size_t held_ = 0;
+};
+
+}  // namespace alkaid::measure

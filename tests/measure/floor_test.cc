@@ -1,0 +1,108 @@
+#include "alkaid/measure/floor.h"
+
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "alkaid/measure/shared_mapping.h"
+#include "test_util.h"
+
+namespace alkaid::measure {
+namespace {
+
+// How many names in /dev/shm start with `prefix`.
+int ShmNamesStartingWith(const std::string& prefix) {
+  int count = 0;
+  if (DIR* dir = ::opendir("/dev/shm")) {
+    while (const dirent* e = ::readdir(dir)) count += std::string(e->d_name).rfind(prefix, 0) == 0;
+    ::closedir(dir);
+  }
+  return count;
+}
+
+TEST(FloorTest, FloorSamplesGivesOneHalfRoundTripPerTimedRoundTrip) {
+  const std::vector<int64_t> samples = FloorSamples(CpuPair{}, 200, 10);
+  ASSERT_EQ(samples.size(), 200u);
+  for (const int64_t half : samples) EXPECT_GE(half, 0);
+}
+
+TEST(FloorTest, FloorLineServesUntilQuitAndLeavesWhenStopping) {
+  auto line = SharedMapping<FloorLine>::MapOrDie();
+  std::thread b([&] { line->Serve([] { return false; }); });
+  ASSERT_TRUE(line->AwaitReady([] { return false; }));
+  for (uint64_t k = 1; k <= 100; ++k) EXPECT_GE(line->RoundTrip(k), 0);
+  EXPECT_EQ(line->word.load(), 201u) << "B answered round trip 100 with 2k + 1";
+  line->Quit();
+  b.join();
+
+  // A B waiting for a round trip that never comes leaves when told to stop.
+  line->word.store(0);
+  std::atomic<bool> stop{false};
+  std::thread idle([&] { line->Serve([&] { return stop.load(); }); });
+  ASSERT_TRUE(line->AwaitReady([] { return false; }));
+  stop.store(true);
+  idle.join();
+}
+
+TEST(FloorTest, PayloadLineCarriesTheBodysPlaceAndId) {
+  auto line = SharedMapping<PayloadLine>::MapOrDie();
+  struct Seen {
+    uint64_t offset = 0;
+    int64_t id = 0;
+  };
+  std::vector<Seen> seen;
+  std::thread b([&] {
+    line->Ready();
+    uint64_t last = 0, k = 0;
+    while (line->AwaitPing(last, &k, [] { return false; })) {
+      seen.push_back({line->body_offset, line->id});
+      line->Answer(k);
+      last = k;
+    }
+  });
+  ASSERT_TRUE(line->AwaitReady([] { return false; }));
+  for (uint64_t k = 1; k <= 3; ++k) {
+    line->Send(k, 4096 * k, -static_cast<int64_t>(k));
+    ASSERT_TRUE(line->AwaitAnswer(k, [] { return false; }));
+  }
+  line->Quit();
+  b.join();
+  ASSERT_EQ(seen.size(), 3u);
+  for (uint64_t k = 1; k <= 3; ++k) {
+    EXPECT_EQ(seen[k - 1].offset, 4096 * k);
+    EXPECT_EQ(seen[k - 1].id, -static_cast<int64_t>(k));
+  }
+}
+
+TEST(FloorTest, BodyLoansHoldTheLastLoansAndRemoveTheirChannel) {
+  const std::string name = "alkaid_measure_loans_" + std::to_string(::getpid());
+  shm::ChannelOptions options;
+  options.max_consumers = 1;
+  options.arena_bytes = 3 * 4096;  // the held loans and one more
+  options.max_blocks = 3;
+  options.space_timeout = std::chrono::milliseconds(1);
+  {
+    ASSERT_OK_AND_ASSIGN(auto loans, BodyLoans::Create(name, options, 2));
+    for (int i = 0; i < 20; ++i) {
+      ASSERT_OK_AND_ASSIGN(auto loan, loans.Loan(4096));
+      std::memset(loan.data().data(), i, 4096);
+      loans.Hold(std::move(loan));
+    }
+    // Holding three leaves no room for a fourth.
+    ASSERT_OK_AND_ASSIGN(auto third, loans.Loan(4096));
+    ASSERT_RAISES(kTimedOut, loans.Loan(4096));
+    third.Reset();
+    loans.Release();
+    EXPECT_OK(loans.Loan(3 * 4096).status());  // every block is back once released
+  }
+  EXPECT_EQ(ShmNamesStartingWith(name), 0) << "the channel's names are removed";
+}
+
+}  // namespace
+}  // namespace alkaid::measure
