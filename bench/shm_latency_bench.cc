@@ -320,7 +320,7 @@ BatchFigures PayloadPingPong(uint64_t body_bytes, int iterations, Mode mode) {
     open_options.prefault = g_prefault;
     auto segment =
         shm::Segment::Open(bodies_name, shm::SegmentKind::kChannel, open_options).ValueOrDie();
-    const std::byte* payload = segment->payload();
+    const std::byte* payload = segment->data();
     signal->Ready();
     uint64_t seen = 0;
     for (int got_measured = 0; got_measured < iterations;) {

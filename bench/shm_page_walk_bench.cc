@@ -74,7 +74,7 @@ void Run(shm::HugePages huge, int samples) {
     clock_cost.push_back(static_cast<double>(t1 - t0));
   }
   const double overhead = Median(clock_cost);
-  const auto* base = static_cast<const volatile std::byte*>(segment->payload());
+  const auto* base = static_cast<const volatile std::byte*>(segment->data());
   for (int i = 0; i < samples; ++i) {
     std::memset(scratch.data(), i & 0xff, scratch.size());
     const uint64_t page = rng() % (kSegment / 4096 - 1);

@@ -119,7 +119,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Patches patches{data + 1, size - 1};
   auto rw = shm::Segment::Open(name, shm::SegmentKind::kChannel);
   if (!rw.ok()) std::abort();
-  if (targets & 1) patches.ApplyTo((*rw)->payload(), (*rw)->payload_size());
+  if (targets & 1) patches.ApplyTo((*rw)->data(), (*rw)->data_size());
 
   // The consumer side against the (possibly) hostile producer.
   {
@@ -132,7 +132,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         auto got = c->TryReceive(&message);
         if (!got.ok()) continue;
         if (!*got) break;
-        CheckBody(message, (*rw)->payload_size(), &base);
+        CheckBody(message, (*rw)->data_size(), &base);
         CheckInside(message.payload());
       }
       std::vector<std::byte> bytes;
@@ -153,17 +153,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!reg.ok()) std::abort();
       for (uint32_t k = 0; k < o.max_consumers; ++k) {
         uint64_t word;
-        std::memcpy(&word, (*reg)->payload() + 128 + std::size_t{64} * k, 8);
+        std::memcpy(&word, (*reg)->data() + 128 + std::size_t{64} * k, 8);
         if (word == 0) continue;
         const uint32_t tag = static_cast<uint32_t>(word >> 2) & 0x3fffffffU;
         auto seg = shm::Segment::Open(name + ".c" + std::to_string(k) + "." + std::to_string(tag),
                                       shm::SegmentKind::kChannelConsumer);
-        if (seg.ok()) patches.ApplyTo((*seg)->payload(), (*seg)->payload_size());
+        if (seg.ok()) patches.ApplyTo((*seg)->data(), (*seg)->data_size());
       }
     }
     if (targets & 4) {
       auto reg = shm::Segment::Open(name + ".reg", shm::SegmentKind::kChannelRegistry);
-      if (reg.ok()) patches.ApplyTo((*reg)->payload(), (*reg)->payload_size());
+      if (reg.ok()) patches.ApplyTo((*reg)->data(), (*reg)->data_size());
     }
     p.Poll();
     for (uint64_t i = 0; i < 6; ++i) {

@@ -159,9 +159,8 @@ struct ChannelConsumer::Impl {
   bool drop = false;
 
   const ChannelSlotData* Slot(uint64_t sequence) const {
-    return reinterpret_cast<const ChannelSlotData*>(channel->payload() + geometry.slots_offset +
-                                                    (sequence & geometry.mask) *
-                                                        geometry.slot_size);
+    return reinterpret_cast<const ChannelSlotData*>(
+        channel->data() + geometry.slots_offset + (sequence & geometry.mask) * geometry.slot_size);
   }
 
   // Stores our cursor and wakes a producer waiting on it for room.
@@ -200,31 +199,31 @@ Result<std::unique_ptr<ChannelConsumer>> ChannelConsumer::Open(
   SegmentOpenOptions ro;
   ro.read_only = true;
   ALKAID_ASSIGN_OR_RAISE(state.channel, Segment::Open(name, SegmentKind::kChannel, ro));
-  if (state.channel->payload_size() < sizeof(ChannelHeaderData)) {
+  if (state.channel->data_size() < sizeof(ChannelHeaderData)) {
     return Status::Invalid("channel '", name, "' is too small for its header");
   }
-  state.header = reinterpret_cast<const ChannelHeaderData*>(state.channel->payload());
-  ALKAID_ASSIGN_OR_RAISE(state.geometry, internal::ReadChannelHeader(
-                                             *state.header, state.channel->payload_size(), name));
+  state.header = reinterpret_cast<const ChannelHeaderData*>(state.channel->data());
+  ALKAID_ASSIGN_OR_RAISE(
+      state.geometry, internal::ReadChannelHeader(*state.header, state.channel->data_size(), name));
   state.producer_pid = state.header->producer_pid;
   state.drop = state.geometry.policy == static_cast<uint32_t>(SlowConsumerPolicy::kDropOldest);
 
   ALKAID_ASSIGN_OR_RAISE(state.registry,
                          Segment::Open(state.name + std::string(internal::kRegistrySuffix),
                                        SegmentKind::kChannelRegistry));
-  if (state.registry->payload_size() <
+  if (state.registry->data_size() <
       sizeof(RegistryHeaderData) +
           uint64_t{state.geometry.max_consumers} * sizeof(RegistrationData)) {
     return Status::Invalid("channel '", name, "': its registry is too small");
   }
-  state.reg_header = reinterpret_cast<RegistryHeaderData*>(state.registry->payload());
+  state.reg_header = reinterpret_cast<RegistryHeaderData*>(state.registry->data());
   if (state.reg_header->magic.load(std::memory_order_acquire) != internal::kRegistryMagic ||
       state.reg_header->layout_version != internal::kChannelLayoutVersion ||
       state.reg_header->max_consumers != state.geometry.max_consumers) {
     return Status::Invalid("channel '", name, "': its registry does not match the channel");
   }
   auto* regs =
-      reinterpret_cast<RegistrationData*>(state.registry->payload() + sizeof(RegistryHeaderData));
+      reinterpret_cast<RegistrationData*>(state.registry->data() + sizeof(RegistryHeaderData));
 
   // Claim an entry: a free one, else (second pass) one whose process died.
   const uint32_t pid = static_cast<uint32_t>(::getpid());
@@ -273,7 +272,7 @@ Result<std::unique_ptr<ChannelConsumer>> ChannelConsumer::Open(
     unclaim();
     return own.status().WithContext("channel '" + state.name + "': consumer segment");
   }
-  state.own = reinterpret_cast<ConsumerSegHeaderData*>((*own)->payload());
+  state.own = reinterpret_cast<ConsumerSegHeaderData*>((*own)->data());
   state.own->layout_version = internal::kChannelLayoutVersion;
   state.own->index = index;
   state.own->registration = claimed;
@@ -287,11 +286,11 @@ Result<std::unique_ptr<ChannelConsumer>> ChannelConsumer::Open(
   returns->registry = state.registry;
   returns->own = std::move(*own);
   returns->header = state.own;
-  returns->cells = reinterpret_cast<std::atomic<uint64_t>*>(returns->own->payload() +
+  returns->cells = reinterpret_cast<std::atomic<uint64_t>*>(returns->own->data() +
                                                             sizeof(ConsumerSegHeaderData));
   returns->capacity = state.geometry.return_capacity;
   returns->capacity_log2 = static_cast<uint32_t>(__builtin_ctz(state.geometry.return_capacity));
-  state.control = reinterpret_cast<const ConsumerControlData*>(state.channel->payload() +
+  state.control = reinterpret_cast<const ConsumerControlData*>(state.channel->data() +
                                                                state.geometry.controls_offset) +
                   index;
   returns->control = state.control;
@@ -440,7 +439,7 @@ Result<bool> ChannelConsumer::TryReceive(ChannelMessage* out) {
     }
     if (block != 0) {
       if (body.returns_ != state.returns) body.returns_ = state.returns;
-      body.data_ = {state.channel->payload() + offset, static_cast<std::size_t>(length)};
+      body.data_ = {state.channel->data() + offset, static_cast<std::size_t>(length)};
       body.descriptor_ = descriptor;
       body.generation_ = generation;
       body.held_ = true;
@@ -528,7 +527,7 @@ Status ChannelConsumer::ReadShape(uint32_t id, std::vector<std::byte>* out) cons
                            state.geometry.shape_count);
   }
   const auto* entry = reinterpret_cast<const internal::ShapeEntryData*>(
-      state.channel->payload() + state.geometry.shapes_offset +
+      state.channel->data() + state.geometry.shapes_offset +
       uint64_t{id - 1} * state.geometry.shape_size);
   // Acquire: partner of the producer's release store in AddShape.
   const uint32_t n = entry->size_plus_one.load(std::memory_order_acquire);
@@ -589,13 +588,13 @@ Status RemoveChannel(std::string_view name) {
   ALKAID_RETURN_NOT_OK(Segment::ValidateName(name));
   const std::string reg_name = std::string(name) + std::string(internal::kRegistrySuffix);
   auto registry = Segment::Open(reg_name, SegmentKind::kChannelRegistry);
-  if (registry.ok() && (*registry)->payload_size() >= sizeof(RegistryHeaderData)) {
-    const auto* h = reinterpret_cast<const RegistryHeaderData*>((*registry)->payload());
+  if (registry.ok() && (*registry)->data_size() >= sizeof(RegistryHeaderData)) {
+    const auto* h = reinterpret_cast<const RegistryHeaderData*>((*registry)->data());
     const uint64_t room =
-        ((*registry)->payload_size() - sizeof(RegistryHeaderData)) / sizeof(RegistrationData);
+        ((*registry)->data_size() - sizeof(RegistryHeaderData)) / sizeof(RegistrationData);
     const uint32_t count = static_cast<uint32_t>(std::min<uint64_t>(h->max_consumers, room));
-    const auto* regs = reinterpret_cast<const RegistrationData*>((*registry)->payload() +
-                                                                 sizeof(RegistryHeaderData));
+    const auto* regs =
+        reinterpret_cast<const RegistrationData*>((*registry)->data() + sizeof(RegistryHeaderData));
     for (uint32_t k = 0; k < count; ++k) {
       const uint64_t word = regs[k].word.load(std::memory_order_acquire);
       if (word == 0) continue;

@@ -19,7 +19,7 @@ inline constexpr std::string_view kRegistrySuffix = ".reg";
 /// (".c<index>.<tag>": 2 + 3 + 1 + 10, with a margin).
 inline constexpr std::size_t kChannelNameReserve = 24;
 
-/// Where everything is in a channel segment's payload, and its counts.
+/// Where everything is in a channel segment's data, and its counts.
 /// Computed by the producer from its options, and by each consumer from
 /// the (untrusted) header, checked, then kept in private memory.
 struct ChannelGeometry {

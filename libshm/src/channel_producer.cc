@@ -143,7 +143,7 @@ struct ChannelLoan::Owner {
   ChannelStats stats;
 
   ChannelSlotData* Slot(uint64_t sequence) const {
-    return reinterpret_cast<ChannelSlotData*>(segment->payload() + geometry.slots_offset +
+    return reinterpret_cast<ChannelSlotData*>(segment->data() + geometry.slots_offset +
                                               (sequence & geometry.mask) * geometry.slot_size);
   }
 
@@ -338,15 +338,15 @@ struct ChannelLoan::Owner {
     auto opened = Segment::Open(seg_name, SegmentKind::kChannelConsumer,
                                 SegmentOpenOptions{.prefault = true, .read_only = true});
     const ConsumerSegHeaderData* h = nullptr;
-    bool ok = opened.ok() && (*opened)->payload_size() >= sizeof(ConsumerSegHeaderData);
+    bool ok = opened.ok() && (*opened)->data_size() >= sizeof(ConsumerSegHeaderData);
     if (ok) {
-      h = reinterpret_cast<const ConsumerSegHeaderData*>((*opened)->payload());
+      h = reinterpret_cast<const ConsumerSegHeaderData*>((*opened)->data());
       // Acquire: partner of the consumer's release store of its magic.
       ok = h->magic.load(std::memory_order_acquire) == internal::kConsumerSegMagic &&
            h->layout_version == internal::kChannelLayoutVersion && h->index == k &&
            h->registration == internal::RegWithState(word, internal::kRegClaimed) &&
            h->return_capacity == geometry.return_capacity &&
-           (*opened)->payload_size() >=
+           (*opened)->data_size() >=
                sizeof(ConsumerSegHeaderData) + uint64_t{geometry.return_capacity} * 8;
     }
     if (!ok) {
@@ -360,7 +360,7 @@ struct ChannelLoan::Owner {
     c.word = word;
     c.segment = std::move(*opened);
     c.header = h;
-    c.returns = reinterpret_cast<const std::atomic<uint64_t>*>(c.segment->payload() +
+    c.returns = reinterpret_cast<const std::atomic<uint64_t>*>(c.segment->data() +
                                                                sizeof(ConsumerSegHeaderData));
     c.return_capacity = geometry.return_capacity;
     c.return_log2 = static_cast<uint32_t>(__builtin_ctz(geometry.return_capacity));
@@ -738,13 +738,13 @@ Result<std::unique_ptr<ChannelProducer>> ChannelProducer::Create(std::string_vie
   }
   state.registry = std::move(*registry);
 
-  std::byte* base = state.segment->payload();
+  std::byte* base = state.segment->data();
   state.header = reinterpret_cast<ChannelHeaderData*>(base);
   state.controls = reinterpret_cast<ConsumerControlData*>(base + geometry.controls_offset);
   internal::WriteChannelHeader(geometry, state.header);
-  state.reg_header = reinterpret_cast<RegistryHeaderData*>(state.registry->payload());
+  state.reg_header = reinterpret_cast<RegistryHeaderData*>(state.registry->data());
   state.regs =
-      reinterpret_cast<RegistrationData*>(state.registry->payload() + sizeof(RegistryHeaderData));
+      reinterpret_cast<RegistrationData*>(state.registry->data() + sizeof(RegistryHeaderData));
   state.reg_header->layout_version = internal::kChannelLayoutVersion;
   state.reg_header->max_consumers = geometry.max_consumers;
   // Release: publishes the fields above; partner of the consumers' acquire
@@ -851,7 +851,7 @@ Status ChannelProducer::LoanImpl(uint64_t length, ChannelLoan* into) {
   ++state.blocks_live;
   ChannelLoan& loan = *into;
   if (loan.owner_ != impl_) loan.owner_ = impl_;
-  loan.data_ = {state.segment->payload() + b.offset, static_cast<std::size_t>(length)};
+  loan.data_ = {state.segment->data() + b.offset, static_cast<std::size_t>(length)};
   loan.offset_ = b.offset;
   loan.descriptor_ = desc;
   loan.generation_ = b.generation;
@@ -999,7 +999,7 @@ Result<uint32_t> ChannelProducer::AddShape(std::span<const std::byte> bytes) {
         state.geometry.shape_size - sizeof(internal::ShapeEntryData), "-byte entries");
   }
   auto* entry = reinterpret_cast<internal::ShapeEntryData*>(
-      state.segment->payload() + state.geometry.shapes_offset +
+      state.segment->data() + state.geometry.shapes_offset +
       uint64_t{state.shapes_used} * state.geometry.shape_size);
   auto* words = reinterpret_cast<std::atomic<uint64_t>*>(entry + 1);
   for (std::size_t i = 0; i * 8 < bytes.size(); ++i) {

@@ -23,9 +23,9 @@ namespace bip = boost::interprocess;
 
 namespace alkaid::shm {
 
+using internal::kSegmentDataOffset;
 using internal::kSegmentLayoutVersion;
 using internal::kSegmentMagic;
-using internal::kSegmentPayloadOffset;
 using internal::SegmentHeaderData;
 
 std::string_view SegmentKindName(SegmentKind kind) {
@@ -189,15 +189,13 @@ Segment::Segment(std::string name, SegmentKind kind, std::unique_ptr<Mapping> ma
     : name_(std::move(name)), kind_(kind), mapping_(std::move(mapping)) {
   auto* base = static_cast<std::byte*>(mapping_->region.get_address());
   mapped_size_ = mapping_->region.get_size();
-  payload_ = base + kSegmentPayloadOffset;
-  payload_size_ = mapped_size_ - kSegmentPayloadOffset;
+  data_ = base + kSegmentDataOffset;
+  data_size_ = mapped_size_ - kSegmentDataOffset;
 }
 
 Segment::~Segment() = default;
 
-uint64_t Segment::TotalSizeFor(uint64_t payload_size) {
-  return kSegmentPayloadOffset + payload_size;
-}
+uint64_t Segment::TotalSizeFor(uint64_t data_size) { return kSegmentDataOffset + data_size; }
 
 Status Segment::ValidateName(std::string_view name) {
   if (name.empty()) return Status::Invalid("shared-memory segment name is empty");
@@ -218,21 +216,21 @@ Status Segment::ValidateName(std::string_view name) {
   return Status::OK();
 }
 
-Result<std::shared_ptr<Segment>> Segment::Create(std::string_view name, uint64_t payload_size,
+Result<std::shared_ptr<Segment>> Segment::Create(std::string_view name, uint64_t data_size,
                                                  SegmentKind kind, const SegmentOptions& options) {
   ALKAID_RETURN_NOT_OK(ValidateName(name));
-  if (payload_size == 0) {
-    return Status::Invalid("shared-memory segment '", name, "': payload size must be positive");
+  if (data_size == 0) {
+    return Status::Invalid("shared-memory segment '", name, "': data size must be positive");
   }
-  if (payload_size > kMaxSegmentSize) {
-    return Status::Invalid("shared-memory segment '", name, "': payload size ", payload_size,
+  if (data_size > kMaxSegmentSize) {
+    return Status::Invalid("shared-memory segment '", name, "': data size ", data_size,
                            " exceeds the limit of ", kMaxSegmentSize, " bytes");
   }
   const std::string sname(name);
   const bool huge = options.huge_pages != HugePages::kOff;
   // A huge page must lie wholly inside the object: round its size up.
   const uint64_t total =
-      huge ? RoundUp(TotalSizeFor(payload_size), kHugePageSize) : TotalSizeFor(payload_size);
+      huge ? RoundUp(TotalSizeFor(data_size), kHugePageSize) : TotalSizeFor(data_size);
   const auto mode = static_cast<mode_t>(options.access);
 
   // Step 1: create the object exclusively. From here on every failure must
@@ -312,7 +310,7 @@ Result<std::shared_ptr<Segment>> Segment::Create(std::string_view name, uint64_t
   header->layout_version = kSegmentLayoutVersion;
   header->kind = static_cast<uint32_t>(kind);
   header->total_size = total;
-  header->payload_offset = kSegmentPayloadOffset;
+  header->data_offset = kSegmentDataOffset;
   header->creator_pid = static_cast<uint32_t>(::getpid());
   // Release: publishes the fields above; partner of the acquire load of
   // `magic` in Segment::Open.
@@ -346,9 +344,9 @@ Result<std::shared_ptr<Segment>> Segment::Open(std::string_view name, SegmentKin
     if (::fstat(object.get_mapping_handle().handle, &st) == 0) {
       group = static_cast<uint32_t>(st.st_gid);
     }
-    if (actual_size < static_cast<bip::offset_t>(kSegmentPayloadOffset)) {
+    if (actual_size < static_cast<bip::offset_t>(kSegmentDataOffset)) {
       return Status::Invalid("shared-memory segment '", sname, "' is ", actual_size,
-                             " bytes long, too small for the ", kSegmentPayloadOffset,
+                             " bytes long, too small for the ", kSegmentDataOffset,
                              "-byte Alkaid segment header");
     }
     if (static_cast<uint64_t>(actual_size) > TotalSizeFor(kMaxSegmentSize)) {
@@ -385,10 +383,9 @@ Result<std::shared_ptr<Segment>> Segment::Open(std::string_view name, SegmentKin
                            header->total_size, " bytes but the object is ", actual_size,
                            " bytes long");
   }
-  if (header->payload_offset != kSegmentPayloadOffset) {
-    return Status::Invalid("shared-memory segment '", sname, "': payload offset ",
-                           header->payload_offset, " in the header, expected ",
-                           kSegmentPayloadOffset);
+  if (header->data_offset != kSegmentDataOffset) {
+    return Status::Invalid("shared-memory segment '", sname, "': data offset ", header->data_offset,
+                           " in the header, expected ", kSegmentDataOffset);
   }
   if (header->kind != static_cast<uint32_t>(expected_kind)) {
     return Status::Invalid("shared-memory segment '", sname, "' holds kind ", header->kind,

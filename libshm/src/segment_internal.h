@@ -13,9 +13,9 @@ namespace alkaid::shm::internal {
 inline constexpr uint64_t kSegmentMagic = 0x31304745534b4c41ULL;
 /// Bumped whenever SegmentHeaderData changes incompatibly.
 inline constexpr uint32_t kSegmentLayoutVersion = 1;
-/// Offset of the payload: two cache lines, so the payload never shares a
+/// Offset of the data: two cache lines, so the data never shares a
 /// line (or an adjacent-line prefetch pair) with the header.
-inline constexpr uint64_t kSegmentPayloadOffset = 128;
+inline constexpr uint64_t kSegmentDataOffset = 128;
 
 /// Segment header. Written once by the creator, then read-only.
 ///
@@ -28,11 +28,11 @@ struct alignas(kCacheLineSize) SegmentHeaderData {
   uint32_t layout_version;      ///< kSegmentLayoutVersion
   uint32_t kind;                ///< SegmentKind
   uint64_t total_size;          ///< bytes of the object, header included
-  uint64_t payload_offset;      ///< kSegmentPayloadOffset
+  uint64_t data_offset;         ///< kSegmentDataOffset
   uint32_t creator_pid;         ///< for diagnostics only
   uint32_t reserved0;
-  uint8_t reserved[kSegmentPayloadOffset - 40];
+  uint8_t reserved[kSegmentDataOffset - 40];
 };
-ALKAID_SHM_PLAIN_DATA(SegmentHeaderData, kSegmentPayloadOffset);
+ALKAID_SHM_PLAIN_DATA(SegmentHeaderData, kSegmentDataOffset);
 
 }  // namespace alkaid::shm::internal

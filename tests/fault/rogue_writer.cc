@@ -44,8 +44,8 @@ int main(int argc, char** argv) {
       alkaid::shm::Segment::Open(channel_name, alkaid::shm::SegmentKind::kChannel, open_options);
   if (!channel.ok()) return Fail(channel.status().ToString());
 
-  std::byte* payload = (*channel)->payload();
-  const uint64_t size = (*channel)->payload_size();
+  std::byte* payload = (*channel)->data();
+  const uint64_t size = (*channel)->data_size();
   // The rogue reads the header it is about to abuse, checking that its own
   // accesses stay inside the mapping.
   if (size < sizeof(ChannelHeaderData)) return Fail("channel payload too small");

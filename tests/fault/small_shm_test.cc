@@ -66,7 +66,7 @@ TEST_F(SmallShmTest, SegmentThatFitsWorksAndTheNextOneDoesNot) {
   const std::string second = "alkaid_fault_over" + UniqueSuffix();
   ASSERT_OK_AND_ASSIGN(auto segment, shm::Segment::Create(first, 3 * kMiB, shm::SegmentKind::kRaw));
   // Every page is usable: no SIGBUS when touching all of it.
-  std::memset(segment->payload(), 0x5A, segment->payload_size());
+  std::memset(segment->data(), 0x5A, segment->data_size());
   auto over = shm::Segment::Create(second, 2 * kMiB, shm::SegmentKind::kRaw);
   ASSERT_FALSE(over.ok());
   EXPECT_TRUE(over.status().IsOutOfMemory()) << over.status().ToString();

@@ -273,9 +273,9 @@ TEST_F(ShmTest, ChannelProducerKilledMidWriteLeavesNoHalfMessage) {
     // through a mapping of our own (the producer's is private).
     auto seg = Segment::Open(name, SegmentKind::kChannel);
     CHILD_CHECK(seg.ok(), 13, "%s", seg.status().ToString().c_str());
-    auto* header = reinterpret_cast<internal::ChannelHeaderData*>((*seg)->payload());
+    auto* header = reinterpret_cast<internal::ChannelHeaderData*>((*seg)->data());
     auto* slot = reinterpret_cast<internal::ChannelSlotData*>(
-        (*seg)->payload() + header->slots_offset + 2 * header->slot_size);
+        (*seg)->data() + header->slots_offset + 2 * header->slot_size);
     slot->sequence.store(2 * 2 + 1);
     slot->body_offset.store(uint64_t{1} << 40);
     slot->body_length.store(uint64_t{1} << 40);

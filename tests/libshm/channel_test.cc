@@ -444,7 +444,7 @@ TEST_F(ChannelTest, ConsumerRefusesAHeaderThatInflatesItsReturnQueue) {
   const std::string name = NewName("ch");
   ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, Small()));
   ASSERT_OK_AND_ASSIGN(auto rw, Segment::Open(name, SegmentKind::kChannel));
-  auto* header = reinterpret_cast<internal::ChannelHeaderData*>(rw->payload());
+  auto* header = reinterpret_cast<internal::ChannelHeaderData*>(rw->data());
   const uint32_t blocks = header->block_count;
   const uint32_t returns = header->return_capacity;
   header->return_capacity = 1u << 29;  // a 4 GiB queue
@@ -466,8 +466,8 @@ TEST_F(ChannelTest, RejectsSlotsNamingBytesOutsideTheArena) {
   ASSERT_OK(PublishPattern(producer.get(), 1, 64));
   // A rogue writer with the producer's access rewrites message 0's slot.
   ASSERT_OK_AND_ASSIGN(auto rw, Segment::Open(name, SegmentKind::kChannel));
-  const auto* h = reinterpret_cast<internal::ChannelHeaderData*>(rw->payload());
-  auto* slot = reinterpret_cast<internal::ChannelSlotData*>(rw->payload() + h->slots_offset);
+  const auto* h = reinterpret_cast<internal::ChannelHeaderData*>(rw->data());
+  auto* slot = reinterpret_cast<internal::ChannelSlotData*>(rw->data() + h->slots_offset);
   slot->body_length.store(h->arena_size + 1, std::memory_order_relaxed);
   ChannelMessage message;
   ASSERT_RAISES_WITH_MESSAGE(kInvalid, "outside the arena", consumer->Receive(&message, 1s));
@@ -495,7 +495,7 @@ TEST_F(ChannelTest, ARequestSeenBeforeItsBumpIsAcceptedAtTheNextPublish) {
     // Back to the moment between the request and the bump.
     ASSERT_OK_AND_ASSIGN(auto registry,
                          Segment::Open(name + ".reg", SegmentKind::kChannelRegistry));
-    auto* reg = reinterpret_cast<internal::RegistryHeaderData*>(registry->payload());
+    auto* reg = reinterpret_cast<internal::RegistryHeaderData*>(registry->data());
     reg->changes.fetch_sub(1, std::memory_order_relaxed);
     const auto listed = producer->consumers();
     ASSERT_EQ(listed.size(), 1u);
@@ -586,13 +586,13 @@ TEST_F(ChannelTest, PublishWakesABlockedConsumer) {
   ASSERT_OK(consumer->Receive(&message, 5s));
   ASSERT_OK_AND_ASSIGN(auto channel, Segment::Open(name, SegmentKind::kChannel,
                                                    SegmentOpenOptions{.read_only = true}));
-  const auto* header = reinterpret_cast<const internal::ChannelHeaderData*>(channel->payload());
+  const auto* header = reinterpret_cast<const internal::ChannelHeaderData*>(channel->data());
   const auto names = testing::SegmentsWithPrefix(name + ".c");
   ASSERT_EQ(names.size(), 1u);
   ASSERT_OK_AND_ASSIGN(auto own, Segment::Open(names[0], SegmentKind::kChannelConsumer,
                                                SegmentOpenOptions{.read_only = true}));
   const auto* waiting =
-      &reinterpret_cast<const internal::ConsumerSegHeaderData*>(own->payload())->waiting;
+      &reinterpret_cast<const internal::ConsumerSegHeaderData*>(own->data())->waiting;
   const uint32_t futex_before = header->data_futex.load();
   for (uint64_t round = 1; round <= 5; ++round) {
     Status received;

@@ -31,18 +31,18 @@ TEST_F(SegmentTest, CreateThenOpenSeesTheSameBytesAtAnotherAddress) {
   ASSERT_OK_AND_ASSIGN(auto created, Segment::Create(name, 4096, SegmentKind::kRaw));
   EXPECT_EQ(created->name(), name);
   EXPECT_EQ(created->kind(), SegmentKind::kRaw);
-  EXPECT_EQ(created->payload_size(), 4096u);
+  EXPECT_EQ(created->data_size(), 4096u);
   EXPECT_EQ(created->mapped_size(), Segment::TotalSizeFor(4096));
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(created->payload()) % 64, 0u);
-  for (uint64_t i = 0; i < 4096; ++i) ASSERT_EQ(created->payload()[i], std::byte{0});
-  std::memcpy(created->payload(), "hello", 5);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(created->data()) % 64, 0u);
+  for (uint64_t i = 0; i < 4096; ++i) ASSERT_EQ(created->data()[i], std::byte{0});
+  std::memcpy(created->data(), "hello", 5);
 
   ASSERT_OK_AND_ASSIGN(auto opened, Segment::Open(name, SegmentKind::kRaw));
-  EXPECT_NE(opened->payload(), created->payload());  // a second mapping
-  EXPECT_EQ(opened->payload_size(), 4096u);
-  EXPECT_EQ(std::memcmp(opened->payload(), "hello", 5), 0);
-  opened->payload()[100] = std::byte{42};
-  EXPECT_EQ(created->payload()[100], std::byte{42});
+  EXPECT_NE(opened->data(), created->data());  // a second mapping
+  EXPECT_EQ(opened->data_size(), 4096u);
+  EXPECT_EQ(std::memcmp(opened->data(), "hello", 5), 0);
+  opened->data()[100] = std::byte{42};
+  EXPECT_EQ(created->data()[100], std::byte{42});
 }
 
 // A mapping of at least one huge page is 2 MiB-aligned (so huge pages of the
@@ -52,12 +52,12 @@ TEST_F(SegmentTest, LargeMappingsAre2MiBAligned) {
   ASSERT_OK_AND_ASSIGN(auto created, Segment::Create(name, 3 << 20, SegmentKind::kRaw));
   ASSERT_OK_AND_ASSIGN(auto opened, Segment::Open(name, SegmentKind::kRaw));
   for (const auto* s : {created.get(), opened.get()}) {
-    const auto base = reinterpret_cast<uintptr_t>(s->payload()) - 128;
+    const auto base = reinterpret_cast<uintptr_t>(s->data()) - 128;
     EXPECT_EQ(base % (2u << 20), 0u);
   }
   EXPECT_FALSE(created->huge_pages());  // not asked for
-  created->payload()[(3 << 20) - 1] = std::byte{7};
-  EXPECT_EQ(opened->payload()[(3 << 20) - 1], std::byte{7});
+  created->data()[(3 << 20) - 1] = std::byte{7};
+  EXPECT_EQ(opened->data()[(3 << 20) - 1], std::byte{7});
 }
 
 // kTry gives huge pages where the kernel can (Linux 6.1+, THP not denied)
@@ -71,17 +71,17 @@ TEST_F(SegmentTest, HugePagesAreUsedWhenAvailableOrTheReasonIsGiven) {
   options.huge_pages = HugePages::kTry;
   ASSERT_OK_AND_ASSIGN(auto created, Segment::Create(name, 5 << 20, SegmentKind::kRaw, options));
   EXPECT_EQ(created->mapped_size() % (2u << 20), 0u);
-  EXPECT_GE(created->payload_size(), uint64_t{5} << 20);
-  for (uint64_t i = 0; i < created->payload_size(); i += 4096) {
-    ASSERT_EQ(created->payload()[i], std::byte{0});
+  EXPECT_GE(created->data_size(), uint64_t{5} << 20);
+  for (uint64_t i = 0; i < created->data_size(); i += 4096) {
+    ASSERT_EQ(created->data()[i], std::byte{0});
   }
   ASSERT_OK_AND_ASSIGN(auto opened, Segment::Open(name, SegmentKind::kRaw));
-  created->payload()[4 << 20] = std::byte{9};
-  EXPECT_EQ(opened->payload()[4 << 20], std::byte{9});
+  created->data()[4 << 20] = std::byte{9};
+  EXPECT_EQ(opened->data()[4 << 20], std::byte{9});
   if (created->huge_pages()) {
     EXPECT_TRUE(created->huge_pages_error().empty());
-    EXPECT_GE(ShmemPmdMappedKb(created->payload()), 4096);
-    EXPECT_GE(ShmemPmdMappedKb(opened->payload()), 4096);
+    EXPECT_GE(ShmemPmdMappedKb(created->data()), 4096);
+    EXPECT_GE(ShmemPmdMappedKb(opened->data()), 4096);
   } else {
     EXPECT_NE(created->huge_pages_error().find("MADV_COLLAPSE"), std::string::npos)
         << created->huge_pages_error();
@@ -117,11 +117,11 @@ TEST_F(SegmentTest, PermissionsDefaultToOwnerOnlyAndGroupOnRequest) {
 TEST_F(SegmentTest, CreateOfAnExistingNameFailsAndKeepsTheOriginal) {
   const std::string name = NewName();
   ASSERT_OK_AND_ASSIGN(auto first, Segment::Create(name, 128, SegmentKind::kRaw));
-  first->payload()[0] = std::byte{7};
+  first->data()[0] = std::byte{7};
   ASSERT_RAISES(kAlreadyExists, Segment::Create(name, 256, SegmentKind::kRaw));
   ASSERT_OK_AND_ASSIGN(auto again, Segment::Open(name, SegmentKind::kRaw));
-  EXPECT_EQ(again->payload()[0], std::byte{7});
-  EXPECT_EQ(again->payload_size(), 128u);
+  EXPECT_EQ(again->data()[0], std::byte{7});
+  EXPECT_EQ(again->data_size(), 128u);
 }
 
 TEST_F(SegmentTest, OpenAndRemoveOfAMissingNameGiveKeyError) {
@@ -135,8 +135,8 @@ TEST_F(SegmentTest, RemoveUnlinksButMappingsStayValid) {
   ASSERT_OK_AND_ASSIGN(auto seg, Segment::Create(name, 64, SegmentKind::kRaw));
   ASSERT_OK(Segment::Remove(name));
   ASSERT_RAISES(kKeyError, Segment::Open(name, SegmentKind::kRaw));
-  seg->payload()[63] = std::byte{1};  // still mapped
-  EXPECT_EQ(seg->payload()[63], std::byte{1});
+  seg->data()[63] = std::byte{1};  // still mapped
+  EXPECT_EQ(seg->data()[63], std::byte{1});
 }
 
 TEST_F(SegmentTest, NamesAreValidated) {
@@ -202,7 +202,7 @@ TEST_F(SegmentTest, OpenChecksRecordedSizeAndVersionAgainstTheMapping) {
   ASSERT_OK_AND_ASSIGN(auto seg2, Segment::Create(other, 4096, SegmentKind::kRaw));
   // The layout version follows the 8-byte magic at offset 0 of the header.
   uint32_t bad_version = 99;
-  std::memcpy(seg2->payload() - 128 + 8, &bad_version, 4);
+  std::memcpy(seg2->data() - 128 + 8, &bad_version, 4);
   ASSERT_RAISES_WITH_MESSAGE(kInvalid, "layout version 99",
                              Segment::Open(other, SegmentKind::kRaw));
 }

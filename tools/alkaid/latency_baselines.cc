@@ -152,8 +152,8 @@ Status PayloadPongSide(const RunSpec& spec, const std::string& name, measure::Pa
   }
   ALKAID_ASSIGN_OR_RAISE(auto segment, shm::Segment::Open(name, shm::SegmentKind::kChannel));
   s->ready.fetch_add(1);
-  const std::byte* payload = segment->payload();
-  const uint64_t limit = segment->payload_size() - static_cast<uint64_t>(rows) * 8;
+  const std::byte* payload = segment->data();
+  const uint64_t limit = segment->data_size() - static_cast<uint64_t>(rows) * 8;
   uint64_t seen = 0;
   while (true) {
     uint64_t k;
@@ -166,7 +166,7 @@ Status PayloadPongSide(const RunSpec& spec, const std::string& name, measure::Pa
     const uint64_t at = signal->body_offset;
     if (at > limit) {
       return Status::Invalid("payload floor ping ", id, ": body offset ", at, " is past the ",
-                             segment->payload_size(), "-byte segment");
+                             segment->data_size(), "-byte segment");
     }
     const auto* values = reinterpret_cast<const int64_t*>(payload + at);
     const int64_t first = values[0];

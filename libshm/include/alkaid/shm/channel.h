@@ -137,7 +137,7 @@ class ALKAID_EXPORT ChannelLoan {
   /// The block's bytes: `length` asked for, writable; 64-byte aligned.
   std::span<std::byte> data() const { return data_; }
   bool valid() const { return held_; }
-  /// Offset of data() from the start of the channel segment's payload, as
+  /// Offset of data() from the start of the channel segment's data, as
   /// consumers see it (ChannelMessage::body_offset()).
   uint64_t offset() const { return offset_; }
   /// Name of the channel the loan is of (empty for a loan that never was).
@@ -317,7 +317,7 @@ class ALKAID_EXPORT ChannelMessage {
   /// The body (empty for a message without body).
   std::span<const std::byte> body() const { return body_.data(); }
   bool has_body() const { return body_.valid(); }
-  /// Offset of body() from the start of the channel segment's payload.
+  /// Offset of body() from the start of the channel segment's data.
   uint64_t body_offset() const { return body_offset_; }
   uint64_t user() const { return user_; }
   uint32_t shape() const { return shape_; }

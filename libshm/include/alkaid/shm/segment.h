@@ -5,9 +5,9 @@
 ///
 /// A Segment is a named object under /dev/shm, mapped read-write into the
 /// calling process. Every segment starts with a 128-byte header (magic number,
-/// layout version, kind, total size) followed by the payload area that the
+/// layout version, kind, total size) followed by the data area that the
 /// channel (or the caller, for kRaw) lays out. Nothing in shared memory is a
-/// pointer: the payload may be mapped at a different address in every
+/// pointer: the data may be mapped at a different address in every
 /// process.
 ///
 /// The space of a segment is reserved when it is created, so a full /dev/shm
@@ -25,12 +25,12 @@
 
 namespace alkaid::shm {
 
-/// What a segment's payload holds; recorded in the header at creation and
+/// What a segment's data holds; recorded in the header at creation and
 /// checked by Open() so that a channel's segment is never mistaken for a
 /// consumer's. Values 2 and 3 belonged to two removed segment kinds and are
 /// not reused.
 enum class SegmentKind : uint32_t {
-  kRaw = 1,              ///< payload laid out by the caller
+  kRaw = 1,              ///< data laid out by the caller
   kChannel = 4,          ///< a channel's slots and arena, written by its producer (channel.h)
   kChannelRegistry = 5,  ///< a channel's consumer registrations (channel.h)
   kChannelConsumer = 6,  ///< one channel consumer's cursor and returns (channel.h)
@@ -64,7 +64,7 @@ struct SegmentOptions {
   /// File mode of the shared-memory object. Default: owner only (0600).
   SegmentAccess access = SegmentAccess::kOwnerOnly;
   /// Enter every page of the segment into this process's page tables at
-  /// creation (MADV_POPULATE_WRITE), so that writing or reading the payload
+  /// creation (MADV_POPULATE_WRITE), so that writing or reading the data
   /// later never takes a page fault: a fault on a fresh page costs about a
   /// microsecond, more than publishing a message. Costs one pass over the
   /// segment at creation. Default: true.
@@ -111,22 +111,22 @@ inline constexpr uint64_t kMaxSegmentSize = uint64_t{1} << 40;
 /// Destroying a Segment never unlinks the name.
 ///
 /// Thread safety: a Segment is immutable after Create/Open; its accessors may
-/// be called from any thread. What lives in the payload defines its own rules.
+/// be called from any thread. What lives in the data defines its own rules.
 class ALKAID_EXPORT Segment {
  public:
   ~Segment();
   Segment(const Segment&) = delete;
   Segment& operator=(const Segment&) = delete;
 
-  /// Creates segment `name` with room for `payload_size` bytes after the
+  /// Creates segment `name` with room for `data_size` bytes after the
   /// header, reserves its space (posix_fallocate) and maps it. Fails with
   /// AlreadyExists if the name is taken, OutOfMemory if /dev/shm cannot hold
   /// it (nothing is left behind), Invalid for a bad name or size.
   ///
-  /// The payload is zero-filled. The header's magic number is published last,
+  /// The data is zero-filled. The header's magic number is published last,
   /// so a concurrent Open() sees either no segment, an "initialising"
   /// segment (error), or a complete header.
-  static Result<std::shared_ptr<Segment>> Create(std::string_view name, uint64_t payload_size,
+  static Result<std::shared_ptr<Segment>> Create(std::string_view name, uint64_t data_size,
                                                  SegmentKind kind,
                                                  const SegmentOptions& options = {});
 
@@ -146,16 +146,16 @@ class ALKAID_EXPORT Segment {
   /// [A-Za-z0-9._-], not starting with '.', no slash.
   static Status ValidateName(std::string_view name);
 
-  /// Total size of a segment created with `payload_size` payload bytes.
-  static uint64_t TotalSizeFor(uint64_t payload_size);
+  /// Total size of a segment created with `data_size` bytes of data.
+  static uint64_t TotalSizeFor(uint64_t data_size);
 
   /// The segment's name, without the leading slash.
   const std::string& name() const { return name_; }
   SegmentKind kind() const { return kind_; }
-  /// First payload byte; 64-byte aligned. Valid while this object lives.
-  std::byte* payload() const { return payload_; }
-  /// Bytes available from payload().
-  uint64_t payload_size() const { return payload_size_; }
+  /// First data byte; 64-byte aligned. Valid while this object lives.
+  std::byte* data() const { return data_; }
+  /// Bytes available from data().
+  uint64_t data_size() const { return data_size_; }
   /// Bytes mapped, header included.
   uint64_t mapped_size() const { return mapped_size_; }
   /// Whether this mapping is known to be backed by huge pages: true after a
@@ -177,8 +177,8 @@ class ALKAID_EXPORT Segment {
   std::string name_;
   SegmentKind kind_;
   std::unique_ptr<Mapping> mapping_;
-  std::byte* payload_ = nullptr;
-  uint64_t payload_size_ = 0;
+  std::byte* data_ = nullptr;
+  uint64_t data_size_ = 0;
   uint64_t mapped_size_ = 0;
   bool huge_pages_ = false;
   std::string huge_pages_error_;

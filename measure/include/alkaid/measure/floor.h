@@ -101,7 +101,7 @@ struct alignas(64) PayloadLine {
 
   std::atomic<uint64_t> ping;  ///< A -> B: round trip k >= 1, or kQuit
   std::atomic<uint64_t> pong;  ///< B -> A: the last round trip answered, or kReady
-  uint64_t body_offset;        ///< round trip k's body, from the channel segment's payload
+  uint64_t body_offset;        ///< round trip k's body, from the channel segment's data
   int64_t id;                  ///< what the body holds, for B's check (< 0: a warm-up)
 
   /// A: hands round trip k over.
