@@ -15,7 +15,7 @@
    the pyarrow client subtracts it from CLOCK_MONOTONIC when the batch is
    in its hands. Paced one batch per 2 ms; p50 / p99 / max.
 
-Usage: flight_bench.py BUILD_DIR [--quick] [--rounds N] [--no-latency]
+Usage: flight_bench.py BUILD_DIR [--quick] [--rounds N] [--no-latency | --latency-only] [--spin-wait]
 (BUILD_DIR: e.g. build/release). --quick (64 MiB per run, 50 latency
 samples) is what ctest runs (flight_bench_smoke_test): it fails if any byte
 or batch is missing. --rounds N measures each size N times, Alkaid then
@@ -40,6 +40,8 @@ build = sys.argv[1]
 quick = "--quick" in sys.argv
 ROUNDS = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 1
 LATENCY = "--no-latency" not in sys.argv
+THROUGHPUT = "--latency-only" not in sys.argv
+SERVER_ARGS = ["--spin-wait"] if "--spin-wait" in sys.argv else []  # alkaid-flight's option
 BROKER = os.path.join(build, "broker/daemon/alkaid-broker")
 ALKAID = os.path.join(build, "tools/alkaid/alkaid")
 FLIGHT = os.path.join(build, "flight/alkaid-flight")
@@ -97,7 +99,8 @@ class Alkaid:
                              capture_output=True).returncode != 0:
             time.sleep(0.01)
         self.server = subprocess.Popen([FLIGHT, "--socket", self.socket, "--listen",
-                                        "127.0.0.1:0"], stdout=subprocess.PIPE, text=True)
+                                        "127.0.0.1:0", *SERVER_ARGS], stdout=subprocess.PIPE,
+                                       text=True)
         self.port = int(self.server.stdout.readline().rsplit(" ", 1)[1])
 
     def waiting(self, topic):
@@ -238,7 +241,7 @@ def main():
     try:
         with tempfile.TemporaryDirectory(dir="/dev/shm" if os.path.isdir("/dev/shm") else None) as tmp:
             ratios = {}
-            for round_index in range(ROUNDS):
+            for round_index in range(ROUNDS if THROUGHPUT else 0):
                 for size_name, rows in (("1MiB", 131072), ("64KiB", 8192)):
                     ratios.setdefault(size_name, []).append(
                         throughput(alkaid, tmp, size_name, rows, round_index))

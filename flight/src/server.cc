@@ -153,8 +153,8 @@ namespace pb = internal::pb;
 // offered: gRPC answers UNIMPLEMENTED.
 class Service final : public grpc::Service {
  public:
-  Service(std::string socket, std::optional<internal::TokenTable> tokens)
-      : socket_(std::move(socket)), tokens_(std::move(tokens)) {
+  Service(std::string socket, std::optional<internal::TokenTable> tokens, bool spin_wait)
+      : socket_(std::move(socket)), tokens_(std::move(tokens)), spin_wait_(spin_wait) {
     using grpc::internal::RpcMethod;
     using grpc::internal::RpcServiceMethod;
     AddMethod(new RpcServiceMethod(
@@ -365,10 +365,10 @@ class Service final : public grpc::Service {
     options.socket_path = socket_;
     options.from_oldest = ticket.from_oldest;
     options.payload_kind = std::nullopt;
-    // The consumer sleeps on the channel's futex: the spin of the default
-    // kSpinThenBlock took most of the bridge's CPU (docs/FLIGHT.md,
-    // "Figures"), and a remote client is no place for microseconds.
-    options.wait_mode = shm::WaitMode::kBlock;
+    // The consumer sleeps on the channel's futex unless told to spin
+    // (FlightServerOptions::spin_wait): the spin of kSpinThenBlock took
+    // most of the bridge's CPU (docs/FLIGHT.md, "Figures").
+    options.wait_mode = spin_wait_ ? shm::WaitMode::kSpinThenBlock : shm::WaitMode::kBlock;
     // A topic that does not exist yet is waited for, as `alkaid subscribe`
     // does: the broker makes this consumer one of the topic's when it is
     // created, so it gets every batch from the first. A client that goes
@@ -473,6 +473,7 @@ class Service final : public grpc::Service {
 
   std::string socket_;
   std::optional<internal::TokenTable> tokens_;
+  bool spin_wait_;
   mutable CancelWatch cancel_watch_;
 };
 
@@ -518,7 +519,8 @@ Result<std::unique_ptr<FlightServer>> FlightServer::Start(const FlightServerOpti
   auto impl = std::make_unique<Impl>();
   std::string socket =
       options.broker_socket.empty() ? client::DefaultBrokerSocket() : options.broker_socket;
-  impl->service = std::make_unique<Service>(std::move(socket), std::move(tokens));
+  impl->service =
+      std::make_unique<Service>(std::move(socket), std::move(tokens), options.spin_wait);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, credentials, &impl->port);
   builder.RegisterService(impl->service.get());
