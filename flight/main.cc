@@ -26,6 +26,8 @@ int Main(int argc, char** argv) {
   app.add_option("--tokens", options.tokens_file,
                  "JSON token file: bearer tokens and the topics each may read and write")
       ->check(CLI::ExistingFile);
+  app.add_flag("--spin-wait", options.spin_wait,
+               "DoGet consumers spin before they sleep (lower latency, a core per waiting stream)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -13,7 +13,12 @@ scripts/build.sh fuzz
 gold=tests/data/arrow-gold/cpp-21.0.0
 status=0
 for target in ipc_stream_fuzz ipc_file_fuzz ipc_message_fuzz unsafe_row_fuzz control_protocol_fuzz \
-  channel_fuzz batch_channel_fuzz c_data_import_fuzz; do
+  channel_fuzz batch_channel_fuzz c_data_import_fuzz flight_data_fuzz; do
+  if [ "$target" = flight_data_fuzz ] && [ ! -x "build/fuzz/fuzz/$target" ]; then
+    # Built only with the Flight bridge (gRPC and protobuf found, docs/FLIGHT.md).
+    echo "$target not built (no gRPC/protobuf: ALKAID_FLIGHT); it is not run" >&2
+    continue
+  fi
   work="build/fuzz/corpus/$target"
   mkdir -p "$work"
   seeds=()
@@ -25,6 +30,7 @@ for target in ipc_stream_fuzz ipc_file_fuzz ipc_message_fuzz unsafe_row_fuzz con
     channel_fuzz) ;;  # shared-memory patches: only its own seeds in fuzz/corpus/channel_fuzz
     batch_channel_fuzz) ;;  # hostile messages: only its own seeds in fuzz/corpus/batch_channel_fuzz
     c_data_import_fuzz) ;;  # struct trees: only its own seeds in fuzz/corpus/c_data_import_fuzz
+    flight_data_fuzz) ;;  # framed FlightData: only its own seeds in fuzz/corpus/flight_data_fuzz
     *) cp -n "$gold"/*.stream "$work"/ ;;
   esac
   mkdir -p "build/fuzz/artifacts/$target"

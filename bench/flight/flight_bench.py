@@ -15,9 +15,12 @@
    the pyarrow client subtracts it from CLOCK_MONOTONIC when the batch is
    in its hands. Paced one batch per 2 ms; p50 / p99 / max.
 
-Usage: flight_bench.py BUILD_DIR [--quick]   (BUILD_DIR: e.g. build/release)
---quick (64 MiB per run, 50 latency samples) is what ctest runs
-(flight_bench_smoke_test): it fails if any byte or batch is missing.
+Usage: flight_bench.py BUILD_DIR [--quick] [--rounds N] [--no-latency | --latency-only] [--spin-wait]
+(BUILD_DIR: e.g. build/release). --quick (64 MiB per run, 50 latency
+samples) is what ctest runs (flight_bench_smoke_test): it fails if any byte
+or batch is missing. --rounds N measures each size N times, Alkaid then
+Arrow each round, and prints each round's ratio (Alkaid's GB/s over
+Arrow's) and the median ratio; the load average is printed before and after.
 """
 
 import os
@@ -35,6 +38,10 @@ import pyarrow.ipc
 
 build = sys.argv[1]
 quick = "--quick" in sys.argv
+ROUNDS = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 1
+LATENCY = "--no-latency" not in sys.argv
+THROUGHPUT = "--latency-only" not in sys.argv
+SERVER_ARGS = ["--spin-wait"] if "--spin-wait" in sys.argv else []  # alkaid-flight's option
 BROKER = os.path.join(build, "broker/daemon/alkaid-broker")
 ALKAID = os.path.join(build, "tools/alkaid/alkaid")
 FLIGHT = os.path.join(build, "flight/alkaid-flight")
@@ -92,7 +99,8 @@ class Alkaid:
                              capture_output=True).returncode != 0:
             time.sleep(0.01)
         self.server = subprocess.Popen([FLIGHT, "--socket", self.socket, "--listen",
-                                        "127.0.0.1:0"], stdout=subprocess.PIPE, text=True)
+                                        "127.0.0.1:0", *SERVER_ARGS], stdout=subprocess.PIPE,
+                                       text=True)
         self.port = int(self.server.stdout.readline().rsplit(" ", 1)[1])
 
     def waiting(self, topic):
@@ -134,7 +142,7 @@ def report(side, size, nbytes, seconds, server_cpu, client_cpu, producer_cpu=Non
     print(line, flush=True)
 
 
-def throughput(alkaid, tmp, size_name, rows):
+def throughput(alkaid, tmp, size_name, rows, round_index=0):
     batch = pa.record_batch([pa.array(range(rows), pa.int64())], names=["v"])
     count = max(4, TOTAL // batch.nbytes) + 1  # +1: the first batch starts the clock
     # Alkaid: a stream file of `count` batches, published as fast as it goes.
@@ -142,7 +150,7 @@ def throughput(alkaid, tmp, size_name, rows):
     with pa.OSFile(path, "wb") as f, pa.ipc.new_stream(f, batch.schema) as w:
         for _ in range(count):
             w.write_batch(batch)
-    topic = f"tp{size_name}"
+    topic = f"tp{size_name}r{round_index}"  # a new topic each round: the client waits for it
     client = start_client(f"grpc://127.0.0.1:{alkaid.port}", f"live/{topic}")
     while not alkaid.waiting(topic):
         time.sleep(0.01)
@@ -158,6 +166,7 @@ def throughput(alkaid, tmp, size_name, rows):
     check_received("alkaid", nbytes, (count - 1) * batch.nbytes)
     report("alkaid", size_name, nbytes, seconds, s1 - s0, client_cpu,
            usage.ru_utime + usage.ru_stime)
+    alkaid_rate = nbytes / seconds
     # Arrow C++'s server (pyarrow FlightServerBase), the same batches in memory.
     server = subprocess.Popen([sys.executable, "-c", ARROW_SERVER, str(rows), str(count)],
                               stdout=subprocess.PIPE, text=True)
@@ -171,6 +180,14 @@ def throughput(alkaid, tmp, size_name, rows):
     server.send_signal(signal.SIGTERM)
     server.wait()
     os.unlink(path)
+    ratio = alkaid_rate / (nbytes / seconds)
+    print(f"ratio  {size_name:>7}  {ratio:.2f}x  (alkaid / arrow)", flush=True)
+    return ratio
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
 
 
 def latency(alkaid):
@@ -220,13 +237,23 @@ def latency(alkaid):
 
 def main():
     alkaid = Alkaid()
+    print(f"load average {loadavg()} (start); alkaid-flight pid {alkaid.server.pid}", flush=True)
     try:
         with tempfile.TemporaryDirectory(dir="/dev/shm" if os.path.isdir("/dev/shm") else None) as tmp:
-            for size_name, rows in (("1MiB", 131072), ("64KiB", 8192)):
-                throughput(alkaid, tmp, size_name, rows)
-        latency(alkaid)
+            ratios = {}
+            for round_index in range(ROUNDS if THROUGHPUT else 0):
+                for size_name, rows in (("1MiB", 131072), ("64KiB", 8192)):
+                    ratios.setdefault(size_name, []).append(
+                        throughput(alkaid, tmp, size_name, rows, round_index))
+            if ROUNDS > 1:
+                for size_name, r in ratios.items():
+                    print(f"ratio  {size_name:>7}  median {statistics.median(r):.2f}x of "
+                          f"{len(r)} rounds: {' '.join(f'{x:.2f}' for x in r)}", flush=True)
+        if LATENCY:
+            latency(alkaid)
     finally:
         alkaid.close()
+    print(f"load average {loadavg()} (end)", flush=True)
 
 
 main()

@@ -78,6 +78,31 @@ Result<std::unique_ptr<ipc::Message>> FlightDataToMessage(
   return ipc::Message::Open(std::move(metadata), std::move(body_buffer));
 }
 
+Status PutDecoder::Start(const std::shared_ptr<pb::FlightData>& first) {
+  ALKAID_ASSIGN_OR_RAISE(auto message, FlightDataToMessage(first));
+  if (message->type() != ipc::MessageType::kSchema) {
+    return Status::Invalid("the first message is a ", ipc::MessageTypeName(message->type()),
+                           " message, not the schema");
+  }
+  ALKAID_ASSIGN_OR_RAISE(schema_, ipc::ReadSchema(*message, &memo_, options_));
+  return Status::OK();
+}
+
+Result<format::RecordBatchPtr> PutDecoder::Next(const std::shared_ptr<pb::FlightData>& data) {
+  if (schema_ == nullptr) return Status::Invalid("a message before the schema");
+  ALKAID_ASSIGN_OR_RAISE(auto message, FlightDataToMessage(data));
+  switch (message->type()) {
+    case ipc::MessageType::kDictionaryBatch:
+      ALKAID_RETURN_NOT_OK(ipc::ReadDictionary(*message, &memo_, options_).status());
+      return format::RecordBatchPtr();
+    case ipc::MessageType::kRecordBatch:
+      return ipc::ReadRecordBatch(*message, schema_, &memo_, options_);
+    case ipc::MessageType::kSchema:
+      break;
+  }
+  return Status::Invalid("a second schema message");
+}
+
 namespace {
 constexpr std::string_view kOldest = "oldest/";
 constexpr std::string_view kLive = "live/";
@@ -211,6 +236,10 @@ uint64_t ParseLostMetadata(const std::string& app_metadata) {
   const auto it = json.find("lost_before");
   if (it == json.end() || !it->is_number_unsigned()) return 0;
   return it->get<uint64_t>();
+}
+
+std::string PublishedMetadata(uint64_t published) {
+  return nlohmann::json{{"published", published}}.dump();
 }
 
 }  // namespace alkaid::flight::internal

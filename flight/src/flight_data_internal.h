@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include <grpcpp/support/status.h>
 
@@ -15,6 +16,7 @@
 #include "alkaid/format/ipc/dictionary.h"
 #include "alkaid/format/ipc/message.h"
 #include "alkaid/format/ipc/options.h"
+#include "alkaid/format/ipc/reader.h"
 #include "alkaid/format/ipc/writer.h"
 #include "alkaid/format/record_batch.h"
 #include "proto_internal.h"
@@ -42,6 +44,30 @@ Status PayloadToFlightData(const format::ipc::IpcPayload& payload, pb::FlightDat
 Result<std::unique_ptr<format::ipc::Message>> FlightDataToMessage(
     const std::shared_ptr<pb::FlightData>& data);
 
+/// DoPut's decoding of what a client sends: the Schema message first, then
+/// dictionary batches (applied) and record batches, decoded against it.
+/// The server runs every received FlightData through it, and
+/// fuzz/flight_data_fuzz.cc feeds it hostile ones. Not thread-safe.
+class PutDecoder {
+ public:
+  explicit PutDecoder(format::ipc::IpcReadOptions options = {}) : options_(std::move(options)) {}
+
+  /// The first message, which must be a Schema; Invalid naming what it is
+  /// otherwise.
+  Status Start(const std::shared_ptr<pb::FlightData>& first);
+  /// The schema Start read.
+  const format::SchemaPtr& schema() const { return schema_; }
+  /// A following message: its record batch (whose buffers share `data`), or
+  /// null for a dictionary batch (applied to later batches); Invalid for a
+  /// second Schema or anything that does not decode.
+  Result<format::RecordBatchPtr> Next(const std::shared_ptr<pb::FlightData>& data);
+
+ private:
+  format::ipc::IpcReadOptions options_;
+  format::ipc::DictionaryMemo memo_;
+  format::SchemaPtr schema_;
+};
+
 /// Tickets: "oldest/TOPIC" (from the oldest held batch, then live) and
 /// "live/TOPIC".
 struct ParsedTicket {
@@ -66,5 +92,8 @@ Status FromGrpc(const grpc::Status& status, const char* call);
 std::string LostMetadata(uint64_t lost_before);
 /// The N of LostMetadata, 0 for anything else.
 uint64_t ParseLostMetadata(const std::string& app_metadata);
+/// app_metadata of DoPut's PutResult after the N-th record batch of the
+/// call was published: {"published": N}.
+std::string PublishedMetadata(uint64_t published);
 
 }  // namespace alkaid::flight::internal

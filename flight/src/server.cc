@@ -4,12 +4,16 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <fstream>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <sstream>
+#include <stop_token>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include <grpcpp/grpcpp.h>
@@ -24,6 +28,7 @@
 #include "alkaid/format/ipc/dictionary_tracker.h"
 #include "alkaid/format/ipc/reader.h"
 #include "alkaid/format/ipc/writer.h"
+#include "alkaid/format/unsafe_row.h"
 #include "auth_internal.h"
 #include "flight_data_internal.h"
 #include "payload_serialization_internal.h"
@@ -67,10 +72,76 @@ Result<std::string> ReadFile(const std::string& path, const char* what) {
 
 enum class Access : uint8_t { kList, kRead, kWrite };
 
-// How often a DoGet waiting for data or for its topic looks whether its
-// client is still there.
+// How often a DoGet waiting for data looks whether its client is still
+// there.
 constexpr auto kPollInterval = std::chrono::milliseconds(100);
-constexpr auto kTopicWaitSlice = std::chrono::milliseconds(2000);
+// How often CancelWatch looks at the calls it watches.
+constexpr auto kCancelPoll = std::chrono::milliseconds(10);
+
+// Turns "the client went away" into a stop request for the DoGets waiting
+// for their topic (ConsumerOptions::stop). gRPC's sync API has no callback
+// for it, only ServerContext::IsCancelled (thread-safe), so one thread
+// looks at every watched call each kCancelPoll, and only while there is
+// one: an idle server, or one whose DoGets all stream, runs nothing.
+class CancelWatch {
+  struct Entry {
+    const grpc::ServerContext* context;
+    std::stop_source source;
+  };
+
+ public:
+  CancelWatch() : thread_([this](const std::stop_token& stop) { Run(stop); }) {}
+  ~CancelWatch() {
+    thread_.request_stop();
+    changed_.notify_all();
+  }
+  CancelWatch(const CancelWatch&) = delete;
+  CancelWatch& operator=(const CancelWatch&) = delete;
+
+  /// While alive, a stop is requested on token() once `context`'s call is
+  /// cancelled (the client went away or the server shuts down).
+  class Scope {
+   public:
+    Scope(CancelWatch* watch, const grpc::ServerContext* context) : watch_(watch) {
+      const std::lock_guard lock(watch_->mutex_);
+      entry_ = watch_->watched_.insert(watch_->watched_.end(), Entry{context, {}});
+      token_ = entry_->source.get_token();
+      watch_->changed_.notify_all();
+    }
+    ~Scope() {
+      const std::lock_guard lock(watch_->mutex_);
+      watch_->watched_.erase(entry_);
+    }
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+    const std::stop_token& token() const { return token_; }
+
+   private:
+    CancelWatch* watch_;
+    std::list<CancelWatch::Entry>::iterator entry_;
+    std::stop_token token_;
+  };
+
+ private:
+  void Run(const std::stop_token& stop) {
+    std::unique_lock lock(mutex_);
+    while (!stop.stop_requested()) {
+      if (watched_.empty()) {
+        changed_.wait(lock, stop, [this] { return !watched_.empty(); });
+        continue;
+      }
+      for (auto& entry : watched_) {
+        if (entry.context->IsCancelled()) entry.source.request_stop();
+      }
+      changed_.wait_for(lock, stop, kCancelPoll, [] { return false; });
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable_any changed_;
+  std::list<Entry> watched_;
+  std::jthread thread_;  // last: stopped and joined before the rest goes
+};
 
 using internal::FlightPayload;
 namespace pb = internal::pb;
@@ -82,8 +153,8 @@ namespace pb = internal::pb;
 // offered: gRPC answers UNIMPLEMENTED.
 class Service final : public grpc::Service {
  public:
-  Service(std::string socket, std::optional<internal::TokenTable> tokens)
-      : socket_(std::move(socket)), tokens_(std::move(tokens)) {
+  Service(std::string socket, std::optional<internal::TokenTable> tokens, bool spin_wait)
+      : socket_(std::move(socket)), tokens_(std::move(tokens)), spin_wait_(spin_wait) {
     using grpc::internal::RpcMethod;
     using grpc::internal::RpcServiceMethod;
     AddMethod(new RpcServiceMethod(
@@ -180,7 +251,9 @@ class Service final : public grpc::Service {
     if (auto status = Authorize(*context, *topic, Access::kRead); !status.ok()) return status;
     auto found = FindTopic(*topic);
     if (!found.ok()) return internal::ToGrpc(found.status());
-    auto bytes = internal::SerializeSchema(*found->schema);
+    auto schema = ServedSchema(*found);
+    if (!schema.ok()) return internal::ToGrpc(schema.status());
+    auto bytes = internal::SerializeSchema(**schema);
     if (!bytes.ok()) return internal::ToGrpc(bytes.status());
     result->set_schema(std::move(*bytes));
     return grpc::Status::OK;
@@ -257,8 +330,19 @@ class Service final : public grpc::Service {
     return Status::KeyError("the broker has no topic '", name, "'");
   }
 
+  // The schema DoGet sends for `topic`: an unsafe-row topic's batches are
+  // read as format::RowOutputSchema (dictionary columns decoded to their
+  // values), so that is what FlightInfo and GetSchema say too.
+  static Result<format::SchemaPtr> ServedSchema(const client::TopicStatus& topic) {
+    if (topic.kind == client::TopicKind::kUnsafeRow) {
+      return format::RowOutputSchema(*topic.schema);
+    }
+    return topic.schema;
+  }
+
   static Status FillInfo(const client::TopicStatus& topic, internal::pb::FlightInfo* info) {
-    ALKAID_ASSIGN_OR_RAISE(auto schema, internal::SerializeSchema(*topic.schema));
+    ALKAID_ASSIGN_OR_RAISE(auto served, ServedSchema(topic));
+    ALKAID_ASSIGN_OR_RAISE(auto schema, internal::SerializeSchema(*served));
     info->set_schema(std::move(schema));
     auto* descriptor = info->mutable_flight_descriptor();
     descriptor->set_type(internal::pb::FlightDescriptor::PATH);
@@ -281,25 +365,28 @@ class Service final : public grpc::Service {
     options.socket_path = socket_;
     options.from_oldest = ticket.from_oldest;
     options.kind = std::nullopt;
+    // The consumer sleeps on the channel's futex unless told to spin
+    // (FlightServerOptions::spin_wait): the spin of kSpinThenBlock took
+    // most of the bridge's CPU (docs/FLIGHT.md, "Figures").
+    options.wait_mode = spin_wait_ ? shm::WaitMode::kSpinThenBlock : shm::WaitMode::kBlock;
     // A topic that does not exist yet is waited for, as `alkaid subscribe`
     // does: the broker makes this consumer one of the topic's when it is
-    // created, so it gets every batch from the first. The wait is taken in
-    // slices so that a client that goes away is noticed.
-    options.wait_for_topic = kTopicWaitSlice;
+    // created, so it gets every batch from the first. A client that goes
+    // away cancels the wait (CancelWatch).
+    options.wait_for_topic = std::chrono::milliseconds::max();
     std::unique_ptr<client::Consumer> consumer;
-    while (true) {
+    {
+      const CancelWatch::Scope watched(&cancel_watch_, &context);
+      options.stop = watched.token();
       auto opened = client::Consumer::Open(ticket.topic, options);
-      if (opened.ok()) {
-        consumer = std::move(*opened);
-        break;
+      if (!opened.ok()) {
+        if (opened.status().code() == StatusCode::kCancelled) {
+          return Status::Cancelled("DoGet: the client went away while waiting for topic '",
+                                   ticket.topic, "'");
+        }
+        return opened.status();
       }
-      if (!opened.status().IsTimedOut()) return opened.status();
-      if (context.IsCancelled()) return Status::Cancelled("DoGet: the client went away");
-      // The topic did not exist when this call began, so whatever it holds
-      // by the next Open was published after the client asked: read from
-      // the oldest batch held, so that a topic created (and published to)
-      // between two slices of the wait loses nothing.
-      options.from_oldest = true;
+      consumer = std::move(*opened);
     }
     const format::SchemaPtr& schema = consumer->schema();
     const ipc::IpcWriteOptions write_options = internal::FlightWriteOptions();
@@ -352,35 +439,28 @@ class Service final : public grpc::Service {
   Status Ingest(grpc::ServerContext& context, const std::string& topic,
                 const std::shared_ptr<FlightData>& first,
                 grpc::ServerReaderWriter<internal::pb::PutResult, FlightData>* stream) const {
-    ALKAID_ASSIGN_OR_RAISE(auto schema_message, internal::FlightDataToMessage(first));
-    if (schema_message->type() != ipc::MessageType::kSchema) {
-      return Status::Invalid("DoPut: the first message is a ",
-                             ipc::MessageTypeName(schema_message->type()),
-                             " message, not the schema");
-    }
-    ipc::DictionaryMemo memo;
-    ALKAID_ASSIGN_OR_RAISE(auto schema, ipc::ReadSchema(*schema_message, &memo));
+    internal::PutDecoder decoder;
+    ALKAID_RETURN_NOT_OK_CTX(decoder.Start(first), "DoPut into '" << topic << "'");
     client::ProducerOptions options;
     options.socket_path = socket_;
-    ALKAID_ASSIGN_OR_RAISE(auto producer, client::Producer::Open(topic, schema, options));
+    // Refused (Invalid) if the topic exists with another schema: nothing
+    // is published.
+    ALKAID_ASSIGN_OR_RAISE(auto producer, client::Producer::Open(topic, decoder.schema(), options));
+    uint64_t published = 0;
     while (true) {
       auto data = std::make_shared<FlightData>();
       if (!stream->Read(data.get())) break;
       if (context.IsCancelled()) break;
-      ALKAID_ASSIGN_OR_RAISE(auto message, internal::FlightDataToMessage(data));
-      switch (message->type()) {
-        case ipc::MessageType::kDictionaryBatch:
-          ALKAID_RETURN_NOT_OK_CTX(ipc::ReadDictionary(*message, &memo).status(),
-                                   "DoPut into '" << topic << "'");
-          break;
-        case ipc::MessageType::kRecordBatch: {
-          ALKAID_ASSIGN_OR_RAISE(auto batch, ipc::ReadRecordBatch(*message, schema, &memo));
-          ALKAID_RETURN_NOT_OK_CTX(producer->PublishCopy(*batch), "DoPut into '" << topic << "'");
-          break;
-        }
-        case ipc::MessageType::kSchema:
-          return Status::Invalid("DoPut into '", topic, "': a second schema message");
-      }
+      auto next = decoder.Next(data);
+      ALKAID_RETURN_NOT_OK_CTX(next.status(), "DoPut into '" << topic << "'");
+      const format::RecordBatchPtr& batch = *next;
+      if (batch == nullptr) continue;  // a dictionary batch, applied
+      ALKAID_RETURN_NOT_OK_CTX(producer->PublishCopy(*batch), "DoPut into '" << topic << "'");
+      // One PutResult per published batch, as Arrow's clients read them
+      // (pyarrow: do_put's metadata reader): {"published": N}.
+      internal::pb::PutResult result;
+      result.set_app_metadata(internal::PublishedMetadata(++published));
+      if (!stream->Write(result)) break;  // the client went away
     }
     if (context.IsCancelled()) {
       // The client went away mid-stream: what it sent is published; the
@@ -393,6 +473,8 @@ class Service final : public grpc::Service {
 
   std::string socket_;
   std::optional<internal::TokenTable> tokens_;
+  bool spin_wait_;
+  mutable CancelWatch cancel_watch_;
 };
 
 }  // namespace
@@ -437,7 +519,8 @@ Result<std::unique_ptr<FlightServer>> FlightServer::Start(const FlightServerOpti
   auto impl = std::make_unique<Impl>();
   std::string socket =
       options.broker_socket.empty() ? client::DefaultBrokerSocket() : options.broker_socket;
-  impl->service = std::make_unique<Service>(std::move(socket), std::move(tokens));
+  impl->service =
+      std::make_unique<Service>(std::move(socket), std::move(tokens), options.spin_wait);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, credentials, &impl->port);
   builder.RegisterService(impl->service.get());

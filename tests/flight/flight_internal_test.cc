@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +18,9 @@
 #include "alkaid/flight/server.h"
 #include "alkaid/format/builder_binary.h"
 #include "alkaid/format/builder_primitive.h"
+#include "alkaid/format/compare.h"
+#include "alkaid/format/ipc/io.h"
+#include "alkaid/format/ipc/reader.h"
 #include "alkaid/format/ipc/writer.h"
 #include "alkaid/format/record_batch.h"
 #include "auth_internal.h"
@@ -102,6 +108,65 @@ TEST(PayloadSerialization, LargeBodyBuffersAreReferencedAndReleasedWithTheSlices
   // ...until gRPC drops the byte buffer.
   serialized.reset();
   EXPECT_TRUE(watch.expired());
+}
+
+// The seeds of fuzz/flight_data_fuzz (fuzz/make_flight_data_seeds.py): each
+// is a whole DoPut of a gold stream, and the server's decoder reads from it
+// exactly the batches our stream reader reads from the gold file. Shows the
+// seeds are real DoPut input (the fuzzer starts past the decoder's first
+// checks) and that PutDecoder decodes them as DoPut must.
+TEST(PutDecoder, FuzzSeedsDecodeToTheGoldStreamsBatches) {
+  const std::filesystem::path seeds = ALKAID_FLIGHT_SEEDS_DIR;
+  int cases = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(seeds)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("gold-", 0) != 0) continue;
+    SCOPED_TRACE(name);
+    ++cases;
+    std::ifstream in(entry.path(), std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::vector<std::shared_ptr<internal::pb::FlightData>> messages;
+    for (std::size_t at = 0; at < bytes.size();) {
+      ASSERT_LE(at + 5, bytes.size());
+      ASSERT_EQ(bytes[at], '\0');
+      const auto* p = reinterpret_cast<const uint8_t*>(bytes.data() + at + 1);
+      const std::size_t length = (std::size_t{p[0]} << 24) | (std::size_t{p[1]} << 16) |
+                                 (std::size_t{p[2]} << 8) | std::size_t{p[3]};
+      ASSERT_LE(at + 5 + length, bytes.size());
+      auto message = std::make_shared<internal::pb::FlightData>();
+      ASSERT_TRUE(message->ParseFromArray(bytes.data() + at + 5, static_cast<int>(length)));
+      messages.push_back(std::move(message));
+      at += 5 + length;
+    }
+    ASSERT_FALSE(messages.empty());
+    ASSERT_TRUE(messages[0]->has_flight_descriptor());
+    ASSERT_OK_AND_ASSIGN(auto topic, internal::DescriptorTopic(messages[0]->flight_descriptor()));
+    EXPECT_EQ(topic, "seed");
+
+    const std::string gold =
+        std::string(ALKAID_GOLD_DIR) + "/generated_" + name.substr(5) + ".stream";
+    ASSERT_OK_AND_ASSIGN(auto file, ipc::FileInputStream::Open(gold));
+    ASSERT_OK_AND_ASSIGN(auto reader, ipc::RecordBatchStreamReader::Open(file));
+    ASSERT_OK_AND_ASSIGN(auto expected, reader->ReadAll());
+
+    internal::PutDecoder decoder;
+    ASSERT_OK(decoder.Start(messages[0]));
+    EXPECT_TRUE(decoder.schema()->Equals(*reader->schema()));
+    std::size_t batches = 0;
+    for (std::size_t i = 1; i < messages.size(); ++i) {
+      ASSERT_OK_AND_ASSIGN(auto batch, decoder.Next(messages[i]));
+      if (batch == nullptr) continue;  // a dictionary
+      ASSERT_LT(batches, expected.size());
+      ASSERT_OK(format::CheckRecordBatchEquals(*expected[batches], *batch));
+      ++batches;
+    }
+    EXPECT_EQ(batches, expected.size());
+    // A second schema, or a record batch before any schema, is refused.
+    EXPECT_TRUE(decoder.Next(messages[0]).status().IsInvalid());
+    internal::PutDecoder fresh;
+    EXPECT_TRUE(fresh.Next(messages[0]).status().IsInvalid());
+  }
+  EXPECT_GE(cases, 5);
 }
 
 TEST(TokenTable, ParsesChecksAndGrants) {

@@ -11,6 +11,7 @@ test is decided by how long something took.
 """
 
 import glob
+import io
 import json
 import os
 import signal
@@ -179,6 +180,30 @@ class DoGetThread(threading.Thread):
         return self.schema, self.batches
 
 
+class DoGetRest(threading.Thread):
+    """The rest of an open do_get reader, read to its end on a thread."""
+
+    def __init__(self, reader):
+        super().__init__(daemon=True)
+        self.reader, self.batches, self.error = reader, [], None
+        self.start()
+
+    def run(self):
+        try:
+            for chunk in self.reader:
+                self.batches.append(chunk.data)
+        except Exception as e:  # the test looks at it
+            self.error = e
+
+    def result(self):
+        self.join(HANG)
+        if self.is_alive():
+            raise AssertionError("do_get did not end")
+        if self.error is not None:
+            raise self.error
+        return self.batches
+
+
 class ListingTest(FlightTestCase):
     def test_list_flights_info_and_schema(self):
         path = os.path.join(GOLD, "generated_primitive.stream")
@@ -264,6 +289,31 @@ class DoGetTest(FlightTestCase):
             self.assertTrue(a.equals(b))
 
 
+    def test_row_topic_with_dictionaries(self):
+        # An unsafe-row topic carries no dictionaries: its batches are read
+        # with the dictionary columns decoded (RowOutputSchema), and
+        # FlightInfo, GetSchema and DoGet all say that schema.
+        path = os.path.join(GOLD, "generated_dictionary.stream")
+        schema, expected = read_stream(path)
+        decoded = pa.schema([f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type)
+                             else f for f in schema])
+        get = DoGetThread(self.client, b"live/rows")
+        get.start()
+        self.wait_for_waiting_consumer("rows")
+        proc = subprocess.run([ALKAID, "publish", "rows", path, "--unsafe-row", "--socket",
+                               self.broker.socket], capture_output=True, text=True)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        got_schema, got = get.result()
+        self.assertTrue(got_schema.equals(decoded), f"{got_schema} vs {decoded}")
+        info = self.client.get_flight_info(fl.FlightDescriptor.for_path("rows"))
+        self.assertTrue(info.schema.equals(got_schema))
+        self.assertTrue(self.client.get_schema(fl.FlightDescriptor.for_path("rows"))
+                        .schema.equals(got_schema))
+        self.assertEqual(len(got), len(expected))
+        for a, b in zip(got, expected):
+            self.assertEqual(a.to_pylist(), b.to_pylist())
+
+
 class DoPutTest(FlightTestCase):
     def table(self):
         n = 1000
@@ -312,6 +362,47 @@ class DoPutTest(FlightTestCase):
         self.assertEqual(len(got), len(batches))
         for a, b in zip(got, batches):
             self.assertEqual(a.column(0).to_pylist(), b.column(0).to_pylist())
+
+    def test_one_put_result_per_batch(self):
+        # Arrow's clients read a PutResult per batch from do_put's metadata
+        # reader: ours carry {"published": N}, N batches published so far.
+        table = self.table()
+        writer, metadata = self.client.do_put(fl.FlightDescriptor.for_path("acks"), table.schema)
+        for n, batch in enumerate(table.to_batches(max_chunksize=100), start=1):
+            writer.write_batch(batch)
+            ack = metadata.read()
+            self.assertIsNotNone(ack, f"no PutResult for batch {n}")
+            self.assertEqual(json.loads(ack.to_pybytes()), {"published": n})
+        writer.done_writing()
+        self.assertIsNone(metadata.read())
+        writer.close()
+        self.assertEqual(self.broker.topics()[0]["acks"][2], 10)
+
+    def test_unread_put_results_do_not_stall_the_put(self):
+        # A client that never reads the metadata: 20000 PutResults (more than
+        # a gRPC stream's flow-control window holds) must not block the
+        # server's writes and with them the put.
+        schema = pa.schema([("x", pa.int64())])
+        batch = pa.record_batch([pa.array([1], pa.int64())], schema=schema)
+        writer, _ = self.client.do_put(fl.FlightDescriptor.for_path("many"), schema)
+        for _ in range(20000):
+            writer.write_batch(batch)
+        writer.close()
+        self.assertEqual(self.broker.topics()[0]["many"][2], 20000)
+
+    def test_put_into_a_topic_with_another_schema_is_refused(self):
+        path = os.path.join(GOLD, "generated_primitive.stream")
+        _, expected = read_stream(path)
+        self.publish("typed", path)
+        before = self.broker.topics()[0]["typed"]
+        self.assertEqual(before[2], len(expected))
+        table = pa.table({"other": pa.array([1, 2, 3], pa.int64())})
+        with self.assertRaises(pa.ArrowInvalid) as e:
+            writer, _ = self.client.do_put(fl.FlightDescriptor.for_path("typed"), table.schema)
+            writer.write_table(table)
+            writer.close()
+        self.assertIn("different schema", str(e.exception))
+        self.assertEqual(self.broker.topics()[0]["typed"], before)
 
     def test_bad_descriptor_publishes_nothing(self):
         table = self.table()
@@ -584,6 +675,67 @@ class FaultTest(FlightTestCase):
         self.publish("r", path)
         _, got = get.result()
         self.assertEqual(len(got), len(expected))
+
+    def test_do_get_across_a_broker_restart(self):
+        # A live DoGet streaming while the broker is killed and restarted:
+        # the data path does not involve the broker, the producer and the
+        # server's consumer re-register, and the stream goes on to its end.
+        schema = pa.schema([("n", pa.int64())])
+        batches = [pa.record_batch([pa.array([i] * 10, pa.int64())], schema=schema)
+                   for i in range(6)]
+        sink = io.BytesIO()
+        stream = pa.ipc.new_stream(sink, schema)
+        pieces, taken = [], 0
+        for b in batches:
+            stream.write_batch(b)
+            pieces.append(sink.getvalue()[taken:])
+            taken = len(sink.getvalue())
+        stream.close()
+        end = sink.getvalue()[taken:]
+        feeder = subprocess.Popen([ALKAID, "publish", "br", "-", "--socket", self.broker.socket],
+                                  stdin=subprocess.PIPE)
+        feeder.stdin.write(pieces[0])
+        feeder.stdin.flush()
+        wait_for(lambda: self.broker.topics()[0].get("br", (0, 0, 0))[2] == 1, "batch 0")
+        reader = self.client.do_get(fl.Ticket(b"oldest/br"))
+        got = [reader.read_chunk().data]
+        self.broker.stop(signal.SIGKILL)
+        # Published while the broker is down: reaches the client all the same.
+        for piece in pieces[1:3]:
+            feeder.stdin.write(piece)
+        feeder.stdin.flush()
+        got += [reader.read_chunk().data for _ in range(2)]
+        self.broker.start()
+        # Both re-registered with the new broker: it lists the topic with
+        # its producer and the server's consumer.
+        wait_for(lambda: self.broker.topics()[0].get("br", (0, 0, 0))[:2] == (1, 1),
+                 "the producer and the consumer to re-register")
+        for piece in pieces[3:]:
+            feeder.stdin.write(piece)
+        feeder.stdin.write(end)
+        feeder.stdin.close()
+        self.assertEqual(feeder.wait(timeout=HANG), 0)
+        rest = DoGetRest(reader)
+        got += rest.result()
+        self.assertEqual(len(got), len(batches))
+        for a, b in zip(got, batches):
+            self.assertTrue(a.equals(b))
+
+    def test_a_waiting_do_get_whose_client_goes_away_stops_waiting(self):
+        # A DoGet for a topic that does not exist yet waits for it; the
+        # client killed, the server's wait is cancelled (ConsumerOptions::
+        # stop) and the broker forgets the waiting consumer.
+        # (do_get returns once the schema came, i.e. never here.)
+        script = ("import pyarrow.flight as fl\n"
+                  f"fl.connect('{self.server.location}').do_get(fl.Ticket(b'live/never'))\n")
+        client = subprocess.Popen([sys.executable, "-c", script])
+        self.wait_for_waiting_consumer("never")
+        client.kill()
+        client.wait(timeout=HANG)
+        wait_for(lambda: "never" not in self.broker.topics()[1],
+                 "the server to stop waiting for the topic")
+        # The server goes on serving.
+        self.assertEqual(list(self.client.list_flights()), [])
 
     def test_server_killed_mid_stream_ends_the_client_with_an_error(self):
         path = os.path.join(GOLD, "generated_primitive.stream")

@@ -315,10 +315,15 @@ Result<std::unique_ptr<internal::ProducerImpl>> OpenProducer(const std::string& 
     // batches of a shape seen before send a shape id and nothing inline.
     channel_options.inline_capacity = 448;
     channel_options.shape_count = 64;
-    // Dictionary replays reach each new consumer before its first batch.
+    // Dictionary replays reach each new consumer before its first batch
+    // (BatchPublisher accepts consumers itself). Row batches carry their
+    // dictionaries' values and RowPublisher replays nothing: the channel
+    // accepts consumers on publish, or a row topic with dictionary fields
+    // would never deliver a batch.
     format::ipc::DictionaryMemo ids;
     ALKAID_RETURN_NOT_OK(ids.AssignIds(*schema));
-    channel_options.accept_on_publish = ids.num_fields() == 0;
+    channel_options.accept_on_publish =
+        impl->kind == TopicKind::kUnsafeRow || ids.num_fields() == 0;
     ALKAID_ASSIGN_OR_RAISE(impl->channel,
                            shm::ChannelProducer::Create(reply.ring, channel_options));
     if (impl->kind == TopicKind::kUnsafeRow) {

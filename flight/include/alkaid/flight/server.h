@@ -30,6 +30,11 @@ struct FlightServerOptions {
   /// exist and which topics each may read and write. Empty: no
   /// authentication (loopback only, see `listen`).
   std::string tokens_file;
+  /// How each DoGet's consumer waits for the next batch: false (the
+  /// default) sleeps on the channel's futex (shm::WaitMode::kBlock), true
+  /// spins first (kSpinThenBlock: lower latency on an idle core, a core
+  /// busy per waiting stream; docs/FLIGHT.md, "Figures").
+  bool spin_wait = false;
 };
 
 /// A running Flight server. Each call runs on a gRPC thread: DoGet opens a

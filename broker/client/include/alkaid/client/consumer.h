@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,13 @@ struct ConsumerOptions {
   /// restart during the wait is survived (Open reconnects and waits again).
   /// std::chrono::milliseconds::max(): no limit.
   std::chrono::milliseconds wait_for_topic{0};
+  /// Cancels Open's wait for the topic (wait_for_topic): once a stop is
+  /// requested on its std::stop_source, from any thread, Open stops waiting
+  /// at once (the request wakes the wait) and fails with Cancelled naming
+  /// the topic; a stop requested before Open makes it fail before it
+  /// waits. Only the wait for the topic is cancelled: an Open past it, and
+  /// Next, are not affected. Default: a token that is never stopped.
+  std::stop_token stop;
   /// Start at the oldest batch the channels of the topic's current producers
   /// still hold instead of the next one published. Those older batches are
   /// delivered if still intact when read: one the producer overwrites first
