@@ -26,6 +26,8 @@ namespace {
 using client::Consumer;
 using client::Producer;
 using testing::BrokerProcess;
+using testing::ConsumerOn;
+using testing::ProducerOn;
 using namespace std::chrono_literals;
 
 format::SchemaPtr TwoColumns() {
@@ -46,19 +48,6 @@ Result<format::RecordBatchPtr> MakeBatch(int64_t first, int64_t rows,
   ALKAID_ASSIGN_OR_RAISE(auto a, ids.Finish());
   ALKAID_ASSIGN_OR_RAISE(auto b, names.Finish());
   return format::RecordBatch::Make(TwoColumns(), rows, {a, b});
-}
-
-client::ProducerOptions ProducerOn(const BrokerProcess& broker) {
-  client::ProducerOptions options;
-  options.socket_path = broker.socket();
-  options.topic.segment_bytes = 4 << 20;
-  return options;
-}
-
-client::ConsumerOptions ConsumerOn(const BrokerProcess& broker) {
-  client::ConsumerOptions options;
-  options.socket_path = broker.socket();
-  return options;
 }
 
 Status PublishInPlace(Producer* producer, int64_t first, int64_t rows) {

@@ -33,16 +33,11 @@ using client::BrokerClient;
 using client::Consumer;
 using client::Producer;
 using testing::BrokerProcess;
+using testing::ConsumerOn;
 using testing::WaitNoSegments;
 using namespace std::chrono_literals;
 
 constexpr int64_t kBatches = 300;
-
-client::ConsumerOptions ConsumerOn(const BrokerProcess& broker) {
-  client::ConsumerOptions options;
-  options.socket_path = broker.socket();
-  return options;
-}
 
 // Receives batches until `until` (exclusive) or end of stream; checks each
 // against the script and that they follow each other from the first one.

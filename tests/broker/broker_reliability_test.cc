@@ -45,7 +45,10 @@ using client::BrokerClient;
 using client::Consumer;
 using client::Producer;
 using testing::BrokerProcess;
+using testing::ConsumerOn;
+using testing::ProducerOn;
 using testing::WaitForConsumers;
+using testing::WaitUntil;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
@@ -67,30 +70,6 @@ Result<format::RecordBatchPtr> Pair(int64_t tag, int64_t seq, int64_t rows = 1) 
 
 int64_t Col(const format::RecordBatch& batch, int column) {
   return std::static_pointer_cast<format::Int64Array>(batch.column(column))->Value(0);
-}
-
-client::ProducerOptions ProducerOn(const BrokerProcess& broker, client::TopicOptions topic) {
-  client::ProducerOptions options;
-  options.socket_path = broker.socket();
-  options.topic = topic;
-  return options;
-}
-
-client::ConsumerOptions ConsumerOn(const BrokerProcess& broker) {
-  client::ConsumerOptions options;
-  options.socket_path = broker.socket();
-  return options;
-}
-
-// Polls `done` until it holds or `limit` passed (a bound for a hang, not
-// part of the verdict: the caller asserts on the condition).
-bool WaitUntil(const std::function<bool()>& done, std::chrono::milliseconds limit = 20s) {
-  const auto deadline = Clock::now() + limit;
-  while (!done()) {
-    if (Clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(2ms);
-  }
-  return true;
 }
 
 // A pipe between the test and a child: one byte per event.

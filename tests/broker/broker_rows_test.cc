@@ -79,17 +79,9 @@ Result<format::RecordBatchPtr> MakeRows(int64_t first, int64_t rows) {
 }
 
 client::ProducerOptions RowProducerOn(const BrokerProcess& broker) {
-  client::ProducerOptions options;
-  options.socket_path = broker.socket();
-  options.topic.segment_bytes = 4 << 20;
-  options.topic.ring_slots = 16;
-  return options;
-}
-
-client::ConsumerOptions RowConsumerOn(const BrokerProcess& broker) {
-  client::ConsumerOptions options;
-  options.socket_path = broker.socket();
-  return options;
+  client::TopicOptions topic = testing::TopicWithArena();
+  topic.ring_slots = 16;
+  return testing::ProducerOn(broker, topic);
 }
 
 // True if `address` lies in a mapping of a /dev/shm object named
@@ -144,7 +136,7 @@ TEST(BrokerRowsTest, RowBatchesFromAnotherProcessRoundTrip) {
   ASSERT_OK_AND_ASSIGN(bool created, admin->CreateTopic("rows", RowSchema(), topic_options));
   EXPECT_TRUE(created);
   // A RowConsumer: it attaches only to a row topic.
-  ASSERT_OK_AND_ASSIGN(auto consumer, RowConsumer::Open("rows", RowConsumerOn(broker)));
+  ASSERT_OK_AND_ASSIGN(auto consumer, RowConsumer::Open("rows", testing::ConsumerOn(broker)));
 
   constexpr int kBatches = 40;
   const pid_t child = testing::ForkTestChild();
@@ -211,7 +203,7 @@ TEST(BrokerRowsTest, PublishRowsEncodesInPlace) {
   ASSERT_TRUE(broker.Start());
   ASSERT_OK_AND_ASSIGN(auto producer,
                        RowProducer::Open("rows", RowSchema(), RowProducerOn(broker)));
-  ASSERT_OK_AND_ASSIGN(auto consumer, RowConsumer::Open("rows", RowConsumerOn(broker)));
+  ASSERT_OK_AND_ASSIGN(auto consumer, RowConsumer::Open("rows", testing::ConsumerOn(broker)));
   ASSERT_TRUE(WaitForConsumers(broker.socket(), "rows", 1));
 
   ASSERT_OK_AND_ASSIGN(auto first, MakeRows(0, 257));
@@ -273,7 +265,7 @@ TEST(BrokerRowsTest, TopicKindMismatchIsRefused) {
   ASSERT_RAISES_WITH_MESSAGE(kInvalid,
                              "carries record-batch payloads; this consumer expects "
                              "unsafe-row",
-                             RowConsumer::Open("plain", RowConsumerOn(broker)));
+                             RowConsumer::Open("plain", testing::ConsumerOn(broker)));
   // A record-batch producer cannot publish rows (the static_asserts above); a
   // row producer on its topic is refused.
   ASSERT_RAISES_WITH_MESSAGE(kInvalid, "carries record-batch payloads, not unsafe-row",

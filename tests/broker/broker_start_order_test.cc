@@ -43,8 +43,10 @@ namespace {
 using client::BrokerClient;
 using client::Consumer;
 using client::Producer;
+using testing::AwaitingConsumers;
 using testing::BrokerProcess;
 using testing::ReadFile;
+using testing::WaitUntil;
 using namespace std::chrono_literals;
 
 // Failure guard of every wait below: reaching it fails the test.
@@ -150,28 +152,6 @@ pid_t SpawnWith(const std::vector<std::string>& args, int stdin_fd, const std::s
   return pid;
 }
 
-// Calls `done` until it is true (every 10 ms); false at the guard.
-bool WaitUntil(const std::function<bool()>& done) {
-  const auto guard = std::chrono::steady_clock::now() + kGuard;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() >= guard) return false;
-    std::this_thread::sleep_for(10ms);
-  }
-  return true;
-}
-
-// Consumers the broker lists as waiting for `topic` (0 if none or on error).
-uint32_t Awaiting(const std::string& socket, const std::string& topic) {
-  auto client = BrokerClient::Connect(socket);
-  if (!client.ok()) return 0;
-  auto awaited = (*client)->ListAwaitedTopics();
-  if (!awaited.ok()) return 0;
-  for (const auto& a : *awaited) {
-    if (a.name == topic) return a.consumers;
-  }
-  return 0;
-}
-
 // `topic`'s status, if the broker has it.
 std::optional<client::TopicStatus> Topic(const std::string& socket, const std::string& topic) {
   auto client = BrokerClient::Connect(socket);
@@ -254,7 +234,7 @@ TEST_F(StartOrderTest, ExampleConsumerStartedFirstCountsEveryBatch) {
   const std::string producer_out = dir_ + "/producer.out";
   const pid_t consumer =
       SpawnWith({ALKAID_EXAMPLE_CONSUMER, "readings"}, -1, consumer_out, "", broker_.socket());
-  ASSERT_TRUE(WaitUntil([&] { return Awaiting(broker_.socket(), "readings") == 1; }))
+  ASSERT_TRUE(WaitUntil([&] { return AwaitingConsumers(broker_.socket(), "readings") == 1; }))
       << "the example consumer does not wait for the topic with the broker";
   const pid_t producer = SpawnWith({ALKAID_EXAMPLE_PRODUCER, "readings", "12"}, -1, producer_out,
                                    "", broker_.socket());
@@ -300,7 +280,7 @@ TEST_F(StartOrderTest, SubscribersStartedBeforeTheTopicGetEveryBatch) {
     if (i == 3) args.emplace_back("--private-copy");
     subscribers.push_back(testing::Spawn(args));
   }
-  ASSERT_TRUE(WaitUntil([&] { return Awaiting(broker_.socket(), "T") == 4; }));
+  ASSERT_TRUE(WaitUntil([&] { return AwaitingConsumers(broker_.socket(), "T") == 4; }));
   // `alkaid topics` shows them waiting.
   const std::string listing = dir_ + "/topics.out";
   ASSERT_EQ(testing::Wait(
@@ -399,7 +379,7 @@ TEST_F(StartOrderTest, PipedPublishPublishesEachBatchBeforeStdinEnds) {
       if (received.size() == 1) first.set_value(FirstId(**batch));
     }
   });
-  ASSERT_TRUE(WaitUntil([&] { return Awaiting(broker_.socket(), "T") == 1; }));
+  ASSERT_TRUE(WaitUntil([&] { return AwaitingConsumers(broker_.socket(), "T") == 1; }));
   // The schema and the first batch; stdin stays open.
   ASSERT_TRUE(WriteRange(pipe_fds[1], stream, 0, stream.ends[1]));
   auto got_first = first.get_future();
@@ -445,7 +425,7 @@ TEST_F(StartOrderTest, TruncatedStdinEndsTheTopicAfterTheCompleteBatches) {
       received.push_back(*batch);
     }
   });
-  const bool waiting = WaitUntil([&] { return Awaiting(broker_.socket(), "T") == 1; });
+  const bool waiting = WaitUntil([&] { return AwaitingConsumers(broker_.socket(), "T") == 1; });
   const int64_t cut = (stream.ends[2] + stream.ends[3]) / 2;
   EXPECT_TRUE(WriteRange(pipe_fds[1], stream, 0, cut));
   ::close(pipe_fds[1]);
@@ -481,7 +461,7 @@ TEST_F(StartOrderTest, WaitingEndsWithTimedOutOrATopicKindMismatch) {
 
   Status refused;
   std::thread rows([&] { refused = client::RowConsumer::Open("batches", Waiting()).status(); });
-  ASSERT_TRUE(WaitUntil([&] { return Awaiting(broker_.socket(), "batches") == 1; }));
+  ASSERT_TRUE(WaitUntil([&] { return AwaitingConsumers(broker_.socket(), "batches") == 1; }));
   client::ProducerOptions po;
   po.socket_path = broker_.socket();
   po.topic.segment_bytes = 1 << 20;
@@ -514,7 +494,7 @@ TEST_F(StartOrderTest, ProducerStopsWaitingForConsumersThatLeave) {
     }
     consumers.push_back(pid);
   }
-  ASSERT_TRUE(WaitUntil([&] { return Awaiting(broker_.socket(), "T") == 2; }));
+  ASSERT_TRUE(WaitUntil([&] { return AwaitingConsumers(broker_.socket(), "T") == 2; }));
   // Failure guard: Producer::Open below must return long before this.
   std::mutex mutex;
   std::condition_variable cv;
@@ -562,10 +542,10 @@ TEST_F(StartOrderTest, WaitingSurvivesABrokerRestart) {
       firsts.push_back(FirstId(**batch));
     }
   });
-  const bool waited = WaitUntil([&] { return Awaiting(broker_.socket(), "T") == 1; });
+  const bool waited = WaitUntil([&] { return AwaitingConsumers(broker_.socket(), "T") == 1; });
   broker_.Kill();
   const bool restarted = broker_.Start();
-  const bool waits_again = WaitUntil([&] { return Awaiting(broker_.socket(), "T") == 1; });
+  const bool waits_again = WaitUntil([&] { return AwaitingConsumers(broker_.socket(), "T") == 1; });
   client::ProducerOptions po;
   po.socket_path = broker_.socket();
   po.topic.segment_bytes = 1 << 20;

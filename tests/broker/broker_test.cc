@@ -32,6 +32,8 @@ using client::BrokerClient;
 using client::Consumer;
 using client::Producer;
 using testing::BrokerProcess;
+using testing::ConsumerOn;
+using testing::ProducerOn;
 using testing::ShmNames;
 using testing::WaitForConsumers;
 using testing::WaitNoSegments;
@@ -48,19 +50,6 @@ Result<format::RecordBatchPtr> IdBatch(int64_t first, int64_t rows) {
 
 int64_t FirstId(const format::RecordBatch& batch) {
   return std::static_pointer_cast<format::Int64Array>(batch.column(0))->Value(0);
-}
-
-client::ProducerOptions ProducerOn(const BrokerProcess& broker) {
-  client::ProducerOptions options;
-  options.socket_path = broker.socket();
-  options.topic.segment_bytes = 4 << 20;
-  return options;
-}
-
-client::ConsumerOptions ConsumerOn(const BrokerProcess& broker) {
-  client::ConsumerOptions options;
-  options.socket_path = broker.socket();
-  return options;
 }
 
 TEST(BrokerTest, InPlaceBatchesThenEndOfStream) {

@@ -7,14 +7,68 @@
 #include <chrono>
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <thread>
 
 #include "alkaid/client/broker_client.h"
+#include "alkaid/client/consumer.h"
+#include "alkaid/client/producer.h"
+#include "alkaid/client/topic.h"
 #include "broker_process.h"
 
 namespace alkaid::broker::testing {
+
+/// Polls `done` every 2 ms until it holds or `limit` passed. The limit
+/// bounds a hang; it is not part of a verdict (the caller asserts on the
+/// condition).
+inline bool WaitUntil(const std::function<bool()>& done,
+                      std::chrono::milliseconds limit = std::chrono::seconds(30)) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
+}
+
+/// A topic with an arena of `bytes` per producer (the broker's default is
+/// larger than most tests need).
+inline client::TopicOptions TopicWithArena(uint64_t bytes = 4 << 20) {
+  client::TopicOptions topic;
+  topic.segment_bytes = bytes;
+  return topic;
+}
+
+/// Options of a producer on `broker`; a topic it creates gets `topic`.
+inline client::ProducerOptions ProducerOn(const BrokerProcess& broker,
+                                          client::TopicOptions topic = TopicWithArena()) {
+  client::ProducerOptions options;
+  options.socket_path = broker.socket();
+  options.topic = topic;
+  return options;
+}
+
+/// Options of a consumer on `broker`, the rest as default.
+inline client::ConsumerOptions ConsumerOn(const BrokerProcess& broker) {
+  client::ConsumerOptions options;
+  options.socket_path = broker.socket();
+  return options;
+}
+
+/// Consumers the broker at `socket` lists as waiting for `topic` to be
+/// created (0 if none, or on an error).
+inline uint32_t AwaitingConsumers(const std::string& socket, const std::string& topic) {
+  auto client = client::BrokerClient::Connect(socket);
+  if (!client.ok()) return 0;
+  auto awaited = (*client)->ListAwaitedTopics();
+  if (!awaited.ok()) return 0;
+  for (const auto& a : *awaited) {
+    if (a.name == topic) return a.consumers;
+  }
+  return 0;
+}
 
 /// Waits (up to about 5 s) until the broker at `socket` lists `topic` with
 /// at least `consumers` consumers. False on a timeout or an error.

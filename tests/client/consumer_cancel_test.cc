@@ -20,36 +20,18 @@
 #include "alkaid/client/producer.h"
 #include "alkaid/format/type.h"
 #include "broker_process.h"
+#include "broker_test_util.h"
 #include "test_util.h"
 
 namespace alkaid::client {
 namespace {
 
 using namespace std::chrono_literals;
+using broker::testing::AwaitingConsumers;
 using broker::testing::BrokerProcess;
+using broker::testing::WaitUntil;
 
 constexpr auto kGuard = 30s;
-
-bool WaitUntil(const std::function<bool()>& done) {
-  const auto guard = std::chrono::steady_clock::now() + kGuard;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() >= guard) return false;
-    std::this_thread::sleep_for(5ms);
-  }
-  return true;
-}
-
-// Consumers the broker lists as waiting for `topic` (0 if none or on error).
-uint32_t Awaiting(const std::string& socket, const std::string& topic) {
-  auto client = BrokerClient::Connect(socket);
-  if (!client.ok()) return 0;
-  auto awaited = (*client)->ListAwaitedTopics();
-  if (!awaited.ok()) return 0;
-  for (const auto& a : *awaited) {
-    if (a.name == topic) return a.consumers;
-  }
-  return 0;
-}
 
 ConsumerOptions WaitForever(const BrokerProcess& broker, std::stop_token stop) {
   ConsumerOptions options;
@@ -79,7 +61,7 @@ TEST(ConsumerCancelTest, AStopRequestEndsTheWaitForATopicWithCancelled) {
       std::launch::async, [&options] { return Consumer::Open("not_yet", options).status(); });
   // The consumer is registered with the broker as waiting: the stop comes
   // while Open is inside its wait, not before it.
-  ASSERT_TRUE(WaitUntil([&] { return Awaiting(broker.socket(), "not_yet") == 1; }));
+  ASSERT_TRUE(WaitUntil([&] { return AwaitingConsumers(broker.socket(), "not_yet") == 1; }));
   ASSERT_EQ(opened.wait_for(0s), std::future_status::timeout) << opened.get().ToString();
   source.request_stop();
   const Status st = Collect(&opened, "AStopRequestEndsTheWaitForATopicWithCancelled");
@@ -87,7 +69,7 @@ TEST(ConsumerCancelTest, AStopRequestEndsTheWaitForATopicWithCancelled) {
   EXPECT_NE(st.message().find("'not_yet'"), std::string::npos) << st.ToString();
   // Its connection closed, the broker forgets the waiting consumer; a topic
   // created afterwards has no consumer from it.
-  ASSERT_TRUE(WaitUntil([&] { return Awaiting(broker.socket(), "not_yet") == 0; }));
+  ASSERT_TRUE(WaitUntil([&] { return AwaitingConsumers(broker.socket(), "not_yet") == 0; }));
   ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
   ASSERT_OK_AND_ASSIGN(
       bool created,
@@ -119,7 +101,7 @@ TEST(ConsumerCancelTest, AStopRequestEndsTheWaitWhileTheBrokerIsDown) {
   const ConsumerOptions options = WaitForever(broker, source.get_token());
   std::future<Status> opened = std::async(
       std::launch::async, [&options] { return Consumer::Open("not_yet", options).status(); });
-  ASSERT_TRUE(WaitUntil([&] { return Awaiting(broker.socket(), "not_yet") == 1; }));
+  ASSERT_TRUE(WaitUntil([&] { return AwaitingConsumers(broker.socket(), "not_yet") == 1; }));
   broker.Stop();
   ASSERT_EQ(opened.wait_for(0s), std::future_status::timeout) << opened.get().ToString();
   source.request_stop();
@@ -136,7 +118,7 @@ TEST(ConsumerCancelTest, AnUnstoppedTokenLetsTheWaitEndWithTheTopic) {
   const ConsumerOptions options = WaitForever(broker, source.get_token());
   auto opened =
       std::async(std::launch::async, [&options] { return Consumer::Open("later", options); });
-  ASSERT_TRUE(WaitUntil([&] { return Awaiting(broker.socket(), "later") == 1; }));
+  ASSERT_TRUE(WaitUntil([&] { return AwaitingConsumers(broker.socket(), "later") == 1; }));
   ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
   ASSERT_OK_AND_ASSIGN(
       bool created,

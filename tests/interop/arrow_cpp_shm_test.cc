@@ -36,6 +36,9 @@ namespace {
 namespace af = alkaid::format;
 namespace ac = alkaid::client;
 using alkaid::broker::testing::BrokerProcess;
+using alkaid::broker::testing::ConsumerOn;
+using alkaid::broker::testing::ProducerOn;
+using alkaid::broker::testing::TopicWithArena;
 using namespace std::chrono_literals;
 
 constexpr int64_t kRows = 1000;
@@ -64,18 +67,6 @@ alkaid::Result<af::RecordBatchPtr> MakeBatch(int64_t b, af::MemoryPool* pool = n
 
 // Sum of the ids of batch `b`.
 int64_t IdSum(int64_t b) { return (b * kRows + (b + 1) * kRows - 1) * kRows / 2; }
-
-ac::ProducerOptions ProducerOn(const BrokerProcess& broker) {
-  ac::ProducerOptions options;
-  options.socket_path = broker.socket();
-  options.topic.segment_bytes = 8 << 20;
-  return options;
-}
-ac::ConsumerOptions ConsumerOn(const BrokerProcess& broker) {
-  ac::ConsumerOptions options;
-  options.socket_path = broker.socket();
-  return options;
-}
 
 // Every buffer of `data` (children included) lies in a /dev/shm mapping of
 // the broker's segments.
@@ -124,7 +115,8 @@ TEST(ArrowCppShmTest, ReceivedBatchesComputedOnByArrowThenBlocksFree) {
   const pid_t child = alkaid::broker::testing::ForkTestChild();
   if (child == 0) {
     // The producer process: publishes in place, then reports on its blocks.
-    auto producer = ac::Producer::Open("ticks", Schema(), ProducerOn(broker));
+    auto producer =
+        ac::Producer::Open("ticks", Schema(), ProducerOn(broker, TopicWithArena(8 << 20)));
     if (!producer.ok()) ::_exit(1);
     for (int64_t b = 0; b < kBatches; ++b) {
       auto pool = (*producer)->NewBatchPool(256 * 1024);
@@ -181,7 +173,9 @@ TEST(ArrowCppShmTest, TopicAsAnArrowRecordBatchReader) {
   ASSERT_ARROW_OK(arrow::compute::Initialize());
   BrokerProcess broker;
   ASSERT_TRUE(broker.Start());
-  ASSERT_OK_AND_ASSIGN(auto producer, ac::Producer::Open("t", Schema(), ProducerOn(broker)));
+  ASSERT_OK_AND_ASSIGN(
+      auto producer,
+      ac::Producer::Open("t", Schema(), ProducerOn(broker, TopicWithArena(8 << 20))));
   ASSERT_OK_AND_ASSIGN(auto consumer, ac::Consumer::Open("t", ConsumerOn(broker)));
   for (int64_t b = 0; b < 4; ++b) {
     ASSERT_OK_AND_ASSIGN(auto pool, producer->NewBatchPool(256 * 1024));
@@ -209,7 +203,9 @@ TEST(ArrowCppShmTest, TopicAsAnArrowRecordBatchReader) {
 TEST(ArrowCppShmTest, ArrowBatchesPublishedInPlaceOrCopiedOnce) {
   BrokerProcess broker;
   ASSERT_TRUE(broker.Start());
-  ASSERT_OK_AND_ASSIGN(auto producer, ac::Producer::Open("t", Schema(), ProducerOn(broker)));
+  ASSERT_OK_AND_ASSIGN(
+      auto producer,
+      ac::Producer::Open("t", Schema(), ProducerOn(broker, TopicWithArena(8 << 20))));
   ASSERT_OK_AND_ASSIGN(auto consumer, ac::Consumer::Open("t", ConsumerOn(broker)));
   // Built in the producer's pool, handed to Arrow C++, which passes (a
   // projection of) it back: published without a copy.
