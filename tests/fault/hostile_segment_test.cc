@@ -18,6 +18,7 @@
 #include "alkaid/format/array.h"
 #include "alkaid/format/builder_binary.h"
 #include "alkaid/format/builder_primitive.h"
+#include "alkaid/shm/segment.h"
 #include "broker_process.h"
 #include "test_util.h"
 
@@ -101,6 +102,49 @@ TEST_P(HostileSegmentTest, ConsumerRejectsOnlyTheCorruptedMessage) {
   ASSERT_OK(consumer->Close());
   (void)producer->Close();  // the producer's own accounting may report the damage
   ExpectRows(*first, 0);
+}
+
+// A producer's channel a consumer cannot attach to for another reason than
+// its being gone (here a damaged header; permissions would be another) is
+// an error Next returns once, naming the producer, not an end of stream:
+// that producer may well be running and publishing.
+TEST(HostileSegmentAttachTest, AChannelThatCannotBeAttachedIsAnErrorNotAnEnd) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  client::ProducerOptions po;
+  po.socket_path = broker.socket();
+  po.topic.segment_bytes = 4 << 20;
+  po.drain_timeout = 500ms;
+  ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("damaged", RowSchema(), po));
+  std::string channel;
+  for (const auto& name : ShmNames(broker.name())) {
+    if (name.ends_with(".ring")) channel = name;
+  }
+  ASSERT_FALSE(channel.empty()) << "the topic's channel not found in /dev/shm";
+  ASSERT_OK_AND_ASSIGN(auto segment, shm::Segment::Open(channel, shm::SegmentKind::kChannel));
+  // The channel header's first word is its magic number.
+  auto* magic = reinterpret_cast<uint64_t*>(segment->data());
+  const uint64_t intact = *magic;
+  *magic = ~intact;
+
+  client::ConsumerOptions co;
+  co.socket_path = broker.socket();
+  ASSERT_OK_AND_ASSIGN(auto consumer, Consumer::Open("damaged", co));
+  auto attached = consumer->Next(5s);
+  ASSERT_FALSE(attached.ok());
+  EXPECT_FALSE(attached.status().IsEndOfStream()) << attached.status().ToString();
+  EXPECT_FALSE(attached.status().IsTimedOut()) << attached.status().ToString();
+  EXPECT_NE(attached.status().message().find("cannot attach to producer"), std::string::npos)
+      << attached.status().ToString();
+  std::printf("damaged channel -> %s\n", attached.status().ToString().c_str());
+  // Said once: the consumer has no other producer, so its stream ends.
+  auto after = consumer->Next(1s);
+  ASSERT_FALSE(after.ok());
+  EXPECT_TRUE(after.status().IsEndOfStream()) << after.status().ToString();
+
+  *magic = intact;
+  ASSERT_OK(consumer->Close());
+  ASSERT_OK(producer->Close());
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, HostileSegmentTest,

@@ -10,6 +10,7 @@
 #include <set>
 #include <stop_token>
 #include <thread>
+#include <utility>
 
 #include "alkaid/client/batch_subscriber.h"
 #include "alkaid/client/row_consumer.h"
@@ -168,6 +169,7 @@ struct internal::ConsumerImpl {
   bool attached = false;                           // the first attach's producers are subscribed
   bool seen_producer = false;
   std::string end_reason;
+  Status attach_error;  // a producer we could not attach to, for Next to say
   uint64_t lost = 0;
   uint64_t reregistrations = 0;
   Clock::time_point next_pid_check = Clock::now();
@@ -216,15 +218,20 @@ struct internal::ConsumerImpl {
       st = r.status();
     }
     if (!st.ok()) {
-      // KeyError: its segments are gone already, the producer finished in
-      // between. Anything else (permissions, a damaged header) is said as
-      // it is: the producer may well be running.
       finished.insert(info.ring);
-      end_reason = st.code() == StatusCode::kKeyError
-                       ? "producer " + std::to_string(info.id) +
-                             " finished before we could attach (" + st.message() + ")"
-                       : "cannot attach to producer " + std::to_string(info.id) + " (pid " +
-                             std::to_string(info.pid) + "): " + st.ToString();
+      if (st.code() == StatusCode::kKeyError) {
+        // Its segments are gone already: the producer finished in between.
+        end_reason = "producer " + std::to_string(info.id) + " finished before we could attach (" +
+                     st.message() + ")";
+        return;
+      }
+      // Anything else (permissions, a damaged header) is an error, not an
+      // end: the producer may well be running and publishing. The next
+      // Next/TryNext returns it once; the other producers go on.
+      end_reason = "cannot attach to producer " + std::to_string(info.id);
+      attach_error =
+          st.WithContext("topic '" + topic + "': cannot attach to producer " +
+                         std::to_string(info.id) + " (pid " + std::to_string(info.pid) + ")");
       return;
     }
     subs.push_back(std::move(s));
@@ -436,6 +443,7 @@ struct internal::ConsumerImpl {
       if (!maintain_if_due || Clock::now() < next_maintain) return Item{};
     }
     Maintain();
+    if (!attach_error.ok()) return std::exchange(attach_error, Status::OK());
     ALKAID_ASSIGN_OR_RAISE(auto item, TryRings());
     if (!item.empty()) return item;
     if (subs.empty() && seen_producer) {

@@ -158,7 +158,10 @@ class ALKAID_EXPORT Consumer {
                                                 const ConsumerOptions& options = {});
 
   /// The next batch, waiting up to `timeout`: TimedOut if none came,
-  /// EndOfStream (see above). The batch's buffers point into the
+  /// EndOfStream (see above). A producer whose channel this consumer cannot
+  /// attach to (a damaged header, no permission) is returned once as that
+  /// error, naming the producer and its pid; the consumer goes on with the
+  /// others (and ends when they have). The batch's buffers point into the
   /// producer's shared memory, which stays referenced until the batch and
   /// every array of it are dropped.
   Result<format::RecordBatchPtr> Next(std::chrono::nanoseconds timeout);
