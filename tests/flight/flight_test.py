@@ -446,6 +446,23 @@ class MessageLimitTest(FlightTestCase):
         self.assertEqual([b.column(0).to_pylist() for b in got], [[1, 2, 3]])
         self.assertEqual(self.broker.topics()[0]["big"][2], 1)
 
+    def test_uncompressed_bodies_over_the_limit_are_refused(self):
+        # Up to twice the limit plus 1 MiB reaches the server's decoder
+        # (INVALID_ARGUMENT naming the limit); beyond, gRPC refuses it unread.
+        for nbytes, error in ((self.LIMIT * 3 // 2, "the message's data_body is "
+                               f"{self.LIMIT * 3 // 2} bytes, over the server's limit of "
+                               f"{self.LIMIT} bytes"),
+                              (self.LIMIT * 4, "Received message larger than max")):
+            with self.assertRaises(pa.ArrowInvalid) as e:
+                writer, _ = self.client.do_put(fl.FlightDescriptor.for_path(f"b{nbytes}"),
+                                               self.SCHEMA)
+                writer.write_batch(self.zeros(nbytes))
+                writer.close()
+            self.assertIn(error, str(e.exception))
+        # Nothing published (whether gRPC's refusal came before or after the
+        # server created the topic from the schema message).
+        self.assertEqual([v[2] for v in self.broker.topics()[0].values() if v[2] != 0], [])
+
     def test_compressed_batch_just_under_the_limit_is_published(self):
         under = self.zeros(self.LIMIT - 64)
         get = DoGetThread(self.client, b"live/under")
