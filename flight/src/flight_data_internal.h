@@ -53,7 +53,7 @@ class PutDecoder {
   /// `max_message_bytes` (FlightServerOptions::max_message_bytes, positive):
   /// the largest data_header and data_body accepted, and the largest size a
   /// compressed buffer may declare decompressed; Invalid naming the limit
-  /// beyond it, before anything is allocated for the message.
+  /// beyond it, before the message is decoded or a buffer decompressed.
   explicit PutDecoder(int64_t max_message_bytes);
 
   /// The first message, which must be a Schema; Invalid naming what it is

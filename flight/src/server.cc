@@ -538,7 +538,7 @@ Result<std::unique_ptr<FlightServer>> FlightServer::Start(const FlightServerOpti
   builder.RegisterService(impl->service.get());
   // A batch may be larger than gRPC's default 4 MiB. Up to twice the limit
   // (header and body) plus 1 MiB (descriptor, app_metadata, framing) reaches
-  // PutDecoder, which names the limit; gRPC refuses more unread.
+  // PutDecoder, which names the limit; gRPC itself refuses more.
   constexpr int64_t kIntMax = std::numeric_limits<int>::max();
   const int64_t limit = std::min(options.max_message_bytes, kIntMax);  // 2 * limit: no overflow
   builder.SetMaxReceiveMessageSize(

@@ -46,8 +46,8 @@ struct FlightServerOptions {
   /// cannot make the server allocate gigabytes. A message over it is refused
   /// with INVALID_ARGUMENT naming the limit: nothing of it is published and
   /// the put ends (batches before it stay published). gRPC refuses a message
-  /// larger than twice the limit plus 1 MiB (RESOURCE_EXHAUSTED) before
-  /// buffering it. Default: kDefaultMaxMessageBytes.
+  /// larger than twice the limit plus 1 MiB itself (RESOURCE_EXHAUSTED),
+  /// before the handler sees it. Default: kDefaultMaxMessageBytes.
   int64_t max_message_bytes = kDefaultMaxMessageBytes;
 };
 
