@@ -28,6 +28,10 @@ int Main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   app.add_flag("--spin-wait", options.spin_wait,
                "DoGet consumers spin before they sleep (lower latency, a core per waiting stream)");
+  app.add_option("--max-message-bytes", options.max_message_bytes,
+                 "largest DoPut message a client may send: its header, its body and every "
+                 "compressed buffer decompressed (bytes; refused with INVALID_ARGUMENT beyond)")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -78,7 +78,23 @@ Result<std::unique_ptr<ipc::Message>> FlightDataToMessage(
   return ipc::Message::Open(std::move(metadata), std::move(body_buffer));
 }
 
+PutDecoder::PutDecoder(int64_t max_message_bytes) : max_message_bytes_(max_message_bytes) {
+  options_.max_decompressed_size = max_message_bytes;
+}
+
+Status PutDecoder::CheckSize(const pb::FlightData& data) const {
+  const auto check = [this](const char* part, size_t size) {
+    if (size <= static_cast<uint64_t>(max_message_bytes_)) return Status::OK();
+    return Status::Invalid("the message's ", part, " is ", size,
+                           " bytes, over the server's limit of ", max_message_bytes_,
+                           " bytes (--max-message-bytes)");
+  };
+  ALKAID_RETURN_NOT_OK(check("data_header", data.data_header().size()));
+  return check("data_body", data.data_body().size());
+}
+
 Status PutDecoder::Start(const std::shared_ptr<pb::FlightData>& first) {
+  ALKAID_RETURN_NOT_OK(CheckSize(*first));
   ALKAID_ASSIGN_OR_RAISE(auto message, FlightDataToMessage(first));
   if (message->type() != ipc::MessageType::kSchema) {
     return Status::Invalid("the first message is a ", ipc::MessageTypeName(message->type()),
@@ -90,6 +106,7 @@ Status PutDecoder::Start(const std::shared_ptr<pb::FlightData>& first) {
 
 Result<format::RecordBatchPtr> PutDecoder::Next(const std::shared_ptr<pb::FlightData>& data) {
   if (schema_ == nullptr) return Status::Invalid("a message before the schema");
+  ALKAID_RETURN_NOT_OK(CheckSize(*data));
   ALKAID_ASSIGN_OR_RAISE(auto message, FlightDataToMessage(data));
   switch (message->type()) {
     case ipc::MessageType::kDictionaryBatch:

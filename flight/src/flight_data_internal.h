@@ -50,7 +50,11 @@ Result<std::unique_ptr<format::ipc::Message>> FlightDataToMessage(
 /// fuzz/flight_data_fuzz.cc feeds it hostile ones. Not thread-safe.
 class PutDecoder {
  public:
-  explicit PutDecoder(format::ipc::IpcReadOptions options = {}) : options_(std::move(options)) {}
+  /// `max_message_bytes` (FlightServerOptions::max_message_bytes, positive):
+  /// the largest data_header and data_body accepted, and the largest size a
+  /// compressed buffer may declare decompressed; Invalid naming the limit
+  /// beyond it, before the message is decoded or a buffer decompressed.
+  explicit PutDecoder(int64_t max_message_bytes);
 
   /// The first message, which must be a Schema; Invalid naming what it is
   /// otherwise.
@@ -63,6 +67,9 @@ class PutDecoder {
   Result<format::RecordBatchPtr> Next(const std::shared_ptr<pb::FlightData>& data);
 
  private:
+  Status CheckSize(const pb::FlightData& data) const;
+
+  int64_t max_message_bytes_;
   format::ipc::IpcReadOptions options_;
   format::ipc::DictionaryMemo memo_;
   format::SchemaPtr schema_;

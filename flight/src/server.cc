@@ -2,10 +2,13 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <fstream>
+#include <limits>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -153,8 +156,12 @@ namespace pb = internal::pb;
 // offered: gRPC answers UNIMPLEMENTED.
 class Service final : public grpc::Service {
  public:
-  Service(std::string socket, std::optional<internal::TokenTable> tokens, bool spin_wait)
-      : socket_(std::move(socket)), tokens_(std::move(tokens)), spin_wait_(spin_wait) {
+  Service(std::string socket, std::optional<internal::TokenTable> tokens, bool spin_wait,
+          int64_t max_message_bytes)
+      : socket_(std::move(socket)),
+        tokens_(std::move(tokens)),
+        spin_wait_(spin_wait),
+        max_message_bytes_(max_message_bytes) {
     using grpc::internal::RpcMethod;
     using grpc::internal::RpcServiceMethod;
     AddMethod(new RpcServiceMethod(
@@ -439,7 +446,7 @@ class Service final : public grpc::Service {
   Status Ingest(grpc::ServerContext& context, const std::string& topic,
                 const std::shared_ptr<FlightData>& first,
                 grpc::ServerReaderWriter<internal::pb::PutResult, FlightData>* stream) const {
-    internal::PutDecoder decoder;
+    internal::PutDecoder decoder(max_message_bytes_);
     ALKAID_RETURN_NOT_OK_CTX(decoder.Start(first), "DoPut into '" << topic << "'");
     client::ProducerOptions options;
     options.socket_path = socket_;
@@ -474,6 +481,7 @@ class Service final : public grpc::Service {
   std::string socket_;
   std::optional<internal::TokenTable> tokens_;
   bool spin_wait_;
+  int64_t max_message_bytes_;  // FlightServerOptions::max_message_bytes
   mutable CancelWatch cancel_watch_;
 };
 
@@ -503,6 +511,10 @@ Result<std::unique_ptr<FlightServer>> FlightServer::Start(const FlightServerOpti
                                     "' without a token file (--tokens): only loopback "
                                     "addresses may be served unauthenticated");
   }
+  if (options.max_message_bytes <= 0) {
+    return Status::Invalid("the DoPut message limit (--max-message-bytes) must be positive, got ",
+                           options.max_message_bytes);
+  }
   if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
     return Status::Invalid("TLS needs both a certificate (--tls-cert) and a key (--tls-key)");
   }
@@ -519,12 +531,18 @@ Result<std::unique_ptr<FlightServer>> FlightServer::Start(const FlightServerOpti
   auto impl = std::make_unique<Impl>();
   std::string socket =
       options.broker_socket.empty() ? client::DefaultBrokerSocket() : options.broker_socket;
-  impl->service =
-      std::make_unique<Service>(std::move(socket), std::move(tokens), options.spin_wait);
+  impl->service = std::make_unique<Service>(std::move(socket), std::move(tokens), options.spin_wait,
+                                            options.max_message_bytes);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, credentials, &impl->port);
   builder.RegisterService(impl->service.get());
-  builder.SetMaxReceiveMessageSize(-1);  // a batch may be larger than 4 MiB
+  // A batch may be larger than gRPC's default 4 MiB. Up to twice the limit
+  // (header and body) plus 1 MiB (descriptor, app_metadata, framing) reaches
+  // PutDecoder, which names the limit; gRPC itself refuses more.
+  constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+  const int64_t limit = std::min(options.max_message_bytes, kIntMax);  // 2 * limit: no overflow
+  builder.SetMaxReceiveMessageSize(
+      static_cast<int>(std::min(kIntMax, 2 * limit + (int64_t{1} << 20))));
   impl->server = builder.BuildAndStart();
   if (impl->server == nullptr || impl->port == 0) {
     return Status::IOError("cannot listen on '", options.listen,

@@ -6,12 +6,12 @@
 #include <nanobind/stl/vector.h>
 
 #include <atomic>
-#include <condition_variable>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stop_token>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "alkaid/client/consumer.h"
@@ -53,12 +53,18 @@ Result<format::RecordBatchPtr> NextSlice(ConsumerState* state, std::chrono::nano
   return state->consumer->Next(slice);
 }
 
-// Opens the consumer on a thread of its own while this thread, holding the
-// GIL between slices, checks for Ctrl-C: Open's wait for the topic is one
-// uninterruptible call. If interrupted, the thread finishes on its own (it
-// owns everything it uses) and drops what it opened.
+// Opens the consumer. A wait for the topic (wait_for_topic) is one Open
+// call, made on a thread of its own with a stop token, while this thread
+// waits for it with the GIL released and, every kSlice, takes the GIL to
+// check for signals: the main thread is the only one Python runs signal
+// handlers on, and it must not be the one blocked in Open. A pending
+// signal (Ctrl-C) requests the stop, which ends Open's wait at once
+// (Cancelled; the broker forgets the waiting consumer with its
+// connection); once Open returned, the handler's exception
+// (KeyboardInterrupt) is raised. From other threads PyErr_CheckSignals
+// finds nothing and the wait ends only as Open's does.
 std::unique_ptr<Consumer> OpenInterruptibly(const std::string& topic,
-                                            const client::ConsumerOptions& options) {
+                                            client::ConsumerOptions options) {
   if (options.wait_for_topic.count() == 0) {
     Result<std::unique_ptr<Consumer>> opened = Status::Unknown("not run");
     {
@@ -67,29 +73,29 @@ std::unique_ptr<Consumer> OpenInterruptibly(const std::string& topic,
     }
     return Unwrap(std::move(opened));
   }
-  struct Pending {
-    std::mutex mutex;
-    std::condition_variable done_cv;
-    std::optional<Result<std::unique_ptr<Consumer>>> result;
-  };
-  auto pending = std::make_shared<Pending>();
-  std::thread([pending, topic, options] {
-    auto result = Consumer::Open(topic, options);
-    std::lock_guard lock(pending->mutex);
-    pending->result.emplace(std::move(result));
-    pending->done_cv.notify_all();
-  }).detach();
+  std::stop_source stop;
+  options.stop = stop.get_token();
+  // Joined before this function returns or throws: the future of
+  // std::async waits for the thread, which uses `topic` and `options`.
+  std::future<Result<std::unique_ptr<Consumer>>> opening =
+      std::async(std::launch::async, [&topic, &options] { return Consumer::Open(topic, options); });
   for (;;) {
-    std::optional<Result<std::unique_ptr<Consumer>>> result;
+    bool ready = false;
     {
       nb::gil_scoped_release release;
-      std::unique_lock lock(pending->mutex);
-      if (pending->done_cv.wait_for(lock, kSlice, [&] { return pending->result.has_value(); })) {
-        result = std::move(pending->result);
-      }
+      ready = opening.wait_for(kSlice) == std::future_status::ready;
     }
-    if (result.has_value()) return Unwrap(std::move(*result));
-    CheckSignals();
+    if (ready) return Unwrap(opening.get());
+    if (PyErr_CheckSignals() != 0) {
+      stop.request_stop();
+      {
+        // Cancelled, or a consumer Open made just before the stop, closed
+        // here: either way nothing stays registered.
+        nb::gil_scoped_release release;
+        (void)opening.get();
+      }
+      throw nb::python_error();
+    }
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -149,7 +150,7 @@ TEST(PutDecoder, FuzzSeedsDecodeToTheGoldStreamsBatches) {
     ASSERT_OK_AND_ASSIGN(auto reader, ipc::RecordBatchStreamReader::Open(file));
     ASSERT_OK_AND_ASSIGN(auto expected, reader->ReadAll());
 
-    internal::PutDecoder decoder;
+    internal::PutDecoder decoder(kDefaultMaxMessageBytes);
     ASSERT_OK(decoder.Start(messages[0]));
     EXPECT_TRUE(decoder.schema()->Equals(*reader->schema()));
     std::size_t batches = 0;
@@ -163,10 +164,75 @@ TEST(PutDecoder, FuzzSeedsDecodeToTheGoldStreamsBatches) {
     EXPECT_EQ(batches, expected.size());
     // A second schema, or a record batch before any schema, is refused.
     EXPECT_TRUE(decoder.Next(messages[0]).status().IsInvalid());
-    internal::PutDecoder fresh;
+    internal::PutDecoder fresh(kDefaultMaxMessageBytes);
     EXPECT_TRUE(fresh.Next(messages[0]).status().IsInvalid());
   }
   EXPECT_GE(cases, 5);
+}
+
+// FlightServerOptions::max_message_bytes through PutDecoder: a schema
+// header, a body, and a compressed buffer's declared decompressed size over
+// the limit are each refused (Invalid naming the limit); at the limit they
+// pass.
+TEST(PutDecoder, RefusesMessagesOverTheLimit) {
+  // 20000 int64 zeros: 160000 bytes, which ZSTD compresses to a few.
+  format::NumericBuilder<int64_t> zeros;
+  for (int i = 0; i < 20000; ++i) ASSERT_OK(zeros.Append(0));
+  ASSERT_OK_AND_ASSIGN(auto column, zeros.FinishData());
+  ASSERT_OK_AND_ASSIGN(
+      auto batch, format::RecordBatch::Make(format::schema({format::field("z", format::int64())}),
+                                            20000, std::vector<format::ArrayDataPtr>{column}));
+  ipc::DictionaryMemo ids;
+  ASSERT_OK(ids.AssignIds(*batch->schema()));
+  ipc::IpcWriteOptions options = internal::FlightWriteOptions();
+  ASSERT_OK_AND_ASSIGN(auto schema_payload, ipc::GetSchemaPayload(*batch->schema(), ids, options));
+  auto schema = std::make_shared<internal::pb::FlightData>();
+  ASSERT_OK(internal::PayloadToFlightData(schema_payload, schema.get()));
+  ASSERT_OK_AND_ASSIGN(auto plain_payload, ipc::GetRecordBatchPayload(*batch, options));
+  auto plain = std::make_shared<internal::pb::FlightData>();
+  ASSERT_OK(internal::PayloadToFlightData(plain_payload, plain.get()));
+  options.compression = ipc::CompressionType::kZstd;
+  ASSERT_OK_AND_ASSIGN(auto zstd_payload, ipc::GetRecordBatchPayload(*batch, options));
+  auto zstd = std::make_shared<internal::pb::FlightData>();
+  ASSERT_OK(internal::PayloadToFlightData(zstd_payload, zstd.get()));
+  const auto header = static_cast<int64_t>(schema->data_header().size());
+  const auto body = static_cast<int64_t>(plain->data_body().size());
+  const int64_t decompressed = 20000 * 8;
+  // The compressed body is far smaller than its int64 column decompressed.
+  ASSERT_LT(static_cast<int64_t>(zstd->data_body().size()), decompressed / 4);
+  ASSERT_GE(body, decompressed);
+
+  internal::PutDecoder tiny(header - 1);
+  Status st = tiny.Start(schema);
+  ASSERT_TRUE(st.IsInvalid()) << st.ToString();
+  EXPECT_NE(st.message().find("data_header is " + std::to_string(header) +
+                              " bytes, over the server's limit of " + std::to_string(header - 1)),
+            std::string::npos)
+      << st.ToString();
+
+  internal::PutDecoder small(body - 1);
+  ASSERT_OK(small.Start(schema));
+  st = small.Next(plain).status();
+  ASSERT_TRUE(st.IsInvalid()) << st.ToString();
+  EXPECT_NE(st.message().find("data_body is " + std::to_string(body) + " bytes"), std::string::npos)
+      << st.ToString();
+  // The compressed body is small, but its int64 column decompresses to
+  // more than the limit.
+  internal::PutDecoder under(decompressed - 1);
+  ASSERT_OK(under.Start(schema));
+  st = under.Next(zstd).status();
+  ASSERT_TRUE(st.IsInvalid()) << st.ToString();
+  EXPECT_NE(st.message().find("declares " + std::to_string(decompressed) +
+                              " uncompressed bytes (limit " + std::to_string(decompressed - 1)),
+            std::string::npos)
+      << st.ToString();
+
+  internal::PutDecoder exact(std::max(body, decompressed));
+  ASSERT_OK(exact.Start(schema));
+  ASSERT_OK_AND_ASSIGN(auto from_plain, exact.Next(plain));
+  ASSERT_OK(format::CheckRecordBatchEquals(*batch, *from_plain));
+  ASSERT_OK_AND_ASSIGN(auto from_zstd, exact.Next(zstd));
+  ASSERT_OK(format::CheckRecordBatchEquals(*batch, *from_zstd));
 }
 
 TEST(TokenTable, ParsesChecksAndGrants) {

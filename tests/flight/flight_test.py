@@ -413,6 +413,70 @@ class DoPutTest(FlightTestCase):
         self.assertEqual(self.broker.topics()[0], {})
 
 
+class MessageLimitTest(FlightTestCase):
+    """--max-message-bytes: a DoPut message is bounded by what its compressed
+    buffers decompress to, not only by its size on the wire."""
+
+    LIMIT = 1 << 20
+    server_args = ("--max-message-bytes", str(LIMIT))
+    SCHEMA = pa.schema([("v", pa.int64())])
+    ZSTD = fl.FlightCallOptions(write_options=pa.ipc.IpcWriteOptions(compression="zstd"))
+
+    def zeros(self, nbytes):
+        return pa.record_batch([pa.array([0] * (nbytes // 8), pa.int64())], schema=self.SCHEMA)
+
+    def test_compressed_batch_decompressing_past_the_limit_is_refused(self):
+        first = pa.record_batch([pa.array([1, 2, 3], pa.int64())], schema=self.SCHEMA)
+        over = self.zeros(self.LIMIT + 8)  # its ZSTD body: a few hundred bytes
+        get = DoGetThread(self.client, b"live/big")
+        get.start()
+        self.wait_for_waiting_consumer("big")
+        with self.assertRaises(pa.ArrowInvalid) as e:
+            writer, metadata = self.client.do_put(fl.FlightDescriptor.for_path("big"),
+                                                  self.SCHEMA, self.ZSTD)
+            writer.write_batch(first)
+            self.assertEqual(json.loads(metadata.read().to_pybytes()), {"published": 1})
+            writer.write_batch(over)
+            writer.close()
+        self.assertIn(f"declares {self.LIMIT + 8} uncompressed bytes (limit {self.LIMIT})",
+                      str(e.exception))
+        # The batch before it was published, the refused one not; the put
+        # ended, and with it the topic's stream.
+        _, got = get.result()
+        self.assertEqual([b.column(0).to_pylist() for b in got], [[1, 2, 3]])
+        self.assertEqual(self.broker.topics()[0]["big"][2], 1)
+
+    def test_uncompressed_bodies_over_the_limit_are_refused(self):
+        # Up to twice the limit plus 1 MiB reaches the server's decoder
+        # (INVALID_ARGUMENT naming the limit); beyond, gRPC refuses it unread.
+        for nbytes, error in ((self.LIMIT * 3 // 2, "the message's data_body is "
+                               f"{self.LIMIT * 3 // 2} bytes, over the server's limit of "
+                               f"{self.LIMIT} bytes"),
+                              (self.LIMIT * 4, "Received message larger than max")):
+            with self.assertRaises(pa.ArrowInvalid) as e:
+                writer, _ = self.client.do_put(fl.FlightDescriptor.for_path(f"b{nbytes}"),
+                                               self.SCHEMA)
+                writer.write_batch(self.zeros(nbytes))
+                writer.close()
+            self.assertIn(error, str(e.exception))
+        # Nothing published (whether gRPC's refusal came before or after the
+        # server created the topic from the schema message).
+        self.assertEqual([v[2] for v in self.broker.topics()[0].values() if v[2] != 0], [])
+
+    def test_compressed_batch_just_under_the_limit_is_published(self):
+        under = self.zeros(self.LIMIT - 64)
+        get = DoGetThread(self.client, b"live/under")
+        get.start()
+        self.wait_for_waiting_consumer("under")
+        writer, _ = self.client.do_put(fl.FlightDescriptor.for_path("under"), self.SCHEMA,
+                                       self.ZSTD)
+        writer.write_batch(under)
+        writer.close()
+        _, got = get.result()
+        self.assertEqual(len(got), 1)
+        self.assertTrue(got[0].equals(under))
+
+
 class CppClientTest(FlightTestCase):
     """`alkaid subscribe|publish grpc://...` (our own Flight client)."""
 

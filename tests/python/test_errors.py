@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 import alkaid
-from conftest import shm_names
+from conftest import shm_names, wait_until
 
 SCHEMA = pa.schema([("x", pa.int64())])
 
@@ -164,6 +164,12 @@ def test_ctrl_c_interrupts_a_wait(broker, what):
             t.join()
             for p in made:
                 p.close()
+        if interrupted:
+            # The interrupt ended the wait itself (its stop request), not
+            # only the Python call: the broker no longer counts a consumer
+            # waiting for the topic, which nobody will ever create.
+            wait_until(lambda: "later" not in _awaited(broker),
+                       "the interrupted consumer stopped waiting for its topic")
     assert not rescued, "the wait ignored SIGINT and ended only when the helper ended it"
     assert interrupted
 
@@ -192,7 +198,6 @@ def test_wait_for_topic_gets_every_batch_from_the_first(broker):
     t.start()
     # The producer opens once the broker counts the waiting consumer: it then
     # waits for it to register, so batch 0 reaches it.
-    from conftest import wait_until
     wait_until(lambda: "late" in _awaited(broker), "consumer waiting")
     with alkaid.Producer("late", SCHEMA, socket=broker.socket) as producer:
         for i in range(5):

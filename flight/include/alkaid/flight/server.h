@@ -6,6 +6,7 @@
 /// FlightClient below) lists the topics, reads one live (DoGet) or publishes
 /// into one (DoPut).
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -13,6 +14,9 @@
 #include "alkaid/common/status.h"
 
 namespace alkaid::flight {
+
+/// FlightServerOptions::max_message_bytes' default: 64 MiB.
+inline constexpr int64_t kDefaultMaxMessageBytes = int64_t{64} << 20;
 
 /// Options for FlightServer::Start().
 struct FlightServerOptions {
@@ -35,6 +39,16 @@ struct FlightServerOptions {
   /// spins first (kSpinThenBlock: lower latency on an idle core, a core
   /// busy per waiting stream; docs/FLIGHT.md, "Figures").
   bool spin_wait = false;
+  /// The largest DoPut message a client may send, in bytes (positive;
+  /// Start fails with Invalid otherwise). It bounds each FlightData's
+  /// data_header and data_body, and the decompressed size every LZ4/ZSTD
+  /// compressed buffer of a body may declare, so that a small hostile body
+  /// cannot make the server allocate gigabytes. A message over it is refused
+  /// with INVALID_ARGUMENT naming the limit: nothing of it is published and
+  /// the put ends (batches before it stay published). gRPC refuses a message
+  /// larger than twice the limit plus 1 MiB itself (RESOURCE_EXHAUSTED),
+  /// before the handler sees it. Default: kDefaultMaxMessageBytes.
+  int64_t max_message_bytes = kDefaultMaxMessageBytes;
 };
 
 /// A running Flight server. Each call runs on a gRPC thread: DoGet opens a
