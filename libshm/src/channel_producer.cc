@@ -133,12 +133,15 @@ struct ChannelLoan::Owner {
   }
   uint32_t counted_count = 0;
   uint64_t min_cursor = 0;  // lower bound of the counted consumers' cursors
-  uint64_t registry_seen = 0;
-  // A registration request was seen and not acted on: left for the next
-  // accepting poll (options.accept_on_publish false), or seen by consumers()
-  // before its consumer bumped the registry's `changes` (the bump follows
-  // the request), which the next PollRegistry must not take as "nothing new".
-  mutable bool requests_waiting = false;
+  // The registry's `changes` as last handled. consumers() may see a request
+  // before its consumer's bump of `changes` (the bump follows the request):
+  // it then sets kRegistryUnseen, so that the next poll looks, whatever the
+  // counter says.
+  mutable uint64_t registry_seen = 0;
+  static constexpr uint64_t kRegistryUnseen = ~uint64_t{0};
+  // A registration request was seen and left for the next accepting poll
+  // (options.accept_on_publish false).
+  bool requests_waiting = false;
   Clock::time_point next_liveness = Clock::now();
   ChannelStats stats;
 
@@ -443,10 +446,8 @@ struct ChannelLoan::Owner {
   void PollRegistry() {
     // Acquire: partner of the consumers' release increments.
     const uint64_t changes = reg_header->changes.load(std::memory_order_acquire);
-    const bool pending = requests_waiting && options.accept_on_publish;
-    if (changes == registry_seen && !pending) return;
+    if (changes == registry_seen) return;
     registry_seen = changes;
-    if (options.accept_on_publish) requests_waiting = false;
     ProcessRegistry(options.accept_on_publish);
   }
 
@@ -1080,7 +1081,7 @@ std::vector<ChannelConsumerInfo> ChannelProducer::consumers() const {
       // Whoever saw this request here (e.g. a producer waiting for its
       // consumers before its first publish) expects the next publish to
       // accept it, though its consumer may not have bumped `changes` yet.
-      state.requests_waiting = true;
+      state.registry_seen = Owner::kRegistryUnseen;
       ChannelConsumerInfo waiting;
       waiting.index = k;
       waiting.pid = internal::RegPid(word);
