@@ -52,13 +52,19 @@ Status Collect(std::future<Status>* pending, const char* what) {
   return pending->get();
 }
 
+// Consumer::Open of `topic` on a thread of its own; `options` must outlive
+// the future.
+std::future<Status> OpenInBackground(const std::string& topic, const ConsumerOptions& options) {
+  return std::async(std::launch::async,
+                    [topic, &options] { return Consumer::Open(topic, options).status(); });
+}
+
 TEST(ConsumerCancelTest, AStopRequestEndsTheWaitForATopicWithCancelled) {
   BrokerProcess broker;
   ASSERT_TRUE(broker.Start());
   std::stop_source source;
   const ConsumerOptions options = WaitForever(broker, source.get_token());
-  std::future<Status> opened = std::async(
-      std::launch::async, [&options] { return Consumer::Open("not_yet", options).status(); });
+  std::future<Status> opened = OpenInBackground("not_yet", options);
   // The consumer is registered with the broker as waiting: the stop comes
   // while Open is inside its wait, not before it.
   ASSERT_TRUE(WaitUntil([&] { return AwaitingConsumers(broker.socket(), "not_yet") == 1; }));
@@ -99,8 +105,9 @@ TEST(ConsumerCancelTest, AStopRequestEndsTheWaitWhileTheBrokerIsDown) {
   ASSERT_TRUE(broker.Start());
   std::stop_source source;
   const ConsumerOptions options = WaitForever(broker, source.get_token());
-  std::future<Status> opened = std::async(
-      std::launch::async, [&options] { return Consumer::Open("not_yet", options).status(); });
+  std::future<Status> opened = OpenInBackground("not_yet", options);
+  // The consumer is registered with the broker as waiting: the stop comes
+  // while Open is inside its wait, not before it.
   ASSERT_TRUE(WaitUntil([&] { return AwaitingConsumers(broker.socket(), "not_yet") == 1; }));
   broker.Stop();
   ASSERT_EQ(opened.wait_for(0s), std::future_status::timeout) << opened.get().ToString();
