@@ -512,6 +512,180 @@ TEST_F(ChannelTest, ARequestSeenBeforeItsBumpIsAcceptedAtTheNextPublish) {
   }
 }
 
+// A rogue consumer writes return entries straight into its own return
+// queue (its segment is writable to it), at the position the producer reads
+// next. Returns (descriptor, generation) of the message whose slot is
+// `sequence`'s, read from the channel segment.
+class ReturnForger {
+ public:
+  static Result<ReturnForger> Open(const std::string& channel, uint32_t consumer_index) {
+    ReturnForger f;
+    ALKAID_ASSIGN_OR_RAISE(f.channel_, Segment::Open(channel, SegmentKind::kChannel));
+    const auto names = testing::SegmentsWithPrefix(channel + ".c" +
+                                                   std::to_string(consumer_index) + ".");
+    if (names.size() != 1) return Status::Invalid("no single segment for the consumer");
+    ALKAID_ASSIGN_OR_RAISE(f.own_, Segment::Open(names[0], SegmentKind::kChannelConsumer));
+    f.index_ = consumer_index;
+    return f;
+  }
+
+  std::pair<uint32_t, uint32_t> BlockOf(uint64_t sequence) const {
+    const auto* h = header();
+    const auto* slot = reinterpret_cast<const internal::ChannelSlotData*>(
+        channel_->data() + h->slots_offset + (sequence % h->slot_count) * h->slot_size);
+    const uint64_t word = slot->block.load();
+    return {static_cast<uint32_t>(word), static_cast<uint32_t>(word >> 32)};
+  }
+  uint32_t block_count() const { return header()->block_count; }
+
+  // Queues (descriptor, generation) pairs after everything the producer
+  // has drained (call after Poll, with nothing of the consumer undrained).
+  void Forge(std::initializer_list<std::pair<uint32_t, uint32_t>> entries) {
+    const auto* h = header();
+    const auto* control = reinterpret_cast<const internal::ConsumerControlData*>(
+                              channel_->data() + h->controls_offset) +
+                          index_;
+    const auto* own = reinterpret_cast<const internal::ConsumerSegHeaderData*>(own_->data());
+    const uint32_t log2 = static_cast<uint32_t>(__builtin_ctz(own->return_capacity));
+    auto* cells =
+        reinterpret_cast<std::atomic<uint64_t>*>(own_->data() + sizeof(*own));
+    uint64_t pos = control->returns_read.load();
+    for (const auto& [descriptor, generation] : entries) {
+      cells[pos & (own->return_capacity - 1)].store(
+          internal::ReturnWord(internal::ReturnLap(pos, log2), descriptor, generation));
+      ++pos;
+    }
+  }
+
+ private:
+  const internal::ChannelHeaderData* header() const {
+    return reinterpret_cast<const internal::ChannelHeaderData*>(channel_->data());
+  }
+  std::shared_ptr<Segment> channel_;
+  std::shared_ptr<Segment> own_;
+  uint32_t index_ = 0;
+};
+
+// Returns from a consumer that name a block it does not hold (another
+// consumer's, one it returned already, a descriptor out of range) free
+// nothing and are counted as bogus; the other consumer's body stays
+// intact and its block is not lent again until that consumer drops it.
+TEST_F(ChannelTest, ForgedReturnsFreeNoBlockAnotherConsumerHolds) {
+  const std::string name = NewName("ch");
+  ChannelOptions o = Small();
+  o.slot_count = 2;
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, o));
+  ASSERT_OK_AND_ASSIGN(auto honest, ChannelConsumer::Open(name));
+  ASSERT_OK(PublishPattern(producer.get(), 0, 4096));  // before the rogue joins
+  ChannelMessage message;
+  ASSERT_OK(honest->Receive(&message, 1s));
+  ChannelBlock held = message.TakeBody();
+  ASSERT_OK_AND_ASSIGN(auto rogue, ChannelConsumer::Open(name));
+  ASSERT_EQ(rogue->index(), 1u);
+  ASSERT_OK_AND_ASSIGN(ReturnForger forger, ReturnForger::Open(name, rogue->index()));
+  const auto held_block = forger.BlockOf(0);
+  ASSERT_OK(PublishPattern(producer.get(), 1, 4096));
+  const auto rogues_block = forger.BlockOf(1);
+  ChannelMessage rogues;
+  ASSERT_OK(rogue->Receive(&rogues, 1s));
+  ASSERT_OK(honest->Receive(&message, 1s));
+  rogues.Reset();  // returned once, honestly
+  message.Reset();
+  // Two more messages push message 0 out of the ring: only the honest
+  // consumer's hold keeps its block.
+  for (uint64_t i = 2; i < 4; ++i) {
+    ASSERT_OK(PublishPattern(producer.get(), i, 64));
+    ASSERT_OK(rogue->Receive(&rogues, 1s));
+    ASSERT_OK(honest->Receive(&message, 1s));
+  }
+  producer->Poll();
+  const ChannelStats before = producer->stats();
+  forger.Forge({held_block,
+                rogues_block,
+                {forger.block_count(), held_block.second},
+                {0xffffffU, 1}});
+  producer->Poll();
+  EXPECT_EQ(producer->stats().bogus_returns - before.bogus_returns, 4u);
+  EXPECT_EQ(producer->stats().returns, before.returns);
+  // Fill the arena: the held block is never lent.
+  std::vector<ChannelLoan> loans;
+  while (true) {
+    auto loan = producer->Loan(4096);
+    if (!loan.ok()) break;
+    FillPattern(999, loan->data());
+    loans.push_back(std::move(*loan));
+  }
+  EXPECT_TRUE(CheckPattern(0, held.data()));
+  loans.clear();
+  held.Reset();
+  message.Reset();
+  producer->Poll();
+  EXPECT_EQ(producer->stats().bogus_returns - before.bogus_returns, 4u);
+}
+
+// A block's descriptor is reused with a new generation; a return naming
+// an earlier generation (a consumer's late duplicate, or a forgery) must
+// not free the block the same consumer now holds under the new one.
+TEST_F(ChannelTest, AReturnOfAnEarlierGenerationDoesNotFreeTheReusedBlock) {
+  const std::string name = NewName("ch");
+  ChannelOptions o = Small();  // 64 KiB arena
+  o.slot_count = 2;
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, o));
+  ASSERT_OK_AND_ASSIGN(auto consumer, ChannelConsumer::Open(name));
+  ASSERT_OK_AND_ASSIGN(ReturnForger forger, ReturnForger::Open(name, consumer->index()));
+  // Publish and read 16 KiB bodies until a descriptor comes back under a
+  // new generation; keep that body.
+  ChannelMessage message;
+  std::vector<std::pair<uint32_t, uint32_t>> seen;
+  ChannelBlock held;
+  uint64_t held_seed = 0;
+  uint32_t earlier_generation = 0;
+  for (uint64_t i = 0; i < 64 && !held.valid(); ++i) {
+    ASSERT_OK(PublishPattern(producer.get(), i, 16 << 10));
+    const auto block = forger.BlockOf(i);
+    ASSERT_OK(consumer->Receive(&message, 1s));
+    for (const auto& [descriptor, generation] : seen) {
+      if (descriptor == block.first && generation != block.second) {
+        earlier_generation = generation;
+        held_seed = i;
+        held = message.TakeBody();
+        break;
+      }
+    }
+    seen.push_back(block);
+  }
+  ASSERT_TRUE(held.valid()) << "no descriptor was reused in 64 messages";
+  const auto held_block = forger.BlockOf(held_seed);
+  // Push the held message out of the ring.
+  for (uint64_t i = 100; i < 102; ++i) {
+    ASSERT_OK(PublishPattern(producer.get(), i, 64));
+    ASSERT_OK(consumer->Receive(&message, 1s));
+  }
+  producer->Poll();
+  const ChannelStats before = producer->stats();
+  forger.Forge({{held_block.first, earlier_generation}});
+  producer->Poll();
+  EXPECT_EQ(producer->stats().bogus_returns - before.bogus_returns, 1u);
+  std::vector<ChannelLoan> loans;
+  while (true) {
+    auto loan = producer->Loan(16 << 10);
+    if (!loan.ok()) break;
+    FillPattern(999, loan->data());
+    loans.push_back(std::move(*loan));
+  }
+  EXPECT_TRUE(CheckPattern(held_seed, held.data()));
+  loans.clear();
+  held.Reset();
+  message.Reset();
+  // The consumer's first push after the forgery landed on the entry the
+  // producer had already read (it is lost to the producer); finishing the
+  // consumer clears whatever it still appears to hold.
+  consumer->Close();
+  producer->Poll();
+  EXPECT_EQ(producer->stats().consumers_finished, 1u);
+  ASSERT_OK(producer->Loan(16 << 10).status());
+}
+
 TEST_F(ChannelTest, SidebandReadsAsOneSet) {
   const std::string name = NewName("ch");
   ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, Small()));
