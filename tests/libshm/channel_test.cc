@@ -521,8 +521,8 @@ class ReturnForger {
   static Result<ReturnForger> Open(const std::string& channel, uint32_t consumer_index) {
     ReturnForger f;
     ALKAID_ASSIGN_OR_RAISE(f.channel_, Segment::Open(channel, SegmentKind::kChannel));
-    const auto names = testing::SegmentsWithPrefix(channel + ".c" +
-                                                   std::to_string(consumer_index) + ".");
+    const auto names =
+        testing::SegmentsWithPrefix(channel + ".c" + std::to_string(consumer_index) + ".");
     if (names.size() != 1) return Status::Invalid("no single segment for the consumer");
     ALKAID_ASSIGN_OR_RAISE(f.own_, Segment::Open(names[0], SegmentKind::kChannelConsumer));
     f.index_ = consumer_index;
@@ -547,8 +547,7 @@ class ReturnForger {
                           index_;
     const auto* own = reinterpret_cast<const internal::ConsumerSegHeaderData*>(own_->data());
     const uint32_t log2 = static_cast<uint32_t>(__builtin_ctz(own->return_capacity));
-    auto* cells =
-        reinterpret_cast<std::atomic<uint64_t>*>(own_->data() + sizeof(*own));
+    auto* cells = reinterpret_cast<std::atomic<uint64_t>*>(own_->data() + sizeof(*own));
     uint64_t pos = control->returns_read.load();
     for (const auto& [descriptor, generation] : entries) {
       cells[pos & (own->return_capacity - 1)].store(
@@ -600,10 +599,8 @@ TEST_F(ChannelTest, ForgedReturnsFreeNoBlockAnotherConsumerHolds) {
   }
   producer->Poll();
   const ChannelStats before = producer->stats();
-  forger.Forge({held_block,
-                rogues_block,
-                {forger.block_count(), held_block.second},
-                {0xffffffU, 1}});
+  forger.Forge(
+      {held_block, rogues_block, {forger.block_count(), held_block.second}, {0xffffffU, 1}});
   producer->Poll();
   EXPECT_EQ(producer->stats().bogus_returns - before.bogus_returns, 4u);
   EXPECT_EQ(producer->stats().returns, before.returns);
