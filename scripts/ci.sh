@@ -57,8 +57,8 @@ stage_tsan() {
     # Without the broker's SIGKILL loop: ThreadSanitizer sees races between
     # the threads of one process, and that test's interest is between
     # processes (kills and restarts); it runs in the test and asan-ubsan
-    # stages, and TSan's slowdown would only stretch its timing. The ring's
-    # threaded stress tests do run here.
+    # stages, and TSan's slowdown would only stretch its timing. The channel's
+    # threaded stress test (tests/libshm/channel_stress_test.cc) does run here.
     TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1${TSAN_OPTIONS:+:$TSAN_OPTIONS}" \
       ctest --test-dir "build/tsan/$d" --no-tests=error --output-on-failure \
             -E '^BrokerStressTest[.]' -j "$jobs" --timeout 900 || rc=1

@@ -336,8 +336,13 @@ Result<bool> ChannelConsumer::TryReceive(ChannelMessage* out) {
     ALKAID_ASSIGN_OR_RAISE(const bool ok, Accepted());
     if (!ok) return false;
   }
-  // An honest producer laps us at most a few times in a row; a hostile one
-  // could show ever newer sequences in every slot.
+  // Each lap moves us to the oldest message that may still be intact. A
+  // producer that goes on publishing can lap us again and again (a consumer
+  // preempted between its loads, few slots): after a bounded number of
+  // tries we return with nothing yet, and the caller tries again. One that
+  // stands still and still shows newer sequences in every slot than its
+  // write_sequence allows is corrupt.
+  uint64_t write_at_first_lap = 0;
   for (uint32_t attempt = 0; attempt <= state.geometry.slot_count + 1; ++attempt) {
     const uint64_t c = cursor_;
     const ChannelSlotData* slot = state.Slot(c);
@@ -380,6 +385,7 @@ Result<bool> ChannelConsumer::TryReceive(ChannelMessage* out) {
       // the change (the seqlock reader's half).
       std::atomic_thread_fence(std::memory_order_acquire);
       lapped = slot->sequence.load(std::memory_order_relaxed) != seq;
+      if (lapped) ++torn_reads_;
     }
     const uint32_t descriptor = static_cast<uint32_t>(block);
     const uint32_t generation = static_cast<uint32_t>(block >> 32);
@@ -413,16 +419,24 @@ Result<bool> ChannelConsumer::TryReceive(ChannelMessage* out) {
         // block as ours (it saw our cursor) or not; returning it is right
         // either way (a return it does not expect is ignored).
         if (block != 0) state.returns->Push(descriptor, generation);
+        ++late_laps_;
         lapped = true;
       }
     }
     if (lapped) {
       // The producer overwrote messages we had not read (kDropOldest): go to
-      // the oldest that may still be intact and count what was skipped.
+      // the oldest that may still be intact and count what was skipped. The
+      // oldest is also the slot the producer writes next: if it laps us
+      // again at once, it publishes faster than we read, and each further
+      // lap in a row leaves it more room (1, 2, 4... up to half the slots),
+      // or a consumer that lands there could be lapped at every try.
       // Acquire: partner of the producer's store of write_sequence.
       const uint64_t w = state.header->write_sequence.load(std::memory_order_acquire);
-      const uint64_t next =
-          std::max(c + 1, w >= state.geometry.slot_count ? w - state.geometry.slot_count : 0);
+      if (attempt == 0) write_at_first_lap = w;
+      const uint64_t slots = state.geometry.slot_count;
+      const uint64_t room =
+          attempt == 0 ? 0 : std::min(uint64_t{1} << std::min(attempt - 1, 62u), slots / 2);
+      const uint64_t next = std::max(c + 1, w >= slots ? w - slots + room : 0);
       lost_ += next - c;
       pending_lost_ += next - c;
       cursor_ = next;
@@ -454,6 +468,10 @@ Result<bool> ChannelConsumer::TryReceive(ChannelMessage* out) {
     out->lost_before_ = pending_lost_;
     pending_lost_ = 0;
     return true;
+  }
+  // Acquire: partner of the producer's store of write_sequence.
+  if (state.header->write_sequence.load(std::memory_order_acquire) != write_at_first_lap) {
+    return false;  // lapped while the producer published on: what was skipped is counted
   }
   return Status::Invalid("channel '", state.name, "': every slot shows a newer message than ",
                          "the one this consumer skipped to (sequence ", cursor_,

@@ -390,6 +390,13 @@ class ALKAID_EXPORT ChannelConsumer {
   uint64_t next_sequence() const { return cursor_; }
   /// Messages lost so far (kDropOldest).
   uint64_t lost_count() const { return lost_; }
+  /// kDropOldest, the two races the consumer's checks exist for (each such
+  /// message is skipped and counted in lost_count()): slots the producer
+  /// rewrote while this consumer copied them (the seqlock re-check saw the
+  /// change), and slots rewritten after a consistent copy, before the
+  /// producer saw this consumer's cursor move (the block is returned).
+  uint64_t torn_reads() const { return torn_reads_; }
+  uint64_t late_laps() const { return late_laps_; }
   const std::string& name() const;
 
   struct Impl;
@@ -403,6 +410,8 @@ class ALKAID_EXPORT ChannelConsumer {
   uint64_t cursor_ = 0;
   uint64_t lost_ = 0;
   uint64_t pending_lost_ = 0;
+  uint64_t torn_reads_ = 0;
+  uint64_t late_laps_ = 0;
   bool accepted_ = false;
   bool closed_ = false;
 };
