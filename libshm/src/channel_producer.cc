@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <utility>
@@ -590,6 +591,14 @@ Status ChannelLoan::Owner::WaitForRoom(uint64_t sequence) {
   while (true) {
     PollRegistry();
     if (ScanMinCursor() >= target) return Status::OK();
+    if (options.stop.stop_requested()) {
+      if (min_cursor >= needed) return Status::OK();  // at least one slot freed
+      const uint32_t k = Slowest();
+      const uint32_t pid = k < geometry.max_consumers ? internal::RegPid(consumers[k].word) : 0;
+      return Status::Cancelled("channel '", name, "': the wait for consumer ", k, " (pid ", pid,
+                               ") to read message ", needed - 1,
+                               " was cancelled (its cursor is at ", min_cursor, ")");
+    }
     const auto now = Clock::now();
     if (now >= deadline) {
       if (min_cursor >= needed) return Status::OK();  // at least one slot freed
@@ -822,6 +831,12 @@ Status ChannelProducer::LoanImpl(uint64_t length, ChannelLoan* into) {
     state.CollectSpace();
     desc = state.TryTake(capacity);
     if (desc != kNoBlock) break;
+    if (state.options.stop.stop_requested()) {
+      return Status::Cancelled("channel '", state.name, "': the wait for space for a ", length,
+                               "-byte block was cancelled (", state.ranges.free_bytes(),
+                               " bytes free in pieces of at most ", state.ranges.largest(), ", ",
+                               state.blocks_live, " blocks live)");
+    }
     if (Clock::now() >= deadline) {
       std::string holders;
       for (const ChannelConsumerInfo& c : consumers()) {
@@ -1104,6 +1119,7 @@ std::vector<ChannelConsumerInfo> ChannelProducer::consumers() const {
 
 const std::string& ChannelProducer::name() const { return impl_->name; }
 const ChannelOptions& ChannelProducer::options() const { return impl_->options; }
+void ChannelProducer::set_stop(std::stop_token stop) { impl_->options.stop = std::move(stop); }
 bool ChannelProducer::huge_pages() const { return impl_->segment->huge_pages(); }
 
 }  // namespace alkaid::shm
