@@ -591,14 +591,6 @@ Status ChannelLoan::Owner::WaitForRoom(uint64_t sequence) {
   while (true) {
     PollRegistry();
     if (ScanMinCursor() >= target) return Status::OK();
-    if (options.stop.stop_requested()) {
-      if (min_cursor >= needed) return Status::OK();  // at least one slot freed
-      const uint32_t k = Slowest();
-      const uint32_t pid = k < geometry.max_consumers ? internal::RegPid(consumers[k].word) : 0;
-      return Status::Cancelled("channel '", name, "': the wait for consumer ", k, " (pid ", pid,
-                               ") to read message ", needed - 1,
-                               " was cancelled (its cursor is at ", min_cursor, ")");
-    }
     const auto now = Clock::now();
     if (now >= deadline) {
       if (min_cursor >= needed) return Status::OK();  // at least one slot freed
@@ -613,6 +605,17 @@ Status ChannelLoan::Owner::WaitForRoom(uint64_t sequence) {
     if (now < spin_until) {
       internal::CpuRelax();
       continue;
+    }
+    // Past the spin, between futex waits of at most 1 ms: a stop is seen
+    // within about a millisecond, and a caller that stopped in advance
+    // still gets the spin's chance of room.
+    if (options.stop.stop_requested()) {
+      if (min_cursor >= needed) return Status::OK();  // at least one slot freed
+      const uint32_t k = Slowest();
+      const uint32_t pid = k < geometry.max_consumers ? internal::RegPid(consumers[k].word) : 0;
+      return Status::Cancelled("channel '", name, "': the wait for consumer ", k, " (pid ", pid,
+                               ") to read message ", needed - 1,
+                               " was cancelled (its cursor is at ", min_cursor, ")");
     }
     ReapDead();
     const uint32_t k = Slowest();

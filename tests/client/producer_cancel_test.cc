@@ -22,6 +22,7 @@
 #include <stop_token>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "alkaid/client/broker_client.h"
 #include "alkaid/client/consumer.h"
@@ -235,6 +236,44 @@ TEST(ProducerCancelTest, AStopEndsClosesDrainAndCloseFinishes) {
   EXPECT_EQ(last->num_rows(), 3);
   ASSERT_RAISES(kEndOfStream, consumer->Next(kGuard));
   EXPECT_OK(producer->Close());  // idempotent
+}
+
+// A cancelled Publish(batch, pool) whose Message went into the region (1 KiB
+// of custom metadata does not fit a slot) leaves the pool as it was: made
+// again, the batch goes out whole. The region has room for one copy of the
+// Message only, so a second append would fail.
+TEST(ProducerCancelTest, ACancelledPublishOfAPoolCanBeMadeAgain) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  TopicOptions topic = TopicWithArena();
+  topic.ring_slots = 2;
+  std::stop_source source;
+  ProducerOptions options = Patient(broker, source.get_token(), topic);
+  options.wait_for_consumers = 0ms;
+  ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("t", Schema(), options));
+  auto consumer = ConsumerThatReadOne(broker, "t", producer.get());
+  ASSERT_NE(consumer, nullptr);
+  ASSERT_OK(producer->PublishCopy(*Batch(1)));
+  ASSERT_OK(producer->PublishCopy(*Batch(1)));  // the ring is full
+
+  ASSERT_OK_AND_ASSIGN(auto pool, producer->NewBatchPool(2048));
+  format::Int64Builder ids(pool.get());
+  for (int64_t i = 0; i < 10; ++i) ASSERT_OK(ids.Append(i * 3));
+  ASSERT_OK_AND_ASSIGN(auto array, ids.Finish());
+  ASSERT_OK_AND_ASSIGN(auto plain, format::RecordBatch::Make(Schema(), 10, {array}));
+  const auto batch = plain->WithMetadata(std::make_shared<format::KeyValueMetadata>(
+      std::vector<std::pair<std::string, std::string>>{{"note", std::string(1024, 'x')}}));
+  source.request_stop();
+  ASSERT_RAISES(kCancelled, producer->Publish(*batch, pool.get()));
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_OK_AND_ASSIGN(auto b, consumer->Next(kGuard));
+    ASSERT_NE(b, nullptr);
+  }
+  producer->set_stop({});
+  ASSERT_OK(producer->Publish(*batch, pool.get()));
+  ASSERT_OK_AND_ASSIGN(auto got, consumer->Next(kGuard));
+  ASSERT_NE(got, nullptr);
+  EXPECT_TRUE(got->Equals(*batch, /*check_metadata=*/true));
 }
 
 // RowProducer shares the implementation: its publish wait is cancelled too.
