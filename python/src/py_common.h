@@ -123,6 +123,32 @@ auto CallInterruptibly(Call&& call) -> decltype(call(std::stop_token{})) {
   }
 }
 
+/// The Status of a call's result, for CallInterruptiblyRepeatable.
+inline Status StatusOf(const Status& status) { return status; }
+template <typename T>
+Status StatusOf(const Result<T>& result) {
+  return result.status();
+}
+
+/// As CallInterruptibly, for a call that did nothing when it returns
+/// Cancelled (a publish or loan whose wait was cancelled: nothing
+/// published, no block lent), so that it can be made again. It is made
+/// first right here, with the GIL released and a stop already requested:
+/// one that need not wait (the common case) costs no thread; one that would
+/// wait ends at its first look at the token (after the channel's spin for
+/// room) with Cancelled and is then made again with CallInterruptibly.
+template <typename Call>
+auto CallInterruptiblyRepeatable(Call&& call) -> decltype(call(std::stop_token{})) {
+  {
+    nb::gil_scoped_release release;
+    std::stop_source stopped;
+    stopped.request_stop();
+    auto first = call(stopped.get_token());
+    if (StatusOf(first).code() != StatusCode::kCancelled) return first;
+  }
+  return CallInterruptibly(call);
+}
+
 /// "1.5 s", for messages.
 std::string SecondsText(std::optional<double> seconds);
 

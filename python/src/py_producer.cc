@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <mutex>
 #include <stop_token>
 #include <utility>
@@ -50,6 +51,32 @@ class StopScope {
  private:
   client::Producer* producer_;
 };
+
+// Takes a C Data Interface struct (ArrowArray or ArrowSchema) moved out of
+// `*c_struct`, released when the last reference goes.
+template <typename T>
+std::shared_ptr<T> Own(T* c_struct) {
+  std::shared_ptr<T> owned(new T(*c_struct), [](T* p) {
+    if (p->release != nullptr) p->release(p);
+    delete p;
+  });
+  c_struct->release = nullptr;
+  return owned;
+}
+
+// A shallow copy of `*owner` for one call that takes the struct: the same
+// buffers and children (the import reads them in place); its release only
+// drops its reference to `owner`. A publish that failed (and released what
+// it was given) can so be made again.
+template <typename T>
+void Lend(const std::shared_ptr<T>& owner, T* out) {
+  *out = *owner;
+  out->private_data = new std::shared_ptr<T>(owner);
+  out->release = [](T* self) {
+    delete static_cast<std::shared_ptr<T>*>(self->private_data);
+    self->release = nullptr;
+  };
+}
 
 std::string TypeName(nb::handle obj) { return nb::cast<std::string>(nb::str(obj.type())); }
 
@@ -146,16 +173,19 @@ uint64_t PyProducer::Publish(nb::handle obj) {
       schema.release(&schema);
       throw;
     }
-    // A wait for room or space ends on Ctrl-C (nothing is published).
-    Check(CallInterruptibly([&](std::stop_token stop) {
+    // A wait for room or space ends on Ctrl-C (nothing is published). Each
+    // attempt gets lent copies of the structs.
+    const std::shared_ptr<ArrowArray> owned_array = Own(&array);
+    const std::shared_ptr<ArrowSchema> owned_schema = Own(&schema);
+    Check(CallInterruptiblyRepeatable([&](std::stop_token stop) {
       std::lock_guard lock(mutex_);
-      if (producer_ == nullptr) {
-        array.release(&array);
-        schema.release(&schema);
-        return ClosedStatus();
-      }
+      if (producer_ == nullptr) return ClosedStatus();
+      ArrowArray lent_array;
+      ArrowSchema lent_schema;
+      Lend(owned_array, &lent_array);
+      Lend(owned_schema, &lent_schema);
       StopScope scope(producer_.get(), std::move(stop));
-      return producer_->PublishArrowArray(&array, &schema);
+      return producer_->PublishArrowArray(&lent_array, &lent_schema);
     }));
     return 1;
   }
@@ -164,7 +194,8 @@ uint64_t PyProducer::Publish(nb::handle obj) {
     ArrowArrayStream stream;
     TakeStream(capsule, &stream);
     // Ctrl-C ends a wait for room or space; the batches before it stay
-    // published.
+    // published. A stream cannot be read again, so this call always costs
+    // a thread (CallInterruptibly), once per stream.
     return Unwrap(CallInterruptibly([&](std::stop_token stop) -> Result<uint64_t> {
       std::lock_guard lock(mutex_);
       if (producer_ == nullptr) {
@@ -189,7 +220,7 @@ void PyProducer::Close() {
     std::lock_guard lock(mutex_);
     if (producer_ == nullptr) return Status::OK();
     producer_->set_stop(std::move(stop));
-    const Status status = producer_->Close();
+    Status status = producer_->Close();
     producer_.reset();
     return status;
   }));
@@ -247,7 +278,7 @@ class PyLoan {
     }
     num_rows_ = num_rows;
     // A wait for arena space ends on Ctrl-C.
-    Check(CallInterruptibly([&](std::stop_token stop) {
+    Check(CallInterruptiblyRepeatable([&](std::stop_token stop) {
       std::lock_guard lock(owner.mutex());
       StopScope scope(owner.Get(), std::move(stop));
       return Allocate(&owner, bytes + 64);
@@ -295,7 +326,7 @@ class PyLoan {
     // counts as published (its pool is sealed).
     Status status;
     try {
-      status = CallInterruptibly([&](std::stop_token stop) {
+      status = CallInterruptiblyRepeatable([&](std::stop_token stop) {
         std::lock_guard lock(owner.mutex());
         if (owner.Get() == nullptr) return owner.ClosedStatus();
         StopScope scope(owner.Get(), std::move(stop));
