@@ -265,7 +265,7 @@ Status BatchPublisher::PublishRegion(ShmBatchPool* pool, uint64_t body_length,
   }
   // The region keeps the loan: it stays valid while the pool or any of
   // its buffers lives.
-  const Status published =
+  Status published =
       channel_->Publish(payload, pool->loan(), UserWordFor(body_length, kind, in_region), shape);
   if (!published.ok()) {
     // TimedOut or Cancelled waiting for room: the pool is left as it was
