@@ -93,9 +93,9 @@ struct ChannelOptions {
   SegmentOptions segment;
   /// Cancels the producer's waits: once a stop is requested on its
   /// std::stop_source, from any thread, a Publish waiting for room
-  /// (kBlockProducer) or a Loan waiting for space ends within a
-  /// millisecond or so with Cancelled, leaving the loan with the caller as
-  /// TimedOut does; so does every later wait. Only the waits look at it: a
+  /// (kBlockProducer; past publish_spin) or a Loan waiting for space ends
+  /// within a millisecond or so with Cancelled, leaving the loan with the
+  /// caller as TimedOut does; so does every later wait. Only the waits look at it: a
   /// publish or loan that need not wait goes through. Default: a token
   /// that is never stopped. ChannelProducer::set_stop replaces it.
   std::stop_token stop;
