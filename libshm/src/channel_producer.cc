@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <utility>
@@ -605,6 +606,17 @@ Status ChannelLoan::Owner::WaitForRoom(uint64_t sequence) {
       internal::CpuRelax();
       continue;
     }
+    // Past the spin, between futex waits of at most 1 ms: a stop is seen
+    // within about a millisecond, and a caller that stopped in advance
+    // still gets the spin's chance of room.
+    if (options.stop.stop_requested()) {
+      if (min_cursor >= needed) return Status::OK();  // at least one slot freed
+      const uint32_t k = Slowest();
+      const uint32_t pid = k < geometry.max_consumers ? internal::RegPid(consumers[k].word) : 0;
+      return Status::Cancelled("channel '", name, "': the wait for consumer ", k, " (pid ", pid,
+                               ") to read message ", needed - 1,
+                               " was cancelled (its cursor is at ", min_cursor, ")");
+    }
     ReapDead();
     const uint32_t k = Slowest();
     if (k == geometry.max_consumers) continue;
@@ -822,6 +834,12 @@ Status ChannelProducer::LoanImpl(uint64_t length, ChannelLoan* into) {
     state.CollectSpace();
     desc = state.TryTake(capacity);
     if (desc != kNoBlock) break;
+    if (state.options.stop.stop_requested()) {
+      return Status::Cancelled("channel '", state.name, "': the wait for space for a ", length,
+                               "-byte block was cancelled (", state.ranges.free_bytes(),
+                               " bytes free in pieces of at most ", state.ranges.largest(), ", ",
+                               state.blocks_live, " blocks live)");
+    }
     if (Clock::now() >= deadline) {
       std::string holders;
       for (const ChannelConsumerInfo& c : consumers()) {
@@ -1104,6 +1122,7 @@ std::vector<ChannelConsumerInfo> ChannelProducer::consumers() const {
 
 const std::string& ChannelProducer::name() const { return impl_->name; }
 const ChannelOptions& ChannelProducer::options() const { return impl_->options; }
+void ChannelProducer::set_stop(std::stop_token stop) { impl_->options.stop = std::move(stop); }
 bool ChannelProducer::huge_pages() const { return impl_->segment->huge_pages(); }
 
 }  // namespace alkaid::shm

@@ -79,7 +79,10 @@ class Loan:
         """Publishes the loan unless the block raised."""
 
 class Producer:
-    """A producer of a topic; a context manager (leaving it closes the producer)."""
+    """A producer of a topic; a context manager (leaving it closes the producer).
+
+    Its waits (construction, publish, loan, close) release the GIL; on the
+    main thread Ctrl-C ends them with KeyboardInterrupt."""
 
     def __init__(self, topic: str, schema: object, *, socket: str | None = None,
                  ring_slots: int = 0, segment_bytes: int = 0, policy: Policy = "block",

@@ -153,6 +153,14 @@ std::chrono::nanoseconds Deadline::NextSlice() const {
 
 bool Deadline::Expired() const { return !forever && std::chrono::steady_clock::now() >= until; }
 
+unsigned long MainThreadId() {
+  // Looked up once: the main thread stays the same for the interpreter's
+  // life (a child forked from the main thread keeps its id too).
+  static const unsigned long id = nb::cast<unsigned long>(
+      nb::module_::import_("threading").attr("main_thread")().attr("ident"));
+  return id;
+}
+
 void CheckSignals() {
   if (PyErr_CheckSignals() != 0) throw nb::python_error();
 }

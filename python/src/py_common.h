@@ -8,8 +8,11 @@
 
 #include <chrono>
 #include <functional>
+#include <future>
 #include <optional>
+#include <stop_token>
 #include <string>
+#include <utility>
 
 #include "alkaid/common/result.h"
 #include "alkaid/common/status.h"
@@ -73,6 +76,78 @@ inline constexpr std::chrono::milliseconds kSlice{50};
 /// Runs PyErr_CheckSignals (the GIL must be held): throws the exception a
 /// signal handler raised (KeyboardInterrupt for Ctrl-C).
 void CheckSignals();
+
+/// The thread id of Python's main thread (threading.main_thread()), the
+/// only thread signal handlers run on. Needs the GIL.
+unsigned long MainThreadId();
+
+/// Runs `call(stop)`, a C++ call that may wait long (a producer's Open,
+/// publish, loan or close; a consumer's Open), so that Ctrl-C ends it. The
+/// caller holds the GIL; `call` runs without it and hands `stop` to the
+/// C++ waits it makes (ProducerOptions::stop, ConsumerOptions::stop).
+///
+/// On Python's main thread, `call` runs on a thread of its own while this
+/// thread waits for it with the GIL released and, every kSlice, takes the
+/// GIL to check for signals. A pending signal (Ctrl-C) requests the stop,
+/// which ends the C++ wait at once (Cancelled); once `call` returned, the
+/// handler's exception (KeyboardInterrupt) is raised and its result
+/// dropped. `call` is always finished when this returns or throws, so it
+/// may use the caller's locals by reference. On other threads (where
+/// PyErr_CheckSignals finds nothing) `call` runs right here with the GIL
+/// released and a token that is never stopped.
+template <typename Call>
+auto CallInterruptibly(Call&& call) -> decltype(call(std::stop_token{})) {
+  using R = decltype(call(std::stop_token{}));
+  if (PyThread_get_thread_ident() != MainThreadId()) {
+    nb::gil_scoped_release release;
+    return call(std::stop_token{});
+  }
+  std::stop_source stop;
+  std::future<R> running =
+      std::async(std::launch::async, [&call, token = stop.get_token()] { return call(token); });
+  for (;;) {
+    bool ready = false;
+    {
+      nb::gil_scoped_release release;
+      ready = running.wait_for(kSlice) == std::future_status::ready;
+    }
+    if (ready) return running.get();
+    if (PyErr_CheckSignals() != 0) {
+      stop.request_stop();
+      {
+        nb::gil_scoped_release release;
+        (void)running.get();
+      }
+      throw nb::python_error();
+    }
+  }
+}
+
+/// The Status of a call's result, for CallInterruptiblyRepeatable.
+inline Status StatusOf(const Status& status) { return status; }
+template <typename T>
+Status StatusOf(const Result<T>& result) {
+  return result.status();
+}
+
+/// As CallInterruptibly, for a call that did nothing when it returns
+/// Cancelled (a publish or loan whose wait was cancelled: nothing
+/// published, no block lent), so that it can be made again. It is made
+/// first right here, with the GIL released and a stop already requested:
+/// one that need not wait (the common case) costs no thread; one that would
+/// wait ends at its first look at the token (after the channel's spin for
+/// room) with Cancelled and is then made again with CallInterruptibly.
+template <typename Call>
+auto CallInterruptiblyRepeatable(Call&& call) -> decltype(call(std::stop_token{})) {
+  {
+    nb::gil_scoped_release release;
+    std::stop_source stopped;
+    stopped.request_stop();
+    auto first = call(stopped.get_token());
+    if (StatusOf(first).code() != StatusCode::kCancelled) return first;
+  }
+  return CallInterruptibly(call);
+}
 
 /// "1.5 s", for messages.
 std::string SecondsText(std::optional<double> seconds);

@@ -6,7 +6,6 @@
 #include <nanobind/stl/vector.h>
 
 #include <atomic>
-#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -53,16 +52,10 @@ Result<format::RecordBatchPtr> NextSlice(ConsumerState* state, std::chrono::nano
   return state->consumer->Next(slice);
 }
 
-// Opens the consumer. A wait for the topic (wait_for_topic) is one Open
-// call, made on a thread of its own with a stop token, while this thread
-// waits for it with the GIL released and, every kSlice, takes the GIL to
-// check for signals: the main thread is the only one Python runs signal
-// handlers on, and it must not be the one blocked in Open. A pending
-// signal (Ctrl-C) requests the stop, which ends Open's wait at once
-// (Cancelled; the broker forgets the waiting consumer with its
-// connection); once Open returned, the handler's exception
-// (KeyboardInterrupt) is raised. From other threads PyErr_CheckSignals
-// finds nothing and the wait ends only as Open's does.
+// Opens the consumer. A wait for the topic (wait_for_topic) is made
+// interruptible (CallInterruptibly): Ctrl-C requests the stop, which ends
+// Open's wait at once (Cancelled; the broker forgets the waiting consumer
+// with its connection), and KeyboardInterrupt is raised.
 std::unique_ptr<Consumer> OpenInterruptibly(const std::string& topic,
                                             client::ConsumerOptions options) {
   if (options.wait_for_topic.count() == 0) {
@@ -73,37 +66,12 @@ std::unique_ptr<Consumer> OpenInterruptibly(const std::string& topic,
     }
     return Unwrap(std::move(opened));
   }
-  std::stop_source stop;
-  options.stop = stop.get_token();
-  // Joined before this function returns or throws: the future of
-  // std::async waits for the thread, which uses `topic` and `options`.
-  std::future<Result<std::unique_ptr<Consumer>>> opening =
-      std::async(std::launch::async, [&topic, &options] { return Consumer::Open(topic, options); });
-  for (;;) {
-    bool ready = false;
-    {
-      nb::gil_scoped_release release;
-      ready = opening.wait_for(kSlice) == std::future_status::ready;
-    }
-    if (ready) return Unwrap(opening.get());
-    if (PyErr_CheckSignals() != 0) {
-      stop.request_stop();
-      {
-        // Cancelled, or a consumer Open made just before the stop, closed
-        // here: either way nothing stays registered.
-        nb::gil_scoped_release release;
-        (void)opening.get();
-      }
-      throw nb::python_error();
-    }
-  }
-}
-
-// The thread id of Python's main thread (threading.main_thread()), where
-// signal handlers run. Needs the GIL.
-unsigned long MainThreadId() {
-  return nb::cast<unsigned long>(
-      nb::module_::import_("threading").attr("main_thread")().attr("ident"));
+  // A consumer Open made just before a stop is closed with the dropped
+  // result: either way nothing stays registered.
+  return Unwrap(CallInterruptibly([&topic, &options](std::stop_token stop) {
+    options.stop = std::move(stop);
+    return Consumer::Open(topic, options);
+  }));
 }
 
 shm::WaitMode ParseWaitMode(const std::string& mode) {

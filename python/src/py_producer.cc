@@ -9,7 +9,9 @@
 
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <mutex>
+#include <stop_token>
 #include <utility>
 #include <vector>
 
@@ -29,6 +31,51 @@ std::chrono::milliseconds Millis(double seconds, const char* what) {
   }
   return std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::duration<double>(seconds));
+}
+
+// Hands a call's stop token (CallInterruptibly) to the producer's waits
+// for the scope, then gives it a token that is never stopped again, so
+// that a later wait (the destructor's Close among them) is not cut short
+// by this call's interrupt. Holds the producer's mutex.
+class StopScope {
+ public:
+  StopScope(client::Producer* producer, std::stop_token stop) : producer_(producer) {
+    if (producer_ != nullptr) producer_->set_stop(std::move(stop));
+  }
+  ~StopScope() {
+    if (producer_ != nullptr) producer_->set_stop({});
+  }
+  StopScope(const StopScope&) = delete;
+  StopScope& operator=(const StopScope&) = delete;
+
+ private:
+  client::Producer* producer_;
+};
+
+// Takes a C Data Interface struct (ArrowArray or ArrowSchema) moved out of
+// `*c_struct`, released when the last reference goes.
+template <typename T>
+std::shared_ptr<T> Own(T* c_struct) {
+  std::shared_ptr<T> owned(new T(*c_struct), [](T* p) {
+    if (p->release != nullptr) p->release(p);
+    delete p;
+  });
+  c_struct->release = nullptr;
+  return owned;
+}
+
+// A shallow copy of `*owner` for one call that takes the struct: the same
+// buffers and children (the import reads them in place); its release only
+// drops its reference to `owner`. A publish that failed (and released what
+// it was given) can so be made again.
+template <typename T>
+void Lend(const std::shared_ptr<T>& owner, T* out) {
+  *out = *owner;
+  out->private_data = new std::shared_ptr<T>(owner);
+  out->release = [](T* self) {
+    delete static_cast<std::shared_ptr<T>*>(self->private_data);
+    self->release = nullptr;
+  };
 }
 
 std::string TypeName(nb::handle obj) { return nb::cast<std::string>(nb::str(obj.type())); }
@@ -96,12 +143,14 @@ PyProducer::PyProducer(const std::string& topic, nb::handle schema,
   options.publish_timeout = Millis(publish_timeout, "publish_timeout");
   options.wait_for_consumers = Millis(wait_for_consumers, "wait_for_consumers");
   options.drain_timeout = Millis(drain_timeout, "drain_timeout");
-  Result<std::unique_ptr<client::Producer>> opened = Status::Unknown("not run");
-  {
-    nb::gil_scoped_release release;
-    opened = client::Producer::Open(topic, schema_, options);
-  }
-  producer_ = Unwrap(std::move(opened));
+  // Open waits (wait_for_consumers) for the consumers already attached to
+  // register; Ctrl-C ends that wait. A producer opened just before the
+  // interrupt is closed with the dropped result.
+  producer_ = Unwrap(CallInterruptibly([&](std::stop_token stop) {
+    options.stop = std::move(stop);
+    return client::Producer::Open(topic, schema_, options);
+  }));
+  producer_->set_stop({});  // the token above is this call's only
 }
 
 Status PyProducer::ClosedStatus() const {
@@ -124,37 +173,38 @@ uint64_t PyProducer::Publish(nb::handle obj) {
       schema.release(&schema);
       throw;
     }
-    Status status;
-    {
-      nb::gil_scoped_release release;
+    // A wait for room or space ends on Ctrl-C (nothing is published). Each
+    // attempt gets lent copies of the structs.
+    const std::shared_ptr<ArrowArray> owned_array = Own(&array);
+    const std::shared_ptr<ArrowSchema> owned_schema = Own(&schema);
+    Check(CallInterruptiblyRepeatable([&](std::stop_token stop) {
       std::lock_guard lock(mutex_);
-      if (producer_ == nullptr) {
-        array.release(&array);
-        schema.release(&schema);
-        status = ClosedStatus();
-      } else {
-        status = producer_->PublishArrowArray(&array, &schema);
-      }
-    }
-    Check(status);
+      if (producer_ == nullptr) return ClosedStatus();
+      ArrowArray lent_array;
+      ArrowSchema lent_schema;
+      Lend(owned_array, &lent_array);
+      Lend(owned_schema, &lent_schema);
+      StopScope scope(producer_.get(), std::move(stop));
+      return producer_->PublishArrowArray(&lent_array, &lent_schema);
+    }));
     return 1;
   }
   if (nb::hasattr(obj, "__arrow_c_stream__")) {
     nb::object capsule = obj.attr("__arrow_c_stream__")();
     ArrowArrayStream stream;
     TakeStream(capsule, &stream);
-    Result<uint64_t> published = Status::Unknown("not run");
-    {
-      nb::gil_scoped_release release;
+    // Ctrl-C ends a wait for room or space; the batches before it stay
+    // published. A stream cannot be read again, so this call always costs
+    // a thread (CallInterruptibly), once per stream.
+    return Unwrap(CallInterruptibly([&](std::stop_token stop) -> Result<uint64_t> {
       std::lock_guard lock(mutex_);
       if (producer_ == nullptr) {
         stream.release(&stream);
-        published = ClosedStatus();
-      } else {
-        published = producer_->PublishArrowStream(&stream);
+        return ClosedStatus();
       }
-    }
-    return Unwrap(std::move(published));
+      StopScope scope(producer_.get(), std::move(stop));
+      return producer_->PublishArrowStream(&stream);
+    }));
   }
   throw nb::type_error(("publish: expected an Arrow object (with __arrow_c_array__ or "
                         "__arrow_c_stream__: a pyarrow RecordBatch, Table or "
@@ -165,16 +215,15 @@ uint64_t PyProducer::Publish(nb::handle obj) {
 
 void PyProducer::Close() {
   closed_.store(true, std::memory_order_release);
-  Status status;
-  {
-    nb::gil_scoped_release release;
+  // Ctrl-C cuts the drain short; the producer is closed either way.
+  Check(CallInterruptibly([&](std::stop_token stop) {
     std::lock_guard lock(mutex_);
-    if (producer_ != nullptr) {
-      status = producer_->Close();
-      producer_.reset();
-    }
-  }
-  Check(status);
+    if (producer_ == nullptr) return Status::OK();
+    producer_->set_stop(std::move(stop));
+    Status status = producer_->Close();
+    producer_.reset();
+    return status;
+  }));
 }
 
 nb::dict PyProducer::Stats() {
@@ -228,13 +277,12 @@ class PyLoan {
           64 * 64;
     }
     num_rows_ = num_rows;
-    Status status;
-    {
-      nb::gil_scoped_release release;
+    // A wait for arena space ends on Ctrl-C.
+    Check(CallInterruptiblyRepeatable([&](std::stop_token stop) {
       std::lock_guard lock(owner.mutex());
-      status = Allocate(&owner, bytes + 64);
-    }
-    Check(status);
+      StopScope scope(owner.Get(), std::move(stop));
+      return Allocate(&owner, bytes + 64);
+    }));
   }
 
   nb::object Column(nb::handle self, nb::handle key) {
@@ -274,19 +322,21 @@ class PyLoan {
     }
     auto batch = Unwrap(format::RecordBatch::Make(schema_, num_rows_, std::move(columns)));
     PyProducer& owner = nb::cast<PyProducer&>(producer_obj_);
+    // A wait for room ends on Ctrl-C: KeyboardInterrupt, and the loan
+    // counts as published (its pool is sealed).
     Status status;
-    {
-      nb::gil_scoped_release release;
-      std::lock_guard lock(owner.mutex());
-      status =
-          owner.Get() == nullptr ? owner.ClosedStatus() : owner.Get()->Publish(*batch, pool_.get());
+    try {
+      status = CallInterruptiblyRepeatable([&](std::stop_token stop) {
+        std::lock_guard lock(owner.mutex());
+        if (owner.Get() == nullptr) return owner.ClosedStatus();
+        StopScope scope(owner.Get(), std::move(stop));
+        return owner.Get()->Publish(*batch, pool_.get());
+      });
+    } catch (...) {
+      Seal();
+      throw;
     }
-    published_ = true;
-    // The views now show what consumers read: no more writes through them.
-    for (auto& ref : views_) {
-      nb::object view = ref();
-      if (!view.is_none()) view.attr("flags").attr("writeable") = false;
-    }
+    Seal();
     Check(status);
   }
 
@@ -294,6 +344,16 @@ class PyLoan {
   int64_t num_rows() const { return num_rows_; }
 
  private:
+  // After a publish, successful or not: no more writes through the views,
+  // which now show what consumers read.
+  void Seal() {
+    published_ = true;
+    for (auto& ref : views_) {
+      nb::object view = ref();
+      if (!view.is_none()) view.attr("flags").attr("writeable") = false;
+    }
+  }
+
   // Holds the producer's mutex, not the GIL.
   Status Allocate(PyProducer* owner, uint64_t bytes) {
     if (owner->Get() == nullptr) return owner->ClosedStatus();
@@ -323,7 +383,11 @@ void BindProducer(nb::module_& m) {
       "A producer of a topic: publishes record batches into its own shared memory; consumers "
       "read them without a copy.\n\n"
       "A context manager: leaving the block closes it (consumers then read what was published "
-      "and see the end of the stream). Calls from several threads are serialised.")
+      "and see the end of the stream). Calls from several threads are serialised.\n\n"
+      "Its waits (opening for the consumers already attached, a publish or loan for room or "
+      "space, close for the consumers to read everything) release the GIL, and on the main "
+      "thread Ctrl-C ends them: KeyboardInterrupt, with nothing published by the interrupted "
+      "call; an interrupted close still closes the producer.")
       .def(nb::init<const std::string&, nb::handle, const std::optional<std::string>&, uint32_t,
                     uint64_t, const std::string&, double, double, double>(),
            nb::arg("topic"), nb::arg("schema"), nb::kw_only(),

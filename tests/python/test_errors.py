@@ -208,3 +208,144 @@ def test_wait_for_topic_gets_every_batch_from_the_first(broker):
 
 def _awaited(broker) -> dict[str, int]:
     return alkaid.awaited_topics(broker.socket)
+
+
+def _interrupt_inside(call, rescue) -> tuple[bool, bool]:
+    """Runs `call` on this (the main) thread while a helper sends SIGINT every
+    20 ms until it returns; returns (interrupted, rescued).
+
+    A SIGINT handler that raises KeyboardInterrupt once, and only while
+    `call` runs (its caller's bytecode between the flag and the call aside),
+    makes the verdict independent of when the signals land: one handled
+    before or after the call is ignored. If the wait inside `call` ignored
+    them, the helper ends it the ordinary way (`rescue`) after 20 s, and the
+    test sees `rescued`: it fails instead of hanging."""
+    state = {"inside": False, "raised": False}
+    started = threading.Event()
+    done = threading.Event()
+    rescued = []
+
+    def handler(signum, frame) -> None:
+        if state["inside"] and not state["raised"]:
+            state["raised"] = True
+            raise KeyboardInterrupt
+
+    def interrupter() -> None:
+        started.wait()
+        deadline = time.monotonic() + 20
+        while not done.wait(0.02):
+            if time.monotonic() >= deadline:
+                rescued.append(True)
+                rescue()
+                return
+            if not state["raised"]:
+                signal.raise_signal(signal.SIGINT)
+
+    previous = signal.signal(signal.SIGINT, handler)
+    interrupted = False
+    t = threading.Thread(target=interrupter)
+    t.start()
+    try:
+        started.set()
+        state["inside"] = True
+        call()
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        state["inside"] = False
+        done.set()
+        t.join()
+        _handle_pending_signals()  # still with the handler that ignores them
+        signal.signal(signal.SIGINT, previous)
+    return interrupted, bool(rescued)
+
+
+def _handle_pending_signals() -> None:
+    """Entering a Python function and looping both let the interpreter run
+    the handlers of signals that arrived (the helper's are all raised by
+    now: it was joined)."""
+    for _ in range(2):
+        pass
+
+
+def _quietly(call) -> None:
+    try:
+        call()
+    except alkaid.Error:
+        pass
+
+
+def _producers(broker, topic: str) -> int:
+    return next((t.producers for t in alkaid.topics(broker.socket) if t.name == topic), 0)
+
+
+def test_ctrl_c_interrupts_producer_construction(broker):
+    """Opening waits (wait_for_consumers) for a consumer already attached to
+    register on the new producer's channel; this one never reads, so it
+    never does."""
+    batch = pa.record_batch([pa.array([1])], schema=SCHEMA)
+    with alkaid.Producer("e", SCHEMA, socket=broker.socket, wait_for_consumers=0) as first, \
+            alkaid.Consumer("e", socket=broker.socket, from_oldest=True) as idle:
+        made = []
+        interrupted, rescued = _interrupt_inside(
+            lambda: made.append(alkaid.Producer("e", SCHEMA, socket=broker.socket,
+                                                wait_for_consumers=60)),
+            # Looking for data registers it: the wait ends.
+            lambda: _quietly(lambda: idle.next(timeout=2)))
+        for p in made:
+            p.close()
+        assert not rescued, "opening ignored SIGINT and ended only when the helper ended it"
+        assert interrupted and not made
+        # The interrupted producer detached: only the first one is left.
+        wait_until(lambda: _producers(broker, "e") == 1, "the interrupted producer detached")
+        first.publish(batch)
+        assert idle.next(timeout=30).to_pyarrow().num_rows == 1
+
+
+@pytest.mark.parametrize("how", ["publish", "publish_numpy"])
+def test_ctrl_c_interrupts_a_blocked_publish(broker, how):
+    """A block-policy topic of 2 slots whose consumer read batch 0 and then
+    stopped: batches 1 and 2 fill the ring, batch 3 waits (up to 60 s)."""
+    import numpy as np
+
+    batch = pa.record_batch([pa.array([7])], schema=SCHEMA)
+    with alkaid.Producer("e", SCHEMA, socket=broker.socket, ring_slots=2, policy="block",
+                         publish_timeout=60, wait_for_consumers=0) as producer, \
+            alkaid.Consumer("e", socket=broker.socket, from_oldest=True) as consumer:
+        producer.publish(batch)
+        assert consumer.next(timeout=30).to_pyarrow().num_rows == 1
+        producer.publish(batch)
+        producer.publish(batch)
+        if how == "publish":
+            blocked = lambda: producer.publish(batch)  # noqa: E731
+        else:
+            blocked = lambda: producer.publish_numpy({"x": np.array([7])})  # noqa: E731
+        interrupted, rescued = _interrupt_inside(blocked, lambda: consumer.next(timeout=30))
+        assert not rescued, "the publish ignored SIGINT and ended only when the helper ended it"
+        assert interrupted
+        # Nothing of the interrupted batch went out; the producer goes on.
+        assert producer.stats()["published"] == 3
+        for _ in range(2):
+            consumer.next(timeout=30)
+        producer.publish(batch)
+        assert consumer.next(timeout=30).to_pyarrow().num_rows == 1
+
+
+def test_ctrl_c_interrupts_the_drain_of_close(broker):
+    """close() waits (drain_timeout, 60 s) for the consumer to read batch 1,
+    which it does not; interrupted, the producer is closed all the same and
+    the consumer reads batch 1, then the end of the stream."""
+    batch = pa.record_batch([pa.array([5])], schema=SCHEMA)
+    producer = alkaid.Producer("e", SCHEMA, socket=broker.socket, drain_timeout=60,
+                               wait_for_consumers=0)
+    with alkaid.Consumer("e", socket=broker.socket, from_oldest=True) as c:
+        producer.publish(batch)
+        c.next(timeout=30)
+        producer.publish(batch)
+        interrupted, rescued = _interrupt_inside(producer.close, lambda: c.next(timeout=30))
+        assert not rescued, "close ignored SIGINT and ended only when the helper ended it"
+        assert interrupted and producer.closed
+        wait_until(lambda: _producers(broker, "e") == 0, "the producer detached")
+        assert c.next(timeout=30).to_pyarrow().column(0).to_pylist() == [5]
+        with pytest.raises(StopIteration):
+            c.next(timeout=30)

@@ -265,8 +265,14 @@ Status BatchPublisher::PublishRegion(ShmBatchPool* pool, uint64_t body_length,
   }
   // The region keeps the loan: it stays valid while the pool or any of
   // its buffers lives.
-  ALKAID_RETURN_NOT_OK(
-      channel_->Publish(payload, pool->loan(), UserWordFor(body_length, kind, in_region), shape));
+  Status published =
+      channel_->Publish(payload, pool->loan(), UserWordFor(body_length, kind, in_region), shape);
+  if (!published.ok()) {
+    // TimedOut or Cancelled waiting for room: the pool is left as it was
+    // (sealed at the same top), so that the caller may publish it again.
+    if (in_region) pool->DropTail(body_length);
+    return published;
+  }
   pool->published_ = true;
   ++messages_;
   if (kind == MessageKind::kRecordBatch) ++stats_.batches;

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <map>
 #include <set>
+#include <stop_token>
 #include <thread>
 
 #include "alkaid/client/batch_publisher.h"
@@ -202,8 +203,9 @@ struct internal::ProducerImpl {
   // or its process is gone), so that they see our first message; at most
   // `timeout`. A broker that predates the list gave only a count
   // (AttachProducer's reply): then until that many are registered.
-  void WaitForConsumers(const p::Reply& ready, uint32_t attached_count,
-                        std::chrono::milliseconds timeout) {
+  // Cancelled once options.stop is requested (looked at every ms or so).
+  Status WaitForConsumers(const p::Reply& ready, uint32_t attached_count,
+                          std::chrono::milliseconds timeout) {
     std::map<uint64_t, uint32_t> awaited;  // consumer id -> pid
     for (const auto& c : ready.consumer_list) awaited.emplace(c.id, c.pid);
     const bool by_count = ready.type != p::ReplyType::kProducerReady;
@@ -230,14 +232,19 @@ struct internal::ProducerImpl {
         next_pid_check = now + kPidCheckInterval;
       }
       const auto registered = channel->consumers();
+      uint32_t active = 0;
+      for (const auto& c : registered) active += c.closed ? 0 : 1;
       if (by_count) {
-        uint32_t active = 0;
-        for (const auto& c : registered) active += c.closed ? 0 : 1;
-        if (active >= attached_count) return;
+        if (active >= attached_count) return Status::OK();
       } else if (AllRegistered(awaited, registered)) {
-        return;
+        return Status::OK();
       }
-      if (now >= deadline) return;
+      if (now >= deadline) return Status::OK();
+      if (options.stop.stop_requested()) {
+        return Status::Cancelled("topic '", topic, "': the wait for ",
+                                 by_count ? attached_count : awaited.size(),
+                                 " consumers to register was cancelled (", active, " registered)");
+      }
       // A ConsumerGone wakes us at once; registrations are looked at every ms.
       pollfd pfd{connection->lost() ? -1 : connection->fd(), POLLIN, 0};
       (void)::poll(&pfd, 1, 1);
@@ -251,6 +258,8 @@ struct internal::ProducerImpl {
 };
 
 namespace {
+
+Status CloseProducer(internal::ProducerImpl& impl);
 
 // Producer::Open and RowProducer::Open: a producer of `kind` (whatever
 // options.topic.kind says).
@@ -311,6 +320,7 @@ Result<std::unique_ptr<internal::ProducerImpl>> OpenProducer(const std::string& 
                                  : shm::SlowConsumerPolicy::kBlockProducer;
     channel_options.publish_timeout = options.publish_timeout;
     channel_options.space_timeout = options.publish_timeout;
+    channel_options.stop = options.stop;
     // Room inline for the Message of a batch of a new shape (most fit);
     // batches of a shape seen before send a shape id and nothing inline.
     channel_options.inline_capacity = 448;
@@ -348,7 +358,14 @@ Result<std::unique_ptr<internal::ProducerImpl>> OpenProducer(const std::string& 
 
   // Consumers already subscribed learn of us through the broker and register
   // on our ring: wait for them, so that they see our first batch.
-  impl->WaitForConsumers(ready_reply, reply.consumers, options.wait_for_consumers);
+  const Status waited =
+      impl->WaitForConsumers(ready_reply, reply.consumers, options.wait_for_consumers);
+  if (!waited.ok()) {
+    // Detach and remove the channel, as Close does (nothing was published,
+    // so there is nothing to drain).
+    (void)CloseProducer(*impl);
+    return waited;
+  }
   internal::ProducerImpl* raw = impl.get();
   impl->watchdog = std::thread([raw] { raw->WatchdogLoop(); });
   return impl;
@@ -492,6 +509,7 @@ namespace {
 Status CloseProducer(internal::ProducerImpl& impl) {
   if (impl.closed) return Status::OK();
   impl.closed = true;
+  Status cancelled;  // the drain's, returned once the rest is done
   if (impl.channel) {
     impl.channel->Close();
     // Consumers read what was published; one that dies meanwhile is
@@ -500,11 +518,19 @@ Status CloseProducer(internal::ProducerImpl& impl) {
     const auto deadline = Clock::now() + impl.options.drain_timeout;
     while (Clock::now() < deadline) {
       impl.channel->Poll();
-      bool drained = true;
-      for (const auto& c : impl.channel->consumers()) {
-        if (c.accepted && !c.closed && c.cursor < end) drained = false;
+      const std::vector<shm::ChannelConsumerInfo> consumers = impl.channel->consumers();
+      const shm::ChannelConsumerInfo* behind = nullptr;
+      for (const auto& c : consumers) {
+        if (c.accepted && !c.closed && c.cursor < end) behind = &c;
       }
-      if (drained) break;
+      if (behind == nullptr) break;
+      if (impl.options.stop.stop_requested()) {
+        cancelled = Status::Cancelled("topic '", impl.topic,
+                                      "': closed, but the wait for the consumers to read the ", end,
+                                      " messages published was cancelled (consumer ", behind->index,
+                                      ", pid ", behind->pid, ", at ", behind->cursor, ")");
+        break;
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     impl.stats_wanted.store(true, std::memory_order_relaxed);
@@ -523,7 +549,12 @@ Status CloseProducer(internal::ProducerImpl& impl) {
     if (!st.ok() && st.code() != StatusCode::kIOError) status = st;
   }
   impl.RemoveNames();
-  return status;
+  return status.ok() ? cancelled : status;
+}
+
+void SetStop(internal::ProducerImpl& impl, std::stop_token stop) {
+  if (impl.channel != nullptr) impl.channel->set_stop(stop);
+  impl.options.stop = std::move(stop);
 }
 
 void PollProducer(internal::ProducerImpl& impl) {
@@ -555,6 +586,7 @@ bool HugePages(const internal::ProducerImpl& impl) {
 }  // namespace
 
 Status Producer::Close() { return CloseProducer(*impl_); }
+void Producer::set_stop(std::stop_token stop) { SetStop(*impl_, std::move(stop)); }
 const std::string& Producer::topic() const { return impl_->topic; }
 const format::SchemaPtr& Producer::schema() const { return impl_->schema; }
 bool Producer::broker_lost() const { return impl_->broker_lost.load(); }
@@ -595,6 +627,7 @@ Status RowProducer::PublishRowBatch(std::span<const uint8_t> row_batch) {
 }
 
 Status RowProducer::Close() { return CloseProducer(*impl_); }
+void RowProducer::set_stop(std::stop_token stop) { SetStop(*impl_, std::move(stop)); }
 const std::string& RowProducer::topic() const { return impl_->topic; }
 const format::SchemaPtr& RowProducer::schema() const { return impl_->schema; }
 bool RowProducer::broker_lost() const { return impl_->broker_lost.load(); }

@@ -199,4 +199,9 @@ Result<uint64_t> ShmBatchPool::AppendTail(std::span<const uint8_t> bytes) {
   return at;
 }
 
+void ShmBatchPool::DropTail(uint64_t offset) {
+  std::lock_guard lock(shared_->mutex);
+  shared_->top = offset;
+}
+
 }  // namespace alkaid::client

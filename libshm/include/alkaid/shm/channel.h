@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -90,6 +91,14 @@ struct ChannelOptions {
   /// The channel segment's mode and pages. Consumers' segments use the same
   /// access mode.
   SegmentOptions segment;
+  /// Cancels the producer's waits: once a stop is requested on its
+  /// std::stop_source, from any thread, a Publish waiting for room
+  /// (kBlockProducer; past publish_spin) or a Loan waiting for space ends
+  /// within a millisecond or so with Cancelled, leaving the loan with the
+  /// caller as TimedOut does; so does every later wait. Only the waits look at it: a
+  /// publish or loan that need not wait goes through. Default: a token
+  /// that is never stopped. ChannelProducer::set_stop replaces it.
+  std::stop_token stop;
 };
 
 /// Counters of a producer (exact; read on the producer thread).
@@ -230,6 +239,10 @@ class ALKAID_EXPORT ChannelProducer {
   /// Ends the stream: consumers read what was published, then get
   /// EndOfStream. Idempotent.
   void Close();
+
+  /// Replaces ChannelOptions::stop for the waits that begin after this
+  /// call. Producer thread, between publishes and loans.
+  void set_stop(std::stop_token stop);
 
   /// Sequence of the next message (= messages published).
   uint64_t next_sequence() const;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,19 @@ struct ProducerOptions {
   /// Open fail with the reason (e.g. the kernel setting in the way).
   /// Default: kOff.
   shm::HugePages huge_pages = shm::HugePages::kOff;
+  /// Cancels the producer's waits: once a stop is requested on its
+  /// std::stop_source, from any thread, the wait in progress ends within a
+  /// few milliseconds with Cancelled naming the topic, and so does every
+  /// later one. The waits are Open's for the consumers
+  /// (wait_for_consumers: Open then detaches, removes what it created and
+  /// fails), a publish's for room (kBlockProducer) or arena space
+  /// (publish_timeout: nothing is published, as on TimedOut; the caller may
+  /// retry), NewBatchPool's for space, and Close's drain (drain_timeout:
+  /// the producer is closed all the same, consumers get EndOfStream after
+  /// what was published, and Close returns Cancelled). Only the waits look
+  /// at it: a publish that need not wait goes through. set_stop replaces it.
+  /// Default: a token that is never stopped.
+  std::stop_token stop;
 };
 
 /// Counters of a producer.
@@ -177,7 +191,14 @@ class ALKAID_EXPORT Producer {
   /// EndOfStream. Waits (up to ProducerOptions::drain_timeout) until every
   /// active consumer has read everything, detaches from the broker and
   /// removes the segment names. Idempotent; works when the broker is gone.
+  /// Cancelled, once closed, if ProducerOptions::stop cut the drain short
+  /// while a consumer had not read everything.
   Status Close();
+
+  /// Replaces ProducerOptions::stop for the waits that begin after this
+  /// call (e.g. a fresh token per call, for a caller that cancels one call
+  /// at a time). Producer thread, between calls, like Publish.
+  void set_stop(std::stop_token stop);
 
   const std::string& topic() const;
   const format::SchemaPtr& schema() const;

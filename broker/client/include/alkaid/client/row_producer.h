@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <stop_token>
 #include <string>
 
 #include "alkaid/client/producer.h"
@@ -53,6 +54,10 @@ class ALKAID_EXPORT RowProducer {
   /// Ends the stream, as Producer::Close. Idempotent; works when the broker
   /// is gone.
   Status Close();
+
+  /// As Producer::set_stop: replaces ProducerOptions::stop for the waits
+  /// that begin after this call.
+  void set_stop(std::stop_token stop);
 
   const std::string& topic() const;
   const format::SchemaPtr& schema() const;

@@ -86,6 +86,9 @@ class ALKAID_EXPORT ShmBatchPool : public format::MemoryPool {
   // Copies `bytes` into the region after everything allocated so far
   // (64-aligned); returns their offset from the region start.
   Result<uint64_t> AppendTail(std::span<const uint8_t> bytes);
+  // Undoes AppendTail's append at `offset` (what it returned), for a
+  // publish that failed: the pool can then be published again.
+  void DropTail(uint64_t offset);
   // The loan, for BatchPublisher to publish (and keep held by the region).
   const shm::ChannelLoan& loan() const;
   const std::string& channel_name() const { return loan().channel_name(); }
