@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "alkaid/client/broker_client.h"
+#include "dead_segments.h"
 
 namespace alkaid::broker::testing {
 
@@ -105,7 +106,14 @@ inline int Wait(pid_t pid, std::chrono::milliseconds deadline = std::chrono::sec
 
 class BrokerProcess {
  public:
-  BrokerProcess() : BrokerProcess("bt" + UniqueSuffix()) {}
+  // The first broker of a test binary sweeps the segments of earlier test
+  // binaries' brokers ("bt<pid>x...") whose process is gone: a test that
+  // failed by exiting (a hang guard's _Exit) or was killed by ctest's
+  // timeout could not remove them, and no later broker has that name.
+  BrokerProcess() : BrokerProcess("bt" + UniqueSuffix()) {
+    static const bool swept = (alkaid::testing::SweepDeadTestSegments("bt", 'x'), true);
+    (void)swept;
+  }
   explicit BrokerProcess(std::string name, std::string socket = "")
       : name_(std::move(name)),
         socket_(socket.empty() ? "/tmp/alkaid-test-" + name_ + ".sock" : std::move(socket)) {}

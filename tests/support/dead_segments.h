@@ -28,12 +28,13 @@ inline std::vector<std::string> SegmentNames(const std::string& prefix) {
   return out;
 }
 
-/// Removes the /dev/shm objects named `family` + pid + "_..." whose process
-/// is gone: what an earlier test binary that crashed could not clean up.
-/// Objects of running processes (another test binary) are left alone.
-inline void SweepDeadTestSegments(const std::string& family) {
+/// Removes the /dev/shm objects named `family` + pid + `after_pid` + "..."
+/// whose process is gone: what an earlier test binary that crashed could
+/// not clean up. Objects of running processes (another test binary) are
+/// left alone.
+inline void SweepDeadTestSegments(const std::string& family, char after_pid = '_') {
   for (const std::string& name : SegmentNames(family)) {
-    const std::size_t end = name.find('_', family.size());
+    const std::size_t end = name.find(after_pid, family.size());
     if (end == std::string::npos || end == family.size()) continue;
     const std::string digits = name.substr(family.size(), end - family.size());
     if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9) {
