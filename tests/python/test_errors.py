@@ -119,51 +119,25 @@ def test_missing_topic_and_timeouts(broker):
 @pytest.mark.parametrize("what", ["next", "wait_for_topic"])
 def test_ctrl_c_interrupts_a_wait(broker, what):
     """SIGINT during a wait that nothing else would end raises KeyboardInterrupt
-    from inside the wait. If the wait did not check for signals, a helper
-    ends it the ordinary way after 20 s (publishing, creating the topic),
-    which the test sees as `rescued`: it fails instead of hanging."""
-    waiting = threading.Event()
-    done = threading.Event()
-    rescued = []
-
-    def interrupter(rescue) -> None:
-        waiting.wait()
-        time.sleep(0.05)  # let the main thread enter the wait; any delay works
-        signal.raise_signal(signal.SIGINT)
-        if not done.wait(20):
-            rescued.append(True)
-            rescue()
-
-    interrupted = False
+    from inside the wait (_interrupt_inside: signals keep coming while the
+    call runs, so one that lands before the wait starts decides nothing). If
+    the wait did not check for signals, the helper ends it the ordinary way
+    after 20 s (publishing, creating the topic): the test fails instead of
+    hanging."""
     if what == "next":
         with alkaid.Producer("e", SCHEMA, socket=broker.socket) as producer, \
                 alkaid.Consumer("e", socket=broker.socket) as consumer:
-            t = threading.Thread(target=interrupter, args=(
-                lambda: producer.publish(pa.record_batch([pa.array([1])], schema=SCHEMA)),))
-            t.start()
-            try:
-                waiting.set()
-                consumer.next(timeout=None)
-            except KeyboardInterrupt:
-                interrupted = True
-            finally:
-                done.set()
-                t.join()
+            interrupted, rescued = _interrupt_inside(
+                lambda: consumer.next(timeout=None),
+                lambda: producer.publish(pa.record_batch([pa.array([1])], schema=SCHEMA)))
     else:
         made = []
-        t = threading.Thread(target=interrupter, args=(lambda: made.append(alkaid.Producer(
-            "later", SCHEMA, socket=broker.socket, wait_for_consumers=0)),))
-        t.start()
-        try:
-            waiting.set()
-            alkaid.Consumer("later", socket=broker.socket, wait_for_topic=None).close()
-        except KeyboardInterrupt:
-            interrupted = True
-        finally:
-            done.set()
-            t.join()
-            for p in made:
-                p.close()
+        interrupted, rescued = _interrupt_inside(
+            lambda: alkaid.Consumer("later", socket=broker.socket, wait_for_topic=None).close(),
+            lambda: made.append(alkaid.Producer("later", SCHEMA, socket=broker.socket,
+                                                wait_for_consumers=0)))
+        for p in made:
+            p.close()
         if interrupted:
             # The interrupt ended the wait itself (its stop request), not
             # only the Python call: the broker no longer counts a consumer
