@@ -112,6 +112,23 @@ std::unique_ptr<Consumer> ConsumerThatReadOne(const BrokerProcess& broker, const
   return std::move(*consumer);
 }
 
+// A producer of "t" with `stop` on a ring of 2 slots, both taken by
+// batches its consumer (which read batch 0) has not read: the next publish
+// waits for room.
+void OpenFullRing(const BrokerProcess& broker, std::stop_token stop,
+                  std::unique_ptr<Producer>* producer, std::unique_ptr<Consumer>* consumer) {
+  TopicOptions topic = TopicWithArena();
+  topic.ring_slots = 2;
+  ProducerOptions options = Patient(broker, std::move(stop), topic);
+  options.wait_for_consumers = 0ms;
+  ASSERT_OK_AND_ASSIGN(*producer, Producer::Open("t", Schema(), options));
+  *consumer = ConsumerThatReadOne(broker, "t", producer->get());
+  ASSERT_NE(*consumer, nullptr);
+  const auto batch = Batch(1);
+  ASSERT_OK((*producer)->PublishCopy(*batch));
+  ASSERT_OK((*producer)->PublishCopy(*batch));
+}
+
 // (a) Open waits for a consumer that attached before it and never looks for
 // data (it registers on the channel only in Next/TryNext).
 TEST(ProducerCancelTest, AStopEndsOpensWaitForConsumersWithCancelled) {
@@ -315,17 +332,11 @@ TEST(ProducerCancelTest, AStopEndsARowProducersPublishWaitingForRoom) {
 TEST(ProducerCancelTest, AnUnstoppedTokenLetsAPublishWaitEndWithRoom) {
   BrokerProcess broker;
   ASSERT_TRUE(broker.Start());
-  TopicOptions topic = TopicWithArena();
-  topic.ring_slots = 2;
   std::stop_source source;
-  ProducerOptions options = Patient(broker, source.get_token(), topic);
-  options.wait_for_consumers = 0ms;
-  ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("t", Schema(), options));
-  auto consumer = ConsumerThatReadOne(broker, "t", producer.get());
-  ASSERT_NE(consumer, nullptr);
+  std::unique_ptr<Producer> producer;
+  std::unique_ptr<Consumer> consumer;
+  ASSERT_NO_FATAL_FAILURE(OpenFullRing(broker, source.get_token(), &producer, &consumer));
   const auto batch = Batch(1);
-  ASSERT_OK(producer->PublishCopy(*batch));
-  ASSERT_OK(producer->PublishCopy(*batch));
   auto publishing = std::async(std::launch::async, [&] { return producer->PublishCopy(*batch); });
   ASSERT_EQ(publishing.wait_for(0s), std::future_status::timeout) << publishing.get().ToString();
   for (int i = 0; i < 3; ++i) {
@@ -340,17 +351,11 @@ TEST(ProducerCancelTest, AnUnstoppedTokenLetsAPublishWaitEndWithRoom) {
 TEST(ProducerCancelTest, SetStopReplacesTheTokenForLaterWaits) {
   BrokerProcess broker;
   ASSERT_TRUE(broker.Start());
-  TopicOptions topic = TopicWithArena();
-  topic.ring_slots = 2;
   std::stop_source first;
-  ProducerOptions options = Patient(broker, first.get_token(), topic);
-  options.wait_for_consumers = 0ms;
-  ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("t", Schema(), options));
-  auto consumer = ConsumerThatReadOne(broker, "t", producer.get());
-  ASSERT_NE(consumer, nullptr);
+  std::unique_ptr<Producer> producer;
+  std::unique_ptr<Consumer> consumer;
+  ASSERT_NO_FATAL_FAILURE(OpenFullRing(broker, first.get_token(), &producer, &consumer));
   const auto batch = Batch(1);
-  ASSERT_OK(producer->PublishCopy(*batch));
-  ASSERT_OK(producer->PublishCopy(*batch));
   first.request_stop();
   ASSERT_RAISES(kCancelled, producer->PublishCopy(*batch));  // the ring is full
   std::stop_source second;
