@@ -592,10 +592,20 @@ Status ChannelLoan::Owner::WaitForRoom(uint64_t sequence) {
     PollRegistry();
     if (ScanMinCursor() >= target) return Status::OK();
     const auto now = Clock::now();
-    if (now >= deadline) {
+    // A stop is looked at past the spin, between futex waits of at most
+    // 1 ms: it is seen within about a millisecond, and a caller that
+    // stopped in advance still gets the spin's chance of room.
+    const bool timed_out = now >= deadline;
+    const bool cancelled = !timed_out && now >= spin_until && options.stop.stop_requested();
+    if (timed_out || cancelled) {
       if (min_cursor >= needed) return Status::OK();  // at least one slot freed
       const uint32_t k = Slowest();
       const uint32_t pid = k < geometry.max_consumers ? internal::RegPid(consumers[k].word) : 0;
+      if (cancelled) {
+        return Status::Cancelled("channel '", name, "': the wait for consumer ", k, " (pid ", pid,
+                                 ") to read message ", needed - 1,
+                                 " was cancelled (its cursor is at ", min_cursor, ")");
+      }
       return Status::TimedOut(
           "channel '", name, "': consumer ", k, " (pid ", pid, ") has not read message ",
           needed - 1, " within ",
@@ -605,17 +615,6 @@ Status ChannelLoan::Owner::WaitForRoom(uint64_t sequence) {
     if (now < spin_until) {
       internal::CpuRelax();
       continue;
-    }
-    // Past the spin, between futex waits of at most 1 ms: a stop is seen
-    // within about a millisecond, and a caller that stopped in advance
-    // still gets the spin's chance of room.
-    if (options.stop.stop_requested()) {
-      if (min_cursor >= needed) return Status::OK();  // at least one slot freed
-      const uint32_t k = Slowest();
-      const uint32_t pid = k < geometry.max_consumers ? internal::RegPid(consumers[k].word) : 0;
-      return Status::Cancelled("channel '", name, "': the wait for consumer ", k, " (pid ", pid,
-                               ") to read message ", needed - 1,
-                               " was cancelled (its cursor is at ", min_cursor, ")");
     }
     ReapDead();
     const uint32_t k = Slowest();
