@@ -50,6 +50,10 @@
 
 namespace alkaid::shm {
 
+namespace internal {
+struct ProducerState;
+}  // namespace internal
+
 /// Options for ChannelProducer::Create().
 struct ChannelOptions {
   /// Slots; a power of two, at least 2. Default 1024.
@@ -157,8 +161,7 @@ class ALKAID_EXPORT ChannelLoan {
 
  private:
   friend class ChannelProducer;
-  struct Owner;
-  std::shared_ptr<Owner> owner_;
+  std::shared_ptr<internal::ProducerState> owner_;
   std::span<std::byte> data_;
   uint64_t offset_ = 0;
   uint32_t descriptor_ = 0;
@@ -258,12 +261,11 @@ class ALKAID_EXPORT ChannelProducer {
   bool huge_pages() const;
 
  private:
-  using Owner = ChannelLoan::Owner;
-  explicit ChannelProducer(std::shared_ptr<Owner> impl);
+  explicit ChannelProducer(std::shared_ptr<internal::ProducerState> impl);
   Status LoanImpl(uint64_t length, ChannelLoan* into);
   Status PublishImpl(std::span<const std::byte> payload, ChannelLoan* body, bool keep,
                      uint64_t user, uint32_t shape);
-  std::shared_ptr<Owner> impl_;
+  std::shared_ptr<internal::ProducerState> impl_;
 };
 
 /// Options for ChannelConsumer::Open().
