@@ -329,6 +329,140 @@ Result<bool> ChannelConsumer::Accepted() {
   return false;
 }
 
+// What ReadSlot copied out of a slot.
+struct ChannelConsumer::SlotCopy {
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  uint64_t block = 0;  // generation << 32 | descriptor; 0: no body
+  uint64_t user = 0;
+  uint32_t size = 0;  // inline bytes (copied into the message's words)
+  uint32_t shape = 0;
+};
+
+// Message c's slot showed its committed sequence `seq` (2c+2): copies it
+// under that sequence (the seqlock reader's half), checks it, and claims it
+// by moving our cursor past it. True: the copy is message c, ours to
+// deliver. False: the producer overwrote it meanwhile (kDropOldest; counted
+// in torn_reads_ or late_laps_): the caller skips ahead. Invalid for a slot
+// that names bytes outside the arena (the cursor moves past it; its block is
+// never returned).
+inline Result<bool> ChannelConsumer::ReadSlot(uint64_t c, const ChannelSlotData* slot, uint64_t seq,
+                                              ChannelMessage* out, SlotCopy* copy) {
+  Impl& state = *impl_;
+  copy->offset = slot->body_offset.load(std::memory_order_relaxed);
+  copy->length = slot->body_length.load(std::memory_order_relaxed);
+  copy->block = slot->block.load(std::memory_order_relaxed);
+  copy->size = slot->payload_size.load(std::memory_order_relaxed);
+  copy->shape = slot->shape.load(std::memory_order_relaxed);
+  copy->user = slot->user.load(std::memory_order_relaxed);
+  const uint32_t size = copy->size;
+  if (size <= state.geometry.inline_capacity && size > 0) {
+    const auto* words = reinterpret_cast<const std::atomic<uint64_t>*>(slot + 1);
+    const uint32_t nwords = (size + 7) / 8;
+    if (out->words_.size() < nwords) out->words_.resize(nwords);
+    for (uint32_t i = 0; i < nwords; ++i) {
+      out->words_[i] = words[i].load(std::memory_order_relaxed);
+    }
+  }
+  // Acquire fence: partner of the producer's release fence after its odd
+  // store; if anything above came from a newer write, the re-check sees
+  // the change (the seqlock reader's half).
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (slot->sequence.load(std::memory_order_relaxed) != seq) {
+    ++torn_reads_;
+    return false;
+  }
+  const uint64_t offset = copy->offset;
+  const uint64_t length = copy->length;
+  const uint64_t block = copy->block;
+  const uint32_t descriptor = static_cast<uint32_t>(block);
+  const uint32_t generation = static_cast<uint32_t>(block >> 32);
+  // Everything from shared memory is checked before use: a slot naming
+  // bytes outside the arena is skipped (and its block never returned).
+  Status problem;
+  if (size > state.geometry.inline_capacity) {
+    problem =
+        Status::Invalid("channel '", state.name, "': message ", c, " has ", size,
+                        " inline bytes, more than the capacity ", state.geometry.inline_capacity);
+  } else if (block != 0 &&
+             (descriptor >= state.geometry.block_count || generation == 0 ||
+              offset < state.geometry.arena_offset ||
+              offset > state.geometry.arena_offset + state.geometry.arena_size ||
+              (offset - state.geometry.arena_offset) % 64 != 0 ||
+              length > state.geometry.arena_offset + state.geometry.arena_size - offset)) {
+    problem = Status::Invalid("channel '", state.name, "': message ", c, " names a body of ",
+                              length, " bytes at offset ", offset, " (descriptor ", descriptor,
+                              "), outside the arena [", state.geometry.arena_offset, ", ",
+                              state.geometry.arena_offset + state.geometry.arena_size, ")");
+  }
+  if (!problem.ok()) {
+    cursor_ = c + 1;
+    state.StoreCursor(cursor_);
+    return problem;
+  }
+  state.StoreCursor(c + 1);
+  if (state.drop && slot->sequence.load(std::memory_order_seq_cst) != seq) {
+    // Lapped after we read a consistent slot: the producer may count the
+    // block as ours (it saw our cursor) or not; returning it is right
+    // either way (a return it does not expect is ignored).
+    if (block != 0) state.returns->Push(descriptor, generation);
+    ++late_laps_;
+    return false;
+  }
+  return true;
+}
+
+// The producer overwrote messages we had not read (kDropOldest): goes to
+// the oldest that may still be intact and counts what was skipped. The
+// oldest is also the slot the producer writes next: if it laps us again at
+// once, it publishes faster than we read, and each further lap in a row
+// (`attempt`, from 0) leaves it more room (1, 2, 4... up to half the
+// slots), or a consumer that lands there could be lapped at every try.
+inline void ChannelConsumer::SkipLapped(uint64_t c, uint32_t attempt,
+                                        uint64_t* write_at_first_lap) {
+  Impl& state = *impl_;
+  // Acquire: partner of the producer's store of write_sequence.
+  const uint64_t w = state.header->write_sequence.load(std::memory_order_acquire);
+  if (attempt == 0) *write_at_first_lap = w;
+  const uint64_t slots = state.geometry.slot_count;
+  const uint64_t room =
+      attempt == 0 ? 0 : std::min(uint64_t{1} << std::min(attempt - 1, 62u), slots / 2);
+  const uint64_t next = std::max(c + 1, w >= slots ? w - slots + room : 0);
+  lost_ += next - c;
+  pending_lost_ += next - c;
+  cursor_ = next;
+  state.StoreCursor(next);
+}
+
+// Hands message c (ReadSlot's copy, claimed) to `out`. The body `out` held
+// goes back; the new one takes its place. The message keeps its reference
+// to our return queue across receives.
+inline void ChannelConsumer::Deliver(uint64_t c, const SlotCopy& copy, ChannelMessage* out) {
+  Impl& state = *impl_;
+  cursor_ = c + 1;
+  ChannelBlock& body = out->body_;
+  if (body.held_) {
+    body.returns_->Push(body.descriptor_, body.generation_);
+    body.held_ = false;
+  }
+  if (copy.block != 0) {
+    if (body.returns_ != state.returns) body.returns_ = state.returns;
+    body.data_ = {state.channel->data() + copy.offset, static_cast<std::size_t>(copy.length)};
+    body.descriptor_ = static_cast<uint32_t>(copy.block);
+    body.generation_ = static_cast<uint32_t>(copy.block >> 32);
+    body.held_ = true;
+  } else {
+    body.data_ = {};
+  }
+  out->sequence_ = c;
+  out->payload_size_ = copy.size;
+  out->shape_ = copy.shape;
+  out->user_ = copy.user;
+  out->body_offset_ = copy.offset;
+  out->lost_before_ = pending_lost_;
+  pending_lost_ = 0;
+}
+
 Result<bool> ChannelConsumer::TryReceive(ChannelMessage* out) {
   Impl& state = *impl_;
   if (closed_) return Status::Invalid("consumer of channel '", state.name, "' is closed");
@@ -362,111 +496,16 @@ Result<bool> ChannelConsumer::TryReceive(ChannelMessage* out) {
       }
       return false;
     }
-    bool lapped = seq != want;
-    uint64_t offset = 0, length = 0, block = 0, user = 0;
-    uint32_t size = 0, shape = 0;
-    if (!lapped) {
-      offset = slot->body_offset.load(std::memory_order_relaxed);
-      length = slot->body_length.load(std::memory_order_relaxed);
-      block = slot->block.load(std::memory_order_relaxed);
-      size = slot->payload_size.load(std::memory_order_relaxed);
-      shape = slot->shape.load(std::memory_order_relaxed);
-      user = slot->user.load(std::memory_order_relaxed);
-      if (size <= state.geometry.inline_capacity && size > 0) {
-        const auto* words = reinterpret_cast<const std::atomic<uint64_t>*>(slot + 1);
-        const uint32_t nwords = (size + 7) / 8;
-        if (out->words_.size() < nwords) out->words_.resize(nwords);
-        for (uint32_t i = 0; i < nwords; ++i) {
-          out->words_[i] = words[i].load(std::memory_order_relaxed);
-        }
-      }
-      // Acquire fence: partner of the producer's release fence after its odd
-      // store; if anything above came from a newer write, the re-check sees
-      // the change (the seqlock reader's half).
-      std::atomic_thread_fence(std::memory_order_acquire);
-      lapped = slot->sequence.load(std::memory_order_relaxed) != seq;
-      if (lapped) ++torn_reads_;
+    SlotCopy copy;
+    bool claimed = false;  // above 2c+2: lapped before we looked
+    if (seq == want) {
+      ALKAID_ASSIGN_OR_RAISE(claimed, ReadSlot(c, slot, seq, out, &copy));
     }
-    const uint32_t descriptor = static_cast<uint32_t>(block);
-    const uint32_t generation = static_cast<uint32_t>(block >> 32);
-    if (!lapped) {
-      // Everything from shared memory is checked before use: a slot naming
-      // bytes outside the arena is skipped (and its block never returned).
-      Status problem;
-      if (size > state.geometry.inline_capacity) {
-        problem = Status::Invalid("channel '", state.name, "': message ", c, " has ", size,
-                                  " inline bytes, more than the capacity ",
-                                  state.geometry.inline_capacity);
-      } else if (block != 0 &&
-                 (descriptor >= state.geometry.block_count || generation == 0 ||
-                  offset < state.geometry.arena_offset ||
-                  offset > state.geometry.arena_offset + state.geometry.arena_size ||
-                  (offset - state.geometry.arena_offset) % 64 != 0 ||
-                  length > state.geometry.arena_offset + state.geometry.arena_size - offset)) {
-        problem = Status::Invalid("channel '", state.name, "': message ", c, " names a body of ",
-                                  length, " bytes at offset ", offset, " (descriptor ", descriptor,
-                                  "), outside the arena [", state.geometry.arena_offset, ", ",
-                                  state.geometry.arena_offset + state.geometry.arena_size, ")");
-      }
-      if (!problem.ok()) {
-        cursor_ = c + 1;
-        state.StoreCursor(cursor_);
-        return problem;
-      }
-      state.StoreCursor(c + 1);
-      if (state.drop && slot->sequence.load(std::memory_order_seq_cst) != seq) {
-        // Lapped after we read a consistent slot: the producer may count the
-        // block as ours (it saw our cursor) or not; returning it is right
-        // either way (a return it does not expect is ignored).
-        if (block != 0) state.returns->Push(descriptor, generation);
-        ++late_laps_;
-        lapped = true;
-      }
-    }
-    if (lapped) {
-      // The producer overwrote messages we had not read (kDropOldest): go to
-      // the oldest that may still be intact and count what was skipped. The
-      // oldest is also the slot the producer writes next: if it laps us
-      // again at once, it publishes faster than we read, and each further
-      // lap in a row leaves it more room (1, 2, 4... up to half the slots),
-      // or a consumer that lands there could be lapped at every try.
-      // Acquire: partner of the producer's store of write_sequence.
-      const uint64_t w = state.header->write_sequence.load(std::memory_order_acquire);
-      if (attempt == 0) write_at_first_lap = w;
-      const uint64_t slots = state.geometry.slot_count;
-      const uint64_t room =
-          attempt == 0 ? 0 : std::min(uint64_t{1} << std::min(attempt - 1, 62u), slots / 2);
-      const uint64_t next = std::max(c + 1, w >= slots ? w - slots + room : 0);
-      lost_ += next - c;
-      pending_lost_ += next - c;
-      cursor_ = next;
-      state.StoreCursor(next);
+    if (!claimed) {
+      SkipLapped(c, attempt, &write_at_first_lap);
       continue;
     }
-    cursor_ = c + 1;
-    // The body `out` held goes back; the new one takes its place. The
-    // message keeps its reference to our return queue across receives.
-    ChannelBlock& body = out->body_;
-    if (body.held_) {
-      body.returns_->Push(body.descriptor_, body.generation_);
-      body.held_ = false;
-    }
-    if (block != 0) {
-      if (body.returns_ != state.returns) body.returns_ = state.returns;
-      body.data_ = {state.channel->data() + offset, static_cast<std::size_t>(length)};
-      body.descriptor_ = descriptor;
-      body.generation_ = generation;
-      body.held_ = true;
-    } else {
-      body.data_ = {};
-    }
-    out->sequence_ = c;
-    out->payload_size_ = size;
-    out->shape_ = shape;
-    out->user_ = user;
-    out->body_offset_ = offset;
-    out->lost_before_ = pending_lost_;
-    pending_lost_ = 0;
+    Deliver(c, copy, out);
     return true;
   }
   // Acquire: partner of the producer's store of write_sequence.

@@ -51,6 +51,7 @@
 namespace alkaid::shm {
 
 namespace internal {
+struct ChannelSlotData;
 struct ProducerState;
 }  // namespace internal
 
@@ -420,6 +421,12 @@ class ALKAID_EXPORT ChannelConsumer {
   explicit ChannelConsumer(std::unique_ptr<Impl> impl);
   Status WaitForData(std::chrono::steady_clock::time_point deadline);
   Result<bool> Accepted();
+  // TryReceive's steps (channel_consumer.cc).
+  struct SlotCopy;
+  Result<bool> ReadSlot(uint64_t c, const internal::ChannelSlotData* slot, uint64_t seq,
+                        ChannelMessage* out, SlotCopy* copy);
+  void SkipLapped(uint64_t c, uint32_t attempt, uint64_t* write_at_first_lap);
+  void Deliver(uint64_t c, const SlotCopy& copy, ChannelMessage* out);
 
   std::unique_ptr<Impl> impl_;
   uint64_t cursor_ = 0;
