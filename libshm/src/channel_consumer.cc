@@ -15,6 +15,7 @@
 #include "alkaid/shm/channel.h"
 #include "channel_internal.h"
 #include "channel_layout_internal.h"
+#include "consumer_returns_internal.h"
 #include "futex_internal.h"
 #include "wait_internal.h"
 
@@ -28,114 +29,6 @@ using internal::ConsumerSegHeaderData;
 using internal::RegistrationData;
 using internal::RegistryHeaderData;
 using Clock = std::chrono::steady_clock;
-
-// The consumer's return queue and everything a held block needs: it keeps
-// the channel mapped (the block's bytes) and the consumer's own segment
-// (where returns go), so blocks may outlive the ChannelConsumer. When the
-// last holder goes (the consumer closed and every block came back), it
-// tells the producer the consumer is done.
-struct ChannelBlock::Returns {
-  std::shared_ptr<Segment> channel;
-  std::shared_ptr<Segment> registry;
-  std::shared_ptr<Segment> own;
-  ConsumerSegHeaderData* header = nullptr;
-  std::atomic<uint64_t>* cells = nullptr;
-  uint32_t capacity = 0;
-  uint32_t capacity_log2 = 0;
-  const ConsumerControlData* control = nullptr;
-  RegistryHeaderData* reg_header = nullptr;
-  std::atomic<uint64_t> reserve{0};     // next queue position to fill (process-local)
-  std::atomic<uint64_t> read_guess{0};  // the producer's returns_read, as last seen
-
-  Returns() = default;
-  Returns(const Returns&) = delete;
-  Returns& operator=(const Returns&) = delete;
-
-  ~Returns() {
-    // Release: every return queued above is visible before `done`; partner
-    // of the producer's acquire load of the state.
-    header->state.store(internal::kConsumerDone, std::memory_order_release);
-    reg_header->changes.fetch_add(1, std::memory_order_release);
-    // We created the name, we remove it; a producer that accepted us keeps
-    // its mapping until it has drained our last returns.
-    (void)Segment::Remove(own->name());
-  }
-
-  // Queues the return of a block; any thread.
-  void Push(uint32_t descriptor, uint32_t generation) {
-    const uint64_t pos = reserve.fetch_add(1, std::memory_order_relaxed);
-    uint64_t read = read_guess.load(std::memory_order_relaxed);
-    if (pos - read >= capacity) {
-      // Cannot happen with an honest producer (the queue holds twice the
-      // blocks that can be live); wait for it to drain, within reason.
-      const auto deadline = Clock::now() + std::chrono::seconds(10);
-      while (true) {
-        // Acquire: partner of the producer's release store after draining.
-        read = control->returns_read.load(std::memory_order_acquire);
-        read_guess.store(read, std::memory_order_relaxed);
-        if (pos - read < capacity || Clock::now() >= deadline) break;
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-      }
-      if (pos - read >= capacity) return;  // the producer is gone or broken: nothing to tell
-    }
-    // Release: the producer's acquire load of the entry sees it whole.
-    cells[pos & (capacity - 1)].store(
-        internal::ReturnWord(internal::ReturnLap(pos, capacity_log2), descriptor, generation),
-        std::memory_order_release);
-  }
-};
-
-// ---------------------------------------------------------------------------
-// ChannelBlock
-
-ChannelBlock::ChannelBlock(ChannelBlock&& other) noexcept
-    : returns_(std::move(other.returns_)),
-      data_(std::exchange(other.data_, {})),
-      descriptor_(other.descriptor_),
-      generation_(other.generation_),
-      held_(std::exchange(other.held_, false)) {}
-
-ChannelBlock& ChannelBlock::operator=(ChannelBlock&& other) noexcept {
-  if (this != &other) {
-    Reset();
-    returns_ = std::move(other.returns_);
-    data_ = std::exchange(other.data_, {});
-    descriptor_ = other.descriptor_;
-    generation_ = other.generation_;
-    held_ = std::exchange(other.held_, false);
-  }
-  return *this;
-}
-
-void ChannelBlock::Reset() {
-  if (held_) returns_->Push(descriptor_, generation_);
-  held_ = false;
-  returns_.reset();
-  data_ = {};
-}
-
-// ---------------------------------------------------------------------------
-// ChannelMessage
-
-void ChannelMessage::TakeBodyInto(ChannelBlock* into) {
-  if (into == &body_) return;
-  if (into->held_) {
-    into->returns_->Push(into->descriptor_, into->generation_);
-    into->held_ = false;
-  }
-  if (!body_.held_) {
-    into->returns_.reset();
-    into->data_ = {};
-    return;
-  }
-  // A copy of the pointer, not a move: both keep the queue, so neither the
-  // next receive nor the next hand-over changes the count.
-  if (into->returns_ != body_.returns_) into->returns_ = body_.returns_;
-  into->data_ = std::exchange(body_.data_, {});
-  into->descriptor_ = body_.descriptor_;
-  into->generation_ = body_.generation_;
-  into->held_ = std::exchange(body_.held_, false);
-}
 
 // ---------------------------------------------------------------------------
 // ChannelConsumer
