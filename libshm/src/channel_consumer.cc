@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
-#include <thread>
 #include <utility>
 
 #include "alkaid/common/process.h"
@@ -493,28 +492,6 @@ Status ChannelConsumer::ReadShape(uint32_t id, std::vector<std::byte>* out) cons
     std::memcpy(out->data() + std::size_t{i} * 8, &w, std::min<uint32_t>(8, size - i * 8));
   }
   return Status::OK();
-}
-
-Result<std::array<uint64_t, kSidebandWords>> ChannelConsumer::ReadSideband() const {
-  const ChannelHeaderData* h = impl_->header;
-  std::array<uint64_t, kSidebandWords> words{};
-  // A write takes a few stores; a version that stays odd this long belongs
-  // to a producer that stopped writing (or a hostile one).
-  for (int attempt = 0; attempt < 1000; ++attempt) {
-    // Acquire: partner of the release store of the even version.
-    const uint64_t before = h->sideband_version.load(std::memory_order_acquire);
-    if ((before & 1) == 0) {
-      for (std::size_t i = 0; i < kSidebandWords; ++i) {
-        words[i] = h->sideband[i].load(std::memory_order_relaxed);
-      }
-      // Acquire fence: partner of the writer's release fence after its odd
-      // store.
-      std::atomic_thread_fence(std::memory_order_acquire);
-      if (h->sideband_version.load(std::memory_order_relaxed) == before) return words;
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(1));
-  }
-  return Status::TimedOut("channel '", impl_->name, "': the sideband stayed mid-write");
 }
 
 void ChannelConsumer::Close() {

@@ -332,26 +332,6 @@ Result<uint32_t> ChannelProducer::AddShape(std::span<const std::byte> bytes) {
   return ++state.shapes_used;
 }
 
-Status ChannelProducer::SetSideband(std::span<const uint64_t> words) {
-  ProducerState& state = *impl_;
-  if (words.size() > kSidebandWords) {
-    return Status::Invalid("channel '", state.name, "': ", words.size(),
-                           " sideband words; at most ", kSidebandWords);
-  }
-  ChannelHeaderData* h = state.header;
-  const uint64_t v = h->sideband_version.load(std::memory_order_relaxed);
-  h->sideband_version.store(v + 1, std::memory_order_relaxed);
-  // Release fence: the odd version is visible before the words change
-  // (partner: the reader's acquire fence before its re-check).
-  std::atomic_thread_fence(std::memory_order_release);
-  for (std::size_t i = 0; i < kSidebandWords; ++i) {
-    h->sideband[i].store(i < words.size() ? words[i] : 0, std::memory_order_relaxed);
-  }
-  // Release: partner of the reader's acquire load of the even version.
-  h->sideband_version.store(v + 2, std::memory_order_release);
-  return Status::OK();
-}
-
 void ChannelProducer::Poll() {
   ProducerState& state = *impl_;
   state.TakeReleased();

@@ -30,7 +30,6 @@
 /// on the data path). A producer that dies leaves its names for
 /// RemoveChannel().
 
-#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -224,10 +223,6 @@ class ALKAID_EXPORT ChannelProducer {
   /// exceeds shape_bytes.
   Result<uint32_t> AddShape(std::span<const std::byte> bytes);
 
-  /// Stores `words` (at most kSidebandWords) for consumers to read as
-  /// one consistent set (ChannelConsumer::ReadSideband).
-  Status SetSideband(std::span<const uint64_t> words);
-
   /// Accepts new consumers, drains returns, finishes closed consumers and
   /// reclaims dead ones. Publish and Loan do this as needed; call it on an
   /// idle producer so that consumers opened with from_oldest see what the
@@ -392,9 +387,6 @@ class ALKAID_EXPORT ChannelConsumer {
   /// Copies shape `id`'s bytes into `out`. Invalid for an id out of range
   /// or not written.
   Status ReadShape(uint32_t id, std::vector<std::byte>* out) const;
-
-  /// The producer's sideband words as one set (all 0 if never set).
-  Result<std::array<uint64_t, kSidebandWords>> ReadSideband() const;
 
   /// Stops receiving. Blocks still held return when dropped; the producer
   /// finishes the registration then. Idempotent.
