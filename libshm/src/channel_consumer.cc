@@ -511,25 +511,4 @@ void ChannelConsumer::Close() {
 uint32_t ChannelConsumer::index() const { return impl_->index; }
 const std::string& ChannelConsumer::name() const { return impl_->name; }
 
-Status RemoveChannel(std::string_view name) {
-  ALKAID_RETURN_NOT_OK(Segment::ValidateName(name));
-  const std::string reg_name = std::string(name) + std::string(internal::kRegistrySuffix);
-  auto registry = Segment::Open(reg_name, SegmentKind::kChannelRegistry);
-  if (registry.ok() && (*registry)->data_size() >= sizeof(RegistryHeaderData)) {
-    const auto* h = reinterpret_cast<const RegistryHeaderData*>((*registry)->data());
-    const uint64_t room =
-        ((*registry)->data_size() - sizeof(RegistryHeaderData)) / sizeof(RegistrationData);
-    const uint32_t count = static_cast<uint32_t>(std::min<uint64_t>(h->max_consumers, room));
-    const auto* regs =
-        reinterpret_cast<const RegistrationData*>((*registry)->data() + sizeof(RegistryHeaderData));
-    for (uint32_t k = 0; k < count; ++k) {
-      const uint64_t word = regs[k].word.load(std::memory_order_acquire);
-      if (word == 0) continue;
-      (void)Segment::Remove(internal::ConsumerSegmentName(name, k, internal::RegTag(word)));
-    }
-  }
-  (void)Segment::Remove(reg_name);
-  return Segment::Remove(name);
-}
-
 }  // namespace alkaid::shm
