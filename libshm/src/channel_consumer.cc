@@ -221,6 +221,11 @@ Result<bool> ChannelConsumer::Accepted() {
   return false;
 }
 
+// TryReceive's steps. ReadSlot and Deliver run once per message and are
+// forced inline: as calls (ReadSlot, with its error paths, is too large for
+// g++ to inline by itself) they cost some 60 instructions a message. Each
+// takes the state TryReceive holds, so that none reloads impl_.
+
 // What ReadSlot copied out of a slot.
 struct ChannelConsumer::SlotCopy {
   uint64_t offset = 0;
@@ -235,12 +240,13 @@ struct ChannelConsumer::SlotCopy {
 // under that sequence (the seqlock reader's half), checks it, and claims it
 // by moving our cursor past it. True: the copy is message c, ours to
 // deliver. False: the producer overwrote it meanwhile (kDropOldest; counted
-// in torn_reads_ or late_laps_): the caller skips ahead. Invalid for a slot
-// that names bytes outside the arena (the cursor moves past it; its block is
-// never returned).
-inline Result<bool> ChannelConsumer::ReadSlot(uint64_t c, const ChannelSlotData* slot, uint64_t seq,
-                                              ChannelMessage* out, SlotCopy* copy) {
-  Impl& state = *impl_;
+// in torn_reads_ or late_laps_): the caller skips ahead; or, with
+// `*problem` set (Invalid), the slot names bytes outside the arena (the
+// cursor moves past it; its block is never returned).
+[[gnu::always_inline]] inline bool ChannelConsumer::ReadSlot(Impl& state, uint64_t c,
+                                                             const ChannelSlotData* slot,
+                                                             uint64_t seq, ChannelMessage* out,
+                                                             SlotCopy* copy, Status* problem) {
   copy->offset = slot->body_offset.load(std::memory_order_relaxed);
   copy->length = slot->body_length.load(std::memory_order_relaxed);
   copy->block = slot->block.load(std::memory_order_relaxed);
@@ -271,9 +277,8 @@ inline Result<bool> ChannelConsumer::ReadSlot(uint64_t c, const ChannelSlotData*
   const uint32_t generation = static_cast<uint32_t>(block >> 32);
   // Everything from shared memory is checked before use: a slot naming
   // bytes outside the arena is skipped (and its block never returned).
-  Status problem;
   if (size > state.geometry.inline_capacity) {
-    problem =
+    *problem =
         Status::Invalid("channel '", state.name, "': message ", c, " has ", size,
                         " inline bytes, more than the capacity ", state.geometry.inline_capacity);
   } else if (block != 0 &&
@@ -282,15 +287,15 @@ inline Result<bool> ChannelConsumer::ReadSlot(uint64_t c, const ChannelSlotData*
               offset > state.geometry.arena_offset + state.geometry.arena_size ||
               (offset - state.geometry.arena_offset) % 64 != 0 ||
               length > state.geometry.arena_offset + state.geometry.arena_size - offset)) {
-    problem = Status::Invalid("channel '", state.name, "': message ", c, " names a body of ",
-                              length, " bytes at offset ", offset, " (descriptor ", descriptor,
-                              "), outside the arena [", state.geometry.arena_offset, ", ",
-                              state.geometry.arena_offset + state.geometry.arena_size, ")");
+    *problem = Status::Invalid("channel '", state.name, "': message ", c, " names a body of ",
+                               length, " bytes at offset ", offset, " (descriptor ", descriptor,
+                               "), outside the arena [", state.geometry.arena_offset, ", ",
+                               state.geometry.arena_offset + state.geometry.arena_size, ")");
   }
-  if (!problem.ok()) {
+  if (!problem->ok()) {
     cursor_ = c + 1;
     state.StoreCursor(cursor_);
-    return problem;
+    return false;
   }
   state.StoreCursor(c + 1);
   if (state.drop && slot->sequence.load(std::memory_order_seq_cst) != seq) {
@@ -310,9 +315,8 @@ inline Result<bool> ChannelConsumer::ReadSlot(uint64_t c, const ChannelSlotData*
 // once, it publishes faster than we read, and each further lap in a row
 // (`attempt`, from 0) leaves it more room (1, 2, 4... up to half the
 // slots), or a consumer that lands there could be lapped at every try.
-inline void ChannelConsumer::SkipLapped(uint64_t c, uint32_t attempt,
+inline void ChannelConsumer::SkipLapped(Impl& state, uint64_t c, uint32_t attempt,
                                         uint64_t* write_at_first_lap) {
-  Impl& state = *impl_;
   // Acquire: partner of the producer's store of write_sequence.
   const uint64_t w = state.header->write_sequence.load(std::memory_order_acquire);
   if (attempt == 0) *write_at_first_lap = w;
@@ -329,8 +333,9 @@ inline void ChannelConsumer::SkipLapped(uint64_t c, uint32_t attempt,
 // Hands message c (ReadSlot's copy, claimed) to `out`. The body `out` held
 // goes back; the new one takes its place. The message keeps its reference
 // to our return queue across receives.
-inline void ChannelConsumer::Deliver(uint64_t c, const SlotCopy& copy, ChannelMessage* out) {
-  Impl& state = *impl_;
+[[gnu::always_inline]] inline void ChannelConsumer::Deliver(Impl& state, uint64_t c,
+                                                            const SlotCopy& copy,
+                                                            ChannelMessage* out) {
   cursor_ = c + 1;
   ChannelBlock& body = out->body_;
   if (body.held_) {
@@ -389,16 +394,14 @@ Result<bool> ChannelConsumer::TryReceive(ChannelMessage* out) {
       return false;
     }
     SlotCopy copy;
-    bool claimed = false;  // above 2c+2: lapped before we looked
-    if (seq == want) {
-      ALKAID_ASSIGN_OR_RAISE(claimed, ReadSlot(c, slot, seq, out, &copy));
+    Status problem;
+    // Above 2c+2: lapped before we looked.
+    if (seq == want && ReadSlot(state, c, slot, seq, out, &copy, &problem)) {
+      Deliver(state, c, copy, out);
+      return true;
     }
-    if (!claimed) {
-      SkipLapped(c, attempt, &write_at_first_lap);
-      continue;
-    }
-    Deliver(c, copy, out);
-    return true;
+    if (!problem.ok()) return problem;
+    SkipLapped(state, c, attempt, &write_at_first_lap);
   }
   // Acquire: partner of the producer's store of write_sequence.
   if (state.header->write_sequence.load(std::memory_order_acquire) != write_at_first_lap) {

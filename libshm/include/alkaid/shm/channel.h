@@ -415,10 +415,10 @@ class ALKAID_EXPORT ChannelConsumer {
   Result<bool> Accepted();
   // TryReceive's steps (channel_consumer.cc).
   struct SlotCopy;
-  Result<bool> ReadSlot(uint64_t c, const internal::ChannelSlotData* slot, uint64_t seq,
-                        ChannelMessage* out, SlotCopy* copy);
-  void SkipLapped(uint64_t c, uint32_t attempt, uint64_t* write_at_first_lap);
-  void Deliver(uint64_t c, const SlotCopy& copy, ChannelMessage* out);
+  bool ReadSlot(Impl& state, uint64_t c, const internal::ChannelSlotData* slot, uint64_t seq,
+                ChannelMessage* out, SlotCopy* copy, Status* problem);
+  void SkipLapped(Impl& state, uint64_t c, uint32_t attempt, uint64_t* write_at_first_lap);
+  void Deliver(Impl& state, uint64_t c, const SlotCopy& copy, ChannelMessage* out);
 
   std::unique_ptr<Impl> impl_;
   uint64_t cursor_ = 0;
