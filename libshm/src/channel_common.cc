@@ -1,8 +1,12 @@
+// What both sides of a channel share: its geometry (computed, written, read
+// and checked) and its names (consumer segments; RemoveChannel).
+
 #include <unistd.h>
 
 #include <algorithm>
 #include <string>
 
+#include "alkaid/shm/channel.h"
 #include "channel_internal.h"
 
 namespace alkaid::shm::internal {
@@ -170,3 +174,31 @@ std::string ConsumerSegmentName(std::string_view channel, uint32_t index, uint32
 }
 
 }  // namespace alkaid::shm::internal
+
+namespace alkaid::shm {
+
+using internal::RegistrationData;
+using internal::RegistryHeaderData;
+
+Status RemoveChannel(std::string_view name) {
+  ALKAID_RETURN_NOT_OK(Segment::ValidateName(name));
+  const std::string reg_name = std::string(name) + std::string(internal::kRegistrySuffix);
+  auto registry = Segment::Open(reg_name, SegmentKind::kChannelRegistry);
+  if (registry.ok() && (*registry)->data_size() >= sizeof(RegistryHeaderData)) {
+    const auto* h = reinterpret_cast<const RegistryHeaderData*>((*registry)->data());
+    const uint64_t room =
+        ((*registry)->data_size() - sizeof(RegistryHeaderData)) / sizeof(RegistrationData);
+    const uint32_t count = static_cast<uint32_t>(std::min<uint64_t>(h->max_consumers, room));
+    const auto* regs =
+        reinterpret_cast<const RegistrationData*>((*registry)->data() + sizeof(RegistryHeaderData));
+    for (uint32_t k = 0; k < count; ++k) {
+      const uint64_t word = regs[k].word.load(std::memory_order_acquire);
+      if (word == 0) continue;
+      (void)Segment::Remove(internal::ConsumerSegmentName(name, k, internal::RegTag(word)));
+    }
+  }
+  (void)Segment::Remove(reg_name);
+  return Segment::Remove(name);
+}
+
+}  // namespace alkaid::shm

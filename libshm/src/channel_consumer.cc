@@ -8,13 +8,13 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
-#include <thread>
 #include <utility>
 
 #include "alkaid/common/process.h"
 #include "alkaid/shm/channel.h"
 #include "channel_internal.h"
 #include "channel_layout_internal.h"
+#include "consumer_returns_internal.h"
 #include "futex_internal.h"
 #include "wait_internal.h"
 
@@ -28,114 +28,6 @@ using internal::ConsumerSegHeaderData;
 using internal::RegistrationData;
 using internal::RegistryHeaderData;
 using Clock = std::chrono::steady_clock;
-
-// The consumer's return queue and everything a held block needs: it keeps
-// the channel mapped (the block's bytes) and the consumer's own segment
-// (where returns go), so blocks may outlive the ChannelConsumer. When the
-// last holder goes (the consumer closed and every block came back), it
-// tells the producer the consumer is done.
-struct ChannelBlock::Returns {
-  std::shared_ptr<Segment> channel;
-  std::shared_ptr<Segment> registry;
-  std::shared_ptr<Segment> own;
-  ConsumerSegHeaderData* header = nullptr;
-  std::atomic<uint64_t>* cells = nullptr;
-  uint32_t capacity = 0;
-  uint32_t capacity_log2 = 0;
-  const ConsumerControlData* control = nullptr;
-  RegistryHeaderData* reg_header = nullptr;
-  std::atomic<uint64_t> reserve{0};     // next queue position to fill (process-local)
-  std::atomic<uint64_t> read_guess{0};  // the producer's returns_read, as last seen
-
-  Returns() = default;
-  Returns(const Returns&) = delete;
-  Returns& operator=(const Returns&) = delete;
-
-  ~Returns() {
-    // Release: every return queued above is visible before `done`; partner
-    // of the producer's acquire load of the state.
-    header->state.store(internal::kConsumerDone, std::memory_order_release);
-    reg_header->changes.fetch_add(1, std::memory_order_release);
-    // We created the name, we remove it; a producer that accepted us keeps
-    // its mapping until it has drained our last returns.
-    (void)Segment::Remove(own->name());
-  }
-
-  // Queues the return of a block; any thread.
-  void Push(uint32_t descriptor, uint32_t generation) {
-    const uint64_t pos = reserve.fetch_add(1, std::memory_order_relaxed);
-    uint64_t read = read_guess.load(std::memory_order_relaxed);
-    if (pos - read >= capacity) {
-      // Cannot happen with an honest producer (the queue holds twice the
-      // blocks that can be live); wait for it to drain, within reason.
-      const auto deadline = Clock::now() + std::chrono::seconds(10);
-      while (true) {
-        // Acquire: partner of the producer's release store after draining.
-        read = control->returns_read.load(std::memory_order_acquire);
-        read_guess.store(read, std::memory_order_relaxed);
-        if (pos - read < capacity || Clock::now() >= deadline) break;
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-      }
-      if (pos - read >= capacity) return;  // the producer is gone or broken: nothing to tell
-    }
-    // Release: the producer's acquire load of the entry sees it whole.
-    cells[pos & (capacity - 1)].store(
-        internal::ReturnWord(internal::ReturnLap(pos, capacity_log2), descriptor, generation),
-        std::memory_order_release);
-  }
-};
-
-// ---------------------------------------------------------------------------
-// ChannelBlock
-
-ChannelBlock::ChannelBlock(ChannelBlock&& other) noexcept
-    : returns_(std::move(other.returns_)),
-      data_(std::exchange(other.data_, {})),
-      descriptor_(other.descriptor_),
-      generation_(other.generation_),
-      held_(std::exchange(other.held_, false)) {}
-
-ChannelBlock& ChannelBlock::operator=(ChannelBlock&& other) noexcept {
-  if (this != &other) {
-    Reset();
-    returns_ = std::move(other.returns_);
-    data_ = std::exchange(other.data_, {});
-    descriptor_ = other.descriptor_;
-    generation_ = other.generation_;
-    held_ = std::exchange(other.held_, false);
-  }
-  return *this;
-}
-
-void ChannelBlock::Reset() {
-  if (held_) returns_->Push(descriptor_, generation_);
-  held_ = false;
-  returns_.reset();
-  data_ = {};
-}
-
-// ---------------------------------------------------------------------------
-// ChannelMessage
-
-void ChannelMessage::TakeBodyInto(ChannelBlock* into) {
-  if (into == &body_) return;
-  if (into->held_) {
-    into->returns_->Push(into->descriptor_, into->generation_);
-    into->held_ = false;
-  }
-  if (!body_.held_) {
-    into->returns_.reset();
-    into->data_ = {};
-    return;
-  }
-  // A copy of the pointer, not a move: both keep the queue, so neither the
-  // next receive nor the next hand-over changes the count.
-  if (into->returns_ != body_.returns_) into->returns_ = body_.returns_;
-  into->data_ = std::exchange(body_.data_, {});
-  into->descriptor_ = body_.descriptor_;
-  into->generation_ = body_.generation_;
-  into->held_ = std::exchange(body_.held_, false);
-}
 
 // ---------------------------------------------------------------------------
 // ChannelConsumer
@@ -329,6 +221,145 @@ Result<bool> ChannelConsumer::Accepted() {
   return false;
 }
 
+// TryReceive's steps. ReadSlot and Deliver run once per message and are
+// forced inline: as calls (ReadSlot, with its error paths, is too large for
+// g++ to inline by itself) they cost some 60 instructions a message. Each
+// takes the state TryReceive holds, so that none reloads impl_.
+
+// What ReadSlot copied out of a slot.
+struct ChannelConsumer::SlotCopy {
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  uint64_t block = 0;  // generation << 32 | descriptor; 0: no body
+  uint64_t user = 0;
+  uint32_t size = 0;  // inline bytes (copied into the message's words)
+  uint32_t shape = 0;
+};
+
+// Message c's slot showed its committed sequence `seq` (2c+2): copies it
+// under that sequence (the seqlock reader's half), checks it, and claims it
+// by moving our cursor past it. True: the copy is message c, ours to
+// deliver. False: the producer overwrote it meanwhile (kDropOldest; counted
+// in torn_reads_ or late_laps_): the caller skips ahead; or, with
+// `*problem` set (Invalid), the slot names bytes outside the arena (the
+// cursor moves past it; its block is never returned).
+[[gnu::always_inline]] inline bool ChannelConsumer::ReadSlot(Impl& state, uint64_t c,
+                                                             const ChannelSlotData* slot,
+                                                             uint64_t seq, ChannelMessage* out,
+                                                             SlotCopy* copy, Status* problem) {
+  copy->offset = slot->body_offset.load(std::memory_order_relaxed);
+  copy->length = slot->body_length.load(std::memory_order_relaxed);
+  copy->block = slot->block.load(std::memory_order_relaxed);
+  copy->size = slot->payload_size.load(std::memory_order_relaxed);
+  copy->shape = slot->shape.load(std::memory_order_relaxed);
+  copy->user = slot->user.load(std::memory_order_relaxed);
+  const uint32_t size = copy->size;
+  if (size <= state.geometry.inline_capacity && size > 0) {
+    const auto* words = reinterpret_cast<const std::atomic<uint64_t>*>(slot + 1);
+    const uint32_t nwords = (size + 7) / 8;
+    if (out->words_.size() < nwords) out->words_.resize(nwords);
+    for (uint32_t i = 0; i < nwords; ++i) {
+      out->words_[i] = words[i].load(std::memory_order_relaxed);
+    }
+  }
+  // Acquire fence: partner of the producer's release fence after its odd
+  // store; if anything above came from a newer write, the re-check sees
+  // the change (the seqlock reader's half).
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (slot->sequence.load(std::memory_order_relaxed) != seq) {
+    ++torn_reads_;
+    return false;
+  }
+  const uint64_t offset = copy->offset;
+  const uint64_t length = copy->length;
+  const uint64_t block = copy->block;
+  const uint32_t descriptor = static_cast<uint32_t>(block);
+  const uint32_t generation = static_cast<uint32_t>(block >> 32);
+  // Everything from shared memory is checked before use: a slot naming
+  // bytes outside the arena is skipped (and its block never returned).
+  if (size > state.geometry.inline_capacity) {
+    *problem =
+        Status::Invalid("channel '", state.name, "': message ", c, " has ", size,
+                        " inline bytes, more than the capacity ", state.geometry.inline_capacity);
+  } else if (block != 0 &&
+             (descriptor >= state.geometry.block_count || generation == 0 ||
+              offset < state.geometry.arena_offset ||
+              offset > state.geometry.arena_offset + state.geometry.arena_size ||
+              (offset - state.geometry.arena_offset) % 64 != 0 ||
+              length > state.geometry.arena_offset + state.geometry.arena_size - offset)) {
+    *problem = Status::Invalid("channel '", state.name, "': message ", c, " names a body of ",
+                               length, " bytes at offset ", offset, " (descriptor ", descriptor,
+                               "), outside the arena [", state.geometry.arena_offset, ", ",
+                               state.geometry.arena_offset + state.geometry.arena_size, ")");
+  }
+  if (!problem->ok()) {
+    cursor_ = c + 1;
+    state.StoreCursor(cursor_);
+    return false;
+  }
+  state.StoreCursor(c + 1);
+  if (state.drop && slot->sequence.load(std::memory_order_seq_cst) != seq) {
+    // Lapped after we read a consistent slot: the producer may count the
+    // block as ours (it saw our cursor) or not; returning it is right
+    // either way (a return it does not expect is ignored).
+    if (block != 0) state.returns->Push(descriptor, generation);
+    ++late_laps_;
+    return false;
+  }
+  return true;
+}
+
+// The producer overwrote messages we had not read (kDropOldest): goes to
+// the oldest that may still be intact and counts what was skipped. The
+// oldest is also the slot the producer writes next: if it laps us again at
+// once, it publishes faster than we read, and each further lap in a row
+// (`attempt`, from 0) leaves it more room (1, 2, 4... up to half the
+// slots), or a consumer that lands there could be lapped at every try.
+inline void ChannelConsumer::SkipLapped(Impl& state, uint64_t c, uint32_t attempt,
+                                        uint64_t* write_at_first_lap) {
+  // Acquire: partner of the producer's store of write_sequence.
+  const uint64_t w = state.header->write_sequence.load(std::memory_order_acquire);
+  if (attempt == 0) *write_at_first_lap = w;
+  const uint64_t slots = state.geometry.slot_count;
+  const uint64_t room =
+      attempt == 0 ? 0 : std::min(uint64_t{1} << std::min(attempt - 1, 62u), slots / 2);
+  const uint64_t next = std::max(c + 1, w >= slots ? w - slots + room : 0);
+  lost_ += next - c;
+  pending_lost_ += next - c;
+  cursor_ = next;
+  state.StoreCursor(next);
+}
+
+// Hands message c (ReadSlot's copy, claimed) to `out`. The body `out` held
+// goes back; the new one takes its place. The message keeps its reference
+// to our return queue across receives.
+[[gnu::always_inline]] inline void ChannelConsumer::Deliver(Impl& state, uint64_t c,
+                                                            const SlotCopy& copy,
+                                                            ChannelMessage* out) {
+  cursor_ = c + 1;
+  ChannelBlock& body = out->body_;
+  if (body.held_) {
+    body.returns_->Push(body.descriptor_, body.generation_);
+    body.held_ = false;
+  }
+  if (copy.block != 0) {
+    if (body.returns_ != state.returns) body.returns_ = state.returns;
+    body.data_ = {state.channel->data() + copy.offset, static_cast<std::size_t>(copy.length)};
+    body.descriptor_ = static_cast<uint32_t>(copy.block);
+    body.generation_ = static_cast<uint32_t>(copy.block >> 32);
+    body.held_ = true;
+  } else {
+    body.data_ = {};
+  }
+  out->sequence_ = c;
+  out->payload_size_ = copy.size;
+  out->shape_ = copy.shape;
+  out->user_ = copy.user;
+  out->body_offset_ = copy.offset;
+  out->lost_before_ = pending_lost_;
+  pending_lost_ = 0;
+}
+
 Result<bool> ChannelConsumer::TryReceive(ChannelMessage* out) {
   Impl& state = *impl_;
   if (closed_) return Status::Invalid("consumer of channel '", state.name, "' is closed");
@@ -362,112 +393,15 @@ Result<bool> ChannelConsumer::TryReceive(ChannelMessage* out) {
       }
       return false;
     }
-    bool lapped = seq != want;
-    uint64_t offset = 0, length = 0, block = 0, user = 0;
-    uint32_t size = 0, shape = 0;
-    if (!lapped) {
-      offset = slot->body_offset.load(std::memory_order_relaxed);
-      length = slot->body_length.load(std::memory_order_relaxed);
-      block = slot->block.load(std::memory_order_relaxed);
-      size = slot->payload_size.load(std::memory_order_relaxed);
-      shape = slot->shape.load(std::memory_order_relaxed);
-      user = slot->user.load(std::memory_order_relaxed);
-      if (size <= state.geometry.inline_capacity && size > 0) {
-        const auto* words = reinterpret_cast<const std::atomic<uint64_t>*>(slot + 1);
-        const uint32_t nwords = (size + 7) / 8;
-        if (out->words_.size() < nwords) out->words_.resize(nwords);
-        for (uint32_t i = 0; i < nwords; ++i) {
-          out->words_[i] = words[i].load(std::memory_order_relaxed);
-        }
-      }
-      // Acquire fence: partner of the producer's release fence after its odd
-      // store; if anything above came from a newer write, the re-check sees
-      // the change (the seqlock reader's half).
-      std::atomic_thread_fence(std::memory_order_acquire);
-      lapped = slot->sequence.load(std::memory_order_relaxed) != seq;
-      if (lapped) ++torn_reads_;
+    SlotCopy copy;
+    Status problem;
+    // Above 2c+2: lapped before we looked.
+    if (seq == want && ReadSlot(state, c, slot, seq, out, &copy, &problem)) {
+      Deliver(state, c, copy, out);
+      return true;
     }
-    const uint32_t descriptor = static_cast<uint32_t>(block);
-    const uint32_t generation = static_cast<uint32_t>(block >> 32);
-    if (!lapped) {
-      // Everything from shared memory is checked before use: a slot naming
-      // bytes outside the arena is skipped (and its block never returned).
-      Status problem;
-      if (size > state.geometry.inline_capacity) {
-        problem = Status::Invalid("channel '", state.name, "': message ", c, " has ", size,
-                                  " inline bytes, more than the capacity ",
-                                  state.geometry.inline_capacity);
-      } else if (block != 0 &&
-                 (descriptor >= state.geometry.block_count || generation == 0 ||
-                  offset < state.geometry.arena_offset ||
-                  offset > state.geometry.arena_offset + state.geometry.arena_size ||
-                  (offset - state.geometry.arena_offset) % 64 != 0 ||
-                  length > state.geometry.arena_offset + state.geometry.arena_size - offset)) {
-        problem = Status::Invalid("channel '", state.name, "': message ", c, " names a body of ",
-                                  length, " bytes at offset ", offset, " (descriptor ", descriptor,
-                                  "), outside the arena [", state.geometry.arena_offset, ", ",
-                                  state.geometry.arena_offset + state.geometry.arena_size, ")");
-      }
-      if (!problem.ok()) {
-        cursor_ = c + 1;
-        state.StoreCursor(cursor_);
-        return problem;
-      }
-      state.StoreCursor(c + 1);
-      if (state.drop && slot->sequence.load(std::memory_order_seq_cst) != seq) {
-        // Lapped after we read a consistent slot: the producer may count the
-        // block as ours (it saw our cursor) or not; returning it is right
-        // either way (a return it does not expect is ignored).
-        if (block != 0) state.returns->Push(descriptor, generation);
-        ++late_laps_;
-        lapped = true;
-      }
-    }
-    if (lapped) {
-      // The producer overwrote messages we had not read (kDropOldest): go to
-      // the oldest that may still be intact and count what was skipped. The
-      // oldest is also the slot the producer writes next: if it laps us
-      // again at once, it publishes faster than we read, and each further
-      // lap in a row leaves it more room (1, 2, 4... up to half the slots),
-      // or a consumer that lands there could be lapped at every try.
-      // Acquire: partner of the producer's store of write_sequence.
-      const uint64_t w = state.header->write_sequence.load(std::memory_order_acquire);
-      if (attempt == 0) write_at_first_lap = w;
-      const uint64_t slots = state.geometry.slot_count;
-      const uint64_t room =
-          attempt == 0 ? 0 : std::min(uint64_t{1} << std::min(attempt - 1, 62u), slots / 2);
-      const uint64_t next = std::max(c + 1, w >= slots ? w - slots + room : 0);
-      lost_ += next - c;
-      pending_lost_ += next - c;
-      cursor_ = next;
-      state.StoreCursor(next);
-      continue;
-    }
-    cursor_ = c + 1;
-    // The body `out` held goes back; the new one takes its place. The
-    // message keeps its reference to our return queue across receives.
-    ChannelBlock& body = out->body_;
-    if (body.held_) {
-      body.returns_->Push(body.descriptor_, body.generation_);
-      body.held_ = false;
-    }
-    if (block != 0) {
-      if (body.returns_ != state.returns) body.returns_ = state.returns;
-      body.data_ = {state.channel->data() + offset, static_cast<std::size_t>(length)};
-      body.descriptor_ = descriptor;
-      body.generation_ = generation;
-      body.held_ = true;
-    } else {
-      body.data_ = {};
-    }
-    out->sequence_ = c;
-    out->payload_size_ = size;
-    out->shape_ = shape;
-    out->user_ = user;
-    out->body_offset_ = offset;
-    out->lost_before_ = pending_lost_;
-    pending_lost_ = 0;
-    return true;
+    if (!problem.ok()) return problem;
+    SkipLapped(state, c, attempt, &write_at_first_lap);
   }
   // Acquire: partner of the producer's store of write_sequence.
   if (state.header->write_sequence.load(std::memory_order_acquire) != write_at_first_lap) {
@@ -563,28 +497,6 @@ Status ChannelConsumer::ReadShape(uint32_t id, std::vector<std::byte>* out) cons
   return Status::OK();
 }
 
-Result<std::array<uint64_t, kSidebandWords>> ChannelConsumer::ReadSideband() const {
-  const ChannelHeaderData* h = impl_->header;
-  std::array<uint64_t, kSidebandWords> words{};
-  // A write takes a few stores; a version that stays odd this long belongs
-  // to a producer that stopped writing (or a hostile one).
-  for (int attempt = 0; attempt < 1000; ++attempt) {
-    // Acquire: partner of the release store of the even version.
-    const uint64_t before = h->sideband_version.load(std::memory_order_acquire);
-    if ((before & 1) == 0) {
-      for (std::size_t i = 0; i < kSidebandWords; ++i) {
-        words[i] = h->sideband[i].load(std::memory_order_relaxed);
-      }
-      // Acquire fence: partner of the writer's release fence after its odd
-      // store.
-      std::atomic_thread_fence(std::memory_order_acquire);
-      if (h->sideband_version.load(std::memory_order_relaxed) == before) return words;
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(1));
-  }
-  return Status::TimedOut("channel '", impl_->name, "': the sideband stayed mid-write");
-}
-
 void ChannelConsumer::Close() {
   if (closed_) return;
   closed_ = true;
@@ -601,26 +513,5 @@ void ChannelConsumer::Close() {
 
 uint32_t ChannelConsumer::index() const { return impl_->index; }
 const std::string& ChannelConsumer::name() const { return impl_->name; }
-
-Status RemoveChannel(std::string_view name) {
-  ALKAID_RETURN_NOT_OK(Segment::ValidateName(name));
-  const std::string reg_name = std::string(name) + std::string(internal::kRegistrySuffix);
-  auto registry = Segment::Open(reg_name, SegmentKind::kChannelRegistry);
-  if (registry.ok() && (*registry)->data_size() >= sizeof(RegistryHeaderData)) {
-    const auto* h = reinterpret_cast<const RegistryHeaderData*>((*registry)->data());
-    const uint64_t room =
-        ((*registry)->data_size() - sizeof(RegistryHeaderData)) / sizeof(RegistrationData);
-    const uint32_t count = static_cast<uint32_t>(std::min<uint64_t>(h->max_consumers, room));
-    const auto* regs =
-        reinterpret_cast<const RegistrationData*>((*registry)->data() + sizeof(RegistryHeaderData));
-    for (uint32_t k = 0; k < count; ++k) {
-      const uint64_t word = regs[k].word.load(std::memory_order_acquire);
-      if (word == 0) continue;
-      (void)Segment::Remove(internal::ConsumerSegmentName(name, k, internal::RegTag(word)));
-    }
-  }
-  (void)Segment::Remove(reg_name);
-  return Segment::Remove(name);
-}
 
 }  // namespace alkaid::shm

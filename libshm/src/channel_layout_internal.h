@@ -77,10 +77,9 @@ struct alignas(kCacheLineSize) ChannelHeaderData {
   std::atomic<uint64_t> space_target;
   uint8_t pad4[kCacheLineSize - 16];
 
-  // --- line 5: the sideband, a seqlock (odd version while written).
-  std::atomic<uint64_t> sideband_version;
-  std::atomic<uint64_t> sideband[kSidebandWords];
-  uint8_t pad5[kCacheLineSize - 8 - 8 * kSidebandWords];
+  // --- line 5: reserved, zero (it held the sideband, a seqlock of four
+  // words nothing used; kept so that the layout does not move).
+  uint8_t reserved5[kCacheLineSize];
 };
 ALKAID_SHM_PLAIN_DATA(ChannelHeaderData, 6 * kCacheLineSize);
 

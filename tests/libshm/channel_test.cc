@@ -683,18 +683,6 @@ TEST_F(ChannelTest, AReturnOfAnEarlierGenerationDoesNotFreeTheReusedBlock) {
   ASSERT_OK(producer->Loan(16 << 10).status());
 }
 
-TEST_F(ChannelTest, SidebandReadsAsOneSet) {
-  const std::string name = NewName("ch");
-  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, Small()));
-  ASSERT_OK_AND_ASSIGN(auto consumer, ChannelConsumer::Open(name));
-  ASSERT_OK_AND_ASSIGN(auto words, consumer->ReadSideband());
-  EXPECT_EQ(words, (std::array<uint64_t, kSidebandWords>{}));
-  const uint64_t set[] = {1, 2, 3};
-  ASSERT_OK(producer->SetSideband(set));
-  ASSERT_OK_AND_ASSIGN(words, consumer->ReadSideband());
-  EXPECT_EQ(words, (std::array<uint64_t, kSidebandWords>{1, 2, 3, 0}));
-}
-
 // Threads: one producer, three consumers waiting in each mode; every
 // message arrives once, in order, intact; every block comes back.
 TEST_F(ChannelTest, ThreadsInEveryWaitMode) {

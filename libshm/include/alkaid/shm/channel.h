@@ -30,7 +30,6 @@
 /// on the data path). A producer that dies leaves its names for
 /// RemoveChannel().
 
-#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -49,6 +48,11 @@
 #include "alkaid/shm/segment.h"
 
 namespace alkaid::shm {
+
+namespace internal {
+struct ChannelSlotData;
+struct ProducerState;
+}  // namespace internal
 
 /// Options for ChannelProducer::Create().
 struct ChannelOptions {
@@ -157,8 +161,7 @@ class ALKAID_EXPORT ChannelLoan {
 
  private:
   friend class ChannelProducer;
-  struct Owner;
-  std::shared_ptr<Owner> owner_;
+  std::shared_ptr<internal::ProducerState> owner_;
   std::span<std::byte> data_;
   uint64_t offset_ = 0;
   uint32_t descriptor_ = 0;
@@ -220,10 +223,6 @@ class ALKAID_EXPORT ChannelProducer {
   /// exceeds shape_bytes.
   Result<uint32_t> AddShape(std::span<const std::byte> bytes);
 
-  /// Stores `words` (at most kSidebandWords) for consumers to read as
-  /// one consistent set (ChannelConsumer::ReadSideband).
-  Status SetSideband(std::span<const uint64_t> words);
-
   /// Accepts new consumers, drains returns, finishes closed consumers and
   /// reclaims dead ones. Publish and Loan do this as needed; call it on an
   /// idle producer so that consumers opened with from_oldest see what the
@@ -258,12 +257,11 @@ class ALKAID_EXPORT ChannelProducer {
   bool huge_pages() const;
 
  private:
-  using Owner = ChannelLoan::Owner;
-  explicit ChannelProducer(std::shared_ptr<Owner> impl);
+  explicit ChannelProducer(std::shared_ptr<internal::ProducerState> impl);
   Status LoanImpl(uint64_t length, ChannelLoan* into);
   Status PublishImpl(std::span<const std::byte> payload, ChannelLoan* body, bool keep,
                      uint64_t user, uint32_t shape);
-  std::shared_ptr<Owner> impl_;
+  std::shared_ptr<internal::ProducerState> impl_;
 };
 
 /// Options for ChannelConsumer::Open().
@@ -390,9 +388,6 @@ class ALKAID_EXPORT ChannelConsumer {
   /// or not written.
   Status ReadShape(uint32_t id, std::vector<std::byte>* out) const;
 
-  /// The producer's sideband words as one set (all 0 if never set).
-  Result<std::array<uint64_t, kSidebandWords>> ReadSideband() const;
-
   /// Stops receiving. Blocks still held return when dropped; the producer
   /// finishes the registration then. Idempotent.
   void Close();
@@ -418,6 +413,12 @@ class ALKAID_EXPORT ChannelConsumer {
   explicit ChannelConsumer(std::unique_ptr<Impl> impl);
   Status WaitForData(std::chrono::steady_clock::time_point deadline);
   Result<bool> Accepted();
+  // TryReceive's steps (channel_consumer.cc).
+  struct SlotCopy;
+  bool ReadSlot(Impl& state, uint64_t c, const internal::ChannelSlotData* slot, uint64_t seq,
+                ChannelMessage* out, SlotCopy* copy, Status* problem);
+  void SkipLapped(Impl& state, uint64_t c, uint32_t attempt, uint64_t* write_at_first_lap);
+  void Deliver(Impl& state, uint64_t c, const SlotCopy& copy, ChannelMessage* out);
 
   std::unique_ptr<Impl> impl_;
   uint64_t cursor_ = 0;

@@ -16,8 +16,6 @@ inline constexpr uint32_t kMaxConsumers = 256;
 inline constexpr uint32_t kMaxSlots = uint32_t{1} << 24;
 /// Largest inline payload per slot.
 inline constexpr uint32_t kMaxInlinePayload = uint32_t{1} << 20;
-/// Words of a producer's sideband (ChannelProducer::SetSideband).
-inline constexpr size_t kSidebandWords = 4;
 
 /// What the producer does when the slot it needs still holds a message that
 /// an active consumer has not read.

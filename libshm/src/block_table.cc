@@ -1,0 +1,52 @@
+// The producer's block table: what is not on the data path.
+
+#include "block_table_internal.h"
+
+namespace alkaid::shm::internal {
+
+BlockTable::BlockTable(uint32_t count, uint64_t arena_offset, uint64_t arena_size)
+    : blocks_(count) {
+  free_descriptors_.reserve(count);
+  for (uint32_t i = count; i > 0; --i) free_descriptors_.push_back(i - 1);
+  classes_.reserve(kMaxSizeClasses);
+  ranges_.Add(arena_offset, arena_size);
+}
+
+void BlockTable::DropHolderEverywhere(uint32_t k) {
+  for (uint32_t d = 0; d < blocks_.size(); ++d) DropHolder(d, k);
+}
+
+uint64_t BlockTable::HeldBy(uint32_t k) const {
+  uint64_t held = 0;
+  for (const Block& b : blocks_) {
+    if (b.state == BlockState::kLive && TestBit(b.holders, k)) ++held;
+  }
+  return held;
+}
+
+void BlockTable::FlushClasses() {
+  for (SizeClass& c : classes_) {
+    for (uint32_t d = c.head; d != kNoBlock;) {
+      Block& b = blocks_[d];
+      const uint32_t next = b.next_cached;
+      ranges_.Add(b.offset, b.capacity);
+      b.state = BlockState::kFree;
+      b.next_cached = kNoBlock;
+      free_descriptors_.push_back(d);
+      d = next;
+    }
+  }
+  classes_.clear();
+}
+
+uint64_t BlockTable::free_bytes() const {
+  uint64_t cached = 0;
+  for (const SizeClass& c : classes_) {
+    for (uint32_t d = c.head; d != kNoBlock; d = blocks_[d].next_cached) {
+      cached += blocks_[d].capacity;
+    }
+  }
+  return ranges_.free_bytes() + cached;
+}
+
+}  // namespace alkaid::shm::internal

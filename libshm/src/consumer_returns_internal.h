@@ -1,0 +1,76 @@
+#pragma once
+
+// Private: a consumer's return queue as its process sees it
+// (ChannelBlock::Returns), shared by the ChannelConsumer that fills it and
+// every ChannelBlock that holds a body it received. Push is called from any
+// thread of the consumer's process; the rest is immutable after Open.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <thread>
+
+#include "alkaid/shm/channel.h"
+#include "alkaid/shm/segment.h"
+#include "channel_layout_internal.h"
+
+namespace alkaid::shm {
+
+// The consumer's return queue and everything a held block needs: it keeps
+// the channel mapped (the block's bytes) and the consumer's own segment
+// (where returns go), so blocks may outlive the ChannelConsumer. When the
+// last holder goes (the consumer closed and every block came back), it
+// tells the producer the consumer is done.
+struct ChannelBlock::Returns {
+  std::shared_ptr<Segment> channel;
+  std::shared_ptr<Segment> registry;
+  std::shared_ptr<Segment> own;
+  internal::ConsumerSegHeaderData* header = nullptr;
+  std::atomic<uint64_t>* cells = nullptr;
+  uint32_t capacity = 0;
+  uint32_t capacity_log2 = 0;
+  const internal::ConsumerControlData* control = nullptr;
+  internal::RegistryHeaderData* reg_header = nullptr;
+  std::atomic<uint64_t> reserve{0};     // next queue position to fill (process-local)
+  std::atomic<uint64_t> read_guess{0};  // the producer's returns_read, as last seen
+
+  Returns() = default;
+  Returns(const Returns&) = delete;
+  Returns& operator=(const Returns&) = delete;
+
+  ~Returns() {
+    // Release: every return queued above is visible before `done`; partner
+    // of the producer's acquire load of the state.
+    header->state.store(internal::kConsumerDone, std::memory_order_release);
+    reg_header->changes.fetch_add(1, std::memory_order_release);
+    // We created the name, we remove it; a producer that accepted us keeps
+    // its mapping until it has drained our last returns.
+    (void)Segment::Remove(own->name());
+  }
+
+  // Queues the return of a block; any thread.
+  void Push(uint32_t descriptor, uint32_t generation) {
+    const uint64_t pos = reserve.fetch_add(1, std::memory_order_relaxed);
+    uint64_t read = read_guess.load(std::memory_order_relaxed);
+    if (pos - read >= capacity) {
+      // Cannot happen with an honest producer (the queue holds twice the
+      // blocks that can be live); wait for it to drain, within reason.
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (true) {
+        // Acquire: partner of the producer's release store after draining.
+        read = control->returns_read.load(std::memory_order_acquire);
+        read_guess.store(read, std::memory_order_relaxed);
+        if (pos - read < capacity || std::chrono::steady_clock::now() >= deadline) break;
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+      if (pos - read >= capacity) return;  // the producer is gone or broken: nothing to tell
+    }
+    // Release: the producer's acquire load of the entry sees it whole.
+    cells[pos & (capacity - 1)].store(
+        internal::ReturnWord(internal::ReturnLap(pos, capacity_log2), descriptor, generation),
+        std::memory_order_release);
+  }
+};
+
+}  // namespace alkaid::shm

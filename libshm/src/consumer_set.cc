@@ -1,0 +1,260 @@
+// The producer's consumer set: registration, acceptance, finishing, reaping
+// and forgetting (the data path's calls are inline in the header).
+
+#include "consumer_set_internal.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "alkaid/common/process.h"
+
+namespace alkaid::shm::internal {
+
+ConsumerSet::ConsumerSet(const ChannelGeometry& geometry, std::string channel,
+                         const ChannelOptions& options, std::byte* channel_data,
+                         std::byte* registry_data)
+    : geometry_(geometry),
+      channel_(std::move(channel)),
+      accept_on_publish_(options.accept_on_publish),
+      liveness_interval_(options.liveness_interval),
+      channel_data_(channel_data),
+      controls_(reinterpret_cast<ConsumerControlData*>(channel_data + geometry.controls_offset)),
+      reg_header_(reinterpret_cast<RegistryHeaderData*>(registry_data)),
+      regs_(reinterpret_cast<RegistrationData*>(registry_data + sizeof(RegistryHeaderData))),
+      consumers_(geometry.max_consumers) {
+  counted_list_.reserve(geometry.max_consumers);
+  accepted_list_.reserve(geometry.max_consumers);
+}
+
+uint64_t ConsumerSet::PollRegistryAccepting(BlockTable& blocks, const RingState& ring) {
+  const uint64_t before = counts_.consumers_accepted;
+  // Acquire: partner of the consumers' release increments.
+  const uint64_t changes = reg_header_->changes.load(std::memory_order_acquire);
+  if (changes != registry_seen_ || requests_waiting_) {
+    registry_seen_ = changes;
+    requests_waiting_ = false;
+    ProcessRegistry(true, blocks, ring);
+  }
+  return counts_.consumers_accepted - before;
+}
+
+void ConsumerSet::ProcessRegistry(bool accepting, BlockTable& blocks, const RingState& ring) {
+  for (uint32_t k = 0; k < geometry_.max_consumers; ++k) {
+    // Acquire: partner of the consumer's release CAS of its entry.
+    const uint64_t word = regs_[k].word.load(std::memory_order_acquire);
+    ConsumerState& c = consumers_[k];
+    const uint64_t state = RegState(word);
+    const bool same =
+        c.accepted && RegPid(word) == RegPid(c.word) && RegTag(word) == RegTag(c.word);
+    if (c.accepted && !same) Reclaim(k, blocks);  // its entry was freed and claimed again
+    if (!c.accepted) {
+      if (state == kRegRequested) {
+        if (accepting) {
+          Accept(k, word, blocks, ring);
+        } else {
+          requests_waiting_ = true;  // for the next Poll / AcceptConsumers
+        }
+      }
+      if (state == kRegClosed) Forget(k, word);  // closed before we saw it
+      continue;
+    }
+    if (state == kRegClosed && !c.closed) {
+      c.closed = true;
+      StopCounting(k);
+      ReleaseUnread(k, c.Cursor(std::memory_order_acquire), blocks, ring);
+    }
+    if (c.closed) {
+      // Acquire: partner of the release store of kConsumerDone, made after
+      // its last return was queued.
+      if (c.header->state.load(std::memory_order_acquire) == kConsumerDone) {
+        DrainReturns(k, blocks);
+        blocks.DropHolderEverywhere(k);  // nothing, for a consumer that returned what it held
+        ++counts_.consumers_finished;
+        Forget(k, c.word);
+      }
+    }
+  }
+}
+
+void ConsumerSet::Accept(uint32_t k, uint64_t word, BlockTable& blocks, const RingState& ring) {
+  const std::string seg_name = SegmentName(k, word);
+  auto opened = Segment::Open(seg_name, SegmentKind::kChannelConsumer,
+                              SegmentOpenOptions{.prefault = true, .read_only = true});
+  const ConsumerSegHeaderData* h = nullptr;
+  bool ok = opened.ok() && (*opened)->data_size() >= sizeof(ConsumerSegHeaderData);
+  if (ok) {
+    h = reinterpret_cast<const ConsumerSegHeaderData*>((*opened)->data());
+    // Acquire: partner of the consumer's release store of its magic.
+    ok = h->magic.load(std::memory_order_acquire) == kConsumerSegMagic &&
+         h->layout_version == kChannelLayoutVersion && h->index == k &&
+         h->registration == RegWithState(word, kRegClaimed) &&
+         h->return_capacity == geometry_.return_capacity &&
+         (*opened)->data_size() >=
+             sizeof(ConsumerSegHeaderData) + uint64_t{geometry_.return_capacity} * 8;
+  }
+  if (!ok) {
+    // Not a consumer we can serve (its segment is missing or malformed):
+    // free the entry; the consumer sees its registration gone.
+    Forget(k, word);
+    return;
+  }
+  ConsumerState& c = consumers_[k];
+  c.accepted = true;
+  c.word = word;
+  c.segment = std::move(*opened);
+  c.header = h;
+  c.returns = reinterpret_cast<const std::atomic<uint64_t>*>(c.segment->data() +
+                                                             sizeof(ConsumerSegHeaderData));
+  c.return_capacity = geometry_.return_capacity;
+  c.return_log2 = static_cast<uint32_t>(__builtin_ctz(geometry_.return_capacity));
+  c.returns_read = 0;
+  c.last_woken = 0;
+  const uint64_t next = ring.next_sequence;
+  uint64_t start = next;
+  if (h->from_oldest != 0) {
+    // The oldest message from which on every body is still held by the
+    // ring: exact, nothing from there on can be gone.
+    const uint64_t oldest = next > geometry_.slot_count ? next - geometry_.slot_count : 0;
+    while (start > oldest) {
+      const uint32_t d = ring.slot_block[(start - 1) & geometry_.mask];
+      const auto* slot = reinterpret_cast<const ChannelSlotData*>(
+          channel_data_ + geometry_.slots_offset +
+          ((start - 1) & geometry_.mask) * geometry_.slot_size);
+      const bool has_body = slot->block.load(std::memory_order_relaxed) != 0;
+      if (has_body && (d == kNoBlock || !blocks[d].ring_ref)) break;
+      --start;
+    }
+    for (uint64_t m = start; m < next; ++m) {
+      const uint32_t d = ring.slot_block[m & geometry_.mask];
+      if (d != kNoBlock && blocks[d].ring_ref) SetBit(blocks[d].holders, k);
+    }
+  }
+  c.start = start;
+  controls_[k].returns_read.store(0, std::memory_order_relaxed);
+  controls_[k].start.store(start, std::memory_order_relaxed);
+  // Release: publishes `start`; partner of the consumer's acquire load.
+  controls_[k].accepted.store(word, std::memory_order_release);
+  SetBit(counted_, k);
+  SetBit(accepted_, k);
+  ListFrom(counted_, &counted_list_);
+  ListFrom(accepted_, &accepted_list_);
+  ++counted_count_;
+  min_cursor_ = std::min(min_cursor_, start);
+  ++counts_.consumers_accepted;
+}
+
+void ConsumerSet::StopCounting(uint32_t k) {
+  if (TestBit(counted_, k)) {
+    ClearBit(counted_, k);
+    ListFrom(counted_, &counted_list_);
+    --counted_count_;
+  }
+}
+
+void ConsumerSet::ReleaseUnread(uint32_t k, uint64_t cursor, BlockTable& blocks,
+                                const RingState& ring) {
+  const uint64_t next = ring.next_sequence;
+  const uint64_t first =
+      std::max(cursor, next > geometry_.slot_count ? next - geometry_.slot_count : uint64_t{0});
+  for (uint64_t m = first; m < next; ++m) {
+    const uint32_t d = ring.slot_block[m & geometry_.mask];
+    if (d != kNoBlock) blocks.DropHolder(d, k);
+  }
+}
+
+void ConsumerSet::Forget(uint32_t k, uint64_t word) {
+  ConsumerState& c = consumers_[k];
+  const std::string seg_name = SegmentName(k, word);
+  c = ConsumerState{};
+  ClearBit(accepted_, k);
+  ListFrom(accepted_, &accepted_list_);
+  controls_[k].accepted.store(0, std::memory_order_release);
+  (void)Segment::Remove(seg_name);  // KeyError if never created: fine
+  // Release: partner of the acquire CAS of the next claim of the entry.
+  uint64_t expected = regs_[k].word.load(std::memory_order_relaxed);
+  if (RegPid(expected) == RegPid(word) && RegTag(expected) == RegTag(word)) {
+    regs_[k].word.compare_exchange_strong(expected, 0, std::memory_order_release,
+                                          std::memory_order_relaxed);
+  }
+}
+
+void ConsumerSet::Reclaim(uint32_t k, BlockTable& blocks) {
+  ConsumerState& c = consumers_[k];
+  const uint64_t word = c.word;
+  if (c.accepted) {
+    StopCounting(k);
+    blocks.DropHolderEverywhere(k);
+    ++counts_.consumers_reclaimed;
+  }
+  Forget(k, word);
+}
+
+void ConsumerSet::ReapDead(BlockTable& blocks) {
+  for (uint32_t k = 0; k < geometry_.max_consumers; ++k) {
+    const uint64_t word = regs_[k].word.load(std::memory_order_acquire);
+    if (word == 0 && !consumers_[k].accepted) continue;
+    const uint32_t pid = consumers_[k].accepted ? RegPid(consumers_[k].word) : RegPid(word);
+    if (pid != 0 && ProcessIsGone(pid)) {
+      if (consumers_[k].accepted) {
+        Reclaim(k, blocks);
+      } else {
+        Forget(k, word);
+      }
+    }
+  }
+  next_liveness_ = std::chrono::steady_clock::now() + liveness_interval_;
+}
+
+uint32_t ConsumerSet::Slowest() const {
+  uint32_t who = geometry_.max_consumers;
+  uint64_t least = UINT64_MAX;
+  for (uint32_t k = 0; k < geometry_.max_consumers; ++k) {
+    if (!TestBit(counted_, k)) continue;
+    const uint64_t c = consumers_[k].Cursor(std::memory_order_acquire);
+    if (c < least) {
+      least = c;
+      who = k;
+    }
+  }
+  return who;
+}
+
+std::vector<ChannelConsumerInfo> ConsumerSet::Describe(const BlockTable& blocks) const {
+  std::vector<ChannelConsumerInfo> out;
+  for (uint32_t k = 0; k < geometry_.max_consumers; ++k) {
+    const ConsumerState& c = consumers_[k];
+    if (!c.accepted) {
+      // Acquire: partner of the consumer's release CAS of its entry.
+      const uint64_t word = regs_[k].word.load(std::memory_order_acquire);
+      if (RegState(word) != kRegRequested) continue;
+      // Whoever saw this request here (e.g. a producer waiting for its
+      // consumers before its first publish) expects the next publish to
+      // accept it, though its consumer may not have bumped `changes` yet.
+      registry_seen_ = kRegistryUnseen;
+      ChannelConsumerInfo waiting;
+      waiting.index = k;
+      waiting.pid = RegPid(word);
+      waiting.accepted = false;
+      out.push_back(waiting);
+      continue;
+    }
+    ChannelConsumerInfo info;
+    info.index = k;
+    info.pid = RegPid(c.word);
+    info.closed = c.closed;
+    info.cursor = c.Cursor(std::memory_order_acquire);
+    info.held_blocks = blocks.HeldBy(k);
+    out.push_back(info);
+  }
+  return out;
+}
+
+void ConsumerSet::RemoveSegments() const {
+  for (uint32_t k = 0; k < geometry_.max_consumers; ++k) {
+    if (consumers_[k].segment != nullptr) (void)Segment::Remove(consumers_[k].segment->name());
+    const uint64_t word = regs_[k].word.load(std::memory_order_acquire);
+    if (word != 0) (void)Segment::Remove(SegmentName(k, word));
+  }
+}
+
+}  // namespace alkaid::shm::internal

@@ -1,0 +1,229 @@
+#pragma once
+
+// Private: the consumers of a channel as its producer knows them: the
+// registry (each entry's requests, closes and take-overs), acceptance,
+// finishing closed consumers, reaping dead ones, forgetting an entry, and
+// draining the return queues into the block table. Private memory; every
+// call is made on the producer thread (ChannelProducer's calls, through
+// ProducerState). Shared memory it touches: the registry (read, and one CAS
+// to free an entry), the producer's control line per consumer (it alone
+// writes it), and each accepted consumer's segment (mapped read-only:
+// cursor, waiting episode, state, return queue). The protocol is in
+// docs/SHM_LAYOUT.md ("Registration, acceptance, close").
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "alkaid/shm/channel.h"
+#include "alkaid/shm/segment.h"
+#include "block_table_internal.h"
+#include "channel_internal.h"
+#include "channel_layout_internal.h"
+
+namespace alkaid::shm::internal {
+
+/// What the producer knows of consumer k.
+struct ConsumerState {
+  bool accepted = false;
+  bool closed = false;               // stopped receiving: not counted for room or new messages
+  uint64_t word = 0;                 // its registration word (requested state)
+  uint64_t start = 0;                // first sequence it reads
+  std::shared_ptr<Segment> segment;  // read-only
+  const ConsumerSegHeaderData* header = nullptr;
+  const std::atomic<uint64_t>* returns = nullptr;
+  uint32_t return_capacity = 0;
+  uint32_t return_log2 = 0;
+  uint64_t returns_read = 0;
+  uint32_t last_woken = 0;  // the waiting episode last woken
+
+  /// The cursor it reads from next, as far as the producer can tell (its
+  /// segment starts at 0 until it learns its start). `order` is the
+  /// caller's: each names its partner.
+  uint64_t Cursor(std::memory_order order) const {
+    return std::max(header->cursor.load(order), start);
+  }
+};
+
+/// The producer's record of its ring, which acceptance and closing read
+/// (ProducerState owns and writes it).
+struct RingState {
+  /// The block of the message in each slot (by sequence & mask): kNoBlock
+  /// when it has no body or the ring let go of it.
+  std::vector<uint32_t> slot_block;
+  /// Sequence of the next message (= messages published).
+  uint64_t next_sequence = 0;
+};
+
+/// What the consumer set counted (ChannelStats' fields of the same names).
+struct ConsumerCounts {
+  uint64_t returns = 0;
+  uint64_t bogus_returns = 0;
+  uint64_t consumers_accepted = 0;
+  uint64_t consumers_finished = 0;
+  uint64_t consumers_reclaimed = 0;
+};
+
+/// The consumer registrations of one channel, from the producer's side.
+/// The block table and the ring are the caller's, passed to the calls that
+/// change holders.
+class ConsumerSet {
+ public:
+  ConsumerSet(const ChannelGeometry& geometry, std::string channel, const ChannelOptions& options,
+              std::byte* channel_data, std::byte* registry_data);
+
+  const ConsumerState& operator[](uint32_t k) const { return consumers_[k]; }
+  ConsumerState& operator[](uint32_t k) { return consumers_[k]; }
+
+  /// The counted consumers (accepted, not closed: room and new messages),
+  /// as bit words (holders of a new message) and as a list, and how many.
+  const uint64_t* counted() const { return counted_; }
+  const std::vector<uint32_t>& counted_list() const { return counted_list_; }
+  uint32_t counted_count() const { return counted_count_; }
+
+  /// A lower bound of the counted consumers' cursors (kept up to date by
+  /// ScanMinCursor, Accept, and the producer's overwrite with kDropOldest).
+  uint64_t min_cursor() const { return min_cursor_; }
+  void set_min_cursor(uint64_t cursor) { min_cursor_ = cursor; }
+
+  const ConsumerCounts& counts() const { return counts_; }
+
+  /// On the data path (Publish, Loan, waits): one acquire load of the
+  /// registry's `changes` when nothing changed; else looks at every entry,
+  /// accepting new consumers only if options.accept_on_publish.
+  void PollRegistry(BlockTable& blocks, const RingState& ring) {
+    // Acquire: partner of the consumers' release increments.
+    const uint64_t changes = reg_header_->changes.load(std::memory_order_acquire);
+    if (changes == registry_seen_) return;
+    registry_seen_ = changes;
+    ProcessRegistry(accept_on_publish_, blocks, ring);
+  }
+
+  /// Poll and AcceptConsumers: accepts every consumer waiting. Returns how
+  /// many it accepted.
+  uint64_t PollRegistryAccepting(BlockTable& blocks, const RingState& ring);
+
+  /// Looks at every registration: new consumers, closed ones, finished
+  /// ones, entries taken over.
+  void ProcessRegistry(bool accepting, BlockTable& blocks, const RingState& ring);
+
+  /// The next PollRegistryAccepting makes a full pass over the registry,
+  /// whatever `changes` says.
+  void LookAtEveryEntry() { requests_waiting_ = true; }
+
+  /// Reclaims consumers whose process is gone (accepted or not).
+  void ReapDead(BlockTable& blocks);
+  /// When a liveness check is next due (Poll; options.liveness_interval
+  /// after the last ReapDead).
+  std::chrono::steady_clock::time_point next_liveness() const { return next_liveness_; }
+
+  /// Drains consumer k's return queue into the block table.
+  void DrainReturns(uint32_t k, BlockTable& blocks) {
+    ConsumerState& c = consumers_[k];
+    if (!c.accepted) return;
+    uint64_t pos = c.returns_read;
+    const uint64_t mask = c.return_capacity - 1;
+    while (true) {
+      // Acquire: partner of the consumer's release store of the entry.
+      const uint64_t v = c.returns[pos & mask].load(std::memory_order_acquire);
+      if ((v & 0xff) != ReturnLap(pos, c.return_log2)) break;
+      if (blocks.Return(k, static_cast<uint32_t>(v >> 8) & 0xffffffU,
+                        static_cast<uint32_t>(v >> 32))) {
+        ++counts_.returns;
+      } else {
+        ++counts_.bogus_returns;  // a duplicate after a lap (kDropOldest), or a buggy consumer
+      }
+      ++pos;
+    }
+    if (pos != c.returns_read) {
+      c.returns_read = pos;
+      // Release: the consumer reuses the entries below `pos` after its
+      // acquire load of this word.
+      controls_[k].returns_read.store(pos, std::memory_order_release);
+    }
+  }
+
+  /// Drains every accepted consumer's queue (closed ones too).
+  void DrainAllReturns(BlockTable& blocks) {
+    for (uint32_t k : accepted_list_) DrainReturns(k, blocks);
+  }
+
+  /// The smallest cursor of the counted consumers (`next_sequence` if
+  /// none); also the new min_cursor().
+  uint64_t ScanMinCursor(uint64_t next_sequence) {
+    uint64_t m = next_sequence;
+    for (uint32_t k : counted_list_) {
+      // Acquire: partner of the consumer's cursor store, made after it read
+      // the slots below it.
+      m = std::min(m, consumers_[k].Cursor(std::memory_order_acquire));
+    }
+    min_cursor_ = m;
+    return m;
+  }
+
+  /// The counted consumer with the smallest cursor, or max_consumers.
+  uint32_t Slowest() const;
+
+  /// The consumers accepted, and those registered and waiting (ChannelProducer::consumers()).
+  std::vector<ChannelConsumerInfo> Describe(const BlockTable& blocks) const;
+
+  /// Removes the segment names of the consumers accepted (as opened,
+  /// whatever the registry says now) and of those still waiting (the
+  /// producer's destructor).
+  void RemoveSegments() const;
+
+ private:
+  std::string SegmentName(uint32_t index, uint64_t word) const {
+    return ConsumerSegmentName(channel_, index, RegTag(word));
+  }
+  static void ListFrom(const uint64_t* words, std::vector<uint32_t>* list) {
+    list->clear();
+    ForEachBit(words, [list](uint32_t k) { list->push_back(k); });
+  }
+
+  void Accept(uint32_t k, uint64_t word, BlockTable& blocks, const RingState& ring);
+  void StopCounting(uint32_t k);
+  // Consumer k stops receiving at `cursor`: the messages it has not read
+  // are no longer its to return.
+  void ReleaseUnread(uint32_t k, uint64_t cursor, BlockTable& blocks, const RingState& ring);
+  // Frees entry k (registration word `word`) and forgets what we knew.
+  void Forget(uint32_t k, uint64_t word);
+  // A consumer that died, or whose entry was taken over: releases exactly
+  // what it held.
+  void Reclaim(uint32_t k, BlockTable& blocks);
+
+  ChannelGeometry geometry_;
+  std::string channel_;
+  bool accept_on_publish_;
+  std::chrono::milliseconds liveness_interval_;
+  std::byte* channel_data_;  // the slots, read at acceptance
+  ConsumerControlData* controls_;
+  RegistryHeaderData* reg_header_;
+  RegistrationData* regs_;
+
+  std::vector<ConsumerState> consumers_;
+  uint64_t counted_[kHolderWords] = {};   // accepted, not closed: room and new messages
+  uint64_t accepted_[kHolderWords] = {};  // accepted (closed or not): returns to drain
+  // The same sets as index lists (capacity reserved: no allocation), for
+  // the loops of the data path.
+  std::vector<uint32_t> counted_list_;
+  std::vector<uint32_t> accepted_list_;
+  uint32_t counted_count_ = 0;
+  uint64_t min_cursor_ = 0;
+  // The registry's `changes` as last handled. Describe() may see a request
+  // before its consumer's bump of `changes` (the bump follows the request):
+  // it then sets kRegistryUnseen, so that the next poll looks, whatever the
+  // counter says.
+  mutable uint64_t registry_seen_ = 0;
+  static constexpr uint64_t kRegistryUnseen = ~uint64_t{0};
+  // A registration request was seen and left for the next accepting poll
+  // (options.accept_on_publish false).
+  bool requests_waiting_ = false;
+  std::chrono::steady_clock::time_point next_liveness_ = std::chrono::steady_clock::now();
+  ConsumerCounts counts_;
+};
+
+}  // namespace alkaid::shm::internal

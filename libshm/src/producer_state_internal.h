@@ -1,0 +1,129 @@
+#pragma once
+
+// Private: everything a channel's producer keeps (ChannelProducer's state,
+// shared with its loans): the channel segment it alone writes, its block
+// table, its consumer set, its ring of slots and the flow control between
+// them (waiting for room, waking sleeping consumers, collecting space).
+// Every member and call is for the producer thread, except the stack of
+// dropped loans (PushReleased: any thread).
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "alkaid/common/status.h"
+#include "alkaid/shm/channel.h"
+#include "alkaid/shm/segment.h"
+#include "block_table_internal.h"
+#include "channel_internal.h"
+#include "channel_layout_internal.h"
+#include "consumer_set_internal.h"
+#include "futex_internal.h"
+
+namespace alkaid::shm::internal {
+
+struct ProducerState {
+  /// Takes the channel's segments, their headers written (magic included).
+  ProducerState(const ChannelOptions& options, std::string name, const ChannelGeometry& geometry,
+                std::shared_ptr<Segment> segment, std::shared_ptr<Segment> registry);
+
+  ChannelOptions options;
+  std::string name;
+  ChannelGeometry geometry;
+  std::shared_ptr<Segment> segment;
+  std::shared_ptr<Segment> registry;
+  ChannelHeaderData* header = nullptr;
+
+  BlockTable blocks;
+  ConsumerSet consumers;
+  RingState ring;
+  uint32_t shapes_used = 0;
+  bool closed = false;
+  ChannelStats stats;  // published and dropped; the rest is counted where it happens
+
+  ChannelSlotData* Slot(uint64_t sequence) const {
+    return reinterpret_cast<ChannelSlotData*>(segment->data() + geometry.slots_offset +
+                                              (sequence & geometry.mask) * geometry.slot_size);
+  }
+
+  void PollRegistry() { consumers.PollRegistry(blocks, ring); }
+
+  /// Everything that can give space back without a system call: dropped
+  /// loans, returns, finished consumers, then the ring's references on
+  /// messages every counted consumer passed. (Dead consumers: ReapDead,
+  /// when this was not enough.)
+  void CollectSpace();
+
+  /// Loan's slow path, when no block of `capacity` bytes came at once:
+  /// collects space, flushes the size classes, reaps dead consumers,
+  /// sleeping 20 µs-1 ms between attempts up to options.space_timeout.
+  /// The descriptor taken (not lent yet), or TimedOut / Cancelled naming
+  /// who holds the arena.
+  Result<uint32_t> WaitForSpace(uint64_t length, uint64_t capacity);
+
+  /// Waits until message `sequence - slot_count` was passed by every
+  /// counted consumer (kBlockProducer): spins, then sleeps on the slowest
+  /// consumer's cursor word, which it wakes when its cursor crosses our
+  /// target.
+  Status WaitForRoom(uint64_t sequence);
+
+  /// After a publish: wakes the consumers that announced they sleep (one
+  /// FUTEX_WAKE for all), each sleeping episode once.
+  void WakeSleepers() {
+    bool wake = false;
+    for (uint32_t k : consumers.counted_list()) {
+      ConsumerState& c = consumers[k];
+      // seq_cst: second half of the Dekker pair with the consumer's seq_cst
+      // store of an odd episode before its seq_cst reload of write_sequence.
+      const uint32_t episode = c.header->waiting.load(std::memory_order_seq_cst);
+      if ((episode & 1) != 0 && episode != c.last_woken) {
+        c.last_woken = episode;
+        wake = true;
+      }
+    }
+    if (!wake) return;
+    // Release: partner of the waiter's acquire load of the futex word.
+    header->data_futex.fetch_add(1, std::memory_order_release);
+    FutexWakeAll(&header->data_futex);
+  }
+
+  // --- loans dropped on any thread -------------------------------------------
+  // A dropped loan is pushed onto a lock-free stack (links per descriptor:
+  // a block has one loan at a time, so it is on the stack once at most) in
+  // this process's memory; the producer thread takes the whole stack when
+  // it looks for blocks. Pushers never pop, so a stale head only ever makes
+  // a CAS fail.
+  std::atomic<uint64_t> released_head{0};  // descriptor + 1, 0: empty
+  std::unique_ptr<std::atomic<uint32_t>[]> released_next;
+  std::unique_ptr<std::atomic<uint32_t>[]> released_generation;
+
+  /// Any thread: the loan of generation `generation` of block `d` was
+  /// dropped.
+  void PushReleased(uint32_t d, uint32_t generation) {
+    released_generation[d].store(generation, std::memory_order_relaxed);
+    uint64_t head = released_head.load(std::memory_order_relaxed);
+    do {
+      released_next[d].store(static_cast<uint32_t>(head), std::memory_order_relaxed);
+      // Release: the two stores above are visible to the producer's acquire
+      // exchange that takes the stack.
+    } while (!released_head.compare_exchange_weak(head, uint64_t{d} + 1, std::memory_order_release,
+                                                  std::memory_order_relaxed));
+  }
+
+  /// Producer thread: gives the block table every loan dropped since.
+  void TakeReleased() {
+    if (released_head.load(std::memory_order_relaxed) == 0) return;
+    // Acquire: partner of the pushers' release CAS.
+    uint64_t index = released_head.exchange(0, std::memory_order_acquire);
+    while (index != 0) {
+      const uint32_t d = static_cast<uint32_t>(index - 1);
+      const uint32_t generation = released_generation[d].load(std::memory_order_relaxed);
+      index = released_next[d].load(std::memory_order_relaxed);
+      blocks.DropLoan(d, generation);
+    }
+  }
+};
+
+}  // namespace alkaid::shm::internal
