@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -201,6 +202,137 @@ INSTANTIATE_TEST_SUITE_P(Cases, VerificationTest, ::testing::Range<size_t>(0, 6)
                              if (ch == ' ') ch = '_';
                            }
                            return n;
+                         });
+
+// The decode cache (BatchSubscriber, "Decode cache"): a batch whose Message
+// is byte-equal to one decoded in full before is rebuilt from that batch's
+// plan over the new body. The metadata says nothing of the values, so an
+// honest batch and a hostile one of the same lengths, null counts and
+// buffer sizes share it: the plan must still run the full check on each
+// rebuilt batch in kFull and kPrivateCopy. (Shape ids are given to
+// fixed-width shapes only, whose values cannot break ValidateFull here;
+// dictionary-encoded columns are never replayed from a plan.)
+struct SameMetadataCase {
+  std::string name;
+  format::TypePtr type;
+  std::function<ArrayDataPtr()> honest;
+  std::function<ArrayDataPtr()> hostile;  // the same sizes, one inner offset far out
+};
+
+std::vector<SameMetadataCase> SameMetadataCases() {
+  std::vector<SameMetadataCase> cases;
+  cases.push_back(
+      {"utf8", format::utf8(),
+       [] {
+         return ArrayData::Make(format::utf8(), 3,
+                                {nullptr, Buf<int32_t>({0, 2, 5, 6}), Bytes("aabbbc")}, 0);
+       },
+       [] {
+         return ArrayData::Make(format::utf8(), 3,
+                                {nullptr, Buf<int32_t>({0, 1 << 30, 5, 6}), Bytes("aabbbc")}, 0);
+       }});
+  const auto list_type = format::list(format::int64());
+  const auto list_of = [list_type](std::vector<int32_t> offsets) {
+    auto values = ArrayData::Make(format::int64(), 3, {nullptr, Buf<int64_t>({1, 2, 3})}, 0);
+    return ArrayData::Make(list_type, 2, {nullptr, Buf<int32_t>(offsets)}, {values}, 0);
+  };
+  cases.push_back({"list", list_type,
+                   [list_of] {
+                     return list_of({0, 1, 3});
+                   },
+                   [list_of] {
+                     return list_of({0, 1 << 30, 3});
+                   }});
+  return cases;
+}
+
+class VerificationCacheTest : public ::testing::TestWithParam<size_t> {};
+
+// Honest, hostile, honest, all with the same Message bytes: the kStructure
+// reader returns the hostile batch (from the cached plan: its values are
+// not read); kFull and kPrivateCopy, through Receive and ReceiveInto, refuse
+// it naming the field and the offset, and go on with the third.
+TEST_P(VerificationCacheTest, AHostileBatchWithACachedHonestShapeIsRefused) {
+  const SameMetadataCase c = SameMetadataCases()[GetParam()];
+  SCOPED_TRACE(c.name);
+  const auto schema = SchemaOf(c.type);
+  Channel ch;
+  ASSERT_OK(ch.Create(1 << 20));
+  ASSERT_OK_AND_ASSIGN(auto publisher, BatchPublisher::Create(ch.producer.get(), schema));
+  Readers r = OpenReaders(ch.name, schema);
+  ASSERT_NE(r.copy, nullptr);
+  std::unique_ptr<BatchSubscriber> full_view, copy_view;  // ReceiveInto
+  for (auto [mode, out] : {std::pair{Verification::kFull, &full_view},
+                           std::pair{Verification::kPrivateCopy, &copy_view}}) {
+    SubscriberOptions options;
+    options.verification = mode;
+    ASSERT_OK_AND_ASSIGN(*out, BatchSubscriber::Open(ch.name, schema, options));
+  }
+
+  const auto publish = [&](const ArrayDataPtr& d) {
+    ASSERT_OK_AND_ASSIGN(auto pool, publisher->NewPool(64 << 10));
+    ArrayDataPtr in_pool = IntoPool(d, pool.get());
+    ASSERT_OK_AND_ASSIGN(auto batch, format::RecordBatch::Make(schema, d->length, {in_pool}));
+    ASSERT_OK(publisher->Publish(*batch, pool.get()));
+  };
+  ASSERT_OK(format::ValidateFull(*format::MakeArray(c.honest())));
+  ASSERT_OK(format::Validate(*format::MakeArray(c.hostile())));
+  ASSERT_FALSE(format::ValidateFull(*format::MakeArray(c.hostile())).ok());
+  publish(c.honest());
+  publish(c.hostile());
+  publish(c.honest());
+
+  // The default mode: three batches, the second one rebuilt from the plan
+  // of the first (the same Message bytes).
+  std::vector<ReceivedBatch> got;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_OK_AND_ASSIGN(ReceivedBatch b, r.structure->Receive(1s));
+    ASSERT_NE(b.batch, nullptr);
+    got.push_back(std::move(b));
+  }
+  ASSERT_TRUE(got[0].metadata->Equals(*got[1].metadata));
+  ASSERT_TRUE(got[0].metadata->Equals(*got[2].metadata));
+  EXPECT_EQ(r.structure->decode_cache_hits(), 2u);
+  EXPECT_OK(format::ValidateFull(*got[0].batch));
+  EXPECT_FALSE(format::ValidateFull(*got[1].batch).ok());
+
+  for (BatchSubscriber* s : {r.full.get(), r.copy.get()}) {
+    SCOPED_TRACE(
+        VerificationName(s == r.full.get() ? Verification::kFull : Verification::kPrivateCopy));
+    ASSERT_OK_AND_ASSIGN(ReceivedBatch first, s->Receive(1s));
+    ASSERT_NE(first.batch, nullptr);
+    EXPECT_EQ(s->decode_cache_hits(), 0u);
+    auto refused = s->Receive(1s);
+    ASSERT_FALSE(refused.ok()) << "the hostile batch was returned";
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalid) << refused.status();
+    EXPECT_NE(refused.status().message().find("field 'c'"), std::string::npos) << refused.status();
+    EXPECT_NE(refused.status().message().find("end offset 1073741824 is past the end"),
+              std::string::npos)
+        << refused.status();
+    std::printf("%s, %s -> %s\n", c.name.c_str(), s == r.full.get() ? "full" : "private-copy",
+                refused.status().ToString().c_str());
+    ASSERT_OK_AND_ASSIGN(ReceivedBatch third, s->Receive(1s));
+    ASSERT_NE(third.batch, nullptr);
+    EXPECT_OK(format::ValidateFull(*third.batch));
+    EXPECT_EQ(s->decode_cache_hits(), 1u);  // the third, rebuilt from the plan
+  }
+  for (BatchSubscriber* s : {full_view.get(), copy_view.get()}) {
+    BatchView view;
+    ASSERT_OK(s->ReceiveInto(&view, 1s));
+    ASSERT_TRUE(view.valid());
+    const Status refused = s->ReceiveInto(&view, 1s);
+    ASSERT_FALSE(refused.ok()) << "the hostile batch was filled into the view";
+    EXPECT_EQ(refused.code(), StatusCode::kInvalid) << refused;
+    ASSERT_OK(s->ReceiveInto(&view, 1s));
+    ASSERT_TRUE(view.valid());
+    EXPECT_EQ(view.num_rows(), c.honest()->length);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Columns, VerificationCacheTest,
+                         ::testing::Range<size_t>(0, SameMetadataCases().size()),
+                         [](const ::testing::TestParamInfo<size_t>& param) {
+                           return SameMetadataCases()[param.param].name;
                          });
 
 // A producer that rewrites a body after the consumers received it: the
