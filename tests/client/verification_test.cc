@@ -19,10 +19,13 @@
 
 #include "alkaid/client/batch_publisher.h"
 #include "alkaid/client/batch_subscriber.h"
+#include "alkaid/client/row_channel.h"
 #include "alkaid/format/array.h"
 #include "alkaid/format/builder.h"
+#include "alkaid/format/builder_binary.h"
 #include "alkaid/format/builder_primitive.h"
 #include "alkaid/format/record_batch.h"
+#include "alkaid/format/unsafe_row.h"
 #include "alkaid/format/validate.h"
 #include "client_test_util.h"
 
@@ -369,6 +372,88 @@ TEST(VerificationRewriteTest, APrivateCopyIsImmuneToALaterRewrite) {
   EXPECT_EQ(value(got[0], 42), -1);  // structure: zero-copy
   EXPECT_EQ(value(got[1], 42), -1);  // full: zero-copy, checked before the rewrite
   for (int64_t i = 0; i < 100; ++i) ASSERT_EQ(value(got[2], i), i);
+}
+
+// Row topics honour the mode too (RowSubscriber): a row batch whose size
+// prefixes are right but whose first row puts its string far outside the
+// row. kStructure hands it out (zero-copy; ToRecordBatch refuses it when
+// it reads the rows); kFull and kPrivateCopy refuse it naming the row and
+// the field; all three go on with the next. The private copy holds no
+// block of the channel, the zero-copy readers hold theirs.
+TEST(VerificationRowsTest, AHostileRowIsRefusedByFullAndPrivateCopy) {
+  const auto schema =
+      format::schema({format::field("id", format::int64()), format::field("name", format::utf8())});
+  Channel ch;
+  ASSERT_OK(ch.Create(1 << 20));
+  ASSERT_OK_AND_ASSIGN(auto publisher, RowPublisher::Create(ch.producer.get(), schema));
+  const Verification modes[] = {Verification::kStructure, Verification::kFull,
+                                Verification::kPrivateCopy};
+  std::vector<std::unique_ptr<RowSubscriber>> subscribers;
+  for (Verification mode : modes) {
+    ASSERT_OK_AND_ASSIGN(auto s, RowSubscriber::Open(ch.name, schema, {}, {}, mode));
+    subscribers.push_back(std::move(s));
+  }
+  format::Int64Builder ids;
+  format::StringBuilder names;
+  for (int64_t i = 0; i < 2; ++i) {
+    ASSERT_OK(ids.Append(i));
+    ASSERT_OK(names.Append("name-" + std::to_string(i)));
+  }
+  ASSERT_OK_AND_ASSIGN(auto id_array, ids.Finish());
+  ASSERT_OK_AND_ASSIGN(auto name_array, names.Finish());
+  ASSERT_OK_AND_ASSIGN(auto batch, format::RecordBatch::Make(schema, 2, {id_array, name_array}));
+  ASSERT_OK_AND_ASSIGN(auto encoded, format::EncodeRowBatch(*batch));
+  std::vector<uint8_t> hostile(encoded->data(), encoded->data() + encoded->size());
+  // Row 0 starts after its 4-byte size: 8 bytes of null bits, the id's
+  // slot, then the name's slot (offset << 32 | size): offset 2^20.
+  uint64_t slot = 0;
+  std::memcpy(&slot, hostile.data() + 4 + 16, 8);
+  slot = (uint64_t{1} << 52) | (slot & 0xffffffffU);
+  std::memcpy(hostile.data() + 4 + 16, &slot, 8);
+  ASSERT_FALSE(
+      format::DecodeRowBatch(
+          std::string_view(reinterpret_cast<const char*>(hostile.data()), hostile.size()), schema)
+          .ok());
+
+  ASSERT_OK(publisher->PublishRows(*batch));
+  ASSERT_OK(publisher->PublishRowBatch(hostile));
+  ASSERT_OK(publisher->PublishRows(*batch));
+
+  std::vector<std::vector<ReceivedRows>> kept(3);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_OK_AND_ASSIGN(ReceivedRows rows, subscribers[0]->Receive(1s));
+    ASSERT_NE(rows.data, nullptr);
+    EXPECT_EQ(rows.num_rows, 2);
+    EXPECT_EQ(rows.ToRecordBatch().ok(), i != 1) << "row batch " << i;
+    kept[0].push_back(std::move(rows));
+  }
+  for (size_t m = 1; m < 3; ++m) {
+    SCOPED_TRACE(VerificationName(modes[m]));
+    ASSERT_OK_AND_ASSIGN(ReceivedRows first, subscribers[m]->Receive(1s));
+    ASSERT_NE(first.data, nullptr);
+    kept[m].push_back(std::move(first));
+    auto refused = subscribers[m]->Receive(1s);
+    ASSERT_FALSE(refused.ok()) << "the hostile row batch was handed out";
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalid) << refused.status();
+    EXPECT_NE(refused.status().message().find("row 0, field 'name'"), std::string::npos)
+        << refused.status();
+    std::printf("rows, %s -> %s\n", VerificationName(modes[m]),
+                refused.status().ToString().c_str());
+    ASSERT_OK_AND_ASSIGN(ReceivedRows third, subscribers[m]->Receive(1s));
+    ASSERT_NE(third.data, nullptr);
+    ASSERT_OK_AND_ASSIGN(auto decoded, third.ToRecordBatch());
+    EXPECT_EQ(decoded->num_rows(), 2);
+    kept[m].push_back(std::move(third));
+  }
+  ch.producer->Poll();
+  for (const auto& info : ch.producer->consumers()) {
+    for (size_t m = 0; m < 3; ++m) {
+      if (info.index != subscribers[m]->consumer().index()) continue;
+      // Structure: all three; full: the two it accepted; private copy: none.
+      const uint64_t expected[] = {3, 2, 0};
+      EXPECT_EQ(info.held_blocks, expected[m]) << VerificationName(modes[m]);
+    }
+  }
 }
 
 }  // namespace
