@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <span>
 #include <sstream>
 #include <utility>
@@ -421,6 +422,88 @@ TEST(BrokerRowsTest, ColumnSubsetOfRecordBatches) {
     EXPECT_TRUE(InShm(data->buffers[1]->data(), broker.name() + "."));
     EXPECT_TRUE(whole->column(2)->Equals(*got->column(0)));
   }
+}
+
+// ConsumerOptions::verification on a row topic, with a row batch whose
+// size prefixes are right but whose first row puts its name far outside
+// the row (published with PublishRowBatch, which checks the prefixes
+// only). A RowConsumer in kStructure hands it out (a view in shared
+// memory; decoding it fails); in kFull and kPrivateCopy it refuses it,
+// naming the row and the field, and goes on; kPrivateCopy's row batches
+// are private copies. A Consumer reading the topic as record batches
+// decodes every row batch, so it refuses the hostile one in any mode.
+TEST(BrokerRowsTest, RowConsumersHonourTheVerificationMode) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  // The producer first: the consumers then register on its channel at Open.
+  ASSERT_OK_AND_ASSIGN(auto producer,
+                       RowProducer::Open("rows", RowSchema(), RowProducerOn(broker)));
+  const client::Verification modes[] = {client::Verification::kStructure,
+                                        client::Verification::kFull,
+                                        client::Verification::kPrivateCopy};
+  std::vector<std::unique_ptr<RowConsumer>> row_consumers;
+  std::vector<std::unique_ptr<Consumer>> batch_consumers;
+  for (client::Verification mode : modes) {
+    client::ConsumerOptions options = testing::ConsumerOn(broker);
+    options.verification = mode;
+    ASSERT_OK_AND_ASSIGN(auto rows, RowConsumer::Open("rows", options));
+    row_consumers.push_back(std::move(rows));
+    options.kind = std::nullopt;
+    ASSERT_OK_AND_ASSIGN(auto batches, Consumer::Open("rows", options));
+    batch_consumers.push_back(std::move(batches));
+  }
+  ASSERT_TRUE(WaitForConsumers(broker.socket(), "rows", 6));
+  ASSERT_OK_AND_ASSIGN(auto honest, MakeRows(0, 5));
+  ASSERT_OK_AND_ASSIGN(auto lying, MakeRows(100, 5));
+  ASSERT_OK_AND_ASSIGN(auto encoded, format::EncodeRowBatch(*lying));
+  std::vector<uint8_t> hostile(encoded->data(), encoded->data() + encoded->size());
+  // Row 0 (row 100: its name is not null) starts after its 4-byte size: 8
+  // bytes of null bits, the id's slot, then the name's (offset << 32 |
+  // size): offset 2^20.
+  uint64_t slot = 0;
+  std::memcpy(&slot, hostile.data() + 4 + 16, 8);
+  slot = (uint64_t{1} << 52) | (slot & 0xffffffffU);
+  std::memcpy(hostile.data() + 4 + 16, &slot, 8);
+  ASSERT_OK(producer->PublishRows(*honest));
+  ASSERT_OK(producer->PublishRowBatch(hostile));
+  ASSERT_OK(producer->PublishRows(*honest));
+
+  const auto expect_refusal = [](const Status& st) {
+    EXPECT_EQ(st.code(), StatusCode::kInvalid) << st;
+    EXPECT_NE(st.message().find("row 0, field 'name'"), std::string::npos) << st;
+  };
+  for (size_t m = 0; m < 3; ++m) {
+    SCOPED_TRACE(client::VerificationName(modes[m]));
+    RowConsumer& rows = *row_consumers[m];
+    ASSERT_OK_AND_ASSIGN(auto first, rows.NextRows(10s));
+    ASSERT_NE(first.data, nullptr);
+    // Zero-copy but in kPrivateCopy.
+    EXPECT_EQ(InShm(first.data->data(), broker.name() + "."),
+              modes[m] != client::Verification::kPrivateCopy);
+    auto second = rows.NextRows(10s);
+    if (modes[m] == client::Verification::kStructure) {
+      ASSERT_OK(second.status());
+      expect_refusal(second->ToRecordBatch().status());
+    } else {
+      ASSERT_FALSE(second.ok()) << "the hostile row batch was handed out";
+      expect_refusal(second.status());
+      std::printf("RowConsumer, %s -> %s\n", client::VerificationName(modes[m]),
+                  second.status().ToString().c_str());
+    }
+    ASSERT_OK_AND_ASSIGN(auto third, rows.NextRows(10s));
+    ASSERT_OK_AND_ASSIGN(auto decoded, third.ToRecordBatch());
+    ASSERT_OK(format::CheckRecordBatchEquals(*honest, *decoded));
+
+    Consumer& batches = *batch_consumers[m];
+    ASSERT_OK_AND_ASSIGN(auto batch, batches.Next(10s));
+    ASSERT_OK(format::CheckRecordBatchEquals(*honest, *batch));
+    auto refused = batches.Next(10s);
+    ASSERT_FALSE(refused.ok()) << "the hostile row batch was decoded";
+    expect_refusal(refused.status());
+    ASSERT_OK_AND_ASSIGN(batch, batches.Next(10s));
+    ASSERT_OK(format::CheckRecordBatchEquals(*honest, *batch));
+  }
+  ASSERT_OK(producer->Close());
 }
 
 }  // namespace

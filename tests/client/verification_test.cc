@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -18,10 +19,13 @@
 
 #include "alkaid/client/batch_publisher.h"
 #include "alkaid/client/batch_subscriber.h"
+#include "alkaid/client/row_channel.h"
 #include "alkaid/format/array.h"
 #include "alkaid/format/builder.h"
+#include "alkaid/format/builder_binary.h"
 #include "alkaid/format/builder_primitive.h"
 #include "alkaid/format/record_batch.h"
+#include "alkaid/format/unsafe_row.h"
 #include "alkaid/format/validate.h"
 #include "client_test_util.h"
 
@@ -203,6 +207,137 @@ INSTANTIATE_TEST_SUITE_P(Cases, VerificationTest, ::testing::Range<size_t>(0, 6)
                            return n;
                          });
 
+// The decode cache (BatchSubscriber, "Decode cache"): a batch whose Message
+// is byte-equal to one decoded in full before is rebuilt from that batch's
+// plan over the new body. The metadata says nothing of the values, so an
+// honest batch and a hostile one of the same lengths, null counts and
+// buffer sizes share it: the plan must still run the full check on each
+// rebuilt batch in kFull and kPrivateCopy. (Shape ids are given to
+// fixed-width shapes only, whose values cannot break ValidateFull here;
+// dictionary-encoded columns are never replayed from a plan.)
+struct SameMetadataCase {
+  std::string name;
+  format::TypePtr type;
+  std::function<ArrayDataPtr()> honest;
+  std::function<ArrayDataPtr()> hostile;  // the same sizes, one inner offset far out
+};
+
+std::vector<SameMetadataCase> SameMetadataCases() {
+  std::vector<SameMetadataCase> cases;
+  cases.push_back(
+      {"utf8", format::utf8(),
+       [] {
+         return ArrayData::Make(format::utf8(), 3,
+                                {nullptr, Buf<int32_t>({0, 2, 5, 6}), Bytes("aabbbc")}, 0);
+       },
+       [] {
+         return ArrayData::Make(format::utf8(), 3,
+                                {nullptr, Buf<int32_t>({0, 1 << 30, 5, 6}), Bytes("aabbbc")}, 0);
+       }});
+  const auto list_type = format::list(format::int64());
+  const auto list_of = [list_type](std::vector<int32_t> offsets) {
+    auto values = ArrayData::Make(format::int64(), 3, {nullptr, Buf<int64_t>({1, 2, 3})}, 0);
+    return ArrayData::Make(list_type, 2, {nullptr, Buf<int32_t>(offsets)}, {values}, 0);
+  };
+  cases.push_back({"list", list_type,
+                   [list_of] {
+                     return list_of({0, 1, 3});
+                   },
+                   [list_of] {
+                     return list_of({0, 1 << 30, 3});
+                   }});
+  return cases;
+}
+
+class VerificationCacheTest : public ::testing::TestWithParam<size_t> {};
+
+// Honest, hostile, honest, all with the same Message bytes: the kStructure
+// reader returns the hostile batch (from the cached plan: its values are
+// not read); kFull and kPrivateCopy, through Receive and ReceiveInto, refuse
+// it naming the field and the offset, and go on with the third.
+TEST_P(VerificationCacheTest, AHostileBatchWithACachedHonestShapeIsRefused) {
+  const SameMetadataCase c = SameMetadataCases()[GetParam()];
+  SCOPED_TRACE(c.name);
+  const auto schema = SchemaOf(c.type);
+  Channel ch;
+  ASSERT_OK(ch.Create(1 << 20));
+  ASSERT_OK_AND_ASSIGN(auto publisher, BatchPublisher::Create(ch.producer.get(), schema));
+  Readers r = OpenReaders(ch.name, schema);
+  ASSERT_NE(r.copy, nullptr);
+  std::unique_ptr<BatchSubscriber> full_view, copy_view;  // ReceiveInto
+  for (auto [mode, out] : {std::pair{Verification::kFull, &full_view},
+                           std::pair{Verification::kPrivateCopy, &copy_view}}) {
+    SubscriberOptions options;
+    options.verification = mode;
+    ASSERT_OK_AND_ASSIGN(*out, BatchSubscriber::Open(ch.name, schema, options));
+  }
+
+  const auto publish = [&](const ArrayDataPtr& d) {
+    ASSERT_OK_AND_ASSIGN(auto pool, publisher->NewPool(64 << 10));
+    ArrayDataPtr in_pool = IntoPool(d, pool.get());
+    ASSERT_OK_AND_ASSIGN(auto batch, format::RecordBatch::Make(schema, d->length, {in_pool}));
+    ASSERT_OK(publisher->Publish(*batch, pool.get()));
+  };
+  ASSERT_OK(format::ValidateFull(*format::MakeArray(c.honest())));
+  ASSERT_OK(format::Validate(*format::MakeArray(c.hostile())));
+  ASSERT_FALSE(format::ValidateFull(*format::MakeArray(c.hostile())).ok());
+  publish(c.honest());
+  publish(c.hostile());
+  publish(c.honest());
+
+  // The default mode: three batches, the second one rebuilt from the plan
+  // of the first (the same Message bytes).
+  std::vector<ReceivedBatch> got;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_OK_AND_ASSIGN(ReceivedBatch b, r.structure->Receive(1s));
+    ASSERT_NE(b.batch, nullptr);
+    got.push_back(std::move(b));
+  }
+  ASSERT_TRUE(got[0].metadata->Equals(*got[1].metadata));
+  ASSERT_TRUE(got[0].metadata->Equals(*got[2].metadata));
+  EXPECT_EQ(r.structure->decode_cache_hits(), 2u);
+  EXPECT_OK(format::ValidateFull(*got[0].batch));
+  EXPECT_FALSE(format::ValidateFull(*got[1].batch).ok());
+
+  for (BatchSubscriber* s : {r.full.get(), r.copy.get()}) {
+    SCOPED_TRACE(
+        VerificationName(s == r.full.get() ? Verification::kFull : Verification::kPrivateCopy));
+    ASSERT_OK_AND_ASSIGN(ReceivedBatch first, s->Receive(1s));
+    ASSERT_NE(first.batch, nullptr);
+    EXPECT_EQ(s->decode_cache_hits(), 0u);
+    auto refused = s->Receive(1s);
+    ASSERT_FALSE(refused.ok()) << "the hostile batch was returned";
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalid) << refused.status();
+    EXPECT_NE(refused.status().message().find("field 'c'"), std::string::npos) << refused.status();
+    EXPECT_NE(refused.status().message().find("end offset 1073741824 is past the end"),
+              std::string::npos)
+        << refused.status();
+    std::printf("%s, %s -> %s\n", c.name.c_str(), s == r.full.get() ? "full" : "private-copy",
+                refused.status().ToString().c_str());
+    ASSERT_OK_AND_ASSIGN(ReceivedBatch third, s->Receive(1s));
+    ASSERT_NE(third.batch, nullptr);
+    EXPECT_OK(format::ValidateFull(*third.batch));
+    EXPECT_EQ(s->decode_cache_hits(), 1u);  // the third, rebuilt from the plan
+  }
+  for (BatchSubscriber* s : {full_view.get(), copy_view.get()}) {
+    BatchView view;
+    ASSERT_OK(s->ReceiveInto(&view, 1s));
+    ASSERT_TRUE(view.valid());
+    const Status refused = s->ReceiveInto(&view, 1s);
+    ASSERT_FALSE(refused.ok()) << "the hostile batch was filled into the view";
+    EXPECT_EQ(refused.code(), StatusCode::kInvalid) << refused;
+    ASSERT_OK(s->ReceiveInto(&view, 1s));
+    ASSERT_TRUE(view.valid());
+    EXPECT_EQ(view.num_rows(), c.honest()->length);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Columns, VerificationCacheTest,
+                         ::testing::Range<size_t>(0, SameMetadataCases().size()),
+                         [](const ::testing::TestParamInfo<size_t>& param) {
+                           return SameMetadataCases()[param.param].name;
+                         });
+
 // A producer that rewrites a body after the consumers received it: the
 // zero-copy modes read what is there now; the private copy keeps what it
 // received and checked.
@@ -237,6 +372,88 @@ TEST(VerificationRewriteTest, APrivateCopyIsImmuneToALaterRewrite) {
   EXPECT_EQ(value(got[0], 42), -1);  // structure: zero-copy
   EXPECT_EQ(value(got[1], 42), -1);  // full: zero-copy, checked before the rewrite
   for (int64_t i = 0; i < 100; ++i) ASSERT_EQ(value(got[2], i), i);
+}
+
+// Row topics honour the mode too (RowSubscriber): a row batch whose size
+// prefixes are right but whose first row puts its string far outside the
+// row. kStructure hands it out (zero-copy; ToRecordBatch refuses it when
+// it reads the rows); kFull and kPrivateCopy refuse it naming the row and
+// the field; all three go on with the next. The private copy holds no
+// block of the channel, the zero-copy readers hold theirs.
+TEST(VerificationRowsTest, AHostileRowIsRefusedByFullAndPrivateCopy) {
+  const auto schema =
+      format::schema({format::field("id", format::int64()), format::field("name", format::utf8())});
+  Channel ch;
+  ASSERT_OK(ch.Create(1 << 20));
+  ASSERT_OK_AND_ASSIGN(auto publisher, RowPublisher::Create(ch.producer.get(), schema));
+  const Verification modes[] = {Verification::kStructure, Verification::kFull,
+                                Verification::kPrivateCopy};
+  std::vector<std::unique_ptr<RowSubscriber>> subscribers;
+  for (Verification mode : modes) {
+    ASSERT_OK_AND_ASSIGN(auto s, RowSubscriber::Open(ch.name, schema, {}, {}, mode));
+    subscribers.push_back(std::move(s));
+  }
+  format::Int64Builder ids;
+  format::StringBuilder names;
+  for (int64_t i = 0; i < 2; ++i) {
+    ASSERT_OK(ids.Append(i));
+    ASSERT_OK(names.Append("name-" + std::to_string(i)));
+  }
+  ASSERT_OK_AND_ASSIGN(auto id_array, ids.Finish());
+  ASSERT_OK_AND_ASSIGN(auto name_array, names.Finish());
+  ASSERT_OK_AND_ASSIGN(auto batch, format::RecordBatch::Make(schema, 2, {id_array, name_array}));
+  ASSERT_OK_AND_ASSIGN(auto encoded, format::EncodeRowBatch(*batch));
+  std::vector<uint8_t> hostile(encoded->data(), encoded->data() + encoded->size());
+  // Row 0 starts after its 4-byte size: 8 bytes of null bits, the id's
+  // slot, then the name's slot (offset << 32 | size): offset 2^20.
+  uint64_t slot = 0;
+  std::memcpy(&slot, hostile.data() + 4 + 16, 8);
+  slot = (uint64_t{1} << 52) | (slot & 0xffffffffU);
+  std::memcpy(hostile.data() + 4 + 16, &slot, 8);
+  ASSERT_FALSE(
+      format::DecodeRowBatch(
+          std::string_view(reinterpret_cast<const char*>(hostile.data()), hostile.size()), schema)
+          .ok());
+
+  ASSERT_OK(publisher->PublishRows(*batch));
+  ASSERT_OK(publisher->PublishRowBatch(hostile));
+  ASSERT_OK(publisher->PublishRows(*batch));
+
+  std::vector<std::vector<ReceivedRows>> kept(3);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_OK_AND_ASSIGN(ReceivedRows rows, subscribers[0]->Receive(1s));
+    ASSERT_NE(rows.data, nullptr);
+    EXPECT_EQ(rows.num_rows, 2);
+    EXPECT_EQ(rows.ToRecordBatch().ok(), i != 1) << "row batch " << i;
+    kept[0].push_back(std::move(rows));
+  }
+  for (size_t m = 1; m < 3; ++m) {
+    SCOPED_TRACE(VerificationName(modes[m]));
+    ASSERT_OK_AND_ASSIGN(ReceivedRows first, subscribers[m]->Receive(1s));
+    ASSERT_NE(first.data, nullptr);
+    kept[m].push_back(std::move(first));
+    auto refused = subscribers[m]->Receive(1s);
+    ASSERT_FALSE(refused.ok()) << "the hostile row batch was handed out";
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalid) << refused.status();
+    EXPECT_NE(refused.status().message().find("row 0, field 'name'"), std::string::npos)
+        << refused.status();
+    std::printf("rows, %s -> %s\n", VerificationName(modes[m]),
+                refused.status().ToString().c_str());
+    ASSERT_OK_AND_ASSIGN(ReceivedRows third, subscribers[m]->Receive(1s));
+    ASSERT_NE(third.data, nullptr);
+    ASSERT_OK_AND_ASSIGN(auto decoded, third.ToRecordBatch());
+    EXPECT_EQ(decoded->num_rows(), 2);
+    kept[m].push_back(std::move(third));
+  }
+  ch.producer->Poll();
+  for (const auto& info : ch.producer->consumers()) {
+    for (size_t m = 0; m < 3; ++m) {
+      if (info.index != subscribers[m]->consumer().index()) continue;
+      // Structure: all three; full: the two it accepted; private copy: none.
+      const uint64_t expected[] = {3, 2, 0};
+      EXPECT_EQ(info.held_blocks, expected[m]) << VerificationName(modes[m]);
+    }
+  }
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "alkaid/shm/channel.h"
 #include "alkaid/shm/segment.h"
@@ -175,6 +176,80 @@ TEST_F(ShmTest, ChannelReclaimsExactlyWhatAKilledConsumerHeld) {
   EXPECT_TRUE(testing::SegmentsWithPrefix(name + ".c").empty());
   // The space is usable again: the arena (1 MiB) takes 100 more.
   for (uint64_t i = 10; i < 110; ++i) ASSERT_OK(PublishPattern(producer.get(), i, 10000));
+}
+
+// Two consumers hold the same bodies; one is SIGKILLed and reclaimed: only
+// its holder bits go. The survivor still holds every block (the producer
+// says so), none of them is lent again while it does (the arena is filled
+// with new loans, each written over), and its bodies keep their bytes;
+// once it drops them, they come back.
+TEST_F(ShmTest, ChannelReclaimOfADeadConsumerLeavesTheSurvivorsBlocksHeld) {
+  const std::string name = NewName("ch");
+  ChannelOptions o = Options();
+  o.slot_count = 4;
+  o.space_timeout = 200ms;  // a full arena fails the loan that finds it full
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, o));
+  ASSERT_OK_AND_ASSIGN(auto survivor, ChannelConsumer::Open(name));
+  Signal ready, holding;
+  const pid_t victim = ForkChild([&] {
+    auto consumer = ChannelConsumer::Open(name);
+    CHILD_CHECK(consumer.ok(), 10, "%s", consumer.status().ToString().c_str());
+    ready.Notify();
+    ChannelMessage message;
+    std::vector<ChannelBlock> held;
+    for (int i = 0; i < 10; ++i) {
+      const Status st = (*consumer)->Receive(&message, 20s);
+      CHILD_CHECK(st.ok(), 11, "%s", st.ToString().c_str());
+      held.push_back(message.TakeBody());
+    }
+    holding.Notify();
+    ::pause();
+    return 0;
+  });
+  ASSERT_TRUE(ready.Wait());
+  ChannelMessage message;
+  std::vector<ChannelBlock> held;
+  for (uint64_t i = 0; i < 10; ++i) {
+    // Read as published: the ring has 4 slots and the producer waits for
+    // both consumers.
+    ASSERT_OK(PublishPattern(producer.get(), i, 10000));
+    ASSERT_OK(survivor->Receive(&message, 20s));
+    ASSERT_EQ(message.user(), i);
+    held.push_back(message.TakeBody());
+  }
+  ASSERT_TRUE(holding.Wait());
+  ASSERT_EQ(producer->consumers().size(), 2u);
+  for (const auto& c : producer->consumers()) EXPECT_EQ(c.held_blocks, 10u);
+
+  ::kill(victim, SIGKILL);
+  EXPECT_EQ(WaitChild(victim), 128 + SIGKILL);
+  producer->Poll();
+  EXPECT_EQ(producer->stats().consumers_reclaimed, 1u);
+  ASSERT_EQ(producer->consumers().size(), 1u);
+  EXPECT_EQ(producer->consumers()[0].index, survivor->index());
+  EXPECT_EQ(producer->consumers()[0].held_blocks, 10u);
+  EXPECT_EQ(producer->stats().blocks_live, 10u);  // the survivor's (the ring's 4 among them)
+
+  // The rest of the arena, loaned and written over.
+  std::vector<ChannelLoan> loans;
+  while (true) {
+    auto loan = producer->Loan(10000);
+    if (!loan.ok()) break;
+    FillPattern(999, loan->data());
+    loans.push_back(std::move(*loan));
+  }
+  EXPECT_GT(loans.size(), 10u);
+  for (uint64_t i = 0; i < held.size(); ++i) {
+    EXPECT_TRUE(CheckPattern(i, held[i].data())) << "the survivor's body " << i << " was reused";
+  }
+  loans.clear();
+  held.clear();
+  message.Reset();
+  producer->Poll();
+  EXPECT_EQ(producer->consumers()[0].held_blocks, 0u);
+  // The ring's references went when the full arena made the loans look for
+  // room (every consumer had read those messages): nothing is live.
+  EXPECT_EQ(producer->stats().blocks_live, 0u);
 }
 
 // A consumer that Close()s while holding bodies is no longer counted, but

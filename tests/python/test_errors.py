@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
 import threading
 import time
 
@@ -323,3 +325,63 @@ def test_ctrl_c_interrupts_the_drain_of_close(broker):
         assert c.next(timeout=30).to_pyarrow().column(0).to_pylist() == [5]
         with pytest.raises(StopIteration):
             c.next(timeout=30)
+
+
+# The rogue producer of the C++ fault tests (tests/fault/rogue_producer.cc):
+# three batches of (id int64, name utf8), the second's offsets corrupted in
+# place before it was published (first and last offsets right, the one
+# between them 2^30). ctest sets the variable (tests/python/CMakeLists.txt).
+ROGUE_PRODUCER = os.environ.get("ALKAID_ROGUE_PRODUCER", "")
+
+
+@pytest.mark.skipif(not ROGUE_PRODUCER, reason="ALKAID_ROGUE_PRODUCER is not set (ctest sets it)")
+def test_verification_refuses_a_rogue_producers_batch(broker):
+    """Three consumers, one per mode, each reading on its own thread (a
+    consumer registers with a producer that joins later while it reads):
+    "structure" returns the hostile batch, "full" and "private-copy" raise
+    InvalidError naming the column, slot and offset, then go on."""
+    modes = ["structure", "full", "private-copy"]
+    # Per mode: the first id of each batch, or the exception, until the end.
+    results: dict[str, list[object]] = {m: [] for m in modes}
+
+    def consume(mode: str) -> None:
+        with alkaid.Consumer("rogue", socket=broker.socket, wait_for_topic=30,
+                             verification=mode) as c:
+            for _ in range(4):
+                try:
+                    batch = c.next(timeout=30)
+                except StopIteration:
+                    return
+                except alkaid.Error as e:
+                    results[mode].append(e)
+                    continue
+                if len(results[mode]) == 1:
+                    # The hostile batch (structure mode): not imported into
+                    # pyarrow, only its row count is read.
+                    results[mode].append(batch.num_rows)
+                else:
+                    results[mode].append(batch.to_pyarrow().column(0)[0].as_py())
+
+    readers = [threading.Thread(target=consume, args=(m,)) for m in modes]
+    for t in readers:
+        t.start()
+    rogue = None
+    try:
+        wait_until(lambda: _awaited(broker).get("rogue", 0) == 3, "three consumers waiting")
+        rogue = subprocess.Popen([ROGUE_PRODUCER, broker.socket, "rogue"])
+        for t in readers:
+            t.join()
+        assert rogue.wait(timeout=60) == 0
+    finally:
+        if rogue is not None and rogue.poll() is None:
+            rogue.kill()
+            rogue.wait()
+    # The default mode: the three batches, the second (3 rows) with its lie.
+    assert results["structure"] == [0, 3, 200]
+    for mode in ("full", "private-copy"):
+        first, refused, third = results[mode]
+        assert (first, third) == (0, 200), mode
+        assert isinstance(refused, alkaid.InvalidError), (mode, refused)
+        assert refused.code == "Invalid"
+        assert "field 'name': slot 0: end offset 1073741824 is past the end" in str(refused), (
+            mode, str(refused))

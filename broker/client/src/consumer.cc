@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <set>
 #include <stop_token>
+#include <string_view>
 #include <thread>
 #include <utility>
 
@@ -157,6 +158,8 @@ struct internal::ConsumerImpl {
   format::SchemaPtr schema;  // of what Next returns
   std::vector<int> columns;  // projection; empty: all
   TopicKind kind = TopicKind::kRecordBatch;
+  // A RowConsumer: row batches are handed out as rows, not decoded.
+  bool returns_rows = false;
   p::TopicConfig config;  // as the broker had it, for re-subscription
   ConsumerOptions options;
   std::unique_ptr<internal::BrokerConnection> connection;
@@ -205,7 +208,13 @@ struct internal::ConsumerImpl {
       shm::ChannelConsumerOptions channel_options;
       channel_options.wait_mode = options.wait_mode;
       channel_options.from_oldest = from_oldest;
-      auto r = RowSubscriber::Open(info.ring, topic_schema, columns, channel_options);
+      // A Consumer decodes every row batch it returns (ToBatch), which reads
+      // and checks every row: the full check is that decode, done once
+      // there (its kPrivateCopy copy too). A RowConsumer hands the rows out:
+      // the subscriber checks them as the mode says.
+      const Verification rows_checked =
+          returns_rows ? options.verification : Verification::kStructure;
+      auto r = RowSubscriber::Open(info.ring, topic_schema, columns, channel_options, rows_checked);
       if (r.ok()) s.rows = std::move(*r);
       st = r.status();
     } else {
@@ -502,8 +511,18 @@ struct internal::ConsumerImpl {
     return format::RecordBatch::Make(schema, batch->num_rows(), std::move(kept));
   }
 
+  // A record batch, or a row batch decoded into one: the decode checks
+  // every row (what kFull asks); with kPrivateCopy the rows are copied out
+  // of shared memory first, so that the producer cannot change them while
+  // they are decoded.
   Result<format::RecordBatchPtr> ToBatch(Item item) const {
     if (item.batch != nullptr) return Project(std::move(item.batch));
+    if (options.verification == Verification::kPrivateCopy && item.rows.data != nullptr) {
+      const format::Buffer& shared = *item.rows.data;
+      ALKAID_ASSIGN_OR_RAISE(item.rows.data, format::Buffer::CopyOf(std::string_view(
+                                                 reinterpret_cast<const char*>(shared.data()),
+                                                 static_cast<size_t>(shared.size()))));
+    }
     return item.rows.ToRecordBatch();
   }
 };
@@ -511,15 +530,17 @@ struct internal::ConsumerImpl {
 namespace {
 
 // Consumer::Open and RowConsumer::Open: a consumer that expects `kind`
-// (std::nullopt: any).
+// (std::nullopt: any); `returns_rows` for a RowConsumer.
 Result<std::unique_ptr<internal::ConsumerImpl>> OpenConsumer(const std::string& topic,
                                                              const ConsumerOptions& given,
-                                                             std::optional<TopicKind> kind) {
+                                                             std::optional<TopicKind> kind,
+                                                             bool returns_rows) {
   ALKAID_RETURN_NOT_OK(p::ValidateTopicName(topic));
   ConsumerOptions options = given;
   options.kind = kind;
   auto impl = std::make_unique<internal::ConsumerImpl>();
   impl->topic = topic;
+  impl->returns_rows = returns_rows;
   impl->options = options;
   impl->exports = std::make_shared<internal::ExportCounter>(options.max_exported_batches);
   impl->kind = options.kind.value_or(TopicKind::kRecordBatch);
@@ -608,7 +629,8 @@ Consumer::~Consumer() { (void)Close(); }
 
 Result<std::unique_ptr<Consumer>> Consumer::Open(const std::string& topic,
                                                  const ConsumerOptions& options) {
-  ALKAID_ASSIGN_OR_RAISE(auto impl, OpenConsumer(topic, options, options.kind));
+  ALKAID_ASSIGN_OR_RAISE(auto impl,
+                         OpenConsumer(topic, options, options.kind, /*returns_rows=*/false));
   return std::unique_ptr<Consumer>(new Consumer(std::move(impl)));
 }
 
@@ -773,7 +795,8 @@ RowConsumer::~RowConsumer() { (void)Close(); }
 
 Result<std::unique_ptr<RowConsumer>> RowConsumer::Open(const std::string& topic,
                                                        const ConsumerOptions& options) {
-  ALKAID_ASSIGN_OR_RAISE(auto impl, OpenConsumer(topic, options, TopicKind::kUnsafeRow));
+  ALKAID_ASSIGN_OR_RAISE(
+      auto impl, OpenConsumer(topic, options, TopicKind::kUnsafeRow, /*returns_rows=*/true));
   return std::unique_ptr<RowConsumer>(new RowConsumer(std::move(impl)));
 }
 

@@ -1,6 +1,8 @@
 #include "alkaid/client/row_channel.h"
 
 #include <cstring>
+#include <span>
+#include <string_view>
 #include <utility>
 
 #include "alkaid/format/unsafe_row.h"
@@ -114,6 +116,7 @@ Status RowPublisher::Publish(shm::ChannelLoan* loan, uint64_t body_length, int64
 struct RowSubscriber::Impl {
   format::SchemaPtr schema;
   std::vector<int> columns;
+  Verification verification = Verification::kStructure;
   std::unique_ptr<shm::ChannelConsumer> consumer;
   shm::ChannelMessage message;
 };
@@ -123,12 +126,13 @@ RowSubscriber::~RowSubscriber() = default;
 
 Result<std::unique_ptr<RowSubscriber>> RowSubscriber::Open(
     std::string_view channel_name, format::SchemaPtr schema, std::vector<int> columns,
-    const shm::ChannelConsumerOptions& options) {
+    const shm::ChannelConsumerOptions& options, Verification verification) {
   if (schema == nullptr) return Status::Invalid("RowSubscriber: null schema");
   ALKAID_RETURN_NOT_OK(format::CheckRowSchema(*schema));
   auto impl = std::make_unique<Impl>();
   impl->schema = std::move(schema);
   impl->columns = std::move(columns);
+  impl->verification = verification;
   ALKAID_ASSIGN_OR_RAISE(impl->consumer, shm::ChannelConsumer::Open(channel_name, options));
   return std::unique_ptr<RowSubscriber>(new RowSubscriber(std::move(impl)));
 }
@@ -170,18 +174,33 @@ Result<ReceivedRows> RowSubscriber::Decode() {
     return Status::Invalid(where(), ": row batch of ", record.body_length,
                            " bytes does not fit its ", block_length, "-byte block");
   }
-  auto owner = std::make_shared<RowBodyOwner>();
-  owner->block = m.TakeBody();
-  const auto* bytes = reinterpret_cast<const uint8_t*>(owner->block.data().data());
   ReceivedRows out;
-  out.data =
-      std::make_shared<format::Buffer>(bytes, static_cast<int64_t>(record.body_length), owner);
-  // The size prefixes are read once here; the producer could still change
-  // the bytes later, which is why every decode checks them again.
+  if (d.verification == Verification::kPrivateCopy) {
+    // A producer that rewrites the block while we copy only changes what
+    // the copy holds; the copy is what gets checked and read.
+    shm::ChannelBlock block = m.TakeBody();
+    const std::span<const std::byte> body = block.data().first(record.body_length);
+    ALKAID_ASSIGN_OR_RAISE(out.data, format::Buffer::CopyOf(std::string_view(
+                                         reinterpret_cast<const char*>(body.data()), body.size())));
+  } else {
+    auto owner = std::make_shared<RowBodyOwner>();
+    owner->block = m.TakeBody();
+    const auto* bytes = reinterpret_cast<const uint8_t*>(owner->block.data().data());
+    out.data =
+        std::make_shared<format::Buffer>(bytes, static_cast<int64_t>(record.body_length), owner);
+  }
+  // The size prefixes are read once here; in shared memory the producer
+  // could still change the bytes later, which is why every decode checks
+  // them again.
   ALKAID_ASSIGN_OR_RAISE(auto rows, out.Rows());
   if (rows.size() != record.num_rows) {
     return Status::Invalid(where(), ": the record announces ", record.num_rows,
                            " rows, the row batch holds ", rows.size());
+  }
+  if (d.verification != Verification::kStructure) {
+    // The full check is a decode: it reads and checks every row.
+    const Status decoded = format::DecodeRowBatch(*out.data, d.schema).status();
+    if (!decoded.ok()) return decoded.WithContext(where());
   }
   out.num_rows = static_cast<int64_t>(rows.size());
   out.row_schema = d.schema;

@@ -82,7 +82,11 @@ struct ConsumerOptions {
   /// What the consumer checks of record batches before returning them
   /// (Verification; docs/RELIABILITY.md, "Trust between processes"). The
   /// default trusts the topic's producers with the values; kPrivateCopy is
-  /// for producers you do not trust.
+  /// for producers you do not trust. Row topics: a RowConsumer's row
+  /// batches are checked as RowSubscriber does in that mode (kFull: every
+  /// row decoded to check it; kPrivateCopy: copied first); a Consumer
+  /// decodes every row batch it returns, which checks every row in any
+  /// mode, and with kPrivateCopy copies the rows out of shared memory first.
   Verification verification = Verification::kStructure;
   /// How many batches exported through the Arrow C Data Interface
   /// (ExportBatch, ExportStream) foreign code may hold at once, i.e. not yet

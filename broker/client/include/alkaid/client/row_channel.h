@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "alkaid/client/batch_subscriber.h"
 #include "alkaid/common/export.h"
 #include "alkaid/common/result.h"
 #include "alkaid/common/status.h"
@@ -110,7 +111,19 @@ class ALKAID_EXPORT RowPublisher {
 ///
 /// Every figure read from shared memory is checked: the record against
 /// the slot, the body length against the block, the size prefixes against
-/// the body. A bad message is an error for that message only.
+/// the body. What more is checked is the Verification given to Open, as for
+/// record batches (docs/RELIABILITY.md, "Trust between processes"):
+/// - kStructure (the default): nothing more; `data` is a view of the shared
+///   block. The rows' contents are read (and checked) only by whoever
+///   decodes them, e.g. ReceivedRows::ToRecordBatch.
+/// - kFull: every row also decoded against the schema (format::DecodeRowBatch:
+///   every offset, size and nesting checked; the result is dropped), still
+///   zero-copy. A buggy producer's rows are refused here; a hostile one can
+///   rewrite them after the check.
+/// - kPrivateCopy: the row batch copied into private memory and its block
+///   returned at once, then the copy checked as kFull does: what the caller
+///   reads cannot change after it was checked. One copy per row batch.
+/// A bad message is an error for that message only.
 ///
 /// Thread safety: Receive/TryReceive from one thread at a time; received
 /// rows may be used and dropped anywhere.
@@ -121,14 +134,17 @@ class ALKAID_EXPORT RowSubscriber {
   RowSubscriber& operator=(const RowSubscriber&) = delete;
 
   /// Maps channel `channel_name` read-only and registers as its consumer.
-  /// `columns`: indices kept by ReceivedRows::ToRecordBatch (empty: all).
+  /// `columns`: indices kept by ReceivedRows::ToRecordBatch (empty: all);
+  /// `verification`: what is checked of each row batch (see above).
   static Result<std::unique_ptr<RowSubscriber>> Open(
       std::string_view channel_name, format::SchemaPtr schema, std::vector<int> columns = {},
-      const shm::ChannelConsumerOptions& options = {});
+      const shm::ChannelConsumerOptions& options = {},
+      Verification verification = Verification::kStructure);
 
   /// The next row batch, waiting up to `timeout`: TimedOut, EndOfStream,
   /// IOError (the producer died), or the error of a bad message (then
-  /// skipped).
+  /// skipped), also of one the Verification refuses (Invalid, naming the
+  /// message, the row and the field).
   Result<ReceivedRows> Receive(std::chrono::nanoseconds timeout);
   /// The next row batch if one is there; null `data` otherwise.
   Result<ReceivedRows> TryReceive();

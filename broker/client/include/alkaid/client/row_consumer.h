@@ -25,11 +25,13 @@ namespace alkaid::client {
 /// for Consumer; see there.
 ///
 /// Options (ConsumerOptions): socket_path, wait_for_topic, from_oldest,
-/// columns (kept by ReceivedRows::ToRecordBatch) and wait_mode apply;
+/// columns (kept by ReceivedRows::ToRecordBatch), wait_mode and
+/// verification apply (row batches are checked as RowSubscriber does in
+/// that mode: kFull decodes every row to check it, kPrivateCopy copies the
+/// row batch into private memory first and returns its block at once);
 /// `kind` is not read (a RowConsumer expects kUnsafeRow: a record-batch
-/// topic refuses it, Invalid naming both), and neither are verification
-/// and max_exported_batches (row batches are checked as RowSubscriber
-/// does, and not exported).
+/// topic refuses it, Invalid naming both), and neither is
+/// max_exported_batches (row batches are not exported).
 ///
 /// Thread safety: one thread at a time. Returned row batches may be used
 /// and dropped on any thread, and outlive the consumer.
