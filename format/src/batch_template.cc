@@ -72,9 +72,8 @@ struct BatchTemplate::Graph {
 
 struct BatchTemplate::Impl {
   BatchTemplate* self = nullptr;
-  // Levels of nesting: node depth, and the parts (0: batch, 1..levels:
-  // depth 0..levels-1, levels+1: body).
-  std::vector<uint32_t> depth;
+  // Levels of nesting; the parts are 0: the batch, 1..levels: the nodes
+  // of depth 0..levels-1, levels+1: the body.
   uint32_t levels = 0;
   std::vector<std::shared_ptr<void>> level_parts;  // Instantiate's, reused
   uint32_t body_part() const { return levels + 1; }
@@ -284,7 +283,6 @@ Result<std::shared_ptr<BatchTemplate>> BatchTemplate::Make(BatchShape shape) {
     }
   }
   im.num_buffers = static_cast<uint32_t>(im.buffer_slots.size());
-  im.depth = std::move(depth);
   im.levels = levels;
   im.level_parts.resize(levels);
   // The owner's reference; graphs in use hold theirs.
