@@ -1,7 +1,7 @@
 // Stream throughput of the client glue: one producer process publishes
 // small record batches (one int64 column x 64 rows, built in place in shared
 // memory) as fast as it can through a kBlockProducer channel; 1 or 4 consumer
-// processes busy-poll, receive each batch into a reused BatchView (zero-copy,
+// processes busy-poll, receive each batch with BatchSubscriber::Receive (zero-copy,
 // from the decode plan, structurally validated once per shape) and read its
 // first and last value.
 // Reported: batches per second received and decoded by each consumer, from
@@ -101,10 +101,11 @@ struct Source {
 };
 
 // Reads the first and last value of a received batch; checks them.
-void CheckBatch(const client::BatchView& got, int64_t expected_first) {
-  const auto v = got.Values<int64_t>(0);
-  const int64_t first = v.front();
-  const int64_t last = v.back();
+void CheckBatch(const format::RecordBatch& got, int64_t expected_first) {
+  const format::ArrayData& column = *got.column_data(0);
+  const int64_t* v = column.GetValues<int64_t>(1);
+  const int64_t first = v[0];
+  const int64_t last = v[column.length - 1];
   if (first != expected_first || last != first + kRows - 1) {
     std::fprintf(stderr, "batch %lld has values %lld..%lld\n",
                  static_cast<long long>(expected_first), static_cast<long long>(first),
@@ -147,23 +148,23 @@ double InProcess(int64_t iterations, bool fixed) {
   auto publisher = client::BatchPublisher::Create(channel.get(), schema).ValueOrDie();
   auto writer = fixed ? NewWriter(publisher.get(), schema) : nullptr;
   const Source source{publisher.get(), writer.get(), schema};
-  // Receives into one reused view (BatchSubscriber::ReceiveInto).
-  client::BatchView view;
-  // Warm-up, then the timed loop.
+  // Warm-up, then the timed loop. Each batch is dropped before the next
+  // publish, as a consumer that keeps up drops it.
   for (int64_t i = 0; i < 1000; ++i) {
     source.Publish(i);
-    if (!sub->TryReceiveInto(&view).ValueOrDie()) Die(Status::Invalid("nothing"), "warm-up");
-    CheckBatch(view, i);
+    auto got = sub->TryReceive().ValueOrDie();
+    if (got.batch == nullptr) Die(Status::Invalid("nothing"), "warm-up");
+    CheckBatch(*got.batch, i);
   }
   const int64_t t0 = NowNs();
   for (int64_t i = 0; i < iterations; ++i) {
     source.Publish(i);
-    auto got = sub->TryReceiveInto(&view);
-    if (!got.ok()) Die(got.status(), "TryReceiveInto");
-    CheckBatch(view, i);
+    auto got = sub->TryReceive();
+    if (!got.ok()) Die(got.status(), "TryReceive");
+    if (got->batch == nullptr) Die(Status::Invalid("nothing"), "TryReceive");
+    CheckBatch(*got->batch, i);
   }
   const double ns = static_cast<double>(NowNs() - t0) / static_cast<double>(iterations);
-  view.Reset();
   EndRun(name, sub, writer, publisher, channel);
   return ns;
 }
@@ -194,12 +195,11 @@ StreamFigures Stream(int consumers, int64_t batches, bool fixed) {
       so.consumer.wait_mode = shm::WaitMode::kBusyPoll;
       auto sub = client::BatchSubscriber::Open(name, schema, so).ValueOrDie();
       shared->ready.fetch_add(1);
-      client::BatchView view;
       for (int64_t i = 0; i < batches; ++i) {
-        const Status got = sub->ReceiveInto(&view, 60s);
-        if (!got.ok()) Die(got, "consumer receive");
+        auto got = sub->Receive(60s);
+        if (!got.ok()) Die(got.status(), "consumer receive");
         if (i == 0) shared->first_ns[c] = NowNs();
-        CheckBatch(view, i);
+        CheckBatch(*got->batch, i);
       }
       shared->last_ns[c] = NowNs();
       ::_exit(0);

@@ -1,14 +1,16 @@
 // Export to the Arrow C Data Interface (c_data.h): Alkaid is the producer.
 //
-// Every ArrowSchema/ArrowArray node gets its own private data, allocated
-// once, holding what that node and its descendants point to: the strings of
-// a schema node, and for an array node a shared reference to its ArrayData
-// (which keeps its buffers alive), the buffer pointer table and the child
-// structs. A child therefore owns its memory on its own and can be moved out
-// of its parent; a parent's release releases only the children still there
-// (release != NULL).
+// Every ArrowSchema node gets its own private data, holding its strings and
+// children. An exported array is one block for the whole tree (see
+// "Arrays" below). Either way a child can be moved out of its parent; a
+// parent's release releases only the children still there (release !=
+// NULL).
 
+#include <atomic>
+#include <cstddef>
 #include <cstring>
+#include <functional>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -268,29 +270,68 @@ Status FillSchema(const std::string& name, const DataType& type, bool nullable,
 }
 
 // --- Arrays ----------------------------------------------------------------
+//
+// One export is one block: a header, the ArrowArray nodes, their buffer and
+// child pointer tables, the variadic sizes of binary views, and shared
+// references to the exported data (the batch's columns, or the array). The
+// tree is measured and checked first, then the block is allocated once and
+// filled: an export costs one allocation, whatever its shape.
+//
+// Every node's private_data is the block, whose count starts at the number
+// of nodes. A node's release releases the children and dictionary still
+// there (release != NULL), marks itself released and takes one off the
+// count; the last one frees the block. So a child moved out of its parent
+// (the interface allows it) keeps the block, and with it the data, alive
+// until it is released itself.
 
-struct ExportedArray {
-  ArrayDataPtr data;  // keeps this node's buffers (and its subtree) alive
-  std::vector<const void*> buffers;
-  std::vector<int64_t> variadic_sizes;  // binary views: the extra last buffer
-  std::vector<ArrowArray> children;
-  std::vector<ArrowArray*> child_pointers;
-  ArrowArray dictionary{};
+struct ExportBlock {
+  std::atomic<int64_t> live_nodes{0};
+  std::function<void()> on_release;  // the top-level node's, after its release
+  size_t num_holds = 0;
+  ArrayDataPtr* holds = nullptr;  // keep the exported data alive
+  ArrowArray* nodes = nullptr;
+
+  static void Free(ExportBlock* b) {
+    for (size_t i = 0; i < b->num_holds; ++i) b->holds[i].~ArrayDataPtr();
+    b->~ExportBlock();
+    ::operator delete(static_cast<void*>(b));
+  }
 };
 
-void ReleaseExportedArray(ArrowArray* array) {
+// Releases `array`, a node of a block (`top`: the top-level struct the
+// caller was given, wherever it was moved).
+void ReleaseNode(ArrowArray* array, bool top) {
   if (array == nullptr || array->release == nullptr) return;
-  auto* priv = static_cast<ExportedArray*>(array->private_data);
-  for (ArrowArray& child : priv->children) {
-    if (child.release != nullptr) child.release(&child);
+  auto* block = static_cast<ExportBlock*>(array->private_data);
+  for (int64_t i = 0; i < array->n_children; ++i) {
+    ArrowArray* child = array->children[i];
+    if (child->release != nullptr) child->release(child);
   }
-  if (priv->dictionary.release != nullptr) priv->dictionary.release(&priv->dictionary);
-  delete priv;
+  if (array->dictionary != nullptr && array->dictionary->release != nullptr) {
+    array->dictionary->release(array->dictionary);
+  }
+  std::function<void()> notice;
+  if (top) notice = std::move(block->on_release);
   array->release = nullptr;
   array->private_data = nullptr;
+  // Acq_rel: the last release sees every other node's work on the block.
+  if (block->live_nodes.fetch_sub(1, std::memory_order_acq_rel) == 1) ExportBlock::Free(block);
+  if (notice) notice();
 }
 
-Status FillArray(const ArrayDataPtr& data, ArrowArray* out, int depth) {
+void ReleaseExportedNode(ArrowArray* array) { ReleaseNode(array, false); }
+void ReleaseExportedTop(ArrowArray* array) { ReleaseNode(array, true); }
+
+// What a tree needs: counted by Measure, then laid out in one block.
+struct ExportSizes {
+  size_t nodes = 0;
+  size_t buffers = 0;
+  size_t child_pointers = 0;
+  size_t variadic = 0;
+};
+
+// Checks `data` (a node at `depth`) and adds what it needs to `sizes`.
+Status Measure(const ArrayData* data, int depth, ExportSizes* sizes) {
   if (data == nullptr || data->type == nullptr) {
     return Status::Invalid("array data or type is null");
   }
@@ -298,89 +339,179 @@ Status FillArray(const ArrayDataPtr& data, ArrowArray* out, int depth) {
     return Status::Invalid("array nests deeper than ", kCDataMaxDepth, " levels");
   }
   const DataType* t = &StorageType(*data->type);
-  const DataType* dict_values = nullptr;
-  if (t->id() == TypeId::kDictionary) {
-    if (data->dictionary == nullptr) {
-      return Status::Invalid("dictionary array of type ", data->type->ToString(),
-                             " has no dictionary attached");
-    }
-    dict_values = static_cast<const DictionaryType&>(*t).value_type().get();
+  const bool dictionary = t->id() == TypeId::kDictionary;
+  if (dictionary && data->dictionary == nullptr) {
+    return Status::Invalid("dictionary array of type ", data->type->ToString(),
+                           " has no dictionary attached");
   }
-  const DataTypeLayout layout = t->layout();
   const size_t n_children = static_cast<size_t>(t->num_fields());
   if (data->child_data.size() != n_children) {
     return Status::Invalid("array of type ", data->type->ToString(), " has ",
                            data->child_data.size(), " children, expected ", n_children);
   }
-
-  auto* priv = new ExportedArray();
-  ArrowArray node{};
-  node.release = &ReleaseExportedArray;
-  node.private_data = priv;
-  auto fail = [&node](Status st) {
-    node.release(&node);
-    return st;
-  };
-  priv->data = data;
-
-  int64_t null_count = data->null_count;
-  if (t->id() == TypeId::kNull) {
-    null_count = data->length;  // the interface has no buffer for nulls
-  } else {
+  ++sizes->nodes;
+  if (t->id() != TypeId::kNull) {
+    const DataTypeLayout& layout = t->layout();
     const size_t expected = layout.buffers.size();
     const size_t actual = data->buffers.size();
     if (layout.variadic ? actual < expected : actual != expected) {
-      return fail(Status::Invalid("array of type ", data->type->ToString(), " has ", actual,
-                                  " buffers, expected ", layout.variadic ? "at least " : "",
-                                  expected));
+      return Status::Invalid("array of type ", data->type->ToString(), " has ", actual,
+                             " buffers, expected ", layout.variadic ? "at least " : "", expected);
     }
-    priv->buffers.reserve(actual + (layout.variadic ? 1 : 0));
+    sizes->buffers += actual + (layout.variadic ? 1 : 0);
+    if (layout.variadic) sizes->variadic += actual - expected;
+  }
+  sizes->child_pointers += n_children;
+  for (size_t i = 0; i < n_children; ++i) {
+    Status st = Measure(data->child_data[i].get(), depth + 1, sizes);
+    if (!st.ok()) return st.WithContext("child " + std::to_string(i));
+  }
+  if (dictionary) {
+    Status st = Measure(data->dictionary.get(), depth + 1, sizes);
+    if (!st.ok()) return st.WithContext("dictionary");
+  }
+  return Status::OK();
+}
+
+// Where Fill takes the next entries of each table from.
+struct ExportCursor {
+  ExportBlock* block;
+  ArrowArray* next_node;
+  const void** next_buffer;
+  ArrowArray** next_child;
+  int64_t* next_variadic;
+};
+
+// Fills `out` (a node of the block) for `data`, measured before.
+void Fill(const ArrayData& data, ArrowArray* out, ExportCursor* c) {
+  const DataType* t = &StorageType(*data.type);
+  out->private_data = c->block;
+  out->release = &ReleaseExportedNode;
+  out->length = data.length;
+  out->offset = data.offset;
+  out->null_count = data.null_count;
+  out->n_buffers = 0;
+  out->buffers = nullptr;
+  if (t->id() == TypeId::kNull) {
+    out->null_count = data.length;  // the interface has no buffer for nulls
+  } else {
+    const DataTypeLayout& layout = t->layout();
+    const size_t expected = layout.buffers.size();
+    const size_t actual = data.buffers.size();
+    const void** table = c->next_buffer;
     for (size_t i = 0; i < actual; ++i) {
-      const Buffer* b = data->buffers[i].get();
-      const bool validity = i == 0 && layout.has_validity;
+      const Buffer* b = data.buffers[i].get();
       if (b != nullptr && b->data() != nullptr) {
-        priv->buffers.push_back(b->data());
+        table[i] = b->data();
       } else {
         // Consumers may dereference any data buffer pointer: give an empty
         // one a real (zeroed) address. A missing bitmap stays NULL.
-        priv->buffers.push_back(validity ? nullptr : kZeroBytes);
+        table[i] = i == 0 && layout.has_validity ? nullptr : kZeroBytes;
       }
     }
+    size_t n = actual;
     if (layout.variadic) {
-      priv->variadic_sizes.reserve(actual - expected);
+      int64_t* sizes = c->next_variadic;
       for (size_t i = expected; i < actual; ++i) {
-        const Buffer* b = data->buffers[i].get();
-        priv->variadic_sizes.push_back(b == nullptr ? 0 : b->size());
+        const Buffer* b = data.buffers[i].get();
+        sizes[i - expected] = b == nullptr ? 0 : b->size();
       }
-      priv->buffers.push_back(priv->variadic_sizes.empty() ? static_cast<const void*>(kZeroBytes)
-                                                           : priv->variadic_sizes.data());
+      c->next_variadic += actual - expected;
+      table[n++] = actual > expected ? static_cast<const void*>(sizes) : kZeroBytes;
     }
+    c->next_buffer += n;
+    out->n_buffers = static_cast<int64_t>(n);
+    out->buffers = n == 0 ? nullptr : table;
     // Unions and run-end encoded arrays carry no nulls of their own; an
     // absent bitmap means none.
-    if (!layout.has_validity || data->buffers[0] == nullptr) null_count = 0;
+    if (!layout.has_validity || data.buffers[0] == nullptr) out->null_count = 0;
   }
+  const size_t n_children = data.child_data.size();
+  out->n_children = static_cast<int64_t>(n_children);
+  out->children = nullptr;
+  if (n_children > 0) {
+    ArrowArray** pointers = c->next_child;
+    c->next_child += n_children;
+    out->children = pointers;
+    for (size_t i = 0; i < n_children; ++i) pointers[i] = c->next_node++;
+    for (size_t i = 0; i < n_children; ++i) Fill(*data.child_data[i], pointers[i], c);
+  }
+  out->dictionary = nullptr;
+  if (t->id() == TypeId::kDictionary) {
+    out->dictionary = c->next_node++;
+    Fill(*data.dictionary, out->dictionary, c);
+  }
+}
 
-  priv->children.resize(n_children);
-  priv->child_pointers.resize(n_children);
-  for (size_t i = 0; i < n_children; ++i) {
-    priv->child_pointers[i] = &priv->children[i];
-    Status st = FillArray(data->child_data[i], &priv->children[i], depth + 1);
-    if (!st.ok()) return fail(st.WithContext("child " + std::to_string(i)));
-  }
-  if (dict_values != nullptr) {
-    Status st = FillArray(data->dictionary, &priv->dictionary, depth + 1);
-    if (!st.ok()) return fail(st.WithContext("dictionary"));
-  }
+template <typename T>
+size_t Aligned(size_t at) {
+  return (at + alignof(T) - 1) / alignof(T) * alignof(T);
+}
 
-  node.length = data->length;
-  node.null_count = null_count;
-  node.offset = data->offset;
-  node.n_buffers = static_cast<int64_t>(priv->buffers.size());
-  node.n_children = static_cast<int64_t>(n_children);
-  node.buffers = priv->buffers.empty() ? nullptr : priv->buffers.data();
-  node.children = n_children == 0 ? nullptr : priv->child_pointers.data();
-  node.dictionary = dict_values != nullptr ? &priv->dictionary : nullptr;
-  *out = node;
+// Exports the arrays `roots` (held through `holds`) as one tree: a struct
+// node over them (`length` rows) when `as_struct`, else the single root.
+Status ExportTree(const ArrayDataPtr* roots, size_t n_roots, bool as_struct, int64_t length,
+                  std::function<void()> on_release, ArrowArray* out) {
+  ExportSizes sizes;
+  if (as_struct) {
+    sizes.nodes = 1;
+    sizes.buffers = 1;
+    sizes.child_pointers = n_roots;
+  }
+  for (size_t i = 0; i < n_roots; ++i) {
+    Status st = Measure(roots[i].get(), as_struct ? 1 : 0, &sizes);
+    if (!st.ok()) return as_struct ? st.WithContext("column " + std::to_string(i)) : st;
+  }
+  size_t at = sizeof(ExportBlock);
+  const size_t nodes_at = at = Aligned<ArrowArray>(at);
+  at += sizes.nodes * sizeof(ArrowArray);
+  const size_t buffers_at = at = Aligned<const void*>(at);
+  at += sizes.buffers * sizeof(const void*);
+  const size_t children_at = at = Aligned<ArrowArray*>(at);
+  at += sizes.child_pointers * sizeof(ArrowArray*);
+  const size_t variadic_at = at = Aligned<int64_t>(at);
+  at += sizes.variadic * sizeof(int64_t);
+  const size_t holds_at = at = Aligned<ArrayDataPtr>(at);
+  at += n_roots * sizeof(ArrayDataPtr);
+  void* memory = ::operator new(at, std::nothrow);
+  if (memory == nullptr) return Status::OutOfMemory("exporting an array: ", at, " bytes");
+  auto* bytes = static_cast<std::byte*>(memory);
+  auto* block = new (memory) ExportBlock();
+  block->on_release = std::move(on_release);
+  block->nodes = reinterpret_cast<ArrowArray*>(bytes + nodes_at);
+  block->holds = reinterpret_cast<ArrayDataPtr*>(bytes + holds_at);
+  block->num_holds = n_roots;
+  for (size_t i = 0; i < n_roots; ++i) new (&block->holds[i]) ArrayDataPtr(roots[i]);
+  block->live_nodes.store(static_cast<int64_t>(sizes.nodes), std::memory_order_relaxed);
+  ExportCursor c{block, block->nodes + 1, reinterpret_cast<const void**>(bytes + buffers_at),
+                 reinterpret_cast<ArrowArray**>(bytes + children_at),
+                 reinterpret_cast<int64_t*>(bytes + variadic_at)};
+  ArrowArray* root = block->nodes;
+  if (as_struct) {
+    root->private_data = block;
+    root->release = &ReleaseExportedNode;
+    root->length = length;
+    root->null_count = 0;
+    root->offset = 0;
+    root->n_buffers = 1;
+    root->buffers = c.next_buffer;
+    *c.next_buffer++ = nullptr;  // the struct's validity: none
+    root->n_children = static_cast<int64_t>(n_roots);
+    root->children = n_roots == 0 ? nullptr : c.next_child;
+    root->dictionary = nullptr;
+    ArrowArray** pointers = c.next_child;
+    c.next_child += n_roots;
+    for (size_t i = 0; i < n_roots; ++i) pointers[i] = c.next_node++;
+    for (size_t i = 0; i < n_roots; ++i) Fill(*roots[i], pointers[i], &c);
+  } else {
+    Fill(*roots[0], root, &c);
+  }
+  // The top-level struct goes to the caller by value (it may be moved
+  // again); the block's copy stays as the place its children hang from, and
+  // counts as released once the caller's is.
+  *out = *root;
+  out->release = &ReleaseExportedTop;
+  root->release = nullptr;
   return Status::OK();
 }
 
@@ -409,7 +540,7 @@ Status ExportSchema(const Schema& schema, ArrowSchema* out) {
 Status ExportArray(const ArrayDataPtr& data, ArrowArray* out, ArrowSchema* out_schema) {
   if (out == nullptr) return Status::Invalid("ExportArray: out is null");
   ArrowArray array{};
-  ALKAID_RETURN_NOT_OK(FillArray(data, &array, 0));
+  ALKAID_RETURN_NOT_OK(ExportTree(&data, 1, /*as_struct=*/false, 0, nullptr, &array));
   if (out_schema != nullptr) {
     Status st = ExportType(*data->type, out_schema);
     if (!st.ok()) {
@@ -426,38 +557,25 @@ Status ExportArray(const Array& array, ArrowArray* out, ArrowSchema* out_schema)
 }
 
 Status ExportRecordBatch(const RecordBatch& batch, ArrowArray* out, ArrowSchema* out_schema) {
+  return ExportRecordBatch(batch, out, out_schema, nullptr);
+}
+
+Status ExportRecordBatch(const RecordBatch& batch, ArrowArray* out, ArrowSchema* out_schema,
+                         std::function<void()> on_release) {
   if (out == nullptr) return Status::Invalid("ExportRecordBatch: out is null");
-  const size_t n = batch.columns().size();
-  auto* priv = new ExportedArray();
-  ArrowArray node{};
-  node.release = &ReleaseExportedArray;
-  node.private_data = priv;
-  priv->buffers.push_back(nullptr);  // the struct's validity: none
-  priv->children.resize(n);
-  priv->child_pointers.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    priv->child_pointers[i] = &priv->children[i];
-    Status st = FillArray(batch.columns()[i], &priv->children[i], 1);
-    if (!st.ok()) {
-      node.release(&node);
-      return st.WithContext("column " + std::to_string(i));
-    }
-  }
-  node.length = batch.num_rows();
-  node.null_count = 0;
-  node.offset = 0;
-  node.n_buffers = 1;
-  node.n_children = static_cast<int64_t>(n);
-  node.buffers = priv->buffers.data();
-  node.children = n == 0 ? nullptr : priv->child_pointers.data();
+  ArrowArray array{};
+  ALKAID_RETURN_NOT_OK(ExportTree(batch.columns().data(), batch.columns().size(),
+                                  /*as_struct=*/true, batch.num_rows(), std::move(on_release),
+                                  &array));
   if (out_schema != nullptr) {
     Status st = ExportSchema(*batch.schema(), out_schema);
     if (!st.ok()) {
-      node.release(&node);
+      static_cast<ExportBlock*>(array.private_data)->on_release = nullptr;  // not exported
+      array.release(&array);
       return st;
     }
   }
-  *out = node;
+  *out = array;
   return Status::OK();
 }
 

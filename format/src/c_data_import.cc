@@ -440,7 +440,7 @@ class ArrayImporter {
       physical = dict->index_type().get();
     }
     const TypeId id = physical->id();
-    const DataTypeLayout layout = physical->layout();
+    const DataTypeLayout& layout = physical->layout();
 
     // Counts and pointers, before anything is read.
     int64_t expected_buffers =

@@ -384,7 +384,23 @@ IntervalUnit IntervalUnitOf(TypeId id) {
 
 std::string SimpleType::ToString() const { return std::string(TypeIdName(id_)); }
 
-DataTypeLayout SimpleType::layout() const {
+DataType::~DataType() { delete layout_.load(std::memory_order_acquire); }
+
+const DataTypeLayout& DataType::layout() const {
+  // Acquire: partner of the release CAS below, so the layout's contents
+  // are seen whole.
+  const DataTypeLayout* known = layout_.load(std::memory_order_acquire);
+  if (known != nullptr) return *known;
+  auto* made = new DataTypeLayout(ComputeLayout());
+  if (layout_.compare_exchange_strong(known, made, std::memory_order_acq_rel,
+                                      std::memory_order_acquire)) {
+    return *made;
+  }
+  delete made;  // another thread was first: `known` is its layout
+  return *known;
+}
+
+DataTypeLayout SimpleType::ComputeLayout() const {
   switch (id_) {
     case TypeId::kNull:
       return {{{BufferKind::kAlwaysNull, 0}}, false, false};
@@ -454,7 +470,7 @@ std::string DecimalType::ToString() const {
   return ss.str();
 }
 
-DataTypeLayout DecimalType::layout() const { return FixedLayout(byte_width()); }
+DataTypeLayout DecimalType::ComputeLayout() const { return FixedLayout(byte_width()); }
 
 bool DecimalType::ParamsEqual(const DataType& other) const {
   const auto& o = static_cast<const DecimalType&>(other);
@@ -471,7 +487,7 @@ Result<TypePtr> TimeType::Make(TimeUnit unit) { return std::make_shared<TimeType
 std::string TimeType::ToString() const {
   return std::string(TypeIdName(id_)) + "[" + std::string(TimeUnitName(unit_)) + "]";
 }
-DataTypeLayout TimeType::layout() const { return FixedLayout(bit_width() / 8); }
+DataTypeLayout TimeType::ComputeLayout() const { return FixedLayout(bit_width() / 8); }
 bool TimeType::ParamsEqual(const DataType& other) const {
   return unit_ == static_cast<const TimeType&>(other).unit_;
 }
@@ -481,7 +497,7 @@ std::string TimestampType::ToString() const {
   if (!timezone_.empty()) out += ", tz=" + timezone_;
   return out + "]";
 }
-DataTypeLayout TimestampType::layout() const { return FixedLayout(8); }
+DataTypeLayout TimestampType::ComputeLayout() const { return FixedLayout(8); }
 bool TimestampType::ParamsEqual(const DataType& other) const {
   const auto& o = static_cast<const TimestampType&>(other);
   return unit_ == o.unit_ && timezone_ == o.timezone_;
@@ -490,7 +506,7 @@ bool TimestampType::ParamsEqual(const DataType& other) const {
 std::string DurationType::ToString() const {
   return "duration[" + std::string(TimeUnitName(unit_)) + "]";
 }
-DataTypeLayout DurationType::layout() const { return FixedLayout(8); }
+DataTypeLayout DurationType::ComputeLayout() const { return FixedLayout(8); }
 bool DurationType::ParamsEqual(const DataType& other) const {
   return unit_ == static_cast<const DurationType&>(other).unit_;
 }
@@ -498,7 +514,7 @@ bool DurationType::ParamsEqual(const DataType& other) const {
 std::string FixedSizeBinaryType::ToString() const {
   return "fixed_size_binary[" + std::to_string(byte_width_) + "]";
 }
-DataTypeLayout FixedSizeBinaryType::layout() const { return FixedLayout(byte_width_); }
+DataTypeLayout FixedSizeBinaryType::ComputeLayout() const { return FixedLayout(byte_width_); }
 bool FixedSizeBinaryType::ParamsEqual(const DataType& other) const {
   return byte_width_ == static_cast<const FixedSizeBinaryType&>(other).byte_width_;
 }
@@ -513,7 +529,7 @@ int ListType::offset_bit_width() const {
 std::string ListType::ToString() const {
   return std::string(TypeIdName(id_)) + "<" + value_field()->ToString() + ">";
 }
-DataTypeLayout ListType::layout() const {
+DataTypeLayout ListType::ComputeLayout() const {
   const int64_t w = offset_bit_width() / 8;
   if (IsListView(id_)) {
     return {
@@ -532,7 +548,7 @@ const TypePtr& FixedSizeListType::value_type() const { return children_[0]->type
 std::string FixedSizeListType::ToString() const {
   return "fixed_size_list<" + value_field()->ToString() + ">[" + std::to_string(list_size_) + "]";
 }
-DataTypeLayout FixedSizeListType::layout() const {
+DataTypeLayout FixedSizeListType::ComputeLayout() const {
   return {{{BufferKind::kValidity, 0}}, false, true};
 }
 bool FixedSizeListType::ParamsEqual(const DataType& other) const {
@@ -564,7 +580,7 @@ std::string MapType::ToString() const {
   if (keys_sorted_) out += ", keys_sorted";
   return out + ">";
 }
-DataTypeLayout MapType::layout() const {
+DataTypeLayout MapType::ComputeLayout() const {
   return {{{BufferKind::kValidity, 0}, {BufferKind::kFixedWidth, 4}}, false, true};
 }
 bool MapType::ParamsEqual(const DataType& other) const {
@@ -594,7 +610,9 @@ std::string StructType::ToString() const {
   }
   return out + ">";
 }
-DataTypeLayout StructType::layout() const { return {{{BufferKind::kValidity, 0}}, false, true}; }
+DataTypeLayout StructType::ComputeLayout() const {
+  return {{{BufferKind::kValidity, 0}}, false, true};
+}
 
 UnionType::UnionType(FieldVector fields, std::vector<int8_t> type_codes, UnionMode mode)
     : DataType(mode == UnionMode::kSparse ? TypeId::kSparseUnion : TypeId::kDenseUnion),
@@ -637,7 +655,7 @@ std::string UnionType::ToString() const {
   }
   return out + ">";
 }
-DataTypeLayout UnionType::layout() const {
+DataTypeLayout UnionType::ComputeLayout() const {
   if (mode() == UnionMode::kSparse) return {{{BufferKind::kFixedWidth, 1}}, false, false};
   return {{{BufferKind::kFixedWidth, 1}, {BufferKind::kFixedWidth, 4}}, false, false};
 }
@@ -664,7 +682,7 @@ std::string DictionaryType::ToString() const {
   return "dictionary<values=" + value_type_->ToString() + ", indices=" + index_type_->ToString() +
          (ordered_ ? ", ordered" : "") + ">";
 }
-DataTypeLayout DictionaryType::layout() const { return index_type_->layout(); }
+DataTypeLayout DictionaryType::ComputeLayout() const { return index_type_->layout(); }
 bool DictionaryType::ParamsEqual(const DataType& other) const {
   const auto& o = static_cast<const DictionaryType&>(other);
   return ordered_ == o.ordered_ && index_type_->Equals(*o.index_type_) &&
@@ -694,7 +712,7 @@ std::string RunEndEncodedType::ToString() const {
   return "run_end_encoded<run_ends: " + run_end_type()->ToString() +
          ", values: " + value_type()->ToString() + ">";
 }
-DataTypeLayout RunEndEncodedType::layout() const { return {{}, false, false}; }
+DataTypeLayout RunEndEncodedType::ComputeLayout() const { return {{}, false, false}; }
 
 ExtensionType::ExtensionType(std::string extension_name, std::string serialized,
                              TypePtr storage_type)
@@ -706,7 +724,7 @@ ExtensionType::ExtensionType(std::string extension_name, std::string serialized,
 std::string ExtensionType::ToString() const {
   return "extension<" + extension_name_ + ", storage=" + storage_type_->ToString() + ">";
 }
-DataTypeLayout ExtensionType::layout() const { return storage_type_->layout(); }
+DataTypeLayout ExtensionType::ComputeLayout() const { return storage_type_->layout(); }
 bool ExtensionType::ParamsEqual(const DataType& other) const {
   const auto& o = static_cast<const ExtensionType&>(other);
   return extension_name_ == o.extension_name_ && serialized_ == o.serialized_ &&

@@ -2,11 +2,13 @@
 
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
 
 #include "alkaid/format/record_batch.h"
+#include "alkaid/format/shape_validator.h"
 #include "validate_internal.h"
 
 namespace alkaid::format {
@@ -215,7 +217,7 @@ class ArrayValidator {
     if (data_.type == nullptr) return Invalid("type is null");
     if (!type_checked) ALKAID_RETURN_NOT_OK(CheckType(*data_.type, path_, depth_));
     type_ = &StorageType(*data_.type);
-    layout_ = type_->layout();
+    layout_ = &type_->layout();
 
     if (data_.length < 0) return Invalid("length ", data_.length, " is negative");
     if (data_.offset < 0) return Invalid("offset ", data_.offset, " is negative");
@@ -252,7 +254,7 @@ class ArrayValidator {
   // -- Generic checks --------------------------------------------------------
 
   Status CheckBufferCount() const {
-    const size_t expected = layout_.buffers.size();
+    const size_t expected = layout_->buffers.size();
     const size_t actual = data_.buffers.size();
     if (type_->id() == TypeId::kNull) {
       // The spec allocates no buffer for nulls; the layout lists one unused
@@ -263,12 +265,12 @@ class ArrayValidator {
       }
       return Status::OK();
     }
-    if (layout_.variadic ? actual >= expected : actual == expected) return Status::OK();
+    if (layout_->variadic ? actual >= expected : actual == expected) return Status::OK();
     std::string hint;
-    if (!layout_.has_validity && actual == expected + 1) {
+    if (!layout_->has_validity && actual == expected + 1) {
       hint = " (" + std::string(type_->name()) + " arrays have no validity bitmap)";
     }
-    return Invalid("has ", actual, " buffers, expected ", layout_.variadic ? "at least " : "",
+    return Invalid("has ", actual, " buffers, expected ", layout_->variadic ? "at least " : "",
                    expected, hint);
   }
 
@@ -304,7 +306,7 @@ class ArrayValidator {
       }
       return Status::OK();
     }
-    if (!layout_.has_validity) {
+    if (!layout_->has_validity) {
       if (nc > 0) {
         return Invalid("null_count ", nc, " must be 0: ", type_->name(),
                        " arrays have no validity bitmap");
@@ -318,7 +320,7 @@ class ArrayValidator {
   }
 
   Status CheckValidityBitmap() const {
-    if (!layout_.has_validity || data_.buffers[0] == nullptr) return Status::OK();
+    if (!layout_->has_validity || data_.buffers[0] == nullptr) return Status::OK();
     return CheckBitBuffer(0);
   }
 
@@ -381,7 +383,7 @@ class ArrayValidator {
   }
 
   Status CheckNullCountAgainstBitmap() const {
-    if (!layout_.has_validity || data_.buffers[0] == nullptr ||
+    if (!layout_->has_validity || data_.buffers[0] == nullptr ||
         data_.null_count == kUnknownNullCount) {
       return Status::OK();
     }
@@ -395,7 +397,7 @@ class ArrayValidator {
   }
 
   bool IsValidSlot(int64_t j) const {
-    const Buffer* bm = layout_.has_validity ? buffer(0) : nullptr;
+    const Buffer* bm = layout_->has_validity ? buffer(0) : nullptr;
     return bm == nullptr || bit_util::GetBit(bm->data(), data_.offset + j);
   }
 
@@ -445,7 +447,7 @@ class ArrayValidator {
         break;  // StorageType never returns an extension
       default:
         if (IsFixedWidth(type_->id())) {
-          return CheckFixedWidthBuffer(1, layout_.buffers[1].byte_width);
+          return CheckFixedWidthBuffer(1, layout_->buffers[1].byte_width);
         }
         break;
     }
@@ -833,7 +835,7 @@ class ArrayValidator {
   const bool full_;
   const bool decimal_precision_;
   const DataType* type_ = nullptr;  // storage type of data_.type
-  DataTypeLayout layout_;
+  const DataTypeLayout* layout_ = nullptr;
   int64_t end_ = 0;  // offset + length, checked for overflow
 };
 
@@ -892,6 +894,131 @@ Status ValidateFull(const ArrayData& data, std::string_view name,
 
 Status ValidateFull(const RecordBatch& batch, const FullValidationOptions& options) {
   return ValidateBatch(batch, /*full=*/true, options.decimal_precision);
+}
+
+}  // namespace alkaid::format
+
+// ---- ShapeValidator (shape_validator.h) -----------------------------------------
+
+namespace alkaid::format {
+
+namespace {
+
+int64_t LoadWidth(const uint8_t* p, int64_t i, int width) {
+  switch (width) {
+    case 2: {
+      int16_t v;
+      std::memcpy(&v, p + i * 2, 2);
+      return v;
+    }
+    case 4: {
+      int32_t v;
+      std::memcpy(&v, p + i * 4, 4);
+      return v;
+    }
+    default: {
+      int64_t v;
+      std::memcpy(&v, p + i * 8, 8);
+      return v;
+    }
+  }
+}
+
+// Adds the checks of `data` (at `column`, `path`) and its children; false
+// if a verdict would read values the checks do not cover.
+bool CollectChecks(const ArrayData& data, uint32_t column, std::vector<uint32_t>* path,
+                   std::vector<ShapeValidator::Check>* out) {
+  const DataType& t = StorageType(*data.type);
+  using Check = ShapeValidator::Check;
+  switch (t.id()) {
+    case TypeId::kDictionary:
+      return false;
+    case TypeId::kBinary:
+    case TypeId::kString:
+    case TypeId::kLargeBinary:
+    case TypeId::kLargeString:
+      if (data.length > 0) {
+        Check c;
+        c.width = t.id() == TypeId::kBinary || t.id() == TypeId::kString ? 4 : 8;
+        c.column = column;
+        c.children = *path;
+        c.first_at = data.offset;
+        c.last_at = data.offset + data.length;
+        c.bound = SizeOf(data.buffers[2]);
+        out->push_back(std::move(c));
+      }
+      break;
+    case TypeId::kList:
+    case TypeId::kMap:
+    case TypeId::kLargeList:
+      if (data.length > 0) {
+        Check c;
+        c.width = t.id() == TypeId::kLargeList ? 8 : 4;
+        c.column = column;
+        c.children = *path;
+        c.first_at = data.offset;
+        c.last_at = data.offset + data.length;
+        c.bound = data.child_data[0]->length;
+        out->push_back(std::move(c));
+      }
+      break;
+    case TypeId::kRunEndEncoded: {
+      const ArrayData& run_ends = *data.child_data[0];
+      if (data.length > 0 && run_ends.length > 0) {
+        Check c;
+        c.kind = Check::Kind::kRunEnd;
+        c.width = static_cast<uint8_t>(run_ends.type->layout().buffers[1].byte_width);
+        c.column = column;
+        c.children = *path;
+        c.children.push_back(0);
+        c.last_at = run_ends.offset + run_ends.length - 1;
+        c.bound = data.offset + data.length;
+        out->push_back(std::move(c));
+      }
+      break;
+    }
+    default:
+      break;
+  }
+  for (uint32_t k = 0; k < data.child_data.size(); ++k) {
+    path->push_back(k);
+    const bool ok = CollectChecks(*data.child_data[k], column, path, out);
+    path->pop_back();
+    if (!ok) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::unique_ptr<ShapeValidator> ShapeValidator::Make(const RecordBatch& prototype) {
+  std::vector<Check> checks;
+  std::vector<uint32_t> path;
+  for (int i = 0; i < prototype.num_columns(); ++i) {
+    if (!CollectChecks(*prototype.column_data(i), static_cast<uint32_t>(i), &path, &checks)) {
+      return nullptr;
+    }
+  }
+  return std::unique_ptr<ShapeValidator>(new ShapeValidator(std::move(checks)));
+}
+
+Status ShapeValidator::Validate(const RecordBatch& batch) const {
+  for (const Check& c : checks_) {
+    const ArrayData* a = batch.column_data(static_cast<int>(c.column)).get();
+    for (uint32_t k : c.children) a = a->child_data[k].get();
+    const uint8_t* values = a->buffers[1]->data();
+    const int64_t last = LoadWidth(values, c.last_at, c.width);
+    bool ok;
+    if (c.kind == Check::Kind::kRunEnd) {
+      ok = last >= c.bound;
+    } else {
+      const int64_t first = LoadWidth(values, c.first_at, c.width);
+      ok = first >= 0 && last >= first && last <= c.bound;
+    }
+    // Validate's own words for what is wrong.
+    if (!ok) return format::Validate(batch);
+  }
+  return Status::OK();
 }
 
 }  // namespace alkaid::format

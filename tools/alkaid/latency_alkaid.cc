@@ -82,11 +82,11 @@ Status PublishValue(client::Producer* producer, const format::SchemaPtr& schema,
 // hellos the other side saw late).
 Status AwaitAnswer(client::Consumer* consumer, int64_t expected, const Shared* shared) {
   const int64_t deadline = NowNs() + kAnswerTimeoutNs;
-  // Answers arrive in a reused view (Consumer::NextInto): no allocation.
-  thread_local client::BatchView answer;
+  // Answers are made from recycled objects (Consumer::Next): no allocation.
   while (true) {
-    Status got = consumer->NextInto(&answer, kSlice);
-    if (!got.ok()) {
+    auto answer = consumer->Next(kSlice);
+    if (!answer.ok()) {
+      const Status& got = answer.status();
       if (got.code() != StatusCode::kTimedOut) return got;
       if (Stopping(shared)) return StopStatus();
       if (NowNs() > deadline) {
@@ -95,8 +95,8 @@ Status AwaitAnswer(client::Consumer* consumer, int64_t expected, const Shared* s
       continue;
     }
     int64_t first = 0, last = 0;
-    ALKAID_RETURN_NOT_OK(FirstLast(answer, &first, &last));
-    answer.Reset();
+    ALKAID_RETURN_NOT_OK(FirstLast(**answer, &first, &last));
+    answer->reset();
     if (first == expected) return Status::OK();
   }
 }
@@ -243,14 +243,15 @@ Status PongSide(const RunSpec& spec, Shared* shared) {
   answer.values[0] = next_id;
   // What A waits for before a timed ping (AwaitOtherSideWaiting).
   int64_t answered = std::numeric_limits<int64_t>::min();
-  // Pings arrive in one reused view (Consumer::NextInto): filled from the
-  // decode plan, no allocation.
-  client::BatchView batch;
+  // Pings are made from recycled objects (Consumer::Next): no allocation.
+  format::RecordBatchPtr batch;
   while (true) {
     // Release: partner of A's acquire load; everything done since the
     // answer is done before A times anything.
     shared->answered.store(answered, std::memory_order_release);
-    Status got = pings->NextInto(&batch, kSlice);
+    auto ping = pings->Next(kSlice);
+    if (ping.ok()) batch = std::move(*ping);
+    const Status got = ping.status();
     if (!got.ok()) {
       if (got.code() == StatusCode::kEndOfStream) break;
       if (got.code() != StatusCode::kTimedOut) return got;
@@ -258,14 +259,14 @@ Status PongSide(const RunSpec& spec, Shared* shared) {
       continue;
     }
     int64_t first = 0, last = 0;
-    ALKAID_RETURN_NOT_OK(FirstLast(batch, &first, &last));
+    ALKAID_RETURN_NOT_OK(FirstLast(*batch, &first, &last));
     if (first >= 0) {
-      if (first != next_id || batch.num_rows() != rows || last != first + rows - 1) {
-        return Status::Invalid("ping ", next_id, ": got ", batch.num_rows(), " rows, values ",
+      if (first != next_id || batch->num_rows() != rows || last != first + rows - 1) {
+        return Status::Invalid("ping ", next_id, ": got ", batch->num_rows(), " rows, values ",
                                first, "..", last, "; expected ", rows, " rows, values ", next_id,
                                "..", next_id + rows - 1);
       }
-      batch.Reset();
+      batch.reset();
       ALKAID_RETURN_NOT_OK(producer->Publish(*answer.batch, answer.pool.get()));
       answer = PooledBatch();
       ++next_id;
@@ -273,7 +274,7 @@ Status PongSide(const RunSpec& spec, Shared* shared) {
       answer.values[0] = next_id;
       answered = first;
     } else if (first == kIdleValue) {
-      batch.Reset();
+      batch.reset();
       const int64_t cpu0 = ProcessCpuNs();
       const int64_t wall0 = NowNs();
       auto idle =
@@ -285,12 +286,12 @@ Status PongSide(const RunSpec& spec, Shared* shared) {
       shared->phase.store(2);
     } else {
       // A hello (one row) or a warm-up (the ping's shape).
-      if (first == kWarmValue && (batch.num_rows() != rows || last != first + rows - 1)) {
-        return Status::Invalid("warm-up: got ", batch.num_rows(), " rows, values ", first, "..",
+      if (first == kWarmValue && (batch->num_rows() != rows || last != first + rows - 1)) {
+        return Status::Invalid("warm-up: got ", batch->num_rows(), " rows, values ", first, "..",
                                last, "; expected ", rows, " rows, values ", first, "..",
                                first + rows - 1);
       }
-      batch.Reset();
+      batch.reset();
       if (first <= kHelloBase) shared->hellos_seen.fetch_add(1);
       ALKAID_RETURN_NOT_OK(PublishValue(producer.get(), schema, first));
       answered = first;
@@ -387,9 +388,11 @@ Status StreamConsumer(const RunSpec& spec, Shared* shared, int index) {
     m.segments_bytes = SegmentBytes(spec.shm_prefix);
     shared->memory_samples.store(which + 1);
   };
-  client::BatchView got;  // reused: NextInto allocates nothing
+  format::RecordBatchPtr got;  // Next allocates nothing in steady state
   while (true) {
-    Status st = consumer->NextInto(&got, kSlice);
+    auto next = consumer->Next(kSlice);
+    if (next.ok()) got = std::move(*next);
+    const Status st = next.status();
     if (!st.ok()) {
       if (st.code() == StatusCode::kEndOfStream) break;
       if (st.code() != StatusCode::kTimedOut) return st;
@@ -398,7 +401,7 @@ Status StreamConsumer(const RunSpec& spec, Shared* shared, int index) {
     }
     const int64_t now = NowNs();
     int64_t first = 0, last = 0;
-    ALKAID_RETURN_NOT_OK(FirstLast(got, &first, &last));
+    ALKAID_RETURN_NOT_OK(FirstLast(*got, &first, &last));
     if (first < 0) {  // a hello
       if (!linked) {
         linked = true;
@@ -406,8 +409,8 @@ Status StreamConsumer(const RunSpec& spec, Shared* shared, int index) {
       }
       continue;
     }
-    if (got.num_rows() != rows || (rows >= 2 && last != expected)) {
-      return Status::Invalid("consumer ", index, ": batch ", expected, " has ", got.num_rows(),
+    if (got->num_rows() != rows || (rows >= 2 && last != expected)) {
+      return Status::Invalid("consumer ", index, ": batch ", expected, " has ", got->num_rows(),
                              " rows and sequence number ", last, "; expected ", rows,
                              " rows (lost or reordered batch)");
     }

@@ -126,8 +126,6 @@ inline int ChildMain(Shared* shared, const std::string& who, const std::function
 /// int64 column (every transport's); Invalid if it has another number of
 /// columns or no row.
 Status FirstLast(const format::RecordBatch& batch, int64_t* first, int64_t* last);
-/// The same, for a batch received into a view (Consumer::NextInto).
-Status FirstLast(const client::BatchView& batch, int64_t* first, int64_t* last);
 
 /// Resident bytes of process `pid` (0 if unknown).
 int64_t ResidentBytes(int pid);

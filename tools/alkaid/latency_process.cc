@@ -16,26 +16,15 @@
 namespace alkaid::tools::latency {
 
 Status FirstLast(const format::RecordBatch& batch, int64_t* first, int64_t* last) {
-  if (batch.num_columns() != 1 || batch.num_rows() < 1) {
-    return Status::Invalid("received a batch of ", batch.num_columns(), " columns and ",
-                           batch.num_rows(), " rows; expected 1 column and at least 1 row");
-  }
-  // column() makes a new Array object: keep it alive while it is read.
-  const auto column = std::static_pointer_cast<format::Int64Array>(batch.column(0));
-  *first = column->Value(0);
-  *last = column->Value(batch.num_rows() - 1);
-  return Status::OK();
-}
-
-Status FirstLast(const client::BatchView& batch, int64_t* first, int64_t* last) {
   if (batch.num_columns() != 1 || batch.num_rows() < 1 ||
-      batch.column(0).type->id() != format::TypeId::kInt64) {
+      batch.column_data(0)->type->id() != format::TypeId::kInt64) {
     return Status::Invalid("received a batch of ", batch.num_columns(), " columns and ",
                            batch.num_rows(), " rows; expected 1 int64 column and at least 1 row");
   }
-  const auto values = batch.Values<int64_t>(0);
-  *first = values.front();
-  *last = values.back();
+  // The column's data, not an Array object (which would be allocated).
+  const int64_t* values = batch.column_data(0)->GetValues<int64_t>(1);
+  *first = values[0];
+  *last = values[batch.num_rows() - 1];
   return Status::OK();
 }
 

@@ -77,6 +77,9 @@ Result<ReceivedBatch> BatchSubscriber::Receive(std::chrono::nanoseconds timeout)
         std::max(std::chrono::nanoseconds(0), std::chrono::duration_cast<std::chrono::nanoseconds>(
                                                   deadline - std::chrono::steady_clock::now()));
     ALKAID_RETURN_NOT_OK(impl_->consumer->Receive(&impl_->message, left));
+    ReceivedBatch fast;
+    ALKAID_ASSIGN_OR_RAISE(const bool made, impl_->TryFast(&fast));
+    if (made) return fast;
     ALKAID_ASSIGN_OR_RAISE(auto out, impl_->Decode());
     // A dictionary message, or a batch skipped for want of its
     // dictionaries: not for the caller.
@@ -88,12 +91,15 @@ Result<ReceivedBatch> BatchSubscriber::TryReceive() {
   while (true) {
     ALKAID_ASSIGN_OR_RAISE(bool got, impl_->consumer->TryReceive(&impl_->message));
     if (!got) return ReceivedBatch{};
+    ReceivedBatch fast;
+    ALKAID_ASSIGN_OR_RAISE(const bool made, impl_->TryFast(&fast));
+    if (made) return fast;
     ALKAID_ASSIGN_OR_RAISE(auto out, impl_->Decode());
     if (out.batch != nullptr) return out;
   }
 }
 
-Result<ReceivedBatch> BatchSubscriber::Impl::Decode(BatchView* view, bool* filled) {
+Result<ReceivedBatch> BatchSubscriber::Impl::Decode() {
   shm::ChannelMessage& m = message;
   const UserWord user = UserWord::Unpack(m.user());
   dictionaries.Observe(first_message, m.sequence(), m.lost_before(), user.dictionary_generation);
@@ -156,7 +162,7 @@ Result<ReceivedBatch> BatchSubscriber::Impl::Decode(BatchView* view, bool* fille
       ++pending_lost;
       return ReceivedBatch{};
     }
-    return DecodeBatch(user, md, std::move(block), view, filled);
+    return DecodeBatch(user, md, std::move(block));
   }
   // A dictionary message or a replayed dictionary.
   ALKAID_ASSIGN_OR_RAISE(auto body, BodyOf(std::move(block), user.body_length));
@@ -175,102 +181,70 @@ Result<ReceivedBatch> BatchSubscriber::Impl::Decode(BatchView* view, bool* fille
   return ReceivedBatch{};
 }
 
-bool BatchSubscriber::Impl::TryFillFast(BatchView* view) {
+Result<bool> BatchSubscriber::Impl::TryFast(ReceivedBatch* out) {
   const shm::ChannelMessage& m = message;
   const uint64_t word = m.user();
   const uint32_t shape = m.shape();
-  if (dictionaries.active() || shape == 0 || shape >= shape_plans.size() ||
-      !UserWord::IsPlainRecordBatch(word) || !m.payload().empty() || !m.has_body()) {
+  if (shape == 0 || shape >= shape_plans.size() || shape_plans[shape] == 0 ||
+      !UserWord::IsPlainRecordBatch(word) || dictionaries.active() || !m.payload().empty() ||
+      !m.has_body() || options.verification != Verification::kStructure) {
     return false;
   }
-  const std::optional<DecodePlan>& plan = shape_plans[shape];
+  const DecodePlan& plan = plans[shape_plans[shape] - 1];
   const uint64_t body_length = word & UserWord::kLengthMask;
-  if (!plan.has_value() || plan->validate_each || plan->body_length != body_length ||
-      body_length > m.body().size()) {
-    return false;
-  }
+  if (plan.body_length != body_length || body_length > m.body().size()) return false;
   first_message = false;
-  const uint64_t lost_before = pending_lost + m.lost_before();
+  out->sequence = m.sequence();
+  out->lost_before = pending_lost + m.lost_before();
   pending_lost = 0;
   ++plan_hits;
-  BatchView& v = *view;
-  v.body_.reset();
-  v.batch_.reset();
-  message.TakeBodyInto(&v.block_);
-  FillFromPlan(*plan, body_length, view, lost_before);
+  const auto* base = reinterpret_cast<const uint8_t*>(m.body().data());
+  out->batch = plan.batches->Instantiate(base, message.TakeBody(), &out->body);
+  Status st = plan.Check(*out->batch, options.read);
+  if (!st.ok()) return st.WithContext(Where());
+  out->metadata = plan.metadata;
   return true;
 }
 
 Result<ReceivedBatch> BatchSubscriber::Impl::DecodeBatch(const UserWord& user,
                                                          std::span<const std::byte> md,
-                                                         shm::ChannelBlock block, BatchView* view,
-                                                         bool* filled) {
+                                                         shm::ChannelBlock block) {
   ReceivedBatch out;
   out.sequence = message.sequence();
-  const uint64_t lost_before = pending_lost;
-  out.lost_before = lost_before;
+  out.lost_before = pending_lost;
   const uint32_t shape = message.shape();
-  const DecodePlan* hit = nullptr;
-  if (shape != 0) {
-    if (shape < shape_plans.size() && shape_plans[shape].has_value()) {
-      hit = &*shape_plans[shape];
-      if (hit->body_length != user.body_length) {
-        return Status::Invalid(Where(), ": shape ", shape, " has a body of ", hit->body_length,
-                               " bytes, the message says ", user.body_length);
-      }
+  const DecodePlan* hit = FindPlan(md, user.body_length);
+  if (hit != nullptr) {
+    if (hit->body_length != user.body_length) {
+      return Status::Invalid(Where(), ": shape ", shape, " has a body of ", hit->body_length,
+                             " bytes, the message says ", user.body_length);
+    }
+    // Same metadata as a message already verified, decoded and validated:
+    // the plan makes the batch over this body.
+    if (options.verification == Verification::kPrivateCopy) {
+      ALKAID_ASSIGN_OR_RAISE(out.body, BodyOf(std::move(block), user.body_length));
+      const uint8_t* base = out.body->data();
+      out.batch = hit->batches->Instantiate(base, std::shared_ptr<format::Buffer>(out.body));
     } else {
-      // First use of this shape: its bytes, copied once.
-      Status st = consumer->ReadShape(shape, &metadata_scratch);
-      if (!st.ok()) return st.WithContext(Where());
-      md = metadata_scratch;
+      const auto* base = reinterpret_cast<const uint8_t*>(block.data().data());
+      out.batch = hit->batches->Instantiate(base, std::move(block), &out.body);
     }
-  } else {
-    for (const DecodePlan& p : plans) {
-      if (p.Matches(md, user.body_length)) {
-        hit = &p;
-        break;
-      }
-    }
-  }
-  if (hit != nullptr && view != nullptr && !hit->validate_each) {
-    // Into the caller's view: nothing allocated.
+    Status st = hit->Check(*out.batch, options.read);
+    if (!st.ok()) return st.WithContext(Where());
     pending_lost = 0;
     ++plan_hits;
-    view->Reset();
-    view->block_ = std::move(block);
-    FillFromPlan(*hit, user.body_length, view, lost_before);
-    *filled = true;
+    out.metadata = hit->metadata;
     return out;
+  }
+  if (shape != 0) {
+    // First use of this shape: its bytes, copied once.
+    Status st = consumer->ReadShape(shape, &metadata_scratch);
+    if (!st.ok()) return st.WithContext(Where());
+    md = metadata_scratch;
   }
   ALKAID_ASSIGN_OR_RAISE(std::shared_ptr<format::Buffer> body,
                          BodyOf(std::move(block), user.body_length));
   pending_lost = 0;
-  if (hit != nullptr) {
-    // Same metadata as a message already verified, decoded and validated:
-    // replay its shape over this body.
-    std::vector<format::ArrayDataPtr> columns;
-    columns.reserve(hit->columns.size());
-    for (size_t root : hit->columns) columns.push_back(hit->Build(root, body));
-    auto batch = format::RecordBatch::Make(schema, hit->num_rows, std::move(columns));
-    if (!batch.ok()) return batch.status().WithContext(Where());
-    if (hit->batch_metadata != nullptr) *batch = (*batch)->WithMetadata(hit->batch_metadata);
-    if (hit->validate_each) {
-      Status st =
-          options.read.validate_full ? format::ValidateFull(**batch) : format::Validate(**batch);
-      if (!st.ok()) return st.WithContext(Where());
-    }
-    ++plan_hits;
-    out.batch = std::move(batch).ValueOrDie();
-    out.metadata = hit->metadata;
-    out.body = std::move(body);
-    if (view != nullptr) {
-      FillFromBatch(std::move(out.batch), view, lost_before);
-      *filled = true;
-      return ReceivedBatch{};
-    }
-    return out;
-  }
-
   ALKAID_ASSIGN_OR_RAISE(auto metadata, format::Buffer::CopyOf(std::string_view(
                                             reinterpret_cast<const char*>(md.data()), md.size())));
   auto decoded = format::ipc::Message::Open(metadata, body);
@@ -284,71 +258,28 @@ Result<ReceivedBatch> BatchSubscriber::Impl::DecodeBatch(const UserWord& user,
   }
   auto batch = format::ipc::ReadRecordBatch(**decoded, schema, dictionaries.memo(), options.read);
   if (!batch.ok()) return batch.status().WithContext(Where());
-
   // Remember the shape for the next messages (schemas are fixed per topic,
   // so a producer publishing batches of one shape hits this every time).
-  DecodePlan plan;
-  plan.metadata = metadata;
-  plan.body_length = user.body_length;
-  plan.num_rows = (*batch)->num_rows();
-  plan.batch_metadata = (*batch)->metadata();
-  plan.validate_each = options.read.validate_full;
-  bool replayable = true;
-  for (int i = 0; i < (*batch)->num_columns() && replayable; ++i) {
-    const auto& col = (*batch)->column_data(i);
-    size_t root = 0;
-    replayable = plan.Record(*col, *body, &root);
-    plan.columns.push_back(root);
-    if (!internal::IsStructuralLayout(*col->type)) plan.validate_each = true;
-  }
-  if (replayable) {
-    if (shape != 0) {
-      if (shape_plans.size() <= shape) shape_plans.resize(shape + 1);
-      shape_plans[shape] = std::move(plan);
-    } else if (plans.size() < internal::kShapeCacheEntries) {
-      plans.push_back(std::move(plan));
-    } else {
-      plans[next_victim] = std::move(plan);
-      next_victim = (next_victim + 1) % internal::kShapeCacheEntries;
-    }
-  }
-
+  Remember(**batch, *body, metadata, user.body_length);
   out.batch = std::move(batch).ValueOrDie();
   out.metadata = std::move(metadata);
   out.body = std::move(body);
-  if (view != nullptr) {
-    FillFromBatch(std::move(out.batch), view, lost_before);
-    *filled = true;
-    return ReceivedBatch{};
-  }
   return out;
 }
 
 Status BatchSubscriber::ReceiveInto(BatchView* view, std::chrono::nanoseconds timeout) {
   if (view == nullptr) return Status::Invalid("BatchSubscriber::ReceiveInto: null view");
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (true) {
-    const auto left =
-        std::max(std::chrono::nanoseconds(0), std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                                  deadline - std::chrono::steady_clock::now()));
-    ALKAID_RETURN_NOT_OK(impl_->consumer->Receive(&impl_->message, left));
-    if (impl_->TryFillFast(view)) return Status::OK();
-    bool filled = false;
-    ALKAID_RETURN_NOT_OK(impl_->Decode(view, &filled).status());
-    if (filled) return Status::OK();
-  }
+  ALKAID_ASSIGN_OR_RAISE(auto got, Receive(timeout));
+  *view = BatchView(std::move(got.batch), got.sequence, got.lost_before);
+  return Status::OK();
 }
 
 Result<bool> BatchSubscriber::TryReceiveInto(BatchView* view) {
   if (view == nullptr) return Status::Invalid("BatchSubscriber::TryReceiveInto: null view");
-  while (true) {
-    ALKAID_ASSIGN_OR_RAISE(bool got, impl_->consumer->TryReceive(&impl_->message));
-    if (!got) return false;
-    if (impl_->TryFillFast(view)) return true;
-    bool filled = false;
-    ALKAID_RETURN_NOT_OK(impl_->Decode(view, &filled).status());
-    if (filled) return true;
-  }
+  ALKAID_ASSIGN_OR_RAISE(auto got, TryReceive());
+  if (got.batch == nullptr) return false;
+  *view = BatchView(std::move(got.batch), got.sequence, got.lost_before);
+  return true;
 }
 
 }  // namespace alkaid::client

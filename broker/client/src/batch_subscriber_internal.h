@@ -3,11 +3,10 @@
 // The pieces of BatchSubscriber, each in its own file:
 // - batch_subscriber.cc: receiving, and the framing of a message (where its
 //   metadata is: a shape id, the slot, or the region after the body);
-// - decode_plan.cc: the decode cache (a batch's shape, replayed over the
-//   next bodies with the same metadata);
+// - decode_plan.cc: the decode cache (a batch's shape, made again over the
+//   next bodies with the same metadata by a format::BatchTemplate);
 // - dictionary_sync.cc: the dictionaries a subscriber holds, kept in step
-//   with the producer's through dictionary messages and replays;
-// - batch_view.cc: filling a caller's BatchView, and BatchView itself.
+//   with the producer's through dictionary messages and replays.
 
 #include <atomic>
 #include <cstddef>
@@ -20,8 +19,11 @@
 #include <vector>
 
 #include "alkaid/client/batch_subscriber.h"
+#include "alkaid/format/batch_template.h"
 #include "alkaid/format/ipc/dictionary.h"
 #include "alkaid/format/ipc/options.h"
+#include "alkaid/format/shape_validator.h"
+#include "alkaid/format/validate.h"
 #include "alkaid/shm/channel.h"
 #include "batch_layout_internal.h"
 
@@ -43,57 +45,47 @@ class BodyBuffer : public format::Buffer {
 };
 
 // What decoding one Message flatbuffer produced, kept so that the next
-// message with byte-identical metadata (and the same body length) is
-// rebuilt without verifying, parsing or validating its metadata again: the
-// shape of the batch (types, lengths, null counts, offsets, and where each
-// buffer lies in the body) is a function of those bytes, the body length,
-// the schema and the read options, all unchanged.
+// message of the same shape is made without verifying, parsing or
+// validating its metadata again: the shape of the batch (types, lengths,
+// null counts, offsets, and where each buffer lies in the body) is a
+// function of the metadata bytes, the body length, the schema and the read
+// options, all unchanged. The plan's BatchTemplate makes the batches,
+// zero-copy over each new body and, in steady state, without allocating.
 //
 // Safety: the bytes compared are the subscriber's private copy (the region
-// metadata is copied out of shared memory first), and the plan's buffers
-// were checked to lie inside the body when it was built.
+// metadata is copied out of shared memory first), and the shape's buffers
+// were checked to lie inside the body when it was recorded.
 struct DecodePlan {
-  static uint64_t NextSerial();
-  struct Buffer {
-    bool present = false;
-    int64_t offset = 0;  // from the body start
-    int64_t size = 0;
-  };
-  struct Node {
-    format::TypePtr type;
-    int64_t length = 0;
-    int64_t null_count = 0;
-    int64_t offset = 0;
-    std::vector<Buffer> buffers;
-    std::vector<size_t> children;  // indexes into nodes
-  };
-
-  std::shared_ptr<format::Buffer> metadata;  // verified private copy
-  // Unique among all plans of the process: a BatchView filled from this
-  // plan before only needs its buffer addresses moved.
-  uint64_t serial = NextSerial();
+  // The key: a shape id of the channel's table (0: none), or the verified
+  // private copy of the metadata bytes with the body length.
+  uint32_t shape_id = 0;
+  std::shared_ptr<format::Buffer> metadata;
   uint64_t body_length = 0;
-  int64_t num_rows = 0;
-  // The batch's own custom metadata (part of the metadata bytes compared).
-  format::MetadataPtr batch_metadata;
-  std::vector<Node> nodes;
-  std::vector<size_t> columns;  // root node per column
-  // Validate must run on every rebuilt batch (its verdict reads values).
+  std::shared_ptr<format::BatchTemplate> batches;
+  // Validate must run on every batch made (its verdict reads values); with
+  // `checker`, only the values it reads are read again (not with
+  // validate_full, which reads them all).
   bool validate_each = true;
+  std::shared_ptr<const format::ShapeValidator> checker;
+
+  // Validates a batch the plan made, as `read` asks.
+  Status Check(const format::RecordBatch& batch, const format::ipc::IpcReadOptions& read) const {
+    if (!validate_each) return Status::OK();
+    if (read.validate_full) return format::ValidateFull(batch);
+    return checker != nullptr ? checker->Validate(batch) : format::Validate(batch);
+  }
 
   bool Matches(std::span<const std::byte> md, uint64_t body) const {
-    return metadata != nullptr && body == body_length &&
+    return shape_id == 0 && body == body_length &&
            static_cast<int64_t>(md.size()) == metadata->size() &&
            (md.empty() || std::memcmp(md.data(), metadata->data(), md.size()) == 0);
   }
 
-  // Records `data` (a node of a batch decoded from `body`); false if it
-  // cannot be replayed (a buffer outside the body: decompressed or
-  // re-aligned copies; dictionaries).
-  bool Record(const format::ArrayData& data, const format::Buffer& body, size_t* index);
-
-  // Node `index` rebuilt over `body`.
-  format::ArrayDataPtr Build(size_t index, const std::shared_ptr<format::Buffer>& body) const;
+  // Records `data` (a node of a batch decoded from `body`) into `shape`;
+  // false if it cannot be replayed (a buffer outside the body: decompressed
+  // or re-aligned copies; dictionaries).
+  static bool Record(const format::ArrayData& data, const format::Buffer& body,
+                     format::BatchShape* shape, uint32_t* index);
 };
 
 // The dictionaries of a subscriber whose schema has dictionary-encoded
@@ -171,11 +163,12 @@ struct BatchSubscriber::Impl {
   shm::ChannelMessage message;
   // Private copy of shape or region metadata, reused across messages.
   std::vector<std::byte> metadata_scratch;
-  // Plans by shape id (index 0 unused), and for messages without a shape
-  // id the last few distinct ones decoded in full.
-  std::vector<std::optional<DecodePlan>> shape_plans;
+  // The decode cache: plans by shape id (shape_plans[id] - 1 indexes
+  // `plans`, 0: none) and, for messages without a shape id, the last
+  // kShapeCacheEntries distinct ones decoded in full.
   std::vector<DecodePlan> plans;
-  size_t next_victim = 0;  // round-robin replacement once full
+  std::vector<uint32_t> shape_plans;
+  size_t next_victim = 0;  // round-robin replacement of the latter
   uint64_t plan_hits = 0;
 
   std::string Where() const {
@@ -186,22 +179,22 @@ struct BatchSubscriber::Impl {
   // block, or with Verification::kPrivateCopy a private copy (the block is
   // returned at once).
   Result<std::shared_ptr<format::Buffer>> BodyOf(shm::ChannelBlock block, uint64_t length) const;
-  // Decodes the message received. With `view`, a batch goes into it
-  // (`*filled` says one did) instead of the result.
-  Result<ReceivedBatch> Decode(BatchView* view = nullptr, bool* filled = nullptr);
+  // The common case in a few loads: the message received is a plain
+  // record batch of a cached shape id, in a schema without dictionaries,
+  // not to be copied nor fully validated. Makes the batch into `out` and
+  // returns true (or the plan's validation error); false leaves everything
+  // to Decode (which also reports what is wrong). The same batch either way.
+  Result<bool> TryFast(ReceivedBatch* out);
+  // Decodes the message received: a batch, or nothing (a dictionary
+  // message, a batch skipped for want of its dictionaries).
+  Result<ReceivedBatch> Decode();
   Result<ReceivedBatch> DecodeBatch(const internal::UserWord& user, std::span<const std::byte> md,
-                                    shm::ChannelBlock block, BatchView* view, bool* filled);
-  // The common case in a few loads: the message received is a record
-  // batch of a cached shape whose plan needs no validation per batch, in a
-  // schema without dictionaries. Fills `view` and returns true; false
-  // leaves everything to Decode (which also reports what is wrong).
-  bool TryFillFast(BatchView* view);
-  // Fills `view` from `plan` over the block the view already holds (no
-  // allocation once the view's tables are large enough).
-  void FillFromPlan(const DecodePlan& plan, uint64_t body_length, BatchView* view,
-                    uint64_t lost_before) const;
-  // Fills `view` from a decoded batch, which it keeps.
-  void FillFromBatch(format::RecordBatchPtr batch, BatchView* view, uint64_t lost_before) const;
+                                    shm::ChannelBlock block);
+  // The cached plan of the message received, or null.
+  const DecodePlan* FindPlan(std::span<const std::byte> md, uint64_t body_length) const;
+  // Remembers the shape of `batch`, decoded in full from `body`.
+  void Remember(const format::RecordBatch& batch, const format::Buffer& body,
+                std::shared_ptr<format::Buffer> metadata, uint64_t body_length);
 };
 
 }  // namespace alkaid::client

@@ -95,16 +95,17 @@ bool SleepOrWake(int wake_fd, std::chrono::milliseconds timeout, int other = -1)
 struct Item {
   format::RecordBatchPtr batch;
   ReceivedRows rows;
-  bool in_view = false;  // the batch went into the caller's BatchView
-  uint64_t view_lost = 0;
-  bool empty() const { return batch == nullptr && rows.data == nullptr && !in_view; }
+  uint64_t sequence = 0;     // of the batch or rows
+  uint64_t lost_before = 0;  // messages lost just before it
+  bool empty() const { return batch == nullptr && rows.data == nullptr; }
 };
 
 Result<Item> ToItem(Result<ReceivedBatch> r) {
   if (!r.ok()) return r.status();
   Item item;
   item.batch = std::move(r->batch);
-  if (item.batch != nullptr) item.rows.lost_before = r->lost_before;
+  item.sequence = r->sequence;
+  item.lost_before = r->lost_before;
   return item;
 }
 
@@ -112,6 +113,7 @@ Result<Item> ToItem(Result<ReceivedRows> r) {
   if (!r.ok()) return r.status();
   Item item;
   item.rows = std::move(*r);
+  item.lost_before = item.rows.lost_before;
   return item;
 }
 
@@ -129,27 +131,11 @@ struct internal::ConsumerImpl {
     bool gone = false;                         // the producer is known to be gone: drain, then drop
     std::string reason;
 
-    // With `view` (NextInto, record-batch topics), a batch goes into it.
-    Result<Item> TryReceive(BatchView* view) {
-      if (view != nullptr && batches) {
-        ALKAID_ASSIGN_OR_RAISE(bool got, batches->TryReceiveInto(view));
-        return ViewItem(got, *view);
-      }
+    Result<Item> TryReceive() {
       return batches ? ToItem(batches->TryReceive()) : ToItem(rows->TryReceive());
     }
-    Result<Item> Receive(std::chrono::nanoseconds timeout, BatchView* view) {
-      if (view != nullptr && batches) {
-        const Status st = batches->ReceiveInto(view, timeout);
-        if (!st.ok()) return st;
-        return ViewItem(true, *view);
-      }
+    Result<Item> Receive(std::chrono::nanoseconds timeout) {
       return batches ? ToItem(batches->Receive(timeout)) : ToItem(rows->Receive(timeout));
-    }
-    static Item ViewItem(bool got, const BatchView& view) {
-      Item item;
-      item.in_view = got;
-      if (got) item.view_lost = view.lost_before();
-      return item;
     }
   };
 
@@ -178,8 +164,6 @@ struct internal::ConsumerImpl {
   Clock::time_point next_pid_check = Clock::now();
   Clock::time_point next_reconnect = Clock::now();
   bool closed = false;
-  // Set for the duration of a NextInto call: where batches go.
-  BatchView* target = nullptr;
   // Batches exported to foreign code (ExportBatch, ExportStream); shared
   // with their release callbacks.
   std::shared_ptr<internal::ExportCounter> exports;
@@ -392,7 +376,7 @@ struct internal::ConsumerImpl {
   Result<Item> Take(std::size_t index, Result<Item> result) {
     if (result.ok()) {
       if (!result->empty()) {
-        lost += result->in_view ? result->view_lost : result->rows.lost_before;
+        lost += result->lost_before;
         round_robin = index + 1;
         return std::move(*result);
       }
@@ -430,7 +414,7 @@ struct internal::ConsumerImpl {
     for (std::size_t k = 0; k < n && !subs.empty(); ++k) {
       const std::size_t index = (round_robin + k) % subs.size();
       const std::size_t before = subs.size();
-      ALKAID_ASSIGN_OR_RAISE(auto item, Take(index, subs[index].TryReceive(target)));
+      ALKAID_ASSIGN_OR_RAISE(auto item, Take(index, subs[index].TryReceive()));
       if (!item.empty()) return item;
       if (subs.size() != before) --k;  // the entry at `index` is a new one now
     }
@@ -485,7 +469,7 @@ struct internal::ConsumerImpl {
       longest_wait = kWaitSlice;
       if (subs.size() == 1 && !subs[0].gone) {
         // One ring: sleep on it (futex), so a message wakes us at once.
-        ALKAID_ASSIGN_OR_RAISE(item, Take(0, subs[0].Receive(slice, target)));
+        ALKAID_ASSIGN_OR_RAISE(item, Take(0, subs[0].Receive(slice)));
         if (!item.empty()) return item;
       } else {
         // None or several rings: wake for broker events, look again soon.
@@ -643,10 +627,12 @@ Status Consumer::NextInto(BatchView* view, std::chrono::nanoseconds timeout) {
   if (!impl_->columns.empty()) {
     return Status::Invalid("Consumer::NextInto: a column subset is given (Next projects it)");
   }
-  impl_->target = view;
-  auto item = impl_->NextItem(timeout);
-  impl_->target = nullptr;
-  return item.status();
+  ALKAID_ASSIGN_OR_RAISE(auto item, impl_->NextItem(timeout));
+  const uint64_t sequence = item.sequence;
+  const uint64_t lost_before = item.lost_before;
+  ALKAID_ASSIGN_OR_RAISE(auto batch, impl_->ToBatch(std::move(item)));
+  *view = BatchView(std::move(batch), sequence, lost_before);
+  return Status::OK();
 }
 
 Result<format::RecordBatchPtr> Consumer::TryNext() {
@@ -677,14 +663,16 @@ Status Consumer::ExportBatch(const format::RecordBatch& batch, ArrowArray* out,
                              ArrowSchema* out_schema) {
   if (out == nullptr) return Status::Invalid("Consumer::ExportBatch: null ArrowArray");
   ALKAID_RETURN_NOT_OK(impl_->exports->Reserve("Consumer::ExportBatch"));
-  Status st = format::ExportRecordBatch(batch, out, out_schema);
+  // The count's place is given back when the foreign side releases the
+  // struct (on its thread, also after this consumer is gone).
+  Status st = format::ExportRecordBatch(batch, out, out_schema,
+                                        [exports = impl_->exports] { exports->Unreserve(); });
   if (!st.ok()) {
     impl_->exports->Unreserve();
     return st;
   }
-  Status counted = internal::CountRelease(out, impl_->exports);
-  if (!counted.ok() && out_schema != nullptr) out_schema->release(out_schema);
-  return counted;
+  impl_->exports->total.fetch_add(1, std::memory_order_relaxed);
+  return Status::OK();
 }
 
 namespace {

@@ -99,7 +99,7 @@ class Concatenator {
         break;
       }
       default: {
-        const auto layout = storage.layout();
+        const auto& layout = storage.layout();
         if (layout.buffers.size() != 2 ||
             layout.buffers[1].kind != DataTypeLayout::BufferKind::kFixedWidth) {
           return Status::NotImplemented("concatenation of ", storage.ToString());

@@ -83,7 +83,7 @@ class ArrayLoader {
         data->null_count = 0;
         break;
       default: {
-        const DataTypeLayout layout = storage->layout();
+        const DataTypeLayout& layout = storage->layout();
         for (size_t i = 0; i < layout.buffers.size(); ++i) {
           ALKAID_ASSIGN_OR_RAISE(auto buf, NextBuffer(dotted, i == 0 ? "validity" : "data"));
           if (i == 0 && layout.has_validity && node.null_count == 0) buf = nullptr;

@@ -148,7 +148,7 @@ class BodyAssembler {
       case TypeId::kNull:
         return Status::OK();
       default: {
-        const DataTypeLayout layout = storage->layout();
+        const DataTypeLayout& layout = storage->layout();
         if (layout.buffers.size() != 2 ||
             layout.buffers[1].kind != DataTypeLayout::BufferKind::kFixedWidth) {
           return Status::NotImplemented("field '", dotted, "': cannot write ", storage->ToString());

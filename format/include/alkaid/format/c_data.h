@@ -152,9 +152,15 @@ ALKAID_EXPORT Status ExportArray(const Array& array, ArrowArray* out,
 ALKAID_EXPORT Status ExportArray(const ArrayDataPtr& data, ArrowArray* out,
                                  ArrowSchema* out_schema = nullptr);
 /// Exports `batch` as a struct array (see above); the schema with
-/// ExportSchema if `out_schema` is not null.
+/// ExportSchema if `out_schema` is not null. The whole tree is one
+/// allocation holding a reference to each column.
 ALKAID_EXPORT Status ExportRecordBatch(const RecordBatch& batch, ArrowArray* out,
                                        ArrowSchema* out_schema = nullptr);
+/// As above; `on_release` (if not empty) runs once the top-level struct
+/// `*out` (wherever it was moved) is released, after its release, on the
+/// releasing thread. Not run if the export fails.
+ALKAID_EXPORT Status ExportRecordBatch(const RecordBatch& batch, ArrowArray* out,
+                                       ArrowSchema* out_schema, std::function<void()> on_release);
 
 // ---------------------------------------------------------------------------
 // Import (Alkaid is the consumer). See the file comment for ownership: every

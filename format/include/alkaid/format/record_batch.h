@@ -65,6 +65,9 @@ class ALKAID_EXPORT RecordBatch {
       : schema_(std::move(schema)), num_rows_(num_rows), columns_(std::move(columns)) {}
 
  private:
+  // Recycles batch objects of one shape (batch_template.h).
+  friend class BatchTemplate;
+
   SchemaPtr schema_;
   int64_t num_rows_;
   std::vector<ArrayDataPtr> columns_;

@@ -8,6 +8,7 @@
 /// Every type of the specification is here with all its parameters. All
 /// classes are safe to share between threads.
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -140,7 +141,9 @@ struct DataTypeLayout {
 /// Base of all logical types.
 class ALKAID_EXPORT DataType : public std::enable_shared_from_this<DataType> {
  public:
-  virtual ~DataType() = default;
+  virtual ~DataType();
+  DataType(const DataType&) = delete;
+  DataType& operator=(const DataType&) = delete;
 
   TypeId id() const { return id_; }
   /// Child fields of a nested type (empty for others).
@@ -159,11 +162,14 @@ class ALKAID_EXPORT DataType : public std::enable_shared_from_this<DataType> {
     return other != nullptr && Equals(*other, check_metadata);
   }
 
-  /// Buffer layout of an array of this type.
-  virtual DataTypeLayout layout() const = 0;
+  /// Buffer layout of an array of this type: computed on first use, then
+  /// kept (a load on the hot paths that ask, e.g. IsValid). Thread-safe.
+  const DataTypeLayout& layout() const;
 
  protected:
   explicit DataType(TypeId id) : id_(id) {}
+  /// The layout, computed (layout() keeps the first result).
+  virtual DataTypeLayout ComputeLayout() const = 0;
   /// Compares parameters (not children) of two types with the same id.
   virtual bool ParamsEqual(const DataType& other) const = 0;
   /// Compares the child fields of two types with the same id and number of
@@ -172,6 +178,9 @@ class ALKAID_EXPORT DataType : public std::enable_shared_from_this<DataType> {
 
   TypeId id_;
   FieldVector children_;
+
+ private:
+  mutable std::atomic<const DataTypeLayout*> layout_{nullptr};
 };
 
 ALKAID_EXPORT std::ostream& operator<<(std::ostream& os, const DataType& type);
@@ -245,7 +254,7 @@ class ALKAID_EXPORT SimpleType : public DataType {
  public:
   explicit SimpleType(TypeId id) : DataType(id) {}
   std::string ToString() const override;
-  DataTypeLayout layout() const override;
+  DataTypeLayout ComputeLayout() const override;
 
  protected:
   bool ParamsEqual(const DataType&) const override { return true; }
@@ -282,7 +291,7 @@ class ALKAID_EXPORT DecimalType : public DataType {
   /// Largest precision representable at `bit_width` (9, 18, 38, 76).
   static int32_t MaxPrecision(int bit_width);
   std::string ToString() const override;
-  DataTypeLayout layout() const override;
+  DataTypeLayout ComputeLayout() const override;
   DecimalType(int bit_width, int32_t precision, int32_t scale);
 
  protected:
@@ -313,7 +322,7 @@ class ALKAID_EXPORT TimeType : public DataType {
   TimeUnit unit() const { return unit_; }
   int bit_width() const { return id_ == TypeId::kTime32 ? 32 : 64; }
   std::string ToString() const override;
-  DataTypeLayout layout() const override;
+  DataTypeLayout ComputeLayout() const override;
   explicit TimeType(TimeUnit unit);
 
  protected:
@@ -331,7 +340,7 @@ class ALKAID_EXPORT TimestampType : public DataType {
   /// Empty when the timestamp is zone-naive.
   const std::string& timezone() const { return timezone_; }
   std::string ToString() const override;
-  DataTypeLayout layout() const override;
+  DataTypeLayout ComputeLayout() const override;
 
  protected:
   bool ParamsEqual(const DataType& other) const override;
@@ -346,7 +355,7 @@ class ALKAID_EXPORT DurationType : public DataType {
   explicit DurationType(TimeUnit unit) : DataType(TypeId::kDuration), unit_(unit) {}
   TimeUnit unit() const { return unit_; }
   std::string ToString() const override;
-  DataTypeLayout layout() const override;
+  DataTypeLayout ComputeLayout() const override;
 
  protected:
   bool ParamsEqual(const DataType& other) const override;
@@ -364,7 +373,7 @@ class ALKAID_EXPORT FixedSizeBinaryType : public DataType {
       : DataType(TypeId::kFixedSizeBinary), byte_width_(byte_width) {}
   int32_t byte_width() const { return byte_width_; }
   std::string ToString() const override;
-  DataTypeLayout layout() const override;
+  DataTypeLayout ComputeLayout() const override;
 
  protected:
   bool ParamsEqual(const DataType& other) const override;
@@ -382,7 +391,7 @@ class ALKAID_EXPORT ListType : public DataType {
   /// 32 or 64.
   int offset_bit_width() const;
   std::string ToString() const override;
-  DataTypeLayout layout() const override;
+  DataTypeLayout ComputeLayout() const override;
 
  protected:
   bool ParamsEqual(const DataType&) const override { return true; }
@@ -395,7 +404,7 @@ class ALKAID_EXPORT FixedSizeListType : public DataType {
   const TypePtr& value_type() const;
   int32_t list_size() const { return list_size_; }
   std::string ToString() const override;
-  DataTypeLayout layout() const override;
+  DataTypeLayout ComputeLayout() const override;
 
  protected:
   bool ParamsEqual(const DataType& other) const override;
@@ -416,7 +425,7 @@ class ALKAID_EXPORT MapType : public DataType {
   const FieldPtr& item_field() const;
   bool keys_sorted() const { return keys_sorted_; }
   std::string ToString() const override;
-  DataTypeLayout layout() const override;
+  DataTypeLayout ComputeLayout() const override;
 
  protected:
   bool ParamsEqual(const DataType& other) const override;
@@ -434,7 +443,7 @@ class ALKAID_EXPORT StructType : public DataType {
   explicit StructType(FieldVector fields);
   int GetFieldIndex(std::string_view name) const;
   std::string ToString() const override;
-  DataTypeLayout layout() const override;
+  DataTypeLayout ComputeLayout() const override;
 
  protected:
   bool ParamsEqual(const DataType&) const override { return true; }
@@ -454,7 +463,7 @@ class ALKAID_EXPORT UnionType : public DataType {
   /// Child index of each type code (-1 where undeclared); 128 entries.
   const std::vector<int>& child_ids() const { return child_ids_; }
   std::string ToString() const override;
-  DataTypeLayout layout() const override;
+  DataTypeLayout ComputeLayout() const override;
 
  protected:
   bool ParamsEqual(const DataType& other) const override;
@@ -473,7 +482,7 @@ class ALKAID_EXPORT DictionaryType : public DataType {
   const TypePtr& value_type() const { return value_type_; }
   bool ordered() const { return ordered_; }
   std::string ToString() const override;
-  DataTypeLayout layout() const override;
+  DataTypeLayout ComputeLayout() const override;
 
  protected:
   bool ParamsEqual(const DataType& other) const override;
@@ -492,7 +501,7 @@ class ALKAID_EXPORT RunEndEncodedType : public DataType {
   const TypePtr& run_end_type() const;
   const TypePtr& value_type() const;
   std::string ToString() const override;
-  DataTypeLayout layout() const override;
+  DataTypeLayout ComputeLayout() const override;
 
  protected:
   bool ParamsEqual(const DataType&) const override { return true; }
@@ -509,7 +518,7 @@ class ALKAID_EXPORT ExtensionType : public DataType {
   const std::string& serialized() const { return serialized_; }
   const TypePtr& storage_type() const { return storage_type_; }
   std::string ToString() const override;
-  DataTypeLayout layout() const override;
+  DataTypeLayout ComputeLayout() const override;
 
  protected:
   bool ParamsEqual(const DataType& other) const override;

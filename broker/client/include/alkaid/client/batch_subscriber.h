@@ -106,13 +106,16 @@ struct SubscriberOptions {
 /// ValidateFull with IpcReadOptions::validate_full).
 ///
 /// Decode cache: a message that names a shape of the channel's table
-/// (a batch of a shape the producer published before) is rebuilt from the
-/// plan made when that shape was first decoded in full (the shape's bytes
-/// are copied out of shared memory once, verified, parsed and validated).
+/// (a batch of a shape the producer published before) is made by the plan
+/// made when that shape was first decoded in full (the shape's bytes are
+/// copied out of shared memory once, verified, parsed and validated).
 /// Messages with their metadata inline or in the region are compared with
-/// the last four distinct ones decoded in full (on a private copy). Validate
-/// is re-run on rebuilt batches unless its verdict cannot depend on the
-/// values (columns of fixed-width, struct and fixed-size-list types only).
+/// the last four distinct ones decoded in full (on a private copy). A plan
+/// makes its batches from recycled objects (format::BatchTemplate): a
+/// receive of a cached shape allocates nothing in steady state. Validate
+/// is re-run on each batch unless its verdict cannot depend on the values
+/// (columns of fixed-width, struct and fixed-size-list types only), and
+/// ValidateFull on each with Verification::kFull and kPrivateCopy.
 ///
 /// Dictionaries: dictionary messages travel through the channel before the
 /// batches that need them and are applied in order (zero-copy: the
@@ -145,13 +148,14 @@ class ALKAID_EXPORT BatchSubscriber {
   /// The next batch if one is there; a null `batch` otherwise.
   Result<ReceivedBatch> TryReceive();
 
-  /// The next batch into `view` (which lets go of the batch it held),
-  /// waiting up to `timeout`; errors as Receive. Allocates nothing for a
-  /// batch rebuilt from a decode plan without per-batch validation once the
-  /// view has held one of the shape (see BatchView).
-  Status ReceiveInto(BatchView* view, std::chrono::nanoseconds timeout);
-  /// As ReceiveInto if a batch is there: true, else false.
-  Result<bool> TryReceiveInto(BatchView* view);
+  /// Deprecated: Receive allocates nothing in steady state either. The
+  /// next batch into `view` (which lets go of the batch it held), waiting
+  /// up to `timeout`; errors as Receive.
+  [[deprecated("use Receive: it allocates nothing for a cached shape")]] Status ReceiveInto(
+      BatchView* view, std::chrono::nanoseconds timeout);
+  /// Deprecated: use TryReceive. As ReceiveInto if a batch is there: true,
+  /// else false.
+  [[deprecated("use TryReceive")]] Result<bool> TryReceiveInto(BatchView* view);
 
   const format::SchemaPtr& schema() const;
   /// The underlying channel consumer (index, sequence, lost count).
@@ -159,8 +163,8 @@ class ALKAID_EXPORT BatchSubscriber {
 
   /// Messages decoded through the decode cache: a shape id seen before, or
   /// metadata bytes (and body length) equal to those of a message decoded
-  /// in full before, so its verified, validated plan was replayed over the
-  /// new body instead of verifying and parsing the flatbuffer again.
+  /// in full before, so its verified plan made the batch over the new body
+  /// instead of verifying and parsing the flatbuffer again.
   /// Diagnostics.
   uint64_t decode_cache_hits() const;
 

@@ -167,22 +167,22 @@ class ALKAID_EXPORT Consumer {
   /// error, naming the producer and its pid; the consumer goes on with the
   /// others (and ends when they have). The batch's buffers point into the
   /// producer's shared memory, which stays referenced until the batch and
-  /// every array of it are dropped.
+  /// every array, buffer or slice taken from it are dropped. A batch of a
+  /// shape received before is made from recycled objects: in steady state
+  /// Next allocates nothing (but with a column subset: one batch object).
   Result<format::RecordBatchPtr> Next(std::chrono::nanoseconds timeout);
 
   /// The next batch if one is there; null if none (yet); EndOfStream as
   /// Next.
   Result<format::RecordBatchPtr> TryNext();
 
-  /// As Next, into a caller-owned view that is reused from call to call
-  /// (BatchView: it lets go of the batch it held). Batches of fixed-width
-  /// columns are filled from the decode plan without allocating; others
-  /// are decoded into a batch the view keeps. Record-batch topics without a
-  /// column subset (Invalid otherwise).
-  Status NextInto(BatchView* view, std::chrono::nanoseconds timeout);
+  /// Deprecated: Next allocates nothing in steady state either. As Next,
+  /// into `view` (which lets go of the batch it held). Record-batch topics
+  /// without a column subset (Invalid otherwise).
+  [[deprecated("use Next: it allocates nothing for a cached shape")]] Status NextInto(
+      BatchView* view, std::chrono::nanoseconds timeout);
 
-  /// Exports `batch`, received from this consumer (Next, TryNext, or
-  /// BatchView::ToRecordBatch of NextInto's view), through the Arrow C Data
+  /// Exports `batch`, received from this consumer (Next or TryNext), through the Arrow C Data
   /// Interface (format::ExportRecordBatch; its schema too if `out_schema`
   /// is not null), zero-copy: the exported buffers point into the
   /// producer's shared memory. The exported struct holds the batch's block

@@ -1,0 +1,134 @@
+#pragma once
+
+/// \file
+/// BatchTemplate: record batches of one shape made without allocating.
+///
+/// A decoder that sees many batches of one shape (a consumer of a topic, a
+/// reader of a file of equal batches) learns the shape once: each array's
+/// type, length, null count, offset, and where its buffers lie in the
+/// message body. A BatchTemplate keeps ready-made object graphs of that
+/// shape (the RecordBatch, one ArrayData per array, one Buffer per buffer)
+/// and hands one out per body: only the buffers' addresses change, and a
+/// graph whose batch was dropped is taken again for the next body. In
+/// steady state a batch costs no heap allocation.
+///
+/// The batches are ordinary RecordBatches: every API works on them, and
+/// every pointer taken from one owns what it points to, whatever it is
+/// taken from (a column, a child, a buffer, a slice) and on whatever
+/// thread it is dropped. One graph has a reference count per level of
+/// nesting (the batch, the columns, their children, ...) and one for the
+/// body, not one per node: each is a shared count of a level's nodes. The
+/// body's keeper (a shared-memory block, say) is let go when the last
+/// buffer of the batch is.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <new>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "alkaid/common/export.h"
+#include "alkaid/common/result.h"
+#include "alkaid/format/record_batch.h"
+#include "alkaid/format/type.h"
+
+namespace alkaid::format {
+
+/// The shape of a batch, as a decoder learned it.
+struct BatchShape {
+  /// One array: a column or a child of one.
+  struct Node {
+    TypePtr type;
+    int64_t length = 0;
+    int64_t null_count = 0;
+    int64_t offset = 0;
+    /// The array's buffers, in layout order: where each lies in the body
+    /// (`offset` from the body's start), or absent (`offset` < 0).
+    struct BufferRange {
+      int64_t offset = -1;
+      int64_t size = 0;
+    };
+    std::vector<BufferRange> buffers;
+    /// Indexes of the children in `nodes`; each below this node's index.
+    std::vector<uint32_t> children;
+  };
+  SchemaPtr schema;
+  int64_t num_rows = 0;
+  /// The batch's custom metadata (null: none).
+  MetadataPtr metadata;
+  /// Children before their parents.
+  std::vector<Node> nodes;
+  /// The root node of each column.
+  std::vector<uint32_t> columns;
+  /// Bytes of the body from `base`, for the whole-body buffer Instantiate
+  /// can hand out.
+  int64_t body_length = 0;
+};
+
+/// Makes record batches of one shape over successive bodies; see the file
+/// comment. Thread safety: Instantiate from one thread at a time; the
+/// batches may be used and dropped on any thread, and may outlive the
+/// template.
+class ALKAID_EXPORT BatchTemplate {
+ public:
+  /// Bytes a body keeper may take (Instantiate's `keep`).
+  static constexpr size_t kKeeperBytes = 64;
+
+  /// A template of `shape`. Checks the shape's structure (indexes, column
+  /// count and types against the schema, lengths), not the bodies: the
+  /// caller has validated what the shape came from.
+  static Result<std::shared_ptr<BatchTemplate>> Make(BatchShape shape);
+
+  BatchTemplate(const BatchTemplate&) = delete;
+  BatchTemplate& operator=(const BatchTemplate&) = delete;
+
+  /// A batch of the shape over the body at `base` (each buffer at `base`
+  /// plus its offset), keeping `keep` (moved in; any movable object of at
+  /// most kKeeperBytes, e.g. the handle of a shared-memory block) until the
+  /// batch and everything taken from it are dropped. Allocates only when
+  /// every graph made so far is still in use. With `body`, also a buffer of
+  /// the whole body (BatchShape::body_length bytes), held like the others.
+  template <typename Keep>
+  RecordBatchPtr Instantiate(const uint8_t* base, Keep&& keep,
+                             std::shared_ptr<Buffer>* body = nullptr) {
+    static_assert(!std::is_lvalue_reference_v<Keep>,
+                  "the keeper is moved in: pass an rvalue (std::move, or a temporary)");
+    using K = std::remove_cv_t<Keep>;
+    static_assert(sizeof(K) <= kKeeperBytes && alignof(K) <= alignof(std::max_align_t),
+                  "a body keeper must fit BatchTemplate::kKeeperBytes");
+    return InstantiateErased(
+        base, [](void* to, void* from) { ::new (to) K(std::move(*static_cast<K*>(from))); },
+        [](void* p) { static_cast<K*>(p)->~K(); }, &keep, body);
+  }
+
+  /// The shape the template makes.
+  const BatchShape& shape() const { return shape_; }
+  /// Graphs made so far (in use or idle). Diagnostics.
+  size_t graphs_made() const;
+
+ private:
+  struct Graph;
+  struct Impl;
+  struct Deleter;
+  template <typename T>
+  struct Allocator;
+  explicit BatchTemplate(BatchShape shape);
+  ~BatchTemplate();
+
+  // A part's count fell to zero: let go of what it holds.
+  static void Dispose(Graph* g, uint32_t part);
+  // A part's control block was freed; the last one returns the graph.
+  static void PartFreed(Graph* g);
+
+  using MoveKeeper = void (*)(void* to, void* from);
+  using DropKeeper = void (*)(void* p);
+  RecordBatchPtr InstantiateErased(const uint8_t* base, MoveKeeper move, DropKeeper drop,
+                                   void* keep, std::shared_ptr<Buffer>* body);
+
+  BatchShape shape_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace alkaid::format
