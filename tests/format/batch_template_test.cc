@@ -1,6 +1,6 @@
 // BatchTemplate: batches of one shape over successive bodies, made from
-// recycled object graphs. What each test shows is in its name; the
-// allocation counts come from a counting global operator new.
+// recycled object graphs. What each test shows is in its name; that the
+// steady state allocates nothing is in batch_template_alloc_test.cc.
 
 #include "alkaid/format/batch_template.h"
 
@@ -16,79 +16,19 @@
 
 #include "alkaid/format/array.h"
 #include "alkaid/format/c_data.h"
+#include "alkaid/format/shape_validator.h"
 #include "alkaid/format/validate.h"
+#include "batch_template_test_util.h"
 #include "test_util.h"
-
-namespace {
-std::atomic<uint64_t> g_allocations{0};
-}  // namespace
-
-// Not inlined: g++ would see free() of what its built-in operator new
-// returned and warn (-Wmismatched-new-delete).
-[[gnu::noinline]] void* operator new(std::size_t size) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-[[gnu::noinline]] void operator delete(void* p) noexcept { std::free(p); }
-[[gnu::noinline]] void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace alkaid::format {
 namespace {
 
-// A body keeper that counts how many bodies are held.
-struct Keeper {
-  std::atomic<int>* held = nullptr;
-  explicit Keeper(std::atomic<int>* h) : held(h) { held->fetch_add(1); }
-  Keeper(Keeper&& o) noexcept : held(o.held) { o.held = nullptr; }
-  Keeper(const Keeper&) = delete;
-  Keeper& operator=(const Keeper&) = delete;
-  Keeper& operator=(Keeper&&) = delete;
-  ~Keeper() {
-    if (held != nullptr) held->fetch_sub(1);
-  }
-};
-
-constexpr int64_t kRows = 4;
-
-// A body: int64 column "a" (4 values at 0), then list<int32> "b": offsets
-// (5 int32 at 64), values (8 int32 at 128).
-struct Body {
-  alignas(64) uint8_t bytes[192] = {};
-  explicit Body(int64_t seed) {
-    auto* a = reinterpret_cast<int64_t*>(bytes);
-    for (int i = 0; i < kRows; ++i) a[i] = seed + i;
-    auto* off = reinterpret_cast<int32_t*>(bytes + 64);
-    for (int i = 0; i <= kRows; ++i) off[i] = 2 * i;
-    auto* v = reinterpret_cast<int32_t*>(bytes + 128);
-    for (int i = 0; i < 2 * kRows; ++i) v[i] = static_cast<int32_t>(seed * 100 + i);
-  }
-};
-
-BatchShape Shape() {
-  BatchShape s;
-  s.schema = schema({field("a", int64(), false), field("b", list(int32()))});
-  s.num_rows = kRows;
-  s.body_length = 192;
-  BatchShape::Node a{int64(), kRows, 0, 0, {{-1, 0}, {0, 32}}, {}};
-  BatchShape::Node values{int32(), 2 * kRows, 0, 0, {{-1, 0}, {128, 32}}, {}};
-  BatchShape::Node b{list(int32()), kRows, 0, 0, {{-1, 0}, {64, 20}}, {1}};
-  s.nodes = {a, values, b};
-  s.columns = {0, 2};
-  return s;
-}
-
-void ExpectValues(const RecordBatch& batch, int64_t seed) {
-  ASSERT_EQ(batch.num_rows(), kRows);
-  auto a = std::static_pointer_cast<Int64Array>(batch.column(0));
-  auto b = std::static_pointer_cast<ListArray>(batch.column(1));
-  for (int i = 0; i < kRows; ++i) {
-    EXPECT_EQ(a->Value(i), seed + i);
-    auto slot = std::static_pointer_cast<Int32Array>(b->value_slice(i));
-    ASSERT_EQ(slot->length(), 2);
-    EXPECT_EQ(slot->Value(1), seed * 100 + 2 * i + 1);
-  }
-}
+using testing::Body;
+using testing::ExpectValues;
+using testing::Keeper;
+using testing::kRows;
+using testing::Shape;
 
 TEST(BatchTemplateTest, BatchesPointIntoEachBodyAndValidate) {
   ASSERT_OK_AND_ASSIGN(auto t, BatchTemplate::Make(Shape()));
@@ -124,21 +64,6 @@ TEST(BatchTemplateTest, AGraphIsReusedOnceEverythingTakenFromItIsDropped) {
   }
   EXPECT_EQ(t->graphs_made(), 1u);
   EXPECT_EQ(held.load(), 0);
-}
-
-TEST(BatchTemplateTest, SteadyStateAllocatesNothing) {
-  ASSERT_OK_AND_ASSIGN(auto t, BatchTemplate::Make(Shape()));
-  std::atomic<int> held{0};
-  Body body(3);
-  { auto warm = t->Instantiate(body.bytes, Keeper(&held)); }
-  const uint64_t before = g_allocations.load();
-  int64_t sum = 0;
-  for (int i = 0; i < 1000; ++i) {
-    auto b = t->Instantiate(body.bytes, Keeper(&held));
-    sum += b->column_data(0)->GetValues<int64_t>(1)[3];
-  }
-  EXPECT_EQ(g_allocations.load() - before, 0u);
-  EXPECT_EQ(sum, 1000 * 6);
 }
 
 // Each kind of pointer taken from a batch keeps its part, and through it
@@ -269,6 +194,37 @@ TEST(BatchTemplateTest, ExportedThroughTheCDataInterfaceAndReleasedAfterTheBatch
   ExpectValues(*back, 2);
   back.reset();
   EXPECT_EQ(held.load(), 0);
+}
+
+// For batches of the template's shape, ShapeValidator gives Validate's
+// verdict, and its error, from the first and last offsets alone.
+TEST(BatchTemplateTest, AShapeValidatorAgreesWithValidate) {
+  ASSERT_OK_AND_ASSIGN(auto t, BatchTemplate::Make(Shape()));
+  std::atomic<int> held{0};
+  Body honest(1), past(2), negative(3), decreasing(4);
+  reinterpret_cast<int32_t*>(past.bytes + 64)[kRows] = 100;      // past the 8 values
+  reinterpret_cast<int32_t*>(negative.bytes + 64)[0] = -1;       // a negative first offset
+  reinterpret_cast<int32_t*>(decreasing.bytes + 64)[kRows] = 0;  // last before first...
+  reinterpret_cast<int32_t*>(decreasing.bytes + 64)[0] = 2;      // ...of the slice
+  auto prototype = t->Instantiate(honest.bytes, Keeper(&held));
+  ASSERT_OK(Validate(*prototype));
+  auto validator = ShapeValidator::Make(*prototype);
+  ASSERT_NE(validator, nullptr);
+  EXPECT_OK(validator->Validate(*prototype));
+  for (Body* body : {&past, &negative, &decreasing}) {
+    auto batch = t->Instantiate(body->bytes, Keeper(&held));
+    const Status expected = Validate(*batch);
+    ASSERT_FALSE(expected.ok());
+    const Status got = validator->Validate(*batch);
+    EXPECT_EQ(got.code(), expected.code());
+    EXPECT_EQ(got.message(), expected.message());
+  }
+  // An inner offset is not read (Validate does not read it either).
+  Body inner(5);
+  reinterpret_cast<int32_t*>(inner.bytes + 64)[2] = 1000;
+  auto batch = t->Instantiate(inner.bytes, Keeper(&held));
+  EXPECT_OK(Validate(*batch));
+  EXPECT_OK(validator->Validate(*batch));
 }
 
 TEST(BatchTemplateTest, MalformedShapesAreRefused) {
