@@ -361,7 +361,7 @@ Result<std::unique_ptr<Broker>> Broker::Create(const BrokerOptions& options) {
   // segments.
   ALKAID_RETURN_NOT_OK(state.Listen());
   state.ScanLeftovers();
-  ALKAID_RETURN_NOT_OK(state.CheckShmSpace());
+  ALKAID_RETURN_NOT_OK(state.ChooseShmLimit());
   state.Log(LogLevel::kInfo, "listening on ", state.socket_path, " (segments named ",
             state.instance, ".*)");
   return broker;
