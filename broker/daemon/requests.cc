@@ -368,6 +368,13 @@ p::Reply Broker::Impl::Stats() {
   s.segments = static_cast<uint32_t>(2 * (producers.size() + adoptable.size()));
   s.reserved_bytes = reserved_bytes;
   s.shm_limit = shm_limit.bytes;
+  s.shm_limit_origin = shm_limit.origin;
+  s.shm_total = shm_total;
+  // Free now, whoever holds the rest (figures only: nothing is decided on them).
+  if (auto space = internal::StatShmSpace(options.shm_dir); space.ok()) {
+    s.shm_total = space->total;
+    s.shm_free = space->free;
+  }
   s.rejected_frames = rejected_frames;
   return reply;
 }
