@@ -34,9 +34,8 @@ Result<LogLevel> ParseLogLevel(const std::string& text) {
 namespace internal {
 
 std::string FormatBytes(uint64_t bytes) {
-  std::ostringstream out;
-  out << bytes << " bytes (" << (bytes >> 20) << " MiB)";
-  return out.str();
+  if (bytes < 1024) return std::to_string(bytes) + " bytes";
+  return std::to_string(bytes) + " bytes (" + HumanBytes(bytes) + ")";
 }
 
 }  // namespace internal

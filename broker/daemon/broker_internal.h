@@ -37,7 +37,8 @@ namespace p = protocol;
 
 namespace internal {
 
-// "<n> bytes (<n / 2^20> MiB)".
+// "<n> bytes (<HumanBytes(n)>)": "67829760 bytes (64.6 MiB)"; "<n> bytes"
+// below 1 KiB.
 std::string FormatBytes(uint64_t bytes);
 
 }  // namespace internal

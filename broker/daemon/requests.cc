@@ -139,10 +139,16 @@ Result<p::Reply> Broker::Impl::AttachProducer(Connection& c, int fd, const p::Re
   const uint64_t ring_estimate = uint64_t{topic->config.ring_slots} * 640 + (64u << 10);
   const uint64_t need = topic->config.segment_bytes + ring_estimate;
   if (!readopt && shm_limit.bytes != 0 && reserved_bytes + need > shm_limit.bytes) {
-    return Status::CapacityError("attaching a producer to topic '", request.topic, "' needs ",
-                                 FormatBytes(need), " of shared memory; ",
-                                 FormatBytes(reserved_bytes), " of the broker's limit of ",
-                                 FormatBytes(shm_limit.bytes), " are in use");
+    return Status::CapacityError(
+        "attaching a producer to topic '", request.topic, "' needs ", FormatBytes(need),
+        " of shared memory; ", FormatBytes(reserved_bytes), " of the broker's limit of ",
+        FormatBytes(shm_limit.bytes), " (", shm_limit.origin, ") are in use",
+        need > shm_limit.bytes
+            ? ". One producer of this topic needs more than the whole limit: give the topic a "
+              "smaller arena (TopicOptions::segment_bytes, alkaid publish --segment-bytes), or "
+              "the broker a larger --shm-limit (in a container, with a larger /dev/shm: docker "
+              "run --shm-size=...)"
+            : "");
   }
   Producer producer;
   producer.id = next_id++;

@@ -61,7 +61,7 @@ TEST(ShmLimitTest, TheDefaultStartsWhateverIsFree) {
 }
 
 TEST(ShmLimitTest, AFileSystemTooSmallForAnyDefaultIsRefused) {
-  ASSERT_RAISES_WITH_MESSAGE(kOutOfMemory, "/x holds only 4096 bytes (0 MiB)",
+  ASSERT_RAISES_WITH_MESSAGE(kOutOfMemory, "/x holds only 4096 bytes (4 KiB)",
                              ChooseShmLimit(std::nullopt, Space(4 * kKiB, 4 * kKiB), "/x"));
 }
 
