@@ -34,9 +34,8 @@ Result<LogLevel> ParseLogLevel(const std::string& text) {
 namespace internal {
 
 std::string FormatBytes(uint64_t bytes) {
-  std::ostringstream out;
-  out << bytes << " bytes (" << (bytes >> 20) << " MiB)";
-  return out.str();
+  if (bytes < 1024) return std::to_string(bytes) + " bytes";
+  return std::to_string(bytes) + " bytes (" + HumanBytes(bytes) + ")";
 }
 
 }  // namespace internal
@@ -361,7 +360,7 @@ Result<std::unique_ptr<Broker>> Broker::Create(const BrokerOptions& options) {
   // segments.
   ALKAID_RETURN_NOT_OK(state.Listen());
   state.ScanLeftovers();
-  ALKAID_RETURN_NOT_OK(state.CheckShmSpace());
+  ALKAID_RETURN_NOT_OK(state.ChooseShmLimit());
   state.Log(LogLevel::kInfo, "listening on ", state.socket_path, " (segments named ",
             state.instance, ".*)");
   return broker;

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "alkaid/common/result.h"
@@ -30,9 +31,13 @@ struct BrokerOptions {
   /// that a later broker of the same name finds and removes leftovers.
   /// [A-Za-z0-9_-], 1..64 characters.
   std::string name = "alkaid";
-  /// Most bytes of shared memory the broker lets producers reserve; also
-  /// checked against the free space of /dev/shm at start. 0: no limit.
-  uint64_t shm_limit = uint64_t{256} << 20;
+  /// Most bytes of shared memory the broker lets producers reserve.
+  /// Unset: half of the size of shm_dir's file system, rounded down to
+  /// whole MiB (32 MiB on a 64 MiB /dev/shm). Set: this many bytes, which
+  /// must not exceed the free space of shm_dir at start; 0: no limit. The
+  /// limit in force and where it came from are logged at start and
+  /// reported by GetStats.
+  std::optional<uint64_t> shm_limit;
   /// A group (name or number) whose members may connect besides the
   /// broker's own user; segments then get mode 0660. Empty: owner only.
   std::string group;
@@ -63,11 +68,12 @@ class Broker {
   Broker(const Broker&) = delete;
   Broker& operator=(const Broker&) = delete;
 
-  /// Validates the options, checks /dev/shm's free space against
-  /// shm_limit, refuses to start if another broker answers on the socket
-  /// (AlreadyExists), removes a stale socket file and the segments an
-  /// earlier broker of the same name left (keeping, for re-adoption, those
-  /// of producers that still run), and starts listening.
+  /// Validates the options, chooses the shared-memory limit (an explicit
+  /// shm_limit above /dev/shm's free space is OutOfMemory), refuses to
+  /// start if another broker answers on the socket (AlreadyExists),
+  /// removes a stale socket file and the segments an earlier broker of the
+  /// same name left (keeping, for re-adoption, those of producers that
+  /// still run), and starts listening.
   static Result<std::unique_ptr<Broker>> Create(const BrokerOptions& options);
 
   /// Serves clients until RequestStop(). Returns the first fatal error.

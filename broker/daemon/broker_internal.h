@@ -7,7 +7,9 @@
 //   handler of each request;
 // - leftovers.cc: segments left by an earlier broker: removed, or kept for
 //   a producer that still runs to re-adopt;
-// - segment_names.cc: the names of a producer's segments, built and parsed.
+// - segment_names.cc: the names of a producer's segments, built and parsed;
+// - shm_limit.cc: the shared-memory limit, from --shm-limit or /dev/shm's
+//   size.
 
 #include <sys/types.h>
 
@@ -25,6 +27,7 @@
 #include "alkaid/common/status.h"
 #include "alkaid/format/type.h"
 #include "daemon/broker.h"
+#include "daemon/shm_limit.h"
 #include "protocol/control.h"
 #include "protocol/frame.h"
 
@@ -34,7 +37,8 @@ namespace p = protocol;
 
 namespace internal {
 
-// "<n> bytes (<n / 2^20> MiB)".
+// "<n> bytes (<HumanBytes(n)>)": "67829760 bytes (64.6 MiB)"; "<n> bytes"
+// below 1 KiB.
 std::string FormatBytes(uint64_t bytes);
 
 }  // namespace internal
@@ -93,6 +97,10 @@ struct Broker::Impl {
   };
 
   BrokerOptions options;
+  // The limit in force (options.shm_limit, or the default from shm_dir's
+  // size) and the size of shm_dir's file system, both taken at start.
+  internal::ShmLimit shm_limit;
+  uint64_t shm_total = 0;
   std::string socket_path;
   std::string instance;  // "<name>.<hex start time>": prefix of segment names
   int listen_fd = -1;
@@ -176,7 +184,9 @@ struct Broker::Impl {
   // re-register within adopt_timeout, are removed.
   void ExpireAdoptable(bool all);
 
-  Status CheckShmSpace();
+  // Chooses shm_limit (internal::ChooseShmLimit) from statvfs of shm_dir
+  // and says which limit is in force and where it came from.
+  Status ChooseShmLimit();
 
   // ---- the registry and the requests (requests.cc) ---------------------------
 

@@ -1,7 +1,6 @@
 // Segments left by an earlier broker of this name (broker_internal.h).
 
 #include <dirent.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -17,7 +16,6 @@
 
 namespace alkaid::broker {
 
-using internal::FormatBytes;
 using internal::ParseSegmentName;
 
 void Broker::Impl::ScanLeftovers() {
@@ -104,25 +102,6 @@ void Broker::Impl::ExpireAdoptable(bool all) {
       ++it;
     }
   }
-}
-
-Status Broker::Impl::CheckShmSpace() {
-  if (options.shm_limit == 0) return Status::OK();
-  struct statvfs vfs {};
-  if (::statvfs(options.shm_dir.c_str(), &vfs) != 0) {
-    return Status::FromErrno(errno, "statvfs " + options.shm_dir);
-  }
-  const uint64_t avail = uint64_t{vfs.f_bavail} * uint64_t{vfs.f_frsize};
-  if (avail < options.shm_limit) {
-    return Status::OutOfMemory(
-        options.shm_dir, " has only ", FormatBytes(avail), " free, less than --shm-limit ",
-        FormatBytes(options.shm_limit),
-        ". In a container, give it a larger /dev/shm (docker run --shm-size=...), or lower "
-        "--shm-limit.");
-  }
-  Log(LogLevel::kInfo, options.shm_dir, ": ", FormatBytes(avail), " free, limit ",
-      FormatBytes(options.shm_limit));
-  return Status::OK();
 }
 
 }  // namespace alkaid::broker

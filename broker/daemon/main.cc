@@ -34,9 +34,13 @@ int Main(int argc, char** argv) {
                  "/tmp/alkaid-<uid>/broker.sock)");
   app.add_option("--name", options.name, "Broker name: prefix of every segment it names")
       ->capture_default_str();
-  app.add_option("--shm-limit", options.shm_limit,
-                 "Most bytes of shared memory producers may reserve (0: no limit)")
-      ->capture_default_str();
+  uint64_t shm_limit = 0;
+  CLI::Option* shm_limit_option = app.add_option(
+      "--shm-limit", shm_limit,
+      "Most bytes of shared memory producers may reserve together; 0: no limit. Default: "
+      "half of /dev/shm's size, rounded down to whole MiB (32 MiB on a 64 MiB /dev/shm). A "
+      "limit above /dev/shm's free space is refused at start. The limit in force is logged "
+      "at start and shown by `alkaid topics`");
   app.add_option("--group", options.group,
                  "Group (name or gid) whose members may connect too; segments get mode 0660");
   double adopt_timeout_seconds = 30;
@@ -60,6 +64,8 @@ int Main(int argc, char** argv) {
     return 2;
   }
   options.log_level = *level;
+  // Given on the command line or in the --config file: it wins.
+  if (shm_limit_option->count() > 0) options.shm_limit = shm_limit;
   options.adopt_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(adopt_timeout_seconds * 1000));
 

@@ -138,11 +138,17 @@ Result<p::Reply> Broker::Impl::AttachProducer(Connection& c, int fd, const p::Re
   // Ring: slots of inline payload plus headers; a generous estimate.
   const uint64_t ring_estimate = uint64_t{topic->config.ring_slots} * 640 + (64u << 10);
   const uint64_t need = topic->config.segment_bytes + ring_estimate;
-  if (!readopt && options.shm_limit != 0 && reserved_bytes + need > options.shm_limit) {
-    return Status::CapacityError("attaching a producer to topic '", request.topic, "' needs ",
-                                 FormatBytes(need), " of shared memory; ",
-                                 FormatBytes(reserved_bytes), " of the broker's limit of ",
-                                 FormatBytes(options.shm_limit), " are in use");
+  if (!readopt && shm_limit.bytes != 0 && reserved_bytes + need > shm_limit.bytes) {
+    return Status::CapacityError(
+        "attaching a producer to topic '", request.topic, "' needs ", FormatBytes(need),
+        " of shared memory; ", FormatBytes(reserved_bytes), " of the broker's limit of ",
+        FormatBytes(shm_limit.bytes), " (", shm_limit.origin, ") are in use",
+        need > shm_limit.bytes
+            ? ". One producer of this topic needs more than the whole limit: give the topic a "
+              "smaller arena (TopicOptions::segment_bytes, alkaid publish --segment-bytes), or "
+              "the broker a larger --shm-limit (in a container, with a larger /dev/shm: docker "
+              "run --shm-size=...)"
+            : "");
   }
   Producer producer;
   producer.id = next_id++;
@@ -367,7 +373,14 @@ p::Reply Broker::Impl::Stats() {
   s.consumers = static_cast<uint32_t>(consumers.size());
   s.segments = static_cast<uint32_t>(2 * (producers.size() + adoptable.size()));
   s.reserved_bytes = reserved_bytes;
-  s.shm_limit = options.shm_limit;
+  s.shm_limit = shm_limit.bytes;
+  s.shm_limit_origin = shm_limit.origin;
+  s.shm_total = shm_total;
+  // Free now, whoever holds the rest (figures only: nothing is decided on them).
+  if (auto space = internal::StatShmSpace(options.shm_dir); space.ok()) {
+    s.shm_total = space->total;
+    s.shm_free = space->free;
+  }
   s.rejected_frames = rejected_frames;
   return reply;
 }

@@ -274,6 +274,11 @@ Result<Reply> DecodeReply(const fb::Reply* r) {
       out.stats.reserved_bytes = b->reserved_bytes();
       out.stats.shm_limit = b->shm_limit();
       out.stats.rejected_frames = b->rejected_frames();
+      ALKAID_ASSIGN_OR_RAISE(
+          out.stats.shm_limit_origin,
+          GetString(b->shm_limit_origin(), "shm limit origin", kMaxMessageLength, false));
+      out.stats.shm_total = b->shm_total();
+      out.stats.shm_free = b->shm_free();
       break;
     }
     default:
@@ -616,7 +621,8 @@ std::vector<uint8_t> EncodeServerMessage(const ServerMessage& m) {
         const BrokerStats& s = r.stats;
         body = fb::CreateBrokerStats(fbb, fbb.CreateString(s.name), s.pid, s.uptime_ms,
                                      s.connections, s.topics, s.producers, s.consumers, s.segments,
-                                     s.reserved_bytes, s.shm_limit, s.rejected_frames)
+                                     s.reserved_bytes, s.shm_limit, s.rejected_frames,
+                                     fbb.CreateString(s.shm_limit_origin), s.shm_total, s.shm_free)
                    .Union();
         break;
       }

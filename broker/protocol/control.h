@@ -127,6 +127,9 @@ struct BrokerStats {
   uint64_t reserved_bytes = 0;
   uint64_t shm_limit = 0;
   uint64_t rejected_frames = 0;
+  std::string shm_limit_origin;
+  uint64_t shm_total = 0;
+  uint64_t shm_free = 0;
 };
 
 enum class ReplyType : uint8_t {

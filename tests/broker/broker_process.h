@@ -65,12 +65,17 @@ inline pid_t ForkTestChild() {
   ::_exit(127);
 }
 
-/// Runs `argv` (argv[0] a path) and returns its pid.
-inline pid_t Spawn(const std::vector<std::string>& args, const std::string& stdout_path = "") {
+/// Runs `argv` (argv[0] a path) and returns its pid; its stdout (and
+/// stderr) go to the files given, if any.
+inline pid_t Spawn(const std::vector<std::string>& args, const std::string& stdout_path = "",
+                   const std::string& stderr_path = "") {
   const pid_t pid = ForkTestChild();
   if (pid == 0) {
     if (!stdout_path.empty()) {
       if (std::FILE* f = std::freopen(stdout_path.c_str(), "w", stdout)) (void)f;
+    }
+    if (!stderr_path.empty()) {
+      if (std::FILE* f = std::freopen(stderr_path.c_str(), "w", stderr)) (void)f;
     }
     ExecOrExit(args);
   }
@@ -127,12 +132,19 @@ class BrokerProcess {
   /// Starts the broker and waits until it answers a request (up to 5 s):
   /// its socket accepts connections as soon as it listens, before its
   /// start-up work (the sweep of an earlier broker's segments) is done; a
-  /// reply comes only after it.
-  bool Start(std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {ALKAID_BROKER_BIN, "--socket", socket_, "--name", name_,
-                                     "--log-level",     "warn"};
+  /// reply comes only after it. With `log_path`, it logs at level info
+  /// (its start-up lines included) into that file instead of warnings to
+  /// the test's stderr.
+  bool Start(std::vector<std::string> extra = {}, const std::string& log_path = "") {
+    std::vector<std::string> args = {ALKAID_BROKER_BIN,
+                                     "--socket",
+                                     socket_,
+                                     "--name",
+                                     name_,
+                                     "--log-level",
+                                     log_path.empty() ? "warn" : "info"};
     args.insert(args.end(), extra.begin(), extra.end());
-    pid_ = Spawn(args);
+    pid_ = Spawn(args, "", log_path);
     killed_ = false;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     while (std::chrono::steady_clock::now() < deadline) {

@@ -143,5 +143,29 @@ TEST(ControlProtocolTest, WaitingForATopic) {
   ASSERT_RAISES(kInvalid, DecodeServerMessage(EncodeServerMessage(list)));
 }
 
+// The broker's figures, with the shared-memory limit, where it came from
+// and the size of /dev/shm (what `alkaid topics` shows).
+TEST(ControlProtocolTest, StatsCarryTheShmLimitAndItsOrigin) {
+  ServerMessage stats;
+  stats.reply.type = ReplyType::kStats;
+  stats.reply.stats.name = "alkaid";
+  stats.reply.stats.reserved_bytes = 1234;
+  stats.reply.stats.shm_limit = uint64_t{32} << 20;
+  stats.reply.stats.shm_limit_origin = "half of /dev/shm's 64 MiB";
+  stats.reply.stats.shm_total = uint64_t{64} << 20;
+  stats.reply.stats.shm_free = uint64_t{60} << 20;
+  ASSERT_OK_AND_ASSIGN(auto message, DecodeServerMessage(EncodeServerMessage(stats)));
+  ASSERT_EQ(message.reply.type, ReplyType::kStats);
+  EXPECT_EQ(message.reply.stats.reserved_bytes, 1234u);
+  EXPECT_EQ(message.reply.stats.shm_limit, uint64_t{32} << 20);
+  EXPECT_EQ(message.reply.stats.shm_limit_origin, "half of /dev/shm's 64 MiB");
+  EXPECT_EQ(message.reply.stats.shm_total, uint64_t{64} << 20);
+  EXPECT_EQ(message.reply.stats.shm_free, uint64_t{60} << 20);
+  // A broker that does not say where its limit came from is still understood.
+  stats.reply.stats.shm_limit_origin.clear();
+  ASSERT_OK_AND_ASSIGN(message, DecodeServerMessage(EncodeServerMessage(stats)));
+  EXPECT_EQ(message.reply.stats.shm_limit_origin, "");
+}
+
 }  // namespace
 }  // namespace alkaid::broker::protocol

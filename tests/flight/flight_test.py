@@ -76,8 +76,10 @@ class Broker:
     def topics(self):
         """{topic: (producers, consumers, published)} and awaited topics'
         waiting consumers, from `alkaid topics`."""
+        # The rows: after the header, up to the blank line before the
+        # shared-memory summary.
         out = subprocess.run([ALKAID, "topics", "--socket", self.socket], capture_output=True,
-                             text=True, check=True).stdout.splitlines()[1:]
+                             text=True, check=True).stdout.split("\n\n")[0].splitlines()[1:]
         existing, awaited = {}, {}
         for line in out:
             f = line.split()

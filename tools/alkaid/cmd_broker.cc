@@ -7,6 +7,10 @@
 #include <cmath>
 #include <iomanip>
 #include <iostream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "alkaid/client/broker_client.h"
 #include "alkaid/client/consumer.h"
@@ -22,11 +26,89 @@ namespace alkaid::tools {
 
 namespace ipc = format::ipc;
 
+namespace {
+
+// "64 MiB", "11.7 GiB", "512 KiB", "100 bytes": whole units without
+// decimals, one decimal (rounded down) otherwise; as the broker logs them.
+std::string HumanBytes(uint64_t bytes) {
+  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024) return std::to_string(bytes) + (bytes == 1 ? " byte" : " bytes");
+  uint64_t unit = 1024;
+  std::size_t u = 0;
+  while (u + 1 < std::size(kUnits) && bytes / unit >= 1024) {
+    unit <<= 10;
+    ++u;
+  }
+  std::string text = std::to_string(bytes / unit);
+  if (bytes % unit != 0) text += "." + std::to_string(bytes % unit * 10 / unit);
+  return text + " " + kUnits[u];
+}
+
+const char* PolicyName(shm::SlowConsumerPolicy policy) {
+  return policy == shm::SlowConsumerPolicy::kDropOldest ? "drop-oldest" : "block-producer";
+}
+
+// "shm limit 32 MiB (half of /dev/shm's 64 MiB), 0 bytes in use by
+// producers; /dev/shm: 64 MiB free of 64 MiB".
+std::string ShmLine(const client::BrokerStatus& s) {
+  std::string line =
+      s.shm_limit == 0 ? std::string("no shm limit") : "shm limit " + HumanBytes(s.shm_limit);
+  if (!s.shm_limit_origin.empty()) line += " (" + s.shm_limit_origin + ")";
+  line += ", " + HumanBytes(s.reserved_bytes) + " in use by producers";
+  if (s.shm_total != 0) {
+    line += "; /dev/shm: " + HumanBytes(s.shm_free) + " free of " + HumanBytes(s.shm_total);
+  }
+  return line;
+}
+
+int PrintTopicsJson(const client::BrokerStatus& stats,
+                    const std::vector<client::TopicStatus>& topics,
+                    const std::vector<client::AwaitedTopic>& awaited) {
+  nlohmann::ordered_json doc;
+  doc["broker"] = {{"name", stats.name},
+                   {"pid", stats.pid},
+                   {"shm_limit_bytes", stats.shm_limit},
+                   {"shm_limit_origin", stats.shm_limit_origin},
+                   {"shm_in_use_bytes", stats.reserved_bytes},
+                   {"shm_total_bytes", stats.shm_total},
+                   {"shm_free_bytes", stats.shm_free}};
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const auto& t : topics) {
+    list.push_back({{"name", t.name},
+                    {"producers", t.producers},
+                    {"consumers", t.consumers},
+                    {"published", t.published},
+                    {"depth", t.depth},
+                    {"drops", t.drops},
+                    {"held", t.held},
+                    {"ring_slots", t.ring_slots},
+                    {"segment_bytes", t.segment_bytes},
+                    {"policy", PolicyName(t.policy)},
+                    {"kind", client::TopicKindName(t.kind)}});
+  }
+  doc["topics"] = std::move(list);
+  nlohmann::ordered_json waiting = nlohmann::ordered_json::array();
+  for (const auto& a : awaited) waiting.push_back({{"name", a.name}, {"consumers", a.consumers}});
+  doc["awaited"] = std::move(waiting);
+  // Names are [A-Za-z0-9._-] and the origin is the broker's ASCII; should
+  // anything else arrive, it is replaced rather than thrown on.
+  std::cout << doc.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
+  return kExitOk;
+}
+
+}  // namespace
+
 int RunTopics(const BrokerToolOptions& options) {
   auto client = client::BrokerClient::Connect(options.socket);
   if (!client.ok()) return ReportError("topics", client.status());
   auto topics = (*client)->ListTopics();
   if (!topics.ok()) return ReportError("topics", topics.status());
+  // Topics not created yet, with consumers waiting for them.
+  auto awaited = (*client)->ListAwaitedTopics();
+  if (!awaited.ok()) return ReportError("topics", awaited.status());
+  auto stats = (*client)->Stats();
+  if (!stats.ok()) return ReportError("topics", stats.status());
+  if (options.json) return PrintTopicsJson(*stats, *topics, *awaited);
   std::cout << std::left << std::setw(24) << "TOPIC" << std::right << std::setw(10) << "PRODUCERS"
             << std::setw(10) << "CONSUMERS" << std::setw(12) << "PUBLISHED" << std::setw(8)
             << "DEPTH" << std::setw(8) << "DROPS" << std::setw(8) << "HELD" << std::setw(8)
@@ -37,14 +119,9 @@ int RunTopics(const BrokerToolOptions& options) {
     std::cout << std::left << std::setw(24) << t.name << std::right << std::setw(10) << t.producers
               << std::setw(10) << t.consumers << std::setw(12) << t.published << std::setw(8)
               << t.depth << std::setw(8) << t.drops << std::setw(8) << t.held << std::setw(8)
-              << t.ring_slots << "  " << std::left << std::setw(15)
-              << (t.policy == shm::SlowConsumerPolicy::kDropOldest ? "drop-oldest"
-                                                                   : "block-producer")
+              << t.ring_slots << "  " << std::left << std::setw(15) << PolicyName(t.policy)
               << client::TopicKindName(t.kind) << "\n";
   }
-  // Topics not created yet, with consumers waiting for them.
-  auto awaited = (*client)->ListAwaitedTopics();
-  if (!awaited.ok()) return ReportError("topics", awaited.status());
   for (const auto& a : *awaited) {
     std::cout << std::left << std::setw(24) << a.name << std::right << std::setw(10) << 0
               << std::setw(10) << a.consumers << std::setw(12) << "-" << std::setw(8) << "-"
@@ -52,6 +129,9 @@ int RunTopics(const BrokerToolOptions& options) {
               << "  " << std::left << std::setw(15) << "-"
               << "(not created yet)\n";
   }
+  // After the table and a blank line, so that scripts reading the rows
+  // up to the first empty line see only topics.
+  std::cout << "\n" << ShmLine(*stats) << "\n";
   return kExitOk;
 }
 

@@ -68,8 +68,11 @@ int RunRowsDecode(const RowsOptions& options);
 
 struct BrokerToolOptions {
   std::string socket;  ///< empty: the client's default (ALKAID_BROKER_SOCKET...)
+  bool json = false;   ///< one JSON document instead of the table
 };
-/// Lists the broker's topics with producers, consumers, depth and drops.
+/// Lists the broker's topics with producers, consumers, depth and drops,
+/// then its shared-memory limit (and where it came from), the bytes its
+/// producers hold and /dev/shm's free space.
 int RunTopics(const BrokerToolOptions& options);
 
 struct PublishOptions {

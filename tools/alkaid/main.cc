@@ -121,8 +121,11 @@ int Run(int argc, char** argv) {
 
   tools::BrokerToolOptions topics;
   auto* topics_cmd = app.add_subcommand(
-      "topics", "List the broker's topics: producers, consumers, published, depth, drops");
+      "topics",
+      "List the broker's topics (producers, consumers, published, depth, drops) and its "
+      "shared-memory limit, what producers hold of it and /dev/shm's free space");
   topics_cmd->add_option("--socket", topics.socket, "Broker socket (default: the client's)");
+  topics_cmd->add_flag("--json", topics.json, "Write the same as one JSON document on stdout");
   topics_cmd->callback([&] { code = tools::RunTopics(topics); });
 
   tools::PublishOptions publish;

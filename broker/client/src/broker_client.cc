@@ -86,6 +86,9 @@ Result<BrokerStatus> BrokerClient::Stats() {
   out.reserved_bytes = s.reserved_bytes;
   out.shm_limit = s.shm_limit;
   out.rejected_frames = s.rejected_frames;
+  out.shm_limit_origin = s.shm_limit_origin;
+  out.shm_total = s.shm_total;
+  out.shm_free = s.shm_free;
   return out;
 }
 

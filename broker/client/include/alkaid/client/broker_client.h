@@ -62,9 +62,21 @@ struct BrokerStatus {
   uint32_t producers = 0;
   uint32_t consumers = 0;
   uint32_t segments = 0;
+  /// Bytes of shared memory the attached producers hold (each producer's
+  /// arena and channel), counted against shm_limit.
   uint64_t reserved_bytes = 0;
+  /// The most producers may hold together; 0: no limit. Chosen at the
+  /// broker's start: --shm-limit, or half of /dev/shm's size.
   uint64_t shm_limit = 0;
   uint64_t rejected_frames = 0;
+  /// Where shm_limit came from: "--shm-limit", "half of /dev/shm's 64 MiB".
+  /// Empty from a broker that does not say.
+  std::string shm_limit_origin;
+  /// The size of the file system holding the segments (/dev/shm) and what
+  /// is free on it as the broker answered, whoever holds the rest; 0 if
+  /// unknown.
+  uint64_t shm_total = 0;
+  uint64_t shm_free = 0;
 };
 
 /// An administrative connection to the broker.
