@@ -4,6 +4,7 @@
     python alkaid_bench.py pingpong --mode spin|block [--count N] [--rows 64]
     python alkaid_bench.py rate [--count N] [--rows 64]
     python alkaid_bench.py handoff [--rows 1000,1000000]
+    python alkaid_bench.py loop --scenario loan|publish [--count N] [--rows 64]
 
 pingpong: two processes, Python to Python: A publishes a batch of `rows` rows
 (int64 + float64: 16 bytes a row) on topic ping, B receives it and answers
@@ -18,6 +19,11 @@ for loans.
 handoff: the cost of handing a received batch to pyarrow
 (pa.record_batch(batch)) and to polars (pl.DataFrame(batch)) by row count:
 neither copies, so it must not grow with the rows.
+
+loop: one process, a producer and a consumer of one topic: `count` times
+send a batch (a loan filled as pingpong does, or publish(pyarrow batch))
+and receive it. Untimed: percall.sh runs it under callgrind to count the
+instructions each call costs.
 
 Everything runs against a private broker (alkaid.Broker) unless --socket is
 given. Figures are medians and 99th percentiles of per-sample times
@@ -137,6 +143,30 @@ def rate(args: argparse.Namespace, how: str) -> dict:
             "received_per_s": received["batches_per_s"]}
 
 
+# --- loop -------------------------------------------------------------------
+
+def loop(args: argparse.Namespace) -> None:
+    with alkaid.Producer("loop", SCHEMA, socket=args.socket) as producer, \
+            alkaid.Consumer("loop", socket=args.socket, wait_mode="spin") as consumer:
+        ids = np.arange(args.rows, dtype=np.int64)
+        batch = pa.record_batch([pa.array(ids), pa.array(ids * 0.5)], schema=SCHEMA)
+        for i in range(200):  # every lazy first-time cost paid before counting
+            send_loan(producer, args.rows, i)
+            producer.publish(batch)
+            consumer.next(timeout=60)
+            consumer.next(timeout=60)
+        if args.scenario == "loan":
+            for i in range(args.count):
+                send_loan(producer, args.rows, i)
+                received = consumer.next(timeout=60)
+                del received
+        else:
+            for _ in range(args.count):
+                producer.publish(batch)
+                received = consumer.next(timeout=60)
+                del received
+
+
 # --- handoff ----------------------------------------------------------------
 
 def handoff(args: argparse.Namespace) -> list[dict]:
@@ -167,7 +197,7 @@ def handoff(args: argparse.Namespace) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["pingpong", "rate", "handoff", "echo", "sink"])
+    parser.add_argument("command", choices=["pingpong", "rate", "handoff", "loop", "echo", "sink"])
     parser.add_argument("--socket", default=None)
     parser.add_argument("--mode", default="spin", choices=["spin", "block", "spin-then-block"])
     parser.add_argument("--count", type=int, default=20000)
@@ -175,6 +205,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=64)
     parser.add_argument("--rows-list", default="1000,1000000")
     parser.add_argument("--how", default="publish", choices=["publish", "loan"])
+    parser.add_argument("--scenario", default="loan", choices=["loan", "publish"])
     parser.add_argument("--check", action="store_true", help="echo: read the sequence number")
     args = parser.parse_args()
     if args.command == "echo":
@@ -190,6 +221,8 @@ def main() -> None:
             print(json.dumps(pingpong(args)))
         elif args.command == "rate":
             print(json.dumps(rate(args, args.how)))
+        elif args.command == "loop":
+            loop(args)
         elif args.command == "handoff":
             for r in handoff(args):
                 print(json.dumps(r))
