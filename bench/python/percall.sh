@@ -8,13 +8,16 @@
 # apart), then the functions with the largest inclusive cost. Instruction
 # counts, not time: they do not depend on the machine's load.
 #   bench/python/percall.sh [scenario] [N]   scenario: loan (default) or publish;
-#                                            N default 1000
+#                                            N default 2000
 # Needs valgrind; PYTHONPATH as run.sh (build/release/python) unless set.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 scenario="${1:-loan}"
-n="${2:-1000}"
+n="${2:-2000}"
 export PYTHONPATH="${PYTHONPATH:-build/release/python}"
+# numpy's OpenBLAS threads spin for work at random: their instructions
+# would land in the difference.
+export OPENBLAS_NUM_THREADS=1
 py="${PYTHON:-.venv/bin/python}"
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
