@@ -6,11 +6,13 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stop_token>
 #include <utility>
 #include <vector>
@@ -52,31 +54,46 @@ class StopScope {
   client::Producer* producer_;
 };
 
-// Takes a C Data Interface struct (ArrowArray or ArrowSchema) moved out of
-// `*c_struct`, released when the last reference goes.
+// A C Data Interface struct (ArrowArray or ArrowSchema) moved out of
+// `*c_struct` into one heap block with a count of its references: this
+// owner's and one per lent copy not yet released. The struct is released
+// with the last of them, on whichever thread.
 template <typename T>
-std::shared_ptr<T> Own(T* c_struct) {
-  std::shared_ptr<T> owned(new T(*c_struct), [](T* p) {
-    if (p->release != nullptr) p->release(p);
-    delete p;
-  });
-  c_struct->release = nullptr;
-  return owned;
-}
+class Owned {
+ public:
+  explicit Owned(T* c_struct) : block_(new Block{*c_struct}) { c_struct->release = nullptr; }
+  ~Owned() { Unref(block_); }
+  Owned(const Owned&) = delete;
+  Owned& operator=(const Owned&) = delete;
 
-// A shallow copy of `*owner` for one call that takes the struct: the same
-// buffers and children (the import reads them in place); its release only
-// drops its reference to `owner`. A publish that failed (and released what
-// it was given) can so be made again.
-template <typename T>
-void Lend(const std::shared_ptr<T>& owner, T* out) {
-  *out = *owner;
-  out->private_data = new std::shared_ptr<T>(owner);
-  out->release = [](T* self) {
-    delete static_cast<std::shared_ptr<T>*>(self->private_data);
-    self->release = nullptr;
+  // A shallow copy for one call that takes the struct: the same buffers and
+  // children (the import reads them in place); its release only drops its
+  // reference. A publish that failed (and released what it was given) can
+  // so be made again.
+  void Lend(T* out) const {
+    *out = block_->value;
+    block_->refs.fetch_add(1, std::memory_order_relaxed);  // the owner holds one: no race to 0
+    out->private_data = block_;
+    out->release = [](T* self) {
+      Unref(static_cast<Block*>(self->private_data));
+      self->release = nullptr;
+    };
+  }
+
+ private:
+  struct Block {
+    T value;
+    std::atomic<int> refs{1};
   };
-}
+  static void Unref(Block* block) {
+    // acq_rel: the last one sees every other holder's use of the struct.
+    if (block->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      if (block->value.release != nullptr) block->value.release(&block->value);
+      delete block;
+    }
+  }
+  Block* block_;
+};
 
 std::string TypeName(nb::handle obj) { return nb::cast<std::string>(nb::str(obj.type())); }
 
@@ -285,25 +302,25 @@ uint64_t PyProducer::Publish(nb::handle obj) {
     }
     // The topic's own schema (the usual case) need not be imported and
     // compared: the batch is imported with the producer's.
-    std::shared_ptr<ArrowSchema> owned_schema;
+    std::optional<Owned<ArrowSchema>> owned_schema;
     if (IsTopicSchema(schema)) {
       schema.release(&schema);
     } else {
-      owned_schema = Own(&schema);
+      owned_schema.emplace(&schema);
     }
     const bool small = array.length <= kSmallBatchRows;
     // A wait for room or space ends on Ctrl-C (nothing is published). Each
     // attempt gets lent copies of the structs.
-    const std::shared_ptr<ArrowArray> owned_array = Own(&array);
+    const Owned<ArrowArray> owned_array(&array);
     Check(CallInterruptiblyRepeatable(mutex_, small, [&](std::stop_token stop) {
       if (producer_ == nullptr) return ClosedStatus();
       ArrowArray lent_array;
-      Lend(owned_array, &lent_array);
+      owned_array.Lend(&lent_array);
       ArrowSchema lent_schema;
-      if (owned_schema != nullptr) Lend(owned_schema, &lent_schema);
+      if (owned_schema.has_value()) owned_schema->Lend(&lent_schema);
       StopScope scope(producer_.get(), std::move(stop));
       return producer_->PublishArrowArray(&lent_array,
-                                          owned_schema != nullptr ? &lent_schema : nullptr);
+                                          owned_schema.has_value() ? &lent_schema : nullptr);
     }));
     return 1;
   }
