@@ -152,18 +152,22 @@ std::stop_token StoppedToken();
 /// CallInterruptibly. The first attempt keeps the GIL when `small` (a
 /// batch whose copy and checks take about a microsecond: releasing and
 /// taking back the GIL would cost as much) and `mutex` is free; otherwise
-/// it releases the GIL.
+/// (another thread uses the object) it releases the GIL, then waits for
+/// `mutex`.
 template <typename Call>
 auto CallInterruptiblyRepeatable(std::mutex& mutex, bool small, Call&& call)
     -> decltype(call(std::stop_token{})) {
+  bool tried = false;
   if (small) {
     // try_lock: a thread holding the mutex may be waiting for the GIL we hold.
     std::unique_lock lock(mutex, std::try_to_lock);
     if (lock.owns_lock()) {
       auto first = call(StoppedToken());
       if (CodeOf(first) != StatusCode::kCancelled) return first;
+      tried = true;
     }
-  } else {
+  }
+  if (!tried) {
     nb::gil_scoped_release release;
     std::lock_guard lock(mutex);
     auto first = call(StoppedToken());
