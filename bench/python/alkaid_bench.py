@@ -13,8 +13,11 @@ Both sides write their batch into a loan (numpy views over shared memory:
 no copy) and receive zero-copy. Waits as --mode says (consumer wait_mode).
 
 rate: A publishes `count` batches as fast as it can, B receives them;
-batches per second at B, for Producer.publish(pyarrow batch) (one copy) and
-for loans.
+batches per second at A and at B, for Producer.publish(pyarrow batch) (one
+copy) and for loans; and per second of the publishing (receiving) thread's
+CPU time (time.thread_time_ns), which the machine's other load changes
+less than the wall-clock rate. The receiver waits in spin-then-block
+mode: a receiver that spins shows in its CPU time.
 
 handoff: the cost of handing a received batch to pyarrow
 (pa.record_batch(batch)) and to polars (pl.DataFrame(batch)) by row count:
@@ -106,11 +109,14 @@ def sink(args: argparse.Namespace) -> None:
     with alkaid.Consumer("bulk", socket=args.socket, wait_for_topic=60) as bulk:
         first = bulk.next(timeout=60)
         start = time.perf_counter_ns()
+        cpu_start = time.thread_time_ns()
         del first
         for _ in range(args.count - 1):
             bulk.next(timeout=60)
         elapsed = time.perf_counter_ns() - start
-    print(json.dumps({"batches_per_s": (args.count - 1) / (elapsed / 1e9)}), flush=True)
+        cpu = time.thread_time_ns() - cpu_start
+    print(json.dumps({"batches_per_s": (args.count - 1) / (elapsed / 1e9),
+                      "batches_per_cpu_s": (args.count - 1) / (cpu / 1e9)}), flush=True)
 
 
 def rate(args: argparse.Namespace, how: str) -> dict:
@@ -127,12 +133,14 @@ def rate(args: argparse.Namespace, how: str) -> dict:
         batch = pa.record_batch([pa.array(ids), pa.array(ids * 0.5)], schema=SCHEMA)
         with alkaid.Producer("bulk", SCHEMA, socket=args.socket) as producer:
             start = time.perf_counter_ns()
+            cpu_start = time.thread_time_ns()
             for i in range(args.count):
                 if how == "publish":
                     producer.publish(batch)
                 else:
                     send_loan(producer, args.rows, i)
             publish_s = (time.perf_counter_ns() - start) / 1e9
+            publish_cpu_s = (time.thread_time_ns() - cpu_start) / 1e9
         out, _ = child.communicate(timeout=120)
     finally:
         if child.poll() is None:
@@ -140,7 +148,9 @@ def rate(args: argparse.Namespace, how: str) -> dict:
     received = json.loads(out.strip().splitlines()[-1])
     return {"what": f"alkaid python rate ({how})", "rows": args.rows, "batches": args.count,
             "published_per_s": args.count / publish_s,
-            "received_per_s": received["batches_per_s"]}
+            "received_per_s": received["batches_per_s"],
+            "published_per_cpu_s": args.count / publish_cpu_s,
+            "received_per_cpu_s": received["batches_per_cpu_s"]}
 
 
 # --- loop -------------------------------------------------------------------
