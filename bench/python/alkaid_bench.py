@@ -4,6 +4,7 @@
     python alkaid_bench.py pingpong --mode spin|block [--count N] [--rows 64]
     python alkaid_bench.py rate [--count N] [--rows 64]
     python alkaid_bench.py handoff [--rows 1000,1000000]
+    python alkaid_bench.py loop --scenario loan|publish [--count N] [--rows 64]
 
 pingpong: two processes, Python to Python: A publishes a batch of `rows` rows
 (int64 + float64: 16 bytes a row) on topic ping, B receives it and answers
@@ -12,12 +13,20 @@ Both sides write their batch into a loan (numpy views over shared memory:
 no copy) and receive zero-copy. Waits as --mode says (consumer wait_mode).
 
 rate: A publishes `count` batches as fast as it can, B receives them;
-batches per second at B, for Producer.publish(pyarrow batch) (one copy) and
-for loans.
+batches per second at A and at B, for Producer.publish(pyarrow batch) (one
+copy) and for loans; and per second of the publishing (receiving) thread's
+CPU time (time.thread_time_ns), which the machine's other load changes
+less than the wall-clock rate. The receiver waits in spin-then-block
+mode: a receiver that spins shows in its CPU time.
 
 handoff: the cost of handing a received batch to pyarrow
 (pa.record_batch(batch)) and to polars (pl.DataFrame(batch)) by row count:
 neither copies, so it must not grow with the rows.
+
+loop: one process, a producer and a consumer of one topic: `count` times
+send a batch (a loan filled as pingpong does, or publish(pyarrow batch))
+and receive it. Untimed: percall.sh runs it under callgrind to count the
+instructions each call costs.
 
 Everything runs against a private broker (alkaid.Broker) unless --socket is
 given. Figures are medians and 99th percentiles of per-sample times
@@ -100,11 +109,14 @@ def sink(args: argparse.Namespace) -> None:
     with alkaid.Consumer("bulk", socket=args.socket, wait_for_topic=60) as bulk:
         first = bulk.next(timeout=60)
         start = time.perf_counter_ns()
+        cpu_start = time.thread_time_ns()
         del first
         for _ in range(args.count - 1):
             bulk.next(timeout=60)
         elapsed = time.perf_counter_ns() - start
-    print(json.dumps({"batches_per_s": (args.count - 1) / (elapsed / 1e9)}), flush=True)
+        cpu = time.thread_time_ns() - cpu_start
+    print(json.dumps({"batches_per_s": (args.count - 1) / (elapsed / 1e9),
+                      "batches_per_cpu_s": (args.count - 1) / (cpu / 1e9)}), flush=True)
 
 
 def rate(args: argparse.Namespace, how: str) -> dict:
@@ -121,12 +133,14 @@ def rate(args: argparse.Namespace, how: str) -> dict:
         batch = pa.record_batch([pa.array(ids), pa.array(ids * 0.5)], schema=SCHEMA)
         with alkaid.Producer("bulk", SCHEMA, socket=args.socket) as producer:
             start = time.perf_counter_ns()
+            cpu_start = time.thread_time_ns()
             for i in range(args.count):
                 if how == "publish":
                     producer.publish(batch)
                 else:
                     send_loan(producer, args.rows, i)
             publish_s = (time.perf_counter_ns() - start) / 1e9
+            publish_cpu_s = (time.thread_time_ns() - cpu_start) / 1e9
         out, _ = child.communicate(timeout=120)
     finally:
         if child.poll() is None:
@@ -134,7 +148,33 @@ def rate(args: argparse.Namespace, how: str) -> dict:
     received = json.loads(out.strip().splitlines()[-1])
     return {"what": f"alkaid python rate ({how})", "rows": args.rows, "batches": args.count,
             "published_per_s": args.count / publish_s,
-            "received_per_s": received["batches_per_s"]}
+            "received_per_s": received["batches_per_s"],
+            "published_per_cpu_s": args.count / publish_cpu_s,
+            "received_per_cpu_s": received["batches_per_cpu_s"]}
+
+
+# --- loop -------------------------------------------------------------------
+
+def loop(args: argparse.Namespace) -> None:
+    with alkaid.Producer("loop", SCHEMA, socket=args.socket) as producer, \
+            alkaid.Consumer("loop", socket=args.socket, wait_mode="spin") as consumer:
+        ids = np.arange(args.rows, dtype=np.int64)
+        batch = pa.record_batch([pa.array(ids), pa.array(ids * 0.5)], schema=SCHEMA)
+        for i in range(200):  # every lazy first-time cost paid before counting
+            send_loan(producer, args.rows, i)
+            producer.publish(batch)
+            consumer.next(timeout=60)
+            consumer.next(timeout=60)
+        if args.scenario == "loan":
+            for i in range(args.count):
+                send_loan(producer, args.rows, i)
+                received = consumer.next(timeout=60)
+                del received
+        else:
+            for _ in range(args.count):
+                producer.publish(batch)
+                received = consumer.next(timeout=60)
+                del received
 
 
 # --- handoff ----------------------------------------------------------------
@@ -167,7 +207,7 @@ def handoff(args: argparse.Namespace) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["pingpong", "rate", "handoff", "echo", "sink"])
+    parser.add_argument("command", choices=["pingpong", "rate", "handoff", "loop", "echo", "sink"])
     parser.add_argument("--socket", default=None)
     parser.add_argument("--mode", default="spin", choices=["spin", "block", "spin-then-block"])
     parser.add_argument("--count", type=int, default=20000)
@@ -175,6 +215,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=64)
     parser.add_argument("--rows-list", default="1000,1000000")
     parser.add_argument("--how", default="publish", choices=["publish", "loan"])
+    parser.add_argument("--scenario", default="loan", choices=["loan", "publish"])
     parser.add_argument("--check", action="store_true", help="echo: read the sequence number")
     args = parser.parse_args()
     if args.command == "echo":
@@ -190,6 +231,8 @@ def main() -> None:
             print(json.dumps(pingpong(args)))
         elif args.command == "rate":
             print(json.dumps(rate(args, args.how)))
+        elif args.command == "loop":
+            loop(args)
         elif args.command == "handoff":
             for r in handoff(args):
                 print(json.dumps(r))

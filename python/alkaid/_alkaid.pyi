@@ -64,6 +64,8 @@ class Loan:
 
     def __getitem__(self, column: str | int) -> numpy.ndarray[Any, Any]:
         """A writable numpy array over the column's shared buffer."""
+    def __buffer__(self, flags: int) -> memoryview:
+        """The loan's region of shared memory (read-only once published)."""
     def publish(self) -> None:
         """Publishes the batch without copying; the arrays become read-only."""
     @property

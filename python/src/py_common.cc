@@ -127,12 +127,16 @@ format::SchemaPtr SchemaFromObject(nb::handle obj) {
   return Unwrap(format::ImportSchema(&schema));
 }
 
+void CheckTimeout(std::optional<double> seconds) {
+  if (seconds.has_value() && (std::isnan(*seconds) || *seconds < 0)) {
+    ThrowStatus(
+        Status::Invalid("timeout must be a number of seconds >= 0 or None, got ", *seconds));
+  }
+}
+
 Deadline::Deadline(std::optional<double> seconds) : forever(!seconds.has_value()) {
+  CheckTimeout(seconds);
   if (seconds.has_value()) {
-    if (std::isnan(*seconds) || *seconds < 0) {
-      ThrowStatus(
-          Status::Invalid("timeout must be a number of seconds >= 0 or None, got ", *seconds));
-    }
     // Beyond a year is forever (and would overflow the clock).
     if (*seconds > 365.0 * 24 * 3600) {
       forever = true;
@@ -159,6 +163,15 @@ unsigned long MainThreadId() {
   static const unsigned long id = nb::cast<unsigned long>(
       nb::module_::import_("threading").attr("main_thread")().attr("ident"));
   return id;
+}
+
+std::stop_token StoppedToken() {
+  static const std::stop_source stopped = [] {
+    std::stop_source source;
+    source.request_stop();
+    return source;
+  }();
+  return stopped.get_token();
 }
 
 void CheckSignals() {

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <functional>
 #include <future>
+#include <mutex>
 #include <optional>
 #include <stop_token>
 #include <string>
@@ -56,6 +57,10 @@ void TakeStream(nb::handle capsule, ArrowArrayStream* out);
 
 /// Imports any object with `__arrow_c_schema__` (pyarrow.Schema, ...).
 format::SchemaPtr SchemaFromObject(nb::handle obj);
+
+/// InvalidError unless `seconds` is None or a number >= 0 (what Deadline
+/// takes), without reading the clock.
+void CheckTimeout(std::optional<double> seconds);
 
 /// A Python timeout in seconds (None: forever) as a deadline.
 struct Deadline {
@@ -123,30 +128,55 @@ auto CallInterruptibly(Call&& call) -> decltype(call(std::stop_token{})) {
   }
 }
 
-/// The Status of a call's result, for CallInterruptiblyRepeatable.
-inline Status StatusOf(const Status& status) { return status; }
+/// The Status code of a call's result, for CallInterruptiblyRepeatable
+/// (without copying the Status of a Result).
+inline StatusCode CodeOf(const Status& status) { return status.code(); }
 template <typename T>
-Status StatusOf(const Result<T>& result) {
-  return result.status();
+StatusCode CodeOf(const Result<T>& result) {
+  return result.ok() ? StatusCode::kOk : result.status().code();
 }
 
-/// As CallInterruptibly, for a call that did nothing when it returns
-/// Cancelled (a publish or loan whose wait was cancelled: nothing
-/// published, no block lent), so that it can be made again. It is made
-/// first right here, with the GIL released and a stop already requested:
-/// one that need not wait (the common case) costs no thread; one that would
-/// wait ends at its first look at the token (after the channel's spin for
-/// room) with Cancelled and is then made again with CallInterruptibly.
+/// A token whose stop was requested, for a first attempt that must not
+/// wait (CallInterruptiblyRepeatable). Shared; copying it costs an atomic
+/// increment, not an allocation.
+std::stop_token StoppedToken();
+
+/// As CallInterruptibly, for a call on an object guarded by `mutex` that did
+/// nothing when it returns Cancelled (a publish or loan whose wait was
+/// cancelled: nothing published, no block lent), so that it can be made
+/// again; `call(stop)` runs with `mutex` held. It is made first right here,
+/// with a stop already requested: one that need not wait (the common case)
+/// costs no thread and no GIL hand-off; one that would wait ends at its
+/// first look at the token (after the channel's spin for room,
+/// ChannelOptions::publish_spin) with Cancelled and is then made again with
+/// CallInterruptibly. The first attempt keeps the GIL when `small` (a
+/// batch whose copy and checks take about a microsecond: releasing and
+/// taking back the GIL would cost as much) and `mutex` is free; otherwise
+/// (another thread uses the object) it releases the GIL, then waits for
+/// `mutex`.
 template <typename Call>
-auto CallInterruptiblyRepeatable(Call&& call) -> decltype(call(std::stop_token{})) {
-  {
-    nb::gil_scoped_release release;
-    std::stop_source stopped;
-    stopped.request_stop();
-    auto first = call(stopped.get_token());
-    if (StatusOf(first).code() != StatusCode::kCancelled) return first;
+auto CallInterruptiblyRepeatable(std::mutex& mutex, bool small, Call&& call)
+    -> decltype(call(std::stop_token{})) {
+  bool tried = false;
+  if (small) {
+    // try_lock: a thread holding the mutex may be waiting for the GIL we hold.
+    std::unique_lock lock(mutex, std::try_to_lock);
+    if (lock.owns_lock()) {
+      auto first = call(StoppedToken());
+      if (CodeOf(first) != StatusCode::kCancelled) return first;
+      tried = true;
+    }
   }
-  return CallInterruptibly(call);
+  if (!tried) {
+    nb::gil_scoped_release release;
+    std::lock_guard lock(mutex);
+    auto first = call(StoppedToken());
+    if (CodeOf(first) != StatusCode::kCancelled) return first;
+  }
+  return CallInterruptibly([&mutex, &call](std::stop_token stop) {
+    std::lock_guard lock(mutex);
+    return call(std::move(stop));
+  });
 }
 
 /// "1.5 s", for messages.

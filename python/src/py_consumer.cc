@@ -127,16 +127,31 @@ PyConsumer::~PyConsumer() = default;
 
 nb::object PyConsumer::Next(std::optional<double> timeout) {
   ConsumerState* state = impl_->state.get();
+  if (state->closed.load(std::memory_order_acquire)) ThrowStatus(ClosedStatus(state->topic));
+  CheckTimeout(timeout);
+  // A batch already there is taken with the GIL held: no hand-off of the
+  // GIL, no deadline, nothing but the receive. try_lock: a thread holding
+  // the mutex (waiting in NextSlice) runs without the GIL, but the lock is
+  // not worth waiting for here.
+  {
+    std::unique_lock lock(state->mutex, std::try_to_lock);
+    if (lock.owns_lock() && state->consumer != nullptr) {
+      Result<format::RecordBatchPtr> result = state->consumer->TryNext();
+      lock.unlock();
+      if (!result.ok()) ThrowStatus(result.status());
+      if (*result != nullptr) return nb::cast(PyBatch{std::move(result).ValueOrDie()});
+    }
+  }
   const Deadline deadline(timeout);
   for (;;) {
     if (state->closed.load(std::memory_order_acquire)) ThrowStatus(ClosedStatus(state->topic));
-    Result<format::RecordBatchPtr> result = Status::Unknown("not run");
+    std::optional<Result<format::RecordBatchPtr>> result;
     {
       nb::gil_scoped_release release;
-      result = NextSlice(state, deadline.NextSlice());
+      result.emplace(NextSlice(state, deadline.NextSlice()));
     }
-    if (result.ok()) return nb::cast(PyBatch{std::move(result).ValueOrDie()});
-    if (!result.status().IsTimedOut()) ThrowStatus(result.status());
+    if (result->ok()) return nb::cast(PyBatch{std::move(*result).ValueOrDie()});
+    if (!result->status().IsTimedOut()) ThrowStatus(result->status());
     if (deadline.Expired()) {
       ThrowStatus(Status(StatusCode::kTimedOut, "no batch on topic '" + state->topic + "' within " +
                                                     SecondsText(timeout)));

@@ -3,14 +3,16 @@
 
 #include "py_producer.h"
 
-#include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stop_token>
 #include <utility>
 #include <vector>
@@ -52,75 +54,160 @@ class StopScope {
   client::Producer* producer_;
 };
 
-// Takes a C Data Interface struct (ArrowArray or ArrowSchema) moved out of
-// `*c_struct`, released when the last reference goes.
+// A C Data Interface struct (ArrowArray or ArrowSchema) moved out of
+// `*c_struct` into one heap block with a count of its references: this
+// owner's and one per lent copy not yet released. The struct is released
+// with the last of them, on whichever thread.
 template <typename T>
-std::shared_ptr<T> Own(T* c_struct) {
-  std::shared_ptr<T> owned(new T(*c_struct), [](T* p) {
-    if (p->release != nullptr) p->release(p);
-    delete p;
-  });
-  c_struct->release = nullptr;
-  return owned;
-}
+class Owned {
+ public:
+  explicit Owned(T* c_struct) : block_(new Block{*c_struct}) { c_struct->release = nullptr; }
+  ~Owned() { Unref(block_); }
+  Owned(const Owned&) = delete;
+  Owned& operator=(const Owned&) = delete;
 
-// A shallow copy of `*owner` for one call that takes the struct: the same
-// buffers and children (the import reads them in place); its release only
-// drops its reference to `owner`. A publish that failed (and released what
-// it was given) can so be made again.
-template <typename T>
-void Lend(const std::shared_ptr<T>& owner, T* out) {
-  *out = *owner;
-  out->private_data = new std::shared_ptr<T>(owner);
-  out->release = [](T* self) {
-    delete static_cast<std::shared_ptr<T>*>(self->private_data);
-    self->release = nullptr;
+  // A shallow copy for one call that takes the struct: the same buffers and
+  // children (the import reads them in place); its release only drops its
+  // reference. A publish that failed (and released what it was given) can
+  // so be made again.
+  void Lend(T* out) const {
+    *out = block_->value;
+    block_->refs.fetch_add(1, std::memory_order_relaxed);  // the owner holds one: no race to 0
+    out->private_data = block_;
+    out->release = [](T* self) {
+      Unref(static_cast<Block*>(self->private_data));
+      self->release = nullptr;
+    };
+  }
+
+ private:
+  struct Block {
+    T value;
+    std::atomic<int> refs{1};
   };
-}
+  static void Unref(Block* block) {
+    // acq_rel: the last one sees every other holder's use of the struct.
+    if (block->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      if (block->value.release != nullptr) block->value.release(&block->value);
+      delete block;
+    }
+  }
+  Block* block_;
+};
 
 std::string TypeName(nb::handle obj) { return nb::cast<std::string>(nb::str(obj.type())); }
 
-// The numpy dtype of a column a loan can lend, or nullopt. Fixed-width
-// types without a numpy equivalent (decimals, intervals, fixed-size binary)
-// and bit-packed booleans are not lent.
-std::optional<nb::dlpack::dtype> LoanDtype(const format::DataType& type) {
+// The numpy dtype (its name) of a column a loan can lend, or null.
+// Fixed-width types without a numpy equivalent (decimals, intervals,
+// fixed-size binary) and bit-packed booleans are not lent; temporal types
+// are lent as their integers.
+const char* LoanDtype(const format::DataType& type) {
   using format::TypeId;
-  const auto make = [](nb::dlpack::dtype_code code, int bits) {
-    return nb::dlpack::dtype{static_cast<uint8_t>(code), static_cast<uint8_t>(bits), 1};
-  };
   switch (type.id()) {
     case TypeId::kInt8:
-      return make(nb::dlpack::dtype_code::Int, 8);
+      return "int8";
     case TypeId::kInt16:
-      return make(nb::dlpack::dtype_code::Int, 16);
+      return "int16";
     case TypeId::kInt32:
     case TypeId::kDate32:
     case TypeId::kTime32:
-      return make(nb::dlpack::dtype_code::Int, 32);
+      return "int32";
     case TypeId::kInt64:
     case TypeId::kDate64:
     case TypeId::kTime64:
     case TypeId::kTimestamp:
     case TypeId::kDuration:
-      return make(nb::dlpack::dtype_code::Int, 64);
+      return "int64";
     case TypeId::kUInt8:
-      return make(nb::dlpack::dtype_code::UInt, 8);
+      return "uint8";
     case TypeId::kUInt16:
-      return make(nb::dlpack::dtype_code::UInt, 16);
+      return "uint16";
     case TypeId::kUInt32:
-      return make(nb::dlpack::dtype_code::UInt, 32);
+      return "uint32";
     case TypeId::kUInt64:
-      return make(nb::dlpack::dtype_code::UInt, 64);
+      return "uint64";
     case TypeId::kHalfFloat:
-      return make(nb::dlpack::dtype_code::Float, 16);
+      return "float16";
     case TypeId::kFloat:
-      return make(nb::dlpack::dtype_code::Float, 32);
+      return "float32";
     case TypeId::kDouble:
-      return make(nb::dlpack::dtype_code::Float, 64);
+      return "float64";
     default:
-      return std::nullopt;
+      return nullptr;
   }
 }
+
+// An interned str, made once and kept for the process's life (never
+// released: a module-level constant).
+PyObject* Interned(const char* text) {
+  PyObject* s = PyUnicode_InternFromString(text);
+  if (s == nullptr) throw nb::python_error();
+  return s;
+}
+
+// obj.name, or an invalid object if it has no such attribute.
+nb::object OptionalAttr(nb::handle obj, PyObject* name) {
+  PyObject* value = PyObject_GetAttr(obj.ptr(), name);
+  if (value == nullptr) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) throw nb::python_error();
+    PyErr_Clear();
+    return {};
+  }
+  return nb::steal(value);
+}
+
+nb::object CallNoArgs(const nb::object& callable) {
+  PyObject* result = PyObject_CallNoArgs(callable.ptr());
+  if (result == nullptr) throw nb::python_error();
+  return nb::steal(result);
+}
+
+bool SameText(const char* a, const char* b) {
+  if (a == nullptr || b == nullptr) return a == b;
+  return std::strcmp(a, b) == 0;
+}
+
+// The bytes of C Data Interface metadata (an int32 count, then each key and
+// value as an int32 length and its bytes), -1 if malformed.
+int64_t MetadataBytes(const char* metadata) {
+  if (metadata == nullptr) return 0;
+  int32_t pairs = 0;
+  std::memcpy(&pairs, metadata, sizeof(pairs));
+  if (pairs < 0) return -1;
+  int64_t pos = sizeof(pairs);
+  for (int64_t i = 0; i < int64_t{2} * pairs; ++i) {
+    int32_t length = 0;
+    std::memcpy(&length, metadata + pos, sizeof(length));
+    if (length < 0) return -1;
+    pos += static_cast<int64_t>(sizeof(length)) + length;
+  }
+  return pos;
+}
+
+// Every format, name, flag and metadata byte the same, children and
+// dictionaries too.
+bool SameSchema(const ArrowSchema& a, const ArrowSchema& b) {
+  if (!SameText(a.format, b.format) || !SameText(a.name, b.name) || a.flags != b.flags ||
+      a.n_children != b.n_children || (a.dictionary == nullptr) != (b.dictionary == nullptr)) {
+    return false;
+  }
+  const int64_t metadata = MetadataBytes(a.metadata);
+  if (metadata < 0 || metadata != MetadataBytes(b.metadata) ||
+      (metadata > 0 && std::memcmp(a.metadata, b.metadata, static_cast<size_t>(metadata)) != 0)) {
+    return false;
+  }
+  if (a.dictionary != nullptr && !SameSchema(*a.dictionary, *b.dictionary)) return false;
+  for (int64_t i = 0; i < a.n_children; ++i) {
+    if (!SameSchema(*a.children[i], *b.children[i])) return false;
+  }
+  return true;
+}
+
+// A publish of a batch of at most this many rows is first tried with the
+// GIL held (CallInterruptiblyRepeatable): its import, checks and copy take
+// a few microseconds at most, about what handing the GIL over and back
+// costs. Larger batches are copied with the GIL released.
+constexpr int64_t kSmallBatchRows = 1024;
 
 }  // namespace
 
@@ -151,6 +238,44 @@ PyProducer::PyProducer(const std::string& topic, nb::handle schema,
     return client::Producer::Open(topic, schema_, options);
   }));
   producer_->set_stop({});  // the token above is this call's only
+  Check(format::ExportSchema(*schema_, &exported_schema_));
+}
+
+PyProducer::~PyProducer() {
+  if (exported_schema_.release != nullptr) exported_schema_.release(&exported_schema_);
+}
+
+bool PyProducer::IsTopicSchema(const ArrowSchema& schema) const {
+  return exported_schema_.release != nullptr && SameSchema(schema, exported_schema_);
+}
+
+const std::vector<PyProducer::LoanColumn>& PyProducer::LoanColumns() {
+  if (loan_columns_.size() == static_cast<size_t>(schema_->num_fields())) return loan_columns_;
+  for (const auto& field : schema_->fields()) {
+    if (LoanDtype(*field->type()) == nullptr) {
+      ThrowStatus(Status::TypeError(
+          "column '", field->name(), "' has type ", field->type()->ToString(),
+          ": a loan lends numpy views of numeric and temporal columns only; publish "
+          "other schemas with Producer.publish"));
+    }
+  }
+  // numpy is needed from the first loan on (not to import alkaid).
+  nb::module_ numpy = nb::module_::import_("numpy");
+  frombuffer_ = numpy.attr("frombuffer");
+  std::vector<LoanColumn> columns;
+  for (const auto& field : schema_->fields()) {
+    LoanColumn column;
+    column.dtype = numpy.attr("dtype")(LoanDtype(*field->type()));
+    PyObject* name = PyUnicode_FromStringAndSize(field->name().data(),
+                                                 static_cast<Py_ssize_t>(field->name().size()));
+    if (name == nullptr) throw nb::python_error();
+    PyUnicode_InternInPlace(&name);
+    column.name = nb::steal(name);
+    column.width = field->type()->layout().buffers[1].byte_width;
+    columns.push_back(std::move(column));
+  }
+  loan_columns_ = std::move(columns);
+  return loan_columns_;
 }
 
 Status PyProducer::ClosedStatus() const {
@@ -159,38 +284,48 @@ Status PyProducer::ClosedStatus() const {
 
 uint64_t PyProducer::Publish(nb::handle obj) {
   if (closed()) ThrowStatus(ClosedStatus());
-  if (nb::hasattr(obj, "__arrow_c_array__")) {
-    nb::object capsules = obj.attr("__arrow_c_array__")();
-    if (!nb::isinstance<nb::tuple>(capsules) || nb::len(capsules) != 2) {
+  static PyObject* const c_array = Interned("__arrow_c_array__");
+  static PyObject* const c_stream = Interned("__arrow_c_stream__");
+  if (nb::object method = OptionalAttr(obj, c_array); method.is_valid()) {
+    nb::object capsules = CallNoArgs(method);
+    if (!PyTuple_Check(capsules.ptr()) || PyTuple_GET_SIZE(capsules.ptr()) != 2) {
       throw nb::type_error("__arrow_c_array__ must return a (schema, array) tuple of capsules");
     }
     ArrowSchema schema;
     ArrowArray array;
-    TakeSchema(capsules[0], &schema);
+    TakeSchema(PyTuple_GET_ITEM(capsules.ptr(), 0), &schema);
     try {
-      TakeArray(capsules[1], &array);
+      TakeArray(PyTuple_GET_ITEM(capsules.ptr(), 1), &array);
     } catch (...) {
       schema.release(&schema);
       throw;
     }
+    // The topic's own schema (the usual case) need not be imported and
+    // compared: the batch is imported with the producer's.
+    std::optional<Owned<ArrowSchema>> owned_schema;
+    if (IsTopicSchema(schema)) {
+      schema.release(&schema);
+    } else {
+      owned_schema.emplace(&schema);
+    }
+    const bool small = array.length <= kSmallBatchRows;
     // A wait for room or space ends on Ctrl-C (nothing is published). Each
     // attempt gets lent copies of the structs.
-    const std::shared_ptr<ArrowArray> owned_array = Own(&array);
-    const std::shared_ptr<ArrowSchema> owned_schema = Own(&schema);
-    Check(CallInterruptiblyRepeatable([&](std::stop_token stop) {
-      std::lock_guard lock(mutex_);
+    const Owned<ArrowArray> owned_array(&array);
+    Check(CallInterruptiblyRepeatable(mutex_, small, [&](std::stop_token stop) {
       if (producer_ == nullptr) return ClosedStatus();
       ArrowArray lent_array;
+      owned_array.Lend(&lent_array);
       ArrowSchema lent_schema;
-      Lend(owned_array, &lent_array);
-      Lend(owned_schema, &lent_schema);
+      if (owned_schema.has_value()) owned_schema->Lend(&lent_schema);
       StopScope scope(producer_.get(), std::move(stop));
-      return producer_->PublishArrowArray(&lent_array, &lent_schema);
+      return producer_->PublishArrowArray(&lent_array,
+                                          owned_schema.has_value() ? &lent_schema : nullptr);
     }));
     return 1;
   }
-  if (nb::hasattr(obj, "__arrow_c_stream__")) {
-    nb::object capsule = obj.attr("__arrow_c_stream__")();
+  if (nb::object method = OptionalAttr(obj, c_stream); method.is_valid()) {
+    nb::object capsule = CallNoArgs(method);
     ArrowArrayStream stream;
     TakeStream(capsule, &stream);
     // Ctrl-C ends a wait for room or space; the batches before it stay
@@ -260,78 +395,109 @@ namespace {
 
 class PyLoan {
  public:
-  PyLoan(nb::object producer, int64_t num_rows) : producer_obj_(std::move(producer)) {
-    PyProducer& owner = nb::cast<PyProducer&>(producer_obj_);
+  PyLoan(nb::object producer, int64_t num_rows)
+      : producer_obj_(std::move(producer)), owner_(&nb::cast<PyProducer&>(producer_obj_)) {
     if (num_rows < 0) ThrowStatus(Status::Invalid("num_rows must be >= 0, got ", num_rows));
-    schema_ = owner.schema();
+    const std::vector<PyProducer::LoanColumn>& columns = owner_->LoanColumns();
     uint64_t bytes = 0;
-    for (const auto& field : schema_->fields()) {
-      if (!LoanDtype(*field->type()).has_value()) {
-        ThrowStatus(Status::TypeError(
-            "column '", field->name(), "' has type ", field->type()->ToString(),
-            ": a loan lends numpy views of numeric and temporal columns only; publish "
-            "other schemas with Producer.publish"));
-      }
+    for (const auto& column : columns) {
       bytes +=
-          (static_cast<uint64_t>(num_rows) * field->type()->layout().buffers[1].byte_width + 63) /
-          64 * 64;
+          (static_cast<uint64_t>(num_rows) * static_cast<uint64_t>(column.width) + 63) / 64 * 64;
     }
     num_rows_ = num_rows;
     // A wait for arena space ends on Ctrl-C.
-    Check(CallInterruptiblyRepeatable([&](std::stop_token stop) {
-      std::lock_guard lock(owner.mutex());
-      StopScope scope(owner.Get(), std::move(stop));
-      return Allocate(&owner, bytes + 64);
+    Check(CallInterruptiblyRepeatable(owner_->mutex(), /*small=*/true, [&](std::stop_token stop) {
+      StopScope scope(owner_->Get(), std::move(stop));
+      return Allocate(columns, bytes + 64);
     }));
   }
 
+  // loan[key]: a numpy array over the column's shared buffer, whose base
+  // is this loan (numpy.frombuffer over the loan's buffer protocol, below):
+  // the array keeps the loan, and so the buffer, alive.
   nb::object Column(nb::handle self, nb::handle key) {
-    int index = -1;
-    if (nb::isinstance<nb::str>(key)) {
-      index = schema_->GetFieldIndex(nb::cast<std::string>(key));
+    const std::vector<PyProducer::LoanColumn>& columns = owner_->LoanColumns();
+    const auto count = static_cast<Py_ssize_t>(columns.size());
+    Py_ssize_t index = -1;
+    if (PyUnicode_Check(key.ptr())) {
+      for (Py_ssize_t i = 0; i < count && index < 0; ++i) {
+        if (columns[static_cast<size_t>(i)].name.ptr() == key.ptr()) index = i;
+      }
+      for (Py_ssize_t i = 0; i < count && index < 0; ++i) {
+        const int cmp = PyUnicode_Compare(columns[static_cast<size_t>(i)].name.ptr(), key.ptr());
+        if (cmp == -1 && PyErr_Occurred() != nullptr) throw nb::python_error();
+        if (cmp == 0) index = i;
+      }
       if (index < 0) {
         ThrowStatus(Status::FromArgs(StatusCode::kKeyError, "no column '",
                                      nb::cast<std::string>(key), "' in ",
-                                     schema_->ToString(false)));
+                                     owner_->schema()->ToString(false)));
       }
     } else {
-      index = nb::cast<int>(key);
-      if (index < 0 || index >= schema_->num_fields()) {
-        ThrowStatus(Status::IndexError("column ", index, " of ", schema_->num_fields()));
+      index = PyNumber_AsSsize_t(key.ptr(), PyExc_IndexError);
+      if (index == -1 && PyErr_Occurred() != nullptr) throw nb::python_error();
+      if (index < 0 || index >= count) {
+        ThrowStatus(Status::IndexError("column ", index, " of ", count));
       }
     }
     if (published_) ThrowStatus(Status::Invalid("this loan was already published"));
-    const auto& buffer = buffers_[static_cast<size_t>(index)];
-    const size_t shape[1] = {static_cast<size_t>(num_rows_)};
-    nb::ndarray<nb::numpy> array(buffer->mutable_data(), 1, shape, self, nullptr,
-                                 *LoanDtype(*schema_->field(index)->type()));
-    nb::object view = nb::cast(array, nb::rv_policy::reference);
-    // A weak reference: the array holds this loan (its owner), so a strong
+    const auto i = static_cast<size_t>(index);
+    const auto& buffer = *buffers_[i];
+    const int64_t offset = buffer.size() > 0 ? buffer.data() - pool_->region_data() : 0;
+    nb::object rows = nb::steal(PyLong_FromLongLong(num_rows_));
+    nb::object at = nb::steal(PyLong_FromLongLong(offset));
+    if (!rows.is_valid() || !at.is_valid()) throw nb::python_error();
+    PyObject* args[] = {self.ptr(), columns[i].dtype.ptr(), rows.ptr(), at.ptr()};
+    PyObject* view = PyObject_Vectorcall(owner_->frombuffer().ptr(), args, 4, nullptr);
+    if (view == nullptr) throw nb::python_error();
+    nb::object result = nb::steal(view);
+    // A weak reference: the array holds this loan (its base), so a strong
     // one would be a cycle.
-    views_.push_back(nb::module_::import_("weakref").attr("ref")(view));
-    return view;
+    PyObject* ref = PyWeakref_NewRef(view, nullptr);
+    if (ref == nullptr) throw nb::python_error();
+    views_.push_back(nb::steal(ref));
+    return result;
+  }
+
+  // The buffer protocol: the loan's region, writable until published.
+  int GetBuffer(PyObject* self, Py_buffer* view, int flags) {
+    if (pool_ == nullptr) {
+      PyErr_SetString(PyExc_BufferError, "this loan holds no memory");
+      view->obj = nullptr;
+      return -1;
+    }
+    if (published_ && (flags & PyBUF_WRITABLE) == PyBUF_WRITABLE) {
+      PyErr_SetString(PyExc_BufferError, "this loan was published: its memory is read-only");
+      view->obj = nullptr;
+      return -1;
+    }
+    return PyBuffer_FillInfo(view, self, pool_->region_data(),
+                             static_cast<Py_ssize_t>(pool_->region_size()), published_ ? 1 : 0,
+                             flags);
   }
 
   void Publish() {
     if (published_) ThrowStatus(Status::Invalid("this loan was already published"));
+    const format::SchemaPtr& schema = owner_->schema();
     std::vector<format::ArrayDataPtr> columns;
     columns.reserve(buffers_.size());
-    for (int i = 0; i < schema_->num_fields(); ++i) {
-      columns.push_back(format::ArrayData::Make(schema_->field(i)->type(), num_rows_,
+    for (int i = 0; i < schema->num_fields(); ++i) {
+      columns.push_back(format::ArrayData::Make(schema->field(i)->type(), num_rows_,
                                                 {nullptr, buffers_[static_cast<size_t>(i)]}, 0));
     }
-    auto batch = Unwrap(format::RecordBatch::Make(schema_, num_rows_, std::move(columns)));
-    PyProducer& owner = nb::cast<PyProducer&>(producer_obj_);
+    auto batch = Unwrap(format::RecordBatch::Make(schema, num_rows_, std::move(columns)));
     // A wait for room ends on Ctrl-C: KeyboardInterrupt, and the loan
     // counts as published (its pool is sealed).
     Status status;
     try {
-      status = CallInterruptiblyRepeatable([&](std::stop_token stop) {
-        std::lock_guard lock(owner.mutex());
-        if (owner.Get() == nullptr) return owner.ClosedStatus();
-        StopScope scope(owner.Get(), std::move(stop));
-        return owner.Get()->Publish(*batch, pool_.get());
-      });
+      status =
+          CallInterruptiblyRepeatable(owner_->mutex(), /*small=*/true, [&](std::stop_token stop) {
+            if (owner_->Get() == nullptr) {
+              return owner_->ClosedStatus();
+            }
+            StopScope scope(owner_->Get(), std::move(stop));
+            return owner_->Get()->Publish(*batch, pool_.get());
+          });
     } catch (...) {
       Seal();
       throw;
@@ -349,30 +515,57 @@ class PyLoan {
   void Seal() {
     published_ = true;
     for (auto& ref : views_) {
-      nb::object view = ref();
-      if (!view.is_none()) view.attr("flags").attr("writeable") = false;
+      PyObject* view = PyWeakref_GetObject(ref.ptr());  // borrowed; None once dead
+      if (view != nullptr && view != Py_None) {
+        nb::borrow(view).attr("flags").attr("writeable") = false;
+      }
     }
+    views_.clear();
   }
 
-  // Holds the producer's mutex, not the GIL.
-  Status Allocate(PyProducer* owner, uint64_t bytes) {
-    if (owner->Get() == nullptr) return owner->ClosedStatus();
-    ALKAID_ASSIGN_OR_RAISE(pool_, owner->Get()->NewBatchPool(bytes));
-    for (const auto& field : schema_->fields()) {
-      const int64_t width = field->type()->layout().buffers[1].byte_width;
-      ALKAID_ASSIGN_OR_RAISE(auto buffer, format::AllocateBuffer(num_rows_ * width, pool_.get()));
+  // Holds the producer's mutex, not necessarily the GIL (and so touches no
+  // Python object).
+  Status Allocate(const std::vector<PyProducer::LoanColumn>& columns, uint64_t bytes) {
+    if (owner_->Get() == nullptr) return owner_->ClosedStatus();
+    ALKAID_ASSIGN_OR_RAISE(pool_, owner_->Get()->NewBatchPool(bytes));
+    for (const auto& column : columns) {
+      ALKAID_ASSIGN_OR_RAISE(auto buffer,
+                             format::AllocateBuffer(num_rows_ * column.width, pool_.get()));
       buffers_.push_back(std::move(buffer));
     }
     return Status::OK();
   }
 
   nb::object producer_obj_;
-  format::SchemaPtr schema_;
+  PyProducer* owner_;  // producer_obj_'s
   int64_t num_rows_ = 0;
   std::unique_ptr<client::ShmBatchPool> pool_;
   std::vector<std::shared_ptr<format::Buffer>> buffers_;
-  std::vector<nb::object> views_;
+  std::vector<nb::object> views_;  // weak references to the arrays Column made
   bool published_ = false;
+};
+
+// Type slots of alkaid.Loan: loan[key] without a method lookup, and the
+// buffer protocol numpy.frombuffer reads. C++ exceptions become Python ones.
+PyObject* LoanSubscript(PyObject* self, PyObject* key) {
+  try {
+    return nb::inst_ptr<PyLoan>(self)->Column(self, key).release().ptr();
+  } catch (nb::python_error& e) {
+    e.restore();
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
+  return nullptr;
+}
+
+int LoanGetBuffer(PyObject* self, Py_buffer* view, int flags) {
+  return nb::inst_ptr<PyLoan>(self)->GetBuffer(self, view, flags);
+}
+
+PyType_Slot loan_slots[] = {
+    {Py_mp_subscript, reinterpret_cast<void*>(LoanSubscript)},
+    {Py_bf_getbuffer, reinterpret_cast<void*>(LoanGetBuffer)},
+    {0, nullptr},
 };
 
 }  // namespace
@@ -457,12 +650,11 @@ void BindProducer(nb::module_& m) {
       "A batch being written in place in a producer's shared memory (Producer.loan). Index it "
       "by column name or position for a writable numpy array; publish() sends the batch without "
       "copying and makes those arrays read-only. Dropped unpublished, its memory returns to the "
-      "producer. A context manager: leaving the block without an exception publishes it.")
-      .def(
-          "__getitem__",
-          [](nb::handle self, nb::handle key) { return nb::cast<PyLoan&>(self).Column(self, key); },
-          nb::arg("column"),
-          "The column's values as a writable numpy array over the shared buffer.")
+      "producer. A context manager: leaving the block without an exception publishes it.\n\n"
+      "``loan[column]`` (a name or a position): the column's values as a writable numpy array "
+      "over the shared buffer. The loan exports its memory through the buffer protocol "
+      "(read-only once published), which these arrays are made from.",
+      nb::type_slots(loan_slots))
       .def("publish", &PyLoan::Publish, "Publishes the batch (zero copies). Once only.")
       .def_prop_ro("published", &PyLoan::published, "True after publish().")
       .def_prop_ro("num_rows", &PyLoan::num_rows, "The batch's row count.")

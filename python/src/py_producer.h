@@ -7,8 +7,10 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "alkaid/client/producer.h"
+#include "alkaid/format/c_data.h"
 
 namespace alkaid::python {
 
@@ -22,6 +24,7 @@ class PyProducer {
   PyProducer(const std::string& topic, nb::handle schema, const std::optional<std::string>& socket,
              uint32_t ring_slots, uint64_t segment_bytes, const std::string& policy,
              double publish_timeout, double wait_for_consumers, double drain_timeout);
+  ~PyProducer();
   PyProducer(const PyProducer&) = delete;
   PyProducer& operator=(const PyProducer&) = delete;
 
@@ -40,12 +43,32 @@ class PyProducer {
   Status ClosedStatus() const;
   std::mutex& mutex() { return mutex_; }
 
+  /// What a loan needs of each column, worked out once per producer by the
+  /// first loan: its numpy dtype, byte width and name (an interned str).
+  struct LoanColumn {
+    nb::object dtype;
+    nb::object name;
+    int64_t width = 0;
+  };
+  /// The loan columns (TypeError, as InvalidError, if the schema has a
+  /// column a loan cannot lend), and numpy.frombuffer. Needs the GIL.
+  const std::vector<LoanColumn>& LoanColumns();
+  nb::handle frombuffer() const { return frombuffer_; }
+
  private:
+  // True if `schema` describes exactly what the topic's schema exports to
+  // (every format, name, flag and metadata byte): then it is the topic's
+  // schema and need not be imported.
+  bool IsTopicSchema(const ArrowSchema& schema) const;
+
   std::mutex mutex_;
   std::atomic<bool> closed_{false};  // set by Close before it takes mutex_
   std::unique_ptr<client::Producer> producer_;
   std::string topic_;
   format::SchemaPtr schema_;
+  ArrowSchema exported_schema_{};  // schema_, exported once, for IsTopicSchema
+  std::vector<LoanColumn> loan_columns_;
+  nb::object frombuffer_;
 };
 
 void BindProducer(nb::module_& m);
