@@ -14,18 +14,7 @@
 #include "alkaid/client/batch_subscriber.h"
 #include "alkaid/format/builder_primitive.h"
 #include "client_test_util.h"
-
-namespace {
-std::atomic<uint64_t> g_allocations{0};
-}  // namespace
-
-void* operator new(std::size_t size) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#include "counting_new.h"
 
 namespace alkaid::client {
 namespace {
@@ -78,9 +67,9 @@ TEST(BatchReceiveAllocTest, FixedShapeWriterAndReceiveAllocateNothing) {
     ASSERT_EQ(column.GetValues<int64_t>(1)[kRows - 1], i + kRows - 1);
   };
   for (int64_t i = 0; i < 2000; ++i) round(i);  // warm: lap the arena, learn the shape
-  const uint64_t before = g_allocations.load();
+  const uint64_t before = counting_new::g_allocations.load();
   for (int64_t i = 2000; i < 12000; ++i) round(i);
-  EXPECT_EQ(g_allocations.load() - before, 0u) << "heap allocations in 10000 batches";
+  EXPECT_EQ(counting_new::g_allocations.load() - before, 0u) << "heap allocations in 10000 batches";
 }
 
 // Batches built with builders: building allocates (the pool, the builder's
@@ -107,12 +96,12 @@ TEST(BatchReceiveAllocTest, PublishingAndReceivingABuiltBatchAddNothing) {
     ASSERT_EQ(got.batch->column_data(0)->GetValues<int64_t>(1)[kRows - 1], i + kRows - 1);
   };
   for (int64_t i = 0; i < 2000; ++i) round(i, true);
-  uint64_t before = g_allocations.load();
+  uint64_t before = counting_new::g_allocations.load();
   for (int64_t i = 2000; i < 12000; ++i) round(i, false);
-  const uint64_t building = g_allocations.load() - before;
-  before = g_allocations.load();
+  const uint64_t building = counting_new::g_allocations.load() - before;
+  before = counting_new::g_allocations.load();
   for (int64_t i = 12000; i < 22000; ++i) round(i, true);
-  const uint64_t all = g_allocations.load() - before;
+  const uint64_t all = counting_new::g_allocations.load() - before;
   std::printf(
       "[ built    ] %.2f heap allocations per batch to build it, %.2f with publish and "
       "receive\n",

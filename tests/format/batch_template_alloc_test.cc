@@ -11,21 +11,8 @@
 
 #include "alkaid/format/batch_template.h"
 #include "batch_template_test_util.h"
+#include "counting_new.h"
 #include "test_util.h"
-
-namespace {
-std::atomic<uint64_t> g_allocations{0};
-}  // namespace
-
-// Not inlined: g++ would see free() of what its built-in operator new
-// returned and warn (-Wmismatched-new-delete).
-[[gnu::noinline]] void* operator new(std::size_t size) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-[[gnu::noinline]] void operator delete(void* p) noexcept { std::free(p); }
-[[gnu::noinline]] void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace alkaid::format {
 namespace {
@@ -34,18 +21,18 @@ using testing::Body;
 using testing::Keeper;
 using testing::Shape;
 
-TEST(BatchTemplateTest, SteadyStateAllocatesNothing) {
+TEST(BatchTemplateAllocTest, SteadyStateAllocatesNothing) {
   ASSERT_OK_AND_ASSIGN(auto t, BatchTemplate::Make(Shape()));
   std::atomic<int> held{0};
   Body body(3);
   { auto warm = t->Instantiate(body.bytes, Keeper(&held)); }
-  const uint64_t before = g_allocations.load();
+  const uint64_t before = counting_new::g_allocations.load();
   int64_t sum = 0;
   for (int i = 0; i < 1000; ++i) {
     auto b = t->Instantiate(body.bytes, Keeper(&held));
     sum += b->column_data(0)->GetValues<int64_t>(1)[3];
   }
-  EXPECT_EQ(g_allocations.load() - before, 0u);
+  EXPECT_EQ(counting_new::g_allocations.load() - before, 0u);
   EXPECT_EQ(sum, 1000 * 6);
 }
 

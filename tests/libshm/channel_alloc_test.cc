@@ -7,20 +7,9 @@
 #include <new>
 
 #include "alkaid/shm/channel.h"
+#include "counting_new.h"
 #include "shm_test_util.h"
 #include "test_util.h"
-
-namespace {
-std::atomic<uint64_t> g_allocations{0};
-}  // namespace
-
-void* operator new(std::size_t size) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace alkaid::shm {
 namespace {
@@ -56,18 +45,18 @@ TEST_F(ShmTest, ChannelSteadyStateAllocatesNothing) {
   for (uint64_t size : {512u, 4096u, 100u}) {
     // Warm up: the arena's free list for this size, the message's buffer.
     for (uint64_t i = 0; i < 1000; ++i) Round(producer.get(), consumer.get(), &message, i, size);
-    const uint64_t before = g_allocations.load();
+    const uint64_t before = counting_new::g_allocations.load();
     for (uint64_t i = 1000; i < 11000; ++i) {
       Round(producer.get(), consumer.get(), &message, i, size);
     }
-    EXPECT_EQ(g_allocations.load() - before, 0u)
+    EXPECT_EQ(counting_new::g_allocations.load() - before, 0u)
         << "allocations in 10000 rounds of " << size << " bytes";
   }
   // The counter counts: a receive into a fresh message grows its buffer.
-  const uint64_t before = g_allocations.load();
+  const uint64_t before = counting_new::g_allocations.load();
   ChannelMessage fresh;
   Round(producer.get(), consumer.get(), &fresh, 11000, 64);
-  EXPECT_GT(g_allocations.load() - before, 0u);
+  EXPECT_GT(counting_new::g_allocations.load() - before, 0u);
 }
 
 }  // namespace
