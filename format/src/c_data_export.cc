@@ -468,6 +468,7 @@ Status ExportTree(const ArrayDataPtr* roots, size_t n_roots, bool as_struct, int
   const size_t buffers_at = at = Aligned<const void*>(at);
   at += sizes.buffers * sizeof(const void*);
   const size_t children_at = at = Aligned<ArrowArray*>(at);
+  // NOLINTNEXTLINE(bugprone-sizeof-expression): a table of pointers to ArrowArray, as meant
   at += sizes.child_pointers * sizeof(ArrowArray*);
   const size_t variadic_at = at = Aligned<int64_t>(at);
   at += sizes.variadic * sizeof(int64_t);

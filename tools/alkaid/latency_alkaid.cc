@@ -251,7 +251,7 @@ Status PongSide(const RunSpec& spec, Shared* shared) {
     shared->answered.store(answered, std::memory_order_release);
     auto ping = pings->Next(kSlice);
     if (ping.ok()) batch = std::move(*ping);
-    const Status got = ping.status();
+    Status got = ping.status();
     if (!got.ok()) {
       if (got.code() == StatusCode::kEndOfStream) break;
       if (got.code() != StatusCode::kTimedOut) return got;
@@ -392,7 +392,7 @@ Status StreamConsumer(const RunSpec& spec, Shared* shared, int index) {
   while (true) {
     auto next = consumer->Next(kSlice);
     if (next.ok()) got = std::move(*next);
-    const Status st = next.status();
+    Status st = next.status();
     if (!st.ok()) {
       if (st.code() == StatusCode::kEndOfStream) break;
       if (st.code() != StatusCode::kTimedOut) return st;
