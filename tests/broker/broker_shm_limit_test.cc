@@ -141,8 +141,7 @@ TEST_F(BrokerShmLimitTest, TopicsShowsTheLimitAndTheBytesInUse) {
   EXPECT_GT(stats.reserved_bytes, 4 * kMiB);  // the arena and the channel's slots
 
   const auto doc = TopicsJson(broker);
-  EXPECT_EQ(doc["broker"]["shm_in_use_bytes"].get<uint64_t>(), stats.reserved_bytes)
-      << doc.dump();
+  EXPECT_EQ(doc["broker"]["shm_in_use_bytes"].get<uint64_t>(), stats.reserved_bytes) << doc.dump();
   EXPECT_EQ(doc["broker"]["shm_limit_bytes"].get<uint64_t>(), ExpectedDefaultLimit());
   ASSERT_EQ(doc["topics"].size(), 1u) << doc.dump();
   EXPECT_EQ(doc["topics"][0]["name"], "t");
@@ -235,8 +234,7 @@ TEST_F(BrokerShmLimitTest, DefaultArenaOnA64MiBShmWithoutALimitIsOutOfMemory) {
   defaults.socket_path = broker.socket();
   auto refused = Producer::Open("big", XSchema(), defaults);
   ASSERT_RAISES_WITH_MESSAGE(kOutOfMemory, "/dev/shm is full", refused);
-  std::cerr << "without a limit, a default producer gets: " << refused.status().ToString()
-            << "\n";
+  std::cerr << "without a limit, a default producer gets: " << refused.status().ToString() << "\n";
   EXPECT_TRUE(ShmNames(broker.name() + ".").empty());
 }
 
