@@ -48,8 +48,6 @@ class TemplateBuffer final : public Buffer {
 // our deleter and allocator is 48 bytes; the allocator checks at compile
 // time that it fits).
 constexpr size_t kControlBlockBytes = 96;
-// Idle graphs kept for reuse; more are freed when returned.
-constexpr int64_t kMaxIdleGraphs = 64;
 
 }  // namespace
 
@@ -96,15 +94,17 @@ struct BatchTemplate::Impl {
     uint32_t k;
     uint32_t child;
     uint32_t level;
+    bool last;  // the last slot into its level: takes the level's reference
   };
   std::vector<ChildSlot> child_slots;
 
   // One for the owner (the shared_ptr Make returned), one per graph in
   // use; the template is deleted at zero.
   std::atomic<int64_t> refs{1};
+  // Idle graphs: as many as were ever in use at once (a consumer that
+  // holds many batches keeps that many graphs until the template goes).
   std::atomic<Graph*> returned{nullptr};  // pushed by any thread
   Graph* idle = nullptr;                  // taken by Instantiate's thread
-  std::atomic<int64_t> idle_count{0};
   std::atomic<size_t> made{0};
 
   void Unref() {
@@ -115,28 +115,20 @@ struct BatchTemplate::Impl {
 
   // A graph whose last part was freed (any thread).
   void Return(Graph* g) {
-    if (idle_count.fetch_add(1, std::memory_order_relaxed) >= kMaxIdleGraphs) {
-      idle_count.fetch_sub(1, std::memory_order_relaxed);
-      delete g;
-    } else {
-      Graph* head = returned.load(std::memory_order_relaxed);
-      do {
-        g->next = head;
-        // Release: the graph's reset pointers are seen by the taker's
-        // acquire exchange in Take.
-      } while (!returned.compare_exchange_weak(head, g, std::memory_order_release,
-                                               std::memory_order_relaxed));
-    }
+    Graph* head = returned.load(std::memory_order_relaxed);
+    do {
+      g->next = head;
+      // Release: the graph's reset pointers are seen by the taker's acquire
+      // exchange in Take.
+    } while (!returned.compare_exchange_weak(head, g, std::memory_order_release,
+                                             std::memory_order_relaxed));
     Unref();
   }
 
   Graph* Take() {
     if (idle == nullptr) idle = returned.exchange(nullptr, std::memory_order_acquire);
     Graph* g = idle;
-    if (g != nullptr) {
-      idle = g->next;
-      idle_count.fetch_sub(1, std::memory_order_relaxed);
-    }
+    if (g != nullptr) idle = g->next;
     return g;
   }
 
@@ -279,10 +271,17 @@ Result<std::shared_ptr<BatchTemplate>> BatchTemplate::Make(BatchShape shape) {
       }
     }
     for (uint32_t k = 0; k < n.children.size(); ++k) {
-      im.child_slots.push_back({i, k, n.children[k], depth[n.children[k]]});
+      im.child_slots.push_back({i, k, n.children[k], depth[n.children[k]], false});
     }
   }
   im.num_buffers = static_cast<uint32_t>(im.buffer_slots.size());
+  for (size_t i = im.child_slots.size(); i-- > 0;) {
+    bool later = false;
+    for (size_t j = i + 1; j < im.child_slots.size(); ++j) {
+      later = later || im.child_slots[j].level == im.child_slots[i].level;
+    }
+    im.child_slots[i].last = !later;
+  }
   im.levels = levels;
   im.level_parts.resize(levels);
   // The owner's reference; graphs in use hold theirs.
@@ -326,24 +325,42 @@ RecordBatchPtr BatchTemplate::InstantiateErased(const uint8_t* base, MoveKeeper 
   };
   {
     // The body part, held by every buffer; the levels from the deepest up,
-    // each held by the one above (the batch holds level 0).
-    const std::shared_ptr<void> body = part(im.body_part());
+    // each held by the one above (the batch holds level 0). The last
+    // pointer into each part takes the part's first reference (a move, no
+    // count taken and dropped).
+    std::shared_ptr<void> body = part(im.body_part());
     std::vector<std::shared_ptr<void>>& level = im.level_parts;
     for (uint32_t d = im.levels; d-- > 0;) level[d] = part(1 + d);
     for (uint32_t i = 0; i < im.num_buffers; ++i) {
       const Impl::BufferSlot& b = im.buffer_slots[i];
       g->buffers[i].Point(base + b.offset, b.size);
-      g->nodes[b.node].buffers[b.k] = std::shared_ptr<Buffer>(body, &g->buffers[i]);
-    }
-    for (const Impl::ChildSlot& c : im.child_slots) {
-      g->nodes[c.node].child_data[c.k] = ArrayDataPtr(level[c.level], &g->nodes[c.child]);
-    }
-    for (size_t c = 0; c < shape_.columns.size(); ++c) {
-      g->batch->columns_[c] = ArrayDataPtr(level[0], &g->nodes[shape_.columns[c]]);
+      std::shared_ptr<Buffer>& slot = g->nodes[b.node].buffers[b.k];
+      if (i + 1 == im.num_buffers && body_out == nullptr) {
+        slot = std::shared_ptr<Buffer>(std::move(body), &g->buffers[i]);
+      } else {
+        slot = std::shared_ptr<Buffer>(body, &g->buffers[i]);
+      }
     }
     if (body_out != nullptr) {
       g->buffers[im.num_buffers].Point(base, shape_.body_length);
-      *body_out = std::shared_ptr<Buffer>(body, &g->buffers[im.num_buffers]);
+      *body_out = std::shared_ptr<Buffer>(std::move(body), &g->buffers[im.num_buffers]);
+    }
+    for (const Impl::ChildSlot& c : im.child_slots) {
+      ArrayDataPtr& slot = g->nodes[c.node].child_data[c.k];
+      if (c.last) {
+        slot = ArrayDataPtr(std::move(level[c.level]), &g->nodes[c.child]);
+      } else {
+        slot = ArrayDataPtr(level[c.level], &g->nodes[c.child]);
+      }
+    }
+    const size_t columns = shape_.columns.size();
+    for (size_t c = 0; c < columns; ++c) {
+      ArrayData* node = &g->nodes[shape_.columns[c]];
+      if (c + 1 == columns) {
+        g->batch->columns_[c] = ArrayDataPtr(std::move(level[0]), node);
+      } else {
+        g->batch->columns_[c] = ArrayDataPtr(level[0], node);
+      }
     }
     for (auto& l : level) l.reset();
   }

@@ -199,10 +199,11 @@ Result<bool> BatchSubscriber::Impl::TryFast(ReceivedBatch* out) {
   pending_lost = 0;
   ++plan_hits;
   const auto* base = reinterpret_cast<const uint8_t*>(m.body().data());
-  out->batch = plan.batches->Instantiate(base, message.TakeBody(), &out->body);
+  out->batch = plan.batches->Instantiate(base, message.TakeBody(),
+                                         options.with_message ? &out->body : nullptr);
   Status st = plan.Check(*out->batch, options.read);
   if (!st.ok()) return st.WithContext(Where());
-  out->metadata = plan.metadata;
+  if (options.with_message) out->metadata = plan.metadata;
   return true;
 }
 

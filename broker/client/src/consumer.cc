@@ -206,6 +206,7 @@ struct internal::ConsumerImpl {
       sub_options.consumer.wait_mode = options.wait_mode;
       sub_options.consumer.from_oldest = from_oldest;
       sub_options.verification = options.verification;
+      sub_options.with_message = false;  // Next returns the batch alone
       auto r = BatchSubscriber::Open(info.ring, topic_schema, sub_options);
       if (r.ok()) s.batches = std::move(*r);
       st = r.status();

@@ -94,6 +94,10 @@ struct SubscriberOptions {
   /// by Verification::kFull and kPrivateCopy).
   format::ipc::IpcReadOptions read;
   Verification verification = Verification::kStructure;
+  /// Fill ReceivedBatch::metadata and ReceivedBatch::body. A caller that
+  /// only wants the batch (Consumer) sets false: two fewer reference counts
+  /// taken and dropped per batch.
+  bool with_message = true;
 };
 
 /// Consumes batches of a known schema from a channel, in any process.
