@@ -139,6 +139,26 @@ TEST_F(ShmTest, ChannelConsumerWritingIntoABodyFaultsAlone) {
   EXPECT_EQ(testing::SegmentsWithPrefix(name + ".c").size(), 1u);  // the honest one's
 }
 
+// A child that opens channel `name` as a consumer (then `ready`), receives
+// ten messages and holds their bodies (then `holding`), until it is killed.
+pid_t ForkHolderOfTen(const std::string& name, Signal* ready, Signal* holding) {
+  return ForkChild([&] {
+    auto consumer = ChannelConsumer::Open(name);
+    CHILD_CHECK(consumer.ok(), 10, "%s", consumer.status().ToString().c_str());
+    ready->Notify();
+    ChannelMessage message;
+    std::vector<ChannelBlock> held;
+    for (int i = 0; i < 10; ++i) {
+      const Status st = (*consumer)->Receive(&message, 20s);
+      CHILD_CHECK(st.ok(), 11, "%s", st.ToString().c_str());
+      held.push_back(message.TakeBody());
+    }
+    holding->Notify();
+    ::pause();
+    return 0;
+  });
+}
+
 // What a SIGKILLed consumer held is released exactly, while the producer
 // goes on; its segment name is removed.
 TEST_F(ShmTest, ChannelReclaimsExactlyWhatAKilledConsumerHeld) {
@@ -147,21 +167,7 @@ TEST_F(ShmTest, ChannelReclaimsExactlyWhatAKilledConsumerHeld) {
   o.slot_count = 4;
   ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, o));
   Signal ready, holding;
-  const pid_t victim = ForkChild([&] {
-    auto consumer = ChannelConsumer::Open(name);
-    CHILD_CHECK(consumer.ok(), 10, "%s", consumer.status().ToString().c_str());
-    ready.Notify();
-    ChannelMessage message;
-    std::vector<ChannelBlock> held;
-    for (int i = 0; i < 10; ++i) {
-      const Status st = (*consumer)->Receive(&message, 20s);
-      CHILD_CHECK(st.ok(), 11, "%s", st.ToString().c_str());
-      held.push_back(message.TakeBody());
-    }
-    holding.Notify();
-    ::pause();
-    return 0;
-  });
+  const pid_t victim = ForkHolderOfTen(name, &ready, &holding);
   ASSERT_TRUE(ready.Wait());
   for (uint64_t i = 0; i < 10; ++i) ASSERT_OK(PublishPattern(producer.get(), i, 10000));
   ASSERT_TRUE(holding.Wait());
@@ -191,21 +197,7 @@ TEST_F(ShmTest, ChannelReclaimOfADeadConsumerLeavesTheSurvivorsBlocksHeld) {
   ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, o));
   ASSERT_OK_AND_ASSIGN(auto survivor, ChannelConsumer::Open(name));
   Signal ready, holding;
-  const pid_t victim = ForkChild([&] {
-    auto consumer = ChannelConsumer::Open(name);
-    CHILD_CHECK(consumer.ok(), 10, "%s", consumer.status().ToString().c_str());
-    ready.Notify();
-    ChannelMessage message;
-    std::vector<ChannelBlock> held;
-    for (int i = 0; i < 10; ++i) {
-      const Status st = (*consumer)->Receive(&message, 20s);
-      CHILD_CHECK(st.ok(), 11, "%s", st.ToString().c_str());
-      held.push_back(message.TakeBody());
-    }
-    holding.Notify();
-    ::pause();
-    return 0;
-  });
+  const pid_t victim = ForkHolderOfTen(name, &ready, &holding);
   ASSERT_TRUE(ready.Wait());
   ChannelMessage message;
   std::vector<ChannelBlock> held;
