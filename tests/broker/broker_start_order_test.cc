@@ -199,28 +199,14 @@ void ExpectStreams(const std::vector<std::string>& paths, const EncodedStream& e
   }
 }
 
-class StartOrderTest : public ::testing::Test {
+class StartOrderTest : public testing::BrokerWithDirTest {
  protected:
-  void SetUp() override {
-    ASSERT_TRUE(broker_.Start());
-    dir_ = "/tmp/alkaid-test-" + broker_.name();
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override {
-    std::filesystem::remove_all(dir_);
-    broker_.Stop();
-    EXPECT_TRUE(testing::ShmNames(broker_.name() + ".").empty());
-  }
-
   client::ConsumerOptions Waiting() const {
     client::ConsumerOptions options;
     options.socket_path = broker_.socket();
     options.wait_for_topic = kGuard;
     return options;
   }
-
-  BrokerProcess broker_;
-  std::string dir_;
 };
 
 // The examples as in docs/BROKER.md's three terminals: the consumer

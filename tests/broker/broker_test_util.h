@@ -4,8 +4,11 @@
 // alkaid-broker (tests/broker/broker_process.h) reports, and reading the
 // files its tools write.
 
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -122,5 +125,25 @@ inline std::string ReadFile(const std::string& path) {
   text << in.rdbuf();
   return text.str();
 }
+
+/// A test with a broker of its own and a scratch directory named after it;
+/// at the end the directory is removed, the broker stopped, and no segment
+/// of the broker's may be left in /dev/shm.
+class BrokerWithDirTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(broker_.Start());
+    dir_ = "/tmp/alkaid-test-" + broker_.name();
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override {
+    std::filesystem::remove_all(dir_);
+    broker_.Stop();
+    EXPECT_TRUE(ShmNames(broker_.name() + ".").empty());
+  }
+
+  BrokerProcess broker_;
+  std::string dir_;
+};
 
 }  // namespace alkaid::broker::testing

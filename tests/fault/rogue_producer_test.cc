@@ -67,25 +67,11 @@ pid_t SpawnWithStderr(const std::vector<std::string>& args, const std::string& s
   return pid;
 }
 
-class RogueProducerTest : public ::testing::Test {
+class RogueProducerTest : public testing::BrokerWithDirTest {
  protected:
-  void SetUp() override {
-    ASSERT_TRUE(broker_.Start());
-    dir_ = "/tmp/alkaid-test-" + broker_.name();
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override {
-    std::filesystem::remove_all(dir_);
-    broker_.Stop();
-    EXPECT_TRUE(testing::ShmNames(broker_.name() + ".").empty());
-  }
-
   pid_t SpawnRogue(const std::string& topic) {
     return Spawn({ALKAID_ROGUE_PRODUCER_BIN, broker_.socket(), topic});
   }
-
-  BrokerProcess broker_;
-  std::string dir_;
 };
 
 // What one consumer got: each Next's result until the end of the stream
