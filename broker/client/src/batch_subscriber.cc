@@ -187,24 +187,38 @@ Result<bool> BatchSubscriber::Impl::TryFast(ReceivedBatch* out) {
   const uint32_t shape = m.shape();
   if (shape == 0 || shape >= shape_plans.size() || shape_plans[shape] == 0 ||
       !UserWord::IsPlainRecordBatch(word) || dictionaries.active() || !m.payload().empty() ||
-      !m.has_body() || options.verification != Verification::kStructure) {
+      !m.has_body()) {
     return false;
   }
   const DecodePlan& plan = plans[shape_plans[shape] - 1];
   const uint64_t body_length = word & UserWord::kLengthMask;
   if (plan.body_length != body_length || body_length > m.body().size()) return false;
   first_message = false;
-  out->sequence = m.sequence();
-  out->lost_before = pending_lost + m.lost_before();
-  pending_lost = 0;
-  ++plan_hits;
-  const auto* base = reinterpret_cast<const uint8_t*>(m.body().data());
-  out->batch = plan.batches->Instantiate(base, message.TakeBody(),
-                                         options.with_message ? &out->body : nullptr);
+  pending_lost += m.lost_before();
+  ALKAID_RETURN_NOT_OK(MakeFromPlan(plan, message.TakeBody(), out));
+  return true;
+}
+
+Status BatchSubscriber::Impl::MakeFromPlan(const DecodePlan& plan, shm::ChannelBlock block,
+                                           ReceivedBatch* out) {
+  out->sequence = message.sequence();
+  out->lost_before = pending_lost;
+  std::shared_ptr<format::Buffer>* body = options.with_message ? &out->body : nullptr;
+  if (options.verification == Verification::kPrivateCopy) {
+    ALKAID_ASSIGN_OR_RAISE(auto copy, BodyOf(std::move(block), plan.body_length));
+    const uint8_t* base = copy->data();
+    if (body != nullptr) *body = copy;
+    out->batch = plan.batches->Instantiate(base, std::move(copy));
+  } else {
+    const auto* base = reinterpret_cast<const uint8_t*>(block.data().data());
+    out->batch = plan.batches->Instantiate(base, std::move(block), body);
+  }
   Status st = plan.Check(*out->batch, options.read);
   if (!st.ok()) return st.WithContext(Where());
-  if (options.with_message) out->metadata = plan.metadata;
-  return true;
+  pending_lost = 0;
+  ++plan_hits;
+  if (body != nullptr) out->metadata = plan.metadata;
+  return Status::OK();
 }
 
 Result<ReceivedBatch> BatchSubscriber::Impl::DecodeBatch(const UserWord& user,
@@ -214,27 +228,14 @@ Result<ReceivedBatch> BatchSubscriber::Impl::DecodeBatch(const UserWord& user,
   out.sequence = message.sequence();
   out.lost_before = pending_lost;
   const uint32_t shape = message.shape();
-  const DecodePlan* hit = FindPlan(md, user.body_length);
-  if (hit != nullptr) {
+  if (const DecodePlan* hit = FindPlan(md, user.body_length); hit != nullptr) {
     if (hit->body_length != user.body_length) {
       return Status::Invalid(Where(), ": shape ", shape, " has a body of ", hit->body_length,
                              " bytes, the message says ", user.body_length);
     }
     // Same metadata as a message already verified, decoded and validated:
     // the plan makes the batch over this body.
-    if (options.verification == Verification::kPrivateCopy) {
-      ALKAID_ASSIGN_OR_RAISE(out.body, BodyOf(std::move(block), user.body_length));
-      const uint8_t* base = out.body->data();
-      out.batch = hit->batches->Instantiate(base, std::shared_ptr<format::Buffer>(out.body));
-    } else {
-      const auto* base = reinterpret_cast<const uint8_t*>(block.data().data());
-      out.batch = hit->batches->Instantiate(base, std::move(block), &out.body);
-    }
-    Status st = hit->Check(*out.batch, options.read);
-    if (!st.ok()) return st.WithContext(Where());
-    pending_lost = 0;
-    ++plan_hits;
-    out.metadata = hit->metadata;
+    ALKAID_RETURN_NOT_OK(MakeFromPlan(*hit, std::move(block), &out));
     return out;
   }
   if (shape != 0) {
