@@ -2,32 +2,46 @@
 // once and handed out again for each body.
 //
 // A graph is one RecordBatch, one ArrayData per node and one Buffer per
-// present buffer, with a std::shared_ptr control block per *part*: the
-// batch, each level of nesting (depth 0: the columns, depth 1: their
-// children, ...) and the body. Every pointer into a part aliases that
-// part's control block, so a copy taken anywhere owns the part. A part
-// never points into itself, only into deeper parts (batch -> columns ->
-// children -> ... -> body): no cycle, so each count falls to zero exactly
-// when nothing outside the graph, and no shallower part, holds it.
+// present buffer. Every pointer inside the graph (a batch's columns, a
+// node's children and buffers) aliases one control block, the graph's
+// anchor, and is made once, when the graph is: the anchor's count is then
+// `quiet` (the anchor itself plus those pointers) whenever nothing outside
+// the graph points into it. Each handed-out batch gets a control block of
+// its own, the batch count, made in the graph (no allocation) and counted
+// by the caller's copies of the batch pointer only.
 //
-// When a part's count falls to zero its deleter lets go of the pointers
-// the part holds (the columns of the batch, a level's children and
-// buffers, the body's keeper), which may free the deeper parts in turn.
-// When the control block itself is freed (weak references included) the
-// part is counted free; the last part freed returns the graph to the
-// template's free list, on whatever thread that happens. The control
-// blocks live in the graph (a slot per part), so no part allocates.
+// So a batch costs two counts, not one per node: its own, which falls to
+// zero when the caller drops the last batch pointer, and the anchor's,
+// which a pointer taken from the batch (a column, a child, a buffer, a
+// slice, an export) raises. When the batch's control block is freed the
+// graph is quiet or not: quiet, its body's keeper goes and the graph is
+// idle again; not, something taken from it is still held (and holds the
+// body), and the graph waits on the template's pinned list until a sweep
+// finds it quiet. Sweeps run in Instantiate and Sweep (the decoding
+// thread), and for a template whose owner is gone on a reaper thread.
+//
+// Reading the anchor's count is a relaxed load followed by an acquire
+// fence: every holder's last drop is an acq_rel decrement of that count,
+// so whatever a holder did with the body happens before the graph is
+// reused. No pointer into a quiet graph can appear: taking one needs the
+// batch (whose count is gone) or a pointer already held (none is).
 
 #include "alkaid/format/batch_template.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "alkaid/format/array_data.h"
 #include "alkaid/format/buffer.h"
+#include "c_data_internal.h"
 
 namespace alkaid::format {
 
@@ -44,67 +58,92 @@ class TemplateBuffer final : public Buffer {
   }
 };
 
-// Bytes for one part's control block (libstdc++'s _Sp_counted_deleter with
-// our deleter and allocator is 48 bytes; the allocator checks at compile
-// time that it fits).
+// Bytes for one control block (libstdc++'s _Sp_counted_deleter with our
+// deleter and allocator is 48 bytes; the allocator checks at compile time
+// that it fits).
 constexpr size_t kControlBlockBytes = 96;
+
+// Pinned graphs looked at (the oldest first) per Instantiate, so that a
+// graph let go shortly after its batch is taken again soon; more when no
+// graph is idle, before another is made; and per Sweep. Bounded, so that a
+// caller who keeps a column of every batch pays a constant per batch, not
+// one per batch kept.
+constexpr int kSweepPerInstantiate = 2;
+constexpr int kSweepBeforeMaking = 8;
+constexpr int kSweepPerCall = 64;
 
 }  // namespace
 
 struct BatchTemplate::Graph {
+  // The control blocks' memory comes first: it outlives every pointer below.
+  alignas(std::max_align_t) std::byte anchor_block[kControlBlockBytes];
+  alignas(std::max_align_t) std::byte batch_block[kControlBlockBytes];
   Impl* owner = nullptr;
-  Graph* next = nullptr;  // free-list link
-  // Parts whose control block is still allocated; 0: the graph is free.
-  std::atomic<uint32_t> live_parts{0};
+  Graph* next = nullptr;  // link in the returned, idle and pinned lists
+  std::shared_ptr<void> anchor;
+  long quiet = 0;  // the anchor's count when nothing outside holds a node
   std::optional<RecordBatch> batch;
   std::vector<ArrayData> nodes;
-  std::unique_ptr<TemplateBuffer[]> buffers;
-  std::unique_ptr<std::byte[]> control_blocks;  // kControlBlockBytes per part
+  std::unique_ptr<TemplateBuffer[]> buffers;  // the present ones, then the whole body
   alignas(std::max_align_t) std::byte keeper[kKeeperBytes];
   DropKeeper drop_keeper = nullptr;
+  // The ArrowArray tree of the batch's exports, laid out once (c_data_export.cc).
+  internal::ExportSlot export_slot;
 
-  void* ControlBlock(uint32_t part) {
-    return control_blocks.get() + static_cast<size_t>(part) * kControlBlockBytes;
+  bool Quiet() const {
+    const long n = anchor.use_count();
+    // Acquire: pairs with the acq_rel decrement of each holder's last drop.
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return n == quiet;
   }
+  // Lets go of the body's keeper, once.
+  void LetGoOfBody() {
+    if (drop_keeper == nullptr) return;
+    drop_keeper(keeper);
+    drop_keeper = nullptr;
+  }
+};
+
+// A lock-free stack of graphs pushed by any thread and taken whole.
+struct BatchTemplate::GraphStack {
+  std::atomic<Graph*> head{nullptr};
+  void Push(Graph* g) {
+    Graph* h = head.load(std::memory_order_relaxed);
+    do {
+      g->next = h;
+      // Seq_cst (release at least): what the pusher did to the graph is
+      // seen by the taker's exchange; seq_cst for PartFreed's pairing with
+      // the owner's going (see Orphan).
+    } while (
+        !head.compare_exchange_weak(h, g, std::memory_order_seq_cst, std::memory_order_relaxed));
+  }
+  Graph* TakeAll() { return head.exchange(nullptr, std::memory_order_acquire); }
+  bool empty() const { return head.load(std::memory_order_seq_cst) == nullptr; }
 };
 
 struct BatchTemplate::Impl {
   BatchTemplate* self = nullptr;
-  // Levels of nesting; the parts are 0: the batch, 1..levels: the nodes
-  // of depth 0..levels-1, levels+1: the body.
-  uint32_t levels = 0;
-  std::vector<std::shared_ptr<void>> level_parts;  // Instantiate's, reused
-  uint32_t body_part() const { return levels + 1; }
-  uint32_t parts() const { return levels + 2; }
-  // Each present buffer: the node and buffer index it fills, where it lies
-  // in the body, and the part (level) whose node holds it.
+  // Each present buffer: the node and buffer index it fills and where it
+  // lies in the body.
   struct BufferSlot {
     uint32_t node;
     uint32_t k;
     int64_t offset;
     int64_t size;
-    uint32_t level;
   };
   std::vector<BufferSlot> buffer_slots;
   uint32_t num_buffers = 0;  // buffer_slots.size()
-  // Each child pointer: the parent node and child index, the child node and
-  // the child's level.
-  struct ChildSlot {
-    uint32_t node;
-    uint32_t k;
-    uint32_t child;
-    uint32_t level;
-    bool last;  // the last slot into its level: takes the level's reference
-  };
-  std::vector<ChildSlot> child_slots;
 
-  // One for the owner (the shared_ptr Make returned), one per graph in
-  // use; the template is deleted at zero.
+  // One for the owner (the shared_ptr Make returned), one per graph in use
+  // or pinned, one for the reaper while it watches; deleted at zero.
   std::atomic<int64_t> refs{1};
-  // Idle graphs: as many as were ever in use at once (a consumer that
-  // holds many batches keeps that many graphs until the template goes).
-  std::atomic<Graph*> returned{nullptr};  // pushed by any thread
-  Graph* idle = nullptr;                  // taken by Instantiate's thread
+  std::atomic<bool> orphaned{false};  // the owner is gone
+  GraphStack returned;                // quiet graphs, pushed by any thread
+  GraphStack pinned_in;               // not yet quiet, pushed by any thread
+  // The sweeping thread's (Instantiate's, or the reaper's once orphaned).
+  Graph* idle = nullptr;
+  Graph* pinned_head = nullptr;  // oldest first
+  Graph* pinned_tail = nullptr;
   std::atomic<size_t> made{0};
 
   void Unref() {
@@ -113,27 +152,80 @@ struct BatchTemplate::Impl {
     if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete self;
   }
 
-  // A graph whose last part was freed (any thread).
+  // A quiet graph: its keeper goes, and it is idle again (any thread).
   void Return(Graph* g) {
-    Graph* head = returned.load(std::memory_order_relaxed);
-    do {
-      g->next = head;
-      // Release: the graph's reset pointers are seen by the taker's acquire
-      // exchange in Take.
-    } while (!returned.compare_exchange_weak(head, g, std::memory_order_release,
-                                             std::memory_order_relaxed));
+    g->LetGoOfBody();
+    returned.Push(g);
     Unref();
   }
 
+  void PinLocal(Graph* g) {
+    g->next = nullptr;
+    if (pinned_tail == nullptr) {
+      pinned_head = g;
+    } else {
+      pinned_tail->next = g;
+    }
+    pinned_tail = g;
+  }
+
+  // Moves newly pinned graphs to the local list (oldest first), then looks
+  // at up to `budget` of the oldest (all when negative): the quiet ones are
+  // returned. True if graphs are still pinned.
+  bool Sweep(int budget) {
+    Graph* in = pinned_in.TakeAll();
+    Graph* reversed = nullptr;
+    while (in != nullptr) {
+      Graph* next = in->next;
+      in->next = reversed;
+      reversed = in;
+      in = next;
+    }
+    while (reversed != nullptr) {
+      Graph* next = reversed->next;
+      PinLocal(reversed);
+      reversed = next;
+    }
+    Graph* keep_head = nullptr;
+    Graph* keep_tail = nullptr;
+    while (pinned_head != nullptr && budget-- != 0) {
+      Graph* g = pinned_head;
+      pinned_head = g->next;
+      if (pinned_head == nullptr) pinned_tail = nullptr;
+      if (g->Quiet()) {
+        Return(g);  // may delete this template (the reaper's last graph)
+        continue;
+      }
+      g->next = nullptr;
+      if (keep_tail == nullptr) {
+        keep_head = g;
+      } else {
+        keep_tail->next = g;
+      }
+      keep_tail = g;
+    }
+    // The ones still pinned go to the back: the next sweep starts with
+    // those it has not looked at.
+    if (keep_head != nullptr) {
+      if (pinned_tail == nullptr) {
+        pinned_head = keep_head;
+      } else {
+        pinned_tail->next = keep_head;
+      }
+      pinned_tail = keep_tail;
+    }
+    return pinned_head != nullptr;
+  }
+
   Graph* Take() {
-    if (idle == nullptr) idle = returned.exchange(nullptr, std::memory_order_acquire);
+    if (idle == nullptr) idle = returned.TakeAll();
     Graph* g = idle;
     if (g != nullptr) idle = g->next;
     return g;
   }
 
   ~Impl() {
-    for (Graph* list : {idle, returned.load(std::memory_order_acquire)}) {
+    for (Graph* list : {idle, returned.TakeAll(), pinned_head, pinned_in.TakeAll()}) {
       while (list != nullptr) {
         Graph* next = list->next;
         delete list;
@@ -143,20 +235,97 @@ struct BatchTemplate::Impl {
   }
 };
 
-// A part's control block's deleter: its count fell to zero.
-struct BatchTemplate::Deleter {
-  Graph* graph;
-  uint32_t part;
-  void operator()(const void* /*unused*/) const { Dispose(graph, part); }
+// Sweeps the templates whose owner is gone while graphs of theirs are still
+// pinned (held through a column, buffer, slice or export taken from a
+// batch), so that their bodies are let go soon after the last such pointer
+// is dropped even though nobody decodes with them any more. A thread runs
+// while there are any, and ends when there are none.
+class BatchTemplate::Reaper {
+ public:
+  static Reaper& Get() {
+    // Never destroyed: its thread may outlive static destruction at exit.
+    static Reaper* reaper = new Reaper;
+    return *reaper;
+  }
+
+  // Watches `im` until nothing of it is pinned, holding a reference to it
+  // meanwhile.
+  void Watch(Impl* im) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    WatchLocked(im);
+  }
+
+  // The owner of `im` goes: from now on the reaper sweeps it, if anything
+  // of it is pinned now or gets pinned later (PartFreed then calls Watch).
+  void Orphan(Impl* im) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    // Seq_cst, with PartFreed's push and load: either this sees the graph it
+    // pinned, or it sees `orphaned` (both: watched twice, which is harmless).
+    im->orphaned.store(true, std::memory_order_seq_cst);
+    if (im->pinned_head != nullptr || !im->pinned_in.empty()) WatchLocked(im);
+  }
+
+ private:
+  void WatchLocked(Impl* im) {
+    im->refs.fetch_add(1, std::memory_order_relaxed);
+    watched_.push_back(im);
+    if (!running_ || pid_ != ::getpid()) {  // a fork has no thread of ours
+      running_ = true;
+      pid_ = ::getpid();
+      std::thread([this] { Run(); }).detach();
+    }
+  }
+
+  void Run() {
+    while (true) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      std::vector<Impl*> done;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        for (size_t i = 0; i < watched_.size();) {
+          Impl* im = watched_[i];
+          if (im->Sweep(-1)) {
+            ++i;
+          } else {
+            done.push_back(im);
+            watched_[i] = watched_.back();
+            watched_.pop_back();
+          }
+        }
+        if (watched_.empty() && done.empty()) {
+          running_ = false;
+          return;
+        }
+      }
+      for (Impl* im : done) im->Unref();
+    }
+  }
+
+  std::mutex mutex_;
+  std::vector<Impl*> watched_;
+  bool running_ = false;
+  pid_t pid_ = 0;
 };
 
-// The allocator of a part's control block: the part's slot in the graph.
-// Freeing it counts the part free.
+// The control blocks' deleter: a batch's count fell to zero (the anchor's
+// falls to zero only when its graph is deleted: nothing to do then). If
+// nothing taken from the batch is held either, the body goes now, even if
+// weak pointers keep the batch's control block (and with it the graph) a
+// while longer.
+struct BatchTemplate::Deleter {
+  Graph* graph = nullptr;  // null: the anchor's
+  void operator()(const void* /*unused*/) const {
+    if (graph != nullptr && graph->Quiet()) graph->LetGoOfBody();
+  }
+};
+
+// The allocator of a control block: its place in the graph. Freeing the
+// batch's block hands the graph back (PartFreed).
 template <typename T>
 struct BatchTemplate::Allocator {
   using value_type = T;
   Graph* graph;
-  uint32_t part;
+  uint32_t part;  // 0: the batch's block, 1: the anchor's
 
   Allocator(Graph* g, uint32_t p) : graph(g), part(p) {}
   template <typename U>
@@ -164,39 +333,32 @@ struct BatchTemplate::Allocator {
 
   T* allocate(size_t n) {
     static_assert(sizeof(T) <= kControlBlockBytes && alignof(T) <= alignof(std::max_align_t),
-                  "a control block must fit its slot");
-    if (n != 1) throw std::bad_alloc();  // only one control block per part
-    return static_cast<T*>(graph->ControlBlock(part));
+                  "a control block must fit its place");
+    if (n != 1) throw std::bad_alloc();  // only one control block per place
+    return static_cast<T*>(
+        static_cast<void*>(part == 0 ? graph->batch_block : graph->anchor_block));
   }
-  void deallocate(T* /*p*/, size_t /*n*/) { PartFreed(graph); }
+  void deallocate(T* /*p*/, size_t /*n*/) {
+    if (part == 0) PartFreed(graph);
+  }
   template <typename U>
   bool operator==(const Allocator<U>& o) const {
     return graph == o.graph && part == o.part;
   }
 };
 
-void BatchTemplate::Dispose(Graph* g, uint32_t part) {
-  Impl& im = *g->owner;
-  if (part == 0) {
-    for (auto& c : g->batch->columns_) c.reset();
-  } else if (part == im.body_part()) {
-    g->drop_keeper(g->keeper);
-  } else {
-    const uint32_t level = part - 1;
-    for (const Impl::BufferSlot& b : im.buffer_slots) {
-      if (b.level == level) g->nodes[b.node].buffers[b.k].reset();
-    }
-    for (const Impl::ChildSlot& c : im.child_slots) {
-      // The parent is one level up from the child.
-      if (c.level == level + 1) g->nodes[c.node].child_data[c.k].reset();
-    }
-  }
-}
-
 void BatchTemplate::PartFreed(Graph* g) {
-  // Acq_rel: the last part to go sees what the others released (their
-  // resets), and hands the graph on with them.
-  if (g->live_parts.fetch_sub(1, std::memory_order_acq_rel) == 1) g->owner->Return(g);
+  // The batch's block is free: nothing holds the batch, weakly or not. The
+  // graph was quiet when the count fell (the body is gone), or is now.
+  Impl& im = *g->owner;
+  if (g->drop_keeper == nullptr || g->Quiet()) {
+    im.Return(g);
+    return;
+  }
+  // Something taken from the batch is still held: a sweep returns the graph
+  // once it is let go (the owner's, or the reaper's once the owner is gone).
+  im.pinned_in.Push(g);
+  if (im.orphaned.load(std::memory_order_seq_cst)) Reaper::Get().Watch(&im);
 }
 
 BatchTemplate::BatchTemplate(BatchShape shape)
@@ -207,6 +369,11 @@ BatchTemplate::BatchTemplate(BatchShape shape)
 BatchTemplate::~BatchTemplate() = default;
 
 size_t BatchTemplate::graphs_made() const { return impl_->made.load(std::memory_order_relaxed); }
+
+void BatchTemplate::Sweep() {
+  Impl& im = *impl_;
+  if (im.pinned_head != nullptr || !im.pinned_in.empty()) im.Sweep(kSweepPerCall);
+}
 
 Result<std::shared_ptr<BatchTemplate>> BatchTemplate::Make(BatchShape shape) {
   if (shape.schema == nullptr) return Status::Invalid("BatchTemplate: null schema");
@@ -252,14 +419,6 @@ Result<std::shared_ptr<BatchTemplate>> BatchTemplate::Make(BatchShape shape) {
   if (std::find(has_parent.begin(), has_parent.end(), false) != has_parent.end()) {
     return Status::Invalid("BatchTemplate: a node belongs to no column");
   }
-  // Depths, from the roots down (parents come after their children).
-  uint32_t levels = shape.nodes.empty() ? 0 : 1;
-  for (size_t i = shape.nodes.size(); i-- > 0;) {
-    for (uint32_t c : shape.nodes[i].children) {
-      depth[c] = depth[i] + 1;
-      levels = std::max(levels, depth[c] + 1);
-    }
-  }
   auto* t = new BatchTemplate(std::move(shape));
   Impl& im = *t->impl_;
   const BatchShape& sh = t->shape_;
@@ -267,104 +426,79 @@ Result<std::shared_ptr<BatchTemplate>> BatchTemplate::Make(BatchShape shape) {
     const BatchShape::Node& n = sh.nodes[i];
     for (uint32_t k = 0; k < n.buffers.size(); ++k) {
       if (n.buffers[k].offset >= 0) {
-        im.buffer_slots.push_back({i, k, n.buffers[k].offset, n.buffers[k].size, depth[i]});
+        im.buffer_slots.push_back({i, k, n.buffers[k].offset, n.buffers[k].size});
       }
-    }
-    for (uint32_t k = 0; k < n.children.size(); ++k) {
-      im.child_slots.push_back({i, k, n.children[k], depth[n.children[k]], false});
     }
   }
   im.num_buffers = static_cast<uint32_t>(im.buffer_slots.size());
-  for (size_t i = im.child_slots.size(); i-- > 0;) {
-    bool later = false;
-    for (size_t j = i + 1; j < im.child_slots.size(); ++j) {
-      later = later || im.child_slots[j].level == im.child_slots[i].level;
-    }
-    im.child_slots[i].last = !later;
+  // The owner's reference; graphs in use or pinned hold theirs. Graphs
+  // still pinned when the owner goes are the reaper's to sweep.
+  return std::shared_ptr<BatchTemplate>(t, [](BatchTemplate* p) {
+    Impl* owner = p->impl_.get();
+    Reaper::Get().Orphan(owner);
+    owner->Unref();
+  });
+}
+
+BatchTemplate::Graph* BatchTemplate::NewGraph() {
+  Impl& im = *impl_;
+  auto g = std::make_unique<Graph>();
+  g->owner = &im;
+  g->nodes.resize(shape_.nodes.size());
+  g->buffers = std::make_unique<TemplateBuffer[]>(im.num_buffers + 1);
+  // The graph's own pointers, made once: each aliases the anchor.
+  g->anchor = std::shared_ptr<void>(g.get(), Deleter{}, Allocator<void>(g.get(), 1));
+  for (size_t i = 0; i < shape_.nodes.size(); ++i) {
+    const BatchShape::Node& n = shape_.nodes[i];
+    ArrayData& d = g->nodes[i];
+    d.type = n.type;
+    d.length = n.length;
+    d.null_count = n.null_count;
+    d.offset = n.offset;
+    d.buffers.resize(n.buffers.size());
+    d.child_data.reserve(n.children.size());
+    for (uint32_t c : n.children) d.child_data.emplace_back(g->anchor, &g->nodes[c]);
   }
-  im.levels = levels;
-  im.level_parts.resize(levels);
-  // The owner's reference; graphs in use hold theirs.
-  return std::shared_ptr<BatchTemplate>(t, [](BatchTemplate* p) { p->impl_->Unref(); });
+  for (uint32_t i = 0; i < im.num_buffers; ++i) {
+    const Impl::BufferSlot& b = im.buffer_slots[i];
+    g->nodes[b.node].buffers[b.k] = std::shared_ptr<Buffer>(g->anchor, &g->buffers[i]);
+  }
+  std::vector<ArrayDataPtr> columns;
+  columns.reserve(shape_.columns.size());
+  for (uint32_t c : shape_.columns) columns.emplace_back(g->anchor, &g->nodes[c]);
+  g->batch.emplace(RecordBatch::Key{}, shape_.schema, shape_.num_rows, std::move(columns));
+  g->batch->metadata_ = shape_.metadata;
+  g->batch->export_slot_ = &g->export_slot;
+  g->quiet = g->anchor.use_count();
+  im.made.fetch_add(1, std::memory_order_relaxed);
+  return g.release();
 }
 
 RecordBatchPtr BatchTemplate::InstantiateErased(const uint8_t* base, MoveKeeper move,
                                                 DropKeeper drop, void* keep,
                                                 std::shared_ptr<Buffer>* body_out) {
   Impl& im = *impl_;
+  const bool pinned = im.pinned_head != nullptr || !im.pinned_in.empty();
+  if (pinned) im.Sweep(kSweepPerInstantiate);
   Graph* g = im.Take();
-  if (g == nullptr) {
-    g = new Graph;
-    g->owner = impl_.get();
-    g->batch.emplace(RecordBatch::Key{}, shape_.schema, shape_.num_rows,
-                     std::vector<ArrayDataPtr>(shape_.columns.size()));
-    g->batch->metadata_ = shape_.metadata;
-    g->nodes.resize(shape_.nodes.size());
-    for (size_t i = 0; i < shape_.nodes.size(); ++i) {
-      const BatchShape::Node& n = shape_.nodes[i];
-      ArrayData& d = g->nodes[i];
-      d.type = n.type;
-      d.length = n.length;
-      d.null_count = n.null_count;
-      d.offset = n.offset;
-      d.buffers.resize(n.buffers.size());
-      d.child_data.resize(n.children.size());
-    }
-    // The present buffers, then the whole body.
-    g->buffers = std::make_unique<TemplateBuffer[]>(im.num_buffers + 1);
-    g->control_blocks = std::make_unique<std::byte[]>(im.parts() * kControlBlockBytes);
-    im.made.fetch_add(1, std::memory_order_relaxed);
+  if (g == nullptr && pinned) {
+    // Before making another graph, look at more of the pinned ones.
+    im.Sweep(kSweepBeforeMaking);
+    g = im.Take();
   }
+  if (g == nullptr) g = NewGraph();
   im.refs.fetch_add(1, std::memory_order_relaxed);  // the graph's, until it returns
-  g->live_parts.store(im.parts(), std::memory_order_relaxed);
   move(g->keeper, keep);
   g->drop_keeper = drop;
-
-  auto part = [g](uint32_t p) {
-    return std::shared_ptr<void>(g, Deleter{g, p}, Allocator<void>(g, p));
-  };
-  {
-    // The body part, held by every buffer; the levels from the deepest up,
-    // each held by the one above (the batch holds level 0). The last
-    // pointer into each part takes the part's first reference (a move, no
-    // count taken and dropped).
-    std::shared_ptr<void> body = part(im.body_part());
-    std::vector<std::shared_ptr<void>>& level = im.level_parts;
-    for (uint32_t d = im.levels; d-- > 0;) level[d] = part(1 + d);
-    for (uint32_t i = 0; i < im.num_buffers; ++i) {
-      const Impl::BufferSlot& b = im.buffer_slots[i];
-      g->buffers[i].Point(base + b.offset, b.size);
-      std::shared_ptr<Buffer>& slot = g->nodes[b.node].buffers[b.k];
-      if (i + 1 == im.num_buffers && body_out == nullptr) {
-        slot = std::shared_ptr<Buffer>(std::move(body), &g->buffers[i]);
-      } else {
-        slot = std::shared_ptr<Buffer>(body, &g->buffers[i]);
-      }
-    }
-    if (body_out != nullptr) {
-      g->buffers[im.num_buffers].Point(base, shape_.body_length);
-      *body_out = std::shared_ptr<Buffer>(std::move(body), &g->buffers[im.num_buffers]);
-    }
-    for (const Impl::ChildSlot& c : im.child_slots) {
-      ArrayDataPtr& slot = g->nodes[c.node].child_data[c.k];
-      if (c.last) {
-        slot = ArrayDataPtr(std::move(level[c.level]), &g->nodes[c.child]);
-      } else {
-        slot = ArrayDataPtr(level[c.level], &g->nodes[c.child]);
-      }
-    }
-    const size_t columns = shape_.columns.size();
-    for (size_t c = 0; c < columns; ++c) {
-      ArrayData* node = &g->nodes[shape_.columns[c]];
-      if (c + 1 == columns) {
-        g->batch->columns_[c] = ArrayDataPtr(std::move(level[0]), node);
-      } else {
-        g->batch->columns_[c] = ArrayDataPtr(level[0], node);
-      }
-    }
-    for (auto& l : level) l.reset();
+  const Impl::BufferSlot* slots = im.buffer_slots.data();
+  for (uint32_t i = 0; i < im.num_buffers; ++i) {
+    g->buffers[i].Point(base + slots[i].offset, slots[i].size);
   }
-  return RecordBatchPtr(&*g->batch, Deleter{g, 0}, Allocator<RecordBatch>(g, 0));
+  if (body_out != nullptr) {
+    g->buffers[im.num_buffers].Point(base, shape_.body_length);
+    *body_out = std::shared_ptr<Buffer>(g->anchor, &g->buffers[im.num_buffers]);
+  }
+  return RecordBatchPtr(&*g->batch, Deleter{g}, Allocator<RecordBatch>(g, 0));
 }
 
 }  // namespace alkaid::format

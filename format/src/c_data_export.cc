@@ -279,43 +279,113 @@ Status FillSchema(const std::string& name, const DataType& type, bool nullable,
 //
 // Every node's private_data is the block, whose count starts at the number
 // of nodes. A node's release releases the children and dictionary still
-// there (release != NULL), marks itself released and takes one off the
-// count; the last one frees the block. So a child moved out of its parent
-// (the interface allows it) keeps the block, and with it the data, alive
-// until it is released itself.
+// there (release != NULL) and marks them and itself released, then takes
+// them all off the count at once; the last one frees the block. So a child
+// moved out of its parent (the interface allows it) keeps the block, and
+// with it the data, alive until it is released itself.
+//
+// A recycled batch's block is not freed but parked in the batch's graph
+// (internal::ExportSlot) and filled again by the graph's next export: the
+// nodes, tables and their links stay as laid out, and only the buffer
+// addresses (from `refills`), the release callbacks and the hold change.
 
 struct ExportBlock {
+  // Where a buffer table entry is read from at each export of a parked block.
+  struct Refill {
+    const void** entry;
+    const std::shared_ptr<Buffer>* from;
+    const void* if_empty;
+  };
+
   std::atomic<int64_t> live_nodes{0};
   std::function<void()> on_release;  // the top-level node's, after its release
+  // Keep the exported data alive: the batch itself when the exporter gave
+  // its pointer (releasing the export is then dropping a batch reference),
+  // else the columns (one per owner).
+  RecordBatchPtr batch;
   size_t num_holds = 0;
-  ArrayDataPtr* holds = nullptr;  // keep the exported data alive
+  ArrayDataPtr* holds = nullptr;
   ArrowArray* nodes = nullptr;
+  size_t num_nodes = 0;
+  // Parked blocks only: the slot, the roots the block was laid out for (each
+  // export checks the batch's against them) and the refills.
+  internal::ExportSlot* slot = nullptr;
+  const ArrayData* first_root = nullptr;
+  size_t num_roots = 0;
+  Refill* refills = nullptr;
+  size_t num_refills = 0;
 
   static void Free(ExportBlock* b) {
     for (size_t i = 0; i < b->num_holds; ++i) b->holds[i].~ArrayDataPtr();
     b->~ExportBlock();
     ::operator delete(static_cast<void*>(b));
   }
+
+  // Every node released: free the block, or park it for the next export.
+  static void Done(ExportBlock* b) {
+    if (b->slot == nullptr) {
+      Free(b);
+      return;
+    }
+    // The hold goes last: dropping it may return the graph, and with it the
+    // slot, to a decoder on another thread, and a holder of the batch may
+    // export it again as soon as the slot is free.
+    ArrayDataPtr hold = std::move(b->holds[0]);
+    RecordBatchPtr batch = std::move(b->batch);
+    // Release: the block's state is the next exporter's (acquire exchange).
+    b->slot->busy.store(false, std::memory_order_release);
+  }
 };
+
+void ReleaseExportedNode(ArrowArray* array);
+
+// Marks `array` (a node of `block`) and the children and dictionary still
+// attached released; returns how many of the block's nodes that was. A
+// node moved out (its place has release == NULL) is skipped: it holds the
+// block until it is released itself.
+int64_t ReleaseTree(ArrowArray* array, ExportBlock* block) {
+  int64_t count = 1;
+  const auto attached = [block](ArrowArray* node) {
+    return node->release == &ReleaseExportedNode && node->private_data == block;
+  };
+  for (int64_t i = 0; i < array->n_children; ++i) {
+    ArrowArray* child = array->children[i];
+    if (child->release == nullptr) continue;
+    if (!attached(child)) {
+      child->release(child);  // not ours: cannot happen, but honour the interface
+    } else if (child->n_children == 0 && child->dictionary == nullptr) {
+      child->release = nullptr;  // a leaf, the common case
+      child->private_data = nullptr;
+      ++count;
+    } else {
+      count += ReleaseTree(child, block);
+    }
+  }
+  ArrowArray* dictionary = array->dictionary;
+  if (dictionary != nullptr && dictionary->release != nullptr) {
+    if (attached(dictionary)) {
+      count += ReleaseTree(dictionary, block);
+    } else {
+      dictionary->release(dictionary);
+    }
+  }
+  array->release = nullptr;
+  array->private_data = nullptr;
+  return count;
+}
 
 // Releases `array`, a node of a block (`top`: the top-level struct the
 // caller was given, wherever it was moved).
 void ReleaseNode(ArrowArray* array, bool top) {
   if (array == nullptr || array->release == nullptr) return;
   auto* block = static_cast<ExportBlock*>(array->private_data);
-  for (int64_t i = 0; i < array->n_children; ++i) {
-    ArrowArray* child = array->children[i];
-    if (child->release != nullptr) child->release(child);
-  }
-  if (array->dictionary != nullptr && array->dictionary->release != nullptr) {
-    array->dictionary->release(array->dictionary);
-  }
   std::function<void()> notice;
   if (top) notice = std::move(block->on_release);
-  array->release = nullptr;
-  array->private_data = nullptr;
+  const int64_t released = ReleaseTree(array, block);
   // Acq_rel: the last release sees every other node's work on the block.
-  if (block->live_nodes.fetch_sub(1, std::memory_order_acq_rel) == 1) ExportBlock::Free(block);
+  if (block->live_nodes.fetch_sub(released, std::memory_order_acq_rel) == released) {
+    ExportBlock::Done(block);
+  }
   if (notice) notice();
 }
 
@@ -328,6 +398,7 @@ struct ExportSizes {
   size_t buffers = 0;
   size_t child_pointers = 0;
   size_t variadic = 0;
+  size_t dictionaries = 0;
 };
 
 // Checks `data` (a node at `depth`) and adds what it needs to `sizes`.
@@ -367,6 +438,7 @@ Status Measure(const ArrayData* data, int depth, ExportSizes* sizes) {
     if (!st.ok()) return st.WithContext("child " + std::to_string(i));
   }
   if (dictionary) {
+    ++sizes->dictionaries;
     Status st = Measure(data->dictionary.get(), depth + 1, sizes);
     if (!st.ok()) return st.WithContext("dictionary");
   }
@@ -380,6 +452,7 @@ struct ExportCursor {
   const void** next_buffer;
   ArrowArray** next_child;
   int64_t* next_variadic;
+  ExportBlock::Refill* next_refill;  // null: the block is not parked
 };
 
 // Fills `out` (a node of the block) for `data`, measured before.
@@ -400,13 +473,15 @@ void Fill(const ArrayData& data, ArrowArray* out, ExportCursor* c) {
     const size_t actual = data.buffers.size();
     const void** table = c->next_buffer;
     for (size_t i = 0; i < actual; ++i) {
+      // Consumers may dereference any data buffer pointer: give an empty
+      // one a real (zeroed) address. A missing bitmap stays NULL.
+      const void* if_empty = i == 0 && layout.has_validity ? nullptr : kZeroBytes;
       const Buffer* b = data.buffers[i].get();
-      if (b != nullptr && b->data() != nullptr) {
-        table[i] = b->data();
-      } else {
-        // Consumers may dereference any data buffer pointer: give an empty
-        // one a real (zeroed) address. A missing bitmap stays NULL.
-        table[i] = i == 0 && layout.has_validity ? nullptr : kZeroBytes;
+      table[i] = b != nullptr && b->data() != nullptr ? b->data() : if_empty;
+      // A parked block refills the buffers present: a recycled batch's
+      // graph has the same ones present at every export.
+      if (c->next_refill != nullptr && b != nullptr) {
+        *c->next_refill++ = {&table[i], &data.buffers[i], if_empty};
       }
     }
     size_t n = actual;
@@ -448,10 +523,33 @@ size_t Aligned(size_t at) {
   return (at + alignof(T) - 1) / alignof(T) * alignof(T);
 }
 
-// Exports the arrays `roots` (held through `holds`) as one tree: a struct
-// node over them (`length` rows) when `as_struct`, else the single root.
+// Consecutive roots with one owner (the columns of a recycled batch share
+// one count) need one hold between them.
+size_t CountHolds(const ArrayDataPtr* roots, size_t n_roots) {
+  size_t holds = n_roots == 0 ? 0 : 1;
+  for (size_t i = 1; i < n_roots; ++i) {
+    if (roots[i].owner_before(roots[i - 1]) || roots[i - 1].owner_before(roots[i])) ++holds;
+  }
+  return holds;
+}
+
+// Gives the caller the top-level struct: by value (it may be moved again);
+// the block's copy stays as the place its children hang from, and counts as
+// released once the caller's is.
+void HandOut(ExportBlock* block, ArrowArray* out) {
+  ArrowArray* root = block->nodes;
+  *out = *root;
+  out->release = &ReleaseExportedTop;
+  root->release = nullptr;
+}
+
+// Exports the arrays `roots` as one tree: a struct node over them (`length`
+// rows) when `as_struct`, else the single root. With `park`, a tree without
+// dictionaries or variadic buffers whose roots share one owner is laid out
+// to be parked there and filled again by later exports.
 Status ExportTree(const ArrayDataPtr* roots, size_t n_roots, bool as_struct, int64_t length,
-                  std::function<void()> on_release, ArrowArray* out) {
+                  const RecordBatchPtr* owner, std::function<void()> on_release,
+                  internal::ExportSlot* park, ArrowArray* out) {
   ExportSizes sizes;
   if (as_struct) {
     sizes.nodes = 1;
@@ -462,6 +560,8 @@ Status ExportTree(const ArrayDataPtr* roots, size_t n_roots, bool as_struct, int
     Status st = Measure(roots[i].get(), as_struct ? 1 : 0, &sizes);
     if (!st.ok()) return as_struct ? st.WithContext("column " + std::to_string(i)) : st;
   }
+  const size_t num_holds = CountHolds(roots, n_roots);
+  if (sizes.variadic > 0 || sizes.dictionaries > 0 || num_holds != 1) park = nullptr;
   size_t at = sizeof(ExportBlock);
   const size_t nodes_at = at = Aligned<ArrowArray>(at);
   at += sizes.nodes * sizeof(ArrowArray);
@@ -473,20 +573,41 @@ Status ExportTree(const ArrayDataPtr* roots, size_t n_roots, bool as_struct, int
   const size_t variadic_at = at = Aligned<int64_t>(at);
   at += sizes.variadic * sizeof(int64_t);
   const size_t holds_at = at = Aligned<ArrayDataPtr>(at);
-  at += n_roots * sizeof(ArrayDataPtr);
+  at += num_holds * sizeof(ArrayDataPtr);
+  const size_t refills_at = Aligned<ExportBlock::Refill>(at);
+  if (park != nullptr) at = refills_at + sizes.buffers * sizeof(ExportBlock::Refill);
   void* memory = ::operator new(at, std::nothrow);
   if (memory == nullptr) return Status::OutOfMemory("exporting an array: ", at, " bytes");
   auto* bytes = static_cast<std::byte*>(memory);
   auto* block = new (memory) ExportBlock();
   block->on_release = std::move(on_release);
   block->nodes = reinterpret_cast<ArrowArray*>(bytes + nodes_at);
+  block->num_nodes = sizes.nodes;
   block->holds = reinterpret_cast<ArrayDataPtr*>(bytes + holds_at);
-  block->num_holds = n_roots;
-  for (size_t i = 0; i < n_roots; ++i) new (&block->holds[i]) ArrayDataPtr(roots[i]);
+  block->num_holds = num_holds;
+  // With the batch's own pointer the block holds the batch; the places for
+  // column holds are made all the same (empty), for a parked block's later
+  // exports without it.
+  if (owner != nullptr) block->batch = *owner;
+  for (size_t i = 0, h = 0; i < n_roots; ++i) {
+    if (i == 0 || roots[i].owner_before(roots[i - 1]) || roots[i - 1].owner_before(roots[i])) {
+      new (&block->holds[h++]) ArrayDataPtr(owner != nullptr ? nullptr : roots[i]);
+    }
+  }
   block->live_nodes.store(static_cast<int64_t>(sizes.nodes), std::memory_order_relaxed);
-  ExportCursor c{block, block->nodes + 1, reinterpret_cast<const void**>(bytes + buffers_at),
+  ExportCursor c{block,
+                 block->nodes + 1,
+                 reinterpret_cast<const void**>(bytes + buffers_at),
                  reinterpret_cast<ArrowArray**>(bytes + children_at),
-                 reinterpret_cast<int64_t*>(bytes + variadic_at)};
+                 reinterpret_cast<int64_t*>(bytes + variadic_at),
+                 nullptr};
+  if (park != nullptr) {
+    block->slot = park;
+    block->first_root = n_roots == 0 ? nullptr : roots[0].get();
+    block->num_roots = n_roots;
+    block->refills = reinterpret_cast<ExportBlock::Refill*>(bytes + refills_at);
+    c.next_refill = block->refills;
+  }
   ArrowArray* root = block->nodes;
   if (as_struct) {
     root->private_data = block;
@@ -507,16 +628,82 @@ Status ExportTree(const ArrayDataPtr* roots, size_t n_roots, bool as_struct, int
   } else {
     Fill(*roots[0], root, &c);
   }
-  // The top-level struct goes to the caller by value (it may be moved
-  // again); the block's copy stays as the place its children hang from, and
-  // counts as released once the caller's is.
-  *out = *root;
-  out->release = &ReleaseExportedTop;
-  root->release = nullptr;
+  if (park != nullptr) {
+    block->num_refills = static_cast<size_t>(c.next_refill - block->refills);
+    park->block = block;
+  }
+  HandOut(block, out);
   return Status::OK();
 }
 
+// Exports the roots again through the block parked in `slot` (the caller
+// made it busy), laid out for them by an earlier export. False (nothing
+// done) when the roots are not the ones it was laid out for.
+bool ExportParked(internal::ExportSlot& slot, const ArrayDataPtr* roots, size_t n_roots,
+                  const RecordBatchPtr* owner, std::function<void()>& on_release, ArrowArray* out) {
+  auto* block = static_cast<ExportBlock*>(slot.block);
+  // The slot's batch, or a copy of it (the same nodes: a batch's columns
+  // cannot be changed); the first root stands for them all.
+  if (block->num_roots != n_roots || (n_roots > 0 && block->first_root != roots[0].get())) {
+    return false;
+  }
+  for (size_t i = 0; i < block->num_refills; ++i) {
+    const ExportBlock::Refill& r = block->refills[i];
+    const Buffer* b = r.from->get();
+    *r.entry = b != nullptr && b->data() != nullptr ? b->data() : r.if_empty;
+  }
+  for (size_t i = 0; i < block->num_nodes; ++i) {
+    block->nodes[i].release = &ReleaseExportedNode;
+    block->nodes[i].private_data = block;
+  }
+  if (owner != nullptr) {
+    block->batch = *owner;
+  } else {
+    block->holds[0] = roots[0];
+  }
+  block->on_release = std::move(on_release);
+  block->live_nodes.store(static_cast<int64_t>(block->num_nodes), std::memory_order_relaxed);
+  HandOut(block, out);
+  return true;
+}
+
+// Exports a record batch's columns; through its graph's slot when it has
+// one that is free (the first export lays the tree out to be parked there).
+Status ExportColumns(const RecordBatch& batch, const RecordBatchPtr* owner,
+                     internal::ExportSlot* slot, std::function<void()> on_release,
+                     ArrowArray* out) {
+  const ArrayDataPtr* roots = batch.columns().data();
+  const size_t n_roots = batch.columns().size();
+  // Acquire: pairs with the release of the parked block's last release.
+  if (slot != nullptr && !slot->busy.exchange(true, std::memory_order_acquire)) {
+    if (slot->block != nullptr) {
+      if (ExportParked(*slot, roots, n_roots, owner, on_release, out)) return Status::OK();
+    } else {
+      Status st = ExportTree(roots, n_roots, /*as_struct=*/true, batch.num_rows(), owner,
+                             std::move(on_release), slot, out);
+      // Not parked (an error, or a tree that cannot be): the slot is free.
+      if (slot->block == nullptr) slot->busy.store(false, std::memory_order_relaxed);
+      return st;
+    }
+    slot->busy.store(false, std::memory_order_relaxed);
+  }
+  return ExportTree(roots, n_roots, /*as_struct=*/true, batch.num_rows(), owner,
+                    std::move(on_release), /*park=*/nullptr, out);
+}
+
 }  // namespace
+
+namespace internal {
+
+struct ExportAccess {
+  static ExportSlot* Slot(const RecordBatch& batch) { return batch.export_slot_; }
+};
+
+ExportSlot::~ExportSlot() {
+  if (block != nullptr) ExportBlock::Free(static_cast<ExportBlock*>(block));
+}
+
+}  // namespace internal
 
 Status ExportType(const DataType& type, ArrowSchema* out) {
   if (out == nullptr) return Status::Invalid("ExportType: out is null");
@@ -541,7 +728,8 @@ Status ExportSchema(const Schema& schema, ArrowSchema* out) {
 Status ExportArray(const ArrayDataPtr& data, ArrowArray* out, ArrowSchema* out_schema) {
   if (out == nullptr) return Status::Invalid("ExportArray: out is null");
   ArrowArray array{};
-  ALKAID_RETURN_NOT_OK(ExportTree(&data, 1, /*as_struct=*/false, 0, nullptr, &array));
+  ALKAID_RETURN_NOT_OK(ExportTree(&data, 1, /*as_struct=*/false, 0, /*owner=*/nullptr, nullptr,
+                                  /*park=*/nullptr, &array));
   if (out_schema != nullptr) {
     Status st = ExportType(*data->type, out_schema);
     if (!st.ok()) {
@@ -557,17 +745,14 @@ Status ExportArray(const Array& array, ArrowArray* out, ArrowSchema* out_schema)
   return ExportArray(array.data(), out, out_schema);
 }
 
-Status ExportRecordBatch(const RecordBatch& batch, ArrowArray* out, ArrowSchema* out_schema) {
-  return ExportRecordBatch(batch, out, out_schema, nullptr);
-}
+namespace {
 
-Status ExportRecordBatch(const RecordBatch& batch, ArrowArray* out, ArrowSchema* out_schema,
-                         std::function<void()> on_release) {
+Status ExportBatch(const RecordBatch& batch, const RecordBatchPtr* owner, ArrowArray* out,
+                   ArrowSchema* out_schema, std::function<void()> on_release) {
   if (out == nullptr) return Status::Invalid("ExportRecordBatch: out is null");
   ArrowArray array{};
-  ALKAID_RETURN_NOT_OK(ExportTree(batch.columns().data(), batch.columns().size(),
-                                  /*as_struct=*/true, batch.num_rows(), std::move(on_release),
-                                  &array));
+  ALKAID_RETURN_NOT_OK(ExportColumns(batch, owner, internal::ExportAccess::Slot(batch),
+                                     std::move(on_release), &array));
   if (out_schema != nullptr) {
     Status st = ExportSchema(*batch.schema(), out_schema);
     if (!st.ok()) {
@@ -578,6 +763,23 @@ Status ExportRecordBatch(const RecordBatch& batch, ArrowArray* out, ArrowSchema*
   }
   *out = array;
   return Status::OK();
+}
+
+}  // namespace
+
+Status ExportRecordBatch(const RecordBatch& batch, ArrowArray* out, ArrowSchema* out_schema) {
+  return ExportBatch(batch, nullptr, out, out_schema, nullptr);
+}
+
+Status ExportRecordBatch(const RecordBatch& batch, ArrowArray* out, ArrowSchema* out_schema,
+                         std::function<void()> on_release) {
+  return ExportBatch(batch, nullptr, out, out_schema, std::move(on_release));
+}
+
+Status ExportRecordBatch(const RecordBatchPtr& batch, ArrowArray* out, ArrowSchema* out_schema,
+                         std::function<void()> on_release) {
+  if (batch == nullptr) return Status::Invalid("ExportRecordBatch: the batch is null");
+  return ExportBatch(*batch, &batch, out, out_schema, std::move(on_release));
 }
 
 }  // namespace alkaid::format

@@ -63,7 +63,7 @@ int StreamGetNext(ArrowArrayStream* stream, ArrowArray* out) {
                                         ") differs from the stream's (",
                                         priv->schema->ToString(false), ")"));
   }
-  Status st = ExportRecordBatch(batch, out);
+  Status st = ExportRecordBatch(*next, out);  // holds the batch itself
   return st.ok() ? 0 : Fail(stream, st);
 }
 

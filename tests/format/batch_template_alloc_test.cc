@@ -10,6 +10,7 @@
 #include <new>
 
 #include "alkaid/format/batch_template.h"
+#include "alkaid/format/c_data.h"
 #include "batch_template_test_util.h"
 #include "counting_new.h"
 #include "test_util.h"
@@ -31,6 +32,31 @@ TEST(BatchTemplateAllocTest, SteadyStateAllocatesNothing) {
   for (int i = 0; i < 1000; ++i) {
     auto b = t->Instantiate(body.bytes, Keeper(&held));
     sum += b->column_data(0)->GetValues<int64_t>(1)[3];
+  }
+  EXPECT_EQ(counting_new::g_allocations.load() - before, 0u);
+  EXPECT_EQ(sum, 1000 * 6);
+}
+
+// An export of a recycled batch fills the tree parked in its graph: after
+// the first, exporting and releasing allocates nothing.
+TEST(BatchTemplateAllocTest, ExportOfARecycledBatchAllocatesNothing) {
+  ASSERT_OK_AND_ASSIGN(auto t, BatchTemplate::Make(Shape()));
+  std::atomic<int> held{0};
+  Body body(3);
+  {
+    auto warm = t->Instantiate(body.bytes, Keeper(&held));
+    ArrowArray c{};
+    ASSERT_OK(ExportRecordBatch(*warm, &c));
+    c.release(&c);
+  }
+  const uint64_t before = counting_new::g_allocations.load();
+  int64_t sum = 0;
+  for (int i = 0; i < 1000; ++i) {
+    auto b = t->Instantiate(body.bytes, Keeper(&held));
+    ArrowArray c{};
+    ASSERT_OK(ExportRecordBatch(*b, &c));
+    sum += static_cast<const int64_t*>(c.children[0]->buffers[1])[3];
+    c.release(&c);
   }
   EXPECT_EQ(counting_new::g_allocations.load() - before, 0u);
   EXPECT_EQ(sum, 1000 * 6);

@@ -15,11 +15,19 @@
 /// The batches are ordinary RecordBatches: every API works on them, and
 /// every pointer taken from one owns what it points to, whatever it is
 /// taken from (a column, a child, a buffer, a slice) and on whatever
-/// thread it is dropped. One graph has a reference count per level of
-/// nesting (the batch, the columns, their children, ...) and one for the
-/// body, not one per node: each is a shared count of a level's nodes. The
-/// body's keeper (a shared-memory block, say) is let go when the last
-/// buffer of the batch is.
+/// thread it is dropped. A batch has two reference counts, not one per
+/// node: its own (the batch pointers) and its graph's (every pointer taken
+/// from the batch; the graph's own pointers are made once, with the graph).
+/// When the last batch pointer goes and nothing taken from the batch is
+/// held, the body's keeper (a shared-memory block, say) is let go at once
+/// and the graph is idle again. When something taken from it is still
+/// held, the graph waits until a sweep (see Sweep) finds it let go; the
+/// body goes then. Once the template's owner is gone, a background thread
+/// of the library sweeps such graphs every 20 ms until none is left.
+///
+/// A weak_ptr taken from a node or buffer of such a batch (rather than from
+/// the batch) does not expire when the batch is let go: it may lock onto
+/// the node of a later batch of the graph. Take weak pointers to the batch.
 
 #include <cstddef>
 #include <cstdint>
@@ -103,6 +111,14 @@ class ALKAID_EXPORT BatchTemplate {
         [](void* p) { static_cast<K*>(p)->~K(); }, &keep, body);
   }
 
+  /// Looks at the graphs still held through something taken from a batch
+  /// (a column, buffer, slice or export kept after the batch was dropped),
+  /// the oldest first and a bounded number per call, and lets go of the body
+  /// of each that nothing holds any more. Instantiate does this a few graphs
+  /// at a time; a decoder calls it before it waits, so that such bodies go
+  /// back while it is idle. Instantiate's thread only.
+  void Sweep();
+
   /// The shape the template makes.
   const BatchShape& shape() const { return shape_; }
   /// Graphs made so far (in use or idle). Diagnostics.
@@ -112,15 +128,16 @@ class ALKAID_EXPORT BatchTemplate {
   struct Graph;
   struct Impl;
   struct Deleter;
+  struct GraphStack;
+  class Reaper;
   template <typename T>
   struct Allocator;
   explicit BatchTemplate(BatchShape shape);
   ~BatchTemplate();
 
-  // A part's count fell to zero: let go of what it holds.
-  static void Dispose(Graph* g, uint32_t part);
-  // A part's control block was freed; the last one returns the graph.
+  // A batch's control block was freed: the graph is returned, or pinned.
   static void PartFreed(Graph* g);
+  Graph* NewGraph();
 
   using MoveKeeper = void (*)(void* to, void* from);
   using DropKeeper = void (*)(void* p);

@@ -161,6 +161,14 @@ ALKAID_EXPORT Status ExportRecordBatch(const RecordBatch& batch, ArrowArray* out
 /// releasing thread. Not run if the export fails.
 ALKAID_EXPORT Status ExportRecordBatch(const RecordBatch& batch, ArrowArray* out,
                                        ArrowSchema* out_schema, std::function<void()> on_release);
+/// As above, holding the batch itself (rather than its columns) until the
+/// export is released: releasing it is dropping one reference to the batch.
+/// Prefer it when you have the pointer: a recycled batch (a received one)
+/// whose last reference is the export's then goes back at once, where held
+/// columns would wait for its decoder's next sweep (batch_template.h).
+ALKAID_EXPORT Status ExportRecordBatch(const RecordBatchPtr& batch, ArrowArray* out,
+                                       ArrowSchema* out_schema = nullptr,
+                                       std::function<void()> on_release = nullptr);
 
 // ---------------------------------------------------------------------------
 // Import (Alkaid is the consumer). See the file comment for ownership: every

@@ -15,6 +15,11 @@
 
 namespace alkaid::format {
 
+namespace internal {
+struct ExportSlot;
+struct ExportAccess;
+}  // namespace internal
+
 /// Immutable; safe to share between threads.
 class ALKAID_EXPORT RecordBatch {
  private:
@@ -67,11 +72,16 @@ class ALKAID_EXPORT RecordBatch {
  private:
   // Recycles batch objects of one shape (batch_template.h).
   friend class BatchTemplate;
+  // The C Data export reads export_slot_ (c_data_export.cc).
+  friend struct internal::ExportAccess;
 
   SchemaPtr schema_;
   int64_t num_rows_;
   std::vector<ArrayDataPtr> columns_;
   MetadataPtr metadata_;
+  // A recycled batch's place for its exports' ArrowArray tree (set by
+  // BatchTemplate; null for every other batch).
+  internal::ExportSlot* export_slot_ = nullptr;
 };
 
 using RecordBatchPtr = std::shared_ptr<RecordBatch>;
