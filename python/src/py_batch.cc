@@ -102,7 +102,8 @@ void BindTypes(nb::module_& m) {
       .def(
           "__arrow_c_array__",
           [](const PyBatch& self, nb::handle /*requested_schema*/) {
-            return BatchCapsules(self.Get());
+            self.Get();  // refuses a released batch
+            return BatchCapsules(self.batch);
           },
           nb::arg("requested_schema").none() = nb::none(),
           "Exports the batch as an (``arrow_schema``, ``arrow_array``) pair of PyCapsules: a "

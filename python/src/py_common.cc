@@ -93,9 +93,10 @@ nb::object SchemaCapsule(const format::Schema& schema) {
   return MakeCapsule(std::move(out), "arrow_schema", DestroySchemaCapsule);
 }
 
-nb::object BatchCapsules(const format::RecordBatch& batch) {
+nb::object BatchCapsules(const format::RecordBatchPtr& batch) {
   auto schema = std::make_unique<ArrowSchema>();
   auto array = std::make_unique<ArrowArray>();
+  // Holds the batch itself: pyarrow's release is dropping a batch reference.
   Check(format::ExportRecordBatch(batch, array.get(), schema.get()));
   nb::object schema_capsule = MakeCapsule(std::move(schema), "arrow_schema", DestroySchemaCapsule);
   nb::object array_capsule = MakeCapsule(std::move(array), "arrow_array", DestroyArrayCapsule);

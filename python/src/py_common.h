@@ -45,8 +45,8 @@ T Unwrap(Result<T> result) {
 /// `release` unless the consumer moved the struct out (release == NULL),
 /// then frees it.
 nb::object SchemaCapsule(const format::Schema& schema);
-nb::object BatchCapsules(const format::RecordBatch& batch);  // (schema, array) tuple
-nb::object StreamCapsule(ArrowArrayStream* stream);          // moves *stream into the capsule
+nb::object BatchCapsules(const format::RecordBatchPtr& batch);  // (schema, array) tuple
+nb::object StreamCapsule(ArrowArrayStream* stream);             // moves *stream into the capsule
 
 /// Moves the struct out of a capsule of the given name (the capsule is then
 /// marked released and frees only its shell). TypeError if `capsule` is not

@@ -76,7 +76,13 @@ Result<ReceivedBatch> BatchSubscriber::Receive(std::chrono::nanoseconds timeout)
     const auto left =
         std::max(std::chrono::nanoseconds(0), std::chrono::duration_cast<std::chrono::nanoseconds>(
                                                   deadline - std::chrono::steady_clock::now()));
-    ALKAID_RETURN_NOT_OK(impl_->consumer->Receive(&impl_->message, left));
+    ALKAID_ASSIGN_OR_RAISE(bool got, impl_->consumer->TryReceive(&impl_->message));
+    if (!got) {
+      // Idle: first let go of the bodies of batches whose columns (or
+      // buffers, slices, exports) were kept after them and are gone now.
+      impl_->SweepPinned();
+      ALKAID_RETURN_NOT_OK(impl_->consumer->Receive(&impl_->message, left));
+    }
     ReceivedBatch fast;
     ALKAID_ASSIGN_OR_RAISE(const bool made, impl_->TryFast(&fast));
     if (made) return fast;
@@ -90,7 +96,10 @@ Result<ReceivedBatch> BatchSubscriber::Receive(std::chrono::nanoseconds timeout)
 Result<ReceivedBatch> BatchSubscriber::TryReceive() {
   while (true) {
     ALKAID_ASSIGN_OR_RAISE(bool got, impl_->consumer->TryReceive(&impl_->message));
-    if (!got) return ReceivedBatch{};
+    if (!got) {
+      impl_->SweepPinned();  // idle: see Receive
+      return ReceivedBatch{};
+    }
     ReceivedBatch fast;
     ALKAID_ASSIGN_OR_RAISE(const bool made, impl_->TryFast(&fast));
     if (made) return fast;

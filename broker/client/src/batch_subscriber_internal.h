@@ -196,6 +196,14 @@ struct BatchSubscriber::Impl {
                                     shm::ChannelBlock block);
   // The cached plan of the message received, or null.
   const DecodePlan* FindPlan(std::span<const std::byte> md, uint64_t body_length) const;
+  // Lets go of the bodies of batches the plans made whose columns, buffers,
+  // slices or exports were kept after the batch and are gone now
+  // (BatchTemplate::Sweep).
+  void SweepPinned() {
+    for (const DecodePlan& plan : plans) {
+      if (plan.batches != nullptr) plan.batches->Sweep();
+    }
+  }
   // Remembers the shape of `batch`, decoded in full from `body`.
   void Remember(const format::RecordBatch& batch, const format::Buffer& body,
                 std::shared_ptr<format::Buffer> metadata, uint64_t body_length);

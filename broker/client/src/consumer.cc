@@ -92,6 +92,8 @@ bool SleepOrWake(int wake_fd, std::chrono::milliseconds timeout, int other = -1)
 }
 
 // What one receive attempt gave: a batch or a row batch (or nothing).
+// Filled in place down the receive calls (each takes an Item*), so that a
+// batch is moved once, from its subscriber into the caller's Item.
 struct Item {
   format::RecordBatchPtr batch;
   ReceivedRows rows;
@@ -100,21 +102,20 @@ struct Item {
   bool empty() const { return batch == nullptr && rows.data == nullptr; }
 };
 
-Result<Item> ToItem(Result<ReceivedBatch> r) {
+Status Fill(Result<ReceivedBatch>&& r, Item* out) {
   if (!r.ok()) return r.status();
-  Item item;
-  item.batch = std::move(r->batch);
-  item.sequence = r->sequence;
-  item.lost_before = r->lost_before;
-  return item;
+  out->batch = std::move(r->batch);
+  out->sequence = r->sequence;
+  out->lost_before = r->lost_before;
+  return Status::OK();
 }
 
-Result<Item> ToItem(Result<ReceivedRows> r) {
+Status Fill(Result<ReceivedRows>&& r, Item* out) {
   if (!r.ok()) return r.status();
-  Item item;
-  item.rows = std::move(*r);
-  item.lost_before = item.rows.lost_before;
-  return item;
+  out->rows = std::move(*r);
+  out->sequence = out->rows.sequence;
+  out->lost_before = out->rows.lost_before;
+  return Status::OK();
 }
 
 }  // namespace
@@ -131,11 +132,11 @@ struct internal::ConsumerImpl {
     bool gone = false;                         // the producer is known to be gone: drain, then drop
     std::string reason;
 
-    Result<Item> TryReceive() {
-      return batches ? ToItem(batches->TryReceive()) : ToItem(rows->TryReceive());
+    Status TryReceive(Item* out) {
+      return batches ? Fill(batches->TryReceive(), out) : Fill(rows->TryReceive(), out);
     }
-    Result<Item> Receive(std::chrono::nanoseconds timeout) {
-      return batches ? ToItem(batches->Receive(timeout)) : ToItem(rows->Receive(timeout));
+    Status Receive(std::chrono::nanoseconds timeout, Item* out) {
+      return batches ? Fill(batches->Receive(timeout), out) : Fill(rows->Receive(timeout), out);
     }
   };
 
@@ -371,33 +372,34 @@ struct internal::ConsumerImpl {
     if (round_robin > index) --round_robin;
   }
 
-  // Interprets one receive attempt on subs[index]. Returns an item, an
-  // empty one (nothing there; the subscription may have been dropped), or
-  // an error for a bad message.
-  Result<Item> Take(std::size_t index, Result<Item> result) {
-    if (result.ok()) {
-      if (!result->empty()) {
-        lost += result->lost_before;
+  // Interprets one receive attempt on subs[index] (`received`, which
+  // filled `*out` when it found something). OK with `*out` empty when
+  // nothing was there (the subscription may have been dropped); an error
+  // for a bad message.
+  Status Take(std::size_t index, const Status& received, Item* out) {
+    if (received.ok()) {
+      if (!out->empty()) {
+        lost += out->lost_before;
         round_robin = index + 1;
-        return std::move(*result);
+      } else if (subs[index].gone) {
+        Finish(index, subs[index].reason);  // drained
       }
-      if (subs[index].gone) Finish(index, subs[index].reason);  // drained
-      return Item{};
+      return Status::OK();
     }
-    switch (result.status().code()) {
+    switch (received.code()) {
       case StatusCode::kTimedOut:
         if (subs[index].gone) Finish(index, subs[index].reason);
-        return Item{};
+        return Status::OK();
       case StatusCode::kEndOfStream:
         Finish(index, "every producer finished");
-        return Item{};
+        return Status::OK();
       case StatusCode::kIOError:
         // The channel saw its producer die.
         Finish(index, "producer gone: producer " + std::to_string(subs[index].producer_id) + " (" +
-                          result.status().message() + ")");
-        return Item{};
+                          received.message() + ")");
+        return Status::OK();
       default:
-        return result.status();  // that message is skipped; the next call goes on
+        return received;  // that message is skipped; the next call goes on
     }
   }
 
@@ -410,16 +412,16 @@ struct internal::ConsumerImpl {
   }
 
   // One receive attempt on each ring, round robin from the last one served.
-  Result<Item> TryRings() {
+  Status TryRings(Item* out) {
     const std::size_t n = subs.size();
     for (std::size_t k = 0; k < n && !subs.empty(); ++k) {
       const std::size_t index = (round_robin + k) % subs.size();
       const std::size_t before = subs.size();
-      ALKAID_ASSIGN_OR_RAISE(auto item, Take(index, subs[index].TryReceive()));
-      if (!item.empty()) return item;
+      ALKAID_RETURN_NOT_OK(Take(index, subs[index].TryReceive(out), out));
+      if (!out->empty()) return Status::OK();
       if (subs.size() != before) --k;  // the entry at `index` is a new one now
     }
-    return Item{};
+    return Status::OK();
   }
 
   // The data path makes no system call: broker events (a poll(2) on the
@@ -429,29 +431,29 @@ struct internal::ConsumerImpl {
   // (Maintaining on every empty poll put two system calls exactly where a
   // ping-pong's next message arrives.) Without `maintain_if_due`, an empty
   // poll does not maintain for the interval either (Next's first attempt,
-  // see kIdleBeforeMaintain).
-  Result<Item> PollOnce(bool maintain_if_due = true) {
+  // see kIdleBeforeMaintain). `*out` is left empty when nothing came.
+  Status PollOnce(Item* out, bool maintain_if_due = true) {
     if (!subs.empty() && ++since_maintain < kMaintainEvery) {
-      ALKAID_ASSIGN_OR_RAISE(auto item, TryRings());
-      if (!item.empty()) return item;
-      if (!maintain_if_due || Clock::now() < next_maintain) return Item{};
+      ALKAID_RETURN_NOT_OK(TryRings(out));
+      if (!out->empty()) return Status::OK();
+      if (!maintain_if_due || Clock::now() < next_maintain) return Status::OK();
     }
     Maintain();
     if (!attach_error.ok()) return std::exchange(attach_error, Status::OK());
-    ALKAID_ASSIGN_OR_RAISE(auto item, TryRings());
-    if (!item.empty()) return item;
+    ALKAID_RETURN_NOT_OK(TryRings(out));
+    if (!out->empty()) return Status::OK();
     if (subs.empty() && seen_producer) {
       return Status::EndOfStream("topic '", topic, "': ", end_reason);
     }
-    return Item{};
+    return Status::OK();
   }
 
-  Result<Item> NextItem(std::chrono::nanoseconds timeout) {
+  Status NextItem(std::chrono::nanoseconds timeout, Item* out) {
     if (closed) return Status::Invalid("consumer of '", topic, "' is closed");
     // The clock is read only once a first attempt found nothing: a stream
     // that keeps up pays no clock read per batch.
-    ALKAID_ASSIGN_OR_RAISE(auto item, PollOnce(/*maintain_if_due=*/false));
-    if (!item.empty()) return item;
+    ALKAID_RETURN_NOT_OK(PollOnce(out, /*maintain_if_due=*/false));
+    if (!out->empty()) return Status::OK();
     const auto deadline = Clock::now() + timeout;
     Clock::duration longest_wait = kIdleBeforeMaintain;  // the first wait
     while (true) {
@@ -460,8 +462,8 @@ struct internal::ConsumerImpl {
         // A last attempt, which maintains when due: a caller of Next with
         // no time to wait (a TryNext loop by another name) still sees
         // broker events and producers going away.
-        ALKAID_ASSIGN_OR_RAISE(item, PollOnce());
-        if (!item.empty()) return item;
+        ALKAID_RETURN_NOT_OK(PollOnce(out));
+        if (!out->empty()) return Status::OK();
         return Status::TimedOut(
             "topic '", topic, "': nothing within ",
             std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count(), " ms");
@@ -470,8 +472,8 @@ struct internal::ConsumerImpl {
       longest_wait = kWaitSlice;
       if (subs.size() == 1 && !subs[0].gone) {
         // One ring: sleep on it (futex), so a message wakes us at once.
-        ALKAID_ASSIGN_OR_RAISE(item, Take(0, subs[0].Receive(slice)));
-        if (!item.empty()) return item;
+        ALKAID_RETURN_NOT_OK(Take(0, subs[0].Receive(slice, out), out));
+        if (!out->empty()) return Status::OK();
       } else {
         // None or several rings: wake for broker events, look again soon.
         const auto wait =
@@ -481,8 +483,8 @@ struct internal::ConsumerImpl {
                      static_cast<int>(std::max<int64_t>(
                          1, std::chrono::duration_cast<std::chrono::milliseconds>(wait).count())));
       }
-      ALKAID_ASSIGN_OR_RAISE(item, PollOnce());
-      if (!item.empty()) return item;
+      ALKAID_RETURN_NOT_OK(PollOnce(out));
+      if (!out->empty()) return Status::OK();
     }
   }
 
@@ -500,7 +502,7 @@ struct internal::ConsumerImpl {
   // every row (what kFull asks); with kPrivateCopy the rows are copied out
   // of shared memory first, so that the producer cannot change them while
   // they are decoded.
-  Result<format::RecordBatchPtr> ToBatch(Item item) const {
+  Result<format::RecordBatchPtr> ToBatch(Item& item) const {
     if (item.batch != nullptr) return Project(std::move(item.batch));
     if (options.verification == Verification::kPrivateCopy && item.rows.data != nullptr) {
       const format::Buffer& shared = *item.rows.data;
@@ -527,7 +529,7 @@ Result<std::unique_ptr<internal::ConsumerImpl>> OpenConsumer(const std::string& 
   impl->topic = topic;
   impl->returns_rows = returns_rows;
   impl->options = options;
-  impl->exports = std::make_shared<internal::ExportCounter>(options.max_exported_batches);
+  impl->exports = internal::ExportCounter::Make(options.max_exported_batches);
   impl->kind = options.kind.value_or(TopicKind::kRecordBatch);
   const auto topic_deadline = internal::DeadlineAfter(options.wait_for_topic);
   ALKAID_ASSIGN_OR_RAISE(impl->connection,
@@ -628,24 +630,27 @@ Status Consumer::NextInto(BatchView* view, std::chrono::nanoseconds timeout) {
   if (!impl_->columns.empty()) {
     return Status::Invalid("Consumer::NextInto: a column subset is given (Next projects it)");
   }
-  ALKAID_ASSIGN_OR_RAISE(auto item, impl_->NextItem(timeout));
+  Item item;
+  ALKAID_RETURN_NOT_OK(impl_->NextItem(timeout, &item));
   const uint64_t sequence = item.sequence;
   const uint64_t lost_before = item.lost_before;
-  ALKAID_ASSIGN_OR_RAISE(auto batch, impl_->ToBatch(std::move(item)));
+  ALKAID_ASSIGN_OR_RAISE(auto batch, impl_->ToBatch(item));
   *view = BatchView(std::move(batch), sequence, lost_before);
   return Status::OK();
 }
 
 Result<format::RecordBatchPtr> Consumer::TryNext() {
   if (impl_->closed) return Status::Invalid("consumer of '", impl_->topic, "' is closed");
-  ALKAID_ASSIGN_OR_RAISE(auto item, impl_->PollOnce());
+  Item item;
+  ALKAID_RETURN_NOT_OK(impl_->PollOnce(&item));
   if (item.empty()) return format::RecordBatchPtr();
-  return impl_->ToBatch(std::move(item));
+  return impl_->ToBatch(item);
 }
 
 Result<format::RecordBatchPtr> Consumer::Next(std::chrono::nanoseconds timeout) {
-  ALKAID_ASSIGN_OR_RAISE(auto item, impl_->NextItem(timeout));
-  return impl_->ToBatch(std::move(item));
+  Item item;
+  ALKAID_RETURN_NOT_OK(impl_->NextItem(timeout, &item));
+  return impl_->ToBatch(item);
 }
 
 Status Consumer::Close() { return CloseConsumer(*impl_); }
@@ -660,20 +665,45 @@ uint64_t Consumer::lost() const { return impl_->lost; }
 
 ConsumerStats Consumer::stats() const { return StatsOf(*impl_); }
 
-Status Consumer::ExportBatch(const format::RecordBatch& batch, ArrowArray* out,
-                             ArrowSchema* out_schema) {
+namespace {
+
+// Consumer::ExportBatch's two overloads: `owner` (may be null) is the
+// batch's pointer, held by the export instead of the columns.
+Status ExportCounted(internal::ExportCounter* exports, const format::RecordBatch& batch,
+                     const format::RecordBatchPtr* owner, ArrowArray* out,
+                     ArrowSchema* out_schema) {
   if (out == nullptr) return Status::Invalid("Consumer::ExportBatch: null ArrowArray");
-  ALKAID_RETURN_NOT_OK(impl_->exports->Reserve("Consumer::ExportBatch"));
+  ALKAID_RETURN_NOT_OK(exports->Reserve("Consumer::ExportBatch"));
   // The count's place is given back when the foreign side releases the
-  // struct (on its thread, also after this consumer is gone).
-  Status st = format::ExportRecordBatch(batch, out, out_schema,
-                                        [exports = impl_->exports] { exports->Unreserve(); });
+  // struct (on its thread, also after this consumer is gone: the export
+  // holds the counter).
+  exports->Ref();
+  auto counted = [exports] {
+    exports->Unreserve();
+    exports->Unref();
+  };
+  Status st = owner != nullptr ? format::ExportRecordBatch(*owner, out, out_schema, counted)
+                               : format::ExportRecordBatch(batch, out, out_schema, counted);
   if (!st.ok()) {
-    impl_->exports->Unreserve();
+    exports->Unreserve();
+    exports->Unref();
     return st;
   }
-  impl_->exports->total.fetch_add(1, std::memory_order_relaxed);
+  exports->total.fetch_add(1, std::memory_order_relaxed);
   return Status::OK();
+}
+
+}  // namespace
+
+Status Consumer::ExportBatch(const format::RecordBatch& batch, ArrowArray* out,
+                             ArrowSchema* out_schema) {
+  return ExportCounted(impl_->exports.get(), batch, nullptr, out, out_schema);
+}
+
+Status Consumer::ExportBatch(const format::RecordBatchPtr& batch, ArrowArray* out,
+                             ArrowSchema* out_schema) {
+  if (batch == nullptr) return Status::Invalid("Consumer::ExportBatch: the batch is null");
+  return ExportCounted(impl_->exports.get(), *batch, &batch, out, out_schema);
 }
 
 namespace {
@@ -790,13 +820,15 @@ Result<std::unique_ptr<RowConsumer>> RowConsumer::Open(const std::string& topic,
 }
 
 Result<ReceivedRows> RowConsumer::NextRows(std::chrono::nanoseconds timeout) {
-  ALKAID_ASSIGN_OR_RAISE(auto item, impl_->NextItem(timeout));
+  Item item;
+  ALKAID_RETURN_NOT_OK(impl_->NextItem(timeout, &item));
   return std::move(item.rows);
 }
 
 Result<ReceivedRows> RowConsumer::TryNextRows() {
   if (impl_->closed) return Status::Invalid("consumer of '", impl_->topic, "' is closed");
-  ALKAID_ASSIGN_OR_RAISE(auto item, impl_->PollOnce());
+  Item item;
+  ALKAID_RETURN_NOT_OK(impl_->PollOnce(&item));
   return std::move(item.rows);
 }
 

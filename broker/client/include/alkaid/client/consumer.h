@@ -196,6 +196,13 @@ class ALKAID_EXPORT Consumer {
   /// same way (they are counted too).
   Status ExportBatch(const format::RecordBatch& batch, ArrowArray* out,
                      ArrowSchema* out_schema = nullptr);
+  /// As above, the export holding the batch itself rather than its columns:
+  /// releasing it is dropping one reference to the batch, so a received
+  /// batch whose last reference the export was goes back at once (with the
+  /// columns held, its block waits for this consumer's next receive).
+  /// Prefer it when you have the pointer.
+  Status ExportBatch(const format::RecordBatchPtr& batch, ArrowArray* out,
+                     ArrowSchema* out_schema = nullptr);
 
   /// Exports this consumer as an ArrowArrayStream: its schema is schema();
   /// each get_next is the next batch (Next, waiting per `options`), exported
