@@ -13,6 +13,7 @@
 #include "alkaid/client/batch_publisher.h"
 #include "alkaid/client/batch_subscriber.h"
 #include "alkaid/format/builder_primitive.h"
+#include "alkaid/format/c_data.h"
 #include "client_test_util.h"
 #include "counting_new.h"
 
@@ -70,6 +71,51 @@ TEST(BatchReceiveAllocTest, FixedShapeWriterAndReceiveAllocateNothing) {
   const uint64_t before = counting_new::g_allocations.load();
   for (int64_t i = 2000; i < 12000; ++i) round(i);
   EXPECT_EQ(counting_new::g_allocations.load() - before, 0u) << "heap allocations in 10000 batches";
+}
+
+// A received batch handed over through the C Data Interface and released,
+// before or after the batch itself is dropped (the second is what a pyarrow
+// or polars consumer does: the graph waits, pinned by the export, until the
+// next receive sweeps it): no allocation either way, and the release notice
+// (a std::function holding a plain pointer, as Consumer::ExportBatch's)
+// allocates nothing.
+TEST(BatchReceiveAllocTest, ExportingAReceivedBatchAllocatesNothing) {
+  Pair p;
+  Open(&p);
+  std::unique_ptr<FixedShapeWriter> writer;
+  {
+    ASSERT_OK_AND_ASSIGN(auto pool, p.publisher->NewPool(kRows * 8));
+    format::Int64Builder b(pool.get());
+    ASSERT_OK(b.Reserve(kRows));
+    for (int64_t r = 0; r < kRows; ++r) b.UnsafeAppend(r);
+    ASSERT_OK_AND_ASSIGN(auto a, b.Finish());
+    ASSERT_OK_AND_ASSIGN(auto prototype, format::RecordBatch::Make(Schema(), kRows, {a}));
+    ASSERT_OK_AND_ASSIGN(writer, p.publisher->NewFixedShapeWriter(*prototype, *pool));
+  }
+  std::atomic<int64_t> released{0};
+  auto round = [&](int64_t i) {
+    ASSERT_OK(writer->Begin());
+    auto* v = reinterpret_cast<int64_t*>(writer->buffer(1).data());
+    for (int64_t r = 0; r < kRows; ++r) v[r] = i + r;
+    ASSERT_OK(writer->Publish());
+    ASSERT_OK_AND_ASSIGN(auto got, p.subscriber->TryReceive());
+    ASSERT_NE(got.batch, nullptr);
+    ArrowArray c{};
+    std::atomic<int64_t>* counter = &released;
+    ASSERT_OK(format::ExportRecordBatch(*got.batch, &c, nullptr, [counter] { ++*counter; }));
+    ASSERT_EQ(static_cast<const int64_t*>(c.children[0]->buffers[1])[kRows - 1], i + kRows - 1);
+    if (i % 2 == 0) {
+      c.release(&c);  // the export first, then the batch
+    } else {
+      got = ReceivedBatch{};  // the batch first: the export pins its graph
+      c.release(&c);
+    }
+  };
+  for (int64_t i = 0; i < 2000; ++i) round(i);
+  const uint64_t before = counting_new::g_allocations.load();
+  for (int64_t i = 2000; i < 12000; ++i) round(i);
+  EXPECT_EQ(counting_new::g_allocations.load() - before, 0u) << "heap allocations in 10000 batches";
+  EXPECT_EQ(released.load(), 12000);
 }
 
 // Batches built with builders: building allocates (the pool, the builder's
