@@ -7,7 +7,8 @@
 #                          Python below imports pyarrow (and the build is not
 #                          a ThreadSanitizer one: libarrow is not
 #                          instrumented); ON: the same, failing if it cannot;
-#                          OFF: never.
+#                          OFF: never. With CI=true (ALKAID_CI) AUTO is ON,
+#                          except in a ThreadSanitizer build.
 #   ALKAID_INTEROP_PYTHON  the Python to ask (default: <source>/.venv/bin/python)
 #
 # Defines the imported target alkaid_arrow_cpp and sets ALKAID_INTEROP_ENABLED;
@@ -21,12 +22,14 @@ set(ALKAID_INTEROP_PYTHON "${PROJECT_SOURCE_DIR}/.venv/bin/python" CACHE FILEPAT
 
 set(ALKAID_INTEROP_ENABLED OFF)
 set(_why "")
+set(_required OFF)  # a reason below fails configure instead of a message
 if(ALKAID_INTEROP STREQUAL "OFF")
   set(_why "ALKAID_INTEROP=OFF")
-elseif(NOT EXISTS "${ALKAID_INTEROP_PYTHON}")
-  set(_why "no ${ALKAID_INTEROP_PYTHON}; scripts/install-deps.sh makes it")
 elseif("thread" IN_LIST ALKAID_SANITIZE)
   set(_why "a ThreadSanitizer build cannot use the uninstrumented libarrow")
+elseif(NOT EXISTS "${ALKAID_INTEROP_PYTHON}")
+  set(_why "no ${ALKAID_INTEROP_PYTHON}; scripts/install-deps.sh makes it")
+  set(_required ${ALKAID_CI})
 else()
   execute_process(
     COMMAND "${ALKAID_INTEROP_PYTHON}" -c
@@ -35,6 +38,7 @@ else()
     OUTPUT_STRIP_TRAILING_WHITESPACE)
   if(NOT _rc EQUAL 0)
     set(_why "${ALKAID_INTEROP_PYTHON} cannot import pyarrow")
+    set(_required ${ALKAID_CI})
   else()
     string(REPLACE "\n" ";" _lines "${_out}")
     list(GET _lines 0 _pa_version)
@@ -46,6 +50,7 @@ else()
     list(FILTER _pa_lib EXCLUDE REGEX "\\.so\\.[0-9]+\\.[0-9]")
     if(NOT _pa_lib OR NOT EXISTS "${_pa_include}/arrow/c/bridge.h")
       set(_why "pyarrow ${_pa_version} in ${_pa_libdir} has no libarrow.so.N or no headers")
+      set(_required ${ALKAID_CI})
     else()
       list(GET _pa_lib 0 _pa_lib)
     endif()
@@ -75,8 +80,9 @@ if(_why STREQUAL "")
     set(ALKAID_ARROW_COMPUTE_ENABLED ON)
   endif()
   message(STATUS "Arrow C++ interop tests: built, against pyarrow ${_pa_version} (${_pa_lib})")
-elseif(ALKAID_INTEROP STREQUAL "ON")
-  message(FATAL_ERROR "ALKAID_INTEROP=ON but Arrow C++ is not usable: ${_why}")
+elseif(ALKAID_INTEROP STREQUAL "ON" OR (_required AND ALKAID_INTEROP STREQUAL "AUTO"))
+  message(FATAL_ERROR "ALKAID_INTEROP=${ALKAID_INTEROP} (CI=${ALKAID_CI}) but Arrow C++ is not "
+                      "usable: ${_why}")
 else()
   message(STATUS "Arrow C++ interop tests (label interop): not built (${_why})")
 endif()

@@ -6,7 +6,8 @@
 #                   the sanitizer runtime preloaded into the interpreter, so
 #                   the asan-ubsan and tsan stages of CI do not build or run
 #                   the Python tests); ON: the same, failing if it cannot;
-#                   OFF: never.
+#                   OFF: never. With CI=true (ALKAID_CI) AUTO is ON,
+#                   except in a sanitizer or fuzzing build.
 #   ALKAID_PYTHON_EXECUTABLE  the Python to build for (default:
 #                   <source>/.venv/bin/python, made by scripts/install-deps.sh)
 #
@@ -22,6 +23,7 @@ set(ALKAID_PYTHON_EXECUTABLE "${PROJECT_SOURCE_DIR}/.venv/bin/python" CACHE FILE
 
 set(ALKAID_PYTHON_ENABLED OFF)
 set(_why "")
+set(_required OFF)  # a reason below fails configure instead of a message
 if(SKBUILD)
   set(ALKAID_PYTHON_EXECUTABLE "${Python_EXECUTABLE}")
   if(NOT ALKAID_PYTHON_EXECUTABLE)
@@ -33,6 +35,7 @@ elseif(ALKAID_SANITIZE OR ALKAID_BUILD_FUZZERS)
   set(_why "a sanitizer or fuzzing build: the interpreter is not instrumented")
 elseif(NOT EXISTS "${ALKAID_PYTHON_EXECUTABLE}")
   set(_why "no ${ALKAID_PYTHON_EXECUTABLE}; scripts/install-deps.sh makes it")
+  set(_required ${ALKAID_CI})
 endif()
 
 if(_why STREQUAL "")
@@ -41,6 +44,7 @@ if(_why STREQUAL "")
     OUTPUT_VARIABLE _nb_dir RESULT_VARIABLE _rc ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
   if(NOT _rc EQUAL 0)
     set(_why "${ALKAID_PYTHON_EXECUTABLE} has no nanobind")
+    set(_required ${ALKAID_CI})
   endif()
 endif()
 
@@ -51,8 +55,8 @@ if(_why STREQUAL "")
   find_package(nanobind CONFIG REQUIRED)
   set(ALKAID_PYTHON_ENABLED ON)
   message(STATUS "Python module: built for ${ALKAID_PYTHON_EXECUTABLE} (Python ${Python_VERSION})")
-elseif(ALKAID_PYTHON STREQUAL "ON")
-  message(FATAL_ERROR "ALKAID_PYTHON=ON but: ${_why}")
+elseif(ALKAID_PYTHON STREQUAL "ON" OR (_required AND ALKAID_PYTHON STREQUAL "AUTO"))
+  message(FATAL_ERROR "ALKAID_PYTHON=${ALKAID_PYTHON} (CI=${ALKAID_CI}) but: ${_why}")
 else()
   message(STATUS "Python module: not built (${_why})")
 endif()

@@ -78,6 +78,24 @@ void CheckInside(std::span<const std::byte> span) {
   (void)sink;
 }
 
+// The segment of the one consumer registered on channel `name`, found
+// through the registration words (RegWord: pid << 32 | tag << 2 | state,
+// 64-byte entries after a 128-byte header); null if there is none.
+std::shared_ptr<shm::Segment> OwnSegment(const std::string& name, uint32_t max_consumers) {
+  auto reg = shm::Segment::Open(name + ".reg", shm::SegmentKind::kChannelRegistry);
+  if (!reg.ok()) std::abort();
+  for (uint32_t k = 0; k < max_consumers; ++k) {
+    uint64_t word;
+    std::memcpy(&word, (*reg)->data() + 128 + std::size_t{64} * k, 8);
+    if (word == 0) continue;
+    const uint32_t tag = static_cast<uint32_t>(word >> 2) & 0x3fffffffU;
+    auto seg = shm::Segment::Open(name + ".c" + std::to_string(k) + "." + std::to_string(tag),
+                                  shm::SegmentKind::kChannelConsumer);
+    if (seg.ok()) return std::move(*seg);
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -107,6 +125,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   co.wait_mode = shm::WaitMode::kBusyPoll;
   auto honest = shm::ChannelConsumer::Open(name, co);
   if (!honest.ok()) std::abort();
+  // Its own segment, mapped while it has a name: a consumer removes the
+  // name once it sees the producer accepted it (its first receive).
+  auto honest_own = OwnSegment(name, o.max_consumers);
   for (uint64_t i = 0; i < 3; ++i) {
     auto loan = p.Loan(100 * (i + 1));
     if (!loan.ok()) std::abort();
@@ -145,20 +166,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The producer side against hostile consumer memory and registrations.
   if (targets & 6) {
     if (targets & 2) {
-      // Every consumer's own segment (its cursor and return queue), found
-      // through the registration words (RegWord: pid << 32 | tag << 2 | state,
-      // 64-byte entries after a 128-byte header).
-      auto reg = shm::Segment::Open(name + ".reg", shm::SegmentKind::kChannelRegistry);
-      if (!reg.ok()) std::abort();
-      for (uint32_t k = 0; k < o.max_consumers; ++k) {
-        uint64_t word;
-        std::memcpy(&word, (*reg)->data() + 128 + std::size_t{64} * k, 8);
-        if (word == 0) continue;
-        const uint32_t tag = static_cast<uint32_t>(word >> 2) & 0x3fffffffU;
-        auto seg = shm::Segment::Open(name + ".c" + std::to_string(k) + "." + std::to_string(tag),
-                                      shm::SegmentKind::kChannelConsumer);
-        if (seg.ok()) patches.ApplyTo((*seg)->data(), (*seg)->data_size());
-      }
+      // The honest consumer's own segment (its cursor and return queue),
+      // mapped before it lost its name.
+      if (honest_own != nullptr) patches.ApplyTo(honest_own->data(), honest_own->data_size());
     }
     if (targets & 4) {
       auto reg = shm::Segment::Open(name + ".reg", shm::SegmentKind::kChannelRegistry);

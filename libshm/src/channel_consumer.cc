@@ -209,6 +209,11 @@ Result<bool> ChannelConsumer::Accepted() {
     cursor_ = state.control->start.load(std::memory_order_relaxed);
     state.StoreCursor(cursor_);
     accepted_ = true;
+    // The producer has mapped our segment: its name is no longer needed,
+    // and without it no other process can open the segment (processes of
+    // our uid could have written returns into it). Our mapping and the
+    // producer's stay; a crash leaves no name behind.
+    if (state.returns) (void)Segment::Remove(state.returns->own->name());
     return true;
   }
   if (state.RegistrationLost()) {
@@ -502,8 +507,13 @@ void ChannelConsumer::Close() {
   closed_ = true;
   Impl& state = *impl_;
   uint64_t expected = state.word;
+  // Our own segment says closed first: the producer believes a closed
+  // registry entry only over a closed segment (anyone of the channel's
+  // group can write the registry; only we write our segment).
   // Release: our last cursor store is visible before the producer sees us
   // closed (it releases what we did not read from there).
+  state.own->state.store(internal::kConsumerClosed, std::memory_order_release);
+  // Release: the same, for a producer that learns it from the entry.
   state.registration->word.compare_exchange_strong(
       expected, internal::RegWithState(state.word, internal::kRegClosed), std::memory_order_release,
       std::memory_order_relaxed);

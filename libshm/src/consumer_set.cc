@@ -46,7 +46,18 @@ void ConsumerSet::ProcessRegistry(bool accepting, BlockTable& blocks, const Ring
     const uint64_t state = RegState(word);
     const bool same =
         c.accepted && RegPid(word) == RegPid(c.word) && RegTag(word) == RegTag(c.word);
-    if (c.accepted && !same) Reclaim(k, blocks);  // its entry was freed and claimed again
+    if (c.accepted && !same) {
+      // The entry no longer names the consumer we accepted. Only its death
+      // lets another take or free the entry (a claimer's second pass, a
+      // reaper); while its process lives the change is a forgery by another
+      // process that can write the registry: the consumer keeps what it
+      // holds and its entry is put back.
+      if (ProcessIsGone(RegPid(c.word))) {
+        Reclaim(k, blocks);  // its entry was freed and claimed again
+      } else {
+        RestoreForged(k, word);
+      }
+    }
     if (!c.accepted) {
       if (state == kRegRequested) {
         if (accepting) {
@@ -58,7 +69,13 @@ void ConsumerSet::ProcessRegistry(bool accepting, BlockTable& blocks, const Ring
       if (state == kRegClosed) Forget(k, word);  // closed before we saw it
       continue;
     }
-    if (state == kRegClosed && !c.closed) {
+    // Whether it closed is read from its own segment, which only it writes
+    // (it says so there before it closes its entry; acquire: partner of
+    // that release store, after its last cursor store). An entry closed
+    // over an open segment was closed by another process.
+    const bool own_closed = c.header->state.load(std::memory_order_acquire) != kConsumerOpen;
+    if (same && state == kRegClosed && !own_closed) RestoreForged(k, word);
+    if (own_closed && !c.closed) {
       c.closed = true;
       StopCounting(k);
       ReleaseUnread(k, c.Cursor(std::memory_order_acquire), blocks, ring);
@@ -176,6 +193,12 @@ void ConsumerSet::Forget(uint32_t k, uint64_t word) {
     regs_[k].word.compare_exchange_strong(expected, 0, std::memory_order_release,
                                           std::memory_order_relaxed);
   }
+}
+
+void ConsumerSet::RestoreForged(uint32_t k, uint64_t seen) {
+  // Release: as the consumer's own stores of its entry.
+  regs_[k].word.compare_exchange_strong(seen, consumers_[k].word, std::memory_order_release,
+                                        std::memory_order_relaxed);
 }
 
 void ConsumerSet::Reclaim(uint32_t k, BlockTable& blocks) {

@@ -194,6 +194,9 @@ class ConsumerSet {
   // A consumer that died, or whose entry was taken over: releases exactly
   // what it held.
   void Reclaim(uint32_t k, BlockTable& blocks);
+  // Entry k of a live accepted consumer shows `seen`, which it did not
+  // write: the consumer's own word is put back.
+  void RestoreForged(uint32_t k, uint64_t seen);
 
   ChannelGeometry geometry_;
   std::string channel_;

@@ -16,6 +16,7 @@
 #include "alkaid/format/builder_primitive.h"
 #include "alkaid/format/c_data.h"
 #include "alkaid/format/compare.h"
+#include "alkaid/format/validate.h"
 #include "broker_process.h"
 #include "broker_test_util.h"
 #include "test_util.h"
@@ -263,6 +264,65 @@ TEST(BrokerArrowExportTest, PublishFromTheCDataInterface) {
     ASSERT_OK_AND_ASSIGN(auto expected, MakeBatch(b < 2 ? b * 10 : b == 2 ? 10 : (b - 1) * 10, 10));
     EXPECT_TRUE(got->Equals(*expected)) << b;
   }
+  ASSERT_OK(producer->Close());
+}
+
+// A struct array that passes Validate (buffer sizes, first and last
+// offsets) but not ValidateFull (an inner utf8 offset points past the
+// data): PublishArrowArray refuses it with the default import options,
+// releases the structs and publishes nothing; the consumer's next batch is
+// the next good one. With validate_full = false (for producers the caller
+// trusts) the same struct is published, and only a full check finds it.
+TEST(BrokerArrowExportTest, PublishArrowArrayRefusesWhatOnlyValidateFullCatches) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("t", TwoColumns(), ProducerOn(broker)));
+  ASSERT_OK_AND_ASSIGN(auto consumer, Consumer::Open("t", ConsumerOn(broker)));
+  // Exports rows [0, 3) with the second utf8 offset set to 1000 (the
+  // strings' data is 15 bytes: "row 0row 1row 2").
+  auto export_hostile = [](ArrowArray* array, ArrowSchema* schema) {
+    ASSERT_OK_AND_ASSIGN(auto batch, MakeBatch(0, 3));
+    ASSERT_OK(format::ExportRecordBatch(*batch, array, schema));
+    ASSERT_EQ(array->n_children, 2);
+    auto* offsets = static_cast<int32_t*>(const_cast<void*>(array->children[1]->buffers[1]));
+    ASSERT_EQ(offsets[3], 15);
+    offsets[1] = 1000;
+    ASSERT_OK(format::Validate(*batch));
+    ASSERT_RAISES(kInvalid, format::ValidateFull(*batch));
+  };
+  {
+    ArrowArray array;
+    ArrowSchema schema;
+    ASSERT_NO_FATAL_FAILURE(export_hostile(&array, &schema));
+    Status st = producer->PublishArrowArray(&array, &schema);
+    ASSERT_RAISES(kInvalid, st);
+    EXPECT_NE(st.message().find("importing an ArrowArray"), std::string::npos) << st.ToString();
+    EXPECT_EQ(array.release, nullptr);
+    EXPECT_EQ(schema.release, nullptr);
+  }
+  EXPECT_EQ(producer->stats().published, 0u);
+  EXPECT_EQ(producer->stats().arrow_copied + producer->stats().arrow_zero_copy, 0u);
+  {
+    ASSERT_OK_AND_ASSIGN(auto batch, MakeBatch(100, 3));
+    ArrowArray array;
+    ASSERT_OK(format::ExportRecordBatch(*batch, &array));
+    ASSERT_OK(producer->PublishArrowArray(&array, nullptr));
+  }
+  ASSERT_OK_AND_ASSIGN(auto first, consumer->Next(5s));
+  ASSERT_OK_AND_ASSIGN(auto expected, MakeBatch(100, 3));
+  EXPECT_TRUE(first->Equals(*expected)) << "the refused batch reached the consumer";
+  // Validate only: the caller vouches for the values, and the batch goes out.
+  {
+    ArrowArray array;
+    ArrowSchema schema;
+    ASSERT_NO_FATAL_FAILURE(export_hostile(&array, &schema));
+    format::CImportOptions trusting;
+    trusting.validate_full = false;
+    ASSERT_OK(producer->PublishArrowArray(&array, &schema, nullptr, trusting));
+  }
+  ASSERT_OK_AND_ASSIGN(auto second, consumer->Next(5s));
+  ASSERT_OK(format::Validate(*second));
+  ASSERT_RAISES(kInvalid, format::ValidateFull(*second));
   ASSERT_OK(producer->Close());
 }
 

@@ -15,8 +15,10 @@
 // - 0-row batches, built in place, copied, and through a FixedShapeWriter.
 
 #include <gtest/gtest.h>
+
 #include <signal.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include <atomic>
 #include <chrono>
@@ -315,11 +317,13 @@ TEST(BrokerReliabilityTest, BlockPolicyTimeoutNamesTheSlowConsumerAndTheProducer
   ASSERT_RAISES(kEndOfStream, consumer->Next(5s));
 }
 
-// Four producer processes publish as fast as they can into one topic
-// (rings of 16, kBlockProducer) while one consumer reads: every batch of
-// each arrives once, in order, and while all four are running none is
-// starved by Next's round robin (each gets at least half its fair share,
-// an eighth, of what is read before the first one finishes).
+// Four producer processes publish into one topic (rings of 16,
+// kBlockProducer) while one consumer reads: every batch of each arrives
+// once, in order, and Next's round robin serves them in turn. The turn is
+// shown by a condition, not by the scheduler: each producer first fills its
+// ring with 8 batches and pauses; while all four hold batches, every prefix
+// of the 32 reads has taken as many from each producer, give or take one.
+// Then they publish the rest as fast as they can.
 TEST(BrokerReliabilityTest, FourProducersAtFullSpeedAreServedInTurn) {
   BrokerProcess broker;
   ASSERT_TRUE(broker.Start());
@@ -330,8 +334,9 @@ TEST(BrokerReliabilityTest, FourProducersAtFullSpeedAreServedInTurn) {
   ASSERT_OK(admin->CreateTopic("four", PairSchema(), topic).status());
   ASSERT_OK_AND_ASSIGN(auto consumer, Consumer::Open("four", ConsumerOn(broker)));
   constexpr int kProducers = 4;
+  constexpr int64_t kFirst = 8;
   constexpr int64_t kEach = 5000;
-  Pipe ready, go;
+  Pipe ready, go, filled, rest;
   std::vector<pid_t> children;
   for (int tag = 0; tag < kProducers; ++tag) {
     const pid_t pid = testing::ForkTestChild();
@@ -343,6 +348,10 @@ TEST(BrokerReliabilityTest, FourProducersAtFullSpeedAreServedInTurn) {
       ready.Put('r');
       if (go.Get() != 'g') ::_exit(2);
       for (int64_t seq = 0; seq < kEach; ++seq) {
+        if (seq == kFirst) {
+          filled.Put('f');
+          if (rest.Get() != 'g') ::_exit(5);
+        }
         auto batch = Pair(tag, seq);
         if (!batch.ok() || !(*producer)->PublishCopy(**batch).ok()) ::_exit(3);
       }
@@ -358,35 +367,31 @@ TEST(BrokerReliabilityTest, FourProducersAtFullSpeedAreServedInTurn) {
   }));
   for (int i = 0; i < kProducers; ++i) ASSERT_EQ(ready.Get(), 'r');
   for (int i = 0; i < kProducers; ++i) go.Put('g');
+  for (int i = 0; i < kProducers; ++i) ASSERT_EQ(filled.Get(), 'f');
   std::vector<int64_t> next(kProducers, 0);
-  std::vector<int64_t> while_all_ran(kProducers, 0);
-  int64_t total = 0;
-  bool all_running = true;
-  while (total < kProducers * kEach) {
-    ASSERT_OK_AND_ASSIGN(auto batch, consumer->Next(30s));
-    ASSERT_NE(batch, nullptr);
-    const int64_t tag = Col(*batch, 0);
-    ASSERT_TRUE(tag >= 0 && tag < kProducers) << tag;
-    ASSERT_EQ(Col(*batch, 1), next[static_cast<size_t>(tag)]) << "producer " << tag;
+  auto read_one = [&]() -> int64_t {
+    auto batch = consumer->Next(30s);
+    EXPECT_TRUE(batch.ok()) << batch.status().ToString();
+    if (!batch.ok() || *batch == nullptr) return -1;
+    const int64_t tag = Col(**batch, 0);
+    EXPECT_TRUE(tag >= 0 && tag < kProducers) << tag;
+    if (tag < 0 || tag >= kProducers) return -1;
+    EXPECT_EQ(Col(**batch, 1), next[static_cast<size_t>(tag)]) << "producer " << tag;
     ++next[static_cast<size_t>(tag)];
-    ++total;
-    if (all_running) {
-      ++while_all_ran[static_cast<size_t>(tag)];
-      if (next[static_cast<size_t>(tag)] == kEach) all_running = false;
-    }
+    return tag;
+  };
+  for (int64_t r = 0; r < kProducers * kFirst; ++r) {
+    ASSERT_GE(read_one(), 0);
+    const auto [least, most] = std::minmax_element(next.begin(), next.end());
+    ASSERT_LE(*most - *least, 1) << "read " << r + 1 << " of the first " << kProducers * kFirst
+                                 << ": " << next[0] << " " << next[1] << " " << next[2] << " "
+                                 << next[3];
   }
-  int64_t first_phase = 0;
-  for (int64_t n : while_all_ran) first_phase += n;
-  for (int tag = 0; tag < kProducers; ++tag) {
-    EXPECT_EQ(next[static_cast<size_t>(tag)], kEach);
-    EXPECT_GE(while_all_ran[static_cast<size_t>(tag)] * 8, first_phase)
-        << "producer " << tag << " got " << while_all_ran[static_cast<size_t>(tag)] << " of "
-        << first_phase << " while all four ran";
+  for (int i = 0; i < kProducers; ++i) rest.Put('g');
+  for (int64_t total = kProducers * kFirst; total < kProducers * kEach; ++total) {
+    ASSERT_GE(read_one(), 0);
   }
-  std::printf("[ fairness ] while all ran: %lld %lld %lld %lld of %lld\n",
-              static_cast<long long>(while_all_ran[0]), static_cast<long long>(while_all_ran[1]),
-              static_cast<long long>(while_all_ran[2]), static_cast<long long>(while_all_ran[3]),
-              static_cast<long long>(first_phase));
+  for (int tag = 0; tag < kProducers; ++tag) EXPECT_EQ(next[static_cast<size_t>(tag)], kEach);
   for (pid_t pid : children) EXPECT_EQ(testing::Wait(pid), 0);
   ASSERT_RAISES(kEndOfStream, consumer->Next(10s));
 }

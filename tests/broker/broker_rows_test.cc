@@ -192,7 +192,7 @@ TEST(BrokerRowsTest, RowBatchesFromAnotherProcessRoundTrip) {
   }
   held.clear();
   ASSERT_OK(consumer->Close());
-  EXPECT_TRUE(WaitNoSegments(broker.name() + ".", 300));
+  EXPECT_TRUE(WaitNoSegments(broker.name() + "."));
 }
 
 // PublishRows encodes straight into the shared block (nothing counted as

@@ -447,7 +447,7 @@ TEST(BrokerStressTest, RandomSigkillsKeepExactlyOnceInOrder) {
   // No leak, while the broker is still up (its SIGTERM sweep would hide
   // one): every producer closed or was removed by the broker when it died,
   // and with it the segments of its consumers, dead ones included.
-  if (!testing::WaitNoSegments(broker.name() + ".", 1000)) {
+  if (!testing::WaitNoSegments(broker.name() + ".")) {
     std::string leaked;
     for (const auto& name : ShmNames(broker.name() + ".")) leaked += " " + name;
     ADD_FAILURE() << "leaked with the broker up:" << leaked;

@@ -279,10 +279,10 @@ TEST(BrokerTest, SigkilledProducerEndsTheStreamAfterDraining) {
     while (true) ::pause();
   }
   // The child waits for us to register on its ring: pump until it is there.
-  for (int i = 0; i < 2000 && consumer->producer_count() == 0; ++i) {
-    ASSERT_OK(consumer->TryNext().status());
-    std::this_thread::sleep_for(1ms);
-  }
+  ASSERT_TRUE(testing::WaitUntil([&] {
+    EXPECT_OK(consumer->TryNext().status());
+    return consumer->producer_count() > 0;
+  }));
   char byte = 0;
   ASSERT_EQ(::read(ready[0], &byte, 1), 1);
   ::kill(child, SIGKILL);
@@ -338,12 +338,10 @@ TEST(BrokerTest, SigkilledConsumerDoesNotBlockTheProducer) {
   // or space, or when an idle producer polls (its pid checks run at most
   // every liveness interval, 200 ms), before the child is even reaped (it
   // is a zombie here).
-  const auto deadline = std::chrono::steady_clock::now() + 3s;
-  while (producer->stats().dead_consumers_detached < 1u &&
-         std::chrono::steady_clock::now() < deadline) {
+  testing::WaitUntil([&] {
     producer->Poll();
-    std::this_thread::sleep_for(10ms);
-  }
+    return producer->stats().dead_consumers_detached >= 1u;
+  });
   EXPECT_GE(producer->stats().dead_consumers_detached, 1u);
   EXPECT_EQ(testing::Wait(child), -SIGKILL);
   ASSERT_OK(producer->Close());
@@ -375,10 +373,10 @@ TEST(BrokerTest, SurvivorsCarryOnWhenTheBrokerDies) {
     }
     ::_exit((*producer)->Close().ok() ? 0 : 4);
   }
-  for (int i = 0; i < 2000 && consumer->producer_count() == 0; ++i) {
-    ASSERT_OK(consumer->TryNext().status());
-    std::this_thread::sleep_for(1ms);
-  }
+  testing::WaitUntil([&] {
+    EXPECT_OK(consumer->TryNext().status());
+    return consumer->producer_count() > 0;
+  });
   ASSERT_EQ(consumer->producer_count(), 1u);
   broker.Kill();
   const char byte = 1;

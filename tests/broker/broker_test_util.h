@@ -73,30 +73,30 @@ inline uint32_t AwaitingConsumers(const std::string& socket, const std::string& 
   return 0;
 }
 
-/// Waits (up to about 5 s) until the broker at `socket` lists `topic` with
-/// at least `consumers` consumers. False on a timeout or an error.
+/// Waits until the broker at `socket` lists `topic` with at least
+/// `consumers` consumers (WaitUntil's guard bounds a hang). False if it
+/// never did, or on an error.
 inline bool WaitForConsumers(const std::string& socket, const std::string& topic,
                              uint32_t consumers) {
   auto client = client::BrokerClient::Connect(socket);
   if (!client.ok()) return false;
-  for (int i = 0; i < 500; ++i) {
+  bool found = false;
+  WaitUntil([&] {
     auto topics = (*client)->ListTopics();
-    if (!topics.ok()) return false;
+    if (!topics.ok()) return true;  // the broker is gone: no use waiting
     for (const auto& t : *topics) {
-      if (t.name == topic && t.consumers >= consumers) return true;
+      if (t.name == topic && t.consumers >= consumers) found = true;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return false;
+    return found;
+  });
+  return found;
 }
 
-/// Waits (`tries` times 10 ms at the most) until no /dev/shm object starts
-/// with `prefix`; true if none is left.
-inline bool WaitNoSegments(const std::string& prefix, int tries = 200) {
-  for (int i = 0; i < tries && !ShmNames(prefix).empty(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return ShmNames(prefix).empty();
+/// Waits until no /dev/shm object starts with `prefix`; true if none is
+/// left. The wait is bounded by WaitUntil's guard against a hang (30 s), not
+/// by a time the verdict depends on.
+inline bool WaitNoSegments(const std::string& prefix) {
+  return WaitUntil([&] { return ShmNames(prefix).empty(); });
 }
 
 /// The file mapped at `address` in this process (/proc/self/maps), e.g.

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <random>
 #include <string>
 #include <string_view>
 
@@ -115,11 +116,15 @@ int main(int argc, char** argv) {
     std::memcpy(inline_payload + 4, &far, 4);
   } else if (what == "body-garbage") {
     // The body bytes (validity bitmaps, offsets, data) overwritten with
-    // 0xFF: every utf8 offset becomes -1.
+    // pseudo-random bytes (a fixed seed: the same garbage each run): offsets
+    // of every size and sign, some in range, most not.
     const uint64_t offset = slot->body_offset.load();
     const uint64_t length = slot->body_length.load();
     if (offset > size || length > size - offset) return Fail("body outside the channel");
-    std::memset(payload + offset, 0xFF, length);
+    std::mt19937_64 garbage(0x5EEDB0D1u);
+    for (uint64_t i = 0; i < length; ++i) {
+      payload[offset + i] = static_cast<std::byte>(garbage() >> 56);
+    }
   } else {
     return Fail("unknown case '" + std::string(what) + "'");
   }

@@ -553,6 +553,18 @@ def bearer(token):
     return fl.FlightCallOptions(headers=[(b"authorization", b"Bearer " + token.encode())])
 
 
+class PingAuth(fl.ClientAuthHandler):
+    """A Handshake of one request and its answer; the token travels in the
+    call's authorization header."""
+
+    def authenticate(self, outgoing, incoming):
+        outgoing.write(b"ping")
+        incoming.read()
+
+    def get_token(self):
+        return b""
+
+
 class TokenTest(FlightTestCase):
     def server_args_for(self, tmp):
         path = os.path.join(tmp, "tokens.json")
@@ -598,6 +610,60 @@ class TokenTest(FlightTestCase):
         writer.write_table(table)
         writer.close()
         self.assertEqual(self.broker.topics()[0]["c"][2], 1)
+
+    def test_each_call_checks_its_own_permission(self):
+        path = os.path.join(GOLD, "generated_primitive.stream")
+        self.publish("a", path)
+        self.publish("b", path)
+        published_a = self.broker.topics()[0]["a"][2]
+        # DoPut checks write permission: reader-token may read "a", not write it.
+        table = pa.table({"x": pa.array([1, 2, 3])})
+        with self.assertRaisesRegex(fl.FlightUnauthorizedError, "may not write topic 'a'"):
+            writer, _ = self.client.do_put(fl.FlightDescriptor.for_path("a"), table.schema,
+                                           bearer("reader-token"))
+            writer.write_table(table)
+            writer.close()
+        self.assertEqual(self.broker.topics()[0]["a"][2], published_a)
+        # writer-token may read and write "b", not read "a": GetSchema, every
+        # ticket kind and GetFlightInfo on "a" are refused with a valid token.
+        with self.assertRaisesRegex(Exception, "may not read topic 'a'"):
+            self.client.get_schema(fl.FlightDescriptor.for_path("a"), bearer("writer-token"))
+        for ticket in (b"live/a", b"oldest/a"):
+            with self.assertRaisesRegex(fl.FlightUnauthorizedError, "may not read topic 'a'"):
+                self.client.do_get(fl.Ticket(ticket), bearer("writer-token")).read_all()
+        with self.assertRaisesRegex(fl.FlightUnauthorizedError, "may not read topic 'a'"):
+            self.client.get_flight_info(fl.FlightDescriptor.for_path("a"), bearer("writer-token"))
+        # The same calls on the topic it may read are answered.
+        schema = self.client.get_schema(fl.FlightDescriptor.for_path("b"),
+                                        bearer("writer-token")).schema
+        self.assertEqual(schema, read_stream(path)[0])
+        # Handshake: a wrong token is refused, a valid one answered.
+        with self.assertRaises(fl.FlightUnauthenticatedError):
+            self.client.authenticate(PingAuth(), options=bearer("wrong"))
+        with self.assertRaises(fl.FlightUnauthenticatedError):
+            self.client.authenticate(PingAuth(), options=None)
+        self.client.authenticate(PingAuth(), options=bearer("reader-token"))
+
+    def test_a_refused_put_is_refused_at_its_first_message(self):
+        # reader-token may not write "a": the server refuses after the first
+        # message (schema + descriptor) and reads nothing more, so of 256
+        # batches of 1 MiB the client gets only as far as gRPC's buffers and
+        # flow-control window take it (a server that read the stream before
+        # deciding would take all 256 MiB).
+        self.publish("a", os.path.join(GOLD, "generated_primitive.stream"))
+        big = pa.record_batch([pa.array(range(128 * 1024), type=pa.int64())], names=["x"])
+        writer, _ = self.client.do_put(fl.FlightDescriptor.for_path("a"), big.schema,
+                                       bearer("reader-token"))
+        written = 0
+        try:
+            for _ in range(256):
+                writer.write_batch(big)
+                written += 1
+        except Exception:  # the call ended: the status comes with close()
+            pass
+        with self.assertRaisesRegex(fl.FlightUnauthorizedError, "may not write topic 'a'"):
+            writer.close()
+        self.assertLess(written, 64, "the server read a refused DoPut's stream")
 
     def test_cpp_client_sends_the_token(self):
         path = os.path.join(GOLD, "generated_primitive.stream")
@@ -681,6 +747,86 @@ class TlsTest(FlightTestCase):
                            capture_output=True, text=True, timeout=HANG)
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("UNAVAILABLE", r.stderr)
+
+
+class TlsTokenTest(FlightTestCase):
+    """--tls-cert/--tls-key and --tokens together: the tokens are checked on
+    the TLS connection as on a plaintext one."""
+
+    def server_args_for(self, tmp):
+        self.cert = os.path.join(tmp, "cert.pem")
+        key = os.path.join(tmp, "key.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                        "-subj", "/CN=localhost", "-addext",
+                        "subjectAltName=DNS:localhost,IP:127.0.0.1",
+                        "-keyout", key, "-out", self.cert], check=True, capture_output=True)
+        path = os.path.join(tmp, "tokens.json")
+        with open(path, "w") as f:
+            json.dump(TOKENS, f)
+        return ("--tls-cert", self.cert, "--tls-key", key, "--tokens", path)
+
+    def setUp(self):
+        super().setUp()
+        self.client.close()
+        with open(self.cert, "rb") as f:
+            roots = f.read()
+        self.client = fl.connect(f"grpc+tls://localhost:{self.server.port}",
+                                 tls_root_certs=roots)
+
+    def test_tokens_over_tls(self):
+        path = os.path.join(GOLD, "generated_primitive.stream")
+        _, expected = read_stream(path)
+        # A valid token reads live over TLS.
+        get = DoGetThread(self.client, b"live/a", bearer("reader-token"))
+        get.start()
+        self.wait_for_waiting_consumer("a")
+        self.publish("a", path)
+        _, got = get.result()
+        self.assertEqual(len(got), len(expected))
+        self.publish("b", path)
+        # No token or a wrong one: refused over TLS too.
+        for options in (None, bearer("wrong")):
+            with self.assertRaises(fl.FlightUnauthenticatedError):
+                list(self.client.list_flights(options=options))
+            with self.assertRaises(fl.FlightUnauthenticatedError):
+                self.client.do_get(fl.Ticket(b"oldest/a"), options).read_all()
+            with self.assertRaises(fl.FlightUnauthenticatedError):
+                self.client.authenticate(PingAuth(), options=options)
+        # A token sees what it may read, and nothing else.
+        names = [i.descriptor.path[0]
+                 for i in self.client.list_flights(options=bearer("reader-token"))]
+        self.assertEqual(names, [b"a"])
+        with self.assertRaises(fl.FlightUnauthorizedError):
+            self.client.do_get(fl.Ticket(b"oldest/b"), bearer("reader-token")).read_all()
+        table = pa.table({"x": pa.array([1, 2, 3])})
+        with self.assertRaises(fl.FlightUnauthorizedError):
+            writer, _ = self.client.do_put(fl.FlightDescriptor.for_path("a"), table.schema,
+                                           bearer("reader-token"))
+            writer.write_table(table)
+            writer.close()
+        writer, _ = self.client.do_put(fl.FlightDescriptor.for_path("c"), table.schema,
+                                       bearer("all-token"))
+        writer.write_table(table)
+        writer.close()
+        self.assertEqual(self.broker.topics()[0]["c"][2], 1)
+        # The valid token on a plaintext connection to the TLS port: no answer.
+        plain = fl.connect(f"grpc://127.0.0.1:{self.server.port}")
+        with self.assertRaises(fl.FlightError):
+            list(plain.list_flights(options=fl.FlightCallOptions(
+                timeout=10, headers=[(b"authorization", b"Bearer all-token")])))
+        plain.close()
+        # Our client: the token from ALKAID_FLIGHT_TOKEN, over TLS.
+        env = dict(os.environ, ALKAID_FLIGHT_TLS_ROOTS=self.cert,
+                   ALKAID_FLIGHT_TLS_SERVER_NAME="localhost", ALKAID_FLIGHT_TOKEN="wrong")
+        url = f"grpc+tls://127.0.0.1:{self.server.port}/b"
+        r = subprocess.run([ALKAID, "publish", url, path], env=env, capture_output=True,
+                           text=True, timeout=HANG)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("UNAUTHENTICATED", r.stderr)
+        env["ALKAID_FLIGHT_TOKEN"] = "writer-token"
+        r = subprocess.run([ALKAID, "publish", url, path], env=env, capture_output=True,
+                           text=True, timeout=HANG)
+        self.assertEqual(r.returncode, 0, r.stderr)
 
 
 class FaultTest(FlightTestCase):

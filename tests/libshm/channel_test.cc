@@ -620,6 +620,76 @@ TEST_F(ChannelTest, ForgedReturnsFreeNoBlockAnotherConsumerHolds) {
   EXPECT_EQ(producer->stats().bogus_returns - before.bogus_returns, 4u);
 }
 
+// The registry (`<name>.reg`) is writable by every process that may open
+// the channel (the channel's group in group mode). A process rewriting the
+// entry of a live, accepted consumer (another pid and tag, closed, freed)
+// and bumping `changes` gets nothing released: the producer takes a
+// consumer's close from its own segment and its death from its pid, and
+// puts the entry back. The
+// consumer's held bodies stay intact while the arena is refilled, it goes
+// on receiving, and its own close is still honoured.
+TEST_F(ChannelTest, ARegistryEntryRewrittenByAnotherProcessReleasesNothing) {
+  const std::string name = NewName("ch");
+  ChannelOptions o = Small();
+  o.slot_count = 2;
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, o));
+  ASSERT_OK_AND_ASSIGN(auto victim, ChannelConsumer::Open(name));
+  std::vector<ChannelBlock> held;
+  ChannelMessage message;
+  for (uint64_t i = 0; i < 4; ++i) {
+    ASSERT_OK(PublishPattern(producer.get(), i, 4096));
+    ASSERT_OK(victim->Receive(&message, 1s));
+    held.push_back(message.TakeBody());
+  }
+  // Accepted: the consumer removed its segment's name once the producer had
+  // mapped it, so no process can open it to forge returns.
+  EXPECT_TRUE(testing::SegmentsWithPrefix(name + ".c").empty());
+  ASSERT_OK_AND_ASSIGN(auto registry, Segment::Open(name + ".reg", SegmentKind::kChannelRegistry));
+  auto* header = reinterpret_cast<internal::RegistryHeaderData*>(registry->data());
+  auto* entry = reinterpret_cast<internal::RegistrationData*>(
+                    registry->data() + sizeof(internal::RegistryHeaderData)) +
+                victim->index();
+  const uint64_t honest = entry->word.load();
+  ASSERT_EQ(internal::RegPid(honest), static_cast<uint32_t>(::getpid()));
+  const uint64_t forgeries[] = {
+      internal::RegWord(1, internal::RegTag(honest) + 1, internal::kRegRequested),  // pid 1 lives
+      internal::RegWithState(honest, internal::kRegClosed),
+      0,
+  };
+  for (const uint64_t forgery : forgeries) {
+    SCOPED_TRACE(forgery);
+    entry->word.store(forgery);
+    header->changes.fetch_add(1);
+    producer->Poll();
+    EXPECT_EQ(producer->stats().consumers_reclaimed, 0u);
+    EXPECT_EQ(producer->stats().consumers_finished, 0u);
+    EXPECT_EQ(entry->word.load(), honest) << "the entry was not put back";
+  }
+  // Fill the arena: no held block is lent again.
+  std::vector<ChannelLoan> loans;
+  while (true) {
+    auto loan = producer->Loan(4096);
+    if (!loan.ok()) break;
+    FillPattern(999, loan->data());
+    loans.push_back(std::move(*loan));
+  }
+  ASSERT_FALSE(loans.empty());
+  for (uint64_t i = 0; i < held.size(); ++i) {
+    EXPECT_TRUE(CheckPattern(i, held[i].data())) << "held body " << i << " was overwritten";
+  }
+  loans.clear();
+  // Still counted and served.
+  ASSERT_OK(PublishPattern(producer.get(), 4, 4096));
+  ASSERT_OK(victim->Receive(&message, 1s));
+  EXPECT_TRUE(CheckPattern(4, message.body()));
+  message.Reset();
+  // Its own close is honoured: once it returned everything, it is finished.
+  victim->Close();
+  held.clear();
+  producer->Poll();
+  EXPECT_EQ(producer->stats().consumers_finished, 1u);
+}
+
 // A block's descriptor is reused with a new generation; a return naming
 // an earlier generation (a consumer's late duplicate, or a forgery) must
 // not free the block the same consumer now holds under the new one.
@@ -740,16 +810,18 @@ TEST_F(ChannelTest, PublishWakesABlockedConsumer) {
   ChannelConsumerOptions co;
   co.wait_mode = WaitMode::kBlock;
   ASSERT_OK_AND_ASSIGN(auto consumer, ChannelConsumer::Open(name, co));
+  // Its segment, mapped while it has a name (until the consumer sees it was
+  // accepted).
+  const auto names = testing::SegmentsWithPrefix(name + ".c");
+  ASSERT_EQ(names.size(), 1u);
+  ASSERT_OK_AND_ASSIGN(auto own, Segment::Open(names[0], SegmentKind::kChannelConsumer,
+                                               SegmentOpenOptions{.read_only = true}));
   ChannelMessage message;
   ASSERT_OK(PublishPattern(producer.get(), 0, 64));  // accepted from here on
   ASSERT_OK(consumer->Receive(&message, 5s));
   ASSERT_OK_AND_ASSIGN(auto channel, Segment::Open(name, SegmentKind::kChannel,
                                                    SegmentOpenOptions{.read_only = true}));
   const auto* header = reinterpret_cast<const internal::ChannelHeaderData*>(channel->data());
-  const auto names = testing::SegmentsWithPrefix(name + ".c");
-  ASSERT_EQ(names.size(), 1u);
-  ASSERT_OK_AND_ASSIGN(auto own, Segment::Open(names[0], SegmentKind::kChannelConsumer,
-                                               SegmentOpenOptions{.read_only = true}));
   const auto* waiting =
       &reinterpret_cast<const internal::ConsumerSegHeaderData*>(own->data())->waiting;
   const uint32_t futex_before = header->data_futex.load();

@@ -29,9 +29,18 @@ expect 2 "bad --count" "$alkaid" latency --count 0
 
 # Nothing of run $1 (the tool's pid) is left: its broker's segments, its
 # processes (the broker's name and the forked children's argv carry it).
+# The tool has exited when this runs; what it reaped may take a moment to go:
+# waits (up to 30 s, a guard against a hang) until nothing is left, then
+# judges.
 check_clean() {  # check_clean <tool pid> <description>
   local pid=$1 what=$2 left
-  sleep 0.3
+  for _ in $(seq 600); do
+    if ! ls /dev/shm | grep -q -e "alkaid-latency$pid\." &&
+       ! pgrep -f "alkaid-latency$pid|$work/" >/dev/null; then
+      break
+    fi
+    sleep 0.05
+  done
   left=$(ls /dev/shm | grep -e "alkaid-latency$pid\." || true)
   [ -z "$left" ] || { echo "FAILED: $what: segments left in /dev/shm: $left" >&2; fail=1; }
   left=$(pgrep -f "alkaid-latency$pid|$work/")
