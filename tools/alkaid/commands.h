@@ -102,6 +102,34 @@ struct SubscribeOptions {
 /// to be created.
 int RunSubscribe(const SubscribeOptions& options);
 
+struct RecordOptions {
+  std::string socket;
+  std::vector<std::string> topics;
+  std::string out;
+  std::string format = "stream";     ///< stream | file (ARROW1)
+  std::string compression = "none";  ///< none | lz4 | zstd
+  int64_t count = -1;                ///< stop after N batches per topic; -1: no limit
+  double duration_seconds = 0;       ///< stop after this long; 0: no limit
+  uint64_t rotate_bytes = 0;         ///< start a new file past this size; 0: never
+  bool from_oldest = false;
+  double timeout_seconds = 0;  ///< stop after this long without data (or topic); 0: never
+};
+/// Writes every batch of each topic to Arrow IPC with per-batch custom
+/// metadata (record_metadata.h), until a signal, the end of the topic, or
+/// a limit; files being written are named *.partial until complete.
+int RunRecord(const RecordOptions& options);
+
+struct ReplayOptions {
+  std::string socket;
+  std::vector<std::string> inputs;  ///< recordings, in order
+  std::string topic;
+  double speed = 1.0;  ///< 1: the recorded pace; 2: twice as fast
+  bool as_fast_as_possible = false;
+  bool loop = false;
+};
+/// Publishes the batches of recordings to a topic at the recorded pace.
+int RunReplay(const ReplayOptions& options);
+
 #ifdef ALKAID_HAVE_FLIGHT
 /// `topic` is grpc://HOST:PORT/TOPIC or grpc+tls://... (cmd_flight.cc).
 bool IsFlightTarget(const std::string& topic);

@@ -184,6 +184,67 @@ int Run(int argc, char** argv) {
   subscribe_cmd->add_option("--socket", subscribe.socket, "Broker socket (default: the client's)");
   subscribe_cmd->callback([&] { code = tools::RunSubscribe(subscribe); });
 
+  tools::RecordOptions record;
+  auto* record_cmd = app.add_subcommand(
+      "record",
+      "Record topics to Arrow IPC files, each batch with custom metadata (receive time, "
+      "producer, sequence, batches lost before it); until Ctrl-C/SIGTERM, the end of the "
+      "topic, --count, --duration or --timeout. Files being written end in .partial");
+  record_cmd->add_option("topics", record.topics, "Topic names")->required();
+  record_cmd
+      ->add_option("--out", record.out,
+                   "Output file (one topic), or directory: DIR/<topic>.NNNNNN.arrows "
+                   "(.arrow with --format file); created if missing")
+      ->required();
+  record_cmd->add_option("--format", record.format, "stream or file (ARROW1, with a footer)")
+      ->check(CLI::IsMember({"stream", "file"}))
+      ->capture_default_str();
+  record_cmd->add_option("--compression", record.compression, "Body buffer compression")
+      ->check(CLI::IsMember({"none", "lz4", "zstd"}))
+      ->capture_default_str();
+  auto* record_count =
+      record_cmd->add_option("--count", record.count, "Stop after N batches of each topic")
+          ->check(CLI::NonNegativeNumber);
+  record_cmd->add_option("--duration", record.duration_seconds, "Stop after SEC seconds")
+      ->check(CLI::PositiveNumber)
+      ->excludes(record_count);
+  record_cmd
+      ->add_option("--rotate-bytes", record.rotate_bytes,
+                   "Close the file and start the next one once it holds B bytes")
+      ->check(CLI::PositiveNumber);
+  record_cmd->add_flag("--from-oldest", record.from_oldest,
+                       "Start at the oldest batch the rings still hold");
+  record_cmd
+      ->add_option("--timeout", record.timeout_seconds,
+                   "Stop after SEC seconds without data (or without the topic being created); "
+                   "default: wait as long as it takes")
+      ->check(CLI::PositiveNumber);
+  record_cmd->add_option("--socket", record.socket, "Broker socket (default: the client's)");
+  record_cmd->callback([&] { code = tools::RunRecord(record); });
+
+  tools::ReplayOptions replay;
+  std::vector<std::string> replay_args;
+  auto* replay_cmd = app.add_subcommand(
+      "replay",
+      "Publish recordings (IPC streams or files, in order) to a topic at the recorded pace; "
+      "the recorder's metadata is removed, the producer's own kept");
+  replay_cmd->add_option("args", replay_args, "FILE... TOPIC")->required()->expected(2, -1);
+  auto* replay_speed =
+      replay_cmd->add_option("--speed", replay.speed, "Pace: 1 as recorded, 2 twice as fast")
+          ->check(CLI::PositiveNumber)
+          ->capture_default_str();
+  replay_cmd
+      ->add_flag("--as-fast-as-possible", replay.as_fast_as_possible,
+                 "Publish without waiting between batches")
+      ->excludes(replay_speed);
+  replay_cmd->add_flag("--loop", replay.loop, "Start again from the first file at the end");
+  replay_cmd->add_option("--socket", replay.socket, "Broker socket (default: the client's)");
+  replay_cmd->callback([&] {
+    replay.topic = replay_args.back();
+    replay.inputs.assign(replay_args.begin(), replay_args.end() - 1);
+    code = tools::RunReplay(replay);
+  });
+
   tools::AddLatencyCommand(&app, &code);
 
   try {

@@ -113,6 +113,7 @@ Result<Item> ToItem(Result<ReceivedRows> r) {
   if (!r.ok()) return r.status();
   Item item;
   item.rows = std::move(*r);
+  item.sequence = item.rows.sequence;
   item.lost_before = item.rows.lost_before;
   return item;
 }
@@ -645,6 +646,20 @@ Result<format::RecordBatchPtr> Consumer::TryNext() {
 
 Result<format::RecordBatchPtr> Consumer::Next(std::chrono::nanoseconds timeout) {
   ALKAID_ASSIGN_OR_RAISE(auto item, impl_->NextItem(timeout));
+  return impl_->ToBatch(std::move(item));
+}
+
+Result<format::RecordBatchPtr> Consumer::Next(std::chrono::nanoseconds timeout,
+                                              BatchOrigin* origin) {
+  ALKAID_ASSIGN_OR_RAISE(auto item, impl_->NextItem(timeout));
+  // Take() left round_robin just past the subscription the item came from.
+  if (origin != nullptr && impl_->round_robin > 0 && impl_->round_robin <= impl_->subs.size()) {
+    const auto& sub = impl_->subs[impl_->round_robin - 1];
+    origin->producer_id = sub.producer_id;
+    origin->producer_pid = sub.pid;
+    origin->sequence = item.sequence;
+    origin->lost_before = item.lost_before;
+  }
   return impl_->ToBatch(std::move(item));
 }
 
