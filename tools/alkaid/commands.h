@@ -130,6 +130,24 @@ struct ReplayOptions {
 /// Publishes the batches of recordings to a topic at the recorded pace.
 int RunReplay(const ReplayOptions& options);
 
+struct TopOptions {
+  std::string socket;
+  double interval_seconds = 1.0;  ///< between snapshots
+  bool once = false;              ///< one snapshot pair, printed, then exit
+  bool json = false;              ///< with once: one JSON document
+};
+/// The broker's topics live (full screen), or one snapshot with rates.
+int RunTop(const TopOptions& options);
+
+struct HzOptions {
+  std::string socket;
+  std::string topic;
+  double window_seconds = 1.0;
+  int64_t windows = -1;  ///< stop after N windows; -1: until Ctrl-C or end of stream
+};
+/// Rates of one topic, as received by a consumer, per window.
+int RunHz(const HzOptions& options);
+
 #ifdef ALKAID_HAVE_FLIGHT
 /// `topic` is grpc://HOST:PORT/TOPIC or grpc+tls://... (cmd_flight.cc).
 bool IsFlightTarget(const std::string& topic);

@@ -245,6 +245,32 @@ int Run(int argc, char** argv) {
     code = tools::RunReplay(replay);
   });
 
+  tools::TopOptions top;
+  auto* top_cmd = app.add_subcommand(
+      "top",
+      "Watch the broker's topics live, sorted by lag: batches/s, published, lag (depth), "
+      "drops, held bodies, policy; q quits, arrows select, enter shows details");
+  top_cmd->add_option("--socket", top.socket, "Broker socket (default: the client's)");
+  top_cmd->add_option("--interval", top.interval_seconds, "Seconds between snapshots")
+      ->check(CLI::Range(0.05, 3600.0))
+      ->capture_default_str();
+  top_cmd->add_flag("--once", top.once, "Print one snapshot (rates over one interval), then exit");
+  top_cmd->add_flag("--json", top.json, "With --once: one JSON document")->needs("--once");
+  top_cmd->callback([&] { code = tools::RunTop(top); });
+
+  tools::HzOptions hz;
+  auto* hz_cmd = app.add_subcommand(
+      "hz",
+      "Print a topic's rate per window as a consumer receives it: batches/s, rows/s, "
+      "bytes/s, rows and bytes per batch, batches lost");
+  hz_cmd->add_option("topic", hz.topic, "Topic name (waited for if not created yet)")->required();
+  hz_cmd->add_option("--window", hz.window_seconds, "Seconds per line")
+      ->check(CLI::Range(0.01, 3600.0))
+      ->capture_default_str();
+  hz_cmd->add_option("--windows", hz.windows, "Stop after N lines")->check(CLI::PositiveNumber);
+  hz_cmd->add_option("--socket", hz.socket, "Broker socket (default: the client's)");
+  hz_cmd->callback([&] { code = tools::RunHz(hz); });
+
   tools::AddLatencyCommand(&app, &code);
 
   try {
