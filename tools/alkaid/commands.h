@@ -81,6 +81,7 @@ struct PublishOptions {
   std::string input;
   uint64_t segment_bytes = 0;  ///< topic option if this creates it; 0: broker default
   uint32_t ring_slots = 0;
+  std::string policy = "block-producer";  ///< block-producer | drop-oldest, if this creates it
   bool unsafe_row = false;  ///< publish each batch as UnsafeRows (an unsafe-row topic)
 };
 /// Streams an IPC stream or file into a topic, then detaches (end of stream).

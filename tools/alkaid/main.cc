@@ -143,6 +143,12 @@ int Run(int argc, char** argv) {
                           "Body segment size if this creates the topic (0: broker default)");
   publish_cmd->add_option("--ring-slots", publish.ring_slots,
                           "Ring slots if this creates the topic (0: broker default)");
+  publish_cmd
+      ->add_option("--policy", publish.policy,
+                   "Slow-consumer policy if this creates the topic: block-producer (wait for "
+                   "the slowest consumer) or drop-oldest (overwrite what it has not read)")
+      ->check(CLI::IsMember({"block-producer", "drop-oldest"}))
+      ->capture_default_str();
   publish_cmd->add_flag("--unsafe-row", publish.unsafe_row,
                         "Publish each batch as an UnsafeRow row batch (an unsafe-row topic)");
   publish_cmd->callback([&] { code = tools::RunPublish(publish); });
