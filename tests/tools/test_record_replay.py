@@ -16,6 +16,7 @@ from ops_support import (PipePublisher, broker, read_file_batches,  # noqa: F401
                          read_stream_batches, wait_until)
 
 SCHEMA = pa.schema([("producer", pa.int32()), ("i", pa.int64()), ("s", pa.string())])
+EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"  # a complete stream ends with it
 RECORD_KEYS = {"alkaid.receive_time_ns", "alkaid.producer_id", "alkaid.producer_pid",
                "alkaid.sequence", "alkaid.lost_before"}
 
@@ -65,6 +66,7 @@ def test_record_multi_producer_then_replay_in_order(broker, tmp_path):
         pub.close()
     finish(recorder)  # the topic's end ends the recording
     assert not list(tmp_path.glob("*.partial"))
+    assert rec.read_bytes().endswith(EOS)
 
     recorded = read_stream_batches(rec)
     assert len(recorded) == 80
@@ -135,6 +137,7 @@ def test_rotation_closes_each_file_cleanly(broker, tmp_path, fmt):
         batches = read_file_batches(f) if fmt == "file" else read_stream_batches(f)
         if fmt == "stream":
             assert pa.ipc.open_stream(str(f)).read_all().num_rows == 16 * len(batches)
+            assert f.read_bytes().endswith(EOS)
         got += [b for b, _ in batches]
         if k < len(files) - 1:
             assert f.stat().st_size >= 3000  # closed once past the size
@@ -172,6 +175,8 @@ def test_signal_ends_the_current_file_valid(broker, tmp_path, sig, fmt):
     finish(recorder)
     pub.close()
     assert not partial.exists()
+    if fmt == "stream":
+        assert out.read_bytes().endswith(EOS)
     batches = read_file_batches(out) if fmt == "file" else read_stream_batches(out)
     assert [b.equals(make_batch(0, i)) for i, (b, _) in enumerate(batches)] == [True] * 10
 
