@@ -60,6 +60,8 @@ class Broker:
             self.proc.send_signal(signal.SIGTERM)
             self.proc.wait(timeout=30)
         self._stderr.close()
+        # A clean stop exits 0 (a sanitizer's report would not).
+        assert self.proc.returncode == 0, self.stderr_path.read_text()
 
     def tool(self, *args: str, **kwargs) -> subprocess.CompletedProcess:
         """Runs `alkaid args...` against this broker to its end."""
