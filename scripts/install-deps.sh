@@ -31,6 +31,7 @@ packages=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc openssl
   util-linux procps passwd
   clang-tidy clang-format ccache python3 python3-venv
+  tmux libcpp-httplib-dev prometheus
 )
 if [ "$peers" -eq 1 ]; then
   packages+=(iceoryx libiceoryx-posh-dev)

@@ -6,8 +6,12 @@
 
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include "daemon/broker.h"
+#ifdef ALKAID_HAVE_METRICS
+#include "daemon/metrics.h"
+#endif
 
 namespace {
 
@@ -49,6 +53,13 @@ int Main(int argc, char** argv) {
                  "predecessor for them to re-register")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  std::string metrics;
+  bool metrics_allow_remote = false;
+  app.add_option("--metrics", metrics,
+                 "Serve the broker's figures at http://HOST:PORT/metrics in Prometheus' text "
+                 "format (HOST a loopback address unless --metrics-allow-remote)");
+  app.add_flag("--metrics-allow-remote", metrics_allow_remote,
+               "Let --metrics listen on an address other machines can reach");
   app.add_option("--log-level", log_level, "error, warn, info or debug")
       ->check(CLI::IsMember({"error", "warn", "info", "debug"}))
       ->capture_default_str();
@@ -69,6 +80,22 @@ int Main(int argc, char** argv) {
   options.adopt_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(adopt_timeout_seconds * 1000));
 
+#ifdef ALKAID_HAVE_METRICS
+  std::optional<alkaid::broker::MetricsAddress> metrics_address;
+  if (!metrics.empty()) {
+    auto parsed = alkaid::broker::ParseMetricsAddress(metrics, metrics_allow_remote);
+    if (!parsed.ok()) {
+      std::cerr << "alkaid-broker: " << parsed.status().message() << "\n";
+      return 2;
+    }
+    metrics_address = *parsed;
+  }
+#else
+  if (!metrics.empty()) {
+    std::cerr << "alkaid-broker: --metrics: this build has no HTTP server (cpp-httplib)\n";
+    return 2;
+  }
+#endif
   auto broker = alkaid::broker::Broker::Create(options);
   if (!broker.ok()) {
     std::cerr << "alkaid-broker: cannot start: " << broker.status().ToString() << "\n";
@@ -82,7 +109,21 @@ int Main(int argc, char** argv) {
   ::sigaction(SIGTERM, &action, nullptr);
   (void)::signal(SIGPIPE, SIG_IGN);  // SIG_ERR only for an invalid signal number
 
+#ifdef ALKAID_HAVE_METRICS
+  std::unique_ptr<alkaid::broker::MetricsServer> metrics_server;
+  if (metrics_address) {
+    auto started = alkaid::broker::MetricsServer::Start(*metrics_address, (*broker)->socket_path());
+    if (!started.ok()) {
+      std::cerr << "alkaid-broker: cannot start: " << started.status().message() << "\n";
+      return 1;
+    }
+    metrics_server = std::move(*started);
+  }
+#endif
   const alkaid::Status status = (*broker)->Run();
+#ifdef ALKAID_HAVE_METRICS
+  metrics_server.reset();  // before the broker's socket goes
+#endif
   g_broker = nullptr;
   broker->reset();  // removes the segments it named and the socket
   if (!status.ok()) {

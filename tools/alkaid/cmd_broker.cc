@@ -184,6 +184,9 @@ int RunPublish(const PublishOptions& options) {
   producer_options.socket_path = options.socket;
   producer_options.topic.segment_bytes = options.segment_bytes;
   producer_options.topic.ring_slots = options.ring_slots;
+  if (options.policy == "drop-oldest") {
+    producer_options.topic.policy = shm::SlowConsumerPolicy::kDropOldest;
+  }
   if (options.unsafe_row) {
     auto producer = client::RowProducer::Open(options.topic, input.schema(), producer_options);
     if (!producer.ok()) return ReportError("publish", producer.status());

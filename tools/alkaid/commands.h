@@ -81,6 +81,7 @@ struct PublishOptions {
   std::string input;
   uint64_t segment_bytes = 0;  ///< topic option if this creates it; 0: broker default
   uint32_t ring_slots = 0;
+  std::string policy = "block-producer";  ///< block-producer | drop-oldest, if this creates it
   bool unsafe_row = false;  ///< publish each batch as UnsafeRows (an unsafe-row topic)
 };
 /// Streams an IPC stream or file into a topic, then detaches (end of stream).
@@ -101,6 +102,52 @@ struct SubscribeOptions {
 /// topic converted to record batches). Waits up to --timeout for the topic
 /// to be created.
 int RunSubscribe(const SubscribeOptions& options);
+
+struct RecordOptions {
+  std::string socket;
+  std::vector<std::string> topics;
+  std::string out;
+  std::string format = "stream";     ///< stream | file (ARROW1)
+  std::string compression = "none";  ///< none | lz4 | zstd
+  int64_t count = -1;                ///< stop after N batches per topic; -1: no limit
+  double duration_seconds = 0;       ///< stop after this long; 0: no limit
+  uint64_t rotate_bytes = 0;         ///< start a new file past this size; 0: never
+  bool from_oldest = false;
+  double timeout_seconds = 0;  ///< stop after this long without data (or topic); 0: never
+};
+/// Writes every batch of each topic to Arrow IPC with per-batch custom
+/// metadata (record_metadata.h), until a signal, the end of the topic, or
+/// a limit; files being written are named *.partial until complete.
+int RunRecord(const RecordOptions& options);
+
+struct ReplayOptions {
+  std::string socket;
+  std::vector<std::string> inputs;  ///< recordings, in order
+  std::string topic;
+  double speed = 1.0;  ///< 1: the recorded pace; 2: twice as fast
+  bool as_fast_as_possible = false;
+  bool loop = false;
+};
+/// Publishes the batches of recordings to a topic at the recorded pace.
+int RunReplay(const ReplayOptions& options);
+
+struct TopOptions {
+  std::string socket;
+  double interval_seconds = 1.0;  ///< between snapshots
+  bool once = false;              ///< one snapshot pair, printed, then exit
+  bool json = false;              ///< with once: one JSON document
+};
+/// The broker's topics live (full screen), or one snapshot with rates.
+int RunTop(const TopOptions& options);
+
+struct HzOptions {
+  std::string socket;
+  std::string topic;
+  double window_seconds = 1.0;
+  int64_t windows = -1;  ///< stop after N windows; -1: until Ctrl-C or end of stream
+};
+/// Rates of one topic, as received by a consumer, per window.
+int RunHz(const HzOptions& options);
 
 #ifdef ALKAID_HAVE_FLIGHT
 /// `topic` is grpc://HOST:PORT/TOPIC or grpc+tls://... (cmd_flight.cc).

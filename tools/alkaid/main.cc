@@ -143,6 +143,12 @@ int Run(int argc, char** argv) {
                           "Body segment size if this creates the topic (0: broker default)");
   publish_cmd->add_option("--ring-slots", publish.ring_slots,
                           "Ring slots if this creates the topic (0: broker default)");
+  publish_cmd
+      ->add_option("--policy", publish.policy,
+                   "Slow-consumer policy if this creates the topic: block-producer (wait for "
+                   "the slowest consumer) or drop-oldest (overwrite what it has not read)")
+      ->check(CLI::IsMember({"block-producer", "drop-oldest"}))
+      ->capture_default_str();
   publish_cmd->add_flag("--unsafe-row", publish.unsafe_row,
                         "Publish each batch as an UnsafeRow row batch (an unsafe-row topic)");
   publish_cmd->callback([&] { code = tools::RunPublish(publish); });
@@ -183,6 +189,93 @@ int Run(int argc, char** argv) {
                           "after it was checked)");
   subscribe_cmd->add_option("--socket", subscribe.socket, "Broker socket (default: the client's)");
   subscribe_cmd->callback([&] { code = tools::RunSubscribe(subscribe); });
+
+  tools::RecordOptions record;
+  auto* record_cmd = app.add_subcommand(
+      "record",
+      "Record topics to Arrow IPC files, each batch with custom metadata (receive time, "
+      "producer, sequence, batches lost before it); until Ctrl-C/SIGTERM, the end of the "
+      "topic, --count, --duration or --timeout. Files being written end in .partial");
+  record_cmd->add_option("topics", record.topics, "Topic names")->required();
+  record_cmd
+      ->add_option("--out", record.out,
+                   "Output file (one topic), or directory: DIR/<topic>.NNNNNN.arrows "
+                   "(.arrow with --format file); created if missing")
+      ->required();
+  record_cmd->add_option("--format", record.format, "stream or file (ARROW1, with a footer)")
+      ->check(CLI::IsMember({"stream", "file"}))
+      ->capture_default_str();
+  record_cmd->add_option("--compression", record.compression, "Body buffer compression")
+      ->check(CLI::IsMember({"none", "lz4", "zstd"}))
+      ->capture_default_str();
+  auto* record_count =
+      record_cmd->add_option("--count", record.count, "Stop after N batches of each topic")
+          ->check(CLI::NonNegativeNumber);
+  record_cmd->add_option("--duration", record.duration_seconds, "Stop after SEC seconds")
+      ->check(CLI::PositiveNumber)
+      ->excludes(record_count);
+  record_cmd
+      ->add_option("--rotate-bytes", record.rotate_bytes,
+                   "Close the file and start the next one once it holds B bytes")
+      ->check(CLI::PositiveNumber);
+  record_cmd->add_flag("--from-oldest", record.from_oldest,
+                       "Start at the oldest batch the rings still hold");
+  record_cmd
+      ->add_option("--timeout", record.timeout_seconds,
+                   "Stop after SEC seconds without data (or without the topic being created); "
+                   "default: wait as long as it takes")
+      ->check(CLI::PositiveNumber);
+  record_cmd->add_option("--socket", record.socket, "Broker socket (default: the client's)");
+  record_cmd->callback([&] { code = tools::RunRecord(record); });
+
+  tools::ReplayOptions replay;
+  std::vector<std::string> replay_args;
+  auto* replay_cmd = app.add_subcommand(
+      "replay",
+      "Publish recordings (IPC streams or files, in order) to a topic at the recorded pace; "
+      "the recorder's metadata is removed, the producer's own kept");
+  replay_cmd->add_option("args", replay_args, "FILE... TOPIC")->required()->expected(2, -1);
+  auto* replay_speed =
+      replay_cmd->add_option("--speed", replay.speed, "Pace: 1 as recorded, 2 twice as fast")
+          ->check(CLI::PositiveNumber)
+          ->capture_default_str();
+  replay_cmd
+      ->add_flag("--as-fast-as-possible", replay.as_fast_as_possible,
+                 "Publish without waiting between batches")
+      ->excludes(replay_speed);
+  replay_cmd->add_flag("--loop", replay.loop, "Start again from the first file at the end");
+  replay_cmd->add_option("--socket", replay.socket, "Broker socket (default: the client's)");
+  replay_cmd->callback([&] {
+    replay.topic = replay_args.back();
+    replay.inputs.assign(replay_args.begin(), replay_args.end() - 1);
+    code = tools::RunReplay(replay);
+  });
+
+  tools::TopOptions top;
+  auto* top_cmd = app.add_subcommand(
+      "top",
+      "Watch the broker's topics live, sorted by lag: batches/s, published, lag (depth), "
+      "drops, held bodies, policy; q quits, arrows select, enter shows details");
+  top_cmd->add_option("--socket", top.socket, "Broker socket (default: the client's)");
+  top_cmd->add_option("--interval", top.interval_seconds, "Seconds between snapshots")
+      ->check(CLI::Range(0.05, 3600.0))
+      ->capture_default_str();
+  top_cmd->add_flag("--once", top.once, "Print one snapshot (rates over one interval), then exit");
+  top_cmd->add_flag("--json", top.json, "With --once: one JSON document")->needs("--once");
+  top_cmd->callback([&] { code = tools::RunTop(top); });
+
+  tools::HzOptions hz;
+  auto* hz_cmd = app.add_subcommand(
+      "hz",
+      "Print a topic's rate per window as a consumer receives it: batches/s, rows/s, "
+      "bytes/s, rows and bytes per batch, batches lost");
+  hz_cmd->add_option("topic", hz.topic, "Topic name (waited for if not created yet)")->required();
+  hz_cmd->add_option("--window", hz.window_seconds, "Seconds per line")
+      ->check(CLI::Range(0.01, 3600.0))
+      ->capture_default_str();
+  hz_cmd->add_option("--windows", hz.windows, "Stop after N lines")->check(CLI::PositiveNumber);
+  hz_cmd->add_option("--socket", hz.socket, "Broker socket (default: the client's)");
+  hz_cmd->callback([&] { code = tools::RunHz(hz); });
 
   tools::AddLatencyCommand(&app, &code);
 

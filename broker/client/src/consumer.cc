@@ -653,6 +653,21 @@ Result<format::RecordBatchPtr> Consumer::Next(std::chrono::nanoseconds timeout) 
   return impl_->ToBatch(item);
 }
 
+Result<format::RecordBatchPtr> Consumer::Next(std::chrono::nanoseconds timeout,
+                                              BatchOrigin* origin) {
+  Item item;
+  ALKAID_RETURN_NOT_OK(impl_->NextItem(timeout, &item));
+  // Take() left round_robin just past the subscription the item came from.
+  if (origin != nullptr && impl_->round_robin > 0 && impl_->round_robin <= impl_->subs.size()) {
+    const auto& sub = impl_->subs[impl_->round_robin - 1];
+    origin->producer_id = sub.producer_id;
+    origin->producer_pid = sub.pid;
+    origin->sequence = item.sequence;
+    origin->lost_before = item.lost_before;
+  }
+  return impl_->ToBatch(item);
+}
+
 Status Consumer::Close() { return CloseConsumer(*impl_); }
 
 const std::string& Consumer::topic() const { return impl_->topic; }

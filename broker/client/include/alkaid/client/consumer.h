@@ -115,6 +115,20 @@ struct ConsumerStats {
   uint64_t exports_refused = 0;
 };
 
+/// Where a batch Consumer::Next returned came from.
+struct BatchOrigin {
+  /// The producer, as the broker numbers producers (a restarted broker
+  /// numbers them anew), and its process.
+  uint64_t producer_id = 0;
+  uint32_t producer_pid = 0;
+  /// The batch's sequence in that producer's channel (0, 1, ... per
+  /// producer; dictionary messages take sequences too).
+  uint64_t sequence = 0;
+  /// Batches of that producer lost just before this one (overwritten on a
+  /// kDropOldest topic, or undecodable for want of dictionaries).
+  uint64_t lost_before = 0;
+};
+
 /// Options for Consumer::ExportStream().
 struct StreamExportOptions {
   /// How long each get_next waits for the next batch; after that it fails
@@ -171,6 +185,9 @@ class ALKAID_EXPORT Consumer {
   /// shape received before is made from recycled objects: in steady state
   /// Next allocates nothing (but with a column subset: one batch object).
   Result<format::RecordBatchPtr> Next(std::chrono::nanoseconds timeout);
+  /// As Next, and says where the batch came from in `*origin` (untouched
+  /// on error). For recorders and monitors; Next itself pays nothing for it.
+  Result<format::RecordBatchPtr> Next(std::chrono::nanoseconds timeout, BatchOrigin* origin);
 
   /// The next batch if one is there; null if none (yet); EndOfStream as
   /// Next.

@@ -1,0 +1,174 @@
+"""alkaid top and hz against a real broker with a known load: `top --once
+--json` figures, the full-screen view driven in tmux (what the screen shows,
+keys), `hz` lines (docs/BROKER.md, "Watching it live")."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import uuid
+
+import pyarrow as pa
+import pytest
+
+from ops_support import TOOL, PipePublisher, broker, wait_until  # noqa: F401 (fixture)
+
+SCHEMA = pa.schema([("i", pa.int64())])
+
+
+def batch(i: int, rows: int = 8) -> pa.RecordBatch:
+    return pa.record_batch([pa.array(range(i * rows, (i + 1) * rows), pa.int64())], schema=SCHEMA)
+
+
+def top_json(broker, interval: str = "0.1") -> dict:
+    r = broker.tool("top", "--once", "--json", "--interval", interval)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def topic_of(doc: dict, name: str) -> dict | None:
+    return next((t for t in doc["topics"] if t["name"] == name), None)
+
+
+@pytest.fixture
+def load(broker):
+    """Topic 'busy': two producers, 30 + 20 batches, one consumer stopped
+    (SIGSTOP) after the first of each: lag 29. Topic 'idle': one producer, no
+    batch beyond its first, no consumer."""
+    sub = broker.spawn("subscribe", "busy", "--out", os.devnull)
+    wait_until(lambda: broker.awaited_consumers("busy") == 1, "subscriber waits for 'busy'")
+    pubs = [PipePublisher(broker, "busy", SCHEMA, batch(0)) for _ in range(2)]
+    # The subscriber has read both first batches before it is stopped: then
+    # it reads nothing more.
+    wait_until(lambda: (broker.topic("busy") or {}).get("published") == 2 and
+               broker.topic("busy")["depth"] == 0, "both first batches read")
+    sub.send_signal(signal.SIGSTOP)
+    for i in range(1, 30):
+        pubs[0].write(batch(i))
+    for i in range(1, 20):
+        pubs[1].write(batch(i))
+    idle = PipePublisher(broker, "idle", SCHEMA, batch(0))
+    yield {"sub": sub, "pubs": pubs, "idle": idle}
+    sub.send_signal(signal.SIGCONT)
+    for p in pubs + [idle]:
+        p.close()
+    sub.communicate(timeout=60)
+
+
+def test_top_once_json_against_a_known_load(broker, load):
+    def settled() -> bool:
+        busy = topic_of(top_json(broker), "busy")
+        return busy is not None and busy["published"] == 50 and busy["depth"] == 29
+    wait_until(settled, "the producers reported 50 batches, lag 29")
+    doc = top_json(broker, "0.3")
+    busy, idle = topic_of(doc, "busy"), topic_of(doc, "idle")
+    assert busy["producers"] == 2 and busy["consumers"] == 1
+    assert busy["published"] == 50 and busy["depth"] == 29 and busy["drops"] == 0
+    assert busy["policy"] == "block-producer" and busy["kind"] == "record-batch"
+    assert idle["producers"] == 1 and idle["consumers"] == 0 and idle["depth"] == 0
+    # Sorted by lag; nothing published in the interval: rate 0.
+    assert [t["name"] for t in doc["topics"]][:2] == ["busy", "idle"]
+    assert busy["published_in_interval"] == 0 and busy["batches_per_s"] == 0
+    assert doc["broker"]["producers"] == 3 and doc["broker"]["consumers"] == 1
+    assert doc["broker"]["shm_in_use_bytes"] > 0 and doc["interval_s"] >= 0.3
+    # A rate over an interval with publishing: what was published in it,
+    # divided by its length.
+    for i in range(30, 40):
+        load["pubs"][0].write(batch(i))
+    doc = top_json(broker, "1.5")
+    busy = topic_of(doc, "busy")
+    assert busy["batches_per_s"] == pytest.approx(busy["published_in_interval"] / doc["interval_s"])
+
+
+def tmux(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["tmux", "-L", SOCKET, *args], capture_output=True, text=True)
+
+
+SOCKET = "alkaid-top-" + uuid.uuid4().hex[:8]
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_top_full_screen_in_tmux(broker, load, tmp_path):
+    wait_until(lambda: (topic_of(top_json(broker), "busy") or {}).get("depth") == 29,
+               "lag 29 reported")
+    session = "top"
+    script = tmp_path / "run.sh"
+    script.write_text(f"#!/bin/sh\n'{TOOL}' top --interval 0.2 --socket '{broker.socket}'\n"
+                      f"echo EXIT=$?\nsleep 600\n")
+    script.chmod(0o755)
+    assert tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "30",
+                str(script)).returncode == 0
+    try:
+        def screen() -> str:
+            return tmux("capture-pane", "-p", "-t", session).stdout
+
+        wait_until(lambda: "busy" in screen() and "idle" in screen(), "both topics on screen")
+        lines = screen().splitlines()
+        assert lines[0].startswith("alkaid top  broker '" + broker.name + "'")
+        header = next(i for i, l in enumerate(lines) if "TOPIC" in l and "LAG" in l)
+        busy_line = lines[header + 1]
+        # Sorted by lag: 'busy' first, selected, its figures in their columns.
+        assert busy_line.startswith("> busy"), lines
+        fields = busy_line.split()
+        assert fields[1:4] == ["busy", "2", "1"] and "29" in fields and "50" in fields
+        assert lines[header + 2].startswith("  idle")
+        # Down selects 'idle'; enter shows its details; q quits cleanly.
+        tmux("send-keys", "-t", session, "Down")
+        wait_until(lambda: any(l.startswith("> idle") for l in screen().splitlines()),
+                   "'idle' selected")
+        tmux("send-keys", "-t", session, "Enter")
+        wait_until(lambda: "ring 1024 slots" in screen(), "details shown")
+        tmux("send-keys", "-t", session, "q")
+        wait_until(lambda: "EXIT=0" in screen(), "top quit with 0")
+        assert "TOPIC" not in screen()  # the alternate screen is gone
+    finally:
+        tmux("kill-server")
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_top_in_a_terminal_too_small(broker, tmp_path):
+    script = tmp_path / "run.sh"
+    script.write_text(f"#!/bin/sh\n'{TOOL}' top --socket '{broker.socket}'\necho EXIT=$?\n"
+                      "sleep 600\n")
+    script.chmod(0o755)
+    tmux("new-session", "-d", "-s", "small", "-x", "50", "-y", "6", str(script))
+    try:
+        wait_until(lambda: "EXIT=" in tmux("capture-pane", "-p", "-t", "small").stdout, "top exits")
+        text = tmux("capture-pane", "-p", "-J", "-t", "small").stdout
+        assert "the terminal is 50x6" in text.replace("\n", "") and "EXIT=1" in text, text
+    finally:
+        tmux("kill-server")
+
+
+def test_top_and_hz_bad_input(broker, tmp_path):
+    # Not a terminal: said, with what to use instead.
+    r = broker.tool("top", stdin=subprocess.DEVNULL)
+    assert r.returncode == 1 and b"needs a terminal" in r.stderr
+    # No broker: exit 2 naming the socket.
+    r = subprocess.run([TOOL, "top", "--once", "--socket", str(tmp_path / "none.sock")],
+                       capture_output=True)
+    assert r.returncode == 2 and b"none.sock" in r.stderr, r.stderr
+    assert broker.tool("top", "--json").returncode == 2  # --json needs --once
+    assert broker.tool("top", "--once", "--interval", "0").returncode == 2
+    assert broker.tool("hz").returncode == 2
+    assert broker.tool("hz", "t", "--window", "-1").returncode == 2
+
+
+def test_hz_counts_what_arrives(broker):
+    hz = broker.spawn("hz", "rate", "--window", "0.5")
+    wait_until(lambda: broker.awaited_consumers("rate") == 1, "hz waits for 'rate'")
+    pub = PipePublisher(broker, "rate", SCHEMA, batch(0))
+    for i in range(1, 25):
+        pub.write(batch(i))
+    pub.close()  # end of stream ends hz after its window
+    out, err = hz.communicate(timeout=60)
+    assert hz.returncode == 0, err
+    lines = out.decode().splitlines()
+    assert lines and all(l.startswith("'rate': ") for l in lines), lines
+    counts = [int(l.split("; ")[-1].split()[0]) for l in lines]
+    assert sum(counts) == 25
+    # 8 rows of int64 per batch: 64 bytes.
+    assert any("per batch 8.0 rows, 64 B" in l for l in lines), lines

@@ -1,0 +1,462 @@
+// alkaid top / hz: what flows right now (docs/BROKER.md, "Watching it live").
+//
+// top: snapshots of the broker's figures (ListTopics, GetStats) an interval
+// apart; rates are the differences. A full-screen view in plain ANSI (the
+// alternate screen, a raw terminal; works over SSH and in tmux), or one
+// JSON document with --once --json.
+//
+// hz: a consumer of one topic that counts what arrives per window.
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "alkaid/client/broker_client.h"
+#include "alkaid/client/consumer.h"
+#include "commands.h"
+#include "output.h"
+
+namespace alkaid::tools {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Snapshot {
+  Clock::time_point at;
+  client::BrokerStatus broker;
+  std::vector<client::TopicStatus> topics;
+  std::vector<client::AwaitedTopic> awaited;
+};
+
+Result<Snapshot> Take(client::BrokerClient& broker) {
+  Snapshot s;
+  s.at = Clock::now();
+  ALKAID_ASSIGN_OR_RAISE(s.topics, broker.ListTopics());
+  ALKAID_ASSIGN_OR_RAISE(s.awaited, broker.ListAwaitedTopics());
+  ALKAID_ASSIGN_OR_RAISE(s.broker, broker.Stats());
+  return s;
+}
+
+// One topic's line: its figures now and its rates since the last snapshot.
+struct TopicRow {
+  const client::TopicStatus* topic = nullptr;
+  uint64_t published_delta = 0;
+  uint64_t drops_delta = 0;
+  double batches_per_s = 0;
+  double drops_per_s = 0;
+};
+
+std::vector<TopicRow> Rows(const Snapshot& before, const Snapshot& now) {
+  const double seconds = std::chrono::duration<double>(now.at - before.at).count();
+  std::vector<TopicRow> rows;
+  for (const auto& t : now.topics) {
+    TopicRow row;
+    row.topic = &t;
+    for (const auto& b : before.topics) {
+      if (b.name != t.name) continue;
+      // Counters restart with a restarted broker: no negative rates.
+      row.published_delta = t.published >= b.published ? t.published - b.published : 0;
+      row.drops_delta = t.drops >= b.drops ? t.drops - b.drops : 0;
+    }
+    if (seconds > 0) {
+      row.batches_per_s = static_cast<double>(row.published_delta) / seconds;
+      row.drops_per_s = static_cast<double>(row.drops_delta) / seconds;
+    }
+    rows.push_back(row);
+  }
+  // Sorted by lag, then by name.
+  std::stable_sort(rows.begin(), rows.end(), [](const TopicRow& a, const TopicRow& b) {
+    if (a.topic->depth != b.topic->depth) return a.topic->depth > b.topic->depth;
+    return a.topic->name < b.topic->name;
+  });
+  return rows;
+}
+
+const char* PolicyName(shm::SlowConsumerPolicy policy) {
+  return policy == shm::SlowConsumerPolicy::kDropOldest ? "drop-oldest" : "block-producer";
+}
+
+std::string Fixed(double value, int decimals) {
+  char text[64];
+  (void)std::snprintf(text, sizeof text, "%.*f", decimals, value);
+  return text;
+}
+
+std::string Bytes(double bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  size_t u = 0;
+  while (u + 1 < std::size(kUnits) && bytes >= 1024) {
+    bytes /= 1024;
+    ++u;
+  }
+  return Fixed(bytes, u == 0 ? 0 : 1) + " " + kUnits[u];
+}
+
+nlohmann::ordered_json ToJson(const Snapshot& before, const Snapshot& now) {
+  nlohmann::ordered_json doc;
+  const auto& b = now.broker;
+  doc["interval_s"] = std::chrono::duration<double>(now.at - before.at).count();
+  doc["broker"] = {{"name", b.name},
+                   {"pid", b.pid},
+                   {"uptime_ms", b.uptime_ms},
+                   {"connections", b.connections},
+                   {"topics", b.topics},
+                   {"producers", b.producers},
+                   {"consumers", b.consumers},
+                   {"segments", b.segments},
+                   {"shm_in_use_bytes", b.reserved_bytes},
+                   {"shm_limit_bytes", b.shm_limit},
+                   {"shm_free_bytes", b.shm_free},
+                   {"shm_total_bytes", b.shm_total},
+                   {"rejected_frames", b.rejected_frames}};
+  auto topics = nlohmann::ordered_json::array();
+  for (const auto& row : Rows(before, now)) {
+    const auto& t = *row.topic;
+    topics.push_back({{"name", t.name},
+                      {"kind", client::TopicKindName(t.kind)},
+                      {"policy", PolicyName(t.policy)},
+                      {"producers", t.producers},
+                      {"consumers", t.consumers},
+                      {"published", t.published},
+                      {"published_in_interval", row.published_delta},
+                      {"batches_per_s", row.batches_per_s},
+                      {"depth", t.depth},
+                      {"drops", t.drops},
+                      {"drops_in_interval", row.drops_delta},
+                      {"drops_per_s", row.drops_per_s},
+                      {"held", t.held},
+                      {"ring_slots", t.ring_slots},
+                      {"segment_bytes", t.segment_bytes}});
+  }
+  doc["topics"] = std::move(topics);
+  auto awaited = nlohmann::ordered_json::array();
+  for (const auto& a : now.awaited)
+    awaited.push_back({{"name", a.name}, {"consumers", a.consumers}});
+  doc["awaited"] = std::move(awaited);
+  return doc;
+}
+
+// ---- the full-screen view ----------------------------------------------------------
+
+constexpr int kMinColumns = 80;
+constexpr int kMinRows = 8;
+
+std::atomic<bool> g_quit{false};
+void OnQuitSignal(int /*sig*/) { g_quit.store(true); }
+
+// The terminal in raw mode on the alternate screen; restored on scope exit.
+class Screen {
+ public:
+  static Result<std::unique_ptr<Screen>> Open() {
+    if (::isatty(STDIN_FILENO) == 0 || ::isatty(STDOUT_FILENO) == 0) {
+      return Status::Invalid(
+          "the full-screen view needs a terminal; for scripts: alkaid top --once --json");
+    }
+    std::unique_ptr<Screen> screen(new Screen());
+    ALKAID_RETURN_NOT_OK(screen->CheckSize());
+    if (::tcgetattr(STDIN_FILENO, &screen->saved_) != 0) {
+      return Status::FromErrno(errno, "cannot read the terminal's settings");
+    }
+    termios raw = screen->saved_;
+    raw.c_lflag &= ~static_cast<tcflag_t>(ICANON | ECHO);
+    raw.c_cc[VMIN] = 0;
+    raw.c_cc[VTIME] = 0;
+    (void)::tcsetattr(STDIN_FILENO, TCSANOW, &raw);
+    screen->raw_ = true;
+    std::cout << "\x1b[?1049h\x1b[?25l" << std::flush;  // alternate screen, no cursor
+    return screen;
+  }
+  ~Screen() {
+    std::cout << "\x1b[?25h\x1b[?1049l" << std::flush;
+    if (raw_) (void)::tcsetattr(STDIN_FILENO, TCSANOW, &saved_);
+  }
+  Screen(const Screen&) = delete;
+  Screen& operator=(const Screen&) = delete;
+
+  int columns() const { return columns_; }
+  int rows() const { return rows_; }
+
+  // Re-reads the size (a resize); Invalid if below the minimum.
+  Status CheckSize() {
+    winsize ws{};
+    if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) != 0 || ws.ws_col == 0) {
+      return Status::Invalid("cannot read the terminal's size");
+    }
+    columns_ = ws.ws_col;
+    rows_ = ws.ws_row;
+    if (columns_ < kMinColumns || rows_ < kMinRows) {
+      return Status::Invalid("the terminal is ", columns_, "x", rows_,
+                             "; alkaid top needs at least ", kMinColumns, "x", kMinRows,
+                             " (or use --once --json)");
+    }
+    return Status::OK();
+  }
+
+ private:
+  Screen() = default;
+  termios saved_{};
+  bool raw_ = false;
+  int columns_ = 0;
+  int rows_ = 0;
+};
+
+enum class Key { kNone, kQuit, kUp, kDown, kEnter };
+
+// Keys pressed within `timeout` (the first one only; arrows are ESC [ A/B).
+Key ReadKey(std::chrono::milliseconds timeout) {
+  pollfd pfd{STDIN_FILENO, POLLIN, 0};
+  if (::poll(&pfd, 1, static_cast<int>(timeout.count())) <= 0) return Key::kNone;
+  char buf[16];
+  const ssize_t n = ::read(STDIN_FILENO, buf, sizeof buf);
+  if (n <= 0) return Key::kNone;
+  if (buf[0] == 'q' || buf[0] == 'Q') return Key::kQuit;
+  if (buf[0] == '\n' || buf[0] == '\r' || buf[0] == ' ') return Key::kEnter;
+  if (buf[0] == 'k') return Key::kUp;
+  if (buf[0] == 'j') return Key::kDown;
+  if (n >= 3 && buf[0] == '\x1b' && buf[1] == '[') {
+    if (buf[2] == 'A') return Key::kUp;
+    if (buf[2] == 'B') return Key::kDown;
+  }
+  return Key::kNone;
+}
+
+std::string Pad(std::string text, size_t width, bool right) {
+  if (text.size() > width) text.resize(width);
+  const std::string fill(width - text.size(), ' ');
+  return right ? fill + text : text + fill;
+}
+
+// The screen as lines (at most `rows`, each at most `columns` wide).
+std::vector<std::string> Render(const Snapshot& before, const Snapshot& now, size_t selected,
+                                bool expanded, int columns, int rows) {
+  std::vector<std::string> lines;
+  const auto& b = now.broker;
+  lines.push_back("alkaid top  broker '" + b.name + "' pid " + std::to_string(b.pid) + "  up " +
+                  std::to_string(b.uptime_ms / 1000) + " s  clients " +
+                  std::to_string(b.connections) + "  producers " + std::to_string(b.producers) +
+                  "  consumers " + std::to_string(b.consumers));
+  lines.push_back("shm " + Bytes(static_cast<double>(b.reserved_bytes)) + " in use" +
+                  (b.shm_limit != 0 ? " of " + Bytes(static_cast<double>(b.shm_limit)) : "") +
+                  "  /dev/shm free " + Bytes(static_cast<double>(b.shm_free)) +
+                  "   q: quit  up/down: select  enter: details");
+  lines.push_back("");
+  lines.push_back("  " + Pad("TOPIC", 24, false) + Pad("PROD", 5, true) + Pad("CONS", 5, true) +
+                  Pad("BATCH/S", 10, true) + Pad("PUBLISHED", 11, true) + Pad("LAG", 8, true) +
+                  Pad("DROPS", 8, true) + Pad("HELD", 7, true) + "  POLICY");
+  const auto table = Rows(before, now);
+  for (size_t i = 0; i < table.size(); ++i) {
+    const auto& row = table[i];
+    const auto& t = *row.topic;
+    const bool on = i == selected;
+    std::string line =
+        (on ? "> " : "  ") + Pad(t.name, 24, false) + Pad(std::to_string(t.producers), 5, true) +
+        Pad(std::to_string(t.consumers), 5, true) + Pad(Fixed(row.batches_per_s, 1), 10, true) +
+        Pad(std::to_string(t.published), 11, true) + Pad(std::to_string(t.depth), 8, true) +
+        Pad(std::to_string(t.drops), 8, true) + Pad(std::to_string(t.held), 7, true) + "  " +
+        PolicyName(t.policy);
+    lines.push_back(std::move(line));
+    if (on && expanded) {
+      lines.push_back("      kind " + std::string(client::TopicKindName(t.kind)) + ", ring " +
+                      std::to_string(t.ring_slots) + " slots, arena " +
+                      Bytes(static_cast<double>(t.segment_bytes)) + " per producer, drops " +
+                      Fixed(row.drops_per_s, 1) + "/s, " +
+                      std::to_string(t.schema ? t.schema->num_fields() : 0) + " columns");
+    }
+  }
+  for (const auto& a : now.awaited) {
+    lines.push_back("  " + Pad(a.name, 24, false) + Pad("0", 5, true) +
+                    Pad(std::to_string(a.consumers), 5, true) + "   (waiting to be created)");
+  }
+  if (table.empty() && now.awaited.empty()) lines.push_back("  (no topics)");
+  for (auto& line : lines) {
+    if (line.size() > static_cast<size_t>(columns)) line.resize(static_cast<size_t>(columns));
+  }
+  if (lines.size() > static_cast<size_t>(rows)) lines.resize(static_cast<size_t>(rows));
+  return lines;
+}
+
+int RunTopScreen(client::BrokerClient& broker, const TopOptions& options) {
+  auto opened = Screen::Open();
+  if (!opened.ok()) return ReportError("top", opened.status());
+  std::unique_ptr<Screen> screen = std::move(*opened);
+  struct sigaction sa {};
+  sa.sa_handler = OnQuitSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);
+  const auto interval = std::chrono::milliseconds(std::llround(options.interval_seconds * 1000));
+  auto before = Take(broker);
+  if (!before.ok()) return ReportError("top", before.status());
+  Snapshot previous = std::move(*before);
+  Snapshot current = previous;
+  size_t selected = 0;
+  bool expanded = false;
+  auto next = Clock::now();
+  while (!g_quit.load()) {
+    if (Clock::now() >= next) {
+      auto snap = Take(broker);
+      if (!snap.ok()) {
+        screen.reset();
+        return ReportError("top", snap.status());
+      }
+      previous = std::move(current);
+      current = std::move(*snap);
+      next = Clock::now() + interval;
+    }
+    const Status size = screen->CheckSize();
+    if (!size.ok()) {
+      screen.reset();
+      return ReportError("top", size);
+    }
+    const size_t count = current.topics.size();
+    if (count > 0 && selected >= count) selected = count - 1;
+    std::ostringstream out;
+    out << "\x1b[H\x1b[2J";
+    const auto lines =
+        Render(previous, current, selected, expanded, screen->columns(), screen->rows());
+    for (size_t i = 0; i < lines.size(); ++i) {
+      out << lines[i] << (i + 1 < lines.size() ? "\r\n" : "");
+    }
+    std::cout << out.str() << std::flush;
+    const auto wait =
+        std::max(std::chrono::milliseconds(1),
+                 std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now()));
+    switch (ReadKey(wait)) {
+      case Key::kQuit:
+        g_quit.store(true);
+        break;
+      case Key::kUp:
+        if (selected > 0) --selected;
+        break;
+      case Key::kDown:
+        if (selected + 1 < count) ++selected;
+        break;
+      case Key::kEnter:
+        expanded = !expanded;
+        break;
+      case Key::kNone:
+        break;
+    }
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int RunTop(const TopOptions& options) {
+  auto broker = client::BrokerClient::Connect(options.socket);
+  if (!broker.ok()) return ReportError("top", broker.status());
+  if (!options.once) return RunTopScreen(**broker, options);
+  auto before = Take(**broker);
+  if (!before.ok()) return ReportError("top", before.status());
+  std::this_thread::sleep_for(
+      std::chrono::milliseconds(std::llround(options.interval_seconds * 1000)));
+  auto now = Take(**broker);
+  if (!now.ok()) return ReportError("top", now.status());
+  if (options.json) {
+    std::cout << ToJson(*before, *now)
+                     .dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace)
+              << "\n";
+    return kExitOk;
+  }
+  for (const auto& line : Render(*before, *now, static_cast<size_t>(-1), false, 1 << 20, 1 << 20)) {
+    std::cout << line << "\n";
+  }
+  return kExitOk;
+}
+
+// ---- hz ------------------------------------------------------------------------------
+
+namespace {
+
+// Bytes of the buffers a batch references (a dictionary counted once per
+// column that points at it).
+int64_t BufferBytes(const format::ArrayData& data) {
+  int64_t total = 0;
+  for (const auto& buffer : data.buffers) {
+    if (buffer != nullptr) total += buffer->size();
+  }
+  for (const auto& child : data.child_data) total += BufferBytes(*child);
+  if (data.dictionary != nullptr) total += BufferBytes(*data.dictionary);
+  return total;
+}
+
+}  // namespace
+
+int RunHz(const HzOptions& options) {
+  std::atomic<bool>& quit = g_quit;
+  struct sigaction sa {};
+  sa.sa_handler = OnQuitSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  client::ConsumerOptions co;
+  co.socket_path = options.socket;
+  co.kind = std::nullopt;
+  co.wait_for_topic = std::chrono::milliseconds::max();
+  auto consumer = client::Consumer::Open(options.topic, co);
+  if (!consumer.ok()) return ReportError("hz", consumer.status());
+  const auto window = std::chrono::milliseconds(std::llround(options.window_seconds * 1000));
+  int64_t windows = 0;
+  uint64_t lost_before = 0;
+  while (!quit.load() && (options.windows < 0 || windows < options.windows)) {
+    const auto start = Clock::now();
+    const auto end = start + window;
+    int64_t batches = 0;
+    int64_t rows = 0;
+    int64_t bytes = 0;
+    bool ended = false;
+    while (!quit.load()) {
+      const auto now = Clock::now();
+      if (now >= end) break;
+      auto batch =
+          (*consumer)->Next(std::min<Clock::duration>(end - now, std::chrono::milliseconds(100)));
+      if (!batch.ok()) {
+        if (batch.status().IsTimedOut()) continue;
+        if (batch.status().code() == StatusCode::kEndOfStream) {
+          ended = true;
+          break;
+        }
+        std::cerr << "alkaid hz: " << batch.status().message() << "\n";
+        continue;
+      }
+      ++batches;
+      rows += (*batch)->num_rows();
+      for (const auto& column : (*batch)->columns()) bytes += BufferBytes(*column);
+    }
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    const uint64_t lost = (*consumer)->lost() - lost_before;
+    lost_before = (*consumer)->lost();
+    std::cout << "'" << options.topic << "': " << Fixed(batches / seconds, 1) << " batches/s, "
+              << Fixed(rows / seconds, 1) << " rows/s, " << Bytes(bytes / seconds) << "/s";
+    if (batches > 0) {
+      std::cout << "; per batch " << Fixed(static_cast<double>(rows) / batches, 1) << " rows, "
+                << Bytes(static_cast<double>(bytes) / batches);
+    }
+    std::cout << "; " << batches << " batches in " << Fixed(seconds, 2) << " s";
+    if (lost > 0) std::cout << ", " << lost << " lost";
+    std::cout << "\n" << std::flush;
+    ++windows;
+    if (ended) break;
+  }
+  (void)(*consumer)->Close();
+  return kExitOk;
+}
+
+}  // namespace alkaid::tools
