@@ -14,7 +14,10 @@
 
 #include <gtest/gtest.h>
 #include <sys/statvfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <cstdint>
 #include <cstdlib>
@@ -318,6 +321,93 @@ TEST_F(BrokerShmLimitTest, ExtensionsAreCountedAgainstTheLimitAndRefusedPastIt) 
   ASSERT_OK(producer->Close());
   ASSERT_OK_AND_ASSIGN(auto after, admin->Stats());
   EXPECT_EQ(after.reserved_bytes, 0u);
+  EXPECT_TRUE(testing::WaitNoSegments(broker.name() + "."));
+}
+
+// A producer SIGKILLed while it adds an extension (the name exists, the
+// segment is being reserved and prefaulted): the broker, which granted the
+// name, removes it with the producer's other names, and stops counting it.
+TEST_F(BrokerShmLimitTest, AProducerKilledWhileAddingAnExtensionLeavesNoName) {
+  if (ShmTotalBytes() < 2048 * kMiB) GTEST_SKIP() << "needs 2 GiB of /dev/shm";
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  const pid_t child = testing::ForkTestChild();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto producer = Producer::Open("t", YSchema(), testing::ProducerOn(broker, {}));
+    if (!producer.ok()) ::_exit(3);
+    (void)(*producer)->NewBatchPool(uint64_t{1} << 30);  // a 1 GiB extension: long to make
+    ::_exit(4);  // not reached in time: the parent kills us first
+  }
+  const bool adding = testing::WaitUntil([&] {
+    for (const auto& n : ShmNames(broker.name() + ".")) {
+      if (n.find(".ring.x") != std::string::npos) return true;
+    }
+    return false;
+  });
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ASSERT_TRUE(adding) << "the producer never began its extension";
+  EXPECT_TRUE(WIFSIGNALED(status)) << "it finished before the kill: " << status;
+  EXPECT_TRUE(testing::WaitNoSegments(broker.name() + ".", 1000));
+  ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
+  EXPECT_TRUE(testing::WaitUntil([&] {
+    auto stats = admin->Stats();
+    return stats.ok() && stats->reserved_bytes == 0;
+  }));
+}
+
+// A consumer SIGKILLed while it holds a batch in an extension: the
+// producer takes the block back (its Poll checks pids), then releases the
+// idle extension: its name goes and the broker stops counting it.
+TEST_F(BrokerShmLimitTest, AConsumerKilledHoldingABatchInAnExtensionGivesItBack) {
+  if (ShmTotalBytes() < 256 * kMiB) GTEST_SKIP() << "needs 256 MiB of /dev/shm";
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  int held[2];
+  ASSERT_EQ(::pipe(held), 0);
+  const pid_t child = testing::ForkTestChild();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    client::ConsumerOptions options = testing::ConsumerOn(broker);
+    options.wait_for_topic = std::chrono::seconds(30);
+    auto consumer = client::Consumer::Open("t", options);
+    if (!consumer.ok()) ::_exit(3);
+    auto batch = (*consumer)->Next(std::chrono::seconds(30));
+    if (!batch.ok() || *batch == nullptr) ::_exit(4);
+    const char byte = 1;
+    if (::write(held[1], &byte, 1) != 1) ::_exit(5);
+    while (true) ::pause();  // holding the batch
+  }
+  ASSERT_OK_AND_ASSIGN(auto producer,
+                       Producer::Open("t", YSchema(), testing::ProducerOn(broker, {})));
+  ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
+  ASSERT_OK_AND_ASSIGN(auto attached, admin->Stats());
+  ASSERT_OK(PublishRows(producer.get(), 2'500'000));  // 20 MB: an extension
+  char byte = 0;
+  ASSERT_EQ(::read(held[0], &byte, 1), 1) << "the consumer did not receive the batch";
+  producer->Poll();
+  EXPECT_EQ(producer->stats().blocks_live, 1u);
+  ASSERT_OK_AND_ASSIGN(auto grown, admin->Stats());
+  EXPECT_GT(grown.reserved_bytes, attached.reserved_bytes);
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  ::close(held[0]);
+  ::close(held[1]);
+  EXPECT_TRUE(testing::WaitUntil([&] {
+    producer->Poll();
+    return producer->stats().blocks_live == 0;
+  })) << "the killed consumer's block was not taken back";
+  EXPECT_TRUE(testing::WaitUntil([&] {
+    producer->Poll();
+    auto stats = admin->Stats();
+    return stats.ok() && stats->reserved_bytes == attached.reserved_bytes;
+  })) << "the idle extension was not released";
+  for (const auto& n : ShmNames(broker.name() + ".")) {
+    EXPECT_EQ(n.find(".ring.x"), std::string::npos) << n << " left";
+  }
+  ASSERT_OK(producer->Close());
   EXPECT_TRUE(testing::WaitNoSegments(broker.name() + "."));
 }
 
