@@ -57,13 +57,20 @@ struct Patches {
   }
 };
 
-// The id in entry `entry` of the channel's extension table, as `rw` shows
-// it (0 if the header puts the table outside the segment).
-uint32_t ExtensionId(const shm::Segment& rw, uint64_t entry) {
-  using shm::internal::ChannelHeaderData;
-  using shm::internal::ExtensionEntryData;
+// Where the channel's extension table is (the header's extensions_offset),
+// read before any patch: consumers opened before the patches keep the
+// geometry they checked then; one opened after is refused if the header no
+// longer adds up.
+uint64_t ExtensionTable(const shm::Segment& rw) {
   uint64_t table;
-  std::memcpy(&table, rw.data() + offsetof(ChannelHeaderData, extensions_offset), 8);
+  std::memcpy(&table, rw.data() + offsetof(shm::internal::ChannelHeaderData, extensions_offset), 8);
+  return table;
+}
+
+// The id in entry `entry` of the extension table at `table` (0 if the
+// entry lies outside the segment).
+uint32_t ExtensionId(const shm::Segment& rw, uint64_t table, uint64_t entry) {
+  using shm::internal::ExtensionEntryData;
   if (table > rw.data_size() || (entry + 1) * sizeof(ExtensionEntryData) > rw.data_size() - table) {
     return 0;
   }
@@ -77,14 +84,14 @@ uint32_t ExtensionId(const shm::Segment& rw, uint64_t entry) {
 // messages) or extension entry k (mapped at bases[k + 1], as big as the
 // segment the entry names), and every byte of it can be read.
 void CheckBody(const shm::ChannelMessage& message, const std::string& name, const shm::Segment& rw,
-               std::vector<const std::byte*>* bases) {
+               uint64_t table, std::vector<const std::byte*>* bases) {
   const std::span<const std::byte> body = message.body();
   if (body.empty()) return;
   const uint64_t arena = message.body_offset() >> 40;
   const uint64_t local = message.body_offset() & ((uint64_t{1} << 40) - 1);
   uint64_t size = rw.data_size();
   if (arena != 0) {
-    const uint32_t id = ExtensionId(rw, arena - 1);
+    const uint32_t id = ExtensionId(rw, table, arena - 1);
     auto ext = shm::Segment::Open(shm::ChannelExtensionName(name, id),
                                   shm::SegmentKind::kChannelExtension);
     if (id == 0 || !ext.ok()) std::abort();  // delivered from an extension that is not there
@@ -148,6 +155,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Patches patches{data + 1, size - 1};
   auto rw = shm::Segment::Open(name, shm::SegmentKind::kChannel);
   if (!rw.ok()) std::abort();
+  const uint64_t table = ExtensionTable(**rw);
   if (targets & 1) patches.ApplyTo((*rw)->data(), (*rw)->data_size());
 
   // The consumer side against the (possibly) hostile producer.
@@ -161,7 +169,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         auto got = c->TryReceive(&message);
         if (!got.ok()) continue;
         if (!*got) break;
-        CheckBody(message, name, **rw, &bases);
+        CheckBody(message, name, **rw, table, &bases);
         CheckInside(message.payload());
       }
       std::vector<std::byte> bytes;
