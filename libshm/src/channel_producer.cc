@@ -354,6 +354,8 @@ void ChannelProducer::Poll() {
   state.ReleaseIdleExtensions(/*force=*/false);
 }
 
+void ChannelProducer::ReleaseIdleExtensions() { impl_->ReleaseIdleExtensions(/*force=*/false); }
+
 uint64_t ChannelProducer::AcceptConsumers() {
   return impl_->consumers.PollRegistryAccepting(impl_->blocks, impl_->ring);
 }

@@ -124,6 +124,9 @@ struct internal::ProducerImpl {
     dead_detached.store(counters.consumers_reclaimed, std::memory_order_relaxed);
     blocks_live.store(counters.blocks_live, std::memory_order_relaxed);
     arena_bytes_free.store(counters.arena_bytes_free, std::memory_order_relaxed);
+    // Extensions of the arena nothing used for a while go back (a producer
+    // that publishes may never Poll).
+    channel->ReleaseIdleExtensions();
   }
 
   // Producer thread, inside a loan (shm::ChannelExtensions::acquire): asks

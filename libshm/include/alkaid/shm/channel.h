@@ -272,6 +272,12 @@ class ALKAID_EXPORT ChannelProducer {
   /// channel holds, and space held by finished consumers comes back.
   void Poll();
 
+  /// Releases the extensions of the arena no block used for
+  /// extension_idle (Poll does it too): for a producer that publishes but
+  /// never polls. Looks at most every extension_idle / 4; nothing to do
+  /// (one comparison) while the arena has no extension.
+  void ReleaseIdleExtensions();
+
   /// Accepts the consumers that registered since the last look (one load
   /// of a shared word when none did): each receives from the next message
   /// published (from_oldest: from the oldest still held). Returns how many
