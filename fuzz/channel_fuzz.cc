@@ -5,8 +5,9 @@
 //   written over the channel segment (header, control lines, slots, shape
 //   table; through a writable mapping of our own, since consumers map it
 //   read-only). A consumer then opens it, receives and reads the shapes.
-//   Every span it hands out must lie inside the segment it
-//   mapped, and every byte of it is read.
+//   Every span it hands out must lie inside the segment it mapped (the
+//   channel, or the extension of the arena the slot names: one honest
+//   message lies in one), and every byte of it is read.
 // - hostile consumers: the patches are also written over a consumer's own
 //   segment (cursor, return queue) and the registry; the producer then
 //   polls, lends and publishes. It must neither crash nor free a block it
@@ -27,6 +28,7 @@
 
 #include "alkaid/shm/channel.h"
 #include "alkaid/shm/segment.h"
+#include "channel_layout_internal.h"
 
 namespace shm = alkaid::shm;
 using namespace std::chrono_literals;
@@ -55,18 +57,50 @@ struct Patches {
   }
 };
 
-// A received body lies inside the channel segment (`payload_size` bytes,
-// mapped at `*base` in the consumer: the same for all its messages), and
-// every byte of it can be read.
-void CheckBody(const shm::ChannelMessage& message, uint64_t payload_size, const std::byte** base) {
+// Where the channel's extension table is (the header's extensions_offset),
+// read before any patch: consumers opened before the patches keep the
+// geometry they checked then; one opened after is refused if the header no
+// longer adds up.
+uint64_t ExtensionTable(const shm::Segment& rw) {
+  uint64_t table;
+  std::memcpy(&table, rw.data() + offsetof(shm::internal::ChannelHeaderData, extensions_offset), 8);
+  return table;
+}
+
+// The id in entry `entry` of the extension table at `table` (0 if the
+// entry lies outside the segment).
+uint32_t ExtensionId(const shm::Segment& rw, uint64_t table, uint64_t entry) {
+  using shm::internal::ExtensionEntryData;
+  if (table > rw.data_size() || (entry + 1) * sizeof(ExtensionEntryData) > rw.data_size() - table) {
+    return 0;
+  }
+  uint32_t id;
+  std::memcpy(&id, rw.data() + table + entry * sizeof(ExtensionEntryData), 4);
+  return id;
+}
+
+// A received body lies inside the segment its offset names: the channel
+// (`rw`'s size, mapped at `bases[0]` in the consumer: the same for all its
+// messages) or extension entry k (mapped at bases[k + 1], as big as the
+// segment the entry names), and every byte of it can be read.
+void CheckBody(const shm::ChannelMessage& message, const std::string& name, const shm::Segment& rw,
+               uint64_t table, std::vector<const std::byte*>* bases) {
   const std::span<const std::byte> body = message.body();
   if (body.empty()) return;
-  const std::byte* mapped = body.data() - message.body_offset();
-  if (*base == nullptr) *base = mapped;
-  if (mapped != *base || message.body_offset() > payload_size ||
-      body.size() > payload_size - message.body_offset()) {
-    std::abort();
+  const uint64_t arena = message.body_offset() >> 40;
+  const uint64_t local = message.body_offset() & ((uint64_t{1} << 40) - 1);
+  uint64_t size = rw.data_size();
+  if (arena != 0) {
+    const uint32_t id = ExtensionId(rw, table, arena - 1);
+    auto ext = shm::Segment::Open(shm::ChannelExtensionName(name, id),
+                                  shm::SegmentKind::kChannelExtension);
+    if (id == 0 || !ext.ok()) std::abort();  // delivered from an extension that is not there
+    size = (*ext)->data_size();
   }
+  const std::byte* mapped = body.data() - local;
+  if (bases->size() <= arena) bases->resize(arena + 1, nullptr);
+  if ((*bases)[arena] == nullptr) (*bases)[arena] = mapped;
+  if (mapped != (*bases)[arena] || local > size || body.size() > size - local) std::abort();
   volatile uint8_t sink = 0;
   for (std::byte b : body) sink = sink + static_cast<uint8_t>(b);
   (void)sink;
@@ -116,6 +150,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   o.publish_spin = 0ms;
   o.space_timeout = 1ms;
   o.liveness_interval = 0ms;
+  o.max_arena_bytes = 256 << 10;
   auto producer = shm::ChannelProducer::Create(name, o);
   if (!producer.ok()) std::abort();
   auto& p = **producer;
@@ -128,8 +163,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Its own segment, mapped while it has a name: a consumer removes the
   // name once it sees the producer accepted it (its first receive).
   auto honest_own = OwnSegment(name, o.max_consumers);
-  for (uint64_t i = 0; i < 3; ++i) {
-    auto loan = p.Loan(100 * (i + 1));
+  // The last in an extension of the arena (20 KiB do not fit its 16).
+  for (uint64_t i = 0; i < 4; ++i) {
+    auto loan = p.Loan(i < 3 ? 100 * (i + 1) : 20 << 10);
     if (!loan.ok()) std::abort();
     std::memset(loan->data().data(), static_cast<int>(i), loan->data().size());
     const std::byte inline_bytes[9] = {};
@@ -140,6 +176,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Patches patches{data + 1, size - 1};
   auto rw = shm::Segment::Open(name, shm::SegmentKind::kChannel);
   if (!rw.ok()) std::abort();
+  const uint64_t table = ExtensionTable(**rw);
   if (targets & 1) patches.ApplyTo((*rw)->data(), (*rw)->data_size());
 
   // The consumer side against the (possibly) hostile producer.
@@ -148,12 +185,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     shm::ChannelMessage message;
     for (auto* c : {honest->get(), consumer.ok() ? consumer->get() : nullptr}) {
       if (c == nullptr) continue;
-      const std::byte* base = nullptr;
+      std::vector<const std::byte*> bases;
       for (int i = 0; i < 8; ++i) {
         auto got = c->TryReceive(&message);
         if (!got.ok()) continue;
         if (!*got) break;
-        CheckBody(message, (*rw)->data_size(), &base);
+        CheckBody(message, name, **rw, table, &bases);
         CheckInside(message.payload());
       }
       std::vector<std::byte> bytes;

@@ -44,9 +44,13 @@ struct BrokerOptions {
   LogLevel log_level = LogLevel::kInfo;
   /// How often the pids of connected processes are checked.
   std::chrono::milliseconds liveness_interval{200};
-  /// Topic defaults for requests that leave them at 0.
+  /// Topic defaults for requests that leave them at 0: slots, each
+  /// producer's initial arena (1 MiB; it grows by extensions the broker
+  /// grants, AddExtension) and the most that arena may grow to (2 GiB, or
+  /// the shm limit if smaller).
   uint32_t default_ring_slots = 1024;
-  uint64_t default_segment_bytes = uint64_t{64} << 20;
+  uint64_t default_segment_bytes = uint64_t{1} << 20;
+  uint64_t default_max_segment_bytes = uint64_t{2} << 30;
   /// A restarted broker keeps the segments of producers that still run
   /// for them to re-register with (docs/BROKER.md, "Broker restart");
   /// those not re-registered within this time are removed.

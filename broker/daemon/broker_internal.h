@@ -64,7 +64,10 @@ struct Broker::Impl {
     uint32_t pid = 0;
     std::string ring;
     std::string bodies;
-    uint64_t reserved = 0;
+    uint64_t reserved = 0;  // its channel and extensions, counted in reserved_bytes
+    // The extensions of its arena it was granted (id -> bytes), named
+    // "<ring>.x<id>".
+    std::map<uint32_t, uint64_t> extensions;
     bool ready = false;
     uint64_t published = 0, depth = 0, drops = 0, held = 0;
   };
@@ -94,6 +97,10 @@ struct Broker::Impl {
     std::set<uint64_t> consumers;
     uint64_t finished_published = 0;  // messages of producers already gone
     uint64_t finished_drops = 0;
+    // Whether a producer ever attached. Until one did, the sizes (slots,
+    // arena, maximum) follow the latest CreateTopic: a producer refused for
+    // its sizes leaves no topic stuck with them.
+    bool sized = false;
   };
 
   BrokerOptions options;
@@ -190,6 +197,10 @@ struct Broker::Impl {
 
   // ---- the registry and the requests (requests.cc) ---------------------------
 
+  // Fills what a CreateTopic left at 0 with the broker's defaults (the
+  // maximum within shm_limit), and keeps the maximum at least the arena.
+  void ApplyTopicDefaults(p::TopicConfig* config) const;
+
   Result<p::Reply> CreateTopic(const p::Request& request);
 
   // The consumers that waited for `topic` become its consumers before any
@@ -222,6 +233,12 @@ struct Broker::Impl {
   void RemoveProducer(uint64_t id, const std::string& reason);
 
   void RemoveConsumer(uint64_t id, bool died);
+
+  // A producer's extension of its arena: granted if the broker's limit
+  // allows it (the reply names it), or released (its name removed, its
+  // bytes no longer counted).
+  Result<p::Reply> AddExtension(int fd, const p::Request& request);
+  void ReleaseExtension(int fd, const p::Request& request);
 
   Status Detach(int fd, const p::Request& request);
 

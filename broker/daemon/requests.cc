@@ -8,6 +8,7 @@
 #include "alkaid/format/ipc/io.h"
 #include "alkaid/format/ipc/reader.h"
 #include "alkaid/format/unsafe_row.h"
+#include "alkaid/shm/channel.h"
 #include "alkaid/shm/segment.h"
 #include "daemon/broker_internal.h"
 #include "daemon/segment_names.h"
@@ -32,6 +33,19 @@ Result<format::SchemaPtr> DecodeSchema(const std::vector<uint8_t>& bytes,
 
 }  // namespace
 
+void Broker::Impl::ApplyTopicDefaults(p::TopicConfig* config) const {
+  if (config->ring_slots == 0) config->ring_slots = options.default_ring_slots;
+  if (config->segment_bytes == 0) config->segment_bytes = options.default_segment_bytes;
+  if (config->max_segment_bytes == 0) {
+    config->max_segment_bytes = options.default_max_segment_bytes;
+    // What the limit allows, if less (beside the ring and the initial arena).
+    if (shm_limit.bytes != 0) {
+      config->max_segment_bytes = std::min(config->max_segment_bytes, shm_limit.bytes);
+    }
+  }
+  config->max_segment_bytes = std::max(config->max_segment_bytes, config->segment_bytes);
+}
+
 Result<p::Reply> Broker::Impl::CreateTopic(const p::Request& request) {
   p::TopicConfig config = request.config;
   ALKAID_ASSIGN_OR_RAISE(auto schema, DecodeSchema(config.schema, config.name));
@@ -52,18 +66,28 @@ Result<p::Reply> Broker::Impl::CreateTopic(const p::Request& request) {
       return Status::Invalid("topic '", config.name, "' exists with a different schema; existing: ",
                              it->second.schema->ToString(), "; requested: ", schema->ToString());
     }
-    reply.config = it->second.config;
+    Topic& existing = it->second;
+    if (!existing.sized && existing.producers.empty()) {
+      // No producer ever attached (one may have been refused for these
+      // sizes): the latest request's sizes apply.
+      ApplyTopicDefaults(&config);
+      existing.config.ring_slots = config.ring_slots;
+      existing.config.segment_bytes = config.segment_bytes;
+      existing.config.max_segment_bytes = config.max_segment_bytes;
+      existing.config.policy = config.policy;
+    }
+    reply.config = existing.config;
     reply.created = false;
     return reply;
   }
-  if (config.ring_slots == 0) config.ring_slots = options.default_ring_slots;
-  if (config.segment_bytes == 0) config.segment_bytes = options.default_segment_bytes;
+  ApplyTopicDefaults(&config);
   Topic topic;
   topic.config = config;
   topic.schema = std::move(schema);
   Topic& created = topics.emplace(config.name, std::move(topic)).first->second;
   Log(LogLevel::kInfo, "topic '", config.name, "' created (", p::TopicKindName(config.kind), ", ",
-      config.ring_slots, " slots, ", FormatBytes(config.segment_bytes), ")");
+      config.ring_slots, " slots, arenas of ", FormatBytes(config.segment_bytes), " growing to ",
+      FormatBytes(config.max_segment_bytes), ")");
   WelcomeWaitingConsumers(created);
   reply.config = std::move(config);
   reply.created = true;
@@ -168,6 +192,7 @@ Result<p::Reply> Broker::Impl::AttachProducer(Connection& c, int fd, const p::Re
   }
   producer.reserved = need;
   reserved_bytes += need;
+  topic->sized = true;
   topic->producers.insert(producer.id);
   c.producers.insert(producer.id);
   p::Reply reply;
@@ -256,6 +281,11 @@ void Broker::Impl::RemoveProducer(uint64_t id, const std::string& reason) {
   producers.erase(it);
   reserved_bytes -= producer.reserved;
   RemoveChannelNames(producer.ring);
+  // Extensions the channel's table did not list (being added or released
+  // when the producer died) go by the names granted.
+  for (const auto& [ext, bytes] : producer.extensions) {
+    (void)shm::Segment::Remove(shm::ChannelExtensionName(producer.ring, ext));
+  }
   const Status st = shm::Segment::Remove(producer.bodies);  // none since the channel
   if (!st.ok() && st.code() != StatusCode::kKeyError) {
     Log(LogLevel::kWarn, "removing segment ", producer.bodies, ": ", st.message());
@@ -311,6 +341,52 @@ void Broker::Impl::RemoveConsumer(uint64_t id, bool died) {
   Log(LogLevel::kInfo, "consumer ", id, " of '", consumer.topic, "' ", how);
 }
 
+Result<p::Reply> Broker::Impl::AddExtension(int fd, const p::Request& request) {
+  ALKAID_ASSIGN_OR_RAISE(Producer * producer, OwnProducer(fd, request.target_id));
+  const Topic& topic = topics.at(producer->topic);
+  if (producer->extensions.count(request.extension_id) != 0) {
+    return Status::Invalid("producer ", producer->id, " was granted extension ",
+                           request.extension_id, " already");
+  }
+  uint64_t extended = 0;
+  for (const auto& [id, bytes] : producer->extensions) extended += bytes;
+  if (topic.config.segment_bytes + extended + request.bytes > topic.config.max_segment_bytes) {
+    return Status::CapacityError("topic '", producer->topic, "': an extension of ",
+                                 FormatBytes(request.bytes),
+                                 " would take the arena past the topic's maximum of ",
+                                 FormatBytes(topic.config.max_segment_bytes), " (it has ",
+                                 FormatBytes(topic.config.segment_bytes + extended), ")");
+  }
+  if (shm_limit.bytes != 0 && reserved_bytes + request.bytes > shm_limit.bytes) {
+    return Status::CapacityError(
+        "topic '", producer->topic, "': an extension of ", FormatBytes(request.bytes),
+        " of a producer's arena does not fit the broker's limit of ", FormatBytes(shm_limit.bytes),
+        " (", shm_limit.origin, "), of which ", FormatBytes(reserved_bytes), " are in use");
+  }
+  producer->extensions.emplace(request.extension_id, request.bytes);
+  producer->reserved += request.bytes;
+  reserved_bytes += request.bytes;
+  Log(LogLevel::kDebug, "producer ", producer->id, " of '", producer->topic, "': extension ",
+      request.extension_id, " of ", FormatBytes(request.bytes));
+  p::Reply reply;
+  reply.type = p::ReplyType::kExtension;
+  reply.extension_name = shm::ChannelExtensionName(producer->ring, request.extension_id);
+  return reply;
+}
+
+void Broker::Impl::ReleaseExtension(int fd, const p::Request& request) {
+  auto producer = OwnProducer(fd, request.target_id);
+  if (!producer.ok()) return;
+  auto it = (*producer)->extensions.find(request.extension_id);
+  if (it == (*producer)->extensions.end()) return;
+  // The producer removed the name; a second removal costs nothing and
+  // covers one that did not.
+  (void)shm::Segment::Remove(shm::ChannelExtensionName((*producer)->ring, it->first));
+  (*producer)->reserved -= it->second;
+  reserved_bytes -= it->second;
+  (*producer)->extensions.erase(it);
+}
+
 Status Broker::Impl::Detach(int fd, const p::Request& request) {
   if (request.role == p::Role::kProducer) {
     ALKAID_RETURN_NOT_OK(OwnProducer(fd, request.target_id).status());
@@ -349,6 +425,7 @@ p::Reply Broker::Impl::ListTopics() {
       info.published += producer.published;
       info.drops += producer.drops;
       info.held += producer.held;
+      info.shm_bytes += producer.reserved;
       info.depth = std::max(info.depth, producer.depth);
     }
     reply.topics.push_back(std::move(info));
@@ -372,6 +449,9 @@ p::Reply Broker::Impl::Stats() {
   s.producers = static_cast<uint32_t>(producers.size());
   s.consumers = static_cast<uint32_t>(consumers.size());
   s.segments = static_cast<uint32_t>(2 * (producers.size() + adoptable.size()));
+  for (const auto& [id, producer] : producers) {
+    s.segments += static_cast<uint32_t>(producer.extensions.size());
+  }
   s.reserved_bytes = reserved_bytes;
   s.shm_limit = shm_limit.bytes;
   s.shm_limit_origin = shm_limit.origin;
@@ -412,6 +492,13 @@ void Broker::Impl::Handle(int fd, Connection& c, const p::Request& request) {
     case p::RequestType::kGetStats:
       reply = Stats();
       break;
+    case p::RequestType::kAddExtension:
+      reply = AddExtension(fd, request);
+      break;
+    case p::RequestType::kReleaseExtension:
+      // A report, not a question: no reply.
+      ReleaseExtension(fd, request);
+      return;
     case p::RequestType::kProducerStats: {
       // A report, not a question: no reply.
       auto producer = OwnProducer(fd, request.target_id);

@@ -19,6 +19,7 @@ constexpr std::size_t kMaxListEntries = 100000;
 constexpr uint32_t kMaxSlots = uint32_t{1} << 24;
 constexpr uint64_t kMaxSegmentBytes = uint64_t{1} << 40;
 constexpr uint64_t kMinSegmentBytes = 4096;
+constexpr uint64_t kMaxArenaBytes = uint64_t{1} << 40;
 
 flatbuffers::Verifier::Options VerifierOptions() {
   flatbuffers::Verifier::Options options;
@@ -35,7 +36,7 @@ flatbuffers::Offset<fb::TopicConfig> EncodeConfig(flatbuffers::FlatBufferBuilder
   auto schema = fbb.CreateVector(c.schema);
   return fb::CreateTopicConfig(fbb, name, schema, static_cast<fb::PayloadKind>(c.kind),
                                c.ring_slots, c.segment_bytes,
-                               static_cast<fb::SlowConsumerPolicy>(c.policy));
+                               static_cast<fb::SlowConsumerPolicy>(c.policy), c.max_segment_bytes);
 }
 
 flatbuffers::Offset<fb::ProducerInfo> EncodeProducer(flatbuffers::FlatBufferBuilder& fbb,
@@ -112,6 +113,12 @@ Result<TopicConfig> DecodeConfig(const fb::TopicConfig* c, std::string_view wher
                            " is outside [", kMinSegmentBytes, ", ", kMaxSegmentBytes, "]");
   }
   out.segment_bytes = bytes;
+  const uint64_t max_bytes = c->max_segment_bytes();
+  if (max_bytes != 0 && (max_bytes < kMinSegmentBytes || max_bytes > kMaxArenaBytes)) {
+    return Status::Invalid("control message: topic '", out.name, "': max_segment_bytes ", max_bytes,
+                           " is outside [", kMinSegmentBytes, ", ", kMaxArenaBytes, "]");
+  }
+  out.max_segment_bytes = max_bytes;
   switch (c->policy()) {
     case fb::SlowConsumerPolicy::BlockProducer:
       out.policy = Policy::kBlockProducer;
@@ -228,6 +235,7 @@ Result<Reply> DecodeReply(const fb::Reply* r) {
           info.depth = t->depth();
           info.drops = t->drops();
           info.held = t->held();
+          info.shm_bytes = t->shm_bytes();
           out.topics.push_back(std::move(info));
         }
       }
@@ -257,6 +265,14 @@ Result<Reply> DecodeReply(const fb::Reply* r) {
           out.consumer_list.push_back({c->id(), c->pid()});
         }
       }
+      break;
+    }
+    case fb::ReplyBody::ExtensionGranted: {
+      out.type = ReplyType::kExtension;
+      ALKAID_ASSIGN_OR_RAISE(out.extension_name,
+                             GetString(r->body_as_ExtensionGranted()->name(), "extension name",
+                                       kMaxSegmentNameLength, true));
+      ALKAID_RETURN_NOT_OK(CheckSegmentName(out.extension_name, "extension name"));
       break;
     }
     case fb::ReplyBody::BrokerStats: {
@@ -363,6 +379,10 @@ const char* RequestTypeName(RequestType type) {
       return "GetStats";
     case RequestType::kProducerStats:
       return "ProducerStats";
+    case RequestType::kAddExtension:
+      return "AddExtension";
+    case RequestType::kReleaseExtension:
+      return "ReleaseExtension";
   }
   return "?";
 }
@@ -430,6 +450,14 @@ std::vector<uint8_t> EncodeRequest(const Request& r) {
       type = fb::RequestBody::ProducerStats;
       body =
           fb::CreateProducerStats(fbb, r.target_id, r.published, r.depth, r.drops, r.held).Union();
+      break;
+    case RequestType::kAddExtension:
+      type = fb::RequestBody::AddExtension;
+      body = fb::CreateAddExtension(fbb, r.target_id, r.extension_id, r.bytes).Union();
+      break;
+    case RequestType::kReleaseExtension:
+      type = fb::RequestBody::ReleaseExtension;
+      body = fb::CreateReleaseExtension(fbb, r.target_id, r.extension_id).Union();
       break;
   }
   fbb.Finish(fb::CreateRequest(fbb, r.id, type, body));
@@ -519,6 +547,25 @@ Result<Request> DecodeRequest(std::span<const uint8_t> bytes) {
       out.held = b->held();
       break;
     }
+    case fb::RequestBody::AddExtension: {
+      out.type = RequestType::kAddExtension;
+      const auto* b = r->body_as_AddExtension();
+      out.target_id = b->producer_id();
+      out.extension_id = b->id();
+      out.bytes = b->bytes();
+      if (out.extension_id == 0 || out.bytes == 0 || out.bytes > kMaxArenaBytes) {
+        return Status::Invalid("control request: AddExtension ", out.extension_id, " of ",
+                               out.bytes, " bytes (an id from 1, 1 to ", kMaxArenaBytes, " bytes)");
+      }
+      break;
+    }
+    case fb::RequestBody::ReleaseExtension: {
+      out.type = RequestType::kReleaseExtension;
+      const auto* b = r->body_as_ReleaseExtension();
+      out.target_id = b->producer_id();
+      out.extension_id = b->id();
+      break;
+    }
     default:
       return Status::Invalid("control request: unknown or missing request body (type ",
                              static_cast<int>(r->body_type()), ")");
@@ -597,7 +644,7 @@ std::vector<uint8_t> EncodeServerMessage(const ServerMessage& m) {
         for (const auto& t : r.topics) {
           auto config = EncodeConfig(fbb, t.config);
           topics.push_back(fb::CreateTopicInfo(fbb, config, t.producers, t.consumers, t.published,
-                                               t.depth, t.drops, t.held));
+                                               t.depth, t.drops, t.held, t.shm_bytes));
         }
         auto topic_vec = fbb.CreateVector(topics);
         std::vector<flatbuffers::Offset<fb::AwaitedTopic>> awaited;
@@ -626,6 +673,10 @@ std::vector<uint8_t> EncodeServerMessage(const ServerMessage& m) {
                    .Union();
         break;
       }
+      case ReplyType::kExtension:
+        type = fb::ReplyBody::ExtensionGranted;
+        body = fb::CreateExtensionGranted(fbb, fbb.CreateString(r.extension_name)).Union();
+        break;
     }
   }
   std::string message = r.status.ok() ? std::string() : r.status.message();

@@ -40,8 +40,9 @@ struct TopicConfig {
   std::vector<uint8_t> schema;  ///< framed IPC Schema message + end-of-stream
   TopicKind kind = TopicKind::kRecordBatch;
   uint32_t ring_slots = 0;
-  uint64_t segment_bytes = 0;
+  uint64_t segment_bytes = 0;  ///< a producer's initial arena
   Policy policy = Policy::kBlockProducer;
+  uint64_t max_segment_bytes = 0;  ///< what a producer's arena may grow to
 };
 
 enum class RequestType : uint8_t {
@@ -53,6 +54,8 @@ enum class RequestType : uint8_t {
   kListTopics,
   kGetStats,
   kProducerStats,
+  kAddExtension,
+  kReleaseExtension,
 };
 
 /// Name of a request type, for logs and errors.
@@ -63,7 +66,8 @@ const char* RequestTypeName(RequestType type);
 /// bodies when re-registering existing segments; kProducerReady: target_id;
 /// kAttachConsumer: topic, from_oldest, kind, wait_for_topic,
 /// any_kind; kDetach: role, target_id; kProducerStats: target_id,
-/// published, depth, drops, held.
+/// published, depth, drops, held; kAddExtension: target_id, extension_id,
+/// bytes; kReleaseExtension: target_id, extension_id.
 struct Request {
   RequestType type = RequestType::kListTopics;
   uint64_t id = 0;
@@ -84,6 +88,8 @@ struct Request {
   uint64_t depth = 0;
   uint64_t drops = 0;
   uint64_t held = 0;
+  uint32_t extension_id = 0;
+  uint64_t bytes = 0;
 };
 
 struct ProducerInfo {
@@ -113,6 +119,7 @@ struct TopicInfo {
   uint64_t depth = 0;
   uint64_t drops = 0;
   uint64_t held = 0;
+  uint64_t shm_bytes = 0;  ///< channels and extensions of its producers
 };
 
 struct BrokerStats {
@@ -140,6 +147,7 @@ enum class ReplyType : uint8_t {
   kTopicList,
   kStats,
   kProducerReady,
+  kExtension,
 };
 
 /// A reply: always a status; a body of `type` when the status is OK.
@@ -162,6 +170,7 @@ struct Reply {
   std::vector<TopicInfo> topics;            ///< kTopicList
   std::vector<AwaitedTopic> awaited;        ///< kTopicList
   BrokerStats stats;                        ///< kStats
+  std::string extension_name;               ///< kExtension
 };
 
 enum class EventType : uint8_t { kProducerJoined = 1, kProducerGone, kConsumerGone, kTopicCreated };

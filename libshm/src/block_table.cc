@@ -39,6 +39,39 @@ void BlockTable::FlushClasses() {
   classes_.clear();
 }
 
+bool BlockTable::InUse(uint64_t offset, uint64_t size) const {
+  for (const Block& b : blocks_) {
+    if ((b.state == BlockState::kLoaned || b.state == BlockState::kLive) && b.offset >= offset &&
+        b.offset < offset + size) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool BlockTable::RemoveRange(uint64_t offset, uint64_t size) {
+  if (InUse(offset, size)) return false;
+  // Cached blocks inside the range give their space back first; the other
+  // classes keep theirs.
+  for (SizeClass& c : classes_) {
+    uint32_t* link = &c.head;
+    while (*link != kNoBlock) {
+      const uint32_t d = *link;
+      Block& b = blocks_[d];
+      if (b.offset >= offset && b.offset < offset + size) {
+        *link = b.next_cached;
+        ranges_.Add(b.offset, b.capacity);
+        b.state = BlockState::kFree;
+        b.next_cached = kNoBlock;
+        free_descriptors_.push_back(d);
+      } else {
+        link = &b.next_cached;
+      }
+    }
+  }
+  return ranges_.TakeExact(offset, size);
+}
+
 uint64_t BlockTable::free_bytes() const {
   uint64_t cached = 0;
   for (const SizeClass& c : classes_) {

@@ -200,6 +200,25 @@ class BlockTable {
   /// be carved into other sizes).
   void FlushClasses();
 
+  /// Adds [offset, offset + size) to the free space (an arena's extension;
+  /// it must not touch free space already there).
+  void AddRange(uint64_t offset, uint64_t size) { ranges_.Add(offset, size); }
+  /// Whether a block of [offset, offset + size) is loaned or live.
+  bool InUse(uint64_t offset, uint64_t size) const;
+  /// Takes [offset, offset + size), added before by AddRange, out of the
+  /// free space, the cached blocks in it first. False (nothing changes but
+  /// those blocks' return to the free space) if a block in it is in use.
+  bool RemoveRange(uint64_t offset, uint64_t size);
+  /// Calls f(offset) for every block loaned or live.
+  template <typename F>
+  void ForEachInUse(F&& f) const {
+    for (const Block& b : blocks_) {
+      if (b.state == BlockState::kLoaned || b.state == BlockState::kLive) f(b.offset);
+    }
+  }
+  /// Whether a descriptor is free (cached blocks aside).
+  bool has_free_descriptor() const { return !free_descriptors_.empty(); }
+
   /// Blocks loaned, in flight or held.
   uint64_t blocks_live() const { return blocks_live_; }
   /// Arena bytes in no block: the free ranges and the cached blocks.

@@ -30,8 +30,12 @@ void Lay(ChannelGeometry* geometry) {
       geometry->controls_offset + uint64_t{geometry->max_consumers} * sizeof(ConsumerControlData);
   geometry->shapes_offset =
       geometry->slots_offset + uint64_t{geometry->slot_count} * geometry->slot_size;
-  geometry->arena_offset = RoundUp(
-      geometry->shapes_offset + uint64_t{geometry->shape_count} * geometry->shape_size, kPageSize);
+  geometry->extensions_offset =
+      geometry->shapes_offset + uint64_t{geometry->shape_count} * geometry->shape_size;
+  geometry->arena_offset =
+      RoundUp(geometry->extensions_offset +
+                  uint64_t{geometry->extension_count} * sizeof(ExtensionEntryData),
+              kPageSize);
   geometry->total_size = geometry->arena_offset + geometry->arena_size;
 }
 }  // namespace
@@ -50,9 +54,17 @@ Result<ChannelGeometry> ComputeChannelGeometry(const ChannelOptions& options) {
     return Status::Invalid("channel max_consumers ", options.max_consumers,
                            " must be between 1 and ", kMaxConsumers);
   }
-  if (options.arena_bytes < 64 || options.arena_bytes > kMaxSegmentSize / 2) {
-    return Status::Invalid("channel arena_bytes ", options.arena_bytes, " must be between 64 and ",
+  const uint64_t arena_bytes = options.arena_bytes != 0
+                                   ? options.arena_bytes
+                                   : std::clamp<uint64_t>(uint64_t{options.slot_count} << 10,
+                                                          uint64_t{256} << 10, uint64_t{16} << 20);
+  if (arena_bytes < 64 || arena_bytes > kMaxSegmentSize / 2) {
+    return Status::Invalid("channel arena_bytes ", arena_bytes, " must be between 64 and ",
                            kMaxSegmentSize / 2);
+  }
+  if (options.max_arena_bytes > kMaxArena) {
+    return Status::Invalid("channel max_arena_bytes ", options.max_arena_bytes, " exceeds ",
+                           kMaxArena);
   }
   if (options.shape_count > kMaxShapes || options.shape_bytes > kMaxInlinePayload) {
     return Status::Invalid("channel shapes: at most ", kMaxShapes, " of at most ",
@@ -70,14 +82,18 @@ Result<ChannelGeometry> ComputeChannelGeometry(const ChannelOptions& options) {
   geometry.slot_count = options.slot_count;
   geometry.inline_capacity = static_cast<uint32_t>(RoundUp(options.inline_capacity, 64));
   geometry.max_consumers = options.max_consumers;
-  geometry.arena_size = RoundUp(options.arena_bytes, 64);
+  geometry.arena_size = RoundUp(arena_bytes, 64);
+  geometry.arena_max = std::max(geometry.arena_size, RoundUp(options.max_arena_bytes, 64));
+  geometry.extension_count = geometry.arena_max > geometry.arena_size ? kMaxExtensions : 0;
   geometry.block_count = options.max_blocks != 0
                              ? options.max_blocks
                              : static_cast<uint32_t>(std::clamp<uint64_t>(
-                                   geometry.arena_size / kPageSize, 256, 65536));
+                                   std::max<uint64_t>(geometry.arena_size / kPageSize,
+                                                      2 * uint64_t{options.slot_count}),
+                                   256, 65536));
   // More blocks than 64-byte pieces of the arena could never be live.
   geometry.block_count = static_cast<uint32_t>(
-      std::min<uint64_t>(geometry.block_count, std::max<uint64_t>(1, geometry.arena_size / 64)));
+      std::min<uint64_t>(geometry.block_count, std::max<uint64_t>(1, geometry.arena_max / 64)));
   // A consumer's undrained returns name distinct live blocks, twice at most
   // (a duplicate after a lap): the queue never fills.
   geometry.return_capacity = NextPowerOfTwo(uint64_t{geometry.block_count} * 2);
@@ -105,6 +121,9 @@ void WriteChannelHeader(const ChannelGeometry& geometry, ChannelHeaderData* h) {
   h->shapes_offset = geometry.shapes_offset;
   h->arena_offset = geometry.arena_offset;
   h->arena_size = geometry.arena_size;
+  h->extension_count = geometry.extension_count;
+  h->extensions_offset = geometry.extensions_offset;
+  h->arena_max = geometry.arena_max;
 }
 
 Result<ChannelGeometry> ReadChannelHeader(const ChannelHeaderData& h, uint64_t payload_size,
@@ -127,6 +146,8 @@ Result<ChannelGeometry> ReadChannelHeader(const ChannelHeaderData& h, uint64_t p
   geometry.shape_count = h.shape_count;
   geometry.shape_size = h.shape_size;
   geometry.arena_size = h.arena_size;
+  geometry.extension_count = h.extension_count;
+  geometry.arena_max = h.arena_max;
   const bool counts_ok =
       (geometry.policy == static_cast<uint32_t>(SlowConsumerPolicy::kBlockProducer) ||
        geometry.policy == static_cast<uint32_t>(SlowConsumerPolicy::kDropOldest)) &&
@@ -137,8 +158,10 @@ Result<ChannelGeometry> ReadChannelHeader(const ChannelHeaderData& h, uint64_t p
       geometry.block_count <= (uint32_t{1} << 24) &&
       // Consumers size their own segment by the return queue: it is what the
       // producer's geometry implies, no larger (a hostile header cannot make
-      // a consumer create more than a fraction of the arena it maps).
-      geometry.block_count <= std::max<uint64_t>(1, geometry.arena_size / 64) &&
+      // a consumer create more than a fraction of the segment it maps).
+      geometry.block_count <= std::max<uint64_t>(1, payload_size / 64) &&
+      geometry.extension_count <= kMaxExtensions && geometry.arena_max >= geometry.arena_size &&
+      geometry.arena_max <= kMaxArena &&
       geometry.return_capacity == NextPowerOfTwo(uint64_t{geometry.block_count} * 2) &&
       geometry.shape_count <= kMaxShapes && geometry.shape_size >= sizeof(ShapeEntryData) &&
       geometry.shape_size % 64 == 0 &&
@@ -150,12 +173,14 @@ Result<ChannelGeometry> ReadChannelHeader(const ChannelHeaderData& h, uint64_t p
                            " inline bytes, ", geometry.max_consumers, " consumers, ",
                            geometry.block_count, " blocks, ", geometry.return_capacity,
                            " return entries, ", geometry.shape_count, " shapes of ",
-                           geometry.shape_size, " bytes, arena of ", geometry.arena_size, ")");
+                           geometry.shape_size, " bytes, arena of ", geometry.arena_size, " up to ",
+                           geometry.arena_max, ", ", geometry.extension_count, " extensions)");
   }
   Lay(&geometry);
   if (h.slot_size != geometry.slot_size || h.controls_offset != geometry.controls_offset ||
       h.slots_offset != geometry.slots_offset || h.shapes_offset != geometry.shapes_offset ||
-      h.arena_offset != geometry.arena_offset || geometry.total_size > payload_size) {
+      h.arena_offset != geometry.arena_offset ||
+      h.extensions_offset != geometry.extensions_offset || geometry.total_size > payload_size) {
     return Status::Invalid("channel '", name,
                            "': header offsets do not match its counts or "
                            "the segment's ",
@@ -180,8 +205,34 @@ namespace alkaid::shm {
 using internal::RegistrationData;
 using internal::RegistryHeaderData;
 
+std::string ChannelExtensionName(std::string_view channel, uint32_t id) {
+  std::string name(channel);
+  name += ".x";
+  name += std::to_string(id);
+  return name;
+}
+
 Status RemoveChannel(std::string_view name) {
   ALKAID_RETURN_NOT_OK(Segment::ValidateName(name));
+  // The extensions its table lists (an extension being added or released
+  // when the producer died may be missing: the broker, which granted it,
+  // removes those by name).
+  SegmentOpenOptions ro;
+  ro.read_only = true;
+  ro.prefault = false;
+  auto channel = Segment::Open(name, SegmentKind::kChannel, ro);
+  if (channel.ok() && (*channel)->data_size() >= sizeof(internal::ChannelHeaderData)) {
+    const auto* h = reinterpret_cast<const internal::ChannelHeaderData*>((*channel)->data());
+    auto geometry = internal::ReadChannelHeader(*h, (*channel)->data_size(), name);
+    if (geometry.ok()) {
+      const auto* entries = reinterpret_cast<const internal::ExtensionEntryData*>(
+          (*channel)->data() + geometry->extensions_offset);
+      for (uint32_t k = 0; k < geometry->extension_count; ++k) {
+        const uint32_t id = entries[k].id.load(std::memory_order_acquire);
+        if (id != 0) (void)Segment::Remove(ChannelExtensionName(name, id));
+      }
+    }
+  }
   const std::string reg_name = std::string(name) + std::string(internal::kRegistrySuffix);
   auto registry = Segment::Open(reg_name, SegmentKind::kChannelRegistry);
   if (registry.ok() && (*registry)->data_size() >= sizeof(RegistryHeaderData)) {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -50,6 +51,27 @@ struct ChannelConsumer::Impl {
   uint32_t episode = 0;  // waiting episodes: odd while announced
   bool drop = false;
 
+  // The extensions mapped (returns->extensions), as the data path looks
+  // them up: by table entry, the id mapped there (0: none), where, how big.
+  struct ExtensionView {
+    uint32_t id = 0;
+    const std::byte* base = nullptr;
+    uint64_t size = 0;
+  };
+  std::array<ExtensionView, internal::kMaxExtensions> views;
+  const internal::ExtensionEntryData* extension_entries = nullptr;
+  uint64_t extensions_seen = 0;  // header->extensions_changed when last looked at
+  uint64_t extensions_mapped = 0;
+  uint64_t extensions_dropped = 0;
+  // Retired extensions kept at most (a producer that adds and releases
+  // extensions without end makes us map no more).
+  static constexpr std::size_t kMaxRetired = 4096;
+
+  // Maps extension `id` in table entry `k` (message `c` names it).
+  Status MapExtension(uint64_t c, uint32_t k, uint32_t id);
+  // Lets go of the mappings of extensions the producer released.
+  void DropReleasedExtensions();
+
   const ChannelSlotData* Slot(uint64_t sequence) const {
     return reinterpret_cast<const ChannelSlotData*>(
         channel->data() + geometry.slots_offset + (sequence & geometry.mask) * geometry.slot_size);
@@ -73,6 +95,63 @@ struct ChannelConsumer::Impl {
            internal::RegTag(now) != internal::RegTag(word);
   }
 };
+
+Status ChannelConsumer::Impl::MapExtension(uint64_t c, uint32_t k, uint32_t id) {
+  // Acquire: partner of the producer's release store of the id, after it
+  // created the segment.
+  const uint32_t listed = extension_entries[k].id.load(std::memory_order_acquire);
+  if (listed != id) {
+    return Status::Invalid("channel '", name, "': message ", c, " names extension ", id,
+                           " in entry ", k, ", which holds ",
+                           listed == 0 ? std::string("none") : std::to_string(listed));
+  }
+  if (returns->retired.size() >= kMaxRetired) {
+    return Status::Invalid("channel '", name, "': message ", c, " names extension ", id, "; ",
+                           kMaxRetired, " extensions were mapped and released already");
+  }
+  SegmentOpenOptions ro;
+  ro.read_only = true;
+  auto opened = Segment::Open(ChannelExtensionName(name, id), SegmentKind::kChannelExtension, ro);
+  if (!opened.ok()) {
+    return Status::Invalid("channel '", name, "': message ", c, " names extension ", id,
+                           ", which cannot be mapped: ", opened.status().message());
+  }
+  std::shared_ptr<Segment>& slot = returns->extensions[k];
+  if (slot != nullptr) {
+    // An extension released before (we had not looked yet): its pages go,
+    // its address range stays for whatever may still point there.
+    (void)slot->DropPages();
+    returns->retired.push_back(std::move(slot));
+  }
+  slot = std::move(*opened);
+  views[k] = {id, slot->data(), slot->data_size()};
+  ++extensions_mapped;
+  return Status::OK();
+}
+
+void ChannelConsumer::Impl::DropReleasedExtensions() {
+  // Acquire: partner of the producer's release increment after it emptied
+  // an entry.
+  extensions_seen = header->extensions_changed.load(std::memory_order_acquire);
+  for (uint32_t k = 0; k < geometry.extension_count; ++k) {
+    if (views[k].id == 0 ||
+        extension_entries[k].id.load(std::memory_order_acquire) == views[k].id) {
+      continue;
+    }
+    // Released: every block of it was returned, so nothing of ours points
+    // there (a producer that lies finds zeros, not a fault).
+    std::shared_ptr<Segment>& slot = returns->extensions[k];
+    (void)slot->DropPages();
+    if (returns->retired.size() < kMaxRetired) {
+      returns->retired.push_back(std::move(slot));
+    } else {
+      slot.reset();  // unmapped; only a producer that lies can have us point there
+    }
+    slot = nullptr;
+    views[k] = {};
+    ++extensions_dropped;
+  }
+}
 
 ChannelConsumer::ChannelConsumer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
@@ -99,6 +178,8 @@ Result<std::unique_ptr<ChannelConsumer>> ChannelConsumer::Open(
       state.geometry, internal::ReadChannelHeader(*state.header, state.channel->data_size(), name));
   state.producer_pid = state.header->producer_pid;
   state.drop = state.geometry.policy == static_cast<uint32_t>(SlowConsumerPolicy::kDropOldest);
+  state.extension_entries = reinterpret_cast<const internal::ExtensionEntryData*>(
+      state.channel->data() + state.geometry.extensions_offset);
 
   ALKAID_ASSIGN_OR_RAISE(state.registry,
                          Segment::Open(state.name + std::string(internal::kRegistrySuffix),
@@ -239,7 +320,34 @@ struct ChannelConsumer::SlotCopy {
   uint64_t user = 0;
   uint32_t size = 0;  // inline bytes (copied into the message's words)
   uint32_t shape = 0;
+  uint32_t extension = 0;                   // 0: the body is in the channel segment's arena
+  const std::byte* in_extension = nullptr;  // else: where, once checked
 };
+
+// A body in an extension: maps it the first time, then checks the range
+// against the mapping. Off the inlined path: a message in the channel
+// segment's arena never comes here.
+[[gnu::noinline]] Status ChannelConsumer::CheckExtension(Impl& state, uint64_t c, SlotCopy* copy) {
+  const uint64_t arena = copy->offset >> internal::kExtensionShift;
+  const uint64_t local = copy->offset & internal::kExtensionOffsetMask;
+  if (arena == 0 || arena > state.geometry.extension_count) {
+    return Status::Invalid("channel '", state.name, "': message ", c, " names extension ",
+                           copy->extension, " in entry ", arena - 1, ", outside the table of ",
+                           state.geometry.extension_count);
+  }
+  const auto k = static_cast<uint32_t>(arena - 1);
+  if (state.views[k].id != copy->extension) {
+    ALKAID_RETURN_NOT_OK(state.MapExtension(c, k, copy->extension));
+  }
+  const Impl::ExtensionView& view = state.views[k];
+  if (local % 64 != 0 || local > view.size || copy->length > view.size - local) {
+    return Status::Invalid("channel '", state.name, "': message ", c, " names a body of ",
+                           copy->length, " bytes at offset ", local, " of extension ",
+                           copy->extension, ", outside its ", view.size, " bytes");
+  }
+  copy->in_extension = view.base + local;
+  return Status::OK();
+}
 
 // Message c's slot showed its committed sequence `seq` (2c+2): copies it
 // under that sequence (the seqlock reader's half), checks it, and claims it
@@ -258,6 +366,7 @@ struct ChannelConsumer::SlotCopy {
   copy->size = slot->payload_size.load(std::memory_order_relaxed);
   copy->shape = slot->shape.load(std::memory_order_relaxed);
   copy->user = slot->user.load(std::memory_order_relaxed);
+  copy->extension = slot->extension.load(std::memory_order_relaxed);
   const uint32_t size = copy->size;
   if (size <= state.geometry.inline_capacity && size > 0) {
     const auto* words = reinterpret_cast<const std::atomic<uint64_t>*>(slot + 1);
@@ -286,9 +395,14 @@ struct ChannelConsumer::SlotCopy {
     *problem =
         Status::Invalid("channel '", state.name, "': message ", c, " has ", size,
                         " inline bytes, more than the capacity ", state.geometry.inline_capacity);
+  } else if (block != 0 && (descriptor >= state.geometry.block_count || generation == 0)) {
+    *problem = Status::Invalid("channel '", state.name, "': message ", c, " names descriptor ",
+                               descriptor, " of generation ", generation, " (the channel has ",
+                               state.geometry.block_count, " descriptors)");
+  } else if (block != 0 && copy->extension != 0) {
+    *problem = CheckExtension(state, c, copy);
   } else if (block != 0 &&
-             (descriptor >= state.geometry.block_count || generation == 0 ||
-              offset < state.geometry.arena_offset ||
+             (offset < state.geometry.arena_offset ||
               offset > state.geometry.arena_offset + state.geometry.arena_size ||
               (offset - state.geometry.arena_offset) % 64 != 0 ||
               length > state.geometry.arena_offset + state.geometry.arena_size - offset)) {
@@ -349,7 +463,8 @@ inline void ChannelConsumer::SkipLapped(Impl& state, uint64_t c, uint32_t attemp
   }
   if (copy.block != 0) {
     if (body.returns_ != state.returns) body.returns_ = state.returns;
-    body.data_ = {state.channel->data() + copy.offset, static_cast<std::size_t>(copy.length)};
+    body.data_ = {copy.extension == 0 ? state.channel->data() + copy.offset : copy.in_extension,
+                  static_cast<std::size_t>(copy.length)};
     body.descriptor_ = static_cast<uint32_t>(copy.block);
     body.generation_ = static_cast<uint32_t>(copy.block >> 32);
     body.held_ = true;
@@ -389,6 +504,12 @@ Result<bool> ChannelConsumer::TryReceive(ChannelMessage* out) {
       if (state.header->closed.load(std::memory_order_acquire) != 0 &&
           state.header->write_sequence.load(std::memory_order_acquire) <= c) {
         return Status::EndOfStream("channel '", state.name, "' closed after ", c, " messages");
+      }
+      // Looked at when idle only: extensions the producer released (one
+      // load of a line written only when the table changes).
+      if (state.header->extensions_changed.load(std::memory_order_relaxed) !=
+          state.extensions_seen) {
+        state.DropReleasedExtensions();
       }
       // Looked at when idle only (one load of a line nobody writes while we
       // are registered): another process rewrote our registration.
@@ -522,6 +643,8 @@ void ChannelConsumer::Close() {
 }
 
 uint32_t ChannelConsumer::index() const { return impl_->index; }
+uint64_t ChannelConsumer::extensions_mapped() const { return impl_->extensions_mapped; }
+uint64_t ChannelConsumer::extensions_dropped() const { return impl_->extensions_dropped; }
 const std::string& ChannelConsumer::name() const { return impl_->name; }
 
 }  // namespace alkaid::shm

@@ -37,7 +37,10 @@ struct ChannelGeometry {
   uint64_t slots_offset = 0;
   uint64_t shapes_offset = 0;
   uint64_t arena_offset = 0;
-  uint64_t arena_size = 0;
+  uint64_t arena_size = 0;  ///< the initial arena
+  uint32_t extension_count = 0;
+  uint64_t extensions_offset = 0;
+  uint64_t arena_max = 0;   ///< the initial arena plus every extension, at most
   uint64_t total_size = 0;  ///< payload bytes
 };
 

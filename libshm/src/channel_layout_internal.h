@@ -27,7 +27,23 @@ namespace alkaid::shm::internal {
 inline constexpr uint64_t kChannelMagic = 0x314e4148434b4c41ULL;
 inline constexpr uint64_t kRegistryMagic = 0x31474552434b4c41ULL;
 inline constexpr uint64_t kConsumerSegMagic = 0x314e4f43434b4c41ULL;
-inline constexpr uint32_t kChannelLayoutVersion = 1;
+/// 2: the arena grows by extension segments (ExtensionEntryData, the slot's
+/// `extension`).
+inline constexpr uint32_t kChannelLayoutVersion = 2;
+
+/// Entries of a channel's extension table: extension segments mapped at
+/// once, at most (with the channel segment's own, 64 arenas: one bit each
+/// in a word).
+inline constexpr uint32_t kMaxExtensions = 63;
+/// A body's offset (ChannelSlotData::body_offset, a block's offset in the
+/// producer's table) names its arena in the bits from kExtensionShift up: 0
+/// the channel segment's own arena, k + 1 the extension in table entry k;
+/// the bits below are the offset in that arena's segment data (segments are
+/// at most kMaxSegmentSize = 2^40 bytes).
+inline constexpr uint32_t kExtensionShift = 40;
+inline constexpr uint64_t kExtensionOffsetMask = (uint64_t{1} << kExtensionShift) - 1;
+/// The most ChannelOptions::max_arena_bytes may say (a sanity bound).
+inline constexpr uint64_t kMaxArena = uint64_t{1} << 40;
 
 /// Channel header: immutable geometry, then one line per writer role.
 struct alignas(kCacheLineSize) ChannelHeaderData {
@@ -46,13 +62,15 @@ struct alignas(kCacheLineSize) ChannelHeaderData {
   uint32_t shape_count;      ///< entries of the shape table
   uint32_t shape_size;       ///< bytes per shape entry: 64-byte header + inline_capacity
   uint32_t producer_pid;     ///< the producer; consumers check it is alive
-  uint32_t reserved0;
+  uint32_t extension_count;  ///< entries of the extension table (kMaxExtensions)
   uint64_t controls_offset;  ///< from the payload start
   uint64_t slots_offset;
   uint64_t shapes_offset;
-  uint64_t arena_offset;
+  uint64_t arena_offset;  ///< the initial arena, in this segment
   uint64_t arena_size;
-  uint8_t pad0[2 * kCacheLineSize - 96];
+  uint64_t extensions_offset;  ///< the extension table
+  uint64_t arena_max;          ///< the most the arena may grow to, extensions included
+  uint8_t pad0[2 * kCacheLineSize - 112];
 
   // --- line 2: the producer, per publish.
   /// Messages committed. Stored (release) after each slot commit. Read by
@@ -77,9 +95,12 @@ struct alignas(kCacheLineSize) ChannelHeaderData {
   std::atomic<uint64_t> space_target;
   uint8_t pad4[kCacheLineSize - 16];
 
-  // --- line 5: reserved, zero (it held the sideband, a seqlock of four
-  // words nothing used; kept so that the layout does not move).
-  uint8_t reserved5[kCacheLineSize];
+  // --- line 5: the extension table's changes. The producer bumps it
+  // (release) after each entry it fills or empties; a consumer compares it
+  // (acquire) with the value it last saw when it finds no message, and
+  // lets go of the extensions the producer released.
+  std::atomic<uint64_t> extensions_changed;
+  uint8_t pad5[kCacheLineSize - 8];
 };
 ALKAID_SHM_PLAIN_DATA(ChannelHeaderData, 6 * kCacheLineSize);
 
@@ -113,7 +134,10 @@ struct alignas(kCacheLineSize) ChannelSlotData {
   std::atomic<uint32_t> shape;
   /// A word for the layer above (ChannelProducer::Publish's `user`).
   std::atomic<uint64_t> user;
-  uint8_t pad[kCacheLineSize - 48];
+  /// The id of the extension segment holding the body (0: the channel
+  /// segment's arena); body_offset's high bits say which table entry.
+  std::atomic<uint32_t> extension;
+  uint8_t pad[kCacheLineSize - 52];
 };
 ALKAID_SHM_PLAIN_DATA(ChannelSlotData, kCacheLineSize);
 
@@ -125,6 +149,19 @@ struct alignas(kCacheLineSize) ShapeEntryData {
   uint8_t pad[kCacheLineSize - 4];
 };
 ALKAID_SHM_PLAIN_DATA(ShapeEntryData, kCacheLineSize);
+
+/// One entry of the extension table: an extension segment of the arena,
+/// "<channel>.x<id>" (ChannelExtensionName). The producer stores `size`,
+/// then `id` (release) once the segment exists and is complete; it stores
+/// `id` 0 (release) before it removes the name. A consumer that meets a slot
+/// naming an id it has not mapped loads `id` (acquire) and maps the segment.
+struct alignas(kCacheLineSize) ExtensionEntryData {
+  std::atomic<uint32_t> id;  ///< 0: unused
+  uint32_t reserved;
+  std::atomic<uint64_t> size;  ///< bytes of the segment's data
+  uint8_t pad[kCacheLineSize - 16];
+};
+ALKAID_SHM_PLAIN_DATA(ExtensionEntryData, kCacheLineSize);
 
 // --- registry segment ------------------------------------------------------
 

@@ -81,6 +81,10 @@ ChannelProducer::~ChannelProducer() {
   Close();
   ProducerState& state = *impl_;
   state.consumers.RemoveSegments();
+  state.RemoveExtensionNames();
+  // Loans may keep the state; nothing may call whoever granted extensions
+  // any more.
+  state.options.extensions = {};
   (void)Segment::Remove(state.name + std::string(internal::kRegistrySuffix));
   (void)Segment::Remove(state.name);
 }
@@ -152,10 +156,14 @@ Status ChannelProducer::LoanInto(uint64_t length, ChannelLoan* loan) {
 Status ChannelProducer::LoanImpl(uint64_t length, ChannelLoan* into) {
   ProducerState& state = *impl_;
   if (state.closed) return Status::Invalid("channel '", state.name, "' is closed");
-  if (length > state.geometry.arena_size) {
+  if (length > state.geometry.arena_max) {
     return Status::CapacityError("channel '", state.name, "': a block of ", length,
-                                 " bytes does not fit the ", state.geometry.arena_size,
-                                 "-byte arena");
+                                 " bytes exceeds the arena's maximum of ", state.geometry.arena_max,
+                                 " bytes",
+                                 state.geometry.arena_max == state.geometry.arena_size
+                                     ? " (it does not grow)"
+                                     : " (ChannelOptions::max_arena_bytes; a broker topic's "
+                                       "max_segment_bytes)");
   }
   const uint64_t capacity = std::max<uint64_t>(internal::RoundUp(length, 64), 64);
   // A freed block of this size first (the warmest), then returned ones,
@@ -174,7 +182,7 @@ Status ChannelProducer::LoanImpl(uint64_t length, ChannelLoan* into) {
   const internal::Block& b = state.blocks[desc];
   ChannelLoan& loan = *into;
   if (loan.owner_ != impl_) loan.owner_ = impl_;
-  loan.data_ = {state.segment->data() + b.offset, static_cast<std::size_t>(length)};
+  loan.data_ = {state.Address(b.offset), static_cast<std::size_t>(length)};
   loan.offset_ = b.offset;
   loan.descriptor_ = desc;
   loan.generation_ = b.generation;
@@ -270,10 +278,12 @@ Status ChannelProducer::PublishImpl(std::span<const std::byte> payload, ChannelL
     slot->body_offset.store(b.offset, std::memory_order_relaxed);
     slot->body_length.store(body->data_.size(), std::memory_order_relaxed);
     slot->block.store(internal::PackBlock(desc, b.generation), std::memory_order_relaxed);
+    slot->extension.store(state.ArenaId(b.offset), std::memory_order_relaxed);
   } else {
     slot->body_offset.store(0, std::memory_order_relaxed);
     slot->body_length.store(0, std::memory_order_relaxed);
     slot->block.store(0, std::memory_order_relaxed);
+    slot->extension.store(0, std::memory_order_relaxed);
   }
   slot->payload_size.store(static_cast<uint32_t>(payload.size()), std::memory_order_relaxed);
   slot->shape.store(shape, std::memory_order_relaxed);
@@ -341,7 +351,10 @@ void ChannelProducer::Poll() {
     state.consumers.ReapDead(state.blocks);
   }
   state.consumers.DrainAllReturns(state.blocks);
+  state.ReleaseIdleExtensions(/*force=*/false);
 }
+
+void ChannelProducer::ReleaseIdleExtensions() { impl_->ReleaseIdleExtensions(/*force=*/false); }
 
 uint64_t ChannelProducer::AcceptConsumers() {
   return impl_->consumers.PollRegistryAccepting(impl_->blocks, impl_->ring);
@@ -370,6 +383,8 @@ ChannelStats ChannelProducer::stats() const {
   s.consumers_reclaimed = counts.consumers_reclaimed;
   s.blocks_live = state.blocks.blocks_live();
   s.arena_bytes_free = state.blocks.free_bytes();
+  s.arena_bytes = state.arena_bytes;
+  for (const auto& e : state.extensions) s.extensions += e.id != 0 ? 1 : 0;
   return s;
 }
 

@@ -5,11 +5,13 @@
 // every ChannelBlock that holds a body it received. Push is called from any
 // thread of the consumer's process; the rest is immutable after Open.
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "alkaid/shm/channel.h"
 #include "alkaid/shm/segment.h"
@@ -34,6 +36,12 @@ struct ChannelBlock::Returns {
   internal::RegistryHeaderData* reg_header = nullptr;
   std::atomic<uint64_t> reserve{0};     // next queue position to fill (process-local)
   std::atomic<uint64_t> read_guess{0};  // the producer's returns_read, as last seen
+  // The extensions of the producer's arena this process mapped, by table
+  // entry, and those it let go of (their pages dropped: Segment::DropPages),
+  // kept, like the channel, as long as a block may point into them. The
+  // consumer thread alone changes them.
+  std::array<std::shared_ptr<Segment>, internal::kMaxExtensions> extensions;
+  std::vector<std::shared_ptr<Segment>> retired;
 
   Returns() = default;
   Returns(const Returns&) = delete;

@@ -24,6 +24,15 @@ void FreeRanges::Add(uint64_t offset, uint64_t size) {
   by_size_.emplace(size, offset);
 }
 
+bool FreeRanges::TakeExact(uint64_t offset, uint64_t size) {
+  auto node = by_offset_.find(offset);
+  if (node == by_offset_.end() || node->second != size) return false;
+  by_size_.erase({size, offset});
+  by_offset_.erase(node);
+  free_bytes_ -= size;
+  return true;
+}
+
 std::optional<uint64_t> FreeRanges::Take(uint64_t size) {
   auto it = by_size_.lower_bound({size, 0});
   if (it == by_size_.end()) return std::nullopt;

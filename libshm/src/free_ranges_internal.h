@@ -23,6 +23,10 @@ class FreeRanges {
   /// nullopt if none does.
   std::optional<uint64_t> Take(uint64_t size);
 
+  /// Takes exactly the free range [offset, offset + size) (as it was
+  /// added: whole, not merged with a neighbour); false if it is not free.
+  bool TakeExact(uint64_t offset, uint64_t size);
+
   uint64_t free_bytes() const { return free_bytes_; }
   /// Size of the largest free range (0 if none).
   uint64_t largest() const { return by_size_.empty() ? 0 : by_size_.rbegin()->first; }

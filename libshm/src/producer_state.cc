@@ -7,6 +7,7 @@
 #include <thread>
 #include <utility>
 
+#include "channel_internal.h"
 #include "wait_internal.h"
 
 namespace alkaid::shm::internal {
@@ -26,6 +27,9 @@ ProducerState::ProducerState(const ChannelOptions& options_in, std::string name_
       blocks(geometry.block_count, geometry.arena_offset, geometry.arena_size),
       consumers(geometry, name, options, segment->data(), registry->data()) {
   ring.slot_block.assign(geometry.slot_count, kNoBlock);
+  arena_base[0] = segment->data();
+  arena_bytes = geometry.arena_size;
+  next_idle_check = Clock::now();
   released_next = std::make_unique<std::atomic<uint32_t>[]>(geometry.block_count);
   released_generation = std::make_unique<std::atomic<uint32_t>[]>(geometry.block_count);
 }
@@ -45,9 +49,123 @@ void ProducerState::CollectSpace() {
   }
 }
 
+Status ProducerState::Grow(uint64_t length, uint64_t capacity) {
+  uint32_t k = 0;
+  while (k < geometry.extension_count && extensions[k].id != 0) ++k;
+  const uint64_t room = geometry.arena_max - arena_bytes;
+  if (capacity > room) {
+    return Status::CapacityError("channel '", name, "': a block of ", length,
+                                 " bytes does not fit; the arena has grown to ", arena_bytes,
+                                 " bytes of its maximum of ", geometry.arena_max,
+                                 " (ChannelOptions::max_arena_bytes)");
+  }
+  if (k == geometry.extension_count) {
+    return Status::CapacityError("channel '", name, "': a block of ", length,
+                                 " bytes does not fit, and all ", geometry.extension_count,
+                                 " extensions of the arena are in use");
+  }
+  constexpr uint64_t kMaxStep = uint64_t{64} << 20;
+  const uint64_t bytes =
+      std::min(room, std::max(RoundUp(capacity, 4096), std::min(arena_bytes, kMaxStep)));
+  const uint32_t id = next_extension_id;
+  next_extension_id = next_extension_id == UINT32_MAX ? 1 : next_extension_id + 1;
+  const std::string ext_name = ChannelExtensionName(name, id);
+  if (options.extensions.acquire) {
+    auto granted = options.extensions.acquire(id, bytes);
+    if (!granted.ok()) {
+      return granted.status().WithContext("channel '" + name + "': extension of " +
+                                          std::to_string(bytes) + " bytes for a block of " +
+                                          std::to_string(length));
+    }
+    if (*granted != ext_name) {
+      if (options.extensions.release) options.extensions.release(id, bytes);
+      return Status::Invalid("channel '", name, "': extension ", id, " was granted as '", *granted,
+                             "', not '", ext_name, "'");
+    }
+  }
+  auto created = Segment::Create(ext_name, bytes, SegmentKind::kChannelExtension, options.segment);
+  if (!created.ok()) {
+    if (options.extensions.release) options.extensions.release(id, bytes);
+    return created.status().WithContext("channel '" + name + "': extension of " +
+                                        std::to_string(bytes) + " bytes for a block of " +
+                                        std::to_string(length));
+  }
+  Extension& e = extensions[k];
+  e.id = id;
+  e.size = bytes;
+  e.segment = std::move(*created);
+  e.idle = false;
+  auto* entry =
+      reinterpret_cast<ExtensionEntryData*>(segment->data() + geometry.extensions_offset) + k;
+  entry->size.store(bytes, std::memory_order_relaxed);
+  // Release: the segment exists and the size is stored before a consumer
+  // sees the id (partner of its acquire load when it maps the extension).
+  entry->id.store(id, std::memory_order_release);
+  header->extensions_changed.fetch_add(1, std::memory_order_release);
+  arena_base[k + 1] = e.segment->data();
+  arena_id[k + 1] = id;
+  blocks.AddRange(uint64_t{k + 1} << kExtensionShift, bytes);
+  arena_bytes += bytes;
+  ++stats.extensions_added;
+  return Status::OK();
+}
+
+void ProducerState::ReleaseExtension(uint32_t k) {
+  Extension& e = extensions[k];
+  if (e.id == 0 || !blocks.RemoveRange(uint64_t{k + 1} << kExtensionShift, e.size)) return;
+  auto* entry =
+      reinterpret_cast<ExtensionEntryData*>(segment->data() + geometry.extensions_offset) + k;
+  // Release: partner of the consumers' acquire load of extensions_changed,
+  // after which they let go of their mappings.
+  entry->id.store(0, std::memory_order_release);
+  entry->size.store(0, std::memory_order_relaxed);
+  header->extensions_changed.fetch_add(1, std::memory_order_release);
+  (void)Segment::Remove(ChannelExtensionName(name, e.id));
+  if (options.extensions.release) options.extensions.release(e.id, e.size);
+  arena_bytes -= e.size;
+  arena_base[k + 1] = nullptr;
+  arena_id[k + 1] = 0;
+  e = Extension{};
+  ++stats.extensions_released;
+}
+
+void ProducerState::ReleaseIdleExtensions(bool force) {
+  if (stats.extensions_added == stats.extensions_released) return;  // none
+  const auto now = Clock::now();
+  if (!force && now < next_idle_check) return;
+  next_idle_check =
+      now + std::max<Clock::duration>(options.extension_idle / 4, std::chrono::milliseconds(1));
+  uint64_t in_use = 0;  // bit a: arena a has a block in use
+  // The ring's references on messages every consumer passed go first: a
+  // message read by all holds its extension no longer.
+  CollectSpace();
+  blocks.ForEachInUse(
+      [&](uint64_t offset) { in_use |= uint64_t{1} << (offset >> kExtensionShift); });
+  for (uint32_t k = 0; k < geometry.extension_count; ++k) {
+    Extension& e = extensions[k];
+    if (e.id == 0) continue;
+    if (((in_use >> (k + 1)) & 1) != 0) {
+      e.idle = false;
+    } else if (force || (e.idle && now - e.idle_since >= options.extension_idle)) {
+      ReleaseExtension(k);
+    } else if (!e.idle) {
+      e.idle = true;
+      e.idle_since = now;
+    }
+  }
+}
+
+void ProducerState::RemoveExtensionNames() {
+  for (Extension& e : extensions) {
+    if (e.id != 0) (void)Segment::Remove(ChannelExtensionName(name, e.id));
+  }
+}
+
 Result<uint32_t> ProducerState::WaitForSpace(uint64_t length, uint64_t capacity) {
   const auto deadline = DeadlineAfter(options.space_timeout);
   auto pause = std::chrono::microseconds(20);
+  Status grown;  // the growth's error, if it failed
+  bool tried_growing = false;
   while (true) {
     CollectSpace();
     uint32_t desc = blocks.TryTake(capacity);
@@ -60,6 +178,25 @@ Result<uint32_t> ProducerState::WaitForSpace(uint64_t length, uint64_t capacity)
     CollectSpace();
     desc = blocks.TryTake(capacity);
     if (desc != kNoBlock) return desc;
+    // Then a new extension, if descriptors are what is left (more space
+    // would not help otherwise); once per wait.
+    if (!tried_growing && geometry.extension_count > 0 && blocks.has_free_descriptor()) {
+      tried_growing = true;
+      grown = Grow(length, capacity);
+      if (!grown.ok() && grown.code() == StatusCode::kCapacityError) {
+        // Extensions nobody uses make room for one that fits.
+        ReleaseIdleExtensions(/*force=*/true);
+        grown = Grow(length, capacity);
+      }
+      if (grown.ok()) {
+        desc = blocks.TryTake(capacity);
+        if (desc != kNoBlock) return desc;
+      }
+      // A block larger than every arena waits for nothing.
+      uint64_t largest = geometry.arena_size;
+      for (const Extension& e : extensions) largest = std::max(largest, e.size);
+      if (!grown.ok() && capacity > largest) return grown;
+    }
     if (options.stop.stop_requested()) {
       return Status::Cancelled("channel '", name, "': the wait for space for a ", length,
                                "-byte block was cancelled (", blocks.free_range_bytes(),
@@ -79,7 +216,8 @@ Result<uint32_t> ProducerState::WaitForSpace(uint64_t length, uint64_t capacity)
           std::chrono::duration_cast<std::chrono::milliseconds>(options.space_timeout).count(),
           " ms (", blocks.free_range_bytes(), " bytes free in pieces of at most ",
           blocks.largest_free_range(), ", ", blocks.blocks_live(), " blocks live",
-          holders.empty() ? "" : "; " + holders, ")");
+          holders.empty() ? "" : "; " + holders,
+          grown.ok() ? std::string() : "; the arena could not grow: " + grown.message(), ")");
     }
     // Consumers return blocks without telling us: look again shortly.
     std::this_thread::sleep_for(pause);

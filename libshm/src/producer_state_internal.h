@@ -7,6 +7,7 @@
 // Every member and call is for the producer thread, except the stack of
 // dropped loans (PushReleased: any thread).
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -41,12 +42,53 @@ struct ProducerState {
   RingState ring;
   uint32_t shapes_used = 0;
   bool closed = false;
-  ChannelStats stats;  // published and dropped; the rest is counted where it happens
+  ChannelStats stats;  // published, dropped, extensions; the rest is counted where it happens
+
+  // --- the arena's extensions ------------------------------------------------
+  // Arena a of a block's offset (offset >> kExtensionShift): 0 the channel
+  // segment's, k + 1 extension table entry k. Where each starts in our
+  // mapping, and the id a slot names it by (0 for the channel segment's).
+  std::array<std::byte*, kMaxExtensions + 1> arena_base{};
+  std::array<uint32_t, kMaxExtensions + 1> arena_id{};
+  struct Extension {
+    uint32_t id = 0;  // 0: entry unused
+    uint64_t size = 0;
+    std::shared_ptr<Segment> segment;
+    bool idle = false;  // no block in use at the last look, since idle_since
+    std::chrono::steady_clock::time_point idle_since;
+  };
+  std::array<Extension, kMaxExtensions> extensions;
+  uint64_t arena_bytes = 0;  // the initial arena and every extension
+  uint32_t next_extension_id = 1;
+  std::chrono::steady_clock::time_point next_idle_check;
 
   ChannelSlotData* Slot(uint64_t sequence) const {
     return reinterpret_cast<ChannelSlotData*>(segment->data() + geometry.slots_offset +
                                               (sequence & geometry.mask) * geometry.slot_size);
   }
+
+  /// Where the block at `offset` (a block table offset) is in our mapping.
+  std::byte* Address(uint64_t offset) const {
+    return arena_base[offset >> kExtensionShift] + (offset & kExtensionOffsetMask);
+  }
+  /// The extension id a slot names for the block at `offset` (0: none).
+  uint32_t ArenaId(uint64_t offset) const { return arena_id[offset >> kExtensionShift]; }
+
+  /// Adds an extension that can hold a block of `capacity` bytes: twice
+  /// the arena's bytes (at most 64 MiB), or `capacity` if larger, within
+  /// geometry.arena_max. CapacityError if the maximum or the table leaves
+  /// no room, acquire's error, or Segment::Create's (OutOfMemory for a full
+  /// /dev/shm); nothing is left behind on failure.
+  Status Grow(uint64_t length, uint64_t capacity);
+  /// Releases the extensions no block used for options.extension_idle
+  /// (every one not in use now, if `force`). Looks at most every
+  /// extension_idle / 4 unless forced.
+  void ReleaseIdleExtensions(bool force);
+  /// Releases extension entry `k` if no block in it is in use: its range
+  /// leaves the free space, its entry is emptied, its name removed.
+  void ReleaseExtension(uint32_t k);
+  /// Removes every extension's name (the producer is going away).
+  void RemoveExtensionNames();
 
   void PollRegistry() { consumers.PollRegistry(blocks, ring); }
 
@@ -57,8 +99,10 @@ struct ProducerState {
   void CollectSpace();
 
   /// Loan's slow path, when no block of `capacity` bytes came at once:
-  /// collects space, flushes the size classes, reaps dead consumers,
-  /// sleeping 20 µs-1 ms between attempts up to options.space_timeout.
+  /// collects space, flushes the size classes, reaps dead consumers, grows
+  /// the arena (Grow; once), sleeping 20 µs-1 ms between attempts up to
+  /// options.space_timeout. A block no arena can hold fails at once with
+  /// Grow's error.
   /// The descriptor taken (not lent yet), or TimedOut / Cancelled naming
   /// who holds the arena.
   Result<uint32_t> WaitForSpace(uint64_t length, uint64_t capacity);

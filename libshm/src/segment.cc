@@ -38,6 +38,8 @@ std::string_view SegmentKindName(SegmentKind kind) {
       return "channel registry";
     case SegmentKind::kChannelConsumer:
       return "channel consumer";
+    case SegmentKind::kChannelExtension:
+      return "channel extension";
   }
   return "unknown";
 }
@@ -194,6 +196,16 @@ Segment::Segment(std::string name, SegmentKind kind, std::unique_ptr<Mapping> ma
 }
 
 Segment::~Segment() = default;
+
+Status Segment::DropPages() {
+  void* base = mapping_->region.get_address();
+  void* at = ::mmap(base, mapped_size_, PROT_READ, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (at == MAP_FAILED) {
+    return Status::IOError("segment '", name_, "': replacing its pages: ", ErrnoMessage(errno));
+  }
+  read_only_ = true;
+  return Status::OK();
+}
 
 uint64_t Segment::TotalSizeFor(uint64_t data_size) { return kSegmentDataOffset + data_size; }
 

@@ -80,7 +80,10 @@ format::SchemaPtr StressSchema() {
 client::TopicOptions StressTopic() {
   client::TopicOptions t;
   t.ring_slots = 256;
-  t.segment_bytes = 16 << 20;
+  // A 4 KiB arena that grows (up to 16 MiB) as messages are in flight:
+  // producers are killed while they add extensions too.
+  t.segment_bytes = 4096;
+  t.max_segment_bytes = 16 << 20;
   t.policy = shm::SlowConsumerPolicy::kBlockProducer;
   return t;
 }

@@ -202,7 +202,9 @@ TEST(ProducerCancelTest, AStopEndsALoanWaitingForSpaceWithCancelled) {
   BrokerProcess broker;
   ASSERT_TRUE(broker.Start());
   std::stop_source source;
-  ProducerOptions options = Patient(broker, source.get_token(), TopicWithArena(1 << 20));
+  TopicOptions fixed = TopicWithArena(1 << 20);
+  fixed.max_segment_bytes = 1 << 20;  // an arena that does not grow: the loan waits
+  ProducerOptions options = Patient(broker, source.get_token(), fixed);
   options.wait_for_consumers = 0ms;
   ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("t", Schema(), options));
   ConsumerOptions consumer_options = ConsumerOn(broker);

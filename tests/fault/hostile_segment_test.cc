@@ -149,6 +149,7 @@ TEST(HostileSegmentAttachTest, AChannelThatCannotBeAttachedIsAnErrorNotAnEnd) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, HostileSegmentTest,
                          ::testing::Values("slot-payload-size", "slot-no-body", "slot-body-offset",
+                                           "slot-extension-missing", "slot-extension-entry",
                                            "slot-body-length", "slot-shape", "user-kind",
                                            "user-body-length", "user-metadata-in-region",
                                            "region-metadata-outside", "region-metadata-in-body",

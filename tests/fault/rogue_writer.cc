@@ -79,6 +79,15 @@ int main(int argc, char** argv) {
     slot->body_length.store(uint64_t{1} << 62);
   } else if (what == "slot-body-length") {
     slot->body_length.store(slot->body_length.load() + (uint64_t{1} << 33));
+  } else if (what == "slot-extension-missing") {
+    // The body said to lie in an extension of the arena that the channel's
+    // extension table does not hold (entry 0, an id never granted).
+    slot->extension.store(123456789u);
+    slot->body_offset.store(uint64_t{1} << alkaid::shm::internal::kExtensionShift);
+  } else if (what == "slot-extension-entry") {
+    // An extension entry far outside the table.
+    slot->extension.store(1);
+    slot->body_offset.store(uint64_t{200} << alkaid::shm::internal::kExtensionShift);
   } else if (what == "slot-shape") {
     slot->shape.store(0xFFFFu);
   } else if (what == "user-kind") {

@@ -83,6 +83,8 @@ int PrintTopicsJson(const client::BrokerStatus& stats,
                     {"held", t.held},
                     {"ring_slots", t.ring_slots},
                     {"segment_bytes", t.segment_bytes},
+                    {"max_segment_bytes", t.max_segment_bytes},
+                    {"shm_bytes", t.shm_bytes},
                     {"policy", PolicyName(t.policy)},
                     {"kind", client::TopicKindName(t.kind)}});
   }

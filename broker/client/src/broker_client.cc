@@ -44,6 +44,7 @@ Result<std::vector<TopicStatus>> BrokerClient::ListTopics() {
     if (schema.ok()) status.schema = *schema;
     status.ring_slots = t.config.ring_slots;
     status.segment_bytes = t.config.segment_bytes;
+    status.max_segment_bytes = t.config.max_segment_bytes;
     status.policy = t.config.policy == p::Policy::kDropOldest
                         ? shm::SlowConsumerPolicy::kDropOldest
                         : shm::SlowConsumerPolicy::kBlockProducer;
@@ -55,6 +56,7 @@ Result<std::vector<TopicStatus>> BrokerClient::ListTopics() {
     status.depth = t.depth;
     status.drops = t.drops;
     status.held = t.held;
+    status.shm_bytes = t.shm_bytes;
     out.push_back(std::move(status));
   }
   return out;

@@ -146,6 +146,7 @@ p::TopicConfig MakeTopicConfig(const std::string& topic, std::vector<uint8_t> sc
   config.kind = ToProtocol(options.kind);
   config.ring_slots = options.ring_slots;
   config.segment_bytes = options.segment_bytes;
+  config.max_segment_bytes = options.max_segment_bytes;
   config.policy = options.policy == shm::SlowConsumerPolicy::kDropOldest
                       ? p::Policy::kDropOldest
                       : p::Policy::kBlockProducer;

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <map>
+#include <mutex>
 #include <set>
 #include <stop_token>
 #include <thread>
@@ -58,6 +59,9 @@ struct internal::ProducerImpl {
   format::SchemaPtr schema;
   ProducerOptions options;
   std::unique_ptr<internal::BrokerConnection> connection;
+  // Guards `connection` once the watchdog runs: the watchdog reads events
+  // and reports; the producer thread asks for extensions of its arena.
+  std::mutex connection_mutex;
   uint64_t producer_id = 0;
   // The channel's name (the broker calls it the topic's ring), and the
   // body segment name the broker also assigns (unused: the channel holds
@@ -120,6 +124,46 @@ struct internal::ProducerImpl {
     dead_detached.store(counters.consumers_reclaimed, std::memory_order_relaxed);
     blocks_live.store(counters.blocks_live, std::memory_order_relaxed);
     arena_bytes_free.store(counters.arena_bytes_free, std::memory_order_relaxed);
+    // Extensions of the arena nothing used for a while go back (a producer
+    // that publishes may never Poll).
+    channel->ReleaseIdleExtensions();
+  }
+
+  // Producer thread, inside a loan (shm::ChannelExtensions::acquire): asks
+  // the broker for extension `id` of the arena; its refusal (its limit, the
+  // topic's maximum) fails the loan. While the broker is away, data keeps
+  // flowing: the extension is made under the name the broker would give
+  // (ChannelExtensionName), uncounted; a restarted broker sweeps it by the
+  // channel's table or by its prefix if we die.
+  Result<std::string> AcquireExtension(uint32_t id, uint64_t bytes) {
+    std::lock_guard<std::mutex> lock(connection_mutex);
+    if (broker_lost || connection->lost()) return shm::ChannelExtensionName(ring_name, id);
+    p::Request request;
+    request.type = p::RequestType::kAddExtension;
+    request.target_id = producer_id;
+    request.extension_id = id;
+    request.bytes = bytes;
+    auto reply = connection->Call(std::move(request), kReconnectCallTimeout);
+    if (!reply.ok()) {
+      if (connection->lost()) {
+        broker_lost = true;  // the watchdog re-registers
+        return shm::ChannelExtensionName(ring_name, id);
+      }
+      return reply.status();
+    }
+    return reply->extension_name;
+  }
+
+  // Producer thread (shm::ChannelExtensions::release): extension `id` is
+  // gone; the broker stops counting it.
+  void ReleaseExtension(uint32_t id) {
+    std::lock_guard<std::mutex> lock(connection_mutex);
+    if (broker_lost || connection->lost()) return;
+    p::Request request;
+    request.type = p::RequestType::kReleaseExtension;
+    request.target_id = producer_id;
+    request.extension_id = id;
+    (void)connection->Send(std::move(request));
   }
 
   void ReportStats() {
@@ -176,21 +220,36 @@ struct internal::ProducerImpl {
     auto next_stats = Clock::now() + kStatsInterval;
     while (!stop.load(std::memory_order_acquire)) {
       if (!broker_lost) {
-        auto event = connection->NextEvent(std::chrono::milliseconds(50));
-        if (!event.ok()) {
-          broker_lost = true;  // data keeps flowing; only the control plane is gone
+        // The connection is shared with the producer thread (extensions):
+        // events are read under the lock without waiting, the wait for
+        // more is outside it.
+        int fd = -1;
+        {
+          std::lock_guard<std::mutex> lock(connection_mutex);
+          auto event = connection->NextEvent(std::chrono::milliseconds(0));
+          if (!event.ok()) {
+            broker_lost = true;  // data keeps flowing; only the control plane is gone
+          } else if (!event->has_value()) {
+            fd = connection->fd();
+          }
+        }
+        if (fd >= 0) {
+          pollfd pfd{fd, POLLIN, 0};
+          (void)::poll(&pfd, 1, 50);
         }
         // A consumer gone (ConsumerGone) is reclaimed by the channel on the
         // producer thread: when it needs room or space, and in Poll.
       } else {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
         if (!reregistration_refused && Clock::now() >= next_reconnect) {
+          std::lock_guard<std::mutex> lock(connection_mutex);
           TryReregister();
           next_reconnect = Clock::now() + kReconnectInterval;
         }
       }
       const auto now = Clock::now();
       if (!broker_lost && now >= next_stats) {
+        std::lock_guard<std::mutex> lock(connection_mutex);
         ReportStats();
         next_stats = now + kStatsInterval;
       }
@@ -314,6 +373,15 @@ Result<std::unique_ptr<internal::ProducerImpl>> OpenProducer(const std::string& 
     }
     channel_options.segment.huge_pages = options.huge_pages;
     channel_options.arena_bytes = reply.config.segment_bytes;
+    // A broker that predates growing arenas sends no maximum: no growth.
+    channel_options.max_arena_bytes = reply.config.max_segment_bytes;
+    internal::ProducerImpl* self = impl.get();
+    channel_options.extensions.acquire = [self](uint32_t id, uint64_t bytes) {
+      return self->AcquireExtension(id, bytes);
+    };
+    channel_options.extensions.release = [self](uint32_t id, uint64_t /*bytes*/) {
+      self->ReleaseExtension(id);
+    };
     channel_options.slot_count = reply.config.ring_slots;
     channel_options.policy = reply.config.policy == p::Policy::kDropOldest
                                  ? shm::SlowConsumerPolicy::kDropOldest

@@ -34,6 +34,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <stop_token>
@@ -54,6 +55,23 @@ struct ChannelSlotData;
 struct ProducerState;
 }  // namespace internal
 
+/// Where a channel's producer asks before it grows its arena by an
+/// extension segment, and says when it let one go. Both are called on the
+/// producer thread, inside a Loan (acquire) or a Loan or Poll (release).
+struct ChannelExtensions {
+  /// Before extension `id` (1, 2, ... never reused by a channel) of `bytes`
+  /// bytes is created, under name ChannelExtensionName(channel, id): returns
+  /// that name if the extension may be created (the broker names it and
+  /// counts it), or the error the loan fails with. Empty: always allowed.
+  std::function<Result<std::string>(uint32_t id, uint64_t bytes)> acquire;
+  /// After an extension acquired was released and its name removed, or
+  /// could not be created after all. Empty: nobody to tell.
+  std::function<void(uint32_t id, uint64_t bytes)> release;
+};
+
+/// The name of extension `id` of channel `channel`: "<channel>.x<id>".
+ALKAID_EXPORT std::string ChannelExtensionName(std::string_view channel, uint32_t id);
+
 /// Options for ChannelProducer::Create().
 struct ChannelOptions {
   /// Slots; a power of two, at least 2. Default 1024.
@@ -71,10 +89,25 @@ struct ChannelOptions {
   /// kBlockProducer: once full, wait until the slowest consumer freed this
   /// many slots (0: slot_count / 8), so that the two sides work in batches.
   uint32_t resume_slots = 0;
-  /// Bytes of the arena that holds bodies. Default 64 MiB.
-  uint64_t arena_bytes = uint64_t{64} << 20;
+  /// Bytes of the initial arena, in the channel segment. 0 (default): 1 KiB
+  /// per slot, between 256 KiB and 16 MiB (1 MiB for 1024 slots).
+  uint64_t arena_bytes = 0;
+  /// The most the arena may grow to, the initial arena included: a loan
+  /// that does not fit adds an extension segment (ChannelExtensions) of
+  /// twice the bytes the arena has, or of the loan's size if larger, up to
+  /// this. A value at most the initial arena's: no extensions. Default
+  /// 2 GiB.
+  uint64_t max_arena_bytes = uint64_t{2} << 30;
+  /// An extension in which no block was loaned, published or held for this
+  /// long is released (its name removed) by Poll() or a Loan that looks for
+  /// space. Default 1 s.
+  std::chrono::milliseconds extension_idle{1000};
+  /// Asked before each extension is created, told after each is released
+  /// (a broker counts them against its limit). Default: none.
+  ChannelExtensions extensions;
   /// Most blocks alive at once (descriptor table size); 0: one per 4 KiB of
-  /// arena, between 256 and 65536. At most 2^24.
+  /// initial arena or two per slot, whichever is more, between 256 and
+  /// 65536. At most 2^24.
   uint32_t max_blocks = 0;
   /// Shape table entries (ChannelProducer::AddShape), at most 1024.
   /// Default 16.
@@ -110,8 +143,12 @@ struct ChannelStats {
   uint64_t published = 0;
   uint64_t blocks_live = 0;       ///< blocks loaned, in flight or held
   uint64_t arena_bytes_free = 0;  ///< arena bytes in no block
-  uint64_t returns = 0;           ///< returns drained from consumer queues
-  uint64_t bogus_returns = 0;     ///< returns naming no block the consumer held
+  uint64_t arena_bytes = 0;       ///< the arena's bytes now: the initial arena and every extension
+  uint64_t extensions = 0;        ///< extension segments now
+  uint64_t extensions_added = 0;  ///< extension segments created so far
+  uint64_t extensions_released = 0;  ///< ...and released (no block used them for extension_idle)
+  uint64_t returns = 0;              ///< returns drained from consumer queues
+  uint64_t bogus_returns = 0;        ///< returns naming no block the consumer held
   uint64_t consumers_accepted = 0;
   uint64_t consumers_finished = 0;   ///< closed, and returned everything
   uint64_t consumers_reclaimed = 0;  ///< died; what they held released
@@ -150,8 +187,9 @@ class ALKAID_EXPORT ChannelLoan {
   /// The block's bytes: `length` asked for, writable; 64-byte aligned.
   std::span<std::byte> data() const { return data_; }
   bool valid() const { return held_; }
-  /// Offset of data() from the start of the channel segment's data, as
-  /// consumers see it (ChannelMessage::body_offset()).
+  /// Where data() lies, as consumers see it (ChannelMessage::body_offset()):
+  /// the offset from the start of its arena's segment data, and in the bits
+  /// from 40 up, 0 for the channel segment or 1 + the extension's entry.
   uint64_t offset() const { return offset_; }
   /// Name of the channel the loan is of (empty for a loan that never was).
   const std::string& channel_name() const;
@@ -187,11 +225,16 @@ class ALKAID_EXPORT ChannelProducer {
   static Result<std::unique_ptr<ChannelProducer>> Create(std::string_view name,
                                                          const ChannelOptions& options = {});
 
-  /// Lends a block of `length` bytes (0 allowed) of the arena. Waits up to
-  /// space_timeout for space, draining consumers' returns and releasing
-  /// what dead consumers held: TimedOut naming who holds the arena.
-  /// CapacityError if `length` exceeds the arena. Allocates no heap memory
-  /// when a block of the same size was freed before.
+  /// Lends a block of `length` bytes (0 allowed) of the arena. When no
+  /// space is free, drains consumers' returns, then grows the arena by an
+  /// extension (up to max_arena_bytes; ChannelExtensions::acquire must
+  /// agree), else waits up to space_timeout for space, releasing what dead
+  /// consumers held: TimedOut naming who holds the arena. CapacityError if
+  /// `length` exceeds max_arena_bytes (both named). A block no arena could
+  /// hold whose extension cannot be made fails with that error (OutOfMemory
+  /// for a full /dev/shm, or acquire's); the producer carries on with the
+  /// arena it has. Allocates no heap memory when a block of the same size
+  /// was freed before.
   Result<ChannelLoan> Loan(uint64_t length);
   /// As Loan, into `loan`, which first lets go of the block it held. For a
   /// publish loop that reuses one loan object: such an object keeps its
@@ -228,6 +271,12 @@ class ALKAID_EXPORT ChannelProducer {
   /// idle producer so that consumers opened with from_oldest see what the
   /// channel holds, and space held by finished consumers comes back.
   void Poll();
+
+  /// Releases the extensions of the arena no block used for
+  /// extension_idle (Poll does it too): for a producer that publishes but
+  /// never polls. Looks at most every extension_idle / 4; nothing to do
+  /// (one comparison) while the arena has no extension.
+  void ReleaseIdleExtensions();
 
   /// Accepts the consumers that registered since the last look (one load
   /// of a shared word when none did): each receives from the next message
@@ -328,7 +377,9 @@ class ALKAID_EXPORT ChannelMessage {
   /// The body (empty for a message without body).
   std::span<const std::byte> body() const { return body_.data(); }
   bool has_body() const { return body_.valid(); }
-  /// Offset of body() from the start of the channel segment's data.
+  /// Where body() lies (ChannelLoan::offset()): the offset from the start
+  /// of its arena's segment data; the bits from 40 up are 0 for the channel
+  /// segment, 1 + the extension table's entry for an extension.
   uint64_t body_offset() const { return body_offset_; }
   uint64_t user() const { return user_; }
   uint32_t shape() const { return shape_; }
@@ -377,8 +428,10 @@ class ALKAID_EXPORT ChannelConsumer {
   /// Receives the next message into `out` if one is committed (returning
   /// the body `out` held). False if none yet; EndOfStream once the producer
   /// closed and everything was read; Invalid for a slot that names a body
-  /// outside the arena (the message is skipped); IOError if the producer
-  /// died.
+  /// outside the arena, or an extension that is not there or outside it
+  /// (the message is skipped); IOError if the producer died. The first
+  /// message in an extension maps it (read-only, once); when it finds no
+  /// message, the consumer lets go of the extensions the producer released.
   Result<bool> TryReceive(ChannelMessage* out);
 
   /// As TryReceive, waiting per WaitMode up to `timeout` (TimedOut).
@@ -405,6 +458,11 @@ class ALKAID_EXPORT ChannelConsumer {
   /// producer saw this consumer's cursor move (the block is returned).
   uint64_t torn_reads() const { return torn_reads_; }
   uint64_t late_laps() const { return late_laps_; }
+  /// Extension segments of the producer's arena this consumer mapped so far
+  /// (each once, when a message first named it), and let go of since (the
+  /// producer released them).
+  uint64_t extensions_mapped() const;
+  uint64_t extensions_dropped() const;
   const std::string& name() const;
 
   struct Impl;
@@ -419,6 +477,7 @@ class ALKAID_EXPORT ChannelConsumer {
                 ChannelMessage* out, SlotCopy* copy, Status* problem);
   void SkipLapped(Impl& state, uint64_t c, uint32_t attempt, uint64_t* write_at_first_lap);
   void Deliver(Impl& state, uint64_t c, const SlotCopy& copy, ChannelMessage* out);
+  static Status CheckExtension(Impl& state, uint64_t c, SlotCopy* copy);
 
   std::unique_ptr<Impl> impl_;
   uint64_t cursor_ = 0;

@@ -30,10 +30,11 @@ namespace alkaid::shm {
 /// consumer's. Values 2 and 3 belonged to two removed segment kinds and are
 /// not reused.
 enum class SegmentKind : uint32_t {
-  kRaw = 1,              ///< data laid out by the caller
-  kChannel = 4,          ///< a channel's slots and arena, written by its producer (channel.h)
-  kChannelRegistry = 5,  ///< a channel's consumer registrations (channel.h)
-  kChannelConsumer = 6,  ///< one channel consumer's cursor and returns (channel.h)
+  kRaw = 1,               ///< data laid out by the caller
+  kChannel = 4,           ///< a channel's slots and arena, written by its producer (channel.h)
+  kChannelRegistry = 5,   ///< a channel's consumer registrations (channel.h)
+  kChannelConsumer = 6,   ///< one channel consumer's cursor and returns (channel.h)
+  kChannelExtension = 7,  ///< an extension of a channel's arena, written by its producer
 };
 
 /// Human-readable name of a kind ("raw", "channel", ...).
@@ -169,6 +170,15 @@ class ALKAID_EXPORT Segment {
   /// True if this process mapped the segment read-only
   /// (SegmentOpenOptions::read_only).
   bool read_only() const { return read_only_; }
+
+  /// Lets go of the object's pages while keeping the address range: the
+  /// mapping is replaced by private zero pages (read-only), so that memory
+  /// the object held is freed once its name is removed and nobody else maps
+  /// it, while a pointer this process still holds into it reads zeros
+  /// instead of faulting. For a reader told by a writer it does not trust
+  /// that nothing points there any more. The range is unmapped when the
+  /// Segment is destroyed. Not thread-safe against data() readers' writes.
+  Status DropPages();
 
  private:
   struct Mapping;

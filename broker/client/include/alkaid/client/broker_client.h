@@ -27,7 +27,8 @@ struct TopicStatus {
   /// so that the reply fits one control frame).
   format::SchemaPtr schema;
   uint32_t ring_slots = 0;
-  uint64_t segment_bytes = 0;
+  uint64_t segment_bytes = 0;      ///< each producer's initial arena
+  uint64_t max_segment_bytes = 0;  ///< what each producer's arena may grow to
   shm::SlowConsumerPolicy policy = shm::SlowConsumerPolicy::kBlockProducer;
   TopicKind kind = TopicKind::kRecordBatch;
   uint32_t producers = 0;
@@ -42,6 +43,9 @@ struct TopicStatus {
   /// summed over the producers, as last reported): batches a consumer still
   /// references, or exported to foreign code that has not released them.
   uint64_t held = 0;
+  /// Shared memory the topic's producers hold now: their channels and the
+  /// extensions of their arenas the broker granted.
+  uint64_t shm_bytes = 0;
 };
 
 /// A topic that does not exist yet but has consumers waiting for it

@@ -35,9 +35,16 @@ struct TopicOptions {
   /// Slots of each producer's channel: a power of two >= 2, or 0 for the broker's
   /// default (1024).
   uint32_t ring_slots = 0;
-  /// Bytes of each producer's arena, or 0 for the broker's default
-  /// (64 MiB). A batch larger than this cannot be published.
+  /// Bytes of each producer's initial arena, or 0 for the broker's default
+  /// (1 MiB). The arena grows by extension segments when a batch does not
+  /// fit (each granted by the broker, within its shm limit), and gives them
+  /// back when they are no longer used.
   uint64_t segment_bytes = 0;
+  /// The most each producer's arena may grow to, initial arena included, or
+  /// 0 for the broker's default (2 GiB, or its shm limit if smaller). A
+  /// batch larger than this cannot be published (CapacityError naming both
+  /// sizes); a value at most segment_bytes: the arena does not grow.
+  uint64_t max_segment_bytes = 0;
   /// What a producer does when a consumer lags every slot behind.
   shm::SlowConsumerPolicy policy = shm::SlowConsumerPolicy::kBlockProducer;
   /// What the messages carry, for BrokerClient::CreateTopic; rows need a
