@@ -350,7 +350,7 @@ TEST_F(BrokerShmLimitTest, AProducerKilledWhileAddingAnExtensionLeavesNoName) {
   ::waitpid(child, &status, 0);
   ASSERT_TRUE(adding) << "the producer never began its extension";
   EXPECT_TRUE(WIFSIGNALED(status)) << "it finished before the kill: " << status;
-  EXPECT_TRUE(testing::WaitNoSegments(broker.name() + ".", 1000));
+  EXPECT_TRUE(testing::WaitNoSegments(broker.name() + "."));
   ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
   EXPECT_TRUE(testing::WaitUntil([&] {
     auto stats = admin->Stats();
