@@ -258,6 +258,8 @@ class BatchTemplate::Reaper {
   // The owner of `im` goes: from now on the reaper sweeps it, if anything
   // of it is pinned now or gets pinned later (PartFreed then calls Watch).
   void Orphan(Impl* im) {
+    // The owner's last sweep: what is already let go needs no reaper thread.
+    im->Sweep(-1);
     std::lock_guard<std::mutex> lock(mutex_);
     // Seq_cst, with PartFreed's push and load: either this sees the graph it
     // pinned, or it sees `orphaned` (both: watched twice, which is harmless).
@@ -382,7 +384,6 @@ Result<std::shared_ptr<BatchTemplate>> BatchTemplate::Make(BatchShape shape) {
     return Status::Invalid("BatchTemplate: ", shape.columns.size(), " columns for a schema of ",
                            shape.schema->num_fields(), " fields");
   }
-  std::vector<uint32_t> depth(shape.nodes.size(), 0);
   std::vector<bool> has_parent(shape.nodes.size(), false);
   for (size_t i = 0; i < shape.nodes.size(); ++i) {
     const BatchShape::Node& n = shape.nodes[i];

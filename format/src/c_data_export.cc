@@ -524,12 +524,15 @@ size_t Aligned(size_t at) {
 }
 
 // Consecutive roots with one owner (the columns of a recycled batch share
-// one count) need one hold between them.
+// one count) need one hold between them: root `i` needs one of its own when
+// it is the first or its owner differs from the one before.
+bool NeedsHold(const ArrayDataPtr* roots, size_t i) {
+  return i == 0 || roots[i].owner_before(roots[i - 1]) || roots[i - 1].owner_before(roots[i]);
+}
+
 size_t CountHolds(const ArrayDataPtr* roots, size_t n_roots) {
-  size_t holds = n_roots == 0 ? 0 : 1;
-  for (size_t i = 1; i < n_roots; ++i) {
-    if (roots[i].owner_before(roots[i - 1]) || roots[i - 1].owner_before(roots[i])) ++holds;
-  }
+  size_t holds = 0;
+  for (size_t i = 0; i < n_roots; ++i) holds += NeedsHold(roots, i) ? 1 : 0;
   return holds;
 }
 
@@ -590,7 +593,7 @@ Status ExportTree(const ArrayDataPtr* roots, size_t n_roots, bool as_struct, int
   // exports without it.
   if (owner != nullptr) block->batch = *owner;
   for (size_t i = 0, h = 0; i < n_roots; ++i) {
-    if (i == 0 || roots[i].owner_before(roots[i - 1]) || roots[i - 1].owner_before(roots[i])) {
+    if (NeedsHold(roots, i)) {
       new (&block->holds[h++]) ArrayDataPtr(owner != nullptr ? nullptr : roots[i]);
     }
   }

@@ -42,24 +42,33 @@ void Open(Pair* p) {
   ASSERT_OK_AND_ASSIGN(p->subscriber, BatchSubscriber::Open(p->ch.name, Schema(), so));
 }
 
+// A fixed-shape writer of kRows int64 values, from a prototype built in the
+// pair's channel.
+void NewWriter(Pair& p, std::unique_ptr<FixedShapeWriter>* writer) {
+  ASSERT_OK_AND_ASSIGN(auto pool, p.publisher->NewPool(kRows * 8));
+  format::Int64Builder b(pool.get());
+  ASSERT_OK(b.Reserve(kRows));
+  for (int64_t r = 0; r < kRows; ++r) b.UnsafeAppend(r);
+  ASSERT_OK_AND_ASSIGN(auto a, b.Finish());
+  ASSERT_OK_AND_ASSIGN(auto prototype, format::RecordBatch::Make(Schema(), kRows, {a}));
+  ASSERT_OK_AND_ASSIGN(*writer, p.publisher->NewFixedShapeWriter(*prototype, *pool));
+}
+
+// Publishes the values i, i + 1, ... through `writer`.
+void PublishRows(FixedShapeWriter* writer, int64_t i) {
+  ASSERT_OK(writer->Begin());
+  auto* v = reinterpret_cast<int64_t*>(writer->buffer(1).data());
+  for (int64_t r = 0; r < kRows; ++r) v[r] = i + r;
+  ASSERT_OK(writer->Publish());
+}
+
 TEST(BatchReceiveAllocTest, FixedShapeWriterAndReceiveAllocateNothing) {
   Pair p;
   Open(&p);
   std::unique_ptr<FixedShapeWriter> writer;
-  {
-    ASSERT_OK_AND_ASSIGN(auto pool, p.publisher->NewPool(kRows * 8));
-    format::Int64Builder b(pool.get());
-    ASSERT_OK(b.Reserve(kRows));
-    for (int64_t r = 0; r < kRows; ++r) b.UnsafeAppend(r);
-    ASSERT_OK_AND_ASSIGN(auto a, b.Finish());
-    ASSERT_OK_AND_ASSIGN(auto prototype, format::RecordBatch::Make(Schema(), kRows, {a}));
-    ASSERT_OK_AND_ASSIGN(writer, p.publisher->NewFixedShapeWriter(*prototype, *pool));
-  }
+  ASSERT_NO_FATAL_FAILURE(NewWriter(p, &writer));
   auto round = [&](int64_t i) {
-    ASSERT_OK(writer->Begin());
-    auto* v = reinterpret_cast<int64_t*>(writer->buffer(1).data());
-    for (int64_t r = 0; r < kRows; ++r) v[r] = i + r;
-    ASSERT_OK(writer->Publish());
+    ASSERT_NO_FATAL_FAILURE(PublishRows(writer.get(), i));
     ASSERT_OK_AND_ASSIGN(auto got, p.subscriber->TryReceive());
     ASSERT_NE(got.batch, nullptr);
     const format::ArrayData& column = *got.batch->column_data(0);
@@ -83,21 +92,10 @@ TEST(BatchReceiveAllocTest, ExportingAReceivedBatchAllocatesNothing) {
   Pair p;
   Open(&p);
   std::unique_ptr<FixedShapeWriter> writer;
-  {
-    ASSERT_OK_AND_ASSIGN(auto pool, p.publisher->NewPool(kRows * 8));
-    format::Int64Builder b(pool.get());
-    ASSERT_OK(b.Reserve(kRows));
-    for (int64_t r = 0; r < kRows; ++r) b.UnsafeAppend(r);
-    ASSERT_OK_AND_ASSIGN(auto a, b.Finish());
-    ASSERT_OK_AND_ASSIGN(auto prototype, format::RecordBatch::Make(Schema(), kRows, {a}));
-    ASSERT_OK_AND_ASSIGN(writer, p.publisher->NewFixedShapeWriter(*prototype, *pool));
-  }
+  ASSERT_NO_FATAL_FAILURE(NewWriter(p, &writer));
   std::atomic<int64_t> released{0};
   auto round = [&](int64_t i) {
-    ASSERT_OK(writer->Begin());
-    auto* v = reinterpret_cast<int64_t*>(writer->buffer(1).data());
-    for (int64_t r = 0; r < kRows; ++r) v[r] = i + r;
-    ASSERT_OK(writer->Publish());
+    ASSERT_NO_FATAL_FAILURE(PublishRows(writer.get(), i));
     ASSERT_OK_AND_ASSIGN(auto got, p.subscriber->TryReceive());
     ASSERT_NE(got.batch, nullptr);
     ArrowArray c{};
