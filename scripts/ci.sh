@@ -77,6 +77,8 @@ stage_tidy() {
   scripts/tidy.sh "${dirs[@]}"
 }
 
+logs=build/ci-logs
+mkdir -p "$logs"
 names=()
 results=()
 durations=()
@@ -93,8 +95,10 @@ for stage in "${stages[@]}"; do
   echo "== ci stage: $stage   (started $(date -u +%H:%M:%S) UTC)"
   echo "================================================================"
   start=$(date +%s)
-  "$fn"
-  rc=$?
+  # Each stage's output also goes to build/ci-logs/<stage>.log, so that the
+  # summary can name what failed (a CI log is often read from its tail).
+  "$fn" 2>&1 | tee "$logs/$stage.log"
+  rc=${PIPESTATUS[0]}
   elapsed=$(( $(date +%s) - start ))
   if [ $rc -eq 0 ]; then result=PASS; else result="FAIL (exit $rc)"; overall=1; fi
   echo "== ci stage: $stage: $result in $((elapsed / 60))m$((elapsed % 60))s"
@@ -110,6 +114,16 @@ echo "== ci summary"
 for i in "${!names[@]}"; do
   printf '==   %-12s %-16s %3dm%02ds\n' "${names[$i]}" "${results[$i]}" \
     $((durations[i] / 60)) $((durations[i] % 60))
+done
+# What failed, from each failed stage's log: ctest's list of failed tests,
+# else the first compiler or script errors.
+for i in "${!names[@]}"; do
+  [ "${results[$i]}" = PASS ] && continue
+  log="$logs/${names[$i]}.log"
+  failed=$(sed -n '/The following tests FAILED:/,/^Errors while running CTest/p' "$log" |
+           grep -E '^[[:space:]]+[0-9]+ - ' | sort -u | head -40)
+  [ -z "$failed" ] && failed=$(grep -m 12 -E 'error:|FAILED|Error [0-9]+|: fail' "$log")
+  printf '==   %s failed:\n%s\n' "${names[$i]}" "$(printf '%s\n' "$failed" | sed 's/^/==     /')"
 done
 printf '==   %-12s %-16s %3dm%02ds\n' total "$([ $overall -eq 0 ] && echo PASS || echo FAIL)" \
   $((total / 60)) $((total % 60))
