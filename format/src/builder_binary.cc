@@ -4,20 +4,9 @@
 #include <limits>
 
 #include "alkaid/format/builder.h"
+#include "builder_internal.h"
 
 namespace alkaid::format {
-
-namespace {
-
-// Slot counts whose offsets (or views) would overflow int64 byte sizes.
-constexpr int64_t kMaxSlotReserve = std::numeric_limits<int64_t>::max() / 16;
-
-Status CheckSlotReserve(int64_t n, const std::string& where) {
-  if (n > kMaxSlotReserve) return Status::CapacityError(where, ": cannot reserve ", n, " slots");
-  return Status::OK();
-}
-
-}  // namespace
 
 // ---------------------------------------------------------------------------
 // BaseBinaryBuilder
@@ -40,7 +29,7 @@ Status BaseBinaryBuilder<OffsetT>::CheckDataCapacity(int64_t additional) const {
 template <typename OffsetT>
 Status BaseBinaryBuilder<OffsetT>::Reserve(int64_t additional) {
   ALKAID_RETURN_NOT_OK(ArrayBuilder::Reserve(additional));
-  ALKAID_RETURN_NOT_OK(CheckSlotReserve(additional, Where()));
+  ALKAID_RETURN_NOT_OK(internal::CheckSlotReserve(additional, [this] { return Where(); }));
   return offsets_.Reserve(additional * static_cast<int64_t>(sizeof(OffsetT)));
 }
 
@@ -142,7 +131,7 @@ BinaryViewBuilder::BinaryViewBuilder(TypePtr type, MemoryPool* pool, int64_t blo
 
 Status BinaryViewBuilder::Reserve(int64_t additional) {
   ALKAID_RETURN_NOT_OK(ArrayBuilder::Reserve(additional));
-  ALKAID_RETURN_NOT_OK(CheckSlotReserve(additional, Where()));
+  ALKAID_RETURN_NOT_OK(internal::CheckSlotReserve(additional, [this] { return Where(); }));
   return views_.Reserve(additional * static_cast<int64_t>(sizeof(BinaryViewHeader)));
 }
 

@@ -12,13 +12,6 @@ namespace alkaid::format {
 
 namespace {
 
-constexpr int64_t kMaxSlotReserve = std::numeric_limits<int64_t>::max() / 16;
-
-Status CheckSlotReserve(int64_t n, const std::string& where) {
-  if (n > kMaxSlotReserve) return Status::CapacityError(where, ": cannot reserve ", n, " slots");
-  return Status::OK();
-}
-
 Status CheckValueBuilder(const ArrayBuilder* b, const DataType& parent, const char* role) {
   if (b == nullptr) return Status::Invalid(parent.ToString(), ": ", role, " builder is null");
   return Status::OK();
@@ -54,7 +47,7 @@ SlotOffsetsBuilder<OffsetT>::SlotOffsetsBuilder(TypePtr type,
 template <typename OffsetT>
 Status SlotOffsetsBuilder<OffsetT>::Reserve(int64_t additional) {
   ALKAID_RETURN_NOT_OK(ArrayBuilder::Reserve(additional));
-  ALKAID_RETURN_NOT_OK(CheckSlotReserve(additional, Where()));
+  ALKAID_RETURN_NOT_OK(internal::CheckSlotReserve(additional, [this] { return Where(); }));
   return offsets_.Reserve(additional * static_cast<int64_t>(sizeof(OffsetT)));
 }
 
@@ -271,7 +264,7 @@ Status MapBuilder::CheckEntries() const {
 
 Status MapBuilder::Reserve(int64_t additional) {
   ALKAID_RETURN_NOT_OK(ArrayBuilder::Reserve(additional));
-  ALKAID_RETURN_NOT_OK(CheckSlotReserve(additional, Where()));
+  ALKAID_RETURN_NOT_OK(internal::CheckSlotReserve(additional, [this] { return Where(); }));
   return offsets_.Reserve(additional * 4);
 }
 
@@ -559,7 +552,7 @@ DenseUnionBuilder::DenseUnionBuilder(TypePtr type,
 
 Status DenseUnionBuilder::Reserve(int64_t additional) {
   ALKAID_RETURN_NOT_OK(UnionBuilder::Reserve(additional));
-  ALKAID_RETURN_NOT_OK(CheckSlotReserve(additional, Where()));
+  ALKAID_RETURN_NOT_OK(internal::CheckSlotReserve(additional, [this] { return Where(); }));
   return offsets_.Reserve(additional * 4);
 }
 
@@ -738,7 +731,7 @@ Status RunEndEncodedBuilder::AppendEmptyValues(int64_t n) {
 
 Status RunEndEncodedBuilder::Reserve(int64_t additional) {
   ALKAID_RETURN_NOT_OK(CheckCount(additional, "reserved run"));
-  ALKAID_RETURN_NOT_OK(CheckSlotReserve(additional, Where()));
+  ALKAID_RETURN_NOT_OK(internal::CheckSlotReserve(additional, [this] { return Where(); }));
   return run_ends_.Reserve(additional * run_end_width_);
 }
 

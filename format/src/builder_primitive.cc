@@ -5,21 +5,9 @@
 #include <string>
 
 #include "alkaid/format/builder.h"
+#include "builder_internal.h"
 
 namespace alkaid::format {
-
-namespace {
-
-// Largest n such that n * width does not overflow int64.
-Status CheckReserveBytes(int64_t additional, int64_t width, const std::string& where) {
-  if (width > 0 && additional > std::numeric_limits<int64_t>::max() / width) {
-    return Status::CapacityError(where, ": cannot reserve ", additional, " slots of ", width,
-                                 " bytes");
-  }
-  return Status::OK();
-}
-
-}  // namespace
 
 // ---------------------------------------------------------------------------
 // NullBuilder
@@ -125,7 +113,8 @@ FixedWidthBuilder::FixedWidthBuilder(TypePtr type, MemoryPool* pool)
 
 Status FixedWidthBuilder::Reserve(int64_t additional) {
   ALKAID_RETURN_NOT_OK(ArrayBuilder::Reserve(additional));
-  ALKAID_RETURN_NOT_OK(CheckReserveBytes(additional, byte_width_, Where()));
+  ALKAID_RETURN_NOT_OK(
+      internal::CheckReserveBytes(additional, byte_width_, [this] { return Where(); }));
   return data_.Reserve(additional * byte_width_);
 }
 
@@ -139,7 +128,7 @@ Status FixedWidthBuilder::AppendRaw(const uint8_t* value) {
 Status FixedWidthBuilder::AppendRawValues(const uint8_t* values, int64_t n,
                                           const uint8_t* valid_bytes) {
   ALKAID_RETURN_NOT_OK(CheckCount(n, "value"));
-  ALKAID_RETURN_NOT_OK(CheckReserveBytes(n, byte_width_, Where()));
+  ALKAID_RETURN_NOT_OK(internal::CheckReserveBytes(n, byte_width_, [this] { return Where(); }));
   ALKAID_RETURN_NOT_OK(ReserveValidity(n, AnyNull(valid_bytes, n)));
   ALKAID_RETURN_NOT_OK(data_.Reserve(n * byte_width_));
   data_.UnsafeAppend(values, n * byte_width_);
@@ -149,7 +138,7 @@ Status FixedWidthBuilder::AppendRawValues(const uint8_t* values, int64_t n,
 
 Status FixedWidthBuilder::AppendNulls(int64_t n) {
   ALKAID_RETURN_NOT_OK(CheckCount(n, "null"));
-  ALKAID_RETURN_NOT_OK(CheckReserveBytes(n, byte_width_, Where()));
+  ALKAID_RETURN_NOT_OK(internal::CheckReserveBytes(n, byte_width_, [this] { return Where(); }));
   ALKAID_RETURN_NOT_OK(ReserveValidity(n, n > 0));
   ALKAID_RETURN_NOT_OK(data_.Reserve(n * byte_width_));
   data_.UnsafeAppendZeros(n * byte_width_);

@@ -173,6 +173,61 @@ TEST(BatchFastPathTest, BatchCustomMetadataIsNeverTakenFromACache) {
   EXPECT_GT(sub->decode_cache_hits(), 0u);
 }
 
+// PublishCopy: a shape seen twice in a row goes into the shape table and
+// travels by id from then on (the consumer's cached plan); shapes that never
+// repeat (here a new row count each time, strings of new lengths) travel
+// inline and take no entry of the table.
+TEST(BatchFastPathTest, CopiesOfARepeatedShapeGoById) {
+  Channel ch;
+  shm::ChannelOptions o;
+  o.shape_count = 4;
+  ASSERT_OK(ch.Create(1 << 20, o));
+  auto schema = Int64Schema();
+  ASSERT_OK_AND_ASSIGN(auto pub, BatchPublisher::Create(ch.producer.get(), schema));
+  ASSERT_OK_AND_ASSIGN(auto sub, BatchSubscriber::Open(ch.name, schema));
+  const auto copy_and_check = [&](int64_t rows, int64_t start) {
+    ASSERT_OK_AND_ASSIGN(auto pool, pub->NewPool(4096));
+    ASSERT_OK_AND_ASSIGN(auto batch, BuildInts(pool.get(), schema, rows, start, true));
+    ASSERT_OK(pub->PublishCopy(*batch));
+    ASSERT_OK_AND_ASSIGN(auto got, sub->Receive(1s));
+    ASSERT_NE(got.batch, nullptr);
+    EXPECT_TRUE(CheckInts(*got.batch, rows, start, true)) << rows << " rows from " << start;
+  };
+  // Ten shapes that never repeat: more than the table holds, none enters it.
+  for (int64_t rows = 1; rows <= 10; ++rows) copy_and_check(rows, rows * 100);
+  EXPECT_EQ(pub->stats().metadata_reused, 0u);
+  // One shape five times: the second and every later one by id.
+  for (int64_t i = 0; i < 5; ++i) copy_and_check(64, i * 1000);
+  EXPECT_EQ(pub->stats().metadata_reused, 4u);
+  EXPECT_GE(sub->decode_cache_hits(), 3u);
+  // A second repeated shape takes a second entry; the first still goes by id.
+  for (int64_t i = 0; i < 3; ++i) copy_and_check(32, i * 1000);
+  copy_and_check(64, 7000);
+  EXPECT_EQ(pub->stats().metadata_reused, 4u + 2u + 1u);
+  EXPECT_EQ(pub->stats().copied_batches, 10u + 5u + 3u + 1u);
+
+  // Strings whose lengths change every batch: inline each time.
+  auto strings = format::schema({format::field("s", format::utf8())});
+  Channel ch2;
+  ASSERT_OK(ch2.Create(1 << 20, o));
+  ASSERT_OK_AND_ASSIGN(auto spub, BatchPublisher::Create(ch2.producer.get(), strings));
+  ASSERT_OK_AND_ASSIGN(auto ssub, BatchSubscriber::Open(ch2.name, strings));
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_OK_AND_ASSIGN(auto pool, spub->NewPool(4096));
+    format::StringBuilder b(pool.get());
+    for (int r = 0; r < 8; ++r) ASSERT_OK(b.Append(std::string(static_cast<size_t>(i + r), 'x')));
+    ASSERT_OK_AND_ASSIGN(auto a, b.Finish());
+    ASSERT_OK_AND_ASSIGN(auto batch, format::RecordBatch::Make(strings, 8, {a}));
+    ASSERT_OK(spub->PublishCopy(*batch));
+    ASSERT_OK_AND_ASSIGN(auto got, ssub->Receive(1s));
+    ASSERT_OK(format::ValidateFull(*got.batch));
+    auto s = std::static_pointer_cast<format::StringArray>(got.batch->column(0));
+    for (int r = 0; r < 8; ++r)
+      EXPECT_EQ(s->GetView(r), std::string(static_cast<size_t>(i + r), 'x'));
+  }
+  EXPECT_EQ(spub->stats().metadata_reused, 0u);
+}
+
 // Receive: batches of a cached shape are made by the plan over each body
 // (buffers in the shared block), equal to what was published; a batch holds
 // its block until it is dropped. The deprecated ReceiveInto gives the same.

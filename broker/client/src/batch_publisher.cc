@@ -327,11 +327,44 @@ Status BatchPublisher::PublishPayloadCopy(const format::ipc::IpcPayload& payload
   }
   std::memset(dst + pos, 0, body_length - pos);
   (void)pool->Seal();
+  const std::span<const uint8_t> md(payload.metadata->data(),
+                                    static_cast<size_t>(payload.metadata->size()));
+  const uint32_t shape = kind == MessageKind::kRecordBatch ? CopiedShapeId(md) : 0;
   // The pool (and its loan) goes on return: the channel keeps the region
   // until every consumer returned it.
-  return PublishRegion(pool.get(), body_length,
-                       {payload.metadata->data(), static_cast<size_t>(payload.metadata->size())}, 0,
-                       kind);
+  ALKAID_RETURN_NOT_OK(PublishRegion(pool.get(), body_length,
+                                     shape != 0 ? std::span<const uint8_t>{} : md, shape, kind));
+  if (shape != 0) ++stats_.metadata_reused;
+  return Status::OK();
+}
+
+// The copy's Message is the same bytes for every batch of one shape (row
+// count, null counts, buffer sizes; and custom metadata): the second batch
+// in a row with those bytes puts them in the channel's shape table, and
+// every later one sends the id, so that consumers take their cached plan.
+// Shapes that never repeat stay inline and take no entry.
+uint32_t BatchPublisher::CopiedShapeId(std::span<const uint8_t> metadata) {
+  const auto same = [metadata](const std::vector<uint8_t>& bytes) {
+    return bytes.size() == metadata.size() &&
+           std::memcmp(bytes.data(), metadata.data(), metadata.size()) == 0;
+  };
+  for (const CopiedShape& c : copied_shapes_) {
+    if (same(c.metadata)) return c.id;
+  }
+  if (shape_table_full_ || !same(last_inline_)) {
+    last_inline_.assign(metadata.begin(), metadata.end());
+    return 0;
+  }
+  auto added = channel_->AddShape(std::as_bytes(metadata));
+  if (!added.ok()) {
+    // Full (CapacityError: new shapes travel inline from now on) or refused:
+    // the batch goes inline either way.
+    if (added.status().code() == StatusCode::kCapacityError) shape_table_full_ = true;
+    return 0;
+  }
+  copied_shapes_.push_back({std::move(last_inline_), *added});
+  last_inline_ = {};
+  return *added;
 }
 
 }  // namespace alkaid::client

@@ -154,6 +154,15 @@ class ALKAID_EXPORT BatchPublisher {
   std::vector<int64_t> shape_scratch_;
   std::vector<CachedShape> shapes_;
   bool shape_table_full_ = false;
+  // Shape ids of copied batches (PublishCopy): the encoded Message of a
+  // shape seen twice in a row, and the last one that travelled inline.
+  struct CopiedShape {
+    std::vector<uint8_t> metadata;
+    uint32_t id;
+  };
+  uint32_t CopiedShapeId(std::span<const uint8_t> metadata);
+  std::vector<CopiedShape> copied_shapes_;
+  std::vector<uint8_t> last_inline_;
   // The region-metadata record sent inline, kept between publishes.
   std::vector<std::byte> slot_payload_;
   // Schemas with dictionary-encoded fields only: the dictionaries sent,
