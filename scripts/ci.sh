@@ -8,7 +8,8 @@
 #   3. tsan        the libshm, client and broker suites under ThreadSanitizer
 #                  (the ring's threaded stress tests included; not the
 #                  broker's multi-process SIGKILL loop)
-#   4. fuzz        every libFuzzer target for ALKAID_FUZZ_SECONDS (default 60)
+#   4. fuzz        every libFuzzer target for ALKAID_FUZZ_SECONDS (default 20:
+#                  a gate within CI's hour; longer runs: scripts/fuzz.sh N)
 #                  from fuzz/corpus plus the gold files (scripts/fuzz.sh)
 #   5. tidy        clang-tidy over common/ format/ libshm/ broker/ flight/ measure/ tools/
 #                  fuzz/ python/src/
@@ -27,7 +28,7 @@ stages=("$@")
 [ ${#stages[@]} -eq 0 ] && stages=(format test asan-ubsan tsan fuzz tidy)
 jobs="${ALKAID_JOBS:-$(nproc)}"
 export ALKAID_JOBS=$jobs
-fuzz_seconds="${ALKAID_FUZZ_SECONDS:-60}"
+fuzz_seconds="${ALKAID_FUZZ_SECONDS:-20}"
 
 if ! scripts/install-deps.sh; then
   echo "ci: scripts/install-deps.sh failed" >&2
