@@ -29,9 +29,10 @@ struct PublishStats {
   uint64_t copied_batches = 0;      ///< of which through PublishCopy
   uint64_t copied_bytes = 0;        ///< body bytes PublishCopy copied
   uint64_t metadata_in_region = 0;  ///< batches whose metadata exceeded the slot
-  /// Publish calls that sent the id of a shape published before instead of
-  /// an encoded Message (fixed-width types only; see docs/SHM_LAYOUT.md,
-  /// "Batches on a channel").
+  /// Batches sent with the id of a shape published before instead of an
+  /// encoded Message: Publish for fixed-width types, PublishCopy for a
+  /// Message it sent the batch before too (docs/SHM_LAYOUT.md, "Batches on
+  /// a channel").
   uint64_t metadata_reused = 0;
   /// DictionaryBatch messages published (schemas with dictionary-encoded
   /// fields), of which deltas.
