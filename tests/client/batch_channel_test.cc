@@ -23,6 +23,7 @@
 #include "alkaid/format/ipc/io.h"
 #include "alkaid/format/ipc/reader.h"
 #include "alkaid/format/ipc/writer.h"
+#include "alkaid/format/validate.h"
 #include "batch_layout_internal.h"
 #include "client_test_util.h"
 
@@ -411,13 +412,20 @@ TEST(BatchChannelTest, GoldFilesRoundTripThroughTheChannel) {
     ASSERT_OK_AND_ASSIGN(auto subscriber, BatchSubscriber::Open(ch.name, reader->schema()));
     for (int i = 0; i < reader->num_record_batches(); ++i) {
       ASSERT_OK_AND_ASSIGN(auto original, reader->ReadRecordBatch(i));
-      ASSERT_OK(publisher->PublishCopy(*original));
-      ASSERT_OK_AND_ASSIGN(ReceivedBatch got, subscriber->Receive(1s));
-      SCOPED_TRACE("batch " + std::to_string(i));
-      ASSERT_OK(format::CheckRecordBatchEquals(*original, *got.batch));
-      // (Empty arrays may get a synthesized offsets buffer.)
-      if (got.batch->num_rows() > 0) {
-        EXPECT_TRUE(AllBuffersIn(*got.batch, *got.body));
+      // Three times: the first inline, the second by shape id (a repeated
+      // Message), the third copied by PublishCopy's plan where the layout
+      // has one (no encoding), each the same batch again.
+      for (int copy = 0; copy < 3; ++copy) {
+        SCOPED_TRACE("batch " + std::to_string(i) + ", copy " + std::to_string(copy));
+        ASSERT_OK(publisher->PublishCopy(*original));
+        ASSERT_OK_AND_ASSIGN(ReceivedBatch got, subscriber->Receive(1s));
+        ASSERT_NE(got.batch, nullptr);
+        ASSERT_OK(format::CheckRecordBatchEquals(*original, *got.batch));
+        ASSERT_OK(format::ValidateFull(*got.batch));
+        // (Empty arrays may get a synthesized offsets buffer.)
+        if (got.batch->num_rows() > 0) {
+          EXPECT_TRUE(AllBuffersIn(*got.batch, *got.body));
+        }
       }
       ++batches;
     }

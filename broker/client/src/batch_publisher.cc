@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <span>
 #include <utility>
 #include <vector>
 
+#include "alkaid/format/bit_util.h"
 #include "alkaid/format/ipc/dictionary.h"
 #include "alkaid/format/ipc/dictionary_tracker.h"
 #include "alkaid/format/ipc/io.h"
@@ -63,6 +65,108 @@ void AppendBufferSpans(const format::ArrayData& data, const uint8_t* region,
     }
   }
   for (const auto& child : data.child_data) AppendBufferSpans(*child, region, out);
+}
+
+// What PublishCopy's encoding of `data` is a function of, for the layouts
+// whose encoding reads nothing else (fixed-width values, booleans, strings
+// and binaries whose offsets start at 0, structs of those; no offset, no
+// dictionary): appends (length, null count, and each body buffer's size) to
+// `key` and each body buffer, in the IPC writer's order and slicing, to
+// `pieces`. False for anything else: such a batch is encoded in full.
+bool AppendCopyShape(const format::ArrayData& a, std::vector<int64_t>* key,
+                     std::vector<internal::BodyPiece>* pieces) {
+  if (a.offset != 0 || a.dictionary != nullptr) return false;
+  const format::DataType& storage = format::StorageType(*a.type);
+  const format::TypeId id = storage.id();
+  const auto add = [&](const std::shared_ptr<format::Buffer>& b, int64_t size) {
+    if (b == nullptr || size == 0) {
+      key->push_back(b == nullptr ? -1 : 0);
+      pieces->push_back({nullptr, 0});
+      return true;
+    }
+    if (b->size() < size) return false;  // not a valid array: the full path says why
+    key->push_back(size);
+    pieces->push_back({b->data(), static_cast<uint64_t>(size)});
+    return true;
+  };
+  if (id == format::TypeId::kNull || id == format::TypeId::kDictionary ||
+      id == format::TypeId::kSparseUnion || id == format::TypeId::kDenseUnion ||
+      id == format::TypeId::kRunEndEncoded || id == format::TypeId::kBinaryView ||
+      id == format::TypeId::kStringView || a.buffers.empty()) {
+    return false;
+  }
+  const int64_t nulls = a.GetNullCount();
+  key->push_back(a.length);
+  key->push_back(nulls);
+  const int64_t bitmap = format::bit_util::BytesForBits(a.length);
+  if (!add(nulls == 0 ? nullptr : a.buffers[0], bitmap)) return false;
+  switch (id) {
+    case format::TypeId::kBool:
+      return a.buffers.size() == 2 && add(a.buffers[1], bitmap);
+    case format::TypeId::kString:
+    case format::TypeId::kBinary:
+    case format::TypeId::kLargeString:
+    case format::TypeId::kLargeBinary: {
+      const bool large = id == format::TypeId::kLargeString || id == format::TypeId::kLargeBinary;
+      const int64_t w = large ? 8 : 4;
+      if (a.buffers.size() != 3 || a.length == 0 || a.buffers[1] == nullptr ||
+          a.buffers[1]->size() < (a.length + 1) * w) {
+        return false;
+      }
+      const uint8_t* offsets = a.buffers[1]->data();
+      int64_t first = 0;
+      int64_t last = 0;
+      if (large) {
+        std::memcpy(&first, offsets, 8);
+        std::memcpy(&last, offsets + a.length * 8, 8);
+      } else {
+        int32_t f = 0;
+        int32_t l = 0;
+        std::memcpy(&f, offsets, 4);
+        std::memcpy(&l, offsets + a.length * 4, 4);
+        first = f;
+        last = l;
+      }
+      if (first != 0 || last < 0) return false;
+      return add(a.buffers[1], (a.length + 1) * w) && add(a.buffers[2], last);
+    }
+    case format::TypeId::kStruct:
+      if (a.buffers.size() != 1) return false;
+      for (const auto& child : a.child_data) {
+        if (child == nullptr || child->length != a.length) return false;
+        if (!AppendCopyShape(*child, key, pieces)) return false;
+      }
+      return true;
+    default: {
+      const format::DataTypeLayout& layout = storage.layout();
+      if (layout.buffers.size() != 2 || a.buffers.size() != 2 || !a.child_data.empty() ||
+          layout.buffers[1].kind != format::DataTypeLayout::BufferKind::kFixedWidth) {
+        return false;
+      }
+      return add(a.buffers[1], a.length * layout.buffers[1].byte_width);
+    }
+  }
+}
+
+// Copies `pieces` to `dst` at `offsets` (each after the one before, inside
+// `body_length`), zeroing the padding around them.
+Status LayBody(uint8_t* dst, uint64_t body_length, std::span<const internal::BodyPiece> pieces,
+               std::span<const uint64_t> offsets) {
+  uint64_t pos = 0;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const uint64_t start = offsets[i];
+    const uint64_t end = start + pieces[i].size;
+    if (start < pos || end > body_length) {
+      return Status::Invalid("BatchPublisher: body buffer ", i, " at [", start, ", ", end,
+                             ") does not fit after ", pos, " in the body of ", body_length,
+                             " bytes");
+    }
+    std::memset(dst + pos, 0, start - pos);
+    if (pieces[i].size > 0) std::memcpy(dst + start, pieces[i].data, pieces[i].size);
+    pos = end;
+  }
+  std::memset(dst + pos, 0, body_length - pos);
+  return Status::OK();
 }
 
 }  // namespace
@@ -283,49 +387,85 @@ Status BatchPublisher::PublishRegion(ShmBatchPool* pool, uint64_t body_length,
 Status BatchPublisher::PublishCopy(const format::RecordBatch& batch) {
   ALKAID_RETURN_NOT_OK(CheckSchema(batch));
   ALKAID_RETURN_NOT_OK(SendDictionaries(batch));
+  // A batch whose encoding is a function of its copy shape, and of a shape
+  // in the channel's table: its body is laid out as the plan says, and
+  // nothing is encoded.
+  std::vector<int64_t>& key = shape_scratch_;
+  key.clear();
+  copy_pieces_.clear();
+  bool plannable = dictionaries_ == nullptr && batch.metadata() == nullptr;
+  key.push_back(batch.num_rows());
+  for (int i = 0; i < batch.num_columns() && plannable; ++i) {
+    plannable = AppendCopyShape(*batch.column_data(i), &key, &copy_pieces_);
+  }
+  if (plannable) {
+    for (const CopyPlan& plan : copy_plans_) {
+      if (plan.key != key) continue;
+      ALKAID_ASSIGN_OR_RAISE(auto pool, NewPool(plan.body_length == 0 ? 64 : plan.body_length));
+      if (plan.body_length > 0) {
+        ALKAID_ASSIGN_OR_RAISE(uint8_t * dst,
+                               pool->Allocate(static_cast<int64_t>(plan.body_length)));
+        ALKAID_RETURN_NOT_OK(LayBody(dst, plan.body_length, copy_pieces_, plan.offsets));
+      }
+      (void)pool->Seal();
+      ALKAID_RETURN_NOT_OK(
+          PublishRegion(pool.get(), plan.body_length, {}, plan.id, MessageKind::kRecordBatch));
+      ++stats_.metadata_reused;
+      ++stats_.copied_batches;
+      stats_.copied_bytes += plan.body_length;
+      return Status::OK();
+    }
+  }
   // The IPC writer's own layout: every buffer re-based and padded; its
   // metadata's offsets are relative to the body start, i.e. the region.
   ALKAID_ASSIGN_OR_RAISE(auto payload,
                          format::ipc::GetRecordBatchPayload(batch, RegionWriteOptions()));
-  ALKAID_RETURN_NOT_OK(PublishPayloadCopy(payload, MessageKind::kRecordBatch));
+  uint32_t shape = 0;
+  ALKAID_RETURN_NOT_OK(PublishPayloadCopy(payload, MessageKind::kRecordBatch, &shape));
   ++stats_.copied_batches;
   stats_.copied_bytes += static_cast<uint64_t>(payload.body_length);
+  // Its Message went by id: the next batch of the same copy shape needs no
+  // encoding (the plan holds where each of its buffers goes).
+  if (plannable && shape != 0 && payload.body_offsets.size() == copy_pieces_.size()) {
+    CopyPlan plan;
+    plan.key = key;
+    plan.id = shape;
+    plan.body_length = static_cast<uint64_t>(payload.body_length);
+    plan.offsets.assign(payload.body_offsets.begin(), payload.body_offsets.end());
+    copy_plans_.push_back(std::move(plan));
+  }
   return Status::OK();
 }
 
-Status BatchPublisher::PublishPayloadCopy(const format::ipc::IpcPayload& payload,
-                                          MessageKind kind) {
+Status BatchPublisher::PublishPayloadCopy(const format::ipc::IpcPayload& payload, MessageKind kind,
+                                          uint32_t* shape_out) {
   const uint64_t body_length = static_cast<uint64_t>(payload.body_length);
   const uint64_t md_size = static_cast<uint64_t>(payload.metadata->size());
   uint64_t region = body_length;
   if (md_size > channel_->options().inline_capacity) region += (md_size + 63) & ~uint64_t{63};
   ALKAID_ASSIGN_OR_RAISE(auto pool, NewPool(region == 0 ? 64 : region));
-  // One copy, straight into shared memory, padding zeroed.
-  uint8_t* dst = pool->region_data();
+  // One copy, straight into shared memory, padding zeroed: each buffer where
+  // the metadata says it is (payload.body_offsets; or one after the other,
+  // padded to the alignment).
   if (body_length > 0) {
-    ALKAID_ASSIGN_OR_RAISE(dst, pool->Allocate(static_cast<int64_t>(body_length)));
-  }
-  // Each buffer where the metadata says it is (payload.body_offsets; or one
-  // after the other, padded to the alignment), zeros in between.
-  const uint64_t align = static_cast<uint64_t>(payload.alignment);
-  const bool placed = payload.body_offsets.size() == payload.body_buffers.size();
-  uint64_t pos = 0;
-  for (size_t i = 0; i < payload.body_buffers.size(); ++i) {
-    const auto& buffer = payload.body_buffers[i];
-    const uint64_t size = buffer == nullptr ? 0 : static_cast<uint64_t>(buffer->size());
-    const uint64_t start = placed ? static_cast<uint64_t>(payload.body_offsets[i]) : pos;
-    const uint64_t end = placed ? start + size : start + (size + align - 1) / align * align;
-    if (start < pos || end > body_length) {
-      return Status::Invalid("BatchPublisher: body buffer ", i, " at [", start, ", ", end,
-                             ") does not fit after ", pos, " in the body of ", body_length,
-                             " bytes");
+    ALKAID_ASSIGN_OR_RAISE(uint8_t * dst, pool->Allocate(static_cast<int64_t>(body_length)));
+    const uint64_t align = static_cast<uint64_t>(payload.alignment);
+    const bool placed = payload.body_offsets.size() == payload.body_buffers.size();
+    std::vector<internal::BodyPiece>& pieces = payload_pieces_;
+    std::vector<uint64_t>& offsets = payload_offsets_;
+    pieces.clear();
+    offsets.clear();
+    uint64_t pos = 0;
+    for (size_t i = 0; i < payload.body_buffers.size(); ++i) {
+      const auto& buffer = payload.body_buffers[i];
+      const uint64_t size = buffer == nullptr ? 0 : static_cast<uint64_t>(buffer->size());
+      const uint64_t start = placed ? static_cast<uint64_t>(payload.body_offsets[i]) : pos;
+      pieces.push_back({buffer == nullptr ? nullptr : buffer->data(), size});
+      offsets.push_back(start);
+      pos = placed ? start + size : start + (size + align - 1) / align * align;
     }
-    std::memset(dst + pos, 0, start - pos);
-    if (size > 0) std::memcpy(dst + start, buffer->data(), size);
-    std::memset(dst + start + size, 0, end - start - size);
-    pos = end;
+    ALKAID_RETURN_NOT_OK(LayBody(dst, body_length, pieces, offsets));
   }
-  std::memset(dst + pos, 0, body_length - pos);
   (void)pool->Seal();
   const std::span<const uint8_t> md(payload.metadata->data(),
                                     static_cast<size_t>(payload.metadata->size()));
@@ -335,6 +475,7 @@ Status BatchPublisher::PublishPayloadCopy(const format::ipc::IpcPayload& payload
   ALKAID_RETURN_NOT_OK(PublishRegion(pool.get(), body_length,
                                      shape != 0 ? std::span<const uint8_t>{} : md, shape, kind));
   if (shape != 0) ++stats_.metadata_reused;
+  if (shape_out != nullptr) *shape_out = shape;
   return Status::OK();
 }
 

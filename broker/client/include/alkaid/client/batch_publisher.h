@@ -47,6 +47,11 @@ class FixedShapeWriter;
 class Producer;
 namespace internal {
 enum class MessageKind : uint8_t;  // batch_layout_internal.h
+// A body buffer to copy (PublishCopy): its bytes, or none.
+struct BodyPiece {
+  const uint8_t* data;
+  uint64_t size;
+};
 }  // namespace internal
 
 }  // namespace alkaid::client
@@ -134,8 +139,10 @@ class ALKAID_EXPORT BatchPublisher {
   // appended to the region.
   Status PublishRegion(ShmBatchPool* pool, uint64_t body_length, std::span<const uint8_t> metadata,
                        uint32_t shape, internal::MessageKind kind);
-  // Copies an encoded message's body into a fresh region and publishes it.
-  Status PublishPayloadCopy(const format::ipc::IpcPayload& payload, internal::MessageKind kind);
+  // Copies an encoded message's body into a fresh region and publishes it;
+  // `shape_out`, if given, receives the shape id it went by (0: inline).
+  Status PublishPayloadCopy(const format::ipc::IpcPayload& payload, internal::MessageKind kind,
+                            uint32_t* shape_out = nullptr);
   // Publishes what a reader needs before `batch`: changed dictionaries,
   // then a replay if some consumer needs one.
   Status SendDictionaries(const format::RecordBatch& batch);
@@ -164,6 +171,19 @@ class ALKAID_EXPORT BatchPublisher {
   uint32_t CopiedShapeId(std::span<const uint8_t> metadata);
   std::vector<CopiedShape> copied_shapes_;
   std::vector<uint8_t> last_inline_;
+  // PublishCopy's plans: for a copy shape (AppendCopyShape in
+  // batch_publisher.cc) whose Message is in the shape table, where each body
+  // buffer goes; a batch of that shape is copied without being encoded.
+  struct CopyPlan {
+    std::vector<int64_t> key;
+    uint32_t id = 0;
+    uint64_t body_length = 0;
+    std::vector<uint64_t> offsets;
+  };
+  std::vector<CopyPlan> copy_plans_;
+  std::vector<internal::BodyPiece> copy_pieces_;
+  std::vector<internal::BodyPiece> payload_pieces_;
+  std::vector<uint64_t> payload_offsets_;
   // The region-metadata record sent inline, kept between publishes.
   std::vector<std::byte> slot_payload_;
   // Schemas with dictionary-encoded fields only: the dictionaries sent,
