@@ -302,6 +302,22 @@ void Broker::Impl::ReadFrom(int fd) {
       c.closing = true;
       return;
     }
+    if (!c.version_checked) {
+      // The first request says which control protocol the client speaks.
+      if (request->version != p::kControlProtocolVersion) {
+        ++rejected_frames;
+        const Status refusal = Status::Invalid(
+            "control protocol version mismatch: the client (pid ", c.pid, ") speaks version ",
+            request->version, request->version == 0 ? " (a client from before versions)" : "",
+            ", this broker speaks version ", p::kControlProtocolVersion,
+            "; use a client and a broker of the same release");
+        Log(LogLevel::kWarn, refusal.message(), "; closing the connection");
+        SendError(c, request->id, refusal);
+        c.closing = true;
+        return;
+      }
+      c.version_checked = true;
+    }
     Handle(fd, c, *request);
   }
 }
@@ -337,9 +353,9 @@ const std::string& Broker::socket_path() const { return impl_->socket_path; }
 
 Result<std::unique_ptr<Broker>> Broker::Create(const BrokerOptions& options) {
   ALKAID_RETURN_NOT_OK(ValidateBrokerName(options.name));
-  if (options.default_ring_slots < 2 ||
-      (options.default_ring_slots & (options.default_ring_slots - 1)) != 0) {
-    return Status::Invalid("default ring slots ", options.default_ring_slots,
+  if (options.default_slot_count < 2 ||
+      (options.default_slot_count & (options.default_slot_count - 1)) != 0) {
+    return Status::Invalid("default slot count ", options.default_slot_count,
                            " is not a power of two >= 2");
   }
   auto impl = std::make_unique<Impl>();

@@ -54,6 +54,8 @@ struct Broker::Impl {
     p::FrameAssembler in;
     std::vector<uint8_t> out;
     bool closing = false;
+    // Its first request named our control protocol version.
+    bool version_checked = false;
     std::set<uint64_t> producers;
     std::set<uint64_t> consumers;
   };
@@ -62,11 +64,10 @@ struct Broker::Impl {
     std::string topic;
     int conn = -1;
     uint32_t pid = 0;
-    std::string ring;
-    std::string bodies;
+    std::string channel;    // the name of its channel segment
     uint64_t reserved = 0;  // its channel and extensions, counted in reserved_bytes
     // The extensions of its arena it was granted (id -> bytes), named
-    // "<ring>.x<id>".
+    // "<channel>.x<id>".
     std::map<uint32_t, uint64_t> extensions;
     bool ready = false;
     uint64_t published = 0, depth = 0, drops = 0, held = 0;
@@ -82,11 +83,10 @@ struct Broker::Impl {
     p::TopicKind kind = p::TopicKind::kRecordBatch;  // what it expects...
     bool any_kind = false;                           // ...unless any will do
   };
-  // A producer's segments left by an earlier broker, kept while the pid in
-  // their names runs, for the producer to re-register with.
+  // A producer's channel left by an earlier broker, kept while the pid in
+  // its name runs, for the producer to re-register with.
   struct Leftover {
-    std::string ring;
-    std::string bodies;
+    std::string channel;
     uint32_t pid = 0;
     Clock::time_point since;
   };
@@ -121,7 +121,7 @@ struct Broker::Impl {
   std::map<std::string, Topic> topics;
   // Consumers waiting for a topic that does not exist yet, by topic name.
   std::map<std::string, std::set<uint64_t>> awaited;
-  std::map<std::string, Leftover> adoptable;  // by ring name
+  std::map<std::string, Leftover> adoptable;  // by channel name
   uint64_t next_id = 1;
   uint64_t reserved_bytes = 0;
   uint64_t rejected_frames = 0;
@@ -174,8 +174,9 @@ struct Broker::Impl {
   // ---- leftovers of an earlier broker (leftovers.cc) -------------------------
 
   // Looks at every shared-memory object named "<name>.*" (left by an
-  // earlier broker of this name, or by its producers). A producer's pair
-  // "<name>.<instance>.<pid>.p<id>.ring|.bodies" whose pid still runs is
+  // earlier broker of this name, or by its producers). A producer's channel
+  // "<name>.<instance>.<pid>.p<id>.channel" (".ring" from the previous
+  // release), with the segments named after it, whose pid still runs is
   // kept for re-adoption (the producer re-registers with it); everything
   // else is removed. Running processes that still map removed objects are
   // not affected; only the names go.
@@ -205,7 +206,7 @@ struct Broker::Impl {
 
   // The consumers that waited for `topic` become its consumers before any
   // producer attaches, so that producers count them and wait for them to
-  // register on their rings (ProducerReady's reply), and each learns the
+  // register on their channels (ProducerReady's reply), and each learns the
   // topic's config (TopicCreated). One that expects another topic kind is
   // told too (its Open fails) but not kept.
   void WelcomeWaitingConsumers(Topic& topic);
@@ -222,7 +223,7 @@ struct Broker::Impl {
 
   // Announces the producer to the topic's consumers (ProducerJoined) and
   // replies with exactly those consumers: the producer waits until each has
-  // registered on its ring or left (ConsumerGone). Consumers attaching later
+  // registered on its channel or left (ConsumerGone). Consumers attaching later
   // find the producer in their AttachConsumer reply instead.
   Result<p::Reply> ProducerReady(int fd, const p::Request& request);
 

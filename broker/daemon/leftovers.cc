@@ -32,28 +32,25 @@ void Broker::Impl::ScanLeftovers() {
     if (n.size() > prefix.size() && n.substr(0, prefix.size()) == prefix) names.emplace_back(n);
   }
   ::closedir(dir);
-  std::map<std::string, Leftover> pairs;  // by stem
+  std::map<std::string, Leftover> channels;  // by stem
   for (const auto& n : names) {
     uint32_t pid = 0;
     std::string stem;
-    bool is_ring = false;
-    if (ParseSegmentName(options.name, n, &stem, &pid, &is_ring) && !::alkaid::ProcessIsGone(pid)) {
-      Leftover& l = pairs[stem];
+    bool is_channel = false;
+    if (ParseSegmentName(options.name, n, &stem, &pid, &is_channel) &&
+        !::alkaid::ProcessIsGone(pid)) {
+      Leftover& l = channels[stem];
       l.pid = pid;
-      if (is_ring) {
-        l.ring = n;
-      } else if (n.size() > stem.size() + 7 && n.compare(stem.size(), 7, ".bodies") == 0) {
-        l.bodies = n;
-      }
+      if (is_channel) l.channel = n;
       continue;
     }
     RemoveLeftover(n);
   }
   const auto now = Clock::now();
-  for (auto& [stem, l] : pairs) {
-    if (l.ring.empty()) {
+  for (auto& [stem, l] : channels) {
+    if (l.channel.empty()) {
       // Without its channel the rest is useless (a registry, consumer
-      // segments, a body segment of an older version).
+      // segments, extensions).
       for (const auto& n : names) {
         if (n.compare(0, stem.size() + 1, stem + ".") == 0) RemoveLeftover(n);
       }
@@ -61,7 +58,7 @@ void Broker::Impl::ScanLeftovers() {
     }
     l.since = now;
     Log(LogLevel::kInfo, "keeping segments ", stem, ".* of live pid ", l.pid, " for re-adoption");
-    std::string key = l.ring;
+    std::string key = l.channel;
     adoptable.emplace(std::move(key), std::move(l));
   }
 }
@@ -95,8 +92,7 @@ void Broker::Impl::ExpireAdoptable(bool all) {
           : gone ? "process gone"
                  : "no re-registration in time",
           ")");
-      RemoveChannelNames(l.ring);
-      if (!l.bodies.empty()) RemoveLeftover(l.bodies);
+      RemoveChannelNames(l.channel);
       it = adoptable.erase(it);
     } else {
       ++it;

@@ -34,16 +34,16 @@ Result<format::SchemaPtr> DecodeSchema(const std::vector<uint8_t>& bytes,
 }  // namespace
 
 void Broker::Impl::ApplyTopicDefaults(p::TopicConfig* config) const {
-  if (config->ring_slots == 0) config->ring_slots = options.default_ring_slots;
-  if (config->segment_bytes == 0) config->segment_bytes = options.default_segment_bytes;
-  if (config->max_segment_bytes == 0) {
-    config->max_segment_bytes = options.default_max_segment_bytes;
-    // What the limit allows, if less (beside the ring and the initial arena).
+  if (config->slot_count == 0) config->slot_count = options.default_slot_count;
+  if (config->arena_bytes == 0) config->arena_bytes = options.default_arena_bytes;
+  if (config->max_arena_bytes == 0) {
+    config->max_arena_bytes = options.default_max_arena_bytes;
+    // What the limit allows, if less (beside the slots and the initial arena).
     if (shm_limit.bytes != 0) {
-      config->max_segment_bytes = std::min(config->max_segment_bytes, shm_limit.bytes);
+      config->max_arena_bytes = std::min(config->max_arena_bytes, shm_limit.bytes);
     }
   }
-  config->max_segment_bytes = std::max(config->max_segment_bytes, config->segment_bytes);
+  config->max_arena_bytes = std::max(config->max_arena_bytes, config->arena_bytes);
 }
 
 Result<p::Reply> Broker::Impl::CreateTopic(const p::Request& request) {
@@ -71,9 +71,9 @@ Result<p::Reply> Broker::Impl::CreateTopic(const p::Request& request) {
       // No producer ever attached (one may have been refused for these
       // sizes): the latest request's sizes apply.
       ApplyTopicDefaults(&config);
-      existing.config.ring_slots = config.ring_slots;
-      existing.config.segment_bytes = config.segment_bytes;
-      existing.config.max_segment_bytes = config.max_segment_bytes;
+      existing.config.slot_count = config.slot_count;
+      existing.config.arena_bytes = config.arena_bytes;
+      existing.config.max_arena_bytes = config.max_arena_bytes;
       existing.config.policy = config.policy;
     }
     reply.config = existing.config;
@@ -86,8 +86,8 @@ Result<p::Reply> Broker::Impl::CreateTopic(const p::Request& request) {
   topic.schema = std::move(schema);
   Topic& created = topics.emplace(config.name, std::move(topic)).first->second;
   Log(LogLevel::kInfo, "topic '", config.name, "' created (", p::TopicKindName(config.kind), ", ",
-      config.ring_slots, " slots, arenas of ", FormatBytes(config.segment_bytes), " growing to ",
-      FormatBytes(config.max_segment_bytes), ")");
+      config.slot_count, " slots, arenas of ", FormatBytes(config.arena_bytes), " growing to ",
+      FormatBytes(config.max_arena_bytes), ")");
   WelcomeWaitingConsumers(created);
   reply.config = std::move(config);
   reply.created = true;
@@ -142,26 +142,25 @@ Status Broker::Impl::CheckTopicKind(const Topic& topic, p::TopicKind wanted, con
 Result<p::Reply> Broker::Impl::AttachProducer(Connection& c, int fd, const p::Request& request) {
   ALKAID_ASSIGN_OR_RAISE(Topic * topic, FindTopic(request.topic));
   ALKAID_RETURN_NOT_OK(CheckTopicKind(*topic, request.kind, "this producer publishes"));
-  const bool readopt = !request.ring.empty();
+  const bool readopt = !request.channel.empty();
   auto left = adoptable.end();
   if (readopt) {
     // A producer that outlived a broker restart: it may claim only the
-    // segments that carry its own pid in their names.
-    left = adoptable.find(request.ring);
-    if (left == adoptable.end() ||
-        (!left->second.bodies.empty() && left->second.bodies != request.bodies)) {
-      return Status::KeyError("segments '", request.ring, "' and '", request.bodies,
-                              "' were not left by an earlier broker named '", options.name,
-                              "' (or were removed since)");
+    // channel that carries its own pid in its name.
+    left = adoptable.find(request.channel);
+    if (left == adoptable.end()) {
+      return Status::KeyError("channel '", request.channel,
+                              "' was not left by an earlier broker named '", options.name,
+                              "' (or was removed since)");
     }
     if (left->second.pid != c.pid) {
-      return Status::PermissionDenied("segments '", request.ring, "' belong to pid ",
+      return Status::PermissionDenied("channel '", request.channel, "' belongs to pid ",
                                       left->second.pid, ", not to pid ", c.pid);
     }
   }
-  // Ring: slots of inline payload plus headers; a generous estimate.
-  const uint64_t ring_estimate = uint64_t{topic->config.ring_slots} * 640 + (64u << 10);
-  const uint64_t need = topic->config.segment_bytes + ring_estimate;
+  // The slots (inline payload included) and headers; a generous estimate.
+  const uint64_t slots_estimate = uint64_t{topic->config.slot_count} * 640 + (64u << 10);
+  const uint64_t need = topic->config.arena_bytes + slots_estimate;
   if (!readopt && shm_limit.bytes != 0 && reserved_bytes + need > shm_limit.bytes) {
     return Status::CapacityError(
         "attaching a producer to topic '", request.topic, "' needs ", FormatBytes(need),
@@ -169,7 +168,7 @@ Result<p::Reply> Broker::Impl::AttachProducer(Connection& c, int fd, const p::Re
         FormatBytes(shm_limit.bytes), " (", shm_limit.origin, ") are in use",
         need > shm_limit.bytes
             ? ". One producer of this topic needs more than the whole limit: give the topic a "
-              "smaller arena (TopicOptions::segment_bytes, alkaid publish --segment-bytes), or "
+              "smaller arena (TopicOptions::arena_bytes, alkaid publish --arena-bytes), or "
               "the broker a larger --shm-limit (in a container, with a larger /dev/shm: docker "
               "run --shm-size=...)"
             : "");
@@ -181,14 +180,12 @@ Result<p::Reply> Broker::Impl::AttachProducer(Connection& c, int fd, const p::Re
   producer.pid = c.pid;
   if (readopt) {
     // Already created and mapped by the producer; it keeps them.
-    producer.ring = request.ring;
-    producer.bodies = request.bodies;
+    producer.channel = request.channel;
     adoptable.erase(left);
   } else {
     // The pid in the name lets a restarted broker tell whose they are.
     const std::string stem = internal::ProducerSegmentStem(instance, c.pid, producer.id);
-    producer.ring = stem + ".ring";
-    producer.bodies = stem + ".bodies";
+    producer.channel = stem + internal::kChannelSuffix;
   }
   producer.reserved = need;
   reserved_bytes += need;
@@ -198,13 +195,11 @@ Result<p::Reply> Broker::Impl::AttachProducer(Connection& c, int fd, const p::Re
   p::Reply reply;
   reply.type = p::ReplyType::kAttachProducer;
   reply.attached_id = producer.id;
-  reply.ring = producer.ring;
-  reply.bodies = producer.bodies;
+  reply.channel = producer.channel;
   reply.config = topic->config;
   reply.segment_mode = have_group ? 0660 : 0600;
-  reply.consumers = static_cast<uint32_t>(topic->consumers.size());
   Log(LogLevel::kInfo, "producer ", producer.id, " (pid ", c.pid, ") ",
-      readopt ? "re-registered with its segments " + producer.ring + " on '"
+      readopt ? "re-registered with its channel " + producer.channel + " on '"
               : std::string("attached to '"),
       request.topic, "'");
   producers.emplace(producer.id, std::move(producer));
@@ -230,7 +225,7 @@ Result<p::Reply> Broker::Impl::ProducerReady(int fd, const p::Request& request) 
   p::Event event;
   event.type = p::EventType::kProducerJoined;
   event.topic = producer->topic;
-  event.producer = {producer->id, producer->pid, producer->ring, producer->bodies};
+  event.producer = {producer->id, producer->pid, producer->channel};
   for (uint64_t cid : topic.consumers) SendEvent(consumers.at(cid).conn, event);
   return reply;
 }
@@ -263,7 +258,7 @@ Result<p::Reply> Broker::Impl::AttachConsumer(Connection& c, int fd, const p::Re
   for (uint64_t pid : topic->producers) {
     const Producer& producer = producers.at(pid);
     if (producer.ready) {
-      reply.producers.push_back({producer.id, producer.pid, producer.ring, producer.bodies});
+      reply.producers.push_back({producer.id, producer.pid, producer.channel});
     }
   }
   topic->consumers.insert(consumer.id);
@@ -280,15 +275,11 @@ void Broker::Impl::RemoveProducer(uint64_t id, const std::string& reason) {
   Producer producer = std::move(it->second);
   producers.erase(it);
   reserved_bytes -= producer.reserved;
-  RemoveChannelNames(producer.ring);
+  RemoveChannelNames(producer.channel);
   // Extensions the channel's table did not list (being added or released
   // when the producer died) go by the names granted.
   for (const auto& [ext, bytes] : producer.extensions) {
-    (void)shm::Segment::Remove(shm::ChannelExtensionName(producer.ring, ext));
-  }
-  const Status st = shm::Segment::Remove(producer.bodies);  // none since the channel
-  if (!st.ok() && st.code() != StatusCode::kKeyError) {
-    Log(LogLevel::kWarn, "removing segment ", producer.bodies, ": ", st.message());
+    (void)shm::Segment::Remove(shm::ChannelExtensionName(producer.channel, ext));
   }
   auto conn = connections.find(producer.conn);
   if (conn != connections.end()) conn->second.producers.erase(id);
@@ -329,9 +320,9 @@ void Broker::Impl::RemoveConsumer(uint64_t id, bool died) {
   auto topic_it = topics.find(consumer.topic);
   if (topic_it == topics.end()) return;
   topic_it->second.consumers.erase(id);
-  // Dead: the producers detach its ring registrations (by pid) so that it
+  // Dead: the producers detach its registrations (by pid) so that it
   // holds none of them back. Dead or detached: a producer waiting for it
-  // to register on its ring (ProducerReady's reply) stops waiting for it.
+  // to register on its channel (ProducerReady's reply) stops waiting for it.
   p::Event event;
   event.type = p::EventType::kConsumerGone;
   event.topic = consumer.topic;
@@ -350,12 +341,12 @@ Result<p::Reply> Broker::Impl::AddExtension(int fd, const p::Request& request) {
   }
   uint64_t extended = 0;
   for (const auto& [id, bytes] : producer->extensions) extended += bytes;
-  if (topic.config.segment_bytes + extended + request.bytes > topic.config.max_segment_bytes) {
+  if (topic.config.arena_bytes + extended + request.bytes > topic.config.max_arena_bytes) {
     return Status::CapacityError("topic '", producer->topic, "': an extension of ",
                                  FormatBytes(request.bytes),
                                  " would take the arena past the topic's maximum of ",
-                                 FormatBytes(topic.config.max_segment_bytes), " (it has ",
-                                 FormatBytes(topic.config.segment_bytes + extended), ")");
+                                 FormatBytes(topic.config.max_arena_bytes), " (it has ",
+                                 FormatBytes(topic.config.arena_bytes + extended), ")");
   }
   if (shm_limit.bytes != 0 && reserved_bytes + request.bytes > shm_limit.bytes) {
     return Status::CapacityError(
@@ -370,7 +361,7 @@ Result<p::Reply> Broker::Impl::AddExtension(int fd, const p::Request& request) {
       request.extension_id, " of ", FormatBytes(request.bytes));
   p::Reply reply;
   reply.type = p::ReplyType::kExtension;
-  reply.extension_name = shm::ChannelExtensionName(producer->ring, request.extension_id);
+  reply.extension_name = shm::ChannelExtensionName(producer->channel, request.extension_id);
   return reply;
 }
 
@@ -381,7 +372,7 @@ void Broker::Impl::ReleaseExtension(int fd, const p::Request& request) {
   if (it == (*producer)->extensions.end()) return;
   // The producer removed the name; a second removal costs nothing and
   // covers one that did not.
-  (void)shm::Segment::Remove(shm::ChannelExtensionName((*producer)->ring, it->first));
+  (void)shm::Segment::Remove(shm::ChannelExtensionName((*producer)->channel, it->first));
   (*producer)->reserved -= it->second;
   reserved_bytes -= it->second;
   (*producer)->extensions.erase(it);

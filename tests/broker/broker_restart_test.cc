@@ -104,8 +104,8 @@ TEST(BrokerRestartTest, DataFlowsThroughAnOutageAndClientsReRegister) {
   {
     ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
     client::TopicOptions topic_options;
-    topic_options.ring_slots = 64;
-    topic_options.segment_bytes = 4 << 20;
+    topic_options.slot_count = 64;
+    topic_options.arena_bytes = 4 << 20;
     ASSERT_OK(admin->CreateTopic("r", SeqSchema(), topic_options).status());
     ASSERT_OK(admin->CreateTopic("r2", SeqSchema(), topic_options).status());
   }
@@ -276,7 +276,7 @@ TEST(BrokerRestartTest, OnlyTheOwnerReadoptsItsSegments) {
   if (child == 0) {
     client::ProducerOptions options;
     options.socket_path = broker.socket();
-    options.topic.segment_bytes = 1 << 20;
+    options.topic.arena_bytes = 1 << 20;
     auto producer = Producer::Open("o", SeqSchema(), options);
     if (!producer.ok()) ::_exit(1);
     while (true) std::this_thread::sleep_for(1s);
@@ -294,12 +294,10 @@ TEST(BrokerRestartTest, OnlyTheOwnerReadoptsItsSegments) {
   ASSERT_TRUE(TopicShows(broker.socket(), "o", 1, 0, kHangMs));
   const auto names = NamesOfPid(broker.name(), child);
   ASSERT_EQ(names.size(), 2u);
-  // The channel "<stem>.ring" and its registry "<stem>.ring.reg"; the
-  // protocol still names a body segment "<stem>.bodies", which a channel
-  // does not create.
-  const std::string ring = *names.begin();
-  ASSERT_EQ(*names.rbegin(), ring + ".reg");
-  const std::string bodies = ring.substr(0, ring.size() - 4) + "bodies";
+  // The channel "<stem>.channel" and its registry "<stem>.channel.reg".
+  const std::string channel = *names.begin();
+  ASSERT_TRUE(channel.ends_with(".channel")) << channel;
+  ASSERT_EQ(*names.rbegin(), channel + ".reg");
 
   // Stopped, the producer cannot re-register: its segments wait for it (an
   // adopt timeout of an hour: the claims below are decided by pid, not by
@@ -315,13 +313,11 @@ TEST(BrokerRestartTest, OnlyTheOwnerReadoptsItsSegments) {
   protocol::Request claim;
   claim.type = protocol::RequestType::kAttachProducer;
   claim.topic = "o";
-  claim.ring = ring;
-  claim.bodies = bodies;
-  ASSERT_RAISES_WITH_MESSAGE(kPermissionDenied, "belong to pid " + std::to_string(child),
+  claim.channel = channel;
+  ASSERT_RAISES_WITH_MESSAGE(kPermissionDenied, "belongs to pid " + std::to_string(child),
                              RawCall(broker.socket(), claim));
-  claim.ring = broker.name() + ".1.1.p1.ring";
-  claim.bodies = broker.name() + ".1.1.p1.bodies";
-  ASSERT_RAISES_WITH_MESSAGE(kKeyError, "were not left by an earlier broker",
+  claim.channel = broker.name() + ".1.1.p1.channel";
+  ASSERT_RAISES_WITH_MESSAGE(kKeyError, "was not left by an earlier broker",
                              RawCall(broker.socket(), claim));
 
   // Resumed, the owner re-registers with them.
@@ -359,8 +355,8 @@ TEST(BrokerRestartTest, DeadPeersAreDetectedWhileTheBrokerIsDown) {
   BrokerProcess broker;
   ASSERT_TRUE(broker.Start());
   client::TopicOptions topic_options;
-  topic_options.ring_slots = 8;
-  topic_options.segment_bytes = 1 << 20;
+  topic_options.slot_count = 8;
+  topic_options.arena_bytes = 1 << 20;
   {
     ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
     ASSERT_OK(admin->CreateTopic("a", SeqSchema(), topic_options).status());
@@ -371,7 +367,7 @@ TEST(BrokerRestartTest, DeadPeersAreDetectedWhileTheBrokerIsDown) {
   ASSERT_OK_AND_ASSIGN(auto consumer_a, Consumer::Open("a", consumer_options));
   int events[2];
   ASSERT_EQ(::pipe(events), 0);
-  constexpr int64_t kPublishedA = 6;  // within the ring: the producer never waits
+  constexpr int64_t kPublishedA = 6;  // within the slots: the producer never waits
   const pid_t producer_a = testing::ForkTestChild();
   if (producer_a == 0) {
     client::ProducerOptions options;
@@ -436,14 +432,14 @@ TEST(BrokerRestartTest, DeadPeersAreDetectedWhileTheBrokerIsDown) {
   EXPECT_EQ(end.status().code(), StatusCode::kEndOfStream) << end.status();
   EXPECT_NE(end.status().message().find("producer gone"), std::string::npos) << end.status();
   // The producer releases exactly what the dead consumer held, and its
-  // registration: it publishes a ring's worth and more with nobody reading.
+  // registration: it publishes a channel's worth and more with nobody reading.
   EXPECT_TRUE(WaitUntil([&] {
     producer_b->Poll();
-    return producer_b->stats().blocks_live <= topic_options.ring_slots;
+    return producer_b->stats().blocks_live <= topic_options.slot_count;
   })) << "blocks live: "
       << producer_b->stats().blocks_live << " (held: " << live_while_held << ")";
   EXPECT_EQ(producer_b->stats().dead_consumers_detached, 1u);
-  for (int64_t i = kHeld; i < kHeld + 2 * topic_options.ring_slots; ++i) {
+  for (int64_t i = kHeld; i < kHeld + 2 * topic_options.slot_count; ++i) {
     ASSERT_OK_AND_ASSIGN(auto batch, SeqBatch(i));
     ASSERT_OK(producer_b->PublishCopy(*batch));
   }

@@ -92,7 +92,7 @@ Status PayloadPingSide(const RunSpec& spec, const std::string& name, measure::Pa
   const int64_t rows = RowsFor(spec.payload_bytes);
   const auto stopping = [s] { return Stopping(s); };
   shm::ChannelOptions options;  // as the producer's: 4 KiB pages, prefaulted
-  options.slot_count = kPingRingSlots;
+  options.slot_count = kPingSlotCount;
   options.max_consumers = 1;
   options.arena_bytes = PingArenaBytes(rows);
   options.space_timeout = std::chrono::seconds(30);

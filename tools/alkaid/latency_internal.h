@@ -81,8 +81,8 @@ inline uint64_t PingArenaBytes(int64_t rows) { return 4 * PingRegionBytes(rows) 
 /// Region of each small batch: hellos, control values, answers.
 inline constexpr uint64_t kSmallRegionBytes = 1024;
 
-/// Ring slots of the pingpong topics.
-inline constexpr std::size_t kPingRingSlots = 16;
+/// Slots of the pingpong topics' channels.
+inline constexpr std::size_t kPingSlotCount = 16;
 
 /// Shared between the parent and the children of one measurement (a
 /// MAP_SHARED anonymous mapping created before fork).
