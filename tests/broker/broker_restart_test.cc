@@ -272,6 +272,10 @@ Result<protocol::Reply> RawCall(const std::string& socket, protocol::Request req
 TEST(BrokerRestartTest, OnlyTheOwnerReadoptsItsSegments) {
   BrokerProcess broker;
   ASSERT_TRUE(broker.Start());
+  // The child says when its Open returned: stopped before its ProducerReady
+  // was answered, it would fail to open once the broker is gone (and exit).
+  int opened[2];
+  ASSERT_EQ(::pipe(opened), 0);
   const pid_t child = testing::ForkTestChild();
   if (child == 0) {
     client::ProducerOptions options;
@@ -279,6 +283,8 @@ TEST(BrokerRestartTest, OnlyTheOwnerReadoptsItsSegments) {
     options.topic.arena_bytes = 1 << 20;
     auto producer = Producer::Open("o", SeqSchema(), options);
     if (!producer.ok()) ::_exit(1);
+    const char byte = 1;
+    if (::write(opened[1], &byte, 1) != 1) ::_exit(2);
     while (true) std::this_thread::sleep_for(1s);
   }
   // Killed at the end whatever happens.
@@ -290,7 +296,9 @@ TEST(BrokerRestartTest, OnlyTheOwnerReadoptsItsSegments) {
       if (::kill(pid, SIGKILL) == 0) testing::Wait(pid);
     }
   } reaper{child};
-  WaitUntil([&] { return NamesOfPid(broker.name(), child).size() >= 2; });
+  const bool open = ReadByte(opened[0]);
+  for (int fd : opened) ::close(fd);
+  ASSERT_TRUE(open) << "the producer did not open";
   ASSERT_TRUE(TopicShows(broker.socket(), "o", 1, 0, kHangMs));
   const auto names = NamesOfPid(broker.name(), child);
   ASSERT_EQ(names.size(), 2u);
