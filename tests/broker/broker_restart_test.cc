@@ -133,14 +133,14 @@ TEST(BrokerRestartTest, DataFlowsThroughAnOutageAndClientsReRegister) {
       auto batch = (*consumer)->Next(20s);
       if (!batch.ok()) {
         if (batch.status().code() == StatusCode::kEndOfStream) break;
-        std::fprintf(stderr, "consumer: %s\n", batch.status().ToString().c_str());
+        (void)std::fprintf(stderr, "consumer: %s\n", batch.status().ToString().c_str());
         ::_exit(11);
       }
       const int64_t seq =
           std::static_pointer_cast<format::Int64Array>((*batch)->column(0))->Value(0);
       if (seq != next) {
-        std::fprintf(stderr, "consumer: got %lld, expected %lld\n", static_cast<long long>(seq),
-                     static_cast<long long>(next));
+        (void)std::fprintf(stderr, "consumer: got %lld, expected %lld\n",
+                           static_cast<long long>(seq), static_cast<long long>(next));
         ::_exit(12);
       }
       ++next;
@@ -447,7 +447,7 @@ TEST(BrokerRestartTest, DeadPeersAreDetectedWhileTheBrokerIsDown) {
   })) << "blocks live: "
       << producer_b->stats().blocks_live << " (held: " << live_while_held << ")";
   EXPECT_EQ(producer_b->stats().dead_consumers_detached, 1u);
-  for (int64_t i = kHeld; i < kHeld + 2 * topic_options.slot_count; ++i) {
+  for (int64_t i = kHeld; i < kHeld + int64_t{2} * topic_options.slot_count; ++i) {
     ASSERT_OK_AND_ASSIGN(auto batch, SeqBatch(i));
     ASSERT_OK(producer_b->PublishCopy(*batch));
   }
