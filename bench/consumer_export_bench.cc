@@ -81,7 +81,7 @@ int Run(const std::string& broker_bin, int64_t rows, int n) {
     auto batch = TenColumnBatch(rows);
     ac::ProducerOptions po;
     po.socket_path = socket;
-    po.topic.segment_bytes = 192 << 20;  // a 1,000,000-row batch is 54 MiB
+    po.topic.arena_bytes = 192 << 20;  // a 1,000,000-row batch is 54 MiB
     ac::ConsumerOptions co;
     co.socket_path = socket;
     auto producer = ac::Producer::Open("bench", batch->schema(), po).ValueOrDie();

@@ -84,7 +84,7 @@ using namespace std::chrono_literals;
 using measure::NowNs;
 
 constexpr uint64_t kSmallBytes = 64;
-constexpr uint32_t kRingSlots = 4;
+constexpr uint32_t kSlotCount = 4;
 constexpr int64_t kWarmUpValue = -2;
 
 enum class Fill { kLoaned, kBuilt, kBuiltEvicted };
@@ -100,8 +100,8 @@ struct Stamp {
 
 // Ping i is the row's size or 64 B. Which goes first in pair k = i / 2
 // follows k's second bit, so that over four pairs each size is published
-// once into each of the ring's four slots, with or without a warm-up
-// message between pings. That matters: one publish per lap of the ring
+// once into each of the channel's four slots, with or without a warm-up
+// message between pings. That matters: one publish per lap of the slots
 // refreshes the producer's view of the consumers' cursors (a cache line
 // the consumer owns), which costs that publish ~0.2 us here; a schedule
 // that gave one size that slot more often would measure the slot. Parent
@@ -110,7 +110,7 @@ bool IsLarge(uint64_t i) {
   const bool large_first = ((i / 2) / 2) % 2 == 1;
   return (i % 2 == 0) == large_first;
 }
-static_assert(kRingSlots == 4, "the schedule of IsLarge balances four slots");
+static_assert(kSlotCount == 4, "the schedule of IsLarge balances four slots");
 
 uint64_t RowsOf(uint64_t bytes) { return std::max<uint64_t>(1, bytes / 8); }
 
@@ -191,7 +191,7 @@ void BM_OneWayPaired(benchmark::State& state, Fill fill) {
   const std::string tag = std::to_string(::getpid()) + "_f" + std::to_string(large_bytes) + "_" +
                           std::to_string(static_cast<int>(fill));
   bench::BatchPingPongSegments segments(tag, 8 * large_region + (1 << 20), segment_options,
-                                        kRingSlots);
+                                        kSlotCount);
   auto stamps_mapping = measure::SharedMapping<Stamp>::MapOrDie(pings);
   Stamp* stamps = stamps_mapping.get();
   const pid_t child = measure::ForkPinned(g_cpus);

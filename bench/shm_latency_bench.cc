@@ -12,7 +12,7 @@
 // in on the way (segments are prefaulted), so the latency must not grow
 // with the body size.
 //
-// "payload" rows are the size-matched floor, measured in the same run: the
+// "body" rows are the size-matched floor, measured in the same run: the
 // same body, built the same way (the values written to a private vector,
 // then copied into a loaned block) at the addresses the alkaid run's
 // allocator gives them (loans of a channel of the same options, never
@@ -22,7 +22,7 @@
 // and last value, answers on the line. Its warm-up round trip carries a
 // body of the same size whose first and last value the parent writes and
 // the child reads, as the alkaid warm-up batch is. Nothing of Alkaid is on
-// its timed path, so alkaid minus payload is what the transport adds to the
+// its timed path, so alkaid minus body is what the transport adds to the
 // physics of the access pattern (at 16 MiB the body's first line has left the builder's caches,
 // at 64 B it is in its L1).
 //
@@ -139,7 +139,7 @@ BatchFigures FiguresOf(const Stamps* stamps, int iterations, std::vector<double>
 }
 
 // The values of a ping's body: those of measured ping k are k, k + 1,
-// ..., k + rows - 1; a warm-up's (alkaid and payload alike) start at
+// ..., k + rows - 1; a warm-up's (alkaid and body floor alike) start at
 // kWarmUpValue. Bodies are read at their first and last value only.
 constexpr int64_t kWarmUpValue = -2;
 
@@ -178,7 +178,7 @@ enum class Mode { kCold, kWarm, kEvicted, kWarmEvicted };
 bool Evicts(Mode mode) { return mode == Mode::kEvicted || mode == Mode::kWarmEvicted; }
 bool WarmsUp(Mode mode) { return mode == Mode::kWarm || mode == Mode::kWarmEvicted; }
 
-// Slots of BatchPingPong's channels; PayloadPingPong holds its last
+// Slots of BatchPingPong's channels; BodyFloorPingPong holds its last
 // blocks in a FIFO of this length.
 constexpr uint32_t kChannelSlots = 4;
 
@@ -293,7 +293,7 @@ BatchFigures BatchPingPong(uint64_t body_bytes, int iterations, Mode mode) {
 // The size-matched floor of BatchPingPong(body_bytes, iterations, mode):
 // the same body at the same addresses, built the same way, handed over on
 // a signal line instead of the channel (see the file comment).
-BatchFigures PayloadPingPong(uint64_t body_bytes, int iterations, Mode mode) {
+BatchFigures BodyFloorPingPong(uint64_t body_bytes, int iterations, Mode mode) {
   const std::string bodies_name = "alkaid_lat_f" + RunTag(body_bytes, mode);
   const uint64_t rows = std::max<uint64_t>(1, body_bytes / 8);
   const uint64_t region = rows * 8 + 4096;
@@ -308,8 +308,8 @@ BatchFigures PayloadPingPong(uint64_t body_bytes, int iterations, Mode mode) {
   co.segment = BodySegmentOptions();
   auto bodies = measure::BodyLoans::Create(bodies_name, co, kChannelSlots).ValueOrDie();
   // The signal line, in a page of its own.
-  auto signal_mapping = measure::SharedMapping<measure::PayloadLine>::MapOrDie();
-  measure::PayloadLine* signal = signal_mapping.get();
+  auto signal_mapping = measure::SharedMapping<measure::BodyLine>::MapOrDie();
+  measure::BodyLine* signal = signal_mapping.get();
   const auto never = [] { return false; };
   auto stamps_mapping = measure::SharedMapping<Stamps>::MapOrDie(static_cast<size_t>(iterations));
   Stamps* stamps = stamps_mapping.get();
@@ -320,7 +320,7 @@ BatchFigures PayloadPingPong(uint64_t body_bytes, int iterations, Mode mode) {
     open_options.prefault = g_prefault;
     auto segment =
         shm::Segment::Open(bodies_name, shm::SegmentKind::kChannel, open_options).ValueOrDie();
-    const std::byte* payload = segment->data();
+    const std::byte* arena = segment->data();
     signal->Ready();
     uint64_t seen = 0;
     for (int got_measured = 0; got_measured < iterations;) {
@@ -330,7 +330,7 @@ BatchFigures PayloadPingPong(uint64_t body_bytes, int iterations, Mode mode) {
       const int64_t t_recv = NowNs();
       // Warm-ups and measured pings alike, as the alkaid child reads every
       // batch.
-      const auto* values = reinterpret_cast<const int64_t*>(payload + signal->body_offset);
+      const auto* values = reinterpret_cast<const int64_t*>(arena + signal->body_offset);
       const int64_t first = values[0];
       const int64_t last = values[rows - 1];
       OnPing(stamps, &got_measured, first, last, rows, t_recv, NowNs());
@@ -425,7 +425,7 @@ int main(int argc, char** argv) {
       "after building a batch larger than the last-level cache)\n"
       "warm evicted: 64 MiB written after building, then the warm-up round trip, at\n"
       "every size (the same cache state whatever the size)\n"
-      "payload: the size-matched floor of the row above: same body, same addresses, same\n"
+      "body: the size-matched floor of the row above: same body, same addresses, same\n"
       "build, handed over on a shared cache line instead of the channel (publish: the store)\n");
   std::printf("%-28s %9s %9s %9s %9s %9s %9s %7s\n", "case (busy-poll, ns)", "one-way", "p99",
               "rtt/2", "p99", "publish", "rebuilt", "samples");
@@ -452,7 +452,7 @@ int main(int argc, char** argv) {
   struct WarmRow {
     const char* name;
     Figures alkaid;
-    Figures payload;  // the size-matched floor
+    Figures body;  // the size-matched floor
   };
   std::vector<WarmRow> warm_rows;
   std::vector<WarmRow> warm_evicted_rows;
@@ -468,12 +468,12 @@ int main(int argc, char** argv) {
       // Writing 64 MiB takes milliseconds: 300 samples at most per evicting row.
       const int n = Evicts(m.mode) ? std::min(iters(c.n), iters(300)) : iters(c.n);
       const BatchFigures f = BatchPingPong(c.bytes, n, m.mode);
-      const BatchFigures p = PayloadPingPong(c.bytes, n, m.mode);
+      const BatchFigures p = BodyFloorPingPong(c.bytes, n, m.mode);
       if (m.mode == Mode::kWarm) warm_rows.push_back({c.name, f.one_way, p.one_way});
       if (m.mode == Mode::kWarmEvicted) {
         warm_evicted_rows.push_back({c.name, f.one_way, p.one_way});
       }
-      for (const auto& [prefix, figures] : {std::pair{"", &f}, std::pair{"payload ", &p}}) {
+      for (const auto& [prefix, figures] : {std::pair{"", &f}, std::pair{"body ", &p}}) {
         const std::string name = prefix + std::string(m.label) + c.name;
         std::printf("%-28s %9.0f %9.0f %9.0f %9.0f %9.0f %9.0f %7d\n", name.c_str(),
                     figures->one_way.median_ns, figures->one_way.p99_ns,
@@ -485,10 +485,10 @@ int main(int argc, char** argv) {
   // Summary against the targets (warm one-way figures).
   std::printf("\nsummary (warm one-way, ns; floor p50 %.0f)\n", floor.median_ns);
   std::printf("%-8s %9s %9s %11s %11s %11s %11s %11s %11s\n", "size", "p50", "p99", "p50/floor",
-              "p99/floor", "payload p50", "payload p99", "p50-payload", "p99-payload");
+              "p99/floor", "body p50", "body p99", "p50-body", "p99-body");
   for (const auto& row : warm_rows) {
     const Figures& f = row.alkaid;
-    const Figures& p = row.payload;
+    const Figures& p = row.body;
     std::printf("%-8s %9.0f %9.0f %10.1fx %10.1fx %11.0f %11.0f %11.0f %11.0f\n", row.name,
                 f.median_ns, f.p99_ns, f.median_ns / floor.median_ns, f.p99_ns / floor.median_ns,
                 p.median_ns, p.p99_ns, f.median_ns - p.median_ns, f.p99_ns - p.p99_ns);
@@ -497,12 +497,12 @@ int main(int argc, char** argv) {
     if (rows.size() < 2) return;
     const WarmRow& small = rows.front();
     const WarmRow& large = rows.back();
-    std::printf("%s flatness: p50(%s) / p50(%s) = %.2f (target <= 1.2); payload floor %.2f\n",
-                label, large.name, small.name, large.alkaid.median_ns / small.alkaid.median_ns,
-                large.payload.median_ns / small.payload.median_ns);
-    std::printf("%s overhead over the payload floor (p50): %.0f ns at %s, %.0f ns at %s\n", label,
-                small.alkaid.median_ns - small.payload.median_ns, small.name,
-                large.alkaid.median_ns - large.payload.median_ns, large.name);
+    std::printf("%s flatness: p50(%s) / p50(%s) = %.2f (target <= 1.2); body floor %.2f\n", label,
+                large.name, small.name, large.alkaid.median_ns / small.alkaid.median_ns,
+                large.body.median_ns / small.body.median_ns);
+    std::printf("%s overhead over the body floor (p50): %.0f ns at %s, %.0f ns at %s\n", label,
+                small.alkaid.median_ns - small.body.median_ns, small.name,
+                large.alkaid.median_ns - large.body.median_ns, large.name);
   };
   flatness("warm", warm_rows);
   // The same cache state for every size: what the size itself costs.

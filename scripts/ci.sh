@@ -6,7 +6,7 @@
 #                  warnings are errors, the whole ctest suite)
 #   2. asan-ubsan  the whole suite built with AddressSanitizer + UBSan (clang)
 #   3. tsan        the libshm, client and broker suites under ThreadSanitizer
-#                  (the ring's threaded stress tests included; not the
+#                  (the channel's threaded stress tests included; not the
 #                  broker's multi-process SIGKILL loop)
 #   4. fuzz        every libFuzzer target for ALKAID_FUZZ_SECONDS (default 20:
 #                  a gate within CI's hour; longer runs: scripts/fuzz.sh N)

@@ -88,7 +88,7 @@ if [ $render_only -eq 0 ]; then
     "$bin" "$@" --json "$results/$name.json" | tee "$results/$name.txt"
   }
   run pingpong_spin --sizes $sizes --count "$COUNT" --duration "$DURATION" --mode spin \
-    --compare floor,payload,uds --hgrm "$results/hgrm"
+    --compare floor,body,uds --hgrm "$results/hgrm"
   # The peers right after, with the same sizes, count and waiting.
   for mode in spin block; do
     if [ -x "$iceoryx2" ]; then
@@ -224,7 +224,7 @@ if spin:
     worst50 = worst99 = 0.0
     for size in sizes:
         a, f = pick(spin, "alkaid", size), pick(spin, "floor", size)
-        pf = pick(spin, "payload", size)
+        pf = pick(spin, "body", size)
         r50 = ratio(get(a, "p50_ns"), get(f, "p50_ns"))
         r99 = ratio(get(a, "p99_ns"), get(f, "p99_ns"))
         bound = 5 if size >= 16 << 20 else 4

@@ -185,7 +185,7 @@ def handoff(args: argparse.Namespace) -> list[dict]:
     results = []
     for rows in (int(r) for r in args.rows_list.split(",")):
         with alkaid.Producer(f"h{rows}", SCHEMA, socket=args.socket,
-                             segment_bytes=max(64 << 20, rows * 64)) as producer, \
+                             arena_bytes=max(64 << 20, rows * 64)) as producer, \
                 alkaid.Consumer(f"h{rows}", socket=args.socket) as consumer:
             ids = np.arange(rows, dtype=np.int64)
             producer.publish(pa.record_batch([pa.array(ids), pa.array(ids * 0.5)], schema=SCHEMA))

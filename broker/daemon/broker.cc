@@ -31,15 +31,6 @@ Result<LogLevel> ParseLogLevel(const std::string& text) {
   return Status::Invalid("log level '", text, "' is not one of error, warn, info, debug");
 }
 
-namespace internal {
-
-std::string FormatBytes(uint64_t bytes) {
-  if (bytes < 1024) return std::to_string(bytes) + " bytes";
-  return std::to_string(bytes) + " bytes (" + HumanBytes(bytes) + ")";
-}
-
-}  // namespace internal
-
 namespace {
 
 constexpr std::size_t kMaxBrokerNameLength = 64;
@@ -199,13 +190,15 @@ void Broker::Impl::SendError(Connection& c, uint64_t request_id, Status status) 
   SendReply(c, std::move(reply));
 }
 
-void Broker::Impl::SendEvent(int fd, const p::Event& event) {
-  auto it = connections.find(fd);
-  if (it == connections.end()) return;
-  p::ServerMessage m;
-  m.is_event = true;
-  m.event = event;
-  Send(it->second, m);
+void Broker::Impl::SendEvents(const std::vector<internal::Outbound>& events) {
+  for (const auto& e : events) {
+    auto it = connections.find(e.conn);
+    if (it == connections.end()) continue;
+    p::ServerMessage m;
+    m.is_event = true;
+    m.event = e.event;
+    Send(it->second, m);
+  }
 }
 
 void Broker::Impl::Accept() {
@@ -251,15 +244,9 @@ void Broker::Impl::Accept() {
 void Broker::Impl::CloseConnection(int fd, const std::string& why) {
   auto it = connections.find(fd);
   if (it == connections.end()) return;
-  Connection& c = it->second;
-  const std::set<uint64_t> owned_producers = c.producers;
-  const std::set<uint64_t> owned_consumers = c.consumers;
-  const uint32_t pid = c.pid;
-  for (uint64_t id : owned_producers) {
-    RemoveProducer(id, "producer gone (pid " + std::to_string(pid) + ": " + why + ")");
-  }
-  for (uint64_t id : owned_consumers) RemoveConsumer(id, true);
-  Log(LogLevel::kDebug, "connection of pid ", pid, " closed: ", why);
+  const internal::Peer peer = it->second.peer();
+  SendEvents(registry->Disconnected(peer, why));
+  Log(LogLevel::kDebug, "connection of pid ", peer.pid, " closed: ", why);
   ::close(fd);
   connections.erase(fd);
 }
@@ -302,8 +289,100 @@ void Broker::Impl::ReadFrom(int fd) {
       c.closing = true;
       return;
     }
-    Handle(fd, c, *request);
+    if (!c.version_checked) {
+      // The first request says which control protocol the client speaks.
+      if (request->version != p::kControlProtocolVersion) {
+        ++rejected_frames;
+        const Status refusal = Status::Invalid(
+            "control protocol version mismatch: the client (pid ", c.pid, ") speaks version ",
+            request->version, request->version == 0 ? " (a client from before versions)" : "",
+            ", this broker speaks version ", p::kControlProtocolVersion,
+            "; use a client and a broker of the same release");
+        Log(LogLevel::kWarn, refusal.message(), "; closing the connection");
+        SendError(c, request->id, refusal);
+        c.closing = true;
+        return;
+      }
+      c.version_checked = true;
+    }
+    Handle(c, *request);
   }
+}
+
+void Broker::Impl::Handle(Connection& c, const p::Request& request) {
+  Log(LogLevel::kDebug, "pid ", c.pid, ": ", p::RequestTypeName(request.type), " #", request.id);
+  internal::Outcome outcome;
+  if (request.type == p::RequestType::kGetStats) {
+    p::Reply reply = Stats();
+    reply.request_id = request.id;
+    outcome.reply = std::move(reply);
+  } else {
+    outcome = registry->Handle(c.peer(), request);
+  }
+  if (outcome.reply.has_value()) {
+    Result<p::Reply>& reply = *outcome.reply;
+    if (reply.ok()) {
+      SendReply(c, std::move(*reply));
+    } else {
+      Log(LogLevel::kInfo, "pid ", c.pid, ": ", p::RequestTypeName(request.type),
+          " refused: ", reply.status().ToString());
+      SendError(c, request.id, reply.status());
+    }
+  }
+  SendEvents(outcome.events);
+}
+
+p::Reply Broker::Impl::Stats() const {
+  p::Reply reply;
+  reply.type = p::ReplyType::kStats;
+  p::BrokerStats& s = reply.stats;
+  s.name = options.name;
+  s.pid = static_cast<uint32_t>(::getpid());
+  s.uptime_ms = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count());
+  s.connections = static_cast<uint32_t>(connections.size());
+  registry->Count(&s);
+  s.shm_limit = shm_limit.bytes;
+  s.shm_limit_origin = shm_limit.origin;
+  s.shm_total = shm_total;
+  // Free now, whoever holds the rest (figures only: nothing is decided on them).
+  if (auto space = internal::StatShmSpace(options.shm_dir); space.ok()) {
+    s.shm_total = space->total;
+    s.shm_free = space->free;
+  }
+  s.rejected_frames = rejected_frames;
+  return reply;
+}
+
+Status Broker::Impl::ChooseShmLimit() {
+  const std::string& dir = options.shm_dir;
+  auto space = internal::StatShmSpace(dir);
+  if (!space.ok()) {
+    // Without a limit the figures are only informative.
+    if (options.shm_limit != uint64_t{0}) return space.status();
+    Log(LogLevel::kWarn, "cannot see how much ", dir, " holds: ", space.status().message());
+    shm_limit.origin = "--shm-limit 0";
+    return Status::OK();
+  }
+  ALKAID_ASSIGN_OR_RAISE(shm_limit, internal::ChooseShmLimit(options.shm_limit, *space, dir));
+  shm_total = space->total;
+  using internal::HumanBytes;
+  const std::string figures =
+      dir + ": " + HumanBytes(space->free) + " free of " + HumanBytes(space->total);
+  if (shm_limit.bytes == 0) {
+    Log(LogLevel::kInfo, "no shm limit (", shm_limit.origin, "); ", figures);
+    return Status::OK();
+  }
+  Log(LogLevel::kInfo, "shm limit ", HumanBytes(shm_limit.bytes), " (", shm_limit.origin,
+      shm_limit.is_default ? "; --shm-limit to change" : "", "); ", figures);
+  if (space->free < shm_limit.bytes) {
+    // Only the default can get here: what other processes hold is not
+    // ours to count, so producers are refused when their segments do not
+    // fit in what is left (OutOfMemory from the producer), not before.
+    Log(LogLevel::kWarn, "only ", HumanBytes(space->free), " of ", dir,
+        " is free: producers whose segments do not fit in it will be refused");
+  }
+  return Status::OK();
 }
 
 void Broker::Impl::CheckLiveness() {
@@ -312,12 +391,12 @@ void Broker::Impl::CheckLiveness() {
     if (::alkaid::ProcessIsGone(c.pid)) dead.push_back(fd);
   }
   for (int fd : dead) CloseConnection(fd, "process exited");
-  ExpireAdoptable(false);
+  leftovers.Expire(false);
 }
 
 void Broker::Impl::Shutdown() {
   while (!connections.empty()) CloseConnection(connections.begin()->first, "broker stopping");
-  ExpireAdoptable(true);
+  leftovers.Expire(true);
   if (listen_fd >= 0) {
     ::close(listen_fd);
     listen_fd = -1;
@@ -337,13 +416,12 @@ const std::string& Broker::socket_path() const { return impl_->socket_path; }
 
 Result<std::unique_ptr<Broker>> Broker::Create(const BrokerOptions& options) {
   ALKAID_RETURN_NOT_OK(ValidateBrokerName(options.name));
-  if (options.default_ring_slots < 2 ||
-      (options.default_ring_slots & (options.default_ring_slots - 1)) != 0) {
-    return Status::Invalid("default ring slots ", options.default_ring_slots,
+  if (options.default_slot_count < 2 ||
+      (options.default_slot_count & (options.default_slot_count - 1)) != 0) {
+    return Status::Invalid("default slot count ", options.default_slot_count,
                            " is not a power of two >= 2");
   }
-  auto impl = std::make_unique<Impl>();
-  impl->options = options;
+  auto impl = std::make_unique<Impl>(options);
   impl->socket_path = options.socket_path.empty() ? p::DefaultSocketPath() : options.socket_path;
   char stamp[32];
   (void)std::snprintf(
@@ -359,8 +437,19 @@ Result<std::unique_ptr<Broker>> Broker::Create(const BrokerOptions& options) {
   // The socket first: a second broker must not remove the first one's
   // segments.
   ALKAID_RETURN_NOT_OK(state.Listen());
-  state.ScanLeftovers();
+  state.leftovers.Scan();
   ALKAID_RETURN_NOT_OK(state.ChooseShmLimit());
+  internal::RegistrySettings settings;
+  settings.broker_name = options.name;
+  settings.socket_path = state.socket_path;
+  settings.instance = state.instance;
+  settings.default_slot_count = options.default_slot_count;
+  settings.default_arena_bytes = options.default_arena_bytes;
+  settings.default_max_arena_bytes = options.default_max_arena_bytes;
+  settings.shm_limit = state.shm_limit;
+  settings.segment_mode = state.have_group ? 0660 : 0600;
+  state.registry =
+      std::make_unique<internal::Registry>(std::move(settings), &state.leftovers, state.log);
   state.Log(LogLevel::kInfo, "listening on ", state.socket_path, " (segments named ",
             state.instance, ".*)");
   return broker;

@@ -4,8 +4,8 @@
 /// The alkaid-broker daemon as a library: the control plane of Alkaid
 /// (docs/BROKER.md). It names the segments of every producer, tracks who is
 /// attached to which topic, enforces who may connect, notices dead processes
-/// and removes what they leave behind. The data path (rings and body
-/// segments) never passes through it.
+/// and removes what they leave behind. The data path (channels and their
+/// arenas) never passes through it.
 
 #include <chrono>
 #include <cstdint>
@@ -48,9 +48,9 @@ struct BrokerOptions {
   /// producer's initial arena (1 MiB; it grows by extensions the broker
   /// grants, AddExtension) and the most that arena may grow to (2 GiB, or
   /// the shm limit if smaller).
-  uint32_t default_ring_slots = 1024;
-  uint64_t default_segment_bytes = uint64_t{1} << 20;
-  uint64_t default_max_segment_bytes = uint64_t{2} << 30;
+  uint32_t default_slot_count = 1024;
+  uint64_t default_arena_bytes = uint64_t{1} << 20;
+  uint64_t default_max_arena_bytes = uint64_t{2} << 30;
   /// A restarted broker keeps the segments of producers that still run
   /// for them to re-register with (docs/BROKER.md, "Broker restart");
   /// those not re-registered within this time are removed.

@@ -1,30 +1,36 @@
-// Segments left by an earlier broker of this name (broker_internal.h).
+// Segments left by an earlier broker of this name (leftovers.h).
+
+#include "daemon/leftovers.h"
 
 #include <dirent.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <map>
-#include <string>
 #include <string_view>
 #include <vector>
 
 #include "alkaid/common/process.h"
 #include "alkaid/shm/channel.h"
-#include "daemon/broker_internal.h"
 #include "daemon/segment_names.h"
 
-namespace alkaid::broker {
+namespace alkaid::broker::internal {
 
-using internal::ParseSegmentName;
+void RemoveChannelNames(const std::string& channel, const Logger& log) {
+  const Status st = shm::RemoveChannel(channel);
+  if (st.ok()) {
+    log(LogLevel::kInfo, "removed channel ", channel, " and its registry");
+  } else if (st.code() != StatusCode::kKeyError) {
+    log(LogLevel::kWarn, "removing channel ", channel, ": ", st.message());
+  }
+}
 
-void Broker::Impl::ScanLeftovers() {
-  DIR* dir = ::opendir(options.shm_dir.c_str());
+void Leftovers::Scan() {
+  DIR* dir = ::opendir(shm_dir_.c_str());
   if (dir == nullptr) {
-    Log(LogLevel::kWarn, "cannot list ", options.shm_dir, ": ", ErrnoMessage(errno));
+    log_(LogLevel::kWarn, "cannot list ", shm_dir_, ": ", ErrnoMessage(errno));
     return;
   }
-  const std::string prefix = options.name + ".";
+  const std::string prefix = broker_name_ + ".";
   std::vector<std::string> names;
   // NOLINTNEXTLINE(concurrency-mt-unsafe): readdir on our own DIR stream is safe (glibc)
   while (const dirent* entry = ::readdir(dir)) {
@@ -32,76 +38,79 @@ void Broker::Impl::ScanLeftovers() {
     if (n.size() > prefix.size() && n.substr(0, prefix.size()) == prefix) names.emplace_back(n);
   }
   ::closedir(dir);
-  std::map<std::string, Leftover> pairs;  // by stem
+  struct Found {
+    std::string channel;
+    uint32_t pid = 0;
+  };
+  std::map<std::string, Found> by_stem;
   for (const auto& n : names) {
     uint32_t pid = 0;
     std::string stem;
-    bool is_ring = false;
-    if (ParseSegmentName(options.name, n, &stem, &pid, &is_ring) && !::alkaid::ProcessIsGone(pid)) {
-      Leftover& l = pairs[stem];
-      l.pid = pid;
-      if (is_ring) {
-        l.ring = n;
-      } else if (n.size() > stem.size() + 7 && n.compare(stem.size(), 7, ".bodies") == 0) {
-        l.bodies = n;
-      }
+    bool is_channel = false;
+    if (ParseSegmentName(broker_name_, n, &stem, &pid, &is_channel) &&
+        !::alkaid::ProcessIsGone(pid)) {
+      Found& f = by_stem[stem];
+      f.pid = pid;
+      if (is_channel) f.channel = n;
       continue;
     }
-    RemoveLeftover(n);
+    Remove(n);
   }
   const auto now = Clock::now();
-  for (auto& [stem, l] : pairs) {
-    if (l.ring.empty()) {
+  for (const auto& [stem, f] : by_stem) {
+    if (f.channel.empty()) {
       // Without its channel the rest is useless (a registry, consumer
-      // segments, a body segment of an older version).
+      // segments, extensions).
       for (const auto& n : names) {
-        if (n.compare(0, stem.size() + 1, stem + ".") == 0) RemoveLeftover(n);
+        if (n.compare(0, stem.size() + 1, stem + ".") == 0) Remove(n);
       }
       continue;
     }
-    l.since = now;
-    Log(LogLevel::kInfo, "keeping segments ", stem, ".* of live pid ", l.pid, " for re-adoption");
-    std::string key = l.ring;
-    adoptable.emplace(std::move(key), std::move(l));
+    log_(LogLevel::kInfo, "keeping segments ", stem, ".* of live pid ", f.pid, " for re-adoption");
+    kept_.emplace(f.channel, Kept{f.pid, now});
   }
 }
 
-void Broker::Impl::RemoveChannelNames(const std::string& channel) {
-  const Status st = shm::RemoveChannel(channel);
-  if (st.ok()) {
-    Log(LogLevel::kInfo, "removed channel ", channel, " and its registry");
-  } else if (st.code() != StatusCode::kKeyError) {
-    Log(LogLevel::kWarn, "removing channel ", channel, ": ", st.message());
+Status Leftovers::Claim(const std::string& channel, uint32_t pid) {
+  auto it = kept_.find(channel);
+  if (it == kept_.end()) {
+    return Status::KeyError("channel '", channel, "' was not left by an earlier broker named '",
+                            broker_name_, "' (or was removed since)");
   }
+  if (it->second.pid != pid) {
+    return Status::PermissionDenied("channel '", channel, "' belongs to pid ", it->second.pid,
+                                    ", not to pid ", pid);
+  }
+  kept_.erase(it);
+  return Status::OK();
 }
 
-void Broker::Impl::RemoveLeftover(const std::string& n) {
-  const std::string path = options.shm_dir + "/" + n;
+void Leftovers::Remove(const std::string& n) const {
+  const std::string path = shm_dir_ + "/" + n;
   if (::unlink(path.c_str()) == 0) {
-    Log(LogLevel::kInfo, "removed leftover segment ", n);
+    log_(LogLevel::kInfo, "removed leftover segment ", n);
   } else if (errno != ENOENT) {
-    Log(LogLevel::kWarn, "cannot remove leftover segment ", n, ": ", ErrnoMessage(errno));
+    log_(LogLevel::kWarn, "cannot remove leftover segment ", n, ": ", ErrnoMessage(errno));
   }
 }
 
-void Broker::Impl::ExpireAdoptable(bool all) {
+void Leftovers::Expire(bool all) {
   const auto now = Clock::now();
-  for (auto it = adoptable.begin(); it != adoptable.end();) {
-    const Leftover& l = it->second;
-    const bool gone = ::alkaid::ProcessIsGone(l.pid);
-    if (all || gone || now - l.since >= options.adopt_timeout) {
-      Log(LogLevel::kInfo, "segments of pid ", l.pid, " not re-adopted (",
-          all    ? "broker stopping"
-          : gone ? "process gone"
-                 : "no re-registration in time",
-          ")");
-      RemoveChannelNames(l.ring);
-      if (!l.bodies.empty()) RemoveLeftover(l.bodies);
-      it = adoptable.erase(it);
+  for (auto it = kept_.begin(); it != kept_.end();) {
+    const Kept& k = it->second;
+    const bool gone = ::alkaid::ProcessIsGone(k.pid);
+    if (all || gone || now - k.since >= adopt_timeout_) {
+      log_(LogLevel::kInfo, "segments of pid ", k.pid, " not re-adopted (",
+           all    ? "broker stopping"
+           : gone ? "process gone"
+                  : "no re-registration in time",
+           ")");
+      RemoveChannelNames(it->first, log_);
+      it = kept_.erase(it);
     } else {
       ++it;
     }
   }
 }
 
-}  // namespace alkaid::broker
+}  // namespace alkaid::broker::internal

@@ -132,7 +132,7 @@ std::string FormatMetrics(const client::BrokerStatus& b,
   for (const auto& t : topics) consumers.Topic(t.name, t.consumers);
   Family arena(&out, "alkaid_topic_arena_bytes", "gauge",
                "Arena bytes of the topic's producers (segment size times producers).");
-  for (const auto& t : topics) arena.Topic(t.name, t.segment_bytes * t.producers);
+  for (const auto& t : topics) arena.Topic(t.name, t.arena_bytes * t.producers);
   Family waiting(&out, "alkaid_topic_waiting_consumers", "gauge",
                  "Consumers waiting for a topic that is not created yet.");
   for (const auto& a : awaited) waiting.Topic(a.name, a.consumers);

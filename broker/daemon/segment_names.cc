@@ -9,7 +9,7 @@ std::string ProducerSegmentStem(const std::string& instance, uint32_t pid, uint6
 }
 
 bool ParseSegmentName(const std::string& broker_name, const std::string& name, std::string* stem,
-                      uint32_t* pid, bool* is_ring) {
+                      uint32_t* pid, bool* is_channel) {
   std::vector<std::string> parts;
   std::size_t start = 0;
   while (true) {
@@ -19,7 +19,8 @@ bool ParseSegmentName(const std::string& broker_name, const std::string& name, s
     start = dot + 1;
   }
   if (parts.size() < 5 || parts[0] != broker_name) return false;
-  if (parts[4] != "ring" && !(parts[4] == "bodies" && parts.size() == 5)) return false;
+  // parts[4]: kChannelSuffix or kLegacyChannelSuffix without the dot.
+  if (parts[4] != "channel" && parts[4] != "ring") return false;
   if (parts[3].size() < 2 || parts[3][0] != 'p') return false;
   if (parts[2].empty() || parts[2].size() > 10) return false;
   uint64_t value = 0;
@@ -29,7 +30,7 @@ bool ParseSegmentName(const std::string& broker_name, const std::string& name, s
   }
   if (value == 0 || value > 0x7fffffff) return false;
   *pid = static_cast<uint32_t>(value);
-  *is_ring = parts[4] == "ring" && parts.size() == 5;
+  *is_channel = parts.size() == 5;
   *stem = parts[0] + "." + parts[1] + "." + parts[2] + "." + parts[3];
   return true;
 }

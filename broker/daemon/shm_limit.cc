@@ -5,8 +5,8 @@
 #include <cerrno>
 #include <iterator>
 
+#include <string>
 #include "alkaid/common/status.h"
-#include "daemon/broker_internal.h"
 
 namespace alkaid::broker::internal {
 
@@ -81,39 +81,9 @@ std::string HumanBytes(uint64_t bytes) {
   return text + " " + kUnits[u];
 }
 
-}  // namespace alkaid::broker::internal
-
-namespace alkaid::broker {
-
-Status Broker::Impl::ChooseShmLimit() {
-  const std::string& dir = options.shm_dir;
-  auto space = internal::StatShmSpace(dir);
-  if (!space.ok()) {
-    // Without a limit the figures are only informative.
-    if (options.shm_limit != uint64_t{0}) return space.status();
-    Log(LogLevel::kWarn, "cannot see how much ", dir, " holds: ", space.status().message());
-    shm_limit.origin = "--shm-limit 0";
-    return Status::OK();
-  }
-  ALKAID_ASSIGN_OR_RAISE(shm_limit, internal::ChooseShmLimit(options.shm_limit, *space, dir));
-  shm_total = space->total;
-  using internal::HumanBytes;
-  const std::string figures =
-      dir + ": " + HumanBytes(space->free) + " free of " + HumanBytes(space->total);
-  if (shm_limit.bytes == 0) {
-    Log(LogLevel::kInfo, "no shm limit (", shm_limit.origin, "); ", figures);
-    return Status::OK();
-  }
-  Log(LogLevel::kInfo, "shm limit ", HumanBytes(shm_limit.bytes), " (", shm_limit.origin,
-      shm_limit.is_default ? "; --shm-limit to change" : "", "); ", figures);
-  if (space->free < shm_limit.bytes) {
-    // Only the default can get here: what other processes hold is not
-    // ours to count, so producers are refused when their segments do not
-    // fit in what is left (OutOfMemory from the producer), not before.
-    Log(LogLevel::kWarn, "only ", HumanBytes(space->free), " of ", dir,
-        " is free: producers whose segments do not fit in it will be refused");
-  }
-  return Status::OK();
+std::string FormatBytes(uint64_t bytes) {
+  if (bytes < 1024) return std::to_string(bytes) + " bytes";
+  return std::to_string(bytes) + " bytes (" + HumanBytes(bytes) + ")";
 }
 
-}  // namespace alkaid::broker
+}  // namespace alkaid::broker::internal

@@ -48,4 +48,8 @@ Result<ShmLimit> ChooseShmLimit(std::optional<uint64_t> explicit_limit, const Sh
 // units without decimals, one decimal otherwise (rounded down).
 std::string HumanBytes(uint64_t bytes);
 
+// "<n> bytes (<HumanBytes(n)>)": "67829760 bytes (64.6 MiB)"; "<n> bytes"
+// below 1 KiB.
+std::string FormatBytes(uint64_t bytes);
+
 }  // namespace alkaid::broker::internal

@@ -17,8 +17,7 @@ constexpr std::size_t kMaxSegmentNameLength = 200;
 constexpr std::size_t kMaxMessageLength = std::size_t{64} * 1024;
 constexpr std::size_t kMaxListEntries = 100000;
 constexpr uint32_t kMaxSlots = uint32_t{1} << 24;
-constexpr uint64_t kMaxSegmentBytes = uint64_t{1} << 40;
-constexpr uint64_t kMinSegmentBytes = 4096;
+constexpr uint64_t kMinArenaBytes = 4096;
 constexpr uint64_t kMaxArenaBytes = uint64_t{1} << 40;
 
 flatbuffers::Verifier::Options VerifierOptions() {
@@ -35,15 +34,14 @@ flatbuffers::Offset<fb::TopicConfig> EncodeConfig(flatbuffers::FlatBufferBuilder
   auto name = fbb.CreateString(c.name);
   auto schema = fbb.CreateVector(c.schema);
   return fb::CreateTopicConfig(fbb, name, schema, static_cast<fb::PayloadKind>(c.kind),
-                               c.ring_slots, c.segment_bytes,
-                               static_cast<fb::SlowConsumerPolicy>(c.policy), c.max_segment_bytes);
+                               c.slot_count, c.arena_bytes,
+                               static_cast<fb::SlowConsumerPolicy>(c.policy), c.max_arena_bytes);
 }
 
 flatbuffers::Offset<fb::ProducerInfo> EncodeProducer(flatbuffers::FlatBufferBuilder& fbb,
                                                      const ProducerInfo& p) {
-  auto ring = fbb.CreateString(p.ring);
-  auto bodies = fbb.CreateString(p.bodies);
-  return fb::CreateProducerInfo(fbb, p.id, p.pid, ring, bodies);
+  auto channel = fbb.CreateString(p.channel);
+  return fb::CreateProducerInfo(fbb, p.id, p.pid, channel);
 }
 
 std::vector<uint8_t> Finish(flatbuffers::FlatBufferBuilder& fbb) {
@@ -101,24 +99,24 @@ Result<TopicConfig> DecodeConfig(const fb::TopicConfig* c, std::string_view wher
     out.schema.assign(c->schema()->begin(), c->schema()->end());
   }
   ALKAID_ASSIGN_OR_RAISE(out.kind, DecodeTopicKind(c->payload_kind(), "topic '" + out.name + "'"));
-  const uint32_t slots = c->ring_slots();
+  const uint32_t slots = c->slot_count();
   if (slots != 0 && (slots < 2 || slots > kMaxSlots || (slots & (slots - 1)) != 0)) {
-    return Status::Invalid("control message: topic '", out.name, "': ring_slots ", slots,
+    return Status::Invalid("control message: topic '", out.name, "': slot_count ", slots,
                            " is not a power of two in [2, ", kMaxSlots, "]");
   }
-  out.ring_slots = slots;
-  const uint64_t bytes = c->segment_bytes();
-  if (bytes != 0 && (bytes < kMinSegmentBytes || bytes > kMaxSegmentBytes)) {
-    return Status::Invalid("control message: topic '", out.name, "': segment_bytes ", bytes,
-                           " is outside [", kMinSegmentBytes, ", ", kMaxSegmentBytes, "]");
+  out.slot_count = slots;
+  const uint64_t bytes = c->arena_bytes();
+  if (bytes != 0 && (bytes < kMinArenaBytes || bytes > kMaxArenaBytes)) {
+    return Status::Invalid("control message: topic '", out.name, "': arena_bytes ", bytes,
+                           " is outside [", kMinArenaBytes, ", ", kMaxArenaBytes, "]");
   }
-  out.segment_bytes = bytes;
-  const uint64_t max_bytes = c->max_segment_bytes();
-  if (max_bytes != 0 && (max_bytes < kMinSegmentBytes || max_bytes > kMaxArenaBytes)) {
-    return Status::Invalid("control message: topic '", out.name, "': max_segment_bytes ", max_bytes,
-                           " is outside [", kMinSegmentBytes, ", ", kMaxArenaBytes, "]");
+  out.arena_bytes = bytes;
+  const uint64_t max_bytes = c->max_arena_bytes();
+  if (max_bytes != 0 && (max_bytes < kMinArenaBytes || max_bytes > kMaxArenaBytes)) {
+    return Status::Invalid("control message: topic '", out.name, "': max_arena_bytes ", max_bytes,
+                           " is outside [", kMinArenaBytes, ", ", kMaxArenaBytes, "]");
   }
-  out.max_segment_bytes = max_bytes;
+  out.max_arena_bytes = max_bytes;
   switch (c->policy()) {
     case fb::SlowConsumerPolicy::BlockProducer:
       out.policy = Policy::kBlockProducer;
@@ -138,11 +136,9 @@ Result<ProducerInfo> DecodeProducer(const fb::ProducerInfo* p) {
   ProducerInfo out;
   out.id = p->id();
   out.pid = p->pid();
-  ALKAID_ASSIGN_OR_RAISE(out.ring, GetString(p->ring(), "ring name", kMaxSegmentNameLength, true));
-  ALKAID_ASSIGN_OR_RAISE(out.bodies,
-                         GetString(p->bodies(), "bodies name", kMaxSegmentNameLength, true));
-  ALKAID_RETURN_NOT_OK(CheckSegmentName(out.ring, "ring name"));
-  ALKAID_RETURN_NOT_OK(CheckSegmentName(out.bodies, "bodies name"));
+  ALKAID_ASSIGN_OR_RAISE(out.channel,
+                         GetString(p->channel(), "channel name", kMaxSegmentNameLength, true));
+  ALKAID_RETURN_NOT_OK(CheckSegmentName(out.channel, "channel name"));
   return out;
 }
 
@@ -155,6 +151,7 @@ Result<std::string> DecodeTopic(const flatbuffers::String* s) {
 Result<Reply> DecodeReply(const fb::Reply* r) {
   Reply out;
   out.request_id = r->request_id();
+  out.version = r->version();
   if (r->code() > static_cast<uint8_t>(StatusCode::kUnknown)) {
     return Status::Invalid("control reply: unknown status code ", static_cast<int>(r->code()));
   }
@@ -183,19 +180,15 @@ Result<Reply> DecodeReply(const fb::Reply* r) {
       const auto* b = r->body_as_AttachProducerReply();
       out.type = ReplyType::kAttachProducer;
       out.attached_id = b->producer_id();
-      ALKAID_ASSIGN_OR_RAISE(out.ring,
-                             GetString(b->ring(), "ring name", kMaxSegmentNameLength, true));
-      ALKAID_ASSIGN_OR_RAISE(out.bodies,
-                             GetString(b->bodies(), "bodies name", kMaxSegmentNameLength, true));
-      ALKAID_RETURN_NOT_OK(CheckSegmentName(out.ring, "ring name"));
-      ALKAID_RETURN_NOT_OK(CheckSegmentName(out.bodies, "bodies name"));
+      ALKAID_ASSIGN_OR_RAISE(out.channel,
+                             GetString(b->channel(), "channel name", kMaxSegmentNameLength, true));
+      ALKAID_RETURN_NOT_OK(CheckSegmentName(out.channel, "channel name"));
       ALKAID_ASSIGN_OR_RAISE(out.config, DecodeConfig(b->config(), "AttachProducerReply"));
       if (b->segment_mode() != 0600 && b->segment_mode() != 0660) {
         return Status::Invalid("control reply: segment mode ", b->segment_mode(),
                                " is neither 0600 nor 0660");
       }
       out.segment_mode = b->segment_mode();
-      out.consumers = b->consumers();
       break;
     }
     case fb::ReplyBody::AttachConsumerReply: {
@@ -417,10 +410,8 @@ std::vector<uint8_t> EncodeRequest(const Request& r) {
       type = fb::RequestBody::AttachProducer;
       body = fb::CreateAttachProducer(fbb, fbb.CreateString(r.topic),
                                       static_cast<fb::PayloadKind>(r.kind),
-                                      r.ring.empty() ? flatbuffers::Offset<flatbuffers::String>()
-                                                     : fbb.CreateString(r.ring),
-                                      r.bodies.empty() ? flatbuffers::Offset<flatbuffers::String>()
-                                                       : fbb.CreateString(r.bodies))
+                                      r.channel.empty() ? flatbuffers::Offset<flatbuffers::String>()
+                                                        : fbb.CreateString(r.channel))
                  .Union();
       break;
     case RequestType::kProducerReady:
@@ -460,7 +451,7 @@ std::vector<uint8_t> EncodeRequest(const Request& r) {
       body = fb::CreateReleaseExtension(fbb, r.target_id, r.extension_id).Union();
       break;
   }
-  fbb.Finish(fb::CreateRequest(fbb, r.id, type, body));
+  fbb.Finish(fb::CreateRequest(fbb, r.id, type, body, r.version));
   return Finish(fbb);
 }
 
@@ -473,6 +464,7 @@ Result<Request> DecodeRequest(std::span<const uint8_t> bytes) {
   const fb::Request* r = fb::GetRequest(bytes.data());
   Request out;
   out.id = r->id();
+  out.version = r->version();
   // A union whose type is set but whose table is absent verifies; refuse it.
   if (r->body() == nullptr) return Status::Invalid("control request: the body is missing");
   switch (r->body_type()) {
@@ -491,18 +483,10 @@ Result<Request> DecodeRequest(std::span<const uint8_t> bytes) {
       const auto* b = r->body_as_AttachProducer();
       ALKAID_ASSIGN_OR_RAISE(out.topic, DecodeTopic(b->topic()));
       ALKAID_ASSIGN_OR_RAISE(out.kind, DecodeTopicKind(b->payload_kind(), "AttachProducer"));
-      ALKAID_ASSIGN_OR_RAISE(out.ring,
-                             GetString(b->ring(), "ring name", kMaxSegmentNameLength, false));
-      ALKAID_ASSIGN_OR_RAISE(out.bodies,
-                             GetString(b->bodies(), "bodies name", kMaxSegmentNameLength, false));
-      if (out.ring.empty() != out.bodies.empty()) {
-        return Status::Invalid(
-            "control request: AttachProducer re-registration needs both the "
-            "ring and the bodies name");
-      }
-      if (!out.ring.empty()) {
-        ALKAID_RETURN_NOT_OK(CheckSegmentName(out.ring, "ring name"));
-        ALKAID_RETURN_NOT_OK(CheckSegmentName(out.bodies, "bodies name"));
+      ALKAID_ASSIGN_OR_RAISE(out.channel,
+                             GetString(b->channel(), "channel name", kMaxSegmentNameLength, false));
+      if (!out.channel.empty()) {
+        ALKAID_RETURN_NOT_OK(CheckSegmentName(out.channel, "channel name"));
       }
       break;
     }
@@ -617,11 +601,9 @@ std::vector<uint8_t> EncodeServerMessage(const ServerMessage& m) {
         break;
       case ReplyType::kAttachProducer: {
         type = fb::ReplyBody::AttachProducerReply;
-        auto ring = fbb.CreateString(r.ring);
-        auto bodies = fbb.CreateString(r.bodies);
+        auto channel = fbb.CreateString(r.channel);
         auto config = EncodeConfig(fbb, r.config);
-        body = fb::CreateAttachProducerReply(fbb, r.attached_id, ring, bodies, config,
-                                             r.segment_mode, r.consumers)
+        body = fb::CreateAttachProducerReply(fbb, r.attached_id, channel, config, r.segment_mode)
                    .Union();
         break;
       }
@@ -682,8 +664,8 @@ std::vector<uint8_t> EncodeServerMessage(const ServerMessage& m) {
   std::string message = r.status.ok() ? std::string() : r.status.message();
   if (message.size() > kMaxMessageLength) message.resize(kMaxMessageLength);
   auto msg = fbb.CreateString(message);
-  auto reply =
-      fb::CreateReply(fbb, r.request_id, static_cast<uint8_t>(r.status.code()), msg, type, body);
+  auto reply = fb::CreateReply(fbb, r.request_id, static_cast<uint8_t>(r.status.code()), msg, type,
+                               body, r.version);
   fbb.Finish(fb::CreateServerMessage(fbb, fb::ServerBody::Reply, reply.Union()));
   return Finish(fbb);
 }

@@ -24,6 +24,13 @@ inline constexpr std::size_t kMaxTopicNameLength = 128;
 /// Largest serialized schema accepted in a request.
 inline constexpr std::size_t kMaxSchemaBytes = 1 << 20;
 
+/// The control protocol version this build speaks. Every request and reply
+/// carries it; the broker checks the first request of a connection, the
+/// client the first reply, and either refuses a mismatch naming both
+/// versions. 0 is what a peer from before versions sends (the field absent).
+/// Raise it when a message changes meaning.
+inline constexpr uint32_t kControlProtocolVersion = 1;
+
 /// What each message body of a topic is.
 enum class TopicKind : uint8_t {
   kRecordBatch = 0,  ///< an Arrow-format record batch (IPC Message + body)
@@ -39,10 +46,10 @@ struct TopicConfig {
   std::string name;
   std::vector<uint8_t> schema;  ///< framed IPC Schema message + end-of-stream
   TopicKind kind = TopicKind::kRecordBatch;
-  uint32_t ring_slots = 0;
-  uint64_t segment_bytes = 0;  ///< a producer's initial arena
+  uint32_t slot_count = 0;   ///< slots of a producer's channel
+  uint64_t arena_bytes = 0;  ///< a producer's initial arena
   Policy policy = Policy::kBlockProducer;
-  uint64_t max_segment_bytes = 0;  ///< what a producer's arena may grow to
+  uint64_t max_arena_bytes = 0;  ///< what a producer's arena may grow to
 };
 
 enum class RequestType : uint8_t {
@@ -62,8 +69,8 @@ enum class RequestType : uint8_t {
 const char* RequestTypeName(RequestType type);
 
 /// One request. Which fields matter depends on `type`:
-/// kCreateTopic: config; kAttachProducer: topic, kind, and ring +
-/// bodies when re-registering existing segments; kProducerReady: target_id;
+/// kCreateTopic: config; kAttachProducer: topic, kind, and channel when
+/// re-registering an existing channel; kProducerReady: target_id;
 /// kAttachConsumer: topic, from_oldest, kind, wait_for_topic,
 /// any_kind; kDetach: role, target_id; kProducerStats: target_id,
 /// published, depth, drops, held; kAddExtension: target_id, extension_id,
@@ -71,6 +78,9 @@ const char* RequestTypeName(RequestType type);
 struct Request {
   RequestType type = RequestType::kListTopics;
   uint64_t id = 0;
+  /// The version the sender speaks (decoded: what the client sent, 0 if it
+  /// sent none).
+  uint32_t version = kControlProtocolVersion;
   TopicConfig config;
   std::string topic;
   bool from_oldest = false;
@@ -80,8 +90,7 @@ struct Request {
   bool wait_for_topic = false;
   /// kAttachConsumer: accept the topic's topic kind, whichever it is.
   bool any_kind = false;
-  std::string ring;    ///< kAttachProducer re-registration: the existing ring
-  std::string bodies;  ///< kAttachProducer re-registration: the existing bodies
+  std::string channel;  ///< kAttachProducer re-registration: the existing channel
   Role role = Role::kProducer;
   uint64_t target_id = 0;
   uint64_t published = 0;
@@ -95,8 +104,7 @@ struct Request {
 struct ProducerInfo {
   uint64_t id = 0;
   uint32_t pid = 0;
-  std::string ring;
-  std::string bodies;
+  std::string channel;  ///< the name of its channel segment
 };
 
 /// A consumer attached to a topic (kProducerReady's reply).
@@ -153,15 +161,15 @@ enum class ReplyType : uint8_t {
 /// A reply: always a status; a body of `type` when the status is OK.
 struct Reply {
   uint64_t request_id = 0;
+  /// The version the broker speaks (decoded: 0 from a broker that sent none).
+  uint32_t version = kControlProtocolVersion;
   Status status;
   ReplyType type = ReplyType::kNone;
   TopicConfig config;                   ///< kTopic, kAttachProducer, kAttachConsumer (not pending)
   bool created = false;                 ///< kTopic
   uint64_t attached_id = 0;             ///< kAttachProducer, kAttachConsumer
-  std::string ring;                     ///< kAttachProducer
-  std::string bodies;                   ///< kAttachProducer
+  std::string channel;                  ///< kAttachProducer
   uint32_t segment_mode = 0600;         ///< kAttachProducer
-  uint32_t consumers = 0;               ///< kAttachProducer
   std::vector<ProducerInfo> producers;  ///< kAttachConsumer
   /// kAttachConsumer: the topic does not exist yet; the consumer waits for
   /// it (no config, no producers).

@@ -8,7 +8,7 @@
 // segments: a holder is a bit index, an offset is whatever the caller's
 // arena uses (the channel's: from the start of its segment's data).
 //
-// A block is live from its publish until the ring's reference is dropped
+// A block is live from its publish until its slot's reference is dropped
 // (its slot is overwritten, or space is needed and every consumer passed
 // it), every consumer that was given it returned it (or was finished or
 // reclaimed), and a loan kept across its publish was dropped. Then it is
@@ -40,7 +40,7 @@ struct Block {
   uint64_t capacity = 0;  // arena bytes, multiple of 64
   uint32_t generation = 0;
   BlockState state = BlockState::kFree;
-  bool ring_ref = false;
+  bool slot_ref = false;
   bool loan_ref = false;  // a ChannelLoan still names it
   uint64_t holders[kHolderWords] = {};
   uint32_t next_cached = kNoBlock;  // kCached: next block of its size class
@@ -125,18 +125,18 @@ class BlockTable {
     b.state = BlockState::kLoaned;
     b.generation = next_generation_++;
     if (next_generation_ == 0) next_generation_ = 1;
-    b.ring_ref = false;
+    b.slot_ref = false;
     b.loan_ref = true;
     std::fill(std::begin(b.holders), std::end(b.holders), 0);
     ++blocks_live_;
   }
 
-  /// Loaned block `d` is published: live, held by the ring, by `holders`
+  /// Loaned block `d` is published: live, held by its slot, by `holders`
   /// (kHolderWords words), and by its loan only if `keep`.
   void Publish(uint32_t d, bool keep, const uint64_t* holders) {
     Block& b = blocks_[d];
     b.state = BlockState::kLive;
-    b.ring_ref = true;
+    b.slot_ref = true;
     b.loan_ref = keep;
     std::copy(holders, holders + kHolderWords, std::begin(b.holders));
   }
@@ -156,9 +156,9 @@ class BlockTable {
     }
   }
 
-  /// The ring lets go of block `d`.
-  void DropRingRef(uint32_t d) {
-    blocks_[d].ring_ref = false;
+  /// Its slot lets go of block `d`.
+  void DropSlotRef(uint32_t d) {
+    blocks_[d].slot_ref = false;
     MaybeFree(d);
   }
 
@@ -193,7 +193,7 @@ class BlockTable {
   /// Frees block `d` if nothing holds it any more.
   void MaybeFree(uint32_t d) {
     Block& b = blocks_[d];
-    if (b.state == BlockState::kLive && !b.ring_ref && !b.loan_ref && !AnyHolder(b)) Free(d);
+    if (b.state == BlockState::kLive && !b.slot_ref && !b.loan_ref && !AnyHolder(b)) Free(d);
   }
 
   /// Gives the cached blocks' space back to the free ranges (so that it can

@@ -1,6 +1,6 @@
 // The producer side of a channel: ChannelLoan and ChannelProducer, the only
 // writer of the channel segment. What it keeps is a ProducerState
-// (producer_state_internal.h): the block table, the consumer set, the ring
+// (producer_state_internal.h): the block table, the consumer set, the slots
 // and the flow control. Loan and Publish, the data path, are here, with the
 // inline parts of those they call.
 
@@ -163,7 +163,7 @@ Status ChannelProducer::LoanImpl(uint64_t length, ChannelLoan* into) {
                                  state.geometry.arena_max == state.geometry.arena_size
                                      ? " (it does not grow)"
                                      : " (ChannelOptions::max_arena_bytes; a broker topic's "
-                                       "max_segment_bytes)");
+                                       "max_arena_bytes)");
   }
   const uint64_t capacity = std::max<uint64_t>(internal::RoundUp(length, 64), 64);
   // A freed block of this size first (the warmest), then returned ones,
@@ -227,7 +227,7 @@ Status ChannelProducer::PublishImpl(std::span<const std::byte> payload, ChannelL
     return Status::Invalid("channel '", state.name, "': shape ", shape, " was not added");
   }
   state.PollRegistry();
-  const uint64_t n = state.ring.next_sequence;
+  const uint64_t n = state.slots.next_sequence;
   const uint64_t slots = state.geometry.slot_count;
   const bool lapping = n >= slots && state.consumers.min_cursor() <= n - slots &&
                        state.consumers.counted_count() > 0;
@@ -237,7 +237,7 @@ Status ChannelProducer::PublishImpl(std::span<const std::byte> payload, ChannelL
   }
   ChannelSlotData* slot = state.Slot(n);
   const uint32_t index = static_cast<uint32_t>(n & state.geometry.mask);
-  const uint32_t old = state.ring.slot_block[index];
+  const uint32_t old = state.slots.slot_block[index];
   if (lapping && drop) {
     // seq_cst: the Dekker pair with a consumer's seq_cst cursor store and
     // seq_cst reload of this word: either it sees the overwrite begin (and
@@ -266,15 +266,15 @@ Status ChannelProducer::PublishImpl(std::span<const std::byte> payload, ChannelL
     std::atomic_thread_fence(std::memory_order_release);
   }
   if (old != kNoBlock) {
-    state.ring.slot_block[index] = kNoBlock;
-    state.blocks.DropRingRef(old);
+    state.slots.slot_block[index] = kNoBlock;
+    state.blocks.DropSlotRef(old);
   }
   uint32_t desc = kNoBlock;
   if (body != nullptr) {
     desc = body->descriptor_;
     state.blocks.Publish(desc, keep, state.consumers.counted());
     const internal::Block& b = state.blocks[desc];
-    state.ring.slot_block[index] = desc;
+    state.slots.slot_block[index] = desc;
     slot->body_offset.store(b.offset, std::memory_order_relaxed);
     slot->body_length.store(body->data_.size(), std::memory_order_relaxed);
     slot->block.store(internal::PackBlock(desc, b.generation), std::memory_order_relaxed);
@@ -309,7 +309,7 @@ Status ChannelProducer::PublishImpl(std::span<const std::byte> payload, ChannelL
     body->data_ = {};
     if (!body->reused_) body->owner_.reset();
   }
-  state.ring.next_sequence = n + 1;
+  state.slots.next_sequence = n + 1;
   ++state.stats.published;
   // seq_cst: the Dekker pair with a consumer about to sleep (WakeSleepers).
   state.header->write_sequence.store(n + 1, std::memory_order_seq_cst);
@@ -346,7 +346,7 @@ void ChannelProducer::Poll() {
   ProducerState& state = *impl_;
   state.TakeReleased();
   state.consumers.LookAtEveryEntry();
-  (void)state.consumers.PollRegistryAccepting(state.blocks, state.ring);
+  (void)state.consumers.PollRegistryAccepting(state.blocks, state.slots);
   if (std::chrono::steady_clock::now() >= state.consumers.next_liveness()) {
     state.consumers.ReapDead(state.blocks);
   }
@@ -357,7 +357,7 @@ void ChannelProducer::Poll() {
 void ChannelProducer::ReleaseIdleExtensions() { impl_->ReleaseIdleExtensions(/*force=*/false); }
 
 uint64_t ChannelProducer::AcceptConsumers() {
-  return impl_->consumers.PollRegistryAccepting(impl_->blocks, impl_->ring);
+  return impl_->consumers.PollRegistryAccepting(impl_->blocks, impl_->slots);
 }
 
 void ChannelProducer::Close() {
@@ -370,7 +370,7 @@ void ChannelProducer::Close() {
   internal::FutexWakeAll(&state.header->data_futex);
 }
 
-uint64_t ChannelProducer::next_sequence() const { return impl_->ring.next_sequence; }
+uint64_t ChannelProducer::next_sequence() const { return impl_->slots.next_sequence; }
 
 ChannelStats ChannelProducer::stats() const {
   const ProducerState& state = *impl_;

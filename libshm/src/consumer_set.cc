@@ -26,19 +26,19 @@ ConsumerSet::ConsumerSet(const ChannelGeometry& geometry, std::string channel,
   accepted_list_.reserve(geometry.max_consumers);
 }
 
-uint64_t ConsumerSet::PollRegistryAccepting(BlockTable& blocks, const RingState& ring) {
+uint64_t ConsumerSet::PollRegistryAccepting(BlockTable& blocks, const SlotRecord& slots) {
   const uint64_t before = counts_.consumers_accepted;
   // Acquire: partner of the consumers' release increments.
   const uint64_t changes = reg_header_->changes.load(std::memory_order_acquire);
   if (changes != registry_seen_ || requests_waiting_) {
     registry_seen_ = changes;
     requests_waiting_ = false;
-    ProcessRegistry(true, blocks, ring);
+    ProcessRegistry(true, blocks, slots);
   }
   return counts_.consumers_accepted - before;
 }
 
-void ConsumerSet::ProcessRegistry(bool accepting, BlockTable& blocks, const RingState& ring) {
+void ConsumerSet::ProcessRegistry(bool accepting, BlockTable& blocks, const SlotRecord& slots) {
   for (uint32_t k = 0; k < geometry_.max_consumers; ++k) {
     // Acquire: partner of the consumer's release CAS of its entry.
     const uint64_t word = regs_[k].word.load(std::memory_order_acquire);
@@ -61,7 +61,7 @@ void ConsumerSet::ProcessRegistry(bool accepting, BlockTable& blocks, const Ring
     if (!c.accepted) {
       if (state == kRegRequested) {
         if (accepting) {
-          Accept(k, word, blocks, ring);
+          Accept(k, word, blocks, slots);
         } else {
           requests_waiting_ = true;  // for the next Poll / AcceptConsumers
         }
@@ -78,7 +78,7 @@ void ConsumerSet::ProcessRegistry(bool accepting, BlockTable& blocks, const Ring
     if (own_closed && !c.closed) {
       c.closed = true;
       StopCounting(k);
-      ReleaseUnread(k, c.Cursor(std::memory_order_acquire), blocks, ring);
+      ReleaseUnread(k, c.Cursor(std::memory_order_acquire), blocks, slots);
     }
     if (c.closed) {
       // Acquire: partner of the release store of kConsumerDone, made after
@@ -93,7 +93,7 @@ void ConsumerSet::ProcessRegistry(bool accepting, BlockTable& blocks, const Ring
   }
 }
 
-void ConsumerSet::Accept(uint32_t k, uint64_t word, BlockTable& blocks, const RingState& ring) {
+void ConsumerSet::Accept(uint32_t k, uint64_t word, BlockTable& blocks, const SlotRecord& slots) {
   const std::string seg_name = SegmentName(k, word);
   auto opened = Segment::Open(seg_name, SegmentKind::kChannelConsumer,
                               SegmentOpenOptions{.prefault = true, .read_only = true});
@@ -126,24 +126,24 @@ void ConsumerSet::Accept(uint32_t k, uint64_t word, BlockTable& blocks, const Ri
   c.return_log2 = static_cast<uint32_t>(__builtin_ctz(geometry_.return_capacity));
   c.returns_read = 0;
   c.last_woken = 0;
-  const uint64_t next = ring.next_sequence;
+  const uint64_t next = slots.next_sequence;
   uint64_t start = next;
   if (h->from_oldest != 0) {
-    // The oldest message from which on every body is still held by the
-    // ring: exact, nothing from there on can be gone.
+    // The oldest message from which on every body is still held by its
+    // slot: exact, nothing from there on can be gone.
     const uint64_t oldest = next > geometry_.slot_count ? next - geometry_.slot_count : 0;
     while (start > oldest) {
-      const uint32_t d = ring.slot_block[(start - 1) & geometry_.mask];
+      const uint32_t d = slots.slot_block[(start - 1) & geometry_.mask];
       const auto* slot = reinterpret_cast<const ChannelSlotData*>(
           channel_data_ + geometry_.slots_offset +
           ((start - 1) & geometry_.mask) * geometry_.slot_size);
       const bool has_body = slot->block.load(std::memory_order_relaxed) != 0;
-      if (has_body && (d == kNoBlock || !blocks[d].ring_ref)) break;
+      if (has_body && (d == kNoBlock || !blocks[d].slot_ref)) break;
       --start;
     }
     for (uint64_t m = start; m < next; ++m) {
-      const uint32_t d = ring.slot_block[m & geometry_.mask];
-      if (d != kNoBlock && blocks[d].ring_ref) SetBit(blocks[d].holders, k);
+      const uint32_t d = slots.slot_block[m & geometry_.mask];
+      if (d != kNoBlock && blocks[d].slot_ref) SetBit(blocks[d].holders, k);
     }
   }
   c.start = start;
@@ -169,12 +169,12 @@ void ConsumerSet::StopCounting(uint32_t k) {
 }
 
 void ConsumerSet::ReleaseUnread(uint32_t k, uint64_t cursor, BlockTable& blocks,
-                                const RingState& ring) {
-  const uint64_t next = ring.next_sequence;
+                                const SlotRecord& slots) {
+  const uint64_t next = slots.next_sequence;
   const uint64_t first =
       std::max(cursor, next > geometry_.slot_count ? next - geometry_.slot_count : uint64_t{0});
   for (uint64_t m = first; m < next; ++m) {
-    const uint32_t d = ring.slot_block[m & geometry_.mask];
+    const uint32_t d = slots.slot_block[m & geometry_.mask];
     if (d != kNoBlock) blocks.DropHolder(d, k);
   }
 }

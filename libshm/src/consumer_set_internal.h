@@ -48,11 +48,11 @@ struct ConsumerState {
   }
 };
 
-/// The producer's record of its ring, which acceptance and closing read
+/// The producer's record of its slots, which acceptance and closing read
 /// (ProducerState owns and writes it).
-struct RingState {
+struct SlotRecord {
   /// The block of the message in each slot (by sequence & mask): kNoBlock
-  /// when it has no body or the ring let go of it.
+  /// when it has no body or the slot let go of it.
   std::vector<uint32_t> slot_block;
   /// Sequence of the next message (= messages published).
   uint64_t next_sequence = 0;
@@ -68,7 +68,7 @@ struct ConsumerCounts {
 };
 
 /// The consumer registrations of one channel, from the producer's side.
-/// The block table and the ring are the caller's, passed to the calls that
+/// The block table and the slot record are the caller's, passed to the calls that
 /// change holders.
 class ConsumerSet {
  public:
@@ -94,21 +94,21 @@ class ConsumerSet {
   /// On the data path (Publish, Loan, waits): one acquire load of the
   /// registry's `changes` when nothing changed; else looks at every entry,
   /// accepting new consumers only if options.accept_on_publish.
-  void PollRegistry(BlockTable& blocks, const RingState& ring) {
+  void PollRegistry(BlockTable& blocks, const SlotRecord& slots) {
     // Acquire: partner of the consumers' release increments.
     const uint64_t changes = reg_header_->changes.load(std::memory_order_acquire);
     if (changes == registry_seen_) return;
     registry_seen_ = changes;
-    ProcessRegistry(accept_on_publish_, blocks, ring);
+    ProcessRegistry(accept_on_publish_, blocks, slots);
   }
 
   /// Poll and AcceptConsumers: accepts every consumer waiting. Returns how
   /// many it accepted.
-  uint64_t PollRegistryAccepting(BlockTable& blocks, const RingState& ring);
+  uint64_t PollRegistryAccepting(BlockTable& blocks, const SlotRecord& slots);
 
   /// Looks at every registration: new consumers, closed ones, finished
   /// ones, entries taken over.
-  void ProcessRegistry(bool accepting, BlockTable& blocks, const RingState& ring);
+  void ProcessRegistry(bool accepting, BlockTable& blocks, const SlotRecord& slots);
 
   /// The next PollRegistryAccepting makes a full pass over the registry,
   /// whatever `changes` says.
@@ -184,11 +184,11 @@ class ConsumerSet {
     ForEachBit(words, [list](uint32_t k) { list->push_back(k); });
   }
 
-  void Accept(uint32_t k, uint64_t word, BlockTable& blocks, const RingState& ring);
+  void Accept(uint32_t k, uint64_t word, BlockTable& blocks, const SlotRecord& slots);
   void StopCounting(uint32_t k);
   // Consumer k stops receiving at `cursor`: the messages it has not read
   // are no longer its to return.
-  void ReleaseUnread(uint32_t k, uint64_t cursor, BlockTable& blocks, const RingState& ring);
+  void ReleaseUnread(uint32_t k, uint64_t cursor, BlockTable& blocks, const SlotRecord& slots);
   // Frees entry k (registration word `word`) and forgets what we knew.
   void Forget(uint32_t k, uint64_t word);
   // A consumer that died, or whose entry was taken over: releases exactly

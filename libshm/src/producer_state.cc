@@ -26,7 +26,7 @@ ProducerState::ProducerState(const ChannelOptions& options_in, std::string name_
       header(reinterpret_cast<ChannelHeaderData*>(segment->data())),
       blocks(geometry.block_count, geometry.arena_offset, geometry.arena_size),
       consumers(geometry, name, options, segment->data(), registry->data()) {
-  ring.slot_block.assign(geometry.slot_count, kNoBlock);
+  slots.slot_block.assign(geometry.slot_count, kNoBlock);
   arena_base[0] = segment->data();
   arena_bytes = geometry.arena_size;
   next_idle_check = Clock::now();
@@ -36,16 +36,16 @@ ProducerState::ProducerState(const ChannelOptions& options_in, std::string name_
 
 void ProducerState::CollectSpace() {
   TakeReleased();
-  consumers.ProcessRegistry(options.accept_on_publish, blocks, ring);
+  consumers.ProcessRegistry(options.accept_on_publish, blocks, slots);
   consumers.DrainAllReturns(blocks);
-  const uint64_t next = ring.next_sequence;
+  const uint64_t next = slots.next_sequence;
   const uint64_t passed = consumers.ScanMinCursor(next);
   const uint64_t oldest = next > geometry.slot_count ? next - geometry.slot_count : 0;
   for (uint64_t m = oldest; m < passed; ++m) {
-    const uint32_t d = ring.slot_block[m & geometry.mask];
+    const uint32_t d = slots.slot_block[m & geometry.mask];
     if (d == kNoBlock) continue;
-    ring.slot_block[m & geometry.mask] = kNoBlock;
-    blocks.DropRingRef(d);
+    slots.slot_block[m & geometry.mask] = kNoBlock;
+    blocks.DropSlotRef(d);
   }
 }
 
@@ -136,7 +136,7 @@ void ProducerState::ReleaseIdleExtensions(bool force) {
   next_idle_check =
       now + std::max<Clock::duration>(options.extension_idle / 4, std::chrono::milliseconds(1));
   uint64_t in_use = 0;  // bit a: arena a has a block in use
-  // The ring's references on messages every consumer passed go first: a
+  // The slots' references on messages every consumer passed go first: a
   // message read by all holds its extension no longer.
   CollectSpace();
   blocks.ForEachInUse(
@@ -236,7 +236,7 @@ Status ProducerState::WaitForRoom(uint64_t sequence) {
   const auto deadline = DeadlineAfter(options.publish_timeout);
   while (true) {
     PollRegistry();
-    if (consumers.ScanMinCursor(ring.next_sequence) >= target) return Status::OK();
+    if (consumers.ScanMinCursor(slots.next_sequence) >= target) return Status::OK();
     const auto now = Clock::now();
     // A stop is looked at past the spin, between futex waits of at most
     // 1 ms: it is seen within about a millisecond, and a caller that

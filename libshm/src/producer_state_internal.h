@@ -2,7 +2,7 @@
 
 // Private: everything a channel's producer keeps (ChannelProducer's state,
 // shared with its loans): the channel segment it alone writes, its block
-// table, its consumer set, its ring of slots and the flow control between
+// table, its consumer set, its slots and the flow control between
 // them (waiting for room, waking sleeping consumers, collecting space).
 // Every member and call is for the producer thread, except the stack of
 // dropped loans (PushReleased: any thread).
@@ -39,7 +39,7 @@ struct ProducerState {
 
   BlockTable blocks;
   ConsumerSet consumers;
-  RingState ring;
+  SlotRecord slots;
   uint32_t shapes_used = 0;
   bool closed = false;
   ChannelStats stats;  // published, dropped, extensions; the rest is counted where it happens
@@ -90,10 +90,10 @@ struct ProducerState {
   /// Removes every extension's name (the producer is going away).
   void RemoveExtensionNames();
 
-  void PollRegistry() { consumers.PollRegistry(blocks, ring); }
+  void PollRegistry() { consumers.PollRegistry(blocks, slots); }
 
   /// Everything that can give space back without a system call: dropped
-  /// loans, returns, finished consumers, then the ring's references on
+  /// loans, returns, finished consumers, then the slots' references on
   /// messages every counted consumer passed. (Dead consumers: ReapDead,
   /// when this was not enough.)
   void CollectSpace();

@@ -1,4 +1,4 @@
-// The cache-line floor of the benches, and the payload floor's loans.
+// The cache-line floor of the benches, and the body floor's loans.
 
 #include "alkaid/measure/floor.h"
 

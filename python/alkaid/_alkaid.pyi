@@ -87,10 +87,12 @@ class Producer:
     main thread Ctrl-C ends them with KeyboardInterrupt."""
 
     def __init__(self, topic: str, schema: object, *, socket: str | None = None,
-                 ring_slots: int = 0, segment_bytes: int = 0, policy: Policy = "block",
+                 slot_count: int = 0, arena_bytes: int = 0, policy: Policy = "block",
                  publish_timeout: float = 5.0, wait_for_consumers: float = 10.0,
-                 drain_timeout: float = 5.0) -> None:
-        """Creates or joins `topic` with `schema` (any ``__arrow_c_schema__`` object)."""
+                 drain_timeout: float = 5.0, ring_slots: int | None = None,
+                 segment_bytes: int | None = None) -> None:
+        """Creates or joins `topic` with `schema` (any ``__arrow_c_schema__`` object).
+        ring_slots and segment_bytes are deprecated names of slot_count and arena_bytes."""
     def publish(self, data: object) -> int:
         """Publishes an ``__arrow_c_array__`` or ``__arrow_c_stream__`` object (one copy);
         returns the number of batches published."""
@@ -133,7 +135,7 @@ class Consumer:
     def __iter__(self) -> Iterator[Batch]: ...
     def __next__(self) -> Batch: ...
     def close(self) -> None:
-        """Detaches from the broker and the rings. Idempotent."""
+        """Detaches from the broker and the channels. Idempotent."""
     @property
     def closed(self) -> bool:
         """True after close()."""

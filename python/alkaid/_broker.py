@@ -8,6 +8,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+import warnings
 from types import TracebackType
 
 from . import _alkaid
@@ -21,8 +22,26 @@ class TopicInfo(dict):
     """One topic as the broker reports it (what ``alkaid topics`` prints): a
     dict with the keys name, schema (an :class:`alkaid.Schema`), kind
     ("record-batch" or "unsafe-row"; also under the key payload_kind),
-    ring_slots, segment_bytes, policy, producers, consumers, published, depth, drops and held (bodies the consumers still hold), also
-    readable as attributes."""
+    slot_count, arena_bytes, policy, producers, consumers, published, depth,
+    drops and held (bodies the consumers still hold), also readable as
+    attributes. The previous release's keys ring_slots and segment_bytes
+    still read slot_count and arena_bytes, with a DeprecationWarning."""
+
+    _DEPRECATED = {"ring_slots": "slot_count", "segment_bytes": "arena_bytes"}
+
+    def __getitem__(self, key: str) -> object:
+        new = TopicInfo._DEPRECATED.get(key)
+        if new is not None and not dict.__contains__(self, key):
+            warnings.warn(f"TopicInfo key {key!r} is deprecated; use {new!r}",
+                          DeprecationWarning, stacklevel=2)
+            key = new
+        return dict.__getitem__(self, key)
+
+    def get(self, key: str, default: object = None) -> object:
+        try:
+            return self[key]
+        except KeyError:
+            return default
 
     def __getattr__(self, key: str) -> object:
         try:

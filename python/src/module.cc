@@ -38,8 +38,8 @@ nb::list ListTopics(const std::optional<std::string>& socket) {
     d["kind"] = client::TopicKindName(t.kind);
     d["payload_kind"] =
         client::TopicKindName(t.kind);  // the same, under the key scripts read before
-    d["ring_slots"] = t.ring_slots;
-    d["segment_bytes"] = t.segment_bytes;
+    d["slot_count"] = t.slot_count;
+    d["arena_bytes"] = t.arena_bytes;
     d["policy"] = t.policy == shm::SlowConsumerPolicy::kDropOldest ? "drop-oldest" : "block";
     d["producers"] = t.producers;
     d["consumers"] = t.consumers;

@@ -186,4 +186,8 @@ std::string SecondsText(std::optional<double> seconds) {
   return text.str();
 }
 
+void WarnDeprecated(const char* message) {
+  if (PyErr_WarnEx(PyExc_DeprecationWarning, message, 1) != 0) throw nb::python_error();
+}
+
 }  // namespace alkaid::python

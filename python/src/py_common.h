@@ -30,6 +30,10 @@ namespace nb = nanobind;
 /// StopIteration.
 [[noreturn]] void ThrowStatus(const Status& status);
 
+/// Issues a DeprecationWarning with `message` at the caller's line (a
+/// deprecated keyword or name); raises if warnings are errors.
+void WarnDeprecated(const char* message);
+
 inline void Check(const Status& status) {
   if (!status.ok()) ThrowStatus(status);
 }

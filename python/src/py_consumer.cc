@@ -272,7 +272,8 @@ void BindConsumer(nb::module_& m) {
            "wait_for_topic: seconds to wait for the topic to be created (0: fail at once with "
            "NotFoundError; None: no limit); a consumer that waited gets every batch from the "
            "first. columns: receive only these columns, in this order. from_oldest: start at the "
-           "oldest batch the producers' rings still hold. wait_mode: 'spin-then-block' (default), "
+           "oldest batch the producers' channels still hold. wait_mode: 'spin-then-block' "
+           "(default), "
            "'spin' (lowest latency, one core busy) or 'block'. verification: 'structure' "
            "(default), 'full' or 'private-copy' (docs/RELIABILITY.md).")
       .def("next", &PyConsumer::Next, nb::arg("timeout").none() = nb::none(),
@@ -284,7 +285,7 @@ void BindConsumer(nb::module_& m) {
           "__next__", [](PyConsumer& self) { return self.Next(std::nullopt); },
           "next(timeout=None).")
       .def("close", &PyConsumer::Close,
-           "Detaches from the broker and the rings. Idempotent. Batches already received stay "
+           "Detaches from the broker and the channels. Idempotent. Batches already received stay "
            "valid.")
       .def_prop_ro("closed", &PyConsumer::closed, "True after close().")
       .def_prop_ro("topic", &PyConsumer::topic, "The topic's name.")
@@ -292,7 +293,7 @@ void BindConsumer(nb::module_& m) {
           "schema", [](const PyConsumer& self) { return PySchema{self.schema()}; },
           "The schema of the batches it returns (the topic's, restricted to `columns`).")
       .def("stats", &PyConsumer::Stats,
-           "Counters: 'lost' (batches lost to ring overwrites), 'reregistrations' (broker "
+           "Counters: 'lost' (batches lost to overwritten slots), 'reregistrations' (broker "
            "restarts survived), 'producers' (producers read from now).")
       .def(
           "__arrow_c_stream__",

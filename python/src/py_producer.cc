@@ -212,14 +212,25 @@ constexpr int64_t kSmallBatchRows = 1024;
 }  // namespace
 
 PyProducer::PyProducer(const std::string& topic, nb::handle schema,
-                       const std::optional<std::string>& socket, uint32_t ring_slots,
-                       uint64_t segment_bytes, const std::string& policy, double publish_timeout,
-                       double wait_for_consumers, double drain_timeout)
+                       const std::optional<std::string>& socket, uint32_t slot_count,
+                       uint64_t arena_bytes, const std::string& policy, double publish_timeout,
+                       double wait_for_consumers, double drain_timeout,
+                       std::optional<uint32_t> ring_slots, std::optional<uint64_t> segment_bytes)
     : topic_(topic), schema_(SchemaFromObject(schema)) {
   client::ProducerOptions options;
   if (socket.has_value()) options.socket_path = *socket;
-  options.topic.ring_slots = ring_slots;
-  options.topic.segment_bytes = segment_bytes;
+  // The previous release's keywords: deprecated, honoured where the new
+  // ones are left at 0.
+  if (ring_slots.has_value()) {
+    WarnDeprecated("Producer(ring_slots=...) is deprecated; use slot_count=...");
+    if (slot_count == 0) slot_count = *ring_slots;
+  }
+  if (segment_bytes.has_value()) {
+    WarnDeprecated("Producer(segment_bytes=...) is deprecated; use arena_bytes=...");
+    if (arena_bytes == 0) arena_bytes = *segment_bytes;
+  }
+  options.topic.slot_count = slot_count;
+  options.topic.arena_bytes = arena_bytes;
   if (policy == "block") {
     options.topic.policy = shm::SlowConsumerPolicy::kBlockProducer;
   } else if (policy == "drop-oldest") {
@@ -582,20 +593,24 @@ void BindProducer(nb::module_& m) {
       "thread Ctrl-C ends them: KeyboardInterrupt, with nothing published by the interrupted "
       "call; an interrupted close still closes the producer.")
       .def(nb::init<const std::string&, nb::handle, const std::optional<std::string>&, uint32_t,
-                    uint64_t, const std::string&, double, double, double>(),
+                    uint64_t, const std::string&, double, double, double, std::optional<uint32_t>,
+                    std::optional<uint64_t>>(),
            nb::arg("topic"), nb::arg("schema"), nb::kw_only(),
-           nb::arg("socket").none() = nb::none(), nb::arg("ring_slots") = 0,
-           nb::arg("segment_bytes") = 0, nb::arg("policy") = "block",
+           nb::arg("socket").none() = nb::none(), nb::arg("slot_count") = 0,
+           nb::arg("arena_bytes") = 0, nb::arg("policy") = "block",
            nb::arg("publish_timeout") = 5.0, nb::arg("wait_for_consumers") = 10.0,
-           nb::arg("drain_timeout") = 5.0,
+           nb::arg("drain_timeout") = 5.0, nb::arg("ring_slots").none() = nb::none(),
+           nb::arg("segment_bytes").none() = nb::none(),
            "Creates topic `topic` with `schema` (any object with ``__arrow_c_schema__``, e.g. a "
            "pyarrow.Schema), or joins it if it exists with that schema (InvalidError otherwise), "
            "on the broker at `socket` (None: $ALKAID_BROKER_SOCKET or the default socket).\n\n"
-           "ring_slots, segment_bytes, policy ('block' or 'drop-oldest'): the topic's settings "
+           "slot_count, arena_bytes, policy ('block' or 'drop-oldest'): the topic's settings "
            "if this creates it (0: the broker's defaults). publish_timeout: longest wait of a "
            "publish for room. wait_for_consumers: how long opening waits for the consumers "
            "already waiting to register, so that they get the first batch. drain_timeout: how "
-           "long close() waits for consumers to read everything.")
+           "long close() waits for consumers to read everything. ring_slots and segment_bytes: the "
+           "previous release's names of slot_count and arena_bytes (deprecated: "
+           "DeprecationWarning).")
       .def("publish", &PyProducer::Publish, nb::arg("data"),
            "Publishes `data`: an object with ``__arrow_c_array__`` (a pyarrow.RecordBatch, a "
            "nanoarrow array, ...) as one batch, or with ``__arrow_c_stream__`` (a pyarrow.Table "
@@ -629,7 +644,7 @@ void BindProducer(nb::module_& m) {
           "The topic's schema.")
       .def("stats", &PyProducer::Stats,
            "Counters, as of now: 'published', 'copied_bytes', 'blocks_live' (blocks of the "
-           "arena not free: lent, in the ring or held by consumers), 'arena_bytes_free', "
+           "arena not free: lent, in a slot or held by consumers), 'arena_bytes_free', "
            "'held_by_consumers' (bodies consumers, or foreign code they exported to, still "
            "hold), 'dead_consumers_detached', 'reregistrations', 'arrow_zero_copy', "
            "'arrow_copied'.")

@@ -22,8 +22,9 @@ namespace nb = nanobind;
 class PyProducer {
  public:
   PyProducer(const std::string& topic, nb::handle schema, const std::optional<std::string>& socket,
-             uint32_t ring_slots, uint64_t segment_bytes, const std::string& policy,
-             double publish_timeout, double wait_for_consumers, double drain_timeout);
+             uint32_t slot_count, uint64_t arena_bytes, const std::string& policy,
+             double publish_timeout, double wait_for_consumers, double drain_timeout,
+             std::optional<uint32_t> ring_slots, std::optional<uint64_t> segment_bytes);
   ~PyProducer();
   PyProducer(const PyProducer&) = delete;
   PyProducer& operator=(const PyProducer&) = delete;

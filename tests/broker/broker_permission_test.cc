@@ -182,7 +182,7 @@ TEST_F(BrokerPermissionTest, GroupGrantedByConfigIsAccepted) {
   {
     ASSERT_OK_AND_ASSIGN(auto admin, client::BrokerClient::Connect(broker.socket()));
     client::TopicOptions topic_options;
-    topic_options.segment_bytes = 1 << 20;
+    topic_options.arena_bytes = 1 << 20;
     ASSERT_OK(admin->CreateTopic("perm", schema, topic_options).status());
   }
   client::ConsumerOptions options;
@@ -192,7 +192,7 @@ TEST_F(BrokerPermissionTest, GroupGrantedByConfigIsAccepted) {
   args.insert(args.end(), {ALKAID_TOOL_BIN, "publish", "perm", input, "--socket", broker.socket()});
   // Segments live from the producer's Open to its Close, and its Close
   // waits for us to read the batch: so the modes and owners are read once
-  // we are registered on its ring (our consumer segment exists) and before
+  // we are registered on its channel (our consumer segment exists) and before
   // we read anything (a condition, no watcher polling against the clock).
   std::map<std::string, struct stat> seen;
   const pid_t publisher = SpawnWith(args, "", dir_ + "/publish.err");
@@ -222,8 +222,8 @@ TEST_F(BrokerPermissionTest, GroupGrantedByConfigIsAccepted) {
   ASSERT_LE(seen.size(), 3u);
   for (const auto& [n, s] : seen) {
     SCOPED_TRACE(n);
-    const bool registry = n.ends_with(".ring.reg");
-    const bool consumer_segment = n.find(".ring.c") != std::string::npos;
+    const bool registry = n.ends_with(".channel.reg");
+    const bool consumer_segment = n.find(".channel.c") != std::string::npos;
     EXPECT_EQ(s.st_mode & 0777, registry ? 0660u : 0640u);
     EXPECT_EQ(s.st_uid, consumer_segment ? 0u : kNobody);
     EXPECT_EQ(s.st_gid, kNogroup);
@@ -327,7 +327,7 @@ TEST_F(BrokerPermissionTest, GroupMemberMapsTheSegmentsAndAnOutsiderMapsNothing)
   {
     ASSERT_OK_AND_ASSIGN(auto admin, client::BrokerClient::Connect(broker.socket()));
     client::TopicOptions topic_options;
-    topic_options.segment_bytes = 1 << 20;
+    topic_options.arena_bytes = 1 << 20;
     ASSERT_OK(admin->CreateTopic("grp", schema, topic_options).status());
   }
   constexpr int kBatches = 10;
@@ -441,8 +441,8 @@ TEST_F(BrokerPermissionTest, ConsumersOfTwoUidsInGroupModeCannotHarmEachOther) {
   {
     ASSERT_OK_AND_ASSIGN(auto admin, client::BrokerClient::Connect(broker.socket()));
     client::TopicOptions topic_options;
-    topic_options.segment_bytes = 1 << 20;
-    topic_options.ring_slots = 16;
+    topic_options.arena_bytes = 1 << 20;
+    topic_options.slot_count = 16;
     ASSERT_OK(admin->CreateTopic("iso", schema, topic_options).status());
   }
   constexpr int64_t kRows = 1000;  // 8 KB bodies

@@ -107,7 +107,7 @@ class HeldBatchesTest : public ::testing::TestWithParam<Ending> {};
 
 // A consumer process reads 20 batches and holds every one of them; then,
 // per the parameter, it is SIGKILLed, or it Close()s and is SIGKILLed, or
-// it Close()s, lives on and drops them. The producer (ring of 8) gets back
+// it Close()s, lives on and drops them. The producer (8 slots) gets back
 // every block the consumer held, seen through ProducerStats::blocks_live,
 // on its own (Poll: the channel's pid checks), with the broker up.
 TEST_P(HeldBatchesTest, TheProducerGetsTheConsumersBlocksBack) {
@@ -115,8 +115,8 @@ TEST_P(HeldBatchesTest, TheProducerGetsTheConsumersBlocksBack) {
   BrokerProcess broker;
   ASSERT_TRUE(broker.Start());
   client::TopicOptions topic;
-  topic.ring_slots = 8;
-  topic.segment_bytes = 1 << 20;
+  topic.slot_count = 8;
+  topic.arena_bytes = 1 << 20;
   ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
   ASSERT_OK(admin->CreateTopic("held", PairSchema(), topic).status());
   constexpr int kHeld = 20;
@@ -151,10 +151,10 @@ TEST_P(HeldBatchesTest, TheProducerGetsTheConsumersBlocksBack) {
   ASSERT_EQ(to_parent.Get(), 'h');
   producer->Poll();
   const uint64_t live_while_held = producer->stats().blocks_live;
-  // The ring holds at most its 8 slots' blocks; the consumer the other 12.
+  // The slots hold at most their 8 blocks; the consumer the other 12.
   EXPECT_GE(live_while_held, static_cast<uint64_t>(kHeld));
   if (ending == Ending::kClosedThenDropped) {
-    // Closed: it no longer counts for room, so a full ring's worth more
+    // Closed: it no longer counts for room, so a full channel's worth more
     // goes through although it reads nothing.
     for (int i = kHeld; i < kHeld + 16; ++i) {
       ASSERT_OK_AND_ASSIGN(auto batch, Pair(0, i));
@@ -169,7 +169,7 @@ TEST_P(HeldBatchesTest, TheProducerGetsTheConsumersBlocksBack) {
   // before the child is even reaped (a zombie is dead to the check).
   EXPECT_TRUE(WaitUntil([&] {
     producer->Poll();
-    return producer->stats().blocks_live <= topic.ring_slots;
+    return producer->stats().blocks_live <= topic.slot_count;
   })) << "blocks live: "
       << producer->stats().blocks_live << " (with the consumer holding " << live_while_held << ")";
   EXPECT_EQ(producer->stats().dead_consumers_detached,
@@ -187,15 +187,15 @@ INSTANTIATE_TEST_SUITE_P(Endings, HeldBatchesTest,
                          EndingName);
 
 // kDropOldest through the client: a consumer that reads nothing while 20
-// batches go through a ring of 8 loses exactly the 12 overwritten, and is
+// batches go through 8 slots loses exactly the 12 overwritten, and is
 // told so by lost(); a from_oldest consumer that joined when 5 were held
 // loses the same 12 and reads the same last 8.
 TEST(BrokerReliabilityTest, DropOldestLostCountsExactlyWhatWasOverwritten) {
   BrokerProcess broker;
   ASSERT_TRUE(broker.Start());
   client::TopicOptions topic;
-  topic.ring_slots = 8;
-  topic.segment_bytes = 1 << 20;
+  topic.slot_count = 8;
+  topic.arena_bytes = 1 << 20;
   topic.policy = shm::SlowConsumerPolicy::kDropOldest;
   client::ProducerOptions po = ProducerOn(broker, topic);
   po.wait_for_consumers = 0ms;
@@ -236,8 +236,8 @@ TEST(BrokerReliabilityTest, CloseWaitsUntilASlowConsumerReadEverything) {
   BrokerProcess broker;
   ASSERT_TRUE(broker.Start());
   client::TopicOptions topic;
-  topic.ring_slots = 64;  // the producer never waits for room
-  topic.segment_bytes = 1 << 20;
+  topic.slot_count = 64;  // the producer never waits for room
+  topic.arena_bytes = 1 << 20;
   client::ProducerOptions po = ProducerOn(broker, topic);
   po.drain_timeout = 60s;  // a bound for a hang only
   ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("drain", PairSchema(), po));
@@ -275,7 +275,7 @@ TEST(BrokerReliabilityTest, CloseWaitsUntilASlowConsumerReadEverything) {
   EXPECT_EQ(read.load(), kBatches);
 }
 
-// kBlockProducer through the client: with the ring full and the consumer
+// kBlockProducer through the client: with every slot full and the consumer
 // reading nothing, PublishCopy times out naming the consumer (its pid);
 // once the consumer reads, the same producer publishes again and nothing
 // is lost.
@@ -283,8 +283,8 @@ TEST(BrokerReliabilityTest, BlockPolicyTimeoutNamesTheSlowConsumerAndTheProducer
   BrokerProcess broker;
   ASSERT_TRUE(broker.Start());
   client::TopicOptions topic;
-  topic.ring_slots = 8;
-  topic.segment_bytes = 1 << 20;
+  topic.slot_count = 8;
+  topic.arena_bytes = 1 << 20;
   client::ProducerOptions po = ProducerOn(broker, topic);
   po.publish_timeout = 200ms;
   po.wait_for_consumers = 0ms;
@@ -317,19 +317,19 @@ TEST(BrokerReliabilityTest, BlockPolicyTimeoutNamesTheSlowConsumerAndTheProducer
   ASSERT_RAISES(kEndOfStream, consumer->Next(5s));
 }
 
-// Four producer processes publish into one topic (rings of 16,
+// Four producer processes publish into one topic (16 slots each,
 // kBlockProducer) while one consumer reads: every batch of each arrives
 // once, in order, and Next's round robin serves them in turn. The turn is
 // shown by a condition, not by the scheduler: each producer first fills its
-// ring with 8 batches and pauses; while all four hold batches, every prefix
+// channel with 8 batches and pauses; while all four hold batches, every prefix
 // of the 32 reads has taken as many from each producer, give or take one.
 // Then they publish the rest as fast as they can.
 TEST(BrokerReliabilityTest, FourProducersAtFullSpeedAreServedInTurn) {
   BrokerProcess broker;
   ASSERT_TRUE(broker.Start());
   client::TopicOptions topic;
-  topic.ring_slots = 16;
-  topic.segment_bytes = 1 << 20;
+  topic.slot_count = 16;
+  topic.arena_bytes = 1 << 20;
   ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
   ASSERT_OK(admin->CreateTopic("four", PairSchema(), topic).status());
   ASSERT_OK_AND_ASSIGN(auto consumer, Consumer::Open("four", ConsumerOn(broker)));
@@ -359,7 +359,7 @@ TEST(BrokerReliabilityTest, FourProducersAtFullSpeedAreServedInTurn) {
     }
     children.push_back(pid);
   }
-  // Each child's Open waits for this consumer to register on its ring,
+  // Each child's Open waits for this consumer to register on its channel,
   // which it does while looking for data.
   ASSERT_TRUE(WaitUntil([&] {
     auto none = consumer->TryNext();
@@ -403,7 +403,7 @@ TEST(BrokerReliabilityTest, ZeroRowBatchesInPlaceCopiedAndFromAFixedShapeWriter)
   BrokerProcess broker;
   ASSERT_TRUE(broker.Start());
   client::TopicOptions topic;
-  topic.segment_bytes = 1 << 20;
+  topic.arena_bytes = 1 << 20;
   client::ProducerOptions po = ProducerOn(broker, topic);
   po.wait_for_consumers = 0ms;
   ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("zero", PairSchema(), po));
@@ -505,7 +505,7 @@ TEST(BrokerSchemaSizeTest, FiveThousandColumnsEndToEnd) {
   BrokerProcess broker;
   ASSERT_TRUE(broker.Start());
   client::TopicOptions topic;
-  topic.segment_bytes = 16 << 20;
+  topic.arena_bytes = 16 << 20;
   ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
   ASSERT_OK(admin->CreateTopic("wide", schema, topic).status());
   const pid_t child = testing::ForkTestChild();

@@ -104,8 +104,8 @@ TEST(BrokerRestartTest, DataFlowsThroughAnOutageAndClientsReRegister) {
   {
     ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
     client::TopicOptions topic_options;
-    topic_options.ring_slots = 64;
-    topic_options.segment_bytes = 4 << 20;
+    topic_options.slot_count = 64;
+    topic_options.arena_bytes = 4 << 20;
     ASSERT_OK(admin->CreateTopic("r", SeqSchema(), topic_options).status());
     ASSERT_OK(admin->CreateTopic("r2", SeqSchema(), topic_options).status());
   }
@@ -133,14 +133,14 @@ TEST(BrokerRestartTest, DataFlowsThroughAnOutageAndClientsReRegister) {
       auto batch = (*consumer)->Next(20s);
       if (!batch.ok()) {
         if (batch.status().code() == StatusCode::kEndOfStream) break;
-        std::fprintf(stderr, "consumer: %s\n", batch.status().ToString().c_str());
+        (void)std::fprintf(stderr, "consumer: %s\n", batch.status().ToString().c_str());
         ::_exit(11);
       }
       const int64_t seq =
           std::static_pointer_cast<format::Int64Array>((*batch)->column(0))->Value(0);
       if (seq != next) {
-        std::fprintf(stderr, "consumer: got %lld, expected %lld\n", static_cast<long long>(seq),
-                     static_cast<long long>(next));
+        (void)std::fprintf(stderr, "consumer: got %lld, expected %lld\n",
+                           static_cast<long long>(seq), static_cast<long long>(next));
         ::_exit(12);
       }
       ++next;
@@ -272,13 +272,19 @@ Result<protocol::Reply> RawCall(const std::string& socket, protocol::Request req
 TEST(BrokerRestartTest, OnlyTheOwnerReadoptsItsSegments) {
   BrokerProcess broker;
   ASSERT_TRUE(broker.Start());
+  // The child says when its Open returned: stopped before its ProducerReady
+  // was answered, it would fail to open once the broker is gone (and exit).
+  int opened[2];
+  ASSERT_EQ(::pipe(opened), 0);
   const pid_t child = testing::ForkTestChild();
   if (child == 0) {
     client::ProducerOptions options;
     options.socket_path = broker.socket();
-    options.topic.segment_bytes = 1 << 20;
+    options.topic.arena_bytes = 1 << 20;
     auto producer = Producer::Open("o", SeqSchema(), options);
     if (!producer.ok()) ::_exit(1);
+    const char byte = 1;
+    if (::write(opened[1], &byte, 1) != 1) ::_exit(2);
     while (true) std::this_thread::sleep_for(1s);
   }
   // Killed at the end whatever happens.
@@ -290,16 +296,16 @@ TEST(BrokerRestartTest, OnlyTheOwnerReadoptsItsSegments) {
       if (::kill(pid, SIGKILL) == 0) testing::Wait(pid);
     }
   } reaper{child};
-  WaitUntil([&] { return NamesOfPid(broker.name(), child).size() >= 2; });
+  const bool open = ReadByte(opened[0]);
+  for (int fd : opened) ::close(fd);
+  ASSERT_TRUE(open) << "the producer did not open";
   ASSERT_TRUE(TopicShows(broker.socket(), "o", 1, 0, kHangMs));
   const auto names = NamesOfPid(broker.name(), child);
   ASSERT_EQ(names.size(), 2u);
-  // The channel "<stem>.ring" and its registry "<stem>.ring.reg"; the
-  // protocol still names a body segment "<stem>.bodies", which a channel
-  // does not create.
-  const std::string ring = *names.begin();
-  ASSERT_EQ(*names.rbegin(), ring + ".reg");
-  const std::string bodies = ring.substr(0, ring.size() - 4) + "bodies";
+  // The channel "<stem>.channel" and its registry "<stem>.channel.reg".
+  const std::string channel = *names.begin();
+  ASSERT_TRUE(channel.ends_with(".channel")) << channel;
+  ASSERT_EQ(*names.rbegin(), channel + ".reg");
 
   // Stopped, the producer cannot re-register: its segments wait for it (an
   // adopt timeout of an hour: the claims below are decided by pid, not by
@@ -315,13 +321,11 @@ TEST(BrokerRestartTest, OnlyTheOwnerReadoptsItsSegments) {
   protocol::Request claim;
   claim.type = protocol::RequestType::kAttachProducer;
   claim.topic = "o";
-  claim.ring = ring;
-  claim.bodies = bodies;
-  ASSERT_RAISES_WITH_MESSAGE(kPermissionDenied, "belong to pid " + std::to_string(child),
+  claim.channel = channel;
+  ASSERT_RAISES_WITH_MESSAGE(kPermissionDenied, "belongs to pid " + std::to_string(child),
                              RawCall(broker.socket(), claim));
-  claim.ring = broker.name() + ".1.1.p1.ring";
-  claim.bodies = broker.name() + ".1.1.p1.bodies";
-  ASSERT_RAISES_WITH_MESSAGE(kKeyError, "were not left by an earlier broker",
+  claim.channel = broker.name() + ".1.1.p1.channel";
+  ASSERT_RAISES_WITH_MESSAGE(kKeyError, "was not left by an earlier broker",
                              RawCall(broker.socket(), claim));
 
   // Resumed, the owner re-registers with them.
@@ -359,8 +363,8 @@ TEST(BrokerRestartTest, DeadPeersAreDetectedWhileTheBrokerIsDown) {
   BrokerProcess broker;
   ASSERT_TRUE(broker.Start());
   client::TopicOptions topic_options;
-  topic_options.ring_slots = 8;
-  topic_options.segment_bytes = 1 << 20;
+  topic_options.slot_count = 8;
+  topic_options.arena_bytes = 1 << 20;
   {
     ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
     ASSERT_OK(admin->CreateTopic("a", SeqSchema(), topic_options).status());
@@ -371,7 +375,7 @@ TEST(BrokerRestartTest, DeadPeersAreDetectedWhileTheBrokerIsDown) {
   ASSERT_OK_AND_ASSIGN(auto consumer_a, Consumer::Open("a", consumer_options));
   int events[2];
   ASSERT_EQ(::pipe(events), 0);
-  constexpr int64_t kPublishedA = 6;  // within the ring: the producer never waits
+  constexpr int64_t kPublishedA = 6;  // within the slots: the producer never waits
   const pid_t producer_a = testing::ForkTestChild();
   if (producer_a == 0) {
     client::ProducerOptions options;
@@ -436,14 +440,14 @@ TEST(BrokerRestartTest, DeadPeersAreDetectedWhileTheBrokerIsDown) {
   EXPECT_EQ(end.status().code(), StatusCode::kEndOfStream) << end.status();
   EXPECT_NE(end.status().message().find("producer gone"), std::string::npos) << end.status();
   // The producer releases exactly what the dead consumer held, and its
-  // registration: it publishes a ring's worth and more with nobody reading.
+  // registration: it publishes a channel's worth and more with nobody reading.
   EXPECT_TRUE(WaitUntil([&] {
     producer_b->Poll();
-    return producer_b->stats().blocks_live <= topic_options.ring_slots;
+    return producer_b->stats().blocks_live <= topic_options.slot_count;
   })) << "blocks live: "
       << producer_b->stats().blocks_live << " (held: " << live_while_held << ")";
   EXPECT_EQ(producer_b->stats().dead_consumers_detached, 1u);
-  for (int64_t i = kHeld; i < kHeld + 2 * topic_options.ring_slots; ++i) {
+  for (int64_t i = kHeld; i < kHeld + int64_t{2} * topic_options.slot_count; ++i) {
     ASSERT_OK_AND_ASSIGN(auto batch, SeqBatch(i));
     ASSERT_OK(producer_b->PublishCopy(*batch));
   }

@@ -81,7 +81,7 @@ Result<format::RecordBatchPtr> MakeRows(int64_t first, int64_t rows) {
 
 client::ProducerOptions RowProducerOn(const BrokerProcess& broker) {
   client::TopicOptions topic = testing::TopicWithArena();
-  topic.ring_slots = 16;
+  topic.slot_count = 16;
   return testing::ProducerOn(broker, topic);
 }
 
@@ -133,7 +133,7 @@ TEST(BrokerRowsTest, RowBatchesFromAnotherProcessRoundTrip) {
   ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
   client::TopicOptions topic_options;
   topic_options.kind = TopicKind::kUnsafeRow;
-  topic_options.ring_slots = 16;
+  topic_options.slot_count = 16;
   ASSERT_OK_AND_ASSIGN(bool created, admin->CreateTopic("rows", RowSchema(), topic_options));
   EXPECT_TRUE(created);
   // A RowConsumer: it attaches only to a row topic.
@@ -382,7 +382,7 @@ TEST(BrokerRowsTest, ColumnSubsetOfRecordBatches) {
   ASSERT_TRUE(broker.Start());
   client::ProducerOptions producer_options;
   producer_options.socket_path = broker.socket();
-  producer_options.topic.segment_bytes = 4 << 20;
+  producer_options.topic.arena_bytes = 4 << 20;
   ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("cols", RowSchema(), producer_options));
   client::ConsumerOptions options;
   options.socket_path = broker.socket();
@@ -399,7 +399,7 @@ TEST(BrokerRowsTest, ColumnSubsetOfRecordBatches) {
   client::ConsumerOptions everything;
   everything.socket_path = broker.socket();
   ASSERT_OK_AND_ASSIGN(auto full, Consumer::Open("cols", everything));
-  // Let both register on the producer's ring.
+  // Let both register on the producer's channel.
   for (int i = 0; i < 100 && (consumer->producer_count() == 0 || full->producer_count() == 0);
        ++i) {
     ASSERT_OK(consumer->TryNext().status());

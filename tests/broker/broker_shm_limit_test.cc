@@ -140,7 +140,7 @@ TEST_F(BrokerShmLimitTest, TopicsShowsTheLimitAndTheBytesInUse) {
   BrokerProcess broker;
   ASSERT_TRUE(broker.Start());
   client::TopicOptions topic = testing::TopicWithArena(4 * kMiB);
-  topic.ring_slots = 64;
+  topic.slot_count = 64;
   ASSERT_OK_AND_ASSIGN(auto producer,
                        Producer::Open("t", XSchema(), testing::ProducerOn(broker, topic)));
   ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
@@ -153,7 +153,7 @@ TEST_F(BrokerShmLimitTest, TopicsShowsTheLimitAndTheBytesInUse) {
   ASSERT_EQ(doc["topics"].size(), 1u) << doc.dump();
   EXPECT_EQ(doc["topics"][0]["name"], "t");
   EXPECT_EQ(doc["topics"][0]["producers"], 1);
-  EXPECT_EQ(doc["topics"][0]["segment_bytes"].get<uint64_t>(), 4 * kMiB);
+  EXPECT_EQ(doc["topics"][0]["arena_bytes"].get<uint64_t>(), 4 * kMiB);
   EXPECT_EQ(doc["topics"][0]["kind"], "record-batch");
 
   // The table, a blank line, then the summary.
@@ -254,17 +254,17 @@ TEST_F(BrokerShmLimitTest, ABatchLargerThanTheArenaGoesThroughAnExtension) {
   ASSERT_EQ(batch->num_rows(), kRows);
   std::string where;
   EXPECT_TRUE(HoldsRowsInPlace(*batch, broker.name(), &where)) << where;
-  EXPECT_NE(where.find(".ring.x"), std::string::npos) << where;  // an extension
+  EXPECT_NE(where.find(".channel.x"), std::string::npos) << where;  // an extension
   ASSERT_OK_AND_ASSIGN(auto grown, admin->Stats());
   EXPECT_GE(grown.reserved_bytes, before.reserved_bytes + uint64_t{kRows} * 8);
   const auto doc = TopicsJson(broker);
   EXPECT_EQ(doc["topics"][0]["shm_bytes"].get<uint64_t>(), grown.reserved_bytes) << doc.dump();
-  EXPECT_EQ(doc["topics"][0]["max_segment_bytes"].get<uint64_t>(),
+  EXPECT_EQ(doc["topics"][0]["max_arena_bytes"].get<uint64_t>(),
             std::min<uint64_t>(uint64_t{2} << 30, ExpectedDefaultLimit()))
       << doc.dump();
 
   // Past the topic's maximum: refused, both sizes named.
-  const uint64_t max = doc["topics"][0]["max_segment_bytes"].get<uint64_t>();
+  const uint64_t max = doc["topics"][0]["max_arena_bytes"].get<uint64_t>();
   auto over = producer->NewBatchPool(max + 1);
   ASSERT_RAISES(kCapacityError, over.status());
   EXPECT_NE(over.status().message().find("a block of "), std::string::npos)  // the region's size
@@ -294,7 +294,7 @@ TEST_F(BrokerShmLimitTest, ARefusedProducerLeavesNoTopicStuckWithItsSizes) {
   ASSERT_OK_AND_ASSIGN(auto producer,
                        Producer::Open("t", XSchema(), testing::ProducerOn(broker, {})));
   const auto doc = TopicsJson(broker);
-  EXPECT_EQ(doc["topics"][0]["segment_bytes"].get<uint64_t>(), 1 * kMiB) << doc.dump();
+  EXPECT_EQ(doc["topics"][0]["arena_bytes"].get<uint64_t>(), 1 * kMiB) << doc.dump();
   ASSERT_OK(producer->Close());
 }
 
@@ -305,7 +305,7 @@ TEST_F(BrokerShmLimitTest, ExtensionsAreCountedAgainstTheLimitAndRefusedPastIt) 
   BrokerProcess broker;
   ASSERT_TRUE(broker.Start({"--shm-limit", std::to_string(8 * kMiB)}));
   client::TopicOptions topic;
-  topic.max_segment_bytes = 64 * kMiB;  // more than the limit allows: the broker decides
+  topic.max_arena_bytes = 64 * kMiB;  // more than the limit allows: the broker decides
   ASSERT_OK_AND_ASSIGN(auto producer,
                        Producer::Open("t", YSchema(), testing::ProducerOn(broker, topic)));
   ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
@@ -341,7 +341,7 @@ TEST_F(BrokerShmLimitTest, AProducerKilledWhileAddingAnExtensionLeavesNoName) {
   }
   const bool adding = testing::WaitUntil([&] {
     for (const auto& n : ShmNames(broker.name() + ".")) {
-      if (n.find(".ring.x") != std::string::npos) return true;
+      if (n.find(".channel.x") != std::string::npos) return true;
     }
     return false;
   });
@@ -405,7 +405,7 @@ TEST_F(BrokerShmLimitTest, AConsumerKilledHoldingABatchInAnExtensionGivesItBack)
     return stats.ok() && stats->reserved_bytes == attached.reserved_bytes;
   })) << "the idle extension was not released";
   for (const auto& n : ShmNames(broker.name() + ".")) {
-    EXPECT_EQ(n.find(".ring.x"), std::string::npos) << n << " left";
+    EXPECT_EQ(n.find(".channel.x"), std::string::npos) << n << " left";
   }
   ASSERT_OK(producer->Close());
   EXPECT_TRUE(testing::WaitNoSegments(broker.name() + "."));

@@ -1,7 +1,7 @@
 // Whoever starts first: consumers that subscribe before their topic exists
 // receive every batch from the first one (ConsumerOptions::wait_for_topic,
 // `alkaid subscribe`, the example consumer), consumers joining a live
-// producer with --from-oldest get what its ring holds, and `alkaid publish -`
+// producer with --from-oldest get what its channel holds, and `alkaid publish -`
 // publishes each batch as soon as it is read from stdin. Real processes
 // against a real alkaid-broker; every wait is for a condition, with a bound
 // only as a failure guard.
@@ -298,7 +298,7 @@ TEST_F(StartOrderTest, SubscribersStartedBeforeTheTopicGetEveryBatch) {
 
 // The producer first: `alkaid publish -` has published every batch and
 // still runs (stdin open); four `alkaid subscribe --from-oldest` started
-// then get every batch from the producer's ring, then end of stream.
+// then get every batch from the producer's channel, then end of stream.
 TEST_F(StartOrderTest, SubscribersFromOldestJoiningAProducerGetEveryBatch) {
   ASSERT_OK_AND_ASSIGN(auto stream, EncodeStream(8));
   int pipe_fds[2];
@@ -450,7 +450,7 @@ TEST_F(StartOrderTest, WaitingEndsWithTimedOutOrATopicKindMismatch) {
   ASSERT_TRUE(WaitUntil([&] { return AwaitingConsumers(broker_.socket(), "batches") == 1; }));
   client::ProducerOptions po;
   po.socket_path = broker_.socket();
-  po.topic.segment_bytes = 1 << 20;
+  po.topic.arena_bytes = 1 << 20;
   ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("batches", DataSchema(), po));
   rows.join();
   ASSERT_EQ(refused.code(), StatusCode::kInvalid) << refused.ToString();
@@ -494,7 +494,7 @@ TEST_F(StartOrderTest, ProducerStopsWaitingForConsumersThatLeave) {
   });
   client::ProducerOptions po;
   po.socket_path = broker_.socket();
-  po.topic.segment_bytes = 1 << 20;
+  po.topic.arena_bytes = 1 << 20;
   po.wait_for_consumers = std::chrono::hours(1);
   auto producer = Producer::Open("T", DataSchema(), po);
   {
@@ -534,7 +534,7 @@ TEST_F(StartOrderTest, WaitingSurvivesABrokerRestart) {
   const bool waits_again = WaitUntil([&] { return AwaitingConsumers(broker_.socket(), "T") == 1; });
   client::ProducerOptions po;
   po.socket_path = broker_.socket();
-  po.topic.segment_bytes = 1 << 20;
+  po.topic.arena_bytes = 1 << 20;
   auto producer = Producer::Open("T", DataSchema(), po);
   for (int b = 0; producer.ok() && b < 3; ++b) {
     auto batch = DataBatch(b);

@@ -15,7 +15,7 @@
 //   producer closed, or was removed by the broker when it died), nor after
 //   its clean shutdown.
 //
-// Ring policy: kBlockProducer (no message may be dropped). A consumer killed
+// Slow-consumer policy: kBlockProducer (no message may be dropped). A consumer killed
 // while holding a received batch leaves that block's holder bit set; the
 // producers' channels notice the dead pid when they wait for room or space
 // (and in Poll) and release exactly what it held, so a dead consumer never
@@ -79,11 +79,11 @@ format::SchemaPtr StressSchema() {
 
 client::TopicOptions StressTopic() {
   client::TopicOptions t;
-  t.ring_slots = 256;
+  t.slot_count = 256;
   // A 4 KiB arena that grows (up to 16 MiB) as messages are in flight:
   // producers are killed while they add extensions too.
-  t.segment_bytes = 4096;
-  t.max_segment_bytes = 16 << 20;
+  t.arena_bytes = 4096;
+  t.max_arena_bytes = 16 << 20;
   t.policy = shm::SlowConsumerPolicy::kBlockProducer;
   return t;
 }

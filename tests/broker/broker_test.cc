@@ -58,7 +58,7 @@ TEST(BrokerTest, InPlaceBatchesThenEndOfStream) {
   ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
   ASSERT_OK_AND_ASSIGN(bool created, admin->CreateTopic("ids", IdSchema()));
   EXPECT_TRUE(created);
-  // One thread: the producer first, so that the consumer finds its ring at
+  // One thread: the producer first, so that the consumer finds its channel at
   // attach (a consumer subscribed earlier registers when it next looks).
   ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("ids", IdSchema(), ProducerOn(broker)));
   ASSERT_OK_AND_ASSIGN(auto consumer, Consumer::Open("ids", ConsumerOn(broker)));
@@ -158,9 +158,9 @@ TEST(BrokerTest, UnknownTopicAndNoBroker) {
   ASSERT_RAISES_WITH_MESSAGE(kIOError, "cannot reach the broker", Consumer::Open("x", nowhere));
 }
 
-// from_oldest: what the ring still holds is delivered, in order; a default
+// from_oldest: what the channel still holds is delivered, in order; a default
 // consumer starts with the next batch published.
-TEST(BrokerTest, FromOldestReadsWhatTheRingStillHolds) {
+TEST(BrokerTest, FromOldestReadsWhatTheChannelStillHolds) {
   BrokerProcess broker;
   ASSERT_TRUE(broker.Start());
   client::ProducerOptions po = ProducerOn(broker);
@@ -201,7 +201,7 @@ TEST(BrokerTest, ProducerJoiningLaterIsReadFromItsFirstBatch) {
   EXPECT_TRUE(created);
   ASSERT_OK_AND_ASSIGN(auto consumer, Consumer::Open("late", ConsumerOn(broker)));
   // The consumer waits in Next() on its own thread, as an application would:
-  // that is where it learns of the new producer and registers on its ring.
+  // that is where it learns of the new producer and registers on its channel.
   std::vector<int64_t> firsts;
   Status consumed;
   std::thread reader([&] {
@@ -232,8 +232,8 @@ TEST(BrokerTest, ProducerJoiningLaterIsReadFromItsFirstBatch) {
 // it handed out when stopped with SIGTERM.
 TEST(BrokerTest, StartupChecksAndCleanShutdown) {
   const std::string name = "bt" + testing::UniqueSuffix();
-  ASSERT_OK_AND_ASSIGN(auto leftover,
-                       shm::Segment::Create(name + ".old.p1.ring", 4096, shm::SegmentKind::kRaw));
+  ASSERT_OK_AND_ASSIGN(
+      auto leftover, shm::Segment::Create(name + ".old.p1.channel", 4096, shm::SegmentKind::kRaw));
   leftover.reset();
   BrokerProcess broker(name);
   ASSERT_TRUE(broker.Start());
@@ -278,7 +278,7 @@ TEST(BrokerTest, SigkilledProducerEndsTheStreamAfterDraining) {
     if (::write(ready[1], &byte, 1) != 1) ::_exit(3);
     while (true) ::pause();
   }
-  // The child waits for us to register on its ring: pump until it is there.
+  // The child waits for us to register on its channel: pump until it is there.
   ASSERT_TRUE(testing::WaitUntil([&] {
     EXPECT_OK(consumer->TryNext().status());
     return consumer->producer_count() > 0;
@@ -304,8 +304,8 @@ TEST(BrokerTest, SigkilledConsumerDoesNotBlockTheProducer) {
   ASSERT_TRUE(broker.Start());
   ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
   client::TopicOptions small;
-  small.ring_slots = 8;
-  small.segment_bytes = 1 << 20;
+  small.slot_count = 8;
+  small.arena_bytes = 1 << 20;
   ASSERT_OK(admin->CreateTopic("t", IdSchema(), small).status());
   int ready[2];
   ASSERT_EQ(::pipe(ready), 0);
@@ -313,7 +313,7 @@ TEST(BrokerTest, SigkilledConsumerDoesNotBlockTheProducer) {
   if (child == 0) {
     auto consumer = Consumer::Open("t", ConsumerOn(broker));
     if (!consumer.ok()) ::_exit(1);
-    // Register on the producer's ring, read one batch, then hang.
+    // Register on the producer's channel, read one batch, then hang.
     auto first = (*consumer)->Next(10s);
     const char byte = first.ok() ? 1 : 0;
     if (::write(ready[1], &byte, 1) != 1) ::_exit(3);
@@ -327,7 +327,7 @@ TEST(BrokerTest, SigkilledConsumerDoesNotBlockTheProducer) {
   ASSERT_EQ(::read(ready[0], &byte, 1), 1);
   ASSERT_EQ(byte, 1);
   ::kill(child, SIGKILL);
-  // A ring of 8: without the dead consumer's release, the ninth publish
+  // 8 slots: without the dead consumer's release, the ninth publish
   // would wait for it and fail with TimedOut (publish_timeout); the verdict
   // is that every publish succeeds, not how long they took.
   for (int64_t b = 1; b <= 100; ++b) {

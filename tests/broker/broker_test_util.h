@@ -40,7 +40,7 @@ inline bool WaitUntil(const std::function<bool()>& done,
 /// larger than most tests need).
 inline client::TopicOptions TopicWithArena(uint64_t bytes = 4 << 20) {
   client::TopicOptions topic;
-  topic.segment_bytes = bytes;
+  topic.arena_bytes = bytes;
   return topic;
 }
 

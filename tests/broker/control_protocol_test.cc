@@ -54,24 +54,39 @@ TEST(ControlProtocolTest, ProducerReRegistration) {
   attach.type = RequestType::kAttachProducer;
   attach.topic = "t";
   ASSERT_OK_AND_ASSIGN(auto decoded, DecodeRequest(EncodeRequest(attach)));
-  EXPECT_TRUE(decoded.ring.empty());
-  EXPECT_TRUE(decoded.bodies.empty());
+  EXPECT_TRUE(decoded.channel.empty());
 
-  attach.ring = "alkaid.18e.42.p3.ring";
-  attach.bodies = "alkaid.18e.42.p3.bodies";
+  attach.channel = "alkaid.18e.42.p3.channel";
   ASSERT_OK_AND_ASSIGN(decoded, DecodeRequest(EncodeRequest(attach)));
-  EXPECT_EQ(decoded.ring, attach.ring);
-  EXPECT_EQ(decoded.bodies, attach.bodies);
+  EXPECT_EQ(decoded.channel, attach.channel);
 
-  Request half = attach;
-  half.bodies.clear();
-  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "needs both the ring and the bodies name",
-                             DecodeRequest(EncodeRequest(half)));
   Request bad = attach;
-  bad.ring = "../etc/passwd";
-  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "ring name", DecodeRequest(EncodeRequest(bad)));
-  bad.ring = ".hidden";
+  bad.channel = "../etc/passwd";
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "channel name", DecodeRequest(EncodeRequest(bad)));
+  bad.channel = ".hidden";
   ASSERT_RAISES_WITH_MESSAGE(kInvalid, "starts with '.'", DecodeRequest(EncodeRequest(bad)));
+}
+
+// Every request and reply carries the control protocol version; a decoded
+// one says what the peer sent (0: none, a peer from before versions).
+TEST(ControlProtocolTest, TheVersionTravelsBothWays) {
+  Request request;
+  request.type = RequestType::kListTopics;
+  ASSERT_OK_AND_ASSIGN(auto decoded, DecodeRequest(EncodeRequest(request)));
+  EXPECT_EQ(decoded.version, kControlProtocolVersion);
+  request.version = 0;
+  ASSERT_OK_AND_ASSIGN(decoded, DecodeRequest(EncodeRequest(request)));
+  EXPECT_EQ(decoded.version, 0u);
+  request.version = 77;
+  ASSERT_OK_AND_ASSIGN(decoded, DecodeRequest(EncodeRequest(request)));
+  EXPECT_EQ(decoded.version, 77u);
+
+  ServerMessage m;
+  ASSERT_OK_AND_ASSIGN(auto reply, DecodeServerMessage(EncodeServerMessage(m)));
+  EXPECT_EQ(reply.reply.version, kControlProtocolVersion);
+  m.reply.version = 0;
+  ASSERT_OK_AND_ASSIGN(reply, DecodeServerMessage(EncodeServerMessage(m)));
+  EXPECT_EQ(reply.reply.version, 0u);
 }
 
 // A consumer waiting for a topic: the request's flags, the pending reply

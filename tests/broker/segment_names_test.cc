@@ -11,39 +11,47 @@
 namespace alkaid::broker::internal {
 namespace {
 
-TEST(SegmentNamesTest, WhatIsBuiltParsesBack) {
+// What is built parses back. The previous release named the channel
+// "<stem>.ring" (kLegacyChannelSuffix): a restarted broker still knows
+// those names as a producer's (deprecated, one release).
+TEST(SegmentNamesTest, WhatIsBuiltParsesBackInBothForms) {
   const std::string stem = ProducerSegmentStem("alkaid.18b2f0c1d2e3", 4242, 7);
   EXPECT_EQ(stem, "alkaid.18b2f0c1d2e3.4242.p7");
-  for (const char* suffix : {".ring", ".ring.reg", ".ring.c3.1f", ".bodies"}) {
-    SCOPED_TRACE(suffix);
-    std::string parsed;
-    uint32_t pid = 0;
-    bool is_ring = true;
-    ASSERT_TRUE(ParseSegmentName("alkaid", stem + suffix, &parsed, &pid, &is_ring));
-    EXPECT_EQ(parsed, stem);
-    EXPECT_EQ(pid, 4242u);
-    EXPECT_EQ(is_ring, std::string(suffix) == ".ring");
+  EXPECT_EQ(stem + kChannelSuffix, "alkaid.18b2f0c1d2e3.4242.p7.channel");
+  for (const char* suffix : {kChannelSuffix, kLegacyChannelSuffix}) {
+    const std::string channel = stem + suffix;
+    for (const std::string& name :
+         {channel, channel + ".reg", channel + ".c3.1f", channel + ".x2"}) {
+      SCOPED_TRACE(name);
+      std::string parsed;
+      uint32_t pid = 0;
+      bool is_channel = name != channel;
+      ASSERT_TRUE(ParseSegmentName("alkaid", name, &parsed, &pid, &is_channel));
+      EXPECT_EQ(parsed, stem);
+      EXPECT_EQ(pid, 4242u);
+      EXPECT_EQ(is_channel, name == channel);
+    }
   }
 }
 
 TEST(SegmentNamesTest, OtherNamesAreNotAProducers) {
   std::string stem;
   uint32_t pid = 0;
-  bool is_ring = false;
+  bool is_channel = false;
   for (const char* name : {
-           "other.18b2.4242.p7.ring",         // another broker's
-           "alkaid.18b2.4242.p7",             // no kind
-           "alkaid.18b2.4242.p7.bodies.x",    // nothing follows .bodies
-           "alkaid.18b2.4242.q7.ring",        // not a producer id
-           "alkaid.18b2.4242.p.ring",         // an empty id
-           "alkaid.18b2.42x2.p7.ring",        // not a pid
-           "alkaid.18b2.0.p7.ring",           // pid 0
-           "alkaid.18b2.4294967296.p7.ring",  // beyond a pid
-           "alkaid.18b2..p7.ring",            // an empty pid
-           "alkaid.18b2.4242.p7.rings",       // not the channel
+           "other.18b2.4242.p7.channel",         // another broker's
+           "alkaid.18b2.4242.p7",                // no kind
+           "alkaid.18b2.4242.p7.bodies",         // the body segment of releases long gone
+           "alkaid.18b2.4242.q7.channel",        // not a producer id
+           "alkaid.18b2.4242.p.channel",         // an empty id
+           "alkaid.18b2.42x2.p7.channel",        // not a pid
+           "alkaid.18b2.0.p7.channel",           // pid 0
+           "alkaid.18b2.4294967296.p7.channel",  // beyond a pid
+           "alkaid.18b2..p7.channel",            // an empty pid
+           "alkaid.18b2.4242.p7.channels",       // not the channel
        }) {
     SCOPED_TRACE(name);
-    EXPECT_FALSE(ParseSegmentName("alkaid", name, &stem, &pid, &is_ring));
+    EXPECT_FALSE(ParseSegmentName("alkaid", name, &stem, &pid, &is_channel));
   }
 }
 

@@ -1,6 +1,6 @@
 // BatchPublisher / BatchSubscriber: batches built in place in shared memory,
 // consumed zero-copy in this process and in a forked one; heap batches
-// copied once; every gold file's batches through the ring; Message + region
+// copied once; every gold file's batches through the channel; Message + region
 // as an ordinary IPC stream.
 
 #include <gtest/gtest.h>

@@ -112,13 +112,13 @@ std::unique_ptr<Consumer> ConsumerThatReadOne(const BrokerProcess& broker, const
   return std::move(*consumer);
 }
 
-// A producer of "t" with `stop` on a ring of 2 slots, both taken by
+// A producer of "t" with `stop` on a channel of 2 slots, both taken by
 // batches its consumer (which read batch 0) has not read: the next publish
 // waits for room.
-void OpenFullRing(const BrokerProcess& broker, std::stop_token stop,
-                  std::unique_ptr<Producer>* producer, std::unique_ptr<Consumer>* consumer) {
+void OpenFullChannel(const BrokerProcess& broker, std::stop_token stop,
+                     std::unique_ptr<Producer>* producer, std::unique_ptr<Consumer>* consumer) {
   TopicOptions topic = TopicWithArena();
-  topic.ring_slots = 2;
+  topic.slot_count = 2;
   ProducerOptions options = Patient(broker, std::move(stop), topic);
   options.wait_for_consumers = 0ms;
   ASSERT_OK_AND_ASSIGN(*producer, Producer::Open("t", Schema(), options));
@@ -157,12 +157,12 @@ TEST(ProducerCancelTest, AStopEndsOpensWaitForConsumersWithCancelled) {
 }
 
 // (b) A publish on a kBlockProducer topic whose consumer stopped reading
-// waits for room in the ring.
+// waits for room in the channel.
 TEST(ProducerCancelTest, AStopEndsAPublishWaitingForRoomWithCancelled) {
   BrokerProcess broker;
   ASSERT_TRUE(broker.Start());
   TopicOptions topic = TopicWithArena();
-  topic.ring_slots = 4;
+  topic.slot_count = 4;
   topic.policy = shm::SlowConsumerPolicy::kBlockProducer;
   std::stop_source source;
   ProducerOptions options = Patient(broker, source.get_token(), topic);
@@ -171,7 +171,7 @@ TEST(ProducerCancelTest, AStopEndsAPublishWaitingForRoomWithCancelled) {
   auto consumer = ConsumerThatReadOne(broker, "t", producer.get());
   ASSERT_NE(consumer, nullptr);
 
-  // Batch 0 was read: batches 1..4 fill the ring, batch 5 waits.
+  // Batch 0 was read: batches 1..4 fill the slots, batch 5 waits.
   const auto batch = Batch(1);
   std::atomic<int> published{0};
   auto publishing = std::async(std::launch::async, [&] {
@@ -203,7 +203,7 @@ TEST(ProducerCancelTest, AStopEndsALoanWaitingForSpaceWithCancelled) {
   ASSERT_TRUE(broker.Start());
   std::stop_source source;
   TopicOptions fixed = TopicWithArena(1 << 20);
-  fixed.max_segment_bytes = 1 << 20;  // an arena that does not grow: the loan waits
+  fixed.max_arena_bytes = 1 << 20;  // an arena that does not grow: the loan waits
   ProducerOptions options = Patient(broker, source.get_token(), fixed);
   options.wait_for_consumers = 0ms;
   ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("t", Schema(), options));
@@ -265,7 +265,7 @@ TEST(ProducerCancelTest, ACancelledPublishOfAPoolCanBeMadeAgain) {
   BrokerProcess broker;
   ASSERT_TRUE(broker.Start());
   TopicOptions topic = TopicWithArena();
-  topic.ring_slots = 2;
+  topic.slot_count = 2;
   std::stop_source source;
   ProducerOptions options = Patient(broker, source.get_token(), topic);
   options.wait_for_consumers = 0ms;
@@ -273,7 +273,7 @@ TEST(ProducerCancelTest, ACancelledPublishOfAPoolCanBeMadeAgain) {
   auto consumer = ConsumerThatReadOne(broker, "t", producer.get());
   ASSERT_NE(consumer, nullptr);
   ASSERT_OK(producer->PublishCopy(*Batch(1)));
-  ASSERT_OK(producer->PublishCopy(*Batch(1)));  // the ring is full
+  ASSERT_OK(producer->PublishCopy(*Batch(1)));  // every slot is taken
 
   ASSERT_OK_AND_ASSIGN(auto pool, producer->NewBatchPool(2048));
   format::Int64Builder ids(pool.get());
@@ -300,7 +300,7 @@ TEST(ProducerCancelTest, AStopEndsARowProducersPublishWaitingForRoom) {
   BrokerProcess broker;
   ASSERT_TRUE(broker.Start());
   TopicOptions topic = TopicWithArena();
-  topic.ring_slots = 2;
+  topic.slot_count = 2;
   std::stop_source source;
   ProducerOptions options = Patient(broker, source.get_token(), topic);
   options.wait_for_consumers = 0ms;
@@ -337,7 +337,7 @@ TEST(ProducerCancelTest, AnUnstoppedTokenLetsAPublishWaitEndWithRoom) {
   std::stop_source source;
   std::unique_ptr<Producer> producer;
   std::unique_ptr<Consumer> consumer;
-  ASSERT_NO_FATAL_FAILURE(OpenFullRing(broker, source.get_token(), &producer, &consumer));
+  ASSERT_NO_FATAL_FAILURE(OpenFullChannel(broker, source.get_token(), &producer, &consumer));
   const auto batch = Batch(1);
   auto publishing = std::async(std::launch::async, [&] { return producer->PublishCopy(*batch); });
   ASSERT_EQ(publishing.wait_for(0s), std::future_status::timeout) << publishing.get().ToString();
@@ -356,10 +356,10 @@ TEST(ProducerCancelTest, SetStopReplacesTheTokenForLaterWaits) {
   std::stop_source first;
   std::unique_ptr<Producer> producer;
   std::unique_ptr<Consumer> consumer;
-  ASSERT_NO_FATAL_FAILURE(OpenFullRing(broker, first.get_token(), &producer, &consumer));
+  ASSERT_NO_FATAL_FAILURE(OpenFullChannel(broker, first.get_token(), &producer, &consumer));
   const auto batch = Batch(1);
   first.request_stop();
-  ASSERT_RAISES(kCancelled, producer->PublishCopy(*batch));  // the ring is full
+  ASSERT_RAISES(kCancelled, producer->PublishCopy(*batch));  // every slot is taken
   std::stop_source second;
   producer->set_stop(second.get_token());
   auto publishing = std::async(std::launch::async, [&] { return producer->PublishCopy(*batch); });

@@ -37,7 +37,7 @@ TEST(BatchProducerFixedShapeTest, WriterBatchesArriveAndCountForCloseOnHugePages
   EXPECT_TRUE(created);
   ProducerOptions po;
   po.socket_path = broker.socket();
-  po.topic.segment_bytes = 4 << 20;
+  po.topic.arena_bytes = 4 << 20;
   po.huge_pages = shm::HugePages::kTry;
   po.drain_timeout = 60s;  // a guard: the wait below is cancelled
   ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("fixed", IdSchema(), po));
@@ -70,8 +70,7 @@ TEST(BatchProducerFixedShapeTest, WriterBatchesArriveAndCountForCloseOnHugePages
   // reports huge pages (either is right on a given kernel).
   const long pmd_kb = shm::testing::ShmemPmdMappedKb(last_buffer);
   ASSERT_GE(pmd_kb, 0) << "the writer's buffer lies in no mapping of /proc/self/smaps";
-  EXPECT_EQ(producer->body_segment_huge_pages(), pmd_kb > 0)
-      << "ShmemPmdMapped " << pmd_kb << " kB";
+  EXPECT_EQ(producer->huge_pages(), pmd_kb > 0) << "ShmemPmdMapped " << pmd_kb << " kB";
   // Close waits for the consumer to read every batch the writer published
   // (a writer whose batches did not count would let it return at once, OK).
   // The consumer has read none yet; a stop already requested makes Close's

@@ -405,8 +405,8 @@ TEST_F(GarbageControlTest, FieldLevelRefusalsOfDecodableRequests) {
     r.id = 11;
     r.config.name = "t";
     r.config.schema = schema;
-    r.config.ring_slots = 8;
-    r.config.segment_bytes = 1 << 20;
+    r.config.slot_count = 8;
+    r.config.arena_bytes = 1 << 20;
     change(r);
     return r;
   };
@@ -416,18 +416,18 @@ TEST_F(GarbageControlTest, FieldLevelRefusalsOfDecodableRequests) {
     std::string named;  // a piece of the reply's message
   };
   std::vector<Case> cases = {
-      {"ring_slots 3", create([](auto& r) { r.config.ring_slots = 3; }),
-       "ring_slots 3 is not a power of two in [2, 16777216]"},
-      {"ring_slots 1", create([](auto& r) { r.config.ring_slots = 1; }), "ring_slots 1 is not"},
-      {"ring_slots 2^25", create([](auto& r) { r.config.ring_slots = 1u << 25; }),
-       "ring_slots 33554432 is not"},
-      {"ring_slots 2^32-1", create([](auto& r) { r.config.ring_slots = 0xFFFFFFFFu; }),
-       "ring_slots 4294967295 is not"},
-      {"segment_bytes 4095", create([](auto& r) { r.config.segment_bytes = 4095; }),
-       "segment_bytes 4095 is outside [4096, 1099511627776]"},
-      {"segment_bytes 2^40+1",
-       create([](auto& r) { r.config.segment_bytes = (uint64_t{1} << 40) + 1; }),
-       "segment_bytes 1099511627777 is outside"},
+      {"slot_count 3", create([](auto& r) { r.config.slot_count = 3; }),
+       "slot_count 3 is not a power of two in [2, 16777216]"},
+      {"slot_count 1", create([](auto& r) { r.config.slot_count = 1; }), "slot_count 1 is not"},
+      {"slot_count 2^25", create([](auto& r) { r.config.slot_count = 1u << 25; }),
+       "slot_count 33554432 is not"},
+      {"slot_count 2^32-1", create([](auto& r) { r.config.slot_count = 0xFFFFFFFFu; }),
+       "slot_count 4294967295 is not"},
+      {"arena_bytes 4095", create([](auto& r) { r.config.arena_bytes = 4095; }),
+       "arena_bytes 4095 is outside [4096, 1099511627776]"},
+      {"arena_bytes 2^40+1",
+       create([](auto& r) { r.config.arena_bytes = (uint64_t{1} << 40) + 1; }),
+       "arena_bytes 1099511627777 is outside"},
       {"a slash in the topic name", create([](auto& r) { r.config.name = "a/../b"; }),
        "topic name 'a/../b' has a character outside [A-Za-z0-9._-]"},
       {"a topic name starting with '.'", create([](auto& r) { r.config.name = ".hidden"; }),
@@ -446,21 +446,16 @@ TEST_F(GarbageControlTest, FieldLevelRefusalsOfDecodableRequests) {
     protocol::Request r;
     r.type = protocol::RequestType::kAttachProducer;
     r.topic = "t";
-    r.ring = "ring/../../etc";
-    r.bodies = "bodies";
-    cases.push_back({"AttachProducer with a ring name holding '/'", r,
-                     "ring name 'ring/../../etc' has a bad character"});
-    r.ring = ".ring";
-    cases.push_back(
-        {"AttachProducer with a ring name starting with '.'", r, "ring name starts with '.'"});
-    r.ring = "ring";
-    r.bodies = "bo dies";
-    cases.push_back({"AttachProducer with a space in the bodies name", r,
-                     "bodies name 'bo dies' has a bad character"});
-    r.bodies = "";
-    cases.push_back({"AttachProducer with a ring name and no bodies name", r,
-                     "needs both the ring and the bodies name"});
-    r.bodies = "bodies";
+    r.channel = "channel/../../etc";
+    cases.push_back({"AttachProducer with a channel name holding '/'", r,
+                     "channel name 'channel/../../etc' has a bad character"});
+    r.channel = ".channel";
+    cases.push_back({"AttachProducer with a channel name starting with '.'", r,
+                     "channel name starts with '.'"});
+    r.channel = "cha nnel";
+    cases.push_back({"AttachProducer with a space in the channel name", r,
+                     "channel name 'cha nnel' has a bad character"});
+    r.channel = "channel";
     r.kind = static_cast<protocol::TopicKind>(200);
     cases.push_back({"AttachProducer with a payload kind of 200", r, "unknown payload kind 200"});
   }
@@ -482,6 +477,19 @@ TEST_F(GarbageControlTest, FieldLevelRefusalsOfDecodableRequests) {
     r.target_id = 1;
     cases.push_back({"Detach with a role of 3", r, "Detach with unknown role 3"});
   }
+  // A client from before versions (it sends none) or of another version:
+  // refused on its first request, whatever that asks, naming both versions.
+  cases.push_back({"CreateTopic from a client without a protocol version",
+                   create([](auto& r) { r.version = 0; }),
+                   "control protocol version mismatch: the client (pid " +
+                       std::to_string(::getpid()) +
+                       ") speaks version 0 (a client from before versions), this broker "
+                       "speaks version " +
+                       std::to_string(protocol::kControlProtocolVersion)});
+  cases.push_back({"CreateTopic from a client of protocol version 77",
+                   create([](auto& r) { r.version = 77; }),
+                   "speaks version 77, this broker speaks version " +
+                       std::to_string(protocol::kControlProtocolVersion)});
   for (const Case& c : cases) {
     const auto payload = protocol::EncodeRequest(c.request);
     Inject(c.what, Framed(payload), false);
@@ -498,8 +506,8 @@ TEST_F(GarbageControlTest, FieldLevelRefusalsOfDecodableRequests) {
   // The same topic with its fields in range is accepted: the refusals above
   // were for the field, not for the rest of the request.
   client::TopicOptions options;
-  options.ring_slots = 8;
-  options.segment_bytes = 1 << 20;
+  options.slot_count = 8;
+  options.arena_bytes = 1 << 20;
   ASSERT_OK_AND_ASSIGN(bool created, client->CreateTopic("t", WideSchema(1, 1), options));
   EXPECT_TRUE(created);
 }

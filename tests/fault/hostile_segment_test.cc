@@ -1,6 +1,6 @@
 // Fault injection in shared memory: a real broker, producer and consumer of
 // a topic, and a rogue process (alkaid_fault_rogue_writer) that maps the
-// topic's ring and body segments and overwrites one committed message with
+// topic's channel segment and overwrites one committed message with
 // hostile metadata: out-of-range slot fields, body handles, descriptor
 // lengths and offsets, garbage flatbuffer bytes, garbage body bytes.
 // The consumer must return an error for exactly that message, deliver the
@@ -67,8 +67,8 @@ TEST_P(HostileSegmentTest, ConsumerRejectsOnlyTheCorruptedMessage) {
   ASSERT_TRUE(broker.Start());
   client::ProducerOptions po;
   po.socket_path = broker.socket();
-  po.topic.segment_bytes = 4 << 20;
-  po.topic.ring_slots = 64;
+  po.topic.arena_bytes = 4 << 20;
+  po.topic.slot_count = 64;
   po.drain_timeout = 500ms;
   ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("hostile", RowSchema(), po));
   client::ConsumerOptions co;
@@ -81,7 +81,7 @@ TEST_P(HostileSegmentTest, ConsumerRejectsOnlyTheCorruptedMessage) {
 
   std::string channel;
   for (const auto& name : ShmNames(broker.name())) {
-    if (name.ends_with(".ring")) channel = name;
+    if (name.ends_with(".channel")) channel = name;
   }
   ASSERT_FALSE(channel.empty()) << "the topic's channel not found in /dev/shm";
   ASSERT_EQ(Wait(Spawn({ALKAID_ROGUE_BIN, channel, "1", GetParam()})), 0)
@@ -113,12 +113,12 @@ TEST(HostileSegmentAttachTest, AChannelThatCannotBeAttachedIsAnErrorNotAnEnd) {
   ASSERT_TRUE(broker.Start());
   client::ProducerOptions po;
   po.socket_path = broker.socket();
-  po.topic.segment_bytes = 4 << 20;
+  po.topic.arena_bytes = 4 << 20;
   po.drain_timeout = 500ms;
   ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("damaged", RowSchema(), po));
   std::string channel;
   for (const auto& name : ShmNames(broker.name())) {
-    if (name.ends_with(".ring")) channel = name;
+    if (name.ends_with(".channel")) channel = name;
   }
   ASSERT_FALSE(channel.empty()) << "the topic's channel not found in /dev/shm";
   ASSERT_OK_AND_ASSIGN(auto segment, shm::Segment::Open(channel, shm::SegmentKind::kChannel));

@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
   if (argc != 3) return Fail("usage: SOCKET TOPIC");
   client::ProducerOptions options;
   options.socket_path = argv[1];
-  options.topic.segment_bytes = 4 << 20;
+  options.topic.arena_bytes = 4 << 20;
   options.drain_timeout = std::chrono::seconds(10);
   auto producer = client::Producer::Open(argv[2], Schema(), options);
   if (!producer.ok()) return Fail(producer.status().ToString());

@@ -118,7 +118,7 @@ TEST_F(SmallShmTest, ProducerWithSegmentBiggerThanShmFailsCleanly) {
   ASSERT_TRUE(broker.Start({"--shm-limit", "0"}));
   client::ProducerOptions po;
   po.socket_path = broker.socket();
-  po.topic.segment_bytes = 32 * kMiB;
+  po.topic.arena_bytes = 32 * kMiB;
   auto schema = format::schema({format::field("x", format::int32())});
   auto producer = Producer::Open("big", schema, po);
   ASSERT_FALSE(producer.ok());
@@ -128,8 +128,8 @@ TEST_F(SmallShmTest, ProducerWithSegmentBiggerThanShmFailsCleanly) {
   EXPECT_TRUE(ShmNames(broker.name()).empty()) << "segments left after the failed Open";
 
   // A topic that fits still works on the same broker.
-  po.topic.segment_bytes = 1 * kMiB;
-  po.topic.ring_slots = 16;
+  po.topic.arena_bytes = 1 * kMiB;
+  po.topic.slot_count = 16;
   ASSERT_OK_AND_ASSIGN(auto small, Producer::Open("small", schema, po));
   ASSERT_OK(small->Close());
   EXPECT_EQ(::kill(broker.pid(), 0), 0);
@@ -142,7 +142,7 @@ TEST_F(SmallShmTest, BrokerLimitRefusesATopicAboveIt) {
   ASSERT_TRUE(broker.Start({"--shm-limit", "2097152"}));
   client::ProducerOptions po;
   po.socket_path = broker.socket();
-  po.topic.segment_bytes = 3 * kMiB;
+  po.topic.arena_bytes = 3 * kMiB;
   auto producer = Producer::Open("over", format::schema({format::field("x", format::int32())}), po);
   ASSERT_FALSE(producer.ok());
   EXPECT_NE(producer.status().message().find("limit"), std::string::npos)

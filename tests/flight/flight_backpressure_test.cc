@@ -62,14 +62,14 @@ TEST(FlightBackPressure, DropOldestGapsReachTheClient) {
   client::ProducerOptions options;
   options.socket_path = broker.socket();
   options.topic.policy = shm::SlowConsumerPolicy::kDropOldest;
-  options.topic.ring_slots = 8;
+  options.topic.slot_count = 8;
   ASSERT_OK_AND_ASSIGN(auto producer, client::Producer::Open("drops", schema, options));
 
   ASSERT_OK_AND_ASSIGN(auto flight, FlightClient::Connect("127.0.0.1:" + std::to_string(port),
                                                           /*tls=*/false));
   ASSERT_OK_AND_ASSIGN(auto reader, flight->Subscribe("drops", /*from_oldest=*/false));
   // The bridge's consumer is attached once the schema came (Subscribe
-  // returns after it). Publish far more than the ring and gRPC's windows
+  // returns after it). Publish far more than the slots and gRPC's windows
   // hold while this reader reads nothing: 400 batches of 64 KiB.
   constexpr int64_t kBatches = 400;
   constexpr int64_t kRows = 8192;

@@ -279,7 +279,7 @@ class DoGetTest(FlightTestCase):
                  "the batches to be published")
         # Both batches were published before this do_get started. Its first
         # batch read, the producer is told to end (the consumer must have
-        # attached to the producer's ring first: a producer that closes
+        # attached to the producer's channel first: a producer that closes
         # before does not wait for it).
         reader = self.client.do_get(fl.Ticket(b"oldest/held"))
         got = [reader.read_chunk().data]

@@ -132,7 +132,7 @@ TEST(ArrowCppShmTest, ReceivedBatchesComputedOnByArrowThenBlocksFree) {
     (void)(*producer)->Close();
     ::_exit(0);
   }
-  // Register on the child's ring (it waits for us), then receive.
+  // Register on the child's channel (it waits for us), then receive.
   std::vector<std::shared_ptr<arrow::RecordBatch>> theirs;
   for (int b = 0; b < kBatches; ++b) {
     ASSERT_OK_AND_ASSIGN(auto batch, consumer->Next(10s));

@@ -1,5 +1,5 @@
 // The producer's block table alone: plain private memory, no segment, no
-// consumer, no ring. Offsets are the table's own (an arena at 4096 here).
+// consumer, no slots. Offsets are the table's own (an arena at 4096 here).
 
 #include "block_table_internal.h"
 
@@ -52,7 +52,7 @@ TEST(BlockTableTest, LendCarvesSpaceInOrderAndGivesEachLoanANewGeneration) {
   EXPECT_EQ(table[b].capacity, 128u);
   EXPECT_EQ(table[a].state, BlockState::kLoaned);
   EXPECT_TRUE(table[a].loan_ref);
-  EXPECT_FALSE(table[a].ring_ref);
+  EXPECT_FALSE(table[a].slot_ref);
   EXPECT_FALSE(AnyHolder(table[a]));
   EXPECT_EQ(table[a].generation, 1u);
   EXPECT_EQ(table[b].generation, 2u);
@@ -94,14 +94,14 @@ TEST(BlockTableTest, SizeClassesAreLastInFirstOut) {
   EXPECT_EQ(table.TakeCached(64), kNoBlock);
 }
 
-TEST(BlockTableTest, APublishedBlockIsFreedWhenTheRingTheLoanAndEveryHolderLetGo) {
+TEST(BlockTableTest, APublishedBlockIsFreedWhenItsSlotTheLoanAndEveryHolderLetGo) {
   BlockTable table(8, kArena, kArenaSize);
   const uint32_t d = Lend(table, 64);
   const uint32_t g = table[d].generation;
   const auto holders = Holders({0, 3, 200});
   table.Publish(d, /*keep=*/true, holders.data());
   EXPECT_EQ(table[d].state, BlockState::kLive);
-  EXPECT_TRUE(table[d].ring_ref);
+  EXPECT_TRUE(table[d].slot_ref);
   EXPECT_TRUE(table[d].loan_ref);
   EXPECT_EQ(table.HeldBy(3), 1u);
   EXPECT_EQ(table.HeldBy(4), 0u);
@@ -109,7 +109,7 @@ TEST(BlockTableTest, APublishedBlockIsFreedWhenTheRingTheLoanAndEveryHolderLetGo
   EXPECT_TRUE(table.Return(0, d, g));
   EXPECT_FALSE(table.Return(0, d, g));  // not a holder any more
   EXPECT_TRUE(table.Return(200, d, g));
-  table.DropRingRef(d);
+  table.DropSlotRef(d);
   table.DropLoan(d, g);
   EXPECT_EQ(table[d].state, BlockState::kLive);  // consumer 3 holds it
   EXPECT_EQ(table.blocks_live(), 1u);
@@ -132,7 +132,7 @@ TEST(BlockTableTest, ReturnsThatNameNoHeldBlockAreRefused) {
   EXPECT_FALSE(table.Return(1, (d + 1) % 8, g));   // a free one
   EXPECT_EQ(table[d].state, BlockState::kLive);
   EXPECT_TRUE(TestBit(table[d].holders, 1));
-  table.DropRingRef(d);  // without a kept loan, the last holder frees it
+  table.DropSlotRef(d);  // without a kept loan, the last holder frees it
   EXPECT_TRUE(table.Return(1, d, g));
   EXPECT_EQ(table[d].state, BlockState::kCached);
 }
@@ -145,8 +145,8 @@ TEST(BlockTableTest, DroppingAHolderEverywhereFreesWhatOnlyItHeld) {
   const auto both = Holders({5, 6});
   table.Publish(a, /*keep=*/false, only5.data());
   table.Publish(b, /*keep=*/false, both.data());
-  table.DropRingRef(a);
-  table.DropRingRef(b);
+  table.DropSlotRef(a);
+  table.DropSlotRef(b);
   EXPECT_EQ(table.HeldBy(5), 2u);
   table.DropHolderEverywhere(5);
   EXPECT_EQ(table.HeldBy(5), 0u);

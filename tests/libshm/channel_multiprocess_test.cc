@@ -179,7 +179,7 @@ TEST_F(ShmTest, ChannelReclaimsExactlyWhatAKilledConsumerHeld) {
   producer->Poll();
   EXPECT_EQ(producer->stats().consumers_reclaimed, 1u);
   EXPECT_TRUE(producer->consumers().empty());
-  EXPECT_EQ(producer->stats().blocks_live, 4u);  // the ring's references only
+  EXPECT_EQ(producer->stats().blocks_live, 4u);  // the slots' references only
   EXPECT_TRUE(testing::SegmentsWithPrefix(name + ".c").empty());
   // The space is usable again: the arena (1 MiB) takes 100 more.
   for (uint64_t i = 10; i < 110; ++i) ASSERT_OK(PublishPattern(producer.get(), i, 10000));
@@ -203,7 +203,7 @@ TEST_F(ShmTest, ChannelReclaimOfADeadConsumerLeavesTheSurvivorsBlocksHeld) {
   ChannelMessage message;
   std::vector<ChannelBlock> held;
   for (uint64_t i = 0; i < 10; ++i) {
-    // Read as published: the ring has 4 slots and the producer waits for
+    // Read as published: the channel has 4 slots and the producer waits for
     // both consumers.
     ASSERT_OK(PublishPattern(producer.get(), i, 10000));
     ASSERT_OK(survivor->Receive(&message, 20s));
@@ -221,7 +221,7 @@ TEST_F(ShmTest, ChannelReclaimOfADeadConsumerLeavesTheSurvivorsBlocksHeld) {
   ASSERT_EQ(producer->consumers().size(), 1u);
   EXPECT_EQ(producer->consumers()[0].index, survivor->index());
   EXPECT_EQ(producer->consumers()[0].held_blocks, 10u);
-  EXPECT_EQ(producer->stats().blocks_live, 10u);  // the survivor's (the ring's 4 among them)
+  EXPECT_EQ(producer->stats().blocks_live, 10u);  // the survivor's (the slots' 4 among them)
 
   // The rest of the arena, loaned and written over.
   std::vector<ChannelLoan> loans;
@@ -240,7 +240,7 @@ TEST_F(ShmTest, ChannelReclaimOfADeadConsumerLeavesTheSurvivorsBlocksHeld) {
   message.Reset();
   producer->Poll();
   EXPECT_EQ(producer->consumers()[0].held_blocks, 0u);
-  // The ring's references went when the full arena made the loans look for
+  // The slots' references went when the full arena made the loans look for
   // room (every consumer had read those messages): nothing is live.
   EXPECT_EQ(producer->stats().blocks_live, 0u);
 }
@@ -285,7 +285,7 @@ TEST_F(ShmTest, ChannelReclaimsWhatAClosedThenKilledConsumerHeld) {
   EXPECT_EQ(producer->stats().consumers_reclaimed, 1u);
   EXPECT_EQ(producer->stats().consumers_finished, 0u);
   EXPECT_TRUE(producer->consumers().empty());
-  EXPECT_EQ(producer->stats().blocks_live, 4u);  // the ring's references only
+  EXPECT_EQ(producer->stats().blocks_live, 4u);  // the slots' references only
   EXPECT_TRUE(testing::SegmentsWithPrefix(name + ".c").empty());
 }
 

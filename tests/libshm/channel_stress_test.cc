@@ -185,7 +185,7 @@ TEST_F(ShmTest, DropOldestLapsAreDetectedAndCountedNeverTorn) {
   EXPECT_GT(late, 0u) << "no slot was rewritten after a consistent copy in " << published
                       << " messages";
   // Every block a consumer was given came back: once the consumers finished,
-  // only the ring's own references remain.
+  // only the slots' own references remain.
   consumers.clear();
   producer->Poll();
   EXPECT_EQ(producer->stats().consumers_finished, n);

@@ -156,7 +156,7 @@ TEST_F(ChannelTest, FromOldestStartsAtTheOldestBodyStillHeld) {
   ASSERT_OK_AND_ASSIGN(auto consumer, ChannelConsumer::Open(name, options));
   producer->Poll();  // an idle producer accepts it here
   ChannelMessage message;
-  // The ring holds the last 8 (its slot count); every one is intact.
+  // The slots hold the last 8 (its slot count); every one is intact.
   for (uint64_t i = 12; i < 20; ++i) {
     ASSERT_OK(consumer->Receive(&message, 1s));
     EXPECT_EQ(message.sequence(), i);
@@ -175,7 +175,7 @@ TEST_F(ChannelTest, BlockPolicyTimesOutNamingTheSlowConsumerAndResumes) {
   ASSERT_OK_AND_ASSIGN(auto consumer, ChannelConsumer::Open(name));
   for (uint64_t i = 0; i < 8; ++i) ASSERT_OK(PublishPattern(producer.get(), i, 64));
   ChannelMessage message;
-  // The ring is full: the ninth waits for the consumer, which reads nothing.
+  // Every slot is taken: the ninth waits for the consumer, which reads nothing.
   ASSERT_OK_AND_ASSIGN(ChannelLoan loan, producer->Loan(64));
   ASSERT_RAISES_WITH_MESSAGE(kTimedOut, "consumer 0 (pid " + std::to_string(::getpid()),
                              producer->Publish({}, std::move(loan), 8));
@@ -222,7 +222,7 @@ TEST_F(ChannelTest, DropOldestCountsEveryLostMessageAndReturnsEveryBlock) {
   consumer.reset();
   producer->Poll();
   // Every block the consumer was given came back, or was taken back when
-  // overwritten unread; only the ring's own references remain (8 slots).
+  // overwritten unread; only the slots' own references remain (8 slots).
   EXPECT_EQ(producer->stats().blocks_live, 8u);
   EXPECT_EQ(producer->stats().consumers_finished, 1u);
   EXPECT_GT(producer->stats().dropped, 0u);
@@ -263,7 +263,7 @@ TEST_F(ChannelTest, HeldBodiesKeepTheirBlocksAndOutliveTheConsumer) {
   loans.clear();
   producer->Poll();
   EXPECT_EQ(producer->stats().consumers_finished, 1u);
-  // The ring's references went when space ran out (nobody was left to read).
+  // The slots' references went when space ran out (nobody was left to read).
   EXPECT_EQ(producer->stats().blocks_live, 0u);
   EXPECT_EQ(producer->stats().bogus_returns, 0u);
 }
@@ -329,7 +329,7 @@ TEST_F(ChannelTest, AKeptLoanHoldsItsBlockUntilDropped) {
   ASSERT_OK(consumer->Receive(&message, 1s));
   EXPECT_TRUE(CheckPattern(5, message.body()));
   message.Reset();
-  // Two more messages push it out of the ring; the consumer returned it.
+  // Two more messages push it out of the slots; the consumer returned it.
   ASSERT_OK(PublishPattern(producer.get(), 6, 64));
   ASSERT_OK(PublishPattern(producer.get(), 7, 64));
   producer->Poll();
@@ -591,7 +591,7 @@ TEST_F(ChannelTest, ForgedReturnsFreeNoBlockAnotherConsumerHolds) {
   ASSERT_OK(honest->Receive(&message, 1s));
   rogues.Reset();  // returned once, honestly
   message.Reset();
-  // Two more messages push message 0 out of the ring: only the honest
+  // Two more messages push message 0 out of the slots: only the honest
   // consumer's hold keeps its block.
   for (uint64_t i = 2; i < 4; ++i) {
     ASSERT_OK(PublishPattern(producer.get(), i, 64));
@@ -724,7 +724,7 @@ TEST_F(ChannelTest, AReturnOfAnEarlierGenerationDoesNotFreeTheReusedBlock) {
   }
   ASSERT_TRUE(held.valid()) << "no descriptor was reused in 64 messages";
   const auto held_block = forger.BlockOf(held_seed);
-  // Push the held message out of the ring.
+  // Push the held message out of the slots.
   for (uint64_t i = 100; i < 102; ++i) {
     ASSERT_OK(PublishPattern(producer.get(), i, 64));
     ASSERT_OK(consumer->Receive(&message, 1s));
@@ -797,7 +797,7 @@ TEST_F(ChannelTest, ThreadsInEveryWaitMode) {
   producer->Poll();
   EXPECT_EQ(producer->stats().consumers_finished, 3u);
   EXPECT_EQ(producer->stats().bogus_returns, 0u);
-  EXPECT_EQ(producer->stats().blocks_live, 16u);  // the ring's references only
+  EXPECT_EQ(producer->stats().blocks_live, 16u);  // the slots' references only
 }
 
 // A kBlock consumer asleep on the futex is woken by the publish itself (the

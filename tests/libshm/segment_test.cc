@@ -149,7 +149,7 @@ TEST_F(SegmentTest, NamesAreValidated) {
                                           SegmentKind::kRaw));
   ASSERT_RAISES(kInvalid, Segment::Open("../etc", SegmentKind::kRaw));
   ASSERT_RAISES(kInvalid, Segment::Remove("x y"));
-  ASSERT_OK(Segment::ValidateName("Alkaid-ring_0.v1"));
+  ASSERT_OK(Segment::ValidateName("Alkaid-chan_0.v1"));
 }
 
 TEST_F(SegmentTest, SizesAreValidated) {

@@ -50,8 +50,8 @@ TEST(FloorTest, FloorLineServesUntilQuitAndLeavesWhenStopping) {
   idle.join();
 }
 
-TEST(FloorTest, PayloadLineCarriesTheBodysPlaceAndId) {
-  auto line = SharedMapping<PayloadLine>::MapOrDie();
+TEST(FloorTest, BodyLineCarriesTheBodysPlaceAndId) {
+  auto line = SharedMapping<BodyLine>::MapOrDie();
   struct Seen {
     uint64_t offset = 0;
     int64_t id = 0;

@@ -281,11 +281,11 @@ def test_ctrl_c_interrupts_producer_construction(broker):
 @pytest.mark.parametrize("how", ["publish", "publish_numpy"])
 def test_ctrl_c_interrupts_a_blocked_publish(broker, how):
     """A block-policy topic of 2 slots whose consumer read batch 0 and then
-    stopped: batches 1 and 2 fill the ring, batch 3 waits (up to 60 s)."""
+    stopped: batches 1 and 2 fill the slots, batch 3 waits (up to 60 s)."""
     import numpy as np
 
     batch = pa.record_batch([pa.array([7])], schema=SCHEMA)
-    with alkaid.Producer("e", SCHEMA, socket=broker.socket, ring_slots=2, policy="block",
+    with alkaid.Producer("e", SCHEMA, socket=broker.socket, slot_count=2, policy="block",
                          publish_timeout=60, wait_for_consumers=0) as producer, \
             alkaid.Consumer("e", socket=broker.socket, from_oldest=True) as consumer:
         producer.publish(batch)
@@ -385,3 +385,30 @@ def test_verification_refuses_a_rogue_producers_batch(broker):
         assert refused.code == "Invalid"
         assert "field 'name': slot 0: end offset 1073741824 is past the end" in str(refused), (
             mode, str(refused))
+
+
+def test_the_previous_releases_names_warn_and_still_work(broker):
+    """Producer's keywords ring_slots and segment_bytes, and topics()' keys of
+    those names, are the previous release's names of slot_count and
+    arena_bytes: deprecated for one release (a DeprecationWarning), they
+    still set and read the same settings; the new names win where both are
+    given."""
+    with pytest.warns(DeprecationWarning) as warned:
+        old = alkaid.Producer("old", SCHEMA, socket=broker.socket, ring_slots=16,
+                              segment_bytes=256 << 10)
+    messages = [str(w.message) for w in warned]
+    assert "Producer(ring_slots=...) is deprecated; use slot_count=..." in messages
+    assert "Producer(segment_bytes=...) is deprecated; use arena_bytes=..." in messages
+    with pytest.warns(DeprecationWarning, match="ring_slots"):
+        both = alkaid.Producer("both", SCHEMA, socket=broker.socket, slot_count=32, ring_slots=8)
+    with old, both:
+        topics = {t["name"]: t for t in alkaid.topics(broker.socket)}
+        assert topics["old"]["slot_count"] == 16
+        assert topics["old"]["arena_bytes"] == 256 << 10
+        assert topics["both"]["slot_count"] == 32
+        with pytest.warns(DeprecationWarning, match="'ring_slots' is deprecated; use 'slot_count'"):
+            assert topics["old"]["ring_slots"] == 16
+        with pytest.warns(DeprecationWarning, match="'segment_bytes' is deprecated"):
+            assert topics["old"].segment_bytes == 256 << 10
+        with pytest.warns(DeprecationWarning):
+            assert topics["both"].get("ring_slots") == 32

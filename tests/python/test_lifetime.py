@@ -103,10 +103,10 @@ def test_release_method_and_a_dropped_loan(broker):
 
 
 def test_every_block_returns_after_a_stream(broker):
-    with alkaid.Producer("l", SCHEMA, socket=broker.socket, ring_slots=8) as producer, \
+    with alkaid.Producer("l", SCHEMA, socket=broker.socket, slot_count=8) as producer, \
             alkaid.Consumer("l", socket=broker.socket) as consumer:
         kept = []
-        for i in range(40):  # five times the ring
+        for i in range(40):  # five times the slots
             producer.publish(batch(i))
             b = consumer.next(timeout=10)
             if i % 7 == 0:
@@ -116,5 +116,5 @@ def test_every_block_returns_after_a_stream(broker):
         kept.clear()
         gc.collect()
         wait_until(lambda: held(producer) == 0, "all returned")
-        # What is still live is what the ring itself keeps, at most a ring's worth.
+        # What is still live is what the slots themselves keep, at most one block per slot.
         assert producer.stats()["blocks_live"] <= 8

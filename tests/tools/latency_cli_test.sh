@@ -61,19 +61,26 @@ run_latency() {  # run_latency <tag> <description> <args...>
 }
 
 # Ping-pong with every baseline (the JSON on stdout).
-run_latency pp "pingpong run" --sizes 64,65536 --count 200 --compare floor,payload,uds --json - \
+run_latency pp "pingpong run" --sizes 64,65536 --count 200 --compare floor,body,uds --json - \
   --hgrm "$work/hgrm" --idle 0.1
 # The table (on stderr with --json -) compares with the size-matched floor.
-for want in "p50/payload" "overhead over payload floor:"; do
+for want in "p50/body" "overhead over body floor:"; do
   [ "$(grep -c -- "$want" "$work/pp.err")" -ge 2 ] ||
     { echo "FAILED: pingpong table: '$want' not shown for both sizes" >&2; fail=1; }
 done
+# The previous release's name of the body floor: deprecated, warned about,
+# still measured.
+run_latency old "--compare payload" --sizes 64 --count 50 --compare payload
+grep -q -- "--compare payload is deprecated; use --compare body" "$work/old.err" ||
+  { echo "FAILED: --compare payload: no deprecation warning" >&2; fail=1; }
+grep -q -- "p50/body" "$work/old.out" "$work/old.err" ||
+  { echo "FAILED: --compare payload: no body floor measured" >&2; fail=1; }
 
 python3 - "$work/pp.out" "$work/hgrm" <<'PY' || fail=1
 import json, os, sys
 doc = json.load(open(sys.argv[1]))
 res = doc["results"]
-want = {(t, s) for t in ("alkaid", "floor", "payload", "uds") for s in (64, 65536)}
+want = {(t, s) for t in ("alkaid", "floor", "body", "uds") for s in (64, 65536)}
 got = {(r["transport"], r["payload_bytes"]) for r in res}
 errors = []
 if got != want:
@@ -92,7 +99,7 @@ for r in res:
         errors.append(f"{where}: percentiles out of order: {r}")
     if not r["msgs_per_s"] > 0:
         errors.append(f"{where}: msgs_per_s {r['msgs_per_s']}")
-    if r["transport"] == "payload" and r["mode"] != "spin":
+    if r["transport"] == "body" and r["mode"] != "spin":
         errors.append(f"{where}: mode {r['mode']}, expected spin")
     if r["transport"] == "alkaid" and not (r.get("idle_wall_ns", 0) > 0 and r.get("idle_cpu_ns", -1) >= 0):
         errors.append(f"{where}: no idle CPU figures")

@@ -77,7 +77,7 @@ def test_prometheus_scrapes_what_was_published_and_dropped(metrics_broker, tmp_p
     # read is overwritten.
     sub = b.spawn("subscribe", "lossy", "--out", os.devnull)
     wait_until(lambda: b.awaited_consumers("lossy") == 1, "subscriber waits")
-    lossy = b.spawn("publish", "lossy", "-", "--ring-slots", "16", "--policy", "drop-oldest",
+    lossy = b.spawn("publish", "lossy", "-", "--slot-count", "16", "--policy", "drop-oldest",
                     stdin=subprocess.PIPE)
     lossy.stdin.write(SCHEMA.serialize().to_pybytes() + batch(0).serialize().to_pybytes())
     lossy.stdin.flush()
@@ -95,7 +95,7 @@ def test_prometheus_scrapes_what_was_published_and_dropped(metrics_broker, tmp_p
     wait_until(lambda: (b.topic("lossy") or {}).get("published") == 100 and
                (b.topic("kept") or {}).get("published") == 40, "the producers reported")
     drops = b.topic("lossy")["drops"]
-    assert drops == 100 - 1 - 16  # all but the first and the 16 the ring holds
+    assert drops == 100 - 1 - 16  # all but the first and the 16 the slots hold
 
     prom_port = free_port()
     config = tmp_path / "prometheus.yml"

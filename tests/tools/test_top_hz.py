@@ -120,7 +120,7 @@ def test_top_full_screen_in_tmux(broker, load, tmp_path):
         wait_until(lambda: any(l.startswith("> idle") for l in screen().splitlines()),
                    "'idle' selected")
         tmux("send-keys", "-t", session, "Enter")
-        wait_until(lambda: "ring 1024 slots" in screen(), "details shown")
+        wait_until(lambda: ", 1024 slots" in screen(), "details shown")
         tmux("send-keys", "-t", session, "q")
         wait_until(lambda: "EXIT=0" in screen(), "top quit with 0")
         assert "TOPIC" not in screen()  # the alternate screen is gone

@@ -81,14 +81,22 @@ int PrintTopicsJson(const client::BrokerStatus& stats,
                     {"depth", t.depth},
                     {"drops", t.drops},
                     {"held", t.held},
-                    {"ring_slots", t.ring_slots},
-                    {"segment_bytes", t.segment_bytes},
-                    {"max_segment_bytes", t.max_segment_bytes},
+                    {"slot_count", t.slot_count},
+                    {"arena_bytes", t.arena_bytes},
+                    {"max_arena_bytes", t.max_arena_bytes},
                     {"shm_bytes", t.shm_bytes},
                     {"policy", PolicyName(t.policy)},
-                    {"kind", client::TopicKindName(t.kind)}});
+                    {"kind", client::TopicKindName(t.kind)},
+                    // The previous release's keys, deprecated (deprecated_keys).
+                    {"ring_slots", t.slot_count},
+                    {"segment_bytes", t.arena_bytes},
+                    {"max_segment_bytes", t.max_arena_bytes}});
   }
   doc["topics"] = std::move(list);
+  // Old key -> new key, for one release (docs/BROKER.md).
+  doc["deprecated_keys"] = {{"ring_slots", "slot_count"},
+                            {"segment_bytes", "arena_bytes"},
+                            {"max_segment_bytes", "max_arena_bytes"}};
   nlohmann::ordered_json waiting = nlohmann::ordered_json::array();
   for (const auto& a : awaited) waiting.push_back({{"name", a.name}, {"consumers", a.consumers}});
   doc["awaited"] = std::move(waiting);
@@ -121,7 +129,7 @@ int RunTopics(const BrokerToolOptions& options) {
     std::cout << std::left << std::setw(24) << t.name << std::right << std::setw(10) << t.producers
               << std::setw(10) << t.consumers << std::setw(12) << t.published << std::setw(8)
               << t.depth << std::setw(8) << t.drops << std::setw(8) << t.held << std::setw(8)
-              << t.ring_slots << "  " << std::left << std::setw(15) << PolicyName(t.policy)
+              << t.slot_count << "  " << std::left << std::setw(15) << PolicyName(t.policy)
               << client::TopicKindName(t.kind) << "\n";
   }
   for (const auto& a : *awaited) {
@@ -184,8 +192,8 @@ int RunPublish(const PublishOptions& options) {
   BatchSource& input = **source;
   client::ProducerOptions producer_options;
   producer_options.socket_path = options.socket;
-  producer_options.topic.segment_bytes = options.segment_bytes;
-  producer_options.topic.ring_slots = options.ring_slots;
+  producer_options.topic.arena_bytes = options.arena_bytes;
+  producer_options.topic.slot_count = options.slot_count;
   if (options.policy == "drop-oldest") {
     producer_options.topic.policy = shm::SlowConsumerPolicy::kDropOldest;
   }

@@ -75,9 +75,9 @@ int RunFlightSubscribe(const SubscribeOptions& options) {
 }
 
 int RunFlightPublish(const PublishOptions& options) {
-  if (options.unsafe_row || options.segment_bytes != 0 || options.ring_slots != 0) {
-    return ReportError("publish", Status::Invalid("--unsafe-row, --segment-bytes and "
-                                                  "--ring-slots do not apply to grpc://"));
+  if (options.unsafe_row || options.arena_bytes != 0 || options.slot_count != 0) {
+    return ReportError("publish", Status::Invalid("--unsafe-row, --arena-bytes and "
+                                                  "--slot-count do not apply to grpc://"));
   }
   auto uri = flight::ParseFlightUri(options.topic);
   if (!uri.ok()) return ReportError("publish", uri.status());

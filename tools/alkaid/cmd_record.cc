@@ -347,7 +347,7 @@ class SignalsAsRequests {
 };
 
 // replay: SIGINT and SIGTERM set a flag the publishing loop looks at, once;
-// a second one takes the default action (a publish blocked on a full ring
+// a second one takes the default action (a publish blocked on full slots
 // cannot look).
 std::atomic<int> g_replay_signal{0};
 

@@ -140,10 +140,15 @@ nlohmann::ordered_json ToJson(const Snapshot& before, const Snapshot& now) {
                       {"drops_in_interval", row.drops_delta},
                       {"drops_per_s", row.drops_per_s},
                       {"held", t.held},
-                      {"ring_slots", t.ring_slots},
-                      {"segment_bytes", t.segment_bytes}});
+                      {"slot_count", t.slot_count},
+                      {"arena_bytes", t.arena_bytes},
+                      // The previous release's keys, deprecated (deprecated_keys).
+                      {"ring_slots", t.slot_count},
+                      {"segment_bytes", t.arena_bytes}});
   }
   doc["topics"] = std::move(topics);
+  // Old key -> new key, for one release (docs/BROKER.md).
+  doc["deprecated_keys"] = {{"ring_slots", "slot_count"}, {"segment_bytes", "arena_bytes"}};
   auto awaited = nlohmann::ordered_json::array();
   for (const auto& a : now.awaited)
     awaited.push_back({{"name", a.name}, {"consumers", a.consumers}});
@@ -271,9 +276,9 @@ std::vector<std::string> Render(const Snapshot& before, const Snapshot& now, siz
         PolicyName(t.policy);
     lines.push_back(std::move(line));
     if (on && expanded) {
-      lines.push_back("      kind " + std::string(client::TopicKindName(t.kind)) + ", ring " +
-                      std::to_string(t.ring_slots) + " slots, arena " +
-                      Bytes(static_cast<double>(t.segment_bytes)) + " per producer, drops " +
+      lines.push_back("      kind " + std::string(client::TopicKindName(t.kind)) + ", " +
+                      std::to_string(t.slot_count) + " slots, arena " +
+                      Bytes(static_cast<double>(t.arena_bytes)) + " per producer, drops " +
                       Fixed(row.drops_per_s, 1) + "/s, " +
                       std::to_string(t.schema ? t.schema->num_fields() : 0) + " columns");
     }

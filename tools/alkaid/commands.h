@@ -79,8 +79,8 @@ struct PublishOptions {
   std::string socket;
   std::string topic;
   std::string input;
-  uint64_t segment_bytes = 0;  ///< topic option if this creates it; 0: broker default
-  uint32_t ring_slots = 0;
+  uint64_t arena_bytes = 0;  ///< topic option if this creates it; 0: broker default
+  uint32_t slot_count = 0;
   std::string policy = "block-producer";  ///< block-producer | drop-oldest, if this creates it
   bool unsafe_row = false;  ///< publish each batch as UnsafeRows (an unsafe-row topic)
 };

@@ -317,11 +317,11 @@ void PrintTable(std::ostream& out, int64_t size, const std::vector<lat::Measurem
   }
   // What alkaid adds to handing over the same body without it.
   const lat::Measurement* alkaid = Find(all, "alkaid", size);
-  const lat::Measurement* payload = Find(all, "payload", size);
-  if (alkaid != nullptr && payload != nullptr && payload->summary.samples > 0) {
-    out << "overhead over payload floor: "
-        << FormatSignedNs(alkaid->summary.p50_ns - payload->summary.p50_ns) << " (p50), "
-        << FormatSignedNs(alkaid->summary.p99_ns - payload->summary.p99_ns) << " (p99)\n";
+  const lat::Measurement* body = Find(all, "body", size);
+  if (alkaid != nullptr && body != nullptr && body->summary.samples > 0) {
+    out << "overhead over body floor: "
+        << FormatSignedNs(alkaid->summary.p50_ns - body->summary.p50_ns) << " (p50), "
+        << FormatSignedNs(alkaid->summary.p99_ns - body->summary.p99_ns) << " (p99)\n";
   }
   for (const auto& m : all) {
     if (m.payload_bytes != size) continue;
@@ -423,9 +423,14 @@ int RunLatency(const LatencyOptions& options) {
   }
   if (sizes.empty()) return Usage("--sizes: no size given");
   std::vector<std::string> baselines;
-  for (const auto& item : SplitCommas(options.compare)) {
-    if (item != "floor" && item != "payload" && item != "uds") {
-      return Usage("--compare: unknown baseline '" + item + "' (floor, payload, uds)");
+  for (std::string item : SplitCommas(options.compare)) {
+    if (item == "payload") {
+      // The previous release's name of the body floor: deprecated.
+      std::cerr << "alkaid latency: --compare payload is deprecated; use --compare body\n";
+      item = "body";
+    }
+    if (item != "floor" && item != "body" && item != "uds") {
+      return Usage("--compare: unknown baseline '" + item + "' (floor, body, uds)");
     }
     if (std::find(baselines.begin(), baselines.end(), item) == baselines.end()) {
       baselines.push_back(item);
@@ -510,8 +515,8 @@ int RunLatency(const LatencyOptions& options) {
         st = lat::MeasureAlkaid(spec, progress, &m);
       } else if (transport == "floor") {
         st = lat::MeasureFloor(spec, progress, &m);
-      } else if (transport == "payload") {
-        st = lat::MeasurePayload(spec, progress, &m);
+      } else if (transport == "body") {
+        st = lat::MeasureBodyFloor(spec, progress, &m);
       } else {
         st = lat::MeasureUds(spec, progress, &m);
       }
@@ -574,7 +579,7 @@ void AddLatencyCommand(CLI::App* app, int* code) {
       ->capture_default_str();
   cmd->add_option("--compare", options->compare,
                   "Baselines in the same run, comma-separated: floor (one shared cache line), "
-                  "payload (the same plus a body of the payload's size at the addresses alkaid's "
+                  "body (the same plus a body of the batch's size at the addresses alkaid's "
                   "allocator gives it, written the same way before each ping, first and last "
                   "value read by the other side: the size-matched floor), uds (IPC stream over "
                   "a Unix socket)");

@@ -20,7 +20,7 @@ struct LatencyOptions {
   std::string mode = "spin";  ///< spin | block | hybrid
   std::string pattern = "pingpong";  ///< pingpong | stream
   int consumers = 1;                 ///< stream: consumer processes
-  std::string compare;               ///< comma-separated baselines: floor, payload, uds
+  std::string compare;               ///< comma-separated baselines: floor, body, uds
   std::string json;                  ///< JSON report path, "-" for stdout; empty: none
   std::string hgrm;                  ///< directory for .hgrm files; empty: none
   std::string socket;                ///< broker socket; empty: the client's default

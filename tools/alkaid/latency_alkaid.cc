@@ -444,19 +444,19 @@ Status MeasureAlkaid(const RunSpec& spec, const ProgressHook& progress, Measurem
     if (stream) {
       const uint64_t region = RoundUp64(static_cast<uint64_t>(rows) * 8) + 1024;
       client::TopicOptions topic;
-      topic.ring_slots = 1024;
-      topic.segment_bytes =
+      topic.slot_count = 1024;
+      topic.arena_bytes =
           std::max<uint64_t>(4 * region + (1 << 20), std::min<uint64_t>(1024 * region, 64 << 20));
       ALKAID_RETURN_NOT_OK(admin->CreateTopic(spec.topic_prefix + ".stream", schema, topic)
                                .status()
                                .WithContext("creating the stream topic"));
     } else {
       client::TopicOptions ping;
-      ping.ring_slots = kPingRingSlots;
-      ping.segment_bytes = PingArenaBytes(rows);
+      ping.slot_count = kPingSlotCount;
+      ping.arena_bytes = PingArenaBytes(rows);
       client::TopicOptions pong;
-      pong.ring_slots = kPingRingSlots;
-      pong.segment_bytes = 1 << 20;
+      pong.slot_count = kPingSlotCount;
+      pong.arena_bytes = 1 << 20;
       ALKAID_RETURN_NOT_OK(admin->CreateTopic(spec.topic_prefix + ".ping", schema, ping)
                                .status()
                                .WithContext("creating the ping topic"));

@@ -1,5 +1,5 @@
 // `alkaid latency`, the baselines: the shared-cache-line floor, the same
-// floor with a body of the payload's size (the size-matched floor), and an
+// floor with a body of the batch's size (the size-matched floor), and an
 // IPC stream over Unix domain sockets.
 
 #include <sys/socket.h>
@@ -69,7 +69,7 @@ Status MeasureFloor(const RunSpec& spec, const ProgressHook& progress, Measureme
   return Status::OK();
 }
 
-// ---- payload floor ------------------------------------------------------
+// ---- body floor ---------------------------------------------------------
 
 namespace {
 
@@ -79,20 +79,20 @@ namespace {
 // until its next receive, and A gets a block back when B has returned it.
 // So the bodies neither stay at one address nor walk through the whole
 // arena: they cycle over a few regions of the arena (PingArenaBytes). To
-// give the caches and TLBs the same pattern, the payload floor loans its
+// give the caches and TLBs the same pattern, the body floor loans its
 // bodies from a channel of the ping topic's arena size (ChannelProducer,
 // never published through: BodyLoans) and keeps the last kHeldLoans of
 // them, as B's view keeps the last batch. None of it is timed, and B reads the two
 // values from the mapped segment, nothing else.
 constexpr std::size_t kHeldLoans = 2;
 
-// Side A of the payload floor: builds the bodies, times the round trips.
-Status PayloadPingSide(const RunSpec& spec, const std::string& name, measure::PayloadLine* signal,
-                       Shared* s) {
+// Side A of the body floor: builds the bodies, times the round trips.
+Status BodyFloorPingSide(const RunSpec& spec, const std::string& name, measure::BodyLine* signal,
+                         Shared* s) {
   const int64_t rows = RowsFor(spec.payload_bytes);
   const auto stopping = [s] { return Stopping(s); };
   shm::ChannelOptions options;  // as the producer's: 4 KiB pages, prefaulted
-  options.slot_count = kPingRingSlots;
+  options.slot_count = kPingSlotCount;
   options.max_consumers = 1;
   options.arena_bytes = PingArenaBytes(rows);
   options.space_timeout = std::chrono::seconds(30);
@@ -144,20 +144,20 @@ Status PayloadPingSide(const RunSpec& spec, const std::string& name, measure::Pa
 }
 
 // Side B: reads each body's first and last value, checks them, answers.
-Status PayloadPongSide(const RunSpec& spec, const std::string& name, measure::PayloadLine* signal,
-                       Shared* s) {
+Status BodyFloorPongSide(const RunSpec& spec, const std::string& name, measure::BodyLine* signal,
+                         Shared* s) {
   const int64_t rows = RowsFor(spec.payload_bytes);
   while (s->ready.load() < 1) {
     if (Stopping(s)) return Status::OK();
   }
   ALKAID_ASSIGN_OR_RAISE(auto segment, shm::Segment::Open(name, shm::SegmentKind::kChannel));
   s->ready.fetch_add(1);
-  const std::byte* payload = segment->data();
+  const std::byte* arena = segment->data();
   const uint64_t limit = segment->data_size() - static_cast<uint64_t>(rows) * 8;
   uint64_t seen = 0;
   while (true) {
     uint64_t k;
-    // The body and the fields are written before `ping` (PayloadLine).
+    // The body and the fields are written before `ping` (BodyLine).
     if (!signal->AwaitPing(seen, &k, [s] { return Stopping(s); })) return Status::OK();
     seen = k;
     const int64_t id = signal->id;
@@ -165,16 +165,15 @@ Status PayloadPongSide(const RunSpec& spec, const std::string& name, measure::Pa
     // starts at the id too, and only its first and last value are written.
     const uint64_t at = signal->body_offset;
     if (at > limit) {
-      return Status::Invalid("payload floor ping ", id, ": body offset ", at, " is past the ",
+      return Status::Invalid("body floor ping ", id, ": body offset ", at, " is past the ",
                              segment->data_size(), "-byte segment");
     }
-    const auto* values = reinterpret_cast<const int64_t*>(payload + at);
+    const auto* values = reinterpret_cast<const int64_t*>(arena + at);
     const int64_t first = values[0];
     const int64_t last = values[rows - 1];
     if (first != id || last != id + rows - 1) {
-      return Status::Invalid("payload floor ping ", id, ": the body at offset ", at,
-                             " holds values ", first, "..", last, "; expected ", id, "..",
-                             id + rows - 1);
+      return Status::Invalid("body floor ping ", id, ": the body at offset ", at, " holds values ",
+                             first, "..", last, "; expected ", id, "..", id + rows - 1);
     }
     signal->Answer(k);
   }
@@ -182,30 +181,30 @@ Status PayloadPongSide(const RunSpec& spec, const std::string& name, measure::Pa
 
 }  // namespace
 
-Status MeasurePayload(const RunSpec& spec, const ProgressHook& progress, Measurement* out) {
+Status MeasureBodyFloor(const RunSpec& spec, const ProgressHook& progress, Measurement* out) {
   SharedBlock shared;
   ALKAID_RETURN_NOT_OK(shared.Map());
   Shared* s = shared.get();
-  measure::SharedMapping<measure::PayloadLine> page;  // a page of its own
-  ALKAID_RETURN_NOT_OK(page.Map(1, "the payload floor's signal"));
-  measure::PayloadLine* signal = page.get();
-  const std::string name = spec.topic_prefix + ".payload";
+  measure::SharedMapping<measure::BodyLine> page;  // a page of its own
+  ALKAID_RETURN_NOT_OK(page.Map(1, "the body floor's signal"));
+  measure::BodyLine* signal = page.get();
+  const std::string name = spec.topic_prefix + ".body";
 
   std::vector<std::function<int()>> bodies;
   bodies.push_back([&] {
-    return ChildMain(s, "payload ping side",
-                     [&] { return PayloadPingSide(spec, name, signal, s); });
+    return ChildMain(s, "body floor ping side",
+                     [&] { return BodyFloorPingSide(spec, name, signal, s); });
   });
   bodies.push_back([&] {
-    return ChildMain(s, "payload pong side",
-                     [&] { return PayloadPongSide(spec, name, signal, s); });
+    return ChildMain(s, "body floor pong side",
+                     [&] { return BodyFloorPongSide(spec, name, signal, s); });
   });
   std::function<void()> on_wait;
   if (progress) on_wait = [&] { progress(*s); };
   const Status st = RunChildren(bodies, spec.cpus, &s->control, on_wait);
   (void)shm::Segment::Remove(name);  // gone already unless side A failed early
   ALKAID_RETURN_NOT_OK(st);
-  Finish(spec, *s, "payload", "spin", "pingpong", out);
+  Finish(spec, *s, "body", "spin", "pingpong", out);
   return Status::OK();
 }
 

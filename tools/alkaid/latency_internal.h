@@ -81,8 +81,8 @@ inline uint64_t PingArenaBytes(int64_t rows) { return 4 * PingRegionBytes(rows) 
 /// Region of each small batch: hellos, control values, answers.
 inline constexpr uint64_t kSmallRegionBytes = 1024;
 
-/// Ring slots of the pingpong topics.
-inline constexpr std::size_t kPingRingSlots = 16;
+/// Slots of the pingpong topics' channels.
+inline constexpr std::size_t kPingSlotCount = 16;
 
 /// Shared between the parent and the children of one measurement (a
 /// MAP_SHARED anonymous mapping created before fork).
@@ -135,7 +135,7 @@ int64_t SegmentBytes(const std::string& prefix);
 
 /// What one measurement gives.
 struct Measurement {
-  std::string transport;  ///< alkaid | floor | payload | uds
+  std::string transport;  ///< alkaid | floor | body | uds
   std::string mode;
   std::string pattern;
   std::string writer;  ///< alkaid stream runs: build | fixed; else empty
@@ -174,7 +174,7 @@ Status MeasureFloor(const RunSpec& spec, const ProgressHook& progress, Measureme
 /// alkaid ping side's allocator would give it, written before each ping as
 /// the alkaid ping side fills its column, and read (first and last value)
 /// by the other side before it answers. Always spinning, always ping-pong.
-Status MeasurePayload(const RunSpec& spec, const ProgressHook& progress, Measurement* out);
+Status MeasureBodyFloor(const RunSpec& spec, const ProgressHook& progress, Measurement* out);
 
 /// The same batches as an IPC stream over Unix domain sockets, decoded by
 /// the reader (blocking reads).

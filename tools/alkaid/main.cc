@@ -139,10 +139,23 @@ int Run(int argc, char** argv) {
       ->required();
   publish_cmd->add_option("input", publish.input, "IPC stream or file, or - for stdin")->required();
   publish_cmd->add_option("--socket", publish.socket, "Broker socket (default: the client's)");
-  publish_cmd->add_option("--segment-bytes", publish.segment_bytes,
-                          "Body segment size if this creates the topic (0: broker default)");
-  publish_cmd->add_option("--ring-slots", publish.ring_slots,
-                          "Ring slots if this creates the topic (0: broker default)");
+  publish_cmd->add_option("--arena-bytes", publish.arena_bytes,
+                          "Each producer's initial arena in bytes if this creates the topic "
+                          "(0: broker default)");
+  publish_cmd->add_option("--slot-count", publish.slot_count,
+                          "Slots of each producer's channel if this creates the topic (0: broker "
+                          "default)");
+  // The previous release's names: deprecated, hidden, warned about on use.
+  publish_cmd->add_option("--segment-bytes", publish.arena_bytes)
+      ->group("")
+      ->each([](const std::string&) {
+        std::cerr << "alkaid publish: --segment-bytes is deprecated; use --arena-bytes\n";
+      });
+  publish_cmd->add_option("--ring-slots", publish.slot_count)
+      ->group("")
+      ->each([](const std::string&) {
+        std::cerr << "alkaid publish: --ring-slots is deprecated; use --slot-count\n";
+      });
   publish_cmd
       ->add_option("--policy", publish.policy,
                    "Slow-consumer policy if this creates the topic: block-producer (wait for "
@@ -171,7 +184,7 @@ int Run(int argc, char** argv) {
       ->add_option("--timeout", subscribe.timeout_seconds, "Stop after SEC seconds without data")
       ->check(CLI::PositiveNumber);
   subscribe_cmd->add_flag("--from-oldest", subscribe.from_oldest,
-                          "Start at the oldest batch the rings still hold");
+                          "Start at the oldest batch the producers' channels still hold");
   subscribe_cmd
       ->add_option("--columns", subscribe.columns,
                    "Receive only these columns (comma-separated names)")
@@ -219,7 +232,7 @@ int Run(int argc, char** argv) {
                    "Close the file and start the next one once it holds B bytes")
       ->check(CLI::PositiveNumber);
   record_cmd->add_flag("--from-oldest", record.from_oldest,
-                       "Start at the oldest batch the rings still hold");
+                       "Start at the oldest batch the producers' channels still hold");
   record_cmd
       ->add_option("--timeout", record.timeout_seconds,
                    "Stop after SEC seconds without data (or without the topic being created); "

@@ -42,9 +42,9 @@ Result<std::vector<TopicStatus>> BrokerClient::ListTopics() {
     status.name = t.config.name;
     auto schema = internal::DeserializeSchema(t.config.schema);
     if (schema.ok()) status.schema = *schema;
-    status.ring_slots = t.config.ring_slots;
-    status.segment_bytes = t.config.segment_bytes;
-    status.max_segment_bytes = t.config.max_segment_bytes;
+    status.slot_count = t.config.slot_count;
+    status.arena_bytes = t.config.arena_bytes;
+    status.max_arena_bytes = t.config.max_arena_bytes;
     status.policy = t.config.policy == p::Policy::kDropOldest
                         ? shm::SlowConsumerPolicy::kDropOldest
                         : shm::SlowConsumerPolicy::kBlockProducer;
@@ -57,6 +57,13 @@ Result<std::vector<TopicStatus>> BrokerClient::ListTopics() {
     status.drops = t.drops;
     status.held = t.held;
     status.shm_bytes = t.shm_bytes;
+    // The previous release's names (deprecated, broker_client.h).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    status.ring_slots = status.slot_count;
+    status.segment_bytes = status.arena_bytes;
+    status.max_segment_bytes = status.max_arena_bytes;
+#pragma GCC diagnostic pop
     out.push_back(std::move(status));
   }
   return out;

@@ -88,7 +88,20 @@ Result<p::Reply> BrokerConnection::Call(p::Request request, std::chrono::millise
     }
     // id 0: the broker refused the connection or the frame itself.
     if (message.reply.request_id != request.id && message.reply.request_id != 0) continue;
+    // A broker that refuses our version says so (naming both) and hangs up.
     if (!message.reply.status.ok()) return message.reply.status;
+    if (!version_checked_) {
+      // The first reply says which control protocol the broker speaks.
+      if (message.reply.version != p::kControlProtocolVersion) {
+        lost_ = true;
+        return Status::Invalid("control protocol version mismatch: the broker at ", socket_path_,
+                               " speaks version ", message.reply.version,
+                               message.reply.version == 0 ? " (a broker from before versions)" : "",
+                               ", this client speaks version ", p::kControlProtocolVersion,
+                               "; use a client and a broker of the same release");
+      }
+      version_checked_ = true;
+    }
     return std::move(message.reply);
   }
 }
@@ -144,9 +157,17 @@ p::TopicConfig MakeTopicConfig(const std::string& topic, std::vector<uint8_t> sc
   config.name = topic;
   config.schema = std::move(schema);
   config.kind = ToProtocol(options.kind);
-  config.ring_slots = options.ring_slots;
-  config.segment_bytes = options.segment_bytes;
-  config.max_segment_bytes = options.max_segment_bytes;
+  config.slot_count = options.slot_count;
+  config.arena_bytes = options.arena_bytes;
+  config.max_arena_bytes = options.max_arena_bytes;
+  // The previous release's names, deprecated: honoured where the new ones
+  // are left at 0 (topic.h).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  if (config.slot_count == 0) config.slot_count = options.ring_slots;
+  if (config.arena_bytes == 0) config.arena_bytes = options.segment_bytes;
+  if (config.max_arena_bytes == 0) config.max_arena_bytes = options.max_segment_bytes;
+#pragma GCC diagnostic pop
   config.policy = options.policy == shm::SlowConsumerPolicy::kDropOldest
                       ? p::Policy::kDropOldest
                       : p::Policy::kBlockProducer;

@@ -55,6 +55,7 @@ class BrokerConnection {
   std::deque<broker::protocol::Event> events_;
   uint64_t next_id_ = 1;
   bool lost_ = false;
+  bool version_checked_ = false;  // the first reply named our protocol version
 };
 
 /// The schema as one framed IPC Schema message plus end-of-stream.

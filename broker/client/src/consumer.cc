@@ -126,7 +126,7 @@ struct internal::ConsumerImpl {
   struct Subscription {
     uint64_t producer_id = 0;  // as the current broker knows it
     uint32_t pid = 0;
-    std::string ring;                          // identifies the producer across broker restarts
+    std::string channel;                       // identifies the producer across broker restarts
     std::unique_ptr<BatchSubscriber> batches;  // kRecordBatch
     std::unique_ptr<RowSubscriber> rows;       // kUnsafeRow
     bool gone = false;                         // the producer is known to be gone: drain, then drop
@@ -152,7 +152,7 @@ struct internal::ConsumerImpl {
   std::unique_ptr<internal::BrokerConnection> connection;
   uint64_t consumer_id = 0;
   std::vector<Subscription> subs;
-  std::set<std::string> finished;  // rings of producers seen and done
+  std::set<std::string> finished;  // channels of producers seen and done
   std::size_t round_robin = 0;
   uint32_t since_maintain = 0;                     // receive attempts since Maintain()
   Clock::time_point next_maintain = Clock::now();  // when an empty poll maintains
@@ -170,9 +170,9 @@ struct internal::ConsumerImpl {
   std::shared_ptr<internal::ExportCounter> exports;
 
   void Subscribe(const p::ProducerInfo& info) {
-    if (finished.count(info.ring) != 0) return;
+    if (finished.count(info.channel) != 0) return;
     for (auto& s : subs) {
-      if (s.ring == info.ring) {
+      if (s.channel == info.channel) {
         s.producer_id = info.id;  // re-registered with a restarted broker
         return;
       }
@@ -181,8 +181,8 @@ struct internal::ConsumerImpl {
     Subscription s;
     s.producer_id = info.id;
     s.pid = info.pid;
-    s.ring = info.ring;
-    // Only on request, and only for the producers there at attach: a ring's
+    s.channel = info.channel;
+    // Only on request, and only for the producers there at attach: a channel's
     // messages older than our registration are delivered only if still
     // intact when read, so reading them could leave a gap after the first
     // one delivered. Producers that join later wait for the consumers
@@ -199,7 +199,8 @@ struct internal::ConsumerImpl {
       // the subscriber checks them as the mode says.
       const Verification rows_checked =
           returns_rows ? options.verification : Verification::kStructure;
-      auto r = RowSubscriber::Open(info.ring, topic_schema, columns, channel_options, rows_checked);
+      auto r =
+          RowSubscriber::Open(info.channel, topic_schema, columns, channel_options, rows_checked);
       if (r.ok()) s.rows = std::move(*r);
       st = r.status();
     } else {
@@ -208,12 +209,12 @@ struct internal::ConsumerImpl {
       sub_options.consumer.from_oldest = from_oldest;
       sub_options.verification = options.verification;
       sub_options.with_message = false;  // Next returns the batch alone
-      auto r = BatchSubscriber::Open(info.ring, topic_schema, sub_options);
+      auto r = BatchSubscriber::Open(info.channel, topic_schema, sub_options);
       if (r.ok()) s.batches = std::move(*r);
       st = r.status();
     }
     if (!st.ok()) {
-      finished.insert(info.ring);
+      finished.insert(info.channel);
       if (st.code() == StatusCode::kKeyError) {
         // Its segments are gone already: the producer finished in between.
         end_reason = "producer " + std::to_string(info.id) + " finished before we could attach (" +
@@ -366,7 +367,7 @@ struct internal::ConsumerImpl {
   }
 
   void Finish(std::size_t index, std::string reason) {
-    finished.insert(subs[index].ring);
+    finished.insert(subs[index].channel);
     end_reason = std::move(reason);
     subs.erase(subs.begin() + static_cast<std::ptrdiff_t>(index));
     if (round_robin > index) --round_robin;
@@ -411,8 +412,8 @@ struct internal::ConsumerImpl {
     next_maintain = Clock::now() + kMaintainInterval;
   }
 
-  // One receive attempt on each ring, round robin from the last one served.
-  Status TryRings(Item* out) {
+  // One receive attempt on each channel, round robin from the last one served.
+  Status TryChannels(Item* out) {
     const std::size_t n = subs.size();
     for (std::size_t k = 0; k < n && !subs.empty(); ++k) {
       const std::size_t index = (round_robin + k) % subs.size();
@@ -434,13 +435,13 @@ struct internal::ConsumerImpl {
   // see kIdleBeforeMaintain). `*out` is left empty when nothing came.
   Status PollOnce(Item* out, bool maintain_if_due = true) {
     if (!subs.empty() && ++since_maintain < kMaintainEvery) {
-      ALKAID_RETURN_NOT_OK(TryRings(out));
+      ALKAID_RETURN_NOT_OK(TryChannels(out));
       if (!out->empty()) return Status::OK();
       if (!maintain_if_due || Clock::now() < next_maintain) return Status::OK();
     }
     Maintain();
     if (!attach_error.ok()) return std::exchange(attach_error, Status::OK());
-    ALKAID_RETURN_NOT_OK(TryRings(out));
+    ALKAID_RETURN_NOT_OK(TryChannels(out));
     if (!out->empty()) return Status::OK();
     if (subs.empty() && seen_producer) {
       return Status::EndOfStream("topic '", topic, "': ", end_reason);
@@ -471,11 +472,11 @@ struct internal::ConsumerImpl {
       const auto slice = std::min<Clock::duration>(deadline - now, longest_wait);
       longest_wait = kWaitSlice;
       if (subs.size() == 1 && !subs[0].gone) {
-        // One ring: sleep on it (futex), so a message wakes us at once.
+        // One channel: sleep on it (futex), so a message wakes us at once.
         ALKAID_RETURN_NOT_OK(Take(0, subs[0].Receive(slice, out), out));
         if (!out->empty()) return Status::OK();
       } else {
-        // None or several rings: wake for broker events, look again soon.
+        // None or several channels: wake for broker events, look again soon.
         const auto wait =
             subs.empty() ? slice : std::min<Clock::duration>(slice, std::chrono::milliseconds(1));
         pollfd pfd{connection->lost() ? -1 : connection->fd(), POLLIN, 0};

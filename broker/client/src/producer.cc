@@ -63,11 +63,9 @@ struct internal::ProducerImpl {
   // and reports; the producer thread asks for extensions of its arena.
   std::mutex connection_mutex;
   uint64_t producer_id = 0;
-  // The channel's name (the broker calls it the topic's ring), and the
-  // body segment name the broker also assigns (unused: the channel holds
-  // the bodies; sent back when re-registering).
-  std::string ring_name;
-  std::string bodies_name;
+  // The channel's name, as the broker handed it out (sent back when
+  // re-registering).
+  std::string channel_name;
   std::unique_ptr<shm::ChannelProducer> channel;
   std::unique_ptr<BatchPublisher> publisher;    // Producer's
   std::unique_ptr<RowPublisher> row_publisher;  // RowProducer's
@@ -103,7 +101,7 @@ struct internal::ProducerImpl {
   // The channel object stays (pools, loans and writers may still refer to
   // it; they fail cleanly on a closed channel) until the producer goes.
   void RemoveNames() {
-    if (!ring_name.empty()) (void)shm::RemoveChannel(ring_name);
+    if (!channel_name.empty()) (void)shm::RemoveChannel(channel_name);
   }
 
   // Producer thread: the figures the watchdog reports, when it asked.
@@ -137,7 +135,7 @@ struct internal::ProducerImpl {
   // channel's table or by its prefix if we die.
   Result<std::string> AcquireExtension(uint32_t id, uint64_t bytes) {
     std::lock_guard<std::mutex> lock(connection_mutex);
-    if (broker_lost || connection->lost()) return shm::ChannelExtensionName(ring_name, id);
+    if (broker_lost || connection->lost()) return shm::ChannelExtensionName(channel_name, id);
     p::Request request;
     request.type = p::RequestType::kAddExtension;
     request.target_id = producer_id;
@@ -147,7 +145,7 @@ struct internal::ProducerImpl {
     if (!reply.ok()) {
       if (connection->lost()) {
         broker_lost = true;  // the watchdog re-registers
-        return shm::ChannelExtensionName(ring_name, id);
+        return shm::ChannelExtensionName(channel_name, id);
       }
       return reply.status();
     }
@@ -192,8 +190,7 @@ struct internal::ProducerImpl {
     attach.type = p::RequestType::kAttachProducer;
     attach.topic = topic;
     attach.kind = internal::ToProtocol(kind);
-    attach.ring = ring_name;
-    attach.bodies = bodies_name;
+    attach.channel = channel_name;
     auto reply = conn->Call(std::move(attach), kReconnectCallTimeout);
     if (!reply.ok()) {
       // The broker does not have our segments (stopped cleanly, or we were
@@ -257,17 +254,14 @@ struct internal::ProducerImpl {
   }
 
   // Open, before the watchdog starts: the consumers the broker announced us
-  // to (ProducerReady's reply) register on our ring when they next look for
-  // data. Waits until each has registered or left the topic (ConsumerGone,
-  // or its process is gone), so that they see our first message; at most
-  // `timeout`. A broker that predates the list gave only a count
-  // (AttachProducer's reply): then until that many are registered.
-  // Cancelled once options.stop is requested (looked at every ms or so).
-  Status WaitForConsumers(const p::Reply& ready, uint32_t attached_count,
-                          std::chrono::milliseconds timeout) {
+  // to (ProducerReady's reply) register on our channel when they next look
+  // for data. Waits until each has registered or left the topic
+  // (ConsumerGone, or its process is gone), so that they see our first
+  // message; at most `timeout`. Cancelled once options.stop is requested
+  // (looked at every ms or so).
+  Status WaitForConsumers(const p::Reply& ready, std::chrono::milliseconds timeout) {
     std::map<uint64_t, uint32_t> awaited;  // consumer id -> pid
     for (const auto& c : ready.consumer_list) awaited.emplace(c.id, c.pid);
-    const bool by_count = ready.type != p::ReplyType::kProducerReady;
     auto deadline = internal::DeadlineAfter(timeout);
     bool lost = false;
     auto next_pid_check = Clock::now() + kPidCheckInterval;
@@ -293,15 +287,10 @@ struct internal::ProducerImpl {
       const auto registered = channel->consumers();
       uint32_t active = 0;
       for (const auto& c : registered) active += c.closed ? 0 : 1;
-      if (by_count) {
-        if (active >= attached_count) return Status::OK();
-      } else if (AllRegistered(awaited, registered)) {
-        return Status::OK();
-      }
+      if (AllRegistered(awaited, registered)) return Status::OK();
       if (now >= deadline) return Status::OK();
       if (options.stop.stop_requested()) {
-        return Status::Cancelled("topic '", topic, "': the wait for ",
-                                 by_count ? attached_count : awaited.size(),
+        return Status::Cancelled("topic '", topic, "': the wait for ", awaited.size(),
                                  " consumers to register was cancelled (", active, " registered)");
       }
       // A ConsumerGone wakes us at once; registrations are looked at every ms.
@@ -353,8 +342,7 @@ Result<std::unique_ptr<internal::ProducerImpl>> OpenProducer(const std::string& 
   ALKAID_ASSIGN_OR_RAISE(auto reply, impl->connection->Call(std::move(attach)));
   impl->producer_id = reply.attached_id;
   impl->config = reply.config;
-  impl->ring_name = reply.ring;
-  impl->bodies_name = reply.bodies;
+  impl->channel_name = reply.channel;
 
   p::Reply ready_reply;
   auto setup = [&]() -> Status {
@@ -372,9 +360,8 @@ Result<std::unique_ptr<internal::ProducerImpl>> OpenProducer(const std::string& 
       }
     }
     channel_options.segment.huge_pages = options.huge_pages;
-    channel_options.arena_bytes = reply.config.segment_bytes;
-    // A broker that predates growing arenas sends no maximum: no growth.
-    channel_options.max_arena_bytes = reply.config.max_segment_bytes;
+    channel_options.arena_bytes = reply.config.arena_bytes;
+    channel_options.max_arena_bytes = reply.config.max_arena_bytes;
     internal::ProducerImpl* self = impl.get();
     channel_options.extensions.acquire = [self](uint32_t id, uint64_t bytes) {
       return self->AcquireExtension(id, bytes);
@@ -382,7 +369,7 @@ Result<std::unique_ptr<internal::ProducerImpl>> OpenProducer(const std::string& 
     channel_options.extensions.release = [self](uint32_t id, uint64_t /*bytes*/) {
       self->ReleaseExtension(id);
     };
-    channel_options.slot_count = reply.config.ring_slots;
+    channel_options.slot_count = reply.config.slot_count;
     channel_options.policy = reply.config.policy == p::Policy::kDropOldest
                                  ? shm::SlowConsumerPolicy::kDropOldest
                                  : shm::SlowConsumerPolicy::kBlockProducer;
@@ -403,7 +390,7 @@ Result<std::unique_ptr<internal::ProducerImpl>> OpenProducer(const std::string& 
     channel_options.accept_on_publish =
         impl->kind == TopicKind::kUnsafeRow || ids.num_fields() == 0;
     ALKAID_ASSIGN_OR_RAISE(impl->channel,
-                           shm::ChannelProducer::Create(reply.ring, channel_options));
+                           shm::ChannelProducer::Create(reply.channel, channel_options));
     if (impl->kind == TopicKind::kUnsafeRow) {
       ALKAID_ASSIGN_OR_RAISE(impl->row_publisher,
                              RowPublisher::Create(impl->channel.get(), schema));
@@ -425,9 +412,8 @@ Result<std::unique_ptr<internal::ProducerImpl>> OpenProducer(const std::string& 
   }
 
   // Consumers already subscribed learn of us through the broker and register
-  // on our ring: wait for them, so that they see our first batch.
-  const Status waited =
-      impl->WaitForConsumers(ready_reply, reply.consumers, options.wait_for_consumers);
+  // on our channel: wait for them, so that they see our first batch.
+  const Status waited = impl->WaitForConsumers(ready_reply, options.wait_for_consumers);
   if (!waited.ok()) {
     // Detach and remove the channel, as Close does (nothing was published,
     // so there is nothing to drain).
@@ -658,7 +644,7 @@ void Producer::set_stop(std::stop_token stop) { SetStop(*impl_, std::move(stop))
 const std::string& Producer::topic() const { return impl_->topic; }
 const format::SchemaPtr& Producer::schema() const { return impl_->schema; }
 bool Producer::broker_lost() const { return impl_->broker_lost.load(); }
-bool Producer::body_segment_huge_pages() const { return HugePages(*impl_); }
+bool Producer::huge_pages() const { return HugePages(*impl_); }
 void Producer::Poll() { PollProducer(*impl_); }
 ProducerStats Producer::stats() const { return StatsOf(*impl_); }
 
@@ -699,7 +685,7 @@ void RowProducer::set_stop(std::stop_token stop) { SetStop(*impl_, std::move(sto
 const std::string& RowProducer::topic() const { return impl_->topic; }
 const format::SchemaPtr& RowProducer::schema() const { return impl_->schema; }
 bool RowProducer::broker_lost() const { return impl_->broker_lost.load(); }
-bool RowProducer::body_segment_huge_pages() const { return HugePages(*impl_); }
+bool RowProducer::huge_pages() const { return HugePages(*impl_); }
 void RowProducer::Poll() { PollProducer(*impl_); }
 ProducerStats RowProducer::stats() const { return StatsOf(*impl_); }
 

@@ -6,9 +6,9 @@
 /// - the cache-line floor: two processes handing a counter over through one
 ///   shared cache line (FloorLine), what any shared-memory transport pays
 ///   at least for a round trip;
-/// - the payload floor: the same hand-over on a signal line that stands for
-///   the transport's slot, carrying the offset of a body of the payload's
-///   size that the other side reads (PayloadLine), loaned where the
+/// - the body floor: the same hand-over on a signal line that stands for
+///   the transport's slot, carrying the offset of a body of the batch's
+///   size that the other side reads (BodyLine), loaned where the
 ///   transport's allocator would put it (BodyLoans).
 /// Each line lives alone in a page of its own (SharedMapping), mapped
 /// before the fork.
@@ -89,13 +89,13 @@ static_assert(sizeof(FloorLine) == 64, "the floor is one cache line");
 /// fails (for benches).
 std::vector<int64_t> FloorSamples(const CpuPair& cpus, uint64_t count, uint64_t warm_up = 0);
 
-/// The payload floor's signal line. A writes the body's place and its id,
+/// The body floor's signal line. A writes the body's place and its id,
 /// then stores round trip k (k >= 1) into `ping` (release: publishes the
 /// body and the fields; partner of B's acquire load of `ping`); B reads
 /// the body and answers with k in `pong` (release; partner of A's acquire
 /// load). kQuit in `ping` tells B to leave; kReady in `pong` says B is
 /// ready.
-struct alignas(64) PayloadLine {
+struct alignas(64) BodyLine {
   static constexpr uint64_t kQuit = ~uint64_t{0};
   static constexpr uint64_t kReady = ~uint64_t{0};
 
@@ -147,9 +147,9 @@ struct alignas(64) PayloadLine {
   /// B: answers round trip k.
   void Answer(uint64_t k) { pong.store(k, std::memory_order_release); }
 };
-static_assert(sizeof(PayloadLine) == 64, "the signal is one cache line");
+static_assert(sizeof(BodyLine) == 64, "the signal is one cache line");
 
-/// Where the payload floor's bodies come from: loans of a channel that is
+/// Where the body floor's bodies come from: loans of a channel that is
 /// never published through, made with the transport's arena options, so
 /// that they land where the transport's allocator puts its blocks. The
 /// last `held` loans are kept, as the transport keeps the blocks that its

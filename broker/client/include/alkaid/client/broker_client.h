@@ -19,16 +19,20 @@
 
 namespace alkaid::client {
 
-/// What `alkaid topics` shows about one topic.
+/// What `alkaid topics` shows about one topic. The deprecated members are
+/// the previous release's names of three of them (kept for one release,
+/// filled with the same values; reading one warns at compile time).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 struct TopicStatus {
   std::string name;
   /// The topic's schema; null for the topics a list leaves it out of (the
   /// broker lists schemas while their serialized sizes sum to at most 1 MiB,
   /// so that the reply fits one control frame).
   format::SchemaPtr schema;
-  uint32_t ring_slots = 0;
-  uint64_t segment_bytes = 0;      ///< each producer's initial arena
-  uint64_t max_segment_bytes = 0;  ///< what each producer's arena may grow to
+  uint32_t slot_count = 0;
+  uint64_t arena_bytes = 0;      ///< each producer's initial arena
+  uint64_t max_arena_bytes = 0;  ///< what each producer's arena may grow to
   shm::SlowConsumerPolicy policy = shm::SlowConsumerPolicy::kBlockProducer;
   TopicKind kind = TopicKind::kRecordBatch;
   uint32_t producers = 0;
@@ -46,7 +50,16 @@ struct TopicStatus {
   /// Shared memory the topic's producers hold now: their channels and the
   /// extensions of their arenas the broker granted.
   uint64_t shm_bytes = 0;
+
+  /// Deprecated: slot_count.
+  [[deprecated("TopicStatus::ring_slots is slot_count")]] uint32_t ring_slots = 0;
+  /// Deprecated: arena_bytes.
+  [[deprecated("TopicStatus::segment_bytes is arena_bytes")]] uint64_t segment_bytes = 0;
+  /// Deprecated: max_arena_bytes.
+  [[deprecated("TopicStatus::max_segment_bytes is max_arena_bytes")]] uint64_t max_segment_bytes =
+      0;
 };
+#pragma GCC diagnostic pop
 
 /// A topic that does not exist yet but has consumers waiting for it
 /// (ConsumerOptions::wait_for_topic).

@@ -53,7 +53,7 @@ struct ProducerOptions {
   /// Back this producer's channel segment (its arena) with transparent huge pages
   /// (shm::SegmentOptions::huge_pages): consumers of large batches then take
   /// one page-table walk per 2 MiB instead of per 4 KiB. kTry falls back to
-  /// 4 KiB pages (body_segment_huge_pages() says which); kRequire makes
+  /// 4 KiB pages (huge_pages() says which); kRequire makes
   /// Open fail with the reason (e.g. the kernel setting in the way).
   /// Default: kOff.
   shm::HugePages huge_pages = shm::HugePages::kOff;
@@ -214,7 +214,11 @@ class ALKAID_EXPORT Producer {
   bool broker_lost() const;
   /// Whether the channel segment is backed by huge pages
   /// (ProducerOptions::huge_pages obtained them).
-  bool body_segment_huge_pages() const;
+  bool huge_pages() const;
+  /// Deprecated (the previous release's name): huge_pages().
+  [[deprecated("body_segment_huge_pages() is huge_pages()")]] bool body_segment_huge_pages() const {
+    return huge_pages();
+  }
 
  private:
   explicit Producer(std::unique_ptr<internal::ProducerImpl> impl);

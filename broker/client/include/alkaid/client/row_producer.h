@@ -70,7 +70,11 @@ class ALKAID_EXPORT RowProducer {
   bool broker_lost() const;
   /// Whether the channel segment is backed by huge pages
   /// (ProducerOptions::huge_pages obtained them).
-  bool body_segment_huge_pages() const;
+  bool huge_pages() const;
+  /// Deprecated (the previous release's name): huge_pages().
+  [[deprecated("body_segment_huge_pages() is huge_pages()")]] bool body_segment_huge_pages() const {
+    return huge_pages();
+  }
 
  private:
   explicit RowProducer(std::unique_ptr<internal::ProducerImpl> impl);

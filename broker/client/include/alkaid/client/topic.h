@@ -31,20 +31,27 @@ ALKAID_EXPORT const char* TopicKindName(TopicKind kind);
 
 /// Settings of a topic, used when the topic is created (the first
 /// producer's or CreateTopic's options win; later ones are ignored).
+///
+/// The deprecated members at the end are the previous release's names,
+/// kept for one release: writing one warns at compile time, and each is
+/// honoured when its new name is left at 0. (The pragmas keep the struct's
+/// implicit constructors and copies from warning; only a use does.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 struct TopicOptions {
   /// Slots of each producer's channel: a power of two >= 2, or 0 for the broker's
   /// default (1024).
-  uint32_t ring_slots = 0;
+  uint32_t slot_count = 0;
   /// Bytes of each producer's initial arena, or 0 for the broker's default
   /// (1 MiB). The arena grows by extension segments when a batch does not
   /// fit (each granted by the broker, within its shm limit), and gives them
   /// back when they are no longer used.
-  uint64_t segment_bytes = 0;
+  uint64_t arena_bytes = 0;
   /// The most each producer's arena may grow to, initial arena included, or
   /// 0 for the broker's default (2 GiB, or its shm limit if smaller). A
   /// batch larger than this cannot be published (CapacityError naming both
-  /// sizes); a value at most segment_bytes: the arena does not grow.
-  uint64_t max_segment_bytes = 0;
+  /// sizes); a value at most arena_bytes: the arena does not grow.
+  uint64_t max_arena_bytes = 0;
   /// What a producer does when a consumer lags every slot behind.
   shm::SlowConsumerPolicy policy = shm::SlowConsumerPolicy::kBlockProducer;
   /// What the messages carry, for BrokerClient::CreateTopic; rows need a
@@ -52,6 +59,15 @@ struct TopicOptions {
   /// RowProducer::Open do not read it: their type says the kind
   /// (kRecordBatch, kUnsafeRow), and a topic of the other kind refuses them.
   TopicKind kind = TopicKind::kRecordBatch;
+
+  /// Deprecated: slot_count.
+  [[deprecated("TopicOptions::ring_slots is slot_count")]] uint32_t ring_slots = 0;
+  /// Deprecated: arena_bytes.
+  [[deprecated("TopicOptions::segment_bytes is arena_bytes")]] uint64_t segment_bytes = 0;
+  /// Deprecated: max_arena_bytes.
+  [[deprecated("TopicOptions::max_segment_bytes is max_arena_bytes")]] uint64_t max_segment_bytes =
+      0;
 };
+#pragma GCC diagnostic pop
 
 }  // namespace alkaid::client

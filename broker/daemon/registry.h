@@ -1,0 +1,186 @@
+#pragma once
+
+// The broker's registry (docs/BROKER.md): topics, producers, consumers,
+// the consumers awaiting a topic, and the shared memory reserved for
+// producers. It knows no socket: each request is handled for a Peer (the
+// connection it came on and its credentials) and gives back the reply and
+// the events to send to other connections; the server (broker.cc) frames
+// and sends them. tests/broker/registry_test.cc drives it directly.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "alkaid/common/result.h"
+#include "alkaid/format/type.h"
+#include "daemon/leftovers.h"
+#include "daemon/log.h"
+#include "daemon/shm_limit.h"
+#include "protocol/control.h"
+
+namespace alkaid::broker::internal {
+
+namespace p = protocol;
+
+// Who sent a request: the connection (the server's key for it) and the
+// peer's credentials (SO_PEERCRED).
+struct Peer {
+  int conn = -1;
+  uint32_t pid = 0;
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+};
+
+// An event for the client on connection `conn`.
+struct Outbound {
+  int conn = -1;
+  p::Event event;
+};
+
+// What a request gives: a reply (none for a report: ProducerStats,
+// ReleaseExtension) and events for other connections, to be sent in order.
+struct Outcome {
+  std::optional<Result<p::Reply>> reply;
+  std::vector<Outbound> events;
+};
+
+// The registry's settings, fixed at the broker's start.
+struct RegistrySettings {
+  std::string broker_name;
+  std::string socket_path;  // named in errors
+  std::string instance;     // "<name>.<hex start time>": prefix of segment names
+  uint32_t default_slot_count = 1024;
+  uint64_t default_arena_bytes = uint64_t{1} << 20;
+  uint64_t default_max_arena_bytes = uint64_t{2} << 30;
+  ShmLimit shm_limit;
+  uint32_t segment_mode = 0600;  // of producers' segments (0660 with a group)
+};
+
+/// Thread safety: one thread (the broker's).
+class Registry {
+ public:
+  // `leftovers` (channels an earlier broker left, for re-registration) and
+  // `log` must outlive the registry.
+  Registry(RegistrySettings settings, Leftovers* leftovers, const Logger& log)
+      : settings_(std::move(settings)), leftovers_(leftovers), log_(log) {}
+
+  // Handles every request but GetStats (the server's: see Count).
+  Outcome Handle(const Peer& peer, const p::Request& request);
+
+  // The connection of `peer` closed (`why`): its producers are removed
+  // (their names too) and its consumers are gone, as if they died.
+  std::vector<Outbound> Disconnected(const Peer& peer, const std::string& why);
+
+  // Figures for GetStats: topics, producers, consumers, segments (two a
+  // channel, kept leftovers included, plus extensions), reserved bytes.
+  void Count(p::BrokerStats* stats) const;
+
+  uint64_t reserved_bytes() const { return reserved_bytes_; }
+
+ private:
+  struct Producer {
+    uint64_t id = 0;
+    std::string topic;
+    int conn = -1;
+    uint32_t pid = 0;
+    std::string channel;    // the name of its channel segment
+    uint64_t reserved = 0;  // its channel and extensions, counted in reserved_bytes_
+    // The extensions of its arena it was granted (id -> bytes), named
+    // "<channel>.x<id>".
+    std::map<uint32_t, uint64_t> extensions;
+    bool ready = false;
+    uint64_t published = 0, depth = 0, drops = 0, held = 0;
+  };
+  struct Consumer {
+    uint64_t id = 0;
+    std::string topic;
+    int conn = -1;
+    uint32_t pid = 0;
+    // Waiting for its topic to be created (listed in `awaited_`, not yet in
+    // the topic's consumers).
+    bool pending = false;
+    p::TopicKind kind = p::TopicKind::kRecordBatch;  // what it expects...
+    bool any_kind = false;                           // ...unless any will do
+  };
+  struct Topic {
+    p::TopicConfig config;
+    format::SchemaPtr schema;
+    std::set<uint64_t> producers;
+    std::set<uint64_t> consumers;
+    uint64_t finished_published = 0;  // messages of producers already gone
+    uint64_t finished_drops = 0;
+    // Whether a producer ever attached. Until one did, the sizes (slots,
+    // arena, maximum) follow the latest CreateTopic: a producer refused for
+    // its sizes leaves no topic stuck with them.
+    bool sized = false;
+  };
+  // What each connection attached.
+  struct Owned {
+    std::set<uint64_t> producers;
+    std::set<uint64_t> consumers;
+  };
+
+  // Fills what a CreateTopic left at 0 with the broker's defaults (the
+  // maximum within the shm limit), and keeps the maximum at least the arena.
+  void ApplyTopicDefaults(p::TopicConfig* config) const;
+
+  Result<p::Reply> CreateTopic(const p::Request& request, Outcome* out);
+
+  // The consumers that waited for `topic` become its consumers before any
+  // producer attaches, so that producers count them and wait for them to
+  // register on their channels (ProducerReady's reply), and each learns the
+  // topic's config (TopicCreated). One that expects another topic kind is
+  // told too (its Open fails) but not kept.
+  void WelcomeWaitingConsumers(Topic& topic, Outcome* out);
+
+  Result<Topic*> FindTopic(const std::string& name);
+
+  // `who` says what the client does with that kind: "this producer
+  // publishes", "this consumer expects".
+  static Status CheckTopicKind(const Topic& topic, p::TopicKind wanted, const char* who);
+
+  Result<p::Reply> AttachProducer(const Peer& peer, const p::Request& request);
+
+  Result<Producer*> OwnProducer(int conn, uint64_t id);
+
+  // Announces the producer to the topic's consumers (ProducerJoined) and
+  // replies with exactly those consumers: the producer waits until each has
+  // registered on its channel or left (ConsumerGone). Consumers attaching
+  // later find the producer in their AttachConsumer reply instead.
+  Result<p::Reply> ProducerReady(const Peer& peer, const p::Request& request, Outcome* out);
+
+  Result<p::Reply> AttachConsumer(const Peer& peer, const p::Request& request);
+
+  // Forgets a producer, removes its segment names and tells the topic's
+  // consumers (who drain what was committed, then see end of stream).
+  void RemoveProducer(uint64_t id, const std::string& reason, std::vector<Outbound>* events);
+
+  void RemoveConsumer(uint64_t id, bool died, std::vector<Outbound>* events);
+
+  // A producer's extension of its arena: granted if the broker's limit
+  // allows it (the reply names it), or released (its name removed, its
+  // bytes no longer counted).
+  Result<p::Reply> AddExtension(const Peer& peer, const p::Request& request);
+  void ReleaseExtension(const Peer& peer, const p::Request& request);
+
+  Status Detach(const Peer& peer, const p::Request& request, Outcome* out);
+
+  p::Reply ListTopics() const;
+
+  RegistrySettings settings_;
+  Leftovers* leftovers_;
+  const Logger& log_;
+  std::map<int, Owned> owned_;  // by connection
+  std::map<uint64_t, Producer> producers_;
+  std::map<uint64_t, Consumer> consumers_;
+  std::map<std::string, Topic> topics_;
+  // Consumers waiting for a topic that does not exist yet, by topic name.
+  std::map<std::string, std::set<uint64_t>> awaited_;
+  uint64_t next_id_ = 1;
+  uint64_t reserved_bytes_ = 0;
+};
+
+}  // namespace alkaid::broker::internal

@@ -1,0 +1,169 @@
+// The previous release, met from this one: a client and a broker of
+// different control protocol versions refuse each other naming both
+// versions; the deprecated C++ names still work; a restarted broker keeps
+// a live producer's channel under either form of its name (docs/BROKER.md).
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "alkaid/client/broker_client.h"
+#include "alkaid/client/producer.h"
+#include "alkaid/format/type.h"
+#include "alkaid/shm/channel.h"
+#include "broker_process.h"
+#include "daemon/segment_names.h"
+#include "protocol/control.h"
+#include "protocol/frame.h"
+#include "test_util.h"
+
+namespace alkaid::broker {
+namespace {
+
+using client::BrokerClient;
+using testing::BrokerProcess;
+using testing::ShmNames;
+using namespace std::chrono_literals;
+
+format::SchemaPtr IdSchema() { return format::schema({format::field("id", format::int64())}); }
+
+// A broker of another control protocol version, on `path`: answers the
+// first request of one connection with an OK reply that names `version`.
+// (The one peer of the tests that is not the real broker: a broker of an
+// earlier release cannot be built from this tree.)
+class OtherVersionBroker {
+ public:
+  OtherVersionBroker(std::string path, uint32_t version) : path_(std::move(path)) {
+    ::unlink(path_.c_str());
+    listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path_.c_str(), sizeof(addr.sun_path) - 1);
+    ok_ = listen_fd_ >= 0 &&
+          ::bind(listen_fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0 &&
+          ::listen(listen_fd_, 1) == 0;
+    if (!ok_) return;
+    thread_ = std::thread([this, version] {
+      const int fd = ::accept(listen_fd_, nullptr, nullptr);
+      if (fd < 0) return;
+      protocol::FrameAssembler in;
+      auto frame = protocol::ReadFrame(fd, &in, std::chrono::milliseconds(10000));
+      if (frame.ok()) {
+        auto request = protocol::DecodeRequest(*frame);
+        if (request.ok()) {
+          protocol::ServerMessage m;
+          m.reply.request_id = request->id;
+          m.reply.version = version;
+          m.reply.type = protocol::ReplyType::kTopicList;
+          (void)protocol::WriteAll(fd, protocol::Frame(protocol::EncodeServerMessage(m)));
+        }
+      }
+      ::close(fd);
+    });
+  }
+  ~OtherVersionBroker() {
+    if (thread_.joinable()) thread_.join();
+    if (listen_fd_ >= 0) ::close(listen_fd_);
+    ::unlink(path_.c_str());
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  std::string path_;
+  int listen_fd_ = -1;
+  bool ok_ = false;
+  std::thread thread_;
+};
+
+// A broker from before versions sends none (0); a later one another
+// number. The client refuses the first reply naming both versions, and
+// the connection is done with.
+TEST(CompatibilityTest, AClientRefusesABrokerOfAnotherProtocolVersion) {
+  for (uint32_t version : {0u, 77u}) {
+    SCOPED_TRACE(version);
+    const std::string path = "/tmp/alkaid-test-ov" + testing::UniqueSuffix() + ".sock";
+    OtherVersionBroker broker(path, version);
+    ASSERT_TRUE(broker.ok());
+    ASSERT_OK_AND_ASSIGN(auto client, BrokerClient::Connect(path));
+    const std::string both =
+        "control protocol version mismatch: the broker at " + path + " speaks version " +
+        std::to_string(version) + (version == 0 ? " (a broker from before versions)" : "") +
+        ", this client speaks version " + std::to_string(protocol::kControlProtocolVersion);
+    ASSERT_RAISES_WITH_MESSAGE(kInvalid, both, client->ListTopics());
+    ASSERT_RAISES_WITH_MESSAGE(kIOError, "hung up", client->ListTopics());
+  }
+}
+
+// TopicOptions' and TopicStatus' previous names (deprecated for one
+// release): written, they set the topic; read, they say what the new names
+// say. The new names win where both are set.
+TEST(CompatibilityTest, TheDeprecatedTopicNamesStillWork) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  ASSERT_OK_AND_ASSIGN(auto client, BrokerClient::Connect(broker.socket()));
+  client::TopicOptions old_names;
+  client::TopicOptions both;
+  both.slot_count = 32;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  old_names.ring_slots = 16;
+  old_names.segment_bytes = 256 << 10;
+  old_names.max_segment_bytes = 4 << 20;
+  both.ring_slots = 8;
+#pragma GCC diagnostic pop
+  ASSERT_OK(client->CreateTopic("old", IdSchema(), old_names).status());
+  ASSERT_OK(client->CreateTopic("both", IdSchema(), both).status());
+  ASSERT_OK_AND_ASSIGN(auto topics, client->ListTopics());
+  ASSERT_EQ(topics.size(), 2u);
+  for (const auto& t : topics) {
+    SCOPED_TRACE(t.name);
+    const bool old = t.name == "old";
+    EXPECT_EQ(t.slot_count, old ? 16u : 32u);
+    if (old) {
+      EXPECT_EQ(t.arena_bytes, 256u << 10);
+      EXPECT_EQ(t.max_arena_bytes, 4u << 20);
+    }
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    EXPECT_EQ(t.ring_slots, t.slot_count);
+    EXPECT_EQ(t.segment_bytes, t.arena_bytes);
+    EXPECT_EQ(t.max_segment_bytes, t.max_arena_bytes);
+#pragma GCC diagnostic pop
+  }
+  client::ProducerOptions options;
+  options.socket_path = broker.socket();
+  ASSERT_OK_AND_ASSIGN(auto producer, client::Producer::Open("old", IdSchema(), options));
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  EXPECT_EQ(producer->body_segment_huge_pages(), producer->huge_pages());
+#pragma GCC diagnostic pop
+  ASSERT_OK(producer->Close());
+}
+
+// A restarted broker keeps the channel of a producer that still runs for it
+// to re-register with, whichever form its name has: "<stem>.channel", or
+// "<stem>.ring" from a broker of the previous release. Stopped, the broker
+// removes both (nobody re-registered).
+TEST(CompatibilityTest, LeftoverChannelsOfBothFormsAreKeptForTheirLiveProducer) {
+  BrokerProcess broker;
+  const std::string stem = broker.name() + ".old." + std::to_string(::getpid());
+  const std::string current = stem + ".p1" + internal::kChannelSuffix;
+  const std::string legacy = stem + ".p2" + internal::kLegacyChannelSuffix;
+  ASSERT_OK_AND_ASSIGN(auto a, shm::ChannelProducer::Create(current));
+  ASSERT_OK_AND_ASSIGN(auto b, shm::ChannelProducer::Create(legacy));
+  ASSERT_EQ(ShmNames(stem).size(), 4u);  // the channels and their registries
+
+  ASSERT_TRUE(broker.Start({"--adopt-timeout", "3600"}));
+  EXPECT_EQ(ShmNames(stem),
+            (std::set<std::string>{current, current + ".reg", legacy, legacy + ".reg"}));
+  EXPECT_EQ(broker.Stop(), 0);
+  EXPECT_TRUE(ShmNames(stem).empty());
+}
+
+}  // namespace
+}  // namespace alkaid::broker

@@ -1,0 +1,240 @@
+// The broker's registry without a socket (broker/daemon/registry.h): each
+// request is handled for a peer, and what the broker would send comes back
+// as a reply and events addressed to connections.
+
+#include "daemon/registry.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "alkaid/format/ipc/io.h"
+#include "alkaid/format/ipc/writer.h"
+#include "daemon/segment_names.h"
+#include "test_util.h"
+
+namespace alkaid::broker::internal {
+namespace {
+
+constexpr int kProducerConn = 10;
+constexpr int kConsumerConn = 11;
+constexpr int kOtherConn = 12;
+
+std::vector<uint8_t> SchemaBytes() {
+  auto schema = format::schema({format::field("id", format::int64())});
+  auto sink = format::ipc::BufferOutputStream::Create().ValueOrDie();
+  auto writer = format::ipc::MakeStreamWriter(sink.get(), schema).ValueOrDie();
+  EXPECT_TRUE(writer->Close().ok());
+  auto buffer = sink->Finish().ValueOrDie();
+  return {buffer->data(), buffer->data() + buffer->size()};
+}
+
+class RegistryTest : public ::testing::Test {
+ protected:
+  RegistryTest()
+      : log_("rt", LogLevel::kError),
+        // An empty directory: nothing is left over, Claim finds nothing.
+        leftovers_(::testing::TempDir(), "rt", std::chrono::seconds(30), log_),
+        registry_(Settings(), &leftovers_, log_) {}
+
+  static RegistrySettings Settings() {
+    RegistrySettings s;
+    s.broker_name = "rt";
+    s.socket_path = "/nowhere.sock";
+    s.instance = "rt.1";
+    s.shm_limit.bytes = 8 << 20;
+    s.shm_limit.origin = "a test's";
+    return s;
+  }
+
+  // Handles `request` for `peer`; the reply must be there and OK.
+  p::Reply Ok(const Peer& peer, p::Request request, std::vector<Outbound>* events = nullptr) {
+    Outcome out = registry_.Handle(peer, request);
+    EXPECT_TRUE(out.reply.has_value());
+    if (!out.reply.has_value()) return {};
+    EXPECT_TRUE(out.reply->ok()) << out.reply->status().ToString();
+    if (events != nullptr) *events = std::move(out.events);
+    return out.reply->ok() ? **out.reply : p::Reply{};
+  }
+
+  Status Refused(const Peer& peer, p::Request request) {
+    Outcome out = registry_.Handle(peer, request);
+    EXPECT_TRUE(out.reply.has_value());
+    EXPECT_TRUE(out.events.empty());
+    return out.reply.has_value() ? out.reply->status() : Status::OK();
+  }
+
+  static p::Request Create(const std::string& topic, uint64_t max_arena_bytes = 0) {
+    p::Request r;
+    r.type = p::RequestType::kCreateTopic;
+    r.config.name = topic;
+    r.config.schema = SchemaBytes();
+    r.config.arena_bytes = 1 << 20;
+    r.config.max_arena_bytes = max_arena_bytes;
+    return r;
+  }
+  static p::Request Attach(p::RequestType type, const std::string& topic) {
+    p::Request r;
+    r.type = type;
+    r.topic = topic;
+    return r;
+  }
+  static p::Request About(p::RequestType type, uint64_t id) {
+    p::Request r;
+    r.type = type;
+    r.target_id = id;
+    return r;
+  }
+
+  Peer producer_{kProducerConn, 4242, 1000, 1000};
+  Peer consumer_{kConsumerConn, 4343, 1000, 1000};
+  Peer other_{kOtherConn, 4444, 1000, 1000};
+  Logger log_;
+  Leftovers leftovers_;
+  Registry registry_;
+};
+
+// A producer attaches (its channel named after the broker's instance, its
+// pid and id; its sizes reserved), declares itself ready, and the topic's
+// consumer is told (ProducerJoined on the consumer's connection) while the
+// producer's reply lists that consumer.
+TEST_F(RegistryTest, AReadyProducerIsAnnouncedToTheTopicsConsumers) {
+  const p::Reply created = Ok(producer_, Create("t"));
+  EXPECT_TRUE(created.created);
+  EXPECT_EQ(created.config.slot_count, 1024u);  // the default
+  const p::Reply consumer = Ok(consumer_, Attach(p::RequestType::kAttachConsumer, "t"));
+  EXPECT_TRUE(consumer.producers.empty());
+
+  const p::Reply attached = Ok(producer_, Attach(p::RequestType::kAttachProducer, "t"));
+  EXPECT_EQ(attached.channel,
+            ProducerSegmentStem("rt.1", 4242, attached.attached_id) + kChannelSuffix);
+  EXPECT_EQ(attached.segment_mode, 0600u);
+  EXPECT_GE(registry_.reserved_bytes(), uint64_t{1} << 20);
+
+  std::vector<Outbound> events;
+  const p::Reply ready =
+      Ok(producer_, About(p::RequestType::kProducerReady, attached.attached_id), &events);
+  ASSERT_EQ(ready.consumer_list.size(), 1u);
+  EXPECT_EQ(ready.consumer_list[0].id, consumer.attached_id);
+  EXPECT_EQ(ready.consumer_list[0].pid, 4343u);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].conn, kConsumerConn);
+  EXPECT_EQ(events[0].event.type, p::EventType::kProducerJoined);
+  EXPECT_EQ(events[0].event.producer.channel, attached.channel);
+
+  // A consumer attaching later finds it in its reply instead.
+  const p::Reply late = Ok(other_, Attach(p::RequestType::kAttachConsumer, "t"));
+  ASSERT_EQ(late.producers.size(), 1u);
+  EXPECT_EQ(late.producers[0].channel, attached.channel);
+}
+
+// A consumer waiting for a topic becomes one of its consumers when it is
+// created, and is told so on its connection (TopicCreated).
+TEST_F(RegistryTest, AWaitingConsumerIsWelcomedWhenTheTopicIsCreated) {
+  p::Request wait = Attach(p::RequestType::kAttachConsumer, "later");
+  wait.wait_for_topic = true;
+  const p::Reply pending = Ok(consumer_, wait);
+  EXPECT_TRUE(pending.pending);
+  p::BrokerStats stats;
+  registry_.Count(&stats);
+  EXPECT_EQ(stats.topics, 0u);
+  EXPECT_EQ(stats.consumers, 1u);
+
+  std::vector<Outbound> events;
+  Ok(producer_, Create("later"), &events);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].conn, kConsumerConn);
+  EXPECT_EQ(events[0].event.type, p::EventType::kTopicCreated);
+  EXPECT_EQ(events[0].event.consumer_id, pending.attached_id);
+  p::Request list;
+  list.type = p::RequestType::kListTopics;
+  const p::Reply topics = Ok(other_, list);
+  ASSERT_EQ(topics.topics.size(), 1u);
+  EXPECT_EQ(topics.topics[0].consumers, 1u);
+  EXPECT_TRUE(topics.awaited.empty());
+}
+
+// A producer's connection closing removes it: its consumers are told
+// (ProducerGone), what it reserved is given back; a consumer's closing tells
+// the producers (ConsumerGone).
+TEST_F(RegistryTest, AClosedConnectionTakesItsProducersAndConsumersWithIt) {
+  Ok(producer_, Create("t"));
+  const p::Reply consumer = Ok(consumer_, Attach(p::RequestType::kAttachConsumer, "t"));
+  const p::Reply attached = Ok(producer_, Attach(p::RequestType::kAttachProducer, "t"));
+  Ok(producer_, About(p::RequestType::kProducerReady, attached.attached_id));
+
+  std::vector<Outbound> gone = registry_.Disconnected(consumer_, "test");
+  ASSERT_EQ(gone.size(), 1u);
+  EXPECT_EQ(gone[0].conn, kProducerConn);
+  EXPECT_EQ(gone[0].event.type, p::EventType::kConsumerGone);
+  EXPECT_EQ(gone[0].event.consumer_id, consumer.attached_id);
+  EXPECT_EQ(gone[0].event.pid, 4343u);
+
+  Ok(consumer_, Attach(p::RequestType::kAttachConsumer, "t"));
+  gone = registry_.Disconnected(producer_, "test");
+  ASSERT_EQ(gone.size(), 1u);
+  EXPECT_EQ(gone[0].conn, kConsumerConn);
+  EXPECT_EQ(gone[0].event.type, p::EventType::kProducerGone);
+  EXPECT_EQ(gone[0].event.producer.id, attached.attached_id);
+  EXPECT_NE(gone[0].event.reason.find("pid 4242"), std::string::npos) << gone[0].event.reason;
+  EXPECT_EQ(registry_.reserved_bytes(), 0u);
+  p::BrokerStats stats;
+  registry_.Count(&stats);
+  EXPECT_EQ(stats.producers, 0u);
+  EXPECT_EQ(stats.segments, 0u);
+}
+
+// Requests about what another connection attached, or about what no
+// earlier broker left, are refused and change nothing.
+TEST_F(RegistryTest, OnlyTheOwningConnectionSpeaksForAProducer) {
+  Ok(producer_, Create("t"));
+  const p::Reply attached = Ok(producer_, Attach(p::RequestType::kAttachProducer, "t"));
+  p::Request detach = About(p::RequestType::kDetach, attached.attached_id);
+  detach.role = p::Role::kProducer;
+  ASSERT_RAISES_WITH_MESSAGE(kKeyError, "attached through this connection",
+                             Refused(other_, detach));
+  p::Request claim = Attach(p::RequestType::kAttachProducer, "t");
+  claim.channel = "rt.0.4444.p9.channel";
+  ASSERT_RAISES_WITH_MESSAGE(kKeyError, "was not left by an earlier broker named 'rt'",
+                             Refused(other_, claim));
+  ASSERT_RAISES_WITH_MESSAGE(kKeyError, "no topic 'u' on broker 'rt' (/nowhere.sock)",
+                             Refused(other_, Attach(p::RequestType::kAttachProducer, "u")));
+  p::BrokerStats stats;
+  registry_.Count(&stats);
+  EXPECT_EQ(stats.producers, 1u);
+  std::vector<Outbound> events;
+  Ok(producer_, detach, &events);
+  registry_.Count(&stats);
+  EXPECT_EQ(stats.producers, 0u);
+}
+
+// Extensions are counted against the broker's limit (8 MiB here) and the
+// topic's maximum (64 MiB), named after the channel, and given back.
+TEST_F(RegistryTest, ExtensionsAreCountedAgainstTheLimit) {
+  Ok(producer_, Create("t", 64 << 20));
+  const p::Reply attached = Ok(producer_, Attach(p::RequestType::kAttachProducer, "t"));
+  const uint64_t before = registry_.reserved_bytes();
+  p::Request add = About(p::RequestType::kAddExtension, attached.attached_id);
+  add.extension_id = 1;
+  add.bytes = 2 << 20;
+  const p::Reply granted = Ok(producer_, add);
+  EXPECT_EQ(granted.extension_name, attached.channel + ".x1");
+  EXPECT_EQ(registry_.reserved_bytes(), before + (2 << 20));
+  add.extension_id = 2;
+  add.bytes = 16 << 20;
+  ASSERT_RAISES_WITH_MESSAGE(kCapacityError, "the broker's limit of 8388608",
+                             Refused(producer_, add));
+  add.bytes = 62 << 20;
+  ASSERT_RAISES_WITH_MESSAGE(kCapacityError, "past the topic's maximum of 67108864",
+                             Refused(producer_, add));
+  p::Request release = About(p::RequestType::kReleaseExtension, attached.attached_id);
+  release.extension_id = 1;
+  const Outcome released = registry_.Handle(producer_, release);
+  EXPECT_FALSE(released.reply.has_value());  // a report: no reply
+  EXPECT_EQ(registry_.reserved_bytes(), before);
+}
+
+}  // namespace
+}  // namespace alkaid::broker::internal
