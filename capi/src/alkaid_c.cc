@@ -796,4 +796,6 @@ alkaid_status alkaid_topic_list_schema(const alkaid_topic_list* list, size_t ind
   });
 }
 
+void alkaid_topic_list_free(alkaid_topic_list* list) { delete list; }
+
 }  // extern "C"
