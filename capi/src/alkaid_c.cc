@@ -314,6 +314,50 @@ Status PublishLoan(alkaid_producer* producer, alkaid_loan* loan) {
   return Status::OK();
 }
 
+// How long one wait of next lasts before it looks at the cancel flag.
+constexpr auto kCancelSlice = std::chrono::milliseconds(5);
+
+Status Next(alkaid_consumer* consumer, int64_t timeout_ms, ArrowArray* out, ArrowSchema* out_schema,
+            alkaid_batch_info* info) {
+  const char* fn = "alkaid_consumer_next";
+  if (consumer == nullptr) return NullArgument(fn, "the consumer");
+  if (out == nullptr) return NullArgument(fn, "out");
+  if (timeout_ms < 0 && timeout_ms != ALKAID_FOREVER) {
+    return Status::Invalid(fn, ": timeout_ms is ", timeout_ms);
+  }
+  client::Consumer& c = *consumer->consumer;
+  // Refused before receiving, so that no batch is taken and lost.
+  if (consumer->max_held > 0 && c.stats().exported_held >= consumer->max_held) {
+    return Status::CapacityError(fn, ": topic '", c.topic(), "': ", consumer->max_held,
+                                 " batches held (max_held_batches); release one first");
+  }
+  using Clock = std::chrono::steady_clock;
+  const bool forever = timeout_ms == ALKAID_FOREVER;
+  const auto deadline =
+      forever ? Clock::time_point::max() : Clock::now() + std::chrono::milliseconds(timeout_ms);
+  client::BatchOrigin origin;
+  alkaid::Result<format::RecordBatchPtr> batch = format::RecordBatchPtr{};
+  for (;;) {
+    if (consumer->cancelled.load(std::memory_order_relaxed)) {
+      return Status::Cancelled("topic '", c.topic(), "': the consumer was cancelled");
+    }
+    const auto now = Clock::now();
+    const auto left = forever ? std::chrono::nanoseconds(kCancelSlice)
+                              : std::max(std::chrono::nanoseconds(0), deadline - now);
+    batch = c.Next(std::min<std::chrono::nanoseconds>(left, kCancelSlice), &origin);
+    if (batch.ok() || !batch.status().IsTimedOut() || Clock::now() >= deadline) break;
+  }
+  if (!batch.ok()) return batch.status();
+  ALKAID_RETURN_NOT_OK(c.ExportBatch(*batch, out, out_schema));
+  if (info != nullptr) {
+    info->producer_id = origin.producer_id;
+    info->producer_pid = origin.producer_pid;
+    info->sequence = origin.sequence;
+    info->lost_before = origin.lost_before;
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 // ---- versions and errors ----------------------------------------------------
@@ -618,54 +662,6 @@ alkaid_status alkaid_consumer_open(const char* topic, const alkaid_consumer_opti
     return Status::OK();
   });
 }
-
-namespace {
-
-// How long one wait of next lasts before it looks at the cancel flag.
-constexpr auto kCancelSlice = std::chrono::milliseconds(5);
-
-Status Next(alkaid_consumer* consumer, int64_t timeout_ms, ArrowArray* out, ArrowSchema* out_schema,
-            alkaid_batch_info* info) {
-  const char* fn = "alkaid_consumer_next";
-  if (consumer == nullptr) return NullArgument(fn, "the consumer");
-  if (out == nullptr) return NullArgument(fn, "out");
-  if (timeout_ms < 0 && timeout_ms != ALKAID_FOREVER) {
-    return Status::Invalid(fn, ": timeout_ms is ", timeout_ms);
-  }
-  client::Consumer& c = *consumer->consumer;
-  // Refused before receiving, so that no batch is taken and lost.
-  if (consumer->max_held > 0 && c.stats().exported_held >= consumer->max_held) {
-    return Status::CapacityError(fn, ": topic '", c.topic(), "': ", consumer->max_held,
-                                 " batches held (max_held_batches); release one first");
-  }
-  using Clock = std::chrono::steady_clock;
-  const bool forever = timeout_ms == ALKAID_FOREVER;
-  const auto deadline =
-      forever ? Clock::time_point::max() : Clock::now() + std::chrono::milliseconds(timeout_ms);
-  client::BatchOrigin origin;
-  alkaid::Result<format::RecordBatchPtr> batch = format::RecordBatchPtr{};
-  for (;;) {
-    if (consumer->cancelled.load(std::memory_order_relaxed)) {
-      return Status::Cancelled("topic '", c.topic(), "': the consumer was cancelled");
-    }
-    const auto now = Clock::now();
-    const auto left = forever ? std::chrono::nanoseconds(kCancelSlice)
-                              : std::max(std::chrono::nanoseconds(0), deadline - now);
-    batch = c.Next(std::min<std::chrono::nanoseconds>(left, kCancelSlice), &origin);
-    if (batch.ok() || !batch.status().IsTimedOut() || Clock::now() >= deadline) break;
-  }
-  if (!batch.ok()) return batch.status();
-  ALKAID_RETURN_NOT_OK(c.ExportBatch(*batch, out, out_schema));
-  if (info != nullptr) {
-    info->producer_id = origin.producer_id;
-    info->producer_pid = origin.producer_pid;
-    info->sequence = origin.sequence;
-    info->lost_before = origin.lost_before;
-  }
-  return Status::OK();
-}
-
-}  // namespace
 
 alkaid_status alkaid_consumer_next(alkaid_consumer* consumer, int64_t timeout_ms, ArrowArray* out,
                                    ArrowSchema* out_schema, alkaid_batch_info* info) {
