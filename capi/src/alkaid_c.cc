@@ -57,6 +57,7 @@ struct alkaid_producer {
 struct alkaid_consumer {
   std::unique_ptr<client::Consumer> consumer;
   uint64_t max_held = 0;
+  bool wait_fd = false;  // alkaid_consumer_wait_fd was called: next(0) arms it
   // Set by alkaid_consumer_cancel on any thread; read by next between its
   // slices (relaxed: the flag orders nothing else).
   std::atomic<bool> cancelled{false};
@@ -346,6 +347,16 @@ Status Next(alkaid_consumer* consumer, int64_t timeout_ms, ArrowArray* out, Arro
                               : std::max(std::chrono::nanoseconds(0), deadline - now);
     batch = c.Next(std::min<std::chrono::nanoseconds>(left, kCancelSlice), &origin);
     if (batch.ok() || !batch.status().IsTimedOut() || Clock::now() >= deadline) break;
+  }
+  // Nothing there: arm the descriptor before saying so. A message that came
+  // meanwhile is taken instead (a few times at most: each one found is
+  // returned).
+  if (timeout_ms == 0 && consumer->wait_fd && !batch.ok() && batch.status().IsTimedOut()) {
+    for (int attempt = 0; attempt < 4 && !batch.ok() && batch.status().IsTimedOut(); ++attempt) {
+      ALKAID_ASSIGN_OR_RAISE(const bool ready, c.ArmWait());
+      if (!ready) break;
+      batch = c.Next(std::chrono::nanoseconds(0), &origin);
+    }
   }
   if (!batch.ok()) return batch.status();
   ALKAID_RETURN_NOT_OK(c.ExportBatch(*batch, out, out_schema));
@@ -703,6 +714,16 @@ alkaid_status alkaid_consumer_stats_get(alkaid_consumer* consumer, alkaid_consum
     out->handed_out = s.exported_total;
     out->refused = s.exports_refused;
     out->producers = consumer->consumer->producer_count();
+    return Status::OK();
+  });
+}
+
+alkaid_status alkaid_consumer_wait_fd(alkaid_consumer* consumer, int* fd) {
+  return Guard(__func__, [&]() -> Status {
+    if (consumer == nullptr) return NullArgument("alkaid_consumer_wait_fd", "the consumer");
+    if (fd == nullptr) return NullArgument("alkaid_consumer_wait_fd", "fd");
+    ALKAID_ASSIGN_OR_RAISE(*fd, consumer->consumer->WaitFd());
+    consumer->wait_fd = true;
     return Status::OK();
   });
 }

@@ -6,10 +6,13 @@
 // (format::ExportRecordBatch), as a foreign producer would.
 
 #include <gtest/gtest.h>
+#include <sys/epoll.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstring>
 #include <future>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -765,6 +768,106 @@ TEST_F(CapiTest, TopicListShowsSettingsAndCounters) {
   alkaid_broker_close(b);
   ASSERT_C_OK(alkaid_consumer_close(c));
   ASSERT_C_OK(alkaid_producer_close(p));
+}
+
+// Three topics waited on from one thread with epoll over each consumer's
+// descriptor. The producers publish from another thread, pausing between
+// batches so that the consumers are asleep when most batches come: every
+// batch must arrive through a readable descriptor. The epoll waits have a
+// guard of 30 s, a hang check only: without the producers' doorbell
+// nothing but a broker event would end a wait.
+TEST_F(CapiTest, EpollWaitsOnSeveralTopicsFromOneThread) {
+  constexpr int kTopics = 3;
+  constexpr int kRounds = 40;
+  std::vector<alkaid_producer*> producers;
+  std::vector<alkaid_consumer*> consumers;
+  const int ep = ::epoll_create1(EPOLL_CLOEXEC);
+  ASSERT_GE(ep, 0);
+  std::map<int, int> topic_of_fd;
+  for (int t = 0; t < kTopics; ++t) {
+    const std::string topic = "topic" + std::to_string(t);
+    producers.push_back(OpenProducer(topic));
+    consumers.push_back(OpenConsumer(topic));
+    int fd = -1;
+    ASSERT_C_OK(alkaid_consumer_wait_fd(consumers.back(), &fd));
+    int again = -1;
+    ASSERT_C_OK(alkaid_consumer_wait_fd(consumers.back(), &again));
+    EXPECT_EQ(fd, again);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    ASSERT_EQ(::epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev), 0);
+    topic_of_fd[fd] = t;
+    ArrowArray none{};
+    ASSERT_EQ(alkaid_consumer_next(consumers.back(), 0, &none, nullptr, nullptr),
+              ALKAID_TIMED_OUT);  // registers and arms
+  }
+  EXPECT_EQ(alkaid_consumer_wait_fd(nullptr, nullptr), ALKAID_INVALID);
+  EXPECT_EQ(alkaid_consumer_wait_fd(consumers[0], nullptr), ALKAID_INVALID);
+  std::thread publisher([&] {
+    for (int r = 0; r < kRounds; ++r) {
+      for (int t = 0; t < kTopics; ++t) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        ArrowArray a = ExportedBatch(*TestBatch(1000 * t + r, 1));
+        EXPECT_EQ(alkaid_producer_publish(producers[static_cast<size_t>(t)], &a, nullptr),
+                  ALKAID_OK)
+            << alkaid_last_error();
+      }
+    }
+  });
+  std::vector<int64_t> next_id(kTopics);
+  for (int t = 0; t < kTopics; ++t) next_id[static_cast<size_t>(t)] = 1000 * t;
+  int received = 0;
+  int wakes = 0;
+  while (received < kTopics * kRounds) {
+    epoll_event events[kTopics];
+    const int n = ::epoll_wait(ep, events, kTopics, 30000);
+    ASSERT_GT(n, 0) << "no descriptor turned readable with " << received << " batches received";
+    ++wakes;
+    for (int e = 0; e < n; ++e) {
+      const int t = topic_of_fd.at(events[e].data.fd);
+      alkaid_consumer* c = consumers[static_cast<size_t>(t)];
+      for (;;) {
+        ArrowArray out{};
+        const alkaid_status st = alkaid_consumer_next(c, 0, &out, nullptr, nullptr);
+        if (st == ALKAID_TIMED_OUT) break;  // drained, and armed again
+        ASSERT_C_OK(st);
+        const auto* ids = static_cast<const int64_t*>(out.children[0]->buffers[1]);
+        EXPECT_EQ(ids[0], next_id[static_cast<size_t>(t)]++);
+        out.release(&out);
+        ++received;
+      }
+    }
+  }
+  publisher.join();
+  EXPECT_EQ(received, kTopics * kRounds);
+  EXPECT_GT(wakes, 1);
+  // The end comes through the descriptors too (the producers ring them
+  // when they close).
+  for (alkaid_producer* p : producers) ASSERT_C_OK(alkaid_producer_close(p));
+  int ended = 0;
+  std::vector<bool> done(kTopics, false);
+  while (ended < kTopics) {
+    epoll_event events[kTopics];
+    const int n = ::epoll_wait(ep, events, kTopics, 30000);
+    ASSERT_GT(n, 0) << ended << " topics ended";
+    for (int e = 0; e < n; ++e) {
+      const int t = topic_of_fd.at(events[e].data.fd);
+      if (done[static_cast<size_t>(t)]) continue;
+      ArrowArray out{};
+      const alkaid_status st =
+          alkaid_consumer_next(consumers[static_cast<size_t>(t)], 0, &out, nullptr, nullptr);
+      if (st == ALKAID_END_OF_STREAM) {
+        done[static_cast<size_t>(t)] = true;
+        ++ended;
+        ASSERT_EQ(::epoll_ctl(ep, EPOLL_CTL_DEL, events[e].data.fd, nullptr), 0);
+      } else {
+        ASSERT_EQ(st, ALKAID_TIMED_OUT) << alkaid_last_error();
+      }
+    }
+  }
+  ::close(ep);
+  for (alkaid_consumer* c : consumers) ASSERT_C_OK(alkaid_consumer_close(c));
 }
 
 }  // namespace

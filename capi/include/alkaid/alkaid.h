@@ -360,7 +360,9 @@ typedef struct alkaid_batch_info {
  * ALKAID_END_OF_STREAM once every producer the consumer saw has closed or
  * died and everything was read; ALKAID_CANCELLED after
  * alkaid_consumer_cancel. A batch costs no copy and, for a shape seen
- * before, no allocation but the export's. */
+ * before, no allocation but the export's. With timeout 0 after
+ * alkaid_consumer_wait_fd, an ALKAID_TIMED_OUT leaves the descriptor
+ * armed. */
 ALKAID_C_EXPORT alkaid_status alkaid_consumer_next(alkaid_consumer* consumer, int64_t timeout_ms,
                                                    struct ArrowArray* out,
                                                    struct ArrowSchema* out_schema,
@@ -392,6 +394,19 @@ typedef struct alkaid_consumer_stats {
 
 ALKAID_C_EXPORT alkaid_status alkaid_consumer_stats_get(alkaid_consumer* consumer,
                                                         alkaid_consumer_stats* out);
+
+/* A descriptor for poll, select or epoll (level-triggered) that turns
+ * readable when the consumer may have news for next: a batch, a new or
+ * finished producer. For waiting on many topics from one thread: call next
+ * with timeout 0 until it gives ALKAID_TIMED_OUT (which arms the
+ * descriptor), then sleep on the descriptors of every consumer; on
+ * readable, next with timeout 0 again. A next that waits (timeout > 0)
+ * disarms it. Producers wake it directly (a byte into a pipe of this
+ * consumer, as they would wake a futex), which needs them to run as the
+ * same user; a producer that dies wakes it only through the broker, a
+ * little later, so sleep with a timeout (100 ms, say). Owned by the
+ * consumer: do not close it. */
+ALKAID_C_EXPORT alkaid_status alkaid_consumer_wait_fd(alkaid_consumer* consumer, int* fd);
 
 /* Cancels the consumer, from any thread (the one call on a consumer that
  * may run beside another): a next waiting now returns ALKAID_CANCELLED
