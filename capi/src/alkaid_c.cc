@@ -412,9 +412,9 @@ const char* alkaid_status_name(alkaid_status status) {
     case ALKAID_CANCELLED:
       return "Cancelled";
     case ALKAID_UNKNOWN:
+    default:
       return "Unknown";
   }
-  return "Unknown";
 }
 
 const char* alkaid_last_error(void) { return last_error.c_str(); }

@@ -137,7 +137,11 @@ typedef enum alkaid_status {
   ALKAID_PERMISSION_DENIED = 12,  /* the caller may not do this */
   ALKAID_END_OF_STREAM = 13,      /* the topic has ended: not a failure */
   ALKAID_CANCELLED = 14,          /* stopped by a *_cancel call */
-  ALKAID_UNKNOWN = 15             /* anything else */
+  ALKAID_UNKNOWN = 15,            /* anything else */
+  /* Not a status: gives the enum the range of int32_t, so that any value a
+   * caller passes (each function checks it) has defined behaviour. The
+   * other enums below end the same way. */
+  ALKAID_STATUS_ENUM_INT32 = 0x7fffffff
 } alkaid_status;
 
 /* "OK", "Invalid", "TimedOut", ...: a static string ("Unknown" for a value
@@ -154,29 +158,33 @@ ALKAID_C_EXPORT const char* alkaid_last_error(void);
 /* What a producer does when a consumer has not read the oldest slot. */
 typedef enum alkaid_policy {
   ALKAID_POLICY_BLOCK_PRODUCER = 1, /* wait for it, up to publish_timeout_ms */
-  ALKAID_POLICY_DROP_OLDEST = 2     /* overwrite; the consumer sees a gap count */
+  ALKAID_POLICY_DROP_OLDEST = 2,    /* overwrite; the consumer sees a gap count */
+  ALKAID_POLICY_ENUM_INT32 = 0x7fffffff
 } alkaid_policy;
 
 /* Whether a producer's arena is backed by transparent huge pages. */
 typedef enum alkaid_huge_pages {
   ALKAID_HUGE_PAGES_OFF = 0,
-  ALKAID_HUGE_PAGES_TRY = 1,    /* huge pages if the kernel gives them */
-  ALKAID_HUGE_PAGES_REQUIRE = 2 /* or open fails naming the cause */
+  ALKAID_HUGE_PAGES_TRY = 1,     /* huge pages if the kernel gives them */
+  ALKAID_HUGE_PAGES_REQUIRE = 2, /* or open fails naming the cause */
+  ALKAID_HUGE_PAGES_ENUM_INT32 = 0x7fffffff
 } alkaid_huge_pages;
 
 /* How a consumer waits for the next batch. */
 typedef enum alkaid_wait_mode {
-  ALKAID_WAIT_BUSY_POLL = 0,      /* spin: lowest latency, one core busy */
-  ALKAID_WAIT_BLOCK = 1,          /* sleep on a futex until the producer wakes it */
-  ALKAID_WAIT_SPIN_THEN_BLOCK = 2 /* spin a little, then block (default) */
+  ALKAID_WAIT_BUSY_POLL = 0,       /* spin: lowest latency, one core busy */
+  ALKAID_WAIT_BLOCK = 1,           /* sleep on a futex until the producer wakes it */
+  ALKAID_WAIT_SPIN_THEN_BLOCK = 2, /* spin a little, then block (default) */
+  ALKAID_WAIT_ENUM_INT32 = 0x7fffffff
 } alkaid_wait_mode;
 
 /* What a consumer checks of each batch before returning it
  * (docs/RELIABILITY.md, "Trust between processes"). */
 typedef enum alkaid_verification {
-  ALKAID_VERIFY_STRUCTURE = 0,   /* offsets, lengths and buffer places (default) */
-  ALKAID_VERIFY_FULL = 1,        /* and every value offset and index */
-  ALKAID_VERIFY_PRIVATE_COPY = 2 /* copy out of shared memory, then verify fully */
+  ALKAID_VERIFY_STRUCTURE = 0,    /* offsets, lengths and buffer places (default) */
+  ALKAID_VERIFY_FULL = 1,         /* and every value offset and index */
+  ALKAID_VERIFY_PRIVATE_COPY = 2, /* copy out of shared memory, then verify fully */
+  ALKAID_VERIFY_ENUM_INT32 = 0x7fffffff
 } alkaid_verification;
 
 /* A duration in milliseconds meaning "no limit". */
