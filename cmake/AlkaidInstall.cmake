@@ -11,7 +11,7 @@ install(TARGETS ${_alkaid_targets}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 
 # Public headers only: *_internal.h and generated flatbuffers code never ship.
-foreach(_dir common format libshm broker/client)
+foreach(_dir common format libshm broker/client capi)
   if(EXISTS ${PROJECT_SOURCE_DIR}/${_dir}/include/alkaid)
     install(DIRECTORY ${PROJECT_SOURCE_DIR}/${_dir}/include/alkaid
       DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}

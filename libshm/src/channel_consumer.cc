@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -16,6 +17,7 @@
 #include "channel_internal.h"
 #include "channel_layout_internal.h"
 #include "consumer_returns_internal.h"
+#include "doorbell_internal.h"
 #include "futex_internal.h"
 #include "wait_internal.h"
 
@@ -50,6 +52,7 @@ struct ChannelConsumer::Impl {
   uint32_t producer_pid = 0;
   uint32_t episode = 0;  // waiting episodes: odd while announced
   bool drop = false;
+  internal::DoorbellPipe doorbell;  // made by DoorbellFd
 
   // The extensions mapped (returns->extensions), as the data path looks
   // them up: by table entry, the id mapped there (0: none), where, how big.
@@ -576,6 +579,8 @@ Status ChannelConsumer::WaitForData(Clock::time_point deadline) {
   if (now >= deadline) return Status::OK();
   // Acquire: partner of the producer's release increment before waking.
   const uint32_t seen = state.header->data_futex.load(std::memory_order_acquire);
+  // A futex sleep: no doorbell for this episode (relaxed, as in ArmDoorbell).
+  if (state.doorbell.is_open()) state.own->doorbell.store(0, std::memory_order_relaxed);
   state.episode += 2;
   // seq_cst: the Dekker pair with the producer's seq_cst store of
   // write_sequence before its seq_cst load of this word (WakeSleepers).
@@ -596,6 +601,35 @@ Status ChannelConsumer::WaitForData(Clock::time_point deadline) {
                            ") is gone");
   }
   return Status::OK();
+}
+
+Result<int> ChannelConsumer::DoorbellFd() {
+  Impl& state = *impl_;
+  if (!state.doorbell.is_open() && !state.doorbell.Open()) {
+    return Status::FromErrno(errno, "channel '" + state.name + "': doorbell pipe");
+  }
+  return state.doorbell.read_fd();
+}
+
+Result<bool> ChannelConsumer::ArmDoorbell() {
+  Impl& state = *impl_;
+  if (!state.doorbell.is_open()) {
+    return Status::Invalid("channel '", state.name, "': no doorbell to arm (DoorbellFd makes it)");
+  }
+  state.doorbell.Drain();
+  // Relaxed: the seq_cst store of the odd episode below publishes it. It
+  // tells the producer to ring the doorbell for this episode; WaitForData
+  // clears it for a futex sleep.
+  state.own->doorbell.store(static_cast<uint32_t>(state.doorbell.write_fd()) + 1,
+                            std::memory_order_relaxed);
+  state.episode += 2;
+  // seq_cst: the Dekker pair with the producer's seq_cst store of
+  // write_sequence before its seq_cst load of this word (WakeSleepers), as
+  // in WaitForData: either it sees the odd episode and rings, or we see its
+  // message below.
+  state.own->waiting.store(state.episode | 1, std::memory_order_seq_cst);
+  return state.header->write_sequence.load(std::memory_order_seq_cst) > cursor_ ||
+         state.header->closed.load(std::memory_order_acquire) != 0;
 }
 
 Status ChannelConsumer::ReadShape(uint32_t id, std::vector<std::byte>* out) const {

@@ -232,7 +232,16 @@ struct alignas(kCacheLineSize) ConsumerSegHeaderData {
   // data_futex (seq_cst store; the producer's seq_cst load after its
   // write_sequence store is the Dekker partner).
   std::atomic<uint32_t> waiting;
-  uint8_t pad2[kCacheLineSize - 4];
+  // How the consumer sleeps in its current episode: 1 + the number of its
+  // doorbell pipe's write end in its process (poll/epoll on the read end),
+  // or 0 (the futex). Stored by the consumer (relaxed) before its seq_cst
+  // store of an odd `waiting`, which orders it for the producer (whose
+  // seq_cst load of `waiting` comes first). A producer waking a sleeper
+  // with a doorbell writes a byte into it instead of the futex wake
+  // (docs/SHM_LAYOUT.md, "Doorbells"). It lives in what was padding: 0 in
+  // older segments.
+  std::atomic<uint32_t> doorbell;
+  uint8_t pad2[kCacheLineSize - 8];
   // line 3: close state (kConsumerOpen/Closed/Done), stored with release.
   std::atomic<uint32_t> state;
   uint8_t pad3[kCacheLineSize - 4];

@@ -368,6 +368,12 @@ void ChannelProducer::Close() {
   state.header->closed.store(1, std::memory_order_release);
   state.header->data_futex.fetch_add(1, std::memory_order_release);
   internal::FutexWakeAll(&state.header->data_futex);
+  // Doorbells too, whatever their episode: the end is news for every one.
+  for (uint32_t k : state.consumers.counted_list()) {
+    internal::ConsumerState& c = state.consumers[k];
+    const uint32_t bell = c.header->doorbell.load(std::memory_order_acquire);
+    if (bell != 0) (void)c.doorbell.Ring(internal::RegPid(c.word), bell);
+  }
 }
 
 uint64_t ChannelProducer::next_sequence() const { return impl_->slots.next_sequence; }

@@ -23,6 +23,7 @@
 #include "block_table_internal.h"
 #include "channel_internal.h"
 #include "channel_layout_internal.h"
+#include "doorbell_internal.h"
 
 namespace alkaid::shm::internal {
 
@@ -39,6 +40,7 @@ struct ConsumerState {
   uint32_t return_log2 = 0;
   uint64_t returns_read = 0;
   uint32_t last_woken = 0;  // the waiting episode last woken
+  DoorbellWriter doorbell;  // its doorbell, once rung
 
   /// The cursor it reads from next, as far as the producer can tell (its
   /// segment starts at 0 until it learns its start). `order` is the

@@ -114,7 +114,8 @@ struct ProducerState {
   Status WaitForRoom(uint64_t sequence);
 
   /// After a publish: wakes the consumers that announced they sleep (one
-  /// FUTEX_WAKE for all), each sleeping episode once.
+  /// FUTEX_WAKE for all; a byte into the doorbell of each that waits on
+  /// one), each sleeping episode once.
   void WakeSleepers() {
     bool wake = false;
     for (uint32_t k : consumers.counted_list()) {
@@ -124,7 +125,9 @@ struct ProducerState {
       const uint32_t episode = c.header->waiting.load(std::memory_order_seq_cst);
       if ((episode & 1) != 0 && episode != c.last_woken) {
         c.last_woken = episode;
-        wake = true;
+        // Relaxed: stored before the odd episode this load follows.
+        const uint32_t bell = c.header->doorbell.load(std::memory_order_relaxed);
+        if (bell == 0 || !c.doorbell.Ring(RegPid(c.word), bell)) wake = true;
       }
     }
     if (!wake) return;

@@ -1,6 +1,7 @@
 #include "alkaid/client/consumer.h"
 
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -118,6 +119,37 @@ Status Fill(Result<ReceivedRows>&& r, Item* out) {
   return Status::OK();
 }
 
+// Consumer::WaitFd's epoll set: the doorbell of every producer's channel
+// and the broker connection, brought up to date by each ArmWait.
+struct WaitSet {
+  int epoll = -1;
+  std::vector<int> fds;  // registered
+  WaitSet() = default;
+  WaitSet(const WaitSet&) = delete;
+  WaitSet& operator=(const WaitSet&) = delete;
+  ~WaitSet() {
+    if (epoll >= 0) ::close(epoll);
+  }
+  // Registers exactly `want` (closed descriptors left the set by
+  // themselves).
+  void Sync(const std::vector<int>& want) {
+    for (int fd : fds) {
+      if (std::find(want.begin(), want.end(), fd) == want.end()) {
+        (void)::epoll_ctl(epoll, EPOLL_CTL_DEL, fd, nullptr);
+      }
+    }
+    for (int fd : want) {
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.fd = fd;
+      if (::epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &ev) != 0 && errno == EEXIST) {
+        (void)::epoll_ctl(epoll, EPOLL_CTL_MOD, fd, &ev);
+      }
+    }
+    fds = want;
+  }
+};
+
 }  // namespace
 
 // Everything of a consumer but what it returns: Consumer takes record
@@ -152,6 +184,7 @@ struct internal::ConsumerImpl {
   std::unique_ptr<internal::BrokerConnection> connection;
   uint64_t consumer_id = 0;
   std::vector<Subscription> subs;
+  WaitSet wait_set;                // made by WaitFd
   std::set<std::string> finished;  // channels of producers seen and done
   std::size_t round_robin = 0;
   uint32_t since_maintain = 0;                     // receive attempts since Maintain()
@@ -489,6 +522,30 @@ struct internal::ConsumerImpl {
     }
   }
 
+  // Consumer::ArmWait: every channel's doorbell armed, the set brought up
+  // to date; true if a message may be there already.
+  Result<bool> ArmWait() {
+    if (closed) return Status::Invalid("consumer of '", topic, "' is closed");
+    if (wait_set.epoll < 0) return Status::Invalid("topic '", topic, "': no WaitFd to arm");
+    bool ready = false;
+    std::vector<int> want;
+    for (Subscription& sub : subs) {
+      if (sub.gone) {
+        ready = true;  // the next receive drains and drops it
+        continue;
+      }
+      shm::ChannelConsumer& channel =
+          sub.batches ? sub.batches->mutable_consumer() : sub.rows->mutable_consumer();
+      ALKAID_ASSIGN_OR_RAISE(const int fd, channel.DoorbellFd());
+      ALKAID_ASSIGN_OR_RAISE(const bool there, channel.ArmDoorbell());
+      ready = ready || there;
+      want.push_back(fd);
+    }
+    if (!connection->lost()) want.push_back(connection->fd());
+    wait_set.Sync(want);
+    return ready;
+  }
+
   // A received record batch restricted to the chosen columns: the same
   // column data (zero-copy), a narrower schema.
   Result<format::RecordBatchPtr> Project(format::RecordBatchPtr batch) const {
@@ -670,6 +727,17 @@ Result<format::RecordBatchPtr> Consumer::Next(std::chrono::nanoseconds timeout,
 }
 
 Status Consumer::Close() { return CloseConsumer(*impl_); }
+
+Result<int> Consumer::WaitFd() {
+  if (impl_->wait_set.epoll < 0) {
+    const int fd = ::epoll_create1(EPOLL_CLOEXEC);
+    if (fd < 0) return Status::FromErrno(errno, "topic '" + impl_->topic + "': epoll_create1");
+    impl_->wait_set.epoll = fd;
+  }
+  return impl_->wait_set.epoll;
+}
+
+Result<bool> Consumer::ArmWait() { return impl_->ArmWait(); }
 
 const std::string& Consumer::topic() const { return impl_->topic; }
 const format::SchemaPtr& Consumer::schema() const { return impl_->schema; }

@@ -138,6 +138,7 @@ Result<std::unique_ptr<RowSubscriber>> RowSubscriber::Open(
 }
 
 const shm::ChannelConsumer& RowSubscriber::consumer() const { return *impl_->consumer; }
+shm::ChannelConsumer& RowSubscriber::mutable_consumer() { return *impl_->consumer; }
 
 Result<ReceivedRows> RowSubscriber::Receive(std::chrono::nanoseconds timeout) {
   ALKAID_RETURN_NOT_OK(impl_->consumer->Receive(&impl_->message, timeout));

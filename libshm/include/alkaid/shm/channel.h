@@ -441,6 +441,21 @@ class ALKAID_EXPORT ChannelConsumer {
   /// or not written.
   Status ReadShape(uint32_t id, std::vector<std::byte>* out) const;
 
+  /// The consumer's doorbell (made on the first call, closed with the
+  /// consumer): a descriptor that turns readable when the producer wakes
+  /// this consumer after ArmDoorbell, with a message or its close. For
+  /// waiting on many channels from one thread with poll or epoll instead
+  /// of Receive's futex. The producer opens it through /proc/<this
+  /// pid>/fd, which takes the same user (or CAP_SYS_PTRACE); one that
+  /// cannot wakes the futex instead, so a poll should have a timeout.
+  /// A dead producer rings nothing: the pid check is TryReceive's.
+  Result<int> DoorbellFd();
+  /// Before sleeping on DoorbellFd: reads what it holds and announces the
+  /// sleep, so that the producer's next publish or close rings it. True if
+  /// a message (or the end) is there already: receive instead of sleeping.
+  /// Receive's own waits end the announcement: arm again after them.
+  Result<bool> ArmDoorbell();
+
   /// Stops receiving. Blocks still held return when dropped; the producer
   /// finishes the registration then. Idempotent.
   void Close();

@@ -164,6 +164,8 @@ class ALKAID_EXPORT BatchSubscriber {
   const format::SchemaPtr& schema() const;
   /// The underlying channel consumer (index, sequence, lost count).
   const shm::ChannelConsumer& consumer() const;
+  /// The same, for its doorbell (DoorbellFd, ArmDoorbell).
+  shm::ChannelConsumer& mutable_consumer();
 
   /// Messages decoded through the decode cache: a shape id seen before, or
   /// metadata bytes (and body length) equal to those of a message decoded

@@ -235,6 +235,23 @@ class ALKAID_EXPORT Consumer {
   static Status ExportStream(std::unique_ptr<Consumer> consumer, ArrowArrayStream* out,
                              const StreamExportOptions& options = {});
 
+  /// A descriptor for poll, select or epoll (level-triggered; an epoll
+  /// set, so it nests in the caller's) that turns readable when this
+  /// consumer may have news for Next after ArmWait: a batch, a new or
+  /// finished producer, a broker event. For waiting on many topics from
+  /// one thread: drain each with TryNext, ArmWait, then sleep on the
+  /// descriptors. Made on the first call; owned by the consumer (do not
+  /// close it). Producers ring it through their channel's doorbell
+  /// (shm::ChannelConsumer::DoorbellFd), which needs them to run as the
+  /// same user; a producer that dies rings nothing (the broker tells the
+  /// connection, a little later): sleep with a timeout.
+  Result<int> WaitFd();
+  /// Before sleeping on WaitFd: arms every producer's doorbell and brings
+  /// the descriptor's set up to date. True if a batch may be there already
+  /// (call TryNext instead of sleeping). Next and TryNext's own waits end
+  /// the arming: arm again before each sleep.
+  Result<bool> ArmWait();
+
   /// Detaches from the broker and the channels. Idempotent.
   Status Close();
 

@@ -150,6 +150,8 @@ class ALKAID_EXPORT RowSubscriber {
   Result<ReceivedRows> TryReceive();
 
   const shm::ChannelConsumer& consumer() const;
+  /// The same, for its doorbell (DoorbellFd, ArmDoorbell).
+  shm::ChannelConsumer& mutable_consumer();
 
  private:
   struct Impl;

@@ -1,0 +1,816 @@
+// The C ABI (alkaid/alkaid.h) over the C++ client library. Every entry point
+// catches what C++ could throw (only allocation failures, in practice) and
+// turns every Status into a code plus the thread's last-error message.
+
+#include "alkaid/alkaid.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <exception>
+#include <limits>
+#include <memory>
+#include <new>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+#include "alkaid/client/broker_client.h"
+#include "alkaid/client/consumer.h"
+#include "alkaid/client/producer.h"
+#include "alkaid/client/shm_batch_pool.h"
+#include "alkaid/common/status.h"
+#include "alkaid/format/bit_util.h"
+#include "alkaid/format/buffer.h"
+#include "alkaid/format/c_data.h"
+#include "alkaid/format/record_batch.h"
+#include "alkaid/format/type.h"
+#include "alkaid/format/validate.h"
+
+#ifndef ALKAID_VERSION_STRING
+#define ALKAID_VERSION_STRING "unknown"
+#endif
+
+namespace client = alkaid::client;
+namespace format = alkaid::format;
+using alkaid::Status;
+using alkaid::StatusCode;
+
+// The C codes are the C++ codes, number for number.
+static_assert(static_cast<int>(StatusCode::kOk) == ALKAID_OK);
+static_assert(static_cast<int>(StatusCode::kInvalid) == ALKAID_INVALID);
+static_assert(static_cast<int>(StatusCode::kKeyError) == ALKAID_KEY_ERROR);
+static_assert(static_cast<int>(StatusCode::kCapacityError) == ALKAID_CAPACITY_ERROR);
+static_assert(static_cast<int>(StatusCode::kIOError) == ALKAID_IO_ERROR);
+static_assert(static_cast<int>(StatusCode::kSerializationError) == ALKAID_SERIALIZATION_ERROR);
+static_assert(static_cast<int>(StatusCode::kTimedOut) == ALKAID_TIMED_OUT);
+static_assert(static_cast<int>(StatusCode::kEndOfStream) == ALKAID_END_OF_STREAM);
+static_assert(static_cast<int>(StatusCode::kCancelled) == ALKAID_CANCELLED);
+static_assert(static_cast<int>(StatusCode::kUnknown) == ALKAID_UNKNOWN);
+
+struct alkaid_producer {
+  std::unique_ptr<client::Producer> producer;
+  std::stop_source stop;
+};
+
+struct alkaid_consumer {
+  std::unique_ptr<client::Consumer> consumer;
+  uint64_t max_held = 0;
+  bool wait_fd = false;  // alkaid_consumer_wait_fd was called: next(0) arms it
+  // Set by alkaid_consumer_cancel on any thread; read by next between its
+  // slices (relaxed: the flag orders nothing else).
+  std::atomic<bool> cancelled{false};
+};
+
+struct alkaid_broker {
+  std::unique_ptr<client::BrokerClient> client;
+};
+
+struct alkaid_topic_list {
+  std::vector<client::TopicStatus> topics;
+  std::vector<alkaid_topic_info> infos;  // names point into `topics`
+};
+
+namespace {
+
+thread_local std::string last_error;
+
+alkaid_status Fail(const Status& status) {
+  last_error = status.message();
+  return static_cast<alkaid_status>(status.code());
+}
+
+alkaid_status Fail(alkaid_status code, const std::string& message) {
+  last_error = message;
+  return code;
+}
+
+// Runs `body` (returning a Status) with nothing thrown past the interface.
+template <typename F>
+alkaid_status Guard(const char* function, F&& body) noexcept {
+  try {
+    const Status st = body();
+    return st.ok() ? ALKAID_OK : Fail(st);
+  } catch (const std::bad_alloc&) {
+    return Fail(ALKAID_OUT_OF_MEMORY, std::string(function) + ": out of memory");
+  } catch (const std::exception& e) {
+    return Fail(ALKAID_UNKNOWN, std::string(function) + ": " + e.what());
+  } catch (...) {
+    return Fail(ALKAID_UNKNOWN, std::string(function) + ": unknown C++ exception");
+  }
+}
+
+// Every Arrow struct passed in is taken, also on an error found before the
+// import that would have released it.
+void Drop(ArrowSchema* s) {
+  if (s != nullptr && s->release != nullptr) s->release(s);
+}
+void Drop(ArrowArray* a) {
+  if (a != nullptr && a->release != nullptr) a->release(a);
+}
+
+std::chrono::milliseconds Millis(int64_t ms, std::chrono::milliseconds fallback) {
+  if (ms == ALKAID_FOREVER) return std::chrono::milliseconds::max();
+  if (ms < 0) return fallback;
+  return std::chrono::milliseconds(ms);
+}
+
+Status NullArgument(const char* function, const char* what) {
+  return Status::Invalid(function, ": ", what, " is NULL");
+}
+
+// ---- loans ----------------------------------------------------------------
+
+// Which loanable layout a column has.
+enum class LoanLayout : uint8_t { kFixed, kVariable };
+
+struct LoanColumn {
+  format::FieldPtr field;
+  LoanLayout layout = LoanLayout::kFixed;
+  int offset_width = 0;  // kVariable: 4 or 8
+  // In the C Data Interface's order: validity (null for a non-nullable
+  // field), values or offsets, value bytes.
+  std::vector<std::shared_ptr<format::Buffer>> buffers;
+  int64_t null_count = -1;  // -1: not set, counted at publish
+};
+
+constexpr int64_t kAlign = 64;
+
+int64_t Padded(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+Status CheckedMul(int64_t a, int64_t b, const std::string& what, int64_t* out) {
+  if (__builtin_mul_overflow(a, b, out)) return Status::CapacityError(what, " overflows 64 bits");
+  return Status::OK();
+}
+
+}  // namespace
+
+struct alkaid_loan {
+  alkaid_producer* producer = nullptr;
+  std::unique_ptr<client::ShmBatchPool> pool;
+  int64_t rows = 0;
+  std::vector<LoanColumn> columns;
+};
+
+namespace {
+
+// The sizes of a loaned column's buffers for `rows` rows.
+Status LoanSizes(const format::Field& field, int column, int64_t rows, int64_t var_bytes,
+                 LoanColumn* col, std::vector<int64_t>* sizes) {
+  const format::DataType& type = *field.type();
+  const int64_t bitmap = (rows + 7) / 8;
+  sizes->push_back(field.nullable() ? bitmap : -1);
+  const std::string where = "column " + std::to_string(column) + " ('" + field.name() + "')";
+  if (format::IsFixedWidth(type.id())) {
+    col->layout = LoanLayout::kFixed;
+    const auto& spec = type.layout().buffers.at(1);
+    if (spec.kind == format::DataTypeLayout::BufferKind::kBitmap) {
+      sizes->push_back(bitmap);
+    } else {
+      int64_t bytes = 0;
+      ALKAID_RETURN_NOT_OK(CheckedMul(rows, spec.byte_width, where + "'s values", &bytes));
+      sizes->push_back(bytes);
+    }
+    return Status::OK();
+  }
+  if (format::IsBinaryLike(type.id()) || format::IsLargeBinaryLike(type.id())) {
+    col->layout = LoanLayout::kVariable;
+    col->offset_width = format::IsLargeBinaryLike(type.id()) ? 8 : 4;
+    if (var_bytes < 0) {
+      return Status::Invalid(where, ": var_data_bytes is ", var_bytes, ", below 0");
+    }
+    if (col->offset_width == 4 && var_bytes > std::numeric_limits<int32_t>::max()) {
+      return Status::CapacityError(where, ": ", var_bytes, " value bytes do not fit the ",
+                                   type.ToString(), " offsets (int32); use a large type");
+    }
+    int64_t offsets = 0;
+    ALKAID_RETURN_NOT_OK(CheckedMul(rows + 1, col->offset_width, where + "'s offsets", &offsets));
+    sizes->push_back(offsets);
+    sizes->push_back(var_bytes);
+    return Status::OK();
+  }
+  return Status::NotImplemented(where, " is of type ", type.ToString(),
+                                ", which a loan cannot lay out (fixed-width, binary and string "
+                                "columns only): publish such batches with "
+                                "alkaid_producer_publish");
+}
+
+Status MakeLoan(alkaid_producer* producer, int64_t rows, const int64_t* var_data_bytes,
+                size_t n_columns, alkaid_loan** out) {
+  const char* fn = "alkaid_producer_loan";
+  if (producer == nullptr) return NullArgument(fn, "the producer");
+  if (out == nullptr) return NullArgument(fn, "out");
+  if (rows < 0) return Status::Invalid(fn, ": rows is ", rows, ", below 0");
+  const format::Schema& schema = *producer->producer->schema();
+  const auto fields = static_cast<size_t>(schema.num_fields());
+  if (var_data_bytes != nullptr && n_columns != fields) {
+    return Status::Invalid(fn, ": var_data_bytes has ", n_columns, " entries; the topic '",
+                           producer->producer->topic(), "' has ", fields, " columns");
+  }
+  if (var_data_bytes == nullptr && n_columns != 0) {
+    return Status::Invalid(fn, ": var_data_bytes is NULL but n_columns is ", n_columns);
+  }
+  auto loan = std::make_unique<alkaid_loan>();
+  loan->producer = producer;
+  loan->rows = rows;
+  loan->columns.resize(fields);
+  std::vector<std::vector<int64_t>> sizes(fields);
+  int64_t region = 0;
+  for (size_t i = 0; i < fields; ++i) {
+    const int64_t var = var_data_bytes != nullptr ? var_data_bytes[i] : 0;
+    loan->columns[i].field = schema.field(static_cast<int>(i));
+    ALKAID_RETURN_NOT_OK(LoanSizes(*schema.field(static_cast<int>(i)), static_cast<int>(i), rows,
+                                   var, &loan->columns[i], &sizes[i]));
+    for (const int64_t s : sizes[i]) {
+      if (s < 0) continue;
+      if (__builtin_add_overflow(region, Padded(s), &region)) {
+        return Status::CapacityError(fn, ": a batch of ", rows, " rows overflows 64 bits");
+      }
+    }
+  }
+  // Room for the batch's Message, which goes after the buffers when it is
+  // too large for the slot (a wide schema's first batch).
+  const int64_t metadata = 1024 + 256 * static_cast<int64_t>(fields);
+  if (__builtin_add_overflow(region, metadata, &region)) {
+    return Status::CapacityError(fn, ": a batch of ", rows, " rows overflows 64 bits");
+  }
+  ALKAID_ASSIGN_OR_RAISE(loan->pool,
+                         producer->producer->NewBatchPool(static_cast<uint64_t>(region)));
+  for (size_t i = 0; i < fields; ++i) {
+    LoanColumn& col = loan->columns[i];
+    for (size_t b = 0; b < sizes[i].size(); ++b) {
+      if (sizes[i][b] < 0) {
+        col.buffers.push_back(nullptr);
+        continue;
+      }
+      ALKAID_ASSIGN_OR_RAISE(auto buffer, format::AllocateBuffer(sizes[i][b], loan->pool.get()));
+      auto* data = buffer->mutable_data();
+      const auto n = static_cast<size_t>(sizes[i][b]);
+      // Validity starts all valid, offsets all 0: an untouched column is a
+      // valid one. Value bytes are left as the arena holds them.
+      if (n > 0 && b == 0) std::memset(data, 0xff, n);
+      if (n > 0 && b == 1 && col.layout == LoanLayout::kVariable) std::memset(data, 0, n);
+      col.buffers.push_back(std::move(buffer));
+    }
+  }
+  *out = loan.release();
+  return Status::OK();
+}
+
+template <typename Offset>
+Status CheckOffsets(const LoanColumn& col, int column, int64_t rows) {
+  const auto* offsets = col.buffers[1]->data_as<Offset>();
+  const int64_t bytes = col.buffers[2]->size();
+  if (offsets[0] < 0) {
+    return Status::Invalid("column ", column, " ('", col.field->name(), "'): offset 0 is ",
+                           offsets[0], ", below 0");
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    if (offsets[r + 1] < offsets[r]) {
+      return Status::Invalid("column ", column, " ('", col.field->name(), "'): offset ", r + 1,
+                             " is ", offsets[r + 1], ", below offset ", r, " (", offsets[r], ")");
+    }
+  }
+  if (offsets[rows] > bytes) {
+    return Status::Invalid("column ", column, " ('", col.field->name(), "'): offset ", rows, " is ",
+                           offsets[rows], ", past the ", bytes, " value bytes loaned");
+  }
+  return Status::OK();
+}
+
+Status PublishLoan(alkaid_producer* producer, alkaid_loan* loan) {
+  const char* fn = "alkaid_producer_publish_loan";
+  if (producer == nullptr) return NullArgument(fn, "the producer");
+  if (loan == nullptr) return NullArgument(fn, "the loan");
+  if (loan->producer != producer) {
+    return Status::Invalid(fn, ": the loan belongs to another producer");
+  }
+  const int64_t rows = loan->rows;
+  std::vector<format::ArrayDataPtr> columns;
+  columns.reserve(loan->columns.size());
+  for (size_t i = 0; i < loan->columns.size(); ++i) {
+    const LoanColumn& col = loan->columns[i];
+    const int c = static_cast<int>(i);
+    if (col.layout == LoanLayout::kVariable) {
+      ALKAID_RETURN_NOT_OK(col.offset_width == 4 ? CheckOffsets<int32_t>(col, c, rows)
+                                                 : CheckOffsets<int64_t>(col, c, rows));
+    }
+    int64_t nulls = 0;
+    if (col.buffers[0] != nullptr) {
+      nulls = rows - format::bit_util::CountSetBits(col.buffers[0]->data(), 0, rows);
+      if (col.null_count >= 0 && col.null_count != nulls) {
+        return Status::Invalid("column ", c, " ('", col.field->name(), "'): null count ",
+                               col.null_count, " set, but its validity bitmap has ", nulls,
+                               " nulls");
+      }
+    }
+    columns.push_back(format::ArrayData::Make(col.field->type(), rows, col.buffers, nulls));
+  }
+  ALKAID_ASSIGN_OR_RAISE(auto batch, format::RecordBatch::Make(producer->producer->schema(), rows,
+                                                               std::move(columns)));
+  ALKAID_RETURN_NOT_OK(format::Validate(*batch));
+  ALKAID_RETURN_NOT_OK(producer->producer->Publish(*batch, loan->pool.get()));
+  delete loan;
+  return Status::OK();
+}
+
+// How long one wait of next lasts before it looks at the cancel flag.
+constexpr auto kCancelSlice = std::chrono::milliseconds(5);
+
+Status Next(alkaid_consumer* consumer, int64_t timeout_ms, ArrowArray* out, ArrowSchema* out_schema,
+            alkaid_batch_info* info) {
+  const char* fn = "alkaid_consumer_next";
+  if (consumer == nullptr) return NullArgument(fn, "the consumer");
+  if (out == nullptr) return NullArgument(fn, "out");
+  if (timeout_ms < 0 && timeout_ms != ALKAID_FOREVER) {
+    return Status::Invalid(fn, ": timeout_ms is ", timeout_ms);
+  }
+  client::Consumer& c = *consumer->consumer;
+  // Refused before receiving, so that no batch is taken and lost.
+  if (consumer->max_held > 0 && c.stats().exported_held >= consumer->max_held) {
+    return Status::CapacityError(fn, ": topic '", c.topic(), "': ", consumer->max_held,
+                                 " batches held (max_held_batches); release one first");
+  }
+  using Clock = std::chrono::steady_clock;
+  const bool forever = timeout_ms == ALKAID_FOREVER;
+  const auto deadline =
+      forever ? Clock::time_point::max() : Clock::now() + std::chrono::milliseconds(timeout_ms);
+  client::BatchOrigin origin;
+  alkaid::Result<format::RecordBatchPtr> batch = format::RecordBatchPtr{};
+  for (;;) {
+    if (consumer->cancelled.load(std::memory_order_relaxed)) {
+      return Status::Cancelled("topic '", c.topic(), "': the consumer was cancelled");
+    }
+    const auto now = Clock::now();
+    const auto left = forever ? std::chrono::nanoseconds(kCancelSlice)
+                              : std::max(std::chrono::nanoseconds(0), deadline - now);
+    batch = c.Next(std::min<std::chrono::nanoseconds>(left, kCancelSlice), &origin);
+    if (batch.ok() || !batch.status().IsTimedOut() || Clock::now() >= deadline) break;
+  }
+  // Nothing there: arm the descriptor before saying so. A message that came
+  // meanwhile is taken instead (a few times at most: each one found is
+  // returned).
+  if (timeout_ms == 0 && consumer->wait_fd && !batch.ok() && batch.status().IsTimedOut()) {
+    for (int attempt = 0; attempt < 4 && !batch.ok() && batch.status().IsTimedOut(); ++attempt) {
+      ALKAID_ASSIGN_OR_RAISE(const bool ready, c.ArmWait());
+      if (!ready) break;
+      batch = c.Next(std::chrono::nanoseconds(0), &origin);
+    }
+  }
+  if (!batch.ok()) return batch.status();
+  ALKAID_RETURN_NOT_OK(c.ExportBatch(*batch, out, out_schema));
+  if (info != nullptr) {
+    info->producer_id = origin.producer_id;
+    info->producer_pid = origin.producer_pid;
+    info->sequence = origin.sequence;
+    info->lost_before = origin.lost_before;
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+// ---- versions and errors ----------------------------------------------------
+
+extern "C" {
+
+int32_t alkaid_version(void) { return ALKAID_C_API_VERSION; }
+
+const char* alkaid_version_string(void) { return ALKAID_VERSION_STRING; }
+
+const char* alkaid_status_name(alkaid_status status) {
+  switch (status) {
+    case ALKAID_OK:
+      return "OK";
+    case ALKAID_INVALID:
+      return "Invalid";
+    case ALKAID_TYPE_ERROR:
+      return "TypeError";
+    case ALKAID_INDEX_ERROR:
+      return "IndexError";
+    case ALKAID_KEY_ERROR:
+      return "KeyError";
+    case ALKAID_CAPACITY_ERROR:
+      return "CapacityError";
+    case ALKAID_OUT_OF_MEMORY:
+      return "OutOfMemory";
+    case ALKAID_IO_ERROR:
+      return "IOError";
+    case ALKAID_NOT_IMPLEMENTED:
+      return "NotImplemented";
+    case ALKAID_SERIALIZATION_ERROR:
+      return "SerializationError";
+    case ALKAID_ALREADY_EXISTS:
+      return "AlreadyExists";
+    case ALKAID_TIMED_OUT:
+      return "TimedOut";
+    case ALKAID_PERMISSION_DENIED:
+      return "PermissionDenied";
+    case ALKAID_END_OF_STREAM:
+      return "EndOfStream";
+    case ALKAID_CANCELLED:
+      return "Cancelled";
+    case ALKAID_UNKNOWN:
+    default:
+      return "Unknown";
+  }
+}
+
+const char* alkaid_last_error(void) { return last_error.c_str(); }
+
+// ---- producer ----------------------------------------------------------------
+
+void alkaid_producer_options_init(alkaid_producer_options* options) {
+  if (options == nullptr) return;
+  *options = alkaid_producer_options{};
+  options->struct_size = sizeof(alkaid_producer_options);
+  options->policy = ALKAID_POLICY_BLOCK_PRODUCER;
+  options->huge_pages = ALKAID_HUGE_PAGES_OFF;
+  options->publish_timeout_ms = 5000;
+  options->wait_for_consumers_ms = 10000;
+  options->drain_timeout_ms = 5000;
+}
+
+alkaid_status alkaid_producer_open(const char* topic, ArrowSchema* schema,
+                                   const alkaid_producer_options* options, alkaid_producer** out) {
+  return Guard(__func__, [&]() -> Status {
+    const char* fn = "alkaid_producer_open";
+    if (topic == nullptr || out == nullptr) {
+      Drop(schema);
+      return NullArgument(fn, topic == nullptr ? "the topic" : "out");
+    }
+    if (schema == nullptr) return NullArgument(fn, "the schema");
+    alkaid_producer_options opts;
+    alkaid_producer_options_init(&opts);
+    if (options != nullptr) {
+      if (options->struct_size != sizeof(alkaid_producer_options)) {
+        Drop(schema);
+        return Status::Invalid(fn, ": options->struct_size is ", options->struct_size, ", not ",
+                               sizeof(alkaid_producer_options),
+                               " (initialise it with alkaid_producer_options_init)");
+      }
+      opts = *options;
+    }
+    if (opts.policy != ALKAID_POLICY_BLOCK_PRODUCER && opts.policy != ALKAID_POLICY_DROP_OLDEST) {
+      Drop(schema);
+      return Status::Invalid(fn, ": policy ", static_cast<int>(opts.policy), " is not a policy");
+    }
+    if (opts.huge_pages < ALKAID_HUGE_PAGES_OFF || opts.huge_pages > ALKAID_HUGE_PAGES_REQUIRE) {
+      Drop(schema);
+      return Status::Invalid(fn, ": huge_pages ", static_cast<int>(opts.huge_pages),
+                             " is not a setting");
+    }
+    auto imported = format::ImportSchema(schema);
+    if (!imported.ok()) return imported.status().WithContext(std::string(fn) + ": the schema");
+    auto handle = std::make_unique<alkaid_producer>();
+    client::ProducerOptions po;
+    if (opts.socket_path != nullptr) po.socket_path = opts.socket_path;
+    po.topic.slot_count = opts.slot_count;
+    po.topic.arena_bytes = opts.arena_bytes;
+    po.topic.max_arena_bytes = opts.max_arena_bytes;
+    po.topic.policy = static_cast<alkaid::shm::SlowConsumerPolicy>(opts.policy);
+    po.huge_pages = static_cast<alkaid::shm::HugePages>(opts.huge_pages);
+    po.publish_timeout = Millis(opts.publish_timeout_ms, po.publish_timeout);
+    po.wait_for_consumers = Millis(opts.wait_for_consumers_ms, po.wait_for_consumers);
+    po.drain_timeout = Millis(opts.drain_timeout_ms, po.drain_timeout);
+    po.stop = handle->stop.get_token();
+    ALKAID_ASSIGN_OR_RAISE(handle->producer, client::Producer::Open(topic, *imported, po));
+    *out = handle.release();
+    return Status::OK();
+  });
+}
+
+alkaid_status alkaid_producer_publish(alkaid_producer* producer, ArrowArray* array,
+                                      ArrowSchema* schema) {
+  return Guard(__func__, [&]() -> Status {
+    const char* fn = "alkaid_producer_publish";
+    if (producer == nullptr || array == nullptr) {
+      Drop(array);
+      Drop(schema);
+      return NullArgument(fn, producer == nullptr ? "the producer" : "the array");
+    }
+    if (array->release == nullptr) {
+      Drop(schema);
+      return Status::Invalid(fn, ": the ArrowArray was already released");
+    }
+    return producer->producer->PublishArrowArray(array, schema);
+  });
+}
+
+alkaid_status alkaid_producer_schema(alkaid_producer* producer, ArrowSchema* out) {
+  return Guard(__func__, [&]() -> Status {
+    if (producer == nullptr) return NullArgument("alkaid_producer_schema", "the producer");
+    if (out == nullptr) return NullArgument("alkaid_producer_schema", "out");
+    return format::ExportSchema(*producer->producer->schema(), out);
+  });
+}
+
+alkaid_status alkaid_producer_stats_get(alkaid_producer* producer, alkaid_producer_stats* out) {
+  return Guard(__func__, [&]() -> Status {
+    if (producer == nullptr) return NullArgument("alkaid_producer_stats_get", "the producer");
+    if (out == nullptr) return NullArgument("alkaid_producer_stats_get", "out");
+    const client::ProducerStats s = producer->producer->stats();
+    out->published = s.published;
+    out->copied_bytes = s.copied_bytes;
+    out->held_by_consumers = s.held_by_consumers;
+    out->arena_bytes_free = s.arena_bytes_free;
+    return Status::OK();
+  });
+}
+
+alkaid_status alkaid_producer_cancel(alkaid_producer* producer) {
+  return Guard(__func__, [&]() -> Status {
+    if (producer == nullptr) return NullArgument("alkaid_producer_cancel", "the producer");
+    producer->stop.request_stop();
+    return Status::OK();
+  });
+}
+
+alkaid_status alkaid_producer_close(alkaid_producer* producer) {
+  if (producer == nullptr) return ALKAID_OK;
+  const alkaid_status st = Guard(__func__, [&]() { return producer->producer->Close(); });
+  delete producer;
+  return st;
+}
+
+// ---- loans ----------------------------------------------------------------------
+
+alkaid_status alkaid_producer_loan(alkaid_producer* producer, int64_t rows,
+                                   const int64_t* var_data_bytes, size_t n_columns,
+                                   alkaid_loan** out) {
+  return Guard(__func__,
+               [&]() { return MakeLoan(producer, rows, var_data_bytes, n_columns, out); });
+}
+
+alkaid_status alkaid_loan_buffer(alkaid_loan* loan, int32_t column, int32_t buffer, void** data,
+                                 int64_t* size) {
+  return Guard(__func__, [&]() -> Status {
+    const char* fn = "alkaid_loan_buffer";
+    if (loan == nullptr) return NullArgument(fn, "the loan");
+    if (data == nullptr || size == nullptr)
+      return NullArgument(fn, data == nullptr ? "data" : "size");
+    if (column < 0 || static_cast<size_t>(column) >= loan->columns.size()) {
+      return Status::IndexError(fn, ": column ", column, " of a batch of ", loan->columns.size(),
+                                " columns");
+    }
+    const LoanColumn& col = loan->columns[static_cast<size_t>(column)];
+    if (buffer < 0 || static_cast<size_t>(buffer) >= col.buffers.size()) {
+      return Status::IndexError(fn, ": buffer ", buffer, " of column ", column, " ('",
+                                col.field->name(), "', ", col.field->type()->ToString(),
+                                "), which has ", col.buffers.size());
+    }
+    const auto& b = col.buffers[static_cast<size_t>(buffer)];
+    *data = b != nullptr ? b->mutable_data() : nullptr;
+    *size = b != nullptr ? b->size() : 0;
+    return Status::OK();
+  });
+}
+
+alkaid_status alkaid_loan_set_null_count(alkaid_loan* loan, int32_t column, int64_t null_count) {
+  return Guard(__func__, [&]() -> Status {
+    const char* fn = "alkaid_loan_set_null_count";
+    if (loan == nullptr) return NullArgument(fn, "the loan");
+    if (column < 0 || static_cast<size_t>(column) >= loan->columns.size()) {
+      return Status::IndexError(fn, ": column ", column, " of a batch of ", loan->columns.size(),
+                                " columns");
+    }
+    LoanColumn& col = loan->columns[static_cast<size_t>(column)];
+    if (null_count < 0 || null_count > loan->rows) {
+      return Status::Invalid(fn, ": null count ", null_count, " of column ", column,
+                             " outside [0, ", loan->rows, "]");
+    }
+    if (col.buffers[0] == nullptr && null_count != 0) {
+      return Status::Invalid(fn, ": column ", column, " ('", col.field->name(),
+                             "') is not nullable; its null count is 0");
+    }
+    col.null_count = null_count;
+    return Status::OK();
+  });
+}
+
+alkaid_status alkaid_producer_publish_loan(alkaid_producer* producer, alkaid_loan* loan) {
+  return Guard(__func__, [&]() { return PublishLoan(producer, loan); });
+}
+
+void alkaid_loan_discard(alkaid_loan* loan) { delete loan; }
+
+// ---- consumer ----------------------------------------------------------------------
+
+void alkaid_consumer_options_init(alkaid_consumer_options* options) {
+  if (options == nullptr) return;
+  *options = alkaid_consumer_options{};
+  options->struct_size = sizeof(alkaid_consumer_options);
+  options->wait_mode = ALKAID_WAIT_SPIN_THEN_BLOCK;
+  options->verification = ALKAID_VERIFY_STRUCTURE;
+}
+
+alkaid_status alkaid_consumer_open(const char* topic, const alkaid_consumer_options* options,
+                                   alkaid_consumer** out) {
+  return Guard(__func__, [&]() -> Status {
+    const char* fn = "alkaid_consumer_open";
+    if (topic == nullptr) return NullArgument(fn, "the topic");
+    if (out == nullptr) return NullArgument(fn, "out");
+    alkaid_consumer_options opts;
+    alkaid_consumer_options_init(&opts);
+    if (options != nullptr) {
+      if (options->struct_size != sizeof(alkaid_consumer_options)) {
+        return Status::Invalid(fn, ": options->struct_size is ", options->struct_size, ", not ",
+                               sizeof(alkaid_consumer_options),
+                               " (initialise it with alkaid_consumer_options_init)");
+      }
+      opts = *options;
+    }
+    client::ConsumerOptions co;
+    if (opts.socket_path != nullptr) co.socket_path = opts.socket_path;
+    if (opts.wait_for_topic_ms < 0 && opts.wait_for_topic_ms != ALKAID_FOREVER) {
+      return Status::Invalid(fn, ": wait_for_topic_ms is ", opts.wait_for_topic_ms);
+    }
+    co.wait_for_topic = Millis(opts.wait_for_topic_ms, std::chrono::milliseconds(0));
+    co.from_oldest = opts.from_oldest != 0;
+    if (opts.n_columns > 0 && opts.columns == nullptr) {
+      return Status::Invalid(fn, ": columns is NULL but n_columns is ", opts.n_columns);
+    }
+    for (size_t i = 0; i < opts.n_columns; ++i) {
+      if (opts.columns[i] == nullptr) return Status::Invalid(fn, ": column name ", i, " is NULL");
+      co.columns.emplace_back(opts.columns[i]);
+    }
+    switch (opts.wait_mode) {
+      case ALKAID_WAIT_BUSY_POLL:
+        co.wait_mode = alkaid::shm::WaitMode::kBusyPoll;
+        break;
+      case ALKAID_WAIT_BLOCK:
+        co.wait_mode = alkaid::shm::WaitMode::kBlock;
+        break;
+      case ALKAID_WAIT_SPIN_THEN_BLOCK:
+        co.wait_mode = alkaid::shm::WaitMode::kSpinThenBlock;
+        break;
+      default:
+        return Status::Invalid(fn, ": wait_mode ", static_cast<int>(opts.wait_mode),
+                               " is not a wait mode");
+    }
+    switch (opts.verification) {
+      case ALKAID_VERIFY_STRUCTURE:
+        co.verification = client::Verification::kStructure;
+        break;
+      case ALKAID_VERIFY_FULL:
+        co.verification = client::Verification::kFull;
+        break;
+      case ALKAID_VERIFY_PRIVATE_COPY:
+        co.verification = client::Verification::kPrivateCopy;
+        break;
+      default:
+        return Status::Invalid(fn, ": verification ", static_cast<int>(opts.verification),
+                               " is not a verification mode");
+    }
+    co.max_exported_batches = opts.max_held_batches;
+    auto handle = std::make_unique<alkaid_consumer>();
+    handle->max_held = opts.max_held_batches;
+    ALKAID_ASSIGN_OR_RAISE(handle->consumer, client::Consumer::Open(topic, co));
+    *out = handle.release();
+    return Status::OK();
+  });
+}
+
+alkaid_status alkaid_consumer_next(alkaid_consumer* consumer, int64_t timeout_ms, ArrowArray* out,
+                                   ArrowSchema* out_schema, alkaid_batch_info* info) {
+  return Guard(__func__, [&]() { return Next(consumer, timeout_ms, out, out_schema, info); });
+}
+
+alkaid_status alkaid_consumer_schema(alkaid_consumer* consumer, ArrowSchema* out) {
+  return Guard(__func__, [&]() -> Status {
+    if (consumer == nullptr) return NullArgument("alkaid_consumer_schema", "the consumer");
+    if (out == nullptr) return NullArgument("alkaid_consumer_schema", "out");
+    return format::ExportSchema(*consumer->consumer->schema(), out);
+  });
+}
+
+alkaid_status alkaid_consumer_stream(alkaid_consumer* consumer, int64_t batch_timeout_ms,
+                                     ArrowArrayStream* out) {
+  return Guard(__func__, [&]() -> Status {
+    const char* fn = "alkaid_consumer_stream";
+    if (consumer == nullptr) return NullArgument(fn, "the consumer");
+    if (out == nullptr) return NullArgument(fn, "out");
+    if (batch_timeout_ms < 0 && batch_timeout_ms != ALKAID_FOREVER) {
+      return Status::Invalid(fn, ": batch_timeout_ms is ", batch_timeout_ms);
+    }
+    client::StreamExportOptions so;
+    if (batch_timeout_ms != ALKAID_FOREVER) {
+      so.batch_timeout = std::chrono::milliseconds(batch_timeout_ms);
+    }
+    return consumer->consumer->ExportStream(out, so);
+  });
+}
+
+alkaid_status alkaid_consumer_stats_get(alkaid_consumer* consumer, alkaid_consumer_stats* out) {
+  return Guard(__func__, [&]() -> Status {
+    if (consumer == nullptr) return NullArgument("alkaid_consumer_stats_get", "the consumer");
+    if (out == nullptr) return NullArgument("alkaid_consumer_stats_get", "out");
+    const client::ConsumerStats s = consumer->consumer->stats();
+    out->lost = s.lost;
+    out->held = s.exported_held;
+    out->handed_out = s.exported_total;
+    out->refused = s.exports_refused;
+    out->producers = consumer->consumer->producer_count();
+    return Status::OK();
+  });
+}
+
+alkaid_status alkaid_consumer_wait_fd(alkaid_consumer* consumer, int* fd) {
+  return Guard(__func__, [&]() -> Status {
+    if (consumer == nullptr) return NullArgument("alkaid_consumer_wait_fd", "the consumer");
+    if (fd == nullptr) return NullArgument("alkaid_consumer_wait_fd", "fd");
+    ALKAID_ASSIGN_OR_RAISE(*fd, consumer->consumer->WaitFd());
+    consumer->wait_fd = true;
+    return Status::OK();
+  });
+}
+
+alkaid_status alkaid_consumer_cancel(alkaid_consumer* consumer) {
+  return Guard(__func__, [&]() -> Status {
+    if (consumer == nullptr) return NullArgument("alkaid_consumer_cancel", "the consumer");
+    consumer->cancelled.store(true, std::memory_order_relaxed);
+    return Status::OK();
+  });
+}
+
+alkaid_status alkaid_consumer_close(alkaid_consumer* consumer) {
+  if (consumer == nullptr) return ALKAID_OK;
+  const alkaid_status st = Guard(__func__, [&]() { return consumer->consumer->Close(); });
+  delete consumer;
+  return st;
+}
+
+// ---- broker management ----------------------------------------------------------
+
+alkaid_status alkaid_broker_connect(const char* socket_path, alkaid_broker** out) {
+  return Guard(__func__, [&]() -> Status {
+    if (out == nullptr) return NullArgument("alkaid_broker_connect", "out");
+    auto handle = std::make_unique<alkaid_broker>();
+    ALKAID_ASSIGN_OR_RAISE(
+        handle->client, client::BrokerClient::Connect(socket_path != nullptr ? socket_path : ""));
+    *out = handle.release();
+    return Status::OK();
+  });
+}
+
+alkaid_status alkaid_broker_list_topics(alkaid_broker* broker, alkaid_topic_list** out) {
+  return Guard(__func__, [&]() -> Status {
+    if (broker == nullptr) return NullArgument("alkaid_broker_list_topics", "the broker");
+    if (out == nullptr) return NullArgument("alkaid_broker_list_topics", "out");
+    auto list = std::make_unique<alkaid_topic_list>();
+    ALKAID_ASSIGN_OR_RAISE(list->topics, broker->client->ListTopics());
+    for (const client::TopicStatus& t : list->topics) {
+      alkaid_topic_info info{};
+      info.name = t.name.c_str();
+      info.slot_count = t.slot_count;
+      info.arena_bytes = t.arena_bytes;
+      info.max_arena_bytes = t.max_arena_bytes;
+      info.policy = static_cast<alkaid_policy>(t.policy);
+      info.row_topic = t.kind == client::TopicKind::kUnsafeRow ? 1 : 0;
+      info.producers = t.producers;
+      info.consumers = t.consumers;
+      info.published = t.published;
+      info.depth = t.depth;
+      info.drops = t.drops;
+      info.held = t.held;
+      info.shm_bytes = t.shm_bytes;
+      list->infos.push_back(info);
+    }
+    *out = list.release();
+    return Status::OK();
+  });
+}
+
+void alkaid_broker_close(alkaid_broker* broker) { delete broker; }
+
+size_t alkaid_topic_list_size(const alkaid_topic_list* list) {
+  return list != nullptr ? list->infos.size() : 0;
+}
+
+const alkaid_topic_info* alkaid_topic_list_get(const alkaid_topic_list* list, size_t index) {
+  if (list == nullptr || index >= list->infos.size()) return nullptr;
+  return &list->infos[index];
+}
+
+alkaid_status alkaid_topic_list_schema(const alkaid_topic_list* list, size_t index,
+                                       ArrowSchema* out) {
+  return Guard(__func__, [&]() -> Status {
+    const char* fn = "alkaid_topic_list_schema";
+    if (list == nullptr) return NullArgument(fn, "the list");
+    if (out == nullptr) return NullArgument(fn, "out");
+    if (index >= list->topics.size()) {
+      return Status::IndexError(fn, ": topic ", index, " of ", list->topics.size());
+    }
+    const client::TopicStatus& t = list->topics[index];
+    if (t.schema == nullptr) {
+      return Status::KeyError(fn, ": the broker left the schema of topic '", t.name,
+                              "' out of the list (schemas up to 1 MiB in all)");
+    }
+    return format::ExportSchema(*t.schema, out);
+  });
+}
+
+void alkaid_topic_list_free(alkaid_topic_list* list) { delete list; }
+
+}  // extern "C"
