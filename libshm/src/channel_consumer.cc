@@ -618,14 +618,14 @@ Result<bool> ChannelConsumer::ArmDoorbell() {
   }
   state.doorbell.Drain();
   // Relaxed: the seq_cst store of the odd episode below publishes it. It
-  // tells the producer to ring the doorbell for this episode; WaitForData
+  // tells the producer to sound the doorbell for this episode; WaitForData
   // clears it for a futex sleep.
   state.own->doorbell.store(static_cast<uint32_t>(state.doorbell.write_fd()) + 1,
                             std::memory_order_relaxed);
   state.episode += 2;
   // seq_cst: the Dekker pair with the producer's seq_cst store of
   // write_sequence before its seq_cst load of this word (WakeSleepers), as
-  // in WaitForData: either it sees the odd episode and rings, or we see its
+  // in WaitForData: either it sees the odd episode and sounds the bell, or we see its
   // message below.
   state.own->waiting.store(state.episode | 1, std::memory_order_seq_cst);
   return state.header->write_sequence.load(std::memory_order_seq_cst) > cursor_ ||

@@ -372,7 +372,7 @@ void ChannelProducer::Close() {
   for (uint32_t k : state.consumers.counted_list()) {
     internal::ConsumerState& c = state.consumers[k];
     const uint32_t bell = c.header->doorbell.load(std::memory_order_acquire);
-    if (bell != 0) (void)c.doorbell.Ring(internal::RegPid(c.word), bell);
+    if (bell != 0) (void)c.doorbell.Sound(internal::RegPid(c.word), bell);
   }
 }
 

@@ -32,7 +32,7 @@ void DoorbellWriter::Close() {
   number_ = 0;
 }
 
-bool DoorbellWriter::Ring(uint32_t pid, uint32_t word) {
+bool DoorbellWriter::Sound(uint32_t pid, uint32_t word) {
   if (word == 0) return false;
   if (fd_ < 0 || pid != pid_ || word != number_) {
     Close();

@@ -12,7 +12,7 @@
 namespace alkaid::shm::internal {
 
 /// The producer's end of one consumer's doorbell: opened on the first
-/// ring, kept while the consumer keeps the same number, closed with it.
+/// sound, kept while the consumer keeps the same number, closed with it.
 /// Producer thread only.
 class DoorbellWriter {
  public:
@@ -33,7 +33,7 @@ class DoorbellWriter {
   /// descriptor, not a pipe, no permission to open /proc/<pid>/fd): the
   /// caller then wakes the futex as for any sleeper. A full pipe counts as
   /// rung (the consumer has bytes to read already).
-  bool Ring(uint32_t pid, uint32_t word);
+  bool Sound(uint32_t pid, uint32_t word);
   void Close();
 
  private:

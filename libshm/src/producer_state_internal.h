@@ -127,7 +127,7 @@ struct ProducerState {
         c.last_woken = episode;
         // Relaxed: stored before the odd episode this load follows.
         const uint32_t bell = c.header->doorbell.load(std::memory_order_relaxed);
-        if (bell == 0 || !c.doorbell.Ring(RegPid(c.word), bell)) wake = true;
+        if (bell == 0 || !c.doorbell.Sound(RegPid(c.word), bell)) wake = true;
       }
     }
     if (!wake) return;

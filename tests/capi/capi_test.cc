@@ -842,7 +842,7 @@ TEST_F(CapiTest, EpollWaitsOnSeveralTopicsFromOneThread) {
   publisher.join();
   EXPECT_EQ(received, kTopics * kRounds);
   EXPECT_GT(wakes, 1);
-  // The end comes through the descriptors too (the producers ring them
+  // The end comes through the descriptors too (the producers sound them
   // when they close).
   for (alkaid_producer* p : producers) ASSERT_C_OK(alkaid_producer_close(p));
   int ended = 0;

@@ -448,10 +448,10 @@ class ALKAID_EXPORT ChannelConsumer {
   /// of Receive's futex. The producer opens it through /proc/<this
   /// pid>/fd, which takes the same user (or CAP_SYS_PTRACE); one that
   /// cannot wakes the futex instead, so a poll should have a timeout.
-  /// A dead producer rings nothing: the pid check is TryReceive's.
+  /// A dead producer sounds nothing: the pid check is TryReceive's.
   Result<int> DoorbellFd();
   /// Before sleeping on DoorbellFd: reads what it holds and announces the
-  /// sleep, so that the producer's next publish or close rings it. True if
+  /// sleep, so that the producer's next publish or close sounds it. True if
   /// a message (or the end) is there already: receive instead of sleeping.
   /// Receive's own waits end the announcement: arm again after them.
   Result<bool> ArmDoorbell();

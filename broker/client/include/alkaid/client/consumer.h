@@ -241,9 +241,9 @@ class ALKAID_EXPORT Consumer {
   /// finished producer, a broker event. For waiting on many topics from
   /// one thread: drain each with TryNext, ArmWait, then sleep on the
   /// descriptors. Made on the first call; owned by the consumer (do not
-  /// close it). Producers ring it through their channel's doorbell
+  /// close it). Producers sound it through their channel's doorbell
   /// (shm::ChannelConsumer::DoorbellFd), which needs them to run as the
-  /// same user; a producer that dies rings nothing (the broker tells the
+  /// same user; a producer that dies sounds nothing (the broker tells the
   /// connection, a little later): sleep with a timeout.
   Result<int> WaitFd();
   /// Before sleeping on WaitFd: arms every producer's doorbell and brings
