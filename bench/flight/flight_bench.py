@@ -23,6 +23,7 @@ Arrow each round, and prints each round's ratio (Alkaid's GB/s over
 Arrow's) and the median ratio; the load average is printed before and after.
 """
 
+import json
 import os
 import signal
 import statistics
@@ -104,9 +105,13 @@ class Alkaid:
         self.port = int(self.server.stdout.readline().rsplit(" ", 1)[1])
 
     def waiting(self, topic):
-        out = subprocess.run([ALKAID, "topics", "--socket", self.socket], capture_output=True,
-                             text=True).stdout
-        return any(l.split()[0] == topic and "not created yet" in l for l in out.splitlines()[1:])
+        # A consumer (the flight server's do_get) waits for the topic. Read
+        # from the JSON document: the table's rows end with a blank line and
+        # the shared-memory line, and it has no awaited row at all until the
+        # do_get reaches the broker.
+        out = subprocess.run([ALKAID, "topics", "--json", "--socket", self.socket],
+                             capture_output=True, text=True, check=True).stdout
+        return any(a["name"] == topic for a in json.loads(out)["awaited"])
 
     def close(self):
         for p in (self.server, self.broker):

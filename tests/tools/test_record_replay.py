@@ -193,6 +193,26 @@ def read_stream_batches_bytes(data: bytes) -> list:
             return out
 
 
+def frozen(proc: subprocess.Popen) -> None:
+    """Stops `proc` (SIGSTOP) and returns once each of its threads is stopped:
+    its files stay as they are (a rename or a write in progress finished
+    first) until SIGCONT, or SIGKILL leaves them so."""
+    proc.send_signal(signal.SIGSTOP)
+    tasks = Path(f"/proc/{proc.pid}/task")
+
+    def all_stopped() -> bool:
+        if proc.poll() is not None:
+            pytest.fail(f"the recorder exited with {proc.returncode}: {proc.communicate()}")
+        states = []
+        for task in tasks.iterdir():
+            try:  # the state follows the parenthesised command name
+                states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
+            except FileNotFoundError:
+                continue  # a thread that exited meanwhile
+        return all(s in "tT" for s in states)
+    wait_until(all_stopped, f"every thread of {proc.pid} stopped")
+
+
 @pytest.mark.parametrize("fmt", ["stream", "file"])
 def test_sigkill_leaves_completed_files_valid_and_the_current_readable(broker, tmp_path, fmt):
     out = tmp_path / "dir"
@@ -202,7 +222,11 @@ def test_sigkill_leaves_completed_files_valid_and_the_current_readable(broker, t
     ext = ".arrows" if fmt == "stream" else ".arrow"
     skip = 8 if fmt == "file" else 0  # an ARROW1 file's stream starts past its magic
 
-    def recorded() -> tuple[int, int, int]:  # (complete files, their batches, partial's)
+    # The directory as SIGKILL would leave it: (complete files, their
+    # batches, the partial's). The recorder renames a file when it completes
+    # it, so the files are only looked at while it is stopped.
+    def recorded_stopped() -> tuple[int, int, int]:
+        frozen(recorder)
         complete = sorted(out.glob("*" + ext))
         n = sum(len(read_file_batches(f) if fmt == "file" else read_stream_batches(f))
                 for f in complete)
@@ -210,13 +234,24 @@ def test_sigkill_leaves_completed_files_valid_and_the_current_readable(broker, t
         tail = len(read_stream_batches_bytes(partial[0].read_bytes()[skip:])) if partial else 0
         return len(complete), n, tail
 
-    # Until two files are complete and a third holds a batch, each batch
-    # recorded before the next is sent: what is on disk then stays put.
+    state = (0, 0, 0)
+
+    def all_recorded() -> bool:  # if so, the recorder stays stopped
+        nonlocal state
+        state = recorded_stopped()
+        if sum(state[1:]) == len(sent):
+            return True
+        recorder.send_signal(signal.SIGCONT)
+        return False
+
+    # Each batch recorded before the next is sent, until the recorder,
+    # stopped, has two complete files and a third that holds a batch.
     while True:
-        wait_until(lambda: sum(recorded()[1:]) == len(sent), f"{len(sent)} batches recorded")
-        files, _, tail = recorded()
+        wait_until(all_recorded, f"{len(sent)} batches recorded")
+        files, _, tail = state
         if files >= 2 and tail >= 1:
             break
+        recorder.send_signal(signal.SIGCONT)
         assert len(sent) < 500
         sent.append(make_batch(0, len(sent), rows=16))
         pub.write(sent[-1])
@@ -236,7 +271,8 @@ def test_sigkill_leaves_completed_files_valid_and_the_current_readable(broker, t
     torn = read_stream_batches_bytes(data[:-5])
     assert len(torn) >= len(tail) - 1
     got += tail
-    assert all(a.equals(b) for a, b in zip(got, sent)) and len(got) <= len(sent)
+    # The stopped recorder had every batch sent on disk: SIGKILL lost none.
+    assert len(got) == len(sent) and all(a.equals(b) for a, b in zip(got, sent))
 
 
 def test_full_disk_is_a_clear_error_with_completed_files_intact(broker, tmp_path):
