@@ -5,7 +5,7 @@
 #   1. test        the README's test command: scripts/test.sh (release preset,
 #                  warnings are errors, the whole ctest suite)
 #   2. asan-ubsan  the whole suite built with AddressSanitizer + UBSan (clang)
-#   3. tsan        the libshm, client and broker suites under ThreadSanitizer
+#   3. tsan        the libshm, client, broker and C ABI suites under ThreadSanitizer
 #                  (the channel's threaded stress tests included; not the
 #                  broker's multi-process SIGKILL loop)
 #   4. fuzz        every libFuzzer target for ALKAID_FUZZ_SECONDS (default 20:
@@ -36,9 +36,9 @@ if ! scripts/install-deps.sh; then
 fi
 if command -v ccache >/dev/null 2>&1; then export ALKAID_CCACHE=ccache; fi
 
-# The libshm, client and broker suites: their test directories in the tsan
+# The libshm, client, broker and C ABI suites: their test directories in the tsan
 # build (ninja's per-directory "all" targets build exactly what they need).
-tsan_dirs=(tests/libshm tests/client tests/broker)
+tsan_dirs=(tests/libshm tests/client tests/broker tests/capi)
 
 stage_format() { scripts/format.sh --check; }
 
