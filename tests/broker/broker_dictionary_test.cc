@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <iostream>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -47,7 +48,12 @@ int64_t ReceiveChecked(Consumer* consumer, int64_t until, int64_t* next) {
   int64_t first = -1;
   while (*next < until || first < 0) {
     auto got = consumer->Next(10s);
-    if (got.status().code() == StatusCode::kEndOfStream) break;
+    if (got.status().code() == StatusCode::kEndOfStream) {
+      // An end before the first batch is a failure of the caller's
+      // expectations: say why the consumer ended.
+      if (first < 0) std::cerr << "end before any batch: " << got.status().ToString() << "\n";
+      break;
+    }
     EXPECT_TRUE(got.ok()) << got.status();
     if (!got.ok()) break;
     const int64_t b = alkaid::testing::BatchId(**got);
