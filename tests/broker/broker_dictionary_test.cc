@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <iostream>
 #include <chrono>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <thread>
