@@ -393,7 +393,9 @@ Status BatchPublisher::PublishCopy(const format::RecordBatch& batch) {
   std::vector<int64_t>& key = shape_scratch_;
   key.clear();
   copy_pieces_.clear();
-  bool plannable = dictionaries_ == nullptr && batch.metadata() == nullptr;
+  // (With the table full and no copied shape in it, no plan can come.)
+  bool plannable = dictionaries_ == nullptr && batch.metadata() == nullptr &&
+                   !(shape_table_full_ && copied_shapes_.empty());
   key.push_back(batch.num_rows());
   for (int i = 0; i < batch.num_columns() && plannable; ++i) {
     plannable = AppendCopyShape(*batch.column_data(i), &key, &copy_pieces_);
