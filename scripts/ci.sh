@@ -109,6 +109,23 @@ for stage in "${stages[@]}"; do
 done
 
 total=$(( $(date +%s) - ci_start ))
+# The output of each failed test (its last lines, from ctest's LastTest.log),
+# printed just above the summary: a CI log is read from its tail, where the
+# ctest output of the failure is long gone.
+for log in build/*/Testing/Temporary/LastTest.log; do
+  [ -f "$log" ] && [ "$(stat -c %Y "$log")" -ge "$ci_start" ] || continue
+  failed_log="${log%LastTest.log}LastTestsFailed.log"
+  [ -s "$failed_log" ] || continue
+  cut -d: -f2- "$failed_log" | head -6 | while read -r test; do
+    echo
+    echo "== output of failed test $test (${log%%/Testing/*}), last 40 lines:"
+    awk -v t="$test" '
+      $0 ~ "^[0-9]+/[0-9]+ Test: " && $NF == t { on = 1; next }
+      on && /^<end of output>/ { exit }
+      on && started { print }
+      on && /^----------/ { started = 1 }' "$log" | tail -40 | sed 's/^/   | /'
+  done
+done
 echo
 echo "================================================================"
 echo "== ci summary"
