@@ -66,7 +66,11 @@ Result<p::Reply> Registry::CreateTopic(const p::Request& request, Outcome* out) 
     }
     if (!it->second.schema->Equals(*schema)) {
       return Status::Invalid("topic '", config.name, "' exists with a different schema; existing: ",
-                             it->second.schema->ToString(), "; requested: ", schema->ToString());
+                             it->second.schema->ToString(), "; requested: ", schema->ToString(),
+                             it->second.producers.empty()
+                                 ? std::string("; it has no producer: `alkaid topics rm ") +
+                                       config.name + "` removes it"
+                                 : std::string());
     }
     Topic& existing = it->second;
     if (!existing.sized && existing.producers.empty()) {
@@ -389,6 +393,36 @@ Status Registry::Detach(const Peer& peer, const p::Request& request, Outcome* ou
   return Status::OK();
 }
 
+Status Registry::RemoveTopic(const Peer& peer, const p::Request& request, Outcome* out) {
+  ALKAID_ASSIGN_OR_RAISE(Topic * topic, FindTopic(request.topic));
+  if (!topic->producers.empty()) {
+    std::string pids;
+    for (uint64_t id : topic->producers) {
+      pids += (pids.empty() ? "" : ", ") + std::to_string(producers_.at(id).pid);
+    }
+    return Status::Invalid("topic '", request.topic, "' has ", topic->producers.size(),
+                           topic->producers.size() == 1 ? " producer" : " producers", " (pid ",
+                           pids, "); a topic is removed once its producers have closed");
+  }
+  const std::string reason = "removed by pid " + std::to_string(peer.pid);
+  for (uint64_t id : topic->consumers) {
+    auto it = consumers_.find(id);
+    if (it == consumers_.end()) continue;
+    p::Event event;
+    event.type = p::EventType::kTopicRemoved;
+    event.topic = request.topic;
+    event.consumer_id = id;
+    event.reason = reason;
+    out->events.push_back({it->second.conn, event});
+    if (auto o = owned_.find(it->second.conn); o != owned_.end()) o->second.consumers.erase(id);
+    consumers_.erase(it);
+  }
+  log_(LogLevel::kInfo, "topic '", request.topic, "' ", reason, " (", topic->consumers.size(),
+       topic->consumers.size() == 1 ? " consumer" : " consumers", " told)");
+  topics_.erase(request.topic);
+  return Status::OK();
+}
+
 p::Reply Registry::ListTopics() const {
   p::Reply reply;
   reply.type = p::ReplyType::kTopicList;
@@ -473,6 +507,11 @@ Outcome Registry::Handle(const Peer& peer, const p::Request& request) {
     case p::RequestType::kListTopics:
       reply = ListTopics();
       break;
+    case p::RequestType::kRemoveTopic: {
+      const Status st = RemoveTopic(peer, request, &out);
+      if (!st.ok()) reply = st;
+      break;
+    }
     case p::RequestType::kGetStats:
       // The server's (it adds what only it knows): here, only the counts.
       reply = Status::Invalid("GetStats is answered by the server");

@@ -167,6 +167,10 @@ class Registry {
   void ReleaseExtension(const Peer& peer, const p::Request& request);
 
   Status Detach(const Peer& peer, const p::Request& request, Outcome* out);
+  // `alkaid topics rm`: a topic without producers is forgotten; its
+  // consumers are detached and told (TopicRemoved), so that their Next ends.
+  // Refused, naming them, while producers are attached.
+  Status RemoveTopic(const Peer& peer, const p::Request& request, Outcome* out);
 
   p::Reply ListTopics() const;
 

@@ -336,6 +336,14 @@ Result<Event> DecodeEvent(const fb::Event* e) {
       }
       break;
     }
+    case fb::EventBody::TopicRemoved: {
+      const auto* b = e->body_as_TopicRemoved();
+      out.type = EventType::kTopicRemoved;
+      ALKAID_ASSIGN_OR_RAISE(out.topic, DecodeTopic(b->topic()));
+      ALKAID_ASSIGN_OR_RAISE(out.reason,
+                             GetString(b->reason(), "reason", kMaxMessageLength, false));
+      break;
+    }
     default:
       return Status::Invalid("control event: unknown body type ", static_cast<int>(e->body_type()));
   }
@@ -376,6 +384,8 @@ const char* RequestTypeName(RequestType type) {
       return "AddExtension";
     case RequestType::kReleaseExtension:
       return "ReleaseExtension";
+    case RequestType::kRemoveTopic:
+      return "RemoveTopic";
   }
   return "?";
 }
@@ -449,6 +459,10 @@ std::vector<uint8_t> EncodeRequest(const Request& r) {
     case RequestType::kReleaseExtension:
       type = fb::RequestBody::ReleaseExtension;
       body = fb::CreateReleaseExtension(fbb, r.target_id, r.extension_id).Union();
+      break;
+    case RequestType::kRemoveTopic:
+      type = fb::RequestBody::RemoveTopic;
+      body = fb::CreateRemoveTopic(fbb, fbb.CreateString(r.topic)).Union();
       break;
   }
   fbb.Finish(fb::CreateRequest(fbb, r.id, type, body, r.version));
@@ -550,6 +564,11 @@ Result<Request> DecodeRequest(std::span<const uint8_t> bytes) {
       out.extension_id = b->id();
       break;
     }
+    case fb::RequestBody::RemoveTopic: {
+      out.type = RequestType::kRemoveTopic;
+      ALKAID_ASSIGN_OR_RAISE(out.topic, DecodeTopic(r->body_as_RemoveTopic()->topic()));
+      break;
+    }
     default:
       return Status::Invalid("control request: unknown or missing request body (type ",
                              static_cast<int>(r->body_type()), ")");
@@ -582,6 +601,10 @@ std::vector<uint8_t> EncodeServerMessage(const ServerMessage& m) {
         type = fb::EventBody::TopicCreated;
         body =
             fb::CreateTopicCreated(fbb, topic, e.consumer_id, EncodeConfig(fbb, e.config)).Union();
+        break;
+      case EventType::kTopicRemoved:
+        type = fb::EventBody::TopicRemoved;
+        body = fb::CreateTopicRemoved(fbb, topic, fbb.CreateString(e.reason)).Union();
         break;
     }
     auto event = fb::CreateEvent(fbb, type, body);

@@ -63,6 +63,7 @@ enum class RequestType : uint8_t {
   kProducerStats,
   kAddExtension,
   kReleaseExtension,
+  kRemoveTopic,
 };
 
 /// Name of a request type, for logs and errors.
@@ -74,7 +75,7 @@ const char* RequestTypeName(RequestType type);
 /// kAttachConsumer: topic, from_oldest, kind, wait_for_topic,
 /// any_kind; kDetach: role, target_id; kProducerStats: target_id,
 /// published, depth, drops, held; kAddExtension: target_id, extension_id,
-/// bytes; kReleaseExtension: target_id, extension_id.
+/// bytes; kReleaseExtension: target_id, extension_id; kRemoveTopic: topic.
 struct Request {
   RequestType type = RequestType::kListTopics;
   uint64_t id = 0;
@@ -181,14 +182,20 @@ struct Reply {
   std::string extension_name;               ///< kExtension
 };
 
-enum class EventType : uint8_t { kProducerJoined = 1, kProducerGone, kConsumerGone, kTopicCreated };
+enum class EventType : uint8_t {
+  kProducerJoined = 1,
+  kProducerGone,
+  kConsumerGone,
+  kTopicCreated,
+  kTopicRemoved,
+};
 
 /// Something the broker tells an attached client without being asked.
 struct Event {
   EventType type = EventType::kProducerJoined;
   std::string topic;
   ProducerInfo producer;     ///< kProducerJoined; kProducerGone uses producer.id
-  std::string reason;        ///< kProducerGone
+  std::string reason;        ///< kProducerGone, kTopicRemoved
   uint64_t consumer_id = 0;  ///< kConsumerGone, kTopicCreated
   uint32_t pid = 0;          ///< kConsumerGone
   TopicConfig config;        ///< kTopicCreated

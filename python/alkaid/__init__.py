@@ -23,7 +23,16 @@ from ._errors import (
     PermissionDeniedError,
     TimedOutError,
 )
-from ._alkaid import Batch, Consumer, Loan, Producer, Schema, awaited_topics, default_socket
+from ._alkaid import (
+    Batch,
+    Consumer,
+    Loan,
+    Producer,
+    Schema,
+    awaited_topics,
+    default_socket,
+    remove_topic,
+)
 from ._broker import Broker, TopicInfo, topics
 from ._binaries import binary_path
 
@@ -46,5 +55,6 @@ __all__ = [
     "awaited_topics",
     "binary_path",
     "default_socket",
+    "remove_topic",
     "topics",
 ]

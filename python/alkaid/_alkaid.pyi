@@ -154,6 +154,10 @@ class Consumer:
                  tb: TracebackType | None) -> bool: ...
 
 def _list_topics(socket: str | None = None) -> list[dict[str, Any]]: ...
+def remove_topic(name: str, socket: str | None = None) -> None:
+    """Removes topic `name`, which has no producer (`alkaid topics rm`); its
+    consumers end their stream. InvalidError while it has producers,
+    NotFoundError if there is no such topic."""
 def awaited_topics(socket: str | None = None) -> dict[str, int]:
     """Topics not created yet with consumers waiting for them: {name: consumers}."""
 def default_socket() -> str:

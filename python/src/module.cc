@@ -52,6 +52,16 @@ nb::list ListTopics(const std::optional<std::string>& socket) {
   return out;
 }
 
+void RemoveTopic(const std::string& name, const std::optional<std::string>& socket) {
+  Status removed;
+  {
+    nb::gil_scoped_release release;
+    auto connected = client::BrokerClient::Connect(socket.value_or(""));
+    removed = connected.ok() ? (*connected)->RemoveTopic(name) : connected.status();
+  }
+  Check(removed);
+}
+
 nb::dict ListAwaitedTopics(const std::optional<std::string>& socket) {
   Result<std::vector<client::AwaitedTopic>> topics = Status::Unknown("not run");
   {
@@ -79,6 +89,12 @@ NB_MODULE(_alkaid, m) {
   py::BindConsumer(m);
   m.def("_list_topics", &py::ListTopics, nanobind::arg("socket").none() = nanobind::none(),
         "Every topic of the broker at `socket` as a list of dicts (see alkaid.topics).");
+  m.def("remove_topic", &py::RemoveTopic, nanobind::arg("name"),
+        nanobind::arg("socket").none() = nanobind::none(),
+        "Removes topic `name`, which has no producer, from the broker at `socket` (`alkaid "
+        "topics rm`): its consumers end their stream, and a producer may create it again "
+        "with another schema. InvalidError while it has producers, NotFoundError if there "
+        "is no such topic.");
   m.def("awaited_topics", &py::ListAwaitedTopics, nanobind::arg("socket").none() = nanobind::none(),
         "Topics that do not exist yet but have consumers waiting for them (Consumer's "
         "wait_for_topic), as {name: waiting consumers}, on the broker at `socket`.");

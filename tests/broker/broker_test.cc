@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -145,6 +146,46 @@ TEST(BrokerTest, SchemaMismatchIsRefused) {
   ASSERT_OK_AND_ASSIGN(auto dict_producer, Producer::Open("d", dict, ProducerOn(broker)));
   ASSERT_RAISES_WITH_MESSAGE(kInvalid, "exists with a different schema",
                              Producer::Open("d", dict16, ProducerOn(broker)));
+}
+
+// `alkaid topics rm` (BrokerClient::RemoveTopic): refused while a producer
+// is attached; then the topic goes, a consumer attached to it sees the end
+// of the stream saying why, and a producer creates it anew with another
+// schema (no broker restart).
+TEST(BrokerTest, ATopicWithoutProducersIsRemoved) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
+  ASSERT_RAISES_WITH_MESSAGE(kKeyError, "no topic 't'", admin->RemoveTopic("t"));
+  ASSERT_RAISES(kInvalid, admin->RemoveTopic("bad/name"));
+  ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("t", IdSchema(), ProducerOn(broker)));
+  const auto rm = [&] {
+    return testing::Wait(
+        testing::Spawn({ALKAID_TOOL_BIN, "topics", "rm", "t", "--socket", broker.socket()}));
+  };
+  EXPECT_EQ(rm(), 1);  // a producer is attached
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "has 1 producer (pid " + std::to_string(::getpid()) + ")",
+                             admin->RemoveTopic("t"));
+  ASSERT_OK(producer->Close());
+  producer.reset();
+
+  ASSERT_OK_AND_ASSIGN(auto consumer, Consumer::Open("t", ConsumerOn(broker)));
+  ASSERT_RAISES(kTimedOut, consumer->Next(10ms));  // no producer: it waits
+  auto other = format::schema({format::field("name", format::utf8())});
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "`alkaid topics rm t` removes it",
+                             Producer::Open("t", other, ProducerOn(broker)));
+  EXPECT_EQ(rm(), 0);
+  auto end = consumer->Next(30s);
+  ASSERT_RAISES_WITH_MESSAGE(kEndOfStream, "the topic was removed by pid", end);
+  ASSERT_OK(consumer->Close());  // detached by the broker already: nothing to say
+  EXPECT_EQ(rm(), 1);            // no such topic now
+  ASSERT_OK_AND_ASSIGN(producer, Producer::Open("t", other, ProducerOn(broker)));
+  ASSERT_OK(producer->Close());
+  ASSERT_OK_AND_ASSIGN(auto topics, admin->ListTopics());
+  ASSERT_EQ(topics.size(), 1u);
+  ASSERT_NE(topics[0].schema, nullptr);
+  EXPECT_TRUE(topics[0].schema->Equals(*other));
+  EXPECT_TRUE(WaitNoSegments(broker.name() + "."));
 }
 
 TEST(BrokerTest, UnknownTopicAndNoBroker) {

@@ -89,6 +89,31 @@ TEST(ControlProtocolTest, TheVersionTravelsBothWays) {
   EXPECT_EQ(reply.reply.version, 0u);
 }
 
+// Removing a topic: the request names it (checked like every topic name),
+// the event tells a consumer why.
+TEST(ControlProtocolTest, RemovingATopic) {
+  Request rm;
+  rm.type = RequestType::kRemoveTopic;
+  rm.topic = "old.topic";
+  ASSERT_OK_AND_ASSIGN(auto decoded, DecodeRequest(EncodeRequest(rm)));
+  EXPECT_EQ(decoded.type, RequestType::kRemoveTopic);
+  EXPECT_EQ(decoded.topic, "old.topic");
+  EXPECT_STREQ(RequestTypeName(decoded.type), "RemoveTopic");
+  rm.topic = "no/slash";
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "outside [A-Za-z0-9._-]", DecodeRequest(EncodeRequest(rm)));
+
+  ServerMessage removed;
+  removed.is_event = true;
+  removed.event.type = EventType::kTopicRemoved;
+  removed.event.topic = "old.topic";
+  removed.event.reason = "removed by pid 12";
+  ASSERT_OK_AND_ASSIGN(auto message, DecodeServerMessage(EncodeServerMessage(removed)));
+  ASSERT_TRUE(message.is_event);
+  EXPECT_EQ(message.event.type, EventType::kTopicRemoved);
+  EXPECT_EQ(message.event.topic, "old.topic");
+  EXPECT_EQ(message.event.reason, "removed by pid 12");
+}
+
 // A consumer waiting for a topic: the request's flags, the pending reply
 // (no config), the TopicCreated event, ProducerReady's list of consumers
 // and the awaited topics of a TopicList.

@@ -186,6 +186,50 @@ TEST_F(RegistryTest, AClosedConnectionTakesItsProducersAndConsumersWithIt) {
   EXPECT_EQ(stats.segments, 0u);
 }
 
+// `alkaid topics rm`: refused while a producer is attached (naming its
+// pid); once it has gone, the topic is forgotten, its consumers are told
+// (TopicRemoved, saying who removed it) and detached, and a producer may
+// create it again with another schema. A schema clash on a producer-less
+// topic says how to remove it.
+TEST_F(RegistryTest, ATopicWithoutProducersIsRemovedAndItsConsumersTold) {
+  p::Request rm = Attach(p::RequestType::kRemoveTopic, "t");
+  ASSERT_RAISES_WITH_MESSAGE(kKeyError, "no topic 't'", Refused(other_, rm));
+  Ok(producer_, Create("t"));
+  const p::Reply consumer = Ok(consumer_, Attach(p::RequestType::kAttachConsumer, "t"));
+  Ok(producer_, Attach(p::RequestType::kAttachProducer, "t"));
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "has 1 producer (pid 4242)", Refused(other_, rm));
+
+  (void)registry_.Disconnected(producer_, "test");
+  p::Request other_schema = Create("t");
+  other_schema.config.schema = [] {
+    auto schema = format::schema({format::field("name", format::utf8())});
+    auto sink = format::ipc::BufferOutputStream::Create().ValueOrDie();
+    auto writer = format::ipc::MakeStreamWriter(sink.get(), schema).ValueOrDie();
+    EXPECT_TRUE(writer->Close().ok());
+    auto buffer = sink->Finish().ValueOrDie();
+    return std::vector<uint8_t>(buffer->data(), buffer->data() + buffer->size());
+  }();
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "it has no producer: `alkaid topics rm t` removes it",
+                             Refused(producer_, other_schema));
+
+  std::vector<Outbound> events;
+  Ok(other_, rm, &events);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].conn, kConsumerConn);
+  EXPECT_EQ(events[0].event.type, p::EventType::kTopicRemoved);
+  EXPECT_EQ(events[0].event.topic, "t");
+  EXPECT_EQ(events[0].event.reason, "removed by pid 4444");
+  p::BrokerStats stats;
+  registry_.Count(&stats);
+  EXPECT_EQ(stats.topics, 0u);
+  EXPECT_EQ(stats.consumers, 0u);
+  // The consumer is no longer attached: its detach finds nothing.
+  p::Request detach = About(p::RequestType::kDetach, consumer.attached_id);
+  detach.role = p::Role::kConsumer;
+  ASSERT_RAISES_WITH_MESSAGE(kKeyError, "no consumer", Refused(consumer_, detach));
+  EXPECT_TRUE(Ok(producer_, other_schema).created);
+}
+
 // Requests about what another connection attached, or about what no
 // earlier broker left, are refused and change nothing.
 TEST_F(RegistryTest, OnlyTheOwningConnectionSpeaksForAProducer) {

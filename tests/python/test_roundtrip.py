@@ -53,6 +53,24 @@ def test_table_and_reader_publish_every_batch(broker):
         assert stats["published"] == 8 and stats["arrow_copied"] == 8
 
 
+def test_a_topic_without_producers_is_removed(broker):
+    schema = pa.schema([("x", pa.int64())])
+    with pytest.raises(alkaid.NotFoundError, match="no topic 'gone'"):
+        alkaid.remove_topic("gone", broker.socket)
+    with alkaid.Producer("gone", schema, socket=broker.socket):
+        with pytest.raises(alkaid.InvalidError, match="has 1 producer"):
+            alkaid.remove_topic("gone", broker.socket)
+    with alkaid.Consumer("gone", socket=broker.socket) as consumer:
+        alkaid.remove_topic("gone", socket=broker.socket)
+        assert "gone" not in [t.name for t in alkaid.topics(broker.socket)]
+        with pytest.raises(StopIteration, match="the topic was removed by pid"):
+            consumer.next(timeout=30)
+    other = pa.schema([("name", pa.utf8())])
+    with alkaid.Producer("gone", other, socket=broker.socket):
+        (info,) = [t for t in alkaid.topics(broker.socket) if t.name == "gone"]
+        assert info.schema.to_pyarrow().equals(other)
+
+
 def test_topics_name_the_kind_under_both_keys(broker):
     schema = pa.schema([("x", pa.int64())])
     with alkaid.Producer("kinds", schema, socket=broker.socket):

@@ -145,6 +145,15 @@ int RunTopics(const BrokerToolOptions& options) {
   return kExitOk;
 }
 
+int RunTopicsRemove(const BrokerToolOptions& options, const std::string& topic) {
+  auto client = client::BrokerClient::Connect(options.socket);
+  if (!client.ok()) return ReportError("topics rm", client.status());
+  const Status removed = (*client)->RemoveTopic(topic);
+  if (!removed.ok()) return ReportError("topics rm", removed);
+  std::cout << "removed topic '" << topic << "'\n";
+  return kExitOk;
+}
+
 // Publishes every batch of `input` through `producer` (a Producer or a
 // RowProducer) with `publish`, then ends the stream.
 template <typename ProducerType, typename PublishFn>

@@ -74,6 +74,10 @@ struct BrokerToolOptions {
 /// then its shared-memory limit (and where it came from), the bytes its
 /// producers hold and /dev/shm's free space.
 int RunTopics(const BrokerToolOptions& options);
+/// `alkaid topics rm NAME`: removes a topic that has no producer (its
+/// consumers see the end of the stream, saying why). Exit 1 if it has
+/// producers or does not exist, 2 if the broker cannot be reached.
+int RunTopicsRemove(const BrokerToolOptions& options, const std::string& topic);
 
 struct PublishOptions {
   std::string socket;

@@ -126,7 +126,17 @@ int Run(int argc, char** argv) {
       "shared-memory limit, what producers hold of it and /dev/shm's free space");
   topics_cmd->add_option("--socket", topics.socket, "Broker socket (default: the client's)");
   topics_cmd->add_flag("--json", topics.json, "Write the same as one JSON document on stdout");
-  topics_cmd->callback([&] { code = tools::RunTopics(topics); });
+  std::string topic_to_remove;
+  auto* topics_rm = topics_cmd->add_subcommand(
+      "rm",
+      "Remove a topic that has no producer (to create it again with another schema, say); "
+      "its consumers see the end of the stream");
+  topics_rm->add_option("topic", topic_to_remove, "Topic name")->required();
+  topics_rm->add_option("--socket", topics.socket, "Broker socket (default: the client's)");
+  topics_rm->callback([&] { code = tools::RunTopicsRemove(topics, topic_to_remove); });
+  topics_cmd->callback([&] {
+    if (!topics_cmd->got_subcommand(topics_rm)) code = tools::RunTopics(topics);
+  });
 
   tools::PublishOptions publish;
   auto* publish_cmd = app.add_subcommand(

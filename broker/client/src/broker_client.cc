@@ -32,6 +32,14 @@ Result<bool> BrokerClient::CreateTopic(const std::string& name, const format::Sc
   return reply.created;
 }
 
+Status BrokerClient::RemoveTopic(const std::string& name) {
+  ALKAID_RETURN_NOT_OK(p::ValidateTopicName(name));
+  p::Request request;
+  request.type = p::RequestType::kRemoveTopic;
+  request.topic = name;
+  return impl_->connection->Call(std::move(request)).status();
+}
+
 Result<std::vector<TopicStatus>> BrokerClient::ListTopics() {
   p::Request request;
   request.type = p::RequestType::kListTopics;

@@ -192,6 +192,9 @@ struct internal::ConsumerImpl {
   bool attached = false;                           // the first attach's producers are subscribed
   bool seen_producer = false;
   std::string end_reason;
+  // The broker removed the topic (alkaid topics rm): we are no longer
+  // attached; what was received before is read, then the end, saying so.
+  std::string removed;
   Status attach_error;  // a producer we could not attach to, for Next to say
   uint64_t lost = 0;
   uint64_t reregistrations = 0;
@@ -357,6 +360,7 @@ struct internal::ConsumerImpl {
   // answers. The topic is re-created with the config we know, so that this
   // works whether our producers re-registered already or not.
   void TryReregister() {
+    if (!removed.empty()) return;
     const auto now = Clock::now();
     if (now < next_reconnect) return;
     next_reconnect = now + kReconnectInterval;
@@ -383,6 +387,7 @@ struct internal::ConsumerImpl {
       if (e.topic != topic) continue;
       if (e.type == p::EventType::kProducerJoined) Subscribe(e.producer);
       if (e.type == p::EventType::kProducerGone) MarkGone(e.producer.id, e.reason);
+      if (e.type == p::EventType::kTopicRemoved) removed = "the topic was " + e.reason;
     }
   }
 
@@ -476,8 +481,8 @@ struct internal::ConsumerImpl {
     if (!attach_error.ok()) return std::exchange(attach_error, Status::OK());
     ALKAID_RETURN_NOT_OK(TryChannels(out));
     if (!out->empty()) return Status::OK();
-    if (subs.empty() && seen_producer) {
-      return Status::EndOfStream("topic '", topic, "': ", end_reason);
+    if (subs.empty() && (seen_producer || !removed.empty())) {
+      return Status::EndOfStream("topic '", topic, "': ", removed.empty() ? end_reason : removed);
     }
     return Status::OK();
   }
@@ -644,7 +649,8 @@ Status CloseConsumer(internal::ConsumerImpl& impl) {
   if (impl.closed) return Status::OK();
   impl.closed = true;
   impl.subs.clear();  // each ChannelConsumer closes its registration
-  if (impl.connection && !impl.connection->lost()) {
+  // A removed topic's consumers were detached by the broker already.
+  if (impl.connection && !impl.connection->lost() && impl.removed.empty()) {
     p::Request detach;
     detach.type = p::RequestType::kDetach;
     detach.role = p::Role::kConsumer;

@@ -117,6 +117,13 @@ class ALKAID_EXPORT BrokerClient {
   Result<bool> CreateTopic(const std::string& name, const format::SchemaPtr& schema,
                            const TopicOptions& options = {});
 
+  /// Removes topic `name`, which must have no producer (Invalid, naming
+  /// their pids, otherwise; KeyError if there is no such topic). Its
+  /// consumers are detached: their Next returns EndOfStream ("topic removed
+  /// by pid N") once they have read what they received before. A producer
+  /// may then create the topic again, with another schema if it likes.
+  Status RemoveTopic(const std::string& name);
+
   /// Every topic the broker knows.
   Result<std::vector<TopicStatus>> ListTopics();
 
