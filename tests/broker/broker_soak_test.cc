@@ -684,7 +684,9 @@ TEST(BrokerSoakTest, KillsStallsAndAFullDevShmKeepEveryPromise) {
     ASSERT_TRUE(in >> count >> held >> live) << "producer " << c.id << " wrote no count";
     final_count[c.id] = count;
     EXPECT_EQ(held, 0) << "producer " << c.id << " (" << kTopicNames[c.topic]
-                       << "): bodies never returned by its consumers";
+                       << "): bodies never returned by its consumers; its last message, "
+                       << count - 1 << ", has " << PadLength(c.id, count - 1)
+                       << " bytes of padding";
     if (held != 0) {
       // A channel tells a dead consumer by its pid (docs/SHM_LAYOUT.md,
       // "Known limitations"): one reused since reads as alive.
