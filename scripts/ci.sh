@@ -3,7 +3,11 @@
 #   0. format      every tracked .h/.cc as .clang-format has it (scripts/format.sh
 #                  --check); a difference fails
 #   1. test        the README's test command: scripts/test.sh (release preset,
-#                  warnings are errors, the whole ctest suite)
+#                  warnings are errors, the whole ctest suite but the soak)
+#   1b. soak       the soak (label soak, tests/broker/broker_soak_test.cc) on the
+#                  test stage's build for ALKAID_SOAK_SECONDS (default 180:
+#                  bounded, CI's hour is nearly spent), with a fresh seed each
+#                  run (the log prints it; ALKAID_SOAK_SEED replays one)
 #   2. asan-ubsan  the whole suite built with AddressSanitizer + UBSan (clang)
 #   3. tsan        the libshm, client, broker and C ABI suites under ThreadSanitizer
 #                  (the channel's threaded stress tests included; not the
@@ -17,7 +21,7 @@
 # Every stage runs even if an earlier one failed; the script fails if any
 # stage failed, after a summary. Runs on a clean clone, as root, with no
 # stdin: dependencies come from scripts/install-deps.sh only.
-#   scripts/ci.sh [stage...]     (default: all six, in the order above)
+#   scripts/ci.sh [stage...]     (default: all seven, in the order above)
 # ALKAID_JOBS: build/test parallelism (default nproc). ccache is used when
 # installed (CCACHE_DIR may point at a cache the CI keeps between runs).
 set -uo pipefail
@@ -25,7 +29,7 @@ cd "$(dirname "$0")/.."
 exec </dev/null
 
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(format test asan-ubsan tsan fuzz tidy)
+[ ${#stages[@]} -eq 0 ] && stages=(format test soak asan-ubsan tsan fuzz tidy)
 jobs="${ALKAID_JOBS:-$(nproc)}"
 export ALKAID_JOBS=$jobs
 fuzz_seconds="${ALKAID_FUZZ_SECONDS:-20}"
@@ -43,6 +47,14 @@ tsan_dirs=(tests/libshm tests/client tests/broker tests/capi)
 stage_format() { scripts/format.sh --check; }
 
 stage_test() { scripts/test.sh release; }
+
+# Builds what the test stage built (nothing, after it), then the soak alone.
+# Under CI=true a soak that cannot mount its private /dev/shm fails.
+stage_soak() {
+  scripts/build.sh release || return 1
+  ALKAID_SOAK_SECONDS="${ALKAID_SOAK_SECONDS:-180}" \
+    ctest --preset release --no-tests=error -L '^soak$'
+}
 
 stage_asan_ubsan() { scripts/test.sh asan-ubsan; }
 
@@ -88,7 +100,7 @@ ci_start=$(date +%s)
 for stage in "${stages[@]}"; do
   fn="stage_${stage//-/_}"
   if ! declare -F "$fn" >/dev/null; then
-    echo "ci: unknown stage '$stage' (format test asan-ubsan tsan fuzz tidy)" >&2
+    echo "ci: unknown stage '$stage' (format test soak asan-ubsan tsan fuzz tidy)" >&2
     exit 2
   fi
   echo

@@ -11,8 +11,10 @@
 
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <future>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -868,6 +870,104 @@ TEST_F(CapiTest, EpollWaitsOnSeveralTopicsFromOneThread) {
   }
   ::close(ep);
   for (alkaid_consumer* c : consumers) ASSERT_C_OK(alkaid_consumer_close(c));
+}
+
+// A foreign producer's hand-made record batch of TestSchema (id, name,
+// score), every buffer a heap block exactly as long as the struct's lengths
+// imply: under AddressSanitizer a read past what the struct claims is a
+// report. Counts its releases (the parent's; children are the parent's).
+struct ExactBatch {
+  std::vector<std::unique_ptr<uint8_t[]>> blocks;
+  std::vector<std::vector<const void*>> buffers;
+  ArrowArray columns[3] = {};
+  ArrowArray* column_ptrs[3] = {&columns[0], &columns[1], &columns[2]};
+  const void* top_buffers[1] = {nullptr};
+  int releases = 0;
+
+  const void* Copy(const void* data, size_t size) {
+    blocks.push_back(std::make_unique<uint8_t[]>(size));
+    if (size > 0) std::memcpy(blocks.back().get(), data, size);
+    return blocks.back().get();
+  }
+  // Two rows: ids 1 and 2, names as `offsets` and `chars` say, scores.
+  ArrowArray Make(std::vector<int32_t> offsets, const std::string& chars) {
+    const int64_t ids[2] = {1, 2};
+    const double scores[2] = {0.5, 1.5};
+    buffers.reserve(3);
+    buffers.push_back({nullptr, Copy(ids, sizeof(ids))});
+    buffers.push_back({nullptr, Copy(offsets.data(), offsets.size() * sizeof(int32_t)),
+                       Copy(chars.data(), chars.size())});
+    buffers.push_back({nullptr, Copy(scores, sizeof(scores))});
+    for (int i = 0; i < 3; ++i) {
+      columns[i].length = 2;
+      columns[i].n_buffers = static_cast<int64_t>(buffers[i].size());
+      columns[i].buffers = buffers[i].data();
+      columns[i].release = [](ArrowArray* a) { a->release = nullptr; };
+    }
+    ArrowArray top{};
+    top.length = 2;
+    top.n_buffers = 1;
+    top.buffers = top_buffers;
+    top.n_children = 3;
+    top.children = column_ptrs;
+    top.private_data = this;
+    top.release = [](ArrowArray* a) {
+      ++static_cast<ExactBatch*>(a->private_data)->releases;
+      a->release = nullptr;
+    };
+    return top;
+  }
+};
+
+TEST_F(CapiTest, HostileArrowArraysGiveAClearErrorAndNoReadPastTheirBuffers) {
+  alkaid_producer* p = OpenProducer("t");
+  ASSERT_NE(p, nullptr);
+  int expected_releases = 0;
+  // Publishes the mutated batch: refused with `message`, released once.
+  auto refused = [&](const std::function<void(ExactBatch&, ArrowArray&)>& mutate,
+                     const std::string& message, std::vector<int32_t> offsets = {0, 2, 5}) {
+    SCOPED_TRACE(message);
+    ExactBatch x;
+    ArrowArray a = x.Make(std::move(offsets), "hello");
+    mutate(x, a);
+    const bool had_release = a.release != nullptr;
+    EXPECT_EQ(alkaid_producer_publish(p, &a, nullptr), ALKAID_INVALID);
+    EXPECT_NE(std::string(alkaid_last_error()).find(message), std::string::npos)
+        << alkaid_last_error();
+    EXPECT_EQ(a.release, nullptr);
+    EXPECT_EQ(x.releases, had_release ? 1 : 0);
+    expected_releases += had_release ? 1 : 0;
+  };
+  // The reported case: offsets that claim 8 bytes of a 5-byte data buffer
+  // (the last offset says 5).
+  refused([](ExactBatch&, ArrowArray&) {}, "end offset 8 is past the end of the 5-byte data buffer",
+          {0, 8, 5});
+  refused([](ExactBatch&, ArrowArray&) {}, "offsets must not decrease", {3, 2, 5});
+  refused([](ExactBatch& x, ArrowArray&) { x.buffers[1][2] = nullptr; },
+          "buffer 2 is null but must hold 5 bytes");
+  refused([](ExactBatch& x, ArrowArray&) { x.buffers[0][1] = nullptr; },
+          "buffer 1 is null but must hold 16 bytes");
+  refused([](ExactBatch&, ArrowArray& a) { a.length = -1; }, "length -1 is negative");
+  refused([](ExactBatch& x, ArrowArray&) { x.columns[2].offset = -4; }, "offset -4 is negative");
+  refused([](ExactBatch& x, ArrowArray&) { x.columns[1].n_buffers = 2; },
+          "has 2 buffers, expected 3");
+  refused([](ExactBatch& x, ArrowArray&) { x.columns[0].n_buffers = 7; },
+          "has 7 buffers, expected 2");
+  refused([](ExactBatch&, ArrowArray& a) { a.n_children = 2; }, "has 2 children, expected 3");
+  refused([](ExactBatch&, ArrowArray& a) { a.n_children = 4; }, "has 4 children, expected 3");
+  refused([](ExactBatch& x, ArrowArray&) { x.columns[1].release = nullptr; }, "is released");
+  refused([](ExactBatch&, ArrowArray& a) { a.release = nullptr; }, "already released");
+  refused([](ExactBatch& x, ArrowArray&) { x.columns[0].length = 1; }, "the batch needs 2");
+  // The same struct, honest, is published.
+  ExactBatch ok;
+  ArrowArray a = ok.Make({0, 2, 5}, "hello");
+  ASSERT_C_OK(alkaid_producer_publish(p, &a, nullptr));
+  EXPECT_EQ(ok.releases, 1);
+  alkaid_producer_stats ps{};
+  ASSERT_C_OK(alkaid_producer_stats_get(p, &ps));
+  EXPECT_EQ(ps.published, 1u);  // nothing hostile got through
+  EXPECT_EQ(expected_releases, 12);
+  ASSERT_C_OK(alkaid_producer_close(p));
 }
 
 }  // namespace

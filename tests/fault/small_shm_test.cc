@@ -16,10 +16,14 @@
 #include <string>
 #include <vector>
 
+#include "alkaid/client/consumer.h"
 #include "alkaid/client/producer.h"
+#include "alkaid/format/array.h"
+#include "alkaid/format/builder_primitive.h"
 #include "alkaid/shm/channel.h"
 #include "alkaid/shm/segment.h"
 #include "broker_process.h"
+#include "broker_test_util.h"
 #include "test_util.h"
 
 namespace alkaid::broker {
@@ -147,6 +151,75 @@ TEST_F(SmallShmTest, BrokerLimitRefusesATopicAboveIt) {
   ASSERT_FALSE(producer.ok());
   EXPECT_NE(producer.status().message().find("limit"), std::string::npos)
       << producer.status().ToString();
+  EXPECT_TRUE(ShmNames(broker.name()).empty());
+}
+
+// A consumer that cannot attach to a producer because /dev/shm is full (its
+// own segment cannot be created) is told once, and attaches once there is
+// room again: it then receives what the producer publishes. (Found by the
+// soak, tests/broker/broker_soak_test.cc: before, such a consumer gave up on
+// the producer for good and received nothing from it.)
+TEST_F(SmallShmTest, AConsumerKeptFromAProducerByAFullDevShmAttachesOnceThereIsRoom) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start({"--shm-limit", "0"}));
+  client::ProducerOptions po;
+  po.socket_path = broker.socket();
+  po.topic.arena_bytes = 64 << 10;
+  po.topic.slot_count = 16;
+  po.wait_for_consumers = std::chrono::milliseconds(0);
+  auto schema = format::schema({format::field("x", format::int32())});
+  ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("full", schema, po));
+
+  // /dev/shm filled to its last page.
+  const std::string filler = "/dev/shm/alkaid_fault_fill" + UniqueSuffix();
+  const int fd = ::open(filler.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  ASSERT_GE(fd, 0);
+  off_t size = 0;
+  for (const off_t step : {off_t{1} << 20, off_t{4096}}) {
+    while (::posix_fallocate(fd, size, step) == 0) size += step;
+  }
+  client::ConsumerOptions co;
+  co.socket_path = broker.socket();
+  auto consumer = client::Consumer::Open("full", co);
+  if (consumer.ok()) {
+    // Told once, naming the producer.
+    auto first = (*consumer)->Next(std::chrono::milliseconds(500));
+    ASSERT_FALSE(first.ok());
+    EXPECT_TRUE(first.status().IsOutOfMemory()) << first.status().ToString();
+    EXPECT_NE(first.status().message().find("cannot attach to producer"), std::string::npos)
+        << first.status().ToString();
+  }
+  ::close(fd);
+  ::unlink(filler.c_str());
+  if (!consumer.ok()) GTEST_FAIL() << "Consumer::Open: " << consumer.status().ToString();
+
+  // Room again: the producer publishes until the consumer receives (a
+  // condition; the bound only ends a hang).
+  format::Int32Builder b;
+  ASSERT_OK(b.Append(7));
+  ASSERT_OK_AND_ASSIGN(auto column, b.Finish());
+  ASSERT_OK_AND_ASSIGN(auto batch, format::RecordBatch::Make(schema, 1, {column}));
+  bool received = false;
+  Status last;  // the consumer's last answer other than TimedOut
+  testing::WaitUntil([&] {
+    const Status published = producer->PublishCopy(*batch);
+    if (!published.ok()) {
+      last = published;
+      return true;
+    }
+    auto next = (*consumer)->Next(std::chrono::milliseconds(10));
+    if (next.ok()) {
+      received = true;
+      EXPECT_EQ(std::static_pointer_cast<format::Int32Array>((*next)->column(0))->Value(0), 7);
+    } else if (!next.status().IsTimedOut()) {
+      last = next.status();
+    }
+    return received;
+  });
+  EXPECT_TRUE(received) << "the consumer never attached to the producer; last: " << last.ToString();
+  ASSERT_OK((*consumer)->Close());
+  ASSERT_OK(producer->Close());
+  EXPECT_EQ(broker.Stop(), 0);
   EXPECT_TRUE(ShmNames(broker.name()).empty());
 }
 

@@ -9,6 +9,7 @@
 
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -843,6 +844,255 @@ TEST(CDataHostileTest, ArrayAndSchemaBothReleasedWhenEitherIsBad) {
   ASSERT_RAISES(kInvalid, ImportRecordBatch(&a, &s));
   EXPECT_EQ(hs2.releases, 1);
   EXPECT_EQ(ha2.releases, 1);
+}
+
+// --- Buffers exactly as long as the struct's lengths imply -------------------
+//
+// The C Data Interface carries no buffer sizes: the importer sizes each
+// buffer from the type, length and offset, and a binary data buffer from the
+// last offset. These structs' buffers are heap blocks of exactly those sizes
+// (no slack), so that under AddressSanitizer any read past what the struct
+// claims is a report, and each hostile struct must give a clear error first.
+
+// Exact-size heap copies, and the nodes of a hand-made array tree.
+struct ExactArrays {
+  std::vector<std::unique_ptr<uint8_t[]>> blocks;
+  std::vector<std::unique_ptr<std::vector<const void*>>> buffer_lists;
+  std::vector<std::unique_ptr<std::vector<ArrowArray*>>> child_lists;
+  std::vector<std::unique_ptr<ArrowArray>> nodes;
+  int releases = 0;  // of the top-level struct
+  int child_releases = 0;
+
+  const void* Copy(const void* data, size_t size) {
+    blocks.push_back(std::make_unique<uint8_t[]>(size));
+    if (size > 0) std::memcpy(blocks.back().get(), data, size);
+    return blocks.back().get();
+  }
+  template <typename T>
+  const void* Copy(const std::vector<T>& v) {
+    return Copy(v.data(), v.size() * sizeof(T));
+  }
+  const void* Copy(const std::string& s) { return Copy(s.data(), s.size()); }
+
+  // A node; its children (if any) are released by nobody but themselves.
+  ArrowArray Node(int64_t length, std::vector<const void*> buffers,
+                  std::vector<ArrowArray*> children = {}) {
+    buffer_lists.push_back(std::make_unique<std::vector<const void*>>(std::move(buffers)));
+    child_lists.push_back(std::make_unique<std::vector<ArrowArray*>>(std::move(children)));
+    ArrowArray a{};
+    a.length = length;
+    a.n_buffers = static_cast<int64_t>(buffer_lists.back()->size());
+    a.buffers = buffer_lists.back()->data();
+    a.n_children = static_cast<int64_t>(child_lists.back()->size());
+    a.children = child_lists.back()->empty() ? nullptr : child_lists.back()->data();
+    a.private_data = this;
+    a.release = [](ArrowArray* x) {
+      ++static_cast<ExactArrays*>(x->private_data)->releases;
+      x->release = nullptr;
+    };
+    return a;
+  }
+  // A child node kept here (its address stays put).
+  ArrowArray* Child(int64_t length, std::vector<const void*> buffers) {
+    nodes.push_back(std::make_unique<ArrowArray>(Node(length, std::move(buffers))));
+    nodes.back()->release = [](ArrowArray* x) {
+      ++static_cast<ExactArrays*>(x->private_data)->child_releases;
+      x->release = nullptr;
+    };
+    return nodes.back().get();
+  }
+  // A utf8 column: offsets and data exactly as given.
+  ArrowArray* Utf8(const std::vector<int32_t>& offsets, const std::string& data) {
+    return Child(static_cast<int64_t>(offsets.size()) - 1, {nullptr, Copy(offsets), Copy(data)});
+  }
+};
+
+TEST(CDataExactBuffersTest, ImportReadsNothingPastWhatTheStructsLengthsImply) {
+  ExactArrays x;
+  // utf8, 8-byte ASCII words included (the checker's word-at-a-time path),
+  // from offset 1.
+  const std::string chars = "skipabcdefghijkl\xc3\xa9tail";
+  ArrowArray s =
+      x.Node(3, {nullptr, x.Copy(std::vector<int32_t>{0, 4, 16, 18, 22}), x.Copy(chars)});
+  s.offset = 1;
+  ASSERT_OK_AND_ASSIGN(auto a, ImportArray(&s, utf8()));
+  ASSERT_OK(CheckArrayEquals(*Strs({"abcdefghijkl", "\xc3\xa9", "tail"}), *a));
+  a.reset();
+  s = x.Node(2, {nullptr, x.Copy(std::vector<int64_t>{0, 4, 16}), x.Copy(chars.substr(0, 16))});
+  s.offset = 1;
+  s.length = 1;
+  ASSERT_OK_AND_ASSIGN(auto large, ImportArray(&s, large_utf8()));
+  EXPECT_EQ(static_cast<const LargeStringArray&>(*large).GetView(0), "abcdefghijkl");
+  large.reset();
+  // A record batch: an int32 and a utf8 column, the validity bitmap one byte.
+  const uint8_t valid = 0x05;  // rows 0 and 2
+  ArrowArray* ints = x.Child(3, {x.Copy(&valid, 1), x.Copy(std::vector<int32_t>{7, 0, 9})});
+  ints->null_count = 1;
+  ArrowArray* names = x.Utf8({0, 9, 9, 17}, "abcdefghijklmnopq");
+  ArrowArray batch = x.Node(3, {nullptr}, {ints, names});
+  auto schema = format::schema({field("i", int32()), field("s", utf8())});
+  ASSERT_OK_AND_ASSIGN(auto b, ImportRecordBatch(&batch, schema));
+  EXPECT_EQ(b->num_rows(), 3);
+  EXPECT_EQ(static_cast<const StringArray&>(*b->column(1)).GetView(2), "jklmnopq");
+  b.reset();
+  EXPECT_EQ(x.releases, 3);
+}
+
+TEST(CDataExactBuffersTest, AnInnerOffsetPastTheDataIsRefusedBeforeAnyValueIsRead) {
+  // The last offset says the data buffer holds 5 bytes; slot 0 claims 8 of
+  // them (an 8-byte word the UTF-8 checker would read whole): refused
+  // before any value is read.
+  ExactArrays x;
+  ArrowArray s = x.Node(2, {nullptr, x.Copy(std::vector<int32_t>{0, 8, 5}), x.Copy("hello")});
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "end offset 8 is past the end of the 5-byte data buffer",
+                             ImportArray(&s, utf8()));
+  s = x.Node(2, {nullptr, x.Copy(std::vector<int64_t>{0, 8, 5}), x.Copy("hello")});
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "end offset 8 is past the end of the 5-byte data buffer",
+                             ImportArray(&s, large_utf8()));
+  // Decreasing offsets, within the data.
+  s = x.Node(3, {nullptr, x.Copy(std::vector<int32_t>{0, 4, 2, 5}), x.Copy("hello")});
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "offsets must not decrease", ImportArray(&s, utf8()));
+  // In a record batch's column, through ImportRecordBatch's checks.
+  ArrowArray batch = x.Node(2, {nullptr}, {x.Utf8({0, 8, 5}, "hello")});
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "end offset 8",
+                             ImportRecordBatch(&batch, schema({field("s", utf8())})));
+  // Structure-only validation (validate_full = false) reads the first and
+  // last offsets only: it accepts these, and the values are the caller's to
+  // trust (docs/INTEROP.md, "What an import can check").
+  CImportOptions structure_only;
+  structure_only.validate_full = false;
+  s = x.Node(2, {nullptr, x.Copy(std::vector<int32_t>{0, 8, 5}), x.Copy("hello")});
+  ASSERT_OK_AND_ASSIGN(auto trusted, ImportArray(&s, utf8(), structure_only));
+  EXPECT_EQ(trusted->data()->buffers[2]->size(), 5);
+  trusted.reset();
+  EXPECT_EQ(x.releases, 5);
+}
+
+TEST(CDataExactBuffersTest, NullBuffersWhereBytesAreNeeded) {
+  ExactArrays x;
+  const void* offsets = x.Copy(std::vector<int32_t>{0, 2, 5});
+  ArrowArray s = x.Node(2, {nullptr, offsets, nullptr});
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "buffer 2 is null but must hold 5 bytes",
+                             ImportArray(&s, utf8()));
+  s = x.Node(2, {nullptr, nullptr, x.Copy("hello")});
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "buffer 1 is null but must hold 12 bytes",
+                             ImportArray(&s, utf8()));
+  s = x.Node(2, {nullptr, offsets, x.Copy("hello")});
+  s.null_count = 1;
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "validity bitmap is null but null_count is 1",
+                             ImportArray(&s, utf8()));
+  // Where no byte is needed a null buffer is fine: empty strings, an empty
+  // array without offsets.
+  s = x.Node(2, {nullptr, x.Copy(std::vector<int32_t>{0, 0, 0}), nullptr});
+  ASSERT_OK_AND_ASSIGN(auto empties, ImportArray(&s, utf8()));
+  ASSERT_OK(CheckArrayEquals(*Strs({"", ""}), *empties));
+  empties.reset();
+  s = x.Node(0, {nullptr, nullptr, nullptr});
+  ASSERT_OK_AND_ASSIGN(auto none, ImportArray(&s, utf8()));
+  EXPECT_EQ(none->length(), 0);
+  none.reset();
+  // A record batch whose column has no values buffer.
+  ArrowArray batch = x.Node(2, {nullptr}, {x.Child(2, {nullptr, nullptr})});
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "buffer 1 is null but must hold 8 bytes",
+                             ImportRecordBatch(&batch, schema({field("i", int32())})));
+  EXPECT_EQ(x.releases, 6);
+}
+
+TEST(CDataExactBuffersTest, NegativeAndInconsistentCounts) {
+  ExactArrays x;
+  const void* offsets = x.Copy(std::vector<int32_t>{0, 2, 5});
+  const void* data = x.Copy("hello");
+  auto utf8_node = [&] { return x.Node(2, {nullptr, offsets, data}); };
+  int expected_releases = 0;
+  auto refused = [&](ArrowArray s, const std::string& message) {
+    ++expected_releases;
+    auto r = ImportArray(&s, utf8());
+    ASSERT_FALSE(r.ok()) << "accepted: " << message;
+    EXPECT_NE(r.status().message().find(message), std::string::npos)
+        << r.status().message() << " lacks " << message;
+    EXPECT_EQ(s.release, nullptr);
+    EXPECT_EQ(x.releases, expected_releases) << message;
+  };
+  ArrowArray s = utf8_node();
+  s.length = -2;
+  refused(s, "length -2 is negative");
+  s = utf8_node();
+  s.offset = -1;
+  refused(s, "offset -1 is negative");
+  s = utf8_node();
+  s.null_count = -5;
+  refused(s, "null_count -5 is outside [-1, length 2]");
+  s = utf8_node();
+  s.n_buffers = 2;  // one short: the data buffer would not be read
+  refused(s, "has 2 buffers, expected 3");
+  s = utf8_node();
+  s.n_buffers = 4;
+  refused(s, "has 4 buffers, expected 3");
+  s = utf8_node();
+  s.n_buffers = -1;
+  refused(s, "has -1 buffers, expected 3");
+  s = utf8_node();
+  s.n_children = 1;  // children stays null
+  refused(s, "has 1 children, expected 0");
+  // An offset that makes the last offset's index overflow.
+  s = utf8_node();
+  s.offset = std::numeric_limits<int64_t>::max() - 1;
+  refused(s, "overflows");
+  // The first offset negative.
+  s = x.Node(2, {nullptr, x.Copy(std::vector<int32_t>{-1, 2, 5}), data});
+  refused(s, "offset -1 is negative");
+}
+
+TEST(CDataExactBuffersTest, WrongChildCountsInARecordBatch) {
+  ExactArrays x;
+  auto two = schema({field("i", int32()), field("s", utf8())});
+  const void* ints = x.Copy(std::vector<int32_t>{1, 2});
+  auto batch = [&](std::vector<ArrowArray*> children) {
+    return x.Node(2, {nullptr}, std::move(children));
+  };
+  ArrowArray b = batch({x.Child(2, {nullptr, ints})});
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "has 1 children, expected 2", ImportRecordBatch(&b, two));
+  b = batch({x.Child(2, {nullptr, ints}), x.Utf8({0, 1, 2}, "ab"), x.Utf8({0, 1, 2}, "cd")});
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "has 3 children, expected 2", ImportRecordBatch(&b, two));
+  b = batch({x.Child(2, {nullptr, ints}), x.Utf8({0, 1, 2}, "ab")});
+  b.children = nullptr;
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "children is null", ImportRecordBatch(&b, two));
+  b = batch({x.Child(2, {nullptr, ints}), nullptr});
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "ArrowArray is null", ImportRecordBatch(&b, two));
+  // A column shorter than the batch: its buffers hold 1 row, not 2.
+  b = batch({x.Child(1, {nullptr, x.Copy(std::vector<int32_t>{1})}), x.Utf8({0, 1, 2}, "ab")});
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "has 1 rows, the batch needs 2", ImportRecordBatch(&b, two));
+  // The struct with nulls, and with no validity buffer slot at all.
+  const uint8_t valid = 0x01;
+  b = batch({x.Child(2, {nullptr, ints}), x.Utf8({0, 1, 2}, "ab")});
+  b.buffers =
+      x.buffer_lists.emplace_back(std::make_unique<std::vector<const void*>>(1, x.Copy(&valid, 1)))
+          ->data();
+  b.null_count = 1;
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "nulls", ImportRecordBatch(&b, two));
+  b = batch({x.Child(2, {nullptr, ints}), x.Utf8({0, 1, 2}, "ab")});
+  b.n_buffers = 0;
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "has 0 buffers, expected 1", ImportRecordBatch(&b, two));
+  EXPECT_EQ(x.releases, 7);
+  EXPECT_EQ(x.child_releases, 0);  // children are the parent's to release
+}
+
+TEST(CDataExactBuffersTest, AMissingReleaseCallbackIsAReleasedStruct) {
+  ExactArrays x;
+  ArrowArray s = x.Node(2, {nullptr, x.Copy(std::vector<int32_t>{0, 2, 5}), x.Copy("hello")});
+  s.release = nullptr;
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "released already", ImportArray(&s, utf8()));
+  ArrowArray batch = x.Node(2, {nullptr}, {x.Utf8({0, 2, 5}, "hello")});
+  batch.release = nullptr;
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "released already",
+                             ImportRecordBatch(&batch, schema({field("s", utf8())})));
+  // A child without one: refused, the parent released.
+  ArrowArray* child = x.Utf8({0, 2, 5}, "hello");
+  child->release = nullptr;
+  batch = x.Node(2, {nullptr}, {child});
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "released",
+                             ImportRecordBatch(&batch, schema({field("s", utf8())})));
+  EXPECT_EQ(x.releases, 1);
 }
 
 }  // namespace

@@ -196,6 +196,11 @@ struct internal::ConsumerImpl {
   // attached; what was received before is read, then the end, saying so.
   std::string removed;
   Status attach_error;  // a producer we could not attach to, for Next to say
+  // Producers we could not attach to for want of shared memory (/dev/shm
+  // full: our consumer segment could not be created): tried again when
+  // maintaining, at most every kReconnectInterval, until attached or gone.
+  std::vector<p::ProducerInfo> attach_later;
+  Clock::time_point next_attach_retry = Clock::now();
   uint64_t lost = 0;
   uint64_t reregistrations = 0;
   Clock::time_point next_pid_check = Clock::now();
@@ -255,6 +260,19 @@ struct internal::ConsumerImpl {
       st = r.status();
     }
     if (!st.ok()) {
+      if (st.code() == StatusCode::kOutOfMemory) {
+        // Not an end: the space may come back. Said once, as below; the
+        // batches the producer publishes until we attach are not ours.
+        bool listed = false;
+        for (const auto& later : attach_later) listed = listed || later.channel == info.channel;
+        if (!listed) {
+          attach_later.push_back(info);
+          attach_error = st.WithContext("topic '" + topic + "': cannot attach to producer " +
+                                        std::to_string(info.id) + " (pid " +
+                                        std::to_string(info.pid) + ") yet, retrying");
+        }
+        return;
+      }
       finished.insert(info.channel);
       if (st.code() == StatusCode::kKeyError) {
         // Its segments are gone already: the producer finished in between.
@@ -447,9 +465,30 @@ struct internal::ConsumerImpl {
     }
   }
 
+  // Attaches to the producers a full /dev/shm kept us from (attach_later);
+  // forgets those that are gone.
+  void RetryAttach() {
+    if (attach_later.empty()) return;
+    const auto now = Clock::now();
+    if (now < next_attach_retry) return;
+    next_attach_retry = now + kReconnectInterval;
+    std::vector<p::ProducerInfo> pending;
+    pending.swap(attach_later);
+    for (const auto& info : pending) {
+      if (ProcessIsGone(info.pid)) continue;
+      const Status said = attach_error;
+      Subscribe(info);  // lists it in attach_later again if still short of space
+      // Said once, at the first failure: a retry that fails again says nothing.
+      if (!attach_later.empty() && attach_later.back().channel == info.channel) {
+        attach_error = said;
+      }
+    }
+  }
+
   // Looks at broker events and producer pids.
   void Maintain() {
     PumpEvents();
+    RetryAttach();
     CheckPids();
     since_maintain = 0;
     next_maintain = Clock::now() + kMaintainInterval;
@@ -486,7 +525,7 @@ struct internal::ConsumerImpl {
     if (!attach_error.ok()) return std::exchange(attach_error, Status::OK());
     ALKAID_RETURN_NOT_OK(TryChannels(out));
     if (!out->empty()) return Status::OK();
-    if (subs.empty() && (seen_producer || !removed.empty())) {
+    if (subs.empty() && attach_later.empty() && (seen_producer || !removed.empty())) {
       return Status::EndOfStream("topic '", topic, "': ", removed.empty() ? end_reason : removed);
     }
     return Status::OK();
