@@ -33,8 +33,9 @@ void* MemoryPool::AllocateObject(size_t size, size_t alignment) {
   return ::operator new(size, std::align_val_t(alignment));
 }
 
-void MemoryPool::FreeObject(void* p, size_t size, size_t alignment) noexcept {
-  ::operator delete(p, size, std::align_val_t(alignment));
+void MemoryPool::FreeObject(void* p, size_t /*size*/, size_t alignment) noexcept {
+  // Unsized: clang enables sized deallocation only when asked.
+  ::operator delete(p, std::align_val_t(alignment));
 }
 
 struct SystemMemoryPool::Impl {

@@ -300,7 +300,7 @@ ShmBatchPool::ShmBatchPool(shm::ChannelProducer* channel, Block* block)
 
 ShmBatchPool::~ShmBatchPool() = default;
 
-void ShmBatchPool::operator delete(void* p) noexcept {
+void ShmBatchPool::operator delete(void* p) noexcept {  // NOLINT(cert-dcl54-cpp): see the header
   // The pool object is the block's first member.
   auto* b = static_cast<Block*>(p);
   // Moved out first: once the count falls, the block may be taken again.

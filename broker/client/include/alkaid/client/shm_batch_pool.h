@@ -55,10 +55,10 @@ namespace alkaid::client {
 class ALKAID_EXPORT ShmBatchPool : public format::MemoryPool {
  public:
   ~ShmBatchPool() override;
-  /// The pool object lies in its region's block (see above): deleting it
-  /// (what std::unique_ptr does) gives back the pool's reference to the
+  /// The pool object lies in its region's block (see above; never from new):
+  /// deleting it (std::unique_ptr) gives back the pool's reference to the
   /// region, and the block goes once the region's last holder does.
-  static void operator delete(void* p) noexcept;
+  static void operator delete(void* p) noexcept;  // NOLINT(cert-dcl54-cpp)
 
   /// Loans a region of `region_bytes` (rounded up to 64) from `channel`
   /// (waiting for space up to its space_timeout). The pool keeps the
