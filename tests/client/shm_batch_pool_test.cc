@@ -136,6 +136,7 @@ namespace recycling {
 
 format::SchemaPtr Int64Schema(int columns) {
   std::vector<format::FieldPtr> fields;
+  fields.reserve(static_cast<size_t>(columns));
   for (int c = 0; c < columns; ++c) {
     fields.push_back(format::field("c" + std::to_string(c), format::int64(), false));
   }
@@ -179,7 +180,7 @@ TEST(ShmBatchPoolRecyclingTest, NewPoolTakesTheBlockOfAPoolLetGo) {
   }
   ch.producer->Poll();
   EXPECT_EQ(ch.producer->stats().blocks_live, 0u);  // the loan went with its last holder
-  for (int i = 1; i <= 3; ++i) {
+  for (int64_t i = 1; i <= 3; ++i) {
     ASSERT_OK_AND_ASSIGN(auto again, publisher->NewPool(512));
     EXPECT_EQ(static_cast<const void*>(again.get()), first_pool);
     EXPECT_EQ(again->used_bytes(), 0u);
@@ -213,7 +214,7 @@ TEST(ShmBatchPoolRecyclingTest, AColumnKeptAfterPublishHoldsItsRegion) {
     ASSERT_OK(publisher->Publish(*batch, pool.get()));
     kept = batch->column(1);
   }
-  for (int i = 0; i < 100; ++i) {
+  for (int64_t i = 0; i < 100; ++i) {
     ASSERT_OK_AND_ASSIGN(auto pool, publisher->NewPool(1024));
     EXPECT_NE(static_cast<const void*>(pool.get()), kept_pool);
     auto batch = Build(pool.get(), schema, 2, 64, 1000 * (i + 1));
@@ -271,7 +272,7 @@ TEST(ShmBatchPoolRecyclingTest, ObjectsPastTheObjectMemoryComeFromTheHeap) {
   auto schema = Int64Schema(kColumns);
   ASSERT_OK_AND_ASSIGN(auto publisher, BatchPublisher::Create(ch.producer.get(), schema));
   for (int round = 0; round < 3; ++round) {
-    ASSERT_OK_AND_ASSIGN(auto pool, publisher->NewPool(kColumns * 16 * 8));
+    ASSERT_OK_AND_ASSIGN(auto pool, publisher->NewPool(uint64_t{kColumns} * 16 * 8));
     auto batch = Build(pool.get(), schema, kColumns, 16, round);
     ASSERT_OK(format::ValidateFull(*batch));
     ASSERT_OK(publisher->Publish(*batch, pool.get()));
