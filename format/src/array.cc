@@ -1,9 +1,11 @@
 #include "alkaid/format/array.h"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "alkaid/format/compare.h"
 #include "alkaid/format/pretty_print.h"
+#include "pool_object_internal.h"
 
 namespace alkaid::format {
 
@@ -154,40 +156,45 @@ ExtensionArray::ExtensionArray(ArrayDataPtr data) : Array(std::move(data)) {
   storage_ = MakeArray(std::move(storage));
 }
 
-ArrayPtr MakeArray(ArrayDataPtr data) {
+namespace {
+
+// The typed Array class for `data`'s type, made by `make(tag, data)` where
+// `tag` is a std::type_identity of that class.
+template <typename Make>
+ArrayPtr MakeTypedArray(ArrayDataPtr data, const Make& make) {
   switch (data->type->id()) {
     case TypeId::kNull:
-      return std::make_shared<NullArray>(std::move(data));
+      return make(std::type_identity<NullArray>{}, std::move(data));
     case TypeId::kBool:
-      return std::make_shared<BooleanArray>(std::move(data));
+      return make(std::type_identity<BooleanArray>{}, std::move(data));
     case TypeId::kInt8:
-      return std::make_shared<Int8Array>(std::move(data));
+      return make(std::type_identity<Int8Array>{}, std::move(data));
     case TypeId::kUInt8:
-      return std::make_shared<UInt8Array>(std::move(data));
+      return make(std::type_identity<UInt8Array>{}, std::move(data));
     case TypeId::kInt16:
-      return std::make_shared<Int16Array>(std::move(data));
+      return make(std::type_identity<Int16Array>{}, std::move(data));
     case TypeId::kUInt16:
     case TypeId::kHalfFloat:
-      return std::make_shared<UInt16Array>(std::move(data));
+      return make(std::type_identity<UInt16Array>{}, std::move(data));
     case TypeId::kInt32:
     case TypeId::kDate32:
     case TypeId::kTime32:
     case TypeId::kIntervalMonths:
-      return std::make_shared<Int32Array>(std::move(data));
+      return make(std::type_identity<Int32Array>{}, std::move(data));
     case TypeId::kUInt32:
-      return std::make_shared<UInt32Array>(std::move(data));
+      return make(std::type_identity<UInt32Array>{}, std::move(data));
     case TypeId::kInt64:
     case TypeId::kDate64:
     case TypeId::kTime64:
     case TypeId::kTimestamp:
     case TypeId::kDuration:
-      return std::make_shared<Int64Array>(std::move(data));
+      return make(std::type_identity<Int64Array>{}, std::move(data));
     case TypeId::kUInt64:
-      return std::make_shared<UInt64Array>(std::move(data));
+      return make(std::type_identity<UInt64Array>{}, std::move(data));
     case TypeId::kFloat:
-      return std::make_shared<FloatArray>(std::move(data));
+      return make(std::type_identity<FloatArray>{}, std::move(data));
     case TypeId::kDouble:
-      return std::make_shared<DoubleArray>(std::move(data));
+      return make(std::type_identity<DoubleArray>{}, std::move(data));
     case TypeId::kDecimal32:
     case TypeId::kDecimal64:
     case TypeId::kDecimal128:
@@ -195,41 +202,59 @@ ArrayPtr MakeArray(ArrayDataPtr data) {
     case TypeId::kIntervalDayTime:
     case TypeId::kIntervalMonthDayNano:
     case TypeId::kFixedSizeBinary:
-      return std::make_shared<FixedSizeBinaryArray>(std::move(data));
+      return make(std::type_identity<FixedSizeBinaryArray>{}, std::move(data));
     case TypeId::kBinary:
     case TypeId::kString:
-      return std::make_shared<BinaryArray>(std::move(data));
+      return make(std::type_identity<BinaryArray>{}, std::move(data));
     case TypeId::kLargeBinary:
     case TypeId::kLargeString:
-      return std::make_shared<LargeBinaryArray>(std::move(data));
+      return make(std::type_identity<LargeBinaryArray>{}, std::move(data));
     case TypeId::kBinaryView:
     case TypeId::kStringView:
-      return std::make_shared<BinaryViewArray>(std::move(data));
+      return make(std::type_identity<BinaryViewArray>{}, std::move(data));
     case TypeId::kFixedSizeList:
-      return std::make_shared<FixedSizeListArray>(std::move(data));
+      return make(std::type_identity<FixedSizeListArray>{}, std::move(data));
     case TypeId::kList:
-      return std::make_shared<ListArray>(std::move(data));
+      return make(std::type_identity<ListArray>{}, std::move(data));
     case TypeId::kLargeList:
-      return std::make_shared<LargeListArray>(std::move(data));
+      return make(std::type_identity<LargeListArray>{}, std::move(data));
     case TypeId::kListView:
-      return std::make_shared<ListViewArray>(std::move(data));
+      return make(std::type_identity<ListViewArray>{}, std::move(data));
     case TypeId::kLargeListView:
-      return std::make_shared<LargeListViewArray>(std::move(data));
+      return make(std::type_identity<LargeListViewArray>{}, std::move(data));
     case TypeId::kStruct:
-      return std::make_shared<StructArray>(std::move(data));
+      return make(std::type_identity<StructArray>{}, std::move(data));
     case TypeId::kMap:
-      return std::make_shared<MapArray>(std::move(data));
+      return make(std::type_identity<MapArray>{}, std::move(data));
     case TypeId::kSparseUnion:
     case TypeId::kDenseUnion:
-      return std::make_shared<UnionArray>(std::move(data));
+      return make(std::type_identity<UnionArray>{}, std::move(data));
     case TypeId::kDictionary:
-      return std::make_shared<DictionaryArray>(std::move(data));
+      return make(std::type_identity<DictionaryArray>{}, std::move(data));
     case TypeId::kRunEndEncoded:
-      return std::make_shared<RunEndEncodedArray>(std::move(data));
+      return make(std::type_identity<RunEndEncodedArray>{}, std::move(data));
     case TypeId::kExtension:
-      return std::make_shared<ExtensionArray>(std::move(data));
+      return make(std::type_identity<ExtensionArray>{}, std::move(data));
   }
-  return std::make_shared<Array>(std::move(data));
+  return make(std::type_identity<Array>{}, std::move(data));
 }
+
+}  // namespace
+
+ArrayPtr MakeArray(ArrayDataPtr data) {
+  return MakeTypedArray(std::move(data), [](auto tag, ArrayDataPtr d) -> ArrayPtr {
+    return std::make_shared<typename decltype(tag)::type>(std::move(d));
+  });
+}
+
+namespace internal {
+
+ArrayPtr MakeArrayIn(ArrayDataPtr data, MemoryPool* pool) {
+  return MakeTypedArray(std::move(data), [pool](auto tag, ArrayDataPtr d) -> ArrayPtr {
+    return MakePoolObject<typename decltype(tag)::type>(pool, std::move(d));
+  });
+}
+
+}  // namespace internal
 
 }  // namespace alkaid::format

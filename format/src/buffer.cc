@@ -1,6 +1,9 @@
 #include "alkaid/format/buffer.h"
 
 #include <algorithm>
+#include <typeinfo>
+
+#include "pool_object_internal.h"
 
 namespace alkaid::format {
 
@@ -36,6 +39,29 @@ ResizableBuffer::~ResizableBuffer() {
 std::unique_ptr<ResizableBuffer> ResizableBuffer::Make(MemoryPool* pool) {
   return std::unique_ptr<ResizableBuffer>(new ResizableBuffer(pool));
 }
+
+namespace {
+
+// ResizableBuffer's constructor is not public: MakeShared's object.
+struct SharedResizableBuffer final : ResizableBuffer {
+  explicit SharedResizableBuffer(MemoryPool* pool) : ResizableBuffer(pool) {}
+};
+
+}  // namespace
+
+std::shared_ptr<ResizableBuffer> ResizableBuffer::MakeShared(MemoryPool* pool) {
+  return internal::MakePoolObject<SharedResizableBuffer>(pool, pool);
+}
+
+namespace internal {
+
+MemoryPool* BuiltBufferPool(const Buffer& buffer) {
+  // A type comparison, not a dynamic_cast: the class is final.
+  if (typeid(buffer) != typeid(SharedResizableBuffer)) return nullptr;
+  return static_cast<const SharedResizableBuffer&>(buffer).memory_pool();
+}
+
+}  // namespace internal
 
 Status ResizableBuffer::Reallocate(int64_t new_capacity) {
   const bool fresh = data_ == nullptr;
@@ -79,7 +105,7 @@ Status ResizableBuffer::Resize(int64_t new_size, bool shrink_to_fit) {
 }
 
 Result<std::shared_ptr<ResizableBuffer>> AllocateBuffer(int64_t size, MemoryPool* pool) {
-  std::shared_ptr<ResizableBuffer> buf = ResizableBuffer::Make(pool);
+  std::shared_ptr<ResizableBuffer> buf = ResizableBuffer::MakeShared(pool);
   ALKAID_RETURN_NOT_OK(buf->Resize(size));
   return buf;
 }

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "builder_internal.h"
+#include "pool_object_internal.h"
 
 namespace alkaid::format {
 
@@ -22,14 +23,16 @@ Status BufferBuilder::Reserve(int64_t additional) {
     return Status::CapacityError("buffer of ", size_, " bytes cannot grow by ", additional);
   }
   const int64_t needed = size_ + additional;
-  if (buffer_ == nullptr) buffer_ = ResizableBuffer::Make(pool_);
+  if (buffer_ == nullptr) buffer_ = ResizableBuffer::MakeShared(pool_);
   if (buffer_->data() != nullptr) {
     if (needed <= buffer_->capacity()) return Status::OK();
     // The buffer zeroes everything past its size() when it grows; keep that
     // size equal to ours so the bytes written since are preserved.
     ALKAID_RETURN_NOT_OK(buffer_->Resize(size_));
   }
-  return buffer_->Reserve(needed);
+  Status st = buffer_->Reserve(needed);
+  bytes_ = buffer_->mutable_data();
+  return st;
 }
 
 Result<std::shared_ptr<Buffer>> BufferBuilder::Finish(bool shrink_to_fit) {
@@ -48,6 +51,7 @@ Result<std::shared_ptr<Buffer>> BufferBuilder::Finish(bool shrink_to_fit) {
   }
   std::shared_ptr<Buffer> out = std::move(buffer_);
   buffer_.reset();
+  bytes_ = nullptr;
   size_ = 0;
   return out;
 }
@@ -113,7 +117,7 @@ Result<ArrayDataPtr> ArrayBuilder::FinishData() {
 
 Result<ArrayPtr> ArrayBuilder::Finish() {
   ALKAID_ASSIGN_OR_RAISE(ArrayDataPtr data, FinishData());
-  return MakeArray(std::move(data));
+  return internal::MakeArrayIn(std::move(data), pool_);
 }
 
 void ArrayBuilder::Reset() {

@@ -5,6 +5,7 @@
 
 #include "alkaid/format/builder.h"
 #include "builder_internal.h"
+#include "pool_object_internal.h"
 
 namespace alkaid::format {
 
@@ -113,8 +114,9 @@ Result<ArrayDataPtr> BaseBinaryBuilder<OffsetT>::FinishInternal() {
   ALKAID_ASSIGN_OR_RAISE(auto validity, FinishValidity());
   ALKAID_ASSIGN_OR_RAISE(auto offsets, offsets_.Finish());
   ALKAID_ASSIGN_OR_RAISE(auto data, data_.Finish());
-  return ArrayData::Make(type_, length_, {std::move(validity), std::move(offsets), std::move(data)},
-                         null_count_);
+  return internal::MakeArrayData(pool_, type_, length_,
+                                 {std::move(validity), std::move(offsets), std::move(data)},
+                                 null_count_);
 }
 
 template class BaseBinaryBuilder<int32_t>;

@@ -6,6 +6,7 @@
 
 #include "alkaid/format/builder.h"
 #include "builder_internal.h"
+#include "pool_object_internal.h"
 
 namespace alkaid::format {
 
@@ -93,7 +94,8 @@ Result<ArrayDataPtr> BooleanBuilder::FinishInternal() {
   }
   ALKAID_ASSIGN_OR_RAISE(auto validity, FinishValidity());
   ALKAID_ASSIGN_OR_RAISE(auto values, data_.Finish());
-  return ArrayData::Make(type_, length_, {std::move(validity), std::move(values)}, null_count_);
+  return internal::MakeArrayData(pool_, type_, length_, {std::move(validity), std::move(values)},
+                                 null_count_);
 }
 
 // ---------------------------------------------------------------------------
@@ -165,7 +167,8 @@ Result<ArrayDataPtr> FixedWidthBuilder::FinishInternal() {
   }
   ALKAID_ASSIGN_OR_RAISE(auto validity, FinishValidity());
   ALKAID_ASSIGN_OR_RAISE(auto values, data_.Finish());
-  return ArrayData::Make(type_, length_, {std::move(validity), std::move(values)}, null_count_);
+  return internal::MakeArrayData(pool_, type_, length_, {std::move(validity), std::move(values)},
+                                 null_count_);
 }
 
 // ---------------------------------------------------------------------------

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <new>
 
 namespace alkaid::format {
 
@@ -26,6 +27,15 @@ Result<uint8_t*> MemoryPool::Reallocate(uint8_t* ptr, int64_t old_size, int64_t 
   if (keep > 0) std::memcpy(out, ptr, static_cast<size_t>(keep));
   Free(ptr, old_size, alignment);
   return out;
+}
+
+void* MemoryPool::AllocateObject(size_t size, size_t alignment) {
+  return ::operator new(size, std::align_val_t(alignment));
+}
+
+void MemoryPool::FreeObject(void* p, size_t /*size*/, size_t alignment) noexcept {
+  // Unsized: clang enables sized deallocation only when asked.
+  ::operator delete(p, std::align_val_t(alignment));
 }
 
 struct SystemMemoryPool::Impl {

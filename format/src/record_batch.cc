@@ -4,8 +4,24 @@
 
 #include "alkaid/format/compare.h"
 #include "alkaid/format/pretty_print.h"
+#include "pool_object_internal.h"
 
 namespace alkaid::format {
+
+namespace {
+
+// The pool whose object memory a batch of `columns` is made in: the pool of
+// the first column's first buffer, if a builder made that buffer; else none
+// (the heap).
+MemoryPool* ObjectPoolOf(const std::vector<ArrayDataPtr>& columns) {
+  if (columns.empty() || columns[0] == nullptr) return nullptr;
+  for (const auto& b : columns[0]->buffers) {
+    if (b != nullptr) return internal::BuiltBufferPool(*b);
+  }
+  return nullptr;
+}
+
+}  // namespace
 
 Result<std::shared_ptr<RecordBatch>> RecordBatch::Make(SchemaPtr schema, int64_t num_rows,
                                                        std::vector<ArrayDataPtr> columns) {
@@ -22,17 +38,27 @@ Result<std::shared_ptr<RecordBatch>> RecordBatch::Make(SchemaPtr schema, int64_t
       return Status::Invalid("column ", i, " ('", f->name(), "') has ", columns[i]->length,
                              " rows, the batch ", num_rows);
     }
-    if (!columns[i]->type->Equals(*f->type())) {
+    if (columns[i]->type != f->type() && !columns[i]->type->Equals(*f->type())) {
       return Status::TypeError("column ", i, " ('", f->name(), "') is ",
                                columns[i]->type->ToString(), " but the schema says ",
                                f->type()->ToString());
     }
   }
-  return std::make_shared<RecordBatch>(Key{}, std::move(schema), num_rows, std::move(columns));
+  MemoryPool* objects = ObjectPoolOf(columns);
+  return internal::MakePoolObject<RecordBatch>(objects, Key{}, std::move(schema), num_rows,
+                                               std::move(columns));
 }
 
 Result<std::shared_ptr<RecordBatch>> RecordBatch::Make(SchemaPtr schema, int64_t num_rows,
                                                        const std::vector<ArrayPtr>& columns) {
+  std::vector<ArrayDataPtr> data;
+  data.reserve(columns.size());
+  for (const auto& c : columns) data.push_back(c == nullptr ? nullptr : c->data());
+  return Make(std::move(schema), num_rows, std::move(data));
+}
+
+Result<std::shared_ptr<RecordBatch>> RecordBatch::Make(SchemaPtr schema, int64_t num_rows,
+                                                       std::initializer_list<ArrayPtr> columns) {
   std::vector<ArrayDataPtr> data;
   data.reserve(columns.size());
   for (const auto& c : columns) data.push_back(c == nullptr ? nullptr : c->data());

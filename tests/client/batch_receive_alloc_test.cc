@@ -153,5 +153,39 @@ TEST(BatchReceiveAllocTest, PublishingAndReceivingABuiltBatchAddNothing) {
   EXPECT_EQ(all, building);
 }
 
+// The built path of the stream bench (bench/shm_stream_bench.cc,
+// PublishOne): a pool from NewPool, an Int64Builder on it, Finish,
+// RecordBatch::Make, Publish, then TryReceive. In steady state it allocates
+// two heap blocks per batch, the vectors of the format's objects (the array
+// data's buffers and the batch's columns): the pool, its region, the buffer
+// object, the array data, the array and the batch are recycled with the
+// region's block (ShmBatchPool), the received batch with its graph
+// (BatchTemplate). One more allocation per batch fails this test.
+TEST(BatchReceiveAllocTest, TheBuiltPathAllocatesAtMostTwoBlocksPerBatch) {
+  Pair p;
+  Open(&p);
+  const format::SchemaPtr schema = p.publisher->schema();
+  auto round = [&](int64_t i) {
+    auto pool = p.publisher->NewPool(kRows * 8).ValueOrDie();
+    format::Int64Builder b(pool.get());
+    ASSERT_OK(b.Reserve(kRows));
+    for (int64_t r = 0; r < kRows; ++r) b.UnsafeAppend(i + r);
+    auto a = b.Finish().ValueOrDie();
+    auto batch = format::RecordBatch::Make(schema, kRows, {a}).ValueOrDie();
+    ASSERT_OK(p.publisher->Publish(*batch, pool.get()));
+    ASSERT_OK_AND_ASSIGN(auto got, p.subscriber->TryReceive());
+    ASSERT_NE(got.batch, nullptr);
+    ASSERT_EQ(got.batch->column_data(0)->GetValues<int64_t>(1)[0], i);
+    ASSERT_EQ(got.batch->column_data(0)->GetValues<int64_t>(1)[kRows - 1], i + kRows - 1);
+  };
+  for (int64_t i = 0; i < 2000; ++i) round(i);
+  const uint64_t before = counting_new::g_allocations.load();
+  for (int64_t i = 2000; i < 12000; ++i) round(i);
+  const uint64_t all = counting_new::g_allocations.load() - before;
+  std::printf("[ built    ] %.2f heap allocations per batch on the built path\n",
+              static_cast<double>(all) / 10000.0);
+  EXPECT_LE(all, 2u * 10000u) << "heap allocations in 10000 batches";
+}
+
 }  // namespace
 }  // namespace alkaid::client

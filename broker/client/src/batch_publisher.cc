@@ -203,9 +203,9 @@ Result<std::unique_ptr<BatchPublisher>> BatchPublisher::Create(shm::ChannelProdu
 }
 
 BatchPublisher::BatchPublisher(shm::ChannelProducer* channel, format::SchemaPtr schema)
-    : channel_(channel), schema_(std::move(schema)) {}
+    : channel_(channel), pool_cache_(ShmBatchPool::NewCache()), schema_(std::move(schema)) {}
 
-BatchPublisher::~BatchPublisher() = default;
+BatchPublisher::~BatchPublisher() { ShmBatchPool::DropCache(pool_cache_); }
 
 namespace {
 
@@ -282,7 +282,7 @@ Status BatchPublisher::SendDictionaries(const format::RecordBatch& batch) {
 }
 
 Result<std::unique_ptr<ShmBatchPool>> BatchPublisher::NewPool(uint64_t region_bytes) {
-  return ShmBatchPool::Create(channel_, region_bytes);
+  return ShmBatchPool::Lend(pool_cache_, channel_, region_bytes);
 }
 
 Status BatchPublisher::CheckSchema(const format::RecordBatch& batch) const {

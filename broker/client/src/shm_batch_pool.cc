@@ -1,8 +1,12 @@
 #include "alkaid/client/shm_batch_pool.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstddef>
 #include <cstring>
 #include <mutex>
+#include <new>
+#include <thread>
 #include <utility>
 
 namespace alkaid::client {
@@ -13,18 +17,40 @@ constexpr uint64_t kAlign = static_cast<uint64_t>(format::kBufferAlignment);
 
 uint64_t Padded(uint64_t n) { return (n + kAlign - 1) & ~(kAlign - 1); }
 
+// Object memory per region: the objects of a batch of a few columns (a
+// column built with a builder takes about 400 bytes: its buffer objects,
+// array data and array, each with its reference count).
+constexpr size_t kObjectBytes = 2048;
+// The region's reference count (libstdc++'s _Sp_counted_deleter with our
+// deleter and allocator: 32 bytes; checked at compile time).
+constexpr size_t kCountBytes = 64;
+
+// Guards a region's allocator: held for a few instructions at a time, by
+// the builders of one batch (rarely on several threads), so a spin costs
+// less than a mutex.
+class SpinLock {
+ public:
+  void lock() {
+    // Acquire: partner of the previous holder's release in unlock().
+    while (held_.exchange(true, std::memory_order_acquire)) {
+      while (held_.load(std::memory_order_relaxed)) std::this_thread::yield();
+    }
+  }
+  void unlock() { held_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> held_{false};
+};
+
 }  // namespace
 
-// The region: the loan and a bump allocator over its bytes. Shared by the
-// pool and every buffer allocated from it (MemoryPool::shared_owner), so
-// the loan goes (back to the arena if never published, else once every
-// consumer returned it) when the last of them does.
+// The region: the loan, a bump allocator over its bytes, and the memory of
+// the objects made over them (object_pool). Shared by the pool and every
+// buffer and object made from it, through one reference count that lives
+// in the region's block: when the last of them goes (on any thread) the
+// loan goes (back to the arena if never published, else once every
+// consumer returned it) and the block is let go (Recycle).
 struct ShmBatchPool::Region final : format::MemoryPool {
-  explicit Region(shm::ChannelLoan l)
-      : loan(std::move(l)),
-        data(reinterpret_cast<uint8_t*>(loan.data().data())),
-        size(loan.data().size()) {}
-
   Result<uint8_t*> Allocate(int64_t n, int64_t alignment) override;
   Result<uint8_t*> Reallocate(uint8_t* ptr, int64_t old_size, int64_t new_size,
                               int64_t alignment) override;
@@ -38,20 +64,127 @@ struct ShmBatchPool::Region final : format::MemoryPool {
     return max_allocated;
   }
   std::string backend_name() const override { return "shm:" + loan.channel_name(); }
+  std::shared_ptr<format::MemoryPool> object_pool() override { return self.lock(); }
+  void* AllocateObject(size_t n, size_t alignment) override;
+  void FreeObject(void* p, size_t n, size_t alignment) noexcept override;
   using format::MemoryPool::Allocate;
   using format::MemoryPool::Free;
 
-  const shm::ChannelLoan loan;
-  uint8_t* const data;
-  const uint64_t size;
+  // Back to the state of a block never lent (the reference count is at
+  // zero: nothing else touches the region).
+  void Clear() {
+    loan.Reset();
+    data = nullptr;
+    size = 0;
+    top = 0;
+    last_begin = 0;
+    has_last = false;
+    allocated = 0;
+    max_allocated = 0;
+    sealed = false;
+    object_top.store(0, std::memory_order_relaxed);
+  }
 
-  mutable std::mutex mutex;
+  shm::ChannelLoan loan;
+  uint8_t* data = nullptr;
+  uint64_t size = 0;
+  // The region itself, for object_pool(): set while lent, reset when the
+  // count falls to zero (so that the count's block can be freed).
+  std::weak_ptr<Region> self;
+
+  mutable SpinLock mutex;
   uint64_t top = 0;         // bump pointer, offset from data
   uint64_t last_begin = 0;  // offset of the most recent live allocation
   bool has_last = false;
   int64_t allocated = 0;
   int64_t max_allocated = 0;
   bool sealed = false;
+
+  // Object memory: bump-allocated by any thread (relaxed: each object is
+  // handed to other threads by the usual means), given back all at once by
+  // Clear. What does not fit comes from the heap.
+  std::atomic<size_t> object_top{0};
+  alignas(std::max_align_t) std::byte objects[kObjectBytes];
+};
+
+// What NewPool's recycling keeps: the pool object (first, so that its
+// operator delete finds the block), the region's reference count and the
+// region. A block is lent (a pool and its objects use it) or idle in its
+// cache, or has no cache and is deleted when let go.
+struct ShmBatchPool::Block {
+  alignas(ShmBatchPool) std::byte pool[sizeof(ShmBatchPool)];
+  alignas(std::max_align_t) std::byte count[kCountBytes];
+  // The pool object's reference to the region, let go by its operator
+  // delete (the pool object's memory is the block's: it must not be reused
+  // before the pool object is gone).
+  std::shared_ptr<Region> pool_ref;
+  Cache* home = nullptr;
+  Block* next = nullptr;  // in the cache's lists
+  Region region;
+};
+
+// A publisher's idle blocks. Blocks let go on any thread are pushed on a
+// lock-free stack; the producer thread takes them all at once (one taker:
+// no ABA) into its own list. Deleted, with the idle blocks, when the
+// publisher and every block lent are gone.
+struct ShmBatchPool::Cache {
+  // The publisher's, and one per block lent.
+  std::atomic<int64_t> refs{1};
+  std::atomic<Block*> returned{nullptr};
+  Block* idle = nullptr;  // the producer thread's
+
+  void Push(Block* b) {
+    Block* h = returned.load(std::memory_order_relaxed);
+    do {
+      b->next = h;
+      // Release: what the last holder did with the block happens before the
+      // taker's acquire exchange.
+    } while (!returned.compare_exchange_weak(h, b, std::memory_order_release,
+                                             std::memory_order_relaxed));
+  }
+  Block* Take() {
+    if (idle == nullptr) idle = returned.exchange(nullptr, std::memory_order_acquire);
+    Block* b = idle;
+    if (b != nullptr) idle = b->next;
+    return b;
+  }
+  void Unref() {
+    // Acq_rel with every other Unref: the last sees every push before it.
+    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+  ~Cache() {
+    for (Block* list : {idle, returned.exchange(nullptr, std::memory_order_acquire)}) {
+      while (list != nullptr) {
+        Block* next = list->next;
+        delete list;
+        list = next;
+      }
+    }
+  }
+};
+
+// The region's reference count, made in its block (no allocation); freeing
+// it lets the block go.
+template <typename T>
+struct ShmBatchPool::CountAllocator {
+  using value_type = T;
+  Block* block;
+
+  explicit CountAllocator(Block* b) : block(b) {}
+  template <typename U>
+  explicit CountAllocator(const CountAllocator<U>& o) : block(o.block) {}
+
+  T* allocate(size_t n) {
+    static_assert(sizeof(T) <= kCountBytes && alignof(T) <= alignof(std::max_align_t),
+                  "the region's reference count must fit its place in the block");
+    if (n != 1) throw std::bad_alloc();
+    return static_cast<T*>(static_cast<void*>(block->count));
+  }
+  void deallocate(T* /*p*/, size_t /*n*/) { Recycle(block); }
+  template <typename U>
+  bool operator==(const CountAllocator<U>& o) const {
+    return block == o.block;
+  }
 };
 
 Result<uint8_t*> ShmBatchPool::Region::Allocate(int64_t n, int64_t alignment) {
@@ -123,51 +256,131 @@ void ShmBatchPool::Region::Free(uint8_t* ptr, int64_t n, int64_t /*alignment*/) 
   }
 }
 
-ShmBatchPool::ShmBatchPool(shm::ChannelProducer* channel, std::shared_ptr<Region> region)
+void* ShmBatchPool::Region::AllocateObject(size_t n, size_t alignment) {
+  constexpr size_t kUnit = alignof(std::max_align_t);
+  if (alignment <= kUnit) {
+    const size_t need = (n + kUnit - 1) & ~(kUnit - 1);
+    const size_t at = object_top.fetch_add(need, std::memory_order_relaxed);
+    if (at <= kObjectBytes && need <= kObjectBytes - at) return objects + at;
+  }
+  return format::MemoryPool::AllocateObject(n, alignment);
+}
+
+void ShmBatchPool::Region::FreeObject(void* p, size_t n, size_t alignment) noexcept {
+  const auto* b = static_cast<const std::byte*>(p);
+  if (b >= objects && b < objects + kObjectBytes) return;  // goes with the block
+  format::MemoryPool::FreeObject(p, n, alignment);
+}
+
+// The region's count fell to zero: its last holder let go.
+struct ShmBatchPool::Release {
+  void operator()(Region* r) const {
+    // Before the count's block can be freed, the region's weak reference
+    // to itself goes.
+    r->self.reset();
+    r->Clear();
+  }
+};
+
+void ShmBatchPool::Recycle(Block* b) {
+  Cache* home = b->home;
+  if (home == nullptr) {
+    delete b;
+    return;
+  }
+  home->Push(b);
+  home->Unref();  // may delete the cache (the publisher is gone), with `b`
+}
+
+ShmBatchPool::ShmBatchPool(shm::ChannelProducer* channel, Block* block)
     : channel_(channel),
-      shared_(std::move(region)),
-      region_(shared_->data),
-      region_size_(shared_->size) {}
+      block_(block),
+      region_(block->region.data),
+      region_size_(block->region.size) {}
 
 ShmBatchPool::~ShmBatchPool() = default;
 
+void ShmBatchPool::operator delete(void* p) noexcept {  // NOLINT(cert-dcl54-cpp): see the header
+  // The pool object is the block's first member.
+  auto* b = static_cast<Block*>(p);
+  // Moved out first: once the count falls, the block may be taken again.
+  std::shared_ptr<Region> last = std::move(b->pool_ref);
+}
+
+ShmBatchPool::Region& ShmBatchPool::region() const { return block_->region; }
+
+ShmBatchPool::Cache* ShmBatchPool::NewCache() { return new Cache; }
+
+void ShmBatchPool::DropCache(Cache* cache) {
+  if (cache != nullptr) cache->Unref();
+}
+
 Result<std::unique_ptr<ShmBatchPool>> ShmBatchPool::Create(shm::ChannelProducer* channel,
                                                            uint64_t region_bytes) {
+  return Lend(nullptr, channel, region_bytes);
+}
+
+Result<std::unique_ptr<ShmBatchPool>> ShmBatchPool::Lend(Cache* cache,
+                                                         shm::ChannelProducer* channel,
+                                                         uint64_t region_bytes) {
   if (channel == nullptr) return Status::Invalid("ShmBatchPool: null channel");
   if (region_bytes == 0) return Status::Invalid("ShmBatchPool: empty region requested");
-  ALKAID_ASSIGN_OR_RAISE(shm::ChannelLoan loan, channel->Loan(Padded(region_bytes)));
-  auto region = std::make_shared<Region>(std::move(loan));
-  return std::unique_ptr<ShmBatchPool>(new ShmBatchPool(channel, std::move(region)));
+  Block* b = cache != nullptr ? cache->Take() : nullptr;
+  std::unique_ptr<Block> fresh;
+  if (b == nullptr) {
+    fresh.reset(new Block);  // not value-initialised: the object memory is not zeroed
+    b = fresh.get();
+    // The pool object's operator delete relies on this.
+    if (static_cast<void*>(b->pool) != static_cast<void*>(b)) {
+      return Status::Unknown("ShmBatchPool: the pool object is not first in its block");
+    }
+  }
+  Region& r = b->region;
+  Status loaned = channel->LoanInto(Padded(region_bytes), &r.loan);
+  if (!loaned.ok()) {
+    r.loan.Reset();
+    if (fresh == nullptr) cache->Push(b);  // idle again
+    return loaned;
+  }
+  (void)fresh.release();
+  b->home = cache;
+  if (cache != nullptr) cache->refs.fetch_add(1, std::memory_order_relaxed);  // the block's
+  r.data = reinterpret_cast<uint8_t*>(r.loan.data().data());
+  r.size = r.loan.data().size();
+  b->pool_ref = std::shared_ptr<Region>(&r, Release{}, CountAllocator<Region>(b));
+  r.self = b->pool_ref;
+  return std::unique_ptr<ShmBatchPool>(::new (b->pool) ShmBatchPool(channel, b));
 }
 
 Result<uint8_t*> ShmBatchPool::Allocate(int64_t size, int64_t alignment) {
-  return shared_->Allocate(size, alignment);
+  return region().Allocate(size, alignment);
 }
 
 Result<uint8_t*> ShmBatchPool::Reallocate(uint8_t* ptr, int64_t old_size, int64_t new_size,
                                           int64_t alignment) {
-  return shared_->Reallocate(ptr, old_size, new_size, alignment);
+  return region().Reallocate(ptr, old_size, new_size, alignment);
 }
 
 void ShmBatchPool::Free(uint8_t* ptr, int64_t size, int64_t alignment) {
-  shared_->Free(ptr, size, alignment);
+  region().Free(ptr, size, alignment);
 }
 
-int64_t ShmBatchPool::bytes_allocated() const { return shared_->bytes_allocated(); }
-int64_t ShmBatchPool::max_memory() const { return shared_->max_memory(); }
-std::string ShmBatchPool::backend_name() const { return shared_->backend_name(); }
-std::shared_ptr<format::MemoryPool> ShmBatchPool::shared_owner() { return shared_; }
-uint64_t ShmBatchPool::region_offset() const { return shared_->loan.offset(); }
-const shm::ChannelLoan& ShmBatchPool::loan() const { return shared_->loan; }
+int64_t ShmBatchPool::bytes_allocated() const { return region().bytes_allocated(); }
+int64_t ShmBatchPool::max_memory() const { return region().max_memory(); }
+std::string ShmBatchPool::backend_name() const { return region().backend_name(); }
+std::shared_ptr<format::MemoryPool> ShmBatchPool::shared_owner() { return block_->pool_ref; }
+std::shared_ptr<format::MemoryPool> ShmBatchPool::object_pool() { return block_->pool_ref; }
+uint64_t ShmBatchPool::region_offset() const { return region().loan.offset(); }
+const shm::ChannelLoan& ShmBatchPool::loan() const { return region().loan; }
 
 uint64_t ShmBatchPool::used_bytes() const {
-  std::lock_guard lock(shared_->mutex);
-  return shared_->top;
+  std::lock_guard lock(region().mutex);
+  return region().top;
 }
 
 bool ShmBatchPool::sealed() const {
-  std::lock_guard lock(shared_->mutex);
-  return shared_->sealed;
+  std::lock_guard lock(region().mutex);
+  return region().sealed;
 }
 
 bool ShmBatchPool::Contains(const void* p, uint64_t n) const {
@@ -177,13 +390,13 @@ bool ShmBatchPool::Contains(const void* p, uint64_t n) const {
 }
 
 uint64_t ShmBatchPool::Seal() {
-  std::lock_guard lock(shared_->mutex);
-  shared_->sealed = true;
-  return shared_->top;
+  std::lock_guard lock(region().mutex);
+  region().sealed = true;
+  return region().top;
 }
 
 Result<uint64_t> ShmBatchPool::AppendTail(std::span<const uint8_t> bytes) {
-  Region& r = *shared_;
+  Region& r = region();
   std::lock_guard lock(r.mutex);
   const uint64_t need = Padded(bytes.size());
   if (need > r.size - r.top) {
@@ -200,8 +413,8 @@ Result<uint64_t> ShmBatchPool::AppendTail(std::span<const uint8_t> bytes) {
 }
 
 void ShmBatchPool::DropTail(uint64_t offset) {
-  std::lock_guard lock(shared_->mutex);
-  shared_->top = offset;
+  std::lock_guard lock(region().mutex);
+  region().top = offset;
 }
 
 }  // namespace alkaid::client

@@ -106,6 +106,10 @@ class ALKAID_EXPORT ResizableBuffer : public Buffer {
 
   /// An empty buffer drawing from `pool`.
   static std::unique_ptr<ResizableBuffer> Make(MemoryPool* pool = default_memory_pool());
+  /// The same, shared: the object and its reference count in one
+  /// allocation, or in the pool's object memory (MemoryPool::object_pool)
+  /// without allocating.
+  static std::shared_ptr<ResizableBuffer> MakeShared(MemoryPool* pool = default_memory_pool());
 
   /// Sets size() to `new_size`, growing capacity as needed. New bytes are
   /// zero. With `shrink_to_fit`, releases capacity beyond the padded size.
@@ -115,8 +119,10 @@ class ALKAID_EXPORT ResizableBuffer : public Buffer {
 
   MemoryPool* memory_pool() const { return pool_; }
 
- private:
+ protected:
   explicit ResizableBuffer(MemoryPool* pool);
+
+ private:
   Status Reallocate(int64_t new_capacity);
   // The pool's shared owner, if it has one (MemoryPool::shared_owner):
   // then pool_ is that owner, and the buffer keeps it alive.

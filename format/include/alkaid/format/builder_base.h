@@ -66,7 +66,7 @@ class ALKAID_EXPORT BufferBuilder {
   }
 
   void UnsafeAppend(const void* data, int64_t n) {
-    if (n > 0) std::memcpy(mutable_data() + size_, data, static_cast<size_t>(n));
+    if (n > 0) std::memcpy(bytes_ + size_, data, static_cast<size_t>(n));
     size_ += n;
   }
   template <typename T>
@@ -75,13 +75,13 @@ class ALKAID_EXPORT BufferBuilder {
   }
   void UnsafeAppendZeros(int64_t n) { UnsafeAppendFill(0, n); }
   void UnsafeAppendFill(uint8_t byte, int64_t n) {
-    if (n > 0) std::memset(mutable_data() + size_, byte, static_cast<size_t>(n));
+    if (n > 0) std::memset(bytes_ + size_, byte, static_cast<size_t>(n));
     size_ += n;
   }
 
   /// Start of the bytes; null before the first Reserve.
-  uint8_t* mutable_data() { return buffer_ == nullptr ? nullptr : buffer_->mutable_data(); }
-  const uint8_t* data() const { return buffer_ == nullptr ? nullptr : buffer_->data(); }
+  uint8_t* mutable_data() { return bytes_; }
+  const uint8_t* data() const { return bytes_; }
   template <typename T>
   T* mutable_data_as() {
     return reinterpret_cast<T*>(mutable_data());
@@ -101,12 +101,16 @@ class ALKAID_EXPORT BufferBuilder {
   /// Drops the contents and the allocation.
   void Reset() {
     buffer_.reset();
+    bytes_ = nullptr;
     size_ = 0;
   }
 
  private:
   MemoryPool* pool_;
   std::shared_ptr<ResizableBuffer> buffer_;
+  // buffer_'s bytes (null without one), kept here so that an append reads
+  // no more than this object.
+  uint8_t* bytes_ = nullptr;
   int64_t size_ = 0;
 };
 

@@ -5,6 +5,7 @@
 /// MemoryPool; nothing assumes the process heap, so a pool backed by a
 /// shared-memory segment can hand out the buffers a producer builds in place.
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -60,6 +61,22 @@ class ALKAID_EXPORT MemoryPool {
   /// Null (the default) for pools that outlive their buffers by contract
   /// (default_memory_pool(), a SystemMemoryPool kept by its user).
   virtual std::shared_ptr<MemoryPool> shared_owner() { return nullptr; }
+
+  /// For a pool that also keeps the small objects made over its buffers
+  /// (the buffer objects, array data, arrays and record batches that
+  /// builders and RecordBatch::Make create, each with its reference count)
+  /// in memory it recycles with its region (ShmBatchPool): the pool to draw
+  /// them from with AllocateObject, shared by each such object, so that it
+  /// lives until the last of them is gone. Null (the default): such objects
+  /// come from the heap.
+  virtual std::shared_ptr<MemoryPool> object_pool() { return nullptr; }
+  /// Memory for one object (`alignment` at most alignof(std::max_align_t));
+  /// never null (throws std::bad_alloc as operator new does). The default is
+  /// the heap. Thread-safe.
+  virtual void* AllocateObject(size_t size, size_t alignment);
+  /// Gives back what AllocateObject returned, with the same size and
+  /// alignment. Thread-safe.
+  virtual void FreeObject(void* p, size_t size, size_t alignment) noexcept;
 
   Result<uint8_t*> Allocate(int64_t size) { return Allocate(size, kBufferAlignment); }
   void Free(uint8_t* ptr, int64_t size) { Free(ptr, size, kBufferAlignment); }

@@ -4,6 +4,7 @@
 /// RecordBatch: equal-length columns under a schema, the unit of IPC.
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,6 +37,10 @@ class ALKAID_EXPORT RecordBatch {
   /// Same, taking typed arrays.
   static Result<std::shared_ptr<RecordBatch>> Make(SchemaPtr schema, int64_t num_rows,
                                                    const std::vector<ArrayPtr>& columns);
+  /// Same, for columns listed in place (`Make(schema, n, {a, b})`), without
+  /// a temporary vector.
+  static Result<std::shared_ptr<RecordBatch>> Make(SchemaPtr schema, int64_t num_rows,
+                                                   std::initializer_list<ArrayPtr> columns);
 
   const SchemaPtr& schema() const { return schema_; }
   int64_t num_rows() const { return num_rows_; }

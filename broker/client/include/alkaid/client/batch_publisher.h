@@ -149,6 +149,9 @@ class ALKAID_EXPORT BatchPublisher {
   uint64_t UserWordFor(uint64_t body_length, internal::MessageKind kind, bool in_region) const;
 
   shm::ChannelProducer* channel_;
+  // NewPool's blocks let go (ShmBatchPool's recycling); deleted once this
+  // publisher and every pool lent from it are gone.
+  ShmBatchPool::Cache* pool_cache_ = nullptr;
   format::SchemaPtr schema_;
   PublishStats stats_;
   uint64_t messages_ = 0;

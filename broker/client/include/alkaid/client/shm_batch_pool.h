@@ -35,12 +35,30 @@ namespace alkaid::client {
 /// consumer returned it. A batch may outlive its pool. Once published
 /// (Seal()), the pool refuses further allocations.
 ///
+/// The objects made over the pool's buffers (the builders' buffer objects,
+/// the array data, arrays and record batch they finish into, with their
+/// reference counts) are made in a small object memory that belongs to the
+/// region (MemoryPool::object_pool), and each holds the region: they cost
+/// no heap allocation, and own what they point to wherever they go.
+///
+/// Recycling: the region, its object memory and the pool object itself
+/// are one block of heap memory, made once and taken again for later
+/// batches when the pool comes from BatchPublisher::NewPool (the publisher
+/// keeps the blocks let go, on whatever thread that happened). The block's
+/// loan goes back to the arena when the last holder goes, as before; only
+/// the block's own memory is kept for the next pool. Create makes a block
+/// of its own each time.
+///
 /// Thread safety: Allocate/Reallocate/Free may be called from any thread
 /// (a mutex). Create must run on the producer thread; the pool may be
 /// destroyed on any thread.
 class ALKAID_EXPORT ShmBatchPool : public format::MemoryPool {
  public:
   ~ShmBatchPool() override;
+  /// The pool object lies in its region's block (see above; never from new):
+  /// deleting it (std::unique_ptr) gives back the pool's reference to the
+  /// region, and the block goes once the region's last holder does.
+  static void operator delete(void* p) noexcept;  // NOLINT(cert-dcl54-cpp)
 
   /// Loans a region of `region_bytes` (rounded up to 64) from `channel`
   /// (waiting for space up to its space_timeout). The pool keeps the
@@ -58,6 +76,9 @@ class ALKAID_EXPORT ShmBatchPool : public format::MemoryPool {
   std::string backend_name() const override;
   /// The shared region: what buffers allocated from this pool hold.
   std::shared_ptr<format::MemoryPool> shared_owner() override;
+  /// The region: the objects made over the pool's buffers go in its object
+  /// memory.
+  std::shared_ptr<format::MemoryPool> object_pool() override;
   using format::MemoryPool::Allocate;
   using format::MemoryPool::Free;
 
@@ -78,8 +99,25 @@ class ALKAID_EXPORT ShmBatchPool : public format::MemoryPool {
 
  private:
   friend class BatchPublisher;
-  struct Region;  // the loan and its bump allocator (shm_batch_pool.cc)
-  ShmBatchPool(shm::ChannelProducer* channel, std::shared_ptr<Region> region);
+  struct Region;   // the loan, its bump allocator, the object memory (shm_batch_pool.cc)
+  struct Block;    // a region, its reference count and the pool object, recycled
+  struct Cache;    // a publisher's blocks let go, for its next pools
+  struct Release;  // the region's count fell to zero
+  template <typename T>
+  struct CountAllocator;  // the region's count, in its block
+  // Lets go of a block whose region's count fell to zero: back to its
+  // cache, or deleted.
+  static void Recycle(Block* b);
+  ShmBatchPool(shm::ChannelProducer* channel, Block* block);
+
+  // A pool over a block from `cache` (null: a block of its own).
+  static Result<std::unique_ptr<ShmBatchPool>> Lend(Cache* cache, shm::ChannelProducer* channel,
+                                                    uint64_t region_bytes);
+  // A publisher's cache, and its going (the cache is deleted once the
+  // last block lent from it is let go).
+  static Cache* NewCache();
+  static void DropCache(Cache* cache);
+  Region& region() const;
 
   // Stops further allocations; returns the used extent.
   uint64_t Seal();
@@ -94,7 +132,7 @@ class ALKAID_EXPORT ShmBatchPool : public format::MemoryPool {
   const std::string& channel_name() const { return loan().channel_name(); }
 
   shm::ChannelProducer* channel_;  // identifies the channel; not used after Create
-  std::shared_ptr<Region> shared_;
+  Block* block_;                   // holds the pool's reference to the region
   uint8_t* region_ = nullptr;
   uint64_t region_size_ = 0;
   bool published_ = false;  // the channel published the loan (kept by the region)
