@@ -432,24 +432,56 @@ struct ChannelConsumer::SlotCopy {
 }
 
 // The producer overwrote messages we had not read (kDropOldest): goes to
-// the oldest that may still be intact and counts what was skipped. The
-// oldest is also the slot the producer writes next: if it laps us again at
-// once, it publishes faster than we read, and each further lap in a row
-// (`attempt`, from 0) leaves it more room (1, 2, 4... up to half the
-// slots), or a consumer that lands there could be lapped at every try.
-inline void ChannelConsumer::SkipLapped(Impl& state, uint64_t c, uint32_t attempt,
-                                        uint64_t* write_at_first_lap) {
+// the oldest that may still be intact and counts what was skipped.
+//
+// Our cursor decides who gives back a lapped message's block: the producer,
+// as it overwrites message m, clears our claim on m's block if our cursor is
+// at or below m, and leaves it to us (we read m) if it is past. So we move
+// past a message we did not read only once its overwrite is finished:
+// every message below write_sequence - slot_count was overwritten by a
+// message already published (the acquire load of write_sequence makes the
+// producer's look at our cursor happen before our store). Message `c`
+// itself may be in the middle of its overwrite (the producer stopped
+// between its odd store and its look at the cursors): then we stay (false:
+// nothing to deliver yet, the caller tries again), or the producer could
+// see our cursor past c and keep our claim on its block for ever.
+//
+// The oldest intact message is also the slot the producer writes next: if
+// it laps us again at once, it publishes faster than we read, and each
+// further lap in a row (`attempt`, from 0) makes us skip more intact ones
+// (1, 2, 4... up to half the slots), or a consumer that lands there could
+// be lapped at every try. Those are skipped as if read and dropped at once:
+// each claimed by ReadSlot and its block given back.
+inline bool ChannelConsumer::SkipLapped(Impl& state, uint64_t c, uint32_t attempt,
+                                        uint64_t* write_at_first_lap, ChannelMessage* scratch,
+                                        Status* problem) {
   // Acquire: partner of the producer's store of write_sequence.
   const uint64_t w = state.header->write_sequence.load(std::memory_order_acquire);
   if (attempt == 0) *write_at_first_lap = w;
   const uint64_t slots = state.geometry.slot_count;
+  const uint64_t overwritten = w >= slots ? w - slots : 0;
+  if (overwritten <= c) return false;
+  lost_ += overwritten - c;
+  pending_lost_ += overwritten - c;
+  cursor_ = overwritten;
+  state.StoreCursor(overwritten);
   const uint64_t room =
       attempt == 0 ? 0 : std::min(uint64_t{1} << std::min(attempt - 1, 62u), slots / 2);
-  const uint64_t next = std::max(c + 1, w >= slots ? w - slots + room : 0);
-  lost_ += next - c;
-  pending_lost_ += next - c;
-  cursor_ = next;
-  state.StoreCursor(next);
+  for (uint64_t m = overwritten; m < overwritten + room; ++m) {
+    const ChannelSlotData* slot = state.Slot(m);
+    const uint64_t seq = slot->sequence.load(std::memory_order_acquire);
+    if (seq != 2 * m + 2) break;  // lapped already, or not written yet
+    SlotCopy copy;
+    if (!ReadSlot(state, m, slot, seq, scratch, &copy, problem)) break;
+    if (copy.block != 0) {
+      state.returns->Push(static_cast<uint32_t>(copy.block),
+                          static_cast<uint32_t>(copy.block >> 32));
+    }
+    ++lost_;
+    ++pending_lost_;
+    cursor_ = m + 1;
+  }
+  return true;
 }
 
 // Hands message c (ReadSlot's copy, claimed) to `out`. The body `out` held
@@ -530,7 +562,11 @@ Result<bool> ChannelConsumer::TryReceive(ChannelMessage* out) {
       return true;
     }
     if (!problem.ok()) return problem;
-    SkipLapped(state, c, attempt, &write_at_first_lap);
+    if (!SkipLapped(state, c, attempt, &write_at_first_lap, out, &problem)) {
+      // The overwrite of message c is not finished: nothing to deliver yet.
+      return false;
+    }
+    if (!problem.ok()) return problem;
   }
   // Acquire: partner of the producer's store of write_sequence.
   if (state.header->write_sequence.load(std::memory_order_acquire) != write_at_first_lap) {

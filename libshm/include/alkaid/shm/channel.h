@@ -490,7 +490,8 @@ class ALKAID_EXPORT ChannelConsumer {
   struct SlotCopy;
   bool ReadSlot(Impl& state, uint64_t c, const internal::ChannelSlotData* slot, uint64_t seq,
                 ChannelMessage* out, SlotCopy* copy, Status* problem);
-  void SkipLapped(Impl& state, uint64_t c, uint32_t attempt, uint64_t* write_at_first_lap);
+  bool SkipLapped(Impl& state, uint64_t c, uint32_t attempt, uint64_t* write_at_first_lap,
+                  ChannelMessage* scratch, Status* problem);
   void Deliver(Impl& state, uint64_t c, const SlotCopy& copy, ChannelMessage* out);
   static Status CheckExtension(Impl& state, uint64_t c, SlotCopy* copy);
 
