@@ -25,13 +25,20 @@ fn main() {
     } else if let Some(prefix) = env::var_os("ALKAID_PREFIX") {
         let prefix = PathBuf::from(prefix);
         let lib64 = prefix.join("lib64");
-        let dir = if lib64.join(LIB_FILE).exists() { lib64 } else { prefix.join("lib") };
+        let dir = if lib64.join(LIB_FILE).exists() {
+            lib64
+        } else {
+            prefix.join("lib")
+        };
         (dir, "ALKAID_PREFIX")
     } else {
         let build = env::var_os("ALKAID_BUILD_DIR")
             .map(PathBuf::from)
             .unwrap_or_else(|| manifest.join("../../build/release"));
-        (build.join("capi"), "the CMake build tree (ALKAID_BUILD_DIR or build/release)")
+        (
+            build.join("capi"),
+            "the CMake build tree (ALKAID_BUILD_DIR or build/release)",
+        )
     };
     let dir = dir.canonicalize().unwrap_or(dir);
     let lib = dir.join(LIB_FILE);

@@ -32,10 +32,16 @@ fn options_init_sets_the_struct_size_rust_declares() {
     unsafe {
         let mut p = std::mem::MaybeUninit::<alkaid_producer_options>::zeroed();
         alkaid_producer_options_init(p.as_mut_ptr());
-        assert_eq!(p.assume_init().struct_size as usize, size_of::<alkaid_producer_options>());
+        assert_eq!(
+            p.assume_init().struct_size as usize,
+            size_of::<alkaid_producer_options>()
+        );
         let mut c = std::mem::MaybeUninit::<alkaid_consumer_options>::zeroed();
         alkaid_consumer_options_init(c.as_mut_ptr());
-        assert_eq!(c.assume_init().struct_size as usize, size_of::<alkaid_consumer_options>());
+        assert_eq!(
+            c.assume_init().struct_size as usize,
+            size_of::<alkaid_consumer_options>()
+        );
         assert!(alkaid_version() >= ALKAID_C_API_VERSION);
     }
 }

@@ -68,7 +68,10 @@ impl Broker {
         let mut raw = ptr::null_mut();
         // SAFETY: valid pointers for the call.
         check(unsafe {
-            sys::alkaid_broker_connect(socket.as_ref().map_or(ptr::null(), |s| s.as_ptr()), &mut raw)
+            sys::alkaid_broker_connect(
+                socket.as_ref().map_or(ptr::null(), |s| s.as_ptr()),
+                &mut raw,
+            )
         })?;
         Ok(Self { raw })
     }
@@ -93,9 +96,12 @@ impl Broker {
             // SAFETY: i < size, so the entry is not NULL.
             let t = unsafe { &*sys::alkaid_topic_list_get(list.0, i) };
             // SAFETY: a valid C string owned by the list.
-            let name = unsafe { CStr::from_ptr(t.name) }.to_string_lossy().into_owned();
+            let name = unsafe { CStr::from_ptr(t.name) }
+                .to_string_lossy()
+                .into_owned();
             // SAFETY: a live list, i in range.
-            let schema = import_schema(|s| unsafe { sys::alkaid_topic_list_schema(list.0, i, s) }).ok();
+            let schema =
+                import_schema(|s| unsafe { sys::alkaid_topic_list_schema(list.0, i, s) }).ok();
             out.push(TopicInfo {
                 name,
                 slot_count: t.slot_count,

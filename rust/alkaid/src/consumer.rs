@@ -83,7 +83,10 @@ impl Default for ConsumerOptions {
 impl ConsumerOptions {
     /// The defaults with `socket_path` set.
     pub fn with_socket(path: impl Into<PathBuf>) -> Self {
-        Self { socket_path: Some(path.into()), ..Self::default() }
+        Self {
+            socket_path: Some(path.into()),
+            ..Self::default()
+        }
     }
 }
 
@@ -167,7 +170,9 @@ pub struct Consumer {
 
 impl std::fmt::Debug for Consumer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Consumer").field("schema", &self.schema).finish()
+        f.debug_struct("Consumer")
+            .field("schema", &self.schema)
+            .finish()
     }
 }
 
@@ -213,7 +218,9 @@ impl Consumer {
         check(unsafe { sys::alkaid_consumer_open(topic_c.as_ptr(), &o, &mut raw) })?;
         let handle = Arc::new(ConsumerHandle { raw });
         // SAFETY: a live consumer.
-        let schema = Arc::new(import_schema(|out| unsafe { sys::alkaid_consumer_schema(raw, out) })?);
+        let schema = Arc::new(import_schema(|out| unsafe {
+            sys::alkaid_consumer_schema(raw, out)
+        })?);
         let struct_type = DataType::Struct(schema.fields().clone());
         Ok(Self {
             handle,
@@ -258,7 +265,8 @@ impl Consumer {
         // SAFETY: the library filled a valid struct array of the consumer's
         // schema. The import keeps `ffi` alive (shared by every buffer) and
         // releases it, giving the block back, when the last buffer goes.
-        let data = unsafe { arrow_array::ffi::from_ffi_and_data_type(ffi, self.struct_type.clone()) }?;
+        let data =
+            unsafe { arrow_array::ffi::from_ffi_and_data_type(ffi, self.struct_type.clone()) }?;
         let array = StructArray::from(data);
         let rows = array.len();
         let (_, columns, _) = array.into_parts();
@@ -313,7 +321,9 @@ impl Consumer {
 
     /// A handle that cancels this consumer from any thread.
     pub fn canceller(&self) -> ConsumerCanceller {
-        ConsumerCanceller { handle: self.handle.clone() }
+        ConsumerCanceller {
+            handle: self.handle.clone(),
+        }
     }
 }
 

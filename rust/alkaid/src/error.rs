@@ -142,7 +142,10 @@ impl Error {
         let message = unsafe { CStr::from_ptr(sys::alkaid_last_error()) }
             .to_string_lossy()
             .into_owned();
-        Self::Alkaid { code: StatusCode::from_raw(status), message }
+        Self::Alkaid {
+            code: StatusCode::from_raw(status),
+            message,
+        }
     }
 }
 

@@ -48,12 +48,14 @@ mod stream;
 
 pub use broker::{Broker, TopicInfo};
 pub use consumer::{
-    BatchInfo, Consumer, ConsumerCanceller, ConsumerOptions, ConsumerStats, Received,
-    Verification, WaitMode,
+    BatchInfo, Consumer, ConsumerCanceller, ConsumerOptions, ConsumerStats, Received, Verification,
+    WaitMode,
 };
 pub use error::{Error, Result, StatusCode};
 pub use loan::Loan;
-pub use producer::{HugePages, Policy, Producer, ProducerCanceller, ProducerOptions, ProducerStats};
+pub use producer::{
+    HugePages, Policy, Producer, ProducerCanceller, ProducerOptions, ProducerStats,
+};
 #[cfg(feature = "tokio")]
 pub use stream::AsyncConsumer;
 

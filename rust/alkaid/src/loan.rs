@@ -33,7 +33,11 @@ impl std::fmt::Debug for Loan<'_> {
 
 impl<'p> Loan<'p> {
     pub(crate) fn new(producer: &'p Producer, raw: *mut sys::alkaid_loan, rows: i64) -> Self {
-        Self { producer, raw, rows }
+        Self {
+            producer,
+            raw,
+            rows,
+        }
     }
 
     /// Rows of the batch.
@@ -43,12 +47,16 @@ impl<'p> Loan<'p> {
 
     fn data_type(&self, column: usize) -> Result<DataType> {
         let schema = self.producer.schema();
-        schema.fields().get(column).map(|f| f.data_type().clone()).ok_or_else(|| {
-            Error::InvalidArgument(format!(
-                "column {column} of a schema of {} columns",
-                schema.fields().len()
-            ))
-        })
+        schema
+            .fields()
+            .get(column)
+            .map(|f| f.data_type().clone())
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "column {column} of a schema of {} columns",
+                    schema.fields().len()
+                ))
+            })
     }
 
     /// Buffer `buffer` of `column` (the C Data Interface's order: 0 the

@@ -144,7 +144,9 @@ pub struct Producer {
 
 impl std::fmt::Debug for Producer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Producer").field("schema", &self.schema).finish()
+        f.debug_struct("Producer")
+            .field("schema", &self.schema)
+            .finish()
     }
 }
 
@@ -193,7 +195,11 @@ impl Producer {
         // metadata as the topic was created).
         // SAFETY: raw is a live producer.
         let schema = import_schema(|out| unsafe { sys::alkaid_producer_schema(raw, out) })?;
-        Ok(Self { handle, schema: Arc::new(schema), _not_sync: PhantomData })
+        Ok(Self {
+            handle,
+            schema: Arc::new(schema),
+            _not_sync: PhantomData,
+        })
     }
 
     /// The topic's schema.
@@ -234,7 +240,11 @@ impl Producer {
         let rows = i64::try_from(rows)
             .map_err(|_| Error::InvalidArgument(format!("{rows} rows do not fit an i64")))?;
         let mut raw = ptr::null_mut();
-        let data = if var_data_bytes.is_empty() { ptr::null() } else { var_data_bytes.as_ptr() };
+        let data = if var_data_bytes.is_empty() {
+            ptr::null()
+        } else {
+            var_data_bytes.as_ptr()
+        };
         // SAFETY: the slice is valid for its length; raw is filled on success.
         check(unsafe {
             sys::alkaid_producer_loan(self.raw(), rows, data, var_data_bytes.len(), &mut raw)
@@ -257,7 +267,9 @@ impl Producer {
 
     /// A handle that cancels this producer's waits from any thread.
     pub fn canceller(&self) -> ProducerCanceller {
-        ProducerCanceller { handle: self.handle.clone() }
+        ProducerCanceller {
+            handle: self.handle.clone(),
+        }
     }
 
     /// Ends the stream (consumers read what was published, then their

@@ -41,34 +41,42 @@ pub struct AsyncConsumer {
     // Declared before `consumer`: deregistered before the consumer closes
     // the descriptor.
     fd: AsyncFd<WaitFd>,
-    recheck: Pin<Box<Sleep>>,
+    recheck: Option<(Duration, Pin<Box<Sleep>>)>,
     consumer: Consumer,
     finished: bool,
 }
 
 impl std::fmt::Debug for AsyncConsumer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AsyncConsumer").field("consumer", &self.consumer).finish()
+        f.debug_struct("AsyncConsumer")
+            .field("consumer", &self.consumer)
+            .finish()
     }
 }
 
 impl AsyncConsumer {
-    /// Wraps `consumer`; call within a tokio runtime.
+    /// Wraps `consumer`; call within a tokio runtime. Besides the
+    /// descriptor, it asks again every 100 ms (a producer that dies wakes
+    /// the descriptor only through the broker, later).
     pub fn new(consumer: Consumer) -> Result<Self> {
+        Self::with_recheck(consumer, Some(RECHECK))
+    }
+
+    /// As `new`, asking again after `recheck` without a wake (`None`: only
+    /// when the descriptor wakes it).
+    pub fn with_recheck(consumer: Consumer, recheck: Option<Duration>) -> Result<Self> {
         let fd = consumer.wait_fd()?;
         // SAFETY: the descriptor is the consumer's, open until the consumer
         // closes; this struct holds the consumer and drops (or, in
         // into_inner, deregisters) the AsyncFd first.
         let fd = unsafe { AsyncFd::register_with_interest(WaitFd(fd), Interest::READABLE) }
-            .map_err(|e| {
-            crate::error::Error::Alkaid {
+            .map_err(|e| crate::error::Error::Alkaid {
                 code: crate::error::StatusCode::IoError,
                 message: format!("registering the consumer's descriptor with tokio: {e}"),
-            }
-        })?;
+            })?;
         Ok(Self {
             fd,
-            recheck: Box::pin(tokio::time::sleep(RECHECK)),
+            recheck: recheck.map(|d| (d, Box::pin(tokio::time::sleep(d)))),
             consumer,
             finished: false,
         })
@@ -131,9 +139,13 @@ impl Stream for AsyncConsumer {
                 }
                 Poll::Pending => {}
             }
-            match this.recheck.as_mut().poll(cx) {
+            let Some((period, timer)) = this.recheck.as_mut() else {
+                return Poll::Pending;
+            };
+            match timer.as_mut().poll(cx) {
                 Poll::Ready(()) => {
-                    this.recheck.as_mut().reset(tokio::time::Instant::now() + RECHECK);
+                    let next = tokio::time::Instant::now() + *period;
+                    timer.as_mut().reset(next);
                     continue;
                 }
                 Poll::Pending => return Poll::Pending,
@@ -141,5 +153,3 @@ impl Stream for AsyncConsumer {
         }
     }
 }
-
-

@@ -4,8 +4,8 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -38,7 +38,9 @@ fn spawn_child(role: &str, socket: &PathBuf, topic: &str) -> Child {
 /// plain test run) it does nothing.
 #[test]
 fn child() {
-    let Ok(role) = std::env::var(ROLE) else { return };
+    let Ok(role) = std::env::var(ROLE) else {
+        return;
+    };
     let socket = PathBuf::from(std::env::var("ALKAID_TEST_SOCKET").unwrap());
     let topic = std::env::var("ALKAID_TEST_TOPIC").unwrap();
     let po = ProducerOptions {
@@ -96,7 +98,10 @@ fn wait_for_consumers(broker: &BrokerProcess, topic: &str, n: u32) {
     let mut b = Broker::connect(Some(&broker.socket)).unwrap();
     assert!(
         wait_until(Duration::from_secs(30), || {
-            b.list_topics().unwrap().iter().any(|t| t.name == topic && t.consumers == n)
+            b.list_topics()
+                .unwrap()
+                .iter()
+                .any(|t| t.name == topic && t.consumers == n)
         }),
         "{n} consumers did not attach to {topic}"
     );
@@ -121,7 +126,13 @@ fn a_producer_that_dies_ends_the_stream_and_its_batches_stay_readable() {
     let mut consumer = Consumer::open("die", &broker.consumer_options()).unwrap();
     let mut dying = spawn_child("dying-producer", &broker.socket, "die");
     let held: Vec<RecordBatch> = (0..3)
-        .map(|_| consumer.next_batch(Some(Duration::from_secs(30))).unwrap().unwrap().batch)
+        .map(|_| {
+            consumer
+                .next_batch(Some(Duration::from_secs(30)))
+                .unwrap()
+                .unwrap()
+                .batch
+        })
         .collect();
     dying.stdin.take().unwrap().write_all(b"die\n").unwrap();
     let status = dying.wait().unwrap();
@@ -129,7 +140,10 @@ fn a_producer_that_dies_ends_the_stream_and_its_batches_stay_readable() {
     placeholder.close().unwrap();
     // The broker tells the consumer of the death: the stream ends (the
     // bound is far above the broker's liveness check, not a timing claim).
-    assert!(consumer.next_batch(Some(Duration::from_secs(30))).unwrap().is_none());
+    assert!(consumer
+        .next_batch(Some(Duration::from_secs(30)))
+        .unwrap()
+        .is_none());
     // The dead producer's shared memory still backs what was received.
     assert_eq!(held, (0..3).map(batch).collect::<Vec<_>>());
     drop(held);
@@ -155,7 +169,14 @@ fn rust_to_cpp_to_rust_through_the_broker() {
     // Rust publishes on "r"; the C++ subscriber writes an IPC stream.
     let producer = create_topic(&broker, "r");
     let subscriber = tool(&[
-        "subscribe", "r", "--socket", &socket, "--out", stream.to_str().unwrap(), "--timeout", "30",
+        "subscribe",
+        "r",
+        "--socket",
+        &socket,
+        "--out",
+        stream.to_str().unwrap(),
+        "--timeout",
+        "30",
     ]);
     wait_for_consumers(&broker, "r", 1);
     for s in &sent {
@@ -167,11 +188,20 @@ fn rust_to_cpp_to_rust_through_the_broker() {
     // The C++ publisher sends that stream on "c"; Rust receives it.
     let placeholder = create_topic(&broker, "c");
     let consumer = Consumer::open("c", &broker.consumer_options()).unwrap();
-    let publisher = tool(&["publish", "c", stream.to_str().unwrap(), "--socket", &socket]);
+    let publisher = tool(&[
+        "publish",
+        "c",
+        stream.to_str().unwrap(),
+        "--socket",
+        &socket,
+    ]);
     assert_eq!(wait_child(publisher), Some(0), "alkaid publish failed");
     placeholder.close().unwrap();
     let got: Vec<RecordBatch> = consumer.map(|b| b.unwrap()).collect();
     assert_eq!(got.len(), sent.len());
-    assert!(got == sent, "what came back through C++ differs from what Rust sent");
+    assert!(
+        got == sent,
+        "what came back through C++ differs from what Rust sent"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

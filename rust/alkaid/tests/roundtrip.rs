@@ -22,14 +22,22 @@ fn published_batches_arrive_equal_and_zero_copy() {
     let producer = Producer::open("t", &test_schema(), &broker.producer_options()).unwrap();
     let mut consumer = Consumer::open("t", &broker.consumer_options()).unwrap();
     assert_eq!(consumer.schema(), test_schema());
-    let sent: Vec<RecordBatch> = (0..5).map(|i| test_batch(i * 1000, 100 + i as usize)).collect();
+    let sent: Vec<RecordBatch> = (0..5)
+        .map(|i| test_batch(i * 1000, 100 + i as usize))
+        .collect();
     for b in &sent {
         producer.publish(b).unwrap();
     }
     for (i, want) in sent.iter().enumerate() {
-        let got = consumer.next_batch(LONG).unwrap().expect("a batch, not the end");
+        let got = consumer
+            .next_batch(LONG)
+            .unwrap()
+            .expect("a batch, not the end");
         assert_eq!(&got.batch, want, "batch {i}");
-        assert!(lies_in_shared_memory(&got.batch), "batch {i} was copied out of shared memory");
+        assert!(
+            lies_in_shared_memory(&got.batch),
+            "batch {i} was copied out of shared memory"
+        );
         assert_eq!(got.info.lost_before, 0);
         assert_eq!(got.info.producer_pid, std::process::id());
         assert_eq!(consumer.last_info(), got.info);
@@ -69,7 +77,9 @@ fn a_loan_written_in_place_arrives_without_a_copy() {
     let bytes: i64 = words.iter().map(|w| w.len() as i64).sum();
     let mut loan = producer.loan(4, &[0, bytes, 0]).unwrap();
     assert_eq!(loan.rows(), 4);
-    loan.values_mut::<Int64Type>(0).unwrap().copy_from_slice(&[10, 20, 30, 40]);
+    loan.values_mut::<Int64Type>(0)
+        .unwrap()
+        .copy_from_slice(&[10, 20, 30, 40]);
     {
         let (offsets, values) = loan.binary_mut(1).unwrap();
         let mut at = 0usize;
@@ -83,12 +93,17 @@ fn a_loan_written_in_place_arrives_without_a_copy() {
     // Row 1 of `name` null.
     loan.validity_mut(1).unwrap().expect("name is nullable")[0] &= !0b10;
     loan.set_null_count(1, 1).unwrap();
-    loan.values_mut::<Float64Type>(2).unwrap().copy_from_slice(&[0.5, 1.5, 2.5, 3.5]);
+    loan.values_mut::<Float64Type>(2)
+        .unwrap()
+        .copy_from_slice(&[0.5, 1.5, 2.5, 3.5]);
     // Wrong type, out of range: refused before the C ABI.
     assert!(loan.values_mut::<Float64Type>(0).is_err());
     assert!(loan.values_mut::<Int64Type>(7).is_err());
     assert!(loan.binary_mut(0).is_err());
-    assert!(loan.validity_mut(0).unwrap().is_none(), "id is not nullable");
+    assert!(
+        loan.validity_mut(0).unwrap().is_none(),
+        "id is not nullable"
+    );
     loan.publish().unwrap();
 
     let got = consumer.next_batch(LONG).unwrap().unwrap().batch;
@@ -96,14 +111,23 @@ fn a_loan_written_in_place_arrives_without_a_copy() {
         test_schema(),
         vec![
             Arc::new(Int64Array::from(vec![10, 20, 30, 40])),
-            Arc::new(StringArray::from(vec![Some("alpha"), None, Some("gamma"), Some("delta")])),
+            Arc::new(StringArray::from(vec![
+                Some("alpha"),
+                None,
+                Some("gamma"),
+                Some("delta"),
+            ])),
             Arc::new(Float64Array::from(vec![0.5, 1.5, 2.5, 3.5])),
         ],
     )
     .unwrap();
     assert_eq!(got, want);
     assert!(lies_in_shared_memory(&got));
-    assert_eq!(producer.stats().unwrap().copied_bytes, 0, "a loan is published without a copy");
+    assert_eq!(
+        producer.stats().unwrap().copied_bytes,
+        0,
+        "a loan is published without a copy"
+    );
 }
 
 #[test]
@@ -123,7 +147,10 @@ fn a_bad_loan_is_refused_and_its_space_returned() {
     assert!(producer.loan(2, &[0, 4]).is_err());
     // Nothing was published; a dropped loan is discarded.
     drop(producer.loan(3, &[0, 9, 0]).unwrap());
-    assert!(consumer.next_batch(Some(Duration::ZERO)).unwrap_err().is_timed_out());
+    assert!(consumer
+        .next_batch(Some(Duration::ZERO))
+        .unwrap_err()
+        .is_timed_out());
 }
 
 #[test]
@@ -163,14 +190,25 @@ fn a_column_subset_arrives_in_the_order_asked() {
         ..broker.consumer_options()
     };
     let mut consumer = Consumer::open("sub", &options).unwrap();
-    let names: Vec<_> = consumer.schema().fields().iter().map(|f| f.name().clone()).collect();
+    let names: Vec<_> = consumer
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
     assert_eq!(names, ["score", "id"]);
     let sent = test_batch(3, 50);
     producer.publish(&sent).unwrap();
     let got = consumer.next_batch(LONG).unwrap().unwrap().batch;
     assert_eq!(got, sent.project(&[2, 0]).unwrap());
-    let unknown = ConsumerOptions { columns: vec!["nope".into()], ..broker.consumer_options() };
-    assert_eq!(Consumer::open("sub", &unknown).unwrap_err().code(), Some(StatusCode::KeyError));
+    let unknown = ConsumerOptions {
+        columns: vec!["nope".into()],
+        ..broker.consumer_options()
+    };
+    assert_eq!(
+        Consumer::open("sub", &unknown).unwrap_err().code(),
+        Some(StatusCode::KeyError)
+    );
 }
 
 #[test]
@@ -191,8 +229,14 @@ fn cancel_from_another_thread_ends_a_waiting_next() {
     let (r, mut consumer) = waiter.join().unwrap();
     let err = r.expect("an item").unwrap_err();
     assert!(err.is_cancelled(), "{err}");
-    assert!(consumer.next().is_none(), "the iterator ends after its error");
-    assert!(consumer.next_batch(Some(Duration::ZERO)).unwrap_err().is_cancelled());
+    assert!(
+        consumer.next().is_none(),
+        "the iterator ends after its error"
+    );
+    assert!(consumer
+        .next_batch(Some(Duration::ZERO))
+        .unwrap_err()
+        .is_cancelled());
 }
 
 #[test]
@@ -240,7 +284,13 @@ fn a_drop_oldest_consumer_sees_what_it_lost() {
     let first = consumer.next_batch(LONG).unwrap().unwrap();
     assert!(first.info.lost_before > 0, "{:?}", first.info);
     // What arrives is the newest batches, intact.
-    let id = first.batch.column(0).as_any().downcast_ref::<Int64Array>().unwrap().value(0);
+    let id = first
+        .batch
+        .column(0)
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .unwrap()
+        .value(0);
     assert_eq!(first.batch, test_batch(id, 3));
     assert_eq!(consumer.stats().unwrap().lost, first.info.lost_before);
 }
@@ -255,7 +305,10 @@ fn the_topic_list_shows_topics_with_their_schema_and_counters() {
     let mut b = Broker::connect(Some(&broker.socket)).unwrap();
     // The published counter is what the producers last reported.
     assert!(wait_until(Duration::from_secs(10), || {
-        b.list_topics().unwrap().iter().any(|t| t.name == "listed" && t.published == 1)
+        b.list_topics()
+            .unwrap()
+            .iter()
+            .any(|t| t.name == "listed" && t.published == 1)
     }));
     let topics = b.list_topics().unwrap();
     let t = topics.iter().find(|t| t.name == "listed").unwrap();

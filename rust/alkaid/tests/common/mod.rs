@@ -71,9 +71,17 @@ static COUNTER: AtomicU32 = AtomicU32::new(0);
 
 impl BrokerProcess {
     pub fn start() -> Self {
-        let name = format!("rt{}x{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
+        let name = format!(
+            "rt{}x{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
         let socket = PathBuf::from(format!("/tmp/alkaid-test-{name}.sock"));
-        let mut b = Self { child: None, name, socket };
+        let mut b = Self {
+            child: None,
+            name,
+            socket,
+        };
         b.spawn();
         b
     }
@@ -81,14 +89,21 @@ impl BrokerProcess {
     fn spawn(&mut self) {
         let bin = broker_bin();
         let child = Command::new(&bin)
-            .args(["--socket", self.socket.to_str().unwrap(), "--name", &self.name])
+            .args([
+                "--socket",
+                self.socket.to_str().unwrap(),
+                "--name",
+                &self.name,
+            ])
             .args(["--log-level", "warn"])
             .spawn()
             .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
         self.child = Some(child);
         // Ready once it answers a request.
         let ok = wait_until(Duration::from_secs(10), || {
-            Broker::connect(Some(&self.socket)).and_then(|mut b| b.list_topics()).is_ok()
+            Broker::connect(Some(&self.socket))
+                .and_then(|mut b| b.list_topics())
+                .is_ok()
         });
         assert!(ok, "the broker at {} did not answer", self.socket.display());
     }
@@ -163,13 +178,23 @@ pub fn test_schema() -> SchemaRef {
 /// `rows` rows: id = base + r, name "n<r>" (null every 5th), score r / 2
 /// (null every 7th).
 pub fn test_batch(base: i64, rows: usize) -> RecordBatch {
-    let id: ArrayRef = Arc::new(Int64Array::from_iter_values((0..rows as i64).map(|r| base + r)));
-    let name: ArrayRef = Arc::new(StringArray::from_iter(
-        (0..rows).map(|r| if r % 5 == 4 { None } else { Some(format!("n{r}")) }),
+    let id: ArrayRef = Arc::new(Int64Array::from_iter_values(
+        (0..rows as i64).map(|r| base + r),
     ));
-    let score: ArrayRef = Arc::new(Float64Array::from_iter(
-        (0..rows).map(|r| if r % 7 == 6 { None } else { Some(r as f64 / 2.0) }),
-    ));
+    let name: ArrayRef = Arc::new(StringArray::from_iter((0..rows).map(|r| {
+        if r % 5 == 4 {
+            None
+        } else {
+            Some(format!("n{r}"))
+        }
+    })));
+    let score: ArrayRef = Arc::new(Float64Array::from_iter((0..rows).map(|r| {
+        if r % 7 == 6 {
+            None
+        } else {
+            Some(r as f64 / 2.0)
+        }
+    })));
     RecordBatch::try_new(test_schema(), vec![id, name, score]).unwrap()
 }
 
@@ -183,7 +208,10 @@ pub fn lies_in_shared_memory(batch: &RecordBatch) -> bool {
         .filter_map(|l| {
             let range = l.split_whitespace().next()?;
             let (a, b) = range.split_once('-')?;
-            Some((usize::from_str_radix(a, 16).ok()?, usize::from_str_radix(b, 16).ok()?))
+            Some((
+                usize::from_str_radix(a, 16).ok()?,
+                usize::from_str_radix(b, 16).ok()?,
+            ))
         })
         .collect();
     batch.columns().iter().all(|c| {
