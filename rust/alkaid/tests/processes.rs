@@ -186,8 +186,11 @@ fn rust_to_cpp_to_rust_through_the_broker() {
     assert_eq!(wait_child(subscriber), Some(0), "alkaid subscribe failed");
 
     // The C++ publisher sends that stream on "c"; Rust receives it.
+    // The consumer reads while the C++ producer opens: a producer waits for
+    // the attached consumers to register with it, which they do in next.
     let placeholder = create_topic(&broker, "c");
     let consumer = Consumer::open("c", &broker.consumer_options()).unwrap();
+    let reader = std::thread::spawn(move || consumer.map(|b| b.unwrap()).collect::<Vec<_>>());
     let publisher = tool(&[
         "publish",
         "c",
@@ -197,7 +200,7 @@ fn rust_to_cpp_to_rust_through_the_broker() {
     ]);
     assert_eq!(wait_child(publisher), Some(0), "alkaid publish failed");
     placeholder.close().unwrap();
-    let got: Vec<RecordBatch> = consumer.map(|b| b.unwrap()).collect();
+    let got: Vec<RecordBatch> = reader.join().unwrap();
     assert_eq!(got.len(), sent.len());
     assert!(
         got == sent,
