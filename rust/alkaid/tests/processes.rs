@@ -166,8 +166,10 @@ fn rust_to_cpp_to_rust_through_the_broker() {
     let stream = dir.join("from-rust.arrows");
     let sent: Vec<RecordBatch> = (0..BATCHES).map(batch).collect();
 
-    // Rust publishes on "r"; the C++ subscriber writes an IPC stream.
-    let producer = create_topic(&broker, "r");
+    // Rust publishes on "r"; the C++ subscriber writes an IPC stream. The
+    // producer that publishes opens after the subscriber attached, so it
+    // waits for the subscriber to register with its channel.
+    let placeholder = create_topic(&broker, "r");
     let subscriber = tool(&[
         "subscribe",
         "r",
@@ -179,10 +181,12 @@ fn rust_to_cpp_to_rust_through_the_broker() {
         "30",
     ]);
     wait_for_consumers(&broker, "r", 1);
+    let producer = Producer::open("r", &test_schema(), &broker.producer_options()).unwrap();
     for s in &sent {
         producer.publish(s).unwrap();
     }
     producer.close().unwrap();
+    placeholder.close().unwrap();
     assert_eq!(wait_child(subscriber), Some(0), "alkaid subscribe failed");
 
     // The C++ publisher sends that stream on "c"; Rust receives it.
