@@ -42,6 +42,8 @@ mod consumer;
 mod error;
 mod ffi_util;
 mod loan;
+#[cfg(feature = "polars")]
+pub mod polars;
 mod producer;
 #[cfg(feature = "tokio")]
 mod stream;
