@@ -218,8 +218,9 @@ fn cancel_from_another_thread_ends_a_waiting_next() {
     let mut consumer = Consumer::open("cancel", &broker.consumer_options()).unwrap();
     let canceller = consumer.canceller();
     let waiter = std::thread::spawn(move || {
-        // Waits without limit: only the cancel can end it.
-        let r = consumer.next();
+        // Nothing is published: only the cancel ends this wait before its
+        // 60 s (a broken cancel fails the test with TimedOut, not a hang).
+        let r = consumer.next_batch(Some(Duration::from_secs(60)));
         (r, consumer)
     });
     // Cancel once the waiter is inside next (and also if it is not yet:
@@ -227,8 +228,14 @@ fn cancel_from_another_thread_ends_a_waiting_next() {
     std::thread::sleep(Duration::from_millis(50));
     canceller.cancel().unwrap();
     let (r, mut consumer) = waiter.join().unwrap();
-    let err = r.expect("an item").unwrap_err();
+    let err = r.unwrap_err();
     assert!(err.is_cancelled(), "{err}");
+    // The iterator yields the cancel, then ends.
+    assert!(consumer
+        .next()
+        .expect("an item")
+        .unwrap_err()
+        .is_cancelled());
     assert!(
         consumer.next().is_none(),
         "the iterator ends after its error"
@@ -244,7 +251,7 @@ fn cancel_ends_a_producer_waiting_for_room() {
     let broker = BrokerProcess::start();
     let options = ProducerOptions {
         slot_count: 2,
-        publish_timeout: Duration::from_secs(3600),
+        publish_timeout: Duration::from_secs(60),
         drain_timeout: Duration::ZERO,
         ..broker.producer_options()
     };
