@@ -48,10 +48,14 @@ async fn two_topics_on_one_thread_woken_by_their_descriptors() {
         pa.close().unwrap();
         pb.close().unwrap();
     });
-    let both = async { tokio::join!(collect(sa), collect(sb)) };
+    // The streams run in a task of their own: the bound's timer wakes only
+    // the wait for the task, never polls the streams, so only their
+    // descriptors can move them on.
+    let both = tokio::spawn(async { tokio::join!(collect(sa), collect(sb)) });
     let (got_a, got_b) = tokio::time::timeout(Duration::from_secs(60), both)
         .await
-        .expect("a stream was never woken");
+        .expect("a stream was never woken")
+        .unwrap();
     publisher.join().unwrap();
     assert_eq!(got_a, (0..20).map(|i| test_batch(i, 5)).collect::<Vec<_>>());
     assert_eq!(
