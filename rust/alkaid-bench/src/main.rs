@@ -194,12 +194,24 @@ fn ping(o: &Options, socket: &Path) -> alkaid::Result<Vec<Result1>> {
         &producer_options(socket, 4 * biggest + (1 << 20)),
     )?;
     let mut pong = spawn_pong(o, socket);
+    let measured = measure(o, socket, &producer);
+    if measured.is_err() {
+        let _ = pong.kill();
+    }
+    let closed = producer.close();
+    let _ = pong.wait();
+    closed?;
+    measured
+}
+
+/// The hello handshake, then every size's round trips.
+fn measure(o: &Options, socket: &Path, producer: &Producer) -> alkaid::Result<Vec<Result1>> {
     let mut answers = Consumer::open("pong", &consumer_options(socket, o.block))?;
     // Hello until the pong process answers: it may attach after a first
     // ping, which it then never sees.
     let mut tag: i64 = 1 << 40;
     loop {
-        send(&producer, 1, tag)?;
+        send(producer, 1, tag)?;
         match answers.next_batch(Some(Duration::from_millis(100))) {
             Ok(Some(_)) => break,
             Ok(None) => panic!("the pong process ended"),
@@ -217,9 +229,9 @@ fn ping(o: &Options, socket: &Path) -> alkaid::Result<Vec<Result1>> {
             && (o.duration <= 0.0 || started.elapsed().as_secs_f64() < o.duration)
         {
             // Untimed: the same size once, to bring both paths into cache.
-            round_trip(&producer, &mut answers, rows, next_first)?;
+            round_trip(producer, &mut answers, rows, next_first)?;
             next_first += rows as i64;
-            let rt = round_trip(&producer, &mut answers, rows, next_first)?;
+            let rt = round_trip(producer, &mut answers, rows, next_first)?;
             next_first += rows as i64;
             samples.push(rt.as_nanos() as i64 / 2);
         }
@@ -230,8 +242,6 @@ fn ping(o: &Options, socket: &Path) -> alkaid::Result<Vec<Result1>> {
             rate,
         });
     }
-    producer.close()?;
-    let _ = pong.wait();
     Ok(out)
 }
 

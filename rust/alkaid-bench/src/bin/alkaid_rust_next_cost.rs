@@ -22,7 +22,10 @@ use arrow_schema::{DataType, Field, Schema};
 
 #[inline(never)]
 fn receive_one(consumer: &mut Consumer) -> Received {
-    consumer.next_batch(Some(Duration::from_secs(10))).expect("a batch").expect("not the end")
+    consumer
+        .next_batch(Some(Duration::from_secs(10)))
+        .expect("a batch")
+        .expect("not the end")
 }
 
 fn main() {
@@ -37,11 +40,21 @@ fn main() {
     let name = format!("rustcost{}", std::process::id());
     let socket = std::env::temp_dir().join(format!("alkaid-{name}.sock"));
     let mut broker = Command::new(&broker_bin)
-        .args(["--socket", socket.to_str().unwrap(), "--name", &name, "--log-level", "warn"])
+        .args([
+            "--socket",
+            socket.to_str().unwrap(),
+            "--name",
+            &name,
+            "--log-level",
+            "warn",
+        ])
         .spawn()
         .expect("starting the broker");
     let until = Instant::now() + Duration::from_secs(30);
-    while alkaid::Broker::connect(Some(&socket)).and_then(|mut b| b.list_topics()).is_err() {
+    while alkaid::Broker::connect(Some(&socket))
+        .and_then(|mut b| b.list_topics())
+        .is_err()
+    {
         assert!(Instant::now() < until, "the broker did not answer");
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -55,16 +68,24 @@ fn main() {
         ..ProducerOptions::default()
     };
     let producer = Producer::open("cost", &schema, &po).expect("producer");
-    let co = ConsumerOptions { wait_mode: WaitMode::BusyPoll, ..ConsumerOptions::with_socket(&socket) };
+    let co = ConsumerOptions {
+        wait_mode: WaitMode::BusyPoll,
+        ..ConsumerOptions::with_socket(&socket)
+    };
     let mut consumer = Consumer::open("cost", &co).expect("consumer");
     for i in 0..batches {
         let mut loan = producer.loan(rows, &[0, rows as i64 * 4]).expect("loan");
-        for (r, v) in loan.values_mut::<Int64Type>(0).expect("ids").iter_mut().enumerate() {
+        for (r, v) in loan
+            .values_mut::<Int64Type>(0)
+            .expect("ids")
+            .iter_mut()
+            .enumerate()
+        {
             *v = (i * rows + r) as i64;
         }
         let (offsets, values) = loan.binary_mut(1).expect("names");
-        for r in 0..=rows {
-            offsets[r] = (r * 4) as i32;
+        for (r, o) in offsets.iter_mut().enumerate() {
+            *o = (r * 4) as i32;
         }
         values.fill(b'a');
         loan.publish().expect("publish");
