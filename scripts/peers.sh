@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Alkaid's ping-pong beside the latency peers, in one run and one table: for
-# each size the one-way p50 and p99 of Alkaid (`alkaid latency`), iceoryx2
+# each size the one-way p50 and p99 of Alkaid (`alkaid latency`), Alkaid
+# through its Rust crate (alkaid_rust_latency, rust/alkaid-bench), iceoryx2
 # (bench/peers/iceoryx2, Rust), iceoryx 2.0 (alkaid_iceoryx_latency), the
 # floor (one shared cache line) and a Unix socket, and each one's ratio to
 # Alkaid. The peers are optional: one that is not there is skipped, saying so.
@@ -13,7 +14,8 @@
 #             a size after 10 s)
 #   --mode    how the receivers wait: spin (busy poll) or block (default spin)
 #
-# Builds the iceoryx2 peer with cargo when cargo is there, and nothing else:
+# Builds the iceoryx2 peer and alkaid_rust_latency with cargo when cargo is
+# there, and nothing else:
 # Alkaid and the iceoryx 2.0 peer come from build/release (scripts/build.sh,
 # which this runs when build/release has no alkaid; the iceoryx 2.0 peer is
 # built only after scripts/install-deps.sh --peers). The runs go one after
@@ -74,6 +76,7 @@ alkaid=$build/tools/alkaid/alkaid
 iceoryx=$build/bench/peers/alkaid_iceoryx_latency
 iceoryx2_dir=bench/peers/iceoryx2
 iceoryx2=$iceoryx2_dir/target/release/alkaid_iceoryx2_latency
+alkaid_rust=rust/target/release/alkaid_rust_latency
 results=${RESULTS:-$build/peers-results}
 
 if [ ! -x "$alkaid" ]; then
@@ -87,10 +90,17 @@ if command -v cargo >/dev/null 2>&1; then
     echo "peers.sh: the iceoryx2 peer did not build (above); it is skipped" >&2
     iceoryx2=
   fi
+  echo "peers.sh: building alkaid_rust_latency (cargo, rust/alkaid-bench)" >&2
+  if ! ALKAID_BUILD_DIR="$PWD/$build" cargo build --release --locked -p alkaid-bench \
+      --manifest-path rust/Cargo.toml </dev/null; then
+    echo "peers.sh: alkaid_rust_latency did not build (above); it is skipped" >&2
+    alkaid_rust=
+  fi
 else
-  echo "peers.sh: cargo not found: the iceoryx2 peer is skipped (it needs a Rust toolchain," \
-       "1.89 or newer)" >&2
+  echo "peers.sh: cargo not found: the iceoryx2 peer and alkaid_rust_latency are skipped" \
+       "(they need a Rust toolchain, 1.89 or newer)" >&2
   iceoryx2=
+  alkaid_rust=
 fi
 if [ ! -x "$iceoryx" ]; then
   echo "peers.sh: no $iceoryx: the iceoryx 2.0 peer is skipped (scripts/install-deps.sh" \
@@ -126,6 +136,10 @@ run() {  # run <name> <command...>: JSON to $results/<name>.json, output to <nam
 started=$(date '+%Y-%m-%d %H:%M:%S %Z')
 load_before=$(uptime)
 run alkaid "$alkaid" latency --sizes "$sizes" --count "$count" --mode "$mode" --compare floor,uds
+if [ -n "$alkaid_rust" ]; then
+  run alkaid-rust "$alkaid_rust" --broker "$build/broker/daemon/alkaid-broker" \
+    --sizes "$sizes" --count "$count" --mode "$mode"
+fi
 if [ -n "$iceoryx2" ]; then
   run iceoryx2 "$iceoryx2" --sizes "$sizes" --count "$count" --mode "$mode"
 fi
@@ -149,7 +163,8 @@ import sys
 
 results_dir, sizes = sys.argv[1], [int(s) for s in sys.argv[2].split(",")]
 # (label, JSON file, transport in it), in the table's order.
-rows = [("alkaid", "alkaid", "alkaid"), ("iceoryx2", "iceoryx2", "iceoryx2"),
+rows = [("alkaid", "alkaid", "alkaid"), ("alkaid-rust", "alkaid-rust", "alkaid-rust"),
+        ("iceoryx2", "iceoryx2", "iceoryx2"),
         ("iceoryx 2.0", "iceoryx", "iceoryx"), ("floor", "alkaid", "floor"),
         ("uds", "alkaid", "uds")]
 found = {}

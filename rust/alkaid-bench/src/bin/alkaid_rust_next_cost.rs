@@ -1,0 +1,101 @@
+//! The cost of one received batch on the Rust side: the C ABI's `next`
+//! plus arrow-rs's import into a `RecordBatch`, counted with callgrind
+//! inside `receive_one` only (docs/INTEROP.md, "Rust", has the command):
+//!
+//!   valgrind --tool=callgrind --toggle-collect='*receive_one*' \
+//!     alkaid_rust_next_cost BROKER ROWS BATCHES
+//!
+//! Each iteration publishes a loan of ROWS rows (int64 and utf8 columns,
+//! not counted), then receives it (counted) and drops it. The difference
+//! of two BATCHES counts, divided by their difference, is the cost per
+//! batch; comparing ROWS shows whether it depends on the rows.
+
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use alkaid::{Consumer, ConsumerOptions, Producer, ProducerOptions, Received, WaitMode};
+use arrow_array::types::Int64Type;
+use arrow_schema::{DataType, Field, Schema};
+
+#[inline(never)]
+fn receive_one(consumer: &mut Consumer) -> Received {
+    consumer
+        .next_batch(Some(Duration::from_secs(10)))
+        .expect("a batch")
+        .expect("not the end")
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() != 4 {
+        eprintln!("usage: {} BROKER ROWS BATCHES", args[0]);
+        std::process::exit(2);
+    }
+    let broker_bin = PathBuf::from(&args[1]);
+    let rows: usize = args[2].parse().expect("ROWS");
+    let batches: usize = args[3].parse().expect("BATCHES");
+    let name = format!("rustcost{}", std::process::id());
+    let socket = std::env::temp_dir().join(format!("alkaid-{name}.sock"));
+    let mut broker = Command::new(&broker_bin)
+        .args([
+            "--socket",
+            socket.to_str().unwrap(),
+            "--name",
+            &name,
+            "--log-level",
+            "warn",
+        ])
+        .spawn()
+        .expect("starting the broker");
+    let until = Instant::now() + Duration::from_secs(30);
+    while alkaid::Broker::connect(Some(&socket))
+        .and_then(|mut b| b.list_topics())
+        .is_err()
+    {
+        assert!(Instant::now() < until, "the broker did not answer");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("name", DataType::Utf8, false),
+    ]));
+    let po = ProducerOptions {
+        socket_path: Some(socket.clone()),
+        arena_bytes: (rows as u64 * 24 + 4096) * 8,
+        ..ProducerOptions::default()
+    };
+    let producer = Producer::open("cost", &schema, &po).expect("producer");
+    let co = ConsumerOptions {
+        wait_mode: WaitMode::BusyPoll,
+        ..ConsumerOptions::with_socket(&socket)
+    };
+    let mut consumer = Consumer::open("cost", &co).expect("consumer");
+    for i in 0..batches {
+        let mut loan = producer.loan(rows, &[0, rows as i64 * 4]).expect("loan");
+        for (r, v) in loan
+            .values_mut::<Int64Type>(0)
+            .expect("ids")
+            .iter_mut()
+            .enumerate()
+        {
+            *v = (i * rows + r) as i64;
+        }
+        let (offsets, values) = loan.binary_mut(1).expect("names");
+        for (r, o) in offsets.iter_mut().enumerate() {
+            *o = (r * 4) as i32;
+        }
+        values.fill(b'a');
+        loan.publish().expect("publish");
+        let got = receive_one(&mut consumer);
+        black_box(got.batch.num_rows());
+    }
+    drop(consumer);
+    producer.close().expect("close");
+    // SAFETY: kill(2) of our own child.
+    unsafe { libc::kill(broker.id() as i32, libc::SIGTERM) };
+    let _ = broker.wait();
+    println!("received {batches} batches of {rows} rows");
+}

@@ -1,0 +1,355 @@
+//! `alkaid latency --pattern pingpong` through the Rust crate: process A
+//! (ping) loans a batch of one int64 column of the payload's size, fills it
+//! with i, i+1, ... (not timed), then times publish -> process B (pong)
+//! takes it from its `Consumer` iterator, checks the first and last value
+//! and answers with a one-row batch (a loan) -> A holds the answer. One-way
+//! latency = round trip / 2. Before each timed ping an untimed round trip
+//! of the same size. A and B pinned to CPUs 0 and 1. Percentiles by nearest
+//! rank. It starts its own broker (`--broker`, default the build tree's).
+//!
+//!   alkaid_rust_latency [--sizes 64,4096,...] [--count N] [--duration SEC]
+//!                       [--mode spin|block] [--json FILE|-] [--no-pin]
+//!                       [--broker PATH]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use alkaid::{Consumer, ConsumerOptions, Producer, ProducerOptions, WaitMode};
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int64Type;
+use arrow_array::RecordBatch;
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+
+struct Options {
+    sizes: Vec<usize>,
+    count: usize,
+    duration: f64,
+    block: bool,
+    json: Option<String>,
+    pin: bool,
+    broker: PathBuf,
+    role_pong: Option<PathBuf>,
+}
+
+fn parse() -> Result<Options, String> {
+    let default_broker = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../build/release/broker/daemon/alkaid-broker");
+    let mut o = Options {
+        sizes: vec![64, 4096, 65536, 1 << 20, 16 << 20],
+        count: 10000,
+        duration: 10.0,
+        block: false,
+        json: None,
+        pin: true,
+        broker: default_broker,
+        role_pong: None,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut value = || args.next().ok_or(format!("{a} needs a value"));
+        match a.as_str() {
+            "--sizes" => {
+                o.sizes = value()?
+                    .split(',')
+                    .map(|s| s.parse::<usize>().map_err(|e| format!("size {s}: {e}")))
+                    .collect::<Result<_, _>>()?;
+                if o.sizes.iter().any(|&s| s == 0 || s > 16 << 20) {
+                    return Err("sizes are 1 B .. 16 MiB".into());
+                }
+            }
+            "--count" => o.count = value()?.parse().map_err(|e| format!("--count: {e}"))?,
+            "--duration" => {
+                o.duration = value()?.parse().map_err(|e| format!("--duration: {e}"))?
+            }
+            "--mode" => {
+                o.block = match value()?.as_str() {
+                    "spin" => false,
+                    "block" => true,
+                    m => return Err(format!("--mode {m}: want spin or block")),
+                }
+            }
+            "--json" => o.json = Some(value()?),
+            "--no-pin" => o.pin = false,
+            "--broker" => o.broker = PathBuf::from(value()?),
+            "--role-pong" => o.role_pong = Some(PathBuf::from(value()?)),
+            "-h" | "--help" => {
+                println!("see the comment at the top of rust/alkaid-bench/src/main.rs");
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown argument {other}")),
+        }
+    }
+    Ok(o)
+}
+
+fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]))
+}
+
+fn pin(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is valid; sched_setaffinity reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+fn producer_options(socket: &Path, arena: u64) -> ProducerOptions {
+    ProducerOptions {
+        socket_path: Some(socket.to_path_buf()),
+        arena_bytes: arena,
+        max_arena_bytes: 512 << 20,
+        slot_count: 64,
+        ..ProducerOptions::default()
+    }
+}
+
+fn consumer_options(socket: &Path, block: bool) -> ConsumerOptions {
+    ConsumerOptions {
+        wait_for_topic: None,
+        wait_mode: if block {
+            WaitMode::Block
+        } else {
+            WaitMode::BusyPoll
+        },
+        ..ConsumerOptions::with_socket(socket)
+    }
+}
+
+/// Publishes a loan of `rows` rows holding first, first + 1, ...
+fn send(producer: &Producer, rows: usize, first: i64) -> alkaid::Result<()> {
+    let mut loan = producer.loan(rows, &[])?;
+    for (i, v) in loan.values_mut::<Int64Type>(0)?.iter_mut().enumerate() {
+        *v = first + i as i64;
+    }
+    loan.publish()
+}
+
+fn first_last(batch: &RecordBatch) -> (i64, i64, usize) {
+    let v = batch.column(0).as_primitive::<Int64Type>().values();
+    (v[0], v[v.len() - 1], v.len())
+}
+
+/// Process B: answers every ping with its first value, until the ping
+/// topic ends.
+fn pong(socket: &Path, block: bool, pin_cpu: bool) -> alkaid::Result<()> {
+    if pin_cpu {
+        pin(1);
+    }
+    let consumer = Consumer::open("ping", &consumer_options(socket, block))?;
+    let producer = Producer::open("pong", &schema(), &producer_options(socket, 1 << 20))?;
+    for batch in consumer {
+        let batch = batch?;
+        let (first, last, rows) = first_last(&batch);
+        assert_eq!(
+            last,
+            first + rows as i64 - 1,
+            "a ping's values are not what was sent"
+        );
+        drop(batch);
+        send(&producer, 1, first)?;
+    }
+    producer.close()
+}
+
+/// Sends `first` in a batch of `rows` rows and waits for its answer,
+/// skipping answers to earlier pings. The timed part: publish to answer.
+fn round_trip(
+    producer: &Producer,
+    answers: &mut Consumer,
+    rows: usize,
+    first: i64,
+) -> alkaid::Result<Duration> {
+    let mut loan = producer.loan(rows, &[])?;
+    for (i, v) in loan.values_mut::<Int64Type>(0)?.iter_mut().enumerate() {
+        *v = first + i as i64;
+    }
+    let t0 = Instant::now();
+    loan.publish()?;
+    loop {
+        let answer = answers.next().expect("the pong process ended early")?;
+        if first_last(&answer).0 == first {
+            return Ok(t0.elapsed());
+        }
+    }
+}
+
+struct Result1 {
+    bytes: usize,
+    samples: Vec<i64>,
+    rate: f64,
+}
+
+fn ping(o: &Options, socket: &Path) -> alkaid::Result<Vec<Result1>> {
+    if o.pin {
+        pin(0);
+    }
+    let biggest = *o.sizes.iter().max().unwrap_or(&64) as u64;
+    let producer = Producer::open(
+        "ping",
+        &schema(),
+        &producer_options(socket, 4 * biggest + (1 << 20)),
+    )?;
+    let mut pong = spawn_pong(o, socket);
+    let measured = measure(o, socket, &producer);
+    if measured.is_err() {
+        let _ = pong.kill();
+    }
+    let closed = producer.close();
+    let _ = pong.wait();
+    closed?;
+    measured
+}
+
+/// The hello handshake, then every size's round trips.
+fn measure(o: &Options, socket: &Path, producer: &Producer) -> alkaid::Result<Vec<Result1>> {
+    let mut answers = Consumer::open("pong", &consumer_options(socket, o.block))?;
+    // Hello until the pong process answers: it may attach after a first
+    // ping, which it then never sees.
+    let mut tag: i64 = 1 << 40;
+    loop {
+        send(producer, 1, tag)?;
+        match answers.next_batch(Some(Duration::from_millis(100))) {
+            Ok(Some(_)) => break,
+            Ok(None) => panic!("the pong process ended"),
+            Err(e) if e.is_timed_out() => tag += 1,
+            Err(e) => return Err(e),
+        }
+    }
+    let mut out = Vec::new();
+    let mut next_first: i64 = 0;
+    for &bytes in &o.sizes {
+        let rows = (bytes / 8).max(1);
+        let mut samples = Vec::with_capacity(o.count);
+        let started = Instant::now();
+        while samples.len() < o.count
+            && (o.duration <= 0.0 || started.elapsed().as_secs_f64() < o.duration)
+        {
+            // Untimed: the same size once, to bring both paths into cache.
+            round_trip(producer, &mut answers, rows, next_first)?;
+            next_first += rows as i64;
+            let rt = round_trip(producer, &mut answers, rows, next_first)?;
+            next_first += rows as i64;
+            samples.push(rt.as_nanos() as i64 / 2);
+        }
+        let rate = samples.len() as f64 / started.elapsed().as_secs_f64();
+        out.push(Result1 {
+            bytes,
+            samples,
+            rate,
+        });
+    }
+    Ok(out)
+}
+
+fn spawn_pong(o: &Options, socket: &Path) -> Child {
+    let mut c = Command::new(std::env::current_exe().expect("our own path"));
+    c.arg("--role-pong")
+        .arg(socket)
+        .args(["--mode", if o.block { "block" } else { "spin" }]);
+    if !o.pin {
+        c.arg("--no-pin");
+    }
+    c.spawn().expect("starting the pong process")
+}
+
+fn nearest_rank(sorted: &[i64], p: f64) -> i64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = (p / 100.0 * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn main() {
+    let o = match parse() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("alkaid_rust_latency: {e}");
+            std::process::exit(2);
+        }
+    };
+    if let Some(socket) = &o.role_pong {
+        if let Err(e) = pong(socket, o.block, o.pin) {
+            eprintln!("alkaid_rust_latency (pong): {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
+    let name = format!("rustlat{}", std::process::id());
+    let socket = std::env::temp_dir().join(format!("alkaid-{name}.sock"));
+    let mut broker = Command::new(&o.broker)
+        .args([
+            "--socket",
+            socket.to_str().unwrap(),
+            "--name",
+            &name,
+            "--log-level",
+            "warn",
+        ])
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {}: {e}", o.broker.display()));
+    let until = Instant::now() + Duration::from_secs(10);
+    while alkaid::Broker::connect(Some(&socket))
+        .and_then(|mut b| b.list_topics())
+        .is_err()
+    {
+        assert!(Instant::now() < until, "the broker did not answer");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let result = ping(&o, &socket);
+    // SAFETY: kill(2) of our own child.
+    unsafe { libc::kill(broker.id() as i32, libc::SIGTERM) };
+    let _ = broker.wait();
+    let results = match result {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("alkaid_rust_latency: {e}");
+            std::process::exit(1);
+        }
+    };
+    let mode = if o.block { "block" } else { "spin" };
+    println!("alkaid-rust ping-pong, mode {mode}; one-way latency = round trip / 2");
+    println!(
+        "{:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9}",
+        "payload", "p50_ns", "p90_ns", "p99_ns", "p99.9_ns", "max_ns", "samples"
+    );
+    let mut entries = Vec::new();
+    for mut r in results {
+        r.samples.sort_unstable();
+        let s = &r.samples;
+        let (p50, p90, p99, p999) = (
+            nearest_rank(s, 50.0),
+            nearest_rank(s, 90.0),
+            nearest_rank(s, 99.0),
+            nearest_rank(s, 99.9),
+        );
+        let max = s.last().copied().unwrap_or(0);
+        let mean = s.iter().map(|&v| v as f64).sum::<f64>() / s.len().max(1) as f64;
+        println!(
+            "{:>10} {p50:>10} {p90:>10} {p99:>10} {p999:>10} {max:>10} {:>9}",
+            r.bytes,
+            s.len()
+        );
+        entries.push(format!(
+            "    {{\"transport\": \"alkaid-rust\", \"mode\": \"{mode}\", \"pattern\": \"pingpong\", \
+             \"payload_bytes\": {}, \"consumers\": 1, \"samples\": {}, \"p50_ns\": {p50}, \
+             \"p90_ns\": {p90}, \"p99_ns\": {p99}, \"p999_ns\": {p999}, \"max_ns\": {max}, \
+             \"mean_ns\": {mean:.1}, \"msgs_per_s\": {:.1}}}",
+            r.bytes,
+            s.len(),
+            r.rate
+        ));
+    }
+    if let Some(path) = &o.json {
+        let doc = format!("{{\n  \"results\": [\n{}\n  ]\n}}\n", entries.join(",\n"));
+        if path == "-" {
+            print!("{doc}");
+        } else {
+            std::fs::write(path, doc).expect("writing the JSON");
+        }
+    }
+}

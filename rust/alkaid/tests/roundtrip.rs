@@ -1,0 +1,332 @@
+//! Round trips through a real broker within one process: publish by copy
+//! and by loan, values equal on arrival, buffers in shared memory, batches
+//! outliving their consumer and producer, a column subset, the end of the
+//! stream, cancellation from another thread, lost-before counts, the topic
+//! list.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use alkaid::{Broker, Consumer, ConsumerOptions, Policy, Producer, ProducerOptions, StatusCode};
+use arrow_array::types::{Float64Type, Int64Type};
+use arrow_array::{Array, Float64Array, Int64Array, RecordBatch, StringArray};
+use common::{lies_in_shared_memory, test_batch, test_schema, wait_until, BrokerProcess};
+
+const LONG: Option<Duration> = Some(Duration::from_secs(10));
+
+#[test]
+fn published_batches_arrive_equal_and_zero_copy() {
+    let broker = BrokerProcess::start();
+    let producer = Producer::open("t", &test_schema(), &broker.producer_options()).unwrap();
+    let mut consumer = Consumer::open("t", &broker.consumer_options()).unwrap();
+    assert_eq!(consumer.schema(), test_schema());
+    let sent: Vec<RecordBatch> = (0..5)
+        .map(|i| test_batch(i * 1000, 100 + i as usize))
+        .collect();
+    for b in &sent {
+        producer.publish(b).unwrap();
+    }
+    for (i, want) in sent.iter().enumerate() {
+        let got = consumer
+            .next_batch(LONG)
+            .unwrap()
+            .expect("a batch, not the end");
+        assert_eq!(&got.batch, want, "batch {i}");
+        assert!(
+            lies_in_shared_memory(&got.batch),
+            "batch {i} was copied out of shared memory"
+        );
+        assert_eq!(got.info.lost_before, 0);
+        assert_eq!(got.info.producer_pid, std::process::id());
+        assert_eq!(consumer.last_info(), got.info);
+    }
+    let stats = producer.stats().unwrap();
+    assert_eq!(stats.published, 5);
+    assert!(stats.copied_bytes > 0);
+    producer.close().unwrap();
+    // The iterator: the end of the stream ends it.
+    assert!(consumer.next().is_none());
+}
+
+#[test]
+fn the_iterator_yields_every_batch_then_ends() {
+    let broker = BrokerProcess::start();
+    let producer = Producer::open("it", &test_schema(), &broker.producer_options()).unwrap();
+    let consumer = Consumer::open("it", &broker.consumer_options()).unwrap();
+    let sent: Vec<RecordBatch> = (0..20).map(|i| test_batch(i, 7)).collect();
+    let publisher = std::thread::spawn(move || {
+        for b in &sent {
+            producer.publish(b).unwrap();
+        }
+        producer.close().unwrap();
+        sent
+    });
+    let got: Vec<RecordBatch> = consumer.map(|b| b.unwrap()).collect();
+    let sent = publisher.join().unwrap();
+    assert_eq!(got, sent);
+}
+
+#[test]
+fn a_loan_written_in_place_arrives_without_a_copy() {
+    let broker = BrokerProcess::start();
+    let producer = Producer::open("loan", &test_schema(), &broker.producer_options()).unwrap();
+    let mut consumer = Consumer::open("loan", &broker.consumer_options()).unwrap();
+    let words = ["alpha", "", "gamma", "delta"];
+    let bytes: i64 = words.iter().map(|w| w.len() as i64).sum();
+    let mut loan = producer.loan(4, &[0, bytes, 0]).unwrap();
+    assert_eq!(loan.rows(), 4);
+    loan.values_mut::<Int64Type>(0)
+        .unwrap()
+        .copy_from_slice(&[10, 20, 30, 40]);
+    {
+        let (offsets, values) = loan.binary_mut(1).unwrap();
+        let mut at = 0usize;
+        for (i, w) in words.iter().enumerate() {
+            offsets[i] = at as i32;
+            values[at..at + w.len()].copy_from_slice(w.as_bytes());
+            at += w.len();
+        }
+        offsets[4] = at as i32;
+    }
+    // Row 1 of `name` null.
+    loan.validity_mut(1).unwrap().expect("name is nullable")[0] &= !0b10;
+    loan.set_null_count(1, 1).unwrap();
+    loan.values_mut::<Float64Type>(2)
+        .unwrap()
+        .copy_from_slice(&[0.5, 1.5, 2.5, 3.5]);
+    // Wrong type, out of range: refused before the C ABI.
+    assert!(loan.values_mut::<Float64Type>(0).is_err());
+    assert!(loan.values_mut::<Int64Type>(7).is_err());
+    assert!(loan.binary_mut(0).is_err());
+    assert!(
+        loan.validity_mut(0).unwrap().is_none(),
+        "id is not nullable"
+    );
+    loan.publish().unwrap();
+
+    let got = consumer.next_batch(LONG).unwrap().unwrap().batch;
+    let want = RecordBatch::try_new(
+        test_schema(),
+        vec![
+            Arc::new(Int64Array::from(vec![10, 20, 30, 40])),
+            Arc::new(StringArray::from(vec![
+                Some("alpha"),
+                None,
+                Some("gamma"),
+                Some("delta"),
+            ])),
+            Arc::new(Float64Array::from(vec![0.5, 1.5, 2.5, 3.5])),
+        ],
+    )
+    .unwrap();
+    assert_eq!(got, want);
+    assert!(lies_in_shared_memory(&got));
+    assert_eq!(
+        producer.stats().unwrap().copied_bytes,
+        0,
+        "a loan is published without a copy"
+    );
+}
+
+#[test]
+fn a_bad_loan_is_refused_and_its_space_returned() {
+    let broker = BrokerProcess::start();
+    let producer = Producer::open("badloan", &test_schema(), &broker.producer_options()).unwrap();
+    let mut consumer = Consumer::open("badloan", &broker.consumer_options()).unwrap();
+    let mut loan = producer.loan(2, &[0, 4, 0]).unwrap();
+    {
+        let (offsets, _) = loan.binary_mut(1).unwrap();
+        offsets.copy_from_slice(&[0, 3, 1]); // decreasing
+    }
+    let err = loan.publish().unwrap_err();
+    assert_eq!(err.code(), Some(StatusCode::Invalid), "{err}");
+    assert!(err.to_string().contains("offset"), "{err}");
+    // Wrong number of var_data_bytes entries.
+    assert!(producer.loan(2, &[0, 4]).is_err());
+    // Nothing was published; a dropped loan is discarded.
+    drop(producer.loan(3, &[0, 9, 0]).unwrap());
+    assert!(consumer
+        .next_batch(Some(Duration::ZERO))
+        .unwrap_err()
+        .is_timed_out());
+}
+
+#[test]
+fn batches_outlive_their_consumer_and_producer() {
+    let broker = BrokerProcess::start();
+    // The producer's close waits for the held body up to drain_timeout: the
+    // body is still held when it closes, so keep that short.
+    let options = ProducerOptions {
+        drain_timeout: Duration::from_millis(100),
+        ..broker.producer_options()
+    };
+    let producer = Producer::open("keep", &test_schema(), &options).unwrap();
+    let mut consumer = Consumer::open("keep", &broker.consumer_options()).unwrap();
+    producer.publish(&test_batch(7, 300)).unwrap();
+    let got = consumer.next_batch(LONG).unwrap().unwrap().batch;
+    let column = got.column(1).clone();
+    drop(consumer);
+    drop(producer);
+    // Read after both are gone, and release on another thread.
+    assert_eq!(got, test_batch(7, 300));
+    std::thread::spawn(move || {
+        assert_eq!(column.len(), 300);
+        drop(column);
+        drop(got);
+    })
+    .join()
+    .unwrap();
+    // Every segment goes once the broker stops (checked by its Drop).
+}
+
+#[test]
+fn a_column_subset_arrives_in_the_order_asked() {
+    let broker = BrokerProcess::start();
+    let producer = Producer::open("sub", &test_schema(), &broker.producer_options()).unwrap();
+    let options = ConsumerOptions {
+        columns: vec!["score".into(), "id".into()],
+        ..broker.consumer_options()
+    };
+    let mut consumer = Consumer::open("sub", &options).unwrap();
+    let names: Vec<_> = consumer
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    assert_eq!(names, ["score", "id"]);
+    let sent = test_batch(3, 50);
+    producer.publish(&sent).unwrap();
+    let got = consumer.next_batch(LONG).unwrap().unwrap().batch;
+    assert_eq!(got, sent.project(&[2, 0]).unwrap());
+    let unknown = ConsumerOptions {
+        columns: vec!["nope".into()],
+        ..broker.consumer_options()
+    };
+    assert_eq!(
+        Consumer::open("sub", &unknown).unwrap_err().code(),
+        Some(StatusCode::KeyError)
+    );
+}
+
+#[test]
+fn cancel_from_another_thread_ends_a_waiting_next() {
+    let broker = BrokerProcess::start();
+    let _producer = Producer::open("cancel", &test_schema(), &broker.producer_options()).unwrap();
+    let mut consumer = Consumer::open("cancel", &broker.consumer_options()).unwrap();
+    let canceller = consumer.canceller();
+    let waiter = std::thread::spawn(move || {
+        // Nothing is published: only the cancel ends this wait before its
+        // 60 s (a broken cancel fails the test with TimedOut, not a hang).
+        let r = consumer.next_batch(Some(Duration::from_secs(60)));
+        (r, consumer)
+    });
+    // Cancel once the waiter is inside next (and also if it is not yet:
+    // every later next is cancelled too).
+    std::thread::sleep(Duration::from_millis(50));
+    canceller.cancel().unwrap();
+    let (r, mut consumer) = waiter.join().unwrap();
+    let err = r.unwrap_err();
+    assert!(err.is_cancelled(), "{err}");
+    // The iterator yields the cancel, then ends.
+    assert!(consumer
+        .next()
+        .expect("an item")
+        .unwrap_err()
+        .is_cancelled());
+    assert!(
+        consumer.next().is_none(),
+        "the iterator ends after its error"
+    );
+    assert!(consumer
+        .next_batch(Some(Duration::ZERO))
+        .unwrap_err()
+        .is_cancelled());
+}
+
+#[test]
+fn cancel_ends_a_producer_waiting_for_room() {
+    let broker = BrokerProcess::start();
+    let options = ProducerOptions {
+        slot_count: 2,
+        publish_timeout: Duration::from_secs(60),
+        drain_timeout: Duration::ZERO,
+        ..broker.producer_options()
+    };
+    let producer = Producer::open("full", &test_schema(), &options).unwrap();
+    // A consumer that never reads: the third publish waits without limit.
+    let _consumer = Consumer::open("full", &broker.consumer_options()).unwrap();
+    let canceller = producer.canceller();
+    let publisher = std::thread::spawn(move || {
+        let mut result = Ok(());
+        for i in 0..3 {
+            result = producer.publish(&test_batch(i, 10));
+            if result.is_err() {
+                break;
+            }
+        }
+        result
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    canceller.cancel().unwrap();
+    let err = publisher.join().unwrap().unwrap_err();
+    assert!(err.is_cancelled(), "{err}");
+}
+
+#[test]
+fn a_drop_oldest_consumer_sees_what_it_lost() {
+    let broker = BrokerProcess::start();
+    let options = ProducerOptions {
+        slot_count: 4,
+        policy: Policy::DropOldest,
+        ..broker.producer_options()
+    };
+    let producer = Producer::open("drop", &test_schema(), &options).unwrap();
+    let mut consumer = Consumer::open("drop", &broker.consumer_options()).unwrap();
+    for i in 0..10 {
+        producer.publish(&test_batch(i, 3)).unwrap();
+    }
+    let first = consumer.next_batch(LONG).unwrap().unwrap();
+    assert!(first.info.lost_before > 0, "{:?}", first.info);
+    // What arrives is the newest batches, intact.
+    let id = first
+        .batch
+        .column(0)
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .unwrap()
+        .value(0);
+    assert_eq!(first.batch, test_batch(id, 3));
+    assert_eq!(consumer.stats().unwrap().lost, first.info.lost_before);
+}
+
+#[test]
+fn the_topic_list_shows_topics_with_their_schema_and_counters() {
+    let broker = BrokerProcess::start();
+    let producer = Producer::open("listed", &test_schema(), &broker.producer_options()).unwrap();
+    let mut consumer = Consumer::open("listed", &broker.consumer_options()).unwrap();
+    producer.publish(&test_batch(0, 5)).unwrap();
+    consumer.next_batch(LONG).unwrap().unwrap();
+    let mut b = Broker::connect(Some(&broker.socket)).unwrap();
+    // The published counter is what the producers last reported.
+    assert!(wait_until(Duration::from_secs(10), || {
+        b.list_topics()
+            .unwrap()
+            .iter()
+            .any(|t| t.name == "listed" && t.published == 1)
+    }));
+    let topics = b.list_topics().unwrap();
+    let t = topics.iter().find(|t| t.name == "listed").unwrap();
+    assert_eq!((t.producers, t.consumers), (1, 1));
+    assert_eq!(t.policy, Some(Policy::BlockProducer));
+    assert!(!t.row_topic);
+    assert_eq!(t.schema.as_ref().unwrap(), test_schema().as_ref());
+}
+
+#[test]
+fn versions_are_reported() {
+    assert!(alkaid::c_api_version() >= alkaid_sys::ALKAID_C_API_VERSION);
+    assert!(!alkaid::version().is_empty());
+}
