@@ -111,7 +111,10 @@ void Drop(ArrowArray* a) {
 }
 
 std::chrono::milliseconds Millis(int64_t ms, std::chrono::milliseconds fallback) {
-  if (ms == ALKAID_FOREVER) return std::chrono::milliseconds::max();
+  // For ever: a century, which every wait takes as no deadline, and which,
+  // unlike milliseconds::max(), survives conversion to nanoseconds and
+  // addition to the clock.
+  if (ms == ALKAID_FOREVER) return std::chrono::hours(24 * 365 * 100);
   if (ms < 0) return fallback;
   return std::chrono::milliseconds(ms);
 }

@@ -625,6 +625,35 @@ TEST_F(CapiTest, CancelEndsAProducersDrain) {
   ASSERT_C_OK(alkaid_consumer_close(c));
 }
 
+// ALKAID_FOREVER as a publish timeout waits for room for ever: only the
+// cancel ends the wait (it once overflowed into a timeout of -1 ms, which
+// failed the first publish that had to wait at once).
+TEST_F(CapiTest, APublishTimeoutOfForeverWaitsUntilCancelled) {
+  alkaid_producer_options o = ProducerOptions();
+  o.slot_count = 4;
+  o.publish_timeout_ms = ALKAID_FOREVER;
+  alkaid_producer* p = OpenProducer("t", o);
+  alkaid_consumer* c = OpenConsumer("t");
+  ArrowArray none{};
+  ASSERT_EQ(alkaid_consumer_next(c, 0, &none, nullptr, nullptr), ALKAID_TIMED_OUT);
+  for (int i = 0; i < 4; ++i) {
+    ArrowArray a = ExportedBatch(*TestBatch(i, 1));
+    ASSERT_C_OK(alkaid_producer_publish(p, &a, nullptr));
+  }
+  // Every slot holds a batch the consumer has not read: the next publish
+  // waits for room.
+  std::thread canceller([p] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_EQ(alkaid_producer_cancel(p), ALKAID_OK);
+  });
+  ArrowArray a = ExportedBatch(*TestBatch(4, 1));
+  EXPECT_EQ(alkaid_producer_publish(p, &a, nullptr), ALKAID_CANCELLED) << alkaid_last_error();
+  canceller.join();
+  if (a.release != nullptr) a.release(&a);
+  ASSERT_C_OK(alkaid_consumer_close(c));
+  ASSERT_C_OK(alkaid_producer_close(p));  // no consumer left: nothing to drain
+}
+
 TEST_F(CapiTest, ColumnSubsetThroughTheStream) {
   alkaid_producer* p = OpenProducer("t");
   alkaid_consumer_options co = ConsumerOptions();
