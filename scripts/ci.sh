@@ -48,12 +48,13 @@ stage_format() { scripts/format.sh --check; }
 
 stage_test() { scripts/test.sh release; }
 
-# Builds what the test stage built (nothing, after it), then the soak alone.
+# Builds what the test stage built (nothing, after it), then the soak alone
+# (--verbose: its seed and what it survived and checked go to the log).
 # Under CI=true a soak that cannot mount its private /dev/shm fails.
 stage_soak() {
   scripts/build.sh release || return 1
   ALKAID_SOAK_SECONDS="${ALKAID_SOAK_SECONDS:-180}" \
-    ctest --preset release --no-tests=error -L '^soak$'
+    ctest --preset release --no-tests=error -L '^soak$' --verbose
 }
 
 stage_asan_ubsan() { scripts/test.sh asan-ubsan; }
