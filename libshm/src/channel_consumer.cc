@@ -289,25 +289,33 @@ Result<std::unique_ptr<ChannelConsumer>> ChannelConsumer::Open(
 Result<bool> ChannelConsumer::Accepted() {
   Impl& state = *impl_;
   // Acquire: partner of the producer's release store, after `start`.
-  if (state.control->accepted.load(std::memory_order_acquire) == state.word) {
-    cursor_ = state.control->start.load(std::memory_order_relaxed);
-    state.StoreCursor(cursor_);
-    accepted_ = true;
-    // The producer has mapped our segment: its name is no longer needed,
-    // and without it no other process can open the segment (processes of
-    // our uid could have written returns into it). Our mapping and the
-    // producer's stay; a crash leaves no name behind.
-    if (state.returns) (void)Segment::Remove(state.returns->own->name());
-    return true;
-  }
+  if (state.control->accepted.load(std::memory_order_acquire) == state.word) return TakeStart();
   if (state.RegistrationLost()) {
     return Status::Invalid("channel '", state.name, "': the producer refused registration ",
                            state.index, " (its segment did not check out) or reclaimed it");
   }
+  // Acquire: partner of the producer's release store of `closed`, which
+  // comes after any accept of ours: a producer that accepted us, published
+  // and closed while we were between the two loads has accepted us.
   if (state.header->closed.load(std::memory_order_acquire) != 0) {
+    if (state.control->accepted.load(std::memory_order_acquire) == state.word) return TakeStart();
     return Status::EndOfStream("channel '", state.name, "' closed");
   }
   return false;
+}
+
+// Accepted: where the producer placed us.
+bool ChannelConsumer::TakeStart() {
+  Impl& state = *impl_;
+  cursor_ = state.control->start.load(std::memory_order_relaxed);
+  state.StoreCursor(cursor_);
+  accepted_ = true;
+  // The producer has mapped our segment: its name is no longer needed,
+  // and without it no other process can open the segment (processes of
+  // our uid could have written returns into it). Our mapping and the
+  // producer's stay; a crash leaves no name behind.
+  if (state.returns) (void)Segment::Remove(state.returns->own->name());
+  return true;
 }
 
 // TryReceive's steps. ReadSlot and Deliver run once per message and are

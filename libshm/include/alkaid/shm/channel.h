@@ -486,6 +486,7 @@ class ALKAID_EXPORT ChannelConsumer {
   explicit ChannelConsumer(std::unique_ptr<Impl> impl);
   Status WaitForData(std::chrono::steady_clock::time_point deadline);
   Result<bool> Accepted();
+  bool TakeStart();
   // TryReceive's steps (channel_consumer.cc).
   struct SlotCopy;
   bool ReadSlot(Impl& state, uint64_t c, const internal::ChannelSlotData* slot, uint64_t seq,
