@@ -214,12 +214,7 @@ struct internal::ConsumerImpl {
     if (finished.count(info.channel) != 0) return;
     for (auto& s : subs) {
       if (s.channel == info.channel) {
-        // Re-registered with a restarted broker: alive, whatever the broker
-        // said of its earlier registration (a ProducerGone for the old id
-        // may come before the new ProducerJoined).
-        s.producer_id = info.id;
-        s.gone = false;
-        s.reason.clear();
+        s.producer_id = info.id;  // re-registered with a restarted broker
         return;
       }
     }
