@@ -62,7 +62,10 @@ using client::BrokerClient;
 using client::Consumer;
 using client::Producer;
 using testing::BrokerProcess;
+using testing::EnvInt;
+using testing::Exited;
 using testing::ShmNames;
+using testing::WaitFor;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
@@ -359,31 +362,6 @@ uint32_t PidOfUnmappableExtension(const Status& st) {
   out.close();
   (void)consumer->Close();
   ::_exit(0);
-}
-
-int64_t EnvInt(const char* name, int64_t fallback) {
-  const char* value = std::getenv(name);
-  if (value == nullptr || *value == '\0') return fallback;
-  return std::strtoll(value, nullptr, 10);
-}
-
-std::optional<int> Exited(pid_t pid) {
-  int status = 0;
-  if (::waitpid(pid, &status, WNOHANG) != pid) return std::nullopt;
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  return -WTERMSIG(status);
-}
-
-// Waits up to `limit` for `pid`; SIGKILLs it after that (nullopt: stuck).
-std::optional<int> WaitFor(pid_t pid, std::chrono::milliseconds limit) {
-  const auto deadline = Clock::now() + limit;
-  while (Clock::now() < deadline) {
-    if (auto code = Exited(pid)) return code;
-    std::this_thread::sleep_for(5ms);
-  }
-  ::kill(pid, SIGKILL);
-  testing::Wait(pid);
-  return std::nullopt;
 }
 
 // Fills /dev/shm (a private tmpfs) with one object until no byte is left,

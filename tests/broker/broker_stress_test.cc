@@ -52,7 +52,10 @@ using client::BrokerClient;
 using client::Consumer;
 using client::Producer;
 using testing::BrokerProcess;
+using testing::EnvInt;
+using testing::Exited;
 using testing::ShmNames;
+using testing::WaitFor;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
@@ -210,33 +213,6 @@ struct Seen {
   out.close();
   (void)consumer->Close();
   ::_exit(0);
-}
-
-int64_t EnvInt(const char* name, int64_t fallback) {
-  const char* value = std::getenv(name);
-  if (value == nullptr || *value == '\0') return fallback;
-  return std::strtoll(value, nullptr, 10);
-}
-
-// Exit status of `pid` if it has exited (reaped), nullopt if it runs.
-std::optional<int> Exited(pid_t pid) {
-  int status = 0;
-  if (::waitpid(pid, &status, WNOHANG) != pid) return std::nullopt;
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  return -WTERMSIG(status);
-}
-
-// Waits up to `limit` for `pid`; SIGKILLs it after that. nullopt if it
-// had to be killed (stuck).
-std::optional<int> WaitFor(pid_t pid, std::chrono::milliseconds limit) {
-  const auto deadline = Clock::now() + limit;
-  while (Clock::now() < deadline) {
-    if (auto code = Exited(pid)) return code;
-    std::this_thread::sleep_for(5ms);
-  }
-  ::kill(pid, SIGKILL);
-  testing::Wait(pid);
-  return std::nullopt;
 }
 
 TEST(BrokerStressTest, RandomSigkillsKeepExactlyOnceInOrder) {

@@ -5,12 +5,17 @@
 // files its tools write.
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <csignal>
+#include <cstdlib>
 
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -145,5 +150,35 @@ class BrokerWithDirTest : public ::testing::Test {
   BrokerProcess broker_;
   std::string dir_;
 };
+
+// An integer from the environment (seeds, lengths of the stress and soak
+// runs), `fallback` when unset or empty.
+inline int64_t EnvInt(const char* name, int64_t fallback) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') return fallback;
+  return std::strtoll(value, nullptr, 10);
+}
+
+// Exit status of child `pid` if it has exited (reaped; minus the signal
+// that killed it), nullopt if it runs.
+inline std::optional<int> Exited(pid_t pid) {
+  int status = 0;
+  if (::waitpid(pid, &status, WNOHANG) != pid) return std::nullopt;
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return -WTERMSIG(status);
+}
+
+// Waits up to `limit` for child `pid`; SIGKILLs it after that. nullopt if
+// it had to be killed (stuck).
+inline std::optional<int> WaitFor(pid_t pid, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (auto code = Exited(pid)) return code;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ::kill(pid, SIGKILL);
+  Wait(pid);
+  return std::nullopt;
+}
 
 }  // namespace alkaid::broker::testing
