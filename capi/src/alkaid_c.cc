@@ -57,6 +57,7 @@ struct alkaid_producer {
 struct alkaid_consumer {
   std::unique_ptr<client::Consumer> consumer;
   uint64_t max_held = 0;
+  uint64_t refused = 0;  // nexts refused by max_held_batches (the consumer's thread)
   bool wait_fd = false;  // alkaid_consumer_wait_fd was called: next(0) arms it
   // Set by alkaid_consumer_cancel on any thread; read by next between its
   // slices (relaxed: the flag orders nothing else).
@@ -332,6 +333,7 @@ Status Next(alkaid_consumer* consumer, int64_t timeout_ms, ArrowArray* out, Arro
   client::Consumer& c = *consumer->consumer;
   // Refused before receiving, so that no batch is taken and lost.
   if (consumer->max_held > 0 && c.stats().exported_held >= consumer->max_held) {
+    ++consumer->refused;
     return Status::CapacityError(fn, ": topic '", c.topic(), "': ", consumer->max_held,
                                  " batches held (max_held_batches); release one first");
   }
@@ -713,7 +715,9 @@ alkaid_status alkaid_consumer_stats_get(alkaid_consumer* consumer, alkaid_consum
     out->lost = s.lost;
     out->held = s.exported_held;
     out->handed_out = s.exported_total;
-    out->refused = s.exports_refused;
+    // Our own refusals (max_held_batches, before a batch is taken) and the
+    // C++ consumer's (max_exported_batches, none through this ABI today).
+    out->refused = consumer->refused + s.exports_refused;
     out->producers = consumer->consumer->producer_count();
     return Status::OK();
   });

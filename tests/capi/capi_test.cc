@@ -741,6 +741,10 @@ TEST_F(CapiTest, MaxHeldBatchesRefusesBeforeTakingABatch) {
   ArrowArray second{};
   EXPECT_EQ(alkaid_consumer_next(c, 10000, &second, nullptr, &info), ALKAID_CAPACITY_ERROR);
   EXPECT_EQ(second.release, nullptr);
+  alkaid_consumer_stats stats{};
+  ASSERT_C_OK(alkaid_consumer_stats_get(c, &stats));
+  EXPECT_EQ(stats.refused, 1u);
+  EXPECT_EQ(stats.held, 1u);
   first.release(&first);
   ASSERT_C_OK(alkaid_consumer_next(c, 10000, &second, nullptr, &info));
   EXPECT_EQ(info.sequence, sequence + 1);  // nothing was lost
