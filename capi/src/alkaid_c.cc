@@ -251,8 +251,8 @@ Status MakeLoan(alkaid_producer* producer, int64_t rows, const int64_t* var_data
       ALKAID_ASSIGN_OR_RAISE(auto buffer, format::AllocateBuffer(sizes[i][b], loan->pool.get()));
       auto* data = buffer->mutable_data();
       const auto n = static_cast<size_t>(sizes[i][b]);
-      // Validity starts all valid, offsets all 0: an untouched column is a
-      // valid one. Value bytes are left as the arena holds them.
+      // Validity starts all valid, offsets (like every buffer AllocateBuffer
+      // makes) all 0: an untouched column is a valid one.
       if (n > 0 && b == 0) std::memset(data, 0xff, n);
       if (n > 0 && b == 1 && col.layout == LoanLayout::kVariable) std::memset(data, 0, n);
       col.buffers.push_back(std::move(buffer));

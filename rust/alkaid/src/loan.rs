@@ -17,8 +17,8 @@ use crate::producer::Producer;
 /// sends it without a copy; dropping an unpublished loan gives its space
 /// back.
 ///
-/// Buffers hold whatever the arena held before, except validity bitmaps
-/// (all valid) and offsets (all 0): write every value.
+/// Validity bitmaps start all valid; every other buffer starts zeroed
+/// (offsets all 0, values 0).
 pub struct Loan<'p> {
     producer: &'p Producer,
     raw: *mut sys::alkaid_loan,
