@@ -44,6 +44,7 @@ class Broker:
         self.name = "ops" + uuid.uuid4().hex[:8]
         self.socket = str(workdir / "broker.sock")
         self.env = dict(os.environ, ALKAID_BROKER_SOCKET=self.socket)
+        self.spawned: list[subprocess.Popen] = []
         self.stderr_path = workdir / "broker.err"
         self._stderr = open(self.stderr_path, "wb")
         self.proc = subprocess.Popen(
@@ -70,7 +71,17 @@ class Broker:
     def spawn(self, *args: str, **kwargs) -> subprocess.Popen:
         kwargs.setdefault("stdout", subprocess.PIPE)
         kwargs.setdefault("stderr", subprocess.PIPE)
-        return subprocess.Popen([TOOL, *args], env=self.env, **kwargs)
+        proc = subprocess.Popen([TOOL, *args], env=self.env, **kwargs)
+        self.spawned.append(proc)
+        return proc
+
+    def kill_spawned(self) -> None:
+        """What a failed test left running (a recorder it stopped, say):
+        SIGKILLed and reaped, so that no process outlives its test."""
+        for proc in self.spawned:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=30)
 
     def topics(self) -> dict:
         r = self.tool("topics", "--json")
@@ -96,6 +107,7 @@ def broker(tmp_path):
     try:
         yield b
     finally:
+        b.kill_spawned()
         b.stop()
     assert shm_names(b.name) == set(), f"leaked shared memory of broker {b.name}"
 
