@@ -14,6 +14,7 @@ namespace {
 struct ExportedStream {
   SchemaPtr schema;
   NextBatchFunction next;
+  std::function<void()> on_release;  // copied into each exported batch
   std::string last_error;
 };
 
@@ -63,7 +64,7 @@ int StreamGetNext(ArrowArrayStream* stream, ArrowArray* out) {
                                         ") differs from the stream's (",
                                         priv->schema->ToString(false), ")"));
   }
-  Status st = ExportRecordBatch(*next, out);  // holds the batch itself
+  Status st = ExportRecordBatch(*next, out, nullptr, priv->on_release);  // holds the batch
   return st.ok() ? 0 : Fail(stream, st);
 }
 
@@ -82,9 +83,14 @@ void StreamRelease(ArrowArrayStream* stream) {
 }  // namespace
 
 Status ExportRecordBatchStream(SchemaPtr schema, NextBatchFunction next, ArrowArrayStream* out) {
+  return ExportRecordBatchStream(std::move(schema), std::move(next), out, nullptr);
+}
+
+Status ExportRecordBatchStream(SchemaPtr schema, NextBatchFunction next, ArrowArrayStream* out,
+                               std::function<void()> on_release) {
   if (out == nullptr) return Status::Invalid("ExportRecordBatchStream: out is null");
   if (schema == nullptr) return Status::Invalid("ExportRecordBatchStream: schema is null");
-  auto* priv = new ExportedStream{std::move(schema), std::move(next), {}};
+  auto* priv = new ExportedStream{std::move(schema), std::move(next), std::move(on_release), {}};
   out->get_schema = &StreamGetSchema;
   out->get_next = &StreamGetNext;
   out->get_last_error = &StreamGetLastError;

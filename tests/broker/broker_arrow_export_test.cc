@@ -167,8 +167,21 @@ TEST(BrokerArrowExportTest, StreamOfTheTopicUntilEndOfStream) {
     EXPECT_NE(stream.get_next(&stream, &array), 0);
     EXPECT_NE(std::string(stream.get_last_error(&stream)).find("nothing within"), std::string::npos)
         << stream.get_last_error(&stream);
+    // Each batch the stream hands out is counted until released, also after
+    // the stream is gone.
+    for (int64_t b = 0; b < 2; ++b) ASSERT_OK(PublishInPlace(producer.get(), 100 + b, 1));
+    ArrowArray first;
+    ArrowArray second;
+    ASSERT_EQ(stream.get_next(&stream, &first), 0) << stream.get_last_error(&stream);
+    ASSERT_EQ(stream.get_next(&stream, &second), 0) << stream.get_last_error(&stream);
+    EXPECT_EQ(consumer->stats().exported_held, 2u);
+    EXPECT_EQ(consumer->stats().exported_total, 2u);
+    first.release(&first);
+    EXPECT_EQ(consumer->stats().exported_held, 1u);
     stream.release(&stream);
     EXPECT_EQ(stream.release, nullptr);
+    EXPECT_EQ(consumer->stats().exported_held, 1u);
+    second.release(&second);
     EXPECT_EQ(consumer->stats().exported_held, 0u);
   }
   for (int64_t b = 0; b < 4; ++b) ASSERT_OK(PublishInPlace(producer.get(), b * 10, 10));

@@ -116,6 +116,41 @@ TEST(BatchReceiveAllocTest, ExportingAReceivedBatchAllocatesNothing) {
   EXPECT_EQ(released.load(), 12000);
 }
 
+// Received batches handed out through the C Stream Interface, each with a
+// release notice holding a plain pointer (as Consumer::ExportStream's
+// count): get_next and release allocate nothing per batch.
+TEST(BatchReceiveAllocTest, AStreamOfReceivedBatchesAllocatesNothingPerBatch) {
+  Pair p;
+  Open(&p);
+  std::unique_ptr<FixedShapeWriter> writer;
+  ASSERT_NO_FATAL_FAILURE(NewWriter(p, &writer));
+  std::atomic<int64_t> released{0};
+  std::atomic<int64_t>* counter = &released;
+  BatchSubscriber* subscriber = p.subscriber.get();
+  ArrowArrayStream stream{};
+  ASSERT_OK(format::ExportRecordBatchStream(
+      subscriber->schema(),
+      [subscriber]() -> Result<format::RecordBatchPtr> {
+        ALKAID_ASSIGN_OR_RAISE(auto got, subscriber->TryReceive());
+        return std::move(got.batch);
+      },
+      &stream, [counter] { ++*counter; }));
+  auto round = [&](int64_t i) {
+    ASSERT_NO_FATAL_FAILURE(PublishRows(writer.get(), i));
+    ArrowArray c{};
+    ASSERT_EQ(stream.get_next(&stream, &c), 0) << stream.get_last_error(&stream);
+    ASSERT_NE(c.release, nullptr);
+    ASSERT_EQ(static_cast<const int64_t*>(c.children[0]->buffers[1])[kRows - 1], i + kRows - 1);
+    c.release(&c);
+  };
+  for (int64_t i = 0; i < 2000; ++i) round(i);
+  const uint64_t before = counting_new::g_allocations.load();
+  for (int64_t i = 2000; i < 12000; ++i) round(i);
+  EXPECT_EQ(counting_new::g_allocations.load() - before, 0u) << "heap allocations in 10000 batches";
+  EXPECT_EQ(released.load(), 12000);
+  stream.release(&stream);
+}
+
 // Batches built with builders: building allocates (the pool, the builder's
 // buffer, the array, the batch); publishing and receiving add nothing to
 // that.

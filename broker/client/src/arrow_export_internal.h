@@ -2,8 +2,9 @@
 
 // Counting the batches a consumer hands to foreign code through the Arrow C
 // Data / C Stream Interface (Consumer::ExportBatch, Consumer::ExportStream):
-// the exported struct's release callback is wrapped so that it also gives
-// the batch back to the count. Private to the client library.
+// each exported struct's release notice (format::ExportRecordBatch's
+// on_release) gives the batch back to the count. Private to the client
+// library.
 
 #include <atomic>
 #include <cstdint>
@@ -43,7 +44,7 @@ struct ExportCounter {
 
   const uint64_t max_held;
   std::atomic<uint64_t> held{0};
-  std::atomic<uint64_t> total{0};  ///< exported (CountRelease), ever
+  std::atomic<uint64_t> total{0};  ///< exported, ever
   std::atomic<uint64_t> refused{0};
 
  private:
@@ -51,13 +52,5 @@ struct ExportCounter {
   ~ExportCounter() = default;
   std::atomic<int64_t> refs{1};
 };
-
-/// Wraps the release callback of the live top-level struct `array`, for
-/// which `counter` holds a place (Reserve), so that releasing it, on any
-/// thread, first runs the original release and then gives the place back.
-/// The struct may be moved (bitwise) before it is released, as the
-/// interface allows. Fails only out of memory (the struct is then released
-/// and the place given back).
-Status CountRelease(ArrowArray* array, std::shared_ptr<ExportCounter> counter);
 
 }  // namespace alkaid::client::internal

@@ -838,7 +838,9 @@ Status Consumer::ExportBatch(const format::RecordBatchPtr& batch, ArrowArray* ou
 namespace {
 
 // The stream Consumer::ExportStream hands out: the format library's stream
-// over Consumer::Next (`inner`), with each array's release counted.
+// over Consumer::Next (`inner`), each array's release counted by the
+// stream's release notice (a plain pointer to the counter, which each
+// exported batch holds a reference on: no allocation per batch).
 struct ConsumerStream {
   ArrowArrayStream inner{};
   std::shared_ptr<internal::ExportCounter> exports;
@@ -859,10 +861,12 @@ struct ConsumerStream {
     if (!s->reserved) return rc;
     s->reserved = false;
     if (rc != 0 || out->release == nullptr) {
-      s->exports->Unreserve();  // the batch was refused (schema) and dropped
+      // The batch was refused (schema) and dropped: its notice never runs.
+      s->exports->Unreserve();
+      s->exports->Unref();
       return rc;
     }
-    if (!internal::CountRelease(out, s->exports).ok()) rc = ENOMEM;
+    s->exports->total.fetch_add(1, std::memory_order_relaxed);
     return rc;
   }
   static const char* GetLastError(ArrowArrayStream* stream) {
@@ -892,6 +896,7 @@ Result<format::RecordBatchPtr> NextForStream(Consumer* consumer, ConsumerStream*
     auto batch = consumer->Next(slice);
     if (batch.ok()) {
       stream->reserved = true;
+      stream->exports->Ref();  // the exported batch's, dropped by its notice
       return batch;
     }
     if (batch.status().IsTimedOut() && (forever || Clock::now() < deadline)) continue;
@@ -909,9 +914,14 @@ Status MakeConsumerStream(Consumer* consumer, std::unique_ptr<Consumer> owned,
   state->exports = std::move(exports);
   ConsumerStream* raw = state.get();
   const auto timeout = options.batch_timeout;
+  internal::ExportCounter* counter = state->exports.get();
   ALKAID_RETURN_NOT_OK(format::ExportRecordBatchStream(
       consumer->schema(),
-      [consumer, raw, timeout]() { return NextForStream(consumer, raw, timeout); }, &state->inner));
+      [consumer, raw, timeout]() { return NextForStream(consumer, raw, timeout); }, &state->inner,
+      [counter] {
+        counter->Unreserve();
+        counter->Unref();
+      }));
   state->owned = std::move(owned);
   out->get_schema = ConsumerStream::GetSchema;
   out->get_next = ConsumerStream::GetNext;

@@ -221,6 +221,14 @@ using NextBatchFunction = std::function<Result<RecordBatchPtr>()>;
 /// holds `next` (and what it captures) until the consumer releases it.
 ALKAID_EXPORT Status ExportRecordBatchStream(SchemaPtr schema, NextBatchFunction next,
                                              ArrowArrayStream* out);
+/// As above; each batch get_next hands out carries a copy of `on_release`,
+/// run once its top-level struct is released (ExportRecordBatch's: on the
+/// releasing thread, also after the stream is gone; not run for a batch
+/// whose export failed). A callable small enough for std::function's own
+/// storage (a plain pointer, say) costs no allocation per batch.
+ALKAID_EXPORT Status ExportRecordBatchStream(SchemaPtr schema, NextBatchFunction next,
+                                             ArrowArrayStream* out,
+                                             std::function<void()> on_release);
 /// Exports a stream over `batches`, in order.
 ALKAID_EXPORT Status ExportRecordBatchStream(SchemaPtr schema, std::vector<RecordBatchPtr> batches,
                                              ArrowArrayStream* out);
