@@ -485,6 +485,16 @@ TEST(BrokerSoakTest, KillsStallsAndAFullDevShmKeepEveryPromise) {
   };
 
   std::map<std::string, int> events;
+  // SIGKILLs a producer picked at random and starts another on its topic.
+  auto kill_a_producer = [&] {
+    auto it = pick(producers);
+    const int topic = it->second.topic;
+    ::kill(it->first, SIGKILL);
+    testing::Wait(it->first);
+    producers.erase(it);
+    ++events["producer killed"];
+    spawn_producer(topic);
+  };
   const auto end = Clock::now() + std::chrono::seconds(seconds);
   while (Clock::now() < end && failures.empty()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50 + rng() % 350));
@@ -521,13 +531,7 @@ TEST(BrokerSoakTest, KillsStallsAndAFullDevShmKeepEveryPromise) {
     }
     const uint64_t what = rng() % 16;  // 6 of 16: nothing happens
     if (what < 3 && !producers.empty()) {
-      auto it = pick(producers);
-      const int topic = it->second.topic;
-      ::kill(it->first, SIGKILL);
-      testing::Wait(it->first);
-      producers.erase(it);
-      ++events["producer killed"];
-      spawn_producer(topic);
+      kill_a_producer();
     } else if (what < 5 && !consumers.empty()) {
       auto it = pick(consumers);
       ::kill(it->first, SIGKILL);
@@ -569,15 +573,7 @@ TEST(BrokerSoakTest, KillsStallsAndAFullDevShmKeepEveryPromise) {
   // One more producer SIGKILLed with the broker up since its last restart:
   // the no-leak check then needs the broker to remove a dead producer's
   // names itself.
-  if (failures.empty() && !producers.empty()) {
-    auto it = pick(producers);
-    const int topic = it->second.topic;
-    ::kill(it->first, SIGKILL);
-    testing::Wait(it->first);
-    producers.erase(it);
-    ++events["producer killed"];
-    spawn_producer(topic);
-  }
+  if (failures.empty() && !producers.empty()) kill_a_producer();
   std::string summary;
   for (const auto& [name, count] : events)
     summary += " " + std::to_string(count) + " " + name + ",";
