@@ -68,14 +68,15 @@ stage_tsan() {
   for d in "${tsan_dirs[@]}"; do
     echo "-- ctest in build/tsan/$d"
     # The tsan test preset's settings (jobs, timeout, output on failure).
-    # Without the broker's SIGKILL loop: ThreadSanitizer sees races between
-    # the threads of one process, and that test's interest is between
-    # processes (kills and restarts); it runs in the test and asan-ubsan
-    # stages, and TSan's slowdown would only stretch its timing. The channel's
-    # threaded stress test (tests/libshm/channel_stress_test.cc) does run here.
+    # Without the broker's SIGKILL loop and the soak: ThreadSanitizer sees
+    # races between the threads of one process, and those tests' interest is
+    # between processes (kills and restarts); they run in the test (and soak)
+    # stages, and TSan's slowdown would only stretch their timing. The
+    # channel's threaded stress test (tests/libshm/channel_stress_test.cc)
+    # does run here.
     TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1${TSAN_OPTIONS:+:$TSAN_OPTIONS}" \
       ctest --test-dir "build/tsan/$d" --no-tests=error --output-on-failure \
-            -E '^BrokerStressTest[.]' -j "$jobs" --timeout 900 || rc=1
+            -E '^BrokerStressTest[.]' -LE '^soak$' -j "$jobs" --timeout 900 || rc=1
   done
   return $rc
 }
