@@ -58,7 +58,8 @@ class ALKAID_EXPORT ShmBatchPool : public format::MemoryPool {
   /// The pool object lies in its region's block (see above; never from new):
   /// deleting it (std::unique_ptr) gives back the pool's reference to the
   /// region, and the block goes once the region's last holder does.
-  static void operator delete(void* p) noexcept;  // NOLINT(cert-dcl54-cpp)
+  // NOLINTNEXTLINE(cert-dcl54-cpp): the pool is made by Lend/Create only (no operator new)
+  static void operator delete(void* p) noexcept;
 
   /// Loans a region of `region_bytes` (rounded up to 64) from `channel`
   /// (waiting for space up to its space_timeout). The pool keeps the
