@@ -66,11 +66,24 @@ void PublishOne(client::BatchPublisher* publisher, const format::SchemaPtr& sche
   CHECK_OK(publisher->Publish(*batch, pool.get()));
 }
 
+// Writes first, first + 1, ... into v[0, kRows): two values per 16-byte
+// store, unrolled (g++ -O2 keeps the plain loop scalar, one value per four
+// instructions, a fifth of the fixed path's count).
+void FillSequence(int64_t* v, int64_t first) {
+  using Pair = int64_t __attribute__((vector_size(16)));
+  Pair p = {first, first + 1};
+  const Pair two = {2, 2};
+#pragma GCC unroll 32
+  for (int64_t r = 0; r < kRows; r += 2) {
+    std::memcpy(v + r, &p, sizeof p);
+    p += two;
+  }
+}
+
 // The same batch through a FixedShapeWriter: values written in place.
 void PublishOneFixed(client::FixedShapeWriter* writer, int64_t i) {
   CHECK_OK(writer->Begin());
-  auto* v = reinterpret_cast<int64_t*>(writer->buffer(1).data());
-  for (int64_t r = 0; r < kRows; ++r) v[r] = i + r;
+  FillSequence(reinterpret_cast<int64_t*>(writer->buffer(1).data()), i);
   CHECK_OK(writer->Publish());
 }
 
