@@ -5,7 +5,7 @@
 #   1. test        the README's test command: scripts/test.sh (release preset,
 #                  warnings are errors, the whole ctest suite but the soak)
 #   1b. soak       the soak (label soak, tests/broker/broker_soak_test.cc) on the
-#                  test stage's build for ALKAID_SOAK_SECONDS (default 180:
+#                  test stage's build for ALKAID_SOAK_SECONDS (default 120:
 #                  bounded, CI's hour is nearly spent), with a fresh seed each
 #                  run (the log prints it; ALKAID_SOAK_SEED replays one)
 #   2. asan-ubsan  the whole suite built with AddressSanitizer + UBSan (clang)
@@ -13,7 +13,8 @@
 #                  (the channel's threaded stress tests included; not the
 #                  broker's multi-process SIGKILL loop)
 #   4. fuzz        every libFuzzer target for ALKAID_FUZZ_SECONDS (default 20:
-#                  a gate within CI's hour; longer runs: scripts/fuzz.sh N)
+#                  a gate within CI's hour; longer runs: scripts/fuzz.sh N),
+#                  ALKAID_JOBS targets at a time,
 #                  from fuzz/corpus plus the gold files (scripts/fuzz.sh)
 #   5. tidy        clang-tidy over common/ format/ libshm/ broker/ flight/ measure/ tools/
 #                  fuzz/ python/src/
@@ -53,7 +54,7 @@ stage_test() { scripts/test.sh release; }
 # Under CI=true a soak that cannot mount its private /dev/shm fails.
 stage_soak() {
   scripts/build.sh release || return 1
-  ALKAID_SOAK_SECONDS="${ALKAID_SOAK_SECONDS:-180}" \
+  ALKAID_SOAK_SECONDS="${ALKAID_SOAK_SECONDS:-120}" \
     ctest --preset release --no-tests=error -L '^soak$' --verbose
 }
 
