@@ -36,10 +36,15 @@ bool DoorbellWriter::Sound(uint32_t pid, uint32_t word) {
   if (word == 0) return false;
   if (fd_ < 0 || pid != pid_ || word != number_) {
     Close();
-    // O_NONBLOCK: opening a pipe for writing never waits, and a write into
-    // a full one fails with EAGAIN instead of waiting.
+    // O_NONBLOCK: a write into a full pipe fails with EAGAIN instead of
+    // waiting. O_RDWR (Linux opens a pipe so without waiting, fifo(7)): we
+    // are a reader of the pipe too, so a write never meets a pipe without
+    // readers, which raises SIGPIPE and kills the producer's process by
+    // default. A consumer that dies with its bell armed leaves exactly such
+    // a pipe: its own ends close with it, ours stays open until we let it
+    // go; the bytes we write meanwhile fill the pipe (EAGAIN) and go with it.
     const std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(word - 1);
-    const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    const int fd = ::open(path.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return false;
     // The number comes from the consumer's segment: write into nothing but
     // a pipe (a consumer naming another of its descriptors gets no byte).

@@ -2,6 +2,7 @@
 // contain a faulting consumer, and exact reclaim of what a killed consumer
 // held.
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -319,6 +320,53 @@ TEST_F(ShmTest, ChannelConsumerOutlivesADeadProducer) {
   consumer.reset();
   ASSERT_OK(RemoveChannel(name));
   EXPECT_TRUE(testing::SegmentsWithPrefix(name).empty());
+}
+
+// A consumer SIGKILLed while its doorbell is armed: the producer, which
+// kept the bell's pipe open from the last time it sounded it, sounds it
+// again at its next publish. The pipe has lost its reader with the
+// consumer, and a write into such a pipe raises SIGPIPE, which killed the
+// producer's process; the producer holds the pipe open for reading too, so
+// the write finds a reader and the producer goes on.
+TEST_F(ShmTest, ChannelProducerSurvivesTheArmedDoorbellOfAKilledConsumer) {
+  const std::string name = NewName("ch");
+  ChannelOptions o = Options();
+  o.liveness_interval = 3600s;  // the dead consumer stays counted, armed
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, o));
+  Signal ready, armed;
+  const pid_t victim = ForkChild([&] {
+    auto consumer = ChannelConsumer::Open(name);
+    CHILD_CHECK(consumer.ok(), 10, "%s", consumer.status().ToString().c_str());
+    auto fd = (*consumer)->DoorbellFd();
+    CHILD_CHECK(fd.ok(), 11, "%s", fd.status().ToString().c_str());
+    ready.Notify();
+    ChannelMessage message;
+    for (;;) {  // sleeps on the doorbell until message 0 comes
+      auto there = (*consumer)->ArmDoorbell();
+      CHILD_CHECK(there.ok(), 12, "%s", there.status().ToString().c_str());
+      if (!*there) {
+        pollfd pfd{*fd, POLLIN, 0};
+        CHILD_CHECK(::poll(&pfd, 1, 20000) == 1, 13, "the doorbell was not sounded");
+      }
+      auto got = (*consumer)->TryReceive(&message);
+      CHILD_CHECK(got.ok(), 14, "%s", got.status().ToString().c_str());
+      if (*got) break;
+    }
+    auto there = (*consumer)->ArmDoorbell();  // asleep again, for ever
+    CHILD_CHECK(there.ok() && !*there, 15, "armed with nothing there");
+    armed.Notify();
+    ::pause();
+    return 0;
+  });
+  ASSERT_TRUE(ready.Wait());
+  // Accepts the consumer and sounds its bell (the producer keeps the pipe).
+  ASSERT_OK(PublishPattern(producer.get(), 0, 100));
+  ASSERT_TRUE(armed.Wait());
+  ::kill(victim, SIGKILL);
+  EXPECT_EQ(WaitChild(victim), 128 + SIGKILL);
+  for (uint64_t i = 1; i < 4; ++i) ASSERT_OK(PublishPattern(producer.get(), i, 100));
+  // Not reaped yet (liveness_interval): each of those publishes sounded it.
+  ASSERT_EQ(producer->consumers().size(), 1u);
 }
 
 // A producer killed in the middle of a publish: message 2's slot holds an
