@@ -672,6 +672,15 @@ Result<bool> ChannelConsumer::ArmDoorbell() {
   // in WaitForData: either it sees the odd episode and sounds the bell, or we see its
   // message below.
   state.own->waiting.store(state.episode | 1, std::memory_order_seq_cst);
+  if (!accepted_) {
+    // Not accepted yet, so no message is ours (our cursor is not set: the
+    // producer's messages so far would all look new). A producer that
+    // accepts us later does so at a publish that counts us and sounds the
+    // bell armed above; one that did already set our start.
+    Result<bool> accepted = Accepted();
+    if (!accepted.ok()) return true;  // the next receive says why
+    if (!*accepted) return false;
+  }
   return state.header->write_sequence.load(std::memory_order_seq_cst) > cursor_ ||
          state.header->closed.load(std::memory_order_acquire) != 0;
 }

@@ -1,6 +1,8 @@
 // Channel (libshm/channel.h): one producer, consumers in this process
 // (threads); the multi-process behaviour is in channel_multiprocess_test.cc.
 
+#include <poll.h>
+
 #include <atomic>
 #include <cstring>
 #include <thread>
@@ -805,6 +807,48 @@ TEST_F(ChannelTest, ThreadsInEveryWaitMode) {
 // end of its 100 ms sleep slice: the delivery tests above would pass, only
 // slower, without the wake, so this one looks at the futex word. Each round
 // waits until the consumer is asleep (a condition), then publishes.
+// The doorbell of a consumer the producer has not accepted yet: the
+// messages already published are not its own, so arming says "nothing
+// there" (it said "there" at every try, and a loop sleeping on the
+// descriptor spun); the publish that accepts it sounds the bell.
+TEST_F(ChannelTest, AnUnacceptedConsumersDoorbellIsQuietUntilThePublishThatAcceptsIt) {
+  const std::string name = NewName("ch");
+  ChannelOptions o = Small();
+  o.accept_on_publish = false;
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, o));
+  ASSERT_OK(producer->Publish({}, 1));  // before the consumer
+  ASSERT_OK_AND_ASSIGN(auto consumer, ChannelConsumer::Open(name));
+  ASSERT_OK(producer->Publish({}, 2));  // not accepted: not for it
+  ASSERT_OK_AND_ASSIGN(const int fd, consumer->DoorbellFd());
+  pollfd pfd{fd, POLLIN, 0};
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    ASSERT_OK_AND_ASSIGN(const bool there, consumer->ArmDoorbell());
+    EXPECT_FALSE(there) << "attempt " << attempt;
+    EXPECT_EQ(::poll(&pfd, 1, 0), 0);
+  }
+  EXPECT_EQ(producer->AcceptConsumers(), 1u);
+  ASSERT_OK(producer->Publish({}, 3));
+  ASSERT_EQ(::poll(&pfd, 1, 30000), 1);  // sounded (a failure, not a hang)
+  ChannelMessage message;
+  ASSERT_OK_AND_ASSIGN(bool got, consumer->TryReceive(&message));
+  ASSERT_TRUE(got);
+  EXPECT_EQ(message.user(), 3u);
+  // Accepted and drained: quiet again; one accepted before the consumer
+  // looked (no receive in between) shows its message when armed.
+  ASSERT_OK_AND_ASSIGN(bool there, consumer->ArmDoorbell());
+  EXPECT_FALSE(there);
+  ASSERT_OK_AND_ASSIGN(auto second, ChannelConsumer::Open(name));
+  ASSERT_OK_AND_ASSIGN(const int second_fd, second->DoorbellFd());
+  (void)second_fd;
+  EXPECT_EQ(producer->AcceptConsumers(), 1u);
+  ASSERT_OK(producer->Publish({}, 4));
+  ASSERT_OK_AND_ASSIGN(there, second->ArmDoorbell());
+  EXPECT_TRUE(there);
+  ASSERT_OK_AND_ASSIGN(got, second->TryReceive(&message));
+  ASSERT_TRUE(got);
+  EXPECT_EQ(message.user(), 4u);
+}
+
 TEST_F(ChannelTest, PublishWakesABlockedConsumer) {
   const std::string name = NewName("ch");
   ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, Small()));
