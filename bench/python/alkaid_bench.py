@@ -1,7 +1,7 @@
 """Python figures of Alkaid, beside the C++ ones of the same run.
 
     bench/python/run.sh                      # everything below, with the build tree's module
-    python alkaid_bench.py pingpong --mode spin|block [--count N] [--rows 64]
+    python alkaid_bench.py pingpong --mode spin|block|asyncio [--count N] [--rows 64]
     python alkaid_bench.py rate [--count N] [--rows 64]
     python alkaid_bench.py handoff [--rows 1000,1000000]
     python alkaid_bench.py loop --scenario loan|publish [--count N] [--rows 64]
@@ -10,7 +10,10 @@ pingpong: two processes, Python to Python: A publishes a batch of `rows` rows
 (int64 + float64: 16 bytes a row) on topic ping, B receives it and answers
 with a batch of the same shape on pong; one-way latency = round trip / 2.
 Both sides write their batch into a loan (numpy views over shared memory:
-no copy) and receive zero-copy. Waits as --mode says (consumer wait_mode).
+no copy) and receive zero-copy. Waits as --mode says (consumer wait_mode), or
+with --mode asyncio both sides await each batch on an asyncio loop (`async
+for`'s step: the loop sleeps on the consumer's descriptor, which the
+producer's publish sounds, where block mode sleeps on the futex).
 
 rate: A publishes `count` batches as fast as it can, B receives them;
 batches per second at A and at B, for Producer.publish(pyarrow batch) (one
@@ -35,6 +38,7 @@ given. Figures are medians and 99th percentiles of per-sample times
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import statistics
 import subprocess
@@ -62,16 +66,30 @@ def send_loan(producer: alkaid.Producer, rows: int, seq: int) -> None:
 
 # --- pingpong ---------------------------------------------------------------
 
+def consumer_wait_mode(mode: str) -> str:
+    """The Consumer's wait_mode for --mode (asyncio: the loop sleeps on the
+    consumer's descriptor; its own waits are not used)."""
+    return "block" if mode == "asyncio" else mode
+
+
 def echo(args: argparse.Namespace) -> None:
     """Side B: receives on ping, answers on pong, `count + warmup` times."""
     with alkaid.Consumer("ping", socket=args.socket, wait_for_topic=60,
-                         wait_mode=args.mode) as ping, \
+                         wait_mode=consumer_wait_mode(args.mode)) as ping, \
             alkaid.Producer("pong", SCHEMA, socket=args.socket) as pong:
-        for _ in range(args.count + args.warmup):
-            batch = ping.next(timeout=60)
+        def answer(batch) -> None:
             seq = int(batch.to_pyarrow().column(0)[0].as_py()) if args.check else 0
             del batch
             send_loan(pong, args.rows, seq)
+
+        if args.mode == "asyncio":
+            async def run() -> None:
+                for _ in range(args.count + args.warmup):
+                    answer(await ping.__anext__())
+            asyncio.run(run())
+        else:
+            for _ in range(args.count + args.warmup):
+                answer(ping.next(timeout=60))
 
 
 def pingpong(args: argparse.Namespace) -> dict:
@@ -81,16 +99,28 @@ def pingpong(args: argparse.Namespace) -> dict:
     try:
         with alkaid.Producer("ping", SCHEMA, socket=args.socket) as ping, \
                 alkaid.Consumer("pong", socket=args.socket, wait_for_topic=60,
-                                wait_mode=args.mode) as pong:
+                                wait_mode=consumer_wait_mode(args.mode)) as pong:
             samples = []
-            for i in range(args.count + args.warmup):
-                start = time.perf_counter_ns()
-                send_loan(ping, args.rows, i)
-                reply = pong.next(timeout=60)
-                end = time.perf_counter_ns()
-                del reply
-                if i >= args.warmup:
-                    samples.append((end - start) / 2 / 1000.0)
+            if args.mode == "asyncio":
+                async def run() -> None:
+                    for i in range(args.count + args.warmup):
+                        start = time.perf_counter_ns()
+                        send_loan(ping, args.rows, i)
+                        reply = await pong.__anext__()
+                        end = time.perf_counter_ns()
+                        del reply
+                        if i >= args.warmup:
+                            samples.append((end - start) / 2 / 1000.0)
+                asyncio.run(asyncio.wait_for(run(), 600))
+            else:
+                for i in range(args.count + args.warmup):
+                    start = time.perf_counter_ns()
+                    send_loan(ping, args.rows, i)
+                    reply = pong.next(timeout=60)
+                    end = time.perf_counter_ns()
+                    del reply
+                    if i >= args.warmup:
+                        samples.append((end - start) / 2 / 1000.0)
         if child.wait(timeout=60) != 0:
             raise RuntimeError("echo process failed")
     finally:
@@ -209,7 +239,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=["pingpong", "rate", "handoff", "loop", "echo", "sink"])
     parser.add_argument("--socket", default=None)
-    parser.add_argument("--mode", default="spin", choices=["spin", "block", "spin-then-block"])
+    parser.add_argument("--mode", default="spin",
+                        choices=["spin", "block", "spin-then-block", "asyncio"])
     parser.add_argument("--count", type=int, default=20000)
     parser.add_argument("--warmup", type=int, default=1000)
     parser.add_argument("--rows", type=int, default=64)

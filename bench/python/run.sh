@@ -26,7 +26,9 @@ for r in json.load(sys.stdin)["results"]:
     || echo "alkaid latency --mode $mode failed"
 done
 echo "## Python: alkaid"
-for mode in spin block; do
+# asyncio: each batch awaited on an asyncio loop (the loop sleeps on the
+# consumer's descriptor), beside block mode's futex sleep.
+for mode in spin block asyncio; do
   "$py" "$bench" pingpong --mode "$mode" --count "$count"
 done
 for how in publish loan; do

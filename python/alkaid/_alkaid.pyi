@@ -2,7 +2,7 @@
 docstrings are the module's own, shortened; `help(alkaid.Consumer)` shows
 them in full."""
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal
 
@@ -122,8 +122,9 @@ class Producer:
                  tb: TracebackType | None) -> bool: ...
 
 class Consumer:
-    """A subscription to a topic: an iterator of Batch, an Arrow C stream, and
-    a context manager (leaving it closes the consumer)."""
+    """A subscription to a topic: an iterator of Batch (``for``, or ``async for``
+    on an asyncio loop), an Arrow C stream, and a context manager (leaving it
+    closes the consumer)."""
 
     def __init__(self, topic: str, *, wait_for_topic: float | None = 0.0,
                  socket: str | None = None, columns: Sequence[str] | None = None,
@@ -134,6 +135,14 @@ class Consumer:
         """The next batch; TimedOutError, or StopIteration at the end of the stream."""
     def __iter__(self) -> Iterator[Batch]: ...
     def __next__(self) -> Batch: ...
+    def try_next(self) -> Batch | None:
+        """The batch already there, or None (never waits); StopIteration at the end."""
+    def wait_fd(self) -> int:
+        """A level-triggered descriptor that turns readable when try_next may have news."""
+    def arm_wait(self) -> bool:
+        """Arms the descriptor before a sleep; True if a batch may be there already."""
+    def __aiter__(self) -> AsyncIterator[Batch]: ...
+    async def __anext__(self) -> Batch: ...
     def close(self) -> None:
         """Detaches from the broker and the channels. Idempotent."""
     @property

@@ -160,6 +160,39 @@ nb::object PyConsumer::Next(std::optional<double> timeout) {
   }
 }
 
+namespace {
+
+// Runs `f` on the consumer with the mutex held: taken at once with the GIL
+// held when free; otherwise (a thread receiving, without the GIL) waited for
+// with the GIL released.
+template <typename F>
+auto WithConsumer(ConsumerState* state, F&& f) -> decltype(f(*state->consumer)) {
+  if (state->closed.load(std::memory_order_acquire)) return ClosedStatus(state->topic);
+  std::unique_lock lock(state->mutex, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    nb::gil_scoped_release release;
+    lock.lock();
+  }
+  if (state->consumer == nullptr) return ClosedStatus(state->topic);
+  return f(*state->consumer);
+}
+
+}  // namespace
+
+nb::object PyConsumer::TryNext() {
+  auto batch = Unwrap(WithConsumer(impl_->state.get(), [](Consumer& c) { return c.TryNext(); }));
+  if (batch == nullptr) return nb::none();
+  return nb::cast(PyBatch{std::move(batch)});
+}
+
+int PyConsumer::WaitFd() {
+  return Unwrap(WithConsumer(impl_->state.get(), [](Consumer& c) { return c.WaitFd(); }));
+}
+
+bool PyConsumer::ArmWait() {
+  return Unwrap(WithConsumer(impl_->state.get(), [](Consumer& c) { return c.ArmWait(); }));
+}
+
 void PyConsumer::Close() {
   ConsumerState* state = impl_->state.get();
   state->closed.store(true, std::memory_order_release);
@@ -253,7 +286,8 @@ void BindConsumer(nb::module_& m) {
       m, "Consumer",
       "A subscription to a topic: receives every producer's batches, zero-copy from shared "
       "memory.\n\n"
-      "Iterate it (``for batch in consumer``) or call ``next(timeout=...)``; the stream ends "
+      "Iterate it (``for batch in consumer``, or ``async for`` on an asyncio loop: many "
+      "consumers on one thread) or call ``next(timeout=...)``; the stream ends "
       "(StopIteration) once every producer it saw has closed or died and everything was read. "
       "It is also an Arrow C stream (``__arrow_c_stream__``): "
       "``pyarrow.RecordBatchReader.from_stream(consumer)``, ``polars.DataFrame(consumer)`` or "
@@ -280,7 +314,35 @@ void BindConsumer(nb::module_& m) {
            "The next batch, waiting up to `timeout` seconds (None: until one comes). Raises "
            "TimedOutError if none came in time, StopIteration at the end of the stream, "
            "InvalidError if the consumer is closed.")
+      .def("try_next", &PyConsumer::TryNext,
+           "The batch already there, or None if none is (never waits). StopIteration at the end "
+           "of the stream.")
+      .def("wait_fd", &PyConsumer::WaitFd,
+           "A descriptor for select, poll or an event loop (level-triggered) that turns "
+           "readable when the consumer may have news for try_next: a batch, a new or finished "
+           "producer. Drain with try_next until None, call arm_wait(), then sleep on it; a "
+           "producer that dies sounds nothing (the broker tells the consumer a little later): "
+           "sleep with a timeout. Owned by the consumer: do not close it. ``async for`` does "
+           "all this on the running asyncio loop.")
+      .def("arm_wait", &PyConsumer::ArmWait,
+           "Before sleeping on wait_fd(): arms every producer's doorbell. True if a batch may be "
+           "there already (call try_next instead of sleeping). next()'s own waits end the "
+           "arming.")
       .def("__iter__", [](nb::handle self) { return nb::borrow(self); })
+      .def("__aiter__", [](nb::handle self) { return nb::borrow(self); })
+      .def(
+          "__anext__",
+          [](nb::handle self) {
+            // A coroutine of alkaid._aio: awaits the next batch on the
+            // running asyncio loop (StopAsyncIteration at the end). Looked
+            // up once and kept for the life of the process (a static
+            // nb::object would be released after the interpreter).
+            static nb::handle anext =
+                nb::object(nb::module_::import_("alkaid._aio").attr("anext")).release();
+            return anext(self);
+          },
+          "Awaits the next batch on the running asyncio loop without a thread: the loop "
+          "sleeps on wait_fd(). StopAsyncIteration at the end of the stream.")
       .def(
           "__next__", [](PyConsumer& self) { return self.Next(std::nullopt); },
           "next(timeout=None).")

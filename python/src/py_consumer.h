@@ -25,6 +25,13 @@ class PyConsumer {
   PyConsumer& operator=(const PyConsumer&) = delete;
 
   nb::object Next(std::optional<double> timeout);
+  /// The batch already there, or None; StopIteration at the end of the
+  /// stream. Never waits (but for a thread receiving from the consumer at
+  /// the same moment, with the GIL released).
+  nb::object TryNext();
+  /// Consumer::WaitFd and Consumer::ArmWait, for waiting on an event loop.
+  int WaitFd();
+  bool ArmWait();
   void Close();
   bool closed() const;
   const std::string& topic() const;
