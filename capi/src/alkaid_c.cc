@@ -59,9 +59,9 @@ struct alkaid_consumer {
   uint64_t max_held = 0;
   uint64_t refused = 0;  // nexts refused by max_held_batches (the consumer's thread)
   bool wait_fd = false;  // alkaid_consumer_wait_fd was called: next(0) arms it
-  // Set by alkaid_consumer_cancel on any thread; read by next between its
-  // slices (relaxed: the flag orders nothing else).
-  std::atomic<bool> cancelled{false};
+  // Requested by alkaid_consumer_cancel on any thread; seen by next and the
+  // stream's get_next between their slices.
+  std::stop_source cancel;
 };
 
 struct alkaid_broker {
@@ -344,7 +344,7 @@ Status Next(alkaid_consumer* consumer, int64_t timeout_ms, ArrowArray* out, Arro
   client::BatchOrigin origin;
   alkaid::Result<format::RecordBatchPtr> batch = format::RecordBatchPtr{};
   for (;;) {
-    if (consumer->cancelled.load(std::memory_order_relaxed)) {
+    if (consumer->cancel.stop_requested()) {
       return Status::Cancelled("topic '", c.topic(), "': the consumer was cancelled");
     }
     const auto now = Clock::now();
@@ -700,6 +700,7 @@ alkaid_status alkaid_consumer_stream(alkaid_consumer* consumer, int64_t batch_ti
       return Status::Invalid(fn, ": batch_timeout_ms is ", batch_timeout_ms);
     }
     client::StreamExportOptions so;
+    so.stop = consumer->cancel.get_token();
     if (batch_timeout_ms != ALKAID_FOREVER) {
       so.batch_timeout = std::chrono::milliseconds(batch_timeout_ms);
     }
@@ -736,7 +737,7 @@ alkaid_status alkaid_consumer_wait_fd(alkaid_consumer* consumer, int* fd) {
 alkaid_status alkaid_consumer_cancel(alkaid_consumer* consumer) {
   return Guard(__func__, [&]() -> Status {
     if (consumer == nullptr) return NullArgument("alkaid_consumer_cancel", "the consumer");
-    consumer->cancelled.store(true, std::memory_order_relaxed);
+    consumer->cancel.request_stop();
     return Status::OK();
   });
 }

@@ -34,6 +34,10 @@ int ErrnoOf(const Status& st) {
       return EINVAL;
     case StatusCode::kNotImplemented:
       return ENOSYS;
+    case StatusCode::kTimedOut:
+      return ETIMEDOUT;
+    case StatusCode::kCancelled:
+      return ECANCELED;
     default:
       return EIO;
   }

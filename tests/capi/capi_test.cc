@@ -9,6 +9,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -597,6 +598,41 @@ TEST_F(CapiTest, CancelEndsAWaitingNextFromAnotherThread) {
   EXPECT_NE(message.find("cancelled"), std::string::npos);
   ArrowArray out{};
   EXPECT_EQ(alkaid_consumer_next(c, 0, &out, nullptr, nullptr), ALKAID_CANCELLED);
+  ASSERT_C_OK(alkaid_consumer_close(c));
+  ASSERT_C_OK(alkaid_producer_close(p));
+}
+
+// The stream follows the consumer's cancel: a get_next waiting for ever
+// ends with ECANCELED, and so does every later one; a get_next with a
+// batch timeout and nothing to read ends with ETIMEDOUT, as documented
+// (it gave EIO before).
+TEST_F(CapiTest, CancelEndsAWaitingStreamGetNextAndATimeoutIsEtimedout) {
+  alkaid_producer* p = OpenProducer("t");
+  alkaid_consumer* c = OpenConsumer("t");
+  ArrowArrayStream timed{};
+  ASSERT_C_OK(alkaid_consumer_stream(c, 20, &timed));
+  ArrowArray out{};
+  EXPECT_EQ(timed.get_next(&timed, &out), ETIMEDOUT);
+  EXPECT_EQ(out.release, nullptr);
+  timed.release(&timed);
+  ArrowArrayStream stream{};
+  ASSERT_C_OK(alkaid_consumer_stream(c, ALKAID_FOREVER, &stream));
+  auto waiting = std::async(std::launch::async, [&stream] {
+    ArrowArray got{};
+    const int rc = stream.get_next(&stream, &got);
+    return std::make_pair(rc, std::string(stream.get_last_error(&stream)));
+  });
+  // Only the cancel can end that wait (the guard is for a hang).
+  ASSERT_C_OK(alkaid_consumer_cancel(c));
+  ASSERT_EQ(waiting.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  const auto [rc, message] = waiting.get();
+  EXPECT_EQ(rc, ECANCELED);
+  EXPECT_NE(message.find("cancelled"), std::string::npos) << message;
+  EXPECT_EQ(stream.get_next(&stream, &out), ECANCELED);
+  stream.release(&stream);
+  alkaid_consumer_stats stats{};
+  ASSERT_C_OK(alkaid_consumer_stats_get(c, &stats));
+  EXPECT_EQ(stats.held, 0u);  // the refused get_nexts hold no place
   ASSERT_C_OK(alkaid_consumer_close(c));
   ASSERT_C_OK(alkaid_producer_close(p));
 }

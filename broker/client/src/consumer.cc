@@ -882,17 +882,26 @@ struct ConsumerStream {
 };
 
 // The next batch for the stream: waits per `timeout` in slices, so that a
-// wait without limit needs no deadline arithmetic.
+// wait without limit needs no deadline arithmetic, and a stop is seen
+// between two (every 5 ms when a stop is possible).
 Result<format::RecordBatchPtr> NextForStream(Consumer* consumer, ConsumerStream* stream,
-                                             std::chrono::nanoseconds timeout) {
+                                             std::chrono::nanoseconds timeout,
+                                             const std::stop_token& stop) {
   ALKAID_RETURN_NOT_OK(stream->exports->Reserve("Consumer stream get_next"));
   const bool forever = timeout == std::chrono::nanoseconds::max();
   const auto deadline = forever ? Clock::time_point::max() : Clock::now() + timeout;
+  const std::chrono::nanoseconds longest =
+      stop.stop_possible() ? std::chrono::milliseconds(5) : std::chrono::seconds(1);
   while (true) {
-    const auto slice = forever ? std::chrono::nanoseconds(std::chrono::seconds(1))
-                               : std::max(std::chrono::nanoseconds(0),
-                                          std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                              deadline - Clock::now()));
+    if (stop.stop_requested()) {
+      stream->exports->Unreserve();
+      return Status::Cancelled("topic '", consumer->topic(), "': the stream was cancelled");
+    }
+    const auto slice =
+        forever ? longest
+                : std::min(longest, std::max(std::chrono::nanoseconds(0),
+                                             std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                 deadline - Clock::now())));
     auto batch = consumer->Next(slice);
     if (batch.ok()) {
       stream->reserved = true;
@@ -917,7 +926,10 @@ Status MakeConsumerStream(Consumer* consumer, std::unique_ptr<Consumer> owned,
   internal::ExportCounter* counter = state->exports.get();
   ALKAID_RETURN_NOT_OK(format::ExportRecordBatchStream(
       consumer->schema(),
-      [consumer, raw, timeout]() { return NextForStream(consumer, raw, timeout); }, &state->inner,
+      [consumer, raw, timeout, stop = options.stop]() {
+        return NextForStream(consumer, raw, timeout, stop);
+      },
+      &state->inner,
       [counter] {
         counter->Unreserve();
         counter->Unref();

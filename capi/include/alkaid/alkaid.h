@@ -384,8 +384,10 @@ ALKAID_C_EXPORT alkaid_status alkaid_consumer_schema(alkaid_consumer* consumer,
 
 /* The consumer as an ArrowArrayStream: each get_next waits up to
  * `batch_timeout_ms` (ALKAID_FOREVER: no limit) for the next batch
- * (ETIMEDOUT after it), ends at the end of the stream, and gives errors as
- * errno codes with the message from get_last_error. The stream borrows the
+ * (ETIMEDOUT after it), ends at the end of the stream, gives ECANCELED
+ * after alkaid_consumer_cancel (a waiting get_next within a few
+ * milliseconds), and gives errors as errno codes with the message from
+ * get_last_error. The stream borrows the
  * consumer: release it before closing the consumer, and do not call next
  * meanwhile. Batches it gave out may outlive both. */
 ALKAID_C_EXPORT alkaid_status alkaid_consumer_stream(alkaid_consumer* consumer,
@@ -419,7 +421,8 @@ ALKAID_C_EXPORT alkaid_status alkaid_consumer_wait_fd(alkaid_consumer* consumer,
 
 /* Cancels the consumer, from any thread (the one call on a consumer that
  * may run beside another): a next waiting now returns ALKAID_CANCELLED
- * within a few milliseconds, and so does every later next. */
+ * within a few milliseconds, and so does every later next; so does its
+ * stream's get_next, with ECANCELED. */
 ALKAID_C_EXPORT alkaid_status alkaid_consumer_cancel(alkaid_consumer* consumer);
 
 /* Detaches from the broker and frees the consumer (NULL is a no-op).

@@ -135,6 +135,11 @@ struct StreamExportOptions {
   /// with ETIMEDOUT (get_last_error says so). max(): until a batch comes or
   /// the stream ends (the default).
   std::chrono::nanoseconds batch_timeout = std::chrono::nanoseconds::max();
+  /// Once a stop is requested on its std::stop_source (from any thread),
+  /// a get_next waiting now ends within a few milliseconds, and every later
+  /// one at once, with ECANCELED (get_last_error says so). Default: a token
+  /// that is never stopped.
+  std::stop_token stop;
 };
 
 /// One subscription to a topic, as record batches (a row topic's row batches
