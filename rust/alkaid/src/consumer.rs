@@ -11,9 +11,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use alkaid_sys as sys;
-use arrow_array::{Array, RecordBatch, RecordBatchOptions, StructArray};
+use arrow_array::ffi_stream::{FFI_ArrowArrayStream, RecordBatchStreamReader};
+use arrow_array::{Array, RecordBatch, RecordBatchOptions, RecordBatchReader, StructArray};
 use arrow_data::ffi::FFI_ArrowArray;
-use arrow_schema::{DataType, SchemaRef};
+use arrow_schema::{ArrowError, DataType, SchemaRef};
 
 use crate::error::{check, Error, Result};
 use crate::ffi_util::{array_ptr, c_path, c_string, import_schema, millis};
@@ -324,6 +325,64 @@ impl Consumer {
         ConsumerCanceller {
             handle: self.handle.clone(),
         }
+    }
+
+    /// The rest of the topic as an arrow-rs `RecordBatchReader`, through the
+    /// C ABI's stream (`alkaid_consumer_stream`): for code that takes a
+    /// reader (DataFusion, an IPC writer, `arrow::compute` over a stream).
+    /// Each batch waits up to `batch_timeout` (`None`: no limit; after it
+    /// the reader yields an error naming ETIMEDOUT); the reader ends at the
+    /// end of the stream. A `ConsumerCanceller` taken before ends a waiting
+    /// read with an error (ECANCELED). Batches are zero-copy, as `next`'s.
+    pub fn into_reader(self, batch_timeout: Option<Duration>) -> Result<TopicReader> {
+        let mut stream = FFI_ArrowArrayStream::empty();
+        // SAFETY: a live consumer; FFI_ArrowArrayStream is the C struct
+        // ArrowArrayStream (arrow-rs lays it out as the interface says), so
+        // the pointer is one to the struct alkaid.h declares.
+        check(unsafe {
+            sys::alkaid_consumer_stream(
+                self.handle.raw,
+                millis(batch_timeout),
+                (&mut stream as *mut FFI_ArrowArrayStream).cast::<sys::ArrowArrayStream>(),
+            )
+        })?;
+        let reader = RecordBatchStreamReader::try_new(stream)?;
+        Ok(TopicReader {
+            reader,
+            _consumer: self.handle,
+        })
+    }
+}
+
+/// A consumer as an arrow-rs `RecordBatchReader` (`Consumer::into_reader`):
+/// an `Iterator<Item = Result<RecordBatch, ArrowError>>` to the end of the
+/// topic's stream. `Send`; holds the consumer, closed when the reader and
+/// every canceller are gone; batches it gave out outlive it.
+pub struct TopicReader {
+    // Dropped first: the stream borrows the consumer the handle keeps open.
+    reader: RecordBatchStreamReader,
+    _consumer: Arc<ConsumerHandle>,
+}
+
+impl std::fmt::Debug for TopicReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TopicReader")
+            .field("schema", &self.reader.schema())
+            .finish()
+    }
+}
+
+impl Iterator for TopicReader {
+    type Item = std::result::Result<RecordBatch, ArrowError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.reader.next()
+    }
+}
+
+impl RecordBatchReader for TopicReader {
+    fn schema(&self) -> SchemaRef {
+        self.reader.schema()
     }
 }
 

@@ -50,8 +50,8 @@ mod stream;
 
 pub use broker::{Broker, TopicInfo};
 pub use consumer::{
-    BatchInfo, Consumer, ConsumerCanceller, ConsumerOptions, ConsumerStats, Received, Verification,
-    WaitMode,
+    BatchInfo, Consumer, ConsumerCanceller, ConsumerOptions, ConsumerStats, Received, TopicReader,
+    Verification, WaitMode,
 };
 pub use error::{Error, Result, StatusCode};
 pub use loan::Loan;

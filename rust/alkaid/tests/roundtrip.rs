@@ -330,3 +330,56 @@ fn versions_are_reported() {
     assert!(alkaid::c_api_version() >= alkaid_sys::ALKAID_C_API_VERSION);
     assert!(!alkaid::version().is_empty());
 }
+
+#[test]
+fn the_topic_as_a_record_batch_reader_to_its_end() {
+    use arrow_array::RecordBatchReader;
+    let broker = BrokerProcess::start();
+    let producer = Producer::open("t", &test_schema(), &broker.producer_options()).unwrap();
+    let consumer = Consumer::open("t", &broker.consumer_options()).unwrap();
+    let sent: Vec<RecordBatch> = (0..3).map(|i| test_batch(i * 10, 5)).collect();
+    for b in &sent {
+        producer.publish(b).unwrap();
+    }
+    // Close drains: it returns once the reader below has read everything.
+    let closing = std::thread::spawn(move || producer.close());
+    let reader = consumer.into_reader(LONG).unwrap();
+    assert_eq!(reader.schema(), test_schema());
+    let got: Vec<RecordBatch> = reader
+        .collect::<std::result::Result<_, _>>()
+        .expect("every batch, then the end");
+    assert_eq!(got, sent);
+    assert!(
+        got.iter().all(lies_in_shared_memory),
+        "copied out of shared memory"
+    );
+    closing.join().unwrap().unwrap();
+}
+
+#[test]
+fn a_topic_reader_times_out_and_follows_its_consumers_cancel() {
+    let broker = BrokerProcess::start();
+    let producer = Producer::open("t", &test_schema(), &broker.producer_options()).unwrap();
+    let consumer = Consumer::open("t", &broker.consumer_options()).unwrap();
+    let mut timed = consumer
+        .into_reader(Some(Duration::from_millis(20)))
+        .unwrap();
+    let err = timed.next().expect("an error, not the end").unwrap_err();
+    assert!(err.to_string().contains("nothing within"), "{err}");
+    drop(timed);
+    let consumer = Consumer::open("t", &broker.consumer_options()).unwrap();
+    let canceller = consumer.canceller();
+    let mut reader = consumer.into_reader(None).unwrap();
+    // Only the cancel ends this read (waiting without limit).
+    let reading = std::thread::spawn(move || {
+        let first = reader.next();
+        (first, reader)
+    });
+    canceller.cancel().unwrap();
+    let (first, mut reader) = reading.join().unwrap();
+    let err = first.expect("an error, not the end").unwrap_err();
+    assert!(err.to_string().contains("cancelled"), "{err}");
+    assert!(reader.next().expect("still cancelled").is_err());
+    drop(reader);
+    producer.close().unwrap();
+}
