@@ -44,11 +44,11 @@ void Leftovers::Scan() {
     uint32_t pid = 0;
   };
   std::map<std::string, Found> by_stem;
+  const auto now = Clock::now();
   for (const auto& n : names) {
     uint32_t pid = 0;
     std::string stem;
     bool is_channel = false;
-    const auto now = Clock::now();
     if (ParseSegmentName(broker_name_, n, &stem, &pid, &is_channel)) {
       if (!::alkaid::ProcessIsGone(pid)) {
         Found& f = by_stem[stem];
@@ -68,7 +68,6 @@ void Leftovers::Scan() {
          " extension segments of dead producers for consumers still reading them, at most ",
          drain_timeout_.count(), " ms");
   }
-  const auto now = Clock::now();
   for (const auto& [stem, f] : by_stem) {
     if (f.channel.empty()) {
       // Without its channel the rest is useless (a registry, consumer
