@@ -392,10 +392,13 @@ void Broker::Impl::CheckLiveness() {
   }
   for (int fd : dead) CloseConnection(fd, "process exited");
   leftovers.Expire(false);
+  if (registry) registry->ExpireDrains(Clock::now());
 }
 
 void Broker::Impl::Shutdown() {
   while (!connections.empty()) CloseConnection(connections.begin()->first, "broker stopping");
+  // Every consumer went with its connection; whatever is still kept goes.
+  if (registry) registry->ExpireDrains(Clock::time_point::max());
   leftovers.Expire(true);
   if (listen_fd >= 0) {
     ::close(listen_fd);
@@ -448,6 +451,7 @@ Result<std::unique_ptr<Broker>> Broker::Create(const BrokerOptions& options) {
   settings.default_max_arena_bytes = options.default_max_arena_bytes;
   settings.shm_limit = state.shm_limit;
   settings.segment_mode = state.have_group ? 0660 : 0600;
+  settings.dead_producer_drain = options.dead_producer_drain;
   state.registry =
       std::make_unique<internal::Registry>(std::move(settings), &state.leftovers, state.log);
   state.Log(LogLevel::kInfo, "listening on ", state.socket_path, " (segments named ",

@@ -55,6 +55,13 @@ struct BrokerOptions {
   /// for them to re-register with (docs/BROKER.md, "Broker restart");
   /// those not re-registered within this time are removed.
   std::chrono::milliseconds adopt_timeout{30000};
+  /// A producer that dies leaves committed messages its consumers may not
+  /// have read, some in extensions of its arena a consumer maps only when a
+  /// message first names it: those names are kept until each consumer of
+  /// the topic said it read the channel to its end or went, at most this
+  /// long (a stopped consumer must not hold shared memory for ever;
+  /// docs/BROKER.md, "A producer's death").
+  std::chrono::milliseconds dead_producer_drain{30000};
   /// Directory holding the POSIX shared-memory objects (for the free-space
   /// check and the leftover scan).
   std::string shm_dir = "/dev/shm";

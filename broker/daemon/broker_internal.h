@@ -55,7 +55,9 @@ struct Broker::Impl {
   };
 
   explicit Impl(const BrokerOptions& o)
-      : options(o), log(o.name, o.log_level), leftovers(o.shm_dir, o.name, o.adopt_timeout, log) {}
+      : options(o),
+        log(o.name, o.log_level),
+        leftovers(o.shm_dir, o.name, o.adopt_timeout, o.dead_producer_drain, log) {}
 
   BrokerOptions options;
   internal::Logger log;

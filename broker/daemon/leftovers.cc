@@ -15,8 +15,9 @@
 
 namespace alkaid::broker::internal {
 
-void RemoveChannelNames(const std::string& channel, const Logger& log) {
-  const Status st = shm::RemoveChannel(channel);
+void RemoveChannelNames(const std::string& channel, const Logger& log,
+                        std::vector<uint32_t>* kept_extensions) {
+  const Status st = shm::RemoveChannel(channel, kept_extensions);
   if (st.ok()) {
     log(LogLevel::kInfo, "removed channel ", channel, " and its registry");
   } else if (st.code() != StatusCode::kKeyError) {
@@ -43,20 +44,30 @@ void Leftovers::Scan() {
     uint32_t pid = 0;
   };
   std::map<std::string, Found> by_stem;
+  const auto now = Clock::now();
   for (const auto& n : names) {
     uint32_t pid = 0;
     std::string stem;
     bool is_channel = false;
-    if (ParseSegmentName(broker_name_, n, &stem, &pid, &is_channel) &&
-        !::alkaid::ProcessIsGone(pid)) {
-      Found& f = by_stem[stem];
-      f.pid = pid;
-      if (is_channel) f.channel = n;
-      continue;
+    if (ParseSegmentName(broker_name_, n, &stem, &pid, &is_channel)) {
+      if (!::alkaid::ProcessIsGone(pid)) {
+        Found& f = by_stem[stem];
+        f.pid = pid;
+        if (is_channel) f.channel = n;
+        continue;
+      }
+      if (IsExtensionName(n)) {
+        draining_.emplace(n, now);
+        continue;
+      }
     }
     Remove(n);
   }
-  const auto now = Clock::now();
+  if (!draining_.empty()) {
+    log_(LogLevel::kInfo, "keeping ", draining_.size(),
+         " extension segments of dead producers for consumers still reading them, at most ",
+         drain_timeout_.count(), " ms");
+  }
   for (const auto& [stem, f] : by_stem) {
     if (f.channel.empty()) {
       // Without its channel the rest is useless (a registry, consumer
@@ -105,8 +116,21 @@ void Leftovers::Expire(bool all) {
            : gone ? "process gone"
                   : "no re-registration in time",
            ")");
-      RemoveChannelNames(it->first, log_);
+      std::vector<uint32_t> extensions;
+      // A dead producer's consumers may still have to map its extensions.
+      RemoveChannelNames(it->first, log_, gone && !all ? &extensions : nullptr);
+      for (uint32_t id : extensions) {
+        draining_.emplace(shm::ChannelExtensionName(it->first, id), now);
+      }
       it = kept_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = draining_.begin(); it != draining_.end();) {
+    if (all || now - it->second >= drain_timeout_) {
+      Remove(it->first);
+      it = draining_.erase(it);
     } else {
       ++it;
     }

@@ -53,6 +53,12 @@ int Main(int argc, char** argv) {
                  "predecessor for them to re-register")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  double drain_seconds = 30;
+  app.add_option("--dead-producer-drain", drain_seconds,
+                 "Seconds a dead producer's arena extensions are kept at most for consumers "
+                 "that have not read its channel to the end yet (each says when it has, or goes)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   std::string metrics;
   bool metrics_allow_remote = false;
   app.add_option("--metrics", metrics,
@@ -79,6 +85,8 @@ int Main(int argc, char** argv) {
   if (shm_limit_option->count() > 0) options.shm_limit = shm_limit;
   options.adopt_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(adopt_timeout_seconds * 1000));
+  options.dead_producer_drain =
+      std::chrono::milliseconds(static_cast<int64_t>(drain_seconds * 1000));
 
 #ifdef ALKAID_HAVE_METRICS
   std::optional<alkaid::broker::MetricsAddress> metrics_address;

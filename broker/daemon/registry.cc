@@ -4,6 +4,8 @@
 #include "daemon/registry.h"
 
 #include <algorithm>
+#include <chrono>
+#include <iterator>
 
 #include <string>
 #include <utility>
@@ -267,21 +269,53 @@ Result<p::Reply> Registry::AttachConsumer(const Peer& peer, const p::Request& re
   return reply;
 }
 
-void Registry::RemoveProducer(uint64_t id, const std::string& reason,
+void Registry::RemoveProducer(uint64_t id, const std::string& reason, bool died,
                               std::vector<Outbound>* events) {
   auto it = producers_.find(id);
   if (it == producers_.end()) return;
   Producer producer = std::move(it->second);
   producers_.erase(it);
-  reserved_bytes_ -= producer.reserved;
-  RemoveChannelNames(producer.channel, log_);
-  // Extensions the channel's table did not list (being added or released
-  // when the producer died) go by the names granted.
-  for (const auto& [ext, bytes] : producer.extensions) {
-    (void)shm::Segment::Remove(shm::ChannelExtensionName(producer.channel, ext));
+  auto topic_it = topics_.find(producer.topic);
+  // The consumers that may still have to map its extensions: those of the
+  // topic (a ready producer was announced to each), but for any that said
+  // they were done with its channel already.
+  Draining drain;
+  if (died && producer.ready && topic_it != topics_.end()) {
+    for (uint64_t cid : topic_it->second.consumers) {
+      if (producer.drained_by.count(cid) == 0) drain.consumers.insert(cid);
+    }
+  }
+  std::vector<uint32_t> listed;
+  RemoveChannelNames(producer.channel, log_, drain.consumers.empty() ? nullptr : &listed);
+  if (drain.consumers.empty()) {
+    reserved_bytes_ -= producer.reserved;
+    // Extensions the channel's table did not list (being added or released
+    // when the producer died) go by the names granted.
+    for (const auto& [ext, bytes] : producer.extensions) {
+      (void)shm::Segment::Remove(shm::ChannelExtensionName(producer.channel, ext));
+    }
+  } else {
+    // Those the table lists and those granted (one being added may be
+    // missing from the table; one made uncounted while the broker was away
+    // is missing from the grants, and counted as 0 bytes).
+    drain.extensions = producer.extensions;
+    for (uint32_t ext : listed) drain.extensions.emplace(ext, 0);
+    for (const auto& [ext, bytes] : producer.extensions) drain.bytes += bytes;
+    reserved_bytes_ -= producer.reserved - drain.bytes;
+    if (drain.extensions.empty()) {
+      drain.consumers.clear();
+    } else {
+      drain.topic = producer.topic;
+      drain.channel = producer.channel;
+      drain.deadline = std::chrono::steady_clock::now() + settings_.dead_producer_drain;
+      log_(LogLevel::kInfo, "producer ", id, " of '", producer.topic, "' died with ",
+           drain.extensions.size(), " extensions (", FormatBytes(drain.bytes), "): kept for its ",
+           drain.consumers.size(), " consumers to read, at most ",
+           settings_.dead_producer_drain.count(), " ms");
+      draining_.emplace(id, std::move(drain));
+    }
   }
   if (auto o = owned_.find(producer.conn); o != owned_.end()) o->second.producers.erase(id);
-  auto topic_it = topics_.find(producer.topic);
   if (topic_it == topics_.end()) return;
   Topic& topic = topic_it->second;
   topic.producers.erase(id);
@@ -296,6 +330,55 @@ void Registry::RemoveProducer(uint64_t id, const std::string& reason,
     for (uint64_t cid : topic.consumers) events->push_back({consumers_.at(cid).conn, event});
   }
   log_(LogLevel::kInfo, "producer ", id, " of '", producer.topic, "' removed: ", reason);
+}
+
+void Registry::ProducerDrained(const Peer& peer, const p::Request& request) {
+  const uint64_t cid = request.target_id;
+  auto consumer = consumers_.find(cid);
+  if (consumer == consumers_.end() || consumer->second.conn != peer.conn) return;
+  if (auto live = producers_.find(request.producer_id); live != producers_.end()) {
+    // Its death has not reached us yet (the consumer saw its pid gone
+    // first), or it closed: not to be waited for.
+    if (live->second.topic == consumer->second.topic) live->second.drained_by.insert(cid);
+    return;
+  }
+  auto it = draining_.find(request.producer_id);
+  if (it == draining_.end()) return;
+  it->second.consumers.erase(cid);
+  if (it->second.consumers.empty()) EndDrain(it, "its consumers read it to the end");
+}
+
+void Registry::ForgetDrainingConsumer(uint64_t id) {
+  for (auto it = draining_.begin(); it != draining_.end();) {
+    auto next = std::next(it);
+    if (it->second.consumers.erase(id) != 0 && it->second.consumers.empty()) {
+      EndDrain(it, "its consumers read it to the end or went");
+    }
+    it = next;
+  }
+}
+
+void Registry::EndDrain(std::map<uint64_t, Draining>::iterator it, const char* why) {
+  const Draining& drain = it->second;
+  for (const auto& [ext, bytes] : drain.extensions) {
+    (void)shm::Segment::Remove(shm::ChannelExtensionName(drain.channel, ext));
+  }
+  reserved_bytes_ -= drain.bytes;
+  log_(LogLevel::kInfo, "extensions of dead producer ", it->first, " of '", drain.topic,
+       "' removed: ", why);
+  draining_.erase(it);
+}
+
+void Registry::ExpireDrains(std::chrono::steady_clock::time_point now) {
+  for (auto it = draining_.begin(); it != draining_.end();) {
+    auto next = std::next(it);
+    if (now >= it->second.deadline) {
+      EndDrain(it, now == std::chrono::steady_clock::time_point::max()
+                       ? "the broker stops"
+                       : "not read to the end in time by every consumer");
+    }
+    it = next;
+  }
 }
 
 void Registry::RemoveConsumer(uint64_t id, bool died, std::vector<Outbound>* events) {
@@ -317,6 +400,7 @@ void Registry::RemoveConsumer(uint64_t id, bool died, std::vector<Outbound>* eve
   auto topic_it = topics_.find(consumer.topic);
   if (topic_it == topics_.end()) return;
   topic_it->second.consumers.erase(id);
+  ForgetDrainingConsumer(id);
   // Dead: the producers detach its registrations (by pid) so that it
   // holds none of them back. Dead or detached: a producer waiting for it
   // to register on its channel (ProducerReady's reply) stops waiting for it.
@@ -382,7 +466,7 @@ void Registry::ReleaseExtension(const Peer& peer, const p::Request& request) {
 Status Registry::Detach(const Peer& peer, const p::Request& request, Outcome* out) {
   if (request.role == p::Role::kProducer) {
     ALKAID_RETURN_NOT_OK(OwnProducer(peer.conn, request.target_id).status());
-    RemoveProducer(request.target_id, "producer finished", &out->events);
+    RemoveProducer(request.target_id, "producer finished", false, &out->events);
     return Status::OK();
   }
   auto it = consumers_.find(request.target_id);
@@ -416,6 +500,7 @@ Status Registry::RemoveTopic(const Peer& peer, const p::Request& request, Outcom
     out->events.push_back({it->second.conn, event});
     if (auto o = owned_.find(it->second.conn); o != owned_.end()) o->second.consumers.erase(id);
     consumers_.erase(it);
+    ForgetDrainingConsumer(id);
   }
   log_(LogLevel::kInfo, "topic '", request.topic, "' ", reason, " (", topic->consumers.size(),
        topic->consumers.size() == 1 ? " consumer" : " consumers", " told)");
@@ -450,6 +535,9 @@ p::Reply Registry::ListTopics() const {
       info.shm_bytes += producer.reserved;
       info.depth = std::max(info.depth, producer.depth);
     }
+    for (const auto& [id, drain] : draining_) {
+      if (drain.topic == name) info.shm_bytes += drain.bytes;
+    }
     reply.topics.push_back(std::move(info));
   }
   for (const auto& [name, ids] : awaited_) {
@@ -462,9 +550,13 @@ void Registry::Count(p::BrokerStats* stats) const {
   stats->topics = static_cast<uint32_t>(topics_.size());
   stats->producers = static_cast<uint32_t>(producers_.size());
   stats->consumers = static_cast<uint32_t>(consumers_.size());
-  stats->segments = static_cast<uint32_t>(2 * (producers_.size() + leftovers_->size()));
+  stats->segments = static_cast<uint32_t>(2 * (producers_.size() + leftovers_->size()) +
+                                          leftovers_->extensions_kept());
   for (const auto& [id, producer] : producers_) {
     stats->segments += static_cast<uint32_t>(producer.extensions.size());
+  }
+  for (const auto& [id, drain] : draining_) {
+    stats->segments += static_cast<uint32_t>(drain.extensions.size());
   }
   stats->reserved_bytes = reserved_bytes_;
 }
@@ -476,7 +568,7 @@ std::vector<Outbound> Registry::Disconnected(const Peer& peer, const std::string
   const Owned owned = std::move(it->second);
   owned_.erase(it);
   for (uint64_t id : owned.producers) {
-    RemoveProducer(id, "producer gone (pid " + std::to_string(peer.pid) + ": " + why + ")",
+    RemoveProducer(id, "producer gone (pid " + std::to_string(peer.pid) + ": " + why + ")", true,
                    &events);
   }
   for (uint64_t id : owned.consumers) RemoveConsumer(id, true, &events);
@@ -522,6 +614,10 @@ Outcome Registry::Handle(const Peer& peer, const p::Request& request) {
     case p::RequestType::kReleaseExtension:
       // A report, not a question: no reply.
       ReleaseExtension(peer, request);
+      return out;
+    case p::RequestType::kProducerDrained:
+      // A report, not a question: no reply.
+      ProducerDrained(peer, request);
       return out;
     case p::RequestType::kProducerStats: {
       // A report, not a question: no reply.

@@ -7,6 +7,7 @@
 // the events to send to other connections; the server (broker.cc) frames
 // and sends them. tests/broker/registry_test.cc drives it directly.
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -41,7 +42,8 @@ struct Outbound {
 };
 
 // What a request gives: a reply (none for a report: ProducerStats,
-// ReleaseExtension) and events for other connections, to be sent in order.
+// ReleaseExtension, ProducerDrained) and events for other connections, to
+// be sent in order.
 struct Outcome {
   std::optional<Result<p::Reply>> reply;
   std::vector<Outbound> events;
@@ -57,6 +59,9 @@ struct RegistrySettings {
   uint64_t default_max_arena_bytes = uint64_t{2} << 30;
   ShmLimit shm_limit;
   uint32_t segment_mode = 0600;  // of producers' segments (0660 with a group)
+  // How long a dead producer's extensions are kept at most for its
+  // consumers to read them (BrokerOptions::dead_producer_drain).
+  std::chrono::milliseconds dead_producer_drain{30000};
 };
 
 /// Thread safety: one thread (the broker's).
@@ -71,11 +76,18 @@ class Registry {
   Outcome Handle(const Peer& peer, const p::Request& request);
 
   // The connection of `peer` closed (`why`): its producers are removed
-  // (their names too) and its consumers are gone, as if they died.
+  // (their names too, but for extensions their consumers may still need:
+  // see Draining) and its consumers are gone, as if they died.
   std::vector<Outbound> Disconnected(const Peer& peer, const std::string& why);
 
+  // Removes the extensions of dead producers kept past `now` (their
+  // consumers did not all say they were done in time). The broker calls it
+  // with its liveness checks, and with time_point::max() when it stops.
+  void ExpireDrains(std::chrono::steady_clock::time_point now);
+
   // Figures for GetStats: topics, producers, consumers, segments (two a
-  // channel, kept leftovers included, plus extensions), reserved bytes.
+  // channel, kept leftovers included, plus extensions, those kept for
+  // draining included), reserved bytes.
   void Count(p::BrokerStats* stats) const;
 
   uint64_t reserved_bytes() const { return reserved_bytes_; }
@@ -93,6 +105,24 @@ class Registry {
     std::map<uint32_t, uint64_t> extensions;
     bool ready = false;
     uint64_t published = 0, depth = 0, drops = 0, held = 0;
+    // Consumers that said they were done with its channel (ProducerDrained)
+    // before its death reached us: not waited for if it died.
+    std::set<uint64_t> drained_by;
+  };
+  // A dead producer's extensions, kept after its channel's names went: a
+  // consumer maps an extension only when a message first names it, so one
+  // that had not read that far would find the name gone and lose what the
+  // producer committed there. Kept until each consumer of the topic at the
+  // death said it is done with the channel (ProducerDrained), or went, or
+  // until `deadline` (a stopped consumer must not hold /dev/shm for ever).
+  // Still counted in reserved_bytes_: the memory is still there.
+  struct Draining {
+    std::string topic;
+    std::string channel;
+    std::map<uint32_t, uint64_t> extensions;  // id -> bytes, as granted
+    uint64_t bytes = 0;
+    std::set<uint64_t> consumers;  // still reading it
+    std::chrono::steady_clock::time_point deadline;
   };
   struct Consumer {
     uint64_t id = 0;
@@ -155,8 +185,21 @@ class Registry {
   Result<p::Reply> AttachConsumer(const Peer& peer, const p::Request& request);
 
   // Forgets a producer, removes its segment names and tells the topic's
-  // consumers (who drain what was committed, then see end of stream).
-  void RemoveProducer(uint64_t id, const std::string& reason, std::vector<Outbound>* events);
+  // consumers (who drain what was committed, then see end of stream). A
+  // producer that `died` with extensions and consumers keeps its extensions'
+  // names until they are done (Draining); one that detached removed them.
+  void RemoveProducer(uint64_t id, const std::string& reason, bool died,
+                      std::vector<Outbound>* events);
+
+  // ProducerDrained: consumer request.target_id (of this connection) is
+  // done with producer request.producer_id's channel.
+  void ProducerDrained(const Peer& peer, const p::Request& request);
+  // Consumer `id` no longer reads any dead producer's channel (it said so,
+  // went, or its topic was removed): drains left with no consumer end.
+  void ForgetDrainingConsumer(uint64_t id);
+  // Removes the names of a dead producer's extensions kept for draining
+  // and stops counting them.
+  void EndDrain(std::map<uint64_t, Draining>::iterator it, const char* why);
 
   void RemoveConsumer(uint64_t id, bool died, std::vector<Outbound>* events);
 
@@ -183,6 +226,8 @@ class Registry {
   std::map<std::string, Topic> topics_;
   // Consumers waiting for a topic that does not exist yet, by topic name.
   std::map<std::string, std::set<uint64_t>> awaited_;
+  // Dead producers' extensions kept for their consumers, by producer id.
+  std::map<uint64_t, Draining> draining_;
   uint64_t next_id_ = 1;
   uint64_t reserved_bytes_ = 0;
 };

@@ -1,5 +1,6 @@
 #include "daemon/segment_names.h"
 
+#include <string_view>
 #include <vector>
 
 namespace alkaid::broker::internal {
@@ -33,6 +34,20 @@ bool ParseSegmentName(const std::string& broker_name, const std::string& name, s
   *is_channel = parts.size() == 5;
   *stem = parts[0] + "." + parts[1] + "." + parts[2] + "." + parts[3];
   return true;
+}
+
+bool IsExtensionName(const std::string& name) {
+  const std::size_t dot = name.rfind('.');
+  if (dot == std::string::npos || dot == 0) return false;
+  const std::string_view last = std::string_view(name).substr(dot + 1);
+  if (last.size() < 2 || last.size() > 11 || last[0] != 'x' || last[1] == '0') return false;
+  for (char ch : last.substr(1)) {
+    if (ch < '0' || ch > '9') return false;
+  }
+  const std::size_t before = name.rfind('.', dot - 1);
+  if (before == std::string::npos) return false;
+  const std::string_view owner = std::string_view(name).substr(before, dot - before);
+  return owner == kChannelSuffix || owner == kLegacyChannelSuffix;
 }
 
 }  // namespace alkaid::broker::internal

@@ -32,4 +32,8 @@ std::string ProducerSegmentStem(const std::string& instance, uint32_t pid, uint6
 bool ParseSegmentName(const std::string& broker_name, const std::string& name, std::string* stem,
                       uint32_t* pid, bool* is_channel);
 
+// Whether a name ParseSegmentName accepted is an extension of an arena
+// ("<channel>.x<id>", id from 1).
+bool IsExtensionName(const std::string& name);
+
 }  // namespace alkaid::broker::internal

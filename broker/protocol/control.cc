@@ -386,6 +386,8 @@ const char* RequestTypeName(RequestType type) {
       return "ReleaseExtension";
     case RequestType::kRemoveTopic:
       return "RemoveTopic";
+    case RequestType::kProducerDrained:
+      return "ProducerDrained";
   }
   return "?";
 }
@@ -463,6 +465,10 @@ std::vector<uint8_t> EncodeRequest(const Request& r) {
     case RequestType::kRemoveTopic:
       type = fb::RequestBody::RemoveTopic;
       body = fb::CreateRemoveTopic(fbb, fbb.CreateString(r.topic)).Union();
+      break;
+    case RequestType::kProducerDrained:
+      type = fb::RequestBody::ProducerDrained;
+      body = fb::CreateProducerDrained(fbb, r.target_id, r.producer_id).Union();
       break;
   }
   fbb.Finish(fb::CreateRequest(fbb, r.id, type, body, r.version));
@@ -567,6 +573,13 @@ Result<Request> DecodeRequest(std::span<const uint8_t> bytes) {
     case fb::RequestBody::RemoveTopic: {
       out.type = RequestType::kRemoveTopic;
       ALKAID_ASSIGN_OR_RAISE(out.topic, DecodeTopic(r->body_as_RemoveTopic()->topic()));
+      break;
+    }
+    case fb::RequestBody::ProducerDrained: {
+      out.type = RequestType::kProducerDrained;
+      const auto* b = r->body_as_ProducerDrained();
+      out.target_id = b->consumer_id();
+      out.producer_id = b->producer_id();
       break;
     }
     default:

@@ -29,7 +29,8 @@ inline constexpr std::size_t kMaxSchemaBytes = 1 << 20;
 /// client the first reply, and either refuses a mismatch naming both
 /// versions. 0 is what a peer from before versions sends (the field absent).
 /// Raise it when a message changes meaning.
-inline constexpr uint32_t kControlProtocolVersion = 1;
+/// Version 2 added ProducerDrained (a version-1 broker could not decode it).
+inline constexpr uint32_t kControlProtocolVersion = 2;
 
 /// What each message body of a topic is.
 enum class TopicKind : uint8_t {
@@ -64,6 +65,7 @@ enum class RequestType : uint8_t {
   kAddExtension,
   kReleaseExtension,
   kRemoveTopic,
+  kProducerDrained,
 };
 
 /// Name of a request type, for logs and errors.
@@ -75,7 +77,8 @@ const char* RequestTypeName(RequestType type);
 /// kAttachConsumer: topic, from_oldest, kind, wait_for_topic,
 /// any_kind; kDetach: role, target_id; kProducerStats: target_id,
 /// published, depth, drops, held; kAddExtension: target_id, extension_id,
-/// bytes; kReleaseExtension: target_id, extension_id; kRemoveTopic: topic.
+/// bytes; kReleaseExtension: target_id, extension_id; kRemoveTopic: topic;
+/// kProducerDrained: target_id (the consumer), producer_id.
 struct Request {
   RequestType type = RequestType::kListTopics;
   uint64_t id = 0;
@@ -100,6 +103,7 @@ struct Request {
   uint64_t held = 0;
   uint32_t extension_id = 0;
   uint64_t bytes = 0;
+  uint64_t producer_id = 0;  ///< kProducerDrained: the producer whose channel is done
 };
 
 struct ProducerInfo {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "alkaid/shm/channel.h"
 #include "channel_internal.h"
@@ -212,11 +213,11 @@ std::string ChannelExtensionName(std::string_view channel, uint32_t id) {
   return name;
 }
 
-Status RemoveChannel(std::string_view name) {
+Status RemoveChannel(std::string_view name, std::vector<uint32_t>* kept_extensions) {
   ALKAID_RETURN_NOT_OK(Segment::ValidateName(name));
   // The extensions its table lists (an extension being added or released
   // when the producer died may be missing: the broker, which granted it,
-  // removes those by name).
+  // removes those by name), or, asked to keep them, their ids.
   SegmentOpenOptions ro;
   ro.read_only = true;
   ro.prefault = false;
@@ -229,7 +230,12 @@ Status RemoveChannel(std::string_view name) {
           (*channel)->data() + geometry->extensions_offset);
       for (uint32_t k = 0; k < geometry->extension_count; ++k) {
         const uint32_t id = entries[k].id.load(std::memory_order_acquire);
-        if (id != 0) (void)Segment::Remove(ChannelExtensionName(name, id));
+        if (id == 0) continue;
+        if (kept_extensions != nullptr) {
+          kept_extensions->push_back(id);
+        } else {
+          (void)Segment::Remove(ChannelExtensionName(name, id));
+        }
       }
     }
   }

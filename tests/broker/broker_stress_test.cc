@@ -231,7 +231,8 @@ TEST(BrokerStressTest, RandomSigkillsKeepExactlyOnceInOrder) {
   ASSERT_NE(memory, MAP_FAILED);
   auto* shared = new (memory) Shared();
   BrokerProcess broker("bs" + testing::UniqueSuffix());
-  ASSERT_TRUE(broker.Start({"--shm-limit", "0", "--adopt-timeout", "10"}));
+  ASSERT_TRUE(
+      broker.Start({"--shm-limit", "0", "--adopt-timeout", "10", "--dead-producer-drain", "10"}));
   const std::string dir = "/tmp/alkaid-test-" + broker.name();
   std::filesystem::create_directories(dir);
   {
@@ -313,7 +314,8 @@ TEST(BrokerStressTest, RandomSigkillsKeepExactlyOnceInOrder) {
       ++killed["broker"];
       // Down for a random moment, then back.
       std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 100));
-      if (!broker.Start({"--shm-limit", "0", "--adopt-timeout", "10"})) {
+      if (!broker.Start(
+              {"--shm-limit", "0", "--adopt-timeout", "10", "--dead-producer-drain", "10"})) {
         failures.push_back("the broker did not restart");
       }
     }

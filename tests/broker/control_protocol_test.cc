@@ -89,6 +89,20 @@ TEST(ControlProtocolTest, TheVersionTravelsBothWays) {
   EXPECT_EQ(reply.reply.version, 0u);
 }
 
+// A consumer's report that it is done with a producer's channel carries
+// both ids.
+TEST(ControlProtocolTest, ProducerDrainedNamesTheConsumerAndTheProducer) {
+  Request drained;
+  drained.type = RequestType::kProducerDrained;
+  drained.target_id = 7;
+  drained.producer_id = (uint64_t{1} << 40) + 3;
+  ASSERT_OK_AND_ASSIGN(auto decoded, DecodeRequest(EncodeRequest(drained)));
+  EXPECT_EQ(decoded.type, RequestType::kProducerDrained);
+  EXPECT_EQ(decoded.target_id, 7u);
+  EXPECT_EQ(decoded.producer_id, (uint64_t{1} << 40) + 3);
+  EXPECT_STREQ(RequestTypeName(decoded.type), "ProducerDrained");
+}
+
 // Removing a topic: the request names it (checked like every topic name),
 // the event tells a consumer why.
 TEST(ControlProtocolTest, RemovingATopic) {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -36,7 +37,8 @@ class RegistryTest : public ::testing::Test {
   RegistryTest()
       : log_("rt", LogLevel::kError),
         // An empty directory: nothing is left over, Claim finds nothing.
-        leftovers_(::testing::TempDir(), "rt", std::chrono::seconds(30), log_),
+        leftovers_(::testing::TempDir(), "rt", std::chrono::seconds(30), std::chrono::seconds(30),
+                   log_),
         registry_(Settings(), &leftovers_, log_) {}
 
   static RegistrySettings Settings() {
@@ -278,6 +280,123 @@ TEST_F(RegistryTest, ExtensionsAreCountedAgainstTheLimit) {
   const Outcome released = registry_.Handle(producer_, release);
   EXPECT_FALSE(released.reply.has_value());  // a report: no reply
   EXPECT_EQ(registry_.reserved_bytes(), before);
+}
+
+// A producer that dies with extensions: its channel's names go at once,
+// its extensions stay (still counted) for the consumers of its topic, each
+// of which may not have mapped them yet, until each said it read the
+// channel to its end (ProducerDrained, a report: no reply) or went. A
+// consumer speaks only for itself.
+TEST_F(RegistryTest, ADeadProducersExtensionsAreKeptUntilEachConsumerIsDone) {
+  Ok(producer_, Create("t", 64 << 20));
+  const p::Reply first = Ok(consumer_, Attach(p::RequestType::kAttachConsumer, "t"));
+  const p::Reply second = Ok(other_, Attach(p::RequestType::kAttachConsumer, "t"));
+  const p::Reply attached = Ok(producer_, Attach(p::RequestType::kAttachProducer, "t"));
+  Ok(producer_, About(p::RequestType::kProducerReady, attached.attached_id));
+  p::Request add = About(p::RequestType::kAddExtension, attached.attached_id);
+  add.extension_id = 1;
+  add.bytes = 2 << 20;
+  Ok(producer_, add);
+
+  const std::vector<Outbound> gone = registry_.Disconnected(producer_, "test");
+  ASSERT_EQ(gone.size(), 2u);
+  p::BrokerStats stats;
+  registry_.Count(&stats);
+  EXPECT_EQ(stats.producers, 0u);
+  EXPECT_EQ(stats.segments, 1u);  // the extension, kept
+  EXPECT_EQ(registry_.reserved_bytes(), uint64_t{2} << 20);
+
+  p::Request drained = About(p::RequestType::kProducerDrained, first.attached_id);
+  drained.producer_id = attached.attached_id;
+  // Sent on another consumer's connection: not its to say.
+  EXPECT_FALSE(registry_.Handle(other_, drained).reply.has_value());
+  registry_.Count(&stats);
+  EXPECT_EQ(stats.segments, 1u);
+  const Outcome reported = registry_.Handle(consumer_, drained);
+  EXPECT_FALSE(reported.reply.has_value());  // a report: no reply
+  EXPECT_TRUE(reported.events.empty());
+  registry_.Count(&stats);
+  EXPECT_EQ(stats.segments, 1u);  // the second consumer has not said so yet
+  EXPECT_EQ(registry_.reserved_bytes(), uint64_t{2} << 20);
+
+  // The second one goes (its connection closes): nobody is left to read.
+  (void)second;
+  registry_.Disconnected(other_, "test");
+  registry_.Count(&stats);
+  EXPECT_EQ(stats.segments, 0u);
+  EXPECT_EQ(registry_.reserved_bytes(), 0u);
+}
+
+// A consumer that never says it is done (stopped, stuck) keeps the dead
+// producer's extensions only until the bound (RegistrySettings::
+// dead_producer_drain, 30 s by default); the broker's stop ends the wait too.
+TEST_F(RegistryTest, AKeptExtensionGoesAtTheBoundWhateverTheConsumersDo) {
+  Ok(producer_, Create("t", 64 << 20));
+  Ok(consumer_, Attach(p::RequestType::kAttachConsumer, "t"));
+  for (int round = 0; round < 2; ++round) {
+    const p::Reply attached = Ok(producer_, Attach(p::RequestType::kAttachProducer, "t"));
+    Ok(producer_, About(p::RequestType::kProducerReady, attached.attached_id));
+    p::Request add = About(p::RequestType::kAddExtension, attached.attached_id);
+    add.extension_id = 1;
+    add.bytes = 1 << 20;
+    Ok(producer_, add);
+    const auto died = std::chrono::steady_clock::now();
+    registry_.Disconnected(producer_, "test");
+    registry_.ExpireDrains(died);
+    p::BrokerStats stats;
+    registry_.Count(&stats);
+    EXPECT_EQ(stats.segments, 1u);
+    registry_.ExpireDrains(round == 0 ? died + std::chrono::seconds(31)
+                                      : std::chrono::steady_clock::time_point::max());
+    registry_.Count(&stats);
+    EXPECT_EQ(stats.segments, 0u);
+    EXPECT_EQ(registry_.reserved_bytes(), 0u);
+  }
+}
+
+// Nothing is kept when no consumer can need it: a producer that detached
+// (it removed its names itself), one that died with no consumer, or whose
+// only consumer said it was done before the death reached the broker (it
+// saw the pid gone first), or one that died with no extension.
+TEST_F(RegistryTest, NothingIsKeptWhenNoConsumerMayStillMapAnExtension) {
+  Ok(producer_, Create("t", 64 << 20));
+  auto attach_with_extension = [&] {
+    const p::Reply attached = Ok(producer_, Attach(p::RequestType::kAttachProducer, "t"));
+    Ok(producer_, About(p::RequestType::kProducerReady, attached.attached_id));
+    p::Request add = About(p::RequestType::kAddExtension, attached.attached_id);
+    add.extension_id = 1;
+    add.bytes = 1 << 20;
+    Ok(producer_, add);
+    return attached.attached_id;
+  };
+  auto segments = [&] {
+    p::BrokerStats stats;
+    registry_.Count(&stats);
+    return stats.segments;
+  };
+  // No consumer.
+  attach_with_extension();
+  registry_.Disconnected(producer_, "test");
+  EXPECT_EQ(segments(), 0u);
+  // Detached.
+  const p::Reply consumer = Ok(consumer_, Attach(p::RequestType::kAttachConsumer, "t"));
+  p::Request detach = About(p::RequestType::kDetach, attach_with_extension());
+  detach.role = p::Role::kProducer;
+  Outcome detached = registry_.Handle(producer_, detach);
+  ASSERT_TRUE(detached.reply.has_value() && detached.reply->ok());
+  EXPECT_EQ(segments(), 0u);
+  // Drained before its death was seen.
+  p::Request drained = About(p::RequestType::kProducerDrained, consumer.attached_id);
+  drained.producer_id = attach_with_extension();
+  EXPECT_FALSE(registry_.Handle(consumer_, drained).reply.has_value());
+  registry_.Disconnected(producer_, "test");
+  EXPECT_EQ(segments(), 0u);
+  // No extension.
+  const p::Reply plain = Ok(producer_, Attach(p::RequestType::kAttachProducer, "t"));
+  Ok(producer_, About(p::RequestType::kProducerReady, plain.attached_id));
+  registry_.Disconnected(producer_, "test");
+  EXPECT_EQ(segments(), 0u);
+  EXPECT_EQ(registry_.reserved_bytes(), 0u);
 }
 
 }  // namespace

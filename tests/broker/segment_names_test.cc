@@ -55,5 +55,29 @@ TEST(SegmentNamesTest, OtherNamesAreNotAProducers) {
   }
 }
 
+// A restarted broker keeps a dead producer's extensions (and only those)
+// for its consumers: both channel forms, ids from 1.
+TEST(SegmentNamesTest, ExtensionNamesAreToldFromTheOthers) {
+  for (const char* name : {"alkaid.18b2.4242.p7.channel.x1", "alkaid.18b2.4242.p7.ring.x63",
+                           "alkaid.18b2.4242.p7.channel.x4294967295"}) {
+    SCOPED_TRACE(name);
+    EXPECT_TRUE(IsExtensionName(name));
+  }
+  for (const char* name : {
+           "alkaid.18b2.4242.p7.channel",                // the channel
+           "alkaid.18b2.4242.p7.channel.reg",            // its registry
+           "alkaid.18b2.4242.p7.channel.c3.1234",        // a consumer's segment
+           "alkaid.18b2.4242.p7.channel.x0",             // no extension 0
+           "alkaid.18b2.4242.p7.channel.x",              // no id
+           "alkaid.18b2.4242.p7.channel.x12a",           // not a number
+           "alkaid.18b2.4242.p7.channel.x123456789012",  // too long for an id
+           "alkaid.18b2.4242.p7.channels.x1",            // not a channel's
+           "x1",
+       }) {
+    SCOPED_TRACE(name);
+    EXPECT_FALSE(IsExtensionName(name));
+  }
+}
+
 }  // namespace
 }  // namespace alkaid::broker::internal

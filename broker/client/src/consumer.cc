@@ -156,7 +156,7 @@ struct WaitSet {
 // batches from it (rows converted), RowConsumer row batches.
 struct internal::ConsumerImpl {
   struct Subscription {
-    uint64_t producer_id = 0;  // as the current broker knows it
+    uint64_t producer_id = 0;  // as the current broker knows it (0: it does not)
     uint32_t pid = 0;
     std::string channel;                       // identifies the producer across broker restarts
     std::unique_ptr<BatchSubscriber> batches;  // kRecordBatch
@@ -288,12 +288,31 @@ struct internal::ConsumerImpl {
   }
 
   void MarkGone(uint64_t producer_id, const std::string& reason) {
+    bool subscribed = false;
+    if (producer_id == 0) return;  // the broker's ids start at 1
     for (auto& s : subs) {
+      if (s.producer_id == producer_id) subscribed = true;
       if (s.producer_id == producer_id && !s.gone) {
         s.gone = true;
         s.reason = reason;
       }
     }
+    // Not reading its channel (never attached, or done with it already):
+    // nothing of it is ours to wait for.
+    if (!subscribed) ReportDrained(producer_id);
+  }
+
+  // Tells the broker we are done with producer `producer_id`'s channel: if
+  // the producer died, the broker keeps its arena's extensions until every
+  // consumer that may still map one said so or went (docs/BROKER.md, "A
+  // producer's death"). Once per channel, when it ends, never per batch.
+  void ReportDrained(uint64_t producer_id) {
+    if (producer_id == 0 || connection == nullptr || connection->lost()) return;
+    p::Request request;
+    request.type = p::RequestType::kProducerDrained;
+    request.target_id = consumer_id;
+    request.producer_id = producer_id;
+    (void)connection->Send(std::move(request));
   }
 
   // Before the first attach completed (Open), the request may wait for the
@@ -393,6 +412,11 @@ struct internal::ConsumerImpl {
     connection = std::move(*connected);
     consumer_id = reply.attached_id;
     ++reregistrations;
+    // Producer ids are the broker's: those of the one that went mean
+    // nothing to this one (which may have given them to other producers).
+    // A producer that re-registered gets its new id back here or with its
+    // ProducerJoined; one that did not (dead) has none.
+    for (auto& s : subs) s.producer_id = 0;
     for (const auto& producer : reply.producers) Subscribe(producer);
   }
 
@@ -424,6 +448,7 @@ struct internal::ConsumerImpl {
 
   void Finish(std::size_t index, std::string reason) {
     finished.insert(subs[index].channel);
+    ReportDrained(subs[index].producer_id);
     end_reason = std::move(reason);
     subs.erase(subs.begin() + static_cast<std::ptrdiff_t>(index));
     if (round_robin > index) --round_robin;
@@ -452,8 +477,11 @@ struct internal::ConsumerImpl {
         return Status::OK();
       case StatusCode::kIOError:
         // The channel saw its producer die.
-        Finish(index, "producer gone: producer " + std::to_string(subs[index].producer_id) + " (" +
-                          received.message() + ")");
+        Finish(index,
+               "producer gone: producer " +
+                   (subs[index].producer_id != 0 ? std::to_string(subs[index].producer_id)
+                                                 : "of pid " + std::to_string(subs[index].pid)) +
+                   " (" + received.message() + ")");
         return Status::OK();
       default:
         return received;  // that message is skipped; the next call goes on

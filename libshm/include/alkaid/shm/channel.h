@@ -506,9 +506,13 @@ class ALKAID_EXPORT ChannelConsumer {
   bool closed_ = false;
 };
 
-/// Removes every name of channel `name`: the channel, its registry and the
-/// consumer segments it lists. For a producer that died; a live producer
-/// removes its names itself. KeyError if the channel segment is not there.
-ALKAID_EXPORT Status RemoveChannel(std::string_view name);
+/// Removes every name of channel `name`: the channel, its registry, the
+/// consumer segments and the extensions it lists. For a producer that died;
+/// a live producer removes its names itself. KeyError if the channel segment
+/// is not there. With `kept_extensions`, the extensions' names stay and
+/// their ids are appended there (a dead producer's consumers may still have
+/// to map them: the caller removes them later, ChannelExtensionName).
+ALKAID_EXPORT Status RemoveChannel(std::string_view name,
+                                   std::vector<uint32_t>* kept_extensions = nullptr);
 
 }  // namespace alkaid::shm

@@ -118,7 +118,8 @@ struct ConsumerStats {
 /// Where a batch Consumer::Next returned came from.
 struct BatchOrigin {
   /// The producer, as the broker numbers producers (a restarted broker
-  /// numbers them anew), and its process.
+  /// numbers them anew; 0 for one that has not re-registered with it), and
+  /// its process.
   uint64_t producer_id = 0;
   uint32_t producer_pid = 0;
   /// The batch's sequence in that producer's channel (0, 1, ... per

@@ -1,0 +1,282 @@
+// A producer's death with committed messages in extensions of its arena that
+// a consumer has not mapped yet (a consumer maps an extension only when a
+// message first names it): a real broker, a real producer process SIGKILLed,
+// real shared memory.
+//
+// - the broker keeps the dead producer's extension names until the consumer
+//   says it read the channel to its end (ProducerDrained): every committed
+//   message is read exactly once, in order, bodies intact, and no name is
+//   left once it has (the broker up, the consumer still open);
+// - a consumer that never reads does not pin them past the broker's bound
+//   (--dead-producer-drain), and nothing is left;
+// - a broker that dies with the producer: the next one keeps the dead
+//   producer's extensions for its bound too (the consumer reads everything),
+//   and removes them when it stops.
+
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "alkaid/client/broker_client.h"
+#include "alkaid/client/consumer.h"
+#include "alkaid/client/producer.h"
+#include "alkaid/format/array.h"
+#include "alkaid/format/builder_binary.h"
+#include "alkaid/format/builder_primitive.h"
+#include "broker_process.h"
+#include "broker_test_util.h"
+#include "test_util.h"
+
+namespace alkaid::broker {
+namespace {
+
+using client::BrokerClient;
+using client::Consumer;
+using client::Producer;
+using testing::BrokerProcess;
+using testing::ShmNames;
+using namespace std::chrono_literals;
+
+constexpr int64_t kInArena = 4;      // small messages, in the channel segment's arena
+constexpr int64_t kInExtension = 4;  // 100 KB messages: each needs an extension
+constexpr uint64_t kArenaBytes = 64 << 10;
+
+format::SchemaPtr PadSchema() {
+  return format::schema(
+      {format::field("seq", format::int64(), false), format::field("pad", format::binary())});
+}
+
+int64_t PadLength(int64_t seq) { return seq < kInArena ? 16 : 100'000; }
+uint8_t PadByte(int64_t seq, int64_t i) { return static_cast<uint8_t>((seq * 31 + i) & 0xff); }
+
+Result<format::RecordBatchPtr> PadBatch(int64_t seq) {
+  format::Int64Builder a;
+  format::BinaryBuilder pad;
+  ALKAID_RETURN_NOT_OK(a.Append(seq));
+  std::string bytes(static_cast<size_t>(PadLength(seq)), '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    bytes[i] = static_cast<char>(PadByte(seq, static_cast<int64_t>(i)));
+  }
+  ALKAID_RETURN_NOT_OK(pad.Append(bytes));
+  ALKAID_ASSIGN_OR_RAISE(auto x, a.Finish());
+  ALKAID_ASSIGN_OR_RAISE(auto y, pad.Finish());
+  return format::RecordBatch::Make(PadSchema(), 1, {x, y});
+}
+
+// "" if `batch` is message `seq` with its padding intact, else what is wrong.
+std::string CheckBatch(const format::RecordBatch& batch, int64_t seq) {
+  const int64_t got = std::static_pointer_cast<format::Int64Array>(batch.column(0))->Value(0);
+  if (got != seq) return "message " + std::to_string(got) + " where " + std::to_string(seq);
+  const std::string_view pad =
+      std::static_pointer_cast<format::BinaryArray>(batch.column(1))->GetView(0);
+  if (static_cast<int64_t>(pad.size()) != PadLength(seq)) return "padding length";
+  for (size_t i = 0; i < pad.size(); ++i) {
+    if (static_cast<uint8_t>(pad[i]) != PadByte(seq, static_cast<int64_t>(i))) {
+      return "padding byte " + std::to_string(i) + " of message " + std::to_string(seq);
+    }
+  }
+  return "";
+}
+
+client::TopicOptions SmallArenaTopic() {
+  client::TopicOptions topic;
+  topic.slot_count = 64;
+  topic.arena_bytes = kArenaBytes;
+  topic.max_arena_bytes = 16 << 20;
+  return topic;
+}
+
+// A pipe between the test and the producer child: one byte per step.
+struct Pipe {
+  int fds[2] = {-1, -1};
+  Pipe() { (void)!::pipe(fds); }
+  ~Pipe() {
+    ::close(fds[0]);
+    ::close(fds[1]);
+  }
+  void Put(char c) { (void)!::write(fds[1], &c, 1); }
+  char Get() {
+    char c = 0;
+    return ::read(fds[0], &c, 1) == 1 ? c : 0;
+  }
+  bool Readable() {
+    pollfd p{fds[0], POLLIN, 0};
+    return ::poll(&p, 1, 0) == 1;
+  }
+};
+
+std::set<std::string> ExtensionNames(const BrokerProcess& broker) {
+  std::set<std::string> found;
+  for (const auto& n : ShmNames(broker.name() + ".")) {
+    if (n.find(".channel.x") != std::string::npos) found.insert(n);
+  }
+  return found;
+}
+
+// The fixture's steps: a consumer in this process, registered on the
+// channel of a producer child that publishes kInArena messages in its
+// arena and kInExtension in extensions, then waits to be SIGKILLed. The
+// consumer has received nothing, so it has mapped no extension.
+class DeadProducerTest : public ::testing::Test {
+ protected:
+  void StartProducerAndKillIt(BrokerProcess& broker) {
+    ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
+    ASSERT_OK(admin->CreateTopic("t", PadSchema(), SmallArenaTopic()).status());
+    ASSERT_OK_AND_ASSIGN(consumer_, Consumer::Open("t", testing::ConsumerOn(broker)));
+    Pipe ready, go, published;
+    const pid_t child = testing::ForkTestChild();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      // Open returns once our consumer registered on the channel.
+      auto producer =
+          Producer::Open("t", PadSchema(), testing::ProducerOn(broker, SmallArenaTopic()));
+      if (!producer.ok()) ::_exit(3);
+      ready.Put('r');
+      if (go.Get() != 'g') ::_exit(4);
+      for (int64_t seq = 0; seq < kInArena + kInExtension; ++seq) {
+        auto batch = PadBatch(seq);
+        if (!batch.ok() || !(*producer)->PublishCopy(**batch).ok()) ::_exit(5);
+      }
+      published.Put('p');
+      while (true) ::pause();  // killed here, its messages unread
+    }
+    // The consumer registers when it sees the producer (its Next looks at
+    // the broker's events); nothing is published before `go`.
+    while (!ready.Readable()) {
+      auto batch = consumer_->Next(10ms);
+      ASSERT_TRUE(batch.status().IsTimedOut()) << batch.status().ToString();
+      ASSERT_FALSE(testing::Exited(child).has_value()) << "the producer could not open";
+    }
+    go.Put('g');
+    ASSERT_EQ(published.Get(), 'p') << "the producer did not publish";
+    ASSERT_FALSE(ExtensionNames(broker).empty()) << "the producer's arena did not grow";
+    ::kill(child, SIGKILL);
+    ::waitpid(child, nullptr, 0);
+    // The broker saw the death (the producer is no longer listed).
+    ASSERT_TRUE(testing::WaitUntil([&] {
+      auto topics = admin->ListTopics();
+      return topics.ok() && topics->size() == 1 && (*topics)[0].producers == 0;
+    }));
+  }
+
+  // Reads until the end of the stream: every message exactly once, in
+  // order, intact. Returns how many.
+  int64_t ReadToTheEnd() {
+    int64_t next = 0;
+    while (true) {
+      auto batch = consumer_->Next(30s);
+      if (batch.status().IsEndOfStream()) break;
+      EXPECT_TRUE(batch.ok()) << "after " << next << " messages: " << batch.status().ToString();
+      if (!batch.ok()) break;
+      const std::string wrong = CheckBatch(**batch, next);
+      EXPECT_EQ(wrong, "");
+      if (!wrong.empty()) break;
+      ++next;
+    }
+    return next;
+  }
+
+  std::unique_ptr<Consumer> consumer_;
+};
+
+// The gap this closes: the broker used to remove a dead producer's names at
+// once, so the consumer could not map the extensions and lost every message
+// there ("names extension K, which cannot be mapped").
+TEST_F(DeadProducerTest, MessagesInExtensionsNotMappedYetAreReadAfterTheProducerIsKilled) {
+  BrokerProcess broker;
+  // Only the consumer's report may end the wait here, not the bound.
+  ASSERT_TRUE(broker.Start({"--dead-producer-drain", "600"}));
+  ASSERT_NO_FATAL_FAILURE(StartProducerAndKillIt(broker));
+  EXPECT_EQ(ReadToTheEnd(), kInArena + kInExtension);
+  // Read to its end: the consumer said so, and the broker removed the
+  // extensions with the consumer still open.
+  EXPECT_TRUE(testing::WaitNoSegments(broker.name() + "."))
+      << "left: " << ::testing::PrintToString(ShmNames(broker.name() + "."));
+  ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
+  ASSERT_OK_AND_ASSIGN(auto stats, admin->Stats());
+  EXPECT_EQ(stats.reserved_bytes, 0u);
+  EXPECT_EQ(stats.segments, 0u);
+  consumer_.reset();
+  EXPECT_EQ(broker.Stop(), 0);
+  EXPECT_TRUE(ShmNames(broker.name() + ".").empty());
+}
+
+// A consumer that does not read (stopped, stuck) does not keep the dead
+// producer's extensions past the broker's bound: they go while it lives,
+// and the broker says why.
+TEST_F(DeadProducerTest, AConsumerThatNeverReadsDoesNotPinTheExtensionsPastTheBound) {
+  BrokerProcess broker;
+  const std::string log = "/tmp/alkaid-test-" + broker.name() + ".log";
+  ASSERT_TRUE(broker.Start({"--dead-producer-drain", "0.5"}, log));
+  ASSERT_NO_FATAL_FAILURE(StartProducerAndKillIt(broker));
+  EXPECT_TRUE(testing::WaitNoSegments(broker.name() + "."))
+      << "left: " << ::testing::PrintToString(ShmNames(broker.name() + "."));
+  ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
+  EXPECT_TRUE(testing::WaitUntil([&] {
+    auto stats = admin->Stats();
+    return stats.ok() && stats->reserved_bytes == 0;
+  }));
+  EXPECT_NE(testing::ReadFile(log).find("not read to the end in time by every consumer"),
+            std::string::npos);
+  consumer_.reset();
+  EXPECT_EQ(broker.Stop(), 0);
+  ::unlink(log.c_str());
+}
+
+// The broker SIGKILLed before the producer: the next broker finds the dead
+// producer's extensions among its predecessor's leftovers and keeps them
+// for its bound (it does not know the consumers), so the consumer, which
+// outlived both, reads every message; the broker removes them as it stops.
+TEST_F(DeadProducerTest, ANewBrokerKeepsTheExtensionsOfAProducerThatDiedWithTheOldOne) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start({"--dead-producer-drain", "600"}));
+  ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
+  ASSERT_OK(admin->CreateTopic("t", PadSchema(), SmallArenaTopic()).status());
+  ASSERT_OK_AND_ASSIGN(consumer_, Consumer::Open("t", testing::ConsumerOn(broker)));
+  Pipe ready, go, published;
+  const pid_t child = testing::ForkTestChild();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto producer =
+        Producer::Open("t", PadSchema(), testing::ProducerOn(broker, SmallArenaTopic()));
+    if (!producer.ok()) ::_exit(3);
+    ready.Put('r');
+    if (go.Get() != 'g') ::_exit(4);
+    for (int64_t seq = 0; seq < kInArena + kInExtension; ++seq) {
+      auto batch = PadBatch(seq);
+      if (!batch.ok() || !(*producer)->PublishCopy(**batch).ok()) ::_exit(5);
+    }
+    published.Put('p');
+    while (true) ::pause();
+  }
+  while (!ready.Readable()) {
+    auto batch = consumer_->Next(10ms);
+    ASSERT_TRUE(batch.status().IsTimedOut()) << batch.status().ToString();
+    ASSERT_FALSE(testing::Exited(child).has_value()) << "the producer could not open";
+  }
+  // Growing the arena asks the broker; then it dies, and the producer too.
+  go.Put('g');
+  ASSERT_EQ(published.Get(), 'p') << "the producer did not publish";
+  ASSERT_FALSE(ExtensionNames(broker).empty()) << "the producer's arena did not grow";
+  admin.reset();
+  broker.Kill();
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  ASSERT_TRUE(broker.Start({"--dead-producer-drain", "600"}));
+  EXPECT_EQ(ReadToTheEnd(), kInArena + kInExtension);
+  consumer_.reset();
+  EXPECT_EQ(broker.Stop(), 0);
+  EXPECT_TRUE(ShmNames(broker.name() + ".").empty())
+      << "left: " << ::testing::PrintToString(ShmNames(broker.name() + "."));
+}
+
+}  // namespace
+}  // namespace alkaid::broker
