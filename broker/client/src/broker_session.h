@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <stop_token>
 #include <string>
 #include <thread>
 
@@ -44,9 +45,10 @@ class Every {
 
 /// Thread safety: a consumer's session is used by the consumer's thread
 /// alone. A producer's is shared by the producer thread (registration
-/// before the session thread starts; Call under mutex() for extensions of
-/// its arena; Close after StopThread) and the session thread (the event
-/// pump, re-registration and stats reports, under mutex()).
+/// before the session thread starts; AddExtension and ReleaseExtension;
+/// ReportStats and Detach after StopThread) and the session thread (the
+/// event pump, re-registration and stats reports); the two take turns on
+/// the connection under a mutex.
 /// broker_lost() and reregistrations() may be read on any thread.
 class BrokerSession {
  public:
@@ -78,10 +80,32 @@ class BrokerSession {
   /// What an attach reply made us: id() and config(), which a
   /// re-registration sends back.
   void Attached(const broker::protocol::Reply& reply);
+  /// Consumers, after an attach reply that is `pending` (the topic does
+  /// not exist yet; we are registered as waiting for it): waits until the
+  /// broker says it was created (TopicCreated for our id) and fills
+  /// `*reply` as a non-pending attach reply would be. If the broker goes
+  /// away meanwhile, reconnects every kReconnectInterval and attaches again
+  /// with `reattach`; a topic created in between is then joined as it is.
+  /// TimedOut at `deadline` (saying `wait`), Cancelled once `stop` is
+  /// requested (a stop wakes the wait at once).
+  Status AwaitTopic(const Register& reattach, std::chrono::steady_clock::time_point deadline,
+                    std::chrono::milliseconds wait, const std::stop_token& stop,
+                    broker::protocol::Reply* reply);
   /// Producers: ProducerReady for producer `id` on `connection`.
   static Result<broker::protocol::Reply> Ready(
       BrokerConnection& connection, uint64_t id,
       std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  /// Producers, on the producer thread inside a loan
+  /// (shm::ChannelExtensions::acquire): asks the broker for extension `id`
+  /// (`bytes`) of the arena and returns its name; the broker's refusal (its
+  /// limit, the topic's maximum) fails the loan. While the broker is away
+  /// data keeps flowing: returns `offline_name`, and a request that finds
+  /// the broker gone marks the session lost (the session thread
+  /// re-registers).
+  Result<std::string> AddExtension(uint32_t id, uint64_t bytes, std::string offline_name);
+  /// Producers (shm::ChannelExtensions::release): extension `id` is gone;
+  /// the broker stops counting it. Nothing while the broker is away.
+  void ReleaseExtension(uint32_t id);
   /// Leaves the topic (Detach of id() in our role). A broker gone meanwhile
   /// is not an error; a lost session sends nothing.
   Status Detach();
@@ -152,8 +176,6 @@ class BrokerSession {
   BrokerConnection& connection() { return *connection_; }
   /// The connection's descriptor to wait on, -1 when lost.
   int fd() const { return lost() ? -1 : connection_->fd(); }
-  /// Guards the connection while the session thread runs.
-  std::mutex& mutex() { return mutex_; }
   /// Our id with the current broker (a restarted broker numbers anew).
   uint64_t id() const { return id_; }
   /// The topic's configuration as the broker has it.

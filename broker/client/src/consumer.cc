@@ -2,11 +2,9 @@
 
 #include <poll.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <set>
 #include <stop_token>
@@ -46,51 +44,6 @@ constexpr auto kMaintainInterval = std::chrono::milliseconds(1);
 // more than kMaintainInterval would otherwise make its system calls exactly
 // then. Only a consumer that stays idle pays for the checks, in its wait.
 constexpr auto kIdleBeforeMaintain = std::chrono::microseconds(100);
-
-// Turns a stop request (ConsumerOptions::stop) into a readable eventfd that
-// a poll(2) on the broker connection also waits on, so that the request
-// wakes the wait at once. Made only where a stop is possible.
-class StopWake {
- public:
-  explicit StopWake(std::stop_token token)
-      : fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
-        callback_(std::in_place, std::move(token), Wake{fd_}) {}
-  ~StopWake() {
-    callback_.reset();  // first: a callback running on another thread finishes
-    if (fd_ >= 0) ::close(fd_);
-  }
-  StopWake(const StopWake&) = delete;
-  StopWake& operator=(const StopWake&) = delete;
-
-  /// -1 if no eventfd could be made (the caller then looks at the token
-  /// between slices).
-  int fd() const { return fd_; }
-
- private:
-  struct Wake {
-    int fd;
-    void operator()() const {
-      const uint64_t one = 1;
-      if (fd >= 0) (void)!::write(fd, &one, sizeof one);
-    }
-  };
-  int fd_;
-  std::optional<std::stop_callback<Wake>> callback_;
-};
-
-// Waits up to `timeout` for `other` (if >= 0) to be readable or `wake_fd`
-// (if >= 0) to be signalled; true if `other` is readable. Plain sleep when
-// neither is given.
-bool SleepOrWake(int wake_fd, std::chrono::milliseconds timeout, int other = -1) {
-  if (other < 0 && wake_fd < 0) {
-    std::this_thread::sleep_for(timeout);
-    return false;
-  }
-  std::array<pollfd, 2> fds{{{other, POLLIN, 0}, {wake_fd, POLLIN, 0}}};
-  const int ms = static_cast<int>(std::min<int64_t>(timeout.count(), int64_t{1} << 30));
-  const int ready = ::poll(fds.data(), fds.size(), ms);
-  return ready > 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0;
-}
 
 // What one receive attempt gave: a batch or a row batch (or nothing).
 // Filled in place down the receive calls (each takes an Item*), so that a
@@ -305,74 +258,6 @@ struct internal::ConsumerImpl {
       attach.any_kind = !options.kind.has_value();
     }
     return internal::BrokerSession::Attach(conn, std::move(attach), timeout);
-  }
-
-  // Open, after a `pending` attach reply: we are registered as waiting for
-  // the topic, and the broker tells us (TopicCreated) when it exists. If the
-  // broker goes away meanwhile, we reconnect (every kReconnectInterval) and
-  // attach again; a topic created in between is then joined as it is.
-  // Fills `reply` as a non-pending attach reply would be.
-  Status AwaitTopic(Clock::time_point deadline, p::Reply* reply) {
-    std::optional<StopWake> wake;
-    if (options.stop.stop_possible()) wake.emplace(options.stop);
-    const int wake_fd = wake ? wake->fd() : -1;
-    while (true) {
-      if (options.stop.stop_requested()) {
-        return Status::Cancelled("topic '", topic,
-                                 "': the wait for it to be created was cancelled");
-      }
-      const auto now = Clock::now();
-      if (now >= deadline) {
-        return Status::TimedOut(
-            "topic '", topic, "' was not created within ",
-            std::chrono::duration_cast<std::chrono::milliseconds>(options.wait_for_topic).count(),
-            " ms (broker at ", session->connection().socket_path(), ")");
-      }
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
-      if (session->lost()) {
-        SleepOrWake(wake_fd, std::min<std::chrono::milliseconds>(kReconnectInterval, left));
-        if (options.stop.stop_requested()) continue;
-        Status attach_status;  // OK: no attach was sent (still down)
-        auto again = session->Reconnect(
-            [&](internal::BrokerConnection& conn) {
-              auto r = Attach(conn, kReconnectCallTimeout);
-              attach_status = r.status();
-              return r;
-            },
-            /*create_topic=*/false);
-        if (!again.ok()) {
-          if (attach_status.ok() || attach_status.IsIOError() || attach_status.IsTimedOut()) {
-            continue;  // not serving yet
-          }
-          return attach_status;  // e.g. the topic exists now, with another topic kind
-        }
-        *reply = std::move(again).ValueOrDie();
-        if (!reply->pending) return Status::OK();
-        continue;
-      }
-      const auto slice = std::min<std::chrono::milliseconds>(left, kWaitSlice);
-      // With a stop token: take what is queued or readable now, else wait
-      // for the broker or a stop request.
-      internal::BrokerConnection& connection = session->connection();
-      auto event = connection.NextEvent(wake_fd >= 0 ? std::chrono::milliseconds(0) : slice);
-      if (wake_fd >= 0 && event.ok() && !event->has_value()) {
-        (void)SleepOrWake(wake_fd, slice, connection.fd());
-        continue;
-      }
-      if (!event.ok()) {
-        if (connection.lost()) continue;
-        return event.status().WithContext("topic '" + topic + "': waiting for it to be created");
-      }
-      if (!event->has_value()) continue;
-      const p::Event& e = **event;
-      if (e.type == p::EventType::kTopicCreated && e.topic == topic &&
-          e.consumer_id == reply->attached_id) {
-        reply->pending = false;
-        reply->config = e.config;
-        reply->producers.clear();  // it has none yet: they attach after creating it
-        return Status::OK();
-      }
-    }
   }
 
   // After a broker outage: subscribe again with whichever broker now
@@ -628,7 +513,13 @@ Result<std::unique_ptr<internal::ConsumerImpl>> OpenConsumer(const std::string& 
                              topic, internal::BrokerSession::Role::kConsumer, options.socket_path));
   ALKAID_ASSIGN_OR_RAISE(p::Reply reply,
                          impl->Attach(impl->session->connection(), std::chrono::seconds(10)));
-  if (reply.pending) ALKAID_RETURN_NOT_OK(impl->AwaitTopic(topic_deadline, &reply));
+  if (reply.pending) {
+    ALKAID_RETURN_NOT_OK(impl->session->AwaitTopic(
+        [&impl](internal::BrokerConnection& conn) {
+          return impl->Attach(conn, kReconnectCallTimeout);
+        },
+        topic_deadline, options.wait_for_topic, options.stop, &reply));
+  }
   // The broker refuses another kind at attach, but a topic we waited for is
   // announced whatever its kind.
   const TopicKind topic_kind = internal::FromProtocol(reply.config.kind);

@@ -116,43 +116,6 @@ struct internal::ProducerImpl {
     channel->ReleaseIdleExtensions();
   }
 
-  // Producer thread, inside a loan (shm::ChannelExtensions::acquire): asks
-  // the broker for extension `id` of the arena; its refusal (its limit, the
-  // topic's maximum) fails the loan. While the broker is away, data keeps
-  // flowing: the extension is made under the name the broker would give
-  // (ChannelExtensionName), uncounted; a restarted broker sweeps it by the
-  // channel's table or by its prefix if we die.
-  Result<std::string> AcquireExtension(uint32_t id, uint64_t bytes) {
-    std::lock_guard<std::mutex> lock(session->mutex());
-    if (session->lost()) return shm::ChannelExtensionName(channel_name, id);
-    p::Request request;
-    request.type = p::RequestType::kAddExtension;
-    request.target_id = session->id();
-    request.extension_id = id;
-    request.bytes = bytes;
-    auto reply = session->connection().Call(std::move(request), kReconnectCallTimeout);
-    if (!reply.ok()) {
-      if (session->connection().lost()) {
-        session->MarkLost();  // the session thread re-registers
-        return shm::ChannelExtensionName(channel_name, id);
-      }
-      return reply.status();
-    }
-    return reply->extension_name;
-  }
-
-  // Producer thread (shm::ChannelExtensions::release): extension `id` is
-  // gone; the broker stops counting it.
-  void ReleaseExtension(uint32_t id) {
-    std::lock_guard<std::mutex> lock(session->mutex());
-    if (session->lost()) return;
-    p::Request request;
-    request.type = p::RequestType::kReleaseExtension;
-    request.target_id = session->id();
-    request.extension_id = id;
-    (void)session->connection().Send(std::move(request));
-  }
-
   // Session thread: what a kProducerStats report says; asks the producer
   // thread for fresh figures for the next one.
   void FillStats(p::Request& request) {
@@ -282,11 +245,15 @@ Result<std::unique_ptr<internal::ProducerImpl>> OpenProducer(const std::string& 
     channel_options.arena_bytes = reply.config.arena_bytes;
     channel_options.max_arena_bytes = reply.config.max_arena_bytes;
     internal::ProducerImpl* self = impl.get();
+    // While the broker is away, an extension is made under the name the
+    // broker would give, uncounted: a restarted broker sweeps it by the
+    // channel's table, or by its prefix if we die.
     channel_options.extensions.acquire = [self](uint32_t id, uint64_t bytes) {
-      return self->AcquireExtension(id, bytes);
+      return self->session->AddExtension(id, bytes,
+                                         shm::ChannelExtensionName(self->channel_name, id));
     };
     channel_options.extensions.release = [self](uint32_t id, uint64_t /*bytes*/) {
-      self->ReleaseExtension(id);
+      self->session->ReleaseExtension(id);
     };
     channel_options.slot_count = reply.config.slot_count;
     channel_options.policy = reply.config.policy == p::Policy::kDropOldest
