@@ -59,11 +59,11 @@ Status CreateTopic(const BrokerProcess& broker) {
   return client->CreateTopic(kTopic, TopicSchema(), options).status();
 }
 
-p::Request ConsumerAttach() {
+Result<p::Reply> RegisterConsumer(BrokerConnection& connection) {
   p::Request attach;
   attach.type = p::RequestType::kAttachConsumer;
   attach.topic = kTopic;
-  return attach;
+  return BrokerSession::Attach(connection, std::move(attach));
 }
 
 // A producer's registration without a channel of its own (the broker
@@ -76,6 +76,25 @@ Result<p::Reply> RegisterProducer(BrokerConnection& connection) {
   ALKAID_RETURN_NOT_OK(BrokerSession::Ready(connection, reply.attached_id).status());
   return reply;
 }
+
+// A session of `role` on the topic, registered with `reg`.
+Result<std::unique_ptr<BrokerSession>> Registered(const BrokerProcess& broker, Role role,
+                                                  const BrokerSession::Register& reg) {
+  ALKAID_ASSIGN_OR_RAISE(auto session, BrokerSession::Connect(kTopic, role, broker.socket()));
+  ALKAID_ASSIGN_OR_RAISE(p::Reply reply, reg(session->connection()));
+  session->Attached(reply);
+  return session;
+}
+
+// A broker with the topic created.
+class BrokerSessionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(broker_.Start());
+    ASSERT_OK(CreateTopic(broker_));
+  }
+  BrokerProcess broker_;
+};
 
 TEST(EveryTest, IsDueOncePerInterval) {
   const auto start = std::chrono::steady_clock::now();
@@ -90,22 +109,12 @@ TEST(EveryTest, IsDueOncePerInterval) {
 // A consumer's session sees a producer join through its event pump; once
 // the broker is killed, the pump says so and the session is lost: it
 // offers no descriptor to wait on and its Detach sends nothing.
-TEST(BrokerSessionTest, PumpsEventsAndNoticesALostBroker) {
-  BrokerProcess broker;
-  ASSERT_TRUE(broker.Start());
-  ASSERT_OK(CreateTopic(broker));
-  ASSERT_OK_AND_ASSIGN(auto consumer,
-                       BrokerSession::Connect(kTopic, Role::kConsumer, broker.socket()));
-  ASSERT_OK_AND_ASSIGN(auto attached,
-                       BrokerSession::Attach(consumer->connection(), ConsumerAttach()));
-  consumer->Attached(attached);
-  EXPECT_EQ(consumer->id(), attached.attached_id);
+TEST_F(BrokerSessionTest, PumpsEventsAndNoticesALostBroker) {
+  BrokerProcess& broker = broker_;
+  ASSERT_OK_AND_ASSIGN(auto consumer, Registered(broker, Role::kConsumer, RegisterConsumer));
+  EXPECT_NE(consumer->id(), 0u);
   EXPECT_EQ(consumer->config().name, kTopic);
-
-  ASSERT_OK_AND_ASSIGN(auto producer,
-                       BrokerSession::Connect(kTopic, Role::kProducer, broker.socket()));
-  ASSERT_OK_AND_ASSIGN(auto registered, RegisterProducer(producer->connection()));
-  producer->Attached(registered);
+  ASSERT_OK_AND_ASSIGN(auto producer, Registered(broker, Role::kProducer, RegisterProducer));
 
   uint64_t joined = 0;
   EXPECT_TRUE(WaitUntil([&] {
@@ -137,15 +146,9 @@ TEST(BrokerSessionTest, PumpsEventsAndNoticesALostBroker) {
 // After a broker restart, Reconnect re-creates the topic from the config
 // the first attach returned (the new broker knows nothing of it) and
 // adopts the new connection and id.
-TEST(BrokerSessionTest, ReconnectReCreatesTheTopicAndAdoptsTheNewId) {
-  BrokerProcess broker;
-  ASSERT_TRUE(broker.Start());
-  ASSERT_OK(CreateTopic(broker));
-  ASSERT_OK_AND_ASSIGN(auto session,
-                       BrokerSession::Connect(kTopic, Role::kConsumer, broker.socket()));
-  ASSERT_OK_AND_ASSIGN(auto attached,
-                       BrokerSession::Attach(session->connection(), ConsumerAttach()));
-  session->Attached(attached);
+TEST_F(BrokerSessionTest, ReconnectReCreatesTheTopicAndAdoptsTheNewId) {
+  BrokerProcess& broker = broker_;
+  ASSERT_OK_AND_ASSIGN(auto session, Registered(broker, Role::kConsumer, RegisterConsumer));
 
   broker.Kill();
   ASSERT_TRUE(broker.Start());
@@ -159,7 +162,7 @@ TEST(BrokerSessionTest, ReconnectReCreatesTheTopicAndAdoptsTheNewId) {
   auto reply = session->Reconnect(
       [&](BrokerConnection& connection) {
         ++registers;
-        return BrokerSession::Attach(connection, ConsumerAttach());
+        return RegisterConsumer(connection);
       },
       /*create_topic=*/true);
   ASSERT_OK(reply.status());
@@ -185,14 +188,9 @@ TEST(BrokerSessionTest, ReconnectReCreatesTheTopicAndAdoptsTheNewId) {
 // after a broker restart registers again on its own and reports to the new
 // broker under the new id (a broker takes a report only from the
 // connection and id that registered the producer).
-TEST(BrokerSessionTest, TheSessionThreadReportsAndReRegisters) {
-  BrokerProcess broker;
-  ASSERT_TRUE(broker.Start());
-  ASSERT_OK(CreateTopic(broker));
-  ASSERT_OK_AND_ASSIGN(auto session,
-                       BrokerSession::Connect(kTopic, Role::kProducer, broker.socket()));
-  ASSERT_OK_AND_ASSIGN(auto registered, RegisterProducer(session->connection()));
-  session->Attached(registered);
+TEST_F(BrokerSessionTest, TheSessionThreadReportsAndReRegisters) {
+  BrokerProcess& broker = broker_;
+  ASSERT_OK_AND_ASSIGN(auto session, Registered(broker, Role::kProducer, RegisterProducer));
 
   std::atomic<uint64_t> published{42};
   std::atomic<int> registers{0};
