@@ -185,7 +185,7 @@ TEST(BrokerDictionaryTest, ConsumerJoiningAfterABrokerRestartDecodesEveryBatch) 
   ASSERT_EQ(next, 60);
   broker.Kill();
   ASSERT_TRUE(broker.Start());
-  // The producer's watchdog re-registers with the new broker.
+  // The producer's session thread re-registers with the new broker.
   const auto deadline = std::chrono::steady_clock::now() + 60s;
   while (shared->reregistrations.load() == 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(2ms);

@@ -804,7 +804,7 @@ TEST_F(CapiTest, TopicListShowsSettingsAndCounters) {
   ASSERT_C_OK(alkaid_broker_connect(broker_.socket().c_str(), &b));
   alkaid_topic_info found{};
   std::string name;
-  // The producer reports its counters from its watchdog thread: wait for
+  // The producer reports its counters from its session thread: wait for
   // the publish to show.
   ASSERT_TRUE(WaitUntil([&] {
     alkaid_topic_list* list = nullptr;

@@ -18,6 +18,7 @@
 #include "alkaid/format/unsafe_row.h"
 #include "alkaid/shm/channel.h"
 #include "alkaid/shm/segment.h"
+#include "broker_session.h"
 #include "connection_internal.h"
 
 namespace alkaid::client {
@@ -26,10 +27,7 @@ namespace p = broker::protocol;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-using internal::kPidCheckInterval;
 using internal::kReconnectCallTimeout;
-using internal::kReconnectInterval;
-constexpr auto kStatsInterval = std::chrono::milliseconds(500);
 // Once the broker is lost, consumers that were not told of us yet cannot
 // be: Open waits at most this much longer for the others to register.
 constexpr auto kWaitAfterBrokerLoss = std::chrono::milliseconds(2000);
@@ -52,17 +50,14 @@ bool AllRegistered(const std::map<uint64_t, uint32_t>& awaited,
 }
 }  // namespace
 
-// Everything of a producer but what it publishes: Producer uses
-// `publisher` (record batches), RowProducer `row_publisher` (row batches).
+// A producer: its broker session (broker_session.h) and what it publishes
+// through: Producer uses `publisher` (record batches), RowProducer
+// `row_publisher` (row batches).
 struct internal::ProducerImpl {
   std::string topic;
   format::SchemaPtr schema;
   ProducerOptions options;
-  std::unique_ptr<internal::BrokerConnection> connection;
-  // Guards `connection` once the watchdog runs: the watchdog reads events
-  // and reports; the producer thread asks for extensions of its arena.
-  std::mutex connection_mutex;
-  uint64_t producer_id = 0;
+  std::unique_ptr<internal::BrokerSession> session;
   // The channel's name, as the broker handed it out (sent back when
   // re-registering).
   std::string channel_name;
@@ -70,29 +65,23 @@ struct internal::ProducerImpl {
   std::unique_ptr<BatchPublisher> publisher;    // Producer's
   std::unique_ptr<RowPublisher> row_publisher;  // RowProducer's
   TopicKind kind = TopicKind::kRecordBatch;
-  p::TopicConfig config;  // as the broker has it, for re-registration
 
-  std::thread watchdog;
-  std::atomic<bool> stop{false};
-  std::atomic<bool> broker_lost{false};
   std::atomic<uint64_t> published{0};
   std::atomic<uint64_t> dead_detached{0};
   std::atomic<uint64_t> blocks_live{0};
   std::atomic<uint64_t> arena_bytes_free{0};
-  // The watchdog asks (stats_wanted), the producer thread answers at its
-  // next publish (the channel is the producer thread's alone).
+  // The session thread asks (stats_wanted), the producer thread answers at
+  // its next publish (the channel is the producer thread's alone).
   std::atomic<bool> stats_wanted{false};
   std::atomic<uint64_t> depth{0};
   std::atomic<uint64_t> drops{0};
-  std::atomic<uint64_t> reregistrations{0};
   std::atomic<uint64_t> held{0};  // bodies consumers hold (UpdateStats)
   std::atomic<uint64_t> arrow_zero_copy{0};
   std::atomic<uint64_t> arrow_copied{0};
-  bool reregistration_refused = false;  // watchdog only
   bool closed = false;
 
   ~ProducerImpl() {
-    StopWatchdog();
+    if (session) session->StopThread();
     publisher.reset();
     row_publisher.reset();
     channel.reset();
@@ -104,7 +93,7 @@ struct internal::ProducerImpl {
     if (!channel_name.empty()) (void)shm::RemoveChannel(channel_name);
   }
 
-  // Producer thread: the figures the watchdog reports, when it asked.
+  // Producer thread: the figures the session thread reports, when it asked.
   void UpdateStats() {
     if (!stats_wanted.load(std::memory_order_relaxed)) return;
     stats_wanted.store(false, std::memory_order_relaxed);
@@ -127,162 +116,61 @@ struct internal::ProducerImpl {
     channel->ReleaseIdleExtensions();
   }
 
-  // Producer thread, inside a loan (shm::ChannelExtensions::acquire): asks
-  // the broker for extension `id` of the arena; its refusal (its limit, the
-  // topic's maximum) fails the loan. While the broker is away, data keeps
-  // flowing: the extension is made under the name the broker would give
-  // (ChannelExtensionName), uncounted; a restarted broker sweeps it by the
-  // channel's table or by its prefix if we die.
-  Result<std::string> AcquireExtension(uint32_t id, uint64_t bytes) {
-    std::lock_guard<std::mutex> lock(connection_mutex);
-    if (broker_lost || connection->lost()) return shm::ChannelExtensionName(channel_name, id);
-    p::Request request;
-    request.type = p::RequestType::kAddExtension;
-    request.target_id = producer_id;
-    request.extension_id = id;
-    request.bytes = bytes;
-    auto reply = connection->Call(std::move(request), kReconnectCallTimeout);
-    if (!reply.ok()) {
-      if (connection->lost()) {
-        broker_lost = true;  // the watchdog re-registers
-        return shm::ChannelExtensionName(channel_name, id);
-      }
-      return reply.status();
-    }
-    return reply->extension_name;
-  }
-
-  // Producer thread (shm::ChannelExtensions::release): extension `id` is
-  // gone; the broker stops counting it.
-  void ReleaseExtension(uint32_t id) {
-    std::lock_guard<std::mutex> lock(connection_mutex);
-    if (broker_lost || connection->lost()) return;
-    p::Request request;
-    request.type = p::RequestType::kReleaseExtension;
-    request.target_id = producer_id;
-    request.extension_id = id;
-    (void)connection->Send(std::move(request));
-  }
-
-  void ReportStats() {
-    p::Request request;
-    request.type = p::RequestType::kProducerStats;
-    request.target_id = producer_id;
+  // Session thread: what a kProducerStats report says; asks the producer
+  // thread for fresh figures for the next one.
+  void FillStats(p::Request& request) {
     request.published = published.load(std::memory_order_relaxed);
     request.depth = depth.load(std::memory_order_relaxed);
     request.drops = drops.load(std::memory_order_relaxed);
     request.held = held.load(std::memory_order_relaxed);
     stats_wanted.store(true, std::memory_order_relaxed);
-    if (!connection->Send(std::move(request)).ok()) broker_lost = true;
   }
 
-  // Watchdog only: after a broker outage, registers again with whichever
+  // Session thread, after a broker outage: registers again with whichever
   // broker now answers on the socket, keeping our segments.
-  void TryReregister() {
-    auto connected = internal::BrokerConnection::Connect(options.socket_path);
-    if (!connected.ok()) return;  // still down
-    auto& conn = *connected;
-    p::Request create;
-    create.type = p::RequestType::kCreateTopic;
-    create.config = config;
-    if (!conn->Call(std::move(create), kReconnectCallTimeout).ok()) return;
+  Result<p::Reply> Reregister(internal::BrokerConnection& conn) {
     p::Request attach;
     attach.type = p::RequestType::kAttachProducer;
     attach.topic = topic;
     attach.kind = internal::ToProtocol(kind);
     attach.channel = channel_name;
-    auto reply = conn->Call(std::move(attach), kReconnectCallTimeout);
+    auto reply = internal::BrokerSession::Attach(conn, std::move(attach), kReconnectCallTimeout);
     if (!reply.ok()) {
       // The broker does not have our segments (stopped cleanly, or we were
       // too late): consumers that attach from now on cannot find us.
       if (reply.status().code() == StatusCode::kKeyError ||
           reply.status().code() == StatusCode::kPermissionDenied) {
-        reregistration_refused = true;
+        session->StopReregistering();
       }
-      return;
+      return reply;
     }
-    p::Request ready;
-    ready.type = p::RequestType::kProducerReady;
-    ready.target_id = reply->attached_id;
-    if (!conn->Call(std::move(ready), kReconnectCallTimeout).ok()) return;
-    connection = std::move(conn);
-    producer_id = reply->attached_id;
-    reregistrations.fetch_add(1, std::memory_order_relaxed);
-    broker_lost = false;
+    ALKAID_RETURN_NOT_OK(
+        internal::BrokerSession::Ready(conn, reply->attached_id, kReconnectCallTimeout).status());
+    return reply;
   }
 
-  // The watchdog thread: the only user of `connection` while it runs.
-  void WatchdogLoop() {
-    auto next_reconnect = Clock::now();
-    auto next_stats = Clock::now() + kStatsInterval;
-    while (!stop.load(std::memory_order_acquire)) {
-      if (!broker_lost) {
-        // The connection is shared with the producer thread (extensions):
-        // events are read under the lock without waiting, the wait for
-        // more is outside it.
-        int fd = -1;
-        {
-          std::lock_guard<std::mutex> lock(connection_mutex);
-          auto event = connection->NextEvent(std::chrono::milliseconds(0));
-          if (!event.ok()) {
-            broker_lost = true;  // data keeps flowing; only the control plane is gone
-          } else if (!event->has_value()) {
-            fd = connection->fd();
-          }
-        }
-        if (fd >= 0) {
-          pollfd pfd{fd, POLLIN, 0};
-          (void)::poll(&pfd, 1, 50);
-        }
-        // A consumer gone (ConsumerGone) is reclaimed by the channel on the
-        // producer thread: when it needs room or space, and in Poll.
-      } else {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        if (!reregistration_refused && Clock::now() >= next_reconnect) {
-          std::lock_guard<std::mutex> lock(connection_mutex);
-          TryReregister();
-          next_reconnect = Clock::now() + kReconnectInterval;
-        }
-      }
-      const auto now = Clock::now();
-      if (!broker_lost && now >= next_stats) {
-        std::lock_guard<std::mutex> lock(connection_mutex);
-        ReportStats();
-        next_stats = now + kStatsInterval;
-      }
-    }
-  }
-
-  // Open, before the watchdog starts: the consumers the broker announced us
-  // to (ProducerReady's reply) register on our channel when they next look
-  // for data. Waits until each has registered or left the topic
-  // (ConsumerGone, or its process is gone), so that they see our first
-  // message; at most `timeout`. Cancelled once options.stop is requested
-  // (looked at every ms or so).
+  // Open, before the session thread starts: the consumers the broker
+  // announced us to (ProducerReady's reply) register on our channel when
+  // they next look for data. Waits until each has registered or left the
+  // topic (ConsumerGone, or its process is gone), so that they see our
+  // first message; at most `timeout`. Cancelled once options.stop is
+  // requested (looked at every ms or so).
   Status WaitForConsumers(const p::Reply& ready, std::chrono::milliseconds timeout) {
     std::map<uint64_t, uint32_t> awaited;  // consumer id -> pid
     for (const auto& c : ready.consumer_list) awaited.emplace(c.id, c.pid);
     auto deadline = internal::DeadlineAfter(timeout);
     bool lost = false;
-    auto next_pid_check = Clock::now() + kPidCheckInterval;
     while (true) {
-      if (!connection->lost()) {
-        while (true) {
-          auto event = connection->NextEvent(std::chrono::milliseconds(0));
-          if (!event.ok() || !event->has_value()) break;
-          if ((*event)->type == p::EventType::kConsumerGone) {
-            awaited.erase((*event)->consumer_id);
-          }
-        }
-      }
+      (void)session->PumpEvents([&awaited](const p::Event& e) {
+        if (e.type == p::EventType::kConsumerGone) awaited.erase(e.consumer_id);
+      });
       const auto now = Clock::now();
-      if (connection->lost() && !lost) {
+      if (session->lost() && !lost) {
         lost = true;
         deadline = std::min(deadline, now + kWaitAfterBrokerLoss);
       }
-      if (now >= next_pid_check) {
+      if (session->PidCheckDue(now)) {
         std::erase_if(awaited, [](const auto& entry) { return ProcessIsGone(entry.second); });
-        next_pid_check = now + kPidCheckInterval;
       }
       const auto registered = channel->consumers();
       uint32_t active = 0;
@@ -294,14 +182,9 @@ struct internal::ProducerImpl {
                                  " consumers to register was cancelled (", active, " registered)");
       }
       // A ConsumerGone wakes us at once; registrations are looked at every ms.
-      pollfd pfd{connection->lost() ? -1 : connection->fd(), POLLIN, 0};
+      pollfd pfd{session->fd(), POLLIN, 0};
       (void)::poll(&pfd, 1, 1);
     }
-  }
-
-  void StopWatchdog() {
-    stop.store(true, std::memory_order_release);
-    if (watchdog.joinable()) watchdog.join();
   }
 };
 
@@ -327,21 +210,20 @@ Result<std::unique_ptr<internal::ProducerImpl>> OpenProducer(const std::string& 
     ALKAID_RETURN_NOT_OK_CTX(format::CheckRowSchema(*schema),
                              "topic '" << topic << "' (unsafe-row payloads)");
   }
-  ALKAID_ASSIGN_OR_RAISE(impl->connection,
-                         internal::BrokerConnection::Connect(options.socket_path));
-
-  p::Request create;
-  create.type = p::RequestType::kCreateTopic;
-  create.config = internal::MakeTopicConfig(topic, std::move(schema_bytes), impl->options.topic);
-  ALKAID_RETURN_NOT_OK(impl->connection->Call(std::move(create)).status());
+  ALKAID_ASSIGN_OR_RAISE(impl->session,
+                         internal::BrokerSession::Connect(
+                             topic, internal::BrokerSession::Role::kProducer, options.socket_path));
+  internal::BrokerSession& session = *impl->session;
+  ALKAID_RETURN_NOT_OK(session.CreateTopic(
+      internal::MakeTopicConfig(topic, std::move(schema_bytes), impl->options.topic)));
 
   p::Request attach;
   attach.type = p::RequestType::kAttachProducer;
   attach.topic = topic;
   attach.kind = internal::ToProtocol(impl->kind);
-  ALKAID_ASSIGN_OR_RAISE(auto reply, impl->connection->Call(std::move(attach)));
-  impl->producer_id = reply.attached_id;
-  impl->config = reply.config;
+  ALKAID_ASSIGN_OR_RAISE(auto reply,
+                         internal::BrokerSession::Attach(session.connection(), std::move(attach)));
+  session.Attached(reply);
   impl->channel_name = reply.channel;
 
   p::Reply ready_reply;
@@ -355,7 +237,7 @@ Result<std::unique_ptr<internal::ProducerImpl>> OpenProducer(const std::string& 
       // are the segments, or members other than this user could not map
       // them (a root producer's would be root's group).
       struct stat socket_stat {};
-      if (::stat(impl->connection->socket_path().c_str(), &socket_stat) == 0) {
+      if (::stat(session.connection().socket_path().c_str(), &socket_stat) == 0) {
         channel_options.segment.group = socket_stat.st_gid;
       }
     }
@@ -363,11 +245,15 @@ Result<std::unique_ptr<internal::ProducerImpl>> OpenProducer(const std::string& 
     channel_options.arena_bytes = reply.config.arena_bytes;
     channel_options.max_arena_bytes = reply.config.max_arena_bytes;
     internal::ProducerImpl* self = impl.get();
+    // While the broker is away, an extension is made under the name the
+    // broker would give, uncounted: a restarted broker sweeps it by the
+    // channel's table, or by its prefix if we die.
     channel_options.extensions.acquire = [self](uint32_t id, uint64_t bytes) {
-      return self->AcquireExtension(id, bytes);
+      return self->session->AddExtension(id, bytes,
+                                         shm::ChannelExtensionName(self->channel_name, id));
     };
     channel_options.extensions.release = [self](uint32_t id, uint64_t /*bytes*/) {
-      self->ReleaseExtension(id);
+      self->session->ReleaseExtension(id);
     };
     channel_options.slot_count = reply.config.slot_count;
     channel_options.policy = reply.config.policy == p::Policy::kDropOldest
@@ -397,10 +283,8 @@ Result<std::unique_ptr<internal::ProducerImpl>> OpenProducer(const std::string& 
     } else {
       ALKAID_ASSIGN_OR_RAISE(impl->publisher, BatchPublisher::Create(impl->channel.get(), schema));
     }
-    p::Request ready;
-    ready.type = p::RequestType::kProducerReady;
-    ready.target_id = impl->producer_id;
-    ALKAID_ASSIGN_OR_RAISE(ready_reply, impl->connection->Call(std::move(ready)));
+    ALKAID_ASSIGN_OR_RAISE(ready_reply,
+                           internal::BrokerSession::Ready(session.connection(), session.id()));
     return Status::OK();
   };
   const Status st = setup();
@@ -421,7 +305,8 @@ Result<std::unique_ptr<internal::ProducerImpl>> OpenProducer(const std::string& 
     return waited;
   }
   internal::ProducerImpl* raw = impl.get();
-  impl->watchdog = std::thread([raw] { raw->WatchdogLoop(); });
+  session.StartThread([raw](internal::BrokerConnection& conn) { return raw->Reregister(conn); },
+                      [raw](p::Request& request) { raw->FillStats(request); });
   return impl;
 }
 
@@ -590,17 +475,11 @@ Status CloseProducer(internal::ProducerImpl& impl) {
     impl.stats_wanted.store(true, std::memory_order_relaxed);
     impl.UpdateStats();
   }
-  impl.StopWatchdog();
+  impl.session->StopThread();
   Status status;
-  if (!impl.broker_lost && !impl.connection->lost()) {
-    impl.ReportStats();  // the final count, for `alkaid topics`
-    p::Request detach;
-    detach.type = p::RequestType::kDetach;
-    detach.role = p::Role::kProducer;
-    detach.target_id = impl.producer_id;
-    const Status st = impl.connection->Call(std::move(detach), std::chrono::seconds(2)).status();
-    // A broker that went away meanwhile is not an error: we clean up alone.
-    if (!st.ok() && st.code() != StatusCode::kIOError) status = st;
+  if (!impl.session->lost()) {
+    impl.session->ReportStats();  // the final count, for `alkaid topics`
+    status = impl.session->Detach();
   }
   impl.RemoveNames();
   return status.ok() ? cancelled : status;
@@ -623,7 +502,7 @@ ProducerStats StatsOf(const internal::ProducerImpl& impl) {
   s.published = impl.published.load();
   if (impl.publisher) s.copied_bytes = impl.publisher->stats().copied_bytes;
   if (impl.row_publisher) s.copied_bytes = impl.row_publisher->copied_bytes();
-  s.reregistrations = impl.reregistrations.load();
+  s.reregistrations = impl.session->reregistrations();
   s.dead_consumers_detached = impl.dead_detached.load();
   s.blocks_live = impl.blocks_live.load();
   s.arena_bytes_free = impl.arena_bytes_free.load();
@@ -643,7 +522,7 @@ Status Producer::Close() { return CloseProducer(*impl_); }
 void Producer::set_stop(std::stop_token stop) { SetStop(*impl_, std::move(stop)); }
 const std::string& Producer::topic() const { return impl_->topic; }
 const format::SchemaPtr& Producer::schema() const { return impl_->schema; }
-bool Producer::broker_lost() const { return impl_->broker_lost.load(); }
+bool Producer::broker_lost() const { return impl_->session->broker_lost(); }
 bool Producer::huge_pages() const { return HugePages(*impl_); }
 void Producer::Poll() { PollProducer(*impl_); }
 ProducerStats Producer::stats() const { return StatsOf(*impl_); }
@@ -684,7 +563,7 @@ Status RowProducer::Close() { return CloseProducer(*impl_); }
 void RowProducer::set_stop(std::stop_token stop) { SetStop(*impl_, std::move(stop)); }
 const std::string& RowProducer::topic() const { return impl_->topic; }
 const format::SchemaPtr& RowProducer::schema() const { return impl_->schema; }
-bool RowProducer::broker_lost() const { return impl_->broker_lost.load(); }
+bool RowProducer::broker_lost() const { return impl_->session->broker_lost(); }
 bool RowProducer::huge_pages() const { return HugePages(*impl_); }
 void RowProducer::Poll() { PollProducer(*impl_); }
 ProducerStats RowProducer::stats() const { return StatsOf(*impl_); }

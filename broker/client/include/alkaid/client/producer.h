@@ -110,11 +110,12 @@ struct ProducerStats {
 /// they held whenever it needs room or space (pid checks in its waits), also
 /// while the broker is down. An idle producer does so in Poll().
 ///
-/// A watchdog thread listens to the broker and reports the topic's figures.
+/// The thread of the producer's broker session listens to the broker and
+/// reports the topic's figures.
 ///
 /// Broker outages: publishing never involves the broker and goes on while
-/// it is down. The watchdog notices the lost connection and, every 200 ms,
-/// tries to reconnect; once a broker answers on the socket again it
+/// it is down. The session thread notices the lost connection and, every
+/// 200 ms, tries to reconnect; once a broker answers on the socket again it
 /// re-creates the topic (same config) and re-registers this producer with
 /// the segments it already has (the restarted broker kept them for it), so
 /// new consumers find it again. If the broker no longer has the segments

@@ -21,8 +21,8 @@ namespace alkaid::client {
 /// topics"): each message is an UnsafeRow row batch in a block of this
 /// producer's channel arena. Everything but what it publishes is as
 /// Producer: the same options (ProducerOptions), counters (ProducerStats),
-/// consumer wait at Open, drain at Close, dead-consumer release, watchdog
-/// and broker-outage behaviour; see there.
+/// consumer wait at Open, drain at Close, dead-consumer release, session
+/// thread and broker-outage behaviour; see there.
 ///
 /// Thread safety: PublishRows, PublishRowBatch, Poll and Close from one
 /// thread at a time. Errors are Status values; nothing throws.
