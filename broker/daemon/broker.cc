@@ -70,7 +70,7 @@ Status MakeDirectories(const std::string& dir) {
 
 }  // namespace
 
-Status Broker::Impl::ResolveGroup() {
+Status Broker::Server::ResolveGroup() {
   if (options.group.empty()) return Status::OK();
   char* end = nullptr;
   const unsigned long number = std::strtoul(options.group.c_str(), &end, 10);
@@ -89,7 +89,7 @@ Status Broker::Impl::ResolveGroup() {
   return Status::OK();
 }
 
-Status Broker::Impl::Listen() {
+Status Broker::Server::Listen() {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (socket_path.size() >= sizeof(addr.sun_path)) {
@@ -136,7 +136,7 @@ Status Broker::Impl::Listen() {
   return Status::OK();
 }
 
-void Broker::Impl::Send(Connection& c, const p::ServerMessage& message) {
+void Broker::Server::Send(Connection& c, const p::ServerMessage& message) {
   if (c.closing) return;
   auto encoded = p::EncodeServerMessage(message);
   if (encoded.size() > p::kMaxFrameSize) {
@@ -163,7 +163,7 @@ void Broker::Impl::Send(Connection& c, const p::ServerMessage& message) {
   Flush(c);
 }
 
-void Broker::Impl::Flush(Connection& c) {
+void Broker::Server::Flush(Connection& c) {
   while (!c.out.empty()) {
     const ssize_t n = ::send(c.fd, c.out.data(), c.out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
@@ -177,20 +177,20 @@ void Broker::Impl::Flush(Connection& c) {
   }
 }
 
-void Broker::Impl::SendReply(Connection& c, p::Reply reply) {
+void Broker::Server::SendReply(Connection& c, p::Reply reply) {
   p::ServerMessage m;
   m.reply = std::move(reply);
   Send(c, m);
 }
 
-void Broker::Impl::SendError(Connection& c, uint64_t request_id, Status status) {
+void Broker::Server::SendError(Connection& c, uint64_t request_id, Status status) {
   p::Reply reply;
   reply.request_id = request_id;
   reply.status = std::move(status);
   SendReply(c, std::move(reply));
 }
 
-void Broker::Impl::SendEvents(const std::vector<internal::Outbound>& events) {
+void Broker::Server::SendEvents(const std::vector<internal::Outbound>& events) {
   for (const auto& e : events) {
     auto it = connections.find(e.conn);
     if (it == connections.end()) continue;
@@ -201,7 +201,7 @@ void Broker::Impl::SendEvents(const std::vector<internal::Outbound>& events) {
   }
 }
 
-void Broker::Impl::Accept() {
+void Broker::Server::Accept() {
   while (true) {
     const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) {
@@ -241,7 +241,7 @@ void Broker::Impl::Accept() {
   }
 }
 
-void Broker::Impl::CloseConnection(int fd, const std::string& why) {
+void Broker::Server::CloseConnection(int fd, const std::string& why) {
   auto it = connections.find(fd);
   if (it == connections.end()) return;
   const internal::Peer peer = it->second.peer();
@@ -251,7 +251,7 @@ void Broker::Impl::CloseConnection(int fd, const std::string& why) {
   connections.erase(fd);
 }
 
-void Broker::Impl::ReadFrom(int fd) {
+void Broker::Server::ReadFrom(int fd) {
   Connection& c = connections.at(fd);
   uint8_t chunk[16384];
   while (!c.closing) {
@@ -309,7 +309,7 @@ void Broker::Impl::ReadFrom(int fd) {
   }
 }
 
-void Broker::Impl::Handle(Connection& c, const p::Request& request) {
+void Broker::Server::Handle(Connection& c, const p::Request& request) {
   Log(LogLevel::kDebug, "pid ", c.pid, ": ", p::RequestTypeName(request.type), " #", request.id);
   internal::Outcome outcome;
   if (request.type == p::RequestType::kGetStats) {
@@ -332,7 +332,7 @@ void Broker::Impl::Handle(Connection& c, const p::Request& request) {
   SendEvents(outcome.events);
 }
 
-p::Reply Broker::Impl::Stats() const {
+p::Reply Broker::Server::Stats() const {
   p::Reply reply;
   reply.type = p::ReplyType::kStats;
   p::BrokerStats& s = reply.stats;
@@ -354,7 +354,7 @@ p::Reply Broker::Impl::Stats() const {
   return reply;
 }
 
-Status Broker::Impl::ChooseShmLimit() {
+Status Broker::Server::ChooseShmLimit() {
   const std::string& dir = options.shm_dir;
   auto space = internal::StatShmSpace(dir);
   if (!space.ok()) {
@@ -385,7 +385,7 @@ Status Broker::Impl::ChooseShmLimit() {
   return Status::OK();
 }
 
-void Broker::Impl::CheckLiveness() {
+void Broker::Server::CheckLiveness() {
   std::vector<int> dead;
   for (const auto& [fd, c] : connections) {
     if (::alkaid::ProcessIsGone(c.pid)) dead.push_back(fd);
@@ -395,7 +395,7 @@ void Broker::Impl::CheckLiveness() {
   if (registry) registry->ExpireDrains(Clock::now());
 }
 
-void Broker::Impl::Shutdown() {
+void Broker::Server::Shutdown() {
   while (!connections.empty()) CloseConnection(connections.begin()->first, "broker stopping");
   // Every consumer went with its connection; whatever is still kept goes.
   if (registry) registry->ExpireDrains(Clock::time_point::max());
@@ -411,11 +411,11 @@ void Broker::Impl::Shutdown() {
   }
 }
 
-Broker::Broker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Broker::Broker(std::unique_ptr<Server> server) : server_(std::move(server)) {}
 
-Broker::~Broker() { impl_->Shutdown(); }
+Broker::~Broker() { server_->Shutdown(); }
 
-const std::string& Broker::socket_path() const { return impl_->socket_path; }
+const std::string& Broker::socket_path() const { return server_->socket_path; }
 
 Result<std::unique_ptr<Broker>> Broker::Create(const BrokerOptions& options) {
   ALKAID_RETURN_NOT_OK(ValidateBrokerName(options.name));
@@ -424,19 +424,19 @@ Result<std::unique_ptr<Broker>> Broker::Create(const BrokerOptions& options) {
     return Status::Invalid("default slot count ", options.default_slot_count,
                            " is not a power of two >= 2");
   }
-  auto impl = std::make_unique<Impl>(options);
-  impl->socket_path = options.socket_path.empty() ? p::DefaultSocketPath() : options.socket_path;
+  auto server = std::make_unique<Server>(options);
+  server->socket_path = options.socket_path.empty() ? p::DefaultSocketPath() : options.socket_path;
   char stamp[32];
   (void)std::snprintf(
       stamp, sizeof(stamp), "%llx",
       static_cast<unsigned long long>(std::chrono::system_clock::now().time_since_epoch().count()));
-  impl->instance = options.name + "." + stamp;
-  ALKAID_RETURN_NOT_OK(impl->ResolveGroup());
-  if (::pipe2(impl->stop_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+  server->instance = options.name + "." + stamp;
+  ALKAID_RETURN_NOT_OK(server->ResolveGroup());
+  if (::pipe2(server->stop_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
     return Status::FromErrno(errno, "pipe2");
   }
-  std::unique_ptr<Broker> broker(new Broker(std::move(impl)));
-  Impl& state = *broker->impl_;
+  std::unique_ptr<Broker> broker(new Broker(std::move(server)));
+  Server& state = *broker->server_;
   // The socket first: a second broker must not remove the first one's
   // segments.
   ALKAID_RETURN_NOT_OK(state.Listen());
@@ -461,20 +461,20 @@ Result<std::unique_ptr<Broker>> Broker::Create(const BrokerOptions& options) {
 
 void Broker::RequestStop() {
   const char byte = 1;
-  const ssize_t n = ::write(impl_->stop_pipe[1], &byte, 1);
+  const ssize_t n = ::write(server_->stop_pipe[1], &byte, 1);
   (void)n;
 }
 
 Status Broker::Run() {
-  Impl& impl = *impl_;
-  auto next_check = Clock::now() + impl.options.liveness_interval;
+  Server& server = *server_;
+  auto next_check = Clock::now() + server.options.liveness_interval;
   std::vector<pollfd> fds;
   std::vector<int> order;
   while (true) {
     fds.clear();
-    fds.push_back({impl.stop_pipe[0], POLLIN, 0});
-    fds.push_back({impl.listen_fd, POLLIN, 0});
-    for (const auto& [fd, c] : impl.connections) {
+    fds.push_back({server.stop_pipe[0], POLLIN, 0});
+    fds.push_back({server.listen_fd, POLLIN, 0});
+    for (const auto& [fd, c] : server.connections) {
       short events = POLLIN;
       if (!c.out.empty()) events |= POLLOUT;
       fds.push_back({fd, events, 0});
@@ -486,33 +486,33 @@ Status Broker::Run() {
     if (r < 0 && errno != EINTR) return Status::FromErrno(errno, "poll");
     if (r > 0) {
       if (fds[0].revents != 0) {
-        impl.Log(LogLevel::kInfo, "stopping");
+        server.Log(LogLevel::kInfo, "stopping");
         return Status::OK();
       }
-      if (fds[1].revents & POLLIN) impl.Accept();
+      if (fds[1].revents & POLLIN) server.Accept();
       for (std::size_t i = 2; i < fds.size(); ++i) {
         const int fd = fds[i].fd;
-        auto it = impl.connections.find(fd);
-        if (it == impl.connections.end()) continue;
-        if (fds[i].revents & POLLIN) impl.ReadFrom(fd);
-        if (fds[i].revents & POLLOUT) impl.Flush(it->second);
+        auto it = server.connections.find(fd);
+        if (it == server.connections.end()) continue;
+        if (fds[i].revents & POLLIN) server.ReadFrom(fd);
+        if (fds[i].revents & POLLOUT) server.Flush(it->second);
         if (fds[i].revents & (POLLHUP | POLLERR | POLLNVAL)) it->second.closing = true;
       }
     }
     // Tear down what ended: hang-ups, bad requests, unwritable peers.
     order.clear();
-    for (const auto& [fd, c] : impl.connections) {
+    for (const auto& [fd, c] : server.connections) {
       if (c.closing) order.push_back(fd);
     }
     for (int fd : order) {
-      auto it = impl.connections.find(fd);
-      if (it == impl.connections.end()) continue;
-      impl.Flush(it->second);  // best effort: the error reply of a bad request
-      impl.CloseConnection(fd, "connection closed");
+      auto it = server.connections.find(fd);
+      if (it == server.connections.end()) continue;
+      server.Flush(it->second);  // best effort: the error reply of a bad request
+      server.CloseConnection(fd, "connection closed");
     }
     if (Clock::now() >= next_check) {
-      impl.CheckLiveness();
-      next_check = Clock::now() + impl.options.liveness_interval;
+      server.CheckLiveness();
+      next_check = Clock::now() + server.options.liveness_interval;
     }
   }
 }

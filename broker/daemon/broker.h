@@ -96,9 +96,9 @@ class Broker {
   const std::string& socket_path() const;
 
  private:
-  struct Impl;
-  explicit Broker(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  struct Server;  // broker_internal.h
+  explicit Broker(std::unique_ptr<Server> server);
+  std::unique_ptr<Server> server_;
 };
 
 }  // namespace alkaid::broker

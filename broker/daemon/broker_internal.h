@@ -1,7 +1,7 @@
 #pragma once
 
 // The broker's pieces (docs/ARCHITECTURE.md, "The broker"):
-// - broker.cc: the server, Broker::Impl: the socket (listening, accepting
+// - broker.cc: the server, Broker::Server: the socket (listening, accepting
 //   with peer credentials, framing requests, checking the first one's
 //   protocol version, writing replies and events), liveness, shutdown;
 // - registry.cc: topics, producers and consumers, and the handler of each
@@ -37,7 +37,7 @@ namespace p = protocol;
 
 // The server: accepts connections, frames what they send into requests for
 // the registry, and sends the registry's replies and events.
-struct Broker::Impl {
+struct Broker::Server {
   using Clock = std::chrono::steady_clock;
 
   struct Connection {
@@ -54,7 +54,7 @@ struct Broker::Impl {
     internal::Peer peer() const { return {fd, pid, uid, gid}; }
   };
 
-  explicit Impl(const BrokerOptions& o)
+  explicit Server(const BrokerOptions& o)
       : options(o),
         log(o.name, o.log_level),
         leftovers(o.shm_dir, o.name, o.adopt_timeout, o.dead_producer_drain, log) {}
