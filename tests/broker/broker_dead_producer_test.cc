@@ -94,25 +94,6 @@ client::TopicOptions SmallArenaTopic() {
   return topic;
 }
 
-// A pipe between the test and the producer child: one byte per step.
-struct Pipe {
-  int fds[2] = {-1, -1};
-  Pipe() { (void)!::pipe(fds); }
-  ~Pipe() {
-    ::close(fds[0]);
-    ::close(fds[1]);
-  }
-  void Put(char c) { (void)!::write(fds[1], &c, 1); }
-  char Get() {
-    char c = 0;
-    return ::read(fds[0], &c, 1) == 1 ? c : 0;
-  }
-  bool Readable() {
-    pollfd p{fds[0], POLLIN, 0};
-    return ::poll(&p, 1, 0) == 1;
-  }
-};
-
 std::set<std::string> ExtensionNames(const BrokerProcess& broker) {
   std::set<std::string> found;
   for (const auto& n : ShmNames(broker.name() + ".")) {
@@ -127,14 +108,17 @@ std::set<std::string> ExtensionNames(const BrokerProcess& broker) {
 // consumer has received nothing, so it has mapped no extension.
 class DeadProducerTest : public ::testing::Test {
  protected:
-  void StartProducerAndKillIt(BrokerProcess& broker) {
-    ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
-    ASSERT_OK(admin->CreateTopic("t", PadSchema(), SmallArenaTopic()).status());
+  // Opens the topic, the consumer and a producer child (`*child`) that
+  // publishes kInArena messages in its arena and kInExtension in
+  // extensions once the consumer registered, then waits to be SIGKILLed.
+  void StartPublishedProducer(BrokerProcess& broker, pid_t* child) {
+    ASSERT_OK_AND_ASSIGN(admin_, BrokerClient::Connect(broker.socket()));
+    ASSERT_OK(admin_->CreateTopic("t", PadSchema(), SmallArenaTopic()).status());
     ASSERT_OK_AND_ASSIGN(consumer_, Consumer::Open("t", testing::ConsumerOn(broker)));
-    Pipe ready, go, published;
-    const pid_t child = testing::ForkTestChild();
-    ASSERT_GE(child, 0);
-    if (child == 0) {
+    testing::Pipe ready, go, published;
+    *child = testing::ForkTestChild();
+    ASSERT_GE(*child, 0);
+    if (*child == 0) {
       // Open returns once our consumer registered on the channel.
       auto producer =
           Producer::Open("t", PadSchema(), testing::ProducerOn(broker, SmallArenaTopic()));
@@ -153,16 +137,22 @@ class DeadProducerTest : public ::testing::Test {
     while (!ready.Readable()) {
       auto batch = consumer_->Next(10ms);
       ASSERT_TRUE(batch.status().IsTimedOut()) << batch.status().ToString();
-      ASSERT_FALSE(testing::Exited(child).has_value()) << "the producer could not open";
+      ASSERT_FALSE(testing::Exited(*child).has_value()) << "the producer could not open";
     }
     go.Put('g');
     ASSERT_EQ(published.Get(), 'p') << "the producer did not publish";
     ASSERT_FALSE(ExtensionNames(broker).empty()) << "the producer's arena did not grow";
+  }
+
+  // As above, then SIGKILLs the producer, and waits for the broker to see
+  // the death (the producer no longer listed).
+  void StartProducerAndKillIt(BrokerProcess& broker) {
+    pid_t child = -1;
+    ASSERT_NO_FATAL_FAILURE(StartPublishedProducer(broker, &child));
     ::kill(child, SIGKILL);
     ::waitpid(child, nullptr, 0);
-    // The broker saw the death (the producer is no longer listed).
     ASSERT_TRUE(testing::WaitUntil([&] {
-      auto topics = admin->ListTopics();
+      auto topics = admin_->ListTopics();
       return topics.ok() && topics->size() == 1 && (*topics)[0].producers == 0;
     }));
   }
@@ -184,6 +174,7 @@ class DeadProducerTest : public ::testing::Test {
     return next;
   }
 
+  std::unique_ptr<BrokerClient> admin_;
   std::unique_ptr<Consumer> consumer_;
 };
 
@@ -238,35 +229,10 @@ TEST_F(DeadProducerTest, AConsumerThatNeverReadsDoesNotPinTheExtensionsPastTheBo
 TEST_F(DeadProducerTest, ANewBrokerKeepsTheExtensionsOfAProducerThatDiedWithTheOldOne) {
   BrokerProcess broker;
   ASSERT_TRUE(broker.Start({"--dead-producer-drain", "600"}));
-  ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
-  ASSERT_OK(admin->CreateTopic("t", PadSchema(), SmallArenaTopic()).status());
-  ASSERT_OK_AND_ASSIGN(consumer_, Consumer::Open("t", testing::ConsumerOn(broker)));
-  Pipe ready, go, published;
-  const pid_t child = testing::ForkTestChild();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    auto producer =
-        Producer::Open("t", PadSchema(), testing::ProducerOn(broker, SmallArenaTopic()));
-    if (!producer.ok()) ::_exit(3);
-    ready.Put('r');
-    if (go.Get() != 'g') ::_exit(4);
-    for (int64_t seq = 0; seq < kInArena + kInExtension; ++seq) {
-      auto batch = PadBatch(seq);
-      if (!batch.ok() || !(*producer)->PublishCopy(**batch).ok()) ::_exit(5);
-    }
-    published.Put('p');
-    while (true) ::pause();
-  }
-  while (!ready.Readable()) {
-    auto batch = consumer_->Next(10ms);
-    ASSERT_TRUE(batch.status().IsTimedOut()) << batch.status().ToString();
-    ASSERT_FALSE(testing::Exited(child).has_value()) << "the producer could not open";
-  }
-  // Growing the arena asks the broker; then it dies, and the producer too.
-  go.Put('g');
-  ASSERT_EQ(published.Get(), 'p') << "the producer did not publish";
-  ASSERT_FALSE(ExtensionNames(broker).empty()) << "the producer's arena did not grow";
-  admin.reset();
+  pid_t child = -1;
+  // Growing the arena asked the broker; now it dies, and the producer too.
+  ASSERT_NO_FATAL_FAILURE(StartPublishedProducer(broker, &child));
+  admin_.reset();
   broker.Kill();
   ::kill(child, SIGKILL);
   ::waitpid(child, nullptr, 0);

@@ -48,6 +48,7 @@ using client::Consumer;
 using client::Producer;
 using testing::BrokerProcess;
 using testing::ConsumerOn;
+using testing::Pipe;
 using testing::ProducerOn;
 using testing::WaitForConsumers;
 using testing::WaitUntil;
@@ -73,21 +74,6 @@ Result<format::RecordBatchPtr> Pair(int64_t tag, int64_t seq, int64_t rows = 1) 
 int64_t Col(const format::RecordBatch& batch, int column) {
   return std::static_pointer_cast<format::Int64Array>(batch.column(column))->Value(0);
 }
-
-// A pipe between the test and a child: one byte per event.
-struct Pipe {
-  int fds[2] = {-1, -1};
-  Pipe() { (void)!::pipe(fds); }
-  ~Pipe() {
-    ::close(fds[0]);
-    ::close(fds[1]);
-  }
-  void Put(char c) { (void)!::write(fds[1], &c, 1); }
-  char Get() {
-    char c = 0;
-    return ::read(fds[0], &c, 1) == 1 ? c : 0;
-  }
-};
 
 enum class Ending { kKilled, kClosedThenKilled, kClosedThenDropped };
 

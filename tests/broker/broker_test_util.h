@@ -5,7 +5,9 @@
 // files its tools write.
 
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <cstdlib>
@@ -27,6 +29,29 @@
 #include "broker_process.h"
 
 namespace alkaid::broker::testing {
+
+// A pipe between the test and a child process: one byte per event (a read
+// returns 0 once the writer is gone, so a dead child ends a wait).
+struct Pipe {
+  int fds[2] = {-1, -1};
+  Pipe() { (void)!::pipe(fds); }
+  ~Pipe() {
+    ::close(fds[0]);
+    ::close(fds[1]);
+  }
+  Pipe(const Pipe&) = delete;
+  Pipe& operator=(const Pipe&) = delete;
+  void Put(char c) { (void)!::write(fds[1], &c, 1); }
+  char Get() {
+    char c = 0;
+    return ::read(fds[0], &c, 1) == 1 ? c : 0;
+  }
+  // True if a byte is there to Get.
+  bool Readable() {
+    pollfd p{fds[0], POLLIN, 0};
+    return ::poll(&p, 1, 0) == 1;
+  }
+};
 
 /// Polls `done` every 2 ms until it holds or `limit` passed. The limit
 /// bounds a hang; it is not part of a verdict (the caller asserts on the
