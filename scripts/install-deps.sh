@@ -29,7 +29,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc openssl
-  util-linux procps passwd
+  util-linux procps passwd systemd
   clang-tidy clang-format ccache python3 python3-venv
   tmux libcpp-httplib-dev prometheus
 )

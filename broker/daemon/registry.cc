@@ -176,6 +176,7 @@ Result<p::Reply> Registry::AttachProducer(const Peer& peer, const p::Request& re
   producer.topic = request.topic;
   producer.conn = peer.conn;
   producer.pid = peer.pid;
+  producer.uid = peer.uid;
   if (readopt) {
     // Already created and mapped by the producer; it keeps them.
     producer.channel = request.channel;
@@ -232,8 +233,8 @@ Result<p::Reply> Registry::AttachConsumer(const Peer& peer, const p::Request& re
   if (request.wait_for_topic && topics_.find(request.topic) == topics_.end()) {
     // Attached before the topic exists: it becomes one of the topic's
     // consumers when the topic is created (WelcomeWaitingConsumers).
-    Consumer consumer{next_id_++, request.topic, peer.conn,       peer.pid,
-                      true,       request.kind,  request.any_kind};
+    Consumer consumer{next_id_++,   request.topic,    peer.conn, peer.pid,         true,
+                      request.kind, request.any_kind, peer.uid,  request.wait_mode};
     p::Reply reply;
     reply.type = p::ReplyType::kAttachConsumer;
     reply.attached_id = consumer.id;
@@ -249,8 +250,8 @@ Result<p::Reply> Registry::AttachConsumer(const Peer& peer, const p::Request& re
   if (!request.any_kind) {
     ALKAID_RETURN_NOT_OK(CheckTopicKind(*topic, request.kind, "this consumer expects"));
   }
-  Consumer consumer{next_id_++, request.topic, peer.conn,       peer.pid,
-                    false,      request.kind,  request.any_kind};
+  Consumer consumer{next_id_++,   request.topic,    peer.conn, peer.pid,         false,
+                    request.kind, request.any_kind, peer.uid,  request.wait_mode};
   p::Reply reply;
   reply.type = p::ReplyType::kAttachConsumer;
   reply.attached_id = consumer.id;
@@ -534,6 +535,30 @@ p::Reply Registry::ListTopics() const {
       info.held += producer.held;
       info.shm_bytes += producer.reserved;
       info.depth = std::max(info.depth, producer.depth);
+      info.producer_list.push_back({producer.id, producer.pid, producer.uid, producer.published,
+                                    producer.depth, producer.drops, producer.held,
+                                    producer.reserved, producer.arena_bytes});
+    }
+    // Each consumer with what the producers' channels last said of its pid
+    // (a process with two consumers on one topic gets their sum twice).
+    for (uint64_t id : topic.consumers) {
+      const Consumer& consumer = consumers_.at(id);
+      p::ConsumerStatus status;
+      status.id = consumer.id;
+      status.pid = consumer.pid;
+      status.uid = consumer.uid;
+      status.wait_mode = consumer.wait_mode;
+      for (uint64_t producer_id : topic.producers) {
+        for (const auto& f : producers_.at(producer_id).consumer_figures) {
+          if (f.pid != consumer.pid) continue;
+          status.reported = true;
+          status.lag = std::max(status.lag, f.lag);
+          status.drops += f.drops;
+          status.held_blocks += f.held_blocks;
+          status.held_bytes += f.held_bytes;
+        }
+      }
+      info.consumer_list.push_back(status);
     }
     for (const auto& [id, drain] : draining_) {
       if (drain.topic == name) info.shm_bytes += drain.bytes;
@@ -627,6 +652,8 @@ Outcome Registry::Handle(const Peer& peer, const p::Request& request) {
         (*producer)->depth = request.depth;
         (*producer)->drops = request.drops;
         (*producer)->held = request.held;
+        (*producer)->arena_bytes = request.arena_bytes;
+        (*producer)->consumer_figures = request.consumer_figures;
       }
       return out;
     }

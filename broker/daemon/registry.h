@@ -104,7 +104,11 @@ class Registry {
     // "<channel>.x<id>".
     std::map<uint32_t, uint64_t> extensions;
     bool ready = false;
+    uint32_t uid = 0;
     uint64_t published = 0, depth = 0, drops = 0, held = 0;
+    uint64_t arena_bytes = 0;
+    // Its consumers as its channel last saw them (ProducerStats), by pid.
+    std::vector<p::ConsumerFigures> consumer_figures;
     // Consumers that said they were done with its channel (ProducerDrained)
     // before its death reached us: not waited for if it died.
     std::set<uint64_t> drained_by;
@@ -134,6 +138,8 @@ class Registry {
     bool pending = false;
     p::TopicKind kind = p::TopicKind::kRecordBatch;  // what it expects...
     bool any_kind = false;                           // ...unless any will do
+    uint32_t uid = 0;
+    uint8_t wait_mode = 0;  // shm::WaitMode, as the consumer said at attach
   };
   struct Topic {
     p::TopicConfig config;

@@ -44,6 +44,18 @@ flatbuffers::Offset<fb::ProducerInfo> EncodeProducer(flatbuffers::FlatBufferBuil
   return fb::CreateProducerInfo(fbb, p.id, p.pid, channel);
 }
 
+flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::ConsumerFigures>>>
+EncodeConsumerFigures(flatbuffers::FlatBufferBuilder& fbb,
+                      const std::vector<ConsumerFigures>& figures) {
+  std::vector<flatbuffers::Offset<fb::ConsumerFigures>> out;
+  out.reserve(figures.size());
+  for (const auto& c : figures) {
+    out.push_back(
+        fb::CreateConsumerFigures(fbb, c.pid, c.lag, c.drops, c.held_blocks, c.held_bytes));
+  }
+  return fbb.CreateVector(out);
+}
+
 std::vector<uint8_t> Finish(flatbuffers::FlatBufferBuilder& fbb) {
   return std::vector<uint8_t>(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
 }
@@ -229,6 +241,28 @@ Result<Reply> DecodeReply(const fb::Reply* r) {
           info.drops = t->drops();
           info.held = t->held();
           info.shm_bytes = t->shm_bytes();
+          if (t->producer_list() != nullptr) {
+            if (t->producer_list()->size() > kMaxListEntries) {
+              return Status::Invalid("control reply: too many producers in a topic");
+            }
+            for (const auto* p : *t->producer_list()) {
+              if (p == nullptr) return Status::Invalid("control reply: null producer status");
+              info.producer_list.push_back(
+                  ProducerStatus{p->id(), p->pid(), p->uid(), p->published(), p->depth(),
+                                 p->drops(), p->held(), p->shm_bytes(), p->arena_bytes()});
+            }
+          }
+          if (t->consumer_list() != nullptr) {
+            if (t->consumer_list()->size() > kMaxListEntries) {
+              return Status::Invalid("control reply: too many consumers in a topic");
+            }
+            for (const auto* c : *t->consumer_list()) {
+              if (c == nullptr) return Status::Invalid("control reply: null consumer status");
+              info.consumer_list.push_back(
+                  ConsumerStatus{c->id(), c->pid(), c->uid(), c->wait_mode(), c->reported(),
+                                 c->lag(), c->drops(), c->held_blocks(), c->held_bytes()});
+            }
+          }
           out.topics.push_back(std::move(info));
         }
       }
@@ -434,7 +468,7 @@ std::vector<uint8_t> EncodeRequest(const Request& r) {
       type = fb::RequestBody::AttachConsumer;
       body = fb::CreateAttachConsumer(fbb, fbb.CreateString(r.topic), r.from_oldest,
                                       static_cast<fb::PayloadKind>(r.kind), r.wait_for_topic,
-                                      r.any_kind)
+                                      r.any_kind, r.wait_mode)
                  .Union();
       break;
     case RequestType::kDetach:
@@ -451,8 +485,9 @@ std::vector<uint8_t> EncodeRequest(const Request& r) {
       break;
     case RequestType::kProducerStats:
       type = fb::RequestBody::ProducerStats;
-      body =
-          fb::CreateProducerStats(fbb, r.target_id, r.published, r.depth, r.drops, r.held).Union();
+      body = fb::CreateProducerStats(fbb, r.target_id, r.published, r.depth, r.drops, r.held,
+                                     EncodeConsumerFigures(fbb, r.consumer_figures), r.arena_bytes)
+                 .Union();
       break;
     case RequestType::kAddExtension:
       type = fb::RequestBody::AddExtension;
@@ -522,6 +557,7 @@ Result<Request> DecodeRequest(std::span<const uint8_t> bytes) {
       ALKAID_ASSIGN_OR_RAISE(out.kind, DecodeTopicKind(b->payload_kind(), "AttachConsumer"));
       out.wait_for_topic = b->wait_for_topic();
       out.any_kind = b->any_payload_kind();
+      out.wait_mode = b->wait_mode();
       break;
     }
     case fb::RequestBody::Detach: {
@@ -549,6 +585,17 @@ Result<Request> DecodeRequest(std::span<const uint8_t> bytes) {
       out.depth = b->depth();
       out.drops = b->drops();
       out.held = b->held();
+      out.arena_bytes = b->arena_bytes();
+      if (b->consumers() != nullptr) {
+        if (b->consumers()->size() > kMaxListEntries) {
+          return Status::Invalid("control request: ProducerStats with too many consumers");
+        }
+        for (const auto* c : *b->consumers()) {
+          if (c == nullptr) return Status::Invalid("control request: null consumer figures");
+          out.consumer_figures.push_back(
+              ConsumerFigures{c->pid(), c->lag(), c->drops(), c->held_blocks(), c->held_bytes()});
+        }
+      }
       break;
     }
     case fb::RequestBody::AddExtension: {
@@ -661,8 +708,23 @@ std::vector<uint8_t> EncodeServerMessage(const ServerMessage& m) {
         std::vector<flatbuffers::Offset<fb::TopicInfo>> topics;
         for (const auto& t : r.topics) {
           auto config = EncodeConfig(fbb, t.config);
+          std::vector<flatbuffers::Offset<fb::ProducerStatus>> producer_list;
+          for (const auto& p : t.producer_list) {
+            producer_list.push_back(fb::CreateProducerStatus(fbb, p.id, p.pid, p.uid, p.published,
+                                                             p.depth, p.drops, p.held, p.shm_bytes,
+                                                             p.arena_bytes));
+          }
+          std::vector<flatbuffers::Offset<fb::ConsumerStatus>> consumer_list;
+          for (const auto& c : t.consumer_list) {
+            consumer_list.push_back(fb::CreateConsumerStatus(fbb, c.id, c.pid, c.uid, c.wait_mode,
+                                                             c.reported, c.lag, c.drops,
+                                                             c.held_blocks, c.held_bytes));
+          }
+          auto producer_vec = fbb.CreateVector(producer_list);
+          auto consumer_vec = fbb.CreateVector(consumer_list);
           topics.push_back(fb::CreateTopicInfo(fbb, config, t.producers, t.consumers, t.published,
-                                               t.depth, t.drops, t.held, t.shm_bytes));
+                                               t.depth, t.drops, t.held, t.shm_bytes, producer_vec,
+                                               consumer_vec));
         }
         auto topic_vec = fbb.CreateVector(topics);
         std::vector<flatbuffers::Offset<fb::AwaitedTopic>> awaited;

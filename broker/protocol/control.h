@@ -71,13 +71,22 @@ enum class RequestType : uint8_t {
 /// Name of a request type, for logs and errors.
 const char* RequestTypeName(RequestType type);
 
+/// One consumer as a producer's channel sees it (kProducerStats).
+struct ConsumerFigures {
+  uint32_t pid = 0;
+  uint64_t lag = 0;          ///< messages it has yet to read
+  uint64_t drops = 0;        ///< messages it lost (kDropOldest)
+  uint64_t held_blocks = 0;  ///< bodies received and not returned
+  uint64_t held_bytes = 0;   ///< their arena bytes
+};
+
 /// One request. Which fields matter depends on `type`:
 /// kCreateTopic: config; kAttachProducer: topic, kind, and channel when
 /// re-registering an existing channel; kProducerReady: target_id;
 /// kAttachConsumer: topic, from_oldest, kind, wait_for_topic,
-/// any_kind; kDetach: role, target_id; kProducerStats: target_id,
-/// published, depth, drops, held; kAddExtension: target_id, extension_id,
-/// bytes; kReleaseExtension: target_id, extension_id; kRemoveTopic: topic;
+/// any_kind, wait_mode; kDetach: role, target_id; kProducerStats: target_id,
+/// published, depth, drops, held, consumer_figures, arena_bytes; kAddExtension: target_id,
+/// extension_id, bytes; kReleaseExtension: target_id, extension_id; kRemoveTopic: topic;
 /// kProducerDrained: target_id (the consumer), producer_id.
 struct Request {
   RequestType type = RequestType::kListTopics;
@@ -104,6 +113,12 @@ struct Request {
   uint32_t extension_id = 0;
   uint64_t bytes = 0;
   uint64_t producer_id = 0;  ///< kProducerDrained: the producer whose channel is done
+  /// kAttachConsumer: how the consumer waits: 0 not said (an older client),
+  /// else 1 + its shm::WaitMode.
+  uint8_t wait_mode = 0;
+  /// kProducerStats: each consumer on the channel, and the arena's size.
+  std::vector<ConsumerFigures> consumer_figures;
+  uint64_t arena_bytes = 0;
 };
 
 struct ProducerInfo {
@@ -124,6 +139,33 @@ struct AwaitedTopic {
   uint32_t consumers = 0;
 };
 
+/// A producer of a topic (TopicInfo::producer_list).
+struct ProducerStatus {
+  uint64_t id = 0;
+  uint32_t pid = 0;
+  uint32_t uid = 0;
+  uint64_t published = 0;  ///< as last reported
+  uint64_t depth = 0;      ///< its slowest consumer's lag
+  uint64_t drops = 0;
+  uint64_t held = 0;
+  uint64_t shm_bytes = 0;    ///< its channel and extensions, as the broker counts them
+  uint64_t arena_bytes = 0;  ///< its arena now, as last reported
+};
+
+/// A consumer of a topic (TopicInfo::consumer_list): the producers' figures
+/// for its pid, lag the largest, the rest summed.
+struct ConsumerStatus {
+  uint64_t id = 0;
+  uint32_t pid = 0;
+  uint32_t uid = 0;
+  uint8_t wait_mode = 0;  ///< as Request::wait_mode: 0 not said, else 1 + shm::WaitMode
+  bool reported = false;  ///< a producer reported it
+  uint64_t lag = 0;
+  uint64_t drops = 0;
+  uint64_t held_blocks = 0;
+  uint64_t held_bytes = 0;
+};
+
 struct TopicInfo {
   TopicConfig config;
   uint32_t producers = 0;
@@ -133,6 +175,8 @@ struct TopicInfo {
   uint64_t drops = 0;
   uint64_t held = 0;
   uint64_t shm_bytes = 0;  ///< channels and extensions of its producers
+  std::vector<ProducerStatus> producer_list;
+  std::vector<ConsumerStatus> consumer_list;
 };
 
 struct BrokerStats {

@@ -16,11 +16,16 @@ void BlockTable::DropHolderEverywhere(uint32_t k) {
   for (uint32_t d = 0; d < blocks_.size(); ++d) DropHolder(d, k);
 }
 
-uint64_t BlockTable::HeldBy(uint32_t k) const {
+uint64_t BlockTable::HeldBy(uint32_t k, uint64_t* bytes) const {
   uint64_t held = 0;
+  uint64_t held_bytes = 0;
   for (const Block& b : blocks_) {
-    if (b.state == BlockState::kLive && TestBit(b.holders, k)) ++held;
+    if (b.state == BlockState::kLive && TestBit(b.holders, k)) {
+      ++held;
+      held_bytes += b.capacity;
+    }
   }
+  if (bytes != nullptr) *bytes = held_bytes;
   return held;
 }
 

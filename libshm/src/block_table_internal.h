@@ -187,8 +187,9 @@ class BlockTable {
   /// hold nothing).
   void DropHolderEverywhere(uint32_t k);
 
-  /// Live blocks holder `k` holds.
-  uint64_t HeldBy(uint32_t k) const;
+  /// Live blocks holder `k` holds; their arena bytes (capacities) into
+  /// `*bytes` if given. One pass over the table: for reports, not the data path.
+  uint64_t HeldBy(uint32_t k, uint64_t* bytes = nullptr) const;
 
   /// Frees block `d` if nothing holds it any more.
   void MaybeFree(uint32_t d) {

@@ -250,6 +250,7 @@ Status ChannelProducer::PublishImpl(std::span<const std::byte> payload, ChannelL
       const uint64_t c = state.consumers[k].Cursor(std::memory_order_seq_cst);
       if (c <= m0) {
         ++state.stats.dropped;
+        ++state.consumers[k].dropped;
         if (old != kNoBlock && TestBit(state.blocks[old].holders, k)) {
           ClearBit(state.blocks[old].holders, k);
         }

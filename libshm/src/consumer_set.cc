@@ -126,6 +126,7 @@ void ConsumerSet::Accept(uint32_t k, uint64_t word, BlockTable& blocks, const Sl
   c.return_log2 = static_cast<uint32_t>(__builtin_ctz(geometry_.return_capacity));
   c.returns_read = 0;
   c.last_woken = 0;
+  c.dropped = 0;
   const uint64_t next = slots.next_sequence;
   uint64_t start = next;
   if (h->from_oldest != 0) {
@@ -266,7 +267,8 @@ std::vector<ChannelConsumerInfo> ConsumerSet::Describe(const BlockTable& blocks)
     info.pid = RegPid(c.word);
     info.closed = c.closed;
     info.cursor = c.Cursor(std::memory_order_acquire);
-    info.held_blocks = blocks.HeldBy(k);
+    info.held_blocks = blocks.HeldBy(k, &info.held_bytes);
+    info.dropped = c.dropped;
     out.push_back(info);
   }
   return out;

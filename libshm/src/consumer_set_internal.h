@@ -41,6 +41,7 @@ struct ConsumerState {
   uint64_t returns_read = 0;
   uint32_t last_woken = 0;  // the waiting episode last woken
   DoorbellWriter doorbell;  // its doorbell, once rung
+  uint64_t dropped = 0;     // kDropOldest: messages overwritten before it read them
 
   /// The cursor it reads from next, as far as the producer can tell (its
   /// segment starts at 0 until it learns its start). `order` is the

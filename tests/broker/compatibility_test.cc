@@ -1,7 +1,9 @@
 // The previous release, met from this one: a client and a broker of
 // different control protocol versions refuse each other naming both
-// versions; the deprecated C++ names still work; a restarted broker keeps
-// a live producer's channel under either form of its name (docs/BROKER.md).
+// versions; a consumer refuses a producer whose channel has another layout
+// version, naming both, and reads the topic's other producers; the
+// deprecated C++ names still work; a restarted broker keeps a live
+// producer's channel under either form of its name (docs/COMPATIBILITY.md).
 
 #include <gtest/gtest.h>
 #include <sys/socket.h>
@@ -13,10 +15,14 @@
 #include <thread>
 
 #include "alkaid/client/broker_client.h"
+#include "alkaid/client/consumer.h"
 #include "alkaid/client/producer.h"
+#include "alkaid/format/builder_primitive.h"
 #include "alkaid/format/type.h"
 #include "alkaid/shm/channel.h"
+#include "alkaid/shm/segment.h"
 #include "broker_process.h"
+#include "channel_layout_internal.h"
 #include "daemon/segment_names.h"
 #include "protocol/control.h"
 #include "protocol/frame.h"
@@ -97,6 +103,60 @@ TEST(CompatibilityTest, AClientRefusesABrokerOfAnotherProtocolVersion) {
     ASSERT_RAISES_WITH_MESSAGE(kInvalid, both, client->ListTopics());
     ASSERT_RAISES_WITH_MESSAGE(kIOError, "hung up", client->ListTopics());
   }
+}
+
+Result<format::RecordBatchPtr> IdBatch(int64_t id) {
+  format::Int64Builder b;
+  ALKAID_RETURN_NOT_OK(b.Append(id));
+  ALKAID_ASSIGN_OR_RAISE(auto a, b.Finish());
+  return format::RecordBatch::Make(IdSchema(), 1, {a});
+}
+
+// Two producers on one topic, one of them as a producer of a release with
+// another channel layout would leave its channel (the header's
+// layout_version set to 1, the layout before extension segments). Both
+// speak this control protocol, so the broker, which never maps a channel,
+// accepts both. The consumer refuses that producer's channel, once, naming
+// the producer, its pid and both layout versions, and receives the other
+// producer's batches.
+TEST(CompatibilityTest, AConsumerRefusesAChannelOfAnotherLayoutVersion) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  client::ProducerOptions producer_options;
+  producer_options.socket_path = broker.socket();
+  ASSERT_OK_AND_ASSIGN(auto other, client::Producer::Open("t", IdSchema(), producer_options));
+  ASSERT_OK_AND_ASSIGN(auto current, client::Producer::Open("t", IdSchema(), producer_options));
+  std::string other_channel;
+  for (const auto& n : ShmNames(broker.name() + ".")) {
+    if (n.size() > 11 && n.compare(n.size() - 11, 11, ".p1.channel") == 0) other_channel = n;
+  }
+  ASSERT_FALSE(other_channel.empty()) << "no channel of producer 1";
+  ASSERT_OK_AND_ASSIGN(auto segment, shm::Segment::Open(other_channel, shm::SegmentKind::kChannel));
+  auto* header = reinterpret_cast<shm::internal::ChannelHeaderData*>(segment->data());
+  ASSERT_EQ(header->layout_version, shm::internal::kChannelLayoutVersion);
+  header->layout_version = 1;
+
+  client::ConsumerOptions consumer_options;
+  consumer_options.socket_path = broker.socket();
+  ASSERT_OK_AND_ASSIGN(auto consumer, client::Consumer::Open("t", consumer_options));
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid,
+                             "topic 't': cannot attach to producer 1 (pid " +
+                                 std::to_string(::getpid()) + "): channel '" + other_channel +
+                                 "' has layout version 1; this build reads " +
+                                 std::to_string(shm::internal::kChannelLayoutVersion),
+                             consumer->Next(10s));
+  for (int64_t id = 0; id < 3; ++id) {
+    ASSERT_OK_AND_ASSIGN(auto batch, IdBatch(id));
+    ASSERT_OK(current->PublishCopy(*batch));
+    ASSERT_OK_AND_ASSIGN(auto received, consumer->Next(10s));
+    EXPECT_TRUE(received->Equals(*batch)) << "batch " << id;
+  }
+  header->layout_version = shm::internal::kChannelLayoutVersion;
+  ASSERT_OK(consumer->Close());
+  ASSERT_OK(current->Close());
+  ASSERT_OK(other->Close());
+  EXPECT_EQ(broker.Stop(), 0);
+  EXPECT_TRUE(ShmNames(broker.name() + ".").empty());
 }
 
 // TopicOptions' and TopicStatus' previous names (deprecated for one

@@ -74,6 +74,29 @@ def test_top_once_json_against_a_known_load(broker, load):
     assert busy["published_in_interval"] == 0 and busy["batches_per_s"] == 0
     assert doc["broker"]["producers"] == 3 and doc["broker"]["consumers"] == 1
     assert doc["broker"]["shm_in_use_bytes"] > 0 and doc["interval_s"] >= 0.3
+    # Expanded: each producer (its process and user, its count, its slowest
+    # consumer's lag, its arena) and the consumer (its process, user and wait
+    # mode from the broker; its lag, drops and held bodies as the producers'
+    # channels see it: 29 unread of the first producer, 19 of the second).
+    pubs = {p.proc.pid: p for p in load["pubs"]}
+    producers = {p["pid"]: p for p in busy["producer_list"]}
+    assert set(producers) == set(pubs)
+    first, second = producers[load["pubs"][0].proc.pid], producers[load["pubs"][1].proc.pid]
+    assert (first["published"], first["depth"]) == (30, 29)
+    assert (second["published"], second["depth"]) == (20, 19)
+    for p in (first, second):
+        assert p["uid"] == os.getuid() and p["drops"] == 0
+        assert p["arena_bytes"] >= 1 << 20 and p["shm_bytes"] > p["arena_bytes"]
+        assert p["published_in_interval"] == 0 and p["batches_per_s"] == 0
+    [consumer] = busy["consumer_list"]
+    assert consumer["pid"] == load["sub"].pid and consumer["uid"] == os.getuid()
+    assert consumer["wait_mode"] == "spin-then-block" and consumer["reported"]
+    assert consumer["lag"] == 29 and consumer["drops"] == 0
+    # Every body it has not read is held for it, each at least one 64-byte
+    # line; the topic's HELD is the same count.
+    assert consumer["held_blocks"] == busy["held"] >= 48
+    assert consumer["held_bytes"] >= 64 * consumer["held_blocks"]
+    assert idle["producer_list"][0]["depth"] == 0 and idle["consumer_list"] == []
     # A rate over an interval with publishing: what was published in it,
     # divided by its length.
     for i in range(30, 40):
@@ -81,6 +104,51 @@ def test_top_once_json_against_a_known_load(broker, load):
     doc = top_json(broker, "1.5")
     busy = topic_of(doc, "busy")
     assert busy["batches_per_s"] == pytest.approx(busy["published_in_interval"] / doc["interval_s"])
+    first = next(p for p in busy["producer_list"] if p["pid"] == load["pubs"][0].proc.pid)
+    assert first["batches_per_s"] == pytest.approx(first["published_in_interval"] /
+                                                  doc["interval_s"])
+    assert first["published_in_interval"] == busy["published_in_interval"]
+
+
+def test_top_counts_each_consumers_drops(broker):
+    """A drop-oldest topic of 16 slots, one consumer stopped after the first
+    batch and one that reads on: the stopped one lost every batch but the
+    last 16 of the 40 after its first (24), as its producer's channel counted
+    them; the topic's drops are the sum over its consumers (the one reading
+    may lose some too: the 40 come in one burst)."""
+    stopped = broker.spawn("subscribe", "lossy", "--out", os.devnull)
+    reading = broker.spawn("subscribe", "lossy", "--out", os.devnull)
+    wait_until(lambda: broker.awaited_consumers("lossy") == 2, "subscribers wait for 'lossy'")
+    pub = broker.spawn("publish", "lossy", "-", "--policy", "drop-oldest", "--slot-count", "16",
+                       stdin=subprocess.PIPE)
+    pub.stdin.write(SCHEMA.serialize().to_pybytes() + batch(0).serialize().to_pybytes())
+    pub.stdin.flush()
+    wait_until(lambda: (broker.topic("lossy") or {}).get("published") == 1 and
+               broker.topic("lossy")["depth"] == 0, "the first batch read by both")
+    stopped.send_signal(signal.SIGSTOP)
+    try:
+        for i in range(1, 41):
+            pub.stdin.write(batch(i).serialize().to_pybytes())
+        pub.stdin.flush()
+
+        def settled() -> bool:
+            t = topic_of(top_json(broker), "lossy") or {}
+            return t.get("published") == 41 and t.get("drops", 0) >= 24 and \
+                all(c["reported"] for c in t["consumer_list"])
+        wait_until(settled, "41 batches published, drops reported")
+        lossy = topic_of(top_json(broker), "lossy")
+        by_pid = {c["pid"]: c for c in lossy["consumer_list"]}
+        assert by_pid[stopped.pid]["drops"] == 40 - 16
+        assert by_pid[stopped.pid]["lag"] == 40  # 41 published, its cursor at 1
+        assert by_pid[stopped.pid]["drops"] + by_pid[reading.pid]["drops"] == lossy["drops"]
+        assert by_pid[stopped.pid]["held_blocks"] <= 16
+    finally:
+        stopped.send_signal(signal.SIGCONT)
+        pub.stdin.write(b"\xff\xff\xff\xff\x00\x00\x00\x00")
+        pub.stdin.close()
+        assert pub.wait(timeout=60) == 0
+        for sub in (stopped, reading):
+            sub.communicate(timeout=60)
 
 
 def tmux(*args: str) -> subprocess.CompletedProcess:
@@ -128,6 +196,29 @@ def test_top_full_screen_in_tmux(broker, load, tmp_path):
                    "'idle' selected")
         tmux("send-keys", "-t", session, "Enter")
         wait_until(lambda: ", 1024 slots" in screen(), "details shown")
+        # Up selects 'busy' again, still expanded: its producers and its
+        # consumer, one line each under their headers.
+        tmux("send-keys", "-t", session, "Up")
+        wait_until(lambda: any(l.startswith("> busy") for l in screen().splitlines()) and
+                   "spin-then-block" in screen(), "'busy' expanded")
+        lines = screen().splitlines()
+        at = next(i for i, l in enumerate(lines) if l.split()[:2] == ["PRODUCER", "PID"])
+        rows = {l.split()[1]: l.split() for l in lines[at + 1:at + 3]}
+        for pub, published, lag in ((load["pubs"][0], "30", "29"), (load["pubs"][1], "20", "19")):
+            row = rows[str(pub.proc.pid)]
+            assert row[0].startswith("p") and row[2] == str(os.getuid()), lines
+            assert row[4:6] == [published, lag], lines
+        assert lines[at + 3].split()[:2] == ["CONSUMER", "PID"], lines
+        consumer = lines[at + 4].split()
+        assert consumer[0].startswith("c") and consumer[1] == str(load["sub"].pid), lines
+        assert consumer[2] == str(os.getuid()) and consumer[3:5] == ["29", "0"], lines
+        assert consumer[-1] == "spin-then-block", lines
+        # Left folds it: the lines go; right arrow unfolds it again.
+        tmux("send-keys", "-t", session, "Left")
+        wait_until(lambda: "CONSUMER" not in screen(), "'busy' folded")
+        tmux("send-keys", "-t", session, "Right")
+        wait_until(lambda: "CONSUMER" in screen() and ", 1024 slots" in screen(),
+                   "'busy' expanded by the right arrow")
         tmux("send-keys", "-t", session, "q")
         wait_until(lambda: "EXIT=0" in screen(), "top quit with 0")
         assert "TOPIC" not in screen()  # the alternate screen is gone

@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -87,6 +88,37 @@ std::vector<TopicRow> Rows(const Snapshot& before, const Snapshot& now) {
   return rows;
 }
 
+// Batches per second of producer `id` of `topic` between the snapshots
+// (0 for a producer the earlier one did not have).
+double ProducerRate(const Snapshot& before, const Snapshot& now, const std::string& topic,
+                    const client::TopicProducerStatus& producer, uint64_t* delta) {
+  *delta = 0;
+  for (const auto& t : before.topics) {
+    if (t.name != topic) continue;
+    for (const auto& p : t.producer_list) {
+      if (p.id == producer.id && producer.published >= p.published) {
+        *delta = producer.published - p.published;
+      }
+    }
+  }
+  const double seconds = std::chrono::duration<double>(now.at - before.at).count();
+  return seconds > 0 ? static_cast<double>(*delta) / seconds : 0;
+}
+
+// As the Python binding and ConsumerOptions say it; "-" if not said.
+const char* WaitModeName(const std::optional<shm::WaitMode>& mode) {
+  if (!mode) return "-";
+  switch (*mode) {
+    case shm::WaitMode::kBusyPoll:
+      return "spin";
+    case shm::WaitMode::kBlock:
+      return "block";
+    case shm::WaitMode::kSpinThenBlock:
+      return "spin-then-block";
+  }
+  return "-";
+}
+
 const char* PolicyName(shm::SlowConsumerPolicy policy) {
   return policy == shm::SlowConsumerPolicy::kDropOldest ? "drop-oldest" : "block-producer";
 }
@@ -145,6 +177,36 @@ nlohmann::ordered_json ToJson(const Snapshot& before, const Snapshot& now) {
                       // The previous release's keys, deprecated (deprecated_keys).
                       {"ring_slots", t.slot_count},
                       {"segment_bytes", t.arena_bytes}});
+    auto producer_list = nlohmann::ordered_json::array();
+    for (const auto& p : t.producer_list) {
+      uint64_t delta = 0;
+      const double rate = ProducerRate(before, now, t.name, p, &delta);
+      producer_list.push_back({{"id", p.id},
+                               {"pid", p.pid},
+                               {"uid", p.uid},
+                               {"published", p.published},
+                               {"published_in_interval", delta},
+                               {"batches_per_s", rate},
+                               {"depth", p.depth},
+                               {"drops", p.drops},
+                               {"held", p.held},
+                               {"arena_bytes", p.arena_bytes},
+                               {"shm_bytes", p.shm_bytes}});
+    }
+    auto consumer_list = nlohmann::ordered_json::array();
+    for (const auto& c : t.consumer_list) {
+      consumer_list.push_back({{"id", c.id},
+                               {"pid", c.pid},
+                               {"uid", c.uid},
+                               {"wait_mode", WaitModeName(c.wait_mode)},
+                               {"reported", c.reported},
+                               {"lag", c.lag},
+                               {"drops", c.drops},
+                               {"held_blocks", c.held_blocks},
+                               {"held_bytes", c.held_bytes}});
+    }
+    topics.back()["producer_list"] = std::move(producer_list);
+    topics.back()["consumer_list"] = std::move(consumer_list);
   }
   doc["topics"] = std::move(topics);
   // Old key -> new key, for one release (docs/BROKER.md).
@@ -220,9 +282,9 @@ class Screen {
   int rows_ = 0;
 };
 
-enum class Key { kNone, kQuit, kUp, kDown, kEnter };
+enum class Key { kNone, kQuit, kUp, kDown, kEnter, kRight, kLeft };
 
-// Keys pressed within `timeout` (the first one only; arrows are ESC [ A/B).
+// Keys pressed within `timeout` (the first one only; arrows are ESC [ A-D).
 Key ReadKey(std::chrono::milliseconds timeout) {
   pollfd pfd{STDIN_FILENO, POLLIN, 0};
   if (::poll(&pfd, 1, static_cast<int>(timeout.count())) <= 0) return Key::kNone;
@@ -236,6 +298,8 @@ Key ReadKey(std::chrono::milliseconds timeout) {
   if (n >= 3 && buf[0] == '\x1b' && buf[1] == '[') {
     if (buf[2] == 'A') return Key::kUp;
     if (buf[2] == 'B') return Key::kDown;
+    if (buf[2] == 'C') return Key::kRight;
+    if (buf[2] == 'D') return Key::kLeft;
   }
   return Key::kNone;
 }
@@ -244,6 +308,39 @@ std::string Pad(std::string text, size_t width, bool right) {
   if (text.size() > width) text.resize(width);
   const std::string fill(width - text.size(), ' ');
   return right ? fill + text : text + fill;
+}
+
+// The expanded topic's producers and consumers, one line each: what the
+// broker knows of them (pid, uid; a consumer's wait mode) and what the
+// producers last reported (a consumer's figures are its producers' view of it).
+void AppendParticipants(const Snapshot& before, const Snapshot& now, const client::TopicStatus& t,
+                        std::vector<std::string>* lines) {
+  lines->push_back("      " + Pad("PRODUCER", 8, false) + Pad("PID", 8, true) +
+                   Pad("UID", 7, true) + Pad("BATCH/S", 9, true) + Pad("PUBLISHED", 11, true) +
+                   Pad("LAG", 8, true) + Pad("HELD", 7, true) + "  ARENA");
+  for (const auto& p : t.producer_list) {
+    uint64_t delta = 0;
+    const double rate = ProducerRate(before, now, t.name, p, &delta);
+    lines->push_back("      " + Pad("p" + std::to_string(p.id), 8, false) +
+                     Pad(std::to_string(p.pid), 8, true) + Pad(std::to_string(p.uid), 7, true) +
+                     Pad(Fixed(rate, 1), 9, true) + Pad(std::to_string(p.published), 11, true) +
+                     Pad(std::to_string(p.depth), 8, true) + Pad(std::to_string(p.held), 7, true) +
+                     "  " + Bytes(static_cast<double>(p.arena_bytes)));
+  }
+  lines->push_back("      " + Pad("CONSUMER", 8, false) + Pad("PID", 8, true) +
+                   Pad("UID", 6, true) + Pad("LAG", 9, true) + Pad("DROPS", 8, true) +
+                   Pad("HELD", 7, true) + Pad("HELD B", 10, true) + "  WAIT");
+  for (const auto& c : t.consumer_list) {
+    const std::string unreported = "-";
+    lines->push_back(
+        "      " + Pad("c" + std::to_string(c.id), 8, false) + Pad(std::to_string(c.pid), 8, true) +
+        Pad(std::to_string(c.uid), 6, true) +
+        Pad(c.reported ? std::to_string(c.lag) : unreported, 9, true) +
+        Pad(c.reported ? std::to_string(c.drops) : unreported, 8, true) +
+        Pad(c.reported ? std::to_string(c.held_blocks) : unreported, 7, true) +
+        Pad(c.reported ? Bytes(static_cast<double>(c.held_bytes)) : unreported, 10, true) + "  " +
+        WaitModeName(c.wait_mode));
+  }
 }
 
 // The screen as lines (at most `rows`, each at most `columns` wide).
@@ -258,7 +355,7 @@ std::vector<std::string> Render(const Snapshot& before, const Snapshot& now, siz
   lines.push_back("shm " + Bytes(static_cast<double>(b.reserved_bytes)) + " in use" +
                   (b.shm_limit != 0 ? " of " + Bytes(static_cast<double>(b.shm_limit)) : "") +
                   "  /dev/shm free " + Bytes(static_cast<double>(b.shm_free)) +
-                  "   q: quit  up/down: select  enter: details");
+                  "   q: quit  arrows: select, expand");
   lines.push_back("");
   lines.push_back("  " + Pad("TOPIC", 24, false) + Pad("PROD", 5, true) + Pad("CONS", 5, true) +
                   Pad("BATCH/S", 10, true) + Pad("PUBLISHED", 11, true) + Pad("LAG", 8, true) +
@@ -281,6 +378,7 @@ std::vector<std::string> Render(const Snapshot& before, const Snapshot& now, siz
                       Bytes(static_cast<double>(t.arena_bytes)) + " per producer, drops " +
                       Fixed(row.drops_per_s, 1) + "/s, " +
                       std::to_string(t.schema ? t.schema->num_fields() : 0) + " columns");
+      AppendParticipants(before, now, t, &lines);
     }
   }
   for (const auto& a : now.awaited) {
@@ -354,6 +452,12 @@ int RunTopScreen(client::BrokerClient& broker, const TopOptions& options) {
         break;
       case Key::kEnter:
         expanded = !expanded;
+        break;
+      case Key::kRight:
+        expanded = true;
+        break;
+      case Key::kLeft:
+        expanded = false;
         break;
       case Key::kNone:
         break;

@@ -278,7 +278,9 @@ int Run(int argc, char** argv) {
   auto* top_cmd = app.add_subcommand(
       "top",
       "Watch the broker's topics live, sorted by lag: batches/s, published, lag (depth), "
-      "drops, held bodies, policy; q quits, arrows select, enter shows details");
+      "drops, held bodies, policy; q quits, up/down select, enter or right expands a topic "
+      "into its producers (pid, uid, batches/s, arena) and consumers (pid, lag, drops, held "
+      "bodies and bytes, wait mode)");
   top_cmd->add_option("--socket", top.socket, "Broker socket (default: the client's)");
   top_cmd->add_option("--interval", top.interval_seconds, "Seconds between snapshots")
       ->check(CLI::Range(0.05, 3600.0))

@@ -65,6 +65,25 @@ Result<std::vector<TopicStatus>> BrokerClient::ListTopics() {
     status.drops = t.drops;
     status.held = t.held;
     status.shm_bytes = t.shm_bytes;
+    for (const auto& pr : t.producer_list) {
+      status.producer_list.push_back({pr.id, pr.pid, pr.uid, pr.published, pr.depth, pr.drops,
+                                      pr.held, pr.shm_bytes, pr.arena_bytes});
+    }
+    for (const auto& c : t.consumer_list) {
+      TopicConsumerStatus consumer;
+      consumer.id = c.id;
+      consumer.pid = c.pid;
+      consumer.uid = c.uid;
+      if (c.wait_mode >= 1 && c.wait_mode <= 3) {
+        consumer.wait_mode = static_cast<shm::WaitMode>(c.wait_mode - 1);
+      }
+      consumer.reported = c.reported;
+      consumer.lag = c.lag;
+      consumer.drops = c.drops;
+      consumer.held_blocks = c.held_blocks;
+      consumer.held_bytes = c.held_bytes;
+      status.consumer_list.push_back(consumer);
+    }
     // The previous release's names (deprecated, broker_client.h).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"

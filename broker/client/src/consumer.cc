@@ -272,6 +272,7 @@ struct internal::ConsumerImpl {
     attach.topic = topic;
     attach.from_oldest = options.from_oldest;
     attach.kind = internal::ToProtocol(kind);
+    attach.wait_mode = static_cast<uint8_t>(1 + static_cast<uint8_t>(options.wait_mode));
     if (!attached) {
       attach.wait_for_topic = options.wait_for_topic.count() > 0;
       attach.any_kind = !options.kind.has_value();

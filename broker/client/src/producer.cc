@@ -75,7 +75,12 @@ struct internal::ProducerImpl {
   std::atomic<bool> stats_wanted{false};
   std::atomic<uint64_t> depth{0};
   std::atomic<uint64_t> drops{0};
-  std::atomic<uint64_t> held{0};  // bodies consumers hold (UpdateStats)
+  std::atomic<uint64_t> held{0};         // bodies consumers hold (UpdateStats)
+  std::atomic<uint64_t> arena_bytes{0};  // the arena now, extensions included (UpdateStats)
+  // Each consumer on the channel, as UpdateStats last saw it: written by the
+  // producer thread, sent by the session thread (FillStats), under the mutex.
+  std::mutex consumer_figures_mutex;
+  std::vector<p::ConsumerFigures> consumer_figures;
   std::atomic<uint64_t> arrow_zero_copy{0};
   std::atomic<uint64_t> arrow_copied{0};
   bool closed = false;
@@ -100,9 +105,18 @@ struct internal::ProducerImpl {
     const uint64_t end = channel->next_sequence();
     uint64_t min_cursor = end;
     uint64_t held_blocks = 0;
+    std::vector<p::ConsumerFigures> figures;
     for (const auto& c : channel->consumers()) {
       if (c.accepted && !c.closed) min_cursor = std::min(min_cursor, c.cursor);
       held_blocks += c.held_blocks;
+      if (c.accepted) {
+        figures.push_back({c.pid, c.closed ? 0 : end - std::min(c.cursor, end), c.dropped,
+                           c.held_blocks, c.held_bytes});
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(consumer_figures_mutex);
+      consumer_figures = std::move(figures);
     }
     held.store(held_blocks, std::memory_order_relaxed);
     depth.store(end - std::min(min_cursor, end), std::memory_order_relaxed);
@@ -111,6 +125,7 @@ struct internal::ProducerImpl {
     dead_detached.store(counters.consumers_reclaimed, std::memory_order_relaxed);
     blocks_live.store(counters.blocks_live, std::memory_order_relaxed);
     arena_bytes_free.store(counters.arena_bytes_free, std::memory_order_relaxed);
+    arena_bytes.store(counters.arena_bytes, std::memory_order_relaxed);
     // Extensions of the arena nothing used for a while go back (a producer
     // that publishes may never Poll).
     channel->ReleaseIdleExtensions();
@@ -123,6 +138,11 @@ struct internal::ProducerImpl {
     request.depth = depth.load(std::memory_order_relaxed);
     request.drops = drops.load(std::memory_order_relaxed);
     request.held = held.load(std::memory_order_relaxed);
+    request.arena_bytes = arena_bytes.load(std::memory_order_relaxed);
+    {
+      std::lock_guard<std::mutex> lock(consumer_figures_mutex);
+      request.consumer_figures = consumer_figures;
+    }
     stats_wanted.store(true, std::memory_order_relaxed);
   }
 

@@ -121,6 +121,69 @@ TEST(StreamReaderTest, EndOfStreamForms) {
   ASSERT_OK(CheckSame(batches, r));
 }
 
+// Sets the `version` of every message of an IPC stream (the Message table's
+// field 0, an int16 MetadataVersion: V1 = 0 ... V5 = 4); returns how many it
+// set. Each message is 0xFFFFFFFF, its int32 length, the flatbuffer, then a
+// body of the Message's bodyLength (field 3).
+int SetMessageVersions(std::string* bytes, int16_t version) {
+  int count = 0;
+  size_t pos = 0;
+  while (pos + 8 <= bytes->size()) {
+    int32_t length;
+    std::memcpy(&length, bytes->data() + pos + 4, 4);
+    if (length == 0) break;  // end of stream
+    const size_t message = pos + 8;
+    uint32_t root;
+    std::memcpy(&root, bytes->data() + message, 4);
+    const size_t table = message + root;
+    int32_t to_vtable;
+    std::memcpy(&to_vtable, bytes->data() + table, 4);
+    const size_t vtable = table - static_cast<size_t>(to_vtable);
+    uint16_t vtable_size;
+    std::memcpy(&vtable_size, bytes->data() + vtable, 2);
+    uint16_t version_at;
+    std::memcpy(&version_at, bytes->data() + vtable + 4, 2);
+    if (version_at == 0) return -1;  // absent: V1, cannot be set in place
+    std::memcpy(bytes->data() + table + version_at, &version, 2);
+    int64_t body = 0;
+    uint16_t body_at = 0;
+    if (vtable_size > 4 + 2 * 3) std::memcpy(&body_at, bytes->data() + vtable + 4 + 2 * 3, 2);
+    if (body_at != 0) std::memcpy(&body, bytes->data() + table + body_at, 8);
+    pos = message + static_cast<size_t>(length) + static_cast<size_t>(body);
+    ++count;
+  }
+  return count;
+}
+
+// The IPC format's versions (docs/COMPATIBILITY.md): Alkaid writes metadata
+// V5 and reads V4 and V5 (Arrow 0.15 and later); messages of V1-V3 (before
+// Arrow 0.15) are refused naming their version, and a version no Arrow
+// release has written as unknown.
+TEST(StreamReaderTest, MetadataVersionsBeforeV4AreRefusedByName) {
+  auto batches = SampleBatches();
+  ASSERT_OK_AND_ASSIGN(auto written, WriteBatches(TwoColumns(), batches, {}, false));
+  SchemaPtr s;
+  {
+    std::string v4(written->view());
+    // The schema, the dictionaries and each batch.
+    ASSERT_GT(SetMessageVersions(&v4, 3), 1 + static_cast<int>(batches.size()));
+    ASSERT_OK_AND_ASSIGN(auto read, ReadStreamBuffer(Buffer::FromString(v4), &s));
+    ASSERT_OK(CheckSame(batches, read));
+  }
+  for (int16_t v : {0, 1, 2}) {
+    std::string old(written->view());
+    ASSERT_GT(SetMessageVersions(&old, v), 0);
+    ASSERT_RAISES_WITH_MESSAGE(kNotImplemented,
+                               "metadata version V" + std::to_string(v + 1) +
+                                   " (before Arrow 0.15) is not supported; need V4 or V5",
+                               ReadStreamBuffer(Buffer::FromString(old), &s));
+  }
+  std::string unknown(written->view());
+  ASSERT_GT(SetMessageVersions(&unknown, 9), 0);
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "unknown metadata version 9",
+                             ReadStreamBuffer(Buffer::FromString(unknown), &s));
+}
+
 TEST(StreamReaderTest, HostileLengthsNeverAllocate) {
   auto batches = SampleBatches();
   ASSERT_OK_AND_ASSIGN(auto bytes, WriteBatches(TwoColumns(), batches, {}, false));

@@ -164,6 +164,9 @@ struct ChannelConsumerInfo {
   bool closed = false;
   uint64_t cursor = 0;
   uint64_t held_blocks = 0;  ///< blocks received and not yet returned (or unread)
+  uint64_t held_bytes = 0;   ///< the arena bytes of those blocks
+  /// kDropOldest: messages overwritten before it read them, since it was accepted.
+  uint64_t dropped = 0;
 };
 
 class ChannelProducer;

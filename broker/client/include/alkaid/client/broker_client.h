@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,46 @@
 #include "alkaid/shm/delivery.h"
 
 namespace alkaid::client {
+
+/// One producer of a topic, as the broker knows it (`alkaid top`'s expanded
+/// view): its process and user, its figures as it last reported them (every
+/// 500 ms, as of its last publish or Poll), and its shared memory.
+struct TopicProducerStatus {
+  uint64_t id = 0;
+  uint32_t pid = 0;
+  uint32_t uid = 0;
+  uint64_t published = 0;
+  /// Messages its slowest consumer has yet to read.
+  uint64_t depth = 0;
+  uint64_t drops = 0;
+  /// Bodies its consumers hold, read or not.
+  uint64_t held = 0;
+  /// Its channel and arena extensions, as the broker counts them.
+  uint64_t shm_bytes = 0;
+  /// Its arena now (the initial arena and every extension), as last reported.
+  uint64_t arena_bytes = 0;
+};
+
+/// One consumer of a topic: its process and user, how it waits, and what
+/// the topic's producers last reported of it, matched by its pid (lag the
+/// largest over the producers, the rest summed; a process with two
+/// consumers on one topic shows their sum for each).
+struct TopicConsumerStatus {
+  uint64_t id = 0;
+  uint32_t pid = 0;
+  uint32_t uid = 0;
+  /// How it waits; empty if its client did not say (an older release).
+  std::optional<shm::WaitMode> wait_mode;
+  /// False until a producer reported it (none yet, or no producer).
+  bool reported = false;
+  /// Messages it has yet to read, the largest over the producers.
+  uint64_t lag = 0;
+  /// Messages it lost (kDropOldest), summed over the producers.
+  uint64_t drops = 0;
+  /// Bodies it holds (received, not returned) and their arena bytes.
+  uint64_t held_blocks = 0;
+  uint64_t held_bytes = 0;
+};
 
 /// What `alkaid topics` shows about one topic. The deprecated members are
 /// the previous release's names of three of them (kept for one release,
@@ -50,6 +91,10 @@ struct TopicStatus {
   /// Shared memory the topic's producers hold now: their channels and the
   /// extensions of their arenas the broker granted.
   uint64_t shm_bytes = 0;
+  /// Each producer and each consumer (empty from a broker of an earlier
+  /// release, which does not list them).
+  std::vector<TopicProducerStatus> producer_list;
+  std::vector<TopicConsumerStatus> consumer_list;
 
   /// Deprecated: slot_count.
   [[deprecated("TopicStatus::ring_slots is slot_count")]] uint32_t ring_slots = 0;
