@@ -2,12 +2,12 @@
 # Runs Alkaid's whole test suite on a fresh Debian 12 machine:
 # installs what is missing, builds the release preset (warnings are errors)
 # and runs every ctest test (unit, integration, stress, the Rust crates'
-# cargo test, label rust) but three: the soak (label soak: minutes long, run on
-# its own, as CI's soak stage does: ctest --preset release -L soak;
-# ALKAID_SOAK_SECONDS sets its length), the polars feature's test (label
+# cargo test, label rust; the manylinux wheel's, label wheel, which needs
+# PyPI as the install does) but two: the soak (label soak: minutes long, run
+# on its own, as CI's soak stage does: ctest --preset release -L soak;
+# ALKAID_SOAK_SECONDS sets its length) and the polars feature's test (label
 # rust-polars: compiling polars takes some ten minutes on 2 cores; run it
-# with ctest --preset release -L rust-polars) and the manylinux wheel's
-# (label wheel: it needs PyPI; ctest --preset release -L wheel).
+# with ctest --preset release -L rust-polars).
 #   scripts/test.sh [preset]        (default preset: release)
 # ALKAID_CTEST_ARGS adds ctest arguments, e.g. "-L unit" or "-LE stress|soak"
 # (arguments that select by label, -L or -LE, replace the default -LE soak).
@@ -21,7 +21,7 @@ preset="${1:-release}"
 ctest_args="${ALKAID_CTEST_ARGS:-}"
 case " $ctest_args" in
   *" -L"*) ;;
-  *) ctest_args="$ctest_args -LE ^(soak|rust-polars|wheel)\$" ;;
+  *) ctest_args="$ctest_args -LE ^(soak|rust-polars)\$" ;;
 esac
 scripts/build.sh "$preset"
 if [ "${CI:-}" != "true" ]; then

