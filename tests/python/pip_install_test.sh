@@ -25,21 +25,7 @@ unset PYTHONPATH
   --config-settings=cmake.build-type=Debug \
   --config-settings=cmake.define.CMAKE_CXX_FLAGS_DEBUG=-O0 "$src/python"
 cd "$work"
-"$work/venv/bin/python" - <<'PY'
-import os, sys
-import alkaid, pyarrow as pa
-where = os.path.dirname(alkaid.__file__)
-assert where.startswith(sys.prefix), f"alkaid imported from {where}, not the new venv"
-print("alkaid from", where)
-schema = pa.schema([("x", pa.int64())])
-with alkaid.Broker() as broker:
-    assert broker.binary.startswith(sys.prefix), broker.binary
-    with alkaid.Producer("t", schema, socket=broker.socket) as p, \
-            alkaid.Consumer("t", socket=broker.socket) as c:
-        p.publish(pa.record_batch([pa.array([1, 2, 3])], schema=schema))
-        assert pa.record_batch(c.next(timeout=10)).column(0).to_pylist() == [1, 2, 3]
-print("round trip through the installed package: ok")
-PY
+"$work/venv/bin/python" "$src/tests/python/installed_roundtrip.py" "the installed package"
 "$work/venv/bin/alkaid" --help | head -n 1
 "$work/venv/bin/alkaid-broker" --help | head -n 1
 test -f "$("$work/venv/bin/python" -c 'import alkaid, os; print(os.path.dirname(alkaid.__file__))')/py.typed"
