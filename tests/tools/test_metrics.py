@@ -128,6 +128,16 @@ def test_prometheus_scrapes_what_was_published_and_dropped(metrics_broker, tmp_p
         assert stored('alkaid_broker_producers') == 2
         assert stored('alkaid_broker_uptime_seconds') > 0
         assert stored('up{job="alkaid"}') == 1
+        # Per producer and consumer (labels topic, id, pid): the stopped
+        # subscriber lost what the topic lost; the other read everything.
+        wait_until(lambda: stored('alkaid_consumer_dropped_batches_total{topic="lossy"}')
+                   == drops, "Prometheus stored the consumer's drops", limit=120)
+        assert stored(f'alkaid_consumer_lag_batches{{topic="lossy",pid="{sub.pid}"}}') > 0
+        assert stored('alkaid_consumer_lag_batches{topic="kept"}') == 0
+        assert stored(f'alkaid_consumer_dropped_batches_total{{topic="kept",pid="{kept_sub.pid}"}}') == 0
+        assert stored('alkaid_producer_published_batches_total{topic="lossy"}') == 100
+        assert stored(f'alkaid_producer_published_batches_total{{topic="kept",pid="{kept.proc.pid}"}}') == 40
+        assert stored('alkaid_producer_arena_bytes{topic="kept"}') > 0
     finally:
         prom.send_signal(signal.SIGTERM)
         prom.wait(timeout=60)
