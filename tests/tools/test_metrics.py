@@ -37,12 +37,23 @@ def get(url: str) -> str:
         return r.read().decode()
 
 
+def answers(url: str) -> bool:
+    try:
+        get(url)
+        return True
+    except OSError:
+        return False
+
+
 @pytest.fixture
 def metrics_broker(tmp_path):
     port = free_port()
     b = Broker(tmp_path, ["--metrics", f"127.0.0.1:{port}"])
     b.metrics_url = f"http://127.0.0.1:{port}/metrics"
     try:
+        # The broker's socket (what Broker waits for) comes before the
+        # metrics port is bound: a scrape just after it can be refused.
+        wait_until(lambda: answers(b.metrics_url), "the metrics endpoint answers")
         yield b
     finally:
         b.stop()
