@@ -25,6 +25,11 @@ Status CheckOptions(const IpcWriteOptions& o) {
     return Status::Invalid("IpcWriteOptions::alignment must be 8 or 64, got ", o.alignment);
   }
   if (o.pool == nullptr) return Status::Invalid("IpcWriteOptions::pool is null");
+  if (o.min_space_savings.has_value() &&
+      !(*o.min_space_savings >= 0.0 && *o.min_space_savings <= 1.0)) {
+    return Status::Invalid("IpcWriteOptions::min_space_savings must be in [0, 1], got ",
+                           *o.min_space_savings);
+  }
   return Status::OK();
 }
 
@@ -301,7 +306,11 @@ class BodyAssembler {
     ALKAID_ASSIGN_OR_RAISE(auto compressed,
                            internal::Compress(options_.compression, options_.compression_level,
                                               b.data(), b.size(), options_.pool));
-    const bool keep = compressed->size() < b.size();
+    // Compressed unless asked to keep buffers that do not shrink enough
+    // (IpcWriteOptions::min_space_savings).
+    const bool keep = !options_.min_space_savings.has_value() ||
+                      static_cast<double>(compressed->size()) <=
+                          static_cast<double>(b.size()) * (1.0 - *options_.min_space_savings);
     const Buffer& payload = keep ? *compressed : b;
     ALKAID_ASSIGN_OR_RAISE(auto out, AllocateBuffer(8 + payload.size(), options_.pool));
     const int64_t prefix = keep ? b.size() : -1;

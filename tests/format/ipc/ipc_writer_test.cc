@@ -185,24 +185,45 @@ TEST(IpcWriterTest, ReadingFromBufferIsZeroCopy) {
   ASSERT_OK(CheckRecordBatchEquals(*big, *back[0]));
 }
 
-TEST(IpcWriterTest, IncompressibleBuffersAreStoredWithMinusOne) {
+// With min_space_savings, a buffer that does not shrink enough is stored as
+// it is (length -1); by default (as Arrow C++) every buffer is compressed,
+// so that no reader uses one in place at an alignment the writer cannot
+// know (polars 1.44 panicked on such a decimal128 buffer).
+TEST(IpcWriterTest, IncompressibleBuffersAreStoredWithMinusOneOnlyWhenAsked) {
   std::mt19937 rng(7);
   std::vector<int32_t> noise(4096);
   for (auto& x : noise) x = static_cast<int32_t>(rng());
   ASSERT_OK_AND_ASSIGN(
       auto batch, RecordBatch::Make(IntSchema(), 4096, std::vector<ArrayDataPtr>{Int32s(noise)}));
+  // The int64 -1 prefix directly followed by the raw values.
+  std::string needle(8, '\xFF');
+  needle.append(reinterpret_cast<const char*>(noise.data()), 16);
   for (auto codec : {CompressionType::kLz4Frame, CompressionType::kZstd}) {
     IpcWriteOptions o;
     o.compression = codec;
+    ASSERT_OK_AND_ASSIGN(auto compressed, WriteBatches(IntSchema(), {batch}, o, false));
+    EXPECT_EQ(compressed->view().find(needle), std::string_view::npos);
+    SchemaPtr schema_back;
+    ASSERT_OK_AND_ASSIGN(auto all, ReadStreamBuffer(compressed, &schema_back));
+    ASSERT_OK(CheckRecordBatchEquals(*batch, *all[0]));
+    o.min_space_savings = 0.0;
     ASSERT_OK_AND_ASSIGN(auto bytes, WriteBatches(IntSchema(), {batch}, o, false));
-    // The int64 -1 prefix directly followed by the raw values.
-    std::string needle(8, '\xFF');
-    needle.append(reinterpret_cast<const char*>(noise.data()), 16);
     EXPECT_NE(bytes->view().find(needle), std::string_view::npos);
     SchemaPtr s;
     ASSERT_OK_AND_ASSIGN(auto back, ReadStreamBuffer(bytes, &s));
     ASSERT_OK(CheckRecordBatchEquals(*batch, *back[0]));
   }
+}
+
+TEST(IpcWriterTest, MinSpaceSavingsOutsideZeroToOneIsRefused) {
+  std::vector<int32_t> one(1, 1);
+  ASSERT_OK_AND_ASSIGN(auto batch,
+                       RecordBatch::Make(IntSchema(), 1, std::vector<ArrayDataPtr>{Int32s(one)}));
+  IpcWriteOptions o;
+  o.compression = CompressionType::kZstd;
+  o.min_space_savings = 1.5;
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "min_space_savings must be in [0, 1]",
+                             WriteBatches(IntSchema(), {batch}, o, false));
 }
 
 TEST(IpcWriterTest, DecompressedSizeLimit) {
@@ -255,6 +276,7 @@ TEST(IpcWriterTest, BuffersStoredRawInACompressedBodyAre64ByteAligned) {
   for (CompressionType codec : {CompressionType::kLz4Frame, CompressionType::kZstd}) {
     IpcWriteOptions o;
     o.compression = codec;
+    o.min_space_savings = 0.0;  // incompressible buffers stored raw
     ASSERT_OK_AND_ASSIGN(auto bytes, WriteBatches(s, {batch}, o, false));
     SchemaPtr back_schema;
     ASSERT_OK_AND_ASSIGN(auto back, ReadStreamBuffer(bytes, &back_schema));

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "alkaid/common/export.h"
@@ -30,6 +31,14 @@ struct ALKAID_EXPORT IpcWriteOptions {
   CompressionType compression = CompressionType::kNone;
   /// Codec level; the codec's default when left at kDefaultCompressionLevel.
   int compression_level = kDefaultCompressionLevel;
+  /// With a codec: store a buffer uncompressed (length -1) when compressing
+  /// it saves less than this fraction of its size (0.1: keep only buffers
+  /// that shrink by 10 %). Unset (the default, as in Arrow C++): every
+  /// buffer is compressed, so that readers decompress into memory of their
+  /// own. Some readers use an uncompressed buffer in place where the body
+  /// lies in their input, whose alignment the writer cannot know (polars
+  /// 1.44 panics on a decimal128 buffer so stored).
+  std::optional<double> min_space_savings;
   static constexpr int kDefaultCompressionLevel = std::numeric_limits<int>::min();
   /// Pool for the metadata, compressed buffers and re-based copies of sliced
   /// arrays. Never null.
