@@ -53,16 +53,6 @@ class Family {
           << "\"} " << value << '\n';
   }
 
-  // Calls f(topic, consumer) for each consumer a producer reported.
-  template <typename F>
-  static void ForConsumers(const std::vector<client::TopicStatus>& topics, F&& f) {
-    for (const auto& t : topics) {
-      for (const auto& c : t.consumer_list) {
-        if (c.reported) f(t.name, c);
-      }
-    }
-  }
-
  private:
   std::ostringstream* out_;
   const char* name_;
@@ -156,36 +146,40 @@ std::string FormatMetrics(const client::BrokerStatus& b,
   // Each producer and consumer (labels topic, id, pid), from the figures
   // the producers report every 500 ms; a consumer no producer reported yet
   // has no samples.
-  Family p_published(&out, "alkaid_producer_published_batches_total", "counter",
-                     "Batches the producer published, as it last reported.");
-  for (const auto& t : topics) {
-    for (const auto& pr : t.producer_list) p_published.Peer(t.name, pr.id, pr.pid, pr.published);
-  }
-  Family p_arena(&out, "alkaid_producer_arena_bytes", "gauge",
-                 "The producer's arena now: the initial arena and every extension.");
-  for (const auto& t : topics) {
-    for (const auto& pr : t.producer_list) p_arena.Peer(t.name, pr.id, pr.pid, pr.arena_bytes);
-  }
-  Family c_lag(&out, "alkaid_consumer_lag_batches", "gauge",
-               "Batches the consumer has yet to read, the largest over the topic's producers.");
-  Family::ForConsumers(topics, [&](const std::string& topic, const client::TopicConsumerStatus& c) {
-    c_lag.Peer(topic, c.id, c.pid, c.lag);
-  });
-  Family c_dropped(&out, "alkaid_consumer_dropped_batches_total", "counter",
-                   "Batches the consumer lost to overwrites (drop-oldest topics).");
-  Family::ForConsumers(topics, [&](const std::string& topic, const client::TopicConsumerStatus& c) {
-    c_dropped.Peer(topic, c.id, c.pid, c.drops);
-  });
-  Family c_held(&out, "alkaid_consumer_held_batches", "gauge",
-                "Batch bodies the consumer holds (received and not released).");
-  Family::ForConsumers(topics, [&](const std::string& topic, const client::TopicConsumerStatus& c) {
-    c_held.Peer(topic, c.id, c.pid, c.held_blocks);
-  });
-  Family c_held_bytes(&out, "alkaid_consumer_held_bytes", "gauge",
-                      "Arena bytes of the batch bodies the consumer holds.");
-  Family::ForConsumers(topics, [&](const std::string& topic, const client::TopicConsumerStatus& c) {
-    c_held_bytes.Peer(topic, c.id, c.pid, c.held_bytes);
-  });
+  auto per_producer = [&](const char* name, const char* type, const char* help,
+                          uint64_t client::TopicProducerStatus::*figure) {
+    Family family(&out, name, type, help);
+    for (const auto& t : topics) {
+      for (const auto& p : t.producer_list) family.Peer(t.name, p.id, p.pid, p.*figure);
+    }
+  };
+  auto per_consumer = [&](const char* name, const char* type, const char* help,
+                          uint64_t client::TopicConsumerStatus::*figure) {
+    Family family(&out, name, type, help);
+    for (const auto& t : topics) {
+      for (const auto& c : t.consumer_list) {
+        if (c.reported) family.Peer(t.name, c.id, c.pid, c.*figure);
+      }
+    }
+  };
+  per_producer("alkaid_producer_published_batches_total", "counter",
+               "Batches the producer published, as it last reported.",
+               &client::TopicProducerStatus::published);
+  per_producer("alkaid_producer_arena_bytes", "gauge",
+               "The producer's arena now: the initial arena and every extension.",
+               &client::TopicProducerStatus::arena_bytes);
+  per_consumer("alkaid_consumer_lag_batches", "gauge",
+               "Batches the consumer has yet to read, the largest over the topic's producers.",
+               &client::TopicConsumerStatus::lag);
+  per_consumer("alkaid_consumer_dropped_batches_total", "counter",
+               "Batches the consumer lost to overwrites (drop-oldest topics).",
+               &client::TopicConsumerStatus::drops);
+  per_consumer("alkaid_consumer_held_batches", "gauge",
+               "Batch bodies the consumer holds (received and not released).",
+               &client::TopicConsumerStatus::held_blocks);
+  per_consumer("alkaid_consumer_held_bytes", "gauge",
+               "Arena bytes of the batch bodies the consumer holds.",
+               &client::TopicConsumerStatus::held_bytes);
   return out.str();
 }
 
