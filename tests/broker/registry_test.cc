@@ -89,6 +89,23 @@ class RegistryTest : public ::testing::Test {
     r.target_id = id;
     return r;
   }
+  // Attaches a producer to topic "t", ready, granted extension 1 of `bytes`;
+  // its id.
+  uint64_t ReadyProducerWithExtension(uint64_t bytes) {
+    const p::Reply attached = Ok(producer_, Attach(p::RequestType::kAttachProducer, "t"));
+    Ok(producer_, About(p::RequestType::kProducerReady, attached.attached_id));
+    p::Request add = About(p::RequestType::kAddExtension, attached.attached_id);
+    add.extension_id = 1;
+    add.bytes = bytes;
+    Ok(producer_, add);
+    return attached.attached_id;
+  }
+  // Segments the broker counts now.
+  uint64_t Segments() {
+    p::BrokerStats stats;
+    registry_.Count(&stats);
+    return stats.segments;
+  }
 
   Peer producer_{kProducerConn, 4242, 1000, 1000};
   Peer consumer_{kConsumerConn, 4343, 1000, 1000};
@@ -291,12 +308,7 @@ TEST_F(RegistryTest, ADeadProducersExtensionsAreKeptUntilEachConsumerIsDone) {
   Ok(producer_, Create("t", 64 << 20));
   const p::Reply first = Ok(consumer_, Attach(p::RequestType::kAttachConsumer, "t"));
   const p::Reply second = Ok(other_, Attach(p::RequestType::kAttachConsumer, "t"));
-  const p::Reply attached = Ok(producer_, Attach(p::RequestType::kAttachProducer, "t"));
-  Ok(producer_, About(p::RequestType::kProducerReady, attached.attached_id));
-  p::Request add = About(p::RequestType::kAddExtension, attached.attached_id);
-  add.extension_id = 1;
-  add.bytes = 2 << 20;
-  Ok(producer_, add);
+  const uint64_t producer_id = ReadyProducerWithExtension(2 << 20);
 
   const std::vector<Outbound> gone = registry_.Disconnected(producer_, "test");
   ASSERT_EQ(gone.size(), 2u);
@@ -307,23 +319,20 @@ TEST_F(RegistryTest, ADeadProducersExtensionsAreKeptUntilEachConsumerIsDone) {
   EXPECT_EQ(registry_.reserved_bytes(), uint64_t{2} << 20);
 
   p::Request drained = About(p::RequestType::kProducerDrained, first.attached_id);
-  drained.producer_id = attached.attached_id;
+  drained.producer_id = producer_id;
   // Sent on another consumer's connection: not its to say.
   EXPECT_FALSE(registry_.Handle(other_, drained).reply.has_value());
-  registry_.Count(&stats);
-  EXPECT_EQ(stats.segments, 1u);
+  EXPECT_EQ(Segments(), 1u);
   const Outcome reported = registry_.Handle(consumer_, drained);
   EXPECT_FALSE(reported.reply.has_value());  // a report: no reply
   EXPECT_TRUE(reported.events.empty());
-  registry_.Count(&stats);
-  EXPECT_EQ(stats.segments, 1u);  // the second consumer has not said so yet
+  EXPECT_EQ(Segments(), 1u);  // the second consumer has not said so yet
   EXPECT_EQ(registry_.reserved_bytes(), uint64_t{2} << 20);
 
   // The second one goes (its connection closes): nobody is left to read.
   (void)second;
   registry_.Disconnected(other_, "test");
-  registry_.Count(&stats);
-  EXPECT_EQ(stats.segments, 0u);
+  EXPECT_EQ(Segments(), 0u);
   EXPECT_EQ(registry_.reserved_bytes(), 0u);
 }
 
@@ -334,22 +343,14 @@ TEST_F(RegistryTest, AKeptExtensionGoesAtTheBoundWhateverTheConsumersDo) {
   Ok(producer_, Create("t", 64 << 20));
   Ok(consumer_, Attach(p::RequestType::kAttachConsumer, "t"));
   for (int round = 0; round < 2; ++round) {
-    const p::Reply attached = Ok(producer_, Attach(p::RequestType::kAttachProducer, "t"));
-    Ok(producer_, About(p::RequestType::kProducerReady, attached.attached_id));
-    p::Request add = About(p::RequestType::kAddExtension, attached.attached_id);
-    add.extension_id = 1;
-    add.bytes = 1 << 20;
-    Ok(producer_, add);
+    ReadyProducerWithExtension(1 << 20);
     const auto died = std::chrono::steady_clock::now();
     registry_.Disconnected(producer_, "test");
     registry_.ExpireDrains(died);
-    p::BrokerStats stats;
-    registry_.Count(&stats);
-    EXPECT_EQ(stats.segments, 1u);
+    EXPECT_EQ(Segments(), 1u);
     registry_.ExpireDrains(round == 0 ? died + std::chrono::seconds(31)
                                       : std::chrono::steady_clock::time_point::max());
-    registry_.Count(&stats);
-    EXPECT_EQ(stats.segments, 0u);
+    EXPECT_EQ(Segments(), 0u);
     EXPECT_EQ(registry_.reserved_bytes(), 0u);
   }
 }
@@ -360,42 +361,28 @@ TEST_F(RegistryTest, AKeptExtensionGoesAtTheBoundWhateverTheConsumersDo) {
 // saw the pid gone first), or one that died with no extension.
 TEST_F(RegistryTest, NothingIsKeptWhenNoConsumerMayStillMapAnExtension) {
   Ok(producer_, Create("t", 64 << 20));
-  auto attach_with_extension = [&] {
-    const p::Reply attached = Ok(producer_, Attach(p::RequestType::kAttachProducer, "t"));
-    Ok(producer_, About(p::RequestType::kProducerReady, attached.attached_id));
-    p::Request add = About(p::RequestType::kAddExtension, attached.attached_id);
-    add.extension_id = 1;
-    add.bytes = 1 << 20;
-    Ok(producer_, add);
-    return attached.attached_id;
-  };
-  auto segments = [&] {
-    p::BrokerStats stats;
-    registry_.Count(&stats);
-    return stats.segments;
-  };
   // No consumer.
-  attach_with_extension();
+  ReadyProducerWithExtension(1 << 20);
   registry_.Disconnected(producer_, "test");
-  EXPECT_EQ(segments(), 0u);
+  EXPECT_EQ(Segments(), 0u);
   // Detached.
   const p::Reply consumer = Ok(consumer_, Attach(p::RequestType::kAttachConsumer, "t"));
-  p::Request detach = About(p::RequestType::kDetach, attach_with_extension());
+  p::Request detach = About(p::RequestType::kDetach, ReadyProducerWithExtension(1 << 20));
   detach.role = p::Role::kProducer;
   Outcome detached = registry_.Handle(producer_, detach);
   ASSERT_TRUE(detached.reply.has_value() && detached.reply->ok());
-  EXPECT_EQ(segments(), 0u);
+  EXPECT_EQ(Segments(), 0u);
   // Drained before its death was seen.
   p::Request drained = About(p::RequestType::kProducerDrained, consumer.attached_id);
-  drained.producer_id = attach_with_extension();
+  drained.producer_id = ReadyProducerWithExtension(1 << 20);
   EXPECT_FALSE(registry_.Handle(consumer_, drained).reply.has_value());
   registry_.Disconnected(producer_, "test");
-  EXPECT_EQ(segments(), 0u);
+  EXPECT_EQ(Segments(), 0u);
   // No extension.
   const p::Reply plain = Ok(producer_, Attach(p::RequestType::kAttachProducer, "t"));
   Ok(producer_, About(p::RequestType::kProducerReady, plain.attached_id));
   registry_.Disconnected(producer_, "test");
-  EXPECT_EQ(segments(), 0u);
+  EXPECT_EQ(Segments(), 0u);
   EXPECT_EQ(registry_.reserved_bytes(), 0u);
 }
 
