@@ -151,7 +151,7 @@ struct internal::ConsumerImpl {
   // full: our consumer segment could not be created): tried again when
   // maintaining, at most every kReconnectInterval, until attached or gone.
   std::vector<p::ProducerInfo> attach_later;
-  Clock::time_point next_attach_retry = Clock::now();
+  internal::Every attach_retry{kReconnectInterval};
   uint64_t lost = 0;
   bool closed = false;
   // Batches exported to foreign code (ExportBatch, ExportStream); shared
@@ -364,10 +364,7 @@ struct internal::ConsumerImpl {
   // Attaches to the producers a full /dev/shm kept us from (attach_later);
   // forgets those that are gone.
   void RetryAttach() {
-    if (attach_later.empty()) return;
-    const auto now = Clock::now();
-    if (now < next_attach_retry) return;
-    next_attach_retry = now + kReconnectInterval;
+    if (attach_later.empty() || !attach_retry.Due(Clock::now())) return;
     std::vector<p::ProducerInfo> pending;
     pending.swap(attach_later);
     for (const auto& info : pending) {
