@@ -5,7 +5,6 @@
 #include "alkaid/alkaid.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <exception>
