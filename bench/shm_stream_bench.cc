@@ -80,9 +80,10 @@ void FillSequence(int64_t* v, int64_t first) {
   }
 }
 
-// The same batch through a FixedShapeWriter: values written in place.
+// The same batch through a FixedShapeWriter: values written in place (all
+// of them, so the region needs no copy of the prototype first).
 void PublishOneFixed(client::FixedShapeWriter* writer, int64_t i) {
-  CHECK_OK(writer->Begin());
+  CHECK_OK(writer->Begin(client::FixedShapeWriter::Fill::kNone));
   FillSequence(reinterpret_cast<int64_t*>(writer->buffer(1).data()), i);
   CHECK_OK(writer->Publish());
 }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -48,7 +49,9 @@ Result<format::RecordBatchPtr> BuildPrototype(ShmBatchPool* pool, const format::
 // room), or, with the table full, inline or in the region.
 enum class Where { kShape, kInline, kRegion };
 
-void RunWriter(uint32_t inline_capacity, Where where) {
+// With Fill::kNone the caller writes the validity bitmap too.
+void RunWriter(uint32_t inline_capacity, Where where,
+               FixedShapeWriter::Fill fill = FixedShapeWriter::Fill::kPrototype) {
   Channel ch;
   shm::ChannelOptions ro;
   ro.inline_capacity = inline_capacity;
@@ -74,14 +77,22 @@ void RunWriter(uint32_t inline_capacity, Where where) {
   EXPECT_TRUE(writer->buffer(1).empty());  // no region before Begin
   ASSERT_RAISES(kInvalid, writer->Publish());
   for (int64_t n = 0; n < 50; ++n) {  // more batches than slots: blocks are reused
-    ASSERT_OK(writer->Begin());
-    ASSERT_RAISES_WITH_MESSAGE(kInvalid, "not published", writer->Begin());
+    ASSERT_OK(writer->Begin(fill));
+    ASSERT_RAISES_WITH_MESSAGE(kInvalid, "not published", writer->Begin(fill));
     ASSERT_EQ(writer->buffer(1).size(), kRows * sizeof(int64_t));
     ASSERT_EQ(writer->buffer(3).size(), kRows * sizeof(double));
     EXPECT_TRUE(writer->buffer(2).empty());
     EXPECT_TRUE(writer->buffer(4).empty());  // out of range
     auto* iv = reinterpret_cast<int64_t*>(writer->buffer(1).data());
     auto* dv = reinterpret_cast<double*>(writer->buffer(3).data());
+    if (fill == FixedShapeWriter::Fill::kNone) {
+      const std::span<uint8_t> bitmap = writer->buffer(0);
+      ASSERT_GE(bitmap.size(), 2u);
+      std::memset(bitmap.data(), 0, bitmap.size());
+      for (int64_t r = 0; r < kRows; ++r) {
+        if (r % 3 != 1) bitmap[static_cast<size_t>(r / 8)] |= static_cast<uint8_t>(1u << (r % 8));
+      }
+    }
     for (int64_t r = 0; r < kRows; ++r) {
       iv[r] = n * 100 + r;
       dv[r] = static_cast<double>(n) + 0.5 * static_cast<double>(r);
@@ -121,6 +132,14 @@ TEST(BatchFixedShapeWriterTest, PublishesBatchesOfThePrototypesShapeWithMetadata
 
 TEST(BatchFixedShapeWriterTest, PublishesBatchesOfThePrototypesShapeWithMetadataInTheRegion) {
   RunWriter(64, Where::kRegion);
+}
+
+// Fill::kNone copies nothing of the prototype's body, but still the
+// metadata a region carries (kRegion: without it no batch decodes).
+TEST(BatchFixedShapeWriterTest, WithoutFillTheCallerWritesEveryBuffer) {
+  RunWriter(64, Where::kShape, FixedShapeWriter::Fill::kNone);
+  RunWriter(512, Where::kInline, FixedShapeWriter::Fill::kNone);
+  RunWriter(64, Where::kRegion, FixedShapeWriter::Fill::kNone);
 }
 
 TEST(BatchFixedShapeWriterTest, AnUnpublishedRegionIsReleasedWithTheWriter) {

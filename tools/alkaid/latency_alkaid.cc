@@ -350,7 +350,8 @@ Status StreamProducer(const RunSpec& spec, Shared* shared) {
     PooledBatch b;
     int64_t* values = nullptr;
     if (writer != nullptr) {
-      ALKAID_RETURN_NOT_OK(writer->Begin());
+      // Every value is written below (and the shape has no bitmap).
+      ALKAID_RETURN_NOT_OK(writer->Begin(client::FixedShapeWriter::Fill::kNone));
       const std::span<uint8_t> buffer = writer->buffer(1);
       if (buffer.size() < static_cast<uint64_t>(rows) * 8) {
         return Status::Invalid("--writer fixed: a values buffer of ", buffer.size(), " bytes");

@@ -595,14 +595,18 @@ Result<std::unique_ptr<FixedShapeWriter>> BatchPublisher::NewFixedShapeWriter(
 
 FixedShapeWriter::~FixedShapeWriter() = default;  // an unpublished block is released
 
-Status FixedShapeWriter::Begin() {
+Status FixedShapeWriter::Begin(Fill fill) {
   if (pending_) {
     return Status::Invalid("FixedShapeWriter::Begin: the region taken by the previous Begin (",
                            loan_.offset(), " of '", publisher_->channel_->name(),
                            "') was not published");
   }
   ALKAID_RETURN_NOT_OK(publisher_->channel_->LoanInto(image_.size(), &loan_));
-  std::memcpy(loan_.data().data(), image_.data(), image_.size());
+  // Without the prototype's body, only the metadata the region carries.
+  const size_t from = fill == Fill::kPrototype ? 0 : std::min<size_t>(body_length_, image_.size());
+  if (from < image_.size()) {
+    std::memcpy(loan_.data().data() + from, image_.data() + from, image_.size() - from);
+  }
   pending_ = true;
   return Status::OK();
 }

@@ -222,10 +222,19 @@ class ALKAID_EXPORT FixedShapeWriter {
   FixedShapeWriter(const FixedShapeWriter&) = delete;
   FixedShapeWriter& operator=(const FixedShapeWriter&) = delete;
 
+  /// What Begin() puts in the region's buffers.
+  enum class Fill : uint8_t {
+    /// A copy of the prototype's body: the caller overwrites what it wants.
+    kPrototype,
+    /// Nothing: the buffers hold whatever the arena held (an earlier batch
+    /// of this producer, or zeros), so the caller writes every byte it means,
+    /// validity bitmaps included. Saves a copy of the body per batch.
+    kNone,
+  };
   /// Takes a fresh region (waits for space up to the channel's
-  /// space_timeout) and fills it with the prototype's body. Invalid if a region taken by
-  /// an earlier Begin() was not published yet.
-  Status Begin();
+  /// space_timeout) and fills it as `fill` says. Invalid if a region taken
+  /// by an earlier Begin() was not published yet.
+  Status Begin(Fill fill = Fill::kPrototype);
   /// Number of buffers of the shape: every column's buffers, depth first
   /// (for an int64 column: its validity bitmap, then its values). A buffer
   /// the prototype did not have (an absent bitmap) is empty.
