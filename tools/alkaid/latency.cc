@@ -595,8 +595,8 @@ void AddLatencyCommand(CLI::App* app, int* code) {
                 "building a batch and timing it");
   cmd->add_option("--writer", options->writer,
                   "stream: how the producer makes each batch: build (a builder in a batch pool, "
-                  "then Publish) or fixed (a FixedShapeWriter: the prototype's body copied into "
-                  "a new region, the values written in place)")
+                  "then Publish) or fixed (a FixedShapeWriter: a new region taken with "
+                  "Fill::kNone, every value written in place)")
       ->check(CLI::IsMember({"build", "fixed"}))
       ->capture_default_str();
   cmd->add_flag("--no-pin", options->no_pin, "Do not pin the processes to separate CPUs");
