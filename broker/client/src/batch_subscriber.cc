@@ -205,11 +205,11 @@ Result<bool> BatchSubscriber::Impl::TryFast(ReceivedBatch* out) {
   if (plan.body_length != body_length || body_length > m.body().size()) return false;
   first_message = false;
   pending_lost += m.lost_before();
-  ALKAID_RETURN_NOT_OK(MakeFromPlan(plan, message.TakeBody(), out));
+  ALKAID_RETURN_NOT_OK(MakeFromPlan(plan, std::move(message.body_block()), out));
   return true;
 }
 
-Status BatchSubscriber::Impl::MakeFromPlan(const DecodePlan& plan, shm::ChannelBlock block,
+Status BatchSubscriber::Impl::MakeFromPlan(const DecodePlan& plan, shm::ChannelBlock&& block,
                                            ReceivedBatch* out) {
   out->sequence = message.sequence();
   out->lost_before = pending_lost;

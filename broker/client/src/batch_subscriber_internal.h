@@ -188,7 +188,7 @@ struct BatchSubscriber::Impl {
   // The batch of the message received, made by `plan` over `block` (or a
   // private copy of it, with kPrivateCopy) and validated as the plan says;
   // with `options.with_message`, its body and metadata too.
-  Status MakeFromPlan(const DecodePlan& plan, shm::ChannelBlock block, ReceivedBatch* out);
+  Status MakeFromPlan(const DecodePlan& plan, shm::ChannelBlock&& block, ReceivedBatch* out);
   // Decodes the message received: a batch, or nothing (a dictionary
   // message, a batch skipped for want of its dictionaries).
   Result<ReceivedBatch> Decode();

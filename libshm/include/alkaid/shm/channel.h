@@ -390,6 +390,10 @@ class ALKAID_EXPORT ChannelMessage {
   uint64_t lost_before() const { return lost_before_; }
   /// Moves the body out, to be held beyond the next receive.
   ChannelBlock TakeBody() { return std::move(body_); }
+  /// The body itself, for a caller that moves it straight into where it is
+  /// kept (`Keep(std::move(message.body_block()))`), without the temporary
+  /// TakeBody makes.
+  ChannelBlock& body_block() { return body_; }
   /// Moves the body into `into`, which first returns the block it held.
   /// Unlike `*into = TakeBody()`, the message keeps its reference to the
   /// consumer's return queue, and `into` keeps its own when it is the same
