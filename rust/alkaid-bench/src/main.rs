@@ -5,7 +5,8 @@
 //! back into the caches, as `alkaid latency` and the iceoryx2 peer do);
 //! then it times publish -> process B (pong) takes the batch from its
 //! `Consumer` iterator, checks the first and last value and answers with a
-//! one-row batch (a loan) -> A holds the answer. One-way latency = round
+//! one-row batch (a loan made ahead, off the timed path) -> A holds the
+//! answer. One-way latency = round
 //! trip / 2. A and B pinned to CPUs 0 and 1. Percentiles by nearest rank.
 //! It starts its own broker (`--broker`, default the build tree's).
 //!
@@ -143,6 +144,9 @@ fn pong(socket: &Path, block: bool, pin_cpu: bool) -> alkaid::Result<()> {
     }
     let consumer = Consumer::open("ping", &consumer_options(socket, block))?;
     let producer = Producer::open("pong", &schema(), &producer_options(socket, 1 << 20))?;
+    // The answer to the next ping is loaned ahead, off the timed path, as
+    // alkaid latency's side B builds it ahead.
+    let mut answer = producer.loan(1, &[])?;
     for batch in consumer {
         let batch = batch?;
         let (first, last, rows) = first_last(&batch);
@@ -152,8 +156,11 @@ fn pong(socket: &Path, block: bool, pin_cpu: bool) -> alkaid::Result<()> {
             "a ping's values are not what was sent"
         );
         drop(batch);
-        send(&producer, 1, first)?;
+        answer.values_mut::<Int64Type>(0)?[0] = first;
+        answer.publish()?;
+        answer = producer.loan(1, &[])?;
     }
+    drop(answer);
     producer.close()
 }
 
