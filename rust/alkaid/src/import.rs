@@ -20,23 +20,69 @@
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use arrow_array::{make_array, Array, ArrayRef, RecordBatch, RecordBatchOptions, StructArray};
-use arrow_buffer::{BooleanBuffer, Buffer, MutableBuffer, NullBuffer};
+use arrow_array::types::ArrowPrimitiveType;
+use arrow_array::{
+    downcast_primitive, make_array, Array, ArrayRef, PrimitiveArray, RecordBatch,
+    RecordBatchOptions, StructArray,
+};
+use arrow_buffer::{BooleanBuffer, Buffer, MutableBuffer, NullBuffer, ScalarBuffer};
 use arrow_data::ffi::FFI_ArrowArray;
 use arrow_data::{layout, ArrayDataBuilder, BufferSpec};
 use arrow_schema::{ArrowError, DataType, SchemaRef};
 
 use crate::error::Result;
 
+/// Makes a primitive array of its values buffer (offset + len elements),
+/// offset, length, validity and type, without going through `ArrayData`.
+type BuildPrimitive = fn(Buffer, usize, usize, Option<NullBuffer>, &DataType) -> ArrayRef;
+
+fn build_primitive<T: ArrowPrimitiveType>(
+    values: Buffer,
+    offset: usize,
+    len: usize,
+    nulls: Option<NullBuffer>,
+    data_type: &DataType,
+) -> ArrayRef {
+    let values = ScalarBuffer::<T::Native>::new(values, offset, len);
+    let array = PrimitiveArray::<T>::new(values, nulls);
+    if data_type == &T::DATA_TYPE {
+        Arc::new(array)
+    } else {
+        // A timestamp's zone, a decimal's precision and scale.
+        Arc::new(array.with_data_type(data_type.clone()))
+    }
+}
+
+macro_rules! primitive_builder {
+    ($t:ty) => {
+        Some(build_primitive::<$t> as BuildPrimitive)
+    };
+}
+
 /// How one column's buffers are laid out, from its type.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 enum Layout {
-    /// Validity, then `width`-byte values aligned to `align`.
-    Fixed { width: usize, align: usize },
+    /// Validity, then `width`-byte values aligned to `align`; `build` makes
+    /// the array of a primitive type directly (None: fixed-size binary).
+    Fixed {
+        width: usize,
+        align: usize,
+        build: Option<BuildPrimitive>,
+    },
     /// Validity, then a bitmap of values (boolean).
     Bits,
     /// Validity, offsets of `offset_width` bytes, value bytes.
     Variable { offset_width: usize },
+}
+
+impl std::fmt::Debug for Layout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Layout::Fixed { width, .. } => write!(f, "Fixed({width})"),
+            Layout::Bits => f.write_str("Bits"),
+            Layout::Variable { offset_width } => write!(f, "Variable({offset_width})"),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -79,6 +125,10 @@ fn column_layout(data_type: &DataType) -> Option<Layout> {
         ) => Some(Layout::Fixed {
             width: *byte_width,
             align: *alignment,
+            build: downcast_primitive! {
+                data_type => (primitive_builder),
+                _ => None,
+            },
         }),
         _ => None,
     }
@@ -242,9 +292,17 @@ unsafe fn import_column(
         }
     };
     let buffers = match column.layout {
-        // SAFETY (all three): buffer sizes as the C Data Interface lays
+        // SAFETY (all four): buffer sizes as the C Data Interface lays
         // them out for offset + len elements.
-        Layout::Fixed { width, align } => {
+        Layout::Fixed {
+            width,
+            align,
+            build: Some(build),
+        } => {
+            let values = unsafe { buffer(c.buffer(1), end * width, align, owner) }?;
+            return Ok(build(values, offset, len, nulls, &column.data_type));
+        }
+        Layout::Fixed { width, align, .. } => {
             vec![unsafe { buffer(c.buffer(1), end * width, align, owner) }?]
         }
         Layout::Bits => vec![unsafe { buffer(c.buffer(1), end.div_ceil(8), 1, owner) }?],
