@@ -310,10 +310,13 @@ ALKAID_C_EXPORT alkaid_status alkaid_loan_set_null_count(alkaid_loan* loan, int3
                                                          int64_t null_count);
 
 /* Publishes the loan as a batch without copying it. The batch is checked
- * first: every buffer's size, a set null count against its bitmap, and the
- * offsets of variable-width columns (starting at 0, never decreasing,
- * ending inside the value bytes). On success the loan is freed; on error it
- * stays the caller's (fix it and publish again, or discard it). */
+ * first: a set null count against its bitmap, and the offsets of
+ * variable-width columns (starting at 0, never decreasing, ending inside
+ * the value bytes); the buffers' sizes are the loan's own. On success the
+ * loan is no longer the caller's (the handle is invalid); the library frees
+ * it at the producer's next loan or at close, off the publish, and its
+ * arena space is in use until then, as while a consumer holds the batch.
+ * On error it stays the caller's (fix it and publish again, or discard it). */
 ALKAID_C_EXPORT alkaid_status alkaid_producer_publish_loan(alkaid_producer* producer,
                                                            alkaid_loan* loan);
 

@@ -173,9 +173,10 @@ impl<'p> Loan<'p> {
         check(unsafe { sys::alkaid_loan_set_null_count(self.raw, col, null_count as i64) })
     }
 
-    /// Checks the batch (buffer sizes, null counts against bitmaps, the
-    /// offsets of variable-width columns) and publishes it without a copy.
-    /// On error the loan is discarded.
+    /// Checks the batch (null counts against bitmaps, the offsets of
+    /// variable-width columns) and publishes it without a copy. On error the
+    /// loan is discarded. The library frees a published loan at the
+    /// producer's next loan or close: its arena space is in use until then.
     pub fn publish(mut self) -> Result<()> {
         let raw = std::mem::replace(&mut self.raw, ptr::null_mut());
         // SAFETY: a live loan of this producer.
