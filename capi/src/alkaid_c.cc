@@ -5,6 +5,7 @@
 #include "alkaid/alkaid.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <exception>
@@ -25,7 +26,6 @@
 #include "alkaid/format/c_data.h"
 #include "alkaid/format/record_batch.h"
 #include "alkaid/format/type.h"
-#include "alkaid/format/validate.h"
 
 #ifndef ALKAID_VERSION_STRING
 #define ALKAID_VERSION_STRING "unknown"
@@ -48,9 +48,34 @@ static_assert(static_cast<int>(StatusCode::kEndOfStream) == ALKAID_END_OF_STREAM
 static_assert(static_cast<int>(StatusCode::kCancelled) == ALKAID_CANCELLED);
 static_assert(static_cast<int>(StatusCode::kUnknown) == ALKAID_UNKNOWN);
 
+namespace {
+
+// Which loanable layout a column has.
+enum class LoanLayout : uint8_t { kFixed, kBitmap, kVariable };
+
+// How one column of a producer's schema is loaned: worked out once, at the
+// producer's first loan, so that a loan inspects no types and builds no
+// strings (a message is made only for a loan that fails).
+struct LoanPlan {
+  format::FieldPtr field;
+  LoanLayout layout = LoanLayout::kFixed;
+  int64_t byte_width = 0;  // kFixed
+  int offset_width = 0;    // kVariable: 4 or 8
+  bool loanable = true;    // false: a type a loan cannot lay out
+};
+
+}  // namespace
+
 struct alkaid_producer {
   std::unique_ptr<client::Producer> producer;
   std::stop_source stop;
+  std::vector<LoanPlan> loan_plans;  // one per field, made by the first loan
+  // The loan published last, freed by the next loan (or close) rather than
+  // by publish: freeing its batch (objects and references over the region)
+  // costs about as much as the publish itself, and a caller measures the
+  // publish. It holds its block until then, as a consumer holding the batch
+  // would.
+  std::unique_ptr<alkaid_loan, void (*)(alkaid_loan*)> spent_loan{nullptr, nullptr};
 };
 
 struct alkaid_consumer {
@@ -125,16 +150,15 @@ Status NullArgument(const char* function, const char* what) {
 
 // ---- loans ----------------------------------------------------------------
 
-// Which loanable layout a column has.
-enum class LoanLayout : uint8_t { kFixed, kVariable };
-
+// A loaned column: in the C Data Interface's order, validity (null for a
+// non-nullable field), values or offsets, value bytes.
 struct LoanColumn {
-  format::FieldPtr field;
-  LoanLayout layout = LoanLayout::kFixed;
-  int offset_width = 0;  // kVariable: 4 or 8
-  // In the C Data Interface's order: validity (null for a non-nullable
-  // field), values or offsets, value bytes.
-  std::vector<std::shared_ptr<format::Buffer>> buffers;
+  const LoanPlan* plan = nullptr;
+  int n_buffers = 0;
+  std::array<std::shared_ptr<format::Buffer>, 3> buffers;
+  // The buffers' bytes, writable (the Buffer objects are read-only views
+  // held by the region).
+  std::array<uint8_t*, 3> data{};
   int64_t null_count = -1;  // -1: not set, counted at publish
 };
 
@@ -142,9 +166,8 @@ constexpr int64_t kAlign = 64;
 
 int64_t Padded(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
-Status CheckedMul(int64_t a, int64_t b, const std::string& what, int64_t* out) {
-  if (__builtin_mul_overflow(a, b, out)) return Status::CapacityError(what, " overflows 64 bits");
-  return Status::OK();
+std::string ColumnName(const LoanPlan& plan, size_t column) {
+  return "column " + std::to_string(column) + " ('" + plan.field->name() + "')";
 }
 
 }  // namespace
@@ -154,49 +177,76 @@ struct alkaid_loan {
   std::unique_ptr<client::ShmBatchPool> pool;
   int64_t rows = 0;
   std::vector<LoanColumn> columns;
+  // The batch over the loan's buffers, made with the loan (off the publish
+  // path); publish sets its null counts.
+  format::RecordBatchPtr batch;
 };
 
 namespace {
 
-// The sizes of a loaned column's buffers for `rows` rows.
-Status LoanSizes(const format::Field& field, int column, int64_t rows, int64_t var_bytes,
-                 LoanColumn* col, std::vector<int64_t>* sizes) {
-  const format::DataType& type = *field.type();
-  const int64_t bitmap = (rows + 7) / 8;
-  sizes->push_back(field.nullable() ? bitmap : -1);
-  const std::string where = "column " + std::to_string(column) + " ('" + field.name() + "')";
+LoanPlan PlanColumn(format::FieldPtr field) {
+  LoanPlan plan;
+  const format::DataType& type = *field->type();
   if (format::IsFixedWidth(type.id())) {
-    col->layout = LoanLayout::kFixed;
     const auto& spec = type.layout().buffers.at(1);
     if (spec.kind == format::DataTypeLayout::BufferKind::kBitmap) {
-      sizes->push_back(bitmap);
+      plan.layout = LoanLayout::kBitmap;
     } else {
-      int64_t bytes = 0;
-      ALKAID_RETURN_NOT_OK(CheckedMul(rows, spec.byte_width, where + "'s values", &bytes));
-      sizes->push_back(bytes);
+      plan.layout = LoanLayout::kFixed;
+      plan.byte_width = spec.byte_width;
     }
-    return Status::OK();
+  } else if (format::IsBinaryLike(type.id()) || format::IsLargeBinaryLike(type.id())) {
+    plan.layout = LoanLayout::kVariable;
+    plan.offset_width = format::IsLargeBinaryLike(type.id()) ? 8 : 4;
+  } else {
+    plan.loanable = false;
   }
-  if (format::IsBinaryLike(type.id()) || format::IsLargeBinaryLike(type.id())) {
-    col->layout = LoanLayout::kVariable;
-    col->offset_width = format::IsLargeBinaryLike(type.id()) ? 8 : 4;
-    if (var_bytes < 0) {
-      return Status::Invalid(where, ": var_data_bytes is ", var_bytes, ", below 0");
-    }
-    if (col->offset_width == 4 && var_bytes > std::numeric_limits<int32_t>::max()) {
-      return Status::CapacityError(where, ": ", var_bytes, " value bytes do not fit the ",
-                                   type.ToString(), " offsets (int32); use a large type");
-    }
-    int64_t offsets = 0;
-    ALKAID_RETURN_NOT_OK(CheckedMul(rows + 1, col->offset_width, where + "'s offsets", &offsets));
-    sizes->push_back(offsets);
-    sizes->push_back(var_bytes);
-    return Status::OK();
+  plan.field = std::move(field);
+  return plan;
+}
+
+// The sizes of a loaned column's buffers for `rows` rows (-1: none), or
+// why it cannot be loaned.
+Status LoanSizes(const LoanPlan& plan, size_t column, int64_t rows, int64_t var_bytes,
+                 std::array<int64_t, 3>* sizes, int* n_buffers) {
+  const int64_t bitmap = (rows + 7) / 8;
+  (*sizes)[0] = plan.field->nullable() ? bitmap : -1;
+  if (!plan.loanable) {
+    return Status::NotImplemented(ColumnName(plan, column), " is of type ",
+                                  plan.field->type()->ToString(),
+                                  ", which a loan cannot lay out (fixed-width, binary and string "
+                                  "columns only): publish such batches with "
+                                  "alkaid_producer_publish");
   }
-  return Status::NotImplemented(where, " is of type ", type.ToString(),
-                                ", which a loan cannot lay out (fixed-width, binary and string "
-                                "columns only): publish such batches with "
-                                "alkaid_producer_publish");
+  switch (plan.layout) {
+    case LoanLayout::kBitmap:
+      (*sizes)[1] = bitmap;
+      *n_buffers = 2;
+      return Status::OK();
+    case LoanLayout::kFixed:
+      if (__builtin_mul_overflow(rows, plan.byte_width, &(*sizes)[1])) {
+        return Status::CapacityError(ColumnName(plan, column), "'s values overflow 64 bits");
+      }
+      *n_buffers = 2;
+      return Status::OK();
+    case LoanLayout::kVariable:
+      if (var_bytes < 0) {
+        return Status::Invalid(ColumnName(plan, column), ": var_data_bytes is ", var_bytes,
+                               ", below 0");
+      }
+      if (plan.offset_width == 4 && var_bytes > std::numeric_limits<int32_t>::max()) {
+        return Status::CapacityError(ColumnName(plan, column), ": ", var_bytes,
+                                     " value bytes do not fit the ", plan.field->type()->ToString(),
+                                     " offsets (int32); use a large type");
+      }
+      if (__builtin_mul_overflow(rows + 1, int64_t{plan.offset_width}, &(*sizes)[1])) {
+        return Status::CapacityError(ColumnName(plan, column), "'s offsets overflow 64 bits");
+      }
+      (*sizes)[2] = var_bytes;
+      *n_buffers = 3;
+      return Status::OK();
+  }
+  return Status::OK();
 }
 
 Status MakeLoan(alkaid_producer* producer, int64_t rows, const int64_t* var_data_bytes,
@@ -205,8 +255,15 @@ Status MakeLoan(alkaid_producer* producer, int64_t rows, const int64_t* var_data
   if (producer == nullptr) return NullArgument(fn, "the producer");
   if (out == nullptr) return NullArgument(fn, "out");
   if (rows < 0) return Status::Invalid(fn, ": rows is ", rows, ", below 0");
-  const format::Schema& schema = *producer->producer->schema();
-  const auto fields = static_cast<size_t>(schema.num_fields());
+  producer->spent_loan.reset();  // its block back before taking another
+  if (producer->loan_plans.empty()) {
+    const format::Schema& schema = *producer->producer->schema();
+    for (int i = 0; i < schema.num_fields(); ++i) {
+      producer->loan_plans.push_back(PlanColumn(schema.field(i)));
+    }
+  }
+  const std::vector<LoanPlan>& plans = producer->loan_plans;
+  const size_t fields = plans.size();
   if (var_data_bytes != nullptr && n_columns != fields) {
     return Status::Invalid(fn, ": var_data_bytes has ", n_columns, " entries; the topic '",
                            producer->producer->topic(), "' has ", fields, " columns");
@@ -218,16 +275,24 @@ Status MakeLoan(alkaid_producer* producer, int64_t rows, const int64_t* var_data
   loan->producer = producer;
   loan->rows = rows;
   loan->columns.resize(fields);
-  std::vector<std::vector<int64_t>> sizes(fields);
+  // Sizes first (a loan that cannot be made takes no arena space).
+  std::array<std::array<int64_t, 3>, 4> sizes_of_few{};
+  std::vector<std::array<int64_t, 3>> sizes_of_many;
+  std::array<int64_t, 3>* sizes = sizes_of_few.data();
+  if (fields > 4) {
+    sizes_of_many.resize(fields);
+    sizes = sizes_of_many.data();
+  }
   int64_t region = 0;
   for (size_t i = 0; i < fields; ++i) {
     const int64_t var = var_data_bytes != nullptr ? var_data_bytes[i] : 0;
-    loan->columns[i].field = schema.field(static_cast<int>(i));
-    ALKAID_RETURN_NOT_OK(LoanSizes(*schema.field(static_cast<int>(i)), static_cast<int>(i), rows,
-                                   var, &loan->columns[i], &sizes[i]));
-    for (const int64_t s : sizes[i]) {
-      if (s < 0) continue;
-      if (__builtin_add_overflow(region, Padded(s), &region)) {
+    LoanColumn& col = loan->columns[i];
+    col.plan = &plans[i];
+    sizes[i] = {-1, -1, -1};
+    ALKAID_RETURN_NOT_OK(LoanSizes(plans[i], i, rows, var, &sizes[i], &col.n_buffers));
+    for (int b = 0; b < col.n_buffers; ++b) {
+      if (sizes[i][b] < 0) continue;
+      if (__builtin_add_overflow(region, Padded(sizes[i][b]), &region)) {
         return Status::CapacityError(fn, ": a batch of ", rows, " rows overflows 64 bits");
       }
     }
@@ -240,44 +305,63 @@ Status MakeLoan(alkaid_producer* producer, int64_t rows, const int64_t* var_data
   }
   ALKAID_ASSIGN_OR_RAISE(loan->pool,
                          producer->producer->NewBatchPool(static_cast<uint64_t>(region)));
+  // What every buffer of the loan holds: the region.
+  const std::shared_ptr<const void> owner = loan->pool->shared_owner();
   for (size_t i = 0; i < fields; ++i) {
     LoanColumn& col = loan->columns[i];
-    for (size_t b = 0; b < sizes[i].size(); ++b) {
-      if (sizes[i][b] < 0) {
-        col.buffers.push_back(nullptr);
-        continue;
-      }
-      ALKAID_ASSIGN_OR_RAISE(auto buffer, format::AllocateBuffer(sizes[i][b], loan->pool.get()));
-      auto* data = buffer->mutable_data();
-      const auto n = static_cast<size_t>(sizes[i][b]);
-      // Validity starts all valid, offsets (like every buffer AllocateBuffer
-      // makes) all 0: an untouched column is a valid one.
-      if (n > 0 && b == 0) std::memset(data, 0xff, n);
-      if (n > 0 && b == 1 && col.layout == LoanLayout::kVariable) std::memset(data, 0, n);
-      col.buffers.push_back(std::move(buffer));
+    for (int b = 0; b < col.n_buffers; ++b) {
+      const int64_t n = sizes[i][b];
+      if (n < 0) continue;
+      // Straight from the region's bump allocator, not AllocateBuffer,
+      // which zeroes what it hands out: the caller writes the values, and
+      // a pass over them here would cost as much again (a 16 MiB loan, a
+      // 16 MiB memset). Validity starts all valid and offsets all 0, so
+      // that an untouched column is a valid one; the padding up to the
+      // next buffer is zeroed (the body a consumer or IPC writer sees).
+      ALKAID_ASSIGN_OR_RAISE(uint8_t * data, loan->pool->Allocate(Padded(n), kAlign));
+      const auto bytes = static_cast<size_t>(n);
+      if (b == 0) std::memset(data, 0xff, bytes);
+      if (b == 1 && col.plan->layout == LoanLayout::kVariable) std::memset(data, 0, bytes);
+      std::memset(data + n, 0, static_cast<size_t>(Padded(n) - n));
+      col.data[static_cast<size_t>(b)] = data;
+      col.buffers[static_cast<size_t>(b)] = std::make_shared<format::Buffer>(data, n, owner);
     }
   }
+  // The batch is made now rather than at publish, whose latency a caller
+  // measures: publish only checks what the caller wrote and sets the null
+  // counts.
+  std::vector<format::ArrayDataPtr> columns;
+  columns.reserve(fields);
+  for (const LoanColumn& col : loan->columns) {
+    columns.push_back(
+        format::ArrayData::Make(col.plan->field->type(), rows,
+                                std::vector<std::shared_ptr<format::Buffer>>(
+                                    col.buffers.begin(), col.buffers.begin() + col.n_buffers),
+                                0));
+  }
+  ALKAID_ASSIGN_OR_RAISE(loan->batch, format::RecordBatch::Make(producer->producer->schema(), rows,
+                                                                std::move(columns)));
   *out = loan.release();
   return Status::OK();
 }
 
 template <typename Offset>
-Status CheckOffsets(const LoanColumn& col, int column, int64_t rows) {
+Status CheckOffsets(const LoanColumn& col, size_t column, int64_t rows) {
   const auto* offsets = col.buffers[1]->data_as<Offset>();
   const int64_t bytes = col.buffers[2]->size();
   if (offsets[0] < 0) {
-    return Status::Invalid("column ", column, " ('", col.field->name(), "'): offset 0 is ",
-                           offsets[0], ", below 0");
+    return Status::Invalid(ColumnName(*col.plan, column), ": offset 0 is ", offsets[0],
+                           ", below 0");
   }
   for (int64_t r = 0; r < rows; ++r) {
     if (offsets[r + 1] < offsets[r]) {
-      return Status::Invalid("column ", column, " ('", col.field->name(), "'): offset ", r + 1,
-                             " is ", offsets[r + 1], ", below offset ", r, " (", offsets[r], ")");
+      return Status::Invalid(ColumnName(*col.plan, column), ": offset ", r + 1, " is ",
+                             offsets[r + 1], ", below offset ", r, " (", offsets[r], ")");
     }
   }
   if (offsets[rows] > bytes) {
-    return Status::Invalid("column ", column, " ('", col.field->name(), "'): offset ", rows, " is ",
-                           offsets[rows], ", past the ", bytes, " value bytes loaned");
+    return Status::Invalid(ColumnName(*col.plan, column), ": offset ", rows, " is ", offsets[rows],
+                           ", past the ", bytes, " value bytes loaned");
   }
   return Status::OK();
 }
@@ -290,31 +374,27 @@ Status PublishLoan(alkaid_producer* producer, alkaid_loan* loan) {
     return Status::Invalid(fn, ": the loan belongs to another producer");
   }
   const int64_t rows = loan->rows;
-  std::vector<format::ArrayDataPtr> columns;
-  columns.reserve(loan->columns.size());
   for (size_t i = 0; i < loan->columns.size(); ++i) {
     const LoanColumn& col = loan->columns[i];
-    const int c = static_cast<int>(i);
-    if (col.layout == LoanLayout::kVariable) {
-      ALKAID_RETURN_NOT_OK(col.offset_width == 4 ? CheckOffsets<int32_t>(col, c, rows)
-                                                 : CheckOffsets<int64_t>(col, c, rows));
+    if (col.plan->layout == LoanLayout::kVariable) {
+      ALKAID_RETURN_NOT_OK(col.plan->offset_width == 4 ? CheckOffsets<int32_t>(col, i, rows)
+                                                       : CheckOffsets<int64_t>(col, i, rows));
     }
     int64_t nulls = 0;
     if (col.buffers[0] != nullptr) {
       nulls = rows - format::bit_util::CountSetBits(col.buffers[0]->data(), 0, rows);
       if (col.null_count >= 0 && col.null_count != nulls) {
-        return Status::Invalid("column ", c, " ('", col.field->name(), "'): null count ",
-                               col.null_count, " set, but its validity bitmap has ", nulls,
-                               " nulls");
+        return Status::Invalid(ColumnName(*col.plan, i), ": null count ", col.null_count,
+                               " set, but its validity bitmap has ", nulls, " nulls");
       }
     }
-    columns.push_back(format::ArrayData::Make(col.field->type(), rows, col.buffers, nulls));
+    loan->batch->column_data(static_cast<int>(i))->null_count = nulls;
   }
-  ALKAID_ASSIGN_OR_RAISE(auto batch, format::RecordBatch::Make(producer->producer->schema(), rows,
-                                                               std::move(columns)));
-  ALKAID_RETURN_NOT_OK(format::Validate(*batch));
-  ALKAID_RETURN_NOT_OK(producer->producer->Publish(*batch, loan->pool.get()));
-  delete loan;
+  // No format::Validate: the loan laid every buffer out for the schema's
+  // types and `rows` (sizes, alignment), and what the caller wrote that
+  // the structure depends on is checked above (offsets, null counts).
+  ALKAID_RETURN_NOT_OK(producer->producer->Publish(*loan->batch, loan->pool.get()));
+  producer->spent_loan = {loan, [](alkaid_loan* l) { delete l; }};
   return Status::OK();
 }
 
@@ -533,6 +613,7 @@ alkaid_status alkaid_producer_cancel(alkaid_producer* producer) {
 
 alkaid_status alkaid_producer_close(alkaid_producer* producer) {
   if (producer == nullptr) return ALKAID_OK;
+  producer->spent_loan.reset();
   const alkaid_status st = Guard(__func__, [&]() { return producer->producer->Close(); });
   delete producer;
   return st;
@@ -559,13 +640,13 @@ alkaid_status alkaid_loan_buffer(alkaid_loan* loan, int32_t column, int32_t buff
                                 " columns");
     }
     const LoanColumn& col = loan->columns[static_cast<size_t>(column)];
-    if (buffer < 0 || static_cast<size_t>(buffer) >= col.buffers.size()) {
+    if (buffer < 0 || buffer >= col.n_buffers) {
       return Status::IndexError(fn, ": buffer ", buffer, " of column ", column, " ('",
-                                col.field->name(), "', ", col.field->type()->ToString(),
-                                "), which has ", col.buffers.size());
+                                col.plan->field->name(), "', ", col.plan->field->type()->ToString(),
+                                "), which has ", col.n_buffers);
     }
     const auto& b = col.buffers[static_cast<size_t>(buffer)];
-    *data = b != nullptr ? b->mutable_data() : nullptr;
+    *data = col.data[static_cast<size_t>(buffer)];
     *size = b != nullptr ? b->size() : 0;
     return Status::OK();
   });
@@ -585,7 +666,7 @@ alkaid_status alkaid_loan_set_null_count(alkaid_loan* loan, int32_t column, int6
                              " outside [0, ", loan->rows, "]");
     }
     if (col.buffers[0] == nullptr && null_count != 0) {
-      return Status::Invalid(fn, ": column ", column, " ('", col.field->name(),
+      return Status::Invalid(fn, ": column ", column, " ('", col.plan->field->name(),
                              "') is not nullable; its null count is 0");
     }
     col.null_count = null_count;

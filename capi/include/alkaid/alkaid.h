@@ -295,9 +295,12 @@ ALKAID_C_EXPORT alkaid_status alkaid_producer_loan(alkaid_producer* producer, in
  * 2 a variable-width type's value bytes. `*data` is 64-byte aligned and
  * writable until the loan is published or discarded; `*size` is its size
  * in bytes. The validity bitmap exists for nullable fields only (else
- * `*data` is NULL and `*size` 0) and starts all valid; every other buffer
- * starts zeroed (the loan writes each byte once: a loan of N bytes costs a
- * pass over them before the caller's own). */
+ * `*data` is NULL and `*size` 0) and starts all valid; the offsets of a
+ * variable-width column start all 0. The values (of a fixed-width column,
+ * and a variable-width column's value bytes) are not initialised: they
+ * hold whatever the arena held (earlier batches of this producer's
+ * channel), so write every value the batch's rows cover. A loan costs no
+ * pass over them: the caller's writes are the only one. */
 ALKAID_C_EXPORT alkaid_status alkaid_loan_buffer(alkaid_loan* loan, int32_t column, int32_t buffer,
                                                  void** data, int64_t* size);
 
@@ -307,10 +310,13 @@ ALKAID_C_EXPORT alkaid_status alkaid_loan_set_null_count(alkaid_loan* loan, int3
                                                          int64_t null_count);
 
 /* Publishes the loan as a batch without copying it. The batch is checked
- * first: every buffer's size, a set null count against its bitmap, and the
- * offsets of variable-width columns (starting at 0, never decreasing,
- * ending inside the value bytes). On success the loan is freed; on error it
- * stays the caller's (fix it and publish again, or discard it). */
+ * first: a set null count against its bitmap, and the offsets of
+ * variable-width columns (starting at 0, never decreasing, ending inside
+ * the value bytes); the buffers' sizes are the loan's own. On success the
+ * loan is no longer the caller's (the handle is invalid); the library frees
+ * it at the producer's next loan or at close, off the publish, and its
+ * arena space is in use until then, as while a consumer holds the batch.
+ * On error it stays the caller's (fix it and publish again, or discard it). */
 ALKAID_C_EXPORT alkaid_status alkaid_producer_publish_loan(alkaid_producer* producer,
                                                            alkaid_loan* loan);
 

@@ -1,11 +1,14 @@
 //! `alkaid latency --pattern pingpong` through the Rust crate: process A
-//! (ping) loans a batch of one int64 column of the payload's size, fills it
-//! with i, i+1, ... (not timed), then times publish -> process B (pong)
-//! takes it from its `Consumer` iterator, checks the first and last value
-//! and answers with a one-row batch (a loan) -> A holds the answer. One-way
-//! latency = round trip / 2. Before each timed ping an untimed round trip
-//! of the same size. A and B pinned to CPUs 0 and 1. Percentiles by nearest
-//! rank. It starts its own broker (`--broker`, default the build tree's).
+//! (ping) loans a batch of one int64 column of the payload's size and fills
+//! it with i, i+1, ... (not timed); then an untimed round trip of the same
+//! size whose loan has only its first and last value written (both paths
+//! back into the caches, as `alkaid latency` and the iceoryx2 peer do);
+//! then it times publish -> process B (pong) takes the batch from its
+//! `Consumer` iterator, checks the first and last value and answers with a
+//! one-row batch (a loan made ahead, off the timed path) -> A holds the
+//! answer. One-way latency = round
+//! trip / 2. A and B pinned to CPUs 0 and 1. Percentiles by nearest rank.
+//! It starts its own broker (`--broker`, default the build tree's).
 //!
 //!   alkaid_rust_latency [--sizes 64,4096,...] [--count N] [--duration SEC]
 //!                       [--mode spin|block] [--json FILE|-] [--no-pin]
@@ -141,6 +144,9 @@ fn pong(socket: &Path, block: bool, pin_cpu: bool) -> alkaid::Result<()> {
     }
     let consumer = Consumer::open("ping", &consumer_options(socket, block))?;
     let producer = Producer::open("pong", &schema(), &producer_options(socket, 1 << 20))?;
+    // The answer to the next ping is loaned ahead, off the timed path, as
+    // alkaid latency's side B builds it ahead.
+    let mut answer = producer.loan(1, &[])?;
     for batch in consumer {
         let batch = batch?;
         let (first, last, rows) = first_last(&batch);
@@ -150,31 +156,56 @@ fn pong(socket: &Path, block: bool, pin_cpu: bool) -> alkaid::Result<()> {
             "a ping's values are not what was sent"
         );
         drop(batch);
-        send(&producer, 1, first)?;
+        answer.values_mut::<Int64Type>(0)?[0] = first;
+        answer.publish()?;
+        answer = producer.loan(1, &[])?;
     }
+    drop(answer);
     producer.close()
 }
 
-/// Sends `first` in a batch of `rows` rows and waits for its answer,
-/// skipping answers to earlier pings. The timed part: publish to answer.
+/// Publishes a loan of `rows` rows whose first and last values are
+/// `first` and `first + rows - 1` (the others as the arena held them: a
+/// loan's values are not initialised), what the pong side checks.
+fn send_ends(producer: &Producer, rows: usize, first: i64) -> alkaid::Result<()> {
+    let mut loan = producer.loan(rows, &[])?;
+    let values = loan.values_mut::<Int64Type>(0)?;
+    values[0] = first;
+    values[rows - 1] = first + rows as i64 - 1;
+    loan.publish()
+}
+
+/// Takes answers until the one to the ping that started at `first`
+/// (answers to earlier pings are skipped).
+fn await_answer(answers: &mut Consumer, first: i64) -> alkaid::Result<()> {
+    loop {
+        let answer = answers.next().expect("the pong process ended early")?;
+        if first_last(&answer).0 == first {
+            return Ok(());
+        }
+    }
+}
+
+/// One sample: a ping of `rows` rows filled with `first`, `first + 1`, ...
+/// (not timed), an untimed warm-up round trip of the same size starting at
+/// `warm_first`, then the timed part: the ping's publish to its answer.
 fn round_trip(
     producer: &Producer,
     answers: &mut Consumer,
     rows: usize,
     first: i64,
+    warm_first: i64,
 ) -> alkaid::Result<Duration> {
-    let mut loan = producer.loan(rows, &[])?;
-    for (i, v) in loan.values_mut::<Int64Type>(0)?.iter_mut().enumerate() {
+    let mut ping = producer.loan(rows, &[])?;
+    for (i, v) in ping.values_mut::<Int64Type>(0)?.iter_mut().enumerate() {
         *v = first + i as i64;
     }
+    send_ends(producer, rows, warm_first)?;
+    await_answer(answers, warm_first)?;
     let t0 = Instant::now();
-    loan.publish()?;
-    loop {
-        let answer = answers.next().expect("the pong process ended early")?;
-        if first_last(&answer).0 == first {
-            return Ok(t0.elapsed());
-        }
-    }
+    ping.publish()?;
+    await_answer(answers, first)?;
+    Ok(t0.elapsed())
 }
 
 struct Result1 {
@@ -228,11 +259,14 @@ fn measure(o: &Options, socket: &Path, producer: &Producer) -> alkaid::Result<Ve
         while samples.len() < o.count
             && (o.duration <= 0.0 || started.elapsed().as_secs_f64() < o.duration)
         {
-            // Untimed: the same size once, to bring both paths into cache.
-            round_trip(producer, &mut answers, rows, next_first)?;
-            next_first += rows as i64;
-            let rt = round_trip(producer, &mut answers, rows, next_first)?;
-            next_first += rows as i64;
+            let rt = round_trip(
+                producer,
+                &mut answers,
+                rows,
+                next_first,
+                next_first + rows as i64,
+            )?;
+            next_first += 2 * rows as i64;
             samples.push(rt.as_nanos() as i64 / 2);
         }
         let rate = samples.len() as f64 / started.elapsed().as_secs_f64();

@@ -12,12 +12,13 @@ use std::time::Duration;
 
 use alkaid_sys as sys;
 use arrow_array::ffi_stream::{FFI_ArrowArrayStream, RecordBatchStreamReader};
-use arrow_array::{Array, RecordBatch, RecordBatchOptions, RecordBatchReader, StructArray};
+use arrow_array::{RecordBatch, RecordBatchReader};
 use arrow_data::ffi::FFI_ArrowArray;
-use arrow_schema::{ArrowError, DataType, SchemaRef};
+use arrow_schema::{ArrowError, SchemaRef};
 
 use crate::error::{check, Error, Result};
 use crate::ffi_util::{array_ptr, c_path, c_string, import_schema, millis};
+use crate::import::BatchImporter;
 
 /// How a consumer waits for the next batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -158,12 +159,12 @@ impl Drop for ConsumerHandle {
 ///
 /// `Send` (move it to another thread) but not `Sync`: one thread at a time.
 /// `ConsumerCanceller` stops its waits from another thread. The topic's
-/// schema is imported once, at open: a batch costs the C ABI's `next` and an
-/// import of its arrays, no schema parsing.
+/// schema is imported once, at open, and each column's layout worked out
+/// from it: a batch costs the C ABI's `next` and the wrapping of its
+/// buffers, no schema parsing and no per-batch type checks.
 pub struct Consumer {
     handle: Arc<ConsumerHandle>,
-    schema: SchemaRef,
-    struct_type: DataType,
+    importer: BatchImporter,
     last_info: BatchInfo,
     finished: bool,
     _not_sync: PhantomData<Cell<()>>,
@@ -172,7 +173,7 @@ pub struct Consumer {
 impl std::fmt::Debug for Consumer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Consumer")
-            .field("schema", &self.schema)
+            .field("schema", self.importer.schema())
             .finish()
     }
 }
@@ -222,11 +223,9 @@ impl Consumer {
         let schema = Arc::new(import_schema(|out| unsafe {
             sys::alkaid_consumer_schema(raw, out)
         })?);
-        let struct_type = DataType::Struct(schema.fields().clone());
         Ok(Self {
             handle,
-            schema,
-            struct_type,
+            importer: BatchImporter::new(schema),
             last_info: BatchInfo::default(),
             finished: false,
             _not_sync: PhantomData,
@@ -236,7 +235,7 @@ impl Consumer {
     /// The schema of the batches (the topic's, narrowed to the column
     /// subset).
     pub fn schema(&self) -> SchemaRef {
-        self.schema.clone()
+        self.importer.schema().clone()
     }
 
     /// The next batch, waiting up to `timeout` (`None`: no limit; zero:
@@ -266,16 +265,7 @@ impl Consumer {
         // SAFETY: the library filled a valid struct array of the consumer's
         // schema. The import keeps `ffi` alive (shared by every buffer) and
         // releases it, giving the block back, when the last buffer goes.
-        let data =
-            unsafe { arrow_array::ffi::from_ffi_and_data_type(ffi, self.struct_type.clone()) }?;
-        let array = StructArray::from(data);
-        let rows = array.len();
-        let (_, columns, _) = array.into_parts();
-        let batch = RecordBatch::try_new_with_options(
-            self.schema.clone(),
-            columns,
-            &RecordBatchOptions::new().with_row_count(Some(rows)),
-        )?;
+        let batch = unsafe { self.importer.import(ffi) }?;
         let info = BatchInfo {
             producer_id: info.producer_id,
             producer_pid: info.producer_pid,

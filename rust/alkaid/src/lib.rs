@@ -41,6 +41,7 @@ mod broker;
 mod consumer;
 mod error;
 mod ffi_util;
+mod import;
 mod loan;
 #[cfg(feature = "polars")]
 pub mod polars;

@@ -17,8 +17,12 @@ use crate::producer::Producer;
 /// sends it without a copy; dropping an unpublished loan gives its space
 /// back.
 ///
-/// Validity bitmaps start all valid; every other buffer starts zeroed
-/// (offsets all 0, values 0).
+/// Validity bitmaps start all valid and offsets all 0. Values (of
+/// fixed-width columns, and the value bytes of binary and string columns)
+/// are not initialised: they hold whatever the arena held (earlier batches
+/// of the channel), so write every one the rows cover. A loan makes no pass
+/// over them (a 16 MiB loan costs no 16 MiB memset): the caller's writes
+/// are the only one.
 pub struct Loan<'p> {
     producer: &'p Producer,
     raw: *mut sys::alkaid_loan,
@@ -169,9 +173,10 @@ impl<'p> Loan<'p> {
         check(unsafe { sys::alkaid_loan_set_null_count(self.raw, col, null_count as i64) })
     }
 
-    /// Checks the batch (buffer sizes, null counts against bitmaps, the
-    /// offsets of variable-width columns) and publishes it without a copy.
-    /// On error the loan is discarded.
+    /// Checks the batch (null counts against bitmaps, the offsets of
+    /// variable-width columns) and publishes it without a copy. On error the
+    /// loan is discarded. The library frees a published loan at the
+    /// producer's next loan or close: its arena space is in use until then.
     pub fn publish(mut self) -> Result<()> {
         let raw = std::mem::replace(&mut self.raw, ptr::null_mut());
         // SAFETY: a live loan of this producer.

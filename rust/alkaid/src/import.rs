@@ -1,0 +1,476 @@
+//! A received batch (the C ABI's struct array) into an arrow-rs
+//! `RecordBatch`, zero-copy, with everything that depends only on the
+//! topic's schema worked out once per consumer.
+//!
+//! arrow-rs's own import (`from_ffi_and_data_type`) rebuilds, per batch, an
+//! `ArrayData` of the struct and of each column, looks up each type's layout,
+//! and then a `StructArray` is taken apart and its columns checked against
+//! the schema again. A consumer knows its schema: the columns of a flat type
+//! (fixed-width, boolean, binary and string, the large ones too) are built
+//! here straight from their C buffers with the layout resolved at open, and
+//! the batch is assembled without re-checking the types it was built from.
+//! Nested and dictionary columns take arrow-rs's import.
+//!
+//! Trust: as with arrow-rs's import (which skips validation too), the
+//! buffers are taken as the library exported them. The C++ consumer has
+//! checked every batch's structure before exporting it (offsets, lengths and
+//! buffer sizes: `Verification::Structure`, the least a consumer does), and
+//! the value offsets, indices and UTF-8 as well under `Verification::Full`.
+
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use arrow_array::types::ArrowPrimitiveType;
+use arrow_array::{
+    downcast_primitive, make_array, Array, ArrayRef, PrimitiveArray, RecordBatch,
+    RecordBatchOptions, StructArray,
+};
+use arrow_buffer::{BooleanBuffer, Buffer, MutableBuffer, NullBuffer, ScalarBuffer};
+use arrow_data::ffi::FFI_ArrowArray;
+use arrow_data::{layout, ArrayDataBuilder, BufferSpec};
+use arrow_schema::{ArrowError, DataType, SchemaRef};
+
+use crate::error::Result;
+
+/// Makes a primitive array of its values buffer (offset + len elements),
+/// offset, length, validity and type, without going through `ArrayData`.
+type BuildPrimitive = fn(Buffer, usize, usize, Option<NullBuffer>, &DataType) -> ArrayRef;
+
+fn build_primitive<T: ArrowPrimitiveType>(
+    values: Buffer,
+    offset: usize,
+    len: usize,
+    nulls: Option<NullBuffer>,
+    data_type: &DataType,
+) -> ArrayRef {
+    let values = ScalarBuffer::<T::Native>::new(values, offset, len);
+    let array = PrimitiveArray::<T>::new(values, nulls);
+    if data_type == &T::DATA_TYPE {
+        Arc::new(array)
+    } else {
+        // A timestamp's zone, a decimal's precision and scale.
+        Arc::new(array.with_data_type(data_type.clone()))
+    }
+}
+
+macro_rules! primitive_builder {
+    ($t:ty) => {
+        Some(build_primitive::<$t> as BuildPrimitive)
+    };
+}
+
+/// How one column's buffers are laid out, from its type.
+#[derive(Clone, Copy)]
+enum Layout {
+    /// Validity, then `width`-byte values aligned to `align`; `build` makes
+    /// the array of a primitive type directly (None: fixed-size binary).
+    Fixed {
+        width: usize,
+        align: usize,
+        build: Option<BuildPrimitive>,
+    },
+    /// Validity, then a bitmap of values (boolean).
+    Bits,
+    /// Validity, offsets of `offset_width` bytes, value bytes.
+    Variable { offset_width: usize },
+}
+
+impl std::fmt::Debug for Layout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Layout::Fixed { width, .. } => write!(f, "Fixed({width})"),
+            Layout::Bits => f.write_str("Bits"),
+            Layout::Variable { offset_width } => write!(f, "Variable({offset_width})"),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Column {
+    data_type: DataType,
+    layout: Layout,
+}
+
+/// Imports the batches of one schema (a consumer's).
+#[derive(Debug)]
+pub(crate) struct BatchImporter {
+    schema: SchemaRef,
+    struct_type: DataType,
+    /// One per field when every field is of a flat type; `None` otherwise
+    /// (then every batch takes arrow-rs's import).
+    columns: Option<Vec<Column>>,
+}
+
+fn column_layout(data_type: &DataType) -> Option<Layout> {
+    match data_type {
+        DataType::Boolean => return Some(Layout::Bits),
+        DataType::Utf8 | DataType::Binary => return Some(Layout::Variable { offset_width: 4 }),
+        DataType::LargeUtf8 | DataType::LargeBinary => {
+            return Some(Layout::Variable { offset_width: 8 })
+        }
+        _ => {}
+    }
+    let l = layout(data_type);
+    if !data_type.is_primitive() && !matches!(data_type, DataType::FixedSizeBinary(_)) {
+        return None;
+    }
+    match (l.can_contain_null_mask, l.variadic, l.buffers.as_slice()) {
+        (
+            true,
+            false,
+            [BufferSpec::FixedWidth {
+                byte_width,
+                alignment,
+            }],
+        ) => Some(Layout::Fixed {
+            width: *byte_width,
+            align: *alignment,
+            build: downcast_primitive! {
+                data_type => (primitive_builder),
+                _ => None,
+            },
+        }),
+        _ => None,
+    }
+}
+
+/// A buffer over `bytes` bytes at `ptr`, held by `owner`: zero-copy when
+/// `ptr` is aligned to `align`, a copy otherwise (arrow-rs needs its typed
+/// buffers aligned; Alkaid's are 64-byte aligned, so this is for safety, not
+/// for the data path). Empty for zero bytes, whatever the pointer.
+///
+/// # Safety
+/// `ptr` is valid for reads of `bytes` bytes while `owner` is alive.
+unsafe fn buffer(
+    ptr: *const u8,
+    bytes: usize,
+    align: usize,
+    owner: &Arc<FFI_ArrowArray>,
+) -> Result<Buffer> {
+    if bytes == 0 {
+        // Aligned for any type (a `Vec`'s empty pointer is not).
+        return Ok(MutableBuffer::new(0).into());
+    }
+    let Some(p) = NonNull::new(ptr.cast_mut()) else {
+        return Err(ArrowError::CDataInterface(format!(
+            "a received buffer of {bytes} bytes has a null pointer"
+        ))
+        .into());
+    };
+    if !(ptr as usize).is_multiple_of(align) {
+        // SAFETY: the caller's promise.
+        return Ok(Buffer::from(unsafe {
+            std::slice::from_raw_parts(ptr, bytes)
+        }));
+    }
+    // SAFETY: the caller's promise; the owner keeps the C array (and so
+    // the block in shared memory) alive until the last buffer is dropped.
+    Ok(unsafe { Buffer::from_custom_allocation(p, bytes, owner.clone()) })
+}
+
+impl BatchImporter {
+    /// The importer of `schema`'s batches.
+    pub(crate) fn new(schema: SchemaRef) -> Self {
+        let columns = schema
+            .fields()
+            .iter()
+            .map(|f| {
+                column_layout(f.data_type()).map(|layout| Column {
+                    data_type: f.data_type().clone(),
+                    layout,
+                })
+            })
+            .collect();
+        let struct_type = DataType::Struct(schema.fields().clone());
+        Self {
+            schema,
+            struct_type,
+            columns,
+        }
+    }
+
+    /// The schema the batches get.
+    pub(crate) fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    /// The batch in `ffi`, a struct array of the schema with no nulls of its
+    /// own, as `alkaid_consumer_next` exports it. Its buffers stay where
+    /// they are; `ffi` is released when the last of them is dropped.
+    ///
+    /// # Safety
+    /// `ffi` is a valid C Data Interface struct array of the schema.
+    pub(crate) unsafe fn import(&self, ffi: FFI_ArrowArray) -> Result<RecordBatch> {
+        match &self.columns {
+            Some(columns)
+                if ffi.offset() == 0
+                    && ffi.null_count_opt() == Some(0)
+                    && ffi.num_children() == columns.len() =>
+            {
+                // SAFETY: the caller's promise.
+                unsafe { self.import_flat(ffi, columns) }
+            }
+            // SAFETY: the caller's promise.
+            _ => unsafe { self.import_any(ffi) },
+        }
+    }
+
+    /// arrow-rs's import, for any type.
+    unsafe fn import_any(&self, ffi: FFI_ArrowArray) -> Result<RecordBatch> {
+        // SAFETY: the caller's promise.
+        let data =
+            unsafe { arrow_array::ffi::from_ffi_and_data_type(ffi, self.struct_type.clone()) }?;
+        let array = StructArray::from(data);
+        let rows = array.len();
+        let (_, columns, _) = array.into_parts();
+        Ok(RecordBatch::try_new_with_options(
+            self.schema.clone(),
+            columns,
+            &RecordBatchOptions::new().with_row_count(Some(rows)),
+        )?)
+    }
+
+    unsafe fn import_flat(&self, ffi: FFI_ArrowArray, columns: &[Column]) -> Result<RecordBatch> {
+        let rows = ffi.len();
+        let owner = Arc::new(ffi);
+        let mut arrays: Vec<ArrayRef> = Vec::with_capacity(columns.len());
+        for (i, column) in columns.iter().enumerate() {
+            let c = owner.child(i);
+            // SAFETY: the caller's promise, for the child.
+            let array = unsafe { import_column(c, column, &owner) }?;
+            if array.len() != rows {
+                return Err(ArrowError::CDataInterface(format!(
+                    "column {i} of a received batch has {} rows, the batch {rows}",
+                    array.len()
+                ))
+                .into());
+            }
+            arrays.push(array);
+        }
+        // SAFETY: each column was built with its field's type, of `rows`
+        // rows (checked above), one per field.
+        Ok(unsafe { RecordBatch::new_unchecked(self.schema.clone(), arrays, rows) })
+    }
+}
+
+/// One column of a flat type, its buffers held by `owner`.
+///
+/// # Safety
+/// `c` is a valid C array of `column`'s type, held by `owner`.
+unsafe fn import_column(
+    c: &FFI_ArrowArray,
+    column: &Column,
+    owner: &Arc<FFI_ArrowArray>,
+) -> Result<ArrayRef> {
+    let (len, offset) = (c.len(), c.offset());
+    let end = len + offset;
+    let want_buffers = match column.layout {
+        Layout::Fixed { .. } | Layout::Bits => 2,
+        Layout::Variable { .. } => 3,
+    };
+    if c.num_buffers() != want_buffers || c.num_children() != 0 {
+        return Err(ArrowError::CDataInterface(format!(
+            "a received {} column has {} buffers and {} children, not {want_buffers} and 0",
+            column.data_type,
+            c.num_buffers(),
+            c.num_children()
+        ))
+        .into());
+    }
+    let nulls = match c.null_count_opt() {
+        Some(0) => None,
+        _ if c.buffer(0).is_null() => None,
+        count => {
+            // SAFETY: a validity bitmap covers offset + len bits.
+            let bits = unsafe { buffer(c.buffer(0), end.div_ceil(8), 1, owner) }?;
+            let bits = BooleanBuffer::new(bits, offset, len);
+            Some(match count {
+                // SAFETY: the exporter's count of the bitmap's zeros.
+                Some(n) => unsafe { NullBuffer::new_unchecked(bits, n) },
+                None => NullBuffer::new(bits),
+            })
+        }
+    };
+    let buffers = match column.layout {
+        // SAFETY (all four): buffer sizes as the C Data Interface lays
+        // them out for offset + len elements.
+        Layout::Fixed {
+            width,
+            align,
+            build: Some(build),
+        } => {
+            let values = unsafe { buffer(c.buffer(1), end * width, align, owner) }?;
+            return Ok(build(values, offset, len, nulls, &column.data_type));
+        }
+        Layout::Fixed { width, align, .. } => {
+            vec![unsafe { buffer(c.buffer(1), end * width, align, owner) }?]
+        }
+        Layout::Bits => vec![unsafe { buffer(c.buffer(1), end.div_ceil(8), 1, owner) }?],
+        Layout::Variable { offset_width } => {
+            let offsets_ptr = c.buffer(1);
+            let (offsets, value_bytes) = if offsets_ptr.is_null() && end == 0 {
+                // An empty array may come without offsets; arrow-rs wants one.
+                (MutableBuffer::from_len_zeroed(offset_width).into(), 0)
+            } else {
+                let offsets =
+                    unsafe { buffer(offsets_ptr, (end + 1) * offset_width, offset_width, owner) }?;
+                let last = if offset_width == 4 {
+                    i64::from(offsets.typed_data::<i32>()[end])
+                } else {
+                    offsets.typed_data::<i64>()[end]
+                };
+                let last = usize::try_from(last).map_err(|_| {
+                    ArrowError::CDataInterface(format!("a received offset is {last}"))
+                })?;
+                (offsets, last)
+            };
+            vec![offsets, unsafe {
+                buffer(c.buffer(2), value_bytes, 1, owner)
+            }?]
+        }
+    };
+    let data = ArrayDataBuilder::new(column.data_type.clone())
+        .len(len)
+        .offset(offset)
+        .nulls(nulls)
+        .buffers(buffers);
+    // SAFETY: the buffers are those of a structurally checked array of this
+    // type (see the module's comment): arrow-rs's import trusts them as far.
+    Ok(make_array(unsafe { data.build_unchecked() }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::types::Int32Type;
+    use arrow_array::{
+        BinaryArray, BooleanArray, Decimal128Array, FixedSizeBinaryArray, Float64Array, Int32Array,
+        Int64Array, LargeStringArray, ListArray, StringArray, TimestampMicrosecondArray,
+        UInt8Array,
+    };
+    use arrow_schema::{Field, Schema};
+
+    /// `batch` through the C Data Interface (as arrow-rs exports it, the
+    /// struct of its columns) and back through `importer`.
+    fn round_trip(importer: &BatchImporter, batch: &RecordBatch) -> RecordBatch {
+        let array = StructArray::from(batch.clone());
+        let ffi = FFI_ArrowArray::new(&array.to_data());
+        // SAFETY: a struct array of the importer's schema, just exported.
+        unsafe { importer.import(ffi) }.unwrap()
+    }
+
+    fn flat_batch() -> RecordBatch {
+        let tz: Arc<str> = "Europe/Paris".into();
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from_iter_values(0..100)),
+            Arc::new(Int32Array::from_iter(
+                (0..100).map(|i| (i % 3 != 0).then_some(i)),
+            )),
+            Arc::new(UInt8Array::from_iter_values((0..100).map(|i| i as u8))),
+            Arc::new(Float64Array::from_iter(
+                (0..100).map(|i| (i % 7 != 0).then_some(i as f64 / 2.0)),
+            )),
+            Arc::new(BooleanArray::from_iter(
+                (0..100).map(|i| (i % 5 != 0).then_some(i % 2 == 0)),
+            )),
+            Arc::new(StringArray::from_iter(
+                (0..100).map(|i| (i % 4 != 0).then(|| format!("s{i}"))),
+            )),
+            Arc::new(LargeStringArray::from_iter_values(
+                (0..100).map(|i| "x".repeat(i % 9)),
+            )),
+            Arc::new(BinaryArray::from_iter_values(
+                (0..100).map(|i| vec![i as u8; i % 5]),
+            )),
+            Arc::new(TimestampMicrosecondArray::from_iter_values(0..100).with_timezone(tz.clone())),
+            Arc::new(
+                Decimal128Array::from_iter(
+                    (0..100).map(|i| (i % 6 != 0).then_some(i as i128 * 1000)),
+                )
+                .with_precision_and_scale(20, 3)
+                .unwrap(),
+            ),
+            Arc::new(
+                FixedSizeBinaryArray::try_from_iter((0..100).map(|i: u32| i.to_le_bytes()))
+                    .unwrap(),
+            ),
+        ];
+        let fields: Vec<Field> = columns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| Field::new(format!("c{i}"), c.data_type().clone(), c.null_count() > 0))
+            .collect();
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap()
+    }
+
+    #[test]
+    fn flat_columns_arrive_equal_and_in_place() {
+        let batch = flat_batch();
+        let importer = BatchImporter::new(batch.schema());
+        assert!(
+            importer.columns.is_some(),
+            "every column of the batch is flat"
+        );
+        // Whole, and sliced (each column then has an offset).
+        for b in [batch.clone(), batch.slice(13, 50), batch.slice(100, 0)] {
+            let got = round_trip(&importer, &b);
+            assert_eq!(got, b);
+            for (g, w) in got.columns().iter().zip(b.columns()) {
+                let (g, w) = (g.to_data(), w.to_data());
+                for (gb, wb) in g.buffers().iter().zip(w.buffers()) {
+                    if !wb.is_empty() {
+                        assert_eq!(gb.as_ptr(), wb.as_ptr(), "{}: not in place", g.data_type());
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn nested_columns_take_arrow_rs_import() {
+        let list = ListArray::from_iter_primitive::<Int32Type, _, _>(
+            (0..50).map(|i| (i % 3 != 0).then(|| (0..i % 4).map(Some).collect::<Vec<_>>())),
+        );
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("l", list.data_type().clone(), true),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(Int64Array::from_iter_values(0..50)),
+                Arc::new(list),
+            ],
+        )
+        .unwrap();
+        let importer = BatchImporter::new(schema);
+        assert!(importer.columns.is_none());
+        assert_eq!(round_trip(&importer, &batch), batch);
+        assert_eq!(
+            round_trip(&importer, &batch.slice(7, 20)),
+            batch.slice(7, 20)
+        );
+    }
+
+    #[test]
+    fn a_column_of_the_wrong_shape_is_an_error() {
+        // The schema says two columns of int64; the array has a utf8 column
+        // as its second (three buffers, not two).
+        let batch = flat_batch();
+        let wrong = Arc::new(Schema::new(vec![
+            Field::new("a", DataType::Int64, false),
+            Field::new("b", DataType::Int64, true),
+        ]));
+        let two = RecordBatch::try_new(
+            batch.schema().project(&[0, 5]).map(Arc::new).unwrap(),
+            vec![batch.column(0).clone(), batch.column(5).clone()],
+        )
+        .unwrap();
+        let importer = BatchImporter::new(wrong);
+        let array = StructArray::from(two);
+        let ffi = FFI_ArrowArray::new(&array.to_data());
+        // SAFETY: deliberately not of the schema: the check must catch it.
+        let err = unsafe { importer.import(ffi) }.unwrap_err();
+        assert!(err.to_string().contains("3 buffers"), "{err}");
+    }
+}
