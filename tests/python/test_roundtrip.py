@@ -102,3 +102,5 @@ def test_publish_ns_on_topics_created_with_publish_timestamps(broker):
                     assert before <= got.publish_ns <= after
                 else:
                     assert got.publish_ns == 0
+            [info] = [t for t in broker.topics() if t["name"] == topic]
+            assert info.publish_timestamps is stamped
