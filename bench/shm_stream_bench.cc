@@ -17,7 +17,8 @@
 //
 // Usage:
 //   alkaid_shm_stream_bench [batches, default 1000000]
-//   alkaid_shm_stream_bench --inproc [iterations] [--fixed]   (single thread, for profilers)
+//   alkaid_shm_stream_bench --inproc [iterations] [--fixed] [--stamp]   (single thread, for
+//     profilers; --stamp: the channel stamps publish times, ChannelOptions::stamp_publish_time)
 
 #include <time.h>
 #include <unistd.h>
@@ -140,8 +141,10 @@ void EndRun(const std::string& name, Owners&... owners) {
 
 // The channel of a run: `slots` slots, a 16 MiB arena, Message bytes
 // inline when a shape is new.
-std::unique_ptr<shm::ChannelProducer> NewChannel(const std::string& name, uint32_t slots) {
+std::unique_ptr<shm::ChannelProducer> NewChannel(const std::string& name, uint32_t slots,
+                                                 bool stamp = false) {
   shm::ChannelOptions o;
+  o.stamp_publish_time = stamp;
   o.slot_count = slots;
   o.inline_capacity = 448;
   o.arena_bytes = 16 << 20;
@@ -152,10 +155,10 @@ std::unique_ptr<shm::ChannelProducer> NewChannel(const std::string& name, uint32
 }
 
 // Single thread: publish, receive, decode, read; the CPU cost per batch.
-double InProcess(int64_t iterations, bool fixed) {
+double InProcess(int64_t iterations, bool fixed, bool stamp = false) {
   const std::string name = "alkaid_stream_i" + Tag();
   auto schema = Schema();
-  auto channel = NewChannel(name, 1024);
+  auto channel = NewChannel(name, 1024, stamp);
   client::SubscriberOptions so;
   so.consumer.wait_mode = shm::WaitMode::kBusyPoll;
   auto sub = client::BatchSubscriber::Open(name, schema, so).ValueOrDie();
@@ -244,8 +247,10 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "--inproc") == 0) {
     const int64_t n = argc >= 3 ? std::atoll(argv[2]) : 1000000;
     const bool fixed = argc >= 4 && std::strcmp(argv[3], "--fixed") == 0;
-    std::printf("in-process publish%s + receive + decode: %.0f ns per batch\n",
-                fixed ? " (FixedShapeWriter)" : "", InProcess(n, fixed));
+    const bool stamp = argc >= 5 && std::strcmp(argv[4], "--stamp") == 0;
+    std::printf("in-process publish%s%s + receive + decode: %.0f ns per batch\n",
+                fixed ? " (FixedShapeWriter)" : "", stamp ? " (stamped)" : "",
+                InProcess(n, fixed, stamp));
     return 0;
   }
   const int64_t batches = argc >= 2 ? std::atoll(argv[1]) : 1000000;

@@ -83,6 +83,7 @@ Result<p::Reply> Registry::CreateTopic(const p::Request& request, Outcome* out) 
       existing.config.arena_bytes = config.arena_bytes;
       existing.config.max_arena_bytes = config.max_arena_bytes;
       existing.config.policy = config.policy;
+      existing.config.publish_timestamps = config.publish_timestamps;
     }
     reply.config = existing.config;
     reply.created = false;
@@ -95,7 +96,8 @@ Result<p::Reply> Registry::CreateTopic(const p::Request& request, Outcome* out) 
   Topic& created = topics_.emplace(config.name, std::move(topic)).first->second;
   log_(LogLevel::kInfo, "topic '", config.name, "' created (", p::TopicKindName(config.kind), ", ",
        config.slot_count, " slots, arenas of ", FormatBytes(config.arena_bytes), " growing to ",
-       FormatBytes(config.max_arena_bytes), ")");
+       FormatBytes(config.max_arena_bytes), config.publish_timestamps ? ", publish times" : "",
+       ")");
   WelcomeWaitingConsumers(created, out);
   reply.config = std::move(config);
   reply.created = true;
@@ -321,6 +323,7 @@ void Registry::RemoveProducer(uint64_t id, const std::string& reason, bool died,
   Topic& topic = topic_it->second;
   topic.producers.erase(id);
   topic.finished_published += producer.published;
+  topic.finished_published_bytes += producer.published_bytes;
   topic.finished_drops += producer.drops;
   if (producer.ready) {
     p::Event event;
@@ -527,17 +530,20 @@ p::Reply Registry::ListTopics() const {
     info.producers = static_cast<uint32_t>(topic.producers.size());
     info.consumers = static_cast<uint32_t>(topic.consumers.size());
     info.published = topic.finished_published;
+    info.published_bytes = topic.finished_published_bytes;
     info.drops = topic.finished_drops;
     for (uint64_t id : topic.producers) {
       const Producer& producer = producers_.at(id);
       info.published += producer.published;
+      info.published_bytes += producer.published_bytes;
       info.drops += producer.drops;
       info.held += producer.held;
       info.shm_bytes += producer.reserved;
       info.depth = std::max(info.depth, producer.depth);
       info.producer_list.push_back({producer.id, producer.pid, producer.uid, producer.published,
                                     producer.depth, producer.drops, producer.held,
-                                    producer.reserved, producer.arena_bytes});
+                                    producer.reserved, producer.arena_bytes,
+                                    producer.published_bytes});
     }
     // Each consumer with what the producers' channels last said of its pid
     // (a process with two consumers on one topic gets their sum twice).
@@ -556,6 +562,7 @@ p::Reply Registry::ListTopics() const {
           status.drops += f.drops;
           status.held_blocks += f.held_blocks;
           status.held_bytes += f.held_bytes;
+          status.read_bytes += f.read_bytes;
         }
       }
       info.consumer_list.push_back(status);
@@ -653,6 +660,7 @@ Outcome Registry::Handle(const Peer& peer, const p::Request& request) {
         (*producer)->drops = request.drops;
         (*producer)->held = request.held;
         (*producer)->arena_bytes = request.arena_bytes;
+        (*producer)->published_bytes = request.published_bytes;
         (*producer)->consumer_figures = request.consumer_figures;
       }
       return out;

@@ -107,6 +107,7 @@ class Registry {
     uint32_t uid = 0;
     uint64_t published = 0, depth = 0, drops = 0, held = 0;
     uint64_t arena_bytes = 0;
+    uint64_t published_bytes = 0;  // body bytes, as last reported
     // Its consumers as its channel last saw them (ProducerStats), by pid.
     std::vector<p::ConsumerFigures> consumer_figures;
     // Consumers that said they were done with its channel (ProducerDrained)
@@ -146,7 +147,8 @@ class Registry {
     format::SchemaPtr schema;
     std::set<uint64_t> producers;
     std::set<uint64_t> consumers;
-    uint64_t finished_published = 0;  // messages of producers already gone
+    uint64_t finished_published = 0;        // messages of producers already gone
+    uint64_t finished_published_bytes = 0;  // and their body bytes
     uint64_t finished_drops = 0;
     // Whether a producer ever attached. Until one did, the sizes (slots,
     // arena, maximum) follow the latest CreateTopic: a producer refused for

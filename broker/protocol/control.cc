@@ -33,9 +33,9 @@ flatbuffers::Offset<fb::TopicConfig> EncodeConfig(flatbuffers::FlatBufferBuilder
                                                   const TopicConfig& c) {
   auto name = fbb.CreateString(c.name);
   auto schema = fbb.CreateVector(c.schema);
-  return fb::CreateTopicConfig(fbb, name, schema, static_cast<fb::PayloadKind>(c.kind),
-                               c.slot_count, c.arena_bytes,
-                               static_cast<fb::SlowConsumerPolicy>(c.policy), c.max_arena_bytes);
+  return fb::CreateTopicConfig(
+      fbb, name, schema, static_cast<fb::PayloadKind>(c.kind), c.slot_count, c.arena_bytes,
+      static_cast<fb::SlowConsumerPolicy>(c.policy), c.max_arena_bytes, c.publish_timestamps);
 }
 
 flatbuffers::Offset<fb::ProducerInfo> EncodeProducer(flatbuffers::FlatBufferBuilder& fbb,
@@ -50,8 +50,8 @@ EncodeConsumerFigures(flatbuffers::FlatBufferBuilder& fbb,
   std::vector<flatbuffers::Offset<fb::ConsumerFigures>> out;
   out.reserve(figures.size());
   for (const auto& c : figures) {
-    out.push_back(
-        fb::CreateConsumerFigures(fbb, c.pid, c.lag, c.drops, c.held_blocks, c.held_bytes));
+    out.push_back(fb::CreateConsumerFigures(fbb, c.pid, c.lag, c.drops, c.held_blocks, c.held_bytes,
+                                            c.read_bytes));
   }
   return fbb.CreateVector(out);
 }
@@ -129,6 +129,7 @@ Result<TopicConfig> DecodeConfig(const fb::TopicConfig* c, std::string_view wher
                            " is outside [", kMinArenaBytes, ", ", kMaxArenaBytes, "]");
   }
   out.max_arena_bytes = max_bytes;
+  out.publish_timestamps = c->publish_timestamps();
   switch (c->policy()) {
     case fb::SlowConsumerPolicy::BlockProducer:
       out.policy = Policy::kBlockProducer;
@@ -241,15 +242,16 @@ Result<Reply> DecodeReply(const fb::Reply* r) {
           info.drops = t->drops();
           info.held = t->held();
           info.shm_bytes = t->shm_bytes();
+          info.published_bytes = t->published_bytes();
           if (t->producer_list() != nullptr) {
             if (t->producer_list()->size() > kMaxListEntries) {
               return Status::Invalid("control reply: too many producers in a topic");
             }
             for (const auto* p : *t->producer_list()) {
               if (p == nullptr) return Status::Invalid("control reply: null producer status");
-              info.producer_list.push_back(
-                  ProducerStatus{p->id(), p->pid(), p->uid(), p->published(), p->depth(),
-                                 p->drops(), p->held(), p->shm_bytes(), p->arena_bytes()});
+              info.producer_list.push_back(ProducerStatus{
+                  p->id(), p->pid(), p->uid(), p->published(), p->depth(), p->drops(), p->held(),
+                  p->shm_bytes(), p->arena_bytes(), p->published_bytes()});
             }
           }
           if (t->consumer_list() != nullptr) {
@@ -258,9 +260,9 @@ Result<Reply> DecodeReply(const fb::Reply* r) {
             }
             for (const auto* c : *t->consumer_list()) {
               if (c == nullptr) return Status::Invalid("control reply: null consumer status");
-              info.consumer_list.push_back(
-                  ConsumerStatus{c->id(), c->pid(), c->uid(), c->wait_mode(), c->reported(),
-                                 c->lag(), c->drops(), c->held_blocks(), c->held_bytes()});
+              info.consumer_list.push_back(ConsumerStatus{
+                  c->id(), c->pid(), c->uid(), c->wait_mode(), c->reported(), c->lag(), c->drops(),
+                  c->held_blocks(), c->held_bytes(), c->read_bytes()});
             }
           }
           out.topics.push_back(std::move(info));
@@ -486,7 +488,8 @@ std::vector<uint8_t> EncodeRequest(const Request& r) {
     case RequestType::kProducerStats:
       type = fb::RequestBody::ProducerStats;
       body = fb::CreateProducerStats(fbb, r.target_id, r.published, r.depth, r.drops, r.held,
-                                     EncodeConsumerFigures(fbb, r.consumer_figures), r.arena_bytes)
+                                     EncodeConsumerFigures(fbb, r.consumer_figures), r.arena_bytes,
+                                     r.published_bytes)
                  .Union();
       break;
     case RequestType::kAddExtension:
@@ -586,14 +589,15 @@ Result<Request> DecodeRequest(std::span<const uint8_t> bytes) {
       out.drops = b->drops();
       out.held = b->held();
       out.arena_bytes = b->arena_bytes();
+      out.published_bytes = b->published_bytes();
       if (b->consumers() != nullptr) {
         if (b->consumers()->size() > kMaxListEntries) {
           return Status::Invalid("control request: ProducerStats with too many consumers");
         }
         for (const auto* c : *b->consumers()) {
           if (c == nullptr) return Status::Invalid("control request: null consumer figures");
-          out.consumer_figures.push_back(
-              ConsumerFigures{c->pid(), c->lag(), c->drops(), c->held_blocks(), c->held_bytes()});
+          out.consumer_figures.push_back(ConsumerFigures{
+              c->pid(), c->lag(), c->drops(), c->held_blocks(), c->held_bytes(), c->read_bytes()});
         }
       }
       break;
@@ -712,19 +716,19 @@ std::vector<uint8_t> EncodeServerMessage(const ServerMessage& m) {
           for (const auto& p : t.producer_list) {
             producer_list.push_back(fb::CreateProducerStatus(fbb, p.id, p.pid, p.uid, p.published,
                                                              p.depth, p.drops, p.held, p.shm_bytes,
-                                                             p.arena_bytes));
+                                                             p.arena_bytes, p.published_bytes));
           }
           std::vector<flatbuffers::Offset<fb::ConsumerStatus>> consumer_list;
           for (const auto& c : t.consumer_list) {
-            consumer_list.push_back(fb::CreateConsumerStatus(fbb, c.id, c.pid, c.uid, c.wait_mode,
-                                                             c.reported, c.lag, c.drops,
-                                                             c.held_blocks, c.held_bytes));
+            consumer_list.push_back(
+                fb::CreateConsumerStatus(fbb, c.id, c.pid, c.uid, c.wait_mode, c.reported, c.lag,
+                                         c.drops, c.held_blocks, c.held_bytes, c.read_bytes));
           }
           auto producer_vec = fbb.CreateVector(producer_list);
           auto consumer_vec = fbb.CreateVector(consumer_list);
           topics.push_back(fb::CreateTopicInfo(fbb, config, t.producers, t.consumers, t.published,
                                                t.depth, t.drops, t.held, t.shm_bytes, producer_vec,
-                                               consumer_vec));
+                                               consumer_vec, t.published_bytes));
         }
         auto topic_vec = fbb.CreateVector(topics);
         std::vector<flatbuffers::Offset<fb::AwaitedTopic>> awaited;

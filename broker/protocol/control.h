@@ -50,7 +50,8 @@ struct TopicConfig {
   uint32_t slot_count = 0;   ///< slots of a producer's channel
   uint64_t arena_bytes = 0;  ///< a producer's initial arena
   Policy policy = Policy::kBlockProducer;
-  uint64_t max_arena_bytes = 0;  ///< what a producer's arena may grow to
+  uint64_t max_arena_bytes = 0;     ///< what a producer's arena may grow to
+  bool publish_timestamps = false;  ///< producers stamp each message's publish time
 };
 
 enum class RequestType : uint8_t {
@@ -78,6 +79,8 @@ struct ConsumerFigures {
   uint64_t drops = 0;        ///< messages it lost (kDropOldest)
   uint64_t held_blocks = 0;  ///< bodies received and not returned
   uint64_t held_bytes = 0;   ///< their arena bytes
+  /// Body bytes of the messages before its cursor (a running count).
+  uint64_t read_bytes = 0;
 };
 
 /// One request. Which fields matter depends on `type`:
@@ -85,8 +88,8 @@ struct ConsumerFigures {
 /// re-registering an existing channel; kProducerReady: target_id;
 /// kAttachConsumer: topic, from_oldest, kind, wait_for_topic,
 /// any_kind, wait_mode; kDetach: role, target_id; kProducerStats: target_id,
-/// published, depth, drops, held, consumer_figures, arena_bytes; kAddExtension: target_id,
-/// extension_id, bytes; kReleaseExtension: target_id, extension_id; kRemoveTopic: topic;
+/// published, depth, drops, held, consumer_figures, arena_bytes, published_bytes; kAddExtension:
+/// target_id, extension_id, bytes; kReleaseExtension: target_id, extension_id; kRemoveTopic: topic;
 /// kProducerDrained: target_id (the consumer), producer_id.
 struct Request {
   RequestType type = RequestType::kListTopics;
@@ -119,6 +122,7 @@ struct Request {
   /// kProducerStats: each consumer on the channel, and the arena's size.
   std::vector<ConsumerFigures> consumer_figures;
   uint64_t arena_bytes = 0;
+  uint64_t published_bytes = 0;  ///< kProducerStats: body bytes published
 };
 
 struct ProducerInfo {
@@ -148,8 +152,9 @@ struct ProducerStatus {
   uint64_t depth = 0;      ///< its slowest consumer's lag
   uint64_t drops = 0;
   uint64_t held = 0;
-  uint64_t shm_bytes = 0;    ///< its channel and extensions, as the broker counts them
-  uint64_t arena_bytes = 0;  ///< its arena now, as last reported
+  uint64_t shm_bytes = 0;        ///< its channel and extensions, as the broker counts them
+  uint64_t arena_bytes = 0;      ///< its arena now, as last reported
+  uint64_t published_bytes = 0;  ///< body bytes published, as last reported
 };
 
 /// A consumer of a topic (TopicInfo::consumer_list): the producers' figures
@@ -164,6 +169,7 @@ struct ConsumerStatus {
   uint64_t drops = 0;
   uint64_t held_blocks = 0;
   uint64_t held_bytes = 0;
+  uint64_t read_bytes = 0;  ///< ConsumerFigures::read_bytes, summed
 };
 
 struct TopicInfo {
@@ -177,6 +183,7 @@ struct TopicInfo {
   uint64_t shm_bytes = 0;  ///< channels and extensions of its producers
   std::vector<ProducerStatus> producer_list;
   std::vector<ConsumerStatus> consumer_list;
+  uint64_t published_bytes = 0;  ///< summed over the producers
 };
 
 struct BrokerStats {

@@ -378,6 +378,9 @@ struct ChannelConsumer::SlotCopy {
   copy->shape = slot->shape.load(std::memory_order_relaxed);
   copy->user = slot->user.load(std::memory_order_relaxed);
   copy->extension = slot->extension.load(std::memory_order_relaxed);
+  // Straight into the message, as the inline words: a torn read leaves it
+  // to the next read, which rewrites it before it is delivered.
+  out->publish_ns_ = slot->publish_ns.load(std::memory_order_relaxed);
   const uint32_t size = copy->size;
   if (size <= state.geometry.inline_capacity && size > 0) {
     const auto* words = reinterpret_cast<const std::atomic<uint64_t>*>(slot + 1);

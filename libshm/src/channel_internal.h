@@ -3,6 +3,8 @@
 // Private: what the producer and consumer sides of a channel share besides
 // the layout structs: the geometry, its checks, and segment names.
 
+#include <time.h>
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -12,6 +14,16 @@
 #include "channel_layout_internal.h"
 
 namespace alkaid::shm::internal {
+
+/// Now, CLOCK_REALTIME nanoseconds: a slot's publish_ns. The realtime
+/// clock, not the monotonic one, because other processes compare it with
+/// their own reading and a recording keeps it next to its receive time
+/// (CLOCK_REALTIME too): a wall-clock step (NTP) shows up as such.
+inline uint64_t RealtimeNs() {
+  timespec ts{};
+  (void)::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<uint64_t>(ts.tv_nsec);
+}
 
 /// Suffix of a channel's registry segment.
 inline constexpr std::string_view kRegistrySuffix = ".reg";

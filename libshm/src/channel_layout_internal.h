@@ -16,6 +16,7 @@
 // slots and its control lines, each consumer its own segment.
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 #include "alkaid/shm/channel.h"
@@ -137,9 +138,18 @@ struct alignas(kCacheLineSize) ChannelSlotData {
   /// The id of the extension segment holding the body (0: the channel
   /// segment's arena); body_offset's high bits say which table entry.
   std::atomic<uint32_t> extension;
-  uint8_t pad[kCacheLineSize - 52];
+  uint8_t pad[4];
+  /// When the message was published: CLOCK_REALTIME nanoseconds, written by
+  /// producers of a channel with ChannelOptions::stamp_publish_time; never
+  /// written (0, as the segment was created) otherwise. It took 8 of the 12
+  /// padding bytes the slot had: the slot's size and every other offset are
+  /// unchanged, so the layout version is too (docs/COMPATIBILITY.md).
+  std::atomic<uint64_t> publish_ns;
 };
 ALKAID_SHM_PLAIN_DATA(ChannelSlotData, kCacheLineSize);
+static_assert(offsetof(ChannelSlotData, extension) == 48 &&
+                  offsetof(ChannelSlotData, publish_ns) == 56,
+              "the slot's fields keep the offsets of layout version 2");
 
 /// Shape table entry header; the bytes follow as 64-bit words. Written once
 /// by the producer before any message refers to it (release store of

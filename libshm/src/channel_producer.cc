@@ -278,6 +278,7 @@ Status ChannelProducer::PublishImpl(std::span<const std::byte> payload, ChannelL
     state.slots.slot_block[index] = desc;
     slot->body_offset.store(b.offset, std::memory_order_relaxed);
     slot->body_length.store(body->data_.size(), std::memory_order_relaxed);
+    state.stats.published_bytes += body->data_.size();
     slot->block.store(internal::PackBlock(desc, b.generation), std::memory_order_relaxed);
     slot->extension.store(state.ArenaId(b.offset), std::memory_order_relaxed);
   } else {
@@ -289,6 +290,9 @@ Status ChannelProducer::PublishImpl(std::span<const std::byte> payload, ChannelL
   slot->payload_size.store(static_cast<uint32_t>(payload.size()), std::memory_order_relaxed);
   slot->shape.store(shape, std::memory_order_relaxed);
   slot->user.store(user, std::memory_order_relaxed);
+  if (state.options.stamp_publish_time) {
+    slot->publish_ns.store(internal::RealtimeNs(), std::memory_order_relaxed);
+  }
   if (!payload.empty()) {
     auto* words = reinterpret_cast<std::atomic<uint64_t>*>(slot + 1);
     const std::size_t full = payload.size() / 8;
@@ -396,7 +400,22 @@ ChannelStats ChannelProducer::stats() const {
 }
 
 std::vector<ChannelConsumerInfo> ChannelProducer::consumers() const {
-  return impl_->consumers.Describe(impl_->blocks);
+  const ProducerState& state = *impl_;
+  std::vector<ChannelConsumerInfo> out = state.consumers.Describe(state.blocks);
+  // Bytes read: every body published, less those the slots still hold of
+  // the messages from the consumer's cursor on (older ones were
+  // overwritten: lost to it, counted as passed).
+  const uint64_t end = state.slots.next_sequence;
+  const uint64_t oldest = end > state.geometry.slot_count ? end - state.geometry.slot_count : 0;
+  for (ChannelConsumerInfo& c : out) {
+    if (!c.accepted) continue;
+    uint64_t unread = 0;
+    for (uint64_t s = std::max(c.cursor, oldest); s < end; ++s) {
+      unread += state.Slot(s)->body_length.load(std::memory_order_relaxed);
+    }
+    c.read_bytes = state.stats.published_bytes - std::min(unread, state.stats.published_bytes);
+  }
+  return out;
 }
 
 const std::string& ChannelProducer::name() const { return impl_->name; }

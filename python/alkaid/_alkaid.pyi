@@ -56,6 +56,10 @@ class Batch:
     @property
     def released(self) -> bool:
         """True after release()."""
+    @property
+    def publish_ns(self) -> int:
+        """When the producer published it (``time.time_ns()``'s clock); 0 unless
+        the topic stamps publish times."""
     def buffer_addresses(self) -> list[tuple[int, int]]:
         """(address, size) of every non-empty buffer, in column order."""
 
@@ -90,9 +94,11 @@ class Producer:
                  slot_count: int = 0, arena_bytes: int = 0, policy: Policy = "block",
                  publish_timeout: float = 5.0, wait_for_consumers: float = 10.0,
                  drain_timeout: float = 5.0, ring_slots: int | None = None,
-                 segment_bytes: int | None = None) -> None:
+                 segment_bytes: int | None = None, publish_timestamps: bool = False) -> None:
         """Creates or joins `topic` with `schema` (any ``__arrow_c_schema__`` object).
-        ring_slots and segment_bytes are deprecated names of slot_count and arena_bytes."""
+        ring_slots and segment_bytes are deprecated names of slot_count and arena_bytes;
+        publish_timestamps: if this creates the topic, each batch carries its publish time
+        (Batch.publish_ns)."""
     def publish(self, data: object) -> int:
         """Publishes an ``__arrow_c_array__`` or ``__arrow_c_stream__`` object (one copy);
         returns the number of batches published."""

@@ -23,7 +23,9 @@ class TopicInfo(dict):
     dict with the keys name, schema (an :class:`alkaid.Schema`), kind
     ("record-batch" or "unsafe-row"; also under the key payload_kind),
     slot_count, arena_bytes, policy, producers, consumers, published, depth,
-    drops and held (bodies the consumers still hold), also readable as
+    drops, held (bodies the consumers still hold), publish_timestamps (whether
+    its producers stamp publish times) and published_bytes (body bytes
+    published, as the producers last reported), also readable as
     attributes. The previous release's keys ring_slots and segment_bytes
     still read slot_count and arena_bytes, with a DeprecationWarning."""
 

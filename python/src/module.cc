@@ -47,6 +47,8 @@ nb::list ListTopics(const std::optional<std::string>& socket) {
     d["depth"] = t.depth;
     d["drops"] = t.drops;
     d["held"] = t.held;
+    d["publish_timestamps"] = t.publish_timestamps;
+    d["published_bytes"] = t.published_bytes;
     out.append(d);
   }
   return out;

@@ -136,6 +136,12 @@ void BindTypes(nb::module_& m) {
       .def_prop_ro(
           "released", [](const PyBatch& self) { return self.batch == nullptr; },
           "True after release().")
+      .def_prop_ro(
+          "publish_ns", [](const PyBatch& self) { return self.publish_ns; },
+          "When the producer published the batch: nanoseconds since the epoch "
+          "(CLOCK_REALTIME, as ``time.time_ns()``); 0 unless the topic stamps publish times "
+          "(``Producer(..., publish_timestamps=True)`` created it, or ``alkaid publish "
+          "--timestamps``).")
       .def(
           "buffer_addresses",
           [](const PyBatch& self) {

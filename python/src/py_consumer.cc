@@ -41,15 +41,16 @@ Status ClosedStatus(const std::string& topic) {
 
 // Next on `state` for one wait slice; the caller holds neither the GIL nor
 // the mutex.
-Result<format::RecordBatchPtr> NextSlice(ConsumerState* state, std::chrono::nanoseconds slice) {
+Result<format::RecordBatchPtr> NextSlice(ConsumerState* state, std::chrono::nanoseconds slice,
+                                         client::BatchOrigin* origin = nullptr) {
   std::lock_guard lock(state->mutex);
   if (state->consumer == nullptr) return ClosedStatus(state->topic);
   if (slice.count() == 0) {
-    ALKAID_ASSIGN_OR_RAISE(auto batch, state->consumer->TryNext());
+    ALKAID_ASSIGN_OR_RAISE(auto batch, state->consumer->TryNext(origin));
     if (batch == nullptr) return Status(StatusCode::kTimedOut, "no batch yet");
     return batch;
   }
-  return state->consumer->Next(slice);
+  return state->consumer->Next(slice, origin);
 }
 
 // Opens the consumer. A wait for the topic (wait_for_topic) is made
@@ -136,21 +137,25 @@ nb::object PyConsumer::Next(std::optional<double> timeout) {
   {
     std::unique_lock lock(state->mutex, std::try_to_lock);
     if (lock.owns_lock() && state->consumer != nullptr) {
-      Result<format::RecordBatchPtr> result = state->consumer->TryNext();
+      client::BatchOrigin origin;
+      Result<format::RecordBatchPtr> result = state->consumer->TryNext(&origin);
       lock.unlock();
       if (!result.ok()) ThrowStatus(result.status());
-      if (*result != nullptr) return nb::cast(PyBatch{std::move(result).ValueOrDie()});
+      if (*result != nullptr) {
+        return nb::cast(PyBatch{std::move(result).ValueOrDie(), origin.publish_ns});
+      }
     }
   }
   const Deadline deadline(timeout);
   for (;;) {
     if (state->closed.load(std::memory_order_acquire)) ThrowStatus(ClosedStatus(state->topic));
     std::optional<Result<format::RecordBatchPtr>> result;
+    client::BatchOrigin origin;
     {
       nb::gil_scoped_release release;
-      result.emplace(NextSlice(state, deadline.NextSlice()));
+      result.emplace(NextSlice(state, deadline.NextSlice(), &origin));
     }
-    if (result->ok()) return nb::cast(PyBatch{std::move(*result).ValueOrDie()});
+    if (result->ok()) return nb::cast(PyBatch{std::move(*result).ValueOrDie(), origin.publish_ns});
     if (!result->status().IsTimedOut()) ThrowStatus(result->status());
     if (deadline.Expired()) {
       ThrowStatus(Status(StatusCode::kTimedOut, "no batch on topic '" + state->topic + "' within " +
@@ -180,9 +185,11 @@ auto WithConsumer(ConsumerState* state, F&& f) -> decltype(f(*state->consumer)) 
 }  // namespace
 
 nb::object PyConsumer::TryNext() {
-  auto batch = Unwrap(WithConsumer(impl_->state.get(), [](Consumer& c) { return c.TryNext(); }));
+  client::BatchOrigin origin;
+  auto batch = Unwrap(
+      WithConsumer(impl_->state.get(), [&origin](Consumer& c) { return c.TryNext(&origin); }));
   if (batch == nullptr) return nb::none();
-  return nb::cast(PyBatch{std::move(batch)});
+  return nb::cast(PyBatch{std::move(batch), origin.publish_ns});
 }
 
 int PyConsumer::WaitFd() {

@@ -215,7 +215,8 @@ PyProducer::PyProducer(const std::string& topic, nb::handle schema,
                        const std::optional<std::string>& socket, uint32_t slot_count,
                        uint64_t arena_bytes, const std::string& policy, double publish_timeout,
                        double wait_for_consumers, double drain_timeout,
-                       std::optional<uint32_t> ring_slots, std::optional<uint64_t> segment_bytes)
+                       std::optional<uint32_t> ring_slots, std::optional<uint64_t> segment_bytes,
+                       bool publish_timestamps)
     : topic_(topic), schema_(SchemaFromObject(schema)) {
   client::ProducerOptions options;
   if (socket.has_value()) options.socket_path = *socket;
@@ -231,6 +232,7 @@ PyProducer::PyProducer(const std::string& topic, nb::handle schema,
   }
   options.topic.slot_count = slot_count;
   options.topic.arena_bytes = arena_bytes;
+  options.topic.publish_timestamps = publish_timestamps;
   if (policy == "block") {
     options.topic.policy = shm::SlowConsumerPolicy::kBlockProducer;
   } else if (policy == "drop-oldest") {
@@ -594,13 +596,13 @@ void BindProducer(nb::module_& m) {
       "call; an interrupted close still closes the producer.")
       .def(nb::init<const std::string&, nb::handle, const std::optional<std::string>&, uint32_t,
                     uint64_t, const std::string&, double, double, double, std::optional<uint32_t>,
-                    std::optional<uint64_t>>(),
+                    std::optional<uint64_t>, bool>(),
            nb::arg("topic"), nb::arg("schema"), nb::kw_only(),
            nb::arg("socket").none() = nb::none(), nb::arg("slot_count") = 0,
            nb::arg("arena_bytes") = 0, nb::arg("policy") = "block",
            nb::arg("publish_timeout") = 5.0, nb::arg("wait_for_consumers") = 10.0,
            nb::arg("drain_timeout") = 5.0, nb::arg("ring_slots").none() = nb::none(),
-           nb::arg("segment_bytes").none() = nb::none(),
+           nb::arg("segment_bytes").none() = nb::none(), nb::arg("publish_timestamps") = false,
            "Creates topic `topic` with `schema` (any object with ``__arrow_c_schema__``, e.g. a "
            "pyarrow.Schema), or joins it if it exists with that schema (InvalidError otherwise), "
            "on the broker at `socket` (None: $ALKAID_BROKER_SOCKET or the default socket).\n\n"
@@ -610,7 +612,8 @@ void BindProducer(nb::module_& m) {
            "already waiting to register, so that they get the first batch. drain_timeout: how "
            "long close() waits for consumers to read everything. ring_slots and segment_bytes: the "
            "previous release's names of slot_count and arena_bytes (deprecated: "
-           "DeprecationWarning).")
+           "DeprecationWarning). publish_timestamps: if this creates the topic, its producers "
+           "stamp each batch with its publish time (Batch.publish_ns).")
       .def("publish", &PyProducer::Publish, nb::arg("data"),
            "Publishes `data`: an object with ``__arrow_c_array__`` (a pyarrow.RecordBatch, a "
            "nanoarrow array, ...) as one batch, or with ``__arrow_c_stream__`` (a pyarrow.Table "

@@ -24,7 +24,8 @@ class PyProducer {
   PyProducer(const std::string& topic, nb::handle schema, const std::optional<std::string>& socket,
              uint32_t slot_count, uint64_t arena_bytes, const std::string& policy,
              double publish_timeout, double wait_for_consumers, double drain_timeout,
-             std::optional<uint32_t> ring_slots, std::optional<uint64_t> segment_bytes);
+             std::optional<uint32_t> ring_slots, std::optional<uint64_t> segment_bytes,
+             bool publish_timestamps);
   ~PyProducer();
   PyProducer(const PyProducer&) = delete;
   PyProducer& operator=(const PyProducer&) = delete;

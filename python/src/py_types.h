@@ -21,6 +21,7 @@ struct PySchema {
 /// object and every export of it are gone. Thread-safe: read-only.
 struct PyBatch {
   format::RecordBatchPtr batch;  // null after release()
+  uint64_t publish_ns = 0;       // BatchOrigin::publish_ns (0: not stamped)
   const format::RecordBatch& Get() const;
 };
 

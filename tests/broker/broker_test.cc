@@ -3,13 +3,16 @@
 // SIGKILL, and /dev/shm checked for leftovers.
 
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -338,6 +341,101 @@ TEST(BrokerTest, SigkilledProducerEndsTheStreamAfterDraining) {
   EXPECT_TRUE(WaitNoSegments(broker.name() + "."));
   ::close(ready[0]);
   ::close(ready[1]);
+}
+
+uint64_t RealtimeNow() {
+  timespec ts{};
+  (void)::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// TopicOptions::publish_timestamps, across processes: a producer in a child
+// process publishes one batch each time the test says so; the test reads
+// the realtime clock before it says so and after it received the batch,
+// and the batch's publish time lies between the two. The same without the
+// option: 0. The broker lists which topic stamps, and the bytes published.
+TEST(BrokerTest, PublishTimesOnlyOnTopicsCreatedWithThem) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  for (const bool stamped : {true, false}) {
+    SCOPED_TRACE(stamped ? "stamped" : "not stamped");
+    const std::string topic = stamped ? "stamped" : "plain";
+    client::ConsumerOptions co = ConsumerOn(broker);
+    co.wait_for_topic = 30s;
+    int go[2];
+    ASSERT_EQ(::pipe(go), 0);
+    const pid_t child = testing::ForkTestChild();
+    if (child == 0) {
+      ::close(go[1]);
+      client::TopicOptions options = testing::TopicWithArena();
+      options.publish_timestamps = stamped;
+      auto producer = Producer::Open(topic, IdSchema(), ProducerOn(broker, options));
+      if (!producer.ok()) ::_exit(1);
+      // Polls while idle, as a producer waiting for input should: the
+      // figures it reports are refreshed at a publish or a Poll.
+      for (int64_t b = 0;;) {
+        pollfd p{go[0], POLLIN, 0};
+        if (::poll(&p, 1, 10) == 0) {
+          (*producer)->Poll();
+          continue;
+        }
+        char byte = 0;
+        if (::read(go[0], &byte, 1) != 1 || byte != 'p') break;
+        auto batch = IdBatch(b * 10, 10);
+        if (!batch.ok() || !(*producer)->PublishCopy(**batch).ok()) ::_exit(2);
+        ++b;
+      }
+      ::_exit((*producer)->Close().ok() ? 0 : 3);
+    }
+    ::close(go[0]);
+    ASSERT_OK_AND_ASSIGN(auto consumer, Consumer::Open(topic, co));
+    EXPECT_EQ(consumer->publish_timestamps(), stamped);
+    // The child waits for us to register on its channel: pump until it is there.
+    ASSERT_TRUE(testing::WaitUntil([&] {
+      EXPECT_OK(consumer->TryNext().status());
+      return consumer->producer_count() > 0;
+    }));
+    uint64_t previous = 0;
+    for (int64_t b = 0; b < 5; ++b) {
+      const uint64_t before = RealtimeNow();
+      ASSERT_EQ(::write(go[1], "p", 1), 1);
+      client::BatchOrigin origin;
+      ASSERT_OK_AND_ASSIGN(auto batch, consumer->Next(30s, &origin));
+      const uint64_t after = RealtimeNow();
+      EXPECT_EQ(FirstId(*batch), b * 10);
+      EXPECT_EQ(origin.producer_pid, static_cast<uint32_t>(child));
+      if (stamped) {
+        EXPECT_GE(origin.publish_ns, before);
+        EXPECT_LE(origin.publish_ns, after);
+        EXPECT_GT(origin.publish_ns, previous);
+        previous = origin.publish_ns;
+      } else {
+        EXPECT_EQ(origin.publish_ns, 0u);
+      }
+    }
+    ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
+    // The producer reports every 500 ms: wait for the report of the five
+    // batches (10 int64 values each: an 80-byte buffer, a body of 80 bytes
+    // or more with padding).
+    std::optional<client::TopicStatus> status;
+    ASSERT_TRUE(testing::WaitUntil([&] {
+      auto topics = admin->ListTopics();
+      if (!topics.ok()) return true;
+      for (const auto& t : *topics) {
+        if (t.name == topic && t.published == 5 && t.published_bytes >= 5u * 80) status = t;
+      }
+      return status.has_value();
+    }));
+    ASSERT_TRUE(status.has_value());
+    EXPECT_EQ(status->publish_timestamps, stamped);
+    EXPECT_GE(status->published_bytes, 5u * 80);
+    ASSERT_EQ(status->producer_list.size(), 1u);
+    EXPECT_EQ(status->producer_list[0].published_bytes, status->published_bytes);
+    ::close(go[1]);  // the child closes its producer
+    ASSERT_RAISES(kEndOfStream, consumer->Next(30s));
+    EXPECT_EQ(testing::Wait(child), 0);
+  }
+  EXPECT_TRUE(WaitNoSegments(broker.name() + "."));
 }
 
 TEST(BrokerTest, SigkilledConsumerDoesNotBlockTheProducer) {

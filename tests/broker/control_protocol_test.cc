@@ -221,5 +221,53 @@ TEST(ControlProtocolTest, StatsCarryTheShmLimitAndItsOrigin) {
   EXPECT_EQ(message.reply.stats.shm_limit_origin, "");
 }
 
+// Publish times and byte counts (issue #33): fields at the end of their
+// tables, absent (false, 0) from a peer that does not send them.
+TEST(ControlProtocolTest, PublishTimestampsAndByteCountsRoundTrip) {
+  Request create;
+  create.type = RequestType::kCreateTopic;
+  create.config.name = "t";
+  create.config.schema = {1};
+  ASSERT_OK_AND_ASSIGN(auto decoded, DecodeRequest(EncodeRequest(create)));
+  EXPECT_FALSE(decoded.config.publish_timestamps);
+  create.config.publish_timestamps = true;
+  ASSERT_OK_AND_ASSIGN(decoded, DecodeRequest(EncodeRequest(create)));
+  EXPECT_TRUE(decoded.config.publish_timestamps);
+
+  Request report;
+  report.type = RequestType::kProducerStats;
+  report.target_id = 3;
+  report.published = 10;
+  report.published_bytes = 6400;
+  report.consumer_figures.push_back({4242, 1, 0, 2, 128, 6272});
+  ASSERT_OK_AND_ASSIGN(decoded, DecodeRequest(EncodeRequest(report)));
+  EXPECT_EQ(decoded.published_bytes, 6400u);
+  ASSERT_EQ(decoded.consumer_figures.size(), 1u);
+  EXPECT_EQ(decoded.consumer_figures[0].read_bytes, 6272u);
+  EXPECT_EQ(decoded.consumer_figures[0].held_bytes, 128u);
+
+  ServerMessage list;
+  list.reply.type = ReplyType::kTopicList;
+  TopicInfo info;
+  info.config = create.config;
+  info.published_bytes = 9000;
+  info.producer_list.push_back({3, 4241, 1000, 10, 1, 0, 2, 4096, 1 << 20, 6400});
+  ConsumerStatus consumer;
+  consumer.id = 5;
+  consumer.read_bytes = 6272;
+  info.consumer_list.push_back(consumer);
+  list.reply.topics.push_back(info);
+  ASSERT_OK_AND_ASSIGN(auto message, DecodeServerMessage(EncodeServerMessage(list)));
+  ASSERT_EQ(message.reply.topics.size(), 1u);
+  const TopicInfo& got = message.reply.topics[0];
+  EXPECT_TRUE(got.config.publish_timestamps);
+  EXPECT_EQ(got.published_bytes, 9000u);
+  ASSERT_EQ(got.producer_list.size(), 1u);
+  EXPECT_EQ(got.producer_list[0].published_bytes, 6400u);
+  EXPECT_EQ(got.producer_list[0].arena_bytes, uint64_t{1} << 20);
+  ASSERT_EQ(got.consumer_list.size(), 1u);
+  EXPECT_EQ(got.consumer_list[0].read_bytes, 6272u);
+}
+
 }  // namespace
 }  // namespace alkaid::broker::protocol

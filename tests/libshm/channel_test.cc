@@ -2,7 +2,9 @@
 // (threads); the multi-process behaviour is in channel_multiprocess_test.cc.
 
 #include <poll.h>
+#include <time.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <thread>
@@ -147,6 +149,69 @@ TEST_F(ChannelTest, AConsumerReceivesWhatIsPublishedAfterOpen) {
   ASSERT_OK(consumer->Receive(&message, 1s));
   EXPECT_EQ(message.user(), 101u);
   EXPECT_EQ(message.sequence(), 1u);
+}
+
+// The realtime clock as the slot's publish_ns is read (RealtimeNs's clock).
+uint64_t RealtimeNow() {
+  timespec ts{};
+  (void)::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// ChannelOptions::stamp_publish_time: each message carries a publish time
+// between the clock read before the publish and the one after the receive,
+// through three laps of the slots; a channel that does not stamp shows 0
+// (its slots' publish_ns are never written).
+TEST_F(ChannelTest, StampedChannelsCarryThePublishTimeOthersZero) {
+  for (const bool stamp : {true, false}) {
+    SCOPED_TRACE(stamp ? "stamped" : "not stamped");
+    const std::string name = NewName("ch");
+    ChannelOptions o = Small();
+    o.stamp_publish_time = stamp;
+    ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, o));
+    ASSERT_OK_AND_ASSIGN(auto consumer, ChannelConsumer::Open(name));
+    ChannelMessage message;
+    uint64_t previous = 0;
+    // Three laps of the 8 slots: every slot rewritten, stamps fresh each time.
+    for (uint64_t i = 0; i < 24; ++i) {
+      const uint64_t before = RealtimeNow();
+      ASSERT_OK(PublishPattern(producer.get(), i, 100));
+      ASSERT_OK(consumer->Receive(&message, 1s));
+      const uint64_t after = RealtimeNow();
+      ASSERT_EQ(message.user(), i);
+      if (stamp) {
+        EXPECT_GE(message.publish_ns(), before);
+        EXPECT_LE(message.publish_ns(), after);
+        EXPECT_GE(message.publish_ns(), previous);  // unless the clock stepped back
+        previous = message.publish_ns();
+      } else {
+        EXPECT_EQ(message.publish_ns(), 0u);
+      }
+    }
+  }
+}
+
+// The bytes counted for top's MB/s: the bodies published, and per consumer
+// the bodies before its cursor (from the channel's first message: a count
+// to take rates of).
+TEST_F(ChannelTest, CountsPublishedBytesAndEachConsumersReadBytes) {
+  const std::string name = NewName("ch");
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, Small()));
+  ASSERT_OK_AND_ASSIGN(auto fast, ChannelConsumer::Open(name));
+  ASSERT_OK_AND_ASSIGN(auto slow, ChannelConsumer::Open(name));
+  ASSERT_OK(producer->Publish({}, 7));  // no body: counts 0
+  for (uint64_t i = 0; i < 5; ++i) ASSERT_OK(PublishPattern(producer.get(), i, 100 * (i + 1)));
+  EXPECT_EQ(producer->stats().published_bytes, 100u + 200 + 300 + 400 + 500);
+  ChannelMessage message;
+  for (int i = 0; i < 6; ++i) ASSERT_OK(fast->Receive(&message, 1s));
+  for (int i = 0; i < 3; ++i) ASSERT_OK(slow->Receive(&message, 1s));  // up to the 200
+  message.Reset();
+  std::vector<uint64_t> read;
+  for (const auto& c : producer->consumers()) read.push_back(c.read_bytes);
+  ASSERT_EQ(read.size(), 2u);
+  std::sort(read.begin(), read.end());
+  EXPECT_EQ(read[0], 100u + 200);
+  EXPECT_EQ(read[1], 1500u);
 }
 
 TEST_F(ChannelTest, FromOldestStartsAtTheOldestBodyStillHeld) {

@@ -3,6 +3,8 @@ received batches' buffers in shared memory."""
 
 from __future__ import annotations
 
+import time
+
 import pyarrow as pa
 import pyarrow.ipc
 import pytest
@@ -77,3 +79,28 @@ def test_topics_name_the_kind_under_both_keys(broker):
         (info,) = [t for t in alkaid.topics(broker.socket) if t.name == "kinds"]
         assert info.kind == "record-batch"
         assert info["payload_kind"] == info.kind
+
+
+def test_publish_ns_on_topics_created_with_publish_timestamps(broker):
+    """Batch.publish_ns: the producer's publish time, between the clock read
+    before publish() and the one after the batch was received (next() and
+    try_next()); 0 on a topic created without publish_timestamps."""
+    schema = pa.schema([("x", pa.int64())])
+    batch = pa.record_batch([pa.array([1, 2, 3], pa.int64())], schema=schema)
+    for stamped in (True, False):
+        topic = "stamped" if stamped else "plain"
+        with alkaid.Producer(topic, schema, socket=broker.socket,
+                             publish_timestamps=stamped) as producer, \
+                alkaid.Consumer(topic, socket=broker.socket) as consumer:
+            for receive in (lambda: consumer.next(timeout=10), consumer.try_next):
+                before = time.time_ns()
+                producer.publish(batch)
+                got = receive()
+                after = time.time_ns()
+                assert got is not None and got.num_rows == 3
+                if stamped:
+                    assert before <= got.publish_ns <= after
+                else:
+                    assert got.publish_ns == 0
+            [info] = [t for t in broker.topics() if t["name"] == topic]
+            assert info.publish_timestamps is stamped

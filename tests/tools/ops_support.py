@@ -117,8 +117,9 @@ class PipePublisher:
     the test decides when each batch exists, and when the stream ends."""
 
     def __init__(self, broker: Broker, topic: str, schema: pa.Schema,
-                 first: pa.RecordBatch):
-        self.proc = broker.spawn("publish", topic, "-", stdin=subprocess.PIPE)
+                 first: pa.RecordBatch, extra: tuple[str, ...] = ()):
+        """`extra`: more `alkaid publish` options (`--timestamps`, say)."""
+        self.proc = broker.spawn("publish", topic, "-", *extra, stdin=subprocess.PIPE)
         # Encapsulated messages written by hand: pyarrow's stream writer
         # holds the schema back until the first batch. The stream reader
         # reads the message after the schema before it returns it (and the

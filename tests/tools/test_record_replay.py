@@ -346,3 +346,33 @@ def test_bad_input(broker, tmp_path):
     assert broker.tool("replay", str(good)).returncode == 2
     assert broker.tool("replay", str(good), "t", "--speed", "0").returncode == 2
     assert broker.tool("record", "t", "--out", "x", "--format", "csv").returncode == 2
+
+
+def test_publish_times_recorded_where_the_topic_stamps_them(broker, tmp_path):
+    """A topic created with `publish --timestamps` gets each batch's publish
+    time in alkaid.publish_time_ns, between the test's clock read before it
+    handed the batch to the publisher and the recorder's receive time; a
+    topic without has no such key."""
+    recorders = {t: start_recorder(broker, [t], tmp_path / f"{t}.arrows")
+                 for t in ("stamped", "plain")}
+    written: dict[str, list[int]] = {}
+    for topic, extra in (("stamped", ("--timestamps",)), ("plain", ())):
+        written[topic] = [time.time_ns()]
+        pub = PipePublisher(broker, topic, SCHEMA, make_batch(0, 0), extra)
+        for i in range(1, 10):
+            written[topic].append(time.time_ns())
+            pub.write(make_batch(0, i))
+        pub.close()
+    assert broker.topic("stamped")["publish_timestamps"] is True
+    assert broker.topic("plain")["publish_timestamps"] is False
+    for topic, recorder in recorders.items():
+        finish(recorder)
+        recorded = read_stream_batches(tmp_path / f"{topic}.arrows")
+        assert len(recorded) == 10
+        for (batch, md), before in zip(recorded, written[topic]):
+            assert RECORD_KEYS <= md.keys(), md
+            if topic == "stamped":
+                publish_ns = int(md["alkaid.publish_time_ns"])
+                assert before <= publish_ns <= int(md["alkaid.receive_time_ns"]), md
+            else:
+                assert "alkaid.publish_time_ns" not in md, md

@@ -9,6 +9,8 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
+import time
 import uuid
 
 import pyarrow as pa
@@ -207,11 +209,13 @@ def test_top_full_screen_in_tmux(broker, load, tmp_path):
         for pub, published, lag in ((load["pubs"][0], "30", "29"), (load["pubs"][1], "20", "19")):
             row = rows[str(pub.proc.pid)]
             assert row[0].startswith("p") and row[2] == str(os.getuid()), lines
-            assert row[4:6] == [published, lag], lines
+            # Columns: id, pid, uid, batch/s, MB/s, published, lag.
+            assert row[5:7] == [published, lag], lines
         assert lines[at + 3].split()[:2] == ["CONSUMER", "PID"], lines
         consumer = lines[at + 4].split()
         assert consumer[0].startswith("c") and consumer[1] == str(load["sub"].pid), lines
-        assert consumer[2] == str(os.getuid()) and consumer[3:5] == ["29", "0"], lines
+        # Columns: id, pid, uid, MB/s, lag, drops.
+        assert consumer[2] == str(os.getuid()) and consumer[4:6] == ["29", "0"], lines
         assert consumer[-1] == "spin-then-block", lines
         # Left folds it: the lines go; right arrow unfolds it again.
         tmux("send-keys", "-t", session, "Left")
@@ -266,7 +270,112 @@ def test_hz_counts_what_arrives(broker):
     assert hz.returncode == 0, err
     lines = out.decode().splitlines()
     assert lines and all(l.startswith("'rate': ") for l in lines), lines
+    # The topic does not stamp publish times: said once, first.
+    assert lines[0] == "'rate': publish times: not stamped (create the topic with --timestamps)"
+    lines = lines[1:]
+    assert not any("latency" in l for l in lines), lines
     counts = [int(l.split("; ")[-1].split()[0]) for l in lines]
     assert sum(counts) == 25
     # 8 rows of int64 per batch: 64 bytes.
     assert any("per batch 8.0 rows, 64 B" in l for l in lines), lines
+
+
+NS_PER = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+
+
+def parse_latency(line: str) -> dict[str, float]:
+    """'...; latency p50 41.2 us, p90 55.0 us, p99 80.1 us, max 90.3 us; ...'
+    -> {'p50': 41200.0, ...} in nanoseconds."""
+    part = next(p for p in line.split("; ") if p.startswith("latency "))
+    out = {}
+    for item in part[len("latency "):].split(", "):
+        name, value, unit = item.split()
+        out[name] = float(value) * NS_PER[unit]
+    return out
+
+
+def test_hz_prints_publish_to_receive_latency_of_stamped_topics(broker):
+    hz = broker.spawn("hz", "stamped", "--window", "0.5")
+    wait_until(lambda: broker.awaited_consumers("stamped") == 1, "hz waits for 'stamped'")
+    before = time.time_ns()
+    pub = PipePublisher(broker, "stamped", SCHEMA, batch(0), ("--timestamps",))
+    for i in range(1, 25):
+        pub.write(batch(i))
+    pub.close()
+    out, err = hz.communicate(timeout=60)
+    after = time.time_ns()
+    assert hz.returncode == 0, err
+    lines = out.decode().splitlines()
+    assert lines and not any("not stamped" in l for l in lines), lines
+    counts = [int(l.split("; ")[-1].split()[0]) for l in lines]
+    assert sum(counts) == 25
+    # Each window with batches says its latency percentiles, in order; none
+    # can exceed what elapsed around the whole run, nor be negative (one
+    # clock, one machine).
+    with_batches = [l for l, n in zip(lines, counts) if n > 0]
+    assert with_batches and all("; latency p50 " in l for l in with_batches), lines
+    assert not any("latency" in l for l, n in zip(lines, counts) if n == 0), lines
+    for line in with_batches:
+        lat = parse_latency(line)
+        assert 0 <= lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["max"] <= after - before, line
+
+
+def test_top_mb_per_s_under_a_known_load(broker):
+    """A producer publishing batches of one size while top samples: the
+    topic's, the producer's and the consumer's MB/s are the bytes of the
+    interval over its length, and more than 0; the totals count each
+    batch's body once."""
+    sub = broker.spawn("subscribe", "flow", "--out", os.devnull)
+    wait_until(lambda: broker.awaited_consumers("flow") == 1, "subscriber waits for 'flow'")
+    pub = PipePublisher(broker, "flow", SCHEMA, batch(0))
+    stop = threading.Event()
+    sent = [1]
+
+    def feed() -> None:
+        while not stop.is_set():
+            pub.write(batch(sent[0]))
+            sent[0] += 1
+            time.sleep(0.001)
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    try:
+        docs = []
+
+        def flowing() -> bool:
+            doc = top_json(broker, "0.6")
+            docs.append(doc)
+            flow = topic_of(doc, "flow") or {}
+            return (flow.get("mb_per_s", 0) > 0 and len(flow["producer_list"]) == 1 and
+                    flow["producer_list"][0]["mb_per_s"] > 0 and
+                    len(flow["consumer_list"]) == 1 and flow["consumer_list"][0]["mb_per_s"] > 0)
+        wait_until(flowing, "top shows bytes flowing")
+        doc = docs[-1]
+    finally:
+        stop.set()
+        feeder.join()
+    flow = topic_of(doc, "flow")
+    seconds = doc["interval_s"]
+    assert flow["mb_per_s"] == pytest.approx(flow["published_bytes_in_interval"] / seconds / 1e6)
+    [producer] = flow["producer_list"]
+    assert producer["mb_per_s"] == pytest.approx(
+        producer["published_bytes_in_interval"] / seconds / 1e6)
+    assert producer["published_bytes_in_interval"] == flow["published_bytes_in_interval"]
+    [consumer] = flow["consumer_list"]
+    assert consumer["mb_per_s"] == pytest.approx(consumer["read_bytes_in_interval"] / seconds / 1e6)
+    # Every batch has the same body: the bytes are a whole number of them.
+    # Once everything is read and reported (the idle publisher polls, which
+    # answers the report), the consumer has passed every byte published.
+    total = sent[0]
+
+    def settled() -> bool:
+        f = topic_of(top_json(broker, "0.1"), "flow") or {}
+        return (f.get("published") == total and f.get("depth") == 0 and
+                f["consumer_list"][0]["read_bytes"] == f["published_bytes"])
+    wait_until(settled, f"the producer reported {total} batches, all read")
+    flow = topic_of(top_json(broker, "0.1"), "flow")
+    body = flow["published_bytes"] // total
+    assert body >= 64 and flow["published_bytes"] == body * total
+    pub.close()
+    out, err = sub.communicate(timeout=60)
+    assert sub.returncode == 0, err

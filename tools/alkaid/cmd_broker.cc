@@ -87,6 +87,8 @@ int PrintTopicsJson(const client::BrokerStatus& stats,
                     {"shm_bytes", t.shm_bytes},
                     {"policy", PolicyName(t.policy)},
                     {"kind", client::TopicKindName(t.kind)},
+                    {"publish_timestamps", t.publish_timestamps},
+                    {"published_bytes", t.published_bytes},
                     // The previous release's keys, deprecated (deprecated_keys).
                     {"ring_slots", t.slot_count},
                     {"segment_bytes", t.arena_bytes},
@@ -203,6 +205,7 @@ int RunPublish(const PublishOptions& options) {
   producer_options.socket_path = options.socket;
   producer_options.topic.arena_bytes = options.arena_bytes;
   producer_options.topic.slot_count = options.slot_count;
+  producer_options.topic.publish_timestamps = options.timestamps;
   if (options.policy == "drop-oldest") {
     producer_options.topic.policy = shm::SlowConsumerPolicy::kDropOldest;
   }

@@ -78,6 +78,10 @@ format::MetadataPtr RecordMetadata(const format::RecordBatch& batch,
                 ? std::make_shared<format::KeyValueMetadata>(*batch.metadata())
                 : std::make_shared<format::KeyValueMetadata>();
   md->Set(std::string(kReceiveTimeKey), std::to_string(receive_ns));
+  // Only where the topic stamps publish times (0: not stamped).
+  if (origin.publish_ns != 0) {
+    md->Set(std::string(kPublishTimeKey), std::to_string(origin.publish_ns));
+  }
   md->Set(std::string(kProducerIdKey), std::to_string(origin.producer_id));
   md->Set(std::string(kProducerPidKey), std::to_string(origin.producer_pid));
   md->Set(std::string(kSequenceKey), std::to_string(origin.sequence));

@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -58,9 +59,19 @@ struct TopicRow {
   const client::TopicStatus* topic = nullptr;
   uint64_t published_delta = 0;
   uint64_t drops_delta = 0;
+  uint64_t bytes_delta = 0;
   double batches_per_s = 0;
   double drops_per_s = 0;
+  double mb_per_s = 0;  // body bytes published, in 10^6 bytes per second
 };
+
+// The growth of a running count between two snapshots: 0 if it went back
+// (a restarted broker, a producer replaced).
+uint64_t Delta(uint64_t now, uint64_t before) { return now >= before ? now - before : 0; }
+
+double PerSecond(uint64_t delta, double seconds) {
+  return seconds > 0 ? static_cast<double>(delta) / seconds : 0;
+}
 
 std::vector<TopicRow> Rows(const Snapshot& before, const Snapshot& now) {
   const double seconds = std::chrono::duration<double>(now.at - before.at).count();
@@ -71,13 +82,13 @@ std::vector<TopicRow> Rows(const Snapshot& before, const Snapshot& now) {
     for (const auto& b : before.topics) {
       if (b.name != t.name) continue;
       // Counters restart with a restarted broker: no negative rates.
-      row.published_delta = t.published >= b.published ? t.published - b.published : 0;
-      row.drops_delta = t.drops >= b.drops ? t.drops - b.drops : 0;
+      row.published_delta = Delta(t.published, b.published);
+      row.drops_delta = Delta(t.drops, b.drops);
+      row.bytes_delta = Delta(t.published_bytes, b.published_bytes);
     }
-    if (seconds > 0) {
-      row.batches_per_s = static_cast<double>(row.published_delta) / seconds;
-      row.drops_per_s = static_cast<double>(row.drops_delta) / seconds;
-    }
+    row.batches_per_s = PerSecond(row.published_delta, seconds);
+    row.drops_per_s = PerSecond(row.drops_delta, seconds);
+    row.mb_per_s = PerSecond(row.bytes_delta, seconds) / 1e6;
     rows.push_back(row);
   }
   // Sorted by lag, then by name.
@@ -88,21 +99,49 @@ std::vector<TopicRow> Rows(const Snapshot& before, const Snapshot& now) {
   return rows;
 }
 
-// Batches per second of producer `id` of `topic` between the snapshots
-// (0 for a producer the earlier one did not have).
-double ProducerRate(const Snapshot& before, const Snapshot& now, const std::string& topic,
-                    const client::TopicProducerStatus& producer, uint64_t* delta) {
-  *delta = 0;
-  for (const auto& t : before.topics) {
-    if (t.name != topic) continue;
-    for (const auto& p : t.producer_list) {
-      if (p.id == producer.id && producer.published >= p.published) {
-        *delta = producer.published - p.published;
-      }
+// What one producer or consumer did between the snapshots (0 for one the
+// earlier snapshot did not have).
+struct PartRates {
+  uint64_t published_delta = 0;  // a producer's batches
+  uint64_t bytes_delta = 0;      // a producer's bodies published, a consumer's read
+  double batches_per_s = 0;
+  double mb_per_s = 0;  // 10^6 bytes per second
+};
+
+const client::TopicStatus* FindTopic(const Snapshot& s, const std::string& name) {
+  for (const auto& t : s.topics) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+PartRates ProducerRates(const Snapshot& before, const Snapshot& now, const std::string& topic,
+                        const client::TopicProducerStatus& producer) {
+  PartRates r;
+  if (const auto* t = FindTopic(before, topic); t != nullptr) {
+    for (const auto& p : t->producer_list) {
+      if (p.id != producer.id) continue;
+      r.published_delta = Delta(producer.published, p.published);
+      r.bytes_delta = Delta(producer.published_bytes, p.published_bytes);
     }
   }
   const double seconds = std::chrono::duration<double>(now.at - before.at).count();
-  return seconds > 0 ? static_cast<double>(*delta) / seconds : 0;
+  r.batches_per_s = PerSecond(r.published_delta, seconds);
+  r.mb_per_s = PerSecond(r.bytes_delta, seconds) / 1e6;
+  return r;
+}
+
+PartRates ConsumerRates(const Snapshot& before, const Snapshot& now, const std::string& topic,
+                        const client::TopicConsumerStatus& consumer) {
+  PartRates r;
+  if (const auto* t = FindTopic(before, topic); t != nullptr) {
+    for (const auto& c : t->consumer_list) {
+      if (c.id == consumer.id) r.bytes_delta = Delta(consumer.read_bytes, c.read_bytes);
+    }
+  }
+  const double seconds = std::chrono::duration<double>(now.at - before.at).count();
+  r.mb_per_s = PerSecond(r.bytes_delta, seconds) / 1e6;
+  return r;
 }
 
 // As the Python binding and ConsumerOptions say it; "-" if not said.
@@ -167,6 +206,10 @@ nlohmann::ordered_json ToJson(const Snapshot& before, const Snapshot& now) {
                       {"published", t.published},
                       {"published_in_interval", row.published_delta},
                       {"batches_per_s", row.batches_per_s},
+                      {"published_bytes", t.published_bytes},
+                      {"published_bytes_in_interval", row.bytes_delta},
+                      {"mb_per_s", row.mb_per_s},
+                      {"publish_timestamps", t.publish_timestamps},
                       {"depth", t.depth},
                       {"drops", t.drops},
                       {"drops_in_interval", row.drops_delta},
@@ -179,14 +222,16 @@ nlohmann::ordered_json ToJson(const Snapshot& before, const Snapshot& now) {
                       {"segment_bytes", t.arena_bytes}});
     auto producer_list = nlohmann::ordered_json::array();
     for (const auto& p : t.producer_list) {
-      uint64_t delta = 0;
-      const double rate = ProducerRate(before, now, t.name, p, &delta);
+      const PartRates r = ProducerRates(before, now, t.name, p);
       producer_list.push_back({{"id", p.id},
                                {"pid", p.pid},
                                {"uid", p.uid},
                                {"published", p.published},
-                               {"published_in_interval", delta},
-                               {"batches_per_s", rate},
+                               {"published_in_interval", r.published_delta},
+                               {"batches_per_s", r.batches_per_s},
+                               {"published_bytes", p.published_bytes},
+                               {"published_bytes_in_interval", r.bytes_delta},
+                               {"mb_per_s", r.mb_per_s},
                                {"depth", p.depth},
                                {"drops", p.drops},
                                {"held", p.held},
@@ -195,6 +240,7 @@ nlohmann::ordered_json ToJson(const Snapshot& before, const Snapshot& now) {
     }
     auto consumer_list = nlohmann::ordered_json::array();
     for (const auto& c : t.consumer_list) {
+      const PartRates r = ConsumerRates(before, now, t.name, c);
       consumer_list.push_back({{"id", c.id},
                                {"pid", c.pid},
                                {"uid", c.uid},
@@ -203,7 +249,10 @@ nlohmann::ordered_json ToJson(const Snapshot& before, const Snapshot& now) {
                                {"lag", c.lag},
                                {"drops", c.drops},
                                {"held_blocks", c.held_blocks},
-                               {"held_bytes", c.held_bytes}});
+                               {"held_bytes", c.held_bytes},
+                               {"read_bytes", c.read_bytes},
+                               {"read_bytes_in_interval", r.bytes_delta},
+                               {"mb_per_s", r.mb_per_s}});
     }
     topics.back()["producer_list"] = std::move(producer_list);
     topics.back()["consumer_list"] = std::move(consumer_list);
@@ -316,25 +365,29 @@ std::string Pad(std::string text, size_t width, bool right) {
 void AppendParticipants(const Snapshot& before, const Snapshot& now, const client::TopicStatus& t,
                         std::vector<std::string>* lines) {
   lines->push_back("      " + Pad("PRODUCER", 8, false) + Pad("PID", 8, true) +
-                   Pad("UID", 7, true) + Pad("BATCH/S", 9, true) + Pad("PUBLISHED", 11, true) +
-                   Pad("LAG", 8, true) + Pad("HELD", 7, true) + "  ARENA");
+                   Pad("UID", 7, true) + Pad("BATCH/S", 9, true) + Pad("MB/S", 8, true) +
+                   Pad("PUBLISHED", 11, true) + Pad("LAG", 8, true) + Pad("HELD", 7, true) +
+                   "  ARENA");
   for (const auto& p : t.producer_list) {
-    uint64_t delta = 0;
-    const double rate = ProducerRate(before, now, t.name, p, &delta);
+    const PartRates r = ProducerRates(before, now, t.name, p);
     lines->push_back("      " + Pad("p" + std::to_string(p.id), 8, false) +
                      Pad(std::to_string(p.pid), 8, true) + Pad(std::to_string(p.uid), 7, true) +
-                     Pad(Fixed(rate, 1), 9, true) + Pad(std::to_string(p.published), 11, true) +
+                     Pad(Fixed(r.batches_per_s, 1), 9, true) + Pad(Fixed(r.mb_per_s, 2), 8, true) +
+                     Pad(std::to_string(p.published), 11, true) +
                      Pad(std::to_string(p.depth), 8, true) + Pad(std::to_string(p.held), 7, true) +
                      "  " + Bytes(static_cast<double>(p.arena_bytes)));
   }
   lines->push_back("      " + Pad("CONSUMER", 8, false) + Pad("PID", 8, true) +
-                   Pad("UID", 6, true) + Pad("LAG", 9, true) + Pad("DROPS", 8, true) +
-                   Pad("HELD", 7, true) + Pad("HELD B", 10, true) + "  WAIT");
+                   Pad("UID", 6, true) + Pad("MB/S", 8, true) + Pad("LAG", 9, true) +
+                   Pad("DROPS", 8, true) + Pad("HELD", 7, true) + Pad("HELD B", 10, true) +
+                   "  WAIT");
   for (const auto& c : t.consumer_list) {
     const std::string unreported = "-";
+    const PartRates r = ConsumerRates(before, now, t.name, c);
     lines->push_back(
         "      " + Pad("c" + std::to_string(c.id), 8, false) + Pad(std::to_string(c.pid), 8, true) +
         Pad(std::to_string(c.uid), 6, true) +
+        Pad(c.reported ? Fixed(r.mb_per_s, 2) : unreported, 8, true) +
         Pad(c.reported ? std::to_string(c.lag) : unreported, 9, true) +
         Pad(c.reported ? std::to_string(c.drops) : unreported, 8, true) +
         Pad(c.reported ? std::to_string(c.held_blocks) : unreported, 7, true) +
@@ -358,8 +411,8 @@ std::vector<std::string> Render(const Snapshot& before, const Snapshot& now, siz
                   "   q: quit  arrows: select, expand");
   lines.push_back("");
   lines.push_back("  " + Pad("TOPIC", 24, false) + Pad("PROD", 5, true) + Pad("CONS", 5, true) +
-                  Pad("BATCH/S", 10, true) + Pad("PUBLISHED", 11, true) + Pad("LAG", 8, true) +
-                  Pad("DROPS", 8, true) + Pad("HELD", 7, true) + "  POLICY");
+                  Pad("BATCH/S", 10, true) + Pad("MB/S", 8, true) + Pad("PUBLISHED", 11, true) +
+                  Pad("LAG", 8, true) + Pad("DROPS", 8, true) + Pad("HELD", 7, true) + "  POLICY");
   const auto table = Rows(before, now);
   for (size_t i = 0; i < table.size(); ++i) {
     const auto& row = table[i];
@@ -368,9 +421,9 @@ std::vector<std::string> Render(const Snapshot& before, const Snapshot& now, siz
     std::string line =
         (on ? "> " : "  ") + Pad(t.name, 24, false) + Pad(std::to_string(t.producers), 5, true) +
         Pad(std::to_string(t.consumers), 5, true) + Pad(Fixed(row.batches_per_s, 1), 10, true) +
-        Pad(std::to_string(t.published), 11, true) + Pad(std::to_string(t.depth), 8, true) +
-        Pad(std::to_string(t.drops), 8, true) + Pad(std::to_string(t.held), 7, true) + "  " +
-        PolicyName(t.policy);
+        Pad(Fixed(row.mb_per_s, 2), 8, true) + Pad(std::to_string(t.published), 11, true) +
+        Pad(std::to_string(t.depth), 8, true) + Pad(std::to_string(t.drops), 8, true) +
+        Pad(std::to_string(t.held), 7, true) + "  " + PolicyName(t.policy);
     lines.push_back(std::move(line));
     if (on && expanded) {
       lines.push_back("      kind " + std::string(client::TopicKindName(t.kind)) + ", " +
@@ -506,6 +559,34 @@ int64_t BufferBytes(const format::ArrayData& data) {
   return total;
 }
 
+int64_t RealtimeNs() {
+  timespec ts{};
+  (void)::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// A duration in the unit that suits it: "850 ns", "41.2 us", "12.3 ms", "1.20 s".
+std::string Duration(int64_t ns) {
+  const double v = static_cast<double>(ns);
+  if (ns > -1000 && ns < 1000) return std::to_string(ns) + " ns";
+  if (ns > -1000000 && ns < 1000000) return Fixed(v / 1e3, 1) + " us";
+  if (ns > -1000000000 && ns < 1000000000) return Fixed(v / 1e6, 1) + " ms";
+  return Fixed(v / 1e9, 2) + " s";
+}
+
+// "latency p50 .., p90 .., p99 .., max ..": publish-to-receive over the
+// window's batches (the element of rank floor(q * n) of the sorted
+// samples, as measure::Quantile).
+std::string LatencyPercentiles(std::vector<int64_t>* samples) {
+  std::sort(samples->begin(), samples->end());
+  const auto at = [&](double q) {
+    const auto rank = static_cast<size_t>(q * static_cast<double>(samples->size()));
+    return (*samples)[std::min(samples->size() - 1, rank)];
+  };
+  return "latency p50 " + Duration(at(0.50)) + ", p90 " + Duration(at(0.90)) + ", p99 " +
+         Duration(at(0.99)) + ", max " + Duration(samples->back());
+}
+
 }  // namespace
 
 int RunHz(const HzOptions& options) {
@@ -521,6 +602,14 @@ int RunHz(const HzOptions& options) {
   co.wait_for_topic = std::chrono::milliseconds::max();
   auto consumer = client::Consumer::Open(options.topic, co);
   if (!consumer.ok()) return ReportError("hz", consumer.status());
+  const bool stamped = (*consumer)->publish_timestamps();
+  if (!stamped) {
+    std::cout << "'" << options.topic
+              << "': publish times: not stamped (create the topic with --timestamps)\n"
+              << std::flush;
+  }
+  // Publish-to-receive latency of each batch of the window (stamped topics).
+  std::vector<int64_t> latencies;
   const auto window = std::chrono::milliseconds(std::llround(options.window_seconds * 1000));
   int64_t windows = 0;
   uint64_t lost_before = 0;
@@ -530,12 +619,15 @@ int RunHz(const HzOptions& options) {
     int64_t batches = 0;
     int64_t rows = 0;
     int64_t bytes = 0;
+    latencies.clear();
     bool ended = false;
     while (!quit.load()) {
       const auto now = Clock::now();
       if (now >= end) break;
-      auto batch =
-          (*consumer)->Next(std::min<Clock::duration>(end - now, std::chrono::milliseconds(100)));
+      client::BatchOrigin origin;
+      auto batch = (*consumer)->Next(
+          std::min<Clock::duration>(end - now, std::chrono::milliseconds(100)), &origin);
+      const int64_t receive_ns = RealtimeNs();
       if (!batch.ok()) {
         if (batch.status().IsTimedOut()) continue;
         if (batch.status().code() == StatusCode::kEndOfStream) {
@@ -546,6 +638,10 @@ int RunHz(const HzOptions& options) {
         continue;
       }
       ++batches;
+      // A producer of an earlier release does not stamp (0).
+      if (stamped && origin.publish_ns != 0) {
+        latencies.push_back(receive_ns - static_cast<int64_t>(origin.publish_ns));
+      }
       rows += (*batch)->num_rows();
       for (const auto& column : (*batch)->columns()) bytes += BufferBytes(*column);
     }
@@ -558,6 +654,7 @@ int RunHz(const HzOptions& options) {
       std::cout << "; per batch " << Fixed(static_cast<double>(rows) / batches, 1) << " rows, "
                 << Bytes(static_cast<double>(bytes) / batches);
     }
+    if (!latencies.empty()) std::cout << "; " << LatencyPercentiles(&latencies);
     std::cout << "; " << batches << " batches in " << Fixed(seconds, 2) << " s";
     if (lost > 0) std::cout << ", " << lost << " lost";
     std::cout << "\n" << std::flush;

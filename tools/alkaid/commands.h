@@ -87,6 +87,7 @@ struct PublishOptions {
   uint32_t slot_count = 0;
   std::string policy = "block-producer";  ///< block-producer | drop-oldest, if this creates it
   bool unsafe_row = false;  ///< publish each batch as UnsafeRows (an unsafe-row topic)
+  bool timestamps = false;  ///< if this creates the topic: producers stamp publish times
 };
 /// Streams an IPC stream or file into a topic, then detaches (end of stream).
 int RunPublish(const PublishOptions& options);

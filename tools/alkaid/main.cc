@@ -172,6 +172,10 @@ int Run(int argc, char** argv) {
                    "the slowest consumer) or drop-oldest (overwrite what it has not read)")
       ->check(CLI::IsMember({"block-producer", "drop-oldest"}))
       ->capture_default_str();
+  publish_cmd->add_flag("--timestamps", publish.timestamps,
+                        "If this creates the topic: its producers stamp each batch with its "
+                        "publish time (realtime clock), which consumers read, `alkaid hz` turns "
+                        "into latency and `alkaid record` keeps");
   publish_cmd->add_flag("--unsafe-row", publish.unsafe_row,
                         "Publish each batch as an UnsafeRow row batch (an unsafe-row topic)");
   publish_cmd->callback([&] { code = tools::RunPublish(publish); });
@@ -217,7 +221,8 @@ int Run(int argc, char** argv) {
   auto* record_cmd = app.add_subcommand(
       "record",
       "Record topics to Arrow IPC files, each batch with custom metadata (receive time, "
-      "producer, sequence, batches lost before it); until Ctrl-C/SIGTERM, the end of the "
+      "producer, sequence, batches lost before it, and publish time on topics created with "
+      "--timestamps); until Ctrl-C/SIGTERM, the end of the "
       "topic, --count, --duration or --timeout. Files being written end in .partial");
   record_cmd->add_option("topics", record.topics, "Topic names")->required();
   record_cmd
@@ -277,10 +282,10 @@ int Run(int argc, char** argv) {
   tools::TopOptions top;
   auto* top_cmd = app.add_subcommand(
       "top",
-      "Watch the broker's topics live, sorted by lag: batches/s, published, lag (depth), "
-      "drops, held bodies, policy; q quits, up/down select, enter or right expands a topic "
-      "into its producers (pid, uid, batches/s, arena) and consumers (pid, lag, drops, held "
-      "bodies and bytes, wait mode)");
+      "Watch the broker's topics live, sorted by lag: batches/s, MB/s, published, lag "
+      "(depth), drops, held bodies, policy; q quits, up/down select, enter or right expands a "
+      "topic into its producers (pid, uid, batches/s, MB/s, arena) and consumers (pid, MB/s, "
+      "lag, drops, held bodies and bytes, wait mode)");
   top_cmd->add_option("--socket", top.socket, "Broker socket (default: the client's)");
   top_cmd->add_option("--interval", top.interval_seconds, "Seconds between snapshots")
       ->check(CLI::Range(0.05, 3600.0))
@@ -293,7 +298,8 @@ int Run(int argc, char** argv) {
   auto* hz_cmd = app.add_subcommand(
       "hz",
       "Print a topic's rate per window as a consumer receives it: batches/s, rows/s, "
-      "bytes/s, rows and bytes per batch, batches lost");
+      "bytes/s, rows and bytes per batch, publish-to-receive latency (p50, p90, p99, max) on "
+      "topics created with --timestamps, batches lost");
   hz_cmd->add_option("topic", hz.topic, "Topic name (waited for if not created yet)")->required();
   hz_cmd->add_option("--window", hz.window_seconds, "Seconds per line")
       ->check(CLI::Range(0.01, 3600.0))

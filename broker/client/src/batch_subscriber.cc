@@ -65,6 +65,7 @@ Result<std::unique_ptr<BatchSubscriber>> BatchSubscriber::Open(std::string_view 
 }
 
 const format::SchemaPtr& BatchSubscriber::schema() const { return impl_->schema; }
+uint64_t BatchSubscriber::last_publish_ns() const { return impl_->message.publish_ns(); }
 const shm::ChannelConsumer& BatchSubscriber::consumer() const { return *impl_->consumer; }
 shm::ChannelConsumer& BatchSubscriber::mutable_consumer() { return *impl_->consumer; }
 uint64_t BatchSubscriber::decode_cache_hits() const { return impl_->plan_hits; }

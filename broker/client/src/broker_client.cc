@@ -65,9 +65,11 @@ Result<std::vector<TopicStatus>> BrokerClient::ListTopics() {
     status.drops = t.drops;
     status.held = t.held;
     status.shm_bytes = t.shm_bytes;
+    status.publish_timestamps = t.config.publish_timestamps;
+    status.published_bytes = t.published_bytes;
     for (const auto& pr : t.producer_list) {
       status.producer_list.push_back({pr.id, pr.pid, pr.uid, pr.published, pr.depth, pr.drops,
-                                      pr.held, pr.shm_bytes, pr.arena_bytes});
+                                      pr.held, pr.shm_bytes, pr.arena_bytes, pr.published_bytes});
     }
     for (const auto& c : t.consumer_list) {
       TopicConsumerStatus consumer;
@@ -82,6 +84,7 @@ Result<std::vector<TopicStatus>> BrokerClient::ListTopics() {
       consumer.drops = c.drops;
       consumer.held_blocks = c.held_blocks;
       consumer.held_bytes = c.held_bytes;
+      consumer.read_bytes = c.read_bytes;
       status.consumer_list.push_back(consumer);
     }
     // The previous release's names (deprecated, broker_client.h).

@@ -160,6 +160,7 @@ p::TopicConfig MakeTopicConfig(const std::string& topic, std::vector<uint8_t> sc
   config.slot_count = options.slot_count;
   config.arena_bytes = options.arena_bytes;
   config.max_arena_bytes = options.max_arena_bytes;
+  config.publish_timestamps = options.publish_timestamps;
   // The previous release's names, deprecated: honoured where the new ones
   // are left at 0 (topic.h).
 #pragma GCC diagnostic push

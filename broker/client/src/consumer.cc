@@ -655,18 +655,38 @@ Result<format::RecordBatchPtr> Consumer::Next(std::chrono::nanoseconds timeout) 
   return impl_->ToBatch(item);
 }
 
-Result<format::RecordBatchPtr> Consumer::Next(std::chrono::nanoseconds timeout,
-                                              BatchOrigin* origin) {
-  Item item;
-  ALKAID_RETURN_NOT_OK(impl_->NextItem(timeout, &item));
-  // Take() left round_robin just past the subscription the item came from.
-  if (origin != nullptr && impl_->round_robin > 0 && impl_->round_robin <= impl_->subs.size()) {
-    const auto& sub = impl_->subs[impl_->round_robin - 1];
+namespace {
+
+// Where `item`, just taken, came from: Take() left round_robin just past
+// the subscription it came from.
+void FillOrigin(const internal::ConsumerImpl& impl, const Item& item, BatchOrigin* origin) {
+  if (origin != nullptr && impl.round_robin > 0 && impl.round_robin <= impl.subs.size()) {
+    const auto& sub = impl.subs[impl.round_robin - 1];
     origin->producer_id = sub.producer_id;
     origin->producer_pid = sub.pid;
     origin->sequence = item.sequence;
     origin->lost_before = item.lost_before;
+    // The subscriber's message is still the one the item came from.
+    origin->publish_ns = sub.batches ? sub.batches->last_publish_ns() : sub.rows->last_publish_ns();
   }
+}
+
+}  // namespace
+
+Result<format::RecordBatchPtr> Consumer::Next(std::chrono::nanoseconds timeout,
+                                              BatchOrigin* origin) {
+  Item item;
+  ALKAID_RETURN_NOT_OK(impl_->NextItem(timeout, &item));
+  FillOrigin(*impl_, item, origin);
+  return impl_->ToBatch(item);
+}
+
+Result<format::RecordBatchPtr> Consumer::TryNext(BatchOrigin* origin) {
+  if (impl_->closed) return Status::Invalid("consumer of '", impl_->topic, "' is closed");
+  Item item;
+  ALKAID_RETURN_NOT_OK(impl_->PollOnce(&item));
+  if (item.empty()) return format::RecordBatchPtr();
+  FillOrigin(*impl_, item, origin);
   return impl_->ToBatch(item);
 }
 
@@ -687,6 +707,7 @@ const std::string& Consumer::topic() const { return impl_->topic; }
 const format::SchemaPtr& Consumer::schema() const { return impl_->schema; }
 const format::SchemaPtr& Consumer::topic_schema() const { return impl_->topic_schema; }
 TopicKind Consumer::kind() const { return impl_->kind; }
+bool Consumer::publish_timestamps() const { return impl_->session->config().publish_timestamps; }
 uint64_t Consumer::reregistrations() const { return impl_->session->reregistrations(); }
 std::size_t Consumer::producer_count() const { return impl_->subs.size(); }
 uint64_t Consumer::lost() const { return impl_->lost; }

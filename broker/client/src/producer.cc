@@ -75,8 +75,9 @@ struct internal::ProducerImpl {
   std::atomic<bool> stats_wanted{false};
   std::atomic<uint64_t> depth{0};
   std::atomic<uint64_t> drops{0};
-  std::atomic<uint64_t> held{0};         // bodies consumers hold (UpdateStats)
-  std::atomic<uint64_t> arena_bytes{0};  // the arena now, extensions included (UpdateStats)
+  std::atomic<uint64_t> held{0};             // bodies consumers hold (UpdateStats)
+  std::atomic<uint64_t> arena_bytes{0};      // the arena now, extensions included (UpdateStats)
+  std::atomic<uint64_t> published_bytes{0};  // body bytes published (UpdateStats)
   // Each consumer on the channel, as UpdateStats last saw it: written by the
   // producer thread, sent by the session thread (FillStats), under the mutex.
   std::mutex consumer_figures_mutex;
@@ -111,7 +112,7 @@ struct internal::ProducerImpl {
       held_blocks += c.held_blocks;
       if (c.accepted) {
         figures.push_back({c.pid, c.closed ? 0 : end - std::min(c.cursor, end), c.dropped,
-                           c.held_blocks, c.held_bytes});
+                           c.held_blocks, c.held_bytes, c.read_bytes});
       }
     }
     {
@@ -126,6 +127,7 @@ struct internal::ProducerImpl {
     blocks_live.store(counters.blocks_live, std::memory_order_relaxed);
     arena_bytes_free.store(counters.arena_bytes_free, std::memory_order_relaxed);
     arena_bytes.store(counters.arena_bytes, std::memory_order_relaxed);
+    published_bytes.store(counters.published_bytes, std::memory_order_relaxed);
     // Extensions of the arena nothing used for a while go back (a producer
     // that publishes may never Poll).
     channel->ReleaseIdleExtensions();
@@ -139,6 +141,7 @@ struct internal::ProducerImpl {
     request.drops = drops.load(std::memory_order_relaxed);
     request.held = held.load(std::memory_order_relaxed);
     request.arena_bytes = arena_bytes.load(std::memory_order_relaxed);
+    request.published_bytes = published_bytes.load(std::memory_order_relaxed);
     {
       std::lock_guard<std::mutex> lock(consumer_figures_mutex);
       request.consumer_figures = consumer_figures;
@@ -276,6 +279,7 @@ Result<std::unique_ptr<internal::ProducerImpl>> OpenProducer(const std::string& 
       self->session->ReleaseExtension(id);
     };
     channel_options.slot_count = reply.config.slot_count;
+    channel_options.stamp_publish_time = reply.config.publish_timestamps;
     channel_options.policy = reply.config.policy == p::Policy::kDropOldest
                                  ? shm::SlowConsumerPolicy::kDropOldest
                                  : shm::SlowConsumerPolicy::kBlockProducer;

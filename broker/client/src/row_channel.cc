@@ -138,6 +138,7 @@ Result<std::unique_ptr<RowSubscriber>> RowSubscriber::Open(
 }
 
 const shm::ChannelConsumer& RowSubscriber::consumer() const { return *impl_->consumer; }
+uint64_t RowSubscriber::last_publish_ns() const { return impl_->message.publish_ns(); }
 shm::ChannelConsumer& RowSubscriber::mutable_consumer() { return *impl_->consumer; }
 
 Result<ReceivedRows> RowSubscriber::Receive(std::chrono::nanoseconds timeout) {

@@ -125,6 +125,12 @@ struct ChannelOptions {
   /// message (BatchPublisher replays the current dictionaries). A consumer
   /// starts at the message published after it was accepted.
   bool accept_on_publish = true;
+  /// Whether each Publish stamps its slot with the time it publishes
+  /// (CLOCK_REALTIME nanoseconds; ChannelMessage::publish_ns()): one clock
+  /// read per message (a vDSO call, no system call). Off (the default): no
+  /// store and no clock read, one branch on this flag per publish, and
+  /// consumers read 0.
+  bool stamp_publish_time = false;
   /// The channel segment's mode and pages. Consumers' segments use the same
   /// access mode.
   SegmentOptions segment;
@@ -141,6 +147,7 @@ struct ChannelOptions {
 /// Counters of a producer (exact; read on the producer thread).
 struct ChannelStats {
   uint64_t published = 0;
+  uint64_t published_bytes = 0;   ///< the bodies of the messages published
   uint64_t blocks_live = 0;       ///< blocks loaned, in flight or held
   uint64_t arena_bytes_free = 0;  ///< arena bytes in no block
   uint64_t arena_bytes = 0;       ///< the arena's bytes now: the initial arena and every extension
@@ -167,6 +174,11 @@ struct ChannelConsumerInfo {
   uint64_t held_bytes = 0;   ///< the arena bytes of those blocks
   /// kDropOldest: messages overwritten before it read them, since it was accepted.
   uint64_t dropped = 0;
+  /// Body bytes of the channel's messages before its cursor (read, or lost
+  /// to kDropOldest), from the channel's first: a running count to take
+  /// rates of (ChannelStats::published_bytes less the bodies of the
+  /// messages it has yet to read). 0 while not accepted.
+  uint64_t read_bytes = 0;
 };
 
 class ChannelProducer;
@@ -386,6 +398,11 @@ class ALKAID_EXPORT ChannelMessage {
   uint64_t body_offset() const { return body_offset_; }
   uint64_t user() const { return user_; }
   uint32_t shape() const { return shape_; }
+  /// When the producer published it, CLOCK_REALTIME nanoseconds; 0 unless
+  /// the channel stamps (ChannelOptions::stamp_publish_time). As the inline
+  /// payload, read after a receive that filled this message (one that found
+  /// nothing may have overwritten it).
+  uint64_t publish_ns() const { return publish_ns_; }
   /// Messages this consumer lost just before this one (kDropOldest).
   uint64_t lost_before() const { return lost_before_; }
   /// Moves the body out, to be held beyond the next receive.
@@ -412,6 +429,7 @@ class ALKAID_EXPORT ChannelMessage {
   uint64_t lost_before_ = 0;
   uint64_t user_ = 0;
   uint64_t body_offset_ = 0;
+  uint64_t publish_ns_ = 0;
   ChannelBlock body_;
 };
 

@@ -162,6 +162,11 @@ class ALKAID_EXPORT BatchSubscriber {
   [[deprecated("use TryReceive")]] Result<bool> TryReceiveInto(BatchView* view);
 
   const format::SchemaPtr& schema() const;
+  /// When the producer published the batch the last Receive or TryReceive
+  /// returned: CLOCK_REALTIME ns, 0 unless the channel stamps publish times
+  /// (shm::ChannelOptions::stamp_publish_time). Read from the message the
+  /// subscriber keeps, so a receive pays nothing for it.
+  uint64_t last_publish_ns() const;
   /// The underlying channel consumer (index, sequence, lost count).
   const shm::ChannelConsumer& consumer() const;
   /// The same, for its doorbell (DoorbellFd, ArmDoorbell).

@@ -37,6 +37,9 @@ struct TopicProducerStatus {
   uint64_t shm_bytes = 0;
   /// Its arena now (the initial arena and every extension), as last reported.
   uint64_t arena_bytes = 0;
+  /// Body bytes it published, as last reported (0 from a client of an
+  /// earlier release): a running count; `alkaid top` shows its rate.
+  uint64_t published_bytes = 0;
 };
 
 /// One consumer of a topic: its process and user, how it waits, and what
@@ -58,6 +61,11 @@ struct TopicConsumerStatus {
   /// Bodies it holds (received, not returned) and their arena bytes.
   uint64_t held_blocks = 0;
   uint64_t held_bytes = 0;
+  /// Body bytes of the messages before its cursor in each producer's
+  /// channel (read, or lost to kDropOldest), summed over the producers: a
+  /// running count from each channel's first message, to take rates of
+  /// (`alkaid top`'s MB/s per consumer), not what it received since it came.
+  uint64_t read_bytes = 0;
 };
 
 /// What `alkaid topics` shows about one topic. The deprecated members are
@@ -91,6 +99,11 @@ struct TopicStatus {
   /// Shared memory the topic's producers hold now: their channels and the
   /// extensions of their arenas the broker granted.
   uint64_t shm_bytes = 0;
+  /// Whether producers stamp publish times (TopicOptions::publish_timestamps).
+  bool publish_timestamps = false;
+  /// Body bytes published so far, summed over its producers, gone ones
+  /// included (as last reported).
+  uint64_t published_bytes = 0;
   /// Each producer and each consumer (empty from a broker of an earlier
   /// release, which does not list them).
   std::vector<TopicProducerStatus> producer_list;

@@ -128,6 +128,13 @@ struct BatchOrigin {
   /// Batches of that producer lost just before this one (overwritten on a
   /// kDropOldest topic, or undecodable for want of dictionaries).
   uint64_t lost_before = 0;
+  /// When the producer published it: CLOCK_REALTIME nanoseconds, taken by
+  /// the producer just before it wrote the batch's slot. 0 unless the topic
+  /// stamps publish times (TopicOptions::publish_timestamps). Comparable
+  /// with this machine's CLOCK_REALTIME (std::chrono::system_clock), so a
+  /// receive time minus it is the publish-to-receive latency, give or take
+  /// a clock step.
+  uint64_t publish_ns = 0;
 };
 
 /// Options for Consumer::ExportStream().
@@ -198,6 +205,9 @@ class ALKAID_EXPORT Consumer {
   /// The next batch if one is there; null if none (yet); EndOfStream as
   /// Next.
   Result<format::RecordBatchPtr> TryNext();
+  /// As TryNext, and says where a batch it returns came from in `*origin`
+  /// (untouched when it returns null or an error).
+  Result<format::RecordBatchPtr> TryNext(BatchOrigin* origin);
 
   /// Deprecated: Next allocates nothing in steady state either. As Next,
   /// into `view` (which lets go of the batch it held). Record-batch topics
@@ -269,6 +279,10 @@ class ALKAID_EXPORT Consumer {
   /// The topic's full schema, as the producer published it.
   const format::SchemaPtr& topic_schema() const;
   TopicKind kind() const;
+  /// Whether the topic's producers stamp publish times
+  /// (TopicOptions::publish_timestamps; BatchOrigin::publish_ns). False
+  /// until the topic exists (ConsumerOptions::wait_for_topic).
+  bool publish_timestamps() const;
   /// Times this consumer re-subscribed after a broker restart.
   uint64_t reregistrations() const;
   /// Producers this consumer currently reads from.

@@ -149,6 +149,11 @@ class ALKAID_EXPORT RowSubscriber {
   /// The next row batch if one is there; null `data` otherwise.
   Result<ReceivedRows> TryReceive();
 
+  /// When the producer published the row batch the last Receive or
+  /// TryReceive returned: CLOCK_REALTIME ns, 0 unless the channel stamps
+  /// publish times (BatchSubscriber::last_publish_ns).
+  uint64_t last_publish_ns() const;
+
   const shm::ChannelConsumer& consumer() const;
   /// The same, for its doorbell (DoorbellFd, ArmDoorbell).
   shm::ChannelConsumer& mutable_consumer();

@@ -59,6 +59,13 @@ struct TopicOptions {
   /// RowProducer::Open do not read it: their type says the kind
   /// (kRecordBatch, kUnsafeRow), and a topic of the other kind refuses them.
   TopicKind kind = TopicKind::kRecordBatch;
+  /// Whether producers stamp each message with the time they publish it
+  /// (CLOCK_REALTIME nanoseconds, in the channel's slot): consumers read it
+  /// as BatchOrigin::publish_ns (Consumer::Next), `alkaid hz` shows
+  /// publish-to-receive latency, `alkaid record` keeps it. Costs a clock
+  /// read (vDSO, no system call) per publish; off (the default) costs
+  /// nothing but one branch, and consumers read 0.
+  bool publish_timestamps = false;
 
   /// Deprecated: slot_count.
   [[deprecated("TopicOptions::ring_slots is slot_count")]] uint32_t ring_slots = 0;
