@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstring>
 #include <stop_token>
 #include <string>
+#include <vector>
 
 #include "alkaid/client/batch_publisher.h"
 #include "alkaid/client/broker_client.h"
@@ -16,6 +18,7 @@
 #include "alkaid/format/builder_primitive.h"
 #include "alkaid/format/validate.h"
 #include "broker_process.h"
+#include "broker_test_util.h"
 #include "shm_test_util.h"
 #include "test_util.h"
 
@@ -99,6 +102,53 @@ TEST(BatchProducerFixedShapeTest, WriterBatchesArriveAndCountForCloseOnHugePages
   ASSERT_RAISES(kInvalid, writer->Publish());
   writer.reset();
   producer.reset();
+}
+
+// A producer that publishes only through a FixedShapeWriter answers its
+// broker session's requests for figures too: the topic's held bodies (here
+// every batch the consumer read and keeps) reach ListTopics. (They stayed 0
+// when the writer's publish did not fill them.)
+TEST(BatchProducerFixedShapeTest, WriterPublishesReportTheProducersFigures) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  ProducerOptions po;
+  po.socket_path = broker.socket();
+  ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("figures", IdSchema(), po));
+  ConsumerOptions co;
+  co.socket_path = broker.socket();
+  ASSERT_OK_AND_ASSIGN(auto consumer, Consumer::Open("figures", co));
+  ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
+  constexpr int64_t kRows = 4;
+  std::unique_ptr<FixedShapeWriter> writer;
+  {
+    ASSERT_OK_AND_ASSIGN(auto pool, producer->NewBatchPool(kRows * 8));
+    format::Int64Builder b(pool.get());
+    for (int64_t r = 0; r < kRows; ++r) ASSERT_OK(b.Append(r));
+    ASSERT_OK_AND_ASSIGN(auto a, b.Finish());
+    ASSERT_OK_AND_ASSIGN(auto prototype, format::RecordBatch::Make(IdSchema(), kRows, {a}));
+    ASSERT_OK_AND_ASSIGN(writer, producer->NewFixedShapeWriter(*prototype, *pool));
+  }
+  // The session asks every 500 ms; the producer answers at its next
+  // publish: publish and keep batches until a report counts them held.
+  std::vector<format::RecordBatchPtr> kept;
+  uint64_t held = 0;
+  EXPECT_TRUE(broker::testing::WaitUntil([&] {
+    if (!writer->Begin(FixedShapeWriter::Fill::kNone).ok()) return true;
+    std::memset(writer->buffer(1).data(), 0, writer->buffer(1).size());
+    if (!writer->Publish().ok()) return true;
+    auto batch = consumer->Next(5s);
+    if (!batch.ok()) return true;
+    kept.push_back(*batch);
+    auto topics = admin->ListTopics();
+    if (!topics.ok()) return true;
+    for (const auto& t : *topics) {
+      if (t.name == "figures") held = t.held;
+    }
+    return held >= 3;
+  }));
+  // What the report counted was held then, and is still.
+  EXPECT_GE(held, 3u);
+  EXPECT_LE(held, kept.size());
 }
 
 // Row topics have no writer: a RowProducer has no NewFixedShapeWriter (it

@@ -363,6 +363,11 @@ Result<std::unique_ptr<FixedShapeWriter>> Producer::NewFixedShapeWriter(
   auto writer = impl_->publisher->NewFixedShapeWriter(prototype, pool);
   if (!writer.ok()) return writer.status().WithContext("topic '" + impl_->topic + "'");
   (*writer)->published_counter_ = &impl_->published;
+  (*writer)->stats_wanted_ = &impl_->stats_wanted;
+  (*writer)->update_stats_ = [](void* owner) {
+    static_cast<internal::ProducerImpl*>(owner)->UpdateStats();
+  };
+  (*writer)->stats_owner_ = impl_.get();
   return writer;
 }
 

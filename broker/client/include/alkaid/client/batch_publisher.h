@@ -270,8 +270,13 @@ class ALKAID_EXPORT FixedShapeWriter {
   shm::ChannelLoan loan_;
   bool pending_ = false;
   // Set by Producer::NewFixedShapeWriter: the producer's count of published
-  // batches (what its Close drains up to), kept exact.
+  // batches (what its Close drains up to), kept exact; and the figures its
+  // broker session asks for (depth, drops, held bodies), filled after a
+  // publish when asked: `update_stats_(stats_owner_)` once `*stats_wanted_`.
   std::atomic<uint64_t>* published_counter_ = nullptr;
+  const std::atomic<bool>* stats_wanted_ = nullptr;
+  void (*update_stats_)(void* owner) = nullptr;
+  void* stats_owner_ = nullptr;
 };
 
 }  // namespace alkaid::client
