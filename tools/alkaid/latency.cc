@@ -439,6 +439,10 @@ int RunLatency(const LatencyOptions& options) {
   if (options.pattern == "pingpong" && options.consumers != 1) {
     return Usage("--consumers applies to --pattern stream only");
   }
+  if (options.pattern == "stream" && options.consumers != 1 &&
+      std::find(baselines.begin(), baselines.end(), "floor") != baselines.end()) {
+    return Usage("--compare floor with --pattern stream has one consumer (--consumers 1)");
+  }
   if (options.pattern == "pingpong" && options.writer != "build") {
     return Usage("--writer applies to --pattern stream only");
   }
@@ -578,7 +582,9 @@ void AddLatencyCommand(CLI::App* app, int* code) {
   cmd->add_option("--consumers", options->consumers, "Consumer processes (stream)")
       ->capture_default_str();
   cmd->add_option("--compare", options->compare,
-                  "Baselines in the same run, comma-separated: floor (one shared cache line), "
+                  "Baselines in the same run, comma-separated: floor (one shared cache line; "
+                  "stream: the same bodies through a ring of them in shared memory, one count "
+                  "per side), "
                   "body (the same plus a body of the batch's size at the addresses alkaid's "
                   "allocator gives it, written the same way before each ping, first and last "
                   "value read by the other side: the size-matched floor), uds (IPC stream over "

@@ -1,6 +1,7 @@
-// `alkaid latency`, the baselines: the shared-cache-line floor, the same
-// floor with a body of the batch's size (the size-matched floor), and an
-// IPC stream over Unix domain sockets.
+// `alkaid latency`, the baselines: the shared-cache-line floor (for the
+// stream pattern, a ring of bodies in shared memory), the same floor with a
+// body of the batch's size (the size-matched floor), and an IPC stream over
+// Unix domain sockets.
 
 #include <sys/socket.h>
 #include <unistd.h>
@@ -28,9 +29,129 @@ namespace ipc = format::ipc;
 
 // ---- floor --------------------------------------------------------------
 
+// The stream pattern's floor: the same bodies (the alkaid producer's 64
+// values: the publish time, then the sequence number) written into a ring
+// of body-sized places in one shared mapping, as many places as the alkaid
+// topic has slots; the consumer reads the first and last value, as the
+// alkaid consumer does. Each side's count lives in a line of its own: a
+// release store per message, the other side's acquire loads. No allocator,
+// no slot header, no return queue, no object per batch: what any
+// shared-memory stream of these bodies pays on this machine (the bodies'
+// lines and the two counts crossing between the cores, the clock reads).
+struct alignas(64) StreamFloorCounts {
+  static constexpr uint64_t kOpen = ~uint64_t{0};
+  std::atomic<uint64_t> written{0};  ///< producer: messages written
+  uint8_t pad0[56];
+  std::atomic<uint64_t> read{0};  ///< consumer: messages read
+  uint8_t pad1[56];
+  /// Producer: kOpen while it writes, then the count it wrote; the
+  /// consumer's readiness as kOpen - 1 before that (stored by the consumer).
+  std::atomic<uint64_t> end{0};
+  uint8_t pad2[56];
+};
+static_assert(sizeof(StreamFloorCounts) == 192, "three lines");
+
+constexpr uint64_t kStreamFloorSlots = 1024;  // the alkaid stream topic's slot_count
+
+Status MeasureStreamFloor(const RunSpec& spec, const ProgressHook& progress, Measurement* out) {
+  if (spec.consumers != 1) {
+    return Status::Invalid("the stream floor has one consumer (--consumers 1)");
+  }
+  SharedBlock shared;
+  ALKAID_RETURN_NOT_OK(shared.Map());
+  Shared* s = shared.get();
+  measure::SharedMapping<StreamFloorCounts> counts_page;  // pages of its own
+  ALKAID_RETURN_NOT_OK(counts_page.Map(1, "the stream floor's counts"));
+  StreamFloorCounts* counts = counts_page.get();
+  const int64_t rows = RowsFor(spec.payload_bytes);
+  const uint64_t stride = (static_cast<uint64_t>(rows) + 7) / 8 * 8;  // int64s: 64-byte places
+  measure::SharedMapping<int64_t> ring;
+  ALKAID_RETURN_NOT_OK(ring.Map(stride * kStreamFloorSlots, "the stream floor's ring"));
+  int64_t* places = ring.get();
+  const auto stopping = [s] { return Stopping(s); };
+  const int64_t limit_ns = static_cast<int64_t>(spec.duration_seconds * 1e9);
+
+  std::vector<std::function<int()>> bodies;
+  bodies.push_back([&] {
+    return ChildMain(s, "stream floor producer", [&]() -> Status {
+      s->producer_pid.store(static_cast<int>(::getpid()));
+      while (counts->end.load(std::memory_order_acquire) != StreamFloorCounts::kOpen - 1) {
+        if (stopping()) return Status::Cancelled("stopped");
+      }
+      counts->end.store(StreamFloorCounts::kOpen, std::memory_order_release);
+      const int64_t start = NowNs();
+      s->start_ns.store(start);
+      uint64_t read = 0;
+      int64_t i = 0;
+      for (; i < spec.count; ++i) {
+        if ((i & 1023) == 0) {
+          if (stopping()) return Status::Cancelled("stopped");
+          if (limit_ns > 0 && NowNs() - start > limit_ns) break;
+        }
+        const auto n = static_cast<uint64_t>(i);
+        // Acquire: partner of the consumer's release store of its count.
+        for (uint32_t spins = 1; n - read >= kStreamFloorSlots; ++spins) {
+          read = counts->read.load(std::memory_order_acquire);
+          if ((spins & 1023) == 0 && stopping()) return Status::Cancelled("stopped");
+        }
+        int64_t* values = places + (n % kStreamFloorSlots) * stride;
+        for (int64_t r = 1; r < rows; ++r) values[r] = i;
+        values[0] = NowNs();
+        // Release: publishes the body; partner of the consumer's acquire.
+        counts->written.store(n + 1, std::memory_order_release);
+        s->published.store(i + 1, std::memory_order_relaxed);
+      }
+      counts->end.store(static_cast<uint64_t>(i), std::memory_order_release);
+      return Status::OK();
+    });
+  });
+  bodies.push_back([&] {
+    return ChildMain(s, "stream floor consumer", [&]() -> Status {
+      Histogram* histogram = &s->histograms[0];
+      counts->end.store(StreamFloorCounts::kOpen - 1, std::memory_order_release);
+      while (counts->end.load(std::memory_order_acquire) == StreamFloorCounts::kOpen - 1) {
+        if (stopping()) return Status::Cancelled("stopped");
+      }
+      uint64_t expected = 0;
+      uint64_t written = 0;
+      while (true) {
+        for (uint32_t spins = 1; written <= expected; ++spins) {
+          // Acquire: partner of the producer's release store of its count.
+          written = counts->written.load(std::memory_order_acquire);
+          if (written > expected) break;
+          if (counts->end.load(std::memory_order_acquire) == expected) return Status::OK();
+          if ((spins & 1023) == 0 && stopping()) return Status::Cancelled("stopped");
+        }
+        const int64_t* values = places + (expected % kStreamFloorSlots) * stride;
+        const int64_t first = values[0];
+        const int64_t last = values[rows - 1];
+        const int64_t now = NowNs();
+        if (rows >= 2 && last != static_cast<int64_t>(expected)) {
+          return Status::Invalid("stream floor: place ", expected % kStreamFloorSlots,
+                                 " holds sequence number ", last, ", expected ", expected);
+        }
+        histogram->Record(now - first);
+        ++expected;
+        // Release: the place may be written again; partner of the
+        // producer's acquire load.
+        counts->read.store(expected, std::memory_order_release);
+        s->received[0] = static_cast<int64_t>(expected);
+        s->end_ns[0] = now;
+        s->progress.store(static_cast<int64_t>(expected), std::memory_order_relaxed);
+      }
+    });
+  });
+  std::function<void()> on_wait;
+  if (progress) on_wait = [&] { progress(*s); };
+  ALKAID_RETURN_NOT_OK(RunChildren(bodies, spec.cpus, &s->control, on_wait));
+  Finish(spec, *s, "floor", "spin", "stream", out);
+  return Status::OK();
+}
+
 }  // namespace
 
 Status MeasureFloor(const RunSpec& spec, const ProgressHook& progress, Measurement* out) {
+  if (spec.pattern == "stream") return MeasureStreamFloor(spec, progress, out);
   SharedBlock shared;
   ALKAID_RETURN_NOT_OK(shared.Map());
   Shared* s = shared.get();
