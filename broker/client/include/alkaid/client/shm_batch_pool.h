@@ -80,6 +80,10 @@ class ALKAID_EXPORT ShmBatchPool : public format::MemoryPool {
   /// The region: the objects made over the pool's buffers go in its object
   /// memory.
   std::shared_ptr<format::MemoryPool> object_pool() override;
+  /// The region's object memory: those objects are parked there between
+  /// uses of the region's block, and taken again by the next batch built in
+  /// it (format::ObjectMemory).
+  format::ObjectMemory* object_memory() override;
   using format::MemoryPool::Allocate;
   using format::MemoryPool::Free;
 
