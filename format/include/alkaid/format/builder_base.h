@@ -75,8 +75,12 @@ class ALKAID_EXPORT BufferBuilder {
   /// end of the bytes in a register over a loop of appends.
   template <typename T>
   void UnsafeAppendValue(const T& value) {
-    using Unaligned __attribute__((aligned(1))) = T;  // any byte offset
-    *reinterpret_cast<Unaligned*>(end_) = value;
+    if constexpr (std::is_scalar_v<T>) {
+      using Unaligned __attribute__((aligned(1))) = T;  // any byte offset
+      *reinterpret_cast<Unaligned*>(end_) = value;
+    } else {
+      std::memcpy(end_, &value, sizeof(T));  // a struct (the intervals)
+    }
     end_ += sizeof(T);
   }
   void UnsafeAppendZeros(int64_t n) { UnsafeAppendFill(0, n); }
