@@ -19,19 +19,21 @@ namespace internal {
 
 Status BufferBuilder::Reserve(int64_t additional) {
   if (additional < 0) return Status::Invalid("cannot reserve a negative byte count ", additional);
-  if (additional > std::numeric_limits<int64_t>::max() - size_) {
-    return Status::CapacityError("buffer of ", size_, " bytes cannot grow by ", additional);
+  const int64_t size = length();
+  if (additional > std::numeric_limits<int64_t>::max() - size) {
+    return Status::CapacityError("buffer of ", size, " bytes cannot grow by ", additional);
   }
-  const int64_t needed = size_ + additional;
+  const int64_t needed = size + additional;
   if (buffer_ == nullptr) buffer_ = ResizableBuffer::MakeShared(pool_);
   if (buffer_->data() != nullptr) {
     if (needed <= buffer_->capacity()) return Status::OK();
     // The buffer zeroes everything past its size() when it grows; keep that
     // size equal to ours so the bytes written since are preserved.
-    ALKAID_RETURN_NOT_OK(buffer_->Resize(size_));
+    ALKAID_RETURN_NOT_OK(buffer_->Resize(size));
   }
   Status st = buffer_->Reserve(needed);
   bytes_ = buffer_->mutable_data();
+  end_ = bytes_ + size;
   return st;
 }
 
@@ -40,19 +42,20 @@ Result<std::shared_ptr<Buffer>> BufferBuilder::Finish(bool shrink_to_fit) {
     ALKAID_ASSIGN_OR_RAISE(auto empty, AllocateBuffer(0, pool_));
     return std::shared_ptr<Buffer>(std::move(empty));
   }
-  // First bring the buffer's size up to ours (within capacity: no
-  // allocation), so shrinking keeps every byte written.
-  ALKAID_RETURN_NOT_OK(buffer_->Resize(size_));
-  Status st = shrink_to_fit ? buffer_->Resize(size_, true) : Status::OK();
+  // Our size is within the buffer's capacity (no allocation); shrinking
+  // keeps every byte up to it.
+  const int64_t size = length();
+  Status st = buffer_->Resize(size, shrink_to_fit);
   if (!st.ok()) {
+    if (!shrink_to_fit) return st;
     // Shrinking failed (a pool that reallocates by copying ran out): hand
     // the buffer out at full capacity instead; its size is still exact.
-    ALKAID_RETURN_NOT_OK(buffer_->Resize(size_, false));
+    ALKAID_RETURN_NOT_OK(buffer_->Resize(size, false));
   }
   std::shared_ptr<Buffer> out = std::move(buffer_);
   buffer_.reset();
   bytes_ = nullptr;
-  size_ = 0;
+  end_ = nullptr;
   return out;
 }
 
@@ -129,7 +132,11 @@ void ArrayBuilder::Reset() {
 }
 
 Status ArrayBuilder::ReserveValidity(int64_t additional, bool any_null) {
-  if (has_bitmap_) return validity_.Reserve(additional);
+  if (has_bitmap_) {
+    // The slots UnsafeAppendValid added have their bits reserved already.
+    SyncValidity();
+    return validity_.Reserve(additional);
+  }
   if (!any_null) return Status::OK();
   // First null: materialise the bitmap with every earlier slot valid.
   ALKAID_RETURN_NOT_OK(validity_.Reserve(length_ + additional));
@@ -160,6 +167,7 @@ Result<std::shared_ptr<Buffer>> ArrayBuilder::FinishValidity() {
     has_bitmap_ = false;
     return std::shared_ptr<Buffer>();
   }
+  SyncValidity();
   return validity_.Finish();
 }
 

@@ -10,59 +10,95 @@ namespace alkaid::format {
 
 namespace {
 
-// The pool whose object memory a batch of `columns` is made in: the pool of
+// The pool whose object memory a batch of columns is made in: the pool of
 // the first column's first buffer, if a builder made that buffer; else none
 // (the heap).
-MemoryPool* ObjectPoolOf(const std::vector<ArrayDataPtr>& columns) {
-  if (columns.empty() || columns[0] == nullptr) return nullptr;
-  for (const auto& b : columns[0]->buffers) {
+MemoryPool* ObjectPoolOf(const ArrayData* first_column) {
+  if (first_column == nullptr) return nullptr;
+  for (const auto& b : first_column->buffers) {
     if (b != nullptr) return internal::BuiltBufferPool(*b);
   }
   return nullptr;
+}
+
+// Checks that `n` columns (column(i) is the ArrayData of column i, or null)
+// fit `schema` and `num_rows`.
+template <typename Column>
+Status CheckColumns(const SchemaPtr& schema, int64_t num_rows, size_t n, Column&& column) {
+  if (schema == nullptr) return Status::Invalid("record batch schema is null");
+  if (num_rows < 0) return Status::Invalid("record batch length ", num_rows, " is negative");
+  if (n != static_cast<size_t>(schema->num_fields())) {
+    return Status::Invalid("record batch has ", n, " columns but the schema has ",
+                           schema->num_fields(), " fields");
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const auto& f = schema->fields()[i];
+    const ArrayData* c = column(i);
+    if (c == nullptr) return Status::Invalid("column ", i, " ('", f->name(), "') is null");
+    if (c->length != num_rows) {
+      return Status::Invalid("column ", i, " ('", f->name(), "') has ", c->length,
+                             " rows, the batch ", num_rows);
+    }
+    if (c->type != f->type() && !c->type->Equals(*f->type())) {
+      return Status::TypeError("column ", i, " ('", f->name(), "') is ", c->type->ToString(),
+                               " but the schema says ", f->type()->ToString());
+    }
+  }
+  return Status::OK();
 }
 
 }  // namespace
 
 Result<std::shared_ptr<RecordBatch>> RecordBatch::Make(SchemaPtr schema, int64_t num_rows,
                                                        std::vector<ArrayDataPtr> columns) {
-  if (schema == nullptr) return Status::Invalid("record batch schema is null");
-  if (num_rows < 0) return Status::Invalid("record batch length ", num_rows, " is negative");
-  if (columns.size() != static_cast<size_t>(schema->num_fields())) {
-    return Status::Invalid("record batch has ", columns.size(), " columns but the schema has ",
-                           schema->num_fields(), " fields");
-  }
-  for (size_t i = 0; i < columns.size(); ++i) {
-    const auto& f = schema->fields()[i];
-    if (columns[i] == nullptr) return Status::Invalid("column ", i, " ('", f->name(), "') is null");
-    if (columns[i]->length != num_rows) {
-      return Status::Invalid("column ", i, " ('", f->name(), "') has ", columns[i]->length,
-                             " rows, the batch ", num_rows);
-    }
-    if (columns[i]->type != f->type() && !columns[i]->type->Equals(*f->type())) {
-      return Status::TypeError("column ", i, " ('", f->name(), "') is ",
-                               columns[i]->type->ToString(), " but the schema says ",
-                               f->type()->ToString());
+  ALKAID_RETURN_NOT_OK(
+      CheckColumns(schema, num_rows, columns.size(), [&](size_t i) { return columns[i].get(); }));
+  MemoryPool* objects = ObjectPoolOf(columns.empty() ? nullptr : columns[0].get());
+  if (objects != nullptr) {
+    if (ObjectMemory* m = objects->object_memory()) {
+      auto batch = internal::ObjectMemoryAccess::MakeBatch(
+          m, schema, num_rows, [&](std::vector<ArrayDataPtr>* to) { *to = std::move(columns); });
+      if (batch != nullptr) return batch;
     }
   }
-  MemoryPool* objects = ObjectPoolOf(columns);
   return internal::MakePoolObject<RecordBatch>(objects, Key{}, std::move(schema), num_rows,
                                                std::move(columns));
 }
 
 Result<std::shared_ptr<RecordBatch>> RecordBatch::Make(SchemaPtr schema, int64_t num_rows,
                                                        const std::vector<ArrayPtr>& columns) {
-  std::vector<ArrayDataPtr> data;
-  data.reserve(columns.size());
-  for (const auto& c : columns) data.push_back(c == nullptr ? nullptr : c->data());
-  return Make(std::move(schema), num_rows, std::move(data));
+  return MakeFromArrays(std::move(schema), num_rows, columns.data(), columns.size());
 }
 
 Result<std::shared_ptr<RecordBatch>> RecordBatch::Make(SchemaPtr schema, int64_t num_rows,
                                                        std::initializer_list<ArrayPtr> columns) {
-  std::vector<ArrayDataPtr> data;
-  data.reserve(columns.size());
-  for (const auto& c : columns) data.push_back(c == nullptr ? nullptr : c->data());
-  return Make(std::move(schema), num_rows, std::move(data));
+  return MakeFromArrays(std::move(schema), num_rows, columns.begin(), columns.size());
+}
+
+Result<std::shared_ptr<RecordBatch>> RecordBatch::MakeFromArrays(SchemaPtr schema, int64_t num_rows,
+                                                                 const ArrayPtr* columns,
+                                                                 size_t n) {
+  const auto data = [columns](size_t i) -> const ArrayData* {
+    return columns[i] == nullptr ? nullptr : columns[i]->data().get();
+  };
+  ALKAID_RETURN_NOT_OK(CheckColumns(schema, num_rows, n, data));
+  // A batch made in a pool's object memory takes the parked batch's column
+  // vector: no allocation.
+  if (MemoryPool* objects = ObjectPoolOf(n == 0 ? nullptr : data(0))) {
+    if (ObjectMemory* m = objects->object_memory()) {
+      auto batch = internal::ObjectMemoryAccess::MakeBatch(m, schema, num_rows,
+                                                           [&](std::vector<ArrayDataPtr>* to) {
+                                                             to->reserve(n);
+                                                             for (size_t i = 0; i < n; ++i)
+                                                               to->push_back(columns[i]->data());
+                                                           });
+      if (batch != nullptr) return batch;
+    }
+  }
+  std::vector<ArrayDataPtr> v;
+  v.reserve(n);
+  for (size_t i = 0; i < n; ++i) v.push_back(columns[i]->data());
+  return Make(std::move(schema), num_rows, std::move(v));
 }
 
 ArrayPtr RecordBatch::GetColumnByName(std::string_view name) const {

@@ -112,6 +112,30 @@ TEST(BatchFastPathTest, SameShapeReusesMetadataAndDecodeCache) {
   EXPECT_EQ(sub->decode_cache_hits() - hits, 5u);
 }
 
+// The publisher compares a batch with the shape of the last one in place:
+// the same column at the same place in a region with more bytes allocated
+// after it (a longer body) is another shape, with its own Message.
+TEST(BatchFastPathTest, ALongerBodyIsAnotherShape) {
+  Channel ch;
+  ASSERT_OK(ch.Create(1 << 20));
+  auto schema = Int64Schema();
+  ASSERT_OK_AND_ASSIGN(auto pub, BatchPublisher::Create(ch.producer.get(), schema));
+  ASSERT_OK_AND_ASSIGN(auto sub, BatchSubscriber::Open(ch.name, schema));
+  for (int64_t extra : {0, 0, 128, 128, 0}) {
+    ASSERT_OK_AND_ASSIGN(auto pool, pub->NewPool(4096));
+    ASSERT_OK_AND_ASSIGN(auto batch, BuildInts(pool.get(), schema, 64, extra, false));
+    if (extra > 0) ASSERT_OK(pool->Allocate(extra).status());
+    const uint64_t body = pool->used_bytes();
+    ASSERT_OK(pub->Publish(*batch, pool.get()));
+    ASSERT_OK_AND_ASSIGN(auto got, sub->Receive(1s));
+    ASSERT_NE(got.batch, nullptr);
+    EXPECT_TRUE(CheckInts(*got.batch, 64, extra, false));
+    ASSERT_NE(got.body, nullptr);
+    EXPECT_EQ(static_cast<uint64_t>(got.body->size()), body) << "extra " << extra;
+  }
+  EXPECT_EQ(pub->stats().metadata_reused, 3u);  // the second of each, and the last
+}
+
 // With the shape table full, new shapes travel inline; the subscriber
 // still recognises repeats of the last four by their bytes.
 TEST(BatchFastPathTest, FullShapeTableFallsBackToInlineMetadata) {

@@ -620,6 +620,44 @@ TEST(BuilderTest, ManyNullsAcrossBytes) {
   EXPECT_EQ(d->GetNullCount(), 20);
 }
 
+// UnsafeAppend adds a valid slot without writing its validity bit: the bit
+// is written by the next call that extends or reads the bitmap. Slots
+// appended that way before the first null, between nulls, and after the
+// last one all come out valid, across byte boundaries.
+TEST(BuilderTest, UnsafeAppendedSlotsAroundNullsAreValid) {
+  Int64Builder b;
+  ASSERT_OK(b.Reserve(10));
+  for (int64_t v = 0; v < 10; ++v) b.UnsafeAppend(v);  // no bitmap yet
+  ASSERT_OK(b.AppendNull());                           // slot 10: the bitmap appears
+  ASSERT_OK(b.Reserve(5));
+  for (int64_t v = 11; v < 16; ++v) b.UnsafeAppend(v);  // bits written later
+  ASSERT_OK(b.AppendNulls(2));                          // slots 16, 17
+  ASSERT_OK(b.Append(18));
+  ASSERT_OK(b.Reserve(7));
+  for (int64_t v = 19; v < 26; ++v) b.UnsafeAppend(v);  // written by Finish
+  EXPECT_EQ(b.length(), 26);
+  EXPECT_EQ(b.null_count(), 3);
+  ASSERT_OK_AND_ASSIGN(ArrayDataPtr d, b.FinishData());
+  EXPECT_EQ(d->length, 26);
+  EXPECT_EQ(d->null_count, 3);
+  ASSERT_NE(d->buffers[0], nullptr);
+  for (int64_t i = 0; i < 26; ++i) {
+    const bool null = i == 10 || i == 16 || i == 17;
+    EXPECT_EQ(d->IsNull(i), null) << "slot " << i;
+    if (!null) {
+      EXPECT_EQ(d->GetValues<int64_t>(1)[i], i) << "slot " << i;
+    }
+  }
+  EXPECT_EQ(d->GetNullCount(), 3);
+  // The builder is empty and reusable: no bitmap left over.
+  ASSERT_OK(b.Reserve(3));
+  for (int64_t v = 0; v < 3; ++v) b.UnsafeAppend(v);
+  ASSERT_OK_AND_ASSIGN(ArrayDataPtr e, b.FinishData());
+  EXPECT_EQ(e->length, 3);
+  EXPECT_EQ(e->null_count, 0);
+  EXPECT_EQ(e->buffers[0], nullptr);
+}
+
 TEST(BuilderTest, FixedSizeBinary) {
   ASSERT_OK_AND_ASSIGN(auto b, MakeBuilder(fixed_size_binary(3)));
   auto* fb = As<FixedSizeBinaryBuilder>(b);

@@ -1,6 +1,7 @@
 #include "alkaid/client/batch_publisher.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <span>
 #include <utility>
@@ -47,6 +48,34 @@ bool AppendShape(const format::ArrayData& data, const uint8_t* region, std::vect
   out->push_back(static_cast<int64_t>(data.child_data.size()));
   for (const auto& child : data.child_data) {
     if (child == nullptr || !AppendShape(*child, region, out)) return false;
+  }
+  return true;
+}
+
+// True if `data` has the shape at `*at` (what AppendShape would append),
+// which it moves past; false as soon as anything differs, or where
+// AppendShape would refuse the array.
+bool SameShape(const format::ArrayData& data, const uint8_t* region, const int64_t** at,
+               const int64_t* end) {
+  const int64_t* p = *at;
+  const size_t n = data.buffers.size();
+  if (end - p < static_cast<ptrdiff_t>(4 + 2 * n) || p[0] != data.length ||
+      p[1] != data.null_count || p[2] != static_cast<int64_t>(n) || data.offset != 0 ||
+      data.null_count < 0 || data.dictionary != nullptr ||
+      !internal::IsStructuralLayout(*data.type)) {
+    return false;
+  }
+  p += 3;
+  for (const auto& b : data.buffers) {
+    const int64_t where = b == nullptr ? -1 : b->data() - region;
+    const int64_t size = b == nullptr ? -1 : b->size();
+    if (p[0] != where || p[1] != size) return false;
+    p += 2;
+  }
+  if (*p++ != static_cast<int64_t>(data.child_data.size())) return false;
+  *at = p;
+  for (const auto& child : data.child_data) {
+    if (child == nullptr || !SameShape(*child, region, at, end)) return false;
   }
   return true;
 }
@@ -306,6 +335,25 @@ Status BatchPublisher::Publish(const format::RecordBatch& batch, ShmBatchPool* p
   ALKAID_RETURN_NOT_OK(CheckSchema(batch));
   ALKAID_RETURN_NOT_OK(SendDictionaries(batch));
   const uint64_t body_length = pool->Seal();
+  // Most often the shape of the batch before: compared in place, nothing
+  // derived.
+  if (last_shape_ < shapes_.size() && batch.metadata() == nullptr) {
+    const std::vector<int64_t>& last = shapes_[last_shape_].shape;
+    const int64_t* at = last.data();
+    const int64_t* end = at + last.size();
+    bool same =
+        last.size() >= 2 && at[0] == batch.num_rows() && at[1] == static_cast<int64_t>(body_length);
+    at += 2;
+    for (int i = 0; i < batch.num_columns() && same; ++i) {
+      same = SameShape(*batch.column_data(i), pool->region_data(), &at, end);
+    }
+    if (same && at == end) {
+      ALKAID_RETURN_NOT_OK(
+          PublishRegion(pool, body_length, {}, shapes_[last_shape_].id, MessageKind::kRecordBatch));
+      ++stats_.metadata_reused;
+      return Status::OK();
+    }
+  }
   // The metadata of a batch with the shape of one published before is the
   // same bytes, already in the channel's shape table: send its id.
   std::vector<int64_t>& shape = shape_scratch_;
@@ -319,10 +367,12 @@ Status BatchPublisher::Publish(const format::RecordBatch& batch, ShmBatchPool* p
     cacheable = AppendShape(*batch.column_data(i), pool->region_data(), &shape);
   }
   if (cacheable) {
-    for (const CachedShape& c : shapes_) {
-      if (c.shape == shape) {
-        ALKAID_RETURN_NOT_OK(PublishRegion(pool, body_length, {}, c.id, MessageKind::kRecordBatch));
+    for (size_t k = 0; k < shapes_.size(); ++k) {
+      if (shapes_[k].shape == shape) {
+        ALKAID_RETURN_NOT_OK(
+            PublishRegion(pool, body_length, {}, shapes_[k].id, MessageKind::kRecordBatch));
         ++stats_.metadata_reused;
+        last_shape_ = k;
         return Status::OK();
       }
     }
@@ -337,6 +387,7 @@ Status BatchPublisher::Publish(const format::RecordBatch& batch, ShmBatchPool* p
     if (added.ok()) {
       id = *added;
       shapes_.push_back({std::move(shape), id});
+      last_shape_ = shapes_.size() - 1;
       shape = {};
     } else if (added.status().code() == StatusCode::kCapacityError) {
       shape_table_full_ = true;  // from now on, new shapes travel inline

@@ -9,6 +9,8 @@
 #include <thread>
 #include <utility>
 
+#include "alkaid/format/object_memory.h"
+
 namespace alkaid::client {
 
 namespace {
@@ -17,10 +19,6 @@ constexpr uint64_t kAlign = static_cast<uint64_t>(format::kBufferAlignment);
 
 uint64_t Padded(uint64_t n) { return (n + kAlign - 1) & ~(kAlign - 1); }
 
-// Object memory per region: the objects of a batch of a few columns (a
-// column built with a builder takes about 400 bytes: its buffer objects,
-// array data and array, each with its reference count).
-constexpr size_t kObjectBytes = 2048;
 // The region's reference count (libstdc++'s _Sp_counted_deleter with our
 // deleter and allocator: 32 bytes; checked at compile time).
 constexpr size_t kCountBytes = 64;
@@ -65,8 +63,7 @@ struct ShmBatchPool::Region final : format::MemoryPool {
   }
   std::string backend_name() const override { return "shm:" + loan.channel_name(); }
   std::shared_ptr<format::MemoryPool> object_pool() override { return self.lock(); }
-  void* AllocateObject(size_t n, size_t alignment) override;
-  void FreeObject(void* p, size_t n, size_t alignment) noexcept override;
+  format::ObjectMemory* object_memory() override { return &objects; }
   using format::MemoryPool::Allocate;
   using format::MemoryPool::Free;
 
@@ -82,7 +79,6 @@ struct ShmBatchPool::Region final : format::MemoryPool {
     allocated = 0;
     max_allocated = 0;
     sealed = false;
-    object_top.store(0, std::memory_order_relaxed);
   }
 
   shm::ChannelLoan loan;
@@ -100,11 +96,11 @@ struct ShmBatchPool::Region final : format::MemoryPool {
   int64_t max_allocated = 0;
   bool sealed = false;
 
-  // Object memory: bump-allocated by any thread (relaxed: each object is
-  // handed to other threads by the usual means), given back all at once by
-  // Clear. What does not fit comes from the heap.
-  std::atomic<size_t> object_top{0};
-  alignas(std::max_align_t) std::byte objects[kObjectBytes];
+  // The objects made over the region's buffers, parked between uses of
+  // the block (format::ObjectMemory): a batch of the shape of the block's
+  // last one takes the same objects again. Opened when lent, closed when
+  // the count falls to zero. What does not fit comes from the heap.
+  format::ObjectMemory objects;
 };
 
 // What NewPool's recycling keeps: the pool object (first, so that its
@@ -256,28 +252,13 @@ void ShmBatchPool::Region::Free(uint8_t* ptr, int64_t n, int64_t /*alignment*/) 
   }
 }
 
-void* ShmBatchPool::Region::AllocateObject(size_t n, size_t alignment) {
-  constexpr size_t kUnit = alignof(std::max_align_t);
-  if (alignment <= kUnit) {
-    const size_t need = (n + kUnit - 1) & ~(kUnit - 1);
-    const size_t at = object_top.fetch_add(need, std::memory_order_relaxed);
-    if (at <= kObjectBytes && need <= kObjectBytes - at) return objects + at;
-  }
-  return format::MemoryPool::AllocateObject(n, alignment);
-}
-
-void ShmBatchPool::Region::FreeObject(void* p, size_t n, size_t alignment) noexcept {
-  const auto* b = static_cast<const std::byte*>(p);
-  if (b >= objects && b < objects + kObjectBytes) return;  // goes with the block
-  format::MemoryPool::FreeObject(p, n, alignment);
-}
-
 // The region's count fell to zero: its last holder let go.
 struct ShmBatchPool::Release {
   void operator()(Region* r) const {
     // Before the count's block can be freed, the region's weak reference
     // to itself goes.
     r->self.reset();
+    r->objects.Close();
     r->Clear();
   }
 };
@@ -349,6 +330,7 @@ Result<std::unique_ptr<ShmBatchPool>> ShmBatchPool::Lend(Cache* cache,
   r.size = r.loan.data().size();
   b->pool_ref = std::shared_ptr<Region>(&r, Release{}, CountAllocator<Region>(b));
   r.self = b->pool_ref;
+  r.objects.Open(r.self);
   return std::unique_ptr<ShmBatchPool>(::new (b->pool) ShmBatchPool(channel, b));
 }
 
@@ -370,6 +352,7 @@ int64_t ShmBatchPool::max_memory() const { return region().max_memory(); }
 std::string ShmBatchPool::backend_name() const { return region().backend_name(); }
 std::shared_ptr<format::MemoryPool> ShmBatchPool::shared_owner() { return block_->pool_ref; }
 std::shared_ptr<format::MemoryPool> ShmBatchPool::object_pool() { return block_->pool_ref; }
+format::ObjectMemory* ShmBatchPool::object_memory() { return &block_->region.objects; }
 uint64_t ShmBatchPool::region_offset() const { return region().loan.offset(); }
 const shm::ChannelLoan& ShmBatchPool::loan() const { return region().loan; }
 

@@ -24,6 +24,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "alkaid/common/export.h"
@@ -66,17 +67,26 @@ class ALKAID_EXPORT BufferBuilder {
   }
 
   void UnsafeAppend(const void* data, int64_t n) {
-    if (n > 0) std::memcpy(bytes_ + size_, data, static_cast<size_t>(n));
-    size_ += n;
+    if (n > 0) std::memcpy(end_, data, static_cast<size_t>(n));
+    end_ += n;
   }
+  /// Appends one value by a store of its own type: the compiler then knows
+  /// it writes none of the builder's fields (a memcpy could), and keeps the
+  /// end of the bytes in a register over a loop of appends.
   template <typename T>
   void UnsafeAppendValue(const T& value) {
-    UnsafeAppend(&value, static_cast<int64_t>(sizeof(T)));
+    if constexpr (std::is_scalar_v<T>) {
+      using Unaligned __attribute__((aligned(1))) = T;  // any byte offset
+      *reinterpret_cast<Unaligned*>(end_) = value;
+    } else {
+      std::memcpy(end_, &value, sizeof(T));  // a struct (the intervals)
+    }
+    end_ += sizeof(T);
   }
   void UnsafeAppendZeros(int64_t n) { UnsafeAppendFill(0, n); }
   void UnsafeAppendFill(uint8_t byte, int64_t n) {
-    if (n > 0) std::memset(bytes_ + size_, byte, static_cast<size_t>(n));
-    size_ += n;
+    if (n > 0) std::memset(end_, byte, static_cast<size_t>(n));
+    end_ += n;
   }
 
   /// Start of the bytes; null before the first Reserve.
@@ -90,7 +100,7 @@ class ALKAID_EXPORT BufferBuilder {
   const T* data_as() const {
     return reinterpret_cast<const T*>(data());
   }
-  int64_t length() const { return size_; }
+  int64_t length() const { return end_ - bytes_; }
   int64_t capacity() const { return buffer_ == nullptr ? 0 : buffer_->capacity(); }
 
   /// Hands out the bytes as a buffer of length() bytes (capacity padded to
@@ -102,16 +112,17 @@ class ALKAID_EXPORT BufferBuilder {
   void Reset() {
     buffer_.reset();
     bytes_ = nullptr;
-    size_ = 0;
+    end_ = nullptr;
   }
 
  private:
   MemoryPool* pool_;
   std::shared_ptr<ResizableBuffer> buffer_;
-  // buffer_'s bytes (null without one), kept here so that an append reads
-  // no more than this object.
+  // buffer_'s bytes (null without one) and the end of those appended, kept
+  // here so that an append reads no more than this object; pointers, so
+  // that a value's store cannot alias them.
   uint8_t* bytes_ = nullptr;
-  int64_t size_ = 0;
+  uint8_t* end_ = nullptr;
 };
 
 /// A growable bitmap (LSB bit order) on top of BufferBuilder.
@@ -219,22 +230,34 @@ class ALKAID_EXPORT ArrayBuilder {
   /// Records validity for one or `n` new slots and adds them to length();
   /// requires a prior ReserveValidity (with any_null if !valid).
   void UnsafeAppendValidity(bool valid) {
-    if (has_bitmap_) validity_.UnsafeAppend(valid);
+    if (has_bitmap_) {
+      SyncValidity();
+      validity_.UnsafeAppend(valid);
+    }
     if (!valid) ++null_count_;
     ++length_;
   }
   void UnsafeAppendValidity(int64_t n, bool valid) {
-    if (has_bitmap_) validity_.UnsafeAppend(n, valid);
+    if (has_bitmap_) {
+      SyncValidity();
+      validity_.UnsafeAppend(n, valid);
+    }
     if (!valid) null_count_ += n;
     length_ += n;
   }
+  /// Adds one valid slot to length() and nothing else: if there is a
+  /// bitmap, the slot's bit is written by the next call that extends or
+  /// reads it (every slot after the bitmap's end is valid). Writes no memory
+  /// but length_, so that a loop of appends keeps it in a register. Requires
+  /// a prior ReserveValidity, as UnsafeAppendValidity.
+  void UnsafeAppendValid() { ++length_; }
   /// Validity from a byte-per-slot array (nullptr: all valid).
   void UnsafeAppendValidityBytes(const uint8_t* valid_bytes, int64_t n);
   /// True if `valid_bytes` (may be null) marks any of its `n` slots null.
   static bool AnyNull(const uint8_t* valid_bytes, int64_t n);
   /// Validity of slot i appended so far.
   bool IsValidSlot(int64_t i) const {
-    return !has_bitmap_ || bit_util::GetBit(validity_.data(), i);
+    return !has_bitmap_ || i >= validity_.length() || bit_util::GetBit(validity_.data(), i);
   }
   /// The validity bitmap to put in buffers[0]: nullptr when there are no
   /// nulls. Empties the bitmap.
@@ -246,13 +269,24 @@ class ALKAID_EXPORT ArrayBuilder {
 
   TypePtr type_;
   MemoryPool* pool_;
-  int64_t length_ = 0;
-  int64_t null_count_ = 0;
+  // `long long`, not int64_t (`long`): the compiler's type-based alias
+  // analysis then knows that an appended int64_t value (a store through the
+  // value buffer) does not write them, and keeps them in registers over a
+  // loop of appends. Same width as int64_t.
+  long long length_ = 0;      // NOLINT(google-runtime-int): see above
+  long long null_count_ = 0;  // NOLINT(google-runtime-int): see above
   std::vector<std::unique_ptr<ArrayBuilder>> children_;
 
  private:
+  // Writes the bits of the slots UnsafeAppendValid added (all valid), in
+  // space reserved for them.
+  void SyncValidity() {
+    if (validity_.length() < length_) validity_.UnsafeAppend(length_ - validity_.length(), true);
+  }
+
   internal::BitmapBuilder validity_;
   bool has_bitmap_ = false;
 };
+static_assert(sizeof(long long) == sizeof(int64_t));  // NOLINT(google-runtime-int)
 
 }  // namespace alkaid::format

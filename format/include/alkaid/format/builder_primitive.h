@@ -153,7 +153,7 @@ class ALKAID_EXPORT NumericBuilder : public FixedWidthBuilder {
   /// Appends after a successful Reserve; cannot fail.
   void UnsafeAppend(T value) {
     data_.UnsafeAppendValue(value);
-    UnsafeAppendValidity(true);
+    UnsafeAppendValid();
   }
   /// Value of slot i appended so far.
   T GetValueAt(int64_t i) const {

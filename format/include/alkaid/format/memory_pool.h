@@ -15,6 +15,8 @@
 
 namespace alkaid::format {
 
+class ObjectMemory;
+
 /// Alignment of every buffer allocated by Alkaid, and the multiple its
 /// capacity is padded to (the format's recommended 64 bytes).
 inline constexpr int64_t kBufferAlignment = 64;
@@ -70,6 +72,11 @@ class ALKAID_EXPORT MemoryPool {
   /// lives until the last of them is gone. Null (the default): such objects
   /// come from the heap.
   virtual std::shared_ptr<MemoryPool> object_pool() { return nullptr; }
+  /// For a pool recycled with its region (ShmBatchPool): the memory those
+  /// objects are made in and parked in between uses, so that the same
+  /// objects serve the region's next use (object_memory.h). Taken before
+  /// object_pool(). Null (the default): none.
+  virtual ObjectMemory* object_memory() { return nullptr; }
   /// Memory for one object (`alignment` at most alignof(std::max_align_t));
   /// never null (throws std::bad_alloc as operator new does). The default is
   /// the heap. Thread-safe.

@@ -19,6 +19,7 @@ namespace alkaid::format {
 namespace internal {
 struct ExportSlot;
 struct ExportAccess;
+struct ObjectMemoryAccess;
 }  // namespace internal
 
 /// Immutable; safe to share between threads.
@@ -75,10 +76,17 @@ class ALKAID_EXPORT RecordBatch {
       : schema_(std::move(schema)), num_rows_(num_rows), columns_(std::move(columns)) {}
 
  private:
+  // The two Make overloads over typed arrays.
+  static Result<std::shared_ptr<RecordBatch>> MakeFromArrays(SchemaPtr schema, int64_t num_rows,
+                                                             const ArrayPtr* columns, size_t n);
+
   // Recycles batch objects of one shape (batch_template.h).
   friend class BatchTemplate;
   // The C Data export reads export_slot_ (c_data_export.cc).
   friend struct internal::ExportAccess;
+  // Makes batches in, and parks them in, a pool's object memory
+  // (pool_object_internal.h).
+  friend struct internal::ObjectMemoryAccess;
 
   SchemaPtr schema_;
   int64_t num_rows_;

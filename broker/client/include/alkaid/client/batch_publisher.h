@@ -164,6 +164,9 @@ class ALKAID_EXPORT BatchPublisher {
   };
   std::vector<int64_t> shape_scratch_;
   std::vector<CachedShape> shapes_;
+  // The entry of shapes_ the last batch matched: the next batch is compared
+  // with it in place first (most producers publish one shape over and over).
+  size_t last_shape_ = 0;
   bool shape_table_full_ = false;
   // Shape ids of copied batches (PublishCopy): the encoded Message of a
   // shape seen twice in a row, and the last one that travelled inline.

@@ -37,9 +37,12 @@ namespace alkaid::client {
 ///
 /// The objects made over the pool's buffers (the builders' buffer objects,
 /// the array data, arrays and record batch they finish into, with their
-/// reference counts) are made in a small object memory that belongs to the
-/// region (MemoryPool::object_pool), and each holds the region: they cost
-/// no heap allocation, and own what they point to wherever they go.
+/// reference counts) are made in the slots of an object memory that belongs
+/// to the region (MemoryPool::object_memory, format::ObjectMemory), and each
+/// holds the region: they cost no heap allocation, and own what they point
+/// to wherever they go. A dropped array data or record batch is parked in
+/// its slot with its vectors, and the next batch built in the block takes it
+/// back. Objects past the slots come from the heap (MemoryPool::object_pool).
 ///
 /// Recycling: the region, its object memory and the pool object itself
 /// are one block of heap memory, made once and taken again for later
@@ -80,6 +83,10 @@ class ALKAID_EXPORT ShmBatchPool : public format::MemoryPool {
   /// The region: the objects made over the pool's buffers go in its object
   /// memory.
   std::shared_ptr<format::MemoryPool> object_pool() override;
+  /// The region's object memory: those objects are parked there between
+  /// uses of the region's block, and taken again by the next batch built in
+  /// it (format::ObjectMemory).
+  format::ObjectMemory* object_memory() override;
   using format::MemoryPool::Allocate;
   using format::MemoryPool::Free;
 
