@@ -52,6 +52,13 @@ struct ChannelConsumer::Impl {
   uint32_t producer_pid = 0;
   uint32_t episode = 0;  // waiting episodes: odd while announced
   bool drop = false;
+  // kBlockProducer: the cursor in our segment (the producer's flow control)
+  // may lag our own by up to flush_every - 1 messages while more are
+  // waiting; it is stored once we catch up, every flush_every messages, and
+  // before we close (Deliver, Close). With kDropOldest it moves per message
+  // (it decides who returns a lapped message's block).
+  uint64_t stored_cursor = 0;
+  uint64_t flush_every = 1;
   internal::DoorbellPipe doorbell;  // made by DoorbellFd
 
   // The extensions mapped (returns->extensions), as the data path looks
@@ -82,6 +89,7 @@ struct ChannelConsumer::Impl {
 
   // Stores our cursor and wakes a producer waiting on it for room.
   void StoreCursor(uint64_t cursor) {
+    stored_cursor = cursor;
     // seq_cst: the Dekker pair with the producer's seq_cst store of
     // space_waiting before its reload of this cursor (WaitForRoom); with
     // kDropOldest also the pair with its seq_cst odd store when it laps.
@@ -181,6 +189,10 @@ Result<std::unique_ptr<ChannelConsumer>> ChannelConsumer::Open(
       state.geometry, internal::ReadChannelHeader(*state.header, state.channel->data_size(), name));
   state.producer_pid = state.header->producer_pid;
   state.drop = state.geometry.policy == static_cast<uint32_t>(SlowConsumerPolicy::kDropOldest);
+  // A sixteenth of the slots, at most 64: far below the producer's resume
+  // hysteresis (an eighth), so a producer waiting for room is woken well
+  // before it could wait for a store we put off.
+  state.flush_every = state.drop ? 1 : std::clamp<uint64_t>(state.geometry.slot_count / 16, 1, 64);
   state.extension_entries = reinterpret_cast<const internal::ExtensionEntryData*>(
       state.channel->data() + state.geometry.extensions_offset);
 
@@ -430,8 +442,9 @@ struct ChannelConsumer::SlotCopy {
     state.StoreCursor(cursor_);
     return false;
   }
+  if (!state.drop) return true;  // the cursor moves in Deliver
   state.StoreCursor(c + 1);
-  if (state.drop && slot->sequence.load(std::memory_order_seq_cst) != seq) {
+  if (slot->sequence.load(std::memory_order_seq_cst) != seq) {
     // Lapped after we read a consistent slot: the producer may count the
     // block as ours (it saw our cursor) or not; returning it is right
     // either way (a return it does not expect is ignored).
@@ -502,6 +515,15 @@ inline bool ChannelConsumer::SkipLapped(Impl& state, uint64_t c, uint32_t attemp
                                                             const SlotCopy& copy,
                                                             ChannelMessage* out) {
   cursor_ = c + 1;
+  // kBlockProducer: our cursor is stored once we caught up (the next slot
+  // not committed yet) or flush_every messages after the last store, so
+  // that a consumer behind a fast producer pays one store (and its fence)
+  // per flush_every messages rather than per message.
+  if (!state.drop &&
+      (cursor_ - state.stored_cursor >= state.flush_every ||
+       state.Slot(cursor_)->sequence.load(std::memory_order_relaxed) != 2 * cursor_ + 2)) {
+    state.StoreCursor(cursor_);
+  }
   ChannelBlock& body = out->body_;
   if (body.held_) {
     body.returns_->Push(body.descriptor_, body.generation_);
@@ -717,6 +739,9 @@ void ChannelConsumer::Close() {
   if (closed_) return;
   closed_ = true;
   Impl& state = *impl_;
+  // The producer releases what we did not read from our stored cursor on:
+  // it must be our own.
+  if (accepted_ && state.stored_cursor != cursor_) state.StoreCursor(cursor_);
   uint64_t expected = state.word;
   // Our own segment says closed first: the producer believes a closed
   // registry entry only over a closed segment (anyone of the channel's

@@ -214,6 +214,46 @@ TEST_F(ChannelTest, CountsPublishedBytesAndEachConsumersReadBytes) {
   EXPECT_EQ(read[1], 1500u);
 }
 
+// The cursor the producer sees (its flow control): a kBlockProducer
+// consumer behind the producer stores it every 64th message (a sixteenth of
+// 1024 slots), and as soon as it has caught up, and when it closes; with
+// kDropOldest at every message (the cursor says who returns a lapped
+// message's block).
+TEST_F(ChannelTest, ABlockingConsumerBehindStoresItsCursorEverySixtyFourMessagesAndWhenCaughtUp) {
+  for (const auto policy : {SlowConsumerPolicy::kBlockProducer, SlowConsumerPolicy::kDropOldest}) {
+    SCOPED_TRACE(policy == SlowConsumerPolicy::kDropOldest ? "drop-oldest" : "block");
+    const bool drop = policy == SlowConsumerPolicy::kDropOldest;
+    const std::string name = NewName("ch");
+    ChannelOptions options = Small();
+    options.slot_count = 1024;
+    options.policy = policy;
+    ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, options));
+    ASSERT_OK_AND_ASSIGN(auto reader, ChannelConsumer::Open(name));
+    ASSERT_OK_AND_ASSIGN(auto closer, ChannelConsumer::Open(name));
+    ASSERT_OK(producer->Publish({}, 0));  // accepts both
+    for (uint64_t i = 1; i < 200; ++i) ASSERT_OK(producer->Publish({}, i));
+    auto cursor_of = [&](const ChannelConsumer& c) -> uint64_t {
+      for (const auto& info : producer->consumers()) {
+        if (info.index == c.index()) return info.cursor;
+      }
+      ADD_FAILURE() << "consumer " << c.index() << " not listed";
+      return 0;
+    };
+    ChannelMessage message;
+    for (int i = 0; i < 10; ++i) ASSERT_OK(reader->Receive(&message, 1s));
+    EXPECT_EQ(cursor_of(*reader), drop ? 10u : 0u);
+    for (int i = 10; i < 64; ++i) ASSERT_OK(reader->Receive(&message, 1s));
+    EXPECT_EQ(cursor_of(*reader), 64u);
+    for (int i = 64; i < 200; ++i) ASSERT_OK(reader->Receive(&message, 1s));
+    EXPECT_EQ(cursor_of(*reader), 200u);  // caught up: stored at once
+    for (int i = 0; i < 10; ++i) ASSERT_OK(closer->Receive(&message, 1s));
+    message.Reset();
+    EXPECT_EQ(cursor_of(*closer), drop ? 10u : 0u);
+    closer->Close();  // stores what it read: the rest is the producer's to release
+    EXPECT_EQ(cursor_of(*closer), 10u);
+  }
+}
+
 TEST_F(ChannelTest, FromOldestStartsAtTheOldestBodyStillHeld) {
   const std::string name = NewName("ch");
   ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, Small()));
