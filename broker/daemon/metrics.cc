@@ -122,6 +122,10 @@ std::string FormatMetrics(const client::BrokerStatus& b,
                    "Batches published to the topic, as its producers last reported (every "
                    "500 ms).");
   for (const auto& t : topics) published.Topic(t.name, t.published);
+  Family published_bytes(&out, "alkaid_topic_published_bytes_total", "counter",
+                         "Body bytes published to the topic, as its producers last reported "
+                         "(rate() of it: the topic's bytes per second).");
+  for (const auto& t : topics) published_bytes.Topic(t.name, t.published_bytes);
   Family dropped(&out, "alkaid_topic_dropped_batches_total", "counter",
                  "Batches slow consumers lost to overwrites (drop-oldest topics).");
   for (const auto& t : topics) dropped.Topic(t.name, t.drops);
@@ -165,6 +169,9 @@ std::string FormatMetrics(const client::BrokerStatus& b,
   per_producer("alkaid_producer_published_batches_total", "counter",
                "Batches the producer published, as it last reported.",
                &client::TopicProducerStatus::published);
+  per_producer("alkaid_producer_published_bytes_total", "counter",
+               "Body bytes the producer published, as it last reported.",
+               &client::TopicProducerStatus::published_bytes);
   per_producer("alkaid_producer_arena_bytes", "gauge",
                "The producer's arena now: the initial arena and every extension.",
                &client::TopicProducerStatus::arena_bytes);
@@ -174,6 +181,10 @@ std::string FormatMetrics(const client::BrokerStatus& b,
   per_consumer("alkaid_consumer_dropped_batches_total", "counter",
                "Batches the consumer lost to overwrites (drop-oldest topics).",
                &client::TopicConsumerStatus::drops);
+  per_consumer("alkaid_consumer_read_bytes_total", "counter",
+               "Body bytes of the messages before the consumer's cursor (read, or lost to "
+               "overwrites), summed over the topic's producers, as they last reported.",
+               &client::TopicConsumerStatus::read_bytes);
   per_consumer("alkaid_consumer_held_batches", "gauge",
                "Batch bodies the consumer holds (received and not released).",
                &client::TopicConsumerStatus::held_blocks);

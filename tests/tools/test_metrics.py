@@ -149,6 +149,13 @@ def test_prometheus_scrapes_what_was_published_and_dropped(metrics_broker, tmp_p
         assert stored('alkaid_producer_published_batches_total{topic="lossy"}') == 100
         assert stored(f'alkaid_producer_published_batches_total{{topic="kept",pid="{kept.proc.pid}"}}') == 40
         assert stored('alkaid_producer_arena_bytes{topic="kept"}') > 0
+        # Bytes (rate() of them: MB/s): 40 bodies of at least one 64-byte
+        # line each; the consumer that read everything read them all.
+        kept_bytes = stored('alkaid_topic_published_bytes_total{topic="kept"}')
+        assert kept_bytes >= 40 * 64
+        assert stored(f'alkaid_producer_published_bytes_total{{topic="kept",pid="{kept.proc.pid}"}}') == kept_bytes
+        wait_until(lambda: stored(f'alkaid_consumer_read_bytes_total{{topic="kept",pid="{kept_sub.pid}"}}')
+                   == kept_bytes, "Prometheus stored the consumer's read bytes", limit=120)
     finally:
         prom.send_signal(signal.SIGTERM)
         prom.wait(timeout=60)
