@@ -32,6 +32,17 @@ format::SchemaPtr IdSchema() {
   return format::schema({format::field("id", format::int64(), false)});
 }
 
+// A writer of `rows` int64 ids, from a prototype built in a pool of the
+// producer's (both gone once the writer is made).
+Result<std::unique_ptr<FixedShapeWriter>> NewWriter(Producer* producer, int64_t rows) {
+  ALKAID_ASSIGN_OR_RAISE(auto pool, producer->NewBatchPool(static_cast<uint64_t>(rows) * 8));
+  format::Int64Builder b(pool.get());
+  for (int64_t r = 0; r < rows; ++r) ALKAID_RETURN_NOT_OK(b.Append(r));
+  ALKAID_ASSIGN_OR_RAISE(auto a, b.Finish());
+  ALKAID_ASSIGN_OR_RAISE(auto prototype, format::RecordBatch::Make(IdSchema(), rows, {a}));
+  return producer->NewFixedShapeWriter(*prototype, *pool);
+}
+
 TEST(BatchProducerFixedShapeTest, WriterBatchesArriveAndCountForCloseOnHugePages) {
   BrokerProcess broker;
   ASSERT_TRUE(broker.Start());
@@ -49,15 +60,7 @@ TEST(BatchProducerFixedShapeTest, WriterBatchesArriveAndCountForCloseOnHugePages
   ASSERT_OK_AND_ASSIGN(auto consumer, Consumer::Open("fixed", co));
 
   constexpr int64_t kRows = 16;
-  std::unique_ptr<FixedShapeWriter> writer;
-  {
-    ASSERT_OK_AND_ASSIGN(auto pool, producer->NewBatchPool(kRows * 8));
-    format::Int64Builder b(pool.get());
-    for (int64_t r = 0; r < kRows; ++r) ASSERT_OK(b.Append(r));
-    ASSERT_OK_AND_ASSIGN(auto a, b.Finish());
-    ASSERT_OK_AND_ASSIGN(auto prototype, format::RecordBatch::Make(IdSchema(), kRows, {a}));
-    ASSERT_OK_AND_ASSIGN(writer, producer->NewFixedShapeWriter(*prototype, *pool));
-  }
+  ASSERT_OK_AND_ASSIGN(auto writer, NewWriter(producer.get(), kRows));
   constexpr int64_t kBatches = 200;
   const void* last_buffer = nullptr;
   for (int64_t n = 0; n < kBatches; ++n) {
@@ -118,16 +121,7 @@ TEST(BatchProducerFixedShapeTest, WriterPublishesReportTheProducersFigures) {
   co.socket_path = broker.socket();
   ASSERT_OK_AND_ASSIGN(auto consumer, Consumer::Open("figures", co));
   ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
-  constexpr int64_t kRows = 4;
-  std::unique_ptr<FixedShapeWriter> writer;
-  {
-    ASSERT_OK_AND_ASSIGN(auto pool, producer->NewBatchPool(kRows * 8));
-    format::Int64Builder b(pool.get());
-    for (int64_t r = 0; r < kRows; ++r) ASSERT_OK(b.Append(r));
-    ASSERT_OK_AND_ASSIGN(auto a, b.Finish());
-    ASSERT_OK_AND_ASSIGN(auto prototype, format::RecordBatch::Make(IdSchema(), kRows, {a}));
-    ASSERT_OK_AND_ASSIGN(writer, producer->NewFixedShapeWriter(*prototype, *pool));
-  }
+  ASSERT_OK_AND_ASSIGN(auto writer, NewWriter(producer.get(), 4));
   // The session asks every 500 ms; the producer answers at its next
   // publish: publish and keep batches until a report counts them held.
   std::vector<format::RecordBatchPtr> kept;
