@@ -361,6 +361,11 @@ void ChannelProducer::Poll() {
 
 void ChannelProducer::ReleaseIdleExtensions() { impl_->ReleaseIdleExtensions(/*force=*/false); }
 
+void ChannelProducer::CollectReturns() {
+  impl_->TakeReleased();
+  impl_->consumers.DrainAllReturns(impl_->blocks);
+}
+
 uint64_t ChannelProducer::AcceptConsumers() {
   return impl_->consumers.PollRegistryAccepting(impl_->blocks, impl_->slots);
 }

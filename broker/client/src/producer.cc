@@ -103,6 +103,10 @@ struct internal::ProducerImpl {
   void UpdateStats() {
     if (!stats_wanted.load(std::memory_order_relaxed)) return;
     stats_wanted.store(false, std::memory_order_relaxed);
+    // Returned blocks are drained lazily (when a loan finds no cached
+    // block): without this a consumer that keeps up would show up to a lap
+    // of slots as held.
+    channel->CollectReturns();
     const uint64_t end = channel->next_sequence();
     uint64_t min_cursor = end;
     uint64_t held_blocks = 0;

@@ -292,6 +292,11 @@ class ALKAID_EXPORT ChannelProducer {
   /// never polls. Looks at most every extension_idle / 4; nothing to do
   /// (one comparison) while the arena has no extension.
   void ReleaseIdleExtensions();
+  /// Takes back the blocks the consumers returned and the loans dropped
+  /// since (Loan does so only when it finds no cached block), so that
+  /// consumers() counts as held only what they still hold: for a report of
+  /// held figures. Touches no consumer's registration.
+  void CollectReturns();
 
   /// Accepts the consumers that registered since the last look (one load
   /// of a shared word when none did): each receives from the next message
