@@ -58,6 +58,16 @@ class Family {
   const char* name_;
 };
 
+// A per-producer or per-consumer family: its name, type and help, and the
+// figure of each one's status it samples.
+template <typename PeerStatus>
+struct Series {
+  const char* name;
+  const char* type;
+  const char* help;
+  uint64_t PeerStatus::*figure;
+};
+
 }  // namespace
 
 Result<MetricsAddress> ParseMetricsAddress(const std::string& text, bool allow_remote) {
@@ -166,31 +176,36 @@ std::string FormatMetrics(const client::BrokerStatus& b,
       }
     }
   };
-  per_producer("alkaid_producer_published_batches_total", "counter",
-               "Batches the producer published, as it last reported.",
-               &client::TopicProducerStatus::published);
-  per_producer("alkaid_producer_published_bytes_total", "counter",
-               "Body bytes the producer published, as it last reported.",
-               &client::TopicProducerStatus::published_bytes);
-  per_producer("alkaid_producer_arena_bytes", "gauge",
-               "The producer's arena now: the initial arena and every extension.",
-               &client::TopicProducerStatus::arena_bytes);
-  per_consumer("alkaid_consumer_lag_batches", "gauge",
-               "Batches the consumer has yet to read, the largest over the topic's producers.",
-               &client::TopicConsumerStatus::lag);
-  per_consumer("alkaid_consumer_dropped_batches_total", "counter",
-               "Batches the consumer lost to overwrites (drop-oldest topics).",
-               &client::TopicConsumerStatus::drops);
-  per_consumer("alkaid_consumer_read_bytes_total", "counter",
-               "Body bytes of the messages before the consumer's cursor (read, or lost to "
-               "overwrites), summed over the topic's producers, as they last reported.",
-               &client::TopicConsumerStatus::read_bytes);
-  per_consumer("alkaid_consumer_held_batches", "gauge",
-               "Batch bodies the consumer holds (received and not released).",
-               &client::TopicConsumerStatus::held_blocks);
-  per_consumer("alkaid_consumer_held_bytes", "gauge",
-               "Arena bytes of the batch bodies the consumer holds.",
-               &client::TopicConsumerStatus::held_bytes);
+  static constexpr Series<client::TopicProducerStatus> kProducerSeries[] = {
+      {"alkaid_producer_published_batches_total", "counter",
+       "Batches the producer published, as it last reported.",
+       &client::TopicProducerStatus::published},
+      {"alkaid_producer_published_bytes_total", "counter",
+       "Body bytes the producer published, as it last reported.",
+       &client::TopicProducerStatus::published_bytes},
+      {"alkaid_producer_arena_bytes", "gauge",
+       "The producer's arena now: the initial arena and every extension.",
+       &client::TopicProducerStatus::arena_bytes},
+  };
+  static constexpr Series<client::TopicConsumerStatus> kConsumerSeries[] = {
+      {"alkaid_consumer_lag_batches", "gauge",
+       "Batches the consumer has yet to read, the largest over the topic's producers.",
+       &client::TopicConsumerStatus::lag},
+      {"alkaid_consumer_dropped_batches_total", "counter",
+       "Batches the consumer lost to overwrites (drop-oldest topics).",
+       &client::TopicConsumerStatus::drops},
+      {"alkaid_consumer_read_bytes_total", "counter",
+       "Body bytes of the messages before the consumer's cursor (read, or lost to "
+       "overwrites), summed over the topic's producers, as they last reported.",
+       &client::TopicConsumerStatus::read_bytes},
+      {"alkaid_consumer_held_batches", "gauge",
+       "Batch bodies the consumer holds (received and not released).",
+       &client::TopicConsumerStatus::held_blocks},
+      {"alkaid_consumer_held_bytes", "gauge", "Arena bytes of the batch bodies the consumer holds.",
+       &client::TopicConsumerStatus::held_bytes},
+  };
+  for (const auto& s : kProducerSeries) per_producer(s.name, s.type, s.help, s.figure);
+  for (const auto& s : kConsumerSeries) per_consumer(s.name, s.type, s.help, s.figure);
   return out.str();
 }
 

@@ -44,10 +44,9 @@ struct alignas(64) StreamFloorCounts {
   uint8_t pad0[56];
   std::atomic<uint64_t> read{0};  ///< consumer: messages read
   uint8_t pad1[56];
-  /// Producer: kOpen while it writes, then the count it wrote; the
-  /// consumer's readiness as kOpen - 1 before that (stored by the consumer).
-  std::atomic<uint64_t> end{0};
-  uint8_t pad2[56];
+  std::atomic<uint64_t> end{kOpen};  ///< producer: kOpen while it writes, then its count
+  std::atomic<uint32_t> ready{0};    ///< consumer: 1 once it waits for the first
+  uint8_t pad2[52];
 };
 static_assert(sizeof(StreamFloorCounts) == 192, "three lines");
 
@@ -75,10 +74,9 @@ Status MeasureStreamFloor(const RunSpec& spec, const ProgressHook& progress, Mea
   bodies.push_back([&] {
     return ChildMain(s, "stream floor producer", [&]() -> Status {
       s->producer_pid.store(static_cast<int>(::getpid()));
-      while (counts->end.load(std::memory_order_acquire) != StreamFloorCounts::kOpen - 1) {
+      while (counts->ready.load(std::memory_order_acquire) == 0) {
         if (stopping()) return Status::Cancelled("stopped");
       }
-      counts->end.store(StreamFloorCounts::kOpen, std::memory_order_release);
       const int64_t start = NowNs();
       s->start_ns.store(start);
       uint64_t read = 0;
@@ -108,10 +106,7 @@ Status MeasureStreamFloor(const RunSpec& spec, const ProgressHook& progress, Mea
   bodies.push_back([&] {
     return ChildMain(s, "stream floor consumer", [&]() -> Status {
       Histogram* histogram = &s->histograms[0];
-      counts->end.store(StreamFloorCounts::kOpen - 1, std::memory_order_release);
-      while (counts->end.load(std::memory_order_acquire) == StreamFloorCounts::kOpen - 1) {
-        if (stopping()) return Status::Cancelled("stopped");
-      }
+      counts->ready.store(1, std::memory_order_release);
       uint64_t expected = 0;
       uint64_t written = 0;
       while (true) {

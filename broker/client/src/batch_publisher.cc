@@ -677,10 +677,7 @@ Status FixedShapeWriter::Publish() {
   ALKAID_RETURN_NOT_OK(
       publisher_->channel_->Publish(slot_payload_, std::move(loan_), user_, shape_));
   pending_ = false;
-  if (published_counter_ != nullptr) published_counter_->fetch_add(1, std::memory_order_relaxed);
-  if (stats_wanted_ != nullptr && stats_wanted_->load(std::memory_order_relaxed)) {
-    update_stats_(stats_owner_);
-  }
+  if (producer_ != nullptr) internal::WriterPublished(producer_);
   ++publisher_->stats_.batches;
   ++publisher_->messages_;
   if (metadata_in_region_) ++publisher_->stats_.metadata_in_region;

@@ -361,17 +361,19 @@ Result<std::unique_ptr<ShmBatchPool>> Producer::NewBatchPool(uint64_t region_byt
   return impl_->publisher->NewPool(region_bytes);
 }
 
+// A writer's publish counts as the Producer's (Producer::Publish's order:
+// the figures asked for, then the count).
+void internal::WriterPublished(ProducerImpl* producer) {
+  producer->UpdateStats();
+  producer->published.fetch_add(1, std::memory_order_relaxed);
+}
+
 Result<std::unique_ptr<FixedShapeWriter>> Producer::NewFixedShapeWriter(
     const format::RecordBatch& prototype, const ShmBatchPool& pool) {
   ALKAID_RETURN_NOT_OK(CheckOpen(*impl_));
   auto writer = impl_->publisher->NewFixedShapeWriter(prototype, pool);
   if (!writer.ok()) return writer.status().WithContext("topic '" + impl_->topic + "'");
-  (*writer)->published_counter_ = &impl_->published;
-  (*writer)->stats_wanted_ = &impl_->stats_wanted;
-  (*writer)->update_stats_ = [](void* owner) {
-    static_cast<internal::ProducerImpl*>(owner)->UpdateStats();
-  };
-  (*writer)->stats_owner_ = impl_.get();
+  (*writer)->producer_ = impl_.get();
   return writer;
 }
 

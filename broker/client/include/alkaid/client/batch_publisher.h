@@ -47,6 +47,9 @@ class FixedShapeWriter;
 class Producer;
 namespace internal {
 enum class MessageKind : uint8_t;  // batch_layout_internal.h
+struct ProducerImpl;               // producer.cc
+// A Producer's writer published a batch (producer.cc).
+void WriterPublished(ProducerImpl* producer);
 // A body buffer to copy (PublishCopy): its bytes, or none.
 struct BodyPiece {
   const uint8_t* data;
@@ -272,14 +275,10 @@ class ALKAID_EXPORT FixedShapeWriter {
   bool metadata_in_region_ = false;
   shm::ChannelLoan loan_;
   bool pending_ = false;
-  // Set by Producer::NewFixedShapeWriter: the producer's count of published
-  // batches (what its Close drains up to), kept exact; and the figures its
-  // broker session asks for (depth, drops, held bodies), filled after a
-  // publish when asked: `update_stats_(stats_owner_)` once `*stats_wanted_`.
-  std::atomic<uint64_t>* published_counter_ = nullptr;
-  const std::atomic<bool>* stats_wanted_ = nullptr;
-  void (*update_stats_)(void* owner) = nullptr;
-  void* stats_owner_ = nullptr;
+  // Set by Producer::NewFixedShapeWriter: the producer told of each publish
+  // (internal::WriterPublished: its count, which its Close drains up to, and
+  // the figures its broker session asked for).
+  internal::ProducerImpl* producer_ = nullptr;
 };
 
 }  // namespace alkaid::client
