@@ -287,6 +287,7 @@ class ALKAID_EXPORT ArrayBuilder {
   internal::BitmapBuilder validity_;
   bool has_bitmap_ = false;
 };
-static_assert(sizeof(long long) == sizeof(int64_t));  // NOLINT(google-runtime-int)
+static_assert(sizeof(long long) ==
+              sizeof(int64_t));  // NOLINT(google-runtime-int): the fields above
 
 }  // namespace alkaid::format
