@@ -16,8 +16,8 @@
 namespace alkaid::broker::internal {
 
 void RemoveChannelNames(const std::string& channel, const Logger& log,
-                        std::vector<uint32_t>* kept_extensions) {
-  const Status st = shm::RemoveChannel(channel, kept_extensions);
+                        shm::ChannelRemains* remains) {
+  const Status st = shm::RemoveChannel(channel, remains);
   if (st.ok()) {
     log(LogLevel::kInfo, "removed channel ", channel, " and its registry");
   } else if (st.code() != StatusCode::kKeyError) {
@@ -116,10 +116,10 @@ void Leftovers::Expire(bool all) {
            : gone ? "process gone"
                   : "no re-registration in time",
            ")");
-      std::vector<uint32_t> extensions;
+      shm::ChannelRemains remains;
       // A dead producer's consumers may still have to map its extensions.
-      RemoveChannelNames(it->first, log_, gone && !all ? &extensions : nullptr);
-      for (uint32_t id : extensions) {
+      RemoveChannelNames(it->first, log_, gone && !all ? &remains : nullptr);
+      for (uint32_t id : remains.extensions) {
         draining_.emplace(shm::ChannelExtensionName(it->first, id), now);
       }
       it = kept_.erase(it);

@@ -12,14 +12,18 @@
 #include "alkaid/common/status.h"
 #include "daemon/log.h"
 
+namespace alkaid::shm {
+struct ChannelRemains;
+}  // namespace alkaid::shm
+
 namespace alkaid::broker::internal {
 
 // A channel's names: the channel, its registry, the consumer segments the
 // registry lists and the extensions its table lists (shm::RemoveChannel),
-// but for the extensions with `kept_extensions`, where their ids go. A name
-// already gone is no error.
+// but for the extensions with `remains`, which says which it kept and who
+// was registered. A name already gone is no error.
 void RemoveChannelNames(const std::string& channel, const Logger& log,
-                        std::vector<uint32_t>* kept_extensions = nullptr);
+                        shm::ChannelRemains* remains = nullptr);
 
 /// Thread safety: one thread (the broker's).
 class Leftovers {

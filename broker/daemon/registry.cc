@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "alkaid/common/process.h"
 #include "alkaid/format/ipc/io.h"
 #include "alkaid/format/ipc/reader.h"
 #include "alkaid/format/unsafe_row.h"
@@ -279,44 +280,52 @@ void Registry::RemoveProducer(uint64_t id, const std::string& reason, bool died,
   Producer producer = std::move(it->second);
   producers_.erase(it);
   auto topic_it = topics_.find(producer.topic);
-  // The consumers that may still have to map its extensions: those of the
-  // topic (a ready producer was announced to each), but for any that said
-  // they were done with its channel already.
+  // Who may still have to map its extensions, if it died: the consumers of
+  // the topic (a ready producer was announced to each), but for any that
+  // said they were done with its channel already; and the processes
+  // registered on its channel that this broker does not know as such (they
+  // registered before a broker restart and have not subscribed again yet, or
+  // did, but the producer died before it was announced again).
   Draining drain;
-  if (died && producer.ready && topic_it != topics_.end()) {
-    for (uint64_t cid : topic_it->second.consumers) {
-      if (producer.drained_by.count(cid) == 0) drain.consumers.insert(cid);
+  shm::ChannelRemains remains;
+  RemoveChannelNames(producer.channel, log_, died ? &remains : nullptr);
+  if (died) {
+    std::set<uint32_t> known;
+    if (producer.ready && topic_it != topics_.end()) {
+      for (uint64_t cid : topic_it->second.consumers) {
+        known.insert(consumers_.at(cid).pid);
+        if (producer.drained_by.count(cid) == 0) drain.consumers.insert(cid);
+      }
+    }
+    for (uint32_t pid : remains.consumer_pids) {
+      if (known.count(pid) == 0 && !::alkaid::ProcessIsGone(pid)) drain.pids.insert(pid);
     }
   }
-  std::vector<uint32_t> listed;
-  RemoveChannelNames(producer.channel, log_, drain.consumers.empty() ? nullptr : &listed);
-  if (drain.consumers.empty()) {
+  // Those the table lists and those granted (one being added may be missing
+  // from the table; one made uncounted while the broker was away is missing
+  // from the grants, and counted as 0 bytes).
+  drain.extensions = producer.extensions;
+  for (uint32_t ext : remains.extensions) drain.extensions.emplace(ext, 0);
+  if (drain.done() || drain.extensions.empty()) {
     reserved_bytes_ -= producer.reserved;
-    // Extensions the channel's table did not list (being added or released
-    // when the producer died) go by the names granted.
-    for (const auto& [ext, bytes] : producer.extensions) {
+    for (const auto& [ext, bytes] : drain.extensions) {
       (void)shm::Segment::Remove(shm::ChannelExtensionName(producer.channel, ext));
     }
   } else {
-    // Those the table lists and those granted (one being added may be
-    // missing from the table; one made uncounted while the broker was away
-    // is missing from the grants, and counted as 0 bytes).
-    drain.extensions = producer.extensions;
-    for (uint32_t ext : listed) drain.extensions.emplace(ext, 0);
     for (const auto& [ext, bytes] : producer.extensions) drain.bytes += bytes;
     reserved_bytes_ -= producer.reserved - drain.bytes;
-    if (drain.extensions.empty()) {
-      drain.consumers.clear();
-    } else {
-      drain.topic = producer.topic;
-      drain.channel = producer.channel;
-      drain.deadline = std::chrono::steady_clock::now() + settings_.dead_producer_drain;
-      log_(LogLevel::kInfo, "producer ", id, " of '", producer.topic, "' died with ",
-           drain.extensions.size(), " extensions (", FormatBytes(drain.bytes), "): kept for its ",
-           drain.consumers.size(), " consumers to read, at most ",
-           settings_.dead_producer_drain.count(), " ms");
-      draining_.emplace(id, std::move(drain));
-    }
+    drain.topic = producer.topic;
+    drain.channel = producer.channel;
+    drain.deadline = std::chrono::steady_clock::now() + settings_.dead_producer_drain;
+    log_(LogLevel::kInfo, "producer ", id, " of '", producer.topic, "' died with ",
+         drain.extensions.size(), " extensions (", FormatBytes(drain.bytes), "): kept for its ",
+         drain.consumers.size(), " consumers",
+         drain.pids.empty() ? std::string()
+                            : " and " + std::to_string(drain.pids.size()) +
+                                  " processes registered on its channel before this broker knew "
+                                  "them",
+         " to read, at most ", settings_.dead_producer_drain.count(), " ms");
+    draining_.emplace(id, std::move(drain));
   }
   if (auto o = owned_.find(producer.conn); o != owned_.end()) o->second.producers.erase(id);
   if (topic_it == topics_.end()) return;
@@ -340,22 +349,33 @@ void Registry::ProducerDrained(const Peer& peer, const p::Request& request) {
   const uint64_t cid = request.target_id;
   auto consumer = consumers_.find(cid);
   if (consumer == consumers_.end() || consumer->second.conn != peer.conn) return;
-  if (auto live = producers_.find(request.producer_id); live != producers_.end()) {
+  const Consumer& c = consumer->second;
+  // By id, or by channel from a consumer that does not know the producer's
+  // id here (it subscribed again after a broker restart).
+  auto named = [&](uint64_t id, const std::string& channel) {
+    return request.producer_id != 0 ? id == request.producer_id
+                                    : !request.channel.empty() && channel == request.channel;
+  };
+  for (auto& [id, live] : producers_) {
+    if (!named(id, live.channel)) continue;
     // Its death has not reached us yet (the consumer saw its pid gone
     // first), or it closed: not to be waited for.
-    if (live->second.topic == consumer->second.topic) live->second.drained_by.insert(cid);
+    if (live.topic == c.topic) live.drained_by.insert(cid);
     return;
   }
-  auto it = draining_.find(request.producer_id);
-  if (it == draining_.end()) return;
-  it->second.consumers.erase(cid);
-  if (it->second.consumers.empty()) EndDrain(it, "its consumers read it to the end");
+  for (auto it = draining_.begin(); it != draining_.end(); ++it) {
+    if (!named(it->first, it->second.channel) || it->second.topic != c.topic) continue;
+    it->second.consumers.erase(cid);
+    it->second.pids.erase(c.pid);
+    if (it->second.done()) EndDrain(it, "its consumers read it to the end");
+    return;
+  }
 }
 
 void Registry::ForgetDrainingConsumer(uint64_t id) {
   for (auto it = draining_.begin(); it != draining_.end();) {
     auto next = std::next(it);
-    if (it->second.consumers.erase(id) != 0 && it->second.consumers.empty()) {
+    if (it->second.consumers.erase(id) != 0 && it->second.done()) {
       EndDrain(it, "its consumers read it to the end or went");
     }
     it = next;
@@ -376,10 +396,15 @@ void Registry::EndDrain(std::map<uint64_t, Draining>::iterator it, const char* w
 void Registry::ExpireDrains(std::chrono::steady_clock::time_point now) {
   for (auto it = draining_.begin(); it != draining_.end();) {
     auto next = std::next(it);
-    if (now >= it->second.deadline) {
+    Draining& drain = it->second;
+    const bool waited_for_pids = !drain.pids.empty();
+    std::erase_if(drain.pids, [](uint32_t pid) { return ::alkaid::ProcessIsGone(pid); });
+    if (now >= drain.deadline) {
       EndDrain(it, now == std::chrono::steady_clock::time_point::max()
                        ? "the broker stops"
                        : "not read to the end in time by every consumer");
+    } else if (waited_for_pids && drain.done()) {
+      EndDrain(it, "its consumers read it to the end or exited");
     }
     it = next;
   }

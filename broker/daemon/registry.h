@@ -118,16 +118,21 @@ class Registry {
   // consumer maps an extension only when a message first names it, so one
   // that had not read that far would find the name gone and lose what the
   // producer committed there. Kept until each consumer of the topic at the
-  // death said it is done with the channel (ProducerDrained), or went, or
-  // until `deadline` (a stopped consumer must not hold /dev/shm for ever).
-  // Still counted in reserved_bytes_: the memory is still there.
+  // death said it is done with the channel (ProducerDrained), or went, and
+  // each process registered on the channel that this broker does not know
+  // as such a consumer (one that registered before a broker restart and has
+  // not subscribed again yet) said so or exited; or until `deadline` (a
+  // stopped consumer must not hold /dev/shm for ever). Still counted in
+  // reserved_bytes_: the memory is still there.
   struct Draining {
     std::string topic;
     std::string channel;
     std::map<uint32_t, uint64_t> extensions;  // id -> bytes, as granted
     uint64_t bytes = 0;
     std::set<uint64_t> consumers;  // still reading it
+    std::set<uint32_t> pids;       // registered on it, not known here as consumers
     std::chrono::steady_clock::time_point deadline;
+    bool done() const { return consumers.empty() && pids.empty(); }
   };
   struct Consumer {
     uint64_t id = 0;
@@ -200,7 +205,9 @@ class Registry {
                       std::vector<Outbound>* events);
 
   // ProducerDrained: consumer request.target_id (of this connection) is
-  // done with producer request.producer_id's channel.
+  // done with producer request.producer_id's channel, or, when it does not
+  // know the producer's id here (it subscribed again after a broker restart,
+  // and the producer died before it did), with channel request.channel.
   void ProducerDrained(const Peer& peer, const p::Request& request);
   // Consumer `id` no longer reads any dead producer's channel (it said so,
   // went, or its topic was removed): drains left with no consumer end.

@@ -506,7 +506,11 @@ std::vector<uint8_t> EncodeRequest(const Request& r) {
       break;
     case RequestType::kProducerDrained:
       type = fb::RequestBody::ProducerDrained;
-      body = fb::CreateProducerDrained(fbb, r.target_id, r.producer_id).Union();
+      body =
+          fb::CreateProducerDrained(fbb, r.target_id, r.producer_id,
+                                    r.channel.empty() ? flatbuffers::Offset<flatbuffers::String>()
+                                                      : fbb.CreateString(r.channel))
+              .Union();
       break;
   }
   fbb.Finish(fb::CreateRequest(fbb, r.id, type, body, r.version));
@@ -631,6 +635,9 @@ Result<Request> DecodeRequest(std::span<const uint8_t> bytes) {
       const auto* b = r->body_as_ProducerDrained();
       out.target_id = b->consumer_id();
       out.producer_id = b->producer_id();
+      ALKAID_ASSIGN_OR_RAISE(out.channel,
+                             GetString(b->channel(), "channel name", kMaxSegmentNameLength, false));
+      if (!out.channel.empty()) ALKAID_RETURN_NOT_OK(CheckSegmentName(out.channel, "channel name"));
       break;
     }
     default:

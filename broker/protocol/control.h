@@ -90,7 +90,7 @@ struct ConsumerFigures {
 /// any_kind, wait_mode; kDetach: role, target_id; kProducerStats: target_id,
 /// published, depth, drops, held, consumer_figures, arena_bytes, published_bytes; kAddExtension:
 /// target_id, extension_id, bytes; kReleaseExtension: target_id, extension_id; kRemoveTopic: topic;
-/// kProducerDrained: target_id (the consumer), producer_id.
+/// kProducerDrained: target_id (the consumer), producer_id or (when 0) channel.
 struct Request {
   RequestType type = RequestType::kListTopics;
   uint64_t id = 0;
@@ -106,7 +106,8 @@ struct Request {
   bool wait_for_topic = false;
   /// kAttachConsumer: accept the topic's topic kind, whichever it is.
   bool any_kind = false;
-  std::string channel;  ///< kAttachProducer re-registration: the existing channel
+  std::string
+      channel;  ///< kAttachProducer (re-registration), kProducerDrained: an existing channel
   Role role = Role::kProducer;
   uint64_t target_id = 0;
   uint64_t published = 0;

@@ -213,7 +213,7 @@ std::string ChannelExtensionName(std::string_view channel, uint32_t id) {
   return name;
 }
 
-Status RemoveChannel(std::string_view name, std::vector<uint32_t>* kept_extensions) {
+Status RemoveChannel(std::string_view name, ChannelRemains* remains) {
   ALKAID_RETURN_NOT_OK(Segment::ValidateName(name));
   // The extensions its table lists (an extension being added or released
   // when the producer died may be missing: the broker, which granted it,
@@ -231,8 +231,8 @@ Status RemoveChannel(std::string_view name, std::vector<uint32_t>* kept_extensio
       for (uint32_t k = 0; k < geometry->extension_count; ++k) {
         const uint32_t id = entries[k].id.load(std::memory_order_acquire);
         if (id == 0) continue;
-        if (kept_extensions != nullptr) {
-          kept_extensions->push_back(id);
+        if (remains != nullptr) {
+          remains->extensions.push_back(id);
         } else {
           (void)Segment::Remove(ChannelExtensionName(name, id));
         }
@@ -251,6 +251,7 @@ Status RemoveChannel(std::string_view name, std::vector<uint32_t>* kept_extensio
     for (uint32_t k = 0; k < count; ++k) {
       const uint64_t word = regs[k].word.load(std::memory_order_acquire);
       if (word == 0) continue;
+      if (remains != nullptr) remains->consumer_pids.push_back(internal::RegPid(word));
       (void)Segment::Remove(internal::ConsumerSegmentName(name, k, internal::RegTag(word)));
     }
   }

@@ -11,7 +11,11 @@
 //   (--dead-producer-drain), and nothing is left;
 // - a broker that dies with the producer: the next one keeps the dead
 //   producer's extensions for its bound too (the consumer reads everything),
-//   and removes them when it stops.
+//   and removes them when it stops;
+// - a producer that registered again with a restarted broker and died before
+//   the consumer subscribed again: the new broker keeps them for the process
+//   registered on the channel, which reads every message and says so by the
+//   channel's name.
 
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -242,6 +246,53 @@ TEST_F(DeadProducerTest, ANewBrokerKeepsTheExtensionsOfAProducerThatDiedWithTheO
   EXPECT_EQ(broker.Stop(), 0);
   EXPECT_TRUE(ShmNames(broker.name() + ".").empty())
       << "left: " << ::testing::PrintToString(ShmNames(broker.name() + "."));
+}
+
+// The gap the soak found next: the broker restarted, the producer registered
+// again with the new one and was SIGKILLed before the consumer (not calling
+// Next meanwhile) subscribed again. The new broker knew no consumer of the
+// topic at the death and removed the extensions at once; the consumer,
+// registered on the channel since before the restart, lost every message
+// there. Now the broker waits for the processes registered on the channel
+// too, and the consumer, which has no id for that producer with this
+// broker, says by the channel's name that it read it to the end: the names
+// go with the consumer still open.
+TEST_F(DeadProducerTest, AConsumerNotYetBackFromABrokerRestartStillReadsTheExtensions) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start({"--dead-producer-drain", "600"}));
+  pid_t child = -1;
+  ASSERT_NO_FATAL_FAILURE(StartPublishedProducer(broker, &child));
+  admin_.reset();
+  broker.Kill();
+  ASSERT_TRUE(broker.Start({"--dead-producer-drain", "600"}));
+  ASSERT_OK_AND_ASSIGN(admin_, BrokerClient::Connect(broker.socket()));
+  auto producers_listed = [&](uint32_t n) {
+    return testing::WaitUntil([&] {
+      auto topics = admin_->ListTopics();
+      return topics.ok() && topics->size() == 1 && (*topics)[0].producers == n;
+    });
+  };
+  // The producer's session thread registers again; the consumer, which
+  // does not call Next, does not.
+  ASSERT_TRUE(producers_listed(1)) << "the producer did not register again";
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  ASSERT_TRUE(producers_listed(0));
+  EXPECT_FALSE(ExtensionNames(broker).empty())
+      << "the new broker removed the extensions of a producer its consumer had not read";
+  EXPECT_EQ(ReadToTheEnd(), kInArena + kInExtension);
+  // The consumer says so once it is back with the broker; an application
+  // keeps calling Next at the end of the stream (producers may come).
+  EXPECT_TRUE(testing::WaitUntil([&] {
+    (void)consumer_->Next(1ms);
+    return ShmNames(broker.name() + ".").empty();
+  })) << "left: "
+      << ::testing::PrintToString(ShmNames(broker.name() + "."));
+  ASSERT_OK_AND_ASSIGN(auto stats, admin_->Stats());
+  EXPECT_EQ(stats.reserved_bytes, 0u);
+  consumer_.reset();
+  EXPECT_EQ(broker.Stop(), 0);
+  EXPECT_TRUE(ShmNames(broker.name() + ".").empty());
 }
 
 }  // namespace

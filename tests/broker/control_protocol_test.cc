@@ -90,7 +90,7 @@ TEST(ControlProtocolTest, TheVersionTravelsBothWays) {
 }
 
 // A consumer's report that it is done with a producer's channel carries
-// both ids.
+// both ids, or the consumer's and the channel's name.
 TEST(ControlProtocolTest, ProducerDrainedNamesTheConsumerAndTheProducer) {
   Request drained;
   drained.type = RequestType::kProducerDrained;
@@ -100,7 +100,17 @@ TEST(ControlProtocolTest, ProducerDrainedNamesTheConsumerAndTheProducer) {
   EXPECT_EQ(decoded.type, RequestType::kProducerDrained);
   EXPECT_EQ(decoded.target_id, 7u);
   EXPECT_EQ(decoded.producer_id, (uint64_t{1} << 40) + 3);
+  EXPECT_EQ(decoded.channel, "");
   EXPECT_STREQ(RequestTypeName(decoded.type), "ProducerDrained");
+  // One that has no id for the producer with this broker names its channel
+  // (checked like every segment name).
+  drained.producer_id = 0;
+  drained.channel = "b.1.42.p3.channel";
+  ASSERT_OK_AND_ASSIGN(decoded, DecodeRequest(EncodeRequest(drained)));
+  EXPECT_EQ(decoded.producer_id, 0u);
+  EXPECT_EQ(decoded.channel, "b.1.42.p3.channel");
+  drained.channel = "../etc/passwd";
+  ASSERT_RAISES(kInvalid, DecodeRequest(EncodeRequest(drained)));
 }
 
 // Removing a topic: the request names it (checked like every topic name),

@@ -152,6 +152,8 @@ struct internal::ConsumerImpl {
   // maintaining, at most every kReconnectInterval, until attached or gone.
   std::vector<p::ProducerInfo> attach_later;
   internal::Every attach_retry{kReconnectInterval};
+  // Channels read to their end while the broker was away (ReportDrained).
+  std::vector<std::string> unreported_drains;
   uint64_t lost = 0;
   bool closed = false;
   // Batches exported to foreign code (ExportBatch, ExportStream); shared
@@ -247,19 +249,29 @@ struct internal::ConsumerImpl {
     }
     // Not reading its channel (never attached, or done with it already):
     // nothing of it is ours to wait for.
-    if (!subscribed) ReportDrained(producer_id);
+    if (!subscribed) ReportDrained(producer_id, "");
   }
 
   // Tells the broker we are done with producer `producer_id`'s channel: if
   // the producer died, the broker keeps its arena's extensions until every
   // consumer that may still map one said so or went (docs/BROKER.md, "A
   // producer's death"). Once per channel, when it ends, never per batch.
-  void ReportDrained(uint64_t producer_id) {
-    if (producer_id == 0 || session == nullptr || session->lost()) return;
+  // A producer we have no id for with this broker (we subscribed again after
+  // a broker restart, and it died before it was announced to us) is named
+  // by its channel.
+  // Reports made while the broker is away are sent to the next one, by
+  // channel (the ids were the old broker's).
+  void ReportDrained(uint64_t producer_id, const std::string& channel) {
+    if ((producer_id == 0 && channel.empty()) || session == nullptr) return;
+    if (session->lost()) {
+      if (!channel.empty()) unreported_drains.push_back(channel);
+      return;
+    }
     p::Request request;
     request.type = p::RequestType::kProducerDrained;
     request.target_id = session->id();
     request.producer_id = producer_id;
+    if (producer_id == 0) request.channel = channel;
     (void)session->connection().Send(std::move(request));
   }
 
@@ -296,6 +308,9 @@ struct internal::ConsumerImpl {
     // ProducerJoined; one that did not (dead) has none.
     for (auto& s : subs) s.producer_id = 0;
     for (const auto& producer : reply->producers) Subscribe(producer);
+    for (const std::string& channel : std::exchange(unreported_drains, {})) {
+      ReportDrained(0, channel);
+    }
   }
 
   void PumpEvents() {
@@ -321,7 +336,7 @@ struct internal::ConsumerImpl {
 
   void Finish(std::size_t index, std::string reason) {
     finished.insert(subs[index].channel);
-    ReportDrained(subs[index].producer_id);
+    ReportDrained(subs[index].producer_id, subs[index].channel);
     end_reason = std::move(reason);
     subs.erase(subs.begin() + static_cast<std::ptrdiff_t>(index));
     if (round_robin > index) --round_robin;

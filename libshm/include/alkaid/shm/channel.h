@@ -536,13 +536,23 @@ class ALKAID_EXPORT ChannelConsumer {
   bool closed_ = false;
 };
 
+/// What a dead producer's channel leaves to consumers still reading it
+/// (RemoveChannel's `remains`).
+struct ChannelRemains {
+  /// The ids of the extensions its table lists, whose names were kept: the
+  /// caller removes them later (ChannelExtensionName).
+  std::vector<uint32_t> extensions;
+  /// The pids of the consumers registered on it when it was removed (those
+  /// that may still read it, from their own mapping; a pid may be gone).
+  std::vector<uint32_t> consumer_pids;
+};
+
 /// Removes every name of channel `name`: the channel, its registry, the
 /// consumer segments and the extensions it lists. For a producer that died;
 /// a live producer removes its names itself. KeyError if the channel segment
-/// is not there. With `kept_extensions`, the extensions' names stay and
-/// their ids are appended there (a dead producer's consumers may still have
-/// to map them: the caller removes them later, ChannelExtensionName).
-ALKAID_EXPORT Status RemoveChannel(std::string_view name,
-                                   std::vector<uint32_t>* kept_extensions = nullptr);
+/// is not there. With `remains`, the extensions' names stay (a dead
+/// producer's consumers may still have to map them) and `*remains` says
+/// which, and who was registered.
+ALKAID_EXPORT Status RemoveChannel(std::string_view name, ChannelRemains* remains = nullptr);
 
 }  // namespace alkaid::shm
