@@ -34,6 +34,7 @@ Status BufferBuilder::Reserve(int64_t additional) {
   Status st = buffer_->Reserve(needed);
   bytes_ = buffer_->mutable_data();
   end_ = bytes_ + size;
+  limit_ = bytes_ + buffer_->capacity();
   return st;
 }
 
@@ -56,6 +57,7 @@ Result<std::shared_ptr<Buffer>> BufferBuilder::Finish(bool shrink_to_fit) {
   buffer_.reset();
   bytes_ = nullptr;
   end_ = nullptr;
+  limit_ = nullptr;
   return out;
 }
 

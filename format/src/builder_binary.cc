@@ -42,7 +42,7 @@ Status BaseBinaryBuilder<OffsetT>::ReserveData(int64_t additional) {
 }
 
 template <typename OffsetT>
-Status BaseBinaryBuilder<OffsetT>::Append(std::string_view value) {
+Status BaseBinaryBuilder<OffsetT>::AppendReserving(std::string_view value) {
   const auto size = static_cast<int64_t>(value.size());
   ALKAID_RETURN_NOT_OK(CheckDataCapacity(size));
   ALKAID_RETURN_NOT_OK(Reserve(1));

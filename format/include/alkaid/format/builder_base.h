@@ -102,6 +102,8 @@ class ALKAID_EXPORT BufferBuilder {
   }
   int64_t length() const { return end_ - bytes_; }
   int64_t capacity() const { return buffer_ == nullptr ? 0 : buffer_->capacity(); }
+  /// True if `n` (>= 0) more bytes fit without a Reserve.
+  bool HasRoom(int64_t n) const { return n <= limit_ - end_; }
 
   /// Hands out the bytes as a buffer of length() bytes (capacity padded to
   /// 64, padding zero) and leaves the builder empty. A builder that never
@@ -113,6 +115,7 @@ class ALKAID_EXPORT BufferBuilder {
     buffer_.reset();
     bytes_ = nullptr;
     end_ = nullptr;
+    limit_ = nullptr;
   }
 
  private:
@@ -123,6 +126,7 @@ class ALKAID_EXPORT BufferBuilder {
   // that a value's store cannot alias them.
   uint8_t* bytes_ = nullptr;
   uint8_t* end_ = nullptr;
+  uint8_t* limit_ = nullptr;  // bytes_ + the buffer's capacity
 };
 
 /// A growable bitmap (LSB bit order) on top of BufferBuilder.
@@ -251,6 +255,8 @@ class ALKAID_EXPORT ArrayBuilder {
   /// but length_, so that a loop of appends keeps it in a register. Requires
   /// a prior ReserveValidity, as UnsafeAppendValidity.
   void UnsafeAppendValid() { ++length_; }
+  /// True once a null made the validity bitmap (appends then reserve its bits).
+  bool has_bitmap() const { return has_bitmap_; }
   /// Validity from a byte-per-slot array (nullptr: all valid).
   void UnsafeAppendValidityBytes(const uint8_t* valid_bytes, int64_t n);
   /// True if `valid_bytes` (may be null) marks any of its `n` slots null.

@@ -30,7 +30,19 @@ class ALKAID_EXPORT BaseBinaryBuilder : public ArrayBuilder {
 
   BaseBinaryBuilder(TypePtr type, MemoryPool* pool);
 
-  Status Append(std::string_view value);
+  Status Append(std::string_view value) {
+    // Inline while the space is reserved and no slot is null (the bitmap's
+    // bits would need their own room): two stores and a copy.
+    const auto size = static_cast<int64_t>(value.size());
+    if (!has_bitmap() && offsets_.HasRoom(sizeof(OffsetT)) && data_.HasRoom(size) &&
+        size <= kMaxDataLength - data_.length()) {
+      offsets_.UnsafeAppendValue(static_cast<OffsetT>(data_.length()));
+      data_.UnsafeAppend(value.data(), size);
+      UnsafeAppendValid();
+      return Status::OK();
+    }
+    return AppendReserving(value);
+  }
   Status Append(const uint8_t* value, int64_t length) {
     return Append(
         std::string_view(reinterpret_cast<const char*>(value), static_cast<size_t>(length)));
@@ -57,6 +69,8 @@ class ALKAID_EXPORT BaseBinaryBuilder : public ArrayBuilder {
 
  private:
   Status CheckDataCapacity(int64_t additional) const;
+  // Append when space must be reserved first (or a bitmap extended).
+  Status AppendReserving(std::string_view value);
 
   /// Start offset of each slot; the final end offset is added at Finish.
   internal::BufferBuilder offsets_;
