@@ -114,8 +114,10 @@ void RunWriter(uint32_t inline_capacity, Where where,
   }
   EXPECT_EQ(pub->stats().batches, 50u);
   EXPECT_EQ(pub->stats().metadata_in_region, where == Where::kRegion ? 50u : 0u);
-  // The same metadata every time: all but the first decode are hits.
-  EXPECT_EQ(sub->decode_cache_hits(), 49u);
+  // The same metadata every time: all but the first decode are hits; by
+  // its bytes, all but the first two (metadata without a shape id is cached
+  // when it comes again).
+  EXPECT_EQ(sub->decode_cache_hits(), where == Where::kShape ? 49u : 48u);
   // Nothing accumulates: what the consumer returned went back; only the
   // blocks of messages still in the 8 slots are held.
   ch.producer->Poll();

@@ -272,8 +272,9 @@ Result<ReceivedBatch> BatchSubscriber::Impl::DecodeBatch(const UserWord& user,
   auto batch = format::ipc::ReadRecordBatch(**decoded, schema, dictionaries.memo(), options.read);
   if (!batch.ok()) return batch.status().WithContext(Where());
   // Remember the shape for the next messages (schemas are fixed per topic,
-  // so a producer publishing batches of one shape hits this every time).
-  Remember(**batch, *body, metadata, user.body_length);
+  // so a producer publishing batches of one shape hits this every time):
+  // a shape id's at once, other metadata once it came again.
+  if (shape != 0 || SeenBefore(metadata)) Remember(**batch, *body, metadata, user.body_length);
   out.batch = std::move(batch).ValueOrDie();
   out.metadata = std::move(metadata);
   out.body = std::move(body);

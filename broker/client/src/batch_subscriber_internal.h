@@ -165,10 +165,16 @@ struct BatchSubscriber::Impl {
   std::vector<std::byte> metadata_scratch;
   // The decode cache: plans by shape id (shape_plans[id] - 1 indexes
   // `plans`, 0: none) and, for messages without a shape id, the last
-  // kShapeCacheEntries distinct ones decoded in full.
+  // kShapeCacheEntries distinct ones decoded in full that came at least
+  // twice (a batch with variable-width columns has metadata of its own
+  // nearly every time: a plan for it would be made and never used).
   std::vector<DecodePlan> plans;
   std::vector<uint32_t> shape_plans;
   size_t next_victim = 0;  // round-robin replacement of the latter
+  // The metadata of the last kShapeCacheEntries messages without a shape id
+  // that no plan matched, to tell which come again.
+  std::vector<std::shared_ptr<format::Buffer>> recent_metadata;
+  size_t next_recent = 0;
   uint64_t plan_hits = 0;
 
   std::string Where() const {
@@ -196,6 +202,9 @@ struct BatchSubscriber::Impl {
                                     shm::ChannelBlock block);
   // The cached plan of the message received, or null.
   const DecodePlan* FindPlan(std::span<const std::byte> md, uint64_t body_length) const;
+  // True if `metadata` (of a message without a shape id that no plan
+  // matched) came recently; otherwise notes it and returns false.
+  bool SeenBefore(const std::shared_ptr<format::Buffer>& metadata);
   // Lets go of the bodies of batches the plans made whose columns, buffers,
   // slices or exports were kept after the batch and are gone now
   // (BatchTemplate::Sweep).

@@ -2,7 +2,9 @@
 // batch's shape recorded once, and the plan that makes the next batches of
 // that shape.
 
+#include <algorithm>
 #include <memory>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -54,6 +56,22 @@ const internal::DecodePlan* BatchSubscriber::Impl::FindPlan(std::span<const std:
     if (p.Matches(md, body_length)) return &p;
   }
   return nullptr;
+}
+
+bool BatchSubscriber::Impl::SeenBefore(const std::shared_ptr<format::Buffer>& metadata) {
+  const std::span<const uint8_t> bytes(metadata->data(), static_cast<size_t>(metadata->size()));
+  for (const auto& m : recent_metadata) {
+    if (m->size() == metadata->size() && std::equal(bytes.begin(), bytes.end(), m->data())) {
+      return true;
+    }
+  }
+  if (recent_metadata.size() < internal::kShapeCacheEntries) {
+    recent_metadata.push_back(metadata);
+  } else {
+    recent_metadata[next_recent] = metadata;
+    next_recent = (next_recent + 1) % internal::kShapeCacheEntries;
+  }
+  return false;
 }
 
 void BatchSubscriber::Impl::Remember(const format::RecordBatch& batch, const format::Buffer& body,
