@@ -345,31 +345,37 @@ void Registry::RemoveProducer(uint64_t id, const std::string& reason, bool died,
   log_(LogLevel::kInfo, "producer ", id, " of '", producer.topic, "' removed: ", reason);
 }
 
+namespace {
+
+// The entry of `by_id` (producers by id) a ProducerDrained names: by id, or,
+// from a consumer that has no id for the producer with this broker (it
+// subscribed again after a broker restart), by channel.
+template <typename Map>
+typename Map::iterator FindNamedProducer(Map& by_id, const p::Request& request) {
+  if (request.producer_id != 0) return by_id.find(request.producer_id);
+  if (request.channel.empty()) return by_id.end();
+  return std::find_if(by_id.begin(), by_id.end(),
+                      [&](const auto& e) { return e.second.channel == request.channel; });
+}
+
+}  // namespace
+
 void Registry::ProducerDrained(const Peer& peer, const p::Request& request) {
   const uint64_t cid = request.target_id;
   auto consumer = consumers_.find(cid);
   if (consumer == consumers_.end() || consumer->second.conn != peer.conn) return;
   const Consumer& c = consumer->second;
-  // By id, or by channel from a consumer that does not know the producer's
-  // id here (it subscribed again after a broker restart).
-  auto named = [&](uint64_t id, const std::string& channel) {
-    return request.producer_id != 0 ? id == request.producer_id
-                                    : !request.channel.empty() && channel == request.channel;
-  };
-  for (auto& [id, live] : producers_) {
-    if (!named(id, live.channel)) continue;
+  if (auto live = FindNamedProducer(producers_, request); live != producers_.end()) {
     // Its death has not reached us yet (the consumer saw its pid gone
     // first), or it closed: not to be waited for.
-    if (live.topic == c.topic) live.drained_by.insert(cid);
+    if (live->second.topic == c.topic) live->second.drained_by.insert(cid);
     return;
   }
-  for (auto it = draining_.begin(); it != draining_.end(); ++it) {
-    if (!named(it->first, it->second.channel) || it->second.topic != c.topic) continue;
-    it->second.consumers.erase(cid);
-    it->second.pids.erase(c.pid);
-    if (it->second.done()) EndDrain(it, "its consumers read it to the end");
-    return;
-  }
+  auto it = FindNamedProducer(draining_, request);
+  if (it == draining_.end() || it->second.topic != c.topic) return;
+  it->second.consumers.erase(cid);
+  it->second.pids.erase(c.pid);
+  if (it->second.done()) EndDrain(it, "its consumers read it to the end");
 }
 
 void Registry::ForgetDrainingConsumer(uint64_t id) {
