@@ -418,19 +418,29 @@ Status Next(alkaid_consumer* consumer, int64_t timeout_ms, ArrowArray* out, Arro
   }
   using Clock = std::chrono::steady_clock;
   const bool forever = timeout_ms == ALKAID_FOREVER;
-  const auto deadline =
-      forever ? Clock::time_point::max() : Clock::now() + std::chrono::milliseconds(timeout_ms);
+  // The clock is read only once a first attempt found nothing (Next
+  // itself does the same): a batch that is there costs no clock read.
+  Clock::time_point deadline = Clock::time_point::max();
   client::BatchOrigin origin;
   alkaid::Result<format::RecordBatchPtr> batch = format::RecordBatchPtr{};
-  for (;;) {
+  for (bool first = true;; first = false) {
     if (consumer->cancel.stop_requested()) {
       return Status::Cancelled("topic '", c.topic(), "': the consumer was cancelled");
     }
-    const auto now = Clock::now();
-    const auto left = forever ? std::chrono::nanoseconds(kCancelSlice)
-                              : std::max(std::chrono::nanoseconds(0), deadline - now);
+    std::chrono::nanoseconds left = kCancelSlice;
+    if (!forever) {
+      left = first ? std::chrono::milliseconds(timeout_ms)
+                   : std::max(std::chrono::nanoseconds(0), deadline - Clock::now());
+    }
     batch = c.Next(std::min<std::chrono::nanoseconds>(left, kCancelSlice), &origin);
-    if (batch.ok() || !batch.status().IsTimedOut() || Clock::now() >= deadline) break;
+    if (batch.ok() || !batch.status().IsTimedOut()) break;
+    if (forever) continue;
+    const auto now = Clock::now();
+    // The deadline, from the first slice's end: that slice waited its
+    // length at least, so this is the call's start plus the timeout, late by
+    // the slice's own overhead at most.
+    if (first) deadline = now - std::min<std::chrono::nanoseconds>(left, kCancelSlice) + left;
+    if (now >= deadline) break;
   }
   // Nothing there: arm the descriptor before saying so. A message that came
   // meanwhile is taken instead (a few times at most: each one found is
