@@ -45,7 +45,7 @@ pub enum Verification {
 }
 
 /// How a consumer is opened; `ConsumerOptions::default()` holds the C ABI's
-/// defaults (`alkaid_consumer_options_init`).
+/// defaults (`alkaid_consumer_options_init_sized`).
 #[derive(Debug, Clone)]
 pub struct ConsumerOptions {
     /// The broker's socket (`None`: the default, as for a producer).
@@ -197,7 +197,10 @@ impl Consumer {
         let mut o = std::mem::MaybeUninit::<sys::alkaid_consumer_options>::zeroed();
         // SAFETY: init fills the whole struct.
         let mut o = unsafe {
-            sys::alkaid_consumer_options_init(o.as_mut_ptr());
+            sys::alkaid_consumer_options_init_sized(
+                o.as_mut_ptr(),
+                std::mem::size_of::<sys::alkaid_consumer_options>(),
+            );
             o.assume_init()
         };
         o.socket_path = socket.as_ref().map_or(ptr::null(), |s| s.as_ptr());
