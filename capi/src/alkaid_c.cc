@@ -82,12 +82,15 @@ struct alkaid_producer {
   std::unique_ptr<client::Producer> producer;
   std::stop_source stop;
   std::vector<LoanPlan> loan_plans;  // one per field, made by the first loan
-  // The loan published last, freed by the next loan (or close) rather than
-  // by publish: freeing its batch (objects and references over the region)
-  // costs about as much as the publish itself, and a caller measures the
-  // publish. It holds its block until then, as a consumer holding the batch
-  // would.
-  std::unique_ptr<alkaid_loan, void (*)(alkaid_loan*)> spent_loan{nullptr, nullptr};
+  // The loans published since the producer's last loan, freed by its next
+  // loan (or close) rather than by publish: freeing a loan's batch (objects
+  // and references over the region) costs about as much as the publish
+  // itself, and a caller measures the publish. Several when loans overlap
+  // (a loan taken before the one before it was published: the next one
+  // made while the current one is filled), each held until then, as a
+  // consumer holding the batch would. Their capacity stays: no allocation
+  // per publish once it has grown.
+  std::vector<alkaid_loan*> spent_loans;
 };
 
 struct alkaid_consumer {
@@ -246,6 +249,12 @@ struct alkaid_loan {
 
 namespace {
 
+// Frees the loans published since the producer's last loan.
+void FreeSpentLoans(alkaid_producer* producer) {
+  for (alkaid_loan* loan : producer->spent_loans) delete loan;
+  producer->spent_loans.clear();
+}
+
 LoanPlan PlanColumn(format::FieldPtr field) {
   LoanPlan plan;
   const format::DataType& type = *field->type();
@@ -317,7 +326,7 @@ Status MakeLoan(alkaid_producer* producer, int64_t rows, const int64_t* var_data
   if (producer == nullptr) return NullArgument(fn, "the producer");
   if (out == nullptr) return NullArgument(fn, "out");
   if (rows < 0) return Status::Invalid(fn, ": rows is ", rows, ", below 0");
-  producer->spent_loan.reset();  // its block back before taking another
+  FreeSpentLoans(producer);  // their blocks back before taking another
   if (producer->loan_plans.empty()) {
     const format::Schema& schema = *producer->producer->schema();
     for (int i = 0; i < schema.num_fields(); ++i) {
@@ -456,7 +465,11 @@ Status PublishLoan(alkaid_producer* producer, alkaid_loan* loan) {
   // types and `rows` (sizes, alignment), and what the caller wrote that
   // the structure depends on is checked above (offsets, null counts).
   ALKAID_RETURN_NOT_OK(producer->producer->Publish(*loan->batch, loan->pool.get()));
-  producer->spent_loan = {loan, [](alkaid_loan* l) { delete l; }};
+  try {
+    producer->spent_loans.push_back(loan);
+  } catch (const std::bad_alloc&) {
+    delete loan;  // published all the same; freed now rather than lost
+  }
   return Status::OK();
 }
 
@@ -698,7 +711,7 @@ alkaid_status alkaid_producer_cancel(alkaid_producer* producer) {
 
 alkaid_status alkaid_producer_close(alkaid_producer* producer) {
   if (producer == nullptr) return ALKAID_OK;
-  producer->spent_loan.reset();
+  FreeSpentLoans(producer);
   const alkaid_status st = Guard(__func__, [&]() { return producer->producer->Close(); });
   delete producer;
   return st;

@@ -298,6 +298,37 @@ TEST_F(CapiTest, LoansArePublishedWithoutACopy) {
   ASSERT_C_OK(alkaid_consumer_close(c));
 }
 
+// Loans that overlap (the next one taken while the current one is
+// written, published in either order) arrive whole and in publish order;
+// the published ones are freed by the producer's next loan and by close,
+// several at a time, leaving nothing behind (TearDown: no segment left).
+TEST_F(CapiTest, OverlappingLoansArriveAndAreFreedByTheNextLoanOrClose) {
+  alkaid_producer* p = OpenProducer("t");
+  alkaid_consumer* c = OpenConsumer("t");
+  for (int round = 0; round < 3; ++round) {
+    std::vector<alkaid_loan*> loans(3, nullptr);
+    for (int k = 0; k < 3; ++k) {
+      const int64_t rows = 10 + k;
+      const int64_t var[] = {0, rows * 4, 0};
+      ASSERT_C_OK(alkaid_producer_loan(p, rows, var, 3, &loans[static_cast<size_t>(k)]));
+      FillLoan(loans[static_cast<size_t>(k)], 100 * round + 10 * k, rows);
+    }
+    // Newest first: each publish finds the ones before it spent.
+    for (int k = 2; k >= 0; --k) {
+      ASSERT_C_OK(alkaid_producer_publish_loan(p, loans[static_cast<size_t>(k)]));
+    }
+    for (int k = 2; k >= 0; --k) {
+      ASSERT_OK_AND_ASSIGN(auto got, NextBatch(c));
+      ASSERT_OK(format::CheckRecordBatchEquals(*TestBatch(100 * round + 10 * k, 10 + k), *got));
+    }
+  }
+  alkaid_producer_stats ps{};
+  ASSERT_C_OK(alkaid_producer_stats_get(p, &ps));
+  EXPECT_EQ(ps.published, 9u);
+  ASSERT_C_OK(alkaid_producer_close(p));  // frees the last three
+  ASSERT_C_OK(alkaid_consumer_close(c));
+}
+
 // A loan's values are not initialised (the caller writes them), but its
 // validity starts all valid, its offsets all 0 and its padding 0, also in
 // arena space an earlier loan filled with other bytes: an untouched column
