@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 #include <exception>
 #include <limits>
@@ -27,6 +28,11 @@
 #include "alkaid/format/record_batch.h"
 #include "alkaid/format/type.h"
 
+// alkaid.h's *_options_init are macros over *_init_sized; the functions of
+// that name are version 1's, defined below for programs built against it.
+#undef alkaid_producer_options_init
+#undef alkaid_consumer_options_init
+
 #ifndef ALKAID_VERSION_STRING
 #define ALKAID_VERSION_STRING "unknown"
 #endif
@@ -35,6 +41,12 @@ namespace client = alkaid::client;
 namespace format = alkaid::format;
 using alkaid::Status;
 using alkaid::StatusCode;
+
+// The versions of the options structs: fields are only added at the end.
+static_assert(offsetof(alkaid_producer_options, publish_timestamps) ==
+              ALKAID_PRODUCER_OPTIONS_SIZE_V1);
+static_assert(sizeof(alkaid_producer_options) == 80);
+static_assert(sizeof(alkaid_consumer_options) == ALKAID_CONSUMER_OPTIONS_SIZE_V1);
 
 // The C codes are the C++ codes, number for number.
 static_assert(static_cast<int>(StatusCode::kOk) == ALKAID_OK);
@@ -70,12 +82,15 @@ struct alkaid_producer {
   std::unique_ptr<client::Producer> producer;
   std::stop_source stop;
   std::vector<LoanPlan> loan_plans;  // one per field, made by the first loan
-  // The loan published last, freed by the next loan (or close) rather than
-  // by publish: freeing its batch (objects and references over the region)
-  // costs about as much as the publish itself, and a caller measures the
-  // publish. It holds its block until then, as a consumer holding the batch
-  // would.
-  std::unique_ptr<alkaid_loan, void (*)(alkaid_loan*)> spent_loan{nullptr, nullptr};
+  // The loans published since the producer's last loan, freed by its next
+  // loan (or close) rather than by publish: freeing a loan's batch (objects
+  // and references over the region) costs about as much as the publish
+  // itself, and a caller measures the publish. Several when loans overlap
+  // (a loan taken before the one before it was published: the next one
+  // made while the current one is filled), each held until then, as a
+  // consumer holding the batch would. Their capacity stays: no allocation
+  // per publish once it has grown.
+  std::vector<alkaid_loan*> spent_loans;
 };
 
 struct alkaid_consumer {
@@ -109,6 +124,56 @@ alkaid_status Fail(const Status& status) {
 alkaid_status Fail(alkaid_status code, const std::string& message) {
   last_error = message;
   return code;
+}
+
+// The largest struct_size read: a newer alkaid.h's options struct is
+// larger than ours, but not by this much; a size beyond it (a struct never
+// initialised, say) is refused without reading past the fields we know.
+constexpr size_t kMaxOptionsSize = 1024;
+
+// What *_options_init_sized writes: the first `size` bytes of `defaults`,
+// zeros past them up to `size`, and struct_size (the first field) = size.
+template <typename Options>
+void InitSized(const Options& defaults, Options* out, size_t size) {
+  if (out == nullptr || size < sizeof(uint32_t)) return;
+  auto* bytes = reinterpret_cast<unsigned char*>(out);
+  const size_t known = std::min(size, sizeof(Options));
+  std::memcpy(bytes, &defaults, known);
+  if (size > known) std::memset(bytes + known, 0, size - known);
+  const auto size32 = static_cast<uint32_t>(std::min<size_t>(size, UINT32_MAX));
+  std::memcpy(bytes, &size32, sizeof size32);
+}
+
+// A caller's options struct of any version over `*out` (the defaults), as
+// alkaid.h's contract says ("Options structs across versions"): a size of
+// an older version (`older`) takes the fields it has; a larger size than
+// ours is taken if every byte past ours is zero.
+template <typename Options, size_t N>
+Status ReadOptions(const char* fn, const char* what, const Options* in,
+                   const std::array<size_t, N>& older, Options* out) {
+  const size_t size = in->struct_size;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(in);
+  if (size > sizeof(Options) && size <= kMaxOptionsSize) {
+    for (size_t i = sizeof(Options); i < size; ++i) {
+      if (bytes[i] != 0) {
+        return Status::Invalid(fn, ": options->struct_size is ", size, " (", what,
+                               " of a newer alkaid.h) and its byte ", i,
+                               " is not zero: it sets a field this library (C API version ",
+                               ALKAID_C_API_VERSION, ", ", sizeof(Options),
+                               " bytes) does not have");
+      }
+    }
+  } else if (size != sizeof(Options) &&
+             std::find(older.begin(), older.end(), size) == older.end()) {
+    std::string sizes;
+    for (size_t s : older) sizes += std::to_string(s) + ", ";
+    return Status::Invalid(fn, ": options->struct_size is ", size,
+                           ", not the size of a version of ", what, " (", sizes, sizeof(Options),
+                           ", or larger up to ", kMaxOptionsSize, " with zeros past ",
+                           sizeof(Options), "; initialise it with ", what, "_init)");
+  }
+  std::memcpy(out, in, std::min(size, sizeof(Options)));
+  return Status::OK();
 }
 
 // Runs `body` (returning a Status) with nothing thrown past the interface.
@@ -184,6 +249,12 @@ struct alkaid_loan {
 
 namespace {
 
+// Frees the loans published since the producer's last loan.
+void FreeSpentLoans(alkaid_producer* producer) {
+  for (alkaid_loan* loan : producer->spent_loans) delete loan;
+  producer->spent_loans.clear();
+}
+
 LoanPlan PlanColumn(format::FieldPtr field) {
   LoanPlan plan;
   const format::DataType& type = *field->type();
@@ -255,7 +326,7 @@ Status MakeLoan(alkaid_producer* producer, int64_t rows, const int64_t* var_data
   if (producer == nullptr) return NullArgument(fn, "the producer");
   if (out == nullptr) return NullArgument(fn, "out");
   if (rows < 0) return Status::Invalid(fn, ": rows is ", rows, ", below 0");
-  producer->spent_loan.reset();  // its block back before taking another
+  FreeSpentLoans(producer);  // their blocks back before taking another
   if (producer->loan_plans.empty()) {
     const format::Schema& schema = *producer->producer->schema();
     for (int i = 0; i < schema.num_fields(); ++i) {
@@ -394,7 +465,11 @@ Status PublishLoan(alkaid_producer* producer, alkaid_loan* loan) {
   // types and `rows` (sizes, alignment), and what the caller wrote that
   // the structure depends on is checked above (offsets, null counts).
   ALKAID_RETURN_NOT_OK(producer->producer->Publish(*loan->batch, loan->pool.get()));
-  producer->spent_loan = {loan, [](alkaid_loan* l) { delete l; }};
+  try {
+    producer->spent_loans.push_back(loan);
+  } catch (const std::bad_alloc&) {
+    delete loan;  // published all the same; freed now rather than lost
+  }
   return Status::OK();
 }
 
@@ -418,19 +493,29 @@ Status Next(alkaid_consumer* consumer, int64_t timeout_ms, ArrowArray* out, Arro
   }
   using Clock = std::chrono::steady_clock;
   const bool forever = timeout_ms == ALKAID_FOREVER;
-  const auto deadline =
-      forever ? Clock::time_point::max() : Clock::now() + std::chrono::milliseconds(timeout_ms);
+  // The clock is read only once a first attempt found nothing (Next
+  // itself does the same): a batch that is there costs no clock read.
+  Clock::time_point deadline = Clock::time_point::max();
   client::BatchOrigin origin;
   alkaid::Result<format::RecordBatchPtr> batch = format::RecordBatchPtr{};
-  for (;;) {
+  for (bool first = true;; first = false) {
     if (consumer->cancel.stop_requested()) {
       return Status::Cancelled("topic '", c.topic(), "': the consumer was cancelled");
     }
-    const auto now = Clock::now();
-    const auto left = forever ? std::chrono::nanoseconds(kCancelSlice)
-                              : std::max(std::chrono::nanoseconds(0), deadline - now);
+    std::chrono::nanoseconds left = kCancelSlice;
+    if (!forever) {
+      left = first ? std::chrono::milliseconds(timeout_ms)
+                   : std::max(std::chrono::nanoseconds(0), deadline - Clock::now());
+    }
     batch = c.Next(std::min<std::chrono::nanoseconds>(left, kCancelSlice), &origin);
-    if (batch.ok() || !batch.status().IsTimedOut() || Clock::now() >= deadline) break;
+    if (batch.ok() || !batch.status().IsTimedOut()) break;
+    if (forever) continue;
+    const auto now = Clock::now();
+    // The deadline, from the first slice's end: that slice waited its
+    // length at least, so this is the call's start plus the timeout, late by
+    // the slice's own overhead at most.
+    if (first) deadline = now - std::min<std::chrono::nanoseconds>(left, kCancelSlice) + left;
+    if (now >= deadline) break;
   }
   // Nothing there: arm the descriptor before saying so. A message that came
   // meanwhile is taken instead (a few times at most: each one found is
@@ -505,15 +590,29 @@ const char* alkaid_last_error(void) { return last_error.c_str(); }
 
 // ---- producer ----------------------------------------------------------------
 
+namespace {
+
+alkaid_producer_options ProducerDefaults() {
+  alkaid_producer_options o;
+  std::memset(&o, 0, sizeof o);  // padding too: init_sized copies bytes
+  o.struct_size = sizeof(alkaid_producer_options);
+  o.policy = ALKAID_POLICY_BLOCK_PRODUCER;
+  o.huge_pages = ALKAID_HUGE_PAGES_OFF;
+  o.publish_timeout_ms = 5000;
+  o.wait_for_consumers_ms = 10000;
+  o.drain_timeout_ms = 5000;
+  o.publish_timestamps = 0;
+  return o;
+}
+
+}  // namespace
+
+void alkaid_producer_options_init_sized(alkaid_producer_options* options, size_t struct_size) {
+  InitSized(ProducerDefaults(), options, struct_size);
+}
+
 void alkaid_producer_options_init(alkaid_producer_options* options) {
-  if (options == nullptr) return;
-  *options = alkaid_producer_options{};
-  options->struct_size = sizeof(alkaid_producer_options);
-  options->policy = ALKAID_POLICY_BLOCK_PRODUCER;
-  options->huge_pages = ALKAID_HUGE_PAGES_OFF;
-  options->publish_timeout_ms = 5000;
-  options->wait_for_consumers_ms = 10000;
-  options->drain_timeout_ms = 5000;
+  InitSized(ProducerDefaults(), options, ALKAID_PRODUCER_OPTIONS_SIZE_V1);
 }
 
 alkaid_status alkaid_producer_open(const char* topic, ArrowSchema* schema,
@@ -525,16 +624,14 @@ alkaid_status alkaid_producer_open(const char* topic, ArrowSchema* schema,
       return NullArgument(fn, topic == nullptr ? "the topic" : "out");
     }
     if (schema == nullptr) return NullArgument(fn, "the schema");
-    alkaid_producer_options opts;
-    alkaid_producer_options_init(&opts);
+    alkaid_producer_options opts = ProducerDefaults();
     if (options != nullptr) {
-      if (options->struct_size != sizeof(alkaid_producer_options)) {
+      Status read = ReadOptions(fn, "alkaid_producer_options", options,
+                                std::array<size_t, 1>{ALKAID_PRODUCER_OPTIONS_SIZE_V1}, &opts);
+      if (!read.ok()) {
         Drop(schema);
-        return Status::Invalid(fn, ": options->struct_size is ", options->struct_size, ", not ",
-                               sizeof(alkaid_producer_options),
-                               " (initialise it with alkaid_producer_options_init)");
+        return read;
       }
-      opts = *options;
     }
     if (opts.policy != ALKAID_POLICY_BLOCK_PRODUCER && opts.policy != ALKAID_POLICY_DROP_OLDEST) {
       Drop(schema);
@@ -558,6 +655,7 @@ alkaid_status alkaid_producer_open(const char* topic, ArrowSchema* schema,
     po.publish_timeout = Millis(opts.publish_timeout_ms, po.publish_timeout);
     po.wait_for_consumers = Millis(opts.wait_for_consumers_ms, po.wait_for_consumers);
     po.drain_timeout = Millis(opts.drain_timeout_ms, po.drain_timeout);
+    po.topic.publish_timestamps = opts.publish_timestamps != 0;
     po.stop = handle->stop.get_token();
     ALKAID_ASSIGN_OR_RAISE(handle->producer, client::Producer::Open(topic, *imported, po));
     *out = handle.release();
@@ -613,7 +711,7 @@ alkaid_status alkaid_producer_cancel(alkaid_producer* producer) {
 
 alkaid_status alkaid_producer_close(alkaid_producer* producer) {
   if (producer == nullptr) return ALKAID_OK;
-  producer->spent_loan.reset();
+  FreeSpentLoans(producer);
   const alkaid_status st = Guard(__func__, [&]() { return producer->producer->Close(); });
   delete producer;
   return st;
@@ -682,12 +780,25 @@ void alkaid_loan_discard(alkaid_loan* loan) { delete loan; }
 
 // ---- consumer ----------------------------------------------------------------------
 
+namespace {
+
+alkaid_consumer_options ConsumerDefaults() {
+  alkaid_consumer_options o;
+  std::memset(&o, 0, sizeof o);  // padding too: init_sized copies bytes
+  o.struct_size = sizeof(alkaid_consumer_options);
+  o.wait_mode = ALKAID_WAIT_SPIN_THEN_BLOCK;
+  o.verification = ALKAID_VERIFY_STRUCTURE;
+  return o;
+}
+
+}  // namespace
+
+void alkaid_consumer_options_init_sized(alkaid_consumer_options* options, size_t struct_size) {
+  InitSized(ConsumerDefaults(), options, struct_size);
+}
+
 void alkaid_consumer_options_init(alkaid_consumer_options* options) {
-  if (options == nullptr) return;
-  *options = alkaid_consumer_options{};
-  options->struct_size = sizeof(alkaid_consumer_options);
-  options->wait_mode = ALKAID_WAIT_SPIN_THEN_BLOCK;
-  options->verification = ALKAID_VERIFY_STRUCTURE;
+  InitSized(ConsumerDefaults(), options, ALKAID_CONSUMER_OPTIONS_SIZE_V1);
 }
 
 alkaid_status alkaid_consumer_open(const char* topic, const alkaid_consumer_options* options,
@@ -696,15 +807,10 @@ alkaid_status alkaid_consumer_open(const char* topic, const alkaid_consumer_opti
     const char* fn = "alkaid_consumer_open";
     if (topic == nullptr) return NullArgument(fn, "the topic");
     if (out == nullptr) return NullArgument(fn, "out");
-    alkaid_consumer_options opts;
-    alkaid_consumer_options_init(&opts);
+    alkaid_consumer_options opts = ConsumerDefaults();
     if (options != nullptr) {
-      if (options->struct_size != sizeof(alkaid_consumer_options)) {
-        return Status::Invalid(fn, ": options->struct_size is ", options->struct_size, ", not ",
-                               sizeof(alkaid_consumer_options),
-                               " (initialise it with alkaid_consumer_options_init)");
-      }
-      opts = *options;
+      ALKAID_RETURN_NOT_OK(
+          ReadOptions(fn, "alkaid_consumer_options", options, std::array<size_t, 0>{}, &opts));
     }
     client::ConsumerOptions co;
     if (opts.socket_path != nullptr) co.socket_path = opts.socket_path;
@@ -863,6 +969,7 @@ alkaid_status alkaid_broker_list_topics(alkaid_broker* broker, alkaid_topic_list
       info.drops = t.drops;
       info.held = t.held;
       info.shm_bytes = t.shm_bytes;
+      info.publish_timestamps = t.publish_timestamps ? 1 : 0;
       list->infos.push_back(info);
     }
     *out = list.release();

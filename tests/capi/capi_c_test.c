@@ -167,6 +167,122 @@ static void CheckReceived(struct ArrowArray* got, int64_t base) {
   CHECK(got_offsets[3] == 4 && memcmp(got_chars + got_offsets[2], "ccc", 3) == 0);
 }
 
+/* Options structs of every version (alkaid.h, "Options structs across
+ * versions"): a program built against version 1, one built against a
+ * newer header, and sizes of no version. Needs the broker (and topic "t").
+ * Non-zero if a REQUIRE failed. */
+static int CheckOptionVersions(alkaid_broker* broker) {
+  union {
+    alkaid_producer_options o;
+    unsigned char bytes[96];
+  } p;
+  union {
+    alkaid_consumer_options o;
+    unsigned char bytes[96];
+  } c;
+  struct ArrowSchema schema;
+  alkaid_producer* producer = NULL;
+  alkaid_consumer* consumer = NULL;
+  alkaid_topic_list* list = NULL;
+  size_t i;
+  int untouched;
+  int stamps_v1 = -1, stamps_v3 = -1;
+
+  /* This header's: the macro passes sizeof. */
+  alkaid_producer_options_init(&p.o);
+  CHECK(p.o.struct_size == sizeof(alkaid_producer_options));
+  CHECK(p.o.publish_timestamps == 0 && p.o.publish_timeout_ms == 5000);
+
+  /* A program built against version 1 calls the function (not the macro),
+   * which writes the 72 bytes of version 1's struct and nothing past them;
+   * that struct opens a producer (what lies past it is not read). */
+  memset(p.bytes, 0xab, sizeof p.bytes);
+  (alkaid_producer_options_init)(&p.o);
+  CHECK(p.o.struct_size == ALKAID_PRODUCER_OPTIONS_SIZE_V1 && p.o.drain_timeout_ms == 5000);
+  untouched = 1;
+  for (i = ALKAID_PRODUCER_OPTIONS_SIZE_V1; i < sizeof p.bytes; ++i) {
+    untouched &= p.bytes[i] == 0xab;
+  }
+  CHECK(untouched);
+  p.o.socket_path = socket_path;
+  p.o.wait_for_consumers_ms = 0;
+  schema = MakeSchema();
+  REQUIRE(alkaid_producer_open("v1", &schema, &p.o, &producer) == ALKAID_OK);
+  CHECK(alkaid_producer_close(producer) == ALKAID_OK);
+
+  /* A program built against a newer header, whose struct is 96 bytes: the
+   * library writes its defaults and zeros past them, and takes the struct
+   * while the bytes past its own fields stay zero. */
+  memset(p.bytes, 0xab, sizeof p.bytes);
+  alkaid_producer_options_init_sized(&p.o, sizeof p.bytes);
+  CHECK(p.o.struct_size == sizeof p.bytes && p.o.publish_timeout_ms == 5000);
+  untouched = 1;
+  for (i = sizeof(alkaid_producer_options); i < sizeof p.bytes; ++i) untouched &= p.bytes[i] == 0;
+  CHECK(untouched);
+  p.o.socket_path = socket_path;
+  p.o.wait_for_consumers_ms = 0;
+  p.o.publish_timestamps = 1;
+  schema = MakeSchema();
+  REQUIRE(alkaid_producer_open("v3", &schema, &p.o, &producer) == ALKAID_OK);
+  CHECK(alkaid_producer_close(producer) == ALKAID_OK);
+  /* publish_timestamps reached the topic; version 1's struct left it off
+   * (its bytes past the struct were 0xab, never read). */
+  REQUIRE(alkaid_broker_list_topics(broker, &list) == ALKAID_OK);
+  for (i = 0; i < alkaid_topic_list_size(list); ++i) {
+    const alkaid_topic_info* t = alkaid_topic_list_get(list, i);
+    if (strcmp(t->name, "v1") == 0) stamps_v1 = t->publish_timestamps;
+    if (strcmp(t->name, "v3") == 0) stamps_v3 = t->publish_timestamps;
+  }
+  alkaid_topic_list_free(list);
+  CHECK(stamps_v1 == 0 && stamps_v3 == 1);
+  /* A newer field set: refused, naming the byte; the schema is taken. */
+  p.bytes[90] = 1;
+  schema = MakeSchema();
+  CHECK(alkaid_producer_open("v3", &schema, &p.o, &producer) == ALKAID_INVALID);
+  CHECK(strstr(alkaid_last_error(), "byte 90") != NULL);
+  CHECK(schema.release == NULL);
+  p.bytes[90] = 0;
+  /* Sizes of no version: inside version 2's new field, none at all, and
+   * one too large to be read (a struct never initialised). */
+  p.o.struct_size = ALKAID_PRODUCER_OPTIONS_SIZE_V1 + 4;
+  schema = MakeSchema();
+  CHECK(alkaid_producer_open("v3", &schema, &p.o, &producer) == ALKAID_INVALID);
+  CHECK(strstr(alkaid_last_error(), "struct_size") != NULL);
+  p.o.struct_size = 0;
+  schema = MakeSchema();
+  CHECK(alkaid_producer_open("v3", &schema, &p.o, &producer) == ALKAID_INVALID);
+  p.o.struct_size = 0x7fffffff;
+  schema = MakeSchema();
+  CHECK(alkaid_producer_open("v3", &schema, &p.o, &producer) == ALKAID_INVALID);
+  /* init_sized writes no more than it is given: two bytes, not even a
+   * struct_size. */
+  memset(p.bytes, 0xab, sizeof p.bytes);
+  alkaid_producer_options_init_sized(&p.o, 2);
+  untouched = 1;
+  for (i = 0; i < sizeof p.bytes; ++i) untouched &= p.bytes[i] == 0xab;
+  CHECK(untouched);
+
+  /* The consumer's options: version 1 is still this header's size. */
+  alkaid_consumer_options_init(&c.o);
+  CHECK(c.o.struct_size == ALKAID_CONSUMER_OPTIONS_SIZE_V1);
+  CHECK(sizeof(alkaid_consumer_options) == ALKAID_CONSUMER_OPTIONS_SIZE_V1);
+  memset(c.bytes, 0xab, sizeof c.bytes);
+  (alkaid_consumer_options_init)(&c.o);
+  untouched = 1;
+  for (i = ALKAID_CONSUMER_OPTIONS_SIZE_V1; i < sizeof c.bytes; ++i) {
+    untouched &= c.bytes[i] == 0xab;
+  }
+  CHECK(untouched && c.o.wait_mode == ALKAID_WAIT_SPIN_THEN_BLOCK);
+  alkaid_consumer_options_init_sized(&c.o, sizeof c.bytes);
+  c.o.socket_path = socket_path;
+  REQUIRE(alkaid_consumer_open("t", &c.o, &consumer) == ALKAID_OK);
+  CHECK(alkaid_consumer_close(consumer) == ALKAID_OK);
+  c.bytes[70] = 1;
+  CHECK(alkaid_consumer_open("t", &c.o, &consumer) == ALKAID_INVALID);
+  CHECK(strstr(alkaid_last_error(), "byte 70") != NULL);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   alkaid_producer_options po;
   alkaid_consumer_options co;
@@ -283,6 +399,7 @@ int main(int argc, char** argv) {
     CHECK(strcmp(t->name, "t") == 0 && t->slot_count == 16 && t->arena_bytes == (1 << 20));
   }
   alkaid_topic_list_free(list);
+  REQUIRE(CheckOptionVersions(broker) == 0);
   alkaid_broker_close(broker);
 
   Finish();

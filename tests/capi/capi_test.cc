@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "alkaid/alkaid.h"
+#include "alkaid/client/consumer.h"
 #include "alkaid/format/array.h"
 #include "alkaid/format/builder_binary.h"
 #include "alkaid/format/builder_primitive.h"
@@ -294,6 +295,37 @@ TEST_F(CapiTest, LoansArePublishedWithoutACopy) {
   ASSERT_OK_AND_ASSIGN(auto got, NextBatch(c));
   EXPECT_EQ(got->num_rows(), 0);
   ASSERT_C_OK(alkaid_producer_close(p));
+  ASSERT_C_OK(alkaid_consumer_close(c));
+}
+
+// Loans that overlap (the next one taken while the current one is
+// written, published in either order) arrive whole and in publish order;
+// the published ones are freed by the producer's next loan and by close,
+// several at a time, leaving nothing behind (TearDown: no segment left).
+TEST_F(CapiTest, OverlappingLoansArriveAndAreFreedByTheNextLoanOrClose) {
+  alkaid_producer* p = OpenProducer("t");
+  alkaid_consumer* c = OpenConsumer("t");
+  for (int round = 0; round < 3; ++round) {
+    std::vector<alkaid_loan*> loans(3, nullptr);
+    for (int k = 0; k < 3; ++k) {
+      const int64_t rows = 10 + k;
+      const int64_t var[] = {0, rows * 4, 0};
+      ASSERT_C_OK(alkaid_producer_loan(p, rows, var, 3, &loans[static_cast<size_t>(k)]));
+      FillLoan(loans[static_cast<size_t>(k)], 100 * round + 10 * k, rows);
+    }
+    // Newest first: each publish finds the ones before it spent.
+    for (int k = 2; k >= 0; --k) {
+      ASSERT_C_OK(alkaid_producer_publish_loan(p, loans[static_cast<size_t>(k)]));
+    }
+    for (int k = 2; k >= 0; --k) {
+      ASSERT_OK_AND_ASSIGN(auto got, NextBatch(c));
+      ASSERT_OK(format::CheckRecordBatchEquals(*TestBatch(100 * round + 10 * k, 10 + k), *got));
+    }
+  }
+  alkaid_producer_stats ps{};
+  ASSERT_C_OK(alkaid_producer_stats_get(p, &ps));
+  EXPECT_EQ(ps.published, 9u);
+  ASSERT_C_OK(alkaid_producer_close(p));  // frees the last three
   ASSERT_C_OK(alkaid_consumer_close(c));
 }
 
@@ -604,6 +636,51 @@ TEST_F(CapiTest, BadInputGivesAStatusAndAMessage) {
 
   ASSERT_C_OK(alkaid_consumer_close(c));
   ASSERT_C_OK(alkaid_producer_close(p));
+}
+
+// publish_timestamps (version 2 of alkaid_producer_options) reaches the
+// topic: a C++ consumer reads the publish time of a batch published through
+// the C ABI. A version 1 struct (72 bytes, made by version 1's init) leaves
+// it off whatever lies past its end.
+TEST_F(CapiTest, PublishTimestampsReachTheTopicAndAVersion1StructLeavesThemOff) {
+  for (const bool v1 : {false, true}) {
+    SCOPED_TRACE(v1 ? "version 1 struct" : "version 2 struct");
+    const std::string topic = v1 ? "old" : "stamped";
+    alkaid_producer_options o = ProducerOptions();
+    if (v1) {
+      std::memset(&o, 0xab, sizeof o);
+      (alkaid_producer_options_init)(&o);  // version 1's function
+      ASSERT_EQ(o.struct_size, ALKAID_PRODUCER_OPTIONS_SIZE_V1);
+      o.socket_path = broker_.socket().c_str();
+      o.arena_bytes = 4 << 20;
+      EXPECT_NE(o.publish_timestamps, 0);  // past its end: never read
+    } else {
+      o.publish_timestamps = 1;
+    }
+    o.wait_for_consumers_ms = 0;
+    alkaid_producer* p = OpenProducer(topic, o);
+    ASSERT_NE(p, nullptr);
+    client::ConsumerOptions co;
+    co.socket_path = broker_.socket();
+    ASSERT_OK_AND_ASSIGN(auto consumer, client::Consumer::Open(topic, co));
+    EXPECT_EQ(consumer->publish_timestamps(), !v1);
+    const int64_t var[] = {0, 4, 0};
+    alkaid_loan* loan = nullptr;
+    ASSERT_C_OK(alkaid_producer_loan(p, 1, var, 3, &loan));
+    FillLoan(loan, 0, 1);
+    ASSERT_C_OK(alkaid_producer_publish_loan(p, loan));
+    client::BatchOrigin origin;
+    ASSERT_OK_AND_ASSIGN(auto got, consumer->Next(std::chrono::seconds(10), &origin));
+    EXPECT_EQ(got->num_rows(), 1);
+    if (v1) {
+      EXPECT_EQ(origin.publish_ns, 0u);
+    } else {
+      EXPECT_GT(origin.publish_ns, 0u);
+    }
+    got.reset();
+    ASSERT_OK(consumer->Close());
+    ASSERT_C_OK(alkaid_producer_close(p));
+  }
 }
 
 TEST_F(CapiTest, BatchesOutliveTheirConsumerAndProducer) {

@@ -31,10 +31,28 @@
  *   the producer's shared memory and keeps its block held until its
  *   ArrowArray (and every child moved out of it) is released: on any
  *   thread, also after the consumer (and the producer) are gone.
- * - Options structs are initialised by their *_init function (the defaults
- *   are documented per field) and then changed field by field; the
- *   `struct_size` field it sets lets later versions add fields at the end.
- *   A NULL options pointer means the defaults.
+ * - Options structs are initialised by their *_init macro (the defaults
+ *   are documented per field) and then changed field by field. A NULL
+ *   options pointer means the defaults.
+ * - Options structs across versions. Each starts with `struct_size`, which
+ *   the *_init macro sets to sizeof the struct as the caller's alkaid.h
+ *   declares it (it calls the *_init_sized function with that size, and
+ *   that function writes exactly that many bytes: the defaults of the
+ *   fields it knows, zeros past them). Fields are only ever added at the
+ *   end, and a field added later is defined so that zero means its
+ *   default. The library then takes a struct of any version:
+ *   - a smaller struct_size, from a program built against an older
+ *     alkaid.h, is one of the sizes that header had (the
+ *     ALKAID_*_OPTIONS_SIZE_V<n> below); the fields it lacks take their
+ *     defaults;
+ *   - a larger struct_size, from a program built against a newer alkaid.h,
+ *     is accepted when every byte past the fields this library knows is
+ *     zero (the newer fields left at their defaults) and refused with
+ *     ALKAID_INVALID otherwise, naming the first byte that is not: the
+ *     program asked for something this library does not do;
+ *   - any other size is refused with ALKAID_INVALID.
+ *   A program that needs a newer field to take effect checks
+ *   alkaid_version() (see the field's "version N" note).
  *
  * Words: a topic has producers; each producer has a channel of `slot_count`
  * slots (one per message in flight) and an arena of shared memory
@@ -111,7 +129,7 @@ struct ArrowArrayStream {
 /* The version of this interface the header describes. It grows by one
  * whenever a function, a field or a status code is added; nothing is ever
  * removed or changed within one major version of the library. */
-#define ALKAID_C_API_VERSION 1
+#define ALKAID_C_API_VERSION 2
 
 /* The interface version the loaded library implements
  * (ALKAID_C_API_VERSION of the header it was built with): a program built
@@ -218,9 +236,31 @@ typedef struct alkaid_producer_options {
   /* alkaid_producer_close waits this long for the consumers to read every
    * batch (default 5000). */
   int64_t drain_timeout_ms;
+  /* Version 2. Non-zero: if this producer creates the topic, the topic's
+   * producers stamp each batch with the time they publish it
+   * (CLOCK_REALTIME nanoseconds; a clock read per publish), which
+   * consumers of the C++ client read as BatchOrigin::publish_ns and
+   * `alkaid hz` shows (default 0: off; the first producer's setting wins,
+   * as for slot_count). */
+  int32_t publish_timestamps;
 } alkaid_producer_options;
 
+/* sizeof(alkaid_producer_options) in version 1 (without
+ * publish_timestamps), which the library still takes. */
+#define ALKAID_PRODUCER_OPTIONS_SIZE_V1 72
+
+/* Writes the defaults into the first `struct_size` bytes of `options`
+ * (zeros past the fields the library knows) and sets struct_size. Call it
+ * through alkaid_producer_options_init. A struct_size smaller than
+ * struct_size's own field writes nothing. */
+ALKAID_C_EXPORT void alkaid_producer_options_init_sized(alkaid_producer_options* options,
+                                                        size_t struct_size);
+/* Version 1's function, kept for programs built against it: the defaults
+ * of a version 1 struct (ALKAID_PRODUCER_OPTIONS_SIZE_V1 bytes). */
 ALKAID_C_EXPORT void alkaid_producer_options_init(alkaid_producer_options* options);
+/* The defaults for a struct of this header's version. */
+#define alkaid_producer_options_init(options) \
+  alkaid_producer_options_init_sized((options), sizeof(*(options)))
 
 /* Connects to the broker, creates topic `topic` with `schema` (a struct
  * ArrowSchema, taken) or checks that the existing topic has that schema
@@ -351,7 +391,17 @@ typedef struct alkaid_consumer_options {
   uint64_t max_held_batches;
 } alkaid_consumer_options;
 
+/* sizeof(alkaid_consumer_options) in version 1 (still this version's). */
+#define ALKAID_CONSUMER_OPTIONS_SIZE_V1 64
+
+/* As alkaid_producer_options_init_sized, for a consumer's options. */
+ALKAID_C_EXPORT void alkaid_consumer_options_init_sized(alkaid_consumer_options* options,
+                                                        size_t struct_size);
+/* Version 1's function, kept for programs built against it. */
 ALKAID_C_EXPORT void alkaid_consumer_options_init(alkaid_consumer_options* options);
+/* The defaults for a struct of this header's version. */
+#define alkaid_consumer_options_init(options) \
+  alkaid_consumer_options_init_sized((options), sizeof(*(options)))
 
 /* Connects to the broker and subscribes to `topic` (see wait_for_topic_ms).
  * ALKAID_KEY_ERROR for an unknown topic or column. */
@@ -457,6 +507,10 @@ typedef struct alkaid_topic_info {
   uint64_t drops;     /* messages lost by slow consumers */
   uint64_t held;      /* bodies the consumers hold */
   uint64_t shm_bytes; /* shared memory the topic's producers hold */
+  /* Version 2: non-zero if the topic's producers stamp publish times
+   * (alkaid_producer_options::publish_timestamps). The library owns these
+   * structs, so fields are added at the end without a struct_size. */
+  int32_t publish_timestamps;
 } alkaid_topic_info;
 
 /* Connects to the broker at `socket_path` (NULL: the default, as for a

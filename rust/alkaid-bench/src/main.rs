@@ -3,19 +3,25 @@
 //! it with i, i+1, ... (not timed); then an untimed round trip of the same
 //! size whose loan has only its first and last value written (both paths
 //! back into the caches, as `alkaid latency` and the iceoryx2 peer do);
-//! then it times publish -> process B (pong) takes the batch from its
-//! `Consumer` iterator, checks the first and last value and answers with a
-//! one-row batch (a loan made ahead, off the timed path) -> A holds the
-//! answer. One-way latency = round
-//! trip / 2. A and B pinned to CPUs 0 and 1. Percentiles by nearest rank.
-//! It starts its own broker (`--broker`, default the build tree's).
+//! then it waits (untimed) until B, having answered the warm-up, is back
+//! waiting for the next ping (a word in a small shared file, as `alkaid
+//! latency`'s side A waits for its side B: B's own work after an answer,
+//! its next loan, would otherwise be timed as latency of a ping that comes
+//! while B is still busy); then it times publish -> process B (pong) takes
+//! the batch from its `Consumer` iterator, checks the first and last value
+//! and answers with a one-row batch (a loan made ahead, off the timed path)
+//! -> A holds the answer. One-way latency = round trip / 2. A and B pinned
+//! to CPUs 0 and 1. Percentiles by nearest rank. It starts its own broker
+//! (`--broker`, default the build tree's). `--no-await-pong` leaves out the
+//! wait for B (the method before it was added).
 //!
 //!   alkaid_rust_latency [--sizes 64,4096,...] [--count N] [--duration SEC]
 //!                       [--mode spin|block] [--json FILE|-] [--no-pin]
-//!                       [--broker PATH]
+//!                       [--broker PATH] [--no-await-pong]
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -34,6 +40,8 @@ struct Options {
     pin: bool,
     broker: PathBuf,
     role_pong: Option<PathBuf>,
+    await_pong: bool,
+    flag: Option<PathBuf>,
 }
 
 fn parse() -> Result<Options, String> {
@@ -48,6 +56,8 @@ fn parse() -> Result<Options, String> {
         pin: true,
         broker: default_broker,
         role_pong: None,
+        await_pong: true,
+        flag: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -77,6 +87,8 @@ fn parse() -> Result<Options, String> {
             "--no-pin" => o.pin = false,
             "--broker" => o.broker = PathBuf::from(value()?),
             "--role-pong" => o.role_pong = Some(PathBuf::from(value()?)),
+            "--flag" => o.flag = Some(PathBuf::from(value()?)),
+            "--no-await-pong" => o.await_pong = false,
             "-h" | "--help" => {
                 println!("see the comment at the top of rust/alkaid-bench/src/main.rs");
                 std::process::exit(0);
@@ -136,22 +148,84 @@ fn first_last(batch: &RecordBatch) -> (i64, i64, usize) {
     (v[0], v[v.len() - 1], v.len())
 }
 
+/// One word both processes map (a small file): what B answered last,
+/// stored when it is back waiting for the next ping.
+struct SharedWord {
+    ptr: *mut libc::c_void,
+}
+
+impl SharedWord {
+    const BYTES: usize = 64;
+
+    /// Maps `path`, made 64 bytes long (zeros) when `create`.
+    fn map(path: &Path, create: bool) -> std::io::Result<Self> {
+        use std::os::fd::AsRawFd;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(create)
+            .truncate(create)
+            .open(path)?;
+        if create {
+            file.set_len(Self::BYTES as u64)?;
+        }
+        // SAFETY: a shared mapping of a file of BYTES bytes; the mapping
+        // outlives the descriptor, closed when `file` drops.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                Self::BYTES,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Self { ptr })
+    }
+
+    fn word(&self) -> &AtomicI64 {
+        // SAFETY: the mapping is page-aligned, BYTES long and lives as long
+        // as `self`; both processes touch it only through atomics.
+        unsafe { &*self.ptr.cast::<AtomicI64>() }
+    }
+}
+
+impl Drop for SharedWord {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping, unmapped once.
+        unsafe { libc::munmap(self.ptr, Self::BYTES) };
+    }
+}
+
 /// Process B: answers every ping with its first value, until the ping
-/// topic ends.
-fn pong(socket: &Path, block: bool, pin_cpu: bool) -> alkaid::Result<()> {
+/// topic ends. With `flag`, it stores the value it answered last there each
+/// time it goes back to waiting for a ping.
+fn pong(socket: &Path, block: bool, pin_cpu: bool, flag: Option<&Path>) -> alkaid::Result<()> {
     if pin_cpu {
         pin(1);
     }
-    let consumer = Consumer::open("ping", &consumer_options(socket, block))?;
+    let answered = flag.map(|f| SharedWord::map(f, false).expect("mapping the shared word"));
+    let mut consumer = Consumer::open("ping", &consumer_options(socket, block))?;
     let producer = Producer::open("pong", &schema(), &producer_options(socket, 1 << 20))?;
     // The answer to the next ping is loaned ahead, off the timed path, as
     // alkaid latency's side B builds it ahead.
     let mut answer = producer.loan(1, &[])?;
-    for batch in consumer {
+    let mut last = i64::MIN;
+    loop {
+        if let Some(w) = &answered {
+            // Release: everything done since the last answer comes before
+            // the ping side reads this.
+            w.word().store(last, Ordering::Release);
+        }
+        let Some(batch) = consumer.next() else { break };
         let batch = batch?;
-        let (first, last, rows) = first_last(&batch);
+        let (first, last_value, rows) = first_last(&batch);
         assert_eq!(
-            last,
+            last_value,
             first + rows as i64 - 1,
             "a ping's values are not what was sent"
         );
@@ -159,6 +233,7 @@ fn pong(socket: &Path, block: bool, pin_cpu: bool) -> alkaid::Result<()> {
         answer.values_mut::<Int64Type>(0)?[0] = first;
         answer.publish()?;
         answer = producer.loan(1, &[])?;
+        last = first;
     }
     drop(answer);
     producer.close()
@@ -186,12 +261,32 @@ fn await_answer(answers: &mut Consumer, first: i64) -> alkaid::Result<()> {
     }
 }
 
+/// Waits until the pong process, having answered `value`, is back waiting
+/// for a ping (untimed; as alkaid latency's AwaitOtherSideWaiting).
+fn await_pong_waiting(word: &SharedWord, value: i64) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut spins: u32 = 0;
+    // Acquire: partner of the pong's release store.
+    while word.word().load(Ordering::Acquire) != value {
+        spins = spins.wrapping_add(1);
+        if spins.is_multiple_of(1024) {
+            assert!(
+                Instant::now() < deadline,
+                "the pong process did not wait again within 30 s"
+            );
+        }
+        std::hint::spin_loop();
+    }
+}
+
 /// One sample: a ping of `rows` rows filled with `first`, `first + 1`, ...
 /// (not timed), an untimed warm-up round trip of the same size starting at
-/// `warm_first`, then the timed part: the ping's publish to its answer.
+/// `warm_first` (and, with `pong_waiting`, the wait until the pong process
+/// waits again), then the timed part: the ping's publish to its answer.
 fn round_trip(
     producer: &Producer,
     answers: &mut Consumer,
+    pong_waiting: Option<&SharedWord>,
     rows: usize,
     first: i64,
     warm_first: i64,
@@ -202,6 +297,9 @@ fn round_trip(
     }
     send_ends(producer, rows, warm_first)?;
     await_answer(answers, warm_first)?;
+    if let Some(word) = pong_waiting {
+        await_pong_waiting(word, warm_first);
+    }
     let t0 = Instant::now();
     ping.publish()?;
     await_answer(answers, first)?;
@@ -214,18 +312,21 @@ struct Result1 {
     rate: f64,
 }
 
-fn ping(o: &Options, socket: &Path) -> alkaid::Result<Vec<Result1>> {
+fn ping(o: &Options, socket: &Path, flag: &Path) -> alkaid::Result<Vec<Result1>> {
     if o.pin {
         pin(0);
     }
+    let word = o
+        .await_pong
+        .then(|| SharedWord::map(flag, true).expect("making the shared word"));
     let biggest = *o.sizes.iter().max().unwrap_or(&64) as u64;
     let producer = Producer::open(
         "ping",
         &schema(),
         &producer_options(socket, 4 * biggest + (1 << 20)),
     )?;
-    let mut pong = spawn_pong(o, socket);
-    let measured = measure(o, socket, &producer);
+    let mut pong = spawn_pong(o, socket, word.as_ref().map(|_| flag));
+    let measured = measure(o, socket, &producer, word.as_ref());
     if measured.is_err() {
         let _ = pong.kill();
     }
@@ -236,7 +337,12 @@ fn ping(o: &Options, socket: &Path) -> alkaid::Result<Vec<Result1>> {
 }
 
 /// The hello handshake, then every size's round trips.
-fn measure(o: &Options, socket: &Path, producer: &Producer) -> alkaid::Result<Vec<Result1>> {
+fn measure(
+    o: &Options,
+    socket: &Path,
+    producer: &Producer,
+    pong_waiting: Option<&SharedWord>,
+) -> alkaid::Result<Vec<Result1>> {
     let mut answers = Consumer::open("pong", &consumer_options(socket, o.block))?;
     // Hello until the pong process answers: it may attach after a first
     // ping, which it then never sees.
@@ -262,6 +368,7 @@ fn measure(o: &Options, socket: &Path, producer: &Producer) -> alkaid::Result<Ve
             let rt = round_trip(
                 producer,
                 &mut answers,
+                pong_waiting,
                 rows,
                 next_first,
                 next_first + rows as i64,
@@ -279,11 +386,14 @@ fn measure(o: &Options, socket: &Path, producer: &Producer) -> alkaid::Result<Ve
     Ok(out)
 }
 
-fn spawn_pong(o: &Options, socket: &Path) -> Child {
+fn spawn_pong(o: &Options, socket: &Path, flag: Option<&Path>) -> Child {
     let mut c = Command::new(std::env::current_exe().expect("our own path"));
     c.arg("--role-pong")
         .arg(socket)
         .args(["--mode", if o.block { "block" } else { "spin" }]);
+    if let Some(f) = flag {
+        c.arg("--flag").arg(f);
+    }
     if !o.pin {
         c.arg("--no-pin");
     }
@@ -307,7 +417,7 @@ fn main() {
         }
     };
     if let Some(socket) = &o.role_pong {
-        if let Err(e) = pong(socket, o.block, o.pin) {
+        if let Err(e) = pong(socket, o.block, o.pin, o.flag.as_deref()) {
             eprintln!("alkaid_rust_latency (pong): {e}");
             std::process::exit(1);
         }
@@ -334,7 +444,9 @@ fn main() {
         assert!(Instant::now() < until, "the broker did not answer");
         std::thread::sleep(Duration::from_millis(5));
     }
-    let result = ping(&o, &socket);
+    let flag = std::env::temp_dir().join(format!("alkaid-{name}.word"));
+    let result = ping(&o, &socket, &flag);
+    let _ = std::fs::remove_file(&flag);
     // SAFETY: kill(2) of our own child.
     unsafe { libc::kill(broker.id() as i32, libc::SIGTERM) };
     let _ = broker.wait();

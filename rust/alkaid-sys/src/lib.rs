@@ -16,7 +16,7 @@
 use std::ffi::{c_char, c_int, c_void};
 
 /// The interface version these declarations describe (`ALKAID_C_API_VERSION`).
-pub const ALKAID_C_API_VERSION: i32 = 1;
+pub const ALKAID_C_API_VERSION: i32 = 2;
 
 // ---------------------------------------------------------------------------
 // The Arrow C Data and C Stream Interface
@@ -191,7 +191,9 @@ pub struct alkaid_topic_list {
     _private: [u8; 0],
 }
 
-/// `alkaid_producer_options` (initialise with `alkaid_producer_options_init`).
+/// `alkaid_producer_options` (initialise with
+/// `alkaid_producer_options_init_sized(p, size_of::<alkaid_producer_options>())`,
+/// what the header's `alkaid_producer_options_init` macro does).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct alkaid_producer_options {
@@ -215,7 +217,16 @@ pub struct alkaid_producer_options {
     pub wait_for_consumers_ms: i64,
     /// Close's wait for the consumers to read everything.
     pub drain_timeout_ms: i64,
+    /// Version 2: non-zero, the topic's producers stamp publish times (if
+    /// this producer creates the topic).
+    pub publish_timestamps: i32,
 }
+
+/// `ALKAID_PRODUCER_OPTIONS_SIZE_V1`: the producer options' size in version
+/// 1 (before `publish_timestamps`), which the library still takes.
+pub const ALKAID_PRODUCER_OPTIONS_SIZE_V1: usize = 72;
+/// `ALKAID_CONSUMER_OPTIONS_SIZE_V1`: the consumer options' size in version 1.
+pub const ALKAID_CONSUMER_OPTIONS_SIZE_V1: usize = 64;
 
 /// `alkaid_producer_stats`.
 #[repr(C)]
@@ -231,7 +242,8 @@ pub struct alkaid_producer_stats {
     pub arena_bytes_free: u64,
 }
 
-/// `alkaid_consumer_options` (initialise with `alkaid_consumer_options_init`).
+/// `alkaid_consumer_options` (initialise with
+/// `alkaid_consumer_options_init_sized(p, size_of::<alkaid_consumer_options>())`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct alkaid_consumer_options {
@@ -315,6 +327,8 @@ pub struct alkaid_topic_info {
     pub held: u64,
     /// Shared memory the topic's producers hold.
     pub shm_bytes: u64,
+    /// Version 2: non-zero if the topic's producers stamp publish times.
+    pub publish_timestamps: i32,
 }
 
 extern "C" {
@@ -327,7 +341,15 @@ extern "C" {
     /// `alkaid_last_error`.
     pub fn alkaid_last_error() -> *const c_char;
 
-    /// `alkaid_producer_options_init`.
+    /// `alkaid_producer_options_init_sized`: the defaults in the first
+    /// `struct_size` bytes (zeros past the fields the library knows).
+    pub fn alkaid_producer_options_init_sized(
+        options: *mut alkaid_producer_options,
+        struct_size: usize,
+    );
+    /// `alkaid_producer_options_init`, the function: version 1's, which
+    /// writes `ALKAID_PRODUCER_OPTIONS_SIZE_V1` bytes (no
+    /// `publish_timestamps`); use `alkaid_producer_options_init_sized`.
     pub fn alkaid_producer_options_init(options: *mut alkaid_producer_options);
     /// `alkaid_producer_open`.
     pub fn alkaid_producer_open(
@@ -387,7 +409,13 @@ extern "C" {
     /// `alkaid_loan_discard`.
     pub fn alkaid_loan_discard(loan: *mut alkaid_loan);
 
-    /// `alkaid_consumer_options_init`.
+    /// `alkaid_consumer_options_init_sized`: as the producer's.
+    pub fn alkaid_consumer_options_init_sized(
+        options: *mut alkaid_consumer_options,
+        struct_size: usize,
+    );
+    /// `alkaid_consumer_options_init`, the function: version 1's; use
+    /// `alkaid_consumer_options_init_sized`.
     pub fn alkaid_consumer_options_init(options: *mut alkaid_consumer_options);
     /// `alkaid_consumer_open`.
     pub fn alkaid_consumer_open(

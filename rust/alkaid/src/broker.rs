@@ -55,6 +55,9 @@ pub struct TopicInfo {
     pub held: u64,
     /// Shared memory the topic's producers hold.
     pub shm_bytes: u64,
+    /// Whether the topic's producers stamp publish times
+    /// (`ProducerOptions::publish_timestamps`).
+    pub publish_timestamps: bool,
     /// The topic's schema (`None` if the broker left it out of the list: it
     /// lists schemas up to 1 MiB in all).
     pub schema: Option<Schema>,
@@ -120,6 +123,7 @@ impl Broker {
                 drops: t.drops,
                 held: t.held,
                 shm_bytes: t.shm_bytes,
+                publish_timestamps: t.publish_timestamps != 0,
                 schema,
             });
         }

@@ -45,7 +45,7 @@ pub enum Verification {
 }
 
 /// How a consumer is opened; `ConsumerOptions::default()` holds the C ABI's
-/// defaults (`alkaid_consumer_options_init`).
+/// defaults (`alkaid_consumer_options_init_sized`).
 #[derive(Debug, Clone)]
 pub struct ConsumerOptions {
     /// The broker's socket (`None`: the default, as for a producer).
@@ -165,6 +165,9 @@ impl Drop for ConsumerHandle {
 pub struct Consumer {
     handle: Arc<ConsumerHandle>,
     importer: BatchImporter,
+    /// The struct the next batch is exported into, allocated where the
+    /// batch's buffers will share it; kept when `next` finds nothing.
+    spare: Option<Arc<FFI_ArrowArray>>,
     last_info: BatchInfo,
     finished: bool,
     _not_sync: PhantomData<Cell<()>>,
@@ -194,7 +197,10 @@ impl Consumer {
         let mut o = std::mem::MaybeUninit::<sys::alkaid_consumer_options>::zeroed();
         // SAFETY: init fills the whole struct.
         let mut o = unsafe {
-            sys::alkaid_consumer_options_init(o.as_mut_ptr());
+            sys::alkaid_consumer_options_init_sized(
+                o.as_mut_ptr(),
+                std::mem::size_of::<sys::alkaid_consumer_options>(),
+            );
             o.assume_init()
         };
         o.socket_path = socket.as_ref().map_or(ptr::null(), |s| s.as_ptr());
@@ -226,6 +232,7 @@ impl Consumer {
         Ok(Self {
             handle,
             importer: BatchImporter::new(schema),
+            spare: None,
             last_info: BatchInfo::default(),
             finished: false,
             _not_sync: PhantomData,
@@ -243,7 +250,11 @@ impl Consumer {
     /// `Err` with `is_timed_out()` if none came in time, `is_cancelled()`
     /// after a cancel.
     pub fn next_batch(&mut self, timeout: Option<Duration>) -> Result<Option<Received>> {
-        let mut ffi = FFI_ArrowArray::empty();
+        let mut owner = self
+            .spare
+            .take()
+            .unwrap_or_else(|| Arc::new(FFI_ArrowArray::empty()));
+        let ffi = Arc::get_mut(&mut owner).expect("the spare struct is not shared");
         let mut info = sys::alkaid_batch_info::default();
         // SAFETY: valid handle and out pointers; the array is filled only on
         // success, and then it is ours to release (FFI_ArrowArray's Drop or
@@ -252,20 +263,28 @@ impl Consumer {
             sys::alkaid_consumer_next(
                 self.handle.raw,
                 millis(timeout),
-                array_ptr(&mut ffi),
+                array_ptr(ffi),
                 ptr::null_mut(),
                 &mut info,
             )
         };
         match status {
             sys::ALKAID_OK => {}
-            sys::ALKAID_END_OF_STREAM => return Ok(None),
-            other => return Err(Error::last(other)),
+            other => {
+                // Left untouched (empty) on anything but success.
+                self.spare = Some(owner);
+                return if other == sys::ALKAID_END_OF_STREAM {
+                    Ok(None)
+                } else {
+                    Err(Error::last(other))
+                };
+            }
         }
         // SAFETY: the library filled a valid struct array of the consumer's
-        // schema. The import keeps `ffi` alive (shared by every buffer) and
-        // releases it, giving the block back, when the last buffer goes.
-        let batch = unsafe { self.importer.import(ffi) }?;
+        // schema, which no one else holds. The import shares `owner` among
+        // the buffers and releases the struct, giving the block back, when
+        // the last of them goes.
+        let batch = unsafe { self.importer.import_owned(owner) }?;
         let info = BatchInfo {
             producer_id: info.producer_id,
             producer_pid: info.producer_pid,

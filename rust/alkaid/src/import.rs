@@ -36,7 +36,24 @@ use crate::error::Result;
 /// offset, length, validity and type, without going through `ArrayData`.
 type BuildPrimitive = fn(Buffer, usize, usize, Option<NullBuffer>, &DataType) -> ArrayRef;
 
+/// A column whose type is `T`'s own (`T::DATA_TYPE`): nothing to compare
+/// or set per batch.
 fn build_primitive<T: ArrowPrimitiveType>(
+    values: Buffer,
+    offset: usize,
+    len: usize,
+    nulls: Option<NullBuffer>,
+    _data_type: &DataType,
+) -> ArrayRef {
+    let values = ScalarBuffer::<T::Native>::new(values, offset, len);
+    // SAFETY: a validity bitmap, when there is one, was made of `len` bits
+    // (import_column).
+    Arc::new(unsafe { PrimitiveArray::<T>::new_unchecked(values, nulls) })
+}
+
+/// A column of a parameterised type of `T` (a timestamp's zone, a
+/// decimal's precision and scale), set on each array.
+fn build_primitive_typed<T: ArrowPrimitiveType>(
     values: Buffer,
     offset: usize,
     len: usize,
@@ -44,18 +61,20 @@ fn build_primitive<T: ArrowPrimitiveType>(
     data_type: &DataType,
 ) -> ArrayRef {
     let values = ScalarBuffer::<T::Native>::new(values, offset, len);
-    let array = PrimitiveArray::<T>::new(values, nulls);
-    if data_type == &T::DATA_TYPE {
-        Arc::new(array)
-    } else {
-        // A timestamp's zone, a decimal's precision and scale.
-        Arc::new(array.with_data_type(data_type.clone()))
-    }
+    // SAFETY: as in build_primitive.
+    let array = unsafe { PrimitiveArray::<T>::new_unchecked(values, nulls) };
+    Arc::new(array.with_data_type(data_type.clone()))
 }
 
+/// The builder of a column of type `$dt`, whose arrays are `$t`'s: chosen
+/// once, at open.
 macro_rules! primitive_builder {
-    ($t:ty) => {
-        Some(build_primitive::<$t> as BuildPrimitive)
+    ($t:ty, $dt:expr) => {
+        Some(if $dt == &<$t as ArrowPrimitiveType>::DATA_TYPE {
+            build_primitive::<$t> as BuildPrimitive
+        } else {
+            build_primitive_typed::<$t> as BuildPrimitive
+        })
     };
 }
 
@@ -126,7 +145,7 @@ fn column_layout(data_type: &DataType) -> Option<Layout> {
             width: *byte_width,
             align: *alignment,
             build: downcast_primitive! {
-                data_type => (primitive_builder),
+                data_type => (primitive_builder, data_type),
                 _ => None,
             },
         }),
@@ -200,18 +219,36 @@ impl BatchImporter {
     ///
     /// # Safety
     /// `ffi` is a valid C Data Interface struct array of the schema.
+    #[cfg(test)]
     pub(crate) unsafe fn import(&self, ffi: FFI_ArrowArray) -> Result<RecordBatch> {
+        // SAFETY: the caller's promise.
+        unsafe { self.import_owned(Arc::new(ffi)) }
+    }
+
+    /// As `import`, of a struct array already in the `Arc` that its
+    /// buffers will share (`Consumer::next_batch` has the C ABI fill it in
+    /// place): one allocation for the batch's owner, no copy of the struct.
+    ///
+    /// # Safety
+    /// `owner` holds a valid C Data Interface struct array of the schema
+    /// and no one else holds `owner`.
+    pub(crate) unsafe fn import_owned(&self, owner: Arc<FFI_ArrowArray>) -> Result<RecordBatch> {
         match &self.columns {
             Some(columns)
-                if ffi.offset() == 0
-                    && ffi.null_count_opt() == Some(0)
-                    && ffi.num_children() == columns.len() =>
+                if owner.offset() == 0
+                    && owner.null_count_opt() == Some(0)
+                    && owner.num_children() == columns.len() =>
             {
                 // SAFETY: the caller's promise.
-                unsafe { self.import_flat(ffi, columns) }
+                unsafe { self.import_flat(owner, columns) }
             }
-            // SAFETY: the caller's promise.
-            _ => unsafe { self.import_any(ffi) },
+            _ => {
+                let ffi = Arc::try_unwrap(owner).map_err(|_| {
+                    ArrowError::CDataInterface("a received batch is shared".to_string())
+                })?;
+                // SAFETY: the caller's promise.
+                unsafe { self.import_any(ffi) }
+            }
         }
     }
 
@@ -230,9 +267,12 @@ impl BatchImporter {
         )?)
     }
 
-    unsafe fn import_flat(&self, ffi: FFI_ArrowArray, columns: &[Column]) -> Result<RecordBatch> {
-        let rows = ffi.len();
-        let owner = Arc::new(ffi);
+    unsafe fn import_flat(
+        &self,
+        owner: Arc<FFI_ArrowArray>,
+        columns: &[Column],
+    ) -> Result<RecordBatch> {
+        let rows = owner.len();
         let mut arrays: Vec<ArrayRef> = Vec::with_capacity(columns.len());
         for (i, column) in columns.iter().enumerate() {
             let c = owner.child(i);

@@ -41,7 +41,7 @@ pub enum HugePages {
 }
 
 /// How a producer is opened. `ProducerOptions::default()` holds the C ABI's
-/// defaults (`alkaid_producer_options_init`); the topic settings apply only
+/// defaults (`alkaid_producer_options_init_sized`); the topic settings apply only
 /// if this producer creates the topic (the first producer's win).
 #[derive(Debug, Clone)]
 pub struct ProducerOptions {
@@ -68,6 +68,11 @@ pub struct ProducerOptions {
     /// How long close waits for the consumers to read every batch (default
     /// 5 s).
     pub drain_timeout: Duration,
+    /// Whether the topic's producers stamp each batch with the time they
+    /// publish it (CLOCK_REALTIME; a clock read per publish), which C++
+    /// consumers read as `BatchOrigin::publish_ns` and `alkaid hz` shows
+    /// (default false). C ABI version 2; an older library refuses it.
+    pub publish_timestamps: bool,
 }
 
 impl Default for ProducerOptions {
@@ -82,6 +87,7 @@ impl Default for ProducerOptions {
             publish_timeout: Duration::from_millis(5000),
             wait_for_consumers: Duration::from_millis(10000),
             drain_timeout: Duration::from_millis(5000),
+            publish_timestamps: false,
         }
     }
 }
@@ -161,7 +167,10 @@ impl Producer {
         let mut o = std::mem::MaybeUninit::<sys::alkaid_producer_options>::zeroed();
         // SAFETY: init fills the whole struct.
         let mut o = unsafe {
-            sys::alkaid_producer_options_init(o.as_mut_ptr());
+            sys::alkaid_producer_options_init_sized(
+                o.as_mut_ptr(),
+                std::mem::size_of::<sys::alkaid_producer_options>(),
+            );
             o.assume_init()
         };
         o.socket_path = socket.as_ref().map_or(ptr::null(), |s| s.as_ptr());
@@ -179,6 +188,7 @@ impl Producer {
         };
         // Finite durations only: the C ABI's ALKAID_FOREVER is not a usable
         // value for these (see rust/README.md, "Known limits").
+        o.publish_timestamps = i32::from(options.publish_timestamps);
         o.publish_timeout_ms = finite_millis(options.publish_timeout);
         o.wait_for_consumers_ms = finite_millis(options.wait_for_consumers);
         o.drain_timeout_ms = finite_millis(options.drain_timeout);

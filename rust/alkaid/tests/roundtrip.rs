@@ -322,7 +322,32 @@ fn the_topic_list_shows_topics_with_their_schema_and_counters() {
     assert_eq!((t.producers, t.consumers), (1, 1));
     assert_eq!(t.policy, Some(Policy::BlockProducer));
     assert!(!t.row_topic);
+    assert!(!t.publish_timestamps);
     assert_eq!(t.schema.as_ref().unwrap(), test_schema().as_ref());
+}
+
+#[test]
+fn publish_timestamps_reach_the_topic() {
+    // ProducerOptions::publish_timestamps is a field of the C ABI's version
+    // 2 options struct: the topic it creates shows it, the default does not.
+    let broker = BrokerProcess::start();
+    let stamped = ProducerOptions {
+        publish_timestamps: true,
+        ..broker.producer_options()
+    };
+    let a = Producer::open("stamped", &test_schema(), &stamped).unwrap();
+    let b = Producer::open("plain", &test_schema(), &broker.producer_options()).unwrap();
+    let mut list = Broker::connect(Some(&broker.socket)).unwrap();
+    let topics = list.list_topics().unwrap();
+    let stamps = |name: &str| {
+        topics
+            .iter()
+            .find(|t| t.name == name)
+            .map(|t| t.publish_timestamps)
+    };
+    assert_eq!(stamps("stamped"), Some(true));
+    assert_eq!(stamps("plain"), Some(false));
+    drop((a, b));
 }
 
 #[test]
