@@ -271,6 +271,14 @@ const lat::Measurement* Find(const std::vector<lat::Measurement>& all, const std
 
 void PrintTable(std::ostream& out, int64_t size, const std::vector<lat::Measurement>& all,
                 const std::vector<std::string>& baselines, const LatencyOptions& options) {
+  if (options.layer == "inproc") {
+    const lat::Measurement& m = all.back();
+    out << "\npayload " << FormatBytes(size) << ", in one thread (publish, receive, check, drop), "
+        << "writer " << options.writer << ": " << m.summary.samples << " batches, "
+        << FormatNs(m.summary.mean_ns) << " per batch, " << static_cast<int64_t>(m.msgs_per_s)
+        << " batches/s\n";
+    return;
+  }
   out << "\npayload " << FormatBytes(size) << " (" << lat::RowsFor(size) << " int64 rows), "
       << options.pattern << ", mode " << options.mode;
   if (options.pattern == "stream") {
@@ -357,17 +365,20 @@ nlohmann::ordered_json ToJson(const std::vector<lat::Measurement>& all,
   for (const auto& m : all) {
     nlohmann::ordered_json r;
     r["transport"] = m.transport;
+    r["layer"] = m.layer;
     r["mode"] = m.mode;
     r["pattern"] = m.pattern;
     if (!m.writer.empty()) r["writer"] = m.writer;
     r["payload_bytes"] = m.payload_bytes;
     r["consumers"] = m.consumers;
     r["samples"] = m.summary.samples;
-    r["p50_ns"] = m.summary.p50_ns;
-    r["p90_ns"] = m.summary.p90_ns;
-    r["p99_ns"] = m.summary.p99_ns;
-    r["p999_ns"] = m.summary.p999_ns;
-    r["max_ns"] = m.summary.max_ns;
+    // Percentiles: null where nothing was timed one by one (inproc).
+    const auto ns = [&](int64_t v) { return m.histogram ? nlohmann::ordered_json(v) : nullptr; };
+    r["p50_ns"] = ns(m.summary.p50_ns);
+    r["p90_ns"] = ns(m.summary.p90_ns);
+    r["p99_ns"] = ns(m.summary.p99_ns);
+    r["p999_ns"] = ns(m.summary.p999_ns);
+    r["max_ns"] = ns(m.summary.max_ns);
     r["mean_ns"] = m.summary.mean_ns;
     r["msgs_per_s"] = m.msgs_per_s;
     if (m.has_idle) {
@@ -411,7 +422,20 @@ Status WriteHgrm(const std::string& dir, const std::vector<lat::Measurement>& al
 
 }  // namespace
 
-int RunLatency(const LatencyOptions& options) {
+int RunLatency(const LatencyOptions& given) {
+  LatencyOptions options = given;
+  const bool inproc = options.layer == "inproc";
+  if (options.layer != "client" && !inproc) {
+    return Usage("--layer: unknown layer '" + options.layer + "' (client, inproc)");
+  }
+  if (options.pattern.empty()) options.pattern = inproc ? "stream" : "pingpong";
+  if (options.sizes.empty()) options.sizes = inproc ? "512" : "64,4096,65536,1048576,16777216";
+  if (inproc && (options.pattern != "stream" || !options.compare.empty() ||
+                 options.consumers != 1 || options.mode != "spin" || !options.hgrm.empty())) {
+    return Usage(
+        "--layer inproc is one thread publishing and receiving 512 B batches (--pattern stream, "
+        "--sizes 512, --writer, --count, --json): no --compare, --consumers, --mode or --hgrm");
+  }
   std::vector<int64_t> sizes;
   for (const auto& item : SplitCommas(options.sizes)) {
     int64_t size = 0;
@@ -422,6 +446,9 @@ int RunLatency(const LatencyOptions& options) {
     sizes.push_back(size);
   }
   if (sizes.empty()) return Usage("--sizes: no size given");
+  if (inproc && (sizes.size() != 1 || sizes[0] != 512)) {
+    return Usage("--layer inproc publishes 512 B batches only (--sizes 512)");
+  }
   std::vector<std::string> baselines;
   for (std::string item : SplitCommas(options.compare)) {
     if (item == "payload") {
@@ -465,13 +492,14 @@ int RunLatency(const LatencyOptions& options) {
   // else a private one.
   PrivateBroker private_broker;
   std::string socket = options.socket;
-  if (!client::BrokerClient::Connect(socket).ok()) {
+  if (!inproc && !client::BrokerClient::Connect(socket).ok()) {
     const Status st = private_broker.Start();
     if (!st.ok()) return Failure(st);
     socket = private_broker.socket();
   }
 
   lat::RunSpec base;
+  base.layer = options.layer;
   base.mode = options.mode;
   base.pattern = options.pattern;
   base.consumers = options.consumers;
@@ -483,7 +511,7 @@ int RunLatency(const LatencyOptions& options) {
   base.socket = socket;
   base.broker_pid = private_broker.pid() > 0 ? static_cast<int>(private_broker.pid()) : 0;
   base.shm_prefix = private_broker.name().empty() ? "" : private_broker.name() + ".";
-  if (!options.no_pin) {
+  if (!options.no_pin && !inproc) {
     const auto allowed = measure::AllowedCpus();
     const std::size_t needed =
         options.pattern == "stream" ? 1 + static_cast<std::size_t>(options.consumers) : 2;
@@ -515,7 +543,9 @@ int RunLatency(const LatencyOptions& options) {
       }
       lat::Measurement m;
       Status st;
-      if (transport == "alkaid") {
+      if (inproc) {
+        st = lat::MeasureInProcess(spec, &m);
+      } else if (transport == "alkaid") {
         st = lat::MeasureAlkaid(spec, progress, &m);
       } else if (transport == "floor") {
         st = lat::MeasureFloor(spec, progress, &m);
@@ -560,9 +590,15 @@ void AddLatencyCommand(CLI::App* app, int* code) {
       "latency",
       "Measure publish-to-receive latency (and stream throughput) between processes through "
       "the broker, beside baselines measured in the same run");
-  cmd->add_option("--sizes", options->sizes,
-                  "Body sizes in bytes, comma-separated (suffixes K, M: binary)")
+  cmd->add_option("--layer", options->layer,
+                  "client: Producer and Consumers in processes of their own through a broker; "
+                  "inproc: a BatchPublisher and a BatchSubscriber on one channel in one thread, "
+                  "no broker (the data path's cost per batch, for callgrind and perf)")
+      ->check(CLI::IsMember({"client", "inproc"}))
       ->capture_default_str();
+  cmd->add_option("--sizes", options->sizes,
+                  "Body sizes in bytes, comma-separated (suffixes K, M: binary); default "
+                  "64,4096,65536,1048576,16777216 (inproc: 512, the only one)");
   cmd->add_option("--count", options->count, "Samples (pingpong) or batches (stream) per size")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -576,9 +612,9 @@ void AddLatencyCommand(CLI::App* app, int* code) {
       ->capture_default_str();
   cmd->add_option("--pattern", options->pattern,
                   "pingpong: round trips, one-way = RTT/2; stream: publish as fast as possible, "
-                  "publish-to-receive time per batch and throughput")
-      ->check(CLI::IsMember({"pingpong", "stream"}))
-      ->capture_default_str();
+                  "publish-to-receive time per batch and throughput (default: pingpong; "
+                  "inproc: stream)")
+      ->check(CLI::IsMember({"pingpong", "stream"}));
   cmd->add_option("--consumers", options->consumers, "Consumer processes (stream)")
       ->capture_default_str();
   cmd->add_option("--compare", options->compare,
