@@ -27,6 +27,7 @@
 #include <thread>
 
 #include "alkaid/client/broker_client.h"
+#include "alkaid/measure/broker.h"
 #include "commands.h"
 #include "latency_internal.h"
 
@@ -102,162 +103,6 @@ std::string FormatBytes(int64_t bytes) {
   if (bytes >= (1 << 10) && bytes % (1 << 10) == 0) return std::to_string(bytes >> 10) + " KiB";
   return std::to_string(bytes) + " B";
 }
-
-// ---- the broker ---------------------------------------------------------
-
-std::string ExecutableDir() {
-  char path[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof(path) - 1);
-  if (n <= 0) return ".";
-  path[n] = '\0';
-  std::string s(path);
-  const auto slash = s.rfind('/');
-  return slash == std::string::npos ? "." : s.substr(0, slash);
-}
-
-bool IsExecutable(const std::string& path) { return ::access(path.c_str(), X_OK) == 0; }
-
-// alkaid-broker: $ALKAID_BROKER_BIN, next to this executable, in the build
-// tree beside it (tools/alkaid -> broker/daemon), then on PATH.
-std::string FindBrokerBinary() {
-  // NOLINTNEXTLINE(concurrency-mt-unsafe): read once at startup; nothing in alkaid calls setenv
-  if (const char* env = std::getenv("ALKAID_BROKER_BIN"); env != nullptr && *env != '\0') {
-    return IsExecutable(env) ? env : "";
-  }
-  const std::string dir = ExecutableDir();
-  for (const std::string& candidate :
-       {dir + "/alkaid-broker", dir + "/../../broker/daemon/alkaid-broker"}) {
-    if (IsExecutable(candidate)) return candidate;
-  }
-  // NOLINTNEXTLINE(concurrency-mt-unsafe): read once at startup; nothing in alkaid calls setenv
-  if (const char* path = std::getenv("PATH"); path != nullptr) {
-    std::istringstream entries(path);
-    for (std::string entry; std::getline(entries, entry, ':');) {
-      if (entry.empty()) continue;
-      std::string candidate = entry + "/alkaid-broker";
-      if (IsExecutable(candidate)) return candidate;
-    }
-  }
-  return "";
-}
-
-// A broker this run started (on a private socket) and stops.
-class PrivateBroker {
- public:
-  ~PrivateBroker() { Stop(); }
-
-  Status Start() {
-    const std::string binary = FindBrokerBinary();
-    if (binary.empty()) {
-      return Status::IOError(
-          "no broker is reachable and alkaid-broker was found neither next to alkaid nor on "
-          "PATH (set ALKAID_BROKER_BIN, or start one and pass --socket)");
-    }
-    char dir_template[] = "/tmp/alkaid-latency.XXXXXX";
-    if (::mkdtemp(dir_template) == nullptr) {
-      return Status::IOError("mkdtemp /tmp/alkaid-latency.XXXXXX: ", ErrnoMessage(errno));
-    }
-    dir_ = dir_template;
-    socket_ = dir_ + "/broker.sock";
-    name_ = "alkaid-latency" + std::to_string(::getpid());
-    // The limit must fit in /dev/shm's free space (the broker checks).
-    uint64_t limit = uint64_t{1} << 30;
-    struct statvfs vfs;
-    if (::statvfs("/dev/shm", &vfs) == 0) {
-      const uint64_t free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
-      limit = std::min(limit, free_bytes / 10 * 9);
-    }
-    const std::string limit_text = std::to_string(limit);
-    (void)std::fflush(nullptr);
-    const pid_t parent = ::getpid();
-    pid_ = ::fork();
-    if (pid_ < 0) return Status::IOError("fork: ", ErrnoMessage(errno));
-    if (pid_ == 0) {
-      // Its own process group: Ctrl-C reaches the measuring processes, and
-      // the broker is stopped after them. It dies with us regardless.
-      ::setpgid(0, 0);
-      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-      if (::getppid() != parent) ::_exit(1);
-      sigset_t none;
-      sigemptyset(&none);
-      ::pthread_sigmask(SIG_SETMASK, &none, nullptr);
-      const char* argv[] = {binary.c_str(), "--socket",    socket_.c_str(),    "--name",
-                            name_.c_str(),  "--shm-limit", limit_text.c_str(), "--log-level",
-                            "error",        nullptr};
-      ::execv(binary.c_str(), const_cast<char* const*>(argv));
-      // No allocation between fork and exit: GNU strerror_r into a stack buffer.
-      char reason[128];
-      (void)std::fprintf(stderr, "alkaid latency: exec %s: %s\n", binary.c_str(),
-                         ::strerror_r(errno, reason, sizeof(reason)));
-      ::_exit(127);
-    }
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (true) {
-      if (client::BrokerClient::Connect(socket_).ok()) break;
-      int wstatus = 0;
-      if (::waitpid(pid_, &wstatus, WNOHANG) == pid_) {
-        pid_ = -1;
-        return Status::IOError("alkaid-broker (", binary, ") exited with code ",
-                               WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus),
-                               " before answering on ", socket_);
-      }
-      if (std::chrono::steady_clock::now() > deadline) {
-        return Status::IOError("alkaid-broker (", binary, ") did not answer on ", socket_,
-                               " within 10 s");
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    std::cerr << "alkaid latency: started " << binary << " (pid " << pid_ << ") on " << socket_
-              << "\n";
-    return Status::OK();
-  }
-
-  // Stops the broker (which unlinks its socket and every segment name it
-  // handed out), then removes whatever is left: the directory, and
-  // /dev/shm objects of its name.
-  void Stop() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGTERM);
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-      while (::waitpid(pid_, nullptr, WNOHANG) != pid_) {
-        if (std::chrono::steady_clock::now() > deadline) {
-          ::kill(pid_, SIGKILL);
-          ::waitpid(pid_, nullptr, 0);
-          break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      }
-      pid_ = -1;
-    }
-    if (!name_.empty()) {
-      if (DIR* shm = ::opendir("/dev/shm"); shm != nullptr) {
-        const std::string prefix = name_ + ".";
-        // NOLINTNEXTLINE(concurrency-mt-unsafe): readdir on a DIR stream of our own
-        while (dirent* entry = ::readdir(shm)) {
-          if (std::strncmp(entry->d_name, prefix.c_str(), prefix.size()) == 0) {
-            ::unlink(("/dev/shm/" + std::string(entry->d_name)).c_str());
-          }
-        }
-        ::closedir(shm);
-      }
-    }
-    if (!dir_.empty()) {
-      ::unlink(socket_.c_str());
-      ::rmdir(dir_.c_str());
-      dir_.clear();
-    }
-  }
-
-  const std::string& socket() const { return socket_; }
-  pid_t pid() const { return pid_; }
-  const std::string& name() const { return name_; }
-
- private:
-  pid_t pid_ = -1;
-  std::string dir_;
-  std::string socket_;
-  std::string name_;
-};
 
 // ---- reports ------------------------------------------------------------
 
@@ -490,10 +335,10 @@ int RunLatency(const LatencyOptions& given) {
 
   // A broker: the one at --socket (or the default socket) if it answers,
   // else a private one.
-  PrivateBroker private_broker;
+  measure::PrivateBroker private_broker;
   std::string socket = options.socket;
   if (!inproc && !client::BrokerClient::Connect(socket).ok()) {
-    const Status st = private_broker.Start();
+    const Status st = private_broker.Start("alkaid-latency", "alkaid latency");
     if (!st.ok()) return Failure(st);
     socket = private_broker.socket();
   }
