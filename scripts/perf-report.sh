@@ -119,7 +119,13 @@ if [ $do_build -eq 1 ]; then
          "skipped (they need a Rust toolchain, 1.89 or newer)" >&2
   fi
 fi
-[ -x "$iceoryx2" ] || iceoryx2=
+if [ ! -x "$iceoryx2" ]; then
+  echo "perf-report.sh: no $iceoryx2: the iceoryx2 peer is skipped (built with cargo)" >&2
+  iceoryx2=
+fi
+if [ $peers -eq 1 ] && [ ! -x "$alkaid_rust" ]; then
+  echo "perf-report.sh: no $alkaid_rust: alkaid_rust_latency is skipped (built with cargo)" >&2
+fi
 [ $peers -eq 1 ] && [ -x "$alkaid_rust" ] || alkaid_rust=
 if [ ! -x "$iceoryx" ]; then
   echo "perf-report.sh: no $iceoryx: the iceoryx 2.0 peer is skipped" \
