@@ -1,9 +1,8 @@
 #pragma once
 
-// Pieces of the multi-process latency benches (shm_latency_bench.cc,
-// shm_flatness_bench.cc) that alkaid/measure/ does not have: the segments
-// of a batch ping-pong: record batches from the parent to the child through a
-// channel, one int64 word back through a second channel (no body).
+// Pieces of the flatness bench (shm_flatness_bench.cc) that alkaid/measure/
+// does not have: the segments of a batch ping-pong: record batches from the parent to the child
+// through a channel, one int64 word back through a second channel (no body).
 
 #include <chrono>
 #include <cstdint>

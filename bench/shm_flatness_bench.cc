@@ -40,8 +40,9 @@
 //                 (its pool, its block descriptor, its batch) and its body
 //                 stay as the build left them: at 16 MiB the build has
 //                 evicted them from the caches and the TLB, at 64 B not.
-//                 alkaid_shm_latency_bench's size-matched floor shows how
-//                 much of that any shared-memory hand-off of the body pays.
+//                 `alkaid latency --compare body` (the size-matched floor)
+//                 shows how much of that any shared-memory hand-off of the
+//                 body pays.
 //   built_evicted as built, with 64 MiB written after the build, at both
 //                 sizes: the same cache state whatever the size. What is
 //                 left is the body itself: the child reads its first and

@@ -9,7 +9,6 @@
 //
 //   alkaid_wake_latency_bench [--batches N] [--period-us U] [--broker PATH]
 
-#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -26,6 +25,7 @@
 #include "alkaid/alkaid.h"
 #include "alkaid/format/c_data.h"
 #include "alkaid/format/type.h"
+#include "alkaid/measure/broker.h"
 
 namespace {
 
@@ -101,21 +101,13 @@ int main(int argc, char** argv) {
     }
   }
   batches = std::max<int64_t>(batches / (2 * kBlock), 1) * 2 * kBlock;
-  const std::string name = "wakebench" + std::to_string(::getpid());
-  const std::string socket = "/tmp/alkaid-" + name + ".sock";
-  const pid_t broker = ::fork();
-  if (broker == 0) {
-    ::execl(broker_bin.c_str(), broker_bin.c_str(), "--socket", socket.c_str(), "--name",
-            name.c_str(), "--log-level", "warn", static_cast<char*>(nullptr));
-    ::_exit(127);
+  alkaid::measure::PrivateBroker broker;
+  if (const auto st = broker.Start("alkaid-wakebench", "wake_latency_bench", broker_bin);
+      !st.ok()) {
+    std::fprintf(stderr, "wake_latency_bench: %s\n", st.ToString().c_str());
+    return 1;
   }
-  alkaid_broker* b = nullptr;
-  for (int tries = 0; tries < 2000 && alkaid_broker_connect(socket.c_str(), &b) != ALKAID_OK;
-       ++tries) {
-    ::usleep(5000);
-  }
-  if (b == nullptr) Die("no broker answered");
-  alkaid_broker_close(b);
+  const std::string& socket = broker.socket();
 
   std::fflush(nullptr);
   const pid_t producer = ::fork();
@@ -162,8 +154,6 @@ int main(int argc, char** argv) {
   alkaid_consumer_close(c);
   int status = 0;
   ::waitpid(producer, &status, 0);
-  ::kill(broker, SIGTERM);
-  ::waitpid(broker, nullptr, 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     std::fprintf(stderr, "wake_latency_bench: the producer failed\n");
     return 1;

@@ -5,20 +5,32 @@
 # the "figures:begin" and "figures:end" markers; the rest is kept).
 #
 #   scripts/perf-report.sh [--build DIR] [--quick] [--no-build] [--render-only]
+#   scripts/perf-report.sh --peers [--sizes 64,4096,...] [--count N] [--mode spin|block]
 #
 #   --build DIR     build tree (default build/release, made by scripts/build.sh)
 #   --quick         small counts (a smoke run; the figures are noisy)
 #   --no-build      do not (re)build the targets
 #   --render-only   only rewrite the document from the JSON already in the
 #                   results directory
-# Peers, when present: iceoryx2 (bench/peers/iceoryx2, built with cargo),
-# iceoryx 2.0 (scripts/install-deps.sh --peers, then scripts/build.sh).
+#   --peers         only the ping-pong beside the peers, one table on stdout
+#                   (the document is left alone): Alkaid (`alkaid latency
+#                   --compare floor,uds`), Alkaid through its Rust crate
+#                   (alkaid_rust_latency), iceoryx2, iceoryx 2.0, the floor and
+#                   a Unix socket, each one's p50 and p99 and ratio to Alkaid;
+#                   --sizes (K and M binary, at most 16M; default
+#                   64,4096,65536,1048576,16777216), --count (timed round trips
+#                   per size, default 10000; a size stops after 10 s), --mode
+#                   (spin or block, default spin)
+# Peers, when present (one that is not there is skipped, saying so): iceoryx2
+# (bench/peers/iceoryx2, built with cargo), iceoryx 2.0 (scripts/install-deps.sh
+# --peers, then scripts/build.sh). The runs go one after another, never
+# together: each pins its processes to the same CPUs.
 # Instructions per batch need valgrind (apt-get install valgrind).
 # Environment: COUNT (pingpong samples per size, default 10000), DURATION
 # (seconds cap per transport and size, default 10), STREAM_COUNT (default
 # 2000000), MEMORY_COUNT (batches of the memory run, default 10000000),
 # RESULTS (directory for the JSON and .hgrm files, default
-# $build/perf-results).
+# $build/perf-results; with --peers $build/peers-results).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,49 +38,219 @@ build=build/release
 quick=0
 do_build=1
 render_only=0
+peers=0
+peer_args=0
+sizes=64,4096,65536,1048576,16777216
+peer_count=10000
+mode=spin
+usage() { echo "perf-report.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
     --quick) quick=1; shift ;;
     --no-build) do_build=0; shift ;;
     --render-only) render_only=1; do_build=0; shift ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
-    *) echo "perf-report.sh: unknown argument $1" >&2; exit 2 ;;
+    --peers) peers=1; shift ;;
+    --sizes) sizes=${2:?--sizes needs a value}; peer_args=1; shift 2 ;;
+    --count) peer_count=${2:?--count needs a value}; peer_args=1; shift 2 ;;
+    --mode) mode=${2:?--mode needs a value}; peer_args=1; shift 2 ;;
+    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
+    *) usage "unknown argument $1 (see --help)" ;;
   esac
 done
+[ $peers -eq 1 ] || [ $peer_args -eq 0 ] || usage "--sizes, --count and --mode go with --peers"
+case "$mode" in
+  spin|block) ;;
+  *) usage "--mode $mode: want spin or block" ;;
+esac
+[[ $peer_count =~ ^[1-9][0-9]*$ ]] || usage "--count $peer_count: want a whole number >= 1"
+# Plain bytes for every tool: the iceoryx peers take no suffixes.
+plain=()
+IFS=, read -r -a items <<< "$sizes"
+for item in "${items[@]}"; do
+  [[ $item =~ ^([1-9][0-9]{0,8})([kKmM]?)$ ]] ||
+    usage "size $item: want bytes, or a number with K or M"
+  case "${BASH_REMATCH[2]}" in
+    k|K) n=$(( BASH_REMATCH[1] * 1024 )) ;;
+    m|M) n=$(( BASH_REMATCH[1] * 1048576 )) ;;
+    *) n=${BASH_REMATCH[1]} ;;
+  esac
+  [ "$n" -le 16777216 ] || usage "size $item: more than 16M"
+  plain+=("$n")
+done
+sizes=$(IFS=,; echo "${plain[*]}")
+command -v python3 >/dev/null 2>&1 || usage "python3 is needed to read the results"
 
 if [ $quick -eq 1 ]; then
   : "${COUNT:=500}" "${DURATION:=3}" "${STREAM_COUNT:=100000}" "${MEMORY_COUNT:=1000000}"
 else
   : "${COUNT:=10000}" "${DURATION:=10}" "${STREAM_COUNT:=2000000}" "${MEMORY_COUNT:=10000000}"
 fi
-results=${RESULTS:-$build/perf-results}
-sizes=64,4096,65536,1048576,16777216
+if [ $peers -eq 1 ]; then
+  results=${RESULTS:-$build/peers-results}
+else
+  results=${RESULTS:-$build/perf-results}
+fi
 
+alkaid=$build/tools/alkaid/alkaid
+iceoryx=$build/bench/peers/alkaid_iceoryx_latency
+iceoryx2_dir=bench/peers/iceoryx2
+iceoryx2=$iceoryx2_dir/target/release/alkaid_iceoryx2_latency
+alkaid_rust=rust/target/release/alkaid_rust_latency
+flatness=$build/bench/alkaid_shm_flatness_bench
 if [ $do_build -eq 1 ]; then
   if [ "$build" = build/release ]; then
     scripts/build.sh release </dev/null
   else
-    cmake --build "$build" --target alkaid alkaid-broker alkaid_shm_flatness_bench \
-      alkaid_shm_stream_bench
+    cmake --build "$build" --target alkaid alkaid-broker alkaid_shm_flatness_bench
+  fi
+  if command -v cargo >/dev/null 2>&1; then
+    echo "perf-report.sh: building the iceoryx2 peer (cargo)" >&2
+    cargo build --release --locked --manifest-path "$iceoryx2_dir/Cargo.toml" </dev/null ||
+      echo "perf-report.sh: the iceoryx2 peer did not build (above); it is skipped" >&2
+    if [ $peers -eq 1 ]; then
+      echo "perf-report.sh: building alkaid_rust_latency (cargo, rust/alkaid-bench)" >&2
+      ALKAID_BUILD_DIR="$PWD/$build" cargo build --release --locked -p alkaid-bench \
+        --manifest-path rust/Cargo.toml </dev/null ||
+        echo "perf-report.sh: alkaid_rust_latency did not build (above); it is skipped" >&2
+    fi
+  else
+    echo "perf-report.sh: cargo not found: the iceoryx2 peer and alkaid_rust_latency are" \
+         "skipped (they need a Rust toolchain, 1.89 or newer)" >&2
   fi
 fi
-alkaid=$build/tools/alkaid/alkaid
-iceoryx=$build/bench/peers/alkaid_iceoryx_latency
-iceoryx2=bench/peers/iceoryx2/target/release/alkaid_iceoryx2_latency
-flatness=$build/bench/alkaid_shm_flatness_bench
-stream_bench=$build/bench/alkaid_shm_stream_bench
-if [ $do_build -eq 1 ] && command -v cargo >/dev/null 2>&1; then
-  cargo build --release --locked --manifest-path bench/peers/iceoryx2/Cargo.toml </dev/null \
-    || echo "perf-report.sh: the iceoryx2 peer did not build; it is skipped" >&2
+if [ ! -x "$iceoryx2" ]; then
+  echo "perf-report.sh: no $iceoryx2: the iceoryx2 peer is skipped (built with cargo)" >&2
+  iceoryx2=
+fi
+if [ $peers -eq 1 ] && [ ! -x "$alkaid_rust" ]; then
+  echo "perf-report.sh: no $alkaid_rust: alkaid_rust_latency is skipped (built with cargo)" >&2
+fi
+[ $peers -eq 1 ] && [ -x "$alkaid_rust" ] || alkaid_rust=
+if [ ! -x "$iceoryx" ]; then
+  echo "perf-report.sh: no $iceoryx: the iceoryx 2.0 peer is skipped" \
+       "(scripts/install-deps.sh --peers, then scripts/build.sh)" >&2
+  iceoryx=
+elif ! command -v iox-roudi >/dev/null 2>&1; then
+  echo "perf-report.sh: iox-roudi not on PATH: the iceoryx 2.0 peer is skipped" \
+       "(scripts/install-deps.sh --peers)" >&2
+  iceoryx=
+fi
+# A private broker for every run (never a broker someone else uses): a
+# socket nobody listens on makes alkaid latency start a private one.
+export ALKAID_BROKER_SOCKET=$results/no-broker.sock
+
+if [ $peers -eq 1 ]; then
+  mkdir -p "$results"
+  rm -f "$results"/*.json "$results"/*.log
+  failed=0
+  # Ctrl-C stops the whole comparison, not only the run it lands in (bash
+  # would go on when a tool exits 130 instead of dying by the signal). Each
+  # tool cleans up after itself first: the trap runs once it has exited.
+  trap 'echo "perf-report.sh: interrupted" >&2; exit 130' INT TERM
+  peer_run() {  # peer_run <name> <command...>: JSON to $results/<name>.json, output to <name>.log
+    local name=$1
+    shift
+    echo "perf-report.sh: $name: $* --json $results/$name.json" >&2
+    if ! "$@" --json "$results/$name.json" </dev/null >"$results/$name.log" 2>&1; then
+      echo "perf-report.sh: $name failed; the end of $results/$name.log:" >&2
+      tail -n 5 "$results/$name.log" >&2
+      rm -f "$results/$name.json"
+      failed=1
+    fi
+  }
+  started=$(date '+%Y-%m-%d %H:%M:%S %Z')
+  load_before=$(uptime)
+  peer_run alkaid "$alkaid" latency --sizes "$sizes" --count "$peer_count" --mode "$mode" \
+    --compare floor,uds
+  [ -z "$alkaid_rust" ] || peer_run alkaid-rust "$alkaid_rust" \
+    --broker "$build/broker/daemon/alkaid-broker" --sizes "$sizes" --count "$peer_count" \
+    --mode "$mode"
+  [ -z "$iceoryx2" ] || peer_run iceoryx2 "$iceoryx2" --sizes "$sizes" --count "$peer_count" \
+    --mode "$mode"
+  [ -z "$iceoryx" ] || peer_run iceoryx "$iceoryx" --sizes "$sizes" --count "$peer_count" \
+    --mode "$mode"
+  load_after=$(uptime)
+  # What iceoryx2 leaves when a run ends badly: the peer removes its domain at
+  # exit (and a later run removes a killed run's), so anything here is news.
+  leftovers=$(find /dev/shm /tmp -maxdepth 1 -name 'alkaid_iox2_*' 2>/dev/null || true)
+  echo
+  echo "started $started, $peer_count round trips per size, mode $mode"
+  echo "load before: $load_before"
+  echo "load after:  $load_after"
+  python3 - "$results" "$sizes" <<'EOF2'
+import json
+import os
+import sys
+
+results_dir, sizes = sys.argv[1], [int(s) for s in sys.argv[2].split(",")]
+# (label, JSON file, transport in it), in the table's order.
+rows = [("alkaid", "alkaid", "alkaid"), ("alkaid-rust", "alkaid-rust", "alkaid-rust"),
+        ("iceoryx2", "iceoryx2", "iceoryx2"),
+        ("iceoryx 2.0", "iceoryx", "iceoryx"), ("floor", "alkaid", "floor"),
+        ("uds", "alkaid", "uds")]
+found = {}
+for name in {r[1] for r in rows}:
+    path = os.path.join(results_dir, name + ".json")
+    if not os.path.exists(path):
+        continue
+    with open(path) as f:
+        for r in json.load(f)["results"]:
+            found[(name, r["transport"], r["payload_bytes"])] = r
+
+
+def ns(v):  # as alkaid latency prints it (FormatNs in tools/alkaid/latency.cc)
+    if v < 1e3:
+        return "%.0f ns" % v
+    if v < 1e6:
+        return "%.2f us" % (v / 1e3)
+    if v < 1e9:
+        return "%.2f ms" % (v / 1e6)
+    return "%.2f s" % (v / 1e9)
+
+
+def size_text(b):
+    for unit, div in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if b >= div and b % div == 0:
+            return "%d %s" % (b // div, unit)
+    return "%d B" % b
+
+
+print("one-way latency = round trip / 2; x = the transport's figure / Alkaid's")
+head = "%-9s %-12s %10s %10s %9s %9s %8s" % (
+    "payload", "transport", "p50", "p99", "p50 x", "p99 x", "samples")
+print(head)
+print("-" * len(head))
+for size in sizes:
+    base = found.get(("alkaid", "alkaid", size))
+    for label, name, transport in rows:
+        r = found.get((name, transport, size))
+        if r is None:
+            print("%-9s %-12s %10s" % (size_text(size), label, "(not run)"))
+            continue
+        if base and base["p50_ns"] > 0 and base["p99_ns"] > 0:
+            x50 = "%.2fx" % (r["p50_ns"] / base["p50_ns"])
+            x99 = "%.2fx" % (r["p99_ns"] / base["p99_ns"])
+        else:
+            x50 = x99 = "-"
+        print("%-9s %-12s %10s %10s %9s %9s %8d" % (
+            size_text(size), label, ns(r["p50_ns"]), ns(r["p99_ns"]), x50, x99,
+            r["samples"]))
+EOF2
+  echo "JSON and logs: $results"
+  if [ -n "$leftovers" ]; then
+    echo "perf-report.sh: iceoryx2 left these behind (the next run removes them):" >&2
+    echo "$leftovers" >&2
+  else
+    echo "/dev/shm and /tmp: no iceoryx2 files left"
+  fi
+  exit "$failed"
 fi
 
 if [ $render_only -eq 0 ]; then
   mkdir -p "$results"
   rm -f "$results"/*.json "$results"/*.txt "$results"/*.cmd "$results"/*.loadavg
   rm -rf "$results/hgrm"
-  # A private broker for every run (never a broker someone else uses).
-  export ALKAID_BROKER_SOCKET=$results/no-broker.sock
   note() {  # note <name> <command text>: the command and the load before it
     cut -d' ' -f1-3 /proc/loadavg > "$results/$1.loadavg"
     echo "$2" > "$results/$1.cmd"
@@ -91,10 +273,10 @@ if [ $render_only -eq 0 ]; then
     --compare floor,body,uds --hgrm "$results/hgrm"
   # The peers right after, with the same sizes, count and waiting.
   for mode in spin block; do
-    if [ -x "$iceoryx2" ]; then
+    if [ -n "$iceoryx2" ]; then
       peer "iceoryx2_$mode" "$iceoryx2" --sizes $sizes --count "$COUNT" --mode $mode
     fi
-    if [ -x "$iceoryx" ] && command -v iox-roudi >/dev/null; then
+    if [ -n "$iceoryx" ]; then
       peer "iceoryx_$mode" "$iceoryx" --sizes $sizes --count "$COUNT" --duration "$DURATION" \
         --mode $mode
     fi
@@ -121,21 +303,23 @@ if [ $render_only -eq 0 ]; then
   fi
   # Instructions per batch: publish + receive + decode + release in one
   # process, the difference of two iteration counts (start-up cancels).
-  if command -v valgrind >/dev/null && [ -x "$stream_bench" ]; then
+  if command -v valgrind >/dev/null; then
     for writer in fixed built; do
-      flag=
-      [ $writer = fixed ] && flag=--fixed
+      how=$writer
+      [ $writer = built ] && how=build
       for n in 10000 30000; do
-        echo "== callgrind: alkaid_shm_stream_bench --inproc $n $flag" >&2
+        echo "== callgrind: alkaid latency --layer inproc --count $n --writer $how" >&2
         valgrind --tool=callgrind --callgrind-out-file="$results/callgrind_${writer}_$n.out" \
-          "$stream_bench" --inproc $n $flag >/dev/null 2>"$results/callgrind_${writer}_$n.log"
+          "$alkaid" latency --layer inproc --count $n --writer $how \
+          >/dev/null 2>"$results/callgrind_${writer}_$n.log"
         sed -n 's/^summary: *//p; s/^totals: *//p' "$results/callgrind_${writer}_$n.out" \
           | head -1 > "$results/callgrind_${writer}_$n.txt"
       done
-      note "callgrind_$writer" "valgrind --tool=callgrind alkaid_shm_stream_bench --inproc N $flag"
+      note "callgrind_$writer" \
+        "valgrind --tool=callgrind alkaid latency --layer inproc --count N --writer $how"
     done
   else
-    echo "perf-report.sh: valgrind or $stream_bench missing: no instruction counts" >&2
+    echo "perf-report.sh: no valgrind: no instruction counts" >&2
   fi
   {
     date -u '+%Y-%m-%d %H:%M UTC'
@@ -398,7 +582,7 @@ if fixed_i is not None or built_i is not None:
     w("### Instructions per batch (callgrind)")
     w("")
     w("Publish + receive + decode + release of one 64-row int64 batch in one process "
-      "(`alkaid_shm_stream_bench --inproc N`), the count at N = 30,000 minus N = 10,000, "
+      "(`alkaid latency --layer inproc --count N`), the count at N = 30,000 minus N = 10,000, "
       "divided by 20,000. Includes the bench's own fill of the 64 values (~290).")
     w("")
     w("| writer | instructions per batch | target |")

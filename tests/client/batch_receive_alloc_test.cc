@@ -189,7 +189,7 @@ TEST(BatchReceiveAllocTest, PublishingAndReceivingABuiltBatchAddNothing) {
   EXPECT_EQ(all, building);
 }
 
-// The built path of the stream bench (bench/shm_stream_bench.cc,
+// The built path of `alkaid latency --layer inproc` (tools/alkaid/latency_inproc.cc,
 // PublishOne): a pool from NewPool, an Int64Builder on it, Finish,
 // RecordBatch::Make, Publish, then TryReceive. In steady state it allocates
 // nothing: the pool and its region are recycled with the region's block

@@ -26,22 +26,27 @@ expect 2 "--consumers with pingpong" "$alkaid" latency --consumers 2
 expect 2 "--writer with pingpong" "$alkaid" latency --writer fixed
 expect 2 "bad --writer" "$alkaid" latency --pattern stream --writer copy
 expect 2 "bad --count" "$alkaid" latency --count 0
+expect 2 "bad --layer" "$alkaid" latency --layer channel
+expect 2 "inproc with --compare" "$alkaid" latency --layer inproc --compare floor
+expect 2 "inproc with pingpong" "$alkaid" latency --layer inproc --pattern pingpong
+expect 2 "inproc at 64 B" "$alkaid" latency --layer inproc --sizes 64
+expect 2 "inproc with --mode block" "$alkaid" latency --layer inproc --mode block
 
-# Nothing of run $1 (the tool's pid) is left: its broker's segments, its
-# processes (the broker's name and the forked children's argv carry it).
+# Nothing of run $1 (the tool's pid) is left: its broker's segments (and
+# the channels of --layer inproc, which has no broker), its processes (the broker's name and the forked children's argv carry it).
 # The tool has exited when this runs; what it reaped may take a moment to go:
 # waits (up to 30 s, a guard against a hang) until nothing is left, then
 # judges.
 check_clean() {  # check_clean <tool pid> <description>
   local pid=$1 what=$2 left
   for _ in $(seq 600); do
-    if ! ls /dev/shm | grep -q -e "alkaid-latency$pid\." &&
+    if ! ls /dev/shm | grep -q -e "alkaid-latency\.\?$pid\." &&
        ! pgrep -f "alkaid-latency$pid|$work/" >/dev/null; then
       break
     fi
     sleep 0.05
   done
-  left=$(ls /dev/shm | grep -e "alkaid-latency$pid\." || true)
+  left=$(ls /dev/shm | grep -e "alkaid-latency\.\?$pid\." || true)
   [ -z "$left" ] || { echo "FAILED: $what: segments left in /dev/shm: $left" >&2; fail=1; }
   left=$(pgrep -f "alkaid-latency$pid|$work/")
   [ -z "$left" ] || { echo "FAILED: $what: processes left: $(ps -o pid,args -p "${left//$'\n'/,}")" >&2; fail=1; }
@@ -87,11 +92,11 @@ if got != want:
     errors.append(f"results for {sorted(got)}, expected {sorted(want)}")
 for r in res:
     where = f'{r["transport"]} {r["payload_bytes"]}'
-    for key in ("mode", "pattern", "consumers", "samples", "p50_ns", "p90_ns", "p99_ns",
+    for key in ("layer", "mode", "pattern", "consumers", "samples", "p50_ns", "p90_ns", "p99_ns",
                 "p999_ns", "max_ns", "msgs_per_s"):
         if key not in r:
             errors.append(f"{where}: no {key}")
-    if r["pattern"] != "pingpong" or r["consumers"] != 1:
+    if r["layer"] != "client" or r["pattern"] != "pingpong" or r["consumers"] != 1:
         errors.append(f"{where}: pattern {r['pattern']}, consumers {r['consumers']}")
     if r["samples"] != 200:
         errors.append(f"{where}: {r['samples']} samples, expected 200")
@@ -167,6 +172,29 @@ if not ok:
     print("FAILED: fixed-writer results:", json.dumps(res), file=sys.stderr)
 sys.exit(0 if ok else 1)
 PY
+
+# The data path in one thread (no broker, no second process), each writer:
+# every batch received and checked; the JSON of the same schema, with the
+# layer named and no percentiles (nothing is timed one by one).
+for writer in build fixed; do
+  run_latency "inproc_$writer" "inproc, writer $writer" --layer inproc --count 2000 \
+    --writer $writer --json "$work/inproc_$writer.json"
+  grep -q "2000 batches, .* per batch" "$work/inproc_$writer.out" ||
+    { echo "FAILED: inproc, writer $writer: no per-batch line" >&2; fail=1; }
+  python3 - "$work/inproc_$writer.json" "$writer" <<'PY' || fail=1
+import json, sys
+res = json.load(open(sys.argv[1]))["results"]
+r = res[0] if len(res) == 1 else {}
+ok = (r.get("transport"), r.get("layer"), r.get("pattern"), r.get("writer")) == \
+    ("alkaid", "inproc", "stream", sys.argv[2])
+ok = ok and r["payload_bytes"] == 512 and r["samples"] == 2000 and r["consumers"] == 1
+ok = ok and r["mean_ns"] > 0 and r["msgs_per_s"] > 0
+ok = ok and all(r[k] is None for k in ("p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns"))
+if not ok:
+    print("FAILED: inproc results:", json.dumps(res), file=sys.stderr)
+sys.exit(0 if ok else 1)
+PY
+done
 
 # Ctrl-C in the middle of a long run: the tool's handler ends it with exit
 # code 130 (not death by SIGINT, which a shell would also report as 130:

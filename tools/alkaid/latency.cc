@@ -27,6 +27,7 @@
 #include <thread>
 
 #include "alkaid/client/broker_client.h"
+#include "alkaid/measure/broker.h"
 #include "commands.h"
 #include "latency_internal.h"
 
@@ -103,162 +104,6 @@ std::string FormatBytes(int64_t bytes) {
   return std::to_string(bytes) + " B";
 }
 
-// ---- the broker ---------------------------------------------------------
-
-std::string ExecutableDir() {
-  char path[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof(path) - 1);
-  if (n <= 0) return ".";
-  path[n] = '\0';
-  std::string s(path);
-  const auto slash = s.rfind('/');
-  return slash == std::string::npos ? "." : s.substr(0, slash);
-}
-
-bool IsExecutable(const std::string& path) { return ::access(path.c_str(), X_OK) == 0; }
-
-// alkaid-broker: $ALKAID_BROKER_BIN, next to this executable, in the build
-// tree beside it (tools/alkaid -> broker/daemon), then on PATH.
-std::string FindBrokerBinary() {
-  // NOLINTNEXTLINE(concurrency-mt-unsafe): read once at startup; nothing in alkaid calls setenv
-  if (const char* env = std::getenv("ALKAID_BROKER_BIN"); env != nullptr && *env != '\0') {
-    return IsExecutable(env) ? env : "";
-  }
-  const std::string dir = ExecutableDir();
-  for (const std::string& candidate :
-       {dir + "/alkaid-broker", dir + "/../../broker/daemon/alkaid-broker"}) {
-    if (IsExecutable(candidate)) return candidate;
-  }
-  // NOLINTNEXTLINE(concurrency-mt-unsafe): read once at startup; nothing in alkaid calls setenv
-  if (const char* path = std::getenv("PATH"); path != nullptr) {
-    std::istringstream entries(path);
-    for (std::string entry; std::getline(entries, entry, ':');) {
-      if (entry.empty()) continue;
-      std::string candidate = entry + "/alkaid-broker";
-      if (IsExecutable(candidate)) return candidate;
-    }
-  }
-  return "";
-}
-
-// A broker this run started (on a private socket) and stops.
-class PrivateBroker {
- public:
-  ~PrivateBroker() { Stop(); }
-
-  Status Start() {
-    const std::string binary = FindBrokerBinary();
-    if (binary.empty()) {
-      return Status::IOError(
-          "no broker is reachable and alkaid-broker was found neither next to alkaid nor on "
-          "PATH (set ALKAID_BROKER_BIN, or start one and pass --socket)");
-    }
-    char dir_template[] = "/tmp/alkaid-latency.XXXXXX";
-    if (::mkdtemp(dir_template) == nullptr) {
-      return Status::IOError("mkdtemp /tmp/alkaid-latency.XXXXXX: ", ErrnoMessage(errno));
-    }
-    dir_ = dir_template;
-    socket_ = dir_ + "/broker.sock";
-    name_ = "alkaid-latency" + std::to_string(::getpid());
-    // The limit must fit in /dev/shm's free space (the broker checks).
-    uint64_t limit = uint64_t{1} << 30;
-    struct statvfs vfs;
-    if (::statvfs("/dev/shm", &vfs) == 0) {
-      const uint64_t free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
-      limit = std::min(limit, free_bytes / 10 * 9);
-    }
-    const std::string limit_text = std::to_string(limit);
-    (void)std::fflush(nullptr);
-    const pid_t parent = ::getpid();
-    pid_ = ::fork();
-    if (pid_ < 0) return Status::IOError("fork: ", ErrnoMessage(errno));
-    if (pid_ == 0) {
-      // Its own process group: Ctrl-C reaches the measuring processes, and
-      // the broker is stopped after them. It dies with us regardless.
-      ::setpgid(0, 0);
-      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-      if (::getppid() != parent) ::_exit(1);
-      sigset_t none;
-      sigemptyset(&none);
-      ::pthread_sigmask(SIG_SETMASK, &none, nullptr);
-      const char* argv[] = {binary.c_str(), "--socket",    socket_.c_str(),    "--name",
-                            name_.c_str(),  "--shm-limit", limit_text.c_str(), "--log-level",
-                            "error",        nullptr};
-      ::execv(binary.c_str(), const_cast<char* const*>(argv));
-      // No allocation between fork and exit: GNU strerror_r into a stack buffer.
-      char reason[128];
-      (void)std::fprintf(stderr, "alkaid latency: exec %s: %s\n", binary.c_str(),
-                         ::strerror_r(errno, reason, sizeof(reason)));
-      ::_exit(127);
-    }
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (true) {
-      if (client::BrokerClient::Connect(socket_).ok()) break;
-      int wstatus = 0;
-      if (::waitpid(pid_, &wstatus, WNOHANG) == pid_) {
-        pid_ = -1;
-        return Status::IOError("alkaid-broker (", binary, ") exited with code ",
-                               WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus),
-                               " before answering on ", socket_);
-      }
-      if (std::chrono::steady_clock::now() > deadline) {
-        return Status::IOError("alkaid-broker (", binary, ") did not answer on ", socket_,
-                               " within 10 s");
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    std::cerr << "alkaid latency: started " << binary << " (pid " << pid_ << ") on " << socket_
-              << "\n";
-    return Status::OK();
-  }
-
-  // Stops the broker (which unlinks its socket and every segment name it
-  // handed out), then removes whatever is left: the directory, and
-  // /dev/shm objects of its name.
-  void Stop() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGTERM);
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-      while (::waitpid(pid_, nullptr, WNOHANG) != pid_) {
-        if (std::chrono::steady_clock::now() > deadline) {
-          ::kill(pid_, SIGKILL);
-          ::waitpid(pid_, nullptr, 0);
-          break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      }
-      pid_ = -1;
-    }
-    if (!name_.empty()) {
-      if (DIR* shm = ::opendir("/dev/shm"); shm != nullptr) {
-        const std::string prefix = name_ + ".";
-        // NOLINTNEXTLINE(concurrency-mt-unsafe): readdir on a DIR stream of our own
-        while (dirent* entry = ::readdir(shm)) {
-          if (std::strncmp(entry->d_name, prefix.c_str(), prefix.size()) == 0) {
-            ::unlink(("/dev/shm/" + std::string(entry->d_name)).c_str());
-          }
-        }
-        ::closedir(shm);
-      }
-    }
-    if (!dir_.empty()) {
-      ::unlink(socket_.c_str());
-      ::rmdir(dir_.c_str());
-      dir_.clear();
-    }
-  }
-
-  const std::string& socket() const { return socket_; }
-  pid_t pid() const { return pid_; }
-  const std::string& name() const { return name_; }
-
- private:
-  pid_t pid_ = -1;
-  std::string dir_;
-  std::string socket_;
-  std::string name_;
-};
-
 // ---- reports ------------------------------------------------------------
 
 const lat::Measurement* Find(const std::vector<lat::Measurement>& all, const std::string& transport,
@@ -271,6 +116,14 @@ const lat::Measurement* Find(const std::vector<lat::Measurement>& all, const std
 
 void PrintTable(std::ostream& out, int64_t size, const std::vector<lat::Measurement>& all,
                 const std::vector<std::string>& baselines, const LatencyOptions& options) {
+  if (options.layer == "inproc") {
+    const lat::Measurement& m = all.back();
+    out << "\npayload " << FormatBytes(size) << ", in one thread (publish, receive, check, drop), "
+        << "writer " << options.writer << ": " << m.summary.samples << " batches, "
+        << FormatNs(m.summary.mean_ns) << " per batch, " << static_cast<int64_t>(m.msgs_per_s)
+        << " batches/s\n";
+    return;
+  }
   out << "\npayload " << FormatBytes(size) << " (" << lat::RowsFor(size) << " int64 rows), "
       << options.pattern << ", mode " << options.mode;
   if (options.pattern == "stream") {
@@ -357,17 +210,20 @@ nlohmann::ordered_json ToJson(const std::vector<lat::Measurement>& all,
   for (const auto& m : all) {
     nlohmann::ordered_json r;
     r["transport"] = m.transport;
+    r["layer"] = m.layer;
     r["mode"] = m.mode;
     r["pattern"] = m.pattern;
     if (!m.writer.empty()) r["writer"] = m.writer;
     r["payload_bytes"] = m.payload_bytes;
     r["consumers"] = m.consumers;
     r["samples"] = m.summary.samples;
-    r["p50_ns"] = m.summary.p50_ns;
-    r["p90_ns"] = m.summary.p90_ns;
-    r["p99_ns"] = m.summary.p99_ns;
-    r["p999_ns"] = m.summary.p999_ns;
-    r["max_ns"] = m.summary.max_ns;
+    // Percentiles: null where nothing was timed one by one (inproc).
+    const auto ns = [&](int64_t v) { return m.histogram ? nlohmann::ordered_json(v) : nullptr; };
+    r["p50_ns"] = ns(m.summary.p50_ns);
+    r["p90_ns"] = ns(m.summary.p90_ns);
+    r["p99_ns"] = ns(m.summary.p99_ns);
+    r["p999_ns"] = ns(m.summary.p999_ns);
+    r["max_ns"] = ns(m.summary.max_ns);
     r["mean_ns"] = m.summary.mean_ns;
     r["msgs_per_s"] = m.msgs_per_s;
     if (m.has_idle) {
@@ -411,7 +267,20 @@ Status WriteHgrm(const std::string& dir, const std::vector<lat::Measurement>& al
 
 }  // namespace
 
-int RunLatency(const LatencyOptions& options) {
+int RunLatency(const LatencyOptions& given) {
+  LatencyOptions options = given;
+  const bool inproc = options.layer == "inproc";
+  if (options.layer != "client" && !inproc) {
+    return Usage("--layer: unknown layer '" + options.layer + "' (client, inproc)");
+  }
+  if (options.pattern.empty()) options.pattern = inproc ? "stream" : "pingpong";
+  if (options.sizes.empty()) options.sizes = inproc ? "512" : "64,4096,65536,1048576,16777216";
+  if (inproc && (options.pattern != "stream" || !options.compare.empty() ||
+                 options.consumers != 1 || options.mode != "spin" || !options.hgrm.empty())) {
+    return Usage(
+        "--layer inproc is one thread publishing and receiving 512 B batches (--pattern stream, "
+        "--sizes 512, --writer, --count, --json): no --compare, --consumers, --mode or --hgrm");
+  }
   std::vector<int64_t> sizes;
   for (const auto& item : SplitCommas(options.sizes)) {
     int64_t size = 0;
@@ -422,6 +291,9 @@ int RunLatency(const LatencyOptions& options) {
     sizes.push_back(size);
   }
   if (sizes.empty()) return Usage("--sizes: no size given");
+  if (inproc && (sizes.size() != 1 || sizes[0] != 512)) {
+    return Usage("--layer inproc publishes 512 B batches only (--sizes 512)");
+  }
   std::vector<std::string> baselines;
   for (std::string item : SplitCommas(options.compare)) {
     if (item == "payload") {
@@ -463,15 +335,16 @@ int RunLatency(const LatencyOptions& options) {
 
   // A broker: the one at --socket (or the default socket) if it answers,
   // else a private one.
-  PrivateBroker private_broker;
+  measure::PrivateBroker private_broker;
   std::string socket = options.socket;
-  if (!client::BrokerClient::Connect(socket).ok()) {
-    const Status st = private_broker.Start();
+  if (!inproc && !client::BrokerClient::Connect(socket).ok()) {
+    const Status st = private_broker.Start("alkaid-latency", "alkaid latency");
     if (!st.ok()) return Failure(st);
     socket = private_broker.socket();
   }
 
   lat::RunSpec base;
+  base.layer = options.layer;
   base.mode = options.mode;
   base.pattern = options.pattern;
   base.consumers = options.consumers;
@@ -483,7 +356,7 @@ int RunLatency(const LatencyOptions& options) {
   base.socket = socket;
   base.broker_pid = private_broker.pid() > 0 ? static_cast<int>(private_broker.pid()) : 0;
   base.shm_prefix = private_broker.name().empty() ? "" : private_broker.name() + ".";
-  if (!options.no_pin) {
+  if (!options.no_pin && !inproc) {
     const auto allowed = measure::AllowedCpus();
     const std::size_t needed =
         options.pattern == "stream" ? 1 + static_cast<std::size_t>(options.consumers) : 2;
@@ -515,7 +388,9 @@ int RunLatency(const LatencyOptions& options) {
       }
       lat::Measurement m;
       Status st;
-      if (transport == "alkaid") {
+      if (inproc) {
+        st = lat::MeasureInProcess(spec, &m);
+      } else if (transport == "alkaid") {
         st = lat::MeasureAlkaid(spec, progress, &m);
       } else if (transport == "floor") {
         st = lat::MeasureFloor(spec, progress, &m);
@@ -560,9 +435,15 @@ void AddLatencyCommand(CLI::App* app, int* code) {
       "latency",
       "Measure publish-to-receive latency (and stream throughput) between processes through "
       "the broker, beside baselines measured in the same run");
-  cmd->add_option("--sizes", options->sizes,
-                  "Body sizes in bytes, comma-separated (suffixes K, M: binary)")
+  cmd->add_option("--layer", options->layer,
+                  "client: Producer and Consumers in processes of their own through a broker; "
+                  "inproc: a BatchPublisher and a BatchSubscriber on one channel in one thread, "
+                  "no broker (the data path's cost per batch, for callgrind and perf)")
+      ->check(CLI::IsMember({"client", "inproc"}))
       ->capture_default_str();
+  cmd->add_option("--sizes", options->sizes,
+                  "Body sizes in bytes, comma-separated (suffixes K, M: binary); default "
+                  "64,4096,65536,1048576,16777216 (inproc: 512, the only one)");
   cmd->add_option("--count", options->count, "Samples (pingpong) or batches (stream) per size")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -576,9 +457,9 @@ void AddLatencyCommand(CLI::App* app, int* code) {
       ->capture_default_str();
   cmd->add_option("--pattern", options->pattern,
                   "pingpong: round trips, one-way = RTT/2; stream: publish as fast as possible, "
-                  "publish-to-receive time per batch and throughput")
-      ->check(CLI::IsMember({"pingpong", "stream"}))
-      ->capture_default_str();
+                  "publish-to-receive time per batch and throughput (default: pingpong; "
+                  "inproc: stream)")
+      ->check(CLI::IsMember({"pingpong", "stream"}));
   cmd->add_option("--consumers", options->consumers, "Consumer processes (stream)")
       ->capture_default_str();
   cmd->add_option("--compare", options->compare,

@@ -14,21 +14,22 @@ class App;
 namespace alkaid::tools {
 
 struct LatencyOptions {
-  std::string sizes = "64,4096,65536,1048576,16777216";  ///< body bytes, comma-separated
+  std::string layer = "client";  ///< client (processes, a broker) | inproc (one thread)
+  std::string sizes;          ///< body bytes, comma-separated; empty: 64 B to 16 MiB (inproc: 512)
   int64_t count = 10000;      ///< samples (pingpong) or batches (stream) per size
   double duration = 10;       ///< at most this many seconds per (transport, size); 0: no limit
   std::string mode = "spin";  ///< spin | block | hybrid
-  std::string pattern = "pingpong";  ///< pingpong | stream
-  int consumers = 1;                 ///< stream: consumer processes
-  std::string compare;               ///< comma-separated baselines: floor, body, uds
-  std::string json;                  ///< JSON report path, "-" for stdout; empty: none
-  std::string hgrm;                  ///< directory for .hgrm files; empty: none
-  std::string socket;                ///< broker socket; empty: the client's default
-  bool progress = false;             ///< progress line even if stderr is not a terminal
-  bool no_warmup = false;            ///< pingpong: no untimed round trip before each ping
-  std::string writer = "build";      ///< stream: how each batch is made: build | fixed
-  bool no_pin = false;               ///< do not pin processes to CPUs
-  double idle = 0.5;                 ///< seconds of the idle-CPU measurement
+  std::string pattern;        ///< pingpong | stream; empty: pingpong (inproc: stream)
+  int consumers = 1;          ///< stream: consumer processes
+  std::string compare;        ///< comma-separated baselines: floor, body, uds
+  std::string json;           ///< JSON report path, "-" for stdout; empty: none
+  std::string hgrm;           ///< directory for .hgrm files; empty: none
+  std::string socket;         ///< broker socket; empty: the client's default
+  bool progress = false;      ///< progress line even if stderr is not a terminal
+  bool no_warmup = false;     ///< pingpong: no untimed round trip before each ping
+  std::string writer = "build";  ///< stream: how each batch is made: build | fixed
+  bool no_pin = false;           ///< do not pin processes to CPUs
+  double idle = 0.5;             ///< seconds of the idle-CPU measurement
 };
 
 /// Runs the measurement; exit code 0, 1 (runtime failure), 2 (usage),

@@ -37,6 +37,7 @@ using measure::Summary;
 
 /// How one (transport, size) measurement is run.
 struct RunSpec {
+  std::string layer = "client";      ///< client | inproc
   std::string mode = "spin";         ///< spin | block | hybrid
   std::string pattern = "pingpong";  ///< pingpong | stream
   int64_t payload_bytes = 64;        ///< body bytes: rows = max(1, payload / 8) int64 values
@@ -135,7 +136,8 @@ int64_t SegmentBytes(const std::string& prefix);
 
 /// What one measurement gives.
 struct Measurement {
-  std::string transport;  ///< alkaid | floor | body | uds
+  std::string transport;         ///< alkaid | floor | body | uds
+  std::string layer = "client";  ///< alkaid: client (processes, a broker) | inproc (one thread)
   std::string mode;
   std::string pattern;
   std::string writer;  ///< alkaid stream runs: build | fixed; else empty
@@ -145,8 +147,8 @@ struct Measurement {
   bool has_idle = false;
   int64_t idle_cpu_ns = 0;
   int64_t idle_wall_ns = 0;
-  Summary summary;
-  std::shared_ptr<Histogram> histogram;
+  Summary summary;                       ///< inproc: samples and mean_ns only
+  std::shared_ptr<Histogram> histogram;  ///< null: not timed one by one (inproc)
   std::vector<MemorySample> memory;
 };
 
@@ -164,6 +166,11 @@ using ProgressHook = std::function<void(const Shared&)>;
 /// The broker transport, through the client library's Producer and
 /// Consumer; topics are created first through BrokerClient.
 Status MeasureAlkaid(const RunSpec& spec, const ProgressHook& progress, Measurement* out);
+
+/// The client's data path in one thread, for profilers: publish, receive
+/// (TryReceive), check and drop `spec.count` batches of 512 B through one
+/// channel, without a broker (latency_inproc.cc).
+Status MeasureInProcess(const RunSpec& spec, Measurement* out);
 
 /// Two processes ping-ponging one shared cache line (always spinning,
 /// always ping-pong).

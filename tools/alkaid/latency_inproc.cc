@@ -1,0 +1,168 @@
+// `alkaid latency --layer inproc`: the client's data path alone, in one
+// thread, for profilers. A BatchPublisher and a BatchSubscriber on one
+// channel (no broker, no second process): each iteration publishes a batch
+// of one int64 column x 64 rows (512 B), receives it (TryReceive: the
+// RecordBatch made by the shape's decode plan), checks its first and last
+// value and drops it, as a consumer that keeps up does. Under callgrind the
+// count at N = 30,000 minus the count at N = 10,000, over 20,000, is the
+// instructions per batch (start-up cancels); see docs/PERFORMANCE.md.
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "alkaid/client/batch_publisher.h"
+#include "alkaid/client/batch_subscriber.h"
+#include "alkaid/format/array.h"
+#include "alkaid/format/builder_primitive.h"
+#include "alkaid/shm/channel.h"
+#include "latency_internal.h"
+
+namespace alkaid::tools::latency {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr int64_t kRows = 64;
+
+format::SchemaPtr Schema() { return format::schema({format::field("v", format::int64(), false)}); }
+
+// Builds batch `i` (values i, i+1, ..., i+63) in a fresh region and
+// publishes it. The loop's helpers keep the shape of the loop's first home,
+// shm_stream_bench (the values taken out of their Results, the helpers
+// inlined), so that the count is the same: the figure is the data path's,
+// not the harness's. A Result in error here would be a broken invariant of
+// a loop with nothing to wait for (ValueOrDie aborts with its status).
+[[gnu::always_inline]] inline Status PublishOne(client::BatchPublisher* publisher,
+                                                const format::SchemaPtr& schema, int64_t i) {
+  auto pool = publisher->NewPool(kRows * 8).ValueOrDie();
+  format::Int64Builder builder(pool.get());
+  ALKAID_RETURN_NOT_OK(builder.Reserve(kRows));
+  for (int64_t r = 0; r < kRows; ++r) builder.UnsafeAppend(i + r);
+  auto array = builder.Finish().ValueOrDie();
+  auto batch = format::RecordBatch::Make(schema, kRows, {array}).ValueOrDie();
+  return publisher->Publish(*batch, pool.get());
+}
+
+// Writes first, first + 1, ... into v[0, kRows): two values per 16-byte
+// store, unrolled (g++ -O2 keeps the plain loop scalar, one value per four
+// instructions, a fifth of the fixed path's count).
+void FillSequence(int64_t* v, int64_t first) {
+  using Pair = int64_t __attribute__((vector_size(16)));
+  Pair p = {first, first + 1};
+  const Pair two = {2, 2};
+#pragma GCC unroll 32
+  for (int64_t r = 0; r < kRows; r += 2) {
+    std::memcpy(v + r, &p, sizeof p);
+    p += two;
+  }
+}
+
+// The same batch through a FixedShapeWriter: values written in place (all
+// of them, so the region needs no copy of the prototype first).
+[[gnu::always_inline]] inline Status PublishOneFixed(client::FixedShapeWriter* writer, int64_t i) {
+  ALKAID_RETURN_NOT_OK(writer->Begin(client::FixedShapeWriter::Fill::kNone));
+  FillSequence(reinterpret_cast<int64_t*>(writer->buffer(1).data()), i);
+  return writer->Publish();
+}
+
+// A writer for batches of kRows int64 values, from a prototype built once.
+Result<std::unique_ptr<client::FixedShapeWriter>> NewWriter(client::BatchPublisher* publisher,
+                                                            const format::SchemaPtr& schema) {
+  ALKAID_ASSIGN_OR_RAISE(auto pool, publisher->NewPool(kRows * 8));
+  format::Int64Builder builder(pool.get());
+  ALKAID_RETURN_NOT_OK(builder.Reserve(kRows));
+  for (int64_t r = 0; r < kRows; ++r) builder.UnsafeAppend(r);
+  ALKAID_ASSIGN_OR_RAISE(auto array, builder.Finish());
+  ALKAID_ASSIGN_OR_RAISE(auto batch, format::RecordBatch::Make(schema, kRows, {array}));
+  return publisher->NewFixedShapeWriter(*batch, *pool);
+}
+
+// Publishes batch `i` one way or the other.
+struct Source {
+  client::BatchPublisher* publisher;
+  client::FixedShapeWriter* writer;  // null: build each batch
+  format::SchemaPtr schema;
+  [[gnu::always_inline]] Status Publish(int64_t i) const {
+    return writer != nullptr ? PublishOneFixed(writer, i) : PublishOne(publisher, schema, i);
+  }
+};
+
+// Receives batch `i`, reads its first and last value and checks them (the
+// Result read in place, not moved out).
+[[gnu::always_inline]] inline Status ReceiveOne(client::BatchSubscriber* sub, int64_t i) {
+  const auto got = sub->TryReceive();
+  if (!got.ok()) return got.status();
+  if (got->batch == nullptr) return Status::Invalid("batch ", i, " was published, not received");
+  const format::ArrayData& column = *got->batch->column_data(0);
+  const int64_t* v = column.GetValues<int64_t>(1);
+  const int64_t first = v[0];
+  const int64_t last = v[column.length - 1];
+  if (first != i || last != i + kRows - 1) {
+    return Status::Invalid("batch ", i, " has values ", first, "..", last);
+  }
+  return Status::OK();
+}
+
+Status Loop(const RunSpec& spec, const std::string& name, Measurement* out) {
+  const auto schema = Schema();
+  shm::ChannelOptions o;
+  o.slot_count = 1024;
+  o.inline_capacity = 448;
+  o.arena_bytes = 16 << 20;
+  o.max_blocks = 16384;
+  o.publish_timeout = 60s;
+  o.space_timeout = 60s;
+  ALKAID_ASSIGN_OR_RAISE(auto channel, shm::ChannelProducer::Create(name, o));
+  client::SubscriberOptions so;
+  so.consumer.wait_mode = shm::WaitMode::kBusyPoll;
+  ALKAID_ASSIGN_OR_RAISE(auto sub, client::BatchSubscriber::Open(name, schema, so));
+  ALKAID_ASSIGN_OR_RAISE(auto publisher, client::BatchPublisher::Create(channel.get(), schema));
+  std::unique_ptr<client::FixedShapeWriter> writer;
+  if (spec.writer == "fixed") {
+    ALKAID_ASSIGN_OR_RAISE(writer, NewWriter(publisher.get(), schema));
+  }
+  const Source source{publisher.get(), writer.get(), schema};
+  // Warm-up, then the timed loop. Each batch is dropped before the next
+  // publish, as a consumer that keeps up drops it.
+  for (int64_t i = 0; i < 1000; ++i) {
+    ALKAID_RETURN_NOT_OK(source.Publish(i));
+    ALKAID_RETURN_NOT_OK(ReceiveOne(sub.get(), i));
+  }
+  const int64_t t0 = NowNs();
+  for (int64_t i = 0; i < spec.count; ++i) {
+    ALKAID_RETURN_NOT_OK(source.Publish(i));
+    ALKAID_RETURN_NOT_OK(ReceiveOne(sub.get(), i));
+  }
+  const int64_t elapsed = NowNs() - t0;
+  out->summary.samples = static_cast<uint64_t>(spec.count);
+  out->summary.mean_ns = static_cast<double>(elapsed) / static_cast<double>(spec.count);
+  out->msgs_per_s = elapsed > 0 ? static_cast<double>(spec.count) * 1e9 / elapsed : 0;
+  // Users before what they map.
+  sub.reset();
+  writer.reset();
+  publisher.reset();
+  channel.reset();
+  return Status::OK();
+}
+
+}  // namespace
+
+Status MeasureInProcess(const RunSpec& spec, Measurement* out) {
+  out->transport = "alkaid";
+  out->layer = "inproc";
+  out->mode = "spin";
+  out->pattern = "stream";
+  out->writer = spec.writer;
+  out->payload_bytes = spec.payload_bytes;
+  const std::string name = spec.topic_prefix + ".inproc";
+  Status st = Loop(spec, name, out);
+  (void)shm::RemoveChannel(name);
+  return st;
+}
+
+}  // namespace alkaid::tools::latency
