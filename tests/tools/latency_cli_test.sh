@@ -173,12 +173,15 @@ if not ok:
 sys.exit(0 if ok else 1)
 PY
 
-# The data path in one thread (no broker, no second process), each writer:
-# every batch received and checked; the JSON of the same schema, with the
-# layer named and no percentiles (nothing is timed one by one).
+# The data path in one thread (no broker, no second process), each writer
+# (the fixed one with the channel stamping publish times, which the run
+# checks on the last batch): every batch received and checked; the JSON of
+# the same schema, with the layer named and no percentiles (nothing is timed
+# one by one).
 for writer in build fixed; do
+  stamp=$([ $writer = fixed ] && echo --timestamps || true)
   run_latency "inproc_$writer" "inproc, writer $writer" --layer inproc --count 2000 \
-    --writer $writer --json "$work/inproc_$writer.json"
+    --writer $writer $stamp --json "$work/inproc_$writer.json"
   grep -q "2000 batches, .* per batch" "$work/inproc_$writer.out" ||
     { echo "FAILED: inproc, writer $writer: no per-batch line" >&2; fail=1; }
   python3 - "$work/inproc_$writer.json" "$writer" <<'PY' || fail=1
@@ -189,6 +192,7 @@ ok = (r.get("transport"), r.get("layer"), r.get("pattern"), r.get("writer")) == 
     ("alkaid", "inproc", "stream", sys.argv[2])
 ok = ok and r["payload_bytes"] == 512 and r["samples"] == 2000 and r["consumers"] == 1
 ok = ok and r["mean_ns"] > 0 and r["msgs_per_s"] > 0
+ok = ok and r["timestamps"] == (sys.argv[2] == "fixed")
 ok = ok and all(r[k] is None for k in ("p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns"))
 if not ok:
     print("FAILED: inproc results:", json.dumps(res), file=sys.stderr)

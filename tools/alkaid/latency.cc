@@ -214,6 +214,7 @@ nlohmann::ordered_json ToJson(const std::vector<lat::Measurement>& all,
     r["mode"] = m.mode;
     r["pattern"] = m.pattern;
     if (!m.writer.empty()) r["writer"] = m.writer;
+    if (m.transport == "alkaid") r["timestamps"] = m.timestamps;
     r["payload_bytes"] = m.payload_bytes;
     r["consumers"] = m.consumers;
     r["samples"] = m.summary.samples;
@@ -279,7 +280,8 @@ int RunLatency(const LatencyOptions& given) {
                  options.consumers != 1 || options.mode != "spin" || !options.hgrm.empty())) {
     return Usage(
         "--layer inproc is one thread publishing and receiving 512 B batches (--pattern stream, "
-        "--sizes 512, --writer, --count, --json): no --compare, --consumers, --mode or --hgrm");
+        "--sizes 512, --writer, --count, --timestamps, --json): no --compare, --consumers, --mode "
+        "or --hgrm");
   }
   std::vector<int64_t> sizes;
   for (const auto& item : SplitCommas(options.sizes)) {
@@ -353,6 +355,7 @@ int RunLatency(const LatencyOptions& given) {
   base.idle_seconds = options.idle;
   base.warmup = !options.no_warmup;
   base.writer = options.writer;
+  base.timestamps = options.timestamps;
   base.socket = socket;
   base.broker_pid = private_broker.pid() > 0 ? static_cast<int>(private_broker.pid()) : 0;
   base.shm_prefix = private_broker.name().empty() ? "" : private_broker.name() + ".";
@@ -486,6 +489,9 @@ void AddLatencyCommand(CLI::App* app, int* code) {
                   "Fill::kNone, every value written in place)")
       ->check(CLI::IsMember({"build", "fixed"}))
       ->capture_default_str();
+  cmd->add_flag("--timestamps", options->timestamps,
+                "The topics stamp each message's publish time (TopicOptions::publish_timestamps; "
+                "inproc: the channel's), to measure what stamping costs");
   cmd->add_flag("--no-pin", options->no_pin, "Do not pin the processes to separate CPUs");
   cmd->add_option("--idle", options->idle,
                   "Seconds of the consumer's idle-CPU measurement (pingpong)")

@@ -28,8 +28,9 @@ struct LatencyOptions {
   bool progress = false;      ///< progress line even if stderr is not a terminal
   bool no_warmup = false;     ///< pingpong: no untimed round trip before each ping
   std::string writer = "build";  ///< stream: how each batch is made: build | fixed
-  bool no_pin = false;           ///< do not pin processes to CPUs
-  double idle = 0.5;             ///< seconds of the idle-CPU measurement
+  bool timestamps = false;  ///< topics stamp their publish times (TopicOptions::publish_timestamps)
+  bool no_pin = false;      ///< do not pin processes to CPUs
+  double idle = 0.5;        ///< seconds of the idle-CPU measurement
 };
 
 /// Runs the measurement; exit code 0, 1 (runtime failure), 2 (usage),

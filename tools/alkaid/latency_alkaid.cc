@@ -445,6 +445,7 @@ Status MeasureAlkaid(const RunSpec& spec, const ProgressHook& progress, Measurem
     if (stream) {
       const uint64_t region = RoundUp64(static_cast<uint64_t>(rows) * 8) + 1024;
       client::TopicOptions topic;
+      topic.publish_timestamps = spec.timestamps;
       topic.slot_count = 1024;
       topic.arena_bytes =
           std::max<uint64_t>(4 * region + (1 << 20), std::min<uint64_t>(1024 * region, 64 << 20));
@@ -453,9 +454,11 @@ Status MeasureAlkaid(const RunSpec& spec, const ProgressHook& progress, Measurem
                                .WithContext("creating the stream topic"));
     } else {
       client::TopicOptions ping;
+      ping.publish_timestamps = spec.timestamps;
       ping.slot_count = kPingSlotCount;
       ping.arena_bytes = PingArenaBytes(rows);
       client::TopicOptions pong;
+      pong.publish_timestamps = spec.timestamps;
       pong.slot_count = kPingSlotCount;
       pong.arena_bytes = 1 << 20;
       ALKAID_RETURN_NOT_OK(admin->CreateTopic(spec.topic_prefix + ".ping", schema, ping)
@@ -487,6 +490,7 @@ Status MeasureAlkaid(const RunSpec& spec, const ProgressHook& progress, Measurem
   ALKAID_RETURN_NOT_OK(RunChildren(bodies, spec.cpus, &s->control, on_wait));
 
   Finish(spec, *s, "alkaid", spec.mode, spec.pattern, out);
+  out->timestamps = spec.timestamps;
   if (stream) {
     out->writer = spec.writer;
     for (int k = 0; k < s->memory_samples.load() && k < 2; ++k) out->memory.push_back(s->memory[k]);

@@ -111,6 +111,7 @@ struct Source {
 Status Loop(const RunSpec& spec, const std::string& name, Measurement* out) {
   const auto schema = Schema();
   shm::ChannelOptions o;
+  o.stamp_publish_time = spec.timestamps;
   o.slot_count = 1024;
   o.inline_capacity = 448;
   o.arena_bytes = 16 << 20;
@@ -139,6 +140,11 @@ Status Loop(const RunSpec& spec, const std::string& name, Measurement* out) {
     ALKAID_RETURN_NOT_OK(ReceiveOne(sub.get(), i));
   }
   const int64_t elapsed = NowNs() - t0;
+  // The last batch carries a publish time exactly when the channel stamps.
+  if ((sub->last_publish_ns() != 0) != spec.timestamps) {
+    return Status::Invalid("the last batch's publish time is ", sub->last_publish_ns(),
+                           spec.timestamps ? " with --timestamps" : " without --timestamps");
+  }
   out->summary.samples = static_cast<uint64_t>(spec.count);
   out->summary.mean_ns = static_cast<double>(elapsed) / static_cast<double>(spec.count);
   out->msgs_per_s = elapsed > 0 ? static_cast<double>(spec.count) * 1e9 / elapsed : 0;
@@ -158,6 +164,7 @@ Status MeasureInProcess(const RunSpec& spec, Measurement* out) {
   out->mode = "spin";
   out->pattern = "stream";
   out->writer = spec.writer;
+  out->timestamps = spec.timestamps;
   out->payload_bytes = spec.payload_bytes;
   const std::string name = spec.topic_prefix + ".inproc";
   Status st = Loop(spec, name, out);

@@ -47,6 +47,7 @@ struct RunSpec {
   double idle_seconds = 0.5;         ///< alkaid pingpong: idle period measured at the end
   bool warmup = true;                ///< pingpong: untimed warm-up before each ping
   std::string writer = "build";      ///< stream: build | fixed (FixedShapeWriter)
+  bool timestamps = false;           ///< topics (or the inproc channel) stamp publish times
   std::string socket;                ///< alkaid: broker socket
   std::string topic_prefix;          ///< alkaid: unique per run
   std::vector<int> cpus;             ///< CPUs to pin the processes to (empty: no pinning)
@@ -140,7 +141,8 @@ struct Measurement {
   std::string layer = "client";  ///< alkaid: client (processes, a broker) | inproc (one thread)
   std::string mode;
   std::string pattern;
-  std::string writer;  ///< alkaid stream runs: build | fixed; else empty
+  std::string writer;       ///< alkaid stream runs: build | fixed; else empty
+  bool timestamps = false;  ///< alkaid: the topics stamped publish times
   int64_t payload_bytes = 0;
   int consumers = 1;
   double msgs_per_s = 0;
