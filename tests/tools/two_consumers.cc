@@ -16,11 +16,14 @@
 // Exit 0 after standard input ended, 2 on a usage error or any failure
 // (printed to stderr).
 
+#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -67,6 +70,7 @@ Status ReadBoth(client::Consumer* first, client::Consumer* second, uint64_t coun
 }
 
 Status Run(const std::string& socket, const std::string& topic, uint64_t all, uint64_t some) {
+  if (some > all) return Status::Invalid("SOME (", some, ") is more than ALL (", all, ")");
   client::ConsumerOptions options;
   options.socket_path = socket;
   options.wait_for_topic = std::chrono::seconds(60);
@@ -79,34 +83,41 @@ Status Run(const std::string& socket, const std::string& topic, uint64_t all, ui
   opening.join();
   ALKAID_ASSIGN_OR_RAISE(auto first, std::move(opened_first));
   ALKAID_ASSIGN_OR_RAISE(auto second, std::move(opened_second));
-  if (some > all) return Status::Invalid("SOME (", some, ") is more than ALL (", all, ")");
   ALKAID_RETURN_NOT_OK(ReadBoth(first.get(), second.get(), some));
-  std::printf("read %llu %llu\n", static_cast<unsigned long long>(some),
-              static_cast<unsigned long long>(some));
-  std::fflush(stdout);
+  (void)std::printf("read %llu %llu\n", static_cast<unsigned long long>(some),
+                    static_cast<unsigned long long>(some));
+  (void)std::fflush(stdout);
   int c = 0;
   while ((c = std::fgetc(stdin)) != EOF && c != '\n') {
   }
   if (c == EOF) return Status::Invalid("standard input ended before the line to go on");
   ALKAID_RETURN_NOT_OK(Read(first.get(), all - some));
-  std::printf("read %llu %llu\n", static_cast<unsigned long long>(all),
-              static_cast<unsigned long long>(some));
-  std::fflush(stdout);
+  (void)std::printf("read %llu %llu\n", static_cast<unsigned long long>(all),
+                    static_cast<unsigned long long>(some));
+  (void)std::fflush(stdout);
   while (std::fgetc(stdin) != EOF) {
   }
   return Status::OK();
 }
 
+// A decimal count, the whole of `text`.
+bool Count(std::string_view text, uint64_t* out) {
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), *out);
+  return error == std::errc() && end == text.data() + text.size() && !text.empty();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    std::fprintf(stderr, "usage: %s SOCKET TOPIC ALL SOME\n", argv[0]);
+  uint64_t all = 0;
+  uint64_t some = 0;
+  if (argc != 5 || !Count(argv[3], &all) || !Count(argv[4], &some)) {
+    (void)std::fprintf(stderr, "usage: %s SOCKET TOPIC ALL SOME (ALL, SOME: counts)\n", argv[0]);
     return 2;
   }
-  const Status st = Run(argv[1], argv[2], std::stoull(argv[3]), std::stoull(argv[4]));
+  const Status st = Run(argv[1], argv[2], all, some);
   if (!st.ok()) {
-    std::fprintf(stderr, "alkaid_test_two_consumers: %s\n", st.ToString().c_str());
+    (void)std::fprintf(stderr, "alkaid_test_two_consumers: %s\n", st.ToString().c_str());
     return 2;
   }
   return 0;
