@@ -232,12 +232,20 @@ Result<p::Reply> Registry::ProducerReady(const Peer& peer, const p::Request& req
   return reply;
 }
 
+// By pid and token: a process may hold several consumers of one topic, and
+// each wrote its own token into its segments. Where either side has none (a
+// consumer or a producer of an older build), by pid alone, as before: such
+// a process's consumers each show the figures of all of them.
+bool Registry::Consumer::Reports(const p::ConsumerFigures& f) const {
+  return f.pid == pid && (f.token == 0 || token == 0 || f.token == token);
+}
+
 Result<p::Reply> Registry::AttachConsumer(const Peer& peer, const p::Request& request) {
   if (request.wait_for_topic && topics_.find(request.topic) == topics_.end()) {
     // Attached before the topic exists: it becomes one of the topic's
     // consumers when the topic is created (WelcomeWaitingConsumers).
-    Consumer consumer{next_id_++,   request.topic,    peer.conn, peer.pid,         true,
-                      request.kind, request.any_kind, peer.uid,  request.wait_mode};
+    Consumer consumer{next_id_++,   request.topic,    peer.conn, peer.pid,          true,
+                      request.kind, request.any_kind, peer.uid,  request.wait_mode, request.token};
     p::Reply reply;
     reply.type = p::ReplyType::kAttachConsumer;
     reply.attached_id = consumer.id;
@@ -253,8 +261,8 @@ Result<p::Reply> Registry::AttachConsumer(const Peer& peer, const p::Request& re
   if (!request.any_kind) {
     ALKAID_RETURN_NOT_OK(CheckTopicKind(*topic, request.kind, "this consumer expects"));
   }
-  Consumer consumer{next_id_++,   request.topic,    peer.conn, peer.pid,         false,
-                    request.kind, request.any_kind, peer.uid,  request.wait_mode};
+  Consumer consumer{next_id_++,   request.topic,    peer.conn, peer.pid,          false,
+                    request.kind, request.any_kind, peer.uid,  request.wait_mode, request.token};
   p::Reply reply;
   reply.type = p::ReplyType::kAttachConsumer;
   reply.attached_id = consumer.id;
@@ -576,8 +584,8 @@ p::Reply Registry::ListTopics() const {
                                     producer.reserved, producer.arena_bytes,
                                     producer.published_bytes});
     }
-    // Each consumer with what the producers' channels last said of its pid
-    // (a process with two consumers on one topic gets their sum twice).
+    // Each consumer with what the producers' channels last said of it: by
+    // pid and token, so two consumers of one process each get their own.
     for (uint64_t id : topic.consumers) {
       const Consumer& consumer = consumers_.at(id);
       p::ConsumerStatus status;
@@ -587,7 +595,7 @@ p::Reply Registry::ListTopics() const {
       status.wait_mode = consumer.wait_mode;
       for (uint64_t producer_id : topic.producers) {
         for (const auto& f : producers_.at(producer_id).consumer_figures) {
-          if (f.pid != consumer.pid) continue;
+          if (!consumer.Reports(f)) continue;
           status.reported = true;
           status.lag = std::max(status.lag, f.lag);
           status.drops += f.drops;

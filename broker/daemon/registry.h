@@ -108,7 +108,8 @@ class Registry {
     uint64_t published = 0, depth = 0, drops = 0, held = 0;
     uint64_t arena_bytes = 0;
     uint64_t published_bytes = 0;  // body bytes, as last reported
-    // Its consumers as its channel last saw them (ProducerStats), by pid.
+    // Its consumers as its channel last saw them (ProducerStats), by pid
+    // and token.
     std::vector<p::ConsumerFigures> consumer_figures;
     // Consumers that said they were done with its channel (ProducerDrained)
     // before its death reached us: not waited for if it died.
@@ -146,6 +147,12 @@ class Registry {
     bool any_kind = false;                           // ...unless any will do
     uint32_t uid = 0;
     uint8_t wait_mode = 0;  // shm::WaitMode, as the consumer said at attach
+    // What it writes into its segment on each channel, unique among its
+    // process's consumers (0: an older client, none): the producers'
+    // figures are matched to it by pid and token (Reports).
+    uint64_t token = 0;
+    // Whether the producers' figures `f` are this consumer's.
+    bool Reports(const p::ConsumerFigures& f) const;
   };
   struct Topic {
     p::TopicConfig config;

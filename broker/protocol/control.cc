@@ -51,7 +51,7 @@ EncodeConsumerFigures(flatbuffers::FlatBufferBuilder& fbb,
   out.reserve(figures.size());
   for (const auto& c : figures) {
     out.push_back(fb::CreateConsumerFigures(fbb, c.pid, c.lag, c.drops, c.held_blocks, c.held_bytes,
-                                            c.read_bytes));
+                                            c.read_bytes, c.token));
   }
   return fbb.CreateVector(out);
 }
@@ -470,7 +470,7 @@ std::vector<uint8_t> EncodeRequest(const Request& r) {
       type = fb::RequestBody::AttachConsumer;
       body = fb::CreateAttachConsumer(fbb, fbb.CreateString(r.topic), r.from_oldest,
                                       static_cast<fb::PayloadKind>(r.kind), r.wait_for_topic,
-                                      r.any_kind, r.wait_mode)
+                                      r.any_kind, r.wait_mode, r.token)
                  .Union();
       break;
     case RequestType::kDetach:
@@ -565,6 +565,7 @@ Result<Request> DecodeRequest(std::span<const uint8_t> bytes) {
       out.wait_for_topic = b->wait_for_topic();
       out.any_kind = b->any_payload_kind();
       out.wait_mode = b->wait_mode();
+      out.token = b->token();
       break;
     }
     case fb::RequestBody::Detach: {
@@ -600,8 +601,9 @@ Result<Request> DecodeRequest(std::span<const uint8_t> bytes) {
         }
         for (const auto* c : *b->consumers()) {
           if (c == nullptr) return Status::Invalid("control request: null consumer figures");
-          out.consumer_figures.push_back(ConsumerFigures{
-              c->pid(), c->lag(), c->drops(), c->held_blocks(), c->held_bytes(), c->read_bytes()});
+          out.consumer_figures.push_back(ConsumerFigures{c->pid(), c->lag(), c->drops(),
+                                                         c->held_blocks(), c->held_bytes(),
+                                                         c->read_bytes(), c->token()});
         }
       }
       break;

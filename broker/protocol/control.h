@@ -81,13 +81,16 @@ struct ConsumerFigures {
   uint64_t held_bytes = 0;   ///< their arena bytes
   /// Body bytes of the messages before its cursor (a running count).
   uint64_t read_bytes = 0;
+  /// The token it wrote into its segment (Request::token of its attach);
+  /// 0: none (matched by pid alone).
+  uint64_t token = 0;
 };
 
 /// One request. Which fields matter depends on `type`:
 /// kCreateTopic: config; kAttachProducer: topic, kind, and channel when
 /// re-registering an existing channel; kProducerReady: target_id;
 /// kAttachConsumer: topic, from_oldest, kind, wait_for_topic,
-/// any_kind, wait_mode; kDetach: role, target_id; kProducerStats: target_id,
+/// any_kind, wait_mode, token; kDetach: role, target_id; kProducerStats: target_id,
 /// published, depth, drops, held, consumer_figures, arena_bytes, published_bytes; kAddExtension:
 /// target_id, extension_id, bytes; kReleaseExtension: target_id, extension_id; kRemoveTopic: topic;
 /// kProducerDrained: target_id (the consumer), producer_id or (when 0) channel.
@@ -120,6 +123,10 @@ struct Request {
   /// kAttachConsumer: how the consumer waits: 0 not said (an older client),
   /// else 1 + its shm::WaitMode.
   uint8_t wait_mode = 0;
+  /// kAttachConsumer: the token the consumer writes into its segment on
+  /// each channel (unique among its process's consumers; 0: none), by which
+  /// the producers' ConsumerFigures are matched to it.
+  uint64_t token = 0;
   /// kProducerStats: each consumer on the channel, and the arena's size.
   std::vector<ConsumerFigures> consumer_figures;
   uint64_t arena_bytes = 0;
@@ -159,7 +166,8 @@ struct ProducerStatus {
 };
 
 /// A consumer of a topic (TopicInfo::consumer_list): the producers' figures
-/// for its pid, lag the largest, the rest summed.
+/// for its pid and token (pid alone where a side has no token), lag the
+/// largest, the rest summed over the producers.
 struct ConsumerStatus {
   uint64_t id = 0;
   uint32_t pid = 0;

@@ -266,6 +266,7 @@ Result<std::unique_ptr<ChannelConsumer>> ChannelConsumer::Open(
   state.own->registration = claimed;
   state.own->return_capacity = state.geometry.return_capacity;
   state.own->from_oldest = options.from_oldest ? 1 : 0;
+  state.own->token = options.token;
   // Release: partner of the producer's acquire load of the magic.
   state.own->magic.store(internal::kConsumerSegMagic, std::memory_order_release);
 

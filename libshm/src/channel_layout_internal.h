@@ -231,7 +231,13 @@ struct alignas(kCacheLineSize) ConsumerSegHeaderData {
   uint64_t registration;     ///< RegWord(pid, tag, kRegClaimed)
   uint32_t return_capacity;  ///< power of two
   uint32_t from_oldest;      ///< 1: start at the oldest message still held
-  uint8_t pad0[kCacheLineSize - 32];
+  /// ChannelConsumerOptions::token: the number the consumer's owner tells
+  /// its consumers apart by (a broker's client: one per Consumer in its
+  /// process), which the producer reports with the consumer's figures. It
+  /// lives in what was padding: 0 ("none") in older segments, so the
+  /// layout version stays (docs/COMPATIBILITY.md).
+  uint64_t token;
+  uint8_t pad0[kCacheLineSize - 40];
   // line 1: the cursor, next sequence to read. Stored by the consumer
   // (release; seq_cst with kDropOldest, see docs); the producer loads it
   // when it needs room. Its low half is the futex word a producer waiting
@@ -259,6 +265,10 @@ struct alignas(kCacheLineSize) ConsumerSegHeaderData {
   // block: ReturnWord(lap, descriptor, generation).
 };
 ALKAID_SHM_PLAIN_DATA(ConsumerSegHeaderData, 4 * kCacheLineSize);
+static_assert(offsetof(ConsumerSegHeaderData, from_oldest) == 28 &&
+                  offsetof(ConsumerSegHeaderData, token) == 32 &&
+                  offsetof(ConsumerSegHeaderData, cursor) == kCacheLineSize,
+              "the consumer segment's fields keep the offsets of layout version 2");
 
 /// A return queue entry: the block's generation and descriptor, and which
 /// lap of the queue it was written in (1..128: never 0, so a zero word is

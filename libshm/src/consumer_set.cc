@@ -127,6 +127,9 @@ void ConsumerSet::Accept(uint32_t k, uint64_t word, BlockTable& blocks, const Sl
   c.returns_read = 0;
   c.last_woken = 0;
   c.dropped = 0;
+  // Line 0 is immutable once the magic is stored (acquired above): copied
+  // once, as the geometry is, never read from the segment again.
+  c.token = h->token;
   const uint64_t next = slots.next_sequence;
   uint64_t start = next;
   if (h->from_oldest != 0) {
@@ -265,6 +268,7 @@ std::vector<ChannelConsumerInfo> ConsumerSet::Describe(const BlockTable& blocks)
     ChannelConsumerInfo info;
     info.index = k;
     info.pid = RegPid(c.word);
+    info.token = c.token;
     info.closed = c.closed;
     info.cursor = c.Cursor(std::memory_order_acquire);
     info.held_blocks = blocks.HeldBy(k, &info.held_bytes);

@@ -33,6 +33,7 @@ struct ConsumerState {
   bool closed = false;               // stopped receiving: not counted for room or new messages
   uint64_t word = 0;                 // its registration word (requested state)
   uint64_t start = 0;                // first sequence it reads
+  uint64_t token = 0;                // what its segment said at acceptance (0: none)
   std::shared_ptr<Segment> segment;  // read-only
   const ConsumerSegHeaderData* header = nullptr;
   const std::atomic<uint64_t>* returns = nullptr;

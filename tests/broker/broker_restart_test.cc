@@ -471,5 +471,129 @@ TEST(BrokerRestartTest, DeadPeersAreDetectedWhileTheBrokerIsDown) {
   ::close(events[1]);
 }
 
+// Receives `count` messages with each of `a` and `b`, taking turns with
+// TryNext (a consumer registers on a new producer's channel, and
+// re-registers with a restarted broker, from its receive calls). False if
+// it took longer than kHangMs or a receive failed.
+bool ReadBoth(Consumer* a, Consumer* b, int count) {
+  int got[2] = {0, 0};
+  Consumer* consumers[2] = {a, b};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kHangMs);
+  while (got[0] < count || got[1] < count) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    bool any = false;
+    for (int k = 0; k < 2; ++k) {
+      auto batch = consumers[k]->TryNext();
+      if (!batch.ok()) return false;
+      if (*batch == nullptr) continue;
+      ++got[k];
+      any = true;
+    }
+    if (!any) std::this_thread::sleep_for(1ms);
+  }
+  return got[0] == count && got[1] == count;
+}
+
+// Two consumers of one topic in one process (this one) keep figures of
+// their own across a broker restart: each says the same token to the new
+// broker as it wrote into its segment on the producer's channel, which the
+// producer reports. Both read 10 messages before the outage; after it, the
+// first reads 10 more and the second none. The restarted broker shows lag
+// 0 and 10 and read bytes all of the producer's and half (docs/BROKER.md,
+// "Watching it live").
+TEST(BrokerRestartTest, TwoConsumersOfOneProcessKeepTheirOwnFiguresAcrossARestart) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  {
+    ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
+    client::TopicOptions topic_options;
+    topic_options.slot_count = 64;
+    topic_options.arena_bytes = 4 << 20;
+    ASSERT_OK(admin->CreateTopic("pair", SeqSchema(), topic_options).status());
+  }
+  client::ConsumerOptions options;
+  options.socket_path = broker.socket();
+  ASSERT_OK_AND_ASSIGN(auto first, Consumer::Open("pair", options));
+  ASSERT_OK_AND_ASSIGN(auto second, Consumer::Open("pair", options));
+  // The producer publishes 10 messages, and 10 more after a byte on `go`;
+  // idle, it polls (its reports go out) until a byte on `stop`.
+  int go[2], stop[2];
+  ASSERT_EQ(::pipe(go), 0);
+  ASSERT_EQ(::pipe(stop), 0);
+  const pid_t producer_pid = testing::ForkTestChild();
+  if (producer_pid == 0) {
+    client::ProducerOptions producer_options;
+    producer_options.socket_path = broker.socket();
+    auto producer = Producer::Open("pair", SeqSchema(), producer_options);
+    if (!producer.ok()) ::_exit(20);
+    auto publish = [&](int64_t from) {
+      for (int64_t seq = from; seq < from + 10; ++seq) {
+        auto batch = SeqBatch(seq);
+        if (!batch.ok() || !(*producer)->PublishCopy(**batch).ok()) ::_exit(21);
+      }
+    };
+    publish(0);
+    while (!ReadByte(go[0], 10)) (*producer)->Poll();
+    publish(10);
+    while (!ReadByte(stop[0], 10)) (*producer)->Poll();
+    if ((*producer)->stats().reregistrations != 1) ::_exit(22);
+    ::_exit((*producer)->Close().ok() ? 0 : 23);
+  }
+  ASSERT_TRUE(ReadBoth(first.get(), second.get(), 10));
+
+  broker.Kill();
+  ASSERT_TRUE(broker.Start());
+  // Both consumers re-register from their receive calls.
+  ASSERT_TRUE(WaitUntil([&] {
+    (void)first->TryNext();
+    (void)second->TryNext();
+    return TopicShows(broker.socket(), "pair", 1, 2, 50);
+  })) << "the producer and both consumers did not re-register";
+  EXPECT_EQ(first->reregistrations(), 1u);
+  EXPECT_EQ(second->reregistrations(), 1u);
+
+  ASSERT_EQ(::write(go[1], "g", 1), 1);
+  for (int i = 0; i < 10; ++i) ASSERT_OK(first->Next(20s).status());
+  // The topic's own figures (whatever the matching) say when a report shows
+  // the end: 20 published, the second's 10 unread bodies held.
+  ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
+  client::TopicStatus pair;
+  ASSERT_TRUE(WaitUntil([&] {
+    auto topics = admin->ListTopics();
+    if (!topics.ok()) return false;
+    for (const auto& t : *topics) {
+      if (t.name == "pair") pair = t;
+    }
+    return pair.published == 20 && pair.held == 10 && pair.consumer_list.size() == 2 &&
+           pair.consumer_list[0].reported && pair.consumer_list[1].reported;
+  })) << "no report of the end";
+  ASSERT_EQ(pair.producer_list.size(), 1u);
+  const uint64_t published_bytes = pair.producer_list[0].published_bytes;
+  EXPECT_GT(published_bytes, 0u);
+  EXPECT_EQ(published_bytes % 20, 0u);  // equal bodies
+  auto all = pair.consumer_list[0];
+  auto half = pair.consumer_list[1];
+  if (all.lag > half.lag) std::swap(all, half);
+  EXPECT_EQ(all.pid, static_cast<uint32_t>(::getpid()));
+  EXPECT_EQ(half.pid, static_cast<uint32_t>(::getpid()));
+  EXPECT_EQ(all.lag, 0u);
+  EXPECT_EQ(half.lag, 10u);
+  EXPECT_EQ(all.read_bytes, published_bytes);
+  EXPECT_EQ(half.read_bytes, published_bytes / 2);
+  EXPECT_EQ(all.held_blocks, 0u);
+  EXPECT_EQ(half.held_blocks, 10u);
+
+  ASSERT_OK(first->Close());
+  ASSERT_OK(second->Close());
+  first.reset();
+  second.reset();
+  ASSERT_EQ(::write(stop[1], "s", 1), 1);
+  EXPECT_EQ(testing::Wait(producer_pid), 0);
+  EXPECT_TRUE(testing::WaitNoSegments(broker.name() + "."))
+      << "left: " << ShmNames(broker.name() + ".").size() << " names";
+  EXPECT_EQ(broker.Stop(), 0);
+  for (int fd : {go[0], go[1], stop[0], stop[1]}) ::close(fd);
+}
+
 }  // namespace
 }  // namespace alkaid::broker

@@ -250,11 +250,24 @@ TEST(ControlProtocolTest, PublishTimestampsAndByteCountsRoundTrip) {
   report.published = 10;
   report.published_bytes = 6400;
   report.consumer_figures.push_back({4242, 1, 0, 2, 128, 6272});
+  report.consumer_figures.push_back({4242, 0, 0, 0, 0, 0, 7});
   ASSERT_OK_AND_ASSIGN(decoded, DecodeRequest(EncodeRequest(report)));
   EXPECT_EQ(decoded.published_bytes, 6400u);
-  ASSERT_EQ(decoded.consumer_figures.size(), 1u);
+  ASSERT_EQ(decoded.consumer_figures.size(), 2u);
   EXPECT_EQ(decoded.consumer_figures[0].read_bytes, 6272u);
   EXPECT_EQ(decoded.consumer_figures[0].held_bytes, 128u);
+  // The consumer's token (absent: 0), by which the broker tells two
+  // consumers of one process apart.
+  EXPECT_EQ(decoded.consumer_figures[0].token, 0u);
+  EXPECT_EQ(decoded.consumer_figures[1].token, 7u);
+  Request attach;
+  attach.type = RequestType::kAttachConsumer;
+  attach.topic = "t";
+  ASSERT_OK_AND_ASSIGN(decoded, DecodeRequest(EncodeRequest(attach)));
+  EXPECT_EQ(decoded.token, 0u);
+  attach.token = 0xfedcba9876543210ULL;
+  ASSERT_OK_AND_ASSIGN(decoded, DecodeRequest(EncodeRequest(attach)));
+  EXPECT_EQ(decoded.token, 0xfedcba9876543210ULL);
 
   ServerMessage list;
   list.reply.type = ReplyType::kTopicList;

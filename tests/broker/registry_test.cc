@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -147,6 +148,81 @@ TEST_F(RegistryTest, AReadyProducerIsAnnouncedToTheTopicsConsumers) {
   const p::Reply late = Ok(other_, Attach(p::RequestType::kAttachConsumer, "t"));
   ASSERT_EQ(late.producers.size(), 1u);
   EXPECT_EQ(late.producers[0].channel, attached.channel);
+}
+
+// Two consumers of one process (one pid, a connection each, tokens 1 and 2)
+// are each given the figures their producers reported under their own token:
+// lag the largest over the producers, the rest summed. Figures without a
+// token (a producer of an older build) go to every consumer of that pid, as
+// does every figure of the pid to a consumer that gave no token (an older
+// client).
+TEST_F(RegistryTest, TwoConsumersOfOneProcessAreToldApartByTheirTokens) {
+  Ok(producer_, Create("t"));
+  const Peer second_conn{kOtherConn + 1, 4343, 1000, 1000};
+  p::Request attach_one = Attach(p::RequestType::kAttachConsumer, "t");
+  attach_one.token = 1;
+  p::Request attach_two = Attach(p::RequestType::kAttachConsumer, "t");
+  attach_two.token = 2;
+  const uint64_t one = Ok(consumer_, attach_one).attached_id;
+  const uint64_t two = Ok(second_conn, attach_two).attached_id;
+  const uint64_t old = Ok(other_, Attach(p::RequestType::kAttachConsumer, "t")).attached_id;
+  const uint64_t first = ReadyProducerWithExtension(1 << 20);
+  const p::Reply second_attached = Ok(producer_, Attach(p::RequestType::kAttachProducer, "t"));
+  Ok(producer_, About(p::RequestType::kProducerReady, second_attached.attached_id));
+
+  auto figures = [](uint32_t pid, uint64_t token, uint64_t lag, uint64_t read_bytes) {
+    p::ConsumerFigures f;
+    f.pid = pid;
+    f.token = token;
+    f.lag = lag;
+    f.drops = lag / 2;
+    f.held_blocks = lag + 1;
+    f.held_bytes = 64 * (lag + 1);
+    f.read_bytes = read_bytes;
+    return f;
+  };
+  p::Request report = About(p::RequestType::kProducerStats, first);
+  report.consumer_figures = {figures(4343, 1, 0, 1000), figures(4343, 2, 10, 400),
+                             figures(4444, 0, 3, 700)};
+  // A report has no reply.
+  EXPECT_FALSE(registry_.Handle(producer_, report).reply.has_value());
+  report.target_id = second_attached.attached_id;
+  report.consumer_figures = {figures(4343, 2, 4, 50), figures(4343, 1, 2, 90),
+                             figures(4444, 0, 1, 20)};
+  EXPECT_FALSE(registry_.Handle(producer_, report).reply.has_value());
+
+  p::Request list;
+  list.type = p::RequestType::kListTopics;
+  p::Reply topics = Ok(other_, list);
+  ASSERT_EQ(topics.topics.size(), 1u);
+  std::map<uint64_t, p::ConsumerStatus> status;
+  for (const auto& c : topics.topics[0].consumer_list) status[c.id] = c;
+  ASSERT_EQ(status.size(), 3u);
+  EXPECT_TRUE(status[one].reported);
+  EXPECT_EQ(status[one].lag, 2u);
+  EXPECT_EQ(status[one].drops, 0u + 1);
+  EXPECT_EQ(status[one].held_blocks, 1u + 3);
+  EXPECT_EQ(status[one].held_bytes, 64u * 4);
+  EXPECT_EQ(status[one].read_bytes, 1000u + 90);
+  EXPECT_EQ(status[two].lag, 10u);
+  EXPECT_EQ(status[two].drops, 5u + 2);
+  EXPECT_EQ(status[two].held_blocks, 11u + 5);
+  EXPECT_EQ(status[two].read_bytes, 400u + 50);
+  EXPECT_EQ(status[old].lag, 3u);
+  EXPECT_EQ(status[old].read_bytes, 700u + 20);
+
+  // A producer of an older build reports no token: its figures for the pid
+  // go to both (their sum, as before tokens), on top of their own.
+  report.consumer_figures = {figures(4343, 0, 6, 5)};
+  EXPECT_FALSE(registry_.Handle(producer_, report).reply.has_value());
+  topics = Ok(other_, list);
+  for (const auto& c : topics.topics[0].consumer_list) status[c.id] = c;
+  EXPECT_EQ(status[one].lag, 6u);
+  EXPECT_EQ(status[one].read_bytes, 1000u + 5);
+  EXPECT_EQ(status[two].lag, 10u);
+  EXPECT_EQ(status[two].read_bytes, 400u + 5);
+  EXPECT_EQ(status[old].lag, 3u);
+  EXPECT_EQ(status[old].read_bytes, 700u);
 }
 
 // A consumer waiting for a topic becomes one of its consumers when it is

@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstring>
+#include <map>
 #include <thread>
 #include <vector>
 
@@ -212,6 +214,37 @@ TEST_F(ChannelTest, CountsPublishedBytesAndEachConsumersReadBytes) {
   std::sort(read.begin(), read.end());
   EXPECT_EQ(read[0], 100u + 200);
   EXPECT_EQ(read[1], 1500u);
+}
+
+// Each consumer's token (ChannelConsumerOptions::token) comes back with its
+// figures, so that two consumers of one process are told apart; one that
+// gave none reports 0. The token lies in line 0's former padding, at offset
+// 32 of the consumer segment's data (docs/SHM_LAYOUT.md).
+TEST_F(ChannelTest, EachConsumersTokenComesBackWithItsFigures) {
+  const std::string name = NewName("ch");
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, Small()));
+  ChannelConsumerOptions first_options;
+  first_options.token = 0x1234567890abcdefULL;
+  ChannelConsumerOptions second_options;
+  second_options.token = 2;
+  ASSERT_OK_AND_ASSIGN(auto first, ChannelConsumer::Open(name, first_options));
+  ASSERT_OK_AND_ASSIGN(auto second, ChannelConsumer::Open(name, second_options));
+  ASSERT_OK_AND_ASSIGN(auto none, ChannelConsumer::Open(name));
+  for (uint64_t i = 0; i < 4; ++i) ASSERT_OK(PublishPattern(producer.get(), i, 64));
+  ChannelMessage message;
+  for (int i = 0; i < 4; ++i) ASSERT_OK(first->Receive(&message, 1s));
+  ASSERT_OK(second->Receive(&message, 1s));
+  message.Reset();
+  std::map<uint32_t, ChannelConsumerInfo> by_index;
+  for (const auto& c : producer->consumers()) by_index[c.index] = c;
+  ASSERT_EQ(by_index.size(), 3u);
+  EXPECT_EQ(by_index[first->index()].token, 0x1234567890abcdefULL);
+  EXPECT_EQ(by_index[first->index()].read_bytes, 4u * 64);
+  EXPECT_EQ(by_index[second->index()].token, 2u);
+  EXPECT_EQ(by_index[second->index()].read_bytes, 64u);
+  EXPECT_EQ(by_index[none->index()].token, 0u);
+  EXPECT_EQ(by_index[none->index()].read_bytes, 0u);
+  static_assert(offsetof(internal::ConsumerSegHeaderData, token) == 32);
 }
 
 // The cursor the producer sees (its flow control): a kBlockProducer

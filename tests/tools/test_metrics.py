@@ -168,6 +168,86 @@ def test_prometheus_scrapes_what_was_published_and_dropped(metrics_broker, tmp_p
         kept_sub.communicate(timeout=60)
 
 
+def samples(text: str, family: str, topic: str) -> dict[tuple[int, int], int]:
+    """The exposition's samples of a per-consumer (or per-producer) family
+    for `topic`, by (id, pid)."""
+    out = {}
+    prefix = family + '{topic="' + topic + '",'
+    for line in text.splitlines():
+        if line.startswith(prefix):
+            labels, value = line[len(family) + 1:].rsplit("} ", 1)
+            fields = dict(kv.split("=", 1) for kv in labels.split(","))
+            out[(int(fields["id"].strip('"')), int(fields["pid"].strip('"')))] = int(value)
+    return out
+
+
+def test_two_consumers_of_one_process_each_show_their_own_figures(metrics_broker):
+    """One process, two consumers of one topic: both read the first 20
+    batches, then the first reads the next 20 and the second nothing. The
+    producer's channel reports each under the token its consumer wrote into
+    its segment, so `alkaid top --once --json` (the broker's ListTopics) and
+    the metrics endpoint each show two different figures, each what its
+    consumer read: lag 0 and 20, read bytes all of the topic's and half of
+    them, held bodies 0 and the 20 unread. (Matched by pid, both would show
+    their sum.)"""
+    b = metrics_broker
+    helper = subprocess.Popen([os.environ["ALKAID_TWO_CONSUMERS"], b.socket, "pair", "40", "20"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              env=b.env)
+    pub = None
+    try:
+        wait_until(lambda: b.awaited_consumers("pair") == 2 or helper.poll() is not None,
+                   "both consumers wait for 'pair'")
+        pub = PipePublisher(b, "pair", SCHEMA, batch(0))
+        for i in range(1, 20):
+            pub.write(batch(i))
+        assert helper.stdout.readline() == b"read 20 20\n", helper.stderr.read()
+        for i in range(20, 40):
+            pub.write(batch(i))
+        helper.stdin.write(b"go\n")
+        helper.stdin.flush()
+        assert helper.stdout.readline() == b"read 40 20\n", helper.stderr.read()
+
+        def top_pair() -> dict:
+            r = b.tool("top", "--once", "--json", "--interval", "0.1")
+            assert r.returncode == 0, r.stderr
+            return next((t for t in json.loads(r.stdout)["topics"] if t["name"] == "pair"), {})
+
+        # The topic's own figures (whatever the matching) say when a report
+        # shows the end: 20 bodies held (the second's unread; the first
+        # returned all 40), its slowest consumer 20 behind.
+        def settled(t: dict) -> bool:
+            return t.get("published") == 40 and t.get("held") == 20 and t.get("depth") == 20 and \
+                len(t.get("consumer_list", [])) == 2 and all(c["reported"] for c in t["consumer_list"])
+        wait_until(lambda: settled(top_pair()), "the producer reported the end")
+        topic = top_pair()
+        assert settled(topic)
+        published_bytes = topic["published_bytes"]
+        assert published_bytes >= 40 * 64 and published_bytes % 40 == 0  # equal bodies
+        # Which attached first is not said: the one with no lag read all.
+        everything, half = sorted(topic["consumer_list"], key=lambda c: c["lag"])
+        assert everything["pid"] == half["pid"] == helper.pid and everything["id"] != half["id"]
+        assert (everything["lag"], half["lag"]) == (0, 20)
+        assert (everything["read_bytes"], half["read_bytes"]) == (published_bytes,
+                                                                  published_bytes // 2)
+        assert everything["held_blocks"] == 0 and everything["held_bytes"] == 0
+        assert half["held_blocks"] == 20 == topic["held"] and half["held_bytes"] >= 20 * 64
+        assert everything["drops"] == half["drops"] == 0
+
+        text = get(b.metrics_url)
+        key_all, key_half = (everything["id"], helper.pid), (half["id"], helper.pid)
+        assert samples(text, "alkaid_consumer_lag_batches", "pair") == {key_all: 0, key_half: 20}
+        assert samples(text, "alkaid_consumer_read_bytes_total", "pair") == {
+            key_all: published_bytes, key_half: published_bytes // 2}
+        assert samples(text, "alkaid_consumer_held_batches", "pair") == {key_all: 0, key_half: 20}
+    finally:
+        helper.stdin.close()
+        helper.wait(timeout=60)
+        if pub is not None:
+            pub.close()
+    assert helper.returncode == 0, helper.stderr.read()
+
+
 def test_metrics_bad_input(tmp_path):
     from ops_support import BROKER_BIN
     def start(*args):

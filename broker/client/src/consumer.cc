@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <set>
 #include <stop_token>
@@ -44,6 +45,18 @@ constexpr auto kMaintainInterval = std::chrono::milliseconds(1);
 // more than kMaintainInterval would otherwise make its system calls exactly
 // then. Only a consumer that stays idle pays for the checks, in its wait.
 constexpr auto kIdleBeforeMaintain = std::chrono::microseconds(100);
+
+// Each consumer of this process its own token (1, 2, ...), which it writes
+// into its segment on every producer's channel and tells the broker at
+// attach: the producers report their figures with it, so that the broker
+// tells two consumers of one process apart (docs/BROKER.md, "Watching it
+// live"). Kept across broker restarts (a channel's segment keeps what it
+// was opened with); a forked child counts on from its parent's count under
+// another pid, so (pid, token) stays unique.
+uint64_t NextConsumerToken() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
 
 // What one receive attempt gave: a batch or a row batch (or nothing).
 // Filled in place down the receive calls (each takes an Item*), so that a
@@ -133,6 +146,8 @@ struct internal::ConsumerImpl {
   // A RowConsumer: row batches are handed out as rows, not decoded.
   bool returns_rows = false;
   ConsumerOptions options;
+  // Ours among this process's consumers (NextConsumerToken).
+  const uint64_t token = NextConsumerToken();
   std::unique_ptr<internal::BrokerSession> session;
   std::vector<Subscription> subs;
   WaitSet wait_set;                // made by WaitFd
@@ -184,6 +199,7 @@ struct internal::ConsumerImpl {
       shm::ChannelConsumerOptions channel_options;
       channel_options.wait_mode = options.wait_mode;
       channel_options.from_oldest = from_oldest;
+      channel_options.token = token;
       // A Consumer decodes every row batch it returns (ToBatch), which reads
       // and checks every row: the full check is that decode, done once
       // there (its kPrivateCopy copy too). A RowConsumer hands the rows out:
@@ -198,6 +214,7 @@ struct internal::ConsumerImpl {
       SubscriberOptions sub_options;
       sub_options.consumer.wait_mode = options.wait_mode;
       sub_options.consumer.from_oldest = from_oldest;
+      sub_options.consumer.token = token;
       sub_options.verification = options.verification;
       sub_options.with_message = false;  // Next returns the batch alone
       auto r = BatchSubscriber::Open(info.channel, topic_schema, sub_options);
@@ -285,6 +302,7 @@ struct internal::ConsumerImpl {
     attach.from_oldest = options.from_oldest;
     attach.kind = internal::ToProtocol(kind);
     attach.wait_mode = static_cast<uint8_t>(1 + static_cast<uint8_t>(options.wait_mode));
+    attach.token = token;
     if (!attached) {
       attach.wait_for_topic = options.wait_for_topic.count() > 0;
       attach.any_kind = !options.kind.has_value();

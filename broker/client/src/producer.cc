@@ -116,7 +116,7 @@ struct internal::ProducerImpl {
       held_blocks += c.held_blocks;
       if (c.accepted) {
         figures.push_back({c.pid, c.closed ? 0 : end - std::min(c.cursor, end), c.dropped,
-                           c.held_blocks, c.held_bytes, c.read_bytes});
+                           c.held_blocks, c.held_bytes, c.read_bytes, c.token});
       }
     }
     {

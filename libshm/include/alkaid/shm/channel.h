@@ -166,6 +166,8 @@ struct ChannelStats {
 struct ChannelConsumerInfo {
   uint32_t index = 0;
   uint32_t pid = 0;
+  /// ChannelConsumerOptions::token, as the consumer wrote it (0: none).
+  uint64_t token = 0;
   /// False: registered, waiting to be accepted (the rest is 0).
   bool accepted = true;
   bool closed = false;
@@ -343,6 +345,13 @@ struct ChannelConsumerOptions {
   /// Poll), instead of the next one published. Exact: no message from there
   /// on is lost with kBlockProducer.
   bool from_oldest = false;
+  /// A number the caller tells its consumers apart by, written once into the
+  /// consumer's segment and reported by the producer as
+  /// ChannelConsumerInfo::token (a broker's client gives each Consumer of
+  /// its process its own, so that the broker can tell two consumers of one
+  /// process apart). Not checked by anyone: a label, not a credential. 0:
+  /// none (what a consumer of an older build reports).
+  uint64_t token = 0;
 };
 
 class ChannelConsumer;

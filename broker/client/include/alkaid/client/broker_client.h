@@ -43,9 +43,12 @@ struct TopicProducerStatus {
 };
 
 /// One consumer of a topic: its process and user, how it waits, and what
-/// the topic's producers last reported of it, matched by its pid (lag the
-/// largest over the producers, the rest summed; a process with two
-/// consumers on one topic shows their sum for each).
+/// the topic's producers last reported of it (lag the largest over the
+/// producers, the rest summed). Each Consumer of a process has figures of
+/// its own: its producers report it by the token it wrote into its segment
+/// (docs/BROKER.md, "Watching it live"). A consumer or producer of a
+/// release before tokens is matched by pid alone: a process of that release
+/// with two consumers on one topic shows their sum for each.
 struct TopicConsumerStatus {
   uint64_t id = 0;
   uint32_t pid = 0;
