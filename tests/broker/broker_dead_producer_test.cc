@@ -28,6 +28,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "alkaid/client/broker_client.h"
 #include "alkaid/client/consumer.h"
@@ -52,6 +53,8 @@ using namespace std::chrono_literals;
 constexpr int64_t kInArena = 4;      // small messages, in the channel segment's arena
 constexpr int64_t kInExtension = 4;  // 100 KB messages: each needs an extension
 constexpr uint64_t kArenaBytes = 64 << 10;
+// A drain bound no test reaches: only the consumer's report ends the wait.
+const std::vector<std::string> kLongDrain = {"--dead-producer-drain", "600"};
 
 format::SchemaPtr PadSchema() {
   return format::schema(
@@ -148,8 +151,18 @@ class DeadProducerTest : public ::testing::Test {
     ASSERT_FALSE(ExtensionNames(broker).empty()) << "the producer's arena did not grow";
   }
 
-  // As above, then SIGKILLs the producer, and waits for the broker to see
-  // the death (the producer no longer listed).
+  // A broker that keeps a dead producer's extensions for long (only a
+  // consumer's report ends the wait), then StartPublishedProducer, then the
+  // broker SIGKILLed: the producer lives on, its arena grown.
+  void StartProducerAndKillTheBroker(BrokerProcess& broker, pid_t* child) {
+    ASSERT_TRUE(broker.Start(kLongDrain));
+    ASSERT_NO_FATAL_FAILURE(StartPublishedProducer(broker, child));
+    admin_.reset();
+    broker.Kill();
+  }
+
+  // As StartPublishedProducer, then SIGKILLs the producer, and waits for
+  // the broker to see the death (the producer no longer listed).
   void StartProducerAndKillIt(BrokerProcess& broker) {
     pid_t child = -1;
     ASSERT_NO_FATAL_FAILURE(StartPublishedProducer(broker, &child));
@@ -188,7 +201,7 @@ class DeadProducerTest : public ::testing::Test {
 TEST_F(DeadProducerTest, MessagesInExtensionsNotMappedYetAreReadAfterTheProducerIsKilled) {
   BrokerProcess broker;
   // Only the consumer's report may end the wait here, not the bound.
-  ASSERT_TRUE(broker.Start({"--dead-producer-drain", "600"}));
+  ASSERT_TRUE(broker.Start(kLongDrain));
   ASSERT_NO_FATAL_FAILURE(StartProducerAndKillIt(broker));
   EXPECT_EQ(ReadToTheEnd(), kInArena + kInExtension);
   // Read to its end: the consumer said so, and the broker removed the
@@ -232,15 +245,12 @@ TEST_F(DeadProducerTest, AConsumerThatNeverReadsDoesNotPinTheExtensionsPastTheBo
 // outlived both, reads every message; the broker removes them as it stops.
 TEST_F(DeadProducerTest, ANewBrokerKeepsTheExtensionsOfAProducerThatDiedWithTheOldOne) {
   BrokerProcess broker;
-  ASSERT_TRUE(broker.Start({"--dead-producer-drain", "600"}));
   pid_t child = -1;
   // Growing the arena asked the broker; now it dies, and the producer too.
-  ASSERT_NO_FATAL_FAILURE(StartPublishedProducer(broker, &child));
-  admin_.reset();
-  broker.Kill();
+  ASSERT_NO_FATAL_FAILURE(StartProducerAndKillTheBroker(broker, &child));
   ::kill(child, SIGKILL);
   ::waitpid(child, nullptr, 0);
-  ASSERT_TRUE(broker.Start({"--dead-producer-drain", "600"}));
+  ASSERT_TRUE(broker.Start(kLongDrain));
   EXPECT_EQ(ReadToTheEnd(), kInArena + kInExtension);
   consumer_.reset();
   EXPECT_EQ(broker.Stop(), 0);
@@ -259,12 +269,9 @@ TEST_F(DeadProducerTest, ANewBrokerKeepsTheExtensionsOfAProducerThatDiedWithTheO
 // go with the consumer still open.
 TEST_F(DeadProducerTest, AConsumerNotYetBackFromABrokerRestartStillReadsTheExtensions) {
   BrokerProcess broker;
-  ASSERT_TRUE(broker.Start({"--dead-producer-drain", "600"}));
   pid_t child = -1;
-  ASSERT_NO_FATAL_FAILURE(StartPublishedProducer(broker, &child));
-  admin_.reset();
-  broker.Kill();
-  ASSERT_TRUE(broker.Start({"--dead-producer-drain", "600"}));
+  ASSERT_NO_FATAL_FAILURE(StartProducerAndKillTheBroker(broker, &child));
+  ASSERT_TRUE(broker.Start(kLongDrain));
   ASSERT_OK_AND_ASSIGN(admin_, BrokerClient::Connect(broker.socket()));
   auto producers_listed = [&](uint32_t n) {
     return testing::WaitUntil([&] {

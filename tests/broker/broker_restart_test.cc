@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <initializer_list>
 #include <sstream>
 #include <vector>
 
@@ -39,6 +40,17 @@ using testing::ShmNames;
 using namespace std::chrono_literals;
 
 format::SchemaPtr SeqSchema() { return format::schema({format::field("seq", format::int64())}); }
+
+// Creates topics `names` of SeqSchema with 64 slots and a 4 MiB arena.
+void CreateSeqTopics(const BrokerProcess& broker, std::initializer_list<const char*> names) {
+  ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
+  client::TopicOptions topic_options;
+  topic_options.slot_count = 64;
+  topic_options.arena_bytes = 4 << 20;
+  for (const char* name : names) {
+    ASSERT_OK(admin->CreateTopic(name, SeqSchema(), topic_options).status());
+  }
+}
 
 Result<format::RecordBatchPtr> SeqBatch(int64_t seq) {
   format::Int64Builder b;
@@ -101,14 +113,7 @@ std::set<std::string> NamesOfPid(const std::string& broker_name, pid_t pid) {
 TEST(BrokerRestartTest, DataFlowsThroughAnOutageAndClientsReRegister) {
   BrokerProcess broker;
   ASSERT_TRUE(broker.Start());
-  {
-    ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
-    client::TopicOptions topic_options;
-    topic_options.slot_count = 64;
-    topic_options.arena_bytes = 4 << 20;
-    ASSERT_OK(admin->CreateTopic("r", SeqSchema(), topic_options).status());
-    ASSERT_OK(admin->CreateTopic("r2", SeqSchema(), topic_options).status());
-  }
+  ASSERT_NO_FATAL_FAILURE(CreateSeqTopics(broker, {"r", "r2"}));
   // The producer publishes one message every 10 ms until told to stop (a
   // byte on `stop`), which happens once the restarted broker knows it and
   // the consumer again: the outage and restart fall inside its stream
@@ -504,13 +509,7 @@ bool ReadBoth(Consumer* a, Consumer* b, int count) {
 TEST(BrokerRestartTest, TwoConsumersOfOneProcessKeepTheirOwnFiguresAcrossARestart) {
   BrokerProcess broker;
   ASSERT_TRUE(broker.Start());
-  {
-    ASSERT_OK_AND_ASSIGN(auto admin, BrokerClient::Connect(broker.socket()));
-    client::TopicOptions topic_options;
-    topic_options.slot_count = 64;
-    topic_options.arena_bytes = 4 << 20;
-    ASSERT_OK(admin->CreateTopic("pair", SeqSchema(), topic_options).status());
-  }
+  ASSERT_NO_FATAL_FAILURE(CreateSeqTopics(broker, {"pair"}));
   client::ConsumerOptions options;
   options.socket_path = broker.socket();
   ASSERT_OK_AND_ASSIGN(auto first, Consumer::Open("pair", options));
