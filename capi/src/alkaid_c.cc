@@ -511,10 +511,10 @@ Status Next(alkaid_consumer* consumer, int64_t timeout_ms, ArrowArray* out, Arro
     if (batch.ok() || !batch.status().IsTimedOut()) break;
     if (forever) continue;
     const auto now = Clock::now();
-    // The deadline, from the first slice's end: that slice waited its
-    // length at least, so this is the call's start plus the timeout, late by
-    // the slice's own overhead at most.
-    if (first) deadline = now - std::min<std::chrono::nanoseconds>(left, kCancelSlice) + left;
+    // The deadline, from the first slice's end: what is left of the
+    // timeout after that slice, which waited its length at least (late by
+    // the slice's own overhead at most).
+    if (first) deadline = now + (left - std::min<std::chrono::nanoseconds>(left, kCancelSlice));
     if (now >= deadline) break;
   }
   // Nothing there: arm the descriptor before saying so. A message that came
