@@ -486,7 +486,7 @@ BatchTemplate::Graph* BatchTemplate::NewGraph() {
   for (uint32_t c : shape_.columns) columns.emplace_back(g->anchor, &g->nodes[c]);
   g->batch.emplace(RecordBatch::Key{}, shape_.schema, shape_.num_rows, std::move(columns));
   g->batch->metadata_ = shape_.metadata;
-  g->batch->export_slot_ = &g->export_slot;
+  g->batch->export_slot_ = shape_.varying ? nullptr : &g->export_slot;
   g->quiet = g->anchor.use_count();
   im.made.fetch_add(1, std::memory_order_relaxed);
   return g.release();
@@ -494,7 +494,8 @@ BatchTemplate::Graph* BatchTemplate::NewGraph() {
 
 RecordBatchPtr BatchTemplate::InstantiateErased(const uint8_t* base, MoveKeeper move,
                                                 DropKeeper drop, void* keep,
-                                                std::shared_ptr<Buffer>* body_out) {
+                                                std::shared_ptr<Buffer>* body_out,
+                                                const Numbers* numbers) {
   Impl& im = *impl_;
   const bool pinned = im.pinned_head != nullptr || !im.pinned_in.empty();
   if (pinned) im.Sweep(kSweepPerInstantiate);
@@ -508,12 +509,26 @@ RecordBatchPtr BatchTemplate::InstantiateErased(const uint8_t* base, MoveKeeper 
   im.refs.fetch_add(1, std::memory_order_relaxed);  // the graph's, until it returns
   move(g->keeper, keep);
   g->drop_keeper = drop;
-  const Impl::BufferSlot* slots = im.buffer_slots.data();
-  for (uint32_t i = 0; i < im.num_buffers; ++i) {
-    g->buffers[i].Point(base + slots[i].offset, slots[i].size);
+  int64_t body_length = shape_.body_length;
+  if (numbers != nullptr) {
+    // The graph is idle (taken above): nothing else reads its nodes now.
+    g->batch->num_rows_ = numbers->num_rows;
+    for (size_t i = 0; i < g->nodes.size(); ++i) {
+      g->nodes[i].length = numbers->nodes[i].length;
+      g->nodes[i].null_count = numbers->nodes[i].null_count;
+    }
+    for (uint32_t i = 0; i < im.num_buffers; ++i) {
+      g->buffers[i].Point(base + numbers->buffers[i].offset, numbers->buffers[i].size);
+    }
+    body_length = numbers->body_length;
+  } else {
+    const Impl::BufferSlot* slots = im.buffer_slots.data();
+    for (uint32_t i = 0; i < im.num_buffers; ++i) {
+      g->buffers[i].Point(base + slots[i].offset, slots[i].size);
+    }
   }
   if (body_out != nullptr) {
-    g->buffers[im.num_buffers].Point(base, shape_.body_length);
+    g->buffers[im.num_buffers].Point(base, body_length);
     *body_out = std::shared_ptr<Buffer>(g->anchor, &g->buffers[im.num_buffers]);
   }
   return RecordBatchPtr(&*g->batch, Deleter{g}, Allocator<RecordBatch>(g, 0));

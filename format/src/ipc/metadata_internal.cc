@@ -534,6 +534,32 @@ Result<RecordBatchMeta> GetRecordBatch(const uint8_t* message) {
                                    "record batch message");
 }
 
+Result<RecordBatchNumbersAt> LocateRecordBatchNumbers(const uint8_t* message) {
+  const fbs::Message* m = RootMessage(message);
+  const fbs::RecordBatch* rb = m->header_as_RecordBatch();
+  if (rb == nullptr) return Status::Invalid("not a record batch message");
+  if (rb->compression() != nullptr) return Status::Invalid("a compressed record batch");
+  // The generated tables are flatbuffers::Table underneath (privately):
+  // a stored field's address, or null when the writer left it out.
+  const auto* message_table = reinterpret_cast<const fb::Table*>(m);
+  const auto* batch_table = reinterpret_cast<const fb::Table*>(rb);
+  const uint8_t* length = batch_table->GetAddressOf(fbs::RecordBatch::VT_LENGTH);
+  const uint8_t* body_length = message_table->GetAddressOf(fbs::Message::VT_BODYLENGTH);
+  if (length == nullptr || body_length == nullptr || rb->nodes() == nullptr ||
+      rb->buffers() == nullptr) {
+    return Status::Invalid("a record batch message with a number left out");
+  }
+  static_assert(sizeof(fbs::FieldNode) == 16 && sizeof(fbs::Buffer) == 16);
+  RecordBatchNumbersAt at;
+  at.length = length - message;
+  at.body_length = body_length - message;
+  at.nodes = reinterpret_cast<const uint8_t*>(rb->nodes()->Data()) - message;
+  at.buffers = reinterpret_cast<const uint8_t*>(rb->buffers()->Data()) - message;
+  at.num_nodes = rb->nodes()->size();
+  at.num_buffers = rb->buffers()->size();
+  return at;
+}
+
 Result<DictionaryBatchMeta> GetDictionaryBatch(const uint8_t* message) {
   const fbs::DictionaryBatch* d = RootMessage(message)->header_as_DictionaryBatch();
   if (d == nullptr) return Status::Invalid("dictionary batch table is missing");
@@ -868,9 +894,11 @@ Result<std::shared_ptr<Buffer>> WriteSchemaMessage(const Schema& schema, const D
 Result<std::shared_ptr<Buffer>> WriteRecordBatchMessage(const RecordBatchMeta& batch,
                                                         int64_t body_length,
                                                         const IpcWriteOptions& options,
-                                                        const MetadataPtr& custom_metadata) {
+                                                        const MetadataPtr& custom_metadata,
+                                                        bool store_defaults) {
   ALKAID_RETURN_NOT_OK(CheckRecordBatchMetaSize(batch));
   fb::FlatBufferBuilder fbb(256 + 32 * batch.nodes.size());
+  fbb.ForceDefaults(store_defaults);
   auto rb = RecordBatchToFlatbuffer(&fbb, batch);
   auto md = MetadataToFlatbuffer(&fbb, custom_metadata.get());
   auto m = fbs::CreateMessage(fbb, fbs::MetadataVersion::V5, fbs::MessageHeader::RecordBatch,

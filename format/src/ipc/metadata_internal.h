@@ -80,15 +80,35 @@ Result<DictionaryBatchMeta> GetDictionaryBatch(const uint8_t* message);
 Result<FooterMeta> ReadFooter(const uint8_t* data, int64_t size, DictionaryMemo* memo,
                               int max_depth);
 
+/// Where a record batch Message's per-batch numbers lie in its bytes, from
+/// the start of the flatbuffer: RecordBatch.length and Message.bodyLength
+/// (8 bytes each), and the FieldNode and Buffer vectors' elements (16 bytes
+/// each: length then null count; offset then length).
+struct RecordBatchNumbersAt {
+  int64_t length = 0;
+  int64_t body_length = 0;
+  int64_t nodes = 0;
+  int64_t buffers = 0;
+  size_t num_nodes = 0;
+  size_t num_buffers = 0;
+};
+/// The places of `message`'s numbers (a Message already verified by
+/// VerifyMessage); Invalid when it is not an uncompressed record batch with
+/// every one of them stored (a writer may leave a default out).
+Result<RecordBatchNumbersAt> LocateRecordBatchNumbers(const uint8_t* message);
+
 // --- writing ---
 
 Result<std::shared_ptr<Buffer>> WriteSchemaMessage(const Schema& schema, const DictionaryMemo& ids,
                                                    const IpcWriteOptions& options);
 
 /// `custom_metadata`: the batch's own (RecordBatch::metadata()), or null.
+/// With `store_defaults`, every number is stored even where it equals the
+/// schema's default (0), so that the bytes' layout is a function of the
+/// numbers of nodes and buffers only (RecordBatchMessageTemplate).
 Result<std::shared_ptr<Buffer>> WriteRecordBatchMessage(
     const RecordBatchMeta& batch, int64_t body_length, const IpcWriteOptions& options,
-    const MetadataPtr& custom_metadata = nullptr);
+    const MetadataPtr& custom_metadata = nullptr, bool store_defaults = false);
 
 Result<std::shared_ptr<Buffer>> WriteDictionaryMessage(int64_t id, bool is_delta,
                                                        const RecordBatchMeta& batch,

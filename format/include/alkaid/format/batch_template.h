@@ -73,6 +73,12 @@ struct BatchShape {
   /// Bytes of the body from `base`, for the whole-body buffer Instantiate
   /// can hand out.
   int64_t body_length = 0;
+  /// The numbers (row count, lengths, null counts, buffer ranges, body
+  /// length) come with each batch: the template's batches are made by
+  /// InstantiateWith (those above are the first batch's). Their exports are
+  /// laid out each time (an export parked in the graph would keep the
+  /// numbers of the batch it was laid out for).
+  bool varying = false;
 };
 
 /// Makes record batches of one shape over successive bodies; see the file
@@ -111,6 +117,37 @@ class ALKAID_EXPORT BatchTemplate {
         [](void* p) { static_cast<K*>(p)->~K(); }, &keep, body);
   }
 
+  /// One batch's numbers, for a template of a `varying` shape.
+  struct Numbers {
+    int64_t num_rows = 0;
+    int64_t body_length = 0;
+    /// Per node of the shape, in BatchShape::nodes' order.
+    struct Node {
+      int64_t length = 0;
+      int64_t null_count = 0;
+    };
+    const Node* nodes = nullptr;
+    /// Per present buffer of the shape (offset >= 0 there), nodes in order
+    /// and each node's buffers in order: where it lies in the body.
+    const BatchShape::Node::BufferRange* buffers = nullptr;
+  };
+
+  /// Instantiate, with the numbers of this batch in place of the shape's.
+  /// The caller has checked them against the body (each buffer inside it)
+  /// and validates the batch made, as it would a decoded one.
+  template <typename Keep>
+  RecordBatchPtr InstantiateWith(const Numbers& numbers, const uint8_t* base, Keep&& keep,
+                                 std::shared_ptr<Buffer>* body = nullptr) {
+    static_assert(!std::is_lvalue_reference_v<Keep>,
+                  "the keeper is moved in: pass an rvalue (std::move, or a temporary)");
+    using K = std::remove_cv_t<Keep>;
+    static_assert(sizeof(K) <= kKeeperBytes && alignof(K) <= alignof(std::max_align_t),
+                  "a body keeper must fit BatchTemplate::kKeeperBytes");
+    return InstantiateErased(
+        base, [](void* to, void* from) { ::new (to) K(std::move(*static_cast<K*>(from))); },
+        [](void* p) { static_cast<K*>(p)->~K(); }, &keep, body, &numbers);
+  }
+
   /// Looks at the graphs still held through something taken from a batch
   /// (a column, buffer, slice or export kept after the batch was dropped),
   /// the oldest first and a bounded number per call, and lets go of the body
@@ -142,7 +179,8 @@ class ALKAID_EXPORT BatchTemplate {
   using MoveKeeper = void (*)(void* to, void* from);
   using DropKeeper = void (*)(void* p);
   RecordBatchPtr InstantiateErased(const uint8_t* base, MoveKeeper move, DropKeeper drop,
-                                   void* keep, std::shared_ptr<Buffer>* body);
+                                   void* keep, std::shared_ptr<Buffer>* body,
+                                   const Numbers* numbers = nullptr);
 
   BatchShape shape_;
   std::unique_ptr<Impl> impl_;
