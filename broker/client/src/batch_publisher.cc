@@ -11,6 +11,7 @@
 #include "alkaid/format/ipc/dictionary.h"
 #include "alkaid/format/ipc/dictionary_tracker.h"
 #include "alkaid/format/ipc/io.h"
+#include "alkaid/format/ipc/message_template.h"
 #include "alkaid/format/ipc/writer.h"
 #include "batch_layout_internal.h"
 
@@ -21,6 +22,8 @@ using internal::RegionMetadata;
 using internal::UserWord;
 
 namespace {
+
+using MessageNode = format::ipc::RecordBatchMessageTemplate::Node;
 
 // Appends the shape of `data` to `out`: everything of an array that
 // GetRecordBatchMetadataForRegion encodes (length, null count, and each
@@ -96,25 +99,26 @@ void AppendBufferSpans(const format::ArrayData& data, const uint8_t* region,
   for (const auto& child : data.child_data) AppendBufferSpans(*child, region, out);
 }
 
-// What PublishCopy's encoding of `data` is a function of, for the layouts
-// whose encoding reads nothing else (fixed-width values, booleans, strings
-// and binaries whose offsets start at 0, structs of those; no offset, no
-// dictionary): appends (length, null count, and each body buffer's size) to
-// `key` and each body buffer, in the IPC writer's order and slicing, to
-// `pieces`. False for anything else: such a batch is encoded in full.
-bool AppendCopyShape(const format::ArrayData& a, std::vector<int64_t>* key,
+// The IPC writer's field nodes and body buffers of `a`, for the layouts it
+// encodes without reading anything else (fixed-width values, booleans,
+// strings and binaries whose offsets start at 0, structs of those; no
+// offset, no dictionary): appends each node's (length, null count) to
+// `nodes` and each body buffer, in the writer's order and slicing, to
+// `pieces` (an absent or empty buffer as {nullptr, 0}: the writer encodes
+// both alike). The Message is a function of these numbers and sizes. False
+// for anything else: such a batch is encoded in full, which also reports
+// what is wrong with an invalid one.
+bool AppendIpcPieces(const format::ArrayData& a, std::vector<MessageNode>* nodes,
                      std::vector<internal::BodyPiece>* pieces) {
   if (a.offset != 0 || a.dictionary != nullptr) return false;
   const format::DataType& storage = format::StorageType(*a.type);
   const format::TypeId id = storage.id();
   const auto add = [&](const std::shared_ptr<format::Buffer>& b, int64_t size) {
     if (b == nullptr || size == 0) {
-      key->push_back(b == nullptr ? -1 : 0);
       pieces->push_back({nullptr, 0});
       return true;
     }
     if (b->size() < size) return false;  // not a valid array: the full path says why
-    key->push_back(size);
     pieces->push_back({b->data(), static_cast<uint64_t>(size)});
     return true;
   };
@@ -125,8 +129,7 @@ bool AppendCopyShape(const format::ArrayData& a, std::vector<int64_t>* key,
     return false;
   }
   const int64_t nulls = a.GetNullCount();
-  key->push_back(a.length);
-  key->push_back(nulls);
+  nodes->push_back({a.length, nulls});
   const int64_t bitmap = format::bit_util::BytesForBits(a.length);
   if (!add(nulls == 0 ? nullptr : a.buffers[0], bitmap)) return false;
   switch (id) {
@@ -163,7 +166,7 @@ bool AppendCopyShape(const format::ArrayData& a, std::vector<int64_t>* key,
       if (a.buffers.size() != 1) return false;
       for (const auto& child : a.child_data) {
         if (child == nullptr || child->length != a.length) return false;
-        if (!AppendCopyShape(*child, key, pieces)) return false;
+        if (!AppendIpcPieces(*child, nodes, pieces)) return false;
       }
       return true;
     default: {
@@ -377,6 +380,12 @@ Status BatchPublisher::Publish(const format::RecordBatch& batch, ShmBatchPool* p
       }
     }
   }
+  // Numbers of its own (a variable-width column's lengths change from
+  // batch to batch): the schema's Message template, filled.
+  if (!cacheable && batch.metadata() == nullptr && dictionaries_ == nullptr) {
+    ALKAID_ASSIGN_OR_RAISE(const bool filled, PublishFilled(batch, pool, body_length));
+    if (filled) return Status::OK();
+  }
   ALKAID_ASSIGN_OR_RAISE(auto metadata,
                          format::ipc::GetRecordBatchMetadataForRegion(
                              batch, pool->region_data(), static_cast<int64_t>(body_length)));
@@ -397,6 +406,42 @@ Status BatchPublisher::Publish(const format::RecordBatch& batch, ShmBatchPool* p
   }
   return PublishRegion(pool, body_length, id != 0 ? std::span<const uint8_t>{} : md, id,
                        MessageKind::kRecordBatch);
+}
+
+Result<bool> BatchPublisher::PublishFilled(const format::RecordBatch& batch, ShmBatchPool* pool,
+                                           uint64_t body_length) {
+  node_scratch_.clear();
+  copy_pieces_.clear();
+  for (int i = 0; i < batch.num_columns(); ++i) {
+    if (!AppendIpcPieces(*batch.column_data(i), &node_scratch_, &copy_pieces_)) return false;
+  }
+  const uint8_t* region = pool->region_data();
+  range_scratch_.clear();
+  for (const internal::BodyPiece& p : copy_pieces_) {
+    if (p.data == nullptr) {
+      range_scratch_.push_back({0, 0});
+      continue;
+    }
+    // A buffer outside the body or unaligned: the full encoding says why.
+    if (p.data < region || p.size > body_length ||
+        static_cast<uint64_t>(p.data - region) > body_length - p.size ||
+        (p.data - region) % 8 != 0) {
+      return false;
+    }
+    range_scratch_.push_back({p.data - region, static_cast<int64_t>(p.size)});
+  }
+  if (message_template_ == nullptr || message_template_->num_nodes() != node_scratch_.size() ||
+      message_template_->num_buffers() != range_scratch_.size()) {
+    ALKAID_ASSIGN_OR_RAISE(auto made, format::ipc::RecordBatchMessageTemplate::Make(
+                                          node_scratch_.size(), range_scratch_.size()));
+    message_template_ = std::make_unique<format::ipc::RecordBatchMessageTemplate>(std::move(made));
+  }
+  filled_.resize(message_template_->size());
+  message_template_->Fill(batch.num_rows(), static_cast<int64_t>(body_length), node_scratch_.data(),
+                          range_scratch_.data(), filled_.data());
+  ALKAID_RETURN_NOT_OK(PublishRegion(pool, body_length, filled_, 0, MessageKind::kRecordBatch));
+  ++stats_.metadata_filled;
+  return true;
 }
 
 Status BatchPublisher::PublishRegion(ShmBatchPool* pool, uint64_t body_length,
@@ -443,15 +488,21 @@ Status BatchPublisher::PublishCopy(const format::RecordBatch& batch) {
   // nothing is encoded.
   std::vector<int64_t>& key = shape_scratch_;
   key.clear();
+  node_scratch_.clear();
   copy_pieces_.clear();
   // (With the table full and no copied shape in it, no plan can come.)
   bool plannable = dictionaries_ == nullptr && batch.metadata() == nullptr &&
                    !(shape_table_full_ && copied_shapes_.empty());
-  key.push_back(batch.num_rows());
   for (int i = 0; i < batch.num_columns() && plannable; ++i) {
-    plannable = AppendCopyShape(*batch.column_data(i), &key, &copy_pieces_);
+    plannable = AppendIpcPieces(*batch.column_data(i), &node_scratch_, &copy_pieces_);
   }
   if (plannable) {
+    key.push_back(batch.num_rows());
+    for (const MessageNode& n : node_scratch_) {
+      key.push_back(n.length);
+      key.push_back(n.null_count);
+    }
+    for (const internal::BodyPiece& p : copy_pieces_) key.push_back(static_cast<int64_t>(p.size));
     for (const CopyPlan& plan : copy_plans_) {
       if (plan.key != key) continue;
       ALKAID_ASSIGN_OR_RAISE(auto pool, NewPool(plan.body_length == 0 ? 64 : plan.body_length));

@@ -59,6 +59,7 @@ Result<std::unique_ptr<BatchSubscriber>> BatchSubscriber::Open(std::string_view 
   impl->options = options;
   if (options.verification != Verification::kStructure) impl->options.read.validate_full = true;
   ALKAID_RETURN_NOT_OK(impl->dictionaries.Init(*impl->schema));
+  impl->varying_possible = internal::VaryingPlan::Covers(*impl->schema);
   ALKAID_ASSIGN_OR_RAISE(impl->consumer,
                          shm::ChannelConsumer::Open(channel_name, options.consumer));
   return std::unique_ptr<BatchSubscriber>(new BatchSubscriber(std::move(impl)));
@@ -249,6 +250,10 @@ Result<ReceivedBatch> BatchSubscriber::Impl::DecodeBatch(const UserWord& user,
     ALKAID_RETURN_NOT_OK(MakeFromPlan(*hit, std::move(block), &out));
     return out;
   }
+  if (shape == 0 && !varying.empty()) {
+    ALKAID_ASSIGN_OR_RAISE(const bool made, TryVarying(user, md, &block, &out));
+    if (made) return out;
+  }
   if (shape != 0) {
     // First use of this shape: its bytes, copied once.
     Status st = consumer->ReadShape(shape, &metadata_scratch);
@@ -275,10 +280,49 @@ Result<ReceivedBatch> BatchSubscriber::Impl::DecodeBatch(const UserWord& user,
   // so a producer publishing batches of one shape hits this every time):
   // a shape id's at once, other metadata once it came again.
   if (shape != 0 || SeenBefore(metadata)) Remember(**batch, *body, metadata, user.body_length);
+  if (shape == 0 && varying_possible) RememberVarying(**batch, *body, md);
   out.batch = std::move(batch).ValueOrDie();
   out.metadata = std::move(metadata);
   out.body = std::move(body);
   return out;
+}
+
+Result<bool> BatchSubscriber::Impl::TryVarying(const UserWord& user, std::span<const std::byte> md,
+                                               shm::ChannelBlock* block, ReceivedBatch* out) {
+  const auto* bytes = reinterpret_cast<const uint8_t*>(md.data());
+  for (const auto& plan : varying) {
+    format::BatchTemplate::Numbers numbers;
+    if (!plan->message.Matches({bytes, md.size()}) ||
+        !plan->Take(bytes, user.body_length, &numbers)) {
+      continue;
+    }
+    std::shared_ptr<format::Buffer>* body = options.with_message ? &out->body : nullptr;
+    if (options.verification == Verification::kPrivateCopy) {
+      ALKAID_ASSIGN_OR_RAISE(auto copy, BodyOf(std::move(*block), user.body_length));
+      const uint8_t* base = copy->data();
+      if (body != nullptr) *body = copy;
+      out->batch = plan->batches->InstantiateWith(numbers, base, std::move(copy));
+    } else {
+      const auto* base = reinterpret_cast<const uint8_t*>(block->data().data());
+      out->batch = plan->batches->InstantiateWith(numbers, base, std::move(*block), body);
+    }
+    // As a decoded batch is (ReadRecordBatch): every check that reads
+    // values, since the numbers are this batch's own.
+    format::FullValidationOptions full;
+    full.decimal_precision = options.read.validate_decimal_precision;
+    Status st = options.read.validate_full ? format::ValidateFull(*out->batch, full)
+                                           : format::Validate(*out->batch);
+    if (!st.ok()) return st.WithContext(Where());
+    pending_lost = 0;
+    ++plan_hits;
+    if (options.with_message) {
+      ALKAID_ASSIGN_OR_RAISE(out->metadata,
+                             format::Buffer::CopyOf(std::string_view(
+                                 reinterpret_cast<const char*>(md.data()), md.size())));
+    }
+    return true;
+  }
+  return false;
 }
 
 Status BatchSubscriber::ReceiveInto(BatchView* view, std::chrono::nanoseconds timeout) {

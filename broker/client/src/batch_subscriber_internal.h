@@ -21,6 +21,7 @@
 #include "alkaid/client/batch_subscriber.h"
 #include "alkaid/format/batch_template.h"
 #include "alkaid/format/ipc/dictionary.h"
+#include "alkaid/format/ipc/message_template.h"
 #include "alkaid/format/ipc/options.h"
 #include "alkaid/format/shape_validator.h"
 #include "alkaid/format/validate.h"
@@ -86,6 +87,57 @@ struct DecodePlan {
   // or re-aligned copies; dictionaries).
   static bool Record(const format::ArrayData& data, const format::Buffer& body,
                      format::BatchShape* shape, uint32_t* index);
+};
+
+// A plan for batches of one structure whose numbers vary (a batch with a
+// variable-width column has lengths and buffer ranges of its own nearly
+// every time, so a plan keyed by the metadata's bytes never hits): the
+// Message template the metadata matches (the same bytes but for the
+// numbers; format::ipc::RecordBatchMessageTemplate), and how the Message's
+// numbers map onto the BatchTemplate's shape. Per batch, the numbers are
+// read and checked as the reader checks them (each buffer inside the body,
+// each node's null count within its length, each column of the batch's
+// length), the batch is made over the body and validated in full, as the
+// verification mode asks (DecodeBatch validates a decoded batch alike).
+//
+// The layouts covered are those whose Message nodes and buffers follow the
+// type's layout one for one (no dictionary, union, run-end encoding, view
+// or null type); a batch whose numbers do not fit the plan (a validity
+// bitmap present where the plan has none, or the reverse; a buffer not
+// 8-aligned) is decoded in full.
+struct VaryingPlan {
+  using Message = format::ipc::RecordBatchMessageTemplate;
+  Message message;
+  std::shared_ptr<format::BatchTemplate> batches;
+  // Per Message node (pre-order): its node in the shape, and whether the
+  // shape has its validity bitmap (1), has none (0: the null count must
+  // stay 0) or its layout has none (-1: so must the null count).
+  std::vector<uint32_t> node_of;
+  std::vector<int8_t> validity;
+  // Per Message buffer: its index among the shape's present buffers (the
+  // order of BatchTemplate::Numbers::buffers), or -1 (an absent bitmap).
+  std::vector<int32_t> slot_of;
+  // The Message node of each column.
+  std::vector<uint32_t> roots;
+  // Per batch: the numbers read, and the template's.
+  std::vector<Message::Node> read_nodes;
+  std::vector<Message::Range> read_buffers;
+  std::vector<format::BatchTemplate::Numbers::Node> nodes;
+  std::vector<format::BatchShape::Node::BufferRange> buffers;
+
+  explicit VaryingPlan(Message m) : message(std::move(m)) {}
+
+  // A plan from `batch` (decoded in full from `body` and `metadata`, a
+  // verified Message the template came from); null if it cannot be one.
+  static std::unique_ptr<VaryingPlan> Make(const format::RecordBatch& batch,
+                                           const format::Buffer& body, Message message,
+                                           const format::SchemaPtr& schema);
+  // Whether every field of `schema` has a layout a plan covers.
+  static bool Covers(const format::Schema& schema);
+  // Reads the numbers of `md` (a Message the template matches) into
+  // `numbers`; false when they do not fit the plan, or would not pass the
+  // reader's checks (the Message is then decoded in full, which says why).
+  bool Take(const uint8_t* md, uint64_t body_length, format::BatchTemplate::Numbers* numbers);
 };
 
 // The dictionaries of a subscriber whose schema has dictionary-encoded
@@ -176,6 +228,14 @@ struct BatchSubscriber::Impl {
   std::vector<std::shared_ptr<format::Buffer>> recent_metadata;
   size_t next_recent = 0;
   uint64_t plan_hits = 0;
+  // Plans of varying numbers (internal::VaryingPlan), for messages without
+  // a shape id: the last kShapeCacheEntries structures decoded in full
+  // twice; the structure of the last such message decoded in full, to tell
+  // when one comes again; whether the schema's layouts allow such plans.
+  std::vector<std::unique_ptr<internal::VaryingPlan>> varying;
+  size_t next_varying = 0;
+  std::optional<format::ipc::RecordBatchMessageTemplate> last_structure;
+  bool varying_possible = false;
 
   std::string Where() const {
     return "channel '" + consumer->name() + "' sequence " + std::to_string(message.sequence());
@@ -200,6 +260,15 @@ struct BatchSubscriber::Impl {
   Result<ReceivedBatch> Decode();
   Result<ReceivedBatch> DecodeBatch(const internal::UserWord& user, std::span<const std::byte> md,
                                     shm::ChannelBlock block);
+  // Makes the batch of the message received (metadata `md`, without a
+  // shape id) by a varying plan it matches: true, or its error; false
+  // leaves it to a full decode (`block` untouched).
+  Result<bool> TryVarying(const internal::UserWord& user, std::span<const std::byte> md,
+                          shm::ChannelBlock* block, ReceivedBatch* out);
+  // After a full decode of `batch` (metadata `md`, without a shape id):
+  // makes a varying plan once its structure came twice in a row.
+  void RememberVarying(const format::RecordBatch& batch, const format::Buffer& body,
+                       std::span<const std::byte> md);
   // The cached plan of the message received, or null.
   const DecodePlan* FindPlan(std::span<const std::byte> md, uint64_t body_length) const;
   // True if `metadata` (of a message without a shape id that no plan

@@ -42,6 +42,169 @@ bool DecodePlan::Record(const format::ArrayData& data, const format::Buffer& bod
   return true;
 }
 
+namespace {
+
+// Whether Message nodes and buffers of `type` follow its layout one for
+// one, recursively (the reader's default case): what a varying plan covers.
+bool FollowsLayout(const format::DataType& type) {
+  using format::TypeId;
+  const format::DataType& storage = format::StorageType(type);
+  switch (storage.id()) {
+    case TypeId::kNull:
+    case TypeId::kDictionary:
+    case TypeId::kSparseUnion:
+    case TypeId::kDenseUnion:
+    case TypeId::kRunEndEncoded:
+      return false;
+    default:
+      break;
+  }
+  if (storage.layout().variadic) return false;
+  for (const auto& f : storage.fields()) {
+    if (!FollowsLayout(*f->type())) return false;
+  }
+  return true;
+}
+
+// Where a Message buffer went: its node in the shape and its index there.
+struct BufferPlace {
+  uint32_t node;
+  uint32_t k;
+};
+
+// Records `data` (a node decoded from `body`) into `shape` as Record does,
+// and numbers its Message node and buffers (pre-order, as the writer lays
+// them out) into `plan` and `places`.
+bool RecordVarying(const format::ArrayData& data, const format::Buffer& body,
+                   format::BatchShape* shape, uint32_t* index, VaryingPlan* plan,
+                   std::vector<BufferPlace>* places) {
+  const format::DataTypeLayout& layout = format::StorageType(*data.type).layout();
+  if (data.dictionary != nullptr || data.offset != 0 || data.null_count < 0 ||
+      data.buffers.size() != layout.buffers.size()) {
+    return false;
+  }
+  const size_t pre = plan->node_of.size();
+  plan->node_of.push_back(0);
+  plan->validity.push_back(layout.has_validity ? static_cast<int8_t>(data.buffers[0] != nullptr)
+                                               : int8_t{-1});
+  const size_t first = places->size();
+  format::BatchShape::Node node;
+  node.type = data.type;
+  node.length = data.length;
+  node.null_count = data.null_count;
+  for (size_t k = 0; k < data.buffers.size(); ++k) {
+    const auto& b = data.buffers[k];
+    format::BatchShape::Node::BufferRange range;
+    if (b != nullptr) {
+      if (!body.Contains(b->data(), b->size())) return false;
+      range.offset = b->data() - body.data();
+      range.size = b->size();
+    } else if (k != 0 || !layout.has_validity) {
+      return false;  // only a validity bitmap is ever absent
+    }
+    node.buffers.push_back(range);
+    places->push_back({0, static_cast<uint32_t>(k)});
+  }
+  for (const auto& child : data.child_data) {
+    uint32_t c = 0;
+    if (child == nullptr || !RecordVarying(*child, body, shape, &c, plan, places)) return false;
+    node.children.push_back(c);
+  }
+  *index = static_cast<uint32_t>(shape->nodes.size());
+  shape->nodes.push_back(std::move(node));
+  plan->node_of[pre] = *index;
+  for (size_t j = first; j < first + data.buffers.size(); ++j) (*places)[j].node = *index;
+  return true;
+}
+
+}  // namespace
+
+bool VaryingPlan::Covers(const format::Schema& schema) {
+  for (const auto& f : schema.fields()) {
+    if (!FollowsLayout(*f->type())) return false;
+  }
+  return true;
+}
+
+std::unique_ptr<VaryingPlan> VaryingPlan::Make(const format::RecordBatch& batch,
+                                               const format::Buffer& body, Message message,
+                                               const format::SchemaPtr& schema) {
+  auto plan = std::make_unique<VaryingPlan>(std::move(message));
+  format::BatchShape shape;
+  shape.schema = schema;
+  shape.num_rows = batch.num_rows();
+  shape.metadata = batch.metadata();
+  shape.body_length = body.size();
+  shape.varying = true;
+  std::vector<BufferPlace> places;
+  for (int i = 0; i < batch.num_columns(); ++i) {
+    plan->roots.push_back(static_cast<uint32_t>(plan->node_of.size()));
+    uint32_t root = 0;
+    if (!RecordVarying(*batch.column_data(i), body, &shape, &root, plan.get(), &places)) {
+      return nullptr;
+    }
+    shape.columns.push_back(root);
+  }
+  if (plan->node_of.size() != plan->message.num_nodes() ||
+      places.size() != plan->message.num_buffers()) {
+    return nullptr;
+  }
+  // The template's present buffers: nodes in order, each one's in order.
+  std::vector<std::vector<int32_t>> slot(shape.nodes.size());
+  int32_t next = 0;
+  for (size_t i = 0; i < shape.nodes.size(); ++i) {
+    for (const auto& range : shape.nodes[i].buffers) {
+      slot[i].push_back(range.offset >= 0 ? next++ : -1);
+    }
+  }
+  for (const BufferPlace& p : places) plan->slot_of.push_back(slot[p.node][p.k]);
+  auto made = format::BatchTemplate::Make(std::move(shape));
+  if (!made.ok()) return nullptr;
+  plan->batches = std::move(made).ValueOrDie();
+  plan->read_nodes.resize(plan->message.num_nodes());
+  plan->read_buffers.resize(plan->message.num_buffers());
+  plan->nodes.resize(plan->message.num_nodes());
+  plan->buffers.resize(static_cast<size_t>(next));
+  return plan;
+}
+
+bool VaryingPlan::Take(const uint8_t* md, uint64_t body_length,
+                       format::BatchTemplate::Numbers* numbers) {
+  int64_t length = 0;
+  int64_t message_body = 0;
+  message.Read(md, &length, &message_body, read_nodes.data(), read_buffers.data());
+  if (length < 0 || message_body < 0 || static_cast<uint64_t>(message_body) != body_length) {
+    return false;
+  }
+  for (size_t i = 0; i < read_nodes.size(); ++i) {
+    const Message::Node& n = read_nodes[i];
+    if (n.length < 0 || n.null_count < 0 || n.null_count > n.length) return false;
+    // The reader drops a bitmap whose node has no nulls: the shape must
+    // have it exactly when the node has nulls.
+    if ((n.null_count != 0) != (validity[i] == 1)) return false;
+    nodes[node_of[i]] = {n.length, n.null_count};
+  }
+  for (uint32_t root : roots) {
+    if (read_nodes[root].length != length) return false;
+  }
+  for (size_t j = 0; j < read_buffers.size(); ++j) {
+    const Message::Range& r = read_buffers[j];
+    int64_t end = 0;
+    if (r.offset < 0 || r.length < 0 || __builtin_add_overflow(r.offset, r.length, &end) ||
+        end > message_body) {
+      return false;
+    }
+    if (slot_of[j] < 0) continue;
+    if (r.offset % 8 != 0) return false;  // the reader would copy it to align it
+    buffers[static_cast<size_t>(slot_of[j])] = {r.offset, r.length};
+  }
+  numbers->num_rows = length;
+  numbers->body_length = message_body;
+  numbers->nodes = nodes.data();
+  numbers->buffers = buffers.data();
+  return true;
+}
+
 }  // namespace internal
 
 const internal::DecodePlan* BatchSubscriber::Impl::FindPlan(std::span<const std::byte> md,
@@ -117,6 +280,36 @@ void BatchSubscriber::Impl::Remember(const format::RecordBatch& batch, const for
   } else {
     plans[keyed[next_victim]] = std::move(plan);
     next_victim = (next_victim + 1) % internal::kShapeCacheEntries;
+  }
+}
+
+}  // namespace alkaid::client
+
+namespace alkaid::client {
+
+void BatchSubscriber::Impl::RememberVarying(const format::RecordBatch& batch,
+                                            const format::Buffer& body,
+                                            std::span<const std::byte> md) {
+  const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(md.data()), md.size());
+  if (!last_structure.has_value() || !last_structure->Matches(bytes)) {
+    // The first of its structure: noted (a Message that leaves a number
+    // out, or is compressed, has none).
+    auto t = format::ipc::RecordBatchMessageTemplate::FromMessage(bytes);
+    if (t.ok()) {
+      last_structure = std::move(t).ValueOrDie();
+    } else {
+      last_structure.reset();
+    }
+    return;
+  }
+  auto plan = internal::VaryingPlan::Make(batch, body, std::move(*last_structure), schema);
+  last_structure.reset();
+  if (plan == nullptr) return;
+  if (varying.size() < internal::kShapeCacheEntries) {
+    varying.push_back(std::move(plan));
+  } else {
+    varying[next_varying] = std::move(plan);
+    next_varying = (next_varying + 1) % internal::kShapeCacheEntries;
   }
 }
 

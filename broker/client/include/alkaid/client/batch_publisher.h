@@ -17,6 +17,7 @@
 #include "alkaid/common/export.h"
 #include "alkaid/common/result.h"
 #include "alkaid/common/status.h"
+#include "alkaid/format/ipc/message_template.h"
 #include "alkaid/format/ipc/options.h"
 #include "alkaid/format/record_batch.h"
 #include "alkaid/shm/channel.h"
@@ -34,6 +35,10 @@ struct PublishStats {
   /// Message it sent the batch before too (docs/SHM_LAYOUT.md, "Batches on
   /// a channel").
   uint64_t metadata_reused = 0;
+  /// Batches whose Message was the schema's template filled with their
+  /// numbers (format::ipc::RecordBatchMessageTemplate) rather than encoded:
+  /// Publish, for batches with variable-width columns.
+  uint64_t metadata_filled = 0;
   /// DictionaryBatch messages published (schemas with dictionary-encoded
   /// fields), of which deltas.
   uint64_t dictionary_batches = 0;
@@ -146,6 +151,11 @@ class ALKAID_EXPORT BatchPublisher {
   // `shape_out`, if given, receives the shape id it went by (0: inline).
   Status PublishPayloadCopy(const format::ipc::IpcPayload& payload, internal::MessageKind kind,
                             uint32_t* shape_out = nullptr);
+  // Publishes `batch` (built in `pool`) with the schema's Message template
+  // filled with its numbers; false (nothing done) for a batch the template
+  // does not cover (AppendIpcPieces in batch_publisher.cc).
+  Result<bool> PublishFilled(const format::RecordBatch& batch, ShmBatchPool* pool,
+                             uint64_t body_length);
   // Publishes what a reader needs before `batch`: changed dictionaries,
   // then a replay if some consumer needs one.
   Status SendDictionaries(const format::RecordBatch& batch);
@@ -191,6 +201,12 @@ class ALKAID_EXPORT BatchPublisher {
   };
   std::vector<CopyPlan> copy_plans_;
   std::vector<internal::BodyPiece> copy_pieces_;
+  // The Message template of this schema's batches (PublishFilled), made at
+  // the first batch it fills, and its scratch.
+  std::unique_ptr<format::ipc::RecordBatchMessageTemplate> message_template_;
+  std::vector<format::ipc::RecordBatchMessageTemplate::Node> node_scratch_;
+  std::vector<format::ipc::RecordBatchMessageTemplate::Range> range_scratch_;
+  std::vector<uint8_t> filled_;
   std::vector<internal::BodyPiece> payload_pieces_;
   std::vector<uint64_t> payload_offsets_;
   // The region-metadata record sent inline, kept between publishes.
