@@ -9,6 +9,7 @@
 
 #include "alkaid/format/compare.h"
 #include "alkaid/format/extension.h"
+#include "alkaid/format/ipc/message_template.h"
 #include "alkaid/format/validate.h"
 #include "ipc_test_util.h"
 #include "test_util.h"
@@ -549,6 +550,98 @@ TEST(IpcRegionTest, MetadataForBuffersInOneRegion) {
                              GetRecordBatchMetadataForRegion(*batch, base, 100));
   ASSERT_RAISES_WITH_MESSAGE(kInvalid, "re-basing",
                              GetRecordBatchMetadataForRegion(*batch->Slice(1, 2), base, 256));
+}
+
+// The Message template of the region batch above: filled with the batch's
+// numbers it reads back as the batch; a Message of the template's
+// structure with other numbers matches it, one with a byte changed
+// elsewhere does not; a Message that leaves a number out has no template.
+TEST(RecordBatchMessageTemplateTest, FilledReadAndMatched) {
+  ASSERT_OK_AND_ASSIGN(auto region, AllocateBuffer(256));
+  uint8_t* base = region->mutable_data();
+  base[0] = 0b101;
+  const int32_t values[3] = {10, 0, 30};
+  std::memcpy(base + 64, values, sizeof(values));
+  const int32_t offsets[4] = {0, 2, 2, 5};
+  std::memcpy(base + 128, offsets, sizeof(offsets));
+  std::memcpy(base + 192, "hello", 5);
+  std::shared_ptr<Buffer> r = region;
+  auto s = schema({field("x", int32()), field("s", utf8())});
+  auto x = ArrayData::Make(int32(), 3, {SliceBuffer(r, 0, 1), SliceBuffer(r, 64, 12)}, 1);
+  auto str =
+      ArrayData::Make(utf8(), 3, {nullptr, SliceBuffer(r, 128, 16), SliceBuffer(r, 192, 5)}, 0);
+  ASSERT_OK_AND_ASSIGN(auto batch, RecordBatch::Make(s, 3, std::vector<ArrayDataPtr>{x, str}));
+
+  ASSERT_OK_AND_ASSIGN(auto t, RecordBatchMessageTemplate::Make(2, 5));
+  EXPECT_EQ(t.num_nodes(), 2u);
+  EXPECT_EQ(t.num_buffers(), 5u);
+  const RecordBatchMessageTemplate::Node nodes[2] = {{3, 1}, {3, 0}};
+  const RecordBatchMessageTemplate::Range ranges[5] = {
+      {0, 1}, {64, 12}, {0, 0}, {128, 16}, {192, 5}};
+  std::vector<uint8_t> md(t.size());
+  t.Fill(3, 256, nodes, ranges, md.data());
+  ASSERT_OK_AND_ASSIGN(auto copy, Buffer::CopyOf(std::string_view(
+                                      reinterpret_cast<const char*>(md.data()), md.size())));
+  ASSERT_OK_AND_ASSIGN(auto message, Message::Open(copy, r));
+  EXPECT_EQ(message->body_length(), 256);
+  ASSERT_OK_AND_ASSIGN(auto back, ReadRecordBatch(*message, s, nullptr));
+  ASSERT_OK(CheckRecordBatchEquals(*batch, *back));
+  EXPECT_TRUE(t.Matches(md));
+
+  // The template of the filled Message reads its numbers back; other
+  // numbers still match it.
+  ASSERT_OK_AND_ASSIGN(auto again, RecordBatchMessageTemplate::FromMessage(md));
+  int64_t length = 0;
+  int64_t body = 0;
+  RecordBatchMessageTemplate::Node read_nodes[2];
+  RecordBatchMessageTemplate::Range read_ranges[5];
+  again.Read(md.data(), &length, &body, read_nodes, read_ranges);
+  EXPECT_EQ(length, 3);
+  EXPECT_EQ(body, 256);
+  EXPECT_EQ(read_nodes[0].null_count, 1);
+  EXPECT_EQ(read_ranges[4].offset, 192);
+  EXPECT_EQ(read_ranges[4].length, 5);
+  std::vector<uint8_t> other(t.size());
+  const RecordBatchMessageTemplate::Node two[2] = {{2, 0}, {2, 0}};
+  t.Fill(2, 128, two, ranges, other.data());
+  EXPECT_NE(other, md);
+  EXPECT_TRUE(again.Matches(other));
+  // A byte outside the numbers (each one in turn) is another structure.
+  size_t outside = 0;
+  for (size_t i = 0; i < md.size(); ++i) {
+    std::vector<uint8_t> flipped = md;
+    flipped[i] ^= 0x40;
+    bool numbers_unchanged = true;
+    int64_t l2 = 0;
+    int64_t b2 = 0;
+    RecordBatchMessageTemplate::Node n2[2];
+    RecordBatchMessageTemplate::Range r2[5];
+    again.Read(flipped.data(), &l2, &b2, n2, r2);
+    numbers_unchanged = l2 == 3 && b2 == 256 && std::memcmp(n2, read_nodes, sizeof(n2)) == 0 &&
+                        std::memcmp(r2, read_ranges, sizeof(r2)) == 0;
+    if (numbers_unchanged) {
+      ++outside;
+      EXPECT_FALSE(again.Matches(flipped)) << "byte " << i;
+    } else {
+      EXPECT_TRUE(again.Matches(flipped)) << "byte " << i;
+    }
+  }
+  EXPECT_EQ(outside, md.size() - (8 + 8 + 2 * 16 + 5 * 16));
+  EXPECT_FALSE(again.Matches(std::span<const uint8_t>(md.data(), md.size() - 8)));
+
+  // The region encoding leaves no number out here; an empty batch's row
+  // count and body length (0) are left out: no template.
+  ASSERT_OK_AND_ASSIGN(auto encoded, GetRecordBatchMetadataForRegion(*batch, base, 256));
+  EXPECT_OK(RecordBatchMessageTemplate::FromMessage(
+                {encoded->data(), static_cast<size_t>(encoded->size())})
+                .status());
+  ASSERT_OK_AND_ASSIGN(auto empty, RecordBatch::Make(schema({field("x", int32())}), 0,
+                                                     std::vector<ArrayDataPtr>{x->Slice(0, 0)}));
+  ASSERT_OK_AND_ASSIGN(auto empty_md, GetRecordBatchMetadataForRegion(*empty, base, 0));
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "left out",
+                             RecordBatchMessageTemplate::FromMessage(
+                                 {empty_md->data(), static_cast<size_t>(empty_md->size())})
+                                 .status());
 }
 
 }  // namespace
