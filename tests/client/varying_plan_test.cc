@@ -54,12 +54,14 @@ format::SchemaPtr WithList() {
 // rows, strings of lengths that change with k and the row; nulls in every
 // nullable column when k is a multiple of 3, none otherwise (the validity
 // bitmaps come and go, so the subscriber needs a plan for each).
-Result<format::RecordBatchPtr> MixedBatch(ShmBatchPool* pool, const format::SchemaPtr& schema,
+Result<format::RecordBatchPtr> MixedBatch(format::MemoryPool* pool, const format::SchemaPtr& schema,
                                           int64_t k) {
   const int64_t rows = 1 + (7 * k) % 23;
   const bool nulls = k % 3 == 0;
   const std::string letters(200, 'q');
-  const auto text = [&](int64_t r) { return std::string_view(letters).substr(0, (k + 3 * r) % 41); };
+  const auto text = [&](int64_t r) {
+    return std::string_view(letters).substr(0, (k + 3 * r) % 41);
+  };
   format::Int64Builder id(pool);
   format::StringBuilder name(pool);
   format::BooleanBuilder flag(pool);
@@ -80,8 +82,8 @@ Result<format::RecordBatchPtr> MixedBatch(ShmBatchPool* pool, const format::Sche
       ALKAID_RETURN_NOT_OK(pair.AppendNull());
     } else {
       ALKAID_RETURN_NOT_OK(pair.Append());
-      ALKAID_RETURN_NOT_OK(
-          static_cast<format::Int32Builder*>(pair.field_builder(0))->Append(static_cast<int32_t>(r)));
+      ALKAID_RETURN_NOT_OK(static_cast<format::Int32Builder*>(pair.field_builder(0))
+                               ->Append(static_cast<int32_t>(r)));
       ALKAID_RETURN_NOT_OK(
           static_cast<format::BinaryBuilder*>(pair.field_builder(1))->Append(text(r + 2)));
     }
@@ -92,8 +94,8 @@ Result<format::RecordBatchPtr> MixedBatch(ShmBatchPool* pool, const format::Sche
     }
   }
   std::vector<format::ArrayPtr> columns;
-  for (format::ArrayBuilder* b : std::initializer_list<format::ArrayBuilder*>{
-           &id, &name, &flag, &big, &pair, &tags}) {
+  for (format::ArrayBuilder* b :
+       std::initializer_list<format::ArrayBuilder*>{&id, &name, &flag, &big, &pair, &tags}) {
     ALKAID_ASSIGN_OR_RAISE(auto a, b->Finish());
     columns.push_back(std::move(a));
   }
@@ -150,6 +152,31 @@ INSTANTIATE_TEST_SUITE_P(Lists, VaryingPlanTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& p) {
                            return p.param ? "WithAList" : "FilledByThePublisher";
                          });
+
+// The same batches in private memory, published with PublishCopy: laid
+// out as the IPC writer would, with the template filled (none of them
+// repeats the one before, so none goes by a shape id), and received equal.
+TEST(VaryingPlanCopyTest, CopiedBatchesOfNewNumbersFillTheTemplate) {
+  const auto schema = MixedSchema();
+  Channel ch;
+  ASSERT_OK(ch.Create(4 << 20));
+  ASSERT_OK_AND_ASSIGN(auto pub, BatchPublisher::Create(ch.producer.get(), schema));
+  SubscriberOptions options;
+  options.verification = Verification::kFull;
+  ASSERT_OK_AND_ASSIGN(auto sub, BatchSubscriber::Open(ch.name, schema, options));
+  constexpr int64_t kBatches = 30;
+  for (int64_t k = 0; k < kBatches; ++k) {
+    ASSERT_OK_AND_ASSIGN(auto batch, MixedBatch(format::default_memory_pool(), schema, k));
+    ASSERT_OK(pub->PublishCopy(*batch));
+    ASSERT_OK_AND_ASSIGN(auto got, sub->Receive(1s));
+    ASSERT_NE(got.batch, nullptr);
+    ASSERT_TRUE(got.batch->Equals(*batch)) << "batch " << k;
+  }
+  EXPECT_EQ(pub->stats().copied_batches, static_cast<uint64_t>(kBatches));
+  EXPECT_EQ(pub->stats().metadata_filled, static_cast<uint64_t>(kBatches));
+  EXPECT_EQ(pub->stats().metadata_reused, 0u);
+  EXPECT_EQ(sub->decode_cache_hits(), static_cast<uint64_t>(kBatches - 4));
+}
 
 // A strings-only topic for the hostile cases: one utf8 column.
 struct StringTopic {
@@ -226,14 +253,18 @@ TEST(VaryingPlanHostileTest, NumbersAReaderRefusesAreRefused) {
       {"values at a negative offset", 6, {6, 0}, -64, ranges[2].length, "outside the"},
       {"an offset that overflows", 6, {6, 0}, INT64_MAX - 4, 16, "outside the"},
       {"more nulls than rows", 6, {6, 7}, ranges[2].offset, ranges[2].length, "null count 7"},
-      {"a column shorter than the batch", 7, {6, 0}, ranges[2].offset, ranges[2].length,
+      {"a column shorter than the batch",
+       7,
+       {6, 0},
+       ranges[2].offset,
+       ranges[2].length,
        "column has length 6, the batch 7"},
       {"a negative length", -1, {-1, 0}, ranges[2].offset, ranges[2].length, "negative length"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
-    RecordBatchMessageTemplate::Range bad[3] = {ranges[0], ranges[1],
-                                                {c.data_offset, c.data_length}};
+    RecordBatchMessageTemplate::Range bad[3] = {
+        ranges[0], ranges[1], {c.data_offset, c.data_length}};
     std::vector<uint8_t> md(tmpl.size());
     tmpl.Fill(c.rows, body, &c.node, bad, md.data());
     ASSERT_TRUE(tmpl.Matches(md));

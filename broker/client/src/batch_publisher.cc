@@ -483,60 +483,106 @@ Status BatchPublisher::PublishRegion(ShmBatchPool* pool, uint64_t body_length,
 Status BatchPublisher::PublishCopy(const format::RecordBatch& batch) {
   ALKAID_RETURN_NOT_OK(CheckSchema(batch));
   ALKAID_RETURN_NOT_OK(SendDictionaries(batch));
-  // A batch whose encoding is a function of its copy shape, and of a shape
-  // in the channel's table: its body is laid out as the plan says, and
-  // nothing is encoded.
+  // A batch whose encoding is a function of its copy shape (the numbers of
+  // its Message): laid out as the IPC writer would, its Message the
+  // schema's template filled (PublishCopyFilled); once that Message is in
+  // the channel's shape table, its body is laid out as the plan says, and
+  // nothing is filled either.
   std::vector<int64_t>& key = shape_scratch_;
   key.clear();
   node_scratch_.clear();
   copy_pieces_.clear();
-  // (With the table full and no copied shape in it, no plan can come.)
-  bool plannable = dictionaries_ == nullptr && batch.metadata() == nullptr &&
-                   !(shape_table_full_ && copied_shapes_.empty());
-  for (int i = 0; i < batch.num_columns() && plannable; ++i) {
-    plannable = AppendIpcPieces(*batch.column_data(i), &node_scratch_, &copy_pieces_);
+  bool walked = dictionaries_ == nullptr && batch.metadata() == nullptr;
+  for (int i = 0; i < batch.num_columns() && walked; ++i) {
+    walked = AppendIpcPieces(*batch.column_data(i), &node_scratch_, &copy_pieces_);
   }
-  if (plannable) {
-    key.push_back(batch.num_rows());
-    for (const MessageNode& n : node_scratch_) {
-      key.push_back(n.length);
-      key.push_back(n.null_count);
-    }
-    for (const internal::BodyPiece& p : copy_pieces_) key.push_back(static_cast<int64_t>(p.size));
-    for (const CopyPlan& plan : copy_plans_) {
-      if (plan.key != key) continue;
-      ALKAID_ASSIGN_OR_RAISE(auto pool, NewPool(plan.body_length == 0 ? 64 : plan.body_length));
-      if (plan.body_length > 0) {
-        ALKAID_ASSIGN_OR_RAISE(uint8_t * dst,
-                               pool->Allocate(static_cast<int64_t>(plan.body_length)));
-        ALKAID_RETURN_NOT_OK(LayBody(dst, plan.body_length, copy_pieces_, plan.offsets));
-      }
-      (void)pool->Seal();
-      ALKAID_RETURN_NOT_OK(
-          PublishRegion(pool.get(), plan.body_length, {}, plan.id, MessageKind::kRecordBatch));
-      ++stats_.metadata_reused;
-      ++stats_.copied_batches;
-      stats_.copied_bytes += plan.body_length;
-      return Status::OK();
-    }
+  if (!walked) {
+    // Anything else: the IPC writer's own encoding (every buffer re-based
+    // and padded; its metadata's offsets relative to the body start, i.e.
+    // the region).
+    ALKAID_ASSIGN_OR_RAISE(auto payload,
+                           format::ipc::GetRecordBatchPayload(batch, RegionWriteOptions()));
+    ALKAID_RETURN_NOT_OK(PublishPayloadCopy(payload, MessageKind::kRecordBatch));
+    ++stats_.copied_batches;
+    stats_.copied_bytes += static_cast<uint64_t>(payload.body_length);
+    return Status::OK();
   }
-  // The IPC writer's own layout: every buffer re-based and padded; its
-  // metadata's offsets are relative to the body start, i.e. the region.
-  ALKAID_ASSIGN_OR_RAISE(auto payload,
-                         format::ipc::GetRecordBatchPayload(batch, RegionWriteOptions()));
-  uint32_t shape = 0;
-  ALKAID_RETURN_NOT_OK(PublishPayloadCopy(payload, MessageKind::kRecordBatch, &shape));
+  key.push_back(batch.num_rows());
+  for (const MessageNode& n : node_scratch_) {
+    key.push_back(n.length);
+    key.push_back(n.null_count);
+  }
+  for (const internal::BodyPiece& p : copy_pieces_) key.push_back(static_cast<int64_t>(p.size));
+  for (const CopyPlan& plan : copy_plans_) {
+    if (plan.key != key) continue;
+    ALKAID_ASSIGN_OR_RAISE(auto pool, NewPool(plan.body_length == 0 ? 64 : plan.body_length));
+    if (plan.body_length > 0) {
+      ALKAID_ASSIGN_OR_RAISE(uint8_t * dst, pool->Allocate(static_cast<int64_t>(plan.body_length)));
+      ALKAID_RETURN_NOT_OK(LayBody(dst, plan.body_length, copy_pieces_, plan.offsets));
+    }
+    (void)pool->Seal();
+    ALKAID_RETURN_NOT_OK(
+        PublishRegion(pool.get(), plan.body_length, {}, plan.id, MessageKind::kRecordBatch));
+    ++stats_.metadata_reused;
+    ++stats_.copied_batches;
+    stats_.copied_bytes += plan.body_length;
+    return Status::OK();
+  }
+  return PublishCopyFilled(batch, key);
+}
+
+Status BatchPublisher::PublishCopyFilled(const format::RecordBatch& batch,
+                                         const std::vector<int64_t>& key) {
+  // The IPC writer's layout (each buffer at the next multiple of 64, the
+  // body padded to one), and the schema's Message template filled with it:
+  // what GetRecordBatchPayload would encode, without encoding it.
+  constexpr uint64_t kAlign = 64;
+  const auto pad = [](uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; };
+  range_scratch_.clear();
+  payload_offsets_.clear();
+  uint64_t pos = 0;
+  for (const internal::BodyPiece& p : copy_pieces_) {
+    pos = pad(pos);
+    payload_offsets_.push_back(pos);
+    range_scratch_.push_back({static_cast<int64_t>(pos), static_cast<int64_t>(p.size)});
+    pos += p.size;
+  }
+  const uint64_t body_length = pad(pos);
+  if (message_template_ == nullptr || message_template_->num_nodes() != node_scratch_.size() ||
+      message_template_->num_buffers() != range_scratch_.size()) {
+    ALKAID_ASSIGN_OR_RAISE(auto made, format::ipc::RecordBatchMessageTemplate::Make(
+                                          node_scratch_.size(), range_scratch_.size()));
+    message_template_ = std::make_unique<format::ipc::RecordBatchMessageTemplate>(std::move(made));
+  }
+  filled_.resize(message_template_->size());
+  message_template_->Fill(batch.num_rows(), static_cast<int64_t>(body_length), node_scratch_.data(),
+                          range_scratch_.data(), filled_.data());
+  uint64_t region = body_length;
+  if (filled_.size() > channel_->options().inline_capacity) region += pad(filled_.size());
+  ALKAID_ASSIGN_OR_RAISE(auto pool, NewPool(region == 0 ? 64 : region));
+  if (body_length > 0) {
+    ALKAID_ASSIGN_OR_RAISE(uint8_t * dst, pool->Allocate(static_cast<int64_t>(body_length)));
+    ALKAID_RETURN_NOT_OK(LayBody(dst, body_length, copy_pieces_, payload_offsets_));
+  }
+  (void)pool->Seal();
+  const uint32_t shape = CopiedShapeId(filled_);
+  ALKAID_RETURN_NOT_OK(PublishRegion(pool.get(), body_length,
+                                     shape != 0 ? std::span<const uint8_t>{} : filled_, shape,
+                                     MessageKind::kRecordBatch));
   ++stats_.copied_batches;
-  stats_.copied_bytes += static_cast<uint64_t>(payload.body_length);
-  // Its Message went by id: the next batch of the same copy shape needs no
-  // encoding (the plan holds where each of its buffers goes).
-  if (plannable && shape != 0 && payload.body_offsets.size() == copy_pieces_.size()) {
+  stats_.copied_bytes += body_length;
+  if (shape != 0) {
+    ++stats_.metadata_reused;
+    // Its Message went by id: the next batch of the same copy shape needs
+    // no filling either.
     CopyPlan plan;
     plan.key = key;
     plan.id = shape;
-    plan.body_length = static_cast<uint64_t>(payload.body_length);
-    plan.offsets.assign(payload.body_offsets.begin(), payload.body_offsets.end());
+    plan.body_length = body_length;
+    plan.offsets = payload_offsets_;
     copy_plans_.push_back(std::move(plan));
+  } else {
+    ++stats_.metadata_filled;
   }
   return Status::OK();
 }

@@ -36,8 +36,9 @@ struct PublishStats {
   /// a channel").
   uint64_t metadata_reused = 0;
   /// Batches whose Message was the schema's template filled with their
-  /// numbers (format::ipc::RecordBatchMessageTemplate) rather than encoded:
-  /// Publish, for batches with variable-width columns.
+  /// numbers (format::ipc::RecordBatchMessageTemplate) rather than encoded,
+  /// and sent inline: Publish for batches with variable-width columns,
+  /// PublishCopy for a copy shape not sent before.
   uint64_t metadata_filled = 0;
   /// DictionaryBatch messages published (schemas with dictionary-encoded
   /// fields), of which deltas.
@@ -156,6 +157,10 @@ class ALKAID_EXPORT BatchPublisher {
   // does not cover (AppendIpcPieces in batch_publisher.cc).
   Result<bool> PublishFilled(const format::RecordBatch& batch, ShmBatchPool* pool,
                              uint64_t body_length);
+  // PublishCopy of a batch whose copy shape (`key`, and the pieces and
+  // nodes in the scratch vectors) has no plan yet: laid out as the IPC
+  // writer would, with the Message template filled.
+  Status PublishCopyFilled(const format::RecordBatch& batch, const std::vector<int64_t>& key);
   // Publishes what a reader needs before `batch`: changed dictionaries,
   // then a replay if some consumer needs one.
   Status SendDictionaries(const format::RecordBatch& batch);
