@@ -486,7 +486,8 @@ BatchTemplate::Graph* BatchTemplate::NewGraph() {
   for (uint32_t c : shape_.columns) columns.emplace_back(g->anchor, &g->nodes[c]);
   g->batch.emplace(RecordBatch::Key{}, shape_.schema, shape_.num_rows, std::move(columns));
   g->batch->metadata_ = shape_.metadata;
-  g->batch->export_slot_ = shape_.varying ? nullptr : &g->export_slot;
+  g->batch->export_slot_ = &g->export_slot;
+  g->export_slot.varying = shape_.varying;
   g->quiet = g->anchor.use_count();
   im.made.fetch_add(1, std::memory_order_relaxed);
   return g.release();

@@ -455,6 +455,27 @@ struct ExportCursor {
   ExportBlock::Refill* next_refill;  // null: the block is not parked
 };
 
+// The null count an exported node says for `data` (of storage type `t`).
+int64_t ExportedNullCount(const ArrayData& data, const DataType& t) {
+  if (t.id() == TypeId::kNull) return data.length;  // the interface has no buffer for nulls
+  // Unions and run-end encoded arrays carry no nulls of their own; an
+  // absent bitmap means none.
+  if (!t.layout().has_validity || data.buffers.empty() || data.buffers[0] == nullptr) return 0;
+  return data.null_count;
+}
+
+// A parked node of a varying graph's batch (ExportSlot::varying) takes the
+// numbers of the batch exported now; its children alike. (Parked trees have
+// no dictionaries.)
+void Renumber(const ArrayData& data, ArrowArray* out) {
+  out->length = data.length;
+  out->offset = data.offset;
+  out->null_count = ExportedNullCount(data, StorageType(*data.type));
+  for (int64_t i = 0; i < out->n_children; ++i) {
+    Renumber(*data.child_data[static_cast<size_t>(i)], out->children[i]);
+  }
+}
+
 // Fills `out` (a node of the block) for `data`, measured before.
 void Fill(const ArrayData& data, ArrowArray* out, ExportCursor* c) {
   const DataType* t = &StorageType(*data.type);
@@ -462,12 +483,9 @@ void Fill(const ArrayData& data, ArrowArray* out, ExportCursor* c) {
   out->release = &ReleaseExportedNode;
   out->length = data.length;
   out->offset = data.offset;
-  out->null_count = data.null_count;
   out->n_buffers = 0;
   out->buffers = nullptr;
-  if (t->id() == TypeId::kNull) {
-    out->null_count = data.length;  // the interface has no buffer for nulls
-  } else {
+  if (t->id() != TypeId::kNull) {
     const DataTypeLayout& layout = t->layout();
     const size_t expected = layout.buffers.size();
     const size_t actual = data.buffers.size();
@@ -497,10 +515,8 @@ void Fill(const ArrayData& data, ArrowArray* out, ExportCursor* c) {
     c->next_buffer += n;
     out->n_buffers = static_cast<int64_t>(n);
     out->buffers = n == 0 ? nullptr : table;
-    // Unions and run-end encoded arrays carry no nulls of their own; an
-    // absent bitmap means none.
-    if (!layout.has_validity || data.buffers[0] == nullptr) out->null_count = 0;
   }
+  out->null_count = ExportedNullCount(data, *t);
   const size_t n_children = data.child_data.size();
   out->n_children = static_cast<int64_t>(n_children);
   out->children = nullptr;
@@ -643,7 +659,8 @@ Status ExportTree(const ArrayDataPtr* roots, size_t n_roots, bool as_struct, int
 // made it busy), laid out for them by an earlier export. False (nothing
 // done) when the roots are not the ones it was laid out for.
 bool ExportParked(internal::ExportSlot& slot, const ArrayDataPtr* roots, size_t n_roots,
-                  const RecordBatchPtr* owner, std::function<void()>& on_release, ArrowArray* out) {
+                  int64_t length, const RecordBatchPtr* owner, std::function<void()>& on_release,
+                  ArrowArray* out) {
   auto* block = static_cast<ExportBlock*>(slot.block);
   // The slot's batch, or a copy of it (the same nodes: a batch's columns
   // cannot be changed); the first root stands for them all.
@@ -654,6 +671,12 @@ bool ExportParked(internal::ExportSlot& slot, const ArrayDataPtr* roots, size_t 
     const ExportBlock::Refill& r = block->refills[i];
     const Buffer* b = r.from->get();
     *r.entry = b != nullptr && b->data() != nullptr ? b->data() : r.if_empty;
+  }
+  if (slot.varying) {
+    // The top node is the struct over the roots (ExportColumns).
+    ArrowArray* top = block->nodes;
+    top->length = length;
+    for (size_t i = 0; i < n_roots; ++i) Renumber(*roots[i], top->children[i]);
   }
   for (size_t i = 0; i < block->num_nodes; ++i) {
     block->nodes[i].release = &ReleaseExportedNode;
@@ -680,7 +703,9 @@ Status ExportColumns(const RecordBatch& batch, const RecordBatchPtr* owner,
   // Acquire: pairs with the release of the parked block's last release.
   if (slot != nullptr && !slot->busy.exchange(true, std::memory_order_acquire)) {
     if (slot->block != nullptr) {
-      if (ExportParked(*slot, roots, n_roots, owner, on_release, out)) return Status::OK();
+      if (ExportParked(*slot, roots, n_roots, batch.num_rows(), owner, on_release, out)) {
+        return Status::OK();
+      }
     } else {
       Status st = ExportTree(roots, n_roots, /*as_struct=*/true, batch.num_rows(), owner,
                              std::move(on_release), slot, out);

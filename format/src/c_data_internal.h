@@ -33,6 +33,9 @@ namespace alkaid::format::internal {
 struct ExportSlot {
   std::atomic<bool> busy{false};
   void* block = nullptr;  // c_data_export.cc's ExportBlock, owned
+  /// The graph's batches have numbers of their own (BatchShape::varying):
+  /// each export writes the lengths, null counts and offsets again too.
+  bool varying = false;
 
   ExportSlot() = default;
   ExportSlot(const ExportSlot&) = delete;

@@ -18,6 +18,7 @@
 #include "alkaid/format/builder_binary.h"
 #include "alkaid/format/builder_nested.h"
 #include "alkaid/format/builder_primitive.h"
+#include "alkaid/format/c_data.h"
 #include "alkaid/format/ipc/message_template.h"
 #include "alkaid/format/validate.h"
 #include "batch_layout_internal.h"
@@ -137,6 +138,14 @@ TEST_P(VaryingPlanTest, BatchesOfNewNumbersArriveIntactInEveryMode) {
                                              << batch->ToString();
       ASSERT_NE(got.metadata, nullptr);
       ASSERT_NE(got.body, nullptr);
+      // Exported through the C Data Interface (the export parked in the
+      // batch's graph takes this batch's numbers) and imported back.
+      ArrowArray exported;
+      ASSERT_OK(format::ExportRecordBatch(got.batch, &exported));
+      got = {};
+      ASSERT_OK_AND_ASSIGN(auto imported, format::ImportRecordBatch(&exported, schema));
+      ASSERT_TRUE(imported->Equals(*batch)) << "batch " << k << " exported:\n"
+                                            << imported->ToString();
     }
   }
   // The list is not a layout the publisher's template covers: encoded in

@@ -29,10 +29,9 @@ Result<RecordBatchMessageTemplate> RecordBatchMessageTemplate::Make(
   internal::RecordBatchMeta meta;
   meta.nodes.assign(num_nodes, {0, 0});
   meta.buffers.assign(num_buffers, {0, 0});
-  ALKAID_ASSIGN_OR_RAISE(auto encoded,
-                         internal::WriteRecordBatchMessage(meta, 0, IpcWriteOptions{},
-                                                           custom_metadata,
-                                                           /*store_defaults=*/true));
+  ALKAID_ASSIGN_OR_RAISE(
+      auto encoded, internal::WriteRecordBatchMessage(meta, 0, IpcWriteOptions{}, custom_metadata,
+                                                      /*store_defaults=*/true));
   return FromMessage({encoded->data(), static_cast<size_t>(encoded->size())});
 }
 
@@ -99,8 +98,8 @@ bool RecordBatchMessageTemplate::Matches(std::span<const uint8_t> message) const
   return true;
 }
 
-void RecordBatchMessageTemplate::Read(const uint8_t* message, int64_t* length,
-                                      int64_t* body_length, Node* nodes, Range* buffers) const {
+void RecordBatchMessageTemplate::Read(const uint8_t* message, int64_t* length, int64_t* body_length,
+                                      Node* nodes, Range* buffers) const {
   *length = Load(message + length_at_);
   *body_length = Load(message + body_length_at_);
   const uint8_t* n = message + nodes_at_;

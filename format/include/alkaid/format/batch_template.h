@@ -75,9 +75,8 @@ struct BatchShape {
   int64_t body_length = 0;
   /// The numbers (row count, lengths, null counts, buffer ranges, body
   /// length) come with each batch: the template's batches are made by
-  /// InstantiateWith (those above are the first batch's). Their exports are
-  /// laid out each time (an export parked in the graph would keep the
-  /// numbers of the batch it was laid out for).
+  /// InstantiateWith (those above are the first batch's). An export parked
+  /// in such a graph takes each batch's numbers again.
   bool varying = false;
 };
 
