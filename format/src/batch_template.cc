@@ -493,10 +493,10 @@ BatchTemplate::Graph* BatchTemplate::NewGraph() {
   return g.release();
 }
 
-RecordBatchPtr BatchTemplate::InstantiateErased(const uint8_t* base, MoveKeeper move,
-                                                DropKeeper drop, void* keep,
-                                                std::shared_ptr<Buffer>* body_out,
-                                                const Numbers* numbers) {
+// Instantiate's first half: an idle graph (swept for, or made), holding
+// the keeper.
+inline BatchTemplate::Graph* BatchTemplate::TakeGraph(MoveKeeper move, DropKeeper drop,
+                                                      void* keep) {
   Impl& im = *impl_;
   const bool pinned = im.pinned_head != nullptr || !im.pinned_in.empty();
   if (pinned) im.Sweep(kSweepPerInstantiate);
@@ -510,29 +510,45 @@ RecordBatchPtr BatchTemplate::InstantiateErased(const uint8_t* base, MoveKeeper 
   im.refs.fetch_add(1, std::memory_order_relaxed);  // the graph's, until it returns
   move(g->keeper, keep);
   g->drop_keeper = drop;
-  int64_t body_length = shape_.body_length;
-  if (numbers != nullptr) {
-    // The graph is idle (taken above): nothing else reads its nodes now.
-    g->batch->num_rows_ = numbers->num_rows;
-    for (size_t i = 0; i < g->nodes.size(); ++i) {
-      g->nodes[i].length = numbers->nodes[i].length;
-      g->nodes[i].null_count = numbers->nodes[i].null_count;
-    }
-    for (uint32_t i = 0; i < im.num_buffers; ++i) {
-      g->buffers[i].Point(base + numbers->buffers[i].offset, numbers->buffers[i].size);
-    }
-    body_length = numbers->body_length;
-  } else {
-    const Impl::BufferSlot* slots = im.buffer_slots.data();
-    for (uint32_t i = 0; i < im.num_buffers; ++i) {
-      g->buffers[i].Point(base + slots[i].offset, slots[i].size);
-    }
-  }
+  return g;
+}
+
+// Instantiate's second half: the whole-body buffer if asked, and the batch.
+inline RecordBatchPtr BatchTemplate::HandOut(Graph* g, const uint8_t* base, int64_t body_length,
+                                             std::shared_ptr<Buffer>* body_out) {
+  const uint32_t whole = impl_->num_buffers;
   if (body_out != nullptr) {
-    g->buffers[im.num_buffers].Point(base, body_length);
-    *body_out = std::shared_ptr<Buffer>(g->anchor, &g->buffers[im.num_buffers]);
+    g->buffers[whole].Point(base, body_length);
+    *body_out = std::shared_ptr<Buffer>(g->anchor, &g->buffers[whole]);
   }
   return RecordBatchPtr(&*g->batch, Deleter{g}, Allocator<RecordBatch>(g, 0));
+}
+
+RecordBatchPtr BatchTemplate::InstantiateErased(const uint8_t* base, MoveKeeper move,
+                                                DropKeeper drop, void* keep,
+                                                std::shared_ptr<Buffer>* body_out) {
+  Graph* g = TakeGraph(move, drop, keep);
+  const Impl::BufferSlot* slots = impl_->buffer_slots.data();
+  for (uint32_t i = 0; i < impl_->num_buffers; ++i) {
+    g->buffers[i].Point(base + slots[i].offset, slots[i].size);
+  }
+  return HandOut(g, base, shape_.body_length, body_out);
+}
+
+RecordBatchPtr BatchTemplate::InstantiateErasedWith(const Numbers& numbers, const uint8_t* base,
+                                                    MoveKeeper move, DropKeeper drop, void* keep,
+                                                    std::shared_ptr<Buffer>* body_out) {
+  Graph* g = TakeGraph(move, drop, keep);
+  // The graph is idle (taken above): nothing else reads its nodes now.
+  g->batch->num_rows_ = numbers.num_rows;
+  for (size_t i = 0; i < g->nodes.size(); ++i) {
+    g->nodes[i].length = numbers.nodes[i].length;
+    g->nodes[i].null_count = numbers.nodes[i].null_count;
+  }
+  for (uint32_t i = 0; i < impl_->num_buffers; ++i) {
+    g->buffers[i].Point(base + numbers.buffers[i].offset, numbers.buffers[i].size);
+  }
+  return HandOut(g, base, numbers.body_length, body_out);
 }
 
 }  // namespace alkaid::format

@@ -142,9 +142,10 @@ class ALKAID_EXPORT BatchTemplate {
     using K = std::remove_cv_t<Keep>;
     static_assert(sizeof(K) <= kKeeperBytes && alignof(K) <= alignof(std::max_align_t),
                   "a body keeper must fit BatchTemplate::kKeeperBytes");
-    return InstantiateErased(
-        base, [](void* to, void* from) { ::new (to) K(std::move(*static_cast<K*>(from))); },
-        [](void* p) { static_cast<K*>(p)->~K(); }, &keep, body, &numbers);
+    return InstantiateErasedWith(
+        numbers, base,
+        [](void* to, void* from) { ::new (to) K(std::move(*static_cast<K*>(from))); },
+        [](void* p) { static_cast<K*>(p)->~K(); }, &keep, body);
   }
 
   /// Looks at the graphs still held through something taken from a batch
@@ -178,8 +179,12 @@ class ALKAID_EXPORT BatchTemplate {
   using MoveKeeper = void (*)(void* to, void* from);
   using DropKeeper = void (*)(void* p);
   RecordBatchPtr InstantiateErased(const uint8_t* base, MoveKeeper move, DropKeeper drop,
-                                   void* keep, std::shared_ptr<Buffer>* body,
-                                   const Numbers* numbers = nullptr);
+                                   void* keep, std::shared_ptr<Buffer>* body);
+  RecordBatchPtr InstantiateErasedWith(const Numbers& numbers, const uint8_t* base, MoveKeeper move,
+                                       DropKeeper drop, void* keep, std::shared_ptr<Buffer>* body);
+  Graph* TakeGraph(MoveKeeper move, DropKeeper drop, void* keep);
+  RecordBatchPtr HandOut(Graph* g, const uint8_t* base, int64_t body_length,
+                         std::shared_ptr<Buffer>* body_out);
 
   BatchShape shape_;
   std::unique_ptr<Impl> impl_;
