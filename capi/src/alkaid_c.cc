@@ -27,6 +27,7 @@
 #include "alkaid/format/c_data.h"
 #include "alkaid/format/record_batch.h"
 #include "alkaid/format/type.h"
+#include "batch_export_internal.h"
 
 // alkaid.h's *_options_init are macros over *_init_sized; the functions of
 // that name are version 1's, defined below for programs built against it.
@@ -95,6 +96,9 @@ struct alkaid_producer {
 
 struct alkaid_consumer {
   std::unique_ptr<client::Consumer> consumer;
+  // next's export when every column is flat (batch_export_internal.h);
+  // null: Consumer::ExportBatch. Its blocks still out outlive it.
+  std::unique_ptr<alkaid::capi::internal::FlatExporter> flat;
   uint64_t max_held = 0;
   uint64_t refused = 0;  // nexts refused by max_held_batches (the consumer's thread)
   bool wait_fd = false;  // alkaid_consumer_wait_fd was called: next(0) arms it
@@ -473,6 +477,13 @@ Status PublishLoan(alkaid_producer* producer, alkaid_loan* loan) {
   return Status::OK();
 }
 
+// Batches handed out and not yet released: next's own exports and the
+// stream's (Consumer::ExportStream's, counted by the C++ consumer).
+uint64_t Held(const alkaid_consumer& consumer) {
+  const uint64_t flat = consumer.flat != nullptr ? consumer.flat->held() : 0;
+  return flat + consumer.consumer->stats().exported_held;
+}
+
 // How long one wait of next lasts before it looks at the cancel flag.
 constexpr auto kCancelSlice = std::chrono::milliseconds(5);
 
@@ -486,7 +497,7 @@ Status Next(alkaid_consumer* consumer, int64_t timeout_ms, ArrowArray* out, Arro
   }
   client::Consumer& c = *consumer->consumer;
   // Refused before receiving, so that no batch is taken and lost.
-  if (consumer->max_held > 0 && c.stats().exported_held >= consumer->max_held) {
+  if (consumer->max_held > 0 && Held(*consumer) >= consumer->max_held) {
     ++consumer->refused;
     return Status::CapacityError(fn, ": topic '", c.topic(), "': ", consumer->max_held,
                                  " batches held (max_held_batches); release one first");
@@ -528,7 +539,16 @@ Status Next(alkaid_consumer* consumer, int64_t timeout_ms, ArrowArray* out, Arro
     }
   }
   if (!batch.ok()) return batch.status();
-  ALKAID_RETURN_NOT_OK(c.ExportBatch(*batch, out, out_schema));
+  if (consumer->flat == nullptr) {
+    ALKAID_RETURN_NOT_OK(c.ExportBatch(*batch, out, out_schema));
+  } else {
+    if (out_schema != nullptr) ALKAID_RETURN_NOT_OK(format::ExportSchema(*c.schema(), out_schema));
+    Status exported = consumer->flat->Export(&*batch, out);
+    if (!exported.ok()) {
+      Drop(out_schema);
+      return exported;
+    }
+  }
   if (info != nullptr) {
     info->producer_id = origin.producer_id;
     info->producer_pid = origin.producer_pid;
@@ -858,6 +878,7 @@ alkaid_status alkaid_consumer_open(const char* topic, const alkaid_consumer_opti
     auto handle = std::make_unique<alkaid_consumer>();
     handle->max_held = opts.max_held_batches;
     ALKAID_ASSIGN_OR_RAISE(handle->consumer, client::Consumer::Open(topic, co));
+    handle->flat = alkaid::capi::internal::FlatExporter::Make(*handle->consumer->schema());
     *out = handle.release();
     return Status::OK();
   });
@@ -900,8 +921,9 @@ alkaid_status alkaid_consumer_stats_get(alkaid_consumer* consumer, alkaid_consum
     if (out == nullptr) return NullArgument("alkaid_consumer_stats_get", "out");
     const client::ConsumerStats s = consumer->consumer->stats();
     out->lost = s.lost;
-    out->held = s.exported_held;
-    out->handed_out = s.exported_total;
+    const alkaid::capi::internal::FlatExporter* flat = consumer->flat.get();
+    out->held = s.exported_held + (flat != nullptr ? flat->held() : 0);
+    out->handed_out = s.exported_total + (flat != nullptr ? flat->total() : 0);
     // Our own refusals (max_held_batches, before a batch is taken) and the
     // C++ consumer's (max_exported_batches, none through this ABI today).
     out->refused = consumer->refused + s.exports_refused;

@@ -683,6 +683,58 @@ TEST_F(CapiTest, PublishTimestampsReachTheTopicAndAVersion1StructLeavesThemOff) 
   }
 }
 
+// next's own export of flat batches (capi/src/batch_export.cc): many held
+// at once (its ring of trees grows, then is scanned in full), released out
+// of order and on another thread, counted by the stats as they go, each
+// tree reused with the right buffers.
+TEST_F(CapiTest, ExportsHeldManyAtOnceAreCountedAndReused) {
+  alkaid_producer_options o = ProducerOptions();
+  o.slot_count = 256;
+  alkaid_producer* p = OpenProducer("t", o);
+  alkaid_consumer* c = OpenConsumer("t");
+  const int64_t var[] = {0, 40, 0};
+  const auto publish = [&](int64_t base) {
+    alkaid_loan* loan = nullptr;
+    ASSERT_C_OK(alkaid_producer_loan(p, 4, var, 3, &loan));
+    FillLoan(loan, base, 4);
+    ASSERT_C_OK(alkaid_producer_publish_loan(p, loan));
+  };
+  constexpr int kHeld = 100;
+  std::vector<ArrowArray> held(kHeld);
+  for (int i = 0; i < kHeld; ++i) {
+    publish(10 * i);
+    ASSERT_C_OK(alkaid_consumer_next(c, 10000, &held[static_cast<size_t>(i)], nullptr, nullptr));
+  }
+  alkaid_consumer_stats cs{};
+  ASSERT_C_OK(alkaid_consumer_stats_get(c, &cs));
+  EXPECT_EQ(cs.held, 100u);
+  EXPECT_EQ(cs.handed_out, 100u);
+  // Every third one released on another thread; the others are still right.
+  std::thread([&held] {
+    for (size_t i = 0; i < held.size(); i += 3) held[i].release(&held[i]);
+  }).join();
+  ASSERT_C_OK(alkaid_consumer_stats_get(c, &cs));
+  EXPECT_EQ(cs.held, 66u);
+  for (size_t i = 1; i < held.size(); i += 3) {
+    ArrowSchema schema = ExportedSchema(*TestSchema());
+    ASSERT_OK_AND_ASSIGN(auto got, format::ImportRecordBatch(&held[i], &schema));
+    ASSERT_OK(format::CheckRecordBatchEquals(*TestBatch(10 * static_cast<int64_t>(i), 4), *got));
+  }
+  // Reused trees (the released ones) carry the new batches' buffers.
+  for (int i = 0; i < 40; ++i) {
+    publish(1000 + 10 * i);
+    ASSERT_OK_AND_ASSIGN(auto got, NextBatch(c));
+    ASSERT_OK(format::CheckRecordBatchEquals(*TestBatch(1000 + 10 * i, 4), *got));
+  }
+  ASSERT_C_OK(alkaid_consumer_stats_get(c, &cs));
+  EXPECT_EQ(cs.handed_out, 140u);
+  for (size_t i = 2; i < held.size(); i += 3) held[i].release(&held[i]);
+  ASSERT_C_OK(alkaid_consumer_stats_get(c, &cs));
+  EXPECT_EQ(cs.held, 0u);
+  ASSERT_C_OK(alkaid_consumer_close(c));
+  ASSERT_C_OK(alkaid_producer_close(p));
+}
+
 TEST_F(CapiTest, BatchesOutliveTheirConsumerAndProducer) {
   alkaid_producer* p = OpenProducer("t");
   alkaid_consumer* c = OpenConsumer("t");
