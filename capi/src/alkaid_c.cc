@@ -48,6 +48,9 @@ static_assert(offsetof(alkaid_producer_options, publish_timestamps) ==
               ALKAID_PRODUCER_OPTIONS_SIZE_V1);
 static_assert(sizeof(alkaid_producer_options) == 80);
 static_assert(sizeof(alkaid_consumer_options) == ALKAID_CONSUMER_OPTIONS_SIZE_V1);
+// And of the out struct alkaid_batch_info.
+static_assert(offsetof(alkaid_batch_info, publish_ns) == ALKAID_BATCH_INFO_SIZE_V1);
+static_assert(sizeof(alkaid_batch_info) == 40);
 
 // The C codes are the C++ codes, number for number.
 static_assert(static_cast<int>(StatusCode::kOk) == ALKAID_OK);
@@ -487,11 +490,36 @@ uint64_t Held(const alkaid_consumer& consumer) {
 // How long one wait of next lasts before it looks at the cancel flag.
 constexpr auto kCancelSlice = std::chrono::milliseconds(5);
 
-Status Next(alkaid_consumer* consumer, int64_t timeout_ms, ArrowArray* out, ArrowSchema* out_schema,
-            alkaid_batch_info* info) {
-  const char* fn = "alkaid_consumer_next";
+// The largest alkaid_batch_info a caller may say it has (a newer
+// alkaid.h's), as for options structs.
+constexpr size_t kMaxInfoSize = kMaxOptionsSize;
+
+// Writes what `origin` says into the caller's `info` of `size` bytes (a
+// size Next checked): the fields of that size, zeros past ours.
+void WriteInfo(const client::BatchOrigin& origin, alkaid_batch_info* info, size_t size) {
+  alkaid_batch_info full{};
+  full.producer_id = origin.producer_id;
+  full.producer_pid = origin.producer_pid;
+  full.sequence = origin.sequence;
+  full.lost_before = origin.lost_before;
+  full.publish_ns = origin.publish_ns;
+  auto* bytes = reinterpret_cast<unsigned char*>(info);
+  const size_t known = std::min(size, sizeof full);
+  std::memcpy(bytes, &full, known);
+  if (size > known) std::memset(bytes + known, 0, size - known);
+}
+
+Status Next(const char* fn, alkaid_consumer* consumer, int64_t timeout_ms, ArrowArray* out,
+            ArrowSchema* out_schema, alkaid_batch_info* info, size_t info_size) {
   if (consumer == nullptr) return NullArgument(fn, "the consumer");
   if (out == nullptr) return NullArgument(fn, "out");
+  if (info != nullptr && info_size != ALKAID_BATCH_INFO_SIZE_V1 &&
+      (info_size < sizeof(alkaid_batch_info) || info_size > kMaxInfoSize)) {
+    return Status::Invalid(fn, ": info_size is ", info_size,
+                           ", not the size of a version of alkaid_batch_info (",
+                           ALKAID_BATCH_INFO_SIZE_V1, ", ", sizeof(alkaid_batch_info),
+                           ", or larger up to ", kMaxInfoSize, "; pass sizeof(*info))");
+  }
   if (timeout_ms < 0 && timeout_ms != ALKAID_FOREVER) {
     return Status::Invalid(fn, ": timeout_ms is ", timeout_ms);
   }
@@ -549,12 +577,7 @@ Status Next(alkaid_consumer* consumer, int64_t timeout_ms, ArrowArray* out, Arro
       return exported;
     }
   }
-  if (info != nullptr) {
-    info->producer_id = origin.producer_id;
-    info->producer_pid = origin.producer_pid;
-    info->sequence = origin.sequence;
-    info->lost_before = origin.lost_before;
-  }
+  if (info != nullptr) WriteInfo(origin, info, info_size);
   return Status::OK();
 }
 
@@ -608,7 +631,8 @@ const char* alkaid_status_name(alkaid_status status) {
 
 const char* alkaid_last_error(void) { return last_error.c_str(); }
 
-// ---- producer ----------------------------------------------------------------
+// ---- producer
+// ----------------------------------------------------------------
 
 namespace {
 
@@ -737,7 +761,8 @@ alkaid_status alkaid_producer_close(alkaid_producer* producer) {
   return st;
 }
 
-// ---- loans ----------------------------------------------------------------------
+// ---- loans
+// ----------------------------------------------------------------------
 
 alkaid_status alkaid_producer_loan(alkaid_producer* producer, int64_t rows,
                                    const int64_t* var_data_bytes, size_t n_columns,
@@ -798,7 +823,8 @@ alkaid_status alkaid_producer_publish_loan(alkaid_producer* producer, alkaid_loa
 
 void alkaid_loan_discard(alkaid_loan* loan) { delete loan; }
 
-// ---- consumer ----------------------------------------------------------------------
+// ---- consumer
+// ----------------------------------------------------------------------
 
 namespace {
 
@@ -886,7 +912,19 @@ alkaid_status alkaid_consumer_open(const char* topic, const alkaid_consumer_opti
 
 alkaid_status alkaid_consumer_next(alkaid_consumer* consumer, int64_t timeout_ms, ArrowArray* out,
                                    ArrowSchema* out_schema, alkaid_batch_info* info) {
-  return Guard(__func__, [&]() { return Next(consumer, timeout_ms, out, out_schema, info); });
+  return Guard(__func__, [&]() {
+    return Next("alkaid_consumer_next", consumer, timeout_ms, out, out_schema, info,
+                ALKAID_BATCH_INFO_SIZE_V1);
+  });
+}
+
+alkaid_status alkaid_consumer_next_sized(alkaid_consumer* consumer, int64_t timeout_ms,
+                                         ArrowArray* out, ArrowSchema* out_schema,
+                                         alkaid_batch_info* info, size_t info_size) {
+  return Guard(__func__, [&]() {
+    return Next("alkaid_consumer_next_sized", consumer, timeout_ms, out, out_schema, info,
+                info_size);
+  });
 }
 
 alkaid_status alkaid_consumer_schema(alkaid_consumer* consumer, ArrowSchema* out) {
@@ -957,7 +995,8 @@ alkaid_status alkaid_consumer_close(alkaid_consumer* consumer) {
   return st;
 }
 
-// ---- broker management ----------------------------------------------------------
+// ---- broker management
+// ----------------------------------------------------------
 
 alkaid_status alkaid_broker_connect(const char* socket_path, alkaid_broker** out) {
   return Guard(__func__, [&]() -> Status {

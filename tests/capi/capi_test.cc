@@ -397,7 +397,8 @@ TEST_F(CapiTest, BadLoansAreRefusedAndStayUsable) {
   EXPECT_EQ(alkaid_producer_loan(p, -1, var, 3, &loan), ALKAID_INVALID);
   EXPECT_EQ(alkaid_producer_loan(p, 10, var, 2, &loan), ALKAID_INVALID);
   EXPECT_NE(std::string(alkaid_last_error()).find("3 columns"), std::string::npos);
-  EXPECT_EQ(alkaid_producer_loan(p, 10, nullptr, 0, &loan), ALKAID_OK);  // no value bytes
+  EXPECT_EQ(alkaid_producer_loan(p, 10, nullptr, 0, &loan),
+            ALKAID_OK);  // no value bytes
   alkaid_loan_discard(loan);
   const int64_t negative[] = {0, -5, 0};
   EXPECT_EQ(alkaid_producer_loan(p, 10, negative, 3, &loan), ALKAID_INVALID);
@@ -413,7 +414,8 @@ TEST_F(CapiTest, BadLoansAreRefusedAndStayUsable) {
   EXPECT_EQ(alkaid_loan_buffer(loan, -1, 0, &data, &size), ALKAID_INDEX_ERROR);
   EXPECT_EQ(alkaid_loan_buffer(loan, 0, 1, nullptr, &size), ALKAID_INVALID);
   EXPECT_EQ(alkaid_loan_buffer(nullptr, 0, 1, &data, &size), ALKAID_INVALID);
-  EXPECT_EQ(alkaid_loan_set_null_count(loan, 0, 1), ALKAID_INVALID);  // not nullable
+  EXPECT_EQ(alkaid_loan_set_null_count(loan, 0, 1),
+            ALKAID_INVALID);  // not nullable
   EXPECT_EQ(alkaid_loan_set_null_count(loan, 1, 11), ALKAID_INVALID);
   EXPECT_EQ(alkaid_loan_set_null_count(loan, 9, 0), ALKAID_INDEX_ERROR);
   // Offsets that go back, then past the value bytes, then right.
@@ -513,7 +515,8 @@ TEST_F(CapiTest, BadInputGivesAStatusAndAMessage) {
   EXPECT_EQ(alkaid_producer_publish(nullptr, &a1, nullptr), ALKAID_INVALID);
   EXPECT_EQ(a1.release, nullptr);
   EXPECT_EQ(alkaid_producer_publish(p, nullptr, nullptr), ALKAID_INVALID);
-  EXPECT_EQ(alkaid_producer_publish(p, &a1, nullptr), ALKAID_INVALID);  // released
+  EXPECT_EQ(alkaid_producer_publish(p, &a1, nullptr),
+            ALKAID_INVALID);  // released
   ArrowArray a2 = ExportedBatch(*TestBatch(0, 3));
   a2.children[0]->n_buffers = 5;
   EXPECT_EQ(alkaid_producer_publish(p, &a2, nullptr), ALKAID_INVALID);
@@ -522,7 +525,8 @@ TEST_F(CapiTest, BadInputGivesAStatusAndAMessage) {
   a3.children[1]->buffers[1] = nullptr;  // the offsets
   EXPECT_EQ(alkaid_producer_publish(p, &a3, nullptr), ALKAID_INVALID);
   ArrowArray a4 = ExportedBatch(*TestBatch(0, 3));
-  a4.length = 4;  // longer than its columns (changing n_children would leak: release reads it)
+  a4.length = 4;  // longer than its columns (changing n_children would leak:
+                  // release reads it)
   EXPECT_EQ(alkaid_producer_publish(p, &a4, nullptr), ALKAID_INVALID);
   // Offsets out of order: full validation finds them.
   auto batch = TestBatch(0, 3);
@@ -551,7 +555,8 @@ TEST_F(CapiTest, BadInputGivesAStatusAndAMessage) {
   EXPECT_EQ(alkaid_producer_publish(p, &a6, &s9), ALKAID_INVALID);
   EXPECT_EQ(s9.release, nullptr);
   ArrowArray a7 = ExportedBatch(*ob);
-  EXPECT_NE(alkaid_producer_publish(p, &a7, nullptr), ALKAID_OK);  // read as the topic's
+  EXPECT_NE(alkaid_producer_publish(p, &a7, nullptr),
+            ALKAID_OK);  // read as the topic's
   EXPECT_EQ(a7.release, nullptr);
   // A second producer with another schema on the topic.
   alkaid_producer* p2 = nullptr;
@@ -679,6 +684,84 @@ TEST_F(CapiTest, PublishTimestampsReachTheTopicAndAVersion1StructLeavesThemOff) 
     }
     got.reset();
     ASSERT_OK(consumer->Close());
+    ASSERT_C_OK(alkaid_producer_close(p));
+  }
+}
+
+// alkaid_batch_info::publish_ns (version 3): alkaid_consumer_next_sized
+// writes the producer's CLOCK_REALTIME stamp, between the test's clock
+// reads around the publish, or 0 on a topic without stamps; it writes
+// exactly the size it is given (zeros past the fields it knows), and
+// version 1's alkaid_consumer_next writes nothing past version 1's struct.
+// A size of no version is refused without taking the batch.
+TEST_F(CapiTest, BatchInfoCarriesThePublishTimeAndNoCallWritesPastItsStruct) {
+  const auto realtime_ns = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+  };
+  for (const bool stamped : {true, false}) {
+    SCOPED_TRACE(stamped ? "stamped topic" : "topic without stamps");
+    const std::string topic = stamped ? "stamped" : "plain";
+    alkaid_producer_options o = ProducerOptions();
+    o.publish_timestamps = stamped ? 1 : 0;
+    alkaid_producer* p = OpenProducer(topic, o);
+    alkaid_consumer* c = OpenConsumer(topic);
+    ASSERT_NE(p, nullptr);
+    ASSERT_NE(c, nullptr);
+    const int64_t var[] = {0, 40, 0};
+    std::vector<std::pair<uint64_t, uint64_t>> bounds;
+    for (int i = 0; i < 5; ++i) {
+      alkaid_loan* loan = nullptr;
+      ASSERT_C_OK(alkaid_producer_loan(p, 4, var, 3, &loan));
+      FillLoan(loan, 10 * i, 4);
+      const uint64_t before = realtime_ns();
+      ASSERT_C_OK(alkaid_producer_publish_loan(p, loan));
+      bounds.emplace_back(before, realtime_ns());
+    }
+    // 48 bytes: a newer alkaid.h's struct; everything past ours is zeroed.
+    struct Bigger {
+      alkaid_batch_info info;
+      uint64_t newer;
+    };
+    static_assert(sizeof(Bigger) == 48);
+    ArrowArray array{};
+    Bigger big;
+    std::memset(&big, 0xab, sizeof big);
+    // A size of no version: refused, and the batch is still there.
+    EXPECT_EQ(alkaid_consumer_next_sized(c, 10000, &array, nullptr, &big.info, 36), ALKAID_INVALID);
+    EXPECT_NE(std::string(alkaid_last_error()).find("info_size is 36"), std::string::npos)
+        << alkaid_last_error();
+    EXPECT_EQ(array.release, nullptr);
+    for (size_t size : {sizeof(alkaid_batch_info), sizeof(Bigger)}) {
+      std::memset(&big, 0xab, sizeof big);
+      ASSERT_C_OK(alkaid_consumer_next_sized(c, 10000, &array, nullptr, &big.info, size));
+      const auto [before, after] = bounds[big.info.sequence];
+      if (stamped) {
+        EXPECT_GE(big.info.publish_ns, before);
+        EXPECT_LE(big.info.publish_ns, after);
+      } else {
+        EXPECT_EQ(big.info.publish_ns, 0u);
+      }
+      EXPECT_EQ(big.newer, size == sizeof(Bigger) ? 0u : 0xababababababababu);
+      array.release(&array);
+    }
+    // Version 1's size and version 1's function: publish_ns is not theirs.
+    std::memset(&big, 0xab, sizeof big);
+    ASSERT_C_OK(alkaid_consumer_next_sized(c, 10000, &array, nullptr, &big.info,
+                                           ALKAID_BATCH_INFO_SIZE_V1));
+    EXPECT_EQ(big.info.sequence, 2u);
+    EXPECT_EQ(big.info.publish_ns, 0xababababababababu);
+    array.release(&array);
+    std::memset(&big, 0xab, sizeof big);
+    ASSERT_C_OK(alkaid_consumer_next(c, 10000, &array, nullptr, &big.info));
+    EXPECT_EQ(big.info.sequence, 3u);
+    EXPECT_EQ(big.info.publish_ns, 0xababababababababu);
+    array.release(&array);
+    // NULL info: no size checked.
+    ASSERT_C_OK(alkaid_consumer_next_sized(c, 10000, &array, nullptr, nullptr, 7));
+    array.release(&array);
+    ASSERT_C_OK(alkaid_consumer_close(c));
     ASSERT_C_OK(alkaid_producer_close(p));
   }
 }
