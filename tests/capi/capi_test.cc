@@ -818,6 +818,52 @@ TEST_F(CapiTest, ExportsHeldManyAtOnceAreCountedAndReused) {
   ASSERT_C_OK(alkaid_producer_close(p));
 }
 
+// A released batch gives its block back at once, not when its export's
+// tree is next reused, and a child moved out of it keeps the block until
+// the child is released too: with 50 batches received, a loan of most of
+// a fixed 256 KiB arena does not fit while a child of each is held, and
+// fits once they are released.
+TEST_F(CapiTest, ReleasedBatchesGiveTheirBlocksBackAtOnceAndMovedChildrenKeepThem) {
+  alkaid_producer_options o = ProducerOptions();
+  o.slot_count = 256;
+  o.arena_bytes = 256 << 10;
+  o.max_arena_bytes = 256 << 10;
+  o.publish_timeout_ms = 200;
+  alkaid_producer* p = OpenProducer("t", o);
+  alkaid_consumer* c = OpenConsumer("t");
+  const int64_t var[] = {0, 40, 0};
+  std::vector<ArrowArray> held(50);
+  for (size_t i = 0; i < held.size(); ++i) {
+    alkaid_loan* loan = nullptr;
+    ASSERT_C_OK(alkaid_producer_loan(p, 4, var, 3, &loan));
+    FillLoan(loan, 0, 4);
+    ASSERT_C_OK(alkaid_producer_publish_loan(p, loan));
+    ASSERT_C_OK(alkaid_consumer_next(c, 10000, &held[i], nullptr, nullptr));
+  }
+  // Column 0 of each moved out (the interface allows it), then the batch
+  // released.
+  std::vector<ArrowArray> children(held.size());
+  for (size_t i = 0; i < held.size(); ++i) {
+    children[i] = *held[i].children[0];
+    held[i].children[0]->release = nullptr;
+    held[i].release(&held[i]);
+  }
+  // 9,000 rows: about 180 KiB of buffers, where the 50 blocks take about
+  // 100 KiB.
+  const int64_t no_bytes[] = {0, 0, 0};
+  alkaid_loan* big = nullptr;
+  ASSERT_EQ(alkaid_producer_loan(p, 9000, no_bytes, 3, &big), ALKAID_TIMED_OUT)
+      << "the moved-out children let their blocks go";
+  for (size_t i = 0; i < children.size(); ++i) {
+    EXPECT_EQ(static_cast<const int64_t*>(children[i].buffers[1])[3], 3);
+    children[i].release(&children[i]);
+  }
+  ASSERT_C_OK(alkaid_producer_loan(p, 9000, no_bytes, 3, &big));
+  alkaid_loan_discard(big);
+  ASSERT_C_OK(alkaid_consumer_close(c));
+  ASSERT_C_OK(alkaid_producer_close(p));
+}
+
 TEST_F(CapiTest, BatchesOutliveTheirConsumerAndProducer) {
   alkaid_producer* p = OpenProducer("t");
   alkaid_consumer* c = OpenConsumer("t");
