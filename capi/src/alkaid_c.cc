@@ -631,8 +631,7 @@ const char* alkaid_status_name(alkaid_status status) {
 
 const char* alkaid_last_error(void) { return last_error.c_str(); }
 
-// ---- producer
-// ----------------------------------------------------------------
+// ---- producer ----------------------------------------------------------------
 
 namespace {
 
@@ -761,8 +760,7 @@ alkaid_status alkaid_producer_close(alkaid_producer* producer) {
   return st;
 }
 
-// ---- loans
-// ----------------------------------------------------------------------
+// ---- loans ----------------------------------------------------------------------
 
 alkaid_status alkaid_producer_loan(alkaid_producer* producer, int64_t rows,
                                    const int64_t* var_data_bytes, size_t n_columns,
@@ -823,8 +821,7 @@ alkaid_status alkaid_producer_publish_loan(alkaid_producer* producer, alkaid_loa
 
 void alkaid_loan_discard(alkaid_loan* loan) { delete loan; }
 
-// ---- consumer
-// ----------------------------------------------------------------------
+// ---- consumer ----------------------------------------------------------------------
 
 namespace {
 
@@ -995,8 +992,7 @@ alkaid_status alkaid_consumer_close(alkaid_consumer* consumer) {
   return st;
 }
 
-// ---- broker management
-// ----------------------------------------------------------
+// ---- broker management ----------------------------------------------------------
 
 alkaid_status alkaid_broker_connect(const char* socket_path, alkaid_broker** out) {
   return Guard(__func__, [&]() -> Status {

@@ -397,8 +397,7 @@ TEST_F(CapiTest, BadLoansAreRefusedAndStayUsable) {
   EXPECT_EQ(alkaid_producer_loan(p, -1, var, 3, &loan), ALKAID_INVALID);
   EXPECT_EQ(alkaid_producer_loan(p, 10, var, 2, &loan), ALKAID_INVALID);
   EXPECT_NE(std::string(alkaid_last_error()).find("3 columns"), std::string::npos);
-  EXPECT_EQ(alkaid_producer_loan(p, 10, nullptr, 0, &loan),
-            ALKAID_OK);  // no value bytes
+  EXPECT_EQ(alkaid_producer_loan(p, 10, nullptr, 0, &loan), ALKAID_OK);  // no value bytes
   alkaid_loan_discard(loan);
   const int64_t negative[] = {0, -5, 0};
   EXPECT_EQ(alkaid_producer_loan(p, 10, negative, 3, &loan), ALKAID_INVALID);
@@ -414,8 +413,7 @@ TEST_F(CapiTest, BadLoansAreRefusedAndStayUsable) {
   EXPECT_EQ(alkaid_loan_buffer(loan, -1, 0, &data, &size), ALKAID_INDEX_ERROR);
   EXPECT_EQ(alkaid_loan_buffer(loan, 0, 1, nullptr, &size), ALKAID_INVALID);
   EXPECT_EQ(alkaid_loan_buffer(nullptr, 0, 1, &data, &size), ALKAID_INVALID);
-  EXPECT_EQ(alkaid_loan_set_null_count(loan, 0, 1),
-            ALKAID_INVALID);  // not nullable
+  EXPECT_EQ(alkaid_loan_set_null_count(loan, 0, 1), ALKAID_INVALID);  // not nullable
   EXPECT_EQ(alkaid_loan_set_null_count(loan, 1, 11), ALKAID_INVALID);
   EXPECT_EQ(alkaid_loan_set_null_count(loan, 9, 0), ALKAID_INDEX_ERROR);
   // Offsets that go back, then past the value bytes, then right.
@@ -515,8 +513,7 @@ TEST_F(CapiTest, BadInputGivesAStatusAndAMessage) {
   EXPECT_EQ(alkaid_producer_publish(nullptr, &a1, nullptr), ALKAID_INVALID);
   EXPECT_EQ(a1.release, nullptr);
   EXPECT_EQ(alkaid_producer_publish(p, nullptr, nullptr), ALKAID_INVALID);
-  EXPECT_EQ(alkaid_producer_publish(p, &a1, nullptr),
-            ALKAID_INVALID);  // released
+  EXPECT_EQ(alkaid_producer_publish(p, &a1, nullptr), ALKAID_INVALID);  // released
   ArrowArray a2 = ExportedBatch(*TestBatch(0, 3));
   a2.children[0]->n_buffers = 5;
   EXPECT_EQ(alkaid_producer_publish(p, &a2, nullptr), ALKAID_INVALID);
@@ -525,8 +522,7 @@ TEST_F(CapiTest, BadInputGivesAStatusAndAMessage) {
   a3.children[1]->buffers[1] = nullptr;  // the offsets
   EXPECT_EQ(alkaid_producer_publish(p, &a3, nullptr), ALKAID_INVALID);
   ArrowArray a4 = ExportedBatch(*TestBatch(0, 3));
-  a4.length = 4;  // longer than its columns (changing n_children would leak:
-                  // release reads it)
+  a4.length = 4;  // longer than its columns (changing n_children would leak: release reads it)
   EXPECT_EQ(alkaid_producer_publish(p, &a4, nullptr), ALKAID_INVALID);
   // Offsets out of order: full validation finds them.
   auto batch = TestBatch(0, 3);
@@ -555,8 +551,7 @@ TEST_F(CapiTest, BadInputGivesAStatusAndAMessage) {
   EXPECT_EQ(alkaid_producer_publish(p, &a6, &s9), ALKAID_INVALID);
   EXPECT_EQ(s9.release, nullptr);
   ArrowArray a7 = ExportedBatch(*ob);
-  EXPECT_NE(alkaid_producer_publish(p, &a7, nullptr),
-            ALKAID_OK);  // read as the topic's
+  EXPECT_NE(alkaid_producer_publish(p, &a7, nullptr), ALKAID_OK);  // read as the topic's
   EXPECT_EQ(a7.release, nullptr);
   // A second producer with another schema on the topic.
   alkaid_producer* p2 = nullptr;
