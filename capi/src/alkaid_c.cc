@@ -27,6 +27,7 @@
 #include "alkaid/format/c_data.h"
 #include "alkaid/format/record_batch.h"
 #include "alkaid/format/type.h"
+#include "batch_export_internal.h"
 
 // alkaid.h's *_options_init are macros over *_init_sized; the functions of
 // that name are version 1's, defined below for programs built against it.
@@ -47,6 +48,9 @@ static_assert(offsetof(alkaid_producer_options, publish_timestamps) ==
               ALKAID_PRODUCER_OPTIONS_SIZE_V1);
 static_assert(sizeof(alkaid_producer_options) == 80);
 static_assert(sizeof(alkaid_consumer_options) == ALKAID_CONSUMER_OPTIONS_SIZE_V1);
+// And of the out struct alkaid_batch_info.
+static_assert(offsetof(alkaid_batch_info, publish_ns) == ALKAID_BATCH_INFO_SIZE_V1);
+static_assert(sizeof(alkaid_batch_info) == 40);
 
 // The C codes are the C++ codes, number for number.
 static_assert(static_cast<int>(StatusCode::kOk) == ALKAID_OK);
@@ -95,6 +99,9 @@ struct alkaid_producer {
 
 struct alkaid_consumer {
   std::unique_ptr<client::Consumer> consumer;
+  // next's export when every column is flat (batch_export_internal.h);
+  // null: Consumer::ExportBatch. Its blocks still out outlive it.
+  std::unique_ptr<alkaid::capi::internal::FlatExporter> flat;
   uint64_t max_held = 0;
   uint64_t refused = 0;  // nexts refused by max_held_batches (the consumer's thread)
   bool wait_fd = false;  // alkaid_consumer_wait_fd was called: next(0) arms it
@@ -473,20 +480,52 @@ Status PublishLoan(alkaid_producer* producer, alkaid_loan* loan) {
   return Status::OK();
 }
 
+// Batches handed out and not yet released: next's own exports and the
+// stream's (Consumer::ExportStream's, counted by the C++ consumer).
+uint64_t Held(const alkaid_consumer& consumer) {
+  const uint64_t flat = consumer.flat != nullptr ? consumer.flat->held() : 0;
+  return flat + consumer.consumer->stats().exported_held;
+}
+
 // How long one wait of next lasts before it looks at the cancel flag.
 constexpr auto kCancelSlice = std::chrono::milliseconds(5);
 
-Status Next(alkaid_consumer* consumer, int64_t timeout_ms, ArrowArray* out, ArrowSchema* out_schema,
-            alkaid_batch_info* info) {
-  const char* fn = "alkaid_consumer_next";
+// The largest alkaid_batch_info a caller may say it has (a newer
+// alkaid.h's), as for options structs.
+constexpr size_t kMaxInfoSize = kMaxOptionsSize;
+
+// Writes what `origin` says into the caller's `info` of `size` bytes (a
+// size Next checked): the fields of that size, zeros past ours.
+void WriteInfo(const client::BatchOrigin& origin, alkaid_batch_info* info, size_t size) {
+  alkaid_batch_info full{};
+  full.producer_id = origin.producer_id;
+  full.producer_pid = origin.producer_pid;
+  full.sequence = origin.sequence;
+  full.lost_before = origin.lost_before;
+  full.publish_ns = origin.publish_ns;
+  auto* bytes = reinterpret_cast<unsigned char*>(info);
+  const size_t known = std::min(size, sizeof full);
+  std::memcpy(bytes, &full, known);
+  if (size > known) std::memset(bytes + known, 0, size - known);
+}
+
+Status Next(const char* fn, alkaid_consumer* consumer, int64_t timeout_ms, ArrowArray* out,
+            ArrowSchema* out_schema, alkaid_batch_info* info, size_t info_size) {
   if (consumer == nullptr) return NullArgument(fn, "the consumer");
   if (out == nullptr) return NullArgument(fn, "out");
+  if (info != nullptr && info_size != ALKAID_BATCH_INFO_SIZE_V1 &&
+      (info_size < sizeof(alkaid_batch_info) || info_size > kMaxInfoSize)) {
+    return Status::Invalid(fn, ": info_size is ", info_size,
+                           ", not the size of a version of alkaid_batch_info (",
+                           ALKAID_BATCH_INFO_SIZE_V1, ", ", sizeof(alkaid_batch_info),
+                           ", or larger up to ", kMaxInfoSize, "; pass sizeof(*info))");
+  }
   if (timeout_ms < 0 && timeout_ms != ALKAID_FOREVER) {
     return Status::Invalid(fn, ": timeout_ms is ", timeout_ms);
   }
   client::Consumer& c = *consumer->consumer;
   // Refused before receiving, so that no batch is taken and lost.
-  if (consumer->max_held > 0 && c.stats().exported_held >= consumer->max_held) {
+  if (consumer->max_held > 0 && Held(*consumer) >= consumer->max_held) {
     ++consumer->refused;
     return Status::CapacityError(fn, ": topic '", c.topic(), "': ", consumer->max_held,
                                  " batches held (max_held_batches); release one first");
@@ -528,13 +567,17 @@ Status Next(alkaid_consumer* consumer, int64_t timeout_ms, ArrowArray* out, Arro
     }
   }
   if (!batch.ok()) return batch.status();
-  ALKAID_RETURN_NOT_OK(c.ExportBatch(*batch, out, out_schema));
-  if (info != nullptr) {
-    info->producer_id = origin.producer_id;
-    info->producer_pid = origin.producer_pid;
-    info->sequence = origin.sequence;
-    info->lost_before = origin.lost_before;
+  if (consumer->flat == nullptr) {
+    ALKAID_RETURN_NOT_OK(c.ExportBatch(*batch, out, out_schema));
+  } else {
+    if (out_schema != nullptr) ALKAID_RETURN_NOT_OK(format::ExportSchema(*c.schema(), out_schema));
+    Status exported = consumer->flat->Export(&*batch, out);
+    if (!exported.ok()) {
+      Drop(out_schema);
+      return exported;
+    }
   }
+  if (info != nullptr) WriteInfo(origin, info, info_size);
   return Status::OK();
 }
 
@@ -858,6 +901,7 @@ alkaid_status alkaid_consumer_open(const char* topic, const alkaid_consumer_opti
     auto handle = std::make_unique<alkaid_consumer>();
     handle->max_held = opts.max_held_batches;
     ALKAID_ASSIGN_OR_RAISE(handle->consumer, client::Consumer::Open(topic, co));
+    handle->flat = alkaid::capi::internal::FlatExporter::Make(*handle->consumer->schema());
     *out = handle.release();
     return Status::OK();
   });
@@ -865,7 +909,19 @@ alkaid_status alkaid_consumer_open(const char* topic, const alkaid_consumer_opti
 
 alkaid_status alkaid_consumer_next(alkaid_consumer* consumer, int64_t timeout_ms, ArrowArray* out,
                                    ArrowSchema* out_schema, alkaid_batch_info* info) {
-  return Guard(__func__, [&]() { return Next(consumer, timeout_ms, out, out_schema, info); });
+  return Guard(__func__, [&]() {
+    return Next("alkaid_consumer_next", consumer, timeout_ms, out, out_schema, info,
+                ALKAID_BATCH_INFO_SIZE_V1);
+  });
+}
+
+alkaid_status alkaid_consumer_next_sized(alkaid_consumer* consumer, int64_t timeout_ms,
+                                         ArrowArray* out, ArrowSchema* out_schema,
+                                         alkaid_batch_info* info, size_t info_size) {
+  return Guard(__func__, [&]() {
+    return Next("alkaid_consumer_next_sized", consumer, timeout_ms, out, out_schema, info,
+                info_size);
+  });
 }
 
 alkaid_status alkaid_consumer_schema(alkaid_consumer* consumer, ArrowSchema* out) {
@@ -900,8 +956,9 @@ alkaid_status alkaid_consumer_stats_get(alkaid_consumer* consumer, alkaid_consum
     if (out == nullptr) return NullArgument("alkaid_consumer_stats_get", "out");
     const client::ConsumerStats s = consumer->consumer->stats();
     out->lost = s.lost;
-    out->held = s.exported_held;
-    out->handed_out = s.exported_total;
+    const alkaid::capi::internal::FlatExporter* flat = consumer->flat.get();
+    out->held = s.exported_held + (flat != nullptr ? flat->held() : 0);
+    out->handed_out = s.exported_total + (flat != nullptr ? flat->total() : 0);
     // Our own refusals (max_held_batches, before a batch is taken) and the
     // C++ consumer's (max_exported_batches, none through this ABI today).
     out->refused = consumer->refused + s.exports_refused;

@@ -683,6 +683,182 @@ TEST_F(CapiTest, PublishTimestampsReachTheTopicAndAVersion1StructLeavesThemOff) 
   }
 }
 
+// alkaid_batch_info::publish_ns (version 3): alkaid_consumer_next_sized
+// writes the producer's CLOCK_REALTIME stamp, between the test's clock
+// reads around the publish, or 0 on a topic without stamps; it writes
+// exactly the size it is given (zeros past the fields it knows), and
+// version 1's alkaid_consumer_next writes nothing past version 1's struct.
+// A size of no version is refused without taking the batch.
+TEST_F(CapiTest, BatchInfoCarriesThePublishTimeAndNoCallWritesPastItsStruct) {
+  const auto realtime_ns = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+  };
+  for (const bool stamped : {true, false}) {
+    SCOPED_TRACE(stamped ? "stamped topic" : "topic without stamps");
+    const std::string topic = stamped ? "stamped" : "plain";
+    alkaid_producer_options o = ProducerOptions();
+    o.publish_timestamps = stamped ? 1 : 0;
+    alkaid_producer* p = OpenProducer(topic, o);
+    alkaid_consumer* c = OpenConsumer(topic);
+    ASSERT_NE(p, nullptr);
+    ASSERT_NE(c, nullptr);
+    const int64_t var[] = {0, 40, 0};
+    std::vector<std::pair<uint64_t, uint64_t>> bounds;
+    for (int i = 0; i < 5; ++i) {
+      alkaid_loan* loan = nullptr;
+      ASSERT_C_OK(alkaid_producer_loan(p, 4, var, 3, &loan));
+      FillLoan(loan, 10 * i, 4);
+      const uint64_t before = realtime_ns();
+      ASSERT_C_OK(alkaid_producer_publish_loan(p, loan));
+      bounds.emplace_back(before, realtime_ns());
+    }
+    // 48 bytes: a newer alkaid.h's struct; everything past ours is zeroed.
+    struct Bigger {
+      alkaid_batch_info info;
+      uint64_t newer;
+    };
+    static_assert(sizeof(Bigger) == 48);
+    ArrowArray array{};
+    Bigger big;
+    std::memset(&big, 0xab, sizeof big);
+    // A size of no version: refused, and the batch is still there.
+    EXPECT_EQ(alkaid_consumer_next_sized(c, 10000, &array, nullptr, &big.info, 36), ALKAID_INVALID);
+    EXPECT_NE(std::string(alkaid_last_error()).find("info_size is 36"), std::string::npos)
+        << alkaid_last_error();
+    EXPECT_EQ(array.release, nullptr);
+    for (size_t size : {sizeof(alkaid_batch_info), sizeof(Bigger)}) {
+      std::memset(&big, 0xab, sizeof big);
+      ASSERT_C_OK(alkaid_consumer_next_sized(c, 10000, &array, nullptr, &big.info, size));
+      const auto [before, after] = bounds[big.info.sequence];
+      if (stamped) {
+        EXPECT_GE(big.info.publish_ns, before);
+        EXPECT_LE(big.info.publish_ns, after);
+      } else {
+        EXPECT_EQ(big.info.publish_ns, 0u);
+      }
+      EXPECT_EQ(big.newer, size == sizeof(Bigger) ? 0u : 0xababababababababu);
+      array.release(&array);
+    }
+    // Version 1's size and version 1's function: publish_ns is not theirs.
+    std::memset(&big, 0xab, sizeof big);
+    ASSERT_C_OK(alkaid_consumer_next_sized(c, 10000, &array, nullptr, &big.info,
+                                           ALKAID_BATCH_INFO_SIZE_V1));
+    EXPECT_EQ(big.info.sequence, 2u);
+    EXPECT_EQ(big.info.publish_ns, 0xababababababababu);
+    array.release(&array);
+    std::memset(&big, 0xab, sizeof big);
+    ASSERT_C_OK(alkaid_consumer_next(c, 10000, &array, nullptr, &big.info));
+    EXPECT_EQ(big.info.sequence, 3u);
+    EXPECT_EQ(big.info.publish_ns, 0xababababababababu);
+    array.release(&array);
+    // NULL info: no size checked.
+    ASSERT_C_OK(alkaid_consumer_next_sized(c, 10000, &array, nullptr, nullptr, 7));
+    array.release(&array);
+    ASSERT_C_OK(alkaid_consumer_close(c));
+    ASSERT_C_OK(alkaid_producer_close(p));
+  }
+}
+
+// next's own export of flat batches (capi/src/batch_export.cc): many held
+// at once (its ring of trees grows, then is scanned in full), released out
+// of order and on another thread, counted by the stats as they go, each
+// tree reused with the right buffers.
+TEST_F(CapiTest, ExportsHeldManyAtOnceAreCountedAndReused) {
+  alkaid_producer_options o = ProducerOptions();
+  o.slot_count = 256;
+  alkaid_producer* p = OpenProducer("t", o);
+  alkaid_consumer* c = OpenConsumer("t");
+  const int64_t var[] = {0, 40, 0};
+  const auto publish = [&](int64_t base) {
+    alkaid_loan* loan = nullptr;
+    ASSERT_C_OK(alkaid_producer_loan(p, 4, var, 3, &loan));
+    FillLoan(loan, base, 4);
+    ASSERT_C_OK(alkaid_producer_publish_loan(p, loan));
+  };
+  constexpr int kHeld = 100;
+  std::vector<ArrowArray> held(kHeld);
+  for (int i = 0; i < kHeld; ++i) {
+    publish(10 * i);
+    ASSERT_C_OK(alkaid_consumer_next(c, 10000, &held[static_cast<size_t>(i)], nullptr, nullptr));
+  }
+  alkaid_consumer_stats cs{};
+  ASSERT_C_OK(alkaid_consumer_stats_get(c, &cs));
+  EXPECT_EQ(cs.held, 100u);
+  EXPECT_EQ(cs.handed_out, 100u);
+  // Every third one released on another thread; the others are still right.
+  std::thread([&held] {
+    for (size_t i = 0; i < held.size(); i += 3) held[i].release(&held[i]);
+  }).join();
+  ASSERT_C_OK(alkaid_consumer_stats_get(c, &cs));
+  EXPECT_EQ(cs.held, 66u);
+  for (size_t i = 1; i < held.size(); i += 3) {
+    ArrowSchema schema = ExportedSchema(*TestSchema());
+    ASSERT_OK_AND_ASSIGN(auto got, format::ImportRecordBatch(&held[i], &schema));
+    ASSERT_OK(format::CheckRecordBatchEquals(*TestBatch(10 * static_cast<int64_t>(i), 4), *got));
+  }
+  // Reused trees (the released ones) carry the new batches' buffers.
+  for (int i = 0; i < 40; ++i) {
+    publish(1000 + 10 * i);
+    ASSERT_OK_AND_ASSIGN(auto got, NextBatch(c));
+    ASSERT_OK(format::CheckRecordBatchEquals(*TestBatch(1000 + 10 * i, 4), *got));
+  }
+  ASSERT_C_OK(alkaid_consumer_stats_get(c, &cs));
+  EXPECT_EQ(cs.handed_out, 140u);
+  for (size_t i = 2; i < held.size(); i += 3) held[i].release(&held[i]);
+  ASSERT_C_OK(alkaid_consumer_stats_get(c, &cs));
+  EXPECT_EQ(cs.held, 0u);
+  ASSERT_C_OK(alkaid_consumer_close(c));
+  ASSERT_C_OK(alkaid_producer_close(p));
+}
+
+// A released batch gives its block back at once, not when its export's
+// tree is next reused, and a child moved out of it keeps the block until
+// the child is released too: with 50 batches received, a loan of most of
+// a fixed 256 KiB arena does not fit while a child of each is held, and
+// fits once they are released.
+TEST_F(CapiTest, ReleasedBatchesGiveTheirBlocksBackAtOnceAndMovedChildrenKeepThem) {
+  alkaid_producer_options o = ProducerOptions();
+  o.slot_count = 256;
+  o.arena_bytes = 256 << 10;
+  o.max_arena_bytes = 256 << 10;
+  o.publish_timeout_ms = 200;
+  alkaid_producer* p = OpenProducer("t", o);
+  alkaid_consumer* c = OpenConsumer("t");
+  const int64_t var[] = {0, 40, 0};
+  std::vector<ArrowArray> held(50);
+  for (size_t i = 0; i < held.size(); ++i) {
+    alkaid_loan* loan = nullptr;
+    ASSERT_C_OK(alkaid_producer_loan(p, 4, var, 3, &loan));
+    FillLoan(loan, 0, 4);
+    ASSERT_C_OK(alkaid_producer_publish_loan(p, loan));
+    ASSERT_C_OK(alkaid_consumer_next(c, 10000, &held[i], nullptr, nullptr));
+  }
+  // Column 0 of each moved out (the interface allows it), then the batch
+  // released.
+  std::vector<ArrowArray> children(held.size());
+  for (size_t i = 0; i < held.size(); ++i) {
+    children[i] = *held[i].children[0];
+    held[i].children[0]->release = nullptr;
+    held[i].release(&held[i]);
+  }
+  // 9,000 rows: about 180 KiB of buffers, where the 50 blocks take about
+  // 100 KiB.
+  const int64_t no_bytes[] = {0, 0, 0};
+  alkaid_loan* big = nullptr;
+  ASSERT_EQ(alkaid_producer_loan(p, 9000, no_bytes, 3, &big), ALKAID_TIMED_OUT)
+      << "the moved-out children let their blocks go";
+  for (size_t i = 0; i < children.size(); ++i) {
+    EXPECT_EQ(static_cast<const int64_t*>(children[i].buffers[1])[3], 3);
+    children[i].release(&children[i]);
+  }
+  ASSERT_C_OK(alkaid_producer_loan(p, 9000, no_bytes, 3, &big));
+  alkaid_loan_discard(big);
+  ASSERT_C_OK(alkaid_consumer_close(c));
+  ASSERT_C_OK(alkaid_producer_close(p));
+}
+
 TEST_F(CapiTest, BatchesOutliveTheirConsumerAndProducer) {
   alkaid_producer* p = OpenProducer("t");
   alkaid_consumer* c = OpenConsumer("t");

@@ -129,7 +129,7 @@ struct ArrowArrayStream {
 /* The version of this interface the header describes. It grows by one
  * whenever a function, a field or a status code is added; nothing is ever
  * removed or changed within one major version of the library. */
-#define ALKAID_C_API_VERSION 2
+#define ALKAID_C_API_VERSION 3
 
 /* The interface version the loaded library implements
  * (ALKAID_C_API_VERSION of the header it was built with): a program built
@@ -409,13 +409,25 @@ ALKAID_C_EXPORT alkaid_status alkaid_consumer_open(const char* topic,
                                                    const alkaid_consumer_options* options,
                                                    alkaid_consumer** out);
 
-/* Where a batch came from. */
+/* Where a batch came from. An out struct the caller owns: fields are only
+ * added at the end, and a call writes only the bytes the caller says its
+ * struct has (alkaid_consumer_next_sized), so a program built against an
+ * older alkaid.h is never written past its struct. */
 typedef struct alkaid_batch_info {
   uint64_t producer_id; /* as the broker numbers the topic's producers */
   uint32_t producer_pid;
   uint64_t sequence;    /* the batch's place in that producer's channel */
   uint64_t lost_before; /* batches of that producer lost just before it */
+  /* Version 3. When the producer published the batch: CLOCK_REALTIME
+   * nanoseconds, taken just before it wrote the batch's slot; 0 unless the
+   * topic stamps publish times (alkaid_producer_options::
+   * publish_timestamps). A receive time (CLOCK_REALTIME) minus it is the
+   * publish-to-receive latency, give or take a clock step. */
+  uint64_t publish_ns;
 } alkaid_batch_info;
+
+/* sizeof(alkaid_batch_info) in versions 1 and 2 (without publish_ns). */
+#define ALKAID_BATCH_INFO_SIZE_V1 32
 
 /* The next batch, waiting up to `timeout_ms` (0: only what is there;
  * ALKAID_FOREVER: no limit): a struct array in `*out` whose buffers point
@@ -432,6 +444,20 @@ ALKAID_C_EXPORT alkaid_status alkaid_consumer_next(alkaid_consumer* consumer, in
                                                    struct ArrowArray* out,
                                                    struct ArrowSchema* out_schema,
                                                    alkaid_batch_info* info);
+
+/* Version 3: alkaid_consumer_next writes version 1's fields of `*info`
+ * (its first ALKAID_BATCH_INFO_SIZE_V1 bytes) and nothing past them; this
+ * one writes `info_size` bytes, sizeof(*info) as the caller's alkaid.h
+ * declares it: the fields this library knows, zeros past them. The size
+ * is one of a version's (ALKAID_BATCH_INFO_SIZE_V1, or this header's
+ * sizeof), or larger up to 1024 (a newer alkaid.h's struct: its fields
+ * this library does not know are written 0); any other size is refused
+ * with ALKAID_INVALID before a batch is taken. Ignored when `info` is NULL.
+ * Otherwise as alkaid_consumer_next. */
+ALKAID_C_EXPORT alkaid_status alkaid_consumer_next_sized(alkaid_consumer* consumer,
+                                                         int64_t timeout_ms, struct ArrowArray* out,
+                                                         struct ArrowSchema* out_schema,
+                                                         alkaid_batch_info* info, size_t info_size);
 
 /* The schema of the batches next returns (the topic's, narrowed to the
  * column subset), exported into `*out`. */

@@ -16,7 +16,7 @@
 use std::ffi::{c_char, c_int, c_void};
 
 /// The interface version these declarations describe (`ALKAID_C_API_VERSION`).
-pub const ALKAID_C_API_VERSION: i32 = 2;
+pub const ALKAID_C_API_VERSION: i32 = 3;
 
 // ---------------------------------------------------------------------------
 // The Arrow C Data and C Stream Interface
@@ -279,7 +279,15 @@ pub struct alkaid_batch_info {
     pub sequence: u64,
     /// Batches of that producer lost just before it.
     pub lost_before: u64,
+    /// Version 3: when the producer published it (CLOCK_REALTIME
+    /// nanoseconds; 0 unless the topic stamps publish times). Written only
+    /// by `alkaid_consumer_next_sized`.
+    pub publish_ns: u64,
 }
+
+/// `ALKAID_BATCH_INFO_SIZE_V1`: `alkaid_batch_info` in versions 1 and 2,
+/// what `alkaid_consumer_next` writes.
+pub const ALKAID_BATCH_INFO_SIZE_V1: usize = 32;
 
 /// `alkaid_consumer_stats`.
 #[repr(C)]
@@ -430,6 +438,15 @@ extern "C" {
         out: *mut ArrowArray,
         out_schema: *mut ArrowSchema,
         info: *mut alkaid_batch_info,
+    ) -> alkaid_status;
+    /// `alkaid_consumer_next_sized` (version 3).
+    pub fn alkaid_consumer_next_sized(
+        consumer: *mut alkaid_consumer,
+        timeout_ms: i64,
+        out: *mut ArrowArray,
+        out_schema: *mut ArrowSchema,
+        info: *mut alkaid_batch_info,
+        info_size: usize,
     ) -> alkaid_status;
     /// `alkaid_consumer_schema`.
     pub fn alkaid_consumer_schema(

@@ -21,8 +21,12 @@ fn structs_are_laid_out_as_in_the_header() {
     );
     assert_eq!(offset_of!(alkaid_consumer_options, columns), 32);
     assert_eq!(offset_of!(alkaid_consumer_options, max_held_batches), 56);
-    assert_eq!(size_of::<alkaid_batch_info>(), 32);
+    assert_eq!(size_of::<alkaid_batch_info>(), 40);
     assert_eq!(offset_of!(alkaid_batch_info, sequence), 16);
+    assert_eq!(
+        offset_of!(alkaid_batch_info, publish_ns),
+        ALKAID_BATCH_INFO_SIZE_V1
+    );
     assert_eq!(size_of::<alkaid_topic_info>(), 96);
     assert_eq!(offset_of!(alkaid_topic_info, publish_timestamps), 88);
     assert_eq!(offset_of!(alkaid_topic_info, policy), 32);

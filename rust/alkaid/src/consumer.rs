@@ -104,6 +104,12 @@ pub struct BatchInfo {
     /// Batches of that producer lost just before this one (drop-oldest
     /// topics).
     pub lost_before: u64,
+    /// When the producer published it: CLOCK_REALTIME nanoseconds
+    /// (comparable with `SystemTime::now()` since the epoch), taken just
+    /// before it wrote the batch's slot. `None` unless the topic stamps
+    /// publish times (`ProducerOptions::publish_timestamps` of the producer
+    /// that created it).
+    pub publish_ns: Option<u64>,
 }
 
 /// Counters of a consumer.
@@ -130,6 +136,14 @@ pub struct Received {
     pub batch: RecordBatch,
     /// Where it came from.
     pub info: BatchInfo,
+}
+
+impl Received {
+    /// When the producer published the batch (CLOCK_REALTIME nanoseconds),
+    /// if the topic stamps publish times: `info.publish_ns`.
+    pub fn publish_ns(&self) -> Option<u64> {
+        self.info.publish_ns
+    }
 }
 
 pub(crate) struct ConsumerHandle {
@@ -260,12 +274,13 @@ impl Consumer {
         // success, and then it is ours to release (FFI_ArrowArray's Drop or
         // the imported buffers' owner does).
         let status = unsafe {
-            sys::alkaid_consumer_next(
+            sys::alkaid_consumer_next_sized(
                 self.handle.raw,
                 millis(timeout),
                 array_ptr(ffi),
                 ptr::null_mut(),
                 &mut info,
+                std::mem::size_of::<sys::alkaid_batch_info>(),
             )
         };
         match status {
@@ -290,6 +305,7 @@ impl Consumer {
             producer_pid: info.producer_pid,
             sequence: info.sequence,
             lost_before: info.lost_before,
+            publish_ns: (info.publish_ns != 0).then_some(info.publish_ns),
         };
         self.last_info = info;
         Ok(Some(Received { batch, info }))

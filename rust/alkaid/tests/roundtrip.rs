@@ -1,8 +1,8 @@
 //! Round trips through a real broker within one process: publish by copy
 //! and by loan, values equal on arrival, buffers in shared memory, batches
 //! outliving their consumer and producer, a column subset, the end of the
-//! stream, cancellation from another thread, lost-before counts, the topic
-//! list.
+//! stream, cancellation from another thread, lost-before counts, publish
+//! times, the topic list.
 
 mod common;
 
@@ -348,6 +348,46 @@ fn publish_timestamps_reach_the_topic() {
     assert_eq!(stamps("stamped"), Some(true));
     assert_eq!(stamps("plain"), Some(false));
     drop((a, b));
+}
+
+#[test]
+fn a_stamped_topics_batches_carry_their_publish_time_others_none() {
+    // BatchInfo::publish_ns (alkaid_consumer_next_sized, C ABI version 3):
+    // on a stamped topic, the producer's CLOCK_REALTIME just before it
+    // wrote the slot, so between the test's clock reads around the publish;
+    // on a topic without stamps, None.
+    let broker = BrokerProcess::start();
+    let stamped = ProducerOptions {
+        publish_timestamps: true,
+        ..broker.producer_options()
+    };
+    let now_ns = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
+    };
+    let a = Producer::open("stamped", &test_schema(), &stamped).unwrap();
+    let b = Producer::open("plain", &test_schema(), &broker.producer_options()).unwrap();
+    let mut on = Consumer::open("stamped", &broker.consumer_options()).unwrap();
+    let mut off = Consumer::open("plain", &broker.consumer_options()).unwrap();
+    let before = now_ns();
+    a.publish(&test_batch(0, 3)).unwrap();
+    let after = now_ns();
+    b.publish(&test_batch(0, 3)).unwrap();
+    let got = on.next_batch(LONG).unwrap().unwrap();
+    let at = got
+        .publish_ns()
+        .expect("a stamped topic's batch has a publish time");
+    assert!(
+        (before..=after).contains(&at),
+        "published at {at}, outside [{before}, {after}]"
+    );
+    assert_eq!(on.last_info().publish_ns, Some(at));
+    let plain = off.next_batch(LONG).unwrap().unwrap();
+    assert_eq!(plain.publish_ns(), None);
+    assert_eq!(plain.info.publish_ns, None);
+    drop((got, plain, on, off, a, b));
 }
 
 #[test]
