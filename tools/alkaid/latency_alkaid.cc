@@ -1,10 +1,11 @@
-// `alkaid latency`, the broker transport: producer and consumers in
+// alkaid-measure, the client layer (the broker transport): producer and consumers in
 // separate processes, through the client library (Producer, Consumer).
 
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <thread>
@@ -101,24 +102,6 @@ Status AwaitAnswer(client::Consumer* consumer, int64_t expected, const Shared* s
   }
 }
 
-// Untimed: waits until side B, having answered `value`, is back waiting for
-// the next ping. B's own work after an answer (publishing it, dropping the
-// batch it answered, building the next answer) would otherwise be measured
-// as latency of the ping that arrives while B is still busy.
-Status AwaitOtherSideWaiting(const Shared* shared, int64_t value) {
-  const int64_t deadline = NowNs() + kAnswerTimeoutNs;
-  // Acquire: partner of B's release store before it waits.
-  for (uint32_t spins = 1; shared->answered.load(std::memory_order_acquire) != value; ++spins) {
-    if ((spins & 1023) == 0) {
-      if (Stopping(shared)) return StopStatus();
-      if (NowNs() > deadline) {
-        return Status::TimedOut("the consumer process did not wait again within 30 s");
-      }
-    }
-  }
-  return Status::OK();
-}
-
 client::ProducerOptions MakeProducerOptions(const RunSpec& spec) {
   client::ProducerOptions options;
   options.socket_path = spec.socket;
@@ -179,11 +162,11 @@ Status PingSide(const RunSpec& spec, Shared* shared) {
     if (first <= kHelloBase && first >= hello) break;  // an answer to any of our hellos
   }
 
-  const int64_t rows = RowsFor(spec.payload_bytes);
-  const uint64_t region = PingRegionBytes(rows);
   const measure::LoopBounds bounds{spec.count, static_cast<int64_t>(spec.duration_seconds * 1e9)};
   const auto stopping = [shared] { return Stopping(shared); };
-  auto step = [&](int64_t i, measure::RoundTripTimer* timer) -> Status {
+  // Ping `i` of `rows` values.
+  auto ping_once = [&](int64_t i, int64_t rows, measure::RoundTripTimer* timer) -> Status {
+    const uint64_t region = PingRegionBytes(rows);
     // Not timed: build the batch in shared memory, then an untimed round
     // trip with a batch of the same shape of which only the first and last
     // value are written, as the previous message of a one-shape stream
@@ -211,8 +194,34 @@ Status PingSide(const RunSpec& spec, Shared* shared) {
     timer->Stop();
     return Status::OK();
   };
+  // Paired: step i is pings 2i and 2i + 1, one of the size (timed by
+  // `timer`, into histograms[0]) and one of 64 B (into histograms[1]).
+  const bool paired = spec.pattern == "paired";
+  std::vector<int64_t> diffs;
+  auto step = [&](int64_t i, measure::RoundTripTimer* timer) -> Status {
+    if (!paired) return ping_once(i, RowsFor(spec.payload_bytes), timer);
+    measure::RoundTripTimer small;
+    for (int64_t id = 2 * i; id < 2 * i + 2; ++id) {
+      ALKAID_RETURN_NOT_OK(IsLarge(id) ? ping_once(id, RowsFor(spec.payload_bytes), timer)
+                                       : ping_once(id, RowsFor(64), &small));
+    }
+    shared->histograms[1].Record(small.HalfNs());
+    diffs.push_back(timer->HalfNs() - small.HalfNs());
+    return Status::OK();
+  };
   ALKAID_RETURN_NOT_OK(measure::RunPingPongLoop(bounds, &shared->histograms[0], &shared->progress,
                                                 &shared->elapsed_ns, stopping, step));
+  if (!diffs.empty()) {
+    // The median's 95 % interval: order statistics n/2 -+ 0.98 sqrt(n)
+    // (sign test, normal approximation of the binomial).
+    std::sort(diffs.begin(), diffs.end());
+    const double n = static_cast<double>(diffs.size());
+    const double half = 0.98 * std::sqrt(n);
+    const auto lo = static_cast<std::size_t>(std::max(0.0, std::floor(n / 2 - half)));
+    const auto hi = static_cast<std::size_t>(std::min(n - 1, std::ceil(n / 2 + half)));
+    shared->paired = {static_cast<int64_t>(diffs.size()), 0, diffs[diffs.size() / 2], diffs[lo],
+                      diffs[hi]};
+  }
 
   // The idle period: B sits in Next with nothing coming.
   shared->phase.store(1);
@@ -235,7 +244,7 @@ Status PongSide(const RunSpec& spec, Shared* shared) {
                                                                MakeProducerOptions(spec)));
   shared->pong_pid.store(static_cast<int>(::getpid()));
   shared->ready.fetch_add(1);
-  const int64_t rows = RowsFor(spec.payload_bytes);
+  const bool paired = spec.pattern == "paired";
 
   // The answer to the next measured ping is built ahead, off the timed path.
   int64_t next_id = 0;
@@ -260,6 +269,8 @@ Status PongSide(const RunSpec& spec, Shared* shared) {
     }
     int64_t first = 0, last = 0;
     ALKAID_RETURN_NOT_OK(FirstLast(*batch, &first, &last));
+    // The rows of the next measured ping (and of the warm-up before it).
+    const int64_t rows = RowsFor(paired && !IsLarge(next_id) ? 64 : spec.payload_bytes);
     if (first >= 0) {
       if (first != next_id || batch->num_rows() != rows || last != first + rows - 1) {
         return Status::Invalid("ping ", next_id, ": got ", batch->num_rows(), " rows, values ",

@@ -1,7 +1,7 @@
 #pragma once
 
-// Private to `alkaid latency`: what the parent and the measuring child
-// processes share, and the transports' entry points.
+// Private to alkaid-measure (`alkaid latency`): what the parent and the
+// measuring child processes share, and the transports' entry points.
 
 #include <sys/types.h>
 
@@ -37,12 +37,12 @@ using measure::Summary;
 
 /// How one (transport, size) measurement is run.
 struct RunSpec {
-  std::string layer = "client";      ///< client | inproc
+  std::string layer = "client";      ///< channel | client | inproc
   std::string mode = "spin";         ///< spin | block | hybrid
-  std::string pattern = "pingpong";  ///< pingpong | stream
+  std::string pattern = "pingpong";  ///< pingpong | stream | paired
   int64_t payload_bytes = 64;        ///< body bytes: rows = max(1, payload / 8) int64 values
   int consumers = 1;                 ///< stream: consumers
-  int64_t count = 10000;             ///< samples (pingpong) or batches (stream)
+  int64_t count = 10000;             ///< samples (pingpong), pairs (paired) or batches (stream)
   double duration_seconds = 0;       ///< stop early after this long; 0: no limit
   double idle_seconds = 0.5;         ///< alkaid pingpong: idle period measured at the end
   bool warmup = true;                ///< pingpong: untimed warm-up before each ping
@@ -86,6 +86,22 @@ inline constexpr uint64_t kSmallRegionBytes = 1024;
 /// Slots of the pingpong topics' channels.
 inline constexpr std::size_t kPingSlotCount = 16;
 
+/// Paired pattern: the 64 B pings beside the row's size, and the paired
+/// differences (size - 64 B, one-way, per pair): median and the 95 %
+/// interval of the median (sign-test order statistics).
+struct Paired {
+  int64_t pairs = 0;  ///< 0: not a paired run
+  int64_t p50_64_ns = 0;
+  int64_t diff_p50_ns = 0;
+  int64_t diff_lo_ns = 0;
+  int64_t diff_hi_ns = 0;
+};
+
+/// Whether ping `id` of a paired run is of the row's size (else 64 B). The
+/// order within a pair alternates every two pairs, so that neither size
+/// always goes first.
+inline bool IsLarge(int64_t id) { return (id % 2 == 0) == ((id / 4) % 2 == 1); }
+
 /// Shared between the parent and the children of one measurement (a
 /// MAP_SHARED anonymous mapping created before fork).
 struct Shared {
@@ -110,6 +126,7 @@ struct Shared {
   std::atomic<int64_t> hellos_seen;  ///< pingpong: hellos side B received
   MemorySample memory[2];            ///< stream: at min(1M, count/2) batches, at the end
   std::atomic<int> memory_samples;
+  Paired paired;                        ///< paired: figures of the ping side
   Histogram histograms[kMaxConsumers];  ///< one per consumer (pingpong: [0])
 };
 
@@ -129,6 +146,13 @@ inline int ChildMain(Shared* shared, const std::string& who, const std::function
 /// columns or no row.
 Status FirstLast(const format::RecordBatch& batch, int64_t* first, int64_t* last);
 
+/// Pingpong, untimed: waits until side B, having answered `value`, is back
+/// waiting for the next ping (Shared::answered). B's own work after an
+/// answer (publishing it, dropping what it answered, preparing the next
+/// answer) would otherwise be measured as latency of the ping that arrives
+/// while B is still busy.
+Status AwaitOtherSideWaiting(const Shared* shared, int64_t value);
+
 /// Resident bytes of process `pid` (0 if unknown).
 int64_t ResidentBytes(int pid);
 
@@ -138,7 +162,7 @@ int64_t SegmentBytes(const std::string& prefix);
 /// What one measurement gives.
 struct Measurement {
   std::string transport;         ///< alkaid | floor | body | uds
-  std::string layer = "client";  ///< alkaid: client (processes, a broker) | inproc (one thread)
+  std::string layer = "client";  ///< alkaid: channel | client (a broker) | inproc (one thread)
   std::string mode;
   std::string pattern;
   std::string writer;       ///< alkaid stream runs: build | fixed; else empty
@@ -152,6 +176,7 @@ struct Measurement {
   Summary summary;                       ///< inproc: samples and mean_ns only
   std::shared_ptr<Histogram> histogram;  ///< null: not timed one by one (inproc)
   std::vector<MemorySample> memory;
+  Paired paired;
 };
 
 /// Fills `out` from what the children of a measurement left in `shared`:
@@ -166,8 +191,14 @@ void Finish(const RunSpec& spec, const Shared& shared, const std::string& transp
 using ProgressHook = std::function<void(const Shared&)>;
 
 /// The broker transport, through the client library's Producer and
-/// Consumer; topics are created first through BrokerClient.
+/// Consumer; topics are created first through BrokerClient. Pingpong,
+/// paired (the pingpong alternating the size with 64 B) or stream.
 Status MeasureAlkaid(const RunSpec& spec, const ProgressHook& progress, Measurement* out);
+
+/// The libshm channel alone (ChannelProducer, ChannelConsumer): bodies of
+/// the payload's bytes, no batch, no broker; pingpong or stream
+/// (latency_channel.cc).
+Status MeasureChannel(const RunSpec& spec, const ProgressHook& progress, Measurement* out);
 
 /// The client's data path in one thread, for profilers: publish, receive
 /// (TryReceive), check and drop `spec.count` batches of 512 B through one

@@ -1,4 +1,4 @@
-// `alkaid latency`: the shared block, batch values, memory figures.
+// alkaid-measure: the shared block, batch values, memory figures.
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -63,6 +63,20 @@ int64_t SegmentBytes(const std::string& prefix) {
   return total;
 }
 
+Status AwaitOtherSideWaiting(const Shared* shared, int64_t value) {
+  const int64_t deadline = NowNs() + 30'000'000'000;
+  // Acquire: partner of B's release store before it waits.
+  for (uint32_t spins = 1; shared->answered.load(std::memory_order_acquire) != value; ++spins) {
+    if ((spins & 1023) == 0) {
+      if (Stopping(shared)) return Status::Cancelled("stopped");
+      if (NowNs() > deadline) {
+        return Status::TimedOut("the consumer process did not wait again within 30 s");
+      }
+    }
+  }
+  return Status::OK();
+}
+
 void Finish(const RunSpec& spec, const Shared& shared, const std::string& transport,
             const std::string& mode, const std::string& pattern, Measurement* out) {
   out->transport = transport;
@@ -85,9 +99,17 @@ void Finish(const RunSpec& spec, const Shared& shared, const std::string& transp
     out->msgs_per_s = rate_sum / spec.consumers;
   } else {
     out->histogram->Merge(shared.histograms[0]);
+    // Paired: [1] holds the 64 B pings, round trips as well.
+    const bool paired = pattern == "paired";
+    if (paired) {
+      out->paired = shared.paired;
+      out->paired.p50_64_ns = Summarize(shared.histograms[1]).p50_ns;
+    }
+    const uint64_t round_trips =
+        shared.histograms[0].total + (paired ? shared.histograms[1].total : 0);
     if (shared.elapsed_ns > 0) {
-      out->msgs_per_s = static_cast<double>(shared.histograms[0].total) * 1e9 /
-                        static_cast<double>(shared.elapsed_ns);
+      out->msgs_per_s =
+          static_cast<double>(round_trips) * 1e9 / static_cast<double>(shared.elapsed_ns);
     }
   }
   out->summary = Summarize(*out->histogram);

@@ -51,7 +51,7 @@ struct Histogram {
   double StdDeviation() const;
 };
 
-/// The summary `alkaid latency` prints and writes to JSON.
+/// The summary alkaid-measure prints and writes to JSON.
 struct Summary {
   uint64_t samples = 0;
   int64_t p50_ns = 0;
