@@ -60,8 +60,7 @@ refused --writer --layer channel --pattern stream --writer fixed
 refused --no-warmup --pattern stream --no-warmup
 refused --idle --pattern stream --idle 1
 refused --writer --writer build
-refused paired --pattern paired --compare floor
-refused paired --layer channel --pattern paired
+refused --compare --pattern paired --compare floor
 
 # Nothing of run $1 (the tool's pid) is left: its broker's segments (and
 # the channels of --layer inproc, which has no broker), its processes (the broker's name and the forked children's argv carry it).
@@ -211,12 +210,14 @@ run_latency chpp "channel pingpong" --layer channel --sizes 64,4096 --count 200 
   --idle 0.1 --json "$work/chpp.json"
 run_latency chst "channel stream" --layer channel --pattern stream --consumers 2 --mode block \
   --sizes 512 --count 3000 --timestamps --json "$work/chst.json"
-# The client layer's paired pattern: each size alternated with 64 B.
+# The paired pattern (each size alternated with 64 B), on each layer.
 run_latency paired "paired" --pattern paired --sizes 4096 --count 100 --idle 0.1 \
   --json "$work/paired.json"
 grep -q "paired with 64 B (100 pairs" "$work/paired.out" ||
   { echo "FAILED: paired: no paired line in the table" >&2; cat "$work/paired.out" >&2; fail=1; }
-python3 - "$work/chpp.json" "$work/chst.json" "$work/paired.json" <<'PY' || fail=1
+run_latency chpaired "channel paired" --layer channel --pattern paired --sizes 65536 --count 50 \
+  --idle 0.1 --json "$work/chpaired.json"
+python3 - "$work/chpp.json" "$work/chst.json" "$work/paired.json" "$work/chpaired.json" <<'PY' || fail=1
 import json, sys
 keys = ("transport", "layer", "mode", "pattern", "payload_bytes", "consumers", "samples",
         "p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns", "mean_ns", "msgs_per_s")
@@ -244,11 +245,13 @@ for r in pp:
 st = check(sys.argv[2], [("alkaid", "channel", "stream", 512, 2, 6000)])
 if st and (st[0]["timestamps"] is not True or st[0]["mode"] != "block"):
     errors.append(f"channel stream: {st[0]}")
-pa = check(sys.argv[3], [("alkaid", "client", "paired", 4096, 1, 100)])
-p = pa[0].get("paired", {}) if pa else {}
-if not (p.get("pairs") == 100 and p.get("p50_64B_ns", 0) > 0 and
-        p.get("diff_lo_ns", 1) <= p.get("diff_p50_ns", 0) <= p.get("diff_hi_ns", -1)):
-    errors.append(f"paired: {pa}")
+for path, layer, size, pairs in ((sys.argv[3], "client", 4096, 100),
+                                 (sys.argv[4], "channel", 65536, 50)):
+    pa = check(path, [("alkaid", layer, "paired", size, 1, pairs)])
+    p = pa[0].get("paired", {}) if pa else {}
+    if not (p.get("pairs") == pairs and p.get("p50_64B_ns", 0) > 0 and
+            p.get("diff_lo_ns", 1) <= p.get("diff_p50_ns", 0) <= p.get("diff_hi_ns", -1)):
+        errors.append(f"{path}: paired figures: {pa}")
 for e in errors:
     print("FAILED:", e, file=sys.stderr)
 sys.exit(1 if errors else 0)

@@ -332,8 +332,8 @@ int RunLatency(const LatencyOptions& given_options, const std::set<std::string>&
                   : Refuse(given, {"--writer"}, "applies to --pattern stream only");
   }
   if (code != kExitOk) return code;
-  if (options.pattern == "paired" && (!client || !options.compare.empty())) {
-    return Usage("--pattern paired is the client layer's, without --compare");
+  if (options.pattern == "paired" && !options.compare.empty()) {
+    return Usage("--compare: the baselines have no --pattern paired");
   }
   std::vector<int64_t> sizes;
   for (const auto& item : SplitCommas(options.sizes)) {
@@ -442,8 +442,6 @@ int RunLatency(const LatencyOptions& given_options, const std::set<std::string>&
       Status st;
       if (inproc) {
         st = lat::MeasureInProcess(spec, &m);
-      } else if (transport == "alkaid" && !client) {
-        st = lat::MeasureChannel(spec, progress, &m);
       } else if (transport == "alkaid") {
         st = lat::MeasureAlkaid(spec, progress, &m);
       } else if (transport == "floor") {
@@ -516,7 +514,7 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
   cmd->add_option("--pattern", options->pattern,
                   "pingpong: round trips, one-way = RTT/2; stream: publish as fast as possible, "
-                  "publish-to-receive time per batch and throughput; paired (client layer): "
+                  "publish-to-receive time per batch and throughput; paired: "
                   "pingpong alternating each size with 64 B in the same processes, the median "
                   "difference per pair with its 95% interval (default: pingpong; inproc: stream)")
       ->check(CLI::IsMember({"pingpong", "stream", "paired"}));

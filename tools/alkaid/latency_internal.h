@@ -190,15 +190,11 @@ void Finish(const RunSpec& spec, const Shared& shared, const std::string& transp
 /// Hooks the parent gives a measurement (progress reporting).
 using ProgressHook = std::function<void(const Shared&)>;
 
-/// The broker transport, through the client library's Producer and
-/// Consumer; topics are created first through BrokerClient. Pingpong,
-/// paired (the pingpong alternating the size with 64 B) or stream.
+/// Alkaid's own transport, pingpong, paired (the pingpong alternating the
+/// size with 64 B) or stream, on the client layer (Producer and Consumer,
+/// topics made through BrokerClient) or the channel layer (ChannelProducer
+/// and ChannelConsumer alone, no broker).
 Status MeasureAlkaid(const RunSpec& spec, const ProgressHook& progress, Measurement* out);
-
-/// The libshm channel alone (ChannelProducer, ChannelConsumer): bodies of
-/// the payload's bytes, no batch, no broker; pingpong or stream
-/// (latency_channel.cc).
-Status MeasureChannel(const RunSpec& spec, const ProgressHook& progress, Measurement* out);
 
 /// The client's data path in one thread, for profilers: publish, receive
 /// (TryReceive), check and drop `spec.count` batches of 512 B through one
