@@ -20,6 +20,7 @@
 
 #include "alkaid/client/broker_client.h"
 #include "alkaid/measure/broker.h"
+#include "alkaid/measure/text.h"
 #include "commands.h"
 #include "latency_internal.h"
 
@@ -28,6 +29,11 @@ namespace alkaid::tools {
 namespace {
 
 namespace lat = latency;
+using measure::FormatBytes;
+using measure::FormatNs;
+using measure::FormatSignedNs;
+using measure::ParseSize;
+using measure::SplitCommas;
 constexpr int kExitInterrupted = 130;
 
 struct LatencyOptions {
@@ -67,62 +73,6 @@ int Refuse(const std::set<std::string>& given, std::initializer_list<const char*
     if (given.count(flag) != 0) return Usage(std::string(flag) + ": " + what);
   }
   return kExitOk;
-}
-
-std::vector<std::string> SplitCommas(const std::string& text) {
-  std::vector<std::string> out;
-  std::string item;
-  std::istringstream in(text);
-  while (std::getline(in, item, ',')) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
-// "64", "4096", "64K", "1M", "16M" (binary units).
-bool ParseSize(const std::string& text, int64_t* out) {
-  if (text.empty()) return false;
-  std::size_t digits = 0;
-  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
-  if (digits == 0 || digits > 12) return false;
-  int64_t value = std::stoll(text.substr(0, digits));
-  const std::string unit = text.substr(digits);
-  if (unit == "K" || unit == "k" || unit == "KiB") {
-    value <<= 10;
-  } else if (unit == "M" || unit == "MiB") {
-    value <<= 20;
-  } else if (unit == "G" || unit == "GiB") {
-    value <<= 30;
-  } else if (!unit.empty() && unit != "B") {
-    return false;
-  }
-  *out = value;
-  return true;
-}
-
-std::string FormatNs(double ns) {
-  char text[32];
-  if (ns < 1e3) {
-    (void)std::snprintf(text, sizeof(text), "%.0f ns", ns);
-  } else if (ns < 1e6) {
-    (void)std::snprintf(text, sizeof(text), "%.2f us", ns / 1e3);
-  } else if (ns < 1e9) {
-    (void)std::snprintf(text, sizeof(text), "%.2f ms", ns / 1e6);
-  } else {
-    (void)std::snprintf(text, sizeof(text), "%.2f s", ns / 1e9);
-  }
-  return text;
-}
-
-// A difference: "+1.20 us", "-35 ns".
-std::string FormatSignedNs(int64_t ns) {
-  return (ns < 0 ? "-" : "+") + FormatNs(static_cast<double>(ns < 0 ? -ns : ns));
-}
-
-std::string FormatBytes(int64_t bytes) {
-  if (bytes >= (1 << 20) && bytes % (1 << 20) == 0) return std::to_string(bytes >> 20) + " MiB";
-  if (bytes >= (1 << 10) && bytes % (1 << 10) == 0) return std::to_string(bytes >> 10) + " KiB";
-  return std::to_string(bytes) + " B";
 }
 
 // ---- reports ------------------------------------------------------------

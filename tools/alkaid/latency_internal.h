@@ -24,6 +24,7 @@
 #include "alkaid/measure/ping_pong.h"
 #include "alkaid/measure/process.h"
 #include "alkaid/measure/shared_mapping.h"
+#include "alkaid/measure/text.h"
 
 namespace alkaid::tools::latency {
 
@@ -31,7 +32,9 @@ using measure::FormatPercentileDistribution;
 using measure::Histogram;
 using measure::NowNs;
 using measure::ProcessCpuNs;
+using measure::ResidentBytes;
 using measure::RunChildren;
+using measure::SegmentBytes;
 using measure::Summarize;
 using measure::Summary;
 
@@ -152,12 +155,6 @@ Status FirstLast(const format::RecordBatch& batch, int64_t* first, int64_t* last
 /// answer) would otherwise be measured as latency of the ping that arrives
 /// while B is still busy.
 Status AwaitOtherSideWaiting(const Shared* shared, int64_t value);
-
-/// Resident bytes of process `pid` (0 if unknown).
-int64_t ResidentBytes(int pid);
-
-/// Bytes allocated to /dev/shm objects whose names start with `prefix`.
-int64_t SegmentBytes(const std::string& prefix);
 
 /// What one measurement gives.
 struct Measurement {

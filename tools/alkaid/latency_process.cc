@@ -1,14 +1,5 @@
-// alkaid-measure: the shared block, batch values, memory figures.
-
-#include <dirent.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
+// alkaid-measure: what the processes of a measurement leave in the shared
+// block, and batch values.
 
 #include "alkaid/format/array.h"
 #include "latency_internal.h"
@@ -26,41 +17,6 @@ Status FirstLast(const format::RecordBatch& batch, int64_t* first, int64_t* last
   *first = values[0];
   *last = values[batch.num_rows() - 1];
   return Status::OK();
-}
-
-int64_t ResidentBytes(int pid) {
-  if (pid <= 0) return 0;
-  std::FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/statm").c_str(), "r");
-  if (f == nullptr) return 0;
-  // statm: "size resident shared text lib data dt", in pages.
-  char text[256] = {};
-  const bool read = std::fgets(text, sizeof(text), f) != nullptr;
-  (void)std::fclose(f);  // read-only: nothing to lose on close
-  if (!read) return 0;
-  char* end = nullptr;
-  (void)std::strtoll(text, &end, 10);  // size: skipped
-  if (end == text) return 0;
-  const char* const second = end;
-  const long long resident = std::strtoll(second, &end, 10);
-  if (end == second) return 0;
-  return resident * ::sysconf(_SC_PAGESIZE);
-}
-
-int64_t SegmentBytes(const std::string& prefix) {
-  if (prefix.empty()) return 0;
-  int64_t total = 0;
-  DIR* dir = ::opendir("/dev/shm");
-  if (dir == nullptr) return 0;
-  // NOLINTNEXTLINE(concurrency-mt-unsafe): readdir on a DIR stream of our own
-  while (dirent* entry = ::readdir(dir)) {
-    if (std::strncmp(entry->d_name, prefix.c_str(), prefix.size()) != 0) continue;
-    struct stat st;
-    if (::stat(("/dev/shm/" + std::string(entry->d_name)).c_str(), &st) == 0) {
-      total += static_cast<int64_t>(st.st_blocks) * 512;
-    }
-  }
-  ::closedir(dir);
-  return total;
 }
 
 Status AwaitOtherSideWaiting(const Shared* shared, int64_t value) {
