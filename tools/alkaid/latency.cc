@@ -515,17 +515,13 @@ int Main(int argc, char** argv) {
   return RunLatency(*options, given);
 }
 
-}  // namespace
-
-}  // namespace alkaid::tools
-
 // Called alkaid_shm_stream_bench (the command the issues quote for the
 // data path's instructions per batch), it takes `--inproc N [--fixed]
 // [--stamp]`: `--layer inproc --count N [--writer fixed] [--timestamps]`.
-int main(int argc, char** argv) {
+int RunAs(int argc, char** argv) {
   const std::string name = argv[0];
   if (name.substr(name.rfind('/') + 1) != "alkaid_shm_stream_bench") {
-    return alkaid::tools::Main(argc, argv);
+    return Main(argc, argv);
   }
   std::vector<std::string> args = {name, "--layer", "inproc"};
   for (int i = 1; i < argc; ++i) {
@@ -541,9 +537,25 @@ int main(int argc, char** argv) {
   }
   if (args.size() < 5) {
     std::cerr << "usage: " << name << " --inproc N [--fixed] [--stamp]  (N > 0)\n";
-    return alkaid::tools::kExitUsage;
+    return kExitUsage;
   }
   std::vector<char*> pointers;
+  pointers.reserve(args.size());
   for (auto& arg : args) pointers.push_back(arg.data());
-  return alkaid::tools::Main(static_cast<int>(pointers.size()), pointers.data());
+  return Main(static_cast<int>(pointers.size()), pointers.data());
+}
+
+}  // namespace
+
+}  // namespace alkaid::tools
+
+int main(int argc, char** argv) {
+  try {
+    return alkaid::tools::RunAs(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "alkaid-measure: " << e.what() << '\n';
+  } catch (...) {
+    std::cerr << "alkaid-measure: unknown exception\n";
+  }
+  return alkaid::tools::kExitFailure;
 }

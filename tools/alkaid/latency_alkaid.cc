@@ -391,7 +391,7 @@ Status PongLoop(const RunSpec& spec, Shared* s, Out* out, In* pings) {
       pings->Release();
       const int64_t cpu0 = ProcessCpuNs();
       const int64_t wall0 = NowNs();
-      const Status idle = pings->Next(
+      Status idle = pings->Next(
           std::chrono::nanoseconds(static_cast<int64_t>(spec.idle_seconds * 1e9)), &got);
       s->idle_cpu_ns = ProcessCpuNs() - cpu0;
       s->idle_wall_ns = NowNs() - wall0;
