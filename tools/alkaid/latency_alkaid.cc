@@ -568,7 +568,7 @@ Status ClientStreamConsumer(const RunSpec& spec, Shared* s, int index) {
 // Channel layer: each side makes its channel, then opens the other's.
 Status ChannelPing(const RunSpec& spec, Shared* s, const std::string& ping,
                    const std::string& pong) {
-  const uint64_t arena = PingArenaBytes(RowsFor(spec.payload_bytes));
+  const uint64_t arena = PingArenaBytes(spec);
   ALKAID_ASSIGN_OR_RAISE(auto out, CreateChannelOut(spec, ping, kPingSlotCount, arena, 1));
   s->ready.fetch_add(1);
   ALKAID_RETURN_NOT_OK(AwaitCount(s->ready, 2, s, "side B did not make its channel"));
@@ -626,7 +626,7 @@ Status CreateTopics(const RunSpec& spec) {
         .WithContext("creating the stream topic");
   }
   topic.slot_count = kPingSlotCount;
-  topic.arena_bytes = PingArenaBytes(rows);
+  topic.arena_bytes = PingArenaBytes(spec);
   ALKAID_RETURN_NOT_OK(admin->CreateTopic(spec.topic_prefix + ".ping", schema, topic)
                            .status()
                            .WithContext("creating the ping topic"));

@@ -83,6 +83,15 @@ inline uint64_t PingRegionBytes(int64_t rows) {
 /// warm-ups) plus 1 MiB for the small batches (hellos, control values).
 inline uint64_t PingArenaBytes(int64_t rows) { return 4 * PingRegionBytes(rows) + (1 << 20); }
 
+/// The ping channel's arena of a run: a paired run's has room for eight
+/// large regions, as the flatness bench's channel had, since its 64 B
+/// bodies come between the large ones (an arena with no gap for the next
+/// large body grows by an extension, which the consumer maps when it
+/// receives the body).
+inline uint64_t PingArenaBytes(const RunSpec& spec) {
+  return (spec.pattern == "paired" ? 2 : 1) * PingArenaBytes(RowsFor(spec.payload_bytes));
+}
+
 /// Region of each small batch: hellos, control values, answers.
 inline constexpr uint64_t kSmallRegionBytes = 1024;
 
