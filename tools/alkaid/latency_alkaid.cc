@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <limits>
 #include <thread>
 
@@ -339,15 +338,9 @@ Status PingLoop(const RunSpec& spec, Shared* s, Out* out, In* answers) {
   ALKAID_RETURN_NOT_OK(measure::RunPingPongLoop(
       bounds, &s->histograms[0], &s->progress, &s->elapsed_ns, [s] { return Stopping(s); }, step));
   if (!diffs.empty()) {
-    // The median's 95 % interval: order statistics n/2 -+ 0.98 sqrt(n)
-    // (sign test, normal approximation of the binomial).
-    std::sort(diffs.begin(), diffs.end());
-    const double n = static_cast<double>(diffs.size());
-    const double half = 0.98 * std::sqrt(n);
-    const auto lo = static_cast<std::size_t>(std::max(0.0, std::floor(n / 2 - half)));
-    const auto hi = static_cast<std::size_t>(std::min(n - 1, std::ceil(n / 2 + half)));
-    s->paired = {static_cast<int64_t>(diffs.size()), 0, diffs[diffs.size() / 2], diffs[lo],
-                 diffs[hi]};
+    const auto pairs = static_cast<int64_t>(diffs.size());
+    const measure::MedianInterval d = measure::MedianWithInterval(std::move(diffs));
+    s->paired = {pairs, 0, d.median, d.lo, d.hi};
   }
   // The idle period: B waits with nothing coming.
   s->phase.store(1);

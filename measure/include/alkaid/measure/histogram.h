@@ -80,4 +80,15 @@ T Quantile(std::vector<T> samples, double q) {
   return samples[std::min(samples.size() - 1, rank)];
 }
 
+/// The median of paired differences with its 95 % interval: the order
+/// statistics of ranks n/2 -+ 0.98 sqrt(n) (the sign test's, with the
+/// normal approximation of the binomial: no assumption about the
+/// distribution). `samples` must not be empty; it is taken by value.
+struct MedianInterval {
+  int64_t median = 0;
+  int64_t lo = 0;
+  int64_t hi = 0;
+};
+MedianInterval MedianWithInterval(std::vector<int64_t> samples);
+
 }  // namespace alkaid::measure
