@@ -13,7 +13,7 @@
 #   --render-only   only rewrite the document from the JSON already in the
 #                   results directory
 #   --peers         only the ping-pong beside the peers, one table on stdout
-#                   (the document is left alone): Alkaid (`alkaid latency
+#                   (the document is left alone): Alkaid (`alkaid-measure
 #                   --compare floor,uds`), Alkaid through its Rust crate
 #                   (alkaid_rust_latency), iceoryx2, iceoryx 2.0, the floor and
 #                   a Unix socket, each one's p50 and p99 and ratio to Alkaid;
@@ -92,17 +92,18 @@ else
   results=${RESULTS:-$build/perf-results}
 fi
 
-alkaid=$build/tools/alkaid/alkaid
+# The measurement program (`alkaid latency` runs it; called directly here,
+# so that valgrind counts it rather than the front end that execs it).
+measure=$build/tools/alkaid/alkaid-measure
 iceoryx=$build/bench/peers/alkaid_iceoryx_latency
 iceoryx2_dir=bench/peers/iceoryx2
 iceoryx2=$iceoryx2_dir/target/release/alkaid_iceoryx2_latency
 alkaid_rust=rust/target/release/alkaid_rust_latency
-flatness=$build/bench/alkaid_shm_flatness_bench
 if [ $do_build -eq 1 ]; then
   if [ "$build" = build/release ]; then
     scripts/build.sh release </dev/null
   else
-    cmake --build "$build" --target alkaid alkaid-broker alkaid_shm_flatness_bench
+    cmake --build "$build" --target alkaid-measure alkaid-broker
   fi
   if command -v cargo >/dev/null 2>&1; then
     echo "perf-report.sh: building the iceoryx2 peer (cargo)" >&2
@@ -137,7 +138,7 @@ elif ! command -v iox-roudi >/dev/null 2>&1; then
   iceoryx=
 fi
 # A private broker for every run (never a broker someone else uses): a
-# socket nobody listens on makes alkaid latency start a private one.
+# socket nobody listens on makes alkaid-measure start a private one.
 export ALKAID_BROKER_SOCKET=$results/no-broker.sock
 
 if [ $peers -eq 1 ]; then
@@ -161,7 +162,7 @@ if [ $peers -eq 1 ]; then
   }
   started=$(date '+%Y-%m-%d %H:%M:%S %Z')
   load_before=$(uptime)
-  peer_run alkaid "$alkaid" latency --sizes "$sizes" --count "$peer_count" --mode "$mode" \
+  peer_run alkaid "$measure" --sizes "$sizes" --count "$peer_count" --mode "$mode" \
     --compare floor,uds
   [ -z "$alkaid_rust" ] || peer_run alkaid-rust "$alkaid_rust" \
     --broker "$build/broker/daemon/alkaid-broker" --sizes "$sizes" --count "$peer_count" \
@@ -199,7 +200,7 @@ for name in {r[1] for r in rows}:
             found[(name, r["transport"], r["payload_bytes"])] = r
 
 
-def ns(v):  # as alkaid latency prints it (FormatNs in tools/alkaid/latency.cc)
+def ns(v):  # as alkaid-measure prints it (FormatNs in tools/alkaid/latency.cc)
     if v < 1e3:
         return "%.0f ns" % v
     if v < 1e6:
@@ -255,12 +256,12 @@ if [ $render_only -eq 0 ]; then
     cut -d' ' -f1-3 /proc/loadavg > "$results/$1.loadavg"
     echo "$2" > "$results/$1.cmd"
   }
-  run() {  # run <name> <alkaid latency arguments...>
+  run() {  # run <name> <alkaid-measure arguments...>
     local name=$1
     shift
-    echo "== $name: alkaid latency $*" >&2
-    note "$name" "alkaid latency $*"
-    "$alkaid" latency "$@" --json "$results/$name.json" | tee "$results/$name.txt"
+    echo "== $name: alkaid-measure $*" >&2
+    note "$name" "alkaid-measure $*"
+    "$measure" "$@" --json "$results/$name.json" | tee "$results/$name.txt"
   }
   peer() {  # peer <name> <binary> <arguments...>
     local name=$1 bin=$2
@@ -292,15 +293,13 @@ if [ $render_only -eq 0 ]; then
   run stream_4 --pattern stream --consumers 4 --sizes 512 --count "$STREAM_COUNT" \
     --duration 30 --mode hybrid
   run memory --pattern stream --sizes 512 --count "$MEMORY_COUNT" --duration 0 --mode spin
-  if [ -x "$flatness" ]; then
-    # The body size as the only variable: paired with 64 B in one run.
-    pairs_scale=1
-    [ $quick -eq 1 ] && pairs_scale=0.1
-    echo "== flatness" >&2
-    note flatness "alkaid_shm_flatness_bench --pairs-scale $pairs_scale"
-    "$flatness" --pairs-scale "$pairs_scale" --benchmark_out="$results/flatness.json" \
-      --benchmark_out_format=json | tee "$results/flatness.txt"
-  fi
+  # The body size as the only variable: each size paired with 64 B in one run.
+  run paired --pattern paired --sizes $sizes --count "$COUNT" --duration "$DURATION" --mode spin
+  # Each layer beneath the client's: the channel alone, same sizes.
+  run channel_spin --layer channel --sizes $sizes --count "$COUNT" --duration "$DURATION" \
+    --mode spin
+  run channel_stream --layer channel --pattern stream --sizes 512 --count "$STREAM_COUNT" \
+    --duration 30 --mode spin
   # Instructions per batch: publish + receive + decode + release in one
   # process, the difference of two iteration counts (start-up cancels).
   if command -v valgrind >/dev/null; then
@@ -308,15 +307,15 @@ if [ $render_only -eq 0 ]; then
       how=$writer
       [ $writer = built ] && how=build
       for n in 10000 30000; do
-        echo "== callgrind: alkaid latency --layer inproc --count $n --writer $how" >&2
+        echo "== callgrind: alkaid-measure --layer inproc --count $n --writer $how" >&2
         valgrind --tool=callgrind --callgrind-out-file="$results/callgrind_${writer}_$n.out" \
-          "$alkaid" latency --layer inproc --count $n --writer $how \
+          "$measure" --layer inproc --count $n --writer $how \
           >/dev/null 2>"$results/callgrind_${writer}_$n.log"
         sed -n 's/^summary: *//p; s/^totals: *//p' "$results/callgrind_${writer}_$n.out" \
           | head -1 > "$results/callgrind_${writer}_$n.txt"
       done
       note "callgrind_$writer" \
-        "valgrind --tool=callgrind alkaid latency --layer inproc --count N --writer $how"
+        "valgrind --tool=callgrind alkaid-measure --layer inproc --count N --writer $how"
     done
   else
     echo "perf-report.sh: no valgrind: no instruction counts" >&2
@@ -384,7 +383,9 @@ runs = [("pingpong_spin", "Ping-pong, spin, with baselines"),
         ("pingpong_block", "Ping-pong, block"), ("pingpong_hybrid", "Ping-pong, hybrid"),
         ("stream_1", "Stream, 1 consumer"), ("stream_1_fixed", "Stream, 1 consumer, fixed shape"),
         ("stream_4", "Stream, 4 consumers"), ("memory", "Memory"),
-        ("flatness", "Body size, paired with 64 B"),
+        ("paired", "Body size, paired with 64 B"),
+        ("channel_spin", "Channel layer, ping-pong, spin"),
+        ("channel_stream", "Channel layer, stream"),
         ("callgrind_fixed", "Instructions, fixed shape"),
         ("callgrind_built", "Instructions, built")]
 w("| run | command | load average |")
@@ -545,28 +546,44 @@ if mem:
             target(f"memory flat ({first['after_messages']:,} -> {last['after_messages']:,} batches)",
                    growth <= 1 << 20, f"largest growth {growth / 1024:.0f} KiB")
 
-flat_path = os.path.join(results, "flatness.json")
-flat = json.load(open(flat_path))["benchmarks"] if os.path.exists(flat_path) else []
-if flat:
-    w("### Body size as the only variable (`alkaid_shm_flatness_bench`)")
+paired, ch_spin, ch_stream = load("paired"), load("channel_spin"), load("channel_stream")
+if paired:
+    w("### Body size as the only variable (`--pattern paired`)")
     w("")
-    w("Each row alternates batches of its size with 64 B batches through one channel and one "
-      "pair of pinned processes; the difference is per pair (size - 64 B), median and 95 % "
-      "interval. loaned: two values written (the transport alone); built: every value written; "
-      "built_evicted: built, then 64 MiB written (the same cache state at both sizes).")
+    w("Each size alternated with 64 B batches in the same pair of pinned processes through the "
+      "broker's topics (every value written, an untimed warm-up before each ping); the "
+      "difference is per pair (size - 64 B), median and 95 % interval.")
     w("")
-    w("| fill | size | pairs | 64 B p50 | p50 | one-way difference | rebuilt difference |")
-    w("|---|---|---|---|---|---|---|")
-    ci = lambda r, k: f"{r[k + '_p50']:+.0f} ns [{r[k + '_lo']:+.0f}, {r[k + '_hi']:+.0f}]"
-    for r in flat:
-        parts = r["name"].split("/")
-        fill, size = parts[1], int(parts[2])
-        w(f"| {fill} | {size_name(size)} | {r['iterations']} | {us(r['p50_64B'])} | {us(r['p50'])} "
-          f"| {ci(r, 'd')} | {ci(r, 'dr')} |")
-        if fill == "loaned" and size == 16 << 20:
+    w("| size | pairs | 64 B p50 | p50 | one-way difference |")
+    w("|---|---|---|---|---|")
+    for r in paired:
+        p = r["paired"]
+        ci = f"{p['diff_p50_ns']:+.0f} ns [{p['diff_lo_ns']:+.0f}, {p['diff_hi_ns']:+.0f}]"
+        w(f"| {size_name(r['payload_bytes'])} | {p['pairs']} | {us(p['p50_64B_ns'])} "
+          f"| {us(r['p50_ns'])} | {ci} |")
+        if r["payload_bytes"] == 16 << 20:
             # Flat: the difference's interval stays within 10 % of 64 B's latency.
-            target("one-way latency flat in the body size (loaned, 16 MiB vs 64 B, paired)",
-                   r["d_hi"] <= 0.1 * r["p50_64B"], f"{ci(r, 'd')}, 64 B p50 {us(r['p50_64B'])} us")
+            target("one-way latency flat in the body size (16 MiB vs 64 B, paired)",
+                   p["diff_hi_ns"] <= 0.1 * p["p50_64B_ns"], f"{ci}, 64 B p50 {us(p['p50_64B_ns'])} us")
+    w("")
+
+if ch_spin or ch_stream:
+    w("### The layers side by side (spin)")
+    w("")
+    w("The channel alone (`--layer channel`: bodies of bytes, no batch, no broker) beside the "
+      "client layer (`Producer`/`Consumer` through the broker), p50 one-way; the difference is "
+      "what batches, their metadata and the client objects cost on the path.")
+    w("")
+    w("| payload | channel p50 | client p50 | client - channel |")
+    w("|---|---|---|---|")
+    for size in sizes:
+        c, a = pick(ch_spin, "alkaid", size), pick(spin, "alkaid", size)
+        d = None if c is None or a is None else a["p50_ns"] - c["p50_ns"]
+        w(f"| {size_name(size)} | {us(get(c, 'p50_ns'))} | {us(get(a, 'p50_ns'))} | {us(d)} |")
+    c, a = pick(ch_stream, "alkaid", 512), pick(s1, "alkaid", 512)
+    if c:
+        w(f"| stream 512 B, batches/s | {c['msgs_per_s']:,.0f} | "
+          f"{a['msgs_per_s'] if a else 0:,.0f} | |")
     w("")
 
 def instructions(writer):
@@ -582,7 +599,7 @@ if fixed_i is not None or built_i is not None:
     w("### Instructions per batch (callgrind)")
     w("")
     w("Publish + receive + decode + release of one 64-row int64 batch in one process "
-      "(`alkaid latency --layer inproc --count N`), the count at N = 30,000 minus N = 10,000, "
+      "(`alkaid-measure --layer inproc --count N`), the count at N = 30,000 minus N = 10,000, "
       "divided by 20,000. Includes the bench's own fill of the 64 values (~290).")
     w("")
     w("| writer | instructions per batch | target |")

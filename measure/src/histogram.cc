@@ -158,4 +158,13 @@ std::string FormatPercentileDistribution(const Histogram& h) {
   return out;
 }
 
+MedianInterval MedianWithInterval(std::vector<int64_t> samples) {
+  std::sort(samples.begin(), samples.end());
+  const double n = static_cast<double>(samples.size());
+  const double half = 0.98 * std::sqrt(n);
+  const auto lo = static_cast<std::size_t>(std::max(0.0, std::floor(n / 2 - half)));
+  const auto hi = static_cast<std::size_t>(std::min(n - 1, std::ceil(n / 2 + half)));
+  return {samples[samples.size() / 2], samples[lo], samples[hi]};
+}
+
 }  // namespace alkaid::measure

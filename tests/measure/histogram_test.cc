@@ -73,5 +73,18 @@ TEST(QuantileTest, IsTheElementOfRankFloorQTimesN) {
   EXPECT_EQ(v.front(), 50) << "the caller's vector is left as it was";
 }
 
+TEST(MedianWithIntervalTest, IsTheMedianBetweenTheSignTestsOrderStatistics) {
+  std::vector<int64_t> v;
+  for (int64_t i = 99; i >= 0; --i) v.push_back(i * 10 - 500);  // -500 .. 490, descending
+  const MedianInterval m = MedianWithInterval(v);
+  EXPECT_EQ(m.median, 0);  // rank 50
+  EXPECT_EQ(m.lo, -100);   // rank floor(50 - 9.8) = 40
+  EXPECT_EQ(m.hi, 100);    // rank ceil(50 + 9.8) = 60
+  const MedianInterval one = MedianWithInterval({7});
+  EXPECT_EQ(one.median, 7);
+  EXPECT_EQ(one.lo, 7);
+  EXPECT_EQ(one.hi, 7);
+}
+
 }  // namespace
 }  // namespace alkaid::measure

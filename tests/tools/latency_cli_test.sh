@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# `alkaid latency`: runs the real tool with tiny counts against a private
-# broker and checks the report's structure (not its figures), the .hgrm
-# files, the usage errors, and that nothing is left behind: no /dev/shm
+# `alkaid latency`, the front end of alkaid-measure (built beside it): runs
+# the real program with tiny counts, each layer and pattern (the client
+# layer against a private broker), and checks the report's structure (not
+# its figures), the .hgrm files, the usage errors (a flag a layer or pattern
+# would not use is refused), and that nothing is left behind: no /dev/shm
 # segment, no process, also after Ctrl-C.
 #   latency_cli_test.sh <alkaid> <alkaid-broker>
 set -uo pipefail
@@ -14,6 +16,13 @@ export ALKAID_BROKER_SOCKET=$work/no-broker.sock
 
 expect 0 "latency --help" "$alkaid" latency --help
 grep -q -- "--sizes" "$work/out" || { echo "FAILED: --help does not list --sizes" >&2; fail=1; }
+expect 0 "alkaid-measure --help" "$(dirname "$alkaid")/alkaid-measure" --help
+grep -q -- "channel" "$work/out" || { echo "FAILED: alkaid-measure --help does not list the channel layer" >&2; fail=1; }
+# Without alkaid-measure beside it (nor on PATH), the front end says so.
+mkdir "$work/alone" && cp "$alkaid" "$work/alone/alkaid"
+expect 1 "latency without alkaid-measure" env PATH=/usr/bin:/bin "$work/alone/alkaid" latency --help
+grep -q "cannot run the measurement program alkaid-measure" "$work/err" ||
+  { echo "FAILED: no alkaid-measure: the error does not say so" >&2; cat "$work/err" >&2; fail=1; }
 
 expect 2 "bad --mode" "$alkaid" latency --mode sometimes
 expect 2 "bad --pattern" "$alkaid" latency --pattern burst
@@ -26,11 +35,32 @@ expect 2 "--consumers with pingpong" "$alkaid" latency --consumers 2
 expect 2 "--writer with pingpong" "$alkaid" latency --writer fixed
 expect 2 "bad --writer" "$alkaid" latency --pattern stream --writer copy
 expect 2 "bad --count" "$alkaid" latency --count 0
-expect 2 "bad --layer" "$alkaid" latency --layer channel
+expect 2 "bad --layer" "$alkaid" latency --layer pipe
 expect 2 "inproc with --compare" "$alkaid" latency --layer inproc --compare floor
 expect 2 "inproc with pingpong" "$alkaid" latency --layer inproc --pattern pingpong
 expect 2 "inproc at 64 B" "$alkaid" latency --layer inproc --sizes 64
 expect 2 "inproc with --mode block" "$alkaid" latency --layer inproc --mode block
+# A flag the run would not use is refused (exit 2, one line naming it),
+# never ignored: the layer, then the pattern.
+refused() {  # refused <flag named in the error> <args...>
+  local flag=$1
+  shift
+  expect 2 "$* (refused)" "$alkaid" latency "$@"
+  one_stderr_line "$*"
+  grep -q -- "$flag" "$work/err" || { echo "FAILED: $*: the error does not name $flag" >&2; fail=1; }
+}
+refused --duration --layer inproc --duration 5
+refused --idle --layer inproc --idle 1
+refused --no-warmup --layer inproc --no-warmup
+refused --progress --layer inproc --progress
+refused --socket --layer inproc --socket /tmp/x.sock
+refused --no-pin --layer inproc --no-pin
+refused --socket --layer channel --socket /tmp/x.sock
+refused --writer --layer channel --pattern stream --writer fixed
+refused --no-warmup --pattern stream --no-warmup
+refused --idle --pattern stream --idle 1
+refused --writer --writer build
+refused --compare --pattern paired --compare floor
 
 # Nothing of run $1 (the tool's pid) is left: its broker's segments (and
 # the channels of --layer inproc, which has no broker), its processes (the broker's name and the forked children's argv carry it).
@@ -171,6 +201,60 @@ ok = ok and res[0]["samples"] == 3000 and res[0]["msgs_per_s"] > 0
 if not ok:
     print("FAILED: fixed-writer results:", json.dumps(res), file=sys.stderr)
 sys.exit(0 if ok else 1)
+PY
+
+# The channel layer (no broker, no batch): ping-pong beside the floor with
+# the idle figures, and a stream to two blocking consumers with stamped
+# publish times; the same schema, the layer named.
+run_latency chpp "channel pingpong" --layer channel --sizes 64,4096 --count 200 --compare floor \
+  --idle 0.1 --json "$work/chpp.json"
+run_latency chst "channel stream" --layer channel --pattern stream --consumers 2 --mode block \
+  --sizes 512 --count 3000 --timestamps --json "$work/chst.json"
+# The paired pattern (each size alternated with 64 B), on each layer.
+run_latency paired "paired" --pattern paired --sizes 4096 --count 100 --idle 0.1 \
+  --json "$work/paired.json"
+grep -q "paired with 64 B (100 pairs" "$work/paired.out" ||
+  { echo "FAILED: paired: no paired line in the table" >&2; cat "$work/paired.out" >&2; fail=1; }
+run_latency chpaired "channel paired" --layer channel --pattern paired --sizes 65536 --count 50 \
+  --idle 0.1 --json "$work/chpaired.json"
+python3 - "$work/chpp.json" "$work/chst.json" "$work/paired.json" "$work/chpaired.json" <<'PY' || fail=1
+import json, sys
+keys = ("transport", "layer", "mode", "pattern", "payload_bytes", "consumers", "samples",
+        "p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns", "mean_ns", "msgs_per_s")
+errors = []
+def check(path, want):  # want: (transport, layer, pattern, payload, consumers, samples) per row
+    res = json.load(open(path))["results"]
+    got = [(r["transport"], r["layer"], r["pattern"], r["payload_bytes"], r["consumers"],
+            r["samples"]) for r in res]
+    if got != want:
+        errors.append(f"{path}: rows {got}, expected {want}")
+    for r in res:
+        missing = [k for k in keys if k not in r]
+        if missing:
+            errors.append(f"{path}: {r['transport']} lacks {missing}")
+        elif not (0 < r["p50_ns"] <= r["p99_ns"] <= r["max_ns"] and r["msgs_per_s"] > 0):
+            errors.append(f"{path}: figures out of order: {r}")
+    return res
+pp = check(sys.argv[1], [("alkaid", "channel", "pingpong", 64, 1, 200),
+                         ("floor", "channel", "pingpong", 64, 1, 200),
+                         ("alkaid", "channel", "pingpong", 4096, 1, 200),
+                         ("floor", "channel", "pingpong", 4096, 1, 200)])
+for r in pp:
+    if r["transport"] == "alkaid" and not (r.get("idle_wall_ns", 0) > 0 and "writer" not in r):
+        errors.append(f"channel pingpong: no idle figures, or a writer: {r}")
+st = check(sys.argv[2], [("alkaid", "channel", "stream", 512, 2, 6000)])
+if st and (st[0]["timestamps"] is not True or st[0]["mode"] != "block"):
+    errors.append(f"channel stream: {st[0]}")
+for path, layer, size, pairs in ((sys.argv[3], "client", 4096, 100),
+                                 (sys.argv[4], "channel", 65536, 50)):
+    pa = check(path, [("alkaid", layer, "paired", size, 1, pairs)])
+    p = pa[0].get("paired", {}) if pa else {}
+    if not (p.get("pairs") == pairs and p.get("p50_64B_ns", 0) > 0 and
+            p.get("diff_lo_ns", 1) <= p.get("diff_p50_ns", 0) <= p.get("diff_hi_ns", -1)):
+        errors.append(f"{path}: paired figures: {pa}")
+for e in errors:
+    print("FAILED:", e, file=sys.stderr)
+sys.exit(1 if errors else 0)
 PY
 
 # The data path in one thread (no broker, no second process), each writer

@@ -8,6 +8,10 @@
 #include <string_view>
 #include <vector>
 
+namespace CLI {
+class App;
+}
+
 namespace alkaid::tools {
 
 inline constexpr int kExitOk = 0;
@@ -161,5 +165,9 @@ bool IsFlightTarget(const std::string& topic);
 int RunFlightPublish(const PublishOptions& options);
 int RunFlightSubscribe(const SubscribeOptions& options);
 #endif
+
+/// Registers `alkaid latency`, a front end of the measurement program
+/// alkaid-measure (cmd_latency.cc); its callback stores the exit code in `*code`.
+void AddLatencyCommand(CLI::App* app, int* code);
 
 }  // namespace alkaid::tools

@@ -1,14 +1,7 @@
-// `alkaid latency`: command line, broker start/stop, reports.
+// alkaid-measure, the measurement program (`alkaid latency` runs it):
+// command line, broker start/stop, reports. See docs/PERFORMANCE.md.
 
-#include "latency.h"
-
-#include <dirent.h>
-#include <sched.h>
-#include <signal.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -20,14 +13,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
-#include <thread>
 
 #include "alkaid/client/broker_client.h"
 #include "alkaid/measure/broker.h"
+#include "alkaid/measure/text.h"
 #include "commands.h"
 #include "latency_internal.h"
 
@@ -36,72 +29,50 @@ namespace alkaid::tools {
 namespace {
 
 namespace lat = latency;
+using measure::FormatBytes;
+using measure::FormatNs;
+using measure::FormatSignedNs;
+using measure::ParseSize;
+using measure::SplitCommas;
 constexpr int kExitInterrupted = 130;
 
+struct LatencyOptions {
+  std::string layer = "client";  ///< channel | client | inproc
+  std::string sizes;          ///< body bytes, comma-separated; empty: 64 B to 16 MiB (inproc: 512)
+  int64_t count = 10000;      ///< samples (pingpong, paired: pairs) or batches (stream) per size
+  double duration = 10;       ///< at most this many seconds per (transport, size); 0: no limit
+  std::string mode = "spin";  ///< spin | block | hybrid
+  std::string pattern;        ///< pingpong | stream | paired; empty: pingpong (inproc: stream)
+  int consumers = 1;          ///< stream: consumer processes
+  std::string compare;        ///< comma-separated baselines: floor, body, uds
+  std::string json;           ///< JSON report path, "-" for stdout; empty: none
+  std::string hgrm;           ///< directory for .hgrm files; empty: none
+  std::string socket;         ///< broker socket; empty: the client's default
+  bool progress = false;      ///< progress line even if stderr is not a terminal
+  bool no_warmup = false;     ///< pingpong: no untimed round trip before each ping
+  std::string writer = "build";  ///< stream: how each batch is made: build | fixed
+  bool timestamps = false;       ///< stamp publish times (topics, or the channel)
+  bool no_pin = false;           ///< do not pin processes to CPUs
+  double idle = 0.5;             ///< seconds of the idle-CPU measurement
+};
+
 int Usage(const std::string& message) {
-  std::cerr << "alkaid latency: " << message << "\n";
+  std::cerr << "alkaid-measure: " << message << "\n";
   return kExitUsage;
 }
 
 int Failure(const Status& status) {
-  std::cerr << "alkaid latency: " << status.ToString() << "\n";
+  std::cerr << "alkaid-measure: " << status.ToString() << "\n";
   return kExitFailure;
 }
 
-std::vector<std::string> SplitCommas(const std::string& text) {
-  std::vector<std::string> out;
-  std::string item;
-  std::istringstream in(text);
-  while (std::getline(in, item, ',')) {
-    if (!item.empty()) out.push_back(item);
+// Usage error if one of `flags` was given: `what` says why they do not apply.
+int Refuse(const std::set<std::string>& given, std::initializer_list<const char*> flags,
+           const std::string& what) {
+  for (const char* flag : flags) {
+    if (given.count(flag) != 0) return Usage(std::string(flag) + ": " + what);
   }
-  return out;
-}
-
-// "64", "4096", "64K", "1M", "16M" (binary units).
-bool ParseSize(const std::string& text, int64_t* out) {
-  if (text.empty()) return false;
-  std::size_t digits = 0;
-  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
-  if (digits == 0 || digits > 12) return false;
-  int64_t value = std::stoll(text.substr(0, digits));
-  const std::string unit = text.substr(digits);
-  if (unit == "K" || unit == "k" || unit == "KiB") {
-    value <<= 10;
-  } else if (unit == "M" || unit == "MiB") {
-    value <<= 20;
-  } else if (unit == "G" || unit == "GiB") {
-    value <<= 30;
-  } else if (!unit.empty() && unit != "B") {
-    return false;
-  }
-  *out = value;
-  return true;
-}
-
-std::string FormatNs(double ns) {
-  char text[32];
-  if (ns < 1e3) {
-    (void)std::snprintf(text, sizeof(text), "%.0f ns", ns);
-  } else if (ns < 1e6) {
-    (void)std::snprintf(text, sizeof(text), "%.2f us", ns / 1e3);
-  } else if (ns < 1e9) {
-    (void)std::snprintf(text, sizeof(text), "%.2f ms", ns / 1e6);
-  } else {
-    (void)std::snprintf(text, sizeof(text), "%.2f s", ns / 1e9);
-  }
-  return text;
-}
-
-// A difference: "+1.20 us", "-35 ns".
-std::string FormatSignedNs(int64_t ns) {
-  return (ns < 0 ? "-" : "+") + FormatNs(static_cast<double>(ns < 0 ? -ns : ns));
-}
-
-std::string FormatBytes(int64_t bytes) {
-  if (bytes >= (1 << 20) && bytes % (1 << 20) == 0) return std::to_string(bytes >> 20) + " MiB";
-  if (bytes >= (1 << 10) && bytes % (1 << 10) == 0) return std::to_string(bytes >> 10) + " KiB";
-  return std::to_string(bytes) + " B";
+  return kExitOk;
 }
 
 // ---- reports ------------------------------------------------------------
@@ -124,11 +95,12 @@ void PrintTable(std::ostream& out, int64_t size, const std::vector<lat::Measurem
         << " batches/s\n";
     return;
   }
-  out << "\npayload " << FormatBytes(size) << " (" << lat::RowsFor(size) << " int64 rows), "
-      << options.pattern << ", mode " << options.mode;
+  out << "\npayload " << FormatBytes(size) << " (" << lat::RowsFor(size) << " int64 rows), layer "
+      << options.layer << ", " << options.pattern << ", mode " << options.mode;
   if (options.pattern == "stream") {
     out << ", " << options.consumers << " consumer" << (options.consumers > 1 ? "s" : "")
-        << ", writer " << options.writer << "; latency = publish to receive";
+        << (options.layer == "client" ? ", writer " + options.writer : "")
+        << "; latency = publish to receive";
   } else {
     out << "; one-way latency = round trip / 2";
   }
@@ -168,8 +140,16 @@ void PrintTable(std::ostream& out, int64_t size, const std::vector<lat::Measurem
     }
     out << "\n";
   }
-  // What alkaid adds to handing over the same body without it.
   const lat::Measurement* alkaid = Find(all, "alkaid", size);
+  if (alkaid != nullptr && alkaid->paired.pairs > 0) {
+    const auto& p = alkaid->paired;
+    out << "paired with 64 B (" << p.pairs << " pairs in the same processes): p50 "
+        << FormatNs(static_cast<double>(alkaid->summary.p50_ns)) << " against "
+        << FormatNs(static_cast<double>(p.p50_64_ns)) << "; difference (" << FormatBytes(size)
+        << " - 64 B) median " << FormatSignedNs(p.diff_p50_ns) << ", 95% interval ["
+        << FormatSignedNs(p.diff_lo_ns) << ", " << FormatSignedNs(p.diff_hi_ns) << "]\n";
+  }
+  // What alkaid adds to handing over the same body without it.
   const lat::Measurement* body = Find(all, "body", size);
   if (alkaid != nullptr && body != nullptr && body->summary.samples > 0) {
     out << "overhead over body floor: "
@@ -242,6 +222,13 @@ nlohmann::ordered_json ToJson(const std::vector<lat::Measurement>& all,
       }
       r["memory"] = std::move(memory);
     }
+    if (m.paired.pairs > 0) {
+      r["paired"] = {{"pairs", m.paired.pairs},
+                     {"p50_64B_ns", m.paired.p50_64_ns},
+                     {"diff_p50_ns", m.paired.diff_p50_ns},
+                     {"diff_lo_ns", m.paired.diff_lo_ns},
+                     {"diff_hi_ns", m.paired.diff_hi_ns}};
+    }
     results.push_back(std::move(r));
   }
   double load[3] = {0, 0, 0};
@@ -266,22 +253,37 @@ Status WriteHgrm(const std::string& dir, const std::vector<lat::Measurement>& al
   return Status::OK();
 }
 
-}  // namespace
-
-int RunLatency(const LatencyOptions& given) {
-  LatencyOptions options = given;
+int RunLatency(const LatencyOptions& given_options, const std::set<std::string>& given) {
+  LatencyOptions options = given_options;
   const bool inproc = options.layer == "inproc";
-  if (options.layer != "client" && !inproc) {
-    return Usage("--layer: unknown layer '" + options.layer + "' (client, inproc)");
-  }
+  const bool client = options.layer == "client";
   if (options.pattern.empty()) options.pattern = inproc ? "stream" : "pingpong";
   if (options.sizes.empty()) options.sizes = inproc ? "512" : "64,4096,65536,1048576,16777216";
-  if (inproc && (options.pattern != "stream" || !options.compare.empty() ||
-                 options.consumers != 1 || options.mode != "spin" || !options.hgrm.empty())) {
+  const bool stream = options.pattern == "stream";
+  if (inproc && (!stream || options.consumers != 1 || options.mode != "spin")) {
     return Usage(
         "--layer inproc is one thread publishing and receiving 512 B batches (--pattern stream, "
-        "--sizes 512, --writer, --count, --timestamps, --json): no --compare, --consumers, --mode "
-        "or --hgrm");
+        "--sizes 512, --writer, --count, --timestamps, --json): no other --pattern, "
+        "--consumers or --mode");
+  }
+  // One error at a time: the layer's, then the pattern's.
+  int code = inproc
+                 ? Refuse(given,
+                          {"--compare", "--hgrm", "--duration", "--idle", "--no-warmup",
+                           "--progress", "--socket", "--no-pin"},
+                          "not with --layer inproc (one thread, no broker, runs --count batches)")
+                 : kExitOk;
+  if (code == kExitOk && options.layer == "channel") {
+    code = Refuse(given, {"--socket", "--writer"},
+                  "not with --layer channel (no broker, no batch: bodies of bytes)");
+  }
+  if (code == kExitOk) {
+    code = stream ? Refuse(given, {"--no-warmup", "--idle"}, "applies to --pattern pingpong only")
+                  : Refuse(given, {"--writer"}, "applies to --pattern stream only");
+  }
+  if (code != kExitOk) return code;
+  if (options.pattern == "paired" && !options.compare.empty()) {
+    return Usage("--compare: the baselines have no --pattern paired");
   }
   std::vector<int64_t> sizes;
   for (const auto& item : SplitCommas(options.sizes)) {
@@ -300,7 +302,7 @@ int RunLatency(const LatencyOptions& given) {
   for (std::string item : SplitCommas(options.compare)) {
     if (item == "payload") {
       // The previous release's name of the body floor: deprecated.
-      std::cerr << "alkaid latency: --compare payload is deprecated; use --compare body\n";
+      std::cerr << "alkaid-measure: --compare payload is deprecated; use --compare body\n";
       item = "body";
     }
     if (item != "floor" && item != "body" && item != "uds") {
@@ -310,15 +312,12 @@ int RunLatency(const LatencyOptions& given) {
       baselines.push_back(item);
     }
   }
-  if (options.pattern == "pingpong" && options.consumers != 1) {
+  if (!stream && options.consumers != 1) {
     return Usage("--consumers applies to --pattern stream only");
   }
   if (options.pattern == "stream" && options.consumers != 1 &&
       std::find(baselines.begin(), baselines.end(), "floor") != baselines.end()) {
     return Usage("--compare floor with --pattern stream has one consumer (--consumers 1)");
-  }
-  if (options.pattern == "pingpong" && options.writer != "build") {
-    return Usage("--writer applies to --pattern stream only");
   }
   if (options.consumers < 1 || options.consumers > lat::Shared::kMaxConsumers) {
     return Usage("--consumers must be between 1 and " + std::to_string(lat::Shared::kMaxConsumers));
@@ -339,8 +338,8 @@ int RunLatency(const LatencyOptions& given) {
   // else a private one.
   measure::PrivateBroker private_broker;
   std::string socket = options.socket;
-  if (!inproc && !client::BrokerClient::Connect(socket).ok()) {
-    const Status st = private_broker.Start("alkaid-latency", "alkaid latency");
+  if (client && !client::BrokerClient::Connect(socket).ok()) {
+    const Status st = private_broker.Start("alkaid-latency", "alkaid-measure");
     if (!st.ok()) return Failure(st);
     socket = private_broker.socket();
   }
@@ -404,10 +403,11 @@ int RunLatency(const LatencyOptions& given) {
       }
       if (show_progress && ::isatty(2)) (void)std::fprintf(stderr, "\r\033[K");
       if (measure::Interrupted()) {
-        std::cerr << "alkaid latency: interrupted\n";
+        std::cerr << "alkaid-measure: interrupted\n";
         return kExitInterrupted;
       }
       if (!st.ok()) return Failure(st.WithContext(label));
+      m.layer = options.layer;  // a baseline's row: the run's
       all.push_back(std::move(m));
     }
     PrintTable(table, size, all, baselines, options);
@@ -432,17 +432,21 @@ int RunLatency(const LatencyOptions& given) {
   return kExitOk;
 }
 
-void AddLatencyCommand(CLI::App* app, int* code) {
+int Main(int argc, char** argv) {
   auto options = std::make_shared<LatencyOptions>();
-  auto* cmd = app->add_subcommand(
-      "latency",
-      "Measure publish-to-receive latency (and stream throughput) between processes through "
-      "the broker, beside baselines measured in the same run");
+  CLI::App app(
+      "alkaid-measure (also run as `alkaid latency`): publish-to-receive latency and throughput "
+      "between processes, per layer, beside baselines measured in the same run "
+      "(docs/PERFORMANCE.md)",
+      "alkaid-measure");
+  CLI::App* cmd = &app;
   cmd->add_option("--layer", options->layer,
-                  "client: Producer and Consumers in processes of their own through a broker; "
-                  "inproc: a BatchPublisher and a BatchSubscriber on one channel in one thread, "
-                  "no broker (the data path's cost per batch, for callgrind and perf)")
-      ->check(CLI::IsMember({"client", "inproc"}))
+                  "channel: a ChannelProducer and ChannelConsumers (libshm alone: bodies of "
+                  "bytes, no batch, no broker) in processes of their own; client: Producer and "
+                  "Consumers in processes of their own through a broker; inproc: a "
+                  "BatchPublisher and a BatchSubscriber on one channel in one thread, no broker "
+                  "(the data path's cost per batch, for callgrind and perf)")
+      ->check(CLI::IsMember({"channel", "client", "inproc"}))
       ->capture_default_str();
   cmd->add_option("--sizes", options->sizes,
                   "Body sizes in bytes, comma-separated (suffixes K, M: binary); default "
@@ -460,9 +464,10 @@ void AddLatencyCommand(CLI::App* app, int* code) {
       ->capture_default_str();
   cmd->add_option("--pattern", options->pattern,
                   "pingpong: round trips, one-way = RTT/2; stream: publish as fast as possible, "
-                  "publish-to-receive time per batch and throughput (default: pingpong; "
-                  "inproc: stream)")
-      ->check(CLI::IsMember({"pingpong", "stream"}));
+                  "publish-to-receive time per batch and throughput; paired: "
+                  "pingpong alternating each size with 64 B in the same processes, the median "
+                  "difference per pair with its 95% interval (default: pingpong; inproc: stream)")
+      ->check(CLI::IsMember({"pingpong", "stream", "paired"}));
   cmd->add_option("--consumers", options->consumers, "Consumer processes (stream)")
       ->capture_default_str();
   cmd->add_option("--compare", options->compare,
@@ -497,7 +502,60 @@ void AddLatencyCommand(CLI::App* app, int* code) {
                   "Seconds of the consumer's idle-CPU measurement (pingpong)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->callback([options, code] { *code = RunLatency(*options); });
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int parse_code = app.exit(e);  // help: 0; every other parse error is usage (2)
+    return parse_code == 0 ? kExitOk : kExitUsage;
+  }
+  std::set<std::string> given;
+  for (const CLI::Option* option : app.get_options()) {
+    if (option->count() > 0) given.insert(option->get_name());
+  }
+  return RunLatency(*options, given);
 }
 
+// Called alkaid_shm_stream_bench (the command the issues quote for the
+// data path's instructions per batch), it takes `--inproc N [--fixed]
+// [--stamp]`: `--layer inproc --count N [--writer fixed] [--timestamps]`.
+int RunAs(int argc, char** argv) {
+  const std::string name = argv[0];
+  if (name.substr(name.rfind('/') + 1) != "alkaid_shm_stream_bench") {
+    return Main(argc, argv);
+  }
+  std::vector<std::string> args = {name, "--layer", "inproc"};
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--inproc" && i + 1 < argc && args.size() == 3) {
+      args.insert(args.end(), {"--count", argv[++i]});
+    } else if (arg == "--fixed" || arg == "--stamp") {
+      args.push_back(arg == "--fixed" ? "--writer=fixed" : "--timestamps");
+    } else {
+      args.resize(0);
+      break;
+    }
+  }
+  if (args.size() < 5) {
+    std::cerr << "usage: " << name << " --inproc N [--fixed] [--stamp]  (N > 0)\n";
+    return kExitUsage;
+  }
+  std::vector<char*> pointers;
+  pointers.reserve(args.size());
+  for (auto& arg : args) pointers.push_back(arg.data());
+  return Main(static_cast<int>(pointers.size()), pointers.data());
+}
+
+}  // namespace
+
 }  // namespace alkaid::tools
+
+int main(int argc, char** argv) {
+  try {
+    return alkaid::tools::RunAs(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "alkaid-measure: " << e.what() << '\n';
+  } catch (...) {
+    std::cerr << "alkaid-measure: unknown exception\n";
+  }
+  return alkaid::tools::kExitFailure;
+}

@@ -1,4 +1,4 @@
-// `alkaid latency`, the baselines: the shared-cache-line floor (for the
+// alkaid-measure, the baselines: the shared-cache-line floor (for the
 // stream pattern, a ring of bodies in shared memory), the same floor with a
 // body of the batch's size (the size-matched floor), and an IPC stream over
 // Unix domain sockets.

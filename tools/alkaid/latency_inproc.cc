@@ -1,4 +1,4 @@
-// `alkaid latency --layer inproc`: the client's data path alone, in one
+// alkaid-measure --layer inproc: the client's data path alone, in one
 // thread, for profilers. A BatchPublisher and a BatchSubscriber on one
 // channel (no broker, no second process): each iteration publishes a batch
 // of one int64 column x 64 rows (512 B), receives it (TryReceive: the

@@ -1,7 +1,7 @@
 #pragma once
 
-// Private to `alkaid latency`: what the parent and the measuring child
-// processes share, and the transports' entry points.
+// Private to alkaid-measure (`alkaid latency`): what the parent and the
+// measuring child processes share, and the transports' entry points.
 
 #include <sys/types.h>
 
@@ -24,6 +24,7 @@
 #include "alkaid/measure/ping_pong.h"
 #include "alkaid/measure/process.h"
 #include "alkaid/measure/shared_mapping.h"
+#include "alkaid/measure/text.h"
 
 namespace alkaid::tools::latency {
 
@@ -31,18 +32,20 @@ using measure::FormatPercentileDistribution;
 using measure::Histogram;
 using measure::NowNs;
 using measure::ProcessCpuNs;
+using measure::ResidentBytes;
 using measure::RunChildren;
+using measure::SegmentBytes;
 using measure::Summarize;
 using measure::Summary;
 
 /// How one (transport, size) measurement is run.
 struct RunSpec {
-  std::string layer = "client";      ///< client | inproc
+  std::string layer = "client";      ///< channel | client | inproc
   std::string mode = "spin";         ///< spin | block | hybrid
-  std::string pattern = "pingpong";  ///< pingpong | stream
+  std::string pattern = "pingpong";  ///< pingpong | stream | paired
   int64_t payload_bytes = 64;        ///< body bytes: rows = max(1, payload / 8) int64 values
   int consumers = 1;                 ///< stream: consumers
-  int64_t count = 10000;             ///< samples (pingpong) or batches (stream)
+  int64_t count = 10000;             ///< samples (pingpong), pairs (paired) or batches (stream)
   double duration_seconds = 0;       ///< stop early after this long; 0: no limit
   double idle_seconds = 0.5;         ///< alkaid pingpong: idle period measured at the end
   bool warmup = true;                ///< pingpong: untimed warm-up before each ping
@@ -80,11 +83,36 @@ inline uint64_t PingRegionBytes(int64_t rows) {
 /// warm-ups) plus 1 MiB for the small batches (hellos, control values).
 inline uint64_t PingArenaBytes(int64_t rows) { return 4 * PingRegionBytes(rows) + (1 << 20); }
 
+/// The ping channel's arena of a run: a paired run's has room for eight
+/// large regions, as the flatness bench's channel had, since its 64 B
+/// bodies come between the large ones (an arena with no gap for the next
+/// large body grows by an extension, which the consumer maps when it
+/// receives the body).
+inline uint64_t PingArenaBytes(const RunSpec& spec) {
+  return (spec.pattern == "paired" ? 2 : 1) * PingArenaBytes(RowsFor(spec.payload_bytes));
+}
+
 /// Region of each small batch: hellos, control values, answers.
 inline constexpr uint64_t kSmallRegionBytes = 1024;
 
 /// Slots of the pingpong topics' channels.
 inline constexpr std::size_t kPingSlotCount = 16;
+
+/// Paired pattern: the 64 B pings beside the row's size, and the paired
+/// differences (size - 64 B, one-way, per pair): median and the 95 %
+/// interval of the median (sign-test order statistics).
+struct Paired {
+  int64_t pairs = 0;  ///< 0: not a paired run
+  int64_t p50_64_ns = 0;
+  int64_t diff_p50_ns = 0;
+  int64_t diff_lo_ns = 0;
+  int64_t diff_hi_ns = 0;
+};
+
+/// Whether ping `id` of a paired run is of the row's size (else 64 B). The
+/// order within a pair alternates every two pairs, so that neither size
+/// always goes first.
+inline bool IsLarge(int64_t id) { return (id % 2 == 0) == ((id / 4) % 2 == 1); }
 
 /// Shared between the parent and the children of one measurement (a
 /// MAP_SHARED anonymous mapping created before fork).
@@ -110,6 +138,7 @@ struct Shared {
   std::atomic<int64_t> hellos_seen;  ///< pingpong: hellos side B received
   MemorySample memory[2];            ///< stream: at min(1M, count/2) batches, at the end
   std::atomic<int> memory_samples;
+  Paired paired;                        ///< paired: figures of the ping side
   Histogram histograms[kMaxConsumers];  ///< one per consumer (pingpong: [0])
 };
 
@@ -129,16 +158,17 @@ inline int ChildMain(Shared* shared, const std::string& who, const std::function
 /// columns or no row.
 Status FirstLast(const format::RecordBatch& batch, int64_t* first, int64_t* last);
 
-/// Resident bytes of process `pid` (0 if unknown).
-int64_t ResidentBytes(int pid);
-
-/// Bytes allocated to /dev/shm objects whose names start with `prefix`.
-int64_t SegmentBytes(const std::string& prefix);
+/// Pingpong, untimed: waits until side B, having answered `value`, is back
+/// waiting for the next ping (Shared::answered). B's own work after an
+/// answer (publishing it, dropping what it answered, preparing the next
+/// answer) would otherwise be measured as latency of the ping that arrives
+/// while B is still busy.
+Status AwaitOtherSideWaiting(const Shared* shared, int64_t value);
 
 /// What one measurement gives.
 struct Measurement {
   std::string transport;         ///< alkaid | floor | body | uds
-  std::string layer = "client";  ///< alkaid: client (processes, a broker) | inproc (one thread)
+  std::string layer = "client";  ///< alkaid: channel | client (a broker) | inproc (one thread)
   std::string mode;
   std::string pattern;
   std::string writer;       ///< alkaid stream runs: build | fixed; else empty
@@ -152,6 +182,7 @@ struct Measurement {
   Summary summary;                       ///< inproc: samples and mean_ns only
   std::shared_ptr<Histogram> histogram;  ///< null: not timed one by one (inproc)
   std::vector<MemorySample> memory;
+  Paired paired;
 };
 
 /// Fills `out` from what the children of a measurement left in `shared`:
@@ -165,8 +196,10 @@ void Finish(const RunSpec& spec, const Shared& shared, const std::string& transp
 /// Hooks the parent gives a measurement (progress reporting).
 using ProgressHook = std::function<void(const Shared&)>;
 
-/// The broker transport, through the client library's Producer and
-/// Consumer; topics are created first through BrokerClient.
+/// Alkaid's own transport, pingpong, paired (the pingpong alternating the
+/// size with 64 B) or stream, on the client layer (Producer and Consumer,
+/// topics made through BrokerClient) or the channel layer (ChannelProducer
+/// and ChannelConsumer alone, no broker).
 Status MeasureAlkaid(const RunSpec& spec, const ProgressHook& progress, Measurement* out);
 
 /// The client's data path in one thread, for profilers: publish, receive

@@ -1,14 +1,5 @@
-// `alkaid latency`: the shared block, batch values, memory figures.
-
-#include <dirent.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
+// alkaid-measure: what the processes of a measurement leave in the shared
+// block, and batch values.
 
 #include "alkaid/format/array.h"
 #include "latency_internal.h"
@@ -28,39 +19,18 @@ Status FirstLast(const format::RecordBatch& batch, int64_t* first, int64_t* last
   return Status::OK();
 }
 
-int64_t ResidentBytes(int pid) {
-  if (pid <= 0) return 0;
-  std::FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/statm").c_str(), "r");
-  if (f == nullptr) return 0;
-  // statm: "size resident shared text lib data dt", in pages.
-  char text[256] = {};
-  const bool read = std::fgets(text, sizeof(text), f) != nullptr;
-  (void)std::fclose(f);  // read-only: nothing to lose on close
-  if (!read) return 0;
-  char* end = nullptr;
-  (void)std::strtoll(text, &end, 10);  // size: skipped
-  if (end == text) return 0;
-  const char* const second = end;
-  const long long resident = std::strtoll(second, &end, 10);
-  if (end == second) return 0;
-  return resident * ::sysconf(_SC_PAGESIZE);
-}
-
-int64_t SegmentBytes(const std::string& prefix) {
-  if (prefix.empty()) return 0;
-  int64_t total = 0;
-  DIR* dir = ::opendir("/dev/shm");
-  if (dir == nullptr) return 0;
-  // NOLINTNEXTLINE(concurrency-mt-unsafe): readdir on a DIR stream of our own
-  while (dirent* entry = ::readdir(dir)) {
-    if (std::strncmp(entry->d_name, prefix.c_str(), prefix.size()) != 0) continue;
-    struct stat st;
-    if (::stat(("/dev/shm/" + std::string(entry->d_name)).c_str(), &st) == 0) {
-      total += static_cast<int64_t>(st.st_blocks) * 512;
+Status AwaitOtherSideWaiting(const Shared* shared, int64_t value) {
+  const int64_t deadline = NowNs() + 30'000'000'000;
+  // Acquire: partner of B's release store before it waits.
+  for (uint32_t spins = 1; shared->answered.load(std::memory_order_acquire) != value; ++spins) {
+    if ((spins & 1023) == 0) {
+      if (Stopping(shared)) return Status::Cancelled("stopped");
+      if (NowNs() > deadline) {
+        return Status::TimedOut("the consumer process did not wait again within 30 s");
+      }
     }
   }
-  ::closedir(dir);
-  return total;
+  return Status::OK();
 }
 
 void Finish(const RunSpec& spec, const Shared& shared, const std::string& transport,
@@ -85,9 +55,17 @@ void Finish(const RunSpec& spec, const Shared& shared, const std::string& transp
     out->msgs_per_s = rate_sum / spec.consumers;
   } else {
     out->histogram->Merge(shared.histograms[0]);
+    // Paired: [1] holds the 64 B pings, round trips as well.
+    const bool paired = pattern == "paired";
+    if (paired) {
+      out->paired = shared.paired;
+      out->paired.p50_64_ns = Summarize(shared.histograms[1]).p50_ns;
+    }
+    const uint64_t round_trips =
+        shared.histograms[0].total + (paired ? shared.histograms[1].total : 0);
     if (shared.elapsed_ns > 0) {
-      out->msgs_per_s = static_cast<double>(shared.histograms[0].total) * 1e9 /
-                        static_cast<double>(shared.elapsed_ns);
+      out->msgs_per_s =
+          static_cast<double>(round_trips) * 1e9 / static_cast<double>(shared.elapsed_ns);
     }
   }
   out->summary = Summarize(*out->histogram);

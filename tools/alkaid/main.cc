@@ -5,7 +5,6 @@
 #include <iostream>
 
 #include "commands.h"
-#include "latency.h"
 
 namespace {
 

@@ -51,7 +51,7 @@ struct Histogram {
   double StdDeviation() const;
 };
 
-/// The summary `alkaid latency` prints and writes to JSON.
+/// The summary alkaid-measure prints and writes to JSON.
 struct Summary {
   uint64_t samples = 0;
   int64_t p50_ns = 0;
@@ -79,5 +79,16 @@ T Quantile(std::vector<T> samples, double q) {
   const auto rank = static_cast<std::size_t>(q * static_cast<double>(samples.size()));
   return samples[std::min(samples.size() - 1, rank)];
 }
+
+/// The median of paired differences with its 95 % interval: the order
+/// statistics of ranks n/2 -+ 0.98 sqrt(n) (the sign test's, with the
+/// normal approximation of the binomial: no assumption about the
+/// distribution). `samples` must not be empty; it is taken by value.
+struct MedianInterval {
+  int64_t median = 0;
+  int64_t lo = 0;
+  int64_t hi = 0;
+};
+MedianInterval MedianWithInterval(std::vector<int64_t> samples);
 
 }  // namespace alkaid::measure
