@@ -37,7 +37,7 @@ run_bench() {
 
 # The stream bench's loop checks the values of every batch it receives (a
 # wrong one ends the run with status 1); each writer, and stamped.
-for args in "" "--fixed" "--fixed --stamp"; do
+for args in "" "--fixed" "--fixed --stamp" "--strings"; do
   # shellcheck disable=SC2086 # the arguments are words
   run_bench "stream $args" "$stream" --inproc 200 $args
   grep -q "200 batches, .* per batch" "$out/stream $args.txt" || fail "stream $args: no per-batch line"

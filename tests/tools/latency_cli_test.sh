@@ -61,6 +61,7 @@ refused --no-warmup --pattern stream --no-warmup
 refused --idle --pattern stream --idle 1
 refused --writer --writer build
 refused --compare --pattern paired --compare floor
+expect 2 "--writer strings on the client layer" "$alkaid" latency --pattern stream --writer strings
 
 # Nothing of run $1 (the tool's pid) is left: its broker's segments (and
 # the channels of --layer inproc, which has no broker), its processes (the broker's name and the forked children's argv carry it).
@@ -259,10 +260,10 @@ PY
 
 # The data path in one thread (no broker, no second process), each writer
 # (the fixed one with the channel stamping publish times, which the run
-# checks on the last batch): every batch received and checked; the JSON of
+# checks on the last batch; strings with a utf8 column, its word checked): every batch received and checked; the JSON of
 # the same schema, with the layer named and no percentiles (nothing is timed
 # one by one).
-for writer in build fixed; do
+for writer in build fixed strings; do
   stamp=$([ $writer = fixed ] && echo --timestamps || true)
   run_latency "inproc_$writer" "inproc, writer $writer" --layer inproc --count 2000 \
     --writer $writer $stamp --json "$work/inproc_$writer.json"

@@ -282,6 +282,9 @@ int RunLatency(const LatencyOptions& given_options, const std::set<std::string>&
                   : Refuse(given, {"--writer"}, "applies to --pattern stream only");
   }
   if (code != kExitOk) return code;
+  if (options.writer == "strings" && !inproc) {
+    return Usage("--writer strings: with --layer inproc only");
+  }
   if (options.pattern == "paired" && !options.compare.empty()) {
     return Usage("--compare: the baselines have no --pattern paired");
   }
@@ -491,8 +494,10 @@ int Main(int argc, char** argv) {
   cmd->add_option("--writer", options->writer,
                   "stream: how the producer makes each batch: build (a builder in a batch pool, "
                   "then Publish) or fixed (a FixedShapeWriter: a new region taken with "
-                  "Fill::kNone, every value written in place)")
-      ->check(CLI::IsMember({"build", "fixed"}))
+                  "Fill::kNone, every value written in place); inproc also strings (built, "
+                  "the 512 B int64 column and a utf8 one of 1 to 5 letters a row, whose "
+                  "lengths change from batch to batch)")
+      ->check(CLI::IsMember({"build", "fixed", "strings"}))
       ->capture_default_str();
   cmd->add_flag("--timestamps", options->timestamps,
                 "The topics stamp each message's publish time (TopicOptions::publish_timestamps; "
@@ -516,8 +521,9 @@ int Main(int argc, char** argv) {
 }
 
 // Called alkaid_shm_stream_bench (the command the issues quote for the
-// data path's instructions per batch), it takes `--inproc N [--fixed]
-// [--stamp]`: `--layer inproc --count N [--writer fixed] [--timestamps]`.
+// data path's instructions per batch), it takes `--inproc N [--fixed |
+// --strings] [--stamp]`: `--layer inproc --count N [--writer fixed|strings]
+// [--timestamps]`.
 int RunAs(int argc, char** argv) {
   const std::string name = argv[0];
   if (name.substr(name.rfind('/') + 1) != "alkaid_shm_stream_bench") {
@@ -528,15 +534,15 @@ int RunAs(int argc, char** argv) {
     const std::string arg = argv[i];
     if (arg == "--inproc" && i + 1 < argc && args.size() == 3) {
       args.insert(args.end(), {"--count", argv[++i]});
-    } else if (arg == "--fixed" || arg == "--stamp") {
-      args.push_back(arg == "--fixed" ? "--writer=fixed" : "--timestamps");
+    } else if (arg == "--fixed" || arg == "--strings" || arg == "--stamp") {
+      args.push_back(arg == "--stamp" ? "--timestamps" : "--writer=" + arg.substr(2));
     } else {
       args.resize(0);
       break;
     }
   }
   if (args.size() < 5) {
-    std::cerr << "usage: " << name << " --inproc N [--fixed] [--stamp]  (N > 0)\n";
+    std::cerr << "usage: " << name << " --inproc N [--fixed | --strings] [--stamp]  (N > 0)\n";
     return kExitUsage;
   }
   std::vector<char*> pointers;

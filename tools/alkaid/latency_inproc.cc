@@ -17,6 +17,7 @@
 #include "alkaid/client/batch_publisher.h"
 #include "alkaid/client/batch_subscriber.h"
 #include "alkaid/format/array.h"
+#include "alkaid/format/builder_binary.h"
 #include "alkaid/format/builder_primitive.h"
 #include "alkaid/shm/channel.h"
 #include "latency_internal.h"
@@ -82,16 +83,6 @@ Result<std::unique_ptr<client::FixedShapeWriter>> NewWriter(client::BatchPublish
   return publisher->NewFixedShapeWriter(*batch, *pool);
 }
 
-// Publishes batch `i` one way or the other.
-struct Source {
-  client::BatchPublisher* publisher;
-  client::FixedShapeWriter* writer;  // null: build each batch
-  format::SchemaPtr schema;
-  [[gnu::always_inline]] Status Publish(int64_t i) const {
-    return writer != nullptr ? PublishOneFixed(writer, i) : PublishOne(publisher, schema, i);
-  }
-};
-
 // Receives batch `i`, reads its first and last value and checks them (the
 // Result read in place, not moved out).
 [[gnu::always_inline]] inline Status ReceiveOne(client::BatchSubscriber* sub, int64_t i) {
@@ -108,8 +99,86 @@ struct Source {
   return Status::OK();
 }
 
+// --writer strings: batches of the int64 column and a utf8 one whose
+// values (1 to 5 letters) change with the batch, so that every batch has
+// Message numbers of its own (a variable-width column's lengths): what the
+// publisher's Message template and the subscriber's plans of varying
+// numbers are for.
+format::SchemaPtr StringSchema() {
+  return format::schema(
+      {format::field("v", format::int64(), false), format::field("s", format::utf8(), false)});
+}
+
+constexpr std::string_view kWords[] = {"a", "bc", "def", "ghij", "klmno"};
+
+// Publishes batch `i` one way or the other, and receives it.
+struct Source {
+  client::BatchPublisher* publisher;
+  client::BatchSubscriber* sub;
+  client::FixedShapeWriter* writer;  // null: build each batch
+  format::SchemaPtr schema;
+  [[gnu::always_inline]] Status Publish(int64_t i) const {
+    return writer != nullptr ? PublishOneFixed(writer, i) : PublishOne(publisher, schema, i);
+  }
+  [[gnu::always_inline]] Status Receive(int64_t i) const { return ReceiveOne(sub, i); }
+};
+
+struct StringSource {
+  client::BatchPublisher* publisher;
+  client::BatchSubscriber* sub;
+  format::SchemaPtr schema;
+  [[gnu::always_inline]] Status Receive(int64_t i) const;
+  [[gnu::always_inline]] Status Publish(int64_t i) const {
+    auto pool = publisher->NewPool(4096).ValueOrDie();
+    format::Int64Builder values(pool.get());
+    ALKAID_RETURN_NOT_OK(values.Reserve(kRows));
+    for (int64_t r = 0; r < kRows; ++r) values.UnsafeAppend(i + r);
+    format::StringBuilder words(pool.get());
+    ALKAID_RETURN_NOT_OK(words.Reserve(kRows));
+    ALKAID_RETURN_NOT_OK(words.ReserveData(kRows * 5));
+    for (int64_t r = 0; r < kRows; ++r) ALKAID_RETURN_NOT_OK(words.Append(kWords[(i + r) % 5]));
+    auto batch = format::RecordBatch::Make(
+                     schema, kRows, {values.Finish().ValueOrDie(), words.Finish().ValueOrDie()})
+                     .ValueOrDie();
+    return publisher->Publish(*batch, pool.get());
+  }
+};
+
+// ReceiveOne's check, and the last row's word.
+inline Status StringSource::Receive(int64_t i) const {
+  const auto got = sub->TryReceive();
+  if (!got.ok()) return got.status();
+  if (got->batch == nullptr) return Status::Invalid("batch ", i, " was published, not received");
+  const int64_t* v = got->batch->column_data(0)->GetValues<int64_t>(1);
+  const auto& words = static_cast<const format::StringArray&>(*got->batch->column(1));
+  if (v[0] != i || v[kRows - 1] != i + kRows - 1 ||
+      words.GetView(kRows - 1) != kWords[(i + kRows - 1) % 5]) {
+    return Status::Invalid("batch ", i, " has values ", v[0], "..", v[kRows - 1], " and word '",
+                           words.GetView(kRows - 1), "'");
+  }
+  return Status::OK();
+}
+
+// The warm-up, then the timed loop: `count` batches, each dropped before
+// the next publish, as a consumer that keeps up drops it. Returns the
+// elapsed nanoseconds of the timed part.
+template <typename S>
+Result<int64_t> Run(int64_t count, const S& source) {
+  for (int64_t i = 0; i < 1000; ++i) {
+    ALKAID_RETURN_NOT_OK(source.Publish(i));
+    ALKAID_RETURN_NOT_OK(source.Receive(i));
+  }
+  const int64_t t0 = NowNs();
+  for (int64_t i = 0; i < count; ++i) {
+    ALKAID_RETURN_NOT_OK(source.Publish(i));
+    ALKAID_RETURN_NOT_OK(source.Receive(i));
+  }
+  return NowNs() - t0;
+}
+
 Status Loop(const RunSpec& spec, const std::string& name, Measurement* out) {
-  const auto schema = Schema();
+  const bool strings = spec.writer == "strings";
+  const auto schema = strings ? StringSchema() : Schema();
   shm::ChannelOptions o;
   o.stamp_publish_time = spec.timestamps;
   o.slot_count = 1024;
@@ -127,19 +196,14 @@ Status Loop(const RunSpec& spec, const std::string& name, Measurement* out) {
   if (spec.writer == "fixed") {
     ALKAID_ASSIGN_OR_RAISE(writer, NewWriter(publisher.get(), schema));
   }
-  const Source source{publisher.get(), writer.get(), schema};
-  // Warm-up, then the timed loop. Each batch is dropped before the next
-  // publish, as a consumer that keeps up drops it.
-  for (int64_t i = 0; i < 1000; ++i) {
-    ALKAID_RETURN_NOT_OK(source.Publish(i));
-    ALKAID_RETURN_NOT_OK(ReceiveOne(sub.get(), i));
+  int64_t elapsed = 0;
+  if (strings) {
+    ALKAID_ASSIGN_OR_RAISE(elapsed,
+                           Run(spec.count, StringSource{publisher.get(), sub.get(), schema}));
+  } else {
+    ALKAID_ASSIGN_OR_RAISE(
+        elapsed, Run(spec.count, Source{publisher.get(), sub.get(), writer.get(), schema}));
   }
-  const int64_t t0 = NowNs();
-  for (int64_t i = 0; i < spec.count; ++i) {
-    ALKAID_RETURN_NOT_OK(source.Publish(i));
-    ALKAID_RETURN_NOT_OK(ReceiveOne(sub.get(), i));
-  }
-  const int64_t elapsed = NowNs() - t0;
   // The last batch carries a publish time exactly when the channel stamps.
   if ((sub->last_publish_ns() != 0) != spec.timestamps) {
     return Status::Invalid("the last batch's publish time is ", sub->last_publish_ns(),
