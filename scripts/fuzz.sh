@@ -29,6 +29,7 @@ run_target() {
     control_protocol_fuzz) ;;  # control frames: only its own seeds in fuzz/corpus/control_protocol_fuzz
     channel_fuzz) ;;  # shared-memory patches: only its own seeds in fuzz/corpus/channel_fuzz
     batch_channel_fuzz) ;;  # hostile messages: only its own seeds in fuzz/corpus/batch_channel_fuzz
+    varying_plan_fuzz) ;;  # template numbers: only its own seeds in fuzz/corpus/varying_plan_fuzz
     c_data_import_fuzz) ;;  # struct trees: only its own seeds in fuzz/corpus/c_data_import_fuzz
     flight_data_fuzz) ;;  # framed FlightData: only its own seeds in fuzz/corpus/flight_data_fuzz
     *) cp -n "$gold"/*.stream "$work"/ ;;
@@ -46,7 +47,7 @@ run_target() {
 
 targets=()
 for target in ipc_stream_fuzz ipc_file_fuzz ipc_message_fuzz unsafe_row_fuzz control_protocol_fuzz \
-  channel_fuzz batch_channel_fuzz c_data_import_fuzz flight_data_fuzz; do
+  channel_fuzz batch_channel_fuzz varying_plan_fuzz c_data_import_fuzz flight_data_fuzz; do
   if [ "$target" = flight_data_fuzz ] && [ ! -x "build/fuzz/fuzz/$target" ]; then
     # Built only with the Flight bridge (gRPC and protobuf found, docs/FLIGHT.md).
     echo "$target not built (no gRPC/protobuf: ALKAID_FLIGHT); it is not run" >&2

@@ -408,6 +408,19 @@ Status BatchPublisher::Publish(const format::RecordBatch& batch, ShmBatchPool* p
                        MessageKind::kRecordBatch);
 }
 
+Status BatchPublisher::FillMessage(int64_t num_rows, uint64_t body_length) {
+  if (message_template_ == nullptr || message_template_->num_nodes() != node_scratch_.size() ||
+      message_template_->num_buffers() != range_scratch_.size()) {
+    ALKAID_ASSIGN_OR_RAISE(auto made, format::ipc::RecordBatchMessageTemplate::Make(
+                                          node_scratch_.size(), range_scratch_.size()));
+    message_template_ = std::make_unique<format::ipc::RecordBatchMessageTemplate>(std::move(made));
+  }
+  filled_.resize(message_template_->size());
+  message_template_->Fill(num_rows, static_cast<int64_t>(body_length), node_scratch_.data(),
+                          range_scratch_.data(), filled_.data());
+  return Status::OK();
+}
+
 Result<bool> BatchPublisher::PublishFilled(const format::RecordBatch& batch, ShmBatchPool* pool,
                                            uint64_t body_length) {
   node_scratch_.clear();
@@ -430,15 +443,7 @@ Result<bool> BatchPublisher::PublishFilled(const format::RecordBatch& batch, Shm
     }
     range_scratch_.push_back({p.data - region, static_cast<int64_t>(p.size)});
   }
-  if (message_template_ == nullptr || message_template_->num_nodes() != node_scratch_.size() ||
-      message_template_->num_buffers() != range_scratch_.size()) {
-    ALKAID_ASSIGN_OR_RAISE(auto made, format::ipc::RecordBatchMessageTemplate::Make(
-                                          node_scratch_.size(), range_scratch_.size()));
-    message_template_ = std::make_unique<format::ipc::RecordBatchMessageTemplate>(std::move(made));
-  }
-  filled_.resize(message_template_->size());
-  message_template_->Fill(batch.num_rows(), static_cast<int64_t>(body_length), node_scratch_.data(),
-                          range_scratch_.data(), filled_.data());
+  ALKAID_RETURN_NOT_OK(FillMessage(batch.num_rows(), body_length));
   ALKAID_RETURN_NOT_OK(PublishRegion(pool, body_length, filled_, 0, MessageKind::kRecordBatch));
   ++stats_.metadata_filled;
   return true;
@@ -548,15 +553,7 @@ Status BatchPublisher::PublishCopyFilled(const format::RecordBatch& batch,
     pos += p.size;
   }
   const uint64_t body_length = pad(pos);
-  if (message_template_ == nullptr || message_template_->num_nodes() != node_scratch_.size() ||
-      message_template_->num_buffers() != range_scratch_.size()) {
-    ALKAID_ASSIGN_OR_RAISE(auto made, format::ipc::RecordBatchMessageTemplate::Make(
-                                          node_scratch_.size(), range_scratch_.size()));
-    message_template_ = std::make_unique<format::ipc::RecordBatchMessageTemplate>(std::move(made));
-  }
-  filled_.resize(message_template_->size());
-  message_template_->Fill(batch.num_rows(), static_cast<int64_t>(body_length), node_scratch_.data(),
-                          range_scratch_.data(), filled_.data());
+  ALKAID_RETURN_NOT_OK(FillMessage(batch.num_rows(), body_length));
   uint64_t region = body_length;
   if (filled_.size() > channel_->options().inline_capacity) region += pad(filled_.size());
   ALKAID_ASSIGN_OR_RAISE(auto pool, NewPool(region == 0 ? 64 : region));

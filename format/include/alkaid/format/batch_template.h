@@ -106,14 +106,7 @@ class ALKAID_EXPORT BatchTemplate {
   template <typename Keep>
   RecordBatchPtr Instantiate(const uint8_t* base, Keep&& keep,
                              std::shared_ptr<Buffer>* body = nullptr) {
-    static_assert(!std::is_lvalue_reference_v<Keep>,
-                  "the keeper is moved in: pass an rvalue (std::move, or a temporary)");
-    using K = std::remove_cv_t<Keep>;
-    static_assert(sizeof(K) <= kKeeperBytes && alignof(K) <= alignof(std::max_align_t),
-                  "a body keeper must fit BatchTemplate::kKeeperBytes");
-    return InstantiateErased(
-        base, [](void* to, void* from) { ::new (to) K(std::move(*static_cast<K*>(from))); },
-        [](void* p) { static_cast<K*>(p)->~K(); }, &keep, body);
+    return InstantiateErased(base, &Keeper<Keep>::Move, &Keeper<Keep>::Drop, &keep, body);
   }
 
   /// One batch's numbers, for a template of a `varying` shape.
@@ -137,15 +130,8 @@ class ALKAID_EXPORT BatchTemplate {
   template <typename Keep>
   RecordBatchPtr InstantiateWith(const Numbers& numbers, const uint8_t* base, Keep&& keep,
                                  std::shared_ptr<Buffer>* body = nullptr) {
-    static_assert(!std::is_lvalue_reference_v<Keep>,
-                  "the keeper is moved in: pass an rvalue (std::move, or a temporary)");
-    using K = std::remove_cv_t<Keep>;
-    static_assert(sizeof(K) <= kKeeperBytes && alignof(K) <= alignof(std::max_align_t),
-                  "a body keeper must fit BatchTemplate::kKeeperBytes");
-    return InstantiateErasedWith(
-        numbers, base,
-        [](void* to, void* from) { ::new (to) K(std::move(*static_cast<K*>(from))); },
-        [](void* p) { static_cast<K*>(p)->~K(); }, &keep, body);
+    return InstantiateErasedWith(numbers, base, &Keeper<Keep>::Move, &Keeper<Keep>::Drop, &keep,
+                                 body);
   }
 
   /// Looks at the graphs still held through something taken from a batch
@@ -178,6 +164,17 @@ class ALKAID_EXPORT BatchTemplate {
 
   using MoveKeeper = void (*)(void* to, void* from);
   using DropKeeper = void (*)(void* p);
+  // How Instantiate moves a keeper of type Keep into a graph and drops it.
+  template <typename Keep>
+  struct Keeper {
+    static_assert(!std::is_lvalue_reference_v<Keep>,
+                  "the keeper is moved in: pass an rvalue (std::move, or a temporary)");
+    using K = std::remove_cv_t<Keep>;
+    static_assert(sizeof(K) <= kKeeperBytes && alignof(K) <= alignof(std::max_align_t),
+                  "a body keeper must fit BatchTemplate::kKeeperBytes");
+    static void Move(void* to, void* from) { ::new (to) K(std::move(*static_cast<K*>(from))); }
+    static void Drop(void* p) { static_cast<K*>(p)->~K(); }
+  };
   RecordBatchPtr InstantiateErased(const uint8_t* base, MoveKeeper move, DropKeeper drop,
                                    void* keep, std::shared_ptr<Buffer>* body);
   RecordBatchPtr InstantiateErasedWith(const Numbers& numbers, const uint8_t* base, MoveKeeper move,

@@ -157,6 +157,9 @@ class ALKAID_EXPORT BatchPublisher {
   // does not cover (AppendIpcPieces in batch_publisher.cc).
   Result<bool> PublishFilled(const format::RecordBatch& batch, ShmBatchPool* pool,
                              uint64_t body_length);
+  // The schema's Message template (made at the first use) filled into
+  // filled_ with the numbers in node_scratch_ and range_scratch_.
+  Status FillMessage(int64_t num_rows, uint64_t body_length);
   // PublishCopy of a batch whose copy shape (`key`, and the pieces and
   // nodes in the scratch vectors) has no plan yet: laid out as the IPC
   // writer would, with the Message template filled.
