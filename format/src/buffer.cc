@@ -45,6 +45,13 @@ namespace {
 // ResizableBuffer's constructor is not public: MakeShared's object.
 struct SharedResizableBuffer final : ResizableBuffer {
   explicit SharedResizableBuffer(MemoryPool* pool) : ResizableBuffer(pool) {}
+  // Takes `data`, an allocation of `capacity` bytes from the pool, as its
+  // bytes (AdoptBuiltBytes).
+  void Adopt(uint8_t* data, int64_t size, int64_t capacity) {
+    data_ = data;
+    size_ = size;
+    capacity_ = capacity;
+  }
 };
 
 }  // namespace
@@ -54,6 +61,13 @@ std::shared_ptr<ResizableBuffer> ResizableBuffer::MakeShared(MemoryPool* pool) {
 }
 
 namespace internal {
+
+std::shared_ptr<Buffer> AdoptBuiltBytes(MemoryPool* pool, uint8_t* data, int64_t size,
+                                        int64_t capacity) {
+  auto buffer = MakePoolObject<SharedResizableBuffer>(pool, pool);
+  buffer->Adopt(data, size, capacity);
+  return buffer;
+}
 
 MemoryPool* BuiltBufferPool(const Buffer& buffer) {
   // A type comparison, not a dynamic_cast: the class is final.

@@ -249,8 +249,15 @@ ArrayDataPtr MakeArrayData(MemoryPool* pool, TypePtr type, int64_t length,
   return d;
 }
 
-/// The pool of a buffer a builder made (ResizableBuffer::MakeShared, as
-/// BufferBuilder does), or null for any other buffer.
+/// The buffer a builder hands out (BufferBuilder::Finish): it takes
+/// `data`, an allocation of `capacity` bytes from `pool` (a multiple of 64,
+/// zero past `size`), and gives it back to the pool when it goes. Made in
+/// the pool's object memory, as ResizableBuffer::MakeShared.
+std::shared_ptr<Buffer> AdoptBuiltBytes(MemoryPool* pool, uint8_t* data, int64_t size,
+                                        int64_t capacity);
+
+/// The pool of a buffer a builder made (ResizableBuffer::MakeShared, or
+/// AdoptBuiltBytes as BufferBuilder does), or null for any other buffer.
 MemoryPool* BuiltBufferPool(const Buffer& buffer);
 
 /// MakeArray's typed array, in the object memory of `pool`.
