@@ -164,19 +164,20 @@ struct ObjectMemoryAccess {
   }
 
   /// A record batch of `schema` and `num_rows` rows whose columns `fill`
-  /// appends to the (empty) vector it is given.
+  /// appends to the (empty) vector it is given. `schema` is moved into the
+  /// batch when one is made, and left as it was when none is (null).
   template <typename Fill>
-  static std::shared_ptr<RecordBatch> MakeBatch(ObjectMemory* m, const SchemaPtr& schema,
+  static std::shared_ptr<RecordBatch> MakeBatch(ObjectMemory* m, SchemaPtr& schema,
                                                 int64_t num_rows, Fill&& fill) {
     return MakeWith<RecordBatch>(
         m,
         [&](void* at) {
-          auto* b = ::new (at) RecordBatch(RecordBatch::Key{}, schema, num_rows, {});
+          auto* b = ::new (at) RecordBatch(RecordBatch::Key{}, std::move(schema), num_rows, {});
           fill(&b->columns_);
           return b;
         },
         [&](RecordBatch* b) {
-          b->schema_ = schema;
+          b->schema_ = std::move(schema);
           b->num_rows_ = num_rows;
           fill(&b->columns_);
         });
