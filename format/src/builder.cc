@@ -34,9 +34,16 @@ Status BufferBuilder::Grow(int64_t additional) {
       PaddedLength(std::max(PaddedLength(needed), std::min<int64_t>(capacity * 2, INT64_MAX / 2)));
   uint8_t* fresh = nullptr;
   if (bytes_ == nullptr) {
-    ALKAID_ASSIGN_OR_RAISE(fresh, pool_->Allocate(target, kBufferAlignment));
+    owner_ = pool_->shared_owner();
+    Result<uint8_t*> got = allocator()->Allocate(target, kBufferAlignment);
+    if (!got.ok()) {
+      owner_.reset();
+      return got.status();
+    }
+    fresh = *got;
   } else {
-    ALKAID_ASSIGN_OR_RAISE(fresh, pool_->Reallocate(bytes_, capacity, target, kBufferAlignment));
+    ALKAID_ASSIGN_OR_RAISE(fresh,
+                           allocator()->Reallocate(bytes_, capacity, target, kBufferAlignment));
   }
   // Only memory this call acquired is zeroed: bytes a writer put past
   // length() within the old capacity survive growth.
@@ -49,7 +56,8 @@ Status BufferBuilder::Grow(int64_t additional) {
 }
 
 void BufferBuilder::FreeBytes() {
-  pool_->Free(bytes_, capacity(), kBufferAlignment);
+  allocator()->Free(bytes_, capacity(), kBufferAlignment);
+  owner_.reset();
   bytes_ = nullptr;
   end_ = nullptr;
   limit_ = nullptr;
@@ -68,14 +76,15 @@ Result<std::shared_ptr<Buffer>> BufferBuilder::Finish(bool shrink_to_fit) {
     // Shrinking keeps every byte up to `size`. If it fails (a pool that
     // reallocates by copying ran out), the buffer goes out at full
     // capacity instead; its size is still exact.
-    Result<uint8_t*> shrunk = pool_->Reallocate(bytes_, capacity, padded, kBufferAlignment);
+    Result<uint8_t*> shrunk = allocator()->Reallocate(bytes_, capacity, padded, kBufferAlignment);
     if (shrunk.ok()) {
       data = *shrunk;
       capacity = padded;
     }
   }
   // The buffer object, made once: it owns the bytes from here on.
-  std::shared_ptr<Buffer> out = AdoptBuiltBytes(pool_, data, size, capacity);
+  std::shared_ptr<Buffer> out = AdoptBuiltBytes(pool_, std::move(owner_), data, size, capacity);
+  owner_.reset();
   bytes_ = nullptr;
   end_ = nullptr;
   limit_ = nullptr;

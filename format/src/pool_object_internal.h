@@ -251,11 +251,12 @@ ArrayDataPtr MakeArrayData(MemoryPool* pool, TypePtr type, int64_t length,
 }
 
 /// The buffer a builder hands out (BufferBuilder::Finish): it takes
-/// `data`, an allocation of `capacity` bytes from `pool` (a multiple of 64,
-/// zero past `size`), and gives it back to the pool when it goes. Made in
-/// the pool's object memory, as ResizableBuffer::MakeShared.
-std::shared_ptr<Buffer> AdoptBuiltBytes(MemoryPool* pool, uint8_t* data, int64_t size,
-                                        int64_t capacity);
+/// `data`, an allocation of `capacity` bytes (a multiple of 64, zero past
+/// `size`) from `owner` (the pool's shared owner, which it keeps) or, when
+/// that is null, from `pool`, and gives it back when it goes. Made in the
+/// object memory of `pool`, as ResizableBuffer::MakeShared.
+std::shared_ptr<Buffer> AdoptBuiltBytes(MemoryPool* pool, std::shared_ptr<MemoryPool> owner,
+                                        uint8_t* data, int64_t size, int64_t capacity);
 
 /// The pool of a buffer a builder made (ResizableBuffer::MakeShared, or
 /// AdoptBuiltBytes as BufferBuilder does), or null for any other buffer.

@@ -45,9 +45,9 @@ namespace internal {
 /// Reserve() is the only call that allocates; the Unsafe* calls write into
 /// reserved space and cannot fail. Bytes past length() are zero, so the
 /// finished buffer's padding is zero. The bytes are a plain allocation of
-/// the pool while they are being written: the buffer object that owns them
-/// is made once, by Finish. Movable, not copyable. Not API: builders use
-/// it.
+/// the pool while they are being written (holding the pool's shared owner,
+/// if it has one): the buffer object that owns them is made once, by
+/// Finish. Movable, not copyable. Not API: builders use it.
 class ALKAID_EXPORT BufferBuilder {
  public:
   explicit BufferBuilder(MemoryPool* pool) : pool_(pool) {}
@@ -55,13 +55,18 @@ class ALKAID_EXPORT BufferBuilder {
   BufferBuilder(const BufferBuilder&) = delete;
   BufferBuilder& operator=(const BufferBuilder&) = delete;
   BufferBuilder(BufferBuilder&& other) noexcept
-      : pool_(other.pool_), bytes_(other.bytes_), end_(other.end_), limit_(other.limit_) {
+      : pool_(other.pool_),
+        owner_(std::move(other.owner_)),
+        bytes_(other.bytes_),
+        end_(other.end_),
+        limit_(other.limit_) {
     other.bytes_ = other.end_ = other.limit_ = nullptr;
   }
   BufferBuilder& operator=(BufferBuilder&& other) noexcept {
     if (this != &other) {
       Reset();
       pool_ = other.pool_;
+      owner_ = std::move(other.owner_);
       bytes_ = other.bytes_;
       end_ = other.end_;
       limit_ = other.limit_;
@@ -146,7 +151,14 @@ class ALKAID_EXPORT BufferBuilder {
   // Gives the allocation back to the pool and empties the builder.
   void FreeBytes();
 
+  // Where the bytes come from: the pool's shared owner while there are
+  // bytes, if it has one (MemoryPool::shared_owner: a ShmBatchPool's region),
+  // so that bytes kept after the pool object went are still given back;
+  // else the pool.
+  MemoryPool* allocator() const { return owner_ != nullptr ? owner_.get() : pool_; }
+
   MemoryPool* pool_;
+  std::shared_ptr<MemoryPool> owner_;  // set with the allocation, handed to Finish's buffer
   // The allocation (null without one), the end of the bytes appended and
   // the end of the capacity: pointers, so that a value's store cannot
   // alias them.
