@@ -45,10 +45,9 @@ Status BufferBuilder::Grow(int64_t additional) {
     ALKAID_ASSIGN_OR_RAISE(fresh,
                            allocator()->Reallocate(bytes_, capacity, target, kBufferAlignment));
   }
-  // Only memory this call acquired is zeroed: bytes a writer put past
-  // length() within the old capacity survive growth.
-  const int64_t kept = bytes_ == nullptr ? 0 : capacity;
-  if (target > kept) std::memset(fresh + kept, 0, static_cast<size_t>(target - kept));
+  // Nothing is zeroed here: the values overwrite what they cover, and
+  // Finish zeroes the rest of what it hands out (the padding). Bytes a
+  // writer put past length() within the old capacity survive growth.
   bytes_ = fresh;
   end_ = fresh + size;
   limit_ = fresh + target;
@@ -82,6 +81,8 @@ Result<std::shared_ptr<Buffer>> BufferBuilder::Finish(bool shrink_to_fit) {
       capacity = padded;
     }
   }
+  // The padding: zero, whatever the memory held before (a recycled region).
+  if (capacity > size) std::memset(data + size, 0, static_cast<size_t>(capacity - size));
   // The buffer object, made once: it owns the bytes from here on.
   std::shared_ptr<Buffer> out = AdoptBuiltBytes(pool_, std::move(owner_), data, size, capacity);
   owner_.reset();

@@ -43,8 +43,10 @@ namespace internal {
 /// A byte buffer that grows geometrically inside a pool allocation.
 ///
 /// Reserve() is the only call that allocates; the Unsafe* calls write into
-/// reserved space and cannot fail. Bytes past length() are zero, so the
-/// finished buffer's padding is zero. The bytes are a plain allocation of
+/// reserved space and cannot fail. Reserved bytes past length() are not
+/// initialised (a recycled region holds the last batch's values); Finish
+/// zeroes every byte it hands out past length(), so the finished buffer's
+/// padding is zero. The bytes are a plain allocation of
 /// the pool while they are being written (holding the pool's shared owner,
 /// if it has one): the buffer object that owns them is made once, by
 /// Finish. Movable, not copyable. Not API: builders use it.
