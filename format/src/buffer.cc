@@ -27,8 +27,10 @@ std::shared_ptr<Buffer> Buffer::FromString(std::string s) {
   return std::make_shared<Buffer>(data, size, std::move(holder));
 }
 
-ResizableBuffer::ResizableBuffer(MemoryPool* pool)
-    : owner_(pool->shared_owner()), pool_(owner_ != nullptr ? owner_.get() : pool) {
+ResizableBuffer::ResizableBuffer(MemoryPool* pool) : ResizableBuffer(pool, pool->shared_owner()) {}
+
+ResizableBuffer::ResizableBuffer(MemoryPool* pool, std::shared_ptr<MemoryPool> owner)
+    : owner_(std::move(owner)), pool_(owner_ != nullptr ? owner_.get() : pool) {
   is_mutable_ = true;
 }
 
@@ -45,6 +47,15 @@ namespace {
 // ResizableBuffer's constructor is not public: MakeShared's object.
 struct SharedResizableBuffer final : ResizableBuffer {
   explicit SharedResizableBuffer(MemoryPool* pool) : ResizableBuffer(pool) {}
+  SharedResizableBuffer(MemoryPool* pool, std::shared_ptr<MemoryPool> owner)
+      : ResizableBuffer(pool, std::move(owner)) {}
+  // Takes `data`, an allocation of `capacity` bytes from the pool, as its
+  // bytes (AdoptBuiltBytes).
+  void Adopt(uint8_t* data, int64_t size, int64_t capacity) {
+    data_ = data;
+    size_ = size;
+    capacity_ = capacity;
+  }
 };
 
 }  // namespace
@@ -54,6 +65,13 @@ std::shared_ptr<ResizableBuffer> ResizableBuffer::MakeShared(MemoryPool* pool) {
 }
 
 namespace internal {
+
+std::shared_ptr<Buffer> AdoptBuiltBytes(MemoryPool* pool, std::shared_ptr<MemoryPool> owner,
+                                        uint8_t* data, int64_t size, int64_t capacity) {
+  auto buffer = MakePoolObject<SharedResizableBuffer>(pool, pool, std::move(owner));
+  buffer->Adopt(data, size, capacity);
+  return buffer;
+}
 
 MemoryPool* BuiltBufferPool(const Buffer& buffer) {
   // A type comparison, not a dynamic_cast: the class is final.

@@ -3,6 +3,8 @@
 
 #include "alkaid/format/builder.h"
 
+#include <algorithm>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <utility>
@@ -17,44 +19,73 @@ namespace alkaid::format {
 
 namespace internal {
 
-Status BufferBuilder::Reserve(int64_t additional) {
+Status BufferBuilder::Grow(int64_t additional) {
   if (additional < 0) return Status::Invalid("cannot reserve a negative byte count ", additional);
   const int64_t size = length();
   if (additional > std::numeric_limits<int64_t>::max() - size) {
     return Status::CapacityError("buffer of ", size, " bytes cannot grow by ", additional);
   }
   const int64_t needed = size + additional;
-  if (buffer_ == nullptr) buffer_ = ResizableBuffer::MakeShared(pool_);
-  if (buffer_->data() != nullptr) {
-    if (needed <= buffer_->capacity()) return Status::OK();
-    // The buffer zeroes everything past its size() when it grows; keep that
-    // size equal to ours so the bytes written since are preserved.
-    ALKAID_RETURN_NOT_OK(buffer_->Resize(size));
+  const int64_t capacity = this->capacity();
+  if (bytes_ != nullptr && needed <= capacity) return Status::OK();
+  // Grow geometrically so appending stays amortised O(1); capacity is
+  // always a multiple of 64.
+  const int64_t target =
+      PaddedLength(std::max(PaddedLength(needed), std::min<int64_t>(capacity * 2, INT64_MAX / 2)));
+  uint8_t* fresh = nullptr;
+  if (bytes_ == nullptr) {
+    owner_ = pool_->shared_owner();
+    Result<uint8_t*> got = allocator()->Allocate(target, kBufferAlignment);
+    if (!got.ok()) {
+      owner_.reset();
+      return got.status();
+    }
+    fresh = *got;
+  } else {
+    ALKAID_ASSIGN_OR_RAISE(fresh,
+                           allocator()->Reallocate(bytes_, capacity, target, kBufferAlignment));
   }
-  Status st = buffer_->Reserve(needed);
-  bytes_ = buffer_->mutable_data();
-  end_ = bytes_ + size;
-  limit_ = bytes_ + buffer_->capacity();
-  return st;
+  // Nothing is zeroed here: the values overwrite what they cover, and
+  // Finish zeroes the rest of what it hands out (the padding). Bytes a
+  // writer put past length() within the old capacity survive growth.
+  bytes_ = fresh;
+  end_ = fresh + size;
+  limit_ = fresh + target;
+  return Status::OK();
+}
+
+void BufferBuilder::FreeBytes() {
+  allocator()->Free(bytes_, capacity(), kBufferAlignment);
+  owner_.reset();
+  bytes_ = nullptr;
+  end_ = nullptr;
+  limit_ = nullptr;
 }
 
 Result<std::shared_ptr<Buffer>> BufferBuilder::Finish(bool shrink_to_fit) {
-  if (buffer_ == nullptr) {
+  if (bytes_ == nullptr) {
     ALKAID_ASSIGN_OR_RAISE(auto empty, AllocateBuffer(0, pool_));
     return std::shared_ptr<Buffer>(std::move(empty));
   }
-  // Our size is within the buffer's capacity (no allocation); shrinking
-  // keeps every byte up to it.
   const int64_t size = length();
-  Status st = buffer_->Resize(size, shrink_to_fit);
-  if (!st.ok()) {
-    if (!shrink_to_fit) return st;
-    // Shrinking failed (a pool that reallocates by copying ran out): hand
-    // the buffer out at full capacity instead; its size is still exact.
-    ALKAID_RETURN_NOT_OK(buffer_->Resize(size, false));
+  int64_t capacity = this->capacity();
+  uint8_t* data = bytes_;
+  const int64_t padded = PaddedLength(size);
+  if (shrink_to_fit && padded < capacity) {
+    // Shrinking keeps every byte up to `size`. If it fails (a pool that
+    // reallocates by copying ran out), the buffer goes out at full
+    // capacity instead; its size is still exact.
+    Result<uint8_t*> shrunk = allocator()->Reallocate(bytes_, capacity, padded, kBufferAlignment);
+    if (shrunk.ok()) {
+      data = *shrunk;
+      capacity = padded;
+    }
   }
-  std::shared_ptr<Buffer> out = std::move(buffer_);
-  buffer_.reset();
+  // The padding: zero, whatever the memory held before (a recycled region).
+  if (capacity > size) std::memset(data + size, 0, static_cast<size_t>(capacity - size));
+  // The buffer object, made once: it owns the bytes from here on.
+  std::shared_ptr<Buffer> out = AdoptBuiltBytes(pool_, std::move(owner_), data, size, capacity);
+  owner_.reset();
   bytes_ = nullptr;
   end_ = nullptr;
   limit_ = nullptr;

@@ -111,10 +111,15 @@ bool IsFixedWidthNonBool(const DataType& type) {
 FixedWidthBuilder::FixedWidthBuilder(TypePtr type, MemoryPool* pool)
     : ArrayBuilder(std::move(type), pool),
       data_(pool),
-      byte_width_(IsFixedWidthNonBool(*type_) ? BitWidth(StorageType(*type_)) / 8 : 0) {}
+      byte_width_(0),
+      fixed_width_(IsFixedWidthNonBool(*type_)) {
+  if (fixed_width_) byte_width_ = BitWidth(StorageType(*type_)) / 8;
+}
 
 Status FixedWidthBuilder::Reserve(int64_t additional) {
-  ALKAID_RETURN_NOT_OK(ArrayBuilder::Reserve(additional));
+  // Without a bitmap, ArrayBuilder::Reserve only checks the count: skipped
+  // for a count that passes.
+  if (additional < 0 || has_bitmap()) ALKAID_RETURN_NOT_OK(ArrayBuilder::Reserve(additional));
   ALKAID_RETURN_NOT_OK(
       internal::CheckReserveBytes(additional, byte_width_, [this] { return Where(); }));
   return data_.Reserve(additional * byte_width_);
@@ -162,7 +167,7 @@ void FixedWidthBuilder::Reset() {
 }
 
 Result<ArrayDataPtr> FixedWidthBuilder::FinishInternal() {
-  if (!IsFixedWidthNonBool(*type_)) {
+  if (!fixed_width_) {
     return Status::TypeError("a fixed-width builder cannot build ", type_->ToString());
   }
   ALKAID_ASSIGN_OR_RAISE(auto validity, FinishValidity());

@@ -164,19 +164,20 @@ struct ObjectMemoryAccess {
   }
 
   /// A record batch of `schema` and `num_rows` rows whose columns `fill`
-  /// appends to the (empty) vector it is given.
+  /// appends to the (empty) vector it is given. `schema` is moved into the
+  /// batch when one is made, and left as it was when none is (null).
   template <typename Fill>
-  static std::shared_ptr<RecordBatch> MakeBatch(ObjectMemory* m, const SchemaPtr& schema,
+  static std::shared_ptr<RecordBatch> MakeBatch(ObjectMemory* m, SchemaPtr& schema,
                                                 int64_t num_rows, Fill&& fill) {
     return MakeWith<RecordBatch>(
         m,
         [&](void* at) {
-          auto* b = ::new (at) RecordBatch(RecordBatch::Key{}, schema, num_rows, {});
+          auto* b = ::new (at) RecordBatch(RecordBatch::Key{}, std::move(schema), num_rows, {});
           fill(&b->columns_);
           return b;
         },
         [&](RecordBatch* b) {
-          b->schema_ = schema;
+          b->schema_ = std::move(schema);
           b->num_rows_ = num_rows;
           fill(&b->columns_);
         });
@@ -249,8 +250,16 @@ ArrayDataPtr MakeArrayData(MemoryPool* pool, TypePtr type, int64_t length,
   return d;
 }
 
-/// The pool of a buffer a builder made (ResizableBuffer::MakeShared, as
-/// BufferBuilder does), or null for any other buffer.
+/// The buffer a builder hands out (BufferBuilder::Finish): it takes
+/// `data`, an allocation of `capacity` bytes (a multiple of 64, zero past
+/// `size`) from `owner` (the pool's shared owner, which it keeps) or, when
+/// that is null, from `pool`, and gives it back when it goes. Made in the
+/// object memory of `pool`, as ResizableBuffer::MakeShared.
+std::shared_ptr<Buffer> AdoptBuiltBytes(MemoryPool* pool, std::shared_ptr<MemoryPool> owner,
+                                        uint8_t* data, int64_t size, int64_t capacity);
+
+/// The pool of a buffer a builder made (ResizableBuffer::MakeShared, or
+/// AdoptBuiltBytes as BufferBuilder does), or null for any other buffer.
 MemoryPool* BuiltBufferPool(const Buffer& buffer);
 
 /// MakeArray's typed array, in the object memory of `pool`.

@@ -128,6 +128,39 @@ TEST(ShmBatchPoolTest, ABatchOutlivesItsPoolAndHoldsTheRegion) {
   EXPECT_EQ(ch.producer->stats().blocks_live, 0u);
 }
 
+// A builder holding bytes it has not finished holds the region too: the
+// pool object may go first; the builder then finishes a column that keeps
+// the region, or, destroyed on another thread, gives its bytes back and
+// lets the block go.
+TEST(ShmBatchPoolTest, ABuilderOutlivesItsPoolAndHoldsTheRegion) {
+  Channel ch;
+  ASSERT_OK(ch.Create(1 << 20));
+  auto pool_or = ShmBatchPool::Create(ch.producer.get(), 64 << 10);
+  ASSERT_OK(pool_or.status());
+  std::unique_ptr<ShmBatchPool> pool = std::move(pool_or).ValueOrDie();
+  auto finished = std::make_unique<format::Int64Builder>(pool.get());
+  auto unfinished = std::make_unique<format::Int64Builder>(pool.get());
+  ASSERT_OK(finished->Reserve(100));
+  ASSERT_OK(unfinished->Reserve(100));
+  for (int64_t i = 0; i < 100; ++i) {
+    finished->UnsafeAppend(i);
+    unfinished->UnsafeAppend(-i);
+  }
+  pool.reset();  // the builders' bytes hold the region
+  ch.producer->Poll();
+  EXPECT_EQ(ch.producer->stats().blocks_live, 1u);
+  ASSERT_OK_AND_ASSIGN(auto array, finished->Finish());
+  finished.reset();
+  const auto* values = array->data()->GetValues<int64_t>(1);
+  for (int64_t i = 0; i < 100; ++i) ASSERT_EQ(values[i], i) << i;
+  std::thread([&] { unfinished.reset(); }).join();
+  ch.producer->Poll();
+  EXPECT_EQ(ch.producer->stats().blocks_live, 1u);  // the array's
+  std::thread([&] { array.reset(); }).join();
+  ch.producer->Poll();
+  EXPECT_EQ(ch.producer->stats().blocks_live, 0u);
+}
+
 // Pools from BatchPublisher::NewPool: the block of a pool let go (its
 // region's last holder gone) is taken again by the next NewPool; the loan
 // itself goes back to the arena when the last holder goes, not when the

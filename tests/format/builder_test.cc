@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -1170,6 +1171,248 @@ TEST(BuilderTest, ReserveAndNegativeCounts) {
   ASSERT_RAISES(kInvalid, b.AppendEmptyValues(-2));
   ASSERT_RAISES(kCapacityError, b.Reserve(std::numeric_limits<int64_t>::max()));
   EXPECT_EQ(b.length(), 0);
+}
+
+// ---------------------------------------------------------------------------
+// A builder's bytes: a plain allocation of its pool until Finish, which
+// makes the one buffer object that owns them
+
+// The default pool behind a count of the calls and of the bytes lent, that
+// fails its allocations when told to.
+class CountingPool final : public MemoryPool {
+ public:
+  Result<uint8_t*> Allocate(int64_t size, int64_t alignment) override {
+    ++allocations;
+    if (fail) return Status::OutOfMemory("CountingPool: told to fail");
+    ALKAID_ASSIGN_OR_RAISE(uint8_t * p, default_memory_pool()->Allocate(size, alignment));
+    live += size;
+    return p;
+  }
+  Result<uint8_t*> Reallocate(uint8_t* ptr, int64_t old_size, int64_t new_size,
+                              int64_t alignment) override {
+    ++reallocations;
+    if (fail) return Status::OutOfMemory("CountingPool: told to fail");
+    ALKAID_ASSIGN_OR_RAISE(uint8_t * p,
+                           default_memory_pool()->Reallocate(ptr, old_size, new_size, alignment));
+    live += new_size - old_size;
+    return p;
+  }
+  void Free(uint8_t* ptr, int64_t size, int64_t alignment) override {
+    ++frees;
+    live -= size;
+    default_memory_pool()->Free(ptr, size, alignment);
+  }
+  int64_t bytes_allocated() const override { return live; }
+  int64_t max_memory() const override { return 0; }
+  std::string backend_name() const override { return "counting"; }
+  using MemoryPool::Allocate;
+  using MemoryPool::Free;
+
+  int allocations = 0;
+  int reallocations = 0;
+  int frees = 0;
+  int64_t live = 0;
+  bool fail = false;
+};
+
+TEST(BuilderMemory, BytesOfABuilderNeverFinishedGoBackToThePool) {
+  CountingPool pool;
+  {
+    Int64Builder b(&pool);
+    ASSERT_OK(b.Reserve(100));
+    for (int64_t i = 0; i < 100; ++i) b.UnsafeAppend(i);
+    EXPECT_EQ(pool.live, 832);  // 800 bytes, padded to 64
+  }
+  EXPECT_EQ(pool.live, 0);
+  EXPECT_EQ(pool.allocations, 1);
+  EXPECT_EQ(pool.frees, 1);
+}
+
+// Reset gives the bytes back; the builder then builds again, and every
+// array it finished keeps its own bytes.
+TEST(BuilderMemory, ResetAndFinishLeaveTheBuilderReadyForTheNextArray) {
+  CountingPool pool;
+  Int64Builder b(&pool);
+  ASSERT_OK(b.Append(-1));
+  b.Reset();
+  EXPECT_EQ(pool.live, 0);
+  EXPECT_EQ(b.length(), 0);
+  std::vector<ArrayPtr> arrays;
+  for (int64_t round = 0; round < 3; ++round) {
+    ASSERT_OK(b.Reserve(8));
+    for (int64_t i = 0; i < 8; ++i) b.UnsafeAppend(round * 100 + i);
+    ASSERT_OK(b.AppendNull());
+    ASSERT_OK_AND_ASSIGN(auto a, b.Finish());
+    EXPECT_EQ(b.length(), 0);
+    EXPECT_EQ(b.null_count(), 0);
+    arrays.push_back(std::move(a));
+  }
+  for (int64_t round = 0; round < 3; ++round) {
+    const auto& d = *arrays[static_cast<size_t>(round)]->data();
+    ASSERT_EQ(d.length, 9);
+    EXPECT_EQ(d.null_count, 1);
+    ASSERT_NO_FATAL_FAILURE(ExpectWellFormed(d.buffers[0]));
+    ASSERT_NO_FATAL_FAILURE(ExpectWellFormed(d.buffers[1]));
+    for (int64_t i = 0; i < 8; ++i) EXPECT_EQ(d.GetValues<int64_t>(1)[i], round * 100 + i);
+    EXPECT_TRUE(d.IsNull(8));
+  }
+  EXPECT_GT(pool.live, 0);
+  arrays.clear();
+  EXPECT_EQ(pool.live, 0);
+}
+
+// Finish shrinks the allocation to the padded length (one Reallocate), and
+// hands it out in one buffer object: no copy, no second allocation.
+TEST(BuilderMemory, FinishShrinksTheAllocationAndCopiesNothing) {
+  CountingPool pool;
+  Int64Builder b(&pool);
+  ASSERT_OK(b.Reserve(1000));
+  for (int64_t i = 0; i < 10; ++i) b.UnsafeAppend(i);
+  ASSERT_OK_AND_ASSIGN(auto a, b.Finish());
+  const auto& values = a->data()->buffers[1];
+  EXPECT_EQ(values->size(), 80);
+  EXPECT_EQ(values->capacity(), 128);
+  ASSERT_NO_FATAL_FAILURE(ExpectWellFormed(values));
+  EXPECT_EQ(pool.allocations, 1);
+  EXPECT_EQ(pool.reallocations, 1);
+  EXPECT_EQ(pool.live, 128);
+  a.reset();
+  EXPECT_EQ(pool.live, 0);
+}
+
+// A pool that cannot shrink: the buffer goes out at full capacity, its
+// size exact and its padding zero.
+TEST(BuilderMemory, AFailedShrinkHandsTheBufferOutWhole) {
+  CountingPool pool;
+  Int64Builder b(&pool);
+  ASSERT_OK(b.Reserve(1000));
+  for (int64_t i = 0; i < 10; ++i) b.UnsafeAppend(i);
+  pool.fail = true;
+  ASSERT_OK_AND_ASSIGN(auto a, b.Finish());
+  pool.fail = false;
+  const auto& values = a->data()->buffers[1];
+  EXPECT_EQ(values->size(), 80);
+  EXPECT_EQ(values->capacity(), 8000);
+  ASSERT_NO_FATAL_FAILURE(ExpectWellFormed(values));
+  EXPECT_EQ(ValuesOf<int64_t>(values), (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  a.reset();
+  EXPECT_EQ(pool.live, 0);
+}
+
+// Growth that fails leaves the builder as it was.
+TEST(BuilderMemory, AFailedGrowthLeavesTheBuilderAsItWas) {
+  CountingPool pool;
+  Int64Builder b(&pool);
+  ASSERT_OK(b.Append(7));
+  pool.fail = true;
+  ASSERT_RAISES(kOutOfMemory, b.Reserve(1000));
+  ASSERT_RAISES(kOutOfMemory, b.AppendValues(std::vector<int64_t>(100, 1)));
+  pool.fail = false;
+  EXPECT_EQ(b.length(), 1);
+  ASSERT_OK(b.Append(8));
+  ASSERT_OK_AND_ASSIGN(auto a, b.Finish());
+  EXPECT_EQ(ValuesOf<int64_t>(a->data()->buffers[1]), (std::vector<int64_t>{7, 8}));
+  a.reset();
+  EXPECT_EQ(pool.live, 0);
+}
+
+// A pool whose memory is never zero (as a recycled region's): each
+// allocation comes filled with 0xAB.
+class DirtyPool final : public MemoryPool {
+ public:
+  Result<uint8_t*> Allocate(int64_t size, int64_t alignment) override {
+    ALKAID_ASSIGN_OR_RAISE(uint8_t * p, default_memory_pool()->Allocate(size, alignment));
+    std::memset(p, 0xAB, static_cast<size_t>(size));
+    return p;
+  }
+  Result<uint8_t*> Reallocate(uint8_t* ptr, int64_t old_size, int64_t new_size,
+                              int64_t alignment) override {
+    ALKAID_ASSIGN_OR_RAISE(uint8_t * p, Allocate(new_size, alignment));
+    std::memcpy(p, ptr, static_cast<size_t>(std::min(old_size, new_size)));
+    Free(ptr, old_size, alignment);
+    return p;
+  }
+  void Free(uint8_t* ptr, int64_t size, int64_t alignment) override {
+    default_memory_pool()->Free(ptr, size, alignment);
+  }
+  int64_t bytes_allocated() const override { return 0; }
+  int64_t max_memory() const override { return 0; }
+  std::string backend_name() const override { return "dirty"; }
+  using MemoryPool::Allocate;
+  using MemoryPool::Free;
+};
+
+// Reserving does not zero (the values overwrite what they cover); every
+// buffer a builder finishes has zero padding all the same, on memory that
+// was not zero, grown or not, shrunk or not, with or without nulls.
+TEST(BuilderMemory, FinishedPaddingIsZeroOnMemoryThatWasNot) {
+  DirtyPool pool;
+  for (int64_t n : {0, 1, 7, 8, 64, 65, 100}) {
+    for (bool nulls : {false, true}) {
+      Int32Builder b(&pool);
+      ASSERT_OK(b.Reserve(n / 2 + 1));
+      for (int64_t i = 0; i < n; ++i) {
+        if (nulls && i % 3 == 0) {
+          ASSERT_OK(b.AppendNull());
+        } else {
+          ASSERT_OK(b.Append(static_cast<int32_t>(i)));
+        }
+      }
+      ASSERT_OK_AND_ASSIGN(auto a, b.Finish());
+      ASSERT_NO_FATAL_FAILURE(ExpectAllWellFormed(*a->data())) << n << " " << nulls;
+      for (int64_t i = 0; i < n; ++i) {
+        if (nulls && i % 3 == 0) {
+          EXPECT_TRUE(a->IsNull(i));
+        } else {
+          EXPECT_EQ(static_cast<const Int32Array&>(*a).Value(i), i);
+        }
+      }
+    }
+    StringBuilder s(&pool);
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_OK(s.Append(std::string(static_cast<size_t>(i % 5), 'x')));
+    ASSERT_OK_AND_ASSIGN(auto strings, s.Finish());
+    ASSERT_NO_FATAL_FAILURE(ExpectAllWellFormed(*strings->data())) << n;
+    internal::BufferBuilder raw(&pool);
+    ASSERT_OK(raw.Reserve(1000));
+    ASSERT_OK(raw.Append("abc", 3));
+    ASSERT_OK_AND_ASSIGN(auto unshrunk, raw.Finish(/*shrink_to_fit=*/false));
+    EXPECT_EQ(unshrunk->capacity(), 1024);
+    ASSERT_NO_FATAL_FAILURE(ExpectWellFormed(unshrunk));
+  }
+}
+
+// The growable buffer itself: bytes a writer put past length() within the
+// capacity survive growth, a move hands the allocation over and a move
+// onto a buffer with bytes gives those back.
+TEST(BuilderMemory, BufferBuilderGrowsAndMoves) {
+  CountingPool pool;
+  internal::BufferBuilder a(&pool);
+  ASSERT_OK(a.Append("abc", 3));
+  EXPECT_EQ(a.capacity(), 64);
+  a.mutable_data()[20] = 7;  // past length(), within the capacity
+  ASSERT_OK(a.Reserve(100));
+  EXPECT_EQ(a.capacity(), 128);
+  EXPECT_EQ(a.length(), 3);
+  EXPECT_EQ(a.data()[20], 7);
+
+  internal::BufferBuilder b(std::move(a));
+  EXPECT_EQ(a.length(), 0);  // NOLINT(bugprone-use-after-move): moved-from is empty
+  EXPECT_EQ(a.data(), nullptr);
+  EXPECT_EQ(b.length(), 3);
+  internal::BufferBuilder c(&pool);
+  ASSERT_OK(c.Append("xy", 2));
+  c = std::move(b);  // c's bytes go back
+  EXPECT_EQ(pool.frees, 1);
+  EXPECT_EQ(pool.live, 128);
+  ASSERT_OK_AND_ASSIGN(auto buf, c.Finish());
+  EXPECT_EQ(buf->ToString(), "abc");
+  EXPECT_EQ(c.length(), 0);
+  ASSERT_OK_AND_ASSIGN(auto empty, c.Finish());  // never allocated since: zero length
+  EXPECT_EQ(empty->size(), 0);
+  buf.reset();
+  empty.reset();
+  EXPECT_EQ(pool.live, 0);
 }
 
 // ---------------------------------------------------------------------------

@@ -121,6 +121,9 @@ class ALKAID_EXPORT ResizableBuffer : public Buffer {
 
  protected:
   explicit ResizableBuffer(MemoryPool* pool);
+  /// Drawing from `owner` (the pool's shared owner, already taken), or from
+  /// `pool` when it is null.
+  ResizableBuffer(MemoryPool* pool, std::shared_ptr<MemoryPool> owner);
 
  private:
   Status Reallocate(int64_t new_capacity);

@@ -43,14 +43,46 @@ namespace internal {
 /// A byte buffer that grows geometrically inside a pool allocation.
 ///
 /// Reserve() is the only call that allocates; the Unsafe* calls write into
-/// reserved space and cannot fail. Bytes past length() are zero, so the
-/// finished buffer's padding is zero. Not API: builders use it.
+/// reserved space and cannot fail. Reserved bytes past length() are not
+/// initialised (a recycled region holds the last batch's values); Finish
+/// zeroes every byte it hands out past length(), so the finished buffer's
+/// padding is zero. The bytes are a plain allocation of
+/// the pool while they are being written (holding the pool's shared owner,
+/// if it has one): the buffer object that owns them is made once, by
+/// Finish. Movable, not copyable. Not API: builders use it.
 class ALKAID_EXPORT BufferBuilder {
  public:
   explicit BufferBuilder(MemoryPool* pool) : pool_(pool) {}
+  ~BufferBuilder() { Reset(); }
+  BufferBuilder(const BufferBuilder&) = delete;
+  BufferBuilder& operator=(const BufferBuilder&) = delete;
+  BufferBuilder(BufferBuilder&& other) noexcept
+      : pool_(other.pool_),
+        owner_(std::move(other.owner_)),
+        bytes_(other.bytes_),
+        end_(other.end_),
+        limit_(other.limit_) {
+    other.bytes_ = other.end_ = other.limit_ = nullptr;
+  }
+  BufferBuilder& operator=(BufferBuilder&& other) noexcept {
+    if (this != &other) {
+      Reset();
+      pool_ = other.pool_;
+      owner_ = std::move(other.owner_);
+      bytes_ = other.bytes_;
+      end_ = other.end_;
+      limit_ = other.limit_;
+      other.bytes_ = other.end_ = other.limit_ = nullptr;
+    }
+    return *this;
+  }
 
   /// Ensures `additional` more bytes can be appended without allocating.
-  Status Reserve(int64_t additional);
+  Status Reserve(int64_t additional) {
+    // The common case (room left) inline; growing is out of line.
+    if (additional >= 0 && additional <= limit_ - end_ && bytes_ != nullptr) return Status::OK();
+    return Grow(additional);
+  }
   Status Append(const void* data, int64_t n) {
     ALKAID_RETURN_NOT_OK(Reserve(n));
     UnsafeAppend(data, n);
@@ -101,7 +133,7 @@ class ALKAID_EXPORT BufferBuilder {
     return reinterpret_cast<const T*>(data());
   }
   int64_t length() const { return end_ - bytes_; }
-  int64_t capacity() const { return buffer_ == nullptr ? 0 : buffer_->capacity(); }
+  int64_t capacity() const { return limit_ - bytes_; }
   /// True if `n` (>= 0) more bytes fit without a Reserve.
   bool HasRoom(int64_t n) const { return n <= limit_ - end_; }
 
@@ -110,23 +142,31 @@ class ALKAID_EXPORT BufferBuilder {
   /// allocated yields a zero-length buffer. With `shrink_to_fit`, spare
   /// capacity beyond the padded length is returned to the pool.
   Result<std::shared_ptr<Buffer>> Finish(bool shrink_to_fit = true);
-  /// Drops the contents and the allocation.
+  /// Drops the contents and gives the allocation back to the pool.
   void Reset() {
-    buffer_.reset();
-    bytes_ = nullptr;
-    end_ = nullptr;
-    limit_ = nullptr;
+    if (bytes_ != nullptr) FreeBytes();
   }
 
  private:
+  // Reserve's slow path: checks `additional` and grows the allocation.
+  Status Grow(int64_t additional);
+  // Gives the allocation back to the pool and empties the builder.
+  void FreeBytes();
+
+  // Where the bytes come from: the pool's shared owner while there are
+  // bytes, if it has one (MemoryPool::shared_owner: a ShmBatchPool's region),
+  // so that bytes kept after the pool object went are still given back;
+  // else the pool.
+  MemoryPool* allocator() const { return owner_ != nullptr ? owner_.get() : pool_; }
+
   MemoryPool* pool_;
-  std::shared_ptr<ResizableBuffer> buffer_;
-  // buffer_'s bytes (null without one) and the end of those appended, kept
-  // here so that an append reads no more than this object; pointers, so
-  // that a value's store cannot alias them.
+  std::shared_ptr<MemoryPool> owner_;  // set with the allocation, handed to Finish's buffer
+  // The allocation (null without one), the end of the bytes appended and
+  // the end of the capacity: pointers, so that a value's store cannot
+  // alias them.
   uint8_t* bytes_ = nullptr;
   uint8_t* end_ = nullptr;
-  uint8_t* limit_ = nullptr;  // bytes_ + the buffer's capacity
+  uint8_t* limit_ = nullptr;
 };
 
 /// A growable bitmap (LSB bit order) on top of BufferBuilder.

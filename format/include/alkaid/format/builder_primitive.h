@@ -84,6 +84,9 @@ class ALKAID_EXPORT FixedWidthBuilder : public ArrayBuilder {
 
   internal::BufferBuilder data_;
   int32_t byte_width_;
+  // Whether type() is a fixed-width type other than boolean (found once, at
+  // construction: Finish checks it).
+  bool fixed_width_;
 };
 
 namespace internal {
