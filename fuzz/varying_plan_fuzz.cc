@@ -131,8 +131,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     RecordBatchMessageTemplate::Node nodes[2];
     RecordBatchMessageTemplate::Range ranges[5];
     if (!in.Take(&flags, 1) || !in.Take(&rows, 8) || !in.Take(nodes, sizeof nodes) ||
-        !in.Take(ranges, sizeof ranges) || !in.Take(&body_length, 8) ||
-        !in.Take(&body_bytes, 2)) {
+        !in.Take(ranges, sizeof ranges) || !in.Take(&body_length, 8) || !in.Take(&body_bytes, 2)) {
       break;
     }
     const size_t n = std::min<size_t>(body_bytes, in.size - in.pos);

@@ -28,8 +28,9 @@ int ExecMeasure(const std::vector<std::string>& args) {
   const ssize_t n = ::readlink("/proc/self/exe", self.data(), self.size());
   self.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
   const std::string beside = self.substr(0, self.rfind('/') + 1) + "alkaid-measure";
-  std::vector<char*> argv{const_cast<char*>("alkaid-measure")};  // NOLINT: execv's signature
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));  // NOLINT: as above
+  // execv takes char* const[] and writes nothing through them.
+  std::vector<char*> argv{const_cast<char*>("alkaid-measure")};
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   ::execv(beside.c_str(), argv.data());
   const std::string beside_error = ErrnoMessage(errno);
