@@ -254,7 +254,8 @@ void ReceiveNewNumbers(const format::TypePtr& type, const SubscriberOptions& opt
     receiving += counting_new::g_allocations.load() - before;
     ASSERT_NE(got.batch, nullptr);
     ASSERT_EQ(got.batch->column(0)->length(), kRows);
-    const auto& s = static_cast<const ArrayType&>(*got.batch->column(0));
+    const format::ArrayPtr column = got.batch->column(0);  // held: `s` refers into it
+    const auto& s = static_cast<const ArrayType&>(*column);
     ASSERT_EQ(s.GetView(0).size(), static_cast<size_t>(i));
     ASSERT_EQ(s.GetView(kRows - 1), "xxx");
   };

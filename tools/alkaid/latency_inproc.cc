@@ -150,7 +150,8 @@ inline Status StringSource::Receive(int64_t i) const {
   if (!got.ok()) return got.status();
   if (got->batch == nullptr) return Status::Invalid("batch ", i, " was published, not received");
   const int64_t* v = got->batch->column_data(0)->GetValues<int64_t>(1);
-  const auto& words = static_cast<const format::StringArray&>(*got->batch->column(1));
+  const format::ArrayPtr column = got->batch->column(1);  // held: the reference below is into it
+  const auto& words = static_cast<const format::StringArray&>(*column);
   if (v[0] != i || v[kRows - 1] != i + kRows - 1 ||
       words.GetView(kRows - 1) != kWords[(i + kRows - 1) % 5]) {
     return Status::Invalid("batch ", i, " has values ", v[0], "..", v[kRows - 1], " and word '",
