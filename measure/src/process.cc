@@ -51,16 +51,6 @@ void PinTo(int cpu, pid_t pid) {
   (void)::sched_setaffinity(pid, sizeof(set), &set);
 }
 
-CpuPair PinToFirstTwoCpus() {
-  CpuPair cpus;
-  const std::vector<int> allowed = AllowedCpus();
-  if (allowed.size() < 2) return cpus;
-  cpus.parent = allowed[0];
-  cpus.child = allowed[1];
-  PinTo(cpus.parent);
-  return cpus;
-}
-
 pid_t ForkPinned(const CpuPair& cpus) {
   const pid_t child = ::fork();
   if (child > 0) PinTo(cpus.child, child);

@@ -495,8 +495,8 @@ int Main(int argc, char** argv) {
                   "stream: how the producer makes each batch: build (a builder in a batch pool, "
                   "then Publish) or fixed (a FixedShapeWriter: a new region taken with "
                   "Fill::kNone, every value written in place); inproc also strings (built, "
-                  "the 512 B int64 column and a utf8 one of 1 to 5 letters a row, whose "
-                  "lengths change from batch to batch)")
+                  "the 512 B int64 column and a utf8 one of 1 to 5 letters a row, row 0 of "
+                  "0 to 60, whose lengths change from batch to batch)")
       ->check(CLI::IsMember({"build", "fixed", "strings"}))
       ->capture_default_str();
   cmd->add_flag("--timestamps", options->timestamps,

@@ -100,16 +100,25 @@ Result<std::unique_ptr<client::FixedShapeWriter>> NewWriter(client::BatchPublish
 }
 
 // --writer strings: batches of the int64 column and a utf8 one whose
-// values (1 to 5 letters) change with the batch, so that every batch has
-// Message numbers of its own (a variable-width column's lengths): what the
-// publisher's Message template and the subscriber's plans of varying
-// numbers are for.
+// values change with the batch: row 0 holds i mod 61 letters, the others 1
+// to 5. The data's length repeats only every 305 batches, so no two of the
+// last four Messages are equal (the byte-keyed decode cache never serves
+// them): every batch has Message numbers of its own, what the publisher's
+// Message template and the subscriber's plans of varying numbers are for.
 format::SchemaPtr StringSchema() {
   return format::schema(
       {format::field("v", format::int64(), false), format::field("s", format::utf8(), false)});
 }
 
 constexpr std::string_view kWords[] = {"a", "bc", "def", "ghij", "klmno"};
+constexpr std::string_view kLetters =
+    "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghi";
+static_assert(kLetters.size() == 61);
+
+// Row r of batch i's utf8 column.
+std::string_view WordOf(int64_t i, int64_t r) {
+  return r == 0 ? kLetters.substr(0, static_cast<size_t>(i % 61)) : kWords[(i + r) % 5];
+}
 
 // Publishes batch `i` one way or the other, and receives it.
 struct Source {
@@ -135,8 +144,8 @@ struct StringSource {
     for (int64_t r = 0; r < kRows; ++r) values.UnsafeAppend(i + r);
     format::StringBuilder words(pool.get());
     ALKAID_RETURN_NOT_OK(words.Reserve(kRows));
-    ALKAID_RETURN_NOT_OK(words.ReserveData(kRows * 5));
-    for (int64_t r = 0; r < kRows; ++r) ALKAID_RETURN_NOT_OK(words.Append(kWords[(i + r) % 5]));
+    ALKAID_RETURN_NOT_OK(words.ReserveData(kRows * 5 + 61));
+    for (int64_t r = 0; r < kRows; ++r) ALKAID_RETURN_NOT_OK(words.Append(WordOf(i, r)));
     auto batch = format::RecordBatch::Make(
                      schema, kRows, {values.Finish().ValueOrDie(), words.Finish().ValueOrDie()})
                      .ValueOrDie();
@@ -144,7 +153,7 @@ struct StringSource {
   }
 };
 
-// ReceiveOne's check, and the last row's word.
+// ReceiveOne's check, and the first and last rows' words.
 inline Status StringSource::Receive(int64_t i) const {
   const auto got = sub->TryReceive();
   if (!got.ok()) return got.status();
@@ -152,10 +161,10 @@ inline Status StringSource::Receive(int64_t i) const {
   const int64_t* v = got->batch->column_data(0)->GetValues<int64_t>(1);
   const format::ArrayPtr column = got->batch->column(1);  // held: the reference below is into it
   const auto& words = static_cast<const format::StringArray&>(*column);
-  if (v[0] != i || v[kRows - 1] != i + kRows - 1 ||
-      words.GetView(kRows - 1) != kWords[(i + kRows - 1) % 5]) {
-    return Status::Invalid("batch ", i, " has values ", v[0], "..", v[kRows - 1], " and word '",
-                           words.GetView(kRows - 1), "'");
+  if (v[0] != i || v[kRows - 1] != i + kRows - 1 || words.GetView(0) != WordOf(i, 0) ||
+      words.GetView(kRows - 1) != WordOf(i, kRows - 1)) {
+    return Status::Invalid("batch ", i, " has values ", v[0], "..", v[kRows - 1], " and words '",
+                           words.GetView(0), "'..'", words.GetView(kRows - 1), "'");
   }
   return Status::OK();
 }

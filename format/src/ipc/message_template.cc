@@ -10,17 +10,14 @@
 
 #include "alkaid/format/ipc/options.h"
 #include "metadata_internal.h"
+#include "util_internal.h"
 
 namespace alkaid::format::ipc {
 
 namespace {
 
 void Store(uint8_t* at, int64_t v) { std::memcpy(at, &v, sizeof(v)); }
-int64_t Load(const uint8_t* at) {
-  int64_t v;
-  std::memcpy(&v, at, sizeof(v));
-  return v;
-}
+using internal::LoadInt64LE;
 
 }  // namespace
 
@@ -100,17 +97,17 @@ bool RecordBatchMessageTemplate::Matches(std::span<const uint8_t> message) const
 
 void RecordBatchMessageTemplate::Read(const uint8_t* message, int64_t* length, int64_t* body_length,
                                       Node* nodes, Range* buffers) const {
-  *length = Load(message + length_at_);
-  *body_length = Load(message + body_length_at_);
+  *length = LoadInt64LE(message + length_at_);
+  *body_length = LoadInt64LE(message + body_length_at_);
   const uint8_t* n = message + nodes_at_;
   for (size_t i = 0; i < num_nodes_; ++i, n += 16) {
-    nodes[i].length = Load(n);
-    nodes[i].null_count = Load(n + 8);
+    nodes[i].length = LoadInt64LE(n);
+    nodes[i].null_count = LoadInt64LE(n + 8);
   }
   const uint8_t* b = message + buffers_at_;
   for (size_t i = 0; i < num_buffers_; ++i, b += 16) {
-    buffers[i].offset = Load(b);
-    buffers[i].length = Load(b + 8);
+    buffers[i].offset = LoadInt64LE(b);
+    buffers[i].length = LoadInt64LE(b + 8);
   }
 }
 

@@ -29,10 +29,6 @@ struct CpuPair {
   int child = -1;
 };
 
-/// The first two CPUs this process may use, the caller moved to the first;
-/// {-1, -1} if it may use fewer than two.
-CpuPair PinToFirstTwoCpus();
-
 /// fork(), with the child moved to its CPU by the parent as well as by
 /// itself: a child inherits the parent's CPU, and under a real-time policy
 /// (`chrt -f`) the spinning parent never lets it run there to move itself.
