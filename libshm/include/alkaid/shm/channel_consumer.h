@@ -1,0 +1,239 @@
+#pragma once
+
+/// \file
+/// The consumer side of a channel (alkaid/shm/channel.h says what a channel
+/// is and costs): its options, ChannelBlock, ChannelMessage and
+/// ChannelConsumer.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "alkaid/common/export.h"
+#include "alkaid/common/result.h"
+#include "alkaid/common/status.h"
+#include "alkaid/shm/delivery.h"
+#include "alkaid/shm/segment.h"
+
+namespace alkaid::shm {
+
+namespace internal {
+struct ChannelSlotData;
+}  // namespace internal
+
+/// Options for ChannelConsumer::Open().
+struct ChannelConsumerOptions {
+  WaitMode wait_mode = WaitMode::kSpinThenBlock;
+  /// Spins before sleeping in kSpinThenBlock.
+  uint32_t spin_iterations = 4096;
+  /// Start at the oldest message whose body the producer still holds (the
+  /// producer decides when it accepts this consumer, at its next Publish or
+  /// Poll), instead of the next one published. Exact: no message from there
+  /// on is lost with kBlockProducer.
+  bool from_oldest = false;
+  /// A number the caller tells its consumers apart by, written once into the
+  /// consumer's segment and reported by the producer as
+  /// ChannelConsumerInfo::token (a broker's client gives each Consumer of
+  /// its process its own, so that the broker can tell two consumers of one
+  /// process apart). Not checked by anyone: a label, not a credential. 0:
+  /// none (what a consumer of an older build reports).
+  uint64_t token = 0;
+};
+
+class ChannelConsumer;
+
+/// A received body, held: the producer does not reuse its block until this
+/// object (and every copy of the view it gave out) is gone. Movable; may be
+/// dropped on any thread, also after the consumer is gone (it keeps the
+/// consumer's segments mapped).
+class ALKAID_EXPORT ChannelBlock {
+ public:
+  ChannelBlock() = default;
+  ~ChannelBlock() { Reset(); }
+  ChannelBlock(ChannelBlock&& other) noexcept;
+  ChannelBlock& operator=(ChannelBlock&& other) noexcept;
+  ChannelBlock(const ChannelBlock&) = delete;
+  ChannelBlock& operator=(const ChannelBlock&) = delete;
+
+  /// The body's bytes, read-only (the mapping is PROT_READ).
+  std::span<const std::byte> data() const { return data_; }
+  bool valid() const { return held_; }
+  /// Returns the block to the producer now.
+  void Reset();
+
+  struct Returns;  ///< internal: the consumer's return queue
+
+ private:
+  friend class ChannelConsumer;
+  friend class ChannelMessage;
+  std::shared_ptr<Returns> returns_;
+  std::span<const std::byte> data_;
+  uint32_t descriptor_ = 0;
+  uint32_t generation_ = 0;
+  bool held_ = false;
+};
+
+/// One received message, owned by the caller and meant to be reused: a
+/// receive into it returns the body it held before, and fills it without
+/// allocating (the inline payload buffer grows once to the largest
+/// payload). It keeps its consumer's return queue (and registration) alive
+/// until it is Reset() or destroyed, also after the consumer is closed.
+class ALKAID_EXPORT ChannelMessage {
+ public:
+  ChannelMessage() = default;
+  ChannelMessage(ChannelMessage&&) noexcept = default;
+  ChannelMessage& operator=(ChannelMessage&&) noexcept = default;
+
+  uint64_t sequence() const { return sequence_; }
+  /// Inline bytes, copied out of the slot.
+  std::span<const std::byte> payload() const {
+    return {reinterpret_cast<const std::byte*>(words_.data()), payload_size_};
+  }
+  /// The body (empty for a message without body).
+  std::span<const std::byte> body() const { return body_.data(); }
+  bool has_body() const { return body_.valid(); }
+  /// Where body() lies (ChannelLoan::offset()): the offset from the start
+  /// of its arena's segment data; the bits from 40 up are 0 for the channel
+  /// segment, 1 + the extension table's entry for an extension.
+  uint64_t body_offset() const { return body_offset_; }
+  uint64_t user() const { return user_; }
+  uint32_t shape() const { return shape_; }
+  /// When the producer published it, CLOCK_REALTIME nanoseconds; 0 unless
+  /// the channel stamps (ChannelOptions::stamp_publish_time). As the inline
+  /// payload, read after a receive that filled this message (one that found
+  /// nothing may have overwritten it).
+  uint64_t publish_ns() const { return publish_ns_; }
+  /// Messages this consumer lost just before this one (kDropOldest).
+  uint64_t lost_before() const { return lost_before_; }
+  /// Moves the body out, to be held beyond the next receive.
+  ChannelBlock TakeBody() { return std::move(body_); }
+  /// The body itself, for a caller that moves it straight into where it is
+  /// kept (`Keep(std::move(message.body_block()))`), without the temporary
+  /// TakeBody makes.
+  ChannelBlock& body_block() { return body_; }
+  /// Moves the body into `into`, which first returns the block it held.
+  /// Unlike `*into = TakeBody()`, the message keeps its reference to the
+  /// consumer's return queue, and `into` keeps its own when it is the same
+  /// queue, so a receive loop that hands each body to the same holder
+  /// touches no reference count.
+  void TakeBodyInto(ChannelBlock* into);
+  /// Returns the body now and lets go of the consumer.
+  void Reset() { body_.Reset(); }
+
+ private:
+  friend class ChannelConsumer;
+  std::vector<uint64_t> words_;
+  uint32_t payload_size_ = 0;
+  uint32_t shape_ = 0;
+  uint64_t sequence_ = 0;
+  uint64_t lost_before_ = 0;
+  uint64_t user_ = 0;
+  uint64_t body_offset_ = 0;
+  uint64_t publish_ns_ = 0;
+  ChannelBlock body_;
+};
+
+/// A consumer of a channel, in any process.
+///
+/// Thread safety: one thread at a time. Received blocks may be used and
+/// dropped on any thread and outlive the consumer.
+class ALKAID_EXPORT ChannelConsumer {
+ public:
+  ~ChannelConsumer();  ///< Close()
+  ChannelConsumer(const ChannelConsumer&) = delete;
+  ChannelConsumer& operator=(const ChannelConsumer&) = delete;
+
+  /// Maps channel `name` read-only and registers: it receives every message
+  /// published after Open returns (with from_oldest, from the oldest still
+  /// held). KeyError if there is no such channel, CapacityError if every
+  /// registration is taken.
+  static Result<std::unique_ptr<ChannelConsumer>> Open(std::string_view name,
+                                                       const ChannelConsumerOptions& options = {});
+
+  /// Receives the next message into `out` if one is committed (returning
+  /// the body `out` held). False if none yet; EndOfStream once the producer
+  /// closed and everything was read; Invalid for a slot that names a body
+  /// outside the arena, or an extension that is not there or outside it
+  /// (the message is skipped); IOError if the producer died. The first
+  /// message in an extension maps it (read-only, once); when it finds no
+  /// message, the consumer lets go of the extensions the producer released.
+  Result<bool> TryReceive(ChannelMessage* out);
+
+  /// As TryReceive, waiting per WaitMode up to `timeout` (TimedOut).
+  Status Receive(ChannelMessage* out, std::chrono::nanoseconds timeout);
+
+  /// Copies shape `id`'s bytes into `out`. Invalid for an id out of range
+  /// or not written.
+  Status ReadShape(uint32_t id, std::vector<std::byte>* out) const;
+
+  /// The consumer's doorbell (made on the first call, closed with the
+  /// consumer): a descriptor that turns readable when the producer wakes
+  /// this consumer after ArmDoorbell, with a message or its close. For
+  /// waiting on many channels from one thread with poll or epoll instead
+  /// of Receive's futex. The producer opens it through /proc/<this
+  /// pid>/fd, which takes the same user (or CAP_SYS_PTRACE); one that
+  /// cannot wakes the futex instead, so a poll should have a timeout.
+  /// A dead producer sounds nothing: the pid check is TryReceive's.
+  Result<int> DoorbellFd();
+  /// Before sleeping on DoorbellFd: reads what it holds and announces the
+  /// sleep, so that the producer's next publish or close sounds it. True if
+  /// a message (or the end) is there already: receive instead of sleeping.
+  /// Receive's own waits end the announcement: arm again after them.
+  Result<bool> ArmDoorbell();
+
+  /// Stops receiving. Blocks still held return when dropped; the producer
+  /// finishes the registration then. Idempotent.
+  void Close();
+
+  /// Registration entry index.
+  uint32_t index() const;
+  /// Sequence of the next message this consumer reads.
+  uint64_t next_sequence() const { return cursor_; }
+  /// Messages lost so far (kDropOldest).
+  uint64_t lost_count() const { return lost_; }
+  /// kDropOldest, the two races the consumer's checks exist for (each such
+  /// message is skipped and counted in lost_count()): slots the producer
+  /// rewrote while this consumer copied them (the seqlock re-check saw the
+  /// change), and slots rewritten after a consistent copy, before the
+  /// producer saw this consumer's cursor move (the block is returned).
+  uint64_t torn_reads() const { return torn_reads_; }
+  uint64_t late_laps() const { return late_laps_; }
+  /// Extension segments of the producer's arena this consumer mapped so far
+  /// (each once, when a message first named it), and let go of since (the
+  /// producer released them).
+  uint64_t extensions_mapped() const;
+  uint64_t extensions_dropped() const;
+  const std::string& name() const;
+
+  struct Impl;
+
+ private:
+  explicit ChannelConsumer(std::unique_ptr<Impl> impl);
+  Status WaitForData(std::chrono::steady_clock::time_point deadline);
+  Result<bool> Accepted();
+  bool TakeStart();
+  // TryReceive's steps (channel_consumer.cc).
+  struct SlotCopy;
+  bool ReadSlot(Impl& state, uint64_t c, const internal::ChannelSlotData* slot, uint64_t seq,
+                ChannelMessage* out, SlotCopy* copy, Status* problem);
+  bool SkipLapped(Impl& state, uint64_t c, uint32_t attempt, uint64_t* write_at_first_lap,
+                  ChannelMessage* scratch, Status* problem);
+  void Deliver(Impl& state, uint64_t c, const SlotCopy& copy, ChannelMessage* out);
+  static Status CheckExtension(Impl& state, uint64_t c, SlotCopy* copy);
+
+  std::unique_ptr<Impl> impl_;
+  uint64_t cursor_ = 0;
+  uint64_t lost_ = 0;
+  uint64_t pending_lost_ = 0;
+  uint64_t torn_reads_ = 0;
+  uint64_t late_laps_ = 0;
+  bool accepted_ = false;
+  bool closed_ = false;
+};
+
+}  // namespace alkaid::shm

@@ -1,0 +1,310 @@
+#pragma once
+
+/// \file
+/// The producer side of a channel (alkaid/shm/channel.h says what a channel
+/// is and costs): its options, counters, ChannelLoan and ChannelProducer.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "alkaid/common/export.h"
+#include "alkaid/common/result.h"
+#include "alkaid/common/status.h"
+#include "alkaid/shm/delivery.h"
+#include "alkaid/shm/segment.h"
+
+namespace alkaid::shm {
+
+namespace internal {
+struct ProducerState;
+}  // namespace internal
+
+/// Where a channel's producer asks before it grows its arena by an
+/// extension segment, and says when it let one go. Both are called on the
+/// producer thread, inside a Loan (acquire) or a Loan or Poll (release).
+struct ChannelExtensions {
+  /// Before extension `id` (1, 2, ... never reused by a channel) of `bytes`
+  /// bytes is created, under name ChannelExtensionName(channel, id): returns
+  /// that name if the extension may be created (the broker names it and
+  /// counts it), or the error the loan fails with. Empty: always allowed.
+  std::function<Result<std::string>(uint32_t id, uint64_t bytes)> acquire;
+  /// After an extension acquired was released and its name removed, or
+  /// could not be created after all. Empty: nobody to tell.
+  std::function<void(uint32_t id, uint64_t bytes)> release;
+};
+
+/// The name of extension `id` of channel `channel`: "<channel>.x<id>".
+ALKAID_EXPORT std::string ChannelExtensionName(std::string_view channel, uint32_t id);
+
+/// Options for ChannelProducer::Create().
+struct ChannelOptions {
+  /// Slots; a power of two, at least 2. Default 1024.
+  uint32_t slot_count = 1024;
+  /// Inline bytes per slot (rounded up to 64; may be 0). Default 0: the
+  /// layer above puts its metadata in the shape table or the body.
+  uint32_t inline_capacity = 0;
+  /// Consumer registrations, 1..kMaxConsumers. Default 64.
+  uint32_t max_consumers = 64;
+  SlowConsumerPolicy policy = SlowConsumerPolicy::kBlockProducer;
+  /// kBlockProducer: longest wait of Publish for a free slot. Default 1 s.
+  std::chrono::nanoseconds publish_timeout = std::chrono::seconds(1);
+  /// kBlockProducer: spin this long before sleeping for room. Default 50 µs.
+  std::chrono::nanoseconds publish_spin = std::chrono::microseconds(50);
+  /// kBlockProducer: once full, wait until the slowest consumer freed this
+  /// many slots (0: slot_count / 8), so that the two sides work in batches.
+  uint32_t resume_slots = 0;
+  /// Bytes of the initial arena, in the channel segment. 0 (default): 1 KiB
+  /// per slot, between 256 KiB and 16 MiB (1 MiB for 1024 slots).
+  uint64_t arena_bytes = 0;
+  /// The most the arena may grow to, the initial arena included: a loan
+  /// that does not fit adds an extension segment (ChannelExtensions) of
+  /// twice the bytes the arena has, or of the loan's size if larger, up to
+  /// this. A value at most the initial arena's: no extensions. Default
+  /// 2 GiB.
+  uint64_t max_arena_bytes = uint64_t{2} << 30;
+  /// An extension in which no block was loaned, published or held for this
+  /// long is released (its name removed) by Poll() or a Loan that looks for
+  /// space. Default 1 s.
+  std::chrono::milliseconds extension_idle{1000};
+  /// Asked before each extension is created, told after each is released
+  /// (a broker counts them against its limit). Default: none.
+  ChannelExtensions extensions;
+  /// Most blocks alive at once (descriptor table size); 0: one per 4 KiB of
+  /// initial arena or two per slot, whichever is more, between 256 and
+  /// 65536. At most 2^24.
+  uint32_t max_blocks = 0;
+  /// Shape table entries (ChannelProducer::AddShape), at most 1024.
+  /// Default 16.
+  uint32_t shape_count = 16;
+  /// Largest shape (rounded up to 64). Default 4096.
+  uint32_t shape_bytes = 4096;
+  /// Longest wait of Loan for arena space or a free descriptor. Default 1 s.
+  std::chrono::nanoseconds space_timeout = std::chrono::seconds(1);
+  /// How often at most Poll() checks the consumers' pids (waits for room
+  /// or space always do). Default 200 ms.
+  std::chrono::milliseconds liveness_interval{200};
+  /// Whether Publish and Loan accept consumers that registered since
+  /// (true), or only Poll() and AcceptConsumers() do (false): for a layer
+  /// above that must send each new consumer something before its first
+  /// message (BatchPublisher replays the current dictionaries). A consumer
+  /// starts at the message published after it was accepted.
+  bool accept_on_publish = true;
+  /// Whether each Publish stamps its slot with the time it publishes
+  /// (CLOCK_REALTIME nanoseconds; ChannelMessage::publish_ns()): one clock
+  /// read per message (a vDSO call, no system call). Off (the default): no
+  /// store and no clock read, one branch on this flag per publish, and
+  /// consumers read 0.
+  bool stamp_publish_time = false;
+  /// The channel segment's mode and pages. Consumers' segments use the same
+  /// access mode.
+  SegmentOptions segment;
+  /// Cancels the producer's waits: once a stop is requested on its
+  /// std::stop_source, from any thread, a Publish waiting for room
+  /// (kBlockProducer; past publish_spin) or a Loan waiting for space ends
+  /// within a millisecond or so with Cancelled, leaving the loan with the
+  /// caller as TimedOut does; so does every later wait. Only the waits look at it: a
+  /// publish or loan that need not wait goes through. Default: a token
+  /// that is never stopped. ChannelProducer::set_stop replaces it.
+  std::stop_token stop;
+};
+
+/// Counters of a producer (exact; read on the producer thread).
+struct ChannelStats {
+  uint64_t published = 0;
+  uint64_t published_bytes = 0;   ///< the bodies of the messages published
+  uint64_t blocks_live = 0;       ///< blocks loaned, in flight or held
+  uint64_t arena_bytes_free = 0;  ///< arena bytes in no block
+  uint64_t arena_bytes = 0;       ///< the arena's bytes now: the initial arena and every extension
+  uint64_t extensions = 0;        ///< extension segments now
+  uint64_t extensions_added = 0;  ///< extension segments created so far
+  uint64_t extensions_released = 0;  ///< ...and released (no block used them for extension_idle)
+  uint64_t returns = 0;              ///< returns drained from consumer queues
+  uint64_t bogus_returns = 0;        ///< returns naming no block the consumer held
+  uint64_t consumers_accepted = 0;
+  uint64_t consumers_finished = 0;   ///< closed, and returned everything
+  uint64_t consumers_reclaimed = 0;  ///< died; what they held released
+  uint64_t dropped = 0;              ///< kDropOldest: messages overwritten unread by someone
+};
+
+/// One consumer as the producer sees it.
+struct ChannelConsumerInfo {
+  uint32_t index = 0;
+  uint32_t pid = 0;
+  /// ChannelConsumerOptions::token, as the consumer wrote it (0: none).
+  uint64_t token = 0;
+  /// False: registered, waiting to be accepted (the rest is 0).
+  bool accepted = true;
+  bool closed = false;
+  uint64_t cursor = 0;
+  uint64_t held_blocks = 0;  ///< blocks received and not yet returned (or unread)
+  uint64_t held_bytes = 0;   ///< the arena bytes of those blocks
+  /// kDropOldest: messages overwritten before it read them, since it was accepted.
+  uint64_t dropped = 0;
+  /// Body bytes of the channel's messages before its cursor (read, or lost
+  /// to kDropOldest), from the channel's first: a running count to take
+  /// rates of (ChannelStats::published_bytes less the bodies of the
+  /// messages it has yet to read). 0 while not accepted.
+  uint64_t read_bytes = 0;
+};
+
+class ChannelProducer;
+
+/// A block of the arena lent to the producer thread to fill, then published
+/// by ChannelProducer::Publish: moved in (a sink), or kept, in which case
+/// the loan goes on holding the block (read-only from then on) until it is
+/// dropped. Dropped unpublished, the block goes back to the arena. A loan
+/// keeps the producer's state alive, so it never points into freed memory;
+/// it is filled and published on the producer thread, and may be dropped on
+/// any thread (the producer takes the block back at its next Loan).
+class ALKAID_EXPORT ChannelLoan {
+ public:
+  ChannelLoan() = default;
+  ~ChannelLoan();
+  ChannelLoan(ChannelLoan&& other) noexcept;
+  ChannelLoan& operator=(ChannelLoan&& other) noexcept;
+  ChannelLoan(const ChannelLoan&) = delete;
+  ChannelLoan& operator=(const ChannelLoan&) = delete;
+
+  /// The block's bytes: `length` asked for, writable; 64-byte aligned.
+  std::span<std::byte> data() const { return data_; }
+  bool valid() const { return held_; }
+  /// Where data() lies, as consumers see it (ChannelMessage::body_offset()):
+  /// the offset from the start of its arena's segment data, and in the bits
+  /// from 40 up, 0 for the channel segment or 1 + the extension's entry.
+  uint64_t offset() const { return offset_; }
+  /// Name of the channel the loan is of (empty for a loan that never was).
+  const std::string& channel_name() const;
+  /// Lets go of the block: back to the arena if unpublished, else once
+  /// consumers returned it. Any thread.
+  void Reset();
+
+ private:
+  friend class ChannelProducer;
+  std::shared_ptr<internal::ProducerState> owner_;
+  std::span<std::byte> data_;
+  uint64_t offset_ = 0;
+  uint32_t descriptor_ = 0;
+  uint32_t generation_ = 0;
+  bool held_ = false;
+  // Filled by LoanInto: keeps owner_ when published or refilled.
+  bool reused_ = false;
+};
+
+/// The single producer of a channel; creates its segments.
+///
+/// Thread safety: every call on one thread at a time (the producer thread);
+/// loans are filled and published there and may be dropped anywhere.
+class ALKAID_EXPORT ChannelProducer {
+ public:
+  ~ChannelProducer();  ///< Close(), then removes the channel's names
+  ChannelProducer(const ChannelProducer&) = delete;
+  ChannelProducer& operator=(const ChannelProducer&) = delete;
+
+  /// Creates channel `name` (segments `name` and `name.reg`; the name must
+  /// leave room for the consumer suffixes: at most kMaxSegmentNameLength -
+  /// 24 characters). AlreadyExists if taken.
+  static Result<std::unique_ptr<ChannelProducer>> Create(std::string_view name,
+                                                         const ChannelOptions& options = {});
+
+  /// Lends a block of `length` bytes (0 allowed) of the arena. When no
+  /// space is free, drains consumers' returns, then grows the arena by an
+  /// extension (up to max_arena_bytes; ChannelExtensions::acquire must
+  /// agree), else waits up to space_timeout for space, releasing what dead
+  /// consumers held: TimedOut naming who holds the arena. CapacityError if
+  /// `length` exceeds max_arena_bytes (both named). A block no arena could
+  /// hold whose extension cannot be made fails with that error (OutOfMemory
+  /// for a full /dev/shm, or acquire's); the producer carries on with the
+  /// arena it has. Allocates no heap memory when a block of the same size
+  /// was freed before.
+  Result<ChannelLoan> Loan(uint64_t length);
+  /// As Loan, into `loan`, which first lets go of the block it held. For a
+  /// publish loop that reuses one loan object: such an object keeps its
+  /// reference to the producer across loans and publishes (while empty,
+  /// too, until it is destroyed or Reset), so the loop touches no reference
+  /// count.
+  Status LoanInto(uint64_t length, ChannelLoan* loan);
+
+  /// Publishes message `payload` (inline bytes, at most inline_capacity)
+  /// with body `body` (which it takes: the producer keeps the block until
+  /// every consumer that received it returned it). `user` and `shape` are
+  /// carried to consumers as they are (a shape id from AddShape, or 0).
+  /// kBlockProducer: TimedOut if the slowest consumer held the slot for
+  /// longer than publish_timeout (the loan is then left with the caller).
+  /// Invalid after Close, for a loan of another producer, or a payload too
+  /// large.
+  Status Publish(std::span<const std::byte> payload, ChannelLoan&& body, uint64_t user = 0,
+                 uint32_t shape = 0);
+  /// Publishes `body` and leaves it with the loan, which goes on holding the
+  /// block until dropped (for a caller whose objects still point into it;
+  /// nobody may write it any more). Invalid if the loan was published.
+  Status Publish(std::span<const std::byte> payload, const ChannelLoan& body, uint64_t user = 0,
+                 uint32_t shape = 0);
+  /// Publishes a message without body.
+  Status Publish(std::span<const std::byte> payload, uint64_t user = 0, uint32_t shape = 0);
+
+  /// Adds `bytes` to the shape table; returns its id (1..shape_count).
+  /// Entries never change. CapacityError when the table is full or `bytes`
+  /// exceeds shape_bytes.
+  Result<uint32_t> AddShape(std::span<const std::byte> bytes);
+
+  /// Accepts new consumers, drains returns, finishes closed consumers and
+  /// reclaims dead ones. Publish and Loan do this as needed; call it on an
+  /// idle producer so that consumers opened with from_oldest see what the
+  /// channel holds, and space held by finished consumers comes back.
+  void Poll();
+
+  /// Releases the extensions of the arena no block used for
+  /// extension_idle (Poll does it too): for a producer that publishes but
+  /// never polls. Looks at most every extension_idle / 4; nothing to do
+  /// (one comparison) while the arena has no extension.
+  void ReleaseIdleExtensions();
+  /// Takes back the blocks the consumers returned and the loans dropped
+  /// since (Loan does so only when it finds no cached block), so that
+  /// consumers() counts as held only what they still hold: for a report of
+  /// held figures. Touches no consumer's registration.
+  void CollectReturns();
+
+  /// Accepts the consumers that registered since the last look (one load
+  /// of a shared word when none did): each receives from the next message
+  /// published (from_oldest: from the oldest still held). Returns how many
+  /// were accepted. No liveness checks, no draining.
+  uint64_t AcceptConsumers();
+
+  /// Ends the stream: consumers read what was published, then get
+  /// EndOfStream. Idempotent.
+  void Close();
+
+  /// Replaces ChannelOptions::stop for the waits that begin after this
+  /// call. Producer thread, between publishes and loans.
+  void set_stop(std::stop_token stop);
+
+  /// Sequence of the next message (= messages published).
+  uint64_t next_sequence() const;
+  ChannelStats stats() const;
+  /// The consumers accepted so far, and those registered and waiting to
+  /// be accepted (producer thread). A waiting consumer listed here is
+  /// accepted by the next Publish or Loan (accept_on_publish) or
+  /// AcceptConsumers, and receives from that message on.
+  std::vector<ChannelConsumerInfo> consumers() const;
+  const std::string& name() const;
+  const ChannelOptions& options() const;
+  /// Whether the channel segment got huge pages (SegmentOptions::huge_pages).
+  bool huge_pages() const;
+
+ private:
+  explicit ChannelProducer(std::shared_ptr<internal::ProducerState> impl);
+  Status LoanImpl(uint64_t length, ChannelLoan* into);
+  Status PublishImpl(std::span<const std::byte> payload, ChannelLoan* body, bool keep,
+                     uint64_t user, uint32_t shape);
+  std::shared_ptr<internal::ProducerState> impl_;
+};
+
+}  // namespace alkaid::shm

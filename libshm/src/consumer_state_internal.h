@@ -1,0 +1,93 @@
+#pragma once
+
+// Private: what a ChannelConsumer keeps (ChannelConsumer::Impl), shared by
+// its attach and close (consumer_attach.cc) and its data path
+// (channel_consumer.cc).
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "alkaid/shm/channel.h"
+#include "channel_layout_internal.h"
+#include "consumer_returns_internal.h"
+#include "doorbell_internal.h"
+#include "futex_internal.h"
+
+namespace alkaid::shm {
+
+struct ChannelConsumer::Impl {
+  std::string name;
+  internal::ChannelGeometry geometry;
+  ChannelConsumerOptions options;
+  std::shared_ptr<Segment> channel;  // read-only
+  std::shared_ptr<Segment> registry;
+  const internal::ChannelHeaderData* header = nullptr;
+  const internal::ConsumerControlData* control = nullptr;
+  internal::RegistrationData* registration = nullptr;
+  internal::RegistryHeaderData* reg_header = nullptr;
+  internal::ConsumerSegHeaderData* own = nullptr;
+  std::shared_ptr<ChannelBlock::Returns> returns;
+  uint32_t index = 0;
+  uint64_t word = 0;  // our registration word, requested state
+  uint32_t producer_pid = 0;
+  uint32_t episode = 0;  // waiting episodes: odd while announced
+  bool drop = false;
+  // kBlockProducer: the cursor in our segment (the producer's flow control)
+  // may lag our own by up to flush_every - 1 messages while more are
+  // waiting; it is stored once we catch up, every flush_every messages, and
+  // before we close (Deliver, Close). With kDropOldest it moves per message
+  // (it decides who returns a lapped message's block).
+  uint64_t stored_cursor = 0;
+  uint64_t flush_every = 1;
+  internal::DoorbellPipe doorbell;  // made by DoorbellFd
+
+  // The extensions mapped (returns->extensions), as the data path looks
+  // them up: by table entry, the id mapped there (0: none), where, how big.
+  struct ExtensionView {
+    uint32_t id = 0;
+    const std::byte* base = nullptr;
+    uint64_t size = 0;
+  };
+  std::array<ExtensionView, internal::kMaxExtensions> views;
+  const internal::ExtensionEntryData* extension_entries = nullptr;
+  uint64_t extensions_seen = 0;  // header->extensions_changed when last looked at
+  uint64_t extensions_mapped = 0;
+  uint64_t extensions_dropped = 0;
+  // Retired extensions kept at most (a producer that adds and releases
+  // extensions without end makes us map no more).
+  static constexpr std::size_t kMaxRetired = 4096;
+
+  // Maps extension `id` in table entry `k` (message `c` names it).
+  Status MapExtension(uint64_t c, uint32_t k, uint32_t id);
+  // Lets go of the mappings of extensions the producer released.
+  void DropReleasedExtensions();
+
+  const internal::ChannelSlotData* Slot(uint64_t sequence) const {
+    return reinterpret_cast<const internal::ChannelSlotData*>(
+        channel->data() + geometry.slots_offset + (sequence & geometry.mask) * geometry.slot_size);
+  }
+
+  // Stores our cursor and wakes a producer waiting on it for room.
+  void StoreCursor(uint64_t cursor) {
+    stored_cursor = cursor;
+    // seq_cst: the Dekker pair with the producer's seq_cst store of
+    // space_waiting before its reload of this cursor (WaitForRoom); with
+    // kDropOldest also the pair with its seq_cst odd store when it laps.
+    own->cursor.store(cursor, std::memory_order_seq_cst);
+    if (header->space_waiting.load(std::memory_order_seq_cst) == index + 1 &&
+        cursor >= header->space_target.load(std::memory_order_relaxed)) {
+      internal::FutexWakeAll(reinterpret_cast<std::atomic<uint32_t>*>(&own->cursor));
+    }
+  }
+
+  bool RegistrationLost() const {
+    const uint64_t now = registration->word.load(std::memory_order_acquire);
+    return internal::RegPid(now) != internal::RegPid(word) ||
+           internal::RegTag(now) != internal::RegTag(word);
+  }
+};
+
+}  // namespace alkaid::shm
