@@ -53,4 +53,8 @@ struct ExportCounter {
   std::atomic<int64_t> refs{1};
 };
 
+struct ConsumerImpl;
+/// The counter of a consumer's exports (consumer.cc, for consumer_export.cc).
+const std::shared_ptr<ExportCounter>& ExportsOf(const ConsumerImpl& impl);
+
 }  // namespace alkaid::client::internal
