@@ -230,7 +230,7 @@ TEST(ShmBatchPoolRecyclingTest, NewPoolTakesTheBlockOfAPoolLetGo) {
 // region: its block is not taken again, its loan stays lent, and other
 // pools come and go meanwhile; dropped on another thread, the loan goes
 // back and the block is taken again. (A published block is also held by
-// its slot until the ring comes round: 8 slots here, lapped.)
+// its slot until the slots come round to it: 8 slots here, lapped.)
 TEST(ShmBatchPoolRecyclingTest, AColumnKeptAfterPublishHoldsItsRegion) {
   Channel ch;
   shm::ChannelOptions options;
