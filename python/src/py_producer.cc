@@ -21,6 +21,7 @@
 #include "alkaid/format/array_data.h"
 #include "alkaid/format/buffer.h"
 #include "py_common.h"
+#include "py_numpy.h"
 #include "py_types.h"
 
 namespace alkaid::python {
@@ -379,6 +380,7 @@ const std::vector<PyProducer::LoanColumn>& PyProducer::LoanColumns() {
   // numpy is needed from the first loan on (not to import alkaid).
   nb::module_ numpy = nb::module_::import_("numpy");
   frombuffer_ = numpy.attr("frombuffer");
+  numpy_c_api_ = numpy_c_api::Available();
   std::vector<LoanColumn> columns;
   for (const auto& field : schema_->fields()) {
     LoanColumn column;
@@ -523,6 +525,8 @@ class PyLoan {
       : producer_obj_(std::move(producer)), owner_(&nb::cast<PyProducer&>(producer_obj_)) {
     if (num_rows < 0) ThrowStatus(Status::Invalid("num_rows must be >= 0, got ", num_rows));
     const std::vector<PyProducer::LoanColumn>& columns = owner_->LoanColumns();
+    buffers_.reserve(columns.size());
+    views_.reserve(columns.size());
     uint64_t bytes = 0;
     for (const auto& column : columns) {
       bytes +=
@@ -568,19 +572,31 @@ class PyLoan {
     const auto i = static_cast<size_t>(index);
     const auto& buffer = *buffers_[i];
     const int64_t offset = buffer.size() > 0 ? buffer.data() - pool_->region_data() : 0;
-    nb::object rows = nb::steal(PyLong_FromLongLong(num_rows_));
-    nb::object at = nb::steal(PyLong_FromLongLong(offset));
-    if (!rows.is_valid() || !at.is_valid()) throw nb::python_error();
-    PyObject* args[] = {self.ptr(), columns[i].dtype.ptr(), rows.ptr(), at.ptr()};
-    PyObject* view = PyObject_Vectorcall(owner_->frombuffer().ptr(), args, 4, nullptr);
-    if (view == nullptr) throw nb::python_error();
-    nb::object result = nb::steal(view);
+    nb::object result;
+    if (owner_->numpy_c_api()) {
+      result =
+          numpy_c_api::NewView(columns[i].dtype, pool_->region_data() + offset, num_rows_, self);
+    } else {
+      result = FromBuffer(self, columns[i].dtype, offset);
+    }
     // A weak reference: the array holds this loan (its base), so a strong
     // one would be a cycle.
-    PyObject* ref = PyWeakref_NewRef(view, nullptr);
+    PyObject* ref = PyWeakref_NewRef(result.ptr(), nullptr);
     if (ref == nullptr) throw nb::python_error();
     views_.push_back(nb::steal(ref));
     return result;
+  }
+
+  // numpy.frombuffer(self, dtype, rows, offset): a view through the loan's
+  // buffer protocol (below), when numpy's C API is not at hand.
+  nb::object FromBuffer(nb::handle self, nb::handle dtype, int64_t offset) const {
+    nb::object rows = nb::steal(PyLong_FromLongLong(num_rows_));
+    nb::object at = nb::steal(PyLong_FromLongLong(offset));
+    if (!rows.is_valid() || !at.is_valid()) throw nb::python_error();
+    PyObject* args[] = {self.ptr(), dtype.ptr(), rows.ptr(), at.ptr()};
+    PyObject* view = PyObject_Vectorcall(owner_->frombuffer().ptr(), args, 4, nullptr);
+    if (view == nullptr) throw nb::python_error();
+    return nb::steal(view);
   }
 
   // The buffer protocol: the loan's region, writable until published.
@@ -640,7 +656,10 @@ class PyLoan {
     published_ = true;
     for (auto& ref : views_) {
       PyObject* view = PyWeakref_GetObject(ref.ptr());  // borrowed; None once dead
-      if (view != nullptr && view != Py_None) {
+      if (view == nullptr || view == Py_None) continue;
+      if (owner_->numpy_c_api()) {
+        numpy_c_api::MakeReadOnly(view);
+      } else {
         nb::borrow(view).attr("flags").attr("writeable") = false;
       }
     }

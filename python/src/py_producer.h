@@ -57,6 +57,9 @@ class PyProducer {
   /// column a loan cannot lend), and numpy.frombuffer. Needs the GIL.
   const std::vector<LoanColumn>& LoanColumns();
   nb::handle frombuffer() const { return frombuffer_; }
+  /// True if loans make their views through numpy's C API (py_numpy.h),
+  /// as LoanColumns found.
+  bool numpy_c_api() const { return numpy_c_api_; }
 
  private:
   // True if `schema` describes exactly what the topic's schema exports to
@@ -82,6 +85,7 @@ class PyProducer {
   ArrowSchema exported_schema_{};  // schema_, exported once, for IsTopicSchema
   std::vector<LoanColumn> loan_columns_;
   nb::object frombuffer_;
+  bool numpy_c_api_ = false;
   // PublishSameLayout's state, under mutex_. fixed_widths_: each column's
   // byte width if every column is numeric or temporal (empty: never).
   // writer_ (declared after producer_: destroyed before it) publishes
