@@ -29,8 +29,8 @@ nb::object NewView(nb::handle dtype, void* data, int64_t rows, nb::handle owner)
   npy_intp dims[1] = {static_cast<npy_intp>(rows)};
   auto* descr = reinterpret_cast<PyArray_Descr*>(dtype.ptr());
   Py_INCREF(descr);  // PyArray_NewFromDescr takes a reference
-  PyObject* array = PyArray_NewFromDescr(&PyArray_Type, descr, 1, dims, nullptr, data,
-                                         NPY_ARRAY_CARRAY, nullptr);
+  PyObject* array =
+      PyArray_NewFromDescr(&PyArray_Type, descr, 1, dims, nullptr, data, NPY_ARRAY_CARRAY, nullptr);
   if (array == nullptr) throw nb::python_error();
   nb::object result = nb::steal(array);
   Py_INCREF(owner.ptr());  // PyArray_SetBaseObject takes a reference, also when it fails
