@@ -10,6 +10,8 @@
 #   bench/python/percall.sh [scenario] [N]   scenario: loan (default) or publish;
 #                                            N default 2000
 # Needs valgrind; PYTHONPATH as run.sh (build/release/python) unless set.
+# PERCALL_KEEP=DIR keeps the two profiles there (DIR/N.out, DIR/2N.out) for
+# callgrind_annotate --tree=caller.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 scenario="${1:-loan}"
@@ -19,8 +21,13 @@ export PYTHONPATH="${PYTHONPATH:-build/release/python}"
 # would land in the difference.
 export OPENBLAS_NUM_THREADS=1
 py="${PYTHON:-.venv/bin/python}"
-out="$(mktemp -d)"
-trap 'rm -rf "$out"' EXIT
+if [ -n "${PERCALL_KEEP:-}" ]; then
+  out="$PERCALL_KEEP"
+  mkdir -p "$out"
+else
+  out="$(mktemp -d)"
+  trap 'rm -rf "$out"' EXIT
+fi
 for count in "$n" $((2 * n)); do
   valgrind --tool=callgrind --callgrind-out-file="$out/$count.out" \
     "$py" bench/python/alkaid_bench.py loop --scenario "$scenario" --count "$count" \

@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <stop_token>
 #include <utility>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "alkaid/format/array_data.h"
 #include "alkaid/format/buffer.h"
 #include "py_common.h"
+#include "py_numpy.h"
 #include "py_types.h"
 
 namespace alkaid::python {
@@ -65,6 +67,9 @@ class Owned {
   ~Owned() { Unref(block_); }
   Owned(const Owned&) = delete;
   Owned& operator=(const Owned&) = delete;
+
+  // The struct, to read (not to take: Lend that).
+  const T& get() const { return block_->value; }
 
   // A shallow copy for one call that takes the struct: the same buffers and
   // children (the import reads them in place); its release only drops its
@@ -209,6 +214,36 @@ bool SameSchema(const ArrowSchema& a, const ArrowSchema& b) {
 // costs. Larger batches are copied with the GIL released.
 constexpr int64_t kSmallBatchRows = 1024;
 
+// Writers a producer makes at most for PublishSameLayout (one at a time;
+// a new one each time the row count changes and then stays): each takes a
+// line of the channel's shape table for good.
+constexpr int kMaxWriters = 8;
+
+// True if `array` is a struct array of `widths.size()` fixed-width
+// children (byte widths `widths`) of at least its length, none with nulls,
+// all with their values buffer: what PublishSameLayout copies. Its own
+// offset is 0 and it has no nulls; a child's offset is read past. A
+// struct that is not (a slice, nulls, another layout) goes through the
+// import, which checks it and says what is wrong.
+bool IsFixedWidthStruct(const ArrowArray& array, const std::vector<int64_t>& widths) {
+  constexpr int64_t kMaxRows = int64_t{1} << 40;  // no product below can overflow
+  if (array.length <= 0 || array.length > kMaxRows || array.offset != 0 || array.null_count != 0 ||
+      array.n_buffers != 1 || array.dictionary != nullptr ||
+      array.n_children != static_cast<int64_t>(widths.size()) || array.children == nullptr) {
+    return false;
+  }
+  for (size_t i = 0; i < widths.size(); ++i) {
+    const ArrowArray* child = array.children[i];
+    if (child == nullptr || child->n_buffers != 2 || child->n_children != 0 ||
+        child->dictionary != nullptr || child->null_count != 0 || child->offset < 0 ||
+        child->offset > kMaxRows || child->length < array.length || child->buffers == nullptr ||
+        child->buffers[1] == nullptr) {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 PyProducer::PyProducer(const std::string& topic, nb::handle schema,
@@ -252,6 +287,13 @@ PyProducer::PyProducer(const std::string& topic, nb::handle schema,
   }));
   producer_->set_stop({});  // the token above is this call's only
   Check(format::ExportSchema(*schema_, &exported_schema_));
+  for (const auto& field : schema_->fields()) {
+    if (LoanDtype(*field->type()) == nullptr) {
+      fixed_widths_.clear();
+      break;
+    }
+    fixed_widths_.push_back(field->type()->layout().buffers[1].byte_width);
+  }
 }
 
 PyProducer::~PyProducer() {
@@ -260,6 +302,69 @@ PyProducer::~PyProducer() {
 
 bool PyProducer::IsTopicSchema(const ArrowSchema& schema) const {
   return exported_schema_.release != nullptr && SameSchema(schema, exported_schema_);
+}
+
+Result<std::unique_ptr<client::FixedShapeWriter>> PyProducer::MakeWriter(int64_t rows) {
+  uint64_t bytes = 64;
+  for (const int64_t width : fixed_widths_) {
+    bytes += (static_cast<uint64_t>(rows * width) + 63) / 64 * 64;
+  }
+  ALKAID_ASSIGN_OR_RAISE(auto pool, producer_->NewBatchPool(bytes));
+  std::vector<format::ArrayDataPtr> columns;
+  for (size_t i = 0; i < fixed_widths_.size(); ++i) {
+    ALKAID_ASSIGN_OR_RAISE(auto buffer,
+                           format::AllocateBuffer(rows * fixed_widths_[i], pool.get()));
+    columns.push_back(format::ArrayData::Make(schema_->field(static_cast<int>(i))->type(), rows,
+                                              {nullptr, std::move(buffer)}, 0));
+  }
+  ALKAID_ASSIGN_OR_RAISE(auto prototype,
+                         format::RecordBatch::Make(schema_, rows, std::move(columns)));
+  return producer_->NewFixedShapeWriter(*prototype, *pool);
+}
+
+Result<bool> PyProducer::PublishSameLayout(const ArrowArray& array) {
+  if (fixed_widths_.empty() || !IsFixedWidthStruct(array, fixed_widths_)) return false;
+  if (writer_ == nullptr || writer_rows_ != array.length) {
+    const bool same_as_last = array.length == last_rows_;
+    last_rows_ = array.length;
+    if (!same_as_last || writers_made_ >= kMaxWriters) return false;
+    writer_.reset();
+    writer_pending_ = false;
+    writer_rows_ = -1;
+    Result<std::unique_ptr<client::FixedShapeWriter>> made = MakeWriter(array.length);
+    if (!made.ok()) {
+      // A wait for space cut short: nothing done, the call is made again.
+      if (made.status().code() == StatusCode::kCancelled) return made.status();
+      fixed_widths_.clear();  // a layout the writer refuses: the import's path from now on
+      return false;
+    }
+    writer_ = std::move(made).ValueOrDie();
+    writer_rows_ = array.length;
+    ++writers_made_;
+  }
+  if (!writer_pending_) {
+    ALKAID_RETURN_NOT_OK(writer_->Begin(client::FixedShapeWriter::Fill::kNone));
+    writer_pending_ = true;
+  }
+  // Buffers depth first: each column's (empty) validity bitmap, then its
+  // values.
+  for (size_t i = 0; i < fixed_widths_.size(); ++i) {
+    const ArrowArray& child = *array.children[i];
+    const std::span<uint8_t> values = writer_->buffer(2 * i + 1);
+    const auto bytes = static_cast<size_t>(array.length * fixed_widths_[i]);
+    if (values.size() < bytes) {
+      return Status::Invalid("the same-layout writer's buffer ", 2 * i + 1, " has ", values.size(),
+                             " bytes, not ", bytes);
+    }
+    std::memcpy(values.data(),
+                static_cast<const uint8_t*>(child.buffers[1]) + child.offset * fixed_widths_[i],
+                bytes);
+  }
+  ALKAID_RETURN_NOT_OK(writer_->Publish());
+  writer_pending_ = false;
+  ++same_layout_published_;
+  same_layout_bytes_ += writer_->body_length();
+  return true;
 }
 
 const std::vector<PyProducer::LoanColumn>& PyProducer::LoanColumns() {
@@ -275,6 +380,7 @@ const std::vector<PyProducer::LoanColumn>& PyProducer::LoanColumns() {
   // numpy is needed from the first loan on (not to import alkaid).
   nb::module_ numpy = nb::module_::import_("numpy");
   frombuffer_ = numpy.attr("frombuffer");
+  numpy_c_api_ = numpy_c_api::Available();
   std::vector<LoanColumn> columns;
   for (const auto& field : schema_->fields()) {
     LoanColumn column;
@@ -327,11 +433,15 @@ uint64_t PyProducer::Publish(nb::handle obj) {
     const Owned<ArrowArray> owned_array(&array);
     Check(CallInterruptiblyRepeatable(mutex_, small, [&](std::stop_token stop) {
       if (producer_ == nullptr) return ClosedStatus();
+      StopScope scope(producer_.get(), std::move(stop));
+      if (!owned_schema.has_value()) {
+        ALKAID_ASSIGN_OR_RAISE(const bool done, PublishSameLayout(owned_array.get()));
+        if (done) return Status::OK();
+      }
       ArrowArray lent_array;
       owned_array.Lend(&lent_array);
       ArrowSchema lent_schema;
       if (owned_schema.has_value()) owned_schema->Lend(&lent_schema);
-      StopScope scope(producer_.get(), std::move(stop));
       return producer_->PublishArrowArray(&lent_array,
                                           owned_schema.has_value() ? &lent_schema : nullptr);
     }));
@@ -367,6 +477,7 @@ void PyProducer::Close() {
   Check(CallInterruptibly([&](std::stop_token stop) {
     std::lock_guard lock(mutex_);
     if (producer_ == nullptr) return Status::OK();
+    writer_.reset();  // its pending region, if any, back to the arena first
     producer_->set_stop(std::move(stop));
     Status status = producer_->Close();
     producer_.reset();
@@ -384,6 +495,8 @@ nb::dict PyProducer::Stats() {
       open = true;
       producer_->Poll();
       stats = producer_->stats();
+      stats.arrow_copied += same_layout_published_;
+      stats.copied_bytes += same_layout_bytes_;
     }
   }
   if (!open) ThrowStatus(ClosedStatus());
@@ -412,6 +525,8 @@ class PyLoan {
       : producer_obj_(std::move(producer)), owner_(&nb::cast<PyProducer&>(producer_obj_)) {
     if (num_rows < 0) ThrowStatus(Status::Invalid("num_rows must be >= 0, got ", num_rows));
     const std::vector<PyProducer::LoanColumn>& columns = owner_->LoanColumns();
+    buffers_.reserve(columns.size());
+    views_.reserve(columns.size());
     uint64_t bytes = 0;
     for (const auto& column : columns) {
       bytes +=
@@ -457,19 +572,31 @@ class PyLoan {
     const auto i = static_cast<size_t>(index);
     const auto& buffer = *buffers_[i];
     const int64_t offset = buffer.size() > 0 ? buffer.data() - pool_->region_data() : 0;
-    nb::object rows = nb::steal(PyLong_FromLongLong(num_rows_));
-    nb::object at = nb::steal(PyLong_FromLongLong(offset));
-    if (!rows.is_valid() || !at.is_valid()) throw nb::python_error();
-    PyObject* args[] = {self.ptr(), columns[i].dtype.ptr(), rows.ptr(), at.ptr()};
-    PyObject* view = PyObject_Vectorcall(owner_->frombuffer().ptr(), args, 4, nullptr);
-    if (view == nullptr) throw nb::python_error();
-    nb::object result = nb::steal(view);
+    nb::object result;
+    if (owner_->numpy_c_api()) {
+      result =
+          numpy_c_api::NewView(columns[i].dtype, pool_->region_data() + offset, num_rows_, self);
+    } else {
+      result = FromBuffer(self, columns[i].dtype, offset);
+    }
     // A weak reference: the array holds this loan (its base), so a strong
     // one would be a cycle.
-    PyObject* ref = PyWeakref_NewRef(view, nullptr);
+    PyObject* ref = PyWeakref_NewRef(result.ptr(), nullptr);
     if (ref == nullptr) throw nb::python_error();
     views_.push_back(nb::steal(ref));
     return result;
+  }
+
+  // numpy.frombuffer(self, dtype, rows, offset): a view through the loan's
+  // buffer protocol (below), when numpy's C API is not at hand.
+  nb::object FromBuffer(nb::handle self, nb::handle dtype, int64_t offset) const {
+    nb::object rows = nb::steal(PyLong_FromLongLong(num_rows_));
+    nb::object at = nb::steal(PyLong_FromLongLong(offset));
+    if (!rows.is_valid() || !at.is_valid()) throw nb::python_error();
+    PyObject* args[] = {self.ptr(), dtype.ptr(), rows.ptr(), at.ptr()};
+    PyObject* view = PyObject_Vectorcall(owner_->frombuffer().ptr(), args, 4, nullptr);
+    if (view == nullptr) throw nb::python_error();
+    return nb::steal(view);
   }
 
   // The buffer protocol: the loan's region, writable until published.
@@ -529,7 +656,10 @@ class PyLoan {
     published_ = true;
     for (auto& ref : views_) {
       PyObject* view = PyWeakref_GetObject(ref.ptr());  // borrowed; None once dead
-      if (view != nullptr && view != Py_None) {
+      if (view == nullptr || view == Py_None) continue;
+      if (owner_->numpy_c_api()) {
+        numpy_c_api::MakeReadOnly(view);
+      } else {
         nb::borrow(view).attr("flags").attr("writeable") = false;
       }
     }

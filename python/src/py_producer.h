@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "alkaid/client/batch_publisher.h"
 #include "alkaid/client/producer.h"
 #include "alkaid/format/c_data.h"
 
@@ -56,12 +57,25 @@ class PyProducer {
   /// column a loan cannot lend), and numpy.frombuffer. Needs the GIL.
   const std::vector<LoanColumn>& LoanColumns();
   nb::handle frombuffer() const { return frombuffer_; }
+  /// True if loans make their views through numpy's C API (py_numpy.h),
+  /// as LoanColumns found.
+  bool numpy_c_api() const { return numpy_c_api_; }
 
  private:
   // True if `schema` describes exactly what the topic's schema exports to
   // (every format, name, flag and metadata byte): then it is the topic's
   // schema and need not be imported.
   bool IsTopicSchema(const ArrowSchema& schema) const;
+  // Publishes `array` (of the topic's schema) through a FixedShapeWriter
+  // when it lays out as the one before it (the same row count, fixed-width
+  // columns without nulls): its values copied straight into a region and
+  // published with the metadata encoded once, no import, no batch object.
+  // False (nothing done) for an array that does not qualify; Cancelled (nothing
+  // done) when it would have to wait and `stop` is requested. Holds mutex_.
+  Result<bool> PublishSameLayout(const ArrowArray& array);
+  // A writer for batches of `rows` rows (the prototype built in a fresh
+  // pool, dropped unpublished). Holds mutex_.
+  Result<std::unique_ptr<client::FixedShapeWriter>> MakeWriter(int64_t rows);
 
   std::mutex mutex_;
   std::atomic<bool> closed_{false};  // set by Close before it takes mutex_
@@ -71,6 +85,24 @@ class PyProducer {
   ArrowSchema exported_schema_{};  // schema_, exported once, for IsTopicSchema
   std::vector<LoanColumn> loan_columns_;
   nb::object frombuffer_;
+  bool numpy_c_api_ = false;
+  // PublishSameLayout's state, under mutex_. fixed_widths_: each column's
+  // byte width if every column is numeric or temporal (empty: never).
+  // writer_ (declared after producer_: destroyed before it) publishes
+  // batches of writer_rows_ rows; pending: a region taken by Begin and not
+  // published (its publish failed), reused by the next batch. last_rows_:
+  // the rows of the previous batch, which a writer is made for when the
+  // next has as many. writers_made_: at most kMaxWriters per producer, each
+  // taking a line of the channel's shape table.
+  std::vector<int64_t> fixed_widths_;
+  std::unique_ptr<client::FixedShapeWriter> writer_;
+  int64_t writer_rows_ = -1;
+  bool writer_pending_ = false;
+  int64_t last_rows_ = -1;
+  int writers_made_ = 0;
+  // What PublishSameLayout copied (stats(): arrow_copied, copied_bytes).
+  uint64_t same_layout_published_ = 0;
+  uint64_t same_layout_bytes_ = 0;
 };
 
 void BindProducer(nb::module_& m);

@@ -41,6 +41,47 @@ def test_gold_case_round_trips(broker, case):
                 consumer.next(timeout=10)
 
 
+def _fixed(first: int, rows: int, schema: pa.Schema) -> pa.RecordBatch:
+    return pa.record_batch(
+        [pa.array([(first + i) * (k + 1) for i in range(rows)], f.type) for k, f in enumerate(schema)],
+        schema=schema)
+
+
+def test_batches_of_one_layout_round_trip(broker):
+    """A batch laid out as the one before it (the same row count,
+    fixed-width columns without nulls) is copied straight into a region
+    (PublishSameLayout); every other goes through the import. Row counts
+    that change and stay (new writers, past the limit of eight), that
+    alternate, slices, nulls and a batch received before the next ones are
+    published: each must arrive as sent, and each counts as an Arrow copy."""
+    schema = pa.schema([("a", pa.int64()), ("b", pa.float32()), ("c", pa.uint16()),
+                        ("t", pa.timestamp("us"))])
+    sent = [_fixed(i, rows, schema) for i, rows in enumerate((64, 64, 64, 3, 3, 3))]
+    big = _fixed(400, 70, schema)
+    sent += [big.slice(3, 64), big.slice(5, 64), big.slice(6, 64)]  # offsets into the children
+    with_nulls = pa.record_batch([pa.array([1, None] * 32, pa.int64()), pa.array([1.0] * 64, pa.float32()),
+                                  pa.array([2] * 64, pa.uint16()), pa.array([3] * 64, pa.timestamp("us"))],
+                                 schema=schema)
+    sent += [with_nulls, with_nulls, _fixed(600, 64, schema)]
+    sent += [_fixed(300 + i, 5 if i % 2 else 6, schema) for i in range(6)]  # alternating
+    for rows in range(1, 12):  # eleven layouts, each twice: more writers than allowed
+        sent += [_fixed(100 + rows, rows, schema), _fixed(200 + rows, rows, schema)]
+    sent += [_fixed(700, 64, schema), _fixed(701, 64, schema)]
+    with alkaid.Producer("same", schema, socket=broker.socket, slot_count=64) as producer, \
+            alkaid.Consumer("same", socket=broker.socket) as consumer:
+        first = None
+        for i, batch in enumerate(sent):
+            producer.publish(batch)
+            got = consumer.next(timeout=10)
+            if first is None:
+                first = got  # held while every later batch is written
+            assert got.to_pyarrow().equals(batch), f"batch {i}: {got.to_pyarrow()} != {batch}"
+        assert first.to_pyarrow().equals(sent[0])
+        stats = producer.stats()
+        assert stats["published"] == len(sent) and stats["arrow_copied"] == len(sent)
+        assert stats["copied_bytes"] > 0
+
+
 def test_table_and_reader_publish_every_batch(broker):
     table = pa.table({"x": pa.array(range(100), pa.int64())}).to_batches(max_chunksize=30)
     table = pa.Table.from_batches(table)

@@ -126,6 +126,36 @@ def test_loan_publishes_numpy_writes_without_a_copy(broker):
             loan.publish()
 
 
+def test_loan_views_hold_the_loan_and_turn_read_only(broker):
+    """A column view keeps its loan, and so its shared region, alive: after
+    the loan object is gone and many batches went through the same arena, it
+    still shows what was published, and refuses writes."""
+    import gc
+
+    schema = pa.schema([("a", pa.int32()), ("b", pa.float64())])
+    with alkaid.Producer("views", schema, socket=broker.socket, slot_count=4,
+                         arena_bytes=1 << 16) as producer, \
+            alkaid.Consumer("views", socket=broker.socket) as consumer:
+        loan = producer.loan(100)
+        a, b = loan["a"], loan[1]
+        assert a.base is loan and b.base is loan
+        a[:] = np.arange(100, dtype=np.int32)
+        b[:] = 0.25
+        loan.publish()
+        del loan
+        gc.collect()
+        consumer.next(timeout=10)
+        for i in range(200):  # the arena (64 KiB) turns over many times
+            with producer.loan(100) as other:
+                other["a"][:] = -i
+                other["b"][:] = -1.0
+            consumer.next(timeout=10)
+        assert a.tolist() == list(range(100)) and b.tolist() == [0.25] * 100
+        assert not a.flags.writeable and not b.flags.writeable
+        with pytest.raises(ValueError):
+            a[0] = 7
+
+
 def test_publish_numpy_and_loan_context_manager(broker):
     schema = pa.schema([("a", pa.int32()), ("b", pa.float64())])
     with alkaid.Producer("np", schema, socket=broker.socket) as producer, \
