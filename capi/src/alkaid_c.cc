@@ -260,18 +260,21 @@ std::string ColumnName(const LoanPlan& plan, size_t column) {
 }  // namespace
 
 struct alkaid_loan {
+  // First, in one cache line, what a writer loan's publish reads: after a
+  // large fill of the loan's values nothing of the loan is in the caches,
+  // and each line is a miss on the publish (docs/INTEROP.md).
   alkaid_producer* producer = nullptr;
+  // Set instead of `pool` and `batch` for a loan through a fixed-shape
+  // writer: the loan's region is the writer's (Begin to Publish), and
+  // the loan object, writer and all, is kept for the producer's next loan
+  // of the same rows once published (alkaid_producer::idle_writers).
+  std::unique_ptr<client::FixedShapeWriter> writer;
   std::unique_ptr<client::ShmBatchPool> pool;
   int64_t rows = 0;
   std::vector<LoanColumn> columns;
   // The batch over the loan's buffers, made with the loan (off the publish
   // path); publish sets its null counts.
   format::RecordBatchPtr batch;
-  // Set instead of `pool` and `batch` for a loan through a fixed-shape
-  // writer: the loan's region is the writer's (Begin to Publish), and
-  // the loan object, writer and all, is kept for the producer's next loan
-  // of the same rows once published (alkaid_producer::idle_writers).
-  std::unique_ptr<client::FixedShapeWriter> writer;
   int64_t writer_bytes = 0;  // the writer's region, counted in the producer's writer_bytes
 
   alkaid_loan() = default;
