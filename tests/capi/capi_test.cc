@@ -499,6 +499,39 @@ TEST_F(CapiTest, FixedShapeLoansThroughWritersArriveWholeAndInOrder) {
   ASSERT_C_OK(alkaid_consumer_close(c));
 }
 
+// A writer loan's padding starts 0 over reused arena space too (its values
+// are not initialised, and it has no validity or offsets): loans of two
+// row counts take turns in a 4 MiB arena, each filling its buffers with
+// other bytes, so that one's values lie where the other's padding does.
+TEST_F(CapiTest, AWriterLoansPaddingStartsZeroOverReusedSpace) {
+  ArrowSchema schema = ExportedSchema(*FixedSchema());
+  alkaid_producer_options po = ProducerOptions();  // 4 MiB: about two loans
+  alkaid_producer* p = nullptr;
+  ASSERT_C_OK(alkaid_producer_open("f", &schema, &po, &p));
+  alkaid_consumer* c = OpenConsumer("f");
+  std::set<const void*> seen;
+  int reused = 0;
+  for (int64_t round = 0; round < 8; ++round) {
+    const int64_t rows = round % 2 == 0 ? 100001 : 100007;
+    alkaid_loan* loan = nullptr;
+    ASSERT_C_OK(alkaid_producer_loan(p, rows, nullptr, 0, &loan));
+    ASSERT_NO_FATAL_FAILURE(FillFixedLoan(loan, round, rows));  // checks the padding
+    for (int32_t col = 0; col < 4; ++col) {
+      void* data = nullptr;
+      int64_t size = 0;
+      ASSERT_C_OK(alkaid_loan_buffer(loan, col, 1, &data, &size));
+      if (col == 0 && !seen.insert(data).second) ++reused;
+      if (col != 2) std::memset(data, 0xa5, static_cast<size_t>(size));  // other bytes
+    }
+    ASSERT_C_OK(alkaid_producer_publish_loan(p, loan));
+    ASSERT_OK_AND_ASSIGN(auto got, NextBatch(c));
+    EXPECT_EQ(got->num_rows(), rows);
+  }
+  EXPECT_GT(reused, 0) << "the test is about reused space";
+  ASSERT_C_OK(alkaid_producer_close(p));
+  ASSERT_C_OK(alkaid_consumer_close(c));
+}
+
 TEST_F(CapiTest, BadLoansAreRefusedAndStayUsable) {
   alkaid_producer* p = OpenProducer("t");
   alkaid_consumer* c = OpenConsumer("t");
