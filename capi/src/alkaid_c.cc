@@ -13,10 +13,12 @@
 #include <limits>
 #include <memory>
 #include <new>
+#include <span>
 #include <stop_token>
 #include <string>
 #include <vector>
 
+#include "alkaid/client/batch_publisher.h"
 #include "alkaid/client/broker_client.h"
 #include "alkaid/client/consumer.h"
 #include "alkaid/client/producer.h"
@@ -82,6 +84,8 @@ struct LoanPlan {
 
 }  // namespace
 
+struct alkaid_loan;
+
 struct alkaid_producer {
   std::unique_ptr<client::Producer> producer;
   std::stop_source stop;
@@ -95,6 +99,15 @@ struct alkaid_producer {
   // consumer holding the batch would. Their capacity stays: no allocation
   // per publish once it has grown.
   std::vector<alkaid_loan*> spent_loans;
+  // Whether loans of this producer go through fixed-shape writers (see
+  // "Loans through a fixed-shape writer" below): decided with the loan
+  // plans, turned off for good if the client refuses a writer.
+  bool shape_writers = false;
+  // Writer loans published and ready for the next loan of their rows,
+  // oldest first (at most kIdleWriters).
+  std::vector<alkaid_loan*> idle_writers;
+  // The regions of this producer's writers alive (idle or lent), in bytes.
+  int64_t writer_bytes = 0;
 };
 
 struct alkaid_consumer {
@@ -231,6 +244,8 @@ struct LoanColumn {
   // The buffers' bytes, writable (the Buffer objects are read-only views
   // held by the region).
   std::array<uint8_t*, 3> data{};
+  // The buffers' sizes in bytes (0 for a buffer the column does not have).
+  std::array<int64_t, 3> sizes{};
   int64_t null_count = -1;  // -1: not set, counted at publish
 };
 
@@ -245,13 +260,29 @@ std::string ColumnName(const LoanPlan& plan, size_t column) {
 }  // namespace
 
 struct alkaid_loan {
+  // First, in one cache line, what a writer loan's publish reads: after a
+  // large fill of the loan's values nothing of the loan is in the caches,
+  // and each line is a miss on the publish (docs/INTEROP.md).
   alkaid_producer* producer = nullptr;
+  // Set instead of `pool` and `batch` for a loan through a fixed-shape
+  // writer: the loan's region is the writer's (Begin to Publish), and
+  // the loan object, writer and all, is kept for the producer's next loan
+  // of the same rows once published (alkaid_producer::idle_writers).
+  std::unique_ptr<client::FixedShapeWriter> writer;
   std::unique_ptr<client::ShmBatchPool> pool;
   int64_t rows = 0;
   std::vector<LoanColumn> columns;
   // The batch over the loan's buffers, made with the loan (off the publish
   // path); publish sets its null counts.
   format::RecordBatchPtr batch;
+  int64_t writer_bytes = 0;  // the writer's region, counted in the producer's writer_bytes
+
+  alkaid_loan() = default;
+  alkaid_loan(const alkaid_loan&) = delete;
+  alkaid_loan& operator=(const alkaid_loan&) = delete;
+  ~alkaid_loan() {
+    if (writer != nullptr) producer->writer_bytes -= writer_bytes;
+  }
 };
 
 namespace {
@@ -260,6 +291,118 @@ namespace {
 void FreeSpentLoans(alkaid_producer* producer) {
   for (alkaid_loan* loan : producer->spent_loans) delete loan;
   producer->spent_loans.clear();
+}
+
+// ---- Loans through a fixed-shape writer --------------------------------------
+//
+// A loan of a schema whose columns are all fixed-width and not nullable
+// has the same layout every time it has the same rows, and the C++ client
+// publishes such batches most cheaply through a client::FixedShapeWriter:
+// its Begin takes a region of the channel, its Publish sends the region
+// with the Message sent once (the channel's shape entry), with no batch,
+// no pool and no shape comparison per message. So the first loan of a row
+// count is made as any loan (a pool and a batch: the prototype), turned
+// into a writer of that shape, and the prototype's region is given back;
+// once published, the loan object with its writer is kept (idle_writers)
+// and serves the next loan of the same rows: that loan is the writer's
+// Begin, its publish the writer's Publish. Nullable columns stay on the
+// pool path (a writer's null counts are its prototype's, and a loan's are
+// the caller's); so do variable-width ones (their Message changes with
+// their lengths). A writer keeps a private copy of its prototype's region
+// (the client's FixedShapeWriter image, of which a writer that is not asked
+// to fill uses only the Message tail), so a producer's writers together
+// cover at most kWriterBytes of regions (beyond that, pool loans), and at
+// most kIdleWriters idle ones are kept.
+
+constexpr int64_t kWriterBytes = int64_t{64} << 20;
+constexpr size_t kIdleWriters = 4;
+
+// True if every column can be loaned through a writer.
+bool WritersFit(const std::vector<LoanPlan>& plans) {
+  for (const LoanPlan& plan : plans) {
+    if (!plan.loanable || plan.layout == LoanLayout::kVariable || plan.field->nullable()) {
+      return false;
+    }
+  }
+  return !plans.empty();
+}
+
+// Frees the producer's idle writer loans (their writers hold no region).
+void FreeIdleWriters(alkaid_producer* producer) {
+  for (alkaid_loan* loan : producer->idle_writers) delete loan;
+  producer->idle_writers.clear();
+}
+
+// Takes the writer's next region (Begin) and points the loan's columns at
+// it: validity none (no column is nullable), values not initialised, the
+// padding after each buffer zeroed (as a pool loan's).
+Status BeginWriterLoan(alkaid_loan* loan) {
+  ALKAID_RETURN_NOT_OK(loan->writer->Begin(client::FixedShapeWriter::Fill::kNone));
+  size_t span = 0;
+  for (LoanColumn& col : loan->columns) {
+    for (int b = 0; b < col.n_buffers; ++b, ++span) {
+      const std::span<uint8_t> bytes = loan->writer->buffer(span);
+      const auto i = static_cast<size_t>(b);
+      col.data[i] = bytes.empty() ? nullptr : bytes.data();
+      col.sizes[i] = static_cast<int64_t>(bytes.size());
+      if (!bytes.empty()) {
+        const int64_t n = col.sizes[i];
+        std::memset(bytes.data() + n, 0, static_cast<size_t>(Padded(n) - n));
+      }
+    }
+  }
+  return Status::OK();
+}
+
+// An idle writer loan of `rows` rows, begun, or null if there is none.
+alkaid::Result<alkaid_loan*> ReuseWriterLoan(alkaid_producer* producer, int64_t rows) {
+  auto& idle = producer->idle_writers;
+  for (size_t i = idle.size(); i-- > 0;) {
+    alkaid_loan* loan = idle[i];
+    if (loan->rows != rows) continue;
+    // Begun before it leaves the list: a Begin that fails (no space in
+    // time) leaves it idle and reusable.
+    ALKAID_RETURN_NOT_OK(BeginWriterLoan(loan));
+    idle.erase(idle.begin() + static_cast<std::ptrdiff_t>(i));
+    return loan;
+  }
+  return nullptr;
+}
+
+// Turns `loan`, a pool loan just made, into a writer loan when it fits:
+// the writer is made from its batch (the prototype), the prototype's region
+// given back, and the writer's first region begun. Left a pool loan
+// otherwise (a shape the client refuses turns writers off for the producer).
+Status MakeWriterLoan(alkaid_producer* producer, alkaid_loan* loan, int64_t region) {
+  if (region > kWriterBytes - producer->writer_bytes) return Status::OK();
+  auto writer = producer->producer->NewFixedShapeWriter(*loan->batch, *loan->pool);
+  if (!writer.ok()) {
+    producer->shape_writers = false;
+    return Status::OK();
+  }
+  loan->writer = std::move(*writer);
+  loan->writer_bytes = region;
+  producer->writer_bytes += region;
+  loan->batch.reset();
+  for (LoanColumn& col : loan->columns) col.buffers = {};
+  loan->pool.reset();  // unpublished: the prototype's region goes back
+  return BeginWriterLoan(loan);
+}
+
+// After a writer loan's publish: kept for the next loan of its rows, the
+// oldest idle one freed beyond kIdleWriters.
+void KeepWriterLoan(alkaid_producer* producer, alkaid_loan* loan) {
+  auto& idle = producer->idle_writers;
+  try {
+    idle.push_back(loan);
+  } catch (const std::bad_alloc&) {
+    delete loan;  // published all the same; not kept
+    return;
+  }
+  if (idle.size() > kIdleWriters) {
+    delete idle.front();
+    idle.erase(idle.begin());
+  }
 }
 
 LoanPlan PlanColumn(format::FieldPtr field) {
@@ -339,6 +482,7 @@ Status MakeLoan(alkaid_producer* producer, int64_t rows, const int64_t* var_data
     for (int i = 0; i < schema.num_fields(); ++i) {
       producer->loan_plans.push_back(PlanColumn(schema.field(i)));
     }
+    producer->shape_writers = WritersFit(producer->loan_plans);
   }
   const std::vector<LoanPlan>& plans = producer->loan_plans;
   const size_t fields = plans.size();
@@ -348,6 +492,13 @@ Status MakeLoan(alkaid_producer* producer, int64_t rows, const int64_t* var_data
   }
   if (var_data_bytes == nullptr && n_columns != 0) {
     return Status::Invalid(fn, ": var_data_bytes is NULL but n_columns is ", n_columns);
+  }
+  if (producer->shape_writers) {
+    ALKAID_ASSIGN_OR_RAISE(alkaid_loan * reused, ReuseWriterLoan(producer, rows));
+    if (reused != nullptr) {
+      *out = reused;
+      return Status::OK();
+    }
   }
   auto loan = std::make_unique<alkaid_loan>();
   loan->producer = producer;
@@ -402,6 +553,7 @@ Status MakeLoan(alkaid_producer* producer, int64_t rows, const int64_t* var_data
       if (b == 1 && col.plan->layout == LoanLayout::kVariable) std::memset(data, 0, bytes);
       std::memset(data + n, 0, static_cast<size_t>(Padded(n) - n));
       col.data[static_cast<size_t>(b)] = data;
+      col.sizes[static_cast<size_t>(b)] = n;
       col.buffers[static_cast<size_t>(b)] = std::make_shared<format::Buffer>(data, n, owner);
     }
   }
@@ -419,6 +571,7 @@ Status MakeLoan(alkaid_producer* producer, int64_t rows, const int64_t* var_data
   }
   ALKAID_ASSIGN_OR_RAISE(loan->batch, format::RecordBatch::Make(producer->producer->schema(), rows,
                                                                 std::move(columns)));
+  if (producer->shape_writers) ALKAID_RETURN_NOT_OK(MakeWriterLoan(producer, loan.get(), region));
   *out = loan.release();
   return Status::OK();
 }
@@ -450,6 +603,13 @@ Status PublishLoan(alkaid_producer* producer, alkaid_loan* loan) {
   if (loan == nullptr) return NullArgument(fn, "the loan");
   if (loan->producer != producer) {
     return Status::Invalid(fn, ": the loan belongs to another producer");
+  }
+  if (loan->writer != nullptr) {
+    // Not nullable, not variable-width: nothing the caller wrote needs a
+    // check (a null count set is 0, alkaid_loan_set_null_count's check).
+    ALKAID_RETURN_NOT_OK(loan->writer->Publish());
+    KeepWriterLoan(producer, loan);
+    return Status::OK();
   }
   const int64_t rows = loan->rows;
   for (size_t i = 0; i < loan->columns.size(); ++i) {
@@ -755,6 +915,7 @@ alkaid_status alkaid_producer_cancel(alkaid_producer* producer) {
 alkaid_status alkaid_producer_close(alkaid_producer* producer) {
   if (producer == nullptr) return ALKAID_OK;
   FreeSpentLoans(producer);
+  FreeIdleWriters(producer);  // before the producer they write through
   const alkaid_status st = Guard(__func__, [&]() { return producer->producer->Close(); });
   delete producer;
   return st;
@@ -786,9 +947,8 @@ alkaid_status alkaid_loan_buffer(alkaid_loan* loan, int32_t column, int32_t buff
                                 col.plan->field->name(), "', ", col.plan->field->type()->ToString(),
                                 "), which has ", col.n_buffers);
     }
-    const auto& b = col.buffers[static_cast<size_t>(buffer)];
     *data = col.data[static_cast<size_t>(buffer)];
-    *size = b != nullptr ? b->size() : 0;
+    *size = col.sizes[static_cast<size_t>(buffer)];
     return Status::OK();
   });
 }
@@ -806,7 +966,7 @@ alkaid_status alkaid_loan_set_null_count(alkaid_loan* loan, int32_t column, int6
       return Status::Invalid(fn, ": null count ", null_count, " of column ", column,
                              " outside [0, ", loan->rows, "]");
     }
-    if (col.buffers[0] == nullptr && null_count != 0) {
+    if (col.data[0] == nullptr && null_count != 0) {
       return Status::Invalid(fn, ": column ", column, " ('", col.plan->field->name(),
                              "') is not nullable; its null count is 0");
     }

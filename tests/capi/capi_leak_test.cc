@@ -81,6 +81,31 @@ TEST_F(CapiLeakTest, CloseFreesThePublishedLoans) {
       << "alkaid_producer_close left memory no pointer reaches (above)";
 }
 
+// The producer's schema (one int64, not nullable) loans through fixed-shape
+// writers, kept once published for the next loan of their rows: writers of
+// more row counts than are kept idle (the oldest freed), a writer loan
+// discarded unpublished, and the idle ones left at close leave nothing.
+TEST_F(CapiLeakTest, WriterLoansEvictedDiscardedOrLeftAtCloseLeaveNothing) {
+  ASSERT_EQ(__lsan_do_recoverable_leak_check(), 0) << "a leak before the test's own";
+  alkaid_producer* p = OpenProducer("t");
+  ASSERT_NE(p, nullptr);
+  for (int64_t rows = 1; rows <= 10; ++rows) {
+    alkaid_loan* loan = nullptr;
+    ASSERT_C_OK(alkaid_producer_loan(p, rows, nullptr, 0, &loan));
+    ASSERT_C_OK(alkaid_producer_publish_loan(p, loan));
+  }
+  alkaid_loan* discarded = nullptr;
+  ASSERT_C_OK(alkaid_producer_loan(p, 10, nullptr, 0, &discarded));  // an idle writer's
+  alkaid_loan_discard(discarded);
+  ASSERT_C_OK(alkaid_producer_loan(p, 11, nullptr, 0, &discarded));  // a new writer's
+  alkaid_loan_discard(discarded);
+  EXPECT_EQ(__lsan_do_recoverable_leak_check(), 0)
+      << "evicted or discarded writer loans left memory no pointer reaches (above)";
+  ASSERT_C_OK(alkaid_producer_close(p));
+  EXPECT_EQ(__lsan_do_recoverable_leak_check(), 0)
+      << "alkaid_producer_close left memory no pointer reaches (above)";
+}
+
 // The same for a consumer that closes while batches it handed out are still
 // held, released afterwards on another thread: each one's export is freed
 // by its release.

@@ -387,6 +387,151 @@ TEST_F(CapiTest, ALoansValidityOffsetsAndPaddingStartSetOverReusedSpace) {
   ASSERT_C_OK(alkaid_consumer_close(c));
 }
 
+// A schema of fixed-width columns none of which is nullable: its loans go
+// through fixed-shape writers (capi/src/alkaid_c.cc, "Loans through a
+// fixed-shape writer").
+format::SchemaPtr FixedSchema() {
+  return format::schema({format::field("id", format::int64(), false),
+                         format::field("x", format::float64(), false),
+                         format::field("flag", format::boolean(), false),
+                         format::field("small", format::int16(), false)});
+}
+
+// Writes row r of a FixedSchema loan as id base + r, x r / 4, flag r % 3
+// == 0, small -r; checks every buffer's size, alignment and zeroed padding.
+void FillFixedLoan(alkaid_loan* loan, int64_t base, int64_t rows) {
+  const int64_t widths[] = {8, 8, 0, 2};
+  void* data[4] = {};
+  for (int32_t col = 0; col < 4; ++col) {
+    void* validity = nullptr;
+    int64_t size = -1;
+    ASSERT_C_OK(alkaid_loan_buffer(loan, col, 0, &validity, &size));
+    EXPECT_EQ(validity, nullptr) << "column " << col << " is not nullable";
+    EXPECT_EQ(size, 0);
+    ASSERT_C_OK(alkaid_loan_buffer(loan, col, 1, &data[col], &size));
+    ASSERT_EQ(size, col == 2 ? (rows + 7) / 8 : rows * widths[col]) << "column " << col;
+    ASSERT_EQ(reinterpret_cast<uintptr_t>(data[col]) % 64, 0u) << "column " << col;
+    const auto* bytes = static_cast<const uint8_t*>(data[col]);
+    for (int64_t i = size; i < (size + 63) / 64 * 64; ++i) {
+      ASSERT_EQ(bytes[i], 0) << "padding byte " << i << " of column " << col;
+    }
+  }
+  auto* flags = static_cast<uint8_t*>(data[2]);
+  std::memset(flags, 0, static_cast<size_t>((rows + 7) / 8));
+  for (int64_t r = 0; r < rows; ++r) {
+    static_cast<int64_t*>(data[0])[r] = base + r;
+    static_cast<double*>(data[1])[r] = static_cast<double>(r) / 4;
+    if (r % 3 == 0) flags[r / 8] = static_cast<uint8_t>(flags[r / 8] | (1u << (r % 8)));
+    static_cast<int16_t*>(data[3])[r] = static_cast<int16_t>(-r);
+  }
+}
+
+// What FillFixedLoan wrote.
+format::RecordBatchPtr FixedBatch(int64_t base, int64_t rows) {
+  format::Int64Builder id;
+  format::DoubleBuilder x;
+  format::BooleanBuilder flag;
+  format::Int16Builder small;
+  for (int64_t r = 0; r < rows; ++r) {
+    EXPECT_OK(id.Append(base + r));
+    EXPECT_OK(x.Append(static_cast<double>(r) / 4));
+    EXPECT_OK(flag.Append(r % 3 == 0));
+    EXPECT_OK(small.Append(static_cast<int16_t>(-r)));
+  }
+  auto a = id.Finish();
+  auto b = x.Finish();
+  auto c = flag.Finish();
+  auto d = small.Finish();
+  EXPECT_TRUE(a.ok() && b.ok() && c.ok() && d.ok());
+  auto batch = format::RecordBatch::Make(FixedSchema(), rows, {*a, *b, *c, *d});
+  EXPECT_TRUE(batch.ok());
+  return *batch;
+}
+
+// Loans of a fixed shape (writers): two out at once and published in either
+// order, of row counts that come back and of more counts than the idle
+// writers kept (so that writers are evicted and made again), one discarded
+// now and then, every batch whole and in publish order, counted as
+// published and copied never. (That they go through writers at all is
+// capi_loan_alloc_test's: a writer loan allocates nothing.)
+TEST_F(CapiTest, FixedShapeLoansThroughWritersArriveWholeAndInOrder) {
+  ArrowSchema schema = ExportedSchema(*FixedSchema());
+  alkaid_producer_options po = ProducerOptions();
+  alkaid_producer* p = nullptr;
+  ASSERT_C_OK(alkaid_producer_open("f", &schema, &po, &p));
+  alkaid_consumer* c = OpenConsumer("f");
+  const int64_t sizes[] = {1, 100, 8, 1000, 64, 3, 100, 1};
+  int64_t published = 0;
+  int64_t discarded = 0;
+  for (int64_t round = 0; round < 24; ++round) {
+    const int64_t rows = sizes[round % 8];
+    alkaid_loan* a = nullptr;
+    alkaid_loan* b = nullptr;
+    ASSERT_C_OK(alkaid_producer_loan(p, rows, nullptr, 0, &a));
+    ASSERT_C_OK(alkaid_producer_loan(p, rows, nullptr, 0, &b));
+    ASSERT_NE(a, b);
+    ASSERT_NO_FATAL_FAILURE(FillFixedLoan(a, 1000 * round, rows));
+    ASSERT_NO_FATAL_FAILURE(FillFixedLoan(b, 1000 * round + 500, rows));
+    if (round % 5 == 4) {
+      alkaid_loan_discard(b);
+      ++discarded;
+      ASSERT_C_OK(alkaid_producer_publish_loan(p, a));
+      ++published;
+      ASSERT_OK_AND_ASSIGN(auto got, NextBatch(c));
+      ASSERT_OK(format::CheckRecordBatchEquals(*FixedBatch(1000 * round, rows), *got));
+      continue;
+    }
+    // Newest first.
+    ASSERT_C_OK(alkaid_producer_publish_loan(p, b));
+    ASSERT_C_OK(alkaid_producer_publish_loan(p, a));
+    published += 2;
+    ASSERT_OK_AND_ASSIGN(auto first, NextBatch(c));
+    ASSERT_OK(format::CheckRecordBatchEquals(*FixedBatch(1000 * round + 500, rows), *first));
+    ASSERT_OK_AND_ASSIGN(auto second, NextBatch(c));
+    ASSERT_OK(format::CheckRecordBatchEquals(*FixedBatch(1000 * round, rows), *second));
+  }
+  alkaid_producer_stats ps{};
+  ASSERT_C_OK(alkaid_producer_stats_get(p, &ps));
+  EXPECT_EQ(ps.published, static_cast<uint64_t>(published));
+  EXPECT_EQ(ps.copied_bytes, 0u);
+  EXPECT_GT(discarded, 0);
+  ASSERT_C_OK(alkaid_producer_close(p));
+  ASSERT_C_OK(alkaid_consumer_close(c));
+}
+
+// A writer loan's padding starts 0 over reused arena space too (its values
+// are not initialised, and it has no validity or offsets): loans of two
+// row counts take turns in a 4 MiB arena, each filling its buffers with
+// other bytes, so that one's values lie where the other's padding does.
+TEST_F(CapiTest, AWriterLoansPaddingStartsZeroOverReusedSpace) {
+  ArrowSchema schema = ExportedSchema(*FixedSchema());
+  alkaid_producer_options po = ProducerOptions();  // 4 MiB: about two loans
+  alkaid_producer* p = nullptr;
+  ASSERT_C_OK(alkaid_producer_open("f", &schema, &po, &p));
+  alkaid_consumer* c = OpenConsumer("f");
+  std::set<const void*> seen;
+  int reused = 0;
+  for (int64_t round = 0; round < 8; ++round) {
+    const int64_t rows = round % 2 == 0 ? 100001 : 100007;
+    alkaid_loan* loan = nullptr;
+    ASSERT_C_OK(alkaid_producer_loan(p, rows, nullptr, 0, &loan));
+    ASSERT_NO_FATAL_FAILURE(FillFixedLoan(loan, round, rows));  // checks the padding
+    for (int32_t col = 0; col < 4; ++col) {
+      void* data = nullptr;
+      int64_t size = 0;
+      ASSERT_C_OK(alkaid_loan_buffer(loan, col, 1, &data, &size));
+      if (col == 0 && !seen.insert(data).second) ++reused;
+      if (col != 2) std::memset(data, 0xa5, static_cast<size_t>(size));  // other bytes
+    }
+    ASSERT_C_OK(alkaid_producer_publish_loan(p, loan));
+    ASSERT_OK_AND_ASSIGN(auto got, NextBatch(c));
+    EXPECT_EQ(got->num_rows(), rows);
+  }
+  EXPECT_GT(reused, 0) << "the test is about reused space";
+  ASSERT_C_OK(alkaid_producer_close(p));
+  ASSERT_C_OK(alkaid_consumer_close(c));
+}
+
 TEST_F(CapiTest, BadLoansAreRefusedAndStayUsable) {
   alkaid_producer* p = OpenProducer("t");
   alkaid_consumer* c = OpenConsumer("t");

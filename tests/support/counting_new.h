@@ -16,12 +16,17 @@ namespace counting_new {
 /// Heap allocations through operator new so far.
 inline std::atomic<uint64_t> g_allocations{0};
 
+/// Those of the calling thread (a test that counts one thread's calls while
+/// a library's background threads allocate on their own schedule).
+inline thread_local uint64_t t_allocations = 0;
+
 }  // namespace counting_new
 
 // Not inlined: g++ would see free() of what its built-in operator new
 // returned and warn (-Wmismatched-new-delete).
 [[gnu::noinline]] void* operator new(std::size_t size) {
   counting_new::g_allocations.fetch_add(1, std::memory_order_relaxed);
+  ++counting_new::t_allocations;
   if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
   throw std::bad_alloc();
 }

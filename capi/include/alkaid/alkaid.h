@@ -324,7 +324,18 @@ typedef struct alkaid_loan alkaid_loan;
  * (`n_columns` of them): the bytes of a variable-width column's values
  * buffer; ignored for other columns; NULL (with n_columns 0) when the
  * schema has no variable-width column. Waits up to publish_timeout_ms for
- * arena space. */
+ * arena space.
+ *
+ * When every column is fixed-width and none is nullable, the loans go
+ * through fixed-shape writers (the C++ client's FixedShapeWriter): the
+ * first loan of a row count makes a writer of that shape, and once
+ * published the loan, writer and all, serves the producer's next loan of
+ * the same rows (the same handle may come back), whose publish then sends
+ * the region with the Message sent once: no batch is built and nothing is
+ * allocated per loan. A writer keeps a private copy of its region's bytes
+ * (the client's image of the shape), so a producer's writers together
+ * cover at most 64 MiB of regions (loans beyond that take the general
+ * path), and at most 4 idle ones are kept. */
 ALKAID_C_EXPORT alkaid_status alkaid_producer_loan(alkaid_producer* producer, int64_t rows,
                                                    const int64_t* var_data_bytes, size_t n_columns,
                                                    alkaid_loan** out);
@@ -355,8 +366,10 @@ ALKAID_C_EXPORT alkaid_status alkaid_loan_set_null_count(alkaid_loan* loan, int3
  * the value bytes); the buffers' sizes are the loan's own. On success the
  * loan is no longer the caller's (the handle is invalid); the library frees
  * it at the producer's next loan or at close, off the publish, and its
- * arena space is in use until then, as while a consumer holds the batch.
- * On error it stays the caller's (fix it and publish again, or discard it). */
+ * arena space is in use until then, as while a consumer holds the batch (a
+ * fixed-shape writer's loan is kept for a later loan instead, and its space
+ * is the consumers' alone). On error it stays the caller's (fix it and
+ * publish again, or discard it). */
 ALKAID_C_EXPORT alkaid_status alkaid_producer_publish_loan(alkaid_producer* producer,
                                                            alkaid_loan* loan);
 

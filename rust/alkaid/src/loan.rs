@@ -49,12 +49,14 @@ impl<'p> Loan<'p> {
         self.rows as usize
     }
 
-    fn data_type(&self, column: usize) -> Result<DataType> {
-        let schema = self.producer.schema();
+    /// The type of `column`, borrowed from the producer's schema (no
+    /// reference count or type cloned: `values_mut` is on a sender's path).
+    fn data_type(&self, column: usize) -> Result<&'p DataType> {
+        let schema = self.producer.schema_ref();
         schema
             .fields()
             .get(column)
-            .map(|f| f.data_type().clone())
+            .map(|f| f.data_type())
             .ok_or_else(|| {
                 Error::InvalidArgument(format!(
                     "column {column} of a schema of {} columns",
@@ -100,7 +102,7 @@ impl<'p> Loan<'p> {
     /// them). `T` must be the column's type, e.g. `Int64Type` for `Int64`.
     pub fn values_mut<T: ArrowPrimitiveType>(&mut self, column: usize) -> Result<&mut [T::Native]> {
         let dt = self.data_type(column)?;
-        let same = std::mem::discriminant(&dt) == std::mem::discriminant(&T::DATA_TYPE)
+        let same = std::mem::discriminant(dt) == std::mem::discriminant(&T::DATA_TYPE)
             && dt.primitive_width() == Some(std::mem::size_of::<T::Native>());
         if !same {
             return Err(Error::InvalidArgument(format!(
@@ -139,7 +141,7 @@ impl<'p> Loan<'p> {
 
     fn var_width<O>(&mut self, column: usize, types: &[DataType]) -> Result<(&mut [O], &mut [u8])> {
         let dt = self.data_type(column)?;
-        if !types.contains(&dt) {
+        if !types.contains(dt) {
             return Err(Error::InvalidArgument(format!(
                 "column {column} is {dt}, not one of {types:?}"
             )));

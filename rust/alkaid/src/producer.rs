@@ -217,6 +217,12 @@ impl Producer {
         self.schema.clone()
     }
 
+    /// The topic's schema, borrowed (no reference count touched: a loan's
+    /// accessors look their column's type up here on every call).
+    pub(crate) fn schema_ref(&self) -> &Schema {
+        &self.schema
+    }
+
     pub(crate) fn raw(&self) -> *mut sys::alkaid_producer {
         self.handle.raw
     }
