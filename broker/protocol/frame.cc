@@ -72,13 +72,13 @@ Status WriteAll(int fd, std::span<const uint8_t> bytes) {
   return Status::OK();
 }
 
-Result<std::vector<uint8_t>> ReadFrame(int fd, FrameAssembler* assembler,
-                                       std::chrono::milliseconds timeout) {
+Result<std::optional<std::vector<uint8_t>>> TryReadFrame(int fd, FrameAssembler* assembler,
+                                                         std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   uint8_t chunk[4096];
   while (true) {
     ALKAID_ASSIGN_OR_RAISE(auto frame, assembler->Next());
-    if (frame.has_value()) return std::move(*frame);
+    if (frame.has_value()) return frame;
     int wait_ms = -1;
     if (timeout.count() >= 0) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -93,7 +93,7 @@ Result<std::vector<uint8_t>> ReadFrame(int fd, FrameAssembler* assembler,
       return Status::FromErrno(errno, "control socket: poll");
     }
     if (r == 0) {
-      if (wait_ms >= 0) return Status::TimedOut("nothing from the broker in time");
+      if (wait_ms >= 0) return std::optional<std::vector<uint8_t>>();
       continue;
     }
     const ssize_t n = ::recv(fd, chunk, sizeof(chunk), 0);
@@ -104,6 +104,13 @@ Result<std::vector<uint8_t>> ReadFrame(int fd, FrameAssembler* assembler,
     }
     assembler->Append({chunk, static_cast<std::size_t>(n)});
   }
+}
+
+Result<std::vector<uint8_t>> ReadFrame(int fd, FrameAssembler* assembler,
+                                       std::chrono::milliseconds timeout) {
+  ALKAID_ASSIGN_OR_RAISE(auto frame, TryReadFrame(fd, assembler, timeout));
+  if (!frame.has_value()) return Status::TimedOut("nothing from the broker in time");
+  return std::move(*frame);
 }
 
 }  // namespace alkaid::broker::protocol

@@ -54,5 +54,10 @@ Status WriteAll(int fd, std::span<const uint8_t> bytes);
 /// at end of stream, Invalid for a bad length.
 Result<std::vector<uint8_t>> ReadFrame(int fd, FrameAssembler* assembler,
                                        std::chrono::milliseconds timeout);
+/// As ReadFrame, but nothing in time is an empty optional rather than
+/// TimedOut: a poll that finds nothing (a client's routine look at its
+/// connection) builds no Status and allocates nothing.
+Result<std::optional<std::vector<uint8_t>>> TryReadFrame(int fd, FrameAssembler* assembler,
+                                                         std::chrono::milliseconds timeout);
 
 }  // namespace alkaid::broker::protocol

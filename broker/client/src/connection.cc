@@ -119,13 +119,17 @@ Result<std::optional<p::Event>> BrokerConnection::NextEvent(std::chrono::millise
     return std::optional<p::Event>(std::move(event));
   }
   if (lost_) return Status::IOError("the broker at ", socket_path_, " hung up");
-  auto message = ReadMessage(timeout);
-  if (!message.ok()) {
-    if (message.status().code() == StatusCode::kTimedOut) return std::optional<p::Event>();
-    return message.status();
+  // Nothing in time is the routine case (a look between batches): no Status
+  // is made for it.
+  auto frame = p::TryReadFrame(fd_, &in_, timeout);
+  if (!frame.ok()) {
+    if (frame.status().code() == StatusCode::kIOError) lost_ = true;
+    return frame.status();
   }
-  if (!message->is_event) return std::optional<p::Event>();  // a stray reply
-  return std::optional<p::Event>(std::move(message->event));
+  if (!frame->has_value()) return std::optional<p::Event>();
+  ALKAID_ASSIGN_OR_RAISE(auto message, p::DecodeServerMessage(**frame));
+  if (!message.is_event) return std::optional<p::Event>();  // a stray reply
+  return std::optional<p::Event>(std::move(message.event));
 }
 
 Result<std::vector<uint8_t>> SerializeSchema(const format::SchemaPtr& schema) {
