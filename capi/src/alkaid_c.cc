@@ -106,8 +106,6 @@ struct alkaid_producer {
   // Writer loans published and ready for the next loan of their rows,
   // oldest first (at most kIdleWriters).
   std::vector<alkaid_loan*> idle_writers;
-  // The regions of this producer's writers alive (idle or lent), in bytes.
-  int64_t writer_bytes = 0;
 };
 
 struct alkaid_consumer {
@@ -275,14 +273,10 @@ struct alkaid_loan {
   // The batch over the loan's buffers, made with the loan (off the publish
   // path); publish sets its null counts.
   format::RecordBatchPtr batch;
-  int64_t writer_bytes = 0;  // the writer's region, counted in the producer's writer_bytes
 
   alkaid_loan() = default;
   alkaid_loan(const alkaid_loan&) = delete;
   alkaid_loan& operator=(const alkaid_loan&) = delete;
-  ~alkaid_loan() {
-    if (writer != nullptr) producer->writer_bytes -= writer_bytes;
-  }
 };
 
 namespace {
@@ -308,13 +302,10 @@ void FreeSpentLoans(alkaid_producer* producer) {
 // Begin, its publish the writer's Publish. Nullable columns stay on the
 // pool path (a writer's null counts are its prototype's, and a loan's are
 // the caller's); so do variable-width ones (their Message changes with
-// their lengths). A writer keeps a private copy of its prototype's region
-// (the client's FixedShapeWriter image, of which a writer that is not asked
-// to fill uses only the Message tail), so a producer's writers together
-// cover at most kWriterBytes of regions (beyond that, pool loans), and at
-// most kIdleWriters idle ones are kept.
+// their lengths). The writers keep no copy of their prototype (they are
+// never asked to fill from it: FixedShapeWriterOptions::keep_prototype),
+// only its Message; at most kIdleWriters idle ones are kept.
 
-constexpr int64_t kWriterBytes = int64_t{64} << 20;
 constexpr size_t kIdleWriters = 4;
 
 // True if every column can be loaned through a writer.
@@ -373,16 +364,15 @@ alkaid::Result<alkaid_loan*> ReuseWriterLoan(alkaid_producer* producer, int64_t 
 // the writer is made from its batch (the prototype), the prototype's region
 // given back, and the writer's first region begun. Left a pool loan
 // otherwise (a shape the client refuses turns writers off for the producer).
-Status MakeWriterLoan(alkaid_producer* producer, alkaid_loan* loan, int64_t region) {
-  if (region > kWriterBytes - producer->writer_bytes) return Status::OK();
-  auto writer = producer->producer->NewFixedShapeWriter(*loan->batch, *loan->pool);
+Status MakeWriterLoan(alkaid_producer* producer, alkaid_loan* loan) {
+  client::FixedShapeWriterOptions options;
+  options.keep_prototype = false;
+  auto writer = producer->producer->NewFixedShapeWriter(*loan->batch, *loan->pool, options);
   if (!writer.ok()) {
     producer->shape_writers = false;
     return Status::OK();
   }
   loan->writer = std::move(*writer);
-  loan->writer_bytes = region;
-  producer->writer_bytes += region;
   loan->batch.reset();
   for (LoanColumn& col : loan->columns) col.buffers = {};
   loan->pool.reset();  // unpublished: the prototype's region goes back
@@ -571,7 +561,7 @@ Status MakeLoan(alkaid_producer* producer, int64_t rows, const int64_t* var_data
   }
   ALKAID_ASSIGN_OR_RAISE(loan->batch, format::RecordBatch::Make(producer->producer->schema(), rows,
                                                                 std::move(columns)));
-  if (producer->shape_writers) ALKAID_RETURN_NOT_OK(MakeWriterLoan(producer, loan.get(), region));
+  if (producer->shape_writers) ALKAID_RETURN_NOT_OK(MakeWriterLoan(producer, loan.get()));
   *out = loan.release();
   return Status::OK();
 }

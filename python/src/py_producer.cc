@@ -319,7 +319,9 @@ Result<std::unique_ptr<client::FixedShapeWriter>> PyProducer::MakeWriter(int64_t
   }
   ALKAID_ASSIGN_OR_RAISE(auto prototype,
                          format::RecordBatch::Make(schema_, rows, std::move(columns)));
-  return producer_->NewFixedShapeWriter(*prototype, *pool);
+  client::FixedShapeWriterOptions options;
+  options.keep_prototype = false;  // every Begin is Fill::kNone
+  return producer_->NewFixedShapeWriter(*prototype, *pool, options);
 }
 
 Result<bool> PyProducer::PublishSameLayout(const ArrowArray& array) {

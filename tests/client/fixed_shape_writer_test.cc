@@ -50,8 +50,11 @@ Result<format::RecordBatchPtr> BuildPrototype(ShmBatchPool* pool, const format::
 enum class Where { kShape, kInline, kRegion };
 
 // With Fill::kNone the caller writes the validity bitmap too.
+// A writer that keeps no prototype (FixedShapeWriterOptions::keep_prototype
+// false) refuses Fill::kPrototype and still carries the metadata.
 void RunWriter(uint32_t inline_capacity, Where where,
-               FixedShapeWriter::Fill fill = FixedShapeWriter::Fill::kPrototype) {
+               FixedShapeWriter::Fill fill = FixedShapeWriter::Fill::kPrototype,
+               bool keep_prototype = true) {
   Channel ch;
   shm::ChannelOptions ro;
   ro.inline_capacity = inline_capacity;
@@ -70,8 +73,14 @@ void RunWriter(uint32_t inline_capacity, Where where,
   {
     ASSERT_OK_AND_ASSIGN(auto pool, pub->NewPool(4096));
     ASSERT_OK_AND_ASSIGN(auto prototype, BuildPrototype(pool.get(), schema, kRows));
-    ASSERT_OK_AND_ASSIGN(writer, pub->NewFixedShapeWriter(*prototype, *pool));
+    FixedShapeWriterOptions options;
+    options.keep_prototype = keep_prototype;
+    ASSERT_OK_AND_ASSIGN(writer, pub->NewFixedShapeWriter(*prototype, *pool, options));
   }  // the prototype and its pool are gone: the writer kept copies
+  if (!keep_prototype) {
+    ASSERT_RAISES_WITH_MESSAGE(kInvalid, "keeps no prototype",
+                               writer->Begin(FixedShapeWriter::Fill::kPrototype));
+  }
   // int64: validity, values; double: validity (absent), values.
   ASSERT_EQ(writer->num_buffers(), 4u);
   EXPECT_TRUE(writer->buffer(1).empty());  // no region before Begin
@@ -142,6 +151,14 @@ TEST(BatchFixedShapeWriterTest, WithoutFillTheCallerWritesEveryBuffer) {
   RunWriter(64, Where::kShape, FixedShapeWriter::Fill::kNone);
   RunWriter(512, Where::kInline, FixedShapeWriter::Fill::kNone);
   RunWriter(64, Where::kRegion, FixedShapeWriter::Fill::kNone);
+}
+
+// Without the prototype's body the writer keeps the metadata alone: every
+// place of the Message still works, and Begin(kPrototype) is refused.
+TEST(BatchFixedShapeWriterTest, AWriterWithoutItsPrototypeCarriesTheMetadata) {
+  RunWriter(64, Where::kShape, FixedShapeWriter::Fill::kNone, /*keep_prototype=*/false);
+  RunWriter(512, Where::kInline, FixedShapeWriter::Fill::kNone, /*keep_prototype=*/false);
+  RunWriter(64, Where::kRegion, FixedShapeWriter::Fill::kNone, /*keep_prototype=*/false);
 }
 
 TEST(BatchFixedShapeWriterTest, AnUnpublishedRegionIsReleasedWithTheWriter) {

@@ -660,7 +660,8 @@ uint32_t BatchPublisher::CopiedShapeId(std::span<const uint8_t> metadata) {
 namespace alkaid::client {
 
 Result<std::unique_ptr<FixedShapeWriter>> BatchPublisher::NewFixedShapeWriter(
-    const format::RecordBatch& prototype, const ShmBatchPool& pool) {
+    const format::RecordBatch& prototype, const ShmBatchPool& pool,
+    const FixedShapeWriterOptions& options) {
   if (pool.channel_ != channel_) {
     return Status::Invalid("NewFixedShapeWriter: the pool belongs to channel '",
                            pool.channel_name(), "', not to '", channel_->name(), "'");
@@ -719,21 +720,27 @@ Result<std::unique_ptr<FixedShapeWriter>> BatchPublisher::NewFixedShapeWriter(
   }
   const uint64_t capacity = channel_->options().inline_capacity;
   w->metadata_in_region_ = w->shape_ == 0 && md_size > capacity;
-  // The region image: the prototype's body, then (if it does not fit in a
-  // slot) the metadata, padded like ShmBatchPool::AppendTail pads it.
-  w->image_.assign(region, region + body_length);
+  // The region: the prototype's body, then (if it does not fit in a slot)
+  // the metadata, padded like ShmBatchPool::AppendTail pads it; at least 64
+  // bytes (a block always has a distinct offset). The image keeps it from
+  // the body on, or from the metadata on without the prototype.
+  const uint64_t tail = w->metadata_in_region_ ? (md_size + 63) / 64 * 64 : 0;
+  w->region_bytes_ = std::max<uint64_t>(body_length + tail, 64);
+  w->image_offset_ = options.keep_prototype ? 0 : std::min(body_length, w->region_bytes_);
+  w->image_.assign(w->region_bytes_ - w->image_offset_, 0);
+  if (w->image_offset_ < body_length) {
+    std::memcpy(w->image_.data(), region, body_length - w->image_offset_);
+  }
   if (w->metadata_in_region_) {
-    const uint64_t tail = (md_size + 63) / 64 * 64;
-    w->image_.resize(body_length + tail, 0);
-    std::memcpy(w->image_.data() + body_length, metadata->data(), md_size);
+    std::memcpy(w->image_.data() + (body_length - w->image_offset_), metadata->data(), md_size);
     RegionMetadata where{body_length, md_size};
-    w->slot_payload_.resize(sizeof(where));
-    std::memcpy(w->slot_payload_.data(), &where, sizeof(where));
+    w->payload_.resize(sizeof(where));
+    std::memcpy(w->payload_.data(), &where, sizeof(where));
   } else if (w->shape_ == 0) {
     const auto bytes = std::as_bytes(md);
-    w->slot_payload_.assign(bytes.begin(), bytes.end());
+    w->payload_.assign(bytes.begin(), bytes.end());
   }
-  if (w->image_.empty()) w->image_.resize(64, 0);  // a block always has a distinct offset
+  w->slot_payload_ = w->payload_;
   w->user_ = UserWordFor(body_length, MessageKind::kRecordBatch, w->metadata_in_region_);
   return w;
 }
@@ -746,11 +753,17 @@ Status FixedShapeWriter::Begin(Fill fill) {
                            loan_.offset(), " of '", publisher_->channel_->name(),
                            "') was not published");
   }
-  ALKAID_RETURN_NOT_OK(publisher_->channel_->LoanInto(image_.size(), &loan_));
+  if (fill == Fill::kPrototype && image_offset_ != 0) {
+    return Status::Invalid(
+        "FixedShapeWriter::Begin(Fill::kPrototype): the writer keeps no prototype "
+        "(FixedShapeWriterOptions::keep_prototype was false); use Fill::kNone");
+  }
+  ALKAID_RETURN_NOT_OK(publisher_->channel_->LoanInto(region_bytes_, &loan_));
   // Without the prototype's body, only the metadata the region carries.
-  const size_t from = fill == Fill::kPrototype ? 0 : std::min<size_t>(body_length_, image_.size());
-  if (from < image_.size()) {
-    std::memcpy(loan_.data().data() + from, image_.data() + from, image_.size() - from);
+  const uint64_t from = fill == Fill::kPrototype ? 0 : std::min(body_length_, region_bytes_);
+  if (from < region_bytes_) {
+    std::memcpy(loan_.data().data() + from, image_.data() + (from - image_offset_),
+                region_bytes_ - from);
   }
   pending_ = true;
   return Status::OK();

@@ -369,9 +369,10 @@ void internal::WriterPublished(ProducerImpl* producer) {
 }
 
 Result<std::unique_ptr<FixedShapeWriter>> Producer::NewFixedShapeWriter(
-    const format::RecordBatch& prototype, const ShmBatchPool& pool) {
+    const format::RecordBatch& prototype, const ShmBatchPool& pool,
+    const FixedShapeWriterOptions& options) {
   ALKAID_RETURN_NOT_OK(CheckOpen(*impl_));
-  auto writer = impl_->publisher->NewFixedShapeWriter(prototype, pool);
+  auto writer = impl_->publisher->NewFixedShapeWriter(prototype, pool, options);
   if (!writer.ok()) return writer.status().WithContext("topic '" + impl_->topic + "'");
   (*writer)->producer_ = impl_.get();
   return writer;

@@ -332,10 +332,8 @@ typedef struct alkaid_loan alkaid_loan;
  * published the loan, writer and all, serves the producer's next loan of
  * the same rows (the same handle may come back), whose publish then sends
  * the region with the Message sent once: no batch is built and nothing is
- * allocated per loan. A writer keeps a private copy of its region's bytes
- * (the client's image of the shape), so a producer's writers together
- * cover at most 64 MiB of regions (loans beyond that take the general
- * path), and at most 4 idle ones are kept. */
+ * allocated per loan. A writer keeps the shape's Message, not a copy of
+ * its region; at most 4 idle ones are kept. */
 ALKAID_C_EXPORT alkaid_status alkaid_producer_loan(alkaid_producer* producer, int64_t rows,
                                                    const int64_t* var_data_bytes, size_t n_columns,
                                                    alkaid_loan** out);

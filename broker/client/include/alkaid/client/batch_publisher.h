@@ -51,6 +51,17 @@ struct PublishStats {
 
 class FixedShapeWriter;
 class Producer;
+
+/// How a FixedShapeWriter is made (BatchPublisher::NewFixedShapeWriter,
+/// Producer::NewFixedShapeWriter).
+struct FixedShapeWriterOptions {
+  /// Keep a private copy of the prototype's body, for Begin(Fill::kPrototype).
+  /// false: the writer keeps the encoded metadata alone, and each Begin must
+  /// be Begin(Fill::kNone) (the caller writes every byte). A writer of large
+  /// batches that writes them whole saves that copy: as much heap memory as
+  /// a region, and the writer's own lines stay warm.
+  bool keep_prototype = true;
+};
 namespace internal {
 enum class MessageKind : uint8_t;  // batch_layout_internal.h
 struct ProducerImpl;               // producer.cc
@@ -130,11 +141,12 @@ class ALKAID_EXPORT BatchPublisher {
   /// publisher, not published yet — and have only fixed-width columns with
   /// known null counts and zero offsets (the types the metadata cache
   /// accepts, docs/SHM_LAYOUT.md "Client fast paths"); else Invalid /
-  /// NotImplemented. The prototype's body and its encoded metadata are
-  /// copied: `prototype` and `pool` may go afterwards. The writer uses this
-  /// publisher, which must outlive it.
+  /// NotImplemented. The prototype's body (unless `options` say not to keep
+  /// it) and its encoded metadata are copied: `prototype` and `pool` may go
+  /// afterwards. The writer uses this publisher, which must outlive it.
   Result<std::unique_ptr<FixedShapeWriter>> NewFixedShapeWriter(
-      const format::RecordBatch& prototype, const ShmBatchPool& pool);
+      const format::RecordBatch& prototype, const ShmBatchPool& pool,
+      const FixedShapeWriterOptions& options = {});
 
   const format::SchemaPtr& schema() const { return schema_; }
   const PublishStats& stats() const { return stats_; }
@@ -263,7 +275,8 @@ class ALKAID_EXPORT FixedShapeWriter {
   };
   /// Takes a fresh region (waits for space up to the channel's
   /// space_timeout) and fills it as `fill` says. Invalid if a region taken
-  /// by an earlier Begin() was not published yet.
+  /// by an earlier Begin() was not published yet, or for kPrototype if the
+  /// writer keeps no prototype (FixedShapeWriterOptions::keep_prototype).
   Status Begin(Fill fill = Fill::kPrototype);
   /// Number of buffers of the shape: every column's buffers, depth first
   /// (for an int64 column: its validity bitmap, then its values). A buffer
@@ -289,20 +302,27 @@ class ALKAID_EXPORT FixedShapeWriter {
   };
   explicit FixedShapeWriter(BatchPublisher* publisher) : publisher_(publisher) {}
 
+  // What Begin and Publish read first, together (two cache lines): a
+  // producer that fills a large region between them finds them cold.
   BatchPublisher* publisher_;
-  std::vector<uint8_t> image_;  // the region's bytes: prototype body, then metadata if in region
-  uint64_t body_length_ = 0;
-  std::vector<BufferSpan> buffers_;
-  std::vector<std::byte> slot_payload_;  // inline: metadata, or its RegionMetadata, or nothing
-  uint32_t shape_ = 0;                   // the prototype's shape id (0: none left)
-  uint64_t user_ = 0;                    // the channel user word, fixed
-  bool metadata_in_region_ = false;
-  shm::ChannelLoan loan_;
-  bool pending_ = false;
   // Set by Producer::NewFixedShapeWriter: the producer told of each publish
   // (internal::WriterPublished: its count, which its Close drains up to, and
   // the figures its broker session asked for).
   internal::ProducerImpl* producer_ = nullptr;
+  std::span<const std::byte> slot_payload_;  // payload_'s bytes
+  uint64_t user_ = 0;                        // the channel user word, fixed
+  uint64_t region_bytes_ = 0;                // body, then metadata if in region
+  uint64_t image_offset_ = 0;                // where in the region image_ starts
+  uint64_t body_length_ = 0;
+  uint32_t shape_ = 0;  // the prototype's shape id (0: none left)
+  bool pending_ = false;
+  bool metadata_in_region_ = false;
+  shm::ChannelLoan loan_;
+  // The region's bytes from image_offset_ on: the prototype's body (unless
+  // not kept), then the metadata if it is in the region.
+  std::vector<uint8_t> image_;
+  std::vector<BufferSpan> buffers_;
+  std::vector<std::byte> payload_;  // inline: metadata, or its RegionMetadata, or nothing
 };
 
 }  // namespace alkaid::client

@@ -150,7 +150,8 @@ class ALKAID_EXPORT Producer {
   /// as published (stats, Close's drain). It must not outlive the producer;
   /// after Close, its Publish fails.
   Result<std::unique_ptr<FixedShapeWriter>> NewFixedShapeWriter(
-      const format::RecordBatch& prototype, const ShmBatchPool& pool);
+      const format::RecordBatch& prototype, const ShmBatchPool& pool,
+      const FixedShapeWriterOptions& options = {});
 
   /// Publishes a batch built in `pool` without copying it.
   Status Publish(const format::RecordBatch& batch, ShmBatchPool* pool);
