@@ -1,31 +1,8 @@
-// The cache-line floor of the benches, and the body floor's loans.
+// The body floor's loans.
 
 #include "alkaid/measure/floor.h"
 
-#include <unistd.h>
-
-#include "alkaid/measure/shared_mapping.h"
-
 namespace alkaid::measure {
-
-std::vector<int64_t> FloorSamples(const CpuPair& cpus, uint64_t count, uint64_t warm_up) {
-  auto line = SharedMapping<FloorLine>::MapOrDie();
-  const pid_t child = ForkPinned(cpus);
-  if (child == 0) {
-    line->Serve([] { return false; });
-    ::_exit(0);
-  }
-  (void)line->AwaitReady([] { return false; });
-  std::vector<int64_t> samples;
-  samples.reserve(count);
-  for (uint64_t k = 1; k <= warm_up + count; ++k) {
-    const int64_t half = line->RoundTrip(k);
-    if (k > warm_up) samples.push_back(half);
-  }
-  line->Quit();
-  AwaitChild(child);
-  return samples;
-}
 
 Result<BodyLoans> BodyLoans::Create(const std::string& name, const shm::ChannelOptions& options,
                                     std::size_t held) {

@@ -19,12 +19,10 @@
 #include <deque>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "alkaid/common/result.h"
 #include "alkaid/common/status.h"
 #include "alkaid/measure/clock.h"
-#include "alkaid/measure/process.h"
 #include "alkaid/shm/channel.h"
 
 namespace alkaid::measure {
@@ -83,24 +81,16 @@ struct alignas(64) FloorLine {
 };
 static_assert(sizeof(FloorLine) == 64, "the floor is one cache line");
 
-/// The cache-line floor between the caller and a child forked per `cpus`
-/// (ForkPinned): `warm_up` untimed round trips, then `count` timed ones;
-/// returns their halves in nanoseconds. Exits the process if the child
-/// fails (for benches).
-std::vector<int64_t> FloorSamples(const CpuPair& cpus, uint64_t count, uint64_t warm_up = 0);
-
 /// The body floor's signal line. A writes the body's place and its id,
 /// then stores round trip k (k >= 1) into `ping` (release: publishes the
 /// body and the fields; partner of B's acquire load of `ping`); B reads
 /// the body and answers with k in `pong` (release; partner of A's acquire
-/// load). kQuit in `ping` tells B to leave; kReady in `pong` says B is
-/// ready.
+/// load). kQuit in `ping` tells B to leave.
 struct alignas(64) BodyLine {
   static constexpr uint64_t kQuit = ~uint64_t{0};
-  static constexpr uint64_t kReady = ~uint64_t{0};
 
   std::atomic<uint64_t> ping;  ///< A -> B: round trip k >= 1, or kQuit
-  std::atomic<uint64_t> pong;  ///< B -> A: the last round trip answered, or kReady
+  std::atomic<uint64_t> pong;  ///< B -> A: the last round trip answered
   uint64_t body_offset;        ///< round trip k's body, from the channel segment's data
   int64_t id;                  ///< what the body holds, for B's check (< 0: a warm-up)
 
@@ -123,16 +113,6 @@ struct alignas(64) BodyLine {
 
   /// A: B leaves.
   void Quit() { ping.store(kQuit, std::memory_order_release); }
-
-  /// B: says it is ready; A: waits for it (false if stopping first).
-  void Ready() { pong.store(kReady, std::memory_order_release); }
-  template <typename Stop>
-  bool AwaitReady(Stop&& stopping) const {
-    while (pong.load(std::memory_order_acquire) != kReady) {
-      if (stopping()) return false;
-    }
-    return true;
-  }
 
   /// B: waits for the round trip after `seen`; false on kQuit, or if
   /// `stopping()` turned true first.
@@ -164,10 +144,6 @@ class BodyLoans {
   Result<shm::ChannelLoan> Loan(uint64_t bytes) { return channel_->Loan(bytes); }
   /// Keeps `loan`, dropping the oldest one kept beyond `held`.
   void Hold(shm::ChannelLoan loan);
-  /// Drops every loan kept.
-  void Release() { held_loans_.clear(); }
-
-  shm::ChannelProducer* channel() const { return channel_.get(); }
 
  private:
   std::unique_ptr<shm::ChannelProducer> channel_;
