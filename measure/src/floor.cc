@@ -1,8 +1,16 @@
-// The body floor's loans.
+// The body floor's loans, the stream floor's mapping.
 
 #include "alkaid/measure/floor.h"
 
 namespace alkaid::measure {
+
+Status StreamRing::Map(uint64_t places, uint64_t place_values) {
+  ALKAID_RETURN_NOT_OK(counts_.Map(1, "the stream ring's counts"));
+  ALKAID_RETURN_NOT_OK(values_.Map(places * place_values, "the stream ring's places"));
+  places_ = places;
+  place_values_ = place_values;
+  return Status::OK();
+}
 
 Result<BodyLoans> BodyLoans::Create(const std::string& name, const shm::ChannelOptions& options,
                                     std::size_t held) {

@@ -9,7 +9,9 @@
 /// - the body floor: the same hand-over on a signal line that stands for
 ///   the transport's slot, carrying the offset of a body of the batch's
 ///   size that the other side reads (BodyLine), loaned where the
-///   transport's allocator would put it (BodyLoans).
+///   transport's allocator would put it (BodyLoans);
+/// - the stream floor: bodies handed over in order through a ring of
+///   places, one count per side (StreamRing).
 /// Each line lives alone in a page of its own (SharedMapping), mapped
 /// before the fork.
 
@@ -23,6 +25,7 @@
 #include "alkaid/common/result.h"
 #include "alkaid/common/status.h"
 #include "alkaid/measure/clock.h"
+#include "alkaid/measure/shared_mapping.h"
 #include "alkaid/shm/channel.h"
 
 namespace alkaid::measure {
@@ -128,6 +131,78 @@ struct alignas(64) BodyLine {
   void Answer(uint64_t k) { pong.store(k, std::memory_order_release); }
 };
 static_assert(sizeof(BodyLine) == 64, "the signal is one cache line");
+
+/// StreamRing's counts, each side's in a line of its own.
+struct alignas(64) StreamRingCounts {
+  std::atomic<uint64_t> written{0};  ///< producer: messages written
+  uint8_t pad0[56];
+  std::atomic<uint64_t> read{0};  ///< consumer: messages read
+  uint8_t pad1[56];
+  std::atomic<uint64_t> end{~uint64_t{0}};  ///< producer: its count once it ended
+  uint8_t pad2[56];
+};
+static_assert(sizeof(StreamRingCounts) == 192, "three lines");
+
+/// The stream floor: one producer hands messages 0, 1, ... to one consumer
+/// through a ring of `places` places of `place_values` int64 each, in one
+/// shared mapping; the producer's count of messages written and the
+/// consumer's count of messages read each live in a cache line of their
+/// own (a release store per message, the other side's acquire loads). No
+/// allocator, slot header, return queue or object: what any shared-memory
+/// stream of such bodies pays. Mapped before the fork; each side keeps its
+/// last view of the other's count in its own copy of this object.
+class StreamRing {
+ public:
+  /// What AwaitMessage found.
+  enum class Wait { kReady, kEnded, kWaiting };
+
+  /// Maps the counts and the places (IOError with the errno).
+  Status Map(uint64_t places, uint64_t place_values);
+
+  /// Producer: the place of message n once the consumer has read message
+  /// n - places; null if `stopping()` turned true first (asked every 1024
+  /// spins).
+  template <typename Stop>
+  int64_t* AwaitRoom(uint64_t n, Stop&& stopping) {
+    // Acquire: partner of Consumed's release store.
+    for (uint32_t spins = 1; n - read_seen_ >= places_; ++spins) {
+      read_seen_ = counts_->read.load(std::memory_order_acquire);
+      if ((spins & 1023) == 0 && stopping()) return nullptr;
+    }
+    return Place(n);
+  }
+  /// Producer: message n is written. Release: publishes its place; partner
+  /// of AwaitMessage's acquire load.
+  void Written(uint64_t n) { counts_->written.store(n + 1, std::memory_order_release); }
+  /// Producer: no message after the first `count`.
+  void End(uint64_t count) { counts_->end.store(count, std::memory_order_release); }
+
+  /// Consumer: kReady once message n is written (at Place(n)), kEnded if
+  /// the producer ended before it, kWaiting after 1024 spins without either.
+  Wait AwaitMessage(uint64_t n) {
+    for (uint32_t spins = 0; spins < 1024 && written_seen_ <= n; ++spins) {
+      // Acquire: partner of Written's release store.
+      written_seen_ = counts_->written.load(std::memory_order_acquire);
+      if (written_seen_ > n) break;
+      if (counts_->end.load(std::memory_order_acquire) == n) return Wait::kEnded;
+    }
+    return written_seen_ > n ? Wait::kReady : Wait::kWaiting;
+  }
+  /// Consumer: message n is read. Release: its place may be written again;
+  /// partner of AwaitRoom's acquire load.
+  void Consumed(uint64_t n) { counts_->read.store(n + 1, std::memory_order_release); }
+
+  /// Where message n is (or goes).
+  int64_t* Place(uint64_t n) const { return values_.get() + (n % places_) * place_values_; }
+
+ private:
+  SharedMapping<StreamRingCounts> counts_;  // pages of their own
+  SharedMapping<int64_t> values_;
+  uint64_t places_ = 1;
+  uint64_t place_values_ = 0;
+  uint64_t read_seen_ = 0;     // producer: the consumer's count, as last seen
+  uint64_t written_seen_ = 0;  // consumer: the producer's count, as last seen
+};
 
 /// Where the body floor's bodies come from: loans of a channel that is
 /// never published through, made with the transport's arena options, so
