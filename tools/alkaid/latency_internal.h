@@ -40,22 +40,22 @@ using measure::Summary;
 
 /// How one (transport, size) measurement is run.
 struct RunSpec {
-  std::string layer = "client";      ///< channel | client | inproc
-  std::string mode = "spin";         ///< spin | block | hybrid
-  std::string pattern = "pingpong";  ///< pingpong | stream | paired
-  int64_t payload_bytes = 64;        ///< body bytes: rows = max(1, payload / 8) int64 values
-  int consumers = 1;                 ///< stream: consumers
-  int64_t count = 10000;             ///< samples (pingpong), pairs (paired) or batches (stream)
-  double duration_seconds = 0;       ///< stop early after this long; 0: no limit
-  double idle_seconds = 0.5;         ///< alkaid pingpong: idle period measured at the end
-  bool warmup = true;                ///< pingpong: untimed warm-up before each ping
-  std::string writer = "build";      ///< stream: build | fixed (FixedShapeWriter)
-  bool timestamps = false;           ///< topics (or the inproc channel) stamp publish times
-  std::string socket;                ///< alkaid: broker socket
-  std::string topic_prefix;          ///< alkaid: unique per run
-  std::vector<int> cpus;             ///< CPUs to pin the processes to (empty: no pinning)
-  int broker_pid = 0;                ///< stream memory samples: the broker (0: unknown)
-  std::string shm_prefix;            ///< stream memory samples: /dev/shm names of the broker
+  std::string layer = "client";  ///< channel | client | inproc
+  std::string mode = "spin";     ///< spin | block | hybrid
+  std::string pattern;           ///< pingpong | stream | paired (empty: by the layer)
+  int64_t payload_bytes = 64;    ///< body bytes: rows = max(1, payload / 8) int64 values
+  int consumers = 1;             ///< stream: consumers
+  int64_t count = 10000;         ///< samples (pingpong), pairs (paired) or batches (stream)
+  double duration_seconds = 10;  ///< stop early after this long; 0: no limit
+  double idle_seconds = 0.5;     ///< alkaid pingpong: idle period measured at the end
+  bool warmup = true;            ///< pingpong: untimed warm-up before each ping
+  std::string writer = "build";  ///< stream: build | fixed (FixedShapeWriter)
+  bool timestamps = false;       ///< topics (or the inproc channel) stamp publish times
+  std::string socket;            ///< alkaid: broker socket
+  std::string topic_prefix;      ///< alkaid: unique per run
+  std::vector<int> cpus;         ///< CPUs to pin the processes to (empty: no pinning)
+  int broker_pid = 0;            ///< stream memory samples: the broker (0: unknown)
+  std::string shm_prefix;        ///< stream memory samples: /dev/shm names of the broker
 };
 
 /// Memory figures taken by stream consumer 0 at a checkpoint.
