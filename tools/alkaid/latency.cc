@@ -485,7 +485,7 @@ int Main(int argc, char** argv) {
                 "inproc: the channel's), to measure what stamping costs");
   cmd->add_flag("--no-pin", options->no_pin, "Do not pin the processes to separate CPUs");
   cmd->add_option("--idle", options->spec.idle_seconds,
-                  "Seconds of the consumer's idle-CPU measurement (pingpong)")
+                  "Seconds of the consumer's idle-CPU measurement (pingpong; 0: none)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   try {

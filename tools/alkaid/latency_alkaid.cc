@@ -31,10 +31,6 @@ using namespace std::chrono_literals;
 
 // ---- the client layer ---------------------------------------------------
 
-format::SchemaPtr BatchSchema() {
-  return format::schema({format::field("v", format::int64(), false)});
-}
-
 shm::WaitMode WaitModeOf(const std::string& mode) {
   if (mode == "spin") return shm::WaitMode::kBusyPoll;
   if (mode == "block") return shm::WaitMode::kBlock;
@@ -54,11 +50,7 @@ Result<PooledBatch> BuildBatch(client::Producer* producer, const format::SchemaP
                                int64_t rows, uint64_t region_bytes) {
   PooledBatch out;
   ALKAID_ASSIGN_OR_RAISE(out.pool, producer->NewBatchPool(region_bytes));
-  ALKAID_ASSIGN_OR_RAISE(auto buffer, format::AllocateBuffer(rows * 8, out.pool.get()));
-  out.values = reinterpret_cast<int64_t*>(buffer->mutable_data());
-  auto data = format::ArrayData::Make(format::int64(), rows, {nullptr, std::move(buffer)}, 0);
-  ALKAID_ASSIGN_OR_RAISE(
-      out.batch, format::RecordBatch::Make(schema, rows, {format::MakeArray(std::move(data))}));
+  ALKAID_ASSIGN_OR_RAISE(out.batch, Int64Batch(schema, rows, out.pool.get(), &out.values));
   return out;
 }
 
@@ -335,10 +327,9 @@ Status ChannelPong(const RunSpec& spec, Shared* s, const std::string& ping,
 }
 
 Status ChannelStreamProducer(const RunSpec& spec, Shared* s, const std::string& name) {
-  const uint64_t region = RoundUp64(static_cast<uint64_t>(RowsFor(spec.payload_bytes)) * 8);
-  // As the client layer's stream topic: 1,024 slots, an arena for them all.
+  // As the client layer's stream topic, for bodies without metadata.
   const uint64_t arena =
-      std::max<uint64_t>(4 * region + (1 << 20), std::min<uint64_t>(1024 * region, 64 << 20));
+      StreamArenaBytes(RoundUp64(static_cast<uint64_t>(RowsFor(spec.payload_bytes)) * 8));
   ALKAID_ASSIGN_OR_RAISE(auto out, CreateChannelOut(spec, name, 1024, arena, spec.consumers));
   s->producer_pid.store(static_cast<int>(::getpid()));
   s->ready.fetch_add(1);
@@ -361,10 +352,8 @@ Status CreateTopics(const RunSpec& spec) {
   client::TopicOptions topic;
   topic.publish_timestamps = spec.timestamps;
   if (spec.pattern == "stream") {
-    const uint64_t region = RoundUp64(static_cast<uint64_t>(rows) * 8) + 1024;
     topic.slot_count = 1024;
-    topic.arena_bytes =
-        std::max<uint64_t>(4 * region + (1 << 20), std::min<uint64_t>(1024 * region, 64 << 20));
+    topic.arena_bytes = StreamArenaBytes(RoundUp64(static_cast<uint64_t>(rows) * 8) + 1024);
     return admin->CreateTopic(spec.topic_prefix + ".stream", schema, topic)
         .status()
         .WithContext("creating the stream topic");
@@ -415,9 +404,7 @@ Status MeasureAlkaid(const RunSpec& spec, const ProgressHook& progress, Measurem
                        [&] { return channel ? ChannelPong(spec, s, a, b) : ClientPong(spec, s); });
     });
   }
-  std::function<void()> on_wait;
-  if (progress) on_wait = [&] { progress(*s); };
-  const Status st = RunChildren(bodies, spec.cpus, &s->control, on_wait);
+  const Status st = RunProcesses(bodies, spec, progress, s);
   if (channel) {
     // What a process that failed left (a producer removes its names).
     (void)shm::RemoveChannel(a);
@@ -432,7 +419,7 @@ Status MeasureAlkaid(const RunSpec& spec, const ProgressHook& progress, Measurem
     if (!channel) out->writer = spec.writer;
     for (int k = 0; k < s->memory_samples.load() && k < 2; ++k) out->memory.push_back(s->memory[k]);
   } else {
-    out->has_idle = true;
+    out->has_idle = spec.idle_seconds > 0;
     out->idle_cpu_ns = s->idle_cpu_ns;
     out->idle_wall_ns = s->idle_wall_ns;
   }

@@ -3,8 +3,9 @@
 // Private to alkaid-measure: the ping-pong, the paired ping-pong and the
 // stream, written once over a sending end (`Out`: Make, Send, SendValue,
 // Prepare, SendAnswer, Close) and a receiving end (`In`: Next, Release,
-// Close, `stamp`), which each transport gives (Alkaid's two process layers:
-// latency_alkaid.cc).
+// Close, `stamp`), which each transport gives: Alkaid's two process layers
+// (latency_alkaid.cc), the Unix socket and the stream's floor
+// (latency_baselines.cc).
 
 #include <unistd.h>
 
@@ -35,8 +36,9 @@ struct Got {
   int64_t id = 0, rows = 0, first = 0, last = 0, at_ns = 0;
 };
 
-// The channel layer's processes find each other by counts in the shared
-// block: waits until `counter` reaches `want`.
+// Processes without a broker (the channel layer, the stream floor) find
+// each other by counts in the shared block: waits until `counter` reaches
+// `want`.
 inline Status AwaitCount(const std::atomic<int>& counter, int want, const Shared* s,
                          const char* what) {
   const int64_t deadline = NowNs() + kLinkTimeoutNs;
@@ -129,12 +131,14 @@ Status PingLoop(const RunSpec& spec, Shared* s, Out* out, In* answers) {
     const measure::MedianInterval d = measure::MedianWithInterval(std::move(diffs));
     s->paired = {pairs, 0, d.median, d.lo, d.hi};
   }
-  // The idle period: B waits with nothing coming.
-  s->phase.store(1);
-  ALKAID_RETURN_NOT_OK(out->SendValue(kIdleValue));
-  while (s->phase.load() != 2) {
-    if (Stopping(s)) return StopStatus();
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  // The idle period (none when it is 0 s): B waits with nothing coming.
+  if (spec.idle_seconds > 0) {
+    s->phase.store(1);
+    ALKAID_RETURN_NOT_OK(out->SendValue(kIdleValue));
+    while (s->phase.load() != 2) {
+      if (Stopping(s)) return StopStatus();
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
   }
   return out->Close();
 }
