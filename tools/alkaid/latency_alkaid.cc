@@ -111,12 +111,7 @@ struct ClientIn {
   Status Next(std::chrono::nanoseconds timeout, Got* got) {
     auto next = consumer->Next(timeout);
     if (!next.ok()) return next.status();
-    if (stamp) got->at_ns = NowNs();
-    batch = std::move(*next);
-    got->rows = batch->num_rows();
-    ALKAID_RETURN_NOT_OK(FirstLast(*batch, &got->first, &got->last));
-    got->id = got->first;
-    return Status::OK();
+    return TakeBatch(std::move(*next), stamp, &batch, got);
   }
   void Release() { batch.reset(); }
   Status Close() {

@@ -355,13 +355,9 @@ struct UdsIn {
     return Status::OK();
   }
   Status Next(std::chrono::nanoseconds /*timeout*/, Got* got) {
-    ALKAID_ASSIGN_OR_RAISE(batch, reader->ReadNext());
-    if (batch == nullptr) return Status::EndOfStream("the peer ended its stream");
-    if (stamp) got->at_ns = NowNs();
-    got->rows = batch->num_rows();
-    ALKAID_RETURN_NOT_OK(FirstLast(*batch, &got->first, &got->last));
-    got->id = got->first;
-    return Status::OK();
+    ALKAID_ASSIGN_OR_RAISE(auto next, reader->ReadNext());
+    if (next == nullptr) return Status::EndOfStream("the peer ended its stream");
+    return TakeBatch(std::move(next), stamp, &batch, got);
   }
   void Release() { batch.reset(); }
   Status Close() {

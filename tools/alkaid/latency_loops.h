@@ -36,6 +36,19 @@ struct Got {
   int64_t id = 0, rows = 0, first = 0, last = 0, at_ns = 0;
 };
 
+// A received batch as a Got (its id is its first value), then held in
+// `*held` until the next; stamped first (`stamp`: a clock read), so that
+// dropping the batch held before is not timed.
+inline Status TakeBatch(format::RecordBatchPtr&& batch, bool stamp, format::RecordBatchPtr* held,
+                        Got* got) {
+  if (stamp) got->at_ns = NowNs();
+  *held = std::move(batch);
+  got->rows = (*held)->num_rows();
+  ALKAID_RETURN_NOT_OK(FirstLast(**held, &got->first, &got->last));
+  got->id = got->first;
+  return Status::OK();
+}
+
 // Processes without a broker (the channel layer, the stream floor) find
 // each other by counts in the shared block: waits until `counter` reaches
 // `want`.
