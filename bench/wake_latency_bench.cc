@@ -26,14 +26,11 @@
 #include "alkaid/format/c_data.h"
 #include "alkaid/format/type.h"
 #include "alkaid/measure/broker.h"
+#include "alkaid/measure/clock.h"
 
 namespace {
 
-int64_t NowNs() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
+using alkaid::measure::NowNs;
 
 [[noreturn]] void Die(const char* what) {
   std::fprintf(stderr, "wake_latency_bench: %s: %s\n", what, alkaid_last_error());

@@ -49,8 +49,9 @@ bool Accepts(const std::string& path) {
   return ok;
 }
 
-}  // namespace
-
+// alkaid-broker: $ALKAID_BROKER_BIN, next to the running executable, in the
+// build tree beside it (tools/alkaid or bench -> broker/daemon), then on
+// PATH; empty if none is found.
 std::string FindBrokerBinary() {
   // NOLINTNEXTLINE(concurrency-mt-unsafe): read once at startup; nothing here calls setenv
   if (const char* env = std::getenv("ALKAID_BROKER_BIN"); env != nullptr && *env != '\0') {
@@ -72,6 +73,8 @@ std::string FindBrokerBinary() {
   }
   return "";
 }
+
+}  // namespace
 
 Status PrivateBroker::Start(const std::string& prefix, const std::string& who, std::string binary) {
   if (binary.empty()) binary = FindBrokerBinary();

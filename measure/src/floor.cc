@@ -1,30 +1,15 @@
-// The cache-line floor of the benches, and the body floor's loans.
+// The body floor's loans, the stream floor's mapping.
 
 #include "alkaid/measure/floor.h"
 
-#include <unistd.h>
-
-#include "alkaid/measure/shared_mapping.h"
-
 namespace alkaid::measure {
 
-std::vector<int64_t> FloorSamples(const CpuPair& cpus, uint64_t count, uint64_t warm_up) {
-  auto line = SharedMapping<FloorLine>::MapOrDie();
-  const pid_t child = ForkPinned(cpus);
-  if (child == 0) {
-    line->Serve([] { return false; });
-    ::_exit(0);
-  }
-  (void)line->AwaitReady([] { return false; });
-  std::vector<int64_t> samples;
-  samples.reserve(count);
-  for (uint64_t k = 1; k <= warm_up + count; ++k) {
-    const int64_t half = line->RoundTrip(k);
-    if (k > warm_up) samples.push_back(half);
-  }
-  line->Quit();
-  AwaitChild(child);
-  return samples;
+Status StreamRing::Map(uint64_t places, uint64_t place_values) {
+  ALKAID_RETURN_NOT_OK(counts_.Map(1, "the stream ring's counts"));
+  ALKAID_RETURN_NOT_OK(values_.Map(places * place_values, "the stream ring's places"));
+  places_ = places;
+  place_values_ = place_values;
+  return Status::OK();
 }
 
 Result<BodyLoans> BodyLoans::Create(const std::string& name, const shm::ChannelOptions& options,

@@ -23,6 +23,15 @@ volatile std::sig_atomic_t g_interrupted = 0;
 
 void OnInterrupt(int) { g_interrupted = 1; }
 
+// Moves `pid` (0: the caller) to `cpu`; nothing if `cpu` < 0.
+void PinTo(int cpu, pid_t pid = 0) {
+  if (cpu < 0) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  (void)::sched_setaffinity(pid, sizeof(set), &set);
+}
+
 }  // namespace
 
 int64_t ProcessCpuNs() {
@@ -41,36 +50,6 @@ std::vector<int> AllowedCpus() {
     if (CPU_ISSET(c, &set)) cpus.push_back(c);
   }
   return cpus;
-}
-
-void PinTo(int cpu, pid_t pid) {
-  if (cpu < 0) return;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  (void)::sched_setaffinity(pid, sizeof(set), &set);
-}
-
-pid_t ForkPinned(const CpuPair& cpus) {
-  const pid_t child = ::fork();
-  if (child > 0) PinTo(cpus.child, child);
-  if (child == 0) PinTo(cpus.child);
-  if (child < 0) {
-    std::perror("fork");
-    // NOLINTNEXTLINE(concurrency-mt-unsafe): the benches that fork are single-threaded
-    std::exit(1);
-  }
-  return child;
-}
-
-void AwaitChild(pid_t pid) {
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    (void)std::fprintf(stderr, "child failed\n");
-    // NOLINTNEXTLINE(concurrency-mt-unsafe): the benches that fork are single-threaded
-    std::exit(1);
-  }
 }
 
 void InstallInterruptHandler() {

@@ -26,12 +26,6 @@ int ShmNamesStartingWith(const std::string& prefix) {
   return count;
 }
 
-TEST(FloorTest, FloorSamplesGivesOneHalfRoundTripPerTimedRoundTrip) {
-  const std::vector<int64_t> samples = FloorSamples(CpuPair{}, 200, 10);
-  ASSERT_EQ(samples.size(), 200u);
-  for (const int64_t half : samples) EXPECT_GE(half, 0);
-}
-
 TEST(FloorTest, FloorLineServesUntilQuitAndLeavesWhenStopping) {
   auto line = SharedMapping<FloorLine>::MapOrDie();
   std::thread b([&] { line->Serve([] { return false; }); });
@@ -58,7 +52,6 @@ TEST(FloorTest, BodyLineCarriesTheBodysPlaceAndId) {
   };
   std::vector<Seen> seen;
   std::thread b([&] {
-    line->Ready();
     uint64_t last = 0, k = 0;
     while (line->AwaitPing(last, &k, [] { return false; })) {
       seen.push_back({line->body_offset, line->id});
@@ -66,7 +59,6 @@ TEST(FloorTest, BodyLineCarriesTheBodysPlaceAndId) {
       last = k;
     }
   });
-  ASSERT_TRUE(line->AwaitReady([] { return false; }));
   for (uint64_t k = 1; k <= 3; ++k) {
     line->Send(k, 4096 * k, -static_cast<int64_t>(k));
     ASSERT_TRUE(line->AwaitAnswer(k, [] { return false; }));
@@ -98,10 +90,54 @@ TEST(FloorTest, BodyLoansHoldTheLastLoansAndRemoveTheirChannel) {
     ASSERT_OK_AND_ASSIGN(auto third, loans.Loan(4096));
     ASSERT_RAISES(kTimedOut, loans.Loan(4096));
     third.Reset();
-    loans.Release();
-    EXPECT_OK(loans.Loan(3 * 4096).status());  // every block is back once released
+    EXPECT_OK(loans.Loan(4096).status());  // its block is back: two are held, no more
   }
   EXPECT_EQ(ShmNamesStartingWith(name), 0) << "the channel's names are removed";
+}
+
+TEST(FloorTest, StreamRingHandsMessagesOverInOrderThenEnds) {
+  StreamRing ring;
+  ASSERT_OK(ring.Map(4, 8));
+  constexpr uint64_t kMessages = 10000;
+  std::thread producer([&] {
+    for (uint64_t n = 0; n < kMessages; ++n) {
+      int64_t* place = ring.AwaitRoom(n, [] { return false; });
+      for (uint64_t v = 0; v < 8; ++v) place[v] = static_cast<int64_t>(8 * n + v);
+      ring.Written(n);
+    }
+    ring.End(kMessages);
+  });
+  uint64_t n = 0;
+  bool in_order = true;
+  for (StreamRing::Wait wait; (wait = ring.AwaitMessage(n)) != StreamRing::Wait::kEnded;) {
+    if (wait == StreamRing::Wait::kWaiting) continue;
+    const int64_t* place = ring.Place(n);
+    in_order = in_order && place[0] == static_cast<int64_t>(8 * n) &&
+               place[7] == static_cast<int64_t>(8 * n + 7);
+    ring.Consumed(n++);
+  }
+  producer.join();
+  EXPECT_TRUE(in_order) << "a place was read before it was written, or written before it was read";
+  EXPECT_EQ(n, kMessages);
+}
+
+TEST(FloorTest, StreamRingWaitsForRoomAndForMessages) {
+  StreamRing ring;
+  ASSERT_OK(ring.Map(2, 1));
+  const auto never = [] { return false; };
+  const auto now = [] { return true; };
+  EXPECT_EQ(ring.AwaitMessage(0), StreamRing::Wait::kWaiting) << "nothing written yet";
+  for (uint64_t n = 0; n < 2; ++n) {
+    ASSERT_EQ(ring.AwaitRoom(n, never), ring.Place(n));
+    ring.Written(n);
+  }
+  EXPECT_EQ(ring.AwaitRoom(2, now), nullptr) << "both places hold messages not read";
+  EXPECT_EQ(ring.AwaitMessage(0), StreamRing::Wait::kReady);
+  ring.Consumed(0);
+  EXPECT_EQ(ring.AwaitRoom(2, now), ring.Place(0)) << "message 0's place is free again";
+  ring.End(2);
+  EXPECT_EQ(ring.AwaitMessage(1), StreamRing::Wait::kReady) << "written before the end";
+  EXPECT_EQ(ring.AwaitMessage(2), StreamRing::Wait::kEnded);
 }
 
 }  // namespace

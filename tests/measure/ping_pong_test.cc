@@ -19,6 +19,12 @@ class PingPongLoopTest : public ::testing::Test {
   int64_t elapsed_ns_ = -1;
 };
 
+// Spins until NowNs() reaches `until_ns`.
+void SpinUntil(int64_t until_ns) {
+  while (NowNs() < until_ns) {
+  }
+}
+
 // A step that times an empty round trip.
 Status TimedStep(RoundTripTimer* timer) {
   timer->Start();

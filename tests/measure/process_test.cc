@@ -24,32 +24,34 @@ TEST(ProcessTest, AllowedCpusAreAscendingAndIncludeTheCurrentOne) {
   EXPECT_NE(std::find(cpus.begin(), cpus.end(), now), cpus.end()) << "running on CPU " << now;
 }
 
-TEST(ProcessTest, AForkedChildRunsOnItsCpuAndSharesTheMapping) {
-  if (AllowedCpus().size() < 2) GTEST_SKIP() << "needs two CPUs";
-  struct Seen {
-    std::atomic<int> cpu;
-  };
-  auto seen = SharedMapping<Seen>::MapOrDie();
-  EXPECT_EQ(seen->cpu.load(), 0) << "a fresh mapping is zero-filled";
-  const std::vector<int> before = AllowedCpus();
-  CpuPair cpus{before[0], before[1]};
-  const pid_t child = ForkPinned(cpus);
-  if (child == 0) {
-    seen->cpu.store(::sched_getcpu() + 1);
-    ::_exit(0);
+TEST(ProcessTest, EachChildRunsOnItsCpuAndSharesTheMapping) {
+  const std::vector<int> allowed = AllowedCpus();
+  if (allowed.size() < 2) GTEST_SKIP() << "needs two CPUs";
+  auto control = SharedMapping<ChildControl>::MapOrDie();
+  auto seen = SharedMapping<std::atomic<int>>::MapOrDie(2);
+  EXPECT_EQ(seen.get()[1].load(), 0) << "a fresh mapping is zero-filled";
+  const std::vector<int> cpus = {allowed[1], allowed[0]};
+  std::vector<std::function<int()>> bodies;
+  for (int i = 0; i < 2; ++i) {
+    bodies.push_back([&, i] {
+      seen.get()[i].store(::sched_getcpu() + 1);
+      return 0;
+    });
   }
-  AwaitChild(child);
-  EXPECT_EQ(seen->cpu.load(), cpus.child + 1) << "the child's CPU, seen by the parent";
+  ASSERT_OK(RunChildren(bodies, cpus, control.get(), nullptr));
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(seen.get()[i].load(), cpus[i] + 1) << "child " << i << "'s CPU, seen by the parent";
+  }
 }
 
 TEST(ProcessTest, SharedMappingIsMoveOnlyAndZeroFilled) {
   SharedMapping<int64_t> values;
   ASSERT_OK(values.Map(1000, "test values"));
-  EXPECT_EQ(values.size(), 1000u);
-  for (size_t i = 0; i < values.size(); ++i) ASSERT_EQ(values[i], 0) << i;
+  for (size_t i = 0; i < 1000; ++i) ASSERT_EQ(values.get()[i], 0) << i;
+  int64_t* const objects = values.get();
   SharedMapping<int64_t> moved = std::move(values);
   EXPECT_EQ(values.get(), nullptr);
-  EXPECT_EQ(moved.size(), 1000u);
+  EXPECT_EQ(moved.get(), objects);
 }
 
 TEST(ProcessTest, ChildExitCodeIsZeroThreeOrOneWithTheFirstErrorRecorded) {

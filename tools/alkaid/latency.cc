@@ -36,24 +36,17 @@ using measure::ParseSize;
 using measure::SplitCommas;
 constexpr int kExitInterrupted = 130;
 
+// The command line: what a run is (bound into the RunSpec each
+// measurement starts from), and what is done with the results.
 struct LatencyOptions {
-  std::string layer = "client";  ///< channel | client | inproc
-  std::string sizes;          ///< body bytes, comma-separated; empty: 64 B to 16 MiB (inproc: 512)
-  int64_t count = 10000;      ///< samples (pingpong, paired: pairs) or batches (stream) per size
-  double duration = 10;       ///< at most this many seconds per (transport, size); 0: no limit
-  std::string mode = "spin";  ///< spin | block | hybrid
-  std::string pattern;        ///< pingpong | stream | paired; empty: pingpong (inproc: stream)
-  int consumers = 1;          ///< stream: consumer processes
-  std::string compare;        ///< comma-separated baselines: floor, body, uds
-  std::string json;           ///< JSON report path, "-" for stdout; empty: none
-  std::string hgrm;           ///< directory for .hgrm files; empty: none
-  std::string socket;         ///< broker socket; empty: the client's default
-  bool progress = false;      ///< progress line even if stderr is not a terminal
-  bool no_warmup = false;     ///< pingpong: no untimed round trip before each ping
-  std::string writer = "build";  ///< stream: how each batch is made: build | fixed
-  bool timestamps = false;       ///< stamp publish times (topics, or the channel)
-  bool no_pin = false;           ///< do not pin processes to CPUs
-  double idle = 0.5;             ///< seconds of the idle-CPU measurement
+  lat::RunSpec spec;       ///< pattern empty: pingpong (inproc: stream)
+  std::string sizes;       ///< body bytes, comma-separated; empty: 64 B to 16 MiB (inproc: 512)
+  std::string compare;     ///< comma-separated baselines: floor, body, uds
+  std::string json;        ///< JSON report path, "-" for stdout; empty: none
+  std::string hgrm;        ///< directory for .hgrm files; empty: none
+  bool progress = false;   ///< progress line even if stderr is not a terminal
+  bool no_warmup = false;  ///< pingpong: no untimed round trip before each ping
+  bool no_pin = false;     ///< do not pin processes to CPUs
 };
 
 int Usage(const std::string& message) {
@@ -86,20 +79,20 @@ const lat::Measurement* Find(const std::vector<lat::Measurement>& all, const std
 }
 
 void PrintTable(std::ostream& out, int64_t size, const std::vector<lat::Measurement>& all,
-                const std::vector<std::string>& baselines, const LatencyOptions& options) {
-  if (options.layer == "inproc") {
+                const std::vector<std::string>& baselines, const lat::RunSpec& run) {
+  if (run.layer == "inproc") {
     const lat::Measurement& m = all.back();
     out << "\npayload " << FormatBytes(size) << ", in one thread (publish, receive, check, drop), "
-        << "writer " << options.writer << ": " << m.summary.samples << " batches, "
+        << "writer " << run.writer << ": " << m.summary.samples << " batches, "
         << FormatNs(m.summary.mean_ns) << " per batch, " << static_cast<int64_t>(m.msgs_per_s)
         << " batches/s\n";
     return;
   }
   out << "\npayload " << FormatBytes(size) << " (" << lat::RowsFor(size) << " int64 rows), layer "
-      << options.layer << ", " << options.pattern << ", mode " << options.mode;
-  if (options.pattern == "stream") {
-    out << ", " << options.consumers << " consumer" << (options.consumers > 1 ? "s" : "")
-        << (options.layer == "client" ? ", writer " + options.writer : "")
+      << run.layer << ", " << run.pattern << ", mode " << run.mode;
+  if (run.pattern == "stream") {
+    out << ", " << run.consumers << " consumer" << (run.consumers > 1 ? "s" : "")
+        << (run.layer == "client" ? ", writer " + run.writer : "")
         << "; latency = publish to receive";
   } else {
     out << "; one-way latency = round trip / 2";
@@ -253,14 +246,16 @@ Status WriteHgrm(const std::string& dir, const std::vector<lat::Measurement>& al
   return Status::OK();
 }
 
-int RunLatency(const LatencyOptions& given_options, const std::set<std::string>& given) {
-  LatencyOptions options = given_options;
-  const bool inproc = options.layer == "inproc";
-  const bool client = options.layer == "client";
-  if (options.pattern.empty()) options.pattern = inproc ? "stream" : "pingpong";
-  if (options.sizes.empty()) options.sizes = inproc ? "512" : "64,4096,65536,1048576,16777216";
-  const bool stream = options.pattern == "stream";
-  if (inproc && (!stream || options.consumers != 1 || options.mode != "spin")) {
+int RunLatency(const LatencyOptions& options, const std::set<std::string>& given) {
+  lat::RunSpec base = options.spec;
+  const bool inproc = base.layer == "inproc";
+  const bool client = base.layer == "client";
+  if (base.pattern.empty()) base.pattern = inproc ? "stream" : "pingpong";
+  std::string sizes_text = options.sizes;
+  if (sizes_text.empty()) sizes_text = inproc ? "512" : "64,4096,65536,1048576,16777216";
+  base.warmup = !options.no_warmup;
+  const bool stream = base.pattern == "stream";
+  if (inproc && (!stream || base.consumers != 1 || base.mode != "spin")) {
     return Usage(
         "--layer inproc is one thread publishing and receiving 512 B batches (--pattern stream, "
         "--sizes 512, --writer, --count, --timestamps, --json): no other --pattern, "
@@ -273,7 +268,7 @@ int RunLatency(const LatencyOptions& given_options, const std::set<std::string>&
                            "--progress", "--socket", "--no-pin"},
                           "not with --layer inproc (one thread, no broker, runs --count batches)")
                  : kExitOk;
-  if (code == kExitOk && options.layer == "channel") {
+  if (code == kExitOk && base.layer == "channel") {
     code = Refuse(given, {"--socket", "--writer"},
                   "not with --layer channel (no broker, no batch: bodies of bytes)");
   }
@@ -282,14 +277,14 @@ int RunLatency(const LatencyOptions& given_options, const std::set<std::string>&
                   : Refuse(given, {"--writer"}, "applies to --pattern stream only");
   }
   if (code != kExitOk) return code;
-  if (options.writer == "strings" && !inproc) {
+  if (base.writer == "strings" && !inproc) {
     return Usage("--writer strings: with --layer inproc only");
   }
-  if (options.pattern == "paired" && !options.compare.empty()) {
+  if (base.pattern == "paired" && !options.compare.empty()) {
     return Usage("--compare: the baselines have no --pattern paired");
   }
   std::vector<int64_t> sizes;
-  for (const auto& item : SplitCommas(options.sizes)) {
+  for (const auto& item : SplitCommas(sizes_text)) {
     int64_t size = 0;
     if (!ParseSize(item, &size) || size < 1 || size > (int64_t{1} << 30)) {
       return Usage("--sizes: '" + item +
@@ -315,14 +310,14 @@ int RunLatency(const LatencyOptions& given_options, const std::set<std::string>&
       baselines.push_back(item);
     }
   }
-  if (!stream && options.consumers != 1) {
+  if (!stream && base.consumers != 1) {
     return Usage("--consumers applies to --pattern stream only");
   }
-  if (options.pattern == "stream" && options.consumers != 1 &&
+  if (base.pattern == "stream" && base.consumers != 1 &&
       std::find(baselines.begin(), baselines.end(), "floor") != baselines.end()) {
     return Usage("--compare floor with --pattern stream has one consumer (--consumers 1)");
   }
-  if (options.consumers < 1 || options.consumers > lat::Shared::kMaxConsumers) {
+  if (base.consumers < 1 || base.consumers > lat::Shared::kMaxConsumers) {
     return Usage("--consumers must be between 1 and " + std::to_string(lat::Shared::kMaxConsumers));
   }
   if (!options.hgrm.empty()) {
@@ -340,31 +335,17 @@ int RunLatency(const LatencyOptions& given_options, const std::set<std::string>&
   // A broker: the one at --socket (or the default socket) if it answers,
   // else a private one.
   measure::PrivateBroker private_broker;
-  std::string socket = options.socket;
-  if (client && !client::BrokerClient::Connect(socket).ok()) {
+  if (client && !client::BrokerClient::Connect(base.socket).ok()) {
     const Status st = private_broker.Start("alkaid-latency", "alkaid-measure");
     if (!st.ok()) return Failure(st);
-    socket = private_broker.socket();
+    base.socket = private_broker.socket();
   }
-
-  lat::RunSpec base;
-  base.layer = options.layer;
-  base.mode = options.mode;
-  base.pattern = options.pattern;
-  base.consumers = options.consumers;
-  base.count = options.count;
-  base.duration_seconds = options.duration;
-  base.idle_seconds = options.idle;
-  base.warmup = !options.no_warmup;
-  base.writer = options.writer;
-  base.timestamps = options.timestamps;
-  base.socket = socket;
   base.broker_pid = private_broker.pid() > 0 ? static_cast<int>(private_broker.pid()) : 0;
   base.shm_prefix = private_broker.name().empty() ? "" : private_broker.name() + ".";
   if (!options.no_pin && !inproc) {
     const auto allowed = measure::AllowedCpus();
     const std::size_t needed =
-        options.pattern == "stream" ? 1 + static_cast<std::size_t>(options.consumers) : 2;
+        base.pattern == "stream" ? 1 + static_cast<std::size_t>(base.consumers) : 2;
     if (allowed.size() >= needed) base.cpus.assign(allowed.begin(), allowed.begin() + needed);
   }
 
@@ -410,10 +391,10 @@ int RunLatency(const LatencyOptions& given_options, const std::set<std::string>&
         return kExitInterrupted;
       }
       if (!st.ok()) return Failure(st.WithContext(label));
-      m.layer = options.layer;  // a baseline's row: the run's
+      m.layer = base.layer;  // a baseline's row: the run's
       all.push_back(std::move(m));
     }
-    PrintTable(table, size, all, baselines, options);
+    PrintTable(table, size, all, baselines, base);
   }
 
   if (!options.json.empty()) {
@@ -443,7 +424,7 @@ int Main(int argc, char** argv) {
       "(docs/PERFORMANCE.md)",
       "alkaid-measure");
   CLI::App* cmd = &app;
-  cmd->add_option("--layer", options->layer,
+  cmd->add_option("--layer", options->spec.layer,
                   "channel: a ChannelProducer and ChannelConsumers (libshm alone: bodies of "
                   "bytes, no batch, no broker) in processes of their own; client: Producer and "
                   "Consumers in processes of their own through a broker; inproc: a "
@@ -454,24 +435,24 @@ int Main(int argc, char** argv) {
   cmd->add_option("--sizes", options->sizes,
                   "Body sizes in bytes, comma-separated (suffixes K, M: binary); default "
                   "64,4096,65536,1048576,16777216 (inproc: 512, the only one)");
-  cmd->add_option("--count", options->count, "Samples (pingpong) or batches (stream) per size")
+  cmd->add_option("--count", options->spec.count, "Samples (pingpong) or batches (stream) per size")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  cmd->add_option("--duration", options->duration,
+  cmd->add_option("--duration", options->spec.duration_seconds,
                   "At most SEC seconds per transport and size (0: no limit)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->add_option("--mode", options->mode,
+  cmd->add_option("--mode", options->spec.mode,
                   "How consumers wait: spin (busy poll), block (futex), hybrid (spin then block)")
       ->check(CLI::IsMember({"spin", "block", "hybrid"}))
       ->capture_default_str();
-  cmd->add_option("--pattern", options->pattern,
+  cmd->add_option("--pattern", options->spec.pattern,
                   "pingpong: round trips, one-way = RTT/2; stream: publish as fast as possible, "
                   "publish-to-receive time per batch and throughput; paired: "
                   "pingpong alternating each size with 64 B in the same processes, the median "
                   "difference per pair with its 95% interval (default: pingpong; inproc: stream)")
       ->check(CLI::IsMember({"pingpong", "stream", "paired"}));
-  cmd->add_option("--consumers", options->consumers, "Consumer processes (stream)")
+  cmd->add_option("--consumers", options->spec.consumers, "Consumer processes (stream)")
       ->capture_default_str();
   cmd->add_option("--compare", options->compare,
                   "Baselines in the same run, comma-separated: floor (one shared cache line; "
@@ -485,13 +466,13 @@ int Main(int argc, char** argv) {
   cmd->add_option("--hgrm", options->hgrm,
                   "Write HdrHistogram percentile distributions (microseconds) to DIR, one file "
                   "per transport and size");
-  cmd->add_option("--socket", options->socket,
+  cmd->add_option("--socket", options->spec.socket,
                   "Broker socket; if nothing answers there, a private broker is started");
   cmd->add_flag("--progress", options->progress, "Progress on stderr even if it is not a terminal");
   cmd->add_flag("--no-warmup", options->no_warmup,
                 "pingpong: no untimed warm-up round trip (a batch of the ping's shape) between "
                 "building a batch and timing it");
-  cmd->add_option("--writer", options->writer,
+  cmd->add_option("--writer", options->spec.writer,
                   "stream: how the producer makes each batch: build (a builder in a batch pool, "
                   "then Publish) or fixed (a FixedShapeWriter: a new region taken with "
                   "Fill::kNone, every value written in place); inproc also strings (built, "
@@ -499,12 +480,12 @@ int Main(int argc, char** argv) {
                   "0 to 60, whose lengths change from batch to batch)")
       ->check(CLI::IsMember({"build", "fixed", "strings"}))
       ->capture_default_str();
-  cmd->add_flag("--timestamps", options->timestamps,
+  cmd->add_flag("--timestamps", options->spec.timestamps,
                 "The topics stamp each message's publish time (TopicOptions::publish_timestamps; "
                 "inproc: the channel's), to measure what stamping costs");
   cmd->add_flag("--no-pin", options->no_pin, "Do not pin the processes to separate CPUs");
-  cmd->add_option("--idle", options->idle,
-                  "Seconds of the consumer's idle-CPU measurement (pingpong)")
+  cmd->add_option("--idle", options->spec.idle_seconds,
+                  "Seconds of the consumer's idle-CPU measurement (pingpong; 0: none)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   try {

@@ -2,15 +2,14 @@
 // client layer (Producer and Consumers through a broker) and the channel
 // layer (a ChannelProducer and ChannelConsumers alone: a message is a body of
 // the payload's bytes loaned from the arena, its id in `user`, no batch, no
-// broker). The ping-pong, the paired ping-pong and the stream are written
-// once (PingLoop, PongLoop, StreamLoop, StreamRead) over each layer's sending
-// end (ClientOut, ChannelOut) and receiving end (ClientIn, ChannelIn).
+// broker): each layer's sending end (ClientOut, ChannelOut) and receiving
+// end (ClientIn, ChannelIn) for the ping-pong, the paired ping-pong and the
+// stream of latency_loops.h, and the processes of a run.
 
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <limits>
 #include <thread>
 
 #include "alkaid/client/batch_publisher.h"
@@ -22,7 +21,7 @@
 #include "alkaid/format/buffer.h"
 #include "alkaid/format/record_batch.h"
 #include "alkaid/shm/channel.h"
-#include "latency_internal.h"
+#include "latency_loops.h"
 
 namespace alkaid::tools::latency {
 
@@ -30,28 +29,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Control values carried as a message's id; measured messages have ids >= 0.
-constexpr int64_t kWarmValue = -2;     // untimed round trip before each ping
-constexpr int64_t kIdleValue = -3;     // side B: measure an idle period now
-constexpr int64_t kHelloBase = -1000;  // the client layer's hellos: kHelloBase - k
-
-constexpr auto kSlice = 50ms;  // waits are cut in slices to notice a stop
-constexpr int64_t kLinkTimeoutNs = 20'000'000'000;
-
-Status StopStatus() { return Status::Cancelled("stopped"); }
-
-// A message received: its id (client layer: the first value), its rows
-// (none for a message without body), first and last value, and when it was
-// received (only if the receiving end stamps: a clock read).
-struct Got {
-  int64_t id = 0, rows = 0, first = 0, last = 0, at_ns = 0;
-};
-
 // ---- the client layer ---------------------------------------------------
-
-format::SchemaPtr BatchSchema() {
-  return format::schema({format::field("v", format::int64(), false)});
-}
 
 shm::WaitMode WaitModeOf(const std::string& mode) {
   if (mode == "spin") return shm::WaitMode::kBusyPoll;
@@ -72,11 +50,7 @@ Result<PooledBatch> BuildBatch(client::Producer* producer, const format::SchemaP
                                int64_t rows, uint64_t region_bytes) {
   PooledBatch out;
   ALKAID_ASSIGN_OR_RAISE(out.pool, producer->NewBatchPool(region_bytes));
-  ALKAID_ASSIGN_OR_RAISE(auto buffer, format::AllocateBuffer(rows * 8, out.pool.get()));
-  out.values = reinterpret_cast<int64_t*>(buffer->mutable_data());
-  auto data = format::ArrayData::Make(format::int64(), rows, {nullptr, std::move(buffer)}, 0);
-  ALKAID_ASSIGN_OR_RAISE(
-      out.batch, format::RecordBatch::Make(schema, rows, {format::MakeArray(std::move(data))}));
+  ALKAID_ASSIGN_OR_RAISE(out.batch, Int64Batch(schema, rows, out.pool.get(), &out.values));
   return out;
 }
 
@@ -137,12 +111,7 @@ struct ClientIn {
   Status Next(std::chrono::nanoseconds timeout, Got* got) {
     auto next = consumer->Next(timeout);
     if (!next.ok()) return next.status();
-    if (stamp) got->at_ns = NowNs();
-    batch = std::move(*next);
-    got->rows = batch->num_rows();
-    ALKAID_RETURN_NOT_OK(FirstLast(*batch, &got->first, &got->last));
-    got->id = got->first;
-    return Status::OK();
+    return TakeBatch(std::move(*next), stamp, &batch, got);
   }
   void Release() { batch.reset(); }
   Status Close() {
@@ -245,237 +214,6 @@ Result<ChannelIn> OpenChannelIn(const RunSpec& spec, const std::string& name) {
   ChannelIn in;
   ALKAID_ASSIGN_OR_RAISE(in.consumer, shm::ChannelConsumer::Open(name, o));
   return in;
-}
-
-// The channel layer's processes find each other by counts in the shared
-// block: waits until `counter` reaches `want`.
-Status AwaitCount(const std::atomic<int>& counter, int want, const Shared* s, const char* what) {
-  const int64_t deadline = NowNs() + kLinkTimeoutNs;
-  while (counter.load() < want) {
-    if (Stopping(s)) return StopStatus();
-    if (NowNs() > deadline) return Status::TimedOut(what, " within 20 s");
-    std::this_thread::sleep_for(1ms);
-  }
-  return Status::OK();
-}
-
-// ---- the patterns, over either layer ------------------------------------
-
-// The next message on `in`, waiting in slices to notice a stop (up to
-// `timeout_ns` if > 0); EndOfStream once its producer closed.
-template <typename In>
-Status Await(In* in, Got* got, const Shared* s, int64_t timeout_ns = 0) {
-  const int64_t deadline = timeout_ns > 0 ? NowNs() + timeout_ns : 0;
-  while (true) {
-    Status st = in->Next(kSlice, got);
-    if (st.code() != StatusCode::kTimedOut) return st;
-    if (Stopping(s)) return StopStatus();
-    if (timeout_ns > 0 && NowNs() > deadline) return Status::TimedOut("nothing within 30 s");
-  }
-}
-
-// Waits for the answer carrying `expected`, skipping older answers (to
-// hellos the other side saw late).
-template <typename In>
-Status AwaitAnswer(In* in, int64_t expected, const Shared* s) {
-  Got got;
-  do {
-    ALKAID_RETURN_NOT_OK(Await(in, &got, s, 30'000'000'000));
-    in->Release();
-  } while (got.id != expected);
-  return Status::OK();
-}
-
-// Side A, once linked: publishes pings, times the round trips; then asks B
-// for the idle period.
-template <typename Out, typename In>
-Status PingLoop(const RunSpec& spec, Shared* s, Out* out, In* answers) {
-  const measure::LoopBounds bounds{spec.count, static_cast<int64_t>(spec.duration_seconds * 1e9)};
-  // Ping `i` of `rows` values.
-  auto ping_once = [&](int64_t i, int64_t rows, measure::RoundTripTimer* timer) -> Status {
-    const uint64_t region = PingRegionBytes(rows);
-    // Not timed: build the body in shared memory, then an untimed round
-    // trip with a body of the same shape of which only the first and last
-    // value are written, as the previous message of a one-shape stream
-    // would be: it brings the publish and receive paths and their
-    // per-shape state (the metadata cache entry, the decode plan) back
-    // into the caches a large build evicted, and makes sure B is running.
-    ALKAID_ASSIGN_OR_RAISE(auto ping, out->Make(rows, region));
-    for (int64_t r = 0; r < rows; ++r) ping.values[r] = i + r;
-    if (spec.warmup) {
-      ALKAID_ASSIGN_OR_RAISE(auto warm, out->Make(rows, region));
-      warm.values[0] = kWarmValue;
-      warm.values[rows - 1] = kWarmValue + rows - 1;
-      ALKAID_RETURN_NOT_OK(out->Send(warm, kWarmValue));
-      ALKAID_RETURN_NOT_OK(AwaitAnswer(answers, kWarmValue, s));
-      ALKAID_RETURN_NOT_OK(AwaitOtherSideWaiting(s, kWarmValue));
-    } else if (i > 0) {
-      ALKAID_RETURN_NOT_OK(AwaitOtherSideWaiting(s, i - 1));
-    }
-    // Timed: publish -> B holds the body, read first and last value,
-    // answers -> A holds the answer.
-    timer->Start();
-    ALKAID_RETURN_NOT_OK(out->Send(ping, i));
-    ALKAID_RETURN_NOT_OK(AwaitAnswer(answers, i, s));
-    timer->Stop();
-    return Status::OK();
-  };
-  // Paired: step i is pings 2i and 2i + 1, one of the size (timed by
-  // `timer`, into histograms[0]) and one of 64 B (into histograms[1]).
-  const bool paired = spec.pattern == "paired";
-  std::vector<int64_t> diffs;
-  auto step = [&](int64_t i, measure::RoundTripTimer* timer) -> Status {
-    if (!paired) return ping_once(i, RowsFor(spec.payload_bytes), timer);
-    measure::RoundTripTimer small;
-    for (int64_t id = 2 * i; id < 2 * i + 2; ++id) {
-      ALKAID_RETURN_NOT_OK(IsLarge(id) ? ping_once(id, RowsFor(spec.payload_bytes), timer)
-                                       : ping_once(id, RowsFor(64), &small));
-    }
-    s->histograms[1].Record(small.HalfNs());
-    diffs.push_back(timer->HalfNs() - small.HalfNs());
-    return Status::OK();
-  };
-  ALKAID_RETURN_NOT_OK(measure::RunPingPongLoop(
-      bounds, &s->histograms[0], &s->progress, &s->elapsed_ns, [s] { return Stopping(s); }, step));
-  if (!diffs.empty()) {
-    const auto pairs = static_cast<int64_t>(diffs.size());
-    const measure::MedianInterval d = measure::MedianWithInterval(std::move(diffs));
-    s->paired = {pairs, 0, d.median, d.lo, d.hi};
-  }
-  // The idle period: B waits with nothing coming.
-  s->phase.store(1);
-  ALKAID_RETURN_NOT_OK(out->SendValue(kIdleValue));
-  while (s->phase.load() != 2) {
-    if (Stopping(s)) return StopStatus();
-    std::this_thread::sleep_for(10ms);
-  }
-  return out->Close();
-}
-
-// Side B: answers each ping once it holds it and read its first and last
-// value, until A's producer closes.
-template <typename Out, typename In>
-Status PongLoop(const RunSpec& spec, Shared* s, Out* out, In* pings) {
-  const bool paired = spec.pattern == "paired";
-  int64_t next_id = 0;  // of the next measured ping
-  ALKAID_RETURN_NOT_OK(out->Prepare(next_id));
-  // What A waits for before a timed ping (AwaitOtherSideWaiting).
-  int64_t answered = std::numeric_limits<int64_t>::min();
-  Got got;
-  while (true) {
-    // Release: partner of A's acquire load; everything done since the
-    // answer is done before A times anything.
-    s->answered.store(answered, std::memory_order_release);
-    const Status st = Await(pings, &got, s);
-    if (st.code() == StatusCode::kEndOfStream) return out->Close();
-    ALKAID_RETURN_NOT_OK(st);
-    // The rows of the next measured ping (and of the warm-up before it).
-    const int64_t rows = RowsFor(paired && !IsLarge(next_id) ? 64 : spec.payload_bytes);
-    if (got.id >= 0) {
-      if (got.id != next_id || got.rows != rows || got.last != got.first + rows - 1) {
-        return Status::Invalid("ping ", next_id, ": got ", got.rows, " rows, values ", got.first,
-                               "..", got.last, "; expected ", rows, " rows, values ", next_id, "..",
-                               next_id + rows - 1);
-      }
-      pings->Release();
-      ALKAID_RETURN_NOT_OK(out->SendAnswer(next_id++));
-      answered = got.id;
-    } else if (got.id == kIdleValue) {
-      pings->Release();
-      const int64_t cpu0 = ProcessCpuNs();
-      const int64_t wall0 = NowNs();
-      Status idle = pings->Next(
-          std::chrono::nanoseconds(static_cast<int64_t>(spec.idle_seconds * 1e9)), &got);
-      s->idle_cpu_ns = ProcessCpuNs() - cpu0;
-      s->idle_wall_ns = NowNs() - wall0;
-      if (idle.ok()) return Status::Invalid("a message arrived during the idle period");
-      if (idle.code() != StatusCode::kTimedOut) return idle;
-      s->phase.store(2);
-    } else {
-      // A hello (one row) or a warm-up (the ping's shape).
-      if (got.id == kWarmValue && (got.rows != rows || got.last != got.first + rows - 1)) {
-        return Status::Invalid("warm-up: got ", got.rows, " rows, values ", got.first, "..",
-                               got.last, "; expected ", rows, " rows, values ", got.first, "..",
-                               got.first + rows - 1);
-      }
-      pings->Release();
-      if (got.id <= kHelloBase) s->hellos_seen.fetch_add(1);
-      ALKAID_RETURN_NOT_OK(out->SendValue(got.id));
-      answered = got.id;
-    }
-  }
-}
-
-// The stream's producer, once linked: `spec.count` bodies whose first value
-// is the publish time and the others the sequence number.
-template <typename Out>
-Status StreamLoop(const RunSpec& spec, Shared* s, Out* out) {
-  const int64_t rows = RowsFor(spec.payload_bytes);
-  const uint64_t region = RoundUp64(static_cast<uint64_t>(rows) * 8) + 1024;
-  const int64_t limit_ns = static_cast<int64_t>(spec.duration_seconds * 1e9);
-  const int64_t start = NowNs();
-  s->start_ns.store(start);
-  for (int64_t i = 0; i < spec.count; ++i) {
-    if ((i & 1023) == 0) {
-      if (Stopping(s)) return StopStatus();
-      if (limit_ns > 0 && NowNs() - start > limit_ns) break;
-    }
-    ALKAID_ASSIGN_OR_RAISE(auto body, out->Make(rows, region));
-    for (int64_t r = 1; r < rows; ++r) body.values[r] = i;
-    body.values[0] = NowNs();
-    ALKAID_RETURN_NOT_OK(out->Send(body, i));
-    s->published.store(i + 1, std::memory_order_relaxed);
-  }
-  return out->Close();
-}
-
-// Stream consumer `index`: checks every sequence number, records publish
-// to receive; consumer 0 of the client layer samples memory (`memory`).
-template <typename In>
-Status StreamRead(const RunSpec& spec, Shared* s, In* in, int index, bool memory) {
-  const int64_t rows = RowsFor(spec.payload_bytes);
-  bool linked = false;
-  int64_t expected = 0;
-  const int64_t checkpoint = std::min<int64_t>(1'000'000, std::max<int64_t>(1, spec.count / 2));
-  auto sample_memory = [&](int which) {
-    MemorySample& m = s->memory[which];
-    m.messages = expected;
-    m.producer_rss = ResidentBytes(s->producer_pid.load());
-    m.consumer_rss = ResidentBytes(static_cast<int>(::getpid()));
-    m.broker_rss = ResidentBytes(spec.broker_pid);
-    m.segments_bytes = SegmentBytes(spec.shm_prefix);
-    s->memory_samples.store(which + 1);
-  };
-  memory = memory && index == 0;
-  in->stamp = true;
-  Got got;
-  while (true) {
-    const Status st = Await(in, &got, s);
-    if (st.code() == StatusCode::kEndOfStream) break;
-    ALKAID_RETURN_NOT_OK(st);
-    if (got.first < 0) {  // a hello (client layer)
-      if (!linked) {
-        linked = true;
-        s->linked.fetch_add(1);
-      }
-      continue;
-    }
-    if (got.rows != rows || (rows >= 2 && got.last != expected)) {
-      return Status::Invalid("consumer ", index, ": message ", expected, " has ", got.rows,
-                             " rows and sequence number ", got.last, "; expected ", rows,
-                             " rows (lost or reordered)");
-    }
-    s->histograms[index].Record(got.at_ns - got.first);
-    ++expected;
-    s->received[index] = expected;
-    s->end_ns[index] = got.at_ns;
-    if (index == 0) s->progress.store(expected, std::memory_order_relaxed);
-    if (memory && expected == checkpoint) sample_memory(0);
-    // At the last batch the producer still runs (it drains in Close()).
-    if (memory && expected == spec.count && expected > checkpoint) sample_memory(1);
-  }
-  if (memory && expected > checkpoint && expected < spec.count) sample_memory(1);
-  return in->Close();
 }
 
 // ---- each process of a run ----------------------------------------------
@@ -584,10 +322,9 @@ Status ChannelPong(const RunSpec& spec, Shared* s, const std::string& ping,
 }
 
 Status ChannelStreamProducer(const RunSpec& spec, Shared* s, const std::string& name) {
-  const uint64_t region = RoundUp64(static_cast<uint64_t>(RowsFor(spec.payload_bytes)) * 8);
-  // As the client layer's stream topic: 1,024 slots, an arena for them all.
+  // As the client layer's stream topic, for bodies without metadata.
   const uint64_t arena =
-      std::max<uint64_t>(4 * region + (1 << 20), std::min<uint64_t>(1024 * region, 64 << 20));
+      StreamArenaBytes(RoundUp64(static_cast<uint64_t>(RowsFor(spec.payload_bytes)) * 8));
   ALKAID_ASSIGN_OR_RAISE(auto out, CreateChannelOut(spec, name, 1024, arena, spec.consumers));
   s->producer_pid.store(static_cast<int>(::getpid()));
   s->ready.fetch_add(1);
@@ -610,10 +347,8 @@ Status CreateTopics(const RunSpec& spec) {
   client::TopicOptions topic;
   topic.publish_timestamps = spec.timestamps;
   if (spec.pattern == "stream") {
-    const uint64_t region = RoundUp64(static_cast<uint64_t>(rows) * 8) + 1024;
     topic.slot_count = 1024;
-    topic.arena_bytes =
-        std::max<uint64_t>(4 * region + (1 << 20), std::min<uint64_t>(1024 * region, 64 << 20));
+    topic.arena_bytes = StreamArenaBytes(RoundUp64(static_cast<uint64_t>(rows) * 8) + 1024);
     return admin->CreateTopic(spec.topic_prefix + ".stream", schema, topic)
         .status()
         .WithContext("creating the stream topic");
@@ -664,9 +399,7 @@ Status MeasureAlkaid(const RunSpec& spec, const ProgressHook& progress, Measurem
                        [&] { return channel ? ChannelPong(spec, s, a, b) : ClientPong(spec, s); });
     });
   }
-  std::function<void()> on_wait;
-  if (progress) on_wait = [&] { progress(*s); };
-  const Status st = RunChildren(bodies, spec.cpus, &s->control, on_wait);
+  const Status st = RunProcesses(bodies, spec, progress, s);
   if (channel) {
     // What a process that failed left (a producer removes its names).
     (void)shm::RemoveChannel(a);
@@ -681,7 +414,7 @@ Status MeasureAlkaid(const RunSpec& spec, const ProgressHook& progress, Measurem
     if (!channel) out->writer = spec.writer;
     for (int k = 0; k < s->memory_samples.load() && k < 2; ++k) out->memory.push_back(s->memory[k]);
   } else {
-    out->has_idle = true;
+    out->has_idle = spec.idle_seconds > 0;
     out->idle_cpu_ns = s->idle_cpu_ns;
     out->idle_wall_ns = s->idle_wall_ns;
   }

@@ -19,7 +19,7 @@
 #include "alkaid/format/record_batch.h"
 #include "alkaid/shm/channel.h"
 #include "alkaid/shm/segment.h"
-#include "latency_internal.h"
+#include "latency_loops.h"
 
 namespace alkaid::tools::latency {
 
@@ -30,27 +30,56 @@ namespace ipc = format::ipc;
 // ---- floor --------------------------------------------------------------
 
 // The stream pattern's floor: the same bodies (the alkaid producer's 64
-// values: the publish time, then the sequence number) written into a ring
-// of body-sized places in one shared mapping, as many places as the alkaid
-// topic has slots; the consumer reads the first and last value, as the
-// alkaid consumer does. Each side's count lives in a line of its own: a
-// release store per message, the other side's acquire loads. No allocator,
-// no slot header, no return queue, no object per batch: what any
-// shared-memory stream of these bodies pays on this machine (the bodies'
-// lines and the two counts crossing between the cores, the clock reads).
-struct alignas(64) StreamFloorCounts {
-  static constexpr uint64_t kOpen = ~uint64_t{0};
-  std::atomic<uint64_t> written{0};  ///< producer: messages written
-  uint8_t pad0[56];
-  std::atomic<uint64_t> read{0};  ///< consumer: messages read
-  uint8_t pad1[56];
-  std::atomic<uint64_t> end{kOpen};  ///< producer: kOpen while it writes, then its count
-  std::atomic<uint32_t> ready{0};    ///< consumer: 1 once it waits for the first
-  uint8_t pad2[52];
-};
-static_assert(sizeof(StreamFloorCounts) == 192, "three lines");
-
+// values: the publish time, then the sequence number) through a ring of
+// body-sized places (measure::StreamRing), as many as the alkaid topic has
+// slots, by the stream's own loops (StreamLoop, StreamRead: the consumer
+// reads the first and last value, as the alkaid consumer does).
 constexpr uint64_t kStreamFloorSlots = 1024;  // the alkaid stream topic's slot_count
+
+struct RingOut {
+  struct Body {
+    int64_t* values = nullptr;
+  };
+  measure::StreamRing* ring;
+  const Shared* s;
+  uint64_t n = 0;  // messages written
+
+  Result<Body> Make(int64_t /*rows*/, uint64_t /*region*/) {
+    int64_t* place = ring->AwaitRoom(n, [this] { return Stopping(s); });
+    if (place == nullptr) return StopStatus();
+    return Body{place};
+  }
+  Status Send(const Body& /*body*/, int64_t /*id*/) {
+    ring->Written(n++);
+    return Status::OK();
+  }
+  Status Close() {
+    ring->End(n);
+    return Status::OK();
+  }
+};
+
+// A place is given back at the next Next, once its values were read.
+struct RingIn {
+  measure::StreamRing* ring;
+  int64_t rows;
+  bool stamp = true;  // always: a stream's consumer
+  uint64_t n = 0;     // messages read
+  bool holding = false;
+
+  Status Next(std::chrono::nanoseconds /*1,024 spins instead*/, Got* got) {
+    if (holding) ring->Consumed(n++);
+    holding = false;
+    const measure::StreamRing::Wait wait = ring->AwaitMessage(n);
+    if (wait == measure::StreamRing::Wait::kEnded) return Status::EndOfStream("the stream ended");
+    if (wait == measure::StreamRing::Wait::kWaiting) return Status::TimedOut("not yet");
+    const int64_t* values = ring->Place(n);
+    *got = {static_cast<int64_t>(n), rows, values[0], values[rows - 1], NowNs()};
+    holding = true;
+    return Status::OK();
+  }
+  Status Close() { return Status::OK(); }
+};
 
 Status MeasureStreamFloor(const RunSpec& spec, const ProgressHook& progress, Measurement* out) {
   if (spec.consumers != 1) {
@@ -59,86 +88,26 @@ Status MeasureStreamFloor(const RunSpec& spec, const ProgressHook& progress, Mea
   SharedBlock shared;
   ALKAID_RETURN_NOT_OK(shared.Map());
   Shared* s = shared.get();
-  measure::SharedMapping<StreamFloorCounts> counts_page;  // pages of its own
-  ALKAID_RETURN_NOT_OK(counts_page.Map(1, "the stream floor's counts"));
-  StreamFloorCounts* counts = counts_page.get();
   const int64_t rows = RowsFor(spec.payload_bytes);
-  const uint64_t stride = (static_cast<uint64_t>(rows) + 7) / 8 * 8;  // int64s: 64-byte places
-  measure::SharedMapping<int64_t> ring;
-  ALKAID_RETURN_NOT_OK(ring.Map(stride * kStreamFloorSlots, "the stream floor's ring"));
-  int64_t* places = ring.get();
-  const auto stopping = [s] { return Stopping(s); };
-  const int64_t limit_ns = static_cast<int64_t>(spec.duration_seconds * 1e9);
-
+  measure::StreamRing ring;  // places of whole 64-byte lines
+  ALKAID_RETURN_NOT_OK(ring.Map(kStreamFloorSlots, (static_cast<uint64_t>(rows) + 7) / 8 * 8));
   std::vector<std::function<int()>> bodies;
   bodies.push_back([&] {
     return ChildMain(s, "stream floor producer", [&]() -> Status {
       s->producer_pid.store(static_cast<int>(::getpid()));
-      while (counts->ready.load(std::memory_order_acquire) == 0) {
-        if (stopping()) return Status::Cancelled("stopped");
-      }
-      const int64_t start = NowNs();
-      s->start_ns.store(start);
-      uint64_t read = 0;
-      int64_t i = 0;
-      for (; i < spec.count; ++i) {
-        if ((i & 1023) == 0) {
-          if (stopping()) return Status::Cancelled("stopped");
-          if (limit_ns > 0 && NowNs() - start > limit_ns) break;
-        }
-        const auto n = static_cast<uint64_t>(i);
-        // Acquire: partner of the consumer's release store of its count.
-        for (uint32_t spins = 1; n - read >= kStreamFloorSlots; ++spins) {
-          read = counts->read.load(std::memory_order_acquire);
-          if ((spins & 1023) == 0 && stopping()) return Status::Cancelled("stopped");
-        }
-        int64_t* values = places + (n % kStreamFloorSlots) * stride;
-        for (int64_t r = 1; r < rows; ++r) values[r] = i;
-        values[0] = NowNs();
-        // Release: publishes the body; partner of the consumer's acquire.
-        counts->written.store(n + 1, std::memory_order_release);
-        s->published.store(i + 1, std::memory_order_relaxed);
-      }
-      counts->end.store(static_cast<uint64_t>(i), std::memory_order_release);
-      return Status::OK();
+      ALKAID_RETURN_NOT_OK(AwaitCount(s->linked, 1, s, "the consumer did not start"));
+      RingOut ring_out{&ring, s};
+      return StreamLoop(spec, s, &ring_out);
     });
   });
   bodies.push_back([&] {
     return ChildMain(s, "stream floor consumer", [&]() -> Status {
-      Histogram* histogram = &s->histograms[0];
-      counts->ready.store(1, std::memory_order_release);
-      uint64_t expected = 0;
-      uint64_t written = 0;
-      while (true) {
-        for (uint32_t spins = 1; written <= expected; ++spins) {
-          // Acquire: partner of the producer's release store of its count.
-          written = counts->written.load(std::memory_order_acquire);
-          if (written > expected) break;
-          if (counts->end.load(std::memory_order_acquire) == expected) return Status::OK();
-          if ((spins & 1023) == 0 && stopping()) return Status::Cancelled("stopped");
-        }
-        const int64_t* values = places + (expected % kStreamFloorSlots) * stride;
-        const int64_t first = values[0];
-        const int64_t last = values[rows - 1];
-        const int64_t now = NowNs();
-        if (rows >= 2 && last != static_cast<int64_t>(expected)) {
-          return Status::Invalid("stream floor: place ", expected % kStreamFloorSlots,
-                                 " holds sequence number ", last, ", expected ", expected);
-        }
-        histogram->Record(now - first);
-        ++expected;
-        // Release: the place may be written again; partner of the
-        // producer's acquire load.
-        counts->read.store(expected, std::memory_order_release);
-        s->received[0] = static_cast<int64_t>(expected);
-        s->end_ns[0] = now;
-        s->progress.store(static_cast<int64_t>(expected), std::memory_order_relaxed);
-      }
+      RingIn ring_in{&ring, rows};
+      s->linked.fetch_add(1);
+      return StreamRead(spec, s, &ring_in, 0, false);
     });
   });
-  std::function<void()> on_wait;
-  if (progress) on_wait = [&] { progress(*s); };
-  ALKAID_RETURN_NOT_OK(RunChildren(bodies, spec.cpus, &s->control, on_wait));
+  ALKAID_RETURN_NOT_OK(RunProcesses(bodies, spec, progress, s));
   Finish(spec, *s, "floor", "spin", "stream", out);
   return Status::OK();
 }
@@ -178,9 +147,7 @@ Status MeasureFloor(const RunSpec& spec, const ProgressHook& progress, Measureme
       return Status::OK();
     });
   });
-  std::function<void()> on_wait;
-  if (progress) on_wait = [&] { progress(*s); };
-  ALKAID_RETURN_NOT_OK(RunChildren(bodies, spec.cpus, &s->control, on_wait));
+  ALKAID_RETURN_NOT_OK(RunProcesses(bodies, spec, progress, s));
   Finish(spec, *s, "floor", "spin", "pingpong", out);
   return Status::OK();
 }
@@ -315,9 +282,7 @@ Status MeasureBodyFloor(const RunSpec& spec, const ProgressHook& progress, Measu
     return ChildMain(s, "body floor pong side",
                      [&] { return BodyFloorPongSide(spec, name, signal, s); });
   });
-  std::function<void()> on_wait;
-  if (progress) on_wait = [&] { progress(*s); };
-  const Status st = RunChildren(bodies, spec.cpus, &s->control, on_wait);
+  const Status st = RunProcesses(bodies, spec, progress, s);
   (void)shm::Segment::Remove(name);  // gone already unless side A failed early
   ALKAID_RETURN_NOT_OK(st);
   Finish(spec, *s, "body", "spin", "pingpong", out);
@@ -328,60 +293,84 @@ Status MeasureBodyFloor(const RunSpec& spec, const ProgressHook& progress, Measu
 
 namespace {
 
-format::SchemaPtr BatchSchema() {
-  return format::schema({format::field("v", format::int64(), false)});
-}
+// The sending end: batches of heap memory written as an IPC stream to one
+// socket (ping-pong) or to each consumer's (stream), flushed each time.
+struct UdsOut {
+  struct Body {
+    format::RecordBatchPtr batch;
+    int64_t* values = nullptr;
+  };
+  std::vector<std::shared_ptr<ipc::FileOutputStream>> outs;
+  std::vector<std::unique_ptr<ipc::RecordBatchWriter>> writers;
 
-Result<format::RecordBatchPtr> HeapBatch(int64_t rows, int64_t** values) {
-  ALKAID_ASSIGN_OR_RAISE(auto buffer, format::AllocateBuffer(rows * 8));
-  *values = reinterpret_cast<int64_t*>(buffer->mutable_data());
-  auto data = format::ArrayData::Make(format::int64(), rows, {nullptr, std::move(buffer)}, 0);
-  return format::RecordBatch::Make(BatchSchema(), rows, {format::MakeArray(std::move(data))});
-}
-
-Result<format::RecordBatchPtr> ValueBatch(int64_t value) {
-  int64_t* values = nullptr;
-  ALKAID_ASSIGN_OR_RAISE(auto batch, HeapBatch(1, &values));
-  values[0] = value;
-  return batch;
-}
-
-// Reads the next batch; EndOfStream at the end of the stream.
-Result<format::RecordBatchPtr> ReadBatch(ipc::RecordBatchStreamReader* reader) {
-  ALKAID_ASSIGN_OR_RAISE(auto batch, reader->ReadNext());
-  if (batch == nullptr) return Status::EndOfStream("the peer ended its stream");
-  return batch;
-}
-
-struct Endpoint {
-  std::shared_ptr<ipc::FileOutputStream> out;
-  std::shared_ptr<ipc::FileInputStream> in;
-  std::unique_ptr<ipc::RecordBatchWriter> writer;
-  std::unique_ptr<ipc::RecordBatchStreamReader> reader;
+  // Writes the schema first (it fits the socket buffer).
+  Status Open(int fd) {
+    ALKAID_ASSIGN_OR_RAISE(auto out, ipc::FileOutputStream::FromDescriptor(fd));
+    ALKAID_ASSIGN_OR_RAISE(auto writer, ipc::MakeStreamWriter(out.get(), BatchSchema()));
+    outs.push_back(std::move(out));
+    writers.push_back(std::move(writer));
+    return Status::OK();
+  }
+  Result<Body> Make(int64_t rows, uint64_t /*region*/) {
+    Body body;
+    ALKAID_ASSIGN_OR_RAISE(
+        body.batch, Int64Batch(BatchSchema(), rows, format::default_memory_pool(), &body.values));
+    return body;
+  }
+  Status Send(const Body& body, int64_t /*id: the first value*/) {
+    for (std::size_t k = 0; k < writers.size(); ++k) {
+      ALKAID_RETURN_NOT_OK(writers[k]->WriteRecordBatch(*body.batch));
+      ALKAID_RETURN_NOT_OK(outs[k]->Flush());
+    }
+    return Status::OK();
+  }
+  Status SendValue(int64_t value) {
+    ALKAID_ASSIGN_OR_RAISE(auto body, Make(1, 0));
+    body.values[0] = value;
+    return Send(body, value);
+  }
+  Status Prepare(int64_t /*id*/) { return Status::OK(); }
+  // The answer is made when it is sent, as a socket's reader would.
+  Status SendAnswer(int64_t id) { return SendValue(id); }
+  Status Close() {
+    for (std::size_t k = 0; k < writers.size(); ++k) {
+      ALKAID_RETURN_NOT_OK(writers[k]->Close());
+      ALKAID_RETURN_NOT_OK(outs[k]->Flush());
+    }
+    return Status::OK();
+  }
 };
 
-// Writer first (the schema message fits the socket buffer), then reader.
-Status OpenEndpoint(int write_fd, int read_fd, Endpoint* e) {
-  if (write_fd >= 0) {
-    ALKAID_ASSIGN_OR_RAISE(e->out, ipc::FileOutputStream::FromDescriptor(write_fd));
-    ALKAID_ASSIGN_OR_RAISE(e->writer, ipc::MakeStreamWriter(e->out.get(), BatchSchema()));
-  }
-  if (read_fd >= 0) {
-    ALKAID_ASSIGN_OR_RAISE(e->in, ipc::FileInputStream::FromDescriptor(read_fd));
-    ALKAID_ASSIGN_OR_RAISE(e->reader, ipc::RecordBatchStreamReader::Open(e->in.get()));
-  }
-  return Status::OK();
-}
+// The receiving end: the IPC stream of one socket, decoded; reads block
+// (the timeout is not used: the stream ends when the writer closes).
+struct UdsIn {
+  std::shared_ptr<ipc::FileInputStream> in;
+  std::unique_ptr<ipc::RecordBatchStreamReader> reader;
+  format::RecordBatchPtr batch;  // the last one received, until Release or the next
+  bool stamp = false;            // Got::at_ns
 
-Status CloseWriter(Endpoint* e) {
-  if (e->writer == nullptr) return Status::OK();
-  ALKAID_RETURN_NOT_OK(e->writer->Close());
-  return e->out->Flush();
-}
+  Status Open(int fd) {
+    ALKAID_ASSIGN_OR_RAISE(in, ipc::FileInputStream::FromDescriptor(fd));
+    ALKAID_ASSIGN_OR_RAISE(reader, ipc::RecordBatchStreamReader::Open(in.get()));
+    return Status::OK();
+  }
+  Status Next(std::chrono::nanoseconds /*timeout*/, Got* got) {
+    ALKAID_ASSIGN_OR_RAISE(auto next, reader->ReadNext());
+    if (next == nullptr) return Status::EndOfStream("the peer ended its stream");
+    return TakeBatch(std::move(next), stamp, &batch, got);
+  }
+  void Release() { batch.reset(); }
+  Status Close() {
+    batch.reset();
+    return Status::OK();
+  }
+};
 
 }  // namespace
 
-Status MeasureUds(const RunSpec& spec, const ProgressHook& progress, Measurement* out) {
+Status MeasureUds(const RunSpec& given, const ProgressHook& progress, Measurement* out) {
+  RunSpec spec = given;
+  spec.idle_seconds = 0;  // the socket's reads block: no idle period
   SharedBlock shared;
   ALKAID_RETURN_NOT_OK(shared.Map());
   Shared* s = shared.get();
@@ -401,137 +390,47 @@ Status MeasureUds(const RunSpec& spec, const ProgressHook& progress, Measurement
     }
     p = {fds[0], fds[1]};
   }
-  const int64_t rows = RowsFor(spec.payload_bytes);
-  const int64_t limit_ns = static_cast<int64_t>(spec.duration_seconds * 1e9);
+  // Each process closes the ends that are not its own (k: a consumer's
+  // index, -1 for side A).
+  auto keep = [&](int k) {
+    for (int j = 0; j < consumers; ++j) {
+      if (k >= 0) ::close(pairs[j][0]);
+      if (j != k) ::close(pairs[j][1]);
+    }
+  };
 
   std::vector<std::function<int()>> bodies;
-  if (!stream) {
-    bodies.push_back([&] {
-      return ChildMain(s, "uds ping side", [&]() -> Status {
-        ::close(pairs[0][1]);
-        Endpoint e;
-        ALKAID_RETURN_NOT_OK(OpenEndpoint(pairs[0][0], pairs[0][0], &e));
-        auto await = [&](int64_t expected) -> Status {
-          while (true) {
-            ALKAID_ASSIGN_OR_RAISE(auto answer, ReadBatch(e.reader.get()));
-            int64_t first = 0, last = 0;
-            ALKAID_RETURN_NOT_OK(FirstLast(*answer, &first, &last));
-            if (first == expected) return Status::OK();
-          }
-        };
-        const measure::LoopBounds bounds{spec.count, limit_ns};
-        auto step = [&](int64_t i, measure::RoundTripTimer* timer) -> Status {
-          int64_t* values = nullptr;
-          ALKAID_ASSIGN_OR_RAISE(auto batch, HeapBatch(rows, &values));
-          for (int64_t r = 0; r < rows; ++r) values[r] = i + r;
-          if (spec.warmup) {
-            ALKAID_ASSIGN_OR_RAISE(auto warm, ValueBatch(-2));
-            ALKAID_RETURN_NOT_OK(e.writer->WriteRecordBatch(*warm));
-            ALKAID_RETURN_NOT_OK(await(-2));
-          }
-          timer->Start();
-          ALKAID_RETURN_NOT_OK(e.writer->WriteRecordBatch(*batch));
-          ALKAID_RETURN_NOT_OK(e.out->Flush());
-          ALKAID_RETURN_NOT_OK(await(i));
-          timer->Stop();
-          return Status::OK();
-        };
-        ALKAID_RETURN_NOT_OK(measure::RunPingPongLoop(
-            bounds, &s->histograms[0], &s->progress, &s->elapsed_ns, [s] { return Stopping(s); },
-            step));
-        return CloseWriter(&e);
+  bodies.push_back([&] {
+    return ChildMain(s, stream ? "uds producer" : "uds ping side", [&]() -> Status {
+      keep(-1);
+      UdsOut to;
+      for (const auto& p : pairs) ALKAID_RETURN_NOT_OK(to.Open(p[0]));
+      if (stream) return StreamLoop(spec, s, &to);
+      UdsIn answers;
+      ALKAID_RETURN_NOT_OK(answers.Open(pairs[0][0]));
+      ALKAID_RETURN_NOT_OK(PingLoop(spec, s, &to, &answers));
+      return answers.Close();
+    });
+  });
+  for (int k = 0; k < consumers; ++k) {
+    bodies.push_back([&, k] {
+      const std::string who = stream ? "uds consumer " + std::to_string(k) : "uds pong side";
+      return ChildMain(s, who, [&, k]() -> Status {
+        keep(k);
+        UdsIn from;
+        if (stream) {
+          ALKAID_RETURN_NOT_OK(from.Open(pairs[k][1]));
+          return StreamRead(spec, s, &from, k, false);
+        }
+        UdsOut answers;
+        ALKAID_RETURN_NOT_OK(answers.Open(pairs[0][1]));
+        ALKAID_RETURN_NOT_OK(from.Open(pairs[0][1]));
+        ALKAID_RETURN_NOT_OK(PongLoop(spec, s, &answers, &from));
+        return from.Close();
       });
     });
-    bodies.push_back([&] {
-      return ChildMain(s, "uds pong side", [&]() -> Status {
-        ::close(pairs[0][0]);
-        Endpoint e;
-        ALKAID_RETURN_NOT_OK(OpenEndpoint(pairs[0][1], pairs[0][1], &e));
-        int64_t next_id = 0;
-        while (true) {
-          ALKAID_ASSIGN_OR_RAISE(auto batch, e.reader->ReadNext());
-          if (batch == nullptr) break;
-          int64_t first = 0, last = 0;
-          ALKAID_RETURN_NOT_OK(FirstLast(*batch, &first, &last));
-          if (first >= 0) {
-            if (first != next_id || batch->num_rows() != rows || last != first + rows - 1) {
-              return Status::Invalid("uds ping ", next_id, ": got ", batch->num_rows(),
-                                     " rows, values ", first, "..", last);
-            }
-            ++next_id;
-          }
-          batch.reset();
-          ALKAID_ASSIGN_OR_RAISE(auto answer, ValueBatch(first));
-          ALKAID_RETURN_NOT_OK(e.writer->WriteRecordBatch(*answer));
-          ALKAID_RETURN_NOT_OK(e.out->Flush());
-        }
-        return CloseWriter(&e);
-      });
-    });
-  } else {
-    bodies.push_back([&] {
-      return ChildMain(s, "uds producer", [&]() -> Status {
-        std::vector<Endpoint> ends(static_cast<std::size_t>(consumers));
-        for (int k = 0; k < consumers; ++k) {
-          ::close(pairs[k][1]);
-          ALKAID_RETURN_NOT_OK(OpenEndpoint(pairs[k][0], -1, &ends[k]));
-        }
-        const int64_t start = NowNs();
-        s->start_ns.store(start);
-        for (int64_t i = 0; i < spec.count; ++i) {
-          if ((i & 1023) == 0) {
-            if (Stopping(s)) return Status::Cancelled("stopped");
-            if (limit_ns > 0 && NowNs() - start > limit_ns) break;
-          }
-          int64_t* values = nullptr;
-          ALKAID_ASSIGN_OR_RAISE(auto batch, HeapBatch(rows, &values));
-          for (int64_t r = 1; r < rows; ++r) values[r] = i;
-          values[0] = NowNs();
-          for (auto& e : ends) {
-            ALKAID_RETURN_NOT_OK(e.writer->WriteRecordBatch(*batch));
-            ALKAID_RETURN_NOT_OK(e.out->Flush());
-          }
-          s->published.store(i + 1, std::memory_order_relaxed);
-        }
-        for (auto& e : ends) ALKAID_RETURN_NOT_OK(CloseWriter(&e));
-        return Status::OK();
-      });
-    });
-    for (int k = 0; k < consumers; ++k) {
-      bodies.push_back([&, k] {
-        return ChildMain(s, "uds consumer " + std::to_string(k), [&, k]() -> Status {
-          for (int j = 0; j < consumers; ++j) {
-            ::close(pairs[j][0]);
-            if (j != k) ::close(pairs[j][1]);
-          }
-          Endpoint e;
-          ALKAID_RETURN_NOT_OK(OpenEndpoint(-1, pairs[k][1], &e));
-          Histogram* h = &s->histograms[k];
-          int64_t expected = 0;
-          while (true) {
-            ALKAID_ASSIGN_OR_RAISE(auto batch, e.reader->ReadNext());
-            if (batch == nullptr) break;
-            const int64_t now = NowNs();
-            int64_t first = 0, last = 0;
-            ALKAID_RETURN_NOT_OK(FirstLast(*batch, &first, &last));
-            if (batch->num_rows() != rows || (rows >= 2 && last != expected)) {
-              return Status::Invalid("uds consumer ", k, ": batch ", expected, " has sequence ",
-                                     last);
-            }
-            h->Record(now - first);
-            ++expected;
-            s->received[k] = expected;
-            s->end_ns[k] = now;
-            if (k == 0) s->progress.store(expected, std::memory_order_relaxed);
-          }
-          return Status::OK();
-        });
-      });
-    }
   }
-  std::function<void()> on_wait;
-  if (progress) on_wait = [&] { progress(*s); };
-  const Status st = RunChildren(bodies, spec.cpus, &s->control, on_wait);
+  const Status st = RunProcesses(bodies, spec, progress, s);
   for (auto& p : pairs) {
     ::close(p[0]);
     ::close(p[1]);

@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -33,29 +34,28 @@ using measure::Histogram;
 using measure::NowNs;
 using measure::ProcessCpuNs;
 using measure::ResidentBytes;
-using measure::RunChildren;
 using measure::SegmentBytes;
 using measure::Summarize;
 using measure::Summary;
 
 /// How one (transport, size) measurement is run.
 struct RunSpec {
-  std::string layer = "client";      ///< channel | client | inproc
-  std::string mode = "spin";         ///< spin | block | hybrid
-  std::string pattern = "pingpong";  ///< pingpong | stream | paired
-  int64_t payload_bytes = 64;        ///< body bytes: rows = max(1, payload / 8) int64 values
-  int consumers = 1;                 ///< stream: consumers
-  int64_t count = 10000;             ///< samples (pingpong), pairs (paired) or batches (stream)
-  double duration_seconds = 0;       ///< stop early after this long; 0: no limit
-  double idle_seconds = 0.5;         ///< alkaid pingpong: idle period measured at the end
-  bool warmup = true;                ///< pingpong: untimed warm-up before each ping
-  std::string writer = "build";      ///< stream: build | fixed (FixedShapeWriter)
-  bool timestamps = false;           ///< topics (or the inproc channel) stamp publish times
-  std::string socket;                ///< alkaid: broker socket
-  std::string topic_prefix;          ///< alkaid: unique per run
-  std::vector<int> cpus;             ///< CPUs to pin the processes to (empty: no pinning)
-  int broker_pid = 0;                ///< stream memory samples: the broker (0: unknown)
-  std::string shm_prefix;            ///< stream memory samples: /dev/shm names of the broker
+  std::string layer = "client";  ///< channel | client | inproc
+  std::string mode = "spin";     ///< spin | block | hybrid
+  std::string pattern;           ///< pingpong | stream | paired (empty: by the layer)
+  int64_t payload_bytes = 64;    ///< body bytes: rows = max(1, payload / 8) int64 values
+  int consumers = 1;             ///< stream: consumers
+  int64_t count = 10000;         ///< samples (pingpong), pairs (paired) or batches (stream)
+  double duration_seconds = 10;  ///< stop early after this long; 0: no limit
+  double idle_seconds = 0.5;     ///< alkaid pingpong: idle period measured at the end (0: none)
+  bool warmup = true;            ///< pingpong: untimed warm-up before each ping
+  std::string writer = "build";  ///< stream: build | fixed (FixedShapeWriter)
+  bool timestamps = false;       ///< topics (or the inproc channel) stamp publish times
+  std::string socket;            ///< alkaid: broker socket
+  std::string topic_prefix;      ///< alkaid: unique per run
+  std::vector<int> cpus;         ///< CPUs to pin the processes to (empty: no pinning)
+  int broker_pid = 0;            ///< stream memory samples: the broker (0: unknown)
+  std::string shm_prefix;        ///< stream memory samples: /dev/shm names of the broker
 };
 
 /// Memory figures taken by stream consumer 0 at a checkpoint.
@@ -90,6 +90,12 @@ inline uint64_t PingArenaBytes(int64_t rows) { return 4 * PingRegionBytes(rows) 
 /// receives the body).
 inline uint64_t PingArenaBytes(const RunSpec& spec) {
   return (spec.pattern == "paired" ? 2 : 1) * PingArenaBytes(RowsFor(spec.payload_bytes));
+}
+
+/// Arena of a stream's channel (1,024 slots) for regions of `region` bytes:
+/// one for every slot, within 4 regions + 1 MiB and 64 MiB.
+inline uint64_t StreamArenaBytes(uint64_t region) {
+  return std::max<uint64_t>(4 * region + (1 << 20), std::min<uint64_t>(1024 * region, 64 << 20));
 }
 
 /// Region of each small batch: hellos, control values, answers.
@@ -195,6 +201,19 @@ void Finish(const RunSpec& spec, const Shared& shared, const std::string& transp
 
 /// Hooks the parent gives a measurement (progress reporting).
 using ProgressHook = std::function<void(const Shared&)>;
+
+/// Runs each of `bodies` in a child process (RunChildren, pinned to
+/// spec.cpus), calling `progress` (if set) while it waits.
+Status RunProcesses(const std::vector<std::function<int()>>& bodies, const RunSpec& spec,
+                    const ProgressHook& progress, Shared* s);
+
+/// The schema of every transport's batches: one non-nullable int64 column.
+format::SchemaPtr BatchSchema();
+
+/// A batch of `schema` (BatchSchema's) of `rows` values allocated from
+/// `pool`, left for the caller to write at `*values`.
+Result<format::RecordBatchPtr> Int64Batch(const format::SchemaPtr& schema, int64_t rows,
+                                          format::MemoryPool* pool, int64_t** values);
 
 /// Alkaid's own transport, pingpong, paired (the pingpong alternating the
 /// size with 64 B) or stream, on the client layer (Producer and Consumer,

@@ -2,6 +2,8 @@
 // block, and batch values.
 
 #include "alkaid/format/array.h"
+#include "alkaid/format/array_data.h"
+#include "alkaid/format/buffer.h"
 #include "latency_internal.h"
 
 namespace alkaid::tools::latency {
@@ -31,6 +33,25 @@ Status AwaitOtherSideWaiting(const Shared* shared, int64_t value) {
     }
   }
   return Status::OK();
+}
+
+format::SchemaPtr BatchSchema() {
+  return format::schema({format::field("v", format::int64(), false)});
+}
+
+Result<format::RecordBatchPtr> Int64Batch(const format::SchemaPtr& schema, int64_t rows,
+                                          format::MemoryPool* pool, int64_t** values) {
+  ALKAID_ASSIGN_OR_RAISE(auto buffer, format::AllocateBuffer(rows * 8, pool));
+  *values = reinterpret_cast<int64_t*>(buffer->mutable_data());
+  auto data = format::ArrayData::Make(format::int64(), rows, {nullptr, std::move(buffer)}, 0);
+  return format::RecordBatch::Make(schema, rows, {format::MakeArray(std::move(data))});
+}
+
+Status RunProcesses(const std::vector<std::function<int()>>& bodies, const RunSpec& spec,
+                    const ProgressHook& progress, Shared* s) {
+  std::function<void()> on_wait;
+  if (progress) on_wait = [&] { progress(*s); };
+  return measure::RunChildren(bodies, spec.cpus, &s->control, on_wait);
 }
 
 void Finish(const RunSpec& spec, const Shared& shared, const std::string& transport,

@@ -13,11 +13,6 @@
 
 namespace alkaid::measure {
 
-/// alkaid-broker: $ALKAID_BROKER_BIN, next to the running executable, in the
-/// build tree beside it (tools/alkaid or bench -> broker/daemon), then on
-/// PATH; empty if none is found.
-std::string FindBrokerBinary();
-
 /// A broker this process starts and stops. Its socket lies in a fresh
 /// directory /tmp/<prefix>.XXXXXX and its segments are named
 /// <prefix><pid>.*; it dies with the process that started it.
@@ -28,7 +23,9 @@ class PrivateBroker {
   PrivateBroker& operator=(const PrivateBroker&) = delete;
   ~PrivateBroker() { Stop(); }
 
-  /// Starts `binary` (empty: FindBrokerBinary()) and waits, at most 10 s,
+  /// Starts `binary` (empty: $ALKAID_BROKER_BIN, else alkaid-broker next to
+  /// the running executable, in the build tree beside it (tools/alkaid or
+  /// bench -> broker/daemon), else on PATH) and waits, at most 10 s,
   /// until it accepts connections. `who` names the caller in messages.
   Status Start(const std::string& prefix, const std::string& who, std::string binary = "");
 

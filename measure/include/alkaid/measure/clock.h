@@ -18,12 +18,6 @@ inline int64_t NowNs() {
   return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
 }
 
-/// Spins until NowNs() reaches `until_ns`.
-inline void SpinUntil(int64_t until_ns) {
-  while (NowNs() < until_ns) {
-  }
-}
-
 /// CPU time (user + system) of the calling process, in nanoseconds.
 int64_t ProcessCpuNs();
 

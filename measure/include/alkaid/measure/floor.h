@@ -9,7 +9,9 @@
 /// - the body floor: the same hand-over on a signal line that stands for
 ///   the transport's slot, carrying the offset of a body of the batch's
 ///   size that the other side reads (BodyLine), loaned where the
-///   transport's allocator would put it (BodyLoans).
+///   transport's allocator would put it (BodyLoans);
+/// - the stream floor: bodies handed over in order through a ring of
+///   places, one count per side (StreamRing).
 /// Each line lives alone in a page of its own (SharedMapping), mapped
 /// before the fork.
 
@@ -19,12 +21,11 @@
 #include <deque>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "alkaid/common/result.h"
 #include "alkaid/common/status.h"
 #include "alkaid/measure/clock.h"
-#include "alkaid/measure/process.h"
+#include "alkaid/measure/shared_mapping.h"
 #include "alkaid/shm/channel.h"
 
 namespace alkaid::measure {
@@ -83,24 +84,16 @@ struct alignas(64) FloorLine {
 };
 static_assert(sizeof(FloorLine) == 64, "the floor is one cache line");
 
-/// The cache-line floor between the caller and a child forked per `cpus`
-/// (ForkPinned): `warm_up` untimed round trips, then `count` timed ones;
-/// returns their halves in nanoseconds. Exits the process if the child
-/// fails (for benches).
-std::vector<int64_t> FloorSamples(const CpuPair& cpus, uint64_t count, uint64_t warm_up = 0);
-
 /// The body floor's signal line. A writes the body's place and its id,
 /// then stores round trip k (k >= 1) into `ping` (release: publishes the
 /// body and the fields; partner of B's acquire load of `ping`); B reads
 /// the body and answers with k in `pong` (release; partner of A's acquire
-/// load). kQuit in `ping` tells B to leave; kReady in `pong` says B is
-/// ready.
+/// load). kQuit in `ping` tells B to leave.
 struct alignas(64) BodyLine {
   static constexpr uint64_t kQuit = ~uint64_t{0};
-  static constexpr uint64_t kReady = ~uint64_t{0};
 
   std::atomic<uint64_t> ping;  ///< A -> B: round trip k >= 1, or kQuit
-  std::atomic<uint64_t> pong;  ///< B -> A: the last round trip answered, or kReady
+  std::atomic<uint64_t> pong;  ///< B -> A: the last round trip answered
   uint64_t body_offset;        ///< round trip k's body, from the channel segment's data
   int64_t id;                  ///< what the body holds, for B's check (< 0: a warm-up)
 
@@ -124,16 +117,6 @@ struct alignas(64) BodyLine {
   /// A: B leaves.
   void Quit() { ping.store(kQuit, std::memory_order_release); }
 
-  /// B: says it is ready; A: waits for it (false if stopping first).
-  void Ready() { pong.store(kReady, std::memory_order_release); }
-  template <typename Stop>
-  bool AwaitReady(Stop&& stopping) const {
-    while (pong.load(std::memory_order_acquire) != kReady) {
-      if (stopping()) return false;
-    }
-    return true;
-  }
-
   /// B: waits for the round trip after `seen`; false on kQuit, or if
   /// `stopping()` turned true first.
   template <typename Stop>
@@ -148,6 +131,78 @@ struct alignas(64) BodyLine {
   void Answer(uint64_t k) { pong.store(k, std::memory_order_release); }
 };
 static_assert(sizeof(BodyLine) == 64, "the signal is one cache line");
+
+/// StreamRing's counts, each side's in a line of its own.
+struct alignas(64) StreamRingCounts {
+  std::atomic<uint64_t> written{0};  ///< producer: messages written
+  uint8_t pad0[56];
+  std::atomic<uint64_t> read{0};  ///< consumer: messages read
+  uint8_t pad1[56];
+  std::atomic<uint64_t> end{~uint64_t{0}};  ///< producer: its count once it ended
+  uint8_t pad2[56];
+};
+static_assert(sizeof(StreamRingCounts) == 192, "three lines");
+
+/// The stream floor: one producer hands messages 0, 1, ... to one consumer
+/// through a ring of `places` places of `place_values` int64 each, in one
+/// shared mapping; the producer's count of messages written and the
+/// consumer's count of messages read each live in a cache line of their
+/// own (a release store per message, the other side's acquire loads). No
+/// allocator, slot header, return queue or object: what any shared-memory
+/// stream of such bodies pays. Mapped before the fork; each side keeps its
+/// last view of the other's count in its own copy of this object.
+class StreamRing {
+ public:
+  /// What AwaitMessage found.
+  enum class Wait { kReady, kEnded, kWaiting };
+
+  /// Maps the counts and the places (IOError with the errno).
+  Status Map(uint64_t places, uint64_t place_values);
+
+  /// Producer: the place of message n once the consumer has read message
+  /// n - places; null if `stopping()` turned true first (asked every 1024
+  /// spins).
+  template <typename Stop>
+  int64_t* AwaitRoom(uint64_t n, Stop&& stopping) {
+    // Acquire: partner of Consumed's release store.
+    for (uint32_t spins = 1; n - read_seen_ >= places_; ++spins) {
+      read_seen_ = counts_->read.load(std::memory_order_acquire);
+      if ((spins & 1023) == 0 && stopping()) return nullptr;
+    }
+    return Place(n);
+  }
+  /// Producer: message n is written. Release: publishes its place; partner
+  /// of AwaitMessage's acquire load.
+  void Written(uint64_t n) { counts_->written.store(n + 1, std::memory_order_release); }
+  /// Producer: no message after the first `count`.
+  void End(uint64_t count) { counts_->end.store(count, std::memory_order_release); }
+
+  /// Consumer: kReady once message n is written (at Place(n)), kEnded if
+  /// the producer ended before it, kWaiting after 1024 spins without either.
+  Wait AwaitMessage(uint64_t n) {
+    for (uint32_t spins = 0; spins < 1024 && written_seen_ <= n; ++spins) {
+      // Acquire: partner of Written's release store.
+      written_seen_ = counts_->written.load(std::memory_order_acquire);
+      if (written_seen_ > n) break;
+      if (counts_->end.load(std::memory_order_acquire) == n) return Wait::kEnded;
+    }
+    return written_seen_ > n ? Wait::kReady : Wait::kWaiting;
+  }
+  /// Consumer: message n is read. Release: its place may be written again;
+  /// partner of AwaitRoom's acquire load.
+  void Consumed(uint64_t n) { counts_->read.store(n + 1, std::memory_order_release); }
+
+  /// Where message n is (or goes).
+  int64_t* Place(uint64_t n) const { return values_.get() + (n % places_) * place_values_; }
+
+ private:
+  SharedMapping<StreamRingCounts> counts_;  // pages of their own
+  SharedMapping<int64_t> values_;
+  uint64_t places_ = 1;
+  uint64_t place_values_ = 0;
+  uint64_t read_seen_ = 0;     // producer: the consumer's count, as last seen
+  uint64_t written_seen_ = 0;  // consumer: the producer's count, as last seen
+};
 
 /// Where the body floor's bodies come from: loans of a channel that is
 /// never published through, made with the transport's arena options, so
@@ -164,10 +219,6 @@ class BodyLoans {
   Result<shm::ChannelLoan> Loan(uint64_t bytes) { return channel_->Loan(bytes); }
   /// Keeps `loan`, dropping the oldest one kept beyond `held`.
   void Hold(shm::ChannelLoan loan);
-  /// Drops every loan kept.
-  void Release() { held_loans_.clear(); }
-
-  shm::ChannelProducer* channel() const { return channel_.get(); }
 
  private:
   std::unique_ptr<shm::ChannelProducer> channel_;

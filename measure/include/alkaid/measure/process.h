@@ -20,25 +20,6 @@ namespace alkaid::measure {
 /// The CPUs this process may run on, ascending.
 std::vector<int> AllowedCpus();
 
-/// Moves `pid` (0: the caller) to `cpu`; nothing if `cpu` < 0.
-void PinTo(int cpu, pid_t pid = 0);
-
-/// The CPUs of a parent and of the children it forks (-1: not pinned).
-struct CpuPair {
-  int parent = -1;
-  int child = -1;
-};
-
-/// fork(), with the child moved to its CPU by the parent as well as by
-/// itself: a child inherits the parent's CPU, and under a real-time policy
-/// (`chrt -f`) the spinning parent never lets it run there to move itself.
-/// Exits the process if fork fails (for benches).
-pid_t ForkPinned(const CpuPair& cpus);
-
-/// Waits for child `pid`; exits the process with 1 unless it exited 0 (for
-/// benches).
-void AwaitChild(pid_t pid);
-
 /// Installs a SIGINT/SIGTERM handler that sets Interrupted() (no
 /// SA_RESTART, so that blocking reads return EINTR).
 void InstallInterruptHandler();

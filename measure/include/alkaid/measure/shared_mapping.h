@@ -77,8 +77,6 @@ class SharedMapping {
 
   T* get() const { return objects_; }
   T* operator->() const { return objects_; }
-  T& operator[](std::size_t i) const { return objects_[i]; }
-  std::size_t size() const { return count_; }
 
  private:
   void Reset() {
