@@ -125,15 +125,16 @@ inline bool IsLarge(int64_t id) { return (id % 2 == 0) == ((id / 4) % 2 == 1); }
 struct Shared {
   static constexpr int kMaxConsumers = 64;
   measure::ChildControl control;  ///< stop flag, first child error
-  std::atomic<int64_t> progress;  ///< samples or batches so far
-  std::atomic<int> ready;         ///< children that finished setting up
-  std::atomic<int> linked;        ///< consumers that saw the producer's hello
-  std::atomic<int> phase;         ///< pingpong: 1 = idle period requested, 2 = done
+  /// Samples or batches so far: written per batch by side B or consumer 0,
+  /// so on a line of its own (the producer's stores would share it).
+  alignas(64) std::atomic<int64_t> progress;
+  alignas(64) std::atomic<int> ready;  ///< children that finished setting up
+  std::atomic<int> linked;             ///< consumers that saw the producer's hello
+  std::atomic<int> phase;              ///< pingpong: 1 = idle period requested, 2 = done
   /// Pingpong: the value side B answered last, stored when B waits again
   /// (after the answer's publish and its own clean-up).
   std::atomic<int64_t> answered;
   std::atomic<int64_t> start_ns;     ///< stream: producer's first timed publish
-  std::atomic<int64_t> published;    ///< stream: batches published
   int64_t end_ns[kMaxConsumers];     ///< stream: each consumer's last receive
   int64_t received[kMaxConsumers];   ///< stream: each consumer's batches
   int64_t elapsed_ns;                ///< pingpong: time of the timed loop
