@@ -405,8 +405,15 @@ ChannelStats ChannelProducer::stats() const {
 }
 
 std::vector<ChannelConsumerInfo> ChannelProducer::consumers() const {
+  std::vector<ChannelConsumerInfo> out;
+  consumers(&out);
+  return out;
+}
+
+void ChannelProducer::consumers(std::vector<ChannelConsumerInfo>* into) const {
   const ProducerState& state = *impl_;
-  std::vector<ChannelConsumerInfo> out = state.consumers.Describe(state.blocks);
+  std::vector<ChannelConsumerInfo>& out = *into;
+  state.consumers.Describe(state.blocks, &out);
   // Bytes read: every body published, less those the slots still hold of
   // the messages from the consumer's cursor on (older ones were
   // overwritten: lost to it, counted as passed).
@@ -420,7 +427,6 @@ std::vector<ChannelConsumerInfo> ChannelProducer::consumers() const {
     }
     c.read_bytes = state.stats.published_bytes - std::min(unread, state.stats.published_bytes);
   }
-  return out;
 }
 
 const std::string& ChannelProducer::name() const { return impl_->name; }

@@ -248,6 +248,13 @@ uint32_t ConsumerSet::Slowest() const {
 
 std::vector<ChannelConsumerInfo> ConsumerSet::Describe(const BlockTable& blocks) const {
   std::vector<ChannelConsumerInfo> out;
+  Describe(blocks, &out);
+  return out;
+}
+
+void ConsumerSet::Describe(const BlockTable& blocks, std::vector<ChannelConsumerInfo>* into) const {
+  std::vector<ChannelConsumerInfo>& out = *into;
+  out.clear();
   for (uint32_t k = 0; k < geometry_.max_consumers; ++k) {
     const ConsumerState& c = consumers_[k];
     if (!c.accepted) {
@@ -275,7 +282,6 @@ std::vector<ChannelConsumerInfo> ConsumerSet::Describe(const BlockTable& blocks)
     info.dropped = c.dropped;
     out.push_back(info);
   }
-  return out;
 }
 
 void ConsumerSet::RemoveSegments() const {

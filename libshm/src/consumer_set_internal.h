@@ -173,6 +173,8 @@ class ConsumerSet {
 
   /// The consumers accepted, and those registered and waiting (ChannelProducer::consumers()).
   std::vector<ChannelConsumerInfo> Describe(const BlockTable& blocks) const;
+  /// The same into `*out`, reusing its capacity.
+  void Describe(const BlockTable& blocks, std::vector<ChannelConsumerInfo>* out) const;
 
   /// Removes the segment names of the consumers accepted (as opened,
   /// whatever the registry says now) and of those still waiting (the

@@ -525,8 +525,7 @@ struct internal::ConsumerImpl {
 
   // A received record batch restricted to the chosen columns: the same
   // column data (zero-copy), a narrower schema.
-  Result<format::RecordBatchPtr> Project(format::RecordBatchPtr batch) const {
-    if (columns.empty()) return batch;
+  Result<format::RecordBatchPtr> Project(const format::RecordBatchPtr& batch) const {
     std::vector<format::ArrayDataPtr> kept;
     kept.reserve(columns.size());
     for (int index : columns) kept.push_back(batch->column_data(index));
@@ -538,7 +537,10 @@ struct internal::ConsumerImpl {
   // of shared memory first, so that the producer cannot change them while
   // they are decoded.
   Result<format::RecordBatchPtr> ToBatch(Item& item) const {
-    if (item.batch != nullptr) return Project(std::move(item.batch));
+    if (item.batch != nullptr) {
+      if (columns.empty()) return std::move(item.batch);
+      return Project(item.batch);
+    }
     if (options.verification == Verification::kPrivateCopy && item.rows.data != nullptr) {
       const format::Buffer& shared = *item.rows.data;
       ALKAID_ASSIGN_OR_RAISE(item.rows.data, format::Buffer::CopyOf(std::string_view(

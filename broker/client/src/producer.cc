@@ -82,6 +82,10 @@ struct internal::ProducerImpl {
   // producer thread, sent by the session thread (FillStats), under the mutex.
   std::mutex consumer_figures_mutex;
   std::vector<p::ConsumerFigures> consumer_figures;
+  // UpdateStats' own, reused: a publish that answers the session's ask
+  // allocates nothing once they have grown.
+  std::vector<shm::ChannelConsumerInfo> consumers_seen;
+  std::vector<p::ConsumerFigures> figures_made;
   std::atomic<uint64_t> arrow_zero_copy{0};
   std::atomic<uint64_t> arrow_copied{0};
   bool closed = false;
@@ -110,18 +114,19 @@ struct internal::ProducerImpl {
     const uint64_t end = channel->next_sequence();
     uint64_t min_cursor = end;
     uint64_t held_blocks = 0;
-    std::vector<p::ConsumerFigures> figures;
-    for (const auto& c : channel->consumers()) {
+    channel->consumers(&consumers_seen);
+    figures_made.clear();
+    for (const auto& c : consumers_seen) {
       if (c.accepted && !c.closed) min_cursor = std::min(min_cursor, c.cursor);
       held_blocks += c.held_blocks;
       if (c.accepted) {
-        figures.push_back({c.pid, c.closed ? 0 : end - std::min(c.cursor, end), c.dropped,
-                           c.held_blocks, c.held_bytes, c.read_bytes, c.token});
+        figures_made.push_back({c.pid, c.closed ? 0 : end - std::min(c.cursor, end), c.dropped,
+                                c.held_blocks, c.held_bytes, c.read_bytes, c.token});
       }
     }
     {
       std::lock_guard<std::mutex> lock(consumer_figures_mutex);
-      consumer_figures = std::move(figures);
+      consumer_figures.swap(figures_made);
     }
     held.store(held_blocks, std::memory_order_relaxed);
     depth.store(end - std::min(min_cursor, end), std::memory_order_relaxed);
@@ -305,6 +310,12 @@ Result<std::unique_ptr<internal::ProducerImpl>> OpenProducer(const std::string& 
         impl->kind == TopicKind::kUnsafeRow || ids.num_fields() == 0;
     ALKAID_ASSIGN_OR_RAISE(impl->channel,
                            shm::ChannelProducer::Create(reply.channel, channel_options));
+    // UpdateStats' vectors at their largest from the start: a publish that
+    // answers the session's ask for figures never allocates.
+    const uint32_t most = impl->channel->options().max_consumers;
+    impl->consumers_seen.reserve(most);
+    impl->figures_made.reserve(most);
+    impl->consumer_figures.reserve(most);
     if (impl->kind == TopicKind::kUnsafeRow) {
       ALKAID_ASSIGN_OR_RAISE(impl->row_publisher,
                              RowPublisher::Create(impl->channel.get(), schema));

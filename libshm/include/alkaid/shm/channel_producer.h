@@ -294,6 +294,9 @@ class ALKAID_EXPORT ChannelProducer {
   /// accepted by the next Publish or Loan (accept_on_publish) or
   /// AcceptConsumers, and receives from that message on.
   std::vector<ChannelConsumerInfo> consumers() const;
+  /// The same into `*out`, reusing its capacity (no allocation once it has
+  /// grown: for a caller that asks on the data path's thread).
+  void consumers(std::vector<ChannelConsumerInfo>* out) const;
   const std::string& name() const;
   const ChannelOptions& options() const;
   /// Whether the channel segment got huge pages (SegmentOptions::huge_pages).
