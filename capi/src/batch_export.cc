@@ -137,7 +137,7 @@ FlatExporter::~FlatExporter() {
 FlatExportBlock* FlatExporter::FreeBlock() {
   // Importers usually release in the order they received, so the block
   // after the last one handed out is the likeliest to be back. A few
-  // looks, then a new block; the whole ring once it is large (many held),
+  // looks, then a new block; every block once there are many (many held),
   // so that it does not grow past what is held.
   constexpr size_t kLooks = 8;
   constexpr size_t kScanAllFrom = 64;

@@ -14,7 +14,7 @@
 //
 // - a block per exported batch: the child nodes, the child pointer table,
 //   the buffer tables and the batch's one reference, reused from the
-//   consumer's ring of blocks once the importer released it;
+//   consumer's blocks once the importer released it;
 // - one release callback per batch (the top-level struct's): it marks the
 //   children still attached released, drops the batch's reference (moved
 //   in, never copied) and hands the block back with one atomic exchange;
@@ -74,7 +74,7 @@ class FlatExporter {
   };
 
   explicit FlatExporter(std::vector<Column> columns);
-  // A block that is not out: the next one round the ring that the importer
+  // A block that is not out: the next one, in order, that the importer
   // gave back, or a new one.
   FlatExportBlock* FreeBlock();
 

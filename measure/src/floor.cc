@@ -4,9 +4,9 @@
 
 namespace alkaid::measure {
 
-Status StreamRing::Map(uint64_t places, uint64_t place_values) {
-  ALKAID_RETURN_NOT_OK(counts_.Map(1, "the stream ring's counts"));
-  ALKAID_RETURN_NOT_OK(values_.Map(places * place_values, "the stream ring's places"));
+Status StreamQueue::Map(uint64_t places, uint64_t place_values) {
+  ALKAID_RETURN_NOT_OK(counts_.Map(1, "the stream queue's counts"));
+  ALKAID_RETURN_NOT_OK(values_.Map(places * place_values, "the stream queue's places"));
   places_ = places;
   place_values_ = place_values;
   return Status::OK();

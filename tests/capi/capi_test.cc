@@ -907,7 +907,7 @@ TEST_F(CapiTest, BatchInfoCarriesThePublishTimeAndNoCallWritesPastItsStruct) {
 }
 
 // next's own export of flat batches (capi/src/batch_export.cc): many held
-// at once (its ring of trees grows, then is scanned in full), released out
+// at once (its set of trees grows, then is scanned in full), released out
 // of order and on another thread, counted by the stats as they go, each
 // tree reused with the right buffers.
 TEST_F(CapiTest, ExportsHeldManyAtOnceAreCountedAndReused) {

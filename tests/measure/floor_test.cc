@@ -95,49 +95,49 @@ TEST(FloorTest, BodyLoansHoldTheLastLoansAndRemoveTheirChannel) {
   EXPECT_EQ(ShmNamesStartingWith(name), 0) << "the channel's names are removed";
 }
 
-TEST(FloorTest, StreamRingHandsMessagesOverInOrderThenEnds) {
-  StreamRing ring;
-  ASSERT_OK(ring.Map(4, 8));
+TEST(FloorTest, StreamQueueHandsMessagesOverInOrderThenEnds) {
+  StreamQueue queue;
+  ASSERT_OK(queue.Map(4, 8));
   constexpr uint64_t kMessages = 10000;
   std::thread producer([&] {
     for (uint64_t n = 0; n < kMessages; ++n) {
-      int64_t* place = ring.AwaitRoom(n, [] { return false; });
+      int64_t* place = queue.AwaitRoom(n, [] { return false; });
       for (uint64_t v = 0; v < 8; ++v) place[v] = static_cast<int64_t>(8 * n + v);
-      ring.Written(n);
+      queue.Written(n);
     }
-    ring.End(kMessages);
+    queue.End(kMessages);
   });
   uint64_t n = 0;
   bool in_order = true;
-  for (StreamRing::Wait wait; (wait = ring.AwaitMessage(n)) != StreamRing::Wait::kEnded;) {
-    if (wait == StreamRing::Wait::kWaiting) continue;
-    const int64_t* place = ring.Place(n);
+  for (StreamQueue::Wait wait; (wait = queue.AwaitMessage(n)) != StreamQueue::Wait::kEnded;) {
+    if (wait == StreamQueue::Wait::kWaiting) continue;
+    const int64_t* place = queue.Place(n);
     in_order = in_order && place[0] == static_cast<int64_t>(8 * n) &&
                place[7] == static_cast<int64_t>(8 * n + 7);
-    ring.Consumed(n++);
+    queue.Consumed(n++);
   }
   producer.join();
   EXPECT_TRUE(in_order) << "a place was read before it was written, or written before it was read";
   EXPECT_EQ(n, kMessages);
 }
 
-TEST(FloorTest, StreamRingWaitsForRoomAndForMessages) {
-  StreamRing ring;
-  ASSERT_OK(ring.Map(2, 1));
+TEST(FloorTest, StreamQueueWaitsForRoomAndForMessages) {
+  StreamQueue queue;
+  ASSERT_OK(queue.Map(2, 1));
   const auto never = [] { return false; };
   const auto now = [] { return true; };
-  EXPECT_EQ(ring.AwaitMessage(0), StreamRing::Wait::kWaiting) << "nothing written yet";
+  EXPECT_EQ(queue.AwaitMessage(0), StreamQueue::Wait::kWaiting) << "nothing written yet";
   for (uint64_t n = 0; n < 2; ++n) {
-    ASSERT_EQ(ring.AwaitRoom(n, never), ring.Place(n));
-    ring.Written(n);
+    ASSERT_EQ(queue.AwaitRoom(n, never), queue.Place(n));
+    queue.Written(n);
   }
-  EXPECT_EQ(ring.AwaitRoom(2, now), nullptr) << "both places hold messages not read";
-  EXPECT_EQ(ring.AwaitMessage(0), StreamRing::Wait::kReady);
-  ring.Consumed(0);
-  EXPECT_EQ(ring.AwaitRoom(2, now), ring.Place(0)) << "message 0's place is free again";
-  ring.End(2);
-  EXPECT_EQ(ring.AwaitMessage(1), StreamRing::Wait::kReady) << "written before the end";
-  EXPECT_EQ(ring.AwaitMessage(2), StreamRing::Wait::kEnded);
+  EXPECT_EQ(queue.AwaitRoom(2, now), nullptr) << "both places hold messages not read";
+  EXPECT_EQ(queue.AwaitMessage(0), StreamQueue::Wait::kReady);
+  queue.Consumed(0);
+  EXPECT_EQ(queue.AwaitRoom(2, now), queue.Place(0)) << "message 0's place is free again";
+  queue.End(2);
+  EXPECT_EQ(queue.AwaitMessage(1), StreamQueue::Wait::kReady) << "written before the end";
+  EXPECT_EQ(queue.AwaitMessage(2), StreamQueue::Wait::kEnded);
 }
 
 }  // namespace

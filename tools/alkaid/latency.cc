@@ -456,7 +456,7 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
   cmd->add_option("--compare", options->compare,
                   "Baselines in the same run, comma-separated: floor (one shared cache line; "
-                  "stream: the same bodies through a ring of them in shared memory, one count "
+                  "stream: the same bodies through a queue of them in shared memory, one count "
                   "per side), "
                   "body (the same plus a body of the batch's size at the addresses alkaid's "
                   "allocator gives it, written the same way before each ping, first and last "

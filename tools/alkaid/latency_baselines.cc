@@ -1,5 +1,5 @@
 // alkaid-measure, the baselines: the shared-cache-line floor (for the
-// stream pattern, a ring of bodies in shared memory), the same floor with a
+// stream pattern, a queue of bodies in shared memory), the same floor with a
 // body of the batch's size (the size-matched floor), and an IPC stream over
 // Unix domain sockets.
 
@@ -30,50 +30,50 @@ namespace ipc = format::ipc;
 // ---- floor --------------------------------------------------------------
 
 // The stream pattern's floor: the same bodies (the alkaid producer's 64
-// values: the publish time, then the sequence number) through a ring of
-// body-sized places (measure::StreamRing), as many as the alkaid topic has
+// values: the publish time, then the sequence number) through a queue of
+// body-sized places (measure::StreamQueue), as many as the alkaid topic has
 // slots, by the stream's own loops (StreamLoop, StreamRead: the consumer
 // reads the first and last value, as the alkaid consumer does).
 constexpr uint64_t kStreamFloorSlots = 1024;  // the alkaid stream topic's slot_count
 
-struct RingOut {
+struct QueueOut {
   struct Body {
     int64_t* values = nullptr;
   };
-  measure::StreamRing* ring;
+  measure::StreamQueue* queue;
   const Shared* s;
   uint64_t n = 0;  // messages written
 
   Result<Body> Make(int64_t /*rows*/, uint64_t /*region*/) {
-    int64_t* place = ring->AwaitRoom(n, [this] { return Stopping(s); });
+    int64_t* place = queue->AwaitRoom(n, [this] { return Stopping(s); });
     if (place == nullptr) return StopStatus();
     return Body{place};
   }
   Status Send(const Body& /*body*/, int64_t /*id*/) {
-    ring->Written(n++);
+    queue->Written(n++);
     return Status::OK();
   }
   Status Close() {
-    ring->End(n);
+    queue->End(n);
     return Status::OK();
   }
 };
 
 // A place is given back at the next Next, once its values were read.
-struct RingIn {
-  measure::StreamRing* ring;
+struct QueueIn {
+  measure::StreamQueue* queue;
   int64_t rows;
   bool stamp = true;  // always: a stream's consumer
   uint64_t n = 0;     // messages read
   bool holding = false;
 
   Status Next(std::chrono::nanoseconds /*1,024 spins instead*/, Got* got) {
-    if (holding) ring->Consumed(n++);
+    if (holding) queue->Consumed(n++);
     holding = false;
-    const measure::StreamRing::Wait wait = ring->AwaitMessage(n);
-    if (wait == measure::StreamRing::Wait::kEnded) return Status::EndOfStream("the stream ended");
-    if (wait == measure::StreamRing::Wait::kWaiting) return Status::TimedOut("not yet");
-    const int64_t* values = ring->Place(n);
+    const measure::StreamQueue::Wait wait = queue->AwaitMessage(n);
+    if (wait == measure::StreamQueue::Wait::kEnded) return Status::EndOfStream("the stream ended");
+    if (wait == measure::StreamQueue::Wait::kWaiting) return Status::TimedOut("not yet");
+    const int64_t* values = queue->Place(n);
     *got = {static_cast<int64_t>(n), rows, values[0], values[rows - 1], NowNs()};
     holding = true;
     return Status::OK();
@@ -89,22 +89,22 @@ Status MeasureStreamFloor(const RunSpec& spec, const ProgressHook& progress, Mea
   ALKAID_RETURN_NOT_OK(shared.Map());
   Shared* s = shared.get();
   const int64_t rows = RowsFor(spec.payload_bytes);
-  measure::StreamRing ring;  // places of whole 64-byte lines
-  ALKAID_RETURN_NOT_OK(ring.Map(kStreamFloorSlots, (static_cast<uint64_t>(rows) + 7) / 8 * 8));
+  measure::StreamQueue queue;  // places of whole 64-byte lines
+  ALKAID_RETURN_NOT_OK(queue.Map(kStreamFloorSlots, (static_cast<uint64_t>(rows) + 7) / 8 * 8));
   std::vector<std::function<int()>> bodies;
   bodies.push_back([&] {
     return ChildMain(s, "stream floor producer", [&]() -> Status {
       s->producer_pid.store(static_cast<int>(::getpid()));
       ALKAID_RETURN_NOT_OK(AwaitCount(s->linked, 1, s, "the consumer did not start"));
-      RingOut ring_out{&ring, s};
-      return StreamLoop(spec, s, &ring_out);
+      QueueOut queue_out{&queue, s};
+      return StreamLoop(spec, s, &queue_out);
     });
   });
   bodies.push_back([&] {
     return ChildMain(s, "stream floor consumer", [&]() -> Status {
-      RingIn ring_in{&ring, rows};
+      QueueIn queue_in{&queue, rows};
       s->linked.fetch_add(1);
-      return StreamRead(spec, s, &ring_in, 0, false);
+      return StreamRead(spec, s, &queue_in, 0, false);
     });
   });
   ALKAID_RETURN_NOT_OK(RunProcesses(bodies, spec, progress, s));

@@ -10,8 +10,8 @@
 ///   the transport's slot, carrying the offset of a body of the batch's
 ///   size that the other side reads (BodyLine), loaned where the
 ///   transport's allocator would put it (BodyLoans);
-/// - the stream floor: bodies handed over in order through a ring of
-///   places, one count per side (StreamRing).
+/// - the stream floor: bodies handed over in order through a queue of
+///   places, one count per side (StreamQueue).
 /// Each line lives alone in a page of its own (SharedMapping), mapped
 /// before the fork.
 
@@ -132,8 +132,8 @@ struct alignas(64) BodyLine {
 };
 static_assert(sizeof(BodyLine) == 64, "the signal is one cache line");
 
-/// StreamRing's counts, each side's in a line of its own.
-struct alignas(64) StreamRingCounts {
+/// StreamQueue's counts, each side's in a line of its own.
+struct alignas(64) StreamQueueCounts {
   std::atomic<uint64_t> written{0};  ///< producer: messages written
   uint8_t pad0[56];
   std::atomic<uint64_t> read{0};  ///< consumer: messages read
@@ -141,17 +141,17 @@ struct alignas(64) StreamRingCounts {
   std::atomic<uint64_t> end{~uint64_t{0}};  ///< producer: its count once it ended
   uint8_t pad2[56];
 };
-static_assert(sizeof(StreamRingCounts) == 192, "three lines");
+static_assert(sizeof(StreamQueueCounts) == 192, "three lines");
 
 /// The stream floor: one producer hands messages 0, 1, ... to one consumer
-/// through a ring of `places` places of `place_values` int64 each, in one
+/// through a queue of `places` places of `place_values` int64 each, in one
 /// shared mapping; the producer's count of messages written and the
 /// consumer's count of messages read each live in a cache line of their
 /// own (a release store per message, the other side's acquire loads). No
 /// allocator, slot header, return queue or object: what any shared-memory
 /// stream of such bodies pays. Mapped before the fork; each side keeps its
 /// last view of the other's count in its own copy of this object.
-class StreamRing {
+class StreamQueue {
  public:
   /// What AwaitMessage found.
   enum class Wait { kReady, kEnded, kWaiting };
@@ -196,7 +196,7 @@ class StreamRing {
   int64_t* Place(uint64_t n) const { return values_.get() + (n % places_) * place_values_; }
 
  private:
-  SharedMapping<StreamRingCounts> counts_;  // pages of their own
+  SharedMapping<StreamQueueCounts> counts_;  // pages of their own
   SharedMapping<int64_t> values_;
   uint64_t places_ = 1;
   uint64_t place_values_ = 0;
