@@ -26,10 +26,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use alkaid::{Consumer, ConsumerOptions, Producer, ProducerOptions, WaitMode};
+
+mod private_broker;
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_array::RecordBatch;
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use private_broker::PrivateBroker;
 
 struct Options {
     sizes: Vec<usize>,
@@ -423,33 +426,12 @@ fn main() {
         }
         return;
     }
-    let name = format!("rustlat{}", std::process::id());
-    let socket = std::env::temp_dir().join(format!("alkaid-{name}.sock"));
-    let mut broker = Command::new(&o.broker)
-        .args([
-            "--socket",
-            socket.to_str().unwrap(),
-            "--name",
-            &name,
-            "--log-level",
-            "warn",
-        ])
-        .spawn()
-        .unwrap_or_else(|e| panic!("starting {}: {e}", o.broker.display()));
-    let until = Instant::now() + Duration::from_secs(10);
-    while alkaid::Broker::connect(Some(&socket))
-        .and_then(|mut b| b.list_topics())
-        .is_err()
-    {
-        assert!(Instant::now() < until, "the broker did not answer");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let flag = std::env::temp_dir().join(format!("alkaid-{name}.word"));
-    let result = ping(&o, &socket, &flag);
+    let broker = PrivateBroker::start(&o.broker, "rustlat", Duration::from_secs(10));
+    let socket = &broker.socket;
+    let flag = socket.with_extension("word");
+    let result = ping(&o, socket, &flag);
     let _ = std::fs::remove_file(&flag);
-    // SAFETY: kill(2) of our own child.
-    unsafe { libc::kill(broker.id() as i32, libc::SIGTERM) };
-    let _ = broker.wait();
+    drop(broker);
     let results = match result {
         Ok(r) => r,
         Err(e) => {

@@ -16,13 +16,16 @@
 
 use std::hint::black_box;
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use alkaid::{Consumer, ConsumerOptions, Loan, Producer, ProducerOptions, WaitMode};
 use arrow_array::types::Int64Type;
 use arrow_schema::{DataType, Field, Schema};
+
+#[path = "../private_broker.rs"]
+mod private_broker;
+use private_broker::PrivateBroker;
 
 #[inline(never)]
 fn timed_publish(loan: Loan<'_>) {
@@ -46,27 +49,8 @@ fn main() {
     let broker_bin = PathBuf::from(&args[1]);
     let rows: usize = args[2].parse().expect("ROWS");
     let samples: usize = args[3].parse().expect("SAMPLES");
-    let name = format!("rustfill{}", std::process::id());
-    let socket = std::env::temp_dir().join(format!("alkaid-{name}.sock"));
-    let mut broker = Command::new(&broker_bin)
-        .args([
-            "--socket",
-            socket.to_str().unwrap(),
-            "--name",
-            &name,
-            "--log-level",
-            "warn",
-        ])
-        .spawn()
-        .expect("starting the broker");
-    let until = Instant::now() + Duration::from_secs(30);
-    while alkaid::Broker::connect(Some(&socket))
-        .and_then(|mut b| b.list_topics())
-        .is_err()
-    {
-        assert!(Instant::now() < until, "the broker did not answer");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let broker = PrivateBroker::start(&broker_bin, "rustfill", Duration::from_secs(30));
+    let socket = broker.socket.clone();
     let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
     let po = ProducerOptions {
         socket_path: Some(socket.clone()),
@@ -103,8 +87,6 @@ fn main() {
     }
     drop(consumer);
     producer.close().expect("close");
-    // SAFETY: kill(2) of our own child.
-    unsafe { libc::kill(broker.id() as i32, libc::SIGTERM) };
-    let _ = broker.wait();
+    drop(broker);
     println!("{samples} samples of {rows} rows");
 }

@@ -20,13 +20,16 @@
 
 use std::hint::black_box;
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use alkaid::{Consumer, ConsumerOptions, Producer, ProducerOptions, Received, WaitMode};
 use arrow_array::types::Int64Type;
 use arrow_schema::{DataType, Field, Schema};
+
+#[path = "../private_broker.rs"]
+mod private_broker;
+use private_broker::PrivateBroker;
 
 #[inline(never)]
 fn receive_one(consumer: &mut Consumer) -> Received {
@@ -75,27 +78,8 @@ fn main() {
     let broker_bin = PathBuf::from(&args[1]);
     let rows: usize = args[2].parse().expect("ROWS");
     let batches: usize = args[3].parse().expect("BATCHES");
-    let name = format!("rustcost{}", std::process::id());
-    let socket = std::env::temp_dir().join(format!("alkaid-{name}.sock"));
-    let mut broker = Command::new(&broker_bin)
-        .args([
-            "--socket",
-            socket.to_str().unwrap(),
-            "--name",
-            &name,
-            "--log-level",
-            "warn",
-        ])
-        .spawn()
-        .expect("starting the broker");
-    let until = Instant::now() + Duration::from_secs(30);
-    while alkaid::Broker::connect(Some(&socket))
-        .and_then(|mut b| b.list_topics())
-        .is_err()
-    {
-        assert!(Instant::now() < until, "the broker did not answer");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let broker = PrivateBroker::start(&broker_bin, "rustcost", Duration::from_secs(30));
+    let socket = broker.socket.clone();
     let mut fields = vec![Field::new("id", DataType::Int64, false)];
     if with_names {
         fields.push(Field::new("name", DataType::Utf8, false));
@@ -120,8 +104,6 @@ fn main() {
     }
     drop(consumer);
     producer.close().expect("close");
-    // SAFETY: kill(2) of our own child.
-    unsafe { libc::kill(broker.id() as i32, libc::SIGTERM) };
-    let _ = broker.wait();
+    drop(broker);
     println!("received {batches} batches of {rows} rows");
 }
