@@ -600,7 +600,7 @@ if fixed_i is not None or built_i is not None:
     w("")
     w("Publish + receive + decode + release of one 64-row int64 batch in one process "
       "(`alkaid-measure --layer inproc --count N`), the count at N = 30,000 minus N = 10,000, "
-      "divided by 20,000. Includes the bench's own fill of the 64 values (~290).")
+      "divided by 20,000. Includes the bench's own fill of the 64 values, loop and check (~180 with the writer, ~320 built).")
     w("")
     w("| writer | instructions per batch | target |")
     w("|---|---|---|")
