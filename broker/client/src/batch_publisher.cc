@@ -775,6 +775,15 @@ std::span<uint8_t> FixedShapeWriter::buffer(size_t i) {
   return {base + buffers_[i].offset, static_cast<size_t>(buffers_[i].size)};
 }
 
+// Inlined: Publish() is the data path.
+[[gnu::always_inline]] inline void FixedShapeWriter::Published() {
+  pending_ = false;
+  if (producer_ != nullptr) internal::WriterPublished(producer_);
+  ++publisher_->stats_.batches;
+  ++publisher_->messages_;
+  if (metadata_in_region_) ++publisher_->stats_.metadata_in_region;
+}
+
 Status FixedShapeWriter::Publish() {
   if (!pending_) return Status::Invalid("FixedShapeWriter::Publish: no region; call Begin first");
   if (!publisher_->channel_->options().accept_on_publish) {
@@ -799,14 +808,6 @@ Status FixedShapeWriter::Publish(shm::ChannelLoan* held) {
   *held = std::move(loan_);
   Published();
   return Status::OK();
-}
-
-void FixedShapeWriter::Published() {
-  pending_ = false;
-  if (producer_ != nullptr) internal::WriterPublished(producer_);
-  ++publisher_->stats_.batches;
-  ++publisher_->messages_;
-  if (metadata_in_region_) ++publisher_->stats_.metadata_in_region;
 }
 
 }  // namespace alkaid::client
