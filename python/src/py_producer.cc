@@ -6,6 +6,7 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -321,9 +322,12 @@ Result<std::unique_ptr<client::FixedShapeWriter>> PyProducer::TakeWriter(int64_t
     idle_writers_.erase(idle_writers_.begin() + static_cast<std::ptrdiff_t>(i));
     return writer;
   }
-  const bool same_as_last = rows == last_rows_;
-  last_rows_ = rows;
-  if (!same_as_last || writers_made_ >= kMaxWriters) return nullptr;
+  // A writer for a row count that comes back (seen among the last eight
+  // asked for without one), as the C ABI's loans.
+  const bool seen = std::find(recent_rows_.begin(), recent_rows_.end(), rows) != recent_rows_.end();
+  recent_rows_[next_recent_] = rows;
+  next_recent_ = (next_recent_ + 1) % recent_rows_.size();
+  if (!seen || writers_made_ >= kMaxWriters) return nullptr;
   client::FixedShapeWriterOptions options;
   options.keep_prototype = false;  // every Begin is Fill::kNone
   Result<std::unique_ptr<client::FixedShapeWriter>> made =

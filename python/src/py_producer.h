@@ -2,6 +2,7 @@
 
 #include <nanobind/nanobind.h>
 
+#include <array>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -63,8 +64,8 @@ class PyProducer {
 
   /// With mutex() held: a writer of batches of `rows` rows with a region
   /// begun (Begin(Fill::kNone)): an idle one of those rows, or one made
-  /// when the rows are those of the batch asked for before (most producers
-  /// repeat one size); null when such batches go another way (every column
+  /// when the rows are among the last eight asked for without one (most
+  /// producers repeat a few sizes); null when such batches go another way (every column
   /// must be numeric or temporal, and a producer makes at most kMaxWriters,
   /// each taking a line of the channel's shape table for good). Errors: a
   /// wait for space cut short or timed out.
@@ -99,8 +100,9 @@ class PyProducer {
   // The writers' state, under mutex_. fixed_widths_: each column's byte
   // width if every column is numeric or temporal (empty: no writers).
   // idle_writers_ (declared after producer_: destroyed before it), oldest
-  // first; last_rows_: the rows TakeWriter was asked for last;
-  // writers_made_: at most kMaxWriters.
+  // first; recent_rows_: the rows of the last eight batches TakeWriter had
+  // no writer for (next_recent_: where the next goes); writers_made_: at
+  // most kMaxWriters.
   struct IdleWriter {
     int64_t rows;
     bool begun;
@@ -108,7 +110,8 @@ class PyProducer {
   };
   std::vector<int64_t> fixed_widths_;
   std::vector<IdleWriter> idle_writers_;
-  int64_t last_rows_ = -1;
+  std::array<int64_t, 8> recent_rows_ = {-1, -1, -1, -1, -1, -1, -1, -1};
+  size_t next_recent_ = 0;
   int writers_made_ = 0;
   // What PublishSameLayout copied (stats(): arrow_copied, copied_bytes).
   uint64_t same_layout_published_ = 0;
