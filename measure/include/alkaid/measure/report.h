@@ -3,8 +3,9 @@
 /// \file
 /// The results of a measurement program and how they are reported: a row
 /// per transport and size (Measurement), printed as a table, written as
-/// the JSON of `alkaid-measure --json`. alkaid-measure and the iceoryx 2.0 peer (bench/peers/) write
-/// through this, so that scripts/perf-report.sh reads them alike.
+/// the JSON of `alkaid-measure --json`. alkaid-measure and the iceoryx
+/// 2.0 peer (bench/peers/) write through this, so that
+/// scripts/perf-report.sh reads them alike.
 
 #include <cstdint>
 #include <memory>
@@ -40,12 +41,12 @@ struct Paired {
 /// What one measurement (a transport at a size) gives: one row of the
 /// results. Optional parts are reported only when set.
 struct Measurement {
-  std::string transport;  ///< alkaid | floor | body | uds | a peer's name
-  std::string layer;      ///< alkaid-measure's rows: channel | client | inproc; else empty
-  std::string mode;       ///< how the receiver waits: spin | block | hybrid
-  std::string wait;       ///< a peer's own name for its mode (JSON "wait"); empty: none
-  std::string pattern;    ///< pingpong | stream | paired
-  std::string writer;     ///< alkaid stream runs: build | fixed; else empty
+  std::string transport;    ///< alkaid | floor | body | uds | a peer's name
+  std::string layer;        ///< alkaid-measure's rows: channel | client | inproc; else empty
+  std::string mode;         ///< how the receiver waits: spin | block | hybrid
+  std::string wait;         ///< a peer's own name for its mode (JSON "wait"); empty: none
+  std::string pattern;      ///< pingpong | stream | paired
+  std::string writer;       ///< alkaid stream runs: build | fixed; else empty
   bool timestamps = false;  ///< alkaid: the topics stamped publish times
   int64_t payload_bytes = 0;
   int consumers = 1;
