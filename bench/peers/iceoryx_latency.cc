@@ -92,7 +92,7 @@ class Endpoint {
     if (block_) {
       waitset_.emplace();
       if (waitset_->attachState(subscriber_, iox::popo::SubscriberState::HAS_DATA).has_error()) {
-        std::fprintf(stderr, "iceoryx: attaching the subscriber to the WaitSet failed\n");
+        (void)std::fprintf(stderr, "iceoryx: attaching the subscriber to the WaitSet failed\n");
         std::_Exit(1);
       }
     }
@@ -252,17 +252,21 @@ Status MeasureSize(const Options& options, int64_t size, const std::vector<int>&
                    Shared* shared) {
   std::memset(static_cast<void*>(shared), 0, sizeof(Shared));
   std::vector<std::function<int()>> sides;
+  sides.reserve(2);
   for (int side = 0; side < 2; ++side) {
     sides.push_back([&options, size, shared, side]() -> int {
       iox::log::LogManager::GetLogManager().SetDefaultLogLevel(
           iox::log::LogLevel::kWarn, iox::log::LogLevelOutput::kHideLogLevel);
       // exit(), not _exit(): the runtime's destructor deregisters from RouDi.
+      // NOLINTNEXTLINE(concurrency-mt-unsafe): a forked child of one thread
       std::exit(side == 0 ? PingSide(options, size, shared) : PongSide(options, size, shared));
     });
   }
   return alkaid::measure::RunChildren(sides, cpus, &shared->control, nullptr);
 }
 
+// The command line into `o`; false once --help is printed (throws
+// std::invalid_argument on a bad one).
 bool ParseArgs(int argc, char** argv, Options* o) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -297,7 +301,7 @@ bool ParseArgs(int argc, char** argv, Options* o) {
           "alkaid_iceoryx_latency [--sizes 64,4096,...] [--count N] [--duration SEC]\n"
           "                       [--mode spin|block] [--json FILE|-] [--roudi-config FILE]\n"
           "                       [--no-roudi]\n");
-      std::exit(0);
+      return false;
     } else {
       throw std::invalid_argument("unknown argument " + arg);
     }
@@ -310,9 +314,9 @@ bool ParseArgs(int argc, char** argv, Options* o) {
 int main(int argc, char** argv) {
   Options options;
   try {
-    ParseArgs(argc, argv, &options);
+    if (!ParseArgs(argc, argv, &options)) return 0;  // --help
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "alkaid_iceoryx_latency: %s\n", e.what());
+    (void)std::fprintf(stderr, "alkaid_iceoryx_latency: %s\n", e.what());
     return 2;
   }
   alkaid::measure::InstallInterruptHandler();
@@ -325,13 +329,14 @@ int main(int argc, char** argv) {
       ::prctl(PR_SET_PDEATHSIG, SIGTERM);
       ::execlp("iox-roudi", "iox-roudi", "-c", options.roudi_config.c_str(), "-l", "error",
                static_cast<char*>(nullptr));
-      std::fprintf(stderr, "alkaid_iceoryx_latency: exec iox-roudi: %s\n", std::strerror(errno));
+      (void)std::fprintf(stderr, "alkaid_iceoryx_latency: exec iox-roudi: %s\n",
+                         alkaid::ErrnoMessage(errno).c_str());
       ::_exit(127);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // RouDi maps its segments
     int status = 0;
     if (::waitpid(roudi, &status, WNOHANG) == roudi) {
-      std::fprintf(stderr, "alkaid_iceoryx_latency: iox-roudi exited at start\n");
+      (void)std::fprintf(stderr, "alkaid_iceoryx_latency: iox-roudi exited at start\n");
       return 1;
     }
   }
@@ -347,8 +352,8 @@ int main(int argc, char** argv) {
   for (const int64_t size : options.sizes) {
     const Status measured = MeasureSize(options, size, cpus, shared);
     if (!measured.ok()) {
-      std::fprintf(stderr, "alkaid_iceoryx_latency: %lld B: %s\n", static_cast<long long>(size),
-                   measured.message().c_str());
+      (void)std::fprintf(stderr, "alkaid_iceoryx_latency: %lld B: %s\n",
+                         static_cast<long long>(size), measured.message().c_str());
       code = alkaid::measure::Interrupted() ? 130 : 1;
       break;
     }
@@ -376,7 +381,7 @@ int main(int argc, char** argv) {
   if (!options.json.empty() && code == 0) {
     const Status written = alkaid::measure::WriteJson(options.json, all, cpus);
     if (!written.ok()) {
-      std::fprintf(stderr, "alkaid_iceoryx_latency: %s\n", written.ToString().c_str());
+      (void)std::fprintf(stderr, "alkaid_iceoryx_latency: %s\n", written.ToString().c_str());
       code = 1;
     }
   }
