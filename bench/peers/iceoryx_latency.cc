@@ -327,6 +327,7 @@ int main(int argc, char** argv) {
     if (roudi == 0) {
       ::setpgid(0, 0);
       ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      (void)::dup2(2, 1);  // RouDi's messages on stderr: stdout may be the JSON's (--json -)
       ::execlp("iox-roudi", "iox-roudi", "-c", options.roudi_config.c_str(), "-l", "error",
                static_cast<char*>(nullptr));
       (void)std::fprintf(stderr, "alkaid_iceoryx_latency: exec iox-roudi: %s\n",
