@@ -15,8 +15,9 @@
 namespace alkaid::measure {
 namespace {
 
-// A row of `transport` at `size` whose samples are all `ns`.
-Measurement Row(const std::string& transport, int64_t size, int64_t ns) {
+// A row of `transport` at `size`: nine samples of `ns`, one of `tail_ns`
+// (p50 `ns`, p99 `tail_ns`).
+Measurement Row(const std::string& transport, int64_t size, int64_t ns, int64_t tail_ns) {
   Measurement m;
   m.transport = transport;
   m.mode = "spin";
@@ -24,7 +25,8 @@ Measurement Row(const std::string& transport, int64_t size, int64_t ns) {
   m.payload_bytes = size;
   m.histogram = std::make_shared<Histogram>();
   m.histogram->Reset();
-  for (int i = 0; i < 10; ++i) m.histogram->Record(ns);
+  for (int i = 0; i < 9; ++i) m.histogram->Record(ns);
+  m.histogram->Record(tail_ns);
   m.summary = Summarize(*m.histogram);
   return m;
 }
@@ -34,20 +36,22 @@ std::string TempPath(const std::string& name) {
 }
 
 TEST(ReportTest, TheTableOfASizeHasItsRowsAndTheirRatiosToTheBaselines) {
-  std::vector<Measurement> all = {Row("alkaid", 64, 300), Row("floor", 64, 100),
-                                  Row("body", 64, 120), Row("alkaid", 4096, 999)};
+  std::vector<Measurement> all = {Row("alkaid", 64, 300, 3000), Row("floor", 64, 100, 200),
+                                  Row("body", 64, 120, 240), Row("alkaid", 4096, 999, 999)};
   std::ostringstream out;
   PrintRows(out, all, 64, {"floor"});
   const std::string text = out.str();
   EXPECT_NE(text.find("p50/floor"), std::string::npos) << text;
-  EXPECT_NE(text.find("3.00x"), std::string::npos) << text;  // alkaid over floor
-  EXPECT_NE(text.find("1.20x"), std::string::npos) << text;  // body over floor
-  EXPECT_NE(text.find("overhead over body floor: +180 ns (p50)"), std::string::npos) << text;
+  // alkaid over floor: p50 3.00x, p99 15.00x; body over floor: 1.20x both.
+  EXPECT_NE(text.find("3.00x      15.00x"), std::string::npos) << text;
+  EXPECT_NE(text.find("1.20x       1.20x"), std::string::npos) << text;
+  EXPECT_NE(text.find("overhead over body floor: +180 ns (p50), +2.76 us (p99)"), std::string::npos)
+      << text;
   EXPECT_EQ(text.find("999"), std::string::npos) << "a row of another size: " << text;
 }
 
 TEST(ReportTest, TheJsonHasARowPerMeasurementAndNullWhereNothingWasTimedOneByOne) {
-  Measurement peer = Row("iceoryx", 64, 500);
+  Measurement peer = Row("iceoryx", 64, 500, 500);
   peer.wait = "busy-poll";
   Measurement inproc;
   inproc.transport = "alkaid";
@@ -86,7 +90,7 @@ TEST(ReportTest, TheJsonHasARowPerMeasurementAndNullWhereNothingWasTimedOneByOne
 
 TEST(ReportTest, AJsonPathThatCannotBeWrittenIsAnErrorNamingIt) {
   const std::string path = TempPath("no-such-directory") + "/report.json";
-  const Status st = WriteJson(path, {Row("alkaid", 64, 300)}, {});
+  const Status st = WriteJson(path, {Row("alkaid", 64, 300, 300)}, {});
   EXPECT_TRUE(st.IsIOError()) << st.ToString();
   EXPECT_NE(st.message().find(path), std::string::npos) << st.ToString();
 }
