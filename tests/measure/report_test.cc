@@ -66,7 +66,7 @@ TEST(ReportTest, TheJsonHasARowPerMeasurementAndNullWhereNothingWasTimedOneByOne
   const std::string path = TempPath("report.json");
   ASSERT_TRUE(WriteJson(path, {peer, inproc}, {0, 1}).ok());
   const auto doc = nlohmann::json::parse(std::ifstream(path));
-  std::remove(path.c_str());
+  (void)std::remove(path.c_str());
   ASSERT_EQ(doc["results"].size(), 2u);
   const auto& p = doc["results"][0];
   EXPECT_EQ(p["transport"], "iceoryx");
