@@ -33,12 +33,12 @@ namespace {
 using alkaid::measure::NowNs;
 
 [[noreturn]] void Die(const char* what) {
-  std::fprintf(stderr, "wake_latency_bench: %s: %s\n", what, alkaid_last_error());
-  std::exit(1);
+  (void)std::fprintf(stderr, "wake_latency_bench: %s: %s\n", what, alkaid_last_error());
+  std::_Exit(1);  // no atexit handlers: also the forked producer's way out
 }
 
-constexpr int kBlock = 100;   // batches per mode before switching
-constexpr int kWarmUp = 100;  // batches first, both modes, not recorded
+constexpr int64_t kBlock = 100;   // batches per mode before switching
+constexpr int64_t kWarmUp = 100;  // batches first, both modes, not recorded
 
 // Batch i (counting the warm-up) is awaited on the descriptor.
 bool EpollMode(int64_t i) { return i < kWarmUp ? i % 2 == 1 : ((i - kWarmUp) / kBlock) % 2 == 1; }
@@ -84,16 +84,21 @@ int main(int argc, char** argv) {
   int64_t batches = 2000;
   int64_t period_us = 2000;
   std::string broker_bin = ALKAID_BROKER_BIN;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "--batches") {
-      batches = std::atoll(argv[i + 1]);
-    } else if (flag == "--period-us") {
-      period_us = std::atoll(argv[i + 1]);
-    } else if (flag == "--broker") {
-      broker_bin = argv[i + 1];
+    const char* value = i + 1 < argc ? argv[i + 1] : "";
+    char* end = nullptr;
+    const long long number = std::strtoll(value, &end, 10);
+    const bool positive = end != value && *end == '\0' && number > 0;
+    if (flag == "--batches" && positive) {
+      batches = number;
+    } else if (flag == "--period-us" && positive) {
+      period_us = number;
+    } else if (flag == "--broker" && *value != '\0') {
+      broker_bin = value;
     } else {
-      std::fprintf(stderr, "usage: %s [--batches N] [--period-us U] [--broker PATH]\n", argv[0]);
+      (void)std::fprintf(stderr, "usage: %s [--batches N] [--period-us U] [--broker PATH]\n",
+                         argv[0]);
       return 2;
     }
   }
@@ -101,12 +106,12 @@ int main(int argc, char** argv) {
   alkaid::measure::PrivateBroker broker;
   if (const auto st = broker.Start("alkaid-wakebench", "wake_latency_bench", broker_bin);
       !st.ok()) {
-    std::fprintf(stderr, "wake_latency_bench: %s\n", st.ToString().c_str());
+    (void)std::fprintf(stderr, "wake_latency_bench: %s\n", st.ToString().c_str());
     return 1;
   }
   const std::string& socket = broker.socket();
 
-  std::fflush(nullptr);
+  (void)std::fflush(nullptr);
   const pid_t producer = ::fork();
   if (producer == 0) ::_exit(RunProducer(socket, kWarmUp + batches, period_us));
 
@@ -152,14 +157,15 @@ int main(int argc, char** argv) {
   int status = 0;
   ::waitpid(producer, &status, 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    std::fprintf(stderr, "wake_latency_bench: the producer failed\n");
+    (void)std::fprintf(stderr, "wake_latency_bench: the producer failed\n");
     return 1;
   }
   std::printf("one-way latency of a sleeping consumer's wake, publish to batch in hand, us\n");
   std::printf(
-      "(a 1-row batch every %lld us, modes alternating every %d batches; %lld epoll "
+      "(a 1-row batch every %lld us, modes alternating every %lld batches; %lld epoll "
       "wakes)\n",
-      static_cast<long long>(period_us), kBlock, static_cast<long long>(epoll_wakes));
+      static_cast<long long>(period_us), static_cast<long long>(kBlock),
+      static_cast<long long>(epoll_wakes));
   std::printf("%-34s %6s %9s %9s %9s %9s\n", "wait", "n", "p50", "p90", "p99", "max");
   Report("futex (next, ALKAID_WAIT_BLOCK)", futex_ns);
   Report("descriptor (wait_fd + epoll_wait)", epoll_ns);

@@ -14,8 +14,8 @@
 //   alkaid_iceoryx_latency [--sizes 64,4096,...] [--count N] [--duration SEC]
 //                          [--mode spin|block] [--json FILE|-] [--roudi-config FILE]
 //                          [--no-roudi]
-// Output: a table, and with --json the shape of `alkaid latency --json`
-// (transport "iceoryx").
+// Output: a table per size, and with --json the JSON of `alkaid latency
+// --json` (transport "iceoryx"), both written by measure/report.h.
 
 #include <signal.h>
 #include <sys/prctl.h>
@@ -29,22 +29,21 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <functional>
 #include <iostream>
+#include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "alkaid/measure/clock.h"
 #include "alkaid/measure/histogram.h"
 #include "alkaid/measure/ping_pong.h"
 #include "alkaid/measure/process.h"
+#include "alkaid/measure/report.h"
 #include "alkaid/measure/shared_mapping.h"
+#include "alkaid/measure/text.h"
 #include "iceoryx_hoofs/log/logmanager.hpp"
 #include "iceoryx_posh/popo/untyped_publisher.hpp"
 #include "iceoryx_posh/popo/untyped_subscriber.hpp"
@@ -59,7 +58,6 @@ using alkaid::measure::Histogram;
 using alkaid::measure::NowNs;
 using alkaid::measure::Stopping;
 using alkaid::measure::Summarize;
-using alkaid::measure::Summary;
 
 constexpr int64_t kWarmValue = -2;
 
@@ -94,7 +92,7 @@ class Endpoint {
     if (block_) {
       waitset_.emplace();
       if (waitset_->attachState(subscriber_, iox::popo::SubscriberState::HAS_DATA).has_error()) {
-        std::fprintf(stderr, "iceoryx: attaching the subscriber to the WaitSet failed\n");
+        (void)std::fprintf(stderr, "iceoryx: attaching the subscriber to the WaitSet failed\n");
         std::_Exit(1);
       }
     }
@@ -249,24 +247,26 @@ int PongSide(const Options& options, int64_t size, Shared* shared) {
   }
 }
 
-// Forks both sides for one size, pinned to the first two CPUs this
-// process may use (if it may use two).
-Status MeasureSize(const Options& options, int64_t size, Shared* shared) {
+// Forks both sides for one size, pinned to `cpus` (if not empty).
+Status MeasureSize(const Options& options, int64_t size, const std::vector<int>& cpus,
+                   Shared* shared) {
   std::memset(static_cast<void*>(shared), 0, sizeof(Shared));
-  std::vector<int> cpus = alkaid::measure::AllowedCpus();
-  cpus.resize(cpus.size() >= 2 ? 2 : 0);
   std::vector<std::function<int()>> sides;
+  sides.reserve(2);
   for (int side = 0; side < 2; ++side) {
     sides.push_back([&options, size, shared, side]() -> int {
       iox::log::LogManager::GetLogManager().SetDefaultLogLevel(
           iox::log::LogLevel::kWarn, iox::log::LogLevelOutput::kHideLogLevel);
       // exit(), not _exit(): the runtime's destructor deregisters from RouDi.
+      // NOLINTNEXTLINE(concurrency-mt-unsafe): a forked child of one thread
       std::exit(side == 0 ? PingSide(options, size, shared) : PongSide(options, size, shared));
     });
   }
   return alkaid::measure::RunChildren(sides, cpus, &shared->control, nullptr);
 }
 
+// The command line into `o`; false once --help is printed (throws
+// std::invalid_argument on a bad one).
 bool ParseArgs(int argc, char** argv, Options* o) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -276,10 +276,9 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     };
     if (arg == "--sizes") {
       o->sizes.clear();
-      std::stringstream list(value());
-      for (std::string item; std::getline(list, item, ',');) {
-        const int64_t size = std::stoll(item);
-        if (size < 1 || size > (int64_t{16} << 20)) {
+      for (const std::string& item : alkaid::measure::SplitCommas(value())) {
+        int64_t size = 0;
+        if (!alkaid::measure::ParseSize(item, &size) || size < 1 || size > (int64_t{16} << 20)) {
           throw std::invalid_argument("size " + item + " outside 1 B .. 16 MiB");
         }
         o->sizes.push_back(size);
@@ -302,7 +301,7 @@ bool ParseArgs(int argc, char** argv, Options* o) {
           "alkaid_iceoryx_latency [--sizes 64,4096,...] [--count N] [--duration SEC]\n"
           "                       [--mode spin|block] [--json FILE|-] [--roudi-config FILE]\n"
           "                       [--no-roudi]\n");
-      std::exit(0);
+      return false;
     } else {
       throw std::invalid_argument("unknown argument " + arg);
     }
@@ -315,9 +314,9 @@ bool ParseArgs(int argc, char** argv, Options* o) {
 int main(int argc, char** argv) {
   Options options;
   try {
-    ParseArgs(argc, argv, &options);
+    if (!ParseArgs(argc, argv, &options)) return 0;  // --help
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "alkaid_iceoryx_latency: %s\n", e.what());
+    (void)std::fprintf(stderr, "alkaid_iceoryx_latency: %s\n", e.what());
     return 2;
   }
   alkaid::measure::InstallInterruptHandler();
@@ -328,72 +327,63 @@ int main(int argc, char** argv) {
     if (roudi == 0) {
       ::setpgid(0, 0);
       ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      (void)::dup2(2, 1);  // RouDi's messages on stderr: stdout may be the JSON's (--json -)
       ::execlp("iox-roudi", "iox-roudi", "-c", options.roudi_config.c_str(), "-l", "error",
                static_cast<char*>(nullptr));
-      std::fprintf(stderr, "alkaid_iceoryx_latency: exec iox-roudi: %s\n", std::strerror(errno));
+      (void)std::fprintf(stderr, "alkaid_iceoryx_latency: exec iox-roudi: %s\n",
+                         alkaid::ErrnoMessage(errno).c_str());
       ::_exit(127);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // RouDi maps its segments
     int status = 0;
     if (::waitpid(roudi, &status, WNOHANG) == roudi) {
-      std::fprintf(stderr, "alkaid_iceoryx_latency: iox-roudi exited at start\n");
+      (void)std::fprintf(stderr, "alkaid_iceoryx_latency: iox-roudi exited at start\n");
       return 1;
     }
   }
 
   auto mapping = alkaid::measure::SharedMapping<Shared>::MapOrDie();
   Shared* shared = mapping.get();
-  nlohmann::ordered_json results = nlohmann::ordered_json::array();
+  // The first two CPUs this process may use (if it may use two).
+  std::vector<int> cpus = alkaid::measure::AllowedCpus();
+  cpus.resize(cpus.size() >= 2 ? 2 : 0);
+  std::vector<alkaid::measure::Measurement> all;
+  std::ostream& table = options.json == "-" ? std::cerr : std::cout;  // the JSON's is stdout
   int code = 0;
-  std::printf("iceoryx ping-pong, mode %s; one-way latency = round trip / 2\n",
-              options.mode.c_str());
-  std::printf("%10s %10s %10s %10s %10s %10s %9s\n", "payload", "p50_ns", "p90_ns", "p99_ns",
-              "p99.9_ns", "max_ns", "samples");
   for (const int64_t size : options.sizes) {
-    const Status measured = MeasureSize(options, size, shared);
+    const Status measured = MeasureSize(options, size, cpus, shared);
     if (!measured.ok()) {
-      std::fprintf(stderr, "alkaid_iceoryx_latency: %lld B: %s\n", static_cast<long long>(size),
-                   measured.message().c_str());
+      (void)std::fprintf(stderr, "alkaid_iceoryx_latency: %lld B: %s\n",
+                         static_cast<long long>(size), measured.message().c_str());
       code = alkaid::measure::Interrupted() ? 130 : 1;
       break;
     }
-    const Summary s = Summarize(shared->histogram);
-    std::printf("%10lld %10lld %10lld %10lld %10lld %10lld %9llu\n", static_cast<long long>(size),
-                static_cast<long long>(s.p50_ns), static_cast<long long>(s.p90_ns),
-                static_cast<long long>(s.p99_ns), static_cast<long long>(s.p999_ns),
-                static_cast<long long>(s.max_ns), static_cast<unsigned long long>(s.samples));
-    std::fflush(stdout);
-    nlohmann::ordered_json r;
-    r["transport"] = "iceoryx";
-    r["mode"] = options.mode;
-    r["wait"] = options.mode == "block" ? "waitset" : "busy-poll";
-    r["pattern"] = "pingpong";
-    r["payload_bytes"] = size;
-    r["consumers"] = 1;
-    r["samples"] = s.samples;
-    r["p50_ns"] = s.p50_ns;
-    r["p90_ns"] = s.p90_ns;
-    r["p99_ns"] = s.p99_ns;
-    r["p999_ns"] = s.p999_ns;
-    r["max_ns"] = s.max_ns;
-    r["mean_ns"] = s.mean_ns;
-    r["msgs_per_s"] = shared->elapsed_ns > 0 ? static_cast<double>(s.samples) * 1e9 /
-                                                   static_cast<double>(shared->elapsed_ns)
-                                             : 0.0;
-    results.push_back(std::move(r));
+    alkaid::measure::Measurement m;
+    m.transport = "iceoryx";
+    m.mode = options.mode;
+    m.wait = options.mode == "block" ? "waitset" : "busy-poll";
+    m.pattern = "pingpong";
+    m.payload_bytes = size;
+    m.histogram = std::make_shared<Histogram>(shared->histogram);
+    m.summary = Summarize(shared->histogram);
+    if (shared->elapsed_ns > 0) {
+      m.msgs_per_s =
+          static_cast<double>(m.summary.samples) * 1e9 / static_cast<double>(shared->elapsed_ns);
+    }
+    all.push_back(std::move(m));
+    table << "\npayload " << alkaid::measure::FormatBytes(size) << ", iceoryx ping-pong, mode "
+          << options.mode << "; one-way latency = round trip / 2\n";
+    alkaid::measure::PrintRows(table, all, size, {});
   }
   if (roudi > 0) {
     ::kill(roudi, SIGTERM);
     ::waitpid(roudi, nullptr, 0);
   }
   if (!options.json.empty() && code == 0) {
-    nlohmann::ordered_json doc;
-    doc["results"] = std::move(results);
-    const std::string text = doc.dump(2) + "\n";
-    if (options.json == "-") {
-      std::cout << text;
-    } else {
-      std::ofstream(options.json) << text;
+    const Status written = alkaid::measure::WriteJson(options.json, all, cpus);
+    if (!written.ok()) {
+      (void)std::fprintf(stderr, "alkaid_iceoryx_latency: %s\n", written.ToString().c_str());
+      code = 1;
     }
   }
   return code;

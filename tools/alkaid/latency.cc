@@ -5,21 +5,18 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <set>
-#include <sstream>
 
 #include "alkaid/client/broker_client.h"
 #include "alkaid/measure/broker.h"
+#include "alkaid/measure/report.h"
 #include "alkaid/measure/text.h"
 #include "commands.h"
 #include "latency_internal.h"
@@ -31,7 +28,6 @@ namespace {
 namespace lat = latency;
 using measure::FormatBytes;
 using measure::FormatNs;
-using measure::FormatSignedNs;
 using measure::ParseSize;
 using measure::SplitCommas;
 constexpr int kExitInterrupted = 130;
@@ -70,14 +66,7 @@ int Refuse(const std::set<std::string>& given, std::initializer_list<const char*
 
 // ---- reports ------------------------------------------------------------
 
-const lat::Measurement* Find(const std::vector<lat::Measurement>& all, const std::string& transport,
-                             int64_t size) {
-  for (const auto& m : all) {
-    if (m.transport == transport && m.payload_bytes == size) return &m;
-  }
-  return nullptr;
-}
-
+// The heading of a size's table, then its rows (measure::PrintRows).
 void PrintTable(std::ostream& out, int64_t size, const std::vector<lat::Measurement>& all,
                 const std::vector<std::string>& baselines, const lat::RunSpec& run) {
   if (run.layer == "inproc") {
@@ -98,140 +87,7 @@ void PrintTable(std::ostream& out, int64_t size, const std::vector<lat::Measurem
     out << "; one-way latency = round trip / 2";
   }
   out << "\n";
-  char line[512];
-  (void)std::snprintf(line, sizeof(line), "%-9s %10s %10s %10s %10s %10s %9s %12s", "transport",
-                      "p50", "p90", "p99", "p99.9", "max", "samples", "msgs/s");
-  out << line;
-  for (const auto& b : baselines) {
-    (void)std::snprintf(line, sizeof(line), " %11s %11s", ("p50/" + b).c_str(),
-                        ("p99/" + b).c_str());
-    out << line;
-  }
-  out << "\n";
-  for (const auto& m : all) {
-    if (m.payload_bytes != size) continue;
-    const auto& s = m.summary;
-    (void)std::snprintf(line, sizeof(line), "%-9s %10s %10s %10s %10s %10s %9llu %12.0f",
-                        m.transport.c_str(), FormatNs(static_cast<double>(s.p50_ns)).c_str(),
-                        FormatNs(static_cast<double>(s.p90_ns)).c_str(),
-                        FormatNs(static_cast<double>(s.p99_ns)).c_str(),
-                        FormatNs(static_cast<double>(s.p999_ns)).c_str(),
-                        FormatNs(static_cast<double>(s.max_ns)).c_str(),
-                        static_cast<unsigned long long>(s.samples), m.msgs_per_s);
-    out << line;
-    for (const auto& b : baselines) {
-      const lat::Measurement* base = Find(all, b, size);
-      if (base == nullptr || base->summary.p50_ns <= 0 || base->summary.p99_ns <= 0) {
-        (void)std::snprintf(line, sizeof(line), " %11s %11s", "-", "-");
-      } else {
-        (void)std::snprintf(
-            line, sizeof(line), " %10.2fx %10.2fx",
-            static_cast<double>(s.p50_ns) / static_cast<double>(base->summary.p50_ns),
-            static_cast<double>(s.p99_ns) / static_cast<double>(base->summary.p99_ns));
-      }
-      out << line;
-    }
-    out << "\n";
-  }
-  const lat::Measurement* alkaid = Find(all, "alkaid", size);
-  if (alkaid != nullptr && alkaid->paired.pairs > 0) {
-    const auto& p = alkaid->paired;
-    out << "paired with 64 B (" << p.pairs << " pairs in the same processes): p50 "
-        << FormatNs(static_cast<double>(alkaid->summary.p50_ns)) << " against "
-        << FormatNs(static_cast<double>(p.p50_64_ns)) << "; difference (" << FormatBytes(size)
-        << " - 64 B) median " << FormatSignedNs(p.diff_p50_ns) << ", 95% interval ["
-        << FormatSignedNs(p.diff_lo_ns) << ", " << FormatSignedNs(p.diff_hi_ns) << "]\n";
-  }
-  // What alkaid adds to handing over the same body without it.
-  const lat::Measurement* body = Find(all, "body", size);
-  if (alkaid != nullptr && body != nullptr && body->summary.samples > 0) {
-    out << "overhead over body floor: "
-        << FormatSignedNs(alkaid->summary.p50_ns - body->summary.p50_ns) << " (p50), "
-        << FormatSignedNs(alkaid->summary.p99_ns - body->summary.p99_ns) << " (p99)\n";
-  }
-  for (const auto& m : all) {
-    if (m.payload_bytes != size) continue;
-    for (const auto& sample : m.memory) {
-      (void)std::snprintf(line, sizeof(line),
-                          "memory after %lld batches: RSS producer %.1f MiB, consumer %.1f MiB, "
-                          "broker %.1f MiB; broker segments %.1f MiB in /dev/shm\n",
-                          static_cast<long long>(sample.messages),
-                          static_cast<double>(sample.producer_rss) / 1048576.0,
-                          static_cast<double>(sample.consumer_rss) / 1048576.0,
-                          static_cast<double>(sample.broker_rss) / 1048576.0,
-                          static_cast<double>(sample.segments_bytes) / 1048576.0);
-      out << line;
-    }
-  }
-  for (const auto& m : all) {
-    if (m.payload_bytes != size || !m.has_idle || m.idle_wall_ns <= 0) continue;
-    (void)std::snprintf(
-        line, sizeof(line),
-        "idle: the %s consumer used %.3f ms of CPU over %.0f ms without data (%.2f%% of "
-        "a core)\n",
-        m.mode.c_str(), static_cast<double>(m.idle_cpu_ns) / 1e6,
-        static_cast<double>(m.idle_wall_ns) / 1e6,
-        100.0 * static_cast<double>(m.idle_cpu_ns) / static_cast<double>(m.idle_wall_ns));
-    out << line;
-  }
-  out.flush();
-}
-
-nlohmann::ordered_json ToJson(const std::vector<lat::Measurement>& all,
-                              const std::vector<int>& cpus) {
-  nlohmann::ordered_json results = nlohmann::ordered_json::array();
-  for (const auto& m : all) {
-    nlohmann::ordered_json r;
-    r["transport"] = m.transport;
-    r["layer"] = m.layer;
-    r["mode"] = m.mode;
-    r["pattern"] = m.pattern;
-    if (!m.writer.empty()) r["writer"] = m.writer;
-    if (m.transport == "alkaid") r["timestamps"] = m.timestamps;
-    r["payload_bytes"] = m.payload_bytes;
-    r["consumers"] = m.consumers;
-    r["samples"] = m.summary.samples;
-    // Percentiles: null where nothing was timed one by one (inproc).
-    const auto ns = [&](int64_t v) { return m.histogram ? nlohmann::ordered_json(v) : nullptr; };
-    r["p50_ns"] = ns(m.summary.p50_ns);
-    r["p90_ns"] = ns(m.summary.p90_ns);
-    r["p99_ns"] = ns(m.summary.p99_ns);
-    r["p999_ns"] = ns(m.summary.p999_ns);
-    r["max_ns"] = ns(m.summary.max_ns);
-    r["mean_ns"] = m.summary.mean_ns;
-    r["msgs_per_s"] = m.msgs_per_s;
-    if (m.has_idle) {
-      r["idle_cpu_ns"] = m.idle_cpu_ns;
-      r["idle_wall_ns"] = m.idle_wall_ns;
-    }
-    if (!m.memory.empty()) {
-      nlohmann::ordered_json memory = nlohmann::ordered_json::array();
-      for (const auto& sample : m.memory) {
-        memory.push_back({{"after_messages", sample.messages},
-                          {"producer_rss_bytes", sample.producer_rss},
-                          {"consumer_rss_bytes", sample.consumer_rss},
-                          {"broker_rss_bytes", sample.broker_rss},
-                          {"segments_bytes", sample.segments_bytes}});
-      }
-      r["memory"] = std::move(memory);
-    }
-    if (m.paired.pairs > 0) {
-      r["paired"] = {{"pairs", m.paired.pairs},
-                     {"p50_64B_ns", m.paired.p50_64_ns},
-                     {"diff_p50_ns", m.paired.diff_p50_ns},
-                     {"diff_lo_ns", m.paired.diff_lo_ns},
-                     {"diff_hi_ns", m.paired.diff_hi_ns}};
-    }
-    results.push_back(std::move(r));
-  }
-  double load[3] = {0, 0, 0};
-  (void)::getloadavg(load, 3);
-  nlohmann::ordered_json doc;
-  doc["results"] = std::move(results);
-  doc["host"] = {{"cpus_online", ::sysconf(_SC_NPROCESSORS_ONLN)},
-                 {"pinned_cpus", cpus},
-                 {"loadavg", {load[0], load[1], load[2]}}};
-  return doc;
+  measure::PrintRows(out, all, size, baselines);
 }
 
 Status WriteHgrm(const std::string& dir, const std::vector<lat::Measurement>& all) {
@@ -240,7 +96,7 @@ Status WriteHgrm(const std::string& dir, const std::vector<lat::Measurement>& al
         dir + "/" + m.transport + "_" + std::to_string(m.payload_bytes) + ".hgrm";
     std::ofstream file(path, std::ios::binary | std::ios::trunc);
     if (!file) return Status::IOError("cannot write '", path, "': ", ErrnoMessage(errno));
-    file << lat::FormatPercentileDistribution(*m.histogram);
+    file << measure::FormatPercentileDistribution(*m.histogram);
     if (!file.flush()) return Status::IOError("writing '", path, "' failed");
   }
   return Status::OK();
@@ -398,16 +254,8 @@ int RunLatency(const LatencyOptions& options, const std::set<std::string>& given
   }
 
   if (!options.json.empty()) {
-    const std::string text = ToJson(all, base.cpus).dump(2) + "\n";
-    if (options.json == "-") {
-      std::cout << text;
-      std::cout.flush();
-    } else {
-      std::ofstream file(options.json, std::ios::binary | std::ios::trunc);
-      if (!file || !(file << text) || !file.flush()) {
-        return Failure(Status::IOError("cannot write '", options.json, "'"));
-      }
-    }
+    const Status st = measure::WriteJson(options.json, all, base.cpus);
+    if (!st.ok()) return Failure(st);
   }
   if (!options.hgrm.empty()) {
     const Status st = WriteHgrm(options.hgrm, all);

@@ -30,8 +30,6 @@ using namespace std::chrono_literals;
 
 constexpr int64_t kRows = 64;
 
-format::SchemaPtr Schema() { return format::schema({format::field("v", format::int64(), false)}); }
-
 // Builds batch `i` (values i, i+1, ..., i+63) in a fresh region and
 // publishes it. The loop's helpers keep the shape of the loop's first home,
 // shm_stream_bench (the values taken out of their Results, the helpers
@@ -188,7 +186,7 @@ Result<int64_t> Run(int64_t count, const S& source) {
 
 Status Loop(const RunSpec& spec, const std::string& name, Measurement* out) {
   const bool strings = spec.writer == "strings";
-  const auto schema = strings ? StringSchema() : Schema();
+  const auto schema = strings ? StringSchema() : BatchSchema();
   shm::ChannelOptions o;
   o.stamp_publish_time = spec.timestamps;
   o.slot_count = 1024;

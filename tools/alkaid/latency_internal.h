@@ -24,14 +24,17 @@
 #include "alkaid/measure/histogram.h"
 #include "alkaid/measure/ping_pong.h"
 #include "alkaid/measure/process.h"
+#include "alkaid/measure/report.h"
 #include "alkaid/measure/shared_mapping.h"
 #include "alkaid/measure/text.h"
 
 namespace alkaid::tools::latency {
 
-using measure::FormatPercentileDistribution;
 using measure::Histogram;
+using measure::Measurement;
+using measure::MemorySample;
 using measure::NowNs;
+using measure::Paired;
 using measure::ProcessCpuNs;
 using measure::ResidentBytes;
 using measure::SegmentBytes;
@@ -56,15 +59,6 @@ struct RunSpec {
   std::vector<int> cpus;         ///< CPUs to pin the processes to (empty: no pinning)
   int broker_pid = 0;            ///< stream memory samples: the broker (0: unknown)
   std::string shm_prefix;        ///< stream memory samples: /dev/shm names of the broker
-};
-
-/// Memory figures taken by stream consumer 0 at a checkpoint.
-struct MemorySample {
-  int64_t messages = 0;      ///< batches received when taken
-  int64_t producer_rss = 0;  ///< bytes resident (VmRSS, shared pages included)
-  int64_t consumer_rss = 0;
-  int64_t broker_rss = 0;      ///< 0: not measured (a broker this run did not start)
-  int64_t segments_bytes = 0;  ///< /dev/shm bytes allocated to the broker's segments
 };
 
 /// Rows of int64 values a batch of `payload_bytes` has.
@@ -103,17 +97,6 @@ inline constexpr uint64_t kSmallRegionBytes = 1024;
 
 /// Slots of the pingpong topics' channels.
 inline constexpr std::size_t kPingSlotCount = 16;
-
-/// Paired pattern: the 64 B pings beside the row's size, and the paired
-/// differences (size - 64 B, one-way, per pair): median and the 95 %
-/// interval of the median (sign-test order statistics).
-struct Paired {
-  int64_t pairs = 0;  ///< 0: not a paired run
-  int64_t p50_64_ns = 0;
-  int64_t diff_p50_ns = 0;
-  int64_t diff_lo_ns = 0;
-  int64_t diff_hi_ns = 0;
-};
 
 /// Whether ping `id` of a paired run is of the row's size (else 64 B). The
 /// order within a pair alternates every two pairs, so that neither size
@@ -171,26 +154,6 @@ Status FirstLast(const format::RecordBatch& batch, int64_t* first, int64_t* last
 /// answer) would otherwise be measured as latency of the ping that arrives
 /// while B is still busy.
 Status AwaitOtherSideWaiting(const Shared* shared, int64_t value);
-
-/// What one measurement gives.
-struct Measurement {
-  std::string transport;         ///< alkaid | floor | body | uds
-  std::string layer = "client";  ///< alkaid: channel | client (a broker) | inproc (one thread)
-  std::string mode;
-  std::string pattern;
-  std::string writer;       ///< alkaid stream runs: build | fixed; else empty
-  bool timestamps = false;  ///< alkaid: the topics stamped publish times
-  int64_t payload_bytes = 0;
-  int consumers = 1;
-  double msgs_per_s = 0;
-  bool has_idle = false;
-  int64_t idle_cpu_ns = 0;
-  int64_t idle_wall_ns = 0;
-  Summary summary;                       ///< inproc: samples and mean_ns only
-  std::shared_ptr<Histogram> histogram;  ///< null: not timed one by one (inproc)
-  std::vector<MemorySample> memory;
-  Paired paired;
-};
 
 /// Fills `out` from what the children of a measurement left in `shared`:
 /// the histograms merged (stream: every consumer's), the message rate
