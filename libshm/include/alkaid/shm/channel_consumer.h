@@ -63,8 +63,17 @@ class ALKAID_EXPORT ChannelBlock {
   /// The body's bytes, read-only (the mapping is PROT_READ).
   std::span<const std::byte> data() const { return data_; }
   bool valid() const { return held_; }
-  /// Returns the block to the producer now.
+  /// Returns the block to the producer now, and lets go of the consumer.
   void Reset();
+  /// Takes the block `from` holds, after returning the one this holds.
+  /// Unlike a move, both keep their reference to the consumer's return
+  /// queue (copied only if it differs), so a holder that takes block after
+  /// block of one consumer touches no reference count: the steady state of
+  /// a batch's keeper (format::BatchTemplate keeps one per object graph).
+  void TakeFrom(ChannelBlock* from);
+  /// Returns the block to the producer now, but keeps the reference to the
+  /// consumer (its queue and mappings) for the next TakeFrom. Any thread.
+  void Release();
 
   struct Returns;  ///< internal: the consumer's return queue
 
