@@ -24,7 +24,8 @@ ProducerState::ProducerState(const ChannelOptions& options_in, std::string name_
       segment(std::move(segment_in)),
       registry(std::move(registry_in)),
       header(reinterpret_cast<ChannelHeaderData*>(segment->data())),
-      blocks(geometry.block_count, geometry.arena_offset, geometry.arena_size),
+      blocks(geometry.block_count, geometry.arena_offset, geometry.arena_size,
+             (geometry.max_consumers + 63) / 64),
       consumers(geometry, name, options, segment->data(), registry->data()) {
   slots.slot_block.assign(geometry.slot_count, kNoBlock);
   arena_base[0] = segment->data();
