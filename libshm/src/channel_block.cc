@@ -42,25 +42,6 @@ void ChannelBlock::Release() {
   data_ = {};
 }
 
-void ChannelBlock::TakeFrom(ChannelBlock* from) {
-  if (from == this) return;
-  if (held_) {
-    returns_->Push(descriptor_, generation_);
-    held_ = false;
-  }
-  if (!from->held_) {
-    data_ = {};
-    return;
-  }
-  // A copy of the pointer, not a move: both keep the queue, so neither the
-  // next receive into `from` nor the next hand-over changes the count.
-  if (returns_ != from->returns_) returns_ = from->returns_;
-  data_ = std::exchange(from->data_, {});
-  descriptor_ = from->descriptor_;
-  generation_ = from->generation_;
-  held_ = std::exchange(from->held_, false);
-}
-
 // ---------------------------------------------------------------------------
 // ChannelMessage
 

@@ -29,6 +29,7 @@ ProducerState::ProducerState(const ChannelOptions& options_in, std::string name_
       consumers(geometry, name, options, segment->data(), registry->data()) {
   slots.slot_block.assign(geometry.slot_count, kNoBlock);
   arena_base[0] = segment->data();
+  slot_base = segment->data() + geometry.slots_offset;
   arena_bytes = geometry.arena_size;
   next_idle_check = Clock::now();
   released_next = std::make_unique<std::atomic<uint32_t>[]>(geometry.block_count);
