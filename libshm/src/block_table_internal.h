@@ -136,7 +136,8 @@ class BlockTable {
     b.state = BlockState::kLive;
     b.slot_ref = true;
     b.loan_ref = keep;
-    std::copy(holders, holders + kHolderWords, std::begin(b.holders));
+    // Word by word: std::copy of the four became a call of memcpy.
+    for (uint32_t w = 0; w < kHolderWords; ++w) b.holders[w] = holders[w];
   }
 
   /// The loan of generation `generation` of block `d` was dropped: an
