@@ -254,6 +254,8 @@ struct BatchSubscriber::Impl {
   // private copy of it, with kPrivateCopy) and validated as the plan says;
   // with `options.with_message`, its body and metadata too.
   Status MakeFromPlan(const DecodePlan& plan, shm::ChannelBlock&& block, ReceivedBatch* out);
+  // MakeFromPlan's way with Verification::kPrivateCopy.
+  Status MakeCopyFromPlan(const DecodePlan& plan, shm::ChannelBlock&& block, ReceivedBatch* out);
   // Decodes the message received: a batch, or nothing (a dictionary
   // message, a batch skipped for want of its dictionaries).
   Result<ReceivedBatch> Decode();
