@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs clang-tidy (clang-tidy-14, config: .clang-tidy) over Alkaid's own
-# sources: common/, format/, libshm/, broker/, flight/, measure/, tools/, fuzz/ and python/src/, using the
-# compile_commands.json of existing builds, and fails on any finding.
+# sources: common/, format/, libshm/, broker/, flight/, measure/, tools/, fuzz/, capi/src/ and
+# python/src/, using the compile_commands.json of existing builds, and fails on any finding.
 #   scripts/tidy.sh [BUILD_DIR...]
 # Default build dirs: build/release, plus build/fuzz when it exists (the
 # only build that compiles fuzz/). A source is checked once, with the first
@@ -31,7 +31,7 @@ trap 'rm -rf "$work"' EXIT
 python3 - "$root" "$work" "${dirs[@]}" <<'PY'
 import json, os, re, sys
 root, work, dirs = sys.argv[1], sys.argv[2], sys.argv[3:]
-wanted = re.compile(r'^(common|format|libshm|broker|flight|measure|tools|fuzz|python/src)/.*\.cc$')
+wanted = re.compile(r'^(common|format|libshm|broker|flight|measure|tools|fuzz|capi/src|python/src)/.*\.cc$')
 seen = set()
 for i, d in enumerate(dirs):
     db = os.path.join(root, d, 'compile_commands.json')

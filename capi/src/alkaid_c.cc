@@ -106,6 +106,12 @@ struct alkaid_producer {
   // Writer loans published and ready for the next loan of their rows,
   // oldest first (at most kIdleWriters).
   std::vector<alkaid_loan*> idle_writers;
+  // The row counts of the last eight pool loans (a writer is made for a
+  // count seen among them), and the writers made so far (at most
+  // kMaxWriters).
+  std::array<int64_t, 8> recent_rows = {-1, -1, -1, -1, -1, -1, -1, -1};
+  size_t next_recent = 0;
+  int writers_made = 0;
 };
 
 struct alkaid_consumer {
@@ -294,19 +300,33 @@ void FreeSpentLoans(alkaid_producer* producer) {
 // publishes such batches most cheaply through a client::FixedShapeWriter:
 // its Begin takes a region of the channel, its Publish sends the region
 // with the Message sent once (the channel's shape entry), with no batch,
-// no pool and no shape comparison per message. So the first loan of a row
-// count is made as any loan (a pool and a batch: the prototype), turned
-// into a writer of that shape, and the prototype's region is given back;
-// once published, the loan object with its writer is kept (idle_writers)
-// and serves the next loan of the same rows: that loan is the writer's
+// no pool and no shape comparison per message. So a loan of a row count
+// seen among the last pool loans' (most producers repeat a few sizes; a
+// count seen once would pay for a writer it never uses again, and each
+// writer keeps one of the channel's 16 shape lines for good) is made as any
+// loan (a pool and a batch: the prototype), turned into a writer of that
+// shape, and the prototype's region is given back; once published, the loan object with its writer
+// is kept (idle_writers) and serves the next loan of the same rows: that loan is the writer's
 // Begin, its publish the writer's Publish. Nullable columns stay on the
 // pool path (a writer's null counts are its prototype's, and a loan's are
 // the caller's); so do variable-width ones (their Message changes with
 // their lengths). The writers keep no copy of their prototype (they are
 // never asked to fill from it: FixedShapeWriterOptions::keep_prototype),
-// only its Message; at most kIdleWriters idle ones are kept.
+// only its Message; at most kIdleWriters idle ones are kept, and at most
+// kMaxWriters are made (half the shape lines: the rest serve other shapes).
 
 constexpr size_t kIdleWriters = 4;
+constexpr int kMaxWriters = 8;
+
+// True if a pool loan of `rows` rows should become a writer (see above);
+// remembers the count either way.
+bool WantWriter(alkaid_producer* producer, int64_t rows) {
+  auto& recent = producer->recent_rows;
+  const bool seen = std::find(recent.begin(), recent.end(), rows) != recent.end();
+  recent[producer->next_recent] = rows;
+  producer->next_recent = (producer->next_recent + 1) % recent.size();
+  return seen && producer->writers_made < kMaxWriters;
+}
 
 // True if every column can be loaned through a writer.
 bool WritersFit(const std::vector<LoanPlan>& plans) {
@@ -372,6 +392,7 @@ Status MakeWriterLoan(alkaid_producer* producer, alkaid_loan* loan) {
     producer->shape_writers = false;
     return Status::OK();
   }
+  ++producer->writers_made;
   loan->writer = std::move(*writer);
   loan->batch.reset();
   for (LoanColumn& col : loan->columns) col.buffers = {};
@@ -561,7 +582,9 @@ Status MakeLoan(alkaid_producer* producer, int64_t rows, const int64_t* var_data
   }
   ALKAID_ASSIGN_OR_RAISE(loan->batch, format::RecordBatch::Make(producer->producer->schema(), rows,
                                                                 std::move(columns)));
-  if (producer->shape_writers) ALKAID_RETURN_NOT_OK(MakeWriterLoan(producer, loan.get()));
+  if (producer->shape_writers && WantWriter(producer, rows)) {
+    ALKAID_RETURN_NOT_OK(MakeWriterLoan(producer, loan.get()));
+  }
   *out = loan.release();
   return Status::OK();
 }

@@ -6,6 +6,7 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -214,10 +215,12 @@ bool SameSchema(const ArrowSchema& a, const ArrowSchema& b) {
 // costs. Larger batches are copied with the GIL released.
 constexpr int64_t kSmallBatchRows = 1024;
 
-// Writers a producer makes at most for PublishSameLayout (one at a time;
-// a new one each time the row count changes and then stays): each takes a
-// line of the channel's shape table for good.
+// Writers a producer makes at most (TakeWriter: a new one each time the
+// row count changes and then stays): each takes a line of the channel's
+// shape table for good. Of those, at most kIdleWriters wait for their next
+// batch.
 constexpr int kMaxWriters = 8;
+constexpr size_t kIdleWriters = 4;
 
 // True if `array` is a struct array of `widths.size()` fixed-width
 // children (byte widths `widths`) of at least its length, none with nulls,
@@ -304,68 +307,81 @@ bool PyProducer::IsTopicSchema(const ArrowSchema& schema) const {
   return exported_schema_.release != nullptr && SameSchema(schema, exported_schema_);
 }
 
-Result<std::unique_ptr<client::FixedShapeWriter>> PyProducer::MakeWriter(int64_t rows) {
-  uint64_t bytes = 64;
-  for (const int64_t width : fixed_widths_) {
-    bytes += (static_cast<uint64_t>(rows * width) + 63) / 64 * 64;
+Result<std::unique_ptr<client::FixedShapeWriter>> PyProducer::TakeWriter(int64_t rows) {
+  if (fixed_widths_.empty() || producer_ == nullptr) return nullptr;
+  for (size_t i = idle_writers_.size(); i-- > 0;) {
+    IdleWriter& idle = idle_writers_[i];
+    if (idle.rows != rows) continue;
+    // Begun before it leaves the list: a Begin that fails (no space in
+    // time) leaves it idle and reusable.
+    if (!idle.begun) {
+      ALKAID_RETURN_NOT_OK(idle.writer->Begin(client::FixedShapeWriter::Fill::kNone));
+      idle.begun = true;
+    }
+    std::unique_ptr<client::FixedShapeWriter> writer = std::move(idle.writer);
+    idle_writers_.erase(idle_writers_.begin() + static_cast<std::ptrdiff_t>(i));
+    return writer;
   }
-  ALKAID_ASSIGN_OR_RAISE(auto pool, producer_->NewBatchPool(bytes));
-  std::vector<format::ArrayDataPtr> columns;
-  for (size_t i = 0; i < fixed_widths_.size(); ++i) {
-    ALKAID_ASSIGN_OR_RAISE(auto buffer,
-                           format::AllocateBuffer(rows * fixed_widths_[i], pool.get()));
-    columns.push_back(format::ArrayData::Make(schema_->field(static_cast<int>(i))->type(), rows,
-                                              {nullptr, std::move(buffer)}, 0));
-  }
-  ALKAID_ASSIGN_OR_RAISE(auto prototype,
-                         format::RecordBatch::Make(schema_, rows, std::move(columns)));
+  // A writer for a row count that comes back (seen among the last eight
+  // asked for without one), as the C ABI's loans.
+  const bool seen = std::find(recent_rows_.begin(), recent_rows_.end(), rows) != recent_rows_.end();
+  recent_rows_[next_recent_] = rows;
+  next_recent_ = (next_recent_ + 1) % recent_rows_.size();
+  if (!seen || writers_made_ >= kMaxWriters) return nullptr;
   client::FixedShapeWriterOptions options;
   options.keep_prototype = false;  // every Begin is Fill::kNone
-  return producer_->NewFixedShapeWriter(*prototype, *pool, options);
+  Result<std::unique_ptr<client::FixedShapeWriter>> made =
+      producer_->NewFixedShapeWriter(rows, options);
+  if (!made.ok()) {
+    // A wait for space cut short or timed out: the batch fails as it would
+    // have for its own space.
+    const StatusCode code = made.status().code();
+    if (code == StatusCode::kCancelled || code == StatusCode::kTimedOut) return made.status();
+    fixed_widths_.clear();  // a layout the client refuses: no writers from now on
+    return nullptr;
+  }
+  ++writers_made_;
+  std::unique_ptr<client::FixedShapeWriter> writer = std::move(made).ValueOrDie();
+  if (Status begun = writer->Begin(client::FixedShapeWriter::Fill::kNone); !begun.ok()) {
+    KeepWriter(rows, std::move(writer), /*begun=*/false);  // for the call made again
+    return begun;
+  }
+  return writer;
+}
+
+void PyProducer::KeepWriter(int64_t rows, std::unique_ptr<client::FixedShapeWriter> writer,
+                            bool begun) {
+  idle_writers_.push_back({rows, begun, std::move(writer)});
+  if (idle_writers_.size() > kIdleWriters) idle_writers_.erase(idle_writers_.begin());
 }
 
 Result<bool> PyProducer::PublishSameLayout(const ArrowArray& array) {
   if (fixed_widths_.empty() || !IsFixedWidthStruct(array, fixed_widths_)) return false;
-  if (writer_ == nullptr || writer_rows_ != array.length) {
-    const bool same_as_last = array.length == last_rows_;
-    last_rows_ = array.length;
-    if (!same_as_last || writers_made_ >= kMaxWriters) return false;
-    writer_.reset();
-    writer_pending_ = false;
-    writer_rows_ = -1;
-    Result<std::unique_ptr<client::FixedShapeWriter>> made = MakeWriter(array.length);
-    if (!made.ok()) {
-      // A wait for space cut short: nothing done, the call is made again.
-      if (made.status().code() == StatusCode::kCancelled) return made.status();
-      fixed_widths_.clear();  // a layout the writer refuses: the import's path from now on
-      return false;
-    }
-    writer_ = std::move(made).ValueOrDie();
-    writer_rows_ = array.length;
-    ++writers_made_;
-  }
-  if (!writer_pending_) {
-    ALKAID_RETURN_NOT_OK(writer_->Begin(client::FixedShapeWriter::Fill::kNone));
-    writer_pending_ = true;
-  }
+  ALKAID_ASSIGN_OR_RAISE(std::unique_ptr<client::FixedShapeWriter> writer,
+                         TakeWriter(array.length));
+  if (writer == nullptr) return false;
   // Buffers depth first: each column's (empty) validity bitmap, then its
   // values.
   for (size_t i = 0; i < fixed_widths_.size(); ++i) {
     const ArrowArray& child = *array.children[i];
-    const std::span<uint8_t> values = writer_->buffer(2 * i + 1);
+    const std::span<uint8_t> values = writer->buffer(2 * i + 1);
     const auto bytes = static_cast<size_t>(array.length * fixed_widths_[i]);
-    if (values.size() < bytes) {
-      return Status::Invalid("the same-layout writer's buffer ", 2 * i + 1, " has ", values.size(),
-                             " bytes, not ", bytes);
+    if (values.size() != bytes) {
+      const size_t size = values.size();
+      KeepWriter(array.length, std::move(writer), /*begun=*/true);
+      return Status::Invalid("the writer's buffer ", 2 * i + 1, " has ", size, " bytes, not ",
+                             bytes);
     }
     std::memcpy(values.data(),
                 static_cast<const uint8_t*>(child.buffers[1]) + child.offset * fixed_widths_[i],
                 bytes);
   }
-  ALKAID_RETURN_NOT_OK(writer_->Publish());
-  writer_pending_ = false;
+  const Status published = writer->Publish();
+  const uint64_t body = writer->body_length();
+  KeepWriter(array.length, std::move(writer), /*begun=*/!published.ok());
+  ALKAID_RETURN_NOT_OK(published);
   ++same_layout_published_;
-  same_layout_bytes_ += writer_->body_length();
+  same_layout_bytes_ += body;
   return true;
 }
 
@@ -479,7 +495,7 @@ void PyProducer::Close() {
   Check(CallInterruptibly([&](std::stop_token stop) {
     std::lock_guard lock(mutex_);
     if (producer_ == nullptr) return Status::OK();
-    writer_.reset();  // its pending region, if any, back to the arena first
+    idle_writers_.clear();  // their pending regions, if any, back to the arena first
     producer_->set_stop(std::move(stop));
     Status status = producer_->Close();
     producer_.reset();
@@ -527,24 +543,16 @@ class PyLoan {
       : producer_obj_(std::move(producer)), owner_(&nb::cast<PyProducer&>(producer_obj_)) {
     if (num_rows < 0) ThrowStatus(Status::Invalid("num_rows must be >= 0, got ", num_rows));
     const std::vector<PyProducer::LoanColumn>& columns = owner_->LoanColumns();
-    buffers_.reserve(columns.size());
-    views_.reserve(columns.size());
-    uint64_t bytes = 0;
-    for (const auto& column : columns) {
-      bytes +=
-          (static_cast<uint64_t>(num_rows) * static_cast<uint64_t>(column.width) + 63) / 64 * 64;
-    }
     num_rows_ = num_rows;
     // A wait for arena space ends on Ctrl-C.
     Check(CallInterruptiblyRepeatable(owner_->mutex(), /*small=*/true, [&](std::stop_token stop) {
       StopScope scope(owner_->Get(), std::move(stop));
-      return Allocate(columns, bytes + 64);
+      return Allocate(columns);
     }));
   }
 
   // loan[key]: a numpy array over the column's shared buffer, whose base
-  // is this loan (numpy.frombuffer over the loan's buffer protocol, below):
-  // the array keeps the loan, and so the buffer, alive.
+  // is this loan: the array keeps the loan, and so the buffer, alive.
   nb::object Column(nb::handle self, nb::handle key) {
     const std::vector<PyProducer::LoanColumn>& columns = owner_->LoanColumns();
     const auto count = static_cast<Py_ssize_t>(columns.size());
@@ -572,14 +580,11 @@ class PyLoan {
     }
     if (published_) ThrowStatus(Status::Invalid("this loan was already published"));
     const auto i = static_cast<size_t>(index);
-    const auto& buffer = *buffers_[i];
-    const int64_t offset = buffer.size() > 0 ? buffer.data() - pool_->region_data() : 0;
     nb::object result;
     if (owner_->numpy_c_api()) {
-      result =
-          numpy_c_api::NewView(columns[i].dtype, pool_->region_data() + offset, num_rows_, self);
+      result = numpy_c_api::NewView(columns[i].dtype, values_[i], num_rows_, self);
     } else {
-      result = FromBuffer(self, columns[i].dtype, offset);
+      result = FromBuffer(self, columns[i].dtype, values_[i] - memory_.data());
     }
     // A weak reference: the array holds this loan (its base), so a strong
     // one would be a cycle.
@@ -601,44 +606,45 @@ class PyLoan {
     return nb::steal(view);
   }
 
-  // The buffer protocol: the loan's region, writable until published.
+  // The buffer protocol: the loan's columns, writable until published.
   int GetBuffer(PyObject* self, Py_buffer* view, int flags) {
-    if (pool_ == nullptr) {
-      PyErr_SetString(PyExc_BufferError, "this loan holds no memory");
-      view->obj = nullptr;
-      return -1;
-    }
     if (published_ && (flags & PyBUF_WRITABLE) == PyBUF_WRITABLE) {
       PyErr_SetString(PyExc_BufferError, "this loan was published: its memory is read-only");
       view->obj = nullptr;
       return -1;
     }
-    return PyBuffer_FillInfo(view, self, pool_->region_data(),
-                             static_cast<Py_ssize_t>(pool_->region_size()), published_ ? 1 : 0,
-                             flags);
+    return PyBuffer_FillInfo(view, self, memory_.data(), static_cast<Py_ssize_t>(memory_.size()),
+                             published_ ? 1 : 0, flags);
   }
 
   void Publish() {
     if (published_) ThrowStatus(Status::Invalid("this loan was already published"));
-    const format::SchemaPtr& schema = owner_->schema();
-    std::vector<format::ArrayDataPtr> columns;
-    columns.reserve(buffers_.size());
-    for (int i = 0; i < schema->num_fields(); ++i) {
-      columns.push_back(format::ArrayData::Make(schema->field(i)->type(), num_rows_,
-                                                {nullptr, buffers_[static_cast<size_t>(i)]}, 0));
+    format::RecordBatchPtr batch;
+    if (writer_ == nullptr) {
+      const format::SchemaPtr& schema = owner_->schema();
+      std::vector<format::ArrayDataPtr> columns;
+      columns.reserve(buffers_.size());
+      for (int i = 0; i < schema->num_fields(); ++i) {
+        columns.push_back(format::ArrayData::Make(schema->field(i)->type(), num_rows_,
+                                                  {nullptr, buffers_[static_cast<size_t>(i)]}, 0));
+      }
+      batch = Unwrap(format::RecordBatch::Make(schema, num_rows_, std::move(columns)));
     }
-    auto batch = Unwrap(format::RecordBatch::Make(schema, num_rows_, std::move(columns)));
     // A wait for room ends on Ctrl-C: KeyboardInterrupt, and the loan
-    // counts as published (its pool is sealed).
+    // counts as published (its memory stays the loan's, read-only).
     Status status;
     try {
       status =
           CallInterruptiblyRepeatable(owner_->mutex(), /*small=*/true, [&](std::stop_token stop) {
-            if (owner_->Get() == nullptr) {
-              return owner_->ClosedStatus();
-            }
-            StopScope scope(owner_->Get(), std::move(stop));
-            return owner_->Get()->Publish(*batch, pool_.get());
+            client::Producer* producer = owner_->Get();
+            if (producer == nullptr) return owner_->ClosedStatus();
+            StopScope scope(producer, std::move(stop));
+            if (writer_ == nullptr) return producer->Publish(*batch, pool_.get());
+            // Held: the views (and the buffer protocol) go on showing what
+            // was published while this loan lives, as a pool's region does.
+            ALKAID_RETURN_NOT_OK(writer_->Publish(&held_));
+            owner_->KeepWriter(num_rows_, std::move(writer_), /*begun=*/false);
+            return Status::OK();
           });
     } catch (...) {
       Seal();
@@ -647,6 +653,21 @@ class PyLoan {
     Seal();
     Check(status);
   }
+
+  // An unpublished writer loan gives its writer back, region and all (no
+  // view of it is left: each holds the loan), when the producer is free
+  // at once; otherwise the region goes back to the arena with the writer.
+  ~PyLoan() {
+    if (writer_ == nullptr) return;
+    std::unique_lock lock(owner_->mutex(), std::try_to_lock);
+    if (lock.owns_lock() && owner_->Get() != nullptr) {
+      owner_->KeepWriter(num_rows_, std::move(writer_), /*begun=*/true);
+    }
+  }
+  PyLoan(PyLoan&&) noexcept = default;
+  PyLoan(const PyLoan&) = delete;
+  PyLoan& operator=(const PyLoan&) = delete;
+  PyLoan& operator=(PyLoan&&) = delete;
 
   bool published() const { return published_; }
   int64_t num_rows() const { return num_rows_; }
@@ -668,24 +689,70 @@ class PyLoan {
     views_.clear();
   }
 
-  // Holds the producer's mutex, not necessarily the GIL (and so touches no
-  // Python object).
-  Status Allocate(const std::vector<PyProducer::LoanColumn>& columns, uint64_t bytes) {
-    if (owner_->Get() == nullptr) return owner_->ClosedStatus();
-    ALKAID_ASSIGN_OR_RAISE(pool_, owner_->Get()->NewBatchPool(bytes));
+  // Takes the loan's memory: a region of one of the producer's writers
+  // (TakeWriter), or a pool with a buffer per column. The values are
+  // zeroed either way, and with a writer the padding after them too (a
+  // pool's buffers come zeroed, padding and all). Holds the producer's
+  // mutex, not necessarily the GIL (and so touches no Python object).
+  Status Allocate(const std::vector<PyProducer::LoanColumn>& columns) {
+    client::Producer* producer = owner_->Get();
+    if (producer == nullptr) return owner_->ClosedStatus();
+    ALKAID_ASSIGN_OR_RAISE(writer_, owner_->TakeWriter(num_rows_));
+    values_.clear();
+    if (writer_ != nullptr) {
+      uint8_t* begin = nullptr;
+      uint8_t* end = nullptr;
+      for (size_t i = 0; i < columns.size(); ++i) {
+        const std::span<uint8_t> values = writer_->buffer(2 * i + 1);
+        uint8_t* data = values.empty() ? EmptyValues() : values.data();
+        const size_t padded = (values.size() + 63) / 64 * 64;
+        std::memset(data, 0, padded);
+        values_.push_back(data);
+        if (!values.empty()) {
+          begin = begin == nullptr ? data : std::min(begin, data);
+          end = std::max(end, data + padded);
+        }
+      }
+      memory_ = begin == nullptr ? std::span<uint8_t>(EmptyValues(), 0)
+                                 : std::span<uint8_t>(begin, static_cast<size_t>(end - begin));
+      return Status::OK();
+    }
+    uint64_t bytes = 64;
+    for (const auto& column : columns) {
+      bytes +=
+          (static_cast<uint64_t>(num_rows_) * static_cast<uint64_t>(column.width) + 63) / 64 * 64;
+    }
+    ALKAID_ASSIGN_OR_RAISE(pool_, producer->NewBatchPool(bytes));
+    buffers_.clear();
     for (const auto& column : columns) {
       ALKAID_ASSIGN_OR_RAISE(auto buffer,
                              format::AllocateBuffer(num_rows_ * column.width, pool_.get()));
+      values_.push_back(buffer->size() > 0 ? buffer->mutable_data() : EmptyValues());
       buffers_.push_back(std::move(buffer));
     }
+    memory_ = {pool_->region_data(), static_cast<size_t>(pool_->region_size())};
     return Status::OK();
+  }
+
+  // Where the views of columns without values point: any address will do
+  // for zero items, and numpy wants one.
+  static uint8_t* EmptyValues() {
+    alignas(64) static uint8_t empty[64];
+    return empty;
   }
 
   nb::object producer_obj_;
   PyProducer* owner_;  // producer_obj_'s
   int64_t num_rows_ = 0;
+  // The loan's memory: a writer's region (given back to the producer at
+  // publish, the region then held by held_ while the loan lives), or a
+  // pool and its buffers.
+  std::unique_ptr<client::FixedShapeWriter> writer_;
+  shm::ChannelLoan held_;
   std::unique_ptr<client::ShmBatchPool> pool_;
   std::vector<std::shared_ptr<format::Buffer>> buffers_;
+  std::vector<uint8_t*> values_;   // each column's values
+  std::span<uint8_t> memory_;      // every column's values: the buffer protocol's
   std::vector<nb::object> views_;  // weak references to the arrays Column made
   bool published_ = false;
 };

@@ -2,6 +2,7 @@
 
 #include <nanobind/nanobind.h>
 
+#include <array>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -61,21 +62,31 @@ class PyProducer {
   /// as LoanColumns found.
   bool numpy_c_api() const { return numpy_c_api_; }
 
+  /// With mutex() held: a writer of batches of `rows` rows with a region
+  /// begun (Begin(Fill::kNone)): an idle one of those rows, or one made
+  /// when the rows are among the last eight asked for without one (most
+  /// producers repeat a few sizes); null when such batches go another way (every column
+  /// must be numeric or temporal, and a producer makes at most kMaxWriters,
+  /// each taking a line of the channel's shape table for good). Errors: a
+  /// wait for space cut short or timed out.
+  Result<std::unique_ptr<client::FixedShapeWriter>> TakeWriter(int64_t rows);
+  /// With mutex() held: gives back a writer TakeWriter lent, after its
+  /// publish (`begun`: its publish failed, and the region it holds serves
+  /// the next batch); the oldest idle one goes beyond kIdleWriters.
+  void KeepWriter(int64_t rows, std::unique_ptr<client::FixedShapeWriter> writer, bool begun);
+
  private:
   // True if `schema` describes exactly what the topic's schema exports to
   // (every format, name, flag and metadata byte): then it is the topic's
   // schema and need not be imported.
   bool IsTopicSchema(const ArrowSchema& schema) const;
   // Publishes `array` (of the topic's schema) through a FixedShapeWriter
-  // when it lays out as the one before it (the same row count, fixed-width
-  // columns without nulls): its values copied straight into a region and
-  // published with the metadata encoded once, no import, no batch object.
-  // False (nothing done) for an array that does not qualify; Cancelled (nothing
-  // done) when it would have to wait and `stop` is requested. Holds mutex_.
+  // when it lays out as a writer's (TakeWriter): its values copied straight
+  // into a region and published with the metadata encoded once, no import,
+  // no batch object. False (nothing done) for an array that does not
+  // qualify; Cancelled (nothing done) when it would have to wait and `stop`
+  // is requested. Holds mutex_.
   Result<bool> PublishSameLayout(const ArrowArray& array);
-  // A writer for batches of `rows` rows (the prototype built in a fresh
-  // pool, dropped unpublished). Holds mutex_.
-  Result<std::unique_ptr<client::FixedShapeWriter>> MakeWriter(int64_t rows);
 
   std::mutex mutex_;
   std::atomic<bool> closed_{false};  // set by Close before it takes mutex_
@@ -86,19 +97,21 @@ class PyProducer {
   std::vector<LoanColumn> loan_columns_;
   nb::object frombuffer_;
   bool numpy_c_api_ = false;
-  // PublishSameLayout's state, under mutex_. fixed_widths_: each column's
-  // byte width if every column is numeric or temporal (empty: never).
-  // writer_ (declared after producer_: destroyed before it) publishes
-  // batches of writer_rows_ rows; pending: a region taken by Begin and not
-  // published (its publish failed), reused by the next batch. last_rows_:
-  // the rows of the previous batch, which a writer is made for when the
-  // next has as many. writers_made_: at most kMaxWriters per producer, each
-  // taking a line of the channel's shape table.
+  // The writers' state, under mutex_. fixed_widths_: each column's byte
+  // width if every column is numeric or temporal (empty: no writers).
+  // idle_writers_ (declared after producer_: destroyed before it), oldest
+  // first; recent_rows_: the rows of the last eight batches TakeWriter had
+  // no writer for (next_recent_: where the next goes); writers_made_: at
+  // most kMaxWriters.
+  struct IdleWriter {
+    int64_t rows;
+    bool begun;
+    std::unique_ptr<client::FixedShapeWriter> writer;
+  };
   std::vector<int64_t> fixed_widths_;
-  std::unique_ptr<client::FixedShapeWriter> writer_;
-  int64_t writer_rows_ = -1;
-  bool writer_pending_ = false;
-  int64_t last_rows_ = -1;
+  std::vector<IdleWriter> idle_writers_;
+  std::array<int64_t, 8> recent_rows_ = {-1, -1, -1, -1, -1, -1, -1, -1};
+  size_t next_recent_ = 0;
   int writers_made_ = 0;
   // What PublishSameLayout copied (stats(): arrow_copied, copied_bytes).
   uint64_t same_layout_published_ = 0;

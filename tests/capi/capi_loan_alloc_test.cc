@@ -12,8 +12,10 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "alkaid/alkaid.h"
 #include "alkaid/format/c_data.h"
@@ -64,10 +66,11 @@ class CapiLoanAllocTest : public ::testing::Test {
     ASSERT_C_OK(alkaid_consumer_close(consumer_));
   }
 
-  // A loan of kRows values first, first + 1, ... (its allocations counted).
-  void Loan(int64_t first, alkaid_loan** loan) {
+  // A loan of `rows` values first, first + 1, ... (its allocations
+  // counted).
+  void Loan(int64_t first, alkaid_loan** loan, int64_t rows = kRows) {
     const uint64_t before = counting_new::t_allocations;
-    const alkaid_status loaned = alkaid_producer_loan(producer_, kRows, nullptr, 0, loan);
+    const alkaid_status loaned = alkaid_producer_loan(producer_, rows, nullptr, 0, loan);
     void* data = nullptr;
     int64_t size = 0;
     const alkaid_status buffer =
@@ -75,8 +78,8 @@ class CapiLoanAllocTest : public ::testing::Test {
     producer_allocations_ += counting_new::t_allocations - before;
     ASSERT_C_OK(loaned);
     ASSERT_C_OK(buffer);
-    ASSERT_EQ(size, kRows * 8);
-    for (int64_t r = 0; r < kRows; ++r) static_cast<int64_t*>(data)[r] = first + r;
+    ASSERT_EQ(size, rows * 8);
+    for (int64_t r = 0; r < rows; ++r) static_cast<int64_t*>(data)[r] = first + r;
   }
 
   // Publishes `loan` (its allocations counted).
@@ -89,16 +92,27 @@ class CapiLoanAllocTest : public ::testing::Test {
 
   // Receives a batch and checks its first and last value (read from the
   // ArrowArray itself: an import would allocate).
-  void Receive(int64_t first) {
+  void Receive(int64_t first, int64_t rows = kRows) {
     ArrowArray a{};
     ASSERT_C_OK(alkaid_consumer_next(consumer_, 10000, &a, nullptr, nullptr));
     ASSERT_EQ(a.n_children, 1);
     const ArrowArray& v = *a.children[0];
-    ASSERT_EQ(v.length, kRows);
+    ASSERT_EQ(v.length, rows);
     const auto* values = static_cast<const int64_t*>(v.buffers[1]);
     EXPECT_EQ(values[0], first);
-    EXPECT_EQ(values[kRows - 1], first + kRows - 1);
+    EXPECT_EQ(values[rows - 1], first + rows - 1);
     a.release(&a);
+  }
+
+  // The allocations of one loan of `rows` rows and its publish.
+  uint64_t LoanOnce(int64_t rows) {
+    producer_allocations_ = 0;
+    alkaid_loan* loan = nullptr;
+    Loan(rows, &loan, rows);
+    if (::testing::Test::HasFatalFailure()) return ~uint64_t{0};
+    Publish(loan);
+    Receive(rows, rows);
+    return producer_allocations_;
   }
 
   // Two loans out at once (the second taken while the first is written),
@@ -138,6 +152,36 @@ class CapiLoanAllocTest : public ::testing::Test {
 TEST_F(CapiLoanAllocTest, FixedShapeLoansAllocateNothing) {
   ASSERT_NO_FATAL_FAILURE(Open(false));
   EXPECT_EQ(Allocations(1000), 0u);
+  ASSERT_NO_FATAL_FAILURE(Close());
+}
+
+// A writer is made for a row count that comes back (seen among the last
+// eight pool loans), not for one loaned once: it costs more to make than a
+// pool loan and keeps one of the channel's 16 shape lines for good; and at
+// most eight are made. Seen from the allocations: a count's first loan is a
+// pool loan, its second makes the writer (more than a pool loan), its third
+// is the writer's (less: no loan object, pool, buffers, arrays or batch),
+// up to the ninth count, whose loans all stay pool loans.
+TEST_F(CapiLoanAllocTest, WritersAreMadeForRowCountsThatComeBackAndAtMostEight) {
+  ASSERT_NO_FATAL_FAILURE(Open(false));
+  std::vector<std::array<uint64_t, 3>> counts;
+  for (int64_t i = 0; i < 9; ++i) {
+    const int64_t rows = 100 + i;
+    counts.push_back({LoanOnce(rows), LoanOnce(rows), LoanOnce(rows)});
+    ASSERT_FALSE(::testing::Test::HasFatalFailure());
+  }
+  // The ninth count's loans after its first (whose publish sends a new
+  // shape) are pool loans: what a pool loan allocates.
+  const uint64_t pool = counts[8][2];
+  EXPECT_GE(pool, 5u);  // a loan object, its pool, buffers, arrays and batch
+  EXPECT_EQ(counts[8][1], pool);
+  for (size_t i = 0; i < 8; ++i) {
+    SCOPED_TRACE("rows " + std::to_string(100 + i) + ": " + std::to_string(counts[i][0]) + ", " +
+                 std::to_string(counts[i][1]) + ", " + std::to_string(counts[i][2]) +
+                 " allocations; a pool loan " + std::to_string(pool));
+    EXPECT_GT(counts[i][1], pool) << "the second loan makes the writer";
+    EXPECT_LT(counts[i][2], pool) << "the third is the writer's";
+  }
   ASSERT_NO_FATAL_FAILURE(Close());
 }
 

@@ -145,6 +145,109 @@ TEST(BatchProducerFixedShapeTest, WriterPublishesReportTheProducersFigures) {
   EXPECT_LE(held, kept.size());
 }
 
+// A writer made from the schema alone (NewFixedShapeWriter(rows)): every
+// fixed-width layout gets its buffer, zeroed in the prototype, and batches
+// arrive with what was written. Publish(&held) keeps the region: what it
+// published stays there, read-only, while the arena turns over many times
+// (the region without the hold is reused as soon as the consumer lets go).
+TEST(BatchProducerFixedShapeTest, AWriterOfRowsIsMadeFromTheSchemaAndCanHoldWhatItPublished) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  const auto schema = format::schema(
+      {format::field("i", format::int32(), false), format::field("f", format::float64()),
+       format::field("b", format::boolean()), format::field("w", format::fixed_size_binary(3))});
+  ProducerOptions po;
+  po.socket_path = broker.socket();
+  po.topic.arena_bytes = 64 << 10;
+  po.topic.slot_count = 4;
+  ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("rows", schema, po));
+  ConsumerOptions co;
+  co.socket_path = broker.socket();
+  ASSERT_OK_AND_ASSIGN(auto consumer, Consumer::Open("rows", co));
+
+  constexpr int64_t kRows = 5;
+  ASSERT_OK_AND_ASSIGN(auto writer, producer->NewFixedShapeWriter(kRows));
+  ASSERT_EQ(writer->num_buffers(), 8u);
+  ASSERT_OK(writer->Begin());  // Fill::kPrototype: zeros
+  const std::vector<size_t> sizes = {0, 4 * kRows, 0, 8 * kRows, 0, 1, 0, 3 * kRows};
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const std::span<uint8_t> buffer = writer->buffer(i);
+    ASSERT_EQ(buffer.size(), sizes[i]) << "buffer " << i;
+    for (const uint8_t byte : buffer) ASSERT_EQ(byte, 0) << "buffer " << i;
+  }
+  auto* ints = reinterpret_cast<int32_t*>(writer->buffer(1).data());
+  for (int32_t r = 0; r < kRows; ++r) ints[r] = 100 + r;
+  writer->buffer(5)[0] = 0b10101;
+  std::memcpy(writer->buffer(7).data(), "abcdefghijklmno", 3 * kRows);
+  shm::ChannelLoan held;
+  ASSERT_OK(writer->Publish(&held));
+  ASSERT_TRUE(held.valid());
+  const auto* held_ints = reinterpret_cast<const int32_t*>(held.data().data());
+  ASSERT_EQ(held_ints, ints);  // the very region the writer filled
+  {
+    ASSERT_OK_AND_ASSIGN(auto batch, consumer->Next(5s));
+    ASSERT_OK(format::ValidateFull(*batch));
+    ASSERT_EQ(batch->num_rows(), kRows);
+    // column(i) makes an array each time: kept while they are read.
+    const format::ArrayPtr columns[] = {batch->column(0), batch->column(1), batch->column(2),
+                                        batch->column(3)};
+    const auto& i = static_cast<const format::Int32Array&>(*columns[0]);
+    const auto& f = static_cast<const format::DoubleArray&>(*columns[1]);
+    const auto& b = static_cast<const format::BooleanArray&>(*columns[2]);
+    const auto& w = static_cast<const format::FixedSizeBinaryArray&>(*columns[3]);
+    for (int64_t r = 0; r < kRows; ++r) {
+      EXPECT_EQ(i.Value(r), 100 + r);
+      EXPECT_EQ(f.Value(r), 0.0);
+      EXPECT_EQ(b.Value(r), r % 2 == 0) << r;
+      EXPECT_EQ(w.GetView(r), std::string_view("abcdefghijklmno").substr(3 * r, 3));
+      EXPECT_FALSE(i.IsNull(r) || f.IsNull(r) || b.IsNull(r) || w.IsNull(r));
+    }
+  }
+  // 1,000 more batches through a 64 KiB arena (each region reused as soon
+  // as the consumer lets go of it): the held one is not among them.
+  for (int n = 0; n < 1000; ++n) {
+    ASSERT_OK(writer->Begin(FixedShapeWriter::Fill::kNone));
+    std::memset(writer->buffer(1).data(), 0xff, writer->buffer(1).size());
+    ASSERT_NE(reinterpret_cast<const int32_t*>(writer->buffer(1).data()), held_ints);
+    ASSERT_OK(writer->Publish());
+    ASSERT_OK(consumer->Next(5s).status());
+  }
+  for (int32_t r = 0; r < kRows; ++r) EXPECT_EQ(held_ints[r], 100 + r);
+  held.Reset();  // and then the region is the arena's again
+  bool reused = false;
+  for (int n = 0; n < 1000 && !reused; ++n) {
+    ASSERT_OK(writer->Begin(FixedShapeWriter::Fill::kNone));
+    reused = reinterpret_cast<const int32_t*>(writer->buffer(1).data()) == held_ints;
+    ASSERT_OK(writer->Publish());
+    ASSERT_OK(consumer->Next(5s).status());
+  }
+  EXPECT_TRUE(reused);
+  // Without a region, Publish(&held) refuses as Publish() does.
+  ASSERT_RAISES(kInvalid, writer->Publish(&held));
+  EXPECT_FALSE(held.valid());
+}
+
+TEST(BatchProducerFixedShapeTest, AWriterOfRowsNeedsFixedWidthColumnsAndRowsInRange) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  ProducerOptions po;
+  po.socket_path = broker.socket();
+  const auto schema =
+      format::schema({format::field("id", format::int64()), format::field("name", format::utf8())});
+  ASSERT_OK_AND_ASSIGN(auto mixed, Producer::Open("mixed", schema, po));
+  const auto refused = mixed->NewFixedShapeWriter(4);
+  ASSERT_RAISES(kNotImplemented, refused);
+  EXPECT_NE(refused.status().message().find("column 1 ('name') has type string"), std::string::npos)
+      << refused.status().ToString();
+  ASSERT_OK_AND_ASSIGN(auto ids, Producer::Open("ids", IdSchema(), po));
+  ASSERT_RAISES(kInvalid, ids->NewFixedShapeWriter(-1));
+  ASSERT_RAISES(kInvalid, ids->NewFixedShapeWriter(int64_t{1} << 41));
+  ASSERT_OK_AND_ASSIGN(auto empty, ids->NewFixedShapeWriter(0));  // an empty batch is a batch
+  ASSERT_OK(empty->Begin());
+  EXPECT_TRUE(empty->buffer(1).empty());
+  ASSERT_OK(empty->Publish());
+}
+
 // Row topics have no writer: a RowProducer has no NewFixedShapeWriter (it
 // used to be refused at run time, Invalid), a Producer has one.
 template <typename P>

@@ -156,6 +156,42 @@ def test_loan_views_hold_the_loan_and_turn_read_only(broker):
             a[0] = 7
 
 
+def test_repeated_loans_are_zeroed_hold_their_views_and_give_back_their_memory(broker):
+    """Loans of a row count asked for again go through one of the producer's
+    fixed-shape writers, whose regions come back holding earlier batches:
+    each loan still starts zeroed, a view kept past its loan's publish still
+    shows what was published while the arena turns over, and loans dropped
+    unpublished give their memory back (a small arena would run out)."""
+    import gc
+
+    schema = pa.schema([("a", pa.int32()), ("b", pa.float64()), ("c", pa.uint8())])
+    with alkaid.Producer("writers", schema, socket=broker.socket, slot_count=4,
+                         arena_bytes=1 << 16) as producer, \
+            alkaid.Consumer("writers", socket=broker.socket) as consumer:
+        for i in range(20):
+            with producer.loan(100) as loan:
+                assert loan["a"].tolist() == [0] * 100 and loan["b"].tolist() == [0.0] * 100
+                loan["a"][:] = -1 - i
+                loan["b"][:] = -1.0
+            got = consumer.next(timeout=10).to_pyarrow()
+            assert got.column("a").to_pylist() == [-1 - i] * 100
+        kept = producer.loan(100)
+        a = kept["a"]
+        a[:] = np.arange(100, dtype=np.int32)
+        kept.publish()
+        del kept
+        gc.collect()
+        assert consumer.next(timeout=10).to_pyarrow().column("a").to_pylist() == list(range(100))
+        for i in range(200):  # the arena (64 KiB) turns over many times
+            with producer.loan(100) as other:
+                other["a"][:] = -i
+            consumer.next(timeout=10)
+            producer.loan(100)  # dropped unpublished: its memory goes back
+            gc.collect()
+        assert a.tolist() == list(range(100)) and not a.flags.writeable
+        assert producer.stats()["copied_bytes"] == 0
+
+
 def test_publish_numpy_and_loan_context_manager(broker):
     schema = pa.schema([("a", pa.int32()), ("b", pa.float64())])
     with alkaid.Producer("np", schema, socket=broker.socket) as producer, \

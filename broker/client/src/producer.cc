@@ -14,7 +14,9 @@
 #include "alkaid/client/row_channel.h"
 #include "alkaid/client/row_producer.h"
 #include "alkaid/common/process.h"
+#include "alkaid/format/buffer.h"
 #include "alkaid/format/ipc/dictionary.h"
+#include "alkaid/format/record_batch.h"
 #include "alkaid/format/unsafe_row.h"
 #include "alkaid/shm/channel.h"
 #include "alkaid/shm/segment.h"
@@ -387,6 +389,47 @@ Result<std::unique_ptr<FixedShapeWriter>> Producer::NewFixedShapeWriter(
   if (!writer.ok()) return writer.status().WithContext("topic '" + impl_->topic + "'");
   (*writer)->producer_ = impl_.get();
   return writer;
+}
+
+Result<std::unique_ptr<FixedShapeWriter>> Producer::NewFixedShapeWriter(
+    int64_t rows, const FixedShapeWriterOptions& options) {
+  ALKAID_RETURN_NOT_OK(CheckOpen(*impl_));
+  constexpr int64_t kMaxRows = int64_t{1} << 40;  // no product below overflows
+  if (rows < 0 || rows > kMaxRows) {
+    return Status::Invalid("NewFixedShapeWriter: ", rows, " rows (0 to 2^40)");
+  }
+  const format::Schema& schema = *impl_->schema;
+  // The values' bytes of each column, each padded to 64 as the pool lays
+  // them out.
+  std::vector<int64_t> bytes;
+  uint64_t region = 64;  // at least one line: a block has a distinct offset
+  for (int i = 0; i < schema.num_fields(); ++i) {
+    const format::DataType& type = *schema.field(i)->type();
+    const format::DataTypeLayout& layout = type.layout();
+    if (!format::IsFixedWidth(type.id()) || layout.buffers.size() != 2 || !layout.has_validity) {
+      return Status::NotImplemented("NewFixedShapeWriter(rows): column ", i, " ('",
+                                    schema.field(i)->name(), "') has type ", type.ToString(),
+                                    ", not a fixed-width one; build a prototype batch instead");
+    }
+    const format::DataTypeLayout::BufferSpec& values = layout.buffers[1];
+    bytes.push_back(values.kind == format::DataTypeLayout::BufferKind::kBitmap
+                        ? (rows + 7) / 8
+                        : rows * values.byte_width);
+    region += (static_cast<uint64_t>(bytes.back()) + 63) / 64 * 64;
+  }
+  ALKAID_ASSIGN_OR_RAISE(auto pool, NewBatchPool(region));
+  std::vector<format::ArrayDataPtr> columns;
+  columns.reserve(bytes.size());
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    // Zeroed: what Begin(Fill::kPrototype) copies.
+    ALKAID_ASSIGN_OR_RAISE(auto values, format::AllocateBuffer(bytes[i], pool.get()));
+    columns.push_back(format::ArrayData::Make(schema.field(static_cast<int>(i))->type(), rows,
+                                              {nullptr, std::move(values)}, 0));
+  }
+  ALKAID_ASSIGN_OR_RAISE(auto prototype,
+                         format::RecordBatch::Make(impl_->schema, rows, std::move(columns)));
+  // The prototype's region goes back to the arena with `pool`.
+  return NewFixedShapeWriter(*prototype, *pool, options);
 }
 
 Status Producer::Publish(const format::RecordBatch& batch, ShmBatchPool* pool) {

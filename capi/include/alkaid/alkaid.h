@@ -327,13 +327,15 @@ typedef struct alkaid_loan alkaid_loan;
  * arena space.
  *
  * When every column is fixed-width and none is nullable, the loans go
- * through fixed-shape writers (the C++ client's FixedShapeWriter): the
- * first loan of a row count makes a writer of that shape, and once
- * published the loan, writer and all, serves the producer's next loan of
- * the same rows (the same handle may come back), whose publish then sends
- * the region with the Message sent once: no batch is built and nothing is
- * allocated per loan. A writer keeps the shape's Message, not a copy of
- * its region; at most 4 idle ones are kept. */
+ * through fixed-shape writers (the C++ client's FixedShapeWriter): a loan
+ * of a row count that comes back (seen among the producer's last eight
+ * loans) makes a writer of that shape, and once published the loan, writer
+ * and all, serves the producer's next loan of the same rows (the same
+ * handle may come back), whose publish then sends the region with the
+ * Message sent once: no batch is built and nothing is allocated per loan.
+ * A writer keeps the shape's Message, not a copy of its region; at most 8
+ * are made per producer (each keeps a line of the channel's shape table)
+ * and 4 idle ones kept. */
 ALKAID_C_EXPORT alkaid_status alkaid_producer_loan(alkaid_producer* producer, int64_t rows,
                                                    const int64_t* var_data_bytes, size_t n_columns,
                                                    alkaid_loan** out);

@@ -288,6 +288,11 @@ class ALKAID_EXPORT FixedShapeWriter {
   /// Publishes the region taken by Begin(). Invalid without one; channel
   /// errors (TimedOut) otherwise, after which Publish may be retried.
   Status Publish();
+  /// As Publish(), and `*held` goes on holding the region, read-only, until
+  /// it is dropped or reset (any thread): for a caller that keeps pointers
+  /// into what it published. Without it the region is the consumers' alone
+  /// and is reused once they have released it.
+  Status Publish(shm::ChannelLoan* held);
 
   /// Body bytes of one batch (the region also holds the metadata when it
   /// does not fit in a slot).
@@ -301,6 +306,8 @@ class ALKAID_EXPORT FixedShapeWriter {
     uint64_t size;
   };
   explicit FixedShapeWriter(BatchPublisher* publisher) : publisher_(publisher) {}
+  // The region went to the channel: counted, and none pending.
+  void Published();
 
   // What Begin and Publish read first, together (two cache lines): a
   // producer that fills a large region between them finds them cold.

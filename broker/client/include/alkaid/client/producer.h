@@ -153,6 +153,16 @@ class ALKAID_EXPORT Producer {
       const format::RecordBatch& prototype, const ShmBatchPool& pool,
       const FixedShapeWriterOptions& options = {});
 
+  /// A writer of batches of `rows` rows (>= 0) of this producer's schema
+  /// when every column is fixed-width (numbers, temporal types, decimals,
+  /// fixed-size binary, boolean): the prototype is made here, without
+  /// validity bitmaps (no nulls) and with its values zeroed, so that
+  /// buffer(2 * i + 1) is column i's values and buffer(2 * i) is empty.
+  /// NotImplemented naming the first other column; as the other overload
+  /// otherwise (a wait for the prototype's space included).
+  Result<std::unique_ptr<FixedShapeWriter>> NewFixedShapeWriter(
+      int64_t rows, const FixedShapeWriterOptions& options = {});
+
   /// Publishes a batch built in `pool` without copying it.
   Status Publish(const format::RecordBatch& batch, ShmBatchPool* pool);
 
