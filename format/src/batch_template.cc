@@ -98,7 +98,10 @@ struct BatchTemplate::Graph {
   std::vector<ArrayData> nodes;
   std::unique_ptr<TemplateBuffer[]> buffers;  // the present ones, then the whole body
   alignas(std::max_align_t) std::byte keeper[kKeeperBytes];
-  DropKeeper drop_keeper = nullptr;
+  // The type `keeper` holds (null: none); a resident one stays from its
+  // first batch until the graph goes. `holding`: it keeps a body now.
+  const KeeperOps* keeper_ops = nullptr;
+  bool holding = false;
   // The ArrowArray tree of the batch's exports, laid out once (c_data_export.cc).
   internal::ExportSlot export_slot;
 
@@ -113,11 +116,20 @@ struct BatchTemplate::Graph {
 #endif
     return n == quiet;
   }
-  // Lets go of the body's keeper, once.
+  Graph() = default;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  ~Graph() {
+    LetGoOfBody();
+    if (keeper_ops != nullptr) keeper_ops->destroy(keeper);
+  }
+
+  // Lets go of the body's keeper, once (a resident one stays, empty).
   void LetGoOfBody() {
-    if (drop_keeper == nullptr) return;
-    drop_keeper(keeper);
-    drop_keeper = nullptr;
+    if (!holding) return;
+    holding = false;
+    keeper_ops->let_go(keeper);
+    if (!keeper_ops->resident) keeper_ops = nullptr;
   }
 };
 
@@ -370,7 +382,7 @@ void BatchTemplate::PartFreed(Graph* g) {
   // The batch's block is free: nothing holds the batch, weakly or not. The
   // graph was quiet when the count fell (the body is gone), or is now.
   Impl& im = *g->owner;
-  if (g->drop_keeper == nullptr || g->Quiet()) {
+  if (!g->holding || g->Quiet()) {
     im.Return(g);
     return;
   }
@@ -495,8 +507,7 @@ BatchTemplate::Graph* BatchTemplate::NewGraph() {
 
 // Instantiate's first half: an idle graph (swept for, or made), holding
 // the keeper.
-inline BatchTemplate::Graph* BatchTemplate::TakeGraph(MoveKeeper move, DropKeeper drop,
-                                                      void* keep) {
+inline BatchTemplate::Graph* BatchTemplate::TakeGraph(const KeeperOps* ops, void* keep) {
   Impl& im = *impl_;
   const bool pinned = im.pinned_head != nullptr || !im.pinned_in.empty();
   if (pinned) im.Sweep(kSweepPerInstantiate);
@@ -508,8 +519,13 @@ inline BatchTemplate::Graph* BatchTemplate::TakeGraph(MoveKeeper move, DropKeepe
   }
   if (g == nullptr) g = NewGraph();
   im.refs.fetch_add(1, std::memory_order_relaxed);  // the graph's, until it returns
-  move(g->keeper, keep);
-  g->drop_keeper = drop;
+  if (g->keeper_ops != ops && g->keeper_ops != nullptr) {
+    g->keeper_ops->destroy(g->keeper);  // a resident keeper of another type
+    g->keeper_ops = nullptr;
+  }
+  ops->take(g->keeper, keep, g->keeper_ops != nullptr);
+  g->keeper_ops = ops;
+  g->holding = true;
   return g;
 }
 
@@ -524,10 +540,9 @@ inline RecordBatchPtr BatchTemplate::HandOut(Graph* g, const uint8_t* base, int6
   return RecordBatchPtr(&*g->batch, Deleter{g}, Allocator<RecordBatch>(g, 0));
 }
 
-RecordBatchPtr BatchTemplate::InstantiateErased(const uint8_t* base, MoveKeeper move,
-                                                DropKeeper drop, void* keep,
-                                                std::shared_ptr<Buffer>* body_out) {
-  Graph* g = TakeGraph(move, drop, keep);
+RecordBatchPtr BatchTemplate::InstantiateErased(const uint8_t* base, const KeeperOps* ops,
+                                                void* keep, std::shared_ptr<Buffer>* body_out) {
+  Graph* g = TakeGraph(ops, keep);
   const Impl::BufferSlot* slots = impl_->buffer_slots.data();
   for (uint32_t i = 0; i < impl_->num_buffers; ++i) {
     g->buffers[i].Point(base + slots[i].offset, slots[i].size);
@@ -536,9 +551,9 @@ RecordBatchPtr BatchTemplate::InstantiateErased(const uint8_t* base, MoveKeeper 
 }
 
 RecordBatchPtr BatchTemplate::InstantiateErasedWith(const Numbers& numbers, const uint8_t* base,
-                                                    MoveKeeper move, DropKeeper drop, void* keep,
+                                                    const KeeperOps* ops, void* keep,
                                                     std::shared_ptr<Buffer>* body_out) {
-  Graph* g = TakeGraph(move, drop, keep);
+  Graph* g = TakeGraph(ops, keep);
   // The graph is idle (taken above): nothing else reads its nodes now.
   g->batch->num_rows_ = numbers.num_rows;
   for (size_t i = 0; i < g->nodes.size(); ++i) {

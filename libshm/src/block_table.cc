@@ -2,10 +2,13 @@
 
 #include "block_table_internal.h"
 
+#include <algorithm>
+
 namespace alkaid::shm::internal {
 
-BlockTable::BlockTable(uint32_t count, uint64_t arena_offset, uint64_t arena_size)
-    : blocks_(count) {
+BlockTable::BlockTable(uint32_t count, uint64_t arena_offset, uint64_t arena_size,
+                       uint32_t holder_words)
+    : blocks_(count), holder_words_(std::min(holder_words, kHolderWords)) {
   free_descriptors_.reserve(count);
   for (uint32_t i = count; i > 0; --i) free_descriptors_.push_back(i - 1);
   classes_.reserve(kMaxSizeClasses);

@@ -46,13 +46,6 @@ struct Block {
   uint32_t next_cached = kNoBlock;  // kCached: next block of its size class
 };
 
-inline bool AnyHolder(const Block& b) {
-  for (uint64_t w : b.holders) {
-    if (w != 0) return true;
-  }
-  return false;
-}
-
 // Sets of holders (consumer indices below kMaxConsumers) as kHolderWords
 // bit words.
 
@@ -81,8 +74,13 @@ class BlockTable {
 
   BlockTable() = default;
   /// `count` descriptors (all free), the arena [arena_offset, arena_offset +
-  /// arena_size) free. Allocates everything it will need.
-  BlockTable(uint32_t count, uint64_t arena_offset, uint64_t arena_size);
+  /// arena_size) free. Holders are below 64 * `holder_words` (at most
+  /// kHolderWords): the data path's loops over a block's holder words stop
+  /// there (one word for the default 64 consumers; copies of the whole set,
+  /// a constant four words, stay as they are). Allocates everything it
+  /// will need.
+  BlockTable(uint32_t count, uint64_t arena_offset, uint64_t arena_size,
+             uint32_t holder_words = kHolderWords);
 
   uint32_t size() const { return static_cast<uint32_t>(blocks_.size()); }
   Block& operator[](uint32_t d) { return blocks_[d]; }
@@ -138,7 +136,8 @@ class BlockTable {
     b.state = BlockState::kLive;
     b.slot_ref = true;
     b.loan_ref = keep;
-    std::copy(holders, holders + kHolderWords, std::begin(b.holders));
+    // Word by word: std::copy of the four became a call of memcpy.
+    for (uint32_t w = 0; w < kHolderWords; ++w) b.holders[w] = holders[w];
   }
 
   /// The loan of generation `generation` of block `d` was dropped: an
@@ -190,6 +189,14 @@ class BlockTable {
   /// Live blocks holder `k` holds; their arena bytes (capacities) into
   /// `*bytes` if given. One pass over the table: for reports, not the data path.
   uint64_t HeldBy(uint32_t k, uint64_t* bytes = nullptr) const;
+
+  /// Whether a consumer holds block `b`.
+  bool AnyHolder(const Block& b) const {
+    for (uint32_t w = 0; w < holder_words_; ++w) {
+      if (b.holders[w] != 0) return true;
+    }
+    return false;
+  }
 
   /// Frees block `d` if nothing holds it any more.
   void MaybeFree(uint32_t d) {
@@ -264,6 +271,7 @@ class BlockTable {
   FreeRanges ranges_;
   uint32_t next_generation_ = 1;
   uint64_t blocks_live_ = 0;
+  uint32_t holder_words_ = kHolderWords;
 };
 
 }  // namespace alkaid::shm::internal

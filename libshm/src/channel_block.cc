@@ -32,9 +32,13 @@ ChannelBlock& ChannelBlock::operator=(ChannelBlock&& other) noexcept {
 }
 
 void ChannelBlock::Reset() {
+  Release();
+  returns_.reset();
+}
+
+void ChannelBlock::Release() {
   if (held_) returns_->Push(descriptor_, generation_);
   held_ = false;
-  returns_.reset();
   data_ = {};
 }
 
@@ -43,22 +47,11 @@ void ChannelBlock::Reset() {
 
 void ChannelMessage::TakeBodyInto(ChannelBlock* into) {
   if (into == &body_) return;
-  if (into->held_) {
-    into->returns_->Push(into->descriptor_, into->generation_);
-    into->held_ = false;
-  }
   if (!body_.held_) {
-    into->returns_.reset();
-    into->data_ = {};
+    into->Reset();
     return;
   }
-  // A copy of the pointer, not a move: both keep the queue, so neither the
-  // next receive nor the next hand-over changes the count.
-  if (into->returns_ != body_.returns_) into->returns_ = body_.returns_;
-  into->data_ = std::exchange(body_.data_, {});
-  into->descriptor_ = body_.descriptor_;
-  into->generation_ = body_.generation_;
-  into->held_ = std::exchange(body_.held_, false);
+  into->TakeFrom(&body_);
 }
 
 }  // namespace alkaid::shm

@@ -225,7 +225,7 @@ inline bool ChannelConsumer::SkipLapped(Impl& state, uint64_t c, uint32_t attemp
   }
   if (copy.block != 0) {
     if (body.returns_ != state.returns) body.returns_ = state.returns;
-    body.data_ = {copy.extension == 0 ? state.channel->data() + copy.offset : copy.in_extension,
+    body.data_ = {copy.extension == 0 ? state.data + copy.offset : copy.in_extension,
                   static_cast<std::size_t>(copy.length)};
     body.descriptor_ = static_cast<uint32_t>(copy.block);
     body.generation_ = static_cast<uint32_t>(copy.block >> 32);

@@ -131,29 +131,10 @@ Result<std::unique_ptr<ChannelProducer>> ChannelProducer::Create(std::string_vie
   return std::unique_ptr<ChannelProducer>(new ChannelProducer(std::move(owner)));
 }
 
-Result<ChannelLoan> ChannelProducer::Loan(uint64_t length) {
-  ChannelLoan loan;
-  ALKAID_RETURN_NOT_OK(LoanImpl(length, &loan));
-  return loan;
-}
-
-Status ChannelProducer::LoanInto(uint64_t length, ChannelLoan* loan) {
-  if (loan == nullptr) return Status::Invalid("channel '", impl_->name, "': null loan");
-  if (loan->held_) {
-    if (loan->owner_ == impl_) {
-      impl_->PushReleased(loan->descriptor_, loan->generation_);
-      loan->held_ = false;
-      loan->data_ = {};
-    } else {
-      loan->Reset();
-    }
-  }
-  ALKAID_RETURN_NOT_OK(LoanImpl(length, loan));
-  loan->reused_ = true;
-  return Status::OK();
-}
-
-Status ChannelProducer::LoanImpl(uint64_t length, ChannelLoan* into) {
+// LoanImpl and PublishImpl are forced inline into their few callers (the
+// public Loan and Publish calls): as calls of their own they cost a second
+// frame and Status hand-over per message.
+[[gnu::always_inline]] inline Status ChannelProducer::LoanImpl(uint64_t length, ChannelLoan* into) {
   ProducerState& state = *impl_;
   if (state.closed) return Status::Invalid("channel '", state.name, "' is closed");
   if (length > state.geometry.arena_max) {
@@ -190,30 +171,63 @@ Status ChannelProducer::LoanImpl(uint64_t length, ChannelLoan* into) {
   return Status::OK();
 }
 
-Status ChannelProducer::Publish(std::span<const std::byte> payload, ChannelLoan&& body,
-                                uint64_t user, uint32_t shape) {
-  if (!body.held_ || body.owner_ != impl_) {
-    return Status::Invalid("channel '", impl_->name, "': the loan is ",
-                           body.valid() ? "from another channel" : "empty");
+Result<ChannelLoan> ChannelProducer::Loan(uint64_t length) {
+  ChannelLoan loan;
+  ALKAID_RETURN_NOT_OK(LoanImpl(length, &loan));
+  return loan;
+}
+
+Status ChannelProducer::LoanInto(uint64_t length, ChannelLoan* loan) {
+  if (loan == nullptr) return Status::Invalid("channel '", impl_->name, "': null loan");
+  if (loan->held_) {
+    if (loan->owner_ == impl_) {
+      impl_->PushReleased(loan->descriptor_, loan->generation_);
+      loan->held_ = false;
+      loan->data_ = {};
+    } else {
+      loan->Reset();
+    }
   }
-  return PublishImpl(payload, &body, /*keep=*/false, user, shape);
+  ALKAID_RETURN_NOT_OK(LoanImpl(length, loan));
+  loan->reused_ = true;
+  return Status::OK();
 }
 
-Status ChannelProducer::Publish(std::span<const std::byte> payload, const ChannelLoan& body,
-                                uint64_t user, uint32_t shape) {
-  if (!body.held_ || body.owner_ != impl_) {
-    return Status::Invalid("channel '", impl_->name, "': the loan is ",
-                           body.valid() ? "from another channel" : "empty");
+namespace {
+
+// Publish's overwrite of message n - slot_count with kDropOldest (n is
+// being written into `slot`, whose message's block was `old`): out of line,
+// so that the common path keeps a small frame.
+[[gnu::noinline]] void LapForDropOldest(ProducerState& state, ChannelSlotData* slot, uint64_t n,
+                                        uint32_t old) {
+  // seq_cst: the Dekker pair with a consumer's seq_cst cursor store and
+  // seq_cst reload of this word: either it sees the overwrite begin (and
+  // treats message n - slots as lost, returning its block if it already
+  // claimed it), or our load of its cursor below sees it passed it.
+  slot->sequence.store(2 * n + 1, std::memory_order_seq_cst);
+  const uint64_t m0 = n - state.geometry.slot_count;
+  uint64_t least = n;
+  for (uint32_t k : state.consumers.counted_list()) {
+    const uint64_t c = state.consumers[k].Cursor(std::memory_order_seq_cst);
+    if (c <= m0) {
+      ++state.stats.dropped;
+      ++state.consumers[k].dropped;
+      if (old != kNoBlock && TestBit(state.blocks[old].holders, k)) {
+        ClearBit(state.blocks[old].holders, k);
+      }
+      least = std::min(least, m0 + 1);
+    } else {
+      least = std::min(least, c);
+    }
   }
-  return PublishImpl(payload, const_cast<ChannelLoan*>(&body), /*keep=*/true, user, shape);
+  state.consumers.set_min_cursor(least);
 }
 
-Status ChannelProducer::Publish(std::span<const std::byte> payload, uint64_t user, uint32_t shape) {
-  return PublishImpl(payload, nullptr, /*keep=*/false, user, shape);
-}
+}  // namespace
 
-Status ChannelProducer::PublishImpl(std::span<const std::byte> payload, ChannelLoan* body,
-                                    bool keep, uint64_t user, uint32_t shape) {
+[[gnu::always_inline]] inline Status ChannelProducer::PublishImpl(
+    std::span<const std::byte> payload, ChannelLoan* body, bool keep, uint64_t user,
+    uint32_t shape) {
   ProducerState& state = *impl_;
   if (state.closed) return Status::Invalid("channel '", state.name, "' is closed");
   if (body != nullptr && state.blocks[body->descriptor_].state != BlockState::kLoaned) {
@@ -239,27 +253,7 @@ Status ChannelProducer::PublishImpl(std::span<const std::byte> payload, ChannelL
   const uint32_t index = static_cast<uint32_t>(n & state.geometry.mask);
   const uint32_t old = state.slots.slot_block[index];
   if (lapping && drop) {
-    // seq_cst: the Dekker pair with a consumer's seq_cst cursor store and
-    // seq_cst reload of this word: either it sees the overwrite begin (and
-    // treats message n - slots as lost, returning its block if it already
-    // claimed it), or our load of its cursor below sees it passed it.
-    slot->sequence.store(2 * n + 1, std::memory_order_seq_cst);
-    const uint64_t m0 = n - slots;
-    uint64_t least = n;
-    for (uint32_t k : state.consumers.counted_list()) {
-      const uint64_t c = state.consumers[k].Cursor(std::memory_order_seq_cst);
-      if (c <= m0) {
-        ++state.stats.dropped;
-        ++state.consumers[k].dropped;
-        if (old != kNoBlock && TestBit(state.blocks[old].holders, k)) {
-          ClearBit(state.blocks[old].holders, k);
-        }
-        least = std::min(least, m0 + 1);
-      } else {
-        least = std::min(least, c);
-      }
-    }
-    state.consumers.set_min_cursor(least);
+    LapForDropOldest(state, slot, n, old);
   } else {
     slot->sequence.store(2 * n + 1, std::memory_order_relaxed);
     // Release fence: the odd sequence is visible before any field below
@@ -320,6 +314,28 @@ Status ChannelProducer::PublishImpl(std::span<const std::byte> payload, ChannelL
   state.header->write_sequence.store(n + 1, std::memory_order_seq_cst);
   state.WakeSleepers();
   return Status::OK();
+}
+
+Status ChannelProducer::Publish(std::span<const std::byte> payload, ChannelLoan&& body,
+                                uint64_t user, uint32_t shape) {
+  if (!body.held_ || body.owner_ != impl_) {
+    return Status::Invalid("channel '", impl_->name, "': the loan is ",
+                           body.valid() ? "from another channel" : "empty");
+  }
+  return PublishImpl(payload, &body, /*keep=*/false, user, shape);
+}
+
+Status ChannelProducer::Publish(std::span<const std::byte> payload, const ChannelLoan& body,
+                                uint64_t user, uint32_t shape) {
+  if (!body.held_ || body.owner_ != impl_) {
+    return Status::Invalid("channel '", impl_->name, "': the loan is ",
+                           body.valid() ? "from another channel" : "empty");
+  }
+  return PublishImpl(payload, const_cast<ChannelLoan*>(&body), /*keep=*/true, user, shape);
+}
+
+Status ChannelProducer::Publish(std::span<const std::byte> payload, uint64_t user, uint32_t shape) {
+  return PublishImpl(payload, nullptr, /*keep=*/false, user, shape);
 }
 
 Result<uint32_t> ChannelProducer::AddShape(std::span<const std::byte> bytes) {

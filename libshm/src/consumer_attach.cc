@@ -105,6 +105,8 @@ Result<std::unique_ptr<ChannelConsumer>> ChannelConsumer::Open(
   state.header = reinterpret_cast<const ChannelHeaderData*>(state.channel->data());
   ALKAID_ASSIGN_OR_RAISE(
       state.geometry, internal::ReadChannelHeader(*state.header, state.channel->data_size(), name));
+  state.data = state.channel->data();
+  state.slots = state.data + state.geometry.slots_offset;
   state.producer_pid = state.header->producer_pid;
   state.drop = state.geometry.policy == static_cast<uint32_t>(SlowConsumerPolicy::kDropOldest);
   // A sixteenth of the slots, at most 64: far below the producer's resume

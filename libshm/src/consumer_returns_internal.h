@@ -60,24 +60,28 @@ struct ChannelBlock::Returns {
   // Queues the return of a block; any thread.
   void Push(uint32_t descriptor, uint32_t generation) {
     const uint64_t pos = reserve.fetch_add(1, std::memory_order_relaxed);
-    uint64_t read = read_guess.load(std::memory_order_relaxed);
-    if (pos - read >= capacity) {
-      // Cannot happen with an honest producer (the queue holds twice the
-      // blocks that can be live); wait for it to drain, within reason.
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-      while (true) {
-        // Acquire: partner of the producer's release store after draining.
-        read = control->returns_read.load(std::memory_order_acquire);
-        read_guess.store(read, std::memory_order_relaxed);
-        if (pos - read < capacity || std::chrono::steady_clock::now() >= deadline) break;
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-      }
-      if (pos - read >= capacity) return;  // the producer is gone or broken: nothing to tell
-    }
+    if (pos - read_guess.load(std::memory_order_relaxed) >= capacity && !WaitForRoom(pos)) return;
     // Release: the producer's acquire load of the entry sees it whole.
     cells[pos & (capacity - 1)].store(
         internal::ReturnWord(internal::ReturnLap(pos, capacity_log2), descriptor, generation),
         std::memory_order_release);
+  }
+
+  // Push's slow path, out of line (its clock and sleep would otherwise
+  // widen every caller's frame): waits until entry `pos` is free; false if
+  // the producer is gone or broken (nothing to tell it then).
+  [[gnu::noinline]] bool WaitForRoom(uint64_t pos) {
+    // Cannot happen with an honest producer (the queue holds twice the
+    // blocks that can be live); wait for it to drain, within reason.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (true) {
+      // Acquire: partner of the producer's release store after draining.
+      const uint64_t read = control->returns_read.load(std::memory_order_acquire);
+      read_guess.store(read, std::memory_order_relaxed);
+      if (pos - read < capacity) return true;
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
   }
 };
 

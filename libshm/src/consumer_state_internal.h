@@ -23,6 +23,10 @@ struct ChannelConsumer::Impl {
   internal::ChannelGeometry geometry;
   ChannelConsumerOptions options;
   std::shared_ptr<Segment> channel;  // read-only
+  // channel->data() and its slots: the data path's base addresses, kept
+  // here so that each message does not reach them through the segment.
+  const std::byte* data = nullptr;
+  const std::byte* slots = nullptr;
   std::shared_ptr<Segment> registry;
   const internal::ChannelHeaderData* header = nullptr;
   const internal::ConsumerControlData* control = nullptr;
@@ -66,8 +70,8 @@ struct ChannelConsumer::Impl {
   void DropReleasedExtensions();
 
   const internal::ChannelSlotData* Slot(uint64_t sequence) const {
-    return reinterpret_cast<const internal::ChannelSlotData*>(
-        channel->data() + geometry.slots_offset + (sequence & geometry.mask) * geometry.slot_size);
+    return reinterpret_cast<const internal::ChannelSlotData*>(slots + (sequence & geometry.mask) *
+                                                                          geometry.slot_size);
   }
 
   // Stores our cursor and wakes a producer waiting on it for room.

@@ -24,10 +24,12 @@ ProducerState::ProducerState(const ChannelOptions& options_in, std::string name_
       segment(std::move(segment_in)),
       registry(std::move(registry_in)),
       header(reinterpret_cast<ChannelHeaderData*>(segment->data())),
-      blocks(geometry.block_count, geometry.arena_offset, geometry.arena_size),
+      blocks(geometry.block_count, geometry.arena_offset, geometry.arena_size,
+             (geometry.max_consumers + 63) / 64),
       consumers(geometry, name, options, segment->data(), registry->data()) {
   slots.slot_block.assign(geometry.slot_count, kNoBlock);
   arena_base[0] = segment->data();
+  slot_base = segment->data() + geometry.slots_offset;
   arena_bytes = geometry.arena_size;
   next_idle_check = Clock::now();
   released_next = std::make_unique<std::atomic<uint32_t>[]>(geometry.block_count);

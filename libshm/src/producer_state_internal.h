@@ -36,6 +36,7 @@ struct ProducerState {
   std::shared_ptr<Segment> segment;
   std::shared_ptr<Segment> registry;
   ChannelHeaderData* header = nullptr;
+  std::byte* slot_base = nullptr;  // the first slot (segment->data() + slots_offset)
 
   BlockTable blocks;
   ConsumerSet consumers;
@@ -63,7 +64,7 @@ struct ProducerState {
   std::chrono::steady_clock::time_point next_idle_check;
 
   ChannelSlotData* Slot(uint64_t sequence) const {
-    return reinterpret_cast<ChannelSlotData*>(segment->data() + geometry.slots_offset +
+    return reinterpret_cast<ChannelSlotData*>(slot_base +
                                               (sequence & geometry.mask) * geometry.slot_size);
   }
 

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <new>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "alkaid/format/array.h"
@@ -115,6 +116,78 @@ TEST(BatchTemplateTest, AColumnAChildABufferOrASliceKeptAfterTheBatchHoldsIt) {
   auto c1 = t->Instantiate(body.bytes, Keeper(&held));
   auto c2 = t->Instantiate(other.bytes, Keeper(&held));
   EXPECT_EQ(t->graphs_made(), 2u);
+}
+
+// A keeper with TakeFrom and Release (shm::ChannelBlock's shape) is
+// resident: each graph makes one, takes every batch's keeper into it,
+// releases it when the batch goes, and destroys it only with the graph (a
+// batch that outlives the template keeps its graph, and so its keeper).
+struct ResidentKeeper {
+  static inline int made = 0;       // default-constructed: the graphs' own
+  static inline int taken = 0;      // batches' keepers taken in
+  static inline int released = 0;   // batches let go
+  static inline int destroyed = 0;  // graphs' own destroyed
+  static inline int holding = 0;    // graphs' own holding a body now
+  bool own = false;
+  bool held = false;
+  ResidentKeeper() : own(true) { ++made; }
+  explicit ResidentKeeper(int /*body*/) : held(true) {}
+  ResidentKeeper(ResidentKeeper&&) = delete;
+  ResidentKeeper& operator=(ResidentKeeper&&) = delete;
+  ~ResidentKeeper() {
+    if (own) ++destroyed;
+  }
+  void TakeFrom(ResidentKeeper* from) {
+    EXPECT_FALSE(held) << "a resident keeper is released before it takes the next";
+    held = std::exchange(from->held, false);
+    ++taken;
+    ++holding;
+  }
+  void Release() {
+    if (held) {
+      held = false;
+      ++released;
+      --holding;
+    }
+  }
+};
+
+TEST(BatchTemplateTest, AResidentKeeperIsMadeOncePerGraphAndReleasedPerBatch) {
+  ASSERT_OK_AND_ASSIGN(auto t, BatchTemplate::Make(Shape()));
+  Body body(3);
+  for (int i = 0; i < 100; ++i) {
+    auto b = t->Instantiate(body.bytes, ResidentKeeper(i));
+    EXPECT_EQ(ResidentKeeper::holding, 1);
+    ExpectValues(*b, 3);
+  }
+  EXPECT_EQ(t->graphs_made(), 1u);
+  EXPECT_EQ(ResidentKeeper::made, 1) << "one keeper for the graph, not one per batch";
+  EXPECT_EQ(ResidentKeeper::taken, 100);
+  EXPECT_EQ(ResidentKeeper::released, 100);
+  EXPECT_EQ(ResidentKeeper::holding, 0);
+  EXPECT_EQ(ResidentKeeper::destroyed, 0) << "the graph keeps its keeper while idle";
+  // A column kept after its batch holds the body until a sweep finds it
+  // let go; a second graph (and keeper) serves meanwhile.
+  ArrayDataPtr column;
+  {
+    auto b = t->Instantiate(body.bytes, ResidentKeeper(0));
+    column = b->column_data(0);
+  }
+  auto second = t->Instantiate(body.bytes, ResidentKeeper(0));
+  EXPECT_EQ(ResidentKeeper::made, 2);
+  EXPECT_EQ(ResidentKeeper::holding, 2);
+  column.reset();
+  t->Sweep();
+  EXPECT_EQ(ResidentKeeper::holding, 1);
+  // The batch outlives its template: the template's graphs (and their
+  // keepers) go once its last batch is let go.
+  t.reset();
+  EXPECT_EQ(ResidentKeeper::destroyed, 0);
+  EXPECT_EQ(ResidentKeeper::holding, 1);
+  second.reset();
+  EXPECT_EQ(ResidentKeeper::holding, 0);
+  EXPECT_EQ(ResidentKeeper::released, 102);
+  EXPECT_EQ(ResidentKeeper::destroyed, 2);
 }
 
 // A weak reference to a batch keeps its control block, so its graph is not

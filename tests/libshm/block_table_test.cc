@@ -53,7 +53,7 @@ TEST(BlockTableTest, LendCarvesSpaceInOrderAndGivesEachLoanANewGeneration) {
   EXPECT_EQ(table[a].state, BlockState::kLoaned);
   EXPECT_TRUE(table[a].loan_ref);
   EXPECT_FALSE(table[a].slot_ref);
-  EXPECT_FALSE(AnyHolder(table[a]));
+  EXPECT_FALSE(table.AnyHolder(table[a]));
   EXPECT_EQ(table[a].generation, 1u);
   EXPECT_EQ(table[b].generation, 2u);
   EXPECT_EQ(table.blocks_live(), 2u);

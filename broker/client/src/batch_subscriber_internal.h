@@ -245,16 +245,17 @@ struct BatchSubscriber::Impl {
   // block, or with Verification::kPrivateCopy a private copy (the block is
   // returned at once).
   Result<std::shared_ptr<format::Buffer>> BodyOf(shm::ChannelBlock block, uint64_t length) const;
-  // The common case in a few loads: the message received is a plain
-  // record batch of a cached shape id, in a schema without dictionaries.
-  // Makes the batch into `out` (MakeFromPlan) and returns true, or that
-  // batch's error; false leaves everything to Decode (which also reports
-  // what is wrong). The same batch either way: only the framing is skipped.
-  Result<bool> TryFast(ReceivedBatch* out);
+  // Makes what the message received holds into `out`: a batch by the plan
+  // of its cached shape id (the common case, in a few loads:
+  // MakeFromPlan), else whatever Decode makes of it (no batch for a
+  // dictionary message or a batch skipped for want of its dictionaries).
+  Status Make(ReceivedBatch* out);
   // The batch of the message received, made by `plan` over `block` (or a
   // private copy of it, with kPrivateCopy) and validated as the plan says;
   // with `options.with_message`, its body and metadata too.
   Status MakeFromPlan(const DecodePlan& plan, shm::ChannelBlock&& block, ReceivedBatch* out);
+  // MakeFromPlan's way with Verification::kPrivateCopy.
+  Status MakeCopyFromPlan(const DecodePlan& plan, shm::ChannelBlock&& block, ReceivedBatch* out);
   // Decodes the message received: a batch, or nothing (a dictionary
   // message, a batch skipped for want of its dictionaries).
   Result<ReceivedBatch> Decode();

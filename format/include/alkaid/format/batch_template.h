@@ -103,10 +103,18 @@ class ALKAID_EXPORT BatchTemplate {
   /// batch and everything taken from it are dropped. Allocates only when
   /// every graph made so far is still in use. With `body`, also a buffer of
   /// the whole body (BatchShape::body_length bytes), held like the others.
+  ///
+  /// A keeper type with `void TakeFrom(Keep*)` and `void Release()`
+  /// (shm::ChannelBlock) is *resident*: a graph makes one the first time
+  /// and keeps it until the graph itself goes, taking each batch's keeper
+  /// into it (TakeFrom) and releasing it when the batch is let go
+  /// (Release), so that what the keepers share (a consumer's return queue)
+  /// is referenced once per graph, not once per batch. Other keepers are
+  /// moved in and destroyed per batch.
   template <typename Keep>
   RecordBatchPtr Instantiate(const uint8_t* base, Keep&& keep,
                              std::shared_ptr<Buffer>* body = nullptr) {
-    return InstantiateErased(base, &Keeper<Keep>::Move, &Keeper<Keep>::Drop, &keep, body);
+    return InstantiateErased(base, &Keeper<Keep>::kOps, &keep, body);
   }
 
   /// One batch's numbers, for a template of a `varying` shape.
@@ -130,8 +138,7 @@ class ALKAID_EXPORT BatchTemplate {
   template <typename Keep>
   RecordBatchPtr InstantiateWith(const Numbers& numbers, const uint8_t* base, Keep&& keep,
                                  std::shared_ptr<Buffer>* body = nullptr) {
-    return InstantiateErasedWith(numbers, base, &Keeper<Keep>::Move, &Keeper<Keep>::Drop, &keep,
-                                 body);
+    return InstantiateErasedWith(numbers, base, &Keeper<Keep>::kOps, &keep, body);
   }
 
   /// Looks at the graphs still held through something taken from a batch
@@ -162,9 +169,17 @@ class ALKAID_EXPORT BatchTemplate {
   static void PartFreed(Graph* g);
   Graph* NewGraph();
 
-  using MoveKeeper = void (*)(void* to, void* from);
-  using DropKeeper = void (*)(void* p);
-  // How Instantiate moves a keeper of type Keep into a graph and drops it.
+  // How a graph holds a keeper of one type (Keeper<Keep>::kOps).
+  struct KeeperOps {
+    // Puts `from`'s keeper into the graph's storage `to`; `there`: `to`
+    // holds a resident keeper of this type already.
+    void (*take)(void* to, void* from, bool there);
+    // The batch is let go: a resident keeper releases, others are destroyed.
+    void (*let_go)(void* p);
+    // The graph goes: destroys a resident keeper.
+    void (*destroy)(void* p);
+    bool resident;
+  };
   template <typename Keep>
   struct Keeper {
     static_assert(!std::is_lvalue_reference_v<Keep>,
@@ -172,14 +187,35 @@ class ALKAID_EXPORT BatchTemplate {
     using K = std::remove_cv_t<Keep>;
     static_assert(sizeof(K) <= kKeeperBytes && alignof(K) <= alignof(std::max_align_t),
                   "a body keeper must fit BatchTemplate::kKeeperBytes");
-    static void Move(void* to, void* from) { ::new (to) K(std::move(*static_cast<K*>(from))); }
-    static void Drop(void* p) { static_cast<K*>(p)->~K(); }
+    static constexpr bool kResident = requires(K & k) {
+      k.TakeFrom(&k);
+      k.Release();
+    };
+    static void Take(void* to, void* from, bool there) {
+      if constexpr (kResident) {
+        if (!there) ::new (to) K();
+        static_cast<K*>(to)->TakeFrom(static_cast<K*>(from));
+      } else {
+        (void)there;
+        ::new (to) K(std::move(*static_cast<K*>(from)));
+      }
+    }
+    static void LetGo(void* p) {
+      if constexpr (kResident) {
+        static_cast<K*>(p)->Release();
+      } else {
+        static_cast<K*>(p)->~K();
+      }
+    }
+    static void Destroy(void* p) { static_cast<K*>(p)->~K(); }
+    static constexpr KeeperOps kOps{&Take, &LetGo, &Destroy, kResident};
   };
-  RecordBatchPtr InstantiateErased(const uint8_t* base, MoveKeeper move, DropKeeper drop,
-                                   void* keep, std::shared_ptr<Buffer>* body);
-  RecordBatchPtr InstantiateErasedWith(const Numbers& numbers, const uint8_t* base, MoveKeeper move,
-                                       DropKeeper drop, void* keep, std::shared_ptr<Buffer>* body);
-  Graph* TakeGraph(MoveKeeper move, DropKeeper drop, void* keep);
+  RecordBatchPtr InstantiateErased(const uint8_t* base, const KeeperOps* ops, void* keep,
+                                   std::shared_ptr<Buffer>* body);
+  RecordBatchPtr InstantiateErasedWith(const Numbers& numbers, const uint8_t* base,
+                                       const KeeperOps* ops, void* keep,
+                                       std::shared_ptr<Buffer>* body);
+  Graph* TakeGraph(const KeeperOps* ops, void* keep);
   RecordBatchPtr HandOut(Graph* g, const uint8_t* base, int64_t body_length,
                          std::shared_ptr<Buffer>* body_out);
 

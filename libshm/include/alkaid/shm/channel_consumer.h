@@ -63,8 +63,33 @@ class ALKAID_EXPORT ChannelBlock {
   /// The body's bytes, read-only (the mapping is PROT_READ).
   std::span<const std::byte> data() const { return data_; }
   bool valid() const { return held_; }
-  /// Returns the block to the producer now.
+  /// Returns the block to the producer now, and lets go of the consumer.
   void Reset();
+  /// Takes the block `from` holds, after returning the one this holds.
+  /// Unlike a move, both keep their reference to the consumer's return
+  /// queue (copied only if it differs), so a holder that takes block after
+  /// block of one consumer touches no reference count: the steady state of
+  /// a batch's keeper (format::BatchTemplate keeps one per object graph).
+  void TakeFrom(ChannelBlock* from) {
+    if (from == this) return;
+    if (held_) Release();
+    if (!from->held_) {
+      data_ = {};
+      return;
+    }
+    // A copy of the pointer, not a move: both keep the queue, so neither
+    // the next receive into `from` nor the next hand-over changes the count.
+    if (returns_ != from->returns_) returns_ = from->returns_;
+    data_ = from->data_;
+    descriptor_ = from->descriptor_;
+    generation_ = from->generation_;
+    held_ = true;
+    from->data_ = {};
+    from->held_ = false;
+  }
+  /// Returns the block to the producer now, but keeps the reference to the
+  /// consumer (its queue and mappings) for the next TakeFrom. Any thread.
+  void Release();
 
   struct Returns;  ///< internal: the consumer's return queue
 
