@@ -96,10 +96,11 @@ struct ShmBatchPool::Region final : format::MemoryPool {
   int64_t max_allocated = 0;
   bool sealed = false;
 
-  // The objects made over the region's buffers, parked between uses of
-  // the block (format::ObjectMemory): a batch of the shape of the block's
-  // last one takes the same objects again. Opened when lent, closed when
-  // the count falls to zero. What does not fit comes from the heap.
+  // The objects made over the region's buffers (format::ObjectMemory):
+  // they share the region's count and are linked once; a batch of the
+  // shape of the block's last one finds them linked. Opened when lent,
+  // released when the count's block is freed. What does not fit comes
+  // from the heap.
   format::ObjectMemory objects;
 };
 
@@ -176,7 +177,7 @@ struct ShmBatchPool::CountAllocator {
     if (n != 1) throw std::bad_alloc();
     return static_cast<T*>(static_cast<void*>(block->count));
   }
-  void deallocate(T* /*p*/, size_t /*n*/) { Recycle(block); }
+  void deallocate(T* /*p*/, size_t /*n*/) { Released(block); }
   template <typename U>
   bool operator==(const CountAllocator<U>& o) const {
     return block == o.block;
@@ -258,10 +259,22 @@ struct ShmBatchPool::Release {
     // Before the count's block can be freed, the region's weak reference
     // to itself goes.
     r->self.reset();
-    r->objects.Close();
-    r->Clear();
   }
 };
+
+void ShmBatchPool::Released(Block* b) {
+  // The count's block is free: nothing holds the region, weakly or not.
+  // Pointers copied from the links between its objects (a column of a
+  // batch kept after the batch and the pool went) may still point into its
+  // bytes: the loan goes, and the block with it, once they are gone.
+  b->region.objects.Release(
+      [](void* p) {
+        auto* block = static_cast<Block*>(p);
+        block->region.Clear();
+        Recycle(block);
+      },
+      b);
+}
 
 void ShmBatchPool::Recycle(Block* b) {
   Cache* home = b->home;
@@ -330,7 +343,7 @@ Result<std::unique_ptr<ShmBatchPool>> ShmBatchPool::Lend(Cache* cache,
   r.size = r.loan.data().size();
   b->pool_ref = std::shared_ptr<Region>(&r, Release{}, CountAllocator<Region>(b));
   r.self = b->pool_ref;
-  r.objects.Open(r.self);
+  r.objects.Open();
   return std::unique_ptr<ShmBatchPool>(::new (b->pool) ShmBatchPool(channel, b));
 }
 
