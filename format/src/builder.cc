@@ -164,6 +164,18 @@ void ArrayBuilder::Reset() {
   for (auto& c : children_) c->Reset();
 }
 
+Status ArrayBuilder::ResetTo(MemoryPool* pool) {
+  Reset();
+  ALKAID_RETURN_NOT_OK(ResetBuffersTo(pool));
+  pool_ = pool;
+  validity_.ResetTo(pool);
+  return Status::OK();
+}
+
+Status ArrayBuilder::ResetBuffersTo(MemoryPool* /*pool*/) {
+  return Status::NotImplemented(Where(), ": this builder cannot be pointed at another pool");
+}
+
 Status ArrayBuilder::ReserveValidity(int64_t additional, bool any_null) {
   if (has_bitmap_) {
     // The slots UnsafeAppendValid added have their bits reserved already.

@@ -12,6 +12,7 @@
 
 #include "alkaid/client/batch_publisher.h"
 #include "alkaid/format/builder.h"
+#include "alkaid/format/builder_nested.h"
 #include "alkaid/format/builder_primitive.h"
 #include "alkaid/format/validate.h"
 #include "client_test_util.h"
@@ -280,6 +281,47 @@ TEST(ShmBatchPoolRecyclingTest, AColumnKeptAfterPublishHoldsItsRegion) {
   // Both blocks are idle now; the one let go last is taken first.
   ASSERT_OK_AND_ASSIGN(auto pool, publisher->NewPool(1024));
   EXPECT_EQ(static_cast<const void*>(pool.get()), kept_pool);
+}
+
+// One builder pointed at each batch's pool (ArrayBuilder::ResetTo): each
+// batch is written into its own region, and from the second on is made of
+// the objects the block's first batch was (the same batch, array data and
+// buffer objects, linked once), with this batch's values and addresses.
+TEST(ShmBatchPoolRecyclingTest, ABuilderPointedAtEachPoolFindsTheObjectsLinked) {
+  Channel ch;
+  ASSERT_OK(ch.Create(1 << 20));
+  auto schema = Int64Schema(1);
+  ASSERT_OK_AND_ASSIGN(auto publisher, BatchPublisher::Create(ch.producer.get(), schema));
+  format::Int64Builder b;
+  const format::RecordBatch* first_batch = nullptr;
+  const format::ArrayData* first_data = nullptr;
+  const format::Buffer* first_values = nullptr;
+  for (int64_t i = 0; i < 5; ++i) {
+    ASSERT_OK_AND_ASSIGN(auto pool, publisher->NewPool(512));
+    ASSERT_OK(b.ResetTo(pool.get()));
+    ASSERT_OK(b.Reserve(64));
+    for (int64_t r = 0; r < 64; ++r) b.UnsafeAppend(100 * i + r);
+    ASSERT_OK_AND_ASSIGN(auto array, b.Finish());
+    ASSERT_OK_AND_ASSIGN(auto batch, format::RecordBatch::Make(schema, 64, {array}));
+    const auto& values = batch->column_data(0)->buffers[1];
+    EXPECT_TRUE(pool->Contains(values->data(), 512));
+    if (i == 0) {
+      first_batch = batch.get();
+      first_data = batch->column_data(0).get();
+      first_values = values.get();
+    }
+    EXPECT_EQ(batch.get(), first_batch);
+    EXPECT_EQ(batch->column_data(0).get(), first_data);
+    EXPECT_EQ(values.get(), first_values);
+    EXPECT_EQ(array->data().get(), first_data);
+    ASSERT_OK(format::ValidateFull(*batch));
+    ASSERT_NO_FATAL_FAILURE(ExpectValues(*batch, 100 * i));
+    ASSERT_OK(publisher->Publish(*batch, pool.get()));
+  }
+  // Nested builders cannot be pointed elsewhere (yet): they say so.
+  ASSERT_OK_AND_ASSIGN(auto pool, publisher->NewPool(512));
+  format::ListBuilder list(format::list(format::int64()), std::make_unique<format::Int64Builder>());
+  ASSERT_RAISES(kNotImplemented, list.ResetTo(pool.get()));
 }
 
 // A column copied from a batch (a pointer sharing the links' count, not the

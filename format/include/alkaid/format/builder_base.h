@@ -146,6 +146,11 @@ class ALKAID_EXPORT BufferBuilder {
   void Reset() {
     if (bytes_ != nullptr) FreeBytes();
   }
+  /// Drops the contents (Reset) and draws from `pool` from now on.
+  void ResetTo(MemoryPool* pool) {
+    Reset();
+    pool_ = pool;
+  }
 
  private:
   // Reserve's slow path: checks `additional` and grows the allocation.
@@ -204,6 +209,11 @@ class ALKAID_EXPORT BitmapBuilder {
     length_ = 0;
     false_count_ = 0;
   }
+  /// Drops the contents (Reset) and draws from `pool` from now on.
+  void ResetTo(MemoryPool* pool) {
+    Reset();
+    bytes_.ResetTo(pool);
+  }
 
  private:
   BufferBuilder bytes_;
@@ -257,6 +267,15 @@ class ALKAID_EXPORT ArrayBuilder {
   Result<ArrayPtr> Finish();
   /// Discards everything appended (children included).
   virtual void Reset();
+  /// Discards everything appended (as Reset) and takes every buffer from
+  /// `pool` from now on: a builder kept from one batch to the next, each
+  /// batch built in a pool of its own (client::BatchPublisher::NewPool), is
+  /// pointed at the next pool rather than made again. After Finish or
+  /// Reset a builder holds nothing of its pool, which may then go. The
+  /// flat builders (null, boolean, fixed-width, binary and string) support
+  /// it; the others fail with NotImplemented and are left as Reset leaves
+  /// them, on their old pool.
+  Status ResetTo(MemoryPool* pool);
 
   /// Child builders of nested types (none for flat types).
   int num_children() const { return static_cast<int>(children_.size()); }
@@ -266,6 +285,10 @@ class ALKAID_EXPORT ArrayBuilder {
   /// Builds the array data from the current contents. FinishData() calls it
   /// and then Reset().
   virtual Result<ArrayDataPtr> FinishInternal() = 0;
+  /// ResetTo's part for the buffers a subclass keeps (the builder is Reset
+  /// already): points them at `pool`. The default, for builders that keep
+  /// buffers or children this does not know of, is NotImplemented.
+  virtual Status ResetBuffersTo(MemoryPool* pool);
 
   /// Makes room for `additional` validity bits. With `any_null`, also
   /// materialises the bitmap (lazily created at the first null: until then

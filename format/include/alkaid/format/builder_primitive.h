@@ -27,6 +27,7 @@ class ALKAID_EXPORT NullBuilder : public ArrayBuilder {
 
  protected:
   Result<ArrayDataPtr> FinishInternal() override;
+  Status ResetBuffersTo(MemoryPool* /*pool*/) override { return Status::OK(); }
 };
 
 /// Builds boolean arrays (values bit-packed).
@@ -48,6 +49,10 @@ class ALKAID_EXPORT BooleanBuilder : public ArrayBuilder {
 
  protected:
   Result<ArrayDataPtr> FinishInternal() override;
+  Status ResetBuffersTo(MemoryPool* pool) override {
+    data_.ResetTo(pool);
+    return Status::OK();
+  }
 
  private:
   internal::BitmapBuilder data_;
@@ -81,6 +86,10 @@ class ALKAID_EXPORT FixedWidthBuilder : public ArrayBuilder {
 
  protected:
   Result<ArrayDataPtr> FinishInternal() override;
+  Status ResetBuffersTo(MemoryPool* pool) override {
+    data_.ResetTo(pool);
+    return Status::OK();
+  }
 
   internal::BufferBuilder data_;
   int32_t byte_width_;
