@@ -125,12 +125,12 @@ struct ObjectMemoryAccess {
   /// slot of `m`, handed out sharing the count of the first buffer pointer
   /// (moved from). Null, the buffers untouched, when there is no slot.
   template <size_t N>
-  static ArrayDataPtr MakeArrayData(ObjectMemory* m, TypePtr& type, int64_t length,
+  static ArrayDataPtr MakeArrayData(ObjectMemory* m, const TypePtr& type, int64_t length,
                                     std::shared_ptr<Buffer> (&buffers)[N], int64_t null_count) {
     bool reused = false;
     ArrayData* d = Take<ArrayData>(m, &reused, [](void* at) { return ::new (at) ArrayData(); });
     if (d == nullptr) return nullptr;
-    if (d->type != type) d->type = std::move(type);
+    if (d->type != type) d->type = type;
     d->length = length;
     d->null_count = null_count;
     d->offset = 0;
@@ -239,7 +239,7 @@ std::shared_ptr<T> MakePoolObject(MemoryPool* pool, Args&&... args) {
 /// one of its objects (AdoptBuiltBytes), linked once per shape; else
 /// as MakePoolObject.
 template <size_t N>
-ArrayDataPtr MakeArrayData(MemoryPool* pool, TypePtr type, int64_t length,
+ArrayDataPtr MakeArrayData(MemoryPool* pool, const TypePtr& type, int64_t length,
                            std::shared_ptr<Buffer> (&&buffers)[N], int64_t null_count) {
   if (pool != nullptr) {
     if (ObjectMemory* m = pool->object_memory()) {
@@ -257,7 +257,7 @@ ArrayDataPtr MakeArrayData(MemoryPool* pool, TypePtr type, int64_t length,
     }
   }
   auto d = MakePoolObject<ArrayData>(pool);
-  d->type = std::move(type);
+  d->type = type;
   d->length = length;
   d->null_count = null_count;
   d->buffers.reserve(N);

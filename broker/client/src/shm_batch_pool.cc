@@ -62,7 +62,9 @@ struct ShmBatchPool::Region final : format::MemoryPool {
     return max_allocated;
   }
   std::string backend_name() const override { return "shm:" + loan.channel_name(); }
-  std::shared_ptr<format::MemoryPool> object_pool() override { return self.lock(); }
+  // The objects made on the heap for buffers of the region (past the
+  // object memory's slots) hold the region through those buffers: they
+  // need no hold of their own (MemoryPool::object_pool's default).
   format::ObjectMemory* object_memory() override { return &objects; }
   using format::MemoryPool::Allocate;
   using format::MemoryPool::Free;
@@ -84,9 +86,6 @@ struct ShmBatchPool::Region final : format::MemoryPool {
   shm::ChannelLoan loan;
   uint8_t* data = nullptr;
   uint64_t size = 0;
-  // The region itself, for object_pool(): set while lent, reset when the
-  // count falls to zero (so that the count's block can be freed).
-  std::weak_ptr<Region> self;
 
   mutable SpinLock mutex;
   uint64_t top = 0;         // bump pointer, offset from data
@@ -253,13 +252,11 @@ void ShmBatchPool::Region::Free(uint8_t* ptr, int64_t n, int64_t /*alignment*/) 
   }
 }
 
-// The region's count fell to zero: its last holder let go.
+// The region's count fell to zero: its last holder let go. What that
+// means is done when the count's block is freed (Released): nothing holds
+// the region then, weakly or not.
 struct ShmBatchPool::Release {
-  void operator()(Region* r) const {
-    // Before the count's block can be freed, the region's weak reference
-    // to itself goes.
-    r->self.reset();
-  }
+  void operator()(Region* /*r*/) const {}
 };
 
 void ShmBatchPool::Released(Block* b) {
@@ -342,7 +339,6 @@ Result<std::unique_ptr<ShmBatchPool>> ShmBatchPool::Lend(Cache* cache,
   r.data = reinterpret_cast<uint8_t*>(r.loan.data().data());
   r.size = r.loan.data().size();
   b->pool_ref = std::shared_ptr<Region>(&r, Release{}, CountAllocator<Region>(b));
-  r.self = b->pool_ref;
   r.objects.Open();
   return std::unique_ptr<ShmBatchPool>(::new (b->pool) ShmBatchPool(channel, b));
 }
@@ -386,9 +382,10 @@ bool ShmBatchPool::Contains(const void* p, uint64_t n) const {
 }
 
 uint64_t ShmBatchPool::Seal() {
-  std::lock_guard lock(region().mutex);
-  region().sealed = true;
-  return region().top;
+  Region& r = region();
+  std::lock_guard lock(r.mutex);
+  r.sealed = true;
+  return r.top;
 }
 
 Result<uint64_t> ShmBatchPool::AppendTail(std::span<const uint8_t> bytes) {
