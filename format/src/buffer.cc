@@ -66,35 +66,13 @@ std::shared_ptr<ResizableBuffer> ResizableBuffer::MakeShared(MemoryPool* pool) {
 
 namespace internal {
 
-namespace {
-
-// A builder's buffer made in a pool's object memory (AdoptBuiltBytes): its
-// bytes belong to the owner's region and go with it, so the object has
-// nothing of its own to give back.
-class GraphBuffer final : public Buffer {
- public:
-  GraphBuffer() { is_mutable_ = true; }
-  void Point(MemoryPool* pool, uint8_t* data, int64_t size, int64_t capacity) {
-    pool_ = pool;
-    data_ = data;
-    size_ = size;
-    capacity_ = capacity;
-  }
-  MemoryPool* memory_pool() const { return pool_; }
-
- private:
-  MemoryPool* pool_ = nullptr;
-};
-
-}  // namespace
-
 std::shared_ptr<Buffer> AdoptBuiltBytes(MemoryPool* pool, std::shared_ptr<MemoryPool> owner,
                                         uint8_t* data, int64_t size, int64_t capacity) {
   if (owner != nullptr) {
     if (ObjectMemory* m = pool->object_memory()) {
       bool reused = false;
       GraphBuffer* b = ObjectMemoryAccess::Take<GraphBuffer>(
-          m, &reused, [](void* at) { return ::new (at) GraphBuffer(); });
+          m, &reused, [m](void* at) { return ::new (at) GraphBuffer(m); });
       if (b != nullptr) {
         // The owner, not `pool` (which may go first): its object memory is
         // the same.

@@ -143,6 +143,7 @@ ObjectMemory::~ObjectMemory() {
   anchor_.reset();
 }
 
+// NOLINTNEXTLINE(performance-unnecessary-value-param): the first version's signature, kept
 void ObjectMemory::Open(std::weak_ptr<void> /*owner*/) {
   next_.store(0, std::memory_order_relaxed);
 }

@@ -10,16 +10,40 @@
 #include <memory>
 #include <new>
 #include <type_traits>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
+#include "alkaid/format/array.h"
 #include "alkaid/format/array_data.h"
+#include "alkaid/format/builder_base.h"
 #include "alkaid/format/memory_pool.h"
 #include "alkaid/format/object_memory.h"
 #include "alkaid/format/record_batch.h"
 #include "alkaid/format/type_fwd.h"
 
 namespace alkaid::format::internal {
+
+/// A builder's buffer made in a pool's object memory (AdoptBuiltBytes): its
+/// bytes belong to the owner's region and go with it, so the object has
+/// nothing of its own to give back.
+class GraphBuffer final : public Buffer {
+ public:
+  explicit GraphBuffer(ObjectMemory* memory) : memory_(memory) { is_mutable_ = true; }
+  /// The object memory the buffer object was made in.
+  ObjectMemory* memory() const { return memory_; }
+  void Point(MemoryPool* pool, uint8_t* data, int64_t size, int64_t capacity) {
+    pool_ = pool;
+    data_ = data;
+    size_ = size;
+    capacity_ = capacity;
+  }
+  MemoryPool* memory_pool() const { return pool_; }
+
+ private:
+  ObjectMemory* memory_;
+  MemoryPool* pool_ = nullptr;
+};
 
 /// The slots of an ObjectMemory (object_memory.h): each holds one object
 /// (kind says of which type, or null), made in the order the makers ask,
@@ -36,9 +60,18 @@ struct ObjectMemoryAccess {
   struct Slot {
     const void* kind = nullptr;                       // type of the object here, or null
     void (*destroy)(ObjectMemory*, void*) = nullptr;  // unlinks and destroys it
-    alignas(16) std::byte object[ObjectMemory::kSlotBytes - 16];
+    // A typed array: the object as an Array, the type id it was made for
+    // (MakeTypedArray's choice of class) and whether its class keeps
+    // nothing but its data (FinishFlat takes only those). Else null.
+    Array* array = nullptr;
+    int32_t array_type = -1;
+    bool plain_array = false;
+    alignas(16) std::byte object[ObjectMemory::kSlotBytes - 32];
   };
   static_assert(sizeof(Slot) == ObjectMemory::kSlotBytes, "a slot fills its place");
+  static_assert(sizeof(ArrayData) <= sizeof(Slot::object) &&
+                    sizeof(RecordBatch) <= sizeof(Slot::object),
+                "array data and batches fit a slot");
 
   static Slot* SlotAt(ObjectMemory* m, size_t i) {
     return std::launder(reinterpret_cast<Slot*>(m->slots_ + i * ObjectMemory::kSlotBytes));
@@ -97,7 +130,7 @@ struct ObjectMemoryAccess {
   /// whatever was there. Null when `m` has no slot left (or is not open) or
   /// a T does not fit one: the caller makes the object elsewhere.
   template <typename T, typename Construct>
-  static T* Take(ObjectMemory* m, bool* reused, Construct&& construct) {
+  static T* Take(ObjectMemory* m, bool* reused, Construct&& construct, Slot** slot = nullptr) {
     if constexpr (sizeof(T) > sizeof(Slot::object) || alignof(T) > 16) {
       return nullptr;
     } else {
@@ -106,12 +139,16 @@ struct ObjectMemoryAccess {
       const size_t i = m->next_.fetch_add(1, std::memory_order_relaxed);
       if (i >= ObjectMemory::kSlots) return nullptr;
       Slot* s = SlotAt(m, i);
+      if (slot != nullptr) *slot = s;
       if (s->kind == Kind<T>()) {
         *reused = true;
         return std::launder(reinterpret_cast<T*>(s->object));
       }
       if (s->kind != nullptr) s->destroy(m, s->object);
       s->kind = nullptr;
+      s->array = nullptr;
+      s->array_type = -1;
+      s->plain_array = false;
       T* obj = construct(static_cast<void*>(s->object));
       s->kind = Kind<T>();
       s->destroy = &Destroy<T>;
@@ -173,6 +210,45 @@ struct ObjectMemoryAccess {
     return std::shared_ptr<RecordBatch>(std::forward<Owner>(owner), b);
   }
 
+  /// MakeBatch for columns the next slot's batch is already linked to (the
+  /// block's last batch of this shape): only the row count and schema are
+  /// filled in. The links only ever point into `m`: equal links prove the
+  /// columns are objects of `m`. Null, nothing taken, otherwise.
+  template <typename Owner, typename Column>
+  static std::shared_ptr<RecordBatch> MakeLinkedBatch(ObjectMemory* m, SchemaPtr& schema,
+                                                      int64_t num_rows, size_t n, Owner&& owner,
+                                                      Column&& column) {
+    size_t i = m->next_.load(std::memory_order_relaxed);
+    if (i >= ObjectMemory::kSlots) return nullptr;
+    Slot* s = SlotAt(m, i);
+    if (s->kind != Kind<RecordBatch>()) return nullptr;
+    auto* b = std::launder(reinterpret_cast<RecordBatch*>(s->object));
+    if (b->columns_.size() != n) return nullptr;
+    for (size_t k = 0; k < n; ++k) {
+      if (b->columns_[k].get() != column(k)) return nullptr;
+    }
+    // Relaxed, as Take: the slot goes to this maker.
+    if (!m->next_.compare_exchange_strong(i, i + 1, std::memory_order_relaxed)) return nullptr;
+    if (b->schema_ != schema) b->schema_ = std::move(schema);
+    b->num_rows_ = num_rows;
+    if (b->metadata_ != nullptr) b->metadata_.reset();
+    b->export_slot_ = nullptr;
+    return std::shared_ptr<RecordBatch>(std::forward<Owner>(owner), b);
+  }
+
+  /// The object memory whose buffer object is the first buffer of `data`,
+  /// or null.
+  static ObjectMemory* MemoryOf(const ArrayData* data) {
+    for (const auto& b : data->buffers) {
+      if (b == nullptr) continue;
+      // A type comparison, not a dynamic_cast: the class is final.
+      const Buffer& buffer = *b;
+      if (typeid(buffer) != typeid(GraphBuffer)) return nullptr;
+      return static_cast<const GraphBuffer&>(buffer).memory();
+    }
+    return nullptr;
+  }
+
   /// The typed array T over `data` (an object of `m`), in the next slot of
   /// `m`, handed out sharing `data`'s count (moved from). Null when there
   /// is no slot.
@@ -180,10 +256,14 @@ struct ObjectMemoryAccess {
   static ArrayPtr MakeArray(ObjectMemory* m, ArrayDataPtr& data) {
     ArrayData* d = data.get();
     bool reused = false;
-    T* a = Take<T>(m, &reused, [&](void* at) {
-      ++m->links_;
-      return ::new (at) T(ArrayDataPtr(m->anchor_, d));
-    });
+    Slot* s = nullptr;
+    T* a = Take<T>(
+        m, &reused,
+        [&](void* at) {
+          ++m->links_;
+          return ::new (at) T(ArrayDataPtr(m->anchor_, d));
+        },
+        &s);
     if (a == nullptr) return nullptr;
     // An array class with no members of its own keeps nothing derived from
     // its data: the one of the last use serves if it has the same data.
@@ -194,7 +274,47 @@ struct ObjectMemoryAccess {
       ++m->links_;
       a = ::new (static_cast<void*>(a)) T(ArrayDataPtr(m->anchor_, d));
     }
+    s->array = a;
+    s->array_type = static_cast<int32_t>(d->type->id());
+    s->plain_array = kPlain;
     return ArrayPtr(std::move(data), a);
+  }
+
+  /// A fixed-width array of `type` and `length` values without nulls over
+  /// the bytes of `values`, made of the next three slots of `m` when they
+  /// hold what the general path made there for the block's last batch of
+  /// this shape (its buffer object, an array data linked to it alone, a
+  /// plain array of the type's class linked to that): only the lengths
+  /// and addresses are filled in, and the array is handed out sharing the
+  /// bytes' owner. Null, `values` untouched, otherwise (Finish then takes
+  /// the general path, which makes and links them).
+  static ArrayPtr FinishFlat(ObjectMemory* m, const TypePtr& type, int64_t length,
+                             BufferBuilder* values) {
+    size_t i = m->next_.load(std::memory_order_relaxed);
+    if (i > ObjectMemory::kSlots - 3) return nullptr;
+    Slot* s0 = SlotAt(m, i);
+    Slot* s1 = SlotAt(m, i + 1);
+    Slot* s2 = SlotAt(m, i + 2);
+    if (s0->kind != Kind<GraphBuffer>() || s1->kind != Kind<ArrayData>() || !s2->plain_array ||
+        s2->array_type != static_cast<int32_t>(type->id())) {
+      return nullptr;
+    }
+    auto* buffer = std::launder(reinterpret_cast<GraphBuffer*>(s0->object));
+    auto* d = std::launder(reinterpret_cast<ArrayData*>(s1->object));
+    Array* a = s2->array;
+    if (d->buffers.size() != 2 || d->buffers[0] != nullptr || d->buffers[1].get() != buffer ||
+        !d->child_data.empty() || d->dictionary != nullptr || a->data().get() != d) {
+      return nullptr;
+    }
+    // Relaxed, as Take: the three slots go to this maker.
+    if (!m->next_.compare_exchange_strong(i, i + 3, std::memory_order_relaxed)) return nullptr;
+    BufferBuilder::Bytes bytes = values->TakeBytes();
+    buffer->Point(bytes.owner.get(), bytes.data, bytes.size, bytes.capacity);
+    if (d->type != type) d->type = type;  // the same type id: the same array class
+    d->length = length;
+    d->null_count = 0;
+    d->offset = 0;
+    return ArrayPtr(std::move(bytes.owner), a);
   }
 };
 

@@ -96,12 +96,19 @@ Result<std::shared_ptr<RecordBatch>> RecordBatch::MakeFromArrays(SchemaPtr schem
     return columns[i] == nullptr ? nullptr : columns[i]->data().get();
   };
   ALKAID_RETURN_NOT_OK(CheckColumns(schema, num_rows, n, data));
+  const auto column = [&](size_t i) { return const_cast<ArrayData*>(data(i)); };
+  // Columns the block's last batch of this shape was made of: that batch,
+  // already linked to them.
+  if (ObjectMemory* m = n == 0 ? nullptr : internal::ObjectMemoryAccess::MemoryOf(data(0))) {
+    auto batch =
+        internal::ObjectMemoryAccess::MakeLinkedBatch(m, schema, num_rows, n, columns[0], column);
+    if (batch != nullptr) return batch;
+  }
   // Columns a builder made in one pool's object memory: the batch is made
   // there too, linked to them, sharing column 0's count.
   if (ObjectMemory* m = GraphOf(n, data)) {
-    auto batch = internal::ObjectMemoryAccess::MakeBatch(
-        m, schema, num_rows, n, static_cast<const std::shared_ptr<Array>&>(columns[0]),
-        [&](size_t i) { return const_cast<ArrayData*>(data(i)); });
+    auto batch =
+        internal::ObjectMemoryAccess::MakeBatch(m, schema, num_rows, n, columns[0], column);
     if (batch != nullptr) return batch;
   }
   std::vector<ArrayDataPtr> v;

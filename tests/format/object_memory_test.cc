@@ -33,8 +33,11 @@ class RecyclingPool : public SystemMemoryPool {
   ObjectMemory* object_memory() override { return &objects_; }
   std::shared_ptr<MemoryPool> shared_owner() override { return owner_.lock(); }
 
-  // A use of the pool: the caller's reference to its owner.
+  // A use of the pool: the caller's reference to its owner. The last use
+  // must be released (as ShmBatchPool lends a block only when it is).
   std::shared_ptr<MemoryPool> Open() {
+    EXPECT_EQ(released(), opened_) << "a use opened before the last one was released";
+    ++opened_;
     std::shared_ptr<MemoryPool> owner(static_cast<MemoryPool*>(this), [this](MemoryPool*) {
       objects_.Release([](void* p) { static_cast<RecyclingPool*>(p)->released_.fetch_add(1); },
                        this);
@@ -58,6 +61,7 @@ class RecyclingPool : public SystemMemoryPool {
  private:
   ObjectMemory objects_;
   std::weak_ptr<MemoryPool> owner_;
+  int opened_ = 0;
   std::atomic<int> released_{0};
 };
 
@@ -209,6 +213,56 @@ TEST(ObjectMemoryTest, ABatchOfTwoPoolsIsMadeOnTheHeap) {
   both.reset();
   ASSERT_TRUE(a.WaitReleased(1));
   ASSERT_TRUE(b.WaitReleased(1));
+}
+
+// Finish of a fixed-width builder whose objects the block's last use left
+// linked fills them in (ArrayBuilder::FinishLinked): the array is whole and
+// of its type's class whatever the uses before it made in those slots (an
+// int64 array, an array data of another type finished alone, nulls), and
+// the builder is empty after.
+TEST(ObjectMemoryTest, AnArrayFinishedIntoLinkedObjectsIsOfItsTypesClass) {
+  RecyclingPool pool;
+  ArrayPtr a;
+  const auto use = [&](const TypePtr& type, bool nulls, bool data_only) -> ArrayPtr {
+    a.reset();  // the last use's array: the memory is idle again
+    std::shared_ptr<MemoryPool> owner = pool.Open();
+    std::unique_ptr<ArrayBuilder> b = MakeBuilder(type, &pool).ValueOrDie();
+    for (int r = 0; r < 8; ++r) {
+      if (nulls && r % 3 == 1) {
+        EXPECT_OK(b->AppendNull());
+      } else {
+        EXPECT_OK(b->AppendEmptyValue());
+      }
+    }
+    if (data_only) {
+      EXPECT_OK(b->FinishData().status());
+      return nullptr;
+    }
+    ArrayPtr made = b->Finish().ValueOrDie();
+    EXPECT_EQ(b->length(), 0);
+    return made;
+  };
+  for (int round = 0; round < 3; ++round) {
+    a = use(int64(), false, false);
+    ASSERT_NE(std::dynamic_pointer_cast<Int64Array>(a), nullptr);
+    ASSERT_OK(ValidateFull(*a));
+    a = use(int64(), false, false);  // linked now
+    ASSERT_NE(std::dynamic_pointer_cast<Int64Array>(a), nullptr);
+    EXPECT_EQ(a->null_count(), 0);
+    a = use(int64(), true, false);
+    ASSERT_OK(ValidateFull(*a));
+    EXPECT_EQ(a->null_count(), 3);
+    EXPECT_TRUE(a->IsNull(1));
+    use(float64(), false, true);  // an array data of another type, no array
+    a = use(float64(), false, false);
+    ASSERT_NE(std::dynamic_pointer_cast<DoubleArray>(a), nullptr) << a->type()->ToString();
+    ASSERT_OK(ValidateFull(*a));
+    a = use(float64(), false, false);
+    ASSERT_NE(std::dynamic_pointer_cast<DoubleArray>(a), nullptr);
+    a = use(int32(), false, false);
+    ASSERT_NE(std::dynamic_pointer_cast<Int32Array>(a), nullptr);
+    EXPECT_EQ(a->length(), 8);
+  }
 }
 
 // A memory that is not open makes nothing: the objects come from the heap.

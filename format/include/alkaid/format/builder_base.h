@@ -137,6 +137,23 @@ class ALKAID_EXPORT BufferBuilder {
   /// True if `n` (>= 0) more bytes fit without a Reserve.
   bool HasRoom(int64_t n) const { return n <= limit_ - end_; }
 
+  /// What TakeBytes hands out.
+  struct Bytes {
+    uint8_t* data = nullptr;
+    int64_t size = 0;
+    int64_t capacity = 0;
+    std::shared_ptr<MemoryPool> owner;  // the pool's shared owner, or null
+  };
+  /// Finish's first half, for a caller that makes the buffer object
+  /// itself: the bytes (length() of them, capacity padded to 64 and shrunk
+  /// as Finish does, padding zero) and the shared owner of the pool they
+  /// came from; leaves the builder empty. Requires an allocation
+  /// (mutable_data() not null).
+  Bytes TakeBytes(bool shrink_to_fit = true);
+  /// True if the bytes belong to the pool's shared owner (an allocation
+  /// from a pool with MemoryPool::shared_owner).
+  bool has_owner() const { return owner_ != nullptr; }
+
   /// Hands out the bytes as a buffer of length() bytes (capacity padded to
   /// 64, padding zero) and leaves the builder empty. A builder that never
   /// allocated yields a zero-length buffer. With `shrink_to_fit`, spare
@@ -285,6 +302,12 @@ class ALKAID_EXPORT ArrayBuilder {
   /// Builds the array data from the current contents. FinishData() calls it
   /// and then Reset().
   virtual Result<ArrayDataPtr> FinishInternal() = 0;
+  /// Finish's path for a builder whose array's objects are already linked
+  /// in its pool's object memory (a batch of the shape of the block's last
+  /// one): fills them in and returns the array, the builder left empty; or
+  /// null, the builder untouched, and Finish takes the general path. The
+  /// default is null.
+  virtual ArrayPtr FinishLinked() { return nullptr; }
   /// ResetTo's part for the buffers a subclass keeps (the builder is Reset
   /// already): points them at `pool`. The default, for builders that keep
   /// buffers or children this does not know of, is NotImplemented.
