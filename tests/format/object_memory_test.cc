@@ -11,7 +11,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -28,10 +30,41 @@ namespace {
 // an owner (the pool's shared_owner, which builders hold for their bytes
 // and the objects share); when its last holder goes, the memory is
 // released, and `released` counts the releases that completed.
+//
+// As a region does, the pool gives back the bytes of every buffer made in a
+// use when the use is released (the object memory's buffer objects have no
+// count of their own to give them back by: object_memory.h); the bytes
+// freed before (a builder's growth and Reset) go back at once.
 class RecyclingPool : public SystemMemoryPool {
  public:
+  ~RecyclingPool() override { FreeAll(); }
   ObjectMemory* object_memory() override { return &objects_; }
   std::shared_ptr<MemoryPool> shared_owner() override { return owner_.lock(); }
+
+  Result<uint8_t*> Allocate(int64_t size, int64_t alignment) override {
+    ALKAID_ASSIGN_OR_RAISE(uint8_t * p, SystemMemoryPool::Allocate(size, alignment));
+    std::lock_guard<std::mutex> lock(mutex_);
+    live_[p] = size;
+    return p;
+  }
+  Result<uint8_t*> Reallocate(uint8_t* ptr, int64_t old_size, int64_t new_size,
+                              int64_t alignment) override {
+    ALKAID_ASSIGN_OR_RAISE(uint8_t * p,
+                           SystemMemoryPool::Reallocate(ptr, old_size, new_size, alignment));
+    std::lock_guard<std::mutex> lock(mutex_);
+    live_.erase(ptr);
+    live_[p] = new_size;
+    return p;
+  }
+  void Free(uint8_t* ptr, int64_t size, int64_t alignment) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      live_.erase(ptr);
+    }
+    SystemMemoryPool::Free(ptr, size, alignment);
+  }
+  using SystemMemoryPool::Allocate;
+  using SystemMemoryPool::Free;
 
   // A use of the pool: the caller's reference to its owner. The last use
   // must be released (as ShmBatchPool lends a block only when it is).
@@ -39,8 +72,13 @@ class RecyclingPool : public SystemMemoryPool {
     EXPECT_EQ(released(), opened_) << "a use opened before the last one was released";
     ++opened_;
     std::shared_ptr<MemoryPool> owner(static_cast<MemoryPool*>(this), [this](MemoryPool*) {
-      objects_.Release([](void* p) { static_cast<RecyclingPool*>(p)->released_.fetch_add(1); },
-                       this);
+      objects_.Release(
+          [](void* p) {
+            auto* pool = static_cast<RecyclingPool*>(p);
+            pool->FreeAll();
+            pool->released_.fetch_add(1);
+          },
+          this);
     });
     owner_ = owner;
     objects_.Open();
@@ -59,6 +97,18 @@ class RecyclingPool : public SystemMemoryPool {
   }
 
  private:
+  // Gives back every allocation still live (the use's buffers).
+  void FreeAll() {
+    std::map<uint8_t*, int64_t> live;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      live.swap(live_);
+    }
+    for (const auto& [p, size] : live) SystemMemoryPool::Free(p, size, kBufferAlignment);
+  }
+
+  std::mutex mutex_;
+  std::map<uint8_t*, int64_t> live_;
   ObjectMemory objects_;
   std::weak_ptr<MemoryPool> owner_;
   int opened_ = 0;

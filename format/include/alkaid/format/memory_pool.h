@@ -76,7 +76,9 @@ class ALKAID_EXPORT MemoryPool {
   /// objects are made in, sharing the pool's shared_owner() count and
   /// linked to each other once, so that the region's next use of the same
   /// shape finds them linked (object_memory.h). Taken before object_pool().
-  /// Null (the default): none.
+  /// A pool returns one only if its shared_owner() gives back the bytes of
+  /// all its buffers when it goes (a region): the buffer objects made there
+  /// do not free theirs. Null (the default): none.
   virtual ObjectMemory* object_memory() { return nullptr; }
   /// Memory for one object (`alignment` at most alignof(std::max_align_t));
   /// never null (throws std::bad_alloc as operator new does). The default is

@@ -32,6 +32,12 @@
 /// let go only then, on whatever thread: every pointer taken from a batch
 /// owns what it points to.
 ///
+/// A buffer object made here gives nothing back when its batch goes (it has
+/// no count of its own): the owner gives back the bytes of all its buffers
+/// when its count falls to zero and Release's `done` runs, as a region's
+/// bump allocator does. A pool offers an ObjectMemory only on that
+/// condition.
+///
 /// An object whose links would leave the memory (an array data of buffers
 /// from another pool, a batch of columns made elsewhere) and every object
 /// past the last slot are made on the heap, with counts of their own, as
