@@ -157,6 +157,27 @@ struct ObjectMemoryAccess {
     }
   }
 
+  /// Takes the next `n` slots of `m` for a maker that looks at them before
+  /// it knows it will use them (FinishFlat, MakeLinkedBatch): a maker on
+  /// another thread then cannot write them meanwhile. False if fewer are
+  /// left (or `m` is not open).
+  static bool Claim(ObjectMemory* m, size_t n, size_t* first) {
+    size_t i = m->next_.load(std::memory_order_relaxed);
+    // Relaxed, as Take: the slots go to this maker alone.
+    do {
+      if (i > ObjectMemory::kSlots - n) return false;
+    } while (!m->next_.compare_exchange_weak(i, i + n, std::memory_order_relaxed));
+    *first = i;
+    return true;
+  }
+  /// Gives back the `n` slots Claim took at `first`, if no maker took a
+  /// slot after them meanwhile; else they stay unused in this use (their
+  /// objects and links as they were).
+  static void Unclaim(ObjectMemory* m, size_t n, size_t first) {
+    size_t expected = first + n;
+    m->next_.compare_exchange_strong(expected, first, std::memory_order_relaxed);
+  }
+
   /// The array data of `type`, `length`, `null_count` and the N `buffers`
   /// (each an object of `m`, or null; at least one not null) in the next
   /// slot of `m`, handed out sharing the count of the first buffer pointer
@@ -218,17 +239,17 @@ struct ObjectMemoryAccess {
   static std::shared_ptr<RecordBatch> MakeLinkedBatch(ObjectMemory* m, SchemaPtr& schema,
                                                       int64_t num_rows, size_t n, Owner&& owner,
                                                       Column&& column) {
-    size_t i = m->next_.load(std::memory_order_relaxed);
-    if (i >= ObjectMemory::kSlots) return nullptr;
+    size_t i = 0;
+    if (!Claim(m, 1, &i)) return nullptr;
     Slot* s = SlotAt(m, i);
-    if (s->kind != Kind<RecordBatch>()) return nullptr;
-    auto* b = std::launder(reinterpret_cast<RecordBatch*>(s->object));
-    if (b->columns_.size() != n) return nullptr;
-    for (size_t k = 0; k < n; ++k) {
-      if (b->columns_[k].get() != column(k)) return nullptr;
+    bool linked = s->kind == Kind<RecordBatch>();
+    auto* b = linked ? std::launder(reinterpret_cast<RecordBatch*>(s->object)) : nullptr;
+    linked = linked && b->columns_.size() == n;
+    for (size_t k = 0; k < n && linked; ++k) linked = b->columns_[k].get() == column(k);
+    if (!linked) {
+      Unclaim(m, 1, i);
+      return nullptr;
     }
-    // Relaxed, as Take: the slot goes to this maker.
-    if (!m->next_.compare_exchange_strong(i, i + 1, std::memory_order_relaxed)) return nullptr;
     if (b->schema_ != schema) b->schema_ = std::move(schema);
     b->num_rows_ = num_rows;
     if (b->metadata_ != nullptr) b->metadata_.reset();
@@ -290,13 +311,14 @@ struct ObjectMemoryAccess {
   /// the general path, which makes and links them).
   static ArrayPtr FinishFlat(ObjectMemory* m, const TypePtr& type, int64_t length,
                              BufferBuilder* values) {
-    size_t i = m->next_.load(std::memory_order_relaxed);
-    if (i > ObjectMemory::kSlots - 3) return nullptr;
+    size_t i = 0;
+    if (!Claim(m, 3, &i)) return nullptr;
     Slot* s0 = SlotAt(m, i);
     Slot* s1 = SlotAt(m, i + 1);
     Slot* s2 = SlotAt(m, i + 2);
     if (s0->kind != Kind<GraphBuffer>() || s1->kind != Kind<ArrayData>() || !s2->plain_array ||
         s2->array_type != static_cast<int32_t>(type->id())) {
+      Unclaim(m, 3, i);
       return nullptr;
     }
     auto* buffer = std::launder(reinterpret_cast<GraphBuffer*>(s0->object));
@@ -304,10 +326,9 @@ struct ObjectMemoryAccess {
     Array* a = s2->array;
     if (d->buffers.size() != 2 || d->buffers[0] != nullptr || d->buffers[1].get() != buffer ||
         !d->child_data.empty() || d->dictionary != nullptr || a->data().get() != d) {
+      Unclaim(m, 3, i);
       return nullptr;
     }
-    // Relaxed, as Take: the three slots go to this maker.
-    if (!m->next_.compare_exchange_strong(i, i + 3, std::memory_order_relaxed)) return nullptr;
     BufferBuilder::Bytes bytes = values->TakeBytes();
     buffer->Point(bytes.owner.get(), bytes.data, bytes.size, bytes.capacity);
     if (d->type != type) d->type = type;  // the same type id: the same array class
