@@ -250,8 +250,14 @@ ArrayPtr MakeArray(ArrayDataPtr data) {
 namespace internal {
 
 ArrayPtr MakeArrayIn(ArrayDataPtr data, MemoryPool* pool) {
-  return MakeTypedArray(std::move(data), [pool](auto tag, ArrayDataPtr d) -> ArrayPtr {
-    return MakePoolObject<typename decltype(tag)::type>(pool, std::move(d));
+  ObjectMemory* m = pool != nullptr ? pool->object_memory() : nullptr;
+  if (m != nullptr && !ObjectMemoryAccess::Owns(m, data.get())) m = nullptr;
+  return MakeTypedArray(std::move(data), [pool, m](auto tag, ArrayDataPtr d) -> ArrayPtr {
+    using T = typename decltype(tag)::type;
+    if (m != nullptr) {
+      if (ArrayPtr a = ObjectMemoryAccess::MakeArray<T>(m, d)) return a;
+    }
+    return MakePoolObject<T>(pool, std::move(d));
   });
 }
 

@@ -68,13 +68,29 @@ namespace internal {
 
 std::shared_ptr<Buffer> AdoptBuiltBytes(MemoryPool* pool, std::shared_ptr<MemoryPool> owner,
                                         uint8_t* data, int64_t size, int64_t capacity) {
+  if (owner != nullptr) {
+    if (ObjectMemory* m = pool->object_memory()) {
+      bool reused = false;
+      GraphBuffer* b = ObjectMemoryAccess::Take<GraphBuffer>(
+          m, &reused, [m](void* at) { return ::new (at) GraphBuffer(m); });
+      if (b != nullptr) {
+        // The owner, not `pool` (which may go first): its object memory is
+        // the same.
+        b->Point(owner.get(), data, size, capacity);
+        return std::shared_ptr<Buffer>(std::move(owner), b);
+      }
+    }
+  }
   auto buffer = MakePoolObject<SharedResizableBuffer>(pool, pool, std::move(owner));
   buffer->Adopt(data, size, capacity);
   return buffer;
 }
 
 MemoryPool* BuiltBufferPool(const Buffer& buffer) {
-  // A type comparison, not a dynamic_cast: the class is final.
+  // Type comparisons, not a dynamic_cast: the classes are final.
+  if (typeid(buffer) == typeid(GraphBuffer)) {
+    return static_cast<const GraphBuffer&>(buffer).memory_pool();
+  }
   if (typeid(buffer) != typeid(SharedResizableBuffer)) return nullptr;
   return static_cast<const SharedResizableBuffer&>(buffer).memory_pool();
 }

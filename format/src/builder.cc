@@ -62,34 +62,43 @@ void BufferBuilder::FreeBytes() {
   limit_ = nullptr;
 }
 
-Result<std::shared_ptr<Buffer>> BufferBuilder::Finish(bool shrink_to_fit) {
-  if (bytes_ == nullptr) {
-    ALKAID_ASSIGN_OR_RAISE(auto empty, AllocateBuffer(0, pool_));
-    return std::shared_ptr<Buffer>(std::move(empty));
-  }
-  const int64_t size = length();
-  int64_t capacity = this->capacity();
-  uint8_t* data = bytes_;
-  const int64_t padded = PaddedLength(size);
-  if (shrink_to_fit && padded < capacity) {
+BufferBuilder::Bytes BufferBuilder::TakeBytes(bool shrink_to_fit) {
+  Bytes out;
+  out.size = length();
+  out.capacity = this->capacity();
+  out.data = bytes_;
+  const int64_t padded = PaddedLength(out.size);
+  if (shrink_to_fit && padded < out.capacity) {
     // Shrinking keeps every byte up to `size`. If it fails (a pool that
     // reallocates by copying ran out), the buffer goes out at full
     // capacity instead; its size is still exact.
-    Result<uint8_t*> shrunk = allocator()->Reallocate(bytes_, capacity, padded, kBufferAlignment);
+    Result<uint8_t*> shrunk =
+        allocator()->Reallocate(bytes_, out.capacity, padded, kBufferAlignment);
     if (shrunk.ok()) {
-      data = *shrunk;
-      capacity = padded;
+      out.data = *shrunk;
+      out.capacity = padded;
     }
   }
   // The padding: zero, whatever the memory held before (a recycled region).
-  if (capacity > size) std::memset(data + size, 0, static_cast<size_t>(capacity - size));
-  // The buffer object, made once: it owns the bytes from here on.
-  std::shared_ptr<Buffer> out = AdoptBuiltBytes(pool_, std::move(owner_), data, size, capacity);
+  if (out.capacity > out.size) {
+    std::memset(out.data + out.size, 0, static_cast<size_t>(out.capacity - out.size));
+  }
+  out.owner = std::move(owner_);
   owner_.reset();
   bytes_ = nullptr;
   end_ = nullptr;
   limit_ = nullptr;
   return out;
+}
+
+Result<std::shared_ptr<Buffer>> BufferBuilder::Finish(bool shrink_to_fit) {
+  if (bytes_ == nullptr) {
+    ALKAID_ASSIGN_OR_RAISE(auto empty, AllocateBuffer(0, pool_));
+    return std::shared_ptr<Buffer>(std::move(empty));
+  }
+  Bytes b = TakeBytes(shrink_to_fit);
+  // The buffer object, made once: it owns the bytes from here on.
+  return AdoptBuiltBytes(pool_, std::move(b.owner), b.data, b.size, b.capacity);
 }
 
 Status BitmapBuilder::Reserve(int64_t additional_bits) {
@@ -152,6 +161,7 @@ Result<ArrayDataPtr> ArrayBuilder::FinishData() {
 }
 
 Result<ArrayPtr> ArrayBuilder::Finish() {
+  if (ArrayPtr linked = FinishLinked()) return linked;
   ALKAID_ASSIGN_OR_RAISE(ArrayDataPtr data, FinishData());
   return internal::MakeArrayIn(std::move(data), pool_);
 }
@@ -162,6 +172,18 @@ void ArrayBuilder::Reset() {
   validity_.Reset();
   has_bitmap_ = false;
   for (auto& c : children_) c->Reset();
+}
+
+Status ArrayBuilder::ResetTo(MemoryPool* pool) {
+  Reset();
+  ALKAID_RETURN_NOT_OK(ResetBuffersTo(pool));
+  pool_ = pool;
+  validity_.ResetTo(pool);
+  return Status::OK();
+}
+
+Status ArrayBuilder::ResetBuffersTo(MemoryPool* /*pool*/) {
+  return Status::NotImplemented(Where(), ": this builder cannot be pointed at another pool");
 }
 
 Status ArrayBuilder::ReserveValidity(int64_t additional, bool any_null) {

@@ -88,6 +88,13 @@ Status BaseBinaryBuilder<OffsetT>::AppendEmptyValues(int64_t n) {
 }
 
 template <typename OffsetT>
+Status BaseBinaryBuilder<OffsetT>::ResetBuffersTo(MemoryPool* pool) {
+  offsets_.ResetTo(pool);
+  data_.ResetTo(pool);
+  return Status::OK();
+}
+
+template <typename OffsetT>
 void BaseBinaryBuilder<OffsetT>::Reset() {
   ArrayBuilder::Reset();
   offsets_.Reset();

@@ -176,6 +176,24 @@ Result<ArrayDataPtr> FixedWidthBuilder::FinishInternal() {
                                  null_count_);
 }
 
+ArrayPtr FixedWidthBuilder::FinishLinked() {
+  // No nulls (no bitmap), a type this builder can finish, bytes of the
+  // pool's shared owner: the array's buffer object, array data and array
+  // may be the ones the block's last batch left linked (FinishFlat checks).
+  if (has_bitmap() || !fixed_width_ || (value_size_ != 0 && value_size_ != byte_width_) ||
+      !data_.has_owner()) {
+    return nullptr;
+  }
+  ObjectMemory* m = pool_->object_memory();
+  if (m == nullptr) return nullptr;
+  ArrayPtr a = internal::ObjectMemoryAccess::FinishFlat(m, type_, length_, &data_);
+  if (a != nullptr) {
+    length_ = 0;
+    null_count_ = 0;
+  }
+  return a;
+}
+
 // ---------------------------------------------------------------------------
 // FixedSizeBinaryBuilder
 

@@ -10,10 +10,13 @@
 #include <memory>
 #include <new>
 #include <type_traits>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
+#include "alkaid/format/array.h"
 #include "alkaid/format/array_data.h"
+#include "alkaid/format/builder_base.h"
 #include "alkaid/format/memory_pool.h"
 #include "alkaid/format/object_memory.h"
 #include "alkaid/format/record_batch.h"
@@ -21,114 +24,113 @@
 
 namespace alkaid::format::internal {
 
-/// The slots of an ObjectMemory (object_memory.h): each holds one object,
-/// its reference count (a control block made by std::shared_ptr's
-/// constructor with our deleter and allocator, placed in the slot) and, while
-/// the object lives, a strong reference to the memory's owner.
-///
-/// A slot's object is parked, not freed, when its count falls to zero: an
-/// ArrayData or RecordBatch lets go of what it points to and keeps its
-/// vectors' capacity (kind stays set, and the next object of that type made
-/// in the slot takes it back); any other object is destroyed (kind null).
-struct ObjectMemoryAccess {
-  // libstdc++'s _Sp_counted_deleter with a one-pointer deleter and
-  // allocator is 32 bytes (checked at compile time in SlotAllocator).
-  static constexpr size_t kCountBytes = 48;
+/// A builder's buffer made in a pool's object memory (AdoptBuiltBytes): its
+/// bytes belong to the owner's region and go with it, so the object has
+/// nothing of its own to give back.
+class GraphBuffer final : public Buffer {
+ public:
+  explicit GraphBuffer(ObjectMemory* memory) : memory_(memory) { is_mutable_ = true; }
+  /// The object memory the buffer object was made in.
+  ObjectMemory* memory() const { return memory_; }
+  void Point(MemoryPool* pool, uint8_t* data, int64_t size, int64_t capacity) {
+    pool_ = pool;
+    data_ = data;
+    size_ = size;
+    capacity_ = capacity;
+  }
+  MemoryPool* memory_pool() const { return pool_; }
 
+ private:
+  ObjectMemory* memory_;
+  MemoryPool* pool_ = nullptr;
+};
+
+/// The slots of an ObjectMemory (object_memory.h): each holds one object
+/// (kind says of which type, or null), made in the order the makers ask,
+/// and kept from one use to the next with its links.
+///
+/// A link (a shared_ptr inside one of these objects to another of them)
+/// shares the memory's anchor and is counted in links_; Link makes and
+/// unmakes them, and leaves one that already points where it should. An
+/// object is linked only to objects of the same memory: one whose links
+/// would leave it is made on the heap by its maker instead, so that no
+/// object of the memory holds anything that could hold the memory's owner
+/// (which would keep it from ever going).
+struct ObjectMemoryAccess {
   struct Slot {
-    const void* kind = nullptr;        // type of the object kept here, or null
-    void (*destroy)(void*) = nullptr;  // destroys it (parked)
-    std::shared_ptr<void> hold;        // the owner, while the object lives
-    alignas(16) std::byte count[kCountBytes];
-    alignas(16) std::byte object[ObjectMemory::kSlotBytes - 80];
+    const void* kind = nullptr;                       // type of the object here, or null
+    void (*destroy)(ObjectMemory*, void*) = nullptr;  // unlinks and destroys it
+    // A typed array: the object as an Array, the type id it was made for
+    // (MakeTypedArray's choice of class) and whether its class keeps
+    // nothing but its data (FinishFlat takes only those). Else null.
+    Array* array = nullptr;
+    int32_t array_type = -1;
+    bool plain_array = false;
+    alignas(16) std::byte object[ObjectMemory::kSlotBytes - 32];
   };
   static_assert(sizeof(Slot) == ObjectMemory::kSlotBytes, "a slot fills its place");
-  static_assert(offsetof(Slot, count) == 32 && offsetof(Slot, object) == 80);
+  static_assert(sizeof(ArrayData) <= sizeof(Slot::object) &&
+                    sizeof(RecordBatch) <= sizeof(Slot::object),
+                "array data and batches fit a slot");
 
   static Slot* SlotAt(ObjectMemory* m, size_t i) {
     return std::launder(reinterpret_cast<Slot*>(m->slots_ + i * ObjectMemory::kSlotBytes));
   }
+  /// True if `p` is an object of `m`.
+  static bool Owns(const ObjectMemory* m, const void* p) {
+    const auto* b = static_cast<const std::byte*>(p);
+    return b >= m->slots_ && b < m->slots_ + sizeof(m->slots_);
+  }
 
-  // A tag per type, for Slot::kind (every object memory object is made by
+  // A tag per type, for Slot::kind (every object of a memory is made by
   // code of this library: one address per type).
   template <typename T>
   static const void* Kind() {
     static const char tag = 0;
     return &tag;
   }
+
+  /// Points `link` at `to` (an object of `m`, or null), counted.
   template <typename T>
-  static void Destroy(void* p) {
-    static_cast<T*>(p)->~T();
+  static void Link(ObjectMemory* m, std::shared_ptr<T>& link, T* to) {
+    if (link.get() == to) return;
+    if (link != nullptr) --m->links_;
+    if (to == nullptr) {
+      link.reset();
+    } else {
+      link = std::shared_ptr<T>(m->anchor_, to);
+      ++m->links_;
+    }
+  }
+  template <typename T>
+  static void UnlinkAll(ObjectMemory* m, std::vector<std::shared_ptr<T>>& links) {
+    for (auto& l : links) Link<T>(m, l, nullptr);
+    links.clear();
+  }
+  static void Unlink(ObjectMemory* m, ArrayData* d) {
+    UnlinkAll(m, d->buffers);
+    UnlinkAll(m, d->child_data);
+    Link<ArrayData>(m, d->dictionary, nullptr);
+  }
+  static void Unlink(ObjectMemory* m, RecordBatch* b) { UnlinkAll(m, b->columns_); }
+  static void Unlink(ObjectMemory* m, Array* a) {
+    if (a->data() != nullptr) --m->links_;  // the destructor drops it
+  }
+  static void Unlink(ObjectMemory* /*m*/, Buffer* /*b*/) {}
+
+  template <typename T>
+  static void Destroy(ObjectMemory* m, void* p) {
+    T* obj = static_cast<T*>(p);
+    Unlink(m, obj);
+    obj->~T();
   }
 
-  // Whether a T is parked (kept constructed, emptied) or destroyed.
-  template <typename T>
-  static constexpr bool kParks = std::is_same_v<T, ArrayData> || std::is_same_v<T, RecordBatch>;
-
-  static void Park(ArrayData* d) {
-    d->type.reset();
-    d->length = 0;
-    d->null_count = 0;
-    d->offset = 0;
-    d->buffers.clear();  // keeps the capacity
-    d->child_data.clear();
-    d->dictionary.reset();
-  }
-  static void Park(RecordBatch* b) {
-    b->schema_.reset();
-    b->num_rows_ = 0;
-    b->columns_.clear();  // keeps the capacity
-    b->metadata_.reset();
-    b->export_slot_ = nullptr;
-  }
-
-  // The object's count fell to zero: park or destroy it. Its slot is let
-  // go with the count's memory (SlotAllocator::deallocate).
-  template <typename T>
-  struct SlotDeleter {
-    Slot* slot;
-    void operator()(T* p) const {
-      if constexpr (kParks<T>) {
-        Park(p);
-      } else {
-        p->~T();
-        slot->kind = nullptr;
-      }
-    }
-  };
-
-  // The count's memory: the slot. Freeing it lets go of the owner (last:
-  // the slot may be taken again, on another thread, once the owner's count
-  // falls to zero).
-  template <typename U>
-  struct SlotAllocator {
-    using value_type = U;
-    Slot* slot;
-    explicit SlotAllocator(Slot* s) : slot(s) {}
-    template <typename V>
-    explicit SlotAllocator(const SlotAllocator<V>& o) : slot(o.slot) {}
-    U* allocate(size_t n) {
-      static_assert(sizeof(U) <= kCountBytes && alignof(U) <= 16,
-                    "a reference count must fit its place in the slot");
-      if (n != 1) throw std::bad_alloc();
-      return static_cast<U*>(static_cast<void*>(slot->count));
-    }
-    void deallocate(U* /*p*/, size_t /*n*/) noexcept {
-      std::shared_ptr<void> last = std::move(slot->hold);
-    }
-    template <typename V>
-    bool operator==(const SlotAllocator<V>& o) const {
-      return slot == o.slot;
-    }
-  };
-
-  /// A T in the next slot of `m`: the one parked there if it is a T
-  /// (`refill` gives it its contents), else a new one (`construct`, a
-  /// placement new at the address given). Null when `m` has no slot left,
-  /// a T does not fit one, or `m` is not open: the caller makes the object
-  /// elsewhere.
-  template <typename T, typename Construct, typename Refill>
-  static std::shared_ptr<T> MakeWith(ObjectMemory* m, Construct&& construct, Refill&& refill) {
+  /// The next slot of `m` for a T: the T left there by the last use
+  /// (`*reused` set), or a new one made by `construct(address)` in place of
+  /// whatever was there. Null when `m` has no slot left (or is not open) or
+  /// a T does not fit one: the caller makes the object elsewhere.
+  template <typename T, typename Construct>
+  static T* Take(ObjectMemory* m, bool* reused, Construct&& construct, Slot** slot = nullptr) {
     if constexpr (sizeof(T) > sizeof(Slot::object) || alignof(T) > 16) {
       return nullptr;
     } else {
@@ -136,51 +138,204 @@ struct ObjectMemoryAccess {
       // threads by the usual means.
       const size_t i = m->next_.fetch_add(1, std::memory_order_relaxed);
       if (i >= ObjectMemory::kSlots) return nullptr;
-      std::shared_ptr<void> hold = m->owner_.lock();
-      if (hold == nullptr) return nullptr;
       Slot* s = SlotAt(m, i);
-      T* obj = nullptr;
+      if (slot != nullptr) *slot = s;
       if (s->kind == Kind<T>()) {
-        obj = std::launder(reinterpret_cast<T*>(s->object));
-        refill(obj);
-      } else {
-        if (s->kind != nullptr) s->destroy(s->object);
-        s->kind = nullptr;
-        obj = construct(static_cast<void*>(s->object));
-        s->kind = Kind<T>();
-        s->destroy = &Destroy<T>;
+        *reused = true;
+        return std::launder(reinterpret_cast<T*>(s->object));
       }
-      s->hold = std::move(hold);
-      return std::shared_ptr<T>(obj, SlotDeleter<T>{s}, SlotAllocator<T>(s));
+      if (s->kind != nullptr) s->destroy(m, s->object);
+      s->kind = nullptr;
+      s->array = nullptr;
+      s->array_type = -1;
+      s->plain_array = false;
+      T* obj = construct(static_cast<void*>(s->object));
+      s->kind = Kind<T>();
+      s->destroy = &Destroy<T>;
+      *reused = false;
+      return obj;
     }
   }
 
-  /// A new T made with `args` in the next slot of `m` (null as MakeWith).
-  template <typename T, typename... Args>
-  static std::shared_ptr<T> Make(ObjectMemory* m, Args&&... args) {
-    static_assert(!kParks<T>, "parked types are made with MakeWith");
-    return MakeWith<T>(
-        m, [&](void* at) { return ::new (at) T(std::forward<Args>(args)...); }, [](T*) {});
+  /// Takes the next `n` slots of `m` for a maker that looks at them before
+  /// it knows it will use them (FinishFlat, MakeLinkedBatch): a maker on
+  /// another thread then cannot write them meanwhile. False if fewer are
+  /// left (or `m` is not open).
+  static bool Claim(ObjectMemory* m, size_t n, size_t* first) {
+    size_t i = m->next_.load(std::memory_order_relaxed);
+    // Relaxed, as Take: the slots go to this maker alone.
+    do {
+      if (i > ObjectMemory::kSlots - n) return false;
+    } while (!m->next_.compare_exchange_weak(i, i + n, std::memory_order_relaxed));
+    *first = i;
+    return true;
+  }
+  /// Gives back the `n` slots Claim took at `first`, if no maker took a
+  /// slot after them meanwhile; else they stay unused in this use (their
+  /// objects and links as they were).
+  static void Unclaim(ObjectMemory* m, size_t n, size_t first) {
+    size_t expected = first + n;
+    m->next_.compare_exchange_strong(expected, first, std::memory_order_relaxed);
   }
 
-  /// A record batch of `schema` and `num_rows` rows whose columns `fill`
-  /// appends to the (empty) vector it is given. `schema` is moved into the
-  /// batch when one is made, and left as it was when none is (null).
-  template <typename Fill>
+  /// The array data of `type`, `length`, `null_count` and the N `buffers`
+  /// (each an object of `m`, or null; at least one not null) in the next
+  /// slot of `m`, handed out sharing the count of the first buffer pointer
+  /// (moved from). Null, the buffers untouched, when there is no slot.
+  template <size_t N>
+  static ArrayDataPtr MakeArrayData(ObjectMemory* m, const TypePtr& type, int64_t length,
+                                    std::shared_ptr<Buffer> (&buffers)[N], int64_t null_count) {
+    bool reused = false;
+    ArrayData* d = Take<ArrayData>(m, &reused, [](void* at) { return ::new (at) ArrayData(); });
+    if (d == nullptr) return nullptr;
+    if (d->type != type) d->type = type;
+    d->length = length;
+    d->null_count = null_count;
+    d->offset = 0;
+    if (d->buffers.size() != N) {
+      UnlinkAll(m, d->buffers);
+      d->buffers.resize(N);
+    }
+    if (!d->child_data.empty()) UnlinkAll(m, d->child_data);
+    if (d->dictionary != nullptr) Link<ArrayData>(m, d->dictionary, nullptr);
+    std::shared_ptr<Buffer>* owner = nullptr;
+    for (size_t k = 0; k < N; ++k) {
+      Link(m, d->buffers[k], buffers[k].get());
+      if (owner == nullptr && buffers[k] != nullptr) owner = &buffers[k];
+    }
+    return ArrayDataPtr(std::move(*owner), d);
+  }
+
+  /// A record batch of `schema` and `num_rows` rows over the `n` column
+  /// data `column(i)` (objects of `m`), in the next slot of `m`, handed out
+  /// sharing the count of `owner`. `schema` is moved in when a batch is
+  /// made. Null when there is no slot.
+  template <typename Owner, typename Column>
   static std::shared_ptr<RecordBatch> MakeBatch(ObjectMemory* m, SchemaPtr& schema,
-                                                int64_t num_rows, Fill&& fill) {
-    return MakeWith<RecordBatch>(
-        m,
+                                                int64_t num_rows, size_t n, Owner&& owner,
+                                                Column&& column) {
+    bool reused = false;
+    RecordBatch* b = Take<RecordBatch>(m, &reused, [](void* at) {
+      return ::new (at) RecordBatch(RecordBatch::Key{}, nullptr, 0, {});
+    });
+    if (b == nullptr) return nullptr;
+    if (b->schema_ != schema) b->schema_ = std::move(schema);
+    b->num_rows_ = num_rows;
+    if (b->metadata_ != nullptr) b->metadata_.reset();
+    b->export_slot_ = nullptr;
+    if (b->columns_.size() != n) {
+      UnlinkAll(m, b->columns_);
+      b->columns_.resize(n);
+    }
+    for (size_t i = 0; i < n; ++i) Link(m, b->columns_[i], column(i));
+    return std::shared_ptr<RecordBatch>(std::forward<Owner>(owner), b);
+  }
+
+  /// MakeBatch for columns the next slot's batch is already linked to (the
+  /// block's last batch of this shape): only the row count and schema are
+  /// filled in. The links only ever point into `m`: equal links prove the
+  /// columns are objects of `m`. Null, nothing taken, otherwise.
+  template <typename Owner, typename Column>
+  static std::shared_ptr<RecordBatch> MakeLinkedBatch(ObjectMemory* m, SchemaPtr& schema,
+                                                      int64_t num_rows, size_t n, Owner&& owner,
+                                                      Column&& column) {
+    size_t i = 0;
+    if (!Claim(m, 1, &i)) return nullptr;
+    Slot* s = SlotAt(m, i);
+    bool linked = s->kind == Kind<RecordBatch>();
+    auto* b = linked ? std::launder(reinterpret_cast<RecordBatch*>(s->object)) : nullptr;
+    linked = linked && b->columns_.size() == n;
+    for (size_t k = 0; k < n && linked; ++k) linked = b->columns_[k].get() == column(k);
+    if (!linked) {
+      Unclaim(m, 1, i);
+      return nullptr;
+    }
+    if (b->schema_ != schema) b->schema_ = std::move(schema);
+    b->num_rows_ = num_rows;
+    if (b->metadata_ != nullptr) b->metadata_.reset();
+    b->export_slot_ = nullptr;
+    return std::shared_ptr<RecordBatch>(std::forward<Owner>(owner), b);
+  }
+
+  /// The object memory whose buffer object is the first buffer of `data`,
+  /// or null.
+  static ObjectMemory* MemoryOf(const ArrayData* data) {
+    for (const auto& b : data->buffers) {
+      if (b == nullptr) continue;
+      // A type comparison, not a dynamic_cast: the class is final.
+      const Buffer& buffer = *b;
+      if (typeid(buffer) != typeid(GraphBuffer)) return nullptr;
+      return static_cast<const GraphBuffer&>(buffer).memory();
+    }
+    return nullptr;
+  }
+
+  /// The typed array T over `data` (an object of `m`), in the next slot of
+  /// `m`, handed out sharing `data`'s count (moved from). Null when there
+  /// is no slot.
+  template <typename T>
+  static ArrayPtr MakeArray(ObjectMemory* m, ArrayDataPtr& data) {
+    ArrayData* d = data.get();
+    bool reused = false;
+    Slot* s = nullptr;
+    T* a = Take<T>(
+        m, &reused,
         [&](void* at) {
-          auto* b = ::new (at) RecordBatch(RecordBatch::Key{}, std::move(schema), num_rows, {});
-          fill(&b->columns_);
-          return b;
+          ++m->links_;
+          return ::new (at) T(ArrayDataPtr(m->anchor_, d));
         },
-        [&](RecordBatch* b) {
-          b->schema_ = std::move(schema);
-          b->num_rows_ = num_rows;
-          fill(&b->columns_);
-        });
+        &s);
+    if (a == nullptr) return nullptr;
+    // An array class with no members of its own keeps nothing derived from
+    // its data: the one of the last use serves if it has the same data.
+    // Any other is made again.
+    constexpr bool kPlain = sizeof(T) == sizeof(Array);
+    if (reused && (!kPlain || a->data().get() != d)) {
+      Destroy<T>(m, a);
+      ++m->links_;
+      a = ::new (static_cast<void*>(a)) T(ArrayDataPtr(m->anchor_, d));
+    }
+    s->array = a;
+    s->array_type = static_cast<int32_t>(d->type->id());
+    s->plain_array = kPlain;
+    return ArrayPtr(std::move(data), a);
+  }
+
+  /// A fixed-width array of `type` and `length` values without nulls over
+  /// the bytes of `values`, made of the next three slots of `m` when they
+  /// hold what the general path made there for the block's last batch of
+  /// this shape (its buffer object, an array data linked to it alone, a
+  /// plain array of the type's class linked to that): only the lengths
+  /// and addresses are filled in, and the array is handed out sharing the
+  /// bytes' owner. Null, `values` untouched, otherwise (Finish then takes
+  /// the general path, which makes and links them).
+  static ArrayPtr FinishFlat(ObjectMemory* m, const TypePtr& type, int64_t length,
+                             BufferBuilder* values) {
+    size_t i = 0;
+    if (!Claim(m, 3, &i)) return nullptr;
+    Slot* s0 = SlotAt(m, i);
+    Slot* s1 = SlotAt(m, i + 1);
+    Slot* s2 = SlotAt(m, i + 2);
+    if (s0->kind != Kind<GraphBuffer>() || s1->kind != Kind<ArrayData>() || !s2->plain_array ||
+        s2->array_type != static_cast<int32_t>(type->id())) {
+      Unclaim(m, 3, i);
+      return nullptr;
+    }
+    auto* buffer = std::launder(reinterpret_cast<GraphBuffer*>(s0->object));
+    auto* d = std::launder(reinterpret_cast<ArrayData*>(s1->object));
+    Array* a = s2->array;
+    if (d->buffers.size() != 2 || d->buffers[0] != nullptr || d->buffers[1].get() != buffer ||
+        !d->child_data.empty() || d->dictionary != nullptr || a->data().get() != d) {
+      Unclaim(m, 3, i);
+      return nullptr;
+    }
+    BufferBuilder::Bytes bytes = values->TakeBytes();
+    buffer->Point(bytes.owner.get(), bytes.data, bytes.size, bytes.capacity);
+    if (d->type != type) d->type = type;  // the same type id: the same array class
+    d->length = length;
+    d->null_count = 0;
+    d->offset = 0;
+    return ArrayPtr(std::move(bytes.owner), a);
   }
 };
 
@@ -205,17 +360,13 @@ struct PoolObjectAllocator {
   }
 };
 
-/// A `T` made with `args` in the object memory of `pool`: its ObjectMemory
-/// if it has one with a slot left, else its object_pool(), else (null, or a
-/// pool with neither) the heap, as std::make_shared.
+/// A `T` made with `args` for objects over the buffers of `pool`: in its
+/// object_pool() if it has one, else (null, or a pool without) on the heap,
+/// as std::make_shared. (The graph of a pool's ObjectMemory is made by
+/// MakeArrayData, AdoptBuiltBytes, MakeArrayIn and RecordBatch::Make.)
 template <typename T, typename... Args>
 std::shared_ptr<T> MakePoolObject(MemoryPool* pool, Args&&... args) {
   if (pool != nullptr) {
-    if (ObjectMemory* m = pool->object_memory()) {
-      if constexpr (!ObjectMemoryAccess::kParks<T>) {
-        if (auto p = ObjectMemoryAccess::Make<T>(m, std::forward<Args>(args)...)) return p;
-      }
-    }
     if (std::shared_ptr<MemoryPool> objects = pool->object_pool()) {
       return std::allocate_shared<T>(PoolObjectAllocator<T>(std::move(objects)),
                                      std::forward<Args>(args)...);
@@ -224,37 +375,44 @@ std::shared_ptr<T> MakePoolObject(MemoryPool* pool, Args&&... args) {
   return std::make_shared<T>(std::forward<Args>(args)...);
 }
 
-/// ArrayData::Make's array data, in the object memory of `pool`, with the
-/// `N` buffers moved in (a parked array data keeps its vector: no
-/// allocation).
+/// ArrayData::Make's array data for a builder of `pool`, with the `N`
+/// buffers moved in: in the object memory of `pool` when every buffer is
+/// one of its objects (AdoptBuiltBytes), linked once per shape; else
+/// as MakePoolObject.
 template <size_t N>
-ArrayDataPtr MakeArrayData(MemoryPool* pool, TypePtr type, int64_t length,
+ArrayDataPtr MakeArrayData(MemoryPool* pool, const TypePtr& type, int64_t length,
                            std::shared_ptr<Buffer> (&&buffers)[N], int64_t null_count) {
-  const auto fill = [&](ArrayData* d) {
-    d->type = std::move(type);
-    d->length = length;
-    d->null_count = null_count;
-    d->buffers.reserve(N);
-    for (auto& b : buffers) d->buffers.push_back(std::move(b));
-    return d;
-  };
   if (pool != nullptr) {
     if (ObjectMemory* m = pool->object_memory()) {
-      auto d = ObjectMemoryAccess::MakeWith<ArrayData>(
-          m, [&](void* at) { return fill(::new (at) ArrayData()); }, fill);
-      if (d != nullptr) return d;
+      bool any = false;
+      bool inside = true;
+      for (const auto& b : buffers) {
+        if (b == nullptr) continue;
+        any = true;
+        inside = inside && ObjectMemoryAccess::Owns(m, b.get());
+      }
+      if (any && inside) {
+        auto d = ObjectMemoryAccess::MakeArrayData(m, type, length, buffers, null_count);
+        if (d != nullptr) return d;
+      }
     }
   }
   auto d = MakePoolObject<ArrayData>(pool);
-  fill(d.get());
+  d->type = type;
+  d->length = length;
+  d->null_count = null_count;
+  d->buffers.reserve(N);
+  for (auto& b : buffers) d->buffers.push_back(std::move(b));
   return d;
 }
 
 /// The buffer a builder hands out (BufferBuilder::Finish): it takes
 /// `data`, an allocation of `capacity` bytes (a multiple of 64, zero past
 /// `size`) from `owner` (the pool's shared owner, which it keeps) or, when
-/// that is null, from `pool`, and gives it back when it goes. Made in the
-/// object memory of `pool`, as ResizableBuffer::MakeShared.
+/// that is null, from `pool`. In the object memory of the pool when it
+/// has one and `owner` (whose count the buffer then shares: the bytes go
+/// with the owner's region); else a ResizableBuffer of its own that gives
+/// the bytes back when it goes.
 std::shared_ptr<Buffer> AdoptBuiltBytes(MemoryPool* pool, std::shared_ptr<MemoryPool> owner,
                                         uint8_t* data, int64_t size, int64_t capacity);
 
@@ -262,7 +420,8 @@ std::shared_ptr<Buffer> AdoptBuiltBytes(MemoryPool* pool, std::shared_ptr<Memory
 /// AdoptBuiltBytes as BufferBuilder does), or null for any other buffer.
 MemoryPool* BuiltBufferPool(const Buffer& buffer);
 
-/// MakeArray's typed array, in the object memory of `pool`.
+/// MakeArray's typed array, in the object memory of `pool` when `data` is
+/// one of its objects; else as MakePoolObject.
 ArrayPtr MakeArrayIn(ArrayDataPtr data, MemoryPool* pool);
 
 }  // namespace alkaid::format::internal

@@ -21,6 +21,20 @@ MemoryPool* ObjectPoolOf(const ArrayData* first_column) {
   return nullptr;
 }
 
+// The object memory a batch of `n` columns (column(i) is the ArrayData of
+// column i) is made in: that of the first column's pool when every column
+// is one of its objects (made by a builder on that pool); else null.
+template <typename Column>
+ObjectMemory* GraphOf(size_t n, Column&& column) {
+  MemoryPool* pool = ObjectPoolOf(n == 0 ? nullptr : column(0));
+  ObjectMemory* m = pool != nullptr ? pool->object_memory() : nullptr;
+  if (m == nullptr) return nullptr;
+  for (size_t i = 0; i < n; ++i) {
+    if (!internal::ObjectMemoryAccess::Owns(m, column(i))) return nullptr;
+  }
+  return m;
+}
+
 // Checks that `n` columns (column(i) is the ArrayData of column i, or null)
 // fit `schema` and `num_rows`.
 template <typename Column>
@@ -53,16 +67,16 @@ Result<std::shared_ptr<RecordBatch>> RecordBatch::Make(SchemaPtr schema, int64_t
                                                        std::vector<ArrayDataPtr> columns) {
   ALKAID_RETURN_NOT_OK(
       CheckColumns(schema, num_rows, columns.size(), [&](size_t i) { return columns[i].get(); }));
-  MemoryPool* objects = ObjectPoolOf(columns.empty() ? nullptr : columns[0].get());
-  if (objects != nullptr) {
-    if (ObjectMemory* m = objects->object_memory()) {
-      auto batch = internal::ObjectMemoryAccess::MakeBatch(
-          m, schema, num_rows, [&](std::vector<ArrayDataPtr>* to) { *to = std::move(columns); });
-      if (batch != nullptr) return batch;
-    }
+  const size_t n = columns.size();
+  if (ObjectMemory* m = GraphOf(n, [&](size_t i) { return columns[i].get(); })) {
+    // The batch shares column 0's count (its pointer moved in once linked).
+    auto batch = internal::ObjectMemoryAccess::MakeBatch(
+        m, schema, num_rows, n, std::move(columns[0]), [&](size_t i) { return columns[i].get(); });
+    if (batch != nullptr) return batch;
   }
-  return internal::MakePoolObject<RecordBatch>(objects, Key{}, std::move(schema), num_rows,
-                                               std::move(columns));
+  return internal::MakePoolObject<RecordBatch>(
+      ObjectPoolOf(columns.empty() ? nullptr : columns[0].get()), Key{}, std::move(schema),
+      num_rows, std::move(columns));
 }
 
 Result<std::shared_ptr<RecordBatch>> RecordBatch::Make(SchemaPtr schema, int64_t num_rows,
@@ -82,18 +96,20 @@ Result<std::shared_ptr<RecordBatch>> RecordBatch::MakeFromArrays(SchemaPtr schem
     return columns[i] == nullptr ? nullptr : columns[i]->data().get();
   };
   ALKAID_RETURN_NOT_OK(CheckColumns(schema, num_rows, n, data));
-  // A batch made in a pool's object memory takes the parked batch's column
-  // vector: no allocation.
-  if (MemoryPool* objects = ObjectPoolOf(n == 0 ? nullptr : data(0))) {
-    if (ObjectMemory* m = objects->object_memory()) {
-      auto batch = internal::ObjectMemoryAccess::MakeBatch(m, schema, num_rows,
-                                                           [&](std::vector<ArrayDataPtr>* to) {
-                                                             to->reserve(n);
-                                                             for (size_t i = 0; i < n; ++i)
-                                                               to->push_back(columns[i]->data());
-                                                           });
-      if (batch != nullptr) return batch;
-    }
+  const auto column = [&](size_t i) { return const_cast<ArrayData*>(data(i)); };
+  // Columns the block's last batch of this shape was made of: that batch,
+  // already linked to them.
+  if (ObjectMemory* m = n == 0 ? nullptr : internal::ObjectMemoryAccess::MemoryOf(data(0))) {
+    auto batch =
+        internal::ObjectMemoryAccess::MakeLinkedBatch(m, schema, num_rows, n, columns[0], column);
+    if (batch != nullptr) return batch;
+  }
+  // Columns a builder made in one pool's object memory: the batch is made
+  // there too, linked to them, sharing column 0's count.
+  if (ObjectMemory* m = GraphOf(n, data)) {
+    auto batch =
+        internal::ObjectMemoryAccess::MakeBatch(m, schema, num_rows, n, columns[0], column);
+    if (batch != nullptr) return batch;
   }
   std::vector<ArrayDataPtr> v;
   v.reserve(n);

@@ -1524,6 +1524,46 @@ TEST(BuilderMemory, EverythingReturnsToThePool) {
   EXPECT_EQ(pool.bytes_allocated(), 0);
 }
 
+// ResetTo: a flat builder pointed at another pool drops what it holds and
+// draws every buffer from that pool from then on (the first pool's bytes
+// all back once its arrays go); nested builders refuse.
+TEST(BuilderMemory, ResetToPointsABuilderAtAnotherPool) {
+  SystemMemoryPool first;
+  SystemMemoryPool second;
+  Int64Builder ints(&first);
+  StringBuilder strings(&first);
+  BooleanBuilder bools(&first);
+  ASSERT_OK(ints.Append(1));
+  ASSERT_OK(strings.Append("dropped"));
+  ASSERT_OK(bools.Append(true));
+  EXPECT_GT(first.bytes_allocated(), 0);
+  ASSERT_OK(ints.ResetTo(&second));
+  ASSERT_OK(strings.ResetTo(&second));
+  ASSERT_OK(bools.ResetTo(&second));
+  EXPECT_EQ(first.bytes_allocated(), 0);
+  EXPECT_EQ(ints.length(), 0);
+  EXPECT_EQ(ints.memory_pool(), &second);
+  ASSERT_OK(ints.Append(7));
+  ASSERT_OK(ints.AppendNull());
+  ASSERT_OK(strings.Append("kept"));
+  ASSERT_OK(bools.Append(false));
+  ASSERT_OK_AND_ASSIGN(auto a, ints.Finish());
+  ASSERT_OK_AND_ASSIGN(auto s, strings.Finish());
+  ASSERT_OK_AND_ASSIGN(auto b, bools.Finish());
+  EXPECT_EQ(first.bytes_allocated(), 0);
+  EXPECT_GT(second.bytes_allocated(), 0);
+  EXPECT_EQ(static_cast<const Int64Array&>(*a).Value(0), 7);
+  EXPECT_TRUE(a->IsNull(1));
+  EXPECT_EQ(static_cast<const StringArray&>(*s).GetView(0), "kept");
+  EXPECT_FALSE(static_cast<const BooleanArray&>(*b).Value(0));
+  a.reset();
+  s.reset();
+  b.reset();
+  EXPECT_EQ(second.bytes_allocated(), 0);
+  ASSERT_OK_AND_ASSIGN(auto nested, MakeBuilder(struct_({field("x", int64())}), &first));
+  ASSERT_RAISES(kNotImplemented, nested->ResetTo(&second));
+}
+
 TEST(BuilderMemory, PoolLimitGivesOutOfMemory) {
   SystemMemoryPool pool(1024);
   Int64Builder b(&pool);

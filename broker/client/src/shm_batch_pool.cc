@@ -62,7 +62,9 @@ struct ShmBatchPool::Region final : format::MemoryPool {
     return max_allocated;
   }
   std::string backend_name() const override { return "shm:" + loan.channel_name(); }
-  std::shared_ptr<format::MemoryPool> object_pool() override { return self.lock(); }
+  // The objects made on the heap for buffers of the region (past the
+  // object memory's slots) hold the region through those buffers: they
+  // need no hold of their own (MemoryPool::object_pool's default).
   format::ObjectMemory* object_memory() override { return &objects; }
   using format::MemoryPool::Allocate;
   using format::MemoryPool::Free;
@@ -84,9 +86,6 @@ struct ShmBatchPool::Region final : format::MemoryPool {
   shm::ChannelLoan loan;
   uint8_t* data = nullptr;
   uint64_t size = 0;
-  // The region itself, for object_pool(): set while lent, reset when the
-  // count falls to zero (so that the count's block can be freed).
-  std::weak_ptr<Region> self;
 
   mutable SpinLock mutex;
   uint64_t top = 0;         // bump pointer, offset from data
@@ -96,10 +95,11 @@ struct ShmBatchPool::Region final : format::MemoryPool {
   int64_t max_allocated = 0;
   bool sealed = false;
 
-  // The objects made over the region's buffers, parked between uses of
-  // the block (format::ObjectMemory): a batch of the shape of the block's
-  // last one takes the same objects again. Opened when lent, closed when
-  // the count falls to zero. What does not fit comes from the heap.
+  // The objects made over the region's buffers (format::ObjectMemory):
+  // they share the region's count and are linked once; a batch of the
+  // shape of the block's last one finds them linked. Opened when lent,
+  // released when the count's block is freed. What does not fit comes
+  // from the heap.
   format::ObjectMemory objects;
 };
 
@@ -176,7 +176,7 @@ struct ShmBatchPool::CountAllocator {
     if (n != 1) throw std::bad_alloc();
     return static_cast<T*>(static_cast<void*>(block->count));
   }
-  void deallocate(T* /*p*/, size_t /*n*/) { Recycle(block); }
+  void deallocate(T* /*p*/, size_t /*n*/) { Released(block); }
   template <typename U>
   bool operator==(const CountAllocator<U>& o) const {
     return block == o.block;
@@ -252,16 +252,26 @@ void ShmBatchPool::Region::Free(uint8_t* ptr, int64_t n, int64_t /*alignment*/) 
   }
 }
 
-// The region's count fell to zero: its last holder let go.
+// The region's count fell to zero: its last holder let go. What that
+// means is done when the count's block is freed (Released): nothing holds
+// the region then, weakly or not.
 struct ShmBatchPool::Release {
-  void operator()(Region* r) const {
-    // Before the count's block can be freed, the region's weak reference
-    // to itself goes.
-    r->self.reset();
-    r->objects.Close();
-    r->Clear();
-  }
+  void operator()(Region* /*r*/) const {}
 };
+
+void ShmBatchPool::Released(Block* b) {
+  // The count's block is free: nothing holds the region, weakly or not.
+  // Pointers copied from the links between its objects (a column of a
+  // batch kept after the batch and the pool went) may still point into its
+  // bytes: the loan goes, and the block with it, once they are gone.
+  b->region.objects.Release(
+      [](void* p) {
+        auto* block = static_cast<Block*>(p);
+        block->region.Clear();
+        Recycle(block);
+      },
+      b);
+}
 
 void ShmBatchPool::Recycle(Block* b) {
   Cache* home = b->home;
@@ -329,8 +339,7 @@ Result<std::unique_ptr<ShmBatchPool>> ShmBatchPool::Lend(Cache* cache,
   r.data = reinterpret_cast<uint8_t*>(r.loan.data().data());
   r.size = r.loan.data().size();
   b->pool_ref = std::shared_ptr<Region>(&r, Release{}, CountAllocator<Region>(b));
-  r.self = b->pool_ref;
-  r.objects.Open(r.self);
+  r.objects.Open();
   return std::unique_ptr<ShmBatchPool>(::new (b->pool) ShmBatchPool(channel, b));
 }
 
@@ -373,9 +382,10 @@ bool ShmBatchPool::Contains(const void* p, uint64_t n) const {
 }
 
 uint64_t ShmBatchPool::Seal() {
-  std::lock_guard lock(region().mutex);
-  region().sealed = true;
-  return region().top;
+  Region& r = region();
+  std::lock_guard lock(r.mutex);
+  r.sealed = true;
+  return r.top;
 }
 
 Result<uint64_t> ShmBatchPool::AppendTail(std::span<const uint8_t> bytes) {

@@ -137,6 +137,23 @@ class ALKAID_EXPORT BufferBuilder {
   /// True if `n` (>= 0) more bytes fit without a Reserve.
   bool HasRoom(int64_t n) const { return n <= limit_ - end_; }
 
+  /// What TakeBytes hands out.
+  struct Bytes {
+    uint8_t* data = nullptr;
+    int64_t size = 0;
+    int64_t capacity = 0;
+    std::shared_ptr<MemoryPool> owner;  // the pool's shared owner, or null
+  };
+  /// Finish's first half, for a caller that makes the buffer object
+  /// itself: the bytes (length() of them, capacity padded to 64 and shrunk
+  /// as Finish does, padding zero) and the shared owner of the pool they
+  /// came from; leaves the builder empty. Requires an allocation
+  /// (mutable_data() not null).
+  Bytes TakeBytes(bool shrink_to_fit = true);
+  /// True if the bytes belong to the pool's shared owner (an allocation
+  /// from a pool with MemoryPool::shared_owner).
+  bool has_owner() const { return owner_ != nullptr; }
+
   /// Hands out the bytes as a buffer of length() bytes (capacity padded to
   /// 64, padding zero) and leaves the builder empty. A builder that never
   /// allocated yields a zero-length buffer. With `shrink_to_fit`, spare
@@ -145,6 +162,11 @@ class ALKAID_EXPORT BufferBuilder {
   /// Drops the contents and gives the allocation back to the pool.
   void Reset() {
     if (bytes_ != nullptr) FreeBytes();
+  }
+  /// Drops the contents (Reset) and draws from `pool` from now on.
+  void ResetTo(MemoryPool* pool) {
+    Reset();
+    pool_ = pool;
   }
 
  private:
@@ -204,6 +226,11 @@ class ALKAID_EXPORT BitmapBuilder {
     length_ = 0;
     false_count_ = 0;
   }
+  /// Drops the contents (Reset) and draws from `pool` from now on.
+  void ResetTo(MemoryPool* pool) {
+    Reset();
+    bytes_.ResetTo(pool);
+  }
 
  private:
   BufferBuilder bytes_;
@@ -257,6 +284,15 @@ class ALKAID_EXPORT ArrayBuilder {
   Result<ArrayPtr> Finish();
   /// Discards everything appended (children included).
   virtual void Reset();
+  /// Discards everything appended (as Reset) and takes every buffer from
+  /// `pool` from now on: a builder kept from one batch to the next, each
+  /// batch built in a pool of its own (client::BatchPublisher::NewPool), is
+  /// pointed at the next pool rather than made again. After Finish or
+  /// Reset a builder holds nothing of its pool, which may then go. The
+  /// flat builders (null, boolean, fixed-width, binary and string) support
+  /// it; the others fail with NotImplemented and are left as Reset leaves
+  /// them, on their old pool.
+  Status ResetTo(MemoryPool* pool);
 
   /// Child builders of nested types (none for flat types).
   int num_children() const { return static_cast<int>(children_.size()); }
@@ -266,6 +302,16 @@ class ALKAID_EXPORT ArrayBuilder {
   /// Builds the array data from the current contents. FinishData() calls it
   /// and then Reset().
   virtual Result<ArrayDataPtr> FinishInternal() = 0;
+  /// Finish's path for a builder whose array's objects are already linked
+  /// in its pool's object memory (a batch of the shape of the block's last
+  /// one): fills them in and returns the array, the builder left empty; or
+  /// null, the builder untouched, and Finish takes the general path. The
+  /// default is null.
+  virtual ArrayPtr FinishLinked() { return nullptr; }
+  /// ResetTo's part for the buffers a subclass keeps (the builder is Reset
+  /// already): points them at `pool`. The default, for builders that keep
+  /// buffers or children this does not know of, is NotImplemented.
+  virtual Status ResetBuffersTo(MemoryPool* pool);
 
   /// Makes room for `additional` validity bits. With `any_null`, also
   /// materialises the bitmap (lazily created at the first null: until then

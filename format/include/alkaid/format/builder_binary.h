@@ -66,6 +66,7 @@ class ALKAID_EXPORT BaseBinaryBuilder : public ArrayBuilder {
 
  protected:
   Result<ArrayDataPtr> FinishInternal() override;
+  Status ResetBuffersTo(MemoryPool* pool) override;
 
  private:
   Status CheckDataCapacity(int64_t additional) const;

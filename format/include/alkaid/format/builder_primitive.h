@@ -27,6 +27,7 @@ class ALKAID_EXPORT NullBuilder : public ArrayBuilder {
 
  protected:
   Result<ArrayDataPtr> FinishInternal() override;
+  Status ResetBuffersTo(MemoryPool* /*pool*/) override { return Status::OK(); }
 };
 
 /// Builds boolean arrays (values bit-packed).
@@ -48,6 +49,10 @@ class ALKAID_EXPORT BooleanBuilder : public ArrayBuilder {
 
  protected:
   Result<ArrayDataPtr> FinishInternal() override;
+  Status ResetBuffersTo(MemoryPool* pool) override {
+    data_.ResetTo(pool);
+    return Status::OK();
+  }
 
  private:
   internal::BitmapBuilder data_;
@@ -81,9 +86,17 @@ class ALKAID_EXPORT FixedWidthBuilder : public ArrayBuilder {
 
  protected:
   Result<ArrayDataPtr> FinishInternal() override;
+  Status ResetBuffersTo(MemoryPool* pool) override {
+    data_.ResetTo(pool);
+    return Status::OK();
+  }
+  ArrayPtr FinishLinked() override;
 
   internal::BufferBuilder data_;
   int32_t byte_width_;
+  // The C value size a typed subclass appends (NumericBuilder: sizeof(T)),
+  // which must be the byte width for Finish to succeed; 0: any.
+  int32_t value_size_ = 0;
   // Whether type() is a fixed-width type other than boolean (found once, at
   // construction: Finish checks it).
   bool fixed_width_;
@@ -138,8 +151,12 @@ class ALKAID_EXPORT NumericBuilder : public FixedWidthBuilder {
   /// A builder for the default type of T (int32 for int32_t, float64 for
   /// double, uint16 for uint16_t...).
   explicit NumericBuilder(MemoryPool* pool = default_memory_pool())
-      : FixedWidthBuilder(internal::DefaultNumericType<T>(), pool) {}
-  NumericBuilder(TypePtr type, MemoryPool* pool) : FixedWidthBuilder(std::move(type), pool) {}
+      : FixedWidthBuilder(internal::DefaultNumericType<T>(), pool) {
+    value_size_ = static_cast<int32_t>(sizeof(T));
+  }
+  NumericBuilder(TypePtr type, MemoryPool* pool) : FixedWidthBuilder(std::move(type), pool) {
+    value_size_ = static_cast<int32_t>(sizeof(T));
+  }
 
   Status Append(T value) {
     ALKAID_RETURN_NOT_OK(Reserve(1));

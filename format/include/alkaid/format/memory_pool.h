@@ -64,18 +64,21 @@ class ALKAID_EXPORT MemoryPool {
   /// (default_memory_pool(), a SystemMemoryPool kept by its user).
   virtual std::shared_ptr<MemoryPool> shared_owner() { return nullptr; }
 
-  /// For a pool that also keeps the small objects made over its buffers
-  /// (the buffer objects, array data, arrays and record batches that
-  /// builders and RecordBatch::Make create, each with its reference count)
-  /// in memory it recycles with its region (ShmBatchPool): the pool to draw
-  /// them from with AllocateObject, shared by each such object, so that it
-  /// lives until the last of them is gone. Null (the default): such objects
-  /// come from the heap.
+  /// For a pool that draws the small objects made over its buffers (the
+  /// buffer objects, array data, arrays and record batches that builders
+  /// and RecordBatch::Make create, each with its reference count) from
+  /// memory of its own when they are not made in its object_memory(): the
+  /// pool to draw them from with AllocateObject, shared by each such
+  /// object, so that it lives until the last of them is gone. Null (the
+  /// default): such objects come from the heap.
   virtual std::shared_ptr<MemoryPool> object_pool() { return nullptr; }
   /// For a pool recycled with its region (ShmBatchPool): the memory those
-  /// objects are made in and parked in between uses, so that the same
-  /// objects serve the region's next use (object_memory.h). Taken before
-  /// object_pool(). Null (the default): none.
+  /// objects are made in, sharing the pool's shared_owner() count and
+  /// linked to each other once, so that the region's next use of the same
+  /// shape finds them linked (object_memory.h). Taken before object_pool().
+  /// A pool returns one only if its shared_owner() gives back the bytes of
+  /// all its buffers when it goes (a region): the buffer objects made there
+  /// do not free theirs. Null (the default): none.
   virtual ObjectMemory* object_memory() { return nullptr; }
   /// Memory for one object (`alignment` at most alignof(std::max_align_t));
   /// never null (throws std::bad_alloc as operator new does). The default is

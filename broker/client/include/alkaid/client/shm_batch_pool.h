@@ -36,13 +36,18 @@ namespace alkaid::client {
 /// (Seal()), the pool refuses further allocations.
 ///
 /// The objects made over the pool's buffers (the builders' buffer objects,
-/// the array data, arrays and record batch they finish into, with their
-/// reference counts) are made in the slots of an object memory that belongs
-/// to the region (MemoryPool::object_memory, format::ObjectMemory), and each
-/// holds the region: they cost no heap allocation, and own what they point
-/// to wherever they go. A dropped array data or record batch is parked in
-/// its slot with its vectors, and the next batch built in the block takes it
-/// back. Objects past the slots come from the heap (MemoryPool::object_pool).
+/// the array data, arrays and record batch they finish into) are made in
+/// the slots of an object memory that belongs to the region
+/// (MemoryPool::object_memory, format::ObjectMemory): they have no
+/// reference count of their own but share the region's, and their links to
+/// each other are made once and kept with the block, so that the next batch
+/// of the same shape built in the block only fills in lengths and
+/// addresses. They cost no heap allocation and own what they point to
+/// wherever they go: a pointer copied from a link (a batch's column kept
+/// after the batch and the pool) keeps the loan until it goes. Objects past
+/// the slots come from the heap (MemoryPool::object_pool). A buffer's bytes
+/// count in bytes_allocated() until the region goes (the buffer object has
+/// no count of its own to give them back by).
 ///
 /// Recycling: the region, its object memory and the pool object itself
 /// are one block of heap memory, made once and taken again for later
@@ -113,7 +118,11 @@ class ALKAID_EXPORT ShmBatchPool : public format::MemoryPool {
   struct Release;  // the region's count fell to zero
   template <typename T>
   struct CountAllocator;  // the region's count, in its block
-  // Lets go of a block whose region's count fell to zero: back to its
+  // The region's count fell to zero and its block was freed: once its
+  // objects are idle too (format::ObjectMemory::Release), the loan goes
+  // and the block is recycled.
+  static void Released(Block* b);
+  // Lets go of a block whose region and objects are idle: back to its
   // cache, or deleted.
   static void Recycle(Block* b);
   ShmBatchPool(shm::ChannelProducer* channel, Block* block);
