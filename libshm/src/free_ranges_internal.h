@@ -3,7 +3,8 @@
 // Private: the free space of an arena, kept by its single owner in private
 // memory (never in shared memory, where another process could corrupt it).
 // Best fit, coalescing neighbours on free. Offsets and sizes are whatever
-// unit the caller uses (bytes, multiples of 64).
+// unit the caller uses (bytes, multiples of 64). Splitting a range and
+// merging one with a neighbour allocate nothing (free_ranges.cc).
 
 #include <cstdint>
 #include <map>
@@ -32,8 +33,10 @@ class FreeRanges {
   uint64_t largest() const { return by_size_.empty() ? 0 : by_size_.rbegin()->first; }
 
  private:
-  std::map<uint64_t, uint64_t> by_offset_;           // offset -> size
-  std::set<std::pair<uint64_t, uint64_t>> by_size_;  // (size, offset)
+  using OffsetIndex = std::map<uint64_t, uint64_t>;           // offset -> size
+  using SizeIndex = std::set<std::pair<uint64_t, uint64_t>>;  // (size, offset)
+  OffsetIndex by_offset_;
+  SizeIndex by_size_;
   uint64_t free_bytes_ = 0;
 };
 

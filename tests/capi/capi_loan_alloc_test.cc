@@ -42,8 +42,8 @@ class CapiLoanAllocTest : public ::testing::Test {
   }
 
   // A producer of one int64 column and a consumer of it. A 256 KiB arena:
-  // the warm-up laps it, so that loans take blocks freed before (fresh
-  // space may split a free range, which allocates).
+  // the warm-up laps it, so that loans take blocks freed before as well as
+  // fresh space (a split of a free range, which allocates nothing either).
   void Open(bool nullable) {
     auto schema = format::schema({format::field("v", format::int64(), nullable)});
     ArrowSchema c_schema{};

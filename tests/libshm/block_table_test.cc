@@ -2,10 +2,13 @@
 // consumer, no slots. Offsets are the table's own (an arena at 4096 here).
 
 #include "block_table_internal.h"
+#include "free_ranges_internal.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <random>
 #include <vector>
 
 namespace alkaid::shm::internal {
@@ -26,6 +29,80 @@ std::vector<uint64_t> Holders(std::initializer_list<uint32_t> ks) {
   std::vector<uint64_t> words(kHolderWords, 0);
   for (uint32_t k : ks) SetBit(words.data(), k);
   return words;
+}
+
+// FreeRanges against a model (one flag per unit): random takes and frees of
+// random sizes, including frees next to free space on either side or both,
+// so that ranges split and merge (their index nodes re-keyed in place).
+// After each step: the free bytes, the largest range, and every take is the
+// smallest free range that holds it (its start, the lowest such start on a
+// tie), or none when no run of free units is long enough.
+TEST(FreeRangesTest, SplitsAndMergesAgreeWithAModel) {
+  constexpr uint64_t kUnits = 512;
+  FreeRanges ranges;
+  std::vector<bool> free(kUnits, true);
+  ranges.Add(0, kUnits);
+  struct Taken {
+    uint64_t offset;
+    uint64_t size;
+  };
+  std::vector<Taken> taken;
+  std::mt19937_64 rng(42);
+  // The model's maximal free runs as (size, offset).
+  auto runs = [&] {
+    std::vector<std::pair<uint64_t, uint64_t>> out;
+    for (uint64_t i = 0; i < kUnits;) {
+      if (!free[i]) {
+        ++i;
+        continue;
+      }
+      uint64_t j = i;
+      while (j < kUnits && free[j]) ++j;
+      out.push_back({j - i, i});
+      i = j;
+    }
+    return out;
+  };
+  for (int step = 0; step < 20000; ++step) {
+    const bool take = taken.empty() || rng() % 2 == 0;
+    if (take) {
+      const uint64_t size = 1 + rng() % 24;
+      auto model = runs();
+      std::sort(model.begin(), model.end());
+      const auto fit =
+          std::lower_bound(model.begin(), model.end(), std::make_pair(size, uint64_t{0}));
+      const std::optional<uint64_t> got = ranges.Take(size);
+      if (fit == model.end()) {
+        ASSERT_FALSE(got.has_value()) << "step " << step;
+        continue;
+      }
+      ASSERT_TRUE(got.has_value()) << "step " << step;
+      ASSERT_EQ(*got, fit->second) << "step " << step << ", size " << size;
+      for (uint64_t u = *got; u < *got + size; ++u) free[u] = false;
+      taken.push_back({*got, size});
+    } else {
+      const size_t i = rng() % taken.size();
+      const Taken t = taken[i];
+      taken[i] = taken.back();
+      taken.pop_back();
+      ranges.Add(t.offset, t.size);
+      for (uint64_t u = t.offset; u < t.offset + t.size; ++u) free[u] = true;
+    }
+    const auto model = runs();
+    uint64_t bytes = 0;
+    uint64_t largest = 0;
+    for (const auto& [size, offset] : model) {
+      bytes += size;
+      largest = std::max(largest, size);
+    }
+    ASSERT_EQ(ranges.free_bytes(), bytes) << "step " << step;
+    ASSERT_EQ(ranges.largest(), largest) << "step " << step;
+  }
+  // Everything back: one range again, whole.
+  for (const Taken& t : taken) ranges.Add(t.offset, t.size);
+  EXPECT_EQ(ranges.largest(), kUnits);
+  EXPECT_TRUE(ranges.TakeExact(0, kUnits));
+  EXPECT_EQ(ranges.free_bytes(), 0u);
 }
 
 TEST(BlockTableTest, StartsWithEveryDescriptorAndTheWholeArenaFree) {
