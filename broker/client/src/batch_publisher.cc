@@ -776,39 +776,32 @@ std::span<uint8_t> FixedShapeWriter::buffer(size_t i) {
   return {base + buffers_[i].offset, static_cast<size_t>(buffers_[i].size)};
 }
 
-// Inlined: Publish() is the data path.
-[[gnu::always_inline]] inline void FixedShapeWriter::Published() {
+// Both Publish calls: the loan moves into the channel (`held` null:
+// nothing else keeps the region) or is published by reference and goes on
+// holding it in `*held`. Inlined: Publish() is the data path.
+[[gnu::always_inline]] inline Status FixedShapeWriter::PublishTo(shm::ChannelLoan* held) {
+  if (!pending_) return Status::Invalid("FixedShapeWriter::Publish: no region; call Begin first");
+  if (!publisher_->channel_->options().accept_on_publish) {
+    (void)publisher_->channel_->AcceptConsumers();
+  }
+  if (held == nullptr) {
+    ALKAID_RETURN_NOT_OK(
+        publisher_->channel_->Publish(slot_payload_, std::move(loan_), user_, shape_));
+  } else {
+    ALKAID_RETURN_NOT_OK(
+        publisher_->channel_->Publish(slot_payload_, std::as_const(loan_), user_, shape_));
+    *held = std::move(loan_);
+  }
   pending_ = false;
   if (producer_ != nullptr) internal::WriterPublished(producer_);
   ++publisher_->stats_.batches;
   ++publisher_->messages_;
   if (metadata_in_region_) ++publisher_->stats_.metadata_in_region;
-}
-
-Status FixedShapeWriter::Publish() {
-  if (!pending_) return Status::Invalid("FixedShapeWriter::Publish: no region; call Begin first");
-  if (!publisher_->channel_->options().accept_on_publish) {
-    (void)publisher_->channel_->AcceptConsumers();
-  }
-  // The loan moves into the channel: nothing else keeps the region.
-  ALKAID_RETURN_NOT_OK(
-      publisher_->channel_->Publish(slot_payload_, std::move(loan_), user_, shape_));
-  Published();
   return Status::OK();
 }
 
-Status FixedShapeWriter::Publish(shm::ChannelLoan* held) {
-  if (held == nullptr) return Publish();
-  if (!pending_) return Status::Invalid("FixedShapeWriter::Publish: no region; call Begin first");
-  if (!publisher_->channel_->options().accept_on_publish) {
-    (void)publisher_->channel_->AcceptConsumers();
-  }
-  // Published by reference: the loan goes on holding the region.
-  ALKAID_RETURN_NOT_OK(
-      publisher_->channel_->Publish(slot_payload_, std::as_const(loan_), user_, shape_));
-  *held = std::move(loan_);
-  Published();
-  return Status::OK();
-}
+Status FixedShapeWriter::Publish() { return PublishTo(nullptr); }
+
+Status FixedShapeWriter::Publish(shm::ChannelLoan* held) { return PublishTo(held); }
 
 }  // namespace alkaid::client

@@ -306,8 +306,8 @@ class ALKAID_EXPORT FixedShapeWriter {
     uint64_t size;
   };
   explicit FixedShapeWriter(BatchPublisher* publisher) : publisher_(publisher) {}
-  // The region went to the channel: counted, and none pending.
-  void Published();
+  // Publish(), or Publish(held) when `held` is not null.
+  Status PublishTo(shm::ChannelLoan* held);
 
   // What Begin and Publish read first, together (two cache lines): a
   // producer that fills a large region between them finds them cold.
