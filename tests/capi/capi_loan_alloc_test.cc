@@ -185,6 +185,20 @@ TEST_F(CapiLoanAllocTest, WritersAreMadeForRowCountsThatComeBackAndAtMostEight) 
   ASSERT_NO_FATAL_FAILURE(Close());
 }
 
+// One loan at a time, as a ping-pong has it: each loan carves fresh space
+// from the arena's one free range and its block, returned, merges back into
+// it. Neither the split nor the merge allocates (libshm's free ranges re-key
+// their nodes in place).
+TEST_F(CapiLoanAllocTest, OneLoanAtATimeSplitsAndMergesWithoutAllocating) {
+  ASSERT_NO_FATAL_FAILURE(Open(false));
+  for (int i = 0; i < 100; ++i) ASSERT_NE(LoanOnce(kRows), ~uint64_t{0});
+  uint64_t all = 0;
+  for (int i = 0; i < 1000; ++i) all += LoanOnce(kRows);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
+  EXPECT_EQ(all, 0u) << "heap allocations in 1000 loans, one at a time";
+  ASSERT_NO_FATAL_FAILURE(Close());
+}
+
 TEST_F(CapiLoanAllocTest, ANullableColumnTakesThePoolPathWhichAllocates) {
   ASSERT_NO_FATAL_FAILURE(Open(true));
   // The pool path: a loan object, its pool, buffers, arrays and batch.
