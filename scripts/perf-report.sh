@@ -503,7 +503,7 @@ if block or hybrid:
         target("block p50 no worse than iceoryx 2.0's WaitSet", ok, "; ".join(detail))
 
 stream_rows = []
-for title, rows, need in (("1 consumer, built", s1, 2e6), ("1 consumer, fixed shape", s1_fixed, 5e6),
+for title, rows, need in (("1 consumer, built", s1, 3e6), ("1 consumer, fixed shape", s1_fixed, 10e6),
                           ("4 consumers, built (each)", s4, 1e6)):
     a = [r for r in rows or [] if r["transport"] == "alkaid"]
     if a:
