@@ -32,6 +32,23 @@ uint64_t BlockTable::HeldBy(uint32_t k, uint64_t* bytes) const {
   return held;
 }
 
+void BlockTable::HeldByEach(std::span<uint64_t> held, std::span<uint64_t> bytes) const {
+  std::fill(held.begin(), held.end(), 0);
+  std::fill(bytes.begin(), bytes.end(), 0);
+  const auto n = static_cast<uint32_t>(std::min(held.size(), bytes.size()));
+  for (const Block& b : blocks_) {
+    if (b.state != BlockState::kLive) continue;
+    for (uint32_t w = 0; w < holder_words_; ++w) {
+      for (uint64_t bits = b.holders[w]; bits != 0; bits &= bits - 1) {
+        const uint32_t k = w * 64 + static_cast<uint32_t>(__builtin_ctzll(bits));
+        if (k >= n) continue;
+        ++held[k];
+        bytes[k] += b.capacity;
+      }
+    }
+  }
+}
+
 void BlockTable::FlushClasses() {
   for (SizeClass& c : classes_) {
     for (uint32_t d = c.head; d != kNoBlock;) {

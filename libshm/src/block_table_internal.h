@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
+#include <span>
 #include <vector>
 
 #include "alkaid/shm/delivery.h"
@@ -189,6 +190,11 @@ class BlockTable {
   /// Live blocks holder `k` holds; their arena bytes (capacities) into
   /// `*bytes` if given. One pass over the table: for reports, not the data path.
   uint64_t HeldBy(uint32_t k, uint64_t* bytes = nullptr) const;
+
+  /// HeldBy for every holder below `held.size()` at once, in one pass over
+  /// the table (a report of n consumers reads it once, not n times): live
+  /// blocks into `held[k]`, their capacities into `bytes[k]` (the same size).
+  void HeldByEach(std::span<uint64_t> held, std::span<uint64_t> bytes) const;
 
   /// Whether a consumer holds block `b`.
   bool AnyHolder(const Block& b) const {

@@ -4,6 +4,8 @@
 #include "consumer_set_internal.h"
 
 #include <algorithm>
+#include <array>
+#include <span>
 #include <utility>
 
 #include "alkaid/common/process.h"
@@ -255,6 +257,12 @@ std::vector<ChannelConsumerInfo> ConsumerSet::Describe(const BlockTable& blocks)
 void ConsumerSet::Describe(const BlockTable& blocks, std::vector<ChannelConsumerInfo>* into) const {
   std::vector<ChannelConsumerInfo>& out = *into;
   out.clear();
+  // What each consumer holds, from one pass over the block table (a table
+  // of up to 65,536 descriptors, one line each, read once per report).
+  std::array<uint64_t, kMaxConsumers> held;
+  std::array<uint64_t, kMaxConsumers> held_bytes;
+  blocks.HeldByEach(std::span(held).first(geometry_.max_consumers),
+                    std::span(held_bytes).first(geometry_.max_consumers));
   for (uint32_t k = 0; k < geometry_.max_consumers; ++k) {
     const ConsumerState& c = consumers_[k];
     if (!c.accepted) {
@@ -278,7 +286,8 @@ void ConsumerSet::Describe(const BlockTable& blocks, std::vector<ChannelConsumer
     info.token = c.token;
     info.closed = c.closed;
     info.cursor = c.Cursor(std::memory_order_acquire);
-    info.held_blocks = blocks.HeldBy(k, &info.held_bytes);
+    info.held_blocks = held[k];
+    info.held_bytes = held_bytes[k];
     info.dropped = c.dropped;
     out.push_back(info);
   }

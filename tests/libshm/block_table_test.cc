@@ -195,6 +195,41 @@ TEST(BlockTableTest, APublishedBlockIsFreedWhenItsSlotTheLoanAndEveryHolderLetGo
   EXPECT_EQ(table.blocks_live(), 0u);
 }
 
+TEST(BlockTableTest, WhatEveryHolderHoldsIsCountedInOnePassAsHeldByCountsIt) {
+  BlockTable table(16, kArena, kArenaSize);
+  const uint32_t a = Lend(table, 64);
+  const uint32_t b = Lend(table, 128);
+  const uint32_t c = Lend(table, 192);
+  const uint32_t loaned = Lend(table, 64);  // not published: held by nobody
+  const auto first = Holders({0, 3, 64, 255});
+  const auto second = Holders({3, 64});
+  const auto third = Holders({200});
+  table.Publish(a, /*keep=*/false, first.data());
+  table.Publish(b, /*keep=*/false, second.data());
+  table.Publish(c, /*keep=*/false, third.data());
+  EXPECT_TRUE(table.Return(200, c, table[c].generation));  // c: live by its slot alone
+  std::vector<uint64_t> held(kMaxConsumers, 99);
+  std::vector<uint64_t> bytes(kMaxConsumers, 99);
+  table.HeldByEach(held, bytes);
+  for (uint32_t k = 0; k < kMaxConsumers; ++k) {
+    uint64_t expected_bytes = 0;
+    EXPECT_EQ(held[k], table.HeldBy(k, &expected_bytes)) << "holder " << k;
+    EXPECT_EQ(bytes[k], expected_bytes) << "holder " << k;
+  }
+  EXPECT_EQ(held[3], 2u);
+  EXPECT_EQ(bytes[3], table[a].capacity + table[b].capacity);
+  EXPECT_EQ(held[255], 1u);
+  EXPECT_EQ(held[200], 0u);
+  EXPECT_EQ(held[1], 0u);
+  // Fewer holders asked for than the table knows: the others are left out.
+  std::vector<uint64_t> few(4, 99);
+  std::vector<uint64_t> few_bytes(4, 99);
+  table.HeldByEach(few, few_bytes);
+  EXPECT_EQ(few, (std::vector<uint64_t>{1, 0, 0, 2}));
+  EXPECT_EQ(few_bytes[0], table[a].capacity);
+  table.DropLoan(loaned, table[loaned].generation);
+}
+
 TEST(BlockTableTest, ReturnsThatNameNoHeldBlockAreRefused) {
   BlockTable table(8, kArena, kArenaSize);
   const uint32_t d = Lend(table, 64);
