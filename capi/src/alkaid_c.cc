@@ -13,6 +13,7 @@
 #include <limits>
 #include <memory>
 #include <new>
+#include <optional>
 #include <span>
 #include <stop_token>
 #include <string>
@@ -23,6 +24,7 @@
 #include "alkaid/client/consumer.h"
 #include "alkaid/client/producer.h"
 #include "alkaid/client/shm_batch_pool.h"
+#include "alkaid/client/writer_cache.h"
 #include "alkaid/common/status.h"
 #include "alkaid/format/bit_util.h"
 #include "alkaid/format/buffer.h"
@@ -103,15 +105,9 @@ struct alkaid_producer {
   // "Loans through a fixed-shape writer" below): decided with the loan
   // plans, turned off for good if the client refuses a writer.
   bool shape_writers = false;
-  // Writer loans published and ready for the next loan of their rows,
-  // oldest first (at most kIdleWriters).
-  std::vector<alkaid_loan*> idle_writers;
-  // The row counts of the last eight pool loans (a writer is made for a
-  // count seen among them), and the writers made so far (at most
-  // kMaxWriters).
-  std::array<int64_t, 8> recent_rows = {-1, -1, -1, -1, -1, -1, -1, -1};
-  size_t next_recent = 0;
-  int writers_made = 0;
+  // Writer loans published and ready for the next loan of their rows, and
+  // which row counts get a writer (client::WriterCache's rule, Python's).
+  client::WriterCache<std::unique_ptr<alkaid_loan>> writers;
 };
 
 struct alkaid_consumer {
@@ -271,7 +267,7 @@ struct alkaid_loan {
   // Set instead of `pool` and `batch` for a loan through a fixed-shape
   // writer: the loan's region is the writer's (Begin to Publish), and
   // the loan object, writer and all, is kept for the producer's next loan
-  // of the same rows once published (alkaid_producer::idle_writers).
+  // of the same rows once published (alkaid_producer::writers).
   std::unique_ptr<client::FixedShapeWriter> writer;
   std::unique_ptr<client::ShmBatchPool> pool;
   int64_t rows = 0;
@@ -301,32 +297,21 @@ void FreeSpentLoans(alkaid_producer* producer) {
 // its Begin takes a region of the channel, its Publish sends the region
 // with the Message sent once (the channel's shape entry), with no batch,
 // no pool and no shape comparison per message. So a loan of a row count
-// seen among the last pool loans' (most producers repeat a few sizes; a
-// count seen once would pay for a writer it never uses again, and each
-// writer keeps one of the channel's 16 shape lines for good) is made as any
-// loan (a pool and a batch: the prototype), turned into a writer of that
-// shape, and the prototype's region is given back; once published, the loan object with its writer
-// is kept (idle_writers) and serves the next loan of the same rows: that loan is the writer's
-// Begin, its publish the writer's Publish. Nullable columns stay on the
-// pool path (a writer's null counts are its prototype's, and a loan's are
-// the caller's); so do variable-width ones (their Message changes with
-// their lengths). The writers keep no copy of their prototype (they are
-// never asked to fill from it: FixedShapeWriterOptions::keep_prototype),
-// only its Message; at most kIdleWriters idle ones are kept, and at most
-// kMaxWriters are made (half the shape lines: the rest serve other shapes).
-
-constexpr size_t kIdleWriters = 4;
-constexpr int kMaxWriters = 8;
-
-// True if a pool loan of `rows` rows should become a writer (see above);
-// remembers the count either way.
-bool WantWriter(alkaid_producer* producer, int64_t rows) {
-  auto& recent = producer->recent_rows;
-  const bool seen = std::find(recent.begin(), recent.end(), rows) != recent.end();
-  recent[producer->next_recent] = rows;
-  producer->next_recent = (producer->next_recent + 1) % recent.size();
-  return seen && producer->writers_made < kMaxWriters;
-}
+// that comes back (client::WriterCache::ShouldMake: seen among the last
+// eight pool loans'; a count seen once would pay for a writer it never
+// uses again, and each writer keeps one of the channel's shape lines for
+// good) is made as any loan (a pool and a batch: the prototype), turned
+// into a writer of that shape, and the prototype's region is given back;
+// once published, the loan object with its writer is kept
+// (alkaid_producer::writers) and serves the next loan of the same rows:
+// that loan is the writer's Begin, its publish the writer's Publish.
+// Nullable columns stay on the pool path (a writer's null counts are its
+// prototype's, and a loan's are the caller's); so do variable-width ones
+// (their Message changes with their lengths). The writers keep no copy of
+// their prototype (they are never asked to fill from it:
+// FixedShapeWriterOptions::keep_prototype), only its Message; the cache
+// keeps at most four idle and makes at most eight (half the default shape
+// lines: the rest serve other shapes), as Python's loans.
 
 // True if every column can be loaned through a writer.
 bool WritersFit(const std::vector<LoanPlan>& plans) {
@@ -339,10 +324,7 @@ bool WritersFit(const std::vector<LoanPlan>& plans) {
 }
 
 // Frees the producer's idle writer loans (their writers hold no region).
-void FreeIdleWriters(alkaid_producer* producer) {
-  for (alkaid_loan* loan : producer->idle_writers) delete loan;
-  producer->idle_writers.clear();
-}
+void FreeIdleWriters(alkaid_producer* producer) { producer->writers.Clear(); }
 
 // Takes the writer's next region (Begin) and points the loan's columns at
 // it: validity none (no column is nullable), values not initialised, the
@@ -365,19 +347,14 @@ Status BeginWriterLoan(alkaid_loan* loan) {
   return Status::OK();
 }
 
-// An idle writer loan of `rows` rows, begun, or null if there is none.
+// An idle writer loan of `rows` rows, begun (a Begin that fails leaves it
+// idle and reusable), or null if there is none.
 alkaid::Result<alkaid_loan*> ReuseWriterLoan(alkaid_producer* producer, int64_t rows) {
-  auto& idle = producer->idle_writers;
-  for (size_t i = idle.size(); i-- > 0;) {
-    alkaid_loan* loan = idle[i];
-    if (loan->rows != rows) continue;
-    // Begun before it leaves the list: a Begin that fails (no space in
-    // time) leaves it idle and reusable.
-    ALKAID_RETURN_NOT_OK(BeginWriterLoan(loan));
-    idle.erase(idle.begin() + static_cast<std::ptrdiff_t>(i));
-    return loan;
-  }
-  return nullptr;
+  ALKAID_ASSIGN_OR_RAISE(std::optional<std::unique_ptr<alkaid_loan>> idle,
+                         producer->writers.TakeIdle(rows, [](std::unique_ptr<alkaid_loan>& loan) {
+                           return BeginWriterLoan(loan.get());
+                         }));
+  return idle.has_value() ? idle->release() : nullptr;
 }
 
 // Turns `loan`, a pool loan just made, into a writer loan when it fits:
@@ -392,7 +369,7 @@ Status MakeWriterLoan(alkaid_producer* producer, alkaid_loan* loan) {
     producer->shape_writers = false;
     return Status::OK();
   }
-  ++producer->writers_made;
+  producer->writers.Made();
   loan->writer = std::move(*writer);
   loan->batch.reset();
   for (LoanColumn& col : loan->columns) col.buffers = {};
@@ -401,19 +378,9 @@ Status MakeWriterLoan(alkaid_producer* producer, alkaid_loan* loan) {
 }
 
 // After a writer loan's publish: kept for the next loan of its rows, the
-// oldest idle one freed beyond kIdleWriters.
+// oldest idle one freed beyond the cache's four (nothing allocated).
 void KeepWriterLoan(alkaid_producer* producer, alkaid_loan* loan) {
-  auto& idle = producer->idle_writers;
-  try {
-    idle.push_back(loan);
-  } catch (const std::bad_alloc&) {
-    delete loan;  // published all the same; not kept
-    return;
-  }
-  if (idle.size() > kIdleWriters) {
-    delete idle.front();
-    idle.erase(idle.begin());
-  }
+  producer->writers.Keep(loan->rows, std::unique_ptr<alkaid_loan>(loan));
 }
 
 LoanPlan PlanColumn(format::FieldPtr field) {
@@ -582,7 +549,7 @@ Status MakeLoan(alkaid_producer* producer, int64_t rows, const int64_t* var_data
   }
   ALKAID_ASSIGN_OR_RAISE(loan->batch, format::RecordBatch::Make(producer->producer->schema(), rows,
                                                                 std::move(columns)));
-  if (producer->shape_writers && WantWriter(producer, rows)) {
+  if (producer->shape_writers && producer->writers.ShouldMake(rows)) {
     ALKAID_RETURN_NOT_OK(MakeWriterLoan(producer, loan.get()));
   }
   *out = loan.release();

@@ -215,13 +215,6 @@ bool SameSchema(const ArrowSchema& a, const ArrowSchema& b) {
 // costs. Larger batches are copied with the GIL released.
 constexpr int64_t kSmallBatchRows = 1024;
 
-// Writers a producer makes at most (TakeWriter: a new one each time the
-// row count changes and then stays): each takes a line of the channel's
-// shape table for good. Of those, at most kIdleWriters wait for their next
-// batch.
-constexpr int kMaxWriters = 8;
-constexpr size_t kIdleWriters = 4;
-
 // True if `array` is a struct array of `widths.size()` fixed-width
 // children (byte widths `widths`) of at least its length, none with nulls,
 // all with their values buffer: what PublishSameLayout copies. Its own
@@ -309,25 +302,18 @@ bool PyProducer::IsTopicSchema(const ArrowSchema& schema) const {
 
 Result<std::unique_ptr<client::FixedShapeWriter>> PyProducer::TakeWriter(int64_t rows) {
   if (fixed_widths_.empty() || producer_ == nullptr) return nullptr;
-  for (size_t i = idle_writers_.size(); i-- > 0;) {
-    IdleWriter& idle = idle_writers_[i];
-    if (idle.rows != rows) continue;
-    // Begun before it leaves the list: a Begin that fails (no space in
-    // time) leaves it idle and reusable.
-    if (!idle.begun) {
-      ALKAID_RETURN_NOT_OK(idle.writer->Begin(client::FixedShapeWriter::Fill::kNone));
-      idle.begun = true;
-    }
-    std::unique_ptr<client::FixedShapeWriter> writer = std::move(idle.writer);
-    idle_writers_.erase(idle_writers_.begin() + static_cast<std::ptrdiff_t>(i));
-    return writer;
-  }
-  // A writer for a row count that comes back (seen among the last eight
-  // asked for without one), as the C ABI's loans.
-  const bool seen = std::find(recent_rows_.begin(), recent_rows_.end(), rows) != recent_rows_.end();
-  recent_rows_[next_recent_] = rows;
-  next_recent_ = (next_recent_ + 1) % recent_rows_.size();
-  if (!seen || writers_made_ >= kMaxWriters) return nullptr;
+  // Begun before it leaves the cache: a Begin that fails (no space in
+  // time) leaves it idle and reusable.
+  ALKAID_ASSIGN_OR_RAISE(
+      std::optional<IdleWriter> idle, writers_.TakeIdle(rows, [](IdleWriter& w) -> Status {
+        if (w.begun) return Status::OK();
+        ALKAID_RETURN_NOT_OK(w.writer->Begin(client::FixedShapeWriter::Fill::kNone));
+        w.begun = true;
+        return Status::OK();
+      }));
+  if (idle.has_value()) return std::move(idle->writer);
+  // A writer for a row count that comes back, as the C ABI's loans.
+  if (!writers_.ShouldMake(rows)) return nullptr;
   client::FixedShapeWriterOptions options;
   options.keep_prototype = false;  // every Begin is Fill::kNone
   Result<std::unique_ptr<client::FixedShapeWriter>> made =
@@ -340,7 +326,7 @@ Result<std::unique_ptr<client::FixedShapeWriter>> PyProducer::TakeWriter(int64_t
     fixed_widths_.clear();  // a layout the client refuses: no writers from now on
     return nullptr;
   }
-  ++writers_made_;
+  writers_.Made();
   std::unique_ptr<client::FixedShapeWriter> writer = std::move(made).ValueOrDie();
   if (Status begun = writer->Begin(client::FixedShapeWriter::Fill::kNone); !begun.ok()) {
     KeepWriter(rows, std::move(writer), /*begun=*/false);  // for the call made again
@@ -351,8 +337,7 @@ Result<std::unique_ptr<client::FixedShapeWriter>> PyProducer::TakeWriter(int64_t
 
 void PyProducer::KeepWriter(int64_t rows, std::unique_ptr<client::FixedShapeWriter> writer,
                             bool begun) {
-  idle_writers_.push_back({rows, begun, std::move(writer)});
-  if (idle_writers_.size() > kIdleWriters) idle_writers_.erase(idle_writers_.begin());
+  writers_.Keep(rows, IdleWriter{begun, std::move(writer)});
 }
 
 Result<bool> PyProducer::PublishSameLayout(const ArrowArray& array) {
@@ -495,7 +480,7 @@ void PyProducer::Close() {
   Check(CallInterruptibly([&](std::stop_token stop) {
     std::lock_guard lock(mutex_);
     if (producer_ == nullptr) return Status::OK();
-    idle_writers_.clear();  // their pending regions, if any, back to the arena first
+    writers_.Clear();  // their pending regions, if any, back to the arena first
     producer_->set_stop(std::move(stop));
     Status status = producer_->Close();
     producer_.reset();

@@ -2,7 +2,6 @@
 
 #include <nanobind/nanobind.h>
 
-#include <array>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -12,6 +11,7 @@
 
 #include "alkaid/client/batch_publisher.h"
 #include "alkaid/client/producer.h"
+#include "alkaid/client/writer_cache.h"
 #include "alkaid/format/c_data.h"
 
 namespace alkaid::python {
@@ -64,15 +64,14 @@ class PyProducer {
 
   /// With mutex() held: a writer of batches of `rows` rows with a region
   /// begun (Begin(Fill::kNone)): an idle one of those rows, or one made
-  /// when the rows are among the last eight asked for without one (most
-  /// producers repeat a few sizes); null when such batches go another way (every column
-  /// must be numeric or temporal, and a producer makes at most kMaxWriters,
-  /// each taking a line of the channel's shape table for good). Errors: a
-  /// wait for space cut short or timed out.
+  /// when client::WriterCache says so (rows that come back; at most eight
+  /// writers, each taking a line of the channel's shape table for good);
+  /// null when such batches go another way (every column must be numeric or
+  /// temporal). Errors: a wait for space cut short or timed out.
   Result<std::unique_ptr<client::FixedShapeWriter>> TakeWriter(int64_t rows);
   /// With mutex() held: gives back a writer TakeWriter lent, after its
   /// publish (`begun`: its publish failed, and the region it holds serves
-  /// the next batch); the oldest idle one goes beyond kIdleWriters.
+  /// the next batch); the oldest idle one goes beyond WriterCache::kMaxIdle.
   void KeepWriter(int64_t rows, std::unique_ptr<client::FixedShapeWriter> writer, bool begun);
 
  private:
@@ -99,20 +98,15 @@ class PyProducer {
   bool numpy_c_api_ = false;
   // The writers' state, under mutex_. fixed_widths_: each column's byte
   // width if every column is numeric or temporal (empty: no writers).
-  // idle_writers_ (declared after producer_: destroyed before it), oldest
-  // first; recent_rows_: the rows of the last eight batches TakeWriter had
-  // no writer for (next_recent_: where the next goes); writers_made_: at
-  // most kMaxWriters.
+  // writers_ (declared after producer_: destroyed before it): the idle
+  // writers by row count, `begun` if the region a failed publish left
+  // serves the next batch.
   struct IdleWriter {
-    int64_t rows;
     bool begun;
     std::unique_ptr<client::FixedShapeWriter> writer;
   };
   std::vector<int64_t> fixed_widths_;
-  std::vector<IdleWriter> idle_writers_;
-  std::array<int64_t, 8> recent_rows_ = {-1, -1, -1, -1, -1, -1, -1, -1};
-  size_t next_recent_ = 0;
-  int writers_made_ = 0;
+  client::WriterCache<IdleWriter> writers_;
   // What PublishSameLayout copied (stats(): arrow_copied, copied_bytes).
   uint64_t same_layout_published_ = 0;
   uint64_t same_layout_bytes_ = 0;
