@@ -13,12 +13,11 @@ use std::time::Duration;
 use alkaid_sys as sys;
 use arrow_array::ffi_stream::{FFI_ArrowArrayStream, RecordBatchStreamReader};
 use arrow_array::{RecordBatch, RecordBatchReader};
-use arrow_data::ffi::FFI_ArrowArray;
 use arrow_schema::{ArrowError, SchemaRef};
 
 use crate::error::{check, Error, Result};
-use crate::ffi_util::{array_ptr, c_path, c_string, import_schema, millis};
-use crate::import::BatchImporter;
+use crate::ffi_util::{c_path, c_string, import_schema, millis};
+use crate::import::{BatchImporter, BatchOwner};
 
 /// How a consumer waits for the next batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -181,7 +180,7 @@ pub struct Consumer {
     importer: BatchImporter,
     /// The struct the next batch is exported into, allocated where the
     /// batch's buffers will share it; kept when `next` finds nothing.
-    spare: Option<Arc<FFI_ArrowArray>>,
+    spare: Option<Arc<BatchOwner>>,
     last_info: BatchInfo,
     finished: bool,
     _not_sync: PhantomData<Cell<()>>,
@@ -264,20 +263,20 @@ impl Consumer {
     /// `Err` with `is_timed_out()` if none came in time, `is_cancelled()`
     /// after a cancel.
     pub fn next_batch(&mut self, timeout: Option<Duration>) -> Result<Option<Received>> {
-        let mut owner = self
+        let owner = self
             .spare
             .take()
-            .unwrap_or_else(|| Arc::new(FFI_ArrowArray::empty()));
-        let ffi = Arc::get_mut(&mut owner).expect("the spare struct is not shared");
+            .unwrap_or_else(|| Arc::new(BatchOwner::empty()));
         let mut info = sys::alkaid_batch_info::default();
-        // SAFETY: valid handle and out pointers; the array is filled only on
-        // success, and then it is ours to release (FFI_ArrowArray's Drop or
-        // the imported buffers' owner does).
+        // SAFETY: valid handle and out pointers; `owner` is not shared (the
+        // spare is fresh or came back unfilled), so the struct may be
+        // written. It is filled only on success, and then it is ours to
+        // release (FFI_ArrowArray's Drop, with the owner's last reference).
         let status = unsafe {
             sys::alkaid_consumer_next_sized(
                 self.handle.raw,
                 millis(timeout),
-                array_ptr(ffi),
+                owner.as_mut_ptr().cast::<sys::ArrowArray>(),
                 ptr::null_mut(),
                 &mut info,
                 std::mem::size_of::<sys::alkaid_batch_info>(),
