@@ -13,6 +13,7 @@ use std::time::Duration;
 use alkaid_sys as sys;
 use arrow_array::ffi_stream::{FFI_ArrowArrayStream, RecordBatchStreamReader};
 use arrow_array::{RecordBatch, RecordBatchReader};
+use arrow_data::ffi::FFI_ArrowArray;
 use arrow_schema::{ArrowError, SchemaRef};
 
 use crate::error::{check, Error, Result};
@@ -181,6 +182,13 @@ pub struct Consumer {
     /// The struct the next batch is exported into, allocated where the
     /// batch's buffers will share it; kept when `next` finds nothing.
     spare: Option<Arc<BatchOwner>>,
+    /// The owner of the batch returned last, one reference of it, dropped
+    /// at the next call: the batch's block goes back then if its user has
+    /// dropped it (and the owner's allocation serves the next batch), else
+    /// at the user's drop, as without it. So a batch dropped before the
+    /// next call costs its user no release: the release comes at that
+    /// call, before anything waits.
+    last: Option<Arc<BatchOwner>>,
     last_info: BatchInfo,
     finished: bool,
     _not_sync: PhantomData<Cell<()>>,
@@ -192,6 +200,22 @@ impl std::fmt::Debug for Consumer {
             .field("schema", self.importer.schema())
             .finish()
     }
+}
+
+/// Releases the batch in `last`, an owner no one else holds (its buffers
+/// are all dropped), and returns the owner, empty, for the next batch.
+///
+/// # Safety
+/// `last` is the only reference to its owner.
+unsafe fn recycle(last: Arc<BatchOwner>) -> Arc<BatchOwner> {
+    // Acquire: partner of the Release decrements of the owner's other
+    // references (Arc's drop, on whichever thread dropped the buffers): the
+    // reads of the batch come before its block goes back.
+    std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+    // SAFETY: the caller's promise: nothing else reads the struct.
+    let ffi = unsafe { std::ptr::replace(last.as_mut_ptr(), FFI_ArrowArray::empty()) };
+    drop(ffi); // its release gives the block back
+    last
 }
 
 impl Consumer {
@@ -246,6 +270,7 @@ impl Consumer {
             handle,
             importer: BatchImporter::new(schema),
             spare: None,
+            last: None,
             last_info: BatchInfo::default(),
             finished: false,
             _not_sync: PhantomData,
@@ -263,10 +288,17 @@ impl Consumer {
     /// `Err` with `is_timed_out()` if none came in time, `is_cancelled()`
     /// after a cancel.
     pub fn next_batch(&mut self, timeout: Option<Duration>) -> Result<Option<Received>> {
-        let owner = self
-            .spare
-            .take()
-            .unwrap_or_else(|| Arc::new(BatchOwner::empty()));
+        let owner = match self.last.take() {
+            // SAFETY: no one else holds it (the count says so, and no one
+            // can take a new reference from nothing; no Weak is ever made).
+            Some(last) if Arc::strong_count(&last) == 1 => unsafe { recycle(last) },
+            last => {
+                drop(last); // the user's drop releases it
+                self.spare
+                    .take()
+                    .unwrap_or_else(|| Arc::new(BatchOwner::empty()))
+            }
+        };
         let mut info = sys::alkaid_batch_info::default();
         // SAFETY: valid handle and out pointers; `owner` is not shared (the
         // spare is fresh or came back unfilled), so the struct may be
@@ -298,6 +330,7 @@ impl Consumer {
         // schema, which no one else holds. The import shares `owner` among
         // the buffers and releases the struct, giving the block back, when
         // the last of them goes.
+        self.last = Some(owner.clone());
         let batch = unsafe { self.importer.import_owned(owner) }?;
         let info = BatchInfo {
             producer_id: info.producer_id,
