@@ -326,11 +326,11 @@ impl Consumer {
                 };
             }
         }
-        // SAFETY: the library filled a valid struct array of the consumer's
-        // schema, which no one else holds. The import shares `owner` among
-        // the buffers and releases the struct, giving the block back, when
-        // the last of them goes.
         self.last = Some(owner.clone());
+        // SAFETY: the library filled a valid struct array of the consumer's
+        // schema, which no one else reads (`last` is ours). The import
+        // shares `owner` among the buffers, and the struct is released,
+        // giving the block back, when the last of them and `last` go.
         let batch = unsafe { self.importer.import_owned(owner) }?;
         let info = BatchInfo {
             producer_id: info.producer_id,

@@ -309,10 +309,13 @@ impl BatchImporter {
     /// As `import`, of a struct array already in the `Arc` that its
     /// buffers will share (`Consumer::next_batch` has the C ABI fill it in
     /// place): one allocation for the batch's owner, no copy of the struct.
+    /// A batch that takes arrow-rs's import (not flat) is moved out of the
+    /// owner, which is left empty.
     ///
     /// # Safety
-    /// `owner` holds a valid C Data Interface struct array of the schema
-    /// and no one else holds `owner`.
+    /// `owner` holds a valid C Data Interface struct array of the schema;
+    /// whoever else holds `owner` does not read it (the consumer keeps a
+    /// reference until its next call).
     pub(crate) unsafe fn import_owned(&self, owner: Arc<BatchOwner>) -> Result<RecordBatch> {
         let ffi = owner.get();
         match &self.columns {
@@ -325,11 +328,11 @@ impl BatchImporter {
                 unsafe { self.import_flat(owner, columns) }
             }
             _ => {
-                let ffi = Arc::try_unwrap(owner).map_err(|_| {
-                    ArrowError::CDataInterface("a received batch is shared".to_string())
-                })?;
+                // SAFETY: no one else reads the struct (the caller's
+                // promise); arrow-rs's import takes it over, release and all.
+                let ffi = unsafe { std::ptr::replace(owner.as_mut_ptr(), FFI_ArrowArray::empty()) };
                 // SAFETY: the caller's promise.
-                unsafe { self.import_any(ffi.0.into_inner()) }
+                unsafe { self.import_any(ffi) }
             }
         }
     }
