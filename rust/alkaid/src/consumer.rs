@@ -171,6 +171,15 @@ impl Drop for ConsumerHandle {
 /// was read. The iterator also ends after the first error it yields (say a
 /// cancel); `next_batch` gives finer control.
 ///
+/// A received batch's block goes back to the producer when the batch (every
+/// array and buffer of it) is dropped, or, if that happens before the
+/// consumer's next call (`next_batch`, the iterator), at that call: the
+/// consumer keeps one reference to the last batch's C struct until then, so
+/// that the drop frees only Rust objects and the release (and the struct's
+/// allocation, reused) comes with the next call, before it waits. A consumer
+/// that stops calling keeps its last batch's block until its next call or
+/// its drop.
+///
 /// `Send` (move it to another thread) but not `Sync`: one thread at a time.
 /// `ConsumerCanceller` stops its waits from another thread. The topic's
 /// schema is imported once, at open, and each column's layout worked out
