@@ -17,8 +17,8 @@ use arrow_data::ffi::FFI_ArrowArray;
 use arrow_schema::{ArrowError, SchemaRef};
 
 use crate::error::{check, Error, Result};
-use crate::ffi_util::{array_ptr, c_path, c_string, import_schema, millis};
-use crate::import::BatchImporter;
+use crate::ffi_util::{c_path, c_string, import_schema, millis};
+use crate::import::{BatchImporter, BatchOwner};
 
 /// How a consumer waits for the next batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -171,6 +171,15 @@ impl Drop for ConsumerHandle {
 /// was read. The iterator also ends after the first error it yields (say a
 /// cancel); `next_batch` gives finer control.
 ///
+/// A received batch's block goes back to the producer when the batch (every
+/// array and buffer of it) is dropped, or, if that happens before the
+/// consumer's next call (`next_batch`, the iterator), at that call: the
+/// consumer keeps one reference to the last batch's C struct until then, so
+/// that the drop frees only Rust objects and the release (and the struct's
+/// allocation, reused) comes with the next call, before it waits. A consumer
+/// that stops calling keeps its last batch's block until its next call or
+/// its drop.
+///
 /// `Send` (move it to another thread) but not `Sync`: one thread at a time.
 /// `ConsumerCanceller` stops its waits from another thread. The topic's
 /// schema is imported once, at open, and each column's layout worked out
@@ -181,7 +190,14 @@ pub struct Consumer {
     importer: BatchImporter,
     /// The struct the next batch is exported into, allocated where the
     /// batch's buffers will share it; kept when `next` finds nothing.
-    spare: Option<Arc<FFI_ArrowArray>>,
+    spare: Option<Arc<BatchOwner>>,
+    /// The owner of the batch returned last, one reference of it, dropped
+    /// at the next call: the batch's block goes back then if its user has
+    /// dropped it (and the owner's allocation serves the next batch), else
+    /// at the user's drop, as without it. So a batch dropped before the
+    /// next call costs its user no release: the release comes at that
+    /// call, before anything waits.
+    last: Option<Arc<BatchOwner>>,
     last_info: BatchInfo,
     finished: bool,
     _not_sync: PhantomData<Cell<()>>,
@@ -193,6 +209,22 @@ impl std::fmt::Debug for Consumer {
             .field("schema", self.importer.schema())
             .finish()
     }
+}
+
+/// Releases the batch in `last`, an owner no one else holds (its buffers
+/// are all dropped), and returns the owner, empty, for the next batch.
+///
+/// # Safety
+/// `last` is the only reference to its owner.
+unsafe fn recycle(last: Arc<BatchOwner>) -> Arc<BatchOwner> {
+    // Acquire: partner of the Release decrements of the owner's other
+    // references (Arc's drop, on whichever thread dropped the buffers): the
+    // reads of the batch come before its block goes back.
+    std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+    // SAFETY: the caller's promise: nothing else reads the struct.
+    let ffi = unsafe { std::ptr::replace(last.as_mut_ptr(), FFI_ArrowArray::empty()) };
+    drop(ffi); // its release gives the block back
+    last
 }
 
 impl Consumer {
@@ -247,6 +279,7 @@ impl Consumer {
             handle,
             importer: BatchImporter::new(schema),
             spare: None,
+            last: None,
             last_info: BatchInfo::default(),
             finished: false,
             _not_sync: PhantomData,
@@ -264,20 +297,27 @@ impl Consumer {
     /// `Err` with `is_timed_out()` if none came in time, `is_cancelled()`
     /// after a cancel.
     pub fn next_batch(&mut self, timeout: Option<Duration>) -> Result<Option<Received>> {
-        let mut owner = self
-            .spare
-            .take()
-            .unwrap_or_else(|| Arc::new(FFI_ArrowArray::empty()));
-        let ffi = Arc::get_mut(&mut owner).expect("the spare struct is not shared");
+        let owner = match self.last.take() {
+            // SAFETY: no one else holds it (the count says so, and no one
+            // can take a new reference from nothing; no Weak is ever made).
+            Some(last) if Arc::strong_count(&last) == 1 => unsafe { recycle(last) },
+            last => {
+                drop(last); // the user's drop releases it
+                self.spare
+                    .take()
+                    .unwrap_or_else(|| Arc::new(BatchOwner::empty()))
+            }
+        };
         let mut info = sys::alkaid_batch_info::default();
-        // SAFETY: valid handle and out pointers; the array is filled only on
-        // success, and then it is ours to release (FFI_ArrowArray's Drop or
-        // the imported buffers' owner does).
+        // SAFETY: valid handle and out pointers; `owner` is not shared (the
+        // spare is fresh or came back unfilled), so the struct may be
+        // written. It is filled only on success, and then it is ours to
+        // release (FFI_ArrowArray's Drop, with the owner's last reference).
         let status = unsafe {
             sys::alkaid_consumer_next_sized(
                 self.handle.raw,
                 millis(timeout),
-                array_ptr(ffi),
+                owner.as_mut_ptr().cast::<sys::ArrowArray>(),
                 ptr::null_mut(),
                 &mut info,
                 std::mem::size_of::<sys::alkaid_batch_info>(),
@@ -295,10 +335,11 @@ impl Consumer {
                 };
             }
         }
+        self.last = Some(owner.clone());
         // SAFETY: the library filled a valid struct array of the consumer's
-        // schema, which no one else holds. The import shares `owner` among
-        // the buffers and releases the struct, giving the block back, when
-        // the last of them goes.
+        // schema, which no one else reads (`last` is ours). The import
+        // shares `owner` among the buffers, and the struct is released,
+        // giving the block back, when the last of them and `last` go.
         let batch = unsafe { self.importer.import_owned(owner) }?;
         let info = BatchInfo {
             producer_id: info.producer_id,

@@ -17,37 +17,117 @@
 //! buffer sizes: `Verification::Structure`, the least a consumer does), and
 //! the value offsets, indices and UTF-8 as well under `Verification::Full`.
 
+use std::cell::UnsafeCell;
+use std::panic::RefUnwindSafe;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use arrow_array::types::ArrowPrimitiveType;
-use arrow_array::{
-    downcast_primitive, make_array, Array, ArrayRef, PrimitiveArray, RecordBatch,
-    RecordBatchOptions, StructArray,
+use arrow_array::types::{
+    ArrowPrimitiveType, BinaryType, ByteArrayType, LargeBinaryType, LargeUtf8Type, Utf8Type,
 };
-use arrow_buffer::{BooleanBuffer, Buffer, MutableBuffer, NullBuffer, ScalarBuffer};
+use arrow_array::{
+    downcast_primitive, make_array, Array, ArrayRef, BooleanArray, GenericByteArray,
+    PrimitiveArray, RecordBatch, RecordBatchOptions, StructArray,
+};
+use arrow_buffer::{
+    ArrowNativeType, BooleanBuffer, Buffer, MutableBuffer, NullBuffer, OffsetBuffer, ScalarBuffer,
+};
 use arrow_data::ffi::FFI_ArrowArray;
 use arrow_data::{layout, ArrayDataBuilder, BufferSpec};
 use arrow_schema::{ArrowError, DataType, SchemaRef};
 
 use crate::error::Result;
 
-/// Makes a primitive array of its values buffer (offset + len elements),
-/// offset, length, validity and type, without going through `ArrayData`.
-type BuildPrimitive = fn(Buffer, usize, usize, Option<NullBuffer>, &DataType) -> ArrayRef;
+/// The C struct array of one received batch, shared by every buffer made
+/// of it: dropped (its `release` called, the block given back) with the
+/// last of them, on whichever thread that is.
+///
+/// The C ABI writes the struct in place, through [`BatchOwner::as_mut_ptr`],
+/// while the `Arc` holding it is not shared (the consumer's spare: fresh,
+/// or back from a `next` that found nothing); once shared it is only read.
+/// That is what the `UnsafeCell` is for: `Arc::get_mut` would prove the
+/// `Arc` unshared with an atomic compare-exchange per batch.
+pub(crate) struct BatchOwner(UnsafeCell<FFI_ArrowArray>);
+
+// SAFETY: FFI_ArrowArray is Send and Sync (arrow-rs), and the C ABI lets its
+// release run on any thread. The cell is written only while the `Arc` is
+// unshared (see above), so no reference of another thread can see a write.
+unsafe impl Send for BatchOwner {}
+// SAFETY: see Send.
+unsafe impl Sync for BatchOwner {}
+// A panic cannot leave the struct half-written where another thread sees
+// it: it is written only while unshared.
+impl RefUnwindSafe for BatchOwner {}
+
+impl BatchOwner {
+    /// An empty struct (`release` NULL), to be filled by the C ABI.
+    pub(crate) fn empty() -> Self {
+        Self(UnsafeCell::new(FFI_ArrowArray::empty()))
+    }
+
+    /// Where the C ABI writes the struct.
+    ///
+    /// # Safety
+    /// The `Arc` holding `self` is not shared while the pointer is written
+    /// through.
+    pub(crate) unsafe fn as_mut_ptr(&self) -> *mut FFI_ArrowArray {
+        self.0.get()
+    }
+
+    /// The struct, read.
+    fn get(&self) -> &FFI_ArrowArray {
+        // SAFETY: once shared, the struct is never written (see the type's
+        // comment); before, only through as_mut_ptr, not while this lives.
+        unsafe { &*self.0.get() }
+    }
+}
+
+impl std::fmt::Debug for BatchOwner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BatchOwner")
+            .field("length", &self.get().len())
+            .finish()
+    }
+}
+
+/// Hands the batch's owner to the buffers made of it: a clone for each but
+/// the last, which takes the consumer's own reference (one atomic increment
+/// and one decrement fewer per batch than cloning for every buffer and
+/// dropping the original).
+struct Owners {
+    owner: Option<Arc<BatchOwner>>,
+}
+
+impl Owners {
+    /// The owner for a buffer; `last`: no other buffer of the batch follows.
+    fn share(&mut self, last: bool) -> Result<Arc<BatchOwner>> {
+        let owner = if last {
+            self.owner.take()
+        } else {
+            self.owner.clone()
+        };
+        owner.ok_or_else(|| {
+            ArrowError::CDataInterface("a received batch's owner was given away".to_string()).into()
+        })
+    }
+}
+
+/// Makes a primitive array of its values (exactly the array's, offset
+/// applied), validity and type, without going through `ArrayData`.
+type BuildPrimitive = fn(Buffer, Option<NullBuffer>, &DataType) -> ArrayRef;
 
 /// A column whose type is `T`'s own (`T::DATA_TYPE`): nothing to compare
 /// or set per batch.
 fn build_primitive<T: ArrowPrimitiveType>(
     values: Buffer,
-    offset: usize,
-    len: usize,
     nulls: Option<NullBuffer>,
     _data_type: &DataType,
 ) -> ArrayRef {
-    let values = ScalarBuffer::<T::Native>::new(values, offset, len);
-    // SAFETY: a validity bitmap, when there is one, was made of `len` bits
-    // (import_column).
+    // From the buffer as it is (no slice: a slice clones the buffer's
+    // `Arc` and drops the original, two atomic operations).
+    let values = ScalarBuffer::<T::Native>::from(values);
+    // SAFETY: a validity bitmap, when there is one, was made of as many
+    // bits as there are values (import_column).
     Arc::new(unsafe { PrimitiveArray::<T>::new_unchecked(values, nulls) })
 }
 
@@ -55,12 +135,10 @@ fn build_primitive<T: ArrowPrimitiveType>(
 /// decimal's precision and scale), set on each array.
 fn build_primitive_typed<T: ArrowPrimitiveType>(
     values: Buffer,
-    offset: usize,
-    len: usize,
     nulls: Option<NullBuffer>,
     data_type: &DataType,
 ) -> ArrayRef {
-    let values = ScalarBuffer::<T::Native>::new(values, offset, len);
+    let values = ScalarBuffer::<T::Native>::from(values);
     // SAFETY: as in build_primitive.
     let array = unsafe { PrimitiveArray::<T>::new_unchecked(values, nulls) };
     Arc::new(array.with_data_type(data_type.clone()))
@@ -78,6 +156,29 @@ macro_rules! primitive_builder {
     };
 }
 
+/// Makes a string or binary array of its offsets (exactly the array's:
+/// len + 1 of them), value bytes and validity.
+type BuildBytes = fn(Buffer, Buffer, Option<NullBuffer>) -> ArrayRef;
+
+fn build_bytes<T: ByteArrayType>(
+    offsets: Buffer,
+    values: Buffer,
+    nulls: Option<NullBuffer>,
+) -> ArrayRef {
+    let offsets = ScalarBuffer::<T::Offset>::from(offsets);
+    // SAFETY: the offsets are those of a structurally checked array (see
+    // the module's comment: monotonic, within the value bytes, as the C++
+    // consumer checked; UTF-8 under Verification::Full), as arrow-rs's
+    // import trusts them; the bitmap has one bit per value.
+    unsafe {
+        Arc::new(GenericByteArray::<T>::new_unchecked(
+            OffsetBuffer::new_unchecked(offsets),
+            values,
+            nulls,
+        ))
+    }
+}
+
 /// How one column's buffers are laid out, from its type.
 #[derive(Clone, Copy)]
 enum Layout {
@@ -90,8 +191,12 @@ enum Layout {
     },
     /// Validity, then a bitmap of values (boolean).
     Bits,
-    /// Validity, offsets of `offset_width` bytes, value bytes.
-    Variable { offset_width: usize },
+    /// Validity, offsets of `offset_width` bytes, value bytes; `build`
+    /// makes the string or binary array.
+    Variable {
+        offset_width: usize,
+        build: BuildBytes,
+    },
 }
 
 impl std::fmt::Debug for Layout {
@@ -99,7 +204,7 @@ impl std::fmt::Debug for Layout {
         match self {
             Layout::Fixed { width, .. } => write!(f, "Fixed({width})"),
             Layout::Bits => f.write_str("Bits"),
-            Layout::Variable { offset_width } => write!(f, "Variable({offset_width})"),
+            Layout::Variable { offset_width, .. } => write!(f, "Variable({offset_width})"),
         }
     }
 }
@@ -118,15 +223,23 @@ pub(crate) struct BatchImporter {
     /// One per field when every field is of a flat type; `None` otherwise
     /// (then every batch takes arrow-rs's import).
     columns: Option<Vec<Column>>,
+    /// What an empty buffer of a batch becomes (cloned: no allocation).
+    empty: Buffer,
 }
 
 fn column_layout(data_type: &DataType) -> Option<Layout> {
+    let variable = |offset_width, build| {
+        Some(Layout::Variable {
+            offset_width,
+            build,
+        })
+    };
     match data_type {
         DataType::Boolean => return Some(Layout::Bits),
-        DataType::Utf8 | DataType::Binary => return Some(Layout::Variable { offset_width: 4 }),
-        DataType::LargeUtf8 | DataType::LargeBinary => {
-            return Some(Layout::Variable { offset_width: 8 })
-        }
+        DataType::Utf8 => return variable(4, build_bytes::<Utf8Type> as BuildBytes),
+        DataType::Binary => return variable(4, build_bytes::<BinaryType> as BuildBytes),
+        DataType::LargeUtf8 => return variable(8, build_bytes::<LargeUtf8Type> as BuildBytes),
+        DataType::LargeBinary => return variable(8, build_bytes::<LargeBinaryType> as BuildBytes),
         _ => {}
     }
     let l = layout(data_type);
@@ -153,40 +266,6 @@ fn column_layout(data_type: &DataType) -> Option<Layout> {
     }
 }
 
-/// A buffer over `bytes` bytes at `ptr`, held by `owner`: zero-copy when
-/// `ptr` is aligned to `align`, a copy otherwise (arrow-rs needs its typed
-/// buffers aligned; Alkaid's are 64-byte aligned, so this is for safety, not
-/// for the data path). Empty for zero bytes, whatever the pointer.
-///
-/// # Safety
-/// `ptr` is valid for reads of `bytes` bytes while `owner` is alive.
-unsafe fn buffer(
-    ptr: *const u8,
-    bytes: usize,
-    align: usize,
-    owner: &Arc<FFI_ArrowArray>,
-) -> Result<Buffer> {
-    if bytes == 0 {
-        // Aligned for any type (a `Vec`'s empty pointer is not).
-        return Ok(MutableBuffer::new(0).into());
-    }
-    let Some(p) = NonNull::new(ptr.cast_mut()) else {
-        return Err(ArrowError::CDataInterface(format!(
-            "a received buffer of {bytes} bytes has a null pointer"
-        ))
-        .into());
-    };
-    if !(ptr as usize).is_multiple_of(align) {
-        // SAFETY: the caller's promise.
-        return Ok(Buffer::from(unsafe {
-            std::slice::from_raw_parts(ptr, bytes)
-        }));
-    }
-    // SAFETY: the caller's promise; the owner keeps the C array (and so
-    // the block in shared memory) alive until the last buffer is dropped.
-    Ok(unsafe { Buffer::from_custom_allocation(p, bytes, owner.clone()) })
-}
-
 impl BatchImporter {
     /// The importer of `schema`'s batches.
     pub(crate) fn new(schema: SchemaRef) -> Self {
@@ -205,6 +284,8 @@ impl BatchImporter {
             schema,
             struct_type,
             columns,
+            // Aligned for any type (a `Vec`'s empty pointer is not).
+            empty: MutableBuffer::new(0).into(),
         }
     }
 
@@ -222,30 +303,34 @@ impl BatchImporter {
     #[cfg(test)]
     pub(crate) unsafe fn import(&self, ffi: FFI_ArrowArray) -> Result<RecordBatch> {
         // SAFETY: the caller's promise.
-        unsafe { self.import_owned(Arc::new(ffi)) }
+        unsafe { self.import_owned(Arc::new(BatchOwner(UnsafeCell::new(ffi)))) }
     }
 
     /// As `import`, of a struct array already in the `Arc` that its
     /// buffers will share (`Consumer::next_batch` has the C ABI fill it in
     /// place): one allocation for the batch's owner, no copy of the struct.
+    /// A batch that takes arrow-rs's import (not flat) is moved out of the
+    /// owner, which is left empty.
     ///
     /// # Safety
-    /// `owner` holds a valid C Data Interface struct array of the schema
-    /// and no one else holds `owner`.
-    pub(crate) unsafe fn import_owned(&self, owner: Arc<FFI_ArrowArray>) -> Result<RecordBatch> {
+    /// `owner` holds a valid C Data Interface struct array of the schema;
+    /// whoever else holds `owner` does not read it (the consumer keeps a
+    /// reference until its next call).
+    pub(crate) unsafe fn import_owned(&self, owner: Arc<BatchOwner>) -> Result<RecordBatch> {
+        let ffi = owner.get();
         match &self.columns {
             Some(columns)
-                if owner.offset() == 0
-                    && owner.null_count_opt() == Some(0)
-                    && owner.num_children() == columns.len() =>
+                if ffi.offset() == 0
+                    && ffi.null_count_opt() == Some(0)
+                    && ffi.num_children() == columns.len() =>
             {
                 // SAFETY: the caller's promise.
                 unsafe { self.import_flat(owner, columns) }
             }
             _ => {
-                let ffi = Arc::try_unwrap(owner).map_err(|_| {
-                    ArrowError::CDataInterface("a received batch is shared".to_string())
-                })?;
+                // SAFETY: no one else reads the struct (the caller's
+                // promise); arrow-rs's import takes it over, release and all.
+                let ffi = unsafe { std::ptr::replace(owner.as_mut_ptr(), FFI_ArrowArray::empty()) };
                 // SAFETY: the caller's promise.
                 unsafe { self.import_any(ffi) }
             }
@@ -269,114 +354,182 @@ impl BatchImporter {
 
     unsafe fn import_flat(
         &self,
-        owner: Arc<FFI_ArrowArray>,
+        owner: Arc<BatchOwner>,
         columns: &[Column],
     ) -> Result<RecordBatch> {
-        let rows = owner.len();
+        // The struct stays where it is while `owners` (or a buffer) holds
+        // the Arc: a reference into it is valid until the end of this call
+        // (the buffers made here hold it longer).
+        let ffi: *const FFI_ArrowArray = owner.get();
+        // SAFETY: see above.
+        let ffi = unsafe { &*ffi };
+        let rows = ffi.len();
+        let mut owners = Owners { owner: Some(owner) };
         let mut arrays: Vec<ArrayRef> = Vec::with_capacity(columns.len());
+        let n = columns.len();
         for (i, column) in columns.iter().enumerate() {
-            let c = owner.child(i);
-            // SAFETY: the caller's promise, for the child.
-            let array = unsafe { import_column(c, column, &owner) }?;
-            if array.len() != rows {
+            let c = ffi.child(i);
+            if c.len() != rows {
                 return Err(ArrowError::CDataInterface(format!(
                     "column {i} of a received batch has {} rows, the batch {rows}",
-                    array.len()
+                    c.len()
                 ))
                 .into());
             }
+            // SAFETY: the caller's promise, for the child.
+            let array = unsafe { self.import_column(c, column, &mut owners, i + 1 == n) }?;
             arrays.push(array);
         }
         // SAFETY: each column was built with its field's type, of `rows`
         // rows (checked above), one per field.
         Ok(unsafe { RecordBatch::new_unchecked(self.schema.clone(), arrays, rows) })
     }
+
+    /// A buffer over `bytes` bytes at `ptr`, held by the batch's owner:
+    /// zero-copy when `ptr` is aligned to `align`, a copy otherwise
+    /// (arrow-rs needs its typed buffers aligned; Alkaid's are 64-byte
+    /// aligned, so this is for safety, not for the data path). The shared
+    /// empty buffer for zero bytes, whatever the pointer. `last`: the last
+    /// buffer of the batch (it takes the owner rather than a clone).
+    ///
+    /// # Safety
+    /// `ptr` is valid for reads of `bytes` bytes while the owner is alive.
+    unsafe fn buffer(
+        &self,
+        ptr: *const u8,
+        bytes: usize,
+        align: usize,
+        owners: &mut Owners,
+        last: bool,
+    ) -> Result<Buffer> {
+        if bytes == 0 {
+            return Ok(self.empty.clone());
+        }
+        let Some(p) = NonNull::new(ptr.cast_mut()) else {
+            return Err(ArrowError::CDataInterface(format!(
+                "a received buffer of {bytes} bytes has a null pointer"
+            ))
+            .into());
+        };
+        if !(ptr as usize).is_multiple_of(align) {
+            // SAFETY: the caller's promise.
+            return Ok(Buffer::from(unsafe {
+                std::slice::from_raw_parts(ptr, bytes)
+            }));
+        }
+        let owner = owners.share(last)?;
+        // SAFETY: the caller's promise; the owner keeps the C array (and so
+        // the block in shared memory) alive until the last buffer is dropped.
+        Ok(unsafe { Buffer::from_custom_allocation(p, bytes, owner) })
+    }
+
+    /// One column of a flat type, its buffers held by the batch's owner;
+    /// `last`: the batch's last column.
+    ///
+    /// # Safety
+    /// `c` is a valid C array of `column`'s type, held by the owner.
+    unsafe fn import_column(
+        &self,
+        c: &FFI_ArrowArray,
+        column: &Column,
+        owners: &mut Owners,
+        last: bool,
+    ) -> Result<ArrayRef> {
+        let (len, offset) = (c.len(), c.offset());
+        let end = len + offset;
+        let want_buffers = match column.layout {
+            Layout::Fixed { .. } | Layout::Bits => 2,
+            Layout::Variable { .. } => 3,
+        };
+        if c.num_buffers() != want_buffers || c.num_children() != 0 {
+            return Err(ArrowError::CDataInterface(format!(
+                "a received {} column has {} buffers and {} children, not {want_buffers} and 0",
+                column.data_type,
+                c.num_buffers(),
+                c.num_children()
+            ))
+            .into());
+        }
+        let nulls = match c.null_count_opt() {
+            Some(0) => None,
+            _ if c.buffer(0).is_null() => None,
+            count => {
+                // SAFETY: a validity bitmap covers offset + len bits.
+                let bits = unsafe { self.buffer(c.buffer(0), end.div_ceil(8), 1, owners, false) }?;
+                let bits = BooleanBuffer::new(bits, offset, len);
+                Some(match count {
+                    // SAFETY: the exporter's count of the bitmap's zeros.
+                    Some(n) => unsafe { NullBuffer::new_unchecked(bits, n) },
+                    None => NullBuffer::new(bits),
+                })
+            }
+        };
+        // SAFETY (each buffer below): buffer sizes as the C Data Interface
+        // lays them out for offset + len elements.
+        let values = match column.layout {
+            Layout::Fixed {
+                width,
+                align,
+                build: Some(build),
+            } => {
+                // The array's own values: from `offset`, `len` of them.
+                let at = c.buffer(1).wrapping_add(offset * width);
+                let values = unsafe { self.buffer(at, len * width, align, owners, last) }?;
+                return Ok(build(values, nulls, &column.data_type));
+            }
+            Layout::Fixed { width, align, .. } => {
+                unsafe { self.buffer(c.buffer(1), end * width, align, owners, last) }?
+            }
+            Layout::Bits => {
+                let bits = unsafe { self.buffer(c.buffer(1), end.div_ceil(8), 1, owners, last) }?;
+                return Ok(Arc::new(BooleanArray::new(
+                    BooleanBuffer::new(bits, offset, len),
+                    nulls,
+                )));
+            }
+            Layout::Variable {
+                offset_width,
+                build,
+            } => {
+                let offsets_ptr = c.buffer(1);
+                let (offsets, value_bytes) = if offsets_ptr.is_null() && end == 0 {
+                    // An empty array may come without offsets; arrow-rs
+                    // wants one.
+                    (MutableBuffer::from_len_zeroed(offset_width).into(), 0)
+                } else {
+                    // The array's own offsets: from `offset`, len + 1.
+                    let at = offsets_ptr.wrapping_add(offset * offset_width);
+                    let offsets = unsafe {
+                        self.buffer(at, (len + 1) * offset_width, offset_width, owners, false)
+                    }?;
+                    let last_offset = if offset_width == 4 {
+                        last_value::<i32>(&offsets)
+                    } else {
+                        last_value::<i64>(&offsets)
+                    };
+                    let last_offset = usize::try_from(last_offset).map_err(|_| {
+                        ArrowError::CDataInterface(format!("a received offset is {last_offset}"))
+                    })?;
+                    (offsets, last_offset)
+                };
+                let values = unsafe { self.buffer(c.buffer(2), value_bytes, 1, owners, last) }?;
+                return Ok(build(offsets, values, nulls));
+            }
+        };
+        let data = ArrayDataBuilder::new(column.data_type.clone())
+            .len(len)
+            .offset(offset)
+            .nulls(nulls)
+            .buffers(vec![values]);
+        // SAFETY: the buffers are those of a structurally checked array of this
+        // type (see the module's comment): arrow-rs's import trusts them as far.
+        Ok(make_array(unsafe { data.build_unchecked() }))
+    }
 }
 
-/// One column of a flat type, its buffers held by `owner`.
-///
-/// # Safety
-/// `c` is a valid C array of `column`'s type, held by `owner`.
-unsafe fn import_column(
-    c: &FFI_ArrowArray,
-    column: &Column,
-    owner: &Arc<FFI_ArrowArray>,
-) -> Result<ArrayRef> {
-    let (len, offset) = (c.len(), c.offset());
-    let end = len + offset;
-    let want_buffers = match column.layout {
-        Layout::Fixed { .. } | Layout::Bits => 2,
-        Layout::Variable { .. } => 3,
-    };
-    if c.num_buffers() != want_buffers || c.num_children() != 0 {
-        return Err(ArrowError::CDataInterface(format!(
-            "a received {} column has {} buffers and {} children, not {want_buffers} and 0",
-            column.data_type,
-            c.num_buffers(),
-            c.num_children()
-        ))
-        .into());
-    }
-    let nulls = match c.null_count_opt() {
-        Some(0) => None,
-        _ if c.buffer(0).is_null() => None,
-        count => {
-            // SAFETY: a validity bitmap covers offset + len bits.
-            let bits = unsafe { buffer(c.buffer(0), end.div_ceil(8), 1, owner) }?;
-            let bits = BooleanBuffer::new(bits, offset, len);
-            Some(match count {
-                // SAFETY: the exporter's count of the bitmap's zeros.
-                Some(n) => unsafe { NullBuffer::new_unchecked(bits, n) },
-                None => NullBuffer::new(bits),
-            })
-        }
-    };
-    let buffers = match column.layout {
-        // SAFETY (all four): buffer sizes as the C Data Interface lays
-        // them out for offset + len elements.
-        Layout::Fixed {
-            width,
-            align,
-            build: Some(build),
-        } => {
-            let values = unsafe { buffer(c.buffer(1), end * width, align, owner) }?;
-            return Ok(build(values, offset, len, nulls, &column.data_type));
-        }
-        Layout::Fixed { width, align, .. } => {
-            vec![unsafe { buffer(c.buffer(1), end * width, align, owner) }?]
-        }
-        Layout::Bits => vec![unsafe { buffer(c.buffer(1), end.div_ceil(8), 1, owner) }?],
-        Layout::Variable { offset_width } => {
-            let offsets_ptr = c.buffer(1);
-            let (offsets, value_bytes) = if offsets_ptr.is_null() && end == 0 {
-                // An empty array may come without offsets; arrow-rs wants one.
-                (MutableBuffer::from_len_zeroed(offset_width).into(), 0)
-            } else {
-                let offsets =
-                    unsafe { buffer(offsets_ptr, (end + 1) * offset_width, offset_width, owner) }?;
-                let last = if offset_width == 4 {
-                    i64::from(offsets.typed_data::<i32>()[end])
-                } else {
-                    offsets.typed_data::<i64>()[end]
-                };
-                let last = usize::try_from(last).map_err(|_| {
-                    ArrowError::CDataInterface(format!("a received offset is {last}"))
-                })?;
-                (offsets, last)
-            };
-            vec![offsets, unsafe {
-                buffer(c.buffer(2), value_bytes, 1, owner)
-            }?]
-        }
-    };
-    let data = ArrayDataBuilder::new(column.data_type.clone())
-        .len(len)
-        .offset(offset)
-        .nulls(nulls)
-        .buffers(buffers);
-    // SAFETY: the buffers are those of a structurally checked array of this
-    // type (see the module's comment): arrow-rs's import trusts them as far.
-    Ok(make_array(unsafe { data.build_unchecked() }))
+/// The last value of a buffer of offsets, as an i64.
+fn last_value<O: ArrowNativeType + Into<i64>>(offsets: &Buffer) -> i64 {
+    offsets.typed_data::<O>().last().map_or(0, |&o| o.into())
 }
 
 #[cfg(test)]

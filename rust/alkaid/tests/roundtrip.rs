@@ -248,6 +248,56 @@ fn batches_outlive_their_consumer_and_producer() {
 }
 
 #[test]
+fn a_dropped_batch_goes_back_at_the_next_call_or_at_its_drop() {
+    // The consumer keeps a reference to the last batch's C struct until its
+    // next call: a batch dropped before it goes back at that call (before
+    // the call waits), one still held then goes back at its drop.
+    let broker = BrokerProcess::start();
+    let producer = Producer::open("back", &test_schema(), &broker.producer_options()).unwrap();
+    let mut consumer = Consumer::open("back", &broker.consumer_options()).unwrap();
+    let held = |c: &Consumer| c.stats().unwrap().held;
+    for i in 0..3 {
+        producer.publish(&test_batch(i, 5)).unwrap();
+    }
+    // Dropped, then the next call (which finds a batch).
+    let first = consumer.next_batch(LONG).unwrap().unwrap();
+    drop(first);
+    assert_eq!(
+        held(&consumer),
+        1,
+        "given back at the next call, not at the drop"
+    );
+    let second = consumer.next_batch(LONG).unwrap().unwrap();
+    assert_eq!(second.batch, test_batch(1, 5));
+    assert_eq!(held(&consumer), 1, "the first went back at the call");
+    // Held across a call that waits and finds nothing: it goes at its
+    // drop, on another thread.
+    let third = consumer.next_batch(LONG).unwrap().unwrap();
+    assert_eq!(
+        held(&consumer),
+        1 + 1,
+        "the second is still held by its user"
+    );
+    drop(second);
+    assert_eq!(held(&consumer), 1, "the second went back at its drop");
+    assert!(consumer
+        .next_batch(Some(Duration::from_millis(20)))
+        .unwrap_err()
+        .is_timed_out());
+    assert_eq!(held(&consumer), 1, "the third is still held by its user");
+    std::thread::spawn(move || drop(third)).join().unwrap();
+    assert_eq!(held(&consumer), 0, "the third went back at its drop");
+    // Dropped after the last call: the consumer's drop gives it back.
+    producer.publish(&test_batch(9, 5)).unwrap();
+    let last = consumer.next_batch(LONG).unwrap().unwrap();
+    drop(last);
+    assert_eq!(held(&consumer), 1);
+    drop(consumer);
+    assert_eq!(producer.stats().unwrap().held_by_consumers, 0);
+    producer.close().unwrap();
+}
+
+#[test]
 fn a_column_subset_arrives_in_the_order_asked() {
     let broker = BrokerProcess::start();
     let producer = Producer::open("sub", &test_schema(), &broker.producer_options()).unwrap();
