@@ -6,9 +6,9 @@
 // batch made of them. Not installed.
 
 #include <cstddef>
+#include <cstring>
 #include <initializer_list>
 #include <memory>
-#include <cstring>
 #include <new>
 #include <type_traits>
 #include <typeinfo>
