@@ -432,6 +432,32 @@ TEST(ShmBatchPoolRecyclingTest, ColumnsOutliveTheirProducerWithoutAThread) {
   }
 }
 
+// A weak_ptr to a column of a built batch shares the region's count: it
+// expires with the batch's last pointer (never locking onto a later batch
+// made of the same objects), and holds the block and its loan until it
+// goes too.
+TEST(ShmBatchPoolRecyclingTest, AWeakPointerExpiresWithTheBatchAndHoldsItsBlock) {
+  Channel ch;
+  ASSERT_OK(ch.Create(1 << 20));
+  auto schema = Int64Schema(1);
+  ASSERT_OK_AND_ASSIGN(auto publisher, BatchPublisher::Create(ch.producer.get(), schema));
+  std::weak_ptr<format::ArrayData> weak;
+  {
+    ASSERT_OK_AND_ASSIGN(auto pool, publisher->NewPool(512));
+    auto batch = Build(pool.get(), schema, 1, 64, 0);
+    weak = batch->column_data(0);
+  }
+  EXPECT_TRUE(weak.expired());
+  EXPECT_TRUE(BlocksLive(ch, 1));
+  {
+    ASSERT_OK_AND_ASSIGN(auto pool, publisher->NewPool(512));  // another block
+    auto batch = Build(pool.get(), schema, 1, 64, 100);
+    EXPECT_EQ(weak.lock(), nullptr);
+  }
+  weak.reset();
+  EXPECT_TRUE(BlocksLive(ch, 0));
+}
+
 // A batch whose objects do not fit the region's object memory (40 columns)
 // takes the rest from the heap, and is whole.
 TEST(ShmBatchPoolRecyclingTest, ObjectsPastTheObjectMemoryComeFromTheHeap) {
