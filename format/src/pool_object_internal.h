@@ -6,6 +6,7 @@
 // batch made of them. Not installed.
 
 #include <cstddef>
+#include <cstring>
 #include <initializer_list>
 #include <memory>
 #include <new>
@@ -50,16 +51,24 @@ class GraphBuffer final : public Buffer {
 /// and kept from one use to the next with its links.
 ///
 /// A link (a shared_ptr inside one of these objects to another of them)
-/// shares the memory's anchor and is counted in links_; Link makes and
-/// unmakes them, and leaves one that already points where it should. An
-/// object is linked only to objects of the same memory: one whose links
+/// shares the owner's control block without holding a count of it: its
+/// bits are the object's address and the control block's (Uncounted), it
+/// is ended by overwriting it (Forget), never by its destructor or an
+/// assignment, and a copy of it is an ordinary counted pointer. Link makes
+/// and unmakes them, and leaves one that already points where it should.
+/// An object is linked only to objects of the same memory: one whose links
 /// would leave it is made on the heap by its maker instead, so that no
-/// object of the memory holds anything that could hold the memory's owner
-/// (which would keep it from ever going).
+/// object of the memory holds a count of anything that could hold the
+/// memory's owner (which would keep it from ever going).
+///
+/// That a shared_ptr's bits may be copied, and an empty one's bits written
+/// over it, without its count changing, holds for every standard library
+/// we build with (a pointer and a control block pointer: checked below and
+/// by ObjectMemoryTest.LinksHoldNoCount).
 struct ObjectMemoryAccess {
   struct Slot {
     const void* kind = nullptr;                       // type of the object here, or null
-    void (*destroy)(ObjectMemory*, void*) = nullptr;  // unlinks and destroys it
+    void (*destroy)(ObjectMemory*, void*) = nullptr;  // forgets its links and destroys it
     // A typed array: the object as an Array, the type id it was made for
     // (MakeTypedArray's choice of class) and whether its class keeps
     // nothing but its data (FinishFlat takes only those). Else null.
@@ -72,6 +81,8 @@ struct ObjectMemoryAccess {
   static_assert(sizeof(ArrayData) <= sizeof(Slot::object) &&
                     sizeof(RecordBatch) <= sizeof(Slot::object),
                 "array data and batches fit a slot");
+  static_assert(sizeof(std::shared_ptr<Buffer>) == 2 * sizeof(void*),
+                "a shared_ptr is a pointer and a control block pointer");
 
   static Slot* SlotAt(ObjectMemory* m, size_t i) {
     return std::launder(reinterpret_cast<Slot*>(m->slots_ + i * ObjectMemory::kSlotBytes));
@@ -90,38 +101,47 @@ struct ObjectMemoryAccess {
     return &tag;
   }
 
-  /// Points `link` at `to` (an object of `m`, or null), counted.
+  /// Ends `p` without a decrement of its count: for a link (which holds
+  /// none). `p` is empty after.
+  template <typename T>
+  static void Forget(std::shared_ptr<T>& p) {
+    ::new (static_cast<void*>(&p)) std::shared_ptr<T>();
+  }
+  /// A link to `to` in the owner's control block, holding no count.
+  template <typename T>
+  static std::shared_ptr<T> Uncounted(const ObjectMemory* m, T* to) {
+    std::shared_ptr<void> owner;
+    std::memcpy(static_cast<void*>(&owner), static_cast<const void*>(&m->owner_), sizeof(owner));
+    // The aliasing move: the bits go over, no count changes; `owner` is empty.
+    return std::shared_ptr<T>(std::move(owner), to);
+  }
+
+  /// Points `link` at `to` (an object of `m`, or null).
   template <typename T>
   static void Link(ObjectMemory* m, std::shared_ptr<T>& link, T* to) {
     if (link.get() == to) return;
-    if (link != nullptr) --m->links_;
-    if (to == nullptr) {
-      link.reset();
-    } else {
-      link = std::shared_ptr<T>(m->anchor_, to);
-      ++m->links_;
-    }
+    Forget(link);
+    if (to != nullptr) link = Uncounted(m, to);  // moved: `link` was empty
   }
   template <typename T>
-  static void UnlinkAll(ObjectMemory* m, std::vector<std::shared_ptr<T>>& links) {
-    for (auto& l : links) Link<T>(m, l, nullptr);
-    links.clear();
+  static void UnlinkAll(std::vector<std::shared_ptr<T>>& links) {
+    for (auto& l : links) Forget(l);
+    links.clear();  // empty pointers: nothing to drop
   }
-  static void Unlink(ObjectMemory* m, ArrayData* d) {
-    UnlinkAll(m, d->buffers);
-    UnlinkAll(m, d->child_data);
-    Link<ArrayData>(m, d->dictionary, nullptr);
+  static void Unlink(ArrayData* d) {
+    UnlinkAll(d->buffers);
+    UnlinkAll(d->child_data);
+    Forget(d->dictionary);
   }
-  static void Unlink(ObjectMemory* m, RecordBatch* b) { UnlinkAll(m, b->columns_); }
-  static void Unlink(ObjectMemory* m, Array* a) {
-    if (a->data() != nullptr) --m->links_;  // the destructor drops it
-  }
-  static void Unlink(ObjectMemory* /*m*/, Buffer* /*b*/) {}
+  static void Unlink(RecordBatch* b) { UnlinkAll(b->columns_); }
+  // data() is the array's own member.
+  static void Unlink(Array* a) { Forget(const_cast<ArrayDataPtr&>(a->data())); }
+  static void Unlink(Buffer* /*b*/) {}
 
   template <typename T>
-  static void Destroy(ObjectMemory* m, void* p) {
+  static void Destroy(ObjectMemory* /*m*/, void* p) {
     T* obj = static_cast<T*>(p);
-    Unlink(m, obj);
+    Unlink(obj);
     obj->~T();
   }
 
@@ -193,11 +213,11 @@ struct ObjectMemoryAccess {
     d->null_count = null_count;
     d->offset = 0;
     if (d->buffers.size() != N) {
-      UnlinkAll(m, d->buffers);
+      UnlinkAll(d->buffers);
       d->buffers.resize(N);
     }
-    if (!d->child_data.empty()) UnlinkAll(m, d->child_data);
-    if (d->dictionary != nullptr) Link<ArrayData>(m, d->dictionary, nullptr);
+    if (!d->child_data.empty()) UnlinkAll(d->child_data);
+    if (d->dictionary != nullptr) Forget(d->dictionary);
     std::shared_ptr<Buffer>* owner = nullptr;
     for (size_t k = 0; k < N; ++k) {
       Link(m, d->buffers[k], buffers[k].get());
@@ -224,7 +244,7 @@ struct ObjectMemoryAccess {
     if (b->metadata_ != nullptr) b->metadata_.reset();
     b->export_slot_ = nullptr;
     if (b->columns_.size() != n) {
-      UnlinkAll(m, b->columns_);
+      UnlinkAll(b->columns_);
       b->columns_.resize(n);
     }
     for (size_t i = 0; i < n; ++i) Link(m, b->columns_[i], column(i));
@@ -275,30 +295,32 @@ struct ObjectMemoryAccess {
   /// is no slot.
   template <typename T>
   static ArrayPtr MakeArray(ObjectMemory* m, ArrayDataPtr& data) {
-    ArrayData* d = data.get();
-    bool reused = false;
-    Slot* s = nullptr;
-    T* a = Take<T>(
-        m, &reused,
-        [&](void* at) {
-          ++m->links_;
-          return ::new (at) T(ArrayDataPtr(m->anchor_, d));
-        },
-        &s);
-    if (a == nullptr) return nullptr;
     // An array class with no members of its own keeps nothing derived from
-    // its data: the one of the last use serves if it has the same data.
-    // Any other is made again.
+    // its data: the one of the last use serves if it has the same data. A
+    // fixed-size binary array keeps its byte width too, and is made again.
+    // Any other class may keep pointers made from its data (children, a
+    // dictionary, a storage array), whose counts would hold the owner: not
+    // made here.
     constexpr bool kPlain = sizeof(T) == sizeof(Array);
-    if (reused && (!kPlain || a->data().get() != d)) {
-      Destroy<T>(m, a);
-      ++m->links_;
-      a = ::new (static_cast<void*>(a)) T(ArrayDataPtr(m->anchor_, d));
+    if constexpr (!kPlain && !(std::is_base_of_v<FixedSizeBinaryArray, T> &&
+                               sizeof(T) == sizeof(FixedSizeBinaryArray))) {
+      return nullptr;
+    } else {
+      ArrayData* d = data.get();
+      bool reused = false;
+      Slot* s = nullptr;
+      T* a = Take<T>(
+          m, &reused, [&](void* at) { return ::new (at) T(Uncounted(m, d)); }, &s);
+      if (a == nullptr) return nullptr;
+      if (reused && (!kPlain || a->data().get() != d)) {
+        Destroy<T>(m, a);
+        a = ::new (static_cast<void*>(a)) T(Uncounted(m, d));
+      }
+      s->array = a;
+      s->array_type = static_cast<int32_t>(d->type->id());
+      s->plain_array = kPlain;
+      return ArrayPtr(std::move(data), a);
     }
-    s->array = a;
-    s->array_type = static_cast<int32_t>(d->type->id());
-    s->plain_array = kPlain;
-    return ArrayPtr(std::move(data), a);
   }
 
   /// A fixed-width array of `type` and `length` values without nulls over

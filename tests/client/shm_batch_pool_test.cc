@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -194,17 +194,21 @@ format::RecordBatchPtr Build(ShmBatchPool* pool, const format::SchemaPtr& schema
   return format::RecordBatch::Make(schema, rows, arrays).ValueOrDie();
 }
 
-// Polls the producer until `n` blocks are live (a block kept through a
-// pointer copied from a batch goes back when the library's sweep sees it
-// let go, on its thread): false after a minute without.
-bool WaitBlocksLive(Channel& ch, uint64_t n) {
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(1);
-  while (true) {
-    ch.producer->Poll();
-    if (ch.producer->stats().blocks_live == n) return true;
-    if (std::chrono::steady_clock::now() > give_up) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+// True if `n` blocks are live once the producer took back those let go (a
+// block goes back when its last holder goes, on that holder's thread).
+bool BlocksLive(Channel& ch, uint64_t n) {
+  ch.producer->Poll();
+  return ch.producer->stats().blocks_live == n;
+}
+
+// The threads of this process.
+int Threads() {
+  int n = 0;
+  for (const auto& t : std::filesystem::directory_iterator("/proc/self/task")) {
+    (void)t;
+    ++n;
   }
+  return n;
 }
 
 void ExpectValues(const format::RecordBatch& batch, int64_t first) {
@@ -277,7 +281,7 @@ TEST(ShmBatchPoolRecyclingTest, AColumnKeptAfterPublishHoldsItsRegion) {
   const int64_t* v = kept->data()->GetValues<int64_t>(1);
   for (int64_t r = 0; r < 64; ++r) ASSERT_EQ(v[r], 7 + 64 + r);
   std::thread([&] { kept.reset(); }).join();
-  ASSERT_TRUE(WaitBlocksLive(ch, 8));
+  EXPECT_TRUE(BlocksLive(ch, 8));
   // Both blocks are idle now; the one let go last is taken first.
   ASSERT_OK_AND_ASSIGN(auto pool, publisher->NewPool(1024));
   EXPECT_EQ(static_cast<const void*>(pool.get()), kept_pool);
@@ -324,10 +328,10 @@ TEST(ShmBatchPoolRecyclingTest, ABuilderPointedAtEachPoolFindsTheObjectsLinked) 
   ASSERT_RAISES(kNotImplemented, list.ResetTo(pool.get()));
 }
 
-// A column copied from a batch (a pointer sharing the links' count, not the
-// region's) keeps the region's loan and bytes after the batch and the pool
-// are gone, on any thread; once it goes (the library's sweep sees it) the
-// loan goes back and the block is taken again.
+// A column copied from a batch (a pointer sharing the region's count, as
+// the batch did) keeps the region's loan and bytes after the batch and the
+// pool are gone, on any thread; once it goes the loan goes back, before
+// the drop returns, and the block is taken again.
 TEST(ShmBatchPoolRecyclingTest, AColumnCopiedFromABatchKeepsTheLoan) {
   Channel ch;
   ASSERT_OK(ch.Create(1 << 20));
@@ -341,14 +345,14 @@ TEST(ShmBatchPoolRecyclingTest, AColumnCopiedFromABatchKeepsTheLoan) {
     auto batch = Build(pool.get(), schema, 2, 64, 3);
     column = batch->column_data(1);
   }
-  ASSERT_TRUE(WaitBlocksLive(ch, 1));
+  EXPECT_TRUE(BlocksLive(ch, 1));
   {
     ASSERT_OK_AND_ASSIGN(auto other, publisher->NewPool(1024));
     EXPECT_NE(static_cast<const void*>(other.get()), first_pool);
   }
   for (int64_t r = 0; r < 64; ++r) ASSERT_EQ(column->GetValues<int64_t>(1)[r], 3 + 64 + r);
   std::thread([&] { column.reset(); }).join();
-  ASSERT_TRUE(WaitBlocksLive(ch, 0));
+  EXPECT_TRUE(BlocksLive(ch, 0));
   // Two idle blocks now (that one and the other's): the next two pools take both.
   ASSERT_OK_AND_ASSIGN(auto p1, publisher->NewPool(1024));
   ASSERT_OK_AND_ASSIGN(auto p2, publisher->NewPool(1024));
@@ -383,6 +387,75 @@ TEST(ShmBatchPoolRecyclingTest, BatchesOutliveTheirPublisher) {
   std::thread([&] { batch.reset(); }).join();
   ch.producer->Poll();
   EXPECT_EQ(ch.producer->stats().blocks_live, 1u);  // the published one: its slot's
+}
+
+// A column, a buffer and a slice kept after their batch, pool, publisher
+// and channel producer went, dropped on other threads: the values stay
+// readable until the last of them goes (ASan: nothing read after it was
+// freed, nothing leaks), and no thread is started to wait for them. With
+// the producer kept, the block's loan goes back with the last drop.
+TEST(ShmBatchPoolRecyclingTest, ColumnsOutliveTheirProducerWithoutAThread) {
+  const int threads = Threads();
+  for (bool keep_producer : {true, false}) {
+    Channel ch;
+    ASSERT_OK(ch.Create(1 << 20));
+    auto schema = Int64Schema(3);
+    ASSERT_OK_AND_ASSIGN(auto publisher, BatchPublisher::Create(ch.producer.get(), schema));
+    format::ArrayPtr column;
+    std::shared_ptr<format::Buffer> values;
+    format::RecordBatchPtr slice;
+    for (int64_t i = 0; i < 3; ++i) {  // one block: the last batch's objects were linked
+      ASSERT_OK_AND_ASSIGN(auto pool, publisher->NewPool(2048));
+      auto batch = Build(pool.get(), schema, 3, 64, 1000 * i);
+      if (i < 2) continue;
+      column = batch->column(2);
+      values = batch->column_data(0)->buffers[1];
+      slice = batch->Slice(10, 5);
+    }
+    EXPECT_TRUE(BlocksLive(ch, 1));
+    EXPECT_LE(Threads(), threads);
+    publisher.reset();
+    if (!keep_producer) ch.producer.reset();
+    std::thread([&] { column.reset(); }).join();
+    ASSERT_OK(format::ValidateFull(*slice));
+    EXPECT_EQ(slice->column_data(1)->GetValues<int64_t>(1)[0], 2000 + 64 + 10);
+    std::thread([&] { slice.reset(); }).join();
+    EXPECT_EQ(reinterpret_cast<const int64_t*>(values->data())[63], 2000 + 63);
+    if (keep_producer) {
+      EXPECT_TRUE(BlocksLive(ch, 1));
+    }
+    std::thread([&] { values.reset(); }).join();
+    if (keep_producer) {
+      EXPECT_TRUE(BlocksLive(ch, 0));
+    }
+    EXPECT_LE(Threads(), threads);
+  }
+}
+
+// A weak_ptr to a column of a built batch shares the region's count: it
+// expires with the batch's last pointer (never locking onto a later batch
+// made of the same objects), and holds the block and its loan until it
+// goes too.
+TEST(ShmBatchPoolRecyclingTest, AWeakPointerExpiresWithTheBatchAndHoldsItsBlock) {
+  Channel ch;
+  ASSERT_OK(ch.Create(1 << 20));
+  auto schema = Int64Schema(1);
+  ASSERT_OK_AND_ASSIGN(auto publisher, BatchPublisher::Create(ch.producer.get(), schema));
+  std::weak_ptr<format::ArrayData> weak;
+  {
+    ASSERT_OK_AND_ASSIGN(auto pool, publisher->NewPool(512));
+    auto batch = Build(pool.get(), schema, 1, 64, 0);
+    weak = batch->column_data(0);
+  }
+  EXPECT_TRUE(weak.expired());
+  EXPECT_TRUE(BlocksLive(ch, 1));
+  {
+    ASSERT_OK_AND_ASSIGN(auto pool, publisher->NewPool(512));  // another block
+    auto batch = Build(pool.get(), schema, 1, 64, 100);
+    EXPECT_EQ(weak.lock(), nullptr);
+  }
+  weak.reset();
+  EXPECT_TRUE(BlocksLive(ch, 0));
 }
 
 // A batch whose objects do not fit the region's object memory (40 columns)

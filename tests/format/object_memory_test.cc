@@ -1,8 +1,9 @@
 // ObjectMemory (object_memory.h) under a pool of the test's own: the objects
 // builders and RecordBatch::Make create are made in its slots, share the
-// count of the pool's owner, are linked once and found linked by the next
-// use; the memory is released only once nothing taken from a batch is held
-// (at once, or by the library's sweep); other shapes, overflow, objects
+// count of the pool's owner (so does everything taken from a batch: the
+// links hold no count), are linked once and found linked by the next use;
+// the memory is released when the last pointer into it goes, on that
+// thread, and no thread is started for it; other shapes, overflow, objects
 // linked to another pool and a closed memory fall back correctly.
 
 #include "alkaid/format/object_memory.h"
@@ -10,7 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <chrono>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -29,7 +30,9 @@ namespace {
 // A heap pool with an ObjectMemory, as ShmBatchPool's region: each use has
 // an owner (the pool's shared_owner, which builders hold for their bytes
 // and the objects share); when its last holder goes, the memory is
-// released, and `released` counts the releases that completed.
+// released, and `released` counts the releases that completed. The
+// owner's count is made in the pool (at the same address each use, as a
+// region's: the objects stay linked from one use to the next).
 //
 // As a region does, the pool gives back the bytes of every buffer made in a
 // use when the use is released (the object memory's buffer objects have no
@@ -71,32 +74,54 @@ class RecyclingPool : public SystemMemoryPool {
   std::shared_ptr<MemoryPool> Open() {
     EXPECT_EQ(released(), opened_) << "a use opened before the last one was released";
     ++opened_;
-    std::shared_ptr<MemoryPool> owner(static_cast<MemoryPool*>(this), [this](MemoryPool*) {
-      objects_.Release(
-          [](void* p) {
-            auto* pool = static_cast<RecyclingPool*>(p);
-            pool->FreeAll();
-            pool->released_.fetch_add(1);
-          },
-          this);
-    });
+    std::shared_ptr<MemoryPool> owner(static_cast<MemoryPool*>(this), LetGoOfOwner{this},
+                                      CountAllocator<MemoryPool>(this));
     owner_ = owner;
-    objects_.Open();
+    objects_.Open(owner);
     return owner;
   }
   int released() const { return released_.load(); }
-  // Waits (a condition, not a time) until `n` releases completed; false
-  // after a minute without.
-  bool WaitReleased(int n) const {
-    const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(1);
-    while (released() < n) {
-      if (std::chrono::steady_clock::now() > give_up) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    return released() == n;
+  // Bytes of buffers not given back yet.
+  size_t live_buffers() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return live_.size();
   }
 
  private:
+  // The owner's count fell to zero: the pool's own weak reference goes
+  // (the count's block is freed after).
+  struct LetGoOfOwner {
+    RecyclingPool* pool;
+    void operator()(MemoryPool* /*p*/) const { pool->owner_.reset(); }
+  };
+  // The owner's count, in count_; freeing it releases the use.
+  template <typename T>
+  struct CountAllocator {
+    using value_type = T;
+    RecyclingPool* pool;
+    explicit CountAllocator(RecyclingPool* p) : pool(p) {}
+    template <typename U>
+    explicit CountAllocator(const CountAllocator<U>& o) : pool(o.pool) {}
+    T* allocate(size_t n) {
+      static_assert(sizeof(T) <= sizeof(count_), "the count fits");
+      EXPECT_EQ(n, 1u);
+      return static_cast<T*>(static_cast<void*>(pool->count_));
+    }
+    void deallocate(T* /*p*/, size_t /*n*/) noexcept {
+      pool->objects_.Release(
+          [](void* p) {
+            auto* released = static_cast<RecyclingPool*>(p);
+            released->FreeAll();
+            released->released_.fetch_add(1);
+          },
+          pool);
+    }
+    template <typename U>
+    bool operator==(const CountAllocator<U>& o) const {
+      return pool == o.pool;
+    }
+  };
+
   // Gives back every allocation still live (the use's buffers).
   void FreeAll() {
     std::map<uint8_t*, int64_t> live;
@@ -109,11 +134,22 @@ class RecyclingPool : public SystemMemoryPool {
 
   std::mutex mutex_;
   std::map<uint8_t*, int64_t> live_;
+  alignas(std::max_align_t) std::byte count_[96];
   ObjectMemory objects_;
   std::weak_ptr<MemoryPool> owner_;
   int opened_ = 0;
   std::atomic<int> released_{0};
 };
+
+// The threads of this process.
+int Threads() {
+  int n = 0;
+  for (const auto& t : std::filesystem::directory_iterator("/proc/self/task")) {
+    (void)t;
+    ++n;
+  }
+  return n;
+}
 
 SchemaPtr Int64Columns(int n) {
   std::vector<FieldPtr> fields;
@@ -171,10 +207,10 @@ TEST(ObjectMemoryTest, ObjectsShareTheOwnersCountAndStayLinked) {
   }
 }
 
-// A column copied from a batch (a link: it shares the memory's anchor, not
-// the owner) keeps the memory when the batch and the owner are gone: the
-// release waits for it (the library's sweep) and the values stay readable;
-// so do a slice and a batch with metadata made from it.
+// A column copied from a batch (a copy of a link: it shares the owner's
+// count) keeps the memory when the batch and the owner are gone, and the
+// values stay readable; so do a slice and a batch with metadata made from
+// it. Dropped on another thread, the memory is released there.
 TEST(ObjectMemoryTest, PointersTakenFromABatchKeepTheMemory) {
   RecyclingPool pool;
   const SchemaPtr two = Int64Columns(2);
@@ -203,7 +239,7 @@ TEST(ObjectMemoryTest, PointersTakenFromABatchKeepTheMemory) {
       derived.reset();
     }).join();
     ++released;
-    ASSERT_TRUE(pool.WaitReleased(released));
+    EXPECT_EQ(pool.released(), released);  // on that thread, before join returned
   }
 }
 
@@ -222,7 +258,7 @@ TEST(ObjectMemoryTest, OtherShapesAndOverflowAreWhole) {
       ASSERT_NO_FATAL_FAILURE(ExpectValues(*batch, round * 100 + columns));
       batch.reset();
       ++uses;
-      ASSERT_TRUE(pool.WaitReleased(uses));
+      EXPECT_EQ(pool.released(), uses);
     }
     std::shared_ptr<MemoryPool> owner = pool.Open();
     StringBuilder s(&pool);
@@ -239,7 +275,7 @@ TEST(ObjectMemoryTest, OtherShapesAndOverflowAreWhole) {
     batch.reset();
     strings.reset();
     ++uses;
-    ASSERT_TRUE(pool.WaitReleased(uses));
+    EXPECT_EQ(pool.released(), uses);
   }
 }
 
@@ -261,8 +297,8 @@ TEST(ObjectMemoryTest, ABatchOfTwoPoolsIsMadeOnTheHeap) {
   EXPECT_EQ(both->column_data(1)->GetValues<int64_t>(1)[0], 20);
   EXPECT_EQ(a.released() + b.released(), 0);
   both.reset();
-  ASSERT_TRUE(a.WaitReleased(1));
-  ASSERT_TRUE(b.WaitReleased(1));
+  EXPECT_EQ(a.released(), 1);
+  EXPECT_EQ(b.released(), 1);
 }
 
 // Finish of a fixed-width builder whose objects the block's last use left
@@ -340,7 +376,67 @@ TEST(ObjectMemoryTest, BuildersOnTwoThreadsShareAUse) {
     columns[0].reset();
     columns[1].reset();
     owner.reset();
-    ASSERT_TRUE(pool.WaitReleased(use + 1));
+    EXPECT_EQ(pool.released(), use + 1);
+  }
+}
+
+// The links between the objects hold no count of the owner; every pointer
+// copied from one holds one (and gives it back when it goes). A link that
+// held a count would keep the owner for ever (the memory never released);
+// one copied without a count would let the memory go under its holder.
+TEST(ObjectMemoryTest, LinksHoldNoCount) {
+  RecyclingPool pool;
+  const SchemaPtr two = Int64Columns(2);
+  for (int use = 0; use < 3; ++use) {
+    std::shared_ptr<MemoryPool> owner = pool.Open();
+    auto batch = Build(&pool, two, 2, use);
+    EXPECT_EQ(owner.use_count(), 2);  // the caller's and the batch's
+    {
+      ArrayPtr column = batch->column(1);
+      std::shared_ptr<Buffer> values = batch->column_data(0)->buffers[1];
+      ArrayDataPtr data = column->data();
+      EXPECT_EQ(owner.use_count(), 5);
+      RecordBatchPtr slice = batch->Slice(1, 3);  // heap objects of counted copies
+      EXPECT_GT(owner.use_count(), 5);
+    }
+    EXPECT_EQ(owner.use_count(), 2);
+    batch.reset();
+    EXPECT_EQ(owner.use_count(), 1);
+    owner.reset();
+    EXPECT_EQ(pool.released(), use + 1);
+    EXPECT_EQ(pool.live_buffers(), 0u);
+  }
+}
+
+// The last pointer into a use releases it, on the thread that drops it:
+// a column, a buffer and a slice kept after the batch and the owner went,
+// dropped on other threads one after the other; the memory goes with the
+// last of them (its buffers given back before the drop returns), and no
+// thread of the library's ever runs (a sweeper would be one more task of
+// this process while the memory is held).
+TEST(ObjectMemoryTest, TheLastDropReleasesOnItsThreadAndNoThreadStarts) {
+  const int threads = Threads();
+  RecyclingPool pool;
+  const SchemaPtr three = Int64Columns(3);
+  for (int use = 0; use < 3; ++use) {
+    std::shared_ptr<MemoryPool> owner = pool.Open();
+    auto batch = Build(&pool, three, 3, 10 * use);
+    ArrayPtr column = batch->column(2);
+    std::shared_ptr<Buffer> values = batch->column_data(1)->buffers[1];
+    RecordBatchPtr slice = batch->Slice(4, 2);
+    batch.reset();
+    owner.reset();
+    EXPECT_EQ(pool.released(), use);
+    EXPECT_GT(pool.live_buffers(), 0u);
+    EXPECT_LE(Threads(), threads);  // nothing started to wait for them
+    std::thread([&] { column.reset(); }).join();
+    std::thread([&] { slice.reset(); }).join();
+    EXPECT_EQ(pool.released(), use);
+    EXPECT_EQ(reinterpret_cast<const int64_t*>(values->data())[3], 10 * use + 8 + 3);
+    std::thread([&] { values.reset(); }).join();
+    EXPECT_EQ(pool.released(), use + 1);  // before the drop's thread was joined
+    EXPECT_EQ(pool.live_buffers(), 0u);
+    EXPECT_LE(Threads(), threads);
   }
 }
 

@@ -55,11 +55,14 @@ bool AppendShape(const format::ArrayData& data, const uint8_t* region, std::vect
   return true;
 }
 
-// True if `data` has the shape at `*at` (what AppendShape would append),
+// True if the node `data` (its numbers, buffers and child count, not its
+// children) has the shape at `*at` (what AppendShape appends for it),
 // which it moves past; false as soon as anything differs, or where
-// AppendShape would refuse the array.
-bool SameShape(const format::ArrayData& data, const uint8_t* region, const int64_t** at,
-               const int64_t* end) {
+// AppendShape would refuse the array. Inlined into Publish's loop: most
+// columns have no children.
+[[gnu::always_inline]] inline bool SameNodeShape(const format::ArrayData& data,
+                                                 const uint8_t* region, const int64_t** at,
+                                                 const int64_t* end) {
   const int64_t* p = *at;
   const size_t n = data.buffers.size();
   if (end - p < static_cast<ptrdiff_t>(4 + 2 * n) || p[0] != data.length ||
@@ -77,6 +80,13 @@ bool SameShape(const format::ArrayData& data, const uint8_t* region, const int64
   }
   if (*p++ != static_cast<int64_t>(data.child_data.size())) return false;
   *at = p;
+  return true;
+}
+
+// SameNodeShape for `data` and, depth first, its children.
+bool SameShape(const format::ArrayData& data, const uint8_t* region, const int64_t** at,
+               const int64_t* end) {
+  if (!SameNodeShape(data, region, at, end)) return false;
   for (const auto& child : data.child_data) {
     if (child == nullptr || !SameShape(*child, region, at, end)) return false;
   }
@@ -337,7 +347,11 @@ Status BatchPublisher::Publish(const format::RecordBatch& batch, ShmBatchPool* p
   }
   // The publisher's own schema (a builder's batch made with it) needs no call.
   if (batch.schema() != schema_) ALKAID_RETURN_NOT_OK(CheckSchema(batch));
-  ALKAID_RETURN_NOT_OK(SendDictionaries(batch));
+  // Nothing to send without dictionaries on a channel that accepts its
+  // consumers itself: no call.
+  if (dictionaries_ != nullptr || !channel_->options().accept_on_publish) {
+    ALKAID_RETURN_NOT_OK(SendDictionaries(batch));
+  }
   const uint64_t body_length = pool->Seal();
   // Most often the shape of the batch before: compared in place, nothing
   // derived.
@@ -348,8 +362,11 @@ Status BatchPublisher::Publish(const format::RecordBatch& batch, ShmBatchPool* p
     bool same =
         last.size() >= 2 && at[0] == batch.num_rows() && at[1] == static_cast<int64_t>(body_length);
     at += 2;
+    const uint8_t* region = pool->region_data();
     for (int i = 0; i < batch.num_columns() && same; ++i) {
-      same = SameShape(*batch.column_data(i), pool->region_data(), &at, end);
+      const format::ArrayData& column = *batch.column_data(i);
+      same = column.child_data.empty() ? SameNodeShape(column, region, &at, end)
+                                       : SameShape(column, region, &at, end);
     }
     if (same && at == end) {
       ALKAID_RETURN_NOT_OK(

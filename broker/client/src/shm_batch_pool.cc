@@ -98,8 +98,8 @@ struct ShmBatchPool::Region final : format::MemoryPool {
   // The objects made over the region's buffers (format::ObjectMemory):
   // they share the region's count and are linked once; a batch of the
   // shape of the block's last one finds them linked. Opened when lent,
-  // released when the count's block is freed. What does not fit comes
-  // from the heap.
+  // closed when the count's block is freed. What does not fit comes from
+  // the heap.
   format::ObjectMemory objects;
 };
 
@@ -260,17 +260,14 @@ struct ShmBatchPool::Release {
 };
 
 void ShmBatchPool::Released(Block* b) {
-  // The count's block is free: nothing holds the region, weakly or not.
-  // Pointers copied from the links between its objects (a column of a
-  // batch kept after the batch and the pool went) may still point into its
-  // bytes: the loan goes, and the block with it, once they are gone.
-  b->region.objects.Release(
-      [](void* p) {
-        auto* block = static_cast<Block*>(p);
-        block->region.Clear();
-        Recycle(block);
-      },
-      b);
+  // The count's block is free: nothing holds the region, weakly or not, and
+  // so nothing made in its object memory either (every pointer to one of
+  // those objects, a column copied from a batch included, shares this
+  // count; the links between them hold none). The loan goes, and the block
+  // with it, here, on the thread that let go last.
+  b->region.objects.Close();
+  b->region.Clear();
+  Recycle(b);
 }
 
 void ShmBatchPool::Recycle(Block* b) {
@@ -339,7 +336,9 @@ Result<std::unique_ptr<ShmBatchPool>> ShmBatchPool::Lend(Cache* cache,
   r.data = reinterpret_cast<uint8_t*>(r.loan.data().data());
   r.size = r.loan.data().size();
   b->pool_ref = std::shared_ptr<Region>(&r, Release{}, CountAllocator<Region>(b));
-  r.objects.Open();
+  // The count is made at the same place in the block for every use: the
+  // objects' links, which point at it, stay valid.
+  r.objects.Open(b->pool_ref);
   return std::unique_ptr<ShmBatchPool>(::new (b->pool) ShmBatchPool(channel, b));
 }
 

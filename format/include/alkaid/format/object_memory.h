@@ -12,44 +12,42 @@
 /// the order they are made, one per slot of a fixed block of memory: the
 /// producer-side twin of BatchTemplate's graphs.
 ///
-/// One count for the whole batch. None of these objects has a reference
-/// count of its own: a pointer to one that a builder or RecordBatch::Make
-/// hands out shares the count of the pool's owner (the region, its
-/// MemoryPool::shared_owner, which the builder already holds for the
-/// bytes). The links between them (a batch's columns, an array data's
-/// buffers, an array's data) share a second count, the memory's *anchor*,
-/// and are made once: the next use of the memory that makes the same
-/// objects in the same order finds each link in place and only fills in
-/// lengths and addresses. A pointer copied from a link (`batch->columns()`,
-/// `data->buffers[1]`) shares the anchor.
+/// One count for the whole batch: the owner's. None of these objects has a
+/// reference count of its own. A pointer to one that a builder or
+/// RecordBatch::Make hands out shares the count of the pool's owner (the
+/// region, its MemoryPool::shared_owner, which the builder already holds
+/// for the bytes), and so does every pointer copied from a link between
+/// them (`batch->columns()`, `data->buffers[1]`, a slice, an export): a
+/// column kept after its batch and pool went holds the owner as the batch
+/// did. The links themselves (a batch's columns, an array data's buffers,
+/// an array's data) point into the owner's count without holding it (see
+/// Open), so they never keep the owner, and they are made once: the next
+/// use of the memory that makes the same objects in the same order finds
+/// each link in place and only fills in lengths and addresses.
 ///
-/// When the owner's last holder goes, the owner calls Release: if nothing
-/// holds the anchor but the links themselves (*quiet*), the memory is idle
-/// at once; otherwise something copied from a link is still held (a column
-/// kept after its batch and pool went), and a library thread looks again
-/// every 20 ms and finishes the release once the memory is quiet. Either
-/// way the owner's memory (the region's bytes the objects point to) is
-/// let go only then, on whatever thread: every pointer taken from a batch
-/// owns what it points to.
+/// So the owner's count falls to zero exactly when nothing made here is
+/// held, on whichever thread drops the last pointer; the owner then lets go
+/// of its bytes and may Open the memory for its next use at once. There is
+/// no sweep and no thread.
 ///
 /// A buffer object made here gives nothing back when its batch goes (it has
 /// no count of its own): the owner gives back the bytes of all its buffers
-/// when its count falls to zero and Release's `done` runs, as a region's
-/// bump allocator does. A pool offers an ObjectMemory only on that
-/// condition.
+/// when its count falls to zero, as a region's bump allocator does. A pool
+/// offers an ObjectMemory only on that condition.
 ///
 /// An object whose links would leave the memory (an array data of buffers
-/// from another pool, a batch of columns made elsewhere) and every object
-/// past the last slot are made on the heap, with counts of their own, as
-/// without an ObjectMemory.
+/// from another pool, a batch of columns made elsewhere, an array class that
+/// keeps more than its data) and every object past the last slot are made
+/// on the heap, with counts of their own (that hold the owner through their
+/// pointers), as without an ObjectMemory.
 ///
-/// A weak_ptr taken from one of these objects (rather than from the pool's
-/// owner) does not expire with the batch: it may lock onto the object of a
-/// later batch made in the same slot.
+/// The objects of a use are shared, immutable as any Arrow object: a caller
+/// must not assign to the links of an object it was handed (an ArrayData's
+/// `buffers`, `child_data` or `dictionary`); copy the ArrayData first.
 ///
 /// Thread safety: objects are made on one thread at a time per use (the
 /// builders of one batch; a lock-free cursor) and may be dropped on any
-/// thread; Open and Release are for the owner alone.
+/// thread; Open, Close and Release are for the owner alone.
 
 #include <atomic>
 #include <cstddef>
@@ -73,46 +71,52 @@ class ALKAID_EXPORT ObjectMemory {
   static constexpr size_t kSlotBytes = 256;
 
   ObjectMemory();
-  /// Destroys the objects. The memory must be idle (quiet, not pinned by
-  /// Release).
+  /// Destroys the objects. Nothing made here may be held (the owner's count
+  /// of the last use has fallen to zero, or the memory was never opened).
   ~ObjectMemory();
   ObjectMemory(const ObjectMemory&) = delete;
   ObjectMemory& operator=(const ObjectMemory&) = delete;
 
-  /// Starts a use: objects are made from the first slot again. `owner` is
-  /// not kept (the objects share the owner's count through the pointers
-  /// their makers pass in: see the file comment); kept for the callers of
-  /// the first version of this class.
-  void Open(std::weak_ptr<void> owner = {});
+  /// Starts a use owned by `owner`: objects are made from the first slot
+  /// again, and every pointer handed out for them or copied from their
+  /// links shares `owner`'s count. Not kept: the links hold its control
+  /// block's address, uncounted, so the owner's count must live at that
+  /// address until it falls to zero (a count made in the owner's own block,
+  /// as ShmBatchPool's, serves every use: the links stay valid from one use
+  /// to the next; an owner of another control block than the last use's
+  /// has the objects made afresh). Call only when nothing of the last use
+  /// is held (its owner's count fell to zero).
+  template <typename T>
+  void Open(const std::shared_ptr<T>& owner) {
+    static_assert(sizeof(owner) == sizeof(std::shared_ptr<void>), "a pointer and a count");
+    Begin(&owner, !owner.owner_before(owner_) && !owner_.owner_before(owner));
+  }
 
-  /// What Release calls once the memory is idle.
-  using Done = void (*)(void* arg);
-  /// Ends the use, for an owner whose last holder is gone: nothing more is
-  /// made here, and `done(arg)` is called once nothing made here is held:
-  /// before Release returns if the memory is quiet, else on a library
-  /// thread, within about 20 ms of the last pointer taken from a link
-  /// going. The owner keeps what the objects point to until then.
-  void Release(Done done, void* arg);
-
-  /// Deprecated: Release. Ends the use at once; only for a caller that
-  /// knows no object made here is held any more (Quiet()).
+  /// Ends the use: nothing more is made here. Call it when the owner's count
+  /// falls to zero (nothing made here is held then), or earlier to stop
+  /// making objects here.
   void Close();
 
-  /// True if nothing holds an object made here but the memory's own links.
-  /// Exact once the owner's last holder is gone (no new pointer can
-  /// appear); a snapshot before that.
-  bool Quiet() const;
+  /// What Release calls.
+  using Done = void (*)(void* arg);
+  /// The first version's end of a use: Close, then `done(arg)` before it
+  /// returns (nothing made here is held once the owner's count is zero).
+  void Release(Done done, void* arg);
 
  private:
   friend struct internal::ObjectMemoryAccess;
 
+  // Open's work: `owner` is a std::shared_ptr<T>, whose bits are kept in
+  // owner_; `same_owner`, the count it shares is the last use's.
+  void Begin(const void* owner, bool same_owner);
+  // Destroys every object (their links are forgotten, not dropped).
+  void DestroyAll();
+
   // The next slot (the makers of one use).
   std::atomic<size_t> next_{kSlots};
-  // Links the objects hold (each shares anchor_): the anchor's count is
-  // links_ + 1 when quiet. Written by the makers while the owner is held.
-  long links_ = 0;  // NOLINT(google-runtime-int): std::shared_ptr::use_count's type
-  std::shared_ptr<void> anchor_;
-  alignas(std::max_align_t) std::byte anchor_block_[64];
+  // The owner of the current (or last) use as the links hold it: its bits,
+  // without a count of its own (never destroyed as a shared_ptr).
+  std::shared_ptr<void> owner_;
   alignas(std::max_align_t) std::byte slots_[kSlots * kSlotBytes];
 };
 

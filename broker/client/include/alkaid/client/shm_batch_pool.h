@@ -44,7 +44,9 @@ namespace alkaid::client {
 /// of the same shape built in the block only fills in lengths and
 /// addresses. They cost no heap allocation and own what they point to
 /// wherever they go: a pointer copied from a link (a batch's column kept
-/// after the batch and the pool) keeps the loan until it goes. Objects past
+/// after the batch and the pool) shares the region's count too, and keeps
+/// the loan until it goes; whichever pointer goes last, on whichever
+/// thread, lets the loan and the block go (no sweep, no thread). Objects past
 /// the slots come from the heap (MemoryPool::object_pool). A buffer's bytes
 /// count in bytes_allocated() until the region goes (the buffer object has
 /// no count of its own to give them back by).
@@ -118,9 +120,8 @@ class ALKAID_EXPORT ShmBatchPool : public format::MemoryPool {
   struct Release;  // the region's count fell to zero
   template <typename T>
   struct CountAllocator;  // the region's count, in its block
-  // The region's count fell to zero and its block was freed: once its
-  // objects are idle too (format::ObjectMemory::Release), the loan goes
-  // and the block is recycled.
+  // The region's count fell to zero and its block was freed: nothing made
+  // over the region is held; the loan goes and the block is recycled.
   static void Released(Block* b);
   // Lets go of a block whose region and objects are idle: back to its
   // cache, or deleted.
