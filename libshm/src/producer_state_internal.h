@@ -123,7 +123,32 @@ struct ProducerState {
   /// and, when no other is free, those of messages still in their slots
   /// (as the block table's slot references go under pressure: a consumer
   /// opened from_oldest then starts after them).
-  uint32_t TakeFixed() {
+  [[gnu::always_inline]] uint32_t TakeFixed() {
+    // The common case inline: the oldest block in flight left its slot and
+    // is free (a consumer that keeps up), or it has not and another is
+    // free. Everything else (a held block to rotate, none free) is
+    // TakeFixedSlow's.
+    const uint32_t top = fixed_free_top;
+    if (flight_size != 0) {
+      const uint32_t i = fixed_flight[flight_head];
+      const uint64_t sequence = fixed[i].sequence;
+      const uint64_t next = slots.next_sequence;
+      if (sequence + geometry.slot_count < next) {
+        if (LookAtFixed(i) != FixedState::kFree) return TakeFixedSlow();
+        flight_head = flight_head + 1 == geometry.fixed_count ? 0 : flight_head + 1;
+        --flight_size;
+        fixed[i].in_flight = false;
+        // Its slot holds a later message: nothing there names it.
+        return geometry.block_count + i;
+      }
+    }
+    if (top == 0) return TakeFixedSlow();
+    fixed_free_top = top - 1;
+    return geometry.block_count + fixed_free[top - 1];
+  }
+
+  /// TakeFixed's general way: up to 8 looks at the oldest in flight.
+  [[gnu::noinline]] uint32_t TakeFixedSlow() {
     // Locals: the stores into the uint32_t arrays below could otherwise
     // alias every uint32_t member, and each would be loaded again.
     uint32_t* const stack = fixed_free.get();
