@@ -227,6 +227,7 @@ Status Loop(const RunSpec& spec, const std::string& name, Measurement* out) {
   // (ChannelOptions::fixed_block_bytes; no block table, no return queue).
   // ALKAID_MEASURE_FIXED_BLOCKS=0 leaves them out, for the figure without
   // them from the same build (docs/PERFORMANCE.md).
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): read before the loop's threads (none) start
   const char* fixed_blocks = std::getenv("ALKAID_MEASURE_FIXED_BLOCKS");
   if (spec.writer == "fixed" && (fixed_blocks == nullptr || std::string(fixed_blocks) != "0")) {
     o.fixed_block_bytes = kRows * 8;
