@@ -142,7 +142,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Every other receive by the batch-only call.
   for (int i = 0; i < 4 * messages + 16; ++i) {
     format::RecordBatchPtr batch;
-    Status st;
+    alkaid::Status st;
     if (i % 2 == 0) {
       auto got = (*subscriber)->TryReceive();
       if (got.ok()) batch = std::move(got->batch);
