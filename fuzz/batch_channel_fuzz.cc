@@ -11,7 +11,8 @@
 // adds the rest of its inline bytes to the shape table instead. After the
 // hostile messages, one honest batch is published: the subscriber must
 // still receive it. Every batch the subscriber returns is fully validated
-// and read.
+// and read. Bodies of at most 512 bytes lie in the channel's fixed blocks;
+// every other receive is the batch-only TryReceive(&batch).
 
 #include <unistd.h>
 
@@ -86,6 +87,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   o.accept_on_publish = false;
   o.publish_timeout = 10ms;
   o.space_timeout = 10ms;
+  // Bodies of at most 512 bytes take fixed blocks (held by a count in the
+  // consumer's segment), larger ones blocks of the arena.
+  o.fixed_block_bytes = 512;
   auto producer = shm::ChannelProducer::Create(name, o);
   if (!producer.ok()) return 0;
   auto publisher = client::BatchPublisher::Create(producer->get(), Schema());
@@ -135,14 +139,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   (*producer)->Close();
   // Receive everything: errors for bad messages, batches validated and read.
+  // Every other receive by the batch-only call.
   for (int i = 0; i < 4 * messages + 16; ++i) {
-    auto got = (*subscriber)->TryReceive();
-    if (!got.ok()) {
-      if (got.status().IsEndOfStream()) break;
+    format::RecordBatchPtr batch;
+    alkaid::Status st;
+    if (i % 2 == 0) {
+      auto got = (*subscriber)->TryReceive();
+      if (got.ok()) batch = std::move(got->batch);
+      st = got.status();
+    } else {
+      st = (*subscriber)->TryReceive(&batch);
+    }
+    if (!st.ok()) {
+      if (st.IsEndOfStream()) break;
       continue;
     }
-    if (got->batch == nullptr) break;
-    Touch(*got->batch);
+    if (batch == nullptr) break;
+    Touch(*batch);
   }
   subscriber->reset();
   publisher->reset();

@@ -13,8 +13,10 @@
 //   polls, lends and publishes. It must neither crash nor free a block it
 //   still lent out.
 //
-// Input: one byte choosing the targets, then patches of [u32 offset][u8
-// length][bytes], the offset taken modulo the target's size.
+// Input: one byte choosing the targets (bit 0 the channel, 1 the consumer's
+// segment, 2 the registry) and the channel's mode (bit 3: fixed blocks),
+// then patches of [u32 offset][u8 length][bytes], the offset taken modulo
+// the target's size.
 
 #include <unistd.h>
 
@@ -151,6 +153,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   o.space_timeout = 1ms;
   o.liveness_interval = 0ms;
   o.max_arena_bytes = 256 << 10;
+  // Bit 3: fixed blocks of 128 bytes, which the first message's 100 bytes
+  // and the later 64-byte loans take (held by a count in the consumer's
+  // segment, which the patches below may rewrite).
+  if ((data[0] & 8) != 0) {
+    o.fixed_block_bytes = 128;
+    o.fixed_block_count = 8;
+  }
   auto producer = shm::ChannelProducer::Create(name, o);
   if (!producer.ok()) std::abort();
   auto& p = **producer;

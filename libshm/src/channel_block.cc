@@ -15,6 +15,7 @@ namespace alkaid::shm {
 ChannelBlock::ChannelBlock(ChannelBlock&& other) noexcept
     : returns_(std::move(other.returns_)),
       data_(std::exchange(other.data_, {})),
+      hold_(other.hold_),
       descriptor_(other.descriptor_),
       generation_(other.generation_),
       held_(std::exchange(other.held_, false)) {}
@@ -24,6 +25,7 @@ ChannelBlock& ChannelBlock::operator=(ChannelBlock&& other) noexcept {
     Reset();
     returns_ = std::move(other.returns_);
     data_ = std::exchange(other.data_, {});
+    hold_ = other.hold_;
     descriptor_ = other.descriptor_;
     generation_ = other.generation_;
     held_ = std::exchange(other.held_, false);
@@ -37,7 +39,15 @@ void ChannelBlock::Reset() {
 }
 
 void ChannelBlock::Release() {
-  if (held_) returns_->Push(descriptor_, generation_);
+  if (held_) {
+    if (hold_ != nullptr) {
+      // Release: our reads of the body happen before the producer's
+      // (seq_cst) load that sees the count at 0 and lends the block again.
+      hold_->fetch_sub(1, std::memory_order_release);
+    } else {
+      returns_->Push(descriptor_, generation_);
+    }
+  }
   held_ = false;
   data_ = {};
 }

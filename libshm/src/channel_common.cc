@@ -33,10 +33,12 @@ void Lay(ChannelGeometry* geometry) {
       geometry->slots_offset + uint64_t{geometry->slot_count} * geometry->slot_size;
   geometry->extensions_offset =
       geometry->shapes_offset + uint64_t{geometry->shape_count} * geometry->shape_size;
-  geometry->arena_offset =
+  geometry->fixed_offset =
       RoundUp(geometry->extensions_offset +
                   uint64_t{geometry->extension_count} * sizeof(ExtensionEntryData),
               kPageSize);
+  geometry->arena_offset = RoundUp(
+      geometry->fixed_offset + uint64_t{geometry->fixed_count} * geometry->fixed_size, kPageSize);
   geometry->total_size = geometry->arena_offset + geometry->arena_size;
 }
 }  // namespace
@@ -71,6 +73,11 @@ Result<ChannelGeometry> ComputeChannelGeometry(const ChannelOptions& options) {
     return Status::Invalid("channel shapes: at most ", kMaxShapes, " of at most ",
                            kMaxInlinePayload, " bytes");
   }
+  constexpr uint64_t kMaxFixedSize = uint64_t{1} << 30;
+  if (options.fixed_block_bytes > kMaxFixedSize || options.fixed_block_count > kMaxFixedBlocks) {
+    return Status::Invalid("channel fixed blocks: at most ", kMaxFixedBlocks, " of at most ",
+                           kMaxFixedSize, " bytes");
+  }
   if (options.max_blocks > (uint32_t{1} << 24)) {
     return Status::Invalid("channel max_blocks ", options.max_blocks, " exceeds 2^24");
   }
@@ -101,6 +108,16 @@ Result<ChannelGeometry> ComputeChannelGeometry(const ChannelOptions& options) {
   geometry.shape_count = options.shape_count;
   geometry.shape_size =
       static_cast<uint32_t>(sizeof(ShapeEntryData) + RoundUp(options.shape_bytes, 64));
+  if (options.fixed_block_bytes != 0) {
+    geometry.fixed_size = static_cast<uint32_t>(RoundUp(options.fixed_block_bytes, 64));
+    geometry.fixed_count = options.fixed_block_count != 0
+                               ? options.fixed_block_count
+                               : std::min(2 * options.slot_count, kMaxFixedBlocks);
+    if (uint64_t{geometry.fixed_count} * geometry.fixed_size > kMaxSegmentSize / 2) {
+      return Status::Invalid("channel fixed blocks: ", geometry.fixed_count, " of ",
+                             geometry.fixed_size, " bytes exceed ", kMaxSegmentSize / 2);
+    }
+  }
   Lay(&geometry);
   return geometry;
 }
@@ -125,6 +142,9 @@ void WriteChannelHeader(const ChannelGeometry& geometry, ChannelHeaderData* h) {
   h->extension_count = geometry.extension_count;
   h->extensions_offset = geometry.extensions_offset;
   h->arena_max = geometry.arena_max;
+  h->fixed_offset = geometry.fixed_offset;
+  h->fixed_count = geometry.fixed_count;
+  h->fixed_size = geometry.fixed_size;
 }
 
 Result<ChannelGeometry> ReadChannelHeader(const ChannelHeaderData& h, uint64_t payload_size,
@@ -149,6 +169,8 @@ Result<ChannelGeometry> ReadChannelHeader(const ChannelHeaderData& h, uint64_t p
   geometry.arena_size = h.arena_size;
   geometry.extension_count = h.extension_count;
   geometry.arena_max = h.arena_max;
+  geometry.fixed_count = h.fixed_count;
+  geometry.fixed_size = h.fixed_size;
   const bool counts_ok =
       (geometry.policy == static_cast<uint32_t>(SlowConsumerPolicy::kBlockProducer) ||
        geometry.policy == static_cast<uint32_t>(SlowConsumerPolicy::kDropOldest)) &&
@@ -167,20 +189,27 @@ Result<ChannelGeometry> ReadChannelHeader(const ChannelHeaderData& h, uint64_t p
       geometry.shape_count <= kMaxShapes && geometry.shape_size >= sizeof(ShapeEntryData) &&
       geometry.shape_size % 64 == 0 &&
       geometry.shape_size <= sizeof(ShapeEntryData) + kMaxInlinePayload &&
-      geometry.arena_size % 64 == 0 && geometry.arena_size <= payload_size;
+      geometry.arena_size % 64 == 0 && geometry.arena_size <= payload_size &&
+      // Fixed blocks: whole 64-byte pieces of the segment, so that their
+      // count (which sizes a consumer's hold counts) is bounded by it.
+      geometry.fixed_count <= kMaxFixedBlocks && geometry.fixed_size % 64 == 0 &&
+      (geometry.fixed_count == 0
+           ? geometry.fixed_size == 0
+           : (geometry.fixed_size != 0 &&
+              uint64_t{geometry.fixed_count} * geometry.fixed_size <= payload_size));
   if (!counts_ok) {
-    return Status::Invalid("channel '", name, "': header counts out of range (",
-                           geometry.slot_count, " slots, ", geometry.inline_capacity,
-                           " inline bytes, ", geometry.max_consumers, " consumers, ",
-                           geometry.block_count, " blocks, ", geometry.return_capacity,
-                           " return entries, ", geometry.shape_count, " shapes of ",
-                           geometry.shape_size, " bytes, arena of ", geometry.arena_size, " up to ",
-                           geometry.arena_max, ", ", geometry.extension_count, " extensions)");
+    return Status::Invalid(
+        "channel '", name, "': header counts out of range (", geometry.slot_count, " slots, ",
+        geometry.inline_capacity, " inline bytes, ", geometry.max_consumers, " consumers, ",
+        geometry.block_count, " blocks, ", geometry.return_capacity, " return entries, ",
+        geometry.shape_count, " shapes of ", geometry.shape_size, " bytes, arena of ",
+        geometry.arena_size, " up to ", geometry.arena_max, ", ", geometry.extension_count,
+        " extensions, ", geometry.fixed_count, " fixed blocks of ", geometry.fixed_size, " bytes)");
   }
   Lay(&geometry);
   if (h.slot_size != geometry.slot_size || h.controls_offset != geometry.controls_offset ||
       h.slots_offset != geometry.slots_offset || h.shapes_offset != geometry.shapes_offset ||
-      h.arena_offset != geometry.arena_offset ||
+      h.arena_offset != geometry.arena_offset || h.fixed_offset != geometry.fixed_offset ||
       h.extensions_offset != geometry.extensions_offset || geometry.total_size > payload_size) {
     return Status::Invalid("channel '", name,
                            "': header offsets do not match its counts or "

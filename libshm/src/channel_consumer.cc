@@ -39,12 +39,31 @@ struct ChannelConsumer::SlotCopy {
   uint32_t shape = 0;
   uint32_t extension = 0;                   // 0: the body is in the channel segment's arena
   const std::byte* in_extension = nullptr;  // else: where, once checked
+  std::atomic<uint32_t>* hold = nullptr;    // a fixed block: our hold count of it, taken
 };
+
+namespace {
+// Lets go of a block claimed by ReadSlot and not delivered.
+inline void GiveBack(ChannelBlock::Returns& returns, const uint64_t block,
+                     std::atomic<uint32_t>* hold) {
+  if (hold != nullptr) {
+    // Release: as ChannelBlock::Release.
+    hold->fetch_sub(1, std::memory_order_release);
+  } else {
+    returns.Push(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32));
+  }
+}
+}  // namespace
 
 // A body in an extension: maps it the first time, then checks the range
 // against the mapping. Off the inlined path: a message in the channel
 // segment's arena never comes here.
-[[gnu::noinline]] Status ChannelConsumer::CheckExtension(Impl& state, uint64_t c, SlotCopy* copy) {
+// Takes the copy by value and says where through `*where`, so that the
+// caller's copy never has its address taken and stays in registers.
+[[gnu::noinline]] Status ChannelConsumer::CheckExtension(Impl& state, uint64_t c,
+                                                         const SlotCopy copy_value,
+                                                         const std::byte** where) {
+  const SlotCopy* copy = &copy_value;
   const uint64_t arena = copy->offset >> internal::kExtensionShift;
   const uint64_t local = copy->offset & internal::kExtensionOffsetMask;
   if (arena == 0 || arena > state.geometry.extension_count) {
@@ -62,7 +81,7 @@ struct ChannelConsumer::SlotCopy {
                            copy->length, " bytes at offset ", local, " of extension ",
                            copy->extension, ", outside its ", view.size, " bytes");
   }
-  copy->in_extension = view.base + local;
+  *where = view.base + local;
   return Status::OK();
 }
 
@@ -115,12 +134,28 @@ struct ChannelConsumer::SlotCopy {
     *problem =
         Status::Invalid("channel '", state.name, "': message ", c, " has ", size,
                         " inline bytes, more than the capacity ", state.geometry.inline_capacity);
+  } else if (block != 0 && (descriptor & internal::kFixedBlockFlag) != 0) {
+    // A fixed block: exactly where block i lies, in the channel segment.
+    const uint32_t i = descriptor & ~internal::kFixedBlockFlag;
+    if (i >= state.geometry.fixed_count || copy->extension != 0 ||
+        offset != state.geometry.fixed_offset + uint64_t{i} * state.geometry.fixed_size ||
+        length > state.geometry.fixed_size) {
+      *problem = Status::Invalid("channel '", state.name, "': message ", c, " names fixed block ",
+                                 i, " at offset ", offset, " (", length, " bytes, extension ",
+                                 copy->extension, "); the channel has ", state.geometry.fixed_count,
+                                 " of ", state.geometry.fixed_size, " bytes from offset ",
+                                 state.geometry.fixed_offset);
+    } else {
+      copy->hold = state.holds + i;
+    }
   } else if (block != 0 && (descriptor >= state.geometry.block_count || generation == 0)) {
     *problem = Status::Invalid("channel '", state.name, "': message ", c, " names descriptor ",
                                descriptor, " of generation ", generation, " (the channel has ",
                                state.geometry.block_count, " descriptors)");
   } else if (block != 0 && copy->extension != 0) {
-    *problem = CheckExtension(state, c, copy);
+    const std::byte* where = nullptr;
+    *problem = CheckExtension(state, c, *copy, &where);
+    copy->in_extension = where;
   } else if (block != 0 &&
              (offset < state.geometry.arena_offset ||
               offset > state.geometry.arena_offset + state.geometry.arena_size ||
@@ -136,13 +171,17 @@ struct ChannelConsumer::SlotCopy {
     state.StoreCursor(cursor_);
     return false;
   }
+  // A fixed block is held from here, before our cursor passes its message
+  // (seq_cst: with kDropOldest the first of the Dekker trio below; with
+  // kBlockProducer the cursor store that follows publishes it).
+  if (copy->hold != nullptr) copy->hold->fetch_add(1, std::memory_order_seq_cst);
   if (!state.drop) return true;  // the cursor moves in Deliver
   state.StoreCursor(c + 1);
   if (slot->sequence.load(std::memory_order_seq_cst) != seq) {
     // Lapped after we read a consistent slot: the producer may count the
-    // block as ours (it saw our cursor) or not; returning it is right
-    // either way (a return it does not expect is ignored).
-    if (block != 0) state.returns->Push(descriptor, generation);
+    // block as ours (it saw our cursor, or our hold) or not; giving it back
+    // is right either way (a return it does not expect is ignored).
+    if (block != 0) GiveBack(*state.returns, block, copy->hold);
     ++late_laps_;
     return false;
   }
@@ -191,10 +230,7 @@ inline bool ChannelConsumer::SkipLapped(Impl& state, uint64_t c, uint32_t attemp
     if (seq != 2 * m + 2) break;  // lapped already, or not written yet
     SlotCopy copy;
     if (!ReadSlot(state, m, slot, seq, scratch, &copy, problem)) break;
-    if (copy.block != 0) {
-      state.returns->Push(static_cast<uint32_t>(copy.block),
-                          static_cast<uint32_t>(copy.block >> 32));
-    }
+    if (copy.block != 0) GiveBack(*state.returns, copy.block, copy.hold);
     ++lost_;
     ++pending_lost_;
     cursor_ = m + 1;
@@ -220,13 +256,13 @@ inline bool ChannelConsumer::SkipLapped(Impl& state, uint64_t c, uint32_t attemp
   }
   ChannelBlock& body = out->body_;
   if (body.held_) {
-    body.returns_->Push(body.descriptor_, body.generation_);
-    body.held_ = false;
+    body.Release();
   }
   if (copy.block != 0) {
     if (body.returns_ != state.returns) body.returns_ = state.returns;
     body.data_ = {copy.extension == 0 ? state.data + copy.offset : copy.in_extension,
                   static_cast<std::size_t>(copy.length)};
+    body.hold_ = copy.hold;
     body.descriptor_ = static_cast<uint32_t>(copy.block);
     body.generation_ = static_cast<uint32_t>(copy.block >> 32);
     body.held_ = true;

@@ -52,7 +52,10 @@ struct ChannelGeometry {
   uint64_t arena_size = 0;  ///< the initial arena
   uint32_t extension_count = 0;
   uint64_t extensions_offset = 0;
-  uint64_t arena_max = 0;   ///< the initial arena plus every extension, at most
+  uint64_t arena_max = 0;    ///< the initial arena plus every extension, at most
+  uint32_t fixed_count = 0;  ///< fixed blocks (0: none)
+  uint32_t fixed_size = 0;   ///< bytes of each, a multiple of 64
+  uint64_t fixed_offset = 0;
   uint64_t total_size = 0;  ///< payload bytes
 };
 

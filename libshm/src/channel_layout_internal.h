@@ -29,8 +29,19 @@ inline constexpr uint64_t kChannelMagic = 0x314e4148434b4c41ULL;
 inline constexpr uint64_t kRegistryMagic = 0x31474552434b4c41ULL;
 inline constexpr uint64_t kConsumerSegMagic = 0x314e4f43434b4c41ULL;
 /// 2: the arena grows by extension segments (ExtensionEntryData, the slot's
-/// `extension`).
-inline constexpr uint32_t kChannelLayoutVersion = 2;
+/// `extension`). 3: fixed blocks (the header's `fixed_*` fields, the
+/// consumer segment's hold counts after its return queue; a slot's block
+/// word with kFixedBlockFlag).
+inline constexpr uint32_t kChannelLayoutVersion = 3;
+
+/// A slot's block word names fixed block i (ChannelOptions::fixed_block_bytes)
+/// as descriptor kFixedBlockFlag | i, generation 0: such a block is not in the
+/// producer's block table and is never returned through the return queue; a
+/// consumer holds it by its hold count (ConsumerSegHeaderData, after the
+/// return queue) instead.
+inline constexpr uint32_t kFixedBlockFlag = uint32_t{1} << 31;
+/// Fixed blocks a channel may have, at most.
+inline constexpr uint32_t kMaxFixedBlocks = uint32_t{1} << 20;
 
 /// Entries of a channel's extension table: extension segments mapped at
 /// once, at most (with the channel segment's own, 64 arenas: one bit each
@@ -71,7 +82,12 @@ struct alignas(kCacheLineSize) ChannelHeaderData {
   uint64_t arena_size;
   uint64_t extensions_offset;  ///< the extension table
   uint64_t arena_max;          ///< the most the arena may grow to, extensions included
-  uint8_t pad0[2 * kCacheLineSize - 112];
+  /// Fixed blocks (layout 3): `fixed_count` blocks of `fixed_size` bytes
+  /// (a multiple of 64) from `fixed_offset` (page-aligned, before the
+  /// arena); 0 blocks: none (`fixed_offset` is then the arena's).
+  uint64_t fixed_offset;
+  uint32_t fixed_count;
+  uint32_t fixed_size;
 
   // --- line 2: the producer, per publish.
   /// Messages committed. Stored (release) after each slot commit. Read by
@@ -104,6 +120,9 @@ struct alignas(kCacheLineSize) ChannelHeaderData {
   uint8_t pad5[kCacheLineSize - 8];
 };
 ALKAID_SHM_PLAIN_DATA(ChannelHeaderData, 6 * kCacheLineSize);
+static_assert(offsetof(ChannelHeaderData, fixed_offset) == 112 &&
+                  offsetof(ChannelHeaderData, write_sequence) == 2 * kCacheLineSize,
+              "the fixed blocks' fields fill what was line 1's padding");
 
 /// The producer's line about consumer k (it alone writes it).
 struct alignas(kCacheLineSize) ConsumerControlData {
@@ -237,7 +256,10 @@ struct alignas(kCacheLineSize) ConsumerSegHeaderData {
   /// lives in what was padding: 0 ("none") in older segments, so the
   /// layout version stays (docs/COMPATIBILITY.md).
   uint64_t token;
-  uint8_t pad0[kCacheLineSize - 40];
+  /// Hold counts after the return queue (layout 3): the channel's
+  /// fixed_count, 32-bit each (the area rounded up to 64 bytes).
+  uint32_t fixed_count;
+  uint8_t pad0[kCacheLineSize - 44];
   // line 1: the cursor, next sequence to read. Stored by the consumer
   // (release; seq_cst with kDropOldest, see docs); the producer loads it
   // when it needs room. Its low half is the futex word a producer waiting
@@ -262,11 +284,20 @@ struct alignas(kCacheLineSize) ConsumerSegHeaderData {
   std::atomic<uint32_t> state;
   uint8_t pad3[kCacheLineSize - 4];
   // then: std::atomic<uint64_t> returns[return_capacity], one per returned
-  // block: ReturnWord(lap, descriptor, generation).
+  // block: ReturnWord(lap, descriptor, generation);
+  // then: std::atomic<uint32_t> holds[fixed_count]: how many of the
+  // consumer's holders hold fixed block i (0 or 1 from an honest consumer).
+  // Incremented by the consumer thread when it claims a message with that
+  // block (seq_cst, before the cursor store that passes it), decremented
+  // (release) by whichever thread lets go of the body. The producer reuses a
+  // fixed block only when every accepted consumer's count is 0 and every
+  // counted consumer's cursor passed its message (or, with kDropOldest, its
+  // slot was overwritten): docs/SHM_LAYOUT.md, "Fixed blocks".
 };
 ALKAID_SHM_PLAIN_DATA(ConsumerSegHeaderData, 4 * kCacheLineSize);
 static_assert(offsetof(ConsumerSegHeaderData, from_oldest) == 28 &&
                   offsetof(ConsumerSegHeaderData, token) == 32 &&
+                  offsetof(ConsumerSegHeaderData, fixed_count) == 40 &&
                   offsetof(ConsumerSegHeaderData, cursor) == kCacheLineSize,
               "the consumer segment's fields keep the offsets of layout version 2");
 
@@ -285,6 +316,12 @@ constexpr uint64_t ReturnWord(uint64_t lap, uint32_t descriptor, uint32_t genera
 /// Packs a block's identity for a slot: 0 means no body.
 constexpr uint64_t PackBlock(uint32_t descriptor, uint32_t generation) {
   return (uint64_t{generation} << 32) | descriptor;
+}
+
+/// Bytes of a consumer segment's data: header, return queue, hold counts.
+constexpr uint64_t ConsumerSegmentBytes(uint32_t return_capacity, uint32_t fixed_count) {
+  return sizeof(ConsumerSegHeaderData) + uint64_t{return_capacity} * 8 +
+         (uint64_t{fixed_count} * 4 + kCacheLineSize - 1) / kCacheLineSize * kCacheLineSize;
 }
 
 }  // namespace alkaid::shm::internal

@@ -147,26 +147,40 @@ Result<std::unique_ptr<ChannelProducer>> ChannelProducer::Create(std::string_vie
                                        "max_arena_bytes)");
   }
   const uint64_t capacity = std::max<uint64_t>(internal::RoundUp(length, 64), 64);
-  // A freed block of this size first (the warmest), then returned ones,
-  // then new space.
-  uint32_t desc = state.blocks.TakeCached(capacity);
+  // A fixed block if it fits one; else a freed block of this size first
+  // (the warmest), then returned ones, then new space.
+  uint32_t desc = capacity <= state.geometry.fixed_size ? state.TakeFixed() : kNoBlock;
   if (desc == kNoBlock) {
-    state.TakeReleased();
-    state.consumers.DrainAllReturns(state.blocks);
     desc = state.blocks.TakeCached(capacity);
+    if (desc == kNoBlock) {
+      state.TakeReleased();
+      state.consumers.DrainAllReturns(state.blocks);
+      desc = state.blocks.TakeCached(capacity);
+    }
+    if (desc == kNoBlock) desc = state.blocks.TryTake(capacity);
+    if (desc == kNoBlock) {
+      ALKAID_ASSIGN_OR_RAISE(desc, state.WaitForSpace(length, capacity));
+    }
   }
-  if (desc == kNoBlock) desc = state.blocks.TryTake(capacity);
-  if (desc == kNoBlock) {
-    ALKAID_ASSIGN_OR_RAISE(desc, state.WaitForSpace(length, capacity));
-  }
-  state.blocks.Lend(desc);
-  const internal::Block& b = state.blocks[desc];
   ChannelLoan& loan = *into;
   if (loan.owner_ != impl_) loan.owner_ = impl_;
-  loan.data_ = {state.Address(b.offset), static_cast<std::size_t>(length)};
-  loan.offset_ = b.offset;
+  if (state.IsFixed(desc)) {
+    const uint32_t i = desc - state.geometry.block_count;
+    ProducerState::FixedBlock& f = state.fixed[i];
+    f.loaned = true;
+    f.loan_ref = true;
+    const uint64_t offset = state.geometry.fixed_offset + uint64_t{i} * state.geometry.fixed_size;
+    loan.data_ = {state.segment_data + offset, static_cast<std::size_t>(length)};
+    loan.offset_ = offset;
+    loan.generation_ = 0;
+  } else {
+    state.blocks.Lend(desc);
+    const internal::Block& b = state.blocks[desc];
+    loan.data_ = {state.Address(b.offset), static_cast<std::size_t>(length)};
+    loan.offset_ = b.offset;
+    loan.generation_ = b.generation;
+  }
   loan.descriptor_ = desc;
-  loan.generation_ = b.generation;
   loan.held_ = true;
   return Status::OK();
 }
@@ -230,7 +244,9 @@ namespace {
     uint32_t shape) {
   ProducerState& state = *impl_;
   if (state.closed) return Status::Invalid("channel '", state.name, "' is closed");
-  if (body != nullptr && state.blocks[body->descriptor_].state != BlockState::kLoaned) {
+  if (body != nullptr && (state.IsFixed(body->descriptor_)
+                              ? !state.fixed[body->descriptor_ - state.geometry.block_count].loaned
+                              : state.blocks[body->descriptor_].state != BlockState::kLoaned)) {
     return Status::Invalid("channel '", state.name, "': the loan was published already");
   }
   if (payload.size() > state.geometry.inline_capacity) {
@@ -252,8 +268,10 @@ namespace {
   ChannelSlotData* slot = state.Slot(n);
   const uint32_t index = static_cast<uint32_t>(n & state.geometry.mask);
   const uint32_t old = state.slots.slot_block[index];
+  // A fixed block's holders are not bits: its slot's entry alone goes.
+  const bool old_fixed = old != kNoBlock && state.IsFixed(old);
   if (lapping && drop) {
-    LapForDropOldest(state, slot, n, old);
+    LapForDropOldest(state, slot, n, old_fixed ? kNoBlock : old);
   } else {
     slot->sequence.store(2 * n + 1, std::memory_order_relaxed);
     // Release fence: the odd sequence is visible before any field below
@@ -262,19 +280,30 @@ namespace {
   }
   if (old != kNoBlock) {
     state.slots.slot_block[index] = kNoBlock;
-    state.blocks.DropSlotRef(old);
+    if (!old_fixed) state.blocks.DropSlotRef(old);
   }
-  uint32_t desc = kNoBlock;
   if (body != nullptr) {
-    desc = body->descriptor_;
-    state.blocks.Publish(desc, keep, state.consumers.counted());
-    const internal::Block& b = state.blocks[desc];
+    const uint32_t desc = body->descriptor_;
+    uint64_t word;
+    if (state.IsFixed(desc)) {
+      const uint32_t i = desc - state.geometry.block_count;
+      ProducerState::FixedBlock& f = state.fixed[i];
+      f.loaned = false;
+      f.loan_ref = keep;
+      f.sequence = n;
+      f.in_flight = true;
+      state.PushFlight(i);
+      word = internal::PackBlock(internal::kFixedBlockFlag | i, 0);
+    } else {
+      state.blocks.Publish(desc, keep, state.consumers.counted());
+      word = internal::PackBlock(desc, body->generation_);
+    }
     state.slots.slot_block[index] = desc;
-    slot->body_offset.store(b.offset, std::memory_order_relaxed);
+    slot->body_offset.store(body->offset_, std::memory_order_relaxed);
     slot->body_length.store(body->data_.size(), std::memory_order_relaxed);
     state.stats.published_bytes += body->data_.size();
-    slot->block.store(internal::PackBlock(desc, b.generation), std::memory_order_relaxed);
-    slot->extension.store(state.ArenaId(b.offset), std::memory_order_relaxed);
+    slot->block.store(word, std::memory_order_relaxed);
+    slot->extension.store(state.ArenaId(body->offset_), std::memory_order_relaxed);
   } else {
     slot->body_offset.store(0, std::memory_order_relaxed);
     slot->body_length.store(0, std::memory_order_relaxed);
@@ -413,7 +442,8 @@ ChannelStats ChannelProducer::stats() const {
   s.consumers_accepted = counts.consumers_accepted;
   s.consumers_finished = counts.consumers_finished;
   s.consumers_reclaimed = counts.consumers_reclaimed;
-  s.blocks_live = state.blocks.blocks_live();
+  // Fixed blocks not known free: loaned, in flight or held.
+  s.blocks_live = state.blocks.blocks_live() + (state.geometry.fixed_count - state.fixed_free_top);
   s.arena_bytes_free = state.blocks.free_bytes();
   s.arena_bytes = state.arena_bytes;
   for (const auto& e : state.extensions) s.extensions += e.id != 0 ? 1 : 0;
@@ -430,6 +460,14 @@ void ChannelProducer::consumers(std::vector<ChannelConsumerInfo>* into) const {
   const ProducerState& state = *impl_;
   std::vector<ChannelConsumerInfo>& out = *into;
   state.consumers.Describe(state.blocks, &out);
+  if (state.geometry.fixed_count != 0) {
+    for (ChannelConsumerInfo& c : out) {
+      if (!c.accepted) continue;
+      const uint64_t held = state.FixedHeldBy(c.index);
+      c.held_blocks += held;
+      c.held_bytes += held * state.geometry.fixed_size;
+    }
+  }
   // Bytes read: every body published, less those the slots still hold of
   // the messages from the consumer's cursor on (older ones were
   // overwritten: lost to it, counted as passed).

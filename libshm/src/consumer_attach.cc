@@ -174,7 +174,8 @@ Result<std::unique_ptr<ChannelConsumer>> ChannelConsumer::Open(
   // access through that group belongs to it).
   own_options.group = state.channel->group();
   auto own = Segment::Create(
-      own_name, sizeof(ConsumerSegHeaderData) + uint64_t{state.geometry.return_capacity} * 8,
+      own_name,
+      internal::ConsumerSegmentBytes(state.geometry.return_capacity, state.geometry.fixed_count),
       SegmentKind::kChannelConsumer, own_options);
   if (!own.ok()) {
     unclaim();
@@ -187,6 +188,7 @@ Result<std::unique_ptr<ChannelConsumer>> ChannelConsumer::Open(
   state.own->return_capacity = state.geometry.return_capacity;
   state.own->from_oldest = options.from_oldest ? 1 : 0;
   state.own->token = options.token;
+  state.own->fixed_count = state.geometry.fixed_count;
   // Release: partner of the producer's acquire load of the magic.
   state.own->magic.store(internal::kConsumerSegMagic, std::memory_order_release);
 
@@ -197,6 +199,9 @@ Result<std::unique_ptr<ChannelConsumer>> ChannelConsumer::Open(
   returns->header = state.own;
   returns->cells = reinterpret_cast<std::atomic<uint64_t>*>(returns->own->data() +
                                                             sizeof(ConsumerSegHeaderData));
+  state.holds = reinterpret_cast<std::atomic<uint32_t>*>(
+      returns->own->data() + sizeof(ConsumerSegHeaderData) +
+      uint64_t{state.geometry.return_capacity} * 8);
   returns->capacity = state.geometry.return_capacity;
   returns->capacity_log2 = static_cast<uint32_t>(__builtin_ctz(state.geometry.return_capacity));
   state.control = reinterpret_cast<const ConsumerControlData*>(state.channel->data() +

@@ -108,8 +108,9 @@ void ConsumerSet::Accept(uint32_t k, uint64_t word, BlockTable& blocks, const Sl
          h->layout_version == kChannelLayoutVersion && h->index == k &&
          h->registration == RegWithState(word, kRegClaimed) &&
          h->return_capacity == geometry_.return_capacity &&
+         h->fixed_count == geometry_.fixed_count &&
          (*opened)->data_size() >=
-             sizeof(ConsumerSegHeaderData) + uint64_t{geometry_.return_capacity} * 8;
+             ConsumerSegmentBytes(geometry_.return_capacity, geometry_.fixed_count);
   }
   if (!ok) {
     // Not a consumer we can serve (its segment is missing or malformed):
@@ -124,6 +125,8 @@ void ConsumerSet::Accept(uint32_t k, uint64_t word, BlockTable& blocks, const Sl
   c.header = h;
   c.returns = reinterpret_cast<const std::atomic<uint64_t>*>(c.segment->data() +
                                                              sizeof(ConsumerSegHeaderData));
+  c.holds = reinterpret_cast<const std::atomic<uint32_t>*>(
+      c.segment->data() + sizeof(ConsumerSegHeaderData) + uint64_t{geometry_.return_capacity} * 8);
   c.return_capacity = geometry_.return_capacity;
   c.return_log2 = static_cast<uint32_t>(__builtin_ctz(geometry_.return_capacity));
   c.returns_read = 0;
@@ -144,12 +147,18 @@ void ConsumerSet::Accept(uint32_t k, uint64_t word, BlockTable& blocks, const Sl
           channel_data_ + geometry_.slots_offset +
           ((start - 1) & geometry_.mask) * geometry_.slot_size);
       const bool has_body = slot->block.load(std::memory_order_relaxed) != 0;
-      if (has_body && (d == kNoBlock || !blocks[d].slot_ref)) break;
+      // A fixed block the slot still names carries its message: the
+      // producer clears the slot's entry when it frees the block (and does
+      // not free it before this consumer, counted from now on, passes it).
+      const bool intact = d != kNoBlock && (d >= geometry_.block_count || blocks[d].slot_ref);
+      if (has_body && !intact) break;
       --start;
     }
     for (uint64_t m = start; m < next; ++m) {
       const uint32_t d = slots.slot_block[m & geometry_.mask];
-      if (d != kNoBlock && blocks[d].slot_ref) SetBit(blocks[d].holders, k);
+      if (d != kNoBlock && d < geometry_.block_count && blocks[d].slot_ref) {
+        SetBit(blocks[d].holders, k);
+      }
     }
   }
   c.start = start;
@@ -181,7 +190,7 @@ void ConsumerSet::ReleaseUnread(uint32_t k, uint64_t cursor, BlockTable& blocks,
       std::max(cursor, next > geometry_.slot_count ? next - geometry_.slot_count : uint64_t{0});
   for (uint64_t m = first; m < next; ++m) {
     const uint32_t d = slots.slot_block[m & geometry_.mask];
-    if (d != kNoBlock) blocks.DropHolder(d, k);
+    if (d != kNoBlock && d < geometry_.block_count) blocks.DropHolder(d, k);
   }
 }
 

@@ -37,6 +37,7 @@ struct ConsumerState {
   std::shared_ptr<Segment> segment;  // read-only
   const ConsumerSegHeaderData* header = nullptr;
   const std::atomic<uint64_t>* returns = nullptr;
+  const std::atomic<uint32_t>* holds = nullptr;  // fixed_count hold counts
   uint32_t return_capacity = 0;
   uint32_t return_log2 = 0;
   uint64_t returns_read = 0;
@@ -86,6 +87,8 @@ class ConsumerSet {
   /// as bit words (holders of a new message) and as a list, and how many.
   const uint64_t* counted() const { return counted_; }
   const std::vector<uint32_t>& counted_list() const { return counted_list_; }
+  /// The accepted consumers, closed ones too (their holds still count).
+  const std::vector<uint32_t>& accepted_list() const { return accepted_list_; }
   uint32_t counted_count() const { return counted_count_; }
 
   /// A lower bound of the counted consumers' cursors (kept up to date by

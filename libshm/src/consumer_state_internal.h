@@ -34,6 +34,8 @@ struct ChannelConsumer::Impl {
   internal::RegistryHeaderData* reg_header = nullptr;
   internal::ConsumerSegHeaderData* own = nullptr;
   std::shared_ptr<ChannelBlock::Returns> returns;
+  // Our hold counts of the fixed blocks, in our segment (returns keeps it).
+  std::atomic<uint32_t>* holds = nullptr;
   uint32_t index = 0;
   uint64_t word = 0;  // our registration word, requested state
   uint32_t producer_pid = 0;

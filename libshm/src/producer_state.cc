@@ -30,10 +30,21 @@ ProducerState::ProducerState(const ChannelOptions& options_in, std::string name_
   slots.slot_block.assign(geometry.slot_count, kNoBlock);
   arena_base[0] = segment->data();
   slot_base = segment->data() + geometry.slots_offset;
+  segment_data = segment->data();
   arena_bytes = geometry.arena_size;
   next_idle_check = Clock::now();
-  released_next = std::make_unique<std::atomic<uint32_t>[]>(geometry.block_count);
-  released_generation = std::make_unique<std::atomic<uint32_t>[]>(geometry.block_count);
+  // Dropped loans by descriptor: the block table's, then the fixed blocks'.
+  const uint64_t descriptors = uint64_t{geometry.block_count} + geometry.fixed_count;
+  released_next = std::make_unique<std::atomic<uint32_t>[]>(descriptors);
+  released_generation = std::make_unique<std::atomic<uint32_t>[]>(descriptors);
+  fixed.resize(geometry.fixed_count);
+  fixed_free = std::make_unique<uint32_t[]>(geometry.fixed_count);
+  fixed_flight = std::make_unique<uint32_t[]>(geometry.fixed_count);
+  // Block 0 on top: the first loans take the lowest blocks.
+  for (uint32_t i = 0; i < geometry.fixed_count; ++i) {
+    fixed_free[i] = geometry.fixed_count - 1 - i;
+  }
+  fixed_free_top = geometry.fixed_count;
 }
 
 void ProducerState::CollectSpace() {
@@ -45,7 +56,7 @@ void ProducerState::CollectSpace() {
   const uint64_t oldest = next > geometry.slot_count ? next - geometry.slot_count : 0;
   for (uint64_t m = oldest; m < passed; ++m) {
     const uint32_t d = slots.slot_block[m & geometry.mask];
-    if (d == kNoBlock) continue;
+    if (d == kNoBlock || IsFixed(d)) continue;
     slots.slot_block[m & geometry.mask] = kNoBlock;
     blocks.DropSlotRef(d);
   }
@@ -168,9 +179,13 @@ Result<uint32_t> ProducerState::WaitForSpace(uint64_t length, uint64_t capacity)
   auto pause = std::chrono::microseconds(20);
   Status grown;  // the growth's error, if it failed
   bool tried_growing = false;
+  const bool fits_fixed = capacity <= geometry.fixed_size;
   while (true) {
     CollectSpace();
-    uint32_t desc = blocks.TryTake(capacity);
+    // A fixed block that came free meanwhile serves as well.
+    uint32_t desc = fits_fixed ? TakeFixed() : kNoBlock;
+    if (desc != kNoBlock) return desc;
+    desc = blocks.TryTake(capacity);
     if (desc != kNoBlock) return desc;
     blocks.FlushClasses();
     desc = blocks.TryTake(capacity);
@@ -178,6 +193,8 @@ Result<uint32_t> ProducerState::WaitForSpace(uint64_t length, uint64_t capacity)
     // Still nothing: consumers that died may hold it (pid checks).
     consumers.ReapDead(blocks);
     CollectSpace();
+    desc = fits_fixed ? TakeFixed() : kNoBlock;
+    if (desc != kNoBlock) return desc;
     desc = blocks.TryTake(capacity);
     if (desc != kNoBlock) return desc;
     // Then a new extension, if descriptors are what is left (more space

@@ -7,12 +7,14 @@
 // Every member and call is for the producer thread, except the stack of
 // dropped loans (PushReleased: any thread).
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "alkaid/common/status.h"
 #include "alkaid/shm/channel.h"
@@ -36,7 +38,8 @@ struct ProducerState {
   std::shared_ptr<Segment> segment;
   std::shared_ptr<Segment> registry;
   ChannelHeaderData* header = nullptr;
-  std::byte* slot_base = nullptr;  // the first slot (segment->data() + slots_offset)
+  std::byte* slot_base = nullptr;     // the first slot (segment->data() + slots_offset)
+  std::byte* segment_data = nullptr;  // segment->data(): where fixed block offsets start
 
   BlockTable blocks;
   ConsumerSet consumers;
@@ -62,6 +65,158 @@ struct ProducerState {
   uint64_t arena_bytes = 0;  // the initial arena and every extension
   uint32_t next_extension_id = 1;
   std::chrono::steady_clock::time_point next_idle_check;
+
+  // --- fixed blocks (ChannelOptions::fixed_block_bytes) -----------------------
+  // Fixed block i lies at fixed_offset + i * fixed_size of the segment's data.
+  // A loan and slots.slot_block name it as descriptor block_count + i (one
+  // space with the block table's descriptors), a slot as kFixedBlockFlag | i.
+  // It is not in the block table: the slot's reference, the loan's and the
+  // consumers' holds are kept here and in each consumer's hold counts.
+  struct FixedBlock {
+    uint64_t sequence = 0;   // the message it carried last (while in flight)
+    bool loaned = false;     // lent and not published yet
+    bool loan_ref = false;   // a ChannelLoan names it (loaned, or kept after its publish)
+    bool in_flight = false;  // published, on the flight queue until it is reused
+  };
+  std::vector<FixedBlock> fixed;
+  // Free fixed blocks, a LIFO stack (the most recently freed, the warmest,
+  // first), and the published ones, a ring in publish order (the oldest,
+  // likely the first every consumer passed, first). Both hold fixed_count at
+  // most: no allocation after the constructor.
+  std::unique_ptr<uint32_t[]> fixed_free;
+  uint32_t fixed_free_top = 0;
+  std::unique_ptr<uint32_t[]> fixed_flight;
+  uint32_t flight_head = 0;
+  uint32_t flight_size = 0;
+
+  bool IsFixed(uint32_t descriptor) const { return descriptor >= geometry.block_count; }
+
+  /// Where published fixed block `i` stands. kUnread: some counted consumer
+  /// has not passed its message (and, with kDropOldest, its slot was not
+  /// overwritten yet). kHeld: passed, but a loan kept after its publish or
+  /// an accepted consumer (closed ones too) still holds it. kFree: it may be
+  /// lent again. The loads of the hold counts are seq_cst: with kDropOldest,
+  /// the Dekker partner of a consumer's seq_cst increment, cursor store and
+  /// reload of the slot's sequence (our odd store of the overwrite came
+  /// first); with kBlockProducer they follow our acquire load of the cursor
+  /// that passed the message, which the consumer stored after its increment.
+  enum class FixedState : uint8_t { kUnread, kHeld, kFree };
+  FixedState LookAtFixed(uint32_t i) {
+    const FixedBlock& b = fixed[i];
+    const uint64_t n = slots.next_sequence;
+    const bool overwritten = b.sequence + geometry.slot_count < n;
+    if (!(overwritten && options.policy == SlowConsumerPolicy::kDropOldest) &&
+        consumers.min_cursor() <= b.sequence && consumers.ScanMinCursor(n) <= b.sequence) {
+      return FixedState::kUnread;
+    }
+    if (b.loan_ref) return FixedState::kHeld;
+    for (uint32_t k : consumers.accepted_list()) {
+      if (consumers[k].holds[i].load(std::memory_order_seq_cst) != 0) return FixedState::kHeld;
+    }
+    return FixedState::kFree;
+  }
+
+  /// A free fixed block (descriptor block_count + i; not lent yet), or
+  /// kNoBlock. First moves the oldest published ones that may be reused to
+  /// the free stack (up to 8 looks per call; one that is passed but still
+  /// held goes to the back of the ring): those whose slot was overwritten,
+  /// and, when no other is free, those of messages still in their slots
+  /// (as the block table's slot references go under pressure: a consumer
+  /// opened from_oldest then starts after them).
+  [[gnu::always_inline]] uint32_t TakeFixed() {
+    // The common case inline: the oldest block in flight left its slot and
+    // is free (a consumer that keeps up), or it has not and another is
+    // free. Everything else (a held block to rotate, none free) is
+    // TakeFixedSlow's.
+    const uint32_t top = fixed_free_top;
+    if (flight_size != 0) {
+      const uint32_t i = fixed_flight[flight_head];
+      const uint64_t sequence = fixed[i].sequence;
+      const uint64_t next = slots.next_sequence;
+      if (sequence + geometry.slot_count < next) {
+        if (LookAtFixed(i) != FixedState::kFree) return TakeFixedSlow();
+        flight_head = flight_head + 1 == geometry.fixed_count ? 0 : flight_head + 1;
+        --flight_size;
+        fixed[i].in_flight = false;
+        // Its slot holds a later message: nothing there names it.
+        return geometry.block_count + i;
+      }
+    }
+    if (top == 0) return TakeFixedSlow();
+    fixed_free_top = top - 1;
+    return geometry.block_count + fixed_free[top - 1];
+  }
+
+  /// TakeFixed's general way: up to 8 looks at the oldest in flight.
+  [[gnu::noinline]] uint32_t TakeFixedSlow() {
+    // Locals: the stores into the uint32_t arrays below could otherwise
+    // alias every uint32_t member, and each would be loaded again.
+    uint32_t* const stack = fixed_free.get();
+    uint32_t* const flight = fixed_flight.get();
+    uint32_t top = fixed_free_top;
+    uint32_t head = flight_head;
+    uint32_t size = flight_size;
+    const uint32_t count = geometry.fixed_count;
+    const uint64_t in_slots_from =
+        slots.next_sequence - std::min<uint64_t>(slots.next_sequence, geometry.slot_count);
+    for (uint32_t look = 0; look < 8 && size != 0; ++look) {
+      const uint32_t i = flight[head];
+      FixedBlock& b = fixed[i];
+      // Still in its slot, and another block is free: kept for now.
+      if (top != 0 && b.sequence >= in_slots_from) break;
+      const FixedState state = LookAtFixed(i);
+      if (state == FixedState::kUnread) break;  // the later ones are newer
+      head = head + 1 == count ? 0 : head + 1;
+      --size;
+      if (state == FixedState::kFree) {
+        b.in_flight = false;
+        // Its message, if still in its slot, has no body any more (a
+        // consumer accepted from_oldest starts after it).
+        uint32_t& in_slot = slots.slot_block[b.sequence & geometry.mask];
+        if (in_slot == geometry.block_count + i) in_slot = kNoBlock;
+        stack[top++] = i;
+      } else {
+        const uint32_t at = head + size;  // to the back of the ring
+        flight[at >= count ? at - count : at] = i;
+        ++size;
+      }
+    }
+    flight_head = head;
+    flight_size = size;
+    if (top == 0) {
+      fixed_free_top = 0;
+      TakeReleased();  // loans dropped unpublished
+      top = fixed_free_top;
+      if (top == 0) return kNoBlock;
+    }
+    fixed_free_top = top - 1;
+    return geometry.block_count + stack[top - 1];
+  }
+  void PushFlight(uint32_t i) {
+    uint32_t at = flight_head + flight_size;
+    if (at >= geometry.fixed_count) at -= geometry.fixed_count;
+    fixed_flight[at] = i;
+    ++flight_size;
+  }
+  /// The loan of fixed block `i` was dropped: unpublished, it is free again.
+  void DropFixedLoan(uint32_t i) {
+    FixedBlock& b = fixed[i];
+    if (!b.loan_ref) return;
+    b.loan_ref = false;
+    if (b.loaned) {
+      b.loaned = false;
+      fixed_free[fixed_free_top++] = i;
+    }
+  }
+  /// Fixed blocks some accepted consumer holds, and that consumer `k` holds
+  /// (for reports).
+  uint64_t FixedHeldBy(uint32_t k) const {
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < geometry.fixed_count; ++i) {
+      n += consumers[k].holds[i].load(std::memory_order_relaxed) != 0 ? 1 : 0;
+    }
+    return n;
+  }
 
   ChannelSlotData* Slot(uint64_t sequence) const {
     return reinterpret_cast<ChannelSlotData*>(slot_base +
@@ -160,7 +315,8 @@ struct ProducerState {
                                                   std::memory_order_relaxed));
   }
 
-  /// Producer thread: gives the block table every loan dropped since.
+  /// Producer thread: gives the block table (or the fixed blocks) every
+  /// loan dropped since.
   void TakeReleased() {
     if (released_head.load(std::memory_order_relaxed) == 0) return;
     // Acquire: partner of the pushers' release CAS.
@@ -169,7 +325,11 @@ struct ProducerState {
       const uint32_t d = static_cast<uint32_t>(index - 1);
       const uint32_t generation = released_generation[d].load(std::memory_order_relaxed);
       index = released_next[d].load(std::memory_order_relaxed);
-      blocks.DropLoan(d, generation);
+      if (IsFixed(d)) {
+        DropFixedLoan(d - geometry.block_count);
+      } else {
+        blocks.DropLoan(d, generation);
+      }
     }
   }
 };

@@ -86,6 +86,36 @@ TEST(BatchReceiveAllocTest, FixedShapeWriterAndReceiveAllocateNothing) {
   EXPECT_EQ(counting_new::g_allocations.load() - before, 0u) << "heap allocations in 10000 batches";
 }
 
+// The same on a channel with fixed blocks (the writer's regions), received
+// by the batch-only TryReceive(&batch).
+TEST(BatchReceiveAllocTest, FixedBlocksAndTheBatchOnlyReceiveAllocateNothing) {
+  Pair p;
+  shm::ChannelOptions o;
+  o.fixed_block_bytes = kRows * 8;
+  ASSERT_OK(p.ch.Create(256 << 10, o));
+  ASSERT_OK_AND_ASSIGN(p.publisher, BatchPublisher::Create(p.ch.producer.get(), Schema()));
+  SubscriberOptions so;
+  so.consumer.wait_mode = shm::WaitMode::kBusyPoll;
+  ASSERT_OK_AND_ASSIGN(p.subscriber, BatchSubscriber::Open(p.ch.name, Schema(), so));
+  std::unique_ptr<FixedShapeWriter> writer;
+  ASSERT_NO_FATAL_FAILURE(NewWriter(p, &writer));
+  format::RecordBatchPtr batch;
+  auto round = [&](int64_t i) {
+    ASSERT_NO_FATAL_FAILURE(PublishRows(writer.get(), i));
+    ASSERT_OK(p.subscriber->TryReceive(&batch));
+    ASSERT_NE(batch, nullptr);
+    const format::ArrayData& column = *batch->column_data(0);
+    ASSERT_EQ(column.GetValues<int64_t>(1)[0], i);
+    ASSERT_EQ(column.GetValues<int64_t>(1)[kRows - 1], i + kRows - 1);
+    batch.reset();
+  };
+  for (int64_t i = 0; i < 4000; ++i) round(i);  // warm: every fixed block lent once
+  const uint64_t before = counting_new::g_allocations.load();
+  for (int64_t i = 4000; i < 14000; ++i) round(i);
+  EXPECT_EQ(counting_new::g_allocations.load() - before, 0u) << "heap allocations in 10000 batches";
+  EXPECT_EQ(p.ch.producer->stats().returns, 0u);
+}
+
 // A received batch handed over through the C Data Interface and released,
 // before or after the batch itself is dropped (the second is what a pyarrow
 // or polars consumer does: the graph waits, pinned by the export, until the

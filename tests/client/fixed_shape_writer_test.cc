@@ -161,6 +161,77 @@ TEST(BatchFixedShapeWriterTest, AWriterWithoutItsPrototypeCarriesTheMetadata) {
   RunWriter(64, Where::kRegion, FixedShapeWriter::Fill::kNone, /*keep_prototype=*/false);
 }
 
+// On a channel with fixed blocks the writer's regions are fixed blocks,
+// and the batch-only receive (TryReceive(&batch), Receive(&batch, ...))
+// hands out the same batches: a batch kept while many more are published
+// keeps its block (its values stay), and it comes back when dropped.
+TEST(BatchFixedShapeWriterTest, RegionsInFixedBlocksAndTheBatchOnlyReceive) {
+  Channel ch;
+  shm::ChannelOptions ro;
+  ro.slot_count = 8;
+  ro.fixed_block_bytes = 512;
+  ro.fixed_block_count = 16;
+  ASSERT_OK(ch.Create(1 << 20, ro));
+  auto schema = TwoColumns();
+  ASSERT_OK_AND_ASSIGN(auto pub, BatchPublisher::Create(ch.producer.get(), schema));
+  ASSERT_OK_AND_ASSIGN(auto sub, BatchSubscriber::Open(ch.name, schema));
+  constexpr int64_t kRows = 10;
+  std::unique_ptr<FixedShapeWriter> writer;
+  {
+    ASSERT_OK_AND_ASSIGN(auto pool, pub->NewPool(4096));
+    ASSERT_OK_AND_ASSIGN(auto prototype, BuildPrototype(pool.get(), schema, kRows));
+    ASSERT_OK_AND_ASSIGN(writer, pub->NewFixedShapeWriter(*prototype, *pool));
+  }
+  auto publish = [&](int64_t n) {
+    ASSERT_OK(writer->Begin());
+    auto* iv = reinterpret_cast<int64_t*>(writer->buffer(1).data());
+    for (int64_t r = 0; r < kRows; ++r) iv[r] = n * 100 + r;
+    ASSERT_OK(writer->Publish());
+  };
+  auto check = [&](const format::RecordBatch& batch, int64_t n) {
+    auto i = std::static_pointer_cast<format::Int64Array>(batch.column(0));
+    for (int64_t r = 0; r < kRows; ++r) {
+      if (r % 3 != 1) {
+        ASSERT_EQ(i->Value(r), n * 100 + r) << "batch " << n << " row " << r;
+      }
+    }
+  };
+  std::vector<format::RecordBatchPtr> kept;
+  format::RecordBatchPtr batch;
+  for (int64_t n = 0; n < 100; ++n) {
+    ASSERT_NO_FATAL_FAILURE(publish(n));
+    if (n % 2 == 0) {
+      ASSERT_OK(sub->TryReceive(&batch));
+    } else {
+      ASSERT_OK(sub->Receive(&batch, 1s));
+    }
+    ASSERT_NE(batch, nullptr);
+    EXPECT_EQ(sub->last_sequence(), static_cast<uint64_t>(n));
+    EXPECT_EQ(sub->last_lost_before(), 0u);
+    ASSERT_OK(format::ValidateFull(*batch));
+    ASSERT_NO_FATAL_FAILURE(check(*batch, n));
+    if (n < 4) kept.push_back(batch);  // and a column of one of them
+  }
+  auto column = kept[1]->column(0);
+  kept[1].reset();
+  for (int64_t n = 0; n < 4; ++n) {
+    if (kept[n] != nullptr) {
+      ASSERT_NO_FATAL_FAILURE(check(*kept[n], n));
+    }
+  }
+  EXPECT_EQ(std::static_pointer_cast<format::Int64Array>(column)->Value(9), 109);
+  ASSERT_OK(sub->TryReceive(&batch));
+  EXPECT_EQ(batch, nullptr);  // nothing more: the pointer is emptied
+  // The kept batches (and the column) hold their blocks; nothing else does.
+  ASSERT_EQ(ch.producer->consumers().size(), 1u);
+  EXPECT_EQ(ch.producer->consumers()[0].held_blocks, 4u);
+  kept.clear();
+  column.reset();
+  (void)sub->TryReceive(&batch);  // sweeps the graph the column pinned
+  EXPECT_EQ(ch.producer->consumers()[0].held_blocks, 0u);
+  EXPECT_EQ(ch.producer->stats().returns, 0u);  // fixed blocks need none
+}
+
 TEST(BatchFixedShapeWriterTest, AnUnpublishedRegionIsReleasedWithTheWriter) {
   Channel ch;
   ASSERT_OK(ch.Create(1 << 20));

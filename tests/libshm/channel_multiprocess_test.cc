@@ -186,6 +186,47 @@ TEST_F(ShmTest, ChannelReclaimsExactlyWhatAKilledConsumerHeld) {
   for (uint64_t i = 10; i < 110; ++i) ASSERT_OK(PublishPattern(producer.get(), i, 10000));
 }
 
+// Fixed blocks (ChannelOptions::fixed_block_bytes): a SIGKILLed consumer's
+// holds are counts in its own segment, which the producer stops reading
+// when it reclaims it: exactly what it held comes back, and every fixed
+// block is lent again.
+TEST_F(ShmTest, ChannelReclaimsTheFixedBlocksAKilledConsumerHeld) {
+  const std::string name = NewName("ch");
+  ChannelOptions o = Options();
+  o.slot_count = 4;
+  o.fixed_block_bytes = 10000;
+  o.fixed_block_count = 16;
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, o));
+  uint64_t fixed_offset = 0;
+  uint64_t fixed_bytes = 0;
+  {
+    ASSERT_OK_AND_ASSIGN(auto rw, Segment::Open(name, SegmentKind::kChannel));
+    const auto* h = reinterpret_cast<const internal::ChannelHeaderData*>(rw->data());
+    fixed_offset = h->fixed_offset;
+    fixed_bytes = uint64_t{h->fixed_count} * h->fixed_size;
+  }
+  Signal ready, holding;
+  const pid_t victim = ForkHolderOfTen(name, &ready, &holding);
+  ASSERT_TRUE(ready.Wait());
+  for (uint64_t i = 0; i < 10; ++i) ASSERT_OK(PublishPattern(producer.get(), i, 10000));
+  ASSERT_TRUE(holding.Wait());
+  ASSERT_EQ(producer->consumers().size(), 1u);
+  EXPECT_EQ(producer->consumers()[0].held_blocks, 10u);
+  ::kill(victim, SIGKILL);
+  EXPECT_EQ(WaitChild(victim), 128 + SIGKILL);
+  producer->Poll();
+  EXPECT_EQ(producer->stats().consumers_reclaimed, 1u);
+  EXPECT_TRUE(producer->consumers().empty());
+  EXPECT_TRUE(testing::SegmentsWithPrefix(name + ".c").empty());
+  std::vector<ChannelLoan> loans;
+  for (uint32_t i = 0; i < o.fixed_block_count; ++i) {
+    ASSERT_OK_AND_ASSIGN(ChannelLoan loan, producer->Loan(10000));
+    EXPECT_GE(loan.offset(), fixed_offset) << i;
+    EXPECT_LT(loan.offset(), fixed_offset + fixed_bytes) << i;
+    loans.push_back(std::move(loan));
+  }
+}
+
 // Two consumers hold the same bodies; one is SIGKILLed and reclaimed: only
 // its holder bits go. The survivor still holds every block (the producer
 // says so), none of them is lent again while it does (the arena is filled

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -50,17 +51,22 @@ constexpr int64_t kRows = 64;
   return publisher->Publish(*batch, pool.get());
 }
 
-// Writes first, first + 1, ... into v[0, kRows): two values per 16-byte
-// store, unrolled (g++ -O2 keeps the plain loop scalar, one value per four
-// instructions, a fifth of the fixed path's count).
+// Writes first, first + 1, ... into v[0, kRows): four values per
+// iteration, in two 16-byte stores of two running pairs, unrolled (g++ -O2
+// keeps the plain loop scalar, one value per four instructions, a fifth of
+// the fixed path's count; one pair per iteration still takes three
+// instructions per two values).
 void FillSequence(int64_t* v, int64_t first) {
   using Pair = int64_t __attribute__((vector_size(16)));
-  Pair p = {first, first + 1};
-  const Pair two = {2, 2};
-#pragma GCC unroll 32
-  for (int64_t r = 0; r < kRows; r += 2) {
-    std::memcpy(v + r, &p, sizeof p);
-    p += two;
+  Pair low = {first, first + 1};
+  Pair high = {first + 2, first + 3};
+  const Pair four = {4, 4};
+#pragma GCC unroll 16
+  for (int64_t r = 0; r < kRows; r += 4) {
+    std::memcpy(v + r, &low, sizeof low);
+    std::memcpy(v + r + 2, &high, sizeof high);
+    low += four;
+    high += four;
   }
 }
 
@@ -84,13 +90,9 @@ Result<std::unique_ptr<client::FixedShapeWriter>> NewWriter(client::BatchPublish
   return publisher->NewFixedShapeWriter(*batch, *pool);
 }
 
-// Receives batch `i`, reads its first and last value and checks them (the
-// Result read in place, not moved out).
-[[gnu::always_inline]] inline Status ReceiveOne(client::BatchSubscriber* sub, int64_t i) {
-  const auto got = sub->TryReceive();
-  if (!got.ok()) return got.status();
-  if (got->batch == nullptr) return Status::Invalid("batch ", i, " was published, not received");
-  const format::ArrayData& column = *got->batch->column_data(0);
+// Batch `i`'s first and last value checked.
+[[gnu::always_inline]] inline Status CheckOne(const format::RecordBatch& batch, int64_t i) {
+  const format::ArrayData& column = *batch.column_data(0);
   const int64_t* v = column.GetValues<int64_t>(1);
   const int64_t first = v[0];
   const int64_t last = v[column.length - 1];
@@ -98,6 +100,25 @@ Result<std::unique_ptr<client::FixedShapeWriter>> NewWriter(client::BatchPublish
     return Status::Invalid("batch ", i, " has values ", first, "..", last);
   }
   return Status::OK();
+}
+
+// Receives batch `i`, reads its first and last value and checks them (the
+// Result read in place, not moved out).
+[[gnu::always_inline]] inline Status ReceiveOne(client::BatchSubscriber* sub, int64_t i) {
+  const auto got = sub->TryReceive();
+  if (!got.ok()) return got.status();
+  if (got->batch == nullptr) return Status::Invalid("batch ", i, " was published, not received");
+  return CheckOne(*got->batch, i);
+}
+
+// The fixed loop's receive: the batch alone, by the Result-free call (no
+// ReceivedBatch, whose metadata and body pointers a caller that wants the
+// batch does not need).
+[[gnu::always_inline]] inline Status ReceiveBatch(client::BatchSubscriber* sub, int64_t i) {
+  format::RecordBatchPtr batch;
+  ALKAID_RETURN_NOT_OK(sub->TryReceive(&batch));
+  if (batch == nullptr) return Status::Invalid("batch ", i, " was published, not received");
+  return CheckOne(*batch, i);
 }
 
 // --writer strings: batches of the int64 column and a utf8 one whose
@@ -132,7 +153,9 @@ struct Source {
     return writer != nullptr ? PublishOneFixed(writer, i)
                              : PublishOne(publisher, builder, schema, i);
   }
-  [[gnu::always_inline]] Status Receive(int64_t i) const { return ReceiveOne(sub, i); }
+  [[gnu::always_inline]] Status Receive(int64_t i) const {
+    return writer != nullptr ? ReceiveBatch(sub, i) : ReceiveOne(sub, i);
+  }
 };
 
 struct StringSource {
@@ -200,6 +223,15 @@ Status Loop(const RunSpec& spec, const std::string& name, Measurement* out) {
   o.max_blocks = 16384;
   o.publish_timeout = 60s;
   o.space_timeout = 60s;
+  // The writer loans one size: its regions are the channel's fixed blocks
+  // (ChannelOptions::fixed_block_bytes; no block table, no return queue).
+  // ALKAID_MEASURE_FIXED_BLOCKS=0 leaves them out, for the figure without
+  // them from the same build (docs/PERFORMANCE.md).
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): read before the loop's threads (none) start
+  const char* fixed_blocks = std::getenv("ALKAID_MEASURE_FIXED_BLOCKS");
+  if (spec.writer == "fixed" && (fixed_blocks == nullptr || std::string(fixed_blocks) != "0")) {
+    o.fixed_block_bytes = kRows * 8;
+  }
   ALKAID_ASSIGN_OR_RAISE(auto channel, shm::ChannelProducer::Create(name, o));
   client::SubscriberOptions so;
   so.consumer.wait_mode = shm::WaitMode::kBusyPoll;

@@ -721,6 +721,7 @@ Result<std::unique_ptr<FixedShapeWriter>> BatchPublisher::NewFixedShapeWriter(
                                             prototype, region, static_cast<int64_t>(body_length)));
   const uint64_t md_size = static_cast<uint64_t>(metadata->size());
   std::unique_ptr<FixedShapeWriter> w(new FixedShapeWriter(this));
+  w->accept_on_publish_ = channel_->options().accept_on_publish;
   w->body_length_ = body_length;
   for (const auto& [offset, size] : spans) w->buffers_.push_back({offset, size});
   // The prototype's Message goes into the shape table: each batch is then
@@ -798,9 +799,7 @@ std::span<uint8_t> FixedShapeWriter::buffer(size_t i) {
 // holding it in `*held`. Inlined: Publish() is the data path.
 [[gnu::always_inline]] inline Status FixedShapeWriter::PublishTo(shm::ChannelLoan* held) {
   if (!pending_) return Status::Invalid("FixedShapeWriter::Publish: no region; call Begin first");
-  if (!publisher_->channel_->options().accept_on_publish) {
-    (void)publisher_->channel_->AcceptConsumers();
-  }
+  if (!accept_on_publish_) (void)publisher_->channel_->AcceptConsumers();
   if (held == nullptr) {
     ALKAID_RETURN_NOT_OK(
         publisher_->channel_->Publish(slot_payload_, std::move(loan_), user_, shape_));

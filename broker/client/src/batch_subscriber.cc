@@ -74,37 +74,97 @@ uint64_t BatchSubscriber::decode_cache_hits() const { return impl_->plan_hits; }
 DictionaryStats BatchSubscriber::dictionary_stats() const { return impl_->dictionaries.stats(); }
 
 // The private copy's way (kPrivateCopy), out of MakeFromPlan's frame.
-[[gnu::noinline]] Status BatchSubscriber::Impl::MakeCopyFromPlan(const DecodePlan& plan,
-                                                                 shm::ChannelBlock&& block,
-                                                                 ReceivedBatch* out) {
+[[gnu::noinline]] Status BatchSubscriber::Impl::MakeCopyFromPlan(
+    const DecodePlan& plan, shm::ChannelBlock&& block, format::RecordBatchPtr* batch,
+    std::shared_ptr<format::Buffer>* body) {
   ALKAID_ASSIGN_OR_RAISE(auto copy, BodyOf(std::move(block), plan.body_length));
   const uint8_t* base = copy->data();
-  if (options.with_message) out->body = copy;
-  out->batch = plan.batches->Instantiate(base, std::move(copy));
+  if (body != nullptr) *body = copy;
+  *batch = plan.batches->Instantiate(base, std::move(copy));
   return Status::OK();
 }
 
-// Forced inline into its two callers (Make's cached shape id, DecodeBatch's
-// cached metadata): a frame of its own cost some 30 instructions a batch.
-[[gnu::always_inline]] inline Status BatchSubscriber::Impl::MakeFromPlan(const DecodePlan& plan,
-                                                                         shm::ChannelBlock&& block,
-                                                                         ReceivedBatch* out) {
-  out->sequence = message.sequence();
-  out->lost_before = pending_lost;
+// Forced inline into its callers (the cached shape id of Make and
+// MakeBatch, DecodeBatch's cached metadata): a frame of its own cost some
+// 30 instructions a batch.
+[[gnu::always_inline]] inline Status BatchSubscriber::Impl::MakeFromPlan(
+    const DecodePlan& plan, shm::ChannelBlock&& block, format::RecordBatchPtr* batch,
+    ReceivedBatch* full) {
+  last_sequence = message.sequence();
+  last_lost_before = pending_lost;
+  const bool with_message = full != nullptr && options.with_message;
+  if (full != nullptr) {
+    full->sequence = last_sequence;
+    full->lost_before = last_lost_before;
+  }
   if (options.verification == Verification::kPrivateCopy) {
-    ALKAID_RETURN_NOT_OK(MakeCopyFromPlan(plan, std::move(block), out));
+    ALKAID_RETURN_NOT_OK(
+        MakeCopyFromPlan(plan, std::move(block), batch, with_message ? &full->body : nullptr));
   } else {
     const auto* base = reinterpret_cast<const uint8_t*>(block.data().data());
-    out->batch = plan.batches->Instantiate(base, std::move(block),
-                                           options.with_message ? &out->body : nullptr);
+    *batch =
+        plan.batches->Instantiate(base, std::move(block), with_message ? &full->body : nullptr);
   }
   if (plan.validate_each) {
-    Status st = plan.Check(*out->batch, options.read);
+    Status st = plan.Check(**batch, options.read);
     if (!st.ok()) return st.WithContext(Where());
   }
   pending_lost = 0;
   ++plan_hits;
-  if (options.with_message) out->metadata = plan.metadata;
+  if (with_message) full->metadata = plan.metadata;
+  return Status::OK();
+}
+
+// The plan of the message received when it is the common case: a plain
+// record batch of a cached shape id, in a schema without dictionaries, its
+// body as long as the plan's (the same batch as Decode would make, only the
+// framing is skipped; Decode reports what is wrong). Null otherwise.
+[[gnu::always_inline]] inline const internal::DecodePlan* BatchSubscriber::Impl::CachedPlan() {
+  const shm::ChannelMessage& m = message;
+  const uint64_t word = m.user();
+  const uint32_t shape = m.shape();
+  if (shape != 0 && shape < shape_plans.size() && shape_plans[shape] != 0 &&
+      UserWord::IsPlainRecordBatch(word) && !dictionaries.active() && m.payload().empty() &&
+      m.has_body()) {
+    const DecodePlan& plan = plans[shape_plans[shape] - 1];
+    const uint64_t body_length = word & UserWord::kLengthMask;
+    if (plan.body_length == body_length && body_length <= m.body().size()) {
+      first_message = false;
+      pending_lost += m.lost_before();
+      return &plan;
+    }
+  }
+  return nullptr;
+}
+
+Status BatchSubscriber::Impl::Make(ReceivedBatch* out) {
+  if (const DecodePlan* plan = CachedPlan(); plan != nullptr) {
+    return MakeFromPlan(*plan, std::move(message.body_block()), &out->batch, out);
+  }
+  ALKAID_ASSIGN_OR_RAISE(*out, Decode());
+  if (out->batch != nullptr) {
+    last_sequence = out->sequence;
+    last_lost_before = out->lost_before;
+  }
+  return Status::OK();
+}
+
+// Inlined into the batch-only receive calls (a frame of its own cost some
+// 20 instructions a batch); the rest out of line.
+[[gnu::always_inline]] inline Status BatchSubscriber::Impl::MakeBatch(format::RecordBatchPtr* out) {
+  if (const DecodePlan* plan = CachedPlan(); plan != nullptr) {
+    return MakeFromPlan(*plan, std::move(message.body_block()), out, nullptr);
+  }
+  return DecodeBatchOnly(out);
+}
+
+[[gnu::noinline]] Status BatchSubscriber::Impl::DecodeBatchOnly(format::RecordBatchPtr* out) {
+  ALKAID_ASSIGN_OR_RAISE(ReceivedBatch full, Decode());
+  *out = std::move(full.batch);
+  if (*out != nullptr) {
+    last_sequence = full.sequence;
+    last_lost_before = full.lost_before;
+  }
   return Status::OK();
 }
 
@@ -163,27 +223,56 @@ Result<ReceivedBatch> BatchSubscriber::TryReceive() {
   }
 }
 
-Status BatchSubscriber::Impl::Make(ReceivedBatch* out) {
-  const shm::ChannelMessage& m = message;
-  const uint64_t word = m.user();
-  const uint32_t shape = m.shape();
-  // The common case in a few loads: a plain record batch of a cached shape
-  // id, in a schema without dictionaries; the same batch as Decode would
-  // make, only the framing is skipped (and Decode reports what is wrong).
-  if (shape != 0 && shape < shape_plans.size() && shape_plans[shape] != 0 &&
-      UserWord::IsPlainRecordBatch(word) && !dictionaries.active() && m.payload().empty() &&
-      m.has_body()) {
-    const DecodePlan& plan = plans[shape_plans[shape] - 1];
-    const uint64_t body_length = word & UserWord::kLengthMask;
-    if (plan.body_length == body_length && body_length <= m.body().size()) {
-      first_message = false;
-      pending_lost += m.lost_before();
-      return MakeFromPlan(plan, std::move(message.body_block()), out);
+// The batch-only calls: on an error `*batch` is emptied (a batch made and
+// then refused by its validation is not handed out).
+Status BatchSubscriber::TryReceive(format::RecordBatchPtr* batch) {
+  if (batch == nullptr) return Status::Invalid("BatchSubscriber::TryReceive: null batch pointer");
+  while (true) {
+    Result<bool> got = impl_->consumer->TryReceive(&impl_->message);
+    Status st;
+    if (!got.ok()) {
+      st = got.status();
+    } else if (!*got) {
+      impl_->SweepPinned();  // idle: see Receive
+      batch->reset();
+      return Status::OK();
+    } else {
+      st = impl_->MakeBatch(batch);
     }
+    if (!st.ok()) {
+      batch->reset();
+      return st;
+    }
+    if (*batch != nullptr) return Status::OK();
   }
-  ALKAID_ASSIGN_OR_RAISE(*out, Decode());
-  return Status::OK();
 }
+
+Status BatchSubscriber::Receive(format::RecordBatchPtr* batch, std::chrono::nanoseconds timeout) {
+  if (batch == nullptr) return Status::Invalid("BatchSubscriber::Receive: null batch pointer");
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    Result<bool> got = impl_->consumer->TryReceive(&impl_->message);
+    Status st;
+    if (!got.ok()) {
+      st = got.status();
+    } else if (!*got) {
+      impl_->SweepPinned();  // idle: see Receive
+      const auto left = std::max(std::chrono::nanoseconds(0),
+                                 std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     deadline - std::chrono::steady_clock::now()));
+      st = impl_->consumer->Receive(&impl_->message, left);
+    }
+    if (st.ok()) st = impl_->MakeBatch(batch);
+    if (!st.ok()) {
+      batch->reset();
+      return st;
+    }
+    if (*batch != nullptr) return Status::OK();
+  }
+}
+
+uint64_t BatchSubscriber::last_sequence() const { return impl_->last_sequence; }
+uint64_t BatchSubscriber::last_lost_before() const { return impl_->last_lost_before; }
 
 Result<ReceivedBatch> BatchSubscriber::Impl::Decode() {
   shm::ChannelMessage& m = message;
@@ -281,7 +370,7 @@ Result<ReceivedBatch> BatchSubscriber::Impl::DecodeBatch(const UserWord& user,
     }
     // Same metadata as a message already verified, decoded and validated:
     // the plan makes the batch over this body.
-    ALKAID_RETURN_NOT_OK(MakeFromPlan(*hit, std::move(block), &out));
+    ALKAID_RETURN_NOT_OK(MakeFromPlan(*hit, std::move(block), &out.batch, &out));
     return out;
   }
   if (shape == 0 && !varying.empty()) {

@@ -245,17 +245,32 @@ struct BatchSubscriber::Impl {
   // block, or with Verification::kPrivateCopy a private copy (the block is
   // returned at once).
   Result<std::shared_ptr<format::Buffer>> BodyOf(shm::ChannelBlock block, uint64_t length) const;
+  // The sequence and lost count of the batch the last receive returned
+  // (BatchSubscriber::last_sequence, last_lost_before).
+  uint64_t last_sequence = 0;
+  uint64_t last_lost_before = 0;
+
   // Makes what the message received holds into `out`: a batch by the plan
   // of its cached shape id (the common case, in a few loads:
   // MakeFromPlan), else whatever Decode makes of it (no batch for a
   // dictionary message or a batch skipped for want of its dictionaries).
   Status Make(ReceivedBatch* out);
-  // The batch of the message received, made by `plan` over `block` (or a
-  // private copy of it, with kPrivateCopy) and validated as the plan says;
-  // with `options.with_message`, its body and metadata too.
-  Status MakeFromPlan(const DecodePlan& plan, shm::ChannelBlock&& block, ReceivedBatch* out);
+  // As Make, the batch alone (the Result-free receive); its way for
+  // messages Decode makes.
+  Status MakeBatch(format::RecordBatchPtr* out);
+  Status DecodeBatchOnly(format::RecordBatchPtr* out);
+  // The plan of the message received if it is a plain record batch of a
+  // cached shape id (Make's common case), else null.
+  const DecodePlan* CachedPlan();
+  // The batch of the message received into `*batch`, made by `plan` over
+  // `block` (or a private copy of it, with kPrivateCopy) and validated as
+  // the plan says; with `full` (whose `batch` is `*batch`), its sequence
+  // and lost count, and with `options.with_message` its body and metadata.
+  Status MakeFromPlan(const DecodePlan& plan, shm::ChannelBlock&& block,
+                      format::RecordBatchPtr* batch, ReceivedBatch* full);
   // MakeFromPlan's way with Verification::kPrivateCopy.
-  Status MakeCopyFromPlan(const DecodePlan& plan, shm::ChannelBlock&& block, ReceivedBatch* out);
+  Status MakeCopyFromPlan(const DecodePlan& plan, shm::ChannelBlock&& block,
+                          format::RecordBatchPtr* batch, std::shared_ptr<format::Buffer>* body);
   // Decodes the message received: a batch, or nothing (a dictionary
   // message, a batch skipped for want of its dictionaries).
   Result<ReceivedBatch> Decode();

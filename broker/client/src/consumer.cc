@@ -69,14 +69,6 @@ struct Item {
   bool empty() const { return batch == nullptr && rows.data == nullptr; }
 };
 
-Status Fill(Result<ReceivedBatch>&& r, Item* out) {
-  if (!r.ok()) return r.status();
-  out->batch = std::move(r->batch);
-  out->sequence = r->sequence;
-  out->lost_before = r->lost_before;
-  return Status::OK();
-}
-
 Status Fill(Result<ReceivedRows>&& r, Item* out) {
   if (!r.ok()) return r.status();
   out->rows = std::move(*r);
@@ -130,11 +122,22 @@ struct internal::ConsumerImpl {
     bool gone = false;                         // the producer is known to be gone: drain, then drop
     std::string reason;
 
+    // Batches by the subscriber's batch-only calls: no Result, no
+    // ReceivedBatch.
     Status TryReceive(Item* out) {
-      return batches ? Fill(batches->TryReceive(), out) : Fill(rows->TryReceive(), out);
+      return batches ? FillBatch(batches->TryReceive(&out->batch), out)
+                     : Fill(rows->TryReceive(), out);
     }
     Status Receive(std::chrono::nanoseconds timeout, Item* out) {
-      return batches ? Fill(batches->Receive(timeout), out) : Fill(rows->Receive(timeout), out);
+      return batches ? FillBatch(batches->Receive(&out->batch, timeout), out)
+                     : Fill(rows->Receive(timeout), out);
+    }
+    Status FillBatch(Status st, Item* out) const {
+      if (st.ok() && out->batch != nullptr) {
+        out->sequence = batches->last_sequence();
+        out->lost_before = batches->last_lost_before();
+      }
+      return st;
     }
   };
 

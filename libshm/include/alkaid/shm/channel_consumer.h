@@ -5,6 +5,7 @@
 /// is and costs): its options, ChannelBlock, ChannelMessage and
 /// ChannelConsumer.
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -81,6 +82,7 @@ class ALKAID_EXPORT ChannelBlock {
     // the next receive into `from` nor the next hand-over changes the count.
     if (returns_ != from->returns_) returns_ = from->returns_;
     data_ = from->data_;
+    hold_ = from->hold_;
     descriptor_ = from->descriptor_;
     generation_ = from->generation_;
     held_ = true;
@@ -98,6 +100,9 @@ class ALKAID_EXPORT ChannelBlock {
   friend class ChannelMessage;
   std::shared_ptr<Returns> returns_;
   std::span<const std::byte> data_;
+  // A fixed block: its hold count in the consumer's segment, decremented
+  // when it is let go (no return queue entry). Null: a block of the table.
+  std::atomic<uint32_t>* hold_ = nullptr;
   uint32_t descriptor_ = 0;
   uint32_t generation_ = 0;
   bool held_ = false;
@@ -249,7 +254,7 @@ class ALKAID_EXPORT ChannelConsumer {
   bool SkipLapped(Impl& state, uint64_t c, uint32_t attempt, uint64_t* write_at_first_lap,
                   ChannelMessage* scratch, Status* problem);
   void Deliver(Impl& state, uint64_t c, const SlotCopy& copy, ChannelMessage* out);
-  static Status CheckExtension(Impl& state, uint64_t c, SlotCopy* copy);
+  static Status CheckExtension(Impl& state, uint64_t c, SlotCopy copy, const std::byte** where);
 
   std::unique_ptr<Impl> impl_;
   uint64_t cursor_ = 0;

@@ -81,6 +81,19 @@ struct ChannelOptions {
   /// initial arena or two per slot, whichever is more, between 256 and
   /// 65536. At most 2^24.
   uint32_t max_blocks = 0;
+  /// Fixed blocks: bytes of each (rounded up to 64); 0 (the default): none.
+  /// A channel with fixed blocks lends a loan of at most this many bytes one
+  /// of them, for a writer that loans one size (FixedShapeWriter): a fixed
+  /// block is not in the block table and comes back without a return. It is
+  /// free again once every consumer's cursor passed its message (with
+  /// kDropOldest, or once its slot was overwritten) and no consumer holds it
+  /// (a count in the consumer's own segment, no return queue entry). A loan
+  /// that finds none free takes a block of the arena as any other loan
+  /// (docs/SHM_LAYOUT.md, "Fixed blocks").
+  uint64_t fixed_block_bytes = 0;
+  /// How many fixed blocks (with fixed_block_bytes); 0: twice slot_count.
+  /// At most 2^20. They live in the channel segment, before the arena.
+  uint32_t fixed_block_count = 0;
   /// Shape table entries (ChannelProducer::AddShape), at most 1024.
   /// Default 16.
   uint32_t shape_count = 16;

@@ -324,6 +324,9 @@ class ALKAID_EXPORT FixedShapeWriter {
   uint32_t shape_ = 0;  // the prototype's shape id (0: none left)
   bool pending_ = false;
   bool metadata_in_region_ = false;
+  // The channel's accept_on_publish (false: Publish accepts new consumers
+  // itself, as BatchPublisher does), read once.
+  bool accept_on_publish_ = true;
   shm::ChannelLoan loan_;
   // The region's bytes from image_offset_ on: the prototype's body (unless
   // not kept), then the metadata if it is in the region.

@@ -152,6 +152,19 @@ class ALKAID_EXPORT BatchSubscriber {
   /// The next batch if one is there; a null `batch` otherwise.
   Result<ReceivedBatch> TryReceive();
 
+  /// The next batch if one is there into `*batch` (null if none; the batch
+  /// it held is let go), the cheapest receive: no Result and no
+  /// ReceivedBatch (neither its metadata nor its body buffer is made, as
+  /// with SubscriberOptions::with_message false); last_sequence() and
+  /// last_lost_before() tell of the batch. Errors as TryReceive().
+  Status TryReceive(format::RecordBatchPtr* batch);
+  /// As TryReceive(batch), waiting up to `timeout`; errors as Receive().
+  Status Receive(format::RecordBatchPtr* batch, std::chrono::nanoseconds timeout);
+  /// The channel sequence of the batch the last receive returned (any of
+  /// the calls above), and the batches lost just before it.
+  uint64_t last_sequence() const;
+  uint64_t last_lost_before() const;
+
   /// Deprecated: Receive allocates nothing in steady state either. The
   /// next batch into `view` (which lets go of the batch it held), waiting
   /// up to `timeout`; errors as Receive.

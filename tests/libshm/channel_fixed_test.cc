@@ -1,0 +1,333 @@
+// Fixed blocks (ChannelOptions::fixed_block_bytes): a loan of at most that
+// size takes one of the channel's fixed blocks, which is free again once
+// every consumer passed its message and no consumer holds it (a count in the
+// consumer's own segment), without the block table or a return queue.
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+#include <vector>
+
+#include "alkaid/shm/channel.h"
+#include "channel_layout_internal.h"
+#include "shm_test_util.h"
+#include "test_util.h"
+
+namespace alkaid::shm {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::CheckPattern;
+using testing::FillPattern;
+using testing::ShmTest;
+
+constexpr uint64_t kFixedBytes = 512;
+constexpr uint32_t kFixedCount = 16;
+
+class ChannelFixedTest : public ShmTest {
+ protected:
+  ChannelOptions Options(SlowConsumerPolicy policy = SlowConsumerPolicy::kBlockProducer) {
+    ChannelOptions o;
+    o.slot_count = 8;
+    o.inline_capacity = 64;
+    o.arena_bytes = 64 << 10;
+    o.max_arena_bytes = 64 << 10;
+    o.max_consumers = 4;
+    o.policy = policy;
+    o.publish_timeout = 200ms;
+    o.space_timeout = 200ms;
+    o.fixed_block_bytes = kFixedBytes;
+    o.fixed_block_count = kFixedCount;
+    return o;
+  }
+};
+
+// Where the fixed blocks lie in the channel segment's data.
+struct FixedArea {
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  bool Contains(uint64_t body_offset) const {
+    return body_offset >= offset && body_offset < offset + size;
+  }
+};
+
+FixedArea AreaOf(const std::string& name) {
+  auto rw = Segment::Open(name, SegmentKind::kChannel);
+  EXPECT_TRUE(rw.ok());
+  const auto* h = reinterpret_cast<const internal::ChannelHeaderData*>((*rw)->data());
+  EXPECT_EQ(h->fixed_count, kFixedCount);
+  EXPECT_EQ(h->fixed_size, kFixedBytes);
+  return {h->fixed_offset, uint64_t{h->fixed_count} * h->fixed_size};
+}
+
+Status PublishPattern(ChannelProducer* producer, uint64_t seed, uint64_t length,
+                      uint64_t* offset = nullptr) {
+  ALKAID_ASSIGN_OR_RAISE(ChannelLoan loan, producer->Loan(length));
+  FillPattern(seed, loan.data());
+  if (offset != nullptr) *offset = loan.offset();
+  return producer->Publish({}, std::move(loan), seed);
+}
+
+// A consumer that keeps up: every loan of at most the fixed size is a fixed
+// block, a message's block is lent again once its slot was overwritten
+// (the fixed blocks cycle: twice the slots), and nothing goes through the
+// return queue; a larger loan is a block of the arena, returned as ever.
+TEST_F(ChannelFixedTest, OneSizeLoansReuseTheBlockJustLetGoWithoutReturns) {
+  const std::string name = NewName("ch");
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, Options()));
+  ASSERT_OK_AND_ASSIGN(auto consumer, ChannelConsumer::Open(name));
+  const FixedArea area = AreaOf(name);
+  ChannelMessage message;
+  std::set<uint64_t> offsets;
+  for (uint64_t i = 0; i < 1000; ++i) {
+    uint64_t offset = 0;
+    ASSERT_OK(PublishPattern(producer.get(), i, 1 + i % kFixedBytes, &offset));
+    EXPECT_TRUE(area.Contains(offset)) << i;
+    offsets.insert(offset);
+    ASSERT_OK(consumer->Receive(&message, 1s));
+    ASSERT_EQ(message.user(), i);
+    ASSERT_EQ(message.body_offset(), offset);
+    ASSERT_TRUE(CheckPattern(i, message.body())) << i;
+    message.Reset();
+  }
+  // The slots' 8 and the free ones: a block comes back once its slot is
+  // overwritten (and only the fixed blocks are used).
+  EXPECT_LE(offsets.size(), kFixedCount);
+  EXPECT_EQ(producer->stats().returns, 0u);
+  // A larger loan is a block of the arena, and comes back by return.
+  uint64_t offset = 0;
+  ASSERT_OK(PublishPattern(producer.get(), 5000, kFixedBytes + 1, &offset));
+  EXPECT_FALSE(area.Contains(offset));
+  ASSERT_OK(consumer->Receive(&message, 1s));
+  EXPECT_TRUE(CheckPattern(5000, message.body()));
+  message.Reset();
+  producer->CollectReturns();
+  EXPECT_EQ(producer->stats().returns, 1u);
+  EXPECT_EQ(producer->stats().bogus_returns, 0u);
+  ASSERT_EQ(producer->consumers().size(), 1u);
+  EXPECT_EQ(producer->consumers()[0].held_blocks, 0u);
+}
+
+// Bodies a consumer holds keep their fixed blocks: the producer lends the
+// others, then blocks of the arena, never a held one; each comes back when
+// it is dropped.
+TEST_F(ChannelFixedTest, AHeldFixedBlockIsNeverLentAgain) {
+  const std::string name = NewName("ch");
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, Options()));
+  ASSERT_OK_AND_ASSIGN(auto consumer, ChannelConsumer::Open(name));
+  const FixedArea area = AreaOf(name);
+  ChannelMessage message;
+  std::vector<ChannelBlock> held;
+  std::set<uint64_t> held_offsets;
+  for (uint64_t i = 0; i < 6; ++i) {
+    uint64_t offset = 0;
+    ASSERT_OK(PublishPattern(producer.get(), i, kFixedBytes, &offset));
+    held_offsets.insert(offset);
+    ASSERT_OK(consumer->Receive(&message, 1s));
+    held.push_back(message.TakeBody());
+  }
+  ASSERT_EQ(producer->consumers().size(), 1u);
+  EXPECT_EQ(producer->consumers()[0].held_blocks, 6u);
+  // Many more, read and dropped: twice the fixed blocks.
+  uint64_t in_arena = 0;
+  for (uint64_t i = 6; i < 6 + 2 * kFixedCount; ++i) {
+    uint64_t offset = 0;
+    ASSERT_OK(PublishPattern(producer.get(), i, kFixedBytes, &offset));
+    in_arena += area.Contains(offset) ? 0 : 1;
+    ASSERT_EQ(held_offsets.count(offset), 0u) << "message " << i << " took a held block";
+    ASSERT_OK(consumer->Receive(&message, 1s));
+    ASSERT_TRUE(CheckPattern(i, message.body())) << i;
+    message.Reset();
+  }
+  EXPECT_EQ(in_arena, 0u);  // the free fixed blocks were enough
+  for (uint64_t i = 0; i < held.size(); ++i) {
+    EXPECT_TRUE(CheckPattern(i, held[i].data())) << "held body " << i << " was written over";
+  }
+  // Every fixed block taken: loans go to the arena.
+  std::vector<ChannelLoan> loans;
+  for (uint32_t i = 0; i < kFixedCount; ++i) {
+    ASSERT_OK_AND_ASSIGN(ChannelLoan loan, producer->Loan(kFixedBytes));
+    FillPattern(999, loan.data());
+    loans.push_back(std::move(loan));
+  }
+  uint64_t fixed_loans = 0;
+  for (const ChannelLoan& l : loans) fixed_loans += area.Contains(l.offset()) ? 1 : 0;
+  EXPECT_EQ(fixed_loans, kFixedCount - held.size());
+  for (uint64_t i = 0; i < held.size(); ++i) {
+    EXPECT_TRUE(CheckPattern(i, held[i].data())) << "held body " << i << " was lent again";
+  }
+  loans.clear();
+  held.clear();
+  EXPECT_EQ(producer->consumers()[0].held_blocks, 0u);
+  // All of them free again.
+  for (uint32_t i = 0; i < kFixedCount; ++i) {
+    ASSERT_OK_AND_ASSIGN(ChannelLoan loan, producer->Loan(kFixedBytes));
+    EXPECT_TRUE(area.Contains(loan.offset()));
+    loans.push_back(std::move(loan));
+  }
+}
+
+// A message the consumer has not read keeps its block (kBlockProducer):
+// the producer fills the slots, and reuses no block of an unread message.
+TEST_F(ChannelFixedTest, AnUnreadMessageKeepsItsBlock) {
+  const std::string name = NewName("ch");
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, Options()));
+  ASSERT_OK_AND_ASSIGN(auto consumer, ChannelConsumer::Open(name));
+  std::set<uint64_t> offsets;
+  for (uint64_t i = 0; i < 8; ++i) {
+    uint64_t offset = 0;
+    ASSERT_OK(PublishPattern(producer.get(), i, 100, &offset));
+    EXPECT_TRUE(offsets.insert(offset).second) << "message " << i << " took a block in use";
+  }
+  ASSERT_RAISES(kTimedOut, PublishPattern(producer.get(), 8, 100));  // every slot taken
+  ChannelMessage message;
+  for (uint64_t i = 0; i < 8; ++i) {
+    ASSERT_OK(consumer->Receive(&message, 1s));
+    ASSERT_EQ(message.user(), i);
+    EXPECT_TRUE(CheckPattern(i, message.body())) << i;
+  }
+}
+
+// kDropOldest: a lapped consumer loses messages but never a body it holds,
+// and the messages it then reads are intact.
+TEST_F(ChannelFixedTest, DropOldestNeverWritesOverAHeldFixedBlock) {
+  const std::string name = NewName("ch");
+  ASSERT_OK_AND_ASSIGN(auto producer,
+                       ChannelProducer::Create(name, Options(SlowConsumerPolicy::kDropOldest)));
+  ASSERT_OK_AND_ASSIGN(auto consumer, ChannelConsumer::Open(name));
+  ChannelMessage message;
+  ASSERT_OK(PublishPattern(producer.get(), 0, kFixedBytes));
+  ASSERT_OK(consumer->Receive(&message, 1s));
+  ChannelBlock held = message.TakeBody();
+  for (uint64_t i = 1; i < 200; ++i) ASSERT_OK(PublishPattern(producer.get(), i, kFixedBytes));
+  EXPECT_GT(producer->stats().dropped, 0u);
+  EXPECT_TRUE(CheckPattern(0, held.data()));
+  uint64_t read = 0;
+  while (true) {
+    ASSERT_OK_AND_ASSIGN(bool got, consumer->TryReceive(&message));
+    if (!got) break;
+    EXPECT_TRUE(CheckPattern(message.user(), message.body())) << message.user();
+    ++read;
+  }
+  EXPECT_EQ(read, 8u);  // the slots' last 8
+  EXPECT_EQ(consumer->lost_count(), 199u - 8u);
+  held.Reset();
+  message.Reset();
+  EXPECT_EQ(producer->consumers()[0].held_blocks, 0u);
+  EXPECT_EQ(producer->stats().returns, 0u);
+}
+
+// A consumer opened from_oldest starts at the oldest message whose fixed
+// block still carries it.
+TEST_F(ChannelFixedTest, FromOldestStartsAtTheOldestFixedBodyStillThere) {
+  const std::string name = NewName("ch");
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, Options()));
+  for (uint64_t i = 0; i < 20; ++i) ASSERT_OK(PublishPattern(producer.get(), i, 256));
+  ChannelConsumerOptions options;
+  options.from_oldest = true;
+  ASSERT_OK_AND_ASSIGN(auto consumer, ChannelConsumer::Open(name, options));
+  producer->Poll();
+  ChannelMessage message;
+  // The slots hold the last 8; every one's block still carries it (16
+  // fixed blocks, lent in turn while nobody read).
+  for (uint64_t i = 12; i < 20; ++i) {
+    ASSERT_OK(consumer->Receive(&message, 1s));
+    EXPECT_EQ(message.sequence(), i);
+    EXPECT_TRUE(CheckPattern(i, message.body())) << i;
+  }
+  ASSERT_OK_AND_ASSIGN(bool got, consumer->TryReceive(&message));
+  EXPECT_FALSE(got);
+  // Once a block of a message still in its slot is lent again, a later
+  // from_oldest consumer starts after that message.
+  message.Reset();
+  for (uint64_t i = 20; i < 40; ++i) {
+    ASSERT_OK(PublishPattern(producer.get(), i, 256));
+    ASSERT_OK(consumer->Receive(&message, 1s));
+    message.Reset();
+  }
+  ASSERT_OK_AND_ASSIGN(auto late, ChannelConsumer::Open(name, options));
+  producer->Poll();
+  while (true) {
+    ASSERT_OK_AND_ASSIGN(bool more, late->TryReceive(&message));
+    if (!more) break;
+    EXPECT_TRUE(CheckPattern(message.user(), message.body())) << message.user();
+  }
+}
+
+// A slot naming a fixed block the channel does not have, or not where that
+// block lies, is refused (the message skipped), as a body outside the arena.
+TEST_F(ChannelFixedTest, RejectsSlotsNamingAFixedBlockWrongly) {
+  const std::string name = NewName("ch");
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, Options()));
+  ASSERT_OK_AND_ASSIGN(auto consumer, ChannelConsumer::Open(name));
+  for (uint64_t i = 0; i < 4; ++i) ASSERT_OK(PublishPattern(producer.get(), i, 64));
+  ASSERT_OK_AND_ASSIGN(auto rw, Segment::Open(name, SegmentKind::kChannel));
+  const auto* h = reinterpret_cast<internal::ChannelHeaderData*>(rw->data());
+  auto slot = [&](uint64_t k) {
+    return reinterpret_cast<internal::ChannelSlotData*>(rw->data() + h->slots_offset +
+                                                        k * h->slot_size);
+  };
+  // Message 0: a block beyond the table.
+  slot(0)->block.store(internal::PackBlock(internal::kFixedBlockFlag | kFixedCount, 0));
+  // Message 1: the right block, the wrong place.
+  slot(1)->body_offset.store(slot(1)->body_offset.load() + 64);
+  // Message 2: longer than a fixed block.
+  slot(2)->body_length.store(kFixedBytes + 1);
+  ChannelMessage message;
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "fixed block", consumer->Receive(&message, 1s));
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "fixed block", consumer->Receive(&message, 1s));
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "fixed block", consumer->Receive(&message, 1s));
+  ASSERT_OK(consumer->Receive(&message, 1s));
+  EXPECT_EQ(message.user(), 3u);
+  EXPECT_TRUE(CheckPattern(3, message.body()));
+}
+
+// A header whose fixed blocks do not add up is refused at open.
+TEST_F(ChannelFixedTest, ConsumerRefusesAHeaderWithFixedBlocksOutOfRange) {
+  const std::string name = NewName("ch");
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, Options()));
+  ASSERT_OK_AND_ASSIGN(auto rw, Segment::Open(name, SegmentKind::kChannel));
+  auto* h = reinterpret_cast<internal::ChannelHeaderData*>(rw->data());
+  h->fixed_count = internal::kMaxFixedBlocks;  // far more than the segment holds
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "header counts out of range", ChannelConsumer::Open(name));
+  h->fixed_count = kFixedCount;
+  h->fixed_size = 100;  // not a multiple of 64
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "header counts out of range", ChannelConsumer::Open(name));
+  h->fixed_size = kFixedBytes;
+  h->fixed_offset += 4096;
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "do not match", ChannelConsumer::Open(name));
+  h->fixed_offset -= 4096;
+  ASSERT_OK(ChannelConsumer::Open(name).status());
+}
+
+// Fixed blocks held by bodies that outlive their consumer come back when
+// the bodies go; the consumer is then finished.
+TEST_F(ChannelFixedTest, HeldFixedBodiesOutliveTheConsumer) {
+  const std::string name = NewName("ch");
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, Options()));
+  std::vector<ChannelBlock> held;
+  {
+    ASSERT_OK_AND_ASSIGN(auto consumer, ChannelConsumer::Open(name));
+    ChannelMessage message;
+    for (uint64_t i = 0; i < 3; ++i) {
+      ASSERT_OK(PublishPattern(producer.get(), i, 300));
+      ASSERT_OK(consumer->Receive(&message, 1s));
+      held.push_back(message.TakeBody());
+    }
+  }
+  producer->Poll();
+  ASSERT_EQ(producer->consumers().size(), 1u);
+  EXPECT_TRUE(producer->consumers()[0].closed);
+  EXPECT_EQ(producer->consumers()[0].held_blocks, 3u);
+  for (uint64_t i = 3; i < 3 + 2 * kFixedCount; ++i) {
+    ASSERT_OK(PublishPattern(producer.get(), i, 300));
+  }
+  for (uint64_t i = 0; i < held.size(); ++i) EXPECT_TRUE(CheckPattern(i, held[i].data())) << i;
+  held.clear();
+  producer->Poll();
+  EXPECT_TRUE(producer->consumers().empty());
+  EXPECT_EQ(producer->stats().consumers_finished, 1u);
+}
+
+}  // namespace
+}  // namespace alkaid::shm
