@@ -1,7 +1,7 @@
 // alkaid-measure --layer inproc: the client's data path alone, in one
 // thread, for profilers. A BatchPublisher and a BatchSubscriber on one
 // channel (no broker, no second process): each iteration publishes a batch
-// of one int64 column x 64 rows (512 B), receives it (TryReceive: the
+// of one int64 column x 64 rows (512 B), receives it (TryReceive(&batch): the
 // RecordBatch made by the shape's decode plan), checks its first and last
 // value and drops it, as a consumer that keeps up does. Under callgrind the
 // count at N = 30,000 minus the count at N = 10,000, over 20,000, is the
@@ -102,18 +102,9 @@ Result<std::unique_ptr<client::FixedShapeWriter>> NewWriter(client::BatchPublish
   return Status::OK();
 }
 
-// Receives batch `i`, reads its first and last value and checks them (the
-// Result read in place, not moved out).
-[[gnu::always_inline]] inline Status ReceiveOne(client::BatchSubscriber* sub, int64_t i) {
-  const auto got = sub->TryReceive();
-  if (!got.ok()) return got.status();
-  if (got->batch == nullptr) return Status::Invalid("batch ", i, " was published, not received");
-  return CheckOne(*got->batch, i);
-}
-
-// The fixed loop's receive: the batch alone, by the Result-free call (no
+// Receives batch `i` by the batch-only call Consumer::Next uses (no
 // ReceivedBatch, whose metadata and body pointers a caller that wants the
-// batch does not need).
+// batch does not need), reads its first and last value and checks them.
 [[gnu::always_inline]] inline Status ReceiveBatch(client::BatchSubscriber* sub, int64_t i) {
   format::RecordBatchPtr batch;
   ALKAID_RETURN_NOT_OK(sub->TryReceive(&batch));
@@ -153,9 +144,7 @@ struct Source {
     return writer != nullptr ? PublishOneFixed(writer, i)
                              : PublishOne(publisher, builder, schema, i);
   }
-  [[gnu::always_inline]] Status Receive(int64_t i) const {
-    return writer != nullptr ? ReceiveBatch(sub, i) : ReceiveOne(sub, i);
-  }
+  [[gnu::always_inline]] Status Receive(int64_t i) const { return ReceiveBatch(sub, i); }
 };
 
 struct StringSource {
@@ -179,7 +168,7 @@ struct StringSource {
   }
 };
 
-// ReceiveOne's check, and the first and last rows' words.
+// CheckOne's check, and the first and last rows' words.
 inline Status StringSource::Receive(int64_t i) const {
   const auto got = sub->TryReceive();
   if (!got.ok()) return got.status();
