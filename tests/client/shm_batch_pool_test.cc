@@ -395,6 +395,9 @@ TEST(ShmBatchPoolRecyclingTest, BatchesOutliveTheirPublisher) {
 // freed, nothing leaks), and no thread is started to wait for them. With
 // the producer kept, the block's loan goes back with the last drop.
 TEST(ShmBatchPoolRecyclingTest, ColumnsOutliveTheirProducerWithoutAThread) {
+  // A thread first: TSan's runtime starts a thread of its own with the
+  // process's first one, which is not the library's.
+  std::thread([] {}).join();
   const int threads = Threads();
   for (bool keep_producer : {true, false}) {
     Channel ch;
