@@ -171,32 +171,21 @@ Status BatchSubscriber::Impl::Make(ReceivedBatch* out) {
 // Receive and TryReceive fill the ReceivedBatch inside the Result they
 // return (every return names `result`, so it is built in the caller's
 // place): a batch of a cached shape is not moved from a local into the
-// Result and destroyed there.
+// Result and destroyed there. A message made into nothing (a dictionary
+// message, a batch skipped for want of its dictionaries) is not for the
+// caller: the loops go on to the next.
 Result<ReceivedBatch> BatchSubscriber::Receive(std::chrono::nanoseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   Result<ReceivedBatch> result{ReceivedBatch{}};
   ReceivedBatch& out = *result;
   while (true) {
-    const auto left =
-        std::max(std::chrono::nanoseconds(0), std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                                  deadline - std::chrono::steady_clock::now()));
-    Result<bool> got = impl_->consumer->TryReceive(&impl_->message);
-    Status st;
-    if (!got.ok()) {
-      st = got.status();
-    } else if (!*got) {
-      // Idle: first let go of the bodies of batches whose columns (or
-      // buffers, slices, exports) were kept after them and are gone now.
-      impl_->SweepPinned();
-      st = impl_->consumer->Receive(&impl_->message, left);
-    }
+    bool got = false;
+    Status st = impl_->NextMessage(/*wait=*/true, deadline, &got);
     if (st.ok()) st = impl_->Make(&out);
     if (!st.ok()) {
       result = std::move(st);
       return result;
     }
-    // Nothing made: a dictionary message, or a batch skipped for want of
-    // its dictionaries: not for the caller.
     if (out.batch != nullptr) return result;
   }
 }
@@ -205,16 +194,10 @@ Result<ReceivedBatch> BatchSubscriber::TryReceive() {
   Result<ReceivedBatch> result{ReceivedBatch{}};
   ReceivedBatch& out = *result;
   while (true) {
-    Result<bool> got = impl_->consumer->TryReceive(&impl_->message);
-    Status st;
-    if (!got.ok()) {
-      st = got.status();
-    } else if (!*got) {
-      impl_->SweepPinned();  // idle: see Receive
-      return result;
-    } else {
-      st = impl_->Make(&out);
-    }
+    bool got = false;
+    Status st = impl_->NextMessage(/*wait=*/false, {}, &got);
+    if (st.ok() && !got) return result;
+    if (st.ok()) st = impl_->Make(&out);
     if (!st.ok()) {
       result = std::move(st);
       return result;
@@ -228,17 +211,13 @@ Result<ReceivedBatch> BatchSubscriber::TryReceive() {
 Status BatchSubscriber::TryReceive(format::RecordBatchPtr* batch) {
   if (batch == nullptr) return Status::Invalid("BatchSubscriber::TryReceive: null batch pointer");
   while (true) {
-    Result<bool> got = impl_->consumer->TryReceive(&impl_->message);
-    Status st;
-    if (!got.ok()) {
-      st = got.status();
-    } else if (!*got) {
-      impl_->SweepPinned();  // idle: see Receive
+    bool got = false;
+    Status st = impl_->NextMessage(/*wait=*/false, {}, &got);
+    if (st.ok() && !got) {
       batch->reset();
       return Status::OK();
-    } else {
-      st = impl_->MakeBatch(batch);
     }
+    if (st.ok()) st = impl_->MakeBatch(batch);
     if (!st.ok()) {
       batch->reset();
       return st;
@@ -251,17 +230,8 @@ Status BatchSubscriber::Receive(format::RecordBatchPtr* batch, std::chrono::nano
   if (batch == nullptr) return Status::Invalid("BatchSubscriber::Receive: null batch pointer");
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
-    Result<bool> got = impl_->consumer->TryReceive(&impl_->message);
-    Status st;
-    if (!got.ok()) {
-      st = got.status();
-    } else if (!*got) {
-      impl_->SweepPinned();  // idle: see Receive
-      const auto left = std::max(std::chrono::nanoseconds(0),
-                                 std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                     deadline - std::chrono::steady_clock::now()));
-      st = impl_->consumer->Receive(&impl_->message, left);
-    }
+    bool got = false;
+    Status st = impl_->NextMessage(/*wait=*/true, deadline, &got);
     if (st.ok()) st = impl_->MakeBatch(batch);
     if (!st.ok()) {
       batch->reset();

@@ -8,7 +8,9 @@
 // - dictionary_sync.cc: the dictionaries a subscriber holds, kept in step
 //   with the producer's through dictionary messages and replays.
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -297,6 +299,26 @@ struct BatchSubscriber::Impl {
     for (const DecodePlan& plan : plans) {
       if (plan.batches != nullptr) plan.batches->Sweep();
     }
+  }
+  // The next message into `message`, for the four receive calls: `*got`
+  // false when none is committed and `wait` is false; with `wait`, one
+  // within `deadline` (the channel's Receive, TimedOut after it). Idle, it
+  // first lets go of pinned bodies (SweepPinned).
+  [[gnu::always_inline]] Status NextMessage(bool wait,
+                                            std::chrono::steady_clock::time_point deadline,
+                                            bool* got) {
+    Result<bool> committed = consumer->TryReceive(&message);
+    if (!committed.ok()) return committed.status();
+    *got = *committed;
+    if (*got) return Status::OK();
+    SweepPinned();
+    if (!wait) return Status::OK();
+    const auto left =
+        std::max(std::chrono::nanoseconds(0), std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                  deadline - std::chrono::steady_clock::now()));
+    ALKAID_RETURN_NOT_OK(consumer->Receive(&message, left));
+    *got = true;
+    return Status::OK();
   }
   // Remembers the shape of `batch`, decoded in full from `body`.
   void Remember(const format::RecordBatch& batch, const format::Buffer& body,
