@@ -57,9 +57,4 @@ void ObjectMemory::Begin(const void* owner, bool same_owner) {
 
 void ObjectMemory::Close() { next_.store(kSlots, std::memory_order_relaxed); }
 
-void ObjectMemory::Release(Done done, void* arg) {
-  Close();
-  done(arg);
-}
-
 }  // namespace alkaid::format

@@ -37,8 +37,7 @@ void Lay(ChannelGeometry* geometry) {
       RoundUp(geometry->extensions_offset +
                   uint64_t{geometry->extension_count} * sizeof(ExtensionEntryData),
               kPageSize);
-  geometry->arena_offset = RoundUp(
-      geometry->fixed_offset + uint64_t{geometry->fixed_count} * geometry->fixed_size, kPageSize);
+  geometry->arena_offset = RoundUp(geometry->FixedBlockOffset(geometry->fixed_count), kPageSize);
   geometry->total_size = geometry->arena_offset + geometry->arena_size;
 }
 }  // namespace

@@ -42,19 +42,6 @@ struct ChannelConsumer::SlotCopy {
   std::atomic<uint32_t>* hold = nullptr;    // a fixed block: our hold count of it, taken
 };
 
-namespace {
-// Lets go of a block claimed by ReadSlot and not delivered.
-inline void GiveBack(ChannelBlock::Returns& returns, const uint64_t block,
-                     std::atomic<uint32_t>* hold) {
-  if (hold != nullptr) {
-    // Release: as ChannelBlock::Release.
-    hold->fetch_sub(1, std::memory_order_release);
-  } else {
-    returns.Push(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32));
-  }
-}
-}  // namespace
-
 // A body in an extension: maps it the first time, then checks the range
 // against the mapping. Off the inlined path: a message in the channel
 // segment's arena never comes here.
@@ -138,8 +125,7 @@ inline void GiveBack(ChannelBlock::Returns& returns, const uint64_t block,
     // A fixed block: exactly where block i lies, in the channel segment.
     const uint32_t i = descriptor & ~internal::kFixedBlockFlag;
     if (i >= state.geometry.fixed_count || copy->extension != 0 ||
-        offset != state.geometry.fixed_offset + uint64_t{i} * state.geometry.fixed_size ||
-        length > state.geometry.fixed_size) {
+        offset != state.geometry.FixedBlockOffset(i) || length > state.geometry.fixed_size) {
       *problem = Status::Invalid("channel '", state.name, "': message ", c, " names fixed block ",
                                  i, " at offset ", offset, " (", length, " bytes, extension ",
                                  copy->extension, "); the channel has ", state.geometry.fixed_count,
@@ -181,7 +167,8 @@ inline void GiveBack(ChannelBlock::Returns& returns, const uint64_t block,
     // Lapped after we read a consistent slot: the producer may count the
     // block as ours (it saw our cursor, or our hold) or not; giving it back
     // is right either way (a return it does not expect is ignored).
-    if (block != 0) GiveBack(*state.returns, block, copy->hold);
+    if (block != 0)
+      ChannelBlock::Returns::LetGo(state.returns.get(), descriptor, generation, copy->hold);
     ++late_laps_;
     return false;
   }
@@ -230,7 +217,10 @@ inline bool ChannelConsumer::SkipLapped(Impl& state, uint64_t c, uint32_t attemp
     if (seq != 2 * m + 2) break;  // lapped already, or not written yet
     SlotCopy copy;
     if (!ReadSlot(state, m, slot, seq, scratch, &copy, problem)) break;
-    if (copy.block != 0) GiveBack(*state.returns, copy.block, copy.hold);
+    if (copy.block != 0) {
+      ChannelBlock::Returns::LetGo(state.returns.get(), static_cast<uint32_t>(copy.block),
+                                   static_cast<uint32_t>(copy.block >> 32), copy.hold);
+    }
     ++lost_;
     ++pending_lost_;
     cursor_ = m + 1;

@@ -57,6 +57,10 @@ struct ChannelGeometry {
   uint32_t fixed_size = 0;   ///< bytes of each, a multiple of 64
   uint64_t fixed_offset = 0;
   uint64_t total_size = 0;  ///< payload bytes
+
+  /// Where fixed block `i` lies in the channel segment's data (i ==
+  /// fixed_count: the end of the fixed area).
+  uint64_t FixedBlockOffset(uint32_t i) const { return fixed_offset + uint64_t{i} * fixed_size; }
 };
 
 /// The geometry for `options`; Invalid for options out of range.

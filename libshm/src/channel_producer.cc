@@ -169,8 +169,9 @@ Result<std::unique_ptr<ChannelProducer>> ChannelProducer::Create(std::string_vie
     ProducerState::FixedBlock& f = state.fixed[i];
     f.loaned = true;
     f.loan_ref = true;
-    const uint64_t offset = state.geometry.fixed_offset + uint64_t{i} * state.geometry.fixed_size;
-    loan.data_ = {state.segment_data + offset, static_cast<std::size_t>(length)};
+    const uint64_t offset = state.geometry.FixedBlockOffset(i);
+    // In the channel segment, before the arena (arena_base[0] is its data).
+    loan.data_ = {state.arena_base[0] + offset, static_cast<std::size_t>(length)};
     loan.offset_ = offset;
     loan.generation_ = 0;
   } else {

@@ -67,6 +67,21 @@ struct ChannelBlock::Returns {
         std::memory_order_release);
   }
 
+  // Gives a block this consumer claimed back to the producer; any thread.
+  // A fixed block (`hold`: this consumer's count of it) by its hold count,
+  // which the producer reads before it lends the block again; another by a
+  // return. (ChannelBlock::Release writes the same rule out.)
+  static void LetGo(Returns* returns, uint32_t descriptor, uint32_t generation,
+                    std::atomic<uint32_t>* hold) {
+    if (hold != nullptr) {
+      // Release: our reads of the body happen before the producer's
+      // (seq_cst) load that sees the count at 0 and lends the block again.
+      hold->fetch_sub(1, std::memory_order_release);
+    } else {
+      returns->Push(descriptor, generation);
+    }
+  }
+
   // Push's slow path, out of line (its clock and sleep would otherwise
   // widen every caller's frame): waits until entry `pos` is free; false if
   // the producer is gone or broken (nothing to tell it then).

@@ -30,7 +30,6 @@ ProducerState::ProducerState(const ChannelOptions& options_in, std::string name_
   slots.slot_block.assign(geometry.slot_count, kNoBlock);
   arena_base[0] = segment->data();
   slot_base = segment->data() + geometry.slots_offset;
-  segment_data = segment->data();
   arena_bytes = geometry.arena_size;
   next_idle_check = Clock::now();
   // Dropped loans by descriptor: the block table's, then the fixed blocks'.

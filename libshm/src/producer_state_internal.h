@@ -38,8 +38,7 @@ struct ProducerState {
   std::shared_ptr<Segment> segment;
   std::shared_ptr<Segment> registry;
   ChannelHeaderData* header = nullptr;
-  std::byte* slot_base = nullptr;     // the first slot (segment->data() + slots_offset)
-  std::byte* segment_data = nullptr;  // segment->data(): where fixed block offsets start
+  std::byte* slot_base = nullptr;  // the first slot (segment->data() + slots_offset)
 
   BlockTable blocks;
   ConsumerSet consumers;
@@ -67,7 +66,7 @@ struct ProducerState {
   std::chrono::steady_clock::time_point next_idle_check;
 
   // --- fixed blocks (ChannelOptions::fixed_block_bytes) -----------------------
-  // Fixed block i lies at fixed_offset + i * fixed_size of the segment's data.
+  // Fixed block i lies at geometry.FixedBlockOffset(i) of the segment's data.
   // A loan and slots.slot_block name it as descriptor block_count + i (one
   // space with the block table's descriptors), a slot as kFixedBlockFlag | i.
   // It is not in the block table: the slot's reference, the loan's and the

@@ -108,13 +108,9 @@ class RecyclingPool : public SystemMemoryPool {
       return static_cast<T*>(static_cast<void*>(pool->count_));
     }
     void deallocate(T* /*p*/, size_t /*n*/) noexcept {
-      pool->objects_.Release(
-          [](void* p) {
-            auto* released = static_cast<RecyclingPool*>(p);
-            released->FreeAll();
-            released->released_.fetch_add(1);
-          },
-          pool);
+      pool->objects_.Close();
+      pool->FreeAll();
+      pool->released_.fetch_add(1);
     }
     template <typename U>
     bool operator==(const CountAllocator<U>& o) const {

@@ -141,6 +141,11 @@ Status BatchSubscriber::Impl::Make(ReceivedBatch* out) {
   if (const DecodePlan* plan = CachedPlan(); plan != nullptr) {
     return MakeFromPlan(*plan, std::move(message.body_block()), &out->batch, out);
   }
+  return DecodeInto(out);
+}
+
+// Make's general way: Decode, and the batch's numbers for last_sequence().
+Status BatchSubscriber::Impl::DecodeInto(ReceivedBatch* out) {
   ALKAID_ASSIGN_OR_RAISE(*out, Decode());
   if (out->batch != nullptr) {
     last_sequence = out->sequence;
@@ -159,12 +164,9 @@ Status BatchSubscriber::Impl::Make(ReceivedBatch* out) {
 }
 
 [[gnu::noinline]] Status BatchSubscriber::Impl::DecodeBatchOnly(format::RecordBatchPtr* out) {
-  ALKAID_ASSIGN_OR_RAISE(ReceivedBatch full, Decode());
+  ReceivedBatch full;
+  ALKAID_RETURN_NOT_OK(DecodeInto(&full));
   *out = std::move(full.batch);
-  if (*out != nullptr) {
-    last_sequence = full.sequence;
-    last_lost_before = full.lost_before;
-  }
   return Status::OK();
 }
 

@@ -261,6 +261,8 @@ struct BatchSubscriber::Impl {
   // messages Decode makes.
   Status MakeBatch(format::RecordBatchPtr* out);
   Status DecodeBatchOnly(format::RecordBatchPtr* out);
+  // Make's and DecodeBatchOnly's way for messages Decode makes.
+  Status DecodeInto(ReceivedBatch* out);
   // The plan of the message received if it is a plain record batch of a
   // cached shape id (Make's common case), else null.
   const DecodePlan* CachedPlan();

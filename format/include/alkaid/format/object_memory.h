@@ -47,7 +47,7 @@
 ///
 /// Thread safety: objects are made on one thread at a time per use (the
 /// builders of one batch; a lock-free cursor) and may be dropped on any
-/// thread; Open, Close and Release are for the owner alone.
+/// thread; Open and Close are for the owner alone.
 
 #include <atomic>
 #include <cstddef>
@@ -96,12 +96,6 @@ class ALKAID_EXPORT ObjectMemory {
   /// falls to zero (nothing made here is held then), or earlier to stop
   /// making objects here.
   void Close();
-
-  /// What Release calls.
-  using Done = void (*)(void* arg);
-  /// The first version's end of a use: Close, then `done(arg)` before it
-  /// returns (nothing made here is held once the owner's count is zero).
-  void Release(Done done, void* arg);
 
  private:
   friend struct internal::ObjectMemoryAccess;
