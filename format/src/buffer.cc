@@ -144,6 +144,21 @@ Result<std::shared_ptr<ResizableBuffer>> AllocateBuffer(int64_t size, MemoryPool
   return buf;
 }
 
+Result<std::shared_ptr<ResizableBuffer>> AllocateUninitializedBuffer(int64_t size,
+                                                                     MemoryPool* pool) {
+  if (size < 0) return Status::Invalid("negative buffer size ", size);
+  if (size > INT64_MAX - kBufferAlignment) {
+    return Status::CapacityError("a buffer of ", size, " bytes");
+  }
+  std::shared_ptr<ResizableBuffer> buf = ResizableBuffer::MakeShared(pool);
+  const int64_t capacity = PaddedLength(size);
+  MemoryPool* from = buf->memory_pool();
+  ALKAID_ASSIGN_OR_RAISE(uint8_t * data, from->Allocate(capacity, kBufferAlignment));
+  std::memset(data + size, 0, static_cast<size_t>(capacity - size));
+  static_cast<SharedResizableBuffer&>(*buf).Adopt(data, size, capacity);
+  return buf;
+}
+
 std::shared_ptr<Buffer> SliceBuffer(std::shared_ptr<Buffer> buffer, int64_t offset,
                                     int64_t length) {
   return std::make_shared<Buffer>(std::move(buffer), offset, length);

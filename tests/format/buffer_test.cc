@@ -1,6 +1,7 @@
 #include "alkaid/format/buffer.h"
 
 #include <cstdint>
+#include <cstring>
 
 #include "alkaid/format/memory_pool.h"
 #include "test_util.h"
@@ -9,6 +10,18 @@ namespace alkaid::format {
 namespace {
 
 bool Aligned64(const void* p) { return reinterpret_cast<uintptr_t>(p) % 64 == 0; }
+
+// A pool whose allocations hold a byte pattern, as recycled memory does.
+class DirtyPool : public SystemMemoryPool {
+ public:
+  static constexpr uint8_t kHeld = 0xAB;
+  using SystemMemoryPool::Allocate;
+  Result<uint8_t*> Allocate(int64_t size, int64_t alignment) override {
+    ALKAID_ASSIGN_OR_RAISE(uint8_t * p, SystemMemoryPool::Allocate(size, alignment));
+    std::memset(p, kHeld, static_cast<size_t>(size));
+    return p;
+  }
+};
 
 TEST(MemoryPoolTest, AllocationsAreAlignedAndCounted) {
   SystemMemoryPool pool;
@@ -51,6 +64,39 @@ TEST(BufferTest, ResizableBufferPadsTo64AndZeroesPadding) {
   EXPECT_EQ(buf->capacity(), 64);
   EXPECT_EQ(buf->data()[3], 0);  // bytes cut off by the shrink are zeroed
   buf.reset();
+  EXPECT_EQ(pool.bytes_allocated(), 0);
+}
+
+TEST(BufferTest, AnUninitializedBufferKeepsWhatThePoolHeldAndZeroesOnlyItsPadding) {
+  // Memory that held something: an arena block of an earlier batch.
+  DirtyPool pool;
+  ASSERT_OK_AND_ASSIGN(auto buf, AllocateUninitializedBuffer(100, &pool));
+  EXPECT_EQ(buf->size(), 100);
+  EXPECT_EQ(buf->capacity(), 128);
+  EXPECT_TRUE(Aligned64(buf->data()));
+  EXPECT_TRUE(buf->is_mutable());
+  // Not a pass over the bytes, only over the padding.
+  for (int64_t i = 0; i < 100; ++i) ASSERT_EQ(buf->data()[i], DirtyPool::kHeld) << i;
+  for (int64_t i = 100; i < 128; ++i) ASSERT_EQ(buf->data()[i], 0) << i;
+  EXPECT_EQ(pool.bytes_allocated(), 128);
+  // Written by the caller, then grown and shrunk as any ResizableBuffer.
+  std::memset(buf->mutable_data(), 0x11, 100);
+  ASSERT_OK(buf->Resize(300));
+  EXPECT_EQ(buf->data()[99], 0x11);
+  for (int64_t i = 100; i < buf->capacity(); ++i) ASSERT_EQ(buf->data()[i], 0) << i;
+  ASSERT_OK(buf->Resize(10, /*shrink_to_fit=*/true));
+  EXPECT_EQ(buf->capacity(), 64);
+  buf.reset();
+  EXPECT_EQ(pool.bytes_allocated(), 0);
+}
+
+TEST(BufferTest, AnUninitializedBufferOfABadSizeIsAnError) {
+  SystemMemoryPool pool(1000);
+  ASSERT_RAISES(kInvalid, AllocateUninitializedBuffer(-1, &pool));
+  ASSERT_RAISES(kCapacityError, AllocateUninitializedBuffer(INT64_MAX, &pool));
+  ASSERT_RAISES(kOutOfMemory, AllocateUninitializedBuffer(1001, &pool));
+  ASSERT_OK_AND_ASSIGN(auto empty, AllocateUninitializedBuffer(0, &pool));
+  EXPECT_EQ(empty->size(), 0);
   EXPECT_EQ(pool.bytes_allocated(), 0);
 }
 

@@ -175,7 +175,8 @@ Status RunProcesses(const std::vector<std::function<int()>>& bodies, const RunSp
 format::SchemaPtr BatchSchema();
 
 /// A batch of `schema` (BatchSchema's) of `rows` values allocated from
-/// `pool`, left for the caller to write at `*values`.
+/// `pool`, left for the caller to write at `*values` (every value: the
+/// memory is not zeroed).
 Result<format::RecordBatchPtr> Int64Batch(const format::SchemaPtr& schema, int64_t rows,
                                           format::MemoryPool* pool, int64_t** values);
 

@@ -41,7 +41,9 @@ format::SchemaPtr BatchSchema() {
 
 Result<format::RecordBatchPtr> Int64Batch(const format::SchemaPtr& schema, int64_t rows,
                                           format::MemoryPool* pool, int64_t** values) {
-  ALKAID_ASSIGN_OR_RAISE(auto buffer, format::AllocateBuffer(rows * 8, pool));
+  // Not zeroed: every caller writes every value, and a zeroing pass would be
+  // a second write of the whole column (a 16 MiB ping, a 16 MiB memset).
+  ALKAID_ASSIGN_OR_RAISE(auto buffer, format::AllocateUninitializedBuffer(rows * 8, pool));
   *values = reinterpret_cast<int64_t*>(buffer->mutable_data());
   auto data = format::ArrayData::Make(format::int64(), rows, {nullptr, std::move(buffer)}, 0);
   return format::RecordBatch::Make(schema, rows, {format::MakeArray(std::move(data))});

@@ -137,6 +137,16 @@ class ALKAID_EXPORT ResizableBuffer : public Buffer {
 ALKAID_EXPORT Result<std::shared_ptr<ResizableBuffer>> AllocateBuffer(
     int64_t size, MemoryPool* pool = default_memory_pool());
 
+/// The same, for a caller that writes every one of the `size` bytes: they
+/// hold whatever the pool's memory held (a recycled shared-memory region
+/// holds an earlier batch of the topic), and only the padding past them up
+/// to capacity() is zeroed. Saves the pass over the bytes AllocateBuffer
+/// makes, which for a large column is a second write of all of it (Arrow
+/// C++'s AllocateBuffer leaves the bytes alike). The buffer grows and
+/// shrinks as any ResizableBuffer.
+ALKAID_EXPORT Result<std::shared_ptr<ResizableBuffer>> AllocateUninitializedBuffer(
+    int64_t size, MemoryPool* pool = default_memory_pool());
+
 /// Zero-copy slice without bounds checks (see Buffer's slice constructor).
 ALKAID_EXPORT std::shared_ptr<Buffer> SliceBuffer(std::shared_ptr<Buffer> buffer, int64_t offset,
                                                   int64_t length);
