@@ -11,7 +11,9 @@
 //! the batch from its `Consumer` iterator, checks the first and last value
 //! and answers with a one-row batch (a loan made ahead, off the timed path)
 //! -> A holds the answer. One-way latency = round trip / 2. A and B pinned
-//! to CPUs 0 and 1. Percentiles by nearest rank. It starts its own broker
+//! to CPUs 0 and 1. Each size has a producer of its own, its arena sized
+//! for it (as `alkaid latency`'s fresh topic per size and the iceoryx2
+//! peer's publisher per size). Percentiles by nearest rank. It starts its own broker
 //! (`--broker`, default the build tree's). `--no-await-pong` leaves out the
 //! wait for B (the method before it was added).
 //!
@@ -322,46 +324,72 @@ fn ping(o: &Options, socket: &Path, flag: &Path) -> alkaid::Result<Vec<Result1>>
     let word = o
         .await_pong
         .then(|| SharedWord::map(flag, true).expect("making the shared word"));
-    let biggest = *o.sizes.iter().max().unwrap_or(&64) as u64;
-    let producer = Producer::open(
-        "ping",
-        &schema(),
-        &producer_options(socket, 4 * biggest + (1 << 20)),
-    )?;
+    // The first size's producer exists before the pong process, whose
+    // consumer then finds it at once.
+    let first = ping_producer(socket, o.sizes.first().copied().unwrap_or(64))?;
     let mut pong = spawn_pong(o, socket, word.as_ref().map(|_| flag));
-    let measured = measure(o, socket, &producer, word.as_ref());
+    let measured = measure(o, socket, first, word.as_ref());
     if measured.is_err() {
         let _ = pong.kill();
     }
-    let closed = producer.close();
     let _ = pong.wait();
-    closed?;
     measured
 }
 
-/// The hello handshake, then every size's round trips.
-fn measure(
-    o: &Options,
-    socket: &Path,
-    producer: &Producer,
-    pong_waiting: Option<&SharedWord>,
-) -> alkaid::Result<Vec<Result1>> {
-    let mut answers = Consumer::open("pong", &consumer_options(socket, o.block))?;
-    // Hello until the pong process answers: it may attach after a first
-    // ping, which it then never sees.
-    let mut tag: i64 = 1 << 40;
+/// The ping topic's producer for payloads of `bytes`: its arena holds four
+/// of them (the ping, the warm-up, the one the pong side still holds, one
+/// spare) and a megabyte for the hellos, as the iceoryx2 peer sizes its
+/// publisher's data segment per size.
+fn ping_producer(socket: &Path, bytes: usize) -> alkaid::Result<Producer> {
+    Producer::open(
+        "ping",
+        &schema(),
+        &producer_options(socket, 4 * bytes as u64 + (1 << 20)),
+    )
+}
+
+/// Hellos through `producer` until the pong process answers one: its
+/// consumer may find a new producer after a first ping, which it then
+/// never sees. Returns the next unused hello tag.
+fn hello(producer: &Producer, answers: &mut Consumer, mut tag: i64) -> alkaid::Result<i64> {
     loop {
         send(producer, 1, tag)?;
         match answers.next_batch(Some(Duration::from_millis(100))) {
-            Ok(Some(_)) => break,
+            Ok(Some(b)) if first_last(&b.batch).0 == tag => return Ok(tag + 1),
+            Ok(Some(_)) => tag += 1,
             Ok(None) => panic!("the pong process ended"),
             Err(e) if e.is_timed_out() => tag += 1,
             Err(e) => return Err(e),
         }
     }
+}
+
+/// Every size's round trips, each through a producer of its own (opened,
+/// greeted, then the last size's closed), as `alkaid latency` and the
+/// iceoryx2 peer set up each size afresh: a producer whose arena served
+/// other sizes first costs a 16 MiB ping 100-250 ns more (docs/PERFORMANCE.md).
+fn measure(
+    o: &Options,
+    socket: &Path,
+    first: Producer,
+    pong_waiting: Option<&SharedWord>,
+) -> alkaid::Result<Vec<Result1>> {
+    let mut answers = Consumer::open("pong", &consumer_options(socket, o.block))?;
+    let mut tag: i64 = 1 << 40;
     let mut out = Vec::new();
     let mut next_first: i64 = 0;
+    let mut current: Option<Producer> = None;
+    let mut first = Some(first);
     for &bytes in &o.sizes {
+        let producer = match first.take() {
+            Some(p) => p,
+            None => ping_producer(socket, bytes)?,
+        };
+        tag = hello(&producer, &mut answers, tag)?;
+        if let Some(previous) = current.replace(producer) {
+            previous.close()?;
+        }
+        let producer = current.as_ref().expect("just set");
         let rows = (bytes / 8).max(1);
         let mut samples = Vec::with_capacity(o.count);
         let started = Instant::now();
@@ -385,6 +413,10 @@ fn measure(
             samples,
             rate,
         });
+    }
+    // The last producer's close ends the ping topic, and so the pong process.
+    if let Some(last) = current {
+        last.close()?;
     }
     Ok(out)
 }
