@@ -300,10 +300,8 @@ struct BatchSubscriber::Impl {
   [[gnu::always_inline]] Status NextMessage(bool wait,
                                             std::chrono::steady_clock::time_point deadline,
                                             bool* got) {
-    Result<bool> committed = consumer->TryReceive(&message);
-    if (!committed.ok()) return committed.status();
-    *got = *committed;
-    if (*got || !wait) return Status::OK();
+    Status st = consumer->TryReceive(&message, got);
+    if (!st.ok() || *got || !wait) return st;
     const auto left =
         std::max(std::chrono::nanoseconds(0), std::chrono::duration_cast<std::chrono::nanoseconds>(
                                                   deadline - std::chrono::steady_clock::now()));
