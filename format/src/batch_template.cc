@@ -2,58 +2,38 @@
 // once and handed out again for each body.
 //
 // A graph is one RecordBatch, one ArrayData per node and one Buffer per
-// present buffer. Every pointer inside the graph (a batch's columns, a
-// node's children and buffers) aliases one control block, the graph's
-// anchor, and is made once, when the graph is: the anchor's count is then
-// `quiet` (the anchor itself plus those pointers) whenever nothing outside
-// the graph points into it. Each handed-out batch gets a control block of
-// its own, the batch count, made in the graph (no allocation) and counted
-// by the caller's copies of the batch pointer only.
+// present buffer. A batch has one reference count, the batch count: a
+// control block made for each batch at the same place in its graph (no
+// allocation). Every pointer inside the graph (a batch's columns, a node's
+// children and buffers) is a link: it names that control block without
+// holding a count of it (its bits are written once, when the graph is
+// made, and overwritten, never dropped, when the graph goes), so a copy of
+// a link (a column, a child, a buffer, a slice or export taken from the
+// batch) counts in the batch count as the batch pointers do. The count
+// falls to zero exactly when nothing of the batch is held, on whichever
+// thread drops the last pointer: the control block's deleter lets go of
+// the body's keeper there, and freeing the control block (once no weak
+// pointer names it either) returns the graph to the template. There is no
+// sweep and no thread (the way of ObjectMemory, a pool's graph on the
+// producer side).
 //
-// So a batch costs two counts, not one per node: its own, which falls to
-// zero when the caller drops the last batch pointer, and the anchor's,
-// which a pointer taken from the batch (a column, a child, a buffer, a
-// slice, an export) raises. When the batch's control block is freed the
-// graph is quiet or not: quiet, its body's keeper goes and the graph is
-// idle again; not, something taken from it is still held (and holds the
-// body), and the graph waits on the template's pinned list until a sweep
-// finds it quiet. Sweeps run in Instantiate and Sweep (the decoding
-// thread), and for a template whose owner is gone on a reaper thread.
-//
-// Reading the anchor's count is a relaxed load followed by an acquire
-// fence: every holder's last drop is an acq_rel decrement of that count,
-// so whatever a holder did with the body happens before the graph is
-// reused. No pointer into a quiet graph can appear: taking one needs the
-// batch (whose count is gone) or a pointer already held (none is).
+// That a shared_ptr's bits may be copied, and an empty one's bits written
+// over it, without its count changing, holds for every standard library we
+// build with (a pointer and a control block pointer; ObjectMemory relies on
+// the same, checked by ObjectMemoryTest.LinksHoldNoCount and here by
+// BatchTemplateTest's counts of held bodies).
 
 #include "alkaid/format/batch_template.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstring>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 
 #include "alkaid/format/array_data.h"
 #include "alkaid/format/buffer.h"
 #include "c_data_internal.h"
-
-// Built with ThreadSanitizer (gcc's macro, clang's feature test).
-#if defined(__SANITIZE_THREAD__)
-#define ALKAID_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define ALKAID_TSAN 1
-#endif
-#endif
-#ifndef ALKAID_TSAN
-#define ALKAID_TSAN 0
-#endif
 
 namespace alkaid::format {
 
@@ -70,30 +50,28 @@ class TemplateBuffer final : public Buffer {
   }
 };
 
-// Bytes for one control block (libstdc++'s _Sp_counted_deleter with our
-// deleter and allocator is 48 bytes; the allocator checks at compile time
-// that it fits).
+// Bytes for the batch's control block (libstdc++'s _Sp_counted_deleter
+// with our deleter and allocator is 40 bytes; the allocator checks at
+// compile time that it fits).
 constexpr size_t kControlBlockBytes = 96;
 
-// Pinned graphs looked at (the oldest first) per Instantiate, so that a
-// graph let go shortly after its batch is taken again soon; more when no
-// graph is idle, before another is made; and per Sweep. Bounded, so that a
-// caller who keeps a column of every batch pays a constant per batch, not
-// one per batch kept.
-constexpr int kSweepPerInstantiate = 2;
-constexpr int kSweepBeforeMaking = 8;
-constexpr int kSweepPerCall = 64;
+// Ends a link without touching the count it names (its bits overwritten by
+// an empty pointer's).
+template <typename T>
+void Forget(std::shared_ptr<T>& link) {
+  ::new (static_cast<void*>(&link)) std::shared_ptr<T>();
+}
 
 }  // namespace
 
 struct BatchTemplate::Graph {
-  // The control blocks' memory comes first: it outlives every pointer below.
-  alignas(std::max_align_t) std::byte anchor_block[kControlBlockBytes];
+  // The control block's place comes first: it outlives every link below.
   alignas(std::max_align_t) std::byte batch_block[kControlBlockBytes];
   Impl* owner = nullptr;
-  Graph* next = nullptr;  // link in the returned, idle and pinned lists
-  std::shared_ptr<void> anchor;
-  long quiet = 0;  // the anchor's count when nothing outside holds a node
+  Graph* next = nullptr;  // link in the returned and idle lists
+  // The bits of a pointer naming the control block at batch_block, holding
+  // no count: what every link is made from (Link).
+  std::shared_ptr<void> count;
   std::optional<RecordBatch> batch;
   std::vector<ArrayData> nodes;
   std::unique_ptr<TemplateBuffer[]> buffers;  // the present ones, then the whole body
@@ -105,21 +83,30 @@ struct BatchTemplate::Graph {
   // The ArrowArray tree of the batch's exports, laid out once (c_data_export.cc).
   internal::ExportSlot export_slot;
 
-  bool Quiet() const {
-    const long n = anchor.use_count();
-    // Acquire: pairs with the acq_rel decrement of each holder's last drop.
-    std::atomic_thread_fence(std::memory_order_acquire);
-#if ALKAID_TSAN
-    // ThreadSanitizer does not model a fence: the same pairing through an
-    // acq_rel decrement of the count (no holder outside can appear meanwhile).
-    if (n == quiet) std::shared_ptr<void>(anchor).reset();
-#endif
-    return n == quiet;
+  // A link to `to`, an object of this graph.
+  template <typename T>
+  std::shared_ptr<T> Link(T* to) const {
+    static_assert(sizeof(std::shared_ptr<T>) == sizeof(count), "a pointer and a count");
+    std::shared_ptr<void> bits;
+    std::memcpy(static_cast<void*>(&bits), static_cast<const void*>(&count), sizeof(bits));
+    // The aliasing move: the bits go over, no count changes; `bits` is empty.
+    return std::shared_ptr<T>(std::move(bits), to);
   }
+
   Graph() = default;
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
   ~Graph() {
+    // Nothing of a batch is held (the graph is idle): the links are
+    // forgotten, not dropped.
+    for (ArrayData& d : nodes) {
+      for (auto& b : d.buffers) Forget(b);
+      for (auto& c : d.child_data) Forget(c);
+    }
+    if (batch.has_value()) {
+      for (auto& c : batch->columns_) Forget(c);
+    }
+    Forget(count);
     LetGoOfBody();
     if (keeper_ops != nullptr) keeper_ops->destroy(keeper);
   }
@@ -140,14 +127,12 @@ struct BatchTemplate::GraphStack {
     Graph* h = head.load(std::memory_order_relaxed);
     do {
       g->next = h;
-      // Seq_cst (release at least): what the pusher did to the graph is
-      // seen by the taker's exchange; seq_cst for PartFreed's pairing with
-      // the owner's going (see Orphan).
+      // Release: what the pusher did to the graph (its body let go) is seen
+      // by the taker's acquire exchange.
     } while (
-        !head.compare_exchange_weak(h, g, std::memory_order_seq_cst, std::memory_order_relaxed));
+        !head.compare_exchange_weak(h, g, std::memory_order_release, std::memory_order_relaxed));
   }
   Graph* TakeAll() { return head.exchange(nullptr, std::memory_order_acquire); }
-  bool empty() const { return head.load(std::memory_order_seq_cst) == nullptr; }
 };
 
 struct BatchTemplate::Impl {
@@ -163,87 +148,17 @@ struct BatchTemplate::Impl {
   std::vector<BufferSlot> buffer_slots;
   uint32_t num_buffers = 0;  // buffer_slots.size()
 
-  // One for the owner (the shared_ptr Make returned), one per graph in use
-  // or pinned, one for the reaper while it watches; deleted at zero.
+  // One for the owner (the shared_ptr Make returned), one per graph in
+  // use; deleted at zero.
   std::atomic<int64_t> refs{1};
-  std::atomic<bool> orphaned{false};  // the owner is gone
-  GraphStack returned;                // quiet graphs, pushed by any thread
-  GraphStack pinned_in;               // not yet quiet, pushed by any thread
-  // The sweeping thread's (Instantiate's, or the reaper's once orphaned).
-  Graph* idle = nullptr;
-  Graph* pinned_head = nullptr;  // oldest first
-  Graph* pinned_tail = nullptr;
+  GraphStack returned;    // graphs whose batch is let go, pushed by any thread
+  Graph* idle = nullptr;  // Instantiate's thread's
   std::atomic<size_t> made{0};
 
   void Unref() {
     // Pairs with the acq_rel of every other Unref: the last one sees what
     // the others did to the graphs before they let go.
     if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete self;
-  }
-
-  // A quiet graph: its keeper goes, and it is idle again (any thread).
-  void Return(Graph* g) {
-    g->LetGoOfBody();
-    returned.Push(g);
-    Unref();
-  }
-
-  void PinLocal(Graph* g) {
-    g->next = nullptr;
-    if (pinned_tail == nullptr) {
-      pinned_head = g;
-    } else {
-      pinned_tail->next = g;
-    }
-    pinned_tail = g;
-  }
-
-  // Moves newly pinned graphs to the local list (oldest first), then looks
-  // at up to `budget` of the oldest (all when negative): the quiet ones are
-  // returned. True if graphs are still pinned.
-  bool Sweep(int budget) {
-    Graph* in = pinned_in.TakeAll();
-    Graph* reversed = nullptr;
-    while (in != nullptr) {
-      Graph* next = in->next;
-      in->next = reversed;
-      reversed = in;
-      in = next;
-    }
-    while (reversed != nullptr) {
-      Graph* next = reversed->next;
-      PinLocal(reversed);
-      reversed = next;
-    }
-    Graph* keep_head = nullptr;
-    Graph* keep_tail = nullptr;
-    while (pinned_head != nullptr && budget-- != 0) {
-      Graph* g = pinned_head;
-      pinned_head = g->next;
-      if (pinned_head == nullptr) pinned_tail = nullptr;
-      if (g->Quiet()) {
-        Return(g);  // may delete this template (the reaper's last graph)
-        continue;
-      }
-      g->next = nullptr;
-      if (keep_tail == nullptr) {
-        keep_head = g;
-      } else {
-        keep_tail->next = g;
-      }
-      keep_tail = g;
-    }
-    // The ones still pinned go to the back: the next sweep starts with
-    // those it has not looked at.
-    if (keep_head != nullptr) {
-      if (pinned_tail == nullptr) {
-        pinned_head = keep_head;
-      } else {
-        pinned_tail->next = keep_head;
-      }
-      pinned_tail = keep_tail;
-    }
-    return pinned_head != nullptr;
   }
 
   Graph* Take() {
@@ -254,7 +169,7 @@ struct BatchTemplate::Impl {
   }
 
   ~Impl() {
-    for (Graph* list : {idle, returned.TakeAll(), pinned_head, pinned_in.TakeAll()}) {
+    for (Graph* list : {idle, returned.TakeAll()}) {
       while (list != nullptr) {
         Graph* next = list->next;
         delete list;
@@ -264,132 +179,50 @@ struct BatchTemplate::Impl {
   }
 };
 
-// Sweeps the templates whose owner is gone while graphs of theirs are still
-// pinned (held through a column, buffer, slice or export taken from a
-// batch), so that their bodies are let go soon after the last such pointer
-// is dropped even though nobody decodes with them any more. A thread runs
-// while there are any, and ends when there are none.
-class BatchTemplate::Reaper {
- public:
-  static Reaper& Get() {
-    // Never destroyed: its thread may outlive static destruction at exit.
-    static Reaper* reaper = new Reaper;
-    return *reaper;
-  }
-
-  // Watches `im` until nothing of it is pinned, holding a reference to it
-  // meanwhile.
-  void Watch(Impl* im) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    WatchLocked(im);
-  }
-
-  // The owner of `im` goes: from now on the reaper sweeps it, if anything
-  // of it is pinned now or gets pinned later (PartFreed then calls Watch).
-  void Orphan(Impl* im) {
-    // The owner's last sweep: what is already let go needs no reaper thread.
-    im->Sweep(-1);
-    std::lock_guard<std::mutex> lock(mutex_);
-    // Seq_cst, with PartFreed's push and load: either this sees the graph it
-    // pinned, or it sees `orphaned` (both: watched twice, which is harmless).
-    im->orphaned.store(true, std::memory_order_seq_cst);
-    if (im->pinned_head != nullptr || !im->pinned_in.empty()) WatchLocked(im);
-  }
-
- private:
-  void WatchLocked(Impl* im) {
-    im->refs.fetch_add(1, std::memory_order_relaxed);
-    watched_.push_back(im);
-    if (!running_ || pid_ != ::getpid()) {  // a fork has no thread of ours
-      running_ = true;
-      pid_ = ::getpid();
-      std::thread([this] { Run(); }).detach();
-    }
-  }
-
-  void Run() {
-    while (true) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      std::vector<Impl*> done;
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        for (size_t i = 0; i < watched_.size();) {
-          Impl* im = watched_[i];
-          if (im->Sweep(-1)) {
-            ++i;
-          } else {
-            done.push_back(im);
-            watched_[i] = watched_.back();
-            watched_.pop_back();
-          }
-        }
-        if (watched_.empty() && done.empty()) {
-          running_ = false;
-          return;
-        }
-      }
-      for (Impl* im : done) im->Unref();
-    }
-  }
-
-  std::mutex mutex_;
-  std::vector<Impl*> watched_;
-  bool running_ = false;
-  pid_t pid_ = 0;
-};
-
-// The control blocks' deleter: a batch's count fell to zero (the anchor's
-// falls to zero only when its graph is deleted: nothing to do then). If
-// nothing taken from the batch is held either, the body goes now, even if
-// weak pointers keep the batch's control block (and with it the graph) a
-// while longer.
+// The batch count's deleter: nothing of the batch is held any more, on
+// this thread's drop; the body goes now, even if weak pointers keep the
+// control block (and with it the graph) a while longer.
 struct BatchTemplate::Deleter {
-  Graph* graph = nullptr;  // null: the anchor's
+  Graph* graph = nullptr;  // null: the probe NewGraph makes
   void operator()(const void* /*unused*/) const {
-    if (graph != nullptr && graph->Quiet()) graph->LetGoOfBody();
+    if (graph != nullptr) graph->LetGoOfBody();
   }
 };
 
-// The allocator of a control block: its place in the graph. Freeing the
-// batch's block hands the graph back (PartFreed).
+// The allocator of the batch's control block: its place in the graph.
+// Freeing it hands the graph back (PartFreed).
 template <typename T>
 struct BatchTemplate::Allocator {
   using value_type = T;
   Graph* graph;
-  uint32_t part;  // 0: the batch's block, 1: the anchor's
+  bool live;  // false: NewGraph's probe, whose end returns nothing
 
-  Allocator(Graph* g, uint32_t p) : graph(g), part(p) {}
+  Allocator(Graph* g, bool l) : graph(g), live(l) {}
   template <typename U>
-  explicit Allocator(const Allocator<U>& o) : graph(o.graph), part(o.part) {}
+  explicit Allocator(const Allocator<U>& o) : graph(o.graph), live(o.live) {}
 
   T* allocate(size_t n) {
     static_assert(sizeof(T) <= kControlBlockBytes && alignof(T) <= alignof(std::max_align_t),
                   "a control block must fit its place");
     if (n != 1) throw std::bad_alloc();  // only one control block per place
-    return static_cast<T*>(
-        static_cast<void*>(part == 0 ? graph->batch_block : graph->anchor_block));
+    return static_cast<T*>(static_cast<void*>(graph->batch_block));
   }
   void deallocate(T* /*p*/, size_t /*n*/) {
-    if (part == 0) PartFreed(graph);
+    if (live) PartFreed(graph);
   }
   template <typename U>
   bool operator==(const Allocator<U>& o) const {
-    return graph == o.graph && part == o.part;
+    return graph == o.graph && live == o.live;
   }
 };
 
 void BatchTemplate::PartFreed(Graph* g) {
-  // The batch's block is free: nothing holds the batch, weakly or not. The
-  // graph was quiet when the count fell (the body is gone), or is now.
+  // The batch's control block is free: nothing holds the batch or anything
+  // of it, weakly or not, and its deleter let go of the body. The graph is
+  // idle again (any thread).
   Impl& im = *g->owner;
-  if (!g->holding || g->Quiet()) {
-    im.Return(g);
-    return;
-  }
-  // Something taken from the batch is still held: a sweep returns the graph
-  // once it is let go (the owner's, or the reaper's once the owner is gone).
-  im.pinned_in.Push(g);
-  if (im.orphaned.load(std::memory_order_seq_cst)) Reaper::Get().Watch(&im);
+  im.returned.Push(g);
+  im.Unref();
 }
 
 BatchTemplate::BatchTemplate(BatchShape shape)
@@ -401,10 +234,7 @@ BatchTemplate::~BatchTemplate() = default;
 
 size_t BatchTemplate::graphs_made() const { return impl_->made.load(std::memory_order_relaxed); }
 
-void BatchTemplate::Sweep() {
-  Impl& im = *impl_;
-  if (im.pinned_head != nullptr || !im.pinned_in.empty()) im.Sweep(kSweepPerCall);
-}
+void BatchTemplate::Sweep() {}
 
 Result<std::shared_ptr<BatchTemplate>> BatchTemplate::Make(BatchShape shape) {
   if (shape.schema == nullptr) return Status::Invalid("BatchTemplate: null schema");
@@ -461,13 +291,8 @@ Result<std::shared_ptr<BatchTemplate>> BatchTemplate::Make(BatchShape shape) {
     }
   }
   im.num_buffers = static_cast<uint32_t>(im.buffer_slots.size());
-  // The owner's reference; graphs in use or pinned hold theirs. Graphs
-  // still pinned when the owner goes are the reaper's to sweep.
-  return std::shared_ptr<BatchTemplate>(t, [](BatchTemplate* p) {
-    Impl* owner = p->impl_.get();
-    Reaper::Get().Orphan(owner);
-    owner->Unref();
-  });
+  // The owner's reference; graphs in use hold theirs.
+  return std::shared_ptr<BatchTemplate>(t, [](BatchTemplate* p) { p->impl_->Unref(); });
 }
 
 BatchTemplate::Graph* BatchTemplate::NewGraph() {
@@ -476,8 +301,15 @@ BatchTemplate::Graph* BatchTemplate::NewGraph() {
   g->owner = &im;
   g->nodes.resize(shape_.nodes.size());
   g->buffers = std::make_unique<TemplateBuffer[]>(im.num_buffers + 1);
-  // The graph's own pointers, made once: each aliases the anchor.
-  g->anchor = std::shared_ptr<void>(g.get(), Deleter{}, Allocator<void>(g.get(), 1));
+  {
+    // A control block made at batch_block and ended at once (its deleter
+    // and allocator do nothing): its bits are what the links are made of.
+    // Each batch's is made at the same place.
+    RecordBatchPtr probe(static_cast<RecordBatch*>(nullptr), Deleter{},
+                         Allocator<RecordBatch>(g.get(), false));
+    static_assert(sizeof(probe) == sizeof(g->count), "a pointer and a count");
+    std::memcpy(static_cast<void*>(&g->count), static_cast<const void*>(&probe), sizeof(probe));
+  }
   for (size_t i = 0; i < shape_.nodes.size(); ++i) {
     const BatchShape::Node& n = shape_.nodes[i];
     ArrayData& d = g->nodes[i];
@@ -487,36 +319,28 @@ BatchTemplate::Graph* BatchTemplate::NewGraph() {
     d.offset = n.offset;
     d.buffers.resize(n.buffers.size());
     d.child_data.reserve(n.children.size());
-    for (uint32_t c : n.children) d.child_data.emplace_back(g->anchor, &g->nodes[c]);
+    for (uint32_t c : n.children) d.child_data.push_back(g->Link(&g->nodes[c]));
   }
   for (uint32_t i = 0; i < im.num_buffers; ++i) {
     const Impl::BufferSlot& b = im.buffer_slots[i];
-    g->nodes[b.node].buffers[b.k] = std::shared_ptr<Buffer>(g->anchor, &g->buffers[i]);
+    g->nodes[b.node].buffers[b.k] = g->Link<Buffer>(&g->buffers[i]);
   }
   std::vector<ArrayDataPtr> columns;
   columns.reserve(shape_.columns.size());
-  for (uint32_t c : shape_.columns) columns.emplace_back(g->anchor, &g->nodes[c]);
+  for (uint32_t c : shape_.columns) columns.push_back(g->Link(&g->nodes[c]));
   g->batch.emplace(RecordBatch::Key{}, shape_.schema, shape_.num_rows, std::move(columns));
   g->batch->metadata_ = shape_.metadata;
   g->batch->export_slot_ = &g->export_slot;
   g->export_slot.varying = shape_.varying;
-  g->quiet = g->anchor.use_count();
   im.made.fetch_add(1, std::memory_order_relaxed);
   return g.release();
 }
 
-// Instantiate's first half: an idle graph (swept for, or made), holding
-// the keeper.
+// Instantiate's first half: an idle graph (or a new one), holding the
+// keeper.
 inline BatchTemplate::Graph* BatchTemplate::TakeGraph(const KeeperOps* ops, void* keep) {
   Impl& im = *impl_;
-  const bool pinned = im.pinned_head != nullptr || !im.pinned_in.empty();
-  if (pinned) im.Sweep(kSweepPerInstantiate);
   Graph* g = im.Take();
-  if (g == nullptr && pinned) {
-    // Before making another graph, look at more of the pinned ones.
-    im.Sweep(kSweepBeforeMaking);
-    g = im.Take();
-  }
   if (g == nullptr) g = NewGraph();
   im.refs.fetch_add(1, std::memory_order_relaxed);  // the graph's, until it returns
   if (g->keeper_ops != ops && g->keeper_ops != nullptr) {
@@ -529,15 +353,17 @@ inline BatchTemplate::Graph* BatchTemplate::TakeGraph(const KeeperOps* ops, void
   return g;
 }
 
-// Instantiate's second half: the whole-body buffer if asked, and the batch.
+// Instantiate's second half: the batch's count made, the whole-body buffer
+// if asked, and the batch.
 inline RecordBatchPtr BatchTemplate::HandOut(Graph* g, const uint8_t* base, int64_t body_length,
                                              std::shared_ptr<Buffer>* body_out) {
-  const uint32_t whole = impl_->num_buffers;
+  RecordBatchPtr batch(&*g->batch, Deleter{g}, Allocator<RecordBatch>(g, true));
   if (body_out != nullptr) {
+    const uint32_t whole = impl_->num_buffers;
     g->buffers[whole].Point(base, body_length);
-    *body_out = std::shared_ptr<Buffer>(g->anchor, &g->buffers[whole]);
+    *body_out = std::shared_ptr<Buffer>(batch, &g->buffers[whole]);
   }
-  return RecordBatchPtr(&*g->batch, Deleter{g}, Allocator<RecordBatch>(g, 0));
+  return batch;
 }
 
 RecordBatchPtr BatchTemplate::InstantiateErased(const uint8_t* base, const KeeperOps* ops,

@@ -268,12 +268,15 @@ inline bool ChannelConsumer::SkipLapped(Impl& state, uint64_t c, uint32_t attemp
   pending_lost_ = 0;
 }
 
-Result<bool> ChannelConsumer::TryReceive(ChannelMessage* out) {
+// Both TryReceive calls' body, forced inline into them.
+[[gnu::always_inline]] inline Status ChannelConsumer::TryReceiveImpl(ChannelMessage* out,
+                                                                     bool* got) {
+  *got = false;
   Impl& state = *impl_;
   if (closed_) return Status::Invalid("consumer of channel '", state.name, "' is closed");
   if (!accepted_) {
     ALKAID_ASSIGN_OR_RAISE(const bool ok, Accepted());
-    if (!ok) return false;
+    if (!ok) return Status::OK();
   }
   // Each lap moves us to the oldest message that may still be intact. A
   // producer that goes on publishing can lap us again and again (a consumer
@@ -305,29 +308,41 @@ Result<bool> ChannelConsumer::TryReceive(ChannelMessage* out) {
         return Status::Invalid("channel '", state.name, "': registration ", state.index,
                                " is no longer ours (rewritten by another process)");
       }
-      return false;
+      return Status::OK();
     }
     SlotCopy copy;
     Status problem;
     // Above 2c+2: lapped before we looked.
     if (seq == want && ReadSlot(state, c, slot, seq, out, &copy, &problem)) {
       Deliver(state, c, copy, out);
-      return true;
+      *got = true;
+      return Status::OK();
     }
     if (!problem.ok()) return problem;
     if (!SkipLapped(state, c, attempt, &write_at_first_lap, out, &problem)) {
       // The overwrite of message c is not finished: nothing to deliver yet.
-      return false;
+      return Status::OK();
     }
     if (!problem.ok()) return problem;
   }
   // Acquire: partner of the producer's store of write_sequence.
   if (state.header->write_sequence.load(std::memory_order_acquire) != write_at_first_lap) {
-    return false;  // lapped while the producer published on: what was skipped is counted
+    return Status::OK();  // lapped while the producer published on: what was skipped is counted
   }
   return Status::Invalid("channel '", state.name, "': every slot shows a newer message than ",
                          "the one this consumer skipped to (sequence ", cursor_,
                          "): the channel segment is corrupt");
+}
+
+Result<bool> ChannelConsumer::TryReceive(ChannelMessage* out) {
+  bool got = false;
+  Status st = TryReceiveImpl(out, &got);
+  if (!st.ok()) return st;
+  return got;
+}
+
+Status ChannelConsumer::TryReceive(ChannelMessage* out, bool* got) {
+  return TryReceiveImpl(out, got);
 }
 
 Status ChannelConsumer::Receive(ChannelMessage* out, std::chrono::nanoseconds timeout) {

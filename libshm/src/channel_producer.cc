@@ -131,6 +131,23 @@ Result<std::unique_ptr<ChannelProducer>> ChannelProducer::Create(std::string_vie
   return std::unique_ptr<ChannelProducer>(new ChannelProducer(std::move(owner)));
 }
 
+// Fixed block `desc` (TakeFixed's) lent into `loan`, whose owner is this
+// producer's state.
+[[gnu::always_inline]] inline void ChannelProducer::LendFixed(ProducerState& state, uint32_t desc,
+                                                              uint64_t length, ChannelLoan* loan) {
+  const uint32_t i = desc - state.geometry.block_count;
+  ProducerState::FixedBlock& f = state.fixed[i];
+  f.loaned = true;
+  f.loan_ref = true;
+  const uint64_t offset = state.geometry.FixedBlockOffset(i);
+  // In the channel segment, before the arena (arena_base[0] is its data).
+  loan->data_ = {state.arena_base[0] + offset, static_cast<std::size_t>(length)};
+  loan->offset_ = offset;
+  loan->generation_ = 0;
+  loan->descriptor_ = desc;
+  loan->held_ = true;
+}
+
 // LoanImpl and PublishImpl are forced inline into their few callers (the
 // public Loan and Publish calls): as calls of their own they cost a second
 // frame and Status hand-over per message.
@@ -165,22 +182,14 @@ Result<std::unique_ptr<ChannelProducer>> ChannelProducer::Create(std::string_vie
   ChannelLoan& loan = *into;
   if (loan.owner_ != impl_) loan.owner_ = impl_;
   if (state.IsFixed(desc)) {
-    const uint32_t i = desc - state.geometry.block_count;
-    ProducerState::FixedBlock& f = state.fixed[i];
-    f.loaned = true;
-    f.loan_ref = true;
-    const uint64_t offset = state.geometry.FixedBlockOffset(i);
-    // In the channel segment, before the arena (arena_base[0] is its data).
-    loan.data_ = {state.arena_base[0] + offset, static_cast<std::size_t>(length)};
-    loan.offset_ = offset;
-    loan.generation_ = 0;
-  } else {
-    state.blocks.Lend(desc);
-    const internal::Block& b = state.blocks[desc];
-    loan.data_ = {state.Address(b.offset), static_cast<std::size_t>(length)};
-    loan.offset_ = b.offset;
-    loan.generation_ = b.generation;
+    LendFixed(state, desc, length, &loan);
+    return Status::OK();
   }
+  state.blocks.Lend(desc);
+  const internal::Block& b = state.blocks[desc];
+  loan.data_ = {state.Address(b.offset), static_cast<std::size_t>(length)};
+  loan.offset_ = b.offset;
+  loan.generation_ = b.generation;
   loan.descriptor_ = desc;
   loan.held_ = true;
   return Status::OK();
@@ -240,23 +249,13 @@ namespace {
 
 }  // namespace
 
-[[gnu::always_inline]] inline Status ChannelProducer::PublishImpl(
-    std::span<const std::byte> payload, ChannelLoan* body, bool keep, uint64_t user,
-    uint32_t shape) {
-  ProducerState& state = *impl_;
-  if (state.closed) return Status::Invalid("channel '", state.name, "' is closed");
-  if (body != nullptr && (state.IsFixed(body->descriptor_)
-                              ? !state.fixed[body->descriptor_ - state.geometry.block_count].loaned
-                              : state.blocks[body->descriptor_].state != BlockState::kLoaned)) {
-    return Status::Invalid("channel '", state.name, "': the loan was published already");
-  }
-  if (payload.size() > state.geometry.inline_capacity) {
-    return Status::Invalid("channel '", state.name, "': inline payload of ", payload.size(),
-                           " bytes exceeds the capacity of ", state.geometry.inline_capacity);
-  }
-  if (shape > state.shapes_used) {
-    return Status::Invalid("channel '", state.name, "': shape ", shape, " was not added");
-  }
+// Publish's steps once its checks passed: the channel is open, `body` (if
+// any) is a loan of this producer not published yet, `payload` fits a slot
+// and `shape` was added.
+[[gnu::always_inline]] inline Status ChannelProducer::Commit(ProducerState& state,
+                                                             std::span<const std::byte> payload,
+                                                             ChannelLoan* body, bool keep,
+                                                             uint64_t user, uint32_t shape) {
   state.PollRegistry();
   const uint64_t n = state.slots.next_sequence;
   const uint64_t slots = state.geometry.slot_count;
@@ -346,6 +345,26 @@ namespace {
   return Status::OK();
 }
 
+[[gnu::always_inline]] inline Status ChannelProducer::PublishImpl(
+    std::span<const std::byte> payload, ChannelLoan* body, bool keep, uint64_t user,
+    uint32_t shape) {
+  ProducerState& state = *impl_;
+  if (state.closed) return Status::Invalid("channel '", state.name, "' is closed");
+  if (body != nullptr && (state.IsFixed(body->descriptor_)
+                              ? !state.fixed[body->descriptor_ - state.geometry.block_count].loaned
+                              : state.blocks[body->descriptor_].state != BlockState::kLoaned)) {
+    return Status::Invalid("channel '", state.name, "': the loan was published already");
+  }
+  if (payload.size() > state.geometry.inline_capacity) {
+    return Status::Invalid("channel '", state.name, "': inline payload of ", payload.size(),
+                           " bytes exceeds the capacity of ", state.geometry.inline_capacity);
+  }
+  if (shape > state.shapes_used) {
+    return Status::Invalid("channel '", state.name, "': shape ", shape, " was not added");
+  }
+  return Commit(state, payload, body, keep, user, shape);
+}
+
 Status ChannelProducer::Publish(std::span<const std::byte> payload, ChannelLoan&& body,
                                 uint64_t user, uint32_t shape) {
   if (!body.held_ || body.owner_ != impl_) {
@@ -366,6 +385,85 @@ Status ChannelProducer::Publish(std::span<const std::byte> payload, const Channe
 
 Status ChannelProducer::Publish(std::span<const std::byte> payload, uint64_t user, uint32_t shape) {
   return PublishImpl(payload, nullptr, /*keep=*/false, user, shape);
+}
+
+Result<ChannelWriter> ChannelProducer::NewWriter(uint64_t length,
+                                                 std::span<const std::byte> payload, uint64_t user,
+                                                 uint32_t shape) {
+  ProducerState& state = *impl_;
+  if (state.closed) return Status::Invalid("channel '", state.name, "' is closed");
+  if (length > state.geometry.arena_max) {
+    return Status::CapacityError("channel '", state.name, "': a block of ", length,
+                                 " bytes exceeds the arena's maximum of ", state.geometry.arena_max,
+                                 " bytes");
+  }
+  if (payload.size() > state.geometry.inline_capacity) {
+    return Status::Invalid("channel '", state.name, "': inline payload of ", payload.size(),
+                           " bytes exceeds the capacity of ", state.geometry.inline_capacity);
+  }
+  if (shape > state.shapes_used) {
+    return Status::Invalid("channel '", state.name, "': shape ", shape, " was not added");
+  }
+  ChannelWriter w;
+  w.producer_ = this;
+  w.state_ = &state;
+  w.loan_.owner_ = impl_;
+  w.loan_.reused_ = true;  // Publish keeps the owner
+  w.payload_.assign(payload.begin(), payload.end());
+  w.length_ = length;
+  w.user_ = user;
+  w.shape_ = shape;
+  w.fixed_ = std::max<uint64_t>(internal::RoundUp(length, 64), 64) <= state.geometry.fixed_size;
+  return w;
+}
+
+// ---------------------------------------------------------------------------
+// ChannelWriter
+
+Status ChannelWriter::Loan() {
+  if (state_ == nullptr) return Status::Invalid("ChannelWriter: empty (not made by NewWriter)");
+  ProducerState& state = *state_;
+  if (loan_.held_) {
+    return Status::Invalid("channel '", state.name, "': the block lent before (offset ",
+                           loan_.offset_, ") was not published");
+  }
+  if (fixed_ && !state.closed) {
+    const uint32_t desc = state.TakeFixed();
+    if (desc != kNoBlock) {
+      ChannelProducer::LendFixed(state, desc, length_, &loan_);
+      return Status::OK();
+    }
+  }
+  // No fixed block: the general way (which looks for one again first).
+  return producer_->LoanInto(length_, &loan_);
+}
+
+Status ChannelWriter::Publish() {
+  if (!loan_.held_) {
+    return Status::Invalid("ChannelWriter::Publish: nothing to publish (no block is lent)");
+  }
+  ProducerState& state = *state_;
+  if (state.closed) return Status::Invalid("channel '", state.name, "' is closed");
+  // The rest of Publish's checks were NewWriter's; the loan is ours and
+  // lent (Loan, and no Publish since).
+  return ChannelProducer::Commit(state, payload_, &loan_, /*keep=*/false, user_, shape_);
+}
+
+Status ChannelWriter::Publish(ChannelLoan* held) {
+  if (held == nullptr) return Status::Invalid("ChannelWriter::Publish: null loan");
+  if (!loan_.held_) {
+    return Status::Invalid("ChannelWriter::Publish: nothing to publish (no block is lent)");
+  }
+  ProducerState& state = *state_;
+  if (state.closed) return Status::Invalid("channel '", state.name, "' is closed");
+  ALKAID_RETURN_NOT_OK(
+      ChannelProducer::Commit(state, payload_, &loan_, /*keep=*/true, user_, shape_));
+  // The published loan goes to `held`; ours keeps its owner for the next.
+  std::shared_ptr<ProducerState> owner = loan_.owner_;
+  *held = std::move(loan_);
+  loan_.owner_ = std::move(owner);
+  loan_.reused_ = true;
+  return Status::OK();
 }
 
 Result<uint32_t> ChannelProducer::AddShape(std::span<const std::byte> bytes) {

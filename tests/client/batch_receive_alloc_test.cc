@@ -118,8 +118,8 @@ TEST(BatchReceiveAllocTest, FixedBlocksAndTheBatchOnlyReceiveAllocateNothing) {
 
 // A received batch handed over through the C Data Interface and released,
 // before or after the batch itself is dropped (the second is what a pyarrow
-// or polars consumer does: the graph waits, pinned by the export, until the
-// next receive sweeps it): no allocation either way, and the release notice
+// or polars consumer does: the export holds the batch's count, and its
+// release lets the block go): no allocation either way, and the release notice
 // (a std::function holding a plain pointer, as Consumer::ExportBatch's)
 // allocates nothing.
 TEST(BatchReceiveAllocTest, ExportingAReceivedBatchAllocatesNothing) {
@@ -139,7 +139,7 @@ TEST(BatchReceiveAllocTest, ExportingAReceivedBatchAllocatesNothing) {
     if (i % 2 == 0) {
       c.release(&c);  // the export first, then the batch
     } else {
-      got = ReceivedBatch{};  // the batch first: the export pins its graph
+      got = ReceivedBatch{};  // the batch first: the export holds its count
       c.release(&c);
     }
   };

@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -51,8 +50,7 @@ TEST(BatchTemplateTest, BatchesPointIntoEachBodyAndValidate) {
   b1.reset();
   EXPECT_EQ(held.load(), 2) << "the whole-body buffer still holds the first body";
   whole.reset();
-  t->Sweep();
-  EXPECT_EQ(held.load(), 1);
+  EXPECT_EQ(held.load(), 1) << "the first body goes with the last pointer of its batch";
   b2.reset();
   EXPECT_EQ(held.load(), 0);
 }
@@ -71,7 +69,7 @@ TEST(BatchTemplateTest, AGraphIsReusedOnceEverythingTakenFromItIsDropped) {
 
 // Each kind of pointer taken from a batch keeps its graph, and with it the
 // body, after the batch is dropped; the graph is not reused meanwhile, and
-// the first sweep after the last of them goes lets go of the body.
+// the body goes with the last of them (no sweep).
 TEST(BatchTemplateTest, AColumnAChildABufferOrASliceKeptAfterTheBatchHoldsIt) {
   ASSERT_OK_AND_ASSIGN(auto t, BatchTemplate::Make(Shape()));
   std::atomic<int> held{0};
@@ -104,12 +102,9 @@ TEST(BatchTemplateTest, AColumnAChildABufferOrASliceKeptAfterTheBatchHoldsIt) {
   child.reset();
   buffer.reset();
   values.reset();
-  t->Sweep();
   EXPECT_EQ(held.load(), 2) << "the slice still holds the first body";
   slice.reset();
-  EXPECT_EQ(held.load(), 2) << "let go at the next sweep";
-  t->Sweep();
-  EXPECT_EQ(held.load(), 1);
+  EXPECT_EQ(held.load(), 1) << "the first body goes with the slice, its last pointer";
   b2.reset();
   EXPECT_EQ(held.load(), 0);
   // Both graphs are back: two more batches at once make none.
@@ -166,8 +161,8 @@ TEST(BatchTemplateTest, AResidentKeeperIsMadeOncePerGraphAndReleasedPerBatch) {
   EXPECT_EQ(ResidentKeeper::released, 100);
   EXPECT_EQ(ResidentKeeper::holding, 0);
   EXPECT_EQ(ResidentKeeper::destroyed, 0) << "the graph keeps its keeper while idle";
-  // A column kept after its batch holds the body until a sweep finds it
-  // let go; a second graph (and keeper) serves meanwhile.
+  // A column kept after its batch holds the body until it is dropped; a
+  // second graph (and keeper) serves meanwhile.
   ArrayDataPtr column;
   {
     auto b = t->Instantiate(body.bytes, ResidentKeeper(0));
@@ -177,7 +172,6 @@ TEST(BatchTemplateTest, AResidentKeeperIsMadeOncePerGraphAndReleasedPerBatch) {
   EXPECT_EQ(ResidentKeeper::made, 2);
   EXPECT_EQ(ResidentKeeper::holding, 2);
   column.reset();
-  t->Sweep();
   EXPECT_EQ(ResidentKeeper::holding, 1);
   // The batch outlives its template: the template's graphs (and their
   // keepers) go once its last batch is let go.
@@ -190,31 +184,47 @@ TEST(BatchTemplateTest, AResidentKeeperIsMadeOncePerGraphAndReleasedPerBatch) {
   EXPECT_EQ(ResidentKeeper::destroyed, 2);
 }
 
-// A weak reference to a batch keeps its control block, so its graph is not
-// reused while one exists (it would reuse the block under it); the body
-// goes with the batch all the same.
+// A weak reference to a batch, or to anything taken from it, keeps its
+// control block, so its graph is not reused while one exists (it would
+// reuse the block under it); the body goes with the batch all the same, and
+// the weak reference expires with it (it never locks onto a later batch).
 TEST(BatchTemplateTest, AWeakReferenceKeepsTheGraphFromReuse) {
   ASSERT_OK_AND_ASSIGN(auto t, BatchTemplate::Make(Shape()));
   std::atomic<int> held{0};
   Body body(1);
   std::weak_ptr<RecordBatch> weak;
+  std::weak_ptr<ArrayData> weak_column;
   {
     auto b = t->Instantiate(body.bytes, Keeper(&held));
     weak = b;
+    weak_column = b->column_data(1);
   }
   EXPECT_TRUE(weak.expired());
+  EXPECT_TRUE(weak_column.expired()) << "a node's weak pointer expires with its batch";
   EXPECT_EQ(held.load(), 0) << "the body goes with the batch";
   { auto b = t->Instantiate(body.bytes, Keeper(&held)); }
   EXPECT_EQ(t->graphs_made(), 2u);
   weak.reset();
-  { auto b = t->Instantiate(body.bytes, Keeper(&held)); }
-  EXPECT_EQ(t->graphs_made(), 2u);
+  {
+    auto b1 = t->Instantiate(body.bytes, Keeper(&held));
+    auto b2 = t->Instantiate(body.bytes, Keeper(&held));
+    EXPECT_EQ(weak_column.lock(), nullptr) << "never locks onto a later batch of a graph";
+  }
+  EXPECT_EQ(t->graphs_made(), 3u) << "the column's weak pointer still keeps the first graph";
+  weak_column.reset();
+  {
+    auto b1 = t->Instantiate(body.bytes, Keeper(&held));
+    auto b2 = t->Instantiate(body.bytes, Keeper(&held));
+    auto b3 = t->Instantiate(body.bytes, Keeper(&held));
+  }
+  EXPECT_EQ(t->graphs_made(), 3u);
+  EXPECT_EQ(held.load(), 0);
 }
 
 // Dropping a batch with nothing taken from it kept lets go of its body at
-// once; keeping a column pins the graph until a sweep finds it let go, and
-// Instantiate sweeps a few pinned graphs itself before making a new one.
-TEST(BatchTemplateTest, APinnedGraphIsTakenAgainOnceWhatPinnedItIsDropped) {
+// once; keeping a column keeps the graph and the body until the column is
+// dropped, and the graph is taken again after that.
+TEST(BatchTemplateTest, AGraphHeldByAColumnIsTakenAgainOnceTheColumnIsDropped) {
   ASSERT_OK_AND_ASSIGN(auto t, BatchTemplate::Make(Shape()));
   std::atomic<int> held{0};
   Body one(1), two(2);
@@ -229,18 +239,18 @@ TEST(BatchTemplateTest, APinnedGraphIsTakenAgainOnceWhatPinnedItIsDropped) {
   EXPECT_EQ(t->graphs_made(), 2u);
   EXPECT_EQ(column->GetValues<int64_t>(1)[0], 1) << "the column still sees its own body";
   column.reset();
-  EXPECT_EQ(held.load(), 1) << "nothing has swept yet";
-  for (int i = 0; i < 10; ++i) {
-    auto b = t->Instantiate(two.bytes, Keeper(&held));
-    ExpectValues(*b, 2);
+  EXPECT_EQ(held.load(), 0) << "the body goes with the column, the batch's last pointer";
+  std::vector<RecordBatchPtr> both;
+  for (int i = 0; i < 2; ++i) {
+    both.push_back(t->Instantiate(two.bytes, Keeper(&held)));
+    ExpectValues(*both.back(), 2);
   }
-  EXPECT_EQ(held.load(), 0) << "Instantiate swept the pinned graph";
-  EXPECT_EQ(t->graphs_made(), 2u);
+  EXPECT_EQ(t->graphs_made(), 2u) << "both graphs are idle again";
 }
 
-// A graph still pinned when the template's owner goes is swept by the
-// library's reaper thread: its body goes soon after the column does.
-TEST(BatchTemplateTest, GraphsPinnedWhenTheOwnerGoesAreReaped) {
+// Graphs held through a column when the template's owner goes let go of
+// their bodies when the column is dropped, on that thread (no reaper).
+TEST(BatchTemplateTest, BodiesHeldAfterTheOwnerWentGoWithTheirLastPointer) {
   std::atomic<int> held{0};
   Body body(3);
   ArrayDataPtr kept_before, kept_after;
@@ -259,10 +269,8 @@ TEST(BatchTemplateTest, GraphsPinnedWhenTheOwnerGoesAreReaped) {
   EXPECT_EQ(held.load(), 2);
   EXPECT_EQ(kept_before->child_data[0]->GetValues<int32_t>(1)[0], 300);
   kept_before.reset();
+  EXPECT_EQ(held.load(), 1);
   kept_after.reset();
-  // Not a timed verdict: the reaper runs every 20 ms; wait as long as it
-  // takes (ctest's timeout bounds a reaper that never comes).
-  while (held.load() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   EXPECT_EQ(held.load(), 0);
 }
 
@@ -328,7 +336,6 @@ TEST(BatchTemplateTest, ExportedThroughTheCDataInterfaceAndReleasedAfterTheBatch
   ASSERT_OK_AND_ASSIGN(auto back, ImportRecordBatch(&c, &cs));
   ExpectValues(*back, 2);
   back.reset();
-  t->Sweep();
   EXPECT_EQ(held.load(), 0);
 }
 
@@ -375,7 +382,6 @@ TEST(BatchTemplateTest, ExportsOfARecycledGraphRefillItsParkedTree) {
     ASSERT_OK_AND_ASSIGN(auto back, ImportRecordBatch(&c, t->shape().schema));
     ExpectValues(*back, body == &two ? 2 : 1);
     back.reset();
-    t->Sweep();
     EXPECT_EQ(held.load(), 0);
   }
   EXPECT_EQ(t->graphs_made(), 1u);
@@ -409,7 +415,6 @@ TEST(BatchTemplateTest, AParkedTreeIsNotReusedWhileAnyOfItsNodesIsOut) {
   EXPECT_EQ(column->length(), kRows);
   EXPECT_EQ(column->data()->child_data[0]->GetValues<int32_t>(1)[1], 101);
   column.reset();
-  t->Sweep();
   EXPECT_EQ(held.load(), 0);
   // Both graphs are idle now; whichever comes back, its export shows its body.
   for (int round = 0; round < 3; ++round) {
@@ -450,7 +455,6 @@ TEST(BatchTemplateTest, ExportsReleasedOnOtherThreadsAreRefilledSafely) {
     }
   }
   for (auto& r : releasers) r.join();
-  t->Sweep();
   EXPECT_EQ(held.load(), 0);
 }
 

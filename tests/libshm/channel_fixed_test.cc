@@ -329,5 +329,92 @@ TEST_F(ChannelFixedTest, HeldFixedBodiesOutliveTheConsumer) {
   EXPECT_EQ(producer->stats().consumers_finished, 1u);
 }
 
+// A ChannelWriter (one length, payload, user word and shape, checked once)
+// lends fixed blocks and publishes them as Loan and Publish do: the
+// consumer sees each message whole, with the writer's numbers; a block kept
+// by Publish(held) is never lent again while held; with no fixed block free
+// (or a length past their size) it takes the arena's, as Loan does.
+TEST_F(ChannelFixedTest, AWriterOfOneFormLoansAndPublishesAsLoanAndPublishDo) {
+  const std::string name = NewName("ch");
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, Options()));
+  ASSERT_OK_AND_ASSIGN(auto consumer, ChannelConsumer::Open(name));
+  const FixedArea area = AreaOf(name);
+  const std::vector<std::byte> shape_bytes(40, std::byte{7});
+  ASSERT_OK_AND_ASSIGN(uint32_t shape, producer->AddShape(shape_bytes));
+  const std::vector<std::byte> payload(12, std::byte{0x5a});
+  ASSERT_OK_AND_ASSIGN(ChannelWriter writer, producer->NewWriter(300, payload, 77, shape));
+  EXPECT_EQ(writer.length(), 300u);
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "nothing to publish", writer.Publish());
+  ChannelMessage message;
+  ChannelLoan kept;
+  for (uint64_t i = 0; i < 100; ++i) {
+    ASSERT_OK(writer.Loan());
+    ASSERT_TRUE(writer.loaned());
+    ASSERT_EQ(writer.data().size(), 300u);
+    EXPECT_TRUE(area.Contains(writer.offset())) << i;
+    FillPattern(i, writer.data());
+    const uint64_t offset = writer.offset();
+    if (i == 0) {
+      ASSERT_RAISES_WITH_MESSAGE(kInvalid, "not published", writer.Loan());
+    }
+    if (i == 10) {
+      ASSERT_OK(writer.Publish(&kept));
+      EXPECT_TRUE(kept.valid());
+      EXPECT_EQ(kept.offset(), offset);
+    } else {
+      ASSERT_OK(writer.Publish());
+    }
+    EXPECT_FALSE(writer.loaned());
+    ASSERT_OK(consumer->Receive(&message, 1s));
+    ASSERT_EQ(message.sequence(), i);
+    ASSERT_EQ(message.user(), 77u);
+    ASSERT_EQ(message.shape(), shape);
+    ASSERT_EQ(message.body_offset(), offset);
+    ASSERT_EQ(message.payload().size(), payload.size());
+    EXPECT_TRUE(std::equal(payload.begin(), payload.end(), message.payload().begin()));
+    ASSERT_TRUE(CheckPattern(i, message.body())) << i;
+    message.Reset();
+    if (i > 10) {
+      EXPECT_NE(offset, kept.offset()) << "a kept block is not lent again";
+    }
+  }
+  EXPECT_TRUE(CheckPattern(10, kept.data()));
+  kept.Reset();
+  EXPECT_EQ(producer->stats().returns, 0u);
+  // No fixed block free (the consumer holds them all): the arena's.
+  std::vector<ChannelBlock> held;
+  uint64_t in_arena = 0;
+  for (uint64_t i = 100; i < 100 + kFixedCount + 2; ++i) {
+    ASSERT_OK(writer.Loan());
+    if (!area.Contains(writer.offset())) ++in_arena;
+    FillPattern(i, writer.data());
+    ASSERT_OK(writer.Publish());
+    ASSERT_OK(consumer->Receive(&message, 1s));
+    ASSERT_TRUE(CheckPattern(i, message.body())) << i;
+    held.push_back(message.TakeBody());
+  }
+  EXPECT_GE(in_arena, 2u);
+  held.clear();
+  // A length past the fixed blocks' size: always the arena's.
+  ASSERT_OK_AND_ASSIGN(ChannelWriter large, producer->NewWriter(kFixedBytes + 1, {}, 1, 0));
+  ASSERT_OK(large.Loan());
+  EXPECT_FALSE(area.Contains(large.offset()));
+  ASSERT_OK(large.Publish());
+  ASSERT_OK(consumer->Receive(&message, 1s));
+  EXPECT_EQ(message.body().size(), kFixedBytes + 1);
+  message.Reset();
+  // Checked once, when made; and every call after Close is refused.
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "inline payload",
+                             producer->NewWriter(64, std::vector<std::byte>(65), 0, 0));
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "was not added", producer->NewWriter(64, {}, 0, shape + 1));
+  ASSERT_RAISES(kCapacityError, producer->NewWriter(uint64_t{1} << 20, {}, 0, 0));
+  ASSERT_OK(writer.Loan());
+  producer->Close();
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "closed", writer.Publish());
+  EXPECT_TRUE(writer.loaned()) << "a refused publish leaves the block lent";
+  ChannelWriter empty;
+  ASSERT_RAISES(kInvalid, empty.Loan());
+}
+
 }  // namespace
 }  // namespace alkaid::shm

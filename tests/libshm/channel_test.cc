@@ -88,6 +88,42 @@ TEST_F(ChannelTest, DeliversBodiesInlineBytesUserWordAndShape) {
   ASSERT_RAISES(kEndOfStream, consumer->Receive(&message, 1s));
 }
 
+// The Result-free TryReceive says what the Result one does: nothing yet
+// (false, OK), a message (true), a slot naming bytes outside the arena
+// (Invalid, false), and the end (EndOfStream, false).
+TEST_F(ChannelTest, TheResultFreeTryReceiveSaysWhatTheResultOneDoes) {
+  const std::string name = NewName("ch");
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, Small()));
+  ASSERT_OK_AND_ASSIGN(auto consumer, ChannelConsumer::Open(name));
+  ChannelMessage message;
+  bool got = true;
+  ASSERT_OK(consumer->TryReceive(&message, &got));
+  EXPECT_FALSE(got);
+  ASSERT_OK(PublishPattern(producer.get(), 9, 100));
+  ASSERT_OK(consumer->TryReceive(&message, &got));
+  ASSERT_TRUE(got);
+  EXPECT_EQ(message.user(), 9u);
+  EXPECT_TRUE(CheckPattern(9, message.body()));
+  ASSERT_OK(consumer->TryReceive(&message, &got));
+  EXPECT_FALSE(got);
+  // A hostile slot: its body named past the arena.
+  ASSERT_OK(PublishPattern(producer.get(), 10, 100));
+  {
+    ASSERT_OK_AND_ASSIGN(auto rw, Segment::Open(name, SegmentKind::kChannel));
+    const auto* h = reinterpret_cast<const internal::ChannelHeaderData*>(rw->data());
+    auto* slot = reinterpret_cast<internal::ChannelSlotData*>(rw->data() + h->slots_offset +
+                                                              1 * uint64_t{h->slot_size});
+    slot->body_length.store(uint64_t{1} << 40, std::memory_order_relaxed);
+  }
+  got = true;
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "outside the arena", consumer->TryReceive(&message, &got));
+  EXPECT_FALSE(got);
+  producer->Close();
+  got = true;
+  ASSERT_RAISES(kEndOfStream, consumer->TryReceive(&message, &got));
+  EXPECT_FALSE(got);
+}
+
 // accept_on_publish false: a consumer that registered is accepted only by
 // AcceptConsumers or Poll, and starts at the message published after that.
 TEST_F(ChannelTest, DeferredAcceptanceStartsAtTheNextMessageAfterAccepting) {

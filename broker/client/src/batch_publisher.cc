@@ -727,10 +727,11 @@ Result<std::unique_ptr<FixedShapeWriter>> BatchPublisher::NewFixedShapeWriter(
   // The prototype's Message goes into the shape table: each batch is then
   // one slot line. With the table full, it travels inline or in the region.
   const std::span<const uint8_t> md(metadata->data(), static_cast<size_t>(md_size));
+  uint32_t shape_id = 0;
   if (!shape_table_full_) {
     auto added = channel_->AddShape(std::as_bytes(md));
     if (added.ok()) {
-      w->shape_ = *added;
+      shape_id = *added;
     } else if (added.status().code() == StatusCode::kCapacityError) {
       shape_table_full_ = true;
     } else {
@@ -738,7 +739,7 @@ Result<std::unique_ptr<FixedShapeWriter>> BatchPublisher::NewFixedShapeWriter(
     }
   }
   const uint64_t capacity = channel_->options().inline_capacity;
-  w->metadata_in_region_ = w->shape_ == 0 && md_size > capacity;
+  w->metadata_in_region_ = shape_id == 0 && md_size > capacity;
   // The region: the prototype's body, then (if it does not fit in a slot)
   // the metadata, padded like ShmBatchPool::AppendTail pads it; at least 64
   // bytes (a block always has a distinct offset). The image keeps it from
@@ -750,26 +751,36 @@ Result<std::unique_ptr<FixedShapeWriter>> BatchPublisher::NewFixedShapeWriter(
   if (w->image_offset_ < body_length) {
     std::memcpy(w->image_.data(), region, body_length - w->image_offset_);
   }
+  // Begin(Fill::kNone) copies from the body's end on: nothing when the
+  // region is the body alone.
+  w->none_copies_nothing_ = std::min(body_length, w->region_bytes_) >= w->region_bytes_;
+  // The slot's inline bytes: the metadata's place in the region, or the
+  // metadata itself, or nothing (a shape id).
+  std::vector<std::byte> payload;
   if (w->metadata_in_region_) {
     std::memcpy(w->image_.data() + (body_length - w->image_offset_), metadata->data(), md_size);
     RegionMetadata where{body_length, md_size};
-    w->payload_.resize(sizeof(where));
-    std::memcpy(w->payload_.data(), &where, sizeof(where));
-  } else if (w->shape_ == 0) {
+    payload.resize(sizeof(where));
+    std::memcpy(payload.data(), &where, sizeof(where));
+  } else if (shape_id == 0) {
     const auto bytes = std::as_bytes(md);
-    w->payload_.assign(bytes.begin(), bytes.end());
+    payload.assign(bytes.begin(), bytes.end());
   }
-  w->slot_payload_ = w->payload_;
-  w->user_ = UserWordFor(body_length, MessageKind::kRecordBatch, w->metadata_in_region_);
+  ALKAID_ASSIGN_OR_RAISE(
+      w->channel_writer_,
+      channel_->NewWriter(
+          w->region_bytes_, payload,
+          UserWordFor(body_length, MessageKind::kRecordBatch, w->metadata_in_region_), shape_id));
+  w->UpdatePlainPublish();
   return w;
 }
 
 FixedShapeWriter::~FixedShapeWriter() = default;  // an unpublished block is released
 
-Status FixedShapeWriter::Begin(Fill fill) {
-  if (pending_) {
+Status FixedShapeWriter::BeginCopying(Fill fill) {
+  if (channel_writer_.loaned()) {
     return Status::Invalid("FixedShapeWriter::Begin: the region taken by the previous Begin (",
-                           loan_.offset(), " of '", publisher_->channel_->name(),
+                           channel_writer_.offset(), " of '", publisher_->channel_->name(),
                            "') was not published");
   }
   if (fill == Fill::kPrototype && image_offset_ != 0) {
@@ -777,46 +788,34 @@ Status FixedShapeWriter::Begin(Fill fill) {
         "FixedShapeWriter::Begin(Fill::kPrototype): the writer keeps no prototype "
         "(FixedShapeWriterOptions::keep_prototype was false); use Fill::kNone");
   }
-  ALKAID_RETURN_NOT_OK(publisher_->channel_->LoanInto(region_bytes_, &loan_));
+  ALKAID_RETURN_NOT_OK(channel_writer_.Loan());
   // Without the prototype's body, only the metadata the region carries.
   const uint64_t from = fill == Fill::kPrototype ? 0 : std::min(body_length_, region_bytes_);
   if (from < region_bytes_) {
-    std::memcpy(loan_.data().data() + from, image_.data() + (from - image_offset_),
+    std::memcpy(channel_writer_.data().data() + from, image_.data() + (from - image_offset_),
                 region_bytes_ - from);
   }
-  pending_ = true;
   return Status::OK();
 }
 
-std::span<uint8_t> FixedShapeWriter::buffer(size_t i) {
-  if (!pending_ || i >= buffers_.size()) return {};
-  auto* base = reinterpret_cast<uint8_t*>(loan_.data().data());
-  return {base + buffers_[i].offset, static_cast<size_t>(buffers_[i].size)};
-}
-
-// Both Publish calls: the loan moves into the channel (`held` null:
-// nothing else keeps the region) or is published by reference and goes on
-// holding it in `*held`. Inlined: Publish() is the data path.
-[[gnu::always_inline]] inline Status FixedShapeWriter::PublishTo(shm::ChannelLoan* held) {
-  if (!pending_) return Status::Invalid("FixedShapeWriter::Publish: no region; call Begin first");
+// Both Publish calls' general way: the region moves into the channel
+// (`held` null: nothing else keeps it) or goes on being held by `*held`.
+Status FixedShapeWriter::PublishTo(shm::ChannelLoan* held) {
+  if (!channel_writer_.loaned()) {
+    return Status::Invalid("FixedShapeWriter::Publish: no region; call Begin first");
+  }
   if (!accept_on_publish_) (void)publisher_->channel_->AcceptConsumers();
   if (held == nullptr) {
-    ALKAID_RETURN_NOT_OK(
-        publisher_->channel_->Publish(slot_payload_, std::move(loan_), user_, shape_));
+    ALKAID_RETURN_NOT_OK(channel_writer_.Publish());
   } else {
-    ALKAID_RETURN_NOT_OK(
-        publisher_->channel_->Publish(slot_payload_, std::as_const(loan_), user_, shape_));
-    *held = std::move(loan_);
+    ALKAID_RETURN_NOT_OK(channel_writer_.Publish(held));
   }
-  pending_ = false;
   if (producer_ != nullptr) internal::WriterPublished(producer_);
   ++publisher_->stats_.batches;
   ++publisher_->messages_;
   if (metadata_in_region_) ++publisher_->stats_.metadata_in_region;
   return Status::OK();
 }
-
-Status FixedShapeWriter::Publish() { return PublishTo(nullptr); }
 
 Status FixedShapeWriter::Publish(shm::ChannelLoan* held) { return PublishTo(held); }
 

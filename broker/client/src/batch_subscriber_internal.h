@@ -294,27 +294,14 @@ struct BatchSubscriber::Impl {
   // True if `metadata` (of a message without a shape id that no plan
   // matched) came recently; otherwise notes it and returns false.
   bool SeenBefore(const std::shared_ptr<format::Buffer>& metadata);
-  // Lets go of the bodies of batches the plans made whose columns, buffers,
-  // slices or exports were kept after the batch and are gone now
-  // (BatchTemplate::Sweep).
-  void SweepPinned() {
-    for (const DecodePlan& plan : plans) {
-      if (plan.batches != nullptr) plan.batches->Sweep();
-    }
-  }
   // The next message into `message`, for the four receive calls: `*got`
   // false when none is committed and `wait` is false; with `wait`, one
-  // within `deadline` (the channel's Receive, TimedOut after it). Idle, it
-  // first lets go of pinned bodies (SweepPinned).
+  // within `deadline` (the channel's Receive, TimedOut after it).
   [[gnu::always_inline]] Status NextMessage(bool wait,
                                             std::chrono::steady_clock::time_point deadline,
                                             bool* got) {
-    Result<bool> committed = consumer->TryReceive(&message);
-    if (!committed.ok()) return committed.status();
-    *got = *committed;
-    if (*got) return Status::OK();
-    SweepPinned();
-    if (!wait) return Status::OK();
+    Status st = consumer->TryReceive(&message, got);
+    if (!st.ok() || *got || !wait) return st;
     const auto left =
         std::max(std::chrono::nanoseconds(0), std::chrono::duration_cast<std::chrono::nanoseconds>(
                                                   deadline - std::chrono::steady_clock::now()));

@@ -388,6 +388,7 @@ Result<std::unique_ptr<FixedShapeWriter>> Producer::NewFixedShapeWriter(
   auto writer = impl_->publisher->NewFixedShapeWriter(prototype, pool, options);
   if (!writer.ok()) return writer.status().WithContext("topic '" + impl_->topic + "'");
   (*writer)->producer_ = impl_.get();
+  (*writer)->UpdatePlainPublish();
   return writer;
 }
 

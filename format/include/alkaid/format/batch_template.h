@@ -15,19 +15,17 @@
 /// The batches are ordinary RecordBatches: every API works on them, and
 /// every pointer taken from one owns what it points to, whatever it is
 /// taken from (a column, a child, a buffer, a slice) and on whatever
-/// thread it is dropped. A batch has two reference counts, not one per
-/// node: its own (the batch pointers) and its graph's (every pointer taken
-/// from the batch; the graph's own pointers are made once, with the graph).
-/// When the last batch pointer goes and nothing taken from the batch is
-/// held, the body's keeper (a shared-memory block, say) is let go at once
-/// and the graph is idle again. When something taken from it is still
-/// held, the graph waits until a sweep (see Sweep) finds it let go; the
-/// body goes then. Once the template's owner is gone, a background thread
-/// of the library sweeps such graphs every 20 ms until none is left.
+/// thread it is dropped. A batch has one reference count, not one per
+/// node: the batch pointers and every pointer taken from the batch share
+/// it (the graph's own links between its nodes hold none). When the last
+/// of them goes, on whichever thread, the body's keeper (a shared-memory
+/// block, say) is let go there and then, and the graph is idle again. No
+/// sweep and no thread: a column kept after its batch holds the body until
+/// it is dropped, and not a moment longer.
 ///
-/// A weak_ptr taken from a node or buffer of such a batch (rather than from
-/// the batch) does not expire when the batch is let go: it may lock onto
-/// the node of a later batch of the graph. Take weak pointers to the batch.
+/// A weak_ptr taken from the batch or from anything of it expires with the
+/// batch's count; while one exists the graph is not reused (its control
+/// block lives on), though the body goes with the count.
 
 #include <cstddef>
 #include <cstdint>
@@ -141,12 +139,9 @@ class ALKAID_EXPORT BatchTemplate {
     return InstantiateErasedWith(numbers, base, &Keeper<Keep>::kOps, &keep, body);
   }
 
-  /// Looks at the graphs still held through something taken from a batch
-  /// (a column, buffer, slice or export kept after the batch was dropped),
-  /// the oldest first and a bounded number per call, and lets go of the body
-  /// of each that nothing holds any more. Instantiate does this a few graphs
-  /// at a time; a decoder calls it before it waits, so that such bodies go
-  /// back while it is idle. Instantiate's thread only.
+  /// Does nothing. (It let go of bodies held through something taken from
+  /// a batch once that was dropped; each body now goes with the last
+  /// pointer of its batch.) Kept for callers; deprecated.
   void Sweep();
 
   /// The shape the template makes.
@@ -159,13 +154,12 @@ class ALKAID_EXPORT BatchTemplate {
   struct Impl;
   struct Deleter;
   struct GraphStack;
-  class Reaper;
   template <typename T>
   struct Allocator;
   explicit BatchTemplate(BatchShape shape);
   ~BatchTemplate();
 
-  // A batch's control block was freed: the graph is returned, or pinned.
+  // A batch's control block was freed: the graph is returned.
   static void PartFreed(Graph* g);
   Graph* NewGraph();
 

@@ -193,6 +193,11 @@ class ALKAID_EXPORT ChannelConsumer {
   /// message in an extension maps it (read-only, once); when it finds no
   /// message, the consumer lets go of the extensions the producer released.
   Result<bool> TryReceive(ChannelMessage* out);
+  /// As TryReceive above, without the Result: `*got` says whether a message
+  /// was received into `out`, the status is TryReceive's error (`*got` is
+  /// then false). For a receive loop that tests both anyway (the Result's
+  /// making and unmaking cost it a few instructions a message).
+  Status TryReceive(ChannelMessage* out, bool* got);
 
   /// As TryReceive, waiting per WaitMode up to `timeout` (TimedOut).
   Status Receive(ChannelMessage* out, std::chrono::nanoseconds timeout);
@@ -254,6 +259,7 @@ class ALKAID_EXPORT ChannelConsumer {
   bool SkipLapped(Impl& state, uint64_t c, uint32_t attempt, uint64_t* write_at_first_lap,
                   ChannelMessage* scratch, Status* problem);
   void Deliver(Impl& state, uint64_t c, const SlotCopy& copy, ChannelMessage* out);
+  Status TryReceiveImpl(ChannelMessage* out, bool* got);
   static Status CheckExtension(Impl& state, uint64_t c, SlotCopy copy, const std::byte** where);
 
   std::unique_ptr<Impl> impl_;

@@ -169,6 +169,7 @@ struct ChannelConsumerInfo {
 };
 
 class ChannelProducer;
+class ChannelWriter;
 
 /// A block of the arena lent to the producer thread to fill, then published
 /// by ChannelProducer::Publish: moved in (a sink), or kept, in which case
@@ -201,6 +202,7 @@ class ALKAID_EXPORT ChannelLoan {
 
  private:
   friend class ChannelProducer;
+  friend class ChannelWriter;
   std::shared_ptr<internal::ProducerState> owner_;
   std::span<std::byte> data_;
   uint64_t offset_ = 0;
@@ -263,6 +265,15 @@ class ALKAID_EXPORT ChannelProducer {
   /// Publishes a message without body.
   Status Publish(std::span<const std::byte> payload, uint64_t user = 0, uint32_t shape = 0);
 
+  /// A writer of messages of one form (see ChannelWriter): bodies of
+  /// `length` bytes, each published with inline bytes `payload` (copied),
+  /// user word `user` and shape id `shape`. Checks them once, as Loan and
+  /// Publish would (CapacityError for a length past max_arena_bytes,
+  /// Invalid for a payload past inline_capacity or a shape not added, or
+  /// after Close). The writer uses this producer, which must outlive it.
+  Result<ChannelWriter> NewWriter(uint64_t length, std::span<const std::byte> payload,
+                                  uint64_t user = 0, uint32_t shape = 0);
+
   /// Adds `bytes` to the shape table; returns its id (1..shape_count).
   /// Entries never change. CapacityError when the table is full or `bytes`
   /// exceeds shape_bytes.
@@ -316,11 +327,72 @@ class ALKAID_EXPORT ChannelProducer {
   bool huge_pages() const;
 
  private:
+  friend class ChannelWriter;
   explicit ChannelProducer(std::shared_ptr<internal::ProducerState> impl);
   Status LoanImpl(uint64_t length, ChannelLoan* into);
   Status PublishImpl(std::span<const std::byte> payload, ChannelLoan* body, bool keep,
                      uint64_t user, uint32_t shape);
+  // The steps of a loan and a publish after their checks (channel_producer.cc;
+  // LoanImpl and PublishImpl, and ChannelWriter, whose checks were made once).
+  static void LendFixed(internal::ProducerState& state, uint32_t desc, uint64_t length,
+                        ChannelLoan* loan);
+  static Status Commit(internal::ProducerState& state, std::span<const std::byte> payload,
+                       ChannelLoan* body, bool keep, uint64_t user, uint32_t shape);
   std::shared_ptr<internal::ProducerState> impl_;
+};
+
+/// A producer's writer of messages of one form: bodies of one length, each
+/// published with the same inline bytes, user word and shape id (a
+/// FixedShapeWriter's). Made by ChannelProducer::NewWriter, which checks
+/// those once; a Loan then takes a fixed block (ChannelOptions::
+/// fixed_block_bytes) without the checks and size-class search of
+/// ChannelProducer::Loan, and a Publish writes the slot without those of
+/// ChannelProducer::Publish. Whatever a fixed block does not serve (none
+/// free, no fixed blocks, a body larger than they are) goes the general way,
+/// with the same results and errors as Loan and Publish.
+///
+/// Thread safety: the producer thread, like the producer; a block kept by
+/// Publish(held) may be dropped on any thread.
+class ALKAID_EXPORT ChannelWriter {
+ public:
+  /// An empty writer: Loan and Publish fail with Invalid.
+  ChannelWriter() = default;
+  ChannelWriter(ChannelWriter&&) noexcept = default;
+  ChannelWriter& operator=(ChannelWriter&&) noexcept = default;
+  ChannelWriter(const ChannelWriter&) = delete;
+  ChannelWriter& operator=(const ChannelWriter&) = delete;
+  ~ChannelWriter() = default;  ///< a block lent and not published goes back
+
+  /// Lends a block of length() bytes (ChannelProducer::Loan's waits and
+  /// errors). Invalid while the block lent before was not published.
+  Status Loan();
+  /// The block lent by Loan(), writable until it is published; empty
+  /// without one.
+  std::span<std::byte> data() const { return loan_.data(); }
+  /// Whether a block is lent and not published yet.
+  bool loaned() const { return loan_.valid(); }
+  /// Where the block lent lies (ChannelLoan::offset()).
+  uint64_t offset() const { return loan_.offset(); }
+  /// Publishes the block lent, which goes to the channel (the producer
+  /// keeps it until every consumer that received it let it go). Invalid
+  /// without one, or after Close; kBlockProducer: TimedOut (or Cancelled)
+  /// leaves the block lent, and Publish may be retried.
+  Status Publish();
+  /// As Publish(), and `*held` goes on holding the block, read-only, until
+  /// it is dropped or reset (any thread).
+  Status Publish(ChannelLoan* held);
+  uint64_t length() const { return length_; }
+
+ private:
+  friend class ChannelProducer;
+  ChannelProducer* producer_ = nullptr;
+  internal::ProducerState* state_ = nullptr;  // producer_'s, kept by loan_'s owner
+  ChannelLoan loan_;                          // its owner set once, and kept across publishes
+  std::vector<std::byte> payload_;
+  uint64_t length_ = 0;
+  uint64_t user_ = 0;
+  uint32_t shape_ = 0;
+  bool fixed_ = false;  // a body of length_ bytes fits a fixed block
 };
 
 }  // namespace alkaid::shm

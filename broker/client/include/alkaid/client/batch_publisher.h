@@ -277,17 +277,36 @@ class ALKAID_EXPORT FixedShapeWriter {
   /// space_timeout) and fills it as `fill` says. Invalid if a region taken
   /// by an earlier Begin() was not published yet, or for kPrototype if the
   /// writer keeps no prototype (FixedShapeWriterOptions::keep_prototype).
-  Status Begin(Fill fill = Fill::kPrototype);
+  Status Begin(Fill fill = Fill::kPrototype) {
+    // Inline when nothing is copied into the region: the channel's loan is
+    // then the whole of it (shm::ChannelWriter, whose checks were made once).
+    if (fill == Fill::kNone && none_copies_nothing_) return channel_writer_.Loan();
+    return BeginCopying(fill);
+  }
   /// Number of buffers of the shape: every column's buffers, depth first
   /// (for an int64 column: its validity bitmap, then its values). A buffer
   /// the prototype did not have (an absent bitmap) is empty.
   size_t num_buffers() const { return buffers_.size(); }
   /// Buffer `i` of the region taken by Begin(): writable until Publish().
   /// Empty if there is no such region or buffer.
-  std::span<uint8_t> buffer(size_t i);
+  std::span<uint8_t> buffer(size_t i) {
+    if (!channel_writer_.loaned() || i >= buffers_.size()) return {};
+    auto* base = reinterpret_cast<uint8_t*>(channel_writer_.data().data());
+    return {base + buffers_[i].offset, static_cast<size_t>(buffers_[i].size)};
+  }
   /// Publishes the region taken by Begin(). Invalid without one; channel
   /// errors (TimedOut) otherwise, after which Publish may be retried.
-  Status Publish();
+  Status Publish() {
+    // Inline for a writer whose channel accepts consumers itself and that
+    // no Producer counts (the stream's common case); the rest out of line.
+    if (!plain_publish_) return PublishTo(nullptr);
+    Status st = channel_writer_.Publish();
+    if (st.ok()) {
+      ++publisher_->stats_.batches;
+      ++publisher_->messages_;
+    }
+    return st;
+  }
   /// As Publish(), and `*held` goes on holding the region, read-only, until
   /// it is dropped or reset (any thread): for a caller that keeps pointers
   /// into what it published. Without it the region is the consumers' alone
@@ -306,33 +325,43 @@ class ALKAID_EXPORT FixedShapeWriter {
     uint64_t size;
   };
   explicit FixedShapeWriter(BatchPublisher* publisher) : publisher_(publisher) {}
-  // Publish(), or Publish(held) when `held` is not null.
+  // Begin's way when it copies (the prototype's body, or the metadata the
+  // region carries, or its padding).
+  Status BeginCopying(Fill fill);
+  // Publish(), or Publish(held) when `held` is not null: the out-of-line
+  // way, with every count and the acceptance of new consumers.
   Status PublishTo(shm::ChannelLoan* held);
+  // Whether Publish() is the channel writer's publish and a count: the
+  // channel accepts consumers itself, no Producer is told, the metadata
+  // travels in the shape table or the slot (set when made, and by
+  // Producer::NewFixedShapeWriter).
+  void UpdatePlainPublish() {
+    plain_publish_ = accept_on_publish_ && producer_ == nullptr && !metadata_in_region_;
+  }
 
-  // What Begin and Publish read first, together (two cache lines): a
-  // producer that fills a large region between them finds them cold.
-  BatchPublisher* publisher_;
-  // Set by Producer::NewFixedShapeWriter: the producer told of each publish
-  // (internal::WriterPublished: its count, which its Close drains up to, and
-  // the figures its broker session asked for).
-  internal::ProducerImpl* producer_ = nullptr;
-  std::span<const std::byte> slot_payload_;  // payload_'s bytes
-  uint64_t user_ = 0;                        // the channel user word, fixed
-  uint64_t region_bytes_ = 0;                // body, then metadata if in region
-  uint64_t image_offset_ = 0;                // where in the region image_ starts
-  uint64_t body_length_ = 0;
-  uint32_t shape_ = 0;  // the prototype's shape id (0: none left)
-  bool pending_ = false;
+  // What Begin and Publish read first, together.
+  // The channel's loan and publish of this shape's regions (its payload,
+  // user word and shape id fixed; checked once).
+  shm::ChannelWriter channel_writer_;
+  // Begin(Fill::kNone) copies nothing: the region is the body alone.
+  bool none_copies_nothing_ = false;
+  bool plain_publish_ = false;
   bool metadata_in_region_ = false;
   // The channel's accept_on_publish (false: Publish accepts new consumers
   // itself, as BatchPublisher does), read once.
   bool accept_on_publish_ = true;
-  shm::ChannelLoan loan_;
+  BatchPublisher* publisher_;  // its counts kept by Publish
+  // Set by Producer::NewFixedShapeWriter: the producer told of each publish
+  // (internal::WriterPublished: its count, which its Close drains up to, and
+  // the figures its broker session asked for).
+  internal::ProducerImpl* producer_ = nullptr;
+  uint64_t region_bytes_ = 0;  // body, then metadata if in region
+  uint64_t image_offset_ = 0;  // where in the region image_ starts
+  uint64_t body_length_ = 0;
   // The region's bytes from image_offset_ on: the prototype's body (unless
   // not kept), then the metadata if it is in the region.
   std::vector<uint8_t> image_;
   std::vector<BufferSpan> buffers_;
-  std::vector<std::byte> payload_;  // inline: metadata, or its RegionMetadata, or nothing
 };
 
 }  // namespace alkaid::client
