@@ -95,15 +95,17 @@ Result<std::shared_ptr<RecordBatch>> RecordBatch::MakeFromArrays(SchemaPtr schem
   const auto data = [columns](size_t i) -> const ArrayData* {
     return columns[i] == nullptr ? nullptr : columns[i]->data().get();
   };
-  ALKAID_RETURN_NOT_OK(CheckColumns(schema, num_rows, n, data));
-  const auto column = [&](size_t i) { return const_cast<ArrayData*>(data(i)); };
-  // Columns the block's last batch of this shape was made of: that batch,
-  // already linked to them.
-  if (ObjectMemory* m = n == 0 ? nullptr : internal::ObjectMemoryAccess::MemoryOf(data(0))) {
-    auto batch =
-        internal::ObjectMemoryAccess::MakeLinkedBatch(m, schema, num_rows, n, columns[0], column);
+  // Columns the block's last batch of this shape was made of, with the
+  // same schema: that batch, already linked to them and checked against
+  // the schema but for what may have changed (MakeLinkedBatch checks that).
+  if (ObjectMemory* m = n == 0 || columns[0] == nullptr
+                            ? nullptr
+                            : internal::ObjectMemoryAccess::MemoryOf(data(0))) {
+    auto batch = internal::ObjectMemoryAccess::MakeLinkedBatch(m, schema, num_rows, n, columns);
     if (batch != nullptr) return batch;
   }
+  ALKAID_RETURN_NOT_OK(CheckColumns(schema, num_rows, n, data));
+  const auto column = [&](size_t i) { return const_cast<ArrayData*>(data(i)); };
   // Columns a builder made in one pool's object memory: the batch is made
   // there too, linked to them, sharing column 0's count.
   if (ObjectMemory* m = GraphOf(n, data)) {
