@@ -339,8 +339,8 @@ struct ObjectMemoryAccess {
   /// and addresses are filled in, and the array is handed out sharing the
   /// bytes' owner. Null, `values` untouched, otherwise (Finish then takes
   /// the general path, which makes and links them).
-  static ArrayPtr FinishFlat(ObjectMemory* m, const TypePtr& type, int64_t length,
-                             BufferBuilder* values) {
+  [[gnu::always_inline]] static ArrayPtr FinishFlat(ObjectMemory* m, const TypePtr& type,
+                                                    int64_t length, BufferBuilder* values) {
     size_t i = 0;
     if (!Claim(m, 3, &i)) return nullptr;
     Slot* s0 = SlotAt(m, i);
