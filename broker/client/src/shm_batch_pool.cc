@@ -118,7 +118,7 @@ struct ShmBatchPool::Release {
   void operator()(Region* /*r*/) const {}
 };
 
-void ShmBatchPool::Released(Block* b) {
+inline void ShmBatchPool::Released(Block* b) {
   // The count's block is free: nothing holds the region, weakly or not, and
   // so nothing made in its object memory either (every pointer to one of
   // those objects, a column copied from a batch included, shares this
@@ -129,7 +129,7 @@ void ShmBatchPool::Released(Block* b) {
   Recycle(b);
 }
 
-void ShmBatchPool::Recycle(Block* b) {
+inline void ShmBatchPool::Recycle(Block* b) {
   Cache* home = b->home;
   if (home == nullptr) {
     delete b;
@@ -139,7 +139,7 @@ void ShmBatchPool::Recycle(Block* b) {
   home->Unref();  // may delete the cache (the publisher is gone), with `b`
 }
 
-ShmBatchPool::ShmBatchPool(shm::ChannelProducer* channel, Block* block)
+inline ShmBatchPool::ShmBatchPool(shm::ChannelProducer* channel, Block* block)
     : channel_(channel),
       block_(block),
       region_(block->region.data),
