@@ -45,6 +45,10 @@ constexpr int64_t kRows = 64;
   auto pool = publisher->NewPool(kRows * 8).ValueOrDie();
   ALKAID_RETURN_NOT_OK(builder->ResetTo(pool.get()));
   ALKAID_RETURN_NOT_OK(builder->Reserve(kRows));
+  // Unrolled: g++ -O2 keeps the plain loop one value per six instructions
+  // (the store, the builder's end and length, the loop's count, compare and
+  // branch); eight a round store at fixed offsets of one end pointer.
+#pragma GCC unroll 8
   for (int64_t r = 0; r < kRows; ++r) builder->UnsafeAppend(i + r);
   auto array = builder->Finish().ValueOrDie();
   auto batch = format::RecordBatch::Make(schema, kRows, {array}).ValueOrDie();
