@@ -62,7 +62,7 @@ void BufferBuilder::FreeBytes() {
   limit_ = nullptr;
 }
 
-BufferBuilder::Bytes BufferBuilder::TakeBytes(bool shrink_to_fit) {
+BufferBuilder::Bytes BufferBuilder::TakeBytesPadded(bool shrink_to_fit) {
   Bytes out;
   out.size = length();
   out.capacity = this->capacity();
@@ -160,8 +160,7 @@ Result<ArrayDataPtr> ArrayBuilder::FinishData() {
   return result;
 }
 
-Result<ArrayPtr> ArrayBuilder::Finish() {
-  if (ArrayPtr linked = FinishLinked()) return linked;
+Result<ArrayPtr> ArrayBuilder::FinishGeneral() {
   ALKAID_ASSIGN_OR_RAISE(ArrayDataPtr data, FinishData());
   return internal::MakeArrayIn(std::move(data), pool_);
 }
@@ -174,7 +173,7 @@ void ArrayBuilder::Reset() {
   for (auto& c : children_) c->Reset();
 }
 
-Status ArrayBuilder::ResetTo(MemoryPool* pool) {
+Status ArrayBuilder::ResetToGeneral(MemoryPool* pool) {
   Reset();
   ALKAID_RETURN_NOT_OK(ResetBuffersTo(pool));
   pool_ = pool;

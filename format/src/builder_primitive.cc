@@ -114,6 +114,9 @@ FixedWidthBuilder::FixedWidthBuilder(TypePtr type, MemoryPool* pool)
       byte_width_(0),
       fixed_width_(IsFixedWidthNonBool(*type_)) {
   if (fixed_width_) byte_width_ = BitWidth(StorageType(*type_)) / 8;
+  // Reset and ResetBuffersTo reset data_ and point it at a pool, nothing
+  // else: ResetTo's inline way serves.
+  flat_values_ = &data_;
 }
 
 Status FixedWidthBuilder::Reserve(int64_t additional) {

@@ -251,30 +251,38 @@ struct ObjectMemoryAccess {
     return std::shared_ptr<RecordBatch>(std::forward<Owner>(owner), b);
   }
 
-  /// MakeBatch for columns the next slot's batch is already linked to (the
-  /// block's last batch of this shape): only the row count and schema are
-  /// filled in. The links only ever point into `m`: equal links prove the
-  /// columns are objects of `m`. Null, nothing taken, otherwise.
-  template <typename Owner, typename Column>
-  static std::shared_ptr<RecordBatch> MakeLinkedBatch(ObjectMemory* m, SchemaPtr& schema,
-                                                      int64_t num_rows, size_t n, Owner&& owner,
-                                                      Column&& column) {
+  /// MakeBatch for the `n` typed arrays `columns` when the next slot's batch
+  /// is already linked to their data (the block's last batch of this shape)
+  /// and of `schema` itself: only the row count is filled in. Checks what
+  /// RecordBatch::Make's checks could find changed since that batch was
+  /// made with the same schema object: each column's row count, and its
+  /// type (the very field type's object; another equal one takes the
+  /// general path). The links only ever point into `m`: equal links prove
+  /// the columns are objects of `m`. Null, nothing taken, otherwise (the
+  /// general path then checks and says what is wrong).
+  [[gnu::always_inline]] static std::shared_ptr<RecordBatch> MakeLinkedBatch(
+      ObjectMemory* m, const SchemaPtr& schema, int64_t num_rows, size_t n,
+      const ArrayPtr* columns) {
     size_t i = 0;
-    if (!Claim(m, 1, &i)) return nullptr;
+    if (schema == nullptr || num_rows < 0 || !Claim(m, 1, &i)) return nullptr;
     Slot* s = SlotAt(m, i);
     bool linked = s->kind == Kind<RecordBatch>();
     auto* b = linked ? std::launder(reinterpret_cast<RecordBatch*>(s->object)) : nullptr;
-    linked = linked && b->columns_.size() == n;
-    for (size_t k = 0; k < n && linked; ++k) linked = b->columns_[k].get() == column(k);
+    linked = linked && b->schema_ == schema && b->columns_.size() == n;
+    const FieldVector& fields = schema->fields();
+    for (size_t k = 0; k < n && linked; ++k) {
+      const ArrayData* d = columns[k] == nullptr ? nullptr : columns[k]->data().get();
+      linked = d != nullptr && b->columns_[k].get() == d && d->length == num_rows &&
+               d->type == fields[k]->type();
+    }
     if (!linked) {
       Unclaim(m, 1, i);
       return nullptr;
     }
-    if (b->schema_ != schema) b->schema_ = std::move(schema);
     b->num_rows_ = num_rows;
     if (b->metadata_ != nullptr) b->metadata_.reset();
     b->export_slot_ = nullptr;
-    return std::shared_ptr<RecordBatch>(std::forward<Owner>(owner), b);
+    return std::shared_ptr<RecordBatch>(columns[0], b);
   }
 
   /// The object memory whose buffer object is the first buffer of `data`,
@@ -331,8 +339,8 @@ struct ObjectMemoryAccess {
   /// and addresses are filled in, and the array is handed out sharing the
   /// bytes' owner. Null, `values` untouched, otherwise (Finish then takes
   /// the general path, which makes and links them).
-  static ArrayPtr FinishFlat(ObjectMemory* m, const TypePtr& type, int64_t length,
-                             BufferBuilder* values) {
+  [[gnu::always_inline]] static ArrayPtr FinishFlat(ObjectMemory* m, const TypePtr& type,
+                                                    int64_t length, BufferBuilder* values) {
     size_t i = 0;
     if (!Claim(m, 3, &i)) return nullptr;
     Slot* s0 = SlotAt(m, i);

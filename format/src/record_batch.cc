@@ -79,13 +79,33 @@ Result<std::shared_ptr<RecordBatch>> RecordBatch::Make(SchemaPtr schema, int64_t
       num_rows, std::move(columns));
 }
 
+namespace {
+
+// The two Make overloads over typed arrays try this first, inline: the
+// batch the block's last batch of this shape left linked to these columns,
+// for the same schema (MakeLinkedBatch checks what may have changed since),
+// or null.
+[[gnu::always_inline]] inline std::shared_ptr<RecordBatch> LinkedBatch(const SchemaPtr& schema,
+                                                                       int64_t num_rows,
+                                                                       const ArrayPtr* columns,
+                                                                       size_t n) {
+  if (n == 0 || columns[0] == nullptr) return nullptr;
+  ObjectMemory* m = internal::ObjectMemoryAccess::MemoryOf(columns[0]->data().get());
+  if (m == nullptr) return nullptr;
+  return internal::ObjectMemoryAccess::MakeLinkedBatch(m, schema, num_rows, n, columns);
+}
+
+}  // namespace
+
 Result<std::shared_ptr<RecordBatch>> RecordBatch::Make(SchemaPtr schema, int64_t num_rows,
                                                        const std::vector<ArrayPtr>& columns) {
+  if (auto linked = LinkedBatch(schema, num_rows, columns.data(), columns.size())) return linked;
   return MakeFromArrays(std::move(schema), num_rows, columns.data(), columns.size());
 }
 
 Result<std::shared_ptr<RecordBatch>> RecordBatch::Make(SchemaPtr schema, int64_t num_rows,
                                                        std::initializer_list<ArrayPtr> columns) {
+  if (auto linked = LinkedBatch(schema, num_rows, columns.begin(), columns.size())) return linked;
   return MakeFromArrays(std::move(schema), num_rows, columns.begin(), columns.size());
 }
 
@@ -95,15 +115,10 @@ Result<std::shared_ptr<RecordBatch>> RecordBatch::MakeFromArrays(SchemaPtr schem
   const auto data = [columns](size_t i) -> const ArrayData* {
     return columns[i] == nullptr ? nullptr : columns[i]->data().get();
   };
+  // (The block's last batch of this shape, linked to these columns, was
+  // tried by the caller: LinkedBatch.)
   ALKAID_RETURN_NOT_OK(CheckColumns(schema, num_rows, n, data));
   const auto column = [&](size_t i) { return const_cast<ArrayData*>(data(i)); };
-  // Columns the block's last batch of this shape was made of: that batch,
-  // already linked to them.
-  if (ObjectMemory* m = n == 0 ? nullptr : internal::ObjectMemoryAccess::MemoryOf(data(0))) {
-    auto batch =
-        internal::ObjectMemoryAccess::MakeLinkedBatch(m, schema, num_rows, n, columns[0], column);
-    if (batch != nullptr) return batch;
-  }
   // Columns a builder made in one pool's object memory: the batch is made
   // there too, linked to them, sharing column 0's count.
   if (ObjectMemory* m = GraphOf(n, data)) {

@@ -328,6 +328,45 @@ TEST(ShmBatchPoolRecyclingTest, ABuilderPointedAtEachPoolFindsTheObjectsLinked) 
   ASSERT_RAISES(kNotImplemented, list.ResetTo(pool.get()));
 }
 
+// RecordBatch::Make over the columns of the block's linked batch takes that
+// batch only for the same schema object, the same row count and the
+// schema's own type objects; anything else is checked as any batch is (a
+// wrong row count refused, an equal schema object kept by the batch made).
+TEST(ShmBatchPoolRecyclingTest, ALinkedBatchIsCheckedAsAnyOther) {
+  Channel ch;
+  ASSERT_OK(ch.Create(1 << 20));
+  auto schema = Int64Schema(1);
+  auto equal = Int64Schema(1);
+  ASSERT_NE(schema, equal);
+  ASSERT_OK_AND_ASSIGN(auto publisher, BatchPublisher::Create(ch.producer.get(), schema));
+  format::Int64Builder b;
+  for (int64_t i = 0; i < 6; ++i) {
+    ASSERT_OK_AND_ASSIGN(auto pool, publisher->NewPool(512));
+    ASSERT_OK(b.ResetTo(pool.get()));
+    ASSERT_OK(b.Reserve(64));
+    for (int64_t r = 0; r < 64; ++r) b.UnsafeAppend(100 * i + r);
+    ASSERT_OK_AND_ASSIGN(auto array, b.Finish());
+    if (i == 3) {
+      // The linked batch's shape, but the batch claims another row count.
+      ASSERT_RAISES(kInvalid, format::RecordBatch::Make(schema, 63, {array}));
+      continue;
+    }
+    if (i == 4) {
+      // An equal schema of another object: the batch is made with it.
+      ASSERT_OK_AND_ASSIGN(auto batch, format::RecordBatch::Make(equal, 64, {array}));
+      EXPECT_EQ(batch->schema(), equal);
+      ASSERT_NO_FATAL_FAILURE(ExpectValues(*batch, 100 * i));
+      continue;
+    }
+    ASSERT_OK_AND_ASSIGN(auto batch, format::RecordBatch::Make(schema, 64, {array}));
+    EXPECT_EQ(batch->schema(), schema);
+    EXPECT_EQ(batch->num_rows(), 64);
+    ASSERT_OK(format::ValidateFull(*batch));
+    ASSERT_NO_FATAL_FAILURE(ExpectValues(*batch, 100 * i));
+    ASSERT_OK(publisher->Publish(*batch, pool.get()));
+  }
+}
+
 // A column copied from a batch (a pointer sharing the region's count, as
 // the batch did) keeps the region's loan and bytes after the batch and the
 // pool are gone, on any thread; once it goes the loan goes back, before

@@ -1564,6 +1564,42 @@ TEST(BuilderMemory, ResetToPointsABuilderAtAnotherPool) {
   ASSERT_RAISES(kNotImplemented, nested->ResetTo(&second));
 }
 
+// ResetTo of an empty fixed-width builder (after a Finish, or with only a
+// reservation) takes its inline way: the reservation goes back to the old
+// pool and every later buffer, validity bitmap included, comes from the new
+// one.
+TEST(BuilderMemory, ResetToOfAnEmptyBuilderMovesEveryBuffer) {
+  SystemMemoryPool first;
+  SystemMemoryPool second;
+  Int64Builder ints(&first);
+  ASSERT_OK(ints.Reserve(100));
+  EXPECT_GT(first.bytes_allocated(), 0);
+  ASSERT_OK(ints.ResetTo(&second));
+  EXPECT_EQ(first.bytes_allocated(), 0);
+  EXPECT_EQ(ints.memory_pool(), &second);
+  ASSERT_OK(ints.Append(7));
+  ASSERT_OK(ints.AppendNull());
+  ASSERT_OK_AND_ASSIGN(auto a, ints.Finish());
+  EXPECT_EQ(first.bytes_allocated(), 0);
+  EXPECT_GT(second.bytes_allocated(), 0);
+  // Finished: empty, and pointed back at the first pool inline.
+  ASSERT_OK(ints.ResetTo(&first));
+  EXPECT_EQ(ints.memory_pool(), &first);
+  ASSERT_OK(ints.AppendNull());
+  ASSERT_OK(ints.Append(9));
+  ASSERT_OK_AND_ASSIGN(auto b, ints.Finish());
+  const int64_t in_second = second.bytes_allocated();
+  EXPECT_GT(first.bytes_allocated(), 0);
+  a.reset();
+  EXPECT_EQ(second.bytes_allocated(), 0);
+  EXPECT_GT(in_second, 0);
+  EXPECT_EQ(b->length(), 2);
+  EXPECT_TRUE(b->IsNull(0));
+  EXPECT_EQ(static_cast<const Int64Array&>(*b).Value(1), 9);
+  b.reset();
+  EXPECT_EQ(first.bytes_allocated(), 0);
+}
+
 TEST(BuilderMemory, PoolLimitGivesOutOfMemory) {
   SystemMemoryPool pool(1024);
   Int64Builder b(&pool);

@@ -14,6 +14,7 @@
 #include "alkaid/format/ipc/message_template.h"
 #include "alkaid/format/ipc/writer.h"
 #include "batch_layout_internal.h"
+#include "shm_batch_pool_internal.h"
 
 namespace alkaid::client {
 
@@ -57,18 +58,20 @@ bool AppendShape(const format::ArrayData& data, const uint8_t* region, std::vect
 
 // True if the node `data` (its numbers, buffers and child count, not its
 // children) has the shape at `*at` (what AppendShape appends for it),
-// which it moves past; false as soon as anything differs, or where
-// AppendShape would refuse the array. Inlined into Publish's loop: most
-// columns have no children.
+// which it moves past; false as soon as anything differs. Only for a
+// column of the publisher's schema (RecordBatch::Make checked its type
+// against the batch's schema, Publish the schema against its own) whose
+// shape AppendShape accepted: its type then has the structural layout the
+// shape needs and no dictionary, and the shape's null count is not
+// negative, so none of that is tested again. Inlined into Publish's loop:
+// most columns have no children.
 [[gnu::always_inline]] inline bool SameNodeShape(const format::ArrayData& data,
                                                  const uint8_t* region, const int64_t** at,
                                                  const int64_t* end) {
   const int64_t* p = *at;
   const size_t n = data.buffers.size();
   if (end - p < static_cast<ptrdiff_t>(4 + 2 * n) || p[0] != data.length ||
-      p[1] != data.null_count || p[2] != static_cast<int64_t>(n) || data.offset != 0 ||
-      data.null_count < 0 || data.dictionary != nullptr ||
-      !internal::IsStructuralLayout(*data.type)) {
+      p[1] != data.null_count || p[2] != static_cast<int64_t>(n) || data.offset != 0) {
     return false;
   }
   p += 3;
@@ -245,7 +248,11 @@ Result<std::unique_ptr<BatchPublisher>> BatchPublisher::Create(shm::ChannelProdu
 }
 
 BatchPublisher::BatchPublisher(shm::ChannelProducer* channel, format::SchemaPtr schema)
-    : channel_(channel), pool_cache_(ShmBatchPool::NewCache()), schema_(std::move(schema)) {}
+    : channel_(channel),
+      pool_cache_(ShmBatchPool::NewCache()),
+      schema_(std::move(schema)),
+      accept_on_publish_(channel->options().accept_on_publish),
+      inline_capacity_(channel->options().inline_capacity) {}
 
 BatchPublisher::~BatchPublisher() { ShmBatchPool::DropCache(pool_cache_); }
 
@@ -349,9 +356,8 @@ Status BatchPublisher::Publish(const format::RecordBatch& batch, ShmBatchPool* p
   if (batch.schema() != schema_) ALKAID_RETURN_NOT_OK(CheckSchema(batch));
   // Nothing to send without dictionaries on a channel that accepts its
   // consumers itself: no call.
-  if (dictionaries_ != nullptr || !channel_->options().accept_on_publish) {
+  if (dictionaries_ != nullptr || !accept_on_publish_)
     ALKAID_RETURN_NOT_OK(SendDictionaries(batch));
-  }
   const uint64_t body_length = pool->Seal();
   // Most often the shape of the batch before: compared in place, nothing
   // derived.
@@ -369,8 +375,16 @@ Status BatchPublisher::Publish(const format::RecordBatch& batch, ShmBatchPool* p
                                        : SameShape(column, region, &at, end);
     }
     if (same && at == end) {
-      ALKAID_RETURN_NOT_OK(
-          PublishRegion(pool, body_length, {}, shapes_[last_shape_].id, MessageKind::kRecordBatch));
+      // PublishRegion's way for a shape id, written out: nothing inline,
+      // nothing appended to the region, the user word made with the shape.
+      const CachedShape& cached = shapes_[last_shape_];
+      const uint64_t user = dictionaries_ == nullptr
+                                ? cached.user
+                                : UserWordFor(body_length, MessageKind::kRecordBatch, false);
+      ALKAID_RETURN_NOT_OK(channel_->Publish({}, pool->loan(), user, cached.id));
+      pool->published_ = true;
+      ++messages_;
+      ++stats_.batches;
       ++stats_.metadata_reused;
       return Status::OK();
     }
@@ -413,7 +427,8 @@ Status BatchPublisher::Publish(const format::RecordBatch& batch, ShmBatchPool* p
     auto added = channel_->AddShape(std::as_bytes(md));
     if (added.ok()) {
       id = *added;
-      shapes_.push_back({std::move(shape), id});
+      shapes_.push_back(
+          {std::move(shape), id, UserWordFor(body_length, MessageKind::kRecordBatch, false)});
       last_shape_ = shapes_.size() - 1;
       shape = {};
     } else if (added.status().code() == StatusCode::kCapacityError) {
@@ -470,7 +485,7 @@ Result<bool> BatchPublisher::PublishFilled(const format::RecordBatch& batch, Shm
 Status BatchPublisher::PublishRegion(ShmBatchPool* pool, uint64_t body_length,
                                      std::span<const uint8_t> metadata, uint32_t shape,
                                      MessageKind kind) {
-  const uint64_t capacity = channel_->options().inline_capacity;
+  const uint64_t capacity = inline_capacity_;
   bool in_region = false;
   std::span<const std::byte> payload;
   if (shape == 0) {

@@ -149,7 +149,17 @@ class ALKAID_EXPORT BufferBuilder {
   /// as Finish does, padding zero) and the shared owner of the pool they
   /// came from; leaves the builder empty. Requires an allocation
   /// (mutable_data() not null).
-  Bytes TakeBytes(bool shrink_to_fit = true);
+  Bytes TakeBytes(bool shrink_to_fit = true) {
+    // Bytes that fill their capacity (a multiple of 64) have nothing to
+    // shrink and no padding to zero: handed over inline.
+    if (end_ != limit_) return TakeBytesPadded(shrink_to_fit);
+    Bytes out;
+    out.data = bytes_;
+    out.size = out.capacity = end_ - bytes_;
+    out.owner = std::move(owner_);
+    bytes_ = end_ = limit_ = nullptr;
+    return out;
+  }
   /// True if the bytes belong to the pool's shared owner (an allocation
   /// from a pool with MemoryPool::shared_owner).
   bool has_owner() const { return owner_ != nullptr; }
@@ -172,6 +182,9 @@ class ALKAID_EXPORT BufferBuilder {
  private:
   // Reserve's slow path: checks `additional` and grows the allocation.
   Status Grow(int64_t additional);
+  // TakeBytes for bytes short of their capacity: shrinks and zeroes the
+  // padding.
+  Bytes TakeBytesPadded(bool shrink_to_fit);
   // Gives the allocation back to the pool and empties the builder.
   void FreeBytes();
 
@@ -281,7 +294,10 @@ class ALKAID_EXPORT ArrayBuilder {
   /// The built array data (offset 0); the builder is empty afterwards.
   Result<ArrayDataPtr> FinishData();
   /// FinishData() wrapped in the typed Array class for type().
-  Result<ArrayPtr> Finish();
+  Result<ArrayPtr> Finish() {
+    if (ArrayPtr linked = FinishLinked()) return linked;
+    return FinishGeneral();
+  }
   /// Discards everything appended (children included).
   virtual void Reset();
   /// Discards everything appended (as Reset) and takes every buffer from
@@ -292,7 +308,21 @@ class ALKAID_EXPORT ArrayBuilder {
   /// flat builders (null, boolean, fixed-width, binary and string) support
   /// it; the others fail with NotImplemented and are left as Reset leaves
   /// them, on their old pool.
-  Status ResetTo(MemoryPool* pool);
+  Status ResetTo(MemoryPool* pool) {
+    // An empty builder that keeps nothing but this base and one value
+    // buffer (flat_values_: the fixed-width builders), as Finish leaves
+    // it: both pointed at `pool` inline, without the virtual Reset and
+    // ResetBuffersTo (which would do just this).
+    if (flat_values_ != nullptr && length_ == 0) {
+      null_count_ = 0;
+      has_bitmap_ = false;
+      validity_.ResetTo(pool);
+      flat_values_->ResetTo(pool);
+      pool_ = pool;
+      return Status::OK();
+    }
+    return ResetToGeneral(pool);
+  }
 
   /// Child builders of nested types (none for flat types).
   int num_children() const { return static_cast<int>(children_.size()); }
@@ -359,6 +389,11 @@ class ALKAID_EXPORT ArrayBuilder {
   /// Prefix for error messages: the builder's type.
   std::string Where() const;
 
+  /// A builder whose whole state is this base and one value buffer, and
+  /// whose Reset and ResetBuffersTo do nothing else than reset that buffer
+  /// and point it at the new pool, sets this to that buffer: ResetTo then
+  /// takes its inline way. Null (the default): ResetTo calls them.
+  internal::BufferBuilder* flat_values_ = nullptr;
   TypePtr type_;
   MemoryPool* pool_;
   // `long long`, not int64_t (`long`): the compiler's type-based alias
@@ -370,6 +405,12 @@ class ALKAID_EXPORT ArrayBuilder {
   std::vector<std::unique_ptr<ArrayBuilder>> children_;
 
  private:
+  // Finish's way when FinishLinked has no array: FinishData, and the typed
+  // array made over it.
+  Result<ArrayPtr> FinishGeneral();
+  // ResetTo's way for every builder but an empty flat one: Reset,
+  // ResetBuffersTo.
+  Status ResetToGeneral(MemoryPool* pool);
   // Writes the bits of the slots UnsafeAppendValid added (all valid), in
   // space reserved for them.
   void SyncValidity() {

@@ -188,12 +188,16 @@ class ALKAID_EXPORT BatchPublisher {
   format::SchemaPtr schema_;
   PublishStats stats_;
   uint64_t messages_ = 0;
+  // The channel's options Publish reads (fixed when the channel is made).
+  bool accept_on_publish_;
+  uint64_t inline_capacity_;
   // Shapes (see AppendShape in batch_publisher.cc) of batches published
   // through Publish, with the id of the channel's shape entry holding their
   // encoded Message. A batch of the same shape has byte-identical metadata.
   struct CachedShape {
     std::vector<int64_t> shape;
     uint32_t id;
+    uint64_t user;  // the slot's user word (UserWordFor), without dictionaries
   };
   std::vector<int64_t> shape_scratch_;
   std::vector<CachedShape> shapes_;
