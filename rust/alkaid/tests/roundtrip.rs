@@ -585,13 +585,21 @@ fn fixed_blocks_reach_the_broker_and_carry_loans() {
     let mut consumer = Consumer::open("fixed", &broker.consumer_options()).unwrap();
     for n in 0..40i64 {
         let mut loan = a.loan(ROWS, &[]).unwrap();
-        for (r, v) in loan.values_mut::<Int64Type>(0).unwrap().iter_mut().enumerate() {
+        for (r, v) in loan
+            .values_mut::<Int64Type>(0)
+            .unwrap()
+            .iter_mut()
+            .enumerate()
+        {
             *v = n * 1000 + r as i64;
         }
         loan.publish().unwrap();
         let got = consumer.next_batch(LONG).unwrap().unwrap().batch;
         let col = got.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
-        assert_eq!((col.len(), col.value(0), col.value(ROWS - 1)), (ROWS, n * 1000, n * 1000 + 63));
+        assert_eq!(
+            (col.len(), col.value(0), col.value(ROWS - 1)),
+            (ROWS, n * 1000, n * 1000 + 63)
+        );
     }
     let mut list = Broker::connect(Some(&broker.socket)).unwrap();
     let topics = list.list_topics().unwrap();
@@ -606,5 +614,9 @@ fn fixed_blocks_reach_the_broker_and_carry_loans() {
     };
     let e = Producer::open("bad", &schema, &bad).err().expect("refused");
     assert_eq!(e.code(), Some(StatusCode::Invalid), "{e}");
-    assert!(e.to_string().contains("fixed_block_count 8 without fixed_block_bytes"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("fixed_block_count 8 without fixed_block_bytes"),
+        "{e}"
+    );
 }
