@@ -245,6 +245,51 @@ TEST(ProducerFixedBlocksTest, AKilledConsumersFixedBlocksComeBack) {
   ASSERT_OK(producer->Close());
 }
 
+// A broker killed and started again: the writer goes on through the blocks
+// meanwhile, and the producer re-registers its channel with what it has, so
+// that the new broker counts and lists its blocks as the first one did.
+TEST(ProducerFixedBlocksTest, AReRegisteredProducersBlocksAreCountedAgain) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("t", ValueSchema(), FixedOn(broker, 16)));
+  ASSERT_OK_AND_ASSIGN(auto consumer, Consumer::Open("t", ConsumerOn(broker)));
+  ASSERT_OK_AND_ASSIGN(auto writer, producer->NewFixedShapeWriter(kRows));
+  const uint64_t free_before = ArenaFree(producer.get());
+  const auto listed = [&](uint64_t* shm_bytes) {
+    auto admin = BrokerClient::Connect(broker.socket());
+    if (!admin.ok()) return false;
+    auto topics = (*admin)->ListTopics();
+    if (!topics.ok() || topics->size() != 1 || (*topics)[0].producer_list.size() != 1) return false;
+    const TopicProducerStatus& p = (*topics)[0].producer_list[0];
+    *shm_bytes = p.shm_bytes;
+    return p.fixed_block_bytes == 512 && p.fixed_block_count == 16;
+  };
+  uint64_t shm_first = 0;
+  ASSERT_TRUE(listed(&shm_first));
+  broker.Kill();
+  for (int64_t n = 0; n < 20; ++n) {
+    ASSERT_OK(PublishBatch(writer.get(), n));
+    ASSERT_OK_AND_ASSIGN(auto batch, consumer->Next(10s));
+    ASSERT_TRUE(IsBatch(*batch, n));
+  }
+  ASSERT_TRUE(broker.Start());
+  uint64_t shm_again = 0;
+  EXPECT_TRUE(WaitUntil([&] {
+    producer->Poll();
+    return producer->stats().reregistrations >= 1 && listed(&shm_again);
+  }));
+  EXPECT_EQ(shm_again, shm_first);
+  for (int64_t n = 20; n < 40; ++n) {
+    ASSERT_OK(PublishBatch(writer.get(), n));
+    ASSERT_OK_AND_ASSIGN(auto batch, consumer->Next(10s));
+    ASSERT_TRUE(IsBatch(*batch, n));
+  }
+  EXPECT_EQ(ArenaFree(producer.get()), free_before);
+  writer.reset();
+  ASSERT_OK(consumer->Close());
+  ASSERT_OK(producer->Close());
+}
+
 // Bad values never reach a broker: the client refuses them before it
 // connects (the socket here answers nothing, so any other failure would be
 // an IOError), naming the field and the bound.
