@@ -64,10 +64,12 @@ Status PublishBatch(FixedShapeWriter* writer, int64_t n) {
 
 // True if `batch` is batch `n` as PublishBatch wrote it.
 bool IsBatch(const format::RecordBatch& batch, int64_t n) {
-  if (batch.num_rows() != kRows) return false;
-  const auto& v = static_cast<const format::Int64Array&>(*batch.column(0));
+  if (batch.num_rows() != kRows || batch.column_data(0)->length != kRows) return false;
+  // The column's values as laid out (the batch's Array objects need not be
+  // Int64Array's: the receive makes them by shape).
+  const int64_t* v = batch.column_data(0)->GetValues<int64_t>(1);
   for (int64_t r = 0; r < kRows; ++r) {
-    if (v.Value(r) != n * 1000 + r) return false;
+    if (v[r] != n * 1000 + r) return false;
   }
   return true;
 }
@@ -213,6 +215,9 @@ TEST(ProducerFixedBlocksTest, AKilledConsumersFixedBlocksComeBack) {
     to_parent.Put('h');
     while (true) ::pause();
   }
+  // Only the child writes: a child that fails ends the parent's Get (0).
+  ::close(to_parent.fds[1]);
+  to_parent.fds[1] = -1;
   ASSERT_TRUE(WaitForConsumers(broker.socket(), "t", 1));
   ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("t", ValueSchema(), FixedOn(broker, 8)));
   ASSERT_EQ(producer->fixed_block_count(), 8u);
