@@ -271,8 +271,18 @@ Result<std::unique_ptr<internal::ProducerImpl>> OpenProducer(const std::string& 
   session.Attached(reply);
   impl->channel_name = reply.channel;
   // Exactly what the broker counted: none from a broker of an earlier
-  // release (it ignores the request's fields), none unless asked.
-  if (options.fixed_block_bytes != 0) {
+  // release (it ignores the request's fields), none unless asked. A grant
+  // other than what was asked (the size rounded up to 64; the count, or
+  // any when 0 left it to the broker) is refused: the segment would not be
+  // what the broker's figures describe.
+  if (options.fixed_block_bytes != 0 && reply.fixed_block_bytes != 0) {
+    if (reply.fixed_block_bytes != (options.fixed_block_bytes + 63) / 64 * 64 ||
+        (options.fixed_block_count != 0 && reply.fixed_block_count != options.fixed_block_count)) {
+      return Status::Invalid("topic '", topic, "': the broker granted ", reply.fixed_block_count,
+                             " fixed blocks of ", reply.fixed_block_bytes, " bytes for ",
+                             options.fixed_block_count, " of ", options.fixed_block_bytes,
+                             " asked");
+    }
     impl->fixed_block_bytes = reply.fixed_block_bytes;
     impl->fixed_block_count = reply.fixed_block_count;
   }
