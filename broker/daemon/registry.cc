@@ -158,21 +158,48 @@ Result<p::Reply> Registry::AttachProducer(const Peer& peer, const p::Request& re
     // channel that carries its own pid in its name.
     ALKAID_RETURN_NOT_OK(leftovers_->Claim(request.channel, peer.pid));
   }
+  // Fixed blocks (docs/SHM_LAYOUT.md), before the arena in the channel
+  // segment: rounded as the channel rounds them, the count resolved here
+  // (twice the slots, as libshm's default) so that the producer makes
+  // exactly what is counted. The decoder checked the values; the resolved
+  // count is checked again.
+  uint64_t fixed_bytes = 0;
+  uint32_t fixed_count = 0;
+  if (request.fixed_block_bytes != 0) {
+    fixed_bytes = (request.fixed_block_bytes + 63) / 64 * 64;
+    fixed_count = request.fixed_block_count != 0
+                      ? request.fixed_block_count
+                      : static_cast<uint32_t>(std::min<uint64_t>(
+                            uint64_t{2} * topic->config.slot_count, p::kMaxFixedBlockCount));
+    ALKAID_RETURN_NOT_OK(p::CheckFixedBlocks(
+        fixed_bytes, fixed_count, "attaching a producer to topic '" + request.topic + "'"));
+  }
+  const uint64_t fixed_area = p::FixedAreaBytes(fixed_bytes, fixed_count);
   // The slots (inline payload included) and headers; a generous estimate.
+  // The fixed area starts on a page: up to one more.
   const uint64_t slots_estimate = uint64_t{topic->config.slot_count} * 640 + (64u << 10);
-  const uint64_t need = topic->config.arena_bytes + slots_estimate;
+  const uint64_t need =
+      topic->config.arena_bytes + slots_estimate + (fixed_area != 0 ? fixed_area + 4096 : 0);
   if (!readopt && settings_.shm_limit.bytes != 0 &&
       reserved_bytes_ + need > settings_.shm_limit.bytes) {
+    const std::string fixed_part =
+        fixed_area == 0 ? std::string()
+                        : " (" + std::to_string(fixed_count) + " fixed blocks of " +
+                              FormatBytes(fixed_bytes) + ": " + FormatBytes(fixed_area) + ")";
     return Status::CapacityError(
-        "attaching a producer to topic '", request.topic, "' needs ", FormatBytes(need),
+        "attaching a producer to topic '", request.topic, "' needs ", FormatBytes(need), fixed_part,
         " of shared memory; ", FormatBytes(reserved_bytes_), " of the broker's limit of ",
         FormatBytes(settings_.shm_limit.bytes), " (", settings_.shm_limit.origin, ") are in use",
         need > settings_.shm_limit.bytes
-            ? ". One producer of this topic needs more than the whole limit: give the topic a "
-              "smaller arena (TopicOptions::arena_bytes, alkaid publish --arena-bytes), or "
-              "the broker a larger --shm-limit (in a container, with a larger /dev/shm: docker "
-              "run --shm-size=...)"
-            : "");
+            ? std::string(". One producer of this topic needs more than the whole limit: give ") +
+                  (fixed_area > topic->config.arena_bytes
+                       ? "the producer fewer or smaller fixed blocks "
+                         "(ProducerOptions::fixed_block_count, fixed_block_bytes)"
+                       : "the topic a smaller arena (TopicOptions::arena_bytes, alkaid publish "
+                         "--arena-bytes)") +
+                  ", or the broker a larger --shm-limit (in a container, with a larger "
+                  "/dev/shm: docker run --shm-size=...)"
+            : std::string());
   }
   Producer producer;
   producer.id = next_id_++;
@@ -189,6 +216,8 @@ Result<p::Reply> Registry::AttachProducer(const Peer& peer, const p::Request& re
     producer.channel = stem + kChannelSuffix;
   }
   producer.reserved = need;
+  producer.fixed_block_bytes = fixed_bytes;
+  producer.fixed_block_count = fixed_count;
   reserved_bytes_ += need;
   topic->sized = true;
   topic->producers.insert(producer.id);
@@ -199,10 +228,15 @@ Result<p::Reply> Registry::AttachProducer(const Peer& peer, const p::Request& re
   reply.channel = producer.channel;
   reply.config = topic->config;
   reply.segment_mode = settings_.segment_mode;
+  reply.fixed_block_bytes = fixed_bytes;
+  reply.fixed_block_count = fixed_count;
   log_(LogLevel::kInfo, "producer ", producer.id, " (pid ", peer.pid, ") ",
        readopt ? "re-registered with its channel " + producer.channel + " on '"
                : std::string("attached to '"),
-       request.topic, "'");
+       request.topic, "'",
+       fixed_count == 0 ? std::string()
+                        : " with " + std::to_string(fixed_count) + " fixed blocks of " +
+                              FormatBytes(fixed_bytes));
   producers_.emplace(producer.id, std::move(producer));
   return reply;
 }
@@ -579,10 +613,10 @@ p::Reply Registry::ListTopics() const {
       info.held += producer.held;
       info.shm_bytes += producer.reserved;
       info.depth = std::max(info.depth, producer.depth);
-      info.producer_list.push_back({producer.id, producer.pid, producer.uid, producer.published,
-                                    producer.depth, producer.drops, producer.held,
-                                    producer.reserved, producer.arena_bytes,
-                                    producer.published_bytes});
+      info.producer_list.push_back(
+          {producer.id, producer.pid, producer.uid, producer.published, producer.depth,
+           producer.drops, producer.held, producer.reserved, producer.arena_bytes,
+           producer.published_bytes, producer.fixed_block_bytes, producer.fixed_block_count});
     }
     // Each consumer with what the producers' channels last said of it: by
     // pid and token, so two consumers of one process each get their own.

@@ -108,6 +108,9 @@ class Registry {
     uint64_t published = 0, depth = 0, drops = 0, held = 0;
     uint64_t arena_bytes = 0;
     uint64_t published_bytes = 0;  // body bytes, as last reported
+    // Its channel's fixed blocks, as granted at attach (0: none).
+    uint64_t fixed_block_bytes = 0;
+    uint32_t fixed_block_count = 0;
     // Its consumers as its channel last saw them (ProducerStats), by pid
     // and token.
     std::vector<p::ConsumerFigures> consumer_figures;

@@ -202,6 +202,15 @@ Result<Reply> DecodeReply(const fb::Reply* r) {
                                " is neither 0600 nor 0660");
       }
       out.segment_mode = b->segment_mode();
+      out.fixed_block_bytes = b->fixed_block_bytes();
+      out.fixed_block_count = b->fixed_block_count();
+      ALKAID_RETURN_NOT_OK(CheckFixedBlocks(out.fixed_block_bytes, out.fixed_block_count,
+                                            "control reply: AttachProducerReply"));
+      // The broker resolves the count (twice the slots when none was asked).
+      if ((out.fixed_block_bytes == 0) != (out.fixed_block_count == 0)) {
+        return Status::Invalid("control reply: AttachProducerReply grants ", out.fixed_block_count,
+                               " fixed blocks of ", out.fixed_block_bytes, " bytes");
+      }
       break;
     }
     case fb::ReplyBody::AttachConsumerReply: {
@@ -251,7 +260,8 @@ Result<Reply> DecodeReply(const fb::Reply* r) {
               if (p == nullptr) return Status::Invalid("control reply: null producer status");
               info.producer_list.push_back(ProducerStatus{
                   p->id(), p->pid(), p->uid(), p->published(), p->depth(), p->drops(), p->held(),
-                  p->shm_bytes(), p->arena_bytes(), p->published_bytes()});
+                  p->shm_bytes(), p->arena_bytes(), p->published_bytes(), p->fixed_block_bytes(),
+                  p->fixed_block_count()});
             }
           }
           if (t->consumer_list() != nullptr) {
@@ -428,6 +438,26 @@ const char* RequestTypeName(RequestType type) {
   return "?";
 }
 
+Status CheckFixedBlocks(uint64_t bytes, uint32_t count, std::string_view where) {
+  if (bytes == 0) {
+    if (count == 0) return Status::OK();
+    return Status::Invalid(where, ": fixed_block_count ", count,
+                           " without fixed_block_bytes (0: no fixed blocks)");
+  }
+  if (bytes > kMaxFixedBlockBytes || count > kMaxFixedBlockCount) {
+    return Status::Invalid(where, ": ", count, " fixed blocks of ", bytes, " bytes; at most ",
+                           kMaxFixedBlockCount, " blocks of at most ", kMaxFixedBlockBytes,
+                           " bytes");
+  }
+  // Both bounded above: the product is below 2^51.
+  if (FixedAreaBytes(bytes, count) > kMaxFixedAreaBytes) {
+    return Status::Invalid(where, ": ", count, " fixed blocks of ", bytes, " bytes make ",
+                           FixedAreaBytes(bytes, count), " bytes, more than a channel's ",
+                           kMaxFixedAreaBytes);
+  }
+  return Status::OK();
+}
+
 Status ValidateTopicName(const std::string& name) {
   if (name.empty()) return Status::Invalid("topic name is empty");
   if (name.size() > kMaxTopicNameLength) {
@@ -459,7 +489,8 @@ std::vector<uint8_t> EncodeRequest(const Request& r) {
       body = fb::CreateAttachProducer(fbb, fbb.CreateString(r.topic),
                                       static_cast<fb::PayloadKind>(r.kind),
                                       r.channel.empty() ? flatbuffers::Offset<flatbuffers::String>()
-                                                        : fbb.CreateString(r.channel))
+                                                        : fbb.CreateString(r.channel),
+                                      r.fixed_block_bytes, r.fixed_block_count)
                  .Union();
       break;
     case RequestType::kProducerReady:
@@ -550,6 +581,10 @@ Result<Request> DecodeRequest(std::span<const uint8_t> bytes) {
       if (!out.channel.empty()) {
         ALKAID_RETURN_NOT_OK(CheckSegmentName(out.channel, "channel name"));
       }
+      out.fixed_block_bytes = b->fixed_block_bytes();
+      out.fixed_block_count = b->fixed_block_count();
+      ALKAID_RETURN_NOT_OK(CheckFixedBlocks(out.fixed_block_bytes, out.fixed_block_count,
+                                            "control request: AttachProducer"));
       break;
     }
     case fb::RequestBody::ProducerReady:
@@ -699,7 +734,8 @@ std::vector<uint8_t> EncodeServerMessage(const ServerMessage& m) {
         type = fb::ReplyBody::AttachProducerReply;
         auto channel = fbb.CreateString(r.channel);
         auto config = EncodeConfig(fbb, r.config);
-        body = fb::CreateAttachProducerReply(fbb, r.attached_id, channel, config, r.segment_mode)
+        body = fb::CreateAttachProducerReply(fbb, r.attached_id, channel, config, r.segment_mode,
+                                             r.fixed_block_bytes, r.fixed_block_count)
                    .Union();
         break;
       }
@@ -723,9 +759,9 @@ std::vector<uint8_t> EncodeServerMessage(const ServerMessage& m) {
           auto config = EncodeConfig(fbb, t.config);
           std::vector<flatbuffers::Offset<fb::ProducerStatus>> producer_list;
           for (const auto& p : t.producer_list) {
-            producer_list.push_back(fb::CreateProducerStatus(fbb, p.id, p.pid, p.uid, p.published,
-                                                             p.depth, p.drops, p.held, p.shm_bytes,
-                                                             p.arena_bytes, p.published_bytes));
+            producer_list.push_back(fb::CreateProducerStatus(
+                fbb, p.id, p.pid, p.uid, p.published, p.depth, p.drops, p.held, p.shm_bytes,
+                p.arena_bytes, p.published_bytes, p.fixed_block_bytes, p.fixed_block_count));
           }
           std::vector<flatbuffers::Offset<fb::ConsumerStatus>> consumer_list;
           for (const auto& c : t.consumer_list) {

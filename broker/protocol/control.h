@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "alkaid/common/result.h"
@@ -31,6 +32,27 @@ inline constexpr std::size_t kMaxSchemaBytes = 1 << 20;
 /// Raise it when a message changes meaning.
 /// Version 2 added ProducerDrained (a version-1 broker could not decode it).
 inline constexpr uint32_t kControlProtocolVersion = 2;
+
+/// Fixed blocks of a producer's channel (AttachProducer): the largest block
+/// (libshm's bound), the most blocks, and the most bytes of the area (half
+/// a segment's largest size, libshm's bound too).
+inline constexpr uint64_t kMaxFixedBlockBytes = uint64_t{1} << 30;
+inline constexpr uint32_t kMaxFixedBlockCount = uint32_t{1} << 20;
+inline constexpr uint64_t kMaxFixedAreaBytes = uint64_t{1} << 39;
+
+/// Checks a request for fixed blocks (`bytes` of each, `count` of them; 0
+/// bytes: none; 0 count: the broker's default, twice the slots), for both
+/// sides: Invalid naming `where` and the bound for a count without bytes, a
+/// block beyond kMaxFixedBlockBytes, more than kMaxFixedBlockCount blocks,
+/// or an area (count x bytes rounded up to 64) beyond kMaxFixedAreaBytes.
+/// Never overflows.
+Status CheckFixedBlocks(uint64_t bytes, uint32_t count, std::string_view where);
+
+/// The bytes of `count` fixed blocks of `bytes` each (rounded up to 64), as
+/// the channel lays them out; for values CheckFixedBlocks accepted.
+inline uint64_t FixedAreaBytes(uint64_t bytes, uint32_t count) {
+  return uint64_t{count} * ((bytes + 63) / 64 * 64);
+}
 
 /// What each message body of a topic is.
 enum class TopicKind : uint8_t {
@@ -87,8 +109,9 @@ struct ConsumerFigures {
 };
 
 /// One request. Which fields matter depends on `type`:
-/// kCreateTopic: config; kAttachProducer: topic, kind, and channel when
-/// re-registering an existing channel; kProducerReady: target_id;
+/// kCreateTopic: config; kAttachProducer: topic, kind, channel when
+/// re-registering an existing channel, and the fixed blocks wanted
+/// (fixed_block_bytes, fixed_block_count); kProducerReady: target_id;
 /// kAttachConsumer: topic, from_oldest, kind, wait_for_topic,
 /// any_kind, wait_mode, token; kDetach: role, target_id; kProducerStats: target_id,
 /// published, depth, drops, held, consumer_figures, arena_bytes, published_bytes; kAddExtension:
@@ -131,6 +154,11 @@ struct Request {
   std::vector<ConsumerFigures> consumer_figures;
   uint64_t arena_bytes = 0;
   uint64_t published_bytes = 0;  ///< kProducerStats: body bytes published
+  /// kAttachProducer: fixed blocks for the channel (CheckFixedBlocks): bytes
+  /// of each, 0 for none; how many, 0 for twice the topic's slots. A
+  /// re-registration sends what its channel has.
+  uint64_t fixed_block_bytes = 0;
+  uint32_t fixed_block_count = 0;
 };
 
 struct ProducerInfo {
@@ -160,9 +188,11 @@ struct ProducerStatus {
   uint64_t depth = 0;      ///< its slowest consumer's lag
   uint64_t drops = 0;
   uint64_t held = 0;
-  uint64_t shm_bytes = 0;        ///< its channel and extensions, as the broker counts them
-  uint64_t arena_bytes = 0;      ///< its arena now, as last reported
-  uint64_t published_bytes = 0;  ///< body bytes published, as last reported
+  uint64_t shm_bytes = 0;          ///< its channel and extensions, as the broker counts them
+  uint64_t arena_bytes = 0;        ///< its arena now, as last reported
+  uint64_t published_bytes = 0;    ///< body bytes published, as last reported
+  uint64_t fixed_block_bytes = 0;  ///< its channel's fixed blocks, as granted (0: none)
+  uint32_t fixed_block_count = 0;
 };
 
 /// A consumer of a topic (TopicInfo::consumer_list): the producers' figures
@@ -244,6 +274,11 @@ struct Reply {
   std::vector<AwaitedTopic> awaited;        ///< kTopicList
   BrokerStats stats;                        ///< kStats
   std::string extension_name;               ///< kExtension
+  /// kAttachProducer: the fixed blocks the broker counted for the producer
+  /// (bytes rounded up to 64, the count resolved); the producer makes
+  /// exactly these. 0 from an older broker: none.
+  uint64_t fixed_block_bytes = 0;
+  uint32_t fixed_block_count = 0;
 };
 
 enum class EventType : uint8_t {

@@ -50,7 +50,9 @@ using alkaid::StatusCode;
 // The versions of the options structs: fields are only added at the end.
 static_assert(offsetof(alkaid_producer_options, publish_timestamps) ==
               ALKAID_PRODUCER_OPTIONS_SIZE_V1);
-static_assert(sizeof(alkaid_producer_options) == 80);
+static_assert(offsetof(alkaid_producer_options, fixed_block_bytes) ==
+              ALKAID_PRODUCER_OPTIONS_SIZE_V2);
+static_assert(sizeof(alkaid_producer_options) == 96);
 static_assert(sizeof(alkaid_consumer_options) == ALKAID_CONSUMER_OPTIONS_SIZE_V1);
 // And of the out struct alkaid_batch_info.
 static_assert(offsetof(alkaid_batch_info, publish_ns) == ALKAID_BATCH_INFO_SIZE_V1);
@@ -809,8 +811,10 @@ alkaid_status alkaid_producer_open(const char* topic, ArrowSchema* schema,
     if (schema == nullptr) return NullArgument(fn, "the schema");
     alkaid_producer_options opts = ProducerDefaults();
     if (options != nullptr) {
-      Status read = ReadOptions(fn, "alkaid_producer_options", options,
-                                std::array<size_t, 1>{ALKAID_PRODUCER_OPTIONS_SIZE_V1}, &opts);
+      Status read = ReadOptions(
+          fn, "alkaid_producer_options", options,
+          std::array<size_t, 2>{ALKAID_PRODUCER_OPTIONS_SIZE_V1, ALKAID_PRODUCER_OPTIONS_SIZE_V2},
+          &opts);
       if (!read.ok()) {
         Drop(schema);
         return read;
@@ -839,6 +843,8 @@ alkaid_status alkaid_producer_open(const char* topic, ArrowSchema* schema,
     po.wait_for_consumers = Millis(opts.wait_for_consumers_ms, po.wait_for_consumers);
     po.drain_timeout = Millis(opts.drain_timeout_ms, po.drain_timeout);
     po.topic.publish_timestamps = opts.publish_timestamps != 0;
+    po.fixed_block_bytes = opts.fixed_block_bytes;
+    po.fixed_block_count = opts.fixed_block_count;
     po.stop = handle->stop.get_token();
     ALKAID_ASSIGN_OR_RAISE(handle->producer, client::Producer::Open(topic, *imported, po));
     *out = handle.release();

@@ -94,11 +94,20 @@ class Producer:
                  slot_count: int = 0, arena_bytes: int = 0, policy: Policy = "block",
                  publish_timeout: float = 5.0, wait_for_consumers: float = 10.0,
                  drain_timeout: float = 5.0, ring_slots: int | None = None,
-                 segment_bytes: int | None = None, publish_timestamps: bool = False) -> None:
+                 segment_bytes: int | None = None, publish_timestamps: bool = False,
+                 fixed_block_bytes: int = 0, fixed_block_count: int = 0) -> None:
         """Creates or joins `topic` with `schema` (any ``__arrow_c_schema__`` object).
         ring_slots and segment_bytes are deprecated names of slot_count and arena_bytes;
         publish_timestamps: if this creates the topic, each batch carries its publish time
-        (Batch.publish_ns)."""
+        (Batch.publish_ns). fixed_block_bytes, fixed_block_count: fixed blocks for loans
+        whose values (each column padded to 64 bytes) fit (0: none; count 0: twice the
+        slots)."""
+    @property
+    def fixed_block_bytes(self) -> int:
+        """Bytes of each fixed block (0: none)."""
+    @property
+    def fixed_block_count(self) -> int:
+        """How many fixed blocks the broker granted (0: none)."""
     def publish(self, data: object) -> int:
         """Publishes an ``__arrow_c_array__`` or ``__arrow_c_stream__`` object (one copy);
         returns the number of batches published."""

@@ -247,7 +247,8 @@ PyProducer::PyProducer(const std::string& topic, nb::handle schema,
                        uint64_t arena_bytes, const std::string& policy, double publish_timeout,
                        double wait_for_consumers, double drain_timeout,
                        std::optional<uint32_t> ring_slots, std::optional<uint64_t> segment_bytes,
-                       bool publish_timestamps)
+                       bool publish_timestamps, uint64_t fixed_block_bytes,
+                       uint32_t fixed_block_count)
     : topic_(topic), schema_(SchemaFromObject(schema)) {
   client::ProducerOptions options;
   if (socket.has_value()) options.socket_path = *socket;
@@ -264,6 +265,8 @@ PyProducer::PyProducer(const std::string& topic, nb::handle schema,
   options.topic.slot_count = slot_count;
   options.topic.arena_bytes = arena_bytes;
   options.topic.publish_timestamps = publish_timestamps;
+  options.fixed_block_bytes = fixed_block_bytes;
+  options.fixed_block_count = fixed_block_count;
   if (policy == "block") {
     options.topic.policy = shm::SlowConsumerPolicy::kBlockProducer;
   } else if (policy == "drop-oldest") {
@@ -291,6 +294,10 @@ PyProducer::PyProducer(const std::string& topic, nb::handle schema,
     fixed_widths_.push_back(field->type()->layout().buffers[1].byte_width);
   }
 }
+
+// Set once by Open (the producer lives as long as this object).
+uint64_t PyProducer::fixed_block_bytes() const { return producer_->fixed_block_bytes(); }
+uint32_t PyProducer::fixed_block_count() const { return producer_->fixed_block_count(); }
 
 PyProducer::~PyProducer() {
   if (exported_schema_.release != nullptr) exported_schema_.release(&exported_schema_);
@@ -780,13 +787,14 @@ void BindProducer(nb::module_& m) {
       "call; an interrupted close still closes the producer.")
       .def(nb::init<const std::string&, nb::handle, const std::optional<std::string>&, uint32_t,
                     uint64_t, const std::string&, double, double, double, std::optional<uint32_t>,
-                    std::optional<uint64_t>, bool>(),
+                    std::optional<uint64_t>, bool, uint64_t, uint32_t>(),
            nb::arg("topic"), nb::arg("schema"), nb::kw_only(),
            nb::arg("socket").none() = nb::none(), nb::arg("slot_count") = 0,
            nb::arg("arena_bytes") = 0, nb::arg("policy") = "block",
            nb::arg("publish_timeout") = 5.0, nb::arg("wait_for_consumers") = 10.0,
            nb::arg("drain_timeout") = 5.0, nb::arg("ring_slots").none() = nb::none(),
            nb::arg("segment_bytes").none() = nb::none(), nb::arg("publish_timestamps") = false,
+           nb::arg("fixed_block_bytes") = 0, nb::arg("fixed_block_count") = 0,
            "Creates topic `topic` with `schema` (any object with ``__arrow_c_schema__``, e.g. a "
            "pyarrow.Schema), or joins it if it exists with that schema (InvalidError otherwise), "
            "on the broker at `socket` (None: $ALKAID_BROKER_SOCKET or the default socket).\n\n"
@@ -797,7 +805,11 @@ void BindProducer(nb::module_& m) {
            "long close() waits for consumers to read everything. ring_slots and segment_bytes: the "
            "previous release's names of slot_count and arena_bytes (deprecated: "
            "DeprecationWarning). publish_timestamps: if this creates the topic, its producers "
-           "stamp each batch with its publish time (Batch.publish_ns).")
+           "stamp each batch with its publish time (Batch.publish_ns). fixed_block_bytes, "
+           "fixed_block_count: fixed blocks in this producer's shared memory (0: none; a count "
+           "of 0: twice the slots): a loan whose columns' values, each padded to 64 bytes, fit "
+           "in fixed_block_bytes takes one, which costs less per batch than the arena; the "
+           "broker counts them against its limit beside the arena.")
       .def("publish", &PyProducer::Publish, nb::arg("data"),
            "Publishes `data`: an object with ``__arrow_c_array__`` (a pyarrow.RecordBatch, a "
            "nanoarrow array, ...) as one batch, or with ``__arrow_c_stream__`` (a pyarrow.Table "
@@ -826,6 +838,11 @@ void BindProducer(nb::module_& m) {
            "detaches and removes the shared memory names. Idempotent.")
       .def_prop_ro("closed", &PyProducer::closed, "True after close().")
       .def_prop_ro("topic", &PyProducer::topic, "The topic's name.")
+      .def_prop_ro("fixed_block_bytes", &PyProducer::fixed_block_bytes,
+                   "Bytes of each fixed block of this producer (rounded up to 64; 0: none, also "
+                   "from a broker of an earlier release).")
+      .def_prop_ro("fixed_block_count", &PyProducer::fixed_block_count,
+                   "How many fixed blocks the broker granted (0: none).")
       .def_prop_ro(
           "schema", [](const PyProducer& self) { return PySchema{self.schema()}; },
           "The topic's schema.")

@@ -27,7 +27,7 @@ class PyProducer {
              uint32_t slot_count, uint64_t arena_bytes, const std::string& policy,
              double publish_timeout, double wait_for_consumers, double drain_timeout,
              std::optional<uint32_t> ring_slots, std::optional<uint64_t> segment_bytes,
-             bool publish_timestamps);
+             bool publish_timestamps, uint64_t fixed_block_bytes, uint32_t fixed_block_count);
   ~PyProducer();
   PyProducer(const PyProducer&) = delete;
   PyProducer& operator=(const PyProducer&) = delete;
@@ -38,6 +38,8 @@ class PyProducer {
   void Close();
   bool closed() const { return closed_.load(std::memory_order_acquire); }
   const std::string& topic() const { return topic_; }
+  uint64_t fixed_block_bytes() const;
+  uint32_t fixed_block_count() const;
   format::SchemaPtr schema() const { return schema_; }
   nb::dict Stats();
 

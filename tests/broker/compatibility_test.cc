@@ -10,7 +10,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -85,6 +87,140 @@ class OtherVersionBroker {
   bool ok_ = false;
   std::thread thread_;
 };
+
+// A broker of this protocol version that grants fixed blocks as it likes,
+// on `path`: answers one connection's requests as the real broker would for
+// one producer (its topic, its attach with channel `channel`, its ready, its
+// detach; reports unanswered), granting `bytes` x `count` fixed blocks
+// whatever was asked. Granting none is what a broker of the release before
+// fixed blocks does: it does not know the request's fields and its reply
+// has none.
+class GrantingBroker {
+ public:
+  GrantingBroker(std::string path, std::string channel, uint64_t bytes, uint32_t count)
+      : path_(std::move(path)) {
+    ::unlink(path_.c_str());
+    listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path_.c_str(), sizeof(addr.sun_path) - 1);
+    ok_ = listen_fd_ >= 0 &&
+          ::bind(listen_fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0 &&
+          ::listen(listen_fd_, 1) == 0;
+    if (!ok_) return;
+    thread_ = std::thread([this, channel, bytes, count] {
+      const int fd = ::accept(listen_fd_, nullptr, nullptr);
+      if (fd < 0) return;
+      protocol::FrameAssembler in;
+      protocol::TopicConfig config;
+      while (true) {
+        auto frame = protocol::ReadFrame(fd, &in, std::chrono::milliseconds(30000));
+        if (!frame.ok()) break;
+        auto request = protocol::DecodeRequest(*frame);
+        if (!request.ok()) break;
+        protocol::ServerMessage m;
+        m.reply.request_id = request->id;
+        switch (request->type) {
+          case protocol::RequestType::kCreateTopic:
+            config = request->config;
+            config.slot_count = 64;
+            config.arena_bytes = config.max_arena_bytes = 1 << 20;
+            m.reply.type = protocol::ReplyType::kTopic;
+            m.reply.config = config;
+            m.reply.created = true;
+            break;
+          case protocol::RequestType::kAttachProducer:
+            asked_bytes_ = request->fixed_block_bytes;
+            m.reply.type = protocol::ReplyType::kAttachProducer;
+            m.reply.attached_id = 1;
+            m.reply.channel = channel;
+            m.reply.config = config;
+            m.reply.fixed_block_bytes = bytes;
+            m.reply.fixed_block_count = count;
+            break;
+          case protocol::RequestType::kProducerReady:
+            m.reply.type = protocol::ReplyType::kProducerReady;
+            break;
+          case protocol::RequestType::kProducerStats:
+            continue;  // a report: no reply
+          default:
+            break;  // OK, no body (Detach)
+        }
+        if (!protocol::WriteAll(fd, protocol::Frame(protocol::EncodeServerMessage(m))).ok()) break;
+      }
+      ::close(fd);
+    });
+  }
+  ~GrantingBroker() {
+    if (thread_.joinable()) thread_.join();
+    if (listen_fd_ >= 0) ::close(listen_fd_);
+    ::unlink(path_.c_str());
+  }
+  bool ok() const { return ok_; }
+  // What the producer asked for (valid once its Open returned).
+  uint64_t asked_bytes() const { return asked_bytes_; }
+
+ private:
+  std::string path_;
+  int listen_fd_ = -1;
+  bool ok_ = false;
+  std::atomic<uint64_t> asked_bytes_{0};
+  std::thread thread_;
+};
+
+// A producer that asks for fixed blocks from a broker that grants none (a
+// broker of the release before them, which ignores the request's fields)
+// makes none, as the broker counted none, and publishes through the arena;
+// one whose broker grants other blocks than it asked for refuses them,
+// naming both, rather than make a segment the broker's figures do not
+// describe.
+TEST(CompatibilityTest, AProducerMakesExactlyTheFixedBlocksItsBrokerGranted) {
+  const auto schema = format::schema({format::field("v", format::int64(), false)});
+  struct Case {
+    uint64_t bytes;
+    uint32_t count;
+    bool opens;
+  };
+  for (const Case c : {Case{0, 0, true}, Case{512, 16, true}, Case{uint64_t{1} << 30, 512, false},
+                       Case{512, 17, false}}) {
+    SCOPED_TRACE(std::to_string(c.bytes) + " x " + std::to_string(c.count));
+    const std::string suffix = testing::UniqueSuffix();
+    const std::string path = "/tmp/alkaid-test-gb" + suffix + ".sock";
+    const std::string channel = "alkaid-test-gb" + suffix + ".p1.channel";
+    std::optional<GrantingBroker> broker(std::in_place, path, channel, c.bytes, c.count);
+    ASSERT_TRUE(broker->ok());
+    client::ProducerOptions po;
+    po.socket_path = path;
+    po.fixed_block_bytes = 500;
+    po.fixed_block_count = 16;
+    po.wait_for_consumers = 0ms;
+    auto producer = client::Producer::Open("t", schema, po);
+    EXPECT_EQ(broker->asked_bytes(), 500u);
+    if (!c.opens) {
+      ASSERT_RAISES_WITH_MESSAGE(kInvalid,
+                                 "the broker granted " + std::to_string(c.count) +
+                                     " fixed blocks of " + std::to_string(c.bytes) +
+                                     " bytes for 16 of 500",
+                                 producer);
+      broker.reset();
+      EXPECT_TRUE(ShmNames(channel).empty());
+      continue;
+    }
+    ASSERT_OK(producer.status());
+    EXPECT_EQ((*producer)->fixed_block_bytes(), c.bytes);
+    EXPECT_EQ((*producer)->fixed_block_count(), c.count);
+    ASSERT_OK_AND_ASSIGN(auto writer, (*producer)->NewFixedShapeWriter(64));
+    for (int i = 0; i < 40; ++i) {
+      ASSERT_OK(writer->Begin());
+      ASSERT_OK(writer->Publish());
+    }
+    writer.reset();
+    ASSERT_OK((*producer)->Close());
+    producer->reset();
+    broker.reset();
+    EXPECT_TRUE(ShmNames(channel).empty());
+  }
+}
 
 // A broker from before versions sends none (0); a later one another
 // number. The client refuses the first reply naming both versions, and

@@ -44,13 +44,16 @@ constexpr int64_t kWarmUp = 3000;
 constexpr int64_t kCounted = 20000;   // at least: about twenty maintenance rounds
 constexpr auto kCountedFor = 1200ms;  // at least: two stats rounds or more
 
-class ConsumerAllocTest : public ::testing::Test {
+// The parameter: whether the producer has fixed blocks of the writer's
+// size (ProducerOptions::fixed_block_bytes), which its regions then are.
+class ConsumerAllocTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     ASSERT_TRUE(broker_.Start());
     const auto schema = format::schema({format::field("v", format::int64(), false)});
     auto po = testing::ProducerOn(broker_);
     po.wait_for_consumers = 0ms;
+    if (GetParam()) po.fixed_block_bytes = kRows * 8;
     ASSERT_OK_AND_ASSIGN(producer_, Producer::Open("t", schema, po));
     auto co = testing::ConsumerOn(broker_);
     co.wait_mode = shm::WaitMode::kBusyPoll;
@@ -62,6 +65,7 @@ class ConsumerAllocTest : public ::testing::Test {
     ASSERT_OK_AND_ASSIGN(auto values, builder.Finish());
     ASSERT_OK_AND_ASSIGN(auto prototype, format::RecordBatch::Make(schema, kRows, {values}));
     ASSERT_OK_AND_ASSIGN(writer_, producer_->NewFixedShapeWriter(*prototype, *pool));
+    ASSERT_EQ(producer_->fixed_block_bytes(), GetParam() ? uint64_t{kRows * 8} : 0u);
   }
 
   void TearDown() override {
@@ -137,18 +141,23 @@ class ConsumerAllocTest : public ::testing::Test {
   int64_t counted_ = 0;  // batches in the counted window
 };
 
-TEST_F(ConsumerAllocTest, FixedPublishAndNextAllocateNothingInSteadyState) {
+TEST_P(ConsumerAllocTest, FixedPublishAndNextAllocateNothingInSteadyState) {
   ASSERT_NO_FATAL_FAILURE(Run(/*export_it=*/false));
   EXPECT_EQ(publish_allocations_, 0u) << "in " << counted_ << " FixedShapeWriter publishes";
   EXPECT_EQ(receive_allocations_, 0u) << "in " << counted_ << " Consumer::Next calls";
 }
 
-TEST_F(ConsumerAllocTest, ExportingEachReceivedBatchAllocatesNothing) {
+TEST_P(ConsumerAllocTest, ExportingEachReceivedBatchAllocatesNothing) {
   ASSERT_NO_FATAL_FAILURE(Run(/*export_it=*/true));
   EXPECT_EQ(publish_allocations_, 0u) << "in " << counted_ << " FixedShapeWriter publishes";
   EXPECT_EQ(receive_allocations_, 0u)
       << "in " << counted_ << " Consumer::Next, ExportBatch and release calls";
 }
+
+INSTANTIATE_TEST_SUITE_P(Blocks, ConsumerAllocTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& param) {
+                           return param.param ? "FixedBlocks" : "ArenaBlocks";
+                         });
 
 }  // namespace
 }  // namespace alkaid::broker

@@ -292,5 +292,82 @@ TEST(ControlProtocolTest, PublishTimestampsAndByteCountsRoundTrip) {
   EXPECT_EQ(got.consumer_list[0].read_bytes, 6272u);
 }
 
+// Fixed blocks: AttachProducer asks (bytes, count), the reply grants, the
+// topic list shows them per producer. Absent (an older peer: flatbuffers
+// omits 0, so a request or reply without them is exactly what an older
+// build sends) they decode as 0: none asked, none granted. Hostile values
+// are refused by the decoder on either side, naming the field.
+TEST(ControlProtocolTest, FixedBlocksTravelAndHostileValuesAreRefused) {
+  Request attach;
+  attach.type = RequestType::kAttachProducer;
+  attach.topic = "t";
+  const std::vector<uint8_t> old_request = EncodeRequest(attach);
+  ASSERT_OK_AND_ASSIGN(auto decoded, DecodeRequest(old_request));
+  EXPECT_EQ(decoded.fixed_block_bytes, 0u);
+  EXPECT_EQ(decoded.fixed_block_count, 0u);
+  attach.fixed_block_bytes = 500;
+  ASSERT_OK_AND_ASSIGN(decoded, DecodeRequest(EncodeRequest(attach)));
+  EXPECT_EQ(decoded.fixed_block_bytes, 500u);
+  EXPECT_EQ(decoded.fixed_block_count, 0u);  // the broker's default
+  attach.fixed_block_count = 7;
+  const std::vector<uint8_t> new_request = EncodeRequest(attach);
+  EXPECT_GT(new_request.size(), old_request.size());
+  ASSERT_OK_AND_ASSIGN(decoded, DecodeRequest(new_request));
+  EXPECT_EQ(decoded.fixed_block_count, 7u);
+
+  // Hostile requests: a count without bytes, a block or a count beyond the
+  // bounds, an area beyond a channel's (no overflow: 2^20 x 2^30).
+  const struct {
+    uint64_t bytes;
+    uint32_t count;
+    const char* message;
+  } hostile[] = {
+      {0, 8, "fixed_block_count 8 without fixed_block_bytes"},
+      {(uint64_t{1} << 30) + 1, 1, "at most 1048576 blocks of at most 1073741824 bytes"},
+      {64, (uint32_t{1} << 20) + 1, "at most 1048576 blocks"},
+      {~uint64_t{0}, ~uint32_t{0}, "at most 1048576 blocks"},
+      {uint64_t{1} << 30, uint32_t{1} << 20, "more than a channel's 549755813888"},
+  };
+  for (const auto& h : hostile) {
+    SCOPED_TRACE(std::to_string(h.bytes) + " x " + std::to_string(h.count));
+    attach.fixed_block_bytes = h.bytes;
+    attach.fixed_block_count = h.count;
+    ASSERT_RAISES_WITH_MESSAGE(kInvalid, h.message, DecodeRequest(EncodeRequest(attach)));
+    EXPECT_FALSE(CheckFixedBlocks(h.bytes, h.count, "x").ok());
+  }
+
+  ServerMessage reply;
+  reply.reply.type = ReplyType::kAttachProducer;
+  reply.reply.channel = "alkaid.1.p1.channel";
+  reply.reply.config.name = "t";
+  ASSERT_OK_AND_ASSIGN(auto message, DecodeServerMessage(EncodeServerMessage(reply)));
+  EXPECT_EQ(message.reply.fixed_block_bytes, 0u);  // an older broker's: none granted
+  reply.reply.fixed_block_bytes = 512;
+  reply.reply.fixed_block_count = 2048;
+  ASSERT_OK_AND_ASSIGN(message, DecodeServerMessage(EncodeServerMessage(reply)));
+  EXPECT_EQ(message.reply.fixed_block_bytes, 512u);
+  EXPECT_EQ(message.reply.fixed_block_count, 2048u);
+  // A grant must name both (the broker resolves the count), within bounds.
+  reply.reply.fixed_block_count = 0;
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "grants 0 fixed blocks of 512 bytes",
+                             DecodeServerMessage(EncodeServerMessage(reply)));
+  reply.reply.fixed_block_bytes = uint64_t{1} << 31;
+  reply.reply.fixed_block_count = 2;
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "AttachProducerReply: 2 fixed blocks of 2147483648",
+                             DecodeServerMessage(EncodeServerMessage(reply)));
+
+  ServerMessage list;
+  list.reply.type = ReplyType::kTopicList;
+  TopicInfo info;
+  info.config.name = "t";
+  info.producer_list.push_back({3, 4241, 1000, 10, 1, 0, 2, 4096, 1 << 20, 6400, 512, 2048});
+  list.reply.topics.push_back(info);
+  ASSERT_OK_AND_ASSIGN(message, DecodeServerMessage(EncodeServerMessage(list)));
+  ASSERT_EQ(message.reply.topics.size(), 1u);
+  ASSERT_EQ(message.reply.topics[0].producer_list.size(), 1u);
+  EXPECT_EQ(message.reply.topics[0].producer_list[0].fixed_block_bytes, 512u);
+  EXPECT_EQ(message.reply.topics[0].producer_list[0].fixed_block_count, 2048u);
+}
+
 }  // namespace
 }  // namespace alkaid::broker::protocol

@@ -375,6 +375,53 @@ TEST_F(RegistryTest, ExtensionsAreCountedAgainstTheLimit) {
   EXPECT_EQ(registry_.reserved_bytes(), before);
 }
 
+// Fixed blocks (AttachProducer.fixed_block_bytes): reserved beside the
+// arena (count x bytes rounded up to 64, and the page the area starts on),
+// the count resolved to twice the topic's slots when none is asked, granted
+// in the reply and listed per producer. An older client's request (no
+// field) gets none and reserves what it always did. Beyond the limit:
+// CapacityError naming the fixed blocks and what to shrink; a count the
+// resolution makes too large for a channel: Invalid.
+TEST_F(RegistryTest, FixedBlocksAreGrantedCountedListedAndLimited) {
+  Ok(producer_, Create("t"));  // 1024 slots, 1 MiB arenas, 8 MiB limit
+  const p::Reply plain = Ok(producer_, Attach(p::RequestType::kAttachProducer, "t"));
+  EXPECT_EQ(plain.fixed_block_bytes, 0u);
+  EXPECT_EQ(plain.fixed_block_count, 0u);
+  const uint64_t one = registry_.reserved_bytes();
+  p::Request fixed = Attach(p::RequestType::kAttachProducer, "t");
+  fixed.fixed_block_bytes = 500;
+  const p::Reply granted = Ok(producer_, fixed);
+  EXPECT_EQ(granted.fixed_block_bytes, 512u);
+  EXPECT_EQ(granted.fixed_block_count, 2048u);
+  EXPECT_EQ(registry_.reserved_bytes(), 2 * one + 2048 * 512 + 4096);
+  p::Reply list = Ok(producer_, p::Request{});  // kListTopics
+  ASSERT_EQ(list.topics.size(), 1u);
+  ASSERT_EQ(list.topics[0].producer_list.size(), 2u);
+  for (const auto& pr : list.topics[0].producer_list) {
+    const bool is_fixed = pr.id == granted.attached_id;
+    EXPECT_EQ(pr.fixed_block_bytes, is_fixed ? 512u : 0u);
+    EXPECT_EQ(pr.fixed_block_count, is_fixed ? 2048u : 0u);
+    EXPECT_EQ(pr.shm_bytes, is_fixed ? one + 2048 * 512 + 4096 : one);
+  }
+
+  // 8 blocks of 1 MiB on top of what is reserved pass the 8 MiB limit.
+  fixed.fixed_block_bytes = 1 << 20;
+  fixed.fixed_block_count = 8;
+  ASSERT_RAISES_WITH_MESSAGE(kCapacityError, "(8 fixed blocks of 1048576",
+                             Refused(producer_, fixed));
+  ASSERT_RAISES_WITH_MESSAGE(kCapacityError, "fewer or smaller fixed blocks",
+                             Refused(producer_, fixed));
+  // Twice the slots of 1 GiB blocks: more than a channel holds.
+  p::Request wide = Create("w");
+  wide.config.slot_count = 1 << 19;
+  Ok(producer_, wide);
+  p::Request huge = Attach(p::RequestType::kAttachProducer, "w");
+  huge.fixed_block_bytes = uint64_t{1} << 30;
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "1048576 fixed blocks of 1073741824 bytes make",
+                             Refused(producer_, huge));
+  EXPECT_EQ(registry_.reserved_bytes(), 2 * one + 2048 * 512 + 4096);
+}
+
 // A producer that dies with extensions: its channel's names go at once,
 // its extensions stay (still counted) for the consumers of its topic, each
 // of which may not have mapped them yet, until each said it read the

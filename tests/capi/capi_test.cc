@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "alkaid/alkaid.h"
+#include "alkaid/client/broker_client.h"
 #include "alkaid/client/consumer.h"
 #include "alkaid/format/array.h"
 #include "alkaid/format/builder_binary.h"
@@ -826,6 +827,70 @@ TEST_F(CapiTest, PublishTimestampsReachTheTopicAndAVersion1StructLeavesThemOff) 
     ASSERT_OK(consumer->Close());
     ASSERT_C_OK(alkaid_producer_close(p));
   }
+}
+
+// fixed_block_bytes and fixed_block_count (version 4 of
+// alkaid_producer_options) reach the broker, which lists the producer's
+// fixed blocks as it granted them (bytes rounded up to 64); loans go
+// through; a version 2-3 struct (80 bytes) has none whatever lies past its
+// end; a count without bytes is refused before the broker is asked.
+TEST_F(CapiTest, FixedBlocksReachTheBrokerAndAVersion2StructHasNone) {
+  ASSERT_OK_AND_ASSIGN(auto admin, client::BrokerClient::Connect(broker_.socket()));
+  const auto granted = [&](const std::string& topic) -> std::pair<uint64_t, uint32_t> {
+    auto topics = admin->ListTopics();
+    EXPECT_TRUE(topics.ok()) << topics.status().ToString();
+    if (!topics.ok()) return {0, 0};
+    for (const auto& t : *topics) {
+      if (t.name == topic && t.producer_list.size() == 1) {
+        return {t.producer_list[0].fixed_block_bytes, t.producer_list[0].fixed_block_count};
+      }
+    }
+    ADD_FAILURE() << "no topic '" << topic << "' with one producer";
+    return {0, 0};
+  };
+  for (const bool v2 : {false, true}) {
+    SCOPED_TRACE(v2 ? "version 2 struct" : "version 4 struct");
+    const std::string topic = v2 ? "old" : "fixed";
+    alkaid_producer_options o = ProducerOptions();
+    if (v2) {
+      std::memset(&o, 0xab, sizeof o);
+      alkaid_producer_options_init_sized(&o, ALKAID_PRODUCER_OPTIONS_SIZE_V2);
+      ASSERT_EQ(o.struct_size, ALKAID_PRODUCER_OPTIONS_SIZE_V2);
+      o.socket_path = broker_.socket().c_str();
+      o.arena_bytes = 4 << 20;
+      EXPECT_NE(o.fixed_block_bytes, 0u);  // past its end: never read
+    } else {
+      o.fixed_block_bytes = 1000;
+      o.fixed_block_count = 24;
+    }
+    o.wait_for_consumers_ms = 0;
+    alkaid_producer* p = OpenProducer(topic, o);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(granted(topic), v2 ? std::make_pair(uint64_t{0}, uint32_t{0})
+                                 : std::make_pair(uint64_t{1024}, uint32_t{24}));
+    alkaid_consumer* c = OpenConsumer(topic);
+    ASSERT_NE(c, nullptr);
+    const int64_t var[] = {0, 4, 0};
+    for (int i = 0; i < 30; ++i) {
+      alkaid_loan* loan = nullptr;
+      ASSERT_C_OK(alkaid_producer_loan(p, 1, var, 3, &loan));
+      FillLoan(loan, i, 1);
+      ASSERT_C_OK(alkaid_producer_publish_loan(p, loan));
+      ASSERT_OK_AND_ASSIGN(auto got, NextBatch(c));
+      EXPECT_EQ(got->num_rows(), 1);
+    }
+    ASSERT_C_OK(alkaid_consumer_close(c));
+    ASSERT_C_OK(alkaid_producer_close(p));
+  }
+  alkaid_producer_options bad = ProducerOptions();
+  bad.fixed_block_count = 8;
+  ArrowSchema schema = ExportedSchema(*TestSchema());
+  alkaid_producer* p = nullptr;
+  EXPECT_EQ(alkaid_producer_open("bad", &schema, &bad, &p), ALKAID_INVALID);
+  EXPECT_EQ(p, nullptr);
+  EXPECT_NE(std::string(alkaid_last_error()).find("fixed_block_count 8 without fixed_block_bytes"),
+            std::string::npos)
+      << alkaid_last_error();
 }
 
 // alkaid_batch_info::publish_ns (version 3): alkaid_consumer_next_sized

@@ -145,3 +145,25 @@ def test_publish_ns_on_topics_created_with_publish_timestamps(broker):
                     assert got.publish_ns == 0
             [info] = [t for t in broker.topics() if t["name"] == topic]
             assert info.publish_timestamps is stamped
+
+
+def test_fixed_blocks_carry_loans_and_bad_counts_are_refused(broker):
+    """Producer(fixed_block_bytes=...): the broker grants them (the
+    properties say what the channel has), loans of 64 int64 rows (512 bytes,
+    one block) arrive with their values, and a count without bytes is refused
+    before the broker is asked."""
+    schema = pa.schema([pa.field("x", pa.int64(), nullable=False)])
+    with alkaid.Producer("fixed", schema, socket=broker.socket, fixed_block_bytes=500,
+                         fixed_block_count=16) as producer, \
+            alkaid.Consumer("fixed", socket=broker.socket) as consumer:
+        assert (producer.fixed_block_bytes, producer.fixed_block_count) == (512, 16)
+        for n in range(40):
+            loan = producer.loan(64)
+            loan["x"][:] = range(n * 100, n * 100 + 64)
+            loan.publish()
+            got = consumer.next(timeout=10).to_pyarrow()
+            assert got.column(0).to_pylist() == list(range(n * 100, n * 100 + 64))
+    with alkaid.Producer("plain", schema, socket=broker.socket) as plain:
+        assert (plain.fixed_block_bytes, plain.fixed_block_count) == (0, 0)
+    with pytest.raises(alkaid.InvalidError, match="fixed_block_count 8 without fixed_block_bytes"):
+        alkaid.Producer("bad", schema, socket=broker.socket, fixed_block_count=8)

@@ -89,6 +89,8 @@ def test_top_once_json_against_a_known_load(broker, load):
     for p in (first, second):
         assert p["uid"] == os.getuid() and p["drops"] == 0
         assert p["arena_bytes"] >= 1 << 20 and p["shm_bytes"] > p["arena_bytes"]
+        # No fixed blocks asked for (ProducerOptions::fixed_block_bytes).
+        assert (p["fixed_block_bytes"], p["fixed_block_count"]) == (0, 0)
         assert p["published_in_interval"] == 0 and p["batches_per_s"] == 0
     [consumer] = busy["consumer_list"]
     assert consumer["pid"] == load["sub"].pid and consumer["uid"] == os.getuid()

@@ -236,6 +236,8 @@ nlohmann::ordered_json ToJson(const Snapshot& before, const Snapshot& now) {
                                {"drops", p.drops},
                                {"held", p.held},
                                {"arena_bytes", p.arena_bytes},
+                               {"fixed_block_bytes", p.fixed_block_bytes},
+                               {"fixed_block_count", p.fixed_block_count},
                                {"shm_bytes", p.shm_bytes}});
     }
     auto consumer_list = nlohmann::ordered_json::array();
@@ -370,12 +372,15 @@ void AppendParticipants(const Snapshot& before, const Snapshot& now, const clien
                    "  ARENA");
   for (const auto& p : t.producer_list) {
     const PartRates r = ProducerRates(before, now, t.name, p);
-    lines->push_back("      " + Pad("p" + std::to_string(p.id), 8, false) +
-                     Pad(std::to_string(p.pid), 8, true) + Pad(std::to_string(p.uid), 7, true) +
-                     Pad(Fixed(r.batches_per_s, 1), 9, true) + Pad(Fixed(r.mb_per_s, 2), 8, true) +
-                     Pad(std::to_string(p.published), 11, true) +
-                     Pad(std::to_string(p.depth), 8, true) + Pad(std::to_string(p.held), 7, true) +
-                     "  " + Bytes(static_cast<double>(p.arena_bytes)));
+    lines->push_back(
+        "      " + Pad("p" + std::to_string(p.id), 8, false) + Pad(std::to_string(p.pid), 8, true) +
+        Pad(std::to_string(p.uid), 7, true) + Pad(Fixed(r.batches_per_s, 1), 9, true) +
+        Pad(Fixed(r.mb_per_s, 2), 8, true) + Pad(std::to_string(p.published), 11, true) +
+        Pad(std::to_string(p.depth), 8, true) + Pad(std::to_string(p.held), 7, true) + "  " +
+        Bytes(static_cast<double>(p.arena_bytes)) +
+        (p.fixed_block_count == 0 ? std::string()
+                                  : " + " + std::to_string(p.fixed_block_count) + " fixed x " +
+                                        Bytes(static_cast<double>(p.fixed_block_bytes))));
   }
   lines->push_back("      " + Pad("CONSUMER", 8, false) + Pad("PID", 8, true) +
                    Pad("UID", 6, true) + Pad("MB/S", 8, true) + Pad("LAG", 9, true) +

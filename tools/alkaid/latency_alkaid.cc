@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <string>
 #include <thread>
 
 #include "alkaid/client/batch_publisher.h"
@@ -130,6 +132,17 @@ Result<ClientOut> OpenClientOut(const RunSpec& spec, const std::string& topic) {
   // nothing measured is missed. Stream consumers are in Next already.
   options.wait_for_consumers = spec.pattern == "stream" ? 2000ms : 0ms;
   options.drain_timeout = spec.pattern == "stream" ? 30000ms : 2000ms;
+  // --writer fixed: the writer's regions are fixed blocks of the channel
+  // (ProducerOptions::fixed_block_bytes, sized to the writer's body; no
+  // block table, no return queue). ALKAID_MEASURE_FIXED_BLOCKS=0 leaves
+  // them out, for the figure without them from the same build.
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): read before this process's threads start
+  const char* fixed_blocks = std::getenv("ALKAID_MEASURE_FIXED_BLOCKS");
+  if (spec.writer == "fixed" && (fixed_blocks == nullptr || std::string(fixed_blocks) != "0")) {
+    ALKAID_ASSIGN_OR_RAISE(
+        options.fixed_block_bytes,
+        client::Producer::FixedShapeBodyBytes(*BatchSchema(), RowsFor(spec.payload_bytes)));
+  }
   ClientOut out;
   ALKAID_ASSIGN_OR_RAISE(out.producer, client::Producer::Open(topic, out.schema, options));
   return out;

@@ -69,7 +69,8 @@ Result<std::vector<TopicStatus>> BrokerClient::ListTopics() {
     status.published_bytes = t.published_bytes;
     for (const auto& pr : t.producer_list) {
       status.producer_list.push_back({pr.id, pr.pid, pr.uid, pr.published, pr.depth, pr.drops,
-                                      pr.held, pr.shm_bytes, pr.arena_bytes, pr.published_bytes});
+                                      pr.held, pr.shm_bytes, pr.arena_bytes, pr.published_bytes,
+                                      pr.fixed_block_bytes, pr.fixed_block_count});
     }
     for (const auto& c : t.consumer_list) {
       TopicConsumerStatus consumer;

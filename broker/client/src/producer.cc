@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -90,6 +91,10 @@ struct internal::ProducerImpl {
   std::vector<p::ConsumerFigures> figures_made;
   std::atomic<uint64_t> arrow_zero_copy{0};
   std::atomic<uint64_t> arrow_copied{0};
+  // The channel's fixed blocks, as the broker granted them (0: none); sent
+  // again when re-registering, so that a restarted broker counts them.
+  uint64_t fixed_block_bytes = 0;
+  uint32_t fixed_block_count = 0;
   bool closed = false;
 
   ~ProducerImpl() {
@@ -168,6 +173,8 @@ struct internal::ProducerImpl {
     attach.topic = topic;
     attach.kind = internal::ToProtocol(kind);
     attach.channel = channel_name;
+    attach.fixed_block_bytes = fixed_block_bytes;
+    attach.fixed_block_count = fixed_block_count;
     auto reply = internal::BrokerSession::Attach(conn, std::move(attach), kReconnectCallTimeout);
     if (!reply.ok()) {
       // The broker does not have our segments (stopped cleanly, or we were
@@ -233,6 +240,8 @@ Result<std::unique_ptr<internal::ProducerImpl>> OpenProducer(const std::string& 
                                                              const ProducerOptions& options,
                                                              TopicKind kind) {
   ALKAID_RETURN_NOT_OK(p::ValidateTopicName(topic));
+  ALKAID_RETURN_NOT_OK(p::CheckFixedBlocks(options.fixed_block_bytes, options.fixed_block_count,
+                                           "topic '" + topic + "': ProducerOptions"));
   ALKAID_ASSIGN_OR_RAISE(auto schema_bytes, internal::SerializeSchema(schema));
   auto impl = std::make_unique<internal::ProducerImpl>();
   impl->topic = topic;
@@ -255,10 +264,28 @@ Result<std::unique_ptr<internal::ProducerImpl>> OpenProducer(const std::string& 
   attach.type = p::RequestType::kAttachProducer;
   attach.topic = topic;
   attach.kind = internal::ToProtocol(impl->kind);
+  attach.fixed_block_bytes = options.fixed_block_bytes;
+  attach.fixed_block_count = options.fixed_block_count;
   ALKAID_ASSIGN_OR_RAISE(auto reply,
                          internal::BrokerSession::Attach(session.connection(), std::move(attach)));
   session.Attached(reply);
   impl->channel_name = reply.channel;
+  // Exactly what the broker counted: none from a broker of an earlier
+  // release (it ignores the request's fields), none unless asked. A grant
+  // other than what was asked (the size rounded up to 64; the count, or
+  // any when 0 left it to the broker) is refused: the segment would not be
+  // what the broker's figures describe.
+  if (options.fixed_block_bytes != 0 && reply.fixed_block_bytes != 0) {
+    if (reply.fixed_block_bytes != (options.fixed_block_bytes + 63) / 64 * 64 ||
+        (options.fixed_block_count != 0 && reply.fixed_block_count != options.fixed_block_count)) {
+      return Status::Invalid("topic '", topic, "': the broker granted ", reply.fixed_block_count,
+                             " fixed blocks of ", reply.fixed_block_bytes, " bytes for ",
+                             options.fixed_block_count, " of ", options.fixed_block_bytes,
+                             " asked");
+    }
+    impl->fixed_block_bytes = reply.fixed_block_bytes;
+    impl->fixed_block_count = reply.fixed_block_count;
+  }
 
   p::Reply ready_reply;
   auto setup = [&]() -> Status {
@@ -290,6 +317,8 @@ Result<std::unique_ptr<internal::ProducerImpl>> OpenProducer(const std::string& 
       self->session->ReleaseExtension(id);
     };
     channel_options.slot_count = reply.config.slot_count;
+    channel_options.fixed_block_bytes = impl->fixed_block_bytes;
+    channel_options.fixed_block_count = impl->fixed_block_count;
     channel_options.stamp_publish_time = reply.config.publish_timestamps;
     channel_options.policy = reply.config.policy == p::Policy::kDropOldest
                                  ? shm::SlowConsumerPolicy::kDropOldest
@@ -392,18 +421,19 @@ Result<std::unique_ptr<FixedShapeWriter>> Producer::NewFixedShapeWriter(
   return writer;
 }
 
-Result<std::unique_ptr<FixedShapeWriter>> Producer::NewFixedShapeWriter(
-    int64_t rows, const FixedShapeWriterOptions& options) {
-  ALKAID_RETURN_NOT_OK(CheckOpen(*impl_));
+namespace {
+
+// The values' bytes of each column of a batch of `rows` rows of `schema`
+// (every column fixed-width: NotImplemented naming the first other), and
+// the body they make, each padded to 64 (at least 64) as the pool lays
+// them out: an upper bound of the writer's body_length().
+Result<uint64_t> FixedShapeColumnBytes(const format::Schema& schema, int64_t rows,
+                                       std::vector<int64_t>* bytes) {
   constexpr int64_t kMaxRows = int64_t{1} << 40;  // no product below overflows
   if (rows < 0 || rows > kMaxRows) {
     return Status::Invalid("NewFixedShapeWriter: ", rows, " rows (0 to 2^40)");
   }
-  const format::Schema& schema = *impl_->schema;
-  // The values' bytes of each column, each padded to 64 as the pool lays
-  // them out.
-  std::vector<int64_t> bytes;
-  uint64_t region = 64;  // at least one line: a block has a distinct offset
+  uint64_t body = 0;
   for (int i = 0; i < schema.num_fields(); ++i) {
     const format::DataType& type = *schema.field(i)->type();
     const format::DataTypeLayout& layout = type.layout();
@@ -413,11 +443,33 @@ Result<std::unique_ptr<FixedShapeWriter>> Producer::NewFixedShapeWriter(
                                     ", not a fixed-width one; build a prototype batch instead");
     }
     const format::DataTypeLayout::BufferSpec& values = layout.buffers[1];
-    bytes.push_back(values.kind == format::DataTypeLayout::BufferKind::kBitmap
-                        ? (rows + 7) / 8
-                        : rows * values.byte_width);
-    region += (static_cast<uint64_t>(bytes.back()) + 63) / 64 * 64;
+    const int64_t n = values.kind == format::DataTypeLayout::BufferKind::kBitmap
+                          ? (rows + 7) / 8
+                          : rows * values.byte_width;
+    if (bytes != nullptr) bytes->push_back(n);
+    body += std::max<uint64_t>((static_cast<uint64_t>(n) + 63) / 64 * 64, 64);
   }
+  return body;
+}
+
+}  // namespace
+
+Result<uint64_t> Producer::FixedShapeBodyBytes(const format::Schema& schema, int64_t rows) {
+  ALKAID_ASSIGN_OR_RAISE(const uint64_t body, FixedShapeColumnBytes(schema, rows, nullptr));
+  return std::max<uint64_t>(body, 64);  // a writer's region is at least a line
+}
+
+uint64_t Producer::fixed_block_bytes() const { return impl_->fixed_block_bytes; }
+uint32_t Producer::fixed_block_count() const { return impl_->fixed_block_count; }
+
+Result<std::unique_ptr<FixedShapeWriter>> Producer::NewFixedShapeWriter(
+    int64_t rows, const FixedShapeWriterOptions& options) {
+  ALKAID_RETURN_NOT_OK(CheckOpen(*impl_));
+  const format::Schema& schema = *impl_->schema;
+  std::vector<int64_t> bytes;
+  ALKAID_ASSIGN_OR_RAISE(const uint64_t body, FixedShapeColumnBytes(schema, rows, &bytes));
+  // At least one line more: a block has a distinct offset.
+  const uint64_t region = body + 64;
   ALKAID_ASSIGN_OR_RAISE(auto pool, NewBatchPool(region));
   std::vector<format::ArrayDataPtr> columns;
   columns.reserve(bytes.size());

@@ -129,7 +129,7 @@ struct ArrowArrayStream {
 /* The version of this interface the header describes. It grows by one
  * whenever a function, a field or a status code is added; nothing is ever
  * removed or changed within one major version of the library. */
-#define ALKAID_C_API_VERSION 3
+#define ALKAID_C_API_VERSION 4
 
 /* The interface version the loaded library implements
  * (ALKAID_C_API_VERSION of the header it was built with): a program built
@@ -243,11 +243,27 @@ typedef struct alkaid_producer_options {
    * `alkaid hz` shows (default 0: off; the first producer's setting wins,
    * as for slot_count). */
   int32_t publish_timestamps;
+  /* Version 4. Fixed blocks in this producer's channel (the C++ client's
+   * ProducerOptions::fixed_block_bytes; docs/SHM_LAYOUT.md, "Fixed
+   * blocks"): bytes of each (rounded up to 64, at most 2^30; default 0:
+   * none) and how many (at most 2^20; default 0: twice the topic's slots).
+   * A loan of at most fixed_block_bytes (alkaid_producer_loan of a
+   * fixed-width shape: its body, every column's values padded to 64) takes
+   * a fixed block, which costs the publish and the consumers' release less
+   * than an arena block; larger loans, or any while all are in use, take
+   * the arena. The broker counts count x bytes against its shm limit
+   * beside the arena (ALKAID_CAPACITY_ERROR from open beyond it); a broker
+   * of an earlier release grants none. A count without bytes, or values
+   * beyond the bounds: ALKAID_INVALID. */
+  uint64_t fixed_block_bytes;
+  uint32_t fixed_block_count;
 } alkaid_producer_options;
 
 /* sizeof(alkaid_producer_options) in version 1 (without
  * publish_timestamps), which the library still takes. */
 #define ALKAID_PRODUCER_OPTIONS_SIZE_V1 72
+/* ...and in versions 2 and 3 (without the fixed blocks). */
+#define ALKAID_PRODUCER_OPTIONS_SIZE_V2 80
 
 /* Writes the defaults into the first `struct_size` bytes of `options`
  * (zeros past the fields the library knows) and sets struct_size. Call it

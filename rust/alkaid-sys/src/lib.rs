@@ -16,7 +16,7 @@
 use std::ffi::{c_char, c_int, c_void};
 
 /// The interface version these declarations describe (`ALKAID_C_API_VERSION`).
-pub const ALKAID_C_API_VERSION: i32 = 3;
+pub const ALKAID_C_API_VERSION: i32 = 4;
 
 // ---------------------------------------------------------------------------
 // The Arrow C Data and C Stream Interface
@@ -220,8 +220,16 @@ pub struct alkaid_producer_options {
     /// Version 2: non-zero, the topic's producers stamp publish times (if
     /// this producer creates the topic).
     pub publish_timestamps: i32,
+    /// Version 4: fixed blocks in the producer's channel, bytes of each (0:
+    /// none) ...
+    pub fixed_block_bytes: u64,
+    /// ... and how many (0: twice the topic's slots).
+    pub fixed_block_count: u32,
 }
 
+/// `ALKAID_PRODUCER_OPTIONS_SIZE_V2`: the producer options' size in
+/// versions 2 and 3 (before the fixed blocks), which the library still takes.
+pub const ALKAID_PRODUCER_OPTIONS_SIZE_V2: usize = 80;
 /// `ALKAID_PRODUCER_OPTIONS_SIZE_V1`: the producer options' size in version
 /// 1 (before `publish_timestamps`), which the library still takes.
 pub const ALKAID_PRODUCER_OPTIONS_SIZE_V1: usize = 72;

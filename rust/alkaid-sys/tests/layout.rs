@@ -8,7 +8,12 @@ use std::mem::{offset_of, size_of};
 
 #[test]
 fn structs_are_laid_out_as_in_the_header() {
-    assert_eq!(size_of::<alkaid_producer_options>(), 80);
+    assert_eq!(size_of::<alkaid_producer_options>(), 96);
+    assert_eq!(
+        offset_of!(alkaid_producer_options, fixed_block_bytes),
+        ALKAID_PRODUCER_OPTIONS_SIZE_V2
+    );
+    assert_eq!(offset_of!(alkaid_producer_options, fixed_block_count), 88);
     assert_eq!(
         offset_of!(alkaid_producer_options, publish_timestamps),
         ALKAID_PRODUCER_OPTIONS_SIZE_V1
@@ -47,6 +52,7 @@ fn options_init_sets_the_struct_size_rust_declares() {
         let p = p.assume_init();
         assert_eq!(p.struct_size as usize, size_of::<alkaid_producer_options>());
         assert_eq!((p.publish_timeout_ms, p.publish_timestamps), (5000, 0));
+        assert_eq!((p.fixed_block_bytes, p.fixed_block_count), (0, 0));
         let mut c = std::mem::MaybeUninit::<alkaid_consumer_options>::zeroed();
         alkaid_consumer_options_init_sized(c.as_mut_ptr(), size_of::<alkaid_consumer_options>());
         assert_eq!(

@@ -73,6 +73,18 @@ pub struct ProducerOptions {
     /// consumers read as `BatchOrigin::publish_ns` and `alkaid hz` shows
     /// (default false). C ABI version 2; an older library refuses it.
     pub publish_timestamps: bool,
+    /// Fixed blocks in this producer's channel: bytes of each (rounded up
+    /// to 64, at most 2^30; 0, default: none). A loan whose body fits (a
+    /// `loan` of fixed-width, non-nullable columns: every column's values
+    /// padded to 64) takes one, which costs the publish and the consumers'
+    /// release less than an arena block; larger loans, or any while all
+    /// are in use, take the arena. The broker counts them beside the arena
+    /// against its shm limit (open fails with `CapacityError` beyond it).
+    /// C ABI version 4; an older library refuses a non-zero value.
+    pub fixed_block_bytes: u64,
+    /// How many fixed blocks (at most 2^20; 0, default: twice the topic's
+    /// slots). Non-zero without `fixed_block_bytes`: open fails (`Invalid`).
+    pub fixed_block_count: u32,
 }
 
 impl Default for ProducerOptions {
@@ -88,6 +100,8 @@ impl Default for ProducerOptions {
             wait_for_consumers: Duration::from_millis(10000),
             drain_timeout: Duration::from_millis(5000),
             publish_timestamps: false,
+            fixed_block_bytes: 0,
+            fixed_block_count: 0,
         }
     }
 }
@@ -189,6 +203,8 @@ impl Producer {
         // Finite durations only: the C ABI's ALKAID_FOREVER is not a usable
         // value for these (see rust/README.md, "Known limits").
         o.publish_timestamps = i32::from(options.publish_timestamps);
+        o.fixed_block_bytes = options.fixed_block_bytes;
+        o.fixed_block_count = options.fixed_block_count;
         o.publish_timeout_ms = finite_millis(options.publish_timeout);
         o.wait_for_consumers_ms = finite_millis(options.wait_for_consumers);
         o.drain_timeout_ms = finite_millis(options.drain_timeout);

@@ -564,3 +564,59 @@ fn a_topic_reader_times_out_and_follows_its_consumers_cancel() {
     drop(reader);
     producer.close().unwrap();
 }
+
+#[test]
+fn fixed_blocks_reach_the_broker_and_carry_loans() {
+    // ProducerOptions::fixed_block_bytes (C ABI version 4): the broker
+    // counts the fixed area in the topic's shared memory (beside a topic
+    // without it), loans of a fixed-width shape that fit arrive as any
+    // other, and a count without bytes is refused before the broker.
+    use arrow_schema::{DataType, Field, Schema};
+    let broker = BrokerProcess::start();
+    let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
+    const ROWS: usize = 64; // 512 bytes of values: one block each
+    let fixed = ProducerOptions {
+        fixed_block_bytes: 512,
+        fixed_block_count: 32,
+        ..broker.producer_options()
+    };
+    let a = Producer::open("fixed", &schema, &fixed).unwrap();
+    let b = Producer::open("plain", &schema, &broker.producer_options()).unwrap();
+    let mut consumer = Consumer::open("fixed", &broker.consumer_options()).unwrap();
+    for n in 0..40i64 {
+        let mut loan = a.loan(ROWS, &[]).unwrap();
+        for (r, v) in loan
+            .values_mut::<Int64Type>(0)
+            .unwrap()
+            .iter_mut()
+            .enumerate()
+        {
+            *v = n * 1000 + r as i64;
+        }
+        loan.publish().unwrap();
+        let got = consumer.next_batch(LONG).unwrap().unwrap().batch;
+        let col = got.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+        assert_eq!(
+            (col.len(), col.value(0), col.value(ROWS - 1)),
+            (ROWS, n * 1000, n * 1000 + 63)
+        );
+    }
+    let mut list = Broker::connect(Some(&broker.socket)).unwrap();
+    let topics = list.list_topics().unwrap();
+    let shm = |name: &str| topics.iter().find(|t| t.name == name).unwrap().shm_bytes;
+    // 32 blocks of 512 bytes, and the page the area starts on.
+    assert_eq!(shm("fixed") - shm("plain"), 32 * 512 + 4096);
+    drop((a, b));
+
+    let bad = ProducerOptions {
+        fixed_block_count: 8,
+        ..broker.producer_options()
+    };
+    let e = Producer::open("bad", &schema, &bad).err().expect("refused");
+    assert_eq!(e.code(), Some(StatusCode::Invalid), "{e}");
+    assert!(
+        e.to_string()
+            .contains("fixed_block_count 8 without fixed_block_bytes"),
+        "{e}"
+    );
+}

@@ -40,6 +40,10 @@ struct TopicProducerStatus {
   /// Body bytes it published, as last reported (0 from a client of an
   /// earlier release): a running count; `alkaid top` shows its rate.
   uint64_t published_bytes = 0;
+  /// Its channel's fixed blocks (ProducerOptions::fixed_block_bytes, rounded
+  /// up to 64, and their count), counted in shm_bytes; 0 without them.
+  uint64_t fixed_block_bytes = 0;
+  uint32_t fixed_block_count = 0;
 };
 
 /// One consumer of a topic: its process and user, how it waits, and what

@@ -57,6 +57,27 @@ struct ProducerOptions {
   /// Open fail with the reason (e.g. the kernel setting in the way).
   /// Default: kOff.
   shm::HugePages huge_pages = shm::HugePages::kOff;
+  /// Fixed blocks in this producer's channel (docs/SHM_LAYOUT.md, "Fixed
+  /// blocks"): bytes of each (rounded up to 64; at most 2^30), 0 (the
+  /// default) for none. They serve a writer that loans one size: a
+  /// FixedShapeWriter whose region (body_length(), for a batch whose Message
+  /// has a shape-table entry) is at most this takes a fixed block per batch,
+  /// which needs no block table entry and comes back without a return
+  /// (fewer instructions per batch than an arena block). Size them with
+  /// Producer::FixedShapeBodyBytes (for NewFixedShapeWriter(rows)) or from
+  /// the writer's body_length(). Any loan that fits (a pool, a copy, a
+  /// dictionary) may take one; a larger one, or any loan while every fixed
+  /// block is in flight or held, goes to the arena as without them. The
+  /// blocks lie beside the arena, not in it: the arena keeps its size, and
+  /// the broker counts count x bytes against its shm limit on top of it
+  /// (CapacityError at Open, naming both, beyond it). Per producer: each
+  /// producer of a topic asks for its own. A broker of an earlier release
+  /// grants none, and the producer makes none (fixed_block_bytes() says).
+  uint64_t fixed_block_bytes = 0;
+  /// How many fixed blocks (with fixed_block_bytes; at most 2^20, the area
+  /// at most 2^39 bytes): 0 (the default) for twice the topic's slot_count,
+  /// which a writer that the consumers keep up with never runs out of.
+  uint32_t fixed_block_count = 0;
   /// Cancels the producer's waits: once a stop is requested on its
   /// std::stop_source, from any thread, the wait in progress ends within a
   /// few milliseconds with Cancelled naming the topic, and so does every
@@ -227,6 +248,15 @@ class ALKAID_EXPORT Producer {
   /// Whether the channel segment is backed by huge pages
   /// (ProducerOptions::huge_pages obtained them).
   bool huge_pages() const;
+  /// The fixed blocks of the producer's channel (ProducerOptions::
+  /// fixed_block_bytes, rounded up to 64, and the count the broker granted);
+  /// 0 and 0 without them, or from a broker of an earlier release.
+  uint64_t fixed_block_bytes() const;
+  uint32_t fixed_block_count() const;
+  /// The body bytes of each batch of NewFixedShapeWriter(rows) of `schema`
+  /// (every column fixed-width; as that call says otherwise): what to give
+  /// ProducerOptions::fixed_block_bytes for that writer.
+  static Result<uint64_t> FixedShapeBodyBytes(const format::Schema& schema, int64_t rows);
   /// Deprecated (the previous release's name): huge_pages().
   [[deprecated("body_segment_huge_pages() is huge_pages()")]] bool body_segment_huge_pages() const {
     return huge_pages();
