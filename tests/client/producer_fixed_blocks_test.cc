@@ -65,8 +65,9 @@ Status PublishBatch(FixedShapeWriter* writer, int64_t n) {
 // True if `batch` is batch `n` as PublishBatch wrote it.
 bool IsBatch(const format::RecordBatch& batch, int64_t n) {
   if (batch.num_rows() != kRows || batch.column_data(0)->length != kRows) return false;
-  // The column's values as laid out (the batch's Array objects need not be
-  // Int64Array's: the receive makes them by shape).
+  // The column's values as laid out, read through the batch's own data:
+  // column(0) makes a new Array each call, and a reference into it would
+  // not outlive the statement that made it.
   const int64_t* v = batch.column_data(0)->GetValues<int64_t>(1);
   for (int64_t r = 0; r < kRows; ++r) {
     if (v[r] != n * 1000 + r) return false;
