@@ -612,7 +612,9 @@ fn fixed_blocks_reach_the_broker_and_carry_loans() {
         fixed_block_count: 8,
         ..broker.producer_options()
     };
-    let e = Producer::open("bad", &schema, &bad).err().expect("refused");
+    let Err(e) = Producer::open("bad", &schema, &bad) else {
+        panic!("a count without a size was accepted");
+    };
     assert_eq!(e.code(), Some(StatusCode::Invalid), "{e}");
     assert!(
         e.to_string()
