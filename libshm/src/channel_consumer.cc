@@ -29,15 +29,17 @@ using Clock = std::chrono::steady_clock;
 // g++ to inline by itself) they cost some 60 instructions a message. Each
 // takes the state TryReceive holds, so that none reloads impl_.
 
-// What ReadSlot copied out of a slot.
+// What ReadSlot copied out of a slot. The fields read from the slot have
+// no initializers: ReadSlot writes each first (zeroing them too cost the
+// receive a few instructions a message).
 struct ChannelConsumer::SlotCopy {
-  uint64_t offset = 0;
-  uint64_t length = 0;
-  uint64_t block = 0;  // generation << 32 | descriptor; 0: no body
-  uint64_t user = 0;
-  uint32_t size = 0;  // inline bytes (copied into the message's words)
-  uint32_t shape = 0;
-  uint32_t extension = 0;                   // 0: the body is in the channel segment's arena
+  uint64_t offset;
+  uint64_t length;
+  uint64_t block;  // generation << 32 | descriptor; 0: no body
+  uint64_t user;
+  uint32_t size;  // inline bytes (copied into the message's words)
+  uint32_t shape;
+  uint32_t extension;                       // 0: the body is in the channel segment's arena
   const std::byte* in_extension = nullptr;  // else: where, once checked
   std::atomic<uint32_t>* hold = nullptr;    // a fixed block: our hold count of it, taken
 };
