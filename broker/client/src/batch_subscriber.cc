@@ -107,7 +107,7 @@ DictionaryStats BatchSubscriber::dictionary_stats() const { return impl_->dictio
   }
   if (plan.validate_each) {
     Status st = plan.Check(**batch, options.read);
-    if (!st.ok()) return WithWhere(std::move(st));
+    if (!st.ok()) return WithWhere(st);
   }
   pending_lost = 0;
   ++plan_hits;
@@ -214,7 +214,7 @@ Result<ReceivedBatch> BatchSubscriber::TryReceive() {
   return Status::Invalid("BatchSubscriber::", call, ": null batch pointer");
 }
 
-[[gnu::noinline, gnu::cold]] Status BatchSubscriber::Impl::WithWhere(Status st) const {
+[[gnu::noinline, gnu::cold]] Status BatchSubscriber::Impl::WithWhere(const Status& st) const {
   return st.WithContext(Where());
 }
 

@@ -243,7 +243,7 @@ struct BatchSubscriber::Impl {
     return "channel '" + consumer->name() + "' sequence " + std::to_string(message.sequence());
   }
   // `st` in the context of Where(), out of line (MakeFromPlan's error).
-  Status WithWhere(Status st) const;
+  Status WithWhere(const Status& st) const;
 
   // The body of a message for decoding: a view that holds the shared
   // block, or with Verification::kPrivateCopy a private copy (the block is
