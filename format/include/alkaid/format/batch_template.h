@@ -111,7 +111,7 @@ class ALKAID_EXPORT BatchTemplate {
   /// moved in and destroyed per batch.
   template <typename Keep>
   [[gnu::always_inline]] RecordBatchPtr Instantiate(const uint8_t* base, Keep&& keep,
-                             std::shared_ptr<Buffer>* body = nullptr) {
+                                                    std::shared_ptr<Buffer>* body = nullptr) {
     if constexpr (Keeper<Keep>::kResident) {
       // The batch is made first and the keeper taken into its graph here,
       // where the keeper's type is known: no indirect call per batch.
