@@ -353,6 +353,25 @@ inline BatchTemplate::Graph* BatchTemplate::TakeGraph(const KeeperOps* ops, void
   return g;
 }
 
+// TakeGraph for a resident keeper the caller takes into the graph itself:
+// where it goes, and whether one of this type is there already.
+inline BatchTemplate::Graph* BatchTemplate::TakeGraphFor(const KeeperOps* ops,
+                                                         ResidentPlace* place) {
+  Impl& im = *impl_;
+  Graph* g = im.Take();
+  if (g == nullptr) g = NewGraph();
+  im.refs.fetch_add(1, std::memory_order_relaxed);  // the graph's, until it returns
+  if (g->keeper_ops != ops && g->keeper_ops != nullptr) {
+    g->keeper_ops->destroy(g->keeper);  // a resident keeper of another type
+    g->keeper_ops = nullptr;
+  }
+  place->keeper = g->keeper;
+  place->there = g->keeper_ops != nullptr;
+  g->keeper_ops = ops;
+  g->holding = true;
+  return g;
+}
+
 // Instantiate's second half: the batch's count made, the whole-body buffer
 // if asked, and the batch.
 inline RecordBatchPtr BatchTemplate::HandOut(Graph* g, const uint8_t* base, int64_t body_length,
@@ -369,6 +388,17 @@ inline RecordBatchPtr BatchTemplate::HandOut(Graph* g, const uint8_t* base, int6
 RecordBatchPtr BatchTemplate::InstantiateErased(const uint8_t* base, const KeeperOps* ops,
                                                 void* keep, std::shared_ptr<Buffer>* body_out) {
   Graph* g = TakeGraph(ops, keep);
+  const Impl::BufferSlot* slots = impl_->buffer_slots.data();
+  for (uint32_t i = 0; i < impl_->num_buffers; ++i) {
+    g->buffers[i].Point(base + slots[i].offset, slots[i].size);
+  }
+  return HandOut(g, base, shape_.body_length, body_out);
+}
+
+RecordBatchPtr BatchTemplate::InstantiateResident(const uint8_t* base, const KeeperOps* ops,
+                                                  ResidentPlace* place,
+                                                  std::shared_ptr<Buffer>* body_out) {
+  Graph* g = TakeGraphFor(ops, place);
   const Impl::BufferSlot* slots = impl_->buffer_slots.data();
   for (uint32_t i = 0; i < impl_->num_buffers; ++i) {
     g->buffers[i].Point(base + slots[i].offset, slots[i].size);

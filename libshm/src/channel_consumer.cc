@@ -29,15 +29,17 @@ using Clock = std::chrono::steady_clock;
 // g++ to inline by itself) they cost some 60 instructions a message. Each
 // takes the state TryReceive holds, so that none reloads impl_.
 
-// What ReadSlot copied out of a slot.
+// What ReadSlot copied out of a slot. The fields read from the slot have
+// no initializers: ReadSlot writes each first (zeroing them too cost the
+// receive a few instructions a message).
 struct ChannelConsumer::SlotCopy {
-  uint64_t offset = 0;
-  uint64_t length = 0;
-  uint64_t block = 0;  // generation << 32 | descriptor; 0: no body
-  uint64_t user = 0;
-  uint32_t size = 0;  // inline bytes (copied into the message's words)
-  uint32_t shape = 0;
-  uint32_t extension = 0;                   // 0: the body is in the channel segment's arena
+  uint64_t offset;
+  uint64_t length;
+  uint64_t block;  // generation << 32 | descriptor; 0: no body
+  uint64_t user;
+  uint32_t size;  // inline bytes (copied into the message's words)
+  uint32_t shape;
+  uint32_t extension;                       // 0: the body is in the channel segment's arena
   const std::byte* in_extension = nullptr;  // else: where, once checked
   std::atomic<uint32_t>* hold = nullptr;    // a fixed block: our hold count of it, taken
 };
@@ -70,6 +72,46 @@ struct ChannelConsumer::SlotCopy {
   }
   *where = view.base + local;
   return Status::OK();
+}
+
+// ReadSlot's and TryReceive's errors, out of line: their formatting kept
+// out of the receive's frame (as calls inlined there, their arguments' set-up
+// made the frame save more registers).
+[[gnu::noinline, gnu::cold]] static Status TooManyInlineBytes(const ChannelConsumer::Impl& state,
+                                                              uint64_t c, uint32_t size) {
+  return Status::Invalid("channel '", state.name, "': message ", c, " has ", size,
+                         " inline bytes, more than the capacity ", state.geometry.inline_capacity);
+}
+
+[[gnu::noinline, gnu::cold]] static Status BadFixedBlock(const ChannelConsumer::Impl& state,
+                                                         uint64_t c, uint32_t i, uint64_t offset,
+                                                         uint64_t length, uint32_t extension) {
+  return Status::Invalid("channel '", state.name, "': message ", c, " names fixed block ", i,
+                         " at offset ", offset, " (", length, " bytes, extension ", extension,
+                         "); the channel has ", state.geometry.fixed_count, " of ",
+                         state.geometry.fixed_size, " bytes from offset ",
+                         state.geometry.fixed_offset);
+}
+
+[[gnu::noinline, gnu::cold]] static Status BadDescriptor(const ChannelConsumer::Impl& state,
+                                                         uint64_t c, uint32_t descriptor,
+                                                         uint32_t generation) {
+  return Status::Invalid("channel '", state.name, "': message ", c, " names descriptor ",
+                         descriptor, " of generation ", generation, " (the channel has ",
+                         state.geometry.block_count, " descriptors)");
+}
+
+[[gnu::noinline, gnu::cold]] static Status BadArenaRange(const ChannelConsumer::Impl& state,
+                                                         uint64_t c, uint64_t offset,
+                                                         uint64_t length, uint32_t descriptor) {
+  return Status::Invalid("channel '", state.name, "': message ", c, " names a body of ", length,
+                         " bytes at offset ", offset, " (descriptor ", descriptor,
+                         "), outside the arena [", state.geometry.arena_offset, ", ",
+                         state.geometry.arena_offset + state.geometry.arena_size, ")");
+}
+
+[[gnu::noinline, gnu::cold]] static Status ClosedError(const ChannelConsumer::Impl& state) {
+  return Status::Invalid("consumer of channel '", state.name, "' is closed");
 }
 
 // Message c's slot showed its committed sequence `seq` (2c+2): copies it
@@ -118,26 +160,18 @@ struct ChannelConsumer::SlotCopy {
   // Everything from shared memory is checked before use: a slot naming
   // bytes outside the arena is skipped (and its block never returned).
   if (size > state.geometry.inline_capacity) {
-    *problem =
-        Status::Invalid("channel '", state.name, "': message ", c, " has ", size,
-                        " inline bytes, more than the capacity ", state.geometry.inline_capacity);
+    *problem = TooManyInlineBytes(state, c, size);
   } else if (block != 0 && (descriptor & internal::kFixedBlockFlag) != 0) {
     // A fixed block: exactly where block i lies, in the channel segment.
     const uint32_t i = descriptor & ~internal::kFixedBlockFlag;
     if (i >= state.geometry.fixed_count || copy->extension != 0 ||
         offset != state.geometry.FixedBlockOffset(i) || length > state.geometry.fixed_size) {
-      *problem = Status::Invalid("channel '", state.name, "': message ", c, " names fixed block ",
-                                 i, " at offset ", offset, " (", length, " bytes, extension ",
-                                 copy->extension, "); the channel has ", state.geometry.fixed_count,
-                                 " of ", state.geometry.fixed_size, " bytes from offset ",
-                                 state.geometry.fixed_offset);
+      *problem = BadFixedBlock(state, c, i, offset, length, copy->extension);
     } else {
       copy->hold = state.holds + i;
     }
   } else if (block != 0 && (descriptor >= state.geometry.block_count || generation == 0)) {
-    *problem = Status::Invalid("channel '", state.name, "': message ", c, " names descriptor ",
-                               descriptor, " of generation ", generation, " (the channel has ",
-                               state.geometry.block_count, " descriptors)");
+    *problem = BadDescriptor(state, c, descriptor, generation);
   } else if (block != 0 && copy->extension != 0) {
     const std::byte* where = nullptr;
     *problem = CheckExtension(state, c, *copy, &where);
@@ -147,10 +181,7 @@ struct ChannelConsumer::SlotCopy {
               offset > state.geometry.arena_offset + state.geometry.arena_size ||
               (offset - state.geometry.arena_offset) % 64 != 0 ||
               length > state.geometry.arena_offset + state.geometry.arena_size - offset)) {
-    *problem = Status::Invalid("channel '", state.name, "': message ", c, " names a body of ",
-                               length, " bytes at offset ", offset, " (descriptor ", descriptor,
-                               "), outside the arena [", state.geometry.arena_offset, ", ",
-                               state.geometry.arena_offset + state.geometry.arena_size, ")");
+    *problem = BadArenaRange(state, c, offset, length, descriptor);
   }
   if (!problem->ok()) {
     cursor_ = c + 1;
@@ -268,12 +299,34 @@ inline bool ChannelConsumer::SkipLapped(Impl& state, uint64_t c, uint32_t attemp
   pending_lost_ = 0;
 }
 
+// TryReceive found no message committed at `c`: the end of the stream,
+// or what is looked at when idle (extensions released, the registration).
+// Out of line: its errors' formatting kept out of the receive's frame.
+[[gnu::noinline]] static Status Idle(ChannelConsumer::Impl& state, uint64_t c) {
+  if (state.header->closed.load(std::memory_order_acquire) != 0 &&
+      state.header->write_sequence.load(std::memory_order_acquire) <= c) {
+    return Status::EndOfStream("channel '", state.name, "' closed after ", c, " messages");
+  }
+  // Looked at when idle only: extensions the producer released (one load
+  // of a line written only when the table changes).
+  if (state.header->extensions_changed.load(std::memory_order_relaxed) != state.extensions_seen) {
+    state.DropReleasedExtensions();
+  }
+  // Looked at when idle only (one load of a line nobody writes while we
+  // are registered): another process rewrote our registration.
+  if (state.RegistrationLost()) {
+    return Status::Invalid("channel '", state.name, "': registration ", state.index,
+                           " is no longer ours (rewritten by another process)");
+  }
+  return Status::OK();
+}
+
 // Both TryReceive calls' body, forced inline into them.
 [[gnu::always_inline]] inline Status ChannelConsumer::TryReceiveImpl(ChannelMessage* out,
                                                                      bool* got) {
   *got = false;
   Impl& state = *impl_;
-  if (closed_) return Status::Invalid("consumer of channel '", state.name, "' is closed");
+  if (closed_) return ClosedError(state);
   if (!accepted_) {
     ALKAID_ASSIGN_OR_RAISE(const bool ok, Accepted());
     if (!ok) return Status::OK();
@@ -291,25 +344,7 @@ inline bool ChannelConsumer::SkipLapped(Impl& state, uint64_t c, uint32_t attemp
     const uint64_t want = 2 * c + 2;
     // Acquire: partner of the producer's release store of the sequence.
     const uint64_t seq = slot->sequence.load(std::memory_order_acquire);
-    if (seq < want) {
-      if (state.header->closed.load(std::memory_order_acquire) != 0 &&
-          state.header->write_sequence.load(std::memory_order_acquire) <= c) {
-        return Status::EndOfStream("channel '", state.name, "' closed after ", c, " messages");
-      }
-      // Looked at when idle only: extensions the producer released (one
-      // load of a line written only when the table changes).
-      if (state.header->extensions_changed.load(std::memory_order_relaxed) !=
-          state.extensions_seen) {
-        state.DropReleasedExtensions();
-      }
-      // Looked at when idle only (one load of a line nobody writes while we
-      // are registered): another process rewrote our registration.
-      if (state.RegistrationLost()) {
-        return Status::Invalid("channel '", state.name, "': registration ", state.index,
-                               " is no longer ours (rewritten by another process)");
-      }
-      return Status::OK();
-    }
+    if (seq < want) return Idle(state, c);
     SlotCopy copy;
     Status problem;
     // Above 2c+2: lapped before we looked.

@@ -285,6 +285,7 @@ namespace {
   if (body != nullptr) {
     const uint32_t desc = body->descriptor_;
     uint64_t word;
+    uint32_t arena = 0;  // a fixed block is in the channel segment
     if (state.IsFixed(desc)) {
       const uint32_t i = desc - state.geometry.block_count;
       ProducerState::FixedBlock& f = state.fixed[i];
@@ -297,13 +298,14 @@ namespace {
     } else {
       state.blocks.Publish(desc, keep, state.consumers.counted());
       word = internal::PackBlock(desc, body->generation_);
+      arena = state.ArenaId(body->offset_);
     }
     state.slots.slot_block[index] = desc;
     slot->body_offset.store(body->offset_, std::memory_order_relaxed);
     slot->body_length.store(body->data_.size(), std::memory_order_relaxed);
     state.stats.published_bytes += body->data_.size();
     slot->block.store(word, std::memory_order_relaxed);
-    slot->extension.store(state.ArenaId(body->offset_), std::memory_order_relaxed);
+    slot->extension.store(arena, std::memory_order_relaxed);
   } else {
     slot->body_offset.store(0, std::memory_order_relaxed);
     slot->body_length.store(0, std::memory_order_relaxed);

@@ -184,6 +184,76 @@ TEST(BatchTemplateTest, AResidentKeeperIsMadeOncePerGraphAndReleasedPerBatch) {
   EXPECT_EQ(ResidentKeeper::destroyed, 2);
 }
 
+// A graph holds a resident keeper of one type: a batch whose keeper is of
+// another type (resident or not) destroys it first, and the next batch of
+// the first type makes a new one. (The resident keeper is taken in by the
+// inline Instantiate, the graph's storage and whether one is there already
+// coming from the template.)
+template <int kTag>
+struct TaggedResident {
+  static inline int made = 0;
+  static inline int destroyed = 0;
+  static inline int holding = 0;
+  bool own = false;
+  bool held = false;
+  TaggedResident() : own(true) { ++made; }
+  explicit TaggedResident(int /*body*/) : held(true) {}
+  TaggedResident(TaggedResident&&) = delete;
+  TaggedResident& operator=(TaggedResident&&) = delete;
+  ~TaggedResident() {
+    if (own) ++destroyed;
+  }
+  void TakeFrom(TaggedResident* from) {
+    EXPECT_TRUE(own) << "taken into a keeper the graph made";
+    held = std::exchange(from->held, false);
+    ++holding;
+  }
+  void Release() {
+    if (held) {
+      held = false;
+      --holding;
+    }
+  }
+};
+
+TEST(BatchTemplateTest, AGraphsResidentKeeperIsReplacedByAKeeperOfAnotherType) {
+  using A = TaggedResident<1>;
+  using B = TaggedResident<2>;
+  ASSERT_OK_AND_ASSIGN(auto t, BatchTemplate::Make(Shape()));
+  Body body(3);
+  std::atomic<int> held{0};
+  for (int i = 0; i < 2; ++i) {
+    auto b = t->Instantiate(body.bytes, A(i));
+    EXPECT_EQ(A::holding, 1);
+    ExpectValues(*b, 3);
+  }
+  EXPECT_EQ(A::made, 1);
+  EXPECT_EQ(A::holding, 0);
+  {
+    auto b = t->Instantiate(body.bytes, B(0));
+    EXPECT_EQ(B::holding, 1);
+    ExpectValues(*b, 3);
+  }
+  EXPECT_EQ(A::destroyed, 1) << "the graph's keeper of the first type goes";
+  EXPECT_EQ(B::made, 1);
+  EXPECT_EQ(B::holding, 0);
+  {
+    auto b = t->Instantiate(body.bytes, Keeper(&held));
+    EXPECT_EQ(held.load(), 1);
+  }
+  EXPECT_EQ(held.load(), 0);
+  EXPECT_EQ(B::destroyed, 1);
+  {
+    auto b = t->Instantiate(body.bytes, A(0));
+    EXPECT_EQ(A::holding, 1);
+  }
+  EXPECT_EQ(A::made, 2) << "a new resident keeper after a keeper that was not one";
+  EXPECT_EQ(A::holding, 0);
+  EXPECT_EQ(t->graphs_made(), 1u);
+  t.reset();
+  EXPECT_EQ(A::destroyed, 2) << "the graph's keeper goes with the graph";
+}
+
 // A weak reference to a batch, or to anything taken from it, keeps its
 // control block, so its graph is not reused while one exists (it would
 // reuse the block under it); the body goes with the batch all the same, and

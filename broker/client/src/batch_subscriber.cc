@@ -107,7 +107,7 @@ DictionaryStats BatchSubscriber::dictionary_stats() const { return impl_->dictio
   }
   if (plan.validate_each) {
     Status st = plan.Check(**batch, options.read);
-    if (!st.ok()) return st.WithContext(Where());
+    if (!st.ok()) return WithWhere(st);
   }
   pending_lost = 0;
   ++plan_hits;
@@ -208,10 +208,20 @@ Result<ReceivedBatch> BatchSubscriber::TryReceive() {
   }
 }
 
+// Errors of the receive calls, out of line: their formatting kept out of
+// the receive's frame.
+[[gnu::noinline, gnu::cold]] static Status NullBatchPointer(const char* call) {
+  return Status::Invalid("BatchSubscriber::", call, ": null batch pointer");
+}
+
+[[gnu::noinline, gnu::cold]] Status BatchSubscriber::Impl::WithWhere(const Status& st) const {
+  return st.WithContext(Where());
+}
+
 // The batch-only calls: on an error `*batch` is emptied (a batch made and
 // then refused by its validation is not handed out).
 Status BatchSubscriber::TryReceive(format::RecordBatchPtr* batch) {
-  if (batch == nullptr) return Status::Invalid("BatchSubscriber::TryReceive: null batch pointer");
+  if (batch == nullptr) return NullBatchPointer("TryReceive");
   while (true) {
     bool got = false;
     Status st = impl_->NextMessage(/*wait=*/false, {}, &got);
@@ -229,7 +239,7 @@ Status BatchSubscriber::TryReceive(format::RecordBatchPtr* batch) {
 }
 
 Status BatchSubscriber::Receive(format::RecordBatchPtr* batch, std::chrono::nanoseconds timeout) {
-  if (batch == nullptr) return Status::Invalid("BatchSubscriber::Receive: null batch pointer");
+  if (batch == nullptr) return NullBatchPointer("Receive");
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
     bool got = false;

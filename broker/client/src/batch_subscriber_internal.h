@@ -242,6 +242,8 @@ struct BatchSubscriber::Impl {
   std::string Where() const {
     return "channel '" + consumer->name() + "' sequence " + std::to_string(message.sequence());
   }
+  // `st` in the context of Where(), out of line (MakeFromPlan's error).
+  Status WithWhere(const Status& st) const;
 
   // The body of a message for decoding: a view that holds the shared
   // block, or with Verification::kPrivateCopy a private copy (the block is

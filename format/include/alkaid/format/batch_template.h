@@ -110,9 +110,19 @@ class ALKAID_EXPORT BatchTemplate {
   /// is referenced once per graph, not once per batch. Other keepers are
   /// moved in and destroyed per batch.
   template <typename Keep>
-  RecordBatchPtr Instantiate(const uint8_t* base, Keep&& keep,
-                             std::shared_ptr<Buffer>* body = nullptr) {
-    return InstantiateErased(base, &Keeper<Keep>::kOps, &keep, body);
+  [[gnu::always_inline]] RecordBatchPtr Instantiate(const uint8_t* base, Keep&& keep,
+                                                    std::shared_ptr<Buffer>* body = nullptr) {
+    if constexpr (Keeper<Keep>::kResident) {
+      // The batch is made first and the keeper taken into its graph here,
+      // where the keeper's type is known: no indirect call per batch.
+      // Nothing else sees the batch before it is returned.
+      ResidentPlace place;
+      RecordBatchPtr batch = InstantiateResident(base, &Keeper<Keep>::kOps, &place, body);
+      Keeper<Keep>::Take(place.keeper, &keep, place.there);
+      return batch;
+    } else {
+      return InstantiateErased(base, &Keeper<Keep>::kOps, &keep, body);
+    }
   }
 
   /// One batch's numbers, for a template of a `varying` shape.
@@ -206,10 +216,21 @@ class ALKAID_EXPORT BatchTemplate {
   };
   RecordBatchPtr InstantiateErased(const uint8_t* base, const KeeperOps* ops, void* keep,
                                    std::shared_ptr<Buffer>* body);
+  // Where a resident keeper goes: the graph's storage, and whether it
+  // holds one of this type already (Keeper::Take's `there`).
+  struct ResidentPlace {
+    void* keeper = nullptr;
+    bool there = false;
+  };
+  // InstantiateErased for a resident keeper (`ops->resident`) that the
+  // caller takes into `*place` itself, before anything else sees the batch.
+  RecordBatchPtr InstantiateResident(const uint8_t* base, const KeeperOps* ops,
+                                     ResidentPlace* place, std::shared_ptr<Buffer>* body);
   RecordBatchPtr InstantiateErasedWith(const Numbers& numbers, const uint8_t* base,
                                        const KeeperOps* ops, void* keep,
                                        std::shared_ptr<Buffer>* body);
   Graph* TakeGraph(const KeeperOps* ops, void* keep);
+  Graph* TakeGraphFor(const KeeperOps* ops, ResidentPlace* place);
   RecordBatchPtr HandOut(Graph* g, const uint8_t* base, int64_t body_length,
                          std::shared_ptr<Buffer>* body_out);
 
