@@ -336,23 +336,6 @@ BatchTemplate::Graph* BatchTemplate::NewGraph() {
   return g.release();
 }
 
-// Instantiate's first half: an idle graph (or a new one), holding the
-// keeper.
-inline BatchTemplate::Graph* BatchTemplate::TakeGraph(const KeeperOps* ops, void* keep) {
-  Impl& im = *impl_;
-  Graph* g = im.Take();
-  if (g == nullptr) g = NewGraph();
-  im.refs.fetch_add(1, std::memory_order_relaxed);  // the graph's, until it returns
-  if (g->keeper_ops != ops && g->keeper_ops != nullptr) {
-    g->keeper_ops->destroy(g->keeper);  // a resident keeper of another type
-    g->keeper_ops = nullptr;
-  }
-  ops->take(g->keeper, keep, g->keeper_ops != nullptr);
-  g->keeper_ops = ops;
-  g->holding = true;
-  return g;
-}
-
 // TakeGraph for a resident keeper the caller takes into the graph itself:
 // where it goes, and whether one of this type is there already.
 inline BatchTemplate::Graph* BatchTemplate::TakeGraphFor(const KeeperOps* ops,
@@ -369,6 +352,15 @@ inline BatchTemplate::Graph* BatchTemplate::TakeGraphFor(const KeeperOps* ops,
   place->there = g->keeper_ops != nullptr;
   g->keeper_ops = ops;
   g->holding = true;
+  return g;
+}
+
+// Instantiate's first half: an idle graph (or a new one), holding the
+// keeper.
+inline BatchTemplate::Graph* BatchTemplate::TakeGraph(const KeeperOps* ops, void* keep) {
+  ResidentPlace place;
+  Graph* g = TakeGraphFor(ops, &place);
+  ops->take(place.keeper, keep, place.there);
   return g;
 }
 
