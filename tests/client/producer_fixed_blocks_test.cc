@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,26 @@ bool IsBatch(const format::RecordBatch& batch, int64_t n) {
 uint64_t ArenaFree(Producer* producer) {
   producer->Poll();
   return producer->stats().arena_bytes_free;
+}
+
+// Publishes batches `first` to `first + 7` and has `live` hold all eight
+// at once: the 8 fixed blocks serve them, and the arena keeps the
+// `free_before` bytes it had. Then lets them go, closes and ends.
+void HoldAllEightThenClose(Producer* producer, std::unique_ptr<FixedShapeWriter> writer,
+                           std::unique_ptr<Consumer> live, int64_t first, uint64_t free_before) {
+  std::vector<format::RecordBatchPtr> held;
+  for (int64_t n = first; n < first + 8; ++n) {
+    ASSERT_OK(PublishBatch(writer.get(), n));
+    ASSERT_OK_AND_ASSIGN(auto batch, live->Next(10s));
+    ASSERT_TRUE(IsBatch(*batch, n)) << batch->ToString();
+    held.push_back(std::move(batch));
+  }
+  EXPECT_EQ(ArenaFree(producer), free_before);
+  EXPECT_EQ(producer->stats().held_by_consumers, 8u);
+  held.clear();
+  writer.reset();
+  ASSERT_OK(live->Close());
+  ASSERT_OK(producer->Close());
 }
 
 // A writer's batches in fixed blocks: sized by FixedShapeBodyBytes (512),
@@ -175,18 +196,7 @@ TEST(ProducerFixedBlocksTest, BatchesOutliveTheirConsumerUnrewrittenAndTheirBloc
   }
   for (int64_t n = 0; n < 5; ++n) EXPECT_TRUE(IsBatch(*kept[n], n)) << kept[n]->ToString();
   kept.clear();
-  std::vector<format::RecordBatchPtr> held;
-  for (int64_t n = 50; n < 58; ++n) {
-    ASSERT_OK(PublishBatch(writer.get(), n));
-    ASSERT_OK_AND_ASSIGN(auto batch, live->Next(10s));
-    held.push_back(std::move(batch));
-  }
-  EXPECT_EQ(ArenaFree(producer.get()), free_before);
-  EXPECT_EQ(producer->stats().held_by_consumers, 8u);
-  held.clear();
-  writer.reset();
-  ASSERT_OK(live->Close());
-  ASSERT_OK(producer->Close());
+  HoldAllEightThenClose(producer.get(), std::move(writer), std::move(live), 50, free_before);
 }
 
 // A consumer process SIGKILLed while it holds 6 of the 8 fixed blocks: the
@@ -236,19 +246,7 @@ TEST(ProducerFixedBlocksTest, AKilledConsumersFixedBlocksComeBack) {
   EXPECT_EQ(broker::testing::Wait(child), -SIGKILL);
   ASSERT_OK_AND_ASSIGN(auto live, Consumer::Open("t", ConsumerOn(broker)));
   // Opened after the producer: it reads from the next batch on.
-  std::vector<format::RecordBatchPtr> held;
-  for (int64_t n = kHeld; n < kHeld + 8; ++n) {
-    ASSERT_OK(PublishBatch(writer.get(), n));
-    ASSERT_OK_AND_ASSIGN(auto batch, live->Next(10s));
-    ASSERT_TRUE(IsBatch(*batch, n)) << batch->ToString();
-    held.push_back(std::move(batch));
-  }
-  EXPECT_EQ(ArenaFree(producer.get()), free_before);
-  EXPECT_EQ(producer->stats().held_by_consumers, 8u);
-  held.clear();
-  writer.reset();
-  ASSERT_OK(live->Close());
-  ASSERT_OK(producer->Close());
+  HoldAllEightThenClose(producer.get(), std::move(writer), std::move(live), kHeld, free_before);
 }
 
 // A broker killed and started again: the writer goes on through the blocks
