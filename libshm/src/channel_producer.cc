@@ -347,6 +347,25 @@ namespace {
   return Status::OK();
 }
 
+// The checks of a message's form, Publish's and NewWriter's: its inline
+// bytes fit a slot and its shape id was added. FormError says which failed,
+// out of line (its formatting kept out of the publish's frame).
+[[gnu::always_inline]] inline bool ChannelProducer::FormFits(const ProducerState& state,
+                                                             std::span<const std::byte> payload,
+                                                             uint32_t shape) {
+  return payload.size() <= state.geometry.inline_capacity && shape <= state.shapes_used;
+}
+
+[[gnu::noinline, gnu::cold]] Status ChannelProducer::FormError(const ProducerState& state,
+                                                               std::span<const std::byte> payload,
+                                                               uint32_t shape) {
+  if (payload.size() > state.geometry.inline_capacity) {
+    return Status::Invalid("channel '", state.name, "': inline payload of ", payload.size(),
+                           " bytes exceeds the capacity of ", state.geometry.inline_capacity);
+  }
+  return Status::Invalid("channel '", state.name, "': shape ", shape, " was not added");
+}
+
 [[gnu::always_inline]] inline Status ChannelProducer::PublishImpl(
     std::span<const std::byte> payload, ChannelLoan* body, bool keep, uint64_t user,
     uint32_t shape) {
@@ -357,13 +376,7 @@ namespace {
                               : state.blocks[body->descriptor_].state != BlockState::kLoaned)) {
     return Status::Invalid("channel '", state.name, "': the loan was published already");
   }
-  if (payload.size() > state.geometry.inline_capacity) {
-    return Status::Invalid("channel '", state.name, "': inline payload of ", payload.size(),
-                           " bytes exceeds the capacity of ", state.geometry.inline_capacity);
-  }
-  if (shape > state.shapes_used) {
-    return Status::Invalid("channel '", state.name, "': shape ", shape, " was not added");
-  }
+  if (!FormFits(state, payload, shape)) return FormError(state, payload, shape);
   return Commit(state, payload, body, keep, user, shape);
 }
 
@@ -399,13 +412,7 @@ Result<ChannelWriter> ChannelProducer::NewWriter(uint64_t length,
                                  " bytes exceeds the arena's maximum of ", state.geometry.arena_max,
                                  " bytes");
   }
-  if (payload.size() > state.geometry.inline_capacity) {
-    return Status::Invalid("channel '", state.name, "': inline payload of ", payload.size(),
-                           " bytes exceeds the capacity of ", state.geometry.inline_capacity);
-  }
-  if (shape > state.shapes_used) {
-    return Status::Invalid("channel '", state.name, "': shape ", shape, " was not added");
-  }
+  if (!FormFits(state, payload, shape)) return FormError(state, payload, shape);
   ChannelWriter w;
   w.producer_ = this;
   w.state_ = &state;
@@ -440,26 +447,22 @@ Status ChannelWriter::Loan() {
   return producer_->LoanInto(length_, &loan_);
 }
 
-Status ChannelWriter::Publish() {
+// Both Publish calls: the block lent by Loan (and not published since) is
+// ours; the rest of Publish's checks were NewWriter's.
+[[gnu::always_inline]] inline Status ChannelWriter::CommitLent(bool keep) {
   if (!loan_.held_) {
     return Status::Invalid("ChannelWriter::Publish: nothing to publish (no block is lent)");
   }
   ProducerState& state = *state_;
   if (state.closed) return Status::Invalid("channel '", state.name, "' is closed");
-  // The rest of Publish's checks were NewWriter's; the loan is ours and
-  // lent (Loan, and no Publish since).
-  return ChannelProducer::Commit(state, payload_, &loan_, /*keep=*/false, user_, shape_);
+  return ChannelProducer::Commit(state, payload_, &loan_, keep, user_, shape_);
 }
+
+Status ChannelWriter::Publish() { return CommitLent(/*keep=*/false); }
 
 Status ChannelWriter::Publish(ChannelLoan* held) {
   if (held == nullptr) return Status::Invalid("ChannelWriter::Publish: null loan");
-  if (!loan_.held_) {
-    return Status::Invalid("ChannelWriter::Publish: nothing to publish (no block is lent)");
-  }
-  ProducerState& state = *state_;
-  if (state.closed) return Status::Invalid("channel '", state.name, "' is closed");
-  ALKAID_RETURN_NOT_OK(
-      ChannelProducer::Commit(state, payload_, &loan_, /*keep=*/true, user_, shape_));
+  ALKAID_RETURN_NOT_OK(CommitLent(/*keep=*/true));
   // The published loan goes to `held`; ours keeps its owner for the next.
   std::shared_ptr<ProducerState> owner = loan_.owner_;
   *held = std::move(loan_);

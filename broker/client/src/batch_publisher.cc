@@ -768,7 +768,7 @@ Result<std::unique_ptr<FixedShapeWriter>> BatchPublisher::NewFixedShapeWriter(
   }
   // Begin(Fill::kNone) copies from the body's end on: nothing when the
   // region is the body alone.
-  w->none_copies_nothing_ = std::min(body_length, w->region_bytes_) >= w->region_bytes_;
+  w->none_copies_nothing_ = body_length >= w->region_bytes_;
   // The slot's inline bytes: the metadata's place in the region, or the
   // metadata itself, or nothing (a shape id).
   std::vector<std::byte> payload;

@@ -152,7 +152,9 @@ class ALKAID_EXPORT BatchTemplate {
   /// Does nothing. (It let go of bodies held through something taken from
   /// a batch once that was dropped; each body now goes with the last
   /// pointer of its batch.) Kept for callers; deprecated.
-  void Sweep();
+  [[deprecated(
+      "BatchTemplate::Sweep does nothing: a body goes with its batch's last pointer")]] void
+  Sweep();
 
   /// The shape the template makes.
   const BatchShape& shape() const { return shape_; }

@@ -338,6 +338,10 @@ class ALKAID_EXPORT ChannelProducer {
                         ChannelLoan* loan);
   static Status Commit(internal::ProducerState& state, std::span<const std::byte> payload,
                        ChannelLoan* body, bool keep, uint64_t user, uint32_t shape);
+  static bool FormFits(const internal::ProducerState& state, std::span<const std::byte> payload,
+                       uint32_t shape);
+  static Status FormError(const internal::ProducerState& state, std::span<const std::byte> payload,
+                          uint32_t shape);
   std::shared_ptr<internal::ProducerState> impl_;
 };
 
@@ -385,6 +389,7 @@ class ALKAID_EXPORT ChannelWriter {
 
  private:
   friend class ChannelProducer;
+  Status CommitLent(bool keep);
   ChannelProducer* producer_ = nullptr;
   internal::ProducerState* state_ = nullptr;  // producer_'s, kept by loan_'s owner
   ChannelLoan loan_;                          // its owner set once, and kept across publishes
