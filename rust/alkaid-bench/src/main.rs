@@ -17,9 +17,9 @@
 //! iceoryx2 peer's services buffer two samples): with 64, a ring that
 //! comes back to a slot after 32 round trips, a 16 MiB ping cost 100-250
 //! ns more in the guest's fast regime, every step on both sides slower
-//! after the untimed fills; with 4, every size cost 150-250 ns more in the
-//! slow regime (docs/INTEROP.md, "The Rust ping-pong at 16 MiB"; which
-//! lines, in either case, was not pinned down). Percentiles by nearest
+//! after the untimed fills; with 4, 64 B cost 75-300 ns more in the slow
+//! regime (docs/INTEROP.md, "The Rust ping-pong at 16 MiB"; which lines,
+//! in either case, was not pinned down). Percentiles by nearest
 //! rank. It starts its own broker (`--broker`, default the build tree's).
 //! `--no-await-pong` leaves out the wait for B (the method before it was
 //! added).
