@@ -13,13 +13,20 @@
 //! -> A holds the answer. One-way latency = round trip / 2. A and B pinned
 //! to CPUs 0 and 1. Each size has a producer of its own, its arena sized
 //! for it (as `alkaid latency`'s fresh topic per size and the iceoryx2
-//! peer's publisher per size). Percentiles by nearest rank. It starts its own broker
-//! (`--broker`, default the build tree's). `--no-await-pong` leaves out the
-//! wait for B (the method before it was added).
+//! peer's publisher per size). Both topics have 8 slots (`--slots`; the
+//! iceoryx2 peer's services buffer two samples): with 64, a ring that
+//! comes back to a slot after 32 round trips, a 16 MiB ping cost 100-250
+//! ns more in the guest's fast regime, every step on both sides slower
+//! after the untimed fills; with 4, 64 B cost 75-300 ns more in the slow
+//! regime (docs/INTEROP.md, "The Rust ping-pong at 16 MiB"; which lines,
+//! in either case, was not pinned down). Percentiles by nearest
+//! rank. It starts its own broker (`--broker`, default the build tree's).
+//! `--no-await-pong` leaves out the wait for B (the method before it was
+//! added).
 //!
 //!   alkaid_rust_latency [--sizes 64,4096,...] [--count N] [--duration SEC]
 //!                       [--mode spin|block] [--json FILE|-] [--no-pin]
-//!                       [--broker PATH] [--no-await-pong]
+//!                       [--broker PATH] [--no-await-pong] [--slots N]
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
@@ -47,6 +54,7 @@ struct Options {
     role_pong: Option<PathBuf>,
     await_pong: bool,
     flag: Option<PathBuf>,
+    slots: u32,
 }
 
 fn parse() -> Result<Options, String> {
@@ -63,6 +71,7 @@ fn parse() -> Result<Options, String> {
         role_pong: None,
         await_pong: true,
         flag: None,
+        slots: 8,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -94,6 +103,12 @@ fn parse() -> Result<Options, String> {
             "--role-pong" => o.role_pong = Some(PathBuf::from(value()?)),
             "--flag" => o.flag = Some(PathBuf::from(value()?)),
             "--no-await-pong" => o.await_pong = false,
+            "--slots" => {
+                o.slots = value()?.parse().map_err(|e| format!("--slots: {e}"))?;
+                if o.slots < 2 || !o.slots.is_power_of_two() {
+                    return Err("--slots: a power of two, at least 2".into());
+                }
+            }
             "-h" | "--help" => {
                 println!("see the comment at the top of rust/alkaid-bench/src/main.rs");
                 std::process::exit(0);
@@ -117,12 +132,12 @@ fn pin(cpu: usize) {
     }
 }
 
-fn producer_options(socket: &Path, arena: u64) -> ProducerOptions {
+fn producer_options(socket: &Path, arena: u64, slots: u32) -> ProducerOptions {
     ProducerOptions {
         socket_path: Some(socket.to_path_buf()),
         arena_bytes: arena,
         max_arena_bytes: 512 << 20,
-        slot_count: 64,
+        slot_count: slots,
         ..ProducerOptions::default()
     }
 }
@@ -207,15 +222,22 @@ impl Drop for SharedWord {
 }
 
 /// Process B: answers every ping with its first value, until the ping
-/// topic ends. With `flag`, it stores the value it answered last there each
+/// topic ends. With `--flag`, it stores the value it answered last there each
 /// time it goes back to waiting for a ping.
-fn pong(socket: &Path, block: bool, pin_cpu: bool, flag: Option<&Path>) -> alkaid::Result<()> {
-    if pin_cpu {
+fn pong(o: &Options, socket: &Path) -> alkaid::Result<()> {
+    if o.pin {
         pin(1);
     }
-    let answered = flag.map(|f| SharedWord::map(f, false).expect("mapping the shared word"));
-    let mut consumer = Consumer::open("ping", &consumer_options(socket, block))?;
-    let producer = Producer::open("pong", &schema(), &producer_options(socket, 1 << 20))?;
+    let answered = o
+        .flag
+        .as_deref()
+        .map(|f| SharedWord::map(f, false).expect("mapping the shared word"));
+    let mut consumer = Consumer::open("ping", &consumer_options(socket, o.block))?;
+    let producer = Producer::open(
+        "pong",
+        &schema(),
+        &producer_options(socket, 1 << 20, o.slots),
+    )?;
     // The answer to the next ping is loaned ahead, off the timed path, as
     // alkaid latency's side B builds it ahead.
     let mut answer = producer.loan(1, &[])?;
@@ -256,10 +278,20 @@ fn send_ends(producer: &Producer, rows: usize, first: i64) -> alkaid::Result<()>
 }
 
 /// Takes answers until the one to the ping that started at `first`
-/// (answers to earlier pings are skipped).
+/// (answers to earlier pings are skipped), each for at most 30 s: a ping or an
+/// answer lost would otherwise leave this side spinning for good, at the
+/// real-time priority timed runs give it. (A timeout costs the wait nothing
+/// until its first 5 ms slice ends: no clock is read on the timed path.)
 fn await_answer(answers: &mut Consumer, first: i64) -> alkaid::Result<()> {
     loop {
-        let answer = answers.next().expect("the pong process ended early")?;
+        let answer = match answers.next_batch(Some(Duration::from_secs(30))) {
+            Ok(Some(received)) => received.batch,
+            Ok(None) => panic!("the pong process ended early"),
+            Err(e) if e.is_timed_out() => {
+                panic!("no answer to the ping of {first} within 30 s")
+            }
+            Err(e) => return Err(e),
+        };
         if first_last(&answer).0 == first {
             return Ok(());
         }
@@ -326,7 +358,7 @@ fn ping(o: &Options, socket: &Path, flag: &Path) -> alkaid::Result<Vec<Result1>>
         .then(|| SharedWord::map(flag, true).expect("making the shared word"));
     // The first size's producer exists before the pong process, whose
     // consumer then finds it at once.
-    let first = ping_producer(socket, o.sizes.first().copied().unwrap_or(64))?;
+    let first = ping_producer(socket, o.sizes.first().copied().unwrap_or(64), o.slots)?;
     let mut pong = spawn_pong(o, socket, word.as_ref().map(|_| flag));
     let measured = measure(o, socket, first, word.as_ref());
     if measured.is_err() {
@@ -340,25 +372,38 @@ fn ping(o: &Options, socket: &Path, flag: &Path) -> alkaid::Result<Vec<Result1>>
 /// of them (the ping, the warm-up, the one the pong side still holds, one
 /// spare) and a megabyte for the hellos, as the iceoryx2 peer sizes its
 /// publisher's data segment per size.
-fn ping_producer(socket: &Path, bytes: usize) -> alkaid::Result<Producer> {
+fn ping_producer(socket: &Path, bytes: usize, slots: u32) -> alkaid::Result<Producer> {
     Producer::open(
         "ping",
         &schema(),
-        &producer_options(socket, 4 * bytes as u64 + (1 << 20)),
+        &producer_options(socket, 4 * bytes as u64 + (1 << 20), slots),
     )
 }
 
-/// Hellos through `producer` until the pong process answers one: its
-/// consumer may find a new producer after a first ping, which it then
-/// never sees. Returns the next unused hello tag.
-fn hello(producer: &Producer, answers: &mut Consumer, mut tag: i64) -> alkaid::Result<i64> {
+/// Hellos through `producer` until the pong process answers one of them,
+/// whichever (within 20 s): its consumer may find a new producer after a
+/// first ping, which it then never sees. Waiting for the answer to the
+/// latest hello instead would leave this side one answer behind for good
+/// once an answer took longer than the 100 ms wait (a pong slow to find
+/// the new producer), each answer then naming the hello before: a hang,
+/// as `alkaid latency`'s side A says of its own hellos. Later answers to
+/// hellos are skipped by `await_answer`. Returns the next unused tag.
+fn hello(producer: &Producer, answers: &mut Consumer, first_tag: i64) -> alkaid::Result<i64> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut tag = first_tag;
     loop {
+        assert!(
+            Instant::now() < deadline,
+            "the pong process answered none of {} hellos within 20 s",
+            tag - first_tag
+        );
         send(producer, 1, tag)?;
+        tag += 1;
         match answers.next_batch(Some(Duration::from_millis(100))) {
-            Ok(Some(b)) if first_last(&b.batch).0 == tag => return Ok(tag + 1),
-            Ok(Some(_)) => tag += 1,
+            Ok(Some(b)) if (first_tag..tag).contains(&first_last(&b.batch).0) => return Ok(tag),
+            Ok(Some(_)) => {}
             Ok(None) => panic!("the pong process ended"),
-            Err(e) if e.is_timed_out() => tag += 1,
+            Err(e) if e.is_timed_out() => {}
             Err(e) => return Err(e),
         }
     }
@@ -383,7 +428,7 @@ fn measure(
     for &bytes in &o.sizes {
         let producer = match first.take() {
             Some(p) => p,
-            None => ping_producer(socket, bytes)?,
+            None => ping_producer(socket, bytes, o.slots)?,
         };
         tag = hello(&producer, &mut answers, tag)?;
         if let Some(previous) = current.replace(producer) {
@@ -425,7 +470,8 @@ fn spawn_pong(o: &Options, socket: &Path, flag: Option<&Path>) -> Child {
     let mut c = Command::new(std::env::current_exe().expect("our own path"));
     c.arg("--role-pong")
         .arg(socket)
-        .args(["--mode", if o.block { "block" } else { "spin" }]);
+        .args(["--mode", if o.block { "block" } else { "spin" }])
+        .args(["--slots", &o.slots.to_string()]);
     if let Some(f) = flag {
         c.arg("--flag").arg(f);
     }
@@ -452,7 +498,7 @@ fn main() {
         }
     };
     if let Some(socket) = &o.role_pong {
-        if let Err(e) = pong(socket, o.block, o.pin, o.flag.as_deref()) {
+        if let Err(e) = pong(&o, socket) {
             eprintln!("alkaid_rust_latency (pong): {e}");
             std::process::exit(1);
         }

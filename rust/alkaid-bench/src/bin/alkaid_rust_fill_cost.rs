@@ -4,7 +4,7 @@
 //! the commands):
 //!
 //!   valgrind --tool=callgrind --cache-sim=yes --toggle-collect='*timed_publish*' \
-//!     alkaid_rust_fill_cost BROKER ROWS SAMPLES
+//!     alkaid_rust_fill_cost BROKER ROWS SAMPLES [SLOTS]
 //!
 //! Each sample does what a sample of `alkaid_rust_latency`'s ping side does,
 //! in one process: loan the ping (ROWS int64 values) and write every value;
@@ -12,7 +12,8 @@
 //! it and drop it; then publish the ping (`timed_publish`), receive it and
 //! drop it. Comparing ROWS 8 with ROWS 2097152 (16 MiB) shows what the fill
 //! leaves cold for the publish: the instructions are the same, the misses
-//! are not.
+//! are not. SLOTS is the topic's slot count (default 64; the ping-pong's
+//! topics have 4).
 
 use std::hint::black_box;
 use std::path::PathBuf;
@@ -42,13 +43,14 @@ fn receive(consumer: &mut Consumer) {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if args.len() != 4 {
-        eprintln!("usage: {} BROKER ROWS SAMPLES", args[0]);
+    if args.len() != 4 && args.len() != 5 {
+        eprintln!("usage: {} BROKER ROWS SAMPLES [SLOTS]", args[0]);
         std::process::exit(2);
     }
     let broker_bin = PathBuf::from(&args[1]);
     let rows: usize = args[2].parse().expect("ROWS");
     let samples: usize = args[3].parse().expect("SAMPLES");
+    let slots: u32 = args.get(4).map_or(64, |s| s.parse().expect("SLOTS"));
     let broker = PrivateBroker::start(&broker_bin, "rustfill", Duration::from_secs(30));
     let socket = broker.socket.clone();
     let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
@@ -56,7 +58,7 @@ fn main() {
         socket_path: Some(socket.clone()),
         arena_bytes: 4 * (rows as u64 * 8) + (1 << 20),
         max_arena_bytes: 512 << 20,
-        slot_count: 64,
+        slot_count: slots,
         ..ProducerOptions::default()
     };
     let producer = Producer::open("fill", &schema, &po).expect("producer");
