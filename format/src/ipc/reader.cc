@@ -3,9 +3,11 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <span>
 #include <sstream>
 #include <utility>
 
+#include "alkaid/format/ipc/message_plan.h"
 #include "alkaid/format/validate.h"
 #include "compression_internal.h"
 #include "metadata_internal.h"
@@ -340,6 +342,7 @@ class StreamState {
         return Status::Invalid("the stream must start with a schema message");
       }
       ALKAID_ASSIGN_OR_RAISE(schema_, ReadSchema(message, &memo_, options_));
+      plans_ = std::make_unique<MessagePlanCache>(*schema_, options_);
       return RecordBatchPtr();
     }
     switch (message.type()) {
@@ -353,7 +356,7 @@ class StreamState {
         return RecordBatchPtr();
       }
       case MessageType::kRecordBatch: {
-        ALKAID_ASSIGN_OR_RAISE(auto batch, ReadRecordBatch(message, schema_, &memo_, options_));
+        ALKAID_ASSIGN_OR_RAISE(auto batch, ReadBatch(message));
         ++stats_.num_record_batches;
         return batch;
       }
@@ -361,9 +364,32 @@ class StreamState {
     return Status::Invalid("unknown message type");
   }
 
+  // A record batch: by the plan of a Message of its shape read before
+  // (message_plan.h), else decoded in full (and learned from).
+  Result<RecordBatchPtr> ReadBatch(const Message& message) {
+    const Buffer& md = *message.metadata();
+    const std::span<const uint8_t> bytes(md.data(), static_cast<size_t>(md.size()));
+    const std::shared_ptr<Buffer>& body = message.body();
+    // A body out of 8-byte alignment is copied by the full decode.
+    const bool aligned = internal::IsAligned(body->data(), 8);
+    if (aligned) {
+      if (MessagePlan* plan = plans_->Find(bytes, message.body_length()); plan != nullptr) {
+        RecordBatchPtr batch;
+        ALKAID_RETURN_NOT_OK(plan->MakeBatch(body->data(), std::shared_ptr<Buffer>(body), &batch));
+        ++stats_.num_planned_record_batches;
+        return batch;
+      }
+    }
+    ALKAID_ASSIGN_OR_RAISE(auto batch, ReadRecordBatch(message, schema_, &memo_, options_));
+    if (aligned) plans_->Learn(*batch, *body, bytes);
+    return batch;
+  }
+
   IpcReadOptions options_;
   SchemaPtr schema_;
   DictionaryMemo memo_;
+  // Made with the schema.
+  std::unique_ptr<MessagePlanCache> plans_;
   ReadStats stats_;
 };
 
