@@ -57,6 +57,7 @@ Result<std::unique_ptr<BatchSubscriber>> BatchSubscriber::Open(std::string_view 
   if (options.verification != Verification::kStructure) impl->options.read.validate_full = true;
   ALKAID_RETURN_NOT_OK(impl->dictionaries.Init(*impl->schema));
   impl->plans = std::make_unique<format::ipc::MessagePlanCache>(*impl->schema, impl->options.read);
+  impl->shape_plans.resize(1);  // shape id 0 is no shape: CachedPlan finds no plan there
   ALKAID_ASSIGN_OR_RAISE(impl->consumer,
                          shm::ChannelConsumer::Open(channel_name, options.consumer));
   return std::unique_ptr<BatchSubscriber>(new BatchSubscriber(std::move(impl)));
@@ -70,7 +71,8 @@ uint64_t BatchSubscriber::decode_cache_hits() const { return impl_->plan_hits; }
 
 DictionaryStats BatchSubscriber::dictionary_stats() const { return impl_->dictionaries.stats(); }
 
-// The private copy's way (kPrivateCopy), out of MakeFromPlan's frame.
+// The private copy's way (kPrivateCopy), out of MakeFromPlan's frame: the
+// batch over a copy of the body (not validated yet).
 [[gnu::noinline]] Status BatchSubscriber::Impl::MakeCopyFromPlan(
     const MessagePlan& plan, shm::ChannelBlock&& block, format::RecordBatchPtr* batch,
     std::shared_ptr<format::Buffer>* body) {
@@ -78,7 +80,8 @@ DictionaryStats BatchSubscriber::dictionary_stats() const { return impl_->dictio
                          BodyOf(std::move(block), message.user() & UserWord::kLengthMask));
   const uint8_t* base = copy->data();
   if (body != nullptr) *body = copy;
-  return plan.MakeBatch(base, std::move(copy), batch);
+  *batch = plan.Instantiate(base, std::move(copy));
+  return Status::OK();
 }
 
 // Forced inline into its callers (the cached shape id of Make and
@@ -95,14 +98,16 @@ DictionaryStats BatchSubscriber::dictionary_stats() const { return impl_->dictio
     full->lost_before = last_lost_before;
   }
   std::shared_ptr<format::Buffer>* body = with_message ? &full->body : nullptr;
-  Status st;
   if (options.verification == Verification::kPrivateCopy) {
-    st = MakeCopyFromPlan(plan, std::move(block), batch, body);
+    ALKAID_RETURN_NOT_OK(MakeCopyFromPlan(plan, std::move(block), batch, body));
   } else {
     const auto* base = reinterpret_cast<const uint8_t*>(block.data().data());
-    st = plan.MakeBatch(base, std::move(block), batch, body);
+    *batch = plan.Instantiate(base, std::move(block), body);
   }
-  if (!st.ok()) return WithWhere(st);
+  if (plan.validates()) {
+    Status st = plan.Validate(**batch);
+    if (!st.ok()) return WithWhere(st);
+  }
   pending_lost = 0;
   ++plan_hits;
   if (with_message) full->metadata = plan.message();
@@ -117,7 +122,7 @@ DictionaryStats BatchSubscriber::dictionary_stats() const { return impl_->dictio
   const shm::ChannelMessage& m = message;
   const uint64_t word = m.user();
   const uint32_t shape = m.shape();
-  if (shape != 0 && shape < shape_plans.size() && shape_plans[shape] != nullptr &&
+  if (shape < shape_plans.size() && shape_plans[shape] != nullptr &&  // [0]: none
       UserWord::IsPlainRecordBatch(word) && !dictionaries.active() && m.payload().empty() &&
       m.has_body()) {
     const MessagePlan& plan = *shape_plans[shape];

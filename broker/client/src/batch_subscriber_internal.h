@@ -116,8 +116,8 @@ struct BatchSubscriber::Impl {
   shm::ChannelMessage message;
   // Private copy of shape or region metadata, reused across messages.
   std::vector<std::byte> metadata_scratch;
-  // The decode cache: an exact plan per shape id (null: none yet), and the
-  // plans of messages without a shape id.
+  // The decode cache: an exact plan per shape id (null: none yet; [0] is
+  // always null), and the plans of messages without a shape id.
   std::vector<std::unique_ptr<MessagePlan>> shape_plans;
   std::unique_ptr<format::ipc::MessagePlanCache> plans;
   uint64_t plan_hits = 0;

@@ -8,7 +8,6 @@
 #include <string_view>
 #include <utility>
 
-#include "alkaid/format/shape_validator.h"
 #include "alkaid/format/validate.h"
 #include "metadata_internal.h"
 
@@ -243,13 +242,13 @@ bool MessagePlan::Take(std::span<const uint8_t> message, int64_t body_length) {
   return true;
 }
 
-Status MessagePlan::Validate(const RecordBatch& batch) const {
+Status MessagePlan::ValidateAll(const RecordBatch& batch) const {
   if (validate_full_) {
     FullValidationOptions full;
     full.decimal_precision = decimal_precision_;
     return ValidateFull(batch, full);
   }
-  return checker_ != nullptr ? checker_->Validate(batch) : format::Validate(batch);
+  return format::Validate(batch);
 }
 
 // ---- MessagePlanCache -----------------------------------------------------------

@@ -46,10 +46,7 @@
 #include "alkaid/format/ipc/message_template.h"
 #include "alkaid/format/ipc/options.h"
 #include "alkaid/format/record_batch.h"
-
-namespace alkaid::format {
-class ShapeValidator;
-}  // namespace alkaid::format
+#include "alkaid/format/shape_validator.h"
 
 namespace alkaid::format::ipc {
 
@@ -91,13 +88,20 @@ class ALKAID_EXPORT MessagePlan {
   template <typename Keep>
   [[gnu::always_inline]] Status MakeBatch(const uint8_t* base, Keep&& keep, RecordBatchPtr* out,
                                           std::shared_ptr<Buffer>* body = nullptr) const {
-    if (kind_ == Kind::kExact) {
-      *out = batches_->Instantiate(base, std::forward<Keep>(keep), body);
-      if (!validate_each_) return Status::OK();
-    } else {
-      *out = batches_->InstantiateWith(numbers_, base, std::forward<Keep>(keep), body);
-    }
-    return Validate(**out);
+    *out = Instantiate(base, std::forward<Keep>(keep), body);
+    return validates() ? Validate(**out) : Status::OK();
+  }
+  /// MakeBatch in two steps, for a caller that keeps a Status off its fast
+  /// path: the batch, not validated; whether it must be; the validation.
+  template <typename Keep>
+  [[gnu::always_inline]] RecordBatchPtr Instantiate(const uint8_t* base, Keep&& keep,
+                                                    std::shared_ptr<Buffer>* body = nullptr) const {
+    if (kind_ == Kind::kExact) return batches_->Instantiate(base, std::forward<Keep>(keep), body);
+    return batches_->InstantiateWith(numbers_, base, std::forward<Keep>(keep), body);
+  }
+  bool validates() const { return validate_each_; }
+  Status Validate(const RecordBatch& batch) const {
+    return checker_ != nullptr ? checker_->Validate(batch) : ValidateAll(batch);
   }
 
   Kind kind() const { return kind_; }
@@ -113,11 +117,12 @@ class ALKAID_EXPORT MessagePlan {
   // with `numbering`, also numbers its Message node and buffers.
   static bool Record(const ArrayData& data, const Buffer& body, BatchShape* shape, uint32_t* index,
                      Numbering* numbering);
-  Status Validate(const RecordBatch& batch) const;
+  // Validate without a checker: ValidateFull or Validate.
+  Status ValidateAll(const RecordBatch& batch) const;
 
   Kind kind_ = Kind::kExact;
-  // Whether MakeBatch validates an exact plan's batches (a varying plan's
-  // always): with validate_full, or when the structural verdict reads
+  // Whether a batch made must be validated: a varying plan's always; an
+  // exact plan's with validate_full, or when the structural verdict reads
   // values (offsets, run ends).
   bool validate_each_ = true;
   bool validate_full_ = false;
