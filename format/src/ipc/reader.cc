@@ -331,6 +331,27 @@ class StreamState {
     return r;
   }
 
+  // A Message that StreamDecoder verified (`metadata`) with its `body`: if
+  // it is a record batch Message a plan takes, its batch, counted and in
+  // context as Process does, with no Message made (nor verified again);
+  // else null (Process it).
+  Result<RecordBatchPtr> ProcessPlanned(const Buffer& metadata,
+                                        const std::shared_ptr<Buffer>& body) {
+    if (plans_ == nullptr || body == nullptr) return RecordBatchPtr();
+    const std::span<const uint8_t> bytes(metadata.data(), static_cast<size_t>(metadata.size()));
+    const int64_t index = stats_.num_messages;
+    auto batch = MakePlanned(bytes, body);
+    if (!batch.ok()) {
+      ++stats_.num_messages;
+      return batch.status().WithContext("message #" + std::to_string(index) + " (record batch)");
+    }
+    if (*batch != nullptr) {
+      ++stats_.num_messages;
+      ++stats_.num_record_batches;
+    }
+    return batch;
+  }
+
   const SchemaPtr& schema() const { return schema_; }
   const DictionaryMemo& memo() const { return memo_; }
   const ReadStats& stats() const { return stats_; }
@@ -370,18 +391,24 @@ class StreamState {
     const Buffer& md = *message.metadata();
     const std::span<const uint8_t> bytes(md.data(), static_cast<size_t>(md.size()));
     const std::shared_ptr<Buffer>& body = message.body();
-    // A body out of 8-byte alignment is copied by the full decode.
-    const bool aligned = internal::IsAligned(body->data(), 8);
-    if (aligned) {
-      if (MessagePlan* plan = plans_->Find(bytes, message.body_length()); plan != nullptr) {
-        RecordBatchPtr batch;
-        ALKAID_RETURN_NOT_OK(plan->MakeBatch(body->data(), std::shared_ptr<Buffer>(body), &batch));
-        ++stats_.num_planned_record_batches;
-        return batch;
-      }
-    }
-    ALKAID_ASSIGN_OR_RAISE(auto batch, ReadRecordBatch(message, schema_, &memo_, options_));
-    if (aligned) plans_->Learn(*batch, *body, bytes);
+    ALKAID_ASSIGN_OR_RAISE(auto batch, MakePlanned(bytes, body));
+    if (batch != nullptr) return batch;
+    ALKAID_ASSIGN_OR_RAISE(batch, ReadRecordBatch(message, schema_, &memo_, options_));
+    // A body out of 8-byte alignment is copied by the full decode: no plan.
+    if (internal::IsAligned(body->data(), 8)) plans_->Learn(*batch, *body, bytes);
+    return batch;
+  }
+
+  // The batch of the record batch Message `bytes` over `body` by the plan
+  // that takes it, or null.
+  Result<RecordBatchPtr> MakePlanned(std::span<const uint8_t> bytes,
+                                     const std::shared_ptr<Buffer>& body) {
+    if (!internal::IsAligned(body->data(), 8)) return RecordBatchPtr();
+    MessagePlan* plan = plans_->Find(bytes, body->size());
+    if (plan == nullptr) return RecordBatchPtr();
+    RecordBatchPtr batch;
+    ALKAID_RETURN_NOT_OK(plan->MakeBatch(body->data(), std::shared_ptr<Buffer>(body), &batch));
+    ++stats_.num_planned_record_batches;
     return batch;
   }
 
@@ -498,12 +525,15 @@ class StreamDecoder::Impl {
   Status Deliver(std::shared_ptr<Buffer> body) {
     phase_ = Phase::kPrefix;
     need_ = 4;
-    ALKAID_ASSIGN_OR_RAISE(auto message,
-                           Message::Open(std::move(metadata_), std::move(body), options_));
-    const bool had_schema = state_.schema() != nullptr;
-    ALKAID_ASSIGN_OR_RAISE(auto batch, state_.Process(*message));
-    if (!had_schema && state_.schema() != nullptr) {
-      ALKAID_RETURN_NOT_OK(listener_->OnSchema(state_.schema()));
+    ALKAID_ASSIGN_OR_RAISE(auto batch, state_.ProcessPlanned(*metadata_, body));
+    if (batch == nullptr) {
+      ALKAID_ASSIGN_OR_RAISE(auto message,
+                             Message::Open(std::move(metadata_), std::move(body), options_));
+      const bool had_schema = state_.schema() != nullptr;
+      ALKAID_ASSIGN_OR_RAISE(batch, state_.Process(*message));
+      if (!had_schema && state_.schema() != nullptr) {
+        ALKAID_RETURN_NOT_OK(listener_->OnSchema(state_.schema()));
+      }
     }
     if (batch != nullptr) ALKAID_RETURN_NOT_OK(listener_->OnRecordBatch(std::move(batch)));
     return Status::OK();

@@ -438,6 +438,14 @@ TEST(StreamPlansTest, AHostileMessageOfAPlannedShapeIsRefusedAsBefore) {
   for (int i = 0; i < 3; ++i) ASSERT_OK(reader->ReadNext());
   EXPECT_EQ(reader->stats().num_planned_record_batches, 1);
   ASSERT_RAISES_WITH_MESSAGE(kInvalid, "outside the", reader->ReadNext());
+  // The incremental decoder, which tries its plans before it makes a
+  // Message, refuses it alike.
+  auto listener = std::make_shared<CollectListener>();
+  StreamDecoder decoder(listener);
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "outside the", decoder.Consume(Buffer::FromString(stream)));
+  EXPECT_EQ(listener->batches().size(), 3u);
+  EXPECT_EQ(decoder.stats().num_planned_record_batches, 1);
+  EXPECT_EQ(decoder.stats().num_messages, 5);  // the schema, three batches, the hostile one
 }
 
 }  // namespace
