@@ -1,5 +1,5 @@
 // libFuzzer target for a BatchSubscriber's plans of varying numbers
-// (batch_subscriber_internal.h, VaryingPlan): after two honest batches of a
+// (format::ipc::MessagePlan, kVarying): after two honest batches of a
 // string topic have made the plan, every message is the schema's Message
 // template filled with numbers from the fuzz bytes (row count, each node's
 // length and null count, each buffer's offset and length, the body length),

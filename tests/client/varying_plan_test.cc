@@ -1,7 +1,7 @@
 // Batches whose Message numbers change from batch to batch (variable-width
 // columns): the publisher fills the schema's Message template
 // (PublishStats::metadata_filled) and the subscriber makes them by a plan of
-// varying numbers (BatchSubscriber, internal::VaryingPlan). What is
+// varying numbers (BatchSubscriber, format::ipc::MessagePlan). What is
 // received must equal what was sent in every verification mode, and a
 // Message of the plan's structure with numbers a reader refuses must be
 // refused as a full decode refuses it.

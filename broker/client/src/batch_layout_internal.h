@@ -88,17 +88,13 @@ struct RegionMetadata {
 };
 static_assert(sizeof(RegionMetadata) == 16);
 
-/// Entries of the subscriber's decode cache for messages without a shape
-/// id (distinct metadata bytes remembered per producer).
-inline constexpr size_t kShapeCacheEntries = 4;
-
 /// True if every buffer of an array of this type (and of its children) is
 /// fixed-width: its IPC metadata and the verdict of format::Validate depend
 /// only on the array's structure (length, null count, offset, buffer
 /// pointers and sizes, children), never on the values in its buffers. The
-/// publisher's metadata cache and the subscriber's decode cache are limited
-/// to such types; others (offsets, views, run ends, unions, dictionaries,
-/// extensions) are encoded, decoded and validated per message.
+/// publisher's metadata cache is limited to such types; others (offsets,
+/// views, run ends, unions, dictionaries, extensions) are encoded per
+/// message.
 inline bool IsStructuralLayout(const format::DataType& type) {
   using format::TypeId;
   const TypeId id = type.id();

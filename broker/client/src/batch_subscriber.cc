@@ -4,16 +4,13 @@
 
 #include "alkaid/client/batch_subscriber.h"
 
-#include <algorithm>
 #include <cstring>
 #include <span>
 #include <string>
 #include <utility>
-#include <vector>
 
 #include "alkaid/format/ipc/message.h"
 #include "alkaid/format/ipc/reader.h"
-#include "alkaid/format/validate.h"
 #include "batch_subscriber_internal.h"
 
 namespace alkaid::client {
@@ -59,7 +56,8 @@ Result<std::unique_ptr<BatchSubscriber>> BatchSubscriber::Open(std::string_view 
   impl->options = options;
   if (options.verification != Verification::kStructure) impl->options.read.validate_full = true;
   ALKAID_RETURN_NOT_OK(impl->dictionaries.Init(*impl->schema));
-  impl->varying_possible = internal::VaryingPlan::Covers(*impl->schema);
+  impl->plans = std::make_unique<format::ipc::MessagePlanCache>(*impl->schema, impl->options.read);
+  impl->shape_plans.resize(1);  // shape id 0 is no shape: CachedPlan finds no plan there
   ALKAID_ASSIGN_OR_RAISE(impl->consumer,
                          shm::ChannelConsumer::Open(channel_name, options.consumer));
   return std::unique_ptr<BatchSubscriber>(new BatchSubscriber(std::move(impl)));
@@ -73,14 +71,16 @@ uint64_t BatchSubscriber::decode_cache_hits() const { return impl_->plan_hits; }
 
 DictionaryStats BatchSubscriber::dictionary_stats() const { return impl_->dictionaries.stats(); }
 
-// The private copy's way (kPrivateCopy), out of MakeFromPlan's frame.
+// The private copy's way (kPrivateCopy), out of MakeFromPlan's frame: the
+// batch over a copy of the body (not validated yet).
 [[gnu::noinline]] Status BatchSubscriber::Impl::MakeCopyFromPlan(
-    const DecodePlan& plan, shm::ChannelBlock&& block, format::RecordBatchPtr* batch,
+    const MessagePlan& plan, shm::ChannelBlock&& block, format::RecordBatchPtr* batch,
     std::shared_ptr<format::Buffer>* body) {
-  ALKAID_ASSIGN_OR_RAISE(auto copy, BodyOf(std::move(block), plan.body_length));
+  ALKAID_ASSIGN_OR_RAISE(auto copy,
+                         BodyOf(std::move(block), message.user() & UserWord::kLengthMask));
   const uint8_t* base = copy->data();
   if (body != nullptr) *body = copy;
-  *batch = plan.batches->Instantiate(base, std::move(copy));
+  *batch = plan.Instantiate(base, std::move(copy));
   return Status::OK();
 }
 
@@ -88,7 +88,7 @@ DictionaryStats BatchSubscriber::dictionary_stats() const { return impl_->dictio
 // MakeBatch, DecodeBatch's cached metadata): a frame of its own cost some
 // 30 instructions a batch.
 [[gnu::always_inline]] inline Status BatchSubscriber::Impl::MakeFromPlan(
-    const DecodePlan& plan, shm::ChannelBlock&& block, format::RecordBatchPtr* batch,
+    const MessagePlan& plan, shm::ChannelBlock&& block, format::RecordBatchPtr* batch,
     ReceivedBatch* full) {
   last_sequence = message.sequence();
   last_lost_before = pending_lost;
@@ -97,21 +97,20 @@ DictionaryStats BatchSubscriber::dictionary_stats() const { return impl_->dictio
     full->sequence = last_sequence;
     full->lost_before = last_lost_before;
   }
+  std::shared_ptr<format::Buffer>* body = with_message ? &full->body : nullptr;
   if (options.verification == Verification::kPrivateCopy) {
-    ALKAID_RETURN_NOT_OK(
-        MakeCopyFromPlan(plan, std::move(block), batch, with_message ? &full->body : nullptr));
+    ALKAID_RETURN_NOT_OK(MakeCopyFromPlan(plan, std::move(block), batch, body));
   } else {
     const auto* base = reinterpret_cast<const uint8_t*>(block.data().data());
-    *batch =
-        plan.batches->Instantiate(base, std::move(block), with_message ? &full->body : nullptr);
+    *batch = plan.Instantiate(base, std::move(block), body);
   }
-  if (plan.validate_each) {
-    Status st = plan.Check(**batch, options.read);
+  if (plan.validates()) {
+    Status st = plan.Validate(**batch);
     if (!st.ok()) return WithWhere(st);
   }
   pending_lost = 0;
   ++plan_hits;
-  if (with_message) full->metadata = plan.metadata;
+  if (with_message) full->metadata = plan.message();
   return Status::OK();
 }
 
@@ -119,16 +118,17 @@ DictionaryStats BatchSubscriber::dictionary_stats() const { return impl_->dictio
 // record batch of a cached shape id, in a schema without dictionaries, its
 // body as long as the plan's (the same batch as Decode would make, only the
 // framing is skipped; Decode reports what is wrong). Null otherwise.
-[[gnu::always_inline]] inline const internal::DecodePlan* BatchSubscriber::Impl::CachedPlan() {
+[[gnu::always_inline]] inline const format::ipc::MessagePlan* BatchSubscriber::Impl::CachedPlan() {
   const shm::ChannelMessage& m = message;
   const uint64_t word = m.user();
   const uint32_t shape = m.shape();
-  if (shape != 0 && shape < shape_plans.size() && shape_plans[shape] != 0 &&
+  if (shape < shape_plans.size() && shape_plans[shape] != nullptr &&  // [0]: none
       UserWord::IsPlainRecordBatch(word) && !dictionaries.active() && m.payload().empty() &&
       m.has_body()) {
-    const DecodePlan& plan = plans[shape_plans[shape] - 1];
+    const MessagePlan& plan = *shape_plans[shape];
     const uint64_t body_length = word & UserWord::kLengthMask;
-    if (plan.body_length == body_length && body_length <= m.body().size()) {
+    if (static_cast<uint64_t>(plan.body_length()) == body_length &&
+        body_length <= m.body().size()) {
       first_message = false;
       pending_lost += m.lost_before();
       return &plan;
@@ -138,7 +138,7 @@ DictionaryStats BatchSubscriber::dictionary_stats() const { return impl_->dictio
 }
 
 Status BatchSubscriber::Impl::Make(ReceivedBatch* out) {
-  if (const DecodePlan* plan = CachedPlan(); plan != nullptr) {
+  if (const MessagePlan* plan = CachedPlan(); plan != nullptr) {
     return MakeFromPlan(*plan, std::move(message.body_block()), &out->batch, out);
   }
   return DecodeInto(out);
@@ -157,7 +157,7 @@ Status BatchSubscriber::Impl::DecodeInto(ReceivedBatch* out) {
 // Inlined into the batch-only receive calls (a frame of its own cost some
 // 20 instructions a batch); the rest out of line.
 [[gnu::always_inline]] inline Status BatchSubscriber::Impl::MakeBatch(format::RecordBatchPtr* out) {
-  if (const DecodePlan* plan = CachedPlan(); plan != nullptr) {
+  if (const MessagePlan* plan = CachedPlan(); plan != nullptr) {
     return MakeFromPlan(*plan, std::move(message.body_block()), out, nullptr);
   }
   return DecodeBatchOnly(out);
@@ -338,6 +338,11 @@ Result<ReceivedBatch> BatchSubscriber::Impl::Decode() {
   return ReceivedBatch{};
 }
 
+static Result<std::shared_ptr<format::Buffer>> CopyOf(std::span<const std::byte> md) {
+  return format::Buffer::CopyOf(
+      std::string_view(reinterpret_cast<const char*>(md.data()), md.size()));
+}
+
 Result<ReceivedBatch> BatchSubscriber::Impl::DecodeBatch(const UserWord& user,
                                                          std::span<const std::byte> md,
                                                          shm::ChannelBlock block) {
@@ -345,19 +350,25 @@ Result<ReceivedBatch> BatchSubscriber::Impl::DecodeBatch(const UserWord& user,
   out.sequence = message.sequence();
   out.lost_before = pending_lost;
   const uint32_t shape = message.shape();
-  if (const DecodePlan* hit = FindPlan(md, user.body_length); hit != nullptr) {
-    if (hit->body_length != user.body_length) {
-      return Status::Invalid(Where(), ": shape ", shape, " has a body of ", hit->body_length,
+  const auto body_length = static_cast<int64_t>(user.body_length);
+  const MessagePlan* hit = nullptr;
+  if (shape != 0) {
+    if (shape < shape_plans.size()) hit = shape_plans[shape].get();
+    if (hit != nullptr && hit->body_length() != body_length) {
+      return Status::Invalid(Where(), ": shape ", shape, " has a body of ", hit->body_length(),
                              " bytes, the message says ", user.body_length);
     }
-    // Same metadata as a message already verified, decoded and validated:
-    // the plan makes the batch over this body.
-    ALKAID_RETURN_NOT_OK(MakeFromPlan(*hit, std::move(block), &out.batch, &out));
-    return out;
+  } else {
+    hit = plans->Find({reinterpret_cast<const uint8_t*>(md.data()), md.size()}, body_length);
   }
-  if (shape == 0 && !varying.empty()) {
-    ALKAID_ASSIGN_OR_RAISE(const bool made, TryVarying(user, md, &block, &out));
-    if (made) return out;
+  if (hit != nullptr) {
+    // A Message of a shape decoded before: the plan makes the batch over
+    // this body. A varying plan keeps no Message: with_message gets this one.
+    ALKAID_RETURN_NOT_OK(MakeFromPlan(*hit, std::move(block), &out.batch, &out));
+    if (options.with_message && out.metadata == nullptr) {
+      ALKAID_ASSIGN_OR_RAISE(out.metadata, CopyOf(md));
+    }
+    return out;
   }
   if (shape != 0) {
     // First use of this shape: its bytes, copied once.
@@ -368,14 +379,13 @@ Result<ReceivedBatch> BatchSubscriber::Impl::DecodeBatch(const UserWord& user,
   ALKAID_ASSIGN_OR_RAISE(std::shared_ptr<format::Buffer> body,
                          BodyOf(std::move(block), user.body_length));
   pending_lost = 0;
-  ALKAID_ASSIGN_OR_RAISE(auto metadata, format::Buffer::CopyOf(std::string_view(
-                                            reinterpret_cast<const char*>(md.data()), md.size())));
+  ALKAID_ASSIGN_OR_RAISE(auto metadata, CopyOf(md));
   auto decoded = format::ipc::Message::Open(metadata, body);
   if (!decoded.ok()) return decoded.status().WithContext(Where());
   if ((*decoded)->type() != format::ipc::MessageType::kRecordBatch) {
     return Status::Invalid(Where(), ": message is not a record batch");
   }
-  if ((*decoded)->body_length() != static_cast<int64_t>(user.body_length)) {
+  if ((*decoded)->body_length() != body_length) {
     return Status::Invalid(Where(), ": the Message says a body of ", (*decoded)->body_length(),
                            " bytes, the slot ", user.body_length);
   }
@@ -383,51 +393,19 @@ Result<ReceivedBatch> BatchSubscriber::Impl::DecodeBatch(const UserWord& user,
   if (!batch.ok()) return batch.status().WithContext(Where());
   // Remember the shape for the next messages (schemas are fixed per topic,
   // so a producer publishing batches of one shape hits this every time):
-  // a shape id's at once, other metadata once it came again.
-  if (shape != 0 || SeenBefore(metadata)) Remember(**batch, *body, metadata, user.body_length);
-  if (shape == 0 && varying_possible) RememberVarying(**batch, *body, md);
+  // a shape id's at once, other metadata as the cache sees fit.
+  const std::span<const uint8_t> verified(metadata->data(), static_cast<size_t>(metadata->size()));
+  if (shape == 0) {
+    plans->Learn(**batch, *body, verified);
+  } else if (!dictionaries.active()) {
+    if (shape_plans.size() <= shape) shape_plans.resize(shape + 1);
+    shape_plans[shape] =
+        MessagePlan::Make(MessagePlan::Kind::kExact, **batch, *body, verified, options.read);
+  }
   out.batch = std::move(batch).ValueOrDie();
   out.metadata = std::move(metadata);
   out.body = std::move(body);
   return out;
-}
-
-Result<bool> BatchSubscriber::Impl::TryVarying(const UserWord& user, std::span<const std::byte> md,
-                                               shm::ChannelBlock* block, ReceivedBatch* out) {
-  const auto* bytes = reinterpret_cast<const uint8_t*>(md.data());
-  for (const auto& plan : varying) {
-    format::BatchTemplate::Numbers numbers;
-    if (!plan->message.Matches({bytes, md.size()}) ||
-        !plan->Take(bytes, user.body_length, &numbers)) {
-      continue;
-    }
-    std::shared_ptr<format::Buffer>* body = options.with_message ? &out->body : nullptr;
-    if (options.verification == Verification::kPrivateCopy) {
-      ALKAID_ASSIGN_OR_RAISE(auto copy, BodyOf(std::move(*block), user.body_length));
-      const uint8_t* base = copy->data();
-      if (body != nullptr) *body = copy;
-      out->batch = plan->batches->InstantiateWith(numbers, base, std::move(copy));
-    } else {
-      const auto* base = reinterpret_cast<const uint8_t*>(block->data().data());
-      out->batch = plan->batches->InstantiateWith(numbers, base, std::move(*block), body);
-    }
-    // As a decoded batch is (ReadRecordBatch): every check that reads
-    // values, since the numbers are this batch's own.
-    format::FullValidationOptions full;
-    full.decimal_precision = options.read.validate_decimal_precision;
-    Status st = options.read.validate_full ? format::ValidateFull(*out->batch, full)
-                                           : format::Validate(*out->batch);
-    if (!st.ok()) return st.WithContext(Where());
-    pending_lost = 0;
-    ++plan_hits;
-    if (options.with_message) {
-      ALKAID_ASSIGN_OR_RAISE(out->metadata,
-                             format::Buffer::CopyOf(std::string_view(
-                                 reinterpret_cast<const char*>(md.data()), md.size())));
-    }
-    return true;
-  }
-  return false;
 }
 
 Status BatchSubscriber::ReceiveInto(BatchView* view, std::chrono::nanoseconds timeout) {

@@ -34,8 +34,7 @@ Status ExportCounted(internal::ExportCounter* exports, const format::RecordBatch
   Status st = owner != nullptr ? format::ExportRecordBatch(*owner, out, out_schema, counted)
                                : format::ExportRecordBatch(batch, out, out_schema, counted);
   if (!st.ok()) {
-    exports->Unreserve();
-    exports->Unref();
+    counted();  // not exported: its notice never runs
     return st;
   }
   exports->total.fetch_add(1, std::memory_order_relaxed);

@@ -3,9 +3,11 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <span>
 #include <sstream>
 #include <utility>
 
+#include "alkaid/format/ipc/message_plan.h"
 #include "alkaid/format/validate.h"
 #include "compression_internal.h"
 #include "metadata_internal.h"
@@ -329,6 +331,27 @@ class StreamState {
     return r;
   }
 
+  // A Message that StreamDecoder verified (`metadata`) with its `body`: if
+  // it is a record batch Message a plan takes, its batch, counted and in
+  // context as Process does, with no Message made (nor verified again);
+  // else null (Process it).
+  Result<RecordBatchPtr> ProcessPlanned(const Buffer& metadata,
+                                        const std::shared_ptr<Buffer>& body) {
+    if (plans_ == nullptr || body == nullptr) return RecordBatchPtr();
+    const std::span<const uint8_t> bytes(metadata.data(), static_cast<size_t>(metadata.size()));
+    const int64_t index = stats_.num_messages;
+    auto batch = MakePlanned(bytes, body);
+    if (!batch.ok()) {
+      ++stats_.num_messages;
+      return batch.status().WithContext("message #" + std::to_string(index) + " (record batch)");
+    }
+    if (*batch != nullptr) {
+      ++stats_.num_messages;
+      ++stats_.num_record_batches;
+    }
+    return batch;
+  }
+
   const SchemaPtr& schema() const { return schema_; }
   const DictionaryMemo& memo() const { return memo_; }
   const ReadStats& stats() const { return stats_; }
@@ -340,6 +363,7 @@ class StreamState {
         return Status::Invalid("the stream must start with a schema message");
       }
       ALKAID_ASSIGN_OR_RAISE(schema_, ReadSchema(message, &memo_, options_));
+      plans_ = std::make_unique<MessagePlanCache>(*schema_, options_);
       return RecordBatchPtr();
     }
     switch (message.type()) {
@@ -353,7 +377,7 @@ class StreamState {
         return RecordBatchPtr();
       }
       case MessageType::kRecordBatch: {
-        ALKAID_ASSIGN_OR_RAISE(auto batch, ReadRecordBatch(message, schema_, &memo_, options_));
+        ALKAID_ASSIGN_OR_RAISE(auto batch, ReadBatch(message));
         ++stats_.num_record_batches;
         return batch;
       }
@@ -361,9 +385,38 @@ class StreamState {
     return Status::Invalid("unknown message type");
   }
 
+  // A record batch: by the plan of a Message of its shape read before
+  // (message_plan.h), else decoded in full (and learned from).
+  Result<RecordBatchPtr> ReadBatch(const Message& message) {
+    const Buffer& md = *message.metadata();
+    const std::span<const uint8_t> bytes(md.data(), static_cast<size_t>(md.size()));
+    const std::shared_ptr<Buffer>& body = message.body();
+    ALKAID_ASSIGN_OR_RAISE(auto batch, MakePlanned(bytes, body));
+    if (batch != nullptr) return batch;
+    ALKAID_ASSIGN_OR_RAISE(batch, ReadRecordBatch(message, schema_, &memo_, options_));
+    // A body out of 8-byte alignment is copied by the full decode: no plan.
+    if (internal::IsAligned(body->data(), 8)) plans_->Learn(*batch, *body, bytes);
+    return batch;
+  }
+
+  // The batch of the record batch Message `bytes` over `body` by the plan
+  // that takes it, or null.
+  Result<RecordBatchPtr> MakePlanned(std::span<const uint8_t> bytes,
+                                     const std::shared_ptr<Buffer>& body) {
+    if (!internal::IsAligned(body->data(), 8)) return RecordBatchPtr();
+    MessagePlan* plan = plans_->Find(bytes, body->size());
+    if (plan == nullptr) return RecordBatchPtr();
+    RecordBatchPtr batch;
+    ALKAID_RETURN_NOT_OK(plan->MakeBatch(body->data(), std::shared_ptr<Buffer>(body), &batch));
+    ++stats_.num_planned_record_batches;
+    return batch;
+  }
+
   IpcReadOptions options_;
   SchemaPtr schema_;
   DictionaryMemo memo_;
+  // Made with the schema.
+  std::unique_ptr<MessagePlanCache> plans_;
   ReadStats stats_;
 };
 
@@ -472,12 +525,15 @@ class StreamDecoder::Impl {
   Status Deliver(std::shared_ptr<Buffer> body) {
     phase_ = Phase::kPrefix;
     need_ = 4;
-    ALKAID_ASSIGN_OR_RAISE(auto message,
-                           Message::Open(std::move(metadata_), std::move(body), options_));
-    const bool had_schema = state_.schema() != nullptr;
-    ALKAID_ASSIGN_OR_RAISE(auto batch, state_.Process(*message));
-    if (!had_schema && state_.schema() != nullptr) {
-      ALKAID_RETURN_NOT_OK(listener_->OnSchema(state_.schema()));
+    ALKAID_ASSIGN_OR_RAISE(auto batch, state_.ProcessPlanned(*metadata_, body));
+    if (batch == nullptr) {
+      ALKAID_ASSIGN_OR_RAISE(auto message,
+                             Message::Open(std::move(metadata_), std::move(body), options_));
+      const bool had_schema = state_.schema() != nullptr;
+      ALKAID_ASSIGN_OR_RAISE(batch, state_.Process(*message));
+      if (!had_schema && state_.schema() != nullptr) {
+        ALKAID_RETURN_NOT_OK(listener_->OnSchema(state_.schema()));
+      }
     }
     if (batch != nullptr) ALKAID_RETURN_NOT_OK(listener_->OnRecordBatch(std::move(batch)));
     return Status::OK();

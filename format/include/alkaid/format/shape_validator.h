@@ -34,6 +34,9 @@ class ALKAID_EXPORT ShapeValidator {
   /// Validate's own error. Reads a few values per binary, list and run-end
   /// encoded array; the result for a batch of another shape is undefined.
   Status Validate(const RecordBatch& batch) const;
+  /// Whether Validate reads any value (false: every batch of the shape
+  /// passes, and need not be validated at all).
+  bool reads_values() const { return !checks_.empty(); }
 
   /// One value-dependent check: where the array is (a column, then child
   /// indexes), and what is read there.

@@ -12,6 +12,11 @@
 /// (or ValidateFull, see IpcReadOptions), and malformed input yields an error
 /// naming the message, field path and buffer.
 ///
+/// A stream reader (StreamDecoder, RecordBatchStreamReader) keeps plans of
+/// the shapes its stream repeats (MessagePlanCache, message_plan.h): a
+/// record batch Message of a shape seen before becomes a batch without
+/// being decoded again, checked and validated to the same verdict.
+///
 /// Big-endian data is not supported: a schema declaring Big endianness is
 /// refused ("big-endian data is not supported").
 
@@ -54,6 +59,9 @@ struct ReadStats {
   int64_t num_dictionary_batches = 0;
   int64_t num_dictionary_deltas = 0;
   int64_t num_replaced_dictionaries = 0;
+  /// Of num_record_batches, those made by the plan of a Message of their
+  /// shape read before (message_plan.h) instead of decoded in full.
+  int64_t num_planned_record_batches = 0;
 };
 
 /// Receives what a StreamDecoder decodes. An error returned from a callback
