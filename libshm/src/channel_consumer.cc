@@ -442,12 +442,9 @@ Status ChannelConsumer::WaitForData(Clock::time_point deadline) {
   // seq_cst: the Dekker pair with the producer's seq_cst store of
   // write_sequence before its seq_cst load of this word (WakeSleepers).
   state.own->waiting.store(state.episode | 1, std::memory_order_seq_cst);
-  const bool fenced = state.SleepFence();
   if (!there() && accepted_) {
-    // Sleep in slices, so that a producer that died is noticed (short ones
-    // if the fence failed: a wake-up may be missed).
-    const auto slice = std::min<Clock::duration>(
-        deadline - now, fenced ? std::chrono::milliseconds(100) : std::chrono::milliseconds(1));
+    // Sleep in slices, so that a producer that died is noticed.
+    const auto slice = std::min<Clock::duration>(deadline - now, std::chrono::milliseconds(100));
     internal::FutexWait(const_cast<std::atomic<uint32_t>*>(&state.header->data_futex), seen, slice);
   } else if (!accepted_) {
     // Not accepted yet: the producer accepts us at its next publish and wakes
@@ -492,8 +489,6 @@ Result<bool> ChannelConsumer::ArmDoorbell() {
   // in WaitForData: either it sees the odd episode and sounds the bell, or we see its
   // message below.
   state.own->waiting.store(state.episode | 1, std::memory_order_seq_cst);
-  // A failed fence: the bell may not sound; receive instead of sleeping.
-  if (!state.SleepFence()) return true;
   if (!accepted_) {
     // Not accepted yet, so no message is ours (our cursor is not set: the
     // producer's messages so far would all look new). A producer that

@@ -31,10 +31,8 @@ inline constexpr uint64_t kConsumerSegMagic = 0x314e4f43434b4c41ULL;
 /// 2: the arena grows by extension segments (ExtensionEntryData, the slot's
 /// `extension`). 3: fixed blocks (the header's `fixed_*` fields, the
 /// consumer segment's hold counts after its return queue; a slot's block
-/// word with kFixedBlockFlag). 4: the header's `sleep_fence` (a consumer of
-/// layout 3 would not call membarrier before it sleeps, and could miss the
-/// wake-up of a producer that publishes without a full fence).
-inline constexpr uint32_t kChannelLayoutVersion = 4;
+/// word with kFixedBlockFlag).
+inline constexpr uint32_t kChannelLayoutVersion = 3;
 
 /// A slot's block word names fixed block i (ChannelOptions::fixed_block_bytes)
 /// as descriptor kFixedBlockFlag | i, generation 0: such a block is not in the
@@ -104,13 +102,7 @@ struct alignas(kCacheLineSize) ChannelHeaderData {
   // waiting); consumers FUTEX_WAIT on it (read-only mapping: waiting needs
   // read access only).
   std::atomic<uint32_t> data_futex;
-  /// 1 (layout 4): the producer publishes without a full fence, and a
-  /// consumer about to sleep calls membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)
-  /// between its announcement and its last look (docs/SHM_LAYOUT.md,
-  /// "Waiting"); 0: the producer's store of write_sequence is seq_cst.
-  /// Written before `magic`, never changed.
-  uint32_t sleep_fence;
-  uint8_t pad3[kCacheLineSize - 8];
+  uint8_t pad3[kCacheLineSize - 4];
 
   // --- line 4: the producer's wait for room (kBlockProducer). Non-zero while
   // it waits: 1 + the index of the consumer whose cursor it waits on, and

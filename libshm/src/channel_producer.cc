@@ -118,10 +118,6 @@ Result<std::unique_ptr<ChannelProducer>> ChannelProducer::Create(std::string_vie
 
   auto* header = reinterpret_cast<ChannelHeaderData*>(segment->data());
   internal::WriteChannelHeader(geometry, header);
-  // Publishes without a full fence if the kernel lets consumers fence us
-  // before they sleep (a registration of this whole process, made once).
-  const bool light_publish = internal::RegisterForHeavyFence();
-  header->sleep_fence = light_publish ? 1 : 0;
   auto* reg_header = reinterpret_cast<RegistryHeaderData*>((*registry)->data());
   reg_header->layout_version = internal::kChannelLayoutVersion;
   reg_header->max_consumers = geometry.max_consumers;
@@ -132,7 +128,6 @@ Result<std::unique_ptr<ChannelProducer>> ChannelProducer::Create(std::string_vie
 
   auto owner = std::make_shared<ProducerState>(options, std::string(name), geometry,
                                                std::move(segment), std::move(*registry));
-  owner->light_publish = light_publish;
   return std::unique_ptr<ChannelProducer>(new ChannelProducer(std::move(owner)));
 }
 
@@ -346,19 +341,8 @@ namespace {
   }
   state.slots.next_sequence = n + 1;
   ++state.stats.published;
-  // The Dekker pair with a consumer about to sleep (WakeSleepers): either
-  // it sees this store after announcing its sleep, or our load of its
-  // announcement below sees it. Light (sleep_fence): the store is a release
-  // and only the compiler is kept from moving the load above it; the full
-  // barrier our CPU needs between the two is the consumer's to cause
-  // (membarrier, before its last look), so a publish pays no fence. Else
-  // seq_cst (a full fence per publish).
-  if (state.light_publish) {
-    state.header->write_sequence.store(n + 1, std::memory_order_release);
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-  } else {
-    state.header->write_sequence.store(n + 1, std::memory_order_seq_cst);
-  }
+  // seq_cst: the Dekker pair with a consumer about to sleep (WakeSleepers).
+  state.header->write_sequence.store(n + 1, std::memory_order_seq_cst);
   state.WakeSleepers();
   return Status::OK();
 }

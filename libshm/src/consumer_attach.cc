@@ -109,7 +109,6 @@ Result<std::unique_ptr<ChannelConsumer>> ChannelConsumer::Open(
   state.slots = state.data + state.geometry.slots_offset;
   state.producer_pid = state.header->producer_pid;
   state.drop = state.geometry.policy == static_cast<uint32_t>(SlowConsumerPolicy::kDropOldest);
-  state.sleep_fence = state.header->sleep_fence != 0;
   // A sixteenth of the slots, at most 64: far below the producer's resume
   // hysteresis (an eighth), so a producer waiting for room is woken well
   // before it could wait for a store we put off.

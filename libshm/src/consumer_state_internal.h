@@ -41,9 +41,6 @@ struct ChannelConsumer::Impl {
   uint32_t producer_pid = 0;
   uint32_t episode = 0;  // waiting episodes: odd while announced
   bool drop = false;
-  // The header's sleep_fence: before the last look of a sleep, a
-  // membarrier (SleepFence) orders the producer's fence-less publish.
-  bool sleep_fence = false;
   // kBlockProducer: the cursor in our segment (the producer's flow control)
   // may lag our own by up to flush_every - 1 messages while more are
   // waiting; it is stored once we catch up, every flush_every messages, and
@@ -91,13 +88,6 @@ struct ChannelConsumer::Impl {
       internal::FutexWakeAll(reinterpret_cast<std::atomic<uint32_t>*>(&own->cursor));
     }
   }
-
-  // Between our seq_cst announcement of a sleep (`waiting`, odd) and our
-  // last look at write_sequence: with sleep_fence, the producer's half of
-  // the Dekker pair has no fence, and membarrier puts one in each of its
-  // running threads (docs/SHM_LAYOUT.md, "Waiting"). False if that failed:
-  // a wake-up may then be missed, and the caller sleeps briefly only.
-  bool SleepFence() const { return !sleep_fence || internal::HeavyFence(); }
 
   bool RegistrationLost() const {
     const uint64_t now = registration->word.load(std::memory_order_acquire);

@@ -1,5 +1,4 @@
 #include <linux/futex.h>
-#include <linux/membarrier.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -25,19 +24,5 @@ void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::nano
 void FutexWakeAll(std::atomic<uint32_t>* word) {
   ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
-
-bool RegisterForHeavyFence() {
-  static const bool registered = [] {
-    const long commands = ::syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
-    if (commands < 0 || (commands & MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0 ||
-        (commands & MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0) {
-      return false;
-    }
-    return ::syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0;
-  }();
-  return registered;
-}
-
-bool HeavyFence() { return ::syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) == 0; }
 
 }  // namespace alkaid::shm::internal

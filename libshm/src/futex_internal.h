@@ -18,17 +18,4 @@ void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::nano
 /// Wakes every waiter on `word`.
 void FutexWakeAll(std::atomic<uint32_t>* word);
 
-/// The two halves of an asymmetric Dekker fence between processes
-/// (membarrier(2), MEMBARRIER_CMD_GLOBAL_EXPEDITED). A process that called
-/// RegisterForHeavyFence may order a store before a later load with a
-/// compiler barrier alone, as long as the other side of the pair calls
-/// HeavyFence between its own store and load: the kernel makes every
-/// running thread of every registered process execute a full barrier
-/// before HeavyFence returns (threads not running pass one when they are
-/// switched in). RegisterForHeavyFence is false where the kernel has no
-/// such command (then use a full fence on both sides); it registers the
-/// whole process, once. HeavyFence is false if the call failed.
-bool RegisterForHeavyFence();
-bool HeavyFence();
-
 }  // namespace alkaid::shm::internal

@@ -45,9 +45,6 @@ struct ProducerState {
   SlotRecord slots;
   uint32_t shapes_used = 0;
   bool closed = false;
-  /// The header's sleep_fence: write_sequence is stored without a fence
-  /// (ChannelProducer::Commit).
-  bool light_publish = false;
   ChannelStats stats;  // published, dropped, extensions; the rest is counted where it happens
 
   // --- the arena's extensions ------------------------------------------------
@@ -279,9 +276,7 @@ struct ProducerState {
     for (uint32_t k : consumers.counted_list()) {
       ConsumerState& c = consumers[k];
       // seq_cst: second half of the Dekker pair with the consumer's seq_cst
-      // store of an odd episode before its seq_cst reload of write_sequence
-      // (with light_publish, its membarrier between the two orders this
-      // load after our store of write_sequence).
+      // store of an odd episode before its seq_cst reload of write_sequence.
       const uint32_t episode = c.header->waiting.load(std::memory_order_seq_cst);
       if ((episode & 1) != 0 && episode != c.last_woken) {
         c.last_woken = episode;

@@ -1,11 +1,8 @@
 // Channel (libshm/channel.h): one producer, consumers in this process
 // (threads); the multi-process behaviour is in channel_multiprocess_test.cc.
 
-#include <linux/membarrier.h>
 #include <poll.h>
-#include <sys/syscall.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -367,43 +364,6 @@ TEST_F(ChannelTest, AConsumerStoresItsCursorBeforeItSleeps) {
   EXPECT_EQ(cursor_of(*waiter), 0u);
   ASSERT_RAISES(kTimedOut, waiter->Receive(&message, 1ms));
   EXPECT_EQ(cursor_of(*waiter), 10u);
-}
-
-// The producer publishes without a full fence when the kernel lets its
-// consumers fence it before they sleep (membarrier), and says so in the
-// header; consumers then wake on every publish all the same.
-TEST_F(ChannelTest, TheHeaderSaysWhetherTheProducerPublishesWithoutAFence) {
-  const std::string name = NewName("ch");
-  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, Small()));
-  ASSERT_OK_AND_ASSIGN(auto segment, Segment::Open(name, SegmentKind::kChannel));
-  const auto* h = reinterpret_cast<const internal::ChannelHeaderData*>(segment->data());
-  // What the kernel offers (the producer registered this process already).
-  const long commands = ::syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
-  const bool offered = commands > 0 && (commands & MEMBARRIER_CMD_GLOBAL_EXPEDITED) != 0 &&
-                       (commands & MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) != 0;
-  EXPECT_EQ(h->sleep_fence, offered ? 1u : 0u);
-  EXPECT_EQ(h->layout_version, 4u);
-  ChannelConsumerOptions o;
-  o.wait_mode = WaitMode::kBlock;
-  ASSERT_OK_AND_ASSIGN(auto consumer, ChannelConsumer::Open(name, o));
-  ASSERT_OK(producer->Publish({}, 0));  // accepts it
-  ChannelMessage message;
-  ASSERT_OK(consumer->Receive(&message, 1s));
-  std::atomic<bool> done{false};
-  std::thread publisher([&] {
-    for (uint64_t i = 1; i <= 200; ++i) {
-      std::this_thread::sleep_for(100us);
-      ASSERT_OK(producer->Publish({}, i));
-    }
-    done = true;
-  });
-  // Each receive sleeps (block mode) and is woken by the next publish.
-  for (uint64_t i = 1; i <= 200; ++i) {
-    ASSERT_OK(consumer->Receive(&message, 5s));
-    ASSERT_EQ(message.user(), i);
-  }
-  publisher.join();
-  EXPECT_TRUE(done.load());
 }
 
 // A consumer that keeps up holds nothing, but the producer drains returns
