@@ -279,18 +279,15 @@ inline bool ChannelConsumer::SkipLapped(Impl& state, uint64_t c, uint32_t attemp
                                                             const SlotCopy& copy,
                                                             ChannelMessage* out) {
   cursor_ = c + 1;
-  // kBlockProducer: our cursor is stored once per drain, when a receive
-  // finds nothing more (Idle), or flush_every messages after the last
-  // store, so that a consumer behind a fast producer pays one store (and
-  // its fence) per flush_every messages rather than per message, and
-  // loads no slot beyond the one it delivers (it prefetches the next).
-  if (!state.drop && cursor_ - state.stored_cursor >= state.flush_every) {
+  // kBlockProducer: our cursor is stored once we caught up (the next slot
+  // not committed yet) or flush_every messages after the last store, so
+  // that a consumer behind a fast producer pays one store (and its fence)
+  // per flush_every messages rather than per message.
+  if (!state.drop &&
+      (cursor_ - state.stored_cursor >= state.flush_every ||
+       state.Slot(cursor_)->sequence.load(std::memory_order_relaxed) != 2 * cursor_ + 2)) {
     state.StoreCursor(cursor_);
   }
-  // The next slot's line on its way while this message is handed over (a
-  // consumer behind the producer reads it next); a prefetch, not a load,
-  // so nothing waits for it.
-  __builtin_prefetch(state.Slot(cursor_));
   ChannelBlock& body = out->body_;
   if (body.held_) {
     body.Release();
@@ -319,8 +316,6 @@ inline bool ChannelConsumer::SkipLapped(Impl& state, uint64_t c, uint32_t attemp
 // or what is looked at when idle (extensions released, the registration).
 // Out of line: its errors' formatting kept out of the receive's frame.
 [[gnu::noinline]] static Status Idle(ChannelConsumer::Impl& state, uint64_t c) {
-  // The drain ended: the producer sees our cursor where we are.
-  if (state.stored_cursor != c) state.StoreCursor(c);
   if (state.header->closed.load(std::memory_order_acquire) != 0 &&
       state.header->write_sequence.load(std::memory_order_acquire) <= c) {
     return Status::EndOfStream("channel '", state.name, "' closed after ", c, " messages");
@@ -474,10 +469,6 @@ Result<bool> ChannelConsumer::ArmDoorbell() {
     return Status::Invalid("channel '", state.name, "': no doorbell to arm (DoorbellFd makes it)");
   }
   state.doorbell.Drain();
-  // Before a sleep the producer sees our cursor where we are (Receive's
-  // wait comes after a receive that found nothing, which stored it; a
-  // caller may arm the doorbell without one).
-  if (accepted_ && state.stored_cursor != cursor_) state.StoreCursor(cursor_);
   // Relaxed: the seq_cst store of the odd episode below publishes it. It
   // tells the producer to sound the doorbell for this episode; WaitForData
   // clears it for a futex sleep.

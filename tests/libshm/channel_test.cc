@@ -285,10 +285,10 @@ TEST_F(ChannelTest, EachConsumersTokenComesBackWithItsFigures) {
 
 // The cursor the producer sees (its flow control): a kBlockProducer
 // consumer behind the producer stores it every 64th message (a sixteenth of
-// 1024 slots), and once per drain (when a receive finds nothing more), and
-// when it closes; with kDropOldest at every message (the cursor says who
-// returns a lapped message's block).
-TEST_F(ChannelTest, ABlockingConsumerBehindStoresItsCursorEverySixtyFourMessagesAndPerDrain) {
+// 1024 slots), and as soon as it has caught up, and when it closes; with
+// kDropOldest at every message (the cursor says who returns a lapped
+// message's block).
+TEST_F(ChannelTest, ABlockingConsumerBehindStoresItsCursorEverySixtyFourMessagesAndWhenCaughtUp) {
   for (const auto policy : {SlowConsumerPolicy::kBlockProducer, SlowConsumerPolicy::kDropOldest}) {
     SCOPED_TRACE(policy == SlowConsumerPolicy::kDropOldest ? "drop-oldest" : "block");
     const bool drop = policy == SlowConsumerPolicy::kDropOldest;
@@ -314,56 +314,13 @@ TEST_F(ChannelTest, ABlockingConsumerBehindStoresItsCursorEverySixtyFourMessages
     for (int i = 10; i < 64; ++i) ASSERT_OK(reader->Receive(&message, 1s));
     EXPECT_EQ(cursor_of(*reader), 64u);
     for (int i = 64; i < 200; ++i) ASSERT_OK(reader->Receive(&message, 1s));
-    // Every message read, but the drain goes on until a receive finds none.
-    EXPECT_EQ(cursor_of(*reader), drop ? 200u : 192u);
-    ASSERT_OK_AND_ASSIGN(const bool got, reader->TryReceive(&message));
-    EXPECT_FALSE(got);
-    EXPECT_EQ(cursor_of(*reader), 200u);  // the drain ended: stored
+    EXPECT_EQ(cursor_of(*reader), 200u);  // caught up: stored at once
     for (int i = 0; i < 10; ++i) ASSERT_OK(closer->Receive(&message, 1s));
     message.Reset();
     EXPECT_EQ(cursor_of(*closer), drop ? 10u : 0u);
     closer->Close();  // stores what it read: the rest is the producer's to release
     EXPECT_EQ(cursor_of(*closer), 10u);
   }
-}
-
-// A consumer that goes to sleep without a receive that found nothing (its
-// drain not ended) stores its cursor first: a producer waiting for room
-// while it sleeps would otherwise wait for messages it has read.
-TEST_F(ChannelTest, AConsumerStoresItsCursorBeforeItSleeps) {
-  const std::string name = NewName("ch");
-  ChannelOptions options = Small();
-  options.slot_count = 1024;  // a store every 64 messages
-  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, options));
-  ASSERT_OK_AND_ASSIGN(auto bell, ChannelConsumer::Open(name));
-  ASSERT_OK_AND_ASSIGN(auto waiter, ChannelConsumer::Open(name));
-  ASSERT_OK(producer->Publish({}, 0));  // accepts both
-  for (uint64_t i = 1; i < 10; ++i) ASSERT_OK(producer->Publish({}, i));
-  auto cursor_of = [&](const ChannelConsumer& c) -> uint64_t {
-    for (const auto& info : producer->consumers()) {
-      if (info.index == c.index()) return info.cursor;
-    }
-    ADD_FAILURE() << "consumer " << c.index() << " not listed";
-    return 0;
-  };
-  ChannelMessage message;
-  for (int i = 0; i < 10; ++i) {
-    ASSERT_OK_AND_ASSIGN(const bool got, bell->TryReceive(&message));
-    ASSERT_TRUE(got);
-  }
-  EXPECT_EQ(cursor_of(*bell), 0u);
-  ASSERT_OK(bell->DoorbellFd().status());
-  ASSERT_OK_AND_ASSIGN(const bool there, bell->ArmDoorbell());
-  EXPECT_FALSE(there);
-  EXPECT_EQ(cursor_of(*bell), 10u);
-  // Receive's wait, the same: its first look finds nothing and stores it.
-  for (int i = 0; i < 10; ++i) {
-    ASSERT_OK_AND_ASSIGN(const bool got, waiter->TryReceive(&message));
-    ASSERT_TRUE(got);
-  }
-  EXPECT_EQ(cursor_of(*waiter), 0u);
-  ASSERT_RAISES(kTimedOut, waiter->Receive(&message, 1ms));
-  EXPECT_EQ(cursor_of(*waiter), 10u);
 }
 
 // A consumer that keeps up holds nothing, but the producer drains returns
