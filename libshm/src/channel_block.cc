@@ -44,9 +44,7 @@ void ChannelBlock::Release() {
     // descriptor and generation before the release decrement, which no
     // load may follow (3 instructions a batch on the fixed path).
     if (hold_ != nullptr) {
-      // Release: our reads of the body happen before the producer's
-      // (seq_cst) load that sees the count at 0 and lends the block again.
-      hold_->fetch_sub(1, std::memory_order_release);
+      internal::DropHold(hold_);
     } else {
       returns_->Push(descriptor_, generation_);
     }

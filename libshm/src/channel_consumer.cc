@@ -188,10 +188,23 @@ struct ChannelConsumer::SlotCopy {
     state.StoreCursor(cursor_);
     return false;
   }
-  // A fixed block is held from here, before our cursor passes its message
-  // (seq_cst: with kDropOldest the first of the Dekker trio below; with
-  // kBlockProducer the cursor store that follows publishes it).
-  if (copy->hold != nullptr) copy->hold->fetch_add(1, std::memory_order_seq_cst);
+  // A fixed block is held from here, before our cursor passes its message.
+  if (copy->hold != nullptr) {
+    if (state.drop) {
+      // seq_cst: the first of the Dekker trio below.
+      copy->hold->fetch_add(1, std::memory_order_seq_cst);
+    } else {
+      // kBlockProducer: a load and a store, no locked instruction. No other
+      // thread changes this count now: its last decrement (for the block's
+      // previous message) happened before the producer saw the count at 0
+      // and lent the block again, which happened before our acquire load of
+      // this message's sequence. The cursor store that passes this message
+      // (release) publishes the increment to the producer, which looks at
+      // the count only after it saw that cursor (acquire). A producer that
+      // lends a held block again garbles only its own count.
+      copy->hold->store(copy->hold->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    }
+  }
   if (!state.drop) return true;  // the cursor moves in Deliver
   state.StoreCursor(c + 1);
   if (slot->sequence.load(std::memory_order_seq_cst) != seq) {

@@ -209,11 +209,12 @@ PY
 
 # The channel layer (no broker, no batch): ping-pong beside the floor with
 # the idle figures, and a stream to two blocking consumers with stamped
-# publish times; the same schema, the layer named.
+# publish times (and 520 B: 65 values, one past the producer's whole
+# 64-byte runs, checked as every batch's last); the same schema, the layer named.
 run_latency chpp "channel pingpong" --layer channel --sizes 64,4096 --count 200 --compare floor \
   --idle 0.1 --json "$work/chpp.json"
 run_latency chst "channel stream" --layer channel --pattern stream --consumers 2 --mode block \
-  --sizes 512 --count 3000 --timestamps --json "$work/chst.json"
+  --sizes 512,520 --count 3000 --timestamps --json "$work/chst.json"
 # The paired pattern (each size alternated with 64 B), on each layer.
 run_latency paired "paired" --pattern paired --sizes 4096 --count 100 --idle 0.1 \
   --json "$work/paired.json"
@@ -246,9 +247,11 @@ pp = check(sys.argv[1], [("alkaid", "channel", "pingpong", 64, 1, 200),
 for r in pp:
     if r["transport"] == "alkaid" and not (r.get("idle_wall_ns", 0) > 0 and "writer" not in r):
         errors.append(f"channel pingpong: no idle figures, or a writer: {r}")
-st = check(sys.argv[2], [("alkaid", "channel", "stream", 512, 2, 6000)])
-if st and (st[0]["timestamps"] is not True or st[0]["mode"] != "block"):
-    errors.append(f"channel stream: {st[0]}")
+st = check(sys.argv[2], [("alkaid", "channel", "stream", 512, 2, 6000),
+                         ("alkaid", "channel", "stream", 520, 2, 6000)])
+for r in st:
+    if r["timestamps"] is not True or r["mode"] != "block":
+        errors.append(f"channel stream: {r}")
 for path, layer, size, pairs in ((sys.argv[3], "client", 4096, 100),
                                  (sys.argv[4], "channel", 65536, 50)):
     pa = check(path, [("alkaid", layer, "paired", size, 1, pairs)])

@@ -62,23 +62,38 @@ struct ClientOut {
   using Body = PooledBatch;
   std::unique_ptr<client::Producer> producer;
   format::SchemaPtr schema = BatchSchema();
-  std::unique_ptr<client::FixedShapeWriter> writer;
+  std::unique_ptr<client::FixedShapeWriter> writer;  // stream, --writer fixed
   PooledBatch answer;  // side B: the answer to the next measured ping, built ahead
+  PooledBatch next;    // stream, built: the body between Begin and Commit
 
   Result<Body> Make(int64_t rows, uint64_t region) {
-    if (writer == nullptr) return BuildBatch(producer.get(), schema, rows, region);
-    // Every value is written by the caller (and the shape has no bitmap).
-    ALKAID_RETURN_NOT_OK(writer->Begin(client::FixedShapeWriter::Fill::kNone));
-    const std::span<uint8_t> buffer = writer->buffer(1);
-    if (buffer.size() < static_cast<uint64_t>(rows) * 8) {
-      return Status::Invalid("--writer fixed: a values buffer of ", buffer.size(), " bytes");
-    }
-    Body body;
-    body.values = reinterpret_cast<int64_t*>(buffer.data());
-    return body;
+    return BuildBatch(producer.get(), schema, rows, region);
   }
   Status Send(const Body& body, int64_t /*id: the first value*/) {
-    return writer != nullptr ? writer->Publish() : producer->Publish(*body.batch, body.pool.get());
+    return producer->Publish(*body.batch, body.pool.get());
+  }
+  // The stream's body: the writer's region (its values buffer), else a
+  // batch built in a pool of its own, as Make's.
+  Status Begin(int64_t rows, uint64_t region, int64_t** values) {
+    if (writer != nullptr) {
+      // Every value is written by the caller (and the shape has no bitmap).
+      ALKAID_RETURN_NOT_OK(writer->Begin(client::FixedShapeWriter::Fill::kNone));
+      const std::span<uint8_t> buffer = writer->buffer(1);
+      if (buffer.size() < static_cast<uint64_t>(rows) * 8) {
+        return Status::Invalid("--writer fixed: a values buffer of ", buffer.size(), " bytes");
+      }
+      *values = reinterpret_cast<int64_t*>(buffer.data());
+      return Status::OK();
+    }
+    ALKAID_ASSIGN_OR_RAISE(next, BuildBatch(producer.get(), schema, rows, region));
+    *values = next.values;
+    return Status::OK();
+  }
+  Status Commit(int64_t /*id: the first value*/) {
+    if (writer != nullptr) return writer->Publish();
+    Status st = producer->Publish(*next.batch, next.pool.get());
+    next = PooledBatch();
+    return st;
   }
   // A one-row batch carrying `value` (hellos, control values, answers).
   Status SendValue(int64_t value) {
@@ -99,6 +114,7 @@ struct ClientOut {
   }
   Status Close() {
     answer = PooledBatch();
+    next = PooledBatch();
     return producer->Close();
   }
 };
@@ -165,6 +181,9 @@ struct ChannelOut {
     int64_t* values = nullptr;
   };
   std::unique_ptr<shm::ChannelProducer> producer;
+  // The stream's loan, refilled by each Begin (LoanInto: one loan object
+  // for the stream, no reference count touched a body).
+  shm::ChannelLoan next;
 
   Result<Body> Make(int64_t rows, uint64_t /*region*/) {
     Body body;
@@ -175,10 +194,19 @@ struct ChannelOut {
   Status Send(Body& body, int64_t id) {
     return producer->Publish({}, std::move(body.loan), static_cast<uint64_t>(id));
   }
+  Status Begin(int64_t rows, uint64_t /*region*/, int64_t** values) {
+    ALKAID_RETURN_NOT_OK(producer->LoanInto(static_cast<uint64_t>(rows) * 8, &next));
+    *values = reinterpret_cast<int64_t*>(next.data().data());
+    return Status::OK();
+  }
+  Status Commit(int64_t id) {
+    return producer->Publish({}, std::move(next), static_cast<uint64_t>(id));
+  }
   Status SendValue(int64_t id) { return producer->Publish({}, static_cast<uint64_t>(id)); }
   Status Prepare(int64_t /*id*/) { return Status::OK(); }
   Status SendAnswer(int64_t id) { return SendValue(id); }
   Status Close() {
+    next.Reset();
     producer->Close();
     return Status::OK();
   }

@@ -37,19 +37,15 @@ namespace ipc = format::ipc;
 constexpr uint64_t kStreamFloorSlots = 1024;  // the alkaid stream topic's slot_count
 
 struct QueueOut {
-  struct Body {
-    int64_t* values = nullptr;
-  };
   measure::StreamQueue* queue;
   const Shared* s;
   uint64_t n = 0;  // messages written
 
-  Result<Body> Make(int64_t /*rows*/, uint64_t /*region*/) {
-    int64_t* place = queue->AwaitRoom(n, [this] { return Stopping(s); });
-    if (place == nullptr) return StopStatus();
-    return Body{place};
+  Status Begin(int64_t /*rows*/, uint64_t /*region*/, int64_t** values) {
+    *values = queue->AwaitRoom(n, [this] { return Stopping(s); });
+    return *values == nullptr ? StopStatus() : Status::OK();
   }
-  Status Send(const Body& /*body*/, int64_t /*id*/) {
+  Status Commit(int64_t /*id*/) {
     queue->Written(n++);
     return Status::OK();
   }
@@ -302,6 +298,7 @@ struct UdsOut {
   };
   std::vector<std::shared_ptr<ipc::FileOutputStream>> outs;
   std::vector<std::unique_ptr<ipc::RecordBatchWriter>> writers;
+  Body next;  // stream: between Begin and Commit
 
   // Writes the schema first (it fits the socket buffer).
   Status Open(int fd) {
@@ -323,6 +320,17 @@ struct UdsOut {
       ALKAID_RETURN_NOT_OK(outs[k]->Flush());
     }
     return Status::OK();
+  }
+  // The stream's batch, made by Begin and written by Commit.
+  Status Begin(int64_t rows, uint64_t region, int64_t** values) {
+    ALKAID_ASSIGN_OR_RAISE(next, Make(rows, region));
+    *values = next.values;
+    return Status::OK();
+  }
+  Status Commit(int64_t id) {
+    Status st = Send(next, id);
+    next = Body();
+    return st;
   }
   Status SendValue(int64_t value) {
     ALKAID_ASSIGN_OR_RAISE(auto body, Make(1, 0));

@@ -18,6 +18,7 @@
 
 #include "alkaid/client/batch_view.h"
 #include "alkaid/common/status.h"
+#include "alkaid/format/array_data.h"
 #include "alkaid/format/record_batch.h"
 #include "alkaid/measure/clock.h"
 #include "alkaid/measure/floor.h"
@@ -143,10 +144,23 @@ inline int ChildMain(Shared* shared, const std::string& who, const std::function
   return measure::ChildExitCode(&shared->control, who, body());
 }
 
+/// FirstLast's error: Invalid, naming what `batch` has.
+Status NotOneInt64Column(const format::RecordBatch& batch);
+
 /// First and last values of a received batch, whose schema must be one
 /// int64 column (every transport's); Invalid if it has another number of
-/// columns or no row.
-Status FirstLast(const format::RecordBatch& batch, int64_t* first, int64_t* last);
+/// columns or no row. Inline: a stream's consumer calls it for every batch.
+inline Status FirstLast(const format::RecordBatch& batch, int64_t* first, int64_t* last) {
+  if (batch.num_columns() != 1 || batch.num_rows() < 1 ||
+      batch.column_data(0)->type->id() != format::TypeId::kInt64) [[unlikely]] {
+    return NotOneInt64Column(batch);
+  }
+  // The column's data, not an Array object (which would be allocated).
+  const int64_t* values = batch.column_data(0)->GetValues<int64_t>(1);
+  *first = values[0];
+  *last = values[batch.num_rows() - 1];
+  return Status::OK();
+}
 
 /// Pingpong, untimed: waits until side B, having answered `value`, is back
 /// waiting for the next ping (Shared::answered). B's own work after an

@@ -8,17 +8,9 @@
 
 namespace alkaid::tools::latency {
 
-Status FirstLast(const format::RecordBatch& batch, int64_t* first, int64_t* last) {
-  if (batch.num_columns() != 1 || batch.num_rows() < 1 ||
-      batch.column_data(0)->type->id() != format::TypeId::kInt64) {
-    return Status::Invalid("received a batch of ", batch.num_columns(), " columns and ",
-                           batch.num_rows(), " rows; expected 1 int64 column and at least 1 row");
-  }
-  // The column's data, not an Array object (which would be allocated).
-  const int64_t* values = batch.column_data(0)->GetValues<int64_t>(1);
-  *first = values[0];
-  *last = values[batch.num_rows() - 1];
-  return Status::OK();
+Status NotOneInt64Column(const format::RecordBatch& batch) {
+  return Status::Invalid("received a batch of ", batch.num_columns(), " columns and ",
+                         batch.num_rows(), " rows; expected 1 int64 column and at least 1 row");
 }
 
 Status AwaitOtherSideWaiting(const Shared* shared, int64_t value) {
