@@ -19,32 +19,49 @@ namespace alkaid::format {
 
 namespace internal {
 
+namespace {
+
+// Grow's refusals, out of its frame (their formatting would otherwise be
+// set up on every call).
+[[gnu::noinline, gnu::cold]] Status NegativeReserve(int64_t additional) {
+  return Status::Invalid("cannot reserve a negative byte count ", additional);
+}
+[[gnu::noinline, gnu::cold]] Status ReserveTooLarge(int64_t size, int64_t additional) {
+  return Status::CapacityError("buffer of ", size, " bytes cannot grow by ", additional);
+}
+
+}  // namespace
+
 Status BufferBuilder::Grow(int64_t additional) {
-  if (additional < 0) return Status::Invalid("cannot reserve a negative byte count ", additional);
-  const int64_t size = length();
-  if (additional > std::numeric_limits<int64_t>::max() - size) {
-    return Status::CapacityError("buffer of ", size, " bytes cannot grow by ", additional);
+  // The most bytes PaddedLength rounds up without overflowing.
+  constexpr int64_t kMaxBytes = std::numeric_limits<int64_t>::max() - (kBufferAlignment - 1);
+  if (bytes_ == nullptr && additional >= 0 && additional <= kMaxBytes) {
+    // The first bytes (after construction, Finish, Reset or ResetTo): what
+    // is asked, padded to 64, and the pool's shared owner, in one call
+    // (owner_ is empty: no bytes).
+    // Straight into the members (a failure leaves bytes_ null), and the
+    // status returned as it comes: no local of this frame's is needed.
+    const int64_t target = PaddedLength(additional);
+    Status allocated = pool_->AllocateWithOwner(target, kBufferAlignment, &bytes_, &owner_);
+    if (allocated.ok()) {
+      end_ = bytes_;
+      limit_ = bytes_ + target;
+    }
+    return allocated;
   }
+  if (additional < 0) return NegativeReserve(additional);
+  const int64_t size = length();
+  if (additional > kMaxBytes - size) return ReserveTooLarge(size, additional);
+  // Here there are bytes already (the first ones took the way above).
   const int64_t needed = size + additional;
   const int64_t capacity = this->capacity();
-  if (bytes_ != nullptr && needed <= capacity) return Status::OK();
+  if (needed <= capacity) return Status::OK();
   // Grow geometrically so appending stays amortised O(1); capacity is
   // always a multiple of 64.
   const int64_t target =
       PaddedLength(std::max(PaddedLength(needed), std::min<int64_t>(capacity * 2, INT64_MAX / 2)));
-  uint8_t* fresh = nullptr;
-  if (bytes_ == nullptr) {
-    owner_ = pool_->shared_owner();
-    Result<uint8_t*> got = allocator()->Allocate(target, kBufferAlignment);
-    if (!got.ok()) {
-      owner_.reset();
-      return got.status();
-    }
-    fresh = *got;
-  } else {
-    ALKAID_ASSIGN_OR_RAISE(fresh,
-                           allocator()->Reallocate(bytes_, capacity, target, kBufferAlignment));
-  }
+  ALKAID_ASSIGN_OR_RAISE(uint8_t * fresh,
+                         allocator()->Reallocate(bytes_, capacity, target, kBufferAlignment));
   // Nothing is zeroed here: the values overwrite what they cover, and
   // Finish zeroes the rest of what it hands out (the padding). Bytes a
   // writer put past length() within the old capacity survive growth.

@@ -29,6 +29,15 @@ Result<uint8_t*> MemoryPool::Reallocate(uint8_t* ptr, int64_t old_size, int64_t 
   return out;
 }
 
+Status MemoryPool::AllocateWithOwner(int64_t size, int64_t alignment, uint8_t** out,
+                                     std::shared_ptr<MemoryPool>* owner) {
+  std::shared_ptr<MemoryPool> held = shared_owner();
+  MemoryPool* from = held != nullptr ? held.get() : this;
+  ALKAID_ASSIGN_OR_RAISE(*out, from->Allocate(size, alignment));
+  *owner = std::move(held);
+  return Status::OK();
+}
+
 void* MemoryPool::AllocateObject(size_t size, size_t alignment) {
   return ::operator new(size, std::align_val_t(alignment));
 }

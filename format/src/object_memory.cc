@@ -42,19 +42,14 @@ void ObjectMemory::DestroyAll() {
 }
 
 void ObjectMemory::Begin(const void* owner, bool same_owner) {
-  // The same bits as the last use's owner (a count made at the same place
-  // for the same object, as a region's): nothing to change.
-  if (std::memcmp(static_cast<const void*>(&owner_), owner, sizeof(owner_)) != 0) {
-    // Links into another control block than the new owner's would hand
-    // out pointers of the wrong count: the objects are made afresh.
-    if (!same_owner) DestroyAll();
-    Access::Forget(owner_);
-    std::memcpy(static_cast<void*>(&owner_), owner, sizeof(owner_));
-  }
+  // Another owner's bits than the last use's (Open took the same bits'
+  // way). Links into another control block than the new owner's would
+  // hand out pointers of the wrong count: the objects are made afresh.
+  if (!same_owner) DestroyAll();
+  Access::Forget(owner_);
+  std::memcpy(static_cast<void*>(&owner_), owner, sizeof(owner_));
   // Relaxed: the makers run on threads the owner handed the pool to.
   next_.store(0, std::memory_order_relaxed);
 }
-
-void ObjectMemory::Close() { next_.store(kSlots, std::memory_order_relaxed); }
 
 }  // namespace alkaid::format

@@ -97,16 +97,16 @@ namespace {
 
 }  // namespace
 
-Result<std::shared_ptr<RecordBatch>> RecordBatch::Make(SchemaPtr schema, int64_t num_rows,
+Result<std::shared_ptr<RecordBatch>> RecordBatch::Make(const SchemaPtr& schema, int64_t num_rows,
                                                        const std::vector<ArrayPtr>& columns) {
   if (auto linked = LinkedBatch(schema, num_rows, columns.data(), columns.size())) return linked;
-  return MakeFromArrays(std::move(schema), num_rows, columns.data(), columns.size());
+  return MakeFromArrays(schema, num_rows, columns.data(), columns.size());
 }
 
-Result<std::shared_ptr<RecordBatch>> RecordBatch::Make(SchemaPtr schema, int64_t num_rows,
+Result<std::shared_ptr<RecordBatch>> RecordBatch::Make(const SchemaPtr& schema, int64_t num_rows,
                                                        std::initializer_list<ArrayPtr> columns) {
   if (auto linked = LinkedBatch(schema, num_rows, columns.begin(), columns.size())) return linked;
-  return MakeFromArrays(std::move(schema), num_rows, columns.begin(), columns.size());
+  return MakeFromArrays(schema, num_rows, columns.begin(), columns.size());
 }
 
 Result<std::shared_ptr<RecordBatch>> RecordBatch::MakeFromArrays(SchemaPtr schema, int64_t num_rows,

@@ -116,6 +116,10 @@ TEST(BatchChannelTest, BuiltInPlaceAndReceivedZeroCopy) {
     ASSERT_OK(publisher->Publish(*batch, pool.get()));
     EXPECT_TRUE(pool->sealed());
     ASSERT_RAISES(kInvalid, pool->Allocate(64));
+    uint8_t* none = nullptr;
+    std::shared_ptr<format::MemoryPool> no_owner;
+    ASSERT_RAISES(kInvalid, pool->AllocateWithOwner(64, 64, &none, &no_owner));
+    EXPECT_EQ(no_owner, nullptr);
     ASSERT_RAISES(kInvalid, publisher->Publish(*batch, pool.get()));
 
     ASSERT_OK_AND_ASSIGN(ReceivedBatch got, subscriber->Receive(1s));

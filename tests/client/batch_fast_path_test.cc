@@ -136,6 +136,36 @@ TEST(BatchFastPathTest, ALongerBodyIsAnotherShape) {
   EXPECT_EQ(pub->stats().metadata_reused, 3u);  // the second of each, and the last
 }
 
+// Batches Publish's common case leaves to its general way (a schema equal
+// to the publisher's but another object; a channel that does not accept its
+// consumers itself) are checked in full, and a repeated shape still goes by
+// id.
+TEST(BatchFastPathTest, TheGeneralWayReusesTheLastShapeToo) {
+  for (bool accept : {true, false}) {
+    SCOPED_TRACE(accept ? "another schema object" : "accept_on_publish false");
+    Channel ch;
+    shm::ChannelOptions o;
+    o.accept_on_publish = accept;
+    ASSERT_OK(ch.Create(1 << 20, o));
+    auto schema = Int64Schema();
+    auto equal = Int64Schema();
+    ASSERT_NE(equal, schema);
+    ASSERT_OK_AND_ASSIGN(auto pub, BatchPublisher::Create(ch.producer.get(), schema));
+    ASSERT_OK_AND_ASSIGN(auto sub, BatchSubscriber::Open(ch.name, schema));
+    for (int64_t i = 0; i < 4; ++i) {
+      ASSERT_OK_AND_ASSIGN(auto pool, pub->NewPool(4096));
+      ASSERT_OK_AND_ASSIGN(auto batch,
+                           BuildInts(pool.get(), accept ? equal : schema, 64, i * 100, false));
+      ASSERT_OK(pub->Publish(*batch, pool.get()));
+      ASSERT_OK_AND_ASSIGN(auto got, sub->Receive(1s));
+      ASSERT_NE(got.batch, nullptr);
+      EXPECT_TRUE(CheckInts(*got.batch, 64, i * 100, false));
+    }
+    EXPECT_EQ(pub->stats().batches, 4u);
+    EXPECT_EQ(pub->stats().metadata_reused, 3u);
+  }
+}
+
 // With the shape table full, new shapes travel inline; the subscriber
 // still makes them by a plan.
 TEST(BatchFastPathTest, FullShapeTableFallsBackToInlineMetadata) {

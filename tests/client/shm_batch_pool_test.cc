@@ -69,6 +69,49 @@ TEST(ShmBatchPoolTest, LastAllocationGrowsInPlace) {
   pool->Free(b, 64);
 }
 
+TEST(ShmBatchPoolTest, NoChannelOrNoBytesIsRefused) {
+  Channel ch;
+  ASSERT_OK(ch.Create(1 << 20));
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "null channel", ShmBatchPool::Create(nullptr, 64));
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "empty region", ShmBatchPool::Create(ch.producer.get(), 0));
+  ASSERT_OK_AND_ASSIGN(auto publisher,
+                       BatchPublisher::Create(ch.producer.get(), format::schema({})));
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "empty region", publisher->NewPool(0));
+}
+
+// AllocateWithOwner: Allocate's bytes and the region (what shared_owner()
+// hands out, the same count) in one call; an error hands out neither.
+TEST(ShmBatchPoolTest, AllocateWithOwnerHandsOutTheRegion) {
+  Channel ch;
+  ASSERT_OK(ch.Create(1 << 20));
+  ASSERT_OK_AND_ASSIGN(auto pool, ShmBatchPool::Create(ch.producer.get(), 1024));
+  uint8_t* a = nullptr;
+  std::shared_ptr<format::MemoryPool> owner;
+  ASSERT_OK(pool->AllocateWithOwner(100, 64, &a, &owner));
+  const std::shared_ptr<format::MemoryPool> shared = pool->shared_owner();
+  ASSERT_NE(owner, nullptr);
+  EXPECT_EQ(owner, shared);
+  EXPECT_FALSE(owner.owner_before(shared) || shared.owner_before(owner));
+  EXPECT_TRUE(pool->Contains(a, 100));
+  EXPECT_EQ(pool->used_bytes(), 128u);
+  EXPECT_EQ(pool->bytes_allocated(), 100);
+  // Given back to the owner: the last allocation's space is free again.
+  owner->Free(a, 100, 64);
+  EXPECT_EQ(pool->used_bytes(), 0u);
+  uint8_t* untouched = a;
+  std::shared_ptr<format::MemoryPool> none;
+  ASSERT_RAISES(kInvalid, pool->AllocateWithOwner(-1, 64, &untouched, &none));
+  ASSERT_RAISES(kInvalid, pool->AllocateWithOwner(8, 128, &untouched, &none));
+  ASSERT_RAISES(kOutOfMemory, pool->AllocateWithOwner(2048, 64, &untouched, &none));
+  EXPECT_EQ(untouched, a);
+  EXPECT_EQ(none, nullptr);
+  EXPECT_EQ(pool->used_bytes(), 0u);
+  // No bytes: 64 of its own, as Allocate gives.
+  ASSERT_OK(pool->AllocateWithOwner(0, 64, &untouched, &none));
+  EXPECT_EQ(pool->used_bytes(), 64u);
+  none->Free(untouched, 0, 64);
+}
+
 TEST(ShmBatchPoolTest, BuildersWriteIntoTheRegion) {
   Channel ch;
   ASSERT_OK(ch.Create(1 << 20));

@@ -1228,6 +1228,92 @@ TEST(BuilderMemory, BytesOfABuilderNeverFinishedGoBackToThePool) {
   EXPECT_EQ(pool.frees, 1);
 }
 
+// A pool whose bytes come from another (its shared owner), as a
+// ShmBatchPool's come from its region: a builder takes them, and the
+// owner, with MemoryPool::AllocateWithOwner's default, and gives them back
+// to the owner.
+class FrontPool final : public MemoryPool {
+ public:
+  Result<uint8_t*> Allocate(int64_t /*size*/, int64_t /*alignment*/) override {
+    ++allocations;
+    return Status::Invalid("FrontPool: the bytes come from the owner");
+  }
+  void Free(uint8_t* /*ptr*/, int64_t /*size*/, int64_t /*alignment*/) override { ++frees; }
+  int64_t bytes_allocated() const override { return 0; }
+  int64_t max_memory() const override { return 0; }
+  std::string backend_name() const override { return "front"; }
+  std::shared_ptr<MemoryPool> shared_owner() override { return owner; }
+  using MemoryPool::Allocate;
+  using MemoryPool::Free;
+
+  std::shared_ptr<CountingPool> owner = std::make_shared<CountingPool>();
+  int allocations = 0;
+  int frees = 0;
+};
+
+TEST(BuilderMemory, AllocateWithOwnerTakesTheBytesFromTheSharedOwner) {
+  // Without a shared owner: Allocate's bytes, no owner.
+  CountingPool plain;
+  uint8_t* p = nullptr;
+  std::shared_ptr<MemoryPool> owner;
+  ASSERT_OK(plain.AllocateWithOwner(100, kBufferAlignment, &p, &owner));
+  EXPECT_NE(p, nullptr);
+  EXPECT_EQ(owner, nullptr);
+  EXPECT_EQ(plain.allocations, 1);
+  EXPECT_EQ(plain.live, 100);
+  plain.Free(p, 100);
+  // With one: its bytes, and the owner handed out.
+  FrontPool front;
+  ASSERT_OK(front.AllocateWithOwner(100, kBufferAlignment, &p, &owner));
+  EXPECT_EQ(owner, front.owner);
+  EXPECT_EQ(front.allocations, 0);
+  EXPECT_EQ(front.owner->allocations, 1);
+  owner->Free(p, 100);
+  owner.reset();
+  // A failure hands out nothing.
+  front.owner->fail = true;
+  uint8_t* untouched = nullptr;
+  ASSERT_RAISES(kOutOfMemory, front.AllocateWithOwner(100, kBufferAlignment, &untouched, &owner));
+  EXPECT_EQ(untouched, nullptr);
+  EXPECT_EQ(owner, nullptr);
+  front.owner->fail = false;
+  // A builder: its bytes from the owner, given back to it when the array goes.
+  {
+    Int64Builder b(&front);
+    ASSERT_OK(b.Reserve(10));
+    for (int64_t i = 0; i < 10; ++i) b.UnsafeAppend(i);
+    EXPECT_EQ(front.owner->live, 128);
+    ASSERT_OK_AND_ASSIGN(auto array, b.Finish());
+    EXPECT_EQ(static_cast<const Int64Array&>(*array).Value(9), 9);
+  }
+  EXPECT_EQ(front.owner->live, 0);
+  EXPECT_EQ(front.allocations, 0);
+  EXPECT_EQ(front.frees, 0);
+}
+
+// NumericBuilder::Reserve's inline way serves a builder without nulls; once
+// a null made the bitmap, Reserve reserves its bits too (the appends after
+// it write them in the space reserved).
+TEST(BuilderMemory, ReserveAfterANullReservesTheBitsToo) {
+  CountingPool pool;
+  Int64Builder b(&pool);
+  ASSERT_OK(b.Reserve(1));
+  EXPECT_EQ(pool.live, 64);  // no bitmap
+  ASSERT_OK(b.AppendNull());
+  EXPECT_EQ(pool.live, 64 + 64);  // the bitmap's first byte, padded
+  ASSERT_OK(b.Reserve(1000));
+  // 1,001 values (8,008 bytes, padded to 8,064) and 1,001 bits (126 bytes,
+  // padded to 128).
+  EXPECT_EQ(pool.live, 8064 + 128);
+  for (int64_t i = 0; i < 1000; ++i) b.UnsafeAppend(i);
+  ASSERT_OK_AND_ASSIGN(auto array, b.Finish());
+  const auto& values = static_cast<const Int64Array&>(*array);
+  EXPECT_EQ(values.length(), 1001);
+  EXPECT_EQ(values.null_count(), 1);
+  EXPECT_TRUE(values.IsNull(0));
+  for (int64_t i = 1; i < 1001; ++i) ASSERT_EQ(values.Value(i), i - 1);
+}
+
 // Reset gives the bytes back; the builder then builds again, and every
 // array it finished keeps its own bytes.
 TEST(BuilderMemory, ResetAndFinishLeaveTheBuilderReadyForTheNextArray) {
@@ -1385,6 +1471,22 @@ TEST(BuilderMemory, FinishedPaddingIsZeroOnMemoryThatWasNot) {
 // The growable buffer itself: bytes a writer put past length() within the
 // capacity survive growth, a move hands the allocation over and a move
 // onto a buffer with bytes gives those back.
+// A byte count past what padding to 64 can hold is refused, first bytes or
+// not (it would overflow the padded size).
+TEST(BuilderMemory, BufferBuilderRefusesMoreThanItCanPad) {
+  CountingPool pool;
+  internal::BufferBuilder bytes(&pool);
+  ASSERT_RAISES(kCapacityError, bytes.Reserve(std::numeric_limits<int64_t>::max()));
+  ASSERT_RAISES(kCapacityError, bytes.Reserve(std::numeric_limits<int64_t>::max() - 62));
+  EXPECT_EQ(pool.allocations, 0);
+  EXPECT_EQ(bytes.mutable_data(), nullptr);
+  ASSERT_OK(bytes.Reserve(10));
+  bytes.UnsafeAppend("x", 1);
+  ASSERT_RAISES(kCapacityError, bytes.Reserve(std::numeric_limits<int64_t>::max() - 63));
+  EXPECT_EQ(bytes.capacity(), 64);
+  EXPECT_EQ(bytes.length(), 1);
+}
+
 TEST(BuilderMemory, BufferBuilderGrowsAndMoves) {
   CountingPool pool;
   internal::BufferBuilder a(&pool);

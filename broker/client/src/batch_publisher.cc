@@ -56,44 +56,67 @@ bool AppendShape(const format::ArrayData& data, const uint8_t* region, std::vect
   return true;
 }
 
-// True if the node `data` (its numbers, buffers and child count, not its
-// children) has the shape at `*at` (what AppendShape appends for it),
-// which it moves past; false as soon as anything differs. Only for a
-// column of the publisher's schema (RecordBatch::Make checked its type
-// against the batch's schema, Publish the schema against its own) whose
-// shape AppendShape accepted: its type then has the structural layout the
-// shape needs and no dictionary, and the shape's null count is not
-// negative, so none of that is tested again. Inlined into Publish's loop:
-// most columns have no children.
-[[gnu::always_inline]] inline bool SameNodeShape(const format::ArrayData& data,
-                                                 const uint8_t* region, const int64_t** at,
-                                                 const int64_t* end) {
-  const int64_t* p = *at;
+// The shape at `at` (what AppendShape appends for a node) past the node
+// `data` (its numbers, buffers and child count, not its children) if the
+// node has it; null as soon as anything differs. Only for a column of the
+// publisher's schema (RecordBatch::Make checked its type against the
+// batch's schema, Publish the schema against its own) whose shape
+// AppendShape accepted: its type then has the structural layout the shape
+// needs and no dictionary, and the shape's null count is not negative, so
+// none of that is tested again. Inlined into Publish's loop: most columns
+// have no children. (The position goes in and out by value, so that it
+// stays in a register.)
+[[gnu::always_inline]] inline const int64_t* SameNodeShape(const format::ArrayData& data,
+                                                           const uint8_t* region, const int64_t* p,
+                                                           const int64_t* end) {
   const size_t n = data.buffers.size();
   if (end - p < static_cast<ptrdiff_t>(4 + 2 * n) || p[0] != data.length ||
       p[1] != data.null_count || p[2] != static_cast<int64_t>(n) || data.offset != 0) {
-    return false;
+    return nullptr;
   }
   p += 3;
   for (const auto& b : data.buffers) {
     const int64_t where = b == nullptr ? -1 : b->data() - region;
     const int64_t size = b == nullptr ? -1 : b->size();
-    if (p[0] != where || p[1] != size) return false;
+    if (p[0] != where || p[1] != size) return nullptr;
     p += 2;
   }
-  if (*p++ != static_cast<int64_t>(data.child_data.size())) return false;
-  *at = p;
-  return true;
+  if (*p++ != static_cast<int64_t>(data.child_data.size())) return nullptr;
+  return p;
 }
 
 // SameNodeShape for `data` and, depth first, its children.
-bool SameShape(const format::ArrayData& data, const uint8_t* region, const int64_t** at,
-               const int64_t* end) {
-  if (!SameNodeShape(data, region, at, end)) return false;
+const int64_t* SameShape(const format::ArrayData& data, const uint8_t* region, const int64_t* at,
+                         const int64_t* end) {
+  at = SameNodeShape(data, region, at, end);
   for (const auto& child : data.child_data) {
-    if (child == nullptr || !SameShape(*child, region, at, end)) return false;
+    if (at == nullptr || child == nullptr) return nullptr;
+    at = SameShape(*child, region, at, end);
   }
-  return true;
+  return at;
+}
+
+// True if `batch`, built in a region at `region` and sealed at
+// `body_length`, has the shape `last` (what AppendShape made for a batch
+// published before): its Message is that batch's. Only for a batch of the
+// publisher's schema without custom metadata (see SameNodeShape). Inlined
+// into Publish's common case.
+[[gnu::always_inline]] inline bool SameShapeAs(const std::vector<int64_t>& last,
+                                               const format::RecordBatch& batch,
+                                               const uint8_t* region, uint64_t body_length) {
+  const int64_t* at = last.data();
+  const int64_t* end = at + last.size();
+  if (last.size() < 2 || at[0] != batch.num_rows() || at[1] != static_cast<int64_t>(body_length)) {
+    return false;
+  }
+  at += 2;
+  for (const format::ArrayDataPtr& c : batch.columns()) {
+    const format::ArrayData& column = *c;
+    at = column.child_data.empty() ? SameNodeShape(column, region, at, end)
+                                   : SameShape(column, region, at, end);
+    if (at == nullptr) return false;
+  }
+  return at == end;
 }
 
 // Appends every buffer of `data` (depth first) as (offset in the region,
@@ -343,6 +366,34 @@ Status BatchPublisher::CheckSchema(const format::RecordBatch& batch) const {
 }
 
 Status BatchPublisher::Publish(const format::RecordBatch& batch, ShmBatchPool* pool) {
+  // The common case, on its own: a pool of this channel not published yet,
+  // a batch of the publisher's own schema (a builder's batch made with it),
+  // nothing to send before it (no dictionaries, a channel that accepts its
+  // consumers itself), and the shape of the batch before, compared in
+  // place: sent by its shape id, nothing inline, nothing appended to the
+  // region, the user word made with the shape. Anything else, every error
+  // included, is PublishGeneral's.
+  if (pool == nullptr || pool->published_ || pool->channel_ != channel_ ||
+      batch.schema() != schema_ || dictionaries_ != nullptr || !accept_on_publish_) {
+    return PublishGeneral(batch, pool);
+  }
+  const uint64_t body_length = pool->Seal();
+  // shapes_ only grows, and last_shape_ is one of its entries once it has
+  // any: not empty means last_shape_ is in range.
+  if (shapes_.empty() || batch.metadata() != nullptr ||
+      !SameShapeAs(shapes_[last_shape_].shape, batch, pool->region_data(), body_length)) {
+    return PublishShape(batch, pool, body_length);
+  }
+  const CachedShape& cached = shapes_[last_shape_];
+  ALKAID_RETURN_NOT_OK(channel_->Publish({}, pool->loan(), cached.user, cached.id));
+  pool->published_ = true;
+  ++messages_;
+  ++stats_.batches;
+  ++stats_.metadata_reused;
+  return Status::OK();
+}
+
+Status BatchPublisher::PublishGeneral(const format::RecordBatch& batch, ShmBatchPool* pool) {
   if (pool == nullptr) return Status::Invalid("BatchPublisher::Publish: null pool");
   if (pool->published_) {
     return Status::Invalid("BatchPublisher::Publish: region ", pool->region_offset(), " of '",
@@ -352,43 +403,30 @@ Status BatchPublisher::Publish(const format::RecordBatch& batch, ShmBatchPool* p
     return Status::Invalid("BatchPublisher::Publish: the pool belongs to channel '",
                            pool->channel_name(), "', not to '", channel_->name(), "'");
   }
-  // The publisher's own schema (a builder's batch made with it) needs no call.
   if (batch.schema() != schema_) ALKAID_RETURN_NOT_OK(CheckSchema(batch));
   // Nothing to send without dictionaries on a channel that accepts its
   // consumers itself: no call.
   if (dictionaries_ != nullptr || !accept_on_publish_)
     ALKAID_RETURN_NOT_OK(SendDictionaries(batch));
   const uint64_t body_length = pool->Seal();
-  // Most often the shape of the batch before: compared in place, nothing
-  // derived.
-  if (last_shape_ < shapes_.size() && batch.metadata() == nullptr) {
-    const std::vector<int64_t>& last = shapes_[last_shape_].shape;
-    const int64_t* at = last.data();
-    const int64_t* end = at + last.size();
-    bool same =
-        last.size() >= 2 && at[0] == batch.num_rows() && at[1] == static_cast<int64_t>(body_length);
-    at += 2;
-    const uint8_t* region = pool->region_data();
-    for (int i = 0; i < batch.num_columns() && same; ++i) {
-      const format::ArrayData& column = *batch.column_data(i);
-      same = column.child_data.empty() ? SameNodeShape(column, region, &at, end)
-                                       : SameShape(column, region, &at, end);
-    }
-    if (same && at == end) {
-      // PublishRegion's way for a shape id, written out: nothing inline,
-      // nothing appended to the region, the user word made with the shape.
-      const CachedShape& cached = shapes_[last_shape_];
-      const uint64_t user = dictionaries_ == nullptr
-                                ? cached.user
-                                : UserWordFor(body_length, MessageKind::kRecordBatch, false);
-      ALKAID_RETURN_NOT_OK(channel_->Publish({}, pool->loan(), user, cached.id));
-      pool->published_ = true;
-      ++messages_;
-      ++stats_.batches;
-      ++stats_.metadata_reused;
-      return Status::OK();
-    }
+  if (!shapes_.empty() && batch.metadata() == nullptr &&
+      SameShapeAs(shapes_[last_shape_].shape, batch, pool->region_data(), body_length)) {
+    const CachedShape& cached = shapes_[last_shape_];
+    const uint64_t user = dictionaries_ == nullptr
+                              ? cached.user
+                              : UserWordFor(body_length, MessageKind::kRecordBatch, false);
+    ALKAID_RETURN_NOT_OK(channel_->Publish({}, pool->loan(), user, cached.id));
+    pool->published_ = true;
+    ++messages_;
+    ++stats_.batches;
+    ++stats_.metadata_reused;
+    return Status::OK();
   }
+  return PublishShape(batch, pool, body_length);
+}
+
+Status BatchPublisher::PublishShape(const format::RecordBatch& batch, ShmBatchPool* pool,
+                                    uint64_t body_length) {
   // The metadata of a batch with the shape of one published before is the
   // same bytes, already in the channel's shape table: send its id.
   std::vector<int64_t>& shape = shape_scratch_;

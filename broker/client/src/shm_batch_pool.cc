@@ -15,32 +15,7 @@
 namespace alkaid::client {
 
 using internal::kAlign;
-using internal::kCountBytes;
 using internal::Padded;
-
-// The region's reference count, made in its block (no allocation); freeing
-// it lets the block go.
-template <typename T>
-struct ShmBatchPool::CountAllocator {
-  using value_type = T;
-  Block* block;
-
-  explicit CountAllocator(Block* b) : block(b) {}
-  template <typename U>
-  explicit CountAllocator(const CountAllocator<U>& o) : block(o.block) {}
-
-  T* allocate(size_t n) {
-    static_assert(sizeof(T) <= kCountBytes && alignof(T) <= alignof(std::max_align_t),
-                  "the region's reference count must fit its place in the block");
-    if (n != 1) throw std::bad_alloc();
-    return static_cast<T*>(static_cast<void*>(block->count));
-  }
-  void deallocate(T* /*p*/, size_t /*n*/) { Released(block); }
-  template <typename U>
-  bool operator==(const CountAllocator<U>& o) const {
-    return block == o.block;
-  }
-};
 
 Result<uint8_t*> ShmBatchPool::Region::Allocate(int64_t n, int64_t alignment) {
   if (n < 0) return Status::Invalid("ShmBatchPool: negative allocation size ", n);
@@ -49,24 +24,16 @@ Result<uint8_t*> ShmBatchPool::Region::Allocate(int64_t n, int64_t alignment) {
     return Status::Invalid("ShmBatchPool: alignment ", alignment,
                            " is not a power of two up to 64");
   }
+  // Zero-size requests still get a distinct address: 64 bytes, like the
+  // padding any buffer gets.
+  if (uint8_t* p = TryBump(n)) return p;
   std::lock_guard lock(mutex);
   if (sealed) {
     return Status::Invalid("ShmBatchPool '", backend_name(),
                            "': the region was published; no more allocations");
   }
-  // Zero-size requests still get a distinct address: 64 bytes, like the
-  // padding any buffer gets.
-  const uint64_t need = Padded(std::max<uint64_t>(static_cast<uint64_t>(n), 1));
-  if (need > size - top) {
-    return Status::OutOfMemory("ShmBatchPool '", backend_name(), "': ", n, " bytes requested, ",
-                               size - top, " of ", size, " region bytes left");
-  }
-  last_begin = top;
-  has_last = true;
-  top += need;
-  allocated += n;
-  max_allocated = std::max(max_allocated, allocated);
-  return data + last_begin;
+  return Status::OutOfMemory("ShmBatchPool '", backend_name(), "': ", n, " bytes requested, ",
+                             size - top, " of ", size, " region bytes left");
 }
 
 Result<uint8_t*> ShmBatchPool::Region::Reallocate(uint8_t* ptr, int64_t old_size, int64_t new_size,
@@ -111,40 +78,6 @@ void ShmBatchPool::Region::Free(uint8_t* ptr, int64_t n, int64_t /*alignment*/) 
   }
 }
 
-// The region's count fell to zero: its last holder let go. What that
-// means is done when the count's block is freed (Released): nothing holds
-// the region then, weakly or not.
-struct ShmBatchPool::Release {
-  void operator()(Region* /*r*/) const {}
-};
-
-inline void ShmBatchPool::Released(Block* b) {
-  // The count's block is free: nothing holds the region, weakly or not, and
-  // so nothing made in its object memory either (every pointer to one of
-  // those objects, a column copied from a batch included, shares this
-  // count; the links between them hold none). The loan goes, and the block
-  // with it, here, on the thread that let go last.
-  b->region.objects.Close();
-  b->region.Clear();
-  Recycle(b);
-}
-
-inline void ShmBatchPool::Recycle(Block* b) {
-  Cache* home = b->home;
-  if (home == nullptr) {
-    delete b;
-    return;
-  }
-  home->Push(b);
-  home->Unref();  // may delete the cache (the publisher is gone), with `b`
-}
-
-inline ShmBatchPool::ShmBatchPool(shm::ChannelProducer* channel, Block* block)
-    : channel_(channel),
-      block_(block),
-      region_(block->region.data),
-      region_size_(block->region.size) {}
-
 ShmBatchPool::~ShmBatchPool() = default;
 
 void ShmBatchPool::operator delete(void* p) noexcept {  // NOLINT(cert-dcl54-cpp): see the header
@@ -165,42 +98,46 @@ Result<std::unique_ptr<ShmBatchPool>> ShmBatchPool::Create(shm::ChannelProducer*
   return Lend(nullptr, channel, region_bytes);
 }
 
-Result<std::unique_ptr<ShmBatchPool>> ShmBatchPool::Lend(Cache* cache,
-                                                         shm::ChannelProducer* channel,
-                                                         uint64_t region_bytes) {
-  if (channel == nullptr) return Status::Invalid("ShmBatchPool: null channel");
-  if (region_bytes == 0) return Status::Invalid("ShmBatchPool: empty region requested");
-  Block* b = cache != nullptr ? cache->Take() : nullptr;
-  std::unique_ptr<Block> fresh;
-  if (b == nullptr) {
-    fresh.reset(new Block);  // not value-initialised: the object memory is not zeroed
-    b = fresh.get();
-    // The pool object's operator delete relies on this.
-    if (static_cast<void*>(b->pool) != static_cast<void*>(b)) {
-      return Status::Unknown("ShmBatchPool: the pool object is not first in its block");
-    }
-  }
-  Region& r = b->region;
-  Status loaned = channel->LoanInto(Padded(region_bytes), &r.loan);
-  if (!loaned.ok()) {
-    r.loan.Reset();
-    if (fresh == nullptr) cache->Push(b);  // idle again
-    return loaned;
-  }
-  (void)fresh.release();
-  b->home = cache;
-  if (cache != nullptr) cache->refs.fetch_add(1, std::memory_order_relaxed);  // the block's
-  r.data = reinterpret_cast<uint8_t*>(r.loan.data().data());
-  r.size = r.loan.data().size();
-  b->pool_ref = std::shared_ptr<Region>(&r, Release{}, CountAllocator<Region>(b));
-  // The count is made at the same place in the block for every use: the
-  // objects' links, which point at it, stay valid.
-  r.objects.Open(b->pool_ref);
-  return std::unique_ptr<ShmBatchPool>(::new (b->pool) ShmBatchPool(channel, b));
-}
-
 Result<uint8_t*> ShmBatchPool::Allocate(int64_t size, int64_t alignment) {
   return region().Allocate(size, alignment);
+}
+
+namespace {
+
+// AllocateWithOwner's way when its common case does not serve (another
+// alignment, a lock held by another thread, an owner not empty, or an
+// error to say): the region's Allocate, out of the common case's frame. (A
+// template: the block's type is the pool's private business.)
+template <typename Block>
+[[gnu::noinline]] Status AllocateFromRegion(Block* block, int64_t size, int64_t alignment,
+                                            uint8_t** out,
+                                            std::shared_ptr<format::MemoryPool>* owner) {
+  ALKAID_ASSIGN_OR_RAISE(*out, block->region.Allocate(size, alignment));
+  *owner = block->pool_ref;
+  return Status::OK();
+}
+
+}  // namespace
+
+Status ShmBatchPool::AllocateWithOwner(int64_t size, int64_t alignment, uint8_t** out,
+                                       std::shared_ptr<format::MemoryPool>* owner) {
+  // A builder's first bytes of a buffer: bumped in place, and the region
+  // handed out as their owner, without a Result, a second call or any call
+  // at all (the lock taken only if free; else the general way waits).
+  Region& r = region();
+  if (size >= 0 && alignment == format::kBufferAlignment && *owner == nullptr &&
+      r.mutex.try_lock()) {
+    uint8_t* got = r.BumpLocked(size);
+    r.mutex.unlock();
+    if (got != nullptr) {
+      *out = got;
+      // `*owner` is empty (tested above): the region's count is copied into
+      // its place, with no old value to let go.
+      ::new (static_cast<void*>(owner)) std::shared_ptr<format::MemoryPool>(block_->pool_ref);
+      return Status::OK();
+    }
+  }
+  return AllocateFromRegion(block_, size, alignment, out, owner);
 }
 
 Result<uint8_t*> ShmBatchPool::Reallocate(uint8_t* ptr, int64_t old_size, int64_t new_size,

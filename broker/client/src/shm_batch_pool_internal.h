@@ -5,11 +5,13 @@
 // Publish seals a pool and reads its loan inline (Seal, loan). Not
 // installed.
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 #include <thread>
 
@@ -35,15 +37,30 @@ class SpinLock {
  public:
   void lock() {
     // Acquire: partner of the previous holder's release in unlock().
-    while (held_.exchange(true, std::memory_order_acquire)) {
-      while (held_.load(std::memory_order_relaxed)) std::this_thread::yield();
-    }
+    if (held_.exchange(true, std::memory_order_acquire)) LockHeld();
   }
+  // Acquire: as in lock().
+  bool try_lock() { return !held_.exchange(true, std::memory_order_acquire); }
   void unlock() { held_.store(false, std::memory_order_release); }
 
  private:
+  // lock() when another holds it: out of line, so that the frames that
+  // take the lock (a region's allocation) make no call when it is free.
+  [[gnu::noinline]] void LockHeld() {
+    do {
+      while (held_.load(std::memory_order_relaxed)) std::this_thread::yield();
+      // Acquire: as in lock().
+    } while (held_.exchange(true, std::memory_order_acquire));
+  }
+
   std::atomic<bool> held_{false};
 };
+
+// ShmBatchPool::Lend's refusals, out of its callers' frames.
+[[gnu::noinline, gnu::cold]] inline Status LendRefused(bool no_channel) {
+  return no_channel ? Status::Invalid("ShmBatchPool: null channel")
+                    : Status::Invalid("ShmBatchPool: empty region requested");
+}
 
 }  // namespace internal
 
@@ -73,6 +90,24 @@ struct ShmBatchPool::Region final : format::MemoryPool {
   format::ObjectMemory* object_memory() override { return &objects; }
   using format::MemoryPool::Allocate;
   using format::MemoryPool::Free;
+
+  // Allocate's common case: `n` (>= 0: checked first) bytes (64 for none) in an
+  // unsealed region with room for them. Null otherwise: Allocate says why.
+  uint8_t* TryBump(int64_t n) {
+    std::lock_guard lock(mutex);
+    return BumpLocked(n);
+  }
+  // TryBump with the lock held.
+  uint8_t* BumpLocked(int64_t n) {
+    const uint64_t need = internal::Padded(std::max<uint64_t>(static_cast<uint64_t>(n), 1));
+    if (sealed || need > size - top) return nullptr;
+    last_begin = top;
+    has_last = true;
+    top += need;
+    allocated += n;
+    max_allocated = std::max(max_allocated, allocated);
+    return data + last_begin;
+  }
 
   // Back to the state of a block never lent (the reference count is at
   // zero: nothing else touches the region).
@@ -168,11 +203,104 @@ inline ShmBatchPool::Region& ShmBatchPool::region() const { return block_->regio
 
 inline const shm::ChannelLoan& ShmBatchPool::loan() const { return region().loan; }
 
+inline const std::string& ShmBatchPool::channel_name() const { return loan().channel_name(); }
+
 inline uint64_t ShmBatchPool::Seal() {
   Region& r = region();
   std::lock_guard lock(r.mutex);
   r.sealed = true;
   return r.top;
+}
+
+// The region's reference count, made in its block (no allocation); freeing
+// it lets the block go.
+template <typename T>
+struct ShmBatchPool::CountAllocator {
+  using value_type = T;
+  Block* block;
+
+  explicit CountAllocator(Block* b) : block(b) {}
+  template <typename U>
+  explicit CountAllocator(const CountAllocator<U>& o) : block(o.block) {}
+
+  T* allocate(size_t n) {
+    static_assert(sizeof(T) <= internal::kCountBytes && alignof(T) <= alignof(std::max_align_t),
+                  "the region's reference count must fit its place in the block");
+    if (n != 1) throw std::bad_alloc();
+    return static_cast<T*>(static_cast<void*>(block->count));
+  }
+  void deallocate(T* /*p*/, size_t /*n*/) { Released(block); }
+  template <typename U>
+  bool operator==(const CountAllocator<U>& o) const {
+    return block == o.block;
+  }
+};
+
+// The region's count fell to zero: its last holder let go. What that
+// means is done when the count's block is freed (Released): nothing holds
+// the region then, weakly or not.
+struct ShmBatchPool::Release {
+  void operator()(Region* /*r*/) const {}
+};
+
+inline void ShmBatchPool::Released(Block* b) {
+  // The count's block is free: nothing holds the region, weakly or not, and
+  // so nothing made in its object memory either (every pointer to one of
+  // those objects, a column copied from a batch included, shares this
+  // count; the links between them hold none). The loan goes, and the block
+  // with it, here, on the thread that let go last.
+  b->region.objects.Close();
+  b->region.Clear();
+  Recycle(b);
+}
+
+inline void ShmBatchPool::Recycle(Block* b) {
+  Cache* home = b->home;
+  if (home == nullptr) {
+    delete b;
+    return;
+  }
+  home->Push(b);
+  home->Unref();  // may delete the cache (the publisher is gone), with `b`
+}
+
+inline ShmBatchPool::ShmBatchPool(shm::ChannelProducer* channel, Block* block)
+    : channel_(channel),
+      block_(block),
+      region_(block->region.data),
+      region_size_(block->region.size) {}
+
+// Always inline: BatchPublisher::NewPool is this call and nothing else.
+[[gnu::always_inline]] inline Result<std::unique_ptr<ShmBatchPool>> ShmBatchPool::Lend(
+    Cache* cache, shm::ChannelProducer* channel, uint64_t region_bytes) {
+  if (channel == nullptr || region_bytes == 0) return internal::LendRefused(channel == nullptr);
+  Block* b = cache != nullptr ? cache->Take() : nullptr;
+  std::unique_ptr<Block> fresh;
+  if (b == nullptr) {
+    fresh.reset(new Block);  // not value-initialised: the object memory is not zeroed
+    b = fresh.get();
+    // The pool object's operator delete relies on this.
+    if (static_cast<void*>(b->pool) != static_cast<void*>(b)) {
+      return Status::Unknown("ShmBatchPool: the pool object is not first in its block");
+    }
+  }
+  Region& r = b->region;
+  Status loaned = channel->LoanInto(internal::Padded(region_bytes), &r.loan);
+  if (!loaned.ok()) {
+    r.loan.Reset();
+    if (fresh == nullptr) cache->Push(b);  // idle again
+    return loaned;
+  }
+  (void)fresh.release();
+  b->home = cache;
+  if (cache != nullptr) cache->refs.fetch_add(1, std::memory_order_relaxed);  // the block's
+  r.data = reinterpret_cast<uint8_t*>(r.loan.data().data());
+  r.size = r.loan.data().size();
+  b->pool_ref = std::shared_ptr<Region>(&r, Release{}, CountAllocator<Region>(b));
+  // The count is made at the same place in the block for every use: the
+  // objects' links, which point at it, stay valid.
+  r.objects.Open(b->pool_ref);
+  return std::unique_ptr<ShmBatchPool>(::new (b->pool) ShmBatchPool(channel, b));
 }
 
 }  // namespace alkaid::client

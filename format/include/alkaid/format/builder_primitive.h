@@ -163,6 +163,18 @@ class ALKAID_EXPORT NumericBuilder : public FixedWidthBuilder {
     UnsafeAppend(value);
     return Status::OK();
   }
+  /// FixedWidthBuilder::Reserve, its common case (no nulls so far, a count
+  /// below 2^31) inline: final, so that a call through a NumericBuilder is
+  /// direct and comes down to the value buffer's room test (and its
+  /// growth, out of line). Anything else takes FixedWidthBuilder's way.
+  Status Reserve(int64_t additional) final {
+    // Unsigned: a negative count takes the general way, which refuses it.
+    // Below 2^31 slots of at most 2^31 bytes: the product cannot overflow.
+    if (!has_bitmap() && static_cast<uint64_t>(additional) <= kInlineReserveSlots) {
+      return data_.Reserve(additional * byte_width_);
+    }
+    return FixedWidthBuilder::Reserve(additional);
+  }
   /// Appends `n` values; slot i is null where `valid_bytes` (if given) is 0.
   Status AppendValues(const T* values, int64_t n, const uint8_t* valid_bytes = nullptr) {
     return AppendRawValues(reinterpret_cast<const uint8_t*>(values), n, valid_bytes);
@@ -190,6 +202,9 @@ class ALKAID_EXPORT NumericBuilder : public FixedWidthBuilder {
     }
     return FixedWidthBuilder::FinishInternal();
   }
+
+ private:
+  static constexpr uint64_t kInlineReserveSlots = (uint64_t{1} << 31) - 1;
 };
 
 using Int8Builder = NumericBuilder<int8_t>;

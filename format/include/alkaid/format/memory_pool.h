@@ -64,6 +64,18 @@ class ALKAID_EXPORT MemoryPool {
   /// (default_memory_pool(), a SystemMemoryPool kept by its user).
   virtual std::shared_ptr<MemoryPool> shared_owner() { return nullptr; }
 
+  /// Allocate for a caller that holds the bytes' owner while it keeps them
+  /// (a builder's growing buffer): `size` bytes at `alignment`, as
+  /// Allocate, into `*out`, and shared_owner() into `*owner` (null for a
+  /// pool without one). The caller then gives the bytes back (Reallocate,
+  /// Free) to `*owner` when it is not null, else to this pool. One call
+  /// where shared_owner() and Allocate would be two: a pool over one region
+  /// (client::ShmBatchPool) bumps its pointer in it. On failure `*out` and
+  /// `*owner` are left as they were. The default calls shared_owner() and
+  /// the owner's (or this pool's) Allocate. `*owner` must be empty.
+  virtual Status AllocateWithOwner(int64_t size, int64_t alignment, uint8_t** out,
+                                   std::shared_ptr<MemoryPool>* owner);
+
   /// For a pool that draws the small objects made over its buffers (the
   /// buffer objects, array data, arrays and record batches that builders
   /// and RecordBatch::Make create, each with its reference count) from

@@ -52,6 +52,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 
 #include "alkaid/common/export.h"
@@ -89,19 +90,29 @@ class ALKAID_EXPORT ObjectMemory {
   template <typename T>
   void Open(const std::shared_ptr<T>& owner) {
     static_assert(sizeof(owner) == sizeof(std::shared_ptr<void>), "a pointer and a count");
+    // The same bits as the last use's owner (a count made at the same place
+    // for the same object, as a region's): the links stay, nothing to
+    // change but the cursor (relaxed: the makers run on threads the owner
+    // handed the pool to).
+    if (std::memcmp(static_cast<const void*>(&owner_), static_cast<const void*>(&owner),
+                    sizeof(owner_)) == 0) {
+      next_.store(0, std::memory_order_relaxed);
+      return;
+    }
     Begin(&owner, !owner.owner_before(owner_) && !owner_.owner_before(owner));
   }
 
   /// Ends the use: nothing more is made here. Call it when the owner's count
   /// falls to zero (nothing made here is held then), or earlier to stop
   /// making objects here.
-  void Close();
+  void Close() { next_.store(kSlots, std::memory_order_relaxed); }
 
  private:
   friend struct internal::ObjectMemoryAccess;
 
-  // Open's work: `owner` is a std::shared_ptr<T>, whose bits are kept in
-  // owner_; `same_owner`, the count it shares is the last use's.
+  // Open's work for an owner of other bits than the last use's: `owner` is
+  // a std::shared_ptr<T>, whose bits are kept in owner_; `same_owner`, the
+  // count it shares is the last use's.
   void Begin(const void* owner, bool same_owner);
   // Destroys every object (their links are forgotten, not dropped).
   void DestroyAll();

@@ -35,12 +35,14 @@ class ALKAID_EXPORT RecordBatch {
   /// length `num_rows`. Does not validate the column data (see validate.h).
   static Result<std::shared_ptr<RecordBatch>> Make(SchemaPtr schema, int64_t num_rows,
                                                    std::vector<ArrayDataPtr> columns);
-  /// Same, taking typed arrays.
-  static Result<std::shared_ptr<RecordBatch>> Make(SchemaPtr schema, int64_t num_rows,
+  /// Same, taking typed arrays. The schema is taken by reference: a batch
+  /// recycled in a pool's object memory (object_memory.h) that already
+  /// holds it takes no count of it.
+  static Result<std::shared_ptr<RecordBatch>> Make(const SchemaPtr& schema, int64_t num_rows,
                                                    const std::vector<ArrayPtr>& columns);
   /// Same, for columns listed in place (`Make(schema, n, {a, b})`), without
   /// a temporary vector.
-  static Result<std::shared_ptr<RecordBatch>> Make(SchemaPtr schema, int64_t num_rows,
+  static Result<std::shared_ptr<RecordBatch>> Make(const SchemaPtr& schema, int64_t num_rows,
                                                    std::initializer_list<ArrayPtr> columns);
 
   const SchemaPtr& schema() const { return schema_; }

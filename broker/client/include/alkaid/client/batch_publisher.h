@@ -155,6 +155,14 @@ class ALKAID_EXPORT BatchPublisher {
   friend class FixedShapeWriter;
   BatchPublisher(shm::ChannelProducer* channel, format::SchemaPtr schema);
   Status CheckSchema(const format::RecordBatch& batch) const;
+  // Publish's way for everything but its common case (see there): the
+  // checks and their errors, dictionaries, accepting consumers, then as
+  // Publish.
+  Status PublishGeneral(const format::RecordBatch& batch, ShmBatchPool* pool);
+  // Publishes a checked batch, its pool sealed at `body_length`, whose
+  // shape is not the last batch's: by the id of another shape published
+  // before, the schema's Message template filled, or its Message encoded.
+  Status PublishShape(const format::RecordBatch& batch, ShmBatchPool* pool, uint64_t body_length);
   // Publishes `pool`'s region (kept by the pool) with `metadata` as its
   // Message: by shape id if `shape` is not 0, else inline if it fits, else
   // appended to the region.

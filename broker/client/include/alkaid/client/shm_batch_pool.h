@@ -81,6 +81,10 @@ class ALKAID_EXPORT ShmBatchPool : public format::MemoryPool {
   Result<uint8_t*> Reallocate(uint8_t* ptr, int64_t old_size, int64_t new_size,
                               int64_t alignment) override;
   void Free(uint8_t* ptr, int64_t size, int64_t alignment) override;
+  /// Allocate in the region, and the region (shared_owner()) as the
+  /// bytes' owner, in one call.
+  Status AllocateWithOwner(int64_t size, int64_t alignment, uint8_t** out,
+                           std::shared_ptr<format::MemoryPool>* owner) override;
   int64_t bytes_allocated() const override;
   int64_t max_memory() const override;
   /// "shm:<segment name>".
@@ -120,25 +124,31 @@ class ALKAID_EXPORT ShmBatchPool : public format::MemoryPool {
   struct Release;  // the region's count fell to zero
   template <typename T>
   struct CountAllocator;  // the region's count, in its block
+  // The functions declared inline below are defined in
+  // shm_batch_pool_internal.h, for the two files of this library that use
+  // them (shm_batch_pool.cc, and batch_publisher.cc: NewPool lends a pool,
+  // Publish seals it, without a call).
+  //
   // The region's count fell to zero and its block was freed: nothing made
   // over the region is held; the loan goes and the block is recycled.
-  static void Released(Block* b);
+  static inline void Released(Block* b);
   // Lets go of a block whose region and objects are idle: back to its
   // cache, or deleted.
-  static void Recycle(Block* b);
-  ShmBatchPool(shm::ChannelProducer* channel, Block* block);
+  static inline void Recycle(Block* b);
+  inline ShmBatchPool(shm::ChannelProducer* channel, Block* block);
 
   // A pool over a block from `cache` (null: a block of its own).
-  static Result<std::unique_ptr<ShmBatchPool>> Lend(Cache* cache, shm::ChannelProducer* channel,
-                                                    uint64_t region_bytes);
+  static inline Result<std::unique_ptr<ShmBatchPool>> Lend(Cache* cache,
+                                                           shm::ChannelProducer* channel,
+                                                           uint64_t region_bytes);
   // A publisher's cache, and its going (the cache is deleted once the
   // last block lent from it is let go).
   static Cache* NewCache();
   static void DropCache(Cache* cache);
-  Region& region() const;
+  inline Region& region() const;
 
   // Stops further allocations; returns the used extent.
-  uint64_t Seal();
+  inline uint64_t Seal();
   // Copies `bytes` into the region after everything allocated so far
   // (64-aligned); returns their offset from the region start.
   Result<uint64_t> AppendTail(std::span<const uint8_t> bytes);
@@ -146,8 +156,8 @@ class ALKAID_EXPORT ShmBatchPool : public format::MemoryPool {
   // publish that failed: the pool can then be published again.
   void DropTail(uint64_t offset);
   // The loan, for BatchPublisher to publish (and keep held by the region).
-  const shm::ChannelLoan& loan() const;
-  const std::string& channel_name() const { return loan().channel_name(); }
+  inline const shm::ChannelLoan& loan() const;
+  inline const std::string& channel_name() const;
 
   shm::ChannelProducer* channel_;  // identifies the channel; not used after Create
   Block* block_;                   // holds the pool's reference to the region
