@@ -525,6 +525,14 @@ struct internal::ConsumerImpl {
     return ToBatch(item);
   }
 
+  // Consumer::Next's general way, out of line: its Item is not in the
+  // frame of the direct one.
+  [[gnu::noinline]] Result<format::RecordBatchPtr> NextGeneral(std::chrono::nanoseconds timeout) {
+    Item item;
+    ALKAID_RETURN_NOT_OK(NextItem(timeout, &item));
+    return ToBatch(item);
+  }
+
   // Consumer::ArmWait: every channel's doorbell armed, the set brought up
   // to date; true if a message may be there already.
   Result<bool> ArmWait() {
@@ -748,20 +756,21 @@ Result<format::RecordBatchPtr> Consumer::TryNext(BatchOrigin* origin) {
 // subset and a closed consumer (no channels) take NextItem.
 Result<format::RecordBatchPtr> Consumer::Next(std::chrono::nanoseconds timeout) {
   internal::ConsumerImpl& impl = *impl_;
+  // Every return names `result`, so it is built in the caller's place.
+  Result<format::RecordBatchPtr> result{format::RecordBatchPtr()};
   if (impl.next_direct && impl.subs.size() == 1 && ++impl.since_maintain < kMaintainEvery) {
     BatchSubscriber& sub = *impl.subs.front().batches;
-    Result<format::RecordBatchPtr> result{format::RecordBatchPtr()};
     Status st = sub.TryReceive(&*result);
     if (st.ok() && *result != nullptr) {
       impl.lost += sub.last_lost_before();
       impl.round_robin = 1;
       return result;
     }
-    return impl.NextAfterDirect(st, timeout);
+    result = impl.NextAfterDirect(st, timeout);
+    return result;
   }
-  Item item;
-  ALKAID_RETURN_NOT_OK(impl_->NextItem(timeout, &item));
-  return impl_->ToBatch(item);
+  result = impl.NextGeneral(timeout);
+  return result;
 }
 
 Result<format::RecordBatchPtr> Consumer::TryNext() { return TryNext(nullptr); }
