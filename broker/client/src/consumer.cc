@@ -517,20 +517,40 @@ struct internal::ConsumerImpl {
   // gave no batch): that attempt interpreted as NextItem's first one, then
   // NextItem's wait. Out of line: Next's frame stays that of its common
   // case.
-  [[gnu::noinline]] Result<format::RecordBatchPtr> NextAfterDirect(
-      const Status& received, std::chrono::nanoseconds timeout) {
+  [[gnu::noinline]] Result<format::RecordBatchPtr> NextAfterDirect(const Status& received,
+                                                                   std::chrono::nanoseconds timeout,
+                                                                   BatchOrigin* origin) {
     Item item;
     ALKAID_RETURN_NOT_OK(Take(0, received, &item));
     ALKAID_RETURN_NOT_OK(WaitItem(timeout, &item));
+    FillOrigin(item.sequence, item.lost_before, origin);
     return ToBatch(item);
   }
 
   // Consumer::Next's general way, out of line: its Item is not in the
   // frame of the direct one.
-  [[gnu::noinline]] Result<format::RecordBatchPtr> NextGeneral(std::chrono::nanoseconds timeout) {
+  [[gnu::noinline]] Result<format::RecordBatchPtr> NextGeneral(std::chrono::nanoseconds timeout,
+                                                               BatchOrigin* origin) {
     Item item;
     ALKAID_RETURN_NOT_OK(NextItem(timeout, &item));
+    FillOrigin(item.sequence, item.lost_before, origin);
     return ToBatch(item);
+  }
+
+  // Where the batch just taken (its `sequence` and `lost_before`) came
+  // from, into `*origin` if given: Take() and Next's direct way leave
+  // round_robin just past the subscription it came from.
+  void FillOrigin(uint64_t sequence, uint64_t lost_before, BatchOrigin* origin) const {
+    if (origin != nullptr && round_robin > 0 && round_robin <= subs.size()) {
+      const Subscription& sub = subs[round_robin - 1];
+      origin->producer_id = sub.producer_id;
+      origin->producer_pid = sub.pid;
+      origin->sequence = sequence;
+      origin->lost_before = lost_before;
+      // The subscriber's message is still the one the batch came from.
+      origin->publish_ns =
+          sub.batches ? sub.batches->last_publish_ns() : sub.rows->last_publish_ns();
+    }
   }
 
   // Consumer::ArmWait: every channel's doorbell armed, the set brought up
@@ -713,28 +733,39 @@ Status Consumer::NextInto(BatchView* view, std::chrono::nanoseconds timeout) {
 
 namespace {
 
-// Where `item`, just taken, came from: Take() left round_robin just past
-// the subscription it came from.
-void FillOrigin(const internal::ConsumerImpl& impl, const Item& item, BatchOrigin* origin) {
-  if (origin != nullptr && impl.round_robin > 0 && impl.round_robin <= impl.subs.size()) {
-    const auto& sub = impl.subs[impl.round_robin - 1];
-    origin->producer_id = sub.producer_id;
-    origin->producer_pid = sub.pid;
-    origin->sequence = item.sequence;
-    origin->lost_before = item.lost_before;
-    // The subscriber's message is still the one the item came from.
-    origin->publish_ns = sub.batches ? sub.batches->last_publish_ns() : sub.rows->last_publish_ns();
+// Consumer::Next, with an origin or without (nullptr, folded where
+// inlined). First the common case: one channel of record batches read
+// whole, a batch there. Its receive fills the Result returned (every return
+// names it, so it is built in the caller's place: no Item, no moves between
+// them) and is what PollOnce's first attempt would do (the maintenance
+// count included); anything else (no batch, an error, the channel ending)
+// goes on as NextItem after that attempt. Several channels, row topics, a
+// column subset and a closed consumer (no channels) take NextItem.
+[[gnu::always_inline]] inline Result<format::RecordBatchPtr> NextOf(
+    internal::ConsumerImpl& impl, std::chrono::nanoseconds timeout, BatchOrigin* origin) {
+  Result<format::RecordBatchPtr> result{format::RecordBatchPtr()};
+  if (impl.next_direct && impl.subs.size() == 1 && ++impl.since_maintain < kMaintainEvery) {
+    BatchSubscriber& sub = *impl.subs.front().batches;
+    Status st = sub.TryReceive(&*result);
+    if (st.ok() && *result != nullptr) {
+      const uint64_t lost_before = sub.last_lost_before();
+      impl.lost += lost_before;
+      impl.round_robin = 1;
+      if (origin != nullptr) impl.FillOrigin(sub.last_sequence(), lost_before, origin);
+      return result;
+    }
+    result = impl.NextAfterDirect(st, timeout, origin);
+    return result;
   }
+  result = impl.NextGeneral(timeout, origin);
+  return result;
 }
 
 }  // namespace
 
 Result<format::RecordBatchPtr> Consumer::Next(std::chrono::nanoseconds timeout,
                                               BatchOrigin* origin) {
-  Item item;
-  ALKAID_RETURN_NOT_OK(impl_->NextItem(timeout, &item));
-  FillOrigin(*impl_, item, origin);
-  return impl_->ToBatch(item);
+  return NextOf(*impl_, timeout, origin);
 }
 
 Result<format::RecordBatchPtr> Consumer::TryNext(BatchOrigin* origin) {
@@ -742,35 +773,14 @@ Result<format::RecordBatchPtr> Consumer::TryNext(BatchOrigin* origin) {
   Item item;
   ALKAID_RETURN_NOT_OK(impl_->PollOnce(&item));
   if (item.empty()) return format::RecordBatchPtr();
-  FillOrigin(*impl_, item, origin);
+  impl_->FillOrigin(item.sequence, item.lost_before, origin);
   return impl_->ToBatch(item);
 }
 
-// Without an origin: the same steps, not a call of the above (its frame
-// cost `Next` 8 instructions a batch), and first the common case: one
-// channel of record batches read whole, a batch there. Its receive fills
-// the Result returned (no Item, no moves between them) and is what
-// PollOnce's first attempt would do (the maintenance count included);
-// anything else (no batch, an error, the channel ending) goes on as
-// NextItem after that attempt. Several channels, row topics, a column
-// subset and a closed consumer (no channels) take NextItem.
+// Without an origin: its own copy of the steps, not a call of the above
+// (its frame cost `Next` 8 instructions a batch).
 Result<format::RecordBatchPtr> Consumer::Next(std::chrono::nanoseconds timeout) {
-  internal::ConsumerImpl& impl = *impl_;
-  // Every return names `result`, so it is built in the caller's place.
-  Result<format::RecordBatchPtr> result{format::RecordBatchPtr()};
-  if (impl.next_direct && impl.subs.size() == 1 && ++impl.since_maintain < kMaintainEvery) {
-    BatchSubscriber& sub = *impl.subs.front().batches;
-    Status st = sub.TryReceive(&*result);
-    if (st.ok() && *result != nullptr) {
-      impl.lost += sub.last_lost_before();
-      impl.round_robin = 1;
-      return result;
-    }
-    result = impl.NextAfterDirect(st, timeout);
-    return result;
-  }
-  result = impl.NextGeneral(timeout);
-  return result;
+  return NextOf(*impl_, timeout, nullptr);
 }
 
 Result<format::RecordBatchPtr> Consumer::TryNext() { return TryNext(nullptr); }
