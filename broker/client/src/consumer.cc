@@ -452,6 +452,12 @@ struct internal::ConsumerImpl {
       if (!out->empty()) return Status::OK();
       if (!maintain_if_due || Clock::now() < next_maintain) return Status::OK();
     }
+    return MaintainAndPoll(out);
+  }
+
+  // PollOnce when it maintains: Maintain(), then an error to say or a
+  // receive attempt on each channel, or the end of the stream.
+  Status MaintainAndPoll(Item* out) {
     Maintain();
     if (!attach_error.ok()) return std::exchange(attach_error, Status::OK());
     ALKAID_RETURN_NOT_OK(TryChannels(out));
@@ -523,6 +529,30 @@ struct internal::ConsumerImpl {
     Item item;
     ALKAID_RETURN_NOT_OK(Take(0, received, &item));
     ALKAID_RETURN_NOT_OK(WaitItem(timeout, &item));
+    FillOrigin(item.sequence, item.lost_before, origin);
+    return ToBatch(item);
+  }
+
+  // Consumer::TryNext after its direct attempt on subs[0] (`received`,
+  // which gave no batch): the rest of PollOnce (it maintains when due), as
+  // NextAfterDirect does for Next.
+  [[gnu::noinline]] Result<format::RecordBatchPtr> TryNextAfterDirect(const Status& received,
+                                                                      BatchOrigin* origin) {
+    Item item;
+    ALKAID_RETURN_NOT_OK(Take(0, received, &item));
+    if (Clock::now() < next_maintain) return format::RecordBatchPtr();
+    ALKAID_RETURN_NOT_OK(MaintainAndPoll(&item));
+    if (item.empty()) return format::RecordBatchPtr();
+    FillOrigin(item.sequence, item.lost_before, origin);
+    return ToBatch(item);
+  }
+
+  // Consumer::TryNext's general way, out of line.
+  [[gnu::noinline]] Result<format::RecordBatchPtr> TryNextGeneral(BatchOrigin* origin) {
+    if (closed) return Status::Invalid("consumer of '", topic, "' is closed");
+    Item item;
+    ALKAID_RETURN_NOT_OK(PollOnce(&item));
+    if (item.empty()) return format::RecordBatchPtr();
     FillOrigin(item.sequence, item.lost_before, origin);
     return ToBatch(item);
   }
@@ -741,6 +771,9 @@ namespace {
 // count included); anything else (no batch, an error, the channel ending)
 // goes on as NextItem after that attempt. Several channels, row topics, a
 // column subset and a closed consumer (no channels) take NextItem.
+// TryNext is the same without a wait: `wait` false (folded), its own
+// after-attempt and general ways.
+template <bool kWait>
 [[gnu::always_inline]] inline Result<format::RecordBatchPtr> NextOf(
     internal::ConsumerImpl& impl, std::chrono::nanoseconds timeout, BatchOrigin* origin) {
   Result<format::RecordBatchPtr> result{format::RecordBatchPtr()};
@@ -754,10 +787,18 @@ namespace {
       if (origin != nullptr) impl.FillOrigin(sub.last_sequence(), lost_before, origin);
       return result;
     }
-    result = impl.NextAfterDirect(st, timeout, origin);
+    if constexpr (kWait) {
+      result = impl.NextAfterDirect(st, timeout, origin);
+    } else {
+      result = impl.TryNextAfterDirect(st, origin);
+    }
     return result;
   }
-  result = impl.NextGeneral(timeout, origin);
+  if constexpr (kWait) {
+    result = impl.NextGeneral(timeout, origin);
+  } else {
+    result = impl.TryNextGeneral(origin);
+  }
   return result;
 }
 
@@ -765,22 +806,17 @@ namespace {
 
 Result<format::RecordBatchPtr> Consumer::Next(std::chrono::nanoseconds timeout,
                                               BatchOrigin* origin) {
-  return NextOf(*impl_, timeout, origin);
+  return NextOf</*kWait=*/true>(*impl_, timeout, origin);
 }
 
 Result<format::RecordBatchPtr> Consumer::TryNext(BatchOrigin* origin) {
-  if (impl_->closed) return Status::Invalid("consumer of '", impl_->topic, "' is closed");
-  Item item;
-  ALKAID_RETURN_NOT_OK(impl_->PollOnce(&item));
-  if (item.empty()) return format::RecordBatchPtr();
-  impl_->FillOrigin(item.sequence, item.lost_before, origin);
-  return impl_->ToBatch(item);
+  return NextOf</*kWait=*/false>(*impl_, std::chrono::nanoseconds(0), origin);
 }
 
 // Without an origin: its own copy of the steps, not a call of the above
 // (its frame cost `Next` 8 instructions a batch).
 Result<format::RecordBatchPtr> Consumer::Next(std::chrono::nanoseconds timeout) {
-  return NextOf(*impl_, timeout, nullptr);
+  return NextOf</*kWait=*/true>(*impl_, timeout, nullptr);
 }
 
 Result<format::RecordBatchPtr> Consumer::TryNext() { return TryNext(nullptr); }
