@@ -95,6 +95,61 @@ TEST(BrokerTest, InPlaceBatchesThenEndOfStream) {
   producer.reset();
 }
 
+// Consumer::Next with an origin, batches waiting on one producer's channel
+// (Next's direct way): each says its producer, its sequence and that none
+// was lost; TryNext the same; the same after the consumer had to wait for
+// one; TryNext then ends the stream when the producer closes.
+TEST(BrokerTest, NextSaysWhereEachWaitingBatchCameFrom) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("ids", IdSchema(), ProducerOn(broker)));
+  ASSERT_OK_AND_ASSIGN(auto consumer, Consumer::Open("ids", ConsumerOn(broker)));
+  ASSERT_EQ(consumer->producer_count(), 1u);
+  for (int64_t b = 0; b < 3; ++b) {
+    ASSERT_OK_AND_ASSIGN(auto batch, IdBatch(b * 10, 10));
+    ASSERT_OK(producer->PublishCopy(*batch));
+  }
+  for (uint64_t i = 0; i < 3; ++i) {
+    client::BatchOrigin origin;
+    ASSERT_OK_AND_ASSIGN(auto batch, consumer->Next(5s, &origin));
+    EXPECT_EQ(FirstId(*batch), static_cast<int64_t>(i) * 10);
+    EXPECT_NE(origin.producer_id, 0u);
+    EXPECT_EQ(origin.producer_pid, static_cast<uint32_t>(::getpid()));
+    EXPECT_EQ(origin.sequence, i);
+    EXPECT_EQ(origin.lost_before, 0u);
+  }
+  // TryNext the same, then nothing there.
+  {
+    ASSERT_OK_AND_ASSIGN(auto batch, IdBatch(30, 10));
+    ASSERT_OK(producer->PublishCopy(*batch));
+    client::BatchOrigin origin;
+    ASSERT_OK_AND_ASSIGN(auto got, consumer->TryNext(&origin));
+    ASSERT_NE(got, nullptr);
+    EXPECT_EQ(FirstId(*got), 30);
+    EXPECT_EQ(origin.producer_pid, static_cast<uint32_t>(::getpid()));
+    EXPECT_EQ(origin.sequence, 3u);
+    ASSERT_OK_AND_ASSIGN(auto none, consumer->TryNext(&origin));
+    EXPECT_EQ(none, nullptr);
+  }
+  // Nothing waiting: the first attempt finds nothing, the wait gets it.
+  std::thread later([&] {
+    std::this_thread::sleep_for(20ms);
+    auto batch = IdBatch(40, 10);
+    if (batch.ok()) (void)producer->PublishCopy(**batch);
+  });
+  client::BatchOrigin origin;
+  ASSERT_OK_AND_ASSIGN(auto batch, consumer->Next(5s, &origin));
+  later.join();
+  EXPECT_EQ(FirstId(*batch), 40);
+  EXPECT_EQ(origin.producer_pid, static_cast<uint32_t>(::getpid()));
+  EXPECT_EQ(origin.sequence, 4u);
+  EXPECT_EQ(consumer->lost(), 0u);
+  // The producer gone, TryNext drains and ends the stream.
+  ASSERT_OK(producer->Close());
+  ASSERT_TRUE(testing::WaitUntil([&] { return !consumer->TryNext().ok(); }));
+  ASSERT_RAISES(kEndOfStream, consumer->TryNext());
+}
+
 // Consumer::NextInto (deprecated, kept one release): the same batches into
 // one reused view, then end of stream; refused with a column subset.
 #pragma GCC diagnostic push

@@ -62,7 +62,9 @@ void ExpectRows(const format::RecordBatch& batch, int64_t first) {
 
 class HostileSegmentTest : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(HostileSegmentTest, ConsumerRejectsOnlyTheCorruptedMessage) {
+// The case's checks, receiving with Next or (`try_next`) with TryNext: the
+// messages are there before the first receive.
+void RejectsOnlyTheCorruptedMessage(const std::string& param, bool try_next) {
   BrokerProcess broker;
   ASSERT_TRUE(broker.Start());
   client::ProducerOptions po;
@@ -84,24 +86,36 @@ TEST_P(HostileSegmentTest, ConsumerRejectsOnlyTheCorruptedMessage) {
     if (name.ends_with(".channel")) channel = name;
   }
   ASSERT_FALSE(channel.empty()) << "the topic's channel not found in /dev/shm";
-  ASSERT_EQ(Wait(Spawn({ALKAID_ROGUE_BIN, channel, "1", GetParam()})), 0)
+  ASSERT_EQ(Wait(Spawn({ALKAID_ROGUE_BIN, channel, "1", param})), 0)
       << "the rogue writer could not corrupt message 1 (see its stderr)";
 
-  ASSERT_OK_AND_ASSIGN(auto first, consumer->Next(5s));
+  const auto take = [&]() -> Result<format::RecordBatchPtr> {
+    if (!try_next) return consumer->Next(5s);
+    return consumer->TryNext();
+  };
+  ASSERT_OK_AND_ASSIGN(auto first, take());
   ASSERT_NE(first, nullptr);
   ExpectRows(*first, 0);
-  auto bad = consumer->Next(5s);
-  ASSERT_FALSE(bad.ok()) << GetParam() << ": the corrupted message was accepted";
+  auto bad = take();
+  ASSERT_FALSE(bad.ok()) << param << ": the corrupted message was accepted";
   EXPECT_FALSE(bad.status().IsTimedOut()) << bad.status().ToString();
   EXPECT_FALSE(bad.status().IsEndOfStream()) << bad.status().ToString();
-  std::printf("%s -> %s\n", GetParam().c_str(), bad.status().ToString().c_str());
-  ASSERT_OK_AND_ASSIGN(auto third, consumer->Next(5s));
+  std::printf("%s -> %s\n", param.c_str(), bad.status().ToString().c_str());
+  ASSERT_OK_AND_ASSIGN(auto third, take());
   ASSERT_NE(third, nullptr);
   ExpectRows(*third, 200);
   // The batches stay readable after the consumer and producer are gone.
   ASSERT_OK(consumer->Close());
   (void)producer->Close();  // the producer's own accounting may report the damage
   ExpectRows(*first, 0);
+}
+
+TEST_P(HostileSegmentTest, ConsumerRejectsOnlyTheCorruptedMessage) {
+  RejectsOnlyTheCorruptedMessage(GetParam(), /*try_next=*/false);
+}
+
+TEST_P(HostileSegmentTest, TryNextRejectsOnlyTheCorruptedMessage) {
+  RejectsOnlyTheCorruptedMessage(GetParam(), /*try_next=*/true);
 }
 
 // A producer's channel a consumer cannot attach to for another reason than

@@ -452,6 +452,12 @@ struct internal::ConsumerImpl {
       if (!out->empty()) return Status::OK();
       if (!maintain_if_due || Clock::now() < next_maintain) return Status::OK();
     }
+    return MaintainAndPoll(out);
+  }
+
+  // PollOnce when it maintains: Maintain(), then an error to say or a
+  // receive attempt on each channel, or the end of the stream.
+  Status MaintainAndPoll(Item* out) {
     Maintain();
     if (!attach_error.ok()) return std::exchange(attach_error, Status::OK());
     ALKAID_RETURN_NOT_OK(TryChannels(out));
@@ -468,6 +474,12 @@ struct internal::ConsumerImpl {
     // that keeps up pays no clock read per batch.
     ALKAID_RETURN_NOT_OK(PollOnce(out, /*maintain_if_due=*/false));
     if (!out->empty()) return Status::OK();
+    return WaitItem(timeout, out);
+  }
+
+  // NextItem after its first attempt found nothing: waits for an item up
+  // to `timeout`, maintaining as PollOnce does.
+  Status WaitItem(std::chrono::nanoseconds timeout, Item* out) {
     const auto deadline = Clock::now() + timeout;
     Clock::duration longest_wait = kIdleBeforeMaintain;  // the first wait
     while (true) {
@@ -499,6 +511,75 @@ struct internal::ConsumerImpl {
       }
       ALKAID_RETURN_NOT_OK(PollOnce(out));
       if (!out->empty()) return Status::OK();
+    }
+  }
+
+  // Consumer::Next's common case (Next below): a record batch topic read
+  // whole, on one channel. Set at open; the channel count is looked at per
+  // call.
+  bool next_direct = false;
+
+  // Consumer::Next after its direct attempt on subs[0] (`received`, which
+  // gave no batch): that attempt interpreted as NextItem's first one, then
+  // NextItem's wait. Out of line: Next's frame stays that of its common
+  // case.
+  [[gnu::noinline]] Result<format::RecordBatchPtr> NextAfterDirect(const Status& received,
+                                                                   std::chrono::nanoseconds timeout,
+                                                                   BatchOrigin* origin) {
+    Item item;
+    ALKAID_RETURN_NOT_OK(Take(0, received, &item));
+    ALKAID_RETURN_NOT_OK(WaitItem(timeout, &item));
+    FillOrigin(item.sequence, item.lost_before, origin);
+    return ToBatch(item);
+  }
+
+  // Consumer::TryNext after its direct attempt on subs[0] (`received`,
+  // which gave no batch): the rest of PollOnce (it maintains when due), as
+  // NextAfterDirect does for Next.
+  [[gnu::noinline]] Result<format::RecordBatchPtr> TryNextAfterDirect(const Status& received,
+                                                                      BatchOrigin* origin) {
+    Item item;
+    ALKAID_RETURN_NOT_OK(Take(0, received, &item));
+    if (Clock::now() < next_maintain) return format::RecordBatchPtr();
+    ALKAID_RETURN_NOT_OK(MaintainAndPoll(&item));
+    if (item.empty()) return format::RecordBatchPtr();
+    FillOrigin(item.sequence, item.lost_before, origin);
+    return ToBatch(item);
+  }
+
+  // Consumer::TryNext's general way, out of line.
+  [[gnu::noinline]] Result<format::RecordBatchPtr> TryNextGeneral(BatchOrigin* origin) {
+    if (closed) return Status::Invalid("consumer of '", topic, "' is closed");
+    Item item;
+    ALKAID_RETURN_NOT_OK(PollOnce(&item));
+    if (item.empty()) return format::RecordBatchPtr();
+    FillOrigin(item.sequence, item.lost_before, origin);
+    return ToBatch(item);
+  }
+
+  // Consumer::Next's general way, out of line: its Item is not in the
+  // frame of the direct one.
+  [[gnu::noinline]] Result<format::RecordBatchPtr> NextGeneral(std::chrono::nanoseconds timeout,
+                                                               BatchOrigin* origin) {
+    Item item;
+    ALKAID_RETURN_NOT_OK(NextItem(timeout, &item));
+    FillOrigin(item.sequence, item.lost_before, origin);
+    return ToBatch(item);
+  }
+
+  // Where the batch just taken (its `sequence` and `lost_before`) came
+  // from, into `*origin` if given: Take() and Next's direct way leave
+  // round_robin just past the subscription it came from.
+  void FillOrigin(uint64_t sequence, uint64_t lost_before, BatchOrigin* origin) const {
+    if (origin != nullptr && round_robin > 0 && round_robin <= subs.size()) {
+      const Subscription& sub = subs[round_robin - 1];
+      origin->producer_id = sub.producer_id;
+      origin->producer_pid = sub.pid;
+      origin->sequence = sequence;
+      origin->lost_before = lost_before;
+      // The subscriber's message is still the one the batch came from.
+      origin->publish_ns =
+          sub.batches ? sub.batches->last_publish_ns() : sub.rows->last_publish_ns();
     }
   }
 
@@ -623,6 +704,7 @@ Result<std::unique_ptr<internal::ConsumerImpl>> OpenConsumer(const std::string& 
     }
     impl->schema = format::schema(std::move(fields), full->metadata());
   }
+  impl->next_direct = impl->kind == TopicKind::kRecordBatch && impl->columns.empty();
   for (const auto& producer : reply.producers) impl->Subscribe(producer);
   impl->attached = true;
   return impl;
@@ -681,45 +763,60 @@ Status Consumer::NextInto(BatchView* view, std::chrono::nanoseconds timeout) {
 
 namespace {
 
-// Where `item`, just taken, came from: Take() left round_robin just past
-// the subscription it came from.
-void FillOrigin(const internal::ConsumerImpl& impl, const Item& item, BatchOrigin* origin) {
-  if (origin != nullptr && impl.round_robin > 0 && impl.round_robin <= impl.subs.size()) {
-    const auto& sub = impl.subs[impl.round_robin - 1];
-    origin->producer_id = sub.producer_id;
-    origin->producer_pid = sub.pid;
-    origin->sequence = item.sequence;
-    origin->lost_before = item.lost_before;
-    // The subscriber's message is still the one the item came from.
-    origin->publish_ns = sub.batches ? sub.batches->last_publish_ns() : sub.rows->last_publish_ns();
+// Consumer::Next, with an origin or without (nullptr, folded where
+// inlined). First the common case: one channel of record batches read
+// whole, a batch there. Its receive fills the Result returned (every return
+// names it, so it is built in the caller's place: no Item, no moves between
+// them) and is what PollOnce's first attempt would do (the maintenance
+// count included); anything else (no batch, an error, the channel ending)
+// goes on as NextItem after that attempt. Several channels, row topics, a
+// column subset and a closed consumer (no channels) take NextItem.
+// TryNext is the same without a wait: `wait` false (folded), its own
+// after-attempt and general ways.
+template <bool kWait>
+[[gnu::always_inline]] inline Result<format::RecordBatchPtr> NextOf(
+    internal::ConsumerImpl& impl, std::chrono::nanoseconds timeout, BatchOrigin* origin) {
+  Result<format::RecordBatchPtr> result{format::RecordBatchPtr()};
+  if (impl.next_direct && impl.subs.size() == 1 && ++impl.since_maintain < kMaintainEvery) {
+    BatchSubscriber& sub = *impl.subs.front().batches;
+    Status st = sub.TryReceive(&*result);
+    if (st.ok() && *result != nullptr) {
+      const uint64_t lost_before = sub.last_lost_before();
+      impl.lost += lost_before;
+      impl.round_robin = 1;
+      if (origin != nullptr) impl.FillOrigin(sub.last_sequence(), lost_before, origin);
+      return result;
+    }
+    if constexpr (kWait) {
+      result = impl.NextAfterDirect(st, timeout, origin);
+    } else {
+      result = impl.TryNextAfterDirect(st, origin);
+    }
+    return result;
   }
+  if constexpr (kWait) {
+    result = impl.NextGeneral(timeout, origin);
+  } else {
+    result = impl.TryNextGeneral(origin);
+  }
+  return result;
 }
 
 }  // namespace
 
 Result<format::RecordBatchPtr> Consumer::Next(std::chrono::nanoseconds timeout,
                                               BatchOrigin* origin) {
-  Item item;
-  ALKAID_RETURN_NOT_OK(impl_->NextItem(timeout, &item));
-  FillOrigin(*impl_, item, origin);
-  return impl_->ToBatch(item);
+  return NextOf</*kWait=*/true>(*impl_, timeout, origin);
 }
 
 Result<format::RecordBatchPtr> Consumer::TryNext(BatchOrigin* origin) {
-  if (impl_->closed) return Status::Invalid("consumer of '", impl_->topic, "' is closed");
-  Item item;
-  ALKAID_RETURN_NOT_OK(impl_->PollOnce(&item));
-  if (item.empty()) return format::RecordBatchPtr();
-  FillOrigin(*impl_, item, origin);
-  return impl_->ToBatch(item);
+  return NextOf</*kWait=*/false>(*impl_, std::chrono::nanoseconds(0), origin);
 }
 
-// Without an origin: the same steps, not a call of the above (its frame
-// cost `Next` 8 instructions a batch).
+// Without an origin: its own copy of the steps, not a call of the above
+// (its frame cost `Next` 8 instructions a batch).
 Result<format::RecordBatchPtr> Consumer::Next(std::chrono::nanoseconds timeout) {
-  Item item;
-  ALKAID_RETURN_NOT_OK(impl_->NextItem(timeout, &item));
-  return impl_->ToBatch(item);
+  return NextOf</*kWait=*/true>(*impl_, timeout, nullptr);
 }
 
 Result<format::RecordBatchPtr> Consumer::TryNext() { return TryNext(nullptr); }
