@@ -529,8 +529,7 @@ struct internal::ConsumerImpl {
     Item item;
     ALKAID_RETURN_NOT_OK(Take(0, received, &item));
     ALKAID_RETURN_NOT_OK(WaitItem(timeout, &item));
-    FillOrigin(item.sequence, item.lost_before, origin);
-    return ToBatch(item);
+    return Hand(item, origin);
   }
 
   // Consumer::TryNext after its direct attempt on subs[0] (`received`,
@@ -542,9 +541,7 @@ struct internal::ConsumerImpl {
     ALKAID_RETURN_NOT_OK(Take(0, received, &item));
     if (Clock::now() < next_maintain) return format::RecordBatchPtr();
     ALKAID_RETURN_NOT_OK(MaintainAndPoll(&item));
-    if (item.empty()) return format::RecordBatchPtr();
-    FillOrigin(item.sequence, item.lost_before, origin);
-    return ToBatch(item);
+    return Hand(item, origin);
   }
 
   // Consumer::TryNext's general way, out of line.
@@ -552,9 +549,7 @@ struct internal::ConsumerImpl {
     if (closed) return Status::Invalid("consumer of '", topic, "' is closed");
     Item item;
     ALKAID_RETURN_NOT_OK(PollOnce(&item));
-    if (item.empty()) return format::RecordBatchPtr();
-    FillOrigin(item.sequence, item.lost_before, origin);
-    return ToBatch(item);
+    return Hand(item, origin);
   }
 
   // Consumer::Next's general way, out of line: its Item is not in the
@@ -563,6 +558,13 @@ struct internal::ConsumerImpl {
                                                                BatchOrigin* origin) {
     Item item;
     ALKAID_RETURN_NOT_OK(NextItem(timeout, &item));
+    return Hand(item, origin);
+  }
+
+  // Each way's end: the batch just taken into `item` (none: null), where it
+  // came from said in `*origin`.
+  Result<format::RecordBatchPtr> Hand(Item& item, BatchOrigin* origin) {
+    if (item.empty()) return format::RecordBatchPtr();
     FillOrigin(item.sequence, item.lost_before, origin);
     return ToBatch(item);
   }
