@@ -323,11 +323,7 @@ class StreamState {
   Result<RecordBatchPtr> Process(const Message& message) {
     const int64_t index = stats_.num_messages++;
     auto r = ProcessImpl(message);
-    if (!r.ok()) {
-      std::ostringstream ss;
-      ss << "message #" << index << " (" << MessageTypeName(message.type()) << ")";
-      return r.status().WithContext(ss.str());
-    }
+    if (!r.ok()) return InContext(r.status(), index, message.type());
     return r;
   }
 
@@ -343,7 +339,7 @@ class StreamState {
     auto batch = MakePlanned(bytes, body);
     if (!batch.ok()) {
       ++stats_.num_messages;
-      return batch.status().WithContext("message #" + std::to_string(index) + " (record batch)");
+      return InContext(batch.status(), index, MessageType::kRecordBatch);
     }
     if (*batch != nullptr) {
       ++stats_.num_messages;
@@ -383,6 +379,14 @@ class StreamState {
       }
     }
     return Status::Invalid("unknown message type");
+  }
+
+  // An error of message #`index` (of `type`), as Process and
+  // ProcessPlanned say it.
+  static Status InContext(const Status& error, int64_t index, MessageType type) {
+    std::ostringstream ss;
+    ss << "message #" << index << " (" << MessageTypeName(type) << ")";
+    return error.WithContext(ss.str());
   }
 
   // A record batch: by the plan of a Message of its shape read before

@@ -448,5 +448,30 @@ TEST(StreamPlansTest, AHostileMessageOfAPlannedShapeIsRefusedAsBefore) {
   EXPECT_EQ(decoder.stats().num_messages, 5);  // the schema, three batches, the hostile one
 }
 
+// A Message of a planned shape whose body is garbage (its offsets) is taken
+// by the plan and refused by the plan's validation; the decoder says which
+// Message it was, as the full decode does.
+TEST(StreamPlansTest, AGarbageBodyOfAPlannedShapeIsRefusedInContext) {
+  auto one = Batch({1, 2}, {"a", "b"});
+  auto m = Encode(*one);
+  ASSERT_OK_AND_ASSIGN(auto honest, WriteBatches(IntAndString(), {one, one, one}, {}, false));
+  std::string stream(honest->view().substr(0, static_cast<size_t>(honest->size()) - 8));
+  const std::string_view md = m->metadata()->view();
+  const int32_t framed = static_cast<int32_t>((md.size() + 7) / 8 * 8);
+  const uint32_t marker = kIpcContinuationToken;
+  stream.append(reinterpret_cast<const char*>(&marker), 4);
+  stream.append(reinterpret_cast<const char*>(&framed), 4);
+  stream.append(md);
+  stream.append(static_cast<size_t>(framed) - md.size(), '\0');
+  stream.append(static_cast<size_t>(m->body()->size()), '\xff');  // offsets of -1
+  auto listener = std::make_shared<CollectListener>();
+  StreamDecoder decoder(listener);
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "message #4 (record batch)",
+                             decoder.Consume(Buffer::FromString(stream)));
+  EXPECT_EQ(listener->batches().size(), 3u);
+  EXPECT_EQ(decoder.stats().num_messages, 5);
+  EXPECT_EQ(decoder.stats().num_planned_record_batches, 1);
+}
+
 }  // namespace
 }  // namespace alkaid::format::ipc
