@@ -180,20 +180,24 @@ TEST(BrokerTest, TryNextThatFindsNothingPicksUpAJoiningProducer) {
   // producer.
   ASSERT_OK_AND_ASSIGN(auto batch, IdBatch(70, 10));
   ASSERT_OK(second->PublishCopy(*batch));
-  ASSERT_OK_AND_ASSIGN(batch, IdBatch(80, 10));
-  ASSERT_OK(first->PublishCopy(*batch));
+  for (int64_t first_id : {80, 90}) {
+    ASSERT_OK_AND_ASSIGN(batch, IdBatch(first_id, 10));
+    ASSERT_OK(first->PublishCopy(*batch));
+  }
   std::map<int64_t, client::BatchOrigin> origins;  // by first id
   ASSERT_TRUE(testing::WaitUntil([&] {
     client::BatchOrigin origin;
     auto next = consumer->TryNext(&origin);
     if (next.ok() && *next != nullptr) origins[FirstId(**next)] = origin;
-    return !next.ok() || origins.size() == 2;
+    return !next.ok() || origins.size() == 3;
   }));
-  ASSERT_EQ(origins.size(), 2u);
+  ASSERT_EQ(origins.size(), 3u);
   EXPECT_NE(origins[70].producer_id, origins[80].producer_id);
+  EXPECT_EQ(origins[80].producer_id, origins[90].producer_id);
   EXPECT_EQ(origins[70].sequence, 0u);
   EXPECT_EQ(origins[80].sequence, 0u);
-  EXPECT_EQ(origins[80].producer_pid, static_cast<uint32_t>(::getpid()));
+  EXPECT_EQ(origins[90].sequence, 1u);
+  EXPECT_EQ(origins[90].producer_pid, static_cast<uint32_t>(::getpid()));
   EXPECT_EQ(consumer->lost(), 0u);
 }
 
