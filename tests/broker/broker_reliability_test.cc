@@ -175,7 +175,8 @@ INSTANTIATE_TEST_SUITE_P(Endings, HeldBatchesTest,
 // kDropOldest through the client: a consumer that reads nothing while 20
 // batches go through 8 slots loses exactly the 12 overwritten, and is
 // told so by lost(); a from_oldest consumer that joined when 5 were held
-// loses the same 12 and reads the same last 8.
+// loses the same 12 and reads the same last 8; so does one that names its
+// columns (which Next reads through its general way, not the direct one).
 TEST(BrokerReliabilityTest, DropOldestLostCountsExactlyWhatWasOverwritten) {
   BrokerProcess broker;
   ASSERT_TRUE(broker.Start());
@@ -189,6 +190,10 @@ TEST(BrokerReliabilityTest, DropOldestLostCountsExactlyWhatWasOverwritten) {
   ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("drop", PairSchema(), po));
   ASSERT_OK_AND_ASSIGN(auto now, Consumer::Open("drop", ConsumerOn(broker)));
   ASSERT_EQ(now->producer_count(), 1u);
+  client::ConsumerOptions named = ConsumerOn(broker);
+  named.columns = {"tag", "seq"};
+  ASSERT_OK_AND_ASSIGN(auto columns, Consumer::Open("drop", named));
+  ASSERT_EQ(columns->producer_count(), 1u);
   for (int i = 0; i < 5; ++i) {
     ASSERT_OK_AND_ASSIGN(auto batch, Pair(0, i));
     ASSERT_OK(producer->PublishCopy(*batch));
@@ -201,8 +206,10 @@ TEST(BrokerReliabilityTest, DropOldestLostCountsExactlyWhatWasOverwritten) {
     ASSERT_OK_AND_ASSIGN(auto batch, Pair(0, i));
     ASSERT_OK(producer->PublishCopy(*batch));
   }
-  for (Consumer* consumer : {now.get(), oldest.get()}) {
-    SCOPED_TRACE(consumer == now.get() ? "from now" : "from oldest");
+  for (Consumer* consumer : {now.get(), oldest.get(), columns.get()}) {
+    SCOPED_TRACE(consumer == now.get()      ? "from now"
+                 : consumer == oldest.get() ? "from oldest"
+                                            : "with columns");
     for (int i = 12; i < 20; ++i) {
       ASSERT_OK_AND_ASSIGN(auto batch, consumer->Next(5s));
       ASSERT_NE(batch, nullptr);

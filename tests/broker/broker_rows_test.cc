@@ -246,6 +246,46 @@ TEST(BrokerRowsTest, PublishRowsEncodesInPlace) {
   ASSERT_OK(consumer->Close());
 }
 
+// kDropOldest on a row topic: 20 row batches through 8 slots, read after
+// the fact, lose the 12 overwritten. A RowConsumer's rows and a Consumer's
+// origin (the row batch converted) say so on the first batch read, and
+// both lost() count them.
+TEST(BrokerRowsTest, DroppedRowBatchesAreCounted) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  client::TopicOptions topic = testing::TopicWithArena(1 << 20);
+  topic.slot_count = 8;
+  topic.policy = shm::SlowConsumerPolicy::kDropOldest;
+  client::ProducerOptions po = testing::ProducerOn(broker, topic);
+  po.wait_for_consumers = 0ms;
+  po.drain_timeout = 0ms;
+  ASSERT_OK_AND_ASSIGN(auto producer, RowProducer::Open("drop", RowSchema(), po));
+  ASSERT_OK_AND_ASSIGN(auto rows, RowConsumer::Open("drop", testing::ConsumerOn(broker)));
+  client::ConsumerOptions co = testing::ConsumerOn(broker);
+  co.kind = TopicKind::kUnsafeRow;
+  ASSERT_OK_AND_ASSIGN(auto batches, Consumer::Open("drop", co));
+  ASSERT_EQ(rows->producer_count(), 1u);
+  ASSERT_EQ(batches->producer_count(), 1u);
+  for (int64_t i = 0; i < 20; ++i) {
+    ASSERT_OK_AND_ASSIGN(auto batch, MakeRows(i * 10, 10));
+    ASSERT_OK(producer->PublishRows(*batch));
+  }
+  for (uint64_t i = 12; i < 20; ++i) {
+    ASSERT_OK_AND_ASSIGN(auto received, rows->NextRows(10s));
+    ASSERT_NE(received.data, nullptr);
+    EXPECT_EQ(received.sequence, i);
+    EXPECT_EQ(received.lost_before, i == 12 ? 12u : 0u);
+    client::BatchOrigin origin;
+    ASSERT_OK_AND_ASSIGN(auto batch, batches->Next(10s, &origin));
+    EXPECT_EQ(std::static_pointer_cast<format::Int64Array>(batch->column(0))->Value(0),
+              static_cast<int64_t>(i) * 10);
+    EXPECT_EQ(origin.sequence, i);
+    EXPECT_EQ(origin.lost_before, i == 12 ? 12u : 0u);
+  }
+  EXPECT_EQ(rows->lost(), 12u);
+  EXPECT_EQ(batches->lost(), 12u);
+}
+
 TEST(BrokerRowsTest, TopicKindMismatchIsRefused) {
   BrokerProcess broker;
   ASSERT_TRUE(broker.Start());

@@ -12,6 +12,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <map>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -148,6 +150,55 @@ TEST(BrokerTest, NextSaysWhereEachWaitingBatchCameFrom) {
   ASSERT_OK(producer->Close());
   ASSERT_TRUE(testing::WaitUntil([&] { return !consumer->TryNext().ok(); }));
   ASSERT_RAISES(kEndOfStream, consumer->TryNext());
+}
+
+// A consumer that polls TryNext looks at broker events when an attempt
+// finds nothing (at most every millisecond; before the first attempt it is
+// due already): a producer that joins the topic is subscribed at the first
+// such miss after its announcement, not at the 1,024th attempt, which is
+// what maintains under load. The joining producer's Open waits for that
+// (ProducerOptions::wait_for_consumers). The announcement is seen through
+// WaitFd, so the test waits for nothing but it.
+TEST(BrokerTest, TryNextThatFindsNothingPicksUpAJoiningProducer) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  ASSERT_OK_AND_ASSIGN(auto first, Producer::Open("ids", IdSchema(), ProducerOn(broker)));
+  ASSERT_OK_AND_ASSIGN(auto consumer, Consumer::Open("ids", ConsumerOn(broker)));
+  ASSERT_EQ(consumer->producer_count(), 1u);
+  ASSERT_OK_AND_ASSIGN(const int fd, consumer->WaitFd());
+  ASSERT_OK_AND_ASSIGN(const bool ready, consumer->ArmWait());
+  ASSERT_FALSE(ready);
+  auto joining = std::async(std::launch::async,
+                            [&] { return Producer::Open("ids", IdSchema(), ProducerOn(broker)); });
+  pollfd pfd{fd, POLLIN, 0};
+  ASSERT_EQ(::poll(&pfd, 1, 30000), 1);  // the broker's ProducerJoined
+  ASSERT_OK_AND_ASSIGN(auto none, consumer->TryNext());
+  EXPECT_EQ(none, nullptr);
+  ASSERT_EQ(consumer->producer_count(), 2u);
+  ASSERT_OK_AND_ASSIGN(auto second, joining.get());
+  // Both channels read (TryNext's general way): each batch says its own
+  // producer.
+  ASSERT_OK_AND_ASSIGN(auto batch, IdBatch(70, 10));
+  ASSERT_OK(second->PublishCopy(*batch));
+  for (int64_t first_id : {80, 90}) {
+    ASSERT_OK_AND_ASSIGN(batch, IdBatch(first_id, 10));
+    ASSERT_OK(first->PublishCopy(*batch));
+  }
+  std::map<int64_t, client::BatchOrigin> origins;  // by first id
+  ASSERT_TRUE(testing::WaitUntil([&] {
+    client::BatchOrigin origin;
+    auto next = consumer->TryNext(&origin);
+    if (next.ok() && *next != nullptr) origins[FirstId(**next)] = origin;
+    return !next.ok() || origins.size() == 3;
+  }));
+  ASSERT_EQ(origins.size(), 3u);
+  EXPECT_NE(origins[70].producer_id, origins[80].producer_id);
+  EXPECT_EQ(origins[80].producer_id, origins[90].producer_id);
+  EXPECT_EQ(origins[70].sequence, 0u);
+  EXPECT_EQ(origins[80].sequence, 0u);
+  EXPECT_EQ(origins[90].sequence, 1u);
+  EXPECT_EQ(origins[90].producer_pid, static_cast<uint32_t>(::getpid()));
+  EXPECT_EQ(consumer->lost(), 0u);
 }
 
 // Consumer::NextInto (deprecated, kept one release): the same batches into

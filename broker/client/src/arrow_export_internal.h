@@ -11,7 +11,6 @@
 #include <memory>
 
 #include "alkaid/common/status.h"
-#include "alkaid/format/c_data.h"
 
 namespace alkaid::client::internal {
 
@@ -22,24 +21,23 @@ namespace alkaid::client::internal {
 /// the buffers themselves are kept alive by shared ownership (the block's
 /// return goes through the channel's own queue), not by this count.
 struct ExportCounter {
-  /// Takes one place under max_held (0: no limit). CapacityError naming the
-  /// limit if every place is taken (counted in `refused`).
-  Status Reserve(const char* what);
-  /// Gives back a place Reserve took for a batch that was not exported.
-  void Unreserve() { held.fetch_sub(1, std::memory_order_relaxed); }
+  /// For one export: takes one place under max_held (0: no limit) and one
+  /// reference, both given back by Drop (the export's release notice, or
+  /// the caller if the export did not happen). CapacityError naming the
+  /// limit if every place is taken (counted in `refused`; nothing taken).
+  Status Hold(const char* what);
+  void Drop() {
+    held.fetch_sub(1, std::memory_order_relaxed);
+    Unref();
+  }
 
   /// A counter shared by the consumer (the returned shared_ptr, all of
   /// whose copies count as one reference) and by each export that holds a
-  /// raw pointer after Ref(), so that an export's release callback is a
+  /// raw pointer after Hold(), so that an export's release callback is a
   /// plain pointer (std::function keeps it without allocating).
   static std::shared_ptr<ExportCounter> Make(uint64_t cap) {
     return std::shared_ptr<ExportCounter>(new ExportCounter(cap),
                                           [](ExportCounter* c) { c->Unref(); });
-  }
-  void Ref() { refs.fetch_add(1, std::memory_order_relaxed); }
-  void Unref() {
-    // Acq_rel: the last one sees every other holder's use before deleting.
-    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
   }
 
   const uint64_t max_held;
@@ -50,6 +48,10 @@ struct ExportCounter {
  private:
   explicit ExportCounter(uint64_t cap) : max_held(cap) {}
   ~ExportCounter() = default;
+  void Unref() {
+    // Acq_rel: the last one sees every other holder's use before deleting.
+    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
   std::atomic<int64_t> refs{1};
 };
 

@@ -8,15 +8,12 @@
 #include <atomic>
 #include <cerrno>
 #include <set>
-#include <stop_token>
 #include <string_view>
-#include <thread>
 #include <utility>
 
 #include "alkaid/client/batch_subscriber.h"
 #include "alkaid/client/row_consumer.h"
 #include "alkaid/common/process.h"
-#include "alkaid/format/c_data.h"
 #include "alkaid/format/unsafe_row.h"
 #include "arrow_export_internal.h"
 #include "broker_session.h"
@@ -53,28 +50,23 @@ constexpr auto kIdleBeforeMaintain = std::chrono::microseconds(100);
 // live"). Kept across broker restarts (a channel's segment keeps what it
 // was opened with); a forked child counts on from its parent's count under
 // another pid, so (pid, token) stays unique.
-uint64_t NextConsumerToken() {
-  static std::atomic<uint64_t> next{1};
-  return next.fetch_add(1, std::memory_order_relaxed);
-}
+std::atomic<uint64_t> next_consumer_token{1};
 
 // What one receive attempt gave: a batch or a row batch (or nothing).
 // Filled in place down the receive calls (each takes an Item*), so that a
-// batch is moved once, from its subscriber into the caller's Item.
+// batch is moved once, from its subscriber into the caller's Item. A row
+// batch says its sequence and losses itself; a batch's subscriber says
+// them of its last message (Take, FillOrigin).
 struct Item {
   format::RecordBatchPtr batch;
   ReceivedRows rows;
-  uint64_t sequence = 0;     // of the batch or rows
-  uint64_t lost_before = 0;  // messages lost just before it
   bool empty() const { return batch == nullptr && rows.data == nullptr; }
 };
 
-Status Fill(Result<ReceivedRows>&& r, Item* out) {
-  if (!r.ok()) return r.status();
-  out->rows = std::move(*r);
-  out->sequence = out->rows.sequence;
-  out->lost_before = out->rows.lost_before;
-  return Status::OK();
+// A row subscriber's receive into `*rows`, as a batch subscriber's is.
+Status Into(Result<ReceivedRows>&& received, ReceivedRows* rows) {
+  if (received.ok()) *rows = std::move(*received);
+  return received.status();
 }
 
 // Consumer::WaitFd's epoll set: the doorbell of every producer's channel
@@ -125,19 +117,11 @@ struct internal::ConsumerImpl {
     // Batches by the subscriber's batch-only calls: no Result, no
     // ReceivedBatch.
     Status TryReceive(Item* out) {
-      return batches ? FillBatch(batches->TryReceive(&out->batch), out)
-                     : Fill(rows->TryReceive(), out);
+      return batches ? batches->TryReceive(&out->batch) : Into(rows->TryReceive(), &out->rows);
     }
     Status Receive(std::chrono::nanoseconds timeout, Item* out) {
-      return batches ? FillBatch(batches->Receive(&out->batch, timeout), out)
-                     : Fill(rows->Receive(timeout), out);
-    }
-    Status FillBatch(Status st, Item* out) const {
-      if (st.ok() && out->batch != nullptr) {
-        out->sequence = batches->last_sequence();
-        out->lost_before = batches->last_lost_before();
-      }
-      return st;
+      return batches ? batches->Receive(&out->batch, timeout)
+                     : Into(rows->Receive(timeout), &out->rows);
     }
   };
 
@@ -149,8 +133,8 @@ struct internal::ConsumerImpl {
   // A RowConsumer: row batches are handed out as rows, not decoded.
   bool returns_rows = false;
   ConsumerOptions options;
-  // Ours among this process's consumers (NextConsumerToken).
-  const uint64_t token = NextConsumerToken();
+  // Ours among this process's consumers (next_consumer_token).
+  const uint64_t token = next_consumer_token.fetch_add(1, std::memory_order_relaxed);
   std::unique_ptr<internal::BrokerSession> session;
   std::vector<Subscription> subs;
   WaitSet wait_set;                // made by WaitFd
@@ -187,54 +171,46 @@ struct internal::ConsumerImpl {
       }
     }
     seen_producer = true;
-    Subscription s;
-    s.producer_id = info.id;
-    s.pid = info.pid;
-    s.channel = info.channel;
+    Subscription s{info.id, info.pid, info.channel};
+    SubscriberOptions sub_options;  // its `consumer` part for a row channel too
+    sub_options.consumer.wait_mode = options.wait_mode;
     // Only on request, and only for the producers there at attach: a channel's
     // messages older than our registration are delivered only if still
     // intact when read, so reading them could leave a gap after the first
     // one delivered. Producers that join later wait for the consumers
     // already attached (ProducerOptions::wait_for_consumers) instead.
-    const bool from_oldest = options.from_oldest && !attached;
+    sub_options.consumer.from_oldest = options.from_oldest && !attached;
+    sub_options.consumer.token = token;
+    sub_options.verification = options.verification;
+    sub_options.with_message = false;  // Next returns the batch alone
     Status st;
     if (kind == TopicKind::kUnsafeRow) {
-      shm::ChannelConsumerOptions channel_options;
-      channel_options.wait_mode = options.wait_mode;
-      channel_options.from_oldest = from_oldest;
-      channel_options.token = token;
       // A Consumer decodes every row batch it returns (ToBatch), which reads
       // and checks every row: the full check is that decode, done once
       // there (its kPrivateCopy copy too). A RowConsumer hands the rows out:
       // the subscriber checks them as the mode says.
       const Verification rows_checked =
           returns_rows ? options.verification : Verification::kStructure;
-      auto r =
-          RowSubscriber::Open(info.channel, topic_schema, columns, channel_options, rows_checked);
+      auto r = RowSubscriber::Open(info.channel, topic_schema, columns, sub_options.consumer,
+                                   rows_checked);
       if (r.ok()) s.rows = std::move(*r);
       st = r.status();
     } else {
-      SubscriberOptions sub_options;
-      sub_options.consumer.wait_mode = options.wait_mode;
-      sub_options.consumer.from_oldest = from_oldest;
-      sub_options.consumer.token = token;
-      sub_options.verification = options.verification;
-      sub_options.with_message = false;  // Next returns the batch alone
       auto r = BatchSubscriber::Open(info.channel, topic_schema, sub_options);
       if (r.ok()) s.batches = std::move(*r);
       st = r.status();
     }
     if (!st.ok()) {
+      const std::string cannot = "topic '" + topic + "': cannot attach to producer " +
+                                 std::to_string(info.id) + " (pid " + std::to_string(info.pid) +
+                                 ")";
       if (st.code() == StatusCode::kOutOfMemory) {
         // Not an end: the space may come back. Said once, as below; the
         // batches the producer publishes until we attach are not ours.
-        bool listed = false;
-        for (const auto& later : attach_later) listed = listed || later.channel == info.channel;
-        if (!listed) {
+        if (std::none_of(attach_later.begin(), attach_later.end(),
+                         [&](const auto& later) { return later.channel == info.channel; })) {
           attach_later.push_back(info);
-          attach_error = st.WithContext("topic '" + topic + "': cannot attach to producer " +
-                                        std::to_string(info.id) + " (pid " +
-                                        std::to_string(info.pid) + ") yet, retrying");
+          attach_error = st.WithContext(cannot + " yet, retrying");
         }
         return;
       }
@@ -249,23 +225,20 @@ struct internal::ConsumerImpl {
       // end: the producer may well be running and publishing. The next
       // Next/TryNext returns it once; the other producers go on.
       end_reason = "cannot attach to producer " + std::to_string(info.id);
-      attach_error =
-          st.WithContext("topic '" + topic + "': cannot attach to producer " +
-                         std::to_string(info.id) + " (pid " + std::to_string(info.pid) + ")");
+      attach_error = st.WithContext(cannot);
       return;
     }
     subs.push_back(std::move(s));
   }
 
   void MarkGone(uint64_t producer_id, const std::string& reason) {
-    bool subscribed = false;
     if (producer_id == 0) return;  // the broker's ids start at 1
+    bool subscribed = false;
     for (auto& s : subs) {
-      if (s.producer_id == producer_id) subscribed = true;
-      if (s.producer_id == producer_id && !s.gone) {
-        s.gone = true;
-        s.reason = reason;
-      }
+      if (s.producer_id != producer_id) continue;
+      subscribed = true;
+      if (!s.gone) s.reason = reason;
+      s.gone = true;
     }
     // Not reading its channel (never attached, or done with it already):
     // nothing of it is ours to wait for.
@@ -329,9 +302,7 @@ struct internal::ConsumerImpl {
     // ProducerJoined; one that did not (dead) has none.
     for (auto& s : subs) s.producer_id = 0;
     for (const auto& producer : reply->producers) Subscribe(producer);
-    for (const std::string& channel : std::exchange(unreported_drains, {})) {
-      ReportDrained(0, channel);
-    }
+    for (const auto& channel : std::exchange(unreported_drains, {})) ReportDrained(0, channel);
   }
 
   void PumpEvents() {
@@ -368,29 +339,29 @@ struct internal::ConsumerImpl {
   // nothing was there (the subscription may have been dropped); an error
   // for a bad message.
   Status Take(std::size_t index, const Status& received, Item* out) {
+    const Subscription& sub = subs[index];  // until Finish drops it
     if (received.ok()) {
       if (!out->empty()) {
-        lost += out->lost_before;
+        lost += sub.batches ? sub.batches->last_lost_before() : out->rows.lost_before;
         round_robin = index + 1;
-      } else if (subs[index].gone) {
-        Finish(index, subs[index].reason);  // drained
+      } else if (sub.gone) {
+        Finish(index, sub.reason);  // drained
       }
       return Status::OK();
     }
     switch (received.code()) {
       case StatusCode::kTimedOut:
-        if (subs[index].gone) Finish(index, subs[index].reason);
+        if (sub.gone) Finish(index, sub.reason);
         return Status::OK();
       case StatusCode::kEndOfStream:
         Finish(index, "every producer finished");
         return Status::OK();
       case StatusCode::kIOError:
         // The channel saw its producer die.
-        Finish(index,
-               "producer gone: producer " +
-                   (subs[index].producer_id != 0 ? std::to_string(subs[index].producer_id)
-                                                 : "of pid " + std::to_string(subs[index].pid)) +
-                   " (" + received.message() + ")");
+        Finish(index, "producer gone: producer " +
+                          (sub.producer_id != 0 ? std::to_string(sub.producer_id)
+                                                : "of pid " + std::to_string(sub.pid)) +
+                          " (" + received.message() + ")");
         return Status::OK();
       default:
         return received;  // that message is skipped; the next call goes on
@@ -401,9 +372,7 @@ struct internal::ConsumerImpl {
   // forgets those that are gone.
   void RetryAttach() {
     if (attach_later.empty() || !attach_retry.Due(Clock::now())) return;
-    std::vector<p::ProducerInfo> pending;
-    pending.swap(attach_later);
-    for (const auto& info : pending) {
+    for (const auto& info : std::exchange(attach_later, {})) {
       if (ProcessIsGone(info.pid)) continue;
       const Status said = attach_error;
       Subscribe(info);  // lists it in attach_later again if still short of space
@@ -438,26 +407,22 @@ struct internal::ConsumerImpl {
     return Status::OK();
   }
 
-  // The data path makes no system call: broker events (a poll(2) on the
-  // socket) and producer pids are looked at when no message is waiting, at
-  // most every kMaintainInterval, and at least every kMaintainEvery messages
-  // under load so that a producer joining a busy topic is still picked up.
-  // (Maintaining on every empty poll put two system calls exactly where a
-  // ping-pong's next message arrives.) Without `maintain_if_due`, an empty
-  // poll does not maintain for the interval either (Next's first attempt,
-  // see kIdleBeforeMaintain). `*out` is left empty when nothing came.
-  Status PollOnce(Item* out, bool maintain_if_due = true) {
-    if (!subs.empty() && ++since_maintain < kMaintainEvery) {
-      ALKAID_RETURN_NOT_OK(TryChannels(out));
-      if (!out->empty()) return Status::OK();
-      if (!maintain_if_due || Clock::now() < next_maintain) return Status::OK();
+  // One receive attempt. The data path makes no system call: broker events
+  // (a poll(2) on the socket) and producer pids are looked at when no
+  // message is waiting, at most every kMaintainInterval, and at least every
+  // kMaintainEvery messages under load so that a producer joining a busy
+  // topic is still picked up. (Maintaining on every empty poll put two
+  // system calls exactly where a ping-pong's next message arrives.) Without
+  // `maintain_if_due`, an empty poll does not maintain for the interval
+  // either (Next's first attempt, see kIdleBeforeMaintain). `direct`: the
+  // attempt on subs[0] that Consumer::Next's direct way made (NextOf),
+  // which gave no batch, stands for the receive (its count included).
+  // `*out` is left empty when nothing came.
+  Status PollOnce(Item* out, bool maintain_if_due = true, const Status* direct = nullptr) {
+    if (direct != nullptr || (!subs.empty() && ++since_maintain < kMaintainEvery)) {
+      ALKAID_RETURN_NOT_OK(direct != nullptr ? Take(0, *direct, out) : TryChannels(out));
+      if (!out->empty() || !maintain_if_due || Clock::now() < next_maintain) return Status::OK();
     }
-    return MaintainAndPoll(out);
-  }
-
-  // PollOnce when it maintains: Maintain(), then an error to say or a
-  // receive attempt on each channel, or the end of the stream.
-  Status MaintainAndPoll(Item* out) {
     Maintain();
     if (!attach_error.ok()) return std::exchange(attach_error, Status::OK());
     ALKAID_RETURN_NOT_OK(TryChannels(out));
@@ -468,12 +433,16 @@ struct internal::ConsumerImpl {
     return Status::OK();
   }
 
-  Status NextItem(std::chrono::nanoseconds timeout, Item* out) {
+  // Every receive of Consumer and RowConsumer but Next's direct way: one
+  // attempt (PollOnce, `direct` as there), then, if `wait` and it found
+  // nothing, the wait up to `timeout`. A waiting call's first attempt does
+  // not maintain (kIdleBeforeMaintain), and the clock is read only once it
+  // found nothing: a stream that keeps up pays no clock read per batch.
+  Status NextItem(bool wait, std::chrono::nanoseconds timeout, Item* out,
+                  const Status* direct = nullptr) {
     if (closed) return Status::Invalid("consumer of '", topic, "' is closed");
-    // The clock is read only once a first attempt found nothing: a stream
-    // that keeps up pays no clock read per batch.
-    ALKAID_RETURN_NOT_OK(PollOnce(out, /*maintain_if_due=*/false));
-    if (!out->empty()) return Status::OK();
+    ALKAID_RETURN_NOT_OK(PollOnce(out, /*maintain_if_due=*/!wait, direct));
+    if (!wait || !out->empty()) return Status::OK();
     return WaitItem(timeout, out);
   }
 
@@ -501,88 +470,48 @@ struct internal::ConsumerImpl {
         ALKAID_RETURN_NOT_OK(Take(0, subs[0].Receive(slice, out), out));
         if (!out->empty()) return Status::OK();
       } else {
-        // None or several channels: wake for broker events, look again soon.
-        const auto wait =
-            subs.empty() ? slice : std::min<Clock::duration>(slice, std::chrono::milliseconds(1));
+        // None or several channels: wake for broker events, look again soon
+        // (in 1 ms, or at the slice's end if there is no channel).
+        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(slice).count();
         pollfd pfd{session->fd(), POLLIN, 0};
-        (void)::poll(&pfd, 1,
-                     static_cast<int>(std::max<int64_t>(
-                         1, std::chrono::duration_cast<std::chrono::milliseconds>(wait).count())));
+        (void)::poll(&pfd, 1, subs.empty() ? static_cast<int>(std::max<int64_t>(1, ms)) : 1);
       }
       ALKAID_RETURN_NOT_OK(PollOnce(out));
       if (!out->empty()) return Status::OK();
     }
   }
 
-  // Consumer::Next's common case (Next below): a record batch topic read
-  // whole, on one channel. Set at open; the channel count is looked at per
-  // call.
+  // Consumer::Next's common case (NextOf): a record batch topic read whole,
+  // on one channel. Set at open; the channel count is looked at per call.
   bool next_direct = false;
 
-  // Consumer::Next after its direct attempt on subs[0] (`received`, which
-  // gave no batch): that attempt interpreted as NextItem's first one, then
-  // NextItem's wait. Out of line: Next's frame stays that of its common
-  // case.
-  [[gnu::noinline]] Result<format::RecordBatchPtr> NextAfterDirect(const Status& received,
-                                                                   std::chrono::nanoseconds timeout,
-                                                                   BatchOrigin* origin) {
+  // Consumer::Next (`wait`) and TryNext but for a batch their direct way
+  // took: NextItem after that way's attempt (`direct`) or instead of it
+  // (null), the batch converted and its origin said. Out of line: NextOf's
+  // frame stays that of its direct way.
+  [[gnu::noinline]] Result<format::RecordBatchPtr> NextBatch(bool wait,
+                                                             std::chrono::nanoseconds timeout,
+                                                             const Status* direct,
+                                                             BatchOrigin* origin) {
     Item item;
-    ALKAID_RETURN_NOT_OK(Take(0, received, &item));
-    ALKAID_RETURN_NOT_OK(WaitItem(timeout, &item));
-    return Hand(item, origin);
-  }
-
-  // Consumer::TryNext after its direct attempt on subs[0] (`received`,
-  // which gave no batch): the rest of PollOnce (it maintains when due), as
-  // NextAfterDirect does for Next.
-  [[gnu::noinline]] Result<format::RecordBatchPtr> TryNextAfterDirect(const Status& received,
-                                                                      BatchOrigin* origin) {
-    Item item;
-    ALKAID_RETURN_NOT_OK(Take(0, received, &item));
-    if (Clock::now() < next_maintain) return format::RecordBatchPtr();
-    ALKAID_RETURN_NOT_OK(MaintainAndPoll(&item));
-    return Hand(item, origin);
-  }
-
-  // Consumer::TryNext's general way, out of line.
-  [[gnu::noinline]] Result<format::RecordBatchPtr> TryNextGeneral(BatchOrigin* origin) {
-    if (closed) return Status::Invalid("consumer of '", topic, "' is closed");
-    Item item;
-    ALKAID_RETURN_NOT_OK(PollOnce(&item));
-    return Hand(item, origin);
-  }
-
-  // Consumer::Next's general way, out of line: its Item is not in the
-  // frame of the direct one.
-  [[gnu::noinline]] Result<format::RecordBatchPtr> NextGeneral(std::chrono::nanoseconds timeout,
-                                                               BatchOrigin* origin) {
-    Item item;
-    ALKAID_RETURN_NOT_OK(NextItem(timeout, &item));
-    return Hand(item, origin);
-  }
-
-  // Each way's end: the batch just taken into `item` (none: null), where it
-  // came from said in `*origin`.
-  Result<format::RecordBatchPtr> Hand(Item& item, BatchOrigin* origin) {
+    ALKAID_RETURN_NOT_OK(NextItem(wait, timeout, &item, direct));
     if (item.empty()) return format::RecordBatchPtr();
-    FillOrigin(item.sequence, item.lost_before, origin);
+    FillOrigin(origin, &item.rows);
     return ToBatch(item);
   }
 
-  // Where the batch just taken (its `sequence` and `lost_before`) came
-  // from, into `*origin` if given: Take() and Next's direct way leave
-  // round_robin just past the subscription it came from.
-  void FillOrigin(uint64_t sequence, uint64_t lost_before, BatchOrigin* origin) const {
-    if (origin != nullptr && round_robin > 0 && round_robin <= subs.size()) {
-      const Subscription& sub = subs[round_robin - 1];
-      origin->producer_id = sub.producer_id;
-      origin->producer_pid = sub.pid;
-      origin->sequence = sequence;
-      origin->lost_before = lost_before;
-      // The subscriber's message is still the one the batch came from.
-      origin->publish_ns =
-          sub.batches ? sub.batches->last_publish_ns() : sub.rows->last_publish_ns();
-    }
+  // Where the batch just taken came from, into `*origin` if given: Take()
+  // and NextOf leave round_robin just past its subscription, whose
+  // subscriber's last message is still the one it came from (a row batch,
+  // `*rows`, says its own numbers).
+  void FillOrigin(BatchOrigin* origin, const ReceivedRows* rows) const {
+    if (origin == nullptr || round_robin == 0 || round_robin > subs.size()) return;
+    const Subscription& sub = subs[round_robin - 1];
+    origin->producer_id = sub.producer_id;
+    origin->producer_pid = sub.pid;
+    origin->sequence = sub.batches ? sub.batches->last_sequence() : rows->sequence;
+    origin->lost_before = sub.batches ? sub.batches->last_lost_before() : rows->lost_before;
+    origin->publish_ns = sub.batches ? sub.batches->last_publish_ns() : sub.rows->last_publish_ns();
   }
 
   // Consumer::ArmWait: every channel's doorbell armed, the set brought up
@@ -609,23 +538,18 @@ struct internal::ConsumerImpl {
     return ready;
   }
 
-  // A received record batch restricted to the chosen columns: the same
-  // column data (zero-copy), a narrower schema.
-  Result<format::RecordBatchPtr> Project(const format::RecordBatchPtr& batch) const {
-    std::vector<format::ArrayDataPtr> kept;
-    kept.reserve(columns.size());
-    for (int index : columns) kept.push_back(batch->column_data(index));
-    return format::RecordBatch::Make(schema, batch->num_rows(), std::move(kept));
-  }
-
-  // A record batch, or a row batch decoded into one: the decode checks
-  // every row (what kFull asks); with kPrivateCopy the rows are copied out
-  // of shared memory first, so that the producer cannot change them while
-  // they are decoded.
+  // A record batch, restricted to the chosen columns (zero-copy: the same
+  // column data, a narrower schema), or a row batch decoded into one: the
+  // decode checks every row (what kFull asks); with kPrivateCopy the rows
+  // are copied out of shared memory first, so that the producer cannot
+  // change them while they are decoded.
   Result<format::RecordBatchPtr> ToBatch(Item& item) const {
+    if (item.batch != nullptr && columns.empty()) return std::move(item.batch);
     if (item.batch != nullptr) {
-      if (columns.empty()) return std::move(item.batch);
-      return Project(item.batch);
+      std::vector<format::ArrayDataPtr> kept;
+      kept.reserve(columns.size());
+      for (int index : columns) kept.push_back(item.batch->column_data(index));
+      return format::RecordBatch::Make(schema, item.batch->num_rows(), std::move(kept));
     }
     if (options.verification == Verification::kPrivateCopy && item.rows.data != nullptr) {
       const format::Buffer& shared = *item.rows.data;
@@ -646,12 +570,12 @@ Result<std::unique_ptr<internal::ConsumerImpl>> OpenConsumer(const std::string& 
                                                              std::optional<TopicKind> kind,
                                                              bool returns_rows) {
   ALKAID_RETURN_NOT_OK(p::ValidateTopicName(topic));
-  ConsumerOptions options = given;
-  options.kind = kind;
   auto impl = std::make_unique<internal::ConsumerImpl>();
   impl->topic = topic;
   impl->returns_rows = returns_rows;
-  impl->options = options;
+  impl->options = given;
+  impl->options.kind = kind;
+  const ConsumerOptions& options = impl->options;
   impl->exports = internal::ExportCounter::Make(options.max_exported_batches);
   impl->kind = options.kind.value_or(TopicKind::kRecordBatch);
   const auto topic_deadline = internal::DeadlineAfter(options.wait_for_topic);
@@ -689,7 +613,6 @@ Result<std::unique_ptr<internal::ConsumerImpl>> OpenConsumer(const std::string& 
   impl->schema = full;
   if (!options.columns.empty()) {
     format::FieldVector fields;
-    std::set<std::string> seen;
     for (const auto& name : options.columns) {
       const int index = full->GetFieldIndex(name);
       if (index < 0) {
@@ -698,7 +621,7 @@ Result<std::unique_ptr<internal::ConsumerImpl>> OpenConsumer(const std::string& 
         return Status::KeyError("topic '", topic, "' has no column '", name, "'; its columns are ",
                                 names);
       }
-      if (!seen.insert(name).second) {
+      if (std::find(impl->columns.begin(), impl->columns.end(), index) != impl->columns.end()) {
         return Status::Invalid("topic '", topic, "': column '", name, "' is asked for twice");
       }
       impl->columns.push_back(index);
@@ -722,14 +645,12 @@ Status CloseConsumer(internal::ConsumerImpl& impl) {
 }
 
 ConsumerStats StatsOf(const internal::ConsumerImpl& impl) {
-  ConsumerStats s;
-  s.lost = impl.lost;
-  s.reregistrations = impl.session->reregistrations();
   const internal::ExportCounter& e = *impl.exports;
-  s.exported_held = e.held.load(std::memory_order_relaxed);
-  s.exported_total = e.total.load(std::memory_order_relaxed);
-  s.exports_refused = e.refused.load(std::memory_order_relaxed);
-  return s;
+  return {.lost = impl.lost,
+          .reregistrations = impl.session->reregistrations(),
+          .exported_held = e.held.load(std::memory_order_relaxed),
+          .exported_total = e.total.load(std::memory_order_relaxed),
+          .exports_refused = e.refused.load(std::memory_order_relaxed)};
 }
 
 }  // namespace
@@ -754,53 +675,39 @@ Status Consumer::NextInto(BatchView* view, std::chrono::nanoseconds timeout) {
   if (!impl_->columns.empty()) {
     return Status::Invalid("Consumer::NextInto: a column subset is given (Next projects it)");
   }
-  Item item;
-  ALKAID_RETURN_NOT_OK(impl_->NextItem(timeout, &item));
-  const uint64_t sequence = item.sequence;
-  const uint64_t lost_before = item.lost_before;
-  ALKAID_ASSIGN_OR_RAISE(auto batch, impl_->ToBatch(item));
-  *view = BatchView(std::move(batch), sequence, lost_before);
+  BatchOrigin origin;
+  ALKAID_ASSIGN_OR_RAISE(auto batch, Next(timeout, &origin));
+  *view = BatchView(std::move(batch), origin.sequence, origin.lost_before);
   return Status::OK();
 }
 
 namespace {
 
-// Consumer::Next, with an origin or without (nullptr, folded where
-// inlined). First the common case: one channel of record batches read
-// whole, a batch there. Its receive fills the Result returned (every return
-// names it, so it is built in the caller's place: no Item, no moves between
-// them) and is what PollOnce's first attempt would do (the maintenance
-// count included); anything else (no batch, an error, the channel ending)
-// goes on as NextItem after that attempt. Several channels, row topics, a
-// column subset and a closed consumer (no channels) take NextItem.
-// TryNext is the same without a wait: `wait` false (folded), its own
-// after-attempt and general ways.
-template <bool kWait>
+// Consumer::Next (`wait`, folded where inlined) and TryNext, with an origin
+// or without (nullptr, folded too). First the common case: one channel of
+// record batches read whole (next_direct), a batch there. Its receive
+// fills the Result returned (every return names it, so it is built in the
+// caller's place: no Item, no moves between them) and is what PollOnce's
+// attempt would do (the maintenance count included); anything else (no
+// batch, an error, the channel ending, several channels, row topics, a
+// column subset, a closed consumer) goes on in NextBatch.
 [[gnu::always_inline]] inline Result<format::RecordBatchPtr> NextOf(
-    internal::ConsumerImpl& impl, std::chrono::nanoseconds timeout, BatchOrigin* origin) {
+    internal::ConsumerImpl& impl, bool wait, std::chrono::nanoseconds timeout,
+    BatchOrigin* origin) {
   Result<format::RecordBatchPtr> result{format::RecordBatchPtr()};
   if (impl.next_direct && impl.subs.size() == 1 && ++impl.since_maintain < kMaintainEvery) {
     BatchSubscriber& sub = *impl.subs.front().batches;
     Status st = sub.TryReceive(&*result);
     if (st.ok() && *result != nullptr) {
-      const uint64_t lost_before = sub.last_lost_before();
-      impl.lost += lost_before;
+      impl.lost += sub.last_lost_before();
       impl.round_robin = 1;
-      if (origin != nullptr) impl.FillOrigin(sub.last_sequence(), lost_before, origin);
+      if (origin != nullptr) impl.FillOrigin(origin, nullptr);
       return result;
     }
-    if constexpr (kWait) {
-      result = impl.NextAfterDirect(st, timeout, origin);
-    } else {
-      result = impl.TryNextAfterDirect(st, origin);
-    }
+    result = impl.NextBatch(wait, timeout, &st, origin);
     return result;
   }
-  if constexpr (kWait) {
-    result = impl.NextGeneral(timeout, origin);
-  } else {
-    result = impl.TryNextGeneral(origin);
-  }
+  result = impl.NextBatch(wait, timeout, nullptr, origin);
   return result;
 }
 
@@ -808,17 +715,17 @@ template <bool kWait>
 
 Result<format::RecordBatchPtr> Consumer::Next(std::chrono::nanoseconds timeout,
                                               BatchOrigin* origin) {
-  return NextOf</*kWait=*/true>(*impl_, timeout, origin);
+  return NextOf(*impl_, /*wait=*/true, timeout, origin);
 }
 
 Result<format::RecordBatchPtr> Consumer::TryNext(BatchOrigin* origin) {
-  return NextOf</*kWait=*/false>(*impl_, std::chrono::nanoseconds(0), origin);
+  return NextOf(*impl_, /*wait=*/false, std::chrono::nanoseconds(0), origin);
 }
 
 // Without an origin: its own copy of the steps, not a call of the above
 // (its frame cost `Next` 8 instructions a batch).
 Result<format::RecordBatchPtr> Consumer::Next(std::chrono::nanoseconds timeout) {
-  return NextOf</*kWait=*/true>(*impl_, timeout, nullptr);
+  return NextOf(*impl_, /*wait=*/true, timeout, nullptr);
 }
 
 Result<format::RecordBatchPtr> Consumer::TryNext() { return TryNext(nullptr); }
@@ -866,14 +773,13 @@ Result<std::unique_ptr<RowConsumer>> RowConsumer::Open(const std::string& topic,
 
 Result<ReceivedRows> RowConsumer::NextRows(std::chrono::nanoseconds timeout) {
   Item item;
-  ALKAID_RETURN_NOT_OK(impl_->NextItem(timeout, &item));
+  ALKAID_RETURN_NOT_OK(impl_->NextItem(/*wait=*/true, timeout, &item));
   return std::move(item.rows);
 }
 
 Result<ReceivedRows> RowConsumer::TryNextRows() {
-  if (impl_->closed) return Status::Invalid("consumer of '", impl_->topic, "' is closed");
   Item item;
-  ALKAID_RETURN_NOT_OK(impl_->PollOnce(&item));
+  ALKAID_RETURN_NOT_OK(impl_->NextItem(/*wait=*/false, std::chrono::nanoseconds(0), &item));
   return std::move(item.rows);
 }
 

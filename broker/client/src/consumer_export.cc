@@ -2,6 +2,7 @@
 // C Stream Interfaces (Consumer::ExportBatch, Consumer::ExportStream), each
 // counted by the consumer's ExportCounter (arrow_export_internal.h).
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <utility>
@@ -14,6 +15,19 @@ namespace alkaid::client {
 
 using Clock = std::chrono::steady_clock;
 
+Status internal::ExportCounter::Hold(const char* what) {
+  const uint64_t before = held.fetch_add(1, std::memory_order_relaxed);
+  if (max_held != 0 && before >= max_held) {
+    held.fetch_sub(1, std::memory_order_relaxed);
+    refused.fetch_add(1, std::memory_order_relaxed);
+    return Status::CapacityError(what, ": ", max_held,
+                                 " exported batches are held already (the foreign side has not "
+                                 "released them; ConsumerOptions::max_exported_batches)");
+  }
+  refs.fetch_add(1, std::memory_order_relaxed);
+  return Status::OK();
+}
+
 namespace {
 
 // Consumer::ExportBatch's two overloads: `owner` (may be null) is the
@@ -22,15 +36,10 @@ Status ExportCounted(internal::ExportCounter* exports, const format::RecordBatch
                      const format::RecordBatchPtr* owner, ArrowArray* out,
                      ArrowSchema* out_schema) {
   if (out == nullptr) return Status::Invalid("Consumer::ExportBatch: null ArrowArray");
-  ALKAID_RETURN_NOT_OK(exports->Reserve("Consumer::ExportBatch"));
-  // The count's place is given back when the foreign side releases the
-  // struct (on its thread, also after this consumer is gone: the export
-  // holds the counter).
-  exports->Ref();
-  auto counted = [exports] {
-    exports->Unreserve();
-    exports->Unref();
-  };
+  // Given back when the foreign side releases the struct (on its thread,
+  // also after this consumer is gone: the export holds the counter).
+  ALKAID_RETURN_NOT_OK(exports->Hold("Consumer::ExportBatch"));
+  auto counted = [exports] { exports->Drop(); };
   Status st = owner != nullptr ? format::ExportRecordBatch(*owner, out, out_schema, counted)
                                : format::ExportRecordBatch(batch, out, out_schema, counted);
   if (!st.ok()) {
@@ -64,8 +73,8 @@ struct ConsumerStream {
   ArrowArrayStream inner{};
   std::shared_ptr<internal::ExportCounter> exports;
   std::unique_ptr<Consumer> owned;  // the static overload's
-  // Set by the next function when it took a place for the batch it returns.
-  bool reserved = false;
+  // Set by the next function when it holds a place for the batch it returns.
+  bool held = false;
 
   static ConsumerStream* Of(ArrowArrayStream* stream) {
     return static_cast<ConsumerStream*>(stream->private_data);
@@ -77,15 +86,12 @@ struct ConsumerStream {
   static int GetNext(ArrowArrayStream* stream, ArrowArray* out) {
     ConsumerStream* s = Of(stream);
     int rc = s->inner.get_next(&s->inner, out);
-    if (!s->reserved) return rc;
-    s->reserved = false;
+    if (!std::exchange(s->held, false)) return rc;
     if (rc != 0 || out->release == nullptr) {
-      // The batch was refused (schema) and dropped: its notice never runs.
-      s->exports->Unreserve();
-      s->exports->Unref();
-      return rc;
+      s->exports->Drop();  // the batch was refused (schema) and dropped: its notice never runs
+    } else {
+      s->exports->total.fetch_add(1, std::memory_order_relaxed);
     }
-    s->exports->total.fetch_add(1, std::memory_order_relaxed);
     return rc;
   }
   static const char* GetLastError(ArrowArrayStream* stream) {
@@ -106,29 +112,27 @@ struct ConsumerStream {
 Result<format::RecordBatchPtr> NextForStream(Consumer* consumer, ConsumerStream* stream,
                                              std::chrono::nanoseconds timeout,
                                              const std::stop_token& stop) {
-  ALKAID_RETURN_NOT_OK(stream->exports->Reserve("Consumer stream get_next"));
+  // Dropped by the exported batch's notice, or below if there is none.
+  ALKAID_RETURN_NOT_OK(stream->exports->Hold("Consumer stream get_next"));
   const bool forever = timeout == std::chrono::nanoseconds::max();
   const auto deadline = forever ? Clock::time_point::max() : Clock::now() + timeout;
   const std::chrono::nanoseconds longest =
       stop.stop_possible() ? std::chrono::milliseconds(5) : std::chrono::seconds(1);
   while (true) {
     if (stop.stop_requested()) {
-      stream->exports->Unreserve();
+      stream->exports->Drop();
       return Status::Cancelled("topic '", consumer->topic(), "': the stream was cancelled");
     }
     const auto slice =
         forever ? longest
-                : std::min(longest, std::max(std::chrono::nanoseconds(0),
-                                             std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                                 deadline - Clock::now())));
+                : std::clamp<std::chrono::nanoseconds>(deadline - Clock::now(), {}, longest);
     auto batch = consumer->Next(slice);
     if (batch.ok()) {
-      stream->reserved = true;
-      stream->exports->Ref();  // the exported batch's, dropped by its notice
+      stream->held = true;
       return batch;
     }
     if (batch.status().IsTimedOut() && (forever || Clock::now() < deadline)) continue;
-    stream->exports->Unreserve();
+    stream->exports->Drop();
     if (batch.status().code() == StatusCode::kEndOfStream) return format::RecordBatchPtr();
     return batch.status();
   }
@@ -148,11 +152,7 @@ Status MakeConsumerStream(Consumer* consumer, std::unique_ptr<Consumer> owned,
       [consumer, raw, timeout, stop = options.stop]() {
         return NextForStream(consumer, raw, timeout, stop);
       },
-      &state->inner,
-      [counter] {
-        counter->Unreserve();
-        counter->Unref();
-      }));
+      &state->inner, [counter] { counter->Drop(); }));
   state->owned = std::move(owned);
   out->get_schema = ConsumerStream::GetSchema;
   out->get_next = ConsumerStream::GetNext;
