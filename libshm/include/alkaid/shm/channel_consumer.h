@@ -200,7 +200,7 @@ class ALKAID_EXPORT ChannelConsumer {
   /// making and unmaking cost it a few instructions a message). Inline: its
   /// common case (TryReceiveHot) runs in the caller's frame, the rest out
   /// of line.
-  Status TryReceive(ChannelMessage* out, bool* got) {
+  [[gnu::always_inline]] Status TryReceive(ChannelMessage* out, bool* got) {
     if (TryReceiveHot(out)) {
       *got = true;
       return Status::OK();
