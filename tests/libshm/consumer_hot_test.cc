@@ -200,6 +200,12 @@ TEST_F(ConsumerHotTest, LeavesEveryHostileSlotToTryReceive) {
          s->block.store(internal::PackBlock(internal::kFixedBlockFlag | kFixedCount, 0));
        },
        "fixed block"},
+      {"fixed block beyond the table, where it would lie", true,
+       [](Slot* s, const Header& h) {
+         s->block.store(internal::PackBlock(internal::kFixedBlockFlag | kFixedCount, 0));
+         s->body_offset.store(h.fixed_offset + uint64_t{kFixedCount} * kFixedBytes);
+       },
+       "fixed block"},
       {"fixed block elsewhere", true,
        [](Slot* s, const Header&) { s->body_offset.store(s->body_offset.load() + 64); },
        "fixed block"},
