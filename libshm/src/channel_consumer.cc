@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstddef>
 #include <string>
 
 #include "alkaid/common/process.h"
@@ -23,6 +24,28 @@ namespace alkaid::shm {
 
 using internal::ChannelSlotData;
 using Clock = std::chrono::steady_clock;
+
+// TryReceiveHot (channel_consumer.h) reads the slot through HotSlotData:
+// the same fields at the same offsets.
+using internal::HotSlotData;
+static_assert(sizeof(HotSlotData) == offsetof(ChannelSlotData, publish_ns) + 8 &&
+              offsetof(HotSlotData, sequence) == offsetof(ChannelSlotData, sequence) &&
+              offsetof(HotSlotData, body_offset) == offsetof(ChannelSlotData, body_offset) &&
+              offsetof(HotSlotData, body_length) == offsetof(ChannelSlotData, body_length) &&
+              offsetof(HotSlotData, block) == offsetof(ChannelSlotData, block) &&
+              offsetof(HotSlotData, payload_size) == offsetof(ChannelSlotData, payload_size) &&
+              offsetof(HotSlotData, shape) == offsetof(ChannelSlotData, shape) &&
+              offsetof(HotSlotData, user) == offsetof(ChannelSlotData, user) &&
+              offsetof(HotSlotData, extension) == offsetof(ChannelSlotData, extension) &&
+              offsetof(HotSlotData, publish_ns) == offsetof(ChannelSlotData, publish_ns));
+static_assert(internal::kHotFixedBlockFlag == internal::kFixedBlockFlag);
+
+void internal::WakeRoomWaiter(std::atomic<uint64_t>* cursor) {
+  internal::FutexWakeAll(reinterpret_cast<std::atomic<uint32_t>*>(cursor));
+}
+
+// TryReceiveHot's first body into a message (or one of another consumer's).
+void ChannelConsumer::AdoptReturns(ChannelBlock* body) { body->returns_ = impl_->returns; }
 
 // TryReceive's steps. ReadSlot and Deliver run once per message and are
 // forced inline: as calls (ReadSlot, with its error paths, is too large for
@@ -184,8 +207,8 @@ struct ChannelConsumer::SlotCopy {
     *problem = BadArenaRange(state, c, offset, length, descriptor);
   }
   if (!problem->ok()) {
-    cursor_ = c + 1;
-    state.StoreCursor(cursor_);
+    hot_.cursor = c + 1;
+    state.StoreCursor(hot_.cursor);
     return false;
   }
   // A fixed block is held from here, before our cursor passes its message.
@@ -251,7 +274,7 @@ inline bool ChannelConsumer::SkipLapped(Impl& state, uint64_t c, uint32_t attemp
   if (overwritten <= c) return false;
   lost_ += overwritten - c;
   pending_lost_ += overwritten - c;
-  cursor_ = overwritten;
+  hot_.cursor = overwritten;
   state.StoreCursor(overwritten);
   const uint64_t room =
       attempt == 0 ? 0 : std::min(uint64_t{1} << std::min(attempt - 1, 62u), slots / 2);
@@ -267,7 +290,7 @@ inline bool ChannelConsumer::SkipLapped(Impl& state, uint64_t c, uint32_t attemp
     }
     ++lost_;
     ++pending_lost_;
-    cursor_ = m + 1;
+    hot_.cursor = m + 1;
   }
   return true;
 }
@@ -278,15 +301,15 @@ inline bool ChannelConsumer::SkipLapped(Impl& state, uint64_t c, uint32_t attemp
 [[gnu::always_inline]] inline void ChannelConsumer::Deliver(Impl& state, uint64_t c,
                                                             const SlotCopy& copy,
                                                             ChannelMessage* out) {
-  cursor_ = c + 1;
+  hot_.cursor = c + 1;
   // kBlockProducer: our cursor is stored once we caught up (the next slot
   // not committed yet) or flush_every messages after the last store, so
   // that a consumer behind a fast producer pays one store (and its fence)
   // per flush_every messages rather than per message.
   if (!state.drop &&
-      (cursor_ - state.stored_cursor >= state.flush_every ||
-       state.Slot(cursor_)->sequence.load(std::memory_order_relaxed) != 2 * cursor_ + 2)) {
-    state.StoreCursor(cursor_);
+      (hot_.cursor - hot_.stored_cursor >= hot_.flush_every ||
+       state.Slot(hot_.cursor)->sequence.load(std::memory_order_relaxed) != 2 * hot_.cursor + 2)) {
+    state.StoreCursor(hot_.cursor);
   }
   ChannelBlock& body = out->body_;
   if (body.held_) {
@@ -352,7 +375,7 @@ inline bool ChannelConsumer::SkipLapped(Impl& state, uint64_t c, uint32_t attemp
   // write_sequence allows is corrupt.
   uint64_t write_at_first_lap = 0;
   for (uint32_t attempt = 0; attempt <= state.geometry.slot_count + 1; ++attempt) {
-    const uint64_t c = cursor_;
+    const uint64_t c = hot_.cursor;
     const ChannelSlotData* slot = state.Slot(c);
     const uint64_t want = 2 * c + 2;
     // Acquire: partner of the producer's release store of the sequence.
@@ -378,7 +401,7 @@ inline bool ChannelConsumer::SkipLapped(Impl& state, uint64_t c, uint32_t attemp
     return Status::OK();  // lapped while the producer published on: what was skipped is counted
   }
   return Status::Invalid("channel '", state.name, "': every slot shows a newer message than ",
-                         "the one this consumer skipped to (sequence ", cursor_,
+                         "the one this consumer skipped to (sequence ", hot_.cursor,
                          "): the channel segment is corrupt");
 }
 
@@ -389,7 +412,7 @@ Result<bool> ChannelConsumer::TryReceive(ChannelMessage* out) {
   return got;
 }
 
-Status ChannelConsumer::TryReceive(ChannelMessage* out, bool* got) {
+Status ChannelConsumer::TryReceiveGeneral(ChannelMessage* out, bool* got) {
   return TryReceiveImpl(out, got);
 }
 
@@ -416,7 +439,7 @@ Status ChannelConsumer::WaitForData(Clock::time_point deadline) {
   Impl& state = *impl_;
   const WaitMode mode = state.options.wait_mode;
   auto there = [&] {
-    return state.header->write_sequence.load(std::memory_order_seq_cst) > cursor_ ||
+    return state.header->write_sequence.load(std::memory_order_seq_cst) > hot_.cursor ||
            state.header->closed.load(std::memory_order_acquire) != 0;
   };
   if (mode != WaitMode::kBlock) {
@@ -489,7 +512,7 @@ Result<bool> ChannelConsumer::ArmDoorbell() {
     if (!accepted.ok()) return true;  // the next receive says why
     if (!*accepted) return false;
   }
-  return state.header->write_sequence.load(std::memory_order_seq_cst) > cursor_ ||
+  return state.header->write_sequence.load(std::memory_order_seq_cst) > hot_.cursor ||
          state.header->closed.load(std::memory_order_acquire) != 0;
 }
 

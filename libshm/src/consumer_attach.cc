@@ -82,7 +82,32 @@ void ChannelConsumer::Impl::DropReleasedExtensions() {
   }
 }
 
-ChannelConsumer::ChannelConsumer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+// The hot state from the checked geometry (ConsumerHot, consumer_hot.h).
+ChannelConsumer::ChannelConsumer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
+  Impl& state = *impl_;
+  const internal::ChannelGeometry& g = state.geometry;
+  state.hot = &hot_;
+  hot_.slots = state.slots;
+  hot_.mask = g.mask;
+  hot_.slot_size = g.slot_size;
+  hot_.data = state.data;
+  // A sixteenth of the slots, at most 64: far below the producer's resume
+  // hysteresis (an eighth), so a producer waiting for room is woken well
+  // before it could wait for a store we put off.
+  hot_.flush_every = state.drop ? 1 : std::clamp<uint64_t>(g.slot_count / 16, 1, 64);
+  hot_.own_cursor = &state.own->cursor;
+  hot_.space_waiting = &state.header->space_waiting;
+  hot_.space_target = &state.header->space_target;
+  hot_.waiter = uint64_t{state.index} + 1;
+  hot_.holds = state.holds;
+  hot_.fixed_offset = g.fixed_offset;
+  hot_.fixed_count = g.fixed_count;
+  hot_.fixed_size = g.fixed_size;
+  hot_.arena_offset = g.arena_offset;
+  hot_.arena_end = g.arena_offset + g.arena_size;
+  hot_.block_count = g.block_count;
+  hot_.returns = state.returns.get();
+}
 
 ChannelConsumer::~ChannelConsumer() { Close(); }
 
@@ -109,10 +134,6 @@ Result<std::unique_ptr<ChannelConsumer>> ChannelConsumer::Open(
   state.slots = state.data + state.geometry.slots_offset;
   state.producer_pid = state.header->producer_pid;
   state.drop = state.geometry.policy == static_cast<uint32_t>(SlowConsumerPolicy::kDropOldest);
-  // A sixteenth of the slots, at most 64: far below the producer's resume
-  // hysteresis (an eighth), so a producer waiting for room is woken well
-  // before it could wait for a store we put off.
-  state.flush_every = state.drop ? 1 : std::clamp<uint64_t>(state.geometry.slot_count / 16, 1, 64);
   state.extension_entries = reinterpret_cast<const internal::ExtensionEntryData*>(
       state.channel->data() + state.geometry.extensions_offset);
 
@@ -245,9 +266,10 @@ Result<bool> ChannelConsumer::Accepted() {
 // Accepted: where the producer placed us.
 bool ChannelConsumer::TakeStart() {
   Impl& state = *impl_;
-  cursor_ = state.control->start.load(std::memory_order_relaxed);
-  state.StoreCursor(cursor_);
+  hot_.cursor = state.control->start.load(std::memory_order_relaxed);
+  state.StoreCursor(hot_.cursor);
   accepted_ = true;
+  hot_.ready = !state.drop;  // kDropOldest receives by TryReceive alone
   // The producer has mapped our segment: its name is no longer needed,
   // and without it no other process can open the segment (processes of
   // our uid could have written returns into it). Our mapping and the
@@ -284,10 +306,11 @@ Status ChannelConsumer::ReadShape(uint32_t id, std::vector<std::byte>* out) cons
 void ChannelConsumer::Close() {
   if (closed_) return;
   closed_ = true;
+  hot_.ready = false;
   Impl& state = *impl_;
   // The producer releases what we did not read from our stored cursor on:
   // it must be our own.
-  if (accepted_ && state.stored_cursor != cursor_) state.StoreCursor(cursor_);
+  if (accepted_ && hot_.stored_cursor != hot_.cursor) state.StoreCursor(hot_.cursor);
   uint64_t expected = state.word;
   // Our own segment says closed first: the producer believes a closed
   // registry entry only over a closed segment (anyone of the channel's

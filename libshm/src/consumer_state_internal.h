@@ -41,13 +41,9 @@ struct ChannelConsumer::Impl {
   uint32_t producer_pid = 0;
   uint32_t episode = 0;  // waiting episodes: odd while announced
   bool drop = false;
-  // kBlockProducer: the cursor in our segment (the producer's flow control)
-  // may lag our own by up to flush_every - 1 messages while more are
-  // waiting; it is stored once we catch up, every flush_every messages, and
-  // before we close (Deliver, Close). With kDropOldest it moves per message
-  // (it decides who returns a lapped message's block).
-  uint64_t stored_cursor = 0;
-  uint64_t flush_every = 1;
+  // The receive's hot state, in the ChannelConsumer (its cursor, the
+  // stored cursor and flush_every, the bounds a slot is checked against).
+  internal::ConsumerHot* hot = nullptr;
   internal::DoorbellPipe doorbell;  // made by DoorbellFd
 
   // The extensions mapped (returns->extensions), as the data path looks
@@ -77,17 +73,7 @@ struct ChannelConsumer::Impl {
   }
 
   // Stores our cursor and wakes a producer waiting on it for room.
-  void StoreCursor(uint64_t cursor) {
-    stored_cursor = cursor;
-    // seq_cst: the Dekker pair with the producer's seq_cst store of
-    // space_waiting before its reload of this cursor (WaitForRoom); with
-    // kDropOldest also the pair with its seq_cst odd store when it laps.
-    own->cursor.store(cursor, std::memory_order_seq_cst);
-    if (header->space_waiting.load(std::memory_order_seq_cst) == index + 1 &&
-        cursor >= header->space_target.load(std::memory_order_relaxed)) {
-      internal::FutexWakeAll(reinterpret_cast<std::atomic<uint32_t>*>(&own->cursor));
-    }
-  }
+  void StoreCursor(uint64_t cursor) { hot->StoreCursor(cursor); }
 
   bool RegistrationLost() const {
     const uint64_t now = registration->word.load(std::memory_order_acquire);

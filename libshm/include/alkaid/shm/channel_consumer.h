@@ -18,6 +18,7 @@
 #include "alkaid/common/export.h"
 #include "alkaid/common/result.h"
 #include "alkaid/common/status.h"
+#include "alkaid/shm/consumer_hot.h"
 #include "alkaid/shm/delivery.h"
 #include "alkaid/shm/segment.h"
 
@@ -196,8 +197,29 @@ class ALKAID_EXPORT ChannelConsumer {
   /// As TryReceive above, without the Result: `*got` says whether a message
   /// was received into `out`, the status is TryReceive's error (`*got` is
   /// then false). For a receive loop that tests both anyway (the Result's
-  /// making and unmaking cost it a few instructions a message).
-  Status TryReceive(ChannelMessage* out, bool* got);
+  /// making and unmaking cost it a few instructions a message). Inline: its
+  /// common case (TryReceiveHot) runs in the caller's frame, the rest out
+  /// of line.
+  [[gnu::always_inline]] Status TryReceive(ChannelMessage* out, bool* got) {
+    if (TryReceiveHot(out)) {
+      *got = true;
+      return Status::OK();
+    }
+    return TryReceiveGeneral(out, got);
+  }
+
+  /// TryReceive's common case, inline in the caller's frame (the
+  /// Result-free TryReceive tries it first; the Result one and Receive
+  /// never do): true if it received the next message into `out`, exactly
+  /// as the out-of-line receive would have. It takes only a message
+  /// committed at the cursor, read consistently, with a body in a fixed
+  /// block or in the channel segment's arena that passes every check the
+  /// out-of-line receive makes of it, and no inline bytes, on a
+  /// kBlockProducer channel whose producer accepted this consumer. False,
+  /// touching nothing, for anything else (nothing there, a lap, an
+  /// extension, a slot the out-of-line receive refuses, the end of the
+  /// stream): that receive then handles it as ever.
+  [[gnu::always_inline]] bool TryReceiveHot(ChannelMessage* out);
 
   /// As TryReceive, waiting per WaitMode up to `timeout` (TimedOut).
   Status Receive(ChannelMessage* out, std::chrono::nanoseconds timeout);
@@ -228,7 +250,7 @@ class ALKAID_EXPORT ChannelConsumer {
   /// Registration entry index.
   uint32_t index() const;
   /// Sequence of the next message this consumer reads.
-  uint64_t next_sequence() const { return cursor_; }
+  uint64_t next_sequence() const { return hot_.cursor; }
   /// Messages lost so far (kDropOldest).
   uint64_t lost_count() const { return lost_; }
   /// kDropOldest, the two races the consumer's checks exist for (each such
@@ -260,10 +282,16 @@ class ALKAID_EXPORT ChannelConsumer {
                   ChannelMessage* scratch, Status* problem);
   void Deliver(Impl& state, uint64_t c, const SlotCopy& copy, ChannelMessage* out);
   Status TryReceiveImpl(ChannelMessage* out, bool* got);
+  // The Result-free TryReceive's way for what TryReceiveHot does not take.
+  Status TryReceiveGeneral(ChannelMessage* out, bool* got);
   static Status CheckExtension(Impl& state, uint64_t c, SlotCopy copy, const std::byte** where);
+  // TryReceiveHot's first body into a message: the queue's reference.
+  void AdoptReturns(ChannelBlock* body);
 
   std::unique_ptr<Impl> impl_;
-  uint64_t cursor_ = 0;
+  // The receive's hot state (the cursor among it): TryReceiveHot reads it
+  // in the caller's frame; the out-of-line calls keep it.
+  internal::ConsumerHot hot_;
   uint64_t lost_ = 0;
   uint64_t pending_lost_ = 0;
   uint64_t torn_reads_ = 0;
@@ -271,5 +299,75 @@ class ALKAID_EXPORT ChannelConsumer {
   bool accepted_ = false;
   bool closed_ = false;
 };
+
+[[gnu::always_inline]] inline bool ChannelConsumer::TryReceiveHot(ChannelMessage* out) {
+  internal::ConsumerHot& h = hot_;
+  if (!h.ready) return false;
+  const uint64_t c = h.cursor;
+  const internal::HotSlotData* slot = h.Slot(c);
+  // Acquire: partner of the producer's release store of the sequence.
+  const uint64_t seq = slot->sequence.load(std::memory_order_acquire);
+  if (seq != 2 * c + 2) return false;
+  const uint64_t offset = slot->body_offset.load(std::memory_order_relaxed);
+  const uint64_t length = slot->body_length.load(std::memory_order_relaxed);
+  const uint64_t block = slot->block.load(std::memory_order_relaxed);
+  const uint32_t size = slot->payload_size.load(std::memory_order_relaxed);
+  const uint32_t shape = slot->shape.load(std::memory_order_relaxed);
+  const uint64_t user = slot->user.load(std::memory_order_relaxed);
+  const uint32_t extension = slot->extension.load(std::memory_order_relaxed);
+  const uint64_t publish_ns = slot->publish_ns.load(std::memory_order_relaxed);
+  // Acquire fence: partner of the producer's release fence after its odd
+  // store; a copy that mixes two writes sees the sequence changed (the
+  // seqlock reader's half). The out-of-line receive then reads it again.
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (slot->sequence.load(std::memory_order_relaxed) != seq) return false;
+  // The out-of-line receive's checks of the slot's numbers (ReadSlot),
+  // each refusal left to it: it reads the slot again and says what is wrong.
+  if (size != 0 || block == 0 || extension != 0) return false;
+  const auto descriptor = static_cast<uint32_t>(block);
+  const auto generation = static_cast<uint32_t>(block >> 32);
+  std::atomic<uint32_t>* hold = nullptr;
+  if ((descriptor & internal::kHotFixedBlockFlag) != 0) {
+    // A fixed block: exactly where block i lies, in the channel segment.
+    const uint32_t i = descriptor & ~internal::kHotFixedBlockFlag;
+    if (i >= h.fixed_count || offset != h.fixed_offset + uint64_t{i} * h.fixed_size ||
+        length > h.fixed_size) {
+      return false;
+    }
+    hold = h.holds + i;
+    // Held from here, before our cursor passes its message. kBlockProducer:
+    // a load and a store (ReadSlot says why no other thread changes the
+    // count now); the cursor store that passes the message publishes it.
+    hold->store(hold->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  } else if (descriptor >= h.block_count || generation == 0 || offset < h.arena_offset ||
+             offset > h.arena_end || (offset - h.arena_offset) % 64 != 0 ||
+             length > h.arena_end - offset) {
+    return false;
+  }
+  // Claimed: our cursor moves past it, stored once we caught up or every
+  // flush_every messages (as the out-of-line receive's Deliver).
+  h.cursor = c + 1;
+  if (c + 1 - h.stored_cursor >= h.flush_every ||
+      h.Slot(c + 1)->sequence.load(std::memory_order_relaxed) != 2 * c + 4) {
+    h.StoreCursor(c + 1);
+  }
+  ChannelBlock& body = out->body_;
+  if (body.held_) body.Release();
+  if (body.returns_.get() != h.returns) AdoptReturns(&body);
+  body.data_ = {h.data + offset, static_cast<std::size_t>(length)};
+  body.hold_ = hold;
+  body.descriptor_ = descriptor;
+  body.generation_ = generation;
+  body.held_ = true;
+  out->sequence_ = c;
+  out->payload_size_ = 0;
+  out->shape_ = shape;
+  out->user_ = user;
+  out->body_offset_ = offset;
+  out->publish_ns_ = publish_ns;
+  out->lost_before_ = pending_lost_;
+  pending_lost_ = 0;
+  return true;
+}
 
 }  // namespace alkaid::shm
