@@ -1,12 +1,13 @@
 // BatchTemplate (batch_template.h): object graphs of one batch shape, made
 // once and handed out again for each body.
 //
-// A graph is one RecordBatch, one ArrayData per node and one Buffer per
-// present buffer. A batch has one reference count, the batch count: a
-// control block made for each batch at the same place in its graph (no
-// allocation). Every pointer inside the graph (a batch's columns, a node's
-// children and buffers) is a link: it names that control block without
-// holding a count of it (its bits are written once, when the graph is
+// A graph is one RecordBatch, one ArrayData per node, one Buffer per
+// present buffer, and the typed Array of each node a column's array needs
+// (RecordBatch::column's; not for a column with a dictionary or extension
+// type, whose array keeps an ArrayData of its own). A batch has one reference count, the batch
+// count: a control block made for each batch at the same place in its graph (no allocation). Every
+// pointer inside the graph (a batch's columns, a node's children and buffers) is a link: it names
+// that control block without holding a count of it (its bits are written once, when the graph is
 // made, and overwritten, never dropped, when the graph goes), so a copy of
 // a link (a column, a child, a buffer, a slice or export taken from the
 // batch) counts in the batch count as the batch pointers do. The count
