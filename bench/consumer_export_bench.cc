@@ -13,6 +13,8 @@
 //   callgrind_annotate --inclusive=yes cg.out | grep CallgrindTarget
 //
 // CallgrindTargetNext: Consumer::Next (the receive, decode-cache hit);
+// CallgrindTargetColumns: column(0..9), each column's typed array, as a
+// reader of the batch takes them (their lengths summed);
 // CallgrindTargetExportRelease: ExportBatch + release while Alkaid's
 // reference still holds the block; CallgrindTargetDrop: dropping the last
 // reference (the block goes back to the producer's return queue), which a
@@ -41,6 +43,12 @@ using alkaid::bench::TenColumnBatch;
 
 [[gnu::noinline]] af::RecordBatchPtr CallgrindTargetNext(ac::Consumer* consumer) {
   return consumer->Next(std::chrono::seconds(5)).ValueOrDie();
+}
+
+[[gnu::noinline]] int64_t CallgrindTargetColumns(const af::RecordBatch& batch) {
+  int64_t sum = 0;
+  for (int c = 0; c < batch.num_columns(); ++c) sum += batch.column(c)->length();
+  return sum;
 }
 
 [[gnu::noinline]] void CallgrindTargetExportRelease(ac::Consumer* consumer,
@@ -76,6 +84,7 @@ int Run(const std::string& broker_bin, int64_t rows, int n) {
   for (int i = 0; i < n; ++i) {
     if (!producer->PublishCopy(*batch).ok()) std::abort();
     auto got = CallgrindTargetNext(consumer.get());
+    if (CallgrindTargetColumns(*got) != rows * got->num_columns()) std::abort();
     CallgrindTargetExportRelease(consumer.get(), *got);
     CallgrindTargetDrop(&got);
   }

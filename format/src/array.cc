@@ -5,6 +5,7 @@
 
 #include "alkaid/format/compare.h"
 #include "alkaid/format/pretty_print.h"
+#include "array_internal.h"
 #include "pool_object_internal.h"
 
 namespace alkaid::format {
@@ -56,19 +57,22 @@ std::string_view BinaryViewArray::GetView(int64_t i) const {
   return {reinterpret_cast<const char*>(buf->data()) + v.ref.offset, static_cast<size_t>(v.size())};
 }
 
-MapArray::MapArray(ArrayDataPtr data) : ListArray(std::move(data)) {
+MapArray::MapArray(ArrayDataPtr data, const internal::ChildArrays& make)
+    : ListArray(std::move(data), make) {
   const auto& entries = values_->data();
-  keys_ = MakeArray(entries->child_data[0]);
-  items_ = MakeArray(entries->child_data[1]);
+  keys_ = make(entries->child_data[0]);
+  items_ = make(entries->child_data[1]);
 }
 
-FixedSizeListArray::FixedSizeListArray(ArrayDataPtr data)
+FixedSizeListArray::FixedSizeListArray(ArrayDataPtr data, const internal::ChildArrays& make)
     : Array(std::move(data)),
       list_size_(static_cast<const FixedSizeListType&>(StorageType(*data_->type)).list_size()),
-      values_(MakeArray(data_->child_data[0])) {}
+      values_(make(data_->child_data[0])) {}
 
-StructArray::StructArray(ArrayDataPtr data) : Array(std::move(data)) {
-  for (const auto& child : data_->child_data) fields_.push_back(MakeArray(child));
+StructArray::StructArray(ArrayDataPtr data, const internal::ChildArrays& make)
+    : Array(std::move(data)) {
+  fields_.reserve(data_->child_data.size());
+  for (const auto& child : data_->child_data) fields_.push_back(make(child));
 }
 
 ArrayPtr StructArray::GetFlattenedField(int i) const {
@@ -80,8 +84,10 @@ ArrayPtr StructArray::GetFieldByName(std::string_view name) const {
   return i < 0 ? nullptr : fields_[static_cast<size_t>(i)];
 }
 
-UnionArray::UnionArray(ArrayDataPtr data) : Array(std::move(data)) {
-  for (const auto& child : data_->child_data) fields_.push_back(MakeArray(child));
+UnionArray::UnionArray(ArrayDataPtr data, const internal::ChildArrays& make)
+    : Array(std::move(data)) {
+  fields_.reserve(data_->child_data.size());
+  for (const auto& child : data_->child_data) fields_.push_back(make(child));
 }
 
 DictionaryArray::DictionaryArray(ArrayDataPtr data) : Array(std::move(data)) {
@@ -117,10 +123,10 @@ int64_t DictionaryArray::GetIndex(int64_t i) const {
   }
 }
 
-RunEndEncodedArray::RunEndEncodedArray(ArrayDataPtr data)
+RunEndEncodedArray::RunEndEncodedArray(ArrayDataPtr data, const internal::ChildArrays& make)
     : Array(std::move(data)),
-      run_ends_(MakeArray(data_->child_data[0])),
-      values_(MakeArray(data_->child_data[1])) {}
+      run_ends_(make(data_->child_data[0])),
+      values_(make(data_->child_data[1])) {}
 
 int64_t RunEndEncodedArray::RunEnd(int64_t i) const {
   const auto& re = *run_ends_->data();
@@ -161,7 +167,8 @@ namespace {
 // The typed Array class for `data`'s type, made by `make(tag, data)` where
 // `tag` is a std::type_identity of that class.
 template <typename Make>
-ArrayPtr MakeTypedArray(ArrayDataPtr data, const Make& make) {
+auto MakeTypedArray(ArrayDataPtr data, const Make& make)
+    -> decltype(make(std::type_identity<Array>{}, std::move(data))) {
   switch (data->type->id()) {
     case TypeId::kNull:
       return make(std::type_identity<NullArray>{}, std::move(data));
@@ -248,6 +255,93 @@ ArrayPtr MakeArray(ArrayDataPtr data) {
 }
 
 namespace internal {
+
+struct ArrayAccess {
+  template <typename T>
+  static constexpr bool kNested =
+      std::is_same_v<T, ListArray> || std::is_same_v<T, LargeListArray> ||
+      std::is_same_v<T, MapArray> || std::is_same_v<T, ListViewArray> ||
+      std::is_same_v<T, LargeListViewArray> || std::is_same_v<T, FixedSizeListArray> ||
+      std::is_same_v<T, StructArray> || std::is_same_v<T, UnionArray> ||
+      std::is_same_v<T, RunEndEncodedArray>;
+
+  template <typename T>
+  static Array* New(ArrayDataPtr data, const ChildArrays& make) {
+    if constexpr (std::is_same_v<T, DictionaryArray> || std::is_same_v<T, ExtensionArray>) {
+      return nullptr;
+    } else if constexpr (kNested<T>) {
+      return new T(std::move(data), make);
+    } else {
+      return new T(std::move(data));
+    }
+  }
+
+  // Overwrites `p` with an empty pointer's bits: no count changes.
+  template <typename T>
+  static void Forget(std::shared_ptr<T>& p) {
+    ::new (static_cast<void*>(&p)) std::shared_ptr<T>();
+  }
+
+  static void ForgetLinks(Array* a) {
+    switch (a->type_id()) {
+      case TypeId::kList:
+        Forget(static_cast<ListArray*>(a)->values_);
+        break;
+      case TypeId::kLargeList:
+        Forget(static_cast<LargeListArray*>(a)->values_);
+        break;
+      case TypeId::kMap: {
+        auto* m = static_cast<MapArray*>(a);
+        Forget(m->keys_);
+        Forget(m->items_);
+        Forget(m->values_);
+        break;
+      }
+      case TypeId::kListView:
+        Forget(static_cast<ListViewArray*>(a)->values_);
+        break;
+      case TypeId::kLargeListView:
+        Forget(static_cast<LargeListViewArray*>(a)->values_);
+        break;
+      case TypeId::kFixedSizeList:
+        Forget(static_cast<FixedSizeListArray*>(a)->values_);
+        break;
+      case TypeId::kStruct:
+        for (auto& f : static_cast<StructArray*>(a)->fields_) Forget(f);
+        break;
+      case TypeId::kSparseUnion:
+      case TypeId::kDenseUnion:
+        for (auto& f : static_cast<UnionArray*>(a)->fields_) Forget(f);
+        break;
+      case TypeId::kRunEndEncoded: {
+        auto* r = static_cast<RunEndEncodedArray*>(a);
+        Forget(r->run_ends_);
+        Forget(r->values_);
+        break;
+      }
+      default:
+        break;
+    }
+    Forget(a->data_);
+  }
+};
+
+bool LinkableArrayType(const DataType& type) {
+  if (type.id() == TypeId::kDictionary || type.id() == TypeId::kExtension) return false;
+  for (const auto& f : type.fields()) {
+    if (!LinkableArrayType(*f->type())) return false;
+  }
+  return true;
+}
+
+Array* NewLinkedArray(ArrayDataPtr data, const ChildArrays& make) {
+  if (!LinkableArrayType(*data->type)) return nullptr;
+  return MakeTypedArray(std::move(data), [&make](auto tag, ArrayDataPtr d) -> Array* {
+    return ArrayAccess::New<typename decltype(tag)::type>(std::move(d), make);
+  });
+}
+
+void ForgetLinks(Array* array) { ArrayAccess::ForgetLinks(array); }
 
 ArrayPtr MakeArrayIn(ArrayDataPtr data, MemoryPool* pool) {
   ObjectMemory* m = pool != nullptr ? pool->object_memory() : nullptr;

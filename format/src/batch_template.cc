@@ -1,12 +1,13 @@
 // BatchTemplate (batch_template.h): object graphs of one batch shape, made
 // once and handed out again for each body.
 //
-// A graph is one RecordBatch, one ArrayData per node and one Buffer per
-// present buffer. A batch has one reference count, the batch count: a
-// control block made for each batch at the same place in its graph (no
-// allocation). Every pointer inside the graph (a batch's columns, a node's
-// children and buffers) is a link: it names that control block without
-// holding a count of it (its bits are written once, when the graph is
+// A graph is one RecordBatch, one ArrayData per node, one Buffer per
+// present buffer, and the typed Array of each node a column's array needs
+// (RecordBatch::column's; not for a column with a dictionary or extension
+// type, whose array keeps an ArrayData of its own). A batch has one reference count, the batch
+// count: a control block made for each batch at the same place in its graph (no allocation). Every
+// pointer inside the graph (a batch's columns, a node's children and buffers) is a link: it names
+// that control block without holding a count of it (its bits are written once, when the graph is
 // made, and overwritten, never dropped, when the graph goes), so a copy of
 // a link (a column, a child, a buffer, a slice or export taken from the
 // batch) counts in the batch count as the batch pointers do. The count
@@ -33,7 +34,9 @@
 
 #include "alkaid/format/array_data.h"
 #include "alkaid/format/buffer.h"
+#include "array_internal.h"
 #include "c_data_internal.h"
+#include "column_box_internal.h"
 
 namespace alkaid::format {
 
@@ -74,6 +77,10 @@ struct BatchTemplate::Graph {
   std::shared_ptr<void> count;
   std::optional<RecordBatch> batch;
   std::vector<ArrayData> nodes;
+  // The typed array of each node a column's array needs (null: none),
+  // linked as the nodes are: its data, and its children's arrays, are
+  // links. The batch's column boxes link to the columns' ones.
+  std::vector<std::unique_ptr<Array>> arrays;
   std::unique_ptr<TemplateBuffer[]> buffers;  // the present ones, then the whole body
   alignas(std::max_align_t) std::byte keeper[kKeeperBytes];
   // The type `keeper` holds (null: none); a resident one stays from its
@@ -105,10 +112,31 @@ struct BatchTemplate::Graph {
     }
     if (batch.has_value()) {
       for (auto& c : batch->columns_) Forget(c);
+      if (internal::ColumnBox* boxes = batch->boxes_.load(std::memory_order_relaxed)) {
+        for (size_t i = 0; i < batch->columns_.size(); ++i) Forget(boxes[i].array);
+      }
+    }
+    for (auto& a : arrays) {
+      if (a != nullptr) internal::ForgetLinks(a.get());
     }
     Forget(count);
     LetGoOfBody();
     if (keeper_ops != nullptr) keeper_ops->destroy(keeper);
+  }
+
+  // The typed array of node `k` (its type one LinkableArrayType accepts),
+  // made the first time it is asked for, with its children's.
+  Array* ArrayOf(size_t k) {
+    if (arrays[k] == nullptr) {
+      const internal::ChildArrays children{&ChildArray, this};
+      arrays[k].reset(internal::NewLinkedArray(Link(&nodes[k]), children));
+    }
+    return arrays[k].get();
+  }
+  // ChildArrays' maker: a link to the array of `child` (a link to a node).
+  static ArrayPtr ChildArray(void* graph, const ArrayDataPtr& child) {
+    auto* g = static_cast<Graph*>(graph);
+    return g->Link(g->ArrayOf(static_cast<size_t>(child.get() - g->nodes.data())));
   }
 
   // Lets go of the body's keeper, once (a resident one stays, empty).
@@ -331,6 +359,21 @@ BatchTemplate::Graph* BatchTemplate::NewGraph() {
   g->batch.emplace(RecordBatch::Key{}, shape_.schema, shape_.num_rows, std::move(columns));
   g->batch->metadata_ = shape_.metadata;
   g->batch->export_slot_ = &g->export_slot;
+  // column(i)'s arrays, made now with the graph: a link to each column's
+  // array, or (a dictionary or extension type in it) one per call.
+  g->arrays.resize(shape_.nodes.size());
+  auto* boxes = new internal::ColumnBox[shape_.columns.size()];
+  for (size_t c = 0; c < shape_.columns.size(); ++c) {
+    const uint32_t root = shape_.columns[c];
+    if (internal::LinkableArrayType(*shape_.nodes[root].type)) {
+      boxes[c].array = g->Link(g->ArrayOf(root));
+      boxes[c].state.store(internal::ColumnBox::kReady, std::memory_order_relaxed);
+    } else {
+      boxes[c].state.store(internal::ColumnBox::kPerCall, std::memory_order_relaxed);
+    }
+  }
+  // Relaxed: the graph reaches other threads only in a batch handed out.
+  g->batch->boxes_.store(boxes, std::memory_order_relaxed);
   g->export_slot.varying = shape_.varying;
   im.made.fetch_add(1, std::memory_order_relaxed);
   return g.release();

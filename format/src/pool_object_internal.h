@@ -236,7 +236,10 @@ struct ObjectMemoryAccess {
                                                 Column&& column) {
     bool reused = false;
     RecordBatch* b = Take<RecordBatch>(m, &reused, [](void* at) {
-      return ::new (at) RecordBatch(RecordBatch::Key{}, nullptr, 0, {});
+      auto* made = ::new (at) RecordBatch(RecordBatch::Key{}, nullptr, 0, {});
+      // Reused with the memory: a boxed column would hold the owner.
+      made->box_per_call_ = true;
+      return made;
     });
     if (b == nullptr) return nullptr;
     if (b->schema_ != schema) b->schema_ = std::move(schema);

@@ -4,6 +4,7 @@
 
 #include "alkaid/format/compare.h"
 #include "alkaid/format/pretty_print.h"
+#include "column_box_internal.h"
 #include "pool_object_internal.h"
 
 namespace alkaid::format {
@@ -132,6 +133,50 @@ Result<std::shared_ptr<RecordBatch>> RecordBatch::MakeFromArrays(SchemaPtr schem
   return Make(std::move(schema), num_rows, std::move(v));
 }
 
+RecordBatch::~RecordBatch() { delete[] boxes_.load(std::memory_order_relaxed); }
+
+ArrayPtr RecordBatch::column(int i) const {
+  // Acquire: pairs with the release that published the boxes (BoxColumn's
+  // exchange; a BatchTemplate's batch reaches its thread by the usual
+  // means) and with each box's release store of kReady.
+  const internal::ColumnBox* boxes = boxes_.load(std::memory_order_acquire);
+  if (boxes != nullptr) {
+    const internal::ColumnBox& box = boxes[static_cast<size_t>(i)];
+    if (box.state.load(std::memory_order_acquire) == internal::ColumnBox::kReady) return box.array;
+  }
+  return BoxColumn(i);
+}
+
+ArrayPtr RecordBatch::BoxColumn(int i) const {
+  using internal::ColumnBox;
+  ArrayPtr array = MakeArray(column_data(i));
+  if (box_per_call_) return array;
+  ColumnBox* boxes = boxes_.load(std::memory_order_acquire);
+  if (boxes == nullptr) {
+    auto* fresh = new ColumnBox[columns_.size()];
+    // Release: the boxes' initial state is seen by every later acquire
+    // load; acquire on failure: the winner's boxes are.
+    if (boxes_.compare_exchange_strong(boxes, fresh, std::memory_order_acq_rel,
+                                       std::memory_order_acquire)) {
+      boxes = fresh;
+    } else {
+      delete[] fresh;
+    }
+  }
+  ColumnBox& box = boxes[static_cast<size_t>(i)];
+  uint8_t state = ColumnBox::kEmpty;
+  // The first caller writes the box; one that finds another writing it
+  // (or a column boxed per call) returns its own, equal array.
+  if (box.state.compare_exchange_strong(state, ColumnBox::kBoxing, std::memory_order_acquire,
+                                        std::memory_order_acquire)) {
+    box.array = array;
+    box.state.store(ColumnBox::kReady, std::memory_order_release);  // column()'s acquire
+  } else if (state == ColumnBox::kReady) {
+    return box.array;
+  }
+  return array;
+}
+
 ArrayPtr RecordBatch::GetColumnByName(std::string_view name) const {
   const int i = schema_->GetFieldIndex(name);
   return i < 0 ? nullptr : column(i);
@@ -164,7 +209,8 @@ bool RecordBatch::Equals(const RecordBatch& other, bool check_metadata) const {
     if (empty != other_empty || (!empty && !metadata_->Equals(*other.metadata_))) return false;
   }
   for (size_t i = 0; i < columns_.size(); ++i) {
-    if (!ArrayEquals(*MakeArray(columns_[i]), *MakeArray(other.columns_[i]))) return false;
+    const int c = static_cast<int>(i);
+    if (!ArrayEquals(*column(c), *other.column(c))) return false;
   }
   return true;
 }

@@ -37,6 +37,27 @@ TEST(BatchTemplateAllocTest, SteadyStateAllocatesNothing) {
   EXPECT_EQ(sum, 1000 * 6);
 }
 
+// column(i) of a recycled batch is the array its graph made: reading the
+// columns through their typed arrays (a list's values too) allocates
+// nothing after the first batch.
+TEST(BatchTemplateAllocTest, ColumnsOfARecycledBatchAllocateNothing) {
+  ASSERT_OK_AND_ASSIGN(auto t, BatchTemplate::Make(Shape()));
+  std::atomic<int> held{0};
+  Body body(3);
+  { auto warm = t->Instantiate(body.bytes, Keeper(&held)); }
+  const uint64_t before = counting_new::g_allocations.load();
+  int64_t sum = 0;
+  for (int i = 0; i < 1000; ++i) {
+    auto b = t->Instantiate(body.bytes, Keeper(&held));
+    ArrayPtr a = b->column(0);
+    ArrayPtr list = b->column(1);
+    sum += static_cast<const Int64Array&>(*a).Value(3);
+    sum += static_cast<const Int32Array&>(*static_cast<const ListArray&>(*list).values()).Value(1);
+  }
+  EXPECT_EQ(counting_new::g_allocations.load() - before, 0u);
+  EXPECT_EQ(sum, 1000 * (6 + 301));
+}
+
 // An export of a recycled batch fills the tree parked in its graph: after
 // the first, exporting and releasing allocates nothing.
 TEST(BatchTemplateAllocTest, ExportOfARecycledBatchAllocatesNothing) {

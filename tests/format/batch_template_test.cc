@@ -113,6 +113,93 @@ TEST(BatchTemplateTest, AColumnAChildABufferOrASliceKeptAfterTheBatchHoldsIt) {
   EXPECT_EQ(t->graphs_made(), 2u);
 }
 
+// column(i) returns the array its graph made for the column: the same
+// object on every call and for every batch of the graph; a list column's
+// values are the graph's array of the child node.
+TEST(BatchTemplateTest, ColumnsAreTheGraphsArrays) {
+  ASSERT_OK_AND_ASSIGN(auto t, BatchTemplate::Make(Shape()));
+  std::atomic<int> held{0};
+  Body one(1);
+  Body two(2);
+  const Array* a = nullptr;
+  const Array* values = nullptr;
+  {
+    auto b = t->Instantiate(one.bytes, Keeper(&held));
+    a = b->column(0).get();
+    EXPECT_EQ(b->column(0).get(), a);
+    auto list = std::static_pointer_cast<ListArray>(b->column(1));
+    EXPECT_EQ(b->column(1).get(), list.get());
+    values = list->values().get();
+    EXPECT_EQ(list->values()->data().get(), b->column_data(1)->child_data[0].get());
+    EXPECT_EQ(b->column(0)->data().get(), b->column_data(0).get());
+    ExpectValues(*b, 1);
+  }
+  auto b = t->Instantiate(two.bytes, Keeper(&held));
+  EXPECT_EQ(t->graphs_made(), 1u);
+  EXPECT_EQ(b->column(0).get(), a);
+  EXPECT_EQ(std::static_pointer_cast<ListArray>(b->column(1))->values().get(), values);
+  ExpectValues(*b, 2);
+}
+
+// A column (or its list's values) kept after its batch holds the batch's
+// count, and so the body and the graph; the body goes with the last of
+// them, and the graph is taken again for the next body.
+TEST(BatchTemplateTest, AColumnKeptAfterItsBatchHoldsTheBody) {
+  ASSERT_OK_AND_ASSIGN(auto t, BatchTemplate::Make(Shape()));
+  std::atomic<int> held{0};
+  Body body(3);
+  for (int keep_values = 0; keep_values < 2; ++keep_values) {
+    ArrayPtr kept;
+    {
+      auto b = t->Instantiate(body.bytes, Keeper(&held));
+      kept = b->column(1);
+      if (keep_values == 1) kept = std::static_pointer_cast<ListArray>(kept)->values();
+    }
+    EXPECT_EQ(held.load(), 1);
+    Body other(4);
+    {
+      auto b2 = t->Instantiate(other.bytes, Keeper(&held));
+      EXPECT_EQ(t->graphs_made(), 2u) << "the kept column's graph is in use";
+      ExpectValues(*b2, 4);
+    }
+    if (keep_values == 1) {
+      EXPECT_EQ(std::static_pointer_cast<Int32Array>(kept)->Value(5), 305);
+    } else {
+      auto slot = std::static_pointer_cast<ListArray>(kept)->value_slice(2);
+      EXPECT_EQ(std::static_pointer_cast<Int32Array>(slot)->Value(1), 305);
+    }
+    EXPECT_EQ(held.load(), 1);
+    kept.reset();
+    EXPECT_EQ(held.load(), 0);
+  }
+  EXPECT_EQ(t->graphs_made(), 2u);
+}
+
+// A column of a dictionary type has no array in the graph (a dictionary
+// array keeps an array data of its own): column(i) makes one per call,
+// which holds the body like any pointer taken from the batch.
+TEST(BatchTemplateTest, ADictionaryColumnIsMadePerCall) {
+  BatchShape s;
+  s.schema = schema({field("d", dictionary(int32(), utf8()))});
+  s.num_rows = kRows;
+  s.body_length = 192;
+  s.nodes = {{dictionary(int32(), utf8()), kRows, 0, 0, {{-1, 0}, {64, 16}}, {}}};
+  s.columns = {0};
+  ASSERT_OK_AND_ASSIGN(auto t, BatchTemplate::Make(std::move(s)));
+  std::atomic<int> held{0};
+  Body body(0);
+  ArrayPtr kept;
+  {
+    auto b = t->Instantiate(body.bytes, Keeper(&held));
+    kept = b->column(0);
+    EXPECT_NE(b->column(0).get(), kept.get());
+    EXPECT_EQ(kept->type_id(), TypeId::kDictionary);
+  }
+  EXPECT_EQ(held.load(), 1);
+  kept.reset();
+  EXPECT_EQ(held.load(), 0);
+}
+
 // A keeper with TakeFrom and Release (shm::ChannelBlock's shape) is
 // resident: each graph makes one, takes every batch's keeper into it,
 // releases it when the batch goes, and destroys it only with the graph (a

@@ -239,6 +239,29 @@ TEST(ObjectMemoryTest, PointersTakenFromABatchKeepTheMemory) {
   }
 }
 
+// column(i) of a batch made in the memory makes its array per call (a
+// boxed one would hold the owner's count from the reused batch, and the
+// memory would never be released): the owner goes with the batch and the
+// column, and each call's array is a new one, holding the owner as any
+// pointer taken from the batch does.
+TEST(ObjectMemoryTest, ColumnsOfABatchInTheMemoryAreMadePerCall) {
+  RecyclingPool pool;
+  const SchemaPtr two = Int64Columns(2);
+  for (int64_t use = 0; use < 3; ++use) {
+    std::shared_ptr<MemoryPool> owner = pool.Open();
+    auto batch = Build(&pool, two, 2, 10 * use);
+    ArrayPtr column = batch->column(1);
+    EXPECT_NE(batch->column(1).get(), column.get());
+    EXPECT_EQ(std::static_pointer_cast<Int64Array>(column)->Value(3), 10 * use + 8 + 3);
+    owner.reset();
+    batch.reset();
+    EXPECT_EQ(pool.released(), use) << "the column holds the owner";
+    EXPECT_EQ(std::static_pointer_cast<Int64Array>(column)->Value(7), 10 * use + 8 + 7);
+    column.reset();
+    EXPECT_EQ(pool.released(), use + 1);
+  }
+}
+
 // Uses of different shapes in turn (slots that held an array data now hold
 // a buffer object, more columns than slots, strings with three buffers):
 // every batch is whole, objects past the last slot come from the heap, and

@@ -29,14 +29,9 @@ std::shared_ptr<Buffer> EmptyBuffer() {
 
 }  // namespace
 
-Result<std::unique_ptr<Message>> Message::Open(std::shared_ptr<Buffer> metadata,
-                                               std::shared_ptr<Buffer> body,
-                                               const IpcReadOptions& options) {
-  if (metadata == nullptr) return Status::Invalid("message metadata is null");
-  // The Flatbuffers verifier requires 8-byte aligned tables.
-  ALKAID_ASSIGN_OR_RAISE(metadata, EnsureAligned(std::move(metadata), 8, options.pool));
-  ALKAID_ASSIGN_OR_RAISE(auto info, internal::VerifyMessage(metadata->data(), metadata->size(),
-                                                            options.max_recursion_depth));
+Result<std::unique_ptr<Message>> internal::MessageAccess::Make(std::shared_ptr<Buffer> metadata,
+                                                               std::shared_ptr<Buffer> body,
+                                                               MessageInfo info) {
   if (body == nullptr) body = EmptyBuffer();
   if (body->size() != info.body_length) {
     return Status::Invalid(MessageTypeName(info.type), " message body is ", body->size(),
@@ -50,6 +45,17 @@ Result<std::unique_ptr<Message>> Message::Open(std::shared_ptr<Buffer> metadata,
   m->body_ = std::move(body);
   m->custom_metadata_ = std::move(info.custom_metadata);
   return m;
+}
+
+Result<std::unique_ptr<Message>> Message::Open(std::shared_ptr<Buffer> metadata,
+                                               std::shared_ptr<Buffer> body,
+                                               const IpcReadOptions& options) {
+  if (metadata == nullptr) return Status::Invalid("message metadata is null");
+  // The Flatbuffers verifier requires 8-byte aligned tables.
+  ALKAID_ASSIGN_OR_RAISE(metadata, EnsureAligned(std::move(metadata), 8, options.pool));
+  ALKAID_ASSIGN_OR_RAISE(auto info, internal::VerifyMessage(metadata->data(), metadata->size(),
+                                                            options.max_recursion_depth));
+  return internal::MessageAccess::Make(std::move(metadata), std::move(body), std::move(info));
 }
 
 Result<std::unique_ptr<Message>> ReadMessage(InputStream* stream, const IpcReadOptions& options) {
@@ -85,7 +91,9 @@ Result<std::unique_ptr<Message>> ReadMessage(InputStream* stream, const IpcReadO
     return Status::Invalid("stream truncated: ", MessageTypeName(info.type), " body of ",
                            info.body_length, " bytes, only ", body->size(), " available");
   }
-  return Message::Open(std::move(metadata), std::move(body), options);
+  // Verified above (aligned, the verifier run, the fixed part read): not
+  // again through Open.
+  return internal::MessageAccess::Make(std::move(metadata), std::move(body), std::move(info));
 }
 
 Result<std::unique_ptr<Message>> ReadMessage(RandomAccessFile* file, int64_t offset,

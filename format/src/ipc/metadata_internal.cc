@@ -492,6 +492,10 @@ Result<MessageInfo> VerifyMessage(const uint8_t* data, int64_t size, int max_dep
   if (!fbs::VerifyMessageBuffer(verifier)) {
     return Status::Invalid("message metadata (", size, " bytes) is not a valid Message flatbuffer");
   }
+  return ReadMessageInfo(data);
+}
+
+Result<MessageInfo> ReadMessageInfo(const uint8_t* data) {
   const fbs::Message* m = RootMessage(data);
   MessageInfo info;
   ALKAID_ASSIGN_OR_RAISE(info.version, VersionFromFlatbuffer(m->version()));

@@ -70,6 +70,19 @@ struct FooterMeta {
 
 /// Runs the Flatbuffers verifier over a Message and reads its fixed part.
 Result<MessageInfo> VerifyMessage(const uint8_t* data, int64_t size, int max_depth);
+/// VerifyMessage's reading of the fixed part alone, for a Message it
+/// accepted already: the same answer, without the verifier.
+Result<MessageInfo> ReadMessageInfo(const uint8_t* data);
+
+/// Makes the Message of `metadata`, which VerifyMessage accepted (`info`,
+/// what it read), and `body` (null: none), checking only the body's size:
+/// for a reader that verified the metadata itself to learn the body's
+/// length, so that no Message is verified twice (message.cc; Message::Open
+/// verifies and then ends here too). `metadata` must be 8-byte aligned.
+struct MessageAccess {
+  static Result<std::unique_ptr<Message>> Make(std::shared_ptr<Buffer> metadata,
+                                               std::shared_ptr<Buffer> body, MessageInfo info);
+};
 
 /// The following take a buffer VerifyMessage accepted.
 Result<SchemaPtr> GetSchema(const uint8_t* message, DictionaryMemo* memo, int max_depth);

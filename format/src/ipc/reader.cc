@@ -531,8 +531,12 @@ class StreamDecoder::Impl {
     need_ = 4;
     ALKAID_ASSIGN_OR_RAISE(auto batch, state_.ProcessPlanned(*metadata_, body));
     if (batch == nullptr) {
-      ALKAID_ASSIGN_OR_RAISE(auto message,
-                             Message::Open(std::move(metadata_), std::move(body), options_));
+      // No plan took it: a Message, of the metadata Step verified (its
+      // fixed part read again, not verified again).
+      ALKAID_ASSIGN_OR_RAISE(auto info, internal::ReadMessageInfo(metadata_->data()));
+      ALKAID_ASSIGN_OR_RAISE(
+          auto message,
+          internal::MessageAccess::Make(std::move(metadata_), std::move(body), std::move(info)));
       const bool had_schema = state_.schema() != nullptr;
       ALKAID_ASSIGN_OR_RAISE(batch, state_.Process(*message));
       if (!had_schema && state_.schema() != nullptr) {
@@ -584,7 +588,7 @@ class StreamDecoder::Impl {
   int64_t available_ = 0;
   Phase phase_ = Phase::kPrefix;
   int64_t need_ = 4;
-  std::shared_ptr<Buffer> metadata_;
+  std::shared_ptr<Buffer> metadata_;  // verified (Step, kMetadata)
   Status error_;
 };
 

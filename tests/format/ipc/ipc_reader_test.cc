@@ -184,6 +184,35 @@ TEST(StreamReaderTest, MetadataVersionsBeforeV4AreRefusedByName) {
                              ReadStreamBuffer(Buffer::FromString(unknown), &s));
 }
 
+// Metadata that is not a Message flatbuffer (a root offset far past its
+// 16 bytes) is refused by the verifier, which each reader runs once per
+// Message (ReadMessage, and with it RecordBatchStreamReader; StreamDecoder),
+// with a clear error.
+TEST(StreamReaderTest, MetadataThatIsNoMessageIsRefused) {
+  ASSERT_OK_AND_ASSIGN(auto written, WriteBatches(TwoColumns(), {}, {}, false));
+  std::string garbage(8 + 16, '\x7f');
+  const uint32_t marker = 0xFFFFFFFFu;
+  const int32_t length = 16;
+  std::memcpy(garbage.data(), &marker, 4);
+  std::memcpy(garbage.data() + 4, &length, 4);
+  {
+    BufferReader br(Buffer::FromString(garbage));
+    ASSERT_RAISES_WITH_MESSAGE(kInvalid, "is not a valid Message flatbuffer", ReadMessage(&br));
+  }
+  // The schema's Message, then the garbage in place of the end marker.
+  std::string stream(written->view().substr(0, static_cast<size_t>(written->size()) - 8));
+  stream += garbage;
+  SchemaPtr s;
+  auto read = ReadStreamBuffer(Buffer::FromString(stream), &s);
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "is not a valid Message flatbuffer", read);
+  EXPECT_NE(read.status().message().find("message #1"), std::string::npos)
+      << read.status().ToString();
+  auto listener = std::make_shared<CollectListener>();
+  StreamDecoder decoder(listener);
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "is not a valid Message flatbuffer",
+                             decoder.Consume(Buffer::FromString(stream)));
+}
+
 TEST(StreamReaderTest, HostileLengthsNeverAllocate) {
   auto batches = SampleBatches();
   ASSERT_OK_AND_ASSIGN(auto bytes, WriteBatches(TwoColumns(), batches, {}, false));

@@ -20,6 +20,23 @@
 
 namespace alkaid::format {
 
+/// Wraps `data` in the typed Array class for its type.
+ALKAID_EXPORT ArrayPtr MakeArray(ArrayDataPtr data);
+
+namespace internal {
+struct ArrayAccess;
+/// How a nested array's constructor makes the arrays of its children: by
+/// MakeArray (`make` null), or as a BatchTemplate graph's own objects
+/// (batch_template.cc, through ArrayAccess). Not API.
+struct ChildArrays {
+  ArrayPtr (*make)(void* context, const ArrayDataPtr& child) = nullptr;
+  void* context = nullptr;
+  ArrayPtr operator()(const ArrayDataPtr& child) const {
+    return make == nullptr ? MakeArray(child) : make(context, child);
+  }
+};
+}  // namespace internal
+
 /// Base of all typed arrays.
 class ALKAID_EXPORT Array {
  public:
@@ -50,11 +67,9 @@ class ALKAID_EXPORT Array {
   std::string ToString() const;
 
  protected:
+  friend struct internal::ArrayAccess;
   ArrayDataPtr data_;
 };
-
-/// Wraps `data` in the typed Array class for its type.
-ALKAID_EXPORT ArrayPtr MakeArray(ArrayDataPtr data);
 
 class ALKAID_EXPORT NullArray : public Array {
  public:
@@ -190,8 +205,7 @@ template <typename OffsetT>
 class ALKAID_EXPORT BaseListArray : public Array {
  public:
   using OffsetType = OffsetT;
-  explicit BaseListArray(ArrayDataPtr data)
-      : Array(std::move(data)), values_(MakeArray(data_->child_data[0])) {}
+  explicit BaseListArray(ArrayDataPtr data) : BaseListArray(std::move(data), {}) {}
   const OffsetT* raw_offsets() const { return data_->GetValues<OffsetT>(1); }
   OffsetT value_offset(int64_t i) const { return raw_offsets()[i]; }
   OffsetT value_length(int64_t i) const { return raw_offsets()[i + 1] - raw_offsets()[i]; }
@@ -201,6 +215,9 @@ class ALKAID_EXPORT BaseListArray : public Array {
   ArrayPtr value_slice(int64_t i) const { return values_->Slice(value_offset(i), value_length(i)); }
 
  protected:
+  friend struct internal::ArrayAccess;
+  BaseListArray(ArrayDataPtr data, const internal::ChildArrays& make)
+      : Array(std::move(data)), values_(make(data_->child_data[0])) {}
   ArrayPtr values_;
 };
 using ListArray = BaseListArray<int32_t>;
@@ -208,11 +225,13 @@ using LargeListArray = BaseListArray<int64_t>;
 
 class ALKAID_EXPORT MapArray : public ListArray {
  public:
-  explicit MapArray(ArrayDataPtr data);
+  explicit MapArray(ArrayDataPtr data) : MapArray(std::move(data), {}) {}
   const ArrayPtr& keys() const { return keys_; }
   const ArrayPtr& items() const { return items_; }
 
  private:
+  friend struct internal::ArrayAccess;
+  MapArray(ArrayDataPtr data, const internal::ChildArrays& make);
   ArrayPtr keys_;
   ArrayPtr items_;
 };
@@ -222,8 +241,7 @@ template <typename OffsetT>
 class ALKAID_EXPORT BaseListViewArray : public Array {
  public:
   using OffsetType = OffsetT;
-  explicit BaseListViewArray(ArrayDataPtr data)
-      : Array(std::move(data)), values_(MakeArray(data_->child_data[0])) {}
+  explicit BaseListViewArray(ArrayDataPtr data) : BaseListViewArray(std::move(data), {}) {}
   const OffsetT* raw_offsets() const { return data_->GetValues<OffsetT>(1); }
   const OffsetT* raw_sizes() const { return data_->GetValues<OffsetT>(2); }
   OffsetT value_offset(int64_t i) const { return raw_offsets()[i]; }
@@ -232,6 +250,9 @@ class ALKAID_EXPORT BaseListViewArray : public Array {
   ArrayPtr value_slice(int64_t i) const { return values_->Slice(value_offset(i), value_length(i)); }
 
  private:
+  friend struct internal::ArrayAccess;
+  BaseListViewArray(ArrayDataPtr data, const internal::ChildArrays& make)
+      : Array(std::move(data)), values_(make(data_->child_data[0])) {}
   ArrayPtr values_;
 };
 using ListViewArray = BaseListViewArray<int32_t>;
@@ -239,7 +260,7 @@ using LargeListViewArray = BaseListViewArray<int64_t>;
 
 class ALKAID_EXPORT FixedSizeListArray : public Array {
  public:
-  explicit FixedSizeListArray(ArrayDataPtr data);
+  explicit FixedSizeListArray(ArrayDataPtr data) : FixedSizeListArray(std::move(data), {}) {}
   int32_t list_size() const { return list_size_; }
   int64_t value_offset(int64_t i) const { return (data_->offset + i) * list_size_; }
   int64_t value_length(int64_t /*i*/) const { return list_size_; }
@@ -247,13 +268,15 @@ class ALKAID_EXPORT FixedSizeListArray : public Array {
   ArrayPtr value_slice(int64_t i) const { return values_->Slice(value_offset(i), list_size_); }
 
  private:
+  friend struct internal::ArrayAccess;
+  FixedSizeListArray(ArrayDataPtr data, const internal::ChildArrays& make);
   int32_t list_size_;
   ArrayPtr values_;
 };
 
 class ALKAID_EXPORT StructArray : public Array {
  public:
-  explicit StructArray(ArrayDataPtr data);
+  explicit StructArray(ArrayDataPtr data) : StructArray(std::move(data), {}) {}
   int num_fields() const { return static_cast<int>(fields_.size()); }
   /// Child i as stored (its own offset; the struct's offset is NOT applied).
   const ArrayPtr& field(int i) const { return fields_[static_cast<size_t>(i)]; }
@@ -262,12 +285,14 @@ class ALKAID_EXPORT StructArray : public Array {
   ArrayPtr GetFieldByName(std::string_view name) const;
 
  private:
+  friend struct internal::ArrayAccess;
+  StructArray(ArrayDataPtr data, const internal::ChildArrays& make);
   std::vector<ArrayPtr> fields_;
 };
 
 class ALKAID_EXPORT UnionArray : public Array {
  public:
-  explicit UnionArray(ArrayDataPtr data);
+  explicit UnionArray(ArrayDataPtr data) : UnionArray(std::move(data), {}) {}
   const UnionType& union_type() const { return static_cast<const UnionType&>(*type()); }
   UnionMode mode() const { return union_type().mode(); }
   const int8_t* raw_type_codes() const { return data_->GetValues<int8_t>(0); }
@@ -285,6 +310,8 @@ class ALKAID_EXPORT UnionArray : public Array {
   int num_fields() const { return static_cast<int>(fields_.size()); }
 
  private:
+  friend struct internal::ArrayAccess;
+  UnionArray(ArrayDataPtr data, const internal::ChildArrays& make);
   std::vector<ArrayPtr> fields_;
 };
 
@@ -306,7 +333,7 @@ class ALKAID_EXPORT DictionaryArray : public Array {
 
 class ALKAID_EXPORT RunEndEncodedArray : public Array {
  public:
-  explicit RunEndEncodedArray(ArrayDataPtr data);
+  explicit RunEndEncodedArray(ArrayDataPtr data) : RunEndEncodedArray(std::move(data), {}) {}
   const ArrayPtr& run_ends() const { return run_ends_; }
   const ArrayPtr& values() const { return values_; }
   /// Index into values() of logical slot i (binary search over run ends,
@@ -316,6 +343,8 @@ class ALKAID_EXPORT RunEndEncodedArray : public Array {
   int64_t RunEnd(int64_t i) const;
 
  private:
+  friend struct internal::ArrayAccess;
+  RunEndEncodedArray(ArrayDataPtr data, const internal::ChildArrays& make);
   ArrayPtr run_ends_;
   ArrayPtr values_;
 };

@@ -7,10 +7,11 @@
 /// reader of a file of equal batches) learns the shape once: each array's
 /// type, length, null count, offset, and where its buffers lie in the
 /// message body. A BatchTemplate keeps ready-made object graphs of that
-/// shape (the RecordBatch, one ArrayData per array, one Buffer per buffer)
-/// and hands one out per body: only the buffers' addresses change, and a
-/// graph whose batch was dropped is taken again for the next body. In
-/// steady state a batch costs no heap allocation.
+/// shape (the RecordBatch, one ArrayData per array, one Buffer per buffer,
+/// and the typed Array of each column and of its children, which
+/// RecordBatch::column returns) and hands one out per body: only the buffers' addresses change, and
+/// a graph whose batch was dropped is taken again for the next body. In steady state a batch costs
+/// no heap allocation.
 ///
 /// The batches are ordinary RecordBatches: every API works on them, and
 /// every pointer taken from one owns what it points to, whatever it is

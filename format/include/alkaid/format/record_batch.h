@@ -3,6 +3,7 @@
 /// \file
 /// RecordBatch: equal-length columns under a schema, the unit of IPC.
 
+#include <atomic>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -20,9 +21,11 @@ namespace internal {
 struct ExportSlot;
 struct ExportAccess;
 struct ObjectMemoryAccess;
+struct ColumnBox;
 }  // namespace internal
 
-/// Immutable; safe to share between threads.
+/// Immutable; safe to share between threads (column(i) too, which makes a
+/// column's typed array once and keeps it).
 class ALKAID_EXPORT RecordBatch {
  private:
   // Only RecordBatch can make one, so only Make and Slice construct batches.
@@ -50,7 +53,16 @@ class ALKAID_EXPORT RecordBatch {
   int num_columns() const { return static_cast<int>(columns_.size()); }
   const ArrayDataPtr& column_data(int i) const { return columns_[static_cast<size_t>(i)]; }
   const std::vector<ArrayDataPtr>& columns() const { return columns_; }
-  ArrayPtr column(int i) const { return MakeArray(column_data(i)); }
+  /// Column i as its typed array (MakeArray's class for its type). Made
+  /// once per batch and kept: later calls, on any thread, return the same
+  /// object without allocating. A batch a BatchTemplate makes (a received
+  /// one) has its columns' arrays made with its graph and reused with it:
+  /// column(i) allocates nothing there, except for a column with a
+  /// dictionary or an extension type at any depth, whose array is made per
+  /// call. So is every column of a batch made in a pool's object memory
+  /// (object_memory.h). The array, like any pointer taken from the batch,
+  /// keeps what it points to after the batch is dropped.
+  ArrayPtr column(int i) const;
   /// First column named `name`, or null.
   ArrayPtr GetColumnByName(std::string_view name) const;
 
@@ -76,11 +88,16 @@ class ALKAID_EXPORT RecordBatch {
   /// allocation.
   RecordBatch(Key, SchemaPtr schema, int64_t num_rows, std::vector<ArrayDataPtr> columns)
       : schema_(std::move(schema)), num_rows_(num_rows), columns_(std::move(columns)) {}
+  ~RecordBatch();
+  RecordBatch(const RecordBatch&) = delete;
+  RecordBatch& operator=(const RecordBatch&) = delete;
 
  private:
   // The two Make overloads over typed arrays.
   static Result<std::shared_ptr<RecordBatch>> MakeFromArrays(SchemaPtr schema, int64_t num_rows,
                                                              const ArrayPtr* columns, size_t n);
+  // column(i) when its box is not ready: boxes it (or makes it per call).
+  ArrayPtr BoxColumn(int i) const;
 
   // Recycles batch objects of one shape (batch_template.h).
   friend class BatchTemplate;
@@ -97,6 +114,14 @@ class ALKAID_EXPORT RecordBatch {
   // A recycled batch's place for its exports' ArrowArray tree (set by
   // BatchTemplate; null for every other batch).
   internal::ExportSlot* export_slot_ = nullptr;
+  // column(i)'s arrays, one box per column (column_box_internal.h): null
+  // until the first call, or set by BatchTemplate when it makes the batch.
+  // Deleted with the batch.
+  mutable std::atomic<internal::ColumnBox*> boxes_{nullptr};
+  // Never box: a batch made in a pool's object memory and reused with it,
+  // which a boxed array (holding the pool owner's count) would keep from
+  // ever going (ObjectMemoryAccess::MakeBatch).
+  bool box_per_call_ = false;
 };
 
 using RecordBatchPtr = std::shared_ptr<RecordBatch>;

@@ -26,6 +26,10 @@
 
 namespace alkaid::format::ipc {
 
+namespace internal {
+struct MessageAccess;
+}  // namespace internal
+
 /// The header kinds Alkaid reads (Tensor and SparseTensor are refused).
 enum class MessageType : uint8_t { kSchema, kDictionaryBatch, kRecordBatch };
 
@@ -61,6 +65,9 @@ class ALKAID_EXPORT Message {
   const MetadataPtr& custom_metadata() const { return custom_metadata_; }
 
  private:
+  // Makes a Message of metadata its reader verified already (message.cc).
+  friend struct internal::MessageAccess;
+
   Message() = default;
   MessageType type_ = MessageType::kSchema;
   MetadataVersion version_ = MetadataVersion::kV5;
