@@ -33,13 +33,13 @@ using namespace std::chrono_literals;
 constexpr int64_t kRows = kInprocRows;
 
 // Builds batch `i` (every value i) in a fresh region and publishes it. The
-// loop's helpers keep the shape of the loop's first home, shm_stream_bench (the
-// values taken out of their Results, the helpers inlined), so that the count is
-// the same: the figure is the data path's, not the harness's. A Result in error
-// here would be a broken invariant of a loop with nothing to wait for
-// (ValueOrDie aborts with its status). The builder is kept from batch to batch
-// and pointed at each batch's pool (ArrayBuilder::ResetTo), as a producer that
-// builds every batch alike does.
+// loop's helpers keep the shape of the loop's first home, shm_stream_bench
+// (the values taken out of their Results, the helpers inlined), so that the
+// count is the same: the figure is the data path's, not the harness's. A
+// Result in error here would be a broken invariant of a loop with nothing to
+// wait for (ValueOrDie aborts with its status). The builder is kept from
+// batch to batch and pointed at each batch's pool (ArrayBuilder::ResetTo), as
+// a producer that builds every batch alike does.
 [[gnu::always_inline]] inline Status PublishOne(client::BatchPublisher* publisher,
                                                 format::Int64Builder* builder,
                                                 const format::SchemaPtr& schema, int64_t i) {
@@ -207,8 +207,7 @@ Status Loop(const RunSpec& spec, const std::string& name, Measurement* out) {
   // loan one size too (kRows * 8 bytes), but it goes without them unless
   // ALKAID_MEASURE_FIXED_BLOCKS=1: its figure stays that of a channel
   // without them, as before.
-  // NOLINTNEXTLINE(concurrency-mt-unsafe): read before the loop's threads
-  // (none) start
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): read before the loop's threads (none) start
   const char* fixed_env = std::getenv("ALKAID_MEASURE_FIXED_BLOCKS");
   const std::string fixed_blocks = fixed_env == nullptr ? "" : fixed_env;
   if ((spec.writer == "fixed" && fixed_blocks != "0") ||
