@@ -5,6 +5,7 @@
 // inline parts of those they call.
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <stop_token>
@@ -30,6 +31,26 @@ using internal::ProducerState;
 using internal::RegistrationData;
 using internal::RegistryHeaderData;
 using internal::TestBit;
+
+// The inline publish's view of the slot and the block word (producer_hot.h)
+// is the layout's.
+static_assert(
+    sizeof(internal::WriterSlotData) == sizeof(ChannelSlotData) &&
+    offsetof(internal::WriterSlotData, sequence) == offsetof(ChannelSlotData, sequence) &&
+    offsetof(internal::WriterSlotData, body_offset) == offsetof(ChannelSlotData, body_offset) &&
+    offsetof(internal::WriterSlotData, body_length) == offsetof(ChannelSlotData, body_length) &&
+    offsetof(internal::WriterSlotData, block) == offsetof(ChannelSlotData, block) &&
+    offsetof(internal::WriterSlotData, payload_size) == offsetof(ChannelSlotData, payload_size) &&
+    offsetof(internal::WriterSlotData, shape) == offsetof(ChannelSlotData, shape) &&
+    offsetof(internal::WriterSlotData, user) == offsetof(ChannelSlotData, user) &&
+    offsetof(internal::WriterSlotData, extension) == offsetof(ChannelSlotData, extension) &&
+    offsetof(internal::WriterSlotData, publish_ns) == offsetof(ChannelSlotData, publish_ns));
+static_assert(internal::kWriterFixedBlockFlag == internal::kFixedBlockFlag &&
+              internal::PackBlock(internal::kFixedBlockFlag | 5, 0) ==
+                  (internal::kWriterFixedBlockFlag | 5));
+// ProducerHot::PublishesAtOnce takes an entry of at least block_count for
+// no block or a fixed one.
+static_assert(kNoBlock == UINT32_MAX);
 
 // ---------------------------------------------------------------------------
 // ChannelLoan
@@ -292,7 +313,6 @@ namespace {
       f.loaned = false;
       f.loan_ref = keep;
       f.sequence = n;
-      f.in_flight = true;
       state.PushFlight(i);
       word = internal::PackBlock(internal::kFixedBlockFlag | i, 0);
     } else {
@@ -303,7 +323,7 @@ namespace {
     state.slots.slot_block[index] = desc;
     slot->body_offset.store(body->offset_, std::memory_order_relaxed);
     slot->body_length.store(body->data_.size(), std::memory_order_relaxed);
-    state.stats.published_bytes += body->data_.size();
+    state.published_bytes += body->data_.size();
     slot->block.store(word, std::memory_order_relaxed);
     slot->extension.store(arena, std::memory_order_relaxed);
   } else {
@@ -340,7 +360,7 @@ namespace {
     if (!body->reused_) body->owner_.reset();
   }
   state.slots.next_sequence = n + 1;
-  ++state.stats.published;
+  ++state.published;
   // seq_cst: the Dekker pair with a consumer about to sleep (WakeSleepers).
   state.header->write_sequence.store(n + 1, std::memory_order_seq_cst);
   state.WakeSleepers();
@@ -415,7 +435,7 @@ Result<ChannelWriter> ChannelProducer::NewWriter(uint64_t length,
   if (!FormFits(state, payload, shape)) return FormError(state, payload, shape);
   ChannelWriter w;
   w.producer_ = this;
-  w.state_ = &state;
+  w.hot_ = &state;
   w.loan_.owner_ = impl_;
   w.loan_.reused_ = true;  // Publish keeps the owner
   w.payload_.assign(payload.begin(), payload.end());
@@ -423,15 +443,17 @@ Result<ChannelWriter> ChannelProducer::NewWriter(uint64_t length,
   w.user_ = user;
   w.shape_ = shape;
   w.fixed_ = std::max<uint64_t>(internal::RoundUp(length, 64), 64) <= state.geometry.fixed_size;
+  w.at_once_ = w.fixed_ && payload.empty() && !state.options.stamp_publish_time;
   return w;
 }
 
 // ---------------------------------------------------------------------------
 // ChannelWriter
 
-Status ChannelWriter::Loan() {
-  if (state_ == nullptr) return Status::Invalid("ChannelWriter: empty (not made by NewWriter)");
-  ProducerState& state = *state_;
+// Loan's general way (all of it, its common case included).
+Status ChannelWriter::LoanGeneral() {
+  if (hot_ == nullptr) return Status::Invalid("ChannelWriter: empty (not made by NewWriter)");
+  auto& state = static_cast<ProducerState&>(*hot_);
   if (loan_.held_) {
     return Status::Invalid("channel '", state.name, "': the block lent before (offset ",
                            loan_.offset_, ") was not published");
@@ -453,12 +475,14 @@ Status ChannelWriter::Loan() {
   if (!loan_.held_) {
     return Status::Invalid("ChannelWriter::Publish: nothing to publish (no block is lent)");
   }
-  ProducerState& state = *state_;
+  auto& state = static_cast<ProducerState&>(*hot_);
   if (state.closed) return Status::Invalid("channel '", state.name, "' is closed");
   return ChannelProducer::Commit(state, payload_, &loan_, keep, user_, shape_);
 }
 
-Status ChannelWriter::Publish() { return CommitLent(/*keep=*/false); }
+Status ChannelWriter::PublishGeneral() { return CommitLent(/*keep=*/false); }
+
+void ChannelWriter::WakeSleepers() { static_cast<ProducerState&>(*hot_).WakeSleepers(); }
 
 Status ChannelWriter::Publish(ChannelLoan* held) {
   if (held == nullptr) return Status::Invalid("ChannelWriter::Publish: null loan");
@@ -540,6 +564,8 @@ uint64_t ChannelProducer::next_sequence() const { return impl_->slots.next_seque
 ChannelStats ChannelProducer::stats() const {
   const ProducerState& state = *impl_;
   ChannelStats s = state.stats;
+  s.published = state.published;
+  s.published_bytes = state.published_bytes;
   const internal::ConsumerCounts& counts = state.consumers.counts();
   s.returns = counts.returns;
   s.bogus_returns = counts.bogus_returns;
@@ -583,7 +609,7 @@ void ChannelProducer::consumers(std::vector<ChannelConsumerInfo>* into) const {
     for (uint64_t s = std::max(c.cursor, oldest); s < end; ++s) {
       unread += state.Slot(s)->body_length.load(std::memory_order_relaxed);
     }
-    c.read_bytes = state.stats.published_bytes - std::min(unread, state.stats.published_bytes);
+    c.read_bytes = state.published_bytes - std::min(unread, state.published_bytes);
   }
 }
 

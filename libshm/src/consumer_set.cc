@@ -14,7 +14,7 @@ namespace alkaid::shm::internal {
 
 ConsumerSet::ConsumerSet(const ChannelGeometry& geometry, std::string channel,
                          const ChannelOptions& options, std::byte* channel_data,
-                         std::byte* registry_data)
+                         std::byte* registry_data, ProducerHot* hot)
     : geometry_(geometry),
       channel_(std::move(channel)),
       accept_on_publish_(options.accept_on_publish),
@@ -23,7 +23,8 @@ ConsumerSet::ConsumerSet(const ChannelGeometry& geometry, std::string channel,
       controls_(reinterpret_cast<ConsumerControlData*>(channel_data + geometry.controls_offset)),
       reg_header_(reinterpret_cast<RegistryHeaderData*>(registry_data)),
       regs_(reinterpret_cast<RegistrationData*>(registry_data + sizeof(RegistryHeaderData))),
-      consumers_(geometry.max_consumers) {
+      consumers_(geometry.max_consumers),
+      hot_(hot) {
   counted_list_.reserve(geometry.max_consumers);
   accepted_list_.reserve(geometry.max_consumers);
 }
@@ -32,8 +33,8 @@ uint64_t ConsumerSet::PollRegistryAccepting(BlockTable& blocks, const SlotRecord
   const uint64_t before = counts_.consumers_accepted;
   // Acquire: partner of the consumers' release increments.
   const uint64_t changes = reg_header_->changes.load(std::memory_order_acquire);
-  if (changes != registry_seen_ || requests_waiting_) {
-    registry_seen_ = changes;
+  if (changes != hot_->registry_seen || requests_waiting_) {
+    hot_->registry_seen = changes;
     requests_waiting_ = false;
     ProcessRegistry(true, blocks, slots);
   }
@@ -168,18 +169,29 @@ void ConsumerSet::Accept(uint32_t k, uint64_t word, BlockTable& blocks, const Sl
   controls_[k].accepted.store(word, std::memory_order_release);
   SetBit(counted_, k);
   SetBit(accepted_, k);
+  ListsChanged();
+  hot_->min_cursor = std::min(hot_->min_cursor, start);
+  ++counts_.consumers_accepted;
+}
+
+void ConsumerSet::ListsChanged() {
   ListFrom(counted_, &counted_list_);
   ListFrom(accepted_, &accepted_list_);
-  ++counted_count_;
-  min_cursor_ = std::min(min_cursor_, start);
-  ++counts_.consumers_accepted;
+  ProducerHot& hot = *hot_;
+  hot.counted_count = static_cast<uint32_t>(counted_list_.size());
+  for (uint32_t j = 0; j < hot.counted_count; ++j) {
+    hot.counted_waiting[j] = &consumers_[counted_list_[j]].header->waiting;
+  }
+  hot.accepted_count = static_cast<uint32_t>(accepted_list_.size());
+  for (uint32_t j = 0; j < hot.accepted_count; ++j) {
+    hot.accepted_holds[j] = consumers_[accepted_list_[j]].holds;
+  }
 }
 
 void ConsumerSet::StopCounting(uint32_t k) {
   if (TestBit(counted_, k)) {
     ClearBit(counted_, k);
-    ListFrom(counted_, &counted_list_);
-    --counted_count_;
+    ListsChanged();
   }
 }
 
@@ -199,7 +211,7 @@ void ConsumerSet::Forget(uint32_t k, uint64_t word) {
   const std::string seg_name = SegmentName(k, word);
   c = ConsumerState{};
   ClearBit(accepted_, k);
-  ListFrom(accepted_, &accepted_list_);
+  ListsChanged();
   controls_[k].accepted.store(0, std::memory_order_release);
   (void)Segment::Remove(seg_name);  // KeyError if never created: fine
   // Release: partner of the acquire CAS of the next claim of the entry.
@@ -281,7 +293,7 @@ void ConsumerSet::Describe(const BlockTable& blocks, std::vector<ChannelConsumer
       // Whoever saw this request here (e.g. a producer waiting for its
       // consumers before its first publish) expects the next publish to
       // accept it, though its consumer may not have bumped `changes` yet.
-      registry_seen_ = kRegistryUnseen;
+      hot_->registry_seen = kRegistryUnseen;
       ChannelConsumerInfo waiting;
       waiting.index = k;
       waiting.pid = RegPid(word);

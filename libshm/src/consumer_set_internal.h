@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "alkaid/shm/channel.h"
+#include "alkaid/shm/producer_hot.h"
 #include "alkaid/shm/segment.h"
 #include "block_table_internal.h"
 #include "channel_internal.h"
@@ -53,16 +54,6 @@ struct ConsumerState {
   }
 };
 
-/// The producer's record of its slots, which acceptance and closing read
-/// (ProducerState owns and writes it).
-struct SlotRecord {
-  /// The block of the message in each slot (by sequence & mask): kNoBlock
-  /// when it has no body or the slot let go of it.
-  std::vector<uint32_t> slot_block;
-  /// Sequence of the next message (= messages published).
-  uint64_t next_sequence = 0;
-};
-
 /// What the consumer set counted (ChannelStats' fields of the same names).
 struct ConsumerCounts {
   uint64_t returns = 0;
@@ -73,12 +64,16 @@ struct ConsumerCounts {
 };
 
 /// The consumer registrations of one channel, from the producer's side.
-/// The block table and the slot record are the caller's, passed to the calls that
-/// change holders.
+/// The block table and the slot record (SlotRecord, producer_hot.h) are
+/// the caller's, passed to the calls that change holders. What the data
+/// path reads of the set (the registry's count as handled, the cursors'
+/// bound, the counted consumers' `waiting` words and the accepted ones'
+/// hold counts) it keeps in the producer's hot state (`hot`), which it
+/// alone writes those of.
 class ConsumerSet {
  public:
   ConsumerSet(const ChannelGeometry& geometry, std::string channel, const ChannelOptions& options,
-              std::byte* channel_data, std::byte* registry_data);
+              std::byte* channel_data, std::byte* registry_data, ProducerHot* hot);
 
   const ConsumerState& operator[](uint32_t k) const { return consumers_[k]; }
   ConsumerState& operator[](uint32_t k) { return consumers_[k]; }
@@ -89,12 +84,12 @@ class ConsumerSet {
   const std::vector<uint32_t>& counted_list() const { return counted_list_; }
   /// The accepted consumers, closed ones too (their holds still count).
   const std::vector<uint32_t>& accepted_list() const { return accepted_list_; }
-  uint32_t counted_count() const { return counted_count_; }
+  uint32_t counted_count() const { return hot_->counted_count; }
 
   /// A lower bound of the counted consumers' cursors (kept up to date by
   /// ScanMinCursor, Accept, and the producer's overwrite with kDropOldest).
-  uint64_t min_cursor() const { return min_cursor_; }
-  void set_min_cursor(uint64_t cursor) { min_cursor_ = cursor; }
+  uint64_t min_cursor() const { return hot_->min_cursor; }
+  void set_min_cursor(uint64_t cursor) { hot_->min_cursor = cursor; }
 
   const ConsumerCounts& counts() const { return counts_; }
 
@@ -104,8 +99,8 @@ class ConsumerSet {
   void PollRegistry(BlockTable& blocks, const SlotRecord& slots) {
     // Acquire: partner of the consumers' release increments.
     const uint64_t changes = reg_header_->changes.load(std::memory_order_acquire);
-    if (changes == registry_seen_) return;
-    registry_seen_ = changes;
+    if (changes == hot_->registry_seen) return;
+    hot_->registry_seen = changes;
     ProcessRegistry(accept_on_publish_, blocks, slots);
   }
 
@@ -167,7 +162,7 @@ class ConsumerSet {
       // the slots below it.
       m = std::min(m, consumers_[k].Cursor(std::memory_order_acquire));
     }
-    min_cursor_ = m;
+    hot_->min_cursor = m;
     return m;
   }
 
@@ -192,6 +187,8 @@ class ConsumerSet {
     list->clear();
     ForEachBit(words, [list](uint32_t k) { list->push_back(k); });
   }
+  // The lists and the hot state's words from the bit sets, after a change.
+  void ListsChanged();
 
   void Accept(uint32_t k, uint64_t word, BlockTable& blocks, const SlotRecord& slots);
   void StopCounting(uint32_t k);
@@ -223,13 +220,13 @@ class ConsumerSet {
   // the loops of the data path.
   std::vector<uint32_t> counted_list_;
   std::vector<uint32_t> accepted_list_;
-  uint32_t counted_count_ = 0;
-  uint64_t min_cursor_ = 0;
-  // The registry's `changes` as last handled. Describe() may see a request
-  // before its consumer's bump of `changes` (the bump follows the request):
-  // it then sets kRegistryUnseen, so that the next poll looks, whatever the
+  // The producer's hot state: counted_count, min_cursor, the words of the
+  // counted and accepted consumers, and registry_seen, the registry's
+  // `changes` as last handled. Describe() may see a request before its
+  // consumer's bump of `changes` (the bump follows the request): it then
+  // sets kRegistryUnseen there, so that the next poll looks, whatever the
   // counter says.
-  mutable uint64_t registry_seen_ = 0;
+  ProducerHot* hot_;
   static constexpr uint64_t kRegistryUnseen = ~uint64_t{0};
   // A registration request was seen and left for the next accepting poll
   // (options.accept_on_publish false).

@@ -3,6 +3,7 @@
 #include "producer_state_internal.h"
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <thread>
 #include <utility>
@@ -26,19 +27,36 @@ ProducerState::ProducerState(const ChannelOptions& options_in, std::string name_
       header(reinterpret_cast<ChannelHeaderData*>(segment->data())),
       blocks(geometry.block_count, geometry.arena_offset, geometry.arena_size,
              (geometry.max_consumers + 63) / 64),
-      consumers(geometry, name, options, segment->data(), registry->data()) {
-  slots.slot_block.assign(geometry.slot_count, kNoBlock);
-  arena_base[0] = segment->data();
+      consumers(geometry, name, options, segment->data(), registry->data(), this) {
+  // The hot state's copies of the geometry, and its storage.
   slot_base = segment->data() + geometry.slots_offset;
+  mask = geometry.mask;
+  slot_size = geometry.slot_size;
+  slot_count = geometry.slot_count;
+  channel_data = segment->data();
+  fixed_offset = geometry.fixed_offset;
+  fixed_size = geometry.fixed_size;
+  fixed_count = geometry.fixed_count;
+  block_count = geometry.block_count;
+  drop_oldest = options.policy == SlowConsumerPolicy::kDropOldest;
+  write_sequence = &header->write_sequence;
+  registry_changes = &reinterpret_cast<RegistryHeaderData*>(registry->data())->changes;
+  slot_block_storage = std::make_unique<uint32_t[]>(geometry.slot_count);
+  std::fill_n(slot_block_storage.get(), geometry.slot_count, kNoBlock);
+  slots.slot_block = slot_block_storage.get();
+  arena_base[0] = segment->data();
   arena_bytes = geometry.arena_size;
   next_idle_check = Clock::now();
   // Dropped loans by descriptor: the block table's, then the fixed blocks'.
   const uint64_t descriptors = uint64_t{geometry.block_count} + geometry.fixed_count;
   released_next = std::make_unique<std::atomic<uint32_t>[]>(descriptors);
   released_generation = std::make_unique<std::atomic<uint32_t>[]>(descriptors);
-  fixed.resize(geometry.fixed_count);
-  fixed_free = std::make_unique<uint32_t[]>(geometry.fixed_count);
-  fixed_flight = std::make_unique<uint32_t[]>(geometry.fixed_count);
+  fixed_storage = std::make_unique<FixedBlock[]>(geometry.fixed_count);
+  fixed_free_storage = std::make_unique<uint32_t[]>(geometry.fixed_count);
+  fixed_flight_storage = std::make_unique<uint32_t[]>(geometry.fixed_count);
+  fixed = fixed_storage.get();
+  fixed_free = fixed_free_storage.get();
+  fixed_flight = fixed_flight_storage.get();
   // Block 0 on top: the first loans take the lowest blocks.
   for (uint32_t i = 0; i < geometry.fixed_count; ++i) {
     fixed_free[i] = geometry.fixed_count - 1 - i;
@@ -262,20 +280,20 @@ Status ProducerState::WaitForRoom(uint64_t sequence) {
     const bool timed_out = now >= deadline;
     const bool cancelled = !timed_out && now >= spin_until && options.stop.stop_requested();
     if (timed_out || cancelled) {
-      const uint64_t min_cursor = consumers.min_cursor();
-      if (min_cursor >= needed) return Status::OK();  // at least one slot freed
+      const uint64_t least = consumers.min_cursor();
+      if (least >= needed) return Status::OK();  // at least one slot freed
       const uint32_t k = consumers.Slowest();
       const uint32_t pid = k < geometry.max_consumers ? RegPid(consumers[k].word) : 0;
       if (cancelled) {
         return Status::Cancelled("channel '", name, "': the wait for consumer ", k, " (pid ", pid,
                                  ") to read message ", needed - 1,
-                                 " was cancelled (its cursor is at ", min_cursor, ")");
+                                 " was cancelled (its cursor is at ", least, ")");
       }
       return Status::TimedOut(
           "channel '", name, "': consumer ", k, " (pid ", pid, ") has not read message ",
           needed - 1, " within ",
           std::chrono::duration_cast<std::chrono::milliseconds>(options.publish_timeout).count(),
-          " ms (its cursor is at ", min_cursor, ")");
+          " ms (its cursor is at ", least, ")");
     }
     if (now < spin_until) {
       CpuRelax();

@@ -5,7 +5,10 @@
 // table, its consumer set, its slots and the flow control between
 // them (waiting for room, waking sleeping consumers, collecting space).
 // Every member and call is for the producer thread, except the stack of
-// dropped loans (PushReleased: any thread).
+// dropped loans (PushReleased: any thread). Its base, ProducerHot
+// (alkaid/shm/producer_hot.h), holds what ChannelWriter's inline Loan and
+// Publish read and write: the slots' record, the fixed blocks, the
+// consumers' bound and words, the published counts.
 
 #include <algorithm>
 #include <array>
@@ -18,6 +21,7 @@
 
 #include "alkaid/common/status.h"
 #include "alkaid/shm/channel.h"
+#include "alkaid/shm/producer_hot.h"
 #include "alkaid/shm/segment.h"
 #include "block_table_internal.h"
 #include "channel_internal.h"
@@ -27,7 +31,7 @@
 
 namespace alkaid::shm::internal {
 
-struct ProducerState {
+struct ProducerState : ProducerHot {
   /// Takes the channel's segments, their headers written (magic included).
   ProducerState(const ChannelOptions& options, std::string name, const ChannelGeometry& geometry,
                 std::shared_ptr<Segment> segment, std::shared_ptr<Segment> registry);
@@ -38,14 +42,16 @@ struct ProducerState {
   std::shared_ptr<Segment> segment;
   std::shared_ptr<Segment> registry;
   ChannelHeaderData* header = nullptr;
-  std::byte* slot_base = nullptr;  // the first slot (segment->data() + slots_offset)
+  // (slot_base, the first slot, slots, closed: ProducerHot's.)
 
   BlockTable blocks;
   ConsumerSet consumers;
-  SlotRecord slots;
+  // slots.slot_block's entries.
+  std::unique_ptr<uint32_t[]> slot_block_storage;
   uint32_t shapes_used = 0;
-  bool closed = false;
-  ChannelStats stats;  // published, dropped, extensions; the rest is counted where it happens
+  // Dropped, extensions; published and published_bytes are ProducerHot's;
+  // the rest is counted where it happens.
+  ChannelStats stats;
 
   // --- the arena's extensions ------------------------------------------------
   // Arena a of a block's offset (offset >> kExtensionShift): 0 the channel
@@ -70,23 +76,17 @@ struct ProducerState {
   // A loan and slots.slot_block name it as descriptor block_count + i (one
   // space with the block table's descriptors), a slot as kFixedBlockFlag | i.
   // It is not in the block table: the slot's reference, the loan's and the
-  // consumers' holds are kept here and in each consumer's hold counts.
-  struct FixedBlock {
-    uint64_t sequence = 0;   // the message it carried last (while in flight)
-    bool loaned = false;     // lent and not published yet
-    bool loan_ref = false;   // a ChannelLoan names it (loaned, or kept after its publish)
-    bool in_flight = false;  // published, on the flight queue until it is reused
-  };
-  std::vector<FixedBlock> fixed;
-  // Free fixed blocks, a LIFO stack (the most recently freed, the warmest,
-  // first), and the published ones, a ring in publish order (the oldest,
-  // likely the first every consumer passed, first). Both hold fixed_count at
-  // most: no allocation after the constructor.
-  std::unique_ptr<uint32_t[]> fixed_free;
-  uint32_t fixed_free_top = 0;
-  std::unique_ptr<uint32_t[]> fixed_flight;
-  uint32_t flight_head = 0;
-  uint32_t flight_size = 0;
+  // consumers' holds are kept in its FixedBlockRecord (ProducerHot::fixed)
+  // and in each consumer's hold counts.
+  using FixedBlock = FixedBlockRecord;
+  // ProducerHot's fixed, fixed_free (free fixed blocks, a LIFO stack: the
+  // most recently freed, the warmest, first) and fixed_flight (the
+  // published ones, a ring in publish order: the oldest, likely the first
+  // every consumer passed, first). Both hold fixed_count at most: no
+  // allocation after the constructor.
+  std::unique_ptr<FixedBlock[]> fixed_storage;
+  std::unique_ptr<uint32_t[]> fixed_free_storage;
+  std::unique_ptr<uint32_t[]> fixed_flight_storage;
 
   bool IsFixed(uint32_t descriptor) const { return descriptor >= geometry.block_count; }
 
@@ -136,7 +136,6 @@ struct ProducerState {
         if (LookAtFixed(i) != FixedState::kFree) return TakeFixedSlow();
         flight_head = flight_head + 1 == geometry.fixed_count ? 0 : flight_head + 1;
         --flight_size;
-        fixed[i].in_flight = false;
         // Its slot holds a later message: nothing there names it.
         return geometry.block_count + i;
       }
@@ -150,8 +149,8 @@ struct ProducerState {
   [[gnu::noinline]] uint32_t TakeFixedSlow() {
     // Locals: the stores into the uint32_t arrays below could otherwise
     // alias every uint32_t member, and each would be loaded again.
-    uint32_t* const stack = fixed_free.get();
-    uint32_t* const flight = fixed_flight.get();
+    uint32_t* const stack = fixed_free;
+    uint32_t* const flight = fixed_flight;
     uint32_t top = fixed_free_top;
     uint32_t head = flight_head;
     uint32_t size = flight_size;
@@ -168,7 +167,6 @@ struct ProducerState {
       head = head + 1 == count ? 0 : head + 1;
       --size;
       if (state == FixedState::kFree) {
-        b.in_flight = false;
         // Its message, if still in its slot, has no body any more (a
         // consumer accepted from_oldest starts after it).
         uint32_t& in_slot = slots.slot_block[b.sequence & geometry.mask];

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "alkaid/shm/channel.h"
@@ -414,6 +415,196 @@ TEST_F(ChannelFixedTest, AWriterOfOneFormLoansAndPublishesAsLoanAndPublishDo) {
   EXPECT_TRUE(writer.loaned()) << "a refused publish leaves the block lent";
   ChannelWriter empty;
   ASSERT_RAISES(kInvalid, empty.Loan());
+}
+
+// A writer with no inline bytes takes its common case inline (ChannelWriter::
+// Loan and Publish over the producer's hot state, producer_hot.h): every
+// message arrives whole with the writer's numbers, a held block is never
+// lent again, a consumer that registers is accepted by the next publish,
+// and a consumer a whole ring behind makes the publish wait (TimedOut, the
+// block left lent) as the general way does.
+TEST_F(ChannelFixedTest, AnInlineWriterKeepsTheGeneralWaysGuarantees) {
+  const std::string name = NewName("ch");
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, Options()));
+  ASSERT_OK_AND_ASSIGN(auto consumer, ChannelConsumer::Open(name));
+  const FixedArea area = AreaOf(name);
+  ASSERT_OK_AND_ASSIGN(uint32_t shape, producer->AddShape(std::vector<std::byte>(40)));
+  ASSERT_OK_AND_ASSIGN(ChannelWriter writer, producer->NewWriter(kFixedBytes, {}, 77, shape));
+  ChannelMessage message;
+  std::vector<ChannelBlock> held;
+  std::set<uint64_t> held_offsets;
+  uint64_t sequence = 0;
+  // Publishes message `sequence` (its pattern) through the writer.
+  auto publish = [&]() -> Status {
+    ALKAID_RETURN_NOT_OK(writer.Loan());
+    if (held_offsets.count(writer.offset()) != 0) {
+      return Status::Invalid("message ", sequence, " took a held block");
+    }
+    FillPattern(sequence, writer.data());
+    return writer.Publish();
+  };
+  // Receives it whole.
+  auto receive = [&](ChannelConsumer* c) {
+    ASSERT_OK(c->Receive(&message, 1s));
+    ASSERT_EQ(message.sequence(), sequence);
+    ASSERT_EQ(message.user(), 77u);
+    ASSERT_EQ(message.shape(), shape);
+    ASSERT_EQ(message.payload().size(), 0u);
+    ASSERT_TRUE(area.Contains(message.body_offset())) << sequence;
+    ASSERT_TRUE(CheckPattern(sequence, message.body())) << sequence;
+  };
+  for (; sequence < 100; ++sequence) {
+    ASSERT_OK(publish());
+    ASSERT_NO_FATAL_FAILURE(receive(consumer.get()));
+    if (sequence % 20 == 3) {
+      held_offsets.insert(message.body_offset());
+      held.push_back(message.TakeBody());
+    } else {
+      message.Reset();
+    }
+  }
+  for (uint64_t i = 0; i < held.size(); ++i) {
+    EXPECT_TRUE(CheckPattern(20 * i + 3, held[i].data())) << "held body " << i << " written over";
+  }
+  held.clear();  // free to be lent again
+  held_offsets.clear();
+  EXPECT_EQ(producer->stats().published, 100u);
+  EXPECT_EQ(producer->stats().published_bytes, 100u * kFixedBytes);
+  EXPECT_EQ(producer->stats().returns, 0u);
+  // A consumer that registers now is accepted by the next publish, and
+  // receives from it on.
+  ASSERT_OK_AND_ASSIGN(auto second, ChannelConsumer::Open(name));
+  ASSERT_OK(publish());
+  ASSERT_NO_FATAL_FAILURE(receive(consumer.get()));
+  ASSERT_NO_FATAL_FAILURE(receive(second.get()));
+  message.Reset();
+  ++sequence;
+  // The second reads no more: a ring later the publish waits for it.
+  for (uint32_t i = 0; i < 8; ++i, ++sequence) {
+    ASSERT_OK(publish());
+    ASSERT_NO_FATAL_FAILURE(receive(consumer.get()));
+    message.Reset();
+  }
+  ASSERT_OK(writer.Loan());
+  FillPattern(sequence, writer.data());
+  ASSERT_RAISES(kTimedOut, writer.Publish());
+  EXPECT_TRUE(writer.loaned()) << "a publish that timed out leaves the block lent";
+  for (uint32_t i = 0; i < 8; ++i) {
+    ASSERT_OK(second->Receive(&message, 1s));
+    EXPECT_TRUE(CheckPattern(message.sequence(), message.body())) << message.sequence();
+  }
+  message.Reset();
+  ASSERT_OK(writer.Publish());
+  ASSERT_NO_FATAL_FAILURE(receive(consumer.get()));
+  ASSERT_NO_FATAL_FAILURE(receive(second.get()));
+  message.Reset();
+  EXPECT_EQ(producer->stats().published, sequence + 1);
+}
+
+// The inline publish over a slot whose old message had a block of the
+// arena goes the general way, which lets the slot's reference go: once the
+// consumer returned them, the whole arena is free again.
+TEST_F(ChannelFixedTest, AnInlinePublishLetsGoOfTheArenaBlockInItsSlot) {
+  const std::string name = NewName("ch");
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, Options()));
+  ASSERT_OK_AND_ASSIGN(auto consumer, ChannelConsumer::Open(name));
+  const FixedArea area = AreaOf(name);
+  ASSERT_OK_AND_ASSIGN(ChannelWriter writer, producer->NewWriter(kFixedBytes, {}, 5, 0));
+  ChannelMessage message;
+  // Bodies of the arena in every slot (larger than a fixed block), read.
+  for (uint64_t i = 0; i < 8; ++i) {
+    uint64_t offset = 0;
+    ASSERT_OK(PublishPattern(producer.get(), i, kFixedBytes + 1, &offset));
+    ASSERT_FALSE(area.Contains(offset));
+    ASSERT_OK(consumer->Receive(&message, 1s));
+    message.Reset();
+  }
+  // The writer's fixed blocks over them.
+  for (uint64_t i = 8; i < 16; ++i) {
+    ASSERT_OK(writer.Loan());
+    ASSERT_TRUE(area.Contains(writer.offset()));
+    FillPattern(i, writer.data());
+    ASSERT_OK(writer.Publish());
+    ASSERT_OK(consumer->Receive(&message, 1s));
+    ASSERT_TRUE(CheckPattern(i, message.body())) << i;
+    message.Reset();
+  }
+  producer->CollectReturns();
+  const ChannelStats stats = producer->stats();
+  EXPECT_EQ(stats.returns, 8u);
+  EXPECT_EQ(stats.arena_bytes_free, stats.arena_bytes) << "a slot kept its arena block";
+}
+
+// A consumer asleep is woken by the inline publish (its `waiting` word read
+// after the write_sequence store; the wake itself out of line), each round.
+TEST_F(ChannelFixedTest, AnInlinePublishWakesASleepingConsumer) {
+  const std::string name = NewName("ch");
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, Options()));
+  ChannelConsumerOptions co;
+  co.wait_mode = WaitMode::kBlock;
+  ASSERT_OK_AND_ASSIGN(auto consumer, ChannelConsumer::Open(name, co));
+  const auto names = testing::SegmentsWithPrefix(name + ".c");
+  ASSERT_EQ(names.size(), 1u);
+  ASSERT_OK_AND_ASSIGN(auto own, Segment::Open(names[0], SegmentKind::kChannelConsumer,
+                                               SegmentOpenOptions{.read_only = true}));
+  ASSERT_OK_AND_ASSIGN(ChannelWriter writer, producer->NewWriter(64, {}, 0, 0));
+  ChannelMessage message;
+  ASSERT_OK(writer.Loan());
+  ASSERT_OK(writer.Publish());  // accepts the consumer
+  ASSERT_OK(consumer->Receive(&message, 5s));
+  ASSERT_OK_AND_ASSIGN(auto channel, Segment::Open(name, SegmentKind::kChannel,
+                                                   SegmentOpenOptions{.read_only = true}));
+  const auto* header = reinterpret_cast<const internal::ChannelHeaderData*>(channel->data());
+  const auto* waiting =
+      &reinterpret_cast<const internal::ConsumerSegHeaderData*>(own->data())->waiting;
+  const uint32_t futex_before = header->data_futex.load();
+  for (uint64_t round = 1; round <= 5; ++round) {
+    Status received;
+    std::thread reader([&] { received = consumer->Receive(&message, 30s); });
+    while ((waiting->load() & 1) == 0) std::this_thread::yield();  // asleep
+    ASSERT_OK(writer.Loan());
+    ASSERT_OK(writer.Publish());
+    reader.join();
+    ASSERT_OK(received);
+    EXPECT_EQ(message.sequence(), round);
+  }
+  // Each round's publish found the consumer asleep and woke it (a round
+  // whose consumer woke from a slice just then may not need to).
+  EXPECT_GE(header->data_futex.load() - futex_before, 1u);
+}
+
+// kDropOldest: the inline loan reuses the block of an overwritten message
+// the lapped consumer never read (not one it holds), and the writer
+// publishes on without waiting.
+TEST_F(ChannelFixedTest, AnInlineWriterWithDropOldestNeverWaits) {
+  const std::string name = NewName("ch");
+  ASSERT_OK_AND_ASSIGN(auto producer,
+                       ChannelProducer::Create(name, Options(SlowConsumerPolicy::kDropOldest)));
+  ASSERT_OK_AND_ASSIGN(auto consumer, ChannelConsumer::Open(name));
+  ASSERT_OK_AND_ASSIGN(ChannelWriter writer, producer->NewWriter(kFixedBytes, {}, 0, 0));
+  ChannelMessage message;
+  ASSERT_OK(writer.Loan());
+  FillPattern(0, writer.data());
+  ASSERT_OK(writer.Publish());
+  ASSERT_OK(consumer->Receive(&message, 1s));
+  const uint64_t held_offset = message.body_offset();
+  ChannelBlock held = message.TakeBody();
+  for (uint64_t i = 1; i < 200; ++i) {
+    ASSERT_OK(writer.Loan());
+    ASSERT_NE(writer.offset(), held_offset) << "message " << i << " took the held block";
+    FillPattern(i, writer.data());
+    ASSERT_OK(writer.Publish());
+  }
+  EXPECT_TRUE(CheckPattern(0, held.data()));
+  uint64_t read = 0;
+  while (true) {
+    ASSERT_OK_AND_ASSIGN(bool got, consumer->TryReceive(&message));
+    if (!got) break;
+    EXPECT_TRUE(CheckPattern(message.sequence(), message.body())) << message.sequence();
+    ++read;
+  }
+  EXPECT_EQ(read, 8u);
+  EXPECT_EQ(consumer->lost_count(), 199u - 8u);
 }
 
 }  // namespace

@@ -3,15 +3,15 @@
 // channel (no broker, no second process): each iteration publishes a batch
 // of one int64 column x 64 rows (512 B), receives it (TryReceive(&batch): the
 // RecordBatch made by the shape's decode plan), checks its first and last
-// value and drops it, as a consumer that keeps up does. Under callgrind the
-// count at N = 30,000 minus the count at N = 10,000, over 20,000, is the
-// instructions per batch (start-up cancels); see docs/PERFORMANCE.md.
+// value (every value during the warm-up) and drops it, as a consumer that
+// keeps up does. Under callgrind the count at N = 30,000 minus the count at
+// N = 10,000, over 20,000, is the instructions per batch (start-up cancels);
+// see docs/PERFORMANCE.md.
 
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <string>
 
@@ -21,6 +21,7 @@
 #include "alkaid/format/builder_binary.h"
 #include "alkaid/format/builder_primitive.h"
 #include "alkaid/shm/channel.h"
+#include "latency_inproc_values.h"
 #include "latency_internal.h"
 
 namespace alkaid::tools::latency {
@@ -29,16 +30,16 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr int64_t kRows = 64;
+constexpr int64_t kRows = kInprocRows;
 
-// Builds batch `i` (values i, i+1, ..., i+63) in a fresh region and
-// publishes it. The loop's helpers keep the shape of the loop's first home,
-// shm_stream_bench (the values taken out of their Results, the helpers
-// inlined), so that the count is the same: the figure is the data path's,
-// not the harness's. A Result in error here would be a broken invariant of
-// a loop with nothing to wait for (ValueOrDie aborts with its status).
-// The builder is kept from batch to batch and pointed at each batch's pool
-// (ArrayBuilder::ResetTo), as a producer that builds every batch alike does.
+// Builds batch `i` (every value i) in a fresh region and publishes it. The
+// loop's helpers keep the shape of the loop's first home, shm_stream_bench
+// (the values taken out of their Results, the helpers inlined), so that the
+// count is the same: the figure is the data path's, not the harness's. A
+// Result in error here would be a broken invariant of a loop with nothing to
+// wait for (ValueOrDie aborts with its status). The builder is kept from
+// batch to batch and pointed at each batch's pool (ArrayBuilder::ResetTo), as
+// a producer that builds every batch alike does.
 [[gnu::always_inline]] inline Status PublishOne(client::BatchPublisher* publisher,
                                                 format::Int64Builder* builder,
                                                 const format::SchemaPtr& schema, int64_t i) {
@@ -49,36 +50,18 @@ constexpr int64_t kRows = 64;
   // (the store, the builder's end and length, the loop's count, compare and
   // branch); eight a round store at fixed offsets of one end pointer.
 #pragma GCC unroll 8
-  for (int64_t r = 0; r < kRows; ++r) builder->UnsafeAppend(i + r);
+  for (int64_t r = 0; r < kRows; ++r) builder->UnsafeAppend(i);
   auto array = builder->Finish().ValueOrDie();
   auto batch = format::RecordBatch::Make(schema, kRows, {array}).ValueOrDie();
   return publisher->Publish(*batch, pool.get());
 }
 
-// Writes first, first + 1, ... into v[0, kRows): four values per
-// iteration, in two 16-byte stores of two running pairs, unrolled (g++ -O2
-// keeps the plain loop scalar, one value per four instructions, a fifth of
-// the fixed path's count; one pair per iteration still takes three
-// instructions per two values).
-void FillSequence(int64_t* v, int64_t first) {
-  using Pair = int64_t __attribute__((vector_size(16)));
-  Pair low = {first, first + 1};
-  Pair high = {first + 2, first + 3};
-  const Pair four = {4, 4};
-#pragma GCC unroll 16
-  for (int64_t r = 0; r < kRows; r += 4) {
-    std::memcpy(v + r, &low, sizeof low);
-    std::memcpy(v + r + 2, &high, sizeof high);
-    low += four;
-    high += four;
-  }
-}
-
 // The same batch through a FixedShapeWriter: values written in place (all
-// of them, so the region needs no copy of the prototype first).
+// of them, so the region needs no copy of the prototype first). Each holds
+// i (FillBatchValues), as the stream's bodies hold their sequence number.
 [[gnu::always_inline]] inline Status PublishOneFixed(client::FixedShapeWriter* writer, int64_t i) {
   ALKAID_RETURN_NOT_OK(writer->Begin(client::FixedShapeWriter::Fill::kNone));
-  FillSequence(reinterpret_cast<int64_t*>(writer->buffer(1).data()), i);
+  FillBatchValues(reinterpret_cast<int64_t*>(writer->buffer(1).data()), i);
   return writer->Publish();
 }
 
@@ -94,26 +77,17 @@ Result<std::unique_ptr<client::FixedShapeWriter>> NewWriter(client::BatchPublish
   return publisher->NewFixedShapeWriter(*batch, *pool);
 }
 
-// Batch `i`'s first and last value checked.
-[[gnu::always_inline]] inline Status CheckOne(const format::RecordBatch& batch, int64_t i) {
-  const format::ArrayData& column = *batch.column_data(0);
-  const int64_t* v = column.GetValues<int64_t>(1);
-  const int64_t first = v[0];
-  const int64_t last = v[column.length - 1];
-  if (first != i || last != i + kRows - 1) {
-    return Status::Invalid("batch ", i, " has values ", first, "..", last);
-  }
-  return Status::OK();
-}
-
 // Receives batch `i` by the batch-only call Consumer::Next uses (no
 // ReceivedBatch, whose metadata and body pointers a caller that wants the
-// batch does not need), reads its first and last value and checks them.
+// batch does not need) and checks its values (CheckBatchValues: its first
+// and last, or with `every` all of them).
+template <bool every>
 [[gnu::always_inline]] inline Status ReceiveBatch(client::BatchSubscriber* sub, int64_t i) {
   format::RecordBatchPtr batch;
   ALKAID_RETURN_NOT_OK(sub->TryReceive(&batch));
   if (batch == nullptr) return Status::Invalid("batch ", i, " was published, not received");
-  return CheckOne(*batch, i);
+  const format::ArrayData& column = *batch->column_data(0);
+  return CheckBatchValues<every>(column.GetValues<int64_t>(1), column.length, i);
 }
 
 // --writer strings: batches of the int64 column and a utf8 one whose
@@ -148,14 +122,22 @@ struct Source {
     return writer != nullptr ? PublishOneFixed(writer, i)
                              : PublishOne(publisher, builder, schema, i);
   }
-  [[gnu::always_inline]] Status Receive(int64_t i) const { return ReceiveBatch(sub, i); }
+  template <bool every>
+  [[gnu::always_inline]] Status Receive(int64_t i) const {
+    return ReceiveBatch<every>(sub, i);
+  }
 };
 
 struct StringSource {
   client::BatchPublisher* publisher;
   client::BatchSubscriber* sub;
   format::SchemaPtr schema;
-  [[gnu::always_inline]] Status Receive(int64_t i) const;
+  // The first and last rows (values and words) whatever `every` says.
+  template <bool every>
+  [[gnu::always_inline]] Status Receive(int64_t i) const {
+    return ReceiveStrings(i);
+  }
+  Status ReceiveStrings(int64_t i) const;
   [[gnu::always_inline]] Status Publish(int64_t i) const {
     auto pool = publisher->NewPool(4096).ValueOrDie();
     format::Int64Builder values(pool.get());
@@ -172,8 +154,9 @@ struct StringSource {
   }
 };
 
-// CheckOne's check, and the first and last rows' words.
-inline Status StringSource::Receive(int64_t i) const {
+// The first and last value (i and i + kRows - 1), and the first and last
+// rows' words.
+inline Status StringSource::ReceiveStrings(int64_t i) const {
   const auto got = sub->TryReceive();
   if (!got.ok()) return got.status();
   if (got->batch == nullptr) return Status::Invalid("batch ", i, " was published, not received");
@@ -188,19 +171,20 @@ inline Status StringSource::Receive(int64_t i) const {
   return Status::OK();
 }
 
-// The warm-up, then the timed loop: `count` batches, each dropped before
-// the next publish, as a consumer that keeps up drops it. Returns the
-// elapsed nanoseconds of the timed part.
+// The warm-up (every value of each batch checked), then the timed loop:
+// `count` batches (their first and last values checked), each dropped
+// before the next publish, as a consumer that keeps up drops it. Returns
+// the elapsed nanoseconds of the timed part.
 template <typename S>
 Result<int64_t> Run(int64_t count, const S& source) {
   for (int64_t i = 0; i < 1000; ++i) {
     ALKAID_RETURN_NOT_OK(source.Publish(i));
-    ALKAID_RETURN_NOT_OK(source.Receive(i));
+    ALKAID_RETURN_NOT_OK(source.template Receive<true>(i));
   }
   const int64_t t0 = NowNs();
   for (int64_t i = 0; i < count; ++i) {
     ALKAID_RETURN_NOT_OK(source.Publish(i));
-    ALKAID_RETURN_NOT_OK(source.Receive(i));
+    ALKAID_RETURN_NOT_OK(source.template Receive<false>(i));
   }
   return NowNs() - t0;
 }

@@ -4,6 +4,7 @@
 /// The producer side of a channel (alkaid/shm/channel.h says what a channel
 /// is and costs): its options, counters, ChannelLoan and ChannelProducer.
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -19,6 +20,7 @@
 #include "alkaid/common/result.h"
 #include "alkaid/common/status.h"
 #include "alkaid/shm/delivery.h"
+#include "alkaid/shm/producer_hot.h"
 #include "alkaid/shm/segment.h"
 
 namespace alkaid::shm {
@@ -355,6 +357,11 @@ class ALKAID_EXPORT ChannelProducer {
 /// free, no fixed blocks, a body larger than they are) goes the general way,
 /// with the same results and errors as Loan and Publish.
 ///
+/// Loan and Publish are inline: their common case (a fixed block free at
+/// once; a publish with no inline bytes, no time stamp, no registration
+/// change, no lap and no consumer to wake) runs in the caller's frame on
+/// the producer's hot state (producer_hot.h), the rest out of line.
+///
 /// Thread safety: the producer thread, like the producer; a block kept by
 /// Publish(held) may be dropped on any thread.
 class ALKAID_EXPORT ChannelWriter {
@@ -369,7 +376,14 @@ class ALKAID_EXPORT ChannelWriter {
 
   /// Lends a block of length() bytes (ChannelProducer::Loan's waits and
   /// errors). Invalid while the block lent before was not published.
-  Status Loan();
+  [[gnu::always_inline]] Status Loan() {
+    uint32_t i;
+    if (at_once_ && !loan_.held_ && !hot_->closed && hot_->TakeFixedAtOnce(&i)) {
+      LendFixed(i);
+      return Status::OK();
+    }
+    return LoanGeneral();
+  }
   /// The block lent by Loan(), writable until it is published; empty
   /// without one.
   std::span<std::byte> data() const { return loan_.data(); }
@@ -381,7 +395,14 @@ class ALKAID_EXPORT ChannelWriter {
   /// keeps it until every consumer that received it let it go). Invalid
   /// without one, or after Close; kBlockProducer: TimedOut (or Cancelled)
   /// leaves the block lent, and Publish may be retried.
-  Status Publish();
+  [[gnu::always_inline]] Status Publish() {
+    if (at_once_ && loan_.held_ && loan_.descriptor_ >= hot_->block_count &&
+        hot_->PublishesAtOnce()) {
+      PublishFixed();
+      return Status::OK();
+    }
+    return PublishGeneral();
+  }
   /// As Publish(), and `*held` goes on holding the block, read-only, until
   /// it is dropped or reset (any thread).
   Status Publish(ChannelLoan* held);
@@ -389,15 +410,79 @@ class ALKAID_EXPORT ChannelWriter {
 
  private:
   friend class ChannelProducer;
+  // Fixed block `i` (TakeFixedAtOnce's) lent into loan_, whose owner is
+  // the producer's state (ChannelProducer::LendFixed's steps).
+  [[gnu::always_inline]] void LendFixed(uint32_t i) {
+    internal::FixedBlockRecord& f = hot_->fixed[i];
+    f.loaned = true;
+    f.loan_ref = true;
+    const uint64_t offset = hot_->fixed_offset + uint64_t{i} * hot_->fixed_size;
+    loan_.data_ = {hot_->channel_data + offset, static_cast<std::size_t>(length_)};
+    loan_.offset_ = offset;
+    loan_.generation_ = 0;
+    loan_.descriptor_ = hot_->block_count + i;
+    loan_.held_ = true;
+  }
+  // Publish's common case, once PublishesAtOnce said so: loan_ holds fixed
+  // block descriptor_ - block_count, there are no inline bytes and no time
+  // stamp (at_once_). The steps of ChannelProducer::Commit for it.
+  [[gnu::always_inline]] void PublishFixed() {
+    internal::ProducerHot& h = *hot_;
+    const uint64_t n = h.slots.next_sequence;
+    const uint64_t index = n & h.mask;
+    auto* slot = reinterpret_cast<internal::WriterSlotData*>(h.slot_base + index * h.slot_size);
+    slot->sequence.store(2 * n + 1, std::memory_order_relaxed);
+    // Release fence: the odd sequence is visible before any field below
+    // (the seqlock writer's half; a lapped reader's re-check sees it).
+    std::atomic_thread_fence(std::memory_order_release);
+    const uint32_t desc = loan_.descriptor_;
+    const uint32_t i = desc - h.block_count;
+    internal::FixedBlockRecord& f = h.fixed[i];
+    f.loaned = false;
+    f.loan_ref = false;
+    f.sequence = n;
+    uint32_t at = h.flight_head + h.flight_size;
+    if (at >= h.fixed_count) at -= h.fixed_count;
+    h.fixed_flight[at] = i;
+    ++h.flight_size;
+    // The slot's old message had no block or a fixed one (PublishesAtOnce):
+    // its entry goes, the new one takes its place.
+    h.slots.slot_block[index] = desc;
+    const uint64_t length = loan_.data_.size();
+    slot->body_offset.store(loan_.offset_, std::memory_order_relaxed);
+    slot->body_length.store(length, std::memory_order_relaxed);
+    h.published_bytes += length;
+    slot->block.store(internal::kWriterFixedBlockFlag | i, std::memory_order_relaxed);
+    slot->extension.store(0, std::memory_order_relaxed);  // the channel segment
+    slot->payload_size.store(0, std::memory_order_relaxed);
+    slot->shape.store(shape_, std::memory_order_relaxed);
+    slot->user.store(user_, std::memory_order_relaxed);
+    // Release: publishes the fields; partner of the consumer's acquire load.
+    slot->sequence.store(2 * n + 2, std::memory_order_release);
+    loan_.held_ = false;
+    loan_.data_ = {};
+    h.slots.next_sequence = n + 1;
+    ++h.published;
+    // seq_cst: the Dekker pair with a consumer about to sleep (AnySleeper).
+    h.write_sequence->store(n + 1, std::memory_order_seq_cst);
+    if (h.AnySleeper()) WakeSleepers();
+  }
+  // The general ways, out of line.
+  Status LoanGeneral();
+  Status PublishGeneral();
+  void WakeSleepers();
   Status CommitLent(bool keep);
   ChannelProducer* producer_ = nullptr;
-  internal::ProducerState* state_ = nullptr;  // producer_'s, kept by loan_'s owner
-  ChannelLoan loan_;                          // its owner set once, and kept across publishes
+  internal::ProducerHot* hot_ = nullptr;  // producer_'s state (its base), kept by loan_'s owner
+  ChannelLoan loan_;                      // its owner set once, and kept across publishes
   std::vector<std::byte> payload_;
   uint64_t length_ = 0;
   uint64_t user_ = 0;
   uint32_t shape_ = 0;
   bool fixed_ = false;  // a body of length_ bytes fits a fixed block
+  // Loan and Publish may take their common case: fixed_, no inline bytes,
+  // no time stamp (an empty writer: false).
+  bool at_once_ = false;
 };
 
 }  // namespace alkaid::shm

@@ -289,7 +289,7 @@ class ALKAID_EXPORT FixedShapeWriter {
   /// space_timeout) and fills it as `fill` says. Invalid if a region taken
   /// by an earlier Begin() was not published yet, or for kPrototype if the
   /// writer keeps no prototype (FixedShapeWriterOptions::keep_prototype).
-  Status Begin(Fill fill = Fill::kPrototype) {
+  [[gnu::always_inline]] Status Begin(Fill fill = Fill::kPrototype) {
     // Inline when nothing is copied into the region: the channel's loan is
     // then the whole of it (shm::ChannelWriter, whose checks were made once).
     if (fill == Fill::kNone && none_copies_nothing_) return channel_writer_.Loan();
@@ -301,14 +301,14 @@ class ALKAID_EXPORT FixedShapeWriter {
   size_t num_buffers() const { return buffers_.size(); }
   /// Buffer `i` of the region taken by Begin(): writable until Publish().
   /// Empty if there is no such region or buffer.
-  std::span<uint8_t> buffer(size_t i) {
+  [[gnu::always_inline]] std::span<uint8_t> buffer(size_t i) {
     if (!channel_writer_.loaned() || i >= buffers_.size()) return {};
     auto* base = reinterpret_cast<uint8_t*>(channel_writer_.data().data());
     return {base + buffers_[i].offset, static_cast<size_t>(buffers_[i].size)};
   }
   /// Publishes the region taken by Begin(). Invalid without one; channel
   /// errors (TimedOut) otherwise, after which Publish may be retried.
-  Status Publish() {
+  [[gnu::always_inline]] Status Publish() {
     // Inline for a writer whose channel accepts consumers itself and that
     // no Producer counts (the stream's common case); the rest out of line.
     if (!plain_publish_) return PublishTo(nullptr);
