@@ -38,11 +38,11 @@ void ChannelBlock::Reset() {
   returns_.reset();
 }
 
-void ChannelBlock::Release() {
+void ChannelBlock::ReleaseGeneral() {
   if (held_) {
     // Returns::LetGo's rule, written out: a call of it would read the
     // descriptor and generation before the release decrement, which no
-    // load may follow (3 instructions a batch on the fixed path).
+    // load may follow.
     if (hold_ != nullptr) {
       internal::DropHold(hold_);
     } else {

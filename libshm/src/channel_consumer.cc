@@ -25,21 +25,6 @@ namespace alkaid::shm {
 using internal::ChannelSlotData;
 using Clock = std::chrono::steady_clock;
 
-// TryReceiveHot (channel_consumer.h) reads the slot through HotSlotData:
-// the same fields at the same offsets.
-using internal::HotSlotData;
-static_assert(sizeof(HotSlotData) == offsetof(ChannelSlotData, publish_ns) + 8 &&
-              offsetof(HotSlotData, sequence) == offsetof(ChannelSlotData, sequence) &&
-              offsetof(HotSlotData, body_offset) == offsetof(ChannelSlotData, body_offset) &&
-              offsetof(HotSlotData, body_length) == offsetof(ChannelSlotData, body_length) &&
-              offsetof(HotSlotData, block) == offsetof(ChannelSlotData, block) &&
-              offsetof(HotSlotData, payload_size) == offsetof(ChannelSlotData, payload_size) &&
-              offsetof(HotSlotData, shape) == offsetof(ChannelSlotData, shape) &&
-              offsetof(HotSlotData, user) == offsetof(ChannelSlotData, user) &&
-              offsetof(HotSlotData, extension) == offsetof(ChannelSlotData, extension) &&
-              offsetof(HotSlotData, publish_ns) == offsetof(ChannelSlotData, publish_ns));
-static_assert(internal::kHotFixedBlockFlag == internal::kFixedBlockFlag);
-
 void internal::WakeRoomWaiter(std::atomic<uint64_t>* cursor) {
   internal::FutexWakeAll(reinterpret_cast<std::atomic<uint32_t>*>(cursor));
 }

@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "alkaid/shm/channel.h"
+#include "alkaid/shm/hot_slot.h"
 #include "layout_internal.h"
 
 namespace alkaid::shm::internal {
@@ -166,6 +167,20 @@ struct alignas(kCacheLineSize) ChannelSlotData {
   std::atomic<uint64_t> publish_ns;
 };
 ALKAID_SHM_PLAIN_DATA(ChannelSlotData, kCacheLineSize);
+
+// The inline receive and publish (hot_slot.h) see the same fields at the
+// same offsets, and the same fixed-block flag.
+static_assert(sizeof(HotSlotData) == sizeof(ChannelSlotData) &&
+              offsetof(HotSlotData, sequence) == offsetof(ChannelSlotData, sequence) &&
+              offsetof(HotSlotData, body_offset) == offsetof(ChannelSlotData, body_offset) &&
+              offsetof(HotSlotData, body_length) == offsetof(ChannelSlotData, body_length) &&
+              offsetof(HotSlotData, block) == offsetof(ChannelSlotData, block) &&
+              offsetof(HotSlotData, payload_size) == offsetof(ChannelSlotData, payload_size) &&
+              offsetof(HotSlotData, shape) == offsetof(ChannelSlotData, shape) &&
+              offsetof(HotSlotData, user) == offsetof(ChannelSlotData, user) &&
+              offsetof(HotSlotData, extension) == offsetof(ChannelSlotData, extension) &&
+              offsetof(HotSlotData, publish_ns) == offsetof(ChannelSlotData, publish_ns));
+static_assert(kHotFixedBlockFlag == kFixedBlockFlag);
 static_assert(offsetof(ChannelSlotData, extension) == 48 &&
                   offsetof(ChannelSlotData, publish_ns) == 56,
               "the slot's fields keep the offsets of layout version 2");

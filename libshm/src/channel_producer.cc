@@ -32,22 +32,10 @@ using internal::RegistrationData;
 using internal::RegistryHeaderData;
 using internal::TestBit;
 
-// The inline publish's view of the slot and the block word (producer_hot.h)
-// is the layout's.
-static_assert(
-    sizeof(internal::WriterSlotData) == sizeof(ChannelSlotData) &&
-    offsetof(internal::WriterSlotData, sequence) == offsetof(ChannelSlotData, sequence) &&
-    offsetof(internal::WriterSlotData, body_offset) == offsetof(ChannelSlotData, body_offset) &&
-    offsetof(internal::WriterSlotData, body_length) == offsetof(ChannelSlotData, body_length) &&
-    offsetof(internal::WriterSlotData, block) == offsetof(ChannelSlotData, block) &&
-    offsetof(internal::WriterSlotData, payload_size) == offsetof(ChannelSlotData, payload_size) &&
-    offsetof(internal::WriterSlotData, shape) == offsetof(ChannelSlotData, shape) &&
-    offsetof(internal::WriterSlotData, user) == offsetof(ChannelSlotData, user) &&
-    offsetof(internal::WriterSlotData, extension) == offsetof(ChannelSlotData, extension) &&
-    offsetof(internal::WriterSlotData, publish_ns) == offsetof(ChannelSlotData, publish_ns));
-static_assert(internal::kWriterFixedBlockFlag == internal::kFixedBlockFlag &&
-              internal::PackBlock(internal::kFixedBlockFlag | 5, 0) ==
-                  (internal::kWriterFixedBlockFlag | 5));
+// The inline publish writes a fixed block's word as kHotFixedBlockFlag | i
+// (hot_slot.h), as PackBlock would.
+static_assert(internal::PackBlock(internal::kFixedBlockFlag | 5, 0) ==
+              (internal::kHotFixedBlockFlag | 5));
 // ProducerHot::PublishesAtOnce takes an entry of at least block_count for
 // no block or a fixed one.
 static_assert(kNoBlock == UINT32_MAX);

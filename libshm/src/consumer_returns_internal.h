@@ -19,25 +19,6 @@
 
 namespace alkaid::shm {
 
-namespace internal {
-
-/// Lets go of a hold on a fixed block (`hold`: the consumer's count of it);
-/// any thread. A load and a store, not a locked decrement: the count's
-/// changes are ordered by themselves. Its increment (the consumer thread's,
-/// when it claimed the message) happened before this holder had the block,
-/// and the next increment of the same count comes only after the producer
-/// saw this decrement leave it at 0 and lent the block again. Two holders
-/// of one block at once (a producer that named a held block in a second
-/// slot) could lose a decrement: the count then stays above 0 and that
-/// producer never reuses the block; nothing else reads the count.
-inline void DropHold(std::atomic<uint32_t>* hold) {
-  // Release: our reads of the body happen before the producer's (seq_cst)
-  // load that sees the count at 0 and lends the block again.
-  hold->store(hold->load(std::memory_order_relaxed) - 1, std::memory_order_release);
-}
-
-}  // namespace internal
-
 // The consumer's return queue and everything a held block needs: it keeps
 // the channel mapped (the block's bytes) and the consumer's own segment
 // (where returns go), so blocks may outlive the ChannelConsumer. When the

@@ -92,13 +92,25 @@ class ALKAID_EXPORT ChannelBlock {
   }
   /// Returns the block to the producer now, but keeps the reference to the
   /// consumer (its queue and mappings) for the next TakeFrom. Any thread.
-  void Release();
+  /// A fixed block's hold count drops inline; a table block's return is
+  /// queued out of line.
+  void Release() {
+    if (held_ && hold_ != nullptr) {
+      internal::DropHold(hold_);
+      held_ = false;
+      data_ = {};
+      return;
+    }
+    ReleaseGeneral();
+  }
 
   struct Returns;  ///< internal: the consumer's return queue
 
  private:
   friend class ChannelConsumer;
   friend class ChannelMessage;
+  // Release's other cases: a table block's return, or nothing held.
+  void ReleaseGeneral();
   std::shared_ptr<Returns> returns_;
   std::span<const std::byte> data_;
   // A fixed block: its hold count in the consumer's segment, decremented

@@ -430,7 +430,7 @@ class ALKAID_EXPORT ChannelWriter {
     internal::ProducerHot& h = *hot_;
     const uint64_t n = h.slots.next_sequence;
     const uint64_t index = n & h.mask;
-    auto* slot = reinterpret_cast<internal::WriterSlotData*>(h.slot_base + index * h.slot_size);
+    auto* slot = reinterpret_cast<internal::HotSlotData*>(h.slot_base + index * h.slot_size);
     slot->sequence.store(2 * n + 1, std::memory_order_relaxed);
     // Release fence: the odd sequence is visible before any field below
     // (the seqlock writer's half; a lapped reader's re-check sees it).
@@ -452,7 +452,7 @@ class ALKAID_EXPORT ChannelWriter {
     slot->body_offset.store(loan_.offset_, std::memory_order_relaxed);
     slot->body_length.store(length, std::memory_order_relaxed);
     h.published_bytes += length;
-    slot->block.store(internal::kWriterFixedBlockFlag | i, std::memory_order_relaxed);
+    slot->block.store(internal::kHotFixedBlockFlag | i, std::memory_order_relaxed);
     slot->extension.store(0, std::memory_order_relaxed);  // the channel segment
     slot->payload_size.store(0, std::memory_order_relaxed);
     slot->shape.store(shape_, std::memory_order_relaxed);

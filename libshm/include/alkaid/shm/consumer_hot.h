@@ -13,29 +13,9 @@
 #include <cstdint>
 
 #include "alkaid/common/export.h"
+#include "alkaid/shm/hot_slot.h"
 
 namespace alkaid::shm::internal {
-
-/// A slot's header as the inline receive reads it: the same fields at the
-/// same offsets as the private ChannelSlotData (channel_layout_internal.h,
-/// docs/SHM_LAYOUT.md, "Channel"); channel_consumer.cc checks each offset
-/// with a static_assert. In the producer's segment, mapped read-only.
-struct HotSlotData {
-  std::atomic<uint64_t> sequence;
-  std::atomic<uint64_t> body_offset;
-  std::atomic<uint64_t> body_length;
-  std::atomic<uint64_t> block;
-  std::atomic<uint32_t> payload_size;
-  std::atomic<uint32_t> shape;
-  std::atomic<uint64_t> user;
-  std::atomic<uint32_t> extension;
-  uint8_t pad[4];
-  std::atomic<uint64_t> publish_ns;
-};
-
-/// A slot's block word names fixed block i as kHotFixedBlockFlag | i (the
-/// private kFixedBlockFlag; checked equal in channel_consumer.cc).
-inline constexpr uint32_t kHotFixedBlockFlag = uint32_t{1} << 31;
 
 /// Wakes a producer waiting for room on this consumer's cursor word
 /// (`cursor`, in the consumer's own segment). Out of line: rare.

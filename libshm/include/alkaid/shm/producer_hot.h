@@ -14,29 +14,9 @@
 #include <cstdint>
 
 #include "alkaid/shm/delivery.h"
+#include "alkaid/shm/hot_slot.h"
 
 namespace alkaid::shm::internal {
-
-/// A slot's header as the inline publish writes it: the fields of the
-/// private ChannelSlotData at the same offsets (channel_layout_internal.h,
-/// docs/SHM_LAYOUT.md, "Channel"; channel_producer.cc checks each offset
-/// with a static_assert). In the producer's segment.
-struct WriterSlotData {
-  std::atomic<uint64_t> sequence;
-  std::atomic<uint64_t> body_offset;
-  std::atomic<uint64_t> body_length;
-  std::atomic<uint64_t> block;
-  std::atomic<uint32_t> payload_size;
-  std::atomic<uint32_t> shape;
-  std::atomic<uint64_t> user;
-  std::atomic<uint32_t> extension;
-  uint8_t pad[4];
-  std::atomic<uint64_t> publish_ns;
-};
-
-/// A slot's block word names fixed block i as kWriterFixedBlockFlag | i
-/// (the private kFixedBlockFlag; checked equal in channel_producer.cc).
-inline constexpr uint32_t kWriterFixedBlockFlag = uint32_t{1} << 31;
 
 /// What the producer knows of fixed block i (ChannelOptions::
 /// fixed_block_bytes). It is not in the block table: the slot's reference,
