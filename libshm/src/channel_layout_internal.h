@@ -141,45 +141,11 @@ struct alignas(kCacheLineSize) ConsumerControlData {
 ALKAID_SHM_PLAIN_DATA(ConsumerControlData, kCacheLineSize);
 
 /// Slot header: everything a consumer reads to learn of a message, in one
-/// line. The inline payload follows as 64-bit atomic words.
-struct alignas(kCacheLineSize) ChannelSlotData {
-  /// 2n+1 while message n is written, 2n+2 once committed (a seqlock).
-  std::atomic<uint64_t> sequence;
-  /// Payload offset of the body's first byte; its length.
-  std::atomic<uint64_t> body_offset;
-  std::atomic<uint64_t> body_length;
-  /// generation << 32 | descriptor of the body's block; 0 without body.
-  std::atomic<uint64_t> block;
-  /// Inline payload bytes; the shape id (0: none) the message refers to.
-  std::atomic<uint32_t> payload_size;
-  std::atomic<uint32_t> shape;
-  /// A word for the layer above (ChannelProducer::Publish's `user`).
-  std::atomic<uint64_t> user;
-  /// The id of the extension segment holding the body (0: the channel
-  /// segment's arena); body_offset's high bits say which table entry.
-  std::atomic<uint32_t> extension;
-  uint8_t pad[4];
-  /// When the message was published: CLOCK_REALTIME nanoseconds, written by
-  /// producers of a channel with ChannelOptions::stamp_publish_time; never
-  /// written (0, as the segment was created) otherwise. It took 8 of the 12
-  /// padding bytes the slot had: the slot's size and every other offset are
-  /// unchanged, so the layout version is too (docs/COMPATIBILITY.md).
-  std::atomic<uint64_t> publish_ns;
-};
+/// line. The inline payload follows as 64-bit atomic words. Its fields are
+/// HotSlotData's (alkaid/shm/hot_slot.h, where they are declared once, for
+/// the inline receive and publish too); this type pads them to the line.
+struct alignas(kCacheLineSize) ChannelSlotData : HotSlotData {};
 ALKAID_SHM_PLAIN_DATA(ChannelSlotData, kCacheLineSize);
-
-// The inline receive and publish (hot_slot.h) see the same fields at the
-// same offsets, and the same fixed-block flag.
-static_assert(sizeof(HotSlotData) == sizeof(ChannelSlotData) &&
-              offsetof(HotSlotData, sequence) == offsetof(ChannelSlotData, sequence) &&
-              offsetof(HotSlotData, body_offset) == offsetof(ChannelSlotData, body_offset) &&
-              offsetof(HotSlotData, body_length) == offsetof(ChannelSlotData, body_length) &&
-              offsetof(HotSlotData, block) == offsetof(ChannelSlotData, block) &&
-              offsetof(HotSlotData, payload_size) == offsetof(ChannelSlotData, payload_size) &&
-              offsetof(HotSlotData, shape) == offsetof(ChannelSlotData, shape) &&
-              offsetof(HotSlotData, user) == offsetof(ChannelSlotData, user) &&
-              offsetof(HotSlotData, extension) == offsetof(ChannelSlotData, extension) &&
-              offsetof(HotSlotData, publish_ns) == offsetof(ChannelSlotData, publish_ns));
 static_assert(kHotFixedBlockFlag == kFixedBlockFlag);
 static_assert(offsetof(ChannelSlotData, extension) == 48 &&
                   offsetof(ChannelSlotData, publish_ns) == 56,

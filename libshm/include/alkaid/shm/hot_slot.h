@@ -6,26 +6,39 @@
 /// (ChannelConsumer::TryReceiveHot, consumer_hot.h) and the inline publish
 /// (ChannelWriter's Loan and Publish, producer_hot.h) read and write it. A
 /// layout shared by libshm and the libraries built with it (the same
-/// SONAME): channel_layout_internal.h checks each offset against the
-/// private ChannelSlotData (docs/SHM_LAYOUT.md, "Channel").
+/// SONAME), and the declaration of the private ChannelSlotData's fields
+/// (docs/SHM_LAYOUT.md, "Channel").
 
 #include <atomic>
 #include <cstdint>
 
 namespace alkaid::shm::internal {
 
-/// The fields of the private ChannelSlotData at the same offsets. In the
-/// producer's segment (mapped read-only by its consumers).
+/// A slot's header (the private ChannelSlotData is this, padded to its
+/// cache line; docs/SHM_LAYOUT.md, "Channel"). In the producer's segment,
+/// mapped read-only by its consumers.
 struct HotSlotData {
+  /// 2n+1 while message n is written, 2n+2 once committed (a seqlock).
   std::atomic<uint64_t> sequence;
+  /// Payload offset of the body's first byte; its length.
   std::atomic<uint64_t> body_offset;
   std::atomic<uint64_t> body_length;
+  /// generation << 32 | descriptor of the body's block; 0 without body.
   std::atomic<uint64_t> block;
+  /// Inline payload bytes; the shape id (0: none) the message refers to.
   std::atomic<uint32_t> payload_size;
   std::atomic<uint32_t> shape;
+  /// A word for the layer above (ChannelProducer::Publish's `user`).
   std::atomic<uint64_t> user;
+  /// The id of the extension segment holding the body (0: the channel
+  /// segment's arena); body_offset's high bits say which table entry.
   std::atomic<uint32_t> extension;
   uint8_t pad[4];
+  /// When the message was published: CLOCK_REALTIME nanoseconds, written by
+  /// producers of a channel with ChannelOptions::stamp_publish_time; never
+  /// written (0, as the segment was created) otherwise. It took 8 of the 12
+  /// padding bytes the slot had: the slot's size and every other offset are
+  /// unchanged, so the layout version is too (docs/COMPATIBILITY.md).
   std::atomic<uint64_t> publish_ns;
 };
 
