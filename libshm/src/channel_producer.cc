@@ -140,23 +140,6 @@ Result<std::unique_ptr<ChannelProducer>> ChannelProducer::Create(std::string_vie
   return std::unique_ptr<ChannelProducer>(new ChannelProducer(std::move(owner)));
 }
 
-// Fixed block `desc` (TakeFixed's) lent into `loan`, whose owner is this
-// producer's state.
-[[gnu::always_inline]] inline void ChannelProducer::LendFixed(ProducerState& state, uint32_t desc,
-                                                              uint64_t length, ChannelLoan* loan) {
-  const uint32_t i = desc - state.geometry.block_count;
-  ProducerState::FixedBlock& f = state.fixed[i];
-  f.loaned = true;
-  f.loan_ref = true;
-  const uint64_t offset = state.geometry.FixedBlockOffset(i);
-  // In the channel segment, before the arena (arena_base[0] is its data).
-  loan->data_ = {state.arena_base[0] + offset, static_cast<std::size_t>(length)};
-  loan->offset_ = offset;
-  loan->generation_ = 0;
-  loan->descriptor_ = desc;
-  loan->held_ = true;
-}
-
 // LoanImpl and PublishImpl are forced inline into their few callers (the
 // public Loan and Publish calls): as calls of their own they cost a second
 // frame and Status hand-over per message.
@@ -191,7 +174,7 @@ Result<std::unique_ptr<ChannelProducer>> ChannelProducer::Create(std::string_vie
   ChannelLoan& loan = *into;
   if (loan.owner_ != impl_) loan.owner_ = impl_;
   if (state.IsFixed(desc)) {
-    LendFixed(state, desc, length, &loan);
+    ChannelWriter::LendFixed(state, desc - state.geometry.block_count, length, &loan);
     return Status::OK();
   }
   state.blocks.Lend(desc);
@@ -449,7 +432,7 @@ Status ChannelWriter::LoanGeneral() {
   if (fixed_ && !state.closed) {
     const uint32_t desc = state.TakeFixed();
     if (desc != kNoBlock) {
-      ChannelProducer::LendFixed(state, desc, length_, &loan_);
+      LendFixed(state, desc - state.geometry.block_count, length_, &loan_);
       return Status::OK();
     }
   }

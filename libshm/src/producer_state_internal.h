@@ -123,26 +123,14 @@ struct ProducerState : ProducerHot {
   /// (as the block table's slot references go under pressure: a consumer
   /// opened from_oldest then starts after them).
   [[gnu::always_inline]] uint32_t TakeFixed() {
-    // The common case inline: the oldest block in flight left its slot and
-    // is free (a consumer that keeps up), or it has not and another is
-    // free. Everything else (a held block to rotate, none free) is
-    // TakeFixedSlow's.
-    const uint32_t top = fixed_free_top;
-    if (flight_size != 0) {
-      const uint32_t i = fixed_flight[flight_head];
-      const uint64_t sequence = fixed[i].sequence;
-      const uint64_t next = slots.next_sequence;
-      if (sequence + geometry.slot_count < next) {
-        if (LookAtFixed(i) != FixedState::kFree) return TakeFixedSlow();
-        flight_head = flight_head + 1 == geometry.fixed_count ? 0 : flight_head + 1;
-        --flight_size;
-        // Its slot holds a later message: nothing there names it.
-        return geometry.block_count + i;
-      }
-    }
-    if (top == 0) return TakeFixedSlow();
-    fixed_free_top = top - 1;
-    return geometry.block_count + fixed_free[top - 1];
+    // The common case inline, as the writer's Loan takes it
+    // (ProducerHot::TakeFixedAtOnce): the oldest block in flight left its
+    // slot and is free (a consumer that keeps up), or it has not and
+    // another is free. Everything else (a cursor to scan, a held block to
+    // rotate, none free) is TakeFixedSlow's.
+    uint32_t i;
+    if (TakeFixedAtOnce(&i)) return geometry.block_count + i;
+    return TakeFixedSlow();
   }
 
   /// TakeFixed's general way: up to 8 looks at the oldest in flight.

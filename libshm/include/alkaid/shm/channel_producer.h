@@ -334,10 +334,9 @@ class ALKAID_EXPORT ChannelProducer {
   Status LoanImpl(uint64_t length, ChannelLoan* into);
   Status PublishImpl(std::span<const std::byte> payload, ChannelLoan* body, bool keep,
                      uint64_t user, uint32_t shape);
-  // The steps of a loan and a publish after their checks (channel_producer.cc;
-  // LoanImpl and PublishImpl, and ChannelWriter, whose checks were made once).
-  static void LendFixed(internal::ProducerState& state, uint32_t desc, uint64_t length,
-                        ChannelLoan* loan);
+  // The steps of a publish after its checks (channel_producer.cc; PublishImpl,
+  // and ChannelWriter, whose checks were made once). A fixed block is lent
+  // by ChannelWriter::LendFixed.
   static Status Commit(internal::ProducerState& state, std::span<const std::byte> payload,
                        ChannelLoan* body, bool keep, uint64_t user, uint32_t shape);
   static bool FormFits(const internal::ProducerState& state, std::span<const std::byte> payload,
@@ -379,7 +378,7 @@ class ALKAID_EXPORT ChannelWriter {
   [[gnu::always_inline]] Status Loan() {
     uint32_t i;
     if (at_once_ && !loan_.held_ && !hot_->closed && hot_->TakeFixedAtOnce(&i)) {
-      LendFixed(i);
+      LendFixed(*hot_, i, length_, &loan_);
       return Status::OK();
     }
     return LoanGeneral();
@@ -410,18 +409,21 @@ class ALKAID_EXPORT ChannelWriter {
 
  private:
   friend class ChannelProducer;
-  // Fixed block `i` (TakeFixedAtOnce's) lent into loan_, whose owner is
-  // the producer's state (ChannelProducer::LendFixed's steps).
-  [[gnu::always_inline]] void LendFixed(uint32_t i) {
-    internal::FixedBlockRecord& f = hot_->fixed[i];
+  // Fixed block `i` (taken by TakeFixedAtOnce or ProducerState::TakeFixed)
+  // lent into `loan`, whose owner is the producer's state: the one way a
+  // fixed block is lent (the writer's Loan and ChannelProducer::LoanImpl).
+  [[gnu::always_inline]] static void LendFixed(internal::ProducerHot& h, uint32_t i,
+                                               uint64_t length, ChannelLoan* loan) {
+    internal::FixedBlockRecord& f = h.fixed[i];
     f.loaned = true;
     f.loan_ref = true;
-    const uint64_t offset = hot_->fixed_offset + uint64_t{i} * hot_->fixed_size;
-    loan_.data_ = {hot_->channel_data + offset, static_cast<std::size_t>(length_)};
-    loan_.offset_ = offset;
-    loan_.generation_ = 0;
-    loan_.descriptor_ = hot_->block_count + i;
-    loan_.held_ = true;
+    // In the channel segment, before the arena.
+    const uint64_t offset = h.fixed_offset + uint64_t{i} * h.fixed_size;
+    loan->data_ = {h.channel_data + offset, static_cast<std::size_t>(length)};
+    loan->offset_ = offset;
+    loan->generation_ = 0;
+    loan->descriptor_ = h.block_count + i;
+    loan->held_ = true;
   }
   // Publish's common case, once PublishesAtOnce said so: loan_ holds fixed
   // block descriptor_ - block_count, there are no inline bytes and no time
