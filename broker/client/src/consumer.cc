@@ -15,9 +15,9 @@
 #include "alkaid/client/row_consumer.h"
 #include "alkaid/common/process.h"
 #include "alkaid/format/unsafe_row.h"
-#include "arrow_export_internal.h"
 #include "broker_session.h"
 #include "connection_internal.h"
+#include "export_counter_internal.h"
 
 namespace alkaid::client {
 

@@ -1,6 +1,6 @@
 // A Consumer's batches handed to foreign code through the Arrow C Data and
 // C Stream Interfaces (Consumer::ExportBatch, Consumer::ExportStream), each
-// counted by the consumer's ExportCounter (arrow_export_internal.h).
+// counted by the consumer's ExportCounter (export_counter_internal.h).
 
 #include <algorithm>
 #include <chrono>
@@ -9,7 +9,7 @@
 
 #include "alkaid/client/consumer.h"
 #include "alkaid/format/c_data.h"
-#include "arrow_export_internal.h"
+#include "export_counter_internal.h"
 
 namespace alkaid::client {
 
