@@ -152,6 +152,84 @@ TEST(BrokerArrowExportTest, CapOnExportedBatches) {
   EXPECT_EQ(consumer->stats().exported_held, 0u);
 }
 
+// An export that fails gives its place under max_exported_batches back and
+// counts nothing: ExportBatch (consumer_export.cc's ExportCounted) takes the
+// place before exporting, so each error after it must drop it. Both ways
+// an export fails after the place is taken: the columns refused (a column
+// with a buffer missing), and the columns exported but the schema refused
+// (an extension type stored as another extension, which the arrays export
+// through to its storage but the schema cannot name), where the exported
+// columns are released without their release notice.
+TEST(BrokerArrowExportTest, AFailedExportGivesItsPlaceBack) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("t", TwoColumns(), ProducerOn(broker)));
+  client::ConsumerOptions options = ConsumerOn(broker);
+  options.max_exported_batches = 1;
+  ASSERT_OK_AND_ASSIGN(auto consumer, Consumer::Open("t", options));
+  ASSERT_OK(PublishInPlace(producer.get(), 0, 10));
+  ASSERT_OK_AND_ASSIGN(auto received, consumer->Next(5s));
+
+  // An int64 column with its validity bitmap but no values buffer.
+  ASSERT_OK_AND_ASSIGN(
+      auto short_of_a_buffer,
+      format::RecordBatch::Make(format::schema({format::field("v", format::int64())}), 4,
+                                {format::ArrayData::Make(format::int64(), 4, {nullptr}, 0)}));
+  // Four int32 values as an extension over an extension over int32.
+  const auto inner = format::extension("alkaid.test.inner", "", format::int32());
+  const auto outer = format::extension("alkaid.test.outer", "", inner);
+  format::Int32Builder values;
+  for (int32_t v = 0; v < 4; ++v) ASSERT_OK(values.Append(v));
+  ASSERT_OK_AND_ASSIGN(auto storage, values.Finish());
+  auto outer_data = std::make_shared<format::ArrayData>(*storage->data());
+  outer_data->type = outer;
+  ASSERT_OK_AND_ASSIGN(
+      auto unnamable,
+      format::RecordBatch::Make(format::schema({format::field("e", outer)}), 4, {outer_data}));
+
+  const auto expect_nothing_held = [&](const char* after) {
+    EXPECT_EQ(consumer->stats().exported_held, 0u) << after;
+    EXPECT_EQ(consumer->stats().exported_total, 0u) << after;
+    EXPECT_EQ(consumer->stats().exports_refused, 0u) << after;
+  };
+  for (int round = 0; round < 2; ++round) {  // the place is given back each time
+    ArrowArray array{};
+    ArrowSchema schema{};
+    ASSERT_RAISES_WITH_MESSAGE(kInvalid, "buffers",
+                               consumer->ExportBatch(*short_of_a_buffer, &array, &schema));
+    EXPECT_EQ(array.release, nullptr);
+    EXPECT_EQ(schema.release, nullptr);
+    expect_nothing_held("a column refused, by reference");
+    ASSERT_RAISES_WITH_MESSAGE(kInvalid, "buffers",
+                               consumer->ExportBatch(short_of_a_buffer, &array, &schema));
+    EXPECT_EQ(array.release, nullptr);
+    expect_nothing_held("a column refused, by pointer");
+    ASSERT_RAISES_WITH_MESSAGE(kNotImplemented, "another extension",
+                               consumer->ExportBatch(*unnamable, &array, &schema));
+    EXPECT_EQ(array.release, nullptr);
+    EXPECT_EQ(schema.release, nullptr);
+    expect_nothing_held("the schema refused, by reference");
+    ASSERT_RAISES_WITH_MESSAGE(kNotImplemented, "another extension",
+                               consumer->ExportBatch(unnamable, &array, &schema));
+    EXPECT_EQ(array.release, nullptr);
+    expect_nothing_held("the schema refused, by pointer");
+  }
+  // Without its schema the same batch exports (to its storage) and counts.
+  ArrowArray exported{};
+  ASSERT_OK(consumer->ExportBatch(unnamable, &exported, nullptr));
+  EXPECT_EQ(consumer->stats().exported_held, 1u);
+  exported.release(&exported);
+  EXPECT_EQ(consumer->stats().exported_held, 0u);
+  // The one place is free: the received batch exports.
+  ASSERT_OK(consumer->ExportBatch(received, &exported, nullptr));
+  EXPECT_EQ(consumer->stats().exported_held, 1u);
+  EXPECT_EQ(consumer->stats().exported_total, 2u);
+  exported.release(&exported);
+  EXPECT_EQ(consumer->stats().exported_held, 0u);
+  received.reset();
+  ASSERT_OK(producer->Close());
+}
+
 TEST(BrokerArrowExportTest, StreamOfTheTopicUntilEndOfStream) {
   BrokerProcess broker;
   ASSERT_TRUE(broker.Start());

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -218,6 +219,85 @@ TEST_F(SmallShmTest, AConsumerKeptFromAProducerByAFullDevShmAttachesOnceThereIsR
   });
   EXPECT_TRUE(received) << "the consumer never attached to the producer; last: " << last.ToString();
   ASSERT_OK((*consumer)->Close());
+  ASSERT_OK(producer->Close());
+  EXPECT_EQ(broker.Stop(), 0);
+  EXPECT_TRUE(ShmNames(broker.name()).empty());
+}
+
+// The same consumer while /dev/shm stays full: it retries the attach every
+// 200 ms (the consumer's RetryAttach, when it maintains) and fails each
+// time. It said so once: every later Next in the wait times out as it
+// should, never says OutOfMemory again, never hangs, and the failed
+// attaches leave no segment behind (its own segment cannot be created;
+// nothing half-made stays). Closed while still kept out, it leaves nothing
+// either; a second consumer attaches once there is room.
+TEST_F(SmallShmTest, AConsumerKeptOutByAFullDevShmRetriesQuietlyAndLeavesNothing) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start({"--shm-limit", "0"}));
+  client::ProducerOptions po;
+  po.socket_path = broker.socket();
+  po.topic.arena_bytes = 64 << 10;
+  po.topic.slot_count = 16;
+  po.wait_for_consumers = std::chrono::milliseconds(0);
+  auto schema = format::schema({format::field("x", format::int32())});
+  ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("full", schema, po));
+  const std::set<std::string> before = ShmNames(broker.name());
+  ASSERT_FALSE(before.empty());
+
+  const std::string filler = "/dev/shm/alkaid_fault_fill" + UniqueSuffix();
+  const int fd = ::open(filler.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  ASSERT_GE(fd, 0);
+  off_t size = 0;
+  for (const off_t step : {off_t{1} << 20, off_t{4096}}) {
+    while (::posix_fallocate(fd, size, step) == 0) size += step;
+  }
+  client::ConsumerOptions co;
+  co.socket_path = broker.socket();
+  auto consumer = client::Consumer::Open("full", co);
+  int out_of_memory = 0;
+  int timed_out = 0;
+  Status other;
+  if (consumer.ok()) {
+    // Well past five retries (200 ms apart), each Next bounded.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
+    while (std::chrono::steady_clock::now() < until) {
+      const auto asked = std::chrono::steady_clock::now();
+      auto next = (*consumer)->Next(std::chrono::milliseconds(100));
+      EXPECT_LT(std::chrono::steady_clock::now() - asked, std::chrono::seconds(2))
+          << "a Next of 100 ms did not return in time";
+      ASSERT_FALSE(next.ok()) << "a batch with nothing published";
+      if (next.status().IsOutOfMemory()) {
+        ++out_of_memory;
+        EXPECT_NE(next.status().message().find("retrying"), std::string::npos)
+            << next.status().ToString();
+      } else if (next.status().IsTimedOut()) {
+        ++timed_out;
+      } else {
+        other = next.status();
+      }
+      EXPECT_EQ(ShmNames(broker.name()), before) << "a failed attach left a segment";
+    }
+    EXPECT_OK((*consumer)->Close());
+    EXPECT_EQ(ShmNames(broker.name()), before) << "the closed consumer left a segment";
+  }
+  ::close(fd);
+  ::unlink(filler.c_str());
+  if (!consumer.ok()) GTEST_FAIL() << "Consumer::Open: " << consumer.status().ToString();
+  EXPECT_EQ(out_of_memory, 1) << "told once, at the first failure";
+  EXPECT_GE(timed_out, 10);
+  EXPECT_TRUE(other.ok()) << other.ToString();
+
+  // Room again: a new consumer attaches and receives.
+  ASSERT_OK_AND_ASSIGN(auto second, client::Consumer::Open("full", co));
+  format::Int32Builder b;
+  ASSERT_OK(b.Append(7));
+  ASSERT_OK_AND_ASSIGN(auto column, b.Finish());
+  ASSERT_OK_AND_ASSIGN(auto batch, format::RecordBatch::Make(schema, 1, {column}));
+  ASSERT_OK(producer->PublishCopy(*batch));
+  ASSERT_OK_AND_ASSIGN(auto got, second->Next(std::chrono::seconds(5)));
+  EXPECT_EQ(got->num_rows(), 1);
+  got.reset();
+  ASSERT_OK(second->Close());
   ASSERT_OK(producer->Close());
   EXPECT_EQ(broker.Stop(), 0);
   EXPECT_TRUE(ShmNames(broker.name()).empty());

@@ -20,6 +20,12 @@ inline std::atomic<uint64_t> g_allocations{0};
 /// a library's background threads allocate on their own schedule).
 inline thread_local uint64_t t_allocations = 0;
 
+/// While set, the calling thread's nothrow operator new returns null, as
+/// it would with the heap exhausted (for the tests of a path that
+/// allocates that way and must fail cleanly). The throwing one is
+/// untouched.
+inline thread_local bool t_refuse_nothrow = false;
+
 }  // namespace counting_new
 
 // Not inlined: g++ would see free() of what its built-in operator new
@@ -29,6 +35,12 @@ inline thread_local uint64_t t_allocations = 0;
   ++counting_new::t_allocations;
   if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
   throw std::bad_alloc();
+}
+[[gnu::noinline]] void* operator new(std::size_t size, const std::nothrow_t&) noexcept {
+  if (counting_new::t_refuse_nothrow) return nullptr;
+  counting_new::g_allocations.fetch_add(1, std::memory_order_relaxed);
+  ++counting_new::t_allocations;
+  return std::malloc(size == 0 ? 1 : size);
 }
 [[gnu::noinline]] void operator delete(void* p) noexcept { std::free(p); }
 [[gnu::noinline]] void operator delete(void* p, std::size_t) noexcept { std::free(p); }
