@@ -88,7 +88,9 @@ struct ConsumerStream {
     int rc = s->inner.get_next(&s->inner, out);
     if (!std::exchange(s->held, false)) return rc;
     if (rc != 0 || out->release == nullptr) {
-      s->exports->Drop();  // the batch was refused (schema) and dropped: its notice never runs
+      // The batch was refused (its schema, or its export failed: no
+      // memory) and dropped: its release notice never runs.
+      s->exports->Drop();
     } else {
       s->exports->total.fetch_add(1, std::memory_order_relaxed);
     }
