@@ -284,7 +284,7 @@ TEST_F(SmallShmTest, AConsumerKeptOutByAFullDevShmRetriesQuietlyAndLeavesNothing
   ::unlink(filler.c_str());
   if (!consumer.ok()) GTEST_FAIL() << "Consumer::Open: " << consumer.status().ToString();
   EXPECT_EQ(out_of_memory, 1) << "told once, at the first failure";
-  EXPECT_GE(timed_out, 10);
+  EXPECT_GE(timed_out, 3);  // bounded waits that ended (about 14 unless the machine crawls)
   EXPECT_TRUE(other.ok()) << other.ToString();
 
   // Room again: a new consumer attaches and receives.
