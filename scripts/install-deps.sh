@@ -31,7 +31,7 @@ packages=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc openssl
   util-linux procps passwd systemd
   clang-tidy clang-format ccache python3 python3-venv
-  tmux libcpp-httplib-dev prometheus
+  tmux libcpp-httplib-dev prometheus valgrind
 )
 if [ "$peers" -eq 1 ]; then
   packages+=(iceoryx libiceoryx-posh-dev)
