@@ -88,6 +88,21 @@ class PyProducer {
   // qualify; Cancelled (nothing done) when it would have to wait and `stop`
   // is requested. Holds mutex_.
   Result<bool> PublishSameLayout(const ArrowArray& array);
+  // Publishes `*array` (moved from; released either way), a batch exported
+  // as a struct array, with `schema` its schema when it is not the topic's
+  // (imported with it and checked); without, it is the topic's. Returns 1.
+  uint64_t PublishArray(ArrowArray* array, ArrowSchema* schema);
+  // A pyarrow.RecordBatch (arrow_batch_type_) whose schema pyarrow finds
+  // equal to arrow_schema_, exported without its schema
+  // (RecordBatch._export_to_c_device) and published. False (nothing done,
+  // no Python error set) when it does not qualify (another schema, data
+  // off the CPU, an export that fails): the PyCapsule protocol then
+  // publishes it or says what is wrong.
+  bool PublishArrowBatch(nb::handle batch);
+  // After a pyarrow.RecordBatch `batch` was found to have the topic's
+  // schema through the PyCapsule protocol: keeps its type and schema for
+  // PublishArrowBatch, if its pyarrow has what that needs.
+  void LearnArrowBatch(nb::handle batch);
 
   std::mutex mutex_;
   std::atomic<bool> closed_{false};  // set by Close before it takes mutex_
@@ -109,6 +124,13 @@ class PyProducer {
   };
   std::vector<int64_t> fixed_widths_;
   client::WriterCache<IdleWriter> writers_;
+  // The pyarrow fast path (PublishArrowBatch), touched with the GIL held:
+  // pyarrow's RecordBatch type and a pyarrow.Schema our own comparison
+  // (IsTopicSchema) found to be the topic's; both unset until a
+  // pyarrow.RecordBatch with the topic's schema was published the general
+  // way (pyarrow is never imported here).
+  nb::object arrow_batch_type_;
+  nb::object arrow_schema_;
   // What PublishSameLayout copied (stats(): arrow_copied, copied_bytes).
   uint64_t same_layout_published_ = 0;
   uint64_t same_layout_bytes_ = 0;
