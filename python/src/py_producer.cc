@@ -439,7 +439,7 @@ uint64_t PyProducer::Publish(nb::handle obj) {
     if (!IsTopicSchema(schema)) return PublishArray(&array, &schema);
     schema.release(&schema);
     const uint64_t published = PublishArray(&array, nullptr);
-    if (!arrow_batch_type_.is_valid()) LearnArrowBatch(obj);
+    if (!arrow_batch_probed_) LearnArrowBatch(obj);
     return published;
   }
   if (nb::object method = OptionalAttr(obj, c_stream); method.is_valid()) {
@@ -570,6 +570,7 @@ bool PyProducer::PublishArrowBatch(nb::handle batch) {
 void PyProducer::LearnArrowBatch(nb::handle batch) {
   PyTypeObject* type = Py_TYPE(batch.ptr());
   if (std::strcmp(type->tp_name, "pyarrow.lib.RecordBatch") != 0) return;
+  arrow_batch_probed_ = true;  // one look, whatever it finds
   // pyarrow's RecordBatch itself (not a namesake), of a pyarrow with the
   // device export (16 and later). Any error: no fast path, nothing raised.
   const nb::object lib = nb::steal(PyImport_GetModule(nb::str("pyarrow.lib").ptr()));

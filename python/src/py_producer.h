@@ -99,9 +99,10 @@ class PyProducer {
   // off the CPU, an export that fails): the PyCapsule protocol then
   // publishes it or says what is wrong.
   bool PublishArrowBatch(nb::handle batch);
-  // After a pyarrow.RecordBatch `batch` was found to have the topic's
-  // schema through the PyCapsule protocol: keeps its type and schema for
-  // PublishArrowBatch, if its pyarrow has what that needs.
+  // After a batch was published through the PyCapsule protocol with the
+  // topic's schema: if it is a pyarrow.RecordBatch (the first one seen),
+  // keeps its type and schema for PublishArrowBatch, when its pyarrow has
+  // what that needs (the device export, pyarrow 16 and later).
   void LearnArrowBatch(nb::handle batch);
 
   std::mutex mutex_;
@@ -129,8 +130,11 @@ class PyProducer {
   // (IsTopicSchema) found to be the topic's; both unset until a
   // pyarrow.RecordBatch with the topic's schema was published the general
   // way (pyarrow is never imported here).
+  // arrow_batch_probed_: LearnArrowBatch looked at a pyarrow.RecordBatch
+  // (and so never looks again, even if it found no fast path).
   nb::object arrow_batch_type_;
   nb::object arrow_schema_;
+  bool arrow_batch_probed_ = false;
   // What PublishSameLayout copied (stats(): arrow_copied, copied_bytes).
   uint64_t same_layout_published_ = 0;
   uint64_t same_layout_bytes_ = 0;
