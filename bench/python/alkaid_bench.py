@@ -143,9 +143,9 @@ def sink(args: argparse.Namespace) -> None:
     """Side B of rate: receives count batches, then reports on topic done."""
     with alkaid.Consumer("bulk", socket=args.socket, wait_for_topic=60) as bulk:
         first = bulk.next(timeout=60)
+        usage_start = resource.getrusage(resource.RUSAGE_THREAD)
         start = time.perf_counter_ns()
         cpu_start = time.thread_time_ns()
-        usage_start = resource.getrusage(resource.RUSAGE_THREAD)
         del first
         for _ in range(args.count - 1):
             bulk.next(timeout=60)
@@ -171,9 +171,9 @@ def rate(args: argparse.Namespace, how: str) -> dict:
         ids = np.arange(args.rows, dtype=np.int64)
         batch = pa.record_batch([pa.array(ids), pa.array(ids * 0.5)], schema=SCHEMA)
         with alkaid.Producer("bulk", SCHEMA, socket=args.socket) as producer:
+            usage_start = resource.getrusage(resource.RUSAGE_THREAD)
             start = time.perf_counter_ns()
             cpu_start = time.thread_time_ns()
-            usage_start = resource.getrusage(resource.RUSAGE_THREAD)
             for i in range(args.count):
                 if how == "publish":
                     producer.publish(batch)
