@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -516,6 +517,9 @@ struct DeviceArray {
   void* sync_event;
   int64_t reserved[3];
 };
+static_assert(sizeof(DeviceArray) == 128 && offsetof(DeviceArray, device_type) == 88 &&
+                  offsetof(DeviceArray, sync_event) == 96,
+              "ArrowDeviceArray's layout (the C Device Data Interface, 64-bit)");
 constexpr int32_t kDeviceCpu = 1;  // ARROW_DEVICE_CPU
 
 // After a Python call that failed: false (with the error cleared) for an
