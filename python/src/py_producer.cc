@@ -468,7 +468,7 @@ uint64_t PyProducer::Publish(nb::handle obj) {
 }
 
 uint64_t PyProducer::PublishArray(ArrowArray* array, ArrowSchema* schema) {
-  // Released when this returns, unless an import took it (lent_array).
+  // Released when this returns, unless an import took it (owned_array).
   struct Held {
     explicit Held(ArrowArray* from) : array(*from) { from->release = nullptr; }
     ArrowArray array;
@@ -576,7 +576,8 @@ void PyProducer::LearnArrowBatch(nb::handle batch) {
   if (std::strcmp(type->tp_name, "pyarrow.lib.RecordBatch") != 0) return;
   arrow_batch_probed_ = true;  // one look, whatever it finds
   // pyarrow's RecordBatch itself (not a namesake), of a pyarrow with the
-  // device export (16 and later). Any error: no fast path, nothing raised.
+  // device export (16 and later). An Exception on the way: no fast path,
+  // nothing raised (a KeyboardInterrupt is, the batch being published).
   const nb::object lib = nb::steal(PyImport_GetModule(nb::str("pyarrow.lib").ptr()));
   nb::object known_type;
   if (lib.is_valid()) known_type = nb::steal(PyObject_GetAttrString(lib.ptr(), "RecordBatch"));
