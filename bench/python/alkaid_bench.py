@@ -20,7 +20,11 @@ batches per second at A and at B, for Producer.publish(pyarrow batch) (one
 copy) and for loans; and per second of the publishing (receiving) thread's
 CPU time (time.thread_time_ns), which the machine's other load changes
 less than the wall-clock rate. The receiver waits in spin-then-block
-mode: a receiver that spins shows in its CPU time.
+mode: a receiver that spins shows in its CPU time. Each side's context
+switches over its run (getrusage of the thread): voluntary ones are
+waits (the publisher's for room, the receiver's sleeps), involuntary ones
+preemptions by whatever else runs: where the wall-clock rate falls short
+of the CPU-time rate, they say which.
 
 handoff: the cost of handing a received batch to pyarrow
 (pa.record_batch(batch)) and to polars (pl.DataFrame(batch)) by row count:
@@ -40,6 +44,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -138,6 +143,7 @@ def sink(args: argparse.Namespace) -> None:
     """Side B of rate: receives count batches, then reports on topic done."""
     with alkaid.Consumer("bulk", socket=args.socket, wait_for_topic=60) as bulk:
         first = bulk.next(timeout=60)
+        usage_start = resource.getrusage(resource.RUSAGE_THREAD)
         start = time.perf_counter_ns()
         cpu_start = time.thread_time_ns()
         del first
@@ -145,8 +151,11 @@ def sink(args: argparse.Namespace) -> None:
             bulk.next(timeout=60)
         elapsed = time.perf_counter_ns() - start
         cpu = time.thread_time_ns() - cpu_start
+        usage = resource.getrusage(resource.RUSAGE_THREAD)
     print(json.dumps({"batches_per_s": (args.count - 1) / (elapsed / 1e9),
-                      "batches_per_cpu_s": (args.count - 1) / (cpu / 1e9)}), flush=True)
+                      "batches_per_cpu_s": (args.count - 1) / (cpu / 1e9),
+                      "waits": usage.ru_nvcsw - usage_start.ru_nvcsw,
+                      "preempted": usage.ru_nivcsw - usage_start.ru_nivcsw}), flush=True)
 
 
 def rate(args: argparse.Namespace, how: str) -> dict:
@@ -162,6 +171,7 @@ def rate(args: argparse.Namespace, how: str) -> dict:
         ids = np.arange(args.rows, dtype=np.int64)
         batch = pa.record_batch([pa.array(ids), pa.array(ids * 0.5)], schema=SCHEMA)
         with alkaid.Producer("bulk", SCHEMA, socket=args.socket) as producer:
+            usage_start = resource.getrusage(resource.RUSAGE_THREAD)
             start = time.perf_counter_ns()
             cpu_start = time.thread_time_ns()
             for i in range(args.count):
@@ -171,6 +181,7 @@ def rate(args: argparse.Namespace, how: str) -> dict:
                     send_loan(producer, args.rows, i)
             publish_s = (time.perf_counter_ns() - start) / 1e9
             publish_cpu_s = (time.thread_time_ns() - cpu_start) / 1e9
+            usage = resource.getrusage(resource.RUSAGE_THREAD)
         out, _ = child.communicate(timeout=120)
     finally:
         if child.poll() is None:
@@ -180,7 +191,10 @@ def rate(args: argparse.Namespace, how: str) -> dict:
             "published_per_s": args.count / publish_s,
             "received_per_s": received["batches_per_s"],
             "published_per_cpu_s": args.count / publish_cpu_s,
-            "received_per_cpu_s": received["batches_per_cpu_s"]}
+            "received_per_cpu_s": received["batches_per_cpu_s"],
+            "published_waits": usage.ru_nvcsw - usage_start.ru_nvcsw,
+            "published_preempted": usage.ru_nivcsw - usage_start.ru_nivcsw,
+            "received_waits": received["waits"], "received_preempted": received["preempted"]}
 
 
 # --- loop -------------------------------------------------------------------

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -413,6 +414,11 @@ Status PyProducer::ClosedStatus() const {
 
 uint64_t PyProducer::Publish(nb::handle obj) {
   if (closed()) ThrowStatus(ClosedStatus());
+  if (arrow_batch_type_.is_valid() &&
+      reinterpret_cast<PyObject*>(Py_TYPE(obj.ptr())) == arrow_batch_type_.ptr() &&
+      PublishArrowBatch(obj)) {
+    return 1;
+  }
   static PyObject* const c_array = Interned("__arrow_c_array__");
   static PyObject* const c_stream = Interned("__arrow_c_stream__");
   if (nb::object method = OptionalAttr(obj, c_array); method.is_valid()) {
@@ -431,31 +437,11 @@ uint64_t PyProducer::Publish(nb::handle obj) {
     }
     // The topic's own schema (the usual case) need not be imported and
     // compared: the batch is imported with the producer's.
-    std::optional<Owned<ArrowSchema>> owned_schema;
-    if (IsTopicSchema(schema)) {
-      schema.release(&schema);
-    } else {
-      owned_schema.emplace(&schema);
-    }
-    const bool small = array.length <= kSmallBatchRows;
-    // A wait for room or space ends on Ctrl-C (nothing is published). Each
-    // attempt gets lent copies of the structs.
-    const Owned<ArrowArray> owned_array(&array);
-    Check(CallInterruptiblyRepeatable(mutex_, small, [&](std::stop_token stop) {
-      if (producer_ == nullptr) return ClosedStatus();
-      StopScope scope(producer_.get(), std::move(stop));
-      if (!owned_schema.has_value()) {
-        ALKAID_ASSIGN_OR_RAISE(const bool done, PublishSameLayout(owned_array.get()));
-        if (done) return Status::OK();
-      }
-      ArrowArray lent_array;
-      owned_array.Lend(&lent_array);
-      ArrowSchema lent_schema;
-      if (owned_schema.has_value()) owned_schema->Lend(&lent_schema);
-      return producer_->PublishArrowArray(&lent_array,
-                                          owned_schema.has_value() ? &lent_schema : nullptr);
-    }));
-    return 1;
+    if (!IsTopicSchema(schema)) return PublishArray(&array, &schema);
+    schema.release(&schema);
+    const uint64_t published = PublishArray(&array, nullptr);
+    if (!arrow_batch_probed_) LearnArrowBatch(obj);
+    return published;
   }
   if (nb::object method = OptionalAttr(obj, c_stream); method.is_valid()) {
     nb::object capsule = CallNoArgs(method);
@@ -479,6 +465,134 @@ uint64_t PyProducer::Publish(nb::handle obj) {
                         "RecordBatchReader, a polars DataFrame, ...), got " +
                         TypeName(obj))
                            .c_str());
+}
+
+uint64_t PyProducer::PublishArray(ArrowArray* array, ArrowSchema* schema) {
+  // Released when this returns, unless an import took it (owned_array).
+  struct Held {
+    explicit Held(ArrowArray* from) : array(*from) { from->release = nullptr; }
+    ArrowArray array;
+    Held(const Held&) = delete;
+    Held& operator=(const Held&) = delete;
+    ~Held() {
+      if (array.release != nullptr) array.release(&array);
+    }
+  } held(array);
+  std::optional<Owned<ArrowSchema>> owned_schema;
+  if (schema != nullptr) owned_schema.emplace(schema);
+  // An import takes the array (PublishArrowArray): each attempt gets a lent
+  // copy of it, made on the first that needs one (PublishSameLayout only
+  // reads it).
+  std::optional<Owned<ArrowArray>> owned_array;
+  const bool small = held.array.length <= kSmallBatchRows;
+  // A wait for room or space ends on Ctrl-C (nothing is published).
+  Check(CallInterruptiblyRepeatable(mutex_, small, [&](std::stop_token stop) {
+    if (producer_ == nullptr) return ClosedStatus();
+    StopScope scope(producer_.get(), std::move(stop));
+    if (!owned_schema.has_value()) {
+      ALKAID_ASSIGN_OR_RAISE(
+          const bool done,
+          PublishSameLayout(owned_array.has_value() ? owned_array->get() : held.array));
+      if (done) return Status::OK();
+    }
+    if (!owned_array.has_value()) owned_array.emplace(&held.array);
+    ArrowArray lent_array;
+    owned_array->Lend(&lent_array);
+    ArrowSchema lent_schema;
+    if (owned_schema.has_value()) owned_schema->Lend(&lent_schema);
+    return producer_->PublishArrowArray(&lent_array,
+                                        owned_schema.has_value() ? &lent_schema : nullptr);
+  }));
+  return 1;
+}
+
+namespace {
+
+// The C Device Data Interface's ArrowDeviceArray (as the Arrow
+// specification lays it out), for RecordBatch._export_to_c_device.
+struct DeviceArray {
+  ArrowArray array;
+  int64_t device_id;
+  int32_t device_type;
+  void* sync_event;
+  int64_t reserved[3];
+};
+static_assert(sizeof(DeviceArray) == 128 && offsetof(DeviceArray, device_type) == 88 &&
+                  offsetof(DeviceArray, sync_event) == 96,
+              "ArrowDeviceArray's layout (the C Device Data Interface, 64-bit)");
+constexpr int32_t kDeviceCpu = 1;  // ARROW_DEVICE_CPU
+
+// After a Python call that failed: false (with the error cleared) for an
+// Exception, which the general way will meet again and report; a
+// KeyboardInterrupt or SystemExit is raised.
+bool NotTaken() {
+  if (!PyErr_ExceptionMatches(PyExc_Exception)) throw nb::python_error();
+  PyErr_Clear();
+  return false;
+}
+
+// obj.method(args...) without a bound method object; `args` starts with a
+// free slot (PY_VECTORCALL_ARGUMENTS_OFFSET), then obj.
+PyObject* CallMethod(PyObject* method, PyObject** args, size_t count) {
+  return PyObject_VectorcallMethod(method, args + 1, count | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                   nullptr);
+}
+
+}  // namespace
+
+bool PyProducer::PublishArrowBatch(nb::handle batch) {
+  static PyObject* const schema_name = Interned("schema");
+  static PyObject* const equals_name = Interned("equals");
+  static PyObject* const export_name = Interned("_export_to_c_device");
+  // pyarrow's own comparison, metadata included (check_metadata=True):
+  // names, types, nullability, dictionaries, every key and value.
+  const nb::object schema = nb::steal(PyObject_GetAttr(batch.ptr(), schema_name));
+  if (!schema.is_valid()) return NotTaken();
+  PyObject* equals_args[] = {nullptr, schema.ptr(), arrow_schema_.ptr(), Py_True};
+  const nb::object same = nb::steal(CallMethod(equals_name, equals_args, 3));
+  if (!same.is_valid()) return NotTaken();
+  if (!same.is(nb::handle(Py_True))) return false;
+  // Exported without its schema (the topic's, which the import uses); as
+  // a device array, to see where its buffers are.
+  DeviceArray exported{};
+  const nb::object address = nb::steal(PyLong_FromVoidPtr(&exported));
+  if (!address.is_valid()) throw nb::python_error();
+  PyObject* export_args[] = {nullptr, batch.ptr(), address.ptr()};
+  if (!nb::steal(CallMethod(export_name, export_args, 2)).is_valid()) {
+    if (exported.array.release != nullptr) exported.array.release(&exported.array);
+    return NotTaken();
+  }
+  if (exported.array.release == nullptr) return false;
+  if (exported.device_type != kDeviceCpu) {  // __arrow_c_array__ refuses it
+    exported.array.release(&exported.array);
+    return false;
+  }
+  PublishArray(&exported.array, nullptr);
+  return true;
+}
+
+void PyProducer::LearnArrowBatch(nb::handle batch) {
+  PyTypeObject* type = Py_TYPE(batch.ptr());
+  if (std::strcmp(type->tp_name, "pyarrow.lib.RecordBatch") != 0) return;
+  arrow_batch_probed_ = true;  // one look, whatever it finds
+  // pyarrow's RecordBatch itself (not a namesake), of a pyarrow with the
+  // device export (16 and later). An Exception on the way: no fast path,
+  // nothing raised (a KeyboardInterrupt is, the batch being published).
+  const nb::object lib = nb::steal(PyImport_GetModule(nb::str("pyarrow.lib").ptr()));
+  nb::object known_type;
+  if (lib.is_valid()) known_type = nb::steal(PyObject_GetAttrString(lib.ptr(), "RecordBatch"));
+  nb::object schema;
+  if (known_type.is(nb::handle(reinterpret_cast<PyObject*>(type))) &&
+      PyObject_HasAttrString(known_type.ptr(), "_export_to_c_device") != 0) {
+    schema = nb::steal(PyObject_GetAttrString(batch.ptr(), "schema"));
+  }
+  if (PyErr_Occurred() != nullptr) {
+    if (!PyErr_ExceptionMatches(PyExc_Exception)) throw nb::python_error();
+    PyErr_Clear();
+  }
+  if (!schema.is_valid()) return;
+  arrow_schema_ = std::move(schema);
+  arrow_batch_type_ = std::move(known_type);
 }
 
 void PyProducer::Close() {

@@ -88,6 +88,22 @@ class PyProducer {
   // qualify; Cancelled (nothing done) when it would have to wait and `stop`
   // is requested. Holds mutex_.
   Result<bool> PublishSameLayout(const ArrowArray& array);
+  // Publishes `*array` (moved from; released either way), a batch exported
+  // as a struct array, with `schema` its schema when it is not the topic's
+  // (imported with it and checked); without, it is the topic's. Returns 1.
+  uint64_t PublishArray(ArrowArray* array, ArrowSchema* schema);
+  // A pyarrow.RecordBatch (arrow_batch_type_) whose schema pyarrow finds
+  // equal to arrow_schema_, exported without its schema
+  // (RecordBatch._export_to_c_device) and published. False (nothing done,
+  // no Python error set) when it does not qualify (another schema, data
+  // off the CPU, an export that fails): the PyCapsule protocol then
+  // publishes it or says what is wrong.
+  bool PublishArrowBatch(nb::handle batch);
+  // After a batch was published through the PyCapsule protocol with the
+  // topic's schema: if it is a pyarrow.RecordBatch (the first one seen),
+  // keeps its type and schema for PublishArrowBatch, when its pyarrow has
+  // what that needs (the device export, pyarrow 16 and later).
+  void LearnArrowBatch(nb::handle batch);
 
   std::mutex mutex_;
   std::atomic<bool> closed_{false};  // set by Close before it takes mutex_
@@ -109,6 +125,16 @@ class PyProducer {
   };
   std::vector<int64_t> fixed_widths_;
   client::WriterCache<IdleWriter> writers_;
+  // The pyarrow fast path (PublishArrowBatch), touched with the GIL held:
+  // pyarrow's RecordBatch type and a pyarrow.Schema our own comparison
+  // (IsTopicSchema) found to be the topic's; both unset until a
+  // pyarrow.RecordBatch with the topic's schema was published the general
+  // way (pyarrow is never imported here).
+  // arrow_batch_probed_: LearnArrowBatch looked at a pyarrow.RecordBatch
+  // (and so never looks again, even if it found no fast path).
+  nb::object arrow_batch_type_;
+  nb::object arrow_schema_;
+  bool arrow_batch_probed_ = false;
   // What PublishSameLayout copied (stats(): arrow_copied, copied_bytes).
   uint64_t same_layout_published_ = 0;
   uint64_t same_layout_bytes_ = 0;

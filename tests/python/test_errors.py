@@ -46,6 +46,72 @@ def test_not_arrow(broker):
             producer.publish(Liar())
 
 
+def test_malformed_capsules(broker):
+    """__arrow_c_array__ that returns anything but a (schema, array) tuple
+    of fresh capsules of those names: TypeError or InvalidError, nothing
+    published (a schema capsule taken before the array's is refused is
+    released)."""
+    batch = pa.record_batch([pa.array([1, 2, 3])], schema=SCHEMA)
+
+    class Returns:
+        def __init__(self, value):
+            self.value = value
+
+        def __arrow_c_array__(self, requested_schema=None):
+            return self.value
+
+    with alkaid.Producer("e", SCHEMA, socket=broker.socket) as producer:
+        schema_capsule, array_capsule = batch.__arrow_c_array__()
+        for shape in ([schema_capsule, array_capsule], (schema_capsule,),
+                      (schema_capsule, array_capsule, None), None):
+            with pytest.raises(TypeError, match=r"must return a \(schema, array\) tuple"):
+                producer.publish(Returns(shape))
+        with pytest.raises(TypeError, match="PyCapsule named 'arrow_schema'"):
+            producer.publish(Returns((array_capsule, schema_capsule)))
+        with pytest.raises(TypeError, match="PyCapsule named 'arrow_array'"):
+            producer.publish(Returns((schema_capsule, schema_capsule)))
+        once = Returns(batch.__arrow_c_array__())
+        assert producer.publish(once) == 1
+        with pytest.raises(alkaid.InvalidError, match="'arrow_schema' capsule was already consumed"):
+            producer.publish(once)
+        assert producer.stats()["published"] == 1
+
+
+@pytest.mark.parametrize("other", ["same width", "name", "not null", "type"])
+def test_schema_mismatch_after_batches_of_the_topic(broker, other):
+    """Once pyarrow batches of the topic's schema were published (later ones
+    are exported without their schema, which pyarrow compares with the
+    topic's), a batch of another schema is still refused with the same
+    error, one of the same layout too; a batch whose metadata alone differs
+    is published as before, the general way."""
+    schema = pa.schema([("x", pa.int64()), ("y", pa.float64())], metadata={"k": "v"})
+    field = {"same width": pa.field("x", pa.timestamp("us")), "name": pa.field("z", pa.int64()),
+             "not null": pa.field("x", pa.int64(), nullable=False),
+             "type": pa.field("x", pa.int32())}[other]
+    wrong = pa.schema([field, ("y", pa.float64())], metadata={"k": "v"})
+    other_metadata = schema.with_metadata({"k": "w"})
+    rows = 64
+    with alkaid.Producer("m", schema, socket=broker.socket) as producer, \
+            alkaid.Consumer("m", socket=broker.socket) as consumer:
+        for i in range(3):
+            good = pa.record_batch([pa.array(range(i, i + rows), pa.int64()),
+                                    pa.array([i * 0.5] * rows)], schema=schema)
+            assert producer.publish(good) == 1
+            assert consumer.next(timeout=10).to_pyarrow().equals(good)
+        bad = pa.record_batch([pa.array(range(rows), pa.int64()).cast(field.type),
+                               pa.array([0.5] * rows)], schema=wrong)
+        for _ in range(2):
+            with pytest.raises(alkaid.InvalidError, match="BatchPublisher: batch schema"):
+                producer.publish(bad)
+        assert producer.stats()["published"] == 3
+        relabelled = pa.record_batch([pa.array(range(7, 7 + rows), pa.int64()),
+                                      pa.array([7.5] * rows)], schema=other_metadata)
+        assert producer.publish(relabelled) == 1
+        got = consumer.next(timeout=10).to_pyarrow()
+        assert got.column(0).equals(relabelled.column(0)) and got.column(1).equals(relabelled.column(1))
+        assert consumer.try_next() is None and producer.stats()["published"] == 4
+
+
 def test_closed_consumer_and_producer(broker):
     producer = alkaid.Producer("e", SCHEMA, socket=broker.socket)
     consumer = alkaid.Consumer("e", socket=broker.socket)
