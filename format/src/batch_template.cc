@@ -383,10 +383,15 @@ BatchTemplate::Graph* BatchTemplate::NewGraph() {
 // where it goes, and whether one of this type is there already.
 inline BatchTemplate::Graph* BatchTemplate::TakeGraphFor(const KeeperOps* ops,
                                                          ResidentPlace* place) {
-  Impl& im = *impl_;
-  Graph* g = im.Take();
+  Graph* g = impl_->Take();
   if (g == nullptr) g = NewGraph();
-  im.refs.fetch_add(1, std::memory_order_relaxed);  // the graph's, until it returns
+  TakeGraphWith(g, ops, place);
+  return g;
+}
+
+// TakeGraphFor's steps once graph `g` is taken (idle or new).
+inline void BatchTemplate::TakeGraphWith(Graph* g, const KeeperOps* ops, ResidentPlace* place) {
+  impl_->refs.fetch_add(1, std::memory_order_relaxed);  // the graph's, until it returns
   if (g->keeper_ops != ops && g->keeper_ops != nullptr) {
     g->keeper_ops->destroy(g->keeper);  // a resident keeper of another type
     g->keeper_ops = nullptr;
@@ -395,7 +400,6 @@ inline BatchTemplate::Graph* BatchTemplate::TakeGraphFor(const KeeperOps* ops,
   place->there = g->keeper_ops != nullptr;
   g->keeper_ops = ops;
   g->holding = true;
-  return g;
 }
 
 // Instantiate's first half: an idle graph (or a new one), holding the
@@ -430,15 +434,48 @@ RecordBatchPtr BatchTemplate::InstantiateErased(const uint8_t* base, const Keepe
   return HandOut(g, base, shape_.body_length, body_out);
 }
 
-RecordBatchPtr BatchTemplate::InstantiateResident(const uint8_t* base, const KeeperOps* ops,
-                                                  ResidentPlace* place,
-                                                  std::shared_ptr<Buffer>* body_out) {
-  Graph* g = TakeGraphFor(ops, place);
-  const Impl::BufferSlot* slots = impl_->buffer_slots.data();
-  for (uint32_t i = 0; i < impl_->num_buffers; ++i) {
+BatchTemplate::ResidentPlace BatchTemplate::InstantiateResident(
+    const uint8_t* base, const KeeperOps* ops, RecordBatchPtr* out,
+    std::shared_ptr<Buffer>* body_out) {
+  Impl& im = *impl_;
+  Graph* g = im.idle != nullptr ? im.idle : im.returned.TakeAll();
+  if (g == nullptr || g->keeper_ops != ops || body_out != nullptr) [[unlikely]] {
+    return InstantiateResidentSlow(g, base, ops, out, body_out);
+  }
+  // TakeGraphFor's steps for a graph that holds a keeper of this type.
+  im.idle = g->next;
+  im.refs.fetch_add(1, std::memory_order_relaxed);  // the graph's, until it returns
+  g->holding = true;
+  const Impl::BufferSlot* slots = im.buffer_slots.data();
+  for (uint32_t i = 0; i < im.num_buffers; ++i) {
     g->buffers[i].Point(base + slots[i].offset, slots[i].size);
   }
-  return HandOut(g, base, shape_.body_length, body_out);
+  // Made in place: `*out` is empty (Instantiate's own), so nothing is let
+  // go there (an assignment would test it, in a frame of its own).
+  ::new (static_cast<void*>(out))
+      RecordBatchPtr(&*g->batch, Deleter{g}, Allocator<RecordBatch>(g, true));
+  return {g->keeper, true};
+}
+
+// InstantiateResident's other cases: no idle graph (`g` null: a new one),
+// a graph without a keeper of this type yet, a whole-body buffer asked for.
+[[gnu::noinline]] BatchTemplate::ResidentPlace BatchTemplate::InstantiateResidentSlow(
+    Graph* g, const uint8_t* base, const KeeperOps* ops, RecordBatchPtr* out,
+    std::shared_ptr<Buffer>* body_out) {
+  Impl& im = *impl_;
+  if (g != nullptr) {
+    im.idle = g->next;  // as Take
+  } else {
+    g = NewGraph();
+  }
+  ResidentPlace place;
+  TakeGraphWith(g, ops, &place);
+  const Impl::BufferSlot* slots = im.buffer_slots.data();
+  for (uint32_t i = 0; i < im.num_buffers; ++i) {
+    g->buffers[i].Point(base + slots[i].offset, slots[i].size);
+  }
+  *out = HandOut(g, base, shape_.body_length, body_out);
+  return place;
 }
 
 RecordBatchPtr BatchTemplate::InstantiateErasedWith(const Numbers& numbers, const uint8_t* base,
