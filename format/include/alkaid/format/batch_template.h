@@ -167,7 +167,7 @@ class ALKAID_EXPORT BatchTemplate {
   struct Impl;
   struct Deleter;
   struct GraphStack;
-  template <typename T>
+  template <typename T, bool kLive>
   struct Allocator;
   explicit BatchTemplate(BatchShape shape);
   ~BatchTemplate();
