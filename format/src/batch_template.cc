@@ -450,9 +450,10 @@ RecordBatchPtr BatchTemplate::InstantiateErased(const uint8_t* base, const Keepe
   return HandOut(g, base, shape_.body_length, body_out);
 }
 
-BatchTemplate::ResidentPlace BatchTemplate::InstantiateResident(
-    const uint8_t* base, const KeeperOps* ops, RecordBatchPtr* out,
-    std::shared_ptr<Buffer>* body_out) {
+BatchTemplate::ResidentPlace BatchTemplate::InstantiateResident(const uint8_t* base,
+                                                                const KeeperOps* ops,
+                                                                RecordBatchPtr* out,
+                                                                std::shared_ptr<Buffer>* body_out) {
   Impl& im = *impl_;
   Graph* g = im.idle != nullptr ? im.idle : im.returned.TakeAll();
   if (g == nullptr || g->keeper_ops != ops || body_out != nullptr) [[unlikely]] {
