@@ -143,8 +143,12 @@ struct BatchTemplate::Graph {
   void LetGoOfBody() {
     if (!holding) return;
     holding = false;
-    keeper_ops->let_go(keeper);
-    if (!keeper_ops->resident) keeper_ops = nullptr;
+    const KeeperOps* ops = keeper_ops;
+    // Nothing else reads the graph now (its batch is let go on this
+    // thread): a keeper that is not resident is forgotten before it goes,
+    // so that the let-go is the last call (a jump, no frame).
+    if (!ops->resident) keeper_ops = nullptr;
+    ops->let_go(keeper);
   }
 };
 
@@ -211,23 +215,27 @@ struct BatchTemplate::Impl {
 // this thread's drop; the body goes now, even if weak pointers keep the
 // control block (and with it the graph) a while longer.
 struct BatchTemplate::Deleter {
-  Graph* graph = nullptr;  // null: the probe NewGraph makes
-  void operator()(const void* /*unused*/) const {
-    if (graph != nullptr) graph->LetGoOfBody();
-  }
+  Graph* graph;
+  void operator()(const void* /*unused*/) const { graph->LetGoOfBody(); }
 };
 
 // The allocator of the batch's control block: its place in the graph.
-// Freeing it hands the graph back (PartFreed).
-template <typename T>
+// Freeing it hands the graph back (PartFreed). `kLive` false: the probe
+// NewGraph makes (with a deleter that does nothing), whose end returns
+// nothing; a type of its own, so that a batch's deleter and allocator test
+// nothing.
+template <typename T, bool kLive>
 struct BatchTemplate::Allocator {
   using value_type = T;
-  Graph* graph;
-  bool live;  // false: NewGraph's probe, whose end returns nothing
-
-  Allocator(Graph* g, bool l) : graph(g), live(l) {}
   template <typename U>
-  explicit Allocator(const Allocator<U>& o) : graph(o.graph), live(o.live) {}
+  struct rebind {
+    using other = Allocator<U, kLive>;
+  };
+  Graph* graph;
+
+  explicit Allocator(Graph* g) : graph(g) {}
+  template <typename U>
+  explicit Allocator(const Allocator<U, kLive>& o) : graph(o.graph) {}
 
   T* allocate(size_t n) {
     static_assert(sizeof(T) <= kControlBlockBytes && alignof(T) <= alignof(std::max_align_t),
@@ -236,15 +244,23 @@ struct BatchTemplate::Allocator {
     return static_cast<T*>(static_cast<void*>(graph->batch_block));
   }
   void deallocate(T* /*p*/, size_t /*n*/) {
-    if (live) PartFreed(graph);
+    if constexpr (kLive) PartFreed(graph);
   }
   template <typename U>
-  bool operator==(const Allocator<U>& o) const {
-    return graph == o.graph && live == o.live;
+  bool operator==(const Allocator<U, kLive>& o) const {
+    return graph == o.graph;
   }
 };
 
-void BatchTemplate::PartFreed(Graph* g) {
+namespace {
+// The probe's deleter (it owns a null pointer).
+struct NoDeleter {
+  void operator()(const void* /*unused*/) const {}
+};
+}  // namespace
+
+// Inline (in this file only): the control block's end calls it directly.
+inline void BatchTemplate::PartFreed(Graph* g) {
   // The batch's control block is free: nothing holds the batch or anything
   // of it, weakly or not, and its deleter let go of the body. The graph is
   // idle again (any thread).
@@ -333,8 +349,8 @@ BatchTemplate::Graph* BatchTemplate::NewGraph() {
     // A control block made at batch_block and ended at once (its deleter
     // and allocator do nothing): its bits are what the links are made of.
     // Each batch's is made at the same place.
-    RecordBatchPtr probe(static_cast<RecordBatch*>(nullptr), Deleter{},
-                         Allocator<RecordBatch>(g.get(), false));
+    RecordBatchPtr probe(static_cast<RecordBatch*>(nullptr), NoDeleter{},
+                         Allocator<RecordBatch, false>(g.get()));
     static_assert(sizeof(probe) == sizeof(g->count), "a pointer and a count");
     std::memcpy(static_cast<void*>(&g->count), static_cast<const void*>(&probe), sizeof(probe));
   }
@@ -383,10 +399,15 @@ BatchTemplate::Graph* BatchTemplate::NewGraph() {
 // where it goes, and whether one of this type is there already.
 inline BatchTemplate::Graph* BatchTemplate::TakeGraphFor(const KeeperOps* ops,
                                                          ResidentPlace* place) {
-  Impl& im = *impl_;
-  Graph* g = im.Take();
+  Graph* g = impl_->Take();
   if (g == nullptr) g = NewGraph();
-  im.refs.fetch_add(1, std::memory_order_relaxed);  // the graph's, until it returns
+  TakeGraphWith(g, ops, place);
+  return g;
+}
+
+// TakeGraphFor's steps once graph `g` is taken (idle or new).
+inline void BatchTemplate::TakeGraphWith(Graph* g, const KeeperOps* ops, ResidentPlace* place) {
+  impl_->refs.fetch_add(1, std::memory_order_relaxed);  // the graph's, until it returns
   if (g->keeper_ops != ops && g->keeper_ops != nullptr) {
     g->keeper_ops->destroy(g->keeper);  // a resident keeper of another type
     g->keeper_ops = nullptr;
@@ -395,7 +416,6 @@ inline BatchTemplate::Graph* BatchTemplate::TakeGraphFor(const KeeperOps* ops,
   place->there = g->keeper_ops != nullptr;
   g->keeper_ops = ops;
   g->holding = true;
-  return g;
 }
 
 // Instantiate's first half: an idle graph (or a new one), holding the
@@ -411,7 +431,7 @@ inline BatchTemplate::Graph* BatchTemplate::TakeGraph(const KeeperOps* ops, void
 // if asked, and the batch.
 inline RecordBatchPtr BatchTemplate::HandOut(Graph* g, const uint8_t* base, int64_t body_length,
                                              std::shared_ptr<Buffer>* body_out) {
-  RecordBatchPtr batch(&*g->batch, Deleter{g}, Allocator<RecordBatch>(g, true));
+  RecordBatchPtr batch(&*g->batch, Deleter{g}, Allocator<RecordBatch, true>(g));
   if (body_out != nullptr) {
     const uint32_t whole = impl_->num_buffers;
     g->buffers[whole].Point(base, body_length);
@@ -430,15 +450,49 @@ RecordBatchPtr BatchTemplate::InstantiateErased(const uint8_t* base, const Keepe
   return HandOut(g, base, shape_.body_length, body_out);
 }
 
-RecordBatchPtr BatchTemplate::InstantiateResident(const uint8_t* base, const KeeperOps* ops,
-                                                  ResidentPlace* place,
-                                                  std::shared_ptr<Buffer>* body_out) {
-  Graph* g = TakeGraphFor(ops, place);
-  const Impl::BufferSlot* slots = impl_->buffer_slots.data();
-  for (uint32_t i = 0; i < impl_->num_buffers; ++i) {
+BatchTemplate::ResidentPlace BatchTemplate::InstantiateResident(const uint8_t* base,
+                                                                const KeeperOps* ops,
+                                                                RecordBatchPtr* out,
+                                                                std::shared_ptr<Buffer>* body_out) {
+  Impl& im = *impl_;
+  Graph* g = im.idle != nullptr ? im.idle : im.returned.TakeAll();
+  if (g == nullptr || g->keeper_ops != ops || body_out != nullptr) [[unlikely]] {
+    return InstantiateResidentSlow(g, base, ops, out, body_out);
+  }
+  // TakeGraphFor's steps for a graph that holds a keeper of this type.
+  im.idle = g->next;
+  im.refs.fetch_add(1, std::memory_order_relaxed);  // the graph's, until it returns
+  g->holding = true;
+  const Impl::BufferSlot* slots = im.buffer_slots.data();
+  for (uint32_t i = 0; i < im.num_buffers; ++i) {
     g->buffers[i].Point(base + slots[i].offset, slots[i].size);
   }
-  return HandOut(g, base, shape_.body_length, body_out);
+  // Made in place: `*out` is empty (Instantiate's own), so nothing is let
+  // go there (an assignment would test it, in a frame of its own).
+  ::new (static_cast<void*>(out))
+      RecordBatchPtr(&*g->batch, Deleter{g}, Allocator<RecordBatch, true>(g));
+  return {g->keeper, true};
+}
+
+// InstantiateResident's other cases: no idle graph (`g` null: a new one),
+// a graph without a keeper of this type yet, a whole-body buffer asked for.
+[[gnu::noinline]] BatchTemplate::ResidentPlace BatchTemplate::InstantiateResidentSlow(
+    Graph* g, const uint8_t* base, const KeeperOps* ops, RecordBatchPtr* out,
+    std::shared_ptr<Buffer>* body_out) {
+  Impl& im = *impl_;
+  if (g != nullptr) {
+    im.idle = g->next;  // as Take
+  } else {
+    g = NewGraph();
+  }
+  ResidentPlace place;
+  TakeGraphWith(g, ops, &place);
+  const Impl::BufferSlot* slots = im.buffer_slots.data();
+  for (uint32_t i = 0; i < im.num_buffers; ++i) {
+    g->buffers[i].Point(base + slots[i].offset, slots[i].size);
+  }
+  *out = HandOut(g, base, shape_.body_length, body_out);
+  return place;
 }
 
 RecordBatchPtr BatchTemplate::InstantiateErasedWith(const Numbers& numbers, const uint8_t* base,

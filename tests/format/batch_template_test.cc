@@ -271,6 +271,30 @@ TEST(BatchTemplateTest, AResidentKeeperIsMadeOncePerGraphAndReleasedPerBatch) {
   EXPECT_EQ(ResidentKeeper::destroyed, 2);
 }
 
+// The whole-body buffer of a batch with a resident keeper, on a graph made
+// for it and on one taken again (whose keeper is there already: the common
+// case, taken without a frame): it is this body's, and holds the batch.
+TEST(BatchTemplateTest, AResidentKeepersBatchHandsOutItsWholeBody) {
+  ASSERT_OK_AND_ASSIGN(auto t, BatchTemplate::Make(Shape()));
+  const int released = ResidentKeeper::released;
+  Body one(1), two(2);
+  for (const Body* body : {&one, &two, &one}) {
+    std::shared_ptr<Buffer> whole;
+    auto b = t->Instantiate(body->bytes, ResidentKeeper(0), &whole);
+    ASSERT_NE(whole, nullptr);
+    EXPECT_EQ(whole->data(), body->bytes);
+    EXPECT_EQ(whole->size(), 192);
+    b.reset();
+    EXPECT_EQ(ResidentKeeper::holding, 1) << "the whole-body buffer holds the batch";
+    whole.reset();
+    EXPECT_EQ(ResidentKeeper::holding, 0);
+    // A batch without it on the same graph: no buffer asked, none made.
+    ExpectValues(*t->Instantiate(body->bytes, ResidentKeeper(0)), body == &one ? 1 : 2);
+  }
+  EXPECT_EQ(t->graphs_made(), 1u);
+  EXPECT_EQ(ResidentKeeper::released - released, 6);
+}
+
 // A graph holds a resident keeper of one type: a batch whose keeper is of
 // another type (resident or not) destroys it first, and the next batch of
 // the first type makes a new one. (The resident keeper is taken in by the

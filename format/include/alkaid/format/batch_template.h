@@ -117,8 +117,8 @@ class ALKAID_EXPORT BatchTemplate {
       // The batch is made first and the keeper taken into its graph here,
       // where the keeper's type is known: no indirect call per batch.
       // Nothing else sees the batch before it is returned.
-      ResidentPlace place;
-      RecordBatchPtr batch = InstantiateResident(base, &Keeper<Keep>::kOps, &place, body);
+      RecordBatchPtr batch;
+      const ResidentPlace place = InstantiateResident(base, &Keeper<Keep>::kOps, &batch, body);
       Keeper<Keep>::Take(place.keeper, &keep, place.there);
       return batch;
     } else {
@@ -167,7 +167,7 @@ class ALKAID_EXPORT BatchTemplate {
   struct Impl;
   struct Deleter;
   struct GraphStack;
-  template <typename T>
+  template <typename T, bool kLive>
   struct Allocator;
   explicit BatchTemplate(BatchShape shape);
   ~BatchTemplate();
@@ -226,14 +226,20 @@ class ALKAID_EXPORT BatchTemplate {
     bool there = false;
   };
   // InstantiateErased for a resident keeper (`ops->resident`) that the
-  // caller takes into `*place` itself, before anything else sees the batch.
-  RecordBatchPtr InstantiateResident(const uint8_t* base, const KeeperOps* ops,
-                                     ResidentPlace* place, std::shared_ptr<Buffer>* body);
+  // caller takes into the place returned itself, before anything else sees
+  // the batch (made into `*out`, empty before). Its common case (an idle graph that holds
+  // a keeper of this type already, no whole-body buffer) needs no frame;
+  // the rest is InstantiateResidentSlow's.
+  ResidentPlace InstantiateResident(const uint8_t* base, const KeeperOps* ops, RecordBatchPtr* out,
+                                    std::shared_ptr<Buffer>* body);
+  ResidentPlace InstantiateResidentSlow(Graph* g, const uint8_t* base, const KeeperOps* ops,
+                                        RecordBatchPtr* out, std::shared_ptr<Buffer>* body);
   RecordBatchPtr InstantiateErasedWith(const Numbers& numbers, const uint8_t* base,
                                        const KeeperOps* ops, void* keep,
                                        std::shared_ptr<Buffer>* body);
   Graph* TakeGraph(const KeeperOps* ops, void* keep);
   Graph* TakeGraphFor(const KeeperOps* ops, ResidentPlace* place);
+  void TakeGraphWith(Graph* g, const KeeperOps* ops, ResidentPlace* place);
   RecordBatchPtr HandOut(Graph* g, const uint8_t* base, int64_t body_length,
                          std::shared_ptr<Buffer>* body_out);
 
