@@ -32,8 +32,12 @@ inline constexpr uint64_t kConsumerSegMagic = 0x314e4f43434b4c41ULL;
 /// 2: the arena grows by extension segments (ExtensionEntryData, the slot's
 /// `extension`). 3: fixed blocks (the header's `fixed_*` fields, the
 /// consumer segment's hold counts after its return queue; a slot's block
-/// word with kFixedBlockFlag).
-inline constexpr uint32_t kChannelLayoutVersion = 3;
+/// word with kFixedBlockFlag). 4: `closed` moved from line 2 (the
+/// producer's per-publish line) to line 5 (written only when the extension
+/// table changes and at close), so that a consumer's look for the end when
+/// it finds nothing does not read the line the producer writes at every
+/// publish.
+inline constexpr uint32_t kChannelLayoutVersion = 4;
 
 /// A slot's block word names fixed block i (ChannelOptions::fixed_block_bytes)
 /// as descriptor kFixedBlockFlag | i, generation 0: such a block is not in the
@@ -90,13 +94,13 @@ struct alignas(kCacheLineSize) ChannelHeaderData {
   uint32_t fixed_count;
   uint32_t fixed_size;
 
-  // --- line 2: the producer, per publish.
-  /// Messages committed. Stored (release) after each slot commit. Read by
-  /// consumers only when they find nothing (end of stream) or were lapped.
+  // --- line 2: the producer, per publish; nothing else on it.
+  /// Messages committed. Stored (seq_cst) after each slot commit. Read by
+  /// consumers when they were lapped, when the stream is closed (its last
+  /// message), when they wait for data (WaitForData, ArmDoorbell), never by
+  /// a receive that finds nothing on an open stream.
   std::atomic<uint64_t> write_sequence;
-  /// 1 once the producer closed the stream (release; consumers acquire).
-  std::atomic<uint32_t> closed;
-  uint8_t pad2[kCacheLineSize - 12];
+  uint8_t pad2[kCacheLineSize - 8];
 
   // --- line 3: the consumers' futex. The producer bumps it (release) and
   // FUTEX_WAKEs when a consumer announced it sleeps (ConsumerSegHeaderData::
@@ -113,14 +117,22 @@ struct alignas(kCacheLineSize) ChannelHeaderData {
   std::atomic<uint64_t> space_target;
   uint8_t pad4[kCacheLineSize - 16];
 
-  // --- line 5: the extension table's changes. The producer bumps it
-  // (release) after each entry it fills or empties; a consumer compares it
-  // (acquire) with the value it last saw when it finds no message, and
-  // lets go of the extensions the producer released.
+  // --- line 5: what changes rarely, and a consumer that finds no message
+  // looks at. `extensions_changed`: the producer bumps it (release) after
+  // each extension table entry it fills or empties; a consumer compares it
+  // (acquire) with the value it last saw, and lets go of the extensions the
+  // producer released.
   std::atomic<uint64_t> extensions_changed;
-  uint8_t pad5[kCacheLineSize - 8];
+  /// 1 once the producer closed the stream (release; consumers acquire).
+  /// Layout 4: on line 2 before, where every receive that found nothing
+  /// (a consumer that keeps up: once per message) pulled the line the
+  /// producer's next publish stores into.
+  std::atomic<uint32_t> closed;
+  uint8_t pad5[kCacheLineSize - 12];
 };
 ALKAID_SHM_PLAIN_DATA(ChannelHeaderData, 6 * kCacheLineSize);
+static_assert(offsetof(ChannelHeaderData, closed) == 5 * kCacheLineSize + 8,
+              "layout 4: `closed` is on line 5, not on write_sequence's line");
 static_assert(offsetof(ChannelHeaderData, fixed_offset) == 112 &&
                   offsetof(ChannelHeaderData, write_sequence) == 2 * kCacheLineSize,
               "the fixed blocks' fields fill what was line 1's padding");

@@ -88,6 +88,45 @@ TEST_F(ChannelTest, DeliversBodiesInlineBytesUserWordAndShape) {
   ASSERT_RAISES(kEndOfStream, consumer->Receive(&message, 1s));
 }
 
+// Layout 4: the producer's per-publish line (line 2, bytes 128-191 of the
+// header) holds write_sequence alone, and the end of the stream is on line
+// 5 (bytes 328-331): a consumer that finds nothing (one that keeps up, once
+// per message) looks there, not at the line the producer's next publish
+// stores into. Read and written by raw offsets, as another build would.
+TEST_F(ChannelTest, TheEndIsOnLineFiveAndThePublishLineHoldsWriteSequenceAlone) {
+  const std::string name = NewName("ch");
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, Small()));
+  ASSERT_OK_AND_ASSIGN(auto consumer, ChannelConsumer::Open(name));
+  ChannelMessage message;
+  bool got = false;
+  for (uint64_t i = 0; i < 3; ++i) {
+    ASSERT_OK(PublishPattern(producer.get(), i, 100));
+    ASSERT_OK(consumer->TryReceive(&message, &got));
+    ASSERT_TRUE(got);
+  }
+  producer->Close();
+  ASSERT_OK_AND_ASSIGN(auto rw, Segment::Open(name, SegmentKind::kChannel));
+  std::byte* header = rw->data();
+  EXPECT_EQ(reinterpret_cast<const internal::ChannelHeaderData*>(header)->layout_version, 4u);
+  uint64_t written = 0;
+  std::memcpy(&written, header + 128, sizeof written);
+  EXPECT_EQ(written, 3u);
+  for (std::size_t b = 136; b < 192; ++b) {
+    EXPECT_EQ(header[b], std::byte{0}) << "byte " << b << " of the publish line";
+  }
+  auto* closed = reinterpret_cast<std::atomic<uint32_t>*>(header + 328);
+  EXPECT_EQ(closed->load(), 1u);
+  // The consumer's end is the word on line 5: cleared, the stream reads
+  // as open with nothing to receive; set again, it ends.
+  closed->store(0);
+  got = true;
+  ASSERT_OK(consumer->TryReceive(&message, &got));
+  EXPECT_FALSE(got);
+  closed->store(1);
+  ASSERT_RAISES(kEndOfStream, consumer->TryReceive(&message, &got));
+  EXPECT_FALSE(got);
+}
+
 // The Result-free TryReceive says what the Result one does: nothing yet
 // (false, OK), a message (true), a slot naming bytes outside the arena
 // (Invalid, false), and the end (EndOfStream, false).

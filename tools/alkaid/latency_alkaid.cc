@@ -21,6 +21,7 @@
 #include "alkaid/format/array.h"
 #include "alkaid/format/array_data.h"
 #include "alkaid/format/buffer.h"
+#include "alkaid/format/builder_primitive.h"
 #include "alkaid/format/record_batch.h"
 #include "alkaid/shm/channel.h"
 #include "latency_loops.h"
@@ -65,6 +66,10 @@ struct ClientOut {
   std::unique_ptr<client::FixedShapeWriter> writer;  // stream, --writer fixed
   PooledBatch answer;  // side B: the answer to the next measured ping, built ahead
   PooledBatch next;    // stream, built: the body between Begin and Commit
+  // Stream, built: the builder of every body, kept and pointed at each
+  // body's pool (ArrayBuilder::ResetTo), as a producer that builds every
+  // batch alike keeps it (and as shm_stream_bench's built loop does).
+  std::unique_ptr<format::Int64Builder> builder;
 
   Result<Body> Make(int64_t rows, uint64_t region) {
     return BuildBatch(producer.get(), schema, rows, region);
@@ -85,8 +90,28 @@ struct ClientOut {
       *values = reinterpret_cast<int64_t*>(buffer.data());
       return Status::OK();
     }
-    ALKAID_ASSIGN_OR_RAISE(next, BuildBatch(producer.get(), schema, rows, region));
-    *values = next.values;
+    return BeginBuilt(rows, region, values);
+  }
+  // The built stream's body: `rows` slots appended by the kept builder in a
+  // pool of its own (zeros: one 512-byte fill for the stream's 64 values),
+  // finished into its batch at once; the caller then writes every value into
+  // the batch's values buffer (the builder's bytes, which Finish hands to
+  // the array in place: checked), the publish time last, as into Make's.
+  Status BeginBuilt(int64_t rows, uint64_t region, int64_t** values) {
+    if (builder == nullptr) builder = std::make_unique<format::Int64Builder>();
+    ALKAID_ASSIGN_OR_RAISE(next.pool, producer->NewBatchPool(region));
+    ALKAID_RETURN_NOT_OK(builder->ResetTo(next.pool.get()));
+    ALKAID_RETURN_NOT_OK(builder->AppendEmptyValues(rows));
+    const uint8_t* bytes = builder->GetValue(0);
+    ALKAID_ASSIGN_OR_RAISE(auto array, builder->Finish());
+    const auto& buffers = array->data()->buffers;
+    if (buffers.size() != 2 || buffers[1] == nullptr || buffers[1]->data() != bytes) {
+      return Status::Invalid("--writer build: the finished array's values are not the builder's");
+    }
+    ALKAID_ASSIGN_OR_RAISE(next.batch, format::RecordBatch::Make(schema, rows, {std::move(array)}));
+    // The region's bytes, writable (a mapping of the channel's arena): the
+    // batch is ours alone until Commit publishes it.
+    *values = reinterpret_cast<int64_t*>(const_cast<uint8_t*>(bytes));
     return Status::OK();
   }
   Status Commit(int64_t /*id: the first value*/) {
