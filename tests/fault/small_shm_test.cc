@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -155,6 +156,30 @@ TEST_F(SmallShmTest, BrokerLimitRefusesATopicAboveIt) {
   EXPECT_TRUE(ShmNames(broker.name()).empty());
 }
 
+// A producer of topic "full" (64 KiB arena, 16 slots) that waits for no
+// consumer: the full-/dev/shm consumer tests' producer.
+Result<std::unique_ptr<Producer>> OpenSmallProducer(const BrokerProcess& broker,
+                                                    const std::shared_ptr<format::Schema>& schema) {
+  client::ProducerOptions po;
+  po.socket_path = broker.socket();
+  po.topic.arena_bytes = 64 << 10;
+  po.topic.slot_count = 16;
+  po.wait_for_consumers = std::chrono::milliseconds(0);
+  return Producer::Open("full", schema, po);
+}
+
+// Creates `path` and grows it until /dev/shm has no page left; its
+// descriptor (close and unlink it to give the room back), or -1.
+int FillDevShm(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) return -1;
+  off_t size = 0;
+  for (const off_t step : {off_t{1} << 20, off_t{4096}}) {
+    while (::posix_fallocate(fd, size, step) == 0) size += step;
+  }
+  return fd;
+}
+
 // A consumer that cannot attach to a producer because /dev/shm is full (its
 // own segment cannot be created) is told once, and attaches once there is
 // room again: it then receives what the producer publishes. (Found by the
@@ -163,22 +188,13 @@ TEST_F(SmallShmTest, BrokerLimitRefusesATopicAboveIt) {
 TEST_F(SmallShmTest, AConsumerKeptFromAProducerByAFullDevShmAttachesOnceThereIsRoom) {
   BrokerProcess broker;
   ASSERT_TRUE(broker.Start({"--shm-limit", "0"}));
-  client::ProducerOptions po;
-  po.socket_path = broker.socket();
-  po.topic.arena_bytes = 64 << 10;
-  po.topic.slot_count = 16;
-  po.wait_for_consumers = std::chrono::milliseconds(0);
   auto schema = format::schema({format::field("x", format::int32())});
-  ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("full", schema, po));
+  ASSERT_OK_AND_ASSIGN(auto producer, OpenSmallProducer(broker, schema));
 
   // /dev/shm filled to its last page.
   const std::string filler = "/dev/shm/alkaid_fault_fill" + UniqueSuffix();
-  const int fd = ::open(filler.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  const int fd = FillDevShm(filler);
   ASSERT_GE(fd, 0);
-  off_t size = 0;
-  for (const off_t step : {off_t{1} << 20, off_t{4096}}) {
-    while (::posix_fallocate(fd, size, step) == 0) size += step;
-  }
   client::ConsumerOptions co;
   co.socket_path = broker.socket();
   auto consumer = client::Consumer::Open("full", co);
@@ -234,23 +250,14 @@ TEST_F(SmallShmTest, AConsumerKeptFromAProducerByAFullDevShmAttachesOnceThereIsR
 TEST_F(SmallShmTest, AConsumerKeptOutByAFullDevShmRetriesQuietlyAndLeavesNothing) {
   BrokerProcess broker;
   ASSERT_TRUE(broker.Start({"--shm-limit", "0"}));
-  client::ProducerOptions po;
-  po.socket_path = broker.socket();
-  po.topic.arena_bytes = 64 << 10;
-  po.topic.slot_count = 16;
-  po.wait_for_consumers = std::chrono::milliseconds(0);
   auto schema = format::schema({format::field("x", format::int32())});
-  ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("full", schema, po));
+  ASSERT_OK_AND_ASSIGN(auto producer, OpenSmallProducer(broker, schema));
   const std::set<std::string> before = ShmNames(broker.name());
   ASSERT_FALSE(before.empty());
 
   const std::string filler = "/dev/shm/alkaid_fault_fill" + UniqueSuffix();
-  const int fd = ::open(filler.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  const int fd = FillDevShm(filler);
   ASSERT_GE(fd, 0);
-  off_t size = 0;
-  for (const off_t step : {off_t{1} << 20, off_t{4096}}) {
-    while (::posix_fallocate(fd, size, step) == 0) size += step;
-  }
   client::ConsumerOptions co;
   co.socket_path = broker.socket();
   auto consumer = client::Consumer::Open("full", co);
