@@ -130,7 +130,8 @@ total=$(( $(date +%s) - ci_start ))
 for log in build/*/Testing/Temporary/LastTest.log; do
   [ -f "$log" ] && [ "$(stat -c %Y "$log")" -ge "$ci_start" ] || continue
   failed_log="${log%LastTest.log}LastTestsFailed.log"
-  [ -s "$failed_log" ] || continue
+  # ctest leaves an older run's list in place when every test passes.
+  [ -s "$failed_log" ] && [ "$(stat -c %Y "$failed_log")" -ge "$ci_start" ] || continue
   cut -d: -f2- "$failed_log" | head -6 | while read -r test; do
     echo
     echo "== output of failed test $test (${log%%/Testing/*}), last 40 lines:"
