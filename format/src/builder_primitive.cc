@@ -102,6 +102,10 @@ Result<ArrayDataPtr> BooleanBuilder::FinishInternal() {
 // FixedWidthBuilder
 
 namespace {
+// AppendEmptyValues' inline reservation: counts up to this many slots (of
+// at most 2^31 bytes each: the byte count cannot overflow).
+constexpr uint64_t kInlineSlots = (uint64_t{1} << 31) - 1;
+
 bool IsFixedWidthNonBool(const DataType& type) {
   const TypeId id = StorageType(type).id();
   return IsFixedWidth(id) && id != TypeId::kBool;
@@ -157,8 +161,17 @@ Status FixedWidthBuilder::AppendNulls(int64_t n) {
 }
 
 Status FixedWidthBuilder::AppendEmptyValues(int64_t n) {
-  ALKAID_RETURN_NOT_OK(CheckCount(n, "value"));
-  ALKAID_RETURN_NOT_OK(Reserve(n));
+  // The common case (no bitmap, a count from 0 to 2^31 - 1: the product
+  // cannot overflow) reserves the values' bytes here, as AppendNulls and
+  // AppendRawValues do, without CheckCount's call and the virtual Reserve
+  // (whose checks this is); anything else takes Reserve's way, which says
+  // what is wrong.
+  if (has_bitmap() || static_cast<uint64_t>(n) > kInlineSlots) {
+    ALKAID_RETURN_NOT_OK(CheckCount(n, "value"));
+    ALKAID_RETURN_NOT_OK(Reserve(n));
+  } else {
+    ALKAID_RETURN_NOT_OK(data_.Reserve(n * byte_width_));
+  }
   data_.UnsafeAppendZeros(n * byte_width_);
   UnsafeAppendValidity(n, true);
   return Status::OK();

@@ -249,7 +249,10 @@ class BlockTable {
     uint32_t head = kNoBlock;
   };
 
-  void Free(uint32_t d) {
+  // Block `d`'s last reference went: onto its capacity's cached list,
+  // inline (once per message, from the returns and the slots' overwrites);
+  // a capacity without a list yet takes FreeUncached's way.
+  [[gnu::always_inline]] void Free(uint32_t d) {
     Block& b = blocks_[d];
     --blocks_live_;
     for (SizeClass& c : classes_) {
@@ -260,6 +263,14 @@ class BlockTable {
         return;
       }
     }
+    FreeUncached(d);
+  }
+
+  // Free for a capacity no cached list has: a new list while there are
+  // fewer than kMaxSizeClasses, else its space back to the arena. Out of
+  // line, so that Free's common case stays small enough to inline.
+  [[gnu::noinline]] void FreeUncached(uint32_t d) {
+    Block& b = blocks_[d];
     if (classes_.size() < kMaxSizeClasses) {
       classes_.push_back({b.capacity, d});
       b.state = BlockState::kCached;

@@ -97,6 +97,30 @@ TEST(BrokerTest, InPlaceBatchesThenEndOfStream) {
   producer.reset();
 }
 
+// Producer::Publish's refusals (its success path keeps their formatting out
+// of line): a pool published already names the topic, and the batch is not
+// counted; after Close, NewBatchPool and Publish say the producer is closed.
+TEST(BrokerTest, PublishRefusalsNameTheTopic) {
+  BrokerProcess broker;
+  ASSERT_TRUE(broker.Start());
+  ASSERT_OK_AND_ASSIGN(auto producer, Producer::Open("ids", IdSchema(), ProducerOn(broker)));
+  ASSERT_OK_AND_ASSIGN(auto pool, producer->NewBatchPool(4096));
+  format::Int64Builder ids(pool.get());
+  ASSERT_OK(ids.AppendEmptyValues(8));
+  ASSERT_OK_AND_ASSIGN(auto array, ids.Finish());
+  ASSERT_OK_AND_ASSIGN(auto batch, format::RecordBatch::Make(IdSchema(), 8, {array}));
+  ASSERT_OK(producer->Publish(*batch, pool.get()));
+  EXPECT_EQ(producer->stats().published, 1u);
+  const Status again = producer->Publish(*batch, pool.get());
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "was already published", again);
+  EXPECT_NE(again.message().find("topic 'ids'"), std::string::npos) << again.ToString();
+  EXPECT_EQ(producer->stats().published, 1u);
+  ASSERT_OK(producer->Close());
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "producer of 'ids' is closed", producer->NewBatchPool(64));
+  ASSERT_RAISES_WITH_MESSAGE(kInvalid, "producer of 'ids' is closed",
+                             producer->Publish(*batch, pool.get()));
+}
+
 // Consumer::Next with an origin, batches waiting on one producer's channel
 // (Next's direct way): each says its producer, its sequence and that none
 // was lost; TryNext the same; the same after the consumer had to wait for

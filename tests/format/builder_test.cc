@@ -1173,6 +1173,45 @@ TEST(BuilderTest, ReserveAndNegativeCounts) {
   EXPECT_EQ(b.length(), 0);
 }
 
+// AppendEmptyValues of the fixed-width builders, each of its ways: zeros
+// after a value without a bitmap (the inline reservation), valid zeros
+// after a null (with a bitmap: Reserve's way), a byte width other than 8,
+// and a count whose bytes overflow (CapacityError, nothing appended).
+TEST(BuilderTest, FixedWidthAppendEmptyValues) {
+  Int64Builder b;
+  ASSERT_OK(b.Append(7));
+  ASSERT_OK(b.AppendEmptyValues(3));
+  ASSERT_OK(b.AppendEmptyValues(0));
+  EXPECT_EQ(b.length(), 4);
+  ASSERT_OK_AND_ASSIGN(ArrayDataPtr plain, b.FinishData());
+  EXPECT_EQ(plain->null_count, 0);
+  EXPECT_EQ(plain->buffers[0], nullptr);
+  EXPECT_EQ(ValuesOf<int64_t>(plain->buffers[1]), (std::vector<int64_t>{7, 0, 0, 0}));
+
+  ASSERT_OK(b.Append(5));
+  ASSERT_OK(b.AppendNull());
+  ASSERT_OK(b.AppendEmptyValues(2));
+  ASSERT_OK_AND_ASSIGN(ArrayDataPtr nulls, b.FinishData());
+  EXPECT_EQ(nulls->length, 4);
+  EXPECT_EQ(nulls->null_count, 1);
+  ASSERT_NE(nulls->buffers[0], nullptr);
+  EXPECT_EQ(nulls->buffers[0]->data()[0] & 0x0F, 0x0D);  // valid, null, valid, valid
+  EXPECT_EQ(ValuesOf<int64_t>(nulls->buffers[1]), (std::vector<int64_t>{5, 0, 0, 0}));
+
+  FixedSizeBinaryBuilder three(fixed_size_binary(3), default_memory_pool());
+  ASSERT_OK(three.Append("abc"));
+  ASSERT_OK(three.AppendEmptyValues(2));
+  ASSERT_OK_AND_ASSIGN(ArrayDataPtr bytes, three.FinishData());
+  EXPECT_EQ(bytes->length, 3);
+  EXPECT_EQ(bytes->buffers[1]->size(), 9);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(bytes->buffers[1]->data()), 9),
+            std::string("abc\0\0\0\0\0\0", 9));
+
+  ASSERT_RAISES(kCapacityError, b.AppendEmptyValues(std::numeric_limits<int64_t>::max() / 2));
+  ASSERT_RAISES(kCapacityError, b.AppendEmptyValues(int64_t{1} << 61));
+  EXPECT_EQ(b.length(), 0);
+}
+
 // ---------------------------------------------------------------------------
 // A builder's bytes: a plain allocation of its pool until Finish, which
 // makes the one buffer object that owns them
