@@ -194,10 +194,22 @@ struct BatchTemplate::Impl {
   }
 
   Graph* Take() {
-    if (idle == nullptr) idle = returned.TakeAll();
-    Graph* g = idle;
-    if (g != nullptr) idle = g->next;
+    Graph* g = Idle();
+    if (g != nullptr) Pop(g);
     return g;
+  }
+  // The next idle graph, or the first of those returned since when there
+  // is none (null: neither); the caller takes it with Pop(g), which keeps
+  // the rest of its list.
+  Graph* Idle() { return idle != nullptr ? idle : returned.TakeAll(); }
+  void Pop(Graph* g) { idle = g->next; }
+
+  // Points graph `g`'s buffers at their places in a body at `base`.
+  void PointBuffers(Graph* g, const uint8_t* base) const {
+    const BufferSlot* slots = buffer_slots.data();
+    for (uint32_t i = 0; i < num_buffers; ++i) {
+      g->buffers[i].Point(base + slots[i].offset, slots[i].size);
+    }
   }
 
   ~Impl() {
@@ -443,10 +455,7 @@ inline RecordBatchPtr BatchTemplate::HandOut(Graph* g, const uint8_t* base, int6
 RecordBatchPtr BatchTemplate::InstantiateErased(const uint8_t* base, const KeeperOps* ops,
                                                 void* keep, std::shared_ptr<Buffer>* body_out) {
   Graph* g = TakeGraph(ops, keep);
-  const Impl::BufferSlot* slots = impl_->buffer_slots.data();
-  for (uint32_t i = 0; i < impl_->num_buffers; ++i) {
-    g->buffers[i].Point(base + slots[i].offset, slots[i].size);
-  }
+  impl_->PointBuffers(g, base);
   return HandOut(g, base, shape_.body_length, body_out);
 }
 
@@ -455,18 +464,15 @@ BatchTemplate::ResidentPlace BatchTemplate::InstantiateResident(const uint8_t* b
                                                                 RecordBatchPtr* out,
                                                                 std::shared_ptr<Buffer>* body_out) {
   Impl& im = *impl_;
-  Graph* g = im.idle != nullptr ? im.idle : im.returned.TakeAll();
+  Graph* g = im.Idle();
   if (g == nullptr || g->keeper_ops != ops || body_out != nullptr) [[unlikely]] {
     return InstantiateResidentSlow(g, base, ops, out, body_out);
   }
   // TakeGraphFor's steps for a graph that holds a keeper of this type.
-  im.idle = g->next;
+  im.Pop(g);
   im.refs.fetch_add(1, std::memory_order_relaxed);  // the graph's, until it returns
   g->holding = true;
-  const Impl::BufferSlot* slots = im.buffer_slots.data();
-  for (uint32_t i = 0; i < im.num_buffers; ++i) {
-    g->buffers[i].Point(base + slots[i].offset, slots[i].size);
-  }
+  im.PointBuffers(g, base);
   // Made in place: `*out` is empty (Instantiate's own), so nothing is let
   // go there (an assignment would test it, in a frame of its own).
   ::new (static_cast<void*>(out))
@@ -481,16 +487,13 @@ BatchTemplate::ResidentPlace BatchTemplate::InstantiateResident(const uint8_t* b
     std::shared_ptr<Buffer>* body_out) {
   Impl& im = *impl_;
   if (g != nullptr) {
-    im.idle = g->next;  // as Take
+    im.Pop(g);
   } else {
     g = NewGraph();
   }
   ResidentPlace place;
   TakeGraphWith(g, ops, &place);
-  const Impl::BufferSlot* slots = im.buffer_slots.data();
-  for (uint32_t i = 0; i < im.num_buffers; ++i) {
-    g->buffers[i].Point(base + slots[i].offset, slots[i].size);
-  }
+  im.PointBuffers(g, base);
   *out = HandOut(g, base, shape_.body_length, body_out);
   return place;
 }

@@ -586,10 +586,7 @@ void PyProducer::LearnArrowBatch(nb::handle batch) {
       PyObject_HasAttrString(known_type.ptr(), "_export_to_c_device") != 0) {
     schema = nb::steal(PyObject_GetAttrString(batch.ptr(), "schema"));
   }
-  if (PyErr_Occurred() != nullptr) {
-    if (!PyErr_ExceptionMatches(PyExc_Exception)) throw nb::python_error();
-    PyErr_Clear();
-  }
+  if (PyErr_Occurred() != nullptr) (void)NotTaken();
   if (!schema.is_valid()) return;
   arrow_schema_ = std::move(schema);
   arrow_batch_type_ = std::move(known_type);

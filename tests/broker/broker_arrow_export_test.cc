@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -187,32 +188,35 @@ TEST(BrokerArrowExportTest, AFailedExportGivesItsPlaceBack) {
       auto unnamable,
       format::RecordBatch::Make(format::schema({format::field("e", outer)}), 4, {outer_data}));
 
-  const auto expect_nothing_held = [&](const char* after) {
-    EXPECT_EQ(consumer->stats().exported_held, 0u) << after;
-    EXPECT_EQ(consumer->stats().exported_total, 0u) << after;
-    EXPECT_EQ(consumer->stats().exports_refused, 0u) << after;
+  // ExportBatch of `batch` by reference and by pointer: each refused as
+  // `expect_refusal` checks, nothing made, nothing held or counted after it.
+  const auto refused_both_ways = [&](const format::RecordBatchPtr& batch,
+                                     const auto& expect_refusal, const char* what) {
+    for (const bool by_reference : {true, false}) {
+      ArrowArray array{};
+      ArrowSchema schema{};
+      expect_refusal(by_reference ? consumer->ExportBatch(*batch, &array, &schema)
+                                  : consumer->ExportBatch(batch, &array, &schema));
+      const std::string after =
+          std::string(what) + (by_reference ? ", by reference" : ", by pointer");
+      EXPECT_EQ(array.release, nullptr) << after;
+      EXPECT_EQ(schema.release, nullptr) << after;
+      EXPECT_EQ(consumer->stats().exported_held, 0u) << after;
+      EXPECT_EQ(consumer->stats().exported_total, 0u) << after;
+      EXPECT_EQ(consumer->stats().exports_refused, 0u) << after;
+    }
   };
   for (int round = 0; round < 2; ++round) {  // the place is given back each time
-    ArrowArray array{};
-    ArrowSchema schema{};
-    ASSERT_RAISES_WITH_MESSAGE(kInvalid, "buffers",
-                               consumer->ExportBatch(*short_of_a_buffer, &array, &schema));
-    EXPECT_EQ(array.release, nullptr);
-    EXPECT_EQ(schema.release, nullptr);
-    expect_nothing_held("a column refused, by reference");
-    ASSERT_RAISES_WITH_MESSAGE(kInvalid, "buffers",
-                               consumer->ExportBatch(short_of_a_buffer, &array, &schema));
-    EXPECT_EQ(array.release, nullptr);
-    expect_nothing_held("a column refused, by pointer");
-    ASSERT_RAISES_WITH_MESSAGE(kNotImplemented, "another extension",
-                               consumer->ExportBatch(*unnamable, &array, &schema));
-    EXPECT_EQ(array.release, nullptr);
-    EXPECT_EQ(schema.release, nullptr);
-    expect_nothing_held("the schema refused, by reference");
-    ASSERT_RAISES_WITH_MESSAGE(kNotImplemented, "another extension",
-                               consumer->ExportBatch(unnamable, &array, &schema));
-    EXPECT_EQ(array.release, nullptr);
-    expect_nothing_held("the schema refused, by pointer");
+    refused_both_ways(
+        short_of_a_buffer,
+        [](const Status& st) { ASSERT_RAISES_WITH_MESSAGE(kInvalid, "buffers", st); },
+        "a column refused");
+    refused_both_ways(
+        unnamable,
+        [](const Status& st) {
+          ASSERT_RAISES_WITH_MESSAGE(kNotImplemented, "another extension", st);
+        },
+        "the schema refused");
   }
   // Without its schema the same batch exports (to its storage) and counts.
   ArrowArray exported{};

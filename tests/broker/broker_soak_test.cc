@@ -53,11 +53,13 @@
 #include "alkaid/format/builder_primitive.h"
 #include "broker_process.h"
 #include "broker_test_util.h"
+#include "shm_filler.h"
 #include "test_util.h"
 
 namespace alkaid::broker {
 namespace {
 
+using alkaid::testing::ShmFiller;
 using client::BrokerClient;
 using client::Consumer;
 using client::Producer;
@@ -365,37 +367,6 @@ uint32_t PidOfUnmappableExtension(const Status& st) {
   (void)consumer->Close();
   ::_exit(0);
 }
-
-// Fills /dev/shm (a private tmpfs) with one object until no byte is left,
-// and frees it again. The name is not the broker's: its leftover sweep must
-// not take it.
-class ShmFiller {
- public:
-  explicit ShmFiller(std::string name) : path_("/dev/shm/" + std::move(name)) {}
-  ~ShmFiller() { Free(); }
-  bool full() const { return fd_ >= 0; }
-  // Reserves 1 MiB after 1 MiB, then 4 KiB pages, until the tmpfs refuses.
-  // Returns the bytes taken.
-  int64_t Fill() {
-    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
-    if (fd_ < 0) return -1;
-    int64_t size = 0;
-    for (const int64_t step : {int64_t{1} << 20, int64_t{4096}}) {
-      while (::posix_fallocate(fd_, size, step) == 0) size += step;
-    }
-    return size;
-  }
-  void Free() {
-    if (fd_ < 0) return;
-    ::close(fd_);
-    ::unlink(path_.c_str());
-    fd_ = -1;
-  }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-};
 
 struct Child {
   int topic = 0;

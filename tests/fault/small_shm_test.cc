@@ -26,11 +26,13 @@
 #include "alkaid/shm/segment.h"
 #include "broker_process.h"
 #include "broker_test_util.h"
+#include "shm_filler.h"
 #include "test_util.h"
 
 namespace alkaid::broker {
 namespace {
 
+using alkaid::testing::ShmFiller;
 using client::Producer;
 using testing::BrokerProcess;
 using testing::ShmNames;
@@ -168,18 +170,6 @@ Result<std::unique_ptr<Producer>> OpenSmallProducer(const BrokerProcess& broker,
   return Producer::Open("full", schema, po);
 }
 
-// Creates `path` and grows it until /dev/shm has no page left; its
-// descriptor (close and unlink it to give the room back), or -1.
-int FillDevShm(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
-  if (fd < 0) return -1;
-  off_t size = 0;
-  for (const off_t step : {off_t{1} << 20, off_t{4096}}) {
-    while (::posix_fallocate(fd, size, step) == 0) size += step;
-  }
-  return fd;
-}
-
 // A consumer that cannot attach to a producer because /dev/shm is full (its
 // own segment cannot be created) is told once, and attaches once there is
 // room again: it then receives what the producer publishes. (Found by the
@@ -192,9 +182,8 @@ TEST_F(SmallShmTest, AConsumerKeptFromAProducerByAFullDevShmAttachesOnceThereIsR
   ASSERT_OK_AND_ASSIGN(auto producer, OpenSmallProducer(broker, schema));
 
   // /dev/shm filled to its last page.
-  const std::string filler = "/dev/shm/alkaid_fault_fill" + UniqueSuffix();
-  const int fd = FillDevShm(filler);
-  ASSERT_GE(fd, 0);
+  ShmFiller full("alkaid_fault_fill" + UniqueSuffix());  // freed at the end of its scope too
+  ASSERT_GE(full.Fill(), 0);
   client::ConsumerOptions co;
   co.socket_path = broker.socket();
   auto consumer = client::Consumer::Open("full", co);
@@ -206,8 +195,7 @@ TEST_F(SmallShmTest, AConsumerKeptFromAProducerByAFullDevShmAttachesOnceThereIsR
     EXPECT_NE(first.status().message().find("cannot attach to producer"), std::string::npos)
         << first.status().ToString();
   }
-  ::close(fd);
-  ::unlink(filler.c_str());
+  full.Free();
   if (!consumer.ok()) GTEST_FAIL() << "Consumer::Open: " << consumer.status().ToString();
 
   // Room again: the producer publishes until the consumer receives (a
@@ -255,9 +243,8 @@ TEST_F(SmallShmTest, AConsumerKeptOutByAFullDevShmRetriesQuietlyAndLeavesNothing
   const std::set<std::string> before = ShmNames(broker.name());
   ASSERT_FALSE(before.empty());
 
-  const std::string filler = "/dev/shm/alkaid_fault_fill" + UniqueSuffix();
-  const int fd = FillDevShm(filler);
-  ASSERT_GE(fd, 0);
+  ShmFiller full("alkaid_fault_fill" + UniqueSuffix());  // freed at the end of its scope too
+  ASSERT_GE(full.Fill(), 0);
   client::ConsumerOptions co;
   co.socket_path = broker.socket();
   auto consumer = client::Consumer::Open("full", co);
@@ -287,8 +274,7 @@ TEST_F(SmallShmTest, AConsumerKeptOutByAFullDevShmRetriesQuietlyAndLeavesNothing
     EXPECT_OK((*consumer)->Close());
     EXPECT_EQ(ShmNames(broker.name()), before) << "the closed consumer left a segment";
   }
-  ::close(fd);
-  ::unlink(filler.c_str());
+  full.Free();
   if (!consumer.ok()) GTEST_FAIL() << "Consumer::Open: " << consumer.status().ToString();
   EXPECT_EQ(out_of_memory, 1) << "told once, at the first failure";
   EXPECT_GE(timed_out, 3);  // bounded waits that ended (about 14 unless the machine crawls)
