@@ -162,6 +162,9 @@ ExtensionArray::ExtensionArray(ArrayDataPtr data) : Array(std::move(data)) {
   storage_ = MakeArray(std::move(storage));
 }
 
+ExtensionArray::ExtensionArray(ArrayDataPtr data, const internal::ChildArrays& make)
+    : Array(std::move(data)), storage_(make.storage(make.context, data_)) {}
+
 namespace {
 
 // The typed Array class for `data`'s type, made by `make(tag, data)` where
@@ -267,8 +270,10 @@ struct ArrayAccess {
 
   template <typename T>
   static Array* New(ArrayDataPtr data, const ChildArrays& make) {
-    if constexpr (std::is_same_v<T, DictionaryArray> || std::is_same_v<T, ExtensionArray>) {
+    if constexpr (std::is_same_v<T, DictionaryArray>) {
       return nullptr;
+    } else if constexpr (std::is_same_v<T, ExtensionArray>) {
+      return make.storage == nullptr ? nullptr : new T(std::move(data), make);
     } else if constexpr (kNested<T>) {
       return new T(std::move(data), make);
     } else {
@@ -319,6 +324,9 @@ struct ArrayAccess {
         Forget(r->values_);
         break;
       }
+      case TypeId::kExtension:
+        Forget(static_cast<ExtensionArray*>(a)->storage_);
+        break;
       default:
         break;
     }
@@ -327,7 +335,13 @@ struct ArrayAccess {
 };
 
 bool LinkableArrayType(const DataType& type) {
-  if (type.id() == TypeId::kDictionary || type.id() == TypeId::kExtension) return false;
+  if (type.id() == TypeId::kDictionary) return false;
+  if (type.id() == TypeId::kExtension) {
+    // Its storage array is a node of its own (an extension over an
+    // extension is not: made per call).
+    const TypePtr& storage = static_cast<const ExtensionType&>(type).storage_type();
+    return storage->id() != TypeId::kExtension && LinkableArrayType(*storage);
+  }
   for (const auto& f : type.fields()) {
     if (!LinkableArrayType(*f->type())) return false;
   }

@@ -8,9 +8,10 @@
 
 namespace alkaid::format::internal {
 
-/// Whether NewLinkedArray makes an array of `type`: every class but those
-/// that keep an array data of their own beside the one they are given (a
-/// dictionary's indices, an extension's storage), at any depth.
+/// Whether NewLinkedArray makes an array of `type`: every class but a
+/// dictionary's (which keeps an array data of its own for its indices) and
+/// an extension's over an extension, at any depth. An extension's storage
+/// array is then `make.storage`'s.
 bool LinkableArrayType(const DataType& type);
 
 /// The typed array of `data` (moved in as it is: a link stays a link),

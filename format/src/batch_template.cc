@@ -1,21 +1,20 @@
 // BatchTemplate (batch_template.h): object graphs of one batch shape, made
 // once and handed out again for each body.
 //
-// A graph is one RecordBatch, one ArrayData per node, one Buffer per
-// present buffer, and the typed Array of each node a column's array needs
-// (RecordBatch::column's; not for a column with a dictionary or extension
-// type, whose array keeps an ArrayData of its own). A batch has one reference count, the batch
-// count: a control block made for each batch at the same place in its graph (no allocation). Every
-// pointer inside the graph (a batch's columns, a node's children and buffers) is a link: it names
-// that control block without holding a count of it (its bits are written once, when the graph is
-// made, and overwritten, never dropped, when the graph goes), so a copy of
-// a link (a column, a child, a buffer, a slice or export taken from the
-// batch) counts in the batch count as the batch pointers do. The count
-// falls to zero exactly when nothing of the batch is held, on whichever
-// thread drops the last pointer: the control block's deleter lets go of
-// the body's keeper there, and freeing the control block (once no weak
-// pointer names it either) returns the graph to the template. There is no
-// sweep and no thread (the way of ObjectMemory, a pool's graph on the
+// A graph is one RecordBatch, one ArrayData per node (and one more per
+// extension node: its storage, the same buffers and children under the
+// storage type), one Buffer per present buffer, and the typed Array of each
+// node a column's array needs (RecordBatch::column's; not for a column with
+// a dictionary type, whose array keeps an ArrayData of its own). A batch has one reference count,
+// the batch count: a control block made for each batch at the same place in its graph (no
+// allocation). Every pointer inside the graph (a batch's columns, a node's children and buffers) is
+// a link: it names that control block without holding a count of it (its bits are written once,
+// when the graph is made, and overwritten, never dropped, when the graph goes), so a copy of a link
+// (a column, a child, a buffer, a slice or export taken from the batch) counts in the batch count
+// as the batch pointers do. The count falls to zero exactly when nothing of the batch is held, on
+// whichever thread drops the last pointer: the control block's deleter lets go of the body's keeper
+// there, and freeing the control block (once no weak pointer names it either) returns the graph to
+// the template. There is no sweep and no thread (the way of ObjectMemory, a pool's graph on the
 // producer side).
 //
 // That a shared_ptr's bits may be copied, and an empty one's bits written
@@ -76,6 +75,8 @@ struct BatchTemplate::Graph {
   // no count: what every link is made from (Link).
   std::shared_ptr<void> count;
   std::optional<RecordBatch> batch;
+  // The shape's nodes, then the storage node of each extension node
+  // (Impl::storage_nodes' order).
   std::vector<ArrayData> nodes;
   // The typed array of each node a column's array needs (null: none),
   // linked as the nodes are: its data, and its children's arrays, are
@@ -128,7 +129,7 @@ struct BatchTemplate::Graph {
   // made the first time it is asked for, with its children's.
   Array* ArrayOf(size_t k) {
     if (arrays[k] == nullptr) {
-      const internal::ChildArrays children{&ChildArray, this};
+      const internal::ChildArrays children{&ChildArray, this, &StorageArray};
       arrays[k].reset(internal::NewLinkedArray(Link(&nodes[k]), children));
     }
     return arrays[k].get();
@@ -138,6 +139,9 @@ struct BatchTemplate::Graph {
     auto* g = static_cast<Graph*>(graph);
     return g->Link(g->ArrayOf(static_cast<size_t>(child.get() - g->nodes.data())));
   }
+  // ChildArrays' storage maker: a link to the array of the storage node of
+  // `extension` (a link to an extension node).
+  static ArrayPtr StorageArray(void* graph, const ArrayDataPtr& extension);
 
   // Lets go of the body's keeper, once (a resident one stays, empty).
   void LetGoOfBody() {
@@ -179,6 +183,15 @@ struct BatchTemplate::Impl {
   };
   std::vector<BufferSlot> buffer_slots;
   uint32_t num_buffers = 0;  // buffer_slots.size()
+  // Each extension node whose array the graph makes, and the graph node
+  // that is its storage (after the shape's nodes); storage_of maps every
+  // node of the graph to its storage node (extension nodes only).
+  struct StorageNode {
+    uint32_t extension;
+    uint32_t storage;
+  };
+  std::vector<StorageNode> storage_nodes;
+  std::vector<uint32_t> storage_of;
 
   // One for the owner (the shared_ptr Make returned), one per graph in
   // use; deleted at zero.
@@ -222,6 +235,12 @@ struct BatchTemplate::Impl {
     }
   }
 };
+
+ArrayPtr BatchTemplate::Graph::StorageArray(void* graph, const ArrayDataPtr& extension) {
+  auto* g = static_cast<Graph*>(graph);
+  const auto k = static_cast<size_t>(extension.get() - g->nodes.data());
+  return g->Link(g->ArrayOf(g->owner->storage_of[k]));
+}
 
 // The batch count's deleter: nothing of the batch is held any more, on
 // this thread's drop; the body goes now, even if weak pointers keep the
@@ -347,6 +366,15 @@ Result<std::shared_ptr<BatchTemplate>> BatchTemplate::Make(BatchShape shape) {
     }
   }
   im.num_buffers = static_cast<uint32_t>(im.buffer_slots.size());
+  im.storage_of.assign(sh.nodes.size(), 0);
+  for (uint32_t i = 0; i < sh.nodes.size(); ++i) {
+    if (sh.nodes[i].type->id() == TypeId::kExtension &&
+        internal::LinkableArrayType(*sh.nodes[i].type)) {
+      const auto storage = static_cast<uint32_t>(sh.nodes.size() + im.storage_nodes.size());
+      im.storage_nodes.push_back({i, storage});
+      im.storage_of[i] = storage;
+    }
+  }
   // The owner's reference; graphs in use hold theirs.
   return std::shared_ptr<BatchTemplate>(t, [](BatchTemplate* p) { p->impl_->Unref(); });
 }
@@ -355,7 +383,7 @@ BatchTemplate::Graph* BatchTemplate::NewGraph() {
   Impl& im = *impl_;
   auto g = std::make_unique<Graph>();
   g->owner = &im;
-  g->nodes.resize(shape_.nodes.size());
+  g->nodes.resize(shape_.nodes.size() + im.storage_nodes.size());
   g->buffers = std::make_unique<TemplateBuffer[]>(im.num_buffers + 1);
   {
     // A control block made at batch_block and ended at once (its deleter
@@ -381,6 +409,22 @@ BatchTemplate::Graph* BatchTemplate::NewGraph() {
     const Impl::BufferSlot& b = im.buffer_slots[i];
     g->nodes[b.node].buffers[b.k] = g->Link<Buffer>(&g->buffers[i]);
   }
+  // Each extension node's storage: its numbers, buffers and children under
+  // the storage type (links to the same objects).
+  for (const Impl::StorageNode& e : im.storage_nodes) {
+    const ArrayData& x = g->nodes[e.extension];
+    ArrayData& d = g->nodes[e.storage];
+    d.type = static_cast<const ExtensionType&>(*x.type).storage_type();
+    d.length = x.length;
+    d.null_count = x.null_count;
+    d.offset = x.offset;
+    d.buffers.resize(x.buffers.size());
+    for (size_t k = 0; k < x.buffers.size(); ++k) {
+      if (x.buffers[k] != nullptr) d.buffers[k] = g->Link(x.buffers[k].get());
+    }
+    d.child_data.reserve(x.child_data.size());
+    for (const auto& c : x.child_data) d.child_data.push_back(g->Link(c.get()));
+  }
   std::vector<ArrayDataPtr> columns;
   columns.reserve(shape_.columns.size());
   for (uint32_t c : shape_.columns) columns.push_back(g->Link(&g->nodes[c]));
@@ -388,8 +432,8 @@ BatchTemplate::Graph* BatchTemplate::NewGraph() {
   g->batch->metadata_ = shape_.metadata;
   g->batch->export_slot_ = &g->export_slot;
   // column(i)'s arrays, made now with the graph: a link to each column's
-  // array, or (a dictionary or extension type in it) one per call.
-  g->arrays.resize(shape_.nodes.size());
+  // array, or (a dictionary type in it) one per call.
+  g->arrays.resize(g->nodes.size());
   auto* boxes = new internal::ColumnBox[shape_.columns.size()];
   for (size_t c = 0; c < shape_.columns.size(); ++c) {
     const uint32_t root = shape_.columns[c];
@@ -504,9 +548,13 @@ RecordBatchPtr BatchTemplate::InstantiateErasedWith(const Numbers& numbers, cons
   Graph* g = TakeGraph(ops, keep);
   // The graph is idle (taken above): nothing else reads its nodes now.
   g->batch->num_rows_ = numbers.num_rows;
-  for (size_t i = 0; i < g->nodes.size(); ++i) {
+  for (size_t i = 0; i < shape_.nodes.size(); ++i) {
     g->nodes[i].length = numbers.nodes[i].length;
     g->nodes[i].null_count = numbers.nodes[i].null_count;
+  }
+  for (const Impl::StorageNode& e : impl_->storage_nodes) {
+    g->nodes[e.storage].length = g->nodes[e.extension].length;
+    g->nodes[e.storage].null_count = g->nodes[e.extension].null_count;
   }
   for (uint32_t i = 0; i < impl_->num_buffers; ++i) {
     g->buffers[i].Point(base + numbers.buffers[i].offset, numbers.buffers[i].size);

@@ -58,6 +58,30 @@ TEST(BatchTemplateAllocTest, ColumnsOfARecycledBatchAllocateNothing) {
   EXPECT_EQ(sum, 1000 * (6 + 301));
 }
 
+// An extension column's array and its storage array are the graph's:
+// reading them allocates nothing after the first batch (they were made per
+// call, four allocations each, before the graph kept them).
+TEST(BatchTemplateAllocTest, ExtensionColumnsOfARecycledBatchAllocateNothing) {
+  const TypePtr stamp = extension("alkaid.test.stamp", "", int64());
+  BatchShape s = Shape();
+  s.schema = schema({field("a", stamp, false), field("b", list(int32()))});
+  s.nodes[0].type = stamp;
+  ASSERT_OK_AND_ASSIGN(auto t, BatchTemplate::Make(std::move(s)));
+  std::atomic<int> held{0};
+  Body body(3);
+  { auto warm = t->Instantiate(body.bytes, Keeper(&held)); }
+  const uint64_t before = counting_new::g_allocations.load();
+  int64_t sum = 0;
+  for (int i = 0; i < 1000; ++i) {
+    auto b = t->Instantiate(body.bytes, Keeper(&held));
+    ArrayPtr a = b->column(0);
+    const auto& storage = static_cast<const ExtensionArray&>(*a).storage();
+    sum += static_cast<const Int64Array&>(*storage).Value(3);
+  }
+  EXPECT_EQ(counting_new::g_allocations.load() - before, 0u);
+  EXPECT_EQ(sum, 1000 * 6);
+}
+
 // An export of a recycled batch fills the tree parked in its graph: after
 // the first, exporting and releasing allocates nothing.
 TEST(BatchTemplateAllocTest, ExportOfARecycledBatchAllocatesNothing) {

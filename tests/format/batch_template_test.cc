@@ -200,6 +200,98 @@ TEST(BatchTemplateTest, ADictionaryColumnIsMadePerCall) {
   EXPECT_EQ(held.load(), 0);
 }
 
+// Extension columns have their arrays in the graph, storage and all: an
+// extension over int64, and an extension over list<int32> inside a struct.
+// Their storage arrays are the graph's too (the same buffers under the
+// storage type), recycled with it, and hold the batch like any column.
+BatchShape ExtensionShape() {
+  const TypePtr stamp = extension("alkaid.test.stamp", "", int64());
+  const TypePtr pairs = extension("alkaid.test.pairs", "p", list(int32()));
+  const TypePtr outer = struct_({field("p", pairs)});
+  BatchShape s;
+  s.schema = schema({field("a", stamp, false), field("s", outer)});
+  s.num_rows = kRows;
+  s.body_length = 192;
+  BatchShape::Node a{stamp, kRows, 0, 0, {{-1, 0}, {0, 32}}, {}};
+  BatchShape::Node values{int32(), 2 * kRows, 0, 0, {{-1, 0}, {128, 32}}, {}};
+  BatchShape::Node p{pairs, kRows, 0, 0, {{-1, 0}, {64, 20}}, {1}};
+  BatchShape::Node st{outer, kRows, 0, 0, {{-1, 0}}, {2}};
+  s.nodes = {a, values, p, st};
+  s.columns = {0, 3};
+  return s;
+}
+
+TEST(BatchTemplateTest, ExtensionColumnsAndTheirStorageAreTheGraphsArrays) {
+  ASSERT_OK_AND_ASSIGN(auto t, BatchTemplate::Make(ExtensionShape()));
+  std::atomic<int> held{0};
+  const Array* stamp = nullptr;
+  const Array* pairs = nullptr;
+  ArrayPtr kept;
+  for (int seed = 1; seed <= 3; ++seed) {
+    Body body(seed);
+    auto b = t->Instantiate(body.bytes, Keeper(&held));
+    ASSERT_OK(ValidateFull(*b));
+    auto a = std::static_pointer_cast<ExtensionArray>(b->column(0));
+    ASSERT_EQ(a->type_id(), TypeId::kExtension);
+    EXPECT_EQ(b->column(0).get(), a.get());
+    EXPECT_EQ(a->data().get(), b->column_data(0).get());
+    ASSERT_EQ(a->storage()->type_id(), TypeId::kInt64);
+    EXPECT_EQ(a->storage()->data()->buffers[1], b->column_data(0)->buffers[1]);
+    EXPECT_EQ(a->storage()->length(), kRows);
+    auto s = std::static_pointer_cast<StructArray>(b->column(1));
+    auto p = std::static_pointer_cast<ExtensionArray>(s->field(0));
+    ASSERT_EQ(p->type_id(), TypeId::kExtension);
+    auto list = std::static_pointer_cast<ListArray>(p->storage());
+    ASSERT_EQ(list->type_id(), TypeId::kList);
+    EXPECT_EQ(list->values()->data().get(), p->data()->child_data[0].get());
+    for (int i = 0; i < kRows; ++i) {
+      EXPECT_EQ(std::static_pointer_cast<Int64Array>(a->storage())->Value(i), seed + i);
+      auto slot = std::static_pointer_cast<Int32Array>(list->value_slice(i));
+      EXPECT_EQ(slot->Value(1), seed * 100 + 2 * i + 1);
+    }
+    if (seed == 1) {
+      stamp = a.get();
+      pairs = p.get();
+    } else {
+      EXPECT_EQ(a.get(), stamp) << "the graph is recycled with its arrays";
+      EXPECT_EQ(p.get(), pairs);
+    }
+    if (seed == 3) kept = list;  // a storage array kept past its batch
+  }
+  EXPECT_EQ(t->graphs_made(), 1u);
+  EXPECT_EQ(held.load(), 1) << "the kept storage array holds the last body";
+  kept.reset();
+  EXPECT_EQ(held.load(), 0);
+}
+
+// With numbers of its own per batch (InstantiateWith), an extension
+// column's storage array has the batch's length and null count too.
+TEST(BatchTemplateTest, AnExtensionsStorageTakesEachBatchsNumbers) {
+  ASSERT_OK_AND_ASSIGN(auto t, BatchTemplate::Make(ExtensionShape()));
+  std::atomic<int> held{0};
+  Body body(5);
+  for (int64_t rows : {2, 3}) {
+    // The present buffers in node order: a's values, the list's values,
+    // the list's offsets.
+    const BatchShape::Node::BufferRange buffers[] = {
+        {0, 8 * rows}, {128, 8 * rows}, {64, 4 * (rows + 1)}};
+    const BatchTemplate::Numbers::Node nodes[] = {{rows, 0}, {2 * rows, 0}, {rows, 0}, {rows, 0}};
+    BatchTemplate::Numbers numbers;
+    numbers.num_rows = rows;
+    numbers.body_length = 192;
+    numbers.nodes = nodes;
+    numbers.buffers = buffers;
+    auto b = t->InstantiateWith(numbers, body.bytes, Keeper(&held));
+    auto a = std::static_pointer_cast<ExtensionArray>(b->column(0));
+    EXPECT_EQ(a->length(), rows);
+    EXPECT_EQ(a->storage()->length(), rows);
+    auto s = std::static_pointer_cast<StructArray>(b->column(1));
+    auto p = std::static_pointer_cast<ExtensionArray>(s->field(0));
+    EXPECT_EQ(p->storage()->length(), rows);
+    EXPECT_EQ(std::static_pointer_cast<Int64Array>(a->storage())->Value(rows - 1), 5 + rows - 1);
+  }
+}
+
 // A keeper with TakeFrom and Release (shm::ChannelBlock's shape) is
 // resident: each graph makes one, takes every batch's keeper into it,
 // releases it when the batch goes, and destroys it only with the graph (a

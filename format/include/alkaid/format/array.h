@@ -31,6 +31,9 @@ struct ArrayAccess;
 struct ChildArrays {
   ArrayPtr (*make)(void* context, const ArrayDataPtr& child) = nullptr;
   void* context = nullptr;
+  /// An extension array's storage array (`extension` its data); null: the
+  /// graph has none for it (then never called).
+  ArrayPtr (*storage)(void* context, const ArrayDataPtr& extension) = nullptr;
   ArrayPtr operator()(const ArrayDataPtr& child) const {
     return make == nullptr ? MakeArray(child) : make(context, child);
   }
@@ -357,6 +360,9 @@ class ALKAID_EXPORT ExtensionArray : public Array {
   const ArrayPtr& storage() const { return storage_; }
 
  private:
+  friend struct internal::ArrayAccess;
+  // A BatchTemplate graph's: the storage array is the graph's own (`make`'s).
+  ExtensionArray(ArrayDataPtr data, const internal::ChildArrays& make);
   ArrayPtr storage_;
 };
 
