@@ -322,8 +322,8 @@ constexpr uint64_t HoldAreaBytes(uint32_t fixed_count) {
 }
 static_assert(kHoldsPerLine * sizeof(uint32_t) == kCacheLineSize);
 static_assert(HoldAreaBytes(0) == 0 && HoldAreaBytes(1) == 64 && HoldAreaBytes(16) == 64 &&
-                  HoldAreaBytes(17) == 128 && HoldAreaBytes(2048) == 2048 * 4 &&
-                  HoldAreaBytes(2049) == 2 * 2048 * 4 && HoldAreaBytes(kMaxFixedBlocks) == 4 << 20,
+                  HoldAreaBytes(17) == 128 && HoldAreaBytes(2048) == 8192 &&
+                  HoldAreaBytes(2049) == 16384 && HoldAreaBytes(kMaxFixedBlocks) == 4194304,
               "hold areas: whole lines, a power of two of them, at most twice the counts");
 // Block i's count: line i mod 2^log2, word i >> log2 (layout version 5):
 // consecutive blocks in consecutive lines, every index inside the area.
