@@ -36,8 +36,11 @@ inline constexpr uint64_t kConsumerSegMagic = 0x314e4f43434b4c41ULL;
 /// producer's per-publish line) to line 5 (written only when the extension
 /// table changes and at close), so that a consumer's look for the end when
 /// it finds nothing does not read the line the producer writes at every
-/// publish.
-inline constexpr uint32_t kChannelLayoutVersion = 4;
+/// publish. 5: a consumer's hold counts interleaved over whole lines
+/// (HoldIndex: consecutive fixed blocks in different lines; the area is
+/// HoldAreaBytes), so that the producer's look at the count of the block it
+/// lends next is not in the line the consumer changes at every message.
+inline constexpr uint32_t kChannelLayoutVersion = 5;
 
 /// A slot's block word names fixed block i (ChannelOptions::fixed_block_bytes)
 /// as descriptor kFixedBlockFlag | i, generation 0: such a block is not in the
@@ -278,7 +281,8 @@ struct alignas(kCacheLineSize) ConsumerSegHeaderData {
   uint8_t pad3[kCacheLineSize - 4];
   // then: std::atomic<uint64_t> returns[return_capacity], one per returned
   // block: ReturnWord(lap, descriptor, generation);
-  // then: std::atomic<uint32_t> holds[fixed_count]: how many of the
+  // then: std::atomic<uint32_t> holds[HoldAreaBytes(fixed_count) / 4]: at
+  // HoldIndex(i, HoldLinesLog2(fixed_count)) (version 5), how many of the
   // consumer's holders hold fixed block i (0 or 1 from an honest consumer).
   // Incremented by the consumer thread when it claims a message with that
   // block (seq_cst, before the cursor store that passes it), decremented
@@ -311,10 +315,27 @@ constexpr uint64_t PackBlock(uint32_t descriptor, uint32_t generation) {
   return (uint64_t{generation} << 32) | descriptor;
 }
 
+/// Bytes of a consumer's hold counts: none without fixed blocks, else
+/// 2^HoldLinesLog2(fixed_count) lines of kHoldsPerLine counts.
+constexpr uint64_t HoldAreaBytes(uint32_t fixed_count) {
+  return fixed_count == 0 ? 0 : kCacheLineSize << HoldLinesLog2(fixed_count);
+}
+static_assert(kHoldsPerLine * sizeof(uint32_t) == kCacheLineSize);
+static_assert(HoldAreaBytes(0) == 0 && HoldAreaBytes(1) == 64 && HoldAreaBytes(16) == 64 &&
+                  HoldAreaBytes(17) == 128 && HoldAreaBytes(2048) == 8192 &&
+                  HoldAreaBytes(2049) == 16384 && HoldAreaBytes(kMaxFixedBlocks) == 4194304,
+              "hold areas: whole lines, a power of two of them, at most twice the counts");
+// Block i's count: line i mod 2^log2, word i >> log2 (layout version 5):
+// consecutive blocks in consecutive lines, every index inside the area.
+static_assert(HoldIndex(0, 7) == 0 && HoldIndex(1, 7) == 16 && HoldIndex(127, 7) == 127 * 16 &&
+                  HoldIndex(128, 7) == 1 && HoldIndex(2047, 7) == 2047 && HoldIndex(5, 0) == 5 &&
+                  HoldIndex(kMaxFixedBlocks - 1, HoldLinesLog2(kMaxFixedBlocks)) ==
+                      kMaxFixedBlocks - 1,
+              "the hold counts' places of layout version 5");
+
 /// Bytes of a consumer segment's data: header, return queue, hold counts.
 constexpr uint64_t ConsumerSegmentBytes(uint32_t return_capacity, uint32_t fixed_count) {
-  return sizeof(ConsumerSegHeaderData) + uint64_t{return_capacity} * 8 +
-         (uint64_t{fixed_count} * 4 + kCacheLineSize - 1) / kCacheLineSize * kCacheLineSize;
+  return sizeof(ConsumerSegHeaderData) + uint64_t{return_capacity} * 8 + HoldAreaBytes(fixed_count);
 }
 
 }  // namespace alkaid::shm::internal

@@ -102,6 +102,7 @@ ChannelConsumer::ChannelConsumer(std::unique_ptr<Impl> impl) : impl_(std::move(i
   hot_.holds = state.holds;
   hot_.fixed_offset = g.fixed_offset;
   hot_.fixed_count = g.fixed_count;
+  hot_.hold_lines_log2 = internal::HoldLinesLog2(g.fixed_count);
   hot_.fixed_size = g.fixed_size;
   hot_.arena_offset = g.arena_offset;
   hot_.arena_end = g.arena_offset + g.arena_size;

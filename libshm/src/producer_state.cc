@@ -38,6 +38,7 @@ ProducerState::ProducerState(const ChannelOptions& options_in, std::string name_
   fixed_size = geometry.fixed_size;
   fixed_count = geometry.fixed_count;
   block_count = geometry.block_count;
+  hold_lines_log2 = HoldLinesLog2(geometry.fixed_count);
   drop_oldest = options.policy == SlowConsumerPolicy::kDropOldest;
   write_sequence = &header->write_sequence;
   registry_changes = &reinterpret_cast<RegistryHeaderData*>(registry->data())->changes;

@@ -607,5 +607,84 @@ TEST_F(ChannelFixedTest, AnInlineWriterWithDropOldestNeverWaits) {
   EXPECT_EQ(consumer->lost_count(), 199u - 8u);
 }
 
+// Layout version 5: a consumer's hold counts of 64 fixed blocks lie in 4
+// lines of 16, block i's at word (i mod 4) * 16 + i / 4, so that
+// consecutive blocks (the order the producer lends them in) have their
+// counts in different lines. Each receive (the inline one and the out-of-line one)
+// counts its block there and the drop clears it; the producer reads it
+// there: a body held lends none of the later messages its block.
+TEST_F(ChannelFixedTest, HoldCountsOfConsecutiveBlocksLieInDifferentLines) {
+  constexpr uint32_t kBlocks = 64;
+  const std::string name = NewName("ch");
+  ChannelOptions options = Options();
+  options.fixed_block_count = kBlocks;
+  ASSERT_OK_AND_ASSIGN(auto producer, ChannelProducer::Create(name, options));
+  ASSERT_OK_AND_ASSIGN(auto consumer, ChannelConsumer::Open(name));
+  const auto names = testing::SegmentsWithPrefix(name + ".c");
+  ASSERT_EQ(names.size(), 1u);
+  ASSERT_OK_AND_ASSIGN(auto own, Segment::Open(names[0], SegmentKind::kChannelConsumer,
+                                               SegmentOpenOptions{.read_only = true}));
+  ASSERT_OK_AND_ASSIGN(auto channel, Segment::Open(name, SegmentKind::kChannel,
+                                                   SegmentOpenOptions{.read_only = true}));
+  const auto* header = reinterpret_cast<const internal::ChannelHeaderData*>(channel->data());
+  const auto* own_header = reinterpret_cast<const internal::ConsumerSegHeaderData*>(own->data());
+  const uint64_t holds_at =
+      sizeof(internal::ConsumerSegHeaderData) + uint64_t{own_header->return_capacity} * 8;
+  // Four whole lines of counts, right after the return queue.
+  ASSERT_GE(own->data_size(), holds_at + 4 * 64);
+  const auto* holds = reinterpret_cast<const std::atomic<uint32_t>*>(own->data() + holds_at);
+  auto count_sum = [&] {
+    uint32_t sum = 0;
+    for (uint32_t w = 0; w < 4 * 16; ++w) sum += holds[w].load();
+    return sum;
+  };
+  ASSERT_OK_AND_ASSIGN(ChannelWriter writer, producer->NewWriter(kFixedBytes, {}, 0, 0));
+  ChannelMessage message;
+  uint64_t previous_block = 99;
+  uint64_t previous_line = 99;
+  for (uint64_t i = 0; i < 3 * kBlocks; ++i) {
+    ASSERT_OK(writer.Loan());
+    FillPattern(i, writer.data());
+    ASSERT_OK(writer.Publish());
+    if (i % 2 == 0) {
+      ASSERT_OK(consumer->Receive(&message, 1s));  // the out-of-line receive
+    } else {
+      bool got = false;
+      ASSERT_OK(consumer->TryReceive(&message, &got));  // the inline one
+      ASSERT_TRUE(got);
+    }
+    ASSERT_EQ(message.sequence(), i);
+    const uint64_t block = (message.body_offset() - header->fixed_offset) / kFixedBytes;
+    ASSERT_LT(block, kBlocks);
+    const uint64_t word = (block % 4) * 16 + block / 4;
+    EXPECT_EQ(holds[word].load(), 1u) << "message " << i << ", block " << block;
+    EXPECT_EQ(count_sum(), 1u) << "message " << i;
+    if (block == previous_block + 1) {
+      EXPECT_NE(word / 16, previous_line) << "message " << i << ": the previous block's line";
+    }
+    previous_block = block;
+    previous_line = word / 16;
+    message.Reset();
+    EXPECT_EQ(count_sum(), 0u) << "message " << i;
+  }
+  // A held body: the producer finds its count and lends its block to none
+  // of twice the blocks' messages after it.
+  ASSERT_OK(writer.Loan());
+  FillPattern(1000, writer.data());
+  const uint64_t held_offset = writer.offset();
+  ASSERT_OK(writer.Publish());
+  ASSERT_OK(consumer->Receive(&message, 1s));
+  ChannelBlock held = message.TakeBody();
+  for (uint64_t i = 0; i < 2 * kBlocks; ++i) {
+    ASSERT_OK(writer.Loan());
+    ASSERT_NE(writer.offset(), held_offset) << "message " << i << " took the held block";
+    FillPattern(i, writer.data());
+    ASSERT_OK(writer.Publish());
+    ASSERT_OK(consumer->Receive(&message, 1s));
+    message.Reset();
+  }
+  EXPECT_TRUE(CheckPattern(1000, held.data()));
+}
+
 }  // namespace
 }  // namespace alkaid::shm

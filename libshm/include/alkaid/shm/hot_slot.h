@@ -46,6 +46,28 @@ struct HotSlotData {
 /// private kFixedBlockFlag; checked equal in channel_layout_internal.h).
 inline constexpr uint32_t kHotFixedBlockFlag = uint32_t{1} << 31;
 
+/// A consumer's hold counts of the fixed blocks (layout version 5) lie in
+/// 2^lines_log2 cache lines of 16 counts, fixed block i's in line
+/// i mod 2^lines_log2, word i >> lines_log2: consecutive blocks (the order
+/// a producer lends them in) are in different lines, so the count the
+/// producer reads before it lends a block again is not in the line the
+/// consumer changes at that moment (the count of the message it receives,
+/// and the one it drops).
+inline constexpr uint32_t kHoldsPerLine = 16;
+
+/// lines_log2 for `fixed_count` blocks: the fewest lines (a power of two)
+/// of kHoldsPerLine counts that hold them all (0 for none or 16 at most).
+constexpr uint32_t HoldLinesLog2(uint32_t fixed_count) {
+  uint32_t log2 = 0;
+  while ((uint64_t{kHoldsPerLine} << log2) < fixed_count) ++log2;
+  return log2;
+}
+
+/// The index of fixed block i's hold count among a consumer's counts.
+[[gnu::always_inline]] constexpr uint32_t HoldIndex(uint32_t i, uint32_t lines_log2) {
+  return ((i & ((uint32_t{1} << lines_log2) - 1)) * kHoldsPerLine) | (i >> lines_log2);
+}
+
 /// Lets go of a hold on a fixed block (`hold`: the consumer's count of it);
 /// any thread. A load and a store, not a locked decrement: the count's
 /// changes are ordered by themselves. Its increment (the consumer thread's,

@@ -58,6 +58,8 @@ struct ProducerHot {
   /// Descriptors below this are the block table's; from it on, fixed
   /// blocks (block_count + i).
   uint32_t block_count = 0;
+  /// HoldLinesLog2(fixed_count): where each block's hold counts lie.
+  uint32_t hold_lines_log2 = 0;
   /// kDropOldest (else kBlockProducer).
   bool drop_oldest = false;
   /// The channel header's write_sequence (seq_cst after each publish).
@@ -114,10 +116,11 @@ struct ProducerHot {
         // min_cursor above its message: every counted consumer passed it
         // (below: perhaps not, which TakeFixed finds out).
         if (b.loan_ref || (!drop_oldest && min_cursor <= b.sequence)) return false;
+        const uint32_t at = HoldIndex(i, hold_lines_log2);
         for (uint32_t k = 0; k < accepted_count; ++k) {
           // seq_cst: as ProducerState::LookAtFixed's loads of the hold
           // counts (it names their partners).
-          if (accepted_holds[k][i].load(std::memory_order_seq_cst) != 0) return false;
+          if (accepted_holds[k][at].load(std::memory_order_seq_cst) != 0) return false;
         }
         flight_head = flight_head + 1 == fixed_count ? 0 : flight_head + 1;
         --flight_size;
