@@ -32,10 +32,15 @@ using internal::kReconnectInterval;
 constexpr auto kWaitSlice = std::chrono::milliseconds(50);
 // Receive attempts in a row before broker events are looked at anyway.
 constexpr uint32_t kMaintainEvery = 1024;
-// While nothing is waiting, broker events are looked at this often at most:
-// a caller that polls (TryNext in a loop, Next right after the previous
-// batch) must not make system calls at the moment a message is due.
-constexpr auto kMaintainInterval = std::chrono::milliseconds(1);
+// While nothing is waiting, broker events are looked at this often at most,
+// as an idle consumer's waits (kWaitSlice) look at them: a caller that
+// polls (TryNext in a loop, Next right after the previous batch) must not
+// make system calls at the moment a message is due, and one woken every
+// few hundred microseconds must not make them in every other wait (at 1 ms
+// the pong of a 16 MiB ping-pong, whose pings come every ~600 us, looked at
+// the broker socket in every other gap, and its next answer paid about
+// 90 ns for the system call's footprint: docs/PERFORMANCE.md, ping16b).
+constexpr auto kMaintainInterval = kWaitSlice;
 // A Next that finds nothing waits this long on its channel before it may
 // maintain: the next message is often due at once (the second message of a
 // burst, a ping right after its warm-up), and a consumer that was idle for
