@@ -176,7 +176,7 @@ struct ChannelConsumer::SlotCopy {
         offset != state.geometry.FixedBlockOffset(i) || length > state.geometry.fixed_size) {
       *problem = BadFixedBlock(state, c, i, offset, length, copy->extension);
     } else {
-      copy->hold = state.holds + internal::HoldIndex(i, hot_.hold_lines_log2);
+      copy->hold = state.holds + hot_.hold_index[i];
     }
   } else if (block != 0 && (descriptor >= state.geometry.block_count || generation == 0)) {
     *problem = BadDescriptor(state, c, descriptor, generation);

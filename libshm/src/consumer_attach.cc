@@ -102,7 +102,7 @@ ChannelConsumer::ChannelConsumer(std::unique_ptr<Impl> impl) : impl_(std::move(i
   hot_.holds = state.holds;
   hot_.fixed_offset = g.fixed_offset;
   hot_.fixed_count = g.fixed_count;
-  hot_.hold_lines_log2 = internal::HoldLinesLog2(g.fixed_count);
+  hot_.hold_index = state.hold_index.get();
   hot_.fixed_size = g.fixed_size;
   hot_.arena_offset = g.arena_offset;
   hot_.arena_end = g.arena_offset + g.arena_size;
@@ -224,6 +224,11 @@ Result<std::unique_ptr<ChannelConsumer>> ChannelConsumer::Open(
   state.holds = reinterpret_cast<std::atomic<uint32_t>*>(
       returns->own->data() + sizeof(ConsumerSegHeaderData) +
       uint64_t{state.geometry.return_capacity} * 8);
+  const uint32_t hold_lines_log2 = internal::HoldLinesLog2(state.geometry.fixed_count);
+  state.hold_index = std::make_unique<uint32_t[]>(state.geometry.fixed_count);
+  for (uint32_t i = 0; i < state.geometry.fixed_count; ++i) {
+    state.hold_index[i] = internal::HoldIndex(i, hold_lines_log2);
+  }
   returns->capacity = state.geometry.return_capacity;
   returns->capacity_log2 = static_cast<uint32_t>(__builtin_ctz(state.geometry.return_capacity));
   state.control = reinterpret_cast<const ConsumerControlData*>(state.channel->data() +

@@ -36,6 +36,8 @@ struct ChannelConsumer::Impl {
   std::shared_ptr<ChannelBlock::Returns> returns;
   // Our hold counts of the fixed blocks, in our segment (returns keeps it).
   std::atomic<uint32_t>* holds = nullptr;
+  // Where fixed block i's count lies among them (HoldIndex), per block.
+  std::unique_ptr<uint32_t[]> hold_index;
   uint32_t index = 0;
   uint64_t word = 0;  // our registration word, requested state
   uint32_t producer_pid = 0;

@@ -38,7 +38,6 @@ ProducerState::ProducerState(const ChannelOptions& options_in, std::string name_
   fixed_size = geometry.fixed_size;
   fixed_count = geometry.fixed_count;
   block_count = geometry.block_count;
-  hold_lines_log2 = HoldLinesLog2(geometry.fixed_count);
   drop_oldest = options.policy == SlowConsumerPolicy::kDropOldest;
   write_sequence = &header->write_sequence;
   registry_changes = &reinterpret_cast<RegistryHeaderData*>(registry->data())->changes;
@@ -59,8 +58,10 @@ ProducerState::ProducerState(const ChannelOptions& options_in, std::string name_
   fixed_free = fixed_free_storage.get();
   fixed_flight = fixed_flight_storage.get();
   // Block 0 on top: the first loans take the lowest blocks.
+  const uint32_t hold_lines_log2 = HoldLinesLog2(geometry.fixed_count);
   for (uint32_t i = 0; i < geometry.fixed_count; ++i) {
     fixed_free[i] = geometry.fixed_count - 1 - i;
+    fixed[i].hold_index = HoldIndex(i, hold_lines_log2);
   }
   fixed_free_top = geometry.fixed_count;
 }

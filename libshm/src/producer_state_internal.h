@@ -109,7 +109,7 @@ struct ProducerState : ProducerHot {
       return FixedState::kUnread;
     }
     if (b.loan_ref) return FixedState::kHeld;
-    const uint32_t at = HoldIndex(i, hold_lines_log2);
+    const uint32_t at = b.hold_index;
     for (uint32_t k : consumers.accepted_list()) {
       if (consumers[k].holds[at].load(std::memory_order_seq_cst) != 0) return FixedState::kHeld;
     }
@@ -200,7 +200,7 @@ struct ProducerState : ProducerHot {
     uint64_t n = 0;
     for (uint32_t i = 0; i < geometry.fixed_count; ++i) {
       const uint32_t count =
-          consumers[k].holds[HoldIndex(i, hold_lines_log2)].load(std::memory_order_relaxed);
+          consumers[k].holds[fixed[i].hold_index].load(std::memory_order_relaxed);
       n += count != 0 ? 1 : 0;
     }
     return n;

@@ -346,7 +346,7 @@ class ALKAID_EXPORT ChannelConsumer {
         length > h.fixed_size) {
       return false;
     }
-    hold = h.holds + internal::HoldIndex(i, h.hold_lines_log2);
+    hold = h.holds + h.hold_index[i];
     // Held from here, before our cursor passes its message. kBlockProducer:
     // a load and a store (ReadSlot says why no other thread changes the
     // count now); the cursor store that passes the message publishes it.

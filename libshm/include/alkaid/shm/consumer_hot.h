@@ -53,7 +53,9 @@ struct ConsumerHot {
   uint64_t fixed_offset = 0;
   uint32_t fixed_count = 0;
   uint32_t fixed_size = 0;
-  uint32_t hold_lines_log2 = 0;  // HoldLinesLog2(fixed_count)
+  // Per fixed block, where its hold count lies among ours (HoldIndex;
+  // fixed_count entries, our own memory).
+  const uint32_t* hold_index = nullptr;
   uint64_t arena_offset = 0;
   uint64_t arena_end = 0;  // arena_offset + the initial arena's size
   uint32_t block_count = 0;

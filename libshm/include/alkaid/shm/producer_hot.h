@@ -26,6 +26,8 @@ struct FixedBlockRecord {
   uint64_t sequence = 0;  ///< the message it carried last (while in flight)
   bool loaned = false;    ///< lent and not published yet
   bool loan_ref = false;  ///< a ChannelLoan names it (loaned, or kept after its publish)
+  /// Where its hold count lies among each consumer's (HoldIndex), set once.
+  uint32_t hold_index = 0;
 };
 
 /// The producer's record of its slots, which acceptance and closing read.
@@ -58,8 +60,6 @@ struct ProducerHot {
   /// Descriptors below this are the block table's; from it on, fixed
   /// blocks (block_count + i).
   uint32_t block_count = 0;
-  /// HoldLinesLog2(fixed_count): where each block's hold counts lie.
-  uint32_t hold_lines_log2 = 0;
   /// kDropOldest (else kBlockProducer).
   bool drop_oldest = false;
   /// The channel header's write_sequence (seq_cst after each publish).
@@ -116,7 +116,7 @@ struct ProducerHot {
         // min_cursor above its message: every counted consumer passed it
         // (below: perhaps not, which TakeFixed finds out).
         if (b.loan_ref || (!drop_oldest && min_cursor <= b.sequence)) return false;
-        const uint32_t at = HoldIndex(i, hold_lines_log2);
+        const uint32_t at = b.hold_index;
         for (uint32_t k = 0; k < accepted_count; ++k) {
           // seq_cst: as ProducerState::LookAtFixed's loads of the hold
           // counts (it names their partners).
