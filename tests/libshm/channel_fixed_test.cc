@@ -631,7 +631,7 @@ TEST_F(ChannelFixedTest, HoldCountsOfConsecutiveBlocksLieInDifferentLines) {
   const uint64_t holds_at =
       sizeof(internal::ConsumerSegHeaderData) + uint64_t{own_header->return_capacity} * 8;
   // Four whole lines of counts, right after the return queue.
-  ASSERT_GE(own->data_size(), holds_at + 4 * 64);
+  ASSERT_GE(own->data_size(), holds_at + uint64_t{4} * 64);
   const auto* holds = reinterpret_cast<const std::atomic<uint32_t>*>(own->data() + holds_at);
   auto count_sum = [&] {
     uint32_t sum = 0;
@@ -642,7 +642,7 @@ TEST_F(ChannelFixedTest, HoldCountsOfConsecutiveBlocksLieInDifferentLines) {
   ChannelMessage message;
   uint64_t previous_block = 99;
   uint64_t previous_line = 99;
-  for (uint64_t i = 0; i < 3 * kBlocks; ++i) {
+  for (uint64_t i = 0; i < uint64_t{3} * kBlocks; ++i) {
     ASSERT_OK(writer.Loan());
     FillPattern(i, writer.data());
     ASSERT_OK(writer.Publish());
@@ -675,7 +675,7 @@ TEST_F(ChannelFixedTest, HoldCountsOfConsecutiveBlocksLieInDifferentLines) {
   ASSERT_OK(writer.Publish());
   ASSERT_OK(consumer->Receive(&message, 1s));
   ChannelBlock held = message.TakeBody();
-  for (uint64_t i = 0; i < 2 * kBlocks; ++i) {
+  for (uint64_t i = 0; i < uint64_t{2} * kBlocks; ++i) {
     ASSERT_OK(writer.Loan());
     ASSERT_NE(writer.offset(), held_offset) << "message " << i << " took the held block";
     FillPattern(i, writer.data());
