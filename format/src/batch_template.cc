@@ -184,14 +184,12 @@ struct BatchTemplate::Impl {
   std::vector<BufferSlot> buffer_slots;
   uint32_t num_buffers = 0;  // buffer_slots.size()
   // Each extension node whose array the graph makes, and the graph node
-  // that is its storage (after the shape's nodes); storage_of maps every
-  // node of the graph to its storage node (extension nodes only).
+  // that is its storage (after the shape's nodes, in this order).
   struct StorageNode {
     uint32_t extension;
     uint32_t storage;
   };
   std::vector<StorageNode> storage_nodes;
-  std::vector<uint32_t> storage_of;
 
   // One for the owner (the shared_ptr Make returned), one per graph in
   // use; deleted at zero.
@@ -236,10 +234,15 @@ struct BatchTemplate::Impl {
   }
 };
 
+// Called only while a graph is made (its arrays are made with it): the
+// few extension nodes are looked through.
 ArrayPtr BatchTemplate::Graph::StorageArray(void* graph, const ArrayDataPtr& extension) {
   auto* g = static_cast<Graph*>(graph);
-  const auto k = static_cast<size_t>(extension.get() - g->nodes.data());
-  return g->Link(g->ArrayOf(g->owner->storage_of[k]));
+  const auto k = static_cast<uint32_t>(extension.get() - g->nodes.data());
+  for (const Impl::StorageNode& e : g->owner->storage_nodes) {
+    if (e.extension == k) return g->Link(g->ArrayOf(e.storage));
+  }
+  return nullptr;  // not reached: NewLinkedArray asks only for extension nodes with a storage
 }
 
 // The batch count's deleter: nothing of the batch is held any more, on
@@ -366,13 +369,11 @@ Result<std::shared_ptr<BatchTemplate>> BatchTemplate::Make(BatchShape shape) {
     }
   }
   im.num_buffers = static_cast<uint32_t>(im.buffer_slots.size());
-  im.storage_of.assign(sh.nodes.size(), 0);
   for (uint32_t i = 0; i < sh.nodes.size(); ++i) {
     if (sh.nodes[i].type->id() == TypeId::kExtension &&
         internal::LinkableArrayType(*sh.nodes[i].type)) {
       const auto storage = static_cast<uint32_t>(sh.nodes.size() + im.storage_nodes.size());
       im.storage_nodes.push_back({i, storage});
-      im.storage_of[i] = storage;
     }
   }
   // The owner's reference; graphs in use hold theirs.
