@@ -161,10 +161,10 @@ Status FixedWidthBuilder::AppendNulls(int64_t n) {
 }
 
 Status FixedWidthBuilder::AppendEmptyValues(int64_t n) {
-  // The common case (no bitmap, a count from 0 to 2^31 - 1: the product
-  // cannot overflow) reserves the values' bytes here, as AppendNulls and
-  // AppendRawValues do, without CheckCount's call and the virtual Reserve
-  // (whose checks this is); anything else takes Reserve's way, which says
+  // The common case (no bitmap, a count from 0 to 2^31 - 1: neither the
+  // count nor the product can be refused) reserves the values' bytes
+  // directly, without CheckCount's call and the virtual Reserve, whose
+  // checks it cannot fail; anything else takes Reserve's way, which says
   // what is wrong.
   if (has_bitmap() || static_cast<uint64_t>(n) > kInlineSlots) {
     ALKAID_RETURN_NOT_OK(CheckCount(n, "value"));
